@@ -1,0 +1,1 @@
+"""Pure functions over arrays and catalogues; results are plain dataclasses of numbers."""

@@ -1,0 +1,88 @@
+"""The catalogue every format reader produces, and the embedding tables found in it."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Callable, Hashable
+
+import numpy as np
+
+from .arrays import FLOAT_DTYPES, to_float32
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """One tensor as its header describes it; `read` loads its data only when called."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str  # numpy's name, or "bfloat16"
+    read: Callable[[], np.ndarray] = field(repr=False, compare=False)
+    storage: Hashable | None = None  # tensors with equal storage keys share their memory (tied)
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def is_float(self) -> bool:
+        return self.dtype in FLOAT_DTYPES
+
+
+@dataclass
+class Checkpoint:
+    """What a reader learned from a file's headers: tensors, metadata, and where it lives."""
+
+    path: Path
+    format: str
+    tensors: dict[str, TensorInfo]
+    step: int | None = None
+    config: dict = field(default_factory=dict)
+    declared_params: int | None = None  # a count the file states itself (the ANDREA header)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def directory(self) -> Path:
+        """Where tokenizer and config files that belong to the checkpoint sit."""
+        return self.path if self.path.is_dir() else self.path.parent
+
+
+@dataclass
+class Table:
+    """One embedding table: the tensor that plays a role, and the rule that chose it."""
+
+    role: str  # "token", "position" or "output"
+    tensor: TensorInfo
+    rule: str
+    first_row: int = 0  # rows before position 0 (OPT keeps 2)
+    notes: tuple[str, ...] = ()
+
+    @property
+    def name(self) -> str:
+        return self.tensor.name
+
+    @property
+    def rows(self) -> int:
+        return self.tensor.shape[0]
+
+    @property
+    def dim(self) -> int:
+        return self.tensor.shape[1]
+
+    @cached_property
+    def array(self) -> np.ndarray:
+        """All rows as float32; a memory map, not a copy, where the file stores float32."""
+        return to_float32(self.tensor.read(), self.tensor.dtype)
+
+
+@dataclass
+class EmbeddingTables:
+    token: Table
+    position: Table | None
+    output: Table | None
+    tied: bool  # the output projection reuses the token table
+    notes: tuple[str, ...] = ()
+    tied_copy: str | None = None  # an output tensor the config declares tied: a copy, counted once

@@ -1,0 +1,99 @@
+"""Format readers. Each module in this package registers a `Format`; `open_checkpoint`
+asks each one, in priority order, whether it recognises the file."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from ..checkpoint import Checkpoint
+from ..errors import CheckpointError
+from ..text import quote
+
+HEAD_BYTES = 64
+
+
+@dataclass(frozen=True)
+class OpenOptions:
+    trust_pickle: bool = False  # let a pickle name globals outside the allow-list
+    vocab_size: int | None = None  # shapes for formats that do not record them (ANDREA)
+    d_model: int | None = None
+    context: int | None = None
+
+
+@dataclass(frozen=True)
+class Format:
+    name: str
+    sniff: Callable[[Path, bytes, int], bool]  # (path, first bytes, file size) -> is it mine?
+    open: Callable[[Path, OpenOptions], Checkpoint]
+    priority: int = 50  # lower sniffs first; formats without a magic number go last
+
+
+FORMATS: list[Format] = []
+
+
+def register(fmt: Format) -> Format:
+    FORMATS.append(fmt)
+    FORMATS.sort(key=lambda f: f.priority)
+    return fmt
+
+
+def _load_readers() -> None:
+    for module in pkgutil.iter_modules(__path__):
+        if not module.name.startswith("_"):
+            importlib.import_module(f"{__name__}.{module.name}")
+
+
+def sniff(path: Path) -> Format | None:
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as f:
+            head = f.read(HEAD_BYTES)
+    except OSError as err:
+        raise CheckpointError(f"cannot read {quote(path)}: {err.strerror}") from None
+    return next((fmt for fmt in FORMATS if fmt.sniff(path, head, size)), None)
+
+
+def open_checkpoint(path: str | Path, options: OpenOptions = OpenOptions()) -> Checkpoint:
+    path = Path(path)
+    if not path.exists():
+        raise CheckpointError(f"expected a checkpoint file or directory, found nothing at {quote(path)}")
+    if path.is_dir():
+        path = find_in_directory(path)
+    fmt = sniff(path)
+    if fmt is None:
+        known = ", ".join(f.name for f in FORMATS)
+        raise CheckpointError(f"{quote(path)} is not a checkpoint embscope knows (tried {known})")
+    return fmt.open(path, options)
+
+
+# Hugging Face saves the same weights under several names; the first present wins, as in transformers.
+PREFERRED_IN_DIRECTORY = (
+    "model.safetensors.index.json",
+    "model.safetensors",
+    "pytorch_model.bin.index.json",
+    "pytorch_model.bin",
+)
+NOT_WEIGHTS = frozenset({"config.json", "tokenizer.json", "tokenizer_config.json", "vocab.json",
+                         "special_tokens_map.json", "generation_config.json", "merges.txt"})
+
+
+def find_in_directory(directory: Path) -> Path:
+    """The one checkpoint a directory holds; several that disagree are an error listing them."""
+    for name in PREFERRED_IN_DIRECTORY:
+        if (directory / name).is_file() and sniff(directory / name):
+            return directory / name
+    found = [p for p in sorted(directory.iterdir())
+             if p.is_file() and p.name not in NOT_WEIGHTS and sniff(p)]
+    if not found:
+        raise CheckpointError(f"expected a checkpoint in directory {quote(directory)}, found no weights file")
+    if len(found) > 1:
+        names = ", ".join(quote(p.name) for p in found)
+        raise CheckpointError(f"directory {quote(directory)} holds several checkpoints ({names}); pass one with -c")
+    return found[0]
+
+
+_load_readers()

@@ -1,0 +1,111 @@
+"""numpy `.npy` (one array, named after the file) and `.npz` (named arrays in a zip).
+Headers are parsed without unpickling; plain arrays are memory-mapped when read."""
+
+from __future__ import annotations
+
+import zipfile
+from functools import partial
+from pathlib import Path
+
+import numpy as np
+
+from ..checkpoint import Checkpoint, TensorInfo
+from ..errors import CheckpointError
+from ..text import quote
+from . import Format, OpenOptions, register
+from ._zip import data_offset, is_stored
+
+NPY_MAGIC = b"\x93NUMPY"
+STEP_NAMES = ("step", "iter_num", "global_step", "iteration")  # 0-d counters saved beside the arrays
+
+
+def read_npy_header(fp, where: str) -> tuple[tuple[int, ...], bool, np.dtype]:
+    try:
+        version = np.lib.format.read_magic(fp)
+        if version == (1, 0):
+            return np.lib.format.read_array_header_1_0(fp)
+        return np.lib.format.read_array_header_2_0(fp, max_header_size=1 << 20)
+    except (ValueError, EOFError, SyntaxError, TypeError) as err:
+        raise CheckpointError(f"{where}: expected a .npy header, found one numpy cannot parse ({err})") from None
+
+
+def dtype_name(dtype: np.dtype, where: str) -> str:
+    if dtype.hasobject:
+        raise CheckpointError(f"{where}: holds pickled Python objects, not plain arrays")
+    if dtype.kind not in "biuf":
+        raise CheckpointError(f"{where}: expected numeric arrays, found dtype {dtype}")
+    return dtype.newbyteorder("=").name
+
+
+def mapped(path: Path, dtype: np.dtype, offset: int, shape: tuple[int, ...], fortran: bool) -> np.ndarray:
+    if 0 in shape:
+        return np.zeros(shape, dtype=dtype)
+    return np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=shape, order="F" if fortran else "C")
+
+
+def check_size(where: str, shape: tuple[int, ...], dtype: np.dtype, available: int) -> None:
+    needed = int(np.prod(shape, dtype=object)) * dtype.itemsize
+    if needed > available:
+        raise CheckpointError(f"{where}: header declares {needed} bytes of data, the file holds {available}")
+
+
+def open_npy(path: Path, options: OpenOptions) -> Checkpoint:
+    where = quote(path)
+    with open(path, "rb") as fp:
+        shape, fortran, dtype = read_npy_header(fp, where)
+        offset = fp.tell()
+    if dtype.hasobject:
+        from .pickled import open_object_npy  # a pickled dict saved with np.save(allow_pickle=True)
+        return open_object_npy(path, offset, options)
+    name = dtype_name(dtype, where)
+    check_size(where, shape, dtype, path.stat().st_size - offset)
+    info = TensorInfo(path.stem, shape, name, partial(mapped, path, dtype, offset, shape, fortran))
+    return Checkpoint(path, "numpy .npy", {path.stem: info})
+
+
+def open_npz(path: Path, options: OpenOptions) -> Checkpoint:
+    tensors, step = {}, None
+    try:
+        zf = zipfile.ZipFile(path)
+    except (zipfile.BadZipFile, OSError) as err:
+        raise CheckpointError(f"{quote(path)}: expected a readable .npz zip archive ({err})") from None
+    with zf:
+        for info in zf.infolist():
+            if not info.filename.endswith(".npy"):
+                continue
+            name = info.filename[: -len(".npy")]
+            where = f"{quote(path)}: array {quote(name)}"
+            with zf.open(info) as member:
+                shape, fortran, dtype = read_npy_header(member, where)
+                header_len = member.tell()
+            dtype_str = dtype_name(dtype, where)
+            check_size(where, shape, dtype, info.file_size - header_len)
+            if name in STEP_NAMES and shape == ():
+                step = int(np.load(zf.open(info)))
+                continue
+            if is_stored(info):
+                read = partial(mapped, path, dtype, data_offset(zf, info) + header_len, shape, fortran)
+            else:  # compressed members cannot be mapped; read that one member only
+                read = partial(read_member, path, info.filename)
+            tensors[name] = TensorInfo(name, shape, dtype_str, read)
+    return Checkpoint(path, "numpy .npz", tensors, step=step)
+
+
+def read_member(path: Path, member: str) -> np.ndarray:
+    with zipfile.ZipFile(path) as zf, zf.open(member) as f:
+        return np.lib.format.read_array(f, allow_pickle=False)
+
+
+def looks_like_npz(path: Path, head: bytes, size: int) -> bool:
+    if not head.startswith(b"PK\x03\x04"):
+        return False
+    try:
+        with zipfile.ZipFile(path) as zf:
+            names = zf.namelist()
+    except (zipfile.BadZipFile, OSError):
+        return path.suffix == ".npz"  # a broken .npz should hear why it is broken
+    return bool(names) and all(n.endswith(".npy") for n in names)
+
+
+register(Format("numpy .npy", lambda path, head, size: head.startswith(NPY_MAGIC), open_npy, priority=10))
+register(Format("numpy .npz", looks_like_npz, open_npz, priority=20))

@@ -1,0 +1,1 @@
+"""Rendering: rich tables for people, one JSON document for programs, plots on request."""

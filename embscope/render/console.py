@@ -1,0 +1,45 @@
+"""Rich output for people. Strings from files are untrusted: `safe` escapes them before printing."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from ..text import printable
+
+out = Console(highlight=False, soft_wrap=False)
+err = Console(stderr=True, highlight=False)
+
+
+def safe(text: object) -> str:
+    """No control characters and no rich markup survive from a name or token string."""
+    return escape(printable(str(text)))
+
+
+def shape_text(shape) -> str:
+    return " x ".join(str(d) for d in shape)
+
+
+def count_text(n: int | None) -> str:
+    return "-" if n is None else f"{n:,}"
+
+
+def percent(share: float | None) -> str:
+    return "-" if share is None else f"{share * 100:.2f}%"
+
+
+def cosine_text(value: float | None) -> str:
+    return "null" if value is None else f"{value:+.4f}"
+
+
+def table(*columns: str, title: str | None = None, **kwargs) -> Table:
+    grid = Table(title=title, title_justify="left", **kwargs)
+    for column in columns:
+        grid.add_column(column)
+    return grid
+
+
+def notes(lines) -> None:
+    for line in lines:
+        out.print(f"note: {safe(line)}")

@@ -1,0 +1,15 @@
+"""Making untrusted strings from files safe to print: names and tokens can hold anything."""
+
+from __future__ import annotations
+
+
+def printable(text: str) -> str:
+    """Control characters shown as escapes, so a name cannot move the cursor or clear the screen."""
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text)
+
+
+def quote(value: object) -> str:
+    """A file name or tensor name as the user should read it in a message."""
+    return repr(printable(str(value)))
