@@ -34,7 +34,9 @@ def lookup_word(tokenizer: Tokenizer, word: str, *, exact: bool = False) -> Word
         raise TokenError("expected a word to look up, found an empty string")
     plain = tokenizer.encode(word)
     if not plain:
-        raise TokenError(f"the word {word!r} encodes to no tokens with the {tokenizer.kind} tokenizer {tokenizer.path.name}")
+        raise TokenError(
+            f"the word {word!r} encodes to no tokens with the {tokenizer.kind} tokenizer {tokenizer.path.name}"
+        )
     if exact:
         return _result(tokenizer, word, word, plain, None)
     spaced_form = " " + word
@@ -42,7 +44,8 @@ def lookup_word(tokenizer: Tokenizer, word: str, *, exact: bool = False) -> Word
     if spaced == plain:
         return _result(tokenizer, word, word, plain, None)
     if len(spaced) == 1:
-        return _result(tokenizer, word, spaced_form, spaced, f"used the in-sentence form {spaced_form!r} (one token)")
+        note = f"used the in-sentence form {spaced_form!r} (one token)"
+        return _result(tokenizer, word, spaced_form, spaced, note)
     space = tokenizer.encode(" ")
     if len(space) == 1 and spaced == space + plain:
         note = f"the space before {word!r} is a token of its own (id {space[0]}), so it was left out"

@@ -107,6 +107,7 @@ def test_json_merges_list_and_dict(tmp_path):
 
 
 def test_gpt4_pattern_uses_the_regex_package(tmp_path):
+    pytest.importorskip("regex")
     tokenizer = load_tokenizer(write_minbpe(tmp_path / "gpt4.model", GPT4_PATTERN, MERGES, {}))
     # the GPT-4 pattern keeps the space with the word, so " dog" can merge to one id
     assert tokenizer.encode(" dog bites") == [SPACE_DOG, 32, BITE, 115]
@@ -242,8 +243,7 @@ _ALPHABET = list("abcXYZ019_'’.,!? \t\n\r") + ["'s", "'ll", "\u00a0", "\u3000"
 @settings(max_examples=150, deadline=None)
 @given(text=st.lists(st.sampled_from(_ALPHABET), max_size=25).map("".join))
 def test_gpt2_split_for_re_matches_openai_pattern(text):
-    import regex
-
+    regex = pytest.importorskip("regex")
     from embscope.tokenizers.gpt2_bpe import GPT2_PATTERN, gpt2_split_pattern
 
     assert gpt2_split_pattern().findall(text) == regex.findall(GPT2_PATTERN, text)
@@ -252,8 +252,7 @@ def test_gpt2_split_for_re_matches_openai_pattern(text):
 @settings(max_examples=100, deadline=None)
 @given(text=st.text(st.characters(max_codepoint=0x2FFF, exclude_categories=("Cs", "Cn")), max_size=25))
 def test_gpt2_split_for_re_matches_on_any_bmp_text(text):
-    import regex
-
+    regex = pytest.importorskip("regex")
     from embscope.tokenizers.gpt2_bpe import GPT2_PATTERN, gpt2_split_pattern
 
     assert gpt2_split_pattern().findall(text) == regex.findall(GPT2_PATTERN, text)
@@ -475,7 +474,8 @@ def test_find_tokenizer_refuses_to_guess(tmp_path):
 
 
 def test_nothing_heavy_imported():
-    code = "import sys, embscope.tokenizers, embscope.lookup; print(sorted({'tokenizers', 'regex', 'torch', 'numpy'} & set(sys.modules)))"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         cwd=Path(__file__).resolve().parents[1])
+    heavy = {"tokenizers", "regex", "torch", "numpy"}
+    code = f"import sys, embscope.tokenizers, embscope.lookup; print(sorted({heavy!r} & set(sys.modules)))"
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=root)
     assert out.stdout.strip() == "[]"

@@ -56,7 +56,9 @@ def load_tokenizer(path: Path) -> Tokenizer:
         raise CheckpointError(f"{path} is not a tokenizer file embscope knows; expected {_expected_kinds()}")
     if len(matches) > 1:
         names = ", ".join(kind.name for kind in matches)
-        raise CheckpointError(f"expected {path} to be one kind of tokenizer, found it could be any of: {names}")
+        raise CheckpointError(
+            f"expected {path} to be one kind of tokenizer, found it could be any of: {names}"
+        )
     return matches[0].load(path)
 
 

@@ -9,7 +9,11 @@ import functools
 @functools.cache
 def bytes_to_unicode() -> dict[int, str]:
     """GPT-2's table: printable bytes stand for themselves, the others for chars from U+0100 up."""
-    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    printable = [
+        *range(ord("!"), ord("~") + 1),
+        *range(ord("¡"), ord("¬") + 1),
+        *range(ord("®"), ord("ÿ") + 1),
+    ]
     table = {byte: chr(byte) for byte in printable}
     shifted = 0
     for byte in range(256):

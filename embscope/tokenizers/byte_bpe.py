@@ -40,7 +40,8 @@ class ByteBPETokenizer(ByteVocabulary):
             for part in (first, second):
                 if not 0 <= part < new_id:
                     raise CheckpointError(
-                        f"expected merge {rank} in {path.name} to join ids below {new_id}, found {first} {second}"
+                        f"expected merge {rank} in {path.name} to join ids below {new_id}, "
+                        f"found {first} {second}"
                     )
             if (first, second) in self._merged_id:
                 raise CheckpointError(f"merge {rank} in {path.name} repeats the pair {first} {second}")

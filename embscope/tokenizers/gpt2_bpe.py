@@ -101,7 +101,9 @@ class GPT2BPETokenizer(ByteVocabulary):
             for token in self._bpe(word):
                 id = self._token_id.get(token)
                 if id is None:
-                    raise TokenError(f"the piece {token!r} of {text!r} is not in the vocabulary {self.path.name}")
+                    raise TokenError(
+                        f"the piece {token!r} of {text!r} is not in the vocabulary {self.path.name}"
+                    )
                 ids.append(id)
         return ids
 
@@ -169,7 +171,9 @@ def load(path: Path) -> GPT2BPETokenizer:
         raise CheckpointError(f"expected {merges_path.name} beside {vocab_path}, found none")
     vocab = read_json(vocab_path)
     if not _is_vocab(vocab):
-        raise CheckpointError(f"expected {vocab_path.name} to map token strings to ids, found another JSON document")
+        raise CheckpointError(
+            f"expected {vocab_path.name} to map token strings to ids, found another JSON document"
+        )
     try:
         lines = merges_path.read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as err:

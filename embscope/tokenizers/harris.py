@@ -78,14 +78,17 @@ def load(path: Path) -> HarrisTokenizer:
     if segments is not None:
         for index, segment in enumerate(segments):
             if not isinstance(segment, str):
-                raise CheckpointError(f"expected segment {index} in {path.name} to be a string, found {segment!r}")
+                raise CheckpointError(
+                    f"expected segment {index} in {path.name} to be a string, found {segment!r}"
+                )
         return HarrisTokenizer(path, {FIRST_SEGMENT_ID + index: segment for index, segment in enumerate(segments)})
     if isinstance(doc, dict):
         by_id: dict[int, str] = {}
         for segment, id in doc.items():
             if isinstance(id, bool) or not isinstance(id, int) or id < FIRST_SEGMENT_ID:
                 raise CheckpointError(
-                    f"expected segment {segment!r} in {path.name} to have an id of {FIRST_SEGMENT_ID} or more, found {id!r}"
+                    f"expected segment {segment!r} in {path.name} to have an id of "
+                    f"{FIRST_SEGMENT_ID} or more, found {id!r}"
                 )
             if id in by_id:
                 raise CheckpointError(f"expected one segment per id in {path.name}, found two with id {id}")

@@ -119,7 +119,9 @@ def load(path: Path) -> HuggingFaceTokenizer:
         library_tokenizer = LibraryTokenizer.from_file(str(path))
     except Exception as err:  # the library raises a bare Exception for bad files
         reason = (str(err).strip().splitlines() or [type(err).__name__])[0]
-        raise CheckpointError(f"expected a Hugging Face tokenizer in {path}, found an unreadable file: {reason}") from None
+        raise CheckpointError(
+            f"expected a Hugging Face tokenizer in {path}, found an unreadable file: {reason}"
+        ) from None
     return HuggingFaceTokenizer(path, library_tokenizer, config)
 
 
