@@ -321,6 +321,20 @@ def test_non_positive_value_in_json(tmp_path):
     assert open_error(path) == "config.json: n_embd is -4, expected a positive integer"
 
 
+def test_odd_number_in_a_nested_object_is_ignored(tmp_path):
+    write_json(tmp_path / "config.json", {"vocab_size": V, "block_size": T, "model": {"d": D},
+                                          "optimizer": {"d": 0.9}})
+    path = write_dump(tmp_path / "model.bin", random_weights(untied_n()))
+    assert open_checkpoint(path).tensors["token_emb"].shape == (V, D)
+
+
+def test_a_flag_settles_what_the_files_disagree_on(tmp_path):
+    write_json(tmp_path / "a.json", {"vocab_size": V, "n_embd": D, "block_size": T})
+    write_json(tmp_path / "b.json", {"vocab_size": V + 1})
+    path = write_dump(tmp_path / "model.bin", random_weights(untied_n()))
+    assert open_checkpoint(path, OpenOptions(vocab_size=V)).tensors["token_emb"].shape == (V, D)
+
+
 def test_json_files_that_disagree(tmp_path):
     write_json(tmp_path / "a.json", {"vocab_size": V, "n_embd": D, "block_size": T})
     write_json(tmp_path / "b.json", {"vocab_size": V + 1})

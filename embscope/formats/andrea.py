@@ -97,12 +97,15 @@ def places(configs: list[tuple[str, dict]]):
                 yield f"{name} under {printable(key)}", value, True
 
 
-def as_count(value: object, key: str, where: str) -> int | None:
-    """A positive integer, None when the value is not a number at all; a bad number is an error."""
+def as_count(value: object, key: str, where: str, strict: bool) -> int | None:
+    """A positive integer, None when the value is not a number; a bad number at a file's top level is an error
+    (nested objects such as an optimizer's may use the same short keys for other things)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     if value != value or value <= 0 or int(value) != value:
-        raise CheckpointError(f"{where}: {printable(key)} is {value!r}, expected a positive integer")
+        if strict:
+            raise CheckpointError(f"{where}: {printable(key)} is {value!r}, expected a positive integer")
+        return None
     return int(value)
 
 
@@ -113,7 +116,7 @@ def find(configs: list[tuple[str, dict]], keys: tuple[str, ...], flag: bool = Fa
         for where, doc, nested in places(configs):
             if key not in doc:
                 continue
-            value = doc[key] if flag else as_count(doc[key], key, where)
+            value = doc[key] if flag else as_count(doc[key], key, where, strict=not nested)
             if flag and not isinstance(value, bool):
                 value = None
             if value is not None:
@@ -145,8 +148,13 @@ def read_shapes(directory: Path, options: OpenOptions) -> Shapes:
     for attr, keys, flag_value, flag in (("vocab", VOCAB_KEYS, options.vocab_size, "--vocab-size"),
                                          ("width", WIDTH_KEYS, options.d_model, "--d-model"),
                                          ("context", CONTEXT_KEYS, options.context, "--context")):
-        in_files = find(configs, keys)
         given = from_flag(flag_value, flag)
+        try:
+            in_files = find(configs, keys)
+        except CheckpointError:
+            if given is None:
+                raise
+            in_files = None  # the flag settles it; the files' quarrel does not matter
         if given is not None and in_files is not None and in_files.value != given.value:
             notes.append(f"{flag} {given.value} overrides {in_files.where} ({in_files.value})")
         setattr(shapes, attr, given or in_files)
