@@ -79,3 +79,25 @@ def test_environment_variable_names_the_checkpoint(tmp_path, monkeypatch):
     np.savez(tmp_path / "m.npz", wte=np.zeros((3, 2), np.float32))
     monkeypatch.setenv("EMBSCOPE_CHECKPOINT", str(tmp_path / "m.npz"))
     assert run_json("info")["checkpoint"] == str(tmp_path / "m.npz")
+
+
+def write_byte_bpe(path, n_merges: int):
+    """A minbpe .model file whose merges pair byte 97 ('a') with itself and then with each new id."""
+    merges = [(97, 97)] + [(256 + i, 97) for i in range(n_merges - 1)]
+    path.write_text("\n".join(["minbpe v1", " |[^ ]+", "0"] + [f"{a} {b}" for a, b in merges]) + "\n")
+
+
+def test_info_names_padded_rows_past_the_tokenizer(tmp_path):
+    np.savez(tmp_path / "m.npz", token_emb=np.zeros((300, 4), np.float32))
+    write_byte_bpe(tmp_path / "tokenizer.model", 10)  # 256 bytes + 10 merges = 266 ids
+    doc = run_json("info", "-c", tmp_path / "m.npz")
+    assert doc["tokenizer"] == {"kind": "byte-bpe", "path": str(tmp_path / "tokenizer.model"), "vocab_size": 266}
+    assert "the token table has 300 rows, the tokenizer 266 ids: 34 rows (266..299) are padding" in doc["notes"]
+
+
+def test_info_warns_when_the_tokenizer_is_bigger_than_the_table(tmp_path):
+    np.savez(tmp_path / "m.npz", token_emb=np.zeros((260, 4), np.float32))
+    write_byte_bpe(tmp_path / "tokenizer.model", 10)
+    doc = run_json("info", "-c", tmp_path / "m.npz")
+    assert ("warning: the tokenizer has 266 ids but the token table only 260 rows: is this the model's tokenizer?"
+            in doc["notes"])
