@@ -11,5 +11,5 @@ def printable(text: str) -> str:
 
 
 def quote(value: object) -> str:
-    """A file name or tensor name as the user should read it in a message."""
-    return repr(printable(str(value)))
+    """A file name or tensor name as the user should read it in a message, escaped once."""
+    return f"'{printable(str(value))}'"
