@@ -287,6 +287,33 @@ def test_refusal_happens_before_earlier_allowed_objects_matter(tmp_path):
         open_checkpoint(path)
 
 
+@pytest.mark.parametrize("raw", [
+    b"c_codecs\nencode\n(dS'func'\nI0\nsb.",  # BUILD on an allowed callable
+    b"cnumpy._core.multiarray\nscalar\n(N(dS'func'\nI0\nstb.",  # ... with slot state
+])
+def test_allowed_callables_cannot_be_changed_by_build(tmp_path, raw):
+    """BUILD sets attributes on whatever object is on the stack; the allow-list's objects are read-only,
+    so a hostile file cannot change them for the next file a long-running process opens."""
+    path = tmp_path / "build.pkl"
+    path.write_bytes(raw)
+    assert_error_line(run("info", "-c", path), "build.pkl")
+    params = small_params(np.random.default_rng(14))
+    ckpt = open_checkpoint(dump(tmp_path / "ok.pkl", {"params": params, "s": np.float32(2)}, protocol=2))
+    np.testing.assert_array_equal(ckpt.tensors["token_emb"].read(), params["token_emb"])
+
+
+def test_build_cannot_reach_numpy_shared_dtypes(tmp_path):
+    """np.dtype('f4', 0, 0) returns numpy's shared float32 dtype; the allow-list's np.dtype always copies,
+    so the BUILD that follows in a pickle changes only the copy."""
+    made = NUMPY_GLOBALS["numpy.dtype"]("f4", False, False)
+    assert made == np.dtype("f4") and made is not np.dtype("f4")
+    path = tmp_path / "dtype.pkl"  # the same call, then BUILD with a big-endian state
+    path.write_bytes(b"cnumpy\ndtype\n(S'f4'\nI00\nI00\ntR(I3\nS'>'\nNNNI-1\nI-1\nI0\ntb.")
+    with pytest.raises(CheckpointError, match="found Float32DType"):
+        open_checkpoint(path)
+    assert np.dtype("f4").str == "<f4"
+
+
 # --- --trust-pickle ---
 
 def test_trust_pickle_loads_a_custom_class(tmp_path):

@@ -13,11 +13,12 @@ import numpy as np
 
 from ..errors import CheckpointError
 from ..text import quote
-from ._unpickle import NUMPY_GLOBALS, restricted_load
+from ._unpickle import NUMPY_GLOBALS, Harmless, refuse_setstate, restricted_load
 from ._zip import data_offset, is_stored
 
 
-@dataclass(frozen=True)
+# every object the allow-list hands out is frozen and slotted: a pickle's BUILD opcode cannot change it
+@dataclass(frozen=True, slots=True)
 class Kind:
     """An element type as torch names it; `dtype` is ours (None: numpy cannot hold it)."""
 
@@ -25,6 +26,7 @@ class Kind:
     dtype: str | None
     numpy: str  # the stored bytes, without byte order ("u2" for bfloat16)
     itemsize: int
+    __setstate__ = refuse_setstate
 
 
 KINDS = [Kind("float32", "float32", "f4", 4), Kind("float64", "float64", "f8", 8),
@@ -49,7 +51,7 @@ DTYPE_ALIASES = {"float": "float32", "double": "float64", "half": "float16", "lo
                  "short": "int16"}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Storage:
     """One `data/<key>` member: its element kind and where its bytes start in the file."""
 
@@ -58,9 +60,10 @@ class Storage:
     nbytes: int
     file_offset: int | None  # None: the member is compressed and cannot be memory-mapped
     member: str
+    __setstate__ = refuse_setstate
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class TensorRecord:
     """What torch's _rebuild_tensor would build, as a description: no data is touched."""
 
@@ -69,6 +72,7 @@ class TensorRecord:
     offset: int  # in elements of `kind`
     size: tuple[int, ...]
     stride: tuple[int, ...]
+    __setstate__ = refuse_setstate
 
     @property
     def numel(self) -> int:
@@ -84,11 +88,12 @@ class TensorRecord:
         return True
 
 
+@dataclass(frozen=True, slots=True)
 class TypeMarker:
     """Stands in for torch.Tensor / torch.nn.Parameter where a pickle names the class itself."""
 
-    def __init__(self, name: str):
-        self.name = name
+    name: str
+    __setstate__ = refuse_setstate
 
 
 def int_tuple(value: Any, what: str) -> tuple[int, ...]:
@@ -116,6 +121,10 @@ def rebuild_tensor(storage: Any, offset: Any, size: Any, stride: Any, kind: Kind
     return record
 
 
+def rebuild_tensor_v1(storage, storage_offset, size, stride) -> TensorRecord:
+    return rebuild_tensor(storage, storage_offset, size, stride)
+
+
 def rebuild_tensor_v2(storage, storage_offset, size, stride, requires_grad=False, backward_hooks=None,
                       metadata=None) -> TensorRecord:
     return rebuild_tensor(storage, storage_offset, size, stride)
@@ -132,12 +141,13 @@ def rebuild_parameter(data, requires_grad=False, backward_hooks=None, state=None
     return data  # a Parameter is its data
 
 
-REBUILDERS = (rebuild_tensor_v2, rebuild_tensor_v3, rebuild_parameter)
+REBUILDERS = (rebuild_tensor_v1, rebuild_tensor_v2, rebuild_tensor_v3, rebuild_parameter)
 
 
 def rebuild_from_type_v2(func, new_type, args, state) -> Any:
     """A tensor with Python attributes: torch calls func(*args) and then sets them; we keep the tensor."""
-    if func not in REBUILDERS or not isinstance(new_type, TypeMarker) or not isinstance(args, tuple):
+    if not (isinstance(func, Harmless) and func.func in REBUILDERS and isinstance(new_type, TypeMarker)
+            and isinstance(args, tuple)):
         raise CheckpointError("expected a plain tensor inside _rebuild_from_type_v2, found something else")
     return func(*args)
 
@@ -152,15 +162,16 @@ def torch_device(kind: Any, index: Any = None) -> str:
 
 def _torch_globals() -> dict[str, Any]:
     allowed: dict[str, Any] = {
-        "torch._utils._rebuild_tensor_v2": rebuild_tensor_v2,
-        "torch._utils._rebuild_tensor_v3": rebuild_tensor_v3,
-        "torch._utils._rebuild_parameter": rebuild_parameter,
-        "torch._utils._rebuild_parameter_with_state": rebuild_parameter,
-        "torch._tensor._rebuild_from_type_v2": rebuild_from_type_v2,
+        "torch._utils._rebuild_tensor": Harmless(rebuild_tensor_v1),  # files from torch before 1.0
+        "torch._utils._rebuild_tensor_v2": Harmless(rebuild_tensor_v2),
+        "torch._utils._rebuild_tensor_v3": Harmless(rebuild_tensor_v3),
+        "torch._utils._rebuild_parameter": Harmless(rebuild_parameter),
+        "torch._utils._rebuild_parameter_with_state": Harmless(rebuild_parameter),
+        "torch._tensor._rebuild_from_type_v2": Harmless(rebuild_from_type_v2),
         "torch.Tensor": TypeMarker("torch.Tensor"),
         "torch.nn.parameter.Parameter": TypeMarker("torch.nn.parameter.Parameter"),
-        "torch.Size": torch_size,
-        "torch.device": torch_device,
+        "torch.Size": Harmless(torch_size),
+        "torch.device": Harmless(torch_device),
         "torch.storage.UntypedStorage": UNTYPED,
     }
     allowed.update({f"torch.{cls}": KIND[name] for cls, name in STORAGE_CLASSES.items()})
@@ -256,6 +267,8 @@ def read_tensor(path: Path, record: TensorRecord, byteorder: str) -> np.ndarray:
         return np.zeros(record.size, dtype=dtype)
     storage = record.storage
     elements = storage.nbytes // dtype.itemsize
+    if record.offset + sum((d - 1) * s for d, s in zip(record.size, record.stride)) >= elements:
+        raise CheckpointError(f"tensor at offset {record.offset} runs past storage {quote(storage.key)}")  # checked at load too
     if storage.file_offset is not None:
         base = np.memmap(path, dtype=dtype, mode="r", offset=storage.file_offset, shape=(elements,))
     else:

@@ -38,23 +38,56 @@ def _latin1_encode(text: object, encoding: str = "utf-8") -> bytes:
     return text.encode("latin1")
 
 
+def refuse_setstate(self, state: Any) -> None:
+    """For objects the allow-list hands out: a pickle's BUILD opcode may not change them
+    (a frozen slotted dataclass would otherwise accept new field values through __setstate__)."""
+    raise pickle.UnpicklingError(f"a pickle tried to change a {type(self).__name__}, which is read-only")
+
+
+class Harmless:
+    """An allowed callable, sealed: a pickle's BUILD opcode can set attributes on the objects it names,
+    and an allowed function must not be changed for the next file a long-running process opens."""
+
+    __slots__ = ("func",)
+
+    def __init__(self, func: Callable[..., Any]):
+        object.__setattr__(self, "func", func)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("an allowed callable is read-only")
+
+    __setstate__ = refuse_setstate
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.func(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"Harmless({getattr(self.func, '__qualname__', self.func)!r})"
+
+
+def _fresh_dtype(spec: Any, align: bool = False, copy: bool = True) -> np.dtype:
+    """np.dtype as pickles call it, always a copy: the BUILD that follows must not reach numpy's shared dtypes."""
+    return np.dtype(spec, bool(align), True)
+
+
 def _numpy_globals() -> dict[str, Any]:
     multiarray = _numpy_module("numpy._core.multiarray", "numpy.core.multiarray")
     numeric = _numpy_module("numpy._core.numeric", "numpy.core.numeric")
-    allowed: dict[str, Any] = {"numpy.ndarray": np.ndarray, "numpy.dtype": np.dtype}
+    allowed: dict[str, Any] = {"numpy.ndarray": np.ndarray, "numpy.dtype": Harmless(_fresh_dtype)}
     # numpy 1.x pickles name numpy.core, numpy 2.x numpy._core; both mean the same functions
     for package in ("numpy.core", "numpy._core"):
-        allowed[f"{package}.multiarray._reconstruct"] = multiarray._reconstruct
-        allowed[f"{package}.multiarray.scalar"] = multiarray.scalar
-        allowed[f"{package}.numeric._frombuffer"] = numeric._frombuffer  # protocol 5 arrays
+        allowed[f"{package}.multiarray._reconstruct"] = Harmless(multiarray._reconstruct)
+        allowed[f"{package}.multiarray.scalar"] = Harmless(multiarray.scalar)
+        allowed[f"{package}.numeric._frombuffer"] = Harmless(numeric._frombuffer)  # protocol 5 arrays
     return allowed
 
 
-# plain numpy arrays, numpy scalars and the containers pickle cannot express with opcodes alone
+# plain numpy arrays, numpy scalars and the containers pickle cannot express with opcodes alone;
+# the types here are built-in (static) types, whose attributes cannot be set
 NUMPY_GLOBALS: dict[str, Any] = {
     **_numpy_globals(),
     "collections.OrderedDict": collections.OrderedDict,
-    "_codecs.encode": _latin1_encode,
+    "_codecs.encode": Harmless(_latin1_encode),
     "builtins.set": set,
     "builtins.frozenset": frozenset,
     "builtins.bytearray": bytearray,

@@ -17,7 +17,8 @@ from ..checkpoint import Checkpoint, TensorInfo
 from ..errors import CheckpointError, UnsafePickleError
 from ..text import quote
 from . import Format, OpenOptions, register
-from ._torch_zip import TensorRecord, data_pickle_name, load_zip, read_tensor
+from ._torch_zip import TORCH_GLOBALS, UNTYPED, Storage, TensorRecord, data_pickle_name, load_zip, read_tensor
+from ._unpickle import restricted_load
 from .pickled import (CONFIG_KEYS, IGNORED_KEYS, STEP_KEYS, array_tensor, find_config, find_step, flatten,
                       is_torch_legacy)
 
@@ -153,8 +154,22 @@ def refused_global(message: str) -> str | None:
     return found.group(1) if found else None
 
 
+LEGACY_PICKLES = 4  # magic number, protocol version, system info, then the object; raw storages follow
+
+
+def scan_legacy(path: Path, where: str) -> None:
+    """Run the legacy file's pickles through our own allow-list first, so a refusal names the global
+    as Python 3 resolves it (torch's message spells some names the Python 2 way, or drops the module)."""
+    placeholder = Storage("?", UNTYPED, 1 << 62, None, "?")  # shapes are checked by torch.load, later
+    with open(path, "rb") as f:
+        for _ in range(LEGACY_PICKLES):
+            restricted_load(f, TORCH_GLOBALS, where, persistent_load=lambda pid: placeholder)
+
+
 def open_legacy(path: Path, options: OpenOptions) -> Checkpoint:
     where = quote(path)
+    if not options.trust_pickle:
+        scan_legacy(path, f"{where} (legacy PyTorch file)")
     try:
         import torch
     except ImportError:
