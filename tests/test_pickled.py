@@ -150,6 +150,13 @@ def test_nested_params_are_flattened_with_dots(tmp_path):
     assert "1 non-numeric arrays skipped" in ckpt.notes
 
 
+def test_a_dict_holding_itself_is_an_error_not_a_hang(tmp_path):
+    loop = {"w": np.ones(2, np.float32)}
+    loop["again"] = loop  # pickle keeps the cycle
+    path = dump(tmp_path / "loop.pkl", {"params": {"token_emb": np.ones((3, 2), np.float32), "loop": loop}})
+    assert_error_line(run("info", "-c", path), "loop.pkl", "a container holding itself")
+
+
 def test_same_array_twice_is_one_tied_storage(tmp_path):
     params = small_params(np.random.default_rng(6))
     params["lm_head"] = params["token_emb"]  # pickle memoizes the object: stored once
@@ -309,7 +316,7 @@ def test_build_cannot_reach_numpy_shared_dtypes(tmp_path):
     assert made == np.dtype("f4") and made is not np.dtype("f4")
     path = tmp_path / "dtype.pkl"  # the same call, then BUILD with a big-endian state
     path.write_bytes(b"cnumpy\ndtype\n(S'f4'\nI00\nI00\ntR(I3\nS'>'\nNNNI-1\nI-1\nI0\ntb.")
-    with pytest.raises(CheckpointError, match="found Float32DType"):
+    with pytest.raises(CheckpointError, match="expected a pickled dict"):
         open_checkpoint(path)
     assert np.dtype("f4").str == "<f4"
 

@@ -140,6 +140,12 @@ def test_layouts_and_step_counters(tmp_path, layout, expected):
     assert ckpt.step == expected
 
 
+def test_a_state_dict_holding_itself_is_an_error(tmp_path):
+    sd = {"wte.weight": torch.randn(4, 2)}
+    sd["nested"] = sd
+    assert_error_line(run("info", "-c", save(sd, tmp_path / "loop.pt")), "loop.pt", "a container holding itself")
+
+
 def test_hugging_face_directory_with_pytorch_model_bin(tmp_path):
     torch.manual_seed(2)
     sd = {"wte.weight": torch.randn(50, 8), "wpe.weight": torch.randn(10, 8),

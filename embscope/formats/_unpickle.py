@@ -21,7 +21,7 @@ UNPICKLE_ERRORS = (pickle.UnpicklingError, EOFError, ValueError, TypeError, Attr
                    struct.error)
 
 
-def _numpy_module(*names: str):
+def numpy_module(*names: str):
     """The first of numpy's module names that imports: numpy 2 moved numpy.core to numpy._core."""
     for name in names:
         try:
@@ -71,8 +71,8 @@ def _fresh_dtype(spec: Any, align: bool = False, copy: bool = True) -> np.dtype:
 
 
 def _numpy_globals() -> dict[str, Any]:
-    multiarray = _numpy_module("numpy._core.multiarray", "numpy.core.multiarray")
-    numeric = _numpy_module("numpy._core.numeric", "numpy.core.numeric")
+    multiarray = numpy_module("numpy._core.multiarray", "numpy.core.multiarray")
+    numeric = numpy_module("numpy._core.numeric", "numpy.core.numeric")
     allowed: dict[str, Any] = {"numpy.ndarray": np.ndarray, "numpy.dtype": Harmless(_fresh_dtype)}
     # numpy 1.x pickles name numpy.core, numpy 2.x numpy._core; both mean the same functions
     for package in ("numpy.core", "numpy._core"):

@@ -71,16 +71,17 @@ def find_config(doc: dict) -> dict:
 MAX_DEPTH = 32  # a pickle can nest without end, or hold itself
 
 
-def flatten(value: Any, prefix: str = "", depth: int = 0) -> Iterator[tuple[str, Any]]:
+def flatten(value: Any, prefix: str = "", depth: int = 0, where: str = "") -> Iterator[tuple[str, Any]]:
     """Nested dicts and lists of arrays, as dotted names: params["layer0"]["attn"]["q"] -> layer0.attn.q."""
     if isinstance(value, (dict, list, tuple)) and depth >= MAX_DEPTH:
-        raise CheckpointError(f"expected arrays nested at most {MAX_DEPTH} deep, found deeper nesting at {quote(prefix[:80])}")
+        raise CheckpointError(f"{where}: expected values nested at most {MAX_DEPTH} deep, found deeper nesting "
+                              f"(or a container holding itself) at {quote(prefix[:80])}")
     if isinstance(value, dict):
         for key, item in value.items():
-            yield from flatten(item, f"{prefix}{key}.", depth + 1)
+            yield from flatten(item, f"{prefix}{key}.", depth + 1, where)
     elif isinstance(value, (list, tuple)):
         for index, item in enumerate(value):
-            yield from flatten(item, f"{prefix}{index}.", depth + 1)
+            yield from flatten(item, f"{prefix}{index}.", depth + 1, where)
     else:
         yield prefix[:-1], value
 
@@ -108,7 +109,7 @@ def checkpoint_from(path: Path, obj: Any, format_name: str) -> Checkpoint:
         arrays = {k: v for k, v in obj.items() if k not in IGNORED_KEYS and k not in STEP_KEYS and k not in CONFIG_KEYS}
         step, config = find_step(obj), find_config(obj)
     tensors, skipped = {}, 0
-    for name, value in flatten(arrays):
+    for name, value in flatten(arrays, where=where):
         tensor = array_tensor(path, name, value) if isinstance(value, np.ndarray) else None
         if tensor is None:
             skipped += isinstance(value, np.ndarray)

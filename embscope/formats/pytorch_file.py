@@ -18,7 +18,7 @@ from ..errors import CheckpointError, UnsafePickleError
 from ..text import quote
 from . import Format, OpenOptions, register
 from ._torch_zip import TORCH_GLOBALS, UNTYPED, Storage, TensorRecord, data_pickle_name, load_zip, read_tensor
-from ._unpickle import restricted_load
+from ._unpickle import numpy_module, restricted_load
 from .pickled import (CONFIG_KEYS, IGNORED_KEYS, STEP_KEYS, array_tensor, find_config, find_step, flatten,
                       is_torch_legacy)
 
@@ -27,17 +27,17 @@ STATE_DICT_KEYS = ("model", "state_dict", "model_state_dict", "module")
 WRAPPER_PREFIXES = (("_orig_mod.", "torch.compile"), ("module.", "DistributedDataParallel"))
 
 
-def has_tensors(value: Any, is_tensor: Callable[[Any], bool]) -> bool:
-    return isinstance(value, dict) and any(is_tensor(v) for _, v in flatten(value))
+def has_tensors(value: Any, is_tensor: Callable[[Any], bool], where: str) -> bool:
+    return isinstance(value, dict) and any(is_tensor(v) for _, v in flatten(value, where=where))
 
 
 def state_dict_of(path: Path, obj: Any, is_tensor: Callable[[Any], bool]) -> dict:
     if not isinstance(obj, dict):
         raise CheckpointError(f"{quote(path)}: expected a state dict or a dict holding one, found {type(obj).__name__}")
     for key in STATE_DICT_KEYS:
-        if has_tensors(obj.get(key), is_tensor):
+        if has_tensors(obj.get(key), is_tensor, quote(path)):
             return obj[key]
-    if has_tensors(obj, is_tensor):
+    if has_tensors(obj, is_tensor, quote(path)):
         return {k: v for k, v in obj.items() if k not in IGNORED_KEYS | set(STEP_KEYS) | set(CONFIG_KEYS)}
     raise CheckpointError(f"{quote(path)}: expected tensors in the file (a state dict, or one under "
                           f"{', '.join(repr(k) for k in STATE_DICT_KEYS)}), found none")
@@ -61,7 +61,7 @@ def build_checkpoint(path: Path, obj: Any, is_tensor: Callable[[Any], bool],
                      tensor_info: Callable[[str, Any], TensorInfo | None], scalar: Callable[[Any], Any],
                      notes: list[str]) -> Checkpoint:
     state = state_dict_of(path, obj, is_tensor)
-    found = [(name, value) for name, value in flatten(state) if is_tensor(value)]
+    found = [(name, value) for name, value in flatten(state, where=quote(path)) if is_tensor(value)]
     renamed, prefix_notes = strip_wrapper_prefixes([name for name, _ in found])
     tensors, unreadable = {}, set()
     for name, value in found:
@@ -121,9 +121,9 @@ def looks_like_torch_zip(path: Path, head: bytes, size: int) -> bool:
 
 # --- the legacy format (torch.save(..., _use_new_zipfile_serialization=False)), through torch ---
 
-def numpy_safe_globals(np_module) -> list:
+def numpy_safe_globals() -> list:
     """numpy arrays and scalars in a legacy file, for torch's weights_only unpickler (under both module names)."""
-    multiarray = np_module._core.multiarray if hasattr(np_module, "_core") else np_module.core.multiarray
+    multiarray = numpy_module("numpy._core.multiarray", "numpy.core.multiarray")
     allowed = [np.ndarray, np.dtype]
     for package in ("numpy.core", "numpy._core"):
         allowed += [(multiarray._reconstruct, f"{package}.multiarray._reconstruct"),
@@ -176,7 +176,7 @@ def open_legacy(path: Path, options: OpenOptions) -> Checkpoint:
         raise CheckpointError(f"{where} is a legacy (pre-zip) PyTorch file, which needs torch to read, and torch "
                               "is not installed (pip install torch, or re-save the file with a current torch)") from None
     try:
-        with torch.serialization.safe_globals(numpy_safe_globals(np)):
+        with torch.serialization.safe_globals(numpy_safe_globals()):
             obj = torch.load(path, weights_only=not options.trust_pickle, map_location="cpu")
     except pickle.UnpicklingError as err:
         name = refused_global(str(err))
@@ -198,7 +198,7 @@ def open_legacy(path: Path, options: OpenOptions) -> Checkpoint:
     return build_checkpoint(path, obj, lambda v: isinstance(v, (torch.Tensor, np.ndarray)),
                             lambda name, v: array_tensor(path, name, v) if isinstance(v, np.ndarray)
                             else torch_tensor_info(path, name, v), scalar,
-                            ["legacy torch.save format: read with torch.load(weights_only=True), "
+                            [f"legacy torch.save format: read with torch.load(weights_only={not options.trust_pickle}), "
                              "all tensors loaded into memory"])
 
 
