@@ -294,6 +294,22 @@ def test_build_cannot_change_allowed_objects(tmp_path, real_zip, raw):
     np.testing.assert_array_equal(open_checkpoint(real_zip).tensors["w"].read(), np.arange(8, dtype=np.float32))
 
 
+def test_compressed_members_are_read_without_a_map(tmp_path):
+    """torch writes members stored; a re-zipped (deflated) copy still reads, one member at a time."""
+    torch.manual_seed(5)
+    wte = torch.randn(9, 3)
+    real = save({"transformer.wte.weight": wte, "transformer.wpe.weight": torch.randn(4, 3)}, tmp_path / "real.pt")
+    path = tmp_path / "deflated.pt"
+    with zipfile.ZipFile(real) as src, zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as dst:
+        for info in src.infolist():
+            dst.writestr(info.filename, src.read(info))
+    with zipfile.ZipFile(path) as zf:
+        assert all(i.compress_type == zipfile.ZIP_DEFLATED for i in zf.infolist())
+    token = embscope.open(path).token.array
+    assert not isinstance(token, np.memmap)
+    np.testing.assert_array_equal(token, wte.numpy())
+
+
 def test_truncated_zip(tmp_path):
     _, ckpt = nanogpt_checkpoint()
     data = save(ckpt, tmp_path / "ckpt.pt").read_bytes()
