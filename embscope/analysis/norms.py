@@ -16,7 +16,9 @@ DEFAULT_THRESHOLD = 6.0
 EQUAL_NORMS_TOLERANCE = 1e-6  # relative difference from the median flagged when MAD is 0
 DUPLICATE_COSINE = 0.9999
 DUPLICATE_BLOCK_ROWS = 1024
-DUPLICATE_MAX_WINDOW = 4096  # rows compared with each block at most: keeps the search bounded
+DUPLICATE_SUBSPACE = 16  # directions rows are first compared in, before the full check
+DUPLICATE_MAX_WINDOW = 32768  # rows compared with each block at most: keeps the search bounded
+DUPLICATE_MAX_CHECKS = 20_000_000  # candidate pairs checked in full at most
 DUPLICATE_MAX_BYTES = 1 << 30  # unit rows held in memory for the search at most
 DUPLICATE_MAX_LISTED = 1000
 UNDERTRAINED_PERCENTILE = 1.0
@@ -158,29 +160,30 @@ def unit_rows(array: np.ndarray, rows: np.ndarray, norms: np.ndarray) -> np.ndar
     return unit
 
 
-def spread_direction(unit: np.ndarray, seed: int = 0, iterations: int = 12) -> np.ndarray:
-    """The direction along which the rows spread most (power iteration on their covariance): sorting along
-    it leaves the fewest rows within reach of one another."""
+def spread_subspace(unit: np.ndarray, width: int = DUPLICATE_SUBSPACE, iterations: int = 4, seed: int = 0) -> np.ndarray:
+    """Orthonormal (d, width) directions along which the rows spread most (block power iteration on their
+    covariance), the widest first: rows far apart in the table are far apart here too."""
     rng = np.random.default_rng(seed)
+    width = min(width, unit.shape[1])
     mean = unit.mean(axis=0, dtype=np.float64)
-    v = rng.standard_normal(unit.shape[1])
+    basis, _ = np.linalg.qr(rng.standard_normal((unit.shape[1], width)))
     for _ in range(iterations):
-        v = (unit.T @ (unit @ v.astype(np.float32))).astype(np.float64) / len(unit) - mean * (mean @ v)
-        length = np.linalg.norm(v)
-        if not length > 0:
-            return rng.standard_normal(unit.shape[1]) / math.sqrt(unit.shape[1])
-        v /= length
-    return v
+        spread = (unit.T @ (unit @ basis.astype(np.float32))).astype(np.float64) / len(unit)
+        basis, _ = np.linalg.qr(spread - np.outer(mean, mean @ basis))
+    projected = unit @ basis.astype(np.float32)
+    return basis[:, np.argsort(-projected.var(axis=0), kind="stable")]
 
 
 def find_duplicates(array: np.ndarray, norms: np.ndarray, cosine: float = DUPLICATE_COSINE,
-                    max_window: int = DUPLICATE_MAX_WINDOW, max_bytes: int = DUPLICATE_MAX_BYTES) -> DuplicateSearch:
+                    max_window: int = DUPLICATE_MAX_WINDOW, max_checks: int = DUPLICATE_MAX_CHECKS,
+                    max_bytes: int = DUPLICATE_MAX_BYTES) -> DuplicateSearch:
     """Pairs of distinct rows with cosine above `cosine`, without comparing every row with every other.
 
-    Rows are sorted by their projection on one direction; two rows closer than the threshold (unit distance
-    below sqrt(2 (1 - cosine))) project closer than that too, so each block of rows is compared only with
-    the rows that follow it within that distance. Zero and non-finite rows are anomalies already and are
-    left out."""
+    Two unit rows with that cosine lie within r = sqrt(2 (1 - cosine)) of each other, and so do their
+    projections on any orthonormal directions. Rows are projected on a few directions of wide spread and
+    sorted along the widest; each block of rows is matched only against the rows that follow it within r
+    along it, first in the projection, and the pairs that stay within r there are checked in full.
+    Zero and non-finite rows are anomalies already and are left out."""
     rows = np.flatnonzero(np.isfinite(norms) & (norms > 0))
     if len(rows) < 2:
         return DuplicateSearch((), 0, True)
@@ -188,28 +191,41 @@ def find_duplicates(array: np.ndarray, norms: np.ndarray, cosine: float = DUPLIC
         return DuplicateSearch((), 0, False, f"duplicate search skipped: the unit rows would take more than "
                                              f"{max_bytes >> 20} MiB")
     unit = unit_rows(array, rows, norms)
-    projection = unit @ spread_direction(unit).astype(np.float32)
-    order = np.argsort(projection, kind="stable")
-    unit, projection, rows = unit[order], projection[order], rows[order]
+    projected = unit @ spread_subspace(unit).astype(np.float32)
+    order = np.argsort(projected[:, 0], kind="stable")
+    unit, projected, rows = unit[order], projected[order], rows[order]
     reach = math.sqrt(2 * (1 - cosine)) + 1e-5  # slack for float32 rounding
-    found, total, complete = [], 0, True
+    lengths = np.einsum("ij,ij->i", projected, projected)
+    found, total, checks, cut = [], 0, 0, None
+    later = ~np.tri(DUPLICATE_BLOCK_ROWS, dtype=bool)  # column after row
     for start in range(0, len(rows), DUPLICATE_BLOCK_ROWS):
         stop = min(start + DUPLICATE_BLOCK_ROWS, len(rows))
-        end = int(np.searchsorted(projection, projection[stop - 1] + reach, side="right"))
+        end = int(np.searchsorted(projected[:, 0], projected[stop - 1, 0] + reach, side="right"))
         if end > stop + max_window:
-            end, complete = stop + max_window, False
-        similar = unit[start:stop] @ unit[start:end].T > cosine
-        similar &= np.arange(start, end)[None, :] > np.arange(start, stop)[:, None]  # each pair once
+            end, cut = stop + max_window, f"each block of {DUPLICATE_BLOCK_ROWS} rows was compared with at most {max_window} following rows"
+        # squared distance in the projection, in place: |x|^2 + |y|^2 - 2 x.y
+        near = projected[start:stop] @ projected[start:end].T
+        near *= -2
+        near += lengths[start:stop, None]
+        near += lengths[None, start:end]
+        near = near <= reach * reach + 1e-6
+        near[:, :stop - start] &= later[:stop - start, :stop - start]  # within the block: each pair once
+        if not near.any():
+            continue
+        a, b = np.nonzero(near)
+        if checks + len(a) > max_checks:
+            keep = max(max_checks - checks, 0)
+            a, b, cut = a[:keep], b[:keep], f"at most {max_checks:,} candidate pairs were checked"
+        checks += len(a)
+        a, b = a + start, b + start
+        similar = np.einsum("ij,ij->i", unit[a], unit[b]) > cosine
         total += int(similar.sum())
-        for local in np.flatnonzero(similar.any(axis=1)):
-            if len(found) >= DUPLICATE_MAX_LISTED:
-                break
-            for other in np.flatnonzero(similar[local])[:DUPLICATE_MAX_LISTED - len(found)]:
-                found.append((int(rows[start + local]), int(rows[start + other])))
-    pairs = tuple(sorted(checked(array, norms, a, b) for a, b in found))
-    note = None if complete else (f"duplicate search limited to {max_window} rows beyond each block: "
-                                  "pairs among very crowded rows may be missing")
-    return DuplicateSearch(pairs, total, complete, note)
+        found += [(int(rows[i]), int(rows[j])) for i, j in zip(a[similar], b[similar])][:DUPLICATE_MAX_LISTED - len(found)]
+        if checks >= max_checks:
+            break
+    pairs = tuple(sorted((checked(array, norms, a, b) for a, b in found), key=lambda d: (d.a, d.b)))
+    note = None if cut is None else f"duplicate search cut short among very crowded rows ({cut}): pairs may be missing"
+    return DuplicateSearch(pairs, total, cut is None, note)
 
 
 def checked(array: np.ndarray, norms: np.ndarray, a: int, b: int) -> Duplicate:
