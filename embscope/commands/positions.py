@@ -113,8 +113,8 @@ def print_profile(profile: PositionProfile) -> None:
         grid.add_row(str(s.offset), console.cosine_text(jsonout.clean(s.mean)), f"{s.std:.4f}", str(s.pairs))
     console.out.print(grid)
     share = jsonout.clean(profile.nearest_is_adjacent)
-    console.out.print(f"nearest neighbour (by cosine) is an adjacent position (i-1 or i+1) for "
-                      f"{console.percent(share)} of {profile.positions_counted} positions")
+    console.out.print(f"nearest neighbour is i-1 or i+1 for {console.percent(share)} of "
+                      f"{profile.positions_counted} positions")
 
 
 def register(app: typer.Typer) -> None:
