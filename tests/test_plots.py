@@ -145,11 +145,23 @@ def test_token_norms_figure_draws_names_literally():
     assert (hist.get_xlabel(), hist.get_ylabel()) == ("L2 norm", "rows (log scale)")
     assert ranked.get_title() == "lowest and highest 10 rows"
     norm = float(np.linalg.norm(table[42].astype(np.float64)))
-    assert texts(figure) == [f"a$b\\c\\x1b 42: {norm:.3g}, {norm / summary.mean:.1f}x mean"]
+    assert texts(figure) == [f"a$b\\c\\x1b (row 42): {norm:.3g}, {norm / summary.mean:.1f}x mean"]
     labels = [t.get_text() for t in ranked.get_yticklabels()]
     lowest = int(np.argmin(summary.norms))
-    assert labels[0] == f"$tok{lowest}$ ({lowest})" and labels[-1] == "a$b\\c\\x1b (42)"
+    assert labels[0] == f"$tok{lowest}$ (row {lowest})" and labels[-1] == "a$b\\c\\x1b (row 42)"
     figure.canvas.draw()  # "$" and "\" must not be parsed as math
+
+
+def test_rows_without_a_finite_norm_are_listed_not_drawn():
+    table = drifting(60, 4, seed=6)
+    table[3, 0] = np.nan
+    table[9, 1] = np.inf
+    summary = summarize(row_norms(table))
+    flagged = [(a.index, a.norm, a.ratio_to_mean) for a in summary.anomalies]
+    figure = plots.position_norms_figure(summary.norms, summary.mean, summary.median, flagged, "c", "t")
+    assert texts(figure) == ["not drawn: position 3 (NaN), position 9 (Inf)"]
+    figure = plots.token_norms_figure(summary.norms, summary.mean, flagged, {3: "dog"}, "c", "t")
+    assert texts(figure) == ["not drawn: dog (row 3) (NaN), #9 (row 9) (Inf)"]
 
 
 def test_large_heatmap_is_averaged_down():

@@ -131,20 +131,20 @@ def flag_anomalies(norms: np.ndarray, mean: float, median: float, mad: float, th
 
 def undertrained(norms: np.ndarray, table: str, real_rows: int | None = None,
                  percentile: float = UNDERTRAINED_PERCENTILE) -> tuple[Candidate, ...]:
-    """Rows of real tokens whose norm is in the lowest `percentile`, then the rows past the tokenizer's
-    ids (`real_rows`; None when there is no tokenizer), which no text can select: padding."""
+    """Rows of real tokens whose norm is in the lowest `percentile` (zero and non-finite rows, anomalies
+    already, left out), then the rows past the tokenizer's ids (`real_rows`; None when there is no
+    tokenizer), which no text can select: padding."""
     rows = len(norms)
     real = rows if real_rows is None else min(real_rows, rows)
     found = []
     real_norms = norms[:real]
-    finite = real_norms[np.isfinite(real_norms)]
-    if len(finite):
-        cutoff = float(np.percentile(finite, percentile))
-        with np.errstate(invalid="ignore"):
-            low = np.flatnonzero(real_norms <= cutoff)
+    ordinary = np.isfinite(real_norms) & (real_norms > 0)  # zero and non-finite rows are anomalies already
+    if ordinary.any():
+        cutoff = float(np.percentile(real_norms[ordinary], percentile))
+        low = np.flatnonzero(ordinary & (np.where(ordinary, real_norms, np.inf) <= cutoff))
         for index in low[np.argsort(real_norms[low], kind="stable")]:
             found.append(Candidate(table, int(index), float(norms[index]),
-                                   f"norm in the lowest {percentile:g}% of real-token rows (at or below {cutoff:.4g})"))
+                                   f"lowest {percentile:g}% of real-token norms (<= {cutoff:.4g})"))
     for index in range(real, rows):
         found.append(Candidate(table, index, float(norms[index]),
                                f"past the tokenizer's {real} ids: a padding row no text selects"))

@@ -114,8 +114,8 @@ def norms(
         return
     out = console.out
     out.print(f"{role} table {console.safe(chosen.name)}: {summary.rows:,} rows x {chosen.dim}")
-    out.print(f"count {summary.count:,}  mean {summary.mean:.4g}  median {summary.median:.4g}  "
-              f"min {summary.min:.4g}  max {summary.max:.4g}")
+    out.print(f"count {summary.count:,}  mean {number(summary.mean)}  median {number(summary.median)}  "
+              f"min {number(summary.min)}  max {number(summary.max)}")
     out.print(f"rule: {rule_text(threshold, summary.mad)}")
     if summary.anomalies:
         grid = console.table("row", "name", "norm", "x mean", "reason", title=f"anomalies ({len(summary.anomalies)})")

@@ -95,10 +95,17 @@ def positions_figure(matrix: np.ndarray, mean: np.ndarray, std: np.ndarray, near
     return figure
 
 
-def flagged_text(index: int, norm: float, ratio: float, name: str) -> str:
-    what = "NaN" if math.isnan(norm) else f"{norm:.3g}"
-    ratio_text = f", {ratio:.1f}x mean" if math.isfinite(ratio) else ""
-    return f"{name} {index}: {what}{ratio_text}"
+def flagged_text(name: str, norm: float, ratio: float) -> str:
+    return f"{name}: {norm:.3g}, {ratio:.1f}x mean"
+
+
+def unplottable_note(ax, flagged, name) -> list:
+    """Flagged rows with a NaN or Inf norm have no place on a norm axis: they are listed in a corner."""
+    lost = [f"{name(row)} ({'NaN' if math.isnan(norm) else 'Inf'})" for row, norm, _ in flagged if not math.isfinite(norm)]
+    if lost:
+        ax.text(0.01, 0.99, "not drawn: " + ", ".join(lost), transform=ax.transAxes, va="top", fontsize=8,
+                color="tab:red", parse_math=False)
+    return [entry for entry in flagged if math.isfinite(entry[1])]
 
 
 def position_norms_figure(norms: np.ndarray, mean: float, median: float, flagged: list[tuple[int, float, float]],
@@ -106,24 +113,22 @@ def position_norms_figure(norms: np.ndarray, mean: float, median: float, flagged
     """Norm by position, with the flagged rows marked and labelled. `flagged`: (row, norm, ratio to mean)."""
     figure = new_figure(11, 5)
     ax = figure.subplots()
-    rows = np.arange(len(norms))
-    ax.plot(rows - first_row, np.where(np.isfinite(norms), norms, np.nan), color="tab:blue", linewidth=1)
+    ax.plot(np.arange(len(norms)) - first_row, np.where(np.isfinite(norms), norms, np.nan), color="tab:blue",
+            linewidth=1)
     ax.axhline(mean, color="grey", linestyle="--", linewidth=0.8, label=f"mean {mean:.3g}")
     ax.axhline(median, color="grey", linestyle=":", linewidth=0.8, label=f"median {median:.3g}")
-    mark_flagged(ax, flagged, lambda row, norm: (row - first_row, norm if math.isfinite(norm) else 0.0), "position",
-                 first_row)
+
+    def name(row: int) -> str:
+        return f"position {row - first_row}" if row >= first_row else f"reserved row {row}"
+
+    for row, norm, ratio in unplottable_note(ax, flagged, name):
+        ax.plot([row - first_row], [norm], "o", color="tab:red", markersize=6)
+        label(ax, flagged_text(name(row), norm, ratio), (row - first_row, norm), color="tab:red")
     ax.set_title(f"{printable(checkpoint)} - {printable(table)}: L2 norm by position", parse_math=False)
     ax.set_xlabel("position" if not first_row else f"position (row - {first_row})")
     ax.set_ylabel("L2 norm")
     ax.legend(loc="upper right")
     return figure
-
-
-def mark_flagged(ax, flagged, where, name: str, first_row: int = 0) -> None:
-    for row, norm, ratio in flagged:
-        x, y = where(row, norm)
-        ax.plot([x], [y], "o", color="tab:red", markersize=6)
-        label(ax, flagged_text(row - first_row, norm, ratio, name), (x, y), color="tab:red")
 
 
 def ranked_rows(norms: np.ndarray, count: int = LABELLED_ROWS) -> list[int]:
@@ -148,17 +153,23 @@ def token_norms_figure(norms: np.ndarray, mean: float, flagged: list[tuple[int, 
     hist_ax.set_xlabel("L2 norm")
     hist_ax.set_ylabel("rows (log scale)")
     hist_ax.legend(loc="upper right")
-    for row, norm, ratio in flagged:
-        x = norm if math.isfinite(norm) else 0.0
-        hist_ax.axvline(x, color="tab:red", linewidth=0.8)
-        label(hist_ax, flagged_text(row, norm, ratio, names.get(row, f"#{row}")), (x, 1), color="tab:red",
-              rotation=90, xycoords=("data", "axes fraction"), offset=(2, -4), va="top")
+
+    def name(row: int) -> str:
+        return f"{names.get(row, f'#{row}')} (row {row})"
+
+    middle = (np.nanmin(finite) + np.nanmax(finite)) / 2 if len(finite) else 0.0
+    for row, norm, ratio in unplottable_note(hist_ax, flagged, name):
+        right = norm > middle  # a label near the right edge goes to the line's left
+        hist_ax.axvline(norm, color="tab:red", linewidth=0.8)
+        label(hist_ax, flagged_text(name(row), norm, ratio), (norm, 0.9), color="tab:red", rotation=90,
+              xycoords=("data", "axes fraction"), offset=(-3 if right else 3, 0), va="top",
+              ha="right" if right else "left")
     shown = ranked_rows(norms)
     flagged_rows = {row for row, _, _ in flagged}
     y = np.arange(len(shown))
     colours = ["tab:red" if row in flagged_rows else "tab:blue" for row in shown]
     rank_ax.barh(y, [norms[row] for row in shown], color=colours)
-    rank_ax.set_yticks(y, [printable(f"{names.get(row, f'#{row}')} ({row})") for row in shown])
+    rank_ax.set_yticks(y, [printable(name(row)) for row in shown])
     for tick in rank_ax.get_yticklabels():
         tick.set_parse_math(False)
     rank_ax.invert_yaxis()
