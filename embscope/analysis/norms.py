@@ -1,5 +1,6 @@
 """Row norms of an embedding table: summary, anomalies (with the rule that flagged each), near-duplicate
-rows, and under-trained token candidates. Tables are read block by block, so they may exceed memory."""
+rows, and under-trained token candidates. Norms are read block by block, so a memory-mapped table may
+exceed memory; the duplicate search holds unit rows and is skipped above DUPLICATE_MAX_BYTES."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import numpy as np
 NORM_BLOCK_ROWS = 65536  # rows read (and upcast to float64) at a time
 MAD_SCALE = 1.4826  # makes the MAD estimate the standard deviation for normally distributed norms
 # Gaussian-noise tables of 64..50,000 rows (d 4..768) reach a largest robust z of about 5.0, so 6 flags
-# none of them, while a row of 2.46 in a table whose norms are 0.43 +- 0.03 scores about 45.
+# none of them, while a row of 2.46 in a table whose norms are 0.43 +- 0.03 scores about 68.
 DEFAULT_THRESHOLD = 6.0
 EQUAL_NORMS_TOLERANCE = 1e-6  # relative difference from the median flagged when MAD is 0
 DUPLICATE_COSINE = 0.9999

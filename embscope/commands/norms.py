@@ -3,6 +3,7 @@ and, for token tables, under-trained token candidates."""
 
 from __future__ import annotations
 
+import math
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
@@ -47,6 +48,8 @@ def token_name(tokenizer, index: int) -> str:
 
 
 def rule_text(threshold: float, mad: float) -> str:
+    if math.isnan(mad):
+        return "no row has a finite norm: zero, NaN and Inf rows are flagged"
     if mad > 0:
         return (f"a row is flagged when |norm - median| / (1.4826 x MAD) > {threshold:g} (MAD {mad:.4g}); "
                 "zero, NaN and Inf rows always")
