@@ -396,15 +396,53 @@ def _finalise_torch(torch, cand_ids, cand_scores, count, complete, carried):
     return ids[:, :count], scores[:, :count], unsure, carried[:, :count]
 
 
-def _topk_torch(base, qpos, count, exclude_self, block, emit, device, precision):
-    """Any torch device: the normalised table moves once; top-k and ordering stay on the device."""
+def _compact_unit_rows(table: np.ndarray):
+    """Unit rows of the valid rows only, packed to the front: (base float32 view, valid)."""
+    unit, _, valid = unit_rows(table)
+    valid_ids = np.flatnonzero(valid)
+    # In place (a source never lies behind its target), so no second table-sized copy is made;
+    # invalid rows are gone, so they cannot be neighbours.
+    for start in range(0, valid_ids.size, 1 << 16):
+        chunk = valid_ids[start:start + (1 << 16)]
+        unit[start:start + chunk.size] = unit[chunk]
+    return unit[:valid_ids.size], valid
+
+
+def _compact_unit_rows_torch(torch, table: np.ndarray, dev):
+    """_compact_unit_rows with the work on the device: raw float32 blocks move once.
+
+    Normalises in float64 like the numpy path (on the cpu too, so the CPU tests run this
+    code); MPS has no float64, so there the numpy path normalises.
+    """
+    if dev.type == "mps":
+        base, valid = _compact_unit_rows(table)
+        return torch.from_numpy(base).to(dev), valid
+    n_rows, dim = table.shape
+    base = torch.empty((n_rows, dim), dtype=torch.float32, device=dev)
+    valid = np.empty(n_rows, dtype=bool)
+    rows = max(1, (64 << 20) // (4 * max(1, dim)))
+    filled = 0
+    for start in range(0, n_rows, rows):
+        block = torch.from_numpy(np.ascontiguousarray(table[start:start + rows], dtype=np.float32))
+        block = block.to(dev).double()
+        norms = block.square().sum(dim=1).sqrt()
+        ok = torch.isfinite(norms) & (norms > 0)
+        unit = (block[ok] / norms[ok, None]).float()
+        base[filled:filled + unit.shape[0]] = unit
+        filled += unit.shape[0]
+        valid[start:start + block.shape[0]] = ok.cpu().numpy()
+    return base[:filled], valid
+
+
+def _topk_torch(exact, qpos, count, exclude_self, block, emit, precision):
+    """Any torch device: the normalised table sits on the device once; top-k and ordering
+    stay there too, and only (block, k) results come back."""
     torch = _torch()
-    dev = torch.device(device)
-    exact = torch.from_numpy(base).to(dev)
+    dev = exact.device
     low_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
     low = exact.to(low_dtype) if low_dtype is not None else exact
     approximate = precision != "fp32"
-    n_valid = base.shape[0]
+    n_valid = exact.shape[0]
     keep = min(n_valid, count + (max(count, _RERANK_EXTRA_MIN) if approximate else 1))
     complete = keep == n_valid
     tf32_before = torch.backends.cuda.matmul.allow_tf32
@@ -487,15 +525,18 @@ def topk_all(table, k: int, *, queries: np.ndarray | None = None, exclude_self: 
         raise EmbscopeError("precision fp16 needs a GPU (cuda or mps); use fp32 or bf16 on cpu")
     if device == "cpu" and precision == "tf32":
         precision = "fp32"  # tf32 is a tensor-core mode; the CPU computes fp32 anyway
-
-    unit, _, valid = unit_rows(table)
+    if backend not in (None, "numpy", "torch"):
+        raise EmbscopeError(f"backend must be numpy or torch; got {backend!r}")
+    use_torch = device != "cpu" or precision == "bf16" or backend == "torch"
+    if backend == "numpy" and use_torch:
+        raise EmbscopeError(f"the numpy backend runs fp32 on the cpu only; "
+                            f"got device {device} and precision {precision}")
+    if use_torch:
+        torch = _torch()
+        base, valid = _compact_unit_rows_torch(torch, table, torch.device(device))
+    else:
+        base, valid = _compact_unit_rows(table)
     valid_ids = np.flatnonzero(valid)
-    # Compact valid rows to the front in place (sources never lie behind their target),
-    # so invalid rows cannot be neighbours and no second table-sized copy is made.
-    for start in range(0, valid_ids.size, 1 << 16):
-        chunk = valid_ids[start:start + (1 << 16)]
-        unit[start:start + chunk.size] = unit[chunk]
-    base = unit[:valid_ids.size]
     position = np.cumsum(valid, dtype=np.int64) - 1  # row id -> index in base
 
     n_queries = query_ids.size
@@ -518,17 +559,11 @@ def topk_all(table, k: int, *, queries: np.ndarray | None = None, exclude_self: 
         if progress is not None:
             progress(n_queries, n_queries)
         return TopK(out_ids, out_scores, query_ids)
-    if backend not in (None, "numpy", "torch"):
-        raise EmbscopeError(f"backend must be numpy or torch; got {backend!r}")
-    use_torch = device != "cpu" or precision == "bf16" or backend == "torch"
-    if backend == "numpy" and use_torch:
-        raise EmbscopeError(f"the numpy backend runs fp32 on the cpu only; "
-                            f"got device {device} and precision {precision}")
     budget = (_torch_block_budget(device) if use_torch
               else min(_SCORE_BLOCK_BYTES, _available_memory() // 8))
     block = _query_block_rows(valid_ids.size, block_rows, budget)
     if use_torch:
-        _topk_torch(base, qpos, count, exclude_self, block, emit, device, precision)
+        _topk_torch(base, qpos, count, exclude_self, block, emit, precision)
     else:
         _topk_numpy(base, qpos, count, exclude_self, block, emit)
     return TopK(out_ids, out_scores, query_ids)
