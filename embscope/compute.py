@@ -373,7 +373,9 @@ def _topk_numpy(base, qpos, count, exclude_self, block, emit):
             cand = np.broadcast_to(np.arange(n_valid, dtype=np.int64), scores.shape).copy()
             ids, vals, unsure = _finalise(cand, scores.copy(), count, True)
         else:
-            ids, vals, unsure = _select_numpy(scores, count)
+            # Row chunks keep the selection's index temporaries small beside the block.
+            parts = [_select_numpy(scores[i:i + 1024], count) for i in range(0, pos.size, 1024)]
+            ids, vals, unsure = (np.concatenate(p) for p in zip(*parts))
         for row in np.flatnonzero(unsure):
             ids[row], vals[row] = _exact_row(scores[row], count)
         emit(start, ids, vals)
