@@ -194,14 +194,17 @@ def test_topk_torch_code_path_on_cpu_matches_brute_force():
 
 
 @pytest.mark.skipif(not HAS_TORCH, reason="torch not installed")
-def test_topk_bf16_with_fp32_rerank_matches_brute_force():
-    # Dyadic unit rows are exact in bf16, so even the candidate pass has exact ties here.
+@pytest.mark.parametrize("backend", [None, "torch"])  # numpy selection / all-torch (GPU) path
+def test_topk_bf16_with_fp32_rerank_matches_brute_force(backend):
+    # Dyadic unit rows are exact in bf16, so even the candidate pass has exact ties here:
+    # more twins than candidates, which only the redo of rows tied at the cut gets right.
     table = with_bad_rows(dyadic_table(500, seed=7))
-    got = topk_all(table, 5, device="cpu", precision="bf16", block_rows=100)
+    got = topk_all(table, 5, device="cpu", precision="bf16", block_rows=100, backend=backend)
     ref_ids, ref_scores = brute_topk(table, 5)
     assert np.array_equal(got.ids, ref_ids)
+    np.testing.assert_array_equal(got.scores, ref_scores.astype(np.float32))
     random_table = np.random.default_rng(8).standard_normal((600, 64)).astype(np.float32)
-    got = topk_all(random_table, 5, device="cpu", precision="bf16")
+    got = topk_all(random_table, 5, device="cpu", precision="bf16", backend=backend)
     assert_topk_close(got, *brute_topk(random_table, 5))
 
 
