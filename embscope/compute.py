@@ -502,9 +502,10 @@ def _topk_torch(exact, qpos, count, exclude_self, block, emit, precision):
                 first_scores = top_scores
                 if approximate:
                     # Re-rank the candidates with exact fp32 cosines: exact except near-ties at the cut.
+                    # Multiply-and-sum, not a matmul, so TF32 can never touch it; 256 rows at a time.
                     top_scores = torch.cat([
-                        torch.einsum("bd,bkd->bk", queries[i:i + 256], exact[top_ids[i:i + 256]])
-                        for i in range(0, pos.numel(), 256)])  # 256 rows: bounded gather
+                        (exact[top_ids[i:i + 256]] * queries[i:i + 256, None, :]).sum(dim=2)
+                        for i in range(0, pos.numel(), 256)])
                     if exclude_self:
                         top_scores[top_ids == pos[:, None]] = -torch.inf
                 ids, vals, unsure, first_kept = _finalise_torch(
