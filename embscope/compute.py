@@ -25,7 +25,7 @@ import numpy as np
 from embscope.errors import EmbscopeError
 
 DEVICES = ("auto", "cpu", "cuda", "mps")
-PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
+PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "auto")
 
 # Rows per block when reading a table once (norms, unit rows): ~16 MB of float64 work space.
 _READ_BLOCK_BYTES = 16 << 20
@@ -151,7 +151,8 @@ def _normalise(block: np.ndarray):
 def unit_rows(table):
     """Normalise every row once: (unit float32 (V, d), norms float64 (V,), valid bool (V,)).
 
-    Invalid rows (zero norm, NaN or Inf) have an all-zero unit row and valid False.
+    Invalid rows (zero norm, NaN or Inf) have an all-zero unit row and valid False;
+    their norm is what the data gives (0, NaN or Inf).
     """
     table = _as_table(table)
     n_rows, dim = table.shape
@@ -354,6 +355,13 @@ def _select_numpy(scores: np.ndarray, count: int):
 # ---------------------------------------------------------------- top-k drivers
 
 
+def _cpu_block_budget(n_rows: int, dim: int) -> int:
+    """Bytes for one block of scores on the CPU: _SCORE_BLOCK_BYTES, but no more than twice
+    the unit table (a small table gains nothing from a huge block) nor 1/8 of free RAM."""
+    table_bytes = 4 * n_rows * dim
+    return int(min(_SCORE_BLOCK_BYTES, max(16 << 20, 2 * table_bytes), _available_memory() // 8))
+
+
 def _query_block_rows(n_columns: int, block_rows, budget_bytes: int) -> int:
     if block_rows is not None:
         if int(block_rows) < 1:
@@ -528,6 +536,23 @@ def _topk_torch(exact, qpos, count, exclude_self, block, emit, precision):
         torch.backends.cuda.matmul.allow_tf32 = tf32_before
 
 
+def resolve_precision(precision: str, device: str) -> str:
+    """Turn "auto" into a precision for the device; any other value passes through.
+
+    On a GPU, "auto" is low-precision candidates with an exact fp32 re-rank: bf16 where
+    the GPU supports it, else fp16. On the CPU it is fp32: on this team's AVX512-BF16 CPU,
+    bf16 candidates + re-rank measured level with fp32 end to end (the bf16 matmul is 2-3x
+    faster, but converting and selecting among more candidates eats the gain).
+    """
+    if precision != "auto":
+        return precision
+    if device == "cpu":
+        return "fp32"
+    if device == "cuda":
+        return "bf16" if _torch().cuda.is_bf16_supported() else "fp16"
+    return "fp16"
+
+
 def _torch_block_budget(device: str) -> int:
     if device == "cuda":
         import torch
@@ -550,7 +575,9 @@ def topk_all(table, k: int, *, queries: np.ndarray | None = None, exclude_self: 
 
     precision: "fp32" exact; "tf32" (cuda), "bf16" (cuda, mps, or cpu via torch) and
     "fp16" (cuda, mps) pick k + max(k, 32) candidates in low precision and re-rank them
-    with exact fp32 cosines. progress(done_rows, total_rows) is called after each block.
+    with exact fp32 cosines (exact but for near-ties at the cut; rows tied exactly at the
+    cut are redone in fp32); "auto" is resolve_precision's choice for the device.
+    progress(done_rows, total_rows) is called after each block.
     backend: None picks numpy for fp32 on the cpu and torch otherwise; "torch" forces the
     torch code path (so the GPU path can be checked on a CPU); "numpy" needs cpu + fp32.
     """
@@ -564,6 +591,7 @@ def topk_all(table, k: int, *, queries: np.ndarray | None = None, exclude_self: 
     query_ids = (np.arange(n_rows, dtype=np.int64) if queries is None
                  else _check_ids(np.asarray(queries).reshape(-1), n_rows, "query row ids"))
     device = resolve_device(device)
+    precision = resolve_precision(precision, device)
     if device == "cpu" and precision == "fp16":
         raise EmbscopeError("precision fp16 needs a GPU (cuda or mps); use fp32 or bf16 on cpu")
     if device == "cpu" and precision == "tf32":
@@ -608,7 +636,7 @@ def topk_all(table, k: int, *, queries: np.ndarray | None = None, exclude_self: 
             progress(n_queries, n_queries)
         return TopK(out_ids, out_scores, query_ids)
     budget = (_torch_block_budget(device) if engine == "torch"
-              else min(_SCORE_BLOCK_BYTES, _available_memory() // 8))
+              else _cpu_block_budget(valid_ids.size, table.shape[1]))
     block = _query_block_rows(valid_ids.size, block_rows, budget)
     if engine == "torch":
         _topk_torch(base, qpos, count, exclude_self, block, emit, precision)

@@ -171,7 +171,7 @@ def test_topk_never_returns_the_query_for_an_antipodal_neighbour():
 @pytest.mark.parametrize("kwargs,message", [
     ({"k": 0}, "k must be a positive integer; got 0"),
     ({"k": 2, "device": "tpu"}, "device must be one of auto, cpu, cuda, mps; got 'tpu'"),
-    ({"k": 2, "precision": "int8"}, "precision must be one of fp32, tf32, bf16, fp16; got 'int8'"),
+    ({"k": 2, "precision": "int8"}, "precision must be one of fp32, tf32, bf16, fp16, auto; got 'int8'"),
     ({"k": 2, "device": "cpu", "precision": "fp16"},
      "precision fp16 needs a GPU (cuda or mps); use fp32 or bf16 on cpu"),
     ({"k": 2, "queries": [3, 10]}, "query row ids must lie in 0..9; found 10"),
@@ -217,6 +217,17 @@ def test_topk_on_cuda_matches_brute_force(precision):
 
 
 # ---------------------------------------------------------------- devices
+
+
+def test_auto_precision_is_fp32_on_the_cpu_and_passes_others_through():
+    assert compute.resolve_precision("auto", "cpu") == "fp32"
+    assert compute.resolve_precision("fp16", "cuda") == "fp16"
+    assert compute.resolve_precision("auto", "mps") == "fp16"
+    if _has_cuda():
+        assert compute.resolve_precision("auto", "cuda") in ("bf16", "fp16")
+    table = dyadic_table(300, seed=15)
+    got = topk_all(table, 4, device="cpu", precision="auto")
+    assert np.array_equal(got.ids, brute_topk(table, 4)[0])
 
 
 def test_resolve_device_cpu_and_unknown():
