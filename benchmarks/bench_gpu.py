@@ -142,7 +142,7 @@ def main():
         print("no CUDA GPU visible to torch: nothing to measure here "
               "(run with --cpu to exercise the same code path on the CPU)")
         return 0
-    checked = precisions + (["tf32", "fp16"] if device == "cuda" else [])
+    checked = precisions + ["tf32", "fp16"]
     failed = section_correctness(device, checked, check_rows, check_dim, args.k)
     section_throughput(torch, device, precisions, rows, dim, args.k)
     if failed:

@@ -592,12 +592,13 @@ def topk_all(table, k: int, *, queries: np.ndarray | None = None, exclude_self: 
                  else _check_ids(np.asarray(queries).reshape(-1), n_rows, "query row ids"))
     device = resolve_device(device)
     precision = resolve_precision(precision, device)
-    if device == "cpu" and precision == "fp16":
-        raise EmbscopeError("precision fp16 needs a GPU (cuda or mps); use fp32 or bf16 on cpu")
-    if device == "cpu" and precision == "tf32":
-        precision = "fp32"  # tf32 is a tensor-core mode; the CPU computes fp32 anyway
     if backend not in (None, "numpy", "torch"):
         raise EmbscopeError(f"backend must be numpy or torch; got {backend!r}")
+    # With backend="torch" the CPU runs every GPU precision path as is, to check it.
+    if device == "cpu" and precision == "fp16" and backend != "torch":
+        raise EmbscopeError("precision fp16 needs a GPU (cuda or mps); use fp32 or bf16 on cpu")
+    if device == "cpu" and precision == "tf32" and backend != "torch":
+        precision = "fp32"  # tf32 is a tensor-core mode; the CPU computes fp32 anyway
     # numpy's BLAS beat torch-cpu for fp32 here (181 vs 138 GFLOP/s on 2 cores), so the CPU
     # uses numpy unless asked for torch; bf16 on the CPU borrows only torch's bf16 matmul.
     if device != "cpu" or backend == "torch":

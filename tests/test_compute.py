@@ -185,9 +185,11 @@ def test_topk_rejects_bad_arguments_with_one_line(kwargs, message):
 
 
 @pytest.mark.skipif(not HAS_TORCH, reason="torch not installed")
-def test_topk_torch_code_path_on_cpu_matches_brute_force():
+@pytest.mark.parametrize("precision", ["fp32", "tf32", "bf16", "fp16"])
+def test_topk_torch_code_path_on_cpu_matches_brute_force(precision):
+    # The GPU code path, run on the CPU: dyadic rows are exact even in fp16.
     table = with_bad_rows(dyadic_table(500, seed=6))
-    got = topk_all(table, 5, device="cpu", backend="torch", block_rows=128)
+    got = topk_all(table, 5, device="cpu", precision=precision, backend="torch", block_rows=128)
     ref_ids, ref_scores = brute_topk(table, 5)
     assert np.array_equal(got.ids, ref_ids)
     np.testing.assert_array_equal(got.scores, ref_scores.astype(np.float32))
