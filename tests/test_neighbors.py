@@ -260,3 +260,17 @@ def test_cli_out_of_range_exits_1(npz_path):
     result = run("neighbors", "-c", npz_path, "--ids", 300)
     assert result.exit_code == 1
     assert result.stderr == "Error: expected token ids 0..263 (the table has 264 rows), found 300\n"
+
+
+def test_cli_word_json_marks_padding(npz_path, table, monkeypatch):
+    monkeypatch.setattr(embscope.Embeddings, "tokenizer", property(lambda self: ByteWordTokenizer()))
+    result = run("neighbors", "-c", npz_path, "dog", "-k", 3, "--json")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["query"] == "dog" and doc["ids"] == [DOG] and doc["tokens"] == ["dog"] and doc["note"]
+    ids, _ = brute_force(table, table[DOG], [DOG], 3)
+    assert [n["id"] for n in doc["neighbors"]] == ids.tolist()
+    assert doc["neighbors"][0] == {"id": 262, "token": "#262", "cosine": pytest.approx(doc["neighbors"][0]["cosine"]),
+                                   "padding": True}
+    console = run("neighbors", "-c", npz_path, "dog", "-k", 3)
+    assert "padding" in console.stdout and "dog -> 256 'dog'" in console.stdout

@@ -384,3 +384,38 @@ def test_cli_center_and_output_table(untied_path, table):
     mean = head.astype(np.float64).mean(axis=0)
     assert doc["centered"] is True and doc["table"] == "output"
     assert doc["pairs"][0]["cosine"] == pytest.approx(cos(head[3] - mean, head[4] - mean), abs=1e-6)
+
+
+def test_cli_empty_pairs_file(npz_path, tmp_path):
+    pairs_file = tmp_path / "pairs.txt"
+    pairs_file.write_text("# nothing yet\n\n")
+    result = run("similarity", "-c", npz_path, "--ids", "--pairs-file", pairs_file)
+    assert result.exit_code == 1
+    assert result.stderr == f"Error: expected pairs in {str(pairs_file)!r}, two words or ids a line, found none\n"
+
+
+@pytest.fixture
+def with_test_tokenizer(monkeypatch):
+    # the CLI opens the checkpoint itself: hand every Embeddings the test tokenizer
+    monkeypatch.setattr(embscope.Embeddings, "tokenizer", property(lambda self: ByteWordTokenizer()))
+
+
+def test_cli_words_show_ids_tokens_and_how_a_merged_word_was_formed(npz_path, table, with_test_tokenizer):
+    result = run("similarity", "-c", npz_path, "dogcat", "puppy")
+    assert result.exit_code == 0, result.output
+    assert "256 'dog'" in result.stdout and "257 'cat'" in result.stdout and "258 'puppy'" in result.stdout
+    assert ("note: 'dogcat' is 2 tokens (256 'dog', 257 'cat'): its vector is the mean of their rows"
+            in " ".join(result.stdout.split()))
+    expected = cos((table[DOG].astype(np.float64) + table[CAT]) / 2, table[PUPPY])
+    assert f"{expected:+.4f}" in result.stdout
+
+
+def test_cli_words_json_and_no_merge(npz_path, with_test_tokenizer):
+    doc = json.loads(run("similarity", "-c", npz_path, "dogcat", "puppy", "--json").stdout)
+    (pair,) = doc["pairs"]
+    assert pair["a_ids"] == [DOG, CAT] and pair["a_tokens"] == ["dog", "cat"] and pair["a_merged"] is True
+    assert pair["b_ids"] == [PUPPY] and pair["a_note"] and pair["b_note"]
+    refused = run("similarity", "-c", npz_path, "dogcat", "puppy", "--no-merge")
+    assert refused.exit_code == 1
+    assert refused.stderr == ("Error: expected 'dogcat' to be one token, found 2 ('dog' 'cat'); "
+                              "merging them is turned off (--no-merge)\n")

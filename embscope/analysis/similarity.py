@@ -171,8 +171,6 @@ class Resolver:
                              "pass --tokenizer FILE, or use --ids")
         try:
             found = lookup_word(tokenizer, word, exact=self.exact)
-        except TokenError:
-            raise
         except (ValueError, KeyError, UnicodeError) as err:  # a tokenizer's own complaint about the text
             raise TokenError(f"expected a word the tokenizer can encode, found {quote(word)} ({err})") from None
         if not found.ids:
@@ -196,24 +194,35 @@ def merge_note(query: Query) -> str | None:
 def query_vectors(table: np.ndarray, queries: Sequence[Query], center: np.ndarray | None) -> np.ndarray:
     """One float64 row per query: the mean of its token rows, less the table's mean row when centering."""
     vectors = np.empty((len(queries), table.shape[1]), dtype=np.float64)
+    single = [n for n, q in enumerate(queries) if not q.merged]
+    if single:  # one gather for all one-token queries, however many a pairs file holds
+        vectors[single] = table[np.array([queries[n].ids[0] for n in single], dtype=np.int64)]
     for n, query in enumerate(queries):
-        vectors[n] = np.asarray(table[list(query.ids)], dtype=np.float64).mean(axis=0)
+        if query.merged:
+            vectors[n] = np.asarray(table[list(query.ids)], dtype=np.float64).mean(axis=0)
     if center is not None:
         vectors -= center
     return vectors
 
 
-def vector_reason(table: np.ndarray, query: Query, vector: np.ndarray, centered: bool) -> str | None:
-    """Why this query has no direction (None when it has one)."""
+def has_direction(vectors: np.ndarray) -> np.ndarray:
+    return np.isfinite(vectors).all(axis=1) & (vectors != 0).any(axis=1)
+
+
+def vector_reason(table: np.ndarray, query: Query, centered: bool) -> str:
+    """Why this query's vector has no direction (a zero, NaN or Inf row, or pieces that cancel)."""
     for token_id, token in zip(query.ids, query.tokens):
         if not np.isfinite(np.asarray(table[token_id], dtype=np.float64)).all():
             return f"row {token_id} ({quote(token)}) holds NaN or Inf"
-    if np.isfinite(vector).all() and np.any(vector != 0):
-        return None
     after = " after subtracting the mean row" if centered else ""
     if query.merged:
         return f"the mean of rows {', '.join(map(str, query.ids))} for {quote(query.text)} has zero norm{after}"
     return f"row {query.ids[0]} ({quote(query.tokens[0])}) has zero norm{after}"
+
+
+def with_reasons(table: np.ndarray, queries: Sequence[Query], vectors: np.ndarray, centered: bool) -> tuple[Query, ...]:
+    fine = has_direction(vectors)
+    return tuple(q if ok else replace(q, reason=vector_reason(table, q, centered)) for q, ok in zip(queries, fine))
 
 
 def mean_row(table: np.ndarray) -> np.ndarray:
@@ -224,10 +233,12 @@ def mean_row(table: np.ndarray) -> np.ndarray:
     return np.asarray(table[finite], dtype=np.float64).mean(axis=0)
 
 
-def percentile_of(sample: np.ndarray, value: float | None) -> float | None:
-    if value is None or len(sample) == 0:
-        return None
-    return float(100.0 * np.count_nonzero(sample < value) / len(sample))
+def percentiles(sample: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """For each value, the share (0..100) of the sample strictly below it; NaN where the value is NaN."""
+    if len(sample) == 0:
+        return np.full(len(values), np.nan)
+    below = np.searchsorted(np.sort(sample), values, side="left")
+    return np.where(np.isfinite(values), 100.0 * below / len(sample), np.nan)
 
 
 def finite_or_none(value) -> float | None:
@@ -250,8 +261,7 @@ def similarity_pairs(emb, pairs: Iterable[Sequence], *, ids: bool = False, exact
         asked.append((resolve(pair[0]), resolve(pair[1])))
     center_row = mean_row(array) if center else None
     vectors = query_vectors(array, list(resolve.cache.values()), center_row)
-    queries = tuple(replace(q, reason=vector_reason(array, q, v, center))
-                    for q, v in zip(resolve.cache.values(), vectors))
+    queries = with_reasons(array, list(resolve.cache.values()), vectors, center)
     by_text = {q.text: q for q in queries}
     position = {q.text: i for i, q in enumerate(queries)}
     asked = [(by_text[a.text], by_text[b.text]) for a, b in asked]
@@ -264,11 +274,11 @@ def similarity_pairs(emb, pairs: Iterable[Sequence], *, ids: bool = False, exact
     baseline = Baseline(finite_or_none(compute.mean_random_cosine(baseline_table)), len(sample), BASELINE_SEED)
 
     results = []
-    for (a, b), (i, j), value in zip(asked, index, cosines):
+    for (a, b), value, share in zip(asked, cosines, percentiles(sample, cosines)):
         why = [r for r in dict.fromkeys((a.reason, b.reason)) if r]
         cosine = None if why else finite_or_none(value)
         reason = "; ".join(why) if why else (None if cosine is not None else "the cosine is undefined")
-        results.append(Pair(a, b, cosine, reason, percentile_of(sample, cosine)))
+        results.append(Pair(a, b, cosine, reason, None if cosine is None else finite_or_none(share)))
     return SimilarityResult(queries, tuple(results), baseline, center, table, name)
 
 
@@ -292,8 +302,9 @@ def neighbors(emb, query, k: int = 10, *, ids: bool = False, exact: bool = False
     resolve = Resolver(emb, array.shape[0], ids=ids, exact=exact, merge=True)
     found = resolve(query)
     note = "; ".join(n for n in (found.note, merge_note(found)) if n) or None
-    vector = query_vectors(array, [found], None)[0]
-    found = replace(found, reason=vector_reason(array, found, vector, False))
+    vectors = query_vectors(array, [found], None)
+    (found,) = with_reasons(array, [found], vectors, False)
+    vector = vectors[0]
     if found.reason is not None:
         return NeighborsResult(found, (), note, found.reason, table, name)
     unit, _, valid = compute.unit_rows(array)

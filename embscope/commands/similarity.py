@@ -39,6 +39,8 @@ def read_pairs_file(path: Path) -> list[tuple[str, str]]:
         if len(fields) != 2:
             raise EmbscopeError(f"{quote(path)} line {number}: expected two words or ids, found {len(fields)} fields")
         pairs.append((fields[0], fields[1]))
+    if not pairs:
+        raise EmbscopeError(f"expected pairs in {quote(path)}, two words or ids a line, found none")
     return pairs
 
 
@@ -75,10 +77,12 @@ def percentile_text(value: float | None) -> str:
 
 def render(result: SimilarityResult, show_matrix: bool) -> None:
     out = console.out
-    grid = console.table("a", "a tokens", "b", "b tokens", "cosine", "random pairs below", "reason")
+    reasons = any(pair.reason for pair in result.pairs)  # a column only when some cosine is undefined
+    grid = console.table("a", "a tokens", "b", "b tokens", "cosine", "random pairs below", *(["reason"] if reasons else []))
     for pair in result.pairs:
         grid.add_row(console.safe(pair.a.text), tokens_text(pair.a), console.safe(pair.b.text), tokens_text(pair.b),
-                     console.cosine_text(pair.cosine), percentile_text(pair.percentile), console.safe(pair.reason or ""))
+                     console.cosine_text(pair.cosine), percentile_text(pair.percentile),
+                     *([console.safe(pair.reason or "")] if reasons else []))
     out.print(grid)
     if show_matrix:
         names = [console.safe(q.text) for q in result.queries]
