@@ -230,9 +230,10 @@ def section_bf16(table, unit, k, reference, repeat):
           f"{t_bf16:.2f} s -> {t_fp32 / t_bf16:.2f}x")
     print(f"    bf16 result vs fp32: {100 * same_ids:.3f}% ids identical in place, "
           f"{100 * same_sets:.3f}% of neighbour sets")
-    verdict = "beats" if t_bf16 < t_fp32 else "does not beat"
-    print(f"    bf16 + re-rank {verdict} the fp32 path on this machine "
-          f"(precision='auto' stays fp32 on the CPU: it measured level with bf16 on AVX512-BF16)")
+    speedup = t_fp32 / t_bf16
+    # Within 20% is within this machine's run-to-run noise: call it level.
+    verdict = "beats" if speedup > 1.2 else ("is level with" if speedup > 1 / 1.2 else "is slower than")
+    print(f"    bf16 + re-rank {verdict} the fp32 path here; precision='auto' uses fp32 on the CPU")
 
 
 def main():
