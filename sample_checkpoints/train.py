@@ -619,8 +619,9 @@ def export_all(params: dict[str, np.ndarray], step: int, config: dict, tokenizer
     with open(written["andrea"], "wb") as f:
         f.write(struct.pack("<ii", int(step), flat.size))
         f.write(flat.tobytes())
+    # tied: the head reuses the token table, so no output block follows the position table
     andrea_config = {"vocab_size": V, "d_model": d, "context": T, "n_layers": n_layer,
-                     "n_heads": n_head, "n_params": int(flat.size), "step": int(step),
+                     "n_heads": n_head, "tie_embeddings": True, "n_params": int(flat.size), "step": int(step),
                      "layout": [[name, list(params[name].shape)] for name in order]}
     (dirs["andrea"] / "config.json").write_text(json.dumps(andrea_config, indent=1) + "\n")
     return written
