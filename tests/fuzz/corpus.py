@@ -1,0 +1,192 @@
+"""Small valid checkpoints of every format, written with the real writers, and the mutations
+the fuzz tests apply to them. Shared by tests/test_fuzz.py and tests/fuzz/run_fuzz.py."""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+V, D, T = 11, 4, 7  # token rows, width, position rows: small enough to fuzz thousands of times
+
+
+def tables(dtype=np.float32) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(0)
+    return {
+        "transformer.wte.weight": rng.standard_normal((V, D)).astype(dtype),
+        "transformer.wpe.weight": rng.standard_normal((T, D)).astype(dtype),
+        "transformer.ln_f.weight": np.ones(D, dtype=dtype),
+    }
+
+
+@dataclass(frozen=True)
+class Sample:
+    """A valid file set: `entry` is what is opened, `target` the file that gets mutated."""
+
+    name: str
+    build: Callable[[Path], tuple[Path, Path]]  # directory -> (entry, target)
+
+
+def safetensors_single(directory: Path, dtype=np.float32) -> tuple[Path, Path]:
+    from safetensors.numpy import save_file
+    path = directory / "model.safetensors"
+    save_file(tables(dtype), str(path), metadata={"format": "np"})
+    return path, path
+
+
+def safetensors_sharded(directory: Path, mutate_index: bool) -> tuple[Path, Path]:
+    from safetensors.numpy import save_file
+    arrays = tables()
+    names = list(arrays)
+    save_file({n: arrays[n] for n in names[:1]}, str(directory / "model-00001-of-00002.safetensors"))
+    save_file({n: arrays[n] for n in names[1:]}, str(directory / "model-00002-of-00002.safetensors"))
+    weight_map = {n: f"model-0000{1 if i == 0 else 2}-of-00002.safetensors" for i, n in enumerate(names)}
+    index = directory / "model.safetensors.index.json"
+    index.write_text(json.dumps({"metadata": {"total_size": 0}, "weight_map": weight_map}))
+    (directory / "config.json").write_text(json.dumps({"model_type": "gpt2", "vocab_size": V, "n_positions": T}))
+    return index, index if mutate_index else directory / "model-00002-of-00002.safetensors"
+
+
+def npy(directory: Path) -> tuple[Path, Path]:
+    path = directory / "token_emb.npy"
+    np.save(path, tables()["transformer.wte.weight"])
+    return path, path
+
+
+def npz(directory: Path, compressed: bool) -> tuple[Path, Path]:
+    path = directory / "params.npz"
+    arrays = {"token_emb": tables()["transformer.wte.weight"], "pos_emb": tables()["transformer.wpe.weight"],
+              "step": np.array(12)}
+    (np.savez_compressed if compressed else np.savez)(path, **arrays)
+    return path, path
+
+
+def config_json(directory: Path) -> tuple[Path, Path]:
+    """A safetensors directory whose config.json is what gets mutated."""
+    entry, _ = safetensors_single(directory)
+    config = directory / "config.json"
+    config.write_text(json.dumps({"model_type": "gpt2", "vocab_size": V, "n_positions": T,
+                                  "tie_word_embeddings": True}))
+    return entry, config
+
+
+SAMPLES: dict[str, Sample] = {s.name: s for s in (
+    Sample("safetensors", safetensors_single),
+    Sample("safetensors-f16", lambda d: safetensors_single(d, np.float16)),
+    Sample("safetensors-index", lambda d: safetensors_sharded(d, True)),
+    Sample("safetensors-shard", lambda d: safetensors_sharded(d, False)),
+    Sample("safetensors-config", config_json),
+    Sample("npy", npy),
+    Sample("npz", lambda d: npz(d, False)),
+    Sample("npz-compressed", lambda d: npz(d, True)),
+)}
+
+
+def register(sample: Sample) -> None:
+    """Readers that land later add their valid samples here (see the bottom of this file)."""
+    SAMPLES[sample.name] = sample
+
+
+# -- mutations -------------------------------------------------------------------------------
+
+INTERESTING_INTS = (0, 1, -1, 255, 2**15, 2**31 - 1, 2**31, 2**32 - 1, 2**32, 2**63 - 1, 2**64 - 1, -2**31)
+INTERESTING_NUMBERS = ("0", "-1", "1e308", "-0", "4294967296", "18446744073709551616", "9" * 5000,
+                       "3.5", "null", "true", '"x"', "[]", "{}", "NaN", "Infinity")
+INT_PACKS = ("<b", "<B", "<h", "<H", "<i", "<I", "<q", "<Q")
+
+
+def bit_flip(data: bytearray, rng: random.Random) -> None:
+    if data:
+        i = rng.randrange(len(data))
+        data[i] ^= 1 << rng.randrange(8)
+
+
+def truncate(data: bytearray, rng: random.Random) -> None:
+    del data[rng.randrange(len(data) + 1):]
+
+
+def insert_bytes(data: bytearray, rng: random.Random) -> None:
+    i = rng.randrange(len(data) + 1)
+    data[i:i] = bytes(rng.randrange(256) for _ in range(rng.choice((1, 2, 4, 8, 64))))
+
+
+def delete_range(data: bytearray, rng: random.Random) -> None:
+    if data:
+        i = rng.randrange(len(data))
+        del data[i:i + rng.choice((1, 2, 4, 8, 64))]
+
+
+def overwrite_int(data: bytearray, rng: random.Random) -> None:
+    """A header field rewritten in binary: an interesting value packed over any position."""
+    fmt = rng.choice(INT_PACKS)
+    size = struct.calcsize(fmt)
+    if len(data) < size:
+        return
+    lo, hi = (0, 2 ** (8 * size) - 1) if fmt[1].isupper() else (-2 ** (8 * size - 1), 2 ** (8 * size - 1) - 1)
+    value = min(max(rng.choice(INTERESTING_INTS), lo), hi)
+    i = rng.randrange(len(data) - size + 1)
+    data[i:i + size] = struct.pack(fmt, value)
+
+
+def rewrite_number(data: bytearray, rng: random.Random) -> None:
+    """A header field rewritten in text: one number of a JSON or .npy header replaced."""
+    window = bytes(data[:65536])
+    spots = [m.span() for m in re.finditer(rb"-?\d+", window)]
+    if spots:
+        start, end = rng.choice(spots)
+        data[start:end] = rng.choice(INTERESTING_NUMBERS).encode()
+
+
+def rewrite_string(data: bytearray, rng: random.Random) -> None:
+    """A quoted name or dtype in a text header replaced by something hostile."""
+    window = bytes(data[:65536])
+    spots = [m.span() for m in re.finditer(rb"'[^'\n]{0,40}'|\"[^\"\n]{0,40}\"", window)]
+    if spots:
+        start, end = rng.choice(spots)
+        data[start:end] = rng.choice((b'"\\u001b[2J"', b'"[bold red]x[/]"', b'"\\udcff"', b"'<f16'", b"'|O'",
+                                      b'"F8_E4M3"', b'"../../etc/passwd"', b'""', b"'<c8'", b"'V8'"))
+
+
+def fix_safetensors_length(data: bytearray, rng: random.Random) -> None:
+    """After a text rewrite, a safetensors header length made to agree again, so the
+    mutation reaches the parser behind the length check."""
+    if len(data) >= 9 and data[8:9] == b"{":
+        end = data.find(b"}", 8)
+        depth, i = 0, 8
+        while i < len(data):
+            if data[i] == ord("{"):
+                depth += 1
+            elif data[i] == ord("}"):
+                depth -= 1
+                if depth == 0:
+                    end = i
+                    break
+            i += 1
+        if end > 8:
+            data[0:8] = struct.pack("<Q", end - 7)
+
+
+MUTATIONS = (bit_flip, truncate, insert_bytes, delete_range, overwrite_int, rewrite_number, rewrite_string)
+
+
+def mutate(data: bytes, rng: random.Random, count: int) -> bytes:
+    out = bytearray(data)
+    for _ in range(count):
+        rng.choice(MUTATIONS)(out, rng)
+    if rng.random() < 0.5:
+        fix_safetensors_length(out, rng)
+    return bytes(out)
+
+
+def build_mutant(sample: Sample, directory: Path, seed: int, count: int) -> Path:
+    """Write the sample into `directory`, mutate its target file in place, return the entry path."""
+    entry, target = sample.build(directory)
+    rng = random.Random(seed)
+    target.write_bytes(mutate(target.read_bytes(), rng, count))
+    return entry

@@ -1,0 +1,52 @@
+"""What the fuzz tests run on each input: the library path behind `embscope info` and
+`embscope norms` (open, find the tables, read them, compute row norms)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from embscope.errors import EmbscopeError
+from embscope.formats import OpenOptions, open_checkpoint
+from embscope.roles import find_tables
+
+OPTIONS = OpenOptions(vocab_size=11, d_model=4, context=7)  # for formats that need shapes from flags
+
+
+def norms_of(table):
+    try:
+        from embscope.analysis.norms import norms_report  # the norms command's own computation
+    except ImportError:
+        from embscope.memory import row_norms
+        return row_norms(table.tensor.read(), table.tensor.dtype)
+    return norms_report(table)
+
+
+def exercise(path: Path, options: OpenOptions = OPTIONS) -> str:
+    """'ok', or raises: EmbscopeError is an allowed outcome, anything else is a bug."""
+    checkpoint = open_checkpoint(path, options)
+    tables = find_tables(checkpoint)
+    for table in (tables.token, tables.position, tables.output):
+        if table is not None:
+            norms_of(table)
+    return "ok"
+
+
+def message_class(err: BaseException) -> str:
+    """An error message with names and numbers blanked, so outcomes can be counted by kind."""
+    text = str(err)
+    text = re.sub(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"", "Q", text)
+    text = re.sub(r"\d+", "N", text)
+    text = re.sub(r"\(.*\)", "(...)", text)
+    return f"{type(err).__name__}: {text[:90]}"
+
+
+def outcome(path: Path, options: OpenOptions = OPTIONS) -> tuple[str, BaseException | None]:
+    """('ok' | 'error' | 'crash', the exception) for one input."""
+    try:
+        exercise(path, options)
+    except EmbscopeError as err:
+        return "error", err
+    except Exception as err:  # noqa: BLE001 - the fuzzer counts every other exception as a bug
+        return "crash", err
+    return "ok", None
