@@ -1,0 +1,283 @@
+"""Lies are caught before allocation. Each broken file is built byte by byte (struct.pack and
+literal JSON), next to the smallest valid file of its kind, and each gets one pinned message.
+tracemalloc shows that the size a header declares is never allocated."""
+
+from __future__ import annotations
+
+import json
+import struct
+import tracemalloc
+import zipfile
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+import embscope
+from embscope.cli import app
+from embscope.errors import CheckpointError
+from embscope.formats import open_checkpoint
+from embscope.text import quote
+
+# -- safetensors ------------------------------------------------------------------------------
+
+# The smallest useful safetensors file, checkable by eye: an 8-byte little-endian header length
+# (59), the JSON header, then four little-endian float32s, 1.0 0.0 / 0.0 2.0.
+MINIMAL_SAFETENSORS = (
+    b"\x3b\x00\x00\x00\x00\x00\x00\x00"
+    b'{"wte":{"dtype":"F32","shape":[2,2],"data_offsets":[0,16]}}'
+    b"\x00\x00\x80\x3f" b"\x00\x00\x00\x00"
+    b"\x00\x00\x00\x00" b"\x00\x00\x00\x40"
+)
+FOUR_FLOATS = struct.pack("<4f", 1.0, 0.0, 0.0, 2.0)
+
+
+def safetensors_bytes(header: bytes, data: bytes = FOUR_FLOATS, length: int | None = None) -> bytes:
+    return struct.pack("<Q", len(header) if length is None else length) + header + data
+
+
+def refused(path, limit: int = 8 << 20) -> str:
+    """The message of the CheckpointError opening `path` raises; at most `limit` bytes allocated."""
+    tracemalloc.start()
+    try:
+        with pytest.raises(CheckpointError) as caught:
+            emb = embscope.open(path)
+            emb.token.array  # the data, if the header got through
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < limit, f"{peak} bytes allocated while refusing {path.name}"
+    return str(caught.value)
+
+
+def test_minimal_safetensors_literal_opens(tmp_path):
+    path = tmp_path / "tiny.safetensors"
+    path.write_bytes(MINIMAL_SAFETENSORS)
+    assert MINIMAL_SAFETENSORS == safetensors_bytes(b'{"wte":{"dtype":"F32","shape":[2,2],"data_offsets":[0,16]}}')
+    emb = embscope.open(path)
+    assert emb.checkpoint.format == "safetensors"
+    assert emb.token.name == "wte" and emb.token.tensor.shape == (2, 2)
+    np.testing.assert_array_equal(emb.token.array, [[1.0, 0.0], [0.0, 2.0]])
+    # the reference implementation reads the literal the same way
+    from safetensors.numpy import load
+    np.testing.assert_array_equal(load(MINIMAL_SAFETENSORS)["wte"], emb.token.array)
+
+
+def entry(shape, offsets, dtype="F32") -> bytes:
+    return json.dumps({"wte": {"dtype": dtype, "shape": shape, "data_offsets": offsets}},
+                      separators=(",", ":")).encode()
+
+
+SAFETENSORS_LIES = {
+    "header longer than the file": (
+        safetensors_bytes(b'{"wte":{"dtype":"F32","shape":[2,2],"data_offsets":[0,16]}}', length=1000),
+        "{path}: safetensors header declares 1000 bytes but only 75 follow"),
+    "header length of 2^64-1": (
+        safetensors_bytes(b'{"wte":{"dtype":"F32","shape":[2,2],"data_offsets":[0,16]}}', length=2**64 - 1),
+        "{path}: safetensors header declares 18446744073709551615 bytes but only 75 follow"),
+    "offsets past the data": (
+        safetensors_bytes(entry([2, 2], [0, 1600])),
+        "{path}: tensor 'wte': data_offsets '[0, 1600]' lie outside the 16 data bytes"),
+    "negative offset": (
+        safetensors_bytes(entry([2, 2], [-16, 0])),
+        "{path}: tensor 'wte': data_offsets '[-16, 0]' lie outside the 16 data bytes"),
+    "shape larger than its offsets": (
+        safetensors_bytes(entry([2, 3], [0, 16])),
+        "{path}: tensor 'wte': shape [2, 3] of F32 needs 24 bytes, data_offsets span 16"),
+    "shape whose product overflows int64": (
+        safetensors_bytes(entry([2**32, 2**32, 2**32], [0, 16])),
+        "{path}: tensor 'wte': shape [4294967296, 4294967296, 4294967296] declares "
+        "79228162514264337593543950336 elements, an absurd size (more than 2^48)"),
+    "absurd dimension in an empty tensor": (
+        safetensors_bytes(entry([0, 10**20], [0, 0])),
+        "{path}: tensor 'wte': shape [0, 100000000000000000000] declares 100000000000000000000 elements, "
+        "an absurd size (more than 2^48)"),
+    "negative dimension": (
+        safetensors_bytes(entry([-2, 2], [0, 16])),
+        "{path}: tensor 'wte': expected a shape of non-negative integers, found '[-2, 2]'"),
+    "too many dimensions": (
+        safetensors_bytes(entry([1] * 40, [0, 4])),
+        "{path}: tensor 'wte': expected at most 32 dimensions, found 40"),
+    "unknown dtype": (
+        safetensors_bytes(entry([2, 2], [0, 16], dtype="Q4")),
+        "{path}: tensor 'wte': expected a dtype among F64, F32, F16, BF16, I64, I32, I16, I8, U8, U16, U32, "
+        "U64, BOOL, found '\"Q4\"'"),
+    "header not JSON": (
+        safetensors_bytes(b'{"wte":{"dtype":"F32","shape":[2,2],'),
+        "{path}: safetensors header is not valid JSON (JSONDecodeError)"),
+    "header not UTF-8": (
+        safetensors_bytes(b'{"w\xff":{"dtype":"F32","shape":[2,2],"data_offsets":[0,16]}}'),
+        "{path}: safetensors header is not valid JSON (UnicodeDecodeError)"),
+    "integer of 5000 digits": (
+        safetensors_bytes(b'{"wte":{"dtype":"F32","shape":[' + b"9" * 5000 + b',2],"data_offsets":[0,16]}}'),
+        "{path}: safetensors header is not valid JSON (ValueError)"),
+    "deeply nested header": (
+        safetensors_bytes(b'{"a":' + b"[" * 100000 + b"]" * 100000 + b"}"),
+        "{path}: safetensors header is not valid JSON (RecursionError)"),
+    "entry that is not an object": (
+        safetensors_bytes(b'{"wte":[2,2]}'),
+        "{path}: tensor 'wte': expected an object with dtype, shape and data_offsets"),
+}
+
+
+@pytest.mark.parametrize("case", list(SAFETENSORS_LIES))
+def test_safetensors_lie_is_refused_with_its_own_message(case, tmp_path):
+    data, message = SAFETENSORS_LIES[case]
+    path = tmp_path / "model.safetensors"
+    path.write_bytes(data)
+    assert refused(path) == message.format(path=quote(path))
+
+
+def sharded(tmp_path, weight_map: dict, shards: dict[str, bytes]):
+    for name, data in shards.items():
+        (tmp_path / name).write_bytes(data)
+    index = tmp_path / "model.safetensors.index.json"
+    index.write_bytes(json.dumps({"metadata": {}, "weight_map": weight_map}).encode())
+    return index
+
+
+def test_sharded_minimal_opens(tmp_path):
+    index = sharded(tmp_path, {"wte": "a.safetensors"}, {"a.safetensors": MINIMAL_SAFETENSORS})
+    emb = embscope.open(tmp_path)
+    assert emb.checkpoint.path == index and emb.checkpoint.format == "safetensors (sharded)"
+    np.testing.assert_array_equal(emb.token.array, [[1.0, 0.0], [0.0, 2.0]])
+
+
+@pytest.mark.parametrize("shard_name", ["missing.safetensors", "../outside.safetensors", "x" * 300 + ".safetensors"])
+def test_sharded_index_naming_a_missing_shard(shard_name, tmp_path):
+    index = sharded(tmp_path, {"wte": shard_name}, {})
+    assert refused(index) == f"{quote(index)} names shard {quote(shard_name)}, which is not in {quote(tmp_path)}"
+
+
+def test_sharded_index_naming_a_tensor_its_shard_lacks(tmp_path):
+    index = sharded(tmp_path, {"wte": "a.safetensors", "wpe": "a.safetensors"}, {"a.safetensors": MINIMAL_SAFETENSORS})
+    assert refused(index) == f"{quote(index)} puts tensor 'wpe' in 'a.safetensors', whose header lacks it"
+
+
+def test_sharded_index_with_a_short_shard(tmp_path):
+    index = sharded(tmp_path, {"wte": "a.safetensors"}, {"a.safetensors": b"\x3b\x00\x00\x00\x00"})
+    shard = tmp_path / "a.safetensors"
+    assert refused(index) == f"{quote(shard)}: expected an 8-byte safetensors header length, found 5 bytes"
+
+
+def test_sharded_index_without_weight_map(tmp_path):
+    index = tmp_path / "model.safetensors.index.json"
+    index.write_bytes(b'{"weight_map": ["wte"]}')
+    assert refused(index) == f"{quote(index)}: expected a JSON index with a \"weight_map\" of tensor name to shard file"
+
+
+def test_lie_is_exit_code_1_and_one_line_on_the_command_line(tmp_path):
+    path = tmp_path / "model.safetensors"
+    path.write_bytes(SAFETENSORS_LIES["offsets past the data"][0])
+    result = CliRunner().invoke(app, ["info", "-c", str(path)])
+    assert result.exit_code == 1
+    assert result.output.replace("\n", "") == "Error: " + SAFETENSORS_LIES["offsets past the data"][1].format(path=quote(path))
+
+
+# -- numpy .npy and .npz ------------------------------------------------------------------------
+
+def npy_bytes(header: str, data: bytes = FOUR_FLOATS) -> bytes:
+    """A version 1.0 .npy file: magic, header length, header padded to 64 bytes with a newline."""
+    text = header.encode("latin1")
+    padding = 64 - (10 + len(text) + 1) % 64
+    text += b" " * padding + b"\n"
+    return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(text)) + text + data
+
+
+MINIMAL_NPY_HEADER = "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 2), }"
+
+
+def test_minimal_npy_opens_and_matches_numpy(tmp_path):
+    path = tmp_path / "token_emb.npy"
+    path.write_bytes(npy_bytes(MINIMAL_NPY_HEADER))
+    np.testing.assert_array_equal(np.load(path), [[1.0, 0.0], [0.0, 2.0]])  # numpy agrees it is valid
+    emb = embscope.open(path)
+    np.testing.assert_array_equal(emb.token.array, [[1.0, 0.0], [0.0, 2.0]])
+
+
+NPY_LIES = {
+    "more data declared than stored": (
+        npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (1000, 4), }"),
+        "{path}: header declares 16000 bytes of data, the file holds 16"),
+    "terabytes declared": (
+        npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (1048576, 1048576), }"),
+        "{path}: header declares 4398046511104 bytes of data, the file holds 16"),
+    "negative dimension": (
+        npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (-1, 4), }"),
+        "{path}: expected non-negative dimensions, found shape [-1, 4]"),
+    "product that overflows int64": (
+        npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296, 4), }"),
+        "{path}: shape [4294967296, 4294967296, 4] declares 73786976294838206464 elements, "
+        "an absurd size (more than 2^48)"),
+    "complex numbers": (
+        npy_bytes("{'descr': '<c8', 'fortran_order': False, 'shape': (2, 1), }"),
+        "{path}: expected numeric arrays, found dtype complex64"),
+    "header that is not a dict": (
+        npy_bytes("[1, 2, 3]"),
+        "{path}: expected a .npy header, found one numpy cannot parse (Header is not a dictionary: [1, 2, 3])"),
+}
+
+
+@pytest.mark.parametrize("case", list(NPY_LIES))
+def test_npy_lie_is_refused_with_its_own_message(case, tmp_path):
+    data, message = NPY_LIES[case]
+    path = tmp_path / "token_emb.npy"
+    path.write_bytes(data)
+    assert refused(path) == message.format(path=quote(path))
+
+
+def npz_with(tmp_path, members: dict[str, bytes], compression=zipfile.ZIP_STORED):
+    path = tmp_path / "params.npz"
+    with zipfile.ZipFile(path, "w", compression=compression) as zf:
+        for name, data in members.items():
+            zf.writestr(name, data)
+    return path
+
+
+@pytest.mark.parametrize("compression", [zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED])
+def test_minimal_npz_opens(compression, tmp_path):
+    path = npz_with(tmp_path, {"token_emb.npy": npy_bytes(MINIMAL_NPY_HEADER),
+                               "step.npy": npy_bytes("{'descr': '<i8', 'fortran_order': False, 'shape': (), }",
+                                                     struct.pack("<q", 7))}, compression)
+    emb = embscope.open(path)
+    assert emb.checkpoint.step == 7
+    np.testing.assert_array_equal(emb.token.array, [[1.0, 0.0], [0.0, 2.0]])
+
+
+@pytest.mark.parametrize("compression", [zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED])
+def test_npz_member_declaring_more_than_it_holds(compression, tmp_path):
+    path = npz_with(tmp_path, {"token_emb.npy": npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (1000, 4), }")},
+                    compression)
+    assert refused(path) == f"{quote(path)}: array 'token_emb': header declares 16000 bytes of data, the file holds 16"
+
+
+def test_npz_member_with_a_bad_crc(tmp_path):
+    path = npz_with(tmp_path, {"token_emb.npy": npy_bytes(MINIMAL_NPY_HEADER)}, zipfile.ZIP_DEFLATED)
+    data = bytearray(path.read_bytes())
+    crc_at = 14  # the local header's CRC-32; the central directory keeps the true one
+    central = data.rfind(b"PK\x01\x02")
+    data[central + 16:central + 20] = b"\x00\x00\x00\x00"  # and the central one now lies too
+    data[crc_at:crc_at + 4] = b"\x00\x00\x00\x00"
+    path.write_bytes(bytes(data))
+    assert refused(path) == (f"{quote(path)}: array 'token_emb': expected a readable zip member, "
+                             "found damage (BadZipFile: Bad CRC-32 for file 'token_emb.npy')")
+
+
+def test_npz_central_directory_lying_about_a_stored_member(tmp_path):
+    """The central directory says the member is 10 MB; the bytes to map must really be in the file."""
+    path = npz_with(tmp_path, {"token_emb.npy": npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (2621440,), }")})
+    data = bytearray(path.read_bytes())
+    central = data.rfind(b"PK\x01\x02")
+    data[central + 20:central + 28] = struct.pack("<II", 10485760 + 128, 10485760 + 128)  # compressed, uncompressed
+    path.write_bytes(bytes(data))
+    assert refused(path) == (f"{quote(path)}: array 'token_emb': expected 10485760 bytes of data at offset 171, "
+                             "the file holds 268 bytes")
+
+
+def test_npz_step_counter_that_is_nan_is_a_note_not_a_crash(tmp_path):
+    path = npz_with(tmp_path, {"token_emb.npy": npy_bytes(MINIMAL_NPY_HEADER),
+                               "step.npy": npy_bytes("{'descr': '<f8', 'fortran_order': False, 'shape': (), }",
+                                                     struct.pack("<d", float("nan")))})
+    checkpoint = open_checkpoint(path)
+    assert checkpoint.step is None
+    assert checkpoint.notes == ["the step counter 'step' holds nan, not a whole number: step unknown"]
