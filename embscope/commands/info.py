@@ -30,6 +30,9 @@ def tokenizer_doc(embeddings, notes: list[str]) -> dict | None:
     if rows > tokenizer.vocab_size:
         notes.append(f"the token table has {rows} rows, the tokenizer {tokenizer.vocab_size} ids: "
                      f"{rows - tokenizer.vocab_size} rows ({tokenizer.vocab_size}..{rows - 1}) are padding")
+    elif rows < tokenizer.vocab_size:
+        notes.append(f"warning: the tokenizer has {tokenizer.vocab_size} ids but the token table only {rows} rows: "
+                     "is this the model's tokenizer?")
     return {"kind": tokenizer.kind, "path": str(tokenizer.path), "vocab_size": tokenizer.vocab_size}
 
 

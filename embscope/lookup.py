@@ -1,0 +1,58 @@
+"""How a word becomes token ids, the same way for every tokenizer.
+
+A word inside a sentence usually follows a space, and many tokenizers give " dog" a
+token of its own that "dog" at the start of a text does not have. So, unless asked
+for the exact form:
+1. if " dog" and "dog" encode alike (BERT strips spaces), "dog" is used, no note;
+2. if " dog" is one token, that in-sentence form is used;
+3. if the tokenizer makes the space a token of its own (" dog" = [space] + "dog", as
+   nlm's byte BPE does), "dog" is used and the note says the space was left out;
+4. otherwise "dog" is encoded as given.
+A word of several tokens keeps all of them; callers say how they combined them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from embscope.errors import TokenError
+from embscope.tokenizers.base import Tokenizer
+
+
+@dataclass(frozen=True)
+class WordLookup:
+    word: str
+    ids: tuple[int, ...]
+    tokens: tuple[str, ...]
+    form: str  # the exact string that was encoded, e.g. " dog" or "dog"
+    note: str | None  # one sentence for the user on how the form was chosen; None when nothing to say
+
+
+def lookup_word(tokenizer: Tokenizer, word: str, *, exact: bool = False) -> WordLookup:
+    """The token ids for ``word``; ``exact`` encodes it as given, with no space rules."""
+    if not word:
+        raise TokenError("expected a word to look up, found an empty string")
+    plain = tokenizer.encode(word)
+    if not plain:
+        raise TokenError(
+            f"the word {word!r} encodes to no tokens with the {tokenizer.kind} tokenizer {tokenizer.path.name}"
+        )
+    if exact:
+        return _result(tokenizer, word, word, plain, None)
+    spaced_form = " " + word
+    spaced = tokenizer.encode(spaced_form)
+    if spaced == plain:
+        return _result(tokenizer, word, word, plain, None)
+    if len(spaced) == 1:
+        note = f"used the in-sentence form {spaced_form!r} (one token)"
+        return _result(tokenizer, word, spaced_form, spaced, note)
+    space = tokenizer.encode(" ")
+    if len(space) == 1 and spaced == space + plain:
+        note = f"the space before {word!r} is a token of its own (id {space[0]}), so it was left out"
+        return _result(tokenizer, word, word, plain, note)
+    return _result(tokenizer, word, word, plain, None)
+
+
+def _result(tokenizer: Tokenizer, word: str, form: str, ids: list[int], note: str | None) -> WordLookup:
+    tokens = tuple(tokenizer.token_string(id) for id in ids)
+    return WordLookup(word=word, ids=tuple(ids), tokens=tokens, form=form, note=note)

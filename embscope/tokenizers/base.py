@@ -1,0 +1,168 @@
+"""What every tokenizer kind shares: the interface, the registry the kinds add
+themselves to, and small helpers for id checks and byte vocabularies."""
+
+from __future__ import annotations
+
+import fnmatch
+import functools
+import json
+import operator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Protocol, runtime_checkable
+
+from embscope.errors import CheckpointError, TokenError
+
+
+@runtime_checkable
+class Tokenizer(Protocol):
+    """The interface every tokenizer kind implements.
+
+    - ``encode(text)``: ids for ``text`` with no special tokens added, no padding,
+      no truncation.
+    - ``decode(ids)``: the text of those ids; bytes are turned into text with
+      ``errors="replace"``; special tokens (BOS, ``<|endoftext|>``) appear as their text.
+    - ``token_string(id)``: the piece one id stands for, as the text of its bytes,
+      e.g. GPT-2's ``"Ġdog"`` is returned as ``" dog"``. Bytes that are not whole
+      UTF-8 characters are shown escaped (``errors="backslashreplace"``), so a token
+      holding the first byte of "—" reads ``"\\xe2"``. Special tokens give their text.
+
+    Every id outside ``0 .. vocab_size - 1`` raises TokenError.
+    """
+
+    kind: str
+    path: Path
+    vocab_size: int
+
+    def encode(self, text: str) -> list[int]: ...
+
+    def decode(self, ids: list[int]) -> str: ...
+
+    def token_string(self, id: int) -> str: ...
+
+
+@dataclass(frozen=True)
+class TokenizerKind:
+    """One kind of tokenizer file: how to recognise it and how to open it.
+
+    ``file_patterns`` are the glob patterns looked for in a checkpoint directory;
+    ``sniff(path)`` says whether a file is of this kind (cheaply, never raising);
+    ``load(path)`` opens it. ``expects`` describes the files for error messages.
+    """
+
+    name: str
+    file_patterns: tuple[str, ...]
+    sniff: Callable[[Path], bool]
+    load: Callable[[Path], Tokenizer]
+    expects: str = ""
+
+    def matches_name(self, path: Path) -> bool:
+        return any(fnmatch.fnmatch(path.name, pattern) for pattern in self.file_patterns)
+
+    def description(self) -> str:
+        return f"{self.name} ({self.expects or ', '.join(self.file_patterns)})"
+
+
+_KINDS: dict[str, TokenizerKind] = {}
+
+
+def register_kind(kind: TokenizerKind) -> TokenizerKind:
+    """Add a tokenizer kind; a second kind with the same name replaces the first."""
+    _KINDS[kind.name] = kind
+    return kind
+
+
+def registered_kinds() -> tuple[TokenizerKind, ...]:
+    """The kinds in the order they registered (the order sniffing tries them)."""
+    return tuple(_KINDS.values())
+
+
+def check_id(id: int, vocab_size: int) -> int:
+    """Return ``id`` as an int when it names a token, else raise TokenError."""
+    try:
+        # numpy integers are welcome; floats, strings and bools are not ids
+        if isinstance(id, bool):
+            raise TypeError
+        id = operator.index(id)
+    except TypeError:
+        raise TokenError(f"expected an integer token id, found {id!r}") from None
+    if not 0 <= id < vocab_size:
+        raise TokenError(
+            f"token id {id} is outside the vocabulary of {vocab_size} tokens (ids 0 to {vocab_size - 1})"
+        )
+    return id
+
+
+def _stat_key(path: Path) -> tuple[str, int, int]:
+    stat = path.stat()
+    return (str(path.resolve()), stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=2)
+def _read_json_cached(key: tuple[str, int, int]) -> Any:
+    with open(key[0], "rb") as file:
+        return json.load(file)
+
+
+def read_json(path: Path) -> Any:
+    """Parse a JSON file, remembering the last few so that sniffing several kinds
+    and then loading one parses the file once. Raises CheckpointError."""
+    try:
+        return _read_json_cached(_stat_key(path))
+    except OSError as err:
+        raise CheckpointError(f"cannot read {path}: {err.strerror or err}") from None
+    except (ValueError, UnicodeDecodeError) as err:
+        raise CheckpointError(f"expected JSON in {path}, found a parse error: {err}") from None
+
+
+def sniff_json(path: Path) -> Any:
+    """The parsed document of a ``.json`` file, or None when it is not readable JSON."""
+    if path.suffix.lower() != ".json" or not path.is_file():
+        return None
+    try:
+        return read_json(path)
+    except CheckpointError:
+        return None
+
+
+def file_starts_with(path: Path, prefix: bytes) -> bool:
+    try:
+        with open(path, "rb") as file:
+            return file.read(len(prefix)) == prefix
+    except OSError:
+        return False
+
+
+class ByteVocabulary:
+    """Shared decode/token_string for tokenizers whose every token is a byte string.
+
+    Subclasses set ``kind``, ``path``, ``vocab_size``, ``_pieces`` (id -> bytes, or
+    None for an unused id) and ``_special`` (id -> text of a special token).
+    """
+
+    kind: str
+    path: Path
+    vocab_size: int
+    _pieces: list[bytes | None]
+    _special: dict[int, str]
+
+    def _piece(self, id: int) -> bytes:
+        id = check_id(id, self.vocab_size)
+        if id in self._special:
+            return self._special[id].encode("utf-8")
+        piece = self._pieces[id] if id < len(self._pieces) else None
+        if piece is None:
+            raise TokenError(f"token id {id} is not used by the {self.kind} tokenizer {self.path.name}")
+        return piece
+
+    def decode(self, ids: list[int]) -> str:
+        return b"".join(self._piece(id) for id in ids).decode("utf-8", errors="replace")
+
+    def token_string(self, id: int) -> str:
+        id = check_id(id, self.vocab_size)
+        if id in self._special:
+            return self._special[id]
+        return self._piece(id).decode("utf-8", errors="backslashreplace")
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.kind} {self.path} vocab_size={self.vocab_size}>"

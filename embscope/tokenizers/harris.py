@@ -1,0 +1,104 @@
+"""The ANDREA engine's "Harris" segment tokenizer.
+
+Ids 0-255 are the raw bytes, 256 is BOS, and 257 + i is segment i of
+``harris_segments.json`` (a JSON list of strings, or ``{"segments": [...]}``; a dict
+``{segment: id}`` gives the ids itself). Encoding walks the UTF-8 bytes and takes, at
+each position, the longest segment that matches there, else the single byte.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from embscope.errors import CheckpointError
+from embscope.tokenizers.base import ByteVocabulary, TokenizerKind, read_json, register_kind, sniff_json
+
+FILE_NAME = "harris_segments.json"
+BOS_ID = 256
+BOS_TEXT = "<BOS>"
+FIRST_SEGMENT_ID = 257
+
+
+class HarrisTokenizer(ByteVocabulary):
+    kind = "harris"
+
+    def __init__(self, path: Path, segments: dict[int, str]):
+        self.path = path
+        self.vocab_size = max([FIRST_SEGMENT_ID - 1, *segments]) + 1
+        pieces: list[bytes | None] = [bytes([byte]) for byte in range(256)]
+        pieces += [None] * (self.vocab_size - len(pieces))
+        self._segment_id: dict[bytes, int] = {}
+        for id in sorted(segments):
+            piece = segments[id].encode("utf-8")
+            pieces[id] = piece
+            # an empty segment matches nothing; a repeated one keeps its first id
+            if piece:
+                self._segment_id.setdefault(piece, id)
+        self._pieces = pieces
+        self._special = {BOS_ID: BOS_TEXT}
+        self._lengths = sorted({len(piece) for piece in self._segment_id}, reverse=True)
+
+    def encode(self, text: str) -> list[int]:
+        data = text.encode("utf-8")
+        ids: list[int] = []
+        position = 0
+        while position < len(data):
+            id, length = data[position], 1
+            for candidate in self._lengths:
+                if position + candidate > len(data):
+                    continue
+                segment_id = self._segment_id.get(data[position : position + candidate])
+                if segment_id is not None:
+                    id, length = segment_id, candidate
+                    break
+            ids.append(id)
+            position += length
+        return ids
+
+
+def _segments_in(doc: Any) -> list[Any] | None:
+    if isinstance(doc, dict) and isinstance(doc.get("segments"), list):
+        return doc["segments"]
+    if isinstance(doc, list):
+        return doc
+    return None
+
+
+def sniff(path: Path) -> bool:
+    if path.name == FILE_NAME:
+        return path.is_file()
+    segments = _segments_in(sniff_json(path))
+    return bool(segments) and all(isinstance(segment, str) for segment in segments)
+
+
+def load(path: Path) -> HarrisTokenizer:
+    doc = read_json(path)
+    segments = _segments_in(doc)
+    if segments is not None:
+        for index, segment in enumerate(segments):
+            if not isinstance(segment, str):
+                raise CheckpointError(
+                    f"expected segment {index} in {path.name} to be a string, found {segment!r}"
+                )
+        return HarrisTokenizer(path, {FIRST_SEGMENT_ID + index: segment for index, segment in enumerate(segments)})
+    if isinstance(doc, dict):
+        by_id: dict[int, str] = {}
+        for segment, id in doc.items():
+            if isinstance(id, bool) or not isinstance(id, int) or id < FIRST_SEGMENT_ID:
+                raise CheckpointError(
+                    f"expected segment {segment!r} in {path.name} to have an id of "
+                    f"{FIRST_SEGMENT_ID} or more, found {id!r}"
+                )
+            if id in by_id:
+                raise CheckpointError(f"expected one segment per id in {path.name}, found two with id {id}")
+            by_id[id] = segment
+        return HarrisTokenizer(path, by_id)
+    raise CheckpointError(
+        f"expected a list of segment strings in {path.name}, found {type(doc).__name__}"
+    )
+
+
+KIND = register_kind(
+    TokenizerKind(name="harris", file_patterns=(FILE_NAME,), sniff=sniff, load=load)
+)

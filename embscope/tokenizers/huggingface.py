@@ -1,0 +1,130 @@
+"""Hugging Face ``tokenizer.json`` (BPE, WordPiece, Unigram, WordLevel) through the
+``tokenizers`` library, which is imported only when such a file is opened.
+
+Words are encoded with no special tokens added and with the file's padding and
+truncation turned off. ``token_string`` undoes the model's markers on the
+vocabulary entry rather than decoding the lone id, because decoding one id drops a
+SentencePiece leading space and turns a partial UTF-8 byte into "\\ufffd":
+- ByteLevel (GPT-2 alphabet): "Ġdog" -> " dog", "Ã" -> "\\xc3";
+- Metaspace / Replace decoders (SentencePiece): "▁dog" -> " dog";
+- ByteFallback: "<0xE2>" -> "\\xe2";
+- WordPiece keeps its "##" continuation prefix ("##s"), which says "glued to the
+  piece before"; added and special tokens are shown as written ("[CLS]").
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any, Iterator
+
+from embscope.errors import CheckpointError, EmbscopeError, TokenError
+from embscope.tokenizers.base import TokenizerKind, check_id, register_kind, sniff_json
+from embscope.tokenizers.byte_alphabet import unicode_to_byte
+
+FILE_NAME = "tokenizer.json"
+_BYTE_FALLBACK_PIECE = re.compile(r"<0x([0-9A-Fa-f]{2})>")
+
+
+class HuggingFaceTokenizer:
+    kind = "huggingface"
+
+    def __init__(self, path: Path, library_tokenizer: Any, config: dict[str, Any]):
+        self.path = path
+        self._tok = library_tokenizer
+        self._tok.no_padding()
+        self._tok.no_truncation()
+        self.vocab_size = max(self._tok.get_vocab(with_added_tokens=True).values(), default=-1) + 1
+        self._added = {id: added.content for id, added in self._tok.get_added_tokens_decoder().items()}
+        self.model_type = str(config.get("model", {}).get("type", "unknown"))
+        steps = [*_walk(config.get("decoder")), *_walk(config.get("pre_tokenizer"))]
+        self._byte_level = any(step.get("type") == "ByteLevel" for step in steps)
+        self._byte_fallback = bool(config.get("model", {}).get("byte_fallback")) or any(
+            step.get("type") == "ByteFallback" for step in steps
+        )
+        self._replacements = _space_markers(steps)
+
+    def encode(self, text: str) -> list[int]:
+        return list(self._tok.encode(text, add_special_tokens=False).ids)
+
+    def decode(self, ids: list[int]) -> str:
+        ids = [self._checked(id) for id in ids]
+        return self._tok.decode(ids, skip_special_tokens=False)
+
+    def token_string(self, id: int) -> str:
+        id = self._checked(id)
+        if id in self._added:
+            return self._added[id]
+        piece = self._tok.id_to_token(id)
+        if self._byte_level:
+            to_byte = unicode_to_byte()
+            data = b"".join(bytes([to_byte[c]]) if c in to_byte else c.encode("utf-8") for c in piece)
+            return data.decode("utf-8", errors="backslashreplace")
+        if self._byte_fallback:
+            match = _BYTE_FALLBACK_PIECE.fullmatch(piece)
+            if match:
+                return bytes([int(match.group(1), 16)]).decode("utf-8", errors="backslashreplace")
+        for marker, text in self._replacements:
+            piece = piece.replace(marker, text)
+        return piece
+
+    def _checked(self, id: int) -> int:
+        id = check_id(id, self.vocab_size)
+        if self._tok.id_to_token(id) is None:
+            raise TokenError(f"token id {id} is not used by the {self.kind} tokenizer {self.path.name}")
+        return id
+
+    def __repr__(self) -> str:
+        return f"<HuggingFaceTokenizer {self.model_type} {self.path} vocab_size={self.vocab_size}>"
+
+
+def _walk(step: Any) -> Iterator[dict[str, Any]]:
+    """A decoder or pre-tokenizer config and, for a Sequence, every step inside it."""
+    if not isinstance(step, dict):
+        return
+    yield step
+    for inner in step.get("decoders") or step.get("pretokenizers") or []:
+        yield from _walk(inner)
+
+
+def _space_markers(steps: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    markers: list[tuple[str, str]] = []
+    for step in steps:
+        if step.get("type") == "Metaspace":
+            markers.append((step.get("replacement") or "\u2581", " "))
+        elif step.get("type") == "Replace" and isinstance(step.get("pattern"), dict):
+            old = step["pattern"].get("String")
+            if old and isinstance(step.get("content"), str):
+                markers.append((old, step["content"]))
+    return markers
+
+
+def sniff(path: Path) -> bool:
+    if path.name == FILE_NAME:
+        return path.is_file()
+    doc = sniff_json(path)
+    return isinstance(doc, dict) and isinstance(doc.get("model"), dict) and "vocab" in doc["model"]
+
+
+def load(path: Path) -> HuggingFaceTokenizer:
+    try:
+        from tokenizers import Tokenizer as LibraryTokenizer
+    except ImportError:
+        raise EmbscopeError(
+            f"reading {path.name} needs the 'tokenizers' package (pip install tokenizers)"
+        ) from None
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+        library_tokenizer = LibraryTokenizer.from_file(str(path))
+    except Exception as err:  # the library raises a bare Exception for bad files
+        reason = (str(err).strip().splitlines() or [type(err).__name__])[0]
+        raise CheckpointError(
+            f"expected a Hugging Face tokenizer in {path}, found an unreadable file: {reason}"
+        ) from None
+    return HuggingFaceTokenizer(path, library_tokenizer, config)
+
+
+KIND = register_kind(
+    TokenizerKind(name="huggingface", file_patterns=(FILE_NAME,), sniff=sniff, load=load)
+)

@@ -1,0 +1,63 @@
+"""Shared test helpers: run the CLI in-process and write small checkpoints with the real writers."""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from embscope.cli import app
+
+
+@pytest.fixture(autouse=True)
+def _no_env_checkpoint(monkeypatch):
+    monkeypatch.delenv("EMBSCOPE_CHECKPOINT", raising=False)
+
+
+def run(*args: str, ok: bool = True):
+    """Invoke the CLI in-process; by default assert it succeeded."""
+    result = CliRunner().invoke(app, [str(a) for a in args])
+    if ok:
+        assert result.exit_code == 0, (result.exit_code, result.stdout, result.stderr, result.exception)
+    return result
+
+
+def run_json(*args: str) -> dict:
+    result = run(*args, "--json")
+    return json.loads(result.stdout)
+
+
+def write_safetensors_header_only(path: Path, tensors: dict[str, tuple[str, list[int]]]) -> Path:
+    """A valid safetensors file of zeros, written as header + sparse data, for shapes too big to build."""
+    itemsize = {"F32": 4, "F16": 2, "BF16": 2, "I64": 8}
+    header, offset = {}, 0
+    for name, (dtype, shape) in tensors.items():
+        nbytes = int(np.prod(shape, dtype=np.int64)) * itemsize[dtype]
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [offset, offset + nbytes]}
+        offset += nbytes
+    raw = json.dumps(header).encode()
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(raw)) + raw)
+        f.truncate(8 + len(raw) + offset)
+    return path
+
+
+def gpt2_shapes(vocab: int, n_layer: int, d: int, context: int, prefix: str = "transformer.") -> dict[str, list[int]]:
+    """Parameter shapes of a GPT-2 / nanoGPT model with biases and a tied head."""
+    shapes = {f"{prefix}wte.weight": [vocab, d], f"{prefix}wpe.weight": [context, d]}
+    for i in range(n_layer):
+        h = f"{prefix}h.{i}."
+        shapes |= {
+            h + "ln_1.weight": [d], h + "ln_1.bias": [d],
+            h + "attn.c_attn.weight": [d, 3 * d], h + "attn.c_attn.bias": [3 * d],
+            h + "attn.c_proj.weight": [d, d], h + "attn.c_proj.bias": [d],
+            h + "ln_2.weight": [d], h + "ln_2.bias": [d],
+            h + "mlp.c_fc.weight": [d, 4 * d], h + "mlp.c_fc.bias": [4 * d],
+            h + "mlp.c_proj.weight": [4 * d, d], h + "mlp.c_proj.bias": [d],
+        }
+    shapes |= {f"{prefix}ln_f.weight": [d], f"{prefix}ln_f.bias": [d]}
+    return shapes

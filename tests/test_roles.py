@@ -1,0 +1,94 @@
+"""Finding the token, position and output tables by name, by config shape, or by key."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from safetensors.numpy import save_file
+
+import embscope
+from embscope.errors import TableError
+
+rng = np.random.default_rng(2)
+
+
+def table(rows, dim=4):
+    return rng.standard_normal((rows, dim)).astype(np.float32)
+
+
+def open_tables(directory, tensors, config=None, **kwargs):
+    directory.mkdir(exist_ok=True)
+    save_file(tensors, directory / "model.safetensors")
+    if config is not None:
+        (directory / "config.json").write_text(json.dumps(config))
+    return embscope.open(directory / "model.safetensors", **kwargs)
+
+
+@pytest.mark.parametrize("token, position, source", [
+    ("bert.embeddings.word_embeddings.weight", "bert.embeddings.position_embeddings.weight", "BERT"),
+    ("gpt_neox.embed_in.weight", None, "GPT-NeoX"),
+    ("model.embed_tokens.weight", None, "Llama"),
+    ("tok_embeddings.weight", None, "Llama"),
+    ("transformer.wte.weight", "transformer.wpe.weight", "nanoGPT"),
+])
+def test_known_names_with_any_model_prefix(tmp_path, token, position, source):
+    tensors = {token: table(10)} | ({position: table(6)} if position else {})
+    emb = open_tables(tmp_path, tensors)
+    assert emb.token.name == token and source in emb.token.rule
+    assert (emb.position.name if emb.position else None) == position
+
+
+def test_opt_positions_are_offset_by_two(tmp_path):
+    emb = open_tables(tmp_path, {"model.decoder.embed_tokens.weight": table(10),
+                                 "model.decoder.embed_positions.weight": table(8)})
+    assert emb.position.first_row == 2
+    assert emb.position.notes == ("OPT position rows carry an offset of 2: position p is row p+2",)
+
+
+def test_roberta_padding_rows_come_from_the_config(tmp_path):
+    emb = open_tables(tmp_path, {"embeddings.word_embeddings.weight": table(10),
+                                 "embeddings.position_embeddings.weight": table(8)}, {"model_type": "roberta"})
+    assert emb.position.first_row == 2
+
+
+def test_shape_rule_uses_the_config_sizes(tmp_path):
+    emb = open_tables(tmp_path, {"emb_a": table(32), "emb_b": table(7), "proj": table(4)},
+                      {"vocab_size": 32, "max_position_embeddings": 7})
+    assert (emb.token.name, emb.token.rule) == ("emb_a", "shape: 32 rows = vocab_size in the config")
+    assert (emb.position.name, emb.position.rule) == ("emb_b", "shape: 7 rows = max_position_embeddings in the config")
+
+
+def test_two_equally_good_candidates_are_an_error(tmp_path):
+    with pytest.raises(TableError) as err:
+        open_tables(tmp_path, {"bert.embeddings.word_embeddings.weight": table(10),
+                               "roberta.embeddings.word_embeddings.weight": table(10)})
+    assert str(err.value) == ("expected one token table, found several equally good ones "
+                              "('bert.embeddings.word_embeddings.weight', 'roberta.embeddings.word_embeddings.weight'); "
+                              "choose with --token-key")
+
+
+def test_keys_override_discovery(tmp_path):
+    emb = open_tables(tmp_path, {"wte.weight": table(10), "alt": table(10), "p": table(5)},
+                      token_key="alt", pos_key="p")
+    assert (emb.token.name, emb.token.rule, emb.position.name) == ("alt", "--token-key alt", "p")
+
+
+def test_missing_key_lists_close_names(tmp_path):
+    with pytest.raises(TableError) as err:
+        open_tables(tmp_path, {"transformer.wte.weight": table(10)}, token_key="transformer.wte")
+    assert str(err.value) == ("expected a tensor named 'transformer.wte' for the token table, found none; "
+                              "close names: 'transformer.wte.weight'")
+
+
+def test_untied_head_and_config_declared_tie(tmp_path):
+    tensors = {"model.embed_tokens.weight": table(10), "lm_head.weight": table(10)}
+    assert not open_tables(tmp_path / "untied", tensors).tables.tied
+    emb = open_tables(tmp_path / "declared", tensors, {"tie_word_embeddings": True})
+    assert emb.tables.tied and emb.output is None and emb.tables.tied_copy == "lm_head.weight"
+
+
+def test_no_token_table_is_an_error(tmp_path):
+    with pytest.raises(TableError, match="^expected a token-embedding table, found none among 1 tensors"):
+        open_tables(tmp_path, {"something.weight": table(3)})
