@@ -4,6 +4,7 @@ asks each one, in priority order, whether it recognises the file."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib
 import pickle
 import pkgutil
@@ -76,16 +77,27 @@ def damaged(where: str, err: BaseException) -> CheckpointError:
     return CheckpointError(f"{where}: expected well-formed data, found damage ({type(err).__name__}: {detail})")
 
 
-def guarded(read: Callable, where: str) -> Callable:
-    """A tensor's reader whose failures on damaged data become a CheckpointError."""
-    def read_guarded():
+class GuardedRead(functools.partial):
+    """A tensor's reader, with the same func and args, whose failures on damaged data become a CheckpointError."""
+
+    where = ""
+
+    def __call__(self, /, *args, **kwargs):
         try:
-            return read()
+            return super().__call__(*args, **kwargs)
         except EmbscopeError:
             raise
         except (MemoryError, *MALFORMED) as err:
-            raise damaged(where, err) from None
-    return read_guarded
+            raise damaged(self.where, err) from None
+
+
+def guarded(read: Callable, where: str) -> GuardedRead:
+    if isinstance(read, functools.partial):
+        read = GuardedRead(read.func, *read.args, **read.keywords)
+    else:
+        read = GuardedRead(read)
+    read.where = where
+    return read
 
 
 def open_checkpoint(path: str | Path, options: OpenOptions = OpenOptions()) -> Checkpoint:

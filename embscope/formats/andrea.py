@@ -10,6 +10,7 @@ Only the header is read to check the file; the tables are memory-mapped at their
 from __future__ import annotations
 
 import json
+import math
 import struct
 from dataclasses import dataclass, field
 from functools import partial
@@ -79,7 +80,7 @@ def read_configs(directory: Path, notes: list[str]) -> list[tuple[str, dict]]:
                 notes.append(f"skipped {name}: larger than {MAX_JSON_BYTES // (1024 * 1024)} MiB, not a config")
                 continue
             doc = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+        except (OSError, ValueError, RecursionError):  # ValueError: also json's limit on an integer's digits
             notes.append(f"skipped {name}: not readable JSON")
             continue
         if isinstance(doc, dict):
@@ -102,7 +103,7 @@ def as_count(value: object, key: str, where: str, strict: bool) -> int | None:
     (nested objects such as an optimizer's may use the same short keys for other things)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
-    if value != value or value <= 0 or int(value) != value:
+    if not math.isfinite(value) or value <= 0 or int(value) != value:  # JSON may say NaN or Infinity
         if strict:
             raise CheckpointError(f"{where}: {printable(key)} is {value!r}, expected a positive integer")
         return None

@@ -76,6 +76,19 @@ def config_json(directory: Path) -> tuple[Path, Path]:
     return entry, config
 
 
+def andrea(directory: Path, mutate_config: bool) -> tuple[Path, Path]:
+    """An ANDREA flat dump (int32 step, int32 n_params, float32 weights, Adam moments) and its config."""
+    layers = 1
+    n = (V + T) * D + layers * (4 * D * D + 2 * D * 4 * D)  # tied: the layout formula of the reader
+    weights = np.random.default_rng(1).standard_normal(3 * n).astype("<f4")
+    path = directory / "model.bin"
+    path.write_bytes(struct.pack("<ii", 1200, n) + weights.tobytes())
+    config = directory / "config.json"
+    config.write_text(json.dumps({"vocab_size": V, "n_embd": D, "block_size": T, "n_layer": layers,
+                                  "tie_embeddings": True}))
+    return path, config if mutate_config else path
+
+
 SAMPLES: dict[str, Sample] = {s.name: s for s in (
     Sample("safetensors", safetensors_single),
     Sample("safetensors-f16", lambda d: safetensors_single(d, np.float16)),
@@ -85,6 +98,8 @@ SAMPLES: dict[str, Sample] = {s.name: s for s in (
     Sample("npy", npy),
     Sample("npz", lambda d: npz(d, False)),
     Sample("npz-compressed", lambda d: npz(d, True)),
+    Sample("andrea", lambda d: andrea(d, False)),
+    Sample("andrea-config", lambda d: andrea(d, True)),
 )}
 
 
