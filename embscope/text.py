@@ -11,5 +11,6 @@ def printable(text: str) -> str:
 
 
 def quote(value: object) -> str:
-    """A file name or tensor name as the user should read it in a message."""
-    return repr(printable(str(value)))
+    """A file name or tensor name as the user should read it in a message: Python's repr escapes
+    exactly the characters `printable` does, once (escaping them first would double the backslashes)."""
+    return repr(str(value))
