@@ -11,6 +11,5 @@ def printable(text: str) -> str:
 
 
 def quote(value: object) -> str:
-    """A file name or tensor name as the user should read it in a message: Python's repr escapes
-    exactly the characters `printable` does, once (escaping them first would double the backslashes)."""
-    return repr(str(value))
+    """A file name or tensor name as the user should read it in a message, escaped once."""
+    return f"'{printable(str(value))}'"
