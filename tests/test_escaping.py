@@ -50,8 +50,8 @@ def test_printable_escapes_every_character_that_acts_on_a_terminal():
 
 
 def test_quote_escapes_once():
-    assert quote("a\x1bb") == "'a\\x1bb'"  # one backslash, as repr writes it
-    assert quote("back\\slash") == "'back\\\\slash'"  # a real backslash is told apart from an escape
+    assert quote("a\x1bb") == "'a\\x1bb'"  # one backslash, not two
+    assert quote("[red]x") == "'[red]x'"  # markup is console.safe's job, done once on the whole line
 
 
 def test_safe_shows_markup_and_emoji_codes_as_written():
