@@ -78,7 +78,8 @@ def row_norms(raw: np.ndarray, dtype: str, block_bytes: int = BLOCK_BYTES) -> np
     holding NaN or Inf gets NaN or Inf, which the caller reports."""
     norms = np.empty(raw.shape[0], dtype=np.float64)
     for start, block in row_blocks(raw, dtype, block_bytes):
-        wide = block.reshape(block.shape[0], -1).astype(np.float64)
+        flat = block.reshape(block.shape[0], -1)
         with np.errstate(over="ignore", invalid="ignore"):
-            norms[start:start + len(wide)] = np.sqrt(np.einsum("ij,ij->i", wide, wide))
+            # einsum casts to float64 in small buffers: no float64 copy of the block is made
+            norms[start:start + len(flat)] = np.sqrt(np.einsum("ij,ij->i", flat, flat, dtype=np.float64))
     return norms
