@@ -1,0 +1,215 @@
+"""`embscope norms`: statistics, the robust anomaly rule, zero/NaN/Inf rows, near-duplicates and
+under-trained candidates, on real files, against plain numpy."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+from safetensors.numpy import save_file
+from typer.testing import CliRunner
+
+from embscope.analysis.norms import find_duplicates, row_norms, summarize, undertrained
+from embscope.cli import app
+
+runner = CliRunner()
+
+
+def run(*args):
+    result = runner.invoke(app, list(args))
+    assert not (result.exception and not isinstance(result.exception, SystemExit)), result.exception
+    return result
+
+
+def strict_json(text: str) -> dict:
+    return json.loads(text, parse_constant=lambda c: pytest.fail(f"{c} in JSON"))
+
+
+def drifting(rows: int, dim: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    walk = np.cumsum(rng.standard_normal((rows, dim)), axis=0)
+    scale = 0.43 * (1 + 0.03 * rng.standard_normal((rows, 1)))
+    return (walk / np.linalg.norm(walk, axis=1, keepdims=True) * scale).astype(np.float32)
+
+
+def numpy_norms(table) -> np.ndarray:
+    return np.linalg.norm(np.asarray(table, dtype=np.float64), axis=1)
+
+
+def save(tmp_path, name="model.npz", **arrays):
+    path = tmp_path / name
+    np.savez(path, **arrays)
+    return path
+
+
+def test_planted_row_is_the_only_anomaly(tmp_path):
+    pos = drifting(512, 32, seed=1)
+    planted = 37
+    pos[planted] *= 5.7 * 0.43 / np.linalg.norm(pos[planted])  # 5.7x the typical norm
+    path = save(tmp_path, token_emb=np.ones((8, 32), dtype=np.float32), pos_emb=pos)
+    doc = strict_json(run("norms", "-c", str(path), "--json").stdout)
+    norms = numpy_norms(pos)
+    assert doc["table"] == "position" and doc["name"] == "pos_emb" and doc["rows"] == 512 and doc["count"] == 512
+    assert doc["mean"] == pytest.approx(norms.mean(), rel=1e-12)
+    assert doc["median"] == pytest.approx(np.median(norms), rel=1e-12)
+    assert doc["min"] == pytest.approx(norms.min(), rel=1e-12)
+    assert doc["max"] == pytest.approx(norms.max(), rel=1e-12)
+    assert doc["threshold"] == 6.0
+    assert [a["index"] for a in doc["anomalies"]] == [planted]
+    anomaly = doc["anomalies"][0]
+    assert anomaly["norm"] == pytest.approx(norms[planted], rel=1e-12)
+    assert anomaly["ratio_to_mean"] == pytest.approx(norms[planted] / norms.mean(), rel=1e-12)
+    assert anomaly["reason"].startswith("robust z ") and "> 6:" in anomaly["reason"]
+    assert anomaly["label"] == "position 37"
+    assert doc["undertrained"] == [] and doc["duplicates"] == []
+    console = " ".join(run("norms", "-c", str(path)).stdout.split())
+    assert f"{anomaly['ratio_to_mean']:.2f}x" in console and "position 37" in console
+    assert "a row is flagged when |norm - median| / (1.4826 x MAD) > 6" in console
+
+
+def test_threshold_moves_the_line(tmp_path):
+    pos = drifting(256, 16, seed=2)
+    pos[100] *= 1.5
+    path = save(tmp_path, token_emb=np.ones((8, 16), dtype=np.float32), pos_emb=pos)
+    norms = numpy_norms(pos)
+    median = np.median(norms)
+    z = abs(norms[100] - median) / (1.4826 * np.median(np.abs(norms - median)))
+    assert z > 6
+    above = strict_json(run("norms", "-c", str(path), "--json", "--threshold", f"{z + 0.5}").stdout)
+    below = strict_json(run("norms", "-c", str(path), "--json", "--threshold", f"{z - 0.5}").stdout)
+    assert above["anomalies"] == []
+    assert 100 in [a["index"] for a in below["anomalies"]]
+    assert f"robust z {z:.4g}" in [a for a in below["anomalies"] if a["index"] == 100][0]["reason"]
+
+
+@pytest.mark.parametrize("rows, seed", [(64, 0), (64, 1), (1000, 2), (5000, 3), (50000, 4), (50000, 5)])
+def test_gaussian_noise_flags_nothing(rows, seed):
+    table = np.random.default_rng(seed).standard_normal((rows, 64)).astype(np.float32)
+    assert summarize(row_norms(table)).anomalies == ()
+
+
+def test_noise_token_table_has_candidates_but_no_anomalies(tmp_path):
+    tok = np.random.default_rng(9).standard_normal((20000, 64)).astype(np.float32)
+    path = save(tmp_path, token_emb=tok)
+    doc = strict_json(run("norms", "-c", str(path), "--json").stdout)
+    assert doc["table"] == "token"  # no position table: the token table is the default
+    assert doc["anomalies"] == [] and doc["duplicates"] == [] and doc["duplicates_complete"] is True
+    norms = numpy_norms(tok)
+    cutoff = np.percentile(norms, 1)
+    assert sorted(c["index"] for c in doc["undertrained"]) == sorted(np.flatnonzero(norms <= cutoff).tolist())
+    assert all(c["table"] == "token" and c["token"] == f"#{c['index']}" for c in doc["undertrained"])
+
+
+def test_zero_nan_inf_rows_are_always_flagged_and_json_has_no_nan(tmp_path):
+    pos = drifting(300, 16, seed=3)
+    pos[4] = 0
+    pos[50, 2] = np.nan
+    pos[51, 7] = -np.inf
+    path = save(tmp_path, token_emb=np.ones((8, 16), dtype=np.float32), pos_emb=pos)
+    result = run("norms", "-c", str(path), "--json", "--threshold", "1000")
+    doc = strict_json(result.stdout)
+    flagged = {a["index"]: a for a in doc["anomalies"]}
+    assert sorted(flagged) == [4, 50, 51]
+    assert flagged[4]["norm"] == 0.0 and flagged[4]["reason"] == "zero row: every value is 0"
+    assert flagged[50]["norm"] is None and flagged[50]["ratio_to_mean"] is None
+    assert flagged[50]["reason"] == "the row holds NaN values: its norm is undefined"
+    assert flagged[51]["norm"] is None and flagged[51]["reason"] == "the row holds Inf values"
+    finite = numpy_norms(np.delete(pos, [50, 51], axis=0))
+    assert doc["count"] == 298 and doc["mean"] == pytest.approx(finite.mean(), rel=1e-12)
+    assert doc["min"] == 0.0
+    assert "null" in run("norms", "-c", str(path)).stdout
+
+
+def test_equal_norms_flag_any_difference(tmp_path):
+    base = np.random.default_rng(4).standard_normal(8).astype(np.float32)
+    signs = np.where(np.random.default_rng(5).random((40, 8)) < 0.5, -1, 1).astype(np.float32)
+    pos = signs * base  # every row has exactly the same norm
+    pos[12] *= np.float32(1.001)
+    path = save(tmp_path, token_emb=np.ones((8, 8), dtype=np.float32), pos_emb=pos)
+    doc = strict_json(run("norms", "-c", str(path), "--json").stdout)
+    assert doc["mad"] == 0.0
+    assert [a["index"] for a in doc["anomalies"]] == [12]
+    assert "MAD is 0" in doc["anomalies"][0]["reason"] and "1e-06" in doc["anomalies"][0]["reason"]
+    assert "MAD is 0" in doc["rule"]
+
+
+def test_norms_are_blockwise_and_upcast_before_squaring():
+    table = np.random.default_rng(6).standard_normal((1000, 7)).astype(np.float32)
+    table[3] = 1e20  # its squares overflow float32, not float64
+    np.testing.assert_allclose(row_norms(table, block_rows=64), numpy_norms(table), rtol=1e-12)
+    assert math.isfinite(row_norms(table)[3])
+
+
+def test_near_duplicates_are_found(tmp_path):
+    rng = np.random.default_rng(7)
+    tok = rng.standard_normal((400, 16)).astype(np.float32)
+    tok[200] = tok[10]  # identical
+    tok[77] = tok[5] + 1e-4 * rng.standard_normal(16).astype(np.float32)  # cosine just under 1
+    tok[4] = tok[3] + 0.05 * rng.standard_normal(16).astype(np.float32)  # close, not a duplicate
+    tok[300] = 2 * tok[301]  # same direction, other length
+    path = save(tmp_path, token_emb=tok)
+    doc = strict_json(run("norms", "-c", str(path), "--json").stdout)
+    unit = tok.astype(np.float64) / numpy_norms(tok)[:, None]
+    sims = unit @ unit.T
+    expected = [(int(a), int(b)) for a, b in zip(*np.nonzero(np.triu(sims > 0.9999, 1)))]
+    assert expected == [(5, 77), (10, 200), (300, 301)]
+    assert [(d["a"], d["b"]) for d in doc["duplicates"]] == expected
+    assert [d["identical"] for d in doc["duplicates"]] == [False, True, False]
+    assert [d["cosine"] for d in doc["duplicates"]] == pytest.approx([sims[a, b] for a, b in expected], abs=1e-12)
+    assert doc["duplicates_found"] == 3
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_duplicate_search_equals_brute_force_on_crowded_rows(seed):
+    rng = np.random.default_rng(seed)
+    centres = rng.standard_normal((120, 24))
+    table = np.repeat(centres, 3, axis=0) + 0.01 * rng.random((360, 1)) * rng.standard_normal((360, 24))
+    table = table.astype(np.float32)
+    norms = numpy_norms(table)
+    unit = table.astype(np.float64) / norms[:, None]
+    expected = {(int(a), int(b)) for a, b in zip(*np.nonzero(np.triu(unit @ unit.T > 0.9999, 1)))}
+    found = find_duplicates(table, norms)
+    assert 50 < len(expected) < 360
+    assert found.complete and found.total == len(expected)
+    assert {(d.a, d.b) for d in found.pairs} == expected
+
+
+def test_duplicate_search_stays_bounded_when_every_row_is_the_same():
+    table = np.ones((1500, 4), dtype=np.float32)
+    found = find_duplicates(table, row_norms(table), max_window=300)
+    assert not found.complete and "cut short" in found.note
+    assert len(found.pairs) == 1000 and all(d.identical for d in found.pairs)
+
+
+def test_undertrained_lists_lowest_percentile_then_padding():
+    norms = np.linspace(1.0, 2.0, 100)
+    found = undertrained(norms, "token", real_rows=90, percentile=2.0)
+    cutoff = np.percentile(norms[:90], 2.0)
+    low = [i for i in range(90) if norms[i] <= cutoff]
+    assert [c.index for c in found] == low + list(range(90, 100))
+    assert "padding" in found[-1].reason and "past the tokenizer's 90 ids" in found[-1].reason
+
+
+def test_untied_output_head_gets_its_own_candidates(tmp_path):
+    rng = np.random.default_rng(8)
+    tok = rng.standard_normal((300, 16)).astype(np.float32)
+    head = rng.standard_normal((300, 16)).astype(np.float32)
+    head[123] *= 0.01  # a head row that never moved
+    path = tmp_path / "untied.safetensors"
+    save_file({"transformer.wte.weight": tok, "lm_head.weight": head}, str(path))
+    doc = strict_json(run("norms", "-c", str(path), "--table", "token", "--json").stdout)
+    by_table = {t: [c["index"] for c in doc["undertrained"] if c["table"] == t] for t in ("token", "output")}
+    assert by_table["output"][0] == 123
+    assert by_table["token"][0] == int(np.argmin(numpy_norms(tok)))
+    assert doc["anomalies"] == []  # candidates are never anomalies
+    out = strict_json(run("norms", "-c", str(path), "--table", "output", "--json").stdout)
+    assert out["table"] == "output" and out["name"] == "lm_head.weight"
+    assert [a["index"] for a in out["anomalies"]] == [123]
+
+
+def test_output_table_of_a_tied_model_is_an_error(tmp_path):
+    path = save(tmp_path, token_emb=np.ones((8, 4), dtype=np.float32))
+    result = run("norms", "-c", str(path), "--table", "output")
+    assert result.exit_code == 1 and "tied" in result.stderr
+    result = run("norms", "-c", str(path), "--table", "position")
+    assert result.exit_code == 1 and "no learned position table" in result.stderr

@@ -1,0 +1,192 @@
+"""Plots: files written whole in the format their extension names, and figures whose titles, labels and
+annotations say what they show. Figures are checked, not pixels."""
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from embscope.analysis.norms import row_norms, summarize
+from embscope.analysis.positions import position_profile
+from embscope.cli import app
+from embscope.render import plots
+
+runner = CliRunner()
+MAGIC = {"png": b"\x89PNG\r\n\x1a\n", "pdf": b"%PDF-"}
+
+
+def run(*args):
+    result = runner.invoke(app, list(args))
+    assert not (result.exception and not isinstance(result.exception, SystemExit)), result.exception
+    return result
+
+
+def drifting(rows: int, dim: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    walk = np.cumsum(rng.standard_normal((rows, dim)), axis=0)
+    scale = 0.43 * (1 + 0.03 * rng.standard_normal((rows, 1)))
+    return (walk / np.linalg.norm(walk, axis=1, keepdims=True) * scale).astype(np.float32)
+
+
+def unboxed(text: str) -> str:
+    """typer's usage error inside its box, as one line."""
+    return " ".join(text.translate({ord(c): " " for c in "│╭╮╰╯─"}).split())
+
+
+def texts(figure) -> list[str]:
+    return [t.get_text() for ax in figure.axes for t in ax.texts]
+
+
+def assert_format(path, fmt):
+    data = path.read_bytes()
+    if fmt == "svg":
+        assert b"<svg" in data[:2000] and data.rstrip().endswith(b"</svg>")
+    else:
+        assert data.startswith(MAGIC[fmt])
+        if fmt == "pdf":
+            assert data.rstrip().endswith(b"%%EOF")
+
+
+@pytest.fixture
+def model(tmp_path):
+    pos = drifting(96, 16, seed=1)
+    pos[0] *= 5.7
+    tok = np.random.default_rng(2).standard_normal((200, 16)).astype(np.float32)
+    tok[13] = 0
+    path = tmp_path / "tiny.npz"
+    np.savez(path, token_emb=tok, pos_emb=pos)
+    return path, pos, tok
+
+
+@pytest.mark.parametrize("fmt", ["png", "svg"])
+def test_positions_plot_file_in_each_format(model, tmp_path, fmt):
+    path, _, _ = model
+    out = tmp_path / f"heat.{fmt}"
+    result = run("positions", "-c", str(path), "--plot", str(out))
+    assert result.exit_code == 0, result.output
+    assert_format(out, fmt)
+    assert f"plot written to {out}" in " ".join(result.stdout.split())
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temporary file left
+
+
+@pytest.mark.parametrize("table, fmt", [("position", "png"), ("token", "pdf")])
+def test_norms_plot_file(model, tmp_path, table, fmt):
+    path, _, _ = model
+    out = tmp_path / f"norms.{fmt}"
+    result = run("norms", "-c", str(path), "--table", table, "--plot", str(out), "--json")
+    assert result.exit_code == 0, result.output
+    assert_format(out, fmt)
+    assert f'"plot": "{out}"' in result.stdout
+
+
+def test_unknown_plot_extension_is_refused_before_any_work(tmp_path):
+    missing = tmp_path / "missing.npz"  # were the checkpoint opened first, this would be exit 1
+    for command in ("positions", "norms"):
+        result = run(command, "-c", str(missing), "--plot", str(tmp_path / "x.jpg"))
+        assert result.exit_code == 2
+        assert "expected a plot file ending in .png, .svg or .pdf" in unboxed(result.stderr)
+    assert list(tmp_path.glob("x*")) == []
+
+
+def test_missing_plot_directory_is_an_error(model, tmp_path):
+    path, _, _ = model
+    result = run("norms", "-c", str(path), "--plot", str(tmp_path / "nowhere" / "n.png"))
+    assert result.exit_code == 1
+    assert "expected an existing directory for the plot file" in result.stderr
+
+
+def test_positions_figure_says_what_it_shows():
+    table = drifting(80, 8, seed=3)
+    profile, matrix = position_profile(table)
+    figure = plots.positions_figure(matrix, profile.mean, profile.std, profile.nearest_is_adjacent,
+                                    "ckpt.pt", "transformer.wpe.weight")
+    heat, curve, _colorbar = figure.axes
+    assert figure._suptitle.get_text() == "ckpt.pt - position table transformer.wpe.weight"
+    assert heat.get_title() == "cosine between positions (80 x 80)"
+    assert (heat.get_xlabel(), heat.get_ylabel()) == ("position j", "position i")
+    assert curve.get_title() == "similarity by distance"
+    assert curve.get_xlabel() == "distance k (positions, log scale)" and curve.get_ylabel() == "cos(p_i, p_i+k)"
+    unit = table.astype(np.float64) / np.linalg.norm(table.astype(np.float64), axis=1, keepdims=True)
+    first = np.mean(np.einsum("ij,ij->i", unit[:-1], unit[1:]))
+    last = unit[0] @ unit[-1]
+    assert f"k=1: {first:+.3f}" in texts(figure) and f"k=79: {last:+.3f}" in texts(figure)
+    assert any(t.startswith("nearest neighbour is adjacent (i+-1) for ") for t in texts(figure))
+
+
+def test_position_norms_figure_labels_the_flagged_row():
+    table = drifting(120, 8, seed=4)
+    table[7] *= 5.7
+    summary = summarize(row_norms(table))
+    flagged = [(a.index, a.norm, a.ratio_to_mean) for a in summary.anomalies]
+    assert [f[0] for f in flagged] == [7]
+    figure = plots.position_norms_figure(summary.norms, summary.mean, summary.median, flagged, "m.safetensors",
+                                         "position table wpe", first_row=2)
+    ax = figure.axes[0]
+    assert ax.get_title() == "m.safetensors - position table wpe: L2 norm by position"
+    assert (ax.get_xlabel(), ax.get_ylabel()) == ("position (row - 2)", "L2 norm")
+    norm = float(np.linalg.norm(table[7].astype(np.float64)))
+    assert texts(figure) == [f"position 5: {norm:.3g}, {norm / summary.mean:.1f}x mean"]
+
+
+def test_token_norms_figure_draws_names_literally():
+    table = np.random.default_rng(5).standard_normal((300, 8)).astype(np.float32)
+    table[42] *= 40
+    summary = summarize(row_norms(table))
+    flagged = [(a.index, a.norm, a.ratio_to_mean) for a in summary.anomalies]
+    assert [f[0] for f in flagged] == [42]
+    names = {row: f"$tok{row}$" for row in plots.ranked_rows(summary.norms)}
+    names[42] = "a$b\\c\x1b"
+    figure = plots.token_norms_figure(summary.norms, summary.mean, flagged, names, "ckpt", "token table wte")
+    hist, ranked = figure.axes
+    assert figure._suptitle.get_text() == "ckpt - token table wte: L2 norms of token rows"
+    assert (hist.get_xlabel(), hist.get_ylabel()) == ("L2 norm", "rows (log scale)")
+    assert ranked.get_title() == "lowest and highest 10 rows"
+    norm = float(np.linalg.norm(table[42].astype(np.float64)))
+    assert texts(figure) == [f"a$b\\c\\x1b (row 42): {norm:.3g}, {norm / summary.mean:.1f}x mean"]
+    labels = [t.get_text() for t in ranked.get_yticklabels()]
+    lowest = int(np.argmin(summary.norms))
+    assert labels[0] == f"$tok{lowest}$ (row {lowest})" and labels[-1] == "a$b\\c\\x1b (row 42)"
+    figure.canvas.draw()  # "$" and "\" must not be parsed as math
+
+
+def test_rows_without_a_finite_norm_are_listed_not_drawn():
+    table = drifting(60, 4, seed=6)
+    table[3, 0] = np.nan
+    table[9, 1] = np.inf
+    summary = summarize(row_norms(table))
+    flagged = [(a.index, a.norm, a.ratio_to_mean) for a in summary.anomalies]
+    figure = plots.position_norms_figure(summary.norms, summary.mean, summary.median, flagged, "c", "t")
+    assert texts(figure) == ["not drawn: position 3 (NaN), position 9 (Inf)"]
+    figure = plots.token_norms_figure(summary.norms, summary.mean, flagged, {3: "dog"}, "c", "t")
+    assert texts(figure) == ["not drawn: dog (row 3) (NaN), #9 (row 9) (Inf)"]
+
+
+def test_large_heatmap_is_averaged_down():
+    matrix = np.arange(2500 * 2500, dtype=np.float32).reshape(2500, 2500)
+    matrix[0, 0] = np.nan
+    small = plots.pooled(matrix, max_side=1024)
+    assert small.shape == (834, 834)  # cells of 3 x 3
+    assert small[1, 2] == pytest.approx(matrix[3:6, 6:9].mean())
+    assert small[0, 0] == pytest.approx(np.nanmean(matrix[:3, :3]))
+    assert small[-1, -1] == pytest.approx(matrix[2499, 2499])  # the last cell holds one real value
+
+
+def test_save_replaces_the_file_whole(tmp_path):
+    target = tmp_path / "fig.png"
+    target.write_bytes(b"old")
+    figure = plots.new_figure(2, 2)
+    figure.subplots().plot([0, 1], [0, 1])
+    assert plots.save(figure, target) == target
+    assert target.read_bytes().startswith(MAGIC["png"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fig.png"]
+    assert target.stat().st_mode & 0o044  # readable like any file the user writes, not mkstemp's 0600
+
+
+def test_starting_the_cli_does_not_import_matplotlib():
+    code = "import sys, embscope.cli; print('matplotlib' in sys.modules, 'torch' in sys.modules)"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    assert found.stdout.split() == ["False", "False"]

@@ -1,0 +1,222 @@
+"""`embscope positions`: pair cosines, the default pairs, the profile by distance, and the errors,
+checked against plain numpy on real files."""
+
+import json
+
+import numpy as np
+import pytest
+from safetensors.numpy import save_file
+from typer.testing import CliRunner
+
+from embscope.analysis.positions import _cosine_matrix, _pair_cosines, default_pairs, position_profile
+from embscope.cli import app
+
+runner = CliRunner()
+
+
+def drifting(rows: int, dim: int, seed: int) -> np.ndarray:
+    """Position rows that drift smoothly: a normalised random walk, norms around 0.43."""
+    rng = np.random.default_rng(seed)
+    walk = np.cumsum(rng.standard_normal((rows, dim)), axis=0)
+    scale = 0.43 * (1 + 0.03 * rng.standard_normal((rows, 1)))
+    return (walk / np.linalg.norm(walk, axis=1, keepdims=True) * scale).astype(np.float32)
+
+
+def cosine(a, b) -> float:
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
+
+
+def run(*args):
+    result = runner.invoke(app, list(args))
+    assert not (result.exception and not isinstance(result.exception, SystemExit)), result.exception
+    return result
+
+
+@pytest.fixture
+def gpt_file(tmp_path):
+    pos = drifting(512, 24, seed=1)
+    path = tmp_path / "model.npz"
+    np.savez(path, token_emb=np.random.default_rng(2).standard_normal((50, 24)).astype(np.float32), pos_emb=pos)
+    return path, pos
+
+
+def test_default_pairs_for_512_positions_are_the_nominal_set(gpt_file):
+    path, pos = gpt_file
+    doc = json.loads(run("positions", "-c", str(path), "--json").stdout)
+    expected = [(10, 11), (250, 251), (250, 260), (500, 511), (10, 100), (250, 500), (10, 500), (0, 511)]
+    assert [(p["i"], p["j"]) for p in doc["pairs"]] == expected
+    assert [p["distance"] for p in doc["pairs"]] == [1, 1, 10, 11, 90, 250, 490, 511]
+    for p in doc["pairs"]:
+        assert p["cosine"] == pytest.approx(cosine(pos[p["i"]], pos[p["j"]]), abs=1e-12)
+    assert doc["rows"] == 512 and doc["positions"] == 512 and doc["first_row"] == 0
+    assert "profile" not in doc
+
+
+@pytest.mark.parametrize("positions", [2, 3, 16, 100, 1024, 2048, 8192])
+def test_default_pairs_span_any_table(positions):
+    pairs = default_pairs(positions)
+    last = positions - 1
+    assert pairs, positions
+    assert all(0 <= i < j <= last for i, j in pairs)
+    assert (0, last) in pairs  # the farthest pair
+    assert pairs[0][1] - pairs[0][0] == 1  # the nearest pair: neighbours
+    distances = [j - i for i, j in pairs]
+    assert distances == sorted(distances)
+    assert len(set(pairs)) == len(pairs)
+
+
+def test_default_pairs_scale_with_the_table():
+    assert default_pairs(1024) == [(20, 21), (500, 501), (500, 510), (1012, 1023), (20, 200), (500, 1001),
+                                   (20, 1001), (0, 1023)]
+    assert default_pairs(1) == []
+
+
+def test_explicit_pairs_print_numpy_cosines(gpt_file):
+    path, pos = gpt_file
+    result = run("positions", "-c", str(path), "--pairs", "3:4, 7:300,511:0")
+    assert result.exit_code == 0, result.output
+    for i, j in [(3, 4), (7, 300), (511, 0)]:
+        assert f"{cosine(pos[i], pos[j]):+.4f}" in result.stdout
+    doc = json.loads(run("positions", "-c", str(path), "--pairs", "3:4,7:300,511:0", "--json").stdout)
+    assert [(p["i"], p["j"], p["distance"]) for p in doc["pairs"]] == [(3, 4, 1), (7, 300, 293), (511, 0, 511)]
+    assert [p["cosine"] for p in doc["pairs"]] == pytest.approx(
+        [cosine(pos[3], pos[4]), cosine(pos[7], pos[300]), cosine(pos[511], pos[0])], abs=1e-12)
+
+
+def test_pairs_default_keyword_with_profile(gpt_file):
+    path, _ = gpt_file
+    doc = json.loads(run("positions", "-c", str(path), "--pairs", "default", "--profile", "--json").stdout)
+    assert len(doc["pairs"]) == 8 and "profile" in doc
+    doc = json.loads(run("positions", "-c", str(path), "--profile", "--json").stdout)
+    assert doc["pairs"] == [] and "profile" in doc
+
+
+def test_position_past_the_end_says_why(gpt_file):
+    path, _ = gpt_file
+    result = run("positions", "-c", str(path), "--pairs", "10:11,3:512")
+    assert result.exit_code == 1
+    assert result.stderr == (
+        "Error: expected a position below 512, found 512: the position table 'pos_emb' has 512 rows, and a "
+        "learned table holds one row per position up to the model's fixed context length, so there is no row "
+        "for position 512\n")
+    assert result.stdout == ""
+
+
+@pytest.mark.parametrize("text, found", [("5:-1", "'5:-1'"), ("-3:4", "'-3:4'")])
+def test_negative_positions_are_usage_errors(gpt_file, text, found):
+    path, _ = gpt_file
+    result = run("positions", "-c", str(path), "--pairs", text)
+    assert result.exit_code == 2
+    assert "expected positions of 0 or more" in result.stderr and found in result.stderr
+
+
+@pytest.mark.parametrize("text", ["10", "a:b", "1:2,", "1:2:3", "1;2", ""])
+def test_malformed_pairs_are_usage_errors(gpt_file, text):
+    path, _ = gpt_file
+    result = run("positions", "-c", str(path), "--pairs", text)
+    assert result.exit_code == 2
+    assert "expected position pairs written I:J,I:J" in result.stderr
+
+
+def test_model_without_position_table(tmp_path):
+    path = tmp_path / "rotary.npz"
+    np.savez(path, token_emb=np.ones((10, 4), dtype=np.float32))
+    result = run("positions", "-c", str(path))
+    assert result.exit_code == 1
+    assert "no learned position table" in result.stderr
+
+
+def test_opt_offset_reads_rows_from_two_on(tmp_path):
+    pos = drifting(66, 16, seed=3)
+    tok = np.random.default_rng(4).standard_normal((40, 16)).astype(np.float32)
+    path = tmp_path / "opt.safetensors"
+    save_file({"model.decoder.embed_positions.weight": pos, "model.decoder.embed_tokens.weight": tok}, str(path))
+    doc = json.loads(run("positions", "-c", str(path), "--pairs", "0:1,5:63", "--json").stdout)
+    assert doc["first_row"] == 2 and doc["positions"] == 64 and doc["rows"] == 66
+    assert [p["cosine"] for p in doc["pairs"]] == pytest.approx(
+        [cosine(pos[2], pos[3]), cosine(pos[7], pos[65])], abs=1e-12)
+    assert any("position p is row p+2" in note for note in doc["notes"])
+    result = run("positions", "-c", str(path), "--pairs", "0:64")
+    assert result.exit_code == 1
+    assert result.stderr == (
+        "Error: expected a position below 64, found 64: the position table 'model.decoder.embed_positions.weight' "
+        "has 66 rows (2 reserved rows come before position 0), and a learned table holds one row per position up "
+        "to the model's fixed context length, so there is no row for position 64\n")
+    doc = json.loads(run("positions", "-c", str(path), "--json").stdout)
+    assert (0, 63) in [(p["i"], p["j"]) for p in doc["pairs"]]
+
+
+def test_undefined_cosine_is_null_with_a_reason(tmp_path):
+    pos = drifting(64, 8, seed=5)
+    pos[5] = 0
+    pos[9, 3] = np.nan
+    path = tmp_path / "holes.npz"
+    np.savez(path, token_emb=np.ones((4, 8), dtype=np.float32), pos_emb=pos)
+    result = run("positions", "-c", str(path), "--pairs", "5:6,9:10,1:2", "--json")
+    doc = json.loads(result.stdout, parse_constant=lambda c: pytest.fail(f"{c} in JSON"))
+    p5, p9, p1 = doc["pairs"]
+    assert p5["cosine"] is None and p5["reason"] == "position 5 is a zero row"
+    assert p9["cosine"] is None and p9["reason"] == "position 9 has NaN values"
+    assert p1["cosine"] == pytest.approx(cosine(pos[1], pos[2]), abs=1e-12) and p1["reason"] is None
+
+
+def numpy_profile(pos: np.ndarray):
+    unit = pos.astype(np.float64) / np.linalg.norm(pos.astype(np.float64), axis=1, keepdims=True)
+    sims = unit @ unit.T
+    n = len(pos)
+    mean = [np.mean([sims[i, i + k] for i in range(n - k)]) for k in range(1, n)]
+    std = [np.std([sims[i, i + k] for i in range(n - k)]) for k in range(1, n)]
+    np.fill_diagonal(sims, -np.inf)
+    adjacent = np.mean([abs(int(np.argmax(sims[i])) - i) == 1 for i in range(n)])
+    return mean, std, adjacent
+
+
+def test_profile_matches_numpy(tmp_path):
+    pos = drifting(130, 12, seed=6)
+    path = tmp_path / "p.npz"
+    np.savez(path, token_emb=np.ones((4, 12), dtype=np.float32), pos_emb=pos)
+    doc = json.loads(run("positions", "-c", str(path), "--profile", "--json").stdout)
+    mean, std, adjacent = numpy_profile(pos)
+    profile = doc["profile"]
+    assert profile["by_offset"]["offset"] == list(range(1, 130))
+    assert profile["by_offset"]["mean"] == pytest.approx(mean, abs=2e-6)
+    assert profile["by_offset"]["std"] == pytest.approx(std, abs=2e-6)
+    assert profile["by_offset"]["pairs"] == list(range(129, 0, -1))
+    assert [o["offset"] for o in profile["offsets"]] == [1, 2, 4, 8, 16, 32, 64, 128, 129]
+    assert profile["offsets"][0]["mean"] == pytest.approx(mean[0], abs=2e-6)
+    assert profile["nearest_is_adjacent"] == pytest.approx(adjacent)
+    assert profile["positions_counted"] == 130
+    console = run("positions", "-c", str(path), "--profile").stdout
+    assert "similarity by distance" in console and f"{mean[0]:+.4f}" in console
+    assert f"nearest neighbour is i-1 or i+1 for {adjacent * 100:.2f}% of 130 positions" in " ".join(console.split())
+
+
+def test_blockwise_helpers_match_numpy():
+    rng = np.random.default_rng(7)
+    table = rng.standard_normal((1100, 5)).astype(np.float32)  # more rows than one block
+    table[17] = 0
+    table[1050, 1] = np.inf
+    with np.errstate(invalid="ignore", divide="ignore"):
+        unit = table.astype(np.float64) / np.linalg.norm(table.astype(np.float64), axis=1, keepdims=True)
+    rows = np.arange(3, 1100)
+    matrix = _cosine_matrix(table, rows)
+    assert matrix.dtype == np.float32 and matrix.shape == (1097, 1097)
+    expected = unit[rows] @ unit[rows].T
+    bad = np.isin(rows, [17, 1050])
+    assert np.isnan(matrix[bad]).all() and np.isnan(matrix[:, bad]).all()
+    np.testing.assert_allclose(matrix[~bad][:, ~bad], expected[~bad][:, ~bad], atol=2e-6)
+    pairs = np.array([[0, 1], [17, 3], [1099, 1000], [1050, 2]])
+    got = _pair_cosines(table, pairs)
+    assert got.dtype == np.float64
+    assert got[0] == pytest.approx(unit[0] @ unit[1], abs=1e-12) and np.isnan(got[1]) and np.isnan(got[3])
+    assert got[2] == pytest.approx(unit[1099] @ unit[1000], abs=1e-12)
+
+
+def test_profile_of_8192_positions_fits():
+    table = drifting(8192, 8, seed=8)
+    profile, matrix = position_profile(table)
+    assert matrix.shape == (8192, 8192) and matrix.dtype == np.float32
+    assert len(profile.mean) == 8191 and profile.count[0] == 8191 and profile.count[-1] == 1
+    assert profile.mean[-1] == pytest.approx(cosine(table[0], table[-1]), abs=2e-6)
+    assert profile.mean[0] > profile.mean[1000]  # similarity falls with distance in a drifting table
