@@ -8,7 +8,7 @@ temporary directory; each measurement runs in a fresh child process and reads it
     python3 benchmarks/bench_memory.py --keep DIR      # write (or reuse) the table in DIR
 
 Measured: the CLI (`python -m embscope norms --table token -c FILE --json`), the library's
-blockwise norms (embscope.memory.row_norms on the mapped table), and for comparison the naive
+blockwise norms (embscope.analysis.norms.row_norms on the mapped table), and for comparison the naive
 `np.linalg.norm(table.array, axis=1)`, which materialises a temporary as large as the table."""
 
 from __future__ import annotations
@@ -32,9 +32,9 @@ CHUNK_ROWS = 4096  # 32 MiB of float32 per write
 
 LIBRARY_BLOCKWISE = """
 import sys, embscope
-from embscope.memory import row_norms
+from embscope.analysis.norms import row_norms
 emb = embscope.open(sys.argv[1])
-norms = row_norms(emb.token.tensor.read(), emb.token.tensor.dtype)
+norms = row_norms(emb.token.array)
 print(float(norms.mean()))
 """
 NAIVE = """

@@ -8,6 +8,7 @@ import pytest
 
 import embscope
 from embscope import memory
+from embscope.analysis.norms import row_norms
 from embscope.errors import CheckpointError
 from embscope.text import quote
 
@@ -19,38 +20,43 @@ def test_blockwise_norms_match_numpy_across_block_edges(dtype, tmp_path):
     from safetensors.numpy import save_file
     table = (rng.standard_normal((1000, 24)) * 3).astype(dtype)
     save_file({"wte": table}, str(tmp_path / "m.safetensors"))
-    raw = embscope.open(tmp_path / "m.safetensors").token.tensor.read()
+    array = embscope.open(tmp_path / "m.safetensors").token.array
     rows = table.astype(np.float32).astype(np.float64)  # analysis works on float32 rows (float64 is rounded)
     expected = np.sqrt((rows ** 2).sum(axis=1))
-    for block_bytes in (1, 4 * 24 * 7, 1 << 20):  # one row, 7 rows (not a divisor of 1000), all rows
-        np.testing.assert_allclose(memory.row_norms(raw, dtype, block_bytes), expected, rtol=1e-12)
+    for block_rows in (1, 7, None):  # one row, 7 rows (not a divisor of 1000), the default bytes budget
+        np.testing.assert_allclose(row_norms(array, block_rows), expected, rtol=1e-12)
 
 
-def test_half_precision_is_upcast_before_summing():
-    row = np.full((1, 4096), 8.0, dtype=np.float16)  # sum of squares 262144 > float16 max 65504
-    assert memory.row_norms(row, "float16")[0] == pytest.approx(8.0 * 64)
-
-
-def test_bfloat16_rows_are_read_as_their_float32_values():
-    values = np.array([[3.0, 4.0], [0.0, 0.0]], dtype=np.float32)
-    stored = (values.view(np.uint32) >> 16).astype(np.uint16)  # bf16 keeps the top half of each float32
-    np.testing.assert_array_equal(memory.row_norms(stored, "bfloat16"), [5.0, 0.0])
-
-
-def test_nan_and_inf_rows_come_back_as_nan_and_inf_for_the_caller_to_report():
-    table = np.array([[1.0, np.nan], [np.inf, 0.0], [0.0, 0.0], [3.0, 4.0]], dtype=np.float32)
-    norms = memory.row_norms(table, "float32")
-    assert np.isnan(norms[0]) and np.isinf(norms[1]) and norms[2] == 0.0 and norms[3] == 5.0
+def test_half_precision_is_upcast_before_summing(tmp_path):
+    from safetensors.numpy import save_file
+    save_file({"wte": np.full((2, 4096), 8.0, dtype=np.float16)}, str(tmp_path / "m.safetensors"))
+    emb = embscope.open(tmp_path / "m.safetensors")
+    # the squares sum to 262144, past float16's largest value 65504
+    np.testing.assert_array_equal(row_norms(emb.token.array), [8.0 * 64, 8.0 * 64])
 
 
 def test_mapped_pages_are_released_after_each_block(tmp_path):
     path = tmp_path / "t.npy"
-    np.save(path, rng.standard_normal((256, 1024)).astype(np.float32))
-    raw = np.load(path, mmap_mode="r")
-    blocks = list(memory.row_blocks(raw, "float32", block_bytes=64 * 1024))
-    assert len(blocks) == 16
+    table = rng.standard_normal((256, 1024)).astype(np.float32)
+    np.save(path, table)
+    mapped = np.load(path, mmap_mode="r")
+    block = mapped[48:64]
+    memory.release(block)
     # a released block is still readable: the kernel maps the pages again from the file
-    np.testing.assert_array_equal(blocks[3][1], np.load(path)[48:64])
+    np.testing.assert_array_equal(block, table[48:64])
+    np.testing.assert_allclose(row_norms(mapped, 16), np.linalg.norm(table.astype(np.float64), axis=1), rtol=1e-12)
+
+
+def test_table_copy_larger_than_memory_is_refused_before_it_is_made(tmp_path, monkeypatch):
+    from safetensors.numpy import save_file
+    path = tmp_path / "m.safetensors"
+    save_file({"wte": np.ones((256, 64), dtype=np.float16)}, str(path))  # 32 KiB stored, 64 KiB as float32
+    emb = embscope.open(path)
+    monkeypatch.setattr(memory, "available_memory", lambda: 40 * 1024)
+    with pytest.raises(CheckpointError) as caught:
+        emb.token.array
+    assert str(caught.value) == ("the token table 'wte' as float32 needs 64.0 KiB of memory to load "
+                                 "(it cannot be memory-mapped), only 40.0 KiB is available")
 
 
 def test_require_memory_states_what_is_needed(monkeypatch):

@@ -14,12 +14,11 @@ OPTIONS = OpenOptions()  # shapes the ANDREA format needs come from the config b
 
 
 def norms_of(table):
-    try:
-        from embscope.analysis.norms import norms_report  # the norms command's own computation
-    except ImportError:
-        from embscope.memory import row_norms
-        return row_norms(table.tensor.read(), table.tensor.dtype)
-    return norms_report(table)
+    """What `embscope norms` computes: row norms, their summary and anomalies, near-duplicate rows."""
+    from embscope.analysis.norms import find_duplicates, row_norms, summarize
+    norms = row_norms(table.array)
+    summarize(norms)
+    find_duplicates(table.array, norms)
 
 
 def exercise(path: Path, options: OpenOptions = OPTIONS) -> str:
