@@ -47,8 +47,11 @@ def test_every_valid_sample_opens(name, tmp_path):
 @given(ops=mutation_ops, fix_length=st.booleans())
 def test_mutated_file_gives_result_or_embscope_error(name, ops, fix_length):
     with tempfile.TemporaryDirectory() as directory:
-        entry, victim = corpus.SAMPLES[name].build(Path(directory))
+        sample = corpus.SAMPLES[name]
+        entry, victim = sample.build(Path(directory))
         victim.write_bytes(apply(victim.read_bytes(), ops, fix_length))
+        if sample.after is not None:
+            sample.after(entry, victim)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             try:

@@ -65,6 +65,25 @@ class Harmless:
         return f"Harmless({getattr(self.func, '__qualname__', self.func)!r})"
 
 
+def _bytearray(source: Any = b"", *args: Any) -> bytearray:
+    """bytearray as pickles call it (from bytes, or latin1 text in protocol 2), never from a size:
+    bytearray(2**34) in a 30-byte pickle would zero 16 GiB."""
+    if not isinstance(source, (bytes, str)):
+        raise pickle.UnpicklingError(f"bytearray may be built from bytes or text only, not {type(source).__name__}")
+    return bytearray(source, *args)
+
+
+def _reconstruct_empty(multiarray: Any) -> Callable[..., np.ndarray]:
+    """numpy pickles every array as _reconstruct(ndarray, (0,), b'b') and then sets its state; any
+    other shape would allocate (and for object arrays fill) memory the pickle never paid for."""
+    def reconstruct(subtype: Any, shape: Any, dtype: Any) -> np.ndarray:
+        empty = isinstance(shape, (tuple, list)) and tuple(shape) == (0,)
+        if subtype is not np.ndarray or not empty:
+            raise pickle.UnpicklingError("numpy's _reconstruct is allowed only for an empty ndarray, as numpy pickles it")
+        return multiarray._reconstruct(np.ndarray, (0,), dtype)
+    return reconstruct
+
+
 def _fresh_dtype(spec: Any, align: bool = False, copy: bool = True) -> np.dtype:
     """np.dtype as pickles call it, always a copy: the BUILD that follows must not reach numpy's shared dtypes."""
     return np.dtype(spec, bool(align), True)
@@ -76,7 +95,7 @@ def _numpy_globals() -> dict[str, Any]:
     allowed: dict[str, Any] = {"numpy.ndarray": np.ndarray, "numpy.dtype": Harmless(_fresh_dtype)}
     # numpy 1.x pickles name numpy.core, numpy 2.x numpy._core; both mean the same functions
     for package in ("numpy.core", "numpy._core"):
-        allowed[f"{package}.multiarray._reconstruct"] = Harmless(multiarray._reconstruct)
+        allowed[f"{package}.multiarray._reconstruct"] = Harmless(_reconstruct_empty(multiarray))
         allowed[f"{package}.multiarray.scalar"] = Harmless(multiarray.scalar)
         allowed[f"{package}.numeric._frombuffer"] = Harmless(numeric._frombuffer)  # protocol 5 arrays
     return allowed
@@ -90,7 +109,7 @@ NUMPY_GLOBALS: dict[str, Any] = {
     "_codecs.encode": Harmless(_latin1_encode),
     "builtins.set": set,
     "builtins.frozenset": frozenset,
-    "builtins.bytearray": bytearray,
+    "builtins.bytearray": Harmless(_bytearray),
     "builtins.complex": complex,
 }
 
@@ -102,9 +121,12 @@ def _py3_name(module: str, name: str) -> tuple[str, str]:
     return _compat_pickle.IMPORT_MAPPING.get(module, module), name
 
 
-class RestrictedUnpickler(pickle.Unpickler):
+class RestrictedUnpickler(pickle._Unpickler):
     """Resolves globals only through `allowed` (`"module.name"` -> object); with `trust=True`,
-    names off the list are imported as plain pickle would."""
+    names off the list are imported as plain pickle would.
+
+    Built on pickle's pure-Python unpickler: the C one keeps its memo as an array, so a 10-byte
+    pickle saying LONG_BINPUT 2**31 makes it allocate and zero 32 GiB; here the memo is a dict."""
 
     def __init__(self, file, allowed: Mapping[str, Any], where: str, trust: bool = False,
                  persistent_load: Callable[[Any], Any] | None = None):

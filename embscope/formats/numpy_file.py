@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import tokenize
 import zipfile
-import zlib
 from functools import partial
 from pathlib import Path
 
@@ -17,12 +16,10 @@ from ..memory import require_memory
 from ..text import printable, quote
 from . import Format, OpenOptions, register
 from ._checks import check_extent, check_shape
-from ._zip import data_offset, is_stored
+from ._zip import ZIP_DAMAGE, data_offset, is_stored
 
 NPY_MAGIC = b"\x93NUMPY"
 STEP_NAMES = ("step", "iter_num", "global_step", "iteration")  # 0-d counters saved beside the arrays
-# what reading a damaged zip member raises: bad CRC or header, broken deflate stream, bad offsets
-ZIP_DAMAGE = (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, RuntimeError, OSError, ValueError)
 
 
 def read_npy_header(fp, where: str) -> tuple[tuple[int, ...], bool, np.dtype]:

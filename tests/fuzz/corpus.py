@@ -31,6 +31,7 @@ class Sample:
 
     name: str
     build: Callable[[Path], tuple[Path, Path]]  # directory -> (entry, target)
+    after: Callable[[Path, Path], None] | None = None  # (entry, mutated target): rebuild the entry from it
 
 
 def safetensors_single(directory: Path, dtype=np.float32) -> tuple[Path, Path]:
@@ -89,6 +90,63 @@ def andrea(directory: Path, mutate_config: bool) -> tuple[Path, Path]:
     return path, config if mutate_config else path
 
 
+def nlm_pickle(directory: Path) -> tuple[Path, Path]:
+    """The nlm layout: a pickled dict with a "params" dict of numpy arrays and a step counter."""
+    import pickle
+    arrays = tables()
+    doc = {"params": {"token_emb": arrays["transformer.wte.weight"], "pos_emb": arrays["transformer.wpe.weight"],
+                      "ln_final": {"g": arrays["transformer.ln_f.weight"]}}, "step": 300, "config": {"d_model": D}}
+    path = directory / "model.pkl"
+    path.write_bytes(pickle.dumps(doc, protocol=4))
+    return path, path
+
+
+def npy_object(directory: Path) -> tuple[Path, Path]:
+    """A params dict saved with np.save(allow_pickle=True): a 0-d object array."""
+    arrays = tables()
+    path = directory / "params.npy"
+    np.save(path, {"token_emb": arrays["transformer.wte.weight"], "pos_emb": arrays["transformer.wpe.weight"]},
+            allow_pickle=True)
+    return path, path
+
+
+def pytorch(directory: Path, legacy: bool) -> tuple[Path, Path]:
+    """A nanoGPT-style torch.save checkpoint: {"model": state dict, "iter_num", "model_args"}."""
+    import torch
+    state = {f"_orig_mod.{k}": torch.from_numpy(v) for k, v in tables().items()}
+    state["_orig_mod.lm_head.weight"] = state["_orig_mod.transformer.wte.weight"]  # tied: one storage
+    path = directory / "ckpt.pt"
+    torch.save({"model": state, "iter_num": 50, "model_args": {"vocab_size": V, "block_size": T, "n_embd": D}},
+               path, _use_new_zipfile_serialization=not legacy)
+    return path, path
+
+
+def zip_member(build: Callable[[Path], tuple[Path, Path]], member_suffix: str):
+    """A zip-based sample whose member (data.pkl, an .npy) is mutated on its own, then written back
+    with a correct CRC: the damage reaches the parser behind the zip layer."""
+    def extract(directory: Path) -> tuple[Path, Path]:
+        import zipfile
+        entry, _ = build(directory)
+        with zipfile.ZipFile(entry) as zf:
+            name = next(n for n in zf.namelist() if n.endswith(member_suffix))
+            raw = directory / "member.raw"
+            raw.write_bytes(zf.read(name))
+        (directory / "member.name").write_text(name)
+        return entry, raw
+
+    def repack(entry: Path, raw: Path) -> None:
+        import zipfile
+        name = (raw.parent / "member.name").read_text()
+        with zipfile.ZipFile(entry) as zf:
+            members = [(info, zf.read(info)) for info in zf.infolist()]
+        with zipfile.ZipFile(entry, "w") as zf:
+            for info, data in members:
+                zf.writestr(info, raw.read_bytes() if info.filename == name else data)
+        raw.unlink()
+        (raw.parent / "member.name").unlink()
+    return extract, repack
+
+
 SAMPLES: dict[str, Sample] = {s.name: s for s in (
     Sample("safetensors", safetensors_single),
     Sample("safetensors-f16", lambda d: safetensors_single(d, np.float16)),
@@ -100,6 +158,12 @@ SAMPLES: dict[str, Sample] = {s.name: s for s in (
     Sample("npz-compressed", lambda d: npz(d, True)),
     Sample("andrea", lambda d: andrea(d, False)),
     Sample("andrea-config", lambda d: andrea(d, True)),
+    Sample("nlm-pickle", nlm_pickle),
+    Sample("npy-object", npy_object),
+    Sample("pytorch", lambda d: pytorch(d, False)),
+    Sample("pytorch-legacy", lambda d: pytorch(d, True)),
+    Sample("pytorch-data.pkl", *zip_member(lambda d: pytorch(d, False), "/data.pkl")),
+    Sample("npz-member", *zip_member(lambda d: npz(d, False), "token_emb.npy")),
 )}
 
 
@@ -204,4 +268,6 @@ def build_mutant(sample: Sample, directory: Path, seed: int, count: int) -> Path
     entry, target = sample.build(directory)
     rng = random.Random(seed)
     target.write_bytes(mutate(target.read_bytes(), rng, count))
+    if sample.after is not None:
+        sample.after(entry, target)
     return entry
