@@ -101,3 +101,19 @@ def test_info_warns_when_the_tokenizer_is_bigger_than_the_table(tmp_path):
     doc = run_json("info", "-c", tmp_path / "m.npz")
     assert ("warning: the tokenizer has 266 ids but the token table only 260 rows: is this the model's tokenizer?"
             in doc["notes"])
+
+
+def test_nanogpt_directory_with_its_meta_pickle_opens_the_checkpoint(tmp_path):
+    torch = __import__("pytest").importorskip("torch")
+    import pickle
+    torch.save({"model": {"transformer.wte.weight": torch.zeros(65, 8)}, "iter_num": 5}, tmp_path / "ckpt.pt")
+    (tmp_path / "meta.pkl").write_bytes(pickle.dumps({"vocab_size": 65, "itos": {0: "a"}, "stoi": {"a": 0}}))
+    doc = run_json("info", "-c", tmp_path)
+    assert doc["checkpoint"] == str(tmp_path / "ckpt.pt") and doc["step"] == 5
+
+
+def test_long_tensor_names_are_not_cut_in_the_console(tmp_path):
+    name = "model.language_model.encoder.embed_tokens.weight"
+    save_file({name: np.zeros((10, 4), np.float32)}, tmp_path / "m.safetensors")
+    out = run("info", "-c", tmp_path / "m.safetensors").stdout
+    assert "…" not in out and "embed_tokens" in out and ".weight" in out

@@ -125,11 +125,11 @@ def open_checkpoint(path: str | Path, options: OpenOptions = OpenOptions()) -> C
 PREFERRED_IN_DIRECTORY = (
     "model.safetensors.index.json",
     "model.safetensors",
-    "pytorch_model.bin.index.json",
     "pytorch_model.bin",
 )
 NOT_WEIGHTS = frozenset({"config.json", "tokenizer.json", "tokenizer_config.json", "vocab.json",
-                         "special_tokens_map.json", "generation_config.json", "merges.txt"})
+                         "special_tokens_map.json", "generation_config.json", "merges.txt",
+                         "meta.pkl"})  # nanoGPT's character vocabulary, pickled beside ckpt.pt
 
 
 def find_in_directory(directory: Path) -> Path:

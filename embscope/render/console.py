@@ -37,7 +37,7 @@ def cosine_text(value: float | None) -> str:
 def table(*columns: str, title: str | None = None, **kwargs) -> Table:
     grid = Table(title=title, title_justify="left", **kwargs)
     for column in columns:
-        grid.add_column(column)
+        grid.add_column(column, overflow="fold")  # long tensor names wrap rather than lose their end
     return grid
 
 
