@@ -136,7 +136,8 @@ def by_name(checkpoint: Checkpoint, role: str, taken: set[str]) -> Table | None:
         if found:
             first_row = known.first_row
             if role == "position" and not first_row:
-                first_row = POSITION_OFFSET_MODEL_TYPES.get(checkpoint.config.get("model_type"), 0)
+                model_type = checkpoint.config.get("model_type")
+                first_row = POSITION_OFFSET_MODEL_TYPES.get(model_type, 0) if isinstance(model_type, str) else 0
             note = known.note or (f"position rows carry an offset of {first_row}: position p is row p+{first_row}"
                                   if first_row else None)
             return Table(role, found[0], f"name {known.name!r} ({known.source})", first_row,

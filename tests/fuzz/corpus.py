@@ -147,6 +147,41 @@ def zip_member(build: Callable[[Path], tuple[Path, Path]], member_suffix: str):
     return extract, repack
 
 
+SENTENCES = ["The dog bites the man.", "A cat and a dog; dogs and cats bite.", "naïve café 中文 😀 x²"] * 3
+MINBPE_LINES = ["minbpe v1", r"\w+|\s|[^\w\s]+", "1", "<|endoftext|> 300",
+                "100 111", "256 103", "98 105", "116 101", "258 259", "32 257"]
+
+
+def tokenizer_beside(kind: str, target: str = ""):
+    """A safetensors checkpoint with a tokenizer of `kind` beside it; the tokenizer file is mutated."""
+    def build(directory: Path) -> tuple[Path, Path]:
+        entry, _ = safetensors_single(directory)
+        if kind == "huggingface":
+            from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+            hf = Tokenizer(models.BPE())
+            hf.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+            hf.decoder = decoders.ByteLevel()
+            hf.train_from_iterator(SENTENCES, trainers.BpeTrainer(
+                vocab_size=280, special_tokens=["<s>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+            hf.save(str(directory / "tokenizer.json"))
+            return entry, directory / "tokenizer.json"
+        if kind == "gpt2":
+            from tokenizers import ByteLevelBPETokenizer
+            trainer = ByteLevelBPETokenizer()
+            trainer.train_from_iterator(SENTENCES, vocab_size=280, min_frequency=1, special_tokens=["<|endoftext|>"])
+            trainer.save_model(str(directory))
+            return entry, directory / target
+        if kind == "minbpe":  # the file minbpe's Tokenizer.save writes: merge i makes id 256 + i
+            (directory / "nlm.model").write_text("\n".join(MINBPE_LINES) + "\n", encoding="utf-8")
+            return entry, directory / "nlm.model"
+        if kind == "harris":
+            (directory / "harris_segments.json").write_text(
+                json.dumps(["dog", " dog", "do", "bit", "bites", "é"], ensure_ascii=False), encoding="utf-8")
+            return entry, directory / "harris_segments.json"
+        raise ValueError(kind)
+    return build
+
+
 SAMPLES: dict[str, Sample] = {s.name: s for s in (
     Sample("safetensors", safetensors_single),
     Sample("safetensors-f16", lambda d: safetensors_single(d, np.float16)),
@@ -164,6 +199,11 @@ SAMPLES: dict[str, Sample] = {s.name: s for s in (
     Sample("pytorch-legacy", lambda d: pytorch(d, True)),
     Sample("pytorch-data.pkl", *zip_member(lambda d: pytorch(d, False), "/data.pkl")),
     Sample("npz-member", *zip_member(lambda d: npz(d, False), "token_emb.npy")),
+    Sample("tokenizer-huggingface", tokenizer_beside("huggingface")),
+    Sample("tokenizer-gpt2-vocab", tokenizer_beside("gpt2", "vocab.json")),
+    Sample("tokenizer-gpt2-merges", tokenizer_beside("gpt2", "merges.txt")),
+    Sample("tokenizer-minbpe", tokenizer_beside("minbpe")),
+    Sample("tokenizer-harris", tokenizer_beside("harris")),
 )}
 
 
@@ -229,7 +269,8 @@ def rewrite_string(data: bytearray, rng: random.Random) -> None:
     if spots:
         start, end = rng.choice(spots)
         data[start:end] = rng.choice((b'"\\u001b[2J"', b'"[bold red]x[/]"', b'"\\udcff"', b"'<f16'", b"'|O'",
-                                      b'"F8_E4M3"', b'"../../etc/passwd"', b'""', b"'<c8'", b"'V8'"))
+                                      b'"F8_E4M3"', b'"../../etc/passwd"', b'""', b"'<c8'", b"'V8'",
+                                      b"[]", b'{"a": []}', b"null", b"1e400"))
 
 
 def fix_safetensors_length(data: bytearray, rng: random.Random) -> None:

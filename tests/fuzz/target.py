@@ -6,7 +6,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from embscope.embeddings import Embeddings
 from embscope.errors import EmbscopeError
+from embscope.lookup import lookup_word
 from embscope.formats import OpenOptions, open_checkpoint
 from embscope.roles import find_tables
 
@@ -28,7 +30,20 @@ def exercise(path: Path, options: OpenOptions = OPTIONS) -> str:
     for table in (tables.token, tables.position, tables.output):
         if table is not None:
             norms_of(table)
+    tokenizer_of(Embeddings(checkpoint, tables))
     return "ok"
+
+
+def tokenizer_of(embeddings: Embeddings) -> None:
+    """What info, norms and similarity ask of the tokenizer found beside the checkpoint."""
+    tokenizer = embeddings.tokenizer
+    if tokenizer is None:
+        return
+    for index in range(0, min(tokenizer.vocab_size, 400)):
+        tokenizer.token_string(index)
+    ids = tokenizer.encode(" The dog bites. naïve 中文")
+    tokenizer.decode(ids)
+    lookup_word(tokenizer, "dog")
 
 
 def message_class(err: BaseException) -> str:
