@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from ..checkpoint import Checkpoint, TensorInfo
-from ..errors import CheckpointError
+from ..errors import CheckpointError, UnsafePickleError
 from ..memory import require_memory
 from ..text import printable, quote
 from . import Format, OpenOptions, register
@@ -88,6 +88,8 @@ def open_npz(path: Path, options: OpenOptions) -> Checkpoint:
                 with zf.open(info) as member:
                     shape, fortran, dtype = read_npy_header(member, where)
                     header_len = member.tell()
+                if dtype.hasobject:
+                    name_refused_global(zf, info, header_len, where)
                 dtype_str = dtype_name(dtype, where)
                 if is_stored(info):  # the bytes really stored, which the mapping will read
                     check_size(where, shape, dtype, min(info.file_size, info.compress_size) - header_len)
@@ -106,6 +108,22 @@ def open_npz(path: Path, options: OpenOptions) -> Checkpoint:
                 read = partial(read_member, path, info.filename, int(np.prod(shape, dtype=object)) * dtype.itemsize, where)
             tensors[name] = TensorInfo(name, shape, dtype_str, read)
     return Checkpoint(path, "numpy .npz", tensors, step=step, notes=notes)
+
+
+def name_refused_global(zf: zipfile.ZipFile, info: zipfile.ZipInfo, header_len: int, where: str) -> None:
+    """An object member is refused whatever it holds; when its pickle names a global outside the
+    allow-list, the refusal names it (the restricted unpickler stops at that global, running nothing)."""
+    from ._unpickle import NUMPY_GLOBALS, restricted_load
+    require_memory(info.file_size, where)
+    with zf.open(info) as member:
+        member.seek(header_len)
+        data = member.read()
+    try:
+        restricted_load(data, NUMPY_GLOBALS, where)
+    except UnsafePickleError:
+        raise
+    except CheckpointError:
+        pass  # a broken pickle: the plain refusal below says enough
 
 
 def counter(value: np.ndarray, name: str, notes: list[str]) -> int | None:
