@@ -1,14 +1,27 @@
-"""embscope: look inside the token and position embedding tables of a language-model checkpoint."""
+"""embscope: look inside the token and position embedding tables of a language-model checkpoint.
 
+    import embscope
+    emb = embscope.open("ckpt.pt")          # headers only; tables are read when used
+    embscope.similarity(emb, ["king", "queen"]).pairs[0].cosine
+    embscope.neighbors(emb, "king", k=5).neighbors
+"""
+
+from .analysis.norms import NormSummary, row_norms, summarize, undertrained
+from .analysis.params import ParamsReport, params_report
+from .analysis.positions import default_pairs, position_pairs, position_profile
+from .analysis.similarity import NeighborsResult, SimilarityResult, neighbors, similarity, similarity_pairs, topk_all
 from .checkpoint import Checkpoint, EmbeddingTables, Table, TensorInfo
 from .embeddings import Embeddings, open
 from .errors import CheckpointError, EmbscopeError, PositionError, TableError, TokenError, UnsafePickleError
 from .formats import OpenOptions, open_checkpoint
-from .analysis.params import ParamsReport, params_report
+from .lookup import WordLookup, lookup_word
+from .tokenizers import find_tokenizer, load_tokenizer
 
 __all__ = [
-    "Checkpoint", "CheckpointError", "EmbeddingTables", "Embeddings", "EmbscopeError", "OpenOptions",
-    "ParamsReport", "PositionError", "Table", "TableError", "TensorInfo", "TokenError", "UnsafePickleError",
-    "open", "open_checkpoint", "params_report",
+    "Checkpoint", "CheckpointError", "EmbeddingTables", "Embeddings", "EmbscopeError", "NeighborsResult",
+    "NormSummary", "OpenOptions", "ParamsReport", "PositionError", "SimilarityResult", "Table", "TableError",
+    "TensorInfo", "TokenError", "UnsafePickleError", "WordLookup", "default_pairs", "find_tokenizer",
+    "load_tokenizer", "lookup_word", "neighbors", "open", "open_checkpoint", "params_report", "position_pairs",
+    "position_profile", "row_norms", "similarity", "similarity_pairs", "summarize", "topk_all", "undertrained",
 ]
 __version__ = "0.1.0"

@@ -8,7 +8,7 @@ import pytest
 from safetensors.numpy import save_file
 from typer.testing import CliRunner
 
-from embscope.analysis.positions import _cosine_matrix, _pair_cosines, default_pairs, position_profile
+from embscope.analysis.positions import default_pairs, position_profile
 from embscope.cli import app
 
 runner = CliRunner()
@@ -190,27 +190,6 @@ def test_profile_matches_numpy(tmp_path):
     console = run("positions", "-c", str(path), "--profile").stdout
     assert "similarity by distance" in console and f"{mean[0]:+.4f}" in console
     assert f"nearest neighbour is i-1 or i+1 for {adjacent * 100:.2f}% of 130 positions" in " ".join(console.split())
-
-
-def test_blockwise_helpers_match_numpy():
-    rng = np.random.default_rng(7)
-    table = rng.standard_normal((1100, 5)).astype(np.float32)  # more rows than one block
-    table[17] = 0
-    table[1050, 1] = np.inf
-    with np.errstate(invalid="ignore", divide="ignore"):
-        unit = table.astype(np.float64) / np.linalg.norm(table.astype(np.float64), axis=1, keepdims=True)
-    rows = np.arange(3, 1100)
-    matrix = _cosine_matrix(table, rows)
-    assert matrix.dtype == np.float32 and matrix.shape == (1097, 1097)
-    expected = unit[rows] @ unit[rows].T
-    bad = np.isin(rows, [17, 1050])
-    assert np.isnan(matrix[bad]).all() and np.isnan(matrix[:, bad]).all()
-    np.testing.assert_allclose(matrix[~bad][:, ~bad], expected[~bad][:, ~bad], atol=2e-6)
-    pairs = np.array([[0, 1], [17, 3], [1099, 1000], [1050, 2]])
-    got = _pair_cosines(table, pairs)
-    assert got.dtype == np.float64
-    assert got[0] == pytest.approx(unit[0] @ unit[1], abs=1e-12) and np.isnan(got[1]) and np.isnan(got[3])
-    assert got[2] == pytest.approx(unit[1099] @ unit[1000], abs=1e-12)
 
 
 def test_profile_of_8192_positions_fits():

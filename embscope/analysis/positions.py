@@ -11,60 +11,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..compute import cosine_matrix, pair_cosines
 from ..errors import PositionError
 
 NOMINAL_LAST = 511  # the default pairs are written for a 512-row table and scaled to the real one
 PAIR_PATTERN = re.compile(r"\s*(-?\d+)\s*:\s*(-?\d+)\s*")
-BLOCK_ROWS = 1024  # rows of the cosine matrix computed at a time
-
-
-# ---- cosine helpers: private stand-ins for embscope.compute's pair_cosines / cosine_matrix.
-# ---- Same signatures and semantics; at merge, replace these two with the compute versions.
-
-def _valid_unit_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Rows scaled to length 1 (float64), and which rows have a defined direction (non-zero, finite)."""
-    rows = np.asarray(rows, dtype=np.float64)
-    with np.errstate(invalid="ignore", over="ignore"):
-        norms = np.sqrt(np.einsum("ij,ij->i", rows, rows))
-    valid = np.isfinite(norms) & (norms > 0)
-    unit = np.zeros_like(rows)
-    unit[valid] = rows[valid] / norms[valid, None]
-    return unit, valid
-
-
-def _pair_cosines(table: np.ndarray, pairs: np.ndarray) -> np.ndarray:
-    """cos(row a, row b) for each (a, b) in `pairs` (n, 2), float64; NaN where a row is zero, NaN or Inf."""
-    pairs = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
-    out = np.full(len(pairs), np.nan)
-    for start in range(0, len(pairs), 65536):  # bounded memory for many pairs
-        chunk = pairs[start:start + 65536]
-        a, valid_a = _valid_unit_rows(table[chunk[:, 0]])
-        b, valid_b = _valid_unit_rows(table[chunk[:, 1]])
-        cos = np.clip(np.einsum("ij,ij->i", a, b), -1.0, 1.0)
-        out[start:start + len(chunk)] = np.where(valid_a & valid_b, cos, np.nan)
-    return out
-
-
-def _cosine_matrix(table: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
-    """The (T, T) float32 cosine matrix of `rows` of `table` (all rows when None), built block by block;
-    the row and column of a zero, NaN or Inf row are NaN."""
-    index = np.arange(table.shape[0]) if rows is None else np.asarray(rows, dtype=np.int64)
-    n = len(index)
-    unit = np.empty((n, table.shape[1]), dtype=np.float32)
-    valid = np.empty(n, dtype=bool)
-    for start in range(0, n, BLOCK_ROWS):
-        block_unit, block_valid = _valid_unit_rows(table[index[start:start + BLOCK_ROWS]])
-        unit[start:start + BLOCK_ROWS], valid[start:start + BLOCK_ROWS] = block_unit, block_valid
-    matrix = np.empty((n, n), dtype=np.float32)
-    for start in range(0, n, BLOCK_ROWS):
-        block = matrix[start:start + BLOCK_ROWS]
-        np.matmul(unit[start:start + BLOCK_ROWS], unit.T, out=block)
-        np.clip(block, -1.0, 1.0, out=block)
-    matrix[~valid, :] = np.nan
-    matrix[:, ~valid] = np.nan
-    return matrix
-
-# ---- end of the cosine helpers
+BLOCK_ROWS = 1024  # rows of the cosine matrix reduced at a time
 
 
 @dataclass(frozen=True)
@@ -182,7 +134,7 @@ def position_pairs(table: np.ndarray, pairs: list[tuple[int, int]], first_row: i
     """Cosines of the given position pairs; positions past the table's end are a PositionError."""
     check_positions(pairs, table.shape[0], first_row, name)
     rows = np.array(pairs, dtype=np.int64).reshape(-1, 2) + first_row
-    cosines = _pair_cosines(table, rows)
+    cosines = pair_cosines(table, rows)
     found = []
     for (i, j), cosine in zip(pairs, cosines):
         reason = None
@@ -194,7 +146,7 @@ def position_pairs(table: np.ndarray, pairs: list[tuple[int, int]], first_row: i
 
 def position_cosines(table: np.ndarray, first_row: int = 0) -> np.ndarray:
     """The (T, T) cosine matrix of the positions (rows from first_row on)."""
-    return _cosine_matrix(table, np.arange(first_row, table.shape[0]))
+    return cosine_matrix(table, np.arange(first_row, table.shape[0]))
 
 
 def profile_from_matrix(matrix: np.ndarray) -> PositionProfile:

@@ -1,0 +1,341 @@
+"""Cosine similarity between token rows, where a pair stands among random pairs, and nearest neighbours.
+Words become token ids through the checkpoint's tokenizer; a word of several tokens is the mean of their rows."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from itertools import combinations
+from typing import Callable, Iterable, Sequence
+
+import numpy as np
+
+from .. import compute
+from ..errors import EmbscopeError, TokenError
+from ..lookup import lookup_word
+from ..text import quote
+
+BASELINE_PAIRS = 10000  # random pairs sampled for the percentile
+BASELINE_SEED = 0  # fixed, so the same table gives the same percentile every run
+TABLE_ROLES = ("token", "output")
+
+
+@dataclass(frozen=True)
+class Query:
+    """A word or id as the user gave it, and the rows that stand for it."""
+
+    text: str
+    ids: tuple[int, ...]
+    tokens: tuple[str, ...]
+    note: str | None = None  # how the tokenizer was asked (lookup_word's note)
+    form: str | None = None  # the text actually encoded; None for an id
+    reason: str | None = None  # why its vector has no direction (a zero, NaN or Inf row); None when fine
+
+    @property
+    def merged(self) -> bool:
+        return len(self.ids) > 1
+
+
+@dataclass(frozen=True)
+class Pair:
+    a: Query
+    b: Query
+    cosine: float | None  # None when undefined; `reason` says why
+    reason: str | None
+    percentile: float | None  # share (0..100) of the random-pair sample below `cosine`
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """Random distinct rows of the same table: what an unremarkable cosine looks like."""
+
+    mean_random_cosine: float | None  # exact, over every distinct pair of valid rows
+    sample_size: int  # random pairs behind the percentile
+    seed: int
+
+
+@dataclass(frozen=True)
+class SimilarityResult:
+    queries: tuple[Query, ...]  # each distinct word or id once, in the order given
+    pairs: tuple[Pair, ...]
+    baseline: Baseline
+    centered: bool  # the table's mean row was subtracted first
+    table: str  # role: token or output
+    table_name: str
+
+    @property
+    def matrix(self) -> tuple[tuple[float | None, ...], ...]:
+        """Cosine of every query with every other (queries x queries); None where undefined or not asked."""
+        index = {q.text: i for i, q in enumerate(self.queries)}
+        grid = [[None] * len(self.queries) for _ in self.queries]
+        for i, query in enumerate(self.queries):
+            grid[i][i] = 1.0 if query.reason is None else None
+        for pair in self.pairs:
+            i, j = index[pair.a.text], index[pair.b.text]
+            grid[i][j] = grid[j][i] = pair.cosine
+        return tuple(tuple(row) for row in grid)
+
+
+@dataclass(frozen=True)
+class Neighbor:
+    id: int
+    token: str
+    cosine: float
+    padding: bool  # a row past the tokenizer's vocabulary
+
+
+@dataclass(frozen=True)
+class NeighborsResult:
+    query: Query
+    neighbors: tuple[Neighbor, ...]
+    note: str | None  # how the query vector was formed, when that needs saying
+    reason: str | None  # why there are no neighbours (the query row is zero or not finite)
+    table: str
+    table_name: str
+
+
+# --- resolving words and ids into rows ---
+
+def table_rows(emb, table: str) -> tuple[np.ndarray, str]:
+    if table not in TABLE_ROLES:
+        raise EmbscopeError(f"expected table token or output, found {quote(table)}")
+    chosen = emb.table(table)
+    return chosen.array, chosen.name
+
+
+def id_tokenizer(emb):
+    """The tokenizer for naming ids; a broken tokenizer file only costs the token strings."""
+    try:
+        return emb.tokenizer
+    except EmbscopeError:
+        return None
+
+
+def token_string(tokenizer, token_id: int) -> str:
+    """The token's text, or `#id` when there is no tokenizer or the id lies past its vocabulary."""
+    if tokenizer is None or token_id >= tokenizer.vocab_size:
+        return f"#{token_id}"
+    return tokenizer.token_string(token_id)
+
+
+def is_padding(tokenizer, token_id: int) -> bool:
+    return tokenizer is not None and token_id >= tokenizer.vocab_size
+
+
+def check_id(token_id: int, rows: int, word: str | None = None) -> None:
+    if not 0 <= token_id < rows:
+        where = f" for {quote(word)}" if word is not None else ""
+        raise TokenError(f"expected token ids 0..{rows - 1} (the table has {rows} rows), found {token_id}{where}")
+
+
+def parse_id(text) -> int:
+    if isinstance(text, (int, np.integer)) and not isinstance(text, bool):
+        return int(text)
+    try:
+        return int(str(text).strip())
+    except ValueError:
+        raise TokenError(f"expected a token id (a whole number), found {quote(text)}") from None
+
+
+class Resolver:
+    """Turns each distinct word or id into a Query once, checking it against the table."""
+
+    def __init__(self, emb, rows: int, *, ids: bool, exact: bool, merge: bool):
+        self.emb, self.rows, self.ids, self.exact, self.merge = emb, rows, ids, exact, merge
+        self.cache: dict[str, Query] = {}
+        self._tokenizer = None
+        self._tokenizer_loaded = False
+
+    @property
+    def tokenizer(self):
+        if not self._tokenizer_loaded:
+            # ids need a tokenizer only for their names; words need it to exist at all
+            self._tokenizer = id_tokenizer(self.emb) if self.ids else self.emb.tokenizer
+            self._tokenizer_loaded = True
+        return self._tokenizer
+
+    def __call__(self, item) -> Query:
+        key = str(item).strip() if self.ids else str(item)
+        if key not in self.cache:
+            self.cache[key] = self.resolve_id(item) if self.ids else self.resolve_word(key)
+        return self.cache[key]
+
+    def resolve_id(self, item) -> Query:
+        token_id = parse_id(item)
+        check_id(token_id, self.rows)
+        return Query(str(item).strip(), (token_id,), (token_string(self.tokenizer, token_id),))
+
+    def resolve_word(self, word: str) -> Query:
+        tokenizer = self.tokenizer
+        if tokenizer is None:
+            raise TokenError(f"expected a tokenizer to look up {quote(word)}, found none beside the checkpoint: "
+                             "pass --tokenizer FILE, or use --ids")
+        try:
+            found = lookup_word(tokenizer, word, exact=self.exact)
+        except (ValueError, KeyError, UnicodeError) as err:  # a tokenizer's own complaint about the text
+            raise TokenError(f"expected a word the tokenizer can encode, found {quote(word)} ({err})") from None
+        if not found.ids:
+            raise TokenError(f"expected {quote(word)} to encode to at least one token, found none")
+        for token_id in found.ids:
+            check_id(int(token_id), self.rows, word)
+        if len(found.ids) > 1 and not self.merge:
+            pieces = " ".join(quote(t) for t in found.tokens)
+            raise TokenError(f"expected {quote(word)} to be one token, found {len(found.ids)} ({pieces}); "
+                             "merging them is turned off (--no-merge)")
+        return Query(word, tuple(int(i) for i in found.ids), tuple(found.tokens), found.note, found.form)
+
+
+def merge_note(query: Query) -> str | None:
+    if not query.merged:
+        return None
+    pieces = ", ".join(f"{i} {quote(t)}" for i, t in zip(query.ids, query.tokens))
+    return f"{quote(query.text)} is {len(query.ids)} tokens ({pieces}): its vector is the mean of their rows"
+
+
+def query_vectors(table: np.ndarray, queries: Sequence[Query], center: np.ndarray | None) -> np.ndarray:
+    """One float64 row per query: the mean of its token rows, less the table's mean row when centering."""
+    vectors = np.empty((len(queries), table.shape[1]), dtype=np.float64)
+    single = [n for n, q in enumerate(queries) if not q.merged]
+    if single:  # one gather for all one-token queries, however many a pairs file holds
+        vectors[single] = table[np.array([queries[n].ids[0] for n in single], dtype=np.int64)]
+    for n, query in enumerate(queries):
+        if query.merged:
+            vectors[n] = np.asarray(table[list(query.ids)], dtype=np.float64).mean(axis=0)
+    if center is not None:
+        vectors -= center
+    return vectors
+
+
+def has_direction(vectors: np.ndarray) -> np.ndarray:
+    return np.isfinite(vectors).all(axis=1) & (vectors != 0).any(axis=1)
+
+
+def vector_reason(table: np.ndarray, query: Query, centered: bool) -> str:
+    """Why this query's vector has no direction (a zero, NaN or Inf row, or pieces that cancel)."""
+    for token_id, token in zip(query.ids, query.tokens):
+        if not np.isfinite(np.asarray(table[token_id], dtype=np.float64)).all():
+            return f"row {token_id} ({quote(token)}) holds NaN or Inf"
+    after = " after subtracting the mean row" if centered else ""
+    if query.merged:
+        return f"the mean of rows {', '.join(map(str, query.ids))} for {quote(query.text)} has zero norm{after}"
+    return f"row {query.ids[0]} ({quote(query.tokens[0])}) has zero norm{after}"
+
+
+def with_reasons(table: np.ndarray, queries: Sequence[Query], vectors: np.ndarray, centered: bool) -> tuple[Query, ...]:
+    fine = has_direction(vectors)
+    return tuple(q if ok else replace(q, reason=vector_reason(table, q, centered)) for q, ok in zip(queries, fine))
+
+
+def mean_row(table: np.ndarray) -> np.ndarray:
+    """The table's mean over its finite rows, in float64."""
+    finite = np.isfinite(table).all(axis=1)
+    if not finite.any():
+        return np.zeros(table.shape[1])
+    return np.asarray(table[finite], dtype=np.float64).mean(axis=0)
+
+
+def percentiles(sample: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """For each value, the share (0..100) of the sample strictly below it; NaN where the value is NaN."""
+    if len(sample) == 0:
+        return np.full(len(values), np.nan)
+    below = np.searchsorted(np.sort(sample), values, side="left")
+    return np.where(np.isfinite(values), 100.0 * below / len(sample), np.nan)
+
+
+def finite_or_none(value) -> float | None:
+    value = float(value)
+    return value if np.isfinite(value) else None
+
+
+# --- similarity ---
+
+def similarity_pairs(emb, pairs: Iterable[Sequence], *, ids: bool = False, exact: bool = False, merge: bool = True,
+                     center: bool = False, table: str = "token") -> SimilarityResult:
+    """Cosine of each (a, b) pair of words (or ids), all pairs in one batched call, with the random-pair baseline."""
+    array, name = table_rows(emb, table)
+    resolve = Resolver(emb, array.shape[0], ids=ids, exact=exact, merge=merge)
+    asked = []
+    for n, pair in enumerate(pairs):
+        pair = tuple(pair)
+        if len(pair) != 2:
+            raise TokenError(f"expected pairs of two words or ids, found {len(pair)} items in pair {n + 1}")
+        asked.append((resolve(pair[0]), resolve(pair[1])))
+    center_row = mean_row(array) if center else None
+    vectors = query_vectors(array, list(resolve.cache.values()), center_row)
+    queries = with_reasons(array, list(resolve.cache.values()), vectors, center)
+    by_text = {q.text: q for q in queries}
+    position = {q.text: i for i, q in enumerate(queries)}
+    asked = [(by_text[a.text], by_text[b.text]) for a, b in asked]
+    index = np.array([(position[a.text], position[b.text]) for a, b in asked], dtype=np.int64).reshape(-1, 2)
+    cosines = compute.pair_cosines(vectors, index) if len(index) else np.empty(0)
+
+    baseline_table = array if center_row is None else (array - center_row.astype(np.float32))
+    sample = np.asarray(compute.random_pair_cosines(baseline_table, n_pairs=BASELINE_PAIRS, seed=BASELINE_SEED))
+    sample = sample[np.isfinite(sample)]
+    baseline = Baseline(finite_or_none(compute.mean_random_cosine(baseline_table)), len(sample), BASELINE_SEED)
+
+    results = []
+    for (a, b), value, share in zip(asked, cosines, percentiles(sample, cosines)):
+        why = [r for r in dict.fromkeys((a.reason, b.reason)) if r]
+        cosine = None if why else finite_or_none(value)
+        reason = "; ".join(why) if why else (None if cosine is not None else "the cosine is undefined")
+        results.append(Pair(a, b, cosine, reason, None if cosine is None else finite_or_none(share)))
+    return SimilarityResult(queries, tuple(results), baseline, center, table, name)
+
+
+def similarity(emb, words_or_ids: Sequence, *, ids: bool = False, exact: bool = False, merge: bool = True,
+               center: bool = False, table: str = "token") -> SimilarityResult:
+    """Two words give one pair; more give every pair, in the order given."""
+    items = list(words_or_ids)
+    if len(items) < 2:
+        raise TokenError(f"expected at least two words or ids to compare, found {len(items)}")
+    return similarity_pairs(emb, combinations(items, 2), ids=ids, exact=exact, merge=merge, center=center, table=table)
+
+
+# --- neighbours ---
+
+def neighbors(emb, query, k: int = 10, *, ids: bool = False, exact: bool = False,
+              table: str = "token") -> NeighborsResult:
+    """The k rows most similar (cosine) to a word or id, leaving out the query's own rows."""
+    if k < 1:
+        raise EmbscopeError(f"expected k of at least 1, found {k}")
+    array, name = table_rows(emb, table)
+    resolve = Resolver(emb, array.shape[0], ids=ids, exact=exact, merge=True)
+    found = resolve(query)
+    note = "; ".join(n for n in (found.note, merge_note(found)) if n) or None
+    vectors = query_vectors(array, [found], None)
+    (found,) = with_reasons(array, [found], vectors, False)
+    vector = vectors[0]
+    if found.reason is not None:
+        return NeighborsResult(found, (), note, found.reason, table, name)
+    unit, _, valid = compute.unit_rows(array)
+    allowed = valid.copy()
+    allowed[list(found.ids)] = False
+    candidates = np.flatnonzero(allowed)
+    direction = (vector / np.linalg.norm(vector)).astype(np.float32)
+    scores = (unit @ direction)[candidates]
+    order = np.lexsort((candidates, -scores))[:k]  # highest cosine first, ties to the lower id
+    tokenizer = resolve.tokenizer
+    chosen = tuple(Neighbor(int(candidates[o]), token_string(tokenizer, int(candidates[o])), float(scores[o]),
+                            is_padding(tokenizer, int(candidates[o]))) for o in order)
+    return NeighborsResult(found, chosen, note, None, table, name)
+
+
+def topk_all(emb, k: int, *, queries: Sequence | None = None, ids: bool = False, exact: bool = False,
+             table: str = "token", device: str = "auto", precision: str = "fp32",
+             progress: Callable[[int, int], None] | None = None) -> compute.TopK:
+    """Top-k neighbours of every row (or of the one-token words / ids in `queries`), in batches."""
+    if k < 1:
+        raise EmbscopeError(f"expected k of at least 1, found {k}")
+    array, _ = table_rows(emb, table)
+    query_ids = None
+    if queries is not None:
+        resolve = Resolver(emb, array.shape[0], ids=ids, exact=exact, merge=True)
+        found = [resolve(q) for q in queries]
+        for q in found:
+            if q.merged:
+                pieces = " ".join(quote(t) for t in q.tokens)
+                raise TokenError(f"expected each query to be one token, found {quote(q.text)} as {len(q.ids)} "
+                                 f"({pieces}); ask `embscope neighbors` about it on its own")
+        query_ids = np.array([q.ids[0] for q in found], dtype=np.int64)
+    return compute.topk_all(array, k, queries=query_ids, exclude_self=True, device=device, precision=precision,
+                            progress=progress)

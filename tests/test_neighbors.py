@@ -1,0 +1,276 @@
+"""neighbors: one query against brute-force numpy (ties by id), padding rows, and --all written to
+.tsv / .jsonl / .npz and read back. Tables are written to real files."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+import embscope
+from embscope.analysis.similarity import neighbors, topk_all
+from embscope.cli import app
+from embscope.errors import TokenError
+
+from byte_tokenizer import ByteWordTokenizer
+
+ROWS, DIM = 264, 8  # the test tokenizer has 260 ids: rows 260..263 are padding
+ZERO, NAN = 65, 66
+DOG, CAT, PUPPY = 256, 257, 258
+TWIN_A, TWIN_B = 40, 41  # identical rows: every query sees them tied
+
+
+def make_table() -> np.ndarray:
+    rng = np.random.default_rng(11)
+    table = rng.standard_normal((ROWS, DIM)).astype(np.float32)
+    table[TWIN_B] = table[TWIN_A]
+    table[262] = table[DOG] + 0.05 * rng.standard_normal(DIM).astype(np.float32)  # a padding row near "dog"
+    table[ZERO] = 0.0
+    table[NAN, 1] = np.nan
+    return table
+
+
+def brute_force(table, vector, exclude, k):
+    """Top k by cosine in float64; invalid rows and `exclude` left out; ties to the lower id."""
+    t = np.asarray(table, np.float64)
+    finite = np.isfinite(t).all(axis=1)
+    t = np.where(finite[:, None], t, 0)
+    norms = np.linalg.norm(t, axis=1)
+    ok = finite & (norms > 0)
+    ok[list(exclude)] = False
+    ids = np.flatnonzero(ok)
+    v = np.asarray(vector, np.float64)
+    sims = t[ids] @ v / (norms[ids] * np.linalg.norm(v))
+    order = np.lexsort((ids, -np.round(sims, 6)))[:k]  # round: float32 ties stay ties
+    return ids[order], sims[order]
+
+
+@pytest.fixture
+def table():
+    return make_table()
+
+
+@pytest.fixture
+def npz_path(tmp_path, table):
+    path = tmp_path / "model.npz"
+    np.savez(path, token_emb=table)
+    return path
+
+
+@pytest.fixture
+def emb(npz_path):
+    opened = embscope.open(npz_path)
+    opened.tokenizer = ByteWordTokenizer()
+    return opened
+
+
+def run(*args):
+    return CliRunner().invoke(app, [str(a) for a in args])
+
+
+# --- one query ---
+
+@pytest.mark.parametrize("query", [1, 17, TWIN_A, DOG, 263])
+def test_id_neighbors_match_brute_force(emb, table, query):
+    result = neighbors(emb, query, k=12, ids=True)
+    ids, sims = brute_force(table, table[query], [query], 12)
+    assert [n.id for n in result.neighbors] == ids.tolist()
+    assert [n.cosine for n in result.neighbors] == pytest.approx(sims.tolist(), abs=1e-5)
+    assert result.query.ids == (query,) and result.reason is None
+
+
+def test_tied_rows_come_in_id_order(emb, table):
+    # a twin asked about itself finds the other first, at cosine 1
+    first = neighbors(emb, TWIN_B, k=3, ids=True).neighbors[0]
+    assert first.id == TWIN_A and first.cosine == pytest.approx(1.0, abs=1e-6)
+    tie_query = next(q for q in range(ROWS) if q not in (TWIN_A, TWIN_B, ZERO, NAN)
+                     and TWIN_A in brute_force(table, table[q], [q], 4)[0])
+    got = neighbors(emb, tie_query, k=5, ids=True).neighbors
+    at = [n.id for n in got].index(TWIN_A)
+    assert got[at + 1].id == TWIN_B and got[at + 1].cosine == got[at].cosine
+
+
+def test_word_neighbors_name_tokens_and_mark_padding(emb, table):
+    result = neighbors(emb, "dog", k=5)
+    ids, sims = brute_force(table, table[DOG], [DOG], 5)
+    assert [n.id for n in result.neighbors] == ids.tolist()
+    assert result.neighbors[0].id == 262  # the padding row planted next to "dog"
+    first = result.neighbors[0]
+    assert first.padding and first.token == "#262"
+    assert all(not n.padding for n in result.neighbors if n.id < 260)
+    assert all(n.token == ByteWordTokenizer().token_string(n.id) for n in result.neighbors if n.id < 260)
+    assert result.note  # lookup_word's note on the form used
+
+
+def test_multi_token_word_uses_the_mean_and_excludes_its_own_ids(emb, table):
+    result = neighbors(emb, "dogcat", k=8)
+    assert result.query.ids == (DOG, CAT)
+    ids, sims = brute_force(table, (table[DOG].astype(np.float64) + table[CAT]) / 2, [DOG, CAT], 8)
+    assert [n.id for n in result.neighbors] == ids.tolist()
+    assert [n.cosine for n in result.neighbors] == pytest.approx(sims.tolist(), abs=1e-5)
+    assert DOG not in ids and CAT not in ids
+    assert "is 2 tokens (256 'dog', 257 'cat'): its vector is the mean of their rows" in result.note
+
+
+def test_invalid_rows_are_never_neighbours(emb):
+    found = {n.id for q in (1, 2, 3) for n in neighbors(emb, q, k=ROWS, ids=True).neighbors}
+    assert ZERO not in found and NAN not in found
+    assert len(neighbors(emb, 1, k=ROWS, ids=True).neighbors) == ROWS - 3  # all but self, zero and NaN
+
+
+def test_a_zero_query_has_no_neighbours_and_says_why(emb):
+    result = neighbors(emb, ZERO, ids=True)
+    assert result.neighbors == ()
+    assert result.reason == "row 65 ('A') has zero norm"
+
+
+def test_out_of_range_query_is_a_token_error(emb):
+    with pytest.raises(TokenError, match=r"^expected token ids 0\.\.263 \(the table has 264 rows\), found 264$"):
+        neighbors(emb, 264, ids=True)
+
+
+# --- every row ---
+
+def test_topk_all_every_row_matches_brute_force(emb, table):
+    result = topk_all(emb, 6)
+    assert result.ids.shape == (ROWS, 6) and result.query_ids.tolist() == list(range(ROWS))
+    for q in range(ROWS):
+        if q in (ZERO, NAN):
+            assert (result.ids[q] == -1).all() and np.isnan(result.scores[q]).all()
+            continue
+        ids, sims = brute_force(table, table[q], [q], 6)
+        assert result.ids[q].tolist() == ids.tolist(), q
+        np.testing.assert_allclose(result.scores[q], sims, atol=1e-5)
+
+
+def test_topk_all_takes_one_token_words_and_refuses_merged_ones(emb):
+    result = topk_all(emb, 3, queries=["dog", "cat"])
+    assert result.query_ids.tolist() == [DOG, CAT]
+    with pytest.raises(TokenError, match="'dogcat'"):
+        topk_all(emb, 3, queries=["dogcat"])
+
+
+def read_tsv(path):
+    lines = path.read_text(encoding="utf-8").splitlines()
+    assert lines[0] == "query_id\tquery_token\trank\tid\ttoken\tcosine"
+    return [line.split("\t") for line in lines[1:]]
+
+
+def test_cli_all_to_tsv(npz_path, table, tmp_path):
+    out = tmp_path / "out" / "top.tsv"
+    out.parent.mkdir()
+    result = run("neighbors", "-c", npz_path, "--all", "-k", 4, "--out", out)
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith(f"wrote the top-4 neighbours of {ROWS} token rows to ")
+    assert "\n" not in result.stdout.rstrip("\n")
+    rows = read_tsv(out)
+    assert len(rows) == (ROWS - 2) * 4  # the zero and NaN rows have no neighbours
+    by_query = {}
+    for query_id, query_token, rank, token_id, token, cosine in rows:
+        assert query_token == f"#{query_id}" and token == f"#{token_id}"  # no tokenizer beside the file
+        by_query.setdefault(int(query_id), []).append((int(rank), int(token_id), float(cosine)))
+    for q, got in by_query.items():
+        ids, sims = brute_force(table, table[q], [q], 4)
+        assert [r for r, _, _ in got] == [1, 2, 3, 4]
+        assert [i for _, i, _ in got] == ids.tolist()
+        np.testing.assert_allclose([c for _, _, c in got], sims, atol=1e-5)
+    assert sorted(p.name for p in out.parent.iterdir()) == ["top.tsv"]  # no temporary left behind
+
+
+def test_cli_all_to_jsonl_with_queries_file(npz_path, table, tmp_path):
+    queries = tmp_path / "queries.txt"
+    queries.write_text("# ids\n3\n\n65\n263\n")
+    out = tmp_path / "top.jsonl"
+    result = run("neighbors", "-c", npz_path, "--all", "--ids", "--queries", queries, "-k", 5, "--out", out, "--json")
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert summary["queries"] == 3 and summary["k"] == 5 and summary["format"] == "jsonl"
+    assert summary["device"] == "cpu" and summary["precision"] == "fp32"
+    docs = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert [d["query_id"] for d in docs] == [3, ZERO, 263]
+    assert docs[1]["neighbors"] == []
+    for doc in (docs[0], docs[2]):
+        ids, sims = brute_force(table, table[doc["query_id"]], [doc["query_id"]], 5)
+        assert [n["id"] for n in doc["neighbors"]] == ids.tolist()
+        np.testing.assert_allclose([n["cosine"] for n in doc["neighbors"]], sims, atol=1e-5)
+
+
+def test_cli_all_to_npz(npz_path, table, tmp_path):
+    out = tmp_path / "top.npz"
+    result = run("neighbors", "-c", npz_path, "--all", "-k", 3, "--out", out, "--device", "cpu")
+    assert result.exit_code == 0, result.output
+    with np.load(out) as saved:
+        ids, scores, query_ids = saved["ids"], saved["scores"], saved["query_ids"]
+    assert ids.shape == (ROWS, 3) and scores.dtype == np.float32 and query_ids.tolist() == list(range(ROWS))
+    for q in (0, 1, TWIN_A, DOG, 263):
+        expected, sims = brute_force(table, table[q], [q], 3)
+        assert ids[q].tolist() == expected.tolist()
+        np.testing.assert_allclose(scores[q], sims, atol=1e-5)
+    assert (ids[ZERO] == -1).all() and np.isnan(scores[NAN]).all()
+
+
+def test_cli_all_pads_when_k_exceeds_the_rows(tmp_path):
+    table = np.random.default_rng(2).standard_normal((5, 4)).astype(np.float32)
+    path = tmp_path / "tiny.npz"
+    np.savez(path, token_emb=table)
+    out = tmp_path / "top.npz"
+    assert run("neighbors", "-c", path, "--all", "-k", 7, "--out", out).exit_code == 0
+    with np.load(out) as saved:
+        assert (saved["ids"][:, 4:] == -1).all() and np.isnan(saved["scores"][:, 4:]).all()
+        assert (saved["ids"][:, :4] >= 0).all()
+
+
+def test_cli_all_refuses_other_extensions_before_work(npz_path, tmp_path):
+    out = tmp_path / "top.csv"
+    result = run("neighbors", "-c", npz_path, "--all", "--out", out)
+    assert result.exit_code == 1
+    assert result.stderr == f"Error: expected --out to end in .tsv, .jsonl or .npz, found {str(out)!r}\n"
+    assert not out.exists()
+
+
+def test_cli_all_needs_out_and_a_query_needs_a_word(npz_path):
+    assert run("neighbors", "-c", npz_path, "--all").exit_code == 2
+    assert run("neighbors", "-c", npz_path).exit_code == 2
+
+
+# --- one query, the command ---
+
+def test_cli_id_json(npz_path, table):
+    result = run("neighbors", "-c", npz_path, "--ids", 17, "-k", 5, "--json")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    ids, sims = brute_force(table, table[17], [17], 5)
+    assert doc["query"] == "17" and doc["ids"] == [17] and doc["tokens"] == ["#17"]
+    assert [n["id"] for n in doc["neighbors"]] == ids.tolist()
+    np.testing.assert_allclose([n["cosine"] for n in doc["neighbors"]], sims, atol=1e-5)
+    assert all(n["padding"] is False and n["token"] == f"#{n['id']}" for n in doc["neighbors"])
+
+
+def test_cli_id_console(npz_path, table):
+    result = run("neighbors", "-c", npz_path, "--ids", 17, "-k", 3)
+    assert result.exit_code == 0, result.output
+    ids, sims = brute_force(table, table[17], [17], 3)
+    for token_id, sim in zip(ids, sims):
+        assert f"#{token_id}" in result.stdout and f"{sim:+.4f}" in result.stdout
+
+
+def test_cli_out_of_range_exits_1(npz_path):
+    result = run("neighbors", "-c", npz_path, "--ids", 300)
+    assert result.exit_code == 1
+    assert result.stderr == "Error: expected token ids 0..263 (the table has 264 rows), found 300\n"
+
+
+def test_cli_word_json_marks_padding(npz_path, table, monkeypatch):
+    monkeypatch.setattr(embscope.Embeddings, "tokenizer", property(lambda self: ByteWordTokenizer()))
+    result = run("neighbors", "-c", npz_path, "dog", "-k", 3, "--json")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["query"] == "dog" and doc["ids"] == [DOG] and doc["tokens"] == ["dog"] and doc["note"]
+    ids, _ = brute_force(table, table[DOG], [DOG], 3)
+    assert [n["id"] for n in doc["neighbors"]] == ids.tolist()
+    assert doc["neighbors"][0] == {"id": 262, "token": "#262", "cosine": pytest.approx(doc["neighbors"][0]["cosine"]),
+                                   "padding": True}
+    console = run("neighbors", "-c", npz_path, "dog", "-k", 3)
+    assert "padding" in console.stdout and "dog -> 256 'dog'" in console.stdout

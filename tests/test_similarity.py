@@ -1,0 +1,421 @@
+"""similarity: cosines between token rows (words, ids, merged pieces), the random-pair baseline, and the CLI.
+Tables are written to real files; every expected number is worked out again here with plain numpy."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from itertools import combinations
+
+import numpy as np
+import pytest
+from safetensors.numpy import save_file
+from typer.testing import CliRunner
+
+import embscope
+from embscope import compute
+from embscope.analysis.similarity import similarity, similarity_pairs
+from embscope.cli import app
+from embscope.errors import TableError, TokenError
+
+from byte_tokenizer import ByteWordTokenizer
+
+ROWS, DIM = 264, 8  # the test tokenizer has 260 ids: rows 260..263 are padding
+ZERO, NAN, INF = 65, 66, 67  # bytes "A", "B", "C"
+DOG, CAT, PUPPY, HOUSE = 256, 257, 258, 259
+
+
+def make_table(seed: int = 1) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    table = rng.standard_normal((ROWS, DIM)).astype(np.float32)
+    table[PUPPY] = table[DOG] + 0.1 * rng.standard_normal(DIM).astype(np.float32)  # a close pair
+    table[ZERO] = 0.0
+    table[NAN, 3] = np.nan
+    table[INF, 0] = np.inf
+    return table
+
+
+def cos(a, b) -> float:
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
+
+
+def valid_rows(table) -> np.ndarray:
+    t = np.asarray(table, np.float64)
+    finite = np.isfinite(t).all(axis=1)
+    return finite & (np.linalg.norm(np.where(finite[:, None], t, 0), axis=1) > 0)
+
+
+def brute_mean_random_cosine(table) -> float:
+    """Mean cosine over every ordered pair of distinct valid rows, the slow way."""
+    t = np.asarray(table, np.float64)[valid_rows(table)]
+    unit = t / np.linalg.norm(t, axis=1, keepdims=True)
+    sims = unit @ unit.T
+    n = len(unit)
+    return float((sims.sum() - np.trace(sims)) / (n * (n - 1)))
+
+
+@pytest.fixture
+def table():
+    return make_table()
+
+
+@pytest.fixture
+def npz_path(tmp_path, table):
+    path = tmp_path / "model.npz"
+    np.savez(path, token_emb=table, pos_emb=np.ones((16, DIM), np.float32))
+    return path
+
+
+@pytest.fixture
+def emb(npz_path):
+    opened = embscope.open(npz_path)
+    opened.tokenizer = ByteWordTokenizer()  # the library takes any object with the tokenizer interface
+    return opened
+
+
+def run(*args):
+    return CliRunner().invoke(app, [str(a) for a in args])
+
+
+# --- library: words, ids, merged words ---
+
+def test_two_words_give_one_pair_with_the_ids_and_tokens_used(emb, table):
+    result = similarity(emb, ["dog", "cat"])
+    (pair,) = result.pairs
+    assert pair.a.ids == (DOG,) and pair.a.tokens == ("dog",)
+    assert pair.b.ids == (CAT,) and pair.b.tokens == ("cat",)
+    assert pair.cosine == pytest.approx(cos(table[DOG], table[CAT]), abs=1e-6)
+    assert pair.reason is None
+    assert pair.a.note  # lookup says which form of the word it used
+    assert result.table == "token" and result.table_name == "token_emb" and not result.centered
+
+
+def test_a_word_of_several_tokens_is_the_mean_of_its_rows(emb, table):
+    (pair,) = similarity(emb, ["dogcat", "puppy"]).pairs
+    assert pair.a.ids == (DOG, CAT) and pair.a.tokens == ("dog", "cat") and pair.a.merged
+    expected = cos((table[DOG].astype(np.float64) + table[CAT]) / 2, table[PUPPY])
+    assert pair.cosine == pytest.approx(expected, abs=1e-6)
+
+
+def test_a_merged_word_is_the_mean_not_the_sum_once_centered(emb, table):
+    # cosine cannot tell a mean from a sum, but after subtracting the mean row it can
+    (pair,) = similarity(emb, ["dogcat", "puppy"], center=True).pairs
+    mean = table[np.isfinite(table).all(axis=1)].astype(np.float64).mean(axis=0)
+    merged = (table[DOG].astype(np.float64) + table[CAT]) / 2
+    assert pair.cosine == pytest.approx(cos(merged - mean, table[PUPPY] - mean), abs=1e-6)
+    assert pair.cosine != pytest.approx(cos(2 * merged - mean, table[PUPPY] - mean), abs=1e-3)
+
+
+def test_bytes_of_an_unknown_word_are_merged_and_named(emb, table):
+    (pair,) = similarity(emb, ["ox", "dog"]).pairs
+    assert pair.a.ids == (ord("o"), ord("x")) and pair.a.tokens == ("o", "x")
+    assert pair.cosine == pytest.approx(cos(table[[ord("o"), ord("x")]].astype(np.float64).mean(0), table[DOG]), abs=1e-6)
+
+
+def test_no_merge_refuses_a_word_of_several_tokens(emb):
+    with pytest.raises(TokenError) as err:
+        similarity(emb, ["dogcat", "puppy"], merge=False)
+    assert str(err.value) == ("expected 'dogcat' to be one token, found 2 ('dog' 'cat'); "
+                              "merging them is turned off (--no-merge)")
+
+
+def test_exact_encodes_the_word_as_typed(emb, table):
+    (pair,) = similarity(emb, [" dog", "cat"], exact=True).pairs
+    assert pair.a.ids == (32, DOG)  # the space stays a token of its own
+    assert pair.cosine == pytest.approx(cos(table[[32, DOG]].astype(np.float64).mean(0), table[CAT]), abs=1e-6)
+
+
+def test_more_words_give_every_pair_and_a_symmetric_matrix(emb, table):
+    words = ["dog", "cat", "puppy", "house"]
+    result = similarity(emb, words)
+    assert [(p.a.text, p.b.text) for p in result.pairs] == list(combinations(words, 2))
+    rows = [DOG, CAT, PUPPY, HOUSE]
+    for pair in result.pairs:
+        i, j = words.index(pair.a.text), words.index(pair.b.text)
+        assert pair.cosine == pytest.approx(cos(table[rows[i]], table[rows[j]]), abs=1e-6)
+        assert result.matrix[i][j] == result.matrix[j][i] == pair.cosine
+    assert [result.matrix[i][i] for i in range(4)] == [1.0] * 4
+
+
+def test_ids_take_raw_rows_and_name_them_through_the_tokenizer(emb, table):
+    (pair,) = similarity(emb, [DOG, "97"], ids=True).pairs
+    assert pair.a.tokens == ("dog",) and pair.b.tokens == ("a",) and pair.b.ids == (97,)
+    assert pair.cosine == pytest.approx(cos(table[DOG], table[97]), abs=1e-6)
+
+
+def test_padding_ids_print_as_hash_numbers(emb):
+    (pair,) = similarity(emb, [262, 263], ids=True).pairs
+    assert pair.a.tokens == ("#262",) and pair.b.tokens == ("#263",)
+
+
+# --- undefined cosines ---
+
+@pytest.mark.parametrize("row, reason", [
+    (ZERO, "row 65 ('A') has zero norm"),
+    (NAN, "row 66 ('B') holds NaN or Inf"),
+    (INF, "row 67 ('C') holds NaN or Inf"),
+])
+def test_zero_nan_and_inf_rows_give_null_and_a_reason(emb, row, reason):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no RuntimeWarning from numpy either
+        (pair,) = similarity(emb, [1, row], ids=True).pairs
+    assert pair.cosine is None and pair.percentile is None
+    assert pair.reason == reason
+
+
+def test_a_merged_word_whose_rows_cancel_has_zero_norm(tmp_path):
+    table = make_table()
+    table[ord("x")] = -table[ord("o")]
+    path = tmp_path / "cancel.npz"
+    np.savez(path, token_emb=table)
+    emb = embscope.open(path)
+    emb.tokenizer = ByteWordTokenizer()
+    (pair,) = similarity(emb, ["ox", "dog"]).pairs
+    assert pair.cosine is None
+    assert pair.reason == "the mean of rows 111, 120 for 'ox' has zero norm"
+
+
+# --- errors ---
+
+def test_an_id_outside_the_table_is_a_token_error(emb):
+    with pytest.raises(TokenError, match=r"^expected token ids 0\.\.263 \(the table has 264 rows\), found 264$"):
+        similarity(emb, [1, 264], ids=True)
+    with pytest.raises(TokenError, match="found -1$"):
+        similarity(emb, [1, -1], ids=True)
+
+
+def test_an_id_that_is_not_a_number_is_a_token_error(emb):
+    with pytest.raises(TokenError, match=r"^expected a token id \(a whole number\), found 'dog'$"):
+        similarity(emb, [1, "dog"], ids=True)
+
+
+def test_a_word_beyond_a_short_table_is_a_token_error(tmp_path):
+    path = tmp_path / "short.npz"
+    np.savez(path, token_emb=make_table()[:257])  # no row for "cat" (257)
+    emb = embscope.open(path)
+    emb.tokenizer = ByteWordTokenizer()
+    with pytest.raises(TokenError) as err:
+        similarity(emb, ["dog", "cat"])
+    assert str(err.value) == "expected token ids 0..256 (the table has 257 rows), found 257 for 'cat'"
+
+
+class RefusingTokenizer(ByteWordTokenizer):
+    def encode(self, text):
+        if "☃" in text:
+            raise ValueError("no token for a snowman")
+        return super().encode(text)
+
+
+def test_a_word_the_tokenizer_cannot_encode_is_a_token_error_naming_it(npz_path):
+    emb = embscope.open(npz_path)
+    emb.tokenizer = RefusingTokenizer()
+    with pytest.raises(TokenError, match="'☃'"):
+        similarity(emb, ["☃", "dog"])
+
+
+def test_words_without_a_tokenizer_say_use_ids(npz_path):
+    emb = embscope.open(npz_path)
+    emb.tokenizer = None
+    with pytest.raises(TokenError) as err:
+        similarity(emb, ["dog", "cat"])
+    assert str(err.value) == ("expected a tokenizer to look up 'dog', found none beside the checkpoint: "
+                              "pass --tokenizer FILE, or use --ids")
+
+
+def test_one_word_is_not_enough(emb):
+    with pytest.raises(TokenError, match="at least two"):
+        similarity(emb, ["dog"])
+
+
+# --- the random-pair baseline ---
+
+def test_baseline_mean_is_exact_and_the_sample_agrees_with_it(emb, table):
+    result = similarity(emb, [1, 2], ids=True)
+    exact = brute_mean_random_cosine(table)
+    assert result.baseline.mean_random_cosine == pytest.approx(exact, abs=1e-9)
+    assert result.baseline.seed == 0 and result.baseline.sample_size == 10000
+    sample = compute.random_pair_cosines(table, n_pairs=10000, seed=0)
+    assert abs(np.mean(sample) - exact) < 5 * np.std(sample) / np.sqrt(len(sample))
+
+
+def test_percentile_is_the_share_of_random_pairs_below_the_cosine(emb, table):
+    result = similarity(emb, [1, 2, DOG, PUPPY], ids=True)
+    sample = compute.random_pair_cosines(table, n_pairs=10000, seed=0)
+    for pair in result.pairs:
+        assert pair.percentile == pytest.approx(100 * np.mean(sample < pair.cosine))
+    close = next(p for p in result.pairs if {p.a.ids[0], p.b.ids[0]} == {DOG, PUPPY})
+    assert close.percentile > 99  # the near-duplicate pair beats nearly every random pair
+    assert 0 < min(p.percentile for p in result.pairs) < 100
+
+
+def test_center_subtracts_the_mean_row_for_pairs_and_baseline(emb, table):
+    result = similarity(emb, [1, 2], ids=True, center=True)
+    finite = np.isfinite(table).all(axis=1)
+    mean = table[finite].astype(np.float64).mean(axis=0)
+    assert result.centered
+    assert result.pairs[0].cosine == pytest.approx(cos(table[1] - mean, table[2] - mean), abs=1e-6)
+    centered = (table - mean.astype(np.float32))
+    assert result.baseline.mean_random_cosine == pytest.approx(brute_mean_random_cosine(centered), abs=1e-6)
+
+
+def test_a_table_whose_rows_point_one_way_has_a_high_baseline(tmp_path):
+    rng = np.random.default_rng(3)
+    table = (rng.standard_normal((64, DIM)) * 0.1 + 1.0).astype(np.float32)
+    path = tmp_path / "aligned.npz"
+    np.savez(path, token_emb=table)
+    plain = similarity(embscope.open(path), [1, 2], ids=True)
+    centered = similarity(embscope.open(path), [1, 2], ids=True, center=True)
+    assert plain.baseline.mean_random_cosine > 0.9  # every row points along (1, 1, ..., 1)
+    assert abs(centered.baseline.mean_random_cosine) < 0.05  # centering removes the shared direction
+
+
+# --- pairs in one batch, and the output table ---
+
+def test_similarity_pairs_computes_each_listed_pair(emb, table):
+    pairs = [("dog", "cat"), ("dog", "puppy"), ("dogcat", "house"), ("dog", "cat")]
+    result = similarity_pairs(emb, pairs)
+    assert [(p.a.text, p.b.text) for p in result.pairs] == pairs
+    assert [q.text for q in result.queries] == ["dog", "cat", "puppy", "dogcat", "house"]
+    rows = {"dog": table[DOG], "cat": table[CAT], "puppy": table[PUPPY], "house": table[HOUSE],
+            "dogcat": (table[DOG].astype(np.float64) + table[CAT]) / 2}
+    for pair in result.pairs:
+        assert pair.cosine == pytest.approx(cos(rows[pair.a.text], rows[pair.b.text]), abs=1e-6)
+
+
+@pytest.fixture
+def untied_path(tmp_path, table):
+    rng = np.random.default_rng(7)
+    path = tmp_path / "model.safetensors"
+    save_file({"transformer.wte.weight": table, "transformer.wpe.weight": np.ones((16, DIM), np.float32),
+               "lm_head.weight": rng.standard_normal((ROWS, DIM)).astype(np.float32)}, str(path))
+    return path
+
+
+def test_output_table_uses_the_untied_head(untied_path):
+    head = np.random.default_rng(7).standard_normal((ROWS, DIM)).astype(np.float32)
+    result = similarity(embscope.open(untied_path), [3, 4], ids=True, table="output")
+    assert result.table == "output" and result.table_name == "lm_head.weight"
+    assert result.pairs[0].cosine == pytest.approx(cos(head[3], head[4]), abs=1e-6)
+
+
+def test_output_table_of_a_tied_model_is_a_table_error(emb):
+    with pytest.raises(TableError):
+        similarity(emb, [3, 4], ids=True, table="output")
+
+
+# --- the command ---
+
+def test_cli_ids_json(npz_path, table):
+    result = run("similarity", "-c", npz_path, "--ids", 1, 2, "--json")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    (pair,) = doc["pairs"]
+    assert pair["a_ids"] == [1] and pair["b_ids"] == [2]
+    assert pair["a_tokens"] == ["#1"] and pair["b_tokens"] == ["#2"]  # no tokenizer beside the file
+    assert pair["cosine"] == pytest.approx(cos(table[1], table[2]), abs=1e-6)
+    assert pair["reason"] is None
+    assert doc["baseline"]["mean_random_cosine"] == pytest.approx(brute_mean_random_cosine(table), abs=1e-9)
+    assert doc["baseline"]["sample_size"] == 10000 and doc["baseline"]["seed"] == 0
+    assert doc["centered"] is False and doc["table"] == "token"
+
+
+def test_cli_zero_row_is_null_with_reason(npz_path):
+    result = run("similarity", "-c", npz_path, "--ids", 1, ZERO, "--json")
+    assert result.exit_code == 0, result.output
+    (pair,) = json.loads(result.stdout)["pairs"]
+    assert pair["cosine"] is None and pair["percentile"] is None
+    assert pair["reason"] == "row 65 ('#65') has zero norm"
+
+
+def test_cli_id_out_of_range_exits_1_with_one_line(npz_path):
+    result = run("similarity", "-c", npz_path, "--ids", 1, 999)
+    assert result.exit_code == 1
+    assert result.stderr == "Error: expected token ids 0..263 (the table has 264 rows), found 999\n"
+    assert result.stdout == ""
+
+
+def test_cli_words_without_tokenizer_exit_1(npz_path):
+    result = run("similarity", "-c", npz_path, "dog", "cat")
+    assert result.exit_code == 1
+    assert "use --ids" in result.stderr
+
+
+def test_cli_one_word_is_a_usage_error(npz_path):
+    assert run("similarity", "-c", npz_path, "--ids", 1).exit_code == 2
+
+
+def test_cli_many_ids_print_pairs_baseline_and_matrix(npz_path, table):
+    result = run("similarity", "-c", npz_path, "--ids", 1, 2, 3)
+    assert result.exit_code == 0, result.output
+    assert "cosine matrix" in result.stdout
+    assert f"{cos(table[1], table[2]):+.4f}" in result.stdout
+    assert f"mean cosine {brute_mean_random_cosine(table):+.4f} (exact)" in result.stdout
+    assert "10,000 pairs sampled with seed 0" in result.stdout
+
+
+def test_cli_pairs_file(npz_path, table, tmp_path):
+    pairs_file = tmp_path / "pairs.txt"
+    pairs_file.write_text("# id pairs\n1\t2\n\n3 4\n  # indented comment\n1 65\n")
+    result = run("similarity", "-c", npz_path, "--ids", "--pairs-file", pairs_file, "--json")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert [(p["a_ids"][0], p["b_ids"][0]) for p in doc["pairs"]] == [(1, 2), (3, 4), (1, ZERO)]
+    assert doc["pairs"][0]["cosine"] == pytest.approx(cos(table[1], table[2]), abs=1e-6)
+    assert doc["pairs"][1]["cosine"] == pytest.approx(cos(table[3], table[4]), abs=1e-6)
+    assert doc["pairs"][2]["cosine"] is None and "zero norm" in doc["pairs"][2]["reason"]
+    plain = run("similarity", "-c", npz_path, "--ids", "--pairs-file", pairs_file)
+    assert plain.exit_code == 0 and "cosine matrix" not in plain.stdout
+
+
+def test_cli_pairs_file_with_a_bad_line(npz_path, tmp_path):
+    pairs_file = tmp_path / "pairs.txt"
+    pairs_file.write_text("1 2\n3 4 5\n")
+    result = run("similarity", "-c", npz_path, "--ids", "--pairs-file", pairs_file)
+    assert result.exit_code == 1
+    assert result.stderr.endswith("line 2: expected two words or ids, found 3 fields\n")
+
+
+def test_cli_center_and_output_table(untied_path, table):
+    head = np.random.default_rng(7).standard_normal((ROWS, DIM)).astype(np.float32)
+    result = run("similarity", "-c", untied_path, "--ids", 3, 4, "--table", "output", "--center", "--json")
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    mean = head.astype(np.float64).mean(axis=0)
+    assert doc["centered"] is True and doc["table"] == "output"
+    assert doc["pairs"][0]["cosine"] == pytest.approx(cos(head[3] - mean, head[4] - mean), abs=1e-6)
+
+
+def test_cli_empty_pairs_file(npz_path, tmp_path):
+    pairs_file = tmp_path / "pairs.txt"
+    pairs_file.write_text("# nothing yet\n\n")
+    result = run("similarity", "-c", npz_path, "--ids", "--pairs-file", pairs_file)
+    assert result.exit_code == 1
+    assert result.stderr == f"Error: expected pairs in {str(pairs_file)!r}, two words or ids a line, found none\n"
+
+
+@pytest.fixture
+def with_test_tokenizer(monkeypatch):
+    # the CLI opens the checkpoint itself: hand every Embeddings the test tokenizer
+    monkeypatch.setattr(embscope.Embeddings, "tokenizer", property(lambda self: ByteWordTokenizer()))
+
+
+def test_cli_words_show_ids_tokens_and_how_a_merged_word_was_formed(npz_path, table, with_test_tokenizer):
+    result = run("similarity", "-c", npz_path, "dogcat", "puppy")
+    assert result.exit_code == 0, result.output
+    assert "256 'dog'" in result.stdout and "257 'cat'" in result.stdout and "258 'puppy'" in result.stdout
+    assert ("note: 'dogcat' is 2 tokens (256 'dog', 257 'cat'): its vector is the mean of their rows"
+            in " ".join(result.stdout.split()))
+    expected = cos((table[DOG].astype(np.float64) + table[CAT]) / 2, table[PUPPY])
+    assert f"{expected:+.4f}" in result.stdout
+
+
+def test_cli_words_json_and_no_merge(npz_path, with_test_tokenizer):
+    doc = json.loads(run("similarity", "-c", npz_path, "dogcat", "puppy", "--json").stdout)
+    (pair,) = doc["pairs"]
+    assert pair["a_ids"] == [DOG, CAT] and pair["a_tokens"] == ["dog", "cat"] and pair["a_merged"] is True
+    assert pair["b_ids"] == [PUPPY] and pair["a_note"] and pair["b_note"]
+    refused = run("similarity", "-c", npz_path, "dogcat", "puppy", "--no-merge")
+    assert refused.exit_code == 1
+    assert refused.stderr == ("Error: expected 'dogcat' to be one token, found 2 ('dog' 'cat'); "
+                              "merging them is turned off (--no-merge)\n")
