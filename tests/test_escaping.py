@@ -8,6 +8,7 @@ import io
 import json
 import struct
 
+import numpy as np
 import pytest
 from rich.console import Console
 from typer.testing import CliRunner
@@ -120,3 +121,46 @@ def test_json_strings_round_trip_exactly_and_only_printable_characters_are_raw(t
     assert all(ch.isprintable() for ch in out)
     if text == "🐕 dog":
         assert "🐕" in out  # readable tokens stay readable
+
+
+# -- token strings from a tokenizer file -------------------------------------------------------------
+
+HOSTILE_TOKENS = ["\x1b[2J", "[bold red]x[/]", "\r\x07bell", ":thumbs_up:", "\u202eevil"]
+
+
+@pytest.fixture
+def hostile_tokens(tmp_path):
+    """A Harris tokenizer whose segments (ids 257..261) are hostile strings, and a table whose rows
+    for them are zero, so that norms lists them as anomalies by their token strings."""
+    from safetensors.numpy import save_file
+    table = np.random.default_rng(4).standard_normal((270, 4)).astype(np.float32)
+    table[257:262] = 0.0
+    save_file({"wte": table}, str(tmp_path / "model.safetensors"))
+    (tmp_path / "harris_segments.json").write_text(json.dumps(HOSTILE_TOKENS), encoding="utf-8")
+    return tmp_path / "model.safetensors"
+
+
+def test_norms_console_escapes_token_strings(hostile_tokens):
+    result = invoke("norms", "--table", "token", "-c", hostile_tokens)
+    assert result.exit_code == 0, result.output
+    assert_inert(result.stdout)
+    for token in HOSTILE_TOKENS:
+        assert printable(token) in result.stdout
+    assert "👍" not in result.stdout
+
+
+def test_norms_json_keeps_token_strings_exact(hostile_tokens):
+    result = invoke("norms", "--table", "token", "-c", hostile_tokens, "--json")
+    assert result.exit_code == 0, result.output
+    assert_inert(result.stdout)
+    labels = {a["index"]: a["label"] for a in json.loads(result.stdout)["anomalies"]}
+    assert [labels[257 + i] for i in range(len(HOSTILE_TOKENS))] == HOSTILE_TOKENS
+
+
+def test_similarity_console_and_json_with_hostile_tokens(hostile_tokens):
+    result = invoke("similarity", "--ids", "257", "258", "259", "-c", hostile_tokens)
+    assert result.exit_code == 0, result.output
+    assert_inert(result.stdout)
+    assert "\\x1b[2J" in result.stdout and "[bold red]x[/]" in result.stdout
+    doc = json.loads(invoke("similarity", "--ids", "257", "258", "-c", hostile_tokens, "--json").stdout)
+    assert doc["pairs"][0]["a_tokens"] == [HOSTILE_TOKENS[0]] and doc["pairs"][0]["b_tokens"] == [HOSTILE_TOKENS[1]]
