@@ -281,3 +281,114 @@ def test_npz_step_counter_that_is_nan_is_a_note_not_a_crash(tmp_path):
     checkpoint = open_checkpoint(path)
     assert checkpoint.step is None
     assert checkpoint.notes == ["the step counter 'step' holds nan, not a whole number: step unknown"]
+
+
+# -- ANDREA flat dumps ----------------------------------------------------------------------------
+
+ANDREA_CONFIG = b'{"vocab_size": 2, "n_embd": 2, "block_size": 1, "tie_embeddings": true}'
+
+
+def andrea(tmp_path, data: bytes):
+    (tmp_path / "config.json").write_bytes(ANDREA_CONFIG)
+    path = tmp_path / "model.bin"
+    path.write_bytes(data)
+    return path
+
+
+def test_minimal_andrea_dump_opens(tmp_path):
+    # int32 step 7, int32 n_params 6, then the token table (2 x 2) and the position table (1 x 2)
+    path = andrea(tmp_path, struct.pack("<ii", 7, 6) + struct.pack("<6f", 1, 0, 0, 2, 5, 5))
+    emb = embscope.open(path)
+    assert emb.checkpoint.step == 7 and emb.checkpoint.declared_params == 6
+    np.testing.assert_array_equal(emb.token.array, [[1.0, 0.0], [0.0, 2.0]])
+    np.testing.assert_array_equal(emb.position.array, [[5.0, 5.0]])
+
+
+ANDREA_LIES = {
+    "n_params larger than the file": (
+        struct.pack("<ii", 7, 2**31 - 1) + struct.pack("<6f", 1, 0, 0, 2, 5, 5),
+        "model.bin: header says n_params=2147483647, so the file should be 8589934596 or 25769803772 bytes, found 32"),
+    "n_params smaller than the file": (
+        struct.pack("<ii", 7, 5) + struct.pack("<6f", 1, 0, 0, 2, 5, 5),
+        "model.bin: header says n_params=5, so the file should be 28 or 68 bytes, found 32"),
+    "negative n_params": (
+        struct.pack("<ii", 7, -6) + struct.pack("<6f", 1, 0, 0, 2, 5, 5),
+        "model.bin: header says n_params=-6, expected a positive parameter count"),
+    "tables larger than n_params": (
+        struct.pack("<ii", 7, 4) + struct.pack("<4f", 1, 0, 0, 2),
+        "model.bin: token (2 x 2) and position (1 x 2) tables need 6 floats, the header has 4"),
+}
+
+
+@pytest.mark.parametrize("case", list(ANDREA_LIES))
+def test_andrea_lie_is_refused_with_its_own_message(case, tmp_path):
+    data, message = ANDREA_LIES[case]
+    assert refused(andrea(tmp_path, data)) == message
+
+
+# -- PyTorch zips: a tensor shape no storage could hold ----------------------------------------------
+
+def test_torch_tensor_with_an_absurd_shape(tmp_path):
+    import io
+    import pickle
+    import torch
+
+    real = tmp_path / "real.pt"
+    torch.save({"w": torch.arange(8, dtype=torch.float32)}, real)
+
+    class Stored:
+        def __reduce__(self):  # a broadcast view: stride 0 passes the bounds check, the shape does not
+            return torch._utils._rebuild_tensor_v2, (Key(), 0, (2**40, 2**40), (0, 0), False, OrderedDict())
+
+    class Key:
+        pass
+
+    class Pickler(pickle.Pickler):
+        def persistent_id(self, obj):
+            return ("storage", torch.FloatStorage, "0", "cpu", 8) if isinstance(obj, Key) else None
+
+    from collections import OrderedDict
+    buffer = io.BytesIO()
+    Pickler(buffer, protocol=2).dump({"wte.weight": Stored()})
+    path = tmp_path / "absurd.pt"
+    with zipfile.ZipFile(real) as src, zipfile.ZipFile(path, "w") as dst:
+        for info in src.infolist():
+            dst.writestr(info, buffer.getvalue() if info.filename.endswith("/data.pkl") else src.read(info))
+    assert refused(path) == (f"{quote(path)}: tensor: shape [1099511627776, 1099511627776] declares "
+                             "1208925819614629174706176 elements, an absurd size (more than 2^48)")
+
+
+# -- the file shrinks between reading the header and reading the data ---------------------------------
+
+def build_valid(kind: str, tmp_path):
+    rng = np.random.default_rng(2)
+    wte = rng.standard_normal((64, 16)).astype(np.float32)
+    if kind == "safetensors":
+        from safetensors.numpy import save_file
+        save_file({"wte": wte}, str(tmp_path / "m.safetensors"))
+        return tmp_path / "m.safetensors"
+    if kind == "npy":
+        np.save(tmp_path / "token_emb.npy", wte)
+        return tmp_path / "token_emb.npy"
+    if kind == "npz":
+        np.savez(tmp_path / "m.npz", token_emb=wte)
+        return tmp_path / "m.npz"
+    if kind == "andrea":
+        (tmp_path / "config.json").write_text('{"vocab_size": 64, "n_embd": 16, "block_size": 2, "tie_embeddings": true}')
+        data = np.concatenate([wte.ravel(), np.ones(32, np.float32)])
+        (tmp_path / "model.bin").write_bytes(struct.pack("<ii", 0, data.size) + data.tobytes())
+        return tmp_path / "model.bin"
+    import torch
+    torch.save({"wte.weight": torch.from_numpy(wte), "pad": torch.zeros(4096)}, tmp_path / "m.pt")
+    return tmp_path / "m.pt"
+
+
+@pytest.mark.parametrize("kind", ["safetensors", "npy", "npz", "andrea", "pytorch"])
+def test_file_cut_after_its_header_was_read_is_an_error_when_the_table_is_read(kind, tmp_path):
+    path = build_valid(kind, tmp_path)
+    emb = embscope.open(path)  # the catalogue comes from the header
+    with open(path, "r+b") as f:
+        f.truncate(200)  # inside the table's data
+    with pytest.raises(CheckpointError) as caught:
+        emb.token.array
+    assert str(caught.value).endswith("the file holds 200 bytes")

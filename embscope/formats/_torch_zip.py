@@ -14,7 +14,7 @@ import numpy as np
 from ..errors import CheckpointError
 from ..memory import require_memory
 from ..text import quote
-from ._checks import check_shape
+from ._checks import check_extent, check_shape
 from ._unpickle import NUMPY_GLOBALS, Harmless, refuse_setstate, restricted_load
 from ._zip import ZIP_DAMAGE, data_offset, is_stored
 
@@ -275,6 +275,8 @@ def read_tensor(path: Path, record: TensorRecord, byteorder: str) -> np.ndarray:
     if record.offset + sum((d - 1) * s for d, s in zip(record.size, record.stride)) >= elements:
         raise CheckpointError(f"tensor at offset {record.offset} runs past storage {quote(storage.key)}")  # checked at load too
     if storage.file_offset is not None:
+        # checked again now: the file may have shrunk since its header was read
+        check_extent(path, storage.file_offset, elements * dtype.itemsize, f"{quote(path)}: storage {quote(storage.key)}")
         base = np.memmap(path, dtype=dtype, mode="r", offset=storage.file_offset, shape=(elements,))
     else:
         require_memory(storage.nbytes, f"{quote(path)}: compressed storage {quote(storage.key)}")

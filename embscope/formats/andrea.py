@@ -22,6 +22,7 @@ from ..checkpoint import Checkpoint, TensorInfo
 from ..errors import CheckpointError
 from ..text import printable
 from . import Format, OpenOptions, register
+from ._checks import check_extent
 
 HEADER = struct.Struct("<ii")  # step, n_params
 FLOAT_BYTES = 4
@@ -243,6 +244,9 @@ def check_tables_fit(name: str, n: int, vocab: int, width: int, context: int, ti
 
 
 def read_rows(path: Path, first_float: int, rows: int, width: int) -> np.memmap:
+    # checked again now: the file may have shrunk since its header was read
+    check_extent(path, HEADER.size + FLOAT_BYTES * first_float, FLOAT_BYTES * rows * width,
+                 f"{printable(path.name)}: table data")
     return np.memmap(path, dtype="<f4", mode="r", offset=HEADER.size + FLOAT_BYTES * first_float,
                      shape=(rows, width))
 
