@@ -82,3 +82,43 @@ def test_compressed_npz_member_larger_than_memory_is_refused_before_loading(tmp_
 def test_available_memory_is_a_positive_number_here():
     available = memory.available_memory()
     assert available is None or available > 0
+
+
+def test_pickle_larger_than_memory_is_refused_before_it_is_read(tmp_path, monkeypatch):
+    import pickle
+    path = tmp_path / "model.pkl"
+    path.write_bytes(pickle.dumps({"params": {"token_emb": np.ones((256, 64), np.float32)}}, protocol=4))
+    size = path.stat().st_size
+    monkeypatch.setattr(memory, "available_memory", lambda: size)  # the bytes fit, bytes + arrays do not
+    with pytest.raises(CheckpointError) as caught:
+        embscope.open(path)
+    assert str(caught.value) == (f"{quote(path)} needs {memory.size_text(2 * size)} of memory to load "
+                                 f"(it cannot be memory-mapped), only {memory.size_text(size)} is available")
+
+
+def test_legacy_torch_file_larger_than_memory_is_refused_before_torch_load(tmp_path, monkeypatch):
+    import torch
+    path = tmp_path / "old.pt"
+    torch.save({"wte.weight": torch.ones(256, 64)}, path, _use_new_zipfile_serialization=False)
+    monkeypatch.setattr(memory, "available_memory", lambda: 1024)
+    with pytest.raises(CheckpointError) as caught:
+        embscope.open(path)
+    assert str(caught.value).startswith(f"{quote(path)} (legacy PyTorch file, read whole) needs ")
+    assert str(caught.value).endswith("of memory to load (it cannot be memory-mapped), only 1.0 KiB is available")
+
+
+def test_compressed_torch_storage_larger_than_memory_is_refused(tmp_path, monkeypatch):
+    import zipfile
+    import torch
+    real = tmp_path / "real.pt"
+    torch.save({"wte.weight": torch.zeros(256, 64)}, real)
+    path = tmp_path / "deflated.pt"
+    with zipfile.ZipFile(real) as src, zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as dst:
+        for info in src.infolist():
+            dst.writestr(info.filename, src.read(info))
+    emb = embscope.open(path)
+    monkeypatch.setattr(memory, "available_memory", lambda: 1024)
+    with pytest.raises(CheckpointError) as caught:
+        emb.token.array
+    assert str(caught.value) == (f"{quote(path)}: compressed storage '0' needs 64.0 KiB of memory to load "
+                                 "(it cannot be memory-mapped), only 1.0 KiB is available")
