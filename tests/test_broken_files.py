@@ -102,6 +102,10 @@ SAFETENSORS_LIES = {
         safetensors_bytes(entry([2, 2], [0, 16], dtype="Q4")),
         "{path}: tensor 'wte': expected a dtype among F64, F32, F16, BF16, I64, I32, I16, I8, U8, U16, U32, "
         "U64, BOOL, found '\"Q4\"'"),
+    "dtype that is not a string": (
+        safetensors_bytes(b'{"wte":{"dtype":["F32"],"shape":[2,2],"data_offsets":[0,16]}}'),
+        "{path}: tensor 'wte': expected a dtype among F64, F32, F16, BF16, I64, I32, I16, I8, U8, U16, U32, "
+        "U64, BOOL, found '[\"F32\"]'"),
     "header not JSON": (
         safetensors_bytes(b'{"wte":{"dtype":"F32","shape":[2,2],'),
         "{path}: safetensors header is not valid JSON (JSONDecodeError)"),

@@ -4,6 +4,7 @@ The longer run is tests/fuzz/run_fuzz.py."""
 
 from __future__ import annotations
 
+import json
 import random
 import sys
 import tempfile
@@ -43,7 +44,7 @@ def test_every_valid_sample_opens(name, tmp_path):
 
 
 @pytest.mark.parametrize("name", list(corpus.SAMPLES))
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)
 @given(ops=mutation_ops, fix_length=st.booleans())
 def test_mutated_file_gives_result_or_embscope_error(name, ops, fix_length):
     with tempfile.TemporaryDirectory() as directory:
@@ -81,3 +82,20 @@ def test_file_that_shrinks_after_opening_is_an_error_not_a_crash(tmp_path):
         f.truncate(entry.stat().st_size - 16)
     with pytest.raises(EmbscopeError, match=r"expected \d+ bytes of data at offset \d+, the file holds \d+ bytes"):
         tables.token.array
+
+
+@pytest.mark.parametrize("name", list(corpus.SAMPLES))
+def test_cli_on_mutated_files_exits_0_or_1_with_one_line(name, tmp_path):
+    """The commands themselves, not only the library: rendering, JSON and the tokenizer note included."""
+    runner = CliRunner()
+    for seed in range(3):
+        directory = tmp_path / str(seed)
+        directory.mkdir()
+        entry = corpus.build_mutant(corpus.SAMPLES[name], directory, seed=7919 * seed + 1, count=1 + seed % 2)
+        for args in (["info"], ["norms", "--table", "token", "--json"]):
+            result = runner.invoke(app, args + ["-c", str(entry)])
+            assert result.exit_code in (0, 1), (args, seed, result.output, result.exception)
+            if result.exit_code == 1:
+                assert result.stderr.startswith("Error: ") and result.stderr.count("\n") == 1, result.stderr
+            elif "--json" in args:
+                json.loads(result.stdout, parse_constant=lambda c: pytest.fail(f"{c} in JSON"))

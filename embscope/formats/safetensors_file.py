@@ -75,7 +75,7 @@ def tensor_info(path: Path, name: str, entry: object, data_start: int, data_len:
     if not isinstance(entry, dict):
         raise CheckpointError(f"{where}: expected an object with dtype, shape and data_offsets")
     dtype = entry.get("dtype")
-    if dtype not in DTYPES:
+    if not isinstance(dtype, str) or dtype not in DTYPES:  # a list or object is unhashable
         raise CheckpointError(f"{where}: expected a dtype among {', '.join(DTYPES)}, found {printable_value(dtype)}")
     shape, offsets = entry.get("shape"), entry.get("data_offsets")
     if not (isinstance(shape, list) and all(type(d) is int and d >= 0 for d in shape)):
