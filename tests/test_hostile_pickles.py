@@ -19,6 +19,7 @@ import os
 import pickle
 import struct
 import subprocess
+import sys
 import tracemalloc
 import zipfile
 from collections import OrderedDict
@@ -314,3 +315,34 @@ def test_refusal_is_an_unsafe_pickle_error_in_the_library(tmp_path, monkeypatch)
         with pytest.raises(UnsafePickleError, match=f"refused to unpickle global '{name}'"):
             open_checkpoint(write(container, directory, evil, 2))
     assert not marker.exists()
+
+
+# -- numpy's __setstate__ trusts its input: states numpy never writes could crash the process ---------
+
+def numpy_state_attack(kind: str) -> bytes:
+    valid = pickle.dumps({"params": params()}, protocol=4)
+    canonical = b"\x8c\x01<\x94NNNJ\xff\xff\xff\xffJ\xff\xff\xff\xffK\x00t"  # dtype('<f4') state, 8 fields
+    assert valid.count(canonical) == 1
+    if kind == "dtype state of six fields":  # found by the fuzzer: a segfault in _multiarray_umath
+        return valid.replace(canonical, b"\x8c\x01<\x94NJ\xff\xff\xff\xffJ\xff\xff\xff\xffK\x00t")
+    if kind == "dtype state with a false element size":
+        return valid.replace(canonical, b"\x8c\x01<\x94NNNJ\x00\x01\x00\x00J\xff\xff\xff\xffK\x00t")
+    if kind == "array state with more elements than data":
+        return valid.replace(b"K\x05K\x02\x86", b"K\x50K\x02\x86", 1)  # shape (5, 2) -> (80, 2)
+    raise ValueError(kind)
+
+
+@pytest.mark.parametrize("kind", ["dtype state of six fields", "dtype state with a false element size",
+                                  "array state with more elements than data"])
+def test_numpy_states_numpy_never_writes_are_refused(kind, tmp_path):
+    path = tmp_path / "model.pkl"
+    path.write_bytes(numpy_state_attack(kind))
+    # in a child process: were the check missing, the crash would take the test runner with it
+    code = ("import sys, embscope; from embscope.errors import EmbscopeError\n"
+            "from embscope.analysis.norms import row_norms\n"
+            "try:\n    row_norms(embscope.open(sys.argv[1]).token.array)\n"
+            "except EmbscopeError as err:\n    print(err); sys.exit(1)\n")
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    done = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, env=env, timeout=60)
+    assert done.returncode == 1, (done.returncode, done.stdout, done.stderr[-2000:])
+    assert "expected a complete pickle, found one that cannot be read (UnpicklingError:" in done.stdout
