@@ -64,15 +64,17 @@ def timed_topk(torch, table, k, device, precision, backend):
     stamps = []
 
     def progress(done, total):
-        synchronize(torch, device)
+        # No synchronize here: topk_all hands back a block once its results reached the
+        # host, while the device already runs the next one; a sync would stall that overlap.
         stamps.append((time.perf_counter(), done))
 
     start = time.perf_counter()
     topk_all(table, k, device=device, precision=precision, backend=backend, progress=progress)
     synchronize(torch, device)
     total = time.perf_counter() - start
-    # Steady state: from the end of the first block to the end, i.e. without setup and transfer.
-    steady = (stamps[-1][0] - stamps[0][0], stamps[-1][1] - stamps[0][1]) if len(stamps) > 1 else None
+    # Steady state: from the first block handed back to the last, i.e. without setup and
+    # transfer. Results come back one block behind the device, so this needs many blocks.
+    steady = (stamps[-1][0] - stamps[0][0], stamps[-1][1] - stamps[0][1]) if len(stamps) >= 8 else None
     return total, steady
 
 
@@ -109,7 +111,9 @@ def section_throughput(torch, device, precisions, rows, dim, k):
         print(f"    {precision}: matmul {flops / t_mm / 1e12:8.2f} TFLOP/s ({t_mm:.2f} s, blocks of {block})")
         print(f"    {precision}: topk_all end to end {flops / total / 1e12:8.2f} TFLOP/s ({total:.2f} s, "
               f"incl. moving and normalising the table) = {100 * t_mm / total:.0f}% of matmul")
-        if steady is not None and steady[1] > 0:
+        if steady is None:
+            print(f"    {precision}: too few blocks for a steady-state figure")
+        else:
             seconds, done_rows = steady
             rate = 2.0 * done_rows * rows * dim / seconds
             print(f"    {precision}: topk_all steady state {rate / 1e12:8.2f} TFLOP/s "

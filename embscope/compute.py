@@ -484,9 +484,25 @@ def _compact_unit_rows_torch(torch, table: np.ndarray, dev):
     return base[:filled], valid
 
 
+def _to_host(torch, tensors):
+    """Start copying small result tensors to the host; returns (host tensors, event).
+
+    On CUDA the copy goes to pinned memory without waiting, so the GPU can run the next
+    block while the host handles this one; elsewhere the copy is simply made.
+    """
+    if tensors[0].device.type != "cuda":
+        return [t.cpu() for t in tensors], None
+    host = [torch.empty(t.shape, dtype=t.dtype, pin_memory=True) for t in tensors]
+    for target, source in zip(host, tensors):
+        target.copy_(source, non_blocking=True)
+    event = torch.cuda.Event()
+    event.record()
+    return host, event
+
+
 def _topk_torch(exact, qpos, count, exclude_self, block, emit, precision):
     """Any torch device: the normalised table sits on the device once; top-k and ordering
-    stay there too, and only (block, k) results come back."""
+    stay there too, and only (block, k) results come back, one block behind the device."""
     torch = _torch()
     dev = exact.device
     low_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
@@ -495,11 +511,28 @@ def _topk_torch(exact, qpos, count, exclude_self, block, emit, precision):
     n_valid = exact.shape[0]
     keep = min(n_valid, count + (max(count, _RERANK_EXTRA_MIN) if approximate else 1))
     complete = keep == n_valid
+
+    def finish(start, host, event, scores, queries, pos):
+        if event is not None:
+            event.synchronize()
+        ids, vals, unsure = (t.numpy() for t in host)
+        ids = ids.astype(np.int64)
+        for row in np.flatnonzero(unsure):
+            if approximate:
+                row_scores = exact @ queries[row]
+                if exclude_self:
+                    row_scores[pos[row]] = -torch.inf
+            else:
+                row_scores = scores[row]
+            ids[row], vals[row] = _exact_row(row_scores.float().cpu().numpy(), count)
+        emit(start, ids, vals)
+
     tf32_before = torch.backends.cuda.matmul.allow_tf32
     if dev.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = precision == "tf32"
     try:
         with torch.inference_mode():
+            pending = None
             for start in range(0, qpos.size, block):
                 pos = torch.from_numpy(qpos[start:start + block]).to(dev)
                 queries = exact[pos]
@@ -522,16 +555,12 @@ def _topk_torch(exact, qpos, count, exclude_self, block, emit, precision):
                     # A kept row whose first-pass score equals the cut may have tied twins
                     # left outside (duplicate rows): redo those queries exactly.
                     unsure = (first_kept <= first_scores[:, -1:]).any(dim=1)
-                ids, vals = ids.cpu().numpy().astype(np.int64), vals.cpu().numpy()
-                for row in np.flatnonzero(unsure.cpu().numpy()):
-                    if approximate:
-                        row_scores = exact @ queries[row]
-                        if exclude_self:
-                            row_scores[pos[row]] = -torch.inf
-                    else:
-                        row_scores = scores[row]
-                    ids[row], vals[row] = _exact_row(row_scores.float().cpu().numpy(), count)
-                emit(start, ids, vals)
+                host, event = _to_host(torch, [ids, vals, unsure])
+                if pending is not None:
+                    finish(*pending)  # the device is busy with this block meanwhile
+                pending = (start, host, event, scores, queries, pos)
+            if pending is not None:
+                finish(*pending)
     finally:
         torch.backends.cuda.matmul.allow_tf32 = tf32_before
 

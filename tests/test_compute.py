@@ -71,10 +71,11 @@ def assert_topk_close(got: TopK, ref_ids, ref_scores, gap=1e-5):
     """Scores match to fp32 accuracy; ids match exactly wherever the reference has no near-tie."""
     np.testing.assert_allclose(got.scores, ref_scores, atol=2e-6, equal_nan=True)
     assert np.array_equal(np.isnan(got.scores), got.ids == -1)
-    padded = np.concatenate([ref_scores, np.full((len(ref_scores), 1), -np.inf)], axis=1)
+    edge = np.full((len(ref_scores), 1), -np.inf)
+    padded = np.concatenate([-edge, np.nan_to_num(ref_scores, nan=-np.inf), edge], axis=1)
     with np.errstate(invalid="ignore"):
-        gaps = np.abs(np.diff(np.nan_to_num(padded, nan=-np.inf), axis=1))
-    clear = np.nan_to_num(gaps, nan=np.inf) > gap
+        gaps = np.nan_to_num(np.abs(np.diff(padded, axis=1)), nan=np.inf)
+    clear = (gaps[:, :-1] > gap) & (gaps[:, 1:] > gap)  # apart from both neighbours in rank
     assert np.array_equal(got.ids[clear], ref_ids[clear])
 
 

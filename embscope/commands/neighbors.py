@@ -54,7 +54,7 @@ def render(result: NeighborsResult) -> None:
     if result.reason is not None:
         out.print(f"no neighbours: {console.safe(result.reason)}")
     else:
-        grid = console.table("rank", "id", "token", "cosine", "")
+        grid = console.table("rank", "id", "token", "cosine", "note")
         for rank, n in enumerate(result.neighbors, start=1):
             grid.add_row(str(rank), str(n.id), token_text(n.id, n.token), console.cosine_text(n.cosine),
                          "padding" if n.padding else "")

@@ -52,9 +52,9 @@ def rule_text(threshold: float, mad: float) -> str:
         return "no row has a finite norm: zero, NaN and Inf rows are flagged"
     if mad > 0:
         return (f"a row is flagged when |norm - median| / (1.4826 x MAD) > {threshold:g} (MAD {mad:.4g}); "
-                "zero, NaN and Inf rows always")
+                "zero, NaN and Inf rows are always flagged")
     return ("every finite norm equals the median (MAD is 0): a row is flagged when it differs from the median by "
-            "more than a relative 1e-6; zero, NaN and Inf rows always")
+            "more than a relative 1e-6; zero, NaN and Inf rows are always flagged")
 
 
 def norms(
