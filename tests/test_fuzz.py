@@ -32,7 +32,7 @@ def apply(data: bytes, ops, fix_length: bool) -> bytes:
     for mutation, seed in ops:
         mutation(out, random.Random(seed))
     if fix_length:
-        corpus.fix_safetensors_length(out, random.Random(0))
+        corpus.fix_safetensors_length(out)
     return bytes(out)
 
 

@@ -273,23 +273,17 @@ def rewrite_string(data: bytearray, rng: random.Random) -> None:
                                       b"[]", b'{"a": []}', b"null", b"1e400"))
 
 
-def fix_safetensors_length(data: bytearray, rng: random.Random) -> None:
-    """After a text rewrite, a safetensors header length made to agree again, so the
-    mutation reaches the parser behind the length check."""
-    if len(data) >= 9 and data[8:9] == b"{":
-        end = data.find(b"}", 8)
-        depth, i = 0, 8
-        while i < len(data):
-            if data[i] == ord("{"):
-                depth += 1
-            elif data[i] == ord("}"):
-                depth -= 1
-                if depth == 0:
-                    end = i
-                    break
-            i += 1
-        if end > 8:
-            data[0:8] = struct.pack("<Q", end - 7)
+def fix_safetensors_length(data: bytearray) -> None:
+    """After a text rewrite, a safetensors header length made to agree again with the JSON object
+    that follows it (up to its matching brace), so the mutation reaches the parser behind the check."""
+    if len(data) < 9 or data[8:9] != b"{":
+        return
+    depth = 0
+    for i in range(8, len(data)):
+        depth += (data[i] == ord("{")) - (data[i] == ord("}"))
+        if depth == 0:
+            data[0:8] = struct.pack("<Q", i - 7)
+            return
 
 
 MUTATIONS = (bit_flip, truncate, insert_bytes, delete_range, overwrite_int, rewrite_number, rewrite_string)
@@ -300,7 +294,7 @@ def mutate(data: bytes, rng: random.Random, count: int) -> bytes:
     for _ in range(count):
         rng.choice(MUTATIONS)(out, rng)
     if rng.random() < 0.5:
-        fix_safetensors_length(out, rng)
+        fix_safetensors_length(out)
     return bytes(out)
 
 
