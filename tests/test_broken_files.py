@@ -396,3 +396,12 @@ def test_file_cut_after_its_header_was_read_is_an_error_when_the_table_is_read(k
     with pytest.raises(CheckpointError) as caught:
         emb.token.array
     assert str(caught.value).endswith("the file holds 200 bytes")
+
+
+def test_file_removed_after_opening_is_an_error_when_the_table_is_read(tmp_path):
+    path = build_valid("npy", tmp_path)
+    emb = embscope.open(path)
+    path.unlink()
+    with pytest.raises(CheckpointError) as caught:
+        emb.token.array
+    assert str(caught.value) == f"cannot read {quote(path)}: No such file or directory"

@@ -73,6 +73,8 @@ MALFORMED = (ValueError, struct.error, zipfile.BadZipFile, zlib.error, EOFError,
 def damaged(where: str, err: BaseException) -> CheckpointError:
     if isinstance(err, MemoryError):
         return CheckpointError(f"{where}: needs more memory than is available")
+    if isinstance(err, OSError):  # the file went away or cannot be read, rather than damaged bytes
+        return CheckpointError(f"{where}: cannot be read ({printable(err.strerror or str(err))})")
     detail = printable(str(err))[:200] or "no detail"
     return CheckpointError(f"{where}: expected well-formed data, found damage ({type(err).__name__}: {detail})")
 
