@@ -47,11 +47,10 @@ def release(block: np.ndarray) -> None:
     mapping = getattr(block, "_mmap", None)
     if not isinstance(mapping, mmap.mmap) or not hasattr(mmap, "MADV_DONTNEED") or block.size == 0:
         return
-    base = np.frombuffer(mapping, dtype=np.uint8)
-    start = block.__array_interface__["data"][0] - base.__array_interface__["data"][0]
-    page = mmap.PAGESIZE
-    first = (start // page) * page
     try:
+        base = np.frombuffer(mapping, dtype=np.uint8)
+        start = block.__array_interface__["data"][0] - base.__array_interface__["data"][0]
+        first = (start // mmap.PAGESIZE) * mmap.PAGESIZE
         mapping.madvise(mmap.MADV_DONTNEED, first, start + block.nbytes - first)
     except (OSError, ValueError):
-        pass  # only a hint: the kernel may still drop the pages itself
+        pass  # only a hint (a closed map, a block outside it): the kernel may still drop the pages itself
