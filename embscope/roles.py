@@ -99,7 +99,8 @@ def config_value(config: dict, keys: tuple[str, ...]) -> tuple[str, int] | None:
 
 
 def is_table(tensor: TensorInfo) -> bool:
-    return len(tensor.shape) == 2 and tensor.is_float and tensor.shape[0] > 0
+    # rows and columns both: a (2**32, 0) "table" holds no bytes, yet its norms would take 32 GiB
+    return len(tensor.shape) == 2 and tensor.is_float and tensor.shape[0] > 0 and tensor.shape[1] > 0
 
 
 def distinct(tensors: list[TensorInfo]) -> list[TensorInfo]:

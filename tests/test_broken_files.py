@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 import embscope
 from embscope.cli import app
-from embscope.errors import CheckpointError
+from embscope.errors import CheckpointError, TableError
 from embscope.formats import open_checkpoint
 from embscope.text import quote
 
@@ -130,6 +130,19 @@ def test_safetensors_lie_is_refused_with_its_own_message(case, tmp_path):
     path = tmp_path / "model.safetensors"
     path.write_bytes(data)
     assert refused(path) == message.format(path=quote(path))
+
+
+def test_table_without_columns_is_not_a_table(tmp_path):
+    """(2**32, 0) holds no bytes, so no size check stops it; its norms alone would take 32 GiB."""
+    path = tmp_path / "model.safetensors"
+    path.write_bytes(safetensors_bytes(entry([2**32, 0], [0, 0]), data=b""))
+    with pytest.raises(TableError) as caught:
+        embscope.open(path)
+    assert str(caught.value).startswith("expected a token-embedding table, found none among 1 tensors")
+    with pytest.raises(TableError) as caught:
+        embscope.open(path, token_key="wte")
+    assert str(caught.value) == ("expected a 2-D float table for the token table, found 'wte' of shape "
+                                 "[4294967296, 0] and dtype float32")
 
 
 def sharded(tmp_path, weight_map: dict, shards: dict[str, bytes]):
@@ -332,7 +345,13 @@ def test_andrea_lie_is_refused_with_its_own_message(case, tmp_path):
 
 # -- PyTorch zips: a tensor shape no storage could hold ----------------------------------------------
 
-def test_torch_tensor_with_an_absurd_shape(tmp_path):
+@pytest.mark.parametrize("size, stride, message", [
+    ((2**40, 2**40), (0, 0), "tensor: shape [1099511627776, 1099511627776] declares 1208925819614629174706176 "
+                             "elements, an absurd size (more than 2^48)"),
+    ((2**30, 16), (0, 0), "tensor of size [1073741824, 16], stride [0, 0] repeats the 8 elements of storage '0' "
+                          "2,147,483,648 times: expected a weight, found an expanded view larger than any table"),
+])
+def test_torch_tensor_with_an_absurd_shape(size, stride, message, tmp_path):
     import io
     import pickle
     import torch
@@ -342,7 +361,7 @@ def test_torch_tensor_with_an_absurd_shape(tmp_path):
 
     class Stored:
         def __reduce__(self):  # a broadcast view: stride 0 passes the bounds check, the shape does not
-            return torch._utils._rebuild_tensor_v2, (Key(), 0, (2**40, 2**40), (0, 0), False, OrderedDict())
+            return torch._utils._rebuild_tensor_v2, (Key(), 0, size, stride, False, OrderedDict())
 
     class Key:
         pass
@@ -358,8 +377,7 @@ def test_torch_tensor_with_an_absurd_shape(tmp_path):
     with zipfile.ZipFile(real) as src, zipfile.ZipFile(path, "w") as dst:
         for info in src.infolist():
             dst.writestr(info, buffer.getvalue() if info.filename.endswith("/data.pkl") else src.read(info))
-    assert refused(path) == (f"{quote(path)}: tensor: shape [1099511627776, 1099511627776] declares "
-                             "1208925819614629174706176 elements, an absurd size (more than 2^48)")
+    assert refused(path) == f"{quote(path)}: {message}"
 
 
 # -- the file shrinks between reading the header and reading the data ---------------------------------

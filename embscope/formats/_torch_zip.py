@@ -98,6 +98,11 @@ class TypeMarker:
     __setstate__ = refuse_setstate
 
 
+# stride-0 views repeat their storage; a saved buffer may (position_ids is (1, T) over T), a weight
+# never does, and a view repeating a few bytes a billion times would make every row walk endless
+MAX_EXPANSION = 1024
+
+
 def int_tuple(value: Any, what: str) -> tuple[int, ...]:
     if not isinstance(value, (tuple, list)) or not all(type(v) is int and v >= 0 for v in value):
         raise CheckpointError(f"expected a tensor {what} of non-negative integers, found {quote(repr(value)[:60])}")
@@ -120,6 +125,10 @@ def rebuild_tensor(storage: Any, offset: Any, size: Any, stride: Any, kind: Kind
         if last >= elements:
             raise CheckpointError(f"tensor of size {list(size)}, stride {list(stride)} at offset {offset} reaches "
                                   f"element {last} of storage {quote(storage.key)}, which holds {elements}")
+        if record.numel > max(elements, 1) * MAX_EXPANSION:
+            raise CheckpointError(f"tensor of size {list(size)}, stride {list(stride)} repeats the {elements} elements "
+                                  f"of storage {quote(storage.key)} {record.numel // max(elements, 1):,} times: "
+                                  f"expected a weight, found an expanded view larger than any table")
     return record
 
 
