@@ -56,21 +56,26 @@ def info(source: Source, json: JsonFlag = False) -> None:
         jsonout.emit(doc)
         return
     out = console.out
-    out.print(f"checkpoint  {console.safe(ckpt.path)}")
+    out.print(f"checkpoint  {console.safe(ckpt.path)}", soft_wrap=True)
     out.print(f"format      {console.safe(ckpt.format)}, {len(ckpt.tensors)} tensors")
     out.print(f"step        {ckpt.step if ckpt.step is not None else '-'}")
     tok = doc["tokenizer"]
-    out.print(f"tokenizer   {console.safe(tok['kind'] + ', ' + str(tok['vocab_size']) + ' ids, ' + tok['path']) if tok else '-'}")
-    grid = console.table("role", "tensor", "shape", "dtype", "rule")
+    out.print(f"tokenizer   {console.safe(tok['kind'] + ', ' + str(tok['vocab_size']) + ' ids, ' + tok['path']) if tok else '-'}",
+              soft_wrap=True)
+    grid = console.table("role", "tensor", "shape", "dtype")
+    rules = []
     for role in ("token", "position", "output"):
         t = doc["tables"][role]
         if t is not None:
-            grid.add_row(role, console.safe(t["name"]), console.shape_text(t["shape"]), t["dtype"], console.safe(t["rule"]))
+            grid.add_row(role, console.safe(t["name"]), console.shape_text(t["shape"]), t["dtype"])
+            rules.append(f"{role} table found by {console.safe(t['rule'])}")
         elif role == "output" and tables.tied:
-            grid.add_row(role, "tied to the token table", "", "", "")
+            grid.add_row(role, "tied to the token table", "", "")
         else:
-            grid.add_row(role, "none", "", "", "")
+            grid.add_row(role, "none", "", "")
     out.print(grid)
+    for line in rules:
+        out.print(line)
     console.notes(notes)
 
 
