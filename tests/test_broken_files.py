@@ -423,3 +423,33 @@ def test_file_removed_after_opening_is_an_error_when_the_table_is_read(tmp_path)
     with pytest.raises(CheckpointError) as caught:
         emb.token.array
     assert str(caught.value) == f"cannot read {quote(path)}: No such file or directory"
+
+
+# -- tokenizer files beside a checkpoint ----------------------------------------------------------------
+
+def hf_bpe(vocab: dict, merges: list) -> bytes:
+    return json.dumps({"version": "1.0", "truncation": None, "padding": None, "added_tokens": [],
+                       "normalizer": None, "pre_tokenizer": None, "post_processor": None, "decoder": None,
+                       "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
+                                 "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False,
+                                 "ignore_merges": False, "vocab": vocab, "merges": merges}}).encode()
+
+
+def test_minimal_hf_bpe_tokenizer_opens(tmp_path):
+    from embscope.tokenizers import load_tokenizer
+    path = tmp_path / "tokenizer.json"
+    path.write_bytes(hf_bpe({"a": 0, "b": 1, "ab": 2}, [["a", "b"]]))
+    assert load_tokenizer(path).encode("abba") == [2, 1, 0]
+
+
+def test_hf_merge_making_a_token_outside_the_vocabulary(tmp_path, capfd):
+    """The tokenizers library panics on this file (found by the fuzzer): a Rust backtrace on stderr and a
+    PanicException that `except Exception` does not catch. It is refused before the library sees it."""
+    from embscope.tokenizers import load_tokenizer
+    path = tmp_path / "tokenizer.json"
+    path.write_bytes(hf_bpe({"a": 0, "bcd": 1}, [["a", "bcd"]]))
+    with pytest.raises(CheckpointError) as caught:
+        load_tokenizer(path)
+    assert str(caught.value) == ("expected merge 0 of tokenizer.json ('a' + 'bcd') to make a token of the "
+                                 "vocabulary, found 'abcd' missing")
+    assert "panicked" not in capfd.readouterr().err

@@ -96,7 +96,8 @@ def run_format(name: str, count: int | None, seconds: float | None, seed0: int, 
                 break
             dead_seed, directory = progress.read_text().split(" ", 1)
             kept.mkdir(exist_ok=True)
-            shutil.copytree(directory, kept / f"{name}-{dead_seed}", dirs_exist_ok=True)
+            if Path(directory).is_dir():  # gone when the child unwound through its clean-up
+                shutil.copytree(directory, kept / f"{name}-{dead_seed}", dirs_exist_ok=True)
             print(f"--- {name}, seed {dead_seed}: the process died (exit status {done.returncode}); "
                   f"input kept in {kept / f'{name}-{dead_seed}'}", file=sys.stderr)
             finished = int(dead_seed) - seed  # inputs before the fatal one ran; their counts died too

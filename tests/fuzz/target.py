@@ -64,6 +64,8 @@ def outcome(path: Path, options: OpenOptions = OPTIONS) -> tuple[str, BaseExcept
         exercise(path, options)
     except EmbscopeError as err:
         return "error", err
-    except Exception as err:  # noqa: BLE001 - the fuzzer counts every other exception as a bug
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as err:  # noqa: BLE001 - every other exception is a bug (a Rust panic is a BaseException)
         return "crash", err
     return "ok", None
