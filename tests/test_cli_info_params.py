@@ -117,3 +117,34 @@ def test_long_tensor_names_are_not_cut_in_the_console(tmp_path):
     save_file({name: np.zeros((10, 4), np.float32)}, tmp_path / "m.safetensors")
     out = run("info", "-c", tmp_path / "m.safetensors").stdout
     assert "…" not in out and "embed_tokens" in out and ".weight" in out
+
+
+def test_params_of_a_real_nanogpt_124m_checkpoint(tmp_path):
+    torch = __import__("pytest").importorskip("torch")
+    shapes = gpt2_shapes(50304, 12, 768, 1024)
+    model = {name: torch.empty(shape) for name, shape in shapes.items()}
+    model["lm_head.weight"] = model["transformer.wte.weight"]  # nanoGPT ties the head: one storage
+    compiled = {"_orig_mod." + name: t for name, t in model.items()}  # as torch.compile leaves them
+    torch.save({"model": compiled, "model_args": {"vocab_size": 50304, "block_size": 1024}, "iter_num": 600000},
+               tmp_path / "ckpt.pt")
+    doc = run_json("params", "-c", tmp_path / "ckpt.pt")
+    assert (doc["total"], doc["token"], doc["position"], doc["tied"]) == (124_475_904, 38_633_472, 786_432, True)
+    assert round(doc["shares"]["token"] * 100, 2) == 31.04 and round(doc["shares"]["position"] * 100, 2) == 0.63
+    info = run_json("info", "-c", tmp_path / "ckpt.pt")
+    assert info["step"] == 600000 and info["tables"]["token"]["name"] == "transformer.wte.weight"
+
+
+def test_info_and_params_read_no_tensor_data(tmp_path, monkeypatch):
+    torch = __import__("pytest").importorskip("torch")
+    save_file({"wte.weight": np.ones((10, 4), np.float32)}, tmp_path / "m.safetensors")
+    torch.save({"transformer.wte.weight": torch.ones(10, 4)}, tmp_path / "m.pt")
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("tensor data was read")
+
+    monkeypatch.setattr(np, "memmap", refuse)  # both readers map tensor data with np.memmap, and only to read it
+    for path in (tmp_path / "m.safetensors", tmp_path / "m.pt"):
+        assert run_json("info", "-c", path)["tables"]["token"]["shape"] == [10, 4]
+        assert run_json("params", "-c", path)["total"] == 40
+        failed = run("norms", "--table", "token", "-c", path, ok=False)  # a command that reads: refused here
+        assert isinstance(failed.exception, AssertionError)

@@ -128,7 +128,7 @@ def test_broken_pattern(tmp_path):
         load_tokenizer(write_minbpe(tmp_path / "bad.model", "[a", MERGES, {}))
     assert str(err.value) == (
         "expected a regular expression as the split pattern in bad.model, found '[a': "
-        "unterminated character set at position 2"
+        "unterminated character set at position 0"
     )
 
 

@@ -106,6 +106,9 @@ def _replace_pair(ids: list[int], pair: tuple[int, int], new_id: int) -> list[in
     return out
 
 
+UNICODE_CLASS = re.compile(r"\\[pP]\{")  # \p{L} and friends: the regex package reads them, re does not
+
+
 def compile_split_pattern(pattern: str, path: Path) -> Any:
     """Compile with ``re``; patterns that need ``\\p{L}`` and friends use ``regex``."""
     if not pattern:
@@ -113,6 +116,10 @@ def compile_split_pattern(pattern: str, path: Path) -> Any:
     try:
         return re.compile(pattern)
     except re.error as re_err:
+        if not UNICODE_CLASS.search(pattern):  # simply broken: no other engine would read it either
+            raise CheckpointError(
+                f"expected a regular expression as the split pattern in {path.name}, found {pattern!r}: {re_err}"
+            ) from None
         try:
             import regex
         except ImportError:
