@@ -11,6 +11,8 @@ from typing import Callable, Hashable
 import numpy as np
 
 from .arrays import FLOAT_DTYPES, to_float32
+from .memory import require_memory
+from .text import quote
 
 
 @dataclass(frozen=True)
@@ -74,8 +76,12 @@ class Table:
 
     @cached_property
     def array(self) -> np.ndarray:
-        """All rows as float32; a memory map, not a copy, where the file stores float32."""
-        return to_float32(self.tensor.read(), self.tensor.dtype)
+        """All rows as float32; a memory map, not a copy, where the file stores float32.
+        A copy (half precision, float64) that would not fit in memory is refused before it is made."""
+        raw = self.tensor.read()
+        if not (raw.dtype == np.float32 and raw.dtype.isnative):
+            require_memory(raw.size * 4, f"the {self.role} table {quote(self.name)} as float32")
+        return to_float32(raw, self.tensor.dtype)
 
 
 @dataclass

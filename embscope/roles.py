@@ -99,7 +99,8 @@ def config_value(config: dict, keys: tuple[str, ...]) -> tuple[str, int] | None:
 
 
 def is_table(tensor: TensorInfo) -> bool:
-    return len(tensor.shape) == 2 and tensor.is_float and tensor.shape[0] > 0
+    # rows and columns both: a (2**32, 0) "table" holds no bytes, yet its norms would take 32 GiB
+    return len(tensor.shape) == 2 and tensor.is_float and tensor.shape[0] > 0 and tensor.shape[1] > 0
 
 
 def distinct(tensors: list[TensorInfo]) -> list[TensorInfo]:
@@ -136,7 +137,8 @@ def by_name(checkpoint: Checkpoint, role: str, taken: set[str]) -> Table | None:
         if found:
             first_row = known.first_row
             if role == "position" and not first_row:
-                first_row = POSITION_OFFSET_MODEL_TYPES.get(checkpoint.config.get("model_type"), 0)
+                model_type = checkpoint.config.get("model_type")
+                first_row = POSITION_OFFSET_MODEL_TYPES.get(model_type, 0) if isinstance(model_type, str) else 0
             note = known.note or (f"position rows carry an offset of {first_row}: position p is row p+{first_row}"
                                   if first_row else None)
             return Table(role, found[0], f"name {known.name!r} ({known.source})", first_row,

@@ -9,7 +9,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-NORM_BLOCK_ROWS = 65536  # rows read (and upcast to float64) at a time
+from ..memory import release
+
+NORM_BLOCK_ROWS = 65536  # rows gathered at a time for the duplicate search
+NORM_BLOCK_BYTES = 32 * 1024 * 1024  # table bytes read at a time for the norms
 MAD_SCALE = 1.4826  # makes the MAD estimate the standard deviation for normally distributed norms
 # Gaussian-noise tables of 64..50,000 rows (d 4..768) reach a largest robust z of about 5.0, so 6 flags
 # none of them, while a row of 2.46 in a table whose norms are 0.43 +- 0.03 scores about 68.
@@ -76,13 +79,18 @@ class NormSummary:
         return len(self.norms)
 
 
-def row_norms(array: np.ndarray, block_rows: int = NORM_BLOCK_ROWS) -> np.ndarray:
-    """L2 norm of every row in float64; NaN for a row with a NaN, Inf for a row with an Inf."""
+def row_norms(array: np.ndarray, block_rows: int | None = None) -> np.ndarray:
+    """L2 norm of every row in float64; NaN for a row with a NaN, Inf for a row with an Inf.
+    Blocks are bounded in bytes, squared and summed in float64 without a float64 copy, and a memory
+    map's pages are let go after each block: a mapped table larger than memory keeps one block resident."""
+    if block_rows is None:
+        block_rows = max(1, NORM_BLOCK_BYTES // max(1, array.shape[1] * array.itemsize))
     norms = np.empty(array.shape[0], dtype=np.float64)
     for start in range(0, array.shape[0], block_rows):
-        block = np.asarray(array[start:start + block_rows], dtype=np.float64)
+        block = array[start:start + block_rows]
         with np.errstate(invalid="ignore", over="ignore"):
-            norms[start:start + block_rows] = np.sqrt(np.einsum("ij,ij->i", block, block))
+            norms[start:start + block_rows] = np.sqrt(np.einsum("ij,ij->i", block, block, dtype=np.float64))
+        release(block)
     return norms
 
 

@@ -3,15 +3,22 @@ asks each one, in priority order, whether it recognises the file."""
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import importlib
+import pickle
 import pkgutil
+import struct
+import tokenize
+import zipfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 from ..checkpoint import Checkpoint
-from ..errors import CheckpointError
-from ..text import quote
+from ..errors import CheckpointError, EmbscopeError
+from ..text import printable, quote
 
 HEAD_BYTES = 64
 
@@ -57,17 +64,63 @@ def sniff(path: Path) -> Format | None:
     return next((fmt for fmt in FORMATS if fmt.sniff(path, head, size)), None)
 
 
+# What parsing damaged bytes raises in the standard library and numpy. Readers turn the cases they
+# expect into specific messages; whatever escapes them is caught here, at the reader boundary.
+MALFORMED = (ValueError, struct.error, zipfile.BadZipFile, zlib.error, EOFError, OverflowError,
+             NotImplementedError, RecursionError, OSError, tokenize.TokenError, pickle.UnpicklingError)
+
+
+def damaged(where: str, err: BaseException) -> CheckpointError:
+    if isinstance(err, MemoryError):
+        return CheckpointError(f"{where}: needs more memory than is available")
+    if isinstance(err, OSError):  # the file went away or cannot be read, rather than damaged bytes
+        return CheckpointError(f"{where}: cannot be read ({printable(err.strerror or str(err))})")
+    detail = printable(str(err))[:200] or "no detail"
+    return CheckpointError(f"{where}: expected well-formed data, found damage ({type(err).__name__}: {detail})")
+
+
+class GuardedRead(functools.partial):
+    """A tensor's reader, with the same func and args, whose failures on damaged data become a CheckpointError."""
+
+    where = ""
+
+    def __call__(self, /, *args, **kwargs):
+        try:
+            return super().__call__(*args, **kwargs)
+        except EmbscopeError:
+            raise
+        except (MemoryError, *MALFORMED) as err:
+            raise damaged(self.where, err) from None
+
+
+def guarded(read: Callable, where: str) -> GuardedRead:
+    if isinstance(read, functools.partial):
+        read = GuardedRead(read.func, *read.args, **read.keywords)
+    else:
+        read = GuardedRead(read)
+    read.where = where
+    return read
+
+
 def open_checkpoint(path: str | Path, options: OpenOptions = OpenOptions()) -> Checkpoint:
     path = Path(path)
     if not path.exists():
         raise CheckpointError(f"expected a checkpoint file or directory, found nothing at {quote(path)}")
-    if path.is_dir():
-        path = find_in_directory(path)
-    fmt = sniff(path)
-    if fmt is None:
-        known = ", ".join(f.name for f in FORMATS)
-        raise CheckpointError(f"{quote(path)} is not a checkpoint embscope knows (tried {known})")
-    return fmt.open(path, options)
+    try:
+        if path.is_dir():
+            path = find_in_directory(path)
+        fmt = sniff(path)
+        if fmt is None:
+            known = ", ".join(f.name for f in FORMATS)
+            raise CheckpointError(f"{quote(path)} is not a checkpoint embscope knows (tried {known})")
+        checkpoint = fmt.open(path, options)
+    except EmbscopeError:
+        raise
+    except (MemoryError, *MALFORMED) as err:
+        raise damaged(quote(path), err) from None
+    checkpoint.tensors = {name: dataclasses.replace(t, read=guarded(t.read, f"{quote(path)}: tensor {quote(name)}"))
+                          for name, t in checkpoint.tensors.items()}
+    return checkpoint
 
 
 # Hugging Face saves the same weights under several names; the first present wins, as in transformers.

@@ -12,9 +12,11 @@ from typing import Any
 import numpy as np
 
 from ..errors import CheckpointError
+from ..memory import require_memory
 from ..text import quote
+from ._checks import check_extent, check_shape
 from ._unpickle import NUMPY_GLOBALS, Harmless, refuse_setstate, restricted_load
-from ._zip import data_offset, is_stored
+from ._zip import ZIP_DAMAGE, data_offset, is_stored
 
 
 # every object the allow-list hands out is frozen and slotted: a pickle's BUILD opcode cannot change it
@@ -96,6 +98,11 @@ class TypeMarker:
     __setstate__ = refuse_setstate
 
 
+# stride-0 views repeat their storage; a saved buffer may (position_ids is (1, T) over T), a weight
+# never does, and a view repeating a few bytes a billion times would make every row walk endless
+MAX_EXPANSION = 1024
+
+
 def int_tuple(value: Any, what: str) -> tuple[int, ...]:
     if not isinstance(value, (tuple, list)) or not all(type(v) is int and v >= 0 for v in value):
         raise CheckpointError(f"expected a tensor {what} of non-negative integers, found {quote(repr(value)[:60])}")
@@ -107,7 +114,7 @@ def rebuild_tensor(storage: Any, offset: Any, size: Any, stride: Any, kind: Kind
         raise CheckpointError(f"expected a tensor built on a stored storage, found {type(storage).__name__}")
     if type(offset) is not int or offset < 0:
         raise CheckpointError(f"expected a non-negative storage offset, found {quote(repr(offset)[:60])}")
-    size, stride = int_tuple(size, "size"), int_tuple(stride, "stride")
+    size, stride = check_shape(int_tuple(size, "size"), "tensor"), int_tuple(stride, "stride")
     if len(size) != len(stride):
         raise CheckpointError(f"expected as many strides as dimensions, found size {list(size)} and stride {list(stride)}")
     kind = kind or storage.kind
@@ -118,6 +125,10 @@ def rebuild_tensor(storage: Any, offset: Any, size: Any, stride: Any, kind: Kind
         if last >= elements:
             raise CheckpointError(f"tensor of size {list(size)}, stride {list(stride)} at offset {offset} reaches "
                                   f"element {last} of storage {quote(storage.key)}, which holds {elements}")
+        if record.numel > max(elements, 1) * MAX_EXPANSION:
+            raise CheckpointError(f"tensor of size {list(size)}, stride {list(stride)} repeats the {elements} elements "
+                                  f"of storage {quote(storage.key)} {record.numel // max(elements, 1):,} times: "
+                                  f"expected a weight, found an expanded view larger than any table")
     return record
 
 
@@ -230,7 +241,7 @@ def load_zip(path: Path, trust: bool) -> tuple[Any, str]:
     """The object torch.save pickled, with TensorRecords where the tensors were, and the byte order."""
     try:
         zf = zipfile.ZipFile(path)
-    except (zipfile.BadZipFile, OSError, ValueError) as err:
+    except ZIP_DAMAGE as err:
         raise CheckpointError(f"{quote(path)}: expected a readable torch.save zip archive ({err})") from None
     with zf:
         pkl = data_pickle_name(zf.namelist())
@@ -239,6 +250,7 @@ def load_zip(path: Path, trust: bool) -> tuple[Any, str]:
                                   f"{sum(n.endswith('data.pkl') for n in zf.namelist())}")
         prefix = pkl.rsplit("/", 1)[0]
         byteorder = read_byteorder(path, zf, prefix)
+        require_memory(zf.getinfo(pkl).file_size, f"{quote(path)}: data.pkl")  # a compressed member can expand
         try:
             data = zf.read(pkl)
         except (zipfile.BadZipFile, OSError, ValueError, EOFError) as err:  # zlib.error is not an OSError
@@ -255,6 +267,8 @@ def read_byteorder(path: Path, zf: zipfile.ZipFile, prefix: str) -> str:
         text = zf.read(f"{prefix}/byteorder").decode("ascii", "replace").strip()
     except KeyError:
         return "little"  # files from torch before 1.10 have no byteorder record and are little-endian
+    except ZIP_DAMAGE as err:
+        raise CheckpointError(f"{quote(path)}: the byteorder record cannot be read from the archive ({err})") from None
     if text not in ("little", "big"):
         raise CheckpointError(f"{quote(path)}: expected byteorder 'little' or 'big', found {quote(text[:20])}")
     return text
@@ -270,10 +284,17 @@ def read_tensor(path: Path, record: TensorRecord, byteorder: str) -> np.ndarray:
     if record.offset + sum((d - 1) * s for d, s in zip(record.size, record.stride)) >= elements:
         raise CheckpointError(f"tensor at offset {record.offset} runs past storage {quote(storage.key)}")  # checked at load too
     if storage.file_offset is not None:
+        # checked again now: the file may have shrunk since its header was read
+        check_extent(path, storage.file_offset, elements * dtype.itemsize, f"{quote(path)}: storage {quote(storage.key)}")
         base = np.memmap(path, dtype=dtype, mode="r", offset=storage.file_offset, shape=(elements,))
     else:
-        with zipfile.ZipFile(path) as zf:
-            base = np.frombuffer(zf.read(storage.member), dtype=dtype, count=elements)
+        require_memory(storage.nbytes, f"{quote(path)}: compressed storage {quote(storage.key)}")
+        try:
+            with zipfile.ZipFile(path) as zf:
+                base = np.frombuffer(zf.read(storage.member), dtype=dtype, count=elements)
+        except ZIP_DAMAGE as err:
+            raise CheckpointError(f"{quote(path)}: storage {quote(storage.key)} cannot be read from the archive "
+                                  f"({err.__class__.__name__}: {err})") from None
     if record.contiguous:
         return base[record.offset: record.offset + record.numel].reshape(record.size)
     strides = tuple(s * dtype.itemsize for s in record.stride)

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import struct
 import zipfile
+import zlib
 
 from ..errors import CheckpointError
 
 LOCAL_HEADER = struct.Struct("<4sHHHHHIIIHH")  # the 30-byte local file header
+# what opening or reading a damaged zip raises: bad CRC or header, broken deflate stream, bad offsets,
+# an unknown compression method or zip version, encryption
+ZIP_DAMAGE = (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, RuntimeError, OSError, ValueError)
 
 
 def data_offset(zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> int:

@@ -10,6 +10,7 @@ Only the header is read to check the file; the tables are memory-mapped at their
 from __future__ import annotations
 
 import json
+import math
 import struct
 from dataclasses import dataclass, field
 from functools import partial
@@ -21,6 +22,7 @@ from ..checkpoint import Checkpoint, TensorInfo
 from ..errors import CheckpointError
 from ..text import printable
 from . import Format, OpenOptions, register
+from ._checks import check_extent
 
 HEADER = struct.Struct("<ii")  # step, n_params
 FLOAT_BYTES = 4
@@ -79,7 +81,7 @@ def read_configs(directory: Path, notes: list[str]) -> list[tuple[str, dict]]:
                 notes.append(f"skipped {name}: larger than {MAX_JSON_BYTES // (1024 * 1024)} MiB, not a config")
                 continue
             doc = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+        except (OSError, ValueError, RecursionError):  # ValueError: also json's limit on an integer's digits
             notes.append(f"skipped {name}: not readable JSON")
             continue
         if isinstance(doc, dict):
@@ -102,7 +104,7 @@ def as_count(value: object, key: str, where: str, strict: bool) -> int | None:
     (nested objects such as an optimizer's may use the same short keys for other things)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
-    if value != value or value <= 0 or int(value) != value:
+    if not math.isfinite(value) or value <= 0 or int(value) != value:  # JSON may say NaN or Infinity
         if strict:
             raise CheckpointError(f"{where}: {printable(key)} is {value!r}, expected a positive integer")
         return None
@@ -242,6 +244,9 @@ def check_tables_fit(name: str, n: int, vocab: int, width: int, context: int, ti
 
 
 def read_rows(path: Path, first_float: int, rows: int, width: int) -> np.memmap:
+    # checked again now: the file may have shrunk since its header was read
+    check_extent(path, HEADER.size + FLOAT_BYTES * first_float, FLOAT_BYTES * rows * width,
+                 f"{printable(path.name)}: table data")
     return np.memmap(path, dtype="<f4", mode="r", offset=HEADER.size + FLOAT_BYTES * first_float,
                      shape=(rows, width))
 

@@ -10,6 +10,7 @@ import numpy as np
 
 from ..checkpoint import Checkpoint, TensorInfo
 from ..errors import CheckpointError
+from ..memory import require_memory
 from ..text import quote
 from . import Format, OpenOptions, register
 from ._unpickle import NUMPY_GLOBALS, restricted_load
@@ -122,6 +123,8 @@ def checkpoint_from(path: Path, obj: Any, format_name: str) -> Checkpoint:
 
 
 def open_pickle(path: Path, options: OpenOptions) -> Checkpoint:
+    # a pickle cannot be memory-mapped: its bytes and the arrays built from them are both in memory
+    require_memory(2 * path.stat().st_size, quote(path))
     try:
         data = path.read_bytes()
     except OSError as err:
@@ -133,6 +136,7 @@ def open_pickle(path: Path, options: OpenOptions) -> Checkpoint:
 def open_object_npy(path: Path, offset: int, options: OpenOptions) -> Checkpoint:
     """A dict saved with np.save(path, obj, allow_pickle=True): a 0-d object array pickled after the header."""
     where = quote(path)
+    require_memory(2 * path.stat().st_size, where)
     with open(path, "rb") as f:
         f.seek(offset)
         data = f.read()

@@ -15,14 +15,17 @@ import numpy as np
 from ..arrays import to_float32
 from ..checkpoint import Checkpoint, TensorInfo
 from ..errors import CheckpointError, UnsafePickleError
+from ..memory import require_memory
 from ..text import quote
 from . import Format, OpenOptions, register
 from ._torch_zip import TORCH_GLOBALS, UNTYPED, Storage, TensorRecord, data_pickle_name, load_zip, read_tensor
 from ._unpickle import numpy_module, restricted_load
+from ._zip import ZIP_DAMAGE
 from .pickled import (CONFIG_KEYS, IGNORED_KEYS, STEP_KEYS, array_tensor, find_config, find_step, flatten,
                       is_torch_legacy)
 
 STATE_DICT_KEYS = ("model", "state_dict", "model_state_dict", "module")
+TORCH_SUFFIXES = (".pt", ".pth", ".ckpt")  # .bin is left out: an ANDREA dump may start with PK by chance
 # prefixes every tensor name gets from a wrapper, and the wrapper that adds it
 WRAPPER_PREFIXES = (("_orig_mod.", "torch.compile"), ("module.", "DistributedDataParallel"))
 
@@ -115,8 +118,8 @@ def looks_like_torch_zip(path: Path, head: bytes, size: int) -> bool:
     try:
         with zipfile.ZipFile(path) as zf:
             return data_pickle_name(zf.namelist()) is not None
-    except (zipfile.BadZipFile, OSError, ValueError):
-        return False
+    except ZIP_DAMAGE:
+        return path.suffix.lower() in TORCH_SUFFIXES  # a broken .pt should hear why it is broken, not "unknown"
 
 
 # --- the legacy format (torch.save(..., _use_new_zipfile_serialization=False)), through torch ---
@@ -175,6 +178,7 @@ def open_legacy(path: Path, options: OpenOptions) -> Checkpoint:
     except ImportError:
         raise CheckpointError(f"{where} is a legacy (pre-zip) PyTorch file, which needs torch to read, and torch "
                               "is not installed (pip install torch, or re-save the file with a current torch)") from None
+    require_memory(path.stat().st_size, f"{where} (legacy PyTorch file, read whole)")
     try:
         with torch.serialization.safe_globals(numpy_safe_globals()):
             obj = torch.load(path, weights_only=not options.trust_pickle, map_location="cpu")

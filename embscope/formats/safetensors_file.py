@@ -16,6 +16,7 @@ from ..checkpoint import Checkpoint, TensorInfo
 from ..errors import CheckpointError
 from ..text import quote
 from . import Format, OpenOptions, register
+from ._checks import check_extent, check_shape
 
 MAX_HEADER = 100 * 1024 * 1024  # the limit the safetensors library itself enforces
 
@@ -31,6 +32,8 @@ DTYPES = {
 def read_mapped(path: Path, np_dtype: str, offset: int, shape: tuple[int, ...]) -> np.ndarray:
     if math.prod(shape) == 0:
         return np.zeros(shape, dtype=np_dtype)
+    # checked again now: the file may have shrunk since its header was read
+    check_extent(path, offset, math.prod(shape) * np.dtype(np_dtype).itemsize, f"{quote(path)}: tensor data")
     return np.memmap(path, dtype=np_dtype, mode="r", offset=offset, shape=shape)
 
 
@@ -49,7 +52,7 @@ def read_header(path: Path) -> tuple[dict, int]:
         raw = f.read(length)
     try:
         header = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
+    except (ValueError, RecursionError) as err:  # also json's limit on digits in an integer
         raise CheckpointError(f"{quote(path)}: safetensors header is not valid JSON ({err.__class__.__name__})") from None
     if not isinstance(header, dict):
         raise CheckpointError(f"{quote(path)}: safetensors header should be a JSON object, found {type(header).__name__}")
@@ -72,11 +75,12 @@ def tensor_info(path: Path, name: str, entry: object, data_start: int, data_len:
     if not isinstance(entry, dict):
         raise CheckpointError(f"{where}: expected an object with dtype, shape and data_offsets")
     dtype = entry.get("dtype")
-    if dtype not in DTYPES:
+    if not isinstance(dtype, str) or dtype not in DTYPES:  # a list or object is unhashable
         raise CheckpointError(f"{where}: expected a dtype among {', '.join(DTYPES)}, found {printable_value(dtype)}")
     shape, offsets = entry.get("shape"), entry.get("data_offsets")
     if not (isinstance(shape, list) and all(type(d) is int and d >= 0 for d in shape)):
         raise CheckpointError(f"{where}: expected a shape of non-negative integers, found {printable_value(shape)}")
+    check_shape(shape, where)
     if not (isinstance(offsets, list) and len(offsets) == 2 and all(type(o) is int for o in offsets)
             and 0 <= offsets[0] <= offsets[1] <= data_len):
         raise CheckpointError(f"{where}: data_offsets {printable_value(offsets)} lie outside the {data_len} data bytes")
@@ -97,7 +101,7 @@ def read_config(directory: Path) -> dict:
     """A Hugging Face config.json beside the weights, when there is a readable one."""
     try:
         config = json.loads((directory / "config.json").read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+    except (OSError, ValueError, RecursionError):  # unreadable, not UTF-8, not JSON: no config
         return {}
     return config if isinstance(config, dict) else {}
 
@@ -111,13 +115,14 @@ def open_sharded(path: Path, options: OpenOptions) -> Checkpoint:
     try:
         index = json.loads(path.read_text(encoding="utf-8"))
         weight_map = index["weight_map"]
-        assert isinstance(weight_map, dict) and all(isinstance(v, str) for v in weight_map.values())
-    except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, AssertionError):
+        if not (isinstance(weight_map, dict) and all(isinstance(v, str) for v in weight_map.values())):
+            raise TypeError  # not an assert: python -O would let a hostile index through
+    except (ValueError, RecursionError, KeyError, TypeError):
         raise CheckpointError(f"{quote(path)}: expected a JSON index with a \"weight_map\" of tensor name to shard file") from None
     tensors = {}
     for shard_name in sorted(set(weight_map.values())):
         shard = path.parent / shard_name
-        if Path(shard_name).name != shard_name or not shard.is_file():
+        if Path(shard_name).name != shard_name or not readable_file(shard):
             raise CheckpointError(f"{quote(path)} names shard {quote(shard_name)}, which is not in {quote(path.parent)}")
         shard_tensors = catalogue(shard)
         for name, file in weight_map.items():
@@ -126,6 +131,13 @@ def open_sharded(path: Path, options: OpenOptions) -> Checkpoint:
                     raise CheckpointError(f"{quote(path)} puts tensor {quote(name)} in {quote(shard_name)}, whose header lacks it")
                 tensors[name] = shard_tensors[name]
     return Checkpoint(path, "safetensors (sharded)", tensors, config=read_config(path.parent))
+
+
+def readable_file(path: Path) -> bool:
+    try:
+        return path.is_file()
+    except OSError:  # a name too long for the file system, for one
+        return False
 
 
 def looks_like_safetensors(path: Path, head: bytes, size: int) -> bool:

@@ -8,8 +8,9 @@ from rich.table import Table
 
 from ..text import printable
 
-out = Console(highlight=False, soft_wrap=False)
-err = Console(stderr=True, highlight=False)
+# emoji off: a tensor named ":thumbs_up:" must print as its name, not as a picture
+out = Console(highlight=False, soft_wrap=False, emoji=False)
+err = Console(stderr=True, highlight=False, emoji=False)
 
 
 def safe(text: object) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import sys
 from pathlib import Path
 
@@ -30,5 +31,31 @@ def clean(value):
     return value
 
 
+# characters outside printable ASCII; the printable ones stay as they are (readable non-English tokens)
+NON_ASCII = re.compile(r"[^\x20-\x7e]")
+
+
+def json_escape(ch: str) -> str:
+    code = ord(ch)
+    if code > 0xFFFF:  # JSON spells characters past the BMP as a surrogate pair
+        code -= 0x10000
+        return f"\\u{0xD800 | (code >> 10):04x}\\u{0xDC00 | (code & 0x3FF):04x}"
+    return f"\\u{code:04x}"
+
+
+def dumps(document: dict) -> str:
+    """JSON in which every string from a file is exact, and no character can act on a terminal:
+    control, format and lone surrogate characters (a name that was not valid UTF-8) are \\u escapes."""
+    text = json.dumps(clean(document), allow_nan=False, ensure_ascii=False)
+    if not (text.isascii() and text.isprintable()):  # DEL is ASCII but not printable
+        text = NON_ASCII.sub(lambda m: m.group() if m.group().isprintable() else json_escape(m.group()), text)
+    return text
+
+
 def emit(document: dict) -> None:
-    sys.stdout.write(json.dumps(clean(document), allow_nan=False, ensure_ascii=False) + "\n")
+    text = dumps(document)
+    try:
+        text.encode(sys.stdout.encoding or "utf-8")
+    except (UnicodeEncodeError, LookupError):  # a terminal that cannot show the characters gets \\u escapes
+        text = json.dumps(clean(document), allow_nan=False)
+    sys.stdout.write(text + "\n")

@@ -36,6 +36,16 @@ def _expected_kinds() -> str:
     return "; ".join(kind.description() for kind in registered_kinds())
 
 
+def _load(kind: TokenizerKind, path: Path) -> Tokenizer:
+    """One kind's loader, with what parsing a damaged file raises turned into a CheckpointError."""
+    try:
+        return kind.load(path)
+    except (ValueError, KeyError, IndexError, TypeError, RecursionError, MemoryError, OSError) as err:
+        detail = str(err).splitlines()[0][:200] if str(err) else type(err).__name__
+        raise CheckpointError(f"expected a readable {kind.name} tokenizer in {path}, found damage "
+                              f"({type(err).__name__}: {detail})") from None
+
+
 def load_tokenizer(path: Path) -> Tokenizer:
     """Open a tokenizer file (for GPT-2 BPE, vocab.json with merges.txt beside it).
     A directory is searched as ``find_tokenizer`` does. Raises CheckpointError."""
@@ -59,7 +69,7 @@ def load_tokenizer(path: Path) -> Tokenizer:
         raise CheckpointError(
             f"expected {path} to be one kind of tokenizer, found it could be any of: {names}"
         )
-    return matches[0].load(path)
+    return _load(matches[0], path)
 
 
 def find_tokenizer(directory: Path) -> Tokenizer | None:
@@ -79,10 +89,10 @@ def find_tokenizer(directory: Path) -> Tokenizer | None:
         return None
     if len(found) == 1:
         [(path, kind)] = found.items()
-        return kind.load(path)
+        return _load(kind, path)
     preferred = directory / PREFERRED_FILE
     if preferred in found:
-        return found[preferred].load(preferred)
+        return _load(found[preferred], preferred)
     listed = ", ".join(f"{path.name} ({kind.name})" for path, kind in found.items())
     raise CheckpointError(
         f"expected one tokenizer in {directory}, found {len(found)}: {listed}; choose one with --tokenizer"

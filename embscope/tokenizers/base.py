@@ -77,6 +77,16 @@ def registered_kinds() -> tuple[TokenizerKind, ...]:
     return tuple(_KINDS.values())
 
 
+# larger than any real vocabulary (Gemma's is 256k); an id past it is a damaged or hostile file, and
+# the id -> piece list is sized by the largest id
+MAX_TOKEN_ID = 2**24 - 1
+
+
+def check_largest_id(largest: int, path: Path) -> None:
+    if largest > MAX_TOKEN_ID:
+        raise CheckpointError(f"expected token ids up to {MAX_TOKEN_ID:,} in {path.name}, found {largest:,}")
+
+
 def check_id(id: int, vocab_size: int) -> int:
     """Return ``id`` as an int when it names a token, else raise TokenError."""
     try:
@@ -111,7 +121,7 @@ def read_json(path: Path) -> Any:
         return _read_json_cached(_stat_key(path))
     except OSError as err:
         raise CheckpointError(f"cannot read {path}: {err.strerror or err}") from None
-    except (ValueError, UnicodeDecodeError) as err:
+    except (ValueError, UnicodeDecodeError, RecursionError) as err:  # RecursionError: nesting too deep
         raise CheckpointError(f"expected JSON in {path}, found a parse error: {err}") from None
 
 

@@ -17,7 +17,8 @@ from pathlib import Path
 
 from embscope.errors import CheckpointError, TokenError
 from embscope.tokenizers.byte_alphabet import bytes_to_unicode, unicode_to_byte
-from embscope.tokenizers.base import ByteVocabulary, TokenizerKind, read_json, register_kind, sniff_json
+from embscope.tokenizers.base import (ByteVocabulary, TokenizerKind, check_largest_id, read_json, register_kind,
+                                      sniff_json)
 
 # OpenAI's pattern, which needs the `regex` package; gpt2_split_pattern() is the same for `re`
 GPT2_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
@@ -188,6 +189,7 @@ def load(path: Path) -> GPT2BPETokenizer:
                 f"expected two tokens on line {number} of {merges_path.name}, found {line!r}"
             )
         merges.append((parts[0], parts[1]))
+    check_largest_id(max(vocab.values()), vocab_path)
     return GPT2BPETokenizer(vocab_path, merges_path, vocab, merges)
 
 

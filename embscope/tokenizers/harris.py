@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from embscope.errors import CheckpointError
-from embscope.tokenizers.base import ByteVocabulary, TokenizerKind, read_json, register_kind, sniff_json
+from embscope.tokenizers.base import (ByteVocabulary, TokenizerKind, check_largest_id, read_json, register_kind,
+                                      sniff_json)
 
 FILE_NAME = "harris_segments.json"
 BOS_ID = 256
@@ -57,6 +58,15 @@ class HarrisTokenizer(ByteVocabulary):
         return ids
 
 
+def _is_text(segment: str) -> bool:
+    """JSON can spell a lone surrogate (\\udcff), which has no UTF-8 bytes to match."""
+    try:
+        segment.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _segments_in(doc: Any) -> list[Any] | None:
     if isinstance(doc, dict) and isinstance(doc.get("segments"), list):
         return doc["segments"]
@@ -77,10 +87,11 @@ def load(path: Path) -> HarrisTokenizer:
     segments = _segments_in(doc)
     if segments is not None:
         for index, segment in enumerate(segments):
-            if not isinstance(segment, str):
+            if not isinstance(segment, str) or not _is_text(segment):
                 raise CheckpointError(
-                    f"expected segment {index} in {path.name} to be a string, found {segment!r}"
+                    f"expected segment {index} in {path.name} to be a string of text, found {segment!r}"
                 )
+        check_largest_id(FIRST_SEGMENT_ID + len(segments) - 1, path)
         return HarrisTokenizer(path, {FIRST_SEGMENT_ID + index: segment for index, segment in enumerate(segments)})
     if isinstance(doc, dict):
         by_id: dict[int, str] = {}
@@ -92,7 +103,11 @@ def load(path: Path) -> HarrisTokenizer:
                 )
             if id in by_id:
                 raise CheckpointError(f"expected one segment per id in {path.name}, found two with id {id}")
+            if not _is_text(segment):
+                raise CheckpointError(f"expected segment {segment!r} in {path.name} to be text, found a lone surrogate")
             by_id[id] = segment
+        if by_id:
+            check_largest_id(max(by_id), path)
         return HarrisTokenizer(path, by_id)
     raise CheckpointError(
         f"expected a list of segment strings in {path.name}, found {type(doc).__name__}"

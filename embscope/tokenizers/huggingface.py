@@ -27,6 +27,33 @@ FILE_NAME = "tokenizer.json"
 _BYTE_FALLBACK_PIECE = re.compile(r"<0x([0-9A-Fa-f]{2})>")
 
 
+def check_bpe_merges(config: Any, path: Path) -> None:
+    """A BPE merge whose result is missing from the vocabulary makes the library panic (a Rust
+    slice index out of range) instead of raising, with a backtrace on stderr: caught here first."""
+    model = config.get("model") if isinstance(config, dict) else None
+    if not (isinstance(model, dict) and model.get("type") == "BPE" and isinstance(model.get("vocab"), dict)
+            and isinstance(model.get("merges"), list)):
+        return  # not a BPE model: the library's own checks apply
+    vocab, prefix = model["vocab"], model.get("continuing_subword_prefix") or ""
+    for rank, merge in enumerate(model["merges"]):
+        pair = merge.split(" ", 1) if isinstance(merge, str) else merge
+        if not (isinstance(pair, list) and len(pair) == 2 and all(isinstance(part, str) for part in pair)):
+            continue  # malformed: the library says so
+        first, second = pair
+        if first not in vocab or second not in vocab:
+            continue  # the library reports a merge of unknown tokens as an error of its own
+        merged = first + (second[len(prefix):] if prefix and second.startswith(prefix) else second)
+        if merged not in vocab:
+            raise CheckpointError(f"expected merge {rank} of {path.name} ({first!r} + {second!r}) to make a token "
+                                  f"of the vocabulary, found {merged!r} missing")
+
+
+def is_library_failure(err: BaseException) -> bool:
+    """The library's Rust code panics on some malformed files, and pyo3 raises that as PanicException,
+    a BaseException that `except Exception` lets through; only the interpreter's own exits are not failures."""
+    return not isinstance(err, (KeyboardInterrupt, SystemExit, GeneratorExit))
+
+
 class HuggingFaceTokenizer:
     kind = "huggingface"
 
@@ -46,11 +73,23 @@ class HuggingFaceTokenizer:
         self._replacements = _space_markers(steps)
 
     def encode(self, text: str) -> list[int]:
-        return list(self._tok.encode(text, add_special_tokens=False).ids)
+        try:
+            return list(self._tok.encode(text, add_special_tokens=False).ids)
+        except BaseException as err:
+            raise self._failed(err, "encode") from None
 
     def decode(self, ids: list[int]) -> str:
         ids = [self._checked(id) for id in ids]
-        return self._tok.decode(ids, skip_special_tokens=False)
+        try:
+            return self._tok.decode(ids, skip_special_tokens=False)
+        except BaseException as err:
+            raise self._failed(err, "decode") from None
+
+    def _failed(self, err: BaseException, what: str) -> BaseException:
+        if not is_library_failure(err):
+            return err
+        reason = (str(err).strip().splitlines() or [type(err).__name__])[0][:200]
+        return TokenError(f"the tokenizers library failed to {what} with {self.path.name}: {reason}")
 
     def token_string(self, id: int) -> str:
         id = self._checked(id)
@@ -116,8 +155,13 @@ def load(path: Path) -> HuggingFaceTokenizer:
         ) from None
     try:
         config = json.loads(path.read_text(encoding="utf-8"))
+        check_bpe_merges(config, path)
         library_tokenizer = LibraryTokenizer.from_file(str(path))
-    except Exception as err:  # the library raises a bare Exception for bad files
+    except EmbscopeError:
+        raise
+    except BaseException as err:  # the library raises a bare Exception for bad files, or panics
+        if not is_library_failure(err):
+            raise
         reason = (str(err).strip().splitlines() or [type(err).__name__])[0]
         raise CheckpointError(
             f"expected a Hugging Face tokenizer in {path}, found an unreadable file: {reason}"

@@ -1,0 +1,101 @@
+"""No crash on any input: mutated small files of every format either open and give norms, or
+raise an EmbscopeError (which the CLI turns into exit code 1). Any other exception is a bug.
+The longer run is tests/fuzz/run_fuzz.py."""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+import tempfile
+import warnings
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "fuzz"))
+
+import corpus  # noqa: E402
+import target  # noqa: E402
+
+from embscope.cli import app  # noqa: E402
+from embscope.errors import EmbscopeError  # noqa: E402
+
+mutation_ops = st.lists(st.tuples(st.sampled_from(corpus.MUTATIONS), st.integers(0, 2**32 - 1)), min_size=1, max_size=4)
+
+
+def apply(data: bytes, ops, fix_length: bool) -> bytes:
+    out = bytearray(data)
+    for mutation, seed in ops:
+        mutation(out, random.Random(seed))
+    if fix_length:
+        corpus.fix_safetensors_length(out)
+    return bytes(out)
+
+
+@pytest.mark.parametrize("name", list(corpus.SAMPLES))
+def test_every_valid_sample_opens(name, tmp_path):
+    """The unmutated samples are valid, so the mutants start from files that work."""
+    entry, _ = corpus.SAMPLES[name].build(tmp_path)
+    assert target.exercise(entry) == "ok"
+
+
+@pytest.mark.parametrize("name", list(corpus.SAMPLES))
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)
+@given(ops=mutation_ops, fix_length=st.booleans())
+def test_mutated_file_gives_result_or_embscope_error(name, ops, fix_length):
+    with tempfile.TemporaryDirectory() as directory:
+        sample = corpus.SAMPLES[name]
+        entry, victim = sample.build(Path(directory))
+        victim.write_bytes(apply(victim.read_bytes(), ops, fix_length))
+        if sample.after is not None:
+            sample.after(entry, victim)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                target.exercise(entry)
+            except EmbscopeError as err:
+                assert str(err) and "\n" not in str(err)  # one line for the user
+
+
+def test_cli_exits_1_with_one_line_on_a_damaged_file(tmp_path):
+    entry, victim = corpus.SAMPLES["npz-compressed"].build(tmp_path)
+    victim.write_bytes(victim.read_bytes()[:-30])  # the zip's central directory cut short
+    result = CliRunner().invoke(app, ["info", "-c", str(entry)])
+    assert result.exit_code == 1, result.output
+    assert result.output.startswith("Error: ") and result.output.count("\n") == 1
+    assert "Traceback" not in result.output
+
+
+def test_file_that_shrinks_after_opening_is_an_error_not_a_crash(tmp_path):
+    """The catalogue is read from the header; if the file is cut before the data is mapped,
+    the read is refused with the sizes rather than failing inside numpy's mmap."""
+    from embscope.formats import open_checkpoint
+    from embscope.roles import find_tables
+    entry, _ = corpus.SAMPLES["safetensors"].build(tmp_path)
+    checkpoint = open_checkpoint(entry)
+    tables = find_tables(checkpoint)
+    with open(entry, "r+b") as f:
+        f.truncate(entry.stat().st_size - 16)
+    with pytest.raises(EmbscopeError, match=r"expected \d+ bytes of data at offset \d+, the file holds \d+ bytes"):
+        tables.token.array
+
+
+@pytest.mark.parametrize("name", list(corpus.SAMPLES))
+def test_cli_on_mutated_files_exits_0_or_1_with_one_line(name, tmp_path):
+    """The commands themselves, not only the library: rendering, JSON and the tokenizer note included."""
+    runner = CliRunner()
+    for seed in range(3):
+        directory = tmp_path / str(seed)
+        directory.mkdir()
+        entry = corpus.build_mutant(corpus.SAMPLES[name], directory, seed=7919 * seed + 1, count=1 + seed % 2)
+        for args in (["info"], ["norms", "--table", "token", "--json"]):
+            result = runner.invoke(app, args + ["-c", str(entry)])
+            assert result.exit_code in (0, 1), (args, seed, result.output, result.exception)
+            if result.exit_code == 1:
+                assert result.stderr.startswith("Error: ") and result.stderr.count("\n") == 1, result.stderr
+            elif "--json" in args:
+                json.loads(result.stdout, parse_constant=lambda c: pytest.fail(f"{c} in JSON"))

@@ -1,0 +1,348 @@
+"""No code from a file ever runs: the cross-reader suite of hostile pickles.
+
+tests/test_pickled.py and tests/test_pytorch_file.py refuse the five gadgets of pickle_gadgets.py
+in the places those readers keep things (beside and inside a params dict, a nested dict, a .npy
+object array, a torch checkpoint's config). This suite adds what they leave out: every pickle
+protocol (0 to 5) in every pickle-reading path, a gadget inside a torch tensor's storage record
+(the persistent id) and inside the arguments of an allowed rebuild function, the gadgets that
+reach code through allowed-looking helpers (copyreg._reconstructor, functools.partial, INST and
+OBJ opcodes, the extension registry), object arrays inside .npz files, and pickles built to
+exhaust memory with a few bytes. Each refusal exits 1 with one line naming the global, and each
+test shows its marker file was not created."""
+
+from __future__ import annotations
+
+import copyreg
+import functools
+import io
+import os
+import pickle
+import struct
+import subprocess
+import sys
+import tracemalloc
+import zipfile
+from collections import OrderedDict
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from embscope.errors import CheckpointError, UnsafePickleError
+from embscope.formats import open_checkpoint
+from pickle_gadgets import GADGETS, Reduce, assert_error_line, assert_refused, gadget, run
+
+PROTOCOLS = range(0, pickle.HIGHEST_PROTOCOL + 1)
+CONTAINERS = ("nlm .pkl", ".npy object array", "torch zip data.pkl")
+
+
+def params() -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(3)
+    return {"token_emb": rng.standard_normal((5, 2)).astype(np.float32),
+            "pos_emb": rng.standard_normal((3, 2)).astype(np.float32)}
+
+
+# -- writers: the same object in each pickle-reading path, at a chosen protocol ------------------
+
+class Storage:
+    """Pickled as torch pickles a storage: by persistent id ('storage', kind, key, location, numel)."""
+
+    def __init__(self, kind, key, location="cpu", numel=8):
+        self.record = ("storage", kind, key, location, numel)
+
+
+class Tensor:
+    """Pickled as torch pickles a tensor: _rebuild_tensor_v2(storage, offset, size, stride, grad, hooks)."""
+
+    def __init__(self, storage: Storage, hooks=None):
+        self.storage, self.hooks = storage, OrderedDict() if hooks is None else hooks
+
+    def __reduce__(self):
+        import torch
+        return torch._utils._rebuild_tensor_v2, (self.storage, 0, (8,), (1,), False, self.hooks)
+
+
+class TorchLikePickler(pickle.Pickler):
+    def persistent_id(self, obj):
+        return obj.record if isinstance(obj, Storage) else None
+
+
+def real_torch_zip(directory: Path) -> Path:
+    """A real torch.save file with one float32 storage '0' of 8 elements, to put data.pkl files in."""
+    import torch
+    path = directory / "real.pt"
+    if not path.exists():
+        torch.save({"w": torch.arange(8, dtype=torch.float32)}, path)
+    return path
+
+
+def torch_zip_with(directory: Path, obj, protocol: int, name: str = "ckpt.pt") -> Path:
+    buffer = io.BytesIO()
+    TorchLikePickler(buffer, protocol=protocol).dump(obj)
+    path = directory / name
+    with zipfile.ZipFile(real_torch_zip(directory)) as src, zipfile.ZipFile(path, "w") as dst:
+        for info in src.infolist():
+            dst.writestr(info, buffer.getvalue() if info.filename.endswith("/data.pkl") else src.read(info))
+    return path
+
+
+def npy_object_with(path: Path, obj, protocol: int) -> Path:
+    """What np.save(path, obj, allow_pickle=True) writes, at any pickle protocol."""
+    array = np.empty((), dtype=object)
+    array[()] = obj
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(header, {"descr": "|O", "fortran_order": False, "shape": ()})
+    path.write_bytes(b"\x93NUMPY\x01\x00" + header.getvalue()[8:] + pickle.dumps(array, protocol=protocol))
+    return path
+
+
+def write(container: str, directory: Path, evil, protocol: int) -> Path:
+    if container == "nlm .pkl":
+        path = directory / "model.pkl"
+        path.write_bytes(pickle.dumps({"params": params(), "meta": {"hook": evil}}, protocol=protocol))
+        return path
+    if container == ".npy object array":
+        return npy_object_with(directory / "model.npy", {"params": params(), "extra": [evil]}, protocol)
+    import torch
+    storage = Storage(torch.FloatStorage, "0")
+    # the gadget first: protocol 0 can only write a persistent id as text, which the reader refuses
+    return torch_zip_with(directory, {"config": evil, "model": {"transformer.wte.weight": Tensor(storage)}}, protocol)
+
+
+def test_the_writers_make_files_that_open(tmp_path):
+    """Without a gadget, each container opens: the refusals below are about the gadget alone."""
+    for container in CONTAINERS:
+        directory = tmp_path / container.replace(" ", "_")
+        directory.mkdir()
+        for protocol in PROTOCOLS:
+            if container == "torch zip data.pkl" and protocol == 0:
+                continue  # protocol 0 writes persistent ids as text; torch's are tuples
+            checkpoint = open_checkpoint(write(container, directory, {"lr": 0.1}, protocol))
+            assert checkpoint.tensors, (container, protocol)
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_gadgets_run_under_plain_pickle_at_every_protocol(protocol, tmp_path, monkeypatch):
+    for kind in GADGETS:
+        marker = tmp_path / f"ran-{kind}-{protocol}"
+        evil, _ = gadget(kind, marker, monkeypatch)
+        result = pickle.loads(pickle.dumps(evil, protocol=protocol))
+        if isinstance(result, subprocess.Popen):
+            result.wait()
+        assert marker.exists(), (kind, protocol)
+
+
+@pytest.mark.parametrize("container", CONTAINERS)
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+@pytest.mark.parametrize("kind", GADGETS)
+def test_every_gadget_at_every_protocol_in_every_pickle_path(kind, protocol, container, tmp_path, monkeypatch):
+    marker = tmp_path / "pwned"
+    evil, name = gadget(kind, marker, monkeypatch)
+    path = write(container, tmp_path, evil, protocol)
+    assert_refused(run("info", "-c", path), name, marker)
+
+
+# -- torch: gadgets where only a torch zip can hold them -------------------------------------------
+
+@pytest.mark.parametrize("field", ["kind", "key", "location", "numel"])
+@pytest.mark.parametrize("protocol", [2, 4])
+def test_gadget_inside_a_tensors_storage_record(field, protocol, tmp_path, monkeypatch):
+    """The persistent id is unpickled like everything else: a gadget in any of its fields is refused
+    before the storage loader ever sees the record."""
+    import torch
+    marker = tmp_path / "pwned"
+    evil, name = gadget("os.system", marker, monkeypatch)
+    fields = {"kind": torch.FloatStorage, "key": "0", "location": "cpu", "numel": 8, field: evil}
+    storage = Storage(fields["kind"], fields["key"], fields["location"], fields["numel"])
+    path = torch_zip_with(tmp_path, {"transformer.wte.weight": Tensor(storage)}, protocol)
+    assert_refused(run("info", "-c", path), name, marker)
+
+
+@pytest.mark.parametrize("kind", GADGETS)
+def test_gadget_inside_the_arguments_of_an_allowed_rebuild_function(kind, tmp_path, monkeypatch):
+    """_rebuild_tensor_v2 is allowed; a gadget passed to it as backward hooks is not."""
+    import torch
+    marker = tmp_path / "pwned"
+    evil, name = gadget(kind, marker, monkeypatch)
+    tensor = Tensor(Storage(torch.FloatStorage, "0"), hooks=OrderedDict(hook=evil))
+    path = torch_zip_with(tmp_path, {"transformer.wte.weight": tensor}, 2)
+    assert_refused(run("info", "-c", path), name, marker)
+
+
+def test_gadget_as_the_storage_type_in_a_persistent_id_written_by_hand(tmp_path):
+    """A protocol 0 data.pkl whose persistent id names os.system as the storage class (BINPERSID on a tuple)."""
+    marker = tmp_path / "pwned"
+    raw = (b"(S'storage'\ncos\nsystem\n(S'touch " + str(marker).encode() + b"'\ntRS'0'\nS'cpu'\nI8\ntQ.")
+    buffer = io.BytesIO(raw)
+    path = tmp_path / "hand.pt"
+    with zipfile.ZipFile(real_torch_zip(tmp_path)) as src, zipfile.ZipFile(path, "w") as dst:
+        for info in src.infolist():
+            dst.writestr(info, buffer.getvalue() if info.filename.endswith("/data.pkl") else src.read(info))
+    assert_refused(run("info", "-c", path), "os.system", marker)
+
+
+# -- helpers that reach code while looking harmless ------------------------------------------------
+
+class Plain:
+    """A harmless class of the user's own: protocol 0 and 1 pickle it through copyreg._reconstructor."""
+
+    def __init__(self):
+        self.x = 1
+
+
+def partial_gadget(marker: Path):
+    return functools.partial(os.system, f"touch {marker}")
+
+
+@pytest.mark.parametrize("container", CONTAINERS)
+def test_copyreg_reconstructor_is_refused(container, tmp_path):
+    path = write(container, tmp_path, Plain(), protocol=0)
+    assert pickle.dumps(Plain(), protocol=0).startswith(b"ccopy_reg\n_reconstructor")
+    assert_error_line(run("info", "-c", path), "'copyreg._reconstructor'")
+
+
+def test_copyreg_reconstructor_would_build_any_class(tmp_path):
+    """Why it must be refused: _reconstructor(cls, object, None) makes an instance of any class named,
+    here subprocess.Popen, whose construction a later BUILD or REDUCE could drive."""
+    marker = tmp_path / "pwned"
+    raw = b"ccopy_reg\n_reconstructor\n(csubprocess\nPopen\nc__builtin__\nobject\nNtR."
+    path = tmp_path / "model.pkl"
+    path.write_bytes(raw)
+    line = assert_error_line(run("info", "-c", path), "refused to unpickle global 'copyreg._reconstructor'")
+    assert "nothing in it was run" in line and not marker.exists()
+
+
+@pytest.mark.parametrize("container", CONTAINERS)
+@pytest.mark.parametrize("protocol", [0, 2, 5])
+def test_functools_partial_wrapping_a_gadget(container, protocol, tmp_path):
+    marker = tmp_path / "pwned"
+    evil = Reduce(partial_gadget(marker))  # calling the partial would run os.system
+    pickle.loads(pickle.dumps(evil, protocol=protocol))
+    assert marker.exists()  # the gadget is real
+    marker.unlink()
+    path = write(container, tmp_path, evil, protocol)
+    assert_refused(run("info", "-c", path), "functools.partial", marker)
+
+
+@pytest.mark.parametrize("raw, name", [
+    (b"(ios\nsystem\nS'touch {marker}'\n.", "os.system"),  # INST: protocol 0's call-a-class opcode
+    (b"(cos\nsystem\nS'touch {marker}'\no.", "os.system"),  # OBJ: protocol 1's
+    (b"\x80\x02cbuiltins\ngetattr\ncbuiltins\n__import__\nX\x02\x00\x00\x00os\x85R\x8c\x06system\x86R.", "builtins.getattr"),
+    (b"\x80\x04\x95\x00\x00\x00\x00\x00\x00\x00\x00\x8c\x02os\x94\x8c\x06system\x94\x93.", "os.system"),  # STACK_GLOBAL
+    (b"\x80\x02cnumpy\nndarray\n(cos\nsystem\ntb.", "os.system"),  # a gadget as BUILD state of an allowed type
+])
+def test_hand_written_opcode_gadgets(raw, name, tmp_path):
+    marker = tmp_path / "pwned"
+    path = tmp_path / "model.pkl"
+    path.write_bytes(raw.replace(b"{marker}", str(marker).encode()))
+    assert_refused(run("info", "-c", path), name, marker)
+
+
+def test_extension_registry_codes_go_through_the_allow_list(tmp_path):
+    """EXT1 names a global by a number from copyreg's registry: registered, it is still refused by name;
+    unregistered, it is a broken pickle."""
+    path = tmp_path / "model.pkl"
+    path.write_bytes(b"\x80\x02\x82\xf0.")  # EXT1 240
+    assert_error_line(run("info", "-c", path), "cannot be read")
+    copyreg.add_extension("posix", "system", 240)
+    try:
+        assert_error_line(run("info", "-c", path), "refused to unpickle global 'posix.system'")
+    finally:
+        copyreg.remove_extension("posix", "system", 240)
+
+
+# -- .npz: object members are refused without numpy's unpickler ------------------------------------
+
+@pytest.mark.parametrize("kind", GADGETS)
+def test_npz_object_member_is_refused_by_name(kind, tmp_path, monkeypatch):
+    marker = tmp_path / "pwned"
+    evil, name = gadget(kind, marker, monkeypatch)
+    path = tmp_path / "params.npz"
+    np.savez(path, token_emb=params()["token_emb"], evil=np.array([evil], dtype=object))
+    assert_refused(run("info", "-c", path), name, marker)
+
+
+def test_npz_object_member_without_a_gadget_is_still_refused(tmp_path):
+    path = tmp_path / "params.npz"
+    np.savez_compressed(path, token_emb=params()["token_emb"], meta=np.array([{"lr": 0.1}], dtype=object))
+    line = assert_error_line(run("info", "-c", path), "array 'meta': holds pickled Python objects, not plain arrays")
+    assert line.startswith("Error: '")
+
+
+# -- a few bytes that ask for gigabytes ------------------------------------------------------------
+
+def long1(n: int) -> bytes:
+    data = n.to_bytes((n.bit_length() + 8) // 8, "little", signed=True)
+    return b"\x8a" + bytes([len(data)]) + data
+
+
+MEMORY_BOMBS = {
+    # the C unpickler sizes its memo array by the largest index: 2**26 entries, 512 MiB zeroed
+    # (2**31 would be 32 GiB; this size keeps a regression of this test survivable)
+    "memo index 2**25": (b"\x80\x02}r" + struct.pack("<I", 2**25) + b".", None),
+    # bytearray(2**34) zeroes 16 GiB
+    "bytearray of a size": (b"\x80\x02cbuiltins\nbytearray\n" + long1(2**34) + b"\x85R.", "bytearray may be built"),
+    # numpy's _reconstruct with a huge object shape allocates (and fills) it before any state is set
+    "object array by shape": (b"\x80\x02cnumpy.core.multiarray\n_reconstruct\ncnumpy\nndarray\n" + long1(2**31)
+                              + b"\x85U\x01O\x87R.", "_reconstruct is allowed only for an empty ndarray"),
+}
+
+
+@pytest.mark.parametrize("case", list(MEMORY_BOMBS))
+def test_small_pickle_cannot_make_us_allocate_gigabytes(case, tmp_path):
+    raw, message = MEMORY_BOMBS[case]
+    path = tmp_path / "model.pkl"
+    path.write_bytes(raw)
+    tracemalloc.start()
+    try:
+        with pytest.raises(CheckpointError) as caught:
+            open_checkpoint(path)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 16 << 20, f"{peak / 2**20:.0f} MiB allocated for a {len(raw)}-byte pickle"
+    if message:
+        assert message in str(caught.value)
+
+
+def test_refusal_is_an_unsafe_pickle_error_in_the_library(tmp_path, monkeypatch):
+    """Library callers can tell a refusal from a broken file."""
+    marker = tmp_path / "pwned"
+    evil, name = gadget("builtins.exec", marker, monkeypatch)
+    for container in CONTAINERS:
+        directory = tmp_path / container.replace(" ", "_")
+        directory.mkdir()
+        with pytest.raises(UnsafePickleError, match=f"refused to unpickle global '{name}'"):
+            open_checkpoint(write(container, directory, evil, 2))
+    assert not marker.exists()
+
+
+# -- numpy's __setstate__ trusts its input: states numpy never writes could crash the process ---------
+
+def numpy_state_attack(kind: str) -> bytes:
+    valid = pickle.dumps({"params": params()}, protocol=4)
+    canonical = b"\x8c\x01<\x94NNNJ\xff\xff\xff\xffJ\xff\xff\xff\xffK\x00t"  # dtype('<f4') state, 8 fields
+    assert valid.count(canonical) == 1
+    if kind == "dtype state of six fields":  # found by the fuzzer: a segfault in _multiarray_umath
+        return valid.replace(canonical, b"\x8c\x01<\x94NJ\xff\xff\xff\xffJ\xff\xff\xff\xffK\x00t")
+    if kind == "dtype state with a false element size":
+        return valid.replace(canonical, b"\x8c\x01<\x94NNNJ\x00\x01\x00\x00J\xff\xff\xff\xffK\x00t")
+    if kind == "array state with more elements than data":
+        return valid.replace(b"K\x05K\x02\x86", b"K\x50K\x02\x86", 1)  # shape (5, 2) -> (80, 2)
+    raise ValueError(kind)
+
+
+@pytest.mark.parametrize("kind", ["dtype state of six fields", "dtype state with a false element size",
+                                  "array state with more elements than data"])
+def test_numpy_states_numpy_never_writes_are_refused(kind, tmp_path):
+    path = tmp_path / "model.pkl"
+    path.write_bytes(numpy_state_attack(kind))
+    # in a child process: were the check missing, the crash would take the test runner with it
+    code = ("import sys, embscope; from embscope.errors import EmbscopeError\n"
+            "from embscope.analysis.norms import row_norms\n"
+            "try:\n    row_norms(embscope.open(sys.argv[1]).token.array)\n"
+            "except EmbscopeError as err:\n    print(err); sys.exit(1)\n")
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    done = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, env=env, timeout=60)
+    assert done.returncode == 1, (done.returncode, done.stdout, done.stderr[-2000:])
+    assert "expected a complete pickle, found one that cannot be read (UnpicklingError:" in done.stdout

@@ -1,0 +1,124 @@
+"""Large inputs stay bounded: norms are computed block by block from the memory map, and data that
+cannot be mapped is refused, with the memory it needs, before it is loaded."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import embscope
+from embscope import memory
+from embscope.analysis.norms import row_norms
+from embscope.errors import CheckpointError
+from embscope.text import quote
+
+rng = np.random.default_rng(7)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "float64"])
+def test_blockwise_norms_match_numpy_across_block_edges(dtype, tmp_path):
+    from safetensors.numpy import save_file
+    table = (rng.standard_normal((1000, 24)) * 3).astype(dtype)
+    save_file({"wte": table}, str(tmp_path / "m.safetensors"))
+    array = embscope.open(tmp_path / "m.safetensors").token.array
+    rows = table.astype(np.float32).astype(np.float64)  # analysis works on float32 rows (float64 is rounded)
+    expected = np.sqrt((rows ** 2).sum(axis=1))
+    for block_rows in (1, 7, None):  # one row, 7 rows (not a divisor of 1000), the default bytes budget
+        np.testing.assert_allclose(row_norms(array, block_rows), expected, rtol=1e-12)
+
+
+def test_half_precision_is_upcast_before_summing(tmp_path):
+    from safetensors.numpy import save_file
+    save_file({"wte": np.full((2, 4096), 8.0, dtype=np.float16)}, str(tmp_path / "m.safetensors"))
+    emb = embscope.open(tmp_path / "m.safetensors")
+    # the squares sum to 262144, past float16's largest value 65504
+    np.testing.assert_array_equal(row_norms(emb.token.array), [8.0 * 64, 8.0 * 64])
+
+
+def test_mapped_pages_are_released_after_each_block(tmp_path):
+    path = tmp_path / "t.npy"
+    table = rng.standard_normal((256, 1024)).astype(np.float32)
+    np.save(path, table)
+    mapped = np.load(path, mmap_mode="r")
+    block = mapped[48:64]
+    memory.release(block)
+    # a released block is still readable: the kernel maps the pages again from the file
+    np.testing.assert_array_equal(block, table[48:64])
+    np.testing.assert_allclose(row_norms(mapped, 16), np.linalg.norm(table.astype(np.float64), axis=1), rtol=1e-12)
+
+
+def test_table_copy_larger_than_memory_is_refused_before_it_is_made(tmp_path, monkeypatch):
+    from safetensors.numpy import save_file
+    path = tmp_path / "m.safetensors"
+    save_file({"wte": np.ones((256, 64), dtype=np.float16)}, str(path))  # 32 KiB stored, 64 KiB as float32
+    emb = embscope.open(path)
+    monkeypatch.setattr(memory, "available_memory", lambda: 40 * 1024)
+    with pytest.raises(CheckpointError) as caught:
+        emb.token.array
+    assert str(caught.value) == ("the token table 'wte' as float32 needs 64.0 KiB of memory to load "
+                                 "(it cannot be memory-mapped), only 40.0 KiB is available")
+
+
+def test_require_memory_states_what_is_needed(monkeypatch):
+    monkeypatch.setattr(memory, "available_memory", lambda: 1 << 30)
+    memory.require_memory(1 << 29, "x")
+    with pytest.raises(CheckpointError) as caught:
+        memory.require_memory(3 * (1 << 30), "table 'wte'")
+    assert str(caught.value) == ("table 'wte' needs 3.0 GiB of memory to load (it cannot be memory-mapped), "
+                                 "only 1.0 GiB is available")
+
+
+def test_compressed_npz_member_larger_than_memory_is_refused_before_loading(tmp_path, monkeypatch):
+    path = tmp_path / "params.npz"
+    np.savez_compressed(path, token_emb=np.zeros((512, 256), np.float32))  # 512 KiB, compresses to almost nothing
+    emb = embscope.open(path)
+    monkeypatch.setattr(memory, "available_memory", lambda: 100 * 1024)
+    with pytest.raises(CheckpointError) as caught:
+        emb.token.array
+    assert str(caught.value) == (f"{quote(path)}: array 'token_emb' needs 512.0 KiB of memory to load "
+                                 "(it cannot be memory-mapped), only 100.0 KiB is available")
+
+
+def test_available_memory_is_a_positive_number_here():
+    available = memory.available_memory()
+    assert available is None or available > 0
+
+
+def test_pickle_larger_than_memory_is_refused_before_it_is_read(tmp_path, monkeypatch):
+    import pickle
+    path = tmp_path / "model.pkl"
+    path.write_bytes(pickle.dumps({"params": {"token_emb": np.ones((256, 64), np.float32)}}, protocol=4))
+    size = path.stat().st_size
+    monkeypatch.setattr(memory, "available_memory", lambda: size)  # the bytes fit, bytes + arrays do not
+    with pytest.raises(CheckpointError) as caught:
+        embscope.open(path)
+    assert str(caught.value) == (f"{quote(path)} needs {memory.size_text(2 * size)} of memory to load "
+                                 f"(it cannot be memory-mapped), only {memory.size_text(size)} is available")
+
+
+def test_legacy_torch_file_larger_than_memory_is_refused_before_torch_load(tmp_path, monkeypatch):
+    import torch
+    path = tmp_path / "old.pt"
+    torch.save({"wte.weight": torch.ones(256, 64)}, path, _use_new_zipfile_serialization=False)
+    monkeypatch.setattr(memory, "available_memory", lambda: 1024)
+    with pytest.raises(CheckpointError) as caught:
+        embscope.open(path)
+    assert str(caught.value).startswith(f"{quote(path)} (legacy PyTorch file, read whole) needs ")
+    assert str(caught.value).endswith("of memory to load (it cannot be memory-mapped), only 1.0 KiB is available")
+
+
+def test_compressed_torch_storage_larger_than_memory_is_refused(tmp_path, monkeypatch):
+    import zipfile
+    import torch
+    real = tmp_path / "real.pt"
+    torch.save({"wte.weight": torch.zeros(256, 64)}, real)
+    path = tmp_path / "deflated.pt"
+    with zipfile.ZipFile(real) as src, zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as dst:
+        for info in src.infolist():
+            dst.writestr(info.filename, src.read(info))
+    emb = embscope.open(path)
+    monkeypatch.setattr(memory, "available_memory", lambda: 1024)
+    with pytest.raises(CheckpointError) as caught:
+        emb.token.array
+    assert str(caught.value) == (f"{quote(path)}: compressed storage '0' needs 64.0 KiB of memory to load "
+                                 "(it cannot be memory-mapped), only 1.0 KiB is available")

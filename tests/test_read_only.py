@@ -1,0 +1,98 @@
+"""Files are never changed: every registered command, run on a checkpoint of every format, leaves
+the checkpoint's directory byte-for-byte and name-for-name as it was, and writes nothing to the
+working directory; plots and outputs go only where the user says.
+
+The commands are walked from the typer app, so a new command is covered as soon as it is
+registered; one that needs arguments gets them from ARGUMENTS below (the test says so if missing)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "fuzz"))
+
+import corpus  # noqa: E402
+
+from embscope.cli import app  # noqa: E402
+
+# Arguments each command needs beyond -c; {out} is a directory the user named for outputs.
+ARGUMENTS: dict[str, list[list[str]]] = {
+    "info": [[], ["--json"]],
+    "params": [[], ["--json"]],
+    "similarity": [["--ids", "1", "2", "3"], ["--ids", "1", "2", "--json"]],
+    "neighbors": [["--ids", "1", "-k", "3"], ["--all", "--out", "{out}/neighbors.jsonl"],
+                  ["--all", "--out", "{out}/neighbors.npz", "-k", "2"]],
+    "positions": [["--pairs", "0:1,2:5"], ["--json"]],
+    "norms": [["--table", "token"], ["--table", "position", "--plot", "{out}/norms.png"], ["--json"]],
+}
+# the outputs a command may write, all inside {out}
+OUTPUTS = {"neighbors.jsonl", "neighbors.npz", "norms.png"}
+FORMATS = ["safetensors", "safetensors-index", "npz", "npz-compressed", "andrea", "nlm-pickle", "npy-object",
+           "pytorch", "pytorch-legacy"]
+
+
+def registered_commands() -> list[str]:
+    return sorted(typer.main.get_command(app).commands)
+
+
+def snapshot(directory: Path) -> dict[str, tuple[str, int, int]]:
+    """Every file under `directory`: content hash, mode and modification time."""
+    state = {}
+    for path in sorted(directory.rglob("*")):
+        stat = path.stat()
+        digest = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else "dir"
+        state[str(path.relative_to(directory))] = (digest, stat.st_mode, stat.st_mtime_ns)
+    return state
+
+
+def test_every_command_is_exercised():
+    missing = [name for name in registered_commands() if name not in ARGUMENTS]
+    assert not missing, f"add the arguments these commands need to ARGUMENTS: {missing}"
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_no_command_changes_the_checkpoint_or_writes_beside_it(fmt, tmp_path, monkeypatch):
+    checkpoint_dir, out_dir, work_dir = tmp_path / "ckpt", tmp_path / "out", tmp_path / "cwd"
+    for d in (checkpoint_dir, out_dir, work_dir):
+        d.mkdir()
+    entry, _ = corpus.SAMPLES[fmt].build(checkpoint_dir)
+    monkeypatch.chdir(work_dir)  # a command that writes "next to" the user would show up here
+    before = snapshot(checkpoint_dir)
+    runner = CliRunner()
+    ran = 0
+    for command in registered_commands():
+        for extra in ARGUMENTS.get(command, [[]]):
+            args = [command, "-c", str(entry)] + [a.format(out=out_dir) for a in extra]
+            result = runner.invoke(app, args)
+            assert result.exit_code == 0, (args, result.output, result.exception)  # valid files: every command runs
+            assert snapshot(checkpoint_dir) == before, f"{args} changed the checkpoint directory"
+            assert not any(work_dir.iterdir()), f"{args} wrote into the working directory"
+            ran += 1
+    assert ran >= len(registered_commands())
+    assert {p.name for p in out_dir.iterdir()} <= OUTPUTS  # only what the user asked for, only where
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_no_file_descriptor_on_the_checkpoint_outlives_a_command(fmt, tmp_path):
+    """A reader that leaks an open file (a zip archive never closed) keeps a replaced checkpoint alive."""
+    entry, _ = corpus.SAMPLES[fmt].build(tmp_path)
+    for command in ("info", "params"):
+        result = CliRunner().invoke(app, [command, "-c", str(entry)])
+        assert result.exit_code == 0, result.output
+    fds = Path("/proc/self/fd")
+    if not fds.is_dir():
+        pytest.skip("no /proc on this system")
+    open_paths = set()
+    for fd in fds.iterdir():
+        try:
+            open_paths.add(os.readlink(fd))
+        except OSError:
+            continue
+    assert not {p for p in open_paths if p.startswith(str(tmp_path))}
