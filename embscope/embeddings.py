@@ -7,7 +7,7 @@ from functools import cached_property
 from pathlib import Path
 
 from .checkpoint import Checkpoint, EmbeddingTables, Table
-from .errors import PositionError, TableError
+from .errors import EmbscopeError, PositionError, TableError
 from .formats import OpenOptions, open_checkpoint
 from .roles import find_tables
 from .sample import default_checkpoint
@@ -58,6 +58,16 @@ class Embeddings:
         if self._tokenizer_path is not None:
             return load_tokenizer(self._tokenizer_path)
         return find_tokenizer(self.checkpoint.directory)
+
+    def tokenizer_for_names(self) -> tuple[object | None, str | None]:
+        """The tokenizer for naming ids, or None and why: a broken tokenizer file costs only the names."""
+        try:
+            tokenizer = self.tokenizer
+        except EmbscopeError as err:
+            return None, f"tokenizer not loaded: {err}"
+        if tokenizer is None:
+            return None, "no tokenizer found beside the checkpoint: tokens print as #id, words cannot be looked up"
+        return tokenizer, None
 
 
 def resolve_path(path: str | os.PathLike | None) -> Path:

@@ -82,6 +82,11 @@ NON_PARAMETER_SUFFIXES = (
 )
 
 
+def key_option(role: str) -> str:
+    """The command-line option that names a role's tensor."""
+    return "--pos-key" if role == "position" else f"--{role}-key"
+
+
 def is_parameter(tensor: TensorInfo) -> bool:
     if not tensor.is_float:
         return False
@@ -123,7 +128,7 @@ def by_key(checkpoint: Checkpoint, role: str, key: str) -> Table:
     if not is_table(tensor):
         raise TableError(f"expected a 2-D float table for the {role} table, found {quote(key)} of shape "
                          f"{list(tensor.shape)} and dtype {tensor.dtype}")
-    return Table(role, tensor, f"--{'pos' if role == 'position' else role}-key {key}")
+    return Table(role, tensor, f"{key_option(role)} {key}")
 
 
 def by_name(checkpoint: Checkpoint, role: str, taken: set[str]) -> Table | None:
@@ -133,7 +138,7 @@ def by_name(checkpoint: Checkpoint, role: str, taken: set[str]) -> Table | None:
         if len(found) > 1:
             names = ", ".join(quote(t.name) for t in found)
             raise TableError(f"expected one {role} table, found several equally good ones ({names}); "
-                             f"choose with --{'pos' if role == 'position' else role}-key")
+                             f"choose with {key_option(role)}")
         if found:
             first_row = known.first_row
             if role == "position" and not first_row:
@@ -157,7 +162,7 @@ def by_shape(checkpoint: Checkpoint, role: str, taken: set[str]) -> Table | None
     if len(candidates) > 1:
         names = ", ".join(quote(t.name) for t in candidates)
         raise TableError(f"expected one {role} table with {rows} rows ({key} in the config), found several "
-                         f"({names}); choose with --{'pos' if role == 'position' else role}-key")
+                         f"({names}); choose with {key_option(role)}")
     if candidates:
         return Table(role, candidates[0], f"shape: {rows} rows = {key} in the config")
     return None

@@ -102,14 +102,6 @@ def table_rows(emb, table: str) -> tuple[np.ndarray, str]:
     return chosen.array, chosen.name
 
 
-def id_tokenizer(emb):
-    """The tokenizer for naming ids; a broken tokenizer file only costs the token strings."""
-    try:
-        return emb.tokenizer
-    except EmbscopeError:
-        return None
-
-
 def token_string(tokenizer, token_id: int) -> str:
     """The token's text, or `#id` when there is no tokenizer or the id lies past its vocabulary."""
     if tokenizer is None or token_id >= tokenizer.vocab_size:
@@ -149,7 +141,7 @@ class Resolver:
     def tokenizer(self):
         if not self._tokenizer_loaded:
             # ids need a tokenizer only for their names; words need it to exist at all
-            self._tokenizer = id_tokenizer(self.emb) if self.ids else self.emb.tokenizer
+            self._tokenizer = self.emb.tokenizer_for_names()[0] if self.ids else self.emb.tokenizer
             self._tokenizer_loaded = True
         return self._tokenizer
 

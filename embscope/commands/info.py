@@ -5,7 +5,6 @@ from __future__ import annotations
 import typer
 
 from ..checkpoint import Table
-from ..errors import EmbscopeError
 from ..render import console, jsonout
 from .options import JsonFlag, Source, with_source
 
@@ -18,13 +17,9 @@ def table_doc(table: Table | None) -> dict | None:
 
 
 def tokenizer_doc(embeddings, notes: list[str]) -> dict | None:
-    try:
-        tokenizer = embeddings.tokenizer
-    except EmbscopeError as err:  # a broken tokenizer file should not hide the tables
-        notes.append(f"tokenizer not loaded: {err}")
-        return None
+    tokenizer, why_none = embeddings.tokenizer_for_names()
     if tokenizer is None:
-        notes.append("no tokenizer found beside the checkpoint: words cannot be looked up, --ids still work")
+        notes.append(why_none)
         return None
     rows = embeddings.token.rows
     if rows > tokenizer.vocab_size:

@@ -10,7 +10,7 @@ from typing import Annotated, Optional
 import typer
 
 from .. import compute
-from ..analysis.similarity import NeighborsResult, id_tokenizer, neighbors, token_string, topk_all
+from ..analysis.similarity import NeighborsResult, neighbors, token_string, topk_all
 from ..errors import EmbscopeError
 from ..render import console, jsonout
 from ..render.neighbors_out import out_format, write_neighbors
@@ -76,7 +76,7 @@ def run_all(source: Source, k: int, out: Path, queries_file: Optional[Path], ids
         result = topk_all(emb, k, queries=queries, ids=ids, exact=exact, table=table, device=device,
                           precision=precision, progress=lambda done, total: bar.update(task, completed=done, total=total))
     seconds = time.perf_counter() - started
-    tokenizer = id_tokenizer(emb)
+    tokenizer = emb.tokenizer_for_names()[0]
     write_neighbors(out, result, lambda token_id: token_string(tokenizer, token_id))
     rows = len(result.query_ids)
     if json:

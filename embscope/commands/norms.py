@@ -27,17 +27,6 @@ class TableChoice(str, Enum):
     output = "output"
 
 
-def tokenizer_or_none(emb, notes: list[str]):
-    try:
-        tokenizer = emb.tokenizer
-    except EmbscopeError as err:  # a broken tokenizer file should not hide the norms
-        notes.append(f"tokenizer not loaded: {err}")
-        return None
-    if tokenizer is None:
-        notes.append("no tokenizer found: tokens print as #id, and padding rows past the vocabulary cannot be told apart")
-    return tokenizer
-
-
 def token_name(tokenizer, index: int) -> str:
     if tokenizer is None or index >= tokenizer.vocab_size:
         return f"#{index}"
@@ -83,7 +72,9 @@ def norms(
         notes.append(duplicates.note)
     tokenizer, candidates = None, ()
     if role != "position":
-        tokenizer = tokenizer_or_none(emb, notes)
+        tokenizer, why_none = emb.tokenizer_for_names()
+        if tokenizer is None:
+            notes.append(why_none + "; padding rows past the vocabulary cannot be told apart")
         real_rows = tokenizer.vocab_size if tokenizer is not None else None
         candidates = undertrained(norms_found, role, real_rows)
         if role == "token" and emb.output is not None:  # an untied head has rows of its own to check
