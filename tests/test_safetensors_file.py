@@ -80,3 +80,10 @@ def test_shape_disagreeing_with_offsets_is_refused(tmp_path):
     with pytest.raises(CheckpointError) as err:
         embscope.open_checkpoint(path)
     assert str(err.value) == f"'{path}': tensor 't': shape [4, 4] of F32 needs 64 bytes, data_offsets span 16"
+
+
+def test_training_step_from_the_header_metadata(tmp_path):
+    save_file({"wte.weight": np.zeros((4, 2), np.float32)}, tmp_path / "m.safetensors", metadata={"step": "1500"})
+    assert embscope.open(tmp_path / "m.safetensors").checkpoint.step == 1500
+    save_file({"wte.weight": np.zeros((4, 2), np.float32)}, tmp_path / "n.safetensors", metadata={"step": "later"})
+    assert embscope.open(tmp_path / "n.safetensors").checkpoint.step is None

@@ -110,6 +110,8 @@ def default_pairs(positions: int) -> list[tuple[int, int]]:
 def check_positions(pairs: list[tuple[int, int]], rows: int, first_row: int, name: str) -> None:
     positions = max(rows - first_row, 0)
     for position in (p for pair in pairs for p in pair):
+        if position < 0:
+            raise PositionError(f"expected positions from 0 to {positions - 1}, found {position}")
         if position >= positions:
             reserved = f" ({first_row} reserved rows come before position 0)" if first_row else ""
             raise PositionError(

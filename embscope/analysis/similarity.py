@@ -277,9 +277,9 @@ def similarity_pairs(emb, pairs: Iterable[Sequence], *, ids: bool = False, exact
 def similarity(emb, words_or_ids: Sequence, *, ids: bool = False, exact: bool = False, merge: bool = True,
                center: bool = False, table: str = "token") -> SimilarityResult:
     """Two words give one pair; more give every pair, in the order given."""
-    items = list(words_or_ids)
+    items = list(dict.fromkeys(words_or_ids))  # a word given twice is compared once
     if len(items) < 2:
-        raise TokenError(f"expected at least two words or ids to compare, found {len(items)}")
+        raise TokenError(f"expected at least two different words or ids to compare, found {len(items)}")
     return similarity_pairs(emb, combinations(items, 2), ids=ids, exact=exact, merge=merge, center=center, table=table)
 
 

@@ -71,7 +71,7 @@ def run_all(source: Source, k: int, out: Path, queries_file: Optional[Path], ids
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
     started = time.perf_counter()
     with Progress(TextColumn("top-{task.fields[k]}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                  console=console.err, transient=True) as bar:
+                  console=console.err, transient=True, disable=not console.err.is_terminal) as bar:
         task = bar.add_task("neighbours", total=None, k=k)
         result = topk_all(emb, k, queries=queries, ids=ids, exact=exact, table=table, device=device,
                           precision=precision, progress=lambda done, total: bar.update(task, completed=done, total=total))

@@ -18,7 +18,7 @@ from ..render import console, jsonout
 from .options import JsonFlag, Source, with_source
 from .positions import check_plot_option
 
-LISTED_CANDIDATES = 20  # under-trained candidates printed; --json lists all
+LISTED_ROWS = 20  # anomalies and candidates printed in the console; --json lists all
 
 
 class TableChoice(str, Enum):
@@ -113,10 +113,11 @@ def norms(
     out.print(f"rule: {rule_text(threshold, summary.mad)}")
     if summary.anomalies:
         grid = console.table("row", "name", "norm", "x mean", "reason", title=f"anomalies ({len(summary.anomalies)})")
-        for a in summary.anomalies:
+        for a in summary.anomalies[:LISTED_ROWS]:
             grid.add_row(str(a.index), console.safe(name(a.index)), number(a.norm), ratio(a.ratio_to_mean),
                          console.safe(a.reason))
         out.print(grid)
+        more(len(summary.anomalies))
     else:
         out.print("anomalies: none")
     if duplicates.total:
@@ -152,12 +153,16 @@ def print_candidates(candidates, tokenizer) -> None:
     grid = console.table("table", "row", "token", "norm", "why",
                          title=f"under-trained token candidates ({len(candidates)}; lowest "
                                f"{UNDERTRAINED_PERCENTILE:g}% of norms and padding rows; not anomalies)")
-    for c in candidates[:LISTED_CANDIDATES]:
+    for c in candidates[:LISTED_ROWS]:
         grid.add_row(c.table, str(c.index), console.safe(token_name(tokenizer, c.index)), number(c.norm),
                      console.safe(c.reason))
     console.out.print(grid)
-    if len(candidates) > LISTED_CANDIDATES:
-        console.out.print(f"... and {len(candidates) - LISTED_CANDIDATES} more (--json lists all)")
+    more(len(candidates))
+
+
+def more(listed: int) -> None:
+    if listed > LISTED_ROWS:
+        console.out.print(f"... and {listed - LISTED_ROWS} more (--json lists all)")
 
 
 def draw(path: Path, checkpoint: str, table: Table, summary, name) -> None:

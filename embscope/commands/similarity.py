@@ -46,7 +46,7 @@ def read_pairs_file(path: Path) -> list[tuple[str, str]]:
 
 def token_text(token_id: int, token: str) -> str:
     """A token string quoted so spaces show (untrusted, so escaped); `#id` as it is when there is no string."""
-    return token if token == f"#{token_id}" else console.safe(repr(token))
+    return token if token == f"#{token_id}" else f"'{console.safe(token)}'"
 
 
 def tokens_text(query: Query) -> str:

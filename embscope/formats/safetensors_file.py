@@ -59,7 +59,22 @@ def read_header(path: Path) -> tuple[dict, int]:
     return header, 8 + length
 
 
-def catalogue(path: Path) -> dict[str, TensorInfo]:
+STEP_KEYS = ("step", "iter_num", "global_step")  # in __metadata__, whose values are strings
+
+
+def step_from_metadata(header: dict) -> int | None:
+    metadata = header.get("__metadata__")
+    if not isinstance(metadata, dict):
+        return None
+    for key in STEP_KEYS:
+        value = metadata.get(key)
+        if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) < 20:
+            return int(value)
+    return None
+
+
+def catalogue(path: Path) -> tuple[dict[str, TensorInfo], int | None]:
+    """The tensors a file's header describes, and the training step its metadata records."""
     header, data_start = read_header(path)
     data_len = path.stat().st_size - data_start
     tensors = {}
@@ -67,7 +82,7 @@ def catalogue(path: Path) -> dict[str, TensorInfo]:
         if name == "__metadata__":
             continue
         tensors[name] = tensor_info(path, name, entry, data_start, data_len)
-    return tensors
+    return tensors, step_from_metadata(header)
 
 
 def tensor_info(path: Path, name: str, entry: object, data_start: int, data_len: int) -> TensorInfo:
@@ -107,7 +122,8 @@ def read_config(directory: Path) -> dict:
 
 
 def open_single(path: Path, options: OpenOptions) -> Checkpoint:
-    return Checkpoint(path, "safetensors", catalogue(path), config=read_config(path.parent))
+    tensors, step = catalogue(path)
+    return Checkpoint(path, "safetensors", tensors, step=step, config=read_config(path.parent))
 
 
 def open_sharded(path: Path, options: OpenOptions) -> Checkpoint:
@@ -124,7 +140,7 @@ def open_sharded(path: Path, options: OpenOptions) -> Checkpoint:
         shard = path.parent / shard_name
         if Path(shard_name).name != shard_name or not readable_file(shard):
             raise CheckpointError(f"{quote(path)} names shard {quote(shard_name)}, which is not in {quote(path.parent)}")
-        shard_tensors = catalogue(shard)
+        shard_tensors, _ = catalogue(shard)
         for name, file in weight_map.items():
             if file == shard_name:
                 if name not in shard_tensors:

@@ -22,6 +22,8 @@ def out_format(path: Path) -> str:
     suffix = Path(path).suffix.lower()
     if suffix not in WRITERS:
         raise EmbscopeError(f"expected --out to end in .tsv, .jsonl or .npz, found {quote(path)}")
+    if not Path(path).parent.is_dir():
+        raise EmbscopeError(f"expected an existing directory for --out, found none: {quote(Path(path).parent)}")
     return suffix[1:]
 
 

@@ -192,12 +192,18 @@ def save(figure, path: Path) -> Path:
     directory = path.parent if str(path.parent) else Path(".")
     if not directory.is_dir():
         raise EmbscopeError(f"expected an existing directory for the plot file, found none: {quote(directory)}")
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+    try:
+        handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+    except OSError as err:
+        raise EmbscopeError(f"expected to write the plot to {quote(path)}, found {err.strerror}") from None
     try:
         with os.fdopen(handle, "wb") as f:
             figure.savefig(f, format=fmt)
         os.chmod(temporary, 0o666 & ~current_umask())  # mkstemp makes it private; a plot is an ordinary file
         os.replace(temporary, path)
+    except OSError as err:
+        Path(temporary).unlink(missing_ok=True)
+        raise EmbscopeError(f"expected to write the plot to {quote(path)}, found {err.strerror}") from None
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
