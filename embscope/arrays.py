@@ -14,10 +14,13 @@ ITEMSIZE = {
 
 
 def to_float32(raw: np.ndarray, dtype: str) -> np.ndarray:
-    """float32 view of `raw`; bf16 arrives as uint16 because numpy has no bfloat16."""
+    """`raw` as float32: itself when it is already native float32, else one converted copy.
+    bf16 arrives as uint16 because numpy has no bfloat16."""
     if dtype == "bfloat16":
-        # a bf16 value is the top half of the float32 with the same bits
-        return (raw.astype(np.uint32) << 16).view(np.float32)
+        # a bf16 value is the top half of the float32 with the same bits; shifted in place, one copy
+        wide = raw.astype(np.uint32)
+        wide <<= 16
+        return wide.view(np.float32)
     if raw.dtype == np.float32 and raw.dtype.isnative:
         return raw
     return raw.astype(np.float32)

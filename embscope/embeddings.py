@@ -37,8 +37,9 @@ class Embeddings:
 
     def require_position(self) -> Table:
         if self.tables.position is None:
-            raise PositionError(f"expected a learned position table in {self.checkpoint.path.name}, found none: "
-                                "the model has no learned position table (it computes positions, e.g. rotary)")
+            raise PositionError(f"expected a learned position table in {self.checkpoint.path.name}, found none by "
+                                "name or shape: the model has no learned position table (rotary or other computed "
+                                "positions), or name it with --pos-key")
         return self.tables.position
 
     def table(self, role: str) -> Table:
@@ -49,7 +50,9 @@ class Embeddings:
             if self.tables.output is None:
                 raise TableError("expected an untied output projection, found none: the head is tied to the token table")
             return self.tables.output
-        return self.tables.token
+        if role == "token":
+            return self.tables.token
+        raise TableError(f"expected a table role token, position or output, found {role!r}")
 
     @cached_property
     def tokenizer(self):

@@ -151,14 +151,18 @@ def by_name(checkpoint: Checkpoint, role: str, taken: set[str]) -> Table | None:
     return None
 
 
-def by_shape(checkpoint: Checkpoint, role: str, taken: set[str]) -> Table | None:
-    """Fallback: the one 2-D float table whose row count is the config's vocabulary or context size."""
+def by_shape(checkpoint: Checkpoint, role: str, taken: set[str], width: int | None = None) -> Table | None:
+    """Fallback: the one 2-D float table whose row count is the config's vocabulary or context size
+    (and, for positions, whose width is the token table's)."""
     found = config_value(checkpoint.config, VOCAB_KEYS if role == "token" else CONTEXT_KEYS)
     if found is None:
         return None
     key, rows = found
     candidates = distinct([t for t in checkpoint.tensors.values()
-                           if is_table(t) and t.name not in taken and t.shape[0] == rows])
+                           if is_table(t) and t.name not in taken and t.shape[0] == rows
+                           and (width is None or t.shape[1] == width)])
+    if len(candidates) > 1 and role == "position":
+        return None  # a rotary model whose width equals its context has many d x d matrices of that shape
     if len(candidates) > 1:
         names = ", ".join(quote(t.name) for t in candidates)
         raise TableError(f"expected one {role} table with {rows} rows ({key} in the config), found several "
@@ -176,7 +180,7 @@ def find_tables(checkpoint: Checkpoint, token_key: str | None = None, pos_key: s
                          "(names tried: see embscope.roles.KNOWN); choose one with --token-key")
     taken = {token.name}
     position = by_key(checkpoint, "position", pos_key) if pos_key else (
-        by_name(checkpoint, "position", taken) or by_shape(checkpoint, "position", taken))
+        by_name(checkpoint, "position", taken) or by_shape(checkpoint, "position", taken, token.dim))
     if position is not None:
         taken.add(position.name)
     output = by_name(checkpoint, "output", taken)
@@ -188,7 +192,8 @@ def find_tables(checkpoint: Checkpoint, token_key: str | None = None, pos_key: s
     tied_copy = output.name if declared_tied and not shares_storage else None
     notes = []
     if position is None:
-        notes.append("no learned position table: the model computes its positions (rotary or similar)")
+        notes.append("no learned position table found by name or shape: a model with rotary or other computed "
+                     "positions has none; name one with --pos-key if it exists")
     if output is None:
         notes.append("no output projection in the file: the head is tied to the token table")
     elif tied:

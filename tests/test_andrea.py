@@ -421,3 +421,23 @@ def test_andrea_120m_at_full_shape(tmp_path):
     assert emb.position.array[1023, 767] == (v + t) * d - 1  # the last float written, read in place
     assert emb.checkpoint.step == 60_000
     assert time.perf_counter() - started < 10
+
+
+@pytest.mark.parametrize("step", [640, 896, 1152, 1408])
+def test_steps_whose_bytes_look_like_a_pickle_still_open(tmp_path, step):
+    # int32 640 is 80 02 00 00: a pickle's PROTO 2, and pickles are sniffed early
+    (tmp_path / "config.json").write_text(json.dumps({"vocab_size": 10, "d_model": 4, "context": 6, "tied": True}))
+    weights = np.arange(100, dtype="<f4")
+    (tmp_path / "model.bin").write_bytes(struct.pack("<ii", step, 100) + weights.tobytes())
+    emb = embscope.open(tmp_path / "model.bin")
+    assert (emb.checkpoint.format, emb.checkpoint.step) == ("ANDREA flat float32", step)
+    np.testing.assert_array_equal(emb.token.array, weights[:40].reshape(10, 4))
+
+
+def test_a_first_weight_that_looks_like_a_safetensors_header_still_opens(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({"vocab_size": 10, "d_model": 4, "context": 6, "tied": True}))
+    weights = np.zeros(100, dtype="<f4")
+    body = bytearray(weights.tobytes())
+    body[0:2] = b'{"'  # byte 8 and 9 of the file: what the safetensors sniffer looks at
+    (tmp_path / "model.bin").write_bytes(struct.pack("<ii", 7, 100) + bytes(body))
+    assert embscope.open(tmp_path / "model.bin").checkpoint.format == "ANDREA flat float32"

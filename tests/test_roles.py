@@ -92,3 +92,26 @@ def test_untied_head_and_config_declared_tie(tmp_path):
 def test_no_token_table_is_an_error(tmp_path):
     with pytest.raises(TableError, match="^expected a token-embedding table, found none among 1 tensors"):
         open_tables(tmp_path, {"something.weight": table(3)})
+
+
+def test_rotary_model_whose_width_equals_its_context_has_no_position_table(tmp_path):
+    # Llama-2-7B has 4096 positions and width 4096: every attention matrix has "context" rows
+    tensors = {"model.embed_tokens.weight": table(50, 16)}
+    for i in range(2):
+        tensors |= {f"model.layers.{i}.self_attn.q_proj.weight": table(16, 16),
+                    f"model.layers.{i}.self_attn.k_proj.weight": table(16, 16)}
+    emb = open_tables(tmp_path, tensors, {"vocab_size": 50, "max_position_embeddings": 16})
+    assert emb.position is None
+    assert any(note.startswith("no learned position table found by name or shape") for note in emb.tables.notes)
+
+
+def test_shape_rule_for_positions_needs_the_token_width(tmp_path):
+    emb = open_tables(tmp_path, {"wte.weight": table(50, 8), "proj": table(12, 4), "learned": table(12, 8)},
+                      {"vocab_size": 50, "n_positions": 12})
+    assert emb.position.name == "learned"
+
+
+def test_unknown_role_is_an_error(tmp_path):
+    emb = open_tables(tmp_path, {"wte.weight": table(10)})
+    with pytest.raises(TableError, match="^expected a table role token, position or output, found 'positon'$"):
+        emb.table("positon")

@@ -42,6 +42,7 @@ TIED_KEYS = ("tie_embeddings", "tied", "tie_word_embeddings")
 NOT_CONFIG_WORDS = ("tokenizer", "segment", "vocab", "merges", "special_tokens", "added_tokens")
 # magic numbers of formats this reader must never claim by suffix alone
 ZIP_MAGIC = b"PK\x03\x04"
+NPY_MAGIC = b"\x93NUMPY"
 PICKLE_PROTO = 0x80
 
 
@@ -305,15 +306,15 @@ def has_andrea_config(directory: Path) -> bool:
 
 
 def looks_like_andrea(path: Path, head: bytes, size: int) -> bool:
-    if len(head) < HEADER.size:
+    if len(head) < HEADER.size or head.startswith((ZIP_MAGIC, NPY_MAGIC)):
         return False
     _, n = HEADER.unpack(head[:HEADER.size])
     if n > 0 and size in expected_sizes(n):
-        return True
+        return True  # no other format promises a file size from its first 8 bytes
     # a .bin whose size disagrees with its header should hear so, not "unknown format"
-    return (path.suffix == ".bin" and not head.startswith(ZIP_MAGIC) and head[0] != PICKLE_PROTO
-            and has_andrea_config(path.parent))
+    return path.suffix.lower() == ".bin" and head[0] != PICKLE_PROTO and has_andrea_config(path.parent)
 
 
-# after every format with a magic number: any 8 bytes can pass for this header
-register(Format("ANDREA flat float32", looks_like_andrea, open_andrea, priority=90))
+# before the weak sniffers: a step of 640 starts the file with 80 02, which looks like a pickle,
+# and a first weight can start with the bytes of a safetensors header
+register(Format("ANDREA flat float32", looks_like_andrea, open_andrea, priority=3))

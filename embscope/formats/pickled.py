@@ -3,6 +3,7 @@ arrays, in a .pkl file or a .npy object array. Read with the restricted unpickle
 
 from __future__ import annotations
 
+import pickletools
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -28,10 +29,14 @@ def is_torch_legacy(head: bytes) -> bool:
     return head.startswith(TORCH_LEGACY_HEAD)
 
 
+OPCODES = frozenset(op.code for op in pickletools.opcodes)
+
+
 def looks_like_pickle(path: Path, head: bytes, size: int) -> bool:
     if is_torch_legacy(head):
         return False
-    has_magic = len(head) >= 2 and head[0] == 0x80 and 2 <= head[1] <= 5
+    # PROTO, a protocol number, then an opcode: an int32 such as an ANDREA step of 640 fails the third test
+    has_magic = len(head) >= 3 and head[0] == 0x80 and 2 <= head[1] <= 5 and chr(head[2]) in OPCODES
     return has_magic or path.suffix.lower() in PICKLE_SUFFIXES
 
 
