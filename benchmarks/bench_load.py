@@ -3,7 +3,7 @@ with numpy and against a full torch.load. Ratios are measured in one run (these 
 
     python benchmarks/bench_load.py [--gb 1.0]
 
-Targets (issue 2): embscope within 2x of the bare read; at least 5x faster than the full load.
+Targets: embscope within 2x of the bare read; at least 5x faster than the full load.
 """
 
 from __future__ import annotations

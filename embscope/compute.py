@@ -23,6 +23,7 @@ from typing import Callable
 import numpy as np
 
 from embscope.errors import EmbscopeError
+from embscope.memory import available_memory
 
 DEVICES = ("auto", "cpu", "cuda", "mps")
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "auto")
@@ -107,15 +108,8 @@ def resolve_device(device: str = "auto") -> str:
 
 def _available_memory() -> int:
     """Bytes of RAM free for new work; a cautious guess when the OS will not say."""
-    try:
-        import psutil
-        return int(psutil.virtual_memory().available)
-    except ImportError:
-        pass
-    try:
-        return int(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
-    except (ValueError, OSError, AttributeError):
-        return 2 << 30
+    free = available_memory()
+    return free if free is not None else 2 << 30
 
 
 # ---------------------------------------------------------------- rows
@@ -569,7 +563,7 @@ def resolve_precision(precision: str, device: str) -> str:
     """Turn "auto" into a precision for the device; any other value passes through.
 
     On a GPU, "auto" is low-precision candidates with an exact fp32 re-rank: bf16 where
-    the GPU supports it, else fp16. On the CPU it is fp32: on this team's AVX512-BF16 CPU,
+    the GPU supports it, else fp16. On the CPU it is fp32: on a 2-core AVX512-BF16 CPU without AMX,
     bf16 candidates + re-rank measured level with fp32 end to end (the bf16 matmul is 2-3x
     faster, but converting and selecting among more candidates eats the gain).
     """

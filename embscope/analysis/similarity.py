@@ -165,8 +165,6 @@ class Resolver:
             found = lookup_word(tokenizer, word, exact=self.exact)
         except (ValueError, KeyError, UnicodeError) as err:  # a tokenizer's own complaint about the text
             raise TokenError(f"expected a word the tokenizer can encode, found {quote(word)} ({err})") from None
-        if not found.ids:
-            raise TokenError(f"expected {quote(word)} to encode to at least one token, found none")
         for token_id in found.ids:
             check_id(int(token_id), self.rows, word)
         if len(found.ids) > 1 and not self.merge:

@@ -42,6 +42,9 @@ class Source:
 
     def open(self):
         from ..embeddings import open as open_embeddings
+        if self.device is not Device.auto:
+            from ..compute import resolve_device
+            resolve_device(self.device.value)  # asking for a GPU that is not there is an error everywhere
         if self.trust_pickle:
             console.err.print("warning: --trust-pickle lets the checkpoint run code while it loads")
         return open_embeddings(self.checkpoint, tokenizer=self.tokenizer, token_key=self.token_key,

@@ -134,13 +134,21 @@ NOT_WEIGHTS = frozenset({"config.json", "tokenizer.json", "tokenizer_config.json
                          "meta.pkl"})  # nanoGPT's character vocabulary, pickled beside ckpt.pt
 
 
+def sniff_readable(path: Path) -> Format | None:
+    """Like sniff, but a file that cannot be read (a lock file, say) is simply not a checkpoint."""
+    try:
+        return sniff(path)
+    except CheckpointError:
+        return None
+
+
 def find_in_directory(directory: Path) -> Path:
     """The one checkpoint a directory holds; several that disagree are an error listing them."""
     for name in PREFERRED_IN_DIRECTORY:
         if (directory / name).is_file() and sniff(directory / name):
             return directory / name
     found = [p for p in sorted(directory.iterdir())
-             if p.is_file() and p.name not in NOT_WEIGHTS and sniff(p)]
+             if p.is_file() and p.name not in NOT_WEIGHTS and sniff_readable(p)]
     if not found:
         raise CheckpointError(f"expected a checkpoint in directory {quote(directory)}, found no weights file")
     if len(found) > 1:

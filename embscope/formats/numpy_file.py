@@ -16,10 +16,10 @@ from ..memory import require_memory
 from ..text import printable, quote
 from . import Format, OpenOptions, register
 from ._checks import check_extent, check_shape
+from .pickled import STEP_KEYS
 from ._zip import ZIP_DAMAGE, data_offset, is_stored
 
 NPY_MAGIC = b"\x93NUMPY"
-STEP_NAMES = ("step", "iter_num", "global_step", "iteration")  # 0-d counters saved beside the arrays
 
 
 def read_npy_header(fp, where: str) -> tuple[tuple[int, ...], bool, np.dtype]:
@@ -97,7 +97,7 @@ def open_npz(path: Path, options: OpenOptions) -> Checkpoint:
                     check_extent(path, start, int(np.prod(shape, dtype=object)) * dtype.itemsize, where)
                 else:
                     check_size(where, shape, dtype, info.file_size - header_len)
-                if name in STEP_NAMES and shape == ():
+                if name in STEP_KEYS and shape == ():  # a 0-d counter saved beside the arrays
                     step = counter(np.lib.format.read_array(zf.open(info), allow_pickle=False), name, notes)
                     continue
             except ZIP_DAMAGE as err:
