@@ -16,7 +16,8 @@ ENV_CHECKPOINT = "EMBSCOPE_CHECKPOINT"
 
 
 class Embeddings:
-    """The lookup tables of one checkpoint. Nothing but headers is read until a table is used."""
+    """The lookup tables of one checkpoint. Where the format allows (safetensors, numpy, PyTorch zip,
+    ANDREA) nothing but headers is read until a table is used; pickles are read whole at open."""
 
     def __init__(self, checkpoint: Checkpoint, tables: EmbeddingTables, tokenizer_path: Path | None = None):
         self.checkpoint = checkpoint

@@ -303,10 +303,12 @@ def neighbors(emb, query, k: int = 10, *, ids: bool = False, exact: bool = False
     candidates = np.flatnonzero(allowed)
     direction = (vector / np.linalg.norm(vector)).astype(np.float32)
     scores = (unit @ direction)[candidates]
-    order = np.lexsort((candidates, -scores))[:k]  # highest cosine first, ties to the lower id
+    picked = candidates[np.lexsort((candidates, -scores))[:k]]  # highest cosine first, ties to the lower id
+    rows = np.asarray(array[picked], dtype=np.float64)  # the k reported cosines in float64, as similarity gives them
+    cosines = rows @ vector / (np.linalg.norm(rows, axis=1) * np.linalg.norm(vector))
     tokenizer = resolve.tokenizer
-    chosen = tuple(Neighbor(int(candidates[o]), token_string(tokenizer, int(candidates[o])), float(scores[o]),
-                            is_padding(tokenizer, int(candidates[o]))) for o in order)
+    chosen = tuple(Neighbor(int(i), token_string(tokenizer, int(i)), float(c), is_padding(tokenizer, int(i)))
+                   for i, c in zip(picked, cosines))
     return NeighborsResult(found, chosen, note, None, table, name)
 
 

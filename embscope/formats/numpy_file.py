@@ -98,7 +98,8 @@ def open_npz(path: Path, options: OpenOptions) -> Checkpoint:
                 else:
                     check_size(where, shape, dtype, info.file_size - header_len)
                 if name in STEP_KEYS and shape == ():  # a 0-d counter saved beside the arrays
-                    step = counter(np.lib.format.read_array(zf.open(info), allow_pickle=False), name, notes)
+                    with zf.open(info) as member:
+                        step = counter(np.lib.format.read_array(member, allow_pickle=False), name, notes)
                     continue
             except ZIP_DAMAGE as err:
                 raise damaged_member(where, err) from None
@@ -156,7 +157,7 @@ def looks_like_npz(path: Path, head: bytes, size: int) -> bool:
         with zipfile.ZipFile(path) as zf:
             names = zf.namelist()
     except ZIP_DAMAGE:
-        return path.suffix == ".npz"  # a broken .npz should hear why it is broken
+        return path.suffix.lower() == ".npz"  # a broken .npz should hear why it is broken
     return bool(names) and all(n.endswith(".npy") for n in names)
 
 

@@ -1,5 +1,5 @@
 """PyTorch `.pt/.pth/.bin`: a raw state dict or a nanoGPT-style dict holding one. The zip format is
-read without importing torch; the legacy format needs torch.load(weights_only=True)."""
+read without importing torch; the legacy format needs torch.load (weights_only=True unless --trust-pickle)."""
 
 from __future__ import annotations
 
