@@ -125,11 +125,25 @@ def _as_table(table) -> np.ndarray:
     return table
 
 
-def _row_blocks(table: np.ndarray):
-    """(start, float64 copy of rows) blocks, so a memmap is read once in bounded memory."""
+def _row_blocks(table: np.ndarray, center: np.ndarray | None = None):
+    """(start, float64 copy of rows, less `center`) blocks, so a memmap is read once in bounded memory."""
     rows = max(1, _READ_BLOCK_BYTES // (8 * max(1, table.shape[1])))
     for start in range(0, table.shape[0], rows):
-        yield start, np.asarray(table[start:start + rows], dtype=np.float64)
+        block = np.array(table[start:start + rows], dtype=np.float64)
+        if center is not None:
+            block -= center
+        yield start, block
+
+
+def mean_row(table) -> np.ndarray:
+    """The mean of the table's finite rows, float64 (zeros when there are none), read block by block."""
+    table = _as_table(table)
+    total, count = np.zeros(table.shape[1], dtype=np.float64), 0
+    for _, block in _row_blocks(table):
+        finite = np.isfinite(block).all(axis=1)
+        total += block[finite].sum(axis=0)
+        count += int(finite.sum())
+    return total / count if count else total
 
 
 def _normalise(block: np.ndarray):
@@ -159,9 +173,9 @@ def unit_rows(table):
     return unit, norms, valid
 
 
-def _row_validity(table: np.ndarray) -> np.ndarray:
+def _row_validity(table: np.ndarray, center: np.ndarray | None = None) -> np.ndarray:
     valid = np.empty(table.shape[0], dtype=bool)
-    for start, block in _row_blocks(table):
+    for start, block in _row_blocks(table, center):
         valid[start:start + block.shape[0]] = _normalise(block)[2]
     return valid
 
@@ -233,8 +247,8 @@ def cosine_matrix(table, rows: np.ndarray | None = None) -> np.ndarray:
     return out
 
 
-def mean_random_cosine(table) -> float:
-    """Exact mean cosine over all ordered pairs of distinct valid rows.
+def mean_random_cosine(table, center: np.ndarray | None = None) -> float:
+    """Exact mean cosine over all ordered pairs of distinct valid rows (less `center` when given).
 
     From the sum s of unit rows: (||s||^2 - sum ||u_i||^2) / (n (n - 1)); NaN if n < 2.
     """
@@ -242,7 +256,7 @@ def mean_random_cosine(table) -> float:
     total = np.zeros(table.shape[1], dtype=np.float64)
     squares = 0.0
     count = 0
-    for _, block in _row_blocks(table):
+    for _, block in _row_blocks(table, center):
         unit, _, valid = _normalise(block)
         total += unit.sum(axis=0)
         squares += float(np.einsum("ij,ij->", unit, unit))
@@ -252,13 +266,13 @@ def mean_random_cosine(table) -> float:
     return float((total @ total - squares) / (count * (count - 1)))
 
 
-def random_pair_cosines(table, n_pairs: int = 10000, seed: int = 0) -> np.ndarray:
-    """Cosines of n_pairs random pairs of distinct valid rows, drawn with a fixed seed.
+def random_pair_cosines(table, n_pairs: int = 10000, seed: int = 0, center: np.ndarray | None = None) -> np.ndarray:
+    """Cosines of n_pairs random pairs of distinct valid rows (less `center` when given), drawn with a fixed seed.
 
     For percentiles of the background similarity; empty when fewer than 2 rows are valid.
     """
     table = _as_table(table)
-    valid_ids = np.flatnonzero(_row_validity(table))
+    valid_ids = np.flatnonzero(_row_validity(table, center))
     n = valid_ids.size
     if n < 2 or n_pairs <= 0:
         return np.empty(0, dtype=np.float64)
@@ -268,7 +282,7 @@ def random_pair_cosines(table, n_pairs: int = 10000, seed: int = 0) -> np.ndarra
     second = rng.integers(0, n - 1, size=n_pairs)
     second += second >= first
     pairs = np.stack([valid_ids[first], valid_ids[second]], axis=1)
-    return pair_cosines(table, pairs)
+    return pair_cosines(table, pairs, center=center)
 
 
 # ---------------------------------------------------------------- top-k selection

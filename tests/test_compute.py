@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from embscope import compute
-from embscope.compute import (TopK, cosine_matrix, mean_random_cosine, pair_cosines,
+from embscope.compute import (TopK, cosine_matrix, mean_random_cosine, mean_row, pair_cosines,
                               random_pair_cosines, resolve_device, topk_all, unit_rows)
 from embscope.errors import EmbscopeError
 
@@ -333,3 +333,16 @@ def test_random_pair_cosines_are_reproducible_distinct_valid_pairs():
     # 2000 samples of 22*21 ordered pairs: the sample mean sits near the exact mean.
     assert got.mean() == pytest.approx(mean_random_cosine(table), abs=0.03)
     assert random_pair_cosines(table[:3] * 0, n_pairs=5).shape == (0,)
+
+
+def test_center_is_the_same_as_subtracting_it_from_a_copy():
+    rng = np.random.default_rng(11)
+    table = (rng.standard_normal((300, 6)) + 2.0).astype(np.float32)
+    table[7] = np.nan
+    finite = np.isfinite(table).all(axis=1)
+    center = mean_row(table)
+    np.testing.assert_allclose(center, table[finite].astype(np.float64).mean(axis=0), rtol=1e-12)
+    copy = table.astype(np.float64) - center
+    assert mean_random_cosine(table, center=center) == pytest.approx(mean_random_cosine(copy), abs=1e-12)
+    np.testing.assert_allclose(random_pair_cosines(table, 500, seed=2, center=center),
+                               random_pair_cosines(copy, 500, seed=2), atol=1e-12)

@@ -215,14 +215,6 @@ def with_reasons(table: np.ndarray, queries: Sequence[Query], vectors: np.ndarra
     return tuple(q if ok else replace(q, reason=vector_reason(table, q, centered)) for q, ok in zip(queries, fine))
 
 
-def mean_row(table: np.ndarray) -> np.ndarray:
-    """The table's mean over its finite rows, in float64."""
-    finite = np.isfinite(table).all(axis=1)
-    if not finite.any():
-        return np.zeros(table.shape[1])
-    return np.asarray(table[finite], dtype=np.float64).mean(axis=0)
-
-
 def percentiles(sample: np.ndarray, values: np.ndarray) -> np.ndarray:
     """For each value, the share (0..100) of the sample strictly below it; NaN where the value is NaN."""
     if len(sample) == 0:
@@ -249,7 +241,7 @@ def similarity_pairs(emb, pairs: Iterable[Sequence], *, ids: bool = False, exact
         if len(pair) != 2:
             raise TokenError(f"expected pairs of two words or ids, found {len(pair)} items in pair {n + 1}")
         asked.append((resolve(pair[0]), resolve(pair[1])))
-    center_row = mean_row(array) if center else None
+    center_row = compute.mean_row(array) if center else None
     vectors = query_vectors(array, list(resolve.cache.values()), center_row)
     queries = with_reasons(array, list(resolve.cache.values()), vectors, center)
     by_text = {q.text: q for q in queries}
@@ -258,10 +250,10 @@ def similarity_pairs(emb, pairs: Iterable[Sequence], *, ids: bool = False, exact
     index = np.array([(position[a.text], position[b.text]) for a, b in asked], dtype=np.int64).reshape(-1, 2)
     cosines = compute.pair_cosines(vectors, index) if len(index) else np.empty(0)
 
-    baseline_table = array if center_row is None else (array - center_row.astype(np.float32))
-    sample = np.asarray(compute.random_pair_cosines(baseline_table, n_pairs=BASELINE_PAIRS, seed=BASELINE_SEED))
+    # centring is applied block by block inside compute: no centred copy of the table
+    sample = compute.random_pair_cosines(array, n_pairs=BASELINE_PAIRS, seed=BASELINE_SEED, center=center_row)
     sample = sample[np.isfinite(sample)]
-    baseline = Baseline(finite_or_none(compute.mean_random_cosine(baseline_table)), len(sample), BASELINE_SEED)
+    baseline = Baseline(finite_or_none(compute.mean_random_cosine(array, center=center_row)), len(sample), BASELINE_SEED)
 
     results = []
     for (a, b), value, share in zip(asked, cosines, percentiles(sample, cosines)):
