@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from pathlib import Path
 from typing import Callable
 
@@ -13,6 +12,7 @@ import numpy as np
 
 from ..errors import EmbscopeError
 from ..text import printable, quote
+from .files import written_whole
 
 TSV_HEADER = ("query_id", "query_token", "rank", "id", "token", "cosine")
 
@@ -72,14 +72,6 @@ def write_neighbors(path: Path, topk, token_of: Callable[[int], str]) -> str:
     path = Path(path)
     kind = out_format(path)
     writer, mode = WRITERS[path.suffix.lower()]
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.partial")
-    try:
-        with open(temporary, mode, **({"encoding": "utf-8", "newline": "\n"} if mode == "w" else {})) as fp:
-            writer(fp, topk, token_of)
-        os.replace(temporary, path)
-    except OSError as err:
-        raise EmbscopeError(f"expected to write {quote(path)}, found {err.strerror or err}") from None
-    finally:
-        if temporary.exists():
-            temporary.unlink()
+    with written_whole(path, "--out", binary=mode == "wb") as fp:
+        writer(fp, topk, token_of)
     return kind

@@ -5,8 +5,6 @@ Each `*_figure` function returns the Figure (tests read its titles, labels and a
 from __future__ import annotations
 
 import math
-import os
-import tempfile
 import warnings
 from pathlib import Path
 
@@ -14,6 +12,7 @@ import numpy as np
 
 from ..errors import EmbscopeError
 from ..text import printable, quote
+from .files import written_whole
 
 FORMATS = {".png": "png", ".svg": "svg", ".pdf": "pdf"}
 HEATMAP_MAX_SIDE = 1024  # larger cosine matrices are averaged down to this many cells a side for drawing
@@ -179,32 +178,10 @@ def token_norms_figure(norms: np.ndarray, mean: float, flagged: list[tuple[int, 
     return figure
 
 
-def current_umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
 def save(figure, path: Path) -> Path:
-    """Write the figure whole: to a temporary file beside `path`, then renamed over it."""
+    """Write the figure whole (see render.files)."""
     path = Path(path)
     fmt = plot_format(path)
-    directory = path.parent if str(path.parent) else Path(".")
-    if not directory.is_dir():
-        raise EmbscopeError(f"expected an existing directory for the plot file, found none: {quote(directory)}")
-    try:
-        handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
-    except OSError as err:
-        raise EmbscopeError(f"expected to write the plot to {quote(path)}, found {err.strerror}") from None
-    try:
-        with os.fdopen(handle, "wb") as f:
-            figure.savefig(f, format=fmt)
-        os.chmod(temporary, 0o666 & ~current_umask())  # mkstemp makes it private; a plot is an ordinary file
-        os.replace(temporary, path)
-    except OSError as err:
-        Path(temporary).unlink(missing_ok=True)
-        raise EmbscopeError(f"expected to write the plot to {quote(path)}, found {err.strerror}") from None
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    with written_whole(path, "the plot file") as f:
+        figure.savefig(f, format=fmt)
     return path
