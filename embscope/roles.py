@@ -225,8 +225,9 @@ def position_offset(checkpoint: Checkpoint, known: Known | None) -> tuple[int, t
     first_row = POSITION_OFFSET_MODEL_TYPES.get(model_type, 0) if isinstance(model_type, str) else 0
     if not first_row:
         return 0, ()
-    return first_row, (f"position rows carry an offset of {first_row} (model_type {model_type!r} in the config): "
-                       f"position p is row p+{first_row}",)
+    note = f"position rows carry an offset of {first_row} (model_type {model_type!r} in the config): " \
+           f"position p is row p+{first_row}"
+    return first_row, (note,)
 
 
 def by_name(checkpoint: Checkpoint, role: Role, taken: set[str]) -> Table | None:
@@ -275,9 +276,8 @@ def only_table(checkpoint: Checkpoint) -> Table | None:
     tables = [t for t in checkpoint.tensors.values() if is_table(t)]
     if len(tables) != 1 or known_elsewhere(tables[0], Role.token):
         return None
-    return Table(Role.token, tables[0], "the only 2-D float tensor in the file",
-                 notes=(f"{quote(tables[0].name)} is the file's only 2-D float tensor, so it is taken as the token "
-                        "table",))
+    note = f"{quote(tables[0].name)} is the file's only 2-D float tensor, so it is taken as the token table"
+    return Table(Role.token, tables[0], "the only 2-D float tensor in the file", notes=(note,))
 
 
 def discover(checkpoint: Checkpoint, role: Role, taken: set[str], width: int | None = None) -> Table | Empty | None:
@@ -311,8 +311,8 @@ def missing_head(checkpoint: Checkpoint) -> tuple[Head, str]:
         return Head.absent, (f"no output projection in the file: config.json names {quote(arch)}, a model without "
                              "a language-model head")
     if tie is True:
-        return Head.tied, "no output projection in the file: config.json sets tie_word_embeddings, so the head is " \
-                          "the token table"
+        return Head.tied, ("no output projection in the file: config.json sets tie_word_embeddings, so the head "
+                           "is the token table")
     if checkpoint.tied is True:
         return Head.tied, f"no output projection in the file: the {checkpoint.format} reader says the head is tied"
     if has_lm_head and tie is not False:

@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import json
 import re
+from typing import ClassVar
 
 import numpy as np
 import pytest
+from conftest import run, run_json
 from safetensors.numpy import save_file
 
 import embscope
 import embscope.roles
-from conftest import run, run_json
 from embscope.checkpoint import TensorInfo
 from embscope.roles import compare_copy
 
@@ -55,8 +56,8 @@ def test_a_model_without_a_language_model_head_is_not_called_tied(tmp_path):
 
 @pytest.mark.parametrize("config, head, note", [
     ({"architectures": ["BertForMaskedLM"]}, "tied",
-     "no output projection in the file: config.json names 'BertForMaskedLM', whose head is the token table unless "
-     "tie_word_embeddings is false"),
+     ("no output projection in the file: config.json names 'BertForMaskedLM', whose head is the token table "
+      "unless tie_word_embeddings is false")),
     ({"architectures": ["GPT2LMHeadModel"], "tie_word_embeddings": True}, "tied",
      "no output projection in the file: config.json sets tie_word_embeddings, so the head is the token table"),
     ({"architectures": ["BertModel"], "tie_word_embeddings": True}, "absent",
@@ -64,8 +65,8 @@ def test_a_model_without_a_language_model_head_is_not_called_tied(tmp_path):
     ({"architectures": ["ElectraForPreTraining"]}, "unknown",
      "no output projection in the file (tied, or a model without a language-model head)"),
     ({"tie_word_embeddings": False}, "unknown",
-     "no output projection in the file, though config.json sets tie_word_embeddings to false: the file may lack "
-     "the head"),
+     ("no output projection in the file, though config.json sets tie_word_embeddings to false: the file may "
+      "lack the head")),
     (None, "unknown", "no output projection in the file (tied, or a model without a language-model head)"),
 ])
 def test_config_json_says_which_when_the_file_holds_no_head(tmp_path, config, head, note):
@@ -120,7 +121,7 @@ def test_a_large_copy_is_compared_on_sampled_rows_only_and_says_so(tmp_path, mon
 class Recording(np.ndarray):
     """An array that records how it is indexed: which rows a comparison read."""
 
-    log: list = []
+    log: ClassVar[list] = []
 
     def __getitem__(self, index):
         Recording.log.append(index)

@@ -52,8 +52,8 @@ def test_roberta_padding_rows_come_from_the_config(tmp_path):
     emb = open_tables(tmp_path, {"embeddings.word_embeddings.weight": table(10),
                                  "embeddings.position_embeddings.weight": table(8)}, {"model_type": "roberta"})
     assert emb.position.first_row == 2
-    assert emb.position.notes == ("position rows carry an offset of 2 (model_type 'roberta' in the config): "
-                                  "position p is row p+2",)
+    assert emb.position.notes == (
+        "position rows carry an offset of 2 (model_type 'roberta' in the config): position p is row p+2",)
 
 
 def test_position_offset_applies_to_the_shape_rule_too(tmp_path):
@@ -77,7 +77,7 @@ def test_two_equally_good_candidates_are_an_error_when_the_table_is_used(tmp_pat
                "choose with --token-key")
     assert emb.tables.token is None and emb.tables.notes[0] == message
     with pytest.raises(TableError) as err:
-        emb.token
+        _ = emb.token
     assert str(err.value) == message
 
 
@@ -105,7 +105,7 @@ def test_untied_head_and_config_declared_tie(tmp_path):
 def test_no_token_table_is_an_error_that_lists_the_candidates(tmp_path):
     emb = open_tables(tmp_path, {"something.weight": table(3), "other.weight": table(5), "scale": np.ones(3)})
     with pytest.raises(TableError) as err:
-        emb.token
+        _ = emb.token
     assert str(err.value) == (
         "expected a token-embedding table, found none among 3 tensors by name, by config size, or as the file's "
         "only 2-D float tensor; candidates: 'other.weight' (5 x 4 float32), 'something.weight' (3 x 4 float32); "
@@ -120,8 +120,9 @@ def test_rotary_model_whose_width_equals_its_context_has_no_position_table(tmp_p
                     f"model.layers.{i}.self_attn.k_proj.weight": table(16, 16)}
     emb = open_tables(tmp_path, tensors, {"vocab_size": 50, "max_position_embeddings": 16})
     assert emb.position is None
-    assert emb.tables.notes == ("no learned position table found by name or config size: a model with rotary or "
-                                "other computed positions has none; name one with --pos-key NAME if it exists",)
+    note = ("no learned position table found by name or config size: a model with rotary or other computed "
+            "positions has none; name one with --pos-key NAME if it exists")
+    assert emb.tables.notes == (note,)
 
 
 def test_shape_rule_for_positions_needs_the_token_width(tmp_path):

@@ -70,7 +70,8 @@ def print_console(report: InfoReport, emb: Embeddings) -> None:
     out.print(checkpoint_line(emb), soft_wrap=True)
     count = len(report.tensors)
     out.print(f"format      {console.safe(report.format)}, {count} tensor{'s' * (count != 1)}")
-    out.print(f"step        {report.step if report.step is not None else '-'}")
+    if report.step is None:  # a known step is on the first line
+        out.print("step        unknown")
     tok = report.tokenizer
     tok_text = console.safe(f"{tok.kind}, {tok.vocab_size} ids, {tok.path}") if tok else "-"
     out.print(f"tokenizer   {tok_text}", soft_wrap=True)
