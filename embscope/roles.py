@@ -391,6 +391,6 @@ def find_tables(checkpoint: Checkpoint, token_key: str | None = None, pos_key: s
     if head is not Head.untied:
         output = None
     if head in (Head.tied, Head.absent, Head.unknown):
-        where = "" if head is Head.tied else f"; {candidates_text(checkpoint, taken)}; name one with --output-key NAME"
-        missing[Role.output] = f"expected an untied output projection, found none: {note}{where}"
+        choices = "" if head is Head.tied else f"; {candidates_text(checkpoint, taken)}; name one with --output-key NAME"
+        missing[Role.output] = f"expected an untied output projection, found none: {note}{choices}"
     return EmbeddingTables(token, position, output, head, note, tuple(notes), tied_copy, missing)

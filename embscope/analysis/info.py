@@ -1,5 +1,6 @@
 """What `embscope info` reports: the checkpoint, the table found for each role (or why none), the
-head, the tokenizer, and the whole catalogue of tensors. Headers only: no table data is read."""
+head, the tokenizer, and the whole catalogue of tensors. From headers; the only data read is a few
+rows of a head that might be a saved copy of the token table (roles.compare_copy)."""
 
 from __future__ import annotations
 
