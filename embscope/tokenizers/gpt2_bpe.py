@@ -1,86 +1,52 @@
-"""GPT-2 style byte-level BPE read from ``vocab.json`` + ``merges.txt``, by hand.
+"""GPT-2 style byte-level BPE read from ``vocab.json`` + ``merges.txt``.
 
 Bytes are shown as printable characters through GPT-2's bytes_to_unicode table
 (a space is "Ġ"), text is cut into words by GPT-2's split pattern, and each word is
 merged by merge rank, as OpenAI's encoder.py does. So " dog" is one token "Ġdog"
 when the vocabulary has it. A ``<prefix>-vocab.json`` beside ``<prefix>-merges.txt``
 (what the tokenizers library's save_model writes with a prefix) is read too.
+
+Encoding runs in the tokenizers library (a BPE model with the ByteLevel pre-tokenizer)
+where it is installed, else in embscope's merge loop (bpe_merge.py) after GPT-2's split
+pattern, which needs the regex package. Both give the same ids. Decoding and token
+strings come from the vocabulary itself, either way.
 """
 
 from __future__ import annotations
 
-import functools
-import re
-import sys
-import unicodedata
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from embscope.errors import CheckpointError, TokenError
+from embscope.tokenizers.base import (
+    ByteVocabulary,
+    TokenizerKind,
+    check_largest_id,
+    check_text,
+    is_id,
+    is_library_failure,
+    missing_package,
+    read_json,
+    register_kind,
+    shown,
+    sniff_json,
+)
+from embscope.tokenizers.bpe_merge import MergeTable
 from embscope.tokenizers.byte_alphabet import bytes_to_unicode, unicode_to_byte
-from embscope.tokenizers.base import (ByteVocabulary, TokenizerKind, check_largest_id, read_json, register_kind,
-                                      sniff_json)
+from embscope.tokenizers.split import compile_split_pattern
 
-# OpenAI's pattern, which needs the `regex` package; gpt2_split_pattern() is the same for `re`
+# OpenAI's pattern (encoder.py in the GPT-2 release); \p{L} and \p{N} need the regex package
 GPT2_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
-
-_WORD_CACHE_LIMIT = 65536
-
-
-def _char_class(chars: list[str]) -> str:
-    """The chars as the inside of a re character class, consecutive code points as ranges."""
-    points = sorted(ord(char) for char in chars)
-    parts: list[str] = []
-    start = prev = None
-    for point in [*points, None]:
-        if point is not None and prev is not None and point == prev + 1:
-            prev = point
-            continue
-        if start is not None:
-            parts.append(f"\\U{start:08x}" if start == prev else f"\\U{start:08x}-\\U{prev:08x}")
-        start = prev = point
-    return "".join(parts)
-
-
-@functools.cache
-def gpt2_split_pattern() -> re.Pattern[str]:
-    """GPT-2's split pattern for Python's ``re``, which has no ``\\p{..}``.
-
-    ``re``'s ``\\w`` is exactly the letters (L), the numbers (Nd, Nl, No) and "_", so
-    - ``\\p{N}`` (numbers) becomes ``[\\d<Nl No>]``: decimal digits plus the other
-      number characters (², ½, Ⅻ), listed from the unicodedata module;
-    - ``\\p{L}`` (letters) becomes ``[^\\W\\d_<Nl No>]``: word characters that are not numbers or "_";
-    - ``\\s`` becomes the Unicode White_Space set, which is what ``\\s`` means in
-      ``regex`` and Oniguruma (``re``'s ``\\s`` also takes U+001C-U+001F);
-    - ``[^\\s\\p{L}\\p{N}]`` (anything else) becomes ``(?:[^\\w<space>]|_)``.
-    Characters the running Python's Unicode tables do not know may still differ.
-    """
-    every_char = "".join(map(chr, range(sys.maxunicode + 1)))
-    other_numbers = _char_class(
-        [c for c in re.findall(r"\w", every_char) if unicodedata.category(c) in ("Nl", "No")]
-    )
-    spaces = _char_class(
-        [
-            c
-            for c in re.findall(r"\s", every_char)
-            if c in "\t\n\x0b\x0c\r\x85" or unicodedata.category(c) in ("Zs", "Zl", "Zp")
-        ]
-    )
-    letter = rf"[^\W\d_{other_numbers}]"
-    number = rf"[\d{other_numbers}]"
-    other = rf"(?:[^\w{spaces}]|_)"
-    return re.compile(
-        rf"'s|'t|'re|'ve|'m|'ll|'d| ?{letter}+| ?{number}+| ?{other}+|[{spaces}]+(?![^{spaces}])|[{spaces}]+"
-    )
 
 
 class GPT2BPETokenizer(ByteVocabulary):
     kind = "gpt2-bpe"
+    unk_id = None  # byte-level: every text is bytes, and the 256 byte symbols are in the vocabulary
 
     def __init__(self, path: Path, merges_path: Path, vocab: dict[str, int], merges: list[tuple[str, str]]):
         self.path = path
         self.merges_path = merges_path
-        self._token_id = vocab
-        self._rank = {pair: rank for rank, pair in reversed(list(enumerate(merges)))}
         self.vocab_size = max(vocab.values()) + 1
         to_byte = unicode_to_byte()
         pieces: list[bytes | None] = [None] * self.vocab_size
@@ -91,51 +57,77 @@ class GPT2BPETokenizer(ByteVocabulary):
             )
         self._pieces = pieces
         self._special = {}
-        self._split = gpt2_split_pattern()
-        self._word_cache: dict[str, tuple[str, ...]] = {}
+        pairs, results = _merges_as_ids(vocab, merges, merges_path)
+        byte_char = bytes_to_unicode()
+        byte_ids = [vocab.get(byte_char[byte], -1) for byte in range(256)]
+        # a token that is neither a byte nor made by a merge was added whole: <|endoftext|>
+        self.special_ids = frozenset(vocab.values()) - set(results) - set(byte_ids)
+        self._encode = _library_encoder(vocab, merges) or _merge_loop_encoder(pairs, results, byte_ids, path)
 
     def encode(self, text: str) -> list[int]:
-        byte_char = bytes_to_unicode()
+        return self._encode(text)
+
+
+def _merges_as_ids(
+    vocab: dict[str, int], merges: list[tuple[str, str]], merges_path: Path
+) -> tuple[list[tuple[int, int]], list[int]]:
+    """Each merge as (id pair, id made); a merge outside the vocabulary is refused here, because the
+    tokenizers library panics on it instead of raising."""
+    pairs: list[tuple[int, int]] = []
+    results: list[int] = []
+    for rank, (first, second) in enumerate(merges):
+        first_id, second_id, made_id = vocab.get(first), vocab.get(second), vocab.get(first + second)
+        if first_id is None or second_id is None or made_id is None:
+            missing = first if first_id is None else second if second_id is None else first + second
+            raise CheckpointError(
+                f"expected merge {rank} of {merges_path.name} ({shown(first)} + {shown(second)}) to join and make "
+                f"tokens of the vocabulary, found {shown(missing)} missing"
+            )
+        pairs.append((first_id, second_id))
+        results.append(made_id)
+    return pairs, results
+
+
+def _library_encoder(vocab: dict[str, int], merges: list[tuple[str, str]]) -> Callable[[str], list[int]] | None:
+    """Encoding by the tokenizers library, or None when it is not installed."""
+    try:
+        from tokenizers import Tokenizer, models, pre_tokenizers
+    except ImportError:
+        return None
+    library = Tokenizer(models.BPE(vocab=vocab, merges=merges))
+    library.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+
+    def encode(text: str) -> list[int]:
+        try:
+            return list(library.encode(text, add_special_tokens=False).ids)
+        except BaseException as err:  # the library panics on some inputs instead of raising
+            if not is_library_failure(err):
+                raise
+            raise TokenError(f"the tokenizers library failed to encode {shown(text)}: {err}") from None
+
+    return encode
+
+
+def _merge_loop_encoder(
+    pairs: list[tuple[int, int]], results: list[int], byte_ids: list[int], path: Path
+) -> Callable[[str], list[int]]:
+    try:
+        import regex  # noqa: F401  GPT-2's pattern needs it; without it, ask for the library, which is simpler
+    except ImportError:
+        raise missing_package(f"reading {path.name}", "tokenizers", "hf") from None
+    split = compile_split_pattern(GPT2_PATTERN, "GPT-2's split pattern")
+    table = MergeTable(pairs, results, byte_ids)
+
+    def encode(text: str) -> list[int]:
         ids: list[int] = []
-        for match in self._split.finditer(text):
-            word = "".join(byte_char[byte] for byte in match.group(0).encode("utf-8"))
-            for token in self._bpe(word):
-                id = self._token_id.get(token)
-                if id is None:
-                    raise TokenError(
-                        f"the piece {token!r} of {text!r} is not in the vocabulary {self.path.name}"
-                    )
-                ids.append(id)
+        for word in split.chunks(text):
+            word_ids = table.encode(word.encode("utf-8"))
+            if -1 in word_ids:
+                raise TokenError(f"a byte of {shown(word)} in {shown(text)} is not in the vocabulary {path.name}")
+            ids.extend(word_ids)
         return ids
 
-    def _bpe(self, word: str) -> tuple[str, ...]:
-        cached = self._word_cache.get(word)
-        if cached is not None:
-            return cached
-        symbols = list(word)
-        rank = self._rank
-        while len(symbols) >= 2:
-            pairs = set(zip(symbols, symbols[1:]))
-            best = min(pairs, key=lambda pair: rank.get(pair, _NO_MERGE))
-            if best not in rank:
-                break
-            merged: list[str] = []
-            i = 0
-            while i < len(symbols):
-                if i + 1 < len(symbols) and (symbols[i], symbols[i + 1]) == best:
-                    merged.append(symbols[i] + symbols[i + 1])
-                    i += 2
-                else:
-                    merged.append(symbols[i])
-                    i += 1
-            symbols = merged
-        result = tuple(symbols)
-        if len(self._word_cache) < _WORD_CACHE_LIMIT:
-            self._word_cache[word] = result
-        return result
-
-
-_NO_MERGE = float("inf")
+    return encode
 
 
 def _vocab_and_merges_paths(path: Path) -> tuple[Path, Path] | None:
@@ -149,11 +141,7 @@ def _vocab_and_merges_paths(path: Path) -> tuple[Path, Path] | None:
 
 
 def _is_vocab(doc: object) -> bool:
-    return (
-        isinstance(doc, dict)
-        and bool(doc)
-        and all(isinstance(id, int) and not isinstance(id, bool) and id >= 0 for id in doc.values())
-    )
+    return isinstance(doc, dict) and bool(doc) and all(is_id(id) for id in doc.values())
 
 
 def sniff(path: Path) -> bool:
@@ -170,11 +158,14 @@ def load(path: Path) -> GPT2BPETokenizer:
     vocab_path, merges_path = paths
     if not merges_path.is_file():
         raise CheckpointError(f"expected {merges_path.name} beside {vocab_path}, found none")
-    vocab = read_json(vocab_path)
+    vocab: Any = read_json(vocab_path)
     if not _is_vocab(vocab):
         raise CheckpointError(
             f"expected {vocab_path.name} to map token strings to ids, found another JSON document"
         )
+    for token, id in vocab.items():
+        check_text(token, f"the token with id {id} in {vocab_path.name}")
+    check_largest_id(max(vocab.values()), vocab_path)
     try:
         lines = merges_path.read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as err:
@@ -186,10 +177,9 @@ def load(path: Path) -> GPT2BPETokenizer:
         parts = line.split()
         if len(parts) != 2:
             raise CheckpointError(
-                f"expected two tokens on line {number} of {merges_path.name}, found {line!r}"
+                f"expected two tokens on line {number} of {merges_path.name}, found {shown(line)}"
             )
         merges.append((parts[0], parts[1]))
-    check_largest_id(max(vocab.values()), vocab_path)
     return GPT2BPETokenizer(vocab_path, merges_path, vocab, merges)
 
 
