@@ -66,6 +66,7 @@ def test_byte_bpe_without_pattern_merges_across_the_space(tmp_path):
 
 def test_minbpe_file_round_trip(nlm_like):
     assert nlm_like.kind == "byte-bpe"
+    assert (nlm_like.unk_id, nlm_like.special_ids) == (None, {300})
     assert nlm_like.path.name == "nlm.model"
     assert nlm_like.pattern == SPACE_APART_PATTERN
     assert nlm_like.merges == MERGES
@@ -329,7 +330,8 @@ SENTENCES = ["the dog bites the man", "a dog and a cat", "the man bites back", "
 
 
 def test_hf_byte_level_bpe(tmp_path):
-    from tokenizers import Tokenizer as HFTokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from tokenizers import Tokenizer as HFTokenizer
+    from tokenizers import decoders, models, pre_tokenizers, processors, trainers
 
     hf = HFTokenizer(models.BPE())
     hf.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -354,13 +356,15 @@ def test_hf_byte_level_bpe(tmp_path):
     assert tokenizer.vocab_size == max(hf.get_vocab().values()) + 1
     assert tokenizer.decode([dog, hf.token_to_id("Ġbites")]) == " dog bites"
     assert isinstance(tokenizer, Tokenizer)
+    assert (tokenizer.unk_id, tokenizer.special_ids) == (None, {hf.token_to_id("<s>")})
 
 
 BERT_VOCAB = {"[UNK]": 0, "[CLS]": 1, "[SEP]": 2, "the": 3, "dog": 4, "bite": 5, "##s": 6, "man": 7}
 
 
 def write_wordpiece(path: Path) -> Path:
-    from tokenizers import Tokenizer as HFTokenizer, decoders, models, normalizers, pre_tokenizers, processors
+    from tokenizers import Tokenizer as HFTokenizer
+    from tokenizers import decoders, models, normalizers, pre_tokenizers, processors
 
     hf = HFTokenizer(models.WordPiece(vocab=BERT_VOCAB, unk_token="[UNK]"))
     hf.normalizer = normalizers.BertNormalizer(lowercase=True)
@@ -369,6 +373,7 @@ def write_wordpiece(path: Path) -> Path:
     hf.post_processor = processors.TemplateProcessing(
         single="[CLS] $A [SEP]", special_tokens=[("[CLS]", 1), ("[SEP]", 2)]
     )
+    hf.add_special_tokens(["[UNK]", "[CLS]", "[SEP]"])  # as BERT's tokenizer.json lists them
     hf.save(str(path))
     return path
 
@@ -380,13 +385,15 @@ def test_hf_wordpiece(tmp_path):
     assert [tokenizer.token_string(id) for id in (4, 6, 1)] == ["dog", "##s", "[CLS]"]
     assert tokenizer.decode([3, 4, 5, 6]) == "the dog bites"
     assert tokenizer.vocab_size == 8
+    assert (tokenizer.unk_id, tokenizer.special_ids) == (0, {0, 1, 2})
     with pytest.raises(TokenError) as err:
         tokenizer.token_string(8)
     assert str(err.value) == "token id 8 is outside the vocabulary of 8 tokens (ids 0 to 7)"
 
 
 def write_unigram(path: Path) -> Path:
-    from tokenizers import Tokenizer as HFTokenizer, decoders, models, pre_tokenizers
+    from tokenizers import Tokenizer as HFTokenizer
+    from tokenizers import decoders, models, pre_tokenizers
 
     pieces = [("<unk>", 0.0), ("▁", -3.0), ("▁dog", -1.0), ("▁bite", -1.5), ("s", -2.0)]
     pieces += [(char, -6.0) for char in "dogbite"]
@@ -403,10 +410,12 @@ def test_hf_unigram(tmp_path):
     assert tokenizer.encode("dog bites") == [2, 3, 4]
     assert [tokenizer.token_string(id) for id in (2, 3, 4)] == [" dog", " bite", "s"]
     assert tokenizer.decode([2, 3, 4]) == "dog bites"
+    assert tokenizer.unk_id == 0 and tokenizer.encode("dog 🐶") == [2, 1, 0]  # "▁" then the unknown
 
 
 def test_hf_byte_fallback_and_replace_decoder(tmp_path):
-    from tokenizers import Tokenizer as HFTokenizer, decoders, models
+    from tokenizers import Tokenizer as HFTokenizer
+    from tokenizers import decoders, models
 
     vocab = {"<unk>": 0, "<0xE2>": 1, "<0x41>": 2, "▁": 3, "d": 4, "o": 5, "g": 6, "▁d": 7, "og": 8, "▁dog": 9}
     merges = [("▁", "d"), ("o", "g"), ("▁d", "og")]
@@ -460,6 +469,7 @@ def test_harris_byte_fallback_for_non_ascii(harris):
 
 def test_harris_bos_and_errors(harris):
     assert harris.token_string(256) == "<BOS>"
+    assert (harris.unk_id, harris.special_ids) == (None, {256})
     assert harris.decode([256, 258]) == "<BOS> dog"
     assert harris.token_string(262) == "é"
     with pytest.raises(TokenError) as err:
@@ -528,8 +538,11 @@ def test_find_tokenizer_refuses_to_guess(tmp_path):
 
 
 def test_nothing_heavy_imported():
-    heavy = {"tokenizers", "regex", "torch"}  # numpy is embscope's base, imported by the package
-    code = f"import sys, embscope.tokenizers, embscope.lookup; print(sorted({heavy!r} & set(sys.modules)))"
+    """Nor when the sample's minbpe tokenizer encodes a word: its split pattern's shape is safe for re."""
+    heavy = {"tokenizers", "regex", "tiktoken", "sentencepiece", "torch"}  # numpy is embscope's base
     root = Path(__file__).resolve().parents[1]
+    code = ("import sys, embscope.tokenizers, embscope.lookup; "
+            f"embscope.tokenizers.load_tokenizer({str(root / 'sample_checkpoints/nlm/tokenizer.model')!r}).encode(' dog'); "
+            f"print(sorted({heavy!r} & set(sys.modules)))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=root)
     assert out.stdout.strip() == "[]"

@@ -53,7 +53,7 @@ class SplitPattern:
             return [match.group(0) for match in self._compiled.finditer(text, timeout=timeout)]
         except TimeoutError:
             raise TokenError(
-                f"the split pattern in {self._where} took over {timeout:g} s on {text[:40]!r} and was "
+                f"the split pattern in {self._where} took over {timeout:.3g} s on {text[:40]!r} and was "
                 "stopped: it backtracks without end, so this tokenizer cannot encode text"
             ) from None
 

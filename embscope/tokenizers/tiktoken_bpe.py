@@ -55,7 +55,8 @@ PATTERN_BY_ENCODING = {
 # most .tiktoken files outside OpenAI's (Llama 3, Qwen, Kimi) cut text as cl100k_base does
 DEFAULT_ENCODING = "cl100k_base"
 
-_RANK_LINE = re.compile(rb"[A-Za-z0-9+/=]+ [0-9]{1,9}")
+# a non-empty base64 token (groups of four characters), a space, a rank
+_RANK_LINE = re.compile(rb"(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{4}|[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=) [0-9]{1,9}")
 
 
 class TiktokenTokenizer:
