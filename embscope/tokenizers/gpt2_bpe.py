@@ -14,6 +14,8 @@ strings come from the vocabulary itself, either way.
 
 from __future__ import annotations
 
+import functools
+import itertools
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -24,7 +26,6 @@ from embscope.tokenizers.base import (
     TokenizerKind,
     check_largest_id,
     check_text,
-    is_id,
     is_library_failure,
     missing_package,
     read_json,
@@ -33,7 +34,7 @@ from embscope.tokenizers.base import (
     sniff_json,
 )
 from embscope.tokenizers.bpe_merge import MergeTable
-from embscope.tokenizers.byte_alphabet import bytes_to_unicode, unicode_to_byte
+from embscope.tokenizers.byte_alphabet import byte_level_bytes, bytes_to_unicode
 from embscope.tokenizers.split import compile_split_pattern
 
 # OpenAI's pattern (encoder.py in the GPT-2 release); \p{L} and \p{N} need the regex package
@@ -48,44 +49,40 @@ class GPT2BPETokenizer(ByteVocabulary):
         self.path = path
         self.merges_path = merges_path
         self.vocab_size = max(vocab.values()) + 1
-        to_byte = unicode_to_byte()
-        pieces: list[bytes | None] = [None] * self.vocab_size
-        for token, id in vocab.items():
-            # a char outside the byte alphabet (not a byte-level vocabulary) stands for its UTF-8
-            pieces[id] = b"".join(
-                bytes([to_byte[char]]) if char in to_byte else char.encode("utf-8") for char in token
-            )
-        self._pieces = pieces
+        self._vocab = vocab
         self._special = {}
-        pairs, results = _merges_as_ids(vocab, merges, merges_path)
+        results = _merge_results(vocab, merges, merges_path)
         byte_char = bytes_to_unicode()
         byte_ids = [vocab.get(byte_char[byte], -1) for byte in range(256)]
         # a token that is neither a byte nor made by a merge was added whole: <|endoftext|>
         self.special_ids = frozenset(vocab.values()) - set(results) - set(byte_ids)
-        self._encode = _library_encoder(vocab, merges) or _merge_loop_encoder(pairs, results, byte_ids, path)
+        self._encode = _library_encoder(vocab, merges) or _merge_loop_encoder(vocab, merges, results, byte_ids, path)
 
     def encode(self, text: str) -> list[int]:
         return self._encode(text)
 
+    @functools.cached_property
+    def _pieces(self) -> list[bytes | None]:  # type: ignore[override]  # built on first use: encoding needs none
+        pieces: list[bytes | None] = [None] * self.vocab_size
+        for token, id in self._vocab.items():
+            pieces[id] = byte_level_bytes(token)
+        return pieces
 
-def _merges_as_ids(
-    vocab: dict[str, int], merges: list[tuple[str, str]], merges_path: Path
-) -> tuple[list[tuple[int, int]], list[int]]:
-    """Each merge as (id pair, id made); a merge outside the vocabulary is refused here, because the
-    tokenizers library panics on it instead of raising."""
-    pairs: list[tuple[int, int]] = []
-    results: list[int] = []
-    for rank, (first, second) in enumerate(merges):
-        first_id, second_id, made_id = vocab.get(first), vocab.get(second), vocab.get(first + second)
-        if first_id is None or second_id is None or made_id is None:
-            missing = first if first_id is None else second if second_id is None else first + second
-            raise CheckpointError(
-                f"expected merge {rank} of {merges_path.name} ({shown(first)} + {shown(second)}) to join and make "
-                f"tokens of the vocabulary, found {shown(missing)} missing"
-            )
-        pairs.append((first_id, second_id))
-        results.append(made_id)
-    return pairs, results
+
+def _merge_results(vocab: dict[str, int], merges: list[tuple[str, str]], merges_path: Path) -> list[int]:
+    """The id each merge makes; a merge outside the vocabulary is refused here, because the tokenizers
+    library panics on it (with a backtrace on stderr) instead of raising."""
+    get = vocab.get
+    results = [get(first + second, -1) for first, second in merges]
+    if -1 in results or not all(first in vocab and second in vocab for first, second in merges):
+        for rank, (first, second) in enumerate(merges):
+            missing = [token for token in (first, second, first + second) if token not in vocab]
+            if missing:
+                raise CheckpointError(
+                    f"expected merge {rank} of {merges_path.name} ({shown(first)} + {shown(second)}) to join and "
+                    f"make tokens of the vocabulary, found {shown(missing[0])} missing"
+                )
+    return results
 
 
 def _library_encoder(vocab: dict[str, int], merges: list[tuple[str, str]]) -> Callable[[str], list[int]] | None:
@@ -109,14 +106,14 @@ def _library_encoder(vocab: dict[str, int], merges: list[tuple[str, str]]) -> Ca
 
 
 def _merge_loop_encoder(
-    pairs: list[tuple[int, int]], results: list[int], byte_ids: list[int], path: Path
+    vocab: dict[str, int], merges: list[tuple[str, str]], results: list[int], byte_ids: list[int], path: Path
 ) -> Callable[[str], list[int]]:
     try:
         import regex  # noqa: F401  GPT-2's pattern needs it; without it, ask for the library, which is simpler
     except ImportError:
         raise missing_package(f"reading {path.name}", "tokenizers", "hf") from None
     split = compile_split_pattern(GPT2_PATTERN, "GPT-2's split pattern")
-    table = MergeTable(pairs, results, byte_ids)
+    table = MergeTable([(vocab[first], vocab[second]) for first, second in merges], results, byte_ids)
 
     def encode(text: str) -> list[int]:
         ids: list[int] = []
@@ -140,15 +137,19 @@ def _vocab_and_merges_paths(path: Path) -> tuple[Path, Path] | None:
     return None
 
 
-def _is_vocab(doc: object) -> bool:
-    return isinstance(doc, dict) and bool(doc) and all(is_id(id) for id in doc.values())
+def _is_vocab(doc: object, entries: int | None = None) -> bool:
+    """A non-empty JSON object of token ids; ``entries`` checks only the first few (enough to sniff)."""
+    if not (isinstance(doc, dict) and doc):
+        return False
+    ids = list(itertools.islice(doc.values(), entries))
+    return all(type(id) is int for id in ids) and min(ids) >= 0  # type(): JSON's true is not an id
 
 
 def sniff(path: Path) -> bool:
     paths = _vocab_and_merges_paths(path)
     if paths is None or not (paths[0].is_file() and paths[1].is_file()):
         return False
-    return _is_vocab(sniff_json(paths[0]))
+    return _is_vocab(sniff_json(paths[0]), entries=100)
 
 
 def load(path: Path) -> GPT2BPETokenizer:
@@ -163,8 +164,11 @@ def load(path: Path) -> GPT2BPETokenizer:
         raise CheckpointError(
             f"expected {vocab_path.name} to map token strings to ids, found another JSON document"
         )
-    for token, id in vocab.items():
-        check_text(token, f"the token with id {id} in {vocab_path.name}")
+    try:
+        "".join(vocab).encode("utf-8")  # all at once; JSON can spell lone surrogates, which no writer can print
+    except UnicodeEncodeError:
+        for token, id in vocab.items():
+            check_text(token, f"the token with id {id} in {vocab_path.name}")
     check_largest_id(max(vocab.values()), vocab_path)
     try:
         lines = merges_path.read_text(encoding="utf-8").splitlines()

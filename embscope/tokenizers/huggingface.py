@@ -30,7 +30,7 @@ from embscope.tokenizers.base import (
     register_kind,
     sniff_json,
 )
-from embscope.tokenizers.byte_alphabet import unicode_to_byte
+from embscope.tokenizers.byte_alphabet import byte_level_bytes
 
 FILE_NAME = "tokenizer.json"
 _BYTE_FALLBACK_PIECE = re.compile(r"<0x([0-9A-Fa-f]{2})>")
@@ -111,9 +111,7 @@ class HuggingFaceTokenizer:
             return self._added[id]
         piece = self._tok.id_to_token(id)
         if self._byte_level:
-            to_byte = unicode_to_byte()
-            data = b"".join(bytes([to_byte[c]]) if c in to_byte else c.encode("utf-8") for c in piece)
-            return data.decode("utf-8", errors="backslashreplace")
+            return byte_level_bytes(piece).decode("utf-8", errors="backslashreplace")
         if self._byte_fallback:
             match = _BYTE_FALLBACK_PIECE.fullmatch(piece)
             if match:

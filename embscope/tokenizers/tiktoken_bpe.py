@@ -17,7 +17,6 @@ import binascii
 import contextlib
 import os
 import re
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -153,6 +152,8 @@ def _cache_only(tiktoken: Any) -> Iterator[list[str]]:
 
 def _cache_dir() -> str:
     """Where tiktoken looks (tiktoken/load.py: read_file_cached)."""
+    import tempfile
+
     for variable in ("TIKTOKEN_CACHE_DIR", "DATA_GYM_CACHE_DIR"):
         if variable in os.environ:
             return os.environ[variable]

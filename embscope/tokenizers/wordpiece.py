@@ -23,8 +23,8 @@ FILE_PATTERN = "*vocab.txt"
 DEFAULT_UNK = "[UNK]"
 # BERT's special tokens: matched whole in text, as BertTokenizer does, and never split into pieces
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
-# how many lines sniffing reads to find the unknown token (BERT's is on line 101, after [unused0..98])
-_SNIFF_LINES = 2000
+# how much sniffing reads to find the unknown token (BERT's is on line 101, after [unused0..98])
+_SNIFF_BYTES = 64 * 1024
 
 
 def _settings_files(path: Path) -> list[Path]:
@@ -111,10 +111,10 @@ def sniff(path: Path) -> bool:
     if not (path.name.endswith("vocab.txt") and path.is_file()):
         return False
     try:
-        with open(path, encoding="utf-8") as file:
-            head = [file.readline().rstrip("\r\n") for _ in range(_SNIFF_LINES)]
+        with open(path, "rb") as file:
+            head = file.read(_SNIFF_BYTES).decode("utf-8", errors="replace").splitlines()
         unk = _unk_token(path)
-    except (OSError, UnicodeDecodeError, CheckpointError):
+    except (OSError, CheckpointError):
         return False
     return unk in head
 
