@@ -97,16 +97,24 @@ def test_patterns_of_bounded_shape_run_in_re():
     assert compile_split_pattern(REGEX_BACKTRACKER, "t.model").engine == "regex"
 
 
-def test_repeat_count_too_big(tmp_path, monkeypatch):
+COUNTED_REPEATS_REFUSED = (
+    "expected the counted repeats ({m,n}) of the split pattern in tokenizer.model to multiply to at most "
+    "100,000, found more"
+)
+
+
+def test_repeat_count_too_big(tmp_path):
     # r09: re raises OverflowError, not re.error, on a{4294967296}
-    path = write_minbpe(tmp_path / "tokenizer.model", "a{4294967296}", [(97, 97)])
-    monkeypatch.setitem(sys.modules, "regex", None)
     with pytest.raises(CheckpointError) as err:
-        load_tokenizer(path)
-    assert str(err.value) == (
-        "expected a regular expression as the split pattern in tokenizer.model, found 'a{4294967296}': "
-        "the repetition number is too large"
-    )
+        load_tokenizer(write_minbpe(tmp_path / "tokenizer.model", "a{4294967296}", [(97, 97)]))
+    assert str(err.value) == COUNTED_REPEATS_REFUSED
+
+
+def test_nested_counted_repeats_are_refused_before_they_unroll(tmp_path):
+    # regex unrolls counted repeats as it compiles: this 27-byte pattern would take gigabytes
+    path = write_minbpe(tmp_path / "tokenizer.model", "(?:(?:a{1000}){1000}){1000}", [(97, 97)])
+    done = run_limited(LOAD_AND_ENCODE.format(path=str(path), text="a"))
+    assert done.stdout.strip() == "error: " + COUNTED_REPEATS_REFUSED, done.stderr
 
 
 def test_pattern_too_long_or_too_deep(tmp_path):

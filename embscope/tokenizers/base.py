@@ -198,14 +198,6 @@ def sniff_json(path: Path) -> Any:
         return None
 
 
-def file_starts_with(path: Path, prefix: bytes) -> bool:
-    try:
-        with open(path, "rb") as file:
-            return file.read(len(prefix)) == prefix
-    except OSError:
-        return False
-
-
 class ByteVocabulary:
     """Shared decode/token_string for tokenizers whose every token is a byte string.
 

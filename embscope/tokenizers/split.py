@@ -32,6 +32,10 @@ UNICODE_CLASS = re.compile(r"\\[pP]\{")
 # thousands of nested groups exhaust the parser's recursion
 COMPILE_FAILURES = (OverflowError, RecursionError, MemoryError, ValueError)
 REGEX_EXTRA = "pip install 'embscope[regex]'"
+# regex unrolls counted repeats when it compiles: (?:(?:a{1000}){1000}){1000} would take gigabytes. The
+# counts of all {m,n} in a pattern multiply to at most this (real patterns: \p{N}{1,3}, so 3)
+MAX_REPEAT_PRODUCT = 100_000
+_COUNTED_REPEAT = re.compile(r"\{(\d*)(?:,(\d*))?\}")
 
 
 class SplitPattern:
@@ -66,6 +70,15 @@ def compile_split_pattern(pattern: str, where: str) -> SplitPattern:
             f"expected a split pattern of at most {MAX_PATTERN_CHARS:,} characters in {where}, "
             f"found {len(pattern):,}"
         )
+    counts = [int(number[:9]) for match in _COUNTED_REPEAT.finditer(pattern) for number in match.groups() if number]
+    product = 1
+    for count in counts:
+        product *= max(count, 1)
+        if product > MAX_REPEAT_PRODUCT:
+            raise CheckpointError(
+                f"expected the counted repeats ({{m,n}}) of the split pattern in {where} to multiply to at most "
+                f"{MAX_REPEAT_PRODUCT:,}, found more"
+            )
     try:
         compiled = re.compile(pattern)
         re_error: BaseException | None = None
