@@ -65,7 +65,7 @@ class Embeddings:
         from .tokenizers import find_tokenizer, load_tokenizer
         if self._tokenizer_path is not None:
             return load_tokenizer(self._tokenizer_path)
-        return find_tokenizer(self.checkpoint.directory)
+        return find_tokenizer(self.checkpoint.directory, self.checkpoint.config)
 
     def tokenizer_for_names(self) -> tuple[Tokenizer | None, str | None]:
         """The tokenizer for naming ids, or None and why: a broken tokenizer file costs only the names."""
