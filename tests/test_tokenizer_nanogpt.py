@@ -99,3 +99,24 @@ def test_damaged_vocabularies(tmp_path):
         with pytest.raises(CheckpointError) as err:
             load_tokenizer(path)
         assert str(err.value) == message
+
+
+def test_cli_finds_meta_pkl_from_a_nanogpt_checkpoint_config(tmp_path, monkeypatch):
+    # a character-level nanoGPT run: ckpt.pt records config["dataset"]; sample.py reads data/<dataset>/meta.pkl
+    import numpy as np
+    import torch
+
+    from conftest import run_json
+
+    write_meta(tmp_path / "data" / "shakespeare_char" / "meta.pkl")
+    rng = np.random.default_rng(0)
+    wte = rng.standard_normal((len(CHARS), 8)).astype(np.float32)
+    state = {"transformer.wte.weight": torch.from_numpy(wte),
+             "transformer.wpe.weight": torch.from_numpy(rng.standard_normal((16, 8)).astype(np.float32))}
+    (tmp_path / "out").mkdir()
+    torch.save({"model": state, "iter_num": 250, "config": {"dataset": "shakespeare_char"}}, tmp_path / "out" / "ckpt.pt")
+    monkeypatch.chdir(tmp_path)
+    doc = run_json("similarity", "a", "b", "-c", "out/ckpt.pt")
+    a, b = wte[CHARS.index("a")], wte[CHARS.index("b")]
+    assert doc["pairs"][0]["a_ids"] == [CHARS.index("a")]
+    assert doc["pairs"][0]["cosine"] == pytest.approx(float(a @ b / np.linalg.norm(a) / np.linalg.norm(b)), abs=1e-6)
