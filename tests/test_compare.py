@@ -7,12 +7,13 @@ import json
 import pickle
 import struct
 import tracemalloc
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from embscope.analysis.compare import by_index, neighbor_overlap, procrustes, row_changes
-from tests.conftest import run, run_json
+from conftest import run, run_json
 
 V, D, T = 400, 24, 48
 
@@ -241,11 +242,12 @@ def test_match_tokens_pairs_rows_by_string(tmp_path):
 
 
 def write_mixed_run(folder, tables):
-    """(step, token, position) written as an nlm pickle, a nanoGPT torch.save dict, an ANDREA dump and an npz
-    whose step is in its name only; names sort in another order than steps."""
+    """(step, token, position) written as an nlm pickle, a nanoGPT torch.save dict, an ANDREA dump, an npz whose
+    step is in its name only and a Trainer checkpoint-N/ folder; names sort in another order than steps."""
     torch = pytest.importorskip("torch")
+    from safetensors.numpy import save_file
     folder.mkdir()
-    (s0, t0, p0), (s1, t1, p1), (s2, t2, p2), (s3, t3, p3) = tables
+    (s0, t0, p0), (s1, t1, p1), (s2, t2, p2), (s3, t3, p3), (s4, t4, p4) = tables
     with open(folder / "zz_nlm.pkl", "wb") as f:
         pickle.dump({"params": {"token_emb": t0, "pos_emb": p0}, "step": s0}, f)
     torch.save({"model": {"transformer.wte.weight": torch.from_numpy(t1), "transformer.wpe.weight": torch.from_numpy(p1)},
@@ -254,6 +256,8 @@ def write_mixed_run(folder, tables):
     (folder / "a_dump.bin").write_bytes(struct.pack("<ii", s2, flat.size) + flat.tobytes())
     (folder / "config.json").write_text(json.dumps({"vocab_size": t2.shape[0], "d_model": D, "context": T}))
     np.savez(folder / f"snapshot_{s3}.npz", token_emb=t3, pos_emb=p3)
+    (folder / f"checkpoint-{s4}").mkdir()
+    save_file({"wte.weight": t4, "wpe.weight": p4}, str(folder / f"checkpoint-{s4}" / "model.safetensors"))
 
 
 def test_folder_of_mixed_formats_is_a_trajectory_in_step_order(tmp_path):
@@ -261,22 +265,23 @@ def test_folder_of_mixed_formats_is_a_trajectory_in_step_order(tmp_path):
     token = rng.standard_normal((V, D)).astype(np.float32)
     position = rng.standard_normal((T, D)).astype(np.float32)
     tables = []
-    for step in (0, 100, 200, 300):
+    for step in (0, 100, 200, 300, 400):
         tables.append((step, token.copy(), position.copy()))
         token = token.copy()
         token[50:] += np.float32(0.2) * rng.standard_normal((V - 50, D)).astype(np.float32)
         position = position + np.float32(0.05) * rng.standard_normal((T, D)).astype(np.float32)
     write_mixed_run(tmp_path / "run", tables)
     doc = run_json("compare", tmp_path / "run", "--sample", "10")
-    names = [p.split("/")[-1] for p in (c["path"] for c in doc["checkpoints"])]
-    assert names == ["zz_nlm.pkl", "ckpt.pt", "a_dump.bin", "snapshot_300.npz"]
-    assert [c["step"] for c in doc["checkpoints"]] == [0, 100, 200, 300]
-    assert [c["step_from"] for c in doc["checkpoints"]] == ["file", "file", "file", "name"]
-    assert doc["checkpoint"] == str(tmp_path / "run") and doc["step"] == 300
+    names = ["/".join(c["path"].split("/")[-2:]) for c in doc["checkpoints"]]
+    assert names == ["run/zz_nlm.pkl", "run/ckpt.pt", "run/a_dump.bin", "run/snapshot_300.npz",
+                     "checkpoint-400/model.safetensors"]
+    assert [c["step"] for c in doc["checkpoints"]] == [0, 100, 200, 300, 400]
+    assert [c["step_from"] for c in doc["checkpoints"]] == ["file", "file", "file", "name", "name"]
+    assert doc["checkpoint"] == str(tmp_path / "run") and doc["step"] == 400
     steps = doc["trajectory"]
-    assert [s["step"] for s in steps] == [0, 100, 200, 300]
+    assert [s["step"] for s in steps] == [0, 100, 200, 300, 400]
     assert steps[0]["tables"]["token"]["mean_row_cosine_to_previous"] is None
-    for i in range(1, 4):
+    for i in range(1, 5):
         entry = steps[i]["tables"]["token"]
         to_previous, _, norms, _ = numpy_rows(tables[i - 1][1], tables[i][1])
         to_first, _, _, _ = numpy_rows(tables[0][1], tables[i][1])
@@ -289,12 +294,12 @@ def test_folder_of_mixed_formats_is_a_trajectory_in_step_order(tmp_path):
         assert pos_entry["position0_norm"] == pytest.approx(np.linalg.norm(tables[i][2][0].astype(np.float64)),
                                                             rel=1e-12)
         assert pos_entry["unchanged_rows"] == 0
-    last, _, _, _ = numpy_rows(tables[0][1], tables[3][1])
+    last, _, _, _ = numpy_rows(tables[0][1], tables[4][1])
     assert doc["tables"]["token"]["mean_row_cosine"] == pytest.approx(last.mean(), rel=1e-12)
     assert doc["tables"]["token"]["unchanged_ids"] == list(range(50))
 
     text = run("compare", tmp_path / "run", "--sample", "10").stdout
-    assert text.splitlines()[0] == f"compare: 4 checkpoints from {tmp_path / 'run'}, step 0 to step 300 (from the name)"
+    assert text.splitlines()[0] == f"compare: 5 checkpoints from {tmp_path / 'run'}, step 0 to step 400 (from the name)"
     assert "trajectory of the token table" in text
 
 
@@ -302,8 +307,10 @@ def test_plot_bare_and_named(tmp_path, monkeypatch):
     pytest.importorskip("matplotlib")
     rng = np.random.default_rng(9)
     tables = [(s, rng.standard_normal((V, D)).astype(np.float32), rng.standard_normal((T, D)).astype(np.float32))
-              for s in (0, 100, 200, 300)]
-    write_mixed_run(tmp_path / "run", tables)
+              for s in (0, 100, 200, 300, 400)]
+    (tmp_path / "run").mkdir()
+    for step, token, position in tables:
+        write_npz(tmp_path / "run" / f"step{step}.npz", token, position)
     monkeypatch.chdir(tmp_path)
     result = run("compare", "--plot", "run", "--sample", "5")
     assert (tmp_path / "run-compare.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -323,7 +330,7 @@ def test_plot_bare_and_named(tmp_path, monkeypatch):
                       "position similarity by distance (first, middle, last)"]
     profile_lines = fig.axes[3].get_lines()
     assert [line.get_label() for line in profile_lines if not line.get_label().startswith("_")] == \
-        ["step 0", "step 200", "step 300"]
+        ["step 0", "step 200", "step 400"]
 
 
 def test_errors(tmp_path):
@@ -364,3 +371,24 @@ def test_rows_are_walked_without_a_float64_copy():
         tracemalloc.stop()
     assert peak < a.nbytes  # the per-row results (1.6 MB) and a few blocks, never a whole float64 table
     assert changes.unchanged.sum() == 0
+
+
+def test_unchanged_means_equal_bits():
+    a = np.ones((5, 4), dtype=np.float32)
+    a[3] = np.nan
+    b = a.copy()
+    b[1, 0] = np.nextafter(np.float32(1), np.float32(2))  # one ulp
+    a[4, 1], b[4, 1] = 0.0, -0.0  # equal values, different bits
+    changes = row_changes(a, b, by_index(5, 5))
+    assert changes.unchanged.tolist() == [True, False, True, True, False]
+    assert changes.relative[1] > 0 and changes.relative[4] == 0.0 and np.isnan(changes.cosine[3])
+    rotated = row_changes(a, b, by_index(5, 5), rotation=np.eye(4)[::-1].copy())
+    assert rotated.unchanged.tolist() == [True, False, True, True, False]  # the stored rows, not the rotated ones
+
+
+def test_the_sample_in_two_formats_is_unchanged():
+    root = Path(__file__).resolve().parents[1] / "sample_checkpoints"
+    doc = run_json("compare", root / "nlm", root / "andrea", "--sample", "0")
+    assert [c["step"] for c in doc["checkpoints"]] == [3000, 3000]
+    assert doc["tables"]["token"]["unchanged_rows"] == 1024 and doc["tables"]["position"]["unchanged_rows"] == 256
+    assert doc["tables"]["token"]["movers"] == [] and doc["tables"]["token"]["neighbor_overlap"] is None

@@ -68,15 +68,24 @@ class Pairing:
     def rows_b(self) -> np.ndarray:
         return self.ids_b if self.ids_b is not None else np.arange(self.start_b, self.start_b + self.count)
 
+    def covers(self, a: np.ndarray, b: np.ndarray) -> bool:
+        """Every row of both tables, each with its own index: the row norms found are the tables' own."""
+        return self.ids_a is None and self.start_a == self.start_b == 0 and self.count == len(a) == len(b)
+
     def blocks(self, a: np.ndarray, b: np.ndarray) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
-        """(first pair, rows of A, rows of B) for consecutive blocks of pairs of about BLOCK_BYTES in float64."""
-        rows = max(1, BLOCK_BYTES // (8 * max(1, a.shape[1])))
+        """(first pair, rows of A, rows of B) for consecutive blocks of block_rows(a) pairs."""
+        rows = block_rows(a)
         for start in range(0, self.count, rows):
             stop = min(start + rows, self.count)
             if self.ids_a is None or self.ids_b is None:
                 yield start, a[self.start_a + start:self.start_a + stop], b[self.start_b + start:self.start_b + stop]
             else:
                 yield start, a[self.ids_a[start:stop]], b[self.ids_b[start:stop]]
+
+
+def block_rows(table: np.ndarray) -> int:
+    """Rows of about BLOCK_BYTES in float64."""
+    return max(1, BLOCK_BYTES // (8 * max(1, table.shape[1])))
 
 
 def by_index(rows_a: int, rows_b: int, first_a: int = 0, first_b: int = 0, what: str = "rows") -> Pairing:
@@ -145,24 +154,32 @@ def row_changes(a: np.ndarray, b: np.ndarray, pairing: Pairing, rotation: np.nda
     n = pairing.count
     cosine, norm_a, norm_b, relative = (np.empty(n, dtype=np.float64) for _ in range(4))
     unchanged = np.empty(n, dtype=bool)
+    # float64 work space made once: a fresh 2 MB array per block would cost its page faults every time
+    space_a, space_b = (np.empty((block_rows(a), a.shape[1]), dtype=np.float64) for _ in range(2))
     for start, block_a, block_b in pairing.blocks(a, b):
         stop = start + len(block_a)
-        unchanged[start:stop] = same_bits(block_a, block_b)
-        xa = np.asarray(block_a, dtype=np.float64)
-        xb = np.asarray(block_b, dtype=np.float64)
+        xa, xb = space_a[:len(block_a)], space_b[:len(block_a)]
+        np.copyto(xa, block_a)
+        np.copyto(xb, block_b)
         if rotation is not None:
-            xb = xb @ rotation
+            xb[:] = xb @ rotation
         with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-            dot = np.einsum("ij,ij->i", xa, xb)
-            na = np.sqrt(np.einsum("ij,ij->i", xa, xa))
-            nb = np.sqrt(np.einsum("ij,ij->i", xb, xb))
-            # the difference of two float32 values is exact in float64; never subtract in place into the table itself
-            xb = xb - xa if np.may_share_memory(xb, block_b) else np.subtract(xb, xa, out=xb)
-            moved = np.sqrt(np.einsum("ij,ij->i", xb, xb))
+            squares_a = np.einsum("ij,ij->i", xa, xa)
+            squares_b = np.einsum("ij,ij->i", xb, xb)
+            np.subtract(xb, xa, out=xb)  # the difference of two float32 values is exact in float64
+            squares_moved = np.einsum("ij,ij->i", xb, xb)
+            # a.b from the three sums of squares: one pass less, and no cancellation where it matters (b near a)
+            dot = (squares_a + squares_b - squares_moved) / 2
+            na, nb, moved = np.sqrt(squares_a), np.sqrt(squares_b), np.sqrt(squares_moved)
             defined = np.isfinite(na) & np.isfinite(nb) & (na > 0) & (nb > 0)
             cosine[start:stop] = np.where(defined, np.clip(dot / (na * nb), -1.0, 1.0), np.nan)
             relative[start:stop] = np.where(np.isfinite(moved) & np.isfinite(na),
                                             np.where(moved == 0, 0.0, moved / na), np.nan)
+        # unrotated, only rows equal in value (or holding NaN) can have equal bits: check just those
+        maybe = np.flatnonzero(~(moved > 0)) if rotation is None else np.arange(len(block_a))
+        unchanged[start:stop] = False
+        if len(maybe):
+            unchanged[start + maybe] = same_bits(block_a[maybe], block_b[maybe])
         norm_a[start:stop], norm_b[start:stop] = na, nb
         release(block_a)
         release(block_b)
@@ -334,8 +351,9 @@ class TableState:
     profile: PositionProfile | None  # position tables: cos(p_i, p_i+k) by distance k
 
 
-def table_state(table: TableInput, role: str) -> TableState:
-    norms = row_norms(table.array)
+def table_state(table: TableInput, role: str, norms: np.ndarray | None = None) -> TableState:
+    """`norms`: the table's row norms when a comparison has already found them (one pass over the table less)."""
+    norms = row_norms(table.array) if norms is None else norms
     if role != "position":
         return TableState(len(norms), finite_mean(norms), len(summarize(norms).anomalies), None, None)
     positions = norms[table.first_row:]
@@ -417,7 +435,7 @@ def compare_tables(role: str, a: TableInput, b: TableInput, pairing: Pairing, op
     summary = summarize_changes(changes)
     movers, stable = movers_and_stable(changes, options.listed)
     neighbors = None
-    if role != "position" and pairing.count:
+    if role != "position" and pairing.count and (options.sample or word_rows):
         partner = np.full(a.array.shape[0], -1, dtype=np.int64)
         partner[pairing.rows_a()] = np.arange(pairing.count)
         word_pairs = [int(partner[row]) for row in dict.fromkeys(word_rows) if partner[row] >= 0]
@@ -433,13 +451,19 @@ def compare(series: Iterable[Mapping[str, TableInput]], options: CompareOptions 
     """Each checkpoint's tables in turn (opened lazily by the caller): the state of each, the trajectory (mean
     row cosine to the previous checkpoint and to the first, unchanged rows), and first against last in detail.
     `token_pairing` pairs token and output rows (--match tokens, two checkpoints); `word_rows` are A's rows for
-    --words."""
+    --words. Each table is read once per comparison it takes part in; the row norms come from those passes."""
     def pairing(role: str, a: TableInput, b: TableInput) -> Pairing:
         return token_pairing if token_pairing is not None and role != "position" else index_pairing(role, a, b)
 
+    def changes(role: str, a: TableInput, b: TableInput, index: int) -> tuple[RowChanges | None, Pairing | None]:
+        if width_note(role, a, b) is not None:
+            return None, None
+        pairs = pairing(role, a, b)
+        return row_changes(a.array, b.array, pairs, progress=stages(f"{role} table: checkpoint {index + 1}")), pairs
+
     states: dict[str, dict[int, TableState]] = {}
-    steps: dict[str, dict[int, Step]] = {}
-    first: Mapping[str, TableInput] = {}
+    moves: dict[str, dict[int, Step]] = {}
+    first: dict[str, tuple[int, TableInput]] = {}  # role -> the first checkpoint that has it
     previous: dict[str, TableInput] = {}
     last: Mapping[str, TableInput] = {}
     to_first: dict[str, RowChanges] = {}
@@ -447,56 +471,55 @@ def compare(series: Iterable[Mapping[str, TableInput]], options: CompareOptions 
     for index, tables in enumerate(series):
         count += 1
         for role, table in tables.items():
-            state = states.setdefault(role, {})[index] = table_state(table, role)
-            steps.setdefault(role, {})[index] = step_between(role, index, first.get(role), previous.get(role),
-                                                             table, state, pairing, to_first, stages)
-        if index == 0:
-            first = tables
-        previous.update(tables)
+            if role not in first:
+                first[role] = (index, table)
+                previous[role] = table
+                continue
+            (start, origin), before = first[role], previous[role]
+            from_previous, pairs = changes(role, before, table, index)
+            whole = from_previous if pairs is not None and pairs.covers(before.array, table.array) else None
+            if start not in states.setdefault(role, {}):  # its norms come with this first comparison
+                states[role][start] = table_state(origin, role, whole.norm_a if whole is not None else None)
+            state = states[role][index] = table_state(table, role, whole.norm_b if whole is not None else None)
+            from_first = from_previous if origin is before else changes(role, origin, table, index)[0]
+            to_first.pop(role, None)
+            if from_first is not None:
+                to_first[role] = from_first
+            note = None if pairs is not None else (f"width changed from {before.array.shape[1]} to "
+                                                   f"{table.array.shape[1]}")
+            moves.setdefault(role, {})[index] = Step(
+                state, summarize_changes(from_previous).mean_cosine if from_previous is not None else math.nan,
+                summarize_changes(from_first).mean_cosine if from_first is not None else math.nan,
+                int(from_previous.unchanged.sum()) if from_previous is not None else None,
+                note or (pairs.note if pairs is not None else None))
+            previous[role] = table
         last = tables
     if count < 2:
         raise ValueError(f"expected two or more checkpoints to compare, found {count}")
+    for role, (start, origin) in first.items():
+        if start not in states.setdefault(role, {}):  # a table that no later checkpoint has
+            states[role][start] = table_state(origin, role)
     notes: list[str] = []
     compared: dict[str, TableComparison] = {}
     for role in ROLES:
-        if role not in first or role not in last:
-            if role in first or role in last:
-                notes.append(f"only the {'first' if role in first else 'last'} checkpoint has {article(role)} "
+        a = first[role][1] if role in first and first[role][0] == 0 else None  # the detail is first against last
+        b = last.get(role)
+        if a is None or b is None:
+            if a is not None or b is not None:
+                notes.append(f"only the {'first' if a is not None else 'last'} checkpoint has {article(role)} "
                              f"{role} table: it is not compared")
             continue
-        why_not = width_note(role, first[role], last[role])
+        why_not = width_note(role, a, b)
         if why_not is not None:
             notes.append(why_not)
             continue
-        compared[role] = compare_tables(role, first[role], last[role], pairing(role, first[role], last[role]),
-                                        options, unaligned=to_first.get(role), word_rows=word_rows, stages=stages)
-    missing = Step(None, math.nan, math.nan, None)
+        compared[role] = compare_tables(role, a, b, pairing(role, a, b), options, unaligned=to_first.get(role),
+                                        word_rows=word_rows, stages=stages)
+    trajectory = {role: [moves.get(role, {}).get(i) or Step(found.get(i), math.nan, math.nan, None)
+                         for i in range(count)] for role, found in states.items()}
     return Comparison(count, {role: [found.get(i) for i in range(count)] for role, found in states.items()},
-                      {role: [found.get(i, missing) for i in range(count)] for role, found in steps.items()},
-                      compared, notes)
+                      trajectory, compared, notes)
 
 
 def article(word: str) -> str:
     return "an" if word[0] in "aeiou" else "a"
-
-
-def step_between(role: str, index: int, first: TableInput | None, previous: TableInput | None, table: TableInput,
-                 state: TableState, pairing: Callable[[str, TableInput, TableInput], Pairing],
-                 to_first: dict[str, RowChanges], stages: Stages) -> Step:
-    """A trajectory entry; the changes against the first checkpoint are kept in `to_first` for the detail."""
-    def changes(other: TableInput) -> tuple[RowChanges | None, str | None]:
-        if width_note(role, other, table) is not None:
-            return None, f"width changed from {other.array.shape[1]} to {table.array.shape[1]}"
-        pairs = pairing(role, other, table)
-        return row_changes(other.array, table.array, pairs, progress=stages(f"{role} table: step {index}")), pairs.note
-
-    if previous is None:
-        return Step(state, math.nan, math.nan, None)
-    from_previous, note = changes(previous)
-    from_first = from_previous if first is previous else changes(first)[0] if first is not None else None
-    if from_first is not None:
-        to_first[role] = from_first
-    return Step(state,
-                summarize_changes(from_previous).mean_cosine if from_previous is not None else math.nan,
-                summarize_changes(from_first).mean_cosine if from_first is not None else math.nan,
-                int(from_previous.unchanged.sum()) if from_previous is not None else None, note)
