@@ -225,7 +225,7 @@ def test_match_tokens_pairs_rows_by_string(tmp_path):
     shared = sorted(set(words_a) & set(words_b))
     assert token["rows_compared"] == len(shared) == 7
     assert token["unchanged_rows"] == 7 and token["mean_row_cosine"] == pytest.approx(1.0)
-    assert "--match tokens paired 7 rows by token string, of 8 tokens in A and 9 in B" in doc["notes"]
+    assert "token table: --match tokens paired 7 rows by token string, of 8 tokens in A and 9 in B" in doc["notes"]
 
     def nearest(word, words):  # by string: moon and sun, only in B, can only be in the union
         others = [w for w in words if w != word]

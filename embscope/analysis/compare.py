@@ -68,6 +68,12 @@ class Pairing:
     def rows_b(self) -> np.ndarray:
         return self.ids_b if self.ids_b is not None else np.arange(self.start_b, self.start_b + self.count)
 
+    def pair_of(self, rows: np.ndarray, side: str, table_rows: int) -> np.ndarray:
+        """The pair index of each row of one side's table ("a" or "b"); -1 for a row in no pair."""
+        lookup = np.full(table_rows, -1, dtype=np.int64)
+        lookup[self.rows_a() if side == "a" else self.rows_b()] = np.arange(self.count)
+        return lookup[rows]
+
     def covers(self, a: np.ndarray, b: np.ndarray) -> bool:
         """Every row of both tables, each with its own index: the row norms found are the tables' own."""
         return self.ids_a is None and self.start_a == self.start_b == 0 and self.count == len(a) == len(b)
@@ -308,10 +314,10 @@ def _topk(table: np.ndarray, k: int, rows: np.ndarray, device: str, progress: Pr
     return compute.topk_all(table, k, queries=rows, device=device, progress=progress).ids
 
 
-def neighbor_labels(ids: np.ndarray, partner: np.ndarray, unpaired_from: int) -> np.ndarray:
-    """Neighbour row ids as pair indices; an unpaired row gets a label of its own past every pair index."""
-    safe = np.where(ids >= 0, ids, 0)
-    return np.where(ids < 0, -1, np.where(partner[safe] >= 0, partner[safe], unpaired_from + safe))
+def neighbor_labels(ids: np.ndarray, pairs: np.ndarray, unpaired_from: int) -> np.ndarray:
+    """Neighbour row ids (-1: none) as their pair indices (`pairs`, -1: unpaired); an unpaired row gets a label
+    of its own past every pair index, so it can only count in the union."""
+    return np.where(ids < 0, -1, np.where(pairs >= 0, pairs, unpaired_from + ids))
 
 
 def neighbor_overlap(a: np.ndarray, b: np.ndarray, pairing: Pairing, defined: np.ndarray, word_pairs: Sequence[int],
@@ -326,12 +332,8 @@ def neighbor_overlap(a: np.ndarray, b: np.ndarray, pairing: Pairing, defined: np
     rows_a, rows_b = pairing.rows_a()[chosen], pairing.rows_b()[chosen]
     ids_a = _topk(a, k, rows_a, device, stages("neighbours in A"))
     ids_b = _topk(b, k, rows_b, device, stages("neighbours in B"))
-    partner_a = np.full(a.shape[0], -1, dtype=np.int64)
-    partner_a[pairing.rows_a()] = np.arange(pairing.count)
-    partner_b = np.full(b.shape[0], -1, dtype=np.int64)
-    partner_b[pairing.rows_b()] = np.arange(pairing.count)
-    labels_a = neighbor_labels(ids_a, partner_a, pairing.count)
-    labels_b = neighbor_labels(ids_b, partner_b, pairing.count + a.shape[0])
+    labels_a = neighbor_labels(ids_a, pairing.pair_of(ids_a, "a", a.shape[0]), pairing.count)
+    labels_b = neighbor_labels(ids_b, pairing.pair_of(ids_b, "b", b.shape[0]), pairing.count + a.shape[0])
     jaccard = np.full(len(chosen), np.nan)
     for query, (row_a, row_b) in enumerate(zip(labels_a, labels_b)):
         set_a, set_b = set(row_a[row_a >= 0].tolist()), set(row_b[row_b >= 0].tolist())
@@ -436,9 +438,8 @@ def compare_tables(role: str, a: TableInput, b: TableInput, pairing: Pairing, op
     movers, stable = movers_and_stable(changes, options.listed)
     neighbors = None
     if role != "position" and pairing.count and (options.sample or word_rows):
-        partner = np.full(a.array.shape[0], -1, dtype=np.int64)
-        partner[pairing.rows_a()] = np.arange(pairing.count)
-        word_pairs = [int(partner[row]) for row in dict.fromkeys(word_rows) if partner[row] >= 0]
+        pairs = pairing.pair_of(np.array(list(dict.fromkeys(word_rows)), dtype=np.int64), "a", a.array.shape[0])
+        word_pairs = [int(p) for p in pairs if p >= 0]
         neighbors = neighbor_overlap(a.array, b.array, pairing, ~np.isnan(changes.cosine), word_pairs, options.k,
                                      options.sample, options.seed, options.device, stages)
     return TableComparison(role, pairing, changes, summary, movers, stable, neighbors, alignment,

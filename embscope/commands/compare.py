@@ -135,7 +135,8 @@ def checkpoint_paths(paths: list[Path], source: Source) -> tuple[list[Path], Pat
 
 
 def parse_words(words: list[str] | None) -> list[str]:
-    return [w.strip() for entry in words or [] for w in entry.split(",") if w.strip()]
+    """--words king,queen --words dog -> king, queen, dog (each once)."""
+    return list(dict.fromkeys(w.strip() for entry in words or [] for w in entry.split(",") if w.strip()))
 
 
 def plot_path(plot: str | None, origin: Path, inputs: list[Path]) -> Path | None:
@@ -215,8 +216,7 @@ def compare_command(
         comparison = compare(series(), options, token_pairing=pairing,
                              word_rows=[row for _, row, _ in found_words if row is not None], stages=stages)
     table_names = {role: (first_names[role], last_names[role]) for role in comparison.tables}
-    labels = render.Labels(opened, origin, table_names, names, names_b, found_words, options.align,
-                           pairing is not None, notes + ([pairing.note] if pairing and pairing.note else []), plot_file)
+    labels = render.Labels(opened, origin, table_names, names, names_b, found_words, notes, plot_file)
     if plot_file is not None:
         from ..render.compare_plot import draw
         draw(comparison, labels, plot_file)

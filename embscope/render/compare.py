@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..analysis.compare import PERCENTILES, Comparison, Stages, Step, TableComparison, TableState
+from ..analysis.compare import PERCENTILES, Comparison, NeighborOverlap, Stages, Step, TableComparison, TableState
 from ..series import Step as CheckpointStep
 from . import console, jsonout
 
@@ -27,8 +27,6 @@ class Labels:
     names: dict[str, Namer]  # role -> how to name a row of the first checkpoint's table
     names_b: dict[str, Namer]  # role -> how to name a row of the last checkpoint's table
     words: list[tuple[str, int | None, str | None]] = field(default_factory=list)  # (word, A row, why not used)
-    aligned: bool = False
-    matched: bool = False
     notes: list[str] = field(default_factory=list)
     plot: Path | None = None
 
@@ -97,7 +95,7 @@ def table_document(found: TableComparison, labels: Labels) -> dict:
             "by_word": [{"word": word, "id": int(overlap.rows_a[i]), "jaccard": overlap.jaccard[i],
                          "neighbors_a": [name(int(j)) for j in overlap.neighbors_a[i] if j >= 0],
                          "neighbors_b": [name_b(int(j)) for j in overlap.neighbors_b[i] if j >= 0]}
-                        for i, word in enumerate(used_words(labels))],
+                        for word, i in word_queries(labels, overlap)],
         }
     if found.alignment is not None:
         doc["alignment"] = {"method": "procrustes", "residual": found.alignment.residual,
@@ -105,8 +103,10 @@ def table_document(found: TableComparison, labels: Labels) -> dict:
     return doc
 
 
-def used_words(labels: Labels) -> list[str]:
-    return [word for word, row, _ in labels.words if row is not None]
+def word_queries(labels: Labels, overlap: NeighborOverlap) -> list[tuple[str, int]]:
+    """(word, query index) for each --words entry whose row was queried (a row with no partner in B is not)."""
+    queried = {int(row): i for i, row in enumerate(overlap.rows_a[:overlap.words])}
+    return [(word, queried[row]) for word, row, _ in labels.words if row is not None and row in queried]
 
 
 def state_document(state: TableState | None) -> dict | None:
@@ -160,6 +160,10 @@ def all_notes(comparison: Comparison, labels: Labels) -> list[str]:
         if undefined:
             notes.append(f"{role} table: {undefined:,} rows are zero or hold NaN/Inf in A or B: their cosine is "
                          "undefined and left out of the statistics")
+        if found.neighbors is not None:
+            queried = {word for word, _ in word_queries(labels, found.neighbors)}
+            notes += [f"{role} table: --words {word!r} has no row in B to compare with" for word, row, _ in labels.words
+                      if row is not None and word not in queried]
         if found.different_runs:
             notes.append(f"{role} table: the mean row cosine is {found.summary.mean_cosine:+.3f} while the mean norms "
                          f"agree ({found.summary.mean_norm_a:.3g} and {found.summary.mean_norm_b:.3g}): these look "
@@ -251,7 +255,7 @@ def print_table(found: TableComparison, labels: Labels, states: list[TableState 
                   f"{len(overlap.jaccard):,} rows ({overlap.words} from --words, {sampled:,} drawn with seed "
                   f"{overlap.seed})", soft_wrap=True)
         name, name_b = labels.names[role], labels.names_b[role]
-        for i, word in enumerate(used_words(labels)):
+        for word, i in word_queries(labels, overlap):
             neighbors_a = ", ".join(name(int(j)) for j in overlap.neighbors_a[i] if j >= 0)
             neighbors_b = ", ".join(name_b(int(j)) for j in overlap.neighbors_b[i] if j >= 0)
             out.print(f"    {console.safe(word)}: {number(overlap.jaccard[i], 3)}  A: {console.safe(neighbors_a)}  "
