@@ -416,7 +416,7 @@ def model_to_params(model, cfg: ModelConfig) -> dict[str, np.ndarray]:
 
 @dataclass
 class TrainConfig:
-    steps: int = 2000
+    steps: int = 3000  # the shipped sample's run
     batch_size: int = 16
     lr: float = 2e-3
     min_lr_ratio: float = 0.1

@@ -12,8 +12,10 @@ import numpy as np
 
 from ..analysis.compare import PERCENTILES, Comparison, NeighborOverlap, Stages, Step, TableComparison, TableState
 from ..series import Step as CheckpointStep
+from ..text import quote
 from . import console, jsonout
 
+LISTED_INLINE = 10  # rows named in the one-line list of unchanged rows
 Namer = Callable[[int], str]  # a row id -> what the reader calls it: a token string, "#id", "position p"
 
 
@@ -243,9 +245,8 @@ def print_table(found: TableComparison, labels: Labels, states: list[TableState 
     unchanged = summary.unchanged
     listed = ""
     if unchanged:
-        rows = found.pairing.rows_a()[found.changes.unchanged][:10]
-        listed = ": " + ", ".join(console.safe(labels.names[role](int(r))) for r in rows) + (", ..." if unchanged > 10
-                                                                                           else "")
+        rows = found.pairing.rows_a()[found.changes.unchanged][:LISTED_INLINE]
+        listed = ": " + inline(rows, labels.names[role], role) + (", ..." if unchanged > LISTED_INLINE else "")
     every = " (all)" if unchanged and unchanged == summary.rows else ""
     out.print(f"  rows bitwise unchanged: {unchanged:,}{every}{listed}", soft_wrap=True)
     if found.neighbors is not None:
@@ -256,15 +257,20 @@ def print_table(found: TableComparison, labels: Labels, states: list[TableState 
                   f"{overlap.seed})", soft_wrap=True)
         name, name_b = labels.names[role], labels.names_b[role]
         for word, i in word_queries(labels, overlap):
-            neighbors_a = ", ".join(name(int(j)) for j in overlap.neighbors_a[i] if j >= 0)
-            neighbors_b = ", ".join(name_b(int(j)) for j in overlap.neighbors_b[i] if j >= 0)
-            out.print(f"    {console.safe(word)}: {number(overlap.jaccard[i], 3)}  A: {console.safe(neighbors_a)}  "
-                      f"B: {console.safe(neighbors_b)}", soft_wrap=True)
+            out.print(f"    {console.safe(quote(word))}: Jaccard {number(overlap.jaccard[i], 3)}; A: "
+                      f"{inline(overlap.neighbors_a[i], name, role)}; B: {inline(overlap.neighbors_b[i], name_b, role)}",
+                      soft_wrap=True)
     if role == "position":
         print_positions(states, labels)
     print_rows("top movers (largest relative change first)", found, found.movers, labels.names[role])
     print_rows("most stable rows (smallest change first; bitwise unchanged rows left out)", found, found.stable,
                labels.names[role])
+
+
+def inline(rows: np.ndarray, name: Namer, role: str) -> str:
+    """Rows named in a line of text; token strings quoted, so a leading space or an empty token shows."""
+    names = [name(int(row)) for row in rows if row >= 0]
+    return ", ".join(console.safe(text if role == "position" else quote(text)) for text in names)
 
 
 def print_positions(states: list[TableState | None], labels: Labels) -> None:
