@@ -11,9 +11,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import run, run_json
 
 from embscope.analysis.compare import by_index, neighbor_overlap, procrustes, row_changes
-from conftest import run, run_json
 
 V, D, T = 400, 24, 48
 
@@ -157,11 +157,11 @@ def test_neighbor_overlap_counts_unpaired_neighbours_in_the_union():
 
 def test_procrustes_recovers_the_rotation(tmp_path):
     rng = np.random.default_rng(5)
-    a = rng.standard_normal((3000, 64))
+    a = rng.standard_normal((1500, 64))
     rotation, _ = np.linalg.qr(rng.standard_normal((64, 64)))
     b = a @ rotation + 0.01 * rng.standard_normal(a.shape)
     a32, b32 = a.astype(np.float32), b.astype(np.float32)
-    found = procrustes(a32, b32, by_index(3000, 3000))
+    found = procrustes(a32, b32, by_index(1500, 1500))
     # B R_found ~ A, so R_found undoes the rotation: R_found ~ rotation^T
     assert np.abs(found.rotation - rotation.T).max() < 0.01
     assert np.allclose(found.rotation @ found.rotation.T, np.eye(64), atol=1e-10)
@@ -283,7 +283,7 @@ def test_folder_of_mixed_formats_is_a_trajectory_in_step_order(tmp_path):
     assert steps[0]["tables"]["token"]["mean_row_cosine_to_previous"] is None
     for i in range(1, 5):
         entry = steps[i]["tables"]["token"]
-        to_previous, _, norms, _ = numpy_rows(tables[i - 1][1], tables[i][1])
+        to_previous, _, _, _ = numpy_rows(tables[i - 1][1], tables[i][1])
         to_first, _, _, _ = numpy_rows(tables[0][1], tables[i][1])
         assert entry["mean_row_cosine_to_previous"] == pytest.approx(to_previous.mean(), rel=1e-12)
         assert entry["mean_row_cosine_to_first"] == pytest.approx(to_first.mean(), rel=1e-12)
@@ -312,11 +312,14 @@ def test_plot_bare_and_named(tmp_path, monkeypatch):
     for step, token, position in tables:
         write_npz(tmp_path / "run" / f"step{step}.npz", token, position)
     monkeypatch.chdir(tmp_path)
+    before = {p.name: p.read_bytes() for p in (tmp_path / "run").iterdir()}
     result = run("compare", "--plot", "run", "--sample", "5")
     assert (tmp_path / "run-compare.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "plot written to run-compare.png" in result.stdout
     doc = run_json("compare", "--plot", "trend.svg", "run", "--sample", "5")
     assert doc["plot"] == "trend.svg" and (tmp_path / "trend.svg").read_text().lstrip().startswith("<?xml")
+    assert {p.name for p in tmp_path.iterdir()} == {"run", "run-compare.png", "trend.svg"}  # only where asked
+    assert {p.name: p.read_bytes() for p in (tmp_path / "run").iterdir()} == before
     from embscope.analysis.compare import CompareOptions, TableInput, compare
     from embscope.render.compare import Labels
     from embscope.render.compare_plot import figure

@@ -268,9 +268,10 @@ def print_table(found: TableComparison, labels: Labels, states: list[TableState 
 
 
 def inline(rows: np.ndarray, name: Namer, role: str) -> str:
-    """Rows named in a line of text; token strings quoted, so a leading space or an empty token shows."""
-    names = [name(int(row)) for row in rows if row >= 0]
-    return ", ".join(console.safe(text if role == "position" else quote(text)) for text in names)
+    """Rows named in a line of text; token strings quoted (not `#id`), so a leading space or an empty token shows."""
+    named = [(int(row), name(int(row))) for row in rows if row >= 0]
+    return ", ".join(console.safe(text if role == "position" or text == f"#{row}" else quote(text))
+                     for row, text in named)
 
 
 def print_positions(states: list[TableState | None], labels: Labels) -> None:
