@@ -366,7 +366,7 @@ def table_state(table: TableInput, role: str, norms: np.ndarray | None = None) -
 
 
 @dataclass(frozen=True)
-class Step:
+class TrajectoryPoint:
     """One table at one checkpoint of a series, against the one before and against the first."""
 
     state: TableState | None  # None: this checkpoint has no such table
@@ -406,7 +406,7 @@ class CompareOptions:
 class Comparison:
     checkpoints: int
     states: dict[str, list[TableState | None]]  # per role, one entry per checkpoint
-    trajectory: dict[str, list[Step]]  # per role, one entry per checkpoint
+    trajectory: dict[str, list[TrajectoryPoint]]  # per role, one entry per checkpoint
     tables: dict[str, TableComparison]  # per role present in the first and the last checkpoint
     notes: list[str] = field(default_factory=list)
 
@@ -463,7 +463,7 @@ def compare(series: Iterable[Mapping[str, TableInput]], options: CompareOptions 
         return row_changes(a.array, b.array, pairs, progress=stages(f"{role} table: checkpoint {index + 1}")), pairs
 
     states: dict[str, dict[int, TableState]] = {}
-    moves: dict[str, dict[int, Step]] = {}
+    moves: dict[str, dict[int, TrajectoryPoint]] = {}
     first: dict[str, tuple[int, TableInput]] = {}  # role -> the first checkpoint that has it
     previous: dict[str, TableInput] = {}
     last: Mapping[str, TableInput] = {}
@@ -488,7 +488,7 @@ def compare(series: Iterable[Mapping[str, TableInput]], options: CompareOptions 
                 to_first[role] = from_first
             note = None if pairs is not None else (f"width changed from {before.array.shape[1]} to "
                                                    f"{table.array.shape[1]}")
-            moves.setdefault(role, {})[index] = Step(
+            moves.setdefault(role, {})[index] = TrajectoryPoint(
                 state, summarize_changes(from_previous).mean_cosine if from_previous is not None else math.nan,
                 summarize_changes(from_first).mean_cosine if from_first is not None else math.nan,
                 int(from_previous.unchanged.sum()) if from_previous is not None else None,
@@ -516,7 +516,7 @@ def compare(series: Iterable[Mapping[str, TableInput]], options: CompareOptions 
             continue
         compared[role] = compare_tables(role, a, b, pairing(role, a, b), options, unaligned=to_first.get(role),
                                         word_rows=word_rows, stages=stages)
-    trajectory = {role: [moves.get(role, {}).get(i) or Step(found.get(i), math.nan, math.nan, None)
+    trajectory = {role: [moves.get(role, {}).get(i) or TrajectoryPoint(found.get(i), math.nan, math.nan, None)
                          for i in range(count)] for role, found in states.items()}
     return Comparison(count, {role: [found.get(i) for i in range(count)] for role, found in states.items()},
                       trajectory, compared, notes)

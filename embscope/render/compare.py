@@ -10,7 +10,15 @@ from pathlib import Path
 
 import numpy as np
 
-from ..analysis.compare import PERCENTILES, Comparison, NeighborOverlap, Stages, Step, TableComparison, TableState
+from ..analysis.compare import (
+    PERCENTILES,
+    Comparison,
+    NeighborOverlap,
+    Stages,
+    TableComparison,
+    TableState,
+    TrajectoryPoint,
+)
 from ..series import Step as CheckpointStep
 from ..text import quote
 from . import console, jsonout
@@ -124,7 +132,7 @@ def state_document(state: TableState | None) -> dict | None:
     return doc
 
 
-def step_document(step: Step) -> dict:
+def step_document(step: TrajectoryPoint) -> dict:
     doc = {"mean_row_cosine_to_previous": step.cosine_to_previous, "mean_row_cosine_to_first": step.cosine_to_first,
            "unchanged_rows": step.unchanged_from_previous, **(state_document(step.state) or {})}
     if step.note:

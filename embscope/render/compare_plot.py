@@ -23,7 +23,7 @@ def steps_axis(labels: Labels) -> tuple[np.ndarray, str]:
     return np.arange(len(steps), dtype=np.float64), "checkpoint (in order; some steps unknown)"
 
 
-def figure(comparison: Comparison, labels: Labels):  # noqa: ANN201  (a matplotlib Figure, imported lazily)
+def figure(comparison: Comparison, labels: Labels):  # returns a matplotlib Figure (imported lazily)
     x, x_label = steps_axis(labels)
     fig = new_figure(13, 9)
     first, last = labels.checkpoints[0], labels.checkpoints[-1]
@@ -63,7 +63,7 @@ def figure(comparison: Comparison, labels: Labels):  # noqa: ANN201  (a matplotl
         state = profiles[index]
         if state is None or state.profile is None or not len(state.profile.mean):
             continue
-        path, step = labels.checkpoints[index]
+        step = labels.checkpoints[index][1]
         profile_ax.plot(state.profile.offsets, state.profile.mean, label=step.text())
         drawn += 1
     profile_ax.set_title("position similarity by distance (first, middle, last)")
