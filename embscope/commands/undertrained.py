@@ -8,8 +8,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from enum import Enum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
+import numpy as np
 import typer
 from typer.core import TyperCommand
 
@@ -35,7 +36,7 @@ class TableChoice(str, Enum):
 class BarePlotCommand(TyperCommand):
     """Lets --plot come without a value: the parser typer vendors has no optional option values."""
 
-    def parse_args(self, ctx, args: list[str]) -> list[str]:  # noqa: ANN001  click's signature
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:  # ctx: the click Context typer vendors
         given = list(args)
         for index, arg in enumerate(given):
             if arg == "--":
@@ -84,7 +85,7 @@ def _token_name(tokenizer: object | None, index: int) -> str:
 
 def _nearest(device: str, progress: Callable[[int, int], None]) -> Callable:
     """The batched top-k the cluster search uses (compute.topk_all today; compute.topk_rows to come)."""
-    def search(table, k: int):  # noqa: ANN001  any 2-D float array
+    def search(table: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         found = compute.topk_all(table, k, device=device, progress=progress)
         return found.ids, found.scores
     return search

@@ -3,6 +3,8 @@ marked, beside the norms with the band of ordinary norms. matplotlib is imported
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from ..analysis.norms import MAD_SCALE
@@ -10,12 +12,16 @@ from ..analysis.undertrained import NORM_Z, UndertrainedReport
 from ..text import printable
 from .plots import new_figure
 
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
 CANDIDATE = "tab:red"
 REFERENCE = "tab:orange"
 ROWS = "tab:blue"
 
 
-def undertrained_figure(report: UndertrainedReport, checkpoint: str):
+def undertrained_figure(report: UndertrainedReport, checkpoint: str) -> Figure:
     figure = new_figure(13, 5.5)
     figure.suptitle(f"{printable(checkpoint)} - {report.table} table {printable(report.name)}: under-trained "
                     f"candidates ({len(report.candidates)})", parse_math=False)
@@ -25,14 +31,14 @@ def undertrained_figure(report: UndertrainedReport, checkpoint: str):
     return figure
 
 
-def bins_for(values: np.ndarray) -> np.ndarray:
+def bins_for(values: np.ndarray) -> list[float]:
     low, high = (float(values.min()), float(values.max())) if len(values) else (0.0, 1.0)
     if high <= low:
         low, high = low - 0.5, high + 0.5
-    return np.linspace(low, high, min(100, max(20, len(values) // 20)) + 1)
+    return np.linspace(low, high, min(100, max(20, len(values) // 20)) + 1).tolist()
 
 
-def draw_indicator(ax, report: UndertrainedReport) -> None:  # noqa: ANN001  a matplotlib Axes
+def draw_indicator(ax: Axes, report: UndertrainedReport) -> None:
     ax.set_title("indicator: cosine to the mean reference row (1st PC removed)")
     if not report.has_indicator:
         ax.text(0.5, 0.5, f"no indicator:\n{printable(report.reference.description)}", transform=ax.transAxes,
@@ -61,7 +67,7 @@ def draw_indicator(ax, report: UndertrainedReport) -> None:  # noqa: ANN001  a m
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, fontsize=8, frameon=False)
 
 
-def draw_norms(ax, report: UndertrainedReport) -> None:  # noqa: ANN001  a matplotlib Axes
+def draw_norms(ax: Axes, report: UndertrainedReport) -> None:
     norms, z = report.norms, report.norm_z
     finite = np.isfinite(norms)
     ax.set_title(f"row norms: the band holds |robust z| <= {NORM_Z:g}")
