@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Callable, Hashable
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .arrays import FLOAT_DTYPES, to_float32
 from .memory import require_memory
 from .text import quote
+
+if TYPE_CHECKING:  # roles.py builds these classes, so it imports this module, not the other way round
+    from .roles import Head, Role
 
 
 @dataclass(frozen=True)
@@ -44,6 +48,7 @@ class Checkpoint:
     step: int | None = None
     config: dict = field(default_factory=dict)
     declared_params: int | None = None  # a count the file states itself (the ANDREA header)
+    tied: bool | None = None  # the reader's word on a head the file does not hold (ANDREA decides from its layout)
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -56,7 +61,7 @@ class Checkpoint:
 class Table:
     """One embedding table: the tensor that plays a role, and the rule that chose it."""
 
-    role: str  # "token", "position" or "output"
+    role: Role
     tensor: TensorInfo
     rule: str
     first_row: int = 0  # rows before position 0 (OPT keeps 2)
@@ -86,9 +91,19 @@ class Table:
 
 @dataclass
 class EmbeddingTables:
-    token: Table
+    """The table found for each role. A role left empty has its reason in `missing`: the error that a
+    command needing the role raises (see Embeddings.table)."""
+
+    token: Table | None
     position: Table | None
-    output: Table | None
-    tied: bool  # the output projection reuses the token table
-    notes: tuple[str, ...] = ()
-    tied_copy: str | None = None  # an output tensor the config declares tied: a copy, counted once
+    output: Table | None  # an untied head only; `head` says what the file holds instead
+    head: Head
+    head_note: str | None = None  # why the head is what it is, when that needs saying
+    notes: tuple[str, ...] = ()  # about the roles left empty
+    tied_copy: str | None = None  # an output tensor that repeats the token table (declared tied, or equal): counted once
+    missing: dict[Role, str] = field(default_factory=dict)
+
+    @property
+    def tied(self) -> bool | None:
+        """Whether the head reuses the token table; None where the file does not say."""
+        return self.head.is_tied
