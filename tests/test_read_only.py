@@ -31,9 +31,10 @@ ARGUMENTS: dict[str, list[list[str]]] = {
                   ["--all", "--out", "{out}/neighbors.npz", "-k", "2"]],
     "positions": [["--pairs", "0:1,2:5"], ["--json"]],
     "norms": [["--table", "token"], ["--table", "position", "--plot", "{out}/norms.png"], ["--json"]],
+    "undertrained": [[], ["--json", "--plot", "{out}/undertrained.png"]],
 }
 # the outputs a command may write, all inside {out}
-OUTPUTS = {"neighbors.jsonl", "neighbors.npz", "norms.png"}
+OUTPUTS = {"neighbors.jsonl", "neighbors.npz", "norms.png", "undertrained.png"}
 FORMATS = ["safetensors", "safetensors-index", "npz", "npz-compressed", "andrea", "nlm-pickle", "npy-object",
            "pytorch", "pytorch-legacy"]
 

@@ -11,7 +11,7 @@ Detecting Under-trained Tokens in Large Language Models") find them, then checke
    below it; a gap exponential spacings would give by chance in fewer than 1 in 1,000 tables counts. No gap,
    no candidates: a table with no under-trained rows (a Gaussian random one) yields none.
 4. Second signals: norms far above the rest (rows that kept their initial values) or far below (rows weight
-   decay shrank), by robust z; rows bitwise unchanged across checkpoints, which are conclusive.
+   decay shrank, and zero rows), by robust z; rows bitwise unchanged across checkpoints, which are conclusive.
 
 Tables are read block by block; nothing here is V x V (the cluster search uses the batched top-k).
 """
@@ -28,7 +28,7 @@ from .token_kinds import TokenKinds
 
 BLOCK_BYTES = 32 * 1024 * 1024  # float64 work space per block of rows
 COMPONENT_WIDTH = 8  # directions iterated together to find the first principal component
-COMPONENT_ITERATIONS = 60  # reads of the table at most; a table with no leading direction uses them all
+COMPONENT_ITERATIONS = 40  # reads of the table at most; a table with no leading direction uses them all
 COMPONENT_TOLERANCE = 1e-10  # distance between successive unit estimates of the component
 NEAR_IDENTICAL = 0.99  # cosine at which two rows count as one point of a cluster
 CLUSTER_NEIGHBOURS = 8  # top-k of every row, for the cluster search
@@ -346,7 +346,7 @@ def collect(scores: np.ndarray, threshold: Threshold, norms: np.ndarray, z: np.n
     fired = {
         "indicator": scores > threshold.value if threshold.value is not None else np.zeros(len(scores), dtype=bool),
         "norm-high": z > NORM_Z,
-        "norm-low": z < -NORM_Z,
+        "norm-low": (z < -NORM_Z) | (norms == 0),  # a zero row never received a gradient that stuck
         "unchanged": unchanged if unchanged is not None else np.zeros(len(scores), dtype=bool),
     }
     chosen = np.flatnonzero(np.logical_or.reduce(list(fired.values())))

@@ -15,7 +15,7 @@ from . import console
 LISTED_ROWS = 10  # candidates printed per table in the console, highest score first; --json lists all
 INDICATOR = "cosine to the mean reference row, first principal component removed (Land & Bartolo 2024)"
 NORM_RULE = f"norm-high / norm-low: robust z of the row norm beyond +-{NORM_Z:g}, z = (norm - median) / " \
-            f"({MAD_SCALE} x MAD)"
+            f"({MAD_SCALE} x MAD); zero rows are norm-low"
 
 Namer = Callable[[int], str]
 
