@@ -277,6 +277,8 @@ def test_rows_unchanged_across_checkpoints_are_conclusive(tmp_path):
     conclusive = {c["id"] for c in doc["candidates"] if c["conclusive"]}
     assert conclusive == set(range(40, 50))
     assert all("unchanged" in c["signals"] for c in doc["candidates"] if c["conclusive"])
+    result = run("undertrained", "-c", tmp_path / "step1.npz", "--against", tmp_path / "step1.npz", ok=False)
+    assert result.exit_code == 1 and "found every row of the token table bitwise the same" in result.stderr
     np.savez(tmp_path / "other.npz", token_emb=first[:300])
     result = run("undertrained", "-c", tmp_path / "step2.npz", "--against", tmp_path / "other.npz", ok=False)
     assert result.exit_code == 1
@@ -316,7 +318,7 @@ def test_plot_marks_reference_and_threshold():
                                                           "control", "placeholder", "padding")}
     masks["placeholder"][:5] = True
     report = find_undertrained(table, TokenKinds(600, 600, masks))
-    figure = undertrained_figure(report, "ckpt")
+    figure = undertrained_figure([report], "ckpt")
     score_ax, norm_ax = figure.axes
     labels = score_ax.get_legend_handles_labels()[1]
     assert any(label.startswith("threshold +") for label in labels)
@@ -324,6 +326,7 @@ def test_plot_marks_reference_and_threshold():
     assert "candidates: above the threshold (40)" in labels
     assert score_ax.get_legend().get_bbox_to_anchor().y0 < score_ax.bbox.y0  # the legend sits below the data
     assert norm_ax.get_title() == "row norms: the band holds |robust z| <= 6"
+    assert len(undertrained_figure([report, report], "ckpt").axes) == 4  # --table both: a row per table
 
 
 def test_both_tables_need_an_untied_head():

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..errors import TableError
 from .norms import DEFAULT_THRESHOLD, MAD_SCALE, row_norms
 from .token_kinds import TokenKinds
 
@@ -108,6 +109,9 @@ def find_undertrained(array: np.ndarray, kinds: TokenKinds | None, *, table: str
     valid = np.isfinite(norms) & (norms > 0)
     notes = []
     unchanged = unchanged_rows(array, others) if others else None
+    if unchanged is not None and len(unchanged) and unchanged.all():
+        raise TableError(f"expected checkpoints of different steps, found every row of the {table} table bitwise the "
+                         "same in all of them (the same weights given twice?)")
     reference = tokenizer_reference(kinds, unchanged)
     if not len(reference.rows) and topk is not None:
         reference = cluster_reference(array, valid, topk)
@@ -118,9 +122,9 @@ def find_undertrained(array: np.ndarray, kinds: TokenKinds | None, *, table: str
         reference, scores, threshold = refined(array, valid, reference, scores, threshold, component)
     else:
         scores = np.full(len(norms), np.nan)
-        threshold = Threshold(None, f"no indicator: {reference.description}")
+        threshold = Threshold(None, "no indicator without reference rows")
     if kinds is None:
-        notes.append("no tokenizer: candidates are not verified, and padding rows cannot be told apart")
+        notes.append("without a tokenizer nothing is verified, and padding rows cannot be told apart")
     z = robust_z(norms)
     candidates = collect(scores, threshold, norms, z, unchanged, kinds)
     return UndertrainedReport(table, name, reference, threshold, scores, norms, z, unchanged, candidates, tuple(notes))
@@ -255,12 +259,13 @@ def reference_cosines(array: np.ndarray, valid: np.ndarray, reference: np.ndarra
         return scores
     for start, block in blocks(array, valid):
         scores[start:start + len(block)] = _cosines(block, total / len(reference), component)
-    if len(reference) > 1:
-        for index, row in enumerate(reference):
-            own = (total - rows[index]) / (len(reference) - 1)
-            scores[row] = _cosines(np.asarray(array[row:row + 1], dtype=np.float64), own, component)[0]
-    else:
-        scores[reference] = np.nan  # a lone reference row has no others to be measured against
+    # a reference row r (component removed) against the others' sum t - r: cos = (r.t - |r|^2) / (|r| |t - r|)
+    squares = np.einsum("ij,ij->i", rows, rows)
+    others = np.linalg.norm(total - rows, axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        own = (rows @ total - squares) / (np.sqrt(squares) * others)
+    # a lone reference row has no others to be measured against
+    scores[reference] = np.where((squares > 0) & (others > 0), np.clip(own, -1, 1), np.nan)
     scores[~valid] = np.nan
     return scores
 

@@ -153,7 +153,7 @@ def undertrained(
     if target is not None:
         from ..render.plots import save
         from ..render.undertrained_plot import undertrained_figure
-        save(undertrained_figure(reports[0], emb.checkpoint.path.name), target)
+        save(undertrained_figure(reports, emb.checkpoint.path.name), target)
     if json:
         jsonout.emit(document(emb.checkpoint.path, emb.checkpoint.step, reports, kinds, name, notes, target))
     else:

@@ -1,8 +1,10 @@
-"""The `undertrained --plot` figure: the indicator's histogram with the reference rows and the threshold
-marked, beside the norms with the band of ordinary norms. matplotlib is imported inside plots' functions."""
+"""The `undertrained --plot` figure: for each table analysed, one row of two panels: the indicator's
+histogram with the reference rows and the threshold marked, beside the norms with the band of ordinary
+norms. matplotlib is imported inside plots' functions."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -21,13 +23,15 @@ REFERENCE = "tab:orange"
 ROWS = "tab:blue"
 
 
-def undertrained_figure(report: UndertrainedReport, checkpoint: str) -> Figure:
-    figure = new_figure(13, 5.5)
-    figure.suptitle(f"{printable(checkpoint)} - {report.table} table {printable(report.name)}: under-trained "
-                    f"candidates ({len(report.candidates)})", parse_math=False)
-    score_ax, norm_ax = figure.subplots(1, 2)
-    draw_indicator(score_ax, report)
-    draw_norms(norm_ax, report)
+def undertrained_figure(reports: Sequence[UndertrainedReport], checkpoint: str) -> Figure:
+    figure = new_figure(13, 5.5 * len(reports))
+    figure.suptitle(f"{printable(checkpoint)}: under-trained candidates", parse_math=False)
+    for report, row in zip(reports, figure.subfigures(len(reports), 1, squeeze=False)[:, 0]):
+        row.suptitle(f"{report.table} table {printable(report.name)}: {len(report.candidates):,} candidates",
+                     parse_math=False, fontsize=10)
+        score_ax, norm_ax = row.subplots(1, 2)
+        draw_indicator(score_ax, report)
+        draw_norms(norm_ax, report)
     return figure
 
 
