@@ -84,15 +84,33 @@ def row_norms(array: np.ndarray, block_rows: int | None = None) -> np.ndarray:
     return norms
 
 
+def median_and_mad(norms: np.ndarray) -> tuple[float, float]:
+    """The median of the finite norms and their median absolute deviation from it (NaN, NaN when none)."""
+    finite = norms[np.isfinite(norms)]
+    if not len(finite):
+        return math.nan, math.nan
+    median = float(np.median(finite))
+    return median, float(np.median(np.abs(finite - median)))
+
+
+def robust_z(norms: np.ndarray, median: float, mad: float) -> np.ndarray:
+    """(norm - median) / (1.4826 MAD), signed. When MAD is 0, +-Inf for a norm off the median by more than a
+    relative EQUAL_NORMS_TOLERANCE, else 0. NaN where the norm is not finite."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if mad > 0:
+            return (norms - median) / (MAD_SCALE * mad)
+        off = np.abs(norms - median) > EQUAL_NORMS_TOLERANCE * max(abs(median), np.finfo(np.float64).tiny)
+        return np.where(np.isfinite(norms), np.where(off, np.sign(norms - median) * np.inf, 0.0), np.nan)
+
+
 def summarize(norms: np.ndarray, threshold: float = DEFAULT_THRESHOLD) -> NormSummary:
     """Statistics over the finite norms, and the rows flagged as anomalies."""
     finite = norms[np.isfinite(norms)]
+    median, mad = median_and_mad(norms)
     if len(finite):
-        mean, median = float(finite.mean()), float(np.median(finite))
-        low, high = float(finite.min()), float(finite.max())
-        mad = float(np.median(np.abs(finite - median)))
+        mean, low, high = float(finite.mean()), float(finite.min()), float(finite.max())
     else:
-        mean = median = low = high = mad = math.nan
+        mean = low = high = math.nan
     anomalies = flag_anomalies(norms, mean, median, mad, threshold)
     return NormSummary(norms, len(finite), mean, median, low, high, mad, threshold, anomalies)
 
@@ -103,13 +121,8 @@ def flag_anomalies(norms: np.ndarray, mean: float, median: float, mad: float, th
     first, then the largest |robust z| first."""
     with np.errstate(divide="ignore", invalid="ignore"):
         ratios = norms / mean
-        if mad > 0:
-            scores = (norms - median) / (MAD_SCALE * mad)
-            robust = np.abs(scores) > threshold
-        else:
-            off = np.abs(norms - median) > EQUAL_NORMS_TOLERANCE * max(abs(median), np.finfo(np.float64).tiny)
-            scores = np.where(off, np.sign(norms - median) * np.inf, 0.0)
-            robust = off
+        scores = robust_z(norms, median, mad)
+        robust = np.abs(scores) > threshold
     always = ~np.isfinite(norms) | (norms == 0)
     flagged = np.flatnonzero(always | (robust & np.isfinite(norms)))
     severity = np.where(np.isfinite(norms[flagged]), np.abs(scores[flagged]), np.inf)

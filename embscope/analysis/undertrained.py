@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import TableError
-from .norms import DEFAULT_THRESHOLD, MAD_SCALE, row_norms
+from .norms import DEFAULT_THRESHOLD, median_and_mad, robust_z, row_norms
 from .token_kinds import TokenKinds
 
 BLOCK_BYTES = 32 * 1024 * 1024  # float64 work space per block of rows
@@ -125,7 +125,7 @@ def find_undertrained(array: np.ndarray, kinds: TokenKinds | None, *, table: str
         threshold = Threshold(None, "no indicator without reference rows")
     if kinds is None:
         notes.append("without a tokenizer nothing is verified, and padding rows cannot be told apart")
-    z = robust_z(norms)
+    z = robust_z(norms, *median_and_mad(norms))
     candidates = collect(scores, threshold, norms, z, unchanged, kinds)
     return UndertrainedReport(table, name, reference, threshold, scores, norms, z, unchanged, candidates, tuple(notes))
 
@@ -318,22 +318,6 @@ def gap_threshold(scores: np.ndarray, window: int = GAP_WINDOW) -> Threshold:
 # ---------------------------------------------------------------- second signals and candidates
 
 
-def robust_z(values: np.ndarray) -> np.ndarray:
-    """(value - median) / (1.4826 MAD) over the finite values; NaN where a value is not finite. When the MAD
-    is 0, every value off the median is infinitely far."""
-    finite = np.isfinite(values)
-    z = np.full(len(values), np.nan)
-    if not finite.any():
-        return z
-    median = float(np.median(values[finite]))
-    mad = float(np.median(np.abs(values[finite] - median)))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        z[finite] = (values[finite] - median) / (MAD_SCALE * mad) if mad > 0 else \
-            np.sign(values[finite] - median) * np.inf
-    z[finite & (values == median)] = 0.0
-    return z
-
-
 def unchanged_rows(array: np.ndarray, others: Sequence[np.ndarray]) -> np.ndarray:
     """Rows whose bytes are the same in this table and in every other (same shape, float32)."""
     same = np.ones(len(array), dtype=bool)
@@ -355,7 +339,7 @@ def collect(scores: np.ndarray, threshold: Threshold, norms: np.ndarray, z: np.n
         "unchanged": unchanged if unchanged is not None else np.zeros(len(scores), dtype=bool),
     }
     chosen = np.flatnonzero(np.logical_or.reduce(list(fired.values())))
-    # the indicator first, highest first; rows it cannot score after them, by how far their norm is
+    # by indicator score, highest first; rows without a score after them, the farthest norm first
     order = np.lexsort((-np.abs(np.nan_to_num(z[chosen], nan=0.0)), -np.nan_to_num(scores[chosen], nan=-np.inf)))
     found = []
     for row in chosen[order]:
