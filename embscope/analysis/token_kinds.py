@@ -73,14 +73,6 @@ class TokenKinds:
         """The kinds one row has, in KINDS order."""
         return tuple(kind for kind in KINDS if self.masks[kind][row])
 
-    @property
-    def any(self) -> np.ndarray:
-        """Rows the tokenizer gives a reason never to meet in ordinary text."""
-        found = np.zeros(self.rows, dtype=bool)
-        for mask in self.masks.values():
-            found |= mask
-        return found
-
     def counts(self) -> dict[str, int]:
         return {kind: int(self.masks[kind].sum()) for kind in KINDS}
 
