@@ -447,6 +447,12 @@ def lr_at(step: int, tc: TrainConfig) -> float:
     return tc.lr * (tc.min_lr_ratio + (1 - tc.min_lr_ratio) * coeff)
 
 
+def split_ids(ids: np.ndarray, block_size: int, val_fraction: float) -> tuple[np.ndarray, np.ndarray]:
+    """(training ids, validation ids): the last val_fraction of the tokens (at least one block) is held out."""
+    n_val = max(block_size + 2, int(len(ids) * val_fraction))
+    return ids[:-n_val], ids[-n_val:]
+
+
 def train(ids: np.ndarray, cfg: ModelConfig, tc: TrainConfig, log=print, snapshot=None,
           snapshot_steps: frozenset[int] = frozenset()):
     """Train on a token id array; returns (model, history, best_val_loss).
@@ -458,9 +464,9 @@ def train(ids: np.ndarray, cfg: ModelConfig, tc: TrainConfig, log=print, snapsho
 
     torch.set_num_threads(tc.threads)
     seed_everything(tc.seed)
-    n_val = max(cfg.block_size + 2, int(len(ids) * tc.val_fraction))
-    train_ids = torch.from_numpy(ids[:-n_val].astype(np.int64))
-    val_ids = torch.from_numpy(ids[-n_val:].astype(np.int64))
+    train_part, val_part = split_ids(ids, cfg.block_size, tc.val_fraction)
+    train_ids = torch.from_numpy(train_part.astype(np.int64))
+    val_ids = torch.from_numpy(val_part.astype(np.int64))
     if len(train_ids) <= cfg.block_size + 1:
         raise ValueError(f"need more than {cfg.block_size + 1} training tokens, got {len(train_ids)}")
     gen = torch.Generator().manual_seed(tc.seed)

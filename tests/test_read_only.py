@@ -32,10 +32,11 @@ ARGUMENTS: dict[str, list[list[str]]] = {
     "positions": [["--pairs", "0:1,2:5"], ["--json"]],
     "norms": [["--table", "token"], ["--table", "position", "--plot", "{out}/norms.png"], ["--json"]],
     "compare": [["--sample", "5", "--json"]],  # its plot's place: tests/test_compare.py
+    "undertrained": [[], ["--json", "--plot", "{out}/undertrained.png"]],
 }
 TAKES_CHECKPOINTS_AS_ARGUMENTS = {"compare"}  # given the checkpoint twice, not with -c
 # the outputs a command may write, all inside {out}
-OUTPUTS = {"neighbors.jsonl", "neighbors.npz", "norms.png"}
+OUTPUTS = {"neighbors.jsonl", "neighbors.npz", "norms.png", "undertrained.png"}
 FORMATS = ["safetensors", "safetensors-index", "npz", "npz-compressed", "andrea", "nlm-pickle", "npy-object",
            "pytorch", "pytorch-legacy"]
 
