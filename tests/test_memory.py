@@ -24,7 +24,7 @@ def test_blockwise_norms_match_numpy_across_block_edges(dtype, tmp_path):
     rows = table.astype(np.float32).astype(np.float64)  # analysis works on float32 rows (float64 is rounded)
     expected = np.sqrt((rows ** 2).sum(axis=1))
     for block_rows in (1, 7, None):  # one row, 7 rows (not a divisor of 1000), the default bytes budget
-        np.testing.assert_allclose(row_norms(array, block_rows), expected, rtol=1e-12)
+        np.testing.assert_allclose(row_norms(array, block_rows=block_rows), expected, rtol=1e-12)
 
 
 def test_half_precision_is_upcast_before_summing(tmp_path):
@@ -44,7 +44,7 @@ def test_mapped_pages_are_released_after_each_block(tmp_path):
     memory.release(block)
     # a released block is still readable: the kernel maps the pages again from the file
     np.testing.assert_array_equal(block, table[48:64])
-    np.testing.assert_allclose(row_norms(mapped, 16), np.linalg.norm(table.astype(np.float64), axis=1), rtol=1e-12)
+    np.testing.assert_allclose(row_norms(mapped, block_rows=16), np.linalg.norm(table.astype(np.float64), axis=1), rtol=1e-12)
 
 
 def test_table_copy_larger_than_memory_is_refused_before_it_is_made(tmp_path, monkeypatch):

@@ -164,16 +164,6 @@ def test_rows_without_a_finite_norm_are_listed_not_drawn():
     assert texts(figure) == ["not drawn: dog (row 3) (NaN), #9 (row 9) (Inf)"]
 
 
-def test_large_heatmap_is_averaged_down():
-    matrix = np.arange(2500 * 2500, dtype=np.float32).reshape(2500, 2500)
-    matrix[0, 0] = np.nan
-    small = plots.pooled(matrix, max_side=1024)
-    assert small.shape == (834, 834)  # cells of 3 x 3
-    assert small[1, 2] == pytest.approx(matrix[3:6, 6:9].mean())
-    assert small[0, 0] == pytest.approx(np.nanmean(matrix[:3, :3]))
-    assert small[-1, -1] == pytest.approx(matrix[2499, 2499])  # the last cell holds one real value
-
-
 def test_save_replaces_the_file_whole(tmp_path):
     target = tmp_path / "fig.png"
     target.write_bytes(b"old")

@@ -5,14 +5,18 @@ exceed memory; the duplicate search holds unit rows and is skipped above DUPLICA
 from __future__ import annotations
 
 import math
+import operator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Generic, TypeVar, overload
 
 import numpy as np
 
-from ..memory import release
+from ..compute import row_norms, unit_rows
 
-NORM_BLOCK_ROWS = 65536  # rows gathered at a time for the duplicate search
-NORM_BLOCK_BYTES = 32 * 1024 * 1024  # table bytes read at a time for the norms
+__all__ = ["Anomaly", "Candidate", "Duplicate", "DuplicateSearch", "NormSummary", "RowListing", "find_duplicates",
+           "row_norms", "summarize", "undertrained"]
+
 MAD_SCALE = 1.4826  # makes the MAD estimate the standard deviation for normally distributed norms
 # Gaussian-noise tables of 64..50,000 rows (d 4..768) reach a largest robust z of about 5.0, so 6 flags
 # none of them, while a row of 2.46 in a table whose norms are 0.43 +- 0.03 scores about 68.
@@ -62,6 +66,48 @@ class Candidate:
     reason: str
 
 
+Item = TypeVar("Item")
+
+
+class RowListing(Sequence[Item], Generic[Item]):
+    """Rows picked out of a table, kept as an array of row ids: the object that describes a row is made only
+    when that row is read, so a million flagged rows cost 8 bytes each, not an object each."""
+
+    def __init__(self, indices: np.ndarray, describe: Callable[[int], Item]):
+        self.indices = indices  # int64 row ids, in listing order
+        self._describe = describe  # position in the listing -> the object for that row
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+    @overload
+    def __getitem__(self, key: int) -> Item: ...
+
+    @overload
+    def __getitem__(self, key: slice) -> tuple[Item, ...]: ...
+
+    def __getitem__(self, key: int | slice) -> Item | tuple[Item, ...]:
+        if isinstance(key, slice):
+            return tuple(self._describe(i) for i in range(*key.indices(len(self))))
+        position = operator.index(key)
+        if position < 0:
+            position += len(self)
+        if not 0 <= position < len(self):
+            raise IndexError("row listing index out of range")
+        return self._describe(position)
+
+    def __iter__(self) -> Iterator[Item]:
+        return (self._describe(i) for i in range(len(self)))
+
+    def __add__(self, other: RowListing[Item]) -> RowListing[Item]:
+        first = len(self)
+        return RowListing(np.concatenate([self.indices, other.indices]),
+                          lambda i: self._describe(i) if i < first else other._describe(i - first))
+
+    def __repr__(self) -> str:
+        return f"RowListing({len(self)} rows)"
+
+
 @dataclass(frozen=True, eq=False)
 class NormSummary:
     norms: np.ndarray  # float64 (rows,)
@@ -72,101 +118,85 @@ class NormSummary:
     max: float
     mad: float  # median absolute deviation from the median
     threshold: float
-    anomalies: tuple[Anomaly, ...]
+    flagged: np.ndarray  # int64 row ids of the anomalies, ascending
+    robust_z: np.ndarray  # float64 (rows,) |norm - median| / (1.4826 MAD); NaN where MAD is 0 or a norm not finite
 
     @property
     def rows(self) -> int:
         return len(self.norms)
 
+    @property
+    def anomalies(self) -> RowListing[Anomaly]:
+        """The flagged rows, with the rule that flagged each; Anomaly objects are made as they are read."""
+        return RowListing(self.flagged, lambda i: self.anomaly(int(self.flagged[i])))
 
-def row_norms(array: np.ndarray, block_rows: int | None = None) -> np.ndarray:
-    """L2 norm of every row in float64; NaN for a row with a NaN, Inf for a row with an Inf.
-    Blocks are bounded in bytes, squared and summed in float64 without a float64 copy, and a memory
-    map's pages are let go after each block: a mapped table larger than memory keeps one block resident."""
-    if block_rows is None:
-        block_rows = max(1, NORM_BLOCK_BYTES // max(1, array.shape[1] * array.itemsize))
-    norms = np.empty(array.shape[0], dtype=np.float64)
-    for start in range(0, array.shape[0], block_rows):
-        block = array[start:start + block_rows]
-        with np.errstate(invalid="ignore", over="ignore"):
-            norms[start:start + block_rows] = np.sqrt(np.einsum("ij,ij->i", block, block, dtype=np.float64))
-        release(block)
-    return norms
-
-
-def summarize(norms: np.ndarray, threshold: float = DEFAULT_THRESHOLD) -> NormSummary:
-    """Statistics over the finite norms, and the rows flagged as anomalies."""
-    finite = norms[np.isfinite(norms)]
-    if len(finite):
-        mean, median = float(finite.mean()), float(np.median(finite))
-        low, high = float(finite.min()), float(finite.max())
-        mad = float(np.median(np.abs(finite - median)))
-    else:
-        mean = median = low = high = mad = math.nan
-    anomalies = flag_anomalies(norms, mean, median, mad, threshold)
-    return NormSummary(norms, len(finite), mean, median, low, high, mad, threshold, anomalies)
-
-
-def flag_anomalies(norms: np.ndarray, mean: float, median: float, mad: float, threshold: float) -> tuple[Anomaly, ...]:
-    """Zero, NaN and Inf rows always; otherwise |norm - median| / (1.4826 MAD) > threshold, or, when MAD is 0,
-    any norm that differs from the median by more than a relative 1e-6."""
-    flagged = []
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratios = norms / mean
-        if mad > 0:
-            scores = np.abs(norms - median) / (MAD_SCALE * mad)
-            robust = scores > threshold
-        else:
-            scores = None
-            robust = np.abs(norms - median) > EQUAL_NORMS_TOLERANCE * max(abs(median), np.finfo(np.float64).tiny)
-    always = ~np.isfinite(norms) | (norms == 0)
-    for index in np.flatnonzero(always | (robust & np.isfinite(norms))):
-        norm = float(norms[index])
+    def anomaly(self, index: int) -> Anomaly:
+        """Row `index` as an Anomaly: its norm, its ratio to the mean and why it was flagged."""
+        norm = float(self.norms[index])
         if math.isnan(norm):
             reason = "the row holds NaN values: its norm is undefined"
         elif math.isinf(norm):
             reason = "the row holds Inf values"
         elif norm == 0:
             reason = "zero row: every value is 0"
-        elif scores is not None:
-            reason = (f"robust z {scores[index]:.4g} > {threshold:g}: |norm - median {median:.4g}| / "
-                      f"(1.4826 x MAD {mad:.4g})")
+        elif self.mad > 0:
+            reason = (f"robust z {self.robust_z[index]:.4g} > {self.threshold:g}: |norm - median {self.median:.4g}| / "
+                      f"(1.4826 x MAD {self.mad:.4g})")
         else:
-            reason = (f"norm differs from the median {median:.6g} that the other rows share (MAD is 0, so any "
+            reason = (f"norm differs from the median {self.median:.6g} that the other rows share (MAD is 0, so any "
                       f"relative difference above {EQUAL_NORMS_TOLERANCE:g} is flagged)")
-        flagged.append(Anomaly(int(index), norm, float(ratios[index]), reason))
-    return tuple(flagged)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = float(np.float64(norm) / self.mean)
+        return Anomaly(index, norm, ratio, reason)
+
+
+def summarize(norms: np.ndarray, threshold: float = DEFAULT_THRESHOLD) -> NormSummary:
+    """Statistics over the finite norms, and the rows flagged as anomalies: zero, NaN and Inf rows always;
+    otherwise |norm - median| / (1.4826 MAD) > threshold, or, when MAD is 0, any norm that differs from the
+    median by more than a relative 1e-6."""
+    finite_rows = np.isfinite(norms)
+    finite = norms[finite_rows]
+    if len(finite):
+        mean, median = float(finite.mean()), float(np.median(finite))
+        low, high = float(finite.min()), float(finite.max())
+        mad = float(np.median(np.abs(finite - median)))
+    else:
+        mean = median = low = high = mad = math.nan
+    del finite
+    with np.errstate(divide="ignore", invalid="ignore"):
+        distance = np.abs(norms - median)
+        if mad > 0:
+            robust_z = distance / (MAD_SCALE * mad)
+            robust = robust_z > threshold
+        else:
+            robust_z = np.full(len(norms), np.nan)
+            robust = distance > EQUAL_NORMS_TOLERANCE * max(abs(median), np.finfo(np.float64).tiny)
+    robust_z[~finite_rows] = np.nan
+    flagged = np.flatnonzero(~finite_rows | (norms == 0) | (robust & finite_rows))
+    return NormSummary(norms, int(finite_rows.sum()), mean, median, low, high, mad, threshold, flagged, robust_z)
 
 
 def undertrained(norms: np.ndarray, table: str, real_rows: int | None = None,
-                 percentile: float = UNDERTRAINED_PERCENTILE) -> tuple[Candidate, ...]:
+                 percentile: float = UNDERTRAINED_PERCENTILE) -> RowListing[Candidate]:
     """Rows of real tokens whose norm is in the lowest `percentile` (zero and non-finite rows, anomalies
-    already, left out), then the rows past the tokenizer's ids (`real_rows`; None when there is no
-    tokenizer), which no text can select: padding."""
+    already, left out), lowest first, then the rows past the tokenizer's ids (`real_rows`; None when there
+    is no tokenizer), which no text can select: padding."""
     rows = len(norms)
     real = rows if real_rows is None else min(real_rows, rows)
-    found = []
     real_norms = norms[:real]
     ordinary = np.isfinite(real_norms) & (real_norms > 0)  # zero and non-finite rows are anomalies already
-    if ordinary.any():
-        cutoff = float(np.percentile(real_norms[ordinary], percentile))
-        low = np.flatnonzero(ordinary & (np.where(ordinary, real_norms, np.inf) <= cutoff))
-        for index in low[np.argsort(real_norms[low], kind="stable")]:
-            found.append(Candidate(table, int(index), float(norms[index]),
-                                   f"lowest {percentile:g}% of real-token norms (<= {cutoff:.4g})"))
-    for index in range(real, rows):
-        found.append(Candidate(table, index, float(norms[index]),
-                               f"past the tokenizer's {real} ids: a padding row no text selects"))
-    return tuple(found)
+    cutoff = float(np.percentile(real_norms[ordinary], percentile)) if ordinary.any() else math.nan
+    low = np.flatnonzero(ordinary & (np.where(ordinary, real_norms, np.inf) <= cutoff))
+    low = low[np.argsort(real_norms[low], kind="stable")]
+    indices = np.concatenate([low, np.arange(real, rows, dtype=np.int64)])
 
+    def describe(position: int) -> Candidate:
+        index = int(indices[position])
+        reason = (f"lowest {percentile:g}% of real-token norms (<= {cutoff:.4g})" if position < len(low)
+                  else f"past the tokenizer's {real} ids: a padding row no text selects")
+        return Candidate(table, index, float(norms[index]), reason)
 
-def unit_rows(array: np.ndarray, rows: np.ndarray, norms: np.ndarray) -> np.ndarray:
-    """float32 copies of the given rows scaled to length 1 (norms must be finite and non-zero)."""
-    unit = np.empty((len(rows), array.shape[1]), dtype=np.float32)
-    for start in range(0, len(rows), NORM_BLOCK_ROWS):
-        chosen = rows[start:start + NORM_BLOCK_ROWS]
-        unit[start:start + len(chosen)] = np.asarray(array[chosen], dtype=np.float64) / norms[chosen, None]
-    return unit
+    return RowListing(indices, describe)
 
 
 def spread_subspace(unit: np.ndarray, width: int = DUPLICATE_SUBSPACE, iterations: int = 4, seed: int = 0) -> np.ndarray:
@@ -199,13 +229,14 @@ def find_duplicates(array: np.ndarray, norms: np.ndarray, cosine: float = DUPLIC
     if len(rows) * array.shape[1] * 4 > max_bytes:
         return DuplicateSearch((), 0, False, f"duplicate search skipped: the unit rows would take more than "
                                              f"{max_bytes >> 20} MiB")
-    unit = unit_rows(array, rows, norms)
+    unit = unit_rows(array, rows=rows)[0]
     projected = unit @ spread_subspace(unit).astype(np.float32)
     order = np.argsort(projected[:, 0], kind="stable")
     unit, projected, rows = unit[order], projected[order], rows[order]
     reach = math.sqrt(2 * (1 - cosine)) + 1e-5  # slack for float32 rounding
     lengths = np.einsum("ij,ij->i", projected, projected)
-    found, total, checks, cut = [], 0, 0, None
+    found: list[tuple[int, int]] = []
+    total, checks, cut = 0, 0, None
     later = ~np.tri(DUPLICATE_BLOCK_ROWS, dtype=bool)  # column after row
     for start in range(0, len(rows), DUPLICATE_BLOCK_ROWS):
         stop = min(start + DUPLICATE_BLOCK_ROWS, len(rows))

@@ -6,17 +6,19 @@ Undefined cosines (a zero, NaN or Inf row) are NaN here; rendering turns them in
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
 import numpy as np
 
-from ..compute import cosine_matrix, pair_cosines
+from ..compute import cosine_blocks, pair_cosines, topk_rows
 from ..errors import PositionError
 
 NOMINAL_LAST = 511  # the default pairs are written for a 512-row table and scaled to the real one
 PAIR_PATTERN = re.compile(r"\s*(-?\d+)\s*:\s*(-?\d+)\s*")
-BLOCK_ROWS = 1024  # rows of the cosine matrix reduced at a time
+PROFILE_BLOCK_BYTES = 16 << 20  # float64 work space per block of rows of the cosine matrix
+HEATMAP_MAX_SIDE = 1024  # the heatmap is averaged down to at most this many cells a side
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,15 @@ class PositionProfile:
         picks = [k for k in (2 ** e for e in range(last.bit_length())) if k < last] + ([last] if last else [])
         return [OffsetSummary(k, float(self.mean[k - 1]), float(self.std[k - 1]), int(self.count[k - 1]))
                 for k in picks]
+
+
+@dataclass(frozen=True, eq=False)
+class Heatmap:
+    """Cosines between positions, averaged over square cells of `cell` positions a side (NaN left out)."""
+
+    cells: np.ndarray  # float32 (side, side), side = ceil(positions / cell) <= HEATMAP_MAX_SIDE
+    positions: int
+    cell: int
 
 
 @dataclass(frozen=True)
@@ -146,44 +157,112 @@ def position_pairs(table: np.ndarray, pairs: list[tuple[int, int]], first_row: i
     return PositionReport(name, table.shape[0], first_row, tuple(found))
 
 
-def position_cosines(table: np.ndarray, first_row: int = 0) -> np.ndarray:
-    """The (T, T) cosine matrix of the positions (rows from first_row on)."""
-    return cosine_matrix(table, np.arange(first_row, table.shape[0]))
+def position_profile(table: np.ndarray, first_row: int = 0, *, heatmap: bool = True,
+                     block_rows: int | None = None) -> tuple[PositionProfile, Heatmap | None]:
+    """How similarity falls with distance, and (when `heatmap`) the cosine heatmap averaged down to at
+    most HEATMAP_MAX_SIDE cells a side, from one pass over blocks of rows of the position cosine matrix:
+    memory grows with the positions, never with their square."""
+    positions = np.arange(first_row, table.shape[0], dtype=np.int64)
+    n = positions.size
+    offsets = OffsetStats(max(n - 1, 0))
+    cells = HeatmapCells(n) if heatmap else None
+    step = block_rows if block_rows is not None else max(1, min(1024, PROFILE_BLOCK_BYTES // (8 * max(1, n))))
+    padded = np.full((min(step, n), n + step), np.nan, dtype=np.float32)  # NaN past the last column
+    for start, block in cosine_blocks(table, rows=positions, block_rows=step):
+        rows = block.shape[0]
+        if cells is not None:
+            cells.add(start, block)
+        if start + 1 >= n:
+            continue
+        padded[:rows, :n] = block
+        # skewed[r, k - 1] = padded[r, start + r + k]: cos(p_i, p_i+k) for i = start + r, NaN past the end
+        skewed = np.lib.stride_tricks.as_strided(padded.ravel()[start + 1:], shape=(rows, n - 1 - start),
+                                                 strides=((padded.shape[1] + 1) * 4, 4), writeable=False)
+        offsets.add(skewed)
+    adjacent, counted = nearest_adjacent(table[first_row:])
+    profile = PositionProfile(offsets.mean(), offsets.std(), offsets.count,
+                              adjacent / counted if counted else float("nan"), counted)
+    return profile, cells.heatmap() if cells is not None else None
 
 
-def profile_from_matrix(matrix: np.ndarray) -> PositionProfile:
-    """Similarity by distance from a position cosine matrix (NaN entries are left out)."""
-    n = matrix.shape[0]
-    mean, std = np.full(max(n - 1, 0), np.nan), np.full(max(n - 1, 0), np.nan)
-    count = np.zeros(max(n - 1, 0), dtype=np.int64)
-    for k in range(1, n):
-        diagonal = np.diagonal(matrix, k).astype(np.float64)
-        values = diagonal[~np.isnan(diagonal)]
-        count[k - 1] = len(values)
-        if len(values):
-            mean[k - 1] = values.mean()
-            std[k - 1] = values.std()
-    adjacent, counted = nearest_adjacent(matrix)
-    return PositionProfile(mean, std, count, adjacent / counted if counted else float("nan"), counted)
+class OffsetStats:
+    """Count, mean and spread of the cosines at each offset, merged block by block (Chan et al.), so the
+    spread is as exact as a two-pass one and an offset with one pair has a spread of exactly 0."""
+
+    def __init__(self, offsets: int):
+        self.count = np.zeros(offsets, dtype=np.int64)
+        self.running_mean = np.zeros(offsets, dtype=np.float64)
+        self.squares = np.zeros(offsets, dtype=np.float64)  # sum of squared deviations from the mean
+
+    def add(self, skewed: np.ndarray) -> None:
+        """skewed: (rows, offsets 1..K) cosines, NaN where there is no pair."""
+        width = skewed.shape[1]
+        values = skewed.astype(np.float64)
+        present = ~np.isnan(values)
+        values[~present] = 0.0
+        count = present.sum(axis=0)
+        block_mean = np.divide(values.sum(axis=0), count, out=np.zeros(width), where=count > 0)
+        values -= block_mean
+        values[~present] = 0.0
+        block_squares = np.einsum("ij,ij->j", values, values)
+        before = self.count[:width]
+        total = before + count
+        delta = block_mean - self.running_mean[:width]
+        share = np.divide(count, total, out=np.zeros(width), where=total > 0)
+        self.running_mean[:width] += delta * share
+        self.squares[:width] += block_squares + delta * delta * before * share
+        self.count[:width] = total
+
+    def mean(self) -> np.ndarray:
+        return np.where(self.count > 0, self.running_mean, np.nan)
+
+    def std(self) -> np.ndarray:
+        return np.sqrt(np.divide(self.squares, self.count, out=np.full(self.count.shape, np.nan),
+                                 where=self.count > 0))
 
 
-def nearest_adjacent(matrix: np.ndarray) -> tuple[int, int]:
-    """How many positions have i-1 or i+1 as their most similar other position, out of those with any."""
-    n = matrix.shape[0]
-    adjacent = counted = 0
-    for start in range(0, n, BLOCK_ROWS):
-        block = matrix[start:start + BLOCK_ROWS].astype(np.float64)
-        local = np.arange(len(block))
-        block[local, start + local] = -np.inf  # a position is not its own neighbour
-        block[np.isnan(block)] = -np.inf
-        best = block.argmax(axis=1)
-        has_any = np.isfinite(block[local, best])
-        adjacent += int((has_any & (np.abs(best - (start + local)) == 1)).sum())
-        counted += int(has_any.sum())
-    return adjacent, counted
+class HeatmapCells:
+    """The cosine matrix averaged over square cells of `cell` positions a side (NaN entries left out),
+    gathered block by block of rows."""
+
+    def __init__(self, positions: int):
+        self.positions = positions
+        self.cell = max(1, math.ceil(positions / HEATMAP_MAX_SIDE))
+        side = math.ceil(positions / self.cell)
+        self.sums = np.zeros((side, side), dtype=np.float64)
+        self.counts = np.zeros((side, side), dtype=np.int64)
+
+    def add(self, start: int, block: np.ndarray) -> None:
+        present = ~np.isnan(block)
+        sums, counts = self.by_cell(np.where(present, block, 0.0)), self.by_cell(present.astype(np.float32))
+        cell_rows = (start + np.arange(block.shape[0])) // self.cell
+        first = np.flatnonzero(np.diff(cell_rows, prepend=-1))  # where each cell row's rows begin
+        self.sums[cell_rows[first]] += np.add.reduceat(sums, first, axis=0)
+        self.counts[cell_rows[first]] += np.add.reduceat(counts, first, axis=0).astype(np.int64)
+
+    def by_cell(self, values: np.ndarray) -> np.ndarray:
+        """float64 (rows, side): each row's values summed over the columns of each cell."""
+        side = self.sums.shape[1]
+        if side * self.cell != values.shape[1]:
+            values = np.pad(values, ((0, 0), (0, side * self.cell - values.shape[1])))
+        grouped = values.reshape(values.shape[0], side, self.cell)
+        total = grouped[:, :, 0].astype(np.float64)
+        for column in range(1, self.cell):  # one strided add per column of a cell: faster than a sum over it
+            total += grouped[:, :, column]
+        return total
+
+    def heatmap(self) -> Heatmap:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            cells = np.where(self.counts > 0, self.sums / self.counts, np.nan).astype(np.float32)
+        return Heatmap(cells, self.positions, self.cell)
 
 
-def position_profile(table: np.ndarray, first_row: int = 0) -> tuple[PositionProfile, np.ndarray]:
-    """The profile and the cosine matrix it came from (kept for the heatmap)."""
-    matrix = position_cosines(table, first_row)
-    return profile_from_matrix(matrix), matrix
+def nearest_adjacent(table: np.ndarray) -> tuple[int, int]:
+    """How many positions have i-1 or i+1 as their most similar other position (ties to the lower), out of
+    those with any."""
+    if table.shape[0] == 0:
+        return 0, 0
+    best = topk_rows(table, 1, device="cpu").ids[:, 0]
+    found = best >= 0
+    adjacent = np.abs(best - np.arange(best.size)) == 1
+    return int((found & adjacent).sum()), int(found.sum())

@@ -18,7 +18,8 @@ from ..render import console, jsonout
 from .options import JsonFlag, Source, with_source
 from .positions import check_plot_option
 
-LISTED_ROWS = 20  # anomalies and candidates printed in the console; --json lists all
+LISTED_ROWS = 20  # anomalies and candidates printed in the console
+JSON_LISTED = 1000  # anomalies and candidates listed in --json (with the totals): rows are arrays, not objects
 
 
 class TableChoice(str, Enum):
@@ -70,7 +71,7 @@ def norms(
     duplicates = find_duplicates(chosen.array, norms_found)
     if duplicates.note:
         notes.append(duplicates.note)
-    tokenizer, candidates = None, ()
+    tokenizer, candidates = None, undertrained(norms_found[:0], role)  # none for a position table
     if role != "position":
         tokenizer, why_none = emb.tokenizer_for_names()
         if tokenizer is None:
@@ -94,9 +95,12 @@ def norms(
             "mean": summary.mean, "median": summary.median, "min": summary.min, "max": summary.max,
             "mad": summary.mad, "threshold": threshold, "rule": rule_text(threshold, summary.mad),
             "anomalies": [{"index": a.index, "label": name(a.index), "norm": a.norm,
-                           "ratio_to_mean": a.ratio_to_mean, "reason": a.reason} for a in summary.anomalies],
+                           "ratio_to_mean": a.ratio_to_mean, "reason": a.reason}
+                          for a in summary.anomalies[:JSON_LISTED]],
+            "anomalies_found": len(summary.anomalies),
             "undertrained": [{"table": c.table, "index": c.index, "token": token_name(tokenizer, c.index),
-                              "norm": c.norm, "reason": c.reason} for c in candidates],
+                              "norm": c.norm, "reason": c.reason} for c in candidates[:JSON_LISTED]],
+            "undertrained_found": len(candidates),
             "duplicates": [{"a": d.a, "b": d.b, "a_label": name(d.a), "b_label": name(d.b), "cosine": d.cosine,
                             "identical": d.identical} for d in duplicates.pairs],
             "duplicates_found": duplicates.total, "duplicates_complete": duplicates.complete,
@@ -162,18 +166,18 @@ def print_candidates(candidates, tokenizer) -> None:
 
 def more(listed: int) -> None:
     if listed > LISTED_ROWS:
-        console.out.print(f"... and {listed - LISTED_ROWS} more (--json lists all)")
+        console.out.print(f"... and {listed - LISTED_ROWS} more (--json lists the first {JSON_LISTED:,})")
 
 
 def draw(path: Path, checkpoint: str, table: Table, summary, name) -> None:
     from ..render import plots
-    flagged = [(a.index, a.norm, a.ratio_to_mean) for a in summary.anomalies]
+    flagged = [(a.index, a.norm, a.ratio_to_mean) for a in summary.anomalies[:JSON_LISTED]]
     title = f"{table.role} table {table.name}"
     if table.role == "position":
         figure = plots.position_norms_figure(summary.norms, summary.mean, summary.median, flagged, checkpoint, title,
                                              table.first_row)
     else:
-        names = {i: name(i) for i in plots.ranked_rows(summary.norms) + [a.index for a in summary.anomalies]}
+        names = {i: name(i) for i in plots.ranked_rows(summary.norms) + [row for row, _, _ in flagged]}
         figure = plots.token_norms_figure(summary.norms, summary.mean, flagged, names, checkpoint, title)
     plots.save(figure, path)
 

@@ -1,0 +1,132 @@
+"""Cosines between chosen rows, the random-pair baseline of a table (one pass), and cosines of row blocks
+against the whole table. All in float64 except the blocks (float32, as matrix products give them).
+A cosine involving an invalid row (zero norm, NaN or Inf) is NaN; cosines are clipped to [-1, 1]."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import EmbscopeError
+from .devices import SCORE_BLOCK_BYTES
+from .rows import as_table, check_center, check_ids, float64_norms, normalise, row_blocks, unit_rows
+
+
+def pair_cosines(table: object, pairs: object, *, center: np.ndarray | None = None) -> np.ndarray:
+    """Cosine of each (i, j) pair of rows, float64 (n,); NaN where either row is invalid.
+
+    center, when given, is subtracted from both rows first (e.g. the table mean).
+    Only the rows named in pairs are read.
+    """
+    array = as_table(table)
+    index = np.asarray(pairs)
+    if index.ndim != 2 or index.shape[1] != 2:
+        raise EmbscopeError(f"expected pairs of shape (n, 2); found shape {tuple(index.shape)}")
+    index = check_ids(index, array.shape[0], "pair row ids")
+    if index.shape[0] == 0:
+        return np.empty(0, dtype=np.float64)
+    needed, where = np.unique(index, return_inverse=True)
+    rows = np.asarray(array[needed], dtype=np.float64)
+    if center is not None:
+        rows -= check_center(center, array.shape[1])
+    unit, _, valid = normalise(rows)
+    where = where.reshape(index.shape)
+    cos = np.einsum("ij,ij->i", unit[where[:, 0]], unit[where[:, 1]])
+    np.clip(cos, -1.0, 1.0, out=cos)
+    cos[~(valid[where[:, 0]] & valid[where[:, 1]])] = np.nan
+    return cos
+
+
+def cosines_to(table: object, ids: object, vector: np.ndarray) -> np.ndarray:
+    """float64 cosine of each listed row with one vector; NaN where the row or the vector is invalid."""
+    array = as_table(table)
+    index = check_ids(np.asarray(ids).reshape(-1), array.shape[0], "row ids")
+    stacked = np.concatenate([np.asarray(vector, dtype=np.float64)[None, :], np.asarray(array[index], np.float64)])
+    pairs = np.stack([np.zeros(index.size, dtype=np.int64), np.arange(1, index.size + 1)], axis=1)
+    return pair_cosines(stacked, pairs)
+
+
+@dataclass(frozen=True, eq=False)
+class RandomPairs:
+    """What an unremarkable cosine in a table looks like."""
+
+    mean: float  # exact mean over every ordered pair of distinct valid rows; NaN when fewer than 2
+    sample: np.ndarray  # float64 cosines of n_pairs pairs of distinct valid rows drawn with `seed`
+    seed: int
+
+
+def draw_pairs(n: int, n_pairs: int, seed: int) -> np.ndarray:
+    """n_pairs (first, second) indices of distinct items among n, uniform, reproducible from the seed."""
+    rng = np.random.default_rng(seed)
+    first = rng.integers(0, n, size=n_pairs)
+    # Draw the second from the n-1 others and skip over the first: distinct, still uniform.
+    second = rng.integers(0, n - 1, size=n_pairs)
+    second += second >= first
+    return np.stack([first, second], axis=1)
+
+
+def random_pairs(table: object, n_pairs: int = 10000, seed: int = 0,
+                 center: np.ndarray | None = None) -> RandomPairs:
+    """The exact mean cosine between distinct valid rows and the cosines of n_pairs random such pairs
+    (rows less `center` when given), in one pass over the table.
+
+    The mean comes from the sum s of unit rows: (||s||^2 - n) / (n (n - 1)) over the n valid rows.
+    The pairs are drawn among the valid rows. They are drawn before the pass as if every row were valid,
+    so their rows are kept as the pass reads them; a table with invalid rows draws again once it knows
+    which, and reads only the rows drawn.
+    """
+    array = as_table(table)
+    n_rows, dim = array.shape
+    if center is not None:
+        center = check_center(center, dim)
+    hoped = draw_pairs(n_rows, n_pairs, seed) if n_rows >= 2 and n_pairs > 0 else np.empty((0, 2), np.int64)
+    needed, where = np.unique(hoped, return_inverse=True)
+    kept = np.zeros((needed.size, dim), dtype=np.float64)  # their unit rows, as pair_cosines makes them
+    total = np.zeros(dim, dtype=np.float64)
+    valid = np.empty(n_rows, dtype=bool)
+    for start, block in row_blocks(array, center=center):
+        stop = start + block.shape[0]
+        norms = float64_norms(block)
+        ok = valid[start:stop] = np.isfinite(norms) & (norms > 0)
+        weights = np.divide(1.0, norms, out=np.zeros_like(norms), where=ok)
+        total += weights @ (block if ok.all() else np.where(ok[:, None], block, 0.0))
+        low, high = np.searchsorted(needed, (start, stop))
+        local = needed[low:high] - start
+        np.divide(block[local], norms[local, None], out=kept[low:high], where=ok[local, None])
+    count = int(valid.sum())
+    mean = float((total @ total - count) / (count * (count - 1))) if count >= 2 else float("nan")
+    if count < 2 or n_pairs <= 0:
+        return RandomPairs(mean, np.empty(0, dtype=np.float64), seed)
+    if count == n_rows:
+        where = where.reshape(hoped.shape)
+        sample = np.einsum("ij,ij->i", kept[where[:, 0]], kept[where[:, 1]])
+        np.clip(sample, -1.0, 1.0, out=sample)
+    else:
+        sample = pair_cosines(array, np.flatnonzero(valid)[draw_pairs(count, n_pairs, seed)], center=center)
+    return RandomPairs(mean, sample, seed)
+
+
+def cosine_blocks(table: object, *, rows: np.ndarray | None = None,
+                  block_rows: int | None = None) -> Iterator[tuple[int, np.ndarray]]:
+    """(start, float32 (B, n) cosines of rows start..start+B with every row) for blocks of the n rows
+    (every row, or the ids in `rows`): the n x n matrix one block at a time, never whole.
+
+    Rows and columns of invalid rows are NaN; the diagonal of a valid row is exactly 1.
+    The block's buffer is reused: copy what must outlive the next step.
+    """
+    unit, _, valid = unit_rows(table, rows=rows)
+    n = unit.shape[0]
+    step = block_rows if block_rows is not None else max(1, SCORE_BLOCK_BYTES // 2 // (4 * max(1, n)))
+    buffer = np.empty((min(step, n), n), dtype=np.float32)
+    invalid = np.flatnonzero(~valid)
+    for start in range(0, n, step):
+        block = buffer[:min(step, n - start)]
+        np.matmul(unit[start:start + step], unit.T, out=block)
+        np.clip(block, -1.0, 1.0, out=block)
+        local = np.arange(block.shape[0])
+        block[local, start + local] = np.where(valid[start:start + step], 1.0, np.nan)
+        block[:, invalid] = np.nan
+        block[~valid[start:start + step]] = np.nan
+        yield start, block
