@@ -122,7 +122,7 @@ def test_unit_rows_rejects_a_vector():
 def test_row_blocks_read_every_row_once_in_float64_less_the_center():
     table = np.random.default_rng(1).standard_normal((1000, 3)).astype(np.float32)
     center = np.array([1.0, 2.0, 3.0])
-    blocks = list(row_blocks(table, center=center, block_rows=300))
+    blocks = [(start, block.copy()) for start, block in row_blocks(table, center=center, block_rows=300)]
     assert [start for start, _ in blocks] == [0, 300, 600, 900]
     assert all(block.dtype == np.float64 for _, block in blocks)
     np.testing.assert_array_equal(np.concatenate([b for _, b in blocks]), table.astype(np.float64) - center)

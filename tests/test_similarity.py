@@ -437,3 +437,36 @@ def test_cli_words_json_and_no_merge(npz_path, with_test_tokenizer):
     assert refused.exit_code == 1
     assert refused.stderr == ("Error: expected 'dogcat' to be one token, found 2 ('dog' 'cat'); "
                               "merging them is turned off (--no-merge)\n")
+
+
+# --- the baseline's cache ---
+
+def test_the_baseline_is_cached_per_file_in_the_users_cache_folder(npz_path, table, tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    first = similarity(embscope.open(npz_path), [1, 2, DOG, PUPPY], ids=True)
+    entries = list((tmp_path / "cache" / "embscope").glob("*.npy"))
+    assert len(entries) == 1 and sorted(p.name for p in npz_path.parent.iterdir()) == ["cache", "model.npz"]
+
+    def no_pass(*args, **kwargs):
+        raise AssertionError("the baseline was computed again")
+
+    monkeypatch.setattr("embscope.compute.random_pairs", no_pass)
+    again = similarity(embscope.open(npz_path), [1, 2, DOG, PUPPY], ids=True)
+    assert again.baseline == first.baseline and again.baseline.mean_random_cosine == pytest.approx(
+        brute_mean_random_cosine(table), abs=1e-9)
+    assert [p.percentile for p in again.pairs] == [p.percentile for p in first.pairs]
+    with pytest.raises(AssertionError, match="computed again"):  # centred is another entry
+        similarity(embscope.open(npz_path), [1, 2], ids=True, center=True)
+    changed = make_table(seed=2)
+    np.savez(npz_path, token_emb=changed, pos_emb=np.ones((16, DIM), np.float32))
+    with pytest.raises(AssertionError, match="computed again"):  # the file changed: the entry no longer applies
+        similarity(embscope.open(npz_path), [1, 2], ids=True)
+
+
+def test_an_unwritable_cache_costs_only_time(npz_path, table, tmp_path, monkeypatch):
+    blocked = tmp_path / "file"
+    blocked.write_text("not a folder")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocked))
+    for _ in range(2):
+        result = similarity(embscope.open(npz_path), [1, 2], ids=True)
+        assert result.baseline.mean_random_cosine == pytest.approx(brute_mean_random_cosine(table), abs=1e-9)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .. import compute
+from .. import cache, compute
 from ..errors import EmbscopeError, TokenError
 from ..lookup import lookup_word
 from ..text import quote
@@ -255,7 +255,7 @@ def similarity_pairs(emb: Embeddings, pairs: Iterable[Sequence], *, ids: bool = 
     index = np.array([(position[a.text], position[b.text]) for a, b in asked], dtype=np.int64).reshape(-1, 2)
     cosines = compute.pair_cosines(vectors, index) if len(index) else np.empty(0)
 
-    found = random_pair_baseline(array, center_row) if baseline else None
+    found = random_pair_baseline(emb, name, array, center_row) if baseline else None
     shares = percentiles(found[1], cosines) if found is not None else np.full(len(cosines), np.nan)
 
     results = []
@@ -267,12 +267,22 @@ def similarity_pairs(emb: Embeddings, pairs: Iterable[Sequence], *, ids: bool = 
     return SimilarityResult(queries, tuple(results), found[0] if found is not None else None, center, table, name)
 
 
-def random_pair_baseline(array: np.ndarray, center_row: np.ndarray | None) -> tuple[Baseline, np.ndarray]:
-    """The baseline and its finite sample, from one pass over the table (centring is applied block by block
-    inside compute: no centred copy of the table)."""
-    pairs = compute.random_pairs(array, n_pairs=BASELINE_PAIRS, seed=BASELINE_SEED, center=center_row)
-    sample = pairs.sample[np.isfinite(pairs.sample)]
-    return Baseline(finite_or_none(pairs.mean), len(sample), BASELINE_SEED), sample
+def random_pair_baseline(emb: Embeddings, name: str, array: np.ndarray,
+                         center_row: np.ndarray | None) -> tuple[Baseline, np.ndarray]:
+    """The baseline and its sorted finite sample: from the user's cache when this checkpoint's files are
+    unchanged since it was stored there, else from one pass over the table (centring is applied block by
+    block inside compute: no centred copy of the table)."""
+    entry = cache.key("random-pairs", emb.checkpoint.path, table=name, shape=list(array.shape),
+                      center=center_row is not None, pairs=BASELINE_PAIRS, seed=BASELINE_SEED)
+    stored = cache.load(entry) if entry is not None else None
+    if stored is not None and stored.size >= 1:
+        mean, sample = float(stored[0]), stored[1:]
+    else:
+        pairs = compute.random_pairs(array, n_pairs=BASELINE_PAIRS, seed=BASELINE_SEED, center=center_row)
+        mean, sample = pairs.mean, np.sort(pairs.sample[np.isfinite(pairs.sample)])
+        if entry is not None:
+            cache.store(entry, np.concatenate([[mean], sample]))
+    return Baseline(finite_or_none(mean), len(sample), BASELINE_SEED), sample
 
 
 def similarity(emb: Embeddings, words_or_ids: Sequence, *, ids: bool = False, exact: bool = False, merge: bool = True,

@@ -83,29 +83,42 @@ def random_pairs(table: object, n_pairs: int = 10000, seed: int = 0,
         center = check_center(center, dim)
     hoped = draw_pairs(n_rows, n_pairs, seed) if n_rows >= 2 and n_pairs > 0 else np.empty((0, 2), np.int64)
     needed, where = np.unique(hoped, return_inverse=True)
-    kept = np.zeros((needed.size, dim), dtype=np.float64)  # their unit rows, as pair_cosines makes them
+    kept = np.empty((needed.size, dim), dtype=array.dtype)  # the drawn rows as stored, kept as the pass reads them
     total = np.zeros(dim, dtype=np.float64)
-    valid = np.empty(n_rows, dtype=bool)
+    norms = np.empty(n_rows, dtype=np.float64)
     for start, block in row_blocks(array, center=center):
         stop = start + block.shape[0]
-        norms = float64_norms(block)
-        ok = valid[start:stop] = np.isfinite(norms) & (norms > 0)
-        weights = np.divide(1.0, norms, out=np.zeros_like(norms), where=ok)
-        total += weights @ (block if ok.all() else np.where(ok[:, None], block, 0.0))
+        norms[start:stop] = found = float64_norms(block)
+        ok = np.isfinite(found) & (found > 0)
+        weights = np.divide(1.0, found, out=np.zeros_like(found), where=ok)
+        if not ok.all():
+            block[~ok] = 0.0  # its own buffer: a NaN row must not reach the sum
+        total += np.einsum("i,ij->j", weights, block)  # the sum of unit rows, without making them
         low, high = np.searchsorted(needed, (start, stop))
-        local = needed[low:high] - start
-        np.divide(block[local], norms[local, None], out=kept[low:high], where=ok[local, None])
+        kept[low:high] = array[needed[low:high]]
+    valid = np.isfinite(norms) & (norms > 0)
     count = int(valid.sum())
     mean = float((total @ total - count) / (count * (count - 1))) if count >= 2 else float("nan")
     if count < 2 or n_pairs <= 0:
         return RandomPairs(mean, np.empty(0, dtype=np.float64), seed)
     if count == n_rows:
-        where = where.reshape(hoped.shape)
-        sample = np.einsum("ij,ij->i", kept[where[:, 0]], kept[where[:, 1]])
-        np.clip(sample, -1.0, 1.0, out=sample)
+        sample = kept_cosines(kept, norms[needed], where.reshape(hoped.shape), center)
     else:
         sample = pair_cosines(array, np.flatnonzero(valid)[draw_pairs(count, n_pairs, seed)], center=center)
     return RandomPairs(mean, sample, seed)
+
+
+def kept_cosines(kept: np.ndarray, norms: np.ndarray, pairs: np.ndarray, center: np.ndarray | None,
+                 chunk: int = 2048) -> np.ndarray:
+    """float64 cosines of pairs of kept rows (less center) whose norms are known, a chunk of pairs at a time."""
+    out = np.empty(len(pairs), dtype=np.float64)
+    for start in range(0, len(pairs), chunk):
+        a, b = pairs[start:start + chunk, 0], pairs[start:start + chunk, 1]
+        rows_a, rows_b = kept[a], kept[b]
+        if center is not None:
+            rows_a, rows_b = rows_a - center, rows_b - center  # in float64
+        out[start:start + chunk] = np.einsum("ij,ij->i", rows_a, rows_b, dtype=np.float64) / (norms[a] * norms[b])
+    return np.clip(out, -1.0, 1.0, out=out)
 
 
 def cosine_blocks(table: object, *, rows: np.ndarray | None = None,

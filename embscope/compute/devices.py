@@ -100,6 +100,14 @@ def free_memory() -> int:
     return free if free is not None else 2 << 30
 
 
+def cpu_threads() -> int:
+    """The cores this process may run on."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
 def cpu_block_bytes(n_columns: int, dim: int) -> int:
     """Bytes for one block of scores on the CPU: SCORE_BLOCK_BYTES, but no more than twice the unit table
     (a small table gains nothing from a huge block) nor an eighth of free RAM."""

@@ -64,12 +64,18 @@ def raw_blocks(table: np.ndarray, *, rows: np.ndarray | None = None,
 def row_blocks(table: object, *, center: np.ndarray | None = None, rows: np.ndarray | None = None,
                block_rows: int | None = None) -> Iterator[tuple[int, np.ndarray]]:
     """(start, float64 copy of a block of rows, less `center`): a table, memory-mapped or not, read once in
-    bounded memory. rows: the row ids to read (None: every row), in the order given."""
+    bounded memory. rows: the row ids to read (None: every row), in the order given.
+    The copy's buffer is reused for the next block (fresh pages cost more than the copy): keep results,
+    not the block."""
     array = as_table(table)
     if center is not None:
         center = check_center(center, array.shape[1])
+    buffer = None
     for start, raw in raw_blocks(array, rows=rows, block_rows=block_rows):
-        block = np.array(raw, dtype=np.float64)
+        if buffer is None:
+            buffer = np.empty(raw.shape, dtype=np.float64)
+        block = buffer[:raw.shape[0]]
+        block[...] = raw
         if center is not None:
             block -= center
         yield start, block
@@ -124,8 +130,19 @@ def unit_rows(table: object, *, rows: np.ndarray | None = None) -> tuple[np.ndar
     valid = np.empty(count, dtype=bool)
     for start, block in row_blocks(array, rows=rows):
         stop = start + block.shape[0]
-        unit[start:stop], norms[start:stop], valid[start:stop] = normalise(block)
+        norms[start:stop], valid[start:stop] = normalise_into(block, unit[start:stop])
     return unit, norms, valid
+
+
+def normalise_into(block: np.ndarray, out: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Unit rows of a float64 block written into `out` (float32: divided in float64, rounded once, so no
+    float64 unit rows are made), zero rows where invalid; returns (norms, valid)."""
+    norms = float64_norms(block)
+    valid = np.isfinite(norms) & (norms > 0)
+    with np.errstate(invalid="ignore", divide="ignore"):  # the buffered cast divides masked rows too
+        np.divide(block, norms[:, None], out=out, where=valid[:, None])
+    out[~valid] = 0.0
+    return norms, valid
 
 
 def mean_row(table: object) -> np.ndarray:

@@ -3,6 +3,8 @@ the numpy and cpu-bf16 engines share. -inf marks a column left out (the query it
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 
 # Rows of a score block selected at a time: keeps the index temporaries small beside the block.
@@ -49,16 +51,23 @@ def every_column(scores: np.ndarray) -> np.ndarray:
     return np.broadcast_to(np.arange(scores.shape[1], dtype=np.int64), scores.shape).copy()
 
 
-def select_top(scores: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray]:
+def select_top(scores: np.ndarray, count: int, threads: int = 1) -> tuple[np.ndarray, np.ndarray]:
     """Top count columns of each row of a float32 block, ties to the lower column: (ids, scores).
 
     Rows whose cut falls among tied scores are redone on the full row; when count reaches the width
-    (less one) every column is ranked.
+    (less one) every column is ranked. threads: how many share the rows out.
     """
     if count + 1 >= scores.shape[1]:
         ids, vals, _, _ = finalise(every_column(scores), scores.copy(), count, True)
         return ids, vals
-    parts = [candidates(scores[i:i + SELECT_ROWS], count) for i in range(0, scores.shape[0], SELECT_ROWS)]
+    step = min(SELECT_ROWS, -(-scores.shape[0] // threads))
+    chunks = [scores[i:i + step] for i in range(0, scores.shape[0], step)]
+    if threads > 1 and len(chunks) > 1:
+        # numpy lets go of the GIL in these loops, so threads share the selection out over the cores
+        with ThreadPoolExecutor(threads) as pool:
+            parts = list(pool.map(candidates, chunks, [count] * len(chunks)))
+    else:
+        parts = [candidates(chunk, count) for chunk in chunks]
     ids, vals, unsure = (np.concatenate(p) for p in zip(*parts))
     for row in np.flatnonzero(unsure):
         ids[row], vals[row] = exact_row(scores[row], count)
@@ -76,7 +85,7 @@ def candidates(scores: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray, 
     groups = 1 << int(np.log2(max(1.0, np.sqrt(width * (count + 1)))))
     per_group = width // groups
     if groups < 2 * (count + 1) or per_group < 4:
-        part = np.argpartition(-scores, count, axis=1)[:, :count + 1]
+        part = top_columns(scores, count + 1)
         ids, vals, unsure, _ = finalise(part, np.take_along_axis(scores, part, axis=1), count, False)
         return ids, vals, unsure
     body = np.lib.stride_tricks.as_strided(
@@ -84,7 +93,7 @@ def candidates(scores: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray, 
         strides=(scores.strides[0], groups * scores.strides[1], scores.strides[1]),
         writeable=False)
     group_max = body.max(axis=1)
-    best_groups = np.argpartition(-group_max, count - 1, axis=1)[:, :count]
+    best_groups = top_columns(group_max, count)
     threshold = np.take_along_axis(group_max, best_groups, axis=1).min(axis=1)
     # More groups reaching the threshold than were kept: a tie may sit outside; redo the row.
     tied_groups = (group_max >= threshold[:, None]).sum(axis=1) > count
@@ -94,10 +103,16 @@ def candidates(scores: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray, 
     if tail.size:
         cand = np.concatenate([cand, np.broadcast_to(tail, (n_rows, tail.size))], axis=1)
     cand_scores = np.take_along_axis(scores, cand, axis=1)
-    part = np.argpartition(-cand_scores, count, axis=1)[:, :count + 1]
+    part = top_columns(cand_scores, count + 1)
     ids, vals, unsure, _ = finalise(np.take_along_axis(cand, part, axis=1),
                                     np.take_along_axis(cand_scores, part, axis=1), count, False)
     return ids, vals, unsure | tied_groups
+
+
+def top_columns(scores: np.ndarray, count: int) -> np.ndarray:
+    """Indices of the count largest values of each row, in no order (ties cut arbitrarily)."""
+    width = scores.shape[1]
+    return np.argpartition(scores, width - count, axis=1)[:, width - count:]
 
 
 def mark_left_out(values: np.ndarray, cand: np.ndarray, lines: np.ndarray, columns: np.ndarray) -> None:

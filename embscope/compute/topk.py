@@ -19,7 +19,7 @@ import numpy as np
 
 from ..errors import EmbscopeError
 from .bf16_engine import CpuBf16Engine
-from .devices import resolve_device, resolve_precision
+from .devices import cpu_threads, resolve_device, resolve_precision
 from .engine import Engine, Queries
 from .numpy_engine import NumpyEngine
 from .rows import as_table, check_ids, normalise, unit_rows
@@ -142,7 +142,7 @@ def _search(array: np.ndarray, k: object, query_ids: np.ndarray, vectors: np.nda
         scores[left_lines, left_rows] = -np.inf
         count = min(width, int(valid.sum()) - self_left_out)
         if count > 0 and lines.size:
-            record(result, lines, 0, *select_top(scores, count), None, progress)
+            record(result, lines, 0, *select_top(scores, count, cpu_threads()), None, progress)
     else:
         prepared = engine.prepare(array, device)
         valid = prepared.valid
