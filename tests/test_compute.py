@@ -458,3 +458,11 @@ def test_center_is_the_same_as_subtracting_it_from_a_copy():
     centered = random_pairs(table, 500, seed=2, center=center)
     assert centered.mean == pytest.approx(brute_mean_random_cosine(copy), abs=1e-12)
     np.testing.assert_allclose(centered.sample, numpy_sample(table, 500, 2, center), atol=1e-12)
+
+
+def test_cosine_blocks_of_the_upper_triangle():
+    table = with_bad_rows(np.random.default_rng(12).standard_normal((30, 8)).astype(np.float32))
+    full = np.concatenate([block.copy() for _, block in cosine_blocks(table, block_rows=30)])
+    for start, block in cosine_blocks(table, block_rows=7, upper=True):
+        assert block.shape == (min(7, 30 - start), 30 - start)
+        np.testing.assert_allclose(block, full[start:start + 7, start:], atol=1e-6)

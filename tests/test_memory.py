@@ -122,3 +122,64 @@ def test_compressed_torch_storage_larger_than_memory_is_refused(tmp_path, monkey
         emb.token.array
     assert str(caught.value) == (f"{quote(path)}: compressed storage '0' needs 64.0 KiB of memory to load "
                                  "(it cannot be memory-mapped), only 1.0 KiB is available")
+
+
+# --- memory that grows with rows or arguments, not with what the file or the user can make it ---
+
+def test_a_million_flagged_rows_stay_arrays_until_read():
+    import math
+    import tracemalloc
+    from embscope.analysis.norms import summarize, undertrained
+    tracemalloc.start()
+    try:
+        summary = summarize(np.zeros(1_000_000))  # every row a zero row: every row flagged
+        candidates = undertrained(np.ones(1_000_000), "token", real_rows=400_000)  # all tied at the 1st percentile
+        first, last = summary.anomalies[:20], candidates[-1]
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 64 << 20  # one object per row would take some 300 MB
+    assert len(summary.anomalies) == 1_000_000 and len(candidates) == 1_000_000
+    assert [a.index for a in first] == list(range(20)) and first[3].reason == "zero row: every value is 0"
+    assert first[0].norm == 0.0 and math.isnan(first[0].ratio_to_mean)
+    assert (last.index, last.table, last.norm) == (999_999, "token", 1.0)
+    assert last.reason == "past the tokenizer's 400000 ids: a padding row no text selects"
+    assert candidates[0].reason == "lowest 1% of real-token norms (<= 1)"
+    assert summary.anomalies[-1].index == 999_999 and list(summary.anomalies.indices[:3]) == [0, 1, 2]
+
+
+def test_norms_json_lists_the_first_thousand_and_counts_all(tmp_path):
+    from conftest import run_json
+    path = tmp_path / "params.npz"
+    np.savez_compressed(path, token_emb=np.zeros((5000, 2), np.float32))  # a few KB for 5000 zero rows
+    doc = run_json("norms", "-c", str(path))
+    assert doc["anomalies_found"] == 5000 and len(doc["anomalies"]) == 1000
+    assert doc["anomalies"][999] == {"index": 999, "label": "#999", "norm": 0.0, "ratio_to_mean": None,
+                                     "reason": "zero row: every value is 0"}
+    assert doc["undertrained_found"] == 0 and doc["undertrained"] == []
+
+
+def test_topk_output_is_sized_by_the_rows_not_by_k(tmp_path):
+    path = tmp_path / "tiny.npz"
+    table = np.random.default_rng(3).standard_normal((5, 4)).astype(np.float32)
+    np.savez(path, token_emb=table)
+    found = embscope.topk_all(embscope.open(path), 10**12)  # 10**12 columns would be 8 TB of ids
+    assert found.ids.shape == found.scores.shape == (5, 5)
+    assert (found.ids[:, :4] >= 0).all() and (found.ids[:, 4] == -1).all()  # every other row, then padding
+
+
+def test_position_profile_of_a_long_table_never_holds_the_square(tmp_path):
+    # r23: a 200k-position table of 2 columns (1.6 MB) asked for a 149 GiB cosine matrix; the profile is
+    # now gathered block by block (checked on 3000 positions here), and the heatmap pooled as it goes
+    import tracemalloc
+    from embscope.analysis.positions import position_profile
+    table = np.random.default_rng(5).standard_normal((3000, 2)).astype(np.float32)
+    tracemalloc.start()
+    try:
+        profile, _ = position_profile(table, heatmap=False, block_rows=100)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 3000 * 3000 * 4 / 4  # a quarter of the float32 matrix
+    assert profile.count.tolist()[:2] == [2999, 2998]
+    assert position_profile(table[:2100], block_rows=700)[1].cells.shape == (700, 700)  # cells of 3 x 3

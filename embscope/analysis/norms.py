@@ -29,6 +29,8 @@ DUPLICATE_MAX_WINDOW = 32768  # rows compared with each block at most: keeps the
 DUPLICATE_MAX_CHECKS = 20_000_000  # candidate pairs checked in full at most
 DUPLICATE_MAX_BYTES = 1 << 30  # unit rows held in memory for the search at most
 DUPLICATE_MAX_LISTED = 1000
+DUPLICATE_CHECK_ROWS = 64  # rows of a block whose candidate pairs are listed at a time
+DUPLICATE_CHECK_PAIRS = 16384  # candidate pairs whose rows are gathered and checked at a time
 UNDERTRAINED_PERCENTILE = 1.0
 
 
@@ -250,17 +252,21 @@ def find_duplicates(array: np.ndarray, norms: np.ndarray, cosine: float = DUPLIC
         near += lengths[None, start:end]
         near = near <= reach * reach + 1e-6
         near[:, :stop - start] &= later[:stop - start, :stop - start]  # within the block: each pair once
-        if not near.any():
-            continue
-        a, b = np.nonzero(near)
-        if checks + len(a) > max_checks:
-            keep = max(max_checks - checks, 0)
-            a, b, cut = a[:keep], b[:keep], f"at most {max_checks:,} candidate pairs were checked"
-        checks += len(a)
-        a, b = a + start, b + start
-        similar = np.einsum("ij,ij->i", unit[a], unit[b]) > cosine
-        total += int(similar.sum())
-        found += [(int(rows[i]), int(rows[j])) for i, j in zip(a[similar], b[similar])][:DUPLICATE_MAX_LISTED - len(found)]
+        for first in range(0, stop - start, DUPLICATE_CHECK_ROWS):  # a few rows at a time: the pairs stay bounded
+            a, b = np.nonzero(near[first:first + DUPLICATE_CHECK_ROWS])
+            if checks + len(a) > max_checks:
+                keep = max(max_checks - checks, 0)
+                a, b, cut = a[:keep], b[:keep], f"at most {max_checks:,} candidate pairs were checked"
+            checks += len(a)
+            a, b = a + start + first, b + start
+            for at in range(0, len(a), DUPLICATE_CHECK_PAIRS):
+                i, j = a[at:at + DUPLICATE_CHECK_PAIRS], b[at:at + DUPLICATE_CHECK_PAIRS]
+                similar = np.einsum("ij,ij->i", unit[i], unit[j]) > cosine
+                total += int(similar.sum())
+                room = DUPLICATE_MAX_LISTED - len(found)  # objects only for the pairs listed
+                found += zip(rows[i[similar][:room]].tolist(), rows[j[similar][:room]].tolist())
+            if checks >= max_checks:
+                break
         if checks >= max_checks:
             break
     pairs = tuple(sorted((checked(array, norms, a, b) for a, b in found), key=lambda d: (d.a, d.b)))

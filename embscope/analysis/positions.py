@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
-from ..compute import cosine_blocks, pair_cosines, topk_rows
+from ..compute import cosine_blocks, pair_cosines, topk_rows, unit_rows
 from ..errors import PositionError
 
 NOMINAL_LAST = 511  # the default pairs are written for a 512-row table and scaled to the real one
@@ -157,32 +158,33 @@ def position_pairs(table: np.ndarray, pairs: list[tuple[int, int]], first_row: i
     return PositionReport(name, table.shape[0], first_row, tuple(found))
 
 
-def position_profile(table: np.ndarray, first_row: int = 0, *, heatmap: bool = True,
-                     block_rows: int | None = None) -> tuple[PositionProfile, Heatmap | None]:
-    """How similarity falls with distance, and (when `heatmap`) the cosine heatmap averaged down to at
-    most HEATMAP_MAX_SIDE cells a side, from one pass over blocks of rows of the position cosine matrix:
-    memory grows with the positions, never with their square."""
+def position_profile(table: np.ndarray, first_row: int = 0, *, heatmap: bool = True, block_rows: int | None = None,
+                     progress: Callable[[int, int], None] | None = None) -> tuple[PositionProfile, Heatmap | None]:
+    """How similarity falls with distance, and (when `heatmap`) the cosine heatmap averaged down to at most
+    HEATMAP_MAX_SIDE cells a side. Memory grows with the positions, never with their square: the profile
+    comes from blocks of the upper triangle of the cosine matrix, the heatmap from averaged unit rows.
+    Time grows with the square (every pair is compared, twice): progress(done, total) follows it."""
     positions = np.arange(first_row, table.shape[0], dtype=np.int64)
     n = positions.size
     offsets = OffsetStats(max(n - 1, 0))
-    cells = HeatmapCells(n) if heatmap else None
     step = block_rows if block_rows is not None else max(1, min(1024, PROFILE_BLOCK_BYTES // (8 * max(1, n))))
-    padded = np.full((min(step, n), n + step), np.nan, dtype=np.float32)  # NaN past the last column
-    for start, block in cosine_blocks(table, rows=positions, block_rows=step):
-        rows = block.shape[0]
-        if cells is not None:
-            cells.add(start, block)
-        if start + 1 >= n:
-            continue
-        padded[:rows, :n] = block
-        # skewed[r, k - 1] = padded[r, start + r + k]: cos(p_i, p_i+k) for i = start + r, NaN past the end
-        skewed = np.lib.stride_tricks.as_strided(padded.ravel()[start + 1:], shape=(rows, n - 1 - start),
-                                                 strides=((padded.shape[1] + 1) * 4, 4), writeable=False)
-        offsets.add(skewed)
-    adjacent, counted = nearest_adjacent(table[first_row:])
+    flat = np.empty(min(step, n) * (n + step), dtype=np.float32)
+    for start, block in cosine_blocks(table, rows=positions, block_rows=step, upper=True):
+        rows, width = block.shape[0], n - start + step
+        if start + 1 < n:
+            padded = flat[:rows * width].reshape(rows, width)
+            padded[:, :n - start] = block
+            padded[:, n - start:] = np.nan  # past the last position
+            # skewed[r, k - 1] = padded[r, r + k] = cos(p_i, p_i+k) for i = start + r
+            offsets.add(np.lib.stride_tricks.as_strided(flat[1:], shape=(rows, n - 1 - start),
+                                                        strides=((width + 1) * 4, 4), writeable=False))
+        if progress is not None:
+            progress(start + rows, 2 * n)
+    adjacent, counted = nearest_adjacent(table[first_row:], block_rows,
+                                         None if progress is None else lambda done, _: progress(n + done, 2 * n))
     profile = PositionProfile(offsets.mean(), offsets.std(), offsets.count,
                               adjacent / counted if counted else float("nan"), counted)
-    return profile, cells.heatmap() if cells is not None else None
+    return profile, pooled_heatmap(table, positions) if heatmap else None
 
 
 class OffsetStats:
@@ -221,48 +223,30 @@ class OffsetStats:
                                  where=self.count > 0))
 
 
-class HeatmapCells:
-    """The cosine matrix averaged over square cells of `cell` positions a side (NaN entries left out),
-    gathered block by block of rows."""
-
-    def __init__(self, positions: int):
-        self.positions = positions
-        self.cell = max(1, math.ceil(positions / HEATMAP_MAX_SIDE))
-        side = math.ceil(positions / self.cell)
-        self.sums = np.zeros((side, side), dtype=np.float64)
-        self.counts = np.zeros((side, side), dtype=np.int64)
-
-    def add(self, start: int, block: np.ndarray) -> None:
-        present = ~np.isnan(block)
-        sums, counts = self.by_cell(np.where(present, block, 0.0)), self.by_cell(present.astype(np.float32))
-        cell_rows = (start + np.arange(block.shape[0])) // self.cell
-        first = np.flatnonzero(np.diff(cell_rows, prepend=-1))  # where each cell row's rows begin
-        self.sums[cell_rows[first]] += np.add.reduceat(sums, first, axis=0)
-        self.counts[cell_rows[first]] += np.add.reduceat(counts, first, axis=0).astype(np.int64)
-
-    def by_cell(self, values: np.ndarray) -> np.ndarray:
-        """float64 (rows, side): each row's values summed over the columns of each cell."""
-        side = self.sums.shape[1]
-        if side * self.cell != values.shape[1]:
-            values = np.pad(values, ((0, 0), (0, side * self.cell - values.shape[1])))
-        grouped = values.reshape(values.shape[0], side, self.cell)
-        total = grouped[:, :, 0].astype(np.float64)
-        for column in range(1, self.cell):  # one strided add per column of a cell: faster than a sum over it
-            total += grouped[:, :, column]
-        return total
-
-    def heatmap(self) -> Heatmap:
-        with np.errstate(invalid="ignore", divide="ignore"):
-            cells = np.where(self.counts > 0, self.sums / self.counts, np.nan).astype(np.float32)
-        return Heatmap(cells, self.positions, self.cell)
+def pooled_heatmap(table: np.ndarray, positions: np.ndarray) -> Heatmap:
+    """The cosine matrix averaged over square cells of `cell` positions a side, undefined cosines left out.
+    The mean of u_i . u_j over i in one cell and j in another is the dot product of the cells' mean unit
+    rows, so no cosine between two positions is ever computed for it."""
+    n = positions.size
+    cell = max(1, math.ceil(n / HEATMAP_MAX_SIDE))
+    side = math.ceil(n / cell)
+    unit, _, valid = unit_rows(table, rows=positions)
+    sums = np.zeros((side * cell, unit.shape[1]), dtype=np.float64)
+    sums[:n] = unit
+    counts = np.zeros(side * cell, dtype=np.int64)
+    counts[:n] = valid
+    with np.errstate(invalid="ignore", divide="ignore"):  # a cell of invalid rows only is NaN
+        means = sums.reshape(side, cell, -1).sum(axis=1) / counts.reshape(side, cell).sum(axis=1)[:, None]
+    return Heatmap((means @ means.T).astype(np.float32), n, cell)
 
 
-def nearest_adjacent(table: np.ndarray) -> tuple[int, int]:
+def nearest_adjacent(table: np.ndarray, block_rows: int | None = None,
+                     progress: Callable[[int, int], None] | None = None) -> tuple[int, int]:
     """How many positions have i-1 or i+1 as their most similar other position (ties to the lower), out of
     those with any."""
     if table.shape[0] == 0:
         return 0, 0
-    best = topk_rows(table, 1, device="cpu").ids[:, 0]
+    best = topk_rows(table, 1, device="cpu", block_rows=block_rows, progress=progress).ids[:, 0]
     found = best >= 0
     adjacent = np.abs(best - np.arange(best.size)) == 1
     return int((found & adjacent).sum()), int(found.sum())

@@ -121,25 +121,27 @@ def kept_cosines(kept: np.ndarray, norms: np.ndarray, pairs: np.ndarray, center:
     return np.clip(out, -1.0, 1.0, out=out)
 
 
-def cosine_blocks(table: object, *, rows: np.ndarray | None = None,
-                  block_rows: int | None = None) -> Iterator[tuple[int, np.ndarray]]:
-    """(start, float32 (B, n) cosines of rows start..start+B with every row) for blocks of the n rows
-    (every row, or the ids in `rows`): the n x n matrix one block at a time, never whole.
+def cosine_blocks(table: object, *, rows: np.ndarray | None = None, block_rows: int | None = None,
+                  upper: bool = False) -> Iterator[tuple[int, np.ndarray]]:
+    """(start, float32 cosines of rows start..start+B with every row) for blocks of the n rows (every row,
+    or the ids in `rows`): the n x n matrix one block at a time, never whole. upper: only the columns from
+    start on, (B, n - start), so the blocks tile the upper triangle (and the diagonal) with half the work.
 
     Rows and columns of invalid rows are NaN; the diagonal of a valid row is exactly 1.
     The block's buffer is reused: copy what must outlive the next step.
     """
     unit, _, valid = unit_rows(table, rows=rows)
-    n = unit.shape[0]
+    n, invalid = unit.shape[0], not valid.all()
     step = block_rows if block_rows is not None else max(1, SCORE_BLOCK_BYTES // 2 // (4 * max(1, n)))
-    buffer = np.empty((min(step, n), n), dtype=np.float32)
-    invalid = np.flatnonzero(~valid)
+    buffer = np.empty(min(step, n) * n, dtype=np.float32)
     for start in range(0, n, step):
-        block = buffer[:min(step, n - start)]
-        np.matmul(unit[start:start + step], unit.T, out=block)
+        stop, first = min(start + step, n), start if upper else 0
+        block = buffer[:(stop - start) * (n - first)].reshape(stop - start, n - first)
+        np.matmul(unit[start:stop], unit[first:].T, out=block)
         np.clip(block, -1.0, 1.0, out=block)
-        local = np.arange(block.shape[0])
-        block[local, start + local] = np.where(valid[start:start + step], 1.0, np.nan)
-        block[:, invalid] = np.nan
-        block[~valid[start:start + step]] = np.nan
+        local = np.arange(stop - start)
+        block[local, start - first + local] = np.where(valid[start:stop], 1.0, np.nan)
+        if invalid:
+            block[:, ~valid[first:]] = np.nan
+            block[~valid[start:stop]] = np.nan
         yield start, block
