@@ -244,10 +244,12 @@ def section_first_answer(repeat, rows=50000, dim=576):
         print("    needs tokenizers and safetensors: skipped")
         return
     import tempfile
+    from pathlib import Path
+
     from embscope.compute import random_pairs
-    with tempfile.TemporaryDirectory(prefix="embscope-bench-") as folder:
-        path, table = write_vocabulary_model(__import__("pathlib").Path(folder), rows, dim)
-        folder = __import__("pathlib").Path(folder)
+    with tempfile.TemporaryDirectory(prefix="embscope-bench-") as name:
+        folder = Path(name)
+        path, _ = write_vocabulary_model(folder, rows, dim)
         (folder / "not-a-folder").write_text("")
         root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         cached = dict(os.environ, PYTHONPATH=root, XDG_CACHE_HOME=str(folder / "cache"))
