@@ -201,7 +201,8 @@ def undertrained(norms: np.ndarray, table: str, real_rows: int | None = None,
     return RowListing(indices, describe)
 
 
-def spread_subspace(unit: np.ndarray, width: int = DUPLICATE_SUBSPACE, iterations: int = 4, seed: int = 0) -> np.ndarray:
+def spread_subspace(unit: np.ndarray, width: int = DUPLICATE_SUBSPACE, iterations: int = 4,
+                    seed: int = 0) -> np.ndarray:
     """Orthonormal (d, width) directions along which the rows spread most (block power iteration on their
     covariance), the widest first: rows far apart in the table are far apart here too."""
     rng = np.random.default_rng(seed)
@@ -244,7 +245,8 @@ def find_duplicates(array: np.ndarray, norms: np.ndarray, cosine: float = DUPLIC
         stop = min(start + DUPLICATE_BLOCK_ROWS, len(rows))
         end = int(np.searchsorted(projected[:, 0], projected[stop - 1, 0] + reach, side="right"))
         if end > stop + max_window:
-            end, cut = stop + max_window, f"each block of {DUPLICATE_BLOCK_ROWS} rows was compared with at most {max_window} following rows"
+            end = stop + max_window
+            cut = f"each block of {DUPLICATE_BLOCK_ROWS} rows was compared with at most {max_window} following rows"
         # squared distance in the projection, in place: |x|^2 + |y|^2 - 2 x.y
         near = projected[start:stop] @ projected[start:end].T
         near *= -2

@@ -234,8 +234,9 @@ def finite_or_none(value: float | np.floating) -> float | None:
 
 # --- similarity ---
 
-def similarity_pairs(emb: Embeddings, pairs: Iterable[Sequence], *, ids: bool = False, exact: bool = False, merge: bool = True,
-                     center: bool = False, table: str = "token", baseline: bool = True) -> SimilarityResult:
+def similarity_pairs(emb: Embeddings, pairs: Iterable[Sequence], *, ids: bool = False, exact: bool = False,
+                     merge: bool = True, center: bool = False, table: str = "token",
+                     baseline: bool = True) -> SimilarityResult:
     """Cosine of each (a, b) pair of words (or ids), all pairs in one batched call, with the random-pair baseline
     (one pass over the table; baseline=False skips it, and the pairs get no percentile)."""
     array, name = table_rows(emb, table)
@@ -285,8 +286,9 @@ def random_pair_baseline(emb: Embeddings, name: str, array: np.ndarray,
     return Baseline(finite_or_none(mean), len(sample), BASELINE_SEED), sample
 
 
-def similarity(emb: Embeddings, words_or_ids: Sequence, *, ids: bool = False, exact: bool = False, merge: bool = True,
-               center: bool = False, table: str = "token", baseline: bool = True) -> SimilarityResult:
+def similarity(emb: Embeddings, words_or_ids: Sequence, *, ids: bool = False, exact: bool = False,
+               merge: bool = True, center: bool = False, table: str = "token",
+               baseline: bool = True) -> SimilarityResult:
     """Two words give one pair; more give every pair, in the order given."""
     items = list(dict.fromkeys(words_or_ids))  # a word given twice is compared once
     if len(items) < 2:

@@ -3,8 +3,8 @@ table (topk_rows) or a vector (topk_vectors: a merged word's mean, a rotated row
 
 Queries go in blocks; each block is multiplied against the whole normalised table and only its top-k is
 kept, so the Q x V score matrix never exists. Which engine does the work is a table lookup on the device
-and the precision (ENGINES); a search small enough for one block of scores streams the table instead and
-never holds a normalised copy of it.
+and the precision (CPU_ENGINES, GPU_ENGINE); a search small enough for one block of scores streams the
+table instead (numpy engine) and never holds a normalised copy of it.
 
 Results: row ids best first, ties broken by the lower row id on every engine; id -1 and score NaN where
 there is no neighbour (an invalid query, or fewer rows to choose from than k).
@@ -57,7 +57,8 @@ def topk_rows(table: object, k: int, *, rows: Sequence[int] | np.ndarray | None 
     precision: "fp32" exact; "tf32" (cuda), "bf16" (cuda, mps, or cpu via torch) and "fp16" (cuda, mps)
     pick k + max(k, 32) candidates in low precision and re-rank them with exact fp32 cosines (exact but
     for near-ties at the cut; rows tied exactly at the cut are redone in fp32); "auto" is
-    resolve_precision's choice for the device. progress(done, total) is called after each block.
+    resolve_precision's choice for the device. block_rows: queries per block (default: a byte budget per
+    engine; a search given block_rows is never streamed). progress(done, total) is called after each block.
     _engine: tests only, to run one engine where another would be picked (the GPU path on a CPU).
     """
     array = as_table(table)
