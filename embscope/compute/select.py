@@ -3,8 +3,6 @@ the numpy and cpu-bf16 engines share. -inf marks a column left out (the query it
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
-
 import numpy as np
 
 # Rows of a score block selected at a time: keeps the index temporaries small beside the block.
@@ -64,6 +62,7 @@ def select_top(scores: np.ndarray, count: int, threads: int = 1) -> tuple[np.nda
     chunks = [scores[i:i + step] for i in range(0, scores.shape[0], step)]
     if threads > 1 and len(chunks) > 1:
         # numpy lets go of the GIL in these loops, so threads share the selection out over the cores
+        from concurrent.futures import ThreadPoolExecutor  # 5 ms to import: only where there is work to share
         with ThreadPoolExecutor(threads) as pool:
             parts = list(pool.map(candidates, chunks, [count] * len(chunks)))
     else:
