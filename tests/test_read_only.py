@@ -31,9 +31,12 @@ ARGUMENTS: dict[str, list[list[str]]] = {
                   ["--all", "--out", "{out}/neighbors.npz", "-k", "2"]],
     "positions": [["--pairs", "0:1,2:5"], ["--json"]],
     "norms": [["--table", "token"], ["--table", "position", "--plot", "{out}/norms.png"], ["--json"]],
+    "export": [["--out", "{out}/projector"], ["--format", "word2vec", "--table", "position", "--out", "{out}/w2v.txt"]],
+    "analogy": [["--ids", "1", "2", "3", "-k", "2"], ["--ids", "1", "2", "3", "--method", "3cosmul", "--json"]],
+    "map": [[], ["--table", "position", "--plot", "{out}/map.png", "--json"]],
 }
 # the outputs a command may write, all inside {out}
-OUTPUTS = {"neighbors.jsonl", "neighbors.npz", "norms.png"}
+OUTPUTS = {"neighbors.jsonl", "neighbors.npz", "norms.png", "projector", "w2v.txt", "map.png"}
 FORMATS = ["safetensors", "safetensors-index", "npz", "npz-compressed", "andrea", "nlm-pickle", "npy-object",
            "pytorch", "pytorch-legacy"]
 

@@ -168,12 +168,15 @@ def point(coords: np.ndarray, label: str, ids: tuple[int, ...], tokens: tuple[st
 
 def probe_points(emb: Embeddings, coords: np.ndarray, words: list[str] | None, exact: bool) -> tuple[list[Point], str]:
     """The probe words on the map, and how they were chosen."""
-    tokenizer = emb.tokenizer
-    if tokenizer is None:
-        if words:
+    if words:
+        tokenizer = emb.tokenizer  # a broken tokenizer file is an error when words were asked for
+        if tokenizer is None:
             raise TokenError("expected a tokenizer to look up --words, found none beside the checkpoint: "
                              "pass --tokenizer FILE")
-        return [], "no probe words: no tokenizer found beside the checkpoint"
+    else:
+        tokenizer = emb.tokenizer_for_names()[0]
+        if tokenizer is None:
+            return [], "no probe words: the tokenizer is missing (see the note)"
     rule = "given with --words"
     if not words:
         words = default_probe_words(tokenizer)

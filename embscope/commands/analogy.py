@@ -21,7 +21,7 @@ class Method(str, Enum):
 def analogy_command(
     source: Source,
     words: Annotated[list[str] | None, typer.Argument(
-        help="A B C: the rows nearest A - B + C (king man woman: king - man + woman).", show_default=False)] = None,
+        metavar="A B C", help="A B C: the rows nearest A - B + C (king man woman: king - man + woman).", show_default=False)] = None,
     k: Annotated[int, typer.Option("-k", min=1, help="How many answers.")] = 10,
     method: Annotated[Method, typer.Option(
         "--method", help="3cosadd: cos(x, a - b + c) on unit rows; 3cosmul: Levy & Goldberg's multiplicative "

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from ..analysis.analogy import AnalogyResult, Evaluation, SectionScore, Term
 from . import console, jsonout
 from .info import checkpoint_line, with_checkpoint
+from .lookup_notes import grouped_notes
 
 if TYPE_CHECKING:
     from ..embeddings import Embeddings
@@ -58,7 +59,7 @@ def show_result(emb: Embeddings, result: AnalogyResult, json: bool) -> None:
             token = answer.token if answer.token == f"#{answer.id}" else f"'{console.safe(answer.token)}'"
             grid.add_row(str(rank), str(answer.id), token, f"{answer.score:+.4f}")
         out.print(grid)
-    console.notes(f"{t.text}: {t.note}" for t in (a, b, c) if t.note)
+    console.notes(grouped_notes((t.text, t.note) for t in (a, b, c)))
 
 
 def score_doc(score: SectionScore) -> dict:
@@ -93,9 +94,11 @@ def show_evaluation(emb: Embeddings, evaluation: Evaluation, path: Path, json: b
     out.print(grid)
     if evaluation.skipped:
         parts = [f"{count:,} with {SKIP_REASONS[reason]}" for reason, count in evaluation.skipped.items()]
-        out.print(f"skipped {evaluation.overall.skipped:,} questions: " + "; ".join(parts), soft_wrap=True)
+        skipped = evaluation.overall.skipped
+        out.print(f"skipped {skipped:,} question{'s' * (skipped != 1)}: " + "; ".join(parts), soft_wrap=True)
     if evaluation.malformed:
-        lines = ", ".join(str(n) for n in evaluation.malformed[:10]) + (" ..." if len(evaluation.malformed) > 10 else "")
-        out.print(f"ignored {len(evaluation.malformed):,} lines that are neither `: section` nor four words: "
-                  f"line {lines}", soft_wrap=True)
+        count = len(evaluation.malformed)
+        lines = ", ".join(str(n) for n in evaluation.malformed[:10]) + (" ..." if count > 10 else "")
+        out.print(f"ignored {count:,} line{'s that are' if count != 1 else ' that is'} neither `: section` nor four "
+                  f"words: line {lines}", soft_wrap=True)
     console.notes(evaluation.notes)

@@ -14,6 +14,7 @@ from ..text import printable
 from . import console, jsonout, plots
 from .export_files import input_files, refuse_inputs
 from .info import checkpoint_line, with_checkpoint
+from .lookup_notes import grouped_notes
 
 if TYPE_CHECKING:
     from ..embeddings import Embeddings
@@ -80,16 +81,6 @@ def document(result: TableMap, plot: Path | None) -> dict:
     return doc
 
 
-def grouped_notes(points: tuple[Point, ...]) -> list[str]:
-    """One note per kind of lookup note, naming its words: eight words alike make one line, not eight."""
-    groups: dict[str, list[str]] = {}
-    for p in points:
-        if p.note:
-            groups.setdefault(p.note.replace(repr(p.label), "the word"), []).append(p.label)
-    return [f"{', '.join(words)}: {template}" if len(words) > 1 else next(
-        f"{p.label}: {p.note}" for p in points if p.label == words[0]) for template, words in groups.items()]
-
-
 def coordinate(value: float | None) -> str:
     return "-" if value is None else f"{value:+.4f}"
 
@@ -125,13 +116,18 @@ def show(emb: Embeddings, result: TableMap, plot: Path | None, json: bool) -> No
               + (", drawn in red" if plot is not None else "; --plot draws them in red"))
     if plot is not None:
         out.print(f"plot written to {console.safe(plot)}", soft_wrap=True)
-    console.notes([*grouped_notes(result.points), *result.notes])
+    console.notes([*grouped_notes((p.label, p.note) for p in result.points), *result.notes])
 
 
 def draw(emb: Embeddings, result: TableMap, path: Path) -> None:
-    """The map as a plot file: every row a dot, flagged rows red, probe words labelled; for the position table,
-    the path through the positions coloured by position."""
+    """Write the map to a plot file (never over a file the answer was read from)."""
     refuse_inputs(path, "the plot file", input_files(emb))
+    plots.save(map_figure(result, emb.checkpoint.path.name), path)
+
+
+def map_figure(result: TableMap, checkpoint: str) -> Any:  # a matplotlib Figure: matplotlib is imported only to draw
+    """Every row a dot, flagged rows ringed in red, probe words labelled; for the position table, the path
+    through the positions coloured by position."""
     figure = plots.new_figure(9, 7.5)
     ax = figure.subplots()
     coords = result.projection.coords
@@ -139,7 +135,7 @@ def draw(emb: Embeddings, result: TableMap, path: Path) -> None:
     ratio = result.projection.ratio
     ax.set_xlabel(x_name.upper() + (f" ({ratio[0]:.1%} of variance)" if ratio else ""))
     ax.set_ylabel(y_name.upper() + (f" ({ratio[1]:.1%} of variance)" if ratio else ""))
-    ax.set_title(f"{printable(emb.checkpoint.path.name)} - {result.role} table {printable(result.name)}: "
+    ax.set_title(f"{printable(checkpoint)} - {result.role} table {printable(result.name)}: "
                  f"{' ('.join(method_text(result))})", parse_math=False)
     flagged = np.array([f.id for f in result.flagged if f.x is not None], dtype=np.int64)
     if result.role is Role.position:
@@ -160,4 +156,4 @@ def draw(emb: Embeddings, result: TableMap, path: Path) -> None:
             plots.label(ax, p.label if result.role is not Role.position else f"position {p.label}", (p.x, p.y))
     if result.role is not Role.position or len(flagged):
         ax.legend(loc="best", fontsize=8)
-    plots.save(figure, path)
+    return figure
