@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 METHODS = ("3cosadd", "3cosmul")
 COSMUL_EPSILON = 0.001  # Levy & Goldberg 2014; keeps the 3CosMul ratio finite when cos'(x, b) is 0
 SCORE_BLOCK_BYTES = 128 << 20  # the (queries x rows) score block of the batched top-k aims at this size
+SELECT_BYTES = 16 << 20  # the int64 index arrays of one selection step
 NO_SECTION = "(no section)"  # questions before the first `: section` line
 
 
@@ -177,8 +178,23 @@ def unit_inputs(array: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndar
 
 def top_columns(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     """The k best columns of each row of a score block (-inf marks a column that is no candidate), best first,
-    ties to the lower column; id -1 and score NaN past the last candidate."""
+    ties to the lower column; id -1 and score NaN past the last candidate. Rows go a few at a time, so the
+    selection's int64 index arrays stay small beside the block."""
+    step = max(1, SELECT_BYTES // (8 * max(1, scores.shape[1])))
+    parts = [_top_columns(scores[start:start + step], k) for start in range(0, len(scores), step)]
+    if not parts:
+        return np.empty((0, min(k, scores.shape[1])), np.int64), np.empty((0, min(k, scores.shape[1])))
+    return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+
+
+def _top_columns(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
     k = min(k, scores.shape[1])
+    if k == 1:  # a file of questions asks for the best answer only: argmax takes the first (lowest) of tied columns
+        part = np.argmax(scores, axis=1)[:, None]
+        values = np.take_along_axis(scores, part, axis=1).astype(np.float64)
+        part[~np.isfinite(values)] = -1
+        values[~np.isfinite(values)] = np.nan
+        return part.astype(np.int64), values
     part = np.argpartition(-scores, k - 1, axis=1)[:, :k]
     values = np.take_along_axis(scores, part, axis=1)
     order = np.lexsort((part, -values), axis=-1)
@@ -205,8 +221,9 @@ def _topk_vectors(table: np.ndarray, vectors: np.ndarray, k: int, exclude: np.nd
     """The k rows most cosine-similar to each query vector, leaving out each query's `exclude` row ids.
     Stands in for compute.topk_vectors (the compute branch), which the lead switches in at merge."""
     unit, _, valid = compute.unit_rows(table)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        queries = (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
+    lengths = np.linalg.norm(vectors, axis=1, keepdims=True)
+    aimless = ~(np.isfinite(lengths[:, 0]) & (lengths[:, 0] > 0))  # a query with no direction has no answers
+    queries = (vectors / np.where(aimless[:, None], 1, lengths)).astype(np.float32)
     ids = np.full((len(vectors), k), -1, dtype=np.int64)
     scores = np.full((len(vectors), k), np.nan, dtype=np.float32)
     block = query_block_rows(unit.shape[0])
@@ -215,7 +232,7 @@ def _topk_vectors(table: np.ndarray, vectors: np.ndarray, k: int, exclude: np.nd
         cosines = queries[start:stop] @ unit.T
         cosines[:, ~valid] = -np.inf
         cosines[np.arange(stop - start)[:, None], exclude[start:stop]] = -np.inf
-        cosines[~np.isfinite(cosines)] = -np.inf  # a query with no direction has no answers
+        cosines[aimless[start:stop]] = -np.inf
         found, values = top_columns(cosines, k)
         ids[start:stop, :found.shape[1]], scores[start:stop, :found.shape[1]] = found, values
     return compute.TopK(ids, scores, np.arange(len(vectors), dtype=np.int64))
@@ -230,7 +247,8 @@ def _cosmul_topk(table: np.ndarray, inputs: np.ndarray, k: int, exclude: np.ndar
     block = query_block_rows(unit.shape[0], per_query=4)
     for start in range(0, len(inputs), block):
         stop = min(start + block, len(inputs))
-        shifted = (inputs[start:stop].astype(np.float32) @ unit.T + 1) / 2  # (B, 3, V)
+        flat = inputs[start:stop].reshape(-1, inputs.shape[2]).astype(np.float32)  # one matmul, not one a question
+        shifted = ((flat @ unit.T + 1) / 2).reshape(stop - start, 3, -1)  # (B, 3, V)
         ratio = shifted[:, 0] * shifted[:, 2] / (shifted[:, 1] + np.float32(epsilon))
         ratio[:, ~valid] = -np.inf
         ratio[np.arange(stop - start)[:, None], exclude[start:stop]] = -np.inf

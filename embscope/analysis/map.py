@@ -89,8 +89,10 @@ def finite_rows(array: np.ndarray) -> np.ndarray:
 def row_blocks(array: np.ndarray, ids: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:
     """(start, float64 copy of the rows ids[start:...]) blocks of about BLOCK_BYTES."""
     step = max(1, BLOCK_BYTES // (8 * max(1, array.shape[1])))
+    every_row = len(ids) == array.shape[0]  # then a slice reads the rows, with no gather
     for start in range(0, len(ids), step):
-        yield start, np.asarray(array[ids[start:start + step]], dtype=np.float64)
+        rows = array[start:start + step] if every_row else array[ids[start:start + step]]
+        yield start, np.asarray(rows, dtype=np.float64)
 
 
 def signed(components: np.ndarray) -> np.ndarray:

@@ -33,6 +33,7 @@ from ..analysis.export import ExportRows
 from ..errors import EmbscopeError
 from ..roles import Role
 from ..text import quote
+from . import console
 from .files import written_whole
 
 if TYPE_CHECKING:
@@ -83,13 +84,19 @@ def word2vec_keys(labels: Iterable[str], ids: Iterable[int]) -> list[str]:
 
 
 def float_lines(array: np.ndarray, ids: np.ndarray, separator: str, prefixes: list[str] | None = None) -> Iterator[str]:
-    """One text line per exported row, read BLOCK_ROWS rows at a time (a memory map is never read whole)."""
-    for start in range(0, len(ids), BLOCK_ROWS):
-        block = np.asarray(array[ids[start:start + BLOCK_ROWS]], dtype=np.float32).astype(np.float64)
-        line = separator.join([FLOAT_FORMAT] * block.shape[1])
-        for n, row in enumerate(block.tolist()):
-            head = prefixes[start + n] + separator if prefixes is not None else ""
-            yield head + line % tuple(row) + "\n"
+    """One text line per exported row, read BLOCK_ROWS rows at a time (a memory map is never read whole),
+    with a progress bar on stderr when it is a terminal."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+    line = separator.join([FLOAT_FORMAT] * array.shape[1])
+    with Progress(TextColumn("rows"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(), console=console.err,
+                  transient=True, disable=not console.err.is_terminal) as bar:
+        task = bar.add_task("rows", total=len(ids))
+        for start in range(0, len(ids), BLOCK_ROWS):
+            block = np.asarray(array[ids[start:start + BLOCK_ROWS]], dtype=np.float32).astype(np.float64)
+            for n, row in enumerate(block.tolist()):
+                head = prefixes[start + n] + separator if prefixes is not None else ""
+                yield head + line % tuple(row) + "\n"
+            bar.update(task, completed=start + len(block))
 
 
 def write_lines(path: Path, what: str, lines: Iterable[str], inputs: Iterable[Path]) -> None:
