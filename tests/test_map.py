@@ -150,13 +150,14 @@ def test_plot_draws_rows_flags_and_probe_labels(ckpt, tmp_path, monkeypatch):
     assert [t.get_text() for t in ax.get_legend().get_texts()] == [f"rows ({ROWS})", "norm anomalies (1)"]
     figure = map_figure(table_map(emb, "position"), "model.npz")
     assert len(figure.axes) == 2 and figure.axes[1].get_ylabel() == "position"  # the colour bar
-    out = tmp_path / "map.png"
+    out = tmp_path / "map.svg"
     doc = run_json("map", "-c", ckpt, "--plot", out)
-    assert doc["plot"] == str(out) and out.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+    assert doc["plot"] == str(out) and out.read_text().rstrip().endswith("</svg>")
     monkeypatch.chdir(tmp_path)
     # `--plot` alone reaches the command as "" (the cli branch fills it in for a bare --plot)
     text = run("map", "-c", ckpt, "--table", "position", "--plot", "").stdout
-    assert "plot written to model-position-map.png" in text and (tmp_path / "model-position-map.png").is_file()
+    assert "plot written to model-position-map.png" in text
+    assert (tmp_path / "model-position-map.png").read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
     bad = run("map", "-c", ckpt, "--plot", tmp_path / "map.gif", ok=False)
     assert bad.exit_code == 2
 

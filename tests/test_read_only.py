@@ -33,10 +33,10 @@ ARGUMENTS: dict[str, list[list[str]]] = {
     "norms": [["--table", "token"], ["--table", "position", "--plot", "{out}/norms.png"], ["--json"]],
     "export": [["--out", "{out}/projector"], ["--format", "word2vec", "--table", "position", "--out", "{out}/w2v.txt"]],
     "analogy": [["--ids", "1", "2", "3", "-k", "2"], ["--ids", "1", "2", "3", "--method", "3cosmul", "--json"]],
-    "map": [[], ["--table", "position", "--plot", "{out}/map.png", "--json"]],
+    "map": [[], ["--table", "position", "--json"]],
 }
 # the outputs a command may write, all inside {out}
-OUTPUTS = {"neighbors.jsonl", "neighbors.npz", "norms.png", "projector", "w2v.txt", "map.png"}
+OUTPUTS = {"neighbors.jsonl", "neighbors.npz", "norms.png", "projector", "w2v.txt"}
 FORMATS = ["safetensors", "safetensors-index", "npz", "npz-compressed", "andrea", "nlm-pickle", "npy-object",
            "pytorch", "pytorch-legacy"]
 
