@@ -232,8 +232,12 @@ def test_rows_holding_nan_are_left_out_and_named(tmp_path):
     np.savez(path, token_emb=tok)
     doc = run_json("export", "-c", path, "--format", "word2vec", "--out", tmp_path / "v.txt")
     assert doc["rows"] == ROWS - 1 and doc["left_out"] == [NAN_ROW]
-    assert any(f"left out 1 rows that hold NaN or Inf (no tool can place them): {NAN_ROW}" in n for n in doc["notes"])
+    assert f"left out 1 row holding NaN or Inf (no tool can place them): {NAN_ROW}" in doc["notes"]
     assert (tmp_path / "v.txt").read_text().split("\n", 1)[0] == f"{ROWS - 1} {DIM}"
+    only = run("export", "-c", path, "--rows", str(NAN_ROW), "--out", tmp_path / "only", ok=False)
+    assert only.exit_code == 1
+    assert only.stderr == f"Error: expected rows to export, found none: every row selected holds NaN or Inf ({NAN_ROW})\n"
+    assert not (tmp_path / "only").exists()
 
 
 def test_an_output_never_replaces_a_file_that_was_read(ckpt):

@@ -76,7 +76,6 @@ class AnalogyResult:
 @dataclass(frozen=True)
 class Question:
     section: str
-    line: int
     words: tuple[str, str, str, str]  # a b c d: a is to b as c is to d
 
 
@@ -324,7 +323,7 @@ def read_questions(lines: Iterable[str]) -> QuestionFile:
             malformed.append(number)
             continue
         sections.setdefault(section)
-        questions.append(Question(section, number, (words[0], words[1], words[2], words[3])))
+        questions.append(Question(section, (words[0], words[1], words[2], words[3])))
     return QuestionFile(tuple(questions), tuple(sections), tuple(malformed))
 
 
@@ -352,10 +351,10 @@ def evaluate(emb: Embeddings, asked: QuestionFile, *, method: str = "3cosadd", e
         for word in question.words:
             if word not in terms:
                 terms[word] = lookup.skip_reason(word)
-    words = [w for w, (term, _) in terms.items() if term is not None]
-    index = {w: n for n, w in enumerate(words)}
-    row_ids = np.array([terms[w][0].id for w in words], dtype=np.int64)  # type: ignore[union-attr]
-    unit, valid = unit_inputs(array, row_ids) if len(words) else (np.empty((0, array.shape[1])), np.empty(0, bool))
+    found = {w: term for w, (term, _) in terms.items() if term is not None}
+    index = {w: n for n, w in enumerate(found)}
+    row_ids = np.array([term.id for term in found.values()], dtype=np.int64)
+    unit, valid = unit_inputs(array, row_ids)
     skipped: Counter[str] = Counter()
     usable: list[Question] = []
     for question in asked.questions:

@@ -133,7 +133,10 @@ def export_rows(emb: Embeddings, role: Role, spec: RowSpec, undertrained: Collec
         labels = tuple(token_name(tokenizer, int(i)) for i in ids)
     if len(left_out):
         shown = ", ".join(str(i) for i in left_out[:10]) + (" ..." if len(left_out) > 10 else "")
-        notes.append(f"left out {len(left_out):,} rows that hold NaN or Inf (no tool can place them): {shown}")
+        if not len(ids):
+            raise EmbscopeError(f"expected rows to export, found none: every row selected holds NaN or Inf ({shown})")
+        notes.append(f"left out {len(left_out):,} row{'s' * (len(left_out) != 1)} holding NaN or Inf (no tool can "
+                     f"place them): {shown}")
     if undertrained is None and role is not Role.position:
         notes.append("the undertrained column is empty: the under-trained token analysis did not run")
     rule = (f"robust z of the norm > {threshold:g} (|norm - median| / (1.4826 x MAD)), or a zero, NaN or Inf row, "
