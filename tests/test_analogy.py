@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from byte_tokenizer import ByteWordTokenizer
+from conftest import run, run_json
 
 import embscope
 from embscope.analysis import analogy as analogy_module
 from embscope.analysis.analogy import analogy, evaluate, read_questions, top_columns
-from conftest import run, run_json
-
-from byte_tokenizer import ByteWordTokenizer
 
 PAIRS = [("king", "queen"), ("man", "woman"), ("lord", "lady"), ("prince", "princess"), ("father", "mother"),
          ("son", "daughter"), ("boy", "girl"), ("uncle", "aunt"), ("paris", "france"), ("rome", "italy"),
@@ -226,6 +225,15 @@ def test_a_zero_input_row_has_no_answer(tmp_path, monkeypatch):
     doc = run_json("analogy", "-c", path, "king", "man", "woman")
     assert doc["results"] == []
     assert doc["reason"] == "row 258 ('man') for 'man' is zero or holds NaN or Inf: it has no direction"
+
+
+def test_a_table_with_no_other_row_says_so(tmp_path):
+    path = tmp_path / "three.npz"
+    np.savez(path, token_emb=TABLE[:3])
+    doc = run_json("analogy", "-c", path, "--ids", "0", "1", "2")
+    assert doc["results"] == []
+    assert doc["reason"] == ("no row is left to answer: the table has 3 rows, the inputs are left out, and zero rows "
+                             "or rows holding NaN or Inf never answer")
 
 
 def test_the_sample_answers_father_man_woman():

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from byte_tokenizer import ByteWordTokenizer
+from conftest import run, run_json
 
 import embscope
 from embscope.render.export_files import projector_cell, word2vec_keys
-from conftest import run, run_json
-
-from byte_tokenizer import ByteWordTokenizer
 
 ROWS, DIM, POSITIONS = 264, 6, 12  # the tokenizer has 260 ids: rows 260..263 are padding
 TOKENIZER_WORDS = ("dog", "a b", "tab\there", "line\nbreak")  # ids 256..259

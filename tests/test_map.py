@@ -8,14 +8,13 @@ import sys
 
 import numpy as np
 import pytest
+from byte_tokenizer import ByteWordTokenizer
+from conftest import run, run_json
 
 import embscope
 from embscope.analysis.map import pca_2d
 from embscope.analysis.probes import default_probe_words
 from embscope.render.map import map_figure
-from conftest import run, run_json
-
-from byte_tokenizer import ByteWordTokenizer
 
 ROWS, DIM, POSITIONS = 300, 10, 40
 WORDS = ("dog", "cat", "house", "thing", "ing", "hand", "and", "doghouse")
@@ -115,7 +114,7 @@ def test_default_probe_words_follow_the_rule():
 def test_position_table_gives_its_path(ckpt):
     _, pos = tables()
     doc = run_json("map", "-c", ckpt, "--table", "position")
-    expected, ratio, _ = numpy_pca(pos)
+    expected, _, _ = numpy_pca(pos)
     path = np.array([[p["x"], p["y"]] for p in doc["path"]])
     assert [p["position"] for p in doc["path"]] == list(range(POSITIONS))
     np.testing.assert_allclose(path, aligned(path, expected), atol=1e-9)

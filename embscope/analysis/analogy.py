@@ -301,6 +301,9 @@ def analogy(emb: Embeddings, a: str, b: str, c: str, *, k: int = 10, method: str
     found = found[found >= 0]
     scores = exact_scores(array, found, unit[0], unit[1], unit[2], method, epsilon)
     answers = tuple(Answer(int(i), token_name(lookup.tokenizer, int(i)), float(s)) for i, s in zip(found, scores))
+    if not answers:
+        return replace(result, reason=f"no row is left to answer: the table has {array.shape[0]} rows, the inputs "
+                                      "are left out, and zero rows or rows holding NaN or Inf never answer")
     return replace(result, answers=answers)
 
 

@@ -22,7 +22,7 @@ def analogy_command(
     source: Source,
     words: Annotated[list[str] | None, typer.Argument(
         metavar="A B C", help="A B C: the rows nearest A - B + C (king man woman: king - man + woman).", show_default=False)] = None,
-    k: Annotated[int, typer.Option("-k", min=1, help="How many answers.")] = 10,
+    k: Annotated[int, typer.Option("-k", min=1, help="How many answers to one question (--file scores the first).")] = 10,
     method: Annotated[Method, typer.Option(
         "--method", help="3cosadd: cos(x, a - b + c) on unit rows; 3cosmul: Levy & Goldberg's multiplicative "
                          "objective (epsilon 0.001).")] = Method.add,

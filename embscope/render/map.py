@@ -49,10 +49,8 @@ def method_text(result: TableMap) -> tuple[str, str]:
 
 def variance_text(result: TableMap) -> str | None:
     projection = result.projection
-    if projection.variance is None:
+    if projection.variance is None or projection.ratio is None:  # UMAP, or nothing to explain (a note says so)
         return None
-    if projection.ratio is None:
-        return "the components explain nothing: every row is the same after centring"
     (v1, v2), (r1, r2) = projection.variance, projection.ratio
     return (f"component 1 explains {r1:.2%} of the variance ({v1:.4g}), component 2 {r2:.2%} ({v2:.4g}); "
             f"together {r1 + r2:.2%}")
