@@ -9,7 +9,9 @@ from byte_tokenizer import ByteWordTokenizer
 from conftest import run, run_json
 
 import embscope
-from embscope.render.export_files import projector_cell, word2vec_keys
+from embscope.analysis.export import RowSpec, export_rows
+from embscope.render.export_files import metadata_lines, projector_cell, word2vec_keys
+from embscope.roles import Role
 
 ROWS, DIM, POSITIONS = 264, 6, 12  # the tokenizer has 260 ids: rows 260..263 are padding
 TOKENIZER_WORDS = ("dog", "a b", "tab\there", "line\nbreak")  # ids 256..259
@@ -233,6 +235,7 @@ def test_rows_holding_nan_are_left_out_and_named(tmp_path):
     assert doc["rows"] == ROWS - 1 and doc["left_out"] == [NAN_ROW]
     assert f"left out 1 row holding NaN or Inf (no tool can place them): {NAN_ROW}" in doc["notes"]
     assert (tmp_path / "v.txt").read_text().split("\n", 1)[0] == f"{ROWS - 1} {DIM}"
+    assert not any("undertrained" in note for note in doc["notes"])  # word2vec has no such column
     only = run("export", "-c", path, "--rows", str(NAN_ROW), "--out", tmp_path / "only", ok=False)
     assert only.exit_code == 1
     assert only.stderr == f"Error: expected rows to export, found none: every row selected holds NaN or Inf ({NAN_ROW})\n"
@@ -255,6 +258,13 @@ def test_console_names_the_checkpoint_and_the_files(ckpt, tmp_path):
     assert "wrote 264 rows x 6 of the token table 'token_emb' (every row) for the TensorFlow Embedding Projector:" in text
     assert f"{out / 'metadata.tsv'}  (columns token, id, norm, anomaly, undertrained; 2 rows flagged" in text
     assert "note: the undertrained column is empty" in text
+
+
+def test_the_under_trained_hook_fills_its_column(ckpt):
+    rows = export_rows(embscope.open(ckpt), Role.token, RowSpec(), undertrained={7, 258})
+    lines = list(metadata_lines(rows))
+    assert [line.rstrip("\n").split("\t")[4] for line in lines[1:]] == [
+        "yes" if i in (7, 258) else "no" for i in range(ROWS)]
 
 
 def test_escaping_rules():

@@ -137,8 +137,6 @@ def export_rows(emb: Embeddings, role: Role, spec: RowSpec, undertrained: Collec
             raise EmbscopeError(f"expected rows to export, found none: every row selected holds NaN or Inf ({shown})")
         notes.append(f"left out {len(left_out):,} row{'s' * (len(left_out) != 1)} holding NaN or Inf (no tool can "
                      f"place them): {shown}")
-    if undertrained is None and role is not Role.position:
-        notes.append("the undertrained column is empty: the under-trained token analysis did not run")
     rule = (f"robust z of the norm > {threshold:g} (|norm - median| / (1.4826 x MAD)), or a zero, NaN or Inf row, "
             "as `embscope norms` flags them")
     return ExportRows(role=role, name=table.name, dim=table.dim, ids=ids, labels=labels, positions=positions,

@@ -29,6 +29,12 @@ def how_to_open(fmt: str, files: list[Path]) -> str:
     return f"read it with gensim: KeyedVectors.load_word2vec_format('{files[0]}')"
 
 
+def notes(rows: ExportRows, fmt: str) -> list[str]:
+    empty = fmt == "projector" and rows.role is not Role.position and rows.undertrained is None
+    return [*rows.notes, *(["the undertrained column is empty: the under-trained token analysis did not run"]
+                           if empty else [])]
+
+
 def document(rows: ExportRows, fmt: str, files: list[Path]) -> dict:
     return {
         "format": fmt, "files": [str(f) for f in files], "table": rows.role.value, "table_name": rows.name,
@@ -36,7 +42,7 @@ def document(rows: ExportRows, fmt: str, files: list[Path]) -> dict:
         "columns": columns(rows) if fmt == "projector" else None,
         "anomalies": int(rows.anomalous.sum()), "anomaly_rule": rows.anomaly_rule,
         "undertrained": None if rows.undertrained is None else int(rows.undertrained.sum()),
-        "left_out": rows.left_out.tolist(), "notes": list(rows.notes),
+        "left_out": rows.left_out.tolist(), "notes": notes(rows, fmt),
     }
 
 
@@ -54,4 +60,4 @@ def show(emb: Embeddings, rows: ExportRows, fmt: str, files: list[Path], json: b
             detail = f"  (columns {', '.join(columns(rows))}; {int(rows.anomalous.sum()):,} rows flagged as norm anomalies)"
         out.print(f"  {console.safe(path)}{detail}", soft_wrap=True)
     out.print(console.safe(how_to_open(fmt, files)), soft_wrap=True)
-    console.notes(rows.notes)
+    console.notes(notes(rows, fmt))
