@@ -33,10 +33,13 @@ ARGUMENTS: dict[str, list[list[str]]] = {
     "norms": [["--table", "token"], ["--table", "position", "--plot", "{out}/norms.png"], ["--json"]],
     "compare": [["--sample", "5", "--json"]],  # its plot's place: tests/test_compare.py
     "undertrained": [[], ["--json", "--plot", "{out}/undertrained.png"]],
+    "export": [["--out", "{out}/projector"], ["--format", "word2vec", "--table", "position", "--out", "{out}/w2v.txt"]],
+    "analogy": [["--ids", "1", "2", "3", "-k", "2"], ["--ids", "1", "2", "3", "--method", "3cosmul", "--json"]],
+    "map": [[], ["--table", "position", "--json"]],
 }
 TAKES_CHECKPOINTS_AS_ARGUMENTS = {"compare"}  # given the checkpoint twice, not with -c
 # the outputs a command may write, all inside {out}
-OUTPUTS = {"neighbors.jsonl", "neighbors.npz", "norms.png", "undertrained.png"}
+OUTPUTS = {"neighbors.jsonl", "neighbors.npz", "norms.png", "undertrained.png", "projector", "w2v.txt"}
 FORMATS = ["safetensors", "safetensors-index", "npz", "npz-compressed", "andrea", "nlm-pickle", "npy-object",
            "pytorch", "pytorch-legacy"]
 

@@ -1,0 +1,397 @@
+"""Word analogies: king - man + woman = ?, by 3CosAdd and 3CosMul (Levy & Goldberg 2014, "Linguistic
+Regularities in Sparse and Explicit Word Representations"), one question or a whole file of them.
+
+For the question a - b + c (a is to b as ? is to c: king - man + woman):
+- 3CosAdd ranks each row x by cos(x, a^ - b^ + c^), the ^ marking unit rows; gensim's
+  most_similar(positive=[a, c], negative=[b]) gives the same scores.
+- 3CosMul ranks by cos'(x, a) cos'(x, c) / (cos'(x, b) + epsilon), with cosines shifted to [0, 1] by
+  cos' = (cos + 1) / 2, as gensim's most_similar_cosmul does. The paper's epsilon is 0.001 (our default);
+  gensim's is 1e-6 (pass epsilon=1e-6 to reproduce its scores).
+The three inputs are never answers, and neither are zero rows or rows holding NaN or Inf.
+
+A file in the Google analogy test format (`: section` lines, then `a b c d` lines, where a is to b as c
+is to d) asks b - a + c and counts the question right when the best answer is d. Words are looked up as
+written (case-sensitive); a question with a word of several tokens, or one the tokenizer or the table
+cannot represent, is skipped and counted. All questions go through one batched top-k, in blocks of
+queries: never a V x V matrix.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from .. import compute
+from ..errors import EmbscopeError, TokenError
+from ..lookup import lookup_word
+from ..naming import token_name
+from ..roles import Role
+from ..text import quote
+
+if TYPE_CHECKING:
+    from ..embeddings import Embeddings
+    from ..tokenizers.base import Tokenizer
+
+METHODS = ("3cosadd", "3cosmul")
+COSMUL_EPSILON = 0.001  # Levy & Goldberg 2014; keeps the 3CosMul ratio finite when cos'(x, b) is 0
+SCORE_BLOCK_BYTES = 128 << 20  # the (queries x rows) score block of the batched top-k aims at this size
+SELECT_BYTES = 16 << 20  # the int64 index arrays of one selection step
+NO_SECTION = "(no section)"  # questions before the first `: section` line
+
+
+@dataclass(frozen=True)
+class Term:
+    """One input of a question: the word (or id) as given and the row that stands for it."""
+
+    text: str
+    id: int
+    token: str
+    note: str | None = None  # how the tokenizer was asked (lookup_word's note)
+
+
+@dataclass(frozen=True)
+class Answer:
+    id: int
+    token: str
+    score: float  # the cosine (3CosAdd) or the 3CosMul ratio
+
+
+@dataclass(frozen=True)
+class AnalogyResult:
+    a: Term
+    b: Term
+    c: Term
+    method: str
+    epsilon: float | None  # 3CosMul only
+    answers: tuple[Answer, ...]
+    table_name: str
+    reason: str | None = None  # why there are no answers
+
+
+@dataclass(frozen=True)
+class Question:
+    section: str
+    words: tuple[str, str, str, str]  # a b c d: a is to b as c is to d
+
+
+@dataclass(frozen=True)
+class QuestionFile:
+    questions: tuple[Question, ...]
+    sections: tuple[str, ...]  # in file order, each once
+    malformed: tuple[int, ...]  # line numbers of lines that are neither a section nor four words
+
+
+@dataclass(frozen=True)
+class SectionScore:
+    section: str
+    correct: int
+    asked: int  # questions answered (skipped ones are not asked)
+    skipped: int
+
+    @property
+    def accuracy(self) -> float | None:
+        return self.correct / self.asked if self.asked else None
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    sections: tuple[SectionScore, ...]
+    overall: SectionScore
+    skipped: dict[str, int]  # reason -> questions skipped for it
+    malformed: tuple[int, ...]
+    method: str
+    epsilon: float | None
+    table_name: str
+    notes: tuple[str, ...]
+
+
+# --- looking words up ---
+
+class SeveralTokens(TokenError):
+    """A word the tokenizer splits into several tokens: an analogy needs one row per word."""
+
+
+class Lookup:
+    """Turns each distinct word (or id) into a Term once; `skip_reason` says why a word cannot be used."""
+
+    def __init__(self, emb: Embeddings, array: np.ndarray, *, ids: bool, exact: bool):
+        self.array, self.ids, self.exact = array, ids, exact
+        self.tokenizer: Tokenizer | None = emb.tokenizer_for_names()[0] if ids else emb.tokenizer
+        if not ids and self.tokenizer is None:
+            raise TokenError("expected a tokenizer to look words up, found none beside the checkpoint: "
+                             "pass --tokenizer FILE, or use --ids")
+
+    def term(self, text: str) -> Term:
+        """The one row for `text`; TokenError when it has none or several."""
+        rows = self.array.shape[0]
+        if self.ids:
+            try:
+                token_id = int(text)
+            except ValueError:
+                raise TokenError(f"expected a token id (a whole number), found {quote(text)}") from None
+            if not 0 <= token_id < rows:
+                raise TokenError(f"expected token ids 0..{rows - 1} (the table has {rows} rows), found {token_id}")
+            return Term(text, token_id, token_name(self.tokenizer, token_id))
+        assert self.tokenizer is not None  # the constructor refuses words without one
+        try:
+            found = lookup_word(self.tokenizer, text, exact=self.exact)
+        except (ValueError, KeyError, UnicodeError) as err:  # a tokenizer's own complaint about the text
+            raise TokenError(f"expected a word the tokenizer can encode, found {quote(text)} ({err})") from None
+        if len(found.ids) != 1:
+            pieces = " ".join(quote(t) for t in found.tokens)
+            raise SeveralTokens(f"expected {quote(text)} to be one token, found {len(found.ids)} ({pieces}): "
+                                "an analogy uses one row per word")
+        token_id = int(found.ids[0])
+        if token_id >= rows:
+            raise TokenError(f"expected token ids 0..{rows - 1} (the table has {rows} rows), found {token_id} "
+                             f"for {quote(text)}")
+        return Term(text, token_id, found.tokens[0], found.note)
+
+    def skip_reason(self, text: str) -> tuple[Term | None, str | None]:
+        """(term, None), or (None, why a question with this word is skipped: multi_token or out_of_vocabulary)."""
+        try:
+            return self.term(text), None
+        except SeveralTokens:
+            return None, "multi_token"
+        except EmbscopeError:
+            return None, "out_of_vocabulary"
+
+
+def unit_inputs(array: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """float64 unit rows for `ids`, and whether each has a direction (finite, non-zero)."""
+    rows = np.asarray(array[ids], dtype=np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        norms = np.linalg.norm(rows, axis=1)
+    valid = np.isfinite(norms) & (norms > 0)
+    unit = np.zeros_like(rows)
+    np.divide(rows, norms[:, None], out=unit, where=valid[:, None])
+    return unit, valid
+
+
+# --- the batched top-k ---
+
+def top_columns(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The k best columns of each row of a score block (-inf marks a column that is no candidate), best first,
+    ties to the lower column; id -1 and score NaN past the last candidate. Rows go a few at a time, so the
+    selection's int64 index arrays stay small beside the block."""
+    step = max(1, SELECT_BYTES // (8 * max(1, scores.shape[1])))
+    parts = [_top_columns(scores[start:start + step], k) for start in range(0, len(scores), step)]
+    if not parts:
+        return np.empty((0, min(k, scores.shape[1])), np.int64), np.empty((0, min(k, scores.shape[1])))
+    return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+
+
+def _top_columns(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    k = min(k, scores.shape[1])
+    if k == 1:  # a file of questions asks for the best answer only: argmax takes the first (lowest) of tied columns
+        part = np.argmax(scores, axis=1)[:, None]
+        values = np.take_along_axis(scores, part, axis=1).astype(np.float64)
+        part[~np.isfinite(values)] = -1
+        values[~np.isfinite(values)] = np.nan
+        return part.astype(np.int64), values
+    part = np.argpartition(-scores, k - 1, axis=1)[:, :k]
+    values = np.take_along_axis(scores, part, axis=1)
+    order = np.lexsort((part, -values), axis=-1)
+    ids = np.take_along_axis(part, order, axis=1)
+    values = np.take_along_axis(values, order, axis=1)
+    tied = (scores >= values[:, -1:]).sum(axis=1) > k  # a column level with the last kept may have lost the cut
+    for row in np.flatnonzero(tied):
+        candidates = np.flatnonzero(scores[row] >= values[row, -1])
+        picked = candidates[np.lexsort((candidates, -scores[row, candidates]))][:k]
+        ids[row], values[row] = picked, scores[row, picked]
+    values = values.astype(np.float64)
+    missing = ~np.isfinite(values)
+    ids[missing] = -1
+    values[missing] = np.nan
+    return ids.astype(np.int64), values
+
+
+def query_block_rows(rows: int, per_query: int = 1) -> int:
+    """Queries per block, so that the block's score matrices stay near SCORE_BLOCK_BYTES."""
+    return max(1, SCORE_BLOCK_BYTES // (4 * per_query * max(1, rows)))
+
+
+def _topk_vectors(table: np.ndarray, vectors: np.ndarray, k: int, exclude: np.ndarray) -> compute.TopK:
+    """The k rows most cosine-similar to each query vector, leaving out each query's `exclude` row ids.
+    Stands in for compute.topk_vectors (the compute branch), which the lead switches in at merge."""
+    unit, _, valid = compute.unit_rows(table)
+    lengths = np.linalg.norm(vectors, axis=1, keepdims=True)
+    aimless = ~(np.isfinite(lengths[:, 0]) & (lengths[:, 0] > 0))  # a query with no direction has no answers
+    queries = (vectors / np.where(aimless[:, None], 1, lengths)).astype(np.float32)
+    ids = np.full((len(vectors), k), -1, dtype=np.int64)
+    scores = np.full((len(vectors), k), np.nan, dtype=np.float32)
+    block = query_block_rows(unit.shape[0])
+    for start in range(0, len(vectors), block):
+        stop = min(start + block, len(vectors))
+        cosines = queries[start:stop] @ unit.T
+        cosines[:, ~valid] = -np.inf
+        cosines[np.arange(stop - start)[:, None], exclude[start:stop]] = -np.inf
+        cosines[aimless[start:stop]] = -np.inf
+        found, values = top_columns(cosines, k)
+        ids[start:stop, :found.shape[1]], scores[start:stop, :found.shape[1]] = found, values
+    return compute.TopK(ids, scores, np.arange(len(vectors), dtype=np.int64))
+
+
+def _cosmul_topk(table: np.ndarray, inputs: np.ndarray, k: int, exclude: np.ndarray,
+                 epsilon: float) -> tuple[np.ndarray, np.ndarray]:
+    """3CosMul's k best rows for each question; `inputs` (Q, 3, d) holds the unit rows of a, b, c."""
+    unit, _, valid = compute.unit_rows(table)
+    ids = np.full((len(inputs), k), -1, dtype=np.int64)
+    scores = np.full((len(inputs), k), np.nan)
+    block = query_block_rows(unit.shape[0], per_query=4)
+    for start in range(0, len(inputs), block):
+        stop = min(start + block, len(inputs))
+        flat = inputs[start:stop].reshape(-1, inputs.shape[2]).astype(np.float32)  # one matmul, not one a question
+        shifted = ((flat @ unit.T + 1) / 2).reshape(stop - start, 3, -1)  # (B, 3, V)
+        ratio = shifted[:, 0] * shifted[:, 2] / (shifted[:, 1] + np.float32(epsilon))
+        ratio[:, ~valid] = -np.inf
+        ratio[np.arange(stop - start)[:, None], exclude[start:stop]] = -np.inf
+        found, values = top_columns(ratio, k)
+        ids[start:stop, :found.shape[1]], scores[start:stop, :found.shape[1]] = found, values
+    return ids, scores
+
+
+def exact_scores(array: np.ndarray, ids: np.ndarray, a: np.ndarray, b: np.ndarray, c: np.ndarray, method: str,
+                 epsilon: float) -> np.ndarray:
+    """The scores of the chosen rows again, in float64 (the top-k ran in float32)."""
+    rows, _ = unit_inputs(array, ids)
+    if method == "3cosadd":
+        direction = a - b + c
+        return rows @ direction / np.linalg.norm(direction)
+    cos_a, cos_b, cos_c = ((rows @ v + 1) / 2 for v in (a, b, c))
+    return cos_a * cos_c / (cos_b + epsilon)
+
+
+def check_method(method: str) -> None:
+    if method not in METHODS:
+        raise EmbscopeError(f"expected a method {' or '.join(METHODS)}, found {quote(method)}")
+
+
+# --- one question ---
+
+def analogy(emb: Embeddings, a: str, b: str, c: str, *, k: int = 10, method: str = "3cosadd", ids: bool = False,
+            exact: bool = False, epsilon: float = COSMUL_EPSILON) -> AnalogyResult:
+    """The k rows that best answer a - b + c (king - man + woman) in the token table, the inputs left out."""
+    check_method(method)
+    if k < 1:
+        raise EmbscopeError(f"expected k of at least 1, found {k}")
+    table = emb.table(Role.token)
+    array = table.array
+    lookup = Lookup(emb, array, ids=ids, exact=exact)
+    first, second, third = terms = (lookup.term(a), lookup.term(b), lookup.term(c))
+    unit, valid = unit_inputs(array, np.array([t.id for t in terms], dtype=np.int64))
+    result = AnalogyResult(first, second, third, method, epsilon if method == "3cosmul" else None, (), table.name)
+    for term, ok in zip(terms, valid):
+        if not ok:
+            return replace(result, reason=f"row {term.id} ({quote(term.token)}) for {quote(term.text)} is zero or "
+                                          "holds NaN or Inf: it has no direction")
+    exclude = np.array([[t.id for t in terms]], dtype=np.int64)
+    if method == "3cosadd":
+        direction = unit[0] - unit[1] + unit[2]
+        if not np.linalg.norm(direction) > 0:
+            return replace(result, reason="a - b + c is the zero vector: it has no direction")
+        found = _topk_vectors(array, direction[None, :], k, exclude).ids[0]
+    else:
+        found = _cosmul_topk(array, unit[None, :, :], k, exclude, epsilon)[0][0]
+    found = found[found >= 0]
+    scores = exact_scores(array, found, unit[0], unit[1], unit[2], method, epsilon)
+    answers = tuple(Answer(int(i), token_name(lookup.tokenizer, int(i)), float(s)) for i, s in zip(found, scores))
+    if not answers:
+        return replace(result, reason=f"no row is left to answer: the table has {array.shape[0]} rows, the inputs "
+                                      "are left out, and zero rows or rows holding NaN or Inf never answer")
+    return replace(result, answers=answers)
+
+
+# --- a file of questions ---
+
+def read_questions(lines: Iterable[str]) -> QuestionFile:
+    """The Google analogy test format: `: section` lines, then `a b c d` lines; blank lines are ignored."""
+    questions: list[Question] = []
+    sections: dict[str, None] = {}
+    malformed: list[int] = []
+    section = NO_SECTION
+    for number, line in enumerate(lines, start=1):
+        if line.startswith(":"):
+            section = line[1:].strip() or NO_SECTION
+            continue
+        words = line.split()
+        if not words:
+            continue
+        if len(words) != 4:
+            malformed.append(number)
+            continue
+        sections.setdefault(section)
+        questions.append(Question(section, (words[0], words[1], words[2], words[3])))
+    return QuestionFile(tuple(questions), tuple(sections), tuple(malformed))
+
+
+def read_question_file(path: Path) -> QuestionFile:
+    try:
+        with open(path, encoding="utf-8") as f:
+            found = read_questions(f)
+    except (OSError, UnicodeError) as err:
+        raise EmbscopeError(f"expected a readable UTF-8 analogy file at {quote(path)}, found {err}") from None
+    if not found.questions:
+        raise EmbscopeError(f"expected analogy questions in {quote(path)} (`: section` lines, then four words a "
+                            f"line), found none")
+    return found
+
+
+def evaluate(emb: Embeddings, asked: QuestionFile, *, method: str = "3cosadd", exact: bool = False,
+             epsilon: float = COSMUL_EPSILON) -> Evaluation:
+    """Accuracy per section and overall: a question `a b c d` is right when b - a + c answers d first."""
+    check_method(method)
+    table = emb.table(Role.token)
+    array = table.array
+    lookup = Lookup(emb, array, ids=False, exact=exact)
+    terms: dict[str, tuple[Term | None, str | None]] = {}
+    for question in asked.questions:
+        for word in question.words:
+            if word not in terms:
+                terms[word] = lookup.skip_reason(word)
+    found = {w: term for w, (term, _) in terms.items() if term is not None}
+    index = {w: n for n, w in enumerate(found)}
+    row_ids = np.array([term.id for term in found.values()], dtype=np.int64)
+    unit, valid = unit_inputs(array, row_ids)
+    skipped: Counter[str] = Counter()
+    usable: list[Question] = []
+    for question in asked.questions:
+        reasons = [terms[w][1] for w in question.words if terms[w][1] is not None]
+        if reasons:
+            skipped["multi_token" if "multi_token" in reasons else "out_of_vocabulary"] += 1
+        elif not all(valid[index[w]] for w in question.words):
+            skipped["zero_or_nonfinite_row"] += 1
+        else:
+            usable.append(question)
+    # a b c d: a is to b as c is to d, so d should answer b - a + c
+    a, b, c, d = (np.array([index[q.words[n]] for q in usable], dtype=np.int64) for n in range(4))
+    exclude = np.stack([row_ids[b], row_ids[a], row_ids[c]], axis=1) if usable else np.empty((0, 3), np.int64)
+    if not usable:
+        best = np.empty(0, dtype=np.int64)
+    elif method == "3cosadd":
+        best = _topk_vectors(array, (unit[b] - unit[a] + unit[c]).astype(np.float32), 1, exclude).ids[:, 0]
+    else:
+        best = _cosmul_topk(array, np.stack([unit[b], unit[a], unit[c]], axis=1), 1, exclude, epsilon)[0][:, 0]
+    right = best == row_ids[d]
+    sections = []
+    for name in asked.sections:
+        mine = np.array([q.section == name for q in usable], dtype=bool)
+        total = sum(q.section == name for q in asked.questions)
+        sections.append(SectionScore(name, int(right[mine].sum()), int(mine.sum()), total - int(mine.sum())))
+    overall = SectionScore("overall", int(right.sum()), len(usable), len(asked.questions) - len(usable))
+    notes = list(_lookup_notes(terms))
+    return Evaluation(tuple(sections), overall, dict(skipped), asked.malformed, method,
+                      epsilon if method == "3cosmul" else None, table.name, tuple(notes))
+
+
+def _lookup_notes(terms: dict[str, tuple[Term | None, str | None]]) -> Sequence[str]:
+    """One note for the words whose lookup needed one (the leading-space rule), with the first as an example."""
+    noted = [term for term, _ in terms.values() if term is not None and term.note]
+    if not noted:
+        return []
+    return [f"{len(noted):,} of the {len(terms):,} words needed a lookup rule, e.g. {noted[0].text}: {noted[0].note}"]

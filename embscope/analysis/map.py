@@ -1,0 +1,257 @@
+"""A 2-D map of a table: PCA (the two directions along which the centred rows spread most), or UMAP where
+umap-learn is installed. Probe words (or, for the position table, a few positions) are placed on it, and
+the rows `embscope norms` flags are marked.
+
+PCA works on the rows holding no NaN or Inf. A table whose centred float64 copy fits in SVD_MAX_BYTES goes
+through numpy's SVD; a larger one through its d x d covariance, summed block by block, then eigh: never a
+V x V matrix, never a float64 copy of the whole table. Variances are sample variances (divided by n - 1);
+each component's sign is chosen so that its largest loading is positive, so a map does not flip between runs.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..errors import EmbscopeError, TokenError
+from ..lookup import lookup_word
+from ..naming import token_name
+from ..roles import Role
+from ..text import quote
+from .norms import row_norms, summarize
+from .probes import default_probe_words
+
+if TYPE_CHECKING:
+    from ..embeddings import Embeddings
+
+METHODS = ("pca", "umap")
+SVD_MAX_BYTES = 64 << 20  # a centred float64 copy up to this size goes through the SVD
+BLOCK_BYTES = 32 << 20  # float64 rows read at a time on the covariance route
+UMAP_NEIGHBORS = 15
+UMAP_SEED = 0  # fixed, so the same table gives the same map (umap-learn then runs on one thread)
+
+
+@dataclass(frozen=True, eq=False)
+class Projection:
+    coords: np.ndarray  # float64 (rows, 2); NaN for the rows left out
+    method: str  # pca or umap
+    route: str  # svd, covariance or umap
+    variance: tuple[float, float] | None  # sample variance along each component (PCA)
+    ratio: tuple[float, float] | None  # each component's share of the total variance; None when it is 0
+    used: int  # rows on the map
+    left_out: np.ndarray  # rows holding NaN or Inf
+
+
+@dataclass(frozen=True)
+class Point:
+    """A labelled point: a probe word (the mean of its tokens' points), or a position."""
+
+    label: str
+    ids: tuple[int, ...]
+    tokens: tuple[str, ...]
+    x: float | None  # None when a row is left out
+    y: float | None
+    note: str | None = None
+
+
+@dataclass(frozen=True)
+class FlaggedPoint:
+    id: int
+    label: str
+    x: float | None
+    y: float | None
+    reason: str
+
+
+@dataclass(frozen=True, eq=False)
+class TableMap:
+    role: Role
+    name: str
+    rows: int
+    dim: int
+    first_row: int  # rows before position 0 (position tables)
+    projection: Projection
+    points: tuple[Point, ...]  # probe words, or positions
+    probe_rule: str  # how the points were chosen
+    flagged: tuple[FlaggedPoint, ...]
+    notes: tuple[str, ...]
+
+
+def finite_rows(array: np.ndarray) -> np.ndarray:
+    return np.isfinite(row_norms(array))
+
+
+def row_blocks(array: np.ndarray, ids: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:
+    """(start, float64 copy of the rows ids[start:...]) blocks of about BLOCK_BYTES."""
+    step = max(1, BLOCK_BYTES // (8 * max(1, array.shape[1])))
+    every_row = len(ids) == array.shape[0]  # then a slice reads the rows, with no gather
+    for start in range(0, len(ids), step):
+        rows = array[start:start + step] if every_row else array[ids[start:start + step]]
+        yield start, np.asarray(rows, dtype=np.float64)
+
+
+def signed(components: np.ndarray) -> np.ndarray:
+    """Each component (a row) turned so that its entry of largest magnitude is positive."""
+    largest = components[np.arange(len(components)), np.argmax(np.abs(components), axis=1)]
+    return components * np.where(largest < 0, -1.0, 1.0)[:, None]
+
+
+def pca_2d(array: np.ndarray, max_svd_bytes: int = SVD_MAX_BYTES) -> Projection:
+    """The rows' coordinates along the two principal components of the centred finite rows."""
+    ok = finite_rows(array)
+    ids = np.flatnonzero(ok)
+    n, dim = len(ids), array.shape[1]
+    if n < 2 or dim < 2:
+        raise EmbscopeError(f"expected at least 2 rows without NaN or Inf and 2 columns to map, found {n} rows "
+                            f"x {dim}")
+    coords = np.full((array.shape[0], 2), np.nan)
+    if n * dim * 8 <= max_svd_bytes:
+        centred = np.asarray(array[ids], dtype=np.float64)
+        centred -= centred.mean(axis=0)
+        _, singular, vt = np.linalg.svd(centred, full_matrices=False)
+        spread = singular ** 2
+        components, top, route = signed(vt[:2]), spread[:2], "svd"
+        coords[ids] = centred @ components.T
+    else:
+        total = np.zeros(dim)
+        for _, block in row_blocks(array, ids):
+            total += block.sum(axis=0)
+        mean = total / n
+        scatter = np.zeros((dim, dim))
+        for _, block in row_blocks(array, ids):
+            block -= mean
+            scatter += block.T @ block
+        values, vectors = np.linalg.eigh(scatter)  # ascending
+        spread = values
+        components, top, route = signed(vectors[:, ::-1][:, :2].T), values[::-1][:2], "covariance"
+        for start, block in row_blocks(array, ids):
+            block -= mean
+            coords[ids[start:start + len(block)]] = block @ components.T
+    total_spread = float(np.sum(np.clip(spread, 0, None)))
+    variance = (float(top[0]) / (n - 1), float(max(top[1], 0.0)) / (n - 1))
+    ratio = (variance[0] * (n - 1) / total_spread, variance[1] * (n - 1) / total_spread) if total_spread > 0 else None
+    return Projection(coords, "pca", route, variance, ratio, n, np.flatnonzero(~ok))
+
+
+def umap_2d(array: np.ndarray) -> Projection:
+    """UMAP's 2-D layout of the finite rows (cosine metric, fixed seed)."""
+    try:
+        import umap
+    except ImportError:
+        raise EmbscopeError("--method umap needs umap-learn, which is not installed (pip install "
+                            "'embscope[umap]')") from None
+    ok = finite_rows(array)
+    ids = np.flatnonzero(ok)
+    if len(ids) <= UMAP_NEIGHBORS:
+        raise EmbscopeError(f"expected more than {UMAP_NEIGHBORS} rows without NaN or Inf for UMAP, found {len(ids)}")
+    reducer = umap.UMAP(n_components=2, n_neighbors=UMAP_NEIGHBORS, metric="cosine", random_state=UMAP_SEED)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # umap-learn warns that a fixed seed runs on one thread
+        layout = reducer.fit_transform(np.asarray(array[ids], dtype=np.float32))
+    coords = np.full((array.shape[0], 2), np.nan)
+    coords[ids] = layout
+    return Projection(coords, "umap", "umap", None, None, len(ids), np.flatnonzero(~ok))
+
+
+def point(coords: np.ndarray, label: str, ids: tuple[int, ...], tokens: tuple[str, ...],
+          note: str | None = None) -> Point:
+    """A point at the mean of its rows' points (for PCA, the projection of their mean row)."""
+    where = coords[list(ids)].mean(axis=0)
+    if not np.isfinite(where).all():
+        missing = "a row holds NaN or Inf: not on the map"
+        return Point(label, ids, tokens, None, None, f"{note}; {missing}" if note else missing)
+    return Point(label, ids, tokens, float(where[0]), float(where[1]), note)
+
+
+def probe_points(emb: Embeddings, coords: np.ndarray, words: list[str] | None, exact: bool) -> tuple[list[Point], str]:
+    """The probe words on the map, and how they were chosen."""
+    if words:
+        tokenizer = emb.tokenizer  # a broken tokenizer file is an error when words were asked for
+        if tokenizer is None:
+            raise TokenError("expected a tokenizer to look up --words, found none beside the checkpoint: "
+                             "pass --tokenizer FILE")
+    else:
+        tokenizer = emb.tokenizer_for_names()[0]
+        if tokenizer is None:
+            return [], "no probe words: the tokenizer is missing (see the note)"
+    rule = "given with --words"
+    if not words:
+        words = default_probe_words(tokenizer)
+        rule = ("the lowest-id tokens that are whole lower-case words of 3+ letters, one token each "
+                "(see embscope/analysis/probes.py)")
+    points = []
+    rows = coords.shape[0]
+    for word in words:
+        try:
+            found = lookup_word(tokenizer, word, exact=exact)
+        except (ValueError, KeyError, UnicodeError) as err:
+            raise TokenError(f"expected a word the tokenizer can encode, found {quote(word)} ({err})") from None
+        bad = [i for i in found.ids if i >= rows]
+        if bad:
+            raise TokenError(f"expected token ids 0..{rows - 1} (the table has {rows} rows), found {bad[0]} for "
+                             f"{quote(word)}")
+        note = found.note
+        if len(found.ids) > 1:
+            pieces = ", ".join(f"{i} {quote(t)}" for i, t in zip(found.ids, found.tokens))
+            merged = f"{len(found.ids)} tokens ({pieces}): placed at the mean of their points"
+            note = f"{note}; {merged}" if note else merged
+        points.append(point(coords, word, tuple(int(i) for i in found.ids), tuple(found.tokens), note))
+    return points, rule
+
+
+def position_points(coords: np.ndarray, first_row: int) -> list[Point]:
+    """Position 0, 1, 2, the quarters and the last position."""
+    last = coords.shape[0] - 1 - first_row
+    chosen = sorted({p for p in (0, 1, 2, last // 4, last // 2, 3 * last // 4, last) if 0 <= p <= last})
+    return [point(coords, str(p), (p + first_row,), ()) for p in chosen]
+
+
+def table_map(emb: Embeddings, role: Role, *, method: str = "pca", words: list[str] | None = None,
+              exact: bool = False) -> TableMap:
+    """The 2-D map of the `role` table, its labelled points and its flagged rows."""
+    if method not in METHODS:
+        raise EmbscopeError(f"expected a method {' or '.join(METHODS)}, found {quote(method)}")
+    role = Role(role)
+    table = emb.table(role)
+    array = table.array
+    projection = pca_2d(array) if method == "pca" else umap_2d(array)
+    coords = projection.coords
+    notes = list(table.notes)
+    tokenizer = None
+    if role is Role.position:
+        if words:
+            raise TokenError("expected no --words for the position table: its points are positions")
+        points, rule = position_points(coords, table.first_row), "positions 0, 1, 2, the quarters and the last"
+    else:
+        points, rule = probe_points(emb, coords, words, exact)
+        tokenizer, why_none = emb.tokenizer_for_names()
+        if why_none:
+            notes.append(why_none)
+
+    def label(row: int) -> str:
+        if role is Role.position:
+            return f"position {row - table.first_row}" if row >= table.first_row else f"reserved row {row}"
+        return token_name(tokenizer, row)
+
+    summary = summarize(row_norms(array))
+    flagged = []
+    for anomaly in summary.anomalies:
+        x, y = coords[anomaly.index]
+        on_map = bool(np.isfinite(x) and np.isfinite(y))
+        flagged.append(FlaggedPoint(anomaly.index, label(anomaly.index), float(x) if on_map else None,
+                                    float(y) if on_map else None, anomaly.reason))
+    if len(projection.left_out):
+        notes.append(f"{len(projection.left_out):,} rows hold NaN or Inf and are not on the map")
+    if projection.method == "pca" and projection.ratio is None:
+        notes.append("every row is the same after centring: the components explain nothing")
+    if projection.method == "umap":
+        notes.append(f"UMAP (umap-learn {importlib.metadata.version('umap-learn')}, cosine metric, "
+                     f"{UMAP_NEIGHBORS} neighbours, seed {UMAP_SEED}): near points are near rows; distances "
+                     "between clusters and the axes mean little")
+    return TableMap(role, table.name, table.rows, table.dim, table.first_row, projection, tuple(points), rule,
+                    tuple(flagged), tuple(notes))

@@ -1,0 +1,64 @@
+"""`embscope export`: a table's rows as files other tools open: the TensorFlow Embedding Projector, word2vec text."""
+
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ..analysis.export import RowSpec, export_rows, parse_rows
+from ..errors import EmbscopeError
+from ..render import export as render
+from ..render.export_files import WRITERS, input_files
+from ..roles import Role
+from .options import JsonFlag, Source, with_source
+
+
+class ExportFormat(str, Enum):
+    projector = "projector"
+    word2vec = "word2vec"
+
+
+def row_spec(rows: str | None, top_norms: int | None) -> RowSpec:
+    """--rows or --top-norms (not both), checked before the checkpoint is opened."""
+    if rows is not None and top_norms is not None:
+        raise typer.BadParameter("give --rows or --top-norms, not both", param_hint="'--rows'")
+    if top_norms is not None:
+        return RowSpec(top_norms=top_norms)
+    if rows is None:
+        return RowSpec()
+    try:
+        return parse_rows(rows)
+    except EmbscopeError as err:
+        raise typer.BadParameter(str(err), param_hint="'--rows'") from None
+
+
+def export(
+    source: Source,
+    out: Annotated[Path, typer.Option(
+        "--out", help="projector: a folder (made if missing) for vectors.tsv, metadata.tsv and "
+                      "projector_config.pbtxt; word2vec: the file to write.", show_default=False)],
+    format: Annotated[ExportFormat, typer.Option("--format", help="projector: the TensorFlow Embedding Projector; "
+                                                                  "word2vec: the word2vec text format.")]
+    = ExportFormat.projector,
+    table: Annotated[Role, typer.Option("--table", help="The table to export; position rows are labelled by "
+                                                        "position.")] = Role.token,
+    rows: Annotated[str | None, typer.Option(
+        "--rows", metavar="IDS", help="Only these rows: ids and half-open ranges, e.g. 5,17,100:200.")] = None,
+    top_norms: Annotated[int | None, typer.Option(
+        "--top-norms", min=1, metavar="N", help="Only the N rows with the largest norms, largest first.")] = None,
+    json: JsonFlag = False,
+) -> None:
+    """Write a table's rows for other tools: a folder the TensorFlow Embedding Projector loads as is
+    (vectors, metadata with token, id, norm and flags, config), or the word2vec text format gensim reads."""
+    spec = row_spec(rows, top_norms)
+    emb = source.open()
+    chosen = export_rows(emb, table, spec, undertrained=None)  # the under-trained analysis passes its ids here
+    files = WRITERS[format.value](out, emb.table(table).array, chosen, input_files(emb))
+    render.show(emb, chosen, format.value, files, json)
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(with_source(export))

@@ -1,0 +1,210 @@
+"""The export writers: a folder the TensorFlow Embedding Projector loads as is, and the word2vec text format.
+
+Token strings can hold anything, and both formats are plain text cut at separators, so labels are escaped
+with one reversible scheme (undo it from left to right):
+
+    \\\\ a backslash     \\t tab     \\n newline     \\r carriage return     \\s space (word2vec keys only)
+    \\xNN, \\uNNNN, \\UNNNNNNNN   any other character Python does not count as printable (control
+                                characters, lone surrogates from bytes that were not UTF-8, U+2028 ...)
+    \\#ID                       appended to a word2vec key that would be empty or repeat an earlier key
+
+Printable characters, non-ASCII included, are written as they are (UTF-8).
+
+Why each rule, from the readers: the Projector splits metadata.tsv on newlines and tabs with no quoting
+(vz_projector parseMetadata), treats the first line as a header when the file has more than one column,
+reads an empty cell as missing, and reads any cell JavaScript's Number() accepts as a number, so a cell
+of spaces only (which Number() reads as 0) has them written \\s. gensim's load_word2vec_format reads a
+line as bytes up to b"\\n", strips trailing whitespace, and splits on single spaces: a key may hold no
+space or newline, and a repeated key is dropped (so would its row be), hence \\#ID. Floats are written
+with 9 significant digits, which give every float32 back exactly.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator
+from itertools import chain
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..analysis.export import ExportRows
+from ..errors import EmbscopeError
+from ..roles import Role
+from ..text import quote
+from . import console
+from .files import written_whole
+
+if TYPE_CHECKING:
+    from ..embeddings import Embeddings
+
+FLOAT_FORMAT = "%.9g"  # 9 significant digits round-trip a float32
+BLOCK_ROWS = 4096  # rows formatted at a time
+VECTORS_FILE = "vectors.tsv"
+METADATA_FILE = "metadata.tsv"
+CONFIG_FILE = "projector_config.pbtxt"
+ESCAPES = {"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"}
+
+
+def escaped(text: str, space: bool = False) -> str:
+    """`text` with backslash, tab, newline, carriage return and unprintable characters escaped (see the module
+    docstring); `space`: spaces too, as \\s."""
+    out = []
+    for ch in text:
+        if ch in ESCAPES:
+            out.append(ESCAPES[ch])
+        elif ch == " " and space:
+            out.append("\\s")
+        elif not ch.isprintable():
+            code = ord(ch)
+            out.append(f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def projector_cell(text: str) -> str:
+    """A metadata.tsv cell: escaped; a cell of spaces only is written as \\s, which Number() does not read as 0."""
+    cell = escaped(text)
+    return cell.replace(" ", "\\s") if cell and not cell.strip(" ") else cell
+
+
+def word2vec_keys(labels: Iterable[str], ids: Iterable[int]) -> list[str]:
+    """One unique, non-empty key per row, without spaces or newlines: every row loads, none is dropped."""
+    keys: list[str] = []
+    taken: set[str] = set()
+    for label, row in zip(labels, ids):
+        key = escaped(label, space=True)
+        if not key or key in taken:
+            key = f"{key}\\#{row}"  # "\#" cannot come from escaping (a backslash is always doubled)
+        taken.add(key)
+        keys.append(key)
+    return keys
+
+
+def float_lines(array: np.ndarray, ids: np.ndarray, separator: str, prefixes: list[str] | None = None) -> Iterator[str]:
+    """One text line per exported row, read BLOCK_ROWS rows at a time (a memory map is never read whole),
+    with a progress bar on stderr when it is a terminal."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+    line = separator.join([FLOAT_FORMAT] * array.shape[1])
+    with Progress(TextColumn("rows"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(), console=console.err,
+                  transient=True, disable=not console.err.is_terminal) as bar:
+        task = bar.add_task("rows", total=len(ids))
+        for start in range(0, len(ids), BLOCK_ROWS):
+            block = np.asarray(array[ids[start:start + BLOCK_ROWS]], dtype=np.float32).astype(np.float64)
+            for n, row in enumerate(block.tolist()):
+                head = prefixes[start + n] + separator if prefixes is not None else ""
+                yield head + line % tuple(row) + "\n"
+            bar.update(task, completed=start + len(block))
+
+
+def write_lines(path: Path, what: str, lines: Iterable[str], inputs: Iterable[Path]) -> None:
+    refuse_inputs(path, what, inputs)
+    with written_whole(path, what, binary=False) as f:
+        f.writelines(lines)
+
+
+def metadata_lines(rows: ExportRows) -> Iterator[str]:
+    """The header, then one row of cells per exported row."""
+    if rows.role is Role.position:
+        yield "position\trow\tnorm\tanomaly\n"
+        assert rows.positions is not None
+        for position, row, norm, flagged in zip(rows.positions.tolist(), rows.ids.tolist(), rows.norms.tolist(),
+                                                rows.anomalous.tolist()):
+            yield f"{position if position >= 0 else ''}\t{row}\t{norm!r}\t{'yes' if flagged else 'no'}\n"
+        return
+    yield "token\tid\tnorm\tanomaly\tundertrained\n"
+    under = rows.undertrained.tolist() if rows.undertrained is not None else [None] * len(rows.ids)
+    for label, row, norm, flagged, low in zip(rows.labels, rows.ids.tolist(), rows.norms.tolist(),
+                                              rows.anomalous.tolist(), under):
+        mark = "" if low is None else "yes" if low else "no"
+        yield f"{projector_cell(label)}\t{row}\t{norm!r}\t{'yes' if flagged else 'no'}\t{mark}\n"
+
+
+def pbtxt_string(text: str) -> str:
+    """A protobuf text-format string literal: UTF-8 bytes, with quotes, backslashes and anything outside
+    printable ASCII as octal escapes (what protobuf's own CEscape writes)."""
+    out = []
+    for byte in text.encode("utf-8", errors="backslashreplace"):
+        ch = chr(byte)
+        out.append("\\" + ch if ch in '"\\' else ch if 0x20 <= byte < 0x7F else f"\\{byte:03o}")
+    return '"' + "".join(out) + '"'
+
+
+def projector_config(rows: ExportRows) -> str:
+    """projector_config.pbtxt: one embedding whose tensor and metadata are the two files beside it
+    (TensorBoard resolves relative paths against the config's folder)."""
+    return ("embeddings {\n"
+            f"  tensor_name: {pbtxt_string(f'{rows.role} table {rows.name}')}\n"
+            f"  tensor_shape: {len(rows.ids)}\n"
+            f"  tensor_shape: {rows.dim}\n"
+            f"  tensor_path: {pbtxt_string(VECTORS_FILE)}\n"
+            f"  metadata_path: {pbtxt_string(METADATA_FILE)}\n"
+            "}\n")
+
+
+def projector_folder(out: Path) -> None:
+    """The folder the Projector files go to: made when missing (its parent must exist)."""
+    if out.exists() and not out.is_dir():
+        raise EmbscopeError(f"expected --out to name a folder for the Projector files, found a file: {quote(out)}")
+    if not out.parent.is_dir():
+        raise EmbscopeError(f"expected an existing directory for --out, found none: {quote(out.parent)}")
+    try:
+        out.mkdir(exist_ok=True)
+    except OSError as err:
+        raise EmbscopeError(f"expected to make the folder {quote(out)}, found {err.strerror or err}") from None
+
+
+def write_projector(out: Path, array: np.ndarray, rows: ExportRows, inputs: Iterable[Path]) -> list[Path]:
+    """vectors.tsv, metadata.tsv and projector_config.pbtxt in the folder `out`; returns their paths."""
+    inputs = list(inputs)
+    projector_folder(out)
+    vectors, metadata, config = out / VECTORS_FILE, out / METADATA_FILE, out / CONFIG_FILE
+    write_lines(vectors, "the vectors file", float_lines(array, rows.ids, "\t"), inputs)
+    write_lines(metadata, "the metadata file", metadata_lines(rows), inputs)
+    write_lines(config, "the Projector config", [projector_config(rows)], inputs)
+    return [vectors, metadata, config]
+
+
+def write_word2vec(out: Path, array: np.ndarray, rows: ExportRows, inputs: Iterable[Path]) -> list[Path]:
+    """The word2vec text format: a `V d` header, then each key and its floats, space-separated."""
+    keys = word2vec_keys(rows.labels, rows.ids.tolist())
+    header = [f"{len(rows.ids)} {rows.dim}\n"]
+    write_lines(out, "--out", chain(header, float_lines(array, rows.ids, " ", keys)), inputs)
+    return [out]
+
+
+WRITERS = {"projector": write_projector, "word2vec": write_word2vec}
+
+# Stand-ins for render/files.input_files and the `inputs=` check of written_whole on the cli branch.
+INPUT_SUFFIXES = frozenset({".json", ".txt", ".model", ".vocab", ".tiktoken", ".safetensors", ".bin", ".pt", ".pth",
+                            ".ckpt", ".npz", ".npy", ".pkl", ".pickle", ".gguf", ".onnx", ".h5", ".hdf5"})
+
+
+def input_files(emb: Embeddings) -> list[Path]:
+    """The files an answer was (or may have been) read from: the checkpoint, the tokenizer, and the files
+    beside them that a reader or tokenizer reads."""
+    found = [Path(emb.checkpoint.path)]
+    tokenizer, _ = emb.tokenizer_for_names()
+    folders = [emb.checkpoint.directory] + ([Path(tokenizer.path).parent] if tokenizer is not None else [])
+    for folder in dict.fromkeys(folders):
+        try:
+            found += [entry for entry in Path(folder).iterdir() if entry.suffix.lower() in INPUT_SUFFIXES]
+        except OSError:
+            pass  # a folder that cannot be listed held nothing that was read
+    if tokenizer is not None:
+        found.append(Path(tokenizer.path))
+    return found
+
+
+def refuse_inputs(path: Path, what: str, inputs: Iterable[Path]) -> None:
+    """An output that names a file embscope read (by any name) is refused. (Stands in for the `inputs=` check
+    of render/files.written_whole on the cli branch.)"""
+    for source in inputs:
+        try:
+            if os.path.samefile(path, source):
+                raise EmbscopeError(f"expected {what} to name a new file, found {quote(path)}, a file this answer "
+                                    "was read from: it is never written over")
+        except OSError:
+            continue  # one of them does not exist: nothing to protect

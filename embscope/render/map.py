@@ -1,0 +1,157 @@
+"""`embscope map` for people (rich), for programs (one JSON document), and as a plot (matplotlib's Agg canvas,
+imported only when drawing, no pyplot)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..analysis.map import Point, TableMap
+from ..roles import Role
+from ..text import printable
+from . import console, jsonout, plots
+from .export_files import input_files, refuse_inputs
+from .info import checkpoint_line, with_checkpoint
+from .lookup_notes import grouped_notes
+
+if TYPE_CHECKING:
+    from ..embeddings import Embeddings
+
+PLOT_AUTO = ""  # `--plot` given without a file (see commands/map.py)
+
+
+def default_plot_path(checkpoint: Path, table: str, plot: str) -> Path:
+    """`<checkpoint-stem>-<table>-<plot>.png` in the working directory, never beside the checkpoint.
+    (The rule of render.plots.default_plot_path on the cli branch, which replaces this at merge.)"""
+    checkpoint = Path(checkpoint)
+    stem = checkpoint.name if checkpoint.is_dir() else checkpoint.stem
+    return Path(f"{stem}-{table}-{plot}.png")
+
+
+def plot_target(plot: str | None, emb: Embeddings, role: Role) -> Path | None:
+    if plot is None:
+        return None
+    return default_plot_path(emb.checkpoint.path, role.value, "map") if plot == PLOT_AUTO else Path(plot)
+
+
+def axis_names(result: TableMap) -> tuple[str, str]:
+    return ("pc1", "pc2") if result.projection.method == "pca" else ("umap1", "umap2")
+
+
+def method_text(result: TableMap) -> tuple[str, str]:
+    """The method, and how it was run."""
+    if result.projection.method == "umap":
+        return "UMAP", "cosine metric"
+    return "PCA", "centred rows, " + ("numpy SVD" if result.projection.route == "svd" else "d x d covariance, eigh")
+
+
+def variance_text(result: TableMap) -> str | None:
+    projection = result.projection
+    if projection.variance is None or projection.ratio is None:  # UMAP, or nothing to explain (a note says so)
+        return None
+    (v1, v2), (r1, r2) = projection.variance, projection.ratio
+    return (f"component 1 explains {r1:.2%} of the variance ({v1:.4g}), component 2 {r2:.2%} ({v2:.4g}); "
+            f"together {r1 + r2:.2%}")
+
+
+def point_doc(p: Point) -> dict:
+    return {"label": p.label, "ids": list(p.ids), "tokens": list(p.tokens), "x": p.x, "y": p.y, "note": p.note}
+
+
+def document(result: TableMap, plot: Path | None) -> dict:
+    projection = result.projection
+    doc: dict[str, Any] = {
+        "table": result.role.value, "table_name": result.name, "rows": result.rows, "dim": result.dim,
+        "method": projection.method, "route": projection.route, "used": projection.used,
+        "left_out": projection.left_out.tolist(),
+        "explained_variance": list(projection.variance) if projection.variance else None,
+        "explained_variance_ratio": list(projection.ratio) if projection.ratio else None,
+        "probes": [point_doc(p) for p in result.points], "probe_rule": result.probe_rule,
+        "flagged": [{"id": f.id, "label": f.label, "x": f.x, "y": f.y, "reason": f.reason} for f in result.flagged],
+        "plot": str(plot) if plot is not None else None, "notes": list(result.notes),
+    }
+    if result.role is Role.position:  # the whole path, in position order
+        coords = projection.coords
+        doc["path"] = [{"position": row - result.first_row, "row": row, "x": coords[row, 0], "y": coords[row, 1]}
+                       for row in range(result.first_row, result.rows)]
+    return doc
+
+
+def coordinate(value: float | None) -> str:
+    return "-" if value is None else f"{value:+.4f}"
+
+
+def show(emb: Embeddings, result: TableMap, plot: Path | None, json: bool) -> None:
+    if json:
+        jsonout.emit(with_checkpoint(document(result, plot), emb))
+        return
+    out = console.out
+    out.print(checkpoint_line(emb), soft_wrap=True)
+    method, how = method_text(result)
+    out.print(f"{method} of the {result.role} table '{console.safe(result.name)}': {result.projection.used:,} rows "
+              f"x {result.dim} ({how})", soft_wrap=True)
+    variance = variance_text(result)
+    if variance:
+        out.print(variance)
+    x_name, y_name = axis_names(result)
+    what = "position" if result.role is Role.position else "word"
+    if result.points:
+        out.print(f"{what}s on the map: {console.safe(result.probe_rule)}", soft_wrap=True)
+        columns = (what, x_name, y_name) if result.role is Role.position else (what, "tokens", x_name, y_name)
+        grid = console.table(*columns)
+        for p in result.points:
+            cells = [console.safe(p.label)]
+            if result.role is not Role.position:
+                cells.append(" ".join(f"{i} '{console.safe(t)}'" for i, t in zip(p.ids, p.tokens)))
+            grid.add_row(*cells, coordinate(p.x), coordinate(p.y))
+        out.print(grid)
+    else:
+        out.print(console.safe(result.probe_rule))
+    flagged = len(result.flagged)
+    out.print(f"{flagged:,} row{'s' * (flagged != 1)} flagged as norm anomalies (the rule of `embscope norms`)"
+              + (", drawn in red" if plot is not None else "; --plot draws them in red"))
+    if plot is not None:
+        out.print(f"plot written to {console.safe(plot)}", soft_wrap=True)
+    console.notes([*grouped_notes((p.label, p.note) for p in result.points), *result.notes])
+
+
+def draw(emb: Embeddings, result: TableMap, path: Path) -> None:
+    """Write the map to a plot file (never over a file the answer was read from)."""
+    refuse_inputs(path, "the plot file", input_files(emb))
+    plots.save(map_figure(result, emb.checkpoint.path.name), path)
+
+
+def map_figure(result: TableMap, checkpoint: str) -> Any:  # a matplotlib Figure: matplotlib is imported only to draw
+    """Every row a dot, flagged rows ringed in red, probe words labelled; for the position table, the path
+    through the positions coloured by position."""
+    figure = plots.new_figure(9, 7.5)
+    ax = figure.subplots()
+    coords = result.projection.coords
+    x_name, y_name = axis_names(result)
+    ratio = result.projection.ratio
+    ax.set_xlabel(x_name.upper() + (f" ({ratio[0]:.1%} of variance)" if ratio else ""))
+    ax.set_ylabel(y_name.upper() + (f" ({ratio[1]:.1%} of variance)" if ratio else ""))
+    ax.set_title(f"{printable(checkpoint)} - {result.role} table {printable(result.name)}: "
+                 f"{' ('.join(method_text(result))})", parse_math=False)
+    flagged = np.array([f.id for f in result.flagged if f.x is not None], dtype=np.int64)
+    if result.role is Role.position:
+        path_rows = np.arange(result.first_row, result.rows)
+        ax.plot(coords[path_rows, 0], coords[path_rows, 1], color="grey", linewidth=0.6, zorder=1)
+        dots = ax.scatter(coords[path_rows, 0], coords[path_rows, 1], c=path_rows - result.first_row, cmap="viridis",
+                          s=14, zorder=2)
+        figure.colorbar(dots, ax=ax, label="position")
+    else:
+        ax.scatter(coords[:, 0], coords[:, 1], s=4, color="tab:blue", alpha=0.5, linewidths=0,
+                   label=f"rows ({result.projection.used:,})")
+    if len(flagged):
+        ax.scatter(coords[flagged, 0], coords[flagged, 1], s=40, facecolors="none", edgecolors="tab:red",
+                   linewidths=1.0, zorder=3, label=f"norm anomalies ({len(flagged):,})")
+    for p in result.points:
+        if p.x is not None and p.y is not None:
+            ax.plot([p.x], [p.y], "o", color="black", markersize=4, zorder=4)
+            plots.label(ax, p.label if result.role is not Role.position else f"position {p.label}", (p.x, p.y))
+    if result.role is not Role.position or len(flagged):
+        ax.legend(loc="best", fontsize=8)
+    return figure

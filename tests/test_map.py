@@ -1,0 +1,179 @@
+"""map: PCA coordinates and explained variance against numpy's SVD worked out here, both routes (SVD and the
+d x d covariance) alike, probe words and positions where numpy puts them, flagged rows, the plot, UMAP's extra."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import numpy as np
+import pytest
+from byte_tokenizer import ByteWordTokenizer
+from conftest import run, run_json
+
+import embscope
+from embscope.analysis.map import pca_2d
+from embscope.analysis.probes import default_probe_words
+from embscope.render.map import map_figure
+
+ROWS, DIM, POSITIONS = 300, 10, 40
+WORDS = ("dog", "cat", "house", "thing", "ing", "hand", "and", "doghouse")
+NAN_ROW = 17
+
+
+def tables() -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(11)
+    tok = (rng.standard_normal((ROWS, DIM)) * np.linspace(3, 0.5, DIM)).astype(np.float32)  # distinct spreads
+    tok[40] *= 30  # a norm anomaly
+    walk = np.cumsum(rng.standard_normal((POSITIONS, DIM)), axis=0).astype(np.float32)
+    return tok, walk
+
+
+def numpy_pca(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(coordinates, variance ratio, components) of the two leading components, from numpy's SVD."""
+    x = rows.astype(np.float64)
+    x -= x.mean(axis=0)
+    _, s, vt = np.linalg.svd(x, full_matrices=False)
+    return x @ vt[:2].T, (s ** 2 / (s ** 2).sum())[:2], vt[:2]
+
+
+def aligned(ours: np.ndarray, theirs: np.ndarray) -> np.ndarray:
+    """`theirs` with each column's sign turned to agree with `ours` (a component's sign is a convention)."""
+    return theirs * np.sign(np.sum(ours * theirs, axis=0))
+
+
+@pytest.fixture
+def ckpt(tmp_path, monkeypatch):
+    tok, pos = tables()
+    path = tmp_path / "model.npz"
+    np.savez(path, token_emb=tok, pos_emb=pos)
+    monkeypatch.setattr(embscope.Embeddings, "tokenizer", property(lambda self: ByteWordTokenizer(words=WORDS)))
+    return path
+
+
+def test_pca_matches_numpy_svd_on_both_routes():
+    tok, _ = tables()
+    expected, ratio, components = numpy_pca(tok)
+    by_svd = pca_2d(tok)
+    by_covariance = pca_2d(tok, max_svd_bytes=0)
+    assert (by_svd.route, by_covariance.route) == ("svd", "covariance")
+    for found in (by_svd, by_covariance):
+        np.testing.assert_allclose(found.coords, aligned(found.coords, expected), atol=1e-9)
+        assert found.ratio == pytest.approx(ratio, rel=1e-9)
+        assert found.variance == pytest.approx(ratio * np.var(tok.astype(np.float64), axis=0, ddof=1).sum(), rel=1e-9)
+    np.testing.assert_allclose(by_svd.coords, by_covariance.coords, atol=1e-9)  # the sign rule makes them agree
+    # the sign rule: each component's largest loading is positive
+    signs = np.sign(np.sum(by_svd.coords * expected, axis=0))
+    turned = components * signs[:, None]
+    assert all(row[np.argmax(np.abs(row))] > 0 for row in turned)
+
+
+def test_rows_holding_nan_are_left_out():
+    tok, _ = tables()
+    tok[NAN_ROW, 3] = np.nan
+    found = pca_2d(tok)
+    keep = np.arange(ROWS) != NAN_ROW
+    expected, ratio, _ = numpy_pca(tok[keep])
+    assert found.left_out.tolist() == [NAN_ROW] and found.used == ROWS - 1
+    assert np.isnan(found.coords[NAN_ROW]).all()
+    np.testing.assert_allclose(found.coords[keep], aligned(found.coords[keep], expected), atol=1e-9)
+    assert found.ratio == pytest.approx(ratio, rel=1e-9)
+
+
+def test_cli_json_places_probe_words_and_flags(ckpt):
+    tok, _ = tables()
+    doc = run_json("map", "-c", ckpt, "--words", "dog,house,doghouse")
+    assert doc["checkpoint"] == str(ckpt) and doc["step"] is None
+    assert doc["method"] == "pca" and doc["table"] == "token" and doc["used"] == ROWS
+    expected, ratio, _ = numpy_pca(tok)
+    coords = np.array([[p["x"], p["y"]] for p in doc["probes"] if len(p["ids"]) == 1])
+    rows = [p["ids"][0] for p in doc["probes"] if len(p["ids"]) == 1]
+    assert rows == [256, 258, 263]
+    np.testing.assert_allclose(coords, aligned(coords, expected[rows]), atol=1e-9)
+    assert doc["explained_variance_ratio"] == pytest.approx(ratio, rel=1e-9)
+    norms = run_json("norms", "-c", ckpt, "--table", "token")
+    assert [f["id"] for f in doc["flagged"]] == [a["index"] for a in norms["anomalies"]] == [40]
+    assert doc["flagged"][0]["label"] == "("  # byte 40
+
+
+def test_a_word_of_several_tokens_sits_at_the_mean_of_its_points(ckpt):
+    doc = run_json("map", "-c", ckpt, "--words", "dogcat,dog,cat")
+    merged, dog, cat = doc["probes"]
+    assert merged["ids"] == [256, 257]
+    assert (merged["x"], merged["y"]) == pytest.approx(((dog["x"] + cat["x"]) / 2, (dog["y"] + cat["y"]) / 2))
+    assert "2 tokens (256 'dog', 257 'cat'): placed at the mean of their points" in merged["note"]
+
+
+def test_default_probe_words_follow_the_rule():
+    # lowest ids first; 'ing', 'and' and 'house' end 'thing', 'hand' and 'doghouse': fragments by the rule
+    assert default_probe_words(ByteWordTokenizer(words=WORDS)) == ["dog", "cat", "thing", "hand", "doghouse"]
+    assert default_probe_words(embscope.open().tokenizer) == ["the", "you", "for", "that", "with", "your", "thou",
+                                                               "him"]
+
+
+def test_position_table_gives_its_path(ckpt):
+    _, pos = tables()
+    doc = run_json("map", "-c", ckpt, "--table", "position")
+    expected, _, _ = numpy_pca(pos)
+    path = np.array([[p["x"], p["y"]] for p in doc["path"]])
+    assert [p["position"] for p in doc["path"]] == list(range(POSITIONS))
+    np.testing.assert_allclose(path, aligned(path, expected), atol=1e-9)
+    assert [p["label"] for p in doc["probes"]] == ["0", "1", "2", "9", "19", "29", "39"]
+    words = run("map", "-c", ckpt, "--table", "position", "--words", "dog", ok=False)
+    assert words.exit_code == 1
+    assert words.stderr == "Error: expected no --words for the position table: its points are positions\n"
+
+
+def test_console_names_the_checkpoint_and_the_variance(ckpt):
+    tok, _ = tables()
+    _, ratio, _ = numpy_pca(tok)
+    text = run("map", "-c", ckpt, "--words", "dog").stdout
+    lines = text.splitlines()
+    assert lines[0] == f"checkpoint: {ckpt}"
+    assert lines[1] == f"PCA of the token table 'token_emb': {ROWS} rows x {DIM} (centred rows, numpy SVD)"
+    assert lines[2].startswith(f"component 1 explains {ratio[0]:.2%} of the variance")
+    flat = " ".join(text.split())  # rich wraps long lines at the terminal's width
+    assert "note: dog: the space before 'dog' is a token of its own (id 32), so it was left out" in flat
+    assert "1 row flagged as norm anomalies (the rule of `embscope norms`); --plot draws them in red" in flat
+
+
+def test_plot_draws_rows_flags_and_probe_labels(ckpt, tmp_path, monkeypatch):
+    pytest.importorskip("matplotlib", reason="matplotlib is not installed")
+    from embscope.analysis.map import table_map
+    emb = embscope.open(ckpt)
+    figure = map_figure(table_map(emb, "token", words=["dog", "cat"]), "model.npz")
+    (ax,) = figure.axes
+    assert [t.get_text() for t in ax.texts] == ["dog", "cat"]
+    assert ax.get_title() == "model.npz - token table token_emb: PCA (centred rows, numpy SVD)"
+    assert ax.get_xlabel().startswith("PC1 (") and "of variance" in ax.get_ylabel()
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == [f"rows ({ROWS})", "norm anomalies (1)"]
+    figure = map_figure(table_map(emb, "position"), "model.npz")
+    assert len(figure.axes) == 2 and figure.axes[1].get_ylabel() == "position"  # the colour bar
+    out = tmp_path / "map.svg"
+    doc = run_json("map", "-c", ckpt, "--plot", out)
+    assert doc["plot"] == str(out) and out.read_text().rstrip().endswith("</svg>")
+    monkeypatch.chdir(tmp_path)
+    # `--plot` alone reaches the command as "" (the cli branch fills it in for a bare --plot)
+    text = run("map", "-c", ckpt, "--table", "position", "--plot", "").stdout
+    assert "plot written to model-position-map.png" in text
+    assert (tmp_path / "model-position-map.png").read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+    bad = run("map", "-c", ckpt, "--plot", tmp_path / "map.gif", ok=False)
+    assert bad.exit_code == 2
+
+
+def test_umap_without_the_extra_names_it(ckpt, monkeypatch):
+    monkeypatch.setitem(sys.modules, "umap", None)  # import umap now raises ImportError
+    result = run("map", "-c", ckpt, "--method", "umap", ok=False)
+    assert result.exit_code == 1
+    assert result.stderr == ("Error: --method umap needs umap-learn, which is not installed (pip install "
+                             "'embscope[umap]')\n")
+
+
+@pytest.mark.skipif(not os.environ.get("EMBSCOPE_SLOW_TESTS"),
+                    reason="UMAP compiles with numba for ~15-25 s a process: set EMBSCOPE_SLOW_TESTS=1 to run it")
+def test_umap_places_every_finite_row(ckpt):
+    pytest.importorskip("umap", reason="umap-learn is not installed")
+    doc = run_json("map", "-c", ckpt, "--method", "umap", "--words", "dog,cat")
+    assert doc["method"] == "umap" and doc["explained_variance"] is None and doc["used"] == ROWS
+    assert all(p["x"] is not None for p in doc["probes"])
+    assert any(n.startswith("UMAP (umap-learn ") for n in doc["notes"])
