@@ -10,7 +10,8 @@ from conftest import run, run_json
 
 import embscope
 from embscope.analysis import analogy as analogy_module
-from embscope.analysis.analogy import analogy, evaluate, read_questions, top_columns
+from embscope.analysis.analogy import analogy, evaluate, read_questions
+from embscope.compute.select import best_columns
 
 PAIRS = [("king", "queen"), ("man", "woman"), ("lord", "lady"), ("prince", "princess"), ("father", "mother"),
          ("son", "daughter"), ("boy", "girl"), ("uncle", "aunt"), ("paris", "france"), ("rome", "italy"),
@@ -151,11 +152,11 @@ def test_the_file_is_answered_in_blocks_alike(emb, monkeypatch):
     assert evaluate(emb, questions, method="3cosmul") == evaluate(emb, questions, method="3cosmul")
 
 
-def test_top_columns_break_ties_by_id_and_pad():
+def test_best_columns_break_ties_by_id_and_pad():
     scores = np.array([[0.5, 0.9, 0.9, -np.inf, 0.9]], dtype=np.float32)
-    ids, values = top_columns(scores, 2)
+    ids, values = best_columns(scores, 2)
     assert ids.tolist() == [[1, 2]]
-    ids, values = top_columns(scores, 5)
+    ids, values = best_columns(scores, 5)
     assert ids.tolist() == [[1, 2, 4, 0, -1]] and np.isnan(values[0, 4])
 
 

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .. import compute
+from ..compute.select import best_columns
 from ..errors import EmbscopeError, TokenError
 from ..lookup import lookup_word
 from ..naming import token_name
@@ -40,7 +41,6 @@ if TYPE_CHECKING:
 METHODS = ("3cosadd", "3cosmul")
 COSMUL_EPSILON = 0.001  # Levy & Goldberg 2014; keeps the 3CosMul ratio finite when cos'(x, b) is 0
 SCORE_BLOCK_BYTES = 128 << 20  # the (queries x rows) score block of the batched top-k aims at this size
-SELECT_BYTES = 16 << 20  # the int64 index arrays of one selection step
 NO_SECTION = "(no section)"  # questions before the first `: section` line
 
 
@@ -175,66 +175,9 @@ def unit_inputs(array: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndar
 
 # --- the batched top-k ---
 
-def top_columns(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """The k best columns of each row of a score block (-inf marks a column that is no candidate), best first,
-    ties to the lower column; id -1 and score NaN past the last candidate. Rows go a few at a time, so the
-    selection's int64 index arrays stay small beside the block."""
-    step = max(1, SELECT_BYTES // (8 * max(1, scores.shape[1])))
-    parts = [_top_columns(scores[start:start + step], k) for start in range(0, len(scores), step)]
-    if not parts:
-        return np.empty((0, min(k, scores.shape[1])), np.int64), np.empty((0, min(k, scores.shape[1])))
-    return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
-
-
-def _top_columns(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    k = min(k, scores.shape[1])
-    if k == 1:  # a file of questions asks for the best answer only: argmax takes the first (lowest) of tied columns
-        part = np.argmax(scores, axis=1)[:, None]
-        values = np.take_along_axis(scores, part, axis=1).astype(np.float64)
-        part[~np.isfinite(values)] = -1
-        values[~np.isfinite(values)] = np.nan
-        return part.astype(np.int64), values
-    part = np.argpartition(-scores, k - 1, axis=1)[:, :k]
-    values = np.take_along_axis(scores, part, axis=1)
-    order = np.lexsort((part, -values), axis=-1)
-    ids = np.take_along_axis(part, order, axis=1)
-    values = np.take_along_axis(values, order, axis=1)
-    tied = (scores >= values[:, -1:]).sum(axis=1) > k  # a column level with the last kept may have lost the cut
-    for row in np.flatnonzero(tied):
-        candidates = np.flatnonzero(scores[row] >= values[row, -1])
-        picked = candidates[np.lexsort((candidates, -scores[row, candidates]))][:k]
-        ids[row], values[row] = picked, scores[row, picked]
-    values = values.astype(np.float64)
-    missing = ~np.isfinite(values)
-    ids[missing] = -1
-    values[missing] = np.nan
-    return ids.astype(np.int64), values
-
-
 def query_block_rows(rows: int, per_query: int = 1) -> int:
     """Queries per block, so that the block's score matrices stay near SCORE_BLOCK_BYTES."""
     return max(1, SCORE_BLOCK_BYTES // (4 * per_query * max(1, rows)))
-
-
-def _topk_vectors(table: np.ndarray, vectors: np.ndarray, k: int, exclude: np.ndarray) -> compute.TopK:
-    """The k rows most cosine-similar to each query vector, leaving out each query's `exclude` row ids.
-    Stands in for compute.topk_vectors (the compute branch), which the lead switches in at merge."""
-    unit, _, valid = compute.unit_rows(table)
-    lengths = np.linalg.norm(vectors, axis=1, keepdims=True)
-    aimless = ~(np.isfinite(lengths[:, 0]) & (lengths[:, 0] > 0))  # a query with no direction has no answers
-    queries = (vectors / np.where(aimless[:, None], 1, lengths)).astype(np.float32)
-    ids = np.full((len(vectors), k), -1, dtype=np.int64)
-    scores = np.full((len(vectors), k), np.nan, dtype=np.float32)
-    block = query_block_rows(unit.shape[0])
-    for start in range(0, len(vectors), block):
-        stop = min(start + block, len(vectors))
-        cosines = queries[start:stop] @ unit.T
-        cosines[:, ~valid] = -np.inf
-        cosines[np.arange(stop - start)[:, None], exclude[start:stop]] = -np.inf
-        cosines[aimless[start:stop]] = -np.inf
-        found, values = top_columns(cosines, k)
-        ids[start:stop, :found.shape[1]], scores[start:stop, :found.shape[1]] = found, values
-    return compute.TopK(ids, scores, np.arange(len(vectors), dtype=np.int64))
 
 
 def _cosmul_topk(table: np.ndarray, inputs: np.ndarray, k: int, exclude: np.ndarray,
@@ -251,7 +194,7 @@ def _cosmul_topk(table: np.ndarray, inputs: np.ndarray, k: int, exclude: np.ndar
         ratio = shifted[:, 0] * shifted[:, 2] / (shifted[:, 1] + np.float32(epsilon))
         ratio[:, ~valid] = -np.inf
         ratio[np.arange(stop - start)[:, None], exclude[start:stop]] = -np.inf
-        found, values = top_columns(ratio, k)
+        found, values = best_columns(ratio, k)
         ids[start:stop, :found.shape[1]], scores[start:stop, :found.shape[1]] = found, values
     return ids, scores
 
@@ -295,7 +238,7 @@ def analogy(emb: Embeddings, a: str, b: str, c: str, *, k: int = 10, method: str
         direction = unit[0] - unit[1] + unit[2]
         if not np.linalg.norm(direction) > 0:
             return replace(result, reason="a - b + c is the zero vector: it has no direction")
-        found = _topk_vectors(array, direction[None, :], k, exclude).ids[0]
+        found = compute.topk_vectors(array, direction[None, :], k, exclude=exclude).ids[0]
     else:
         found = _cosmul_topk(array, unit[None, :, :], k, exclude, epsilon)[0][0]
     found = found[found >= 0]
@@ -374,7 +317,7 @@ def evaluate(emb: Embeddings, asked: QuestionFile, *, method: str = "3cosadd", e
     if not usable:
         best = np.empty(0, dtype=np.int64)
     elif method == "3cosadd":
-        best = _topk_vectors(array, (unit[b] - unit[a] + unit[c]).astype(np.float32), 1, exclude).ids[:, 0]
+        best = compute.topk_vectors(array, unit[b] - unit[a] + unit[c], 1, exclude=exclude).ids[:, 0]
     else:
         best = _cosmul_topk(array, np.stack([unit[b], unit[a], unit[c]], axis=1), 1, exclude, epsilon)[0][:, 0]
     right = best == row_ids[d]

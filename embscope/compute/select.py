@@ -7,6 +7,7 @@ import numpy as np
 
 # Rows of a score block selected at a time: keeps the index temporaries small beside the block.
 SELECT_ROWS = 1024
+SELECT_BYTES = 16 << 20  # the int64 index arrays of one best_columns step
 
 
 def clip_cosines(scores: np.ndarray) -> np.ndarray:
@@ -120,3 +121,39 @@ def mark_left_out(values: np.ndarray, cand: np.ndarray, lines: np.ndarray, colum
     """Set values to -inf where a line's candidate is a column that line must leave out."""
     hit_line, hit_at = np.nonzero(cand[lines] == columns[:, None])
     values[lines[hit_line], hit_at] = -np.inf
+
+
+def best_columns(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The k best columns of each row of any score block (not clipped: 3CosMul ratios exceed 1) (-inf marks a column that is no candidate), best first,
+    ties to the lower column; id -1 and score NaN past the last candidate. Rows go a few at a time, so the
+    selection's int64 index arrays stay small beside the block."""
+    step = max(1, SELECT_BYTES // (8 * max(1, scores.shape[1])))
+    parts = [_best_columns(scores[start:start + step], k) for start in range(0, len(scores), step)]
+    if not parts:
+        return np.empty((0, min(k, scores.shape[1])), np.int64), np.empty((0, min(k, scores.shape[1])))
+    return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+
+
+def _best_columns(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    k = min(k, scores.shape[1])
+    if k == 1:  # a file of questions asks for the best answer only: argmax takes the first (lowest) of tied columns
+        part = np.argmax(scores, axis=1)[:, None]
+        values = np.take_along_axis(scores, part, axis=1).astype(np.float64)
+        part[~np.isfinite(values)] = -1
+        values[~np.isfinite(values)] = np.nan
+        return part.astype(np.int64), values
+    part = np.argpartition(-scores, k - 1, axis=1)[:, :k]
+    values = np.take_along_axis(scores, part, axis=1)
+    order = np.lexsort((part, -values), axis=-1)
+    ids = np.take_along_axis(part, order, axis=1)
+    values = np.take_along_axis(values, order, axis=1)
+    tied = (scores >= values[:, -1:]).sum(axis=1) > k  # a column level with the last kept may have lost the cut
+    for row in np.flatnonzero(tied):
+        candidates = np.flatnonzero(scores[row] >= values[row, -1])
+        picked = candidates[np.lexsort((candidates, -scores[row, candidates]))][:k]
+        ids[row], values[row] = picked, scores[row, picked]
+    values = values.astype(np.float64)
+    missing = ~np.isfinite(values)
+    ids[missing] = -1
+    values[missing] = np.nan
+    return ids.astype(np.int64), values

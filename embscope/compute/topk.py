@@ -67,7 +67,8 @@ def topk_rows(table: object, k: int, *, rows: Sequence[int] | np.ndarray | None 
     return _search(array, k, query_ids, None, None, exclude_self, device, precision, block_rows, progress, _engine)
 
 
-def topk_vectors(table: object, vectors: object, k: int, *, exclude: Sequence[Sequence[int]] | None = None,
+def topk_vectors(table: object, vectors: object, k: int, *,
+                 exclude: Sequence[Sequence[int]] | np.ndarray | None = None,
                  device: str = "auto", precision: str = "fp32", progress: Progress | None = None,
                  _engine: Engine | None = None) -> TopK:
     """The k table rows most cosine-similar to each query vector (Q, d); exclude[i] lists the row ids
@@ -118,7 +119,7 @@ def left_out_pairs(query_ids: np.ndarray, exclude: Sequence[Sequence[int]] | Non
 
 
 def _search(array: np.ndarray, k: object, query_ids: np.ndarray, vectors: np.ndarray | None,
-            exclude: Sequence[Sequence[int]] | None, exclude_self: bool, device: str, precision: str,
+            exclude: Sequence[Sequence[int]] | np.ndarray | None, exclude_self: bool, device: str, precision: str,
             block_rows: int | None, progress: Progress | None, forced: Engine | None) -> TopK:
     """query_ids: the query rows, or -1 for each query vector (then vectors holds them)."""
     k = check_k(k)
