@@ -33,6 +33,8 @@ Progress = Callable[[int, int], None]
 CPU_ENGINES: dict[str, Engine] = {"fp32": NumpyEngine(), "bf16": CpuBf16Engine()}
 GPU_ENGINE: Engine = TorchEngine()
 
+Excluded = Sequence[Sequence[int]] | np.ndarray  # per query, the row ids it must not return
+
 
 @dataclass
 class TopK:
@@ -68,7 +70,7 @@ def topk_rows(table: object, k: int, *, rows: Sequence[int] | np.ndarray | None 
 
 
 def topk_vectors(table: object, vectors: object, k: int, *,
-                 exclude: Sequence[Sequence[int]] | np.ndarray | None = None,
+                 exclude: Excluded | None = None,
                  device: str = "auto", precision: str = "fp32", progress: Progress | None = None,
                  _engine: Engine | None = None) -> TopK:
     """The k table rows most cosine-similar to each query vector (Q, d); exclude[i] lists the row ids
@@ -106,7 +108,7 @@ def check_k(k: object) -> int:
     return int(k)
 
 
-def left_out_pairs(query_ids: np.ndarray, exclude: Sequence[Sequence[int]] | None, exclude_self: bool,
+def left_out_pairs(query_ids: np.ndarray, exclude: Excluded | None, exclude_self: bool,
                    lines: np.ndarray, n_rows: int) -> tuple[np.ndarray, np.ndarray]:
     """(line among the valid queries, row id) pairs each query must not return, sorted by line."""
     if exclude_self:
@@ -119,7 +121,7 @@ def left_out_pairs(query_ids: np.ndarray, exclude: Sequence[Sequence[int]] | Non
 
 
 def _search(array: np.ndarray, k: object, query_ids: np.ndarray, vectors: np.ndarray | None,
-            exclude: Sequence[Sequence[int]] | np.ndarray | None, exclude_self: bool, device: str, precision: str,
+            exclude: Excluded | None, exclude_self: bool, device: str, precision: str,
             block_rows: int | None, progress: Progress | None, forced: Engine | None) -> TopK:
     """query_ids: the query rows, or -1 for each query vector (then vectors holds them)."""
     k = check_k(k)
