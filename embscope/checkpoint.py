@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Callable, Hashable
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from .arrays import FLOAT_DTYPES, to_float32
 from .memory import require_memory
 from .text import quote
+
+if TYPE_CHECKING:
+    from .tokenizers.base import Tokenizer
 
 
 @dataclass(frozen=True)
@@ -24,6 +28,9 @@ class TensorInfo:
     dtype: str  # numpy's name, or "bfloat16"
     read: Callable[[], np.ndarray] = field(repr=False, compare=False)
     storage: Hashable | None = None  # tensors with equal storage keys share their memory (tied)
+    # how the file stores it when that is not `dtype`: "Q8_0" (GGUF), "int8 x per-row scale" (ONNX,
+    # CTranslate2); `read` then dequantizes, and `numel` still counts the stored elements
+    quantization: str | None = None
 
     @property
     def numel(self) -> int:
@@ -45,6 +52,9 @@ class Checkpoint:
     config: dict = field(default_factory=dict)
     declared_params: int | None = None  # a count the file states itself (the ANDREA header)
     notes: list[str] = field(default_factory=list)
+    # the tokenizer the checkpoint carries or names itself (GGUF metadata, a CTranslate2 vocabulary),
+    # built when first asked for; None: look for a tokenizer file beside the checkpoint
+    tokenizer: Callable[[], Tokenizer | None] | None = field(default=None, repr=False)
 
     @property
     def directory(self) -> Path:

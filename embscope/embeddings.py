@@ -57,10 +57,13 @@ class Embeddings:
 
     @cached_property
     def tokenizer(self):
-        """The tokenizer given, or one found beside the checkpoint; None when there is none."""
+        """The tokenizer given, else the one the checkpoint carries (GGUF), else one found beside the
+        checkpoint; None when there is none."""
         from .tokenizers import find_tokenizer, load_tokenizer
         if self._tokenizer_path is not None:
             return load_tokenizer(self._tokenizer_path)
+        if self.checkpoint.tokenizer is not None:
+            return self.checkpoint.tokenizer()
         return find_tokenizer(self.checkpoint.directory)
 
     def tokenizer_for_names(self) -> tuple[object | None, str | None]:

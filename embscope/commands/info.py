@@ -13,7 +13,7 @@ def table_doc(table: Table | None) -> dict | None:
     if table is None:
         return None
     return {"name": table.name, "shape": list(table.tensor.shape), "dtype": table.tensor.dtype,
-            "rule": table.rule, "first_row": table.first_row}
+            "rule": table.rule, "first_row": table.first_row, "quantization": table.tensor.quantization}
 
 
 def tokenizer_doc(embeddings, notes: list[str]) -> dict | None:
@@ -62,7 +62,8 @@ def info(source: Source, json: JsonFlag = False) -> None:
     for role in ("token", "position", "output"):
         t = doc["tables"][role]
         if t is not None:
-            grid.add_row(role, console.safe(t["name"]), console.shape_text(t["shape"]), t["dtype"])
+            stored = f" (stored as {console.safe(t['quantization'])})" if t["quantization"] else ""
+            grid.add_row(role, console.safe(t["name"]), console.shape_text(t["shape"]), t["dtype"] + stored)
             rules.append(f"{role} table found by {console.safe(t['rule'])}")
         elif role == "output" and tables.tied:
             grid.add_row(role, "tied to the token table", "", "")

@@ -14,12 +14,13 @@ def params(source: Source, json: JsonFlag = False) -> None:
     emb = source.open()
     report = params_report(emb.checkpoint, emb.tables)
     shares = report.shares
+    stored_quantized = [t for t in (emb.token, emb.position, emb.output) if t is not None and t.tensor.quantization]
     if json:
         jsonout.emit({
             "total": report.total, "token": report.token, "position": report.position,
             "output": report.output, "tied": report.tied, "embeddings": report.embeddings,
             "total_without_position": report.total_without_position, "total_source": report.source,
-            "shares": shares,
+            "shares": shares, "quantization": {t.role: t.tensor.quantization for t in stored_quantized},
         })
         return
     grid = console.table("table", "parameters", "share of total")
@@ -41,6 +42,9 @@ def params(source: Source, json: JsonFlag = False) -> None:
     if report.position:
         console.out.print(f"nanoGPT's convention leaves the position table out: {report.total_without_position:,} "
                           f"({report.total_without_position / 1e6:.2f}M).")
+    for t in stored_quantized:
+        console.out.print(f"the {t.role} table is stored as {console.safe(t.tensor.quantization)}: its stored "
+                          "elements are counted, and it is dequantized to float32 to be read.")
 
 
 def register(app: typer.Typer) -> None:
