@@ -9,7 +9,6 @@ dequantization (gguf.quants) of the one table that is read; tensor data is memor
 from __future__ import annotations
 
 import math
-import mmap
 import struct
 from dataclasses import dataclass
 from functools import partial
@@ -23,6 +22,7 @@ from ..errors import CheckpointError
 from ..memory import require_memory
 from ..text import printable, quote
 from . import Format, OpenOptions, register
+from ._binary import Cursor, map_file
 from ._checks import check_extent, check_shape
 
 GGUF_MAGIC = b"GGUF"
@@ -80,36 +80,17 @@ class Header:
     data_start: int
 
 
-class Cursor:
-    """Reads little-endian fields from a buffer; running past its end is a CheckpointError, never a short read."""
+def read_string_bytes(cur: Cursor, what: str) -> bytes:
+    return cur.read(cur.unpack("<Q", f"the length of {what}"), what)
 
-    def __init__(self, buf: Any, where: str, pos: int = 0):
-        self.buf, self.where, self.pos, self.size = buf, where, pos, len(buf)
 
-    def take(self, n: int, what: str) -> int:
-        """The position of the next n bytes, which must be there."""
-        if n < 0 or self.pos + n > self.size:
-            raise CheckpointError(f"{self.where}: expected {n} bytes for {what} at offset {self.pos}, "
-                                  f"the file holds {self.size} bytes")
-        start, self.pos = self.pos, self.pos + n
-        return start
-
-    def unpack(self, fmt: str, what: str) -> Any:
-        size = struct.calcsize(fmt)
-        return struct.unpack_from(fmt, self.buf, self.take(size, what))[0]
-
-    def string_bytes(self, what: str) -> bytes:
-        length = self.unpack("<Q", f"the length of {what}")
-        start = self.take(length, what)
-        return bytes(self.buf[start:start + length])
-
-    def string(self, what: str) -> str:
-        raw = self.string_bytes(what)
-        try:
-            return raw.decode("utf-8")
-        except UnicodeDecodeError:
-            raise CheckpointError(f"{self.where}: expected UTF-8 text for {what}, found "
-                                  f"{quote(raw[:60].decode('utf-8', 'backslashreplace'))}") from None
+def read_string(cur: Cursor, what: str) -> str:
+    raw = read_string_bytes(cur, what)
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise CheckpointError(f"{cur.where}: expected UTF-8 text for {what}, found "
+                              f"{quote(raw[:60].decode('utf-8', 'backslashreplace'))}") from None
 
 
 def value_formats(gguf: Any) -> dict[int, str]:
@@ -125,7 +106,7 @@ def read_value(cur: Cursor, value_type: int, key: str, gguf: Any, depth: int = 0
     if value_type in formats:
         return cur.unpack(formats[value_type], f"the value of {quote(key)}")
     if value_type == gguf.GGUFValueType.STRING:
-        return cur.string(f"the value of {quote(key)}")
+        return read_string(cur, f"the value of {quote(key)}")
     if value_type != gguf.GGUFValueType.ARRAY:
         raise CheckpointError(f"{cur.where}: key {quote(key)} has value type {value_type}, expected one of "
                               f"0-{max(gguf.GGUFValueType)}")
@@ -142,7 +123,7 @@ def read_value(cur: Cursor, value_type: int, key: str, gguf: Any, depth: int = 0
                                   f"{cur.size - cur.pos} bytes left can hold")
         for _ in range(count):
             if item_type == gguf.GGUFValueType.STRING:
-                cur.take(cur.unpack("<Q", f"an element of {quote(key)}"), f"an element of {quote(key)}")
+                read_string_bytes(cur, f"an element of {quote(key)}")
             else:
                 read_value(cur, gguf.GGUFValueType.ARRAY, key, gguf, depth + 1)
     else:
@@ -154,7 +135,7 @@ def read_value(cur: Cursor, value_type: int, key: str, gguf: Any, depth: int = 0
 def array_strings(buf: Any, ref: ArrayRef, key: str, where: str) -> list[bytes]:
     """The elements of a string array, as bytes: token pieces need not be whole UTF-8 characters."""
     cur = Cursor(buf, where, ref.offset)
-    return [cur.string_bytes(f"an element of {quote(key)}") for _ in range(ref.count)]
+    return [read_string_bytes(cur, f"an element of {quote(key)}") for _ in range(ref.count)]
 
 
 def array_numbers(buf: Any, ref: ArrayRef, key: str, where: str, gguf: Any) -> np.ndarray:
@@ -168,7 +149,7 @@ def array_numbers(buf: Any, ref: ArrayRef, key: str, where: str, gguf: Any) -> n
 
 
 def read_tensor_entry(cur: Cursor, gguf: Any, index: int) -> tuple[str, tuple[int, ...], Any, int]:
-    name = cur.string(f"the name of tensor {index}")
+    name = read_string(cur, f"the name of tensor {index}")
     where = f"{cur.where}: tensor {quote(name)}"
     n_dims = cur.unpack("<I", f"the dimension count of {quote(name)}")
     if n_dims > MAX_DIMS:
@@ -202,7 +183,7 @@ def read_header(path: Path, buf: Any, gguf: Any) -> Header:
                               f"more than the {cur.size - cur.pos} bytes left can hold")
     metadata: dict[str, Any] = {}
     for _ in range(kv_count):
-        key = cur.string("a metadata key")
+        key = read_string(cur, "a metadata key")
         value_type = cur.unpack("<I", f"the value type of {quote(key)}")
         value = read_value(cur, value_type, key, gguf)
         if key in metadata:
@@ -234,14 +215,6 @@ def read_header(path: Path, buf: Any, gguf: Any) -> Header:
                                   f"the file holds {cur.size} bytes")
         tensors.append(TensorEntry(name, shape, ggml_type, offset, nbytes))
     return Header(version, metadata, tensors, data_start)
-
-
-def map_file(path: Path) -> Any:
-    """The whole file, memory-mapped read-only (an empty file cannot be mapped: a zero-length buffer)."""
-    with open(path, "rb") as f:
-        if f.seek(0, 2) == 0:
-            return b""
-        return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
 
 
 def read_plain(path: Path, start: int, shape: tuple[int, ...], np_dtype: str) -> np.ndarray:

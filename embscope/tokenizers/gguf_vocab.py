@@ -217,7 +217,8 @@ class GGUFByteLevelBPE(GPT2BPETokenizer):
 
 def load_gguf_tokenizer(path: Path, metadata: dict[str, Any]) -> GGUFVocabulary | GGUFByteLevelBPE:
     """The tokenizer described by a GGUF header's metadata; its arrays are read from the file now."""
-    from embscope.formats.gguf_file import ArrayRef, array_numbers, array_strings, map_file, require_gguf
+    from embscope.formats._binary import map_file
+    from embscope.formats.gguf_file import ArrayRef, array_numbers, array_strings, require_gguf
     gguf = require_gguf(path)
     where = f"{path.name}: tokenizer"
     buf = map_file(path)
