@@ -122,3 +122,68 @@ def ctranslate2_whisper(directory: Path) -> tuple[Path, Path]:
     tokens = ["!", "dog", "\u0120dog", "cat", "\u0120cat", "<|endoftext|>"] + [f"t{i}" for i in range(V - 6)]
     (directory / "vocabulary.json").write_text(json.dumps(tokens))
     return path, path
+
+
+# -- ONNX -------------------------------------------------------------------------------------
+
+def per_row_int8(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Symmetric int8 with one scale per row, as onnxruntime quantizes a Gather's table per channel."""
+    scale = np.abs(table).max(axis=1) / 127
+    return np.round(table / scale[:, None]).astype(np.int8), scale.astype(np.float32)
+
+
+def write_onnx(path: Path, initializers: dict[str, np.ndarray], nodes: list | None = None,
+               external: str | None = None) -> Path:
+    """A model holding `initializers` (numpy_helper.from_array), all saved as external data in the file
+    named `external` when given, around a graph that is never run."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    tensors = [numpy_helper.from_array(value, name) for name, value in initializers.items()]
+    ids = helper.make_tensor_value_info("ids", TensorProto.INT64, [1])
+    graph = helper.make_graph(nodes or [], "embscope-test", [ids], [ids], tensors)
+    model = helper.make_model(graph, producer_name="embscope-tests", opset_imports=[helper.make_opsetid("", 21)])
+    if external:
+        onnx.save_model(model, str(path), save_as_external_data=True, all_tensors_to_one_file=True,
+                        location=external, size_threshold=0)
+    else:
+        onnx.save_model(model, str(path))
+    return path
+
+
+def onnx_bert_int8(directory: Path, external: bool = False) -> tuple[Path, Path]:
+    """A sentence-transformers style export: an int8 word table (X_quantized + X_scale + X_zero_point)
+    and a float position table, optionally all in an external data file (then that file is the target)."""
+    q, scale = per_row_int8(rows((V, D), 5))
+    initializers = {"embeddings.word_embeddings.weight_quantized": q,
+                    "embeddings.word_embeddings.weight_scale": scale,
+                    "embeddings.word_embeddings.weight_zero_point": np.zeros(V, np.int8),
+                    "embeddings.position_embeddings.weight": rows((T, D), 6),
+                    "embeddings.LayerNorm.weight": np.ones(D, np.float32)}
+    path = write_onnx(directory / "model.onnx", initializers, external="model.onnx_data" if external else None)
+    return path, directory / "model.onnx_data" if external else path
+
+
+# -- Keras HDF5 -------------------------------------------------------------------------------
+
+def write_h5(path: Path, datasets: dict[str, np.ndarray], compressed: tuple[str, ...] = ()) -> Path:
+    """Datasets at their HDF5 paths, as Keras' save_weights lays them out; those named in `compressed`
+    chunked and gzip-compressed (so they cannot be memory-mapped)."""
+    import h5py
+    with h5py.File(path, "w") as f:
+        f.attrs["keras_version"] = "2.15.0"
+        f.attrs["backend"] = "tensorflow"
+        for name, value in datasets.items():
+            f.create_dataset(name, data=value, **({"compression": "gzip"} if name in compressed else {}))
+    return path
+
+
+def keras_bert(directory: Path, compressed: bool = False) -> tuple[Path, Path]:
+    """Hugging Face's tf_model.h5 layout for BERT: word_embeddings/weight:0, position_embeddings/embeddings:0."""
+    prefix = "bert/tf_bert_model/bert/embeddings/"
+    word = prefix + "word_embeddings/weight:0"
+    path = write_h5(directory / "tf_model.h5", {
+        word: rows((V, D), 7),
+        prefix + "position_embeddings/embeddings:0": rows((T, D), 8),
+        prefix + "LayerNorm/gamma:0": np.ones(D, np.float32),
+    }, compressed=(word,) if compressed else ())
+    return path, path
