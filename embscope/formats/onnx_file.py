@@ -27,7 +27,7 @@ from ..memory import require_memory
 from ..text import printable, quote
 from . import Format, OpenOptions, register
 from ._checks import check_extent, check_shape
-from .safetensors_file import read_config
+from .safetensors_file import read_config, readable_file
 
 if TYPE_CHECKING:
     from ..tokenizers.base import Tokenizer
@@ -45,6 +45,11 @@ DTYPES = {"FLOAT": ("float32", "<f4"), "FLOAT16": ("float16", "<f2"), "BFLOAT16"
           "INT64": ("int64", "<i8"), "UINT64": ("uint64", "<u8"), "BOOL": ("bool", "?")}
 QUANTIZED_DTYPES = ("int8", "uint8", "int16", "uint16", "int32")
 SCALE_DTYPES = ("float32", "float16", "bfloat16")
+
+
+def text(value: str | bytes) -> str:
+    """A protobuf string field: python-protobuf hands over bytes when the field is not valid UTF-8."""
+    return value.decode("utf-8", "backslashreplace") if isinstance(value, bytes) else value
 
 
 def require_onnx(path: Path) -> Any:
@@ -69,10 +74,13 @@ def load_model(path: Path, onnx: Any) -> Any:
 
 def external_file(model_path: Path, tensor: Any, where: str) -> tuple[Path, int, int | None]:
     """The file, offset and length of a tensor's external data; the file must be inside the model's folder."""
-    entries = {entry.key: entry.value for entry in tensor.external_data}
+    entries = {text(entry.key): text(entry.value) for entry in tensor.external_data}
     location = entries.get("location", "")
     folder = model_path.parent.resolve()
-    target = (model_path.parent / location).resolve()
+    try:
+        target = (model_path.parent / location).resolve()
+    except (ValueError, OSError):  # a NUL byte, a name too long
+        raise CheckpointError(f"{where}: external data location {quote(location)} is not a file name") from None
     if not location or Path(location).is_absolute() or not target.is_relative_to(folder) or target == folder:
         raise CheckpointError(f"{where} keeps its data in {quote(location)}, outside the model's folder "
                               f"{quote(model_path.parent)}; refused")
@@ -81,7 +89,7 @@ def external_file(model_path: Path, tensor: Any, where: str) -> tuple[Path, int,
         length = int(entries["length"]) if "length" in entries else None
     except ValueError:
         raise CheckpointError(f"{where}: external data offset or length is not a number") from None
-    if not target.is_file():
+    if not readable_file(target):
         raise CheckpointError(f"{where} keeps its data in {quote(location)}, which is not a file in "
                               f"{quote(model_path.parent)}")
     return target, offset, length
@@ -110,7 +118,7 @@ def typed_count(tensor: Any, onnx: Any) -> int:
 
 def initializer_info(path: Path, tensor: Any, onnx: Any) -> TensorInfo | None:
     """The initializer as a lazy tensor; None for data types embscope does not read (strings, float8, int4)."""
-    name = tensor.name
+    name = text(tensor.name)
     where = f"{quote(path)}: tensor {quote(name)}"
     kind = onnx.TensorProto.DataType.Name(tensor.data_type) if tensor.data_type in \
         onnx.TensorProto.DataType.values() else None
@@ -200,7 +208,7 @@ def check_quantized(table: Quantized, where: str) -> Quantized:
 
 def attribute(node: Any, name: str, default: int) -> int:
     for attr in node.attribute:
-        if attr.name == name:
+        if text(attr.name) == name:
             return int(attr.i)
     return default
 
@@ -209,17 +217,17 @@ def from_nodes(path: Path, graph: Any, tensors: dict[str, TensorInfo]) -> list[Q
     """DequantizeLinear nodes whose every input is an initializer."""
     found = []
     for node in graph.node:
-        inputs = [name for name in node.input]
-        if node.op_type != "DequantizeLinear" or len(inputs) < 2 or not node.output:
+        inputs = [text(name) for name in node.input]
+        if text(node.op_type) != "DequantizeLinear" or len(inputs) < 2 or not node.output:
             continue
         if not all(name in tensors for name in inputs if name):
             continue  # it dequantizes an activation, not a weight
         q, scale = tensors[inputs[0]], tensors[inputs[1]]
         zero = tensors[inputs[2]] if len(inputs) > 2 and inputs[2] else None
-        name = node.output[0].removesuffix(DEQUANTIZE_OUTPUT_SUFFIX)
+        name = text(node.output[0]).removesuffix(DEQUANTIZE_OUTPUT_SUFFIX)
         axis = attribute(node, "axis", 1)
         axis = axis + len(q.shape) if axis < 0 else axis
-        where = f"{quote(path)}: DequantizeLinear node {quote(node.name or name)}"
+        where = f"{quote(path)}: DequantizeLinear node {quote(text(node.name) or name)}"
         found.append(check_quantized(Quantized(name, q, scale, zero, axis, attribute(node, "block_size", 0)), where))
     return found
 
@@ -276,7 +284,7 @@ def open_onnx(path: Path, options: OpenOptions) -> Checkpoint:
             tensors[info.name] = info
     tensors = dequantized(path, model.graph, tensors)
     opsets = ", ".join(str(o.version) for o in model.opset_import) or "not recorded"
-    notes = [f"ONNX opset {opsets}, producer {printable(model.producer_name or 'not recorded')}; the graph is not run"]
+    notes = [f"ONNX opset {opsets}, producer {printable(text(model.producer_name) or 'not recorded')}; the graph is not run"]
     if skipped:
         notes.append(f"{skipped} initializers of types embscope does not read (strings, float8, int4) are left out")
     quantized = sorted({t.quantization for t in tensors.values() if t.quantization})

@@ -104,7 +104,7 @@ class SentencePieceBPE(GGUFVocabulary):
             if id is not None:
                 ids.append(id)
                 continue
-            for byte in symbol.encode("utf-8"):
+            for byte in symbol.encode("utf-8", "surrogatepass"):
                 ids.append(self._byte_id[byte] if byte in self._byte_id else self._unknown(symbol))
         return ids
 

@@ -58,7 +58,8 @@ def piece_bytes(token: str, style: str) -> bytes:
     if style == "byte-level" and set(token) <= unicode_to_byte().keys():
         to_byte = unicode_to_byte()
         return bytes(to_byte[c] for c in token)
-    return (token.replace(SPACE_MARK, " ") if style == "sentencepiece" else token).encode("utf-8")
+    text = token.replace(SPACE_MARK, " ") if style == "sentencepiece" else token
+    return text.encode("utf-8", "surrogatepass")  # JSON can spell a lone surrogate ("\\udcff")
 
 
 def read_tokens(path: Path) -> list[str]:

@@ -4,6 +4,8 @@ layout of ctranslate2/specs/model_spec.py. Shared by the readers' tests and the 
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import json
 import struct
 from pathlib import Path
@@ -21,6 +23,7 @@ def rows(shape: tuple[int, ...], seed: int) -> np.ndarray:
 
 # -- GGUF -------------------------------------------------------------------------------------
 
+@functools.cache
 def byte_level_vocabulary(vocab_size: int = 300) -> tuple[list[str], list[str]]:
     """A GPT-2 style vocabulary (tokens in the byte alphabet, in id order) and its merges, trained by
     the tokenizers library: the reference the GGUF tokenizer is checked against."""
@@ -68,6 +71,21 @@ def gguf_gpt2(directory: Path) -> tuple[Path, Path]:
         "output_norm.weight": np.ones(D, np.float32),
     }, tokenizer={"add_tokenizer_model": "gpt2", "add_token_list": tokens, "add_token_merges": merges,
                   "add_token_types": [3 if t == "<|endoftext|>" else 1 for t in tokens]})
+    return path, path
+
+
+def gguf_llama(directory: Path) -> tuple[Path, Path]:
+    """A Llama-style GGUF: a Q4_0 token table, a Q8_0 output head, a SentencePiece vocabulary with byte tokens."""
+    pieces = ["\u2581dog", "\u2581do", "\u2581d", "\u2581", "d", "o", "g", "s", "\u2581cat", "c", "a", "t"]
+    tokens = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)] + pieces
+    types = [2, 3, 3] + [6] * 256 + [1] * len(pieces)
+    scores = [0.0] * 259 + [-float(i) for i in range(len(pieces))]
+    path = write_gguf(directory / "llama.gguf", {
+        "token_embd.weight": (rows((len(tokens), D), 1), "Q4_0"),
+        "output.weight": (rows((len(tokens), D), 2), "Q8_0"),
+    }, arch="llama", context=T, tokenizer={"add_tokenizer_model": "llama", "add_token_list": tokens,
+                                           "add_token_scores": scores, "add_token_types": types,
+                                           "add_unk_token_id": 0, "add_bos_token_id": 1})
     return path, path
 
 
@@ -187,3 +205,34 @@ def keras_bert(directory: Path, compressed: bool = False) -> tuple[Path, Path]:
         prefix + "LayerNorm/gamma:0": np.ones(D, np.float32),
     }, compressed=(word,) if compressed else ())
     return path, path
+
+
+def onnx_external_model(directory: Path) -> tuple[Path, Path]:
+    """The external-data export with model.onnx itself (locations, offsets, lengths) as the target."""
+    entry, _ = onnx_bert_int8(directory, external=True)
+    return entry, entry
+
+
+def ctranslate2_vocabulary(directory: Path) -> tuple[Path, Path]:
+    entry, _ = ctranslate2_whisper(directory)
+    return entry, directory / "vocabulary.json"
+
+
+# fuzz samples (tests/fuzz/corpus.py registers them): name -> (library needed, builder)
+FUZZ_SAMPLES = {
+    "gguf": ("gguf", gguf_gpt2),
+    "gguf-llama": ("gguf", gguf_llama),
+    "onnx-int8": ("onnx", onnx_bert_int8),
+    "onnx-external-data": ("onnx", lambda d: onnx_bert_int8(d, external=True)),
+    "onnx-external-model": ("onnx", onnx_external_model),
+    "keras-h5": ("h5py", keras_bert),
+    "keras-h5-compressed": ("h5py", lambda d: keras_bert(d, compressed=True)),
+    "ctranslate2": (None, ctranslate2_whisper),
+    "ctranslate2-vocabulary": (None, ctranslate2_vocabulary),
+}
+
+
+def available_fuzz_samples() -> dict:
+    """The samples whose library is installed (CI installs them all)."""
+    return {name: build for name, (library, build) in FUZZ_SAMPLES.items()
+            if library is None or importlib.util.find_spec(library) is not None}
