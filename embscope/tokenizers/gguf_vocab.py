@@ -15,6 +15,7 @@ refuse it rather than compare "<unk>" with itself."""
 
 from __future__ import annotations
 
+import heapq
 import unicodedata
 from pathlib import Path
 from typing import Any
@@ -69,7 +70,7 @@ class SentencePieceBPE(GGUFVocabulary):
     def __init__(self, path: Path, model: str, tokens: list[str], types: np.ndarray | None,
                  unk_id: int | None, special_ids: frozenset[int], scores: np.ndarray, add_space_prefix: bool):
         super().__init__(path, model, tokens, types, unk_id, special_ids)
-        self._scores = scores
+        self._scores = [float(score) for score in scores]
         self._add_space_prefix = add_space_prefix
         # pieces a merge may make (control, byte and unused tokens are never made from text)
         self._mergeable = {token: id for id, token in reversed(list(enumerate(tokens)))
@@ -88,16 +89,7 @@ class SentencePieceBPE(GGUFVocabulary):
         text = text.replace(" ", SPACE_MARK)
         if self._add_space_prefix and text:
             text = SPACE_MARK + text
-        symbols = list(text)
-        while len(symbols) > 1:
-            best, best_score = -1, -np.inf
-            for i in range(len(symbols) - 1):
-                id = self._mergeable.get(symbols[i] + symbols[i + 1])
-                if id is not None and self._scores[id] > best_score:  # ties: the leftmost pair
-                    best, best_score = i, self._scores[id]
-            if best < 0:
-                break
-            symbols[best:best + 2] = [symbols[best] + symbols[best + 1]]
+        symbols = self._merge(text)
         ids: list[int] = []
         for symbol in symbols:
             id = self._mergeable.get(symbol)
@@ -107,6 +99,35 @@ class SentencePieceBPE(GGUFVocabulary):
             for byte in symbol.encode("utf-8", "surrogatepass"):
                 ids.append(self._byte_id[byte] if byte in self._byte_id else self._unknown(symbol))
         return ids
+
+    def _merge(self, text: str) -> list[str]:
+        """llama.cpp's SentencePiece merge loop: always the adjacent pair whose union scores highest (the
+        leftmost on a tie), kept in a heap so that a long text costs n log n, not n squared."""
+        pieces = list(text)
+        before = list(range(-1, len(pieces) - 1))
+        after = [*range(1, len(pieces)), -1]
+        heap: list[tuple[float, int, int, int]] = []
+
+        def push(left: int, right: int) -> None:
+            if left >= 0 and right >= 0:
+                id = self._mergeable.get(pieces[left] + pieces[right])
+                if id is not None:
+                    heapq.heappush(heap, (-self._scores[id], left, right, len(pieces[left]) + len(pieces[right])))
+
+        for i in range(len(pieces) - 1):
+            push(i, i + 1)
+        while heap:
+            _, left, right, size = heapq.heappop(heap)
+            if after[left] != right or not pieces[right] or len(pieces[left]) + len(pieces[right]) != size:
+                continue  # one side was merged since this pair was pushed
+            pieces[left] += pieces[right]
+            pieces[right] = ""
+            after[left] = after[right]
+            if after[right] >= 0:
+                before[after[right]] = left
+            push(before[left], left)
+            push(left, after[left])
+        return [piece for piece in pieces if piece]
 
     def _unknown(self, symbol: str) -> int:
         if self.unk_id is None:
