@@ -15,7 +15,8 @@ from .arrays import FLOAT_DTYPES, to_float32
 from .memory import require_memory
 from .text import quote
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # roles.py builds these classes, so it imports this module, not the other way round
+    from .roles import Head, Role
     from .tokenizers.base import Tokenizer
 
 
@@ -51,6 +52,7 @@ class Checkpoint:
     step: int | None = None
     config: dict = field(default_factory=dict)
     declared_params: int | None = None  # a count the file states itself (the ANDREA header)
+    tied: bool | None = None  # the reader's word on a head the file does not hold (ANDREA decides from its layout)
     notes: list[str] = field(default_factory=list)
     # the tokenizer the checkpoint carries or names itself (GGUF metadata, a CTranslate2 vocabulary),
     # built when first asked for; None: look for a tokenizer file beside the checkpoint
@@ -66,7 +68,7 @@ class Checkpoint:
 class Table:
     """One embedding table: the tensor that plays a role, and the rule that chose it."""
 
-    role: str  # "token", "position" or "output"
+    role: Role
     tensor: TensorInfo
     rule: str
     first_row: int = 0  # rows before position 0 (OPT keeps 2)
@@ -96,9 +98,19 @@ class Table:
 
 @dataclass
 class EmbeddingTables:
-    token: Table
+    """The table found for each role. A role left empty has its reason in `missing`: the error that a
+    command needing the role raises (see Embeddings.table)."""
+
+    token: Table | None
     position: Table | None
-    output: Table | None
-    tied: bool  # the output projection reuses the token table
-    notes: tuple[str, ...] = ()
-    tied_copy: str | None = None  # an output tensor the config declares tied: a copy, counted once
+    output: Table | None  # an untied head only; `head` says what the file holds instead
+    head: Head
+    head_note: str | None = None  # why the head is what it is, when that needs saying
+    notes: tuple[str, ...] = ()  # about the roles left empty
+    tied_copy: str | None = None  # an output tensor that repeats the token table (declared tied, or equal): counted once
+    missing: dict[Role, str] = field(default_factory=dict)
+
+    @property
+    def tied(self) -> bool | None:
+        """Whether the head reuses the token table; None where the file does not say."""
+        return self.head.is_tied

@@ -5,10 +5,42 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass
+from enum import StrEnum
 
 from .checkpoint import Checkpoint, EmbeddingTables, Table, TensorInfo
 from .errors import TableError
 from .text import quote
+
+
+class Role(StrEnum):
+    """The part a table plays. A StrEnum, the (str, Enum) whose f-string is the value ("token", not "Role.token")."""
+
+    token = "token"
+    position = "position"
+    output = "output"
+
+
+class Head(StrEnum):
+    """What the file says about the output projection (the language-model head)."""
+
+    untied = "untied"  # a head of its own
+    tied = "tied"  # the token table: shared storage, an exact copy, or the config or the reader says so
+    absent = "absent"  # config.json names a model without a language-model head
+    unknown = "unknown"  # no head in the file, and nothing says whether it is tied or absent
+    ambiguous = "ambiguous"  # several equally good candidates: --output-key chooses
+
+    @property
+    def is_tied(self) -> bool | None:
+        """True or False where the file says; None where it does not (unknown, ambiguous)."""
+        return {Head.tied: True, Head.untied: False, Head.absent: False}.get(self)
+
+
+@dataclass(frozen=True)
+class Empty:
+    """A role discovery left empty: the error a command that needs it raises, and the note info prints."""
+
+    error: str
+    note: str
 
 
 @dataclass(frozen=True)
@@ -25,8 +57,8 @@ class Known:
         return tensor_name == self.name or tensor_name.endswith("." + self.name)
 
 
-KNOWN: dict[str, tuple[Known, ...]] = {
-    "token": (
+KNOWN: dict[Role, tuple[Known, ...]] = {
+    Role.token: (
         Known("transformer.wte.weight", "nanoGPT, GPT-2, GPT-Neo, GPT-J"),
         Known("wte.weight", "GPT-2 saved without the transformer. prefix"),
         Known("embeddings.word_embeddings.weight", "BERT, RoBERTa, ELECTRA"),
@@ -45,7 +77,7 @@ KNOWN: dict[str, tuple[Known, ...]] = {
         Known("decoder/embeddings/weight", "CTranslate2 decoders (Whisper, GPT-2, Llama)", whole_name_only=True),
         Known("wte.embeddings", "Keras/TF GPT-2 .h5 (names from HDF5 paths, '/' as '.')"),
     ),
-    "position": (
+    Role.position: (
         Known("transformer.wpe.weight", "nanoGPT, GPT-2, GPT-Neo"),
         Known("wpe.weight", "GPT-2 saved without the transformer. prefix"),
         Known("roberta.embeddings.position_embeddings.weight", "RoBERTa", first_row=2,
@@ -63,7 +95,7 @@ KNOWN: dict[str, tuple[Known, ...]] = {
         Known("position_embeddings.embeddings", "Keras/TF BERT-family .h5 (names from HDF5 paths, '/' as '.')"),
         Known("wpe.embeddings", "Keras/TF GPT-2 .h5 (names from HDF5 paths, '/' as '.')"),
     ),
-    "output": (
+    Role.output: (
         Known("lm_head.weight", "nanoGPT, GPT-2, Llama, Mistral, Qwen, OPT"),
         Known("embed_out.weight", "GPT-NeoX, Pythia"),
         Known("cls.predictions.decoder.weight", "BERT masked-LM head"),
@@ -82,6 +114,13 @@ VOCAB_KEYS = ("vocab_size", "n_vocab", "padded_vocab_size")
 CONTEXT_KEYS = ("n_positions", "max_position_embeddings", "block_size", "n_ctx", "context",
                 "context_length", "max_seq_len", "seq_len")
 
+# config.json "architectures" (transformers' class names): parts of a name that mean a language-model head ...
+LM_HEAD_ARCHITECTURES = ("LMHead", "ForCausalLM", "ForMaskedLM", "ForConditionalGeneration", "DoubleHeadsModel")
+# ... and endings that mean none: the bare model (BertModel, GPT2Model) and task heads. XForPreTraining is
+# in neither list: BERT's carries a masked-LM head, ELECTRA's a discriminator.
+HEADLESS_ARCHITECTURES = ("Model", "ForSequenceClassification", "ForTokenClassification", "ForQuestionAnswering",
+                          "ForMultipleChoice", "ForNextSentencePrediction")
+
 # float tensors that are buffers, not parameters
 NON_PARAMETER_SUFFIXES = (
     "attn.bias",  # GPT-2 / nanoGPT causal mask, (1, 1, T, T)
@@ -90,10 +129,30 @@ NON_PARAMETER_SUFFIXES = (
     "position_ids",  # BERT, RoBERTa (int64, excluded anyway)
 )
 
+# what discovery tried, for the roles it must fill: in the error a command raises, and in info's note
+NOT_FOUND = {
+    Role.token: "by name, by config size, or as the file's only 2-D float tensor",
+    Role.position: "by name or config size: a model with rotary or other computed positions has no learned "
+                   "position table",
+}
+EMPTY_NOTES = {
+    Role.token: "no token-embedding table found by name, by config size, or as the file's only 2-D float tensor; "
+                "name one with --token-key NAME",
+    Role.position: "no learned position table found by name or config size: a model with rotary or other computed "
+                   "positions has none; name one with --pos-key NAME if it exists",
+}
+KEY_OPTIONS = {Role.token: "--token-key", Role.position: "--pos-key", Role.output: "--output-key"}
+ROLE_WORDS = {Role.token: "token-embedding table", Role.position: "learned position table",
+              Role.output: "output projection"}
+LISTED_CANDIDATES = 20  # tensors a "found none" message names
 
-def key_option(role: str) -> str:
-    """The command-line option that names a role's tensor."""
-    return "--pos-key" if role == "position" else f"--{role}-key"
+# An output head saved as a copy of the token table is tied. Rows spread over the table are compared first
+# (an untied head differs on the first one, so that costs a few pages); only when they all match are the
+# tables compared whole, block by block, and only up to FULL_COMPARE_BYTES each: above that, reading both
+# whole on every open costs more than the answer is worth, and the note says what was compared.
+PROBE_ROWS = 8
+FULL_COMPARE_BYTES = 512 * 2**20
+COMPARE_BLOCK_BYTES = 16 * 2**20
 
 
 def is_parameter(tensor: TensorInfo) -> bool:
@@ -128,7 +187,34 @@ def distinct(tensors: list[TensorInfo]) -> list[TensorInfo]:
     return out
 
 
-def by_key(checkpoint: Checkpoint, role: str, key: str) -> Table:
+def shape_text(shape: tuple[int, ...]) -> str:
+    return " x ".join(str(d) for d in shape) or "scalar"
+
+
+def candidates_text(checkpoint: Checkpoint, taken: set[str]) -> str:
+    """The tensors a user could name instead, with shapes: the 2-D float ones, else all."""
+    others = [t for t in checkpoint.tensors.values() if t.name not in taken]
+    tables = [t for t in others if is_table(t)]
+    if not others:
+        return "the file holds no other tensor" if taken else "the file holds no tensors"
+    listed = tables or others
+    text = ", ".join(f"{quote(t.name)} ({shape_text(t.shape)} {t.dtype})" for t in listed[:LISTED_CANDIDATES])
+    if len(listed) > LISTED_CANDIDATES:
+        text += f" and {len(listed) - LISTED_CANDIDATES} more"
+    text = f"candidates: {text}" if tables else f"no 2-D float tensor among them: {text}"
+    if list(checkpoint.tensors) == [checkpoint.path.stem] and checkpoint.path.suffix.lower() == ".npy":
+        text += f"; a .npy holds one array, named after its file ({quote(checkpoint.path.stem)})"
+    return text
+
+
+def none_found(checkpoint: Checkpoint, role: Role, taken: set[str]) -> Empty:
+    """A role with no table: what was looked for, what is there, and the option that names one."""
+    n = len(checkpoint.tensors)
+    return Empty(f"expected a {ROLE_WORDS[role]}, found none among {n} tensor{'s' * (n != 1)} {NOT_FOUND[role]}; "
+                 f"{candidates_text(checkpoint, taken)}; name one with {KEY_OPTIONS[role]} NAME", EMPTY_NOTES[role])
+
+
+def by_key(checkpoint: Checkpoint, role: Role, key: str) -> Table:
     tensor = checkpoint.tensors.get(key)
     if tensor is None:
         close = difflib.get_close_matches(key, checkpoint.tensors, n=3, cutoff=0.4)
@@ -137,76 +223,183 @@ def by_key(checkpoint: Checkpoint, role: str, key: str) -> Table:
     if not is_table(tensor):
         raise TableError(f"expected a 2-D float table for the {role} table, found {quote(key)} of shape "
                          f"{list(tensor.shape)} and dtype {tensor.dtype}")
-    return Table(role, tensor, f"{key_option(role)} {key}")
+    return Table(role, tensor, f"{KEY_OPTIONS[role]} {key}")
 
 
-def by_name(checkpoint: Checkpoint, role: str, taken: set[str]) -> Table | None:
+def position_offset(checkpoint: Checkpoint, known: Known | None) -> tuple[int, tuple[str, ...]]:
+    """Rows before position 0, and the note that says why: the name's quirk, else the config's model type."""
+    if known is not None and known.first_row:
+        return known.first_row, (known.note,) if known.note else ()
+    model_type = checkpoint.config.get("model_type")
+    first_row = POSITION_OFFSET_MODEL_TYPES.get(model_type, 0) if isinstance(model_type, str) else 0
+    if not first_row:
+        return 0, ()
+    note = f"position rows carry an offset of {first_row} (model_type {model_type!r} in the config): " \
+           f"position p is row p+{first_row}"
+    return first_row, (note,)
+
+
+def by_name(checkpoint: Checkpoint, role: Role, taken: set[str]) -> Table | None:
     tables = [t for t in checkpoint.tensors.values() if is_table(t) and t.name not in taken]
     for known in KNOWN[role]:
         found = distinct([t for t in tables if known.matches(t.name)])
         if len(found) > 1:
             names = ", ".join(quote(t.name) for t in found)
             raise TableError(f"expected one {role} table, found several equally good ones ({names}); "
-                             f"choose with {key_option(role)}")
+                             f"choose with {KEY_OPTIONS[role]}")
         if found:
-            first_row = known.first_row
-            if role == "position" and not first_row:
-                model_type = checkpoint.config.get("model_type")
-                first_row = POSITION_OFFSET_MODEL_TYPES.get(model_type, 0) if isinstance(model_type, str) else 0
-            note = known.note or (f"position rows carry an offset of {first_row}: position p is row p+{first_row}"
-                                  if first_row else None)
-            return Table(role, found[0], f"name {known.name!r} ({known.source})", first_row,
-                         (note,) if note else ())
+            first_row, notes = position_offset(checkpoint, known) if role is Role.position else (0, ())
+            return Table(role, found[0], f"name {known.name!r} ({known.source})", first_row, notes)
     return None
 
 
-def by_shape(checkpoint: Checkpoint, role: str, taken: set[str], width: int | None = None) -> Table | None:
+def by_shape(checkpoint: Checkpoint, role: Role, taken: set[str], width: int | None = None) -> Table | None:
     """Fallback: the one 2-D float table whose row count is the config's vocabulary or context size
     (and, for positions, whose width is the token table's)."""
-    found = config_value(checkpoint.config, VOCAB_KEYS if role == "token" else CONTEXT_KEYS)
+    found = config_value(checkpoint.config, VOCAB_KEYS if role is Role.token else CONTEXT_KEYS)
     if found is None:
         return None
     key, rows = found
     candidates = distinct([t for t in checkpoint.tensors.values()
                            if is_table(t) and t.name not in taken and t.shape[0] == rows
                            and (width is None or t.shape[1] == width)])
-    if len(candidates) > 1 and role == "position":
+    if len(candidates) > 1 and role is Role.position:
         return None  # a rotary model whose width equals its context has many d x d matrices of that shape
     if len(candidates) > 1:
         names = ", ".join(quote(t.name) for t in candidates)
         raise TableError(f"expected one {role} table with {rows} rows ({key} in the config), found several "
-                         f"({names}); choose with {key_option(role)}")
+                         f"({names}); choose with {KEY_OPTIONS[role]}")
     if candidates:
-        return Table(role, candidates[0], f"shape: {rows} rows = {key} in the config")
+        first_row, notes = position_offset(checkpoint, None) if role is Role.position else (0, ())
+        return Table(role, candidates[0], f"shape: {rows} rows = {key} in the config", first_row, notes)
     return None
 
 
-def find_tables(checkpoint: Checkpoint, token_key: str | None = None, pos_key: str | None = None) -> EmbeddingTables:
-    token = by_key(checkpoint, "token", token_key) if token_key else (
-        by_name(checkpoint, "token", set()) or by_shape(checkpoint, "token", set()))
+def known_elsewhere(tensor: TensorInfo, role: Role) -> bool:
+    return any(known.matches(tensor.name) for other in Role if other is not role for known in KNOWN[other])
+
+
+def only_table(checkpoint: Checkpoint) -> Table | None:
+    """Last resort for the token role: a file whose one 2-D float tensor (a bare .npy, say) can only be it,
+    unless its name says it plays another role."""
+    tables = [t for t in checkpoint.tensors.values() if is_table(t)]
+    if len(tables) != 1 or known_elsewhere(tables[0], Role.token):
+        return None
+    note = f"{quote(tables[0].name)} is the file's only 2-D float tensor, so it is taken as the token table"
+    return Table(Role.token, tables[0], "the only 2-D float tensor in the file", notes=(note,))
+
+
+def discover(checkpoint: Checkpoint, role: Role, taken: set[str], width: int | None = None) -> Table | Empty | None:
+    """The table for a role by name, then by shape (for tokens, then the only table); or Empty, the
+    error a command needing the role will raise (none found, or several equally good ones). An output
+    projection that is not there is None: whether that means tied is decided apart (missing_head)."""
+    try:
+        found = by_name(checkpoint, role, taken)
+        if found is None and role is not Role.output:
+            found = by_shape(checkpoint, role, taken, width)
+    except TableError as err:
+        return Empty(str(err), str(err))
+    if found is None and role is Role.token:
+        found = only_table(checkpoint)
+    if found is None and role in NOT_FOUND:
+        return none_found(checkpoint, role, taken)
+    return found
+
+
+def architecture(config: dict) -> str | None:
+    names = config.get("architectures")
+    return names[0] if isinstance(names, list) and names and isinstance(names[0], str) else None
+
+
+def missing_head(checkpoint: Checkpoint) -> tuple[Head, str]:
+    """A file without an output tensor: tied, headless or unknown, as config.json or the reader says."""
+    arch = architecture(checkpoint.config)
+    has_lm_head = arch is not None and any(part in arch for part in LM_HEAD_ARCHITECTURES)
+    tie = checkpoint.config.get("tie_word_embeddings")
+    if arch is not None and not has_lm_head and arch.endswith(HEADLESS_ARCHITECTURES):
+        return Head.absent, (f"no output projection in the file: config.json names {quote(arch)}, a model without "
+                             "a language-model head")
+    if tie is True:
+        return Head.tied, ("no output projection in the file: config.json sets tie_word_embeddings, so the head "
+                           "is the token table")
+    if checkpoint.tied is True:
+        return Head.tied, f"no output projection in the file: the {checkpoint.format} reader says the head is tied"
+    if has_lm_head and tie is not False:
+        return Head.tied, (f"no output projection in the file: config.json names {quote(arch)}, whose head is the "
+                           "token table unless tie_word_embeddings is false")
+    if tie is False:
+        return Head.unknown, ("no output projection in the file, though config.json sets tie_word_embeddings to "
+                              "false: the file may lack the head")
+    return Head.unknown, "no output projection in the file (tied, or a model without a language-model head)"
+
+
+def compare_copy(token: TensorInfo, output: TensorInfo) -> tuple[bool, str | None]:
+    """Whether the head holds exactly the token table's values, bit for bit, and a note when only
+    part of it was compared."""
+    if output.shape != token.shape or output.dtype != token.dtype:
+        return False, None
+    a, b = token.read(), output.read()
+    rows = sorted({round(i * (a.shape[0] - 1) / (PROBE_ROWS - 1)) for i in range(PROBE_ROWS)})
+    if a[rows].tobytes() != b[rows].tobytes():
+        return False, None
+    if a.nbytes > FULL_COMPARE_BYTES:
+        return False, (f"{quote(output.name)} equals the token table on the {len(rows)} rows compared; at "
+                       f"{a.nbytes:,} bytes each the tables were not compared whole, so it counts as a head of its own")
+    block = max(1, COMPARE_BLOCK_BYTES // (a.nbytes // a.shape[0]))
+    return all(a[i:i + block].tobytes() == b[i:i + block].tobytes() for i in range(0, a.shape[0], block)), None
+
+
+def head_of(checkpoint: Checkpoint, token: Table | None, output: Table) -> tuple[Head, str | None, str | None]:
+    """(head, note, tied_copy) for an output tensor in the file; tied_copy names a second stored copy of
+    the token table, counted once."""
     if token is None:
-        raise TableError(f"expected a token-embedding table, found none among {len(checkpoint.tensors)} tensors "
-                         "(names tried: see embscope.roles.KNOWN); choose one with --token-key")
-    taken = {token.name}
-    position = by_key(checkpoint, "position", pos_key) if pos_key else (
-        by_name(checkpoint, "position", taken) or by_shape(checkpoint, "position", taken, token.dim))
-    if position is not None:
-        taken.add(position.name)
-    output = by_name(checkpoint, "output", taken)
-    shares_storage = output is not None and output.tensor.storage is not None \
-        and output.tensor.storage == token.tensor.storage
-    declared_tied = output is not None and checkpoint.config.get("tie_word_embeddings") is True \
-        and output.tensor.shape == token.tensor.shape
-    tied = output is None or shares_storage or declared_tied
-    tied_copy = output.name if declared_tied and not shares_storage else None
-    notes = []
-    if position is None:
-        notes.append("no learned position table found by name or shape: a model with rotary or other computed "
-                     "positions has none; name one with --pos-key if it exists")
-    if output is None:
-        notes.append("no output projection in the file: the head is tied to the token table")
-    elif tied:
-        why = "shares storage with" if shares_storage else "is declared tied (tie_word_embeddings) to"
-        notes.append(f"{output.name} {why} {token.name}: the head is tied, counted once")
+        return Head.untied, None, None
+    if output.name == token.name:
+        return Head.tied, f"the output projection named is the token table {quote(token.name)}: the head is tied", None
+    if output.tensor.storage is not None and output.tensor.storage == token.tensor.storage:
+        return Head.tied, f"{output.name} shares storage with {token.name}: the head is tied, counted once", None
+    if checkpoint.config.get("tie_word_embeddings") is True and output.tensor.shape == token.tensor.shape:
+        return Head.tied, (f"{output.name} is declared tied (tie_word_embeddings) to {token.name}: the head is "
+                           "tied, counted once"), output.name
+    same, note = compare_copy(token.tensor, output.tensor)
+    if same:
+        return Head.tied, (f"{output.name} holds exactly the values of {token.name}: a saved copy of a tied "
+                           "head, counted once"), output.name
+    return Head.untied, note, None
+
+
+def find_tables(checkpoint: Checkpoint, token_key: str | None = None, pos_key: str | None = None,
+                output_key: str | None = None) -> EmbeddingTables:
+    """Every role's table. A key names a table outright, and a bad key is an error now; a role that
+    discovery cannot fill (none found, or several) is left empty with its reason in `missing`, and
+    `Embeddings.table` raises it for the commands that need that role."""
+    missing: dict[Role, str] = {}
+    notes: list[str] = []
+
+    def fill(role: Role, key: str | None, taken: set[str], width: int | None = None) -> Table | None:
+        found = by_key(checkpoint, role, key) if key else discover(checkpoint, role, taken, width)
+        if isinstance(found, Empty):
+            missing[role] = found.error
+            if role is not Role.output:  # an ambiguous head is the head's note
+                notes.append(found.note)
+            return None
+        return found
+
+    token = fill(Role.token, token_key, set())
+    taken = {token.name} if token else set()
+    position = fill(Role.position, pos_key, taken, token.dim if token else None)
+    taken |= {position.name} if position else set()
+    output = fill(Role.output, output_key, taken)
+    tied_copy = None
+    if output is not None:
+        head, note, tied_copy = head_of(checkpoint, token, output)
+    elif Role.output in missing:
+        head, note = Head.ambiguous, missing[Role.output]
+    else:
+        head, note = missing_head(checkpoint)
+    if head is not Head.untied:
         output = None
-    return EmbeddingTables(token, position, output, tied, tuple(notes), tied_copy)
+    if head in (Head.tied, Head.absent, Head.unknown):
+        choices = "" if head is Head.tied else f"; {candidates_text(checkpoint, taken)}; name one with --output-key NAME"
+        missing[Role.output] = f"expected an untied output projection, found none: {note}{choices}"
+    return EmbeddingTables(token, position, output, head, note, tuple(notes), tied_copy, missing)

@@ -8,6 +8,9 @@ from pathlib import Path
 
 class ByteWordTokenizer:
     kind = "test-bytes"
+    unk_id = None
+    special_ids: frozenset[int] = frozenset()
+    notes: tuple[str, ...] = ()
 
     def __init__(self, words=("dog", "cat", "puppy", "house"), path: Path | str = "test-tokenizer"):
         self.path = Path(path)

@@ -137,8 +137,8 @@ def test_table_without_columns_is_not_a_table(tmp_path):
     path = tmp_path / "model.safetensors"
     path.write_bytes(safetensors_bytes(entry([2**32, 0], [0, 0]), data=b""))
     with pytest.raises(TableError) as caught:
-        embscope.open(path)
-    assert str(caught.value).startswith("expected a token-embedding table, found none among 1 tensors")
+        embscope.open(path).token
+    assert str(caught.value).startswith("expected a token-embedding table, found none among 1 tensor by name")
     with pytest.raises(TableError) as caught:
         embscope.open(path, token_key="wte")
     assert str(caught.value) == ("expected a 2-D float table for the token table, found 'wte' of shape "

@@ -17,7 +17,8 @@ def test_params_of_the_gpt2_124m_shape(tmp_path):
     doc = run_json("params", "-c", path)
     # per layer: 2*768 + 768*2304+2304 + 768*768+768 + 2*768 + 768*3072+3072 + 3072*768+768 = 7,087,872
     assert doc["total"] == 50304 * 768 + 1024 * 768 + 12 * 7_087_872 + 2 * 768 == 124_475_904
-    assert (doc["token"], doc["position"], doc["output"], doc["tied"]) == (38_633_472, 786_432, None, True)
+    # no head and no config.json: the file does not say whether the head is tied
+    assert (doc["token"], doc["position"], doc["output"], doc["tied"]) == (38_633_472, 786_432, None, None)
     assert doc["total_without_position"] == 123_689_472  # nanoGPT prints 123.69M
     assert doc["shares"]["token"] == 38_633_472 / 124_475_904
     text = run("params", "-c", path).stdout
@@ -43,7 +44,10 @@ def test_info_reports_tables_rules_and_step(tmp_path):
     assert doc["tables"]["token"] == {"name": "token_emb", "shape": [12, 4], "dtype": "float32",
                                       "rule": "name 'token_emb' (nlm and other from-scratch numpy models)",
                                       "first_row": 0, "quantization": None}
-    assert doc["tables"]["position"]["shape"] == [5, 4] and doc["tables"]["output"] is None and doc["tied"]
+    assert doc["tables"]["position"]["shape"] == [5, 4] and doc["tables"]["output"] is None
+    assert (doc["tied"], doc["head"], doc["empty_roles"]) == (None, "unknown", ["output"])
+    assert doc["tensor_list"] == [{"name": "token_emb", "shape": [12, 4], "dtype": "float32"},
+                                  {"name": "pos_emb", "shape": [5, 4], "dtype": "float32"}]
 
 
 def test_info_says_when_there_is_no_position_table(tmp_path):

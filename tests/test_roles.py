@@ -10,6 +10,7 @@ from safetensors.numpy import save_file
 
 import embscope
 from embscope.errors import TableError
+from embscope.roles import Head, Role
 
 rng = np.random.default_rng(2)
 
@@ -51,6 +52,14 @@ def test_roberta_padding_rows_come_from_the_config(tmp_path):
     emb = open_tables(tmp_path, {"embeddings.word_embeddings.weight": table(10),
                                  "embeddings.position_embeddings.weight": table(8)}, {"model_type": "roberta"})
     assert emb.position.first_row == 2
+    assert emb.position.notes == (
+        "position rows carry an offset of 2 (model_type 'roberta' in the config): position p is row p+2",)
+
+
+def test_position_offset_applies_to_the_shape_rule_too(tmp_path):
+    emb = open_tables(tmp_path, {"tok": table(10), "pos": table(9)},
+                      {"model_type": "xlm-roberta", "vocab_size": 10, "max_position_embeddings": 9})
+    assert (emb.position.name, emb.position.first_row) == ("pos", 2)
 
 
 def test_shape_rule_uses_the_config_sizes(tmp_path):
@@ -60,13 +69,16 @@ def test_shape_rule_uses_the_config_sizes(tmp_path):
     assert (emb.position.name, emb.position.rule) == ("emb_b", "shape: 7 rows = max_position_embeddings in the config")
 
 
-def test_two_equally_good_candidates_are_an_error(tmp_path):
+def test_two_equally_good_candidates_are_an_error_when_the_table_is_used(tmp_path):
+    emb = open_tables(tmp_path, {"bert.embeddings.word_embeddings.weight": table(10),
+                                 "roberta.embeddings.word_embeddings.weight": table(10)})
+    message = ("expected one token table, found several equally good ones "
+               "('bert.embeddings.word_embeddings.weight', 'roberta.embeddings.word_embeddings.weight'); "
+               "choose with --token-key")
+    assert emb.tables.token is None and emb.tables.notes[0] == message
     with pytest.raises(TableError) as err:
-        open_tables(tmp_path, {"bert.embeddings.word_embeddings.weight": table(10),
-                               "roberta.embeddings.word_embeddings.weight": table(10)})
-    assert str(err.value) == ("expected one token table, found several equally good ones "
-                              "('bert.embeddings.word_embeddings.weight', 'roberta.embeddings.word_embeddings.weight'); "
-                              "choose with --token-key")
+        _ = emb.token
+    assert str(err.value) == message
 
 
 def test_keys_override_discovery(tmp_path):
@@ -84,14 +96,20 @@ def test_missing_key_lists_close_names(tmp_path):
 
 def test_untied_head_and_config_declared_tie(tmp_path):
     tensors = {"model.embed_tokens.weight": table(10), "lm_head.weight": table(10)}
-    assert not open_tables(tmp_path / "untied", tensors).tables.tied
+    untied = open_tables(tmp_path / "untied", tensors)
+    assert untied.tables.head is Head.untied and untied.tables.tied is False
     emb = open_tables(tmp_path / "declared", tensors, {"tie_word_embeddings": True})
     assert emb.tables.tied and emb.output is None and emb.tables.tied_copy == "lm_head.weight"
 
 
-def test_no_token_table_is_an_error(tmp_path):
-    with pytest.raises(TableError, match="^expected a token-embedding table, found none among 1 tensors"):
-        open_tables(tmp_path, {"something.weight": table(3)})
+def test_no_token_table_is_an_error_that_lists_the_candidates(tmp_path):
+    emb = open_tables(tmp_path, {"something.weight": table(3), "other.weight": table(5), "scale": np.ones(3)})
+    with pytest.raises(TableError) as err:
+        _ = emb.token
+    assert str(err.value) == (
+        "expected a token-embedding table, found none among 3 tensors by name, by config size, or as the file's "
+        "only 2-D float tensor; candidates: 'other.weight' (5 x 4 float32), 'something.weight' (3 x 4 float32); "
+        "name one with --token-key NAME")
 
 
 def test_rotary_model_whose_width_equals_its_context_has_no_position_table(tmp_path):
@@ -102,7 +120,9 @@ def test_rotary_model_whose_width_equals_its_context_has_no_position_table(tmp_p
                     f"model.layers.{i}.self_attn.k_proj.weight": table(16, 16)}
     emb = open_tables(tmp_path, tensors, {"vocab_size": 50, "max_position_embeddings": 16})
     assert emb.position is None
-    assert any(note.startswith("no learned position table found by name or shape") for note in emb.tables.notes)
+    note = ("no learned position table found by name or config size: a model with rotary or other computed "
+            "positions has none; name one with --pos-key NAME if it exists")
+    assert emb.tables.notes == (note,)
 
 
 def test_shape_rule_for_positions_needs_the_token_width(tmp_path):
@@ -115,3 +135,10 @@ def test_unknown_role_is_an_error(tmp_path):
     emb = open_tables(tmp_path, {"wte.weight": table(10)})
     with pytest.raises(TableError, match="^expected a table role token, position or output, found 'positon'$"):
         emb.table("positon")
+
+
+def test_roles_are_an_enum_that_reads_as_its_value(tmp_path):
+    emb = open_tables(tmp_path, {"wte.weight": table(10), "wpe.weight": table(5)})
+    assert emb.token.role is Role.token and emb.table("position").role is Role.position
+    assert emb.table(Role.position) is emb.position
+    assert [f"{role}" for role in Role] == ["token", "position", "output"]

@@ -66,6 +66,7 @@ def test_byte_bpe_without_pattern_merges_across_the_space(tmp_path):
 
 def test_minbpe_file_round_trip(nlm_like):
     assert nlm_like.kind == "byte-bpe"
+    assert (nlm_like.unk_id, nlm_like.special_ids) == (None, {300})
     assert nlm_like.path.name == "nlm.model"
     assert nlm_like.pattern == SPACE_APART_PATTERN
     assert nlm_like.merges == MERGES
@@ -118,14 +119,23 @@ def test_pattern_needing_regex_without_it(tmp_path, monkeypatch):
     with pytest.raises(EmbscopeError) as err:
         load_tokenizer(write_minbpe(tmp_path / "gpt4.model", r"\p{L}+", MERGES, {}))
     assert str(err.value) == (
-        "the split pattern in gpt4.model needs the 'regex' package (pip install regex); "
+        "the split pattern in gpt4.model needs the 'regex' package (pip install 'embscope[regex]'); "
         "Python's re cannot read it: bad escape \\p at position 0"
     )
 
 
-def test_broken_pattern(tmp_path):
+def test_broken_pattern(tmp_path, monkeypatch):
+    path = write_minbpe(tmp_path / "bad.model", "[a", MERGES, {})
+    pytest.importorskip("regex")
     with pytest.raises(CheckpointError) as err:
-        load_tokenizer(write_minbpe(tmp_path / "bad.model", "[a", MERGES, {}))
+        load_tokenizer(path)  # re cannot read it, so regex is asked, and says why in its words
+    assert str(err.value) == (
+        "expected a regular expression as the split pattern in bad.model, found '[a': "
+        "unterminated character set at position 2"
+    )
+    monkeypatch.setitem(sys.modules, "regex", None)  # without the regex package: re's words
+    with pytest.raises(CheckpointError) as err:
+        load_tokenizer(path)
     assert str(err.value) == (
         "expected a regular expression as the split pattern in bad.model, found '[a': "
         "unterminated character set at position 0"
@@ -235,6 +245,28 @@ def test_gpt2_from_merges_file_or_prefixed_names(gpt2_files):
     assert prefixed.encode(TRICKY[2]) == by_merges.encode(TRICKY[2])
 
 
+@pytest.fixture(scope="module")
+def gpt2_reference(gpt2_files):
+    from tokenizers import ByteLevelBPETokenizer
+
+    return ByteLevelBPETokenizer(str(gpt2_files / "vocab.json"), str(gpt2_files / "merges.txt"))
+
+
+@pytest.fixture(scope="module")
+def gpt2_merge_loop(gpt2_files):
+    """The same files read where the tokenizers library is not installed: GPT-2's pattern in regex, then
+    embscope's merge loop."""
+    pytest.importorskip("regex")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setitem(sys.modules, "tokenizers", None)  # import tokenizers now raises ImportError
+        return load_tokenizer(gpt2_files / "vocab.json")
+
+
+def test_gpt2_merge_loop_matches_the_tokenizers_library(gpt2_merge_loop, gpt2_reference):
+    for text in TRICKY:
+        assert gpt2_merge_loop.encode(text) == gpt2_reference.encode(text).ids, text
+
+
 _ALPHABET = list("abcXYZ019_'’.,!? \t\n\r") + ["'s", "'ll", "\u00a0", "\u3000", "\u2028", "\x1c", "\x85"] + list(
     "²½Ⅻ١٢éß中文😀\u0301"
 )
@@ -242,20 +274,40 @@ _ALPHABET = list("abcXYZ019_'’.,!? \t\n\r") + ["'s", "'ll", "\u00a0", "\u3000"
 
 @settings(max_examples=150, deadline=None)
 @given(text=st.lists(st.sampled_from(_ALPHABET), max_size=25).map("".join))
-def test_gpt2_split_for_re_matches_openai_pattern(text):
-    regex = pytest.importorskip("regex")
-    from embscope.tokenizers.gpt2_bpe import GPT2_PATTERN, gpt2_split_pattern
-
-    assert gpt2_split_pattern().findall(text) == regex.findall(GPT2_PATTERN, text)
+def test_gpt2_merge_loop_matches_on_tricky_text(gpt2_merge_loop, gpt2_reference, text):
+    assert gpt2_merge_loop.encode(text) == gpt2_reference.encode(text).ids
 
 
 @settings(max_examples=100, deadline=None)
-@given(text=st.text(st.characters(max_codepoint=0x2FFF, exclude_categories=("Cs", "Cn")), max_size=25))
-def test_gpt2_split_for_re_matches_on_any_bmp_text(text):
-    regex = pytest.importorskip("regex")
-    from embscope.tokenizers.gpt2_bpe import GPT2_PATTERN, gpt2_split_pattern
+@given(text=st.text(st.characters(max_codepoint=0x2FFF, exclude_categories=("Cs",)), max_size=25))
+def test_gpt2_merge_loop_matches_on_any_bmp_text(gpt2_merge_loop, gpt2_reference, text):
+    assert gpt2_merge_loop.encode(text) == gpt2_reference.encode(text).ids
 
-    assert gpt2_split_pattern().findall(text) == regex.findall(GPT2_PATTERN, text)
+
+def test_gpt2_needs_a_library(gpt2_files, monkeypatch):
+    monkeypatch.setitem(sys.modules, "tokenizers", None)
+    monkeypatch.setitem(sys.modules, "regex", None)
+    with pytest.raises(EmbscopeError) as err:
+        load_tokenizer(gpt2_files / "vocab.json")
+    assert str(err.value) == "reading vocab.json needs the 'tokenizers' package (pip install 'embscope[hf]')"
+
+
+def test_gpt2_special_and_unknown(gpt2_files):
+    tokenizer = load_tokenizer(gpt2_files / "vocab.json")
+    vocab = json.loads((gpt2_files / "vocab.json").read_text())
+    # the trainer's special token is neither a byte nor made by a merge
+    assert tokenizer.special_ids == {vocab["<|endoftext|>"]}
+    assert tokenizer.unk_id is None
+
+
+def test_gpt2_merge_making_a_missing_token(tmp_path):
+    (tmp_path / "vocab.json").write_text(json.dumps({"a": 0, "b": 1}))
+    (tmp_path / "merges.txt").write_text("#version: 0.2\na b\n")
+    with pytest.raises(CheckpointError) as err:
+        load_tokenizer(tmp_path / "vocab.json")
+    assert str(err.value) == (
+        "expected merge 0 of merges.txt ('a' + 'b') to join and make tokens of the vocabulary, found 'ab' missing"
+    )
 
 
 def test_vocab_without_merges_is_not_a_tokenizer(tmp_path):
@@ -265,7 +317,10 @@ def test_vocab_without_merges_is_not_a_tokenizer(tmp_path):
     assert str(err.value) == (
         f"{tmp_path / 'vocab.json'} is not a tokenizer file embscope knows; expected "
         "huggingface (tokenizer.json); gpt2-bpe (vocab.json with merges.txt beside it); "
-        "byte-bpe (a minbpe *.model file or a merges.json list of id pairs); harris (harris_segments.json)"
+        "wordpiece (a BERT vocab.txt, one token per line); sentencepiece (a SentencePiece *.model protobuf); "
+        "tiktoken (a .tiktoken file, or an encoding name such as gpt2 or cl100k_base); "
+        "byte-bpe (a minbpe *.model file or a merges.json list of id pairs); harris (harris_segments.json); "
+        "nanogpt-chars (nanoGPT's character-level meta.pkl)"
     )
 
 
@@ -275,7 +330,8 @@ SENTENCES = ["the dog bites the man", "a dog and a cat", "the man bites back", "
 
 
 def test_hf_byte_level_bpe(tmp_path):
-    from tokenizers import Tokenizer as HFTokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from tokenizers import Tokenizer as HFTokenizer
+    from tokenizers import decoders, models, pre_tokenizers, processors, trainers
 
     hf = HFTokenizer(models.BPE())
     hf.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -300,13 +356,15 @@ def test_hf_byte_level_bpe(tmp_path):
     assert tokenizer.vocab_size == max(hf.get_vocab().values()) + 1
     assert tokenizer.decode([dog, hf.token_to_id("Ġbites")]) == " dog bites"
     assert isinstance(tokenizer, Tokenizer)
+    assert (tokenizer.unk_id, tokenizer.special_ids) == (None, {hf.token_to_id("<s>")})
 
 
 BERT_VOCAB = {"[UNK]": 0, "[CLS]": 1, "[SEP]": 2, "the": 3, "dog": 4, "bite": 5, "##s": 6, "man": 7}
 
 
 def write_wordpiece(path: Path) -> Path:
-    from tokenizers import Tokenizer as HFTokenizer, decoders, models, normalizers, pre_tokenizers, processors
+    from tokenizers import Tokenizer as HFTokenizer
+    from tokenizers import decoders, models, normalizers, pre_tokenizers, processors
 
     hf = HFTokenizer(models.WordPiece(vocab=BERT_VOCAB, unk_token="[UNK]"))
     hf.normalizer = normalizers.BertNormalizer(lowercase=True)
@@ -315,6 +373,7 @@ def write_wordpiece(path: Path) -> Path:
     hf.post_processor = processors.TemplateProcessing(
         single="[CLS] $A [SEP]", special_tokens=[("[CLS]", 1), ("[SEP]", 2)]
     )
+    hf.add_special_tokens(["[UNK]", "[CLS]", "[SEP]"])  # as BERT's tokenizer.json lists them
     hf.save(str(path))
     return path
 
@@ -326,13 +385,15 @@ def test_hf_wordpiece(tmp_path):
     assert [tokenizer.token_string(id) for id in (4, 6, 1)] == ["dog", "##s", "[CLS]"]
     assert tokenizer.decode([3, 4, 5, 6]) == "the dog bites"
     assert tokenizer.vocab_size == 8
+    assert (tokenizer.unk_id, tokenizer.special_ids) == (0, {0, 1, 2})
     with pytest.raises(TokenError) as err:
         tokenizer.token_string(8)
     assert str(err.value) == "token id 8 is outside the vocabulary of 8 tokens (ids 0 to 7)"
 
 
 def write_unigram(path: Path) -> Path:
-    from tokenizers import Tokenizer as HFTokenizer, decoders, models, pre_tokenizers
+    from tokenizers import Tokenizer as HFTokenizer
+    from tokenizers import decoders, models, pre_tokenizers
 
     pieces = [("<unk>", 0.0), ("▁", -3.0), ("▁dog", -1.0), ("▁bite", -1.5), ("s", -2.0)]
     pieces += [(char, -6.0) for char in "dogbite"]
@@ -349,10 +410,12 @@ def test_hf_unigram(tmp_path):
     assert tokenizer.encode("dog bites") == [2, 3, 4]
     assert [tokenizer.token_string(id) for id in (2, 3, 4)] == [" dog", " bite", "s"]
     assert tokenizer.decode([2, 3, 4]) == "dog bites"
+    assert tokenizer.unk_id == 0 and tokenizer.encode("dog 🐶") == [2, 1, 0]  # "▁" then the unknown
 
 
 def test_hf_byte_fallback_and_replace_decoder(tmp_path):
-    from tokenizers import Tokenizer as HFTokenizer, decoders, models
+    from tokenizers import Tokenizer as HFTokenizer
+    from tokenizers import decoders, models
 
     vocab = {"<unk>": 0, "<0xE2>": 1, "<0x41>": 2, "▁": 3, "d": 4, "o": 5, "g": 6, "▁d": 7, "og": 8, "▁dog": 9}
     merges = [("▁", "d"), ("o", "g"), ("▁d", "og")]
@@ -406,6 +469,7 @@ def test_harris_byte_fallback_for_non_ascii(harris):
 
 def test_harris_bos_and_errors(harris):
     assert harris.token_string(256) == "<BOS>"
+    assert (harris.unk_id, harris.special_ids) == (None, {256})
     assert harris.decode([256, 258]) == "<BOS> dog"
     assert harris.token_string(262) == "é"
     with pytest.raises(TokenError) as err:
@@ -435,7 +499,9 @@ def test_harris_other_shapes(tmp_path):
 
 
 def test_every_kind_registered():
-    assert [kind.name for kind in registered_kinds()] == ["huggingface", "gpt2-bpe", "byte-bpe", "harris"]
+    assert [kind.name for kind in registered_kinds()] == [
+        "huggingface", "gpt2-bpe", "wordpiece", "sentencepiece", "tiktoken", "byte-bpe", "harris", "nanogpt-chars"
+    ]
 
 
 def test_unknown_and_missing_files(tmp_path):
@@ -449,8 +515,6 @@ def test_unknown_and_missing_files(tmp_path):
 
 
 def test_find_tokenizer_prefers_tokenizer_json(tmp_path, gpt2_files):
-    assert find_tokenizer(tmp_path) is None
-    (tmp_path / "tokenizer.model").write_bytes(b"\n\x0e\n\x05<unk>\x15\x00\x00\x00\x00")  # sentencepiece, not minbpe
     assert find_tokenizer(tmp_path) is None
     for name in ("vocab.json", "merges.txt"):
         (tmp_path / name).write_bytes((gpt2_files / name).read_bytes())
@@ -474,8 +538,11 @@ def test_find_tokenizer_refuses_to_guess(tmp_path):
 
 
 def test_nothing_heavy_imported():
-    heavy = {"tokenizers", "regex", "torch"}  # numpy is embscope's base, imported by the package
-    code = f"import sys, embscope.tokenizers, embscope.lookup; print(sorted({heavy!r} & set(sys.modules)))"
+    """Nor when the sample's minbpe tokenizer encodes a word: its split pattern's shape is safe for re."""
+    heavy = {"tokenizers", "regex", "tiktoken", "sentencepiece", "torch"}  # numpy is embscope's base
     root = Path(__file__).resolve().parents[1]
+    code = ("import sys, embscope.tokenizers, embscope.lookup; "
+            f"embscope.tokenizers.load_tokenizer({str(root / 'sample_checkpoints/nlm/tokenizer.model')!r}).encode(' dog'); "
+            f"print(sorted({heavy!r} & set(sys.modules)))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=root)
     assert out.stdout.strip() == "[]"

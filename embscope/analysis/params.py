@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from ..checkpoint import Checkpoint, EmbeddingTables
-from ..roles import is_parameter
+from ..checkpoint import Checkpoint
+from ..roles import Head, is_parameter
+
+if TYPE_CHECKING:
+    from ..embeddings import Embeddings
 
 
 @dataclass(frozen=True)
@@ -13,9 +17,20 @@ class ParamsReport:
     total: int
     token: int
     position: int | None  # None: no learned position table
-    output: int | None  # None: the head is tied to the token table
-    tied: bool
+    output: int | None  # None: no untied head (`head` says what there is instead)
+    head: Head
+    head_note: str | None  # why the head is what it is, when that needs saying
     source: str  # where `total` comes from
+    token_name: str
+    position_name: str | None
+    output_name: str | None
+    # role -> how the file stores a table that is dequantized to be read ("Q8_0", "int8, per-row scale");
+    # its stored elements are what is counted
+    quantization: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def tied(self) -> bool | None:
+        return self.head.is_tied
 
     @property
     def embeddings(self) -> int:
@@ -47,12 +62,16 @@ def count_parameters(checkpoint: Checkpoint, skip: frozenset[str] = frozenset())
     return total
 
 
-def params_report(checkpoint: Checkpoint, tables: EmbeddingTables) -> ParamsReport:
+def params_report(emb: Embeddings) -> ParamsReport:
+    """Parameters per table and in the whole checkpoint; the token table must have been found."""
+    checkpoint, tables, token = emb.checkpoint, emb.tables, emb.token
     if checkpoint.declared_params is not None:
         total, source = checkpoint.declared_params, "the parameter count in the file's header"
     else:
         skip = frozenset({tables.tied_copy}) if tables.tied_copy else frozenset()
         total, source = count_parameters(checkpoint, skip), "float tensors in the file, shared storage counted once"
-    position = tables.position.tensor.numel if tables.position else None
-    output = tables.output.tensor.numel if tables.output else None
-    return ParamsReport(total, tables.token.tensor.numel, position, output, tables.tied, source)
+    position, output = tables.position, tables.output
+    quantization = {t.role.value: t.tensor.quantization for t in (token, position, output) if t and t.tensor.quantization}
+    return ParamsReport(total, token.tensor.numel, position.tensor.numel if position else None,
+                        output.tensor.numel if output else None, tables.head, tables.head_note, source, token.name,
+                        position.name if position else None, output.name if output else None, quantization)

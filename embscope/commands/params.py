@@ -5,46 +5,15 @@ from __future__ import annotations
 import typer
 
 from ..analysis.params import params_report
-from ..render import console, jsonout
+from ..render import params as render
 from .options import JsonFlag, Source, with_source
 
 
 def params(source: Source, json: JsonFlag = False) -> None:
     """Parameters in the token table, position table and output projection, and their shares."""
     emb = source.open()
-    report = params_report(emb.checkpoint, emb.tables)
-    shares = report.shares
-    stored_quantized = [t for t in (emb.token, emb.position, emb.output) if t is not None and t.tensor.quantization]
-    if json:
-        jsonout.emit({
-            "total": report.total, "token": report.token, "position": report.position,
-            "output": report.output, "tied": report.tied, "embeddings": report.embeddings,
-            "total_without_position": report.total_without_position, "total_source": report.source,
-            "shares": shares, "quantization": {t.role: t.tensor.quantization for t in stored_quantized},
-        })
-        return
-    grid = console.table("table", "parameters", "share of total")
-    grid.add_row(f"token ({console.safe(emb.token.name)})", console.count_text(report.token), console.percent(shares["token"]))
-    if emb.position is not None:
-        grid.add_row(f"position ({console.safe(emb.position.name)})", console.count_text(report.position),
-                     console.percent(shares["position"]))
-    else:
-        grid.add_row("position", "none (no learned table)", "-")
-    if report.tied:
-        grid.add_row("output projection", "tied to the token table", "-")
-    else:
-        grid.add_row(f"output ({console.safe(emb.output.name)})", console.count_text(report.output),
-                     console.percent(shares["output"]))
-    grid.add_row("token + position", console.count_text(report.embeddings), console.percent(shares["embeddings"]))
-    grid.add_row("whole checkpoint", console.count_text(report.total), "100.00%")
-    console.out.print(grid)
-    console.out.print(f"total counts {report.source} ({report.total / 1e6:.2f}M).")
-    if report.position:
-        console.out.print(f"nanoGPT's convention leaves the position table out: {report.total_without_position:,} "
-                          f"({report.total_without_position / 1e6:.2f}M).")
-    for t in stored_quantized:
-        console.out.print(f"the {t.role} table is stored as {console.safe(t.tensor.quantization)}: its stored "
-                          "elements are counted, and it is dequantized to float32 to be read.")
+    report = params_report(emb)
+    (render.print_json if json else render.print_console)(report, emb)
 
 
 def register(app: typer.Typer) -> None:

@@ -292,7 +292,7 @@ def open_andrea(path: Path, options: OpenOptions) -> Checkpoint:
                  f"the parameter total is the header's n_params={n:,}")
     notes.extend(shapes.notes)
     return Checkpoint(path, "ANDREA flat float32", tensors, step=step, config=shapes.config,
-                      declared_params=n, notes=notes)
+                      declared_params=n, tied=tied, notes=notes)
 
 
 def has_andrea_config(directory: Path) -> bool:

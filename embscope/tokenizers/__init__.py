@@ -4,7 +4,10 @@ package only asks the registry, so adding a kind is adding a module below."""
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
+from typing import Any
 
 from embscope.errors import CheckpointError
 from embscope.tokenizers.base import (
@@ -13,10 +16,16 @@ from embscope.tokenizers.base import (
     check_id,
     register_kind,
     registered_kinds,
+    shown,
 )
 
-# importing a kind registers it; the order here is the order files are sniffed
-from embscope.tokenizers import huggingface, gpt2_bpe, byte_bpe, harris  # noqa: E402,F401  isort: skip
+# Importing a kind registers it, and this order is the order kinds are listed in messages and tried on
+# a file. The sniffs look at content and do not overlap (minbpe's text "*.model" starts "minbpe v1",
+# SentencePiece's is a protobuf, tiktoken's has "base64 rank" lines), so the order only sets the listing:
+# the Hugging Face files first, as the commonest, then the others.
+from embscope.tokenizers import (  # noqa: F401  isort: skip
+    huggingface, gpt2_bpe, wordpiece, sentencepiece_model, tiktoken_bpe, byte_bpe, harris, nanogpt_meta,
+)
 
 __all__ = [
     "Tokenizer",
@@ -46,17 +55,33 @@ def _load(kind: TokenizerKind, path: Path) -> Tokenizer:
                               f"({type(err).__name__}: {detail})") from None
 
 
-def load_tokenizer(path: Path) -> Tokenizer:
-    """Open a tokenizer file (for GPT-2 BPE, vocab.json with merges.txt beside it).
-    A directory is searched as ``find_tokenizer`` does. Raises CheckpointError."""
-    path = Path(path)
-    if path.is_dir():
+def _file_type(path: Path) -> int | None:
+    """The stat file type of ``path`` (stat.S_IFDIR, S_IFREG, ...), or None when nothing is there."""
+    try:
+        return stat.S_IFMT(path.stat().st_mode)
+    except FileNotFoundError:
+        return None
+    except OSError as err:  # a name too long, a loop of links, no permission
+        raise CheckpointError(f"cannot look at the tokenizer path {shown(str(path), 100)}: "
+                              f"{err.strerror or err}") from None
+
+
+def load_tokenizer(source: str | os.PathLike[str]) -> Tokenizer:
+    """Open a tokenizer file (for GPT-2 BPE, vocab.json with merges.txt beside it), a directory
+    (searched as ``find_tokenizer`` does), or a tokenizer known by name when no such path exists
+    (tiktoken's ``gpt2``, ``cl100k_base``, ...). Raises CheckpointError, or EmbscopeError when a
+    library the kind needs is missing."""
+    path = Path(source)
+    file_type = _file_type(path)
+    if file_type == stat.S_IFDIR:
         found = find_tokenizer(path)
         if found is None:
             raise CheckpointError(f"expected a tokenizer file in {path}, found none of: {_expected_kinds()}")
         return found
-    if not path.is_file():
-        raise CheckpointError(f"expected a tokenizer file at {path}, found nothing there")
+    if file_type is None:
+        return _load_by_name(str(source), path)
+    if file_type != stat.S_IFREG:  # a FIFO would block forever, a device would read without end
+        raise CheckpointError(f"expected a tokenizer file at {path}, found something that is not a regular file")
     kinds = registered_kinds()
     # a file's name settles its kind before any content is parsed (tokenizer.json can be large)
     matches = [kind for kind in kinds if kind.matches_name(path) and kind.sniff(path)]
@@ -72,10 +97,30 @@ def load_tokenizer(path: Path) -> Tokenizer:
     return _load(matches[0], path)
 
 
-def find_tokenizer(directory: Path) -> Tokenizer | None:
+def _load_by_name(name: str, path: Path) -> Tokenizer:
+    """A tokenizer named rather than stored; a name is a bare word, never a path."""
+    if name != path.name:
+        raise CheckpointError(f"expected a tokenizer file at {path}, found nothing there")
+    known: list[str] = []
+    for kind in registered_kinds():
+        if kind.names is None or kind.load_name is None:
+            continue
+        names = kind.names()
+        if name in names:
+            return kind.load_name(name)
+        known.append(f"{kind.name} {', '.join(names)}")
+    raise CheckpointError(
+        f"expected a tokenizer file or a tokenizer name, found neither: {shown(name)} is no file here "
+        f"and no name known ({'; '.join(known) or 'none'})"
+    )
+
+
+def find_tokenizer(directory: Path, config: dict[str, Any] | None = None) -> Tokenizer | None:
     """The tokenizer stored in a checkpoint directory (or beside a checkpoint file),
     or None when there is none. When there are several, ``tokenizer.json`` wins;
-    without one, CheckpointError lists them."""
+    without one, CheckpointError lists them. ``config`` is the checkpoint's config:
+    when nothing is beside the checkpoint, kinds look where it points (nanoGPT's
+    ``data/<dataset>/meta.pkl``)."""
     directory = Path(directory)
     if directory.is_file():
         directory = directory.parent
@@ -86,7 +131,7 @@ def find_tokenizer(directory: Path) -> Tokenizer | None:
                 if path not in found and path.is_file() and kind.sniff(path):
                     found[path] = kind
     if not found:
-        return None
+        return _find_related(directory, config or {})
     if len(found) == 1:
         [(path, kind)] = found.items()
         return _load(kind, path)
@@ -97,3 +142,13 @@ def find_tokenizer(directory: Path) -> Tokenizer | None:
     raise CheckpointError(
         f"expected one tokenizer in {directory}, found {len(found)}: {listed}; choose one with --tokenizer"
     )
+
+
+def _find_related(directory: Path, config: dict[str, Any]) -> Tokenizer | None:
+    for kind in registered_kinds():
+        if kind.related_paths is None:
+            continue
+        for path in kind.related_paths(directory, config):
+            if path.is_file() and kind.sniff(path):
+                return _load(kind, path)
+    return None

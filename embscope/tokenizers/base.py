@@ -7,11 +7,12 @@ import fnmatch
 import functools
 import json
 import operator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
-from embscope.errors import CheckpointError, TokenError
+from embscope.errors import CheckpointError, EmbscopeError, TokenError
 
 
 @runtime_checkable
@@ -26,13 +27,37 @@ class Tokenizer(Protocol):
       e.g. GPT-2's ``"Ġdog"`` is returned as ``" dog"``. Bytes that are not whole
       UTF-8 characters are shown escaped (``errors="backslashreplace"``), so a token
       holding the first byte of "—" reads ``"\\xe2"``. Special tokens give their text.
+      The result is always valid text (it encodes to UTF-8): a file whose token texts hold
+      lone surrogates (JSON can spell ``"\\udcff"``) is refused when it is loaded.
+    - ``unk_id``: the id that text the vocabulary cannot represent becomes (``[UNK]``,
+      ``<unk>``), or None when the tokenizer has none (byte-level BPE: every text is bytes).
+    - ``special_ids``: the ids of special and control tokens (``[CLS]``, ``<s>``,
+      ``<|endoftext|>``, the unknown token): ids that never stand for a piece of text.
+    - ``notes``: what the loader assumed where the files did not say (a default split
+      pattern, lower-casing inferred from the vocabulary), one sentence each, for the user.
 
-    Every id outside ``0 .. vocab_size - 1`` raises TokenError.
+    Every id outside ``0 .. vocab_size - 1`` raises TokenError, and so does an id inside
+    it that the tokenizer does not use (a hole in its id space).
     """
 
-    kind: str
-    path: Path
-    vocab_size: int
+    # read-only: a kind may store them as attributes or compute them
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def path(self) -> Path: ...
+
+    @property
+    def vocab_size(self) -> int: ...
+
+    @property
+    def unk_id(self) -> int | None: ...
+
+    @property
+    def special_ids(self) -> frozenset[int]: ...
+
+    @property
+    def notes(self) -> tuple[str, ...]: ...
 
     def encode(self, text: str) -> list[int]: ...
 
@@ -48,6 +73,10 @@ class TokenizerKind:
     ``file_patterns`` are the glob patterns looked for in a checkpoint directory;
     ``sniff(path)`` says whether a file is of this kind (cheaply, never raising);
     ``load(path)`` opens it. ``expects`` describes the files for error messages.
+    A kind that also knows tokenizers by name (tiktoken's ``gpt2``) sets ``names`` (the
+    names it knows) and ``load_name(name)``. A kind whose files may sit away from the
+    checkpoint sets ``related_paths(directory, config)``: where else to look, given the
+    checkpoint's folder and config, nearest first.
     """
 
     name: str
@@ -55,6 +84,9 @@ class TokenizerKind:
     sniff: Callable[[Path], bool]
     load: Callable[[Path], Tokenizer]
     expects: str = ""
+    names: Callable[[], tuple[str, ...]] | None = None
+    load_name: Callable[[str], Tokenizer] | None = None
+    related_paths: Callable[[Path, dict[str, Any]], list[Path]] | None = None
 
     def matches_name(self, path: Path) -> bool:
         return any(fnmatch.fnmatch(path.name, pattern) for pattern in self.file_patterns)
@@ -85,6 +117,37 @@ MAX_TOKEN_ID = 2**24 - 1
 def check_largest_id(largest: int, path: Path) -> None:
     if largest > MAX_TOKEN_ID:
         raise CheckpointError(f"expected token ids up to {MAX_TOKEN_ID:,} in {path.name}, found {largest:,}")
+
+
+def is_id(value: Any) -> bool:
+    """A token id as a file states it: a non-negative int (JSON's true is not one)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def check_text(text: str, what: str) -> str:
+    """``text`` when it encodes to UTF-8; JSON and pickles can spell a lone surrogate, which no writer can print."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise CheckpointError(f"expected {what} to be text, found {shown(text)}, which holds a lone surrogate") from None
+    return text
+
+
+def shown(value: Any, limit: int = 60) -> str:
+    """A value from a file, as repr, cut short: a message quotes it, never a whole hostile document."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def is_library_failure(err: BaseException) -> bool:
+    """The tokenizers library's Rust code panics on some malformed files, and pyo3 raises that as
+    PanicException, a BaseException that `except Exception` lets through; only the interpreter's own
+    exits are not failures."""
+    return not isinstance(err, (KeyboardInterrupt, SystemExit, GeneratorExit))
+
+
+def missing_package(what: str, package: str, extra: str) -> EmbscopeError:
+    return EmbscopeError(f"{what} needs the '{package}' package (pip install 'embscope[{extra}]')")
 
 
 def check_id(id: int, vocab_size: int) -> int:
@@ -135,24 +198,19 @@ def sniff_json(path: Path) -> Any:
         return None
 
 
-def file_starts_with(path: Path, prefix: bytes) -> bool:
-    try:
-        with open(path, "rb") as file:
-            return file.read(len(prefix)) == prefix
-    except OSError:
-        return False
-
-
 class ByteVocabulary:
     """Shared decode/token_string for tokenizers whose every token is a byte string.
 
-    Subclasses set ``kind``, ``path``, ``vocab_size``, ``_pieces`` (id -> bytes, or
-    None for an unused id) and ``_special`` (id -> text of a special token).
+    Subclasses set ``kind``, ``path``, ``vocab_size``, ``unk_id``, ``special_ids``, ``_pieces``
+    (id -> bytes, or None for an unused id) and ``_special`` (id -> text of a special token).
     """
 
     kind: str
     path: Path
     vocab_size: int
+    unk_id: int | None
+    special_ids: frozenset[int]
+    notes: tuple[str, ...] = ()
     _pieces: list[bytes | None]
     _special: dict[int, str]
 

@@ -4,6 +4,7 @@ so that byte-level vocabularies can be stored as JSON text (a space is "Ġ")."""
 from __future__ import annotations
 
 import functools
+import re
 
 
 @functools.cache
@@ -26,3 +27,22 @@ def bytes_to_unicode() -> dict[int, str]:
 @functools.cache
 def unicode_to_byte() -> dict[str, int]:
     return {char: byte for byte, char in bytes_to_unicode().items()}
+
+
+@functools.cache
+def _latin1_of_alphabet() -> tuple[dict[int, int], re.Pattern[str]]:
+    """str.translate's table from each alphabet char to the code point of its byte, and a pattern that
+    finds a char outside the alphabet."""
+    table = {ord(char): byte for byte, char in bytes_to_unicode().items()}
+    outside = re.compile("[^" + "".join(re.escape(char) for char in bytes_to_unicode().values()) + "]")
+    return table, outside
+
+
+def byte_level_bytes(token: str) -> bytes:
+    """The bytes a byte-level vocabulary entry stands for ("Ġdog" -> b" dog"); a char outside the
+    alphabet (a vocabulary that is not byte-level) stands for its own UTF-8."""
+    table, outside = _latin1_of_alphabet()
+    if outside.search(token) is None:
+        return token.translate(table).encode("latin-1")  # every char is now one code point below 256
+    to_byte = unicode_to_byte()
+    return b"".join(bytes([to_byte[char]]) if char in to_byte else char.encode("utf-8") for char in token)

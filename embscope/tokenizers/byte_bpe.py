@@ -13,28 +13,40 @@ Files read:
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
-from embscope.errors import CheckpointError, EmbscopeError
-from embscope.tokenizers.base import ByteVocabulary, TokenizerKind, read_json, register_kind, sniff_json
+from embscope.errors import CheckpointError
+from embscope.tokenizers.base import (
+    ByteVocabulary,
+    TokenizerKind,
+    check_largest_id,
+    check_text,
+    is_id,
+    read_json,
+    register_kind,
+    shown,
+    sniff_json,
+)
+from embscope.tokenizers.bpe_merge import MergeTable, PieceBudget
+from embscope.tokenizers.split import compile_split_pattern
 
 MINBPE_MAGIC = "minbpe v1"
-
-# chunks seen before; words repeat a lot when a command looks up many of them
-_CHUNK_CACHE_LIMIT = 65536
+_BYTES = range(256)
 
 
 class ByteBPETokenizer(ByteVocabulary):
     kind = "byte-bpe"
+    unk_id = None  # every text is bytes, and every byte has an id
 
     def __init__(self, path: Path, merges: list[tuple[int, int]], pattern: str, special: dict[str, int]):
         self.path = path
         self.pattern = pattern
-        self._split = compile_split_pattern(pattern, path)
-        self._merged_id: dict[tuple[int, int], int] = {}
-        pieces: list[bytes | None] = [bytes([byte]) for byte in range(256)]
+        self._split = compile_split_pattern(pattern, path.name) if pattern else None
+        check_largest_id(255 + len(merges), path)
+        budget = PieceBudget(path.name)
+        pieces = [bytes([byte]) for byte in _BYTES]
+        seen: set[tuple[int, int]] = set()
         for rank, (first, second) in enumerate(merges):
             new_id = 256 + rank
             for part in (first, second):
@@ -43,96 +55,35 @@ class ByteBPETokenizer(ByteVocabulary):
                         f"expected merge {rank} in {path.name} to join ids below {new_id}, "
                         f"found {first} {second}"
                     )
-            if (first, second) in self._merged_id:
+            if (first, second) in seen:
                 raise CheckpointError(f"merge {rank} in {path.name} repeats the pair {first} {second}")
-            self._merged_id[(first, second)] = new_id
-            pieces.append(pieces[first] + pieces[second])
-        self._pieces = pieces
+            seen.add((first, second))
+            pieces.append(budget.join(pieces[first], pieces[second], f"merge {rank} ({first} {second})"))
+        self._pieces = [*pieces]
+        self._merges = MergeTable(list(merges), range(256, 256 + len(merges)), _BYTES)
         self._special = {}
         for text, id in special.items():
-            if 0 <= id < len(pieces) or id in self._special:
+            check_text(text, f"the special token with id {id} in {path.name}")
+            if id < len(pieces) or id in self._special:
                 raise CheckpointError(
                     f"expected special token {text!r} in {path.name} to have an id of its own, found {id}"
                 )
+            check_largest_id(id, path)
             self._special[id] = text
+        self.special_ids = frozenset(self._special)
         self.vocab_size = max([len(pieces), *(id + 1 for id in self._special)])
-        self._chunk_cache: dict[bytes, tuple[int, ...]] = {}
 
     @property
     def merges(self) -> list[tuple[int, int]]:
-        return list(self._merged_id)
+        return self._merges.pairs
 
     def encode(self, text: str) -> list[int]:
         # like minbpe, text the pattern does not match is not encoded at all
-        chunks = [text] if self._split is None else [m.group(0) for m in self._split.finditer(text)]
+        chunks = [text] if self._split is None else self._split.chunks(text)
         ids: list[int] = []
         for chunk in chunks:
-            ids.extend(self._encode_chunk(chunk.encode("utf-8")))
+            ids.extend(self._merges.encode(chunk.encode("utf-8")))
         return ids
-
-    def _encode_chunk(self, chunk: bytes) -> tuple[int, ...]:
-        cached = self._chunk_cache.get(chunk)
-        if cached is not None:
-            return cached
-        ids = list(chunk)
-        merged_id = self._merged_id
-        while len(ids) >= 2:
-            # merge ids grow with rank, so the lowest-ranked pair has the lowest new id
-            best_id, best_pair = min(
-                ((merged_id.get(pair, _NO_MERGE), pair) for pair in zip(ids, ids[1:])), key=lambda x: x[0]
-            )
-            if best_id == _NO_MERGE:
-                break
-            ids = _replace_pair(ids, best_pair, best_id)
-        result = tuple(ids)
-        if len(self._chunk_cache) < _CHUNK_CACHE_LIMIT:
-            self._chunk_cache[chunk] = result
-        return result
-
-
-_NO_MERGE = float("inf")
-
-
-def _replace_pair(ids: list[int], pair: tuple[int, int], new_id: int) -> list[int]:
-    out: list[int] = []
-    i = 0
-    while i < len(ids):
-        if i + 1 < len(ids) and ids[i] == pair[0] and ids[i + 1] == pair[1]:
-            out.append(new_id)
-            i += 2
-        else:
-            out.append(ids[i])
-            i += 1
-    return out
-
-
-UNICODE_CLASS = re.compile(r"\\[pP]\{")  # \p{L} and friends: the regex package reads them, re does not
-
-
-def compile_split_pattern(pattern: str, path: Path) -> Any:
-    """Compile with ``re``; patterns that need ``\\p{L}`` and friends use ``regex``."""
-    if not pattern:
-        return None
-    try:
-        return re.compile(pattern)
-    except re.error as re_err:
-        if not UNICODE_CLASS.search(pattern):  # simply broken: no other engine would read it either
-            raise CheckpointError(
-                f"expected a regular expression as the split pattern in {path.name}, found {pattern!r}: {re_err}"
-            ) from None
-        try:
-            import regex
-        except ImportError:
-            raise EmbscopeError(
-                f"the split pattern in {path.name} needs the 'regex' package (pip install regex); "
-                f"Python's re cannot read it: {re_err}"
-            ) from None
-        try:
-            return regex.compile(pattern)
-        except regex.error as err:
-            raise CheckpointError(
-                f"expected a regular expression as the split pattern in {path.name}, found {pattern!r}: {err}"
-            ) from None
 
 
 def _first_line(path: Path) -> str | None:
@@ -145,11 +96,7 @@ def _first_line(path: Path) -> str | None:
 
 
 def _is_merge_pair(item: Any) -> bool:
-    return (
-        isinstance(item, list)
-        and len(item) == 2
-        and all(isinstance(part, int) and not isinstance(part, bool) for part in item)
-    )
+    return isinstance(item, list) and len(item) == 2 and all(is_id(part) for part in item)
 
 
 def _merges_in(doc: Any) -> list[Any] | None:
@@ -187,19 +134,18 @@ def _load_minbpe(path: Path) -> ByteBPETokenizer:
         )
     # the writer puts the pattern alone on line 2; keep its spaces exactly
     pattern = lines[1]
-    try:
-        special_count = int(lines[2])
-    except ValueError:
+    special_count = int(lines[2]) if lines[2].isdecimal() and len(lines[2]) < 10 else -1
+    if not 0 <= special_count <= len(lines) - 3:
         raise CheckpointError(
-            f"expected the number of special tokens on line 3 of {path.name}, found {lines[2]!r}"
-        ) from None
+            f"expected the number of special tokens on line 3 of {path.name}, found {shown(lines[2])}"
+        )
     special: dict[str, int] = {}
     for number in range(4, 4 + special_count):
         line = lines[number - 1] if number - 1 < len(lines) else ""
         text, _, id_text = line.rpartition(" ")
-        if not text or not id_text.isdigit():
+        if not text or not id_text.isdecimal():
             raise CheckpointError(
-                f"expected 'special_token id' on line {number} of {path.name}, found {line!r}"
+                f"expected 'special_token id' on line {number} of {path.name}, found {shown(line)}"
             )
         special[text] = int(id_text)
     merges: list[tuple[int, int]] = []
@@ -207,8 +153,8 @@ def _load_minbpe(path: Path) -> ByteBPETokenizer:
         if not line.strip():
             continue
         parts = line.split()
-        if len(parts) != 2 or not all(part.isdigit() for part in parts):
-            raise CheckpointError(f"expected two token ids on line {number} of {path.name}, found {line!r}")
+        if len(parts) != 2 or not all(part.isdecimal() for part in parts):
+            raise CheckpointError(f"expected two token ids on line {number} of {path.name}, found {shown(line)}")
         merges.append((int(parts[0]), int(parts[1])))
     return ByteBPETokenizer(path, merges, pattern, special)
 
@@ -222,16 +168,14 @@ def _load_json_merges(path: Path) -> ByteBPETokenizer:
         )
     for rank, item in enumerate(merges):
         if not _is_merge_pair(item):
-            raise CheckpointError(f"expected merge {rank} in {path.name} to be [id1, id2], found {item!r}")
+            raise CheckpointError(f"expected merge {rank} in {path.name} to be [id1, id2], found {shown(item)}")
     pattern = (doc.get("pattern") or "") if isinstance(doc, dict) else ""
     special = (doc.get("special_tokens") or {}) if isinstance(doc, dict) else {}
     if not isinstance(pattern, str):
-        raise CheckpointError(f"expected the pattern in {path.name} to be a string, found {pattern!r}")
-    if not isinstance(special, dict) or not all(isinstance(id, int) for id in special.values()):
-        raise CheckpointError(
-            f"expected special_tokens in {path.name} to map strings to ids, found {special!r}"
-        )
-    return ByteBPETokenizer(path, [tuple(item) for item in merges], pattern, special)
+        raise CheckpointError(f"expected the pattern in {path.name} to be a string, found {shown(pattern)}")
+    if not isinstance(special, dict) or not all(is_id(id) for id in special.values()):
+        raise CheckpointError(f"expected special_tokens in {path.name} to map strings to ids, found {shown(special)}")
+    return ByteBPETokenizer(path, [(first, second) for first, second in merges], pattern, special)
 
 
 KIND = register_kind(

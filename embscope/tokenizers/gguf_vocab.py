@@ -229,8 +229,7 @@ class GGUFByteLevelBPE(GPT2BPETokenizer):
             vocab.setdefault(token, id)
         super().__init__(path, path, vocab, merges)
         self.kind = f"gguf ({model})"
-        self.vocab_size = len(tokens)
-        self._pieces += [None] * (self.vocab_size - len(self._pieces))
+        self.vocab_size = len(tokens)  # a repeated token leaves its later ids unused, not out of range
         self.unk_id = unk_id
         self.special_ids = special_ids
         self._special = {id: tokens[id] for id in special_ids}

@@ -1,141 +1,130 @@
-"""GPT-2 style byte-level BPE read from ``vocab.json`` + ``merges.txt``, by hand.
+"""GPT-2 style byte-level BPE read from ``vocab.json`` + ``merges.txt``.
 
 Bytes are shown as printable characters through GPT-2's bytes_to_unicode table
 (a space is "Ġ"), text is cut into words by GPT-2's split pattern, and each word is
 merged by merge rank, as OpenAI's encoder.py does. So " dog" is one token "Ġdog"
 when the vocabulary has it. A ``<prefix>-vocab.json`` beside ``<prefix>-merges.txt``
 (what the tokenizers library's save_model writes with a prefix) is read too.
+
+Encoding runs in the tokenizers library (a BPE model with the ByteLevel pre-tokenizer)
+where it is installed, else in embscope's merge loop (bpe_merge.py) after GPT-2's split
+pattern, which needs the regex package. Both give the same ids. Decoding and token
+strings come from the vocabulary itself, either way.
 """
 
 from __future__ import annotations
 
 import functools
-import re
-import sys
-import unicodedata
+import itertools
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from embscope.errors import CheckpointError, TokenError
-from embscope.tokenizers.byte_alphabet import bytes_to_unicode, unicode_to_byte
-from embscope.tokenizers.base import (ByteVocabulary, TokenizerKind, check_largest_id, read_json, register_kind,
-                                      sniff_json)
+from embscope.tokenizers.base import (
+    ByteVocabulary,
+    TokenizerKind,
+    check_largest_id,
+    check_text,
+    is_library_failure,
+    missing_package,
+    read_json,
+    register_kind,
+    shown,
+    sniff_json,
+)
+from embscope.tokenizers.bpe_merge import MergeTable
+from embscope.tokenizers.byte_alphabet import byte_level_bytes, bytes_to_unicode
+from embscope.tokenizers.split import compile_split_pattern
 
-# OpenAI's pattern, which needs the `regex` package; gpt2_split_pattern() is the same for `re`
+# OpenAI's pattern (encoder.py in the GPT-2 release); \p{L} and \p{N} need the regex package
 GPT2_PATTERN = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
-
-_WORD_CACHE_LIMIT = 65536
-
-
-def _char_class(chars: list[str]) -> str:
-    """The chars as the inside of a re character class, consecutive code points as ranges."""
-    points = sorted(ord(char) for char in chars)
-    parts: list[str] = []
-    start = prev = None
-    for point in [*points, None]:
-        if point is not None and prev is not None and point == prev + 1:
-            prev = point
-            continue
-        if start is not None:
-            parts.append(f"\\U{start:08x}" if start == prev else f"\\U{start:08x}-\\U{prev:08x}")
-        start = prev = point
-    return "".join(parts)
-
-
-@functools.cache
-def gpt2_split_pattern() -> re.Pattern[str]:
-    """GPT-2's split pattern for Python's ``re``, which has no ``\\p{..}``.
-
-    ``re``'s ``\\w`` is exactly the letters (L), the numbers (Nd, Nl, No) and "_", so
-    - ``\\p{N}`` (numbers) becomes ``[\\d<Nl No>]``: decimal digits plus the other
-      number characters (², ½, Ⅻ), listed from the unicodedata module;
-    - ``\\p{L}`` (letters) becomes ``[^\\W\\d_<Nl No>]``: word characters that are not numbers or "_";
-    - ``\\s`` becomes the Unicode White_Space set, which is what ``\\s`` means in
-      ``regex`` and Oniguruma (``re``'s ``\\s`` also takes U+001C-U+001F);
-    - ``[^\\s\\p{L}\\p{N}]`` (anything else) becomes ``(?:[^\\w<space>]|_)``.
-    Characters the running Python's Unicode tables do not know may still differ.
-    """
-    every_char = "".join(map(chr, range(sys.maxunicode + 1)))
-    other_numbers = _char_class(
-        [c for c in re.findall(r"\w", every_char) if unicodedata.category(c) in ("Nl", "No")]
-    )
-    spaces = _char_class(
-        [
-            c
-            for c in re.findall(r"\s", every_char)
-            if c in "\t\n\x0b\x0c\r\x85" or unicodedata.category(c) in ("Zs", "Zl", "Zp")
-        ]
-    )
-    letter = rf"[^\W\d_{other_numbers}]"
-    number = rf"[\d{other_numbers}]"
-    other = rf"(?:[^\w{spaces}]|_)"
-    return re.compile(
-        rf"'s|'t|'re|'ve|'m|'ll|'d| ?{letter}+| ?{number}+| ?{other}+|[{spaces}]+(?![^{spaces}])|[{spaces}]+"
-    )
 
 
 class GPT2BPETokenizer(ByteVocabulary):
     kind = "gpt2-bpe"
+    unk_id = None  # byte-level: every text is bytes, and the 256 byte symbols are in the vocabulary
 
     def __init__(self, path: Path, merges_path: Path, vocab: dict[str, int], merges: list[tuple[str, str]]):
         self.path = path
         self.merges_path = merges_path
-        self._token_id = vocab
-        self._rank = {pair: rank for rank, pair in reversed(list(enumerate(merges)))}
         self.vocab_size = max(vocab.values()) + 1
-        to_byte = unicode_to_byte()
-        pieces: list[bytes | None] = [None] * self.vocab_size
-        for token, id in vocab.items():
-            # a char outside the byte alphabet (not a byte-level vocabulary) stands for its UTF-8
-            pieces[id] = b"".join(
-                bytes([to_byte[char]]) if char in to_byte else char.encode("utf-8") for char in token
-            )
-        self._pieces = pieces
+        self._vocab = vocab
         self._special = {}
-        self._split = gpt2_split_pattern()
-        self._word_cache: dict[str, tuple[str, ...]] = {}
+        results = _merge_results(vocab, merges, merges_path)
+        byte_char = bytes_to_unicode()
+        byte_ids = [vocab.get(byte_char[byte], -1) for byte in range(256)]
+        # a token that is neither a byte nor made by a merge was added whole: <|endoftext|>
+        self.special_ids = frozenset(vocab.values()) - set(results) - set(byte_ids)
+        self._encode = _library_encoder(vocab, merges) or _merge_loop_encoder(vocab, merges, results, byte_ids, path)
 
     def encode(self, text: str) -> list[int]:
-        byte_char = bytes_to_unicode()
+        return self._encode(text)
+
+    @functools.cached_property
+    def _pieces(self) -> list[bytes | None]:  # type: ignore[override]  # built on first use: encoding needs none
+        pieces: list[bytes | None] = [None] * self.vocab_size
+        for token, id in self._vocab.items():
+            pieces[id] = byte_level_bytes(token)
+        return pieces
+
+
+def _merge_results(vocab: dict[str, int], merges: list[tuple[str, str]], merges_path: Path) -> list[int]:
+    """The id each merge makes; a merge outside the vocabulary is refused here, because the tokenizers
+    library panics on it (with a backtrace on stderr) instead of raising."""
+    get = vocab.get
+    results = [get(first + second, -1) for first, second in merges]
+    if -1 in results or not all(first in vocab and second in vocab for first, second in merges):
+        for rank, (first, second) in enumerate(merges):
+            missing = [token for token in (first, second, first + second) if token not in vocab]
+            if missing:
+                raise CheckpointError(
+                    f"expected merge {rank} of {merges_path.name} ({shown(first)} + {shown(second)}) to join and "
+                    f"make tokens of the vocabulary, found {shown(missing[0])} missing"
+                )
+    return results
+
+
+def _library_encoder(vocab: dict[str, int], merges: list[tuple[str, str]]) -> Callable[[str], list[int]] | None:
+    """Encoding by the tokenizers library, or None when it is not installed."""
+    try:
+        from tokenizers import Tokenizer, models, pre_tokenizers
+    except ImportError:
+        return None
+    library = Tokenizer(models.BPE(vocab=vocab, merges=merges))
+    library.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+
+    def encode(text: str) -> list[int]:
+        try:
+            return list(library.encode(text, add_special_tokens=False).ids)
+        except BaseException as err:  # the library panics on some inputs instead of raising
+            if not is_library_failure(err):
+                raise
+            raise TokenError(f"the tokenizers library failed to encode {shown(text)}: {err}") from None
+
+    return encode
+
+
+def _merge_loop_encoder(
+    vocab: dict[str, int], merges: list[tuple[str, str]], results: list[int], byte_ids: list[int], path: Path
+) -> Callable[[str], list[int]]:
+    try:
+        import regex  # noqa: F401  GPT-2's pattern needs it; without it, ask for the library, which is simpler
+    except ImportError:
+        raise missing_package(f"reading {path.name}", "tokenizers", "hf") from None
+    split = compile_split_pattern(GPT2_PATTERN, "GPT-2's split pattern")
+    table = MergeTable([(vocab[first], vocab[second]) for first, second in merges], results, byte_ids)
+
+    def encode(text: str) -> list[int]:
         ids: list[int] = []
-        for match in self._split.finditer(text):
-            word = "".join(byte_char[byte] for byte in match.group(0).encode("utf-8"))
-            for token in self._bpe(word):
-                id = self._token_id.get(token)
-                if id is None:
-                    raise TokenError(
-                        f"the piece {token!r} of {text!r} is not in the vocabulary {self.path.name}"
-                    )
-                ids.append(id)
+        for word in split.chunks(text):
+            word_ids = table.encode(word.encode("utf-8"))
+            if -1 in word_ids:
+                raise TokenError(f"a byte of {shown(word)} in {shown(text)} is not in the vocabulary {path.name}")
+            ids.extend(word_ids)
         return ids
 
-    def _bpe(self, word: str) -> tuple[str, ...]:
-        cached = self._word_cache.get(word)
-        if cached is not None:
-            return cached
-        symbols = list(word)
-        rank = self._rank
-        while len(symbols) >= 2:
-            pairs = set(zip(symbols, symbols[1:]))
-            best = min(pairs, key=lambda pair: rank.get(pair, _NO_MERGE))
-            if best not in rank:
-                break
-            merged: list[str] = []
-            i = 0
-            while i < len(symbols):
-                if i + 1 < len(symbols) and (symbols[i], symbols[i + 1]) == best:
-                    merged.append(symbols[i] + symbols[i + 1])
-                    i += 2
-                else:
-                    merged.append(symbols[i])
-                    i += 1
-            symbols = merged
-        result = tuple(symbols)
-        if len(self._word_cache) < _WORD_CACHE_LIMIT:
-            self._word_cache[word] = result
-        return result
-
-
-_NO_MERGE = float("inf")
+    return encode
 
 
 def _vocab_and_merges_paths(path: Path) -> tuple[Path, Path] | None:
@@ -148,19 +137,19 @@ def _vocab_and_merges_paths(path: Path) -> tuple[Path, Path] | None:
     return None
 
 
-def _is_vocab(doc: object) -> bool:
-    return (
-        isinstance(doc, dict)
-        and bool(doc)
-        and all(isinstance(id, int) and not isinstance(id, bool) and id >= 0 for id in doc.values())
-    )
+def _is_vocab(doc: object, entries: int | None = None) -> bool:
+    """A non-empty JSON object of token ids; ``entries`` checks only the first few (enough to sniff)."""
+    if not (isinstance(doc, dict) and doc):
+        return False
+    ids = list(itertools.islice(doc.values(), entries))
+    return all(type(id) is int for id in ids) and min(ids) >= 0  # type(): JSON's true is not an id
 
 
 def sniff(path: Path) -> bool:
     paths = _vocab_and_merges_paths(path)
     if paths is None or not (paths[0].is_file() and paths[1].is_file()):
         return False
-    return _is_vocab(sniff_json(paths[0]))
+    return _is_vocab(sniff_json(paths[0]), entries=100)
 
 
 def load(path: Path) -> GPT2BPETokenizer:
@@ -170,11 +159,17 @@ def load(path: Path) -> GPT2BPETokenizer:
     vocab_path, merges_path = paths
     if not merges_path.is_file():
         raise CheckpointError(f"expected {merges_path.name} beside {vocab_path}, found none")
-    vocab = read_json(vocab_path)
+    vocab: Any = read_json(vocab_path)
     if not _is_vocab(vocab):
         raise CheckpointError(
             f"expected {vocab_path.name} to map token strings to ids, found another JSON document"
         )
+    try:
+        "".join(vocab).encode("utf-8")  # all at once; JSON can spell lone surrogates, which no writer can print
+    except UnicodeEncodeError:
+        for token, id in vocab.items():
+            check_text(token, f"the token with id {id} in {vocab_path.name}")
+    check_largest_id(max(vocab.values()), vocab_path)
     try:
         lines = merges_path.read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as err:
@@ -186,10 +181,9 @@ def load(path: Path) -> GPT2BPETokenizer:
         parts = line.split()
         if len(parts) != 2:
             raise CheckpointError(
-                f"expected two tokens on line {number} of {merges_path.name}, found {line!r}"
+                f"expected two tokens on line {number} of {merges_path.name}, found {shown(line)}"
             )
         merges.append((parts[0], parts[1]))
-    check_largest_id(max(vocab.values()), vocab_path)
     return GPT2BPETokenizer(vocab_path, merges_path, vocab, merges)
 
 

@@ -12,8 +12,17 @@ from pathlib import Path
 from typing import Any
 
 from embscope.errors import CheckpointError
-from embscope.tokenizers.base import (ByteVocabulary, TokenizerKind, check_largest_id, read_json, register_kind,
-                                      sniff_json)
+from embscope.tokenizers.base import (
+    ByteVocabulary,
+    TokenizerKind,
+    check_largest_id,
+    check_text,
+    is_id,
+    read_json,
+    register_kind,
+    shown,
+    sniff_json,
+)
 
 FILE_NAME = "harris_segments.json"
 BOS_ID = 256
@@ -23,6 +32,8 @@ FIRST_SEGMENT_ID = 257
 
 class HarrisTokenizer(ByteVocabulary):
     kind = "harris"
+    unk_id = None  # a byte that starts no segment is its own id
+    special_ids = frozenset({BOS_ID})
 
     def __init__(self, path: Path, segments: dict[int, str]):
         self.path = path
@@ -58,15 +69,6 @@ class HarrisTokenizer(ByteVocabulary):
         return ids
 
 
-def _is_text(segment: str) -> bool:
-    """JSON can spell a lone surrogate (\\udcff), which has no UTF-8 bytes to match."""
-    try:
-        segment.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
 def _segments_in(doc: Any) -> list[Any] | None:
     if isinstance(doc, dict) and isinstance(doc.get("segments"), list):
         return doc["segments"]
@@ -79,7 +81,7 @@ def sniff(path: Path) -> bool:
     if path.name == FILE_NAME:
         return path.is_file()
     segments = _segments_in(sniff_json(path))
-    return bool(segments) and all(isinstance(segment, str) for segment in segments)
+    return segments is not None and bool(segments) and all(isinstance(segment, str) for segment in segments)
 
 
 def load(path: Path) -> HarrisTokenizer:
@@ -87,24 +89,22 @@ def load(path: Path) -> HarrisTokenizer:
     segments = _segments_in(doc)
     if segments is not None:
         for index, segment in enumerate(segments):
-            if not isinstance(segment, str) or not _is_text(segment):
-                raise CheckpointError(
-                    f"expected segment {index} in {path.name} to be a string of text, found {segment!r}"
-                )
+            if not isinstance(segment, str):
+                raise CheckpointError(f"expected segment {index} in {path.name} to be a string, found {shown(segment)}")
+            check_text(segment, f"segment {index} in {path.name}")
         check_largest_id(FIRST_SEGMENT_ID + len(segments) - 1, path)
         return HarrisTokenizer(path, {FIRST_SEGMENT_ID + index: segment for index, segment in enumerate(segments)})
     if isinstance(doc, dict):
         by_id: dict[int, str] = {}
         for segment, id in doc.items():
-            if isinstance(id, bool) or not isinstance(id, int) or id < FIRST_SEGMENT_ID:
+            if not is_id(id) or id < FIRST_SEGMENT_ID:
                 raise CheckpointError(
-                    f"expected segment {segment!r} in {path.name} to have an id of "
-                    f"{FIRST_SEGMENT_ID} or more, found {id!r}"
+                    f"expected segment {shown(segment)} in {path.name} to have an id of "
+                    f"{FIRST_SEGMENT_ID} or more, found {shown(id)}"
                 )
             if id in by_id:
                 raise CheckpointError(f"expected one segment per id in {path.name}, found two with id {id}")
-            if not _is_text(segment):
-                raise CheckpointError(f"expected segment {segment!r} in {path.name} to be text, found a lone surrogate")
+            check_text(segment, f"the segment with id {id} in {path.name}")
             by_id[id] = segment
         if by_id:
             check_largest_id(max(by_id), path)

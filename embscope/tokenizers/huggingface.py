@@ -16,12 +16,21 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from embscope.errors import CheckpointError, EmbscopeError, TokenError
-from embscope.tokenizers.base import TokenizerKind, check_id, register_kind, sniff_json
-from embscope.tokenizers.byte_alphabet import unicode_to_byte
+from embscope.tokenizers.base import (
+    TokenizerKind,
+    check_id,
+    is_id,
+    is_library_failure,
+    missing_package,
+    register_kind,
+    sniff_json,
+)
+from embscope.tokenizers.byte_alphabet import byte_level_bytes
 
 FILE_NAME = "tokenizer.json"
 _BYTE_FALLBACK_PIECE = re.compile(r"<0x([0-9A-Fa-f]{2})>")
@@ -48,26 +57,31 @@ def check_bpe_merges(config: Any, path: Path) -> None:
                                   f"of the vocabulary, found {merged!r} missing")
 
 
-def is_library_failure(err: BaseException) -> bool:
-    """The library's Rust code panics on some malformed files, and pyo3 raises that as PanicException,
-    a BaseException that `except Exception` lets through; only the interpreter's own exits are not failures."""
-    return not isinstance(err, (KeyboardInterrupt, SystemExit, GeneratorExit))
-
-
 class HuggingFaceTokenizer:
-    kind = "huggingface"
+    """A tokenizer of the tokenizers library and the tokenizer.json document it was built from.
+    ``kind`` names the files it came from: "huggingface" for tokenizer.json, "wordpiece" for vocab.txt."""
 
-    def __init__(self, path: Path, library_tokenizer: Any, config: dict[str, Any]):
+    def __init__(self, path: Path, library_tokenizer: Any, config: dict[str, Any], kind: str = "huggingface",
+                 notes: tuple[str, ...] = ()):
         self.path = path
+        self.kind = kind
+        self.notes = notes
         self._tok = library_tokenizer
         self._tok.no_padding()
         self._tok.no_truncation()
         self.vocab_size = max(self._tok.get_vocab(with_added_tokens=True).values(), default=-1) + 1
-        self._added = {id: added.content for id, added in self._tok.get_added_tokens_decoder().items()}
-        self.model_type = str(config.get("model", {}).get("type", "unknown"))
+        added = self._tok.get_added_tokens_decoder()
+        self._added = {id: token.content for id, token in added.items()}
+        raw_model = config.get("model")
+        model: dict[str, Any] = raw_model if isinstance(raw_model, dict) else {}
+        self.model_type = str(model.get("type", "unknown"))
+        self.unk_id = _unk_id(model, self._tok)
+        self.special_ids = frozenset(id for id, token in added.items() if token.special) | (
+            {self.unk_id} if self.unk_id is not None else set()
+        )
         steps = [*_walk(config.get("decoder")), *_walk(config.get("pre_tokenizer"))]
         self._byte_level = any(step.get("type") == "ByteLevel" for step in steps)
-        self._byte_fallback = bool(config.get("model", {}).get("byte_fallback")) or any(
+        self._byte_fallback = bool(model.get("byte_fallback")) or any(
             step.get("type") == "ByteFallback" for step in steps
         )
         self._replacements = _space_markers(steps)
@@ -75,14 +89,14 @@ class HuggingFaceTokenizer:
     def encode(self, text: str) -> list[int]:
         try:
             return list(self._tok.encode(text, add_special_tokens=False).ids)
-        except BaseException as err:
+        except BaseException as err:  # noqa: BLE001  the library panics (PanicException) on some inputs
             raise self._failed(err, "encode") from None
 
     def decode(self, ids: list[int]) -> str:
         ids = [self._checked(id) for id in ids]
         try:
             return self._tok.decode(ids, skip_special_tokens=False)
-        except BaseException as err:
+        except BaseException as err:  # noqa: BLE001  as in encode
             raise self._failed(err, "decode") from None
 
     def _failed(self, err: BaseException, what: str) -> BaseException:
@@ -97,9 +111,7 @@ class HuggingFaceTokenizer:
             return self._added[id]
         piece = self._tok.id_to_token(id)
         if self._byte_level:
-            to_byte = unicode_to_byte()
-            data = b"".join(bytes([to_byte[c]]) if c in to_byte else c.encode("utf-8") for c in piece)
-            return data.decode("utf-8", errors="backslashreplace")
+            return byte_level_bytes(piece).decode("utf-8", errors="backslashreplace")
         if self._byte_fallback:
             match = _BYTE_FALLBACK_PIECE.fullmatch(piece)
             if match:
@@ -115,26 +127,40 @@ class HuggingFaceTokenizer:
         return id
 
     def __repr__(self) -> str:
-        return f"<HuggingFaceTokenizer {self.model_type} {self.path} vocab_size={self.vocab_size}>"
+        return f"<HuggingFaceTokenizer {self.kind} {self.model_type} {self.path} vocab_size={self.vocab_size}>"
+
+
+def _unk_id(model: dict[str, Any], library_tokenizer: Any) -> int | None:
+    """BPE, WordPiece and WordLevel name their unknown token; Unigram gives its id."""
+    if model.get("type") == "Unigram":
+        unk = model.get("unk_id")
+        return unk if is_id(unk) else None
+    token = model.get("unk_token")
+    return library_tokenizer.token_to_id(token) if isinstance(token, str) else None
 
 
 def _walk(step: Any) -> Iterator[dict[str, Any]]:
-    """A decoder or pre-tokenizer config and, for a Sequence, every step inside it."""
+    """A decoder or pre-tokenizer config and, for a Sequence, every step inside it (only a Sequence's
+    list is read by the library, so only it is followed: another step's extra keys mean nothing)."""
     if not isinstance(step, dict):
         return
     yield step
-    for inner in step.get("decoders") or step.get("pretokenizers") or []:
-        yield from _walk(inner)
+    if step.get("type") == "Sequence":
+        for inner in step.get("decoders") or step.get("pretokenizers") or []:
+            yield from _walk(inner)
 
 
 def _space_markers(steps: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """(marker, text) pairs to undo in a piece; values the library would not accept are left out."""
     markers: list[tuple[str, str]] = []
     for step in steps:
         if step.get("type") == "Metaspace":
-            markers.append((step.get("replacement") or "\u2581", " "))
+            replacement = step.get("replacement") or "\u2581"
+            if isinstance(replacement, str):
+                markers.append((replacement, " "))
         elif step.get("type") == "Replace" and isinstance(step.get("pattern"), dict):
             old = step["pattern"].get("String")
-            if old and isinstance(step.get("content"), str):
+            if isinstance(old, str) and old and isinstance(step.get("content"), str):
                 markers.append((old, step["content"]))
     return markers
 
@@ -148,15 +174,25 @@ def sniff(path: Path) -> bool:
 
 def load(path: Path) -> HuggingFaceTokenizer:
     try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise CheckpointError(f"cannot read {path}: {err}") from None
+    return from_document(path, text)
+
+
+def from_document(path: Path, text: str, kind: str = "huggingface", notes: tuple[str, ...] = ()) -> HuggingFaceTokenizer:
+    """A tokenizer from the text of a tokenizer.json document (read from ``path``, or built from
+    other files by another kind). Raises CheckpointError, or EmbscopeError without the library."""
+    try:
         from tokenizers import Tokenizer as LibraryTokenizer
     except ImportError:
-        raise EmbscopeError(
-            f"reading {path.name} needs the 'tokenizers' package (pip install tokenizers)"
-        ) from None
+        raise missing_package(f"reading {path.name}", "tokenizers", "hf") from None
     try:
-        config = json.loads(path.read_text(encoding="utf-8"))
+        config = json.loads(text)
+        if not isinstance(config, dict):
+            raise TypeError(f"a JSON {type(config).__name__}, not an object")
         check_bpe_merges(config, path)
-        library_tokenizer = LibraryTokenizer.from_file(str(path))
+        library_tokenizer = LibraryTokenizer.from_str(text)
     except EmbscopeError:
         raise
     except BaseException as err:  # the library raises a bare Exception for bad files, or panics
@@ -166,7 +202,7 @@ def load(path: Path) -> HuggingFaceTokenizer:
         raise CheckpointError(
             f"expected a Hugging Face tokenizer in {path}, found an unreadable file: {reason}"
         ) from None
-    return HuggingFaceTokenizer(path, library_tokenizer, config)
+    return HuggingFaceTokenizer(path, library_tokenizer, config, kind, notes)
 
 
 KIND = register_kind(

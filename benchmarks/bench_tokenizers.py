@@ -1,0 +1,79 @@
+"""What opening a tokenizer and encoding one word costs a fresh process, against baselines measured in the
+same run (these machines are noisy):
+
+- GPT-2 vocab.json + merges.txt (50k merges, trained here by the tokenizers library): embscope, and
+  embscope without the tokenizers library (regex + its own merge loop), against the library's own
+  ByteLevelBPETokenizer opening the same files;
+- the sample's minbpe tokenizer.model: embscope's load + encode, against importing embscope.tokenizers.
+
+    python benchmarks/bench_tokenizers.py [--repeat 7]
+
+Targets: GPT-2 within 2x of the library's own load (embscope also checks every merge, which the library
+would panic on, and used to spend 0.36 s building character classes for re); the sample's tokenizer in a
+few milliseconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLE_TOKENIZER = ROOT / "sample_checkpoints" / "nlm" / "tokenizer.model"
+
+
+def build_gpt2_files(directory: Path, merges: int = 50_000) -> Path:
+    from tokenizers import ByteLevelBPETokenizer
+
+    rng = random.Random(0)
+    syllables = [a + b for a in "bcdfghjklmnprstvwz" for b in "aeiouy"] + list("0123456789.,;!?")
+    words = ["".join(rng.choices(syllables, k=rng.randint(1, 5))) for _ in range(200_000)]
+    lines = [" ".join(rng.choices(words, k=12)) for _ in range(40_000)]
+    trainer = ByteLevelBPETokenizer()
+    trainer.train_from_iterator(lines, vocab_size=256 + merges + 1, min_frequency=1,
+                                special_tokens=["<|endoftext|>"], show_progress=False)
+    trainer.save_model(str(directory))
+    return directory / "vocab.json"
+
+
+def timed_in_fresh_process(setup: str, work: str, repeat: int) -> float:
+    """Median seconds of ``work`` (after ``setup``, untimed), each time in a fresh Python process: the
+    per-process cost is what a command pays."""
+    code = f"{setup}\nimport time\nstart = time.perf_counter()\n{work}\nprint(time.perf_counter() - start)"
+    times = [float(subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT, capture_output=True,
+                                  text=True).stdout) for _ in range(repeat)]
+    return statistics.median(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--repeat", type=int, default=7)
+    args = parser.parse_args()
+    embscope = "from embscope.tokenizers import load_tokenizer"
+    with tempfile.TemporaryDirectory() as tmp:
+        vocab = build_gpt2_files(Path(tmp))
+        merges = vocab.with_name("merges.txt")
+        library = timed_in_fresh_process(
+            "", f"from tokenizers import ByteLevelBPETokenizer\n"
+                f"ByteLevelBPETokenizer({str(vocab)!r}, {str(merges)!r}).encode(' dog')", args.repeat)
+        ours = timed_in_fresh_process(embscope, f"load_tokenizer({str(vocab)!r}).encode(' dog')", args.repeat)
+        merge_loop = timed_in_fresh_process(
+            f"import sys; sys.modules['tokenizers'] = None\n{embscope}",
+            f"load_tokenizer({str(vocab)!r}).encode(' dog')", args.repeat)
+        print(f"GPT-2 vocab.json + merges.txt (50k merges), open + encode one word in a fresh process: "
+              f"tokenizers' ByteLevelBPETokenizer {library * 1000:.0f} ms (its import included); embscope "
+              f"{ours * 1000:.0f} ms ({ours / library:.2f}x); embscope without tokenizers {merge_loop * 1000:.0f} ms "
+              f"({merge_loop / library:.2f}x)")
+    baseline = timed_in_fresh_process(embscope, f"open({str(SAMPLE_TOKENIZER)!r}, 'rb').read()", args.repeat)
+    sample = timed_in_fresh_process(embscope, f"load_tokenizer({str(SAMPLE_TOKENIZER)!r}).encode(' dog')", args.repeat)
+    print(f"sample minbpe tokenizer.model, open + encode one word: {sample * 1000:.1f} ms, against "
+          f"{baseline * 1000:.2f} ms to read its bytes")
+
+
+if __name__ == "__main__":
+    main()

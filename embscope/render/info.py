@@ -1,0 +1,104 @@
+"""`embscope info` for people (rich) and for programs (one JSON document)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..analysis.info import InfoReport
+from ..checkpoint import Table
+from ..roles import Head, Role
+from . import console, jsonout
+
+if TYPE_CHECKING:
+    from ..embeddings import Embeddings
+
+LISTED_TENSORS = 200  # tensors listed by name; the rest are counted
+SAMPLE_NAME = "Shakespeare GPT"
+
+# what the output row says when the head is not a table of its own; the head's note says why
+HEAD_ROWS = {Head.tied: "tied to the token table", Head.absent: "none (no language-model head)",
+             Head.unknown: "none in the file", Head.ambiguous: "not chosen: several candidates"}
+
+
+def checkpoint_line(emb: Embeddings) -> str:
+    """The first line of every command's output: which checkpoint answered.
+    Stands in for render/header.py (cli), which has the same signature."""
+    step = emb.checkpoint.step
+    if emb.is_sample:
+        step_text = f", step {step}" if step is not None else ""
+        return f"checkpoint: bundled sample ({SAMPLE_NAME}{step_text}); pass -c PATH for your own"
+    return f"checkpoint: {console.safe(emb.checkpoint.path)}" + (f" (step {step})" if step is not None else "")
+
+
+def with_checkpoint(doc: dict, emb: Embeddings) -> dict:
+    """A JSON document with top-level "checkpoint" (path) and "step" (null when unknown) first."""
+    return {"checkpoint": str(emb.checkpoint.path), "step": emb.checkpoint.step, **doc}
+
+
+def table_doc(table: Table | None) -> dict | None:
+    if table is None:
+        return None
+    return {"name": table.name, "shape": list(table.tensor.shape), "dtype": table.tensor.dtype,
+            "rule": table.rule, "first_row": table.first_row, "quantization": table.tensor.quantization}
+
+
+def info_doc(report: InfoReport) -> dict:
+    listed = report.tensors[:LISTED_TENSORS]
+    tokenizer = report.tokenizer
+    return {
+        "format": report.format,
+        "tables": {role.value: table_doc(table) for role, table in report.tables.items()},
+        "tied": report.head.is_tied,
+        "head": report.head.value,
+        "empty_roles": [role.value for role in report.empty_roles],
+        "missing": {role.value: message for role, message in report.missing.items()},
+        "tokenizer": {"kind": tokenizer.kind, "path": str(tokenizer.path), "vocab_size": tokenizer.vocab_size}
+        if tokenizer else None,
+        "tensors": len(report.tensors),
+        "tensor_list": [{"name": t.name, "shape": list(t.shape), "dtype": t.dtype} for t in listed],
+        "tensors_not_listed": len(report.tensors) - len(listed),
+        "notes": list(report.notes),
+    }
+
+
+def print_json(report: InfoReport, emb: Embeddings) -> None:
+    jsonout.emit(with_checkpoint(info_doc(report), emb))
+
+
+def print_console(report: InfoReport, emb: Embeddings) -> None:
+    out = console.out
+    out.print(checkpoint_line(emb), soft_wrap=True)
+    count = len(report.tensors)
+    out.print(f"format      {console.safe(report.format)}, {count} tensor{'s' * (count != 1)}")
+    if report.step is None:  # a known step is on the first line
+        out.print("step        unknown")
+    tok = report.tokenizer
+    tok_text = console.safe(f"{tok.kind}, {tok.vocab_size} ids, {tok.path}") if tok else "-"
+    out.print(f"tokenizer   {tok_text}", soft_wrap=True)
+    grid = console.table("role", "tensor", "shape", "dtype")
+    rules = []
+    for role, table in report.tables.items():
+        if table is not None:
+            stored = table.tensor.quantization
+            dtype = table.tensor.dtype + (f" (stored as {console.safe(stored)})" if stored else "")
+            grid.add_row(role, console.safe(table.name), console.shape_text(table.tensor.shape), dtype)
+            rules.append(f"{role} table found by {console.safe(table.rule)}")
+        else:
+            grid.add_row(role, HEAD_ROWS[report.head] if role is Role.output else "none", "", "")
+    out.print(grid)
+    for line in rules:
+        out.print(line)
+    if report.tables[Role.token] is None:
+        print_tensors(report)
+    console.notes(report.notes)
+
+
+def print_tensors(report: InfoReport) -> None:
+    """Every tensor in the file, for choosing one with --token-key."""
+    listed = report.tensors[:LISTED_TENSORS]
+    grid = console.table("tensor", "shape", "dtype", title=f"tensors in the file ({len(report.tensors)})")
+    for tensor in listed:
+        grid.add_row(console.safe(tensor.name), console.shape_text(tensor.shape) or "scalar", tensor.dtype)
+    console.out.print(grid)
+    if len(report.tensors) > len(listed):
+        console.out.print(f"... and {len(report.tensors) - len(listed)} more, not listed")

@@ -1,0 +1,153 @@
+"""nanoGPT's character-level vocabulary: the ``meta.pkl`` that ``data/shakespeare_char/prepare.py``
+pickles, ``{"vocab_size": 65, "itos": {0: "\\n", ...}, "stoi": {"\\n": 0, ...}}``. Each character is
+one token; a character outside the vocabulary cannot be encoded (nanoGPT's sample.py raises KeyError).
+
+It is a pickle, so it is read with embscope's restricted unpickler, admitting plain containers only.
+Besides the checkpoint, it is looked for where nanoGPT's sample.py finds it,
+``data/<config["dataset"]>/meta.pkl``, relative to the working directory and to each folder above
+the checkpoint (nanoGPT writes checkpoints to ``out-shakespeare-char/`` beside ``data/``).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from embscope.errors import CheckpointError, TokenError
+from embscope.tokenizers.base import (
+    MAX_TOKEN_ID,
+    TokenizerKind,
+    check_id,
+    check_text,
+    is_id,
+    register_kind,
+    shown,
+)
+
+FILE_NAME = "meta.pkl"
+# Shakespeare's meta.pkl is 1 KB; anything this large is not a character vocabulary
+MAX_FILE_BYTES = 16 * 2**20
+# a dataset name from a checkpoint's config is a folder name, never a path that climbs out of data/
+_DATASET_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
+_PICKLE_PROTOCOL_2_UP = b"\x80"
+
+
+class CharTokenizer:
+    kind = "nanogpt-chars"
+    unk_id = None  # nanoGPT has no unknown character: one outside the vocabulary is an error
+    special_ids: frozenset[int] = frozenset()
+    notes: tuple[str, ...] = ()
+
+    def __init__(self, path: Path, itos: dict[int, str], vocab_size: int):
+        self.path = path
+        self.vocab_size = vocab_size
+        self._itos = itos
+        self._stoi = {char: id for id, char in itos.items()}
+
+    def encode(self, text: str) -> list[int]:
+        ids: list[int] = []
+        for char in text:
+            id = self._stoi.get(char)
+            if id is None:
+                raise TokenError(f"the character {char!r} of {shown(text)} is not in the vocabulary {self.path.name}")
+            ids.append(id)
+        return ids
+
+    def decode(self, ids: list[int]) -> str:
+        return "".join(self.token_string(id) for id in ids)
+
+    def token_string(self, id: int) -> str:
+        id = check_id(id, self.vocab_size)
+        char = self._itos.get(id)
+        if char is None:
+            raise TokenError(f"token id {id} is not used by the {self.kind} tokenizer {self.path.name}")
+        return char
+
+    def __repr__(self) -> str:
+        return f"<CharTokenizer {self.path} vocab_size={self.vocab_size}>"
+
+
+def _vocabulary(meta: Any, path: Path) -> tuple[dict[int, str], int]:
+    """(itos, vocab_size) from the unpickled dict, every value checked."""
+    name = path.name
+    if not isinstance(meta, dict) or not ({"itos", "stoi"} & meta.keys()):
+        raise CheckpointError(f"expected a dict with 'stoi' and 'itos' in {name}, found {type(meta).__name__}")
+    itos, stoi = meta.get("itos"), meta.get("stoi")
+    if itos is None:
+        if not isinstance(stoi, dict):
+            raise CheckpointError(f"expected 'stoi' in {name} to be a dict, found {type(stoi).__name__}")
+        itos = {id: char for char, id in stoi.items()}
+    if not isinstance(itos, dict):
+        raise CheckpointError(f"expected 'itos' in {name} to be a dict, found {type(itos).__name__}")
+    for id, char in itos.items():
+        if not is_id(id) or id > MAX_TOKEN_ID or not isinstance(char, str) or len(char) != 1:
+            raise CheckpointError(
+                f"expected 'itos' in {name} to map ids to single characters, found {shown(id)}: {shown(char)}"
+            )
+        check_text(char, f"the character of id {id} in {name}")
+    if isinstance(stoi, dict) and any(itos.get(id) != char for char, id in stoi.items()):
+        raise CheckpointError(f"expected 'stoi' and 'itos' in {name} to agree, found them different")
+    if len(set(itos.values())) != len(itos):
+        raise CheckpointError(f"expected each character once in 'itos' of {name}, found one twice")
+    largest = max(itos, default=-1)
+    vocab_size = meta.get("vocab_size", largest + 1)
+    if not is_id(vocab_size) or not largest < vocab_size <= MAX_TOKEN_ID + 1:
+        raise CheckpointError(
+            f"expected vocab_size in {name} to be more than its largest id {largest}, found {shown(vocab_size)}"
+        )
+    return itos, vocab_size
+
+
+def sniff(path: Path) -> bool:
+    if path.suffix != ".pkl" or not path.is_file():
+        return False
+    try:
+        with open(path, "rb") as file:
+            head = file.read(256)
+    except OSError:
+        return False
+    if path.name == FILE_NAME:
+        return head.startswith(_PICKLE_PROTOCOL_2_UP)
+    return head.startswith(_PICKLE_PROTOCOL_2_UP) and (b"stoi" in head or b"itos" in head)
+
+
+def load(path: Path) -> CharTokenizer:
+    from embscope.formats._unpickle import restricted_load
+
+    try:
+        size = path.stat().st_size
+        if size > MAX_FILE_BYTES:
+            raise CheckpointError(
+                f"expected a character vocabulary of at most {MAX_FILE_BYTES // 2**20} MiB in {path.name}, "
+                f"found {size:,} bytes"
+            )
+        data = path.read_bytes()
+    except OSError as err:
+        raise CheckpointError(f"cannot read {path}: {err.strerror or err}") from None
+    meta = restricted_load(data, {}, str(path))  # plain dicts, strings and ints: no global is allowed
+    itos, vocab_size = _vocabulary(meta, path)
+    return CharTokenizer(path, itos, vocab_size)
+
+
+def related_paths(directory: Path, config: dict[str, Any]) -> list[Path]:
+    """Where nanoGPT's sample.py would find the vocabulary: data/<dataset>/meta.pkl under the working
+    directory, then under the checkpoint's folder and each folder above it."""
+    dataset = config.get("dataset")
+    if not isinstance(dataset, str) or not _DATASET_NAME.fullmatch(dataset):
+        return []
+    relative = Path("data") / dataset / FILE_NAME
+    directory = directory.resolve()
+    return list(dict.fromkeys(base / relative for base in (Path.cwd(), directory, *directory.parents)))
+
+
+KIND = register_kind(
+    TokenizerKind(
+        name="nanogpt-chars",
+        file_patterns=(FILE_NAME,),
+        sniff=sniff,
+        load=load,
+        expects="nanoGPT's character-level meta.pkl",
+        related_paths=related_paths,
+    )
+)

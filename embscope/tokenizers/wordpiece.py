@@ -1,0 +1,140 @@
+"""BERT's WordPiece ``vocab.txt`` (one token per line, the line number is the id), read through the
+tokenizers library's WordPiece model with BERT's normalizer and pre-tokenizer, as
+``BertWordPieceTokenizer`` builds it. The files are turned into the tokenizer.json document the
+library would write, so everything after that is the Hugging Face kind's code.
+
+Lower-casing (and the accent stripping that goes with it) follows ``do_lower_case`` in
+``tokenizer_config.json`` beside the vocabulary, else in ``config.json``; when neither says,
+it is inferred from the vocabulary (an uncased vocabulary has no upper-case pieces), and a note
+says so. The unknown token is ``unk_token`` from tokenizer_config.json, else ``[UNK]``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from embscope.errors import CheckpointError
+from embscope.tokenizers.base import TokenizerKind, read_json, register_kind, shown
+from embscope.tokenizers.huggingface import HuggingFaceTokenizer, from_document
+
+FILE_PATTERN = "*vocab.txt"
+DEFAULT_UNK = "[UNK]"
+# BERT's special tokens: matched whole in text, as BertTokenizer does, and never split into pieces
+SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+# how much sniffing reads to find the unknown token (BERT's is on line 101, after [unused0..98])
+_SNIFF_BYTES = 64 * 1024
+
+
+def _settings_files(path: Path) -> list[Path]:
+    return [path.with_name("tokenizer_config.json"), path.with_name("config.json")]
+
+
+def _setting(path: Path, key: str) -> tuple[Any, str] | None:
+    """A setting from tokenizer_config.json, else config.json, beside the vocabulary: (value, file name)."""
+    for settings in _settings_files(path):
+        if settings.is_file():
+            doc = read_json(settings)
+            if isinstance(doc, dict) and key in doc:
+                return doc[key], settings.name
+    return None
+
+
+def _unk_token(path: Path) -> str:
+    found = _setting(path, "unk_token")
+    if found is None:
+        return DEFAULT_UNK
+    value, source = found
+    if isinstance(value, dict):  # {"content": "[UNK]", ...}, as transformers writes an AddedToken
+        value = value.get("content")
+    if not isinstance(value, str) or not value:
+        raise CheckpointError(f"expected unk_token in {source} to be a token, found {shown(value)}")
+    return value
+
+
+def _lower_case(path: Path, vocab: dict[str, int]) -> tuple[bool, str | None]:
+    """Whether to lower-case, and a note when the files did not say."""
+    found = _setting(path, "do_lower_case")
+    if found is not None:
+        value, source = found
+        if not isinstance(value, bool):
+            raise CheckpointError(f"expected do_lower_case in {source} to be true or false, found {shown(value)}")
+        return value, None
+    unset = "no do_lower_case in tokenizer_config.json or config.json"
+    if any(token != token.lower() for token in vocab if not _is_marker(token)):
+        return False, f"words keep their case: the vocabulary has upper-case pieces ({unset})"
+    return True, f"words are lower-cased: the vocabulary has no upper-case pieces ({unset})"
+
+
+def _is_marker(token: str) -> bool:
+    """[CLS], [unused0], <s>: bracketed names that are not text."""
+    return len(token) > 2 and (token[0], token[-1]) in (("[", "]"), ("<", ">"))
+
+
+def read_vocab(path: Path) -> dict[str, int]:
+    try:
+        lines = path.read_text(encoding="utf-8").split("\n")
+    except (OSError, UnicodeDecodeError) as err:
+        raise CheckpointError(f"cannot read {path} as a WordPiece vocabulary: {err}") from None
+    if lines and lines[-1] == "":
+        lines.pop()  # the newline after the last token
+    vocab: dict[str, int] = {}
+    for id, line in enumerate(lines):
+        # as transformers' load_vocab: a repeated token keeps its last id, leaving the first unused
+        vocab[line.rstrip("\r")] = id
+    return vocab
+
+
+def document(vocab: dict[str, int], unk: str, lower_case: bool) -> dict[str, Any]:
+    """The tokenizer.json document BertWordPieceTokenizer writes for this vocabulary (no post-processor:
+    embscope never adds [CLS] and [SEP] to a word)."""
+    added = [
+        {"id": vocab[token], "content": token, "single_word": False, "lstrip": False, "rstrip": False,
+         "normalized": False, "special": True}
+        for token in SPECIAL_TOKENS if token in vocab
+    ]
+    return {
+        "version": "1.0", "truncation": None, "padding": None, "added_tokens": added,
+        "normalizer": {"type": "BertNormalizer", "clean_text": True, "handle_chinese_chars": True,
+                       "strip_accents": None, "lowercase": lower_case},
+        "pre_tokenizer": {"type": "BertPreTokenizer"},
+        "post_processor": None,
+        "decoder": {"type": "WordPiece", "prefix": "##", "cleanup": True},
+        "model": {"type": "WordPiece", "unk_token": unk, "continuing_subword_prefix": "##",
+                  "max_input_chars_per_word": 100, "vocab": vocab},
+    }
+
+
+def sniff(path: Path) -> bool:
+    """A text file named *vocab.txt with a line that is the unknown token: a WordPiece model needs one."""
+    if not (path.name.endswith("vocab.txt") and path.is_file()):
+        return False
+    try:
+        with open(path, "rb") as file:
+            head = file.read(_SNIFF_BYTES).decode("utf-8", errors="replace").splitlines()
+        unk = _unk_token(path)
+    except (OSError, CheckpointError):
+        return False
+    return unk in head
+
+
+def load(path: Path) -> HuggingFaceTokenizer:
+    vocab = read_vocab(path)
+    unk = _unk_token(path)
+    if unk not in vocab:
+        raise CheckpointError(f"expected the unknown token {shown(unk)} in {path.name}, found no such line")
+    lower_case, note = _lower_case(path, vocab)
+    text = json.dumps(document(vocab, unk, lower_case), ensure_ascii=False)
+    return from_document(path, text, kind="wordpiece", notes=(note,) if note else ())
+
+
+KIND = register_kind(
+    TokenizerKind(
+        name="wordpiece",
+        file_patterns=(FILE_PATTERN,),
+        sniff=sniff,
+        load=load,
+        expects="a BERT vocab.txt, one token per line",
+    )
+)

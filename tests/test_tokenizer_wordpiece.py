@@ -1,0 +1,116 @@
+"""BERT WordPiece vocab.txt: written here line by line; ids worked out by hand from the line numbers,
+and checked against the tokenizers library's own BertWordPieceTokenizer reading the same file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import run_json
+
+from embscope.errors import CheckpointError
+from embscope.tokenizers import Tokenizer, find_tokenizer, load_tokenizer
+
+pytest.importorskip("tokenizers")
+
+# line number = id: [PAD] 0, [unused0] 1, [UNK] 2, [CLS] 3, [SEP] 4, [MASK] 5, the 6, dog 7, bite 8, ##s 9,
+# man 10, naive 11, cafe 12, 中 13, ##og 14, d 15
+UNCASED = ["[PAD]", "[unused0]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "dog", "bite", "##s", "man",
+           "naive", "cafe", "中", "##og", "d"]
+CASED = [*UNCASED, "The", "Dog"]  # The 16, Dog 17
+
+
+def write_vocab(directory: Path, lines: list[str], name: str = "vocab.txt") -> Path:
+    path = directory / name
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def test_uncased_vocabulary_by_hand(tmp_path):
+    tokenizer = load_tokenizer(write_vocab(tmp_path, UNCASED))
+    assert tokenizer.kind == "wordpiece" and isinstance(tokenizer, Tokenizer)
+    assert tokenizer.vocab_size == 16
+    assert tokenizer.encode("The dog bites") == [6, 7, 8, 9]  # lower-cased, no [CLS] ... [SEP]
+    assert tokenizer.encode("Naïve café") == [11, 12]  # accents stripped with lower-casing, as BERT does
+    assert tokenizer.encode("dog中") == [7, 13]  # Chinese characters are words of their own
+    assert tokenizer.encode("dogog") == [7, 14]
+    assert tokenizer.encode("[CLS] dog") == [3, 7]  # special tokens in text are matched whole
+    assert [tokenizer.token_string(id) for id in (7, 9, 3)] == ["dog", "##s", "[CLS]"]
+    assert tokenizer.decode([6, 7, 8, 9]) == "the dog bites"
+    assert tokenizer.notes == (("words are lower-cased: the vocabulary has no upper-case pieces "
+                                "(no do_lower_case in tokenizer_config.json or config.json)"),)
+
+
+def test_unknown_and_special_ids(tmp_path):
+    tokenizer = load_tokenizer(write_vocab(tmp_path, UNCASED))
+    assert tokenizer.unk_id == 2
+    assert tokenizer.encode("🐶") == [2]
+    assert tokenizer.special_ids == {0, 2, 3, 4, 5}  # [unused0] is a placeholder, not a special token
+
+
+def test_matches_the_librarys_bert_tokenizer(tmp_path):
+    from tokenizers import BertWordPieceTokenizer
+
+    path = write_vocab(tmp_path, CASED)
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": False}))
+    reference = BertWordPieceTokenizer(str(path), lowercase=False)
+    tokenizer = load_tokenizer(path)
+    assert tokenizer.notes == ()
+    for text in ["The Dog bites the dog", "THE dog", "naive café 中 dogs", "x", "dog,dog.dog"]:
+        assert tokenizer.encode(text) == reference.encode(text, add_special_tokens=False).ids, text
+    assert tokenizer.encode("The Dog") == [16, 17]
+
+
+def test_case_follows_the_settings_files(tmp_path):
+    path = write_vocab(tmp_path, CASED)
+    # no setting: the vocabulary has "The" and "Dog", so it is cased
+    cased = load_tokenizer(path)
+    assert cased.encode("The Dog") == [16, 17]
+    assert cased.notes == (("words keep their case: the vocabulary has upper-case pieces "
+                            "(no do_lower_case in tokenizer_config.json or config.json)"),)
+    (tmp_path / "config.json").write_text(json.dumps({"do_lower_case": True}))
+    assert load_tokenizer(path).encode("The Dog") == [6, 7]
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": False}))  # wins over config.json
+    assert load_tokenizer(path).encode("The Dog") == [16, 17]
+
+
+def test_unk_token_from_tokenizer_config(tmp_path):
+    path = write_vocab(tmp_path, ["<unk>", "dog"])
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({"unk_token": {"content": "<unk>"}}))
+    tokenizer = load_tokenizer(path)
+    assert tokenizer.unk_id == 0 and tokenizer.encode("cat dog") == [0, 1]
+
+
+def test_bad_settings(tmp_path):
+    path = write_vocab(tmp_path, UNCASED)
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": "yes"}))
+    with pytest.raises(CheckpointError) as err:
+        load_tokenizer(path)
+    assert str(err.value) == "expected do_lower_case in tokenizer_config.json to be true or false, found 'yes'"
+
+
+def test_vocabulary_without_unknown_token_is_not_wordpiece(tmp_path):
+    write_vocab(tmp_path, ["the", "dog"])
+    assert find_tokenizer(tmp_path) is None
+
+
+def test_repeated_token_keeps_its_last_id(tmp_path):
+    tokenizer = load_tokenizer(write_vocab(tmp_path, ["[UNK]", "dog", "dog"]))
+    assert tokenizer.encode("dog") == [2]  # as transformers' load_vocab: the last line wins
+    assert tokenizer.vocab_size == 3
+
+
+def test_found_beside_the_weights_unless_there_is_a_tokenizer_json(tmp_path):
+    from safetensors.numpy import save_file
+
+    save_file({"embeddings.word_embeddings.weight": np.eye(16, 4, dtype=np.float32)}, tmp_path / "model.safetensors")
+    write_vocab(tmp_path, UNCASED)
+    assert find_tokenizer(tmp_path / "model.safetensors").kind == "wordpiece"
+    doc = run_json("info", "-c", tmp_path)
+    assert doc["tokenizer"] == {"kind": "wordpiece", "path": str(tmp_path / "vocab.txt"), "vocab_size": 16}
+    from tokenizers import BertWordPieceTokenizer
+
+    BertWordPieceTokenizer(str(tmp_path / "vocab.txt")).save(str(tmp_path / "tokenizer.json"))
+    assert find_tokenizer(tmp_path).kind == "huggingface"
