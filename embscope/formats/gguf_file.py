@@ -42,6 +42,11 @@ ALIGNMENT = "general.alignment"
 FILE_TYPE = "general.file_type"
 CONTEXT_LENGTH = "{arch}.context_length"
 SPLIT_COUNT = "split.count"
+POOLING_TYPE = "{arch}.pooling_type"  # written for embedding models, which have no language-model head
+OUTPUT = "output.weight"
+# llama.cpp reads the token table as the head when output.weight is absent, except in encoders
+ENCODER_ARCHITECTURES = frozenset({"bert", "nomic-bert", "nomic-bert-moe", "jina-bert-v2", "jina-bert-v3",
+                                   "modern-bert", "neo-bert", "t5encoder"})
 TOKENS = "tokenizer.ggml.tokens"
 
 
@@ -285,7 +290,10 @@ def open_gguf(path: Path, options: OpenOptions) -> Checkpoint:
         tokenizer = partial(load_gguf_tokenizer, path, header.metadata)
     arch = header.metadata.get(ARCHITECTURE)
     config = {"architecture": arch} if isinstance(arch, str) else {}
-    return Checkpoint(path, "GGUF", tensors, config=config, notes=describe(header), tokenizer=tokenizer)
+    decoder = isinstance(arch, str) and arch not in ENCODER_ARCHITECTURES \
+        and POOLING_TYPE.format(arch=arch) not in header.metadata
+    return Checkpoint(path, "GGUF", tensors, config=config, notes=describe(header), tokenizer=tokenizer,
+                      tied=True if decoder and OUTPUT not in tensors else None)
 
 
 register(Format("GGUF", lambda path, head, size: head.startswith(GGUF_MAGIC), open_gguf, priority=2))

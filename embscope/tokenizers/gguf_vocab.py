@@ -220,17 +220,17 @@ def byte_token(token: str) -> int | None:
 
 
 class GGUFByteLevelBPE(GPT2BPETokenizer):
-    """GPT-2's byte-level BPE over the file's tokens and merges; control tokens keep their text."""
+    """GPT-2's byte-level BPE over the file's tokens and merges; control tokens keep their text. Every
+    text is bytes, so nothing becomes the unknown token (unk_id stays None) whatever the file names."""
 
     def __init__(self, path: Path, model: str, tokens: list[str], merges: list[tuple[str, str]],
-                 unk_id: int | None, special_ids: frozenset[int]):
+                 special_ids: frozenset[int]):
         vocab: dict[str, int] = {}
         for id, token in enumerate(tokens):
             vocab.setdefault(token, id)
         super().__init__(path, path, vocab, merges)
         self.kind = f"gguf ({model})"
         self.vocab_size = len(tokens)  # a repeated token leaves its later ids unused, not out of range
-        self.unk_id = unk_id
         self.special_ids = special_ids
         self._special = {id: tokens[id] for id in special_ids}
 
@@ -294,7 +294,7 @@ def load_gguf_tokenizer(path: Path, metadata: dict[str, Any]) -> GGUFVocabulary 
             merges.append((parts[0], parts[1]))
         if not merges:
             raise CheckpointError(f"{where}: a gpt2 (byte-level BPE) tokenizer needs {PREFIX}merges, found none")
-        return GGUFByteLevelBPE(path, model, tokens, merges, unk_id, special_ids)
+        return GGUFByteLevelBPE(path, model, tokens, merges, special_ids)
     if model == "llama":
         scores = numbers("scores", len(tokens))
         if scores is None:
