@@ -296,3 +296,9 @@ def test_missing_gguf_package_names_the_extra(gpt2_gguf, monkeypatch):
     with pytest.raises(CheckpointError, match=r"is a GGUF file; reading it needs the 'gguf' package: "
                                               r"pip install 'embscope\[gguf\]'$"):
         open_checkpoint(gpt2_gguf[0])
+
+
+def test_byte_token_names_need_two_hex_digits():
+    """Found by the fuzzer: int("-1", 16) is -1, which is no byte."""
+    from embscope.tokenizers.gguf_vocab import byte_token
+    assert [byte_token(t) for t in ("<0xE2>", "<0x0a>", "<0x-1>", "<0x+F>", "<0xE2")] == [0xE2, 0x0A, None, None, None]

@@ -32,6 +32,7 @@ SPACE_MARK = "\u2581"  # SentencePiece's "▁"
 SPECIAL_ID_KEYS = ("bos_token_id", "eos_token_id", "unknown_token_id", "separator_token_id",
                    "padding_token_id", "cls_token_id", "mask_token_id")
 PREFIX = "tokenizer.ggml."
+HEX_DIGITS = frozenset("0123456789abcdefABCDEF")  # int(x, 16) alone would take "-1" and "+f"
 
 
 class GGUFVocabulary(ByteVocabulary):
@@ -211,11 +212,9 @@ def is_cjk(char: str) -> bool:
 
 def byte_token(token: str) -> int | None:
     """The byte a "<0xE2>" token stands for."""
-    if len(token) == 6 and token.startswith("<0x") and token.endswith(">"):
-        try:
-            return int(token[3:5], 16)
-        except ValueError:
-            return None
+    digits = token[3:5]
+    if len(token) == 6 and token.startswith("<0x") and token.endswith(">") and all(c in HEX_DIGITS for c in digits):
+        return int(digits, 16)
     return None
 
 
