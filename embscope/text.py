@@ -13,3 +13,8 @@ def printable(text: str) -> str:
 def quote(value: object) -> str:
     """A file name or tensor name as the user should read it in a message, escaped once."""
     return f"'{printable(str(value))}'"
+
+
+def visible(token: str) -> str:
+    """A token string with its whitespace seen: spaces as the symbol for space (U+2420), newlines and tabs as escapes."""
+    return printable(token.replace(" ", "\u2420"))

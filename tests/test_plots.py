@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from embscope.analysis.norms import row_norms, summarize
 from embscope.analysis.positions import position_profile
 from embscope.cli import app
-from embscope.render import plots
+from embscope.render import norms_plot, plots
 
 runner = CliRunner()
 MAGIC = {"png": b"\x89PNG\r\n\x1a\n", "pdf": b"%PDF-"}
@@ -112,7 +112,9 @@ def test_positions_figure_says_what_it_shows():
     unit = table.astype(np.float64) / np.linalg.norm(table.astype(np.float64), axis=1, keepdims=True)
     first = np.mean(np.einsum("ij,ij->i", unit[:-1], unit[1:]))
     last = unit[0] @ unit[-1]
-    assert f"k=1: {first:+.3f}" in texts(figure) and f"k=79: {last:+.3f}" in texts(figure)
+    assert f"k=1: {first:+.3f}" in texts(figure) and f"k=79: {last:+.3f} (one pair)" in texts(figure)
+    end = [line for line in curve.get_lines() if list(line.get_xdata()) == [79]]
+    assert end and end[0].get_markerfacecolor() == "white"  # the one-pair end point is drawn hollow
     assert any(t.startswith("nearest neighbour is adjacent (i+-1) for ") for t in texts(figure))
 
 
@@ -131,25 +133,53 @@ def test_position_norms_figure_labels_the_flagged_row():
     assert texts(figure) == [f"position 5: {norm:.3g}, {norm / summary.mean:.1f}x mean"]
 
 
+def token_figure(summary, names, padding_from=None, **kwargs):
+    flagged = [(a.index, a.z) for a in summary.anomalies]
+    return norms_plot.token_norms_figure(summary.norms, summary.median, summary.mad, summary.threshold, flagged, names,
+                                         "ckpt", "token table wte", padding_from, **kwargs)
+
+
 def test_token_norms_figure_draws_names_literally():
     table = np.random.default_rng(5).standard_normal((300, 8)).astype(np.float32)
     table[42] *= 40
     summary = summarize(row_norms(table))
-    flagged = [(a.index, a.norm, a.ratio_to_mean) for a in summary.anomalies]
-    assert [f[0] for f in flagged] == [42]
-    names = {row: f"$tok{row}$" for row in plots.ranked_rows(summary.norms)}
+    assert [a.index for a in summary.anomalies] == [42]
+    names = {row: f"$tok{row}$" for row in norms_plot.ranked_rows(summary.norms)}
     names[42] = "a$b\\c\x1b"
-    figure = plots.token_norms_figure(summary.norms, summary.mean, flagged, names, "ckpt", "token table wte")
+    figure = token_figure(summary, names)
     hist, ranked = figure.axes
     assert figure._suptitle.get_text() == "ckpt - token table wte: L2 norms of token rows"
     assert (hist.get_xlabel(), hist.get_ylabel()) == ("L2 norm", "rows (log scale)")
     assert ranked.get_title() == "lowest and highest 10 rows"
-    norm = float(np.linalg.norm(table[42].astype(np.float64)))
-    assert texts(figure) == [f"a$b\\c\\x1b (row 42): {norm:.3g}, {norm / summary.mean:.1f}x mean"]
+    assert texts(figure) == [f"a$b\\c\\x1b (row 42): z {summary.anomalies[0].z:+.3g}"]
     labels = [t.get_text() for t in ranked.get_yticklabels()]
     lowest = int(np.argmin(summary.norms))
     assert labels[0] == f"$tok{lowest}$ (row {lowest})" and labels[-1] == "a$b\\c\\x1b (row 42)"
-    figure.canvas.draw()  # "$" and "\" must not be parsed as math
+    figure.canvas.draw()  # "$" and "\\" must not be parsed as math
+
+
+def test_token_norms_figure_stays_readable_with_many_flagged_rows():
+    rng = np.random.default_rng(7)
+    table = rng.standard_normal((2000, 16)).astype(np.float32)
+    table[:175] *= 3  # rows that kept a large initial norm
+    summary = summarize(row_norms(table))
+    assert len(summary.anomalies) >= 150
+    figure = token_figure(summary, {}, padding_from=1990)
+    hist, ranked = figure.axes
+    assert len(hist.texts) == 10  # at most 10 labels, the most extreme rows
+    z = sorted((abs(a.z) for a in summary.anomalies), reverse=True)
+    assert hist.texts[0].get_text().endswith(f"z {summary.anomalies[0].z:+.3g}") and abs(summary.anomalies[0].z) == z[0]
+    labels = hist.get_legend_handles_labels()[1]
+    assert f"flagged: |robust z| > 6 ({len(summary.anomalies)})" in labels
+    assert "|robust z| <= 6: not flagged" in labels and "padding rows past the tokenizer (10)" in labels
+    for ax in (hist, ranked):  # legends below the data
+        assert ax.get_legend().get_bbox_to_anchor().y0 < ax.bbox.y0
+    assert [p.get_label() for p in ranked.get_legend().get_patches()][:2] == ["not flagged", "flagged"]
+    shown = norms_plot.ranked_rows(summary.norms)
+    bars = ranked.patches[:len(shown)]
+    red = [bar.get_facecolor() for bar, row in zip(bars, shown) if row < 175]
+    assert red and all(colour == red[0] for colour in red) and red[0] != bars[0].get_facecolor()
+    assert 0 < ranked.get_xlim()[0] < summary.norms[shown].min()  # the bars start where differences show, not at 0
 
 
 def test_rows_without_a_finite_norm_are_listed_not_drawn():
@@ -160,8 +190,23 @@ def test_rows_without_a_finite_norm_are_listed_not_drawn():
     flagged = [(a.index, a.norm, a.ratio_to_mean) for a in summary.anomalies]
     figure = plots.position_norms_figure(summary.norms, summary.mean, summary.median, flagged, "c", "t")
     assert texts(figure) == ["not drawn: position 3 (NaN), position 9 (Inf)"]
-    figure = plots.token_norms_figure(summary.norms, summary.mean, flagged, {3: "dog"}, "c", "t")
-    assert texts(figure) == ["not drawn: dog (row 3) (NaN), #9 (row 9) (Inf)"]
+    figure = token_figure(summary, {3: "dog"})
+    assert texts(figure) == ["no finite norm: dog (row 3), #9 (row 9)"]
+
+
+def test_norms_plot_size_and_dpi(model, tmp_path):
+    path, _, _ = model
+    out = tmp_path / "n.png"
+    result = run("norms", "-c", str(path), "--table", "token", "--plot", str(out), "--size", "8x4", "--dpi", "50")
+    assert result.exit_code == 0, result.output
+    header = out.read_bytes()[16:24]  # PNG IHDR: width, height
+    assert (int.from_bytes(header[:4], "big"), int.from_bytes(header[4:], "big")) == (400, 200)
+    result = run("norms", "-c", str(path), "--plot", str(out), "--size", "4by3")
+    assert result.exit_code == 2 and "expected WxH in inches" in unboxed(result.stderr)
+
+
+def test_profile_says_it_does_not_change_the_plot():
+    assert "It does not change --plot" in unboxed(run("positions", "--help").stdout)
 
 
 def test_large_heatmap_is_averaged_down():

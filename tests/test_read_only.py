@@ -31,9 +31,12 @@ ARGUMENTS: dict[str, list[list[str]]] = {
                   ["--all", "--out", "{out}/neighbors.npz", "-k", "2"]],
     "positions": [["--pairs", "0:1,2:5"], ["--json"]],
     "norms": [["--table", "token"], ["--table", "position", "--plot", "{out}/norms.png"], ["--json"]],
+    "compare": [["--sample", "5", "--json"]],  # its plot's place: tests/test_compare.py
+    "undertrained": [[], ["--json", "--plot", "{out}/undertrained.png"]],
 }
+TAKES_CHECKPOINTS_AS_ARGUMENTS = {"compare"}  # given the checkpoint twice, not with -c
 # the outputs a command may write, all inside {out}
-OUTPUTS = {"neighbors.jsonl", "neighbors.npz", "norms.png"}
+OUTPUTS = {"neighbors.jsonl", "neighbors.npz", "norms.png", "undertrained.png"}
 FORMATS = ["safetensors", "safetensors-index", "npz", "npz-compressed", "andrea", "nlm-pickle", "npy-object",
            "pytorch", "pytorch-legacy"]
 
@@ -69,7 +72,8 @@ def test_no_command_changes_the_checkpoint_or_writes_beside_it(fmt, tmp_path, mo
     ran = 0
     for command in registered_commands():
         for extra in ARGUMENTS.get(command, [[]]):
-            args = [command, "-c", str(entry)] + [a.format(out=out_dir) for a in extra]
+            given = [str(entry)] * 2 if command in TAKES_CHECKPOINTS_AS_ARGUMENTS else ["-c", str(entry)]
+            args = [command, *given] + [a.format(out=out_dir) for a in extra]
             result = runner.invoke(app, args)
             assert result.exit_code == 0, (args, result.output, result.exception)  # valid files: every command runs
             assert snapshot(checkpoint_dir) == before, f"{args} changed the checkpoint directory"

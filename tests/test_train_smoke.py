@@ -200,3 +200,24 @@ def test_train_and_export_all_formats(tokenizer, tmp_path):
     ]:
         assert np.array_equal(tok_t, tok_table), name
         assert np.array_equal(pos_t, pos_table), name
+
+
+def test_snapshots_read_the_run_without_changing_it(tokenizer, tmp_path):
+    ids = np.array(tokenizer.encode(CORPUS), dtype=np.int32)
+    cfg = T.ModelConfig(vocab_size=tokenizer.vocab_size, block_size=16, n_layer=1, n_head=2, n_embd=16)
+    tc = T.TrainConfig(steps=4, batch_size=4, warmup=2, eval_every=4, eval_batches=1, threads=1)
+    plain, _, _ = T.train(ids, cfg, tc, log=lambda _: None)
+    seen = {}
+
+    def snapshot(step, model):
+        seen[step] = T.model_to_params(model, cfg)["token_emb"].copy()
+        T.export_snapshot(model, cfg, step, tokenizer, tmp_path)
+
+    watched, _, _ = T.train(ids, cfg, tc, log=lambda _: None, snapshot=snapshot, snapshot_steps=frozenset({2}))
+    for (name, a), b in zip(plain.state_dict().items(), watched.state_dict().values()):
+        assert torch.equal(a, b), name  # the same run, bit for bit
+    assert list(seen) == [2] and not np.array_equal(seen[2], T.model_to_params(watched, cfg)["token_emb"])
+    with open(tmp_path / "nlm_step2" / "model.pkl", "rb") as f:
+        saved = pickle.load(f)
+    assert saved["step"] == 2 and np.array_equal(saved["params"]["token_emb"], seen[2])
+    assert (tmp_path / "nlm_step2" / "tokenizer.model").read_text().startswith("minbpe v1\n")

@@ -1,5 +1,5 @@
-"""Row norms of an embedding table: summary, anomalies (with the rule that flagged each), near-duplicate
-rows, and under-trained token candidates. Norms are read block by block, so a memory-mapped table may
+"""Row norms of an embedding table: summary, anomalies (with the rule that flagged each) and near-duplicate
+rows. Under-trained tokens are analysis.undertrained's job. Norms are read block by block, so a memory-mapped table may
 exceed memory; the duplicate search holds unit rows and is skipped above DUPLICATE_MAX_BYTES."""
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ DUPLICATE_MAX_WINDOW = 32768  # rows compared with each block at most: keeps the
 DUPLICATE_MAX_CHECKS = 20_000_000  # candidate pairs checked in full at most
 DUPLICATE_MAX_BYTES = 1 << 30  # unit rows held in memory for the search at most
 DUPLICATE_MAX_LISTED = 1000
-UNDERTRAINED_PERCENTILE = 1.0
 
 
 @dataclass(frozen=True)
@@ -33,7 +32,8 @@ class Anomaly:
     index: int
     norm: float  # NaN for a row with NaN values, Inf for a row with Inf values
     ratio_to_mean: float
-    reason: str
+    reason: str  # short ("z 16.2", "zero row"): the rule itself is NormSummary's, stated once
+    z: float  # robust z, signed; NaN for a row with no finite norm, +-Inf off a median every other row shares
 
 
 @dataclass(frozen=True)
@@ -50,16 +50,6 @@ class DuplicateSearch:
     total: int  # pairs found, listed or not
     complete: bool  # False when a limit cut the search short; `note` says which
     note: str | None = None
-
-
-@dataclass(frozen=True)
-class Candidate:
-    """A row that may never have been trained: not an anomaly, a hint."""
-
-    table: str  # token or output
-    index: int
-    norm: float
-    reason: str
 
 
 @dataclass(frozen=True, eq=False)
@@ -94,69 +84,62 @@ def row_norms(array: np.ndarray, block_rows: int | None = None) -> np.ndarray:
     return norms
 
 
+def median_and_mad(norms: np.ndarray) -> tuple[float, float]:
+    """The median of the finite norms and their median absolute deviation from it (NaN, NaN when none)."""
+    finite = norms[np.isfinite(norms)]
+    if not len(finite):
+        return math.nan, math.nan
+    median = float(np.median(finite))
+    return median, float(np.median(np.abs(finite - median)))
+
+
+def robust_z(norms: np.ndarray, median: float, mad: float) -> np.ndarray:
+    """(norm - median) / (1.4826 MAD), signed. When MAD is 0, +-Inf for a norm off the median by more than a
+    relative EQUAL_NORMS_TOLERANCE, else 0. NaN where the norm is not finite."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if mad > 0:
+            return (norms - median) / (MAD_SCALE * mad)
+        off = np.abs(norms - median) > EQUAL_NORMS_TOLERANCE * max(abs(median), np.finfo(np.float64).tiny)
+        return np.where(np.isfinite(norms), np.where(off, np.sign(norms - median) * np.inf, 0.0), np.nan)
+
+
 def summarize(norms: np.ndarray, threshold: float = DEFAULT_THRESHOLD) -> NormSummary:
     """Statistics over the finite norms, and the rows flagged as anomalies."""
     finite = norms[np.isfinite(norms)]
+    median, mad = median_and_mad(norms)
     if len(finite):
-        mean, median = float(finite.mean()), float(np.median(finite))
-        low, high = float(finite.min()), float(finite.max())
-        mad = float(np.median(np.abs(finite - median)))
+        mean, low, high = float(finite.mean()), float(finite.min()), float(finite.max())
     else:
-        mean = median = low = high = mad = math.nan
+        mean = low = high = math.nan
     anomalies = flag_anomalies(norms, mean, median, mad, threshold)
     return NormSummary(norms, len(finite), mean, median, low, high, mad, threshold, anomalies)
 
 
 def flag_anomalies(norms: np.ndarray, mean: float, median: float, mad: float, threshold: float) -> tuple[Anomaly, ...]:
     """Zero, NaN and Inf rows always; otherwise |norm - median| / (1.4826 MAD) > threshold, or, when MAD is 0,
-    any norm that differs from the median by more than a relative 1e-6."""
-    flagged = []
+    any norm that differs from the median by more than a relative 1e-6. Rows without a finite norm come
+    first, then the largest |robust z| first."""
     with np.errstate(divide="ignore", invalid="ignore"):
         ratios = norms / mean
-        if mad > 0:
-            scores = np.abs(norms - median) / (MAD_SCALE * mad)
-            robust = scores > threshold
-        else:
-            scores = None
-            robust = np.abs(norms - median) > EQUAL_NORMS_TOLERANCE * max(abs(median), np.finfo(np.float64).tiny)
+        scores = robust_z(norms, median, mad)
+        robust = np.abs(scores) > threshold
     always = ~np.isfinite(norms) | (norms == 0)
-    for index in np.flatnonzero(always | (robust & np.isfinite(norms))):
-        norm = float(norms[index])
-        if math.isnan(norm):
-            reason = "the row holds NaN values: its norm is undefined"
-        elif math.isinf(norm):
-            reason = "the row holds Inf values"
-        elif norm == 0:
-            reason = "zero row: every value is 0"
-        elif scores is not None:
-            reason = (f"robust z {scores[index]:.4g} > {threshold:g}: |norm - median {median:.4g}| / "
-                      f"(1.4826 x MAD {mad:.4g})")
-        else:
-            reason = (f"norm differs from the median {median:.6g} that the other rows share (MAD is 0, so any "
-                      f"relative difference above {EQUAL_NORMS_TOLERANCE:g} is flagged)")
-        flagged.append(Anomaly(int(index), norm, float(ratios[index]), reason))
-    return tuple(flagged)
-
-
-def undertrained(norms: np.ndarray, table: str, real_rows: int | None = None,
-                 percentile: float = UNDERTRAINED_PERCENTILE) -> tuple[Candidate, ...]:
-    """Rows of real tokens whose norm is in the lowest `percentile` (zero and non-finite rows, anomalies
-    already, left out), then the rows past the tokenizer's ids (`real_rows`; None when there is no
-    tokenizer), which no text can select: padding."""
-    rows = len(norms)
-    real = rows if real_rows is None else min(real_rows, rows)
+    flagged = np.flatnonzero(always | (robust & np.isfinite(norms)))
+    severity = np.where(np.isfinite(norms[flagged]), np.abs(scores[flagged]), np.inf)
     found = []
-    real_norms = norms[:real]
-    ordinary = np.isfinite(real_norms) & (real_norms > 0)  # zero and non-finite rows are anomalies already
-    if ordinary.any():
-        cutoff = float(np.percentile(real_norms[ordinary], percentile))
-        low = np.flatnonzero(ordinary & (np.where(ordinary, real_norms, np.inf) <= cutoff))
-        for index in low[np.argsort(real_norms[low], kind="stable")]:
-            found.append(Candidate(table, int(index), float(norms[index]),
-                                   f"lowest {percentile:g}% of real-token norms (<= {cutoff:.4g})"))
-    for index in range(real, rows):
-        found.append(Candidate(table, index, float(norms[index]),
-                               f"past the tokenizer's {real} ids: a padding row no text selects"))
+    for index in flagged[np.argsort(-severity, kind="stable")]:
+        norm, z = float(norms[index]), float(scores[index])
+        if math.isnan(norm):
+            reason, z = "NaN values", math.nan
+        elif math.isinf(norm):
+            reason, z = "Inf values", math.nan
+        elif norm == 0:
+            reason = "zero row"
+        elif math.isinf(z):
+            reason = "off the shared median"
+        else:
+            reason = f"z {z:.3g}"
+        found.append(Anomaly(int(index), norm, float(ratios[index]), reason, z))
     return tuple(found)
 
 
@@ -205,7 +188,8 @@ def find_duplicates(array: np.ndarray, norms: np.ndarray, cosine: float = DUPLIC
     unit, projected, rows = unit[order], projected[order], rows[order]
     reach = math.sqrt(2 * (1 - cosine)) + 1e-5  # slack for float32 rounding
     lengths = np.einsum("ij,ij->i", projected, projected)
-    found, total, checks, cut = [], 0, 0, None
+    found: list[tuple[int, int]] = []
+    total, checks, cut = 0, 0, None
     later = ~np.tri(DUPLICATE_BLOCK_ROWS, dtype=bool)  # column after row
     for start in range(0, len(rows), DUPLICATE_BLOCK_ROWS):
         stop = min(start + DUPLICATE_BLOCK_ROWS, len(rows))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -48,11 +48,11 @@ def profile_doc(profile: PositionProfile) -> dict:
 
 def positions(
     source: Source,
-    pairs: Annotated[Optional[str], typer.Option("--pairs", metavar="I:J,...|default", help=PAIRS_HELP)] = None,
+    pairs: Annotated[str | None, typer.Option("--pairs", metavar="I:J,...|default", help=PAIRS_HELP)] = None,
     profile: Annotated[bool, typer.Option(
-        "--profile", help="Mean and spread of cos(p_i, p_i+k) by distance k, and how often a position's nearest "
-                          "neighbour is adjacent.")] = False,
-    plot: Annotated[Optional[Path], typer.Option(
+        "--profile", help="Print the mean and spread of cos(p_i, p_i+k) by distance k, and how often a position's "
+                          "nearest neighbour is adjacent. It does not change --plot, which always draws this curve.")] = False,
+    plot: Annotated[Path | None, typer.Option(
         "--plot", metavar="FILE", help="Draw the cosine heatmap and the similarity-by-distance curve to FILE "
                                        "(.png, .svg or .pdf).")] = None,
     json: JsonFlag = False,
@@ -69,7 +69,8 @@ def positions(
     notes = list(table.notes)
     report = None
     if chosen is not None:
-        report = position_pairs(array, default_pairs(count) if chosen == "default" else chosen, first_row, table.name)
+        report = position_pairs(array, default_pairs(count) if isinstance(chosen, str) else chosen, first_row,
+                                table.name)
         if not report.pairs:
             notes.append(f"the table has {count} position(s): no pair to compare")
     found_profile = None
@@ -85,7 +86,7 @@ def positions(
         doc = {"table": table.name, "rows": table.rows, "first_row": first_row, "positions": count,
                "pairs": [{"i": p.i, "j": p.j, "distance": p.distance, "cosine": p.cosine, "reason": p.reason}
                          for p in (report.pairs if report else ())]}
-        if profile:
+        if found_profile is not None and profile:
             doc["profile"] = profile_doc(found_profile)
         if plot is not None:
             doc["plot"] = str(plot)
@@ -100,7 +101,7 @@ def positions(
             grid.add_row(str(p.i), str(p.j), str(p.distance), console.cosine_text(jsonout.clean(p.cosine)))
         out.print(grid)
         notes += [p.reason for p in report.pairs if p.reason]
-    if profile:
+    if found_profile is not None and profile:
         print_profile(found_profile)
     if plot is not None:
         out.print(f"plot written to {console.safe(plot)}")

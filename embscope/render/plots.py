@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -14,9 +16,12 @@ from ..errors import EmbscopeError
 from ..text import printable, quote
 from .files import written_whole
 
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
 FORMATS = {".png": "png", ".svg": "svg", ".pdf": "pdf"}
 HEATMAP_MAX_SIDE = 1024  # larger cosine matrices are averaged down to this many cells a side for drawing
-LABELLED_ROWS = 10  # lowest and highest token rows drawn by name
 
 
 def plot_format(path: Path) -> str:
@@ -35,7 +40,8 @@ def new_figure(width: float, height: float):
     return figure
 
 
-def label(ax, text: str, xy, offset=(6, 6), **kwargs):
+def label(ax: Axes, text: str, xy: tuple[float, float], offset: tuple[float, float] = (6, 6),
+          **kwargs: Any) -> Any:
     """An annotation whose text (possibly a token string from the file) is drawn literally, never as math."""
     return ax.annotate(printable(text), xy=xy, xytext=offset, textcoords="offset points", fontsize=8,
                        parse_math=False, **kwargs)
@@ -84,9 +90,11 @@ def positions_figure(matrix: np.ndarray, mean: np.ndarray, std: np.ndarray, near
     curve_ax.legend(loc="upper right")
     for k in sorted({1, len(mean)}):
         if len(mean) and np.isfinite(mean[k - 1]):
-            curve_ax.plot([k], [mean[k - 1]], "o", color="tab:red")
             at_end = k == len(mean) and k > 1  # the last point sits on the right edge: label to its left
-            label(curve_ax, f"k={k}: {mean[k - 1]:+.3f}", (k, mean[k - 1]), offset=(-6, 6) if at_end else (6, 6),
+            # the longest distance has one pair, (0, T-1): a single cosine, not a mean, drawn hollow
+            curve_ax.plot([k], [mean[k - 1]], "o", color="tab:red", markerfacecolor="white" if at_end else "tab:red")
+            text = f"k={k}: {mean[k - 1]:+.3f}" + (" (one pair)" if at_end else "")
+            label(curve_ax, text, (k, mean[k - 1]), offset=(-6, 6) if at_end else (6, 6),
                   ha="right" if at_end else "left")
     if math.isfinite(nearest_is_adjacent):
         curve_ax.text(0.02, 0.03, f"nearest neighbour is adjacent (i+-1) for {nearest_is_adjacent:.1%} of positions",
@@ -98,7 +106,7 @@ def flagged_text(name: str, norm: float, ratio: float) -> str:
     return f"{name}: {norm:.3g}, {ratio:.1f}x mean"
 
 
-def unplottable_note(ax, flagged, name) -> list:
+def unplottable_note(ax: Axes, flagged: list[tuple[int, float, float]], name: Callable[[int], str]) -> list:
     """Flagged rows with a NaN or Inf norm have no place on a norm axis: they are listed in a corner."""
     lost = [f"{name(row)} ({'NaN' if math.isnan(norm) else 'Inf'})" for row, norm, _ in flagged if not math.isfinite(norm)]
     if lost:
@@ -108,9 +116,9 @@ def unplottable_note(ax, flagged, name) -> list:
 
 
 def position_norms_figure(norms: np.ndarray, mean: float, median: float, flagged: list[tuple[int, float, float]],
-                          checkpoint: str, table: str, first_row: int = 0):
+                          checkpoint: str, table: str, first_row: int = 0, size: tuple[float, float] = (11, 5)):
     """Norm by position, with the flagged rows marked and labelled. `flagged`: (row, norm, ratio to mean)."""
-    figure = new_figure(11, 5)
+    figure = new_figure(*size)
     ax = figure.subplots()
     ax.plot(np.arange(len(norms)) - first_row, np.where(np.isfinite(norms), norms, np.nan), color="tab:blue",
             linewidth=1)
@@ -130,58 +138,10 @@ def position_norms_figure(norms: np.ndarray, mean: float, median: float, flagged
     return figure
 
 
-def ranked_rows(norms: np.ndarray, count: int = LABELLED_ROWS) -> list[int]:
-    """The rows with the lowest and the highest finite norms, lowest first: the rows drawn by name."""
-    order = np.argsort(np.where(np.isfinite(norms), norms, np.inf), kind="stable")[:int(np.isfinite(norms).sum())]
-    lowest = [int(row) for row in order[:count]]
-    return lowest + [int(row) for row in order[-count:] if row not in lowest]
-
-
-def token_norms_figure(norms: np.ndarray, mean: float, flagged: list[tuple[int, float, float]],
-                       names: dict[int, str], checkpoint: str, table: str):
-    """A histogram of the norms with the flagged rows marked, beside the lowest and highest rows by name.
-    `names`: row -> token string for the rows drawn by name."""
-    figure = new_figure(13, 5.5)
-    figure.suptitle(f"{printable(checkpoint)} - {printable(table)}: L2 norms of token rows", parse_math=False)
-    hist_ax, rank_ax = figure.subplots(1, 2)
-    finite = norms[np.isfinite(norms)]
-    hist_ax.hist(finite, bins=min(100, max(10, len(finite) // 20)), color="tab:blue")
-    hist_ax.axvline(mean, color="grey", linestyle="--", linewidth=0.8, label=f"mean {mean:.3g}")
-    hist_ax.set_yscale("log")
-    hist_ax.set_title("distribution of row norms")
-    hist_ax.set_xlabel("L2 norm")
-    hist_ax.set_ylabel("rows (log scale)")
-    hist_ax.legend(loc="upper right")
-
-    def name(row: int) -> str:
-        return f"{names.get(row, f'#{row}')} (row {row})"
-
-    middle = (np.nanmin(finite) + np.nanmax(finite)) / 2 if len(finite) else 0.0
-    for row, norm, ratio in unplottable_note(hist_ax, flagged, name):
-        right = norm > middle  # a label near the right edge goes to the line's left
-        hist_ax.axvline(norm, color="tab:red", linewidth=0.8)
-        label(hist_ax, flagged_text(name(row), norm, ratio), (norm, 0.9), color="tab:red", rotation=90,
-              xycoords=("data", "axes fraction"), offset=(-3 if right else 3, 0), va="top",
-              ha="right" if right else "left")
-    shown = ranked_rows(norms)
-    flagged_rows = {row for row, _, _ in flagged}
-    y = np.arange(len(shown))
-    colours = ["tab:red" if row in flagged_rows else "tab:blue" for row in shown]
-    rank_ax.barh(y, [norms[row] for row in shown], color=colours)
-    rank_ax.set_yticks(y, [printable(name(row)) for row in shown])
-    for tick in rank_ax.get_yticklabels():
-        tick.set_parse_math(False)
-    rank_ax.invert_yaxis()
-    rank_ax.set_title(f"lowest and highest {LABELLED_ROWS} rows")
-    rank_ax.set_xlabel("L2 norm")
-    rank_ax.set_ylabel("token (row)")
-    return figure
-
-
-def save(figure, path: Path) -> Path:
-    """Write the figure whole (see render.files)."""
+def save(figure: Figure, path: Path, dpi: float | None = None) -> Path:
+    """Write the figure whole (see render.files); dpi None keeps matplotlib's default."""
     path = Path(path)
     fmt = plot_format(path)
     with written_whole(path, "the plot file") as f:
-        figure.savefig(f, format=fmt)
+        figure.savefig(f, format=fmt, dpi="figure" if dpi is None else dpi)
     return path

@@ -1,0 +1,526 @@
+"""What training changed between checkpoints: row by row, in neighbour sets, and over a series of steps.
+
+Per row: the cosine between the same row in A and B, both norms, the relative change ||b - a|| / ||a||, and
+whether the stored bits are equal (a row no gradient touched). Per table: those summarised, the rows that
+moved most and least, and how much the top-k neighbour sets stayed the same. Over three or more checkpoints:
+a trajectory of the same figures step by step. Two different runs live in different bases; `procrustes`
+rotates B onto A first.
+
+Tables are walked in blocks of rows, each block widened to float64 on its own, so there is never a whole
+float64 copy of a table; a series holds at most three checkpoints' tables at a time (first, previous,
+current). Undefined values (the cosine of a zero, NaN or Inf row) are NaN here; rendering turns them into null.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .. import compute
+from ..memory import release
+from .norms import row_norms, summarize
+from .positions import PositionProfile, position_profile
+
+Progress = Callable[[int, int], None]
+Stages = Callable[[str], Progress]  # a fresh progress callback for each named stage of the work
+
+BLOCK_BYTES = 2 << 20  # float64 work space per block of rows: a few blocks stay in the CPU's cache
+PERCENTILES = (1, 5, 95)  # of the row cosines: the low ones are where the movers are
+LISTED = 20  # movers and stable rows kept per table
+NEIGHBOR_K = 10
+NEIGHBOR_SAMPLE = 1000
+SEED = 0
+# Two runs of one model: raw row cosines average about 0 (independent bases) while the row norms match.
+DIFFERENT_RUNS_COSINE = 0.1
+NORMS_AGREE = 1.25  # mean row norms within this factor of each other
+ROLES = ("token", "position", "output")
+
+
+def quiet(_: str) -> Progress:
+    return lambda done, total: None
+
+
+@dataclass(frozen=True, eq=False)
+class TableInput:
+    """One table of one checkpoint: its rows, and the rows before position 0 (OPT keeps 2)."""
+
+    array: np.ndarray
+    first_row: int = 0
+
+
+@dataclass(frozen=True, eq=False)
+class Pairing:
+    """Which row of B each compared row of A meets: rows start_a.. and start_b.. in step, or explicit ids."""
+
+    count: int
+    start_a: int = 0
+    start_b: int = 0
+    ids_a: np.ndarray | None = None  # int64 (count,), with ids_b: explicit pairs (rows matched by token string)
+    ids_b: np.ndarray | None = None
+    note: str | None = None
+
+    def rows_a(self) -> np.ndarray:
+        return self.ids_a if self.ids_a is not None else np.arange(self.start_a, self.start_a + self.count)
+
+    def rows_b(self) -> np.ndarray:
+        return self.ids_b if self.ids_b is not None else np.arange(self.start_b, self.start_b + self.count)
+
+    def pair_of(self, rows: np.ndarray, side: str, table_rows: int) -> np.ndarray:
+        """The pair index of each row of one side's table ("a" or "b"); -1 for a row in no pair."""
+        lookup = np.full(table_rows, -1, dtype=np.int64)
+        lookup[self.rows_a() if side == "a" else self.rows_b()] = np.arange(self.count)
+        return lookup[rows]
+
+    def covers(self, a: np.ndarray, b: np.ndarray) -> bool:
+        """Every row of both tables, each with its own index: the row norms found are the tables' own."""
+        return self.ids_a is None and self.start_a == self.start_b == 0 and self.count == len(a) == len(b)
+
+    def blocks(self, a: np.ndarray, b: np.ndarray) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
+        """(first pair, rows of A, rows of B) for consecutive blocks of block_rows(a) pairs."""
+        rows = block_rows(a)
+        for start in range(0, self.count, rows):
+            stop = min(start + rows, self.count)
+            if self.ids_a is None or self.ids_b is None:
+                yield start, a[self.start_a + start:self.start_a + stop], b[self.start_b + start:self.start_b + stop]
+            else:
+                yield start, a[self.ids_a[start:stop]], b[self.ids_b[start:stop]]
+
+
+def block_rows(table: np.ndarray) -> int:
+    """Rows of about BLOCK_BYTES in float64."""
+    return max(1, BLOCK_BYTES // (8 * max(1, table.shape[1])))
+
+
+def by_index(rows_a: int, rows_b: int, first_a: int = 0, first_b: int = 0, what: str = "rows") -> Pairing:
+    """Rows paired by index (positions by position) over the part both tables have; a note when they differ."""
+    have_a, have_b = max(rows_a - first_a, 0), max(rows_b - first_b, 0)
+    count = min(have_a, have_b)
+    note = None
+    if have_a != have_b:
+        note = f"A has {have_a:,} {what} and B has {have_b:,}: the first {count:,} are compared"
+    return Pairing(count, first_a, first_b, note=note)
+
+
+def by_token(strings_a: Sequence[str | None], strings_b: Sequence[str | None]) -> Pairing:
+    """Rows paired by token string (None: a row with no token). A string that several rows of one side hold
+    cannot be paired and is left out."""
+    def unique(strings: Sequence[str | None]) -> tuple[dict[str, int], int]:
+        first: dict[str, int] = {}
+        repeated: set[str] = set()
+        for row, text in enumerate(strings):
+            if text is None:
+                continue
+            if text in first:
+                repeated.add(text)
+            else:
+                first[text] = row
+        return {text: row for text, row in first.items() if text not in repeated}, len(repeated)
+
+    rows_a, repeated_a = unique(strings_a)
+    rows_b, repeated_b = unique(strings_b)
+    shared = sorted((row, rows_b[text]) for text, row in rows_a.items() if text in rows_b)
+    ids = np.array(shared, dtype=np.int64).reshape(-1, 2)
+    note = (f"--match tokens paired {len(shared):,} rows by token string, of {len(strings_a):,} tokens in A and "
+            f"{len(strings_b):,} in B")
+    if repeated_a or repeated_b:
+        note += f" ({repeated_a + repeated_b:,} strings held by several ids of one side left out)"
+    return Pairing(len(shared), ids_a=ids[:, 0].copy(), ids_b=ids[:, 1].copy(), note=note)
+
+
+@dataclass(frozen=True, eq=False)
+class RowChanges:
+    """One entry per compared pair of rows."""
+
+    cosine: np.ndarray  # float64; NaN when either row is zero or holds NaN/Inf
+    norm_a: np.ndarray  # float64
+    norm_b: np.ndarray  # float64 (after the rotation, when aligned: a rotation keeps norms)
+    relative: np.ndarray  # float64 ||b - a|| / ||a||; Inf when a is zero and b is not, NaN when undefined
+    unchanged: np.ndarray  # bool: the stored bits of the two rows are equal
+
+    @property
+    def count(self) -> int:
+        return len(self.cosine)
+
+
+def same_bits(block_a: np.ndarray, block_b: np.ndarray) -> np.ndarray:
+    """Per row: are the stored values bit for bit equal? (Values compare NaN unequal and -0.0 equal to 0.0.)"""
+    if block_a.dtype != block_b.dtype or block_a.shape[1] != block_b.shape[1]:
+        return np.zeros(len(block_a), dtype=bool)
+    word = np.dtype(f"u{block_a.dtype.itemsize}")
+    return (np.ascontiguousarray(block_a).view(word) == np.ascontiguousarray(block_b).view(word)).all(axis=1)
+
+
+def row_changes(a: np.ndarray, b: np.ndarray, pairing: Pairing, rotation: np.ndarray | None = None,
+                progress: Progress | None = None) -> RowChanges:
+    """Cosine, norms, relative change and bitwise equality of each pair of rows, block by block.
+    With `rotation` (d, d), B's rows are compared as b @ rotation; bitwise equality is of the stored rows."""
+    n = pairing.count
+    cosine, norm_a, norm_b, relative = (np.empty(n, dtype=np.float64) for _ in range(4))
+    unchanged = np.empty(n, dtype=bool)
+    # float64 work space made once: a fresh 2 MB array per block would cost its page faults every time
+    space_a, space_b = (np.empty((block_rows(a), a.shape[1]), dtype=np.float64) for _ in range(2))
+    for start, block_a, block_b in pairing.blocks(a, b):
+        stop = start + len(block_a)
+        xa, xb = space_a[:len(block_a)], space_b[:len(block_a)]
+        np.copyto(xa, block_a)
+        np.copyto(xb, block_b)
+        if rotation is not None:
+            xb[:] = xb @ rotation
+        with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+            squares_a = np.einsum("ij,ij->i", xa, xa)
+            squares_b = np.einsum("ij,ij->i", xb, xb)
+            np.subtract(xb, xa, out=xb)  # the difference of two float32 values is exact in float64
+            squares_moved = np.einsum("ij,ij->i", xb, xb)
+            # a.b from the three sums of squares: one pass less, and no cancellation where it matters (b near a)
+            dot = (squares_a + squares_b - squares_moved) / 2
+            na, nb, moved = np.sqrt(squares_a), np.sqrt(squares_b), np.sqrt(squares_moved)
+            defined = np.isfinite(na) & np.isfinite(nb) & (na > 0) & (nb > 0)
+            cosine[start:stop] = np.where(defined, np.clip(dot / (na * nb), -1.0, 1.0), np.nan)
+            relative[start:stop] = np.where(np.isfinite(moved) & np.isfinite(na),
+                                            np.where(moved == 0, 0.0, moved / na), np.nan)
+        # unrotated, only rows equal in value (or holding NaN) can have equal bits: check just those
+        maybe = np.flatnonzero(~(moved > 0)) if rotation is None else np.arange(len(block_a))
+        unchanged[start:stop] = False
+        if len(maybe):
+            unchanged[start + maybe] = same_bits(block_a[maybe], block_b[maybe])
+        norm_a[start:stop], norm_b[start:stop] = na, nb
+        release(block_a)
+        release(block_b)
+        if progress is not None:
+            progress(stop, n)
+    return RowChanges(cosine, norm_a, norm_b, relative, unchanged)
+
+
+@dataclass(frozen=True)
+class ChangeSummary:
+    rows: int  # pairs compared
+    defined: int  # pairs with a defined cosine: the statistics on cosines describe these
+    mean_cosine: float
+    median_cosine: float
+    percentiles: dict[int, float]  # row cosine at the PERCENTILES
+    mean_relative: float  # over the pairs with a finite relative change
+    median_relative: float
+    mean_norm_a: float  # over the finite norms
+    mean_norm_b: float
+    unchanged: int  # pairs whose stored bits are equal
+
+    @property
+    def norm_ratio(self) -> float:
+        """B's mean row norm over A's."""
+        return self.mean_norm_b / self.mean_norm_a if self.mean_norm_a > 0 else math.nan
+
+    @property
+    def looks_like_different_runs(self) -> bool:
+        """Row cosines about 0 while the norms agree: two independent runs, not two steps of one."""
+        ratio = self.norm_ratio
+        return (self.defined > 0 and abs(self.mean_cosine) < DIFFERENT_RUNS_COSINE
+                and math.isfinite(ratio) and 1 / NORMS_AGREE <= ratio <= NORMS_AGREE)
+
+
+def finite_mean(values: np.ndarray) -> float:
+    kept = values[np.isfinite(values)]
+    return float(kept.mean()) if len(kept) else math.nan
+
+
+def summarize_changes(changes: RowChanges) -> ChangeSummary:
+    cosines = changes.cosine[~np.isnan(changes.cosine)]
+    relative = changes.relative[np.isfinite(changes.relative)]
+    if len(cosines):
+        mean, median = float(cosines.mean()), float(np.median(cosines))
+        percentiles = {p: float(v) for p, v in zip(PERCENTILES, np.percentile(cosines, PERCENTILES))}
+    else:
+        mean = median = math.nan
+        percentiles = {p: math.nan for p in PERCENTILES}
+    return ChangeSummary(
+        rows=changes.count, defined=len(cosines), mean_cosine=mean, median_cosine=median, percentiles=percentiles,
+        mean_relative=float(relative.mean()) if len(relative) else math.nan,
+        median_relative=float(np.median(relative)) if len(relative) else math.nan,
+        mean_norm_a=finite_mean(changes.norm_a), mean_norm_b=finite_mean(changes.norm_b),
+        unchanged=int(changes.unchanged.sum()))
+
+
+def movers_and_stable(changes: RowChanges, count: int = LISTED) -> tuple[np.ndarray, np.ndarray]:
+    """Pair indices of the rows that moved most (largest relative change first; Inf, a zero row that became
+    non-zero, leads) and least (smallest change first), among the rows that changed at all: bitwise unchanged
+    rows are counted on their own. Rows with an undefined change are in neither; ties go to the lower index."""
+    relative = changes.relative
+    moved = np.flatnonzero(~np.isnan(relative) & ~changes.unchanged)
+    most = moved[np.lexsort((moved, -relative[moved]))][:count]
+    least = moved[np.lexsort((moved, relative[moved]))][:count]
+    return most, least
+
+
+@dataclass(frozen=True, eq=False)
+class Alignment:
+    """The orthogonal rotation that best maps B's rows onto A's (orthogonal Procrustes)."""
+
+    rotation: np.ndarray  # float64 (d, d), orthogonal: B @ rotation is B in A's basis
+    residual: float  # ||B R - A||_F / ||A||_F over the rows used
+    rows: int  # pairs used: those finite in both
+
+
+def procrustes(a: np.ndarray, b: np.ndarray, pairing: Pairing, progress: Progress | None = None) -> Alignment:
+    """R minimising ||B R - A||_F over orthogonal R: with B^T A = U S V^T, R = U V^T. The d x d cross-covariance
+    is summed block by block, so memory is d x d plus one block; the residual follows from the same sums:
+    ||B R - A||^2 = ||A||^2 + ||B||^2 - 2 trace(S)."""
+    dim = a.shape[1]
+    cross = np.zeros((dim, dim), dtype=np.float64)
+    squares_a = squares_b = 0.0
+    used = 0
+    for start, block_a, block_b in pairing.blocks(a, b):
+        xa = np.asarray(block_a, dtype=np.float64)
+        xb = np.asarray(block_b, dtype=np.float64)
+        finite = np.isfinite(xa).all(axis=1) & np.isfinite(xb).all(axis=1)
+        if not finite.all():
+            xa, xb = xa[finite], xb[finite]
+        cross += xb.T @ xa
+        squares_a += float(np.einsum("ij,ij->", xa, xa))
+        squares_b += float(np.einsum("ij,ij->", xb, xb))
+        used += len(xa)
+        release(block_a)
+        release(block_b)
+        if progress is not None:
+            progress(start + len(block_a), pairing.count)
+    u, singular, vt = np.linalg.svd(cross)
+    residual = math.sqrt(max(squares_a + squares_b - 2 * float(singular.sum()), 0.0) / squares_a) \
+        if squares_a > 0 else math.nan
+    return Alignment(u @ vt, residual, used)
+
+
+@dataclass(frozen=True, eq=False)
+class NeighborOverlap:
+    """How much each queried row's top-k neighbour set stayed the same, as Jaccard |A & B| / |A | B|.
+    Neighbours are compared through the pairing: a neighbour with no partner counts in the union only."""
+
+    k: int
+    rows_a: np.ndarray  # int64 (Q,) A row of each query: the --words rows first, then the seeded sample
+    rows_b: np.ndarray  # int64 (Q,) its partner in B
+    jaccard: np.ndarray  # float64 (Q,); NaN when neither side has a neighbour
+    neighbors_a: np.ndarray  # int64 (Q, k) A row ids, -1 where there is none
+    neighbors_b: np.ndarray  # int64 (Q, k) B row ids
+    words: int  # queries that came from --words
+    seed: int
+
+    @property
+    def mean(self) -> float:
+        return finite_mean(self.jaccard)
+
+
+def _topk(table: np.ndarray, k: int, rows: np.ndarray, device: str, progress: Progress | None) -> np.ndarray:
+    """The batched top-k of the given rows, the query row itself left out: neighbour ids (Q, k), -1 for none."""
+    return compute.topk_all(table, k, queries=rows, device=device, progress=progress).ids
+
+
+def neighbor_labels(ids: np.ndarray, pairs: np.ndarray, unpaired_from: int) -> np.ndarray:
+    """Neighbour row ids (-1: none) as their pair indices (`pairs`, -1: unpaired); an unpaired row gets a label
+    of its own past every pair index, so it can only count in the union."""
+    return np.where(ids < 0, -1, np.where(pairs >= 0, pairs, unpaired_from + ids))
+
+
+def neighbor_overlap(a: np.ndarray, b: np.ndarray, pairing: Pairing, defined: np.ndarray, word_pairs: Sequence[int],
+                     k: int = NEIGHBOR_K, sample: int = NEIGHBOR_SAMPLE, seed: int = SEED, device: str = "auto",
+                     stages: Stages = quiet) -> NeighborOverlap:
+    """Top-k neighbour sets of the same rows in A and in B: the pairs in `word_pairs`, then `sample` pairs drawn
+    with `seed` from those with a defined cosine (`defined`, per pair)."""
+    others = np.setdiff1d(np.flatnonzero(defined), np.asarray(word_pairs, dtype=np.int64))
+    rng = np.random.default_rng(seed)
+    drawn = np.sort(rng.choice(others, size=min(sample, len(others)), replace=False))
+    chosen = np.concatenate([np.asarray(word_pairs, dtype=np.int64), drawn]).astype(np.int64)
+    rows_a, rows_b = pairing.rows_a()[chosen], pairing.rows_b()[chosen]
+    ids_a = _topk(a, k, rows_a, device, stages("neighbours in A"))
+    ids_b = _topk(b, k, rows_b, device, stages("neighbours in B"))
+    labels_a = neighbor_labels(ids_a, pairing.pair_of(ids_a, "a", a.shape[0]), pairing.count)
+    labels_b = neighbor_labels(ids_b, pairing.pair_of(ids_b, "b", b.shape[0]), pairing.count + a.shape[0])
+    jaccard = np.full(len(chosen), np.nan)
+    for query, (row_a, row_b) in enumerate(zip(labels_a, labels_b)):
+        set_a, set_b = set(row_a[row_a >= 0].tolist()), set(row_b[row_b >= 0].tolist())
+        if set_a or set_b:
+            jaccard[query] = len(set_a & set_b) / len(set_a | set_b)
+    return NeighborOverlap(k, rows_a, rows_b, jaccard, ids_a, ids_b, len(word_pairs), seed)
+
+
+@dataclass(frozen=True, eq=False)
+class TableState:
+    """One table of one checkpoint, on its own."""
+
+    rows: int
+    mean_norm: float  # over the finite row norms (positions from first_row on, for a position table)
+    anomalies: int  # rows `embscope norms` flags
+    position0_norm: float | None  # position tables: the norm of position 0 (row first_row)
+    profile: PositionProfile | None  # position tables: cos(p_i, p_i+k) by distance k
+
+
+def table_state(table: TableInput, role: str, norms: np.ndarray | None = None) -> TableState:
+    """`norms`: the table's row norms when a comparison has already found them (one pass over the table less)."""
+    norms = row_norms(table.array) if norms is None else norms
+    if role != "position":
+        return TableState(len(norms), finite_mean(norms), len(summarize(norms).anomalies), None, None)
+    positions = norms[table.first_row:]
+    profile, matrix = position_profile(table.array, table.first_row)
+    del matrix  # T x T: not kept
+    first = float(positions[0]) if len(positions) else math.nan
+    return TableState(len(norms), finite_mean(positions), len(summarize(norms).anomalies), first, profile)
+
+
+@dataclass(frozen=True)
+class TrajectoryPoint:
+    """One table at one checkpoint of a series, against the one before and against the first."""
+
+    state: TableState | None  # None: this checkpoint has no such table
+    cosine_to_previous: float  # mean row cosine; NaN at the first checkpoint
+    cosine_to_first: float
+    unchanged_from_previous: int | None  # rows bitwise unchanged since the previous checkpoint
+    note: str | None = None  # the shapes differ: what was compared
+
+
+@dataclass(frozen=True, eq=False)
+class TableComparison:
+    """One table, first checkpoint (A) against last (B)."""
+
+    role: str
+    pairing: Pairing
+    changes: RowChanges
+    summary: ChangeSummary
+    movers: np.ndarray  # pair indices, largest relative change first
+    stable: np.ndarray  # pair indices, smallest non-zero change first
+    neighbors: NeighborOverlap | None  # token and output tables
+    alignment: Alignment | None
+    unaligned_mean_cosine: float  # the mean row cosine before any rotation
+    different_runs: bool  # unaligned, the rows look like two independent runs (see ChangeSummary)
+
+
+@dataclass(frozen=True)
+class CompareOptions:
+    align: bool = False  # rotate B onto A (orthogonal Procrustes over the paired rows) before comparing
+    k: int = NEIGHBOR_K
+    sample: int = NEIGHBOR_SAMPLE
+    seed: int = SEED
+    listed: int = LISTED
+    device: str = "auto"
+
+
+@dataclass(frozen=True, eq=False)
+class Comparison:
+    checkpoints: int
+    states: dict[str, list[TableState | None]]  # per role, one entry per checkpoint
+    trajectory: dict[str, list[TrajectoryPoint]]  # per role, one entry per checkpoint
+    tables: dict[str, TableComparison]  # per role present in the first and the last checkpoint
+    notes: list[str] = field(default_factory=list)
+
+
+def index_pairing(role: str, a: TableInput, b: TableInput) -> Pairing:
+    return by_index(a.array.shape[0], b.array.shape[0], a.first_row, b.first_row,
+                    "positions" if role == "position" else "rows")
+
+
+def width_note(role: str, a: TableInput, b: TableInput) -> str | None:
+    if a.array.shape[1] == b.array.shape[1]:
+        return None
+    return (f"the {role} tables are {a.array.shape[1]} and {b.array.shape[1]} wide: rows of different widths "
+            "cannot be compared, so this table is left out")
+
+
+def compare_tables(role: str, a: TableInput, b: TableInput, pairing: Pairing, options: CompareOptions, *,
+                   unaligned: RowChanges | None = None, word_rows: Sequence[int] = (),
+                   stages: Stages = quiet) -> TableComparison:
+    """A (first) against B (last) for one table. `unaligned`: the row changes already computed for `pairing`."""
+    if unaligned is None:
+        unaligned = row_changes(a.array, b.array, pairing, progress=stages(f"{role} table: rows"))
+    before = summarize_changes(unaligned)
+    alignment, changes = None, unaligned
+    if options.align:
+        alignment = procrustes(a.array, b.array, pairing, stages(f"{role} table: alignment"))
+        changes = row_changes(a.array, b.array, pairing, alignment.rotation, stages(f"{role} table: aligned rows"))
+    summary = summarize_changes(changes)
+    movers, stable = movers_and_stable(changes, options.listed)
+    neighbors = None
+    if role != "position" and pairing.count and (options.sample or word_rows):
+        pairs = pairing.pair_of(np.array(list(dict.fromkeys(word_rows)), dtype=np.int64), "a", a.array.shape[0])
+        word_pairs = [int(p) for p in pairs if p >= 0]
+        neighbors = neighbor_overlap(a.array, b.array, pairing, ~np.isnan(changes.cosine), word_pairs, options.k,
+                                     options.sample, options.seed, options.device, stages)
+    return TableComparison(role, pairing, changes, summary, movers, stable, neighbors, alignment,
+                           before.mean_cosine, alignment is None and before.looks_like_different_runs)
+
+
+def compare(series: Iterable[Mapping[str, TableInput]], options: CompareOptions = CompareOptions(), *,
+            token_pairing: Pairing | None = None, word_rows: Sequence[int] = (),
+            stages: Stages = quiet) -> Comparison:
+    """Each checkpoint's tables in turn (opened lazily by the caller): the state of each, the trajectory (mean
+    row cosine to the previous checkpoint and to the first, unchanged rows), and first against last in detail.
+    `token_pairing` pairs token and output rows (--match tokens, two checkpoints); `word_rows` are A's rows for
+    --words. Each table is read once per comparison it takes part in; the row norms come from those passes."""
+    def pairing(role: str, a: TableInput, b: TableInput) -> Pairing:
+        return token_pairing if token_pairing is not None and role != "position" else index_pairing(role, a, b)
+
+    def changes(role: str, a: TableInput, b: TableInput, index: int) -> tuple[RowChanges | None, Pairing | None]:
+        if width_note(role, a, b) is not None:
+            return None, None
+        pairs = pairing(role, a, b)
+        return row_changes(a.array, b.array, pairs, progress=stages(f"{role} table: checkpoint {index + 1}")), pairs
+
+    states: dict[str, dict[int, TableState]] = {}
+    moves: dict[str, dict[int, TrajectoryPoint]] = {}
+    first: dict[str, tuple[int, TableInput]] = {}  # role -> the first checkpoint that has it
+    previous: dict[str, TableInput] = {}
+    last: Mapping[str, TableInput] = {}
+    to_first: dict[str, RowChanges] = {}
+    count = 0
+    for index, tables in enumerate(series):
+        count += 1
+        for role, table in tables.items():
+            if role not in first:
+                first[role] = (index, table)
+                previous[role] = table
+                continue
+            (start, origin), before = first[role], previous[role]
+            from_previous, pairs = changes(role, before, table, index)
+            whole = from_previous if pairs is not None and pairs.covers(before.array, table.array) else None
+            if start not in states.setdefault(role, {}):  # its norms come with this first comparison
+                states[role][start] = table_state(origin, role, whole.norm_a if whole is not None else None)
+            state = states[role][index] = table_state(table, role, whole.norm_b if whole is not None else None)
+            from_first = from_previous if origin is before else changes(role, origin, table, index)[0]
+            to_first.pop(role, None)
+            if from_first is not None:
+                to_first[role] = from_first
+            note = None if pairs is not None else (f"width changed from {before.array.shape[1]} to "
+                                                   f"{table.array.shape[1]}")
+            moves.setdefault(role, {})[index] = TrajectoryPoint(
+                state, summarize_changes(from_previous).mean_cosine if from_previous is not None else math.nan,
+                summarize_changes(from_first).mean_cosine if from_first is not None else math.nan,
+                int(from_previous.unchanged.sum()) if from_previous is not None else None,
+                note or (pairs.note if pairs is not None else None))
+            previous[role] = table
+        last = tables
+    if count < 2:
+        raise ValueError(f"expected two or more checkpoints to compare, found {count}")
+    for role, (start, origin) in first.items():
+        if start not in states.setdefault(role, {}):  # a table that no later checkpoint has
+            states[role][start] = table_state(origin, role)
+    notes: list[str] = []
+    compared: dict[str, TableComparison] = {}
+    for role in ROLES:
+        a = first[role][1] if role in first and first[role][0] == 0 else None  # the detail is first against last
+        b = last.get(role)
+        if a is None or b is None:
+            if a is not None or b is not None:
+                notes.append(f"only the {'first' if a is not None else 'last'} checkpoint has {article(role)} "
+                             f"{role} table: it is not compared")
+            continue
+        why_not = width_note(role, a, b)
+        if why_not is not None:
+            notes.append(why_not)
+            continue
+        compared[role] = compare_tables(role, a, b, pairing(role, a, b), options, unaligned=to_first.get(role),
+                                        word_rows=word_rows, stages=stages)
+    trajectory = {role: [moves.get(role, {}).get(i) or TrajectoryPoint(found.get(i), math.nan, math.nan, None)
+                         for i in range(count)] for role, found in states.items()}
+    return Comparison(count, {role: [found.get(i) for i in range(count)] for role, found in states.items()},
+                      trajectory, compared, notes)
+
+
+def article(word: str) -> str:
+    return "an" if word[0] in "aeiou" else "a"

@@ -1,0 +1,351 @@
+"""Under-trained tokens, found from the weights as Land & Bartolo 2024 ("Fishing for Magikarp: Automatically
+Detecting Under-trained Tokens in Large Language Models") find them, then checked against the tokenizer.
+
+1. A reference set of rows known to be unused: rows no text can select (past the tokenizer, bytes no UTF-8
+   text holds, ids the round trip never gives back, reserved placeholders), rows bitwise unchanged across
+   checkpoints; failing those, the densest cluster of near-identical rows (untrained rows all receive the
+   same push from the softmax, so they end up pointing the same way).
+2. The indicator (magikarp's `cosine_distance_without_first_pc`, as a similarity): the first principal
+   component of the table is removed from every row, then each row's cosine to the mean reference row.
+3. The threshold: the widest gap in the upper half of the indicator, measured against the spacings just
+   below it; a gap exponential spacings would give by chance in fewer than 1 in 1,000 tables counts. No gap,
+   no candidates: a table with no under-trained rows (a Gaussian random one) yields none.
+4. Second signals: norms far above the rest (rows that kept their initial values) or far below (rows weight
+   decay shrank, and zero rows), by robust z; rows bitwise unchanged across checkpoints, which are conclusive.
+
+Tables are read block by block; nothing here is V x V (the cluster search uses the batched top-k).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import TableError
+from .norms import DEFAULT_THRESHOLD, median_and_mad, robust_z, row_norms
+from .token_kinds import TokenKinds
+
+BLOCK_BYTES = 32 * 1024 * 1024  # float64 work space per block of rows
+COMPONENT_WIDTH = 8  # directions iterated together to find the first principal component
+COMPONENT_ITERATIONS = 40  # reads of the table at most; a table with no leading direction uses them all
+COMPONENT_TOLERANCE = 1e-10  # distance between successive unit estimates of the component
+NEAR_IDENTICAL = 0.99  # cosine at which two rows count as one point of a cluster
+CLUSTER_NEIGHBOURS = 8  # top-k of every row, for the cluster search
+MIN_CLUSTER_ROWS = 3
+GAP_WINDOW = 50  # spacings below a gap that set the scale it is measured against
+GAP_FALSE_ALARM = 1e-3  # chance that exponential spacings give a gap as wide, per table
+NORM_Z = DEFAULT_THRESHOLD  # the robust z beyond which a norm is far from the rest, as `norms` flags it
+SIGNALS = ("indicator", "norm-high", "norm-low", "unchanged")
+THRESHOLD_RULE = (f"the widest gap in the upper half of the indicator, as a multiple of the mean of the (up to) {GAP_WINDOW} "
+                  f"rank-scaled spacings below it, when exponential spacings would reach it in fewer than 1 in "
+                  f"{1 / GAP_FALSE_ALARM:,.0f} tables")
+# Kinds that put a row in the reference set. A partial UTF-8 byte is left out: multilingual text uses them;
+# so is a special token: BOS and EOS are trained.
+REFERENCE_KINDS = ("padding", "placeholder", "never-utf8")
+
+# (table, k) -> (ids, cosines), each (rows, k): every row's k nearest other rows, -1 / NaN where there are none
+TopK = Callable[[np.ndarray, int], tuple[np.ndarray, np.ndarray]]
+
+
+@dataclass(frozen=True, eq=False)
+class Reference:
+    rows: np.ndarray  # int64 ids whose mean row the indicator measures against
+    source: str  # "tokenizer", "unchanged", "cluster" or "none"
+    description: str  # what the rows are, for people
+    dropped: int = 0  # rows of the first set that scored like trained rows and were left out of the mean
+
+
+@dataclass(frozen=True)
+class Threshold:
+    value: float | None  # candidates score above it; None when no gap stands out
+    why: str  # one line: where the value lies, or why there is none
+    gap: float | None = None  # width of the widest gap, in indicator units
+    ratio: float | None = None  # that gap against the spacings below it
+    needed: float | None = None  # the ratio a gap needs (THRESHOLD_RULE)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    id: int
+    score: float  # the indicator; NaN when there is none
+    norm: float
+    norm_z: float  # robust z of the norm
+    signals: tuple[str, ...]  # from SIGNALS
+    kinds: tuple[str, ...]  # what the tokenizer says (token_kinds.KINDS)
+    verified: bool | None  # the tokenizer gives a reason; None when there is no tokenizer
+    conclusive: bool  # bitwise unchanged across every checkpoint given
+
+
+@dataclass(frozen=True, eq=False)
+class UndertrainedReport:
+    table: str  # "token" or "output"
+    name: str
+    reference: Reference
+    threshold: Threshold
+    scores: np.ndarray  # float64 (rows,) the indicator, NaN where undefined
+    norms: np.ndarray  # float64 (rows,)
+    norm_z: np.ndarray  # float64 (rows,)
+    unchanged: np.ndarray | None  # bool (rows,); None when no other checkpoint was given
+    candidates: tuple[Candidate, ...]
+    notes: tuple[str, ...] = ()
+
+    @property
+    def rows(self) -> int:
+        return len(self.norms)
+
+    @property
+    def has_indicator(self) -> bool:
+        return len(self.reference.rows) > 0
+
+
+def find_undertrained(array: np.ndarray, kinds: TokenKinds | None, *, table: str = "token", name: str = "",
+                      others: Sequence[np.ndarray] = (), topk: TopK | None = None) -> UndertrainedReport:
+    """Candidates for under-trained rows of one table. `kinds`: the tokenizer's view (None without one);
+    `others`: the same table from other checkpoints of the run; `topk`: the batched nearest-row search for
+    the cluster fallback (None skips it)."""
+    norms = row_norms(array)
+    valid = np.isfinite(norms) & (norms > 0)
+    notes = []
+    unchanged = unchanged_rows(array, others) if others else None
+    if unchanged is not None and len(unchanged) and unchanged.all():
+        raise TableError(f"expected checkpoints of different steps, found every row of the {table} table bitwise the "
+                         "same in all of them (the same weights given twice?)")
+    reference = tokenizer_reference(kinds, unchanged)
+    if not len(reference.rows) and topk is not None:
+        reference = cluster_reference(array, valid, topk)
+    if len(reference.rows):
+        component = first_component(array, valid)
+        scores = reference_cosines(array, valid, reference.rows, component)
+        threshold = gap_threshold(scores)
+        reference, scores, threshold = refined(array, valid, reference, scores, threshold, component)
+    else:
+        scores = np.full(len(norms), np.nan)
+        threshold = Threshold(None, "no indicator without reference rows")
+    if kinds is None:
+        notes.append("without a tokenizer nothing is verified, and padding rows cannot be told apart")
+    z = robust_z(norms, *median_and_mad(norms))
+    candidates = collect(scores, threshold, norms, z, unchanged, kinds)
+    return UndertrainedReport(table, name, reference, threshold, scores, norms, z, unchanged, candidates, tuple(notes))
+
+
+# ---------------------------------------------------------------- the reference set
+
+
+def tokenizer_reference(kinds: TokenKinds | None, unchanged: np.ndarray | None) -> Reference:
+    """Rows known unused: by the tokenizer (REFERENCE_KINDS, and unreachable ids that are neither partial
+    UTF-8 nor special) and by the checkpoints (bitwise unchanged)."""
+    parts = []
+    if kinds is not None:
+        parts = [(kinds[kind], kind) for kind in REFERENCE_KINDS]
+        parts.append((kinds["unreachable"] & ~kinds["partial-utf8"] & ~kinds["special"], "unreachable"))
+    by_tokenizer = np.logical_or.reduce([mask for mask, _ in parts]) if parts else None
+    if unchanged is not None:
+        parts.append((unchanged, "unchanged"))
+    rows = np.flatnonzero(np.logical_or.reduce([mask for mask, _ in parts])) if parts else np.zeros(0, np.int64)
+    if not len(rows):
+        why = "no tokenizer" if kinds is None else "the tokenizer marks no row unused"
+        return Reference(rows, "none", f"no reference rows ({why})")
+    counted = ", ".join(f"{int(mask.sum())} {label}" for mask, label in parts if mask.any())
+    source = "tokenizer" if by_tokenizer is not None and by_tokenizer.any() else "unchanged"
+    return Reference(rows, source, f"{len(rows)} rows known unused ({counted})")
+
+
+def cluster_reference(array: np.ndarray, valid: np.ndarray, topk: TopK) -> Reference:
+    """The largest group of rows linked by cosine >= NEAR_IDENTICAL to one of their nearest rows."""
+    empty = Reference(np.zeros(0, dtype=np.int64), "none",
+                      f"no row is marked unused and no {MIN_CLUSTER_ROWS} or more rows are near-identical "
+                      f"(cosine >= {NEAR_IDENTICAL})")
+    rows = np.flatnonzero(valid)
+    if len(rows) <= MIN_CLUSTER_ROWS:
+        return empty
+    nearest_ids, nearest_cos = topk(array, min(CLUSTER_NEIGHBOURS, len(rows) - 1))
+    linked = nearest_cos >= NEAR_IDENTICAL
+    a = np.repeat(np.arange(len(array)), linked.sum(axis=1))
+    b = nearest_ids[linked]
+    if not len(a):
+        return empty
+    labels = connected_labels(len(array), a, b)
+    sizes = np.bincount(labels, minlength=len(array))
+    sizes[~valid] = 0
+    largest = int(sizes.max())
+    if largest < MIN_CLUSTER_ROWS:
+        return empty
+    best = max(np.flatnonzero(sizes == largest),
+               key=lambda label: float(nearest_cos[labels == label][linked[labels == label]].mean()))
+    members = np.flatnonzero(labels == best)
+    return Reference(members, "cluster", f"the densest cluster: {len(members)} near-identical rows "
+                                         f"(cosine >= {NEAR_IDENTICAL}, found with a top-{CLUSTER_NEIGHBOURS} search)")
+
+
+def connected_labels(n: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """For every node 0..n-1, the smallest node of its connected component under edges (a, b)."""
+    labels = np.arange(n)
+    while True:
+        low = np.minimum(labels[a], labels[b])
+        before = labels.copy()
+        np.minimum.at(labels, a, low)
+        np.minimum.at(labels, b, low)
+        labels = labels[labels]  # jump to the root found so far
+        if np.array_equal(labels, before):
+            return labels
+
+
+def refined(array: np.ndarray, valid: np.ndarray, reference: Reference, scores: np.ndarray, threshold: Threshold,
+            component: np.ndarray) -> tuple[Reference, np.ndarray, Threshold]:
+    """Reference rows scoring below the threshold are trained after all (a special token the data uses,
+    an id the round trip misses but merges make): the mean is taken again without them, once."""
+    if threshold.value is None:
+        return reference, scores, threshold
+    kept = reference.rows[scores[reference.rows] > threshold.value]
+    dropped = len(reference.rows) - len(kept)
+    if not dropped or not len(kept):
+        return reference, scores, threshold
+    scores = reference_cosines(array, valid, kept, component)
+    threshold = gap_threshold(scores)
+    description = f"{reference.description}; {dropped} of them scored like trained rows and were left out"
+    return Reference(kept, reference.source, description, dropped), scores, threshold
+
+
+# ---------------------------------------------------------------- the indicator
+
+
+def blocks(array: np.ndarray, valid: np.ndarray, center: np.ndarray | None = None) -> Iterator[tuple[int, np.ndarray]]:
+    """(start, float64 rows) blocks; rows without a finite, non-zero norm come as zeros."""
+    step = max(1, BLOCK_BYTES // (8 * max(1, array.shape[1])))
+    for start in range(0, len(array), step):
+        block = np.array(array[start:start + step], dtype=np.float64)
+        if center is not None:
+            block -= center
+        block[~valid[start:start + step]] = 0
+        yield start, block
+
+
+def first_component(array: np.ndarray, valid: np.ndarray, seed: int = 0) -> np.ndarray:
+    """The unit direction of largest variance of the valid rows about their mean (PCA's first component), by
+    block subspace iteration with Rayleigh-Ritz on the covariance: one read of the table per iteration and
+    d x COMPONENT_WIDTH memory. A table with no leading direction (noise) stops at COMPONENT_ITERATIONS."""
+    count = max(int(valid.sum()), 1)
+    mean = sum((block.sum(axis=0) for _, block in blocks(array, valid)), np.zeros(array.shape[1])) / count
+    width = min(COMPONENT_WIDTH, array.shape[1])
+    basis, _ = np.linalg.qr(np.random.default_rng(seed).standard_normal((array.shape[1], width)))
+    top = np.zeros(array.shape[1])
+    for _ in range(COMPONENT_ITERATIONS):
+        spread = np.zeros_like(basis)
+        for _, block in blocks(array, valid, mean):
+            spread += block.T @ (block @ basis)
+        vectors = np.linalg.eigh(basis.T @ spread)[1]  # Rayleigh-Ritz within the current directions
+        order = vectors[:, ::-1]
+        previous, top = top, basis @ order[:, 0]
+        top *= np.sign(top[np.argmax(np.abs(top))])
+        if np.linalg.norm(top - previous) < COMPONENT_TOLERANCE:
+            break
+        basis, _ = np.linalg.qr(spread @ order)
+    return top / np.linalg.norm(top)
+
+
+def reference_cosines(array: np.ndarray, valid: np.ndarray, reference: np.ndarray, component: np.ndarray) -> np.ndarray:
+    """Cosine of every row to the mean reference row, both with `component` removed; NaN for invalid rows.
+    A reference row is measured against the mean of the others: its own share of the mean would lift it
+    above the rest even in a random table. Removing p from x leaves x - (x.p) p, so x'.m' = x.m' and
+    |x'|^2 = |x|^2 - (x.p)^2: one pass over the table."""
+    reference = reference[valid[reference]]
+    rows = np.asarray(array[reference], dtype=np.float64)  # sorted ids, as fancy indexing of a map wants
+    rows -= np.outer(rows @ component, component)
+    total = rows.sum(axis=0)
+    scores = np.full(len(array), np.nan)
+    if not len(reference):
+        return scores
+    for start, block in blocks(array, valid):
+        scores[start:start + len(block)] = _cosines(block, total / len(reference), component)
+    # a reference row r (component removed) against the others' sum t - r: cos = (r.t - |r|^2) / (|r| |t - r|)
+    squares = np.einsum("ij,ij->i", rows, rows)
+    others = np.linalg.norm(total - rows, axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        own = (rows @ total - squares) / (np.sqrt(squares) * others)
+    # a lone reference row has no others to be measured against
+    scores[reference] = np.where((squares > 0) & (others > 0), np.clip(own, -1, 1), np.nan)
+    scores[~valid] = np.nan
+    return scores
+
+
+def _cosines(block: np.ndarray, target: np.ndarray, component: np.ndarray) -> np.ndarray:
+    """cos(x - (x.p) p, target) for each row x; target is orthogonal to p. NaN where either is zero."""
+    target_norm = float(np.linalg.norm(target))
+    along = block @ component
+    remaining = np.sqrt(np.maximum(np.einsum("ij,ij->i", block, block) - along * along, 0))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        cosine = (block @ target) / (remaining * target_norm)
+    return np.where((remaining > 0) & (target_norm > 0), np.clip(cosine, -1, 1), np.nan)
+
+
+# ---------------------------------------------------------------- the threshold
+
+
+def gap_needed(tested: int, window: int = GAP_WINDOW, false_alarm: float = GAP_FALSE_ALARM) -> float:
+    """The ratio a gap must exceed. Under no under-trained rows, rank-scaled spacings i (s_i - s_i+1) are
+    close to independent exponentials, so a spacing over the mean of the `window` below it has
+    P(ratio > t) = (1 + t / window) ** -window; over `tested` gaps that chance is held to `false_alarm`."""
+    return window * ((tested / false_alarm) ** (1 / window) - 1)
+
+
+def gap_threshold(scores: np.ndarray, window: int = GAP_WINDOW) -> Threshold:
+    """The widest gap in the upper half of the finite scores, against the spacings just below it."""
+    ordered = np.sort(scores[np.isfinite(scores)])[::-1]
+    n = len(ordered)
+    window = min(window, n // 2 - 1)
+    if window < 5:
+        return Threshold(None, f"too few rows ({n}) to find a gap in the indicator")
+    tested = n // 2  # candidates are a minority: the gap lies in the upper half
+    spacing = np.arange(1, n) * (ordered[:-1] - ordered[1:])  # i (s_i - s_i+1), i = 1..n-1
+    sums = np.concatenate([[0.0], np.cumsum(spacing)])
+    ranks = np.arange(tested)  # index i-1 for the gap under the i-th highest score
+    below = (sums[ranks + 1 + window] - sums[ranks + 1]) / window
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(below > 0, spacing[:tested] / below, np.where(spacing[:tested] > 0, np.inf, 0.0))
+    best = int(np.argmax(ratio))
+    needed = gap_needed(tested, window)
+    gap = float(ordered[best] - ordered[best + 1])
+    if ratio[best] <= needed:
+        return Threshold(None, f"no gap stands out: the widest reaches {ratio[best]:.3g}x the spacings below it, "
+                               f"{needed:.3g}x needed", gap, float(ratio[best]), needed)
+    value = float((ordered[best] + ordered[best + 1]) / 2)
+    return Threshold(value, f"in a gap of {gap:.3g} below the top {best + 1:,} rows, {ratio[best]:.3g}x the spacings "
+                            f"below it ({needed:.3g}x needed)", gap, float(ratio[best]), needed)
+
+
+# ---------------------------------------------------------------- second signals and candidates
+
+
+def unchanged_rows(array: np.ndarray, others: Sequence[np.ndarray]) -> np.ndarray:
+    """Rows whose bytes are the same in this table and in every other (same shape, float32)."""
+    same = np.ones(len(array), dtype=bool)
+    step = max(1, BLOCK_BYTES // (4 * max(1, array.shape[1])))
+    for other in others:
+        for start in range(0, len(array), step):
+            mine = np.ascontiguousarray(array[start:start + step], dtype=np.float32).view(np.uint32)
+            theirs = np.ascontiguousarray(other[start:start + step], dtype=np.float32).view(np.uint32)
+            same[start:start + step] &= (mine == theirs).all(axis=1)
+    return same
+
+
+def collect(scores: np.ndarray, threshold: Threshold, norms: np.ndarray, z: np.ndarray,
+            unchanged: np.ndarray | None, kinds: TokenKinds | None) -> tuple[Candidate, ...]:
+    fired = {
+        "indicator": scores > threshold.value if threshold.value is not None else np.zeros(len(scores), dtype=bool),
+        "norm-high": z > NORM_Z,
+        "norm-low": (z < -NORM_Z) | (norms == 0),  # a zero row never received a gradient that stuck
+        "unchanged": unchanged if unchanged is not None else np.zeros(len(scores), dtype=bool),
+    }
+    chosen = np.flatnonzero(np.logical_or.reduce(list(fired.values())))
+    # by indicator score, highest first; rows without a score after them, the farthest norm first
+    order = np.lexsort((-np.abs(np.nan_to_num(z[chosen], nan=0.0)), -np.nan_to_num(scores[chosen], nan=-np.inf)))
+    found = []
+    for row in chosen[order]:
+        row_kinds = kinds.of(int(row)) if kinds is not None else ()
+        found.append(Candidate(
+            int(row), float(scores[row]), float(norms[row]), float(z[row]),
+            tuple(signal for signal in SIGNALS if fired[signal][row]), row_kinds,
+            bool(row_kinds) if kinds is not None else None, bool(fired["unchanged"][row])))
+    return tuple(found)

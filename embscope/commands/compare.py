@@ -1,0 +1,249 @@
+"""`embscope compare A B [C ...]`: what training changed between checkpoints, row by row and over steps."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import typing
+from collections.abc import Iterator
+from dataclasses import fields, replace
+from enum import Enum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from typer._click.core import Context  # the Context typer's commands are parsed with
+from typer.core import TyperCommand
+
+from ..analysis.compare import (
+    LISTED,
+    NEIGHBOR_K,
+    NEIGHBOR_SAMPLE,
+    CompareOptions,
+    Pairing,
+    TableInput,
+    by_token,
+    compare,
+)
+from ..embeddings import Embeddings
+from ..errors import EmbscopeError, TokenError
+from ..lookup import lookup_word
+from ..render import compare as render
+from ..series import Step, checkpoint_step, folder_checkpoints, in_step_order
+from ..text import quote
+from .options import JsonFlag, Source
+
+PLOT_SUFFIXES = (".png", ".svg", ".pdf")
+BARE_PLOT = ""  # what a bare --plot becomes: the default file name
+
+
+class Align(str, Enum):
+    procrustes = "procrustes"
+
+
+class Match(str, Enum):
+    tokens = "tokens"
+
+
+class BarePlotCommand(TyperCommand):
+    """Lets --plot stand without a value. The word after --plot is its value only when it names a plot file
+    (.png, .svg, .pdf), since checkpoints follow as arguments; --plot=FILE always takes FILE."""
+
+    def parse_args(self, ctx: Context, args: list[str]) -> list[str]:
+        rewritten, rest = [], list(args)
+        while rest:
+            arg = rest.pop(0)
+            if arg == "--":
+                rewritten += [arg] + rest
+                break
+            if arg == "--plot" and not (rest and rest[0].lower().endswith(PLOT_SUFFIXES)):
+                arg = f"--plot={BARE_PLOT}"
+            rewritten.append(arg)
+        return super().parse_args(ctx, rewritten)
+
+
+def token_name(tokenizer: object | None, row: int) -> str:
+    """The token's string, or `#id` when there is no tokenizer or it cannot name the row; never raises."""
+    if tokenizer is None:
+        return f"#{row}"
+    try:
+        return tokenizer.token_string(row)  # type: ignore[attr-defined]
+    except (EmbscopeError, ValueError, IndexError, KeyError):
+        return f"#{row}"
+
+
+def namer(emb: Embeddings, role: str, first_row: int) -> render.Namer:
+    if role == "position":
+        return lambda row: f"position {row - first_row}" if row >= first_row else f"reserved row {row}"
+    tokenizer = emb.tokenizer_for_names()[0]
+    return functools.partial(token_name, tokenizer)
+
+
+def token_strings(emb: Embeddings, which: str) -> list[str | None]:
+    """Every token row's string, None past the tokenizer's vocabulary, for --match tokens."""
+    tokenizer, why_none = emb.tokenizer_for_names()
+    if tokenizer is None:
+        raise TokenError(f"--match tokens pairs rows by token string and needs a tokenizer for {which} "
+                         f"({quote(emb.checkpoint.path)}): {why_none}")
+    rows = emb.token.rows
+    return [tokenizer.token_string(i) if i < tokenizer.vocab_size else None for i in range(rows)]  # type: ignore[attr-defined]
+
+
+def word_rows(emb: Embeddings, words: list[str]) -> list[tuple[str, int | None, str | None]]:
+    """Each --words entry with its token row in A, or why it has none (neighbour sets are per row)."""
+    tokenizer, why_none = emb.tokenizer_for_names()
+    if tokenizer is None:
+        raise TokenError(f"--words needs a tokenizer to find the words' rows: {why_none}")
+    found: list[tuple[str, int | None, str | None]] = []
+    for word in words:
+        lookup = lookup_word(tokenizer, word)  # type: ignore[arg-type]
+        if len(lookup.ids) == 1:
+            found.append((word, lookup.ids[0], None))
+        else:
+            pieces = " ".join(quote(t) for t in lookup.tokens)
+            why = f"is {len(lookup.ids)} tokens ({pieces}); neighbour sets are compared per row, so it is left out"
+            found.append((word, None, why))
+    return found
+
+
+def tables_of(emb: Embeddings) -> dict[str, TableInput]:
+    found = {"token": TableInput(emb.token.array)}
+    if emb.position is not None:
+        found["position"] = TableInput(emb.position.array, emb.position.first_row)
+    if emb.output is not None:
+        found["output"] = TableInput(emb.output.array)
+    return found
+
+
+def checkpoint_paths(paths: list[Path], source: Source) -> tuple[list[Path], Path, list[str]]:
+    """The checkpoints to compare in order, what the output names as their origin, and notes."""
+    if len(paths) >= 2:
+        return paths, paths[0], []
+    (folder,) = paths
+    if not folder.is_dir():
+        raise typer.BadParameter("expected two or more checkpoints, or one folder of checkpoints",
+                                 param_hint="'CHECKPOINTS...'")
+    found = folder_checkpoints(folder)
+    if len(found) < 2:
+        names = ", ".join(quote(p.name) for p in found) or "none"
+        raise EmbscopeError(f"expected two or more checkpoints in the folder {quote(folder)}, found {len(found)} "
+                            f"({names})")
+    # pickles are read whole to learn their step, then let go: at most one is held while ordering
+    stepped = [(path, checkpoint_step(replace(source, checkpoint=path).open().checkpoint)) for path in found]
+    ordered, notes = in_step_order(stepped)
+    return [path for path, _ in ordered], folder, notes
+
+
+def parse_words(words: list[str] | None) -> list[str]:
+    """--words king,queen --words dog -> king, queen, dog (each once)."""
+    return list(dict.fromkeys(w.strip() for entry in words or [] for w in entry.split(",") if w.strip()))
+
+
+def plot_path(plot: str | None, origin: Path, inputs: list[Path]) -> Path | None:
+    """The file --plot names: bare, `<stem>-compare.png` in the working directory; never one of the inputs."""
+    if plot is None:
+        return None
+    path = Path(f"{origin.stem or origin.resolve().name}-compare.png") if plot == BARE_PLOT else Path(plot)
+    from ..render.plots import plot_format  # the module imports matplotlib only when drawing
+    try:
+        plot_format(path)
+    except EmbscopeError as err:
+        raise typer.BadParameter(str(err), param_hint="'--plot'") from None
+    if any(path.resolve() == p.resolve() for p in inputs):
+        raise typer.BadParameter(f"{quote(path)} is one of the checkpoints: embscope never writes a file it reads",
+                                 param_hint="'--plot'")
+    return path
+
+
+def compare_command(
+    source: Source,
+    checkpoints: Annotated[list[Path], typer.Argument(
+        help="Two or more checkpoints (files or folders), compared in the order given; or one folder holding a "
+             "run's checkpoints (ckpt*.pt, ANDREA dumps, nlm pickles, checkpoint-N/ folders), ordered by step.",
+        metavar="CHECKPOINT...", show_default=False)],
+    words: Annotated[list[str] | None, typer.Option(
+        "--words", help="Words whose top-k neighbour sets are compared first, beside the sample (comma-separated or "
+                        "repeated).")] = None,
+    sample: Annotated[int, typer.Option(
+        "--sample", min=0, help="Rows drawn (with a fixed seed) for the neighbour comparison.")] = NEIGHBOR_SAMPLE,
+    k: Annotated[int, typer.Option("-k", min=1, help="Neighbours per row for the neighbour comparison.")] = NEIGHBOR_K,
+    top: Annotated[int, typer.Option("--top", min=1, help="Movers and stable rows listed per table.")] = LISTED,
+    align: Annotated[Align | None, typer.Option(
+        "--align", help="procrustes: rotate B onto A (orthogonal Procrustes over the shared rows) before comparing; "
+                        "for two different runs. Two checkpoints only.", show_default=False)] = None,
+    match: Annotated[Match | None, typer.Option(
+        "--match", help="tokens: pair token rows by token string, for vocabularies that differ. Two checkpoints only.",
+        show_default=False)] = None,
+    plot: Annotated[str | None, typer.Option(
+        "--plot", metavar="[FILE]", help="Draw the trajectory and the position profiles to FILE (.png, .svg or .pdf); "
+                                         "bare --plot writes <name>-compare.png in the working directory.",
+        show_default=False)] = None,
+    json: JsonFlag = False,
+) -> None:
+    """What changed between checkpoints: per-row cosine, norm and relative change, rows bitwise unchanged,
+    neighbour-set overlap, position profiles; a trajectory over three or more steps."""
+    if (align is not None or match is not None) and len(checkpoints) != 2:
+        raise typer.BadParameter("--align and --match compare two runs: give exactly two checkpoints")
+    paths, origin, notes = checkpoint_paths(checkpoints, source)
+    plot_file = plot_path(plot, origin, paths)
+    options = CompareOptions(align=align is not None, k=k, sample=sample, listed=top, device=source.device.value)
+    opened: list[tuple[Path, Step]] = []
+    names: dict[str, render.Namer] = {}
+    names_b: dict[str, render.Namer] = {}
+    first_names: dict[str, str] = {}
+    last_names: dict[str, str] = {}
+    ready = {0: replace(source, checkpoint=paths[0]).open()}  # opened before the series: words, token strings
+    found_words = word_rows(ready[0], parse_words(words)) if words else []
+    pairing: Pairing | None = None
+    if match is not None:
+        ready[1] = replace(source, checkpoint=paths[1]).open()
+        pairing = by_token(token_strings(ready[0], "A"), token_strings(ready[1], "B"))
+
+    def series() -> Iterator[dict[str, TableInput]]:
+        """Each checkpoint opened in turn; the analysis keeps only the tables it still needs."""
+        for index, path in enumerate(paths):
+            emb = ready.pop(index, None) or replace(source, checkpoint=path).open()
+            opened.append((emb.checkpoint.path, checkpoint_step(emb.checkpoint)))
+            tables = tables_of(emb)
+            for role, table in tables.items():
+                names_b[role] = namer(emb, role, table.first_row)
+                last_names[role] = emb.table(role).name
+                if index == 0:
+                    names[role], first_names[role] = names_b[role], last_names[role]
+            yield tables
+
+    with render.progress() as stages:
+        comparison = compare(series(), options, token_pairing=pairing,
+                             word_rows=[row for _, row, _ in found_words if row is not None], stages=stages)
+    table_names = {role: (first_names[role], last_names[role]) for role in comparison.tables}
+    labels = render.Labels(opened, origin, table_names, names, names_b, found_words, notes, plot_file)
+    if plot_file is not None:
+        from ..render.compare_plot import draw
+        draw(comparison, labels, plot_file)
+    if json:
+        render.emit(comparison, labels)
+    else:
+        render.show(comparison, labels)
+
+
+def without_checkpoint_option(command: typing.Callable) -> typing.Callable:
+    """Every Source option but -c (the checkpoints are the arguments); the command receives one `source`."""
+    signature = inspect.signature(command)
+    hints = typing.get_type_hints(command, include_extras=True)
+    source_hints = typing.get_type_hints(Source, include_extras=True)
+    shared = [f for f in fields(Source) if f.name != "checkpoint"]
+    own = [p.replace(annotation=hints[p.name]) for p in signature.parameters.values() if p.name != "source"]
+    extra = [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default, annotation=source_hints[f.name])
+             for f in shared]
+
+    @functools.wraps(command)
+    def wrapper(**kwargs: object) -> None:
+        command(source=Source(**{f.name: kwargs.pop(f.name) for f in shared}), **kwargs)  # type: ignore[arg-type]
+
+    wrapper.__signature__ = signature.replace(parameters=own + extra)  # type: ignore[attr-defined]
+    wrapper.__annotations__ = {p.name: p.annotation for p in own + extra}
+    return wrapper
+
+
+def register(app: typer.Typer) -> None:
+    app.command("compare", cls=BarePlotCommand)(without_checkpoint_option(compare_command))

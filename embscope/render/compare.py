@@ -1,0 +1,314 @@
+"""`compare` for people (rich tables) and for programs (one JSON document), and its progress bars."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..analysis.compare import (
+    PERCENTILES,
+    Comparison,
+    NeighborOverlap,
+    Stages,
+    TableComparison,
+    TableState,
+    TrajectoryPoint,
+)
+from ..series import Step as CheckpointStep
+from ..text import quote
+from . import console, jsonout
+
+LISTED_INLINE = 10  # rows named in the one-line list of unchanged rows
+Namer = Callable[[int], str]  # a row id -> what the reader calls it: a token string, "#id", "position p"
+
+
+@dataclass(frozen=True)
+class Labels:
+    """What the numbers are about, beside the comparison itself."""
+
+    checkpoints: list[tuple[Path, CheckpointStep]]
+    origin: Path  # the first path given, or the folder
+    table_names: dict[str, tuple[str, str]]  # role -> the table's name in the first and the last checkpoint
+    names: dict[str, Namer]  # role -> how to name a row of the first checkpoint's table
+    names_b: dict[str, Namer]  # role -> how to name a row of the last checkpoint's table
+    words: list[tuple[str, int | None, str | None]] = field(default_factory=list)  # (word, A row, why not used)
+    notes: list[str] = field(default_factory=list)
+    plot: Path | None = None
+
+
+@contextmanager
+def progress() -> Iterator[Stages]:
+    """A bar on stderr for each stage of the work, shown only on a terminal."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                  console=console.err, transient=True, disable=not console.err.is_terminal) as bars:
+        def stage(description: str) -> Callable[[int, int], None]:
+            task = bars.add_task(description, total=None)
+            return lambda done, total: bars.update(task, completed=done, total=total)
+        yield stage
+
+
+def number(value: float | None, digits: int = 4) -> str:
+    cleaned = jsonout.clean(value)
+    return "null" if cleaned is None else f"{cleaned:.{digits}g}"
+
+
+def cosine(value: float | None) -> str:
+    return console.cosine_text(jsonout.clean(value))
+
+
+def checkpoint_text(path: Path, step: CheckpointStep) -> str:
+    return f"{console.safe(path)} ({step.text()})"
+
+
+# ----------------------------------------------------------------------------- JSON
+
+
+def table_document(found: TableComparison, labels: Labels) -> dict:
+    name, name_b = labels.names[found.role], labels.names_b[found.role]
+    summary, changes = found.summary, found.changes
+    rows_a, rows_b = found.pairing.rows_a(), found.pairing.rows_b()
+
+    def row(index: int) -> dict:
+        entry = {"id": int(rows_a[index]), "token": name(int(rows_a[index])), "cosine": changes.cosine[index],
+                 "norm_a": changes.norm_a[index], "norm_b": changes.norm_b[index],
+                 "relative_change": changes.relative[index]}
+        if rows_b[index] != rows_a[index]:
+            entry["id_b"] = int(rows_b[index])
+        return entry
+
+    table_a, table_b = labels.table_names[found.role]
+    doc = {
+        "name": table_a, "name_b": table_b, "rows_compared": summary.rows, "rows_with_cosine": summary.defined,
+        "pairing": found.pairing.note, "mean_row_cosine": summary.mean_cosine,
+        "median_row_cosine": summary.median_cosine,
+        "percentiles": {str(p): summary.percentiles[p] for p in PERCENTILES},
+        "mean_relative_change": summary.mean_relative, "median_relative_change": summary.median_relative,
+        "mean_norm_a": summary.mean_norm_a, "mean_norm_b": summary.mean_norm_b,
+        "unchanged_rows": summary.unchanged,
+        "unchanged_ids": [int(i) for i in rows_a[changes.unchanged]],
+        "movers": [row(int(i)) for i in found.movers],
+        "stable": [row(int(i)) for i in found.stable],
+        "neighbor_overlap": None,
+        "looks_like_different_runs": found.different_runs,
+    }
+    if found.neighbors is not None:
+        overlap = found.neighbors
+        doc["neighbor_overlap"] = {
+            "k": overlap.k, "rows": len(overlap.jaccard), "words": overlap.words, "sample_seed": overlap.seed,
+            "mean_jaccard": overlap.mean,
+            "by_word": [{"word": word, "id": int(overlap.rows_a[i]), "jaccard": overlap.jaccard[i],
+                         "neighbors_a": [name(int(j)) for j in overlap.neighbors_a[i] if j >= 0],
+                         "neighbors_b": [name_b(int(j)) for j in overlap.neighbors_b[i] if j >= 0]}
+                        for word, i in word_queries(labels, overlap)],
+        }
+    if found.alignment is not None:
+        doc["alignment"] = {"method": "procrustes", "residual": found.alignment.residual,
+                            "rows": found.alignment.rows, "mean_row_cosine_unaligned": found.unaligned_mean_cosine}
+    return doc
+
+
+def word_queries(labels: Labels, overlap: NeighborOverlap) -> list[tuple[str, int]]:
+    """(word, query index) for each --words entry whose row was queried (a row with no partner in B is not)."""
+    queried = {int(row): i for i, row in enumerate(overlap.rows_a[:overlap.words])}
+    return [(word, queried[row]) for word, row, _ in labels.words if row is not None and row in queried]
+
+
+def state_document(state: TableState | None) -> dict | None:
+    if state is None:
+        return None
+    doc: dict = {"rows": state.rows, "mean_norm": state.mean_norm, "anomalies": state.anomalies}
+    if state.position0_norm is not None:
+        doc["position0_norm"] = state.position0_norm
+        doc["position0_ratio_to_mean"] = state.position0_norm / state.mean_norm if state.mean_norm else None
+    if state.profile is not None:
+        doc["profile"] = [{"offset": s.offset, "mean": s.mean, "std": s.std, "pairs": s.pairs}
+                          for s in state.profile.summary()]
+    return doc
+
+
+def step_document(step: TrajectoryPoint) -> dict:
+    doc = {"mean_row_cosine_to_previous": step.cosine_to_previous, "mean_row_cosine_to_first": step.cosine_to_first,
+           "unchanged_rows": step.unchanged_from_previous, **(state_document(step.state) or {})}
+    if step.note:
+        doc["note"] = step.note
+    return doc
+
+
+def document(comparison: Comparison, labels: Labels) -> dict:
+    checkpoints = labels.checkpoints
+    doc: dict = {
+        "checkpoint": str(labels.origin),
+        "step": checkpoints[-1][1].value,
+        "checkpoints": [{"path": str(path), "step": step.value, "step_from": step.source} for path, step in checkpoints],
+        "tables": {role: table_document(found, labels) for role, found in comparison.tables.items()},
+        "states": {role: [state_document(s) for s in states] for role, states in comparison.states.items()},
+    }
+    if comparison.checkpoints >= 3:
+        doc["trajectory"] = [
+            {"path": str(path), "step": step.value,
+             "tables": {role: step_document(steps[i]) for role, steps in comparison.trajectory.items()}}
+            for i, (path, step) in enumerate(checkpoints)]
+    doc["words"] = [{"word": word, "id": row, "note": why} for word, row, why in labels.words]
+    if labels.plot is not None:
+        doc["plot"] = str(labels.plot)
+    doc["notes"] = all_notes(comparison, labels)
+    return doc
+
+
+def all_notes(comparison: Comparison, labels: Labels) -> list[str]:
+    notes = list(labels.notes) + list(comparison.notes)
+    for role, found in comparison.tables.items():
+        if found.pairing.note:
+            notes.append(f"{role} table: {found.pairing.note}")
+        undefined = found.summary.rows - found.summary.defined
+        if undefined:
+            notes.append(f"{role} table: {undefined:,} rows are zero or hold NaN/Inf in A or B: their cosine is "
+                         "undefined and left out of the statistics")
+        if found.neighbors is not None:
+            queried = {word for word, _ in word_queries(labels, found.neighbors)}
+            notes += [f"{role} table: --words {word!r} has no row in B to compare with" for word, row, _ in labels.words
+                      if row is not None and word not in queried]
+        if found.different_runs:
+            notes.append(f"{role} table: the mean row cosine is {found.summary.mean_cosine:+.3f} while the mean norms "
+                         f"agree ({found.summary.mean_norm_a:.3g} and {found.summary.mean_norm_b:.3g}): these look "
+                         "like two different runs, whose rows live in different bases; try --align procrustes")
+    notes += [f"--words {word!r}: {why}" for word, row, why in labels.words if why]
+    return notes
+
+
+def emit(comparison: Comparison, labels: Labels) -> None:
+    jsonout.emit(document(comparison, labels))
+
+
+# ----------------------------------------------------------------------------- console
+
+
+def header(labels: Labels) -> str:
+    checkpoints = labels.checkpoints
+    if len(checkpoints) == 2:
+        (a, step_a), (b, step_b) = checkpoints
+        return f"compare: A = {checkpoint_text(a, step_a)}, B = {checkpoint_text(b, step_b)}"
+    first, last = checkpoints[0][1], checkpoints[-1][1]
+    steps = f"{first.text()} to {last.text()}"
+    return f"compare: {len(checkpoints)} checkpoints from {console.safe(labels.origin)}, {steps}"
+
+
+def print_trajectory(comparison: Comparison, labels: Labels) -> None:
+    listed = ", ".join(f"{console.safe(path.name)} ({step.text()})" for path, step in labels.checkpoints)
+    console.out.print(f"checkpoints in order: {listed}", soft_wrap=True)
+    for role, steps in comparison.trajectory.items():
+        position = role == "position"
+        columns = ["step", "cos to previous", "cos to first", "mean norm"]
+        columns += ["position 0 norm"] if position else []
+        columns += ["anomalies", "unchanged"]
+        grid = console.table(*columns, title=f"trajectory of the {role} table: mean row cosine; rows bitwise "
+                                             "unchanged since the previous checkpoint")
+        for index, ((path, step), entry) in enumerate(zip(labels.checkpoints, steps)):
+            state = entry.state
+            cells = [f"{step.value:,}" if step.value is not None else f"#{index + 1}",
+                     cosine(entry.cosine_to_previous), cosine(entry.cosine_to_first),
+                     number(state.mean_norm if state else None)]
+            if position:
+                cells.append(number(state.position0_norm if state else None))
+            cells += [str(state.anomalies) if state else "-",
+                      f"{entry.unchanged_from_previous:,}" if entry.unchanged_from_previous is not None else "-"]
+            grid.add_row(*cells)
+        console.out.print(grid)
+
+
+def print_rows(title: str, found: TableComparison, indices: np.ndarray, name: Namer) -> None:
+    if not len(indices):
+        return
+    changes, rows_a = found.changes, found.pairing.rows_a()
+    grid = console.table("row", "name", "cosine", "norm A", "norm B", "relative change", title=title)
+    for index in indices:
+        row = int(rows_a[index])
+        grid.add_row(str(row), console.safe(name(row)), cosine(changes.cosine[index]), number(changes.norm_a[index]),
+                     number(changes.norm_b[index]), number(changes.relative[index]))
+    console.out.print(grid)
+
+
+def print_table(found: TableComparison, labels: Labels, states: list[TableState | None]) -> None:
+    out, summary, role = console.out, found.summary, found.role
+    table_a, table_b = labels.table_names[role]
+    names = console.safe(repr(table_a)) + ("" if table_b == table_a else f" / {console.safe(repr(table_b))}")
+    what = "positions" if role == "position" else "rows"
+    out.print(f"{role} table {names}: {summary.rows:,} {what} compared", soft_wrap=True)
+    if found.alignment is not None:
+        out.print(f"  aligned: B rotated onto A by orthogonal Procrustes over {found.alignment.rows:,} rows, residual "
+                  f"||B R - A|| / ||A|| = {number(found.alignment.residual)} (mean row cosine before: "
+                  f"{cosine(found.unaligned_mean_cosine)})", soft_wrap=True)
+    percentiles = "  ".join(f"{p}%: {cosine(summary.percentiles[p])}" for p in PERCENTILES)
+    out.print(f"  row cosine A vs B: mean {cosine(summary.mean_cosine)}  median {cosine(summary.median_cosine)}  "
+              f"{percentiles}", soft_wrap=True)
+    out.print(f"  relative change ||b - a|| / ||a||: mean {number(summary.mean_relative)}  median "
+              f"{number(summary.median_relative)}", soft_wrap=True)
+    out.print(f"  mean row norm: A {number(summary.mean_norm_a)}, B {number(summary.mean_norm_b)}")
+    unchanged = summary.unchanged
+    listed = ""
+    if unchanged:
+        rows = found.pairing.rows_a()[found.changes.unchanged][:LISTED_INLINE]
+        listed = ": " + inline(rows, labels.names[role], role) + (", ..." if unchanged > LISTED_INLINE else "")
+    every = " (all)" if unchanged and unchanged == summary.rows else ""
+    out.print(f"  rows bitwise unchanged: {unchanged:,}{every}{listed}", soft_wrap=True)
+    if found.neighbors is not None:
+        overlap = found.neighbors
+        sampled = len(overlap.jaccard) - overlap.words
+        out.print(f"  neighbour overlap (Jaccard of top-{overlap.k} sets): mean {number(overlap.mean)} over "
+                  f"{len(overlap.jaccard):,} rows ({overlap.words} from --words, {sampled:,} drawn with seed "
+                  f"{overlap.seed})", soft_wrap=True)
+        name, name_b = labels.names[role], labels.names_b[role]
+        for word, i in word_queries(labels, overlap):
+            out.print(f"    {console.safe(quote(word))}: Jaccard {number(overlap.jaccard[i], 3)}; A: "
+                      f"{inline(overlap.neighbors_a[i], name, role)}; B: {inline(overlap.neighbors_b[i], name_b, role)}",
+                      soft_wrap=True)
+    if role == "position":
+        print_positions(states, labels)
+    print_rows("top movers (largest relative change first)", found, found.movers, labels.names[role])
+    print_rows("most stable rows (smallest change first; bitwise unchanged rows left out)", found, found.stable,
+               labels.names[role])
+
+
+def inline(rows: np.ndarray, name: Namer, role: str) -> str:
+    """Rows named in a line of text; token strings quoted (not `#id`), so a leading space or an empty token shows."""
+    named = [(int(row), name(int(row))) for row in rows if row >= 0]
+    return ", ".join(console.safe(text if role == "position" or text == f"#{row}" else quote(text))
+                     for row, text in named)
+
+
+def print_positions(states: list[TableState | None], labels: Labels) -> None:
+    first, last = states[0], states[-1]
+    for which, state in (("A", first), ("B", last)):
+        if state is not None and state.position0_norm is not None:
+            ratio = state.position0_norm / state.mean_norm if state.mean_norm else math.nan
+            console.out.print(f"  position 0 norm in {which}: {number(state.position0_norm)} ({number(ratio, 3)}x the "
+                              f"mean {number(state.mean_norm)})")
+    if first is None or last is None or first.profile is None or last.profile is None:
+        return
+    grid = console.table("distance k", "A: mean cos(p_i, p_i+k)", "B: mean cos(p_i, p_i+k)",
+                         title="similarity by distance")
+    by_offset_b = {s.offset: s.mean for s in last.profile.summary()}
+    for s in first.profile.summary():
+        grid.add_row(str(s.offset), cosine(s.mean), cosine(by_offset_b.get(s.offset)))
+    console.out.print(grid)
+
+
+def show(comparison: Comparison, labels: Labels) -> None:
+    out = console.out
+    out.print(header(labels), soft_wrap=True)
+    if comparison.checkpoints >= 3:
+        print_trajectory(comparison, labels)
+        (a, step_a), (b, step_b) = labels.checkpoints[0], labels.checkpoints[-1]
+        out.print(f"first against last: A = {checkpoint_text(a, step_a)}, B = {checkpoint_text(b, step_b)}",
+                  soft_wrap=True)
+    for role, found in comparison.tables.items():
+        print_table(found, labels, comparison.states[role])
+    if labels.plot is not None:
+        out.print(f"plot written to {console.safe(labels.plot)}")
+    console.notes(all_notes(comparison, labels))

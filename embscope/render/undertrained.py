@@ -1,0 +1,111 @@
+"""`embscope undertrained` for people (rich tables) and for programs (one JSON document)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from ..analysis.norms import MAD_SCALE
+from ..analysis.token_kinds import KIND_MEANINGS, KINDS, TokenKinds
+from ..analysis.undertrained import NORM_Z, THRESHOLD_RULE, Candidate, UndertrainedReport
+from ..text import visible
+from . import console
+
+LISTED_ROWS = 10  # candidates printed per table in the console, highest score first; --json lists all
+INDICATOR = "cosine to the mean reference row, first principal component removed (Land & Bartolo 2024)"
+NORM_RULE = f"norm-high / norm-low: robust z of the row norm beyond +-{NORM_Z:g}, z = (norm - median) / " \
+            f"({MAD_SCALE} x MAD); zero rows are norm-low"
+
+Namer = Callable[[int], str]
+
+
+def document(checkpoint: Path, step: int | None, reports: Sequence[UndertrainedReport], kinds: TokenKinds | None,
+             name: Namer, notes: Sequence[str], plot: Path | None) -> dict:
+    """The JSON document: the first table's reference, threshold and candidates at the top level (the output
+    table when the head is untied, else the token table), and every table analysed under "tables"."""
+    tables = [table_document(report, name) for report in reports]
+    doc = {"checkpoint": str(checkpoint), "step": step, **tables[0], "tables": tables,
+           "tokenizer": None if kinds is None else {"ids": kinds.vocab_size, "kinds": kinds.counts(),
+                                                    "meanings": KIND_MEANINGS},
+           "notes": list(notes)}
+    if plot is not None:
+        doc["plot"] = str(plot)
+    return doc
+
+
+def table_document(report: UndertrainedReport, name: Namer) -> dict:
+    reference, threshold = report.reference, report.threshold
+    return {
+        "table": report.table, "name": report.name, "rows": report.rows,
+        "indicator": INDICATOR if report.has_indicator else None,
+        "reference": {"source": reference.source, "rows": len(reference.rows), "ids": reference.rows.tolist(),
+                      "description": reference.description, "dropped": reference.dropped},
+        "threshold": {"value": threshold.value, "why": threshold.why, "rule": THRESHOLD_RULE,
+                      "gap": threshold.gap, "ratio": threshold.ratio, "needed": threshold.needed},
+        "norm_rule": NORM_RULE,
+        "unchanged_rows": None if report.unchanged is None else int(report.unchanged.sum()),
+        "candidates": [{"id": c.id, "token": name(c.id), "score": c.score, "signals": list(c.signals),
+                        "verified": c.verified, "kinds": list(c.kinds), "norm": c.norm, "norm_z": c.norm_z,
+                        "conclusive": c.conclusive} for c in report.candidates],
+        "notes": list(report.notes),
+    }
+
+
+def render(checkpoint: Path, step: int | None, reports: Sequence[UndertrainedReport], kinds: TokenKinds | None,
+           name: Namer, notes: Sequence[str], plot: Path | None) -> None:
+    out = console.out
+    out.print(f"checkpoint: {console.safe(checkpoint)}" + (f" (step {step:,})" if step is not None else ""),
+              soft_wrap=True)
+    if kinds is not None:
+        found = ", ".join(f"{kind} {count:,}" for kind, count in kinds.counts().items() if count)
+        out.print(f"tokenizer: {kinds.vocab_size:,} ids; {found or 'every id round-trips'}", soft_wrap=True)
+    out.print(f"indicator: {INDICATOR}", soft_wrap=True)
+    out.print(f"threshold rule: {THRESHOLD_RULE}", soft_wrap=True)
+    out.print(NORM_RULE, soft_wrap=True)
+    for report in reports:
+        render_table(report, name)
+    if plot is not None:
+        out.print(f"plot written to {console.safe(plot)}")
+    console.notes([*notes, *(note for report in reports for note in report.notes)])
+
+
+def render_table(report: UndertrainedReport, name: Namer) -> None:
+    out = console.out
+    out.print()
+    out.print(f"{report.table} table {console.safe(report.name)}: {report.rows:,} rows", soft_wrap=True)
+    reference = report.reference
+    out.print(f"reference: {reference.source}, {console.safe(reference.description)}", soft_wrap=True)
+    threshold = report.threshold
+    value = "none" if threshold.value is None else f"{threshold.value:+.4f}"
+    out.print(f"threshold: {value}, {console.safe(threshold.why)}", soft_wrap=True)
+    if report.unchanged is not None:
+        out.print(f"bitwise unchanged across the checkpoints: {int(report.unchanged.sum()):,} rows (conclusive)")
+    candidates = report.candidates
+    if not candidates:
+        out.print("candidates: none")
+        return
+    verified = sum(1 for c in candidates if c.verified)
+    title = f"candidates ({len(candidates):,}" + (f"; {verified:,} verified by the tokenizer)"
+                                                  if candidates[0].verified is not None else ")")
+    grid = console.table("id", "token", "score", "norm", "norm z", "signals", "tokenizer", title=title)
+    for c in candidates[:LISTED_ROWS]:
+        grid.add_row(str(c.id), console.safe(visible(name(c.id))), number(c.score, "+.4f"), number(c.norm, ".4g"),
+                     number(c.norm_z, "+.1f"), signals_text(c), kinds_text(c))
+    out.print(grid)
+    if len(candidates) > LISTED_ROWS:
+        out.print(f"... and {len(candidates) - LISTED_ROWS:,} more (--json lists all)")
+
+
+def signals_text(candidate: Candidate) -> str:
+    return ", ".join(candidate.signals) + (" (conclusive)" if candidate.conclusive else "")
+
+
+def kinds_text(candidate: Candidate) -> str:
+    if candidate.verified is None:
+        return "-"
+    return ", ".join(kind for kind in KINDS if kind in candidate.kinds) or "unverified"
+
+
+def number(value: float, spec: str) -> str:
+    return "-" if not math.isfinite(value) else format(value, spec)

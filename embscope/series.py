@@ -1,0 +1,76 @@
+"""The checkpoints of one training run, in step order: the files named, or the checkpoints a folder holds.
+
+A folder's checkpoints are its files that a format reader recognises (nanoGPT `ckpt*.pt`, ANDREA dumps, nlm
+pickles, ...) and its Hugging Face Trainer `checkpoint-N/` folders. The step is the one the file records; else
+the last number in the file's name, else in its folder's name (`checkpoint-500/model.safetensors`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from .checkpoint import Checkpoint
+from .errors import CheckpointError
+from .formats import NOT_WEIGHTS, sniff_readable
+from .text import quote
+
+TRAINER_FOLDER = re.compile(r"checkpoint-\d+")  # what transformers' Trainer names each save
+NUMBER = re.compile(r"\d+")
+# a folder named for its step (checkpoint-500, step_1000, iter3000); not any number, or runs/exp3 would be step 3
+STEP_FOLDER = re.compile(r"(?:checkpoint|step|iter)[-_]?(\d+)", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Step:
+    value: int | None
+    source: str | None  # "file" (the checkpoint records it), "name" (read from a file or folder name), None
+
+    def text(self) -> str:
+        if self.value is None:
+            return "step unknown"
+        return f"step {self.value:,}" + (" (from the name)" if self.source == "name" else "")
+
+
+def step_from_name(path: Path) -> int | None:
+    """The last number in the name (without suffix), else the step in the name of the folder holding it."""
+    numbers = NUMBER.findall(path.stem if path.is_file() else path.name)
+    if numbers:
+        return int(numbers[-1])
+    folder = STEP_FOLDER.search(path.parent.name) if path.is_file() else None
+    return int(folder[1]) if folder else None
+
+
+def checkpoint_step(checkpoint: Checkpoint) -> Step:
+    if checkpoint.step is not None:
+        return Step(checkpoint.step, "file")
+    from_name = step_from_name(checkpoint.path)
+    return Step(from_name, "name" if from_name is not None else None)
+
+
+def folder_checkpoints(folder: Path) -> list[Path]:
+    """The checkpoint files and Trainer checkpoint folders directly inside `folder`, by name."""
+    try:
+        entries = sorted(folder.iterdir())
+    except OSError as err:
+        raise CheckpointError(f"expected a readable folder of checkpoints at {quote(folder)}, found "
+                              f"{err.strerror or err}") from None
+    files = [p for p in entries if p.is_file() and p.name not in NOT_WEIGHTS and sniff_readable(p) is not None]
+    folders = [p for p in entries if p.is_dir() and TRAINER_FOLDER.fullmatch(p.name)]
+    return files + folders
+
+
+def in_step_order(found: list[tuple[Path, Step]]) -> tuple[list[tuple[Path, Step]], list[str]]:
+    """Known steps first, in order (ties by name); checkpoints with no step after them, by name, with a note."""
+    known = sorted((entry for entry in found if entry[1].value is not None), key=lambda e: (e[1].value, e[0].name))
+    unknown = [entry for entry in found if entry[1].value is None]
+    notes = []
+    if unknown:
+        names = ", ".join(quote(path.name) for path, _ in unknown)
+        notes.append(f"{names}: no step in the file or its name, so placed last, in name order")
+    steps = [step.value for _, step in known]
+    repeated = sorted({s for s in steps if steps.count(s) > 1 and s is not None})
+    if repeated:
+        notes.append(f"several checkpoints are at step {', '.join(f'{s:,}' for s in repeated)}: ordered by name")
+    return known + unknown, notes

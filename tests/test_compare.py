@@ -1,0 +1,397 @@
+"""`embscope compare`: per-row change, bitwise unchanged rows, neighbour overlap, trajectories over a folder of
+mixed formats, Procrustes alignment, token matching and differing shapes; every figure against plain numpy."""
+
+from __future__ import annotations
+
+import json
+import pickle
+import struct
+import tracemalloc
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import run, run_json
+
+from embscope.analysis.compare import by_index, neighbor_overlap, procrustes, row_changes
+
+V, D, T = 400, 24, 48
+
+
+def usage_error(result) -> str:
+    """A usage error's text as one line, whether typer draws it in a box or not."""
+    assert result.exit_code == 2, (result.exit_code, result.stdout, result.stderr)
+    return " ".join(result.stderr.translate({ord(c): " " for c in "│╭╮╰╯─"}).split())
+
+
+def numpy_rows(a, b):
+    """Cosine, norms and relative change of each row pair, the plain way."""
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    na, nb = np.linalg.norm(a, axis=1), np.linalg.norm(b, axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        cos = np.sum(a * b, axis=1) / (na * nb)
+        rel = np.linalg.norm(b - a, axis=1) / na
+    return cos, na, nb, rel
+
+
+def planted_series(seed: int = 0):
+    """A start, and a later table with 12 rows never touched, 5 planted movers, a zero row, and drift elsewhere."""
+    rng = np.random.default_rng(seed)
+    start = rng.standard_normal((V, D)).astype(np.float32)
+    start[7] = 0.0  # a zero row in A: cosine undefined, relative change Inf
+    later = start + np.float32(0.05) * rng.standard_normal((V, D)).astype(np.float32)
+    untouched = np.arange(300, 312)
+    later[untouched] = start[untouched]
+    movers = np.array([20, 99, 150, 222, 351])
+    later[movers] = rng.standard_normal((len(movers), D)).astype(np.float32) * 3
+    return start, later, untouched, movers
+
+
+def write_npz(path, token, position=None):
+    arrays = {"token_emb": token} if position is None else {"token_emb": token, "pos_emb": position}
+    np.savez(path, **arrays)
+    return path
+
+
+def test_rows_against_numpy(tmp_path):
+    start, later, untouched, movers = planted_series()
+    rng = np.random.default_rng(1)
+    pos_a = rng.standard_normal((T, D)).astype(np.float32)
+    pos_b = pos_a + np.float32(0.1) * rng.standard_normal((T, D)).astype(np.float32)
+    a = write_npz(tmp_path / "a.npz", start, pos_a)
+    b = write_npz(tmp_path / "b.npz", later, pos_b)
+    doc = run_json("compare", a, b, "--sample", "50", "--top", "8")
+
+    cos, na, nb, rel = numpy_rows(start, later)
+    defined = ~np.isnan(cos)
+    token = doc["tables"]["token"]
+    assert token["rows_compared"] == V and token["rows_with_cosine"] == V - 1
+    assert token["mean_row_cosine"] == pytest.approx(cos[defined].mean(), rel=1e-12)
+    assert token["median_row_cosine"] == pytest.approx(np.median(cos[defined]), rel=1e-12)
+    for p, value in zip((1, 5, 95), np.percentile(cos[defined], [1, 5, 95])):
+        assert token["percentiles"][str(p)] == pytest.approx(value, rel=1e-12)
+    assert token["unchanged_rows"] == len(untouched)
+    assert token["unchanged_ids"] == untouched.tolist()
+    assert token["mean_norm_a"] == pytest.approx(na.mean(), rel=1e-12)
+    assert token["mean_norm_b"] == pytest.approx(nb.mean(), rel=1e-12)
+
+    # the zero row leads (Inf, shown as null), then the planted movers, largest relative change first
+    ranked = [m["id"] for m in token["movers"]]
+    assert ranked[0] == 7 and token["movers"][0]["relative_change"] is None and token["movers"][0]["cosine"] is None
+    assert sorted(ranked[1:6]) == sorted(movers.tolist())
+    assert ranked[1:6] == sorted(movers.tolist(), key=lambda r: -rel[r])
+    for mover in token["movers"][1:]:
+        i = mover["id"]
+        assert mover["cosine"] == pytest.approx(cos[i], rel=1e-12)
+        assert mover["norm_a"] == pytest.approx(na[i], rel=1e-12)
+        assert mover["norm_b"] == pytest.approx(nb[i], rel=1e-12)
+        assert mover["relative_change"] == pytest.approx(rel[i], rel=1e-12)
+        assert mover["token"] == f"#{i}"  # no tokenizer beside the files
+    changed = np.setdiff1d(np.flatnonzero(np.isfinite(rel)), untouched)
+    expected_stable = changed[np.argsort(rel[changed], kind="stable")][:8]
+    assert [s["id"] for s in token["stable"]] == expected_stable.tolist()
+
+    position = doc["tables"]["position"]
+    pcos, pna, _, _ = numpy_rows(pos_a, pos_b)
+    assert position["mean_row_cosine"] == pytest.approx(pcos.mean(), rel=1e-12)
+    assert position["neighbor_overlap"] is None
+    first_state = doc["states"]["position"][0]
+    assert first_state["position0_norm"] == pytest.approx(pna[0], rel=1e-12)
+    assert first_state["mean_norm"] == pytest.approx(pna.mean(), rel=1e-12)
+
+
+def test_json_keys_and_console(tmp_path):
+    start, later, _, _ = planted_series()
+    a, b = write_npz(tmp_path / "a.npz", start), write_npz(tmp_path / "b.npz", later)
+    doc = run_json("compare", a, b, "--sample", "20")
+    assert doc["checkpoint"] == str(a) and doc["step"] is None
+    assert doc["checkpoints"] == [{"path": str(a), "step": None, "step_from": None},
+                                  {"path": str(b), "step": None, "step_from": None}]
+    assert "trajectory" not in doc  # two checkpoints: no trajectory
+    assert list(doc["tables"]) == ["token"]
+    token = doc["tables"]["token"]
+    for key in ("mean_row_cosine", "median_row_cosine", "percentiles", "unchanged_rows", "movers", "stable",
+                "neighbor_overlap"):
+        assert key in token
+    assert set(token["movers"][1]) == {"id", "token", "cosine", "norm_a", "norm_b", "relative_change"}
+    text = run("compare", a, b, "--sample", "20").stdout
+    assert text.splitlines()[0] == f"compare: A = {a} (step unknown), B = {b} (step unknown)"
+    assert "rows bitwise unchanged: 12: #300, #301," in text
+    assert "top movers (largest relative change first)" in text
+
+
+def test_neighbor_overlap_against_brute_force(tmp_path):
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((120, 8)).astype(np.float32)
+    b = a.copy()
+    b[:40] += np.float32(0.8) * rng.standard_normal((40, 8)).astype(np.float32)
+    k = 5
+
+    def top(table):
+        unit = table / np.linalg.norm(table, axis=1, keepdims=True)
+        scores = unit @ unit.T
+        np.fill_diagonal(scores, -np.inf)
+        return [set(np.argsort(-row, kind="stable")[:k].tolist()) for row in scores]
+
+    na, nb = top(a.astype(np.float64)), top(b.astype(np.float64))
+    expected = np.mean([len(x & y) / len(x | y) for x, y in zip(na, nb)])
+    pa, pb = write_npz(tmp_path / "a.npz", a), write_npz(tmp_path / "b.npz", b)
+    doc = run_json("compare", pa, pb, "-k", str(k), "--sample", "1000")
+    overlap = doc["tables"]["token"]["neighbor_overlap"]
+    assert overlap["rows"] == 120 and overlap["k"] == k
+    assert overlap["mean_jaccard"] == pytest.approx(expected, rel=1e-12)
+    assert 0.2 < expected < 0.95  # the planted change moved some neighbour sets, not all
+
+
+def test_neighbor_overlap_counts_unpaired_neighbours_in_the_union():
+    a = np.eye(6, dtype=np.float32) + 0.1
+    b = a.copy()
+    pairing = by_index(6, 6)
+    found = neighbor_overlap(a, b, pairing, np.ones(6, dtype=bool), [], k=2, sample=6)
+    assert np.allclose(found.jaccard, 1.0)
+    shorter = by_index(6, 4)  # B has rows 0-3 only: A's neighbours 4 and 5 have no partner
+    found = neighbor_overlap(a, b[:4], shorter, np.ones(4, dtype=bool), [], k=5, sample=4)
+    # row 0 in A: neighbours {1, 2, 3, 4, 5}; in B: {1, 2, 3}; 3 shared of 5
+    assert found.jaccard[0] == pytest.approx(3 / 5)
+
+
+def test_procrustes_recovers_the_rotation(tmp_path):
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((1500, 64))
+    rotation, _ = np.linalg.qr(rng.standard_normal((64, 64)))
+    b = a @ rotation + 0.01 * rng.standard_normal(a.shape)
+    a32, b32 = a.astype(np.float32), b.astype(np.float32)
+    found = procrustes(a32, b32, by_index(1500, 1500))
+    # B R_found ~ A, so R_found undoes the rotation: R_found ~ rotation^T
+    assert np.abs(found.rotation - rotation.T).max() < 0.01
+    assert np.allclose(found.rotation @ found.rotation.T, np.eye(64), atol=1e-10)
+    direct = np.linalg.norm(b32.astype(np.float64) @ found.rotation - a32) / np.linalg.norm(a32.astype(np.float64))
+    assert found.residual == pytest.approx(direct, rel=1e-6)
+    assert 0.005 < found.residual < 0.02  # the noise: 0.01 per value against values of about 1
+
+    pa, pb = write_npz(tmp_path / "a.npz", a32), write_npz(tmp_path / "b.npz", b32)
+    raw = run_json("compare", pa, pb, "--sample", "10")
+    token = raw["tables"]["token"]
+    assert abs(token["mean_row_cosine"]) < 0.1 and token["looks_like_different_runs"] is True
+    assert any("try --align procrustes" in note for note in raw["notes"])
+    aligned = run_json("compare", pa, pb, "--sample", "10", "--align", "procrustes")["tables"]["token"]
+    assert aligned["alignment"]["residual"] == pytest.approx(direct, rel=1e-6)
+    assert aligned["alignment"]["mean_row_cosine_unaligned"] == pytest.approx(token["mean_row_cosine"], rel=1e-12)
+    cos, _, _, _ = numpy_rows(a32, b32.astype(np.float64) @ found.rotation)
+    assert aligned["mean_row_cosine"] == pytest.approx(cos.mean(), rel=1e-9)
+    assert aligned["looks_like_different_runs"] is False
+
+
+def test_differing_shapes_compare_the_overlap(tmp_path):
+    rng = np.random.default_rng(6)
+    tok = rng.standard_normal((300, D)).astype(np.float32)
+    grown = np.concatenate([tok, rng.standard_normal((50, D)).astype(np.float32)])
+    pos = rng.standard_normal((64, D)).astype(np.float32)
+    a = write_npz(tmp_path / "a.npz", tok, pos[:32])
+    b = write_npz(tmp_path / "b.npz", grown, pos)
+    doc = run_json("compare", a, b, "--sample", "10")
+    assert doc["tables"]["token"]["rows_compared"] == 300
+    assert doc["tables"]["token"]["unchanged_rows"] == 300
+    assert doc["tables"]["position"]["rows_compared"] == 32
+    assert "token table: A has 300 rows and B has 350: the first 300 are compared" in doc["notes"]
+    assert "position table: A has 32 positions and B has 64: the first 32 are compared" in doc["notes"]
+    wide = write_npz(tmp_path / "wide.npz", rng.standard_normal((300, 2 * D)).astype(np.float32))
+    result = run("compare", a, wide, "--json")
+    assert json.loads(result.stdout)["tables"] == {}
+    assert (f"the token tables are {D} and {2 * D} wide: rows of different widths cannot be compared, so this table "
+            "is left out") in json.loads(result.stdout)["notes"]
+
+
+def write_wordlevel(directory, words):
+    tokenizers = pytest.importorskip("tokenizers")
+    from tokenizers.models import WordLevel
+    from tokenizers.pre_tokenizers import Whitespace
+    tokenizer = tokenizers.Tokenizer(WordLevel({w: i for i, w in enumerate(words)}, unk_token="[UNK]"))
+    tokenizer.pre_tokenizer = Whitespace()
+    directory.mkdir()
+    tokenizer.save(str(directory / "tokenizer.json"))
+
+
+def test_match_tokens_pairs_rows_by_string(tmp_path):
+    rng = np.random.default_rng(7)
+    words_a = ["[UNK]", "king", "queen", "dog", "cat", "house", "tree", "river"]
+    words_b = ["[UNK]", "river", "cat", "moon", "king", "dog", "sun", "queen", "tree"]
+    vectors = {w: rng.standard_normal(D).astype(np.float32) for w in set(words_a) | set(words_b)}
+    for name, words in (("a", words_a), ("b", words_b)):
+        write_wordlevel(tmp_path / name, words)
+        np.savez(tmp_path / name / "model.npz", token_emb=np.stack([vectors[w] for w in words]))
+    doc = run_json("compare", tmp_path / "a", tmp_path / "b", "--match", "tokens", "--words", "king", "-k", "4")
+    token = doc["tables"]["token"]
+    shared = sorted(set(words_a) & set(words_b))
+    assert token["rows_compared"] == len(shared) == 7
+    assert token["unchanged_rows"] == 7 and token["mean_row_cosine"] == pytest.approx(1.0)
+    assert "token table: --match tokens paired 7 rows by token string, of 8 tokens in A and 9 in B" in doc["notes"]
+
+    def nearest(word, words):  # by string: moon and sun, only in B, can only be in the union
+        others = [w for w in words if w != word]
+        cos = [vectors[w] @ vectors[word] / (np.linalg.norm(vectors[w]) * np.linalg.norm(vectors[word])) for w in others]
+        return [others[i] for i in np.argsort(cos)[::-1][:4]]
+
+    by_word = token["neighbor_overlap"]["by_word"]
+    near_a, near_b = set(nearest("king", words_a)), set(nearest("king", words_b))
+    assert by_word[0]["word"] == "king" and set(by_word[0]["neighbors_a"]) == near_a
+    assert set(by_word[0]["neighbors_b"]) == near_b
+    assert by_word[0]["jaccard"] == pytest.approx(len(near_a & near_b) / len(near_a | near_b))
+    unmatched = run_json("compare", tmp_path / "a", tmp_path / "b", "--sample", "5")["tables"]["token"]
+    assert unmatched["rows_compared"] == 8 and unmatched["unchanged_rows"] == 1  # only [UNK] sits at the same index
+
+
+def write_mixed_run(folder, tables):
+    """(step, token, position) written as an nlm pickle, a nanoGPT torch.save dict, an ANDREA dump, an npz whose
+    step is in its name only and a Trainer checkpoint-N/ folder; names sort in another order than steps."""
+    torch = pytest.importorskip("torch")
+    from safetensors.numpy import save_file
+    folder.mkdir()
+    (s0, t0, p0), (s1, t1, p1), (s2, t2, p2), (s3, t3, p3), (s4, t4, p4) = tables
+    with open(folder / "zz_nlm.pkl", "wb") as f:
+        pickle.dump({"params": {"token_emb": t0, "pos_emb": p0}, "step": s0}, f)
+    torch.save({"model": {"transformer.wte.weight": torch.from_numpy(t1), "transformer.wpe.weight": torch.from_numpy(p1)},
+                "iter_num": s1}, folder / "ckpt.pt")
+    flat = np.concatenate([t2.ravel(), p2.ravel()]).astype("<f4")
+    (folder / "a_dump.bin").write_bytes(struct.pack("<ii", s2, flat.size) + flat.tobytes())
+    (folder / "config.json").write_text(json.dumps({"vocab_size": t2.shape[0], "d_model": D, "context": T}))
+    np.savez(folder / f"snapshot_{s3}.npz", token_emb=t3, pos_emb=p3)
+    (folder / f"checkpoint-{s4}").mkdir()
+    save_file({"wte.weight": t4, "wpe.weight": p4}, str(folder / f"checkpoint-{s4}" / "model.safetensors"))
+
+
+def test_folder_of_mixed_formats_is_a_trajectory_in_step_order(tmp_path):
+    rng = np.random.default_rng(8)
+    token = rng.standard_normal((V, D)).astype(np.float32)
+    position = rng.standard_normal((T, D)).astype(np.float32)
+    tables = []
+    for step in (0, 100, 200, 300, 400):
+        tables.append((step, token.copy(), position.copy()))
+        token = token.copy()
+        token[50:] += np.float32(0.2) * rng.standard_normal((V - 50, D)).astype(np.float32)
+        position = position + np.float32(0.05) * rng.standard_normal((T, D)).astype(np.float32)
+    write_mixed_run(tmp_path / "run", tables)
+    doc = run_json("compare", tmp_path / "run", "--sample", "10")
+    names = ["/".join(c["path"].split("/")[-2:]) for c in doc["checkpoints"]]
+    assert names == ["run/zz_nlm.pkl", "run/ckpt.pt", "run/a_dump.bin", "run/snapshot_300.npz",
+                     "checkpoint-400/model.safetensors"]
+    assert [c["step"] for c in doc["checkpoints"]] == [0, 100, 200, 300, 400]
+    assert [c["step_from"] for c in doc["checkpoints"]] == ["file", "file", "file", "name", "name"]
+    assert doc["checkpoint"] == str(tmp_path / "run") and doc["step"] == 400
+    steps = doc["trajectory"]
+    assert [s["step"] for s in steps] == [0, 100, 200, 300, 400]
+    assert steps[0]["tables"]["token"]["mean_row_cosine_to_previous"] is None
+    for i in range(1, 5):
+        entry = steps[i]["tables"]["token"]
+        to_previous, _, _, _ = numpy_rows(tables[i - 1][1], tables[i][1])
+        to_first, _, _, _ = numpy_rows(tables[0][1], tables[i][1])
+        assert entry["mean_row_cosine_to_previous"] == pytest.approx(to_previous.mean(), rel=1e-12)
+        assert entry["mean_row_cosine_to_first"] == pytest.approx(to_first.mean(), rel=1e-12)
+        assert entry["unchanged_rows"] == 50
+        assert entry["mean_norm"] == pytest.approx(np.linalg.norm(tables[i][1].astype(np.float64), axis=1).mean(),
+                                                   rel=1e-12)
+        pos_entry = steps[i]["tables"]["position"]
+        assert pos_entry["position0_norm"] == pytest.approx(np.linalg.norm(tables[i][2][0].astype(np.float64)),
+                                                            rel=1e-12)
+        assert pos_entry["unchanged_rows"] == 0
+    last, _, _, _ = numpy_rows(tables[0][1], tables[4][1])
+    assert doc["tables"]["token"]["mean_row_cosine"] == pytest.approx(last.mean(), rel=1e-12)
+    assert doc["tables"]["token"]["unchanged_ids"] == list(range(50))
+
+    text = run("compare", tmp_path / "run", "--sample", "10").stdout
+    assert text.splitlines()[0] == f"compare: 5 checkpoints from {tmp_path / 'run'}, step 0 to step 400 (from the name)"
+    assert "trajectory of the token table" in text
+
+
+def test_plot_bare_and_named(tmp_path, monkeypatch):
+    pytest.importorskip("matplotlib")
+    rng = np.random.default_rng(9)
+    tables = [(s, rng.standard_normal((V, D)).astype(np.float32), rng.standard_normal((T, D)).astype(np.float32))
+              for s in (0, 100, 200, 300, 400)]
+    (tmp_path / "run").mkdir()
+    for step, token, position in tables:
+        write_npz(tmp_path / "run" / f"step{step}.npz", token, position)
+    monkeypatch.chdir(tmp_path)
+    before = {p.name: p.read_bytes() for p in (tmp_path / "run").iterdir()}
+    result = run("compare", "--plot", "run", "--sample", "5")
+    assert (tmp_path / "run-compare.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "plot written to run-compare.png" in result.stdout
+    doc = run_json("compare", "--plot", "trend.svg", "run", "--sample", "5")
+    assert doc["plot"] == "trend.svg" and (tmp_path / "trend.svg").read_text().lstrip().startswith("<?xml")
+    assert {p.name for p in tmp_path.iterdir()} == {"run", "run-compare.png", "trend.svg"}  # only where asked
+    assert {p.name: p.read_bytes() for p in (tmp_path / "run").iterdir()} == before
+    from embscope.analysis.compare import CompareOptions, TableInput, compare
+    from embscope.render.compare import Labels
+    from embscope.render.compare_plot import figure
+    from embscope.series import Step
+    comparison = compare([{"token": TableInput(t), "position": TableInput(p)} for _, t, p in tables],
+                         CompareOptions(sample=0))
+    labels = Labels([(tmp_path / f"c{s}", Step(s, "file")) for s, _, _ in tables], tmp_path, {}, {}, {})
+    fig = figure(comparison, labels)
+    titles = [ax.get_title() for ax in fig.axes]
+    assert titles == ["mean row cosine", "row norms", "rows flagged by norms; rows bitwise unchanged",
+                      "position similarity by distance (first, middle, last)"]
+    profile_lines = fig.axes[3].get_lines()
+    assert [line.get_label() for line in profile_lines if not line.get_label().startswith("_")] == \
+        ["step 0", "step 200", "step 400"]
+
+
+def test_errors(tmp_path):
+    start, later, _, _ = planted_series()
+    a, b = write_npz(tmp_path / "a.npz", start), write_npz(tmp_path / "b.npz", later)
+    assert "expected two or more checkpoints, or one folder of checkpoints" in usage_error(run("compare", a, ok=False))
+    folder = tmp_path / "one"
+    folder.mkdir()
+    write_npz(folder / "only.npz", start)
+    result = run("compare", folder, ok=False)
+    assert result.exit_code == 1
+    assert result.stderr.strip() == f"Error: expected two or more checkpoints in the folder '{folder}', found 1 ('only.npz')"
+    c = write_npz(tmp_path / "c.npz", later)
+    assert "--align and --match compare two runs: give exactly two checkpoints" in \
+        usage_error(run("compare", a, b, c, "--align", "procrustes", ok=False))
+    assert "expected a plot file ending in .png, .svg or .pdf, found 'out.jpg'" in \
+        usage_error(run("compare", a, b, "--plot=out.jpg", ok=False))
+    png = tmp_path / "x.png"  # a checkpoint that happens to end in .png is never written over
+    with open(png, "wb") as f:
+        np.savez(f, token_emb=start)
+    assert "is one of the checkpoints: embscope never writes a file it reads" in \
+        usage_error(run("compare", a, png, f"--plot={png}", ok=False))
+    result = run("compare", a, b, "--words", "dog", ok=False)
+    assert result.exit_code == 1 and "--words needs a tokenizer to find the words' rows" in result.stderr
+    result = run("compare", a, b, "--match", "tokens", ok=False)
+    assert result.exit_code == 1 and "--match tokens pairs rows by token string and needs a tokenizer for A" in result.stderr
+
+
+def test_rows_are_walked_without_a_float64_copy():
+    rng = np.random.default_rng(10)
+    a = rng.standard_normal((40_000, 64)).astype(np.float32)  # 10 MB; a float64 copy would be 20 MB
+    b = a + np.float32(0.01)
+    tracemalloc.start()
+    try:
+        changes = row_changes(a, b, by_index(len(a), len(b)))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < a.nbytes  # the per-row results (1.6 MB) and a few blocks, never a whole float64 table
+    assert changes.unchanged.sum() == 0
+
+
+def test_unchanged_means_equal_bits():
+    a = np.ones((5, 4), dtype=np.float32)
+    a[3] = np.nan
+    b = a.copy()
+    b[1, 0] = np.nextafter(np.float32(1), np.float32(2))  # one ulp
+    a[4, 1], b[4, 1] = 0.0, -0.0  # equal values, different bits
+    changes = row_changes(a, b, by_index(5, 5))
+    assert changes.unchanged.tolist() == [True, False, True, True, False]
+    assert changes.relative[1] > 0 and changes.relative[4] == 0.0 and np.isnan(changes.cosine[3])
+    rotated = row_changes(a, b, by_index(5, 5), rotation=np.eye(4)[::-1].copy())
+    assert rotated.unchanged.tolist() == [True, False, True, True, False]  # the stored rows, not the rotated ones
+
+
+def test_the_sample_in_two_formats_is_unchanged():
+    root = Path(__file__).resolve().parents[1] / "sample_checkpoints"
+    doc = run_json("compare", root / "nlm", root / "andrea", "--sample", "0")
+    assert [c["step"] for c in doc["checkpoints"]] == [3000, 3000]
+    assert doc["tables"]["token"]["unchanged_rows"] == 1024 and doc["tables"]["position"]["unchanged_rows"] == 256
+    assert doc["tables"]["token"]["movers"] == [] and doc["tables"]["token"]["neighbor_overlap"] is None

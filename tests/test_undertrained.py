@@ -1,0 +1,335 @@
+"""`embscope undertrained`: the tokenizer analysis, magikarp's indicator and the gap threshold checked
+against plain numpy, and the candidates checked against the rows training never touched: on the sample
+(its training counts are shipped), a small model trained here with weight decay, a BERT-like table with
+placeholder rows named and renamed, and Gaussian noise."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import run, run_json
+from safetensors.numpy import save_file
+
+from embscope.analysis.token_kinds import TokenKinds, token_kinds
+from embscope.analysis.undertrained import (
+    GAP_FALSE_ALARM,
+    GAP_WINDOW,
+    connected_labels,
+    find_undertrained,
+    first_component,
+    gap_threshold,
+    reference_cosines,
+)
+from embscope.sample import sample_directory
+from embscope.tokenizers import load_tokenizer
+
+NEVER_IN_UTF8 = [0xC0, 0xC1, *range(0xF5, 0x100)]  # RFC 3629
+SPACE_APART = r" |[A-Za-z]+|[0-9]+|\n+|[^A-Za-z0-9 \n]+"
+
+
+def write_minbpe(path: Path, merges, special: dict[str, int] | None = None) -> Path:
+    special = special or {}
+    lines = ["minbpe v1", SPACE_APART, str(len(special)), *(f"{t} {i}" for t, i in special.items()),
+             *(f"{a} {b}" for a, b in merges)]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def letter_merges(count: int) -> list[tuple[int, int]]:
+    """Two-letter tokens "aa", "ab", ... (at most 676), each of which its own text encodes back to."""
+    assert count <= 676
+    return [(97 + i // 26, 97 + i % 26) for i in range(count)]
+
+
+def recall_precision(found: set[int], truth: set[int]) -> tuple[float, float]:
+    hits = len(found & truth)
+    return hits / len(truth), hits / len(found)
+
+
+def ids(table_doc: dict) -> set[int]:
+    return {c["id"] for c in table_doc["candidates"]}
+
+
+# ---------------------------------------------------------------- the numbers, against numpy
+
+
+def numpy_indicator(table: np.ndarray, reference: np.ndarray) -> np.ndarray:
+    """Magikarp's recipe spelled out: PCA's first component (SVD of the centred rows), removed from every row;
+    cosine to the mean reference row, a reference row measured against the mean of the others."""
+    x = table.astype(np.float64)
+    component = np.linalg.svd(x - x.mean(axis=0), full_matrices=False)[2][0]
+    flat = x - np.outer(x @ component, component)
+    unit = flat / np.linalg.norm(flat, axis=1, keepdims=True)
+    target = flat[reference].mean(axis=0)
+    scores = unit @ target / np.linalg.norm(target)
+    for row in reference:
+        others = flat[[r for r in reference if r != row]].mean(axis=0)
+        scores[row] = unit[row] @ others / np.linalg.norm(others)
+    return scores
+
+
+def test_indicator_is_magikarps_cosine_without_the_first_component():
+    rng = np.random.default_rng(0)
+    table = (rng.standard_normal((300, 24)) + 3 * rng.standard_normal(24)).astype(np.float32)
+    table[:, 0] *= 5  # a clear first component
+    reference = np.array([3, 50, 51, 200, 299])
+    valid = np.ones(len(table), dtype=bool)
+    found = reference_cosines(table, valid, reference, first_component(table, valid))
+    np.testing.assert_allclose(found, numpy_indicator(table, reference), rtol=0, atol=1e-9)
+
+
+def test_gap_threshold_by_hand():
+    rng = np.random.default_rng(1)
+    scores = np.concatenate([rng.normal(0.1, 0.05, 400), rng.normal(0.8, 0.01, 30)])
+    found = gap_threshold(scores)
+    ordered = np.sort(scores)[::-1]
+    assert found.value == pytest.approx((ordered[29] + ordered[30]) / 2, abs=1e-15)
+    assert found.gap == pytest.approx(ordered[29] - ordered[30], abs=1e-15)
+    spacings = np.arange(1, len(ordered)) * -np.diff(ordered)
+    assert found.ratio == pytest.approx(spacings[29] / spacings[30:30 + GAP_WINDOW].mean(), rel=1e-9)
+    tested = len(scores) // 2
+    assert found.needed == pytest.approx(GAP_WINDOW * ((tested / GAP_FALSE_ALARM) ** (1 / GAP_WINDOW) - 1))
+    assert "below the top 30 rows" in found.why
+    assert gap_threshold(rng.normal(0, 1, 430)).value is None
+
+
+@pytest.mark.parametrize("rows, dim, seed", [(1000, 16, 0), (2000, 64, 1), (1500, 128, 2)])
+def test_gaussian_table_has_no_candidates(tmp_path, rows, dim, seed):
+    table = np.random.default_rng(seed).standard_normal((rows, dim)).astype(np.float32)
+    np.savez(tmp_path / "model.npz", token_emb=table)
+    doc = run_json("undertrained", "-c", tmp_path / "model.npz")
+    assert doc["candidates"] == [] and doc["reference"]["source"] == "none" and doc["threshold"]["value"] is None
+    # with a tokenizer there is a reference (the 13 bytes no UTF-8 text holds and the rows past its 932
+    # ids), and still no gap
+    write_minbpe(tmp_path / "tokenizer.model", letter_merges(676))
+    doc = run_json("undertrained", "-c", tmp_path / "model.npz")
+    assert doc["reference"]["ids"] == NEVER_IN_UTF8 + list(range(932, rows)) and doc["candidates"] == []
+
+
+def test_connected_labels_match_a_walk():
+    rng = np.random.default_rng(2)
+    a, b = rng.integers(0, 60, 40), rng.integers(0, 60, 40)
+    labels = connected_labels(60, a, b)
+    for start in range(60):
+        seen, todo = {start}, [start]
+        while todo:
+            node = todo.pop()
+            for x, y in zip(a, b):
+                for here, there in ((x, y), (y, x)):
+                    if here == node and there not in seen:
+                        seen.add(there)
+                        todo.append(there)
+        assert labels[start] == min(seen)
+
+
+# ---------------------------------------------------------------- the tokenizer's view
+
+
+def test_token_kinds_of_a_byte_level_bpe(tmp_path):
+    tokenizer = load_tokenizer(write_minbpe(tmp_path / "tok.model", letter_merges(8), {"<|endoftext|>": 264}))
+    kinds = token_kinds(tokenizer, 270)  # 5 rows past the tokenizer's 265 ids
+    high = list(range(128, 256))
+    assert np.flatnonzero(kinds["partial-utf8"]).tolist() == high
+    assert np.flatnonzero(kinds["never-utf8"]).tolist() == NEVER_IN_UTF8
+    # the bytes decode to U+FFFD, and <|endoftext|> is not matched in text by a minbpe tokenizer
+    assert np.flatnonzero(kinds["unreachable"]).tolist() == high + [264]
+    assert np.flatnonzero(kinds["special"]).tolist() == [264]
+    assert np.flatnonzero(kinds["control"]).tolist() == [i for i in range(32) if chr(i) not in "\t\n\r"] + [127]
+    assert np.flatnonzero(kinds["padding"]).tolist() == [265, 266, 267, 268, 269]
+    assert kinds.of(0xC0) == ("unreachable", "partial-utf8", "never-utf8")
+
+    class Listed:  # a tokenizer that lists its special ids (the interface tokenizers are gaining)
+        special_ids = frozenset({97})
+
+        def __getattr__(self, name):
+            return getattr(tokenizer, name)
+
+    assert token_kinds(Listed(), 265).of(97) == ("special",)
+
+
+def bert_vocab(renamed: bool) -> dict[str, int]:
+    rng = np.random.default_rng(4)
+    words: set[str] = set()
+    while len(words) < 895:
+        words.add("".join(rng.choice(list("abcdefghijklmnoprstuvwy"), rng.integers(3, 7))))
+    names = [f"zq{n}" if renamed else f"[unused{n}]" for n in range(100)]
+    tokens = ["[PAD]", *names, "[UNK]", "[CLS]", "[SEP]", "[MASK]", *sorted(words)]
+    return {token: i for i, token in enumerate(tokens)}
+
+
+def bert_like(tmp_path: Path, renamed: bool) -> Path:
+    """A BERT-like checkpoint: 1,000 rows, 64 wide, rows 1..100 a block of near-identical placeholder rows
+    (as the output softmax leaves rows it never predicts), the rest low-rank plus noise around a shared
+    direction, with a WordPiece tokenizer.json beside it."""
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers
+    rng = np.random.default_rng(3)
+    table = rng.standard_normal((1000, 16)) @ rng.standard_normal((16, 64)) / 4 + 0.3 * rng.standard_normal((1000, 64))
+    table += 1.5 * rng.standard_normal(64)
+    table[1:101] = rng.standard_normal(64) + 0.05 * rng.standard_normal((100, 64))
+    folder = tmp_path / ("renamed" if renamed else "named")
+    folder.mkdir()
+    save_file({"embeddings.word_embeddings.weight": table.astype(np.float32)}, folder / "model.safetensors")
+    hf = Tokenizer(models.WordPiece(vocab=bert_vocab(renamed), unk_token="[UNK]"))
+    hf.normalizer = normalizers.BertNormalizer(lowercase=True)
+    hf.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    hf.decoder = decoders.WordPiece()
+    hf.save(str(folder / "tokenizer.json"))
+    return folder
+
+
+@pytest.mark.parametrize("renamed", [False, True])
+def test_bert_like_placeholders_with_and_without_their_names(tmp_path, renamed):
+    pytest.importorskip("tokenizers")
+    doc = run_json("undertrained", "-c", bert_like(tmp_path, renamed))
+    block = set(range(1, 101))
+    assert ids(doc) == block
+    if renamed:  # reachable ordinary words: only the rows themselves can tell
+        assert doc["reference"]["source"] == "cluster" and doc["reference"]["ids"] == sorted(block)
+        assert doc["tokenizer"]["kinds"]["placeholder"] == 0
+        assert all(c["verified"] is False and c["kinds"] == [] for c in doc["candidates"])
+    else:
+        assert doc["reference"]["source"] == "tokenizer" and doc["tokenizer"]["kinds"]["placeholder"] == 100
+        assert doc["reference"]["ids"] == sorted(block)  # [PAD] [UNK] [CLS] ... are special: not in the reference
+        assert all(c["verified"] is True and "placeholder" in c["kinds"] for c in doc["candidates"])
+    assert all("indicator" in c["signals"] for c in doc["candidates"])
+
+
+# ---------------------------------------------------------------- real training
+
+
+def test_sample_candidates_are_the_tokens_training_never_saw():
+    counts = json.loads((sample_directory() / "token_counts.json").read_text())["counts"]
+    never = {i for i, count in enumerate(counts) if count == 0}
+    assert len(never) == 175
+    doc = run_json("undertrained")
+    assert doc["checkpoint"].endswith("model.pkl") and doc["step"] == 3000 and doc["table"] == "token"
+    assert doc["reference"]["ids"] == NEVER_IN_UTF8 and doc["reference"]["source"] == "tokenizer"
+    recall, precision = recall_precision(ids(doc), never)
+    assert recall >= 0.9 and precision >= 0.9, (recall, precision)
+    indicator = {c["id"] for c in doc["candidates"] if "indicator" in c["signals"]}
+    assert recall_precision(indicator, never) >= (0.9, 0.9)
+
+
+def markov_stream(rng: np.random.Generator, used: np.ndarray, length: int) -> np.ndarray:
+    successors = rng.choice(used, size=(int(used.max()) + 1, 4))
+    picks = rng.integers(0, 4, length)
+    out = np.empty(length, dtype=np.int64)
+    token = int(used[0])
+    for i in range(length):
+        out[i] = token
+        token = successors[token, picks[i]]
+    return out
+
+
+def test_model_trained_with_weight_decay(tmp_path):
+    """An untied bigram model trained with AdamW: rows of tokens absent from the data get no gradient in the
+    token table, so weight decay shrinks them (norm-low), and the softmax pushes their output rows one
+    way (the indicator)."""
+    torch = pytest.importorskip("torch")
+    vocab, dim = 512, 32
+    absent = sorted({*NEVER_IN_UTF8, *range(1, 16), *range(500, 512)})
+    rng = np.random.default_rng(0)
+    data = markov_stream(rng, np.setdiff1d(np.arange(vocab), absent), 30_000)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        torch.manual_seed(0)
+        token = torch.nn.Parameter(torch.randn(vocab, dim) * 0.2)
+        output = torch.nn.Parameter(torch.randn(vocab, dim) * 0.2)
+        optimizer = torch.optim.AdamW([token, output], lr=3e-2, weight_decay=0.1)
+        stream = torch.from_numpy(data)
+        for _ in range(200):
+            at = torch.randint(0, len(stream) - 1, (256,))
+            loss = torch.nn.functional.cross_entropy(token[stream[at]] @ output.T, stream[at + 1])
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+    finally:
+        torch.set_num_threads(threads)
+    np.savez(tmp_path / "model.npz", token_emb=token.detach().numpy(), lm_head=output.detach().numpy())
+    write_minbpe(tmp_path / "tokenizer.model", letter_merges(vocab - 256))  # 512 ids
+    never = set(np.flatnonzero(np.bincount(data, minlength=vocab) == 0).tolist())
+    assert set(absent) <= never
+    doc = run_json("undertrained", "-c", tmp_path / "model.npz", "--table", "both")
+    output_doc, token_doc = doc["tables"]
+    assert doc["table"] == output_doc["table"] == "output" and token_doc["table"] == "token"
+    assert recall_precision(ids(output_doc), never) >= (0.9, 0.9)
+    assert all("indicator" in c["signals"] for c in output_doc["candidates"])
+    decayed = {c["id"] for c in token_doc["candidates"] if "norm-low" in c["signals"]}
+    assert recall_precision(decayed, never) >= (0.9, 0.9)
+    verified = {c["id"] for c in output_doc["candidates"] if c["verified"]}
+    control = {i for i in range(32) if chr(i) not in "\t\n\r"} | {127}
+    assert verified == ids(output_doc) & (control | set(range(128, 256)))  # control bytes and partial UTF-8
+
+
+def test_rows_unchanged_across_checkpoints_are_conclusive(tmp_path):
+    rng = np.random.default_rng(5)
+    first = rng.standard_normal((400, 16)).astype(np.float32)
+    later = first + 0.1 * rng.standard_normal((400, 16)).astype(np.float32)
+    later[40:50] = first[40:50]
+    np.savez(tmp_path / "step1.npz", token_emb=first)
+    np.savez(tmp_path / "step2.npz", token_emb=later)
+    doc = run_json("undertrained", "-c", tmp_path / "step2.npz", "--against", tmp_path / "step1.npz")
+    assert doc["unchanged_rows"] == 10 and doc["reference"]["source"] == "unchanged"
+    conclusive = {c["id"] for c in doc["candidates"] if c["conclusive"]}
+    assert conclusive == set(range(40, 50))
+    assert all("unchanged" in c["signals"] for c in doc["candidates"] if c["conclusive"])
+    result = run("undertrained", "-c", tmp_path / "step1.npz", "--against", tmp_path / "step1.npz", ok=False)
+    assert result.exit_code == 1 and "found every row of the token table bitwise the same" in result.stderr
+    np.savez(tmp_path / "other.npz", token_emb=first[:300])
+    result = run("undertrained", "-c", tmp_path / "step2.npz", "--against", tmp_path / "other.npz", ok=False)
+    assert result.exit_code == 1
+    assert "expected the token table of" in result.stderr and "to have the shape (400, 16)" in result.stderr
+
+
+# ---------------------------------------------------------------- the command line
+
+
+def test_console_names_reference_threshold_and_candidates():
+    out = run("undertrained").stdout
+    lines = out.splitlines()
+    assert lines[0].startswith("checkpoint: ") and "(step 3,000)" in lines[0]
+    assert "reference: tokenizer, 13 rows known unused (13 never-utf8)" in out
+    assert "threshold: +0.50" in out and "below the top 176 rows" in out
+    assert "candidates (178;" in out
+
+
+def test_bare_plot_writes_beside_the_working_directory(tmp_path, monkeypatch):
+    pytest.importorskip("matplotlib")
+    monkeypatch.chdir(tmp_path)
+    doc = run_json("undertrained", "--plot")
+    assert doc["plot"] == str(tmp_path / "model-undertrained.png")
+    assert (tmp_path / "model-undertrained.png").stat().st_size > 10_000
+    result = run("undertrained", "-c", tmp_path / "missing.npz", "--plot", "x.txt", ok=False)  # checked first
+    unboxed = " ".join(result.stderr.translate({ord(c): " " for c in "│╭╮╰╯─"}).split())
+    assert result.exit_code == 2 and "expected a plot file ending in .png, .svg or .pdf" in unboxed
+
+
+def test_plot_marks_reference_and_threshold():
+    pytest.importorskip("matplotlib")
+    from embscope.render.undertrained_plot import undertrained_figure
+    rng = np.random.default_rng(6)
+    table = rng.standard_normal((600, 16)).astype(np.float32)
+    table[:40] = rng.standard_normal(16) + 0.01 * rng.standard_normal((40, 16))
+    masks = {kind: np.zeros(600, dtype=bool) for kind in ("unreachable", "partial-utf8", "never-utf8", "special",
+                                                          "control", "placeholder", "padding")}
+    masks["placeholder"][:5] = True
+    report = find_undertrained(table, TokenKinds(600, 600, masks))
+    figure = undertrained_figure([report], "ckpt")
+    score_ax, norm_ax = figure.axes
+    labels = score_ax.get_legend_handles_labels()[1]
+    assert any(label.startswith("threshold +") for label in labels)
+    assert "of which reference rows (5, tokenizer)" in labels
+    assert "candidates: above the threshold (40)" in labels
+    assert score_ax.get_legend().get_bbox_to_anchor().y0 < score_ax.bbox.y0  # the legend sits below the data
+    assert norm_ax.get_title() == "row norms: the band holds |robust z| <= 6"
+    assert len(undertrained_figure([report, report], "ckpt").axes) == 4  # --table both: a row per table
+
+
+def test_both_tables_need_an_untied_head():
+    result = run("undertrained", "--table", "both", ok=False)
+    assert result.exit_code == 1
+    assert result.stderr.startswith("Error: expected an untied output projection for --table both, found none")
