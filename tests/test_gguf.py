@@ -179,6 +179,16 @@ def test_byte_level_tokenizer_agrees_with_the_tokenizers_library(gpt2_gguf):
     assert tokenizer.token_string(eot) == "<|endoftext|>" and tokenizer.token_string(tokens.index("Ġdog")) == " dog"
 
 
+def test_a_pre_tokenizer_that_is_not_gpt2s_is_named_in_a_note(tmp_path):
+    tokens, merges = samples.byte_level_vocabulary()
+    path = samples.write_gguf(tmp_path / "l3.gguf", {"token_embd.weight": samples.rows((len(tokens), D), 1)},
+                              arch="llama", tokenizer={"add_tokenizer_model": "gpt2", "add_tokenizer_pre": "llama-bpe",
+                                                       "add_token_list": tokens, "add_token_merges": merges})
+    assert embscope.open(path).tokenizer.notes == (
+        "the file's pre-tokenizer 'llama-bpe' is not run: text is split with GPT-2's pattern, which cuts single "
+        "words alike but may cut digit runs and punctuation otherwise",)
+
+
 def sentencepiece_model():
     spm = pytest.importorskip("sentencepiece", reason="sentencepiece is not installed (in the test extra)")
     sentences = ["The dog bites the man.", "A cat and a dog; dogs and cats bite.", "naïve café 中文 😀 x²",
@@ -230,6 +240,8 @@ def test_a_tokenizer_embscope_cannot_run_still_names_ids(tmp_path):
                               tokenizer={"add_tokenizer_model": "t5", "add_token_list": ["<pad>", "▁dog", "s"]})
     emb = embscope.open(path)
     assert emb.tokenizer.token_string(1) == "▁dog"
+    assert emb.tokenizer.notes == ("the file's 't5' tokenizer is not run by embscope: ids are named, words cannot "
+                                   "be looked up",)
     with pytest.raises(TokenError, match=r"^the 't5' tokenizer stored in t5.gguf cannot be run by embscope \(it runs "
                                          r"gpt2, llama and bert\): give token ids with --ids"):
         emb.tokenizer.encode("dog")

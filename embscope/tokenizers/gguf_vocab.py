@@ -223,7 +223,7 @@ class GGUFByteLevelBPE(GPT2BPETokenizer):
     text is bytes, so nothing becomes the unknown token (unk_id stays None) whatever the file names."""
 
     def __init__(self, path: Path, model: str, tokens: list[str], merges: list[tuple[str, str]],
-                 special_ids: frozenset[int]):
+                 special_ids: frozenset[int], pre_tokenizer: str | None):
         vocab: dict[str, int] = {}
         for id, token in enumerate(tokens):
             vocab.setdefault(token, id)
@@ -232,6 +232,9 @@ class GGUFByteLevelBPE(GPT2BPETokenizer):
         self.vocab_size = len(tokens)  # a repeated token leaves its later ids unused, not out of range
         self.special_ids = special_ids
         self._special = {id: tokens[id] for id in special_ids}
+        if pre_tokenizer not in (None, "gpt2", "default"):
+            self.notes = (f"the file's pre-tokenizer {pre_tokenizer!r} is not run: text is split with GPT-2's pattern, "
+                          "which cuts single words alike but may cut digit runs and punctuation otherwise"),
 
 
 def load_gguf_tokenizer(path: Path, metadata: dict[str, Any]) -> GGUFVocabulary | GGUFByteLevelBPE:
@@ -293,7 +296,8 @@ def load_gguf_tokenizer(path: Path, metadata: dict[str, Any]) -> GGUFVocabulary 
             merges.append((parts[0], parts[1]))
         if not merges:
             raise CheckpointError(f"{where}: a gpt2 (byte-level BPE) tokenizer needs {PREFIX}merges, found none")
-        return GGUFByteLevelBPE(path, model, tokens, merges, special_ids)
+        pre = metadata.get(PREFIX + "pre")
+        return GGUFByteLevelBPE(path, model, tokens, merges, special_ids, pre if isinstance(pre, str) else None)
     if model == "llama":
         scores = numbers("scores", len(tokens))
         if scores is None:
@@ -303,4 +307,6 @@ def load_gguf_tokenizer(path: Path, metadata: dict[str, Any]) -> GGUFVocabulary 
                                 add_prefix is True)
     if model == "bert":
         return WordPiece(path, model, tokens, types, unk_id, special_ids)
-    return GGUFVocabulary(path, model, tokens, types, unk_id, special_ids)
+    vocabulary = GGUFVocabulary(path, model, tokens, types, unk_id, special_ids)
+    vocabulary.notes = f"the file's {model!r} tokenizer is not run by embscope: ids are named, words cannot be looked up",
+    return vocabulary

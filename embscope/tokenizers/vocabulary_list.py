@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 from embscope.errors import CheckpointError, TokenError
-from embscope.tokenizers.base import ByteVocabulary, check_largest_id
+from embscope.tokenizers.base import ByteVocabulary, check_largest_id, check_text
 from embscope.tokenizers.byte_alphabet import unicode_to_byte
 
 SPACE_MARK = "\u2581"  # SentencePiece's "▁"
@@ -21,6 +21,7 @@ SPECIAL_KEYS = ("unk_token", "bos_token", "eos_token", "decoder_start_token")  #
 
 class VocabularyList(ByteVocabulary):
     kind = "vocabulary list"
+    notes = ("a vocabulary list without merges: a word is found only when it is one whole token",)
 
     def __init__(self, path: Path, tokens: list[str], special: dict[str, str]):
         self.path = path
@@ -58,8 +59,7 @@ def piece_bytes(token: str, style: str) -> bytes:
     if style == "byte-level" and set(token) <= unicode_to_byte().keys():
         to_byte = unicode_to_byte()
         return bytes(to_byte[c] for c in token)
-    text = token.replace(SPACE_MARK, " ") if style == "sentencepiece" else token
-    return text.encode("utf-8", "surrogatepass")  # JSON can spell a lone surrogate ("\\udcff")
+    return (token.replace(SPACE_MARK, " ") if style == "sentencepiece" else token).encode("utf-8")
 
 
 def read_tokens(path: Path) -> list[str]:
@@ -73,6 +73,8 @@ def read_tokens(path: Path) -> list[str]:
         raise CheckpointError(f"expected a readable vocabulary in {path}, found {type(err).__name__}") from None
     if not (isinstance(tokens, list) and tokens and all(isinstance(t, str) for t in tokens)):
         raise CheckpointError(f"expected {path.name} to list token strings, found another document")
+    for id, token in enumerate(tokens):
+        check_text(token, f"token {id} of {path.name}")
     check_largest_id(len(tokens) - 1, path)
     return tokens
 
