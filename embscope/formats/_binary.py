@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import CheckpointError
+from ..text import quote
 
 
 class Cursor:
@@ -33,6 +34,14 @@ class Cursor:
 
     def left(self) -> int:
         return self.size - self.pos
+
+    def text(self, raw: bytes, what: str) -> str:
+        """`raw` as UTF-8 text; anything else is named in the error, cut short."""
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise CheckpointError(f"{self.where}: expected UTF-8 text for {what}, found "
+                                  f"{quote(raw[:60].decode('utf-8', 'backslashreplace'))}") from None
 
 
 def map_file(path: Path) -> Any:

@@ -48,12 +48,7 @@ NAME_CHARS = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ012
 
 def read_string(cur: Cursor, what: str) -> str:
     length = cur.unpack("<H", f"the length of {what}")
-    raw = cur.read(length, what).split(b"\0", 1)[0]  # the C++ reader stops at the NUL
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise CheckpointError(f"{cur.where}: expected UTF-8 text for {what}, found "
-                              f"{quote(raw[:60].decode('utf-8', 'backslashreplace'))}") from None
+    return cur.text(cur.read(length, what).split(b"\0", 1)[0], what)  # the C++ reader stops at the NUL
 
 
 def read_mapped(path: Path, start: int, shape: tuple[int, ...], np_dtype: str) -> np.ndarray:

@@ -8,6 +8,7 @@ dequantization (gguf.quants) of the one table that is read; tensor data is memor
 
 from __future__ import annotations
 
+import functools
 import math
 import struct
 from dataclasses import dataclass
@@ -39,7 +40,6 @@ PLAIN_TYPES = {"F32": ("float32", "<f4"), "F16": ("float16", "<f2"), "BF16": ("b
 # metadata keys (gguf.constants.Keys spells them the same way)
 ARCHITECTURE = "general.architecture"
 ALIGNMENT = "general.alignment"
-FILE_TYPE = "general.file_type"
 CONTEXT_LENGTH = "{arch}.context_length"
 SPLIT_COUNT = "split.count"
 POOLING_TYPE = "{arch}.pooling_type"  # written for embedding models, which have no language-model head
@@ -90,14 +90,10 @@ def read_string_bytes(cur: Cursor, what: str) -> bytes:
 
 
 def read_string(cur: Cursor, what: str) -> str:
-    raw = read_string_bytes(cur, what)
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise CheckpointError(f"{cur.where}: expected UTF-8 text for {what}, found "
-                              f"{quote(raw[:60].decode('utf-8', 'backslashreplace'))}") from None
+    return cur.text(read_string_bytes(cur, what), what)
 
 
+@functools.cache
 def value_formats(gguf: Any) -> dict[int, str]:
     """struct formats of the scalar metadata types."""
     t = gguf.GGUFValueType
@@ -127,8 +123,8 @@ def read_value(cur: Cursor, value_type: int, key: str, gguf: Any, depth: int = 0
             raise CheckpointError(f"{cur.where}: key {quote(key)} declares {count} elements, more than the "
                                   f"{cur.size - cur.pos} bytes left can hold")
         for _ in range(count):
-            if item_type == gguf.GGUFValueType.STRING:
-                read_string_bytes(cur, f"an element of {quote(key)}")
+            if item_type == gguf.GGUFValueType.STRING:  # skipped, not copied: a vocabulary holds 100k of them
+                cur.take(cur.unpack("<Q", "the length of an array element"), "an array element")
             else:
                 read_value(cur, gguf.GGUFValueType.ARRAY, key, gguf, depth + 1)
     else:
