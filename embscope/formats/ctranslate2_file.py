@@ -28,8 +28,8 @@ from ..errors import CheckpointError
 from ..memory import require_memory
 from ..text import printable, quote
 from . import Format, OpenOptions, register
-from ._binary import Cursor, map_file
-from ._checks import check_extent, check_shape
+from ._binary import Cursor, map_array, map_file
+from ._checks import check_shape
 
 if TYPE_CHECKING:
     from ..tokenizers.base import Tokenizer
@@ -49,13 +49,6 @@ NAME_CHARS = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ012
 def read_string(cur: Cursor, what: str) -> str:
     length = cur.unpack("<H", f"the length of {what}")
     return cur.text(cur.read(length, what).split(b"\0", 1)[0], what)  # the C++ reader stops at the NUL
-
-
-def read_mapped(path: Path, start: int, shape: tuple[int, ...], np_dtype: str) -> np.ndarray:
-    if math.prod(shape) == 0:
-        return np.zeros(shape, dtype=np_dtype)
-    check_extent(path, start, math.prod(shape) * np.dtype(np_dtype).itemsize, f"{quote(path)}: variable data")
-    return np.memmap(path, dtype=np_dtype, mode="r", offset=start, shape=shape)
 
 
 def read_dequantized(weight: TensorInfo, scale: TensorInfo, where: str) -> np.ndarray:
@@ -113,7 +106,7 @@ def catalogue(path: Path) -> tuple[int, str | None, dict[str, TensorInfo], list[
         start = cur.take(nbytes, f"the data of {quote(name)}")
         if name in tensors:
             raise CheckpointError(f"{var_where} appears twice")
-        tensors[name] = TensorInfo(name, shape, dtype, partial(read_mapped, path, start, shape, np_dtype),
+        tensors[name] = TensorInfo(name, shape, dtype, partial(map_array, path, start, shape, np_dtype),
                                    storage=(str(path), start) if nbytes else None)
     tensors = dequantized(path, tensors)
     notes = []

@@ -23,8 +23,8 @@ from ..errors import CheckpointError
 from ..memory import require_memory
 from ..text import printable, quote
 from . import Format, OpenOptions, register
-from ._binary import Cursor, map_file
-from ._checks import check_extent, check_shape
+from ._binary import Cursor, map_array, map_file
+from ._checks import check_shape
 
 GGUF_MAGIC = b"GGUF"
 SUPPORTED_VERSIONS = (2, 3)  # version 1 (August 2023) had 32-bit counts; llama.cpp dropped it too
@@ -172,7 +172,7 @@ def read_header(path: Path, buf: Any, gguf: Any) -> Header:
     raw_version = bytes(buf[4:8])
     version = cur.unpack("<I", "the GGUF version")
     if version not in SUPPORTED_VERSIONS:
-        if len(raw_version) == 4 and raw_version[:2] == b"\0\0" and struct.unpack(">I", raw_version)[0] in (2, 3):
+        if len(raw_version) == 4 and raw_version[:2] == b"\0\0" and struct.unpack(">I", raw_version)[0] in SUPPORTED_VERSIONS:
             raise CheckpointError(f"{where}: a big-endian GGUF file; embscope reads little-endian GGUF only")
         raise CheckpointError(f"{where}: GGUF version {version}, expected one of "
                               f"{', '.join(map(str, SUPPORTED_VERSIONS))}")
@@ -202,6 +202,8 @@ def read_header(path: Path, buf: Any, gguf: Any) -> Header:
         if name in seen:
             raise CheckpointError(f"{tensor_where} appears twice")
         seen.add(name)
+        if ggml_type not in gguf.GGML_QUANT_SIZES:
+            raise CheckpointError(f"{tensor_where}: ggml type {ggml_type.name} has no block size in this gguf package")
         block, type_size = gguf.GGML_QUANT_SIZES[ggml_type]
         row = shape[-1] if shape else 1
         if row % block:
@@ -218,21 +220,15 @@ def read_header(path: Path, buf: Any, gguf: Any) -> Header:
     return Header(version, metadata, tensors, data_start)
 
 
-def read_plain(path: Path, start: int, shape: tuple[int, ...], np_dtype: str) -> np.ndarray:
-    if math.prod(shape) == 0:
-        return np.zeros(shape, dtype=np_dtype)
-    check_extent(path, start, math.prod(shape) * np.dtype(np_dtype).itemsize, f"{quote(path)}: tensor data")
-    return np.memmap(path, dtype=np_dtype, mode="r", offset=start, shape=shape)
-
-
 def read_quantized(path: Path, start: int, entry: TensorEntry) -> np.ndarray:
     """The tensor dequantized to float32 by gguf.quants; only its own blocks are mapped."""
     gguf = require_gguf(path)
     where = f"{quote(path)}: tensor {quote(entry.name)}"
     require_memory(math.prod(entry.shape) * 4, f"{where} dequantized to float32")
-    check_extent(path, start, entry.nbytes, f"{quote(path)}: tensor data")
+    if entry.nbytes == 0:  # no rows, or rows of no blocks
+        return np.zeros(entry.shape, dtype=np.float32)
     rows = math.prod(entry.shape[:-1])
-    raw = np.memmap(path, dtype=np.uint8, mode="r", offset=start, shape=(rows, entry.nbytes // max(rows, 1)))
+    raw = map_array(path, start, (rows, entry.nbytes // rows), np.uint8)
     try:
         values = gguf.quants.dequantize(raw, entry.ggml_type)
     except NotImplementedError:
@@ -247,7 +243,7 @@ def tensor_info(path: Path, header: Header, entry: TensorEntry) -> TensorInfo:
     kind = entry.ggml_type.name
     if kind in PLAIN_TYPES:
         dtype, np_dtype = PLAIN_TYPES[kind]
-        return TensorInfo(entry.name, entry.shape, dtype, partial(read_plain, path, start, entry.shape, np_dtype),
+        return TensorInfo(entry.name, entry.shape, dtype, partial(map_array, path, start, entry.shape, np_dtype),
                           storage)
     return TensorInfo(entry.name, entry.shape, "float32", partial(read_quantized, path, start, entry), storage,
                       quantization=kind)
@@ -285,10 +281,9 @@ def open_gguf(path: Path, options: OpenOptions) -> Checkpoint:
         from ..tokenizers.gguf_vocab import load_gguf_tokenizer
         tokenizer = partial(load_gguf_tokenizer, path, header.metadata)
     arch = header.metadata.get(ARCHITECTURE)
-    config = {"architecture": arch} if isinstance(arch, str) else {}
     decoder = isinstance(arch, str) and arch not in ENCODER_ARCHITECTURES \
         and POOLING_TYPE.format(arch=arch) not in header.metadata
-    return Checkpoint(path, "GGUF", tensors, config=config, notes=describe(header), tokenizer=tokenizer,
+    return Checkpoint(path, "GGUF", tensors, notes=describe(header), tokenizer=tokenizer,
                       tied=True if decoder and OUTPUT not in tensors else None)
 
 

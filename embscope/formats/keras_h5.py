@@ -19,6 +19,7 @@ from ..errors import CheckpointError
 from ..memory import require_memory
 from ..text import printable, quote
 from . import Format, OpenOptions, register
+from ._binary import map_array
 from ._checks import check_extent, check_shape
 from .safetensors_file import read_config
 
@@ -46,13 +47,6 @@ def damage(where: str, err: BaseException) -> CheckpointError:
     return CheckpointError(f"{where}: expected an HDF5 file h5py can read, found damage ({detail})")
 
 
-def read_mapped(path: Path, offset: int, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
-    if math.prod(shape) == 0:
-        return np.zeros(shape, dtype=dtype)
-    check_extent(path, offset, math.prod(shape) * dtype.itemsize, f"{quote(path)}: dataset data")
-    return np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=shape)
-
-
 def read_through_h5py(path: Path, hdf5_path: str, nbytes: int) -> np.ndarray:
     h5py = require_h5py(path)
     where = f"{quote(path)}: dataset {quote(hdf5_path)}"
@@ -77,7 +71,7 @@ def dataset_info(path: Path, hdf5_path: str, dataset: Any) -> TensorInfo | None:
     offset = dataset.id.get_offset()
     if offset is not None and dataset.chunks is None and dataset.compression is None:
         check_extent(path, offset, nbytes, where)
-        read = partial(read_mapped, path, offset, shape, dtype)
+        read = partial(map_array, path, offset, shape, dtype)
         storage = (str(path), offset) if nbytes else None
     else:
         read, storage = partial(read_through_h5py, path, hdf5_path, nbytes), None

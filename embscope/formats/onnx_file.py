@@ -26,6 +26,7 @@ from ..errors import CheckpointError
 from ..memory import require_memory
 from ..text import printable, quote
 from . import Format, OpenOptions, register
+from ._binary import map_array
 from ._checks import check_extent, check_shape
 from .safetensors_file import read_config, readable_file
 
@@ -95,13 +96,6 @@ def external_file(model_path: Path, tensor: Any, where: str) -> tuple[Path, int,
     return target, offset, length
 
 
-def read_external(file: Path, offset: int, shape: tuple[int, ...], np_dtype: str, where: str) -> np.ndarray:
-    if math.prod(shape) == 0:
-        return np.zeros(shape, dtype=np_dtype)
-    check_extent(file, offset, math.prod(shape) * np.dtype(np_dtype).itemsize, where)
-    return np.memmap(file, dtype=np_dtype, mode="r", offset=offset, shape=shape)
-
-
 def read_inline(tensor: Any, np_dtype: str) -> np.ndarray:
     from onnx import numpy_helper
     array = numpy_helper.to_array(tensor)
@@ -133,7 +127,7 @@ def initializer_info(path: Path, tensor: Any, onnx: Any) -> TensorInfo | None:
             raise CheckpointError(f"{where}: shape {list(shape)} of {dtype} needs {needed} bytes, "
                                   f"the external data holds {length}")
         check_extent(file, offset, needed, where)
-        return TensorInfo(name, shape, dtype, partial(read_external, file, offset, shape, np_dtype, where),
+        return TensorInfo(name, shape, dtype, partial(map_array, file, offset, shape, np_dtype),
                           storage=(str(file), offset) if needed else None)
     if tensor.HasField("raw_data"):
         held, unit = len(tensor.raw_data), "bytes"
