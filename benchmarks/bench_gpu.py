@@ -1,11 +1,11 @@
-"""topk_all on a CUDA GPU vs torch.matmul of the same shape, and GPU results vs the CPU's.
+"""topk_rows on a CUDA GPU vs torch.matmul of the same shape, and GPU results vs the CPU's.
 
     python3 benchmarks/bench_gpu.py [--rows 131072] [--dim 4096] [--k 10]
     python3 benchmarks/bench_gpu.py --cpu      # the very same torch code path, on the CPU
 
 Without a GPU (and without --cpu) it says so and exits 0. Sections: (1) correctness of
 every precision against the numpy CPU result on a smaller table with bad and duplicate
-rows; (2) throughput of topk_all in bf16 and fp32 vs a blocked torch.matmul of the same
+rows; (2) throughput of topk_rows in bf16 and fp32 vs a blocked torch.matmul of the same
 FLOPs on the same device (target >= 70%), end to end and in the steady state.
 """
 
@@ -21,7 +21,10 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from embscope.compute import _torch_block_budget, topk_all  # noqa: E402
+from embscope.compute import topk_rows  # noqa: E402
+from embscope.compute.devices import torch_block_bytes  # noqa: E402
+from embscope.compute.numpy_engine import NumpyEngine  # noqa: E402
+from embscope.compute.torch_engine import TorchEngine  # noqa: E402
 
 
 def synchronize(torch, device):
@@ -42,10 +45,10 @@ def check_table(rows, dim):
 def section_correctness(device, precisions, rows, dim, k):
     print(f"\n(1) correctness on {rows} x {dim} (bad rows, duplicated rows) vs numpy on the CPU, k={k}")
     table = check_table(rows, dim)
-    reference = topk_all(table, k, device="cpu", backend="numpy")
+    reference = topk_rows(table, k, device="cpu", _engine=NumpyEngine())
     failed = False
     for precision in precisions:
-        got = topk_all(table, k, device=device, precision=precision, backend="torch")
+        got = topk_rows(table, k, device=device, precision=precision, _engine=TorchEngine())
         same = np.mean(got.ids == reference.ids)
         found = reference.ids[:, 0] >= 0  # rows with neighbours (an invalid query has none)
         sets = np.mean([len(set(a) & set(b)) / k for a, b in zip(got.ids[found], reference.ids[found])])
@@ -60,16 +63,16 @@ def section_correctness(device, precisions, rows, dim, k):
     return failed
 
 
-def timed_topk(torch, table, k, device, precision, backend):
+def timed_topk(torch, table, k, device, precision):
     stamps = []
 
     def progress(done, total):
-        # No synchronize here: topk_all hands back a block once its results reached the
+        # No synchronize here: topk_rows hands back a block once its results reached the
         # host, while the device already runs the next one; a sync would stall that overlap.
         stamps.append((time.perf_counter(), done))
 
     start = time.perf_counter()
-    topk_all(table, k, device=device, precision=precision, backend=backend, progress=progress)
+    topk_rows(table, k, device=device, precision=precision, progress=progress, _engine=TorchEngine())
     synchronize(torch, device)
     total = time.perf_counter() - start
     # Steady state: from the first block handed back to the last, i.e. without setup and
@@ -98,25 +101,25 @@ def section_throughput(torch, device, precisions, rows, dim, k):
     else:
         table = np.random.default_rng(0).standard_normal((rows, dim), dtype=np.float32)
     flops = 2.0 * rows * rows * dim
-    block = max(1, _torch_block_budget(device) // (4 * rows))
+    block = max(1, torch_block_bytes(device) // (4 * rows))
     unit32 = torch.nn.functional.normalize(torch.from_numpy(table).to(device), dim=1)
-    torch.backends.cuda.matmul.allow_tf32 = False  # fp32 means fp32, as in topk_all
+    torch.backends.cuda.matmul.allow_tf32 = False  # fp32 means fp32, as in topk_rows
     for precision in precisions:
         dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision, torch.float32)
         unit = unit32.to(dtype)
         blocked_matmul(torch, unit[:block * 2], block, device)  # warm up kernels
         t_mm = blocked_matmul(torch, unit, block, device)
         del unit
-        total, steady = timed_topk(torch, table, k, device, precision, "torch")
+        total, steady = timed_topk(torch, table, k, device, precision)
         print(f"    {precision}: matmul {flops / t_mm / 1e12:8.2f} TFLOP/s ({t_mm:.2f} s, blocks of {block})")
-        print(f"    {precision}: topk_all end to end {flops / total / 1e12:8.2f} TFLOP/s ({total:.2f} s, "
+        print(f"    {precision}: topk_rows end to end {flops / total / 1e12:8.2f} TFLOP/s ({total:.2f} s, "
               f"incl. moving and normalising the table) = {100 * t_mm / total:.0f}% of matmul")
         if steady is None:
             print(f"    {precision}: too few blocks for a steady-state figure")
         else:
             seconds, done_rows = steady
             rate = 2.0 * done_rows * rows * dim / seconds
-            print(f"    {precision}: topk_all steady state {rate / 1e12:8.2f} TFLOP/s "
+            print(f"    {precision}: topk_rows steady state {rate / 1e12:8.2f} TFLOP/s "
                   f"= {100 * rate / (flops / t_mm):.0f}% of matmul (target >= 70%)")
 
 

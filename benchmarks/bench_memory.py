@@ -1,11 +1,14 @@
 """Peak memory of `embscope norms --table token` on a 2 GiB float32 token table, against the
-table's size. The table is a real safetensors file of random rows, written in chunks to a
+table's size; then memory that must not grow with rows (issue 10): `norms --json` on a table whose every
+row is flagged (a compressed npz of a few KB), and `positions --profile --plot` on a long position table
+(the T x T cosine matrix it must never build). The table is a real safetensors file of random rows, written in chunks to a
 temporary directory; each measurement runs in a fresh child process and reads its peak RSS
 (ru_maxrss) from resource.getrusage, so nothing from the writer is counted.
 
     python3 benchmarks/bench_memory.py                 # 2 GiB table, the CLI and the naive baseline
     python3 benchmarks/bench_memory.py --gib 0.25      # smaller, quicker
     python3 benchmarks/bench_memory.py --keep DIR      # write (or reuse) the table in DIR
+    python3 benchmarks/bench_memory.py --gib 0 --flagged-rows 4194304 --positions 16384   # issue 10 only
 
 Measured: the CLI (`python -m embscope norms --table token -c FILE --json`), the library's
 blockwise norms (embscope.analysis.norms.row_norms on the mapped table), and for comparison the naive
@@ -89,7 +92,12 @@ def main() -> None:
     parser.add_argument("--gib", type=float, default=2.0, help="table size in GiB (default 2)")
     parser.add_argument("--keep", type=Path, help="directory to write the table to and keep")
     parser.add_argument("--no-naive", action="store_true", help="skip the naive baseline (needs 2x the table in RAM)")
+    parser.add_argument("--flagged-rows", type=int, default=1 << 22, help="rows of the every-row-flagged tables")
+    parser.add_argument("--positions", type=int, default=16384, help="rows of the long position table")
     args = parser.parse_args()
+    if args.gib <= 0:
+        rows_that_must_stay_arrays(args.flagged_rows, args.positions)
+        return
     rows = int(args.gib * (1 << 30)) // (DIM * 4)
     directory = args.keep or Path(tempfile.mkdtemp(prefix="embscope-bench-"))
     directory.mkdir(parents=True, exist_ok=True)
@@ -118,6 +126,33 @@ def main() -> None:
         if args.keep is None:
             path.unlink(missing_ok=True)
             directory.rmdir()
+    rows_that_must_stay_arrays(args.flagged_rows, args.positions)
+
+
+def rows_that_must_stay_arrays(flagged_rows: int, positions: int) -> None:
+    """Peak RSS of commands whose memory once grew with rows: one object per flagged row (norms), a T x T
+    matrix (positions --profile --plot); each measured against what that growth would have taken."""
+    with tempfile.TemporaryDirectory(prefix="embscope-bench-") as folder:
+        folder = Path(folder)
+        print(f"\nevery row flagged: {flagged_rows:,} x 1 rows (zeros: anomalies; ones: under-trained candidates)")
+        print(f"{'what':45s} {'file':>9s} {'peak RSS':>10s} {'time':>7s}")
+        for name, value in (("zeros", 0.0), ("ones", 1.0)):
+            path = folder / f"{name}.npz"
+            np.savez_compressed(path, token_emb=np.full((flagged_rows, 1), value, dtype=np.float32))
+            peak, elapsed, out = peak_rss_of([sys.executable, "-m", "embscope", "norms", "-c", str(path), "--json"])
+            doc = json.loads(out)
+            print(f"{'norms --json, ' + name:45s} {path.stat().st_size / 1024:7.0f} KB {peak / 2**20:8,.0f} MiB "
+                  f"{elapsed:6.1f}s  ({doc['anomalies_found']:,} anomalies, {doc['undertrained_found']:,} candidates)")
+        from safetensors.numpy import save_file
+        path = folder / "long.safetensors"
+        rng = np.random.default_rng(0)
+        save_file({"wte.weight": rng.standard_normal((64, 2)).astype(np.float32),
+                   "wpe.weight": rng.standard_normal((positions, 2)).astype(np.float32)}, str(path))
+        peak, elapsed, _ = peak_rss_of([sys.executable, "-m", "embscope", "positions", "-c", str(path), "--profile",
+                                        "--plot", str(folder / "heat.png"), "--json"])
+        print(f"\npositions --profile --plot on {positions:,} positions x 2: peak RSS {peak / 2**20:,.0f} MiB in "
+              f"{elapsed:.1f} s; the T x T float32 matrix alone would take {positions ** 2 * 4 / 2**20:,.0f} MiB "
+              f"(ratio {peak / (positions ** 2 * 4):.3f})")
 
 
 if __name__ == "__main__":

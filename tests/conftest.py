@@ -18,6 +18,17 @@ def _no_env_checkpoint(monkeypatch):
     monkeypatch.delenv("EMBSCOPE_CHECKPOINT", raising=False)
 
 
+@pytest.fixture(scope="session")
+def _cache_home(tmp_path_factory):
+    return tmp_path_factory.mktemp("xdg-cache")
+
+
+@pytest.fixture(autouse=True)
+def _cache_in_a_temporary_folder(monkeypatch, _cache_home):
+    # embscope caches computed numbers (the random-pair baseline) in the user's cache folder: not the tester's
+    monkeypatch.setenv("XDG_CACHE_HOME", str(_cache_home))
+
+
 def run(*args: str, ok: bool = True):
     """Invoke the CLI in-process; by default assert it succeeded."""
     result = CliRunner().invoke(app, [str(a) for a in args])

@@ -8,8 +8,11 @@ import numpy as np
 import pytest
 
 from embscope import compute
-from embscope.compute import (TopK, cosine_matrix, mean_random_cosine, mean_row, pair_cosines,
-                              random_pair_cosines, resolve_device, topk_all, unit_rows)
+from embscope.compute import (TopK, cosine_blocks, cosines_to, mean_row, pair_cosines, random_pairs,
+                              resolve_device, row_blocks, topk_rows, topk_vectors, unit_rows)
+from embscope.compute.devices import gpu_evidence
+from embscope.compute.numpy_engine import NumpyEngine
+from embscope.compute.torch_engine import TorchEngine
 from embscope.errors import EmbscopeError
 
 HAS_TORCH = importlib.util.find_spec("torch") is not None
@@ -25,38 +28,42 @@ def _has_cuda():
 # ---------------------------------------------------------------- reference and tables
 
 
-def brute_topk(table, k, queries=None, exclude_self=True):
-    """Independent reference: float64 cosines, full sort by (-score, id), pad with -1/NaN."""
+def brute_force_vectors(table, vectors, k, exclude=None):
+    """Independent reference: float64 cosines of every row with each vector, sorted by (-score, id),
+    invalid rows and excluded ids left out, padded with -1 / NaN; scores clipped at 1 after sorting."""
     t = np.asarray(table, dtype=np.float64)
+    v = np.asarray(vectors, dtype=np.float64)
     with np.errstate(invalid="ignore", over="ignore"):
         norms = np.sqrt((t * t).sum(axis=1))
-    valid = np.isfinite(norms) & (norms > 0)
-    queries = np.arange(len(t)) if queries is None else np.asarray(queries)
-    ids = np.full((len(queries), k), -1, dtype=np.int64)
-    scores = np.full((len(queries), k), np.nan)
-    for line, q in enumerate(queries):
-        if not valid[q]:
-            continue
-        found = []
-        for j in range(len(t)):
-            if valid[j] and not (exclude_self and j == q):
-                found.append((-float(t[q] @ t[j] / (norms[q] * norms[j])), j))
-        found.sort()
-        for col, (neg, j) in enumerate(found[:k]):
-            ids[line, col], scores[line, col] = j, min(1.0, -neg)
+        vnorms = np.sqrt((v * v).sum(axis=1))
+        sims = (np.where(np.isfinite(t), t, 0) @ np.where(np.isfinite(v), v, 0).T).T / np.outer(vnorms, norms)
+    allowed = np.broadcast_to(np.isfinite(norms) & (norms > 0), sims.shape).copy()
+    allowed &= (np.isfinite(vnorms) & (vnorms > 0))[:, None]
+    for line, ids in enumerate(exclude or ()):
+        allowed[line, list(ids)] = False
+    key = np.where(allowed, -sims, np.inf)
+    order = np.argsort(key, axis=1, kind="stable")[:, :k]  # stable: equal scores keep the lower id first
+    keep = np.take_along_axis(allowed, order, axis=1)
+    ids = np.where(keep, order, -1)
+    scores = np.where(keep, np.minimum(1.0, np.take_along_axis(sims, order, axis=1)), np.nan)
     return ids, scores
+
+
+def brute_topk(table, k, queries=None, exclude_self=True):
+    """The reference for rows: each query row as a vector, leaving itself out when exclude_self."""
+    queries = np.arange(len(table)) if queries is None else np.asarray(queries)
+    exclude = [[q] for q in queries] if exclude_self else None
+    return brute_force_vectors(table, np.asarray(table, dtype=np.float64)[queries], min(k, len(table)), exclude)
 
 
 def dyadic_table(rows, seed, dim=16):
     """Rows whose unit vectors and dot products are exact in float32 (and bf16):
     1, 4 or 16 entries of +-1 (norm 1, 2, 4), times 1, 3 or 0.5. Many exact ties."""
     rng = np.random.default_rng(seed)
-    table = np.zeros((rows, dim), dtype=np.float32)
-    for r in range(rows):
-        nonzero = rng.choice([1, 4, 16])
-        cols = rng.choice(dim, size=nonzero, replace=False)
-        table[r, cols] = rng.choice([-1.0, 1.0], size=nonzero) * rng.choice([1.0, 3.0, 0.5])
-    return table
+    nonzero = rng.choice([1, 4, 16], size=rows)
+    chosen = np.argsort(rng.random((rows, dim)), axis=1) < nonzero[:, None]
+    values = rng.choice([-1.0, 1.0], size=(rows, dim)) * rng.choice([1.0, 3.0, 0.5], size=(rows, 1))
+    return np.where(chosen, values, 0.0).astype(np.float32)
 
 
 def with_bad_rows(table):
@@ -68,18 +75,25 @@ def with_bad_rows(table):
 
 
 def assert_topk_close(got: TopK, ref_ids, ref_scores, gap=1e-5):
-    """Scores match to fp32 accuracy; ids match exactly wherever the reference has no near-tie."""
-    np.testing.assert_allclose(got.scores, ref_scores, atol=2e-6, equal_nan=True)
+    """Scores match to fp32 accuracy; ids match exactly wherever the reference has no near-tie.
+    A reference one column wider than the result also tells whether the last kept one was tied."""
+    k = got.ids.shape[1]
+    np.testing.assert_allclose(got.scores, ref_scores[:, :k], atol=2e-6, equal_nan=True)
     assert np.array_equal(np.isnan(got.scores), got.ids == -1)
     edge = np.full((len(ref_scores), 1), -np.inf)
     padded = np.concatenate([-edge, np.nan_to_num(ref_scores, nan=-np.inf), edge], axis=1)
     with np.errstate(invalid="ignore"):
         gaps = np.nan_to_num(np.abs(np.diff(padded, axis=1)), nan=np.inf)
-    clear = (gaps[:, :-1] > gap) & (gaps[:, 1:] > gap)  # apart from both neighbours in rank
-    assert np.array_equal(got.ids[clear], ref_ids[clear])
+    clear = ((gaps[:, :-1] > gap) & (gaps[:, 1:] > gap))[:, :k]  # apart from both neighbours in rank
+    assert np.array_equal(got.ids[clear], ref_ids[:, :k][clear])
 
 
-# ---------------------------------------------------------------- unit rows
+def assert_topk_exact(got: TopK, ref_ids, ref_scores):
+    assert np.array_equal(got.ids, ref_ids)
+    np.testing.assert_array_equal(got.scores, ref_scores.astype(np.float32))
+
+
+# ---------------------------------------------------------------- rows
 
 
 def test_unit_rows_marks_bad_rows_and_reads_a_memmap(tmp_path):
@@ -95,6 +109,9 @@ def test_unit_rows_marks_bad_rows_and_reads_a_memmap(tmp_path):
     expected = np.linalg.norm(table[good].astype(np.float64), axis=1)
     np.testing.assert_allclose(norms[good], expected, rtol=1e-12)
     np.testing.assert_allclose(unit[good], table[good] / expected[:, None], rtol=1e-6)
+    some, _, some_valid = unit_rows(table, rows=[9, 2, 9])
+    np.testing.assert_array_equal(some, unit[[9, 2, 9]])
+    assert some_valid.tolist() == [True, False, True]
 
 
 def test_unit_rows_rejects_a_vector():
@@ -102,112 +119,181 @@ def test_unit_rows_rejects_a_vector():
         unit_rows(np.ones(5, dtype=np.float32))
 
 
-# ---------------------------------------------------------------- top-k
+def test_row_blocks_read_every_row_once_in_float64_less_the_center():
+    table = np.random.default_rng(1).standard_normal((1000, 3)).astype(np.float32)
+    center = np.array([1.0, 2.0, 3.0])
+    blocks = [(start, block.copy()) for start, block in row_blocks(table, center=center, block_rows=300)]
+    assert [start for start, _ in blocks] == [0, 300, 600, 900]
+    assert all(block.dtype == np.float64 for _, block in blocks)
+    np.testing.assert_array_equal(np.concatenate([b for _, b in blocks]), table.astype(np.float64) - center)
+    with pytest.raises(EmbscopeError, match=r"^block_rows must be at least 1; got 0$"):
+        list(row_blocks(table, block_rows=0))
+
+
+# ---------------------------------------------------------------- top-k of rows
 
 
 @pytest.mark.parametrize("rows,k", [(300, 5), (2100, 7), (60, 20)])
 def test_topk_breaks_exact_ties_by_lower_id(rows, k):
     table = with_bad_rows(dyadic_table(rows, seed=rows))
-    got = topk_all(table, k, block_rows=97)
-    ref_ids, ref_scores = brute_topk(table, k)
-    assert np.array_equal(got.ids, ref_ids)
-    np.testing.assert_array_equal(got.scores, ref_scores.astype(np.float32))
+    got = topk_rows(table, k, block_rows=97)
+    assert_topk_exact(got, *brute_topk(table, k))
     assert np.array_equal(got.query_ids, np.arange(rows))
 
 
 def test_topk_random_table_matches_brute_force_with_blocks_and_progress():
     table = with_bad_rows(np.random.default_rng(1).standard_normal((700, 24)).astype(np.float32))
     calls = []
-    got = topk_all(table, 6, block_rows=64, progress=lambda done, total: calls.append((done, total)))
+    got = topk_rows(table, 6, block_rows=64, progress=lambda done, total: calls.append((done, total)))
     assert_topk_close(got, *brute_topk(table, 6))
     assert len(calls) == int(np.ceil(697 / 64))
     assert calls[-1] == (700, 700)
     assert [d for d, _ in calls] == sorted(d for d, _ in calls)
 
 
+def test_topk_streamed_and_blocked_searches_agree():
+    # Without block_rows a table this small is streamed once (no normalised copy); with it, blocked.
+    table = with_bad_rows(dyadic_table(400, seed=3))
+    calls = []
+    streamed = topk_rows(table, 4, rows=[17, 5, 399], progress=lambda done, total: calls.append((done, total)))
+    blocked = topk_rows(table, 4, rows=[17, 5, 399], block_rows=2)
+    assert_topk_exact(streamed, blocked.ids, blocked.scores)
+    assert calls == [(3, 3)]
+
+
 def test_topk_query_subset_keeps_order_and_marks_invalid_queries():
     table = with_bad_rows(dyadic_table(400, seed=3))
     queries = np.array([17, 5, 399, 0, 17, 2])
-    got = topk_all(table, 4, queries=queries, block_rows=4)
-    ref_ids, ref_scores = brute_topk(table, 4, queries)
-    assert np.array_equal(got.ids, ref_ids)
-    np.testing.assert_array_equal(got.scores, ref_scores.astype(np.float32))
-    assert np.array_equal(got.query_ids, queries)
-    assert (got.ids[[1, 5]] == -1).all() and np.isnan(got.scores[[1, 5]]).all()
+    for block_rows in (4, None):
+        got = topk_rows(table, 4, rows=queries, block_rows=block_rows)
+        assert_topk_exact(got, *brute_topk(table, 4, queries))
+        assert np.array_equal(got.query_ids, queries)
+        assert (got.ids[[1, 5]] == -1).all() and np.isnan(got.scores[[1, 5]]).all()
 
 
 def test_topk_without_exclude_self_finds_the_query_itself_first():
     table = np.random.default_rng(4).standard_normal((200, 16)).astype(np.float32)
-    got = topk_all(table, 3, exclude_self=False)
+    got = topk_rows(table, 3, exclude_self=False)
     assert np.array_equal(got.ids[:, 0], np.arange(200))
     assert_topk_close(got, *brute_topk(table, 3, exclude_self=False))
 
 
 def test_topk_pads_when_k_exceeds_the_valid_rows():
     table = with_bad_rows(np.random.default_rng(5).standard_normal((12, 4)).astype(np.float32))
-    got = topk_all(table, 15)
-    ref_ids, ref_scores = brute_topk(table, 15)
-    assert_topk_close(got, ref_ids, ref_scores)
+    got = topk_rows(table, 15)
+    assert got.ids.shape == (12, 12)  # never wider than the table
+    assert_topk_close(got, *brute_topk(table, 15))
     assert (got.ids[0, :8] >= 0).all() and (got.ids[0, 8:] == -1).all()  # 9 valid rows less itself
     assert np.isnan(got.scores[0, 8:]).all()
-    full = topk_all(table, 15, exclude_self=False)
+    full = topk_rows(table, 15, exclude_self=False)
     assert (full.ids[0, :9] >= 0).all() and (full.ids[0, 9:] == -1).all()
+
+
+def test_a_huge_k_is_clamped_to_the_rows():
+    table = with_bad_rows(np.random.default_rng(6).standard_normal((10, 4)).astype(np.float32))
+    for engine in (None, NumpyEngine()):
+        got = topk_rows(table, 10**12, block_rows=3, _engine=engine)
+        assert got.ids.shape == got.scores.shape == (10, 10)
+        assert_topk_close(got, *brute_topk(table, 10))
+    got = topk_vectors(table, table[:2].astype(np.float64), 10**12)
+    assert got.ids.shape == (2, 10) and (got.ids[:, :7] >= 0).all() and (got.ids[:, 7:] == -1).all()
 
 
 def test_topk_of_a_single_valid_row_is_all_padding():
     table = np.zeros((3, 4), dtype=np.float32)
     table[1, 0] = 2.0
-    got = topk_all(table, 2)
-    assert (got.ids == -1).all() and np.isnan(got.scores).all()
+    for block_rows in (None, 1):
+        got = topk_rows(table, 2, block_rows=block_rows)
+        assert (got.ids == -1).all() and np.isnan(got.scores).all()
 
 
 def test_topk_never_returns_the_query_for_an_antipodal_neighbour():
     # Self is excluded with -inf; clipping must not turn it into a -1 that ties a real -1.
     table = np.array([[1.0, 0.0], [-1.0, 0.0]], dtype=np.float32)
-    got = topk_all(table, 1)
-    assert got.ids.tolist() == [[1], [0]]
-    assert got.scores.tolist() == [[-1.0], [-1.0]]
+    for block_rows in (None, 1):
+        got = topk_rows(table, 1, block_rows=block_rows)
+        assert got.ids.tolist() == [[1], [0]]
+        assert got.scores.tolist() == [[-1.0], [-1.0]]
 
 
 @pytest.mark.parametrize("kwargs,message", [
     ({"k": 0}, "k must be a positive integer; got 0"),
+    ({"k": 2.0}, "k must be a positive integer; got 2.0"),
     ({"k": 2, "device": "tpu"}, "device must be one of auto, cpu, cuda, mps; got 'tpu'"),
     ({"k": 2, "precision": "int8"}, "precision must be one of fp32, tf32, bf16, fp16, auto; got 'int8'"),
     ({"k": 2, "device": "cpu", "precision": "fp16"},
      "precision fp16 needs a GPU (cuda or mps); use fp32 or bf16 on cpu"),
-    ({"k": 2, "queries": [3, 10]}, "query row ids must lie in 0..9; found 10"),
+    ({"k": 2, "rows": [3, 10]}, "query row ids must lie in 0..9; found 10"),
     ({"k": 2, "block_rows": 0}, "block_rows must be at least 1; got 0"),
+    ({"k": 2, "precision": "bf16", "_engine": NumpyEngine()}, "the numpy engine does not run bf16 on cpu"),
 ])
 def test_topk_rejects_bad_arguments_with_one_line(kwargs, message):
     table = np.ones((10, 3), dtype=np.float32)
     with pytest.raises(EmbscopeError) as err:
-        topk_all(table, **kwargs)
+        topk_rows(table, **kwargs)
     assert str(err.value) == message
+
+
+# ---------------------------------------------------------------- top-k of vectors
+
+
+def test_topk_vectors_match_brute_force_and_leave_out_what_each_query_excludes():
+    table = with_bad_rows(dyadic_table(300, seed=11))
+    vectors = np.stack([table[10] + table[11], table[40], np.zeros(16), table[7] * 3]).astype(np.float64)
+    exclude = [[10, 11], [40, 2], [], [7, 7, 299]]
+    ref_ids, ref_scores = brute_force_vectors(table, vectors, 7, exclude)  # one more: ties at the cut
+    for engine in (None, NumpyEngine()):  # streamed, and through the prepared table
+        got = topk_vectors(table, vectors, 6, exclude=exclude, _engine=engine)
+        assert_topk_close(got, ref_ids, ref_scores)
+        assert got.query_ids.tolist() == [-1, -1, -1, -1]
+        assert (got.ids[2] == -1).all()  # a zero vector has no direction, so no neighbours
+        assert not {10, 11} & set(got.ids[0].tolist()) and 40 not in got.ids[1]
+
+
+def test_topk_vectors_excluding_every_row_gives_padding():
+    table = np.random.default_rng(12).standard_normal((5, 3)).astype(np.float32)
+    got = topk_vectors(table, table[:1].astype(np.float64), 3, exclude=[[0, 1, 2, 3]])
+    assert got.ids.tolist() == [[4, -1, -1]] and np.isnan(got.scores[0, 1:]).all()
+
+
+@pytest.mark.parametrize("vectors,exclude,message", [
+    (np.ones((2, 4)), None, "expected query vectors of shape (n, 3); found shape (2, 4)"),
+    (np.ones(3), None, "expected query vectors of shape (n, 3); found shape (3,)"),
+    (np.ones((2, 3)), [[1]], "expected one list of excluded rows per query vector (2); found 1"),
+    (np.ones((1, 3)), [[5]], "excluded row ids must lie in 0..4; found 5"),
+])
+def test_topk_vectors_reject_bad_arguments_with_one_line(vectors, exclude, message):
+    with pytest.raises(EmbscopeError) as err:
+        topk_vectors(np.ones((5, 3), dtype=np.float32), vectors, 2, exclude=exclude)
+    assert str(err.value) == message
+
+
+# ---------------------------------------------------------------- the torch engine on the CPU
 
 
 @pytest.mark.skipif(not HAS_TORCH, reason="torch not installed")
 @pytest.mark.parametrize("precision", ["fp32", "tf32", "bf16", "fp16"])
-def test_topk_torch_code_path_on_cpu_matches_brute_force(precision):
+def test_topk_torch_engine_on_cpu_matches_brute_force(precision):
     # The GPU code path, run on the CPU: dyadic rows are exact even in fp16.
     table = with_bad_rows(dyadic_table(500, seed=6))
-    got = topk_all(table, 5, device="cpu", precision=precision, backend="torch", block_rows=128)
-    ref_ids, ref_scores = brute_topk(table, 5)
-    assert np.array_equal(got.ids, ref_ids)
-    np.testing.assert_array_equal(got.scores, ref_scores.astype(np.float32))
+    got = topk_rows(table, 5, device="cpu", precision=precision, block_rows=128, _engine=TorchEngine())
+    assert_topk_exact(got, *brute_topk(table, 5))
+    vectors = np.stack([table[20] + table[21], table[30]]).astype(np.float64)
+    exclude = [[20, 21], [30]]
+    got = topk_vectors(table, vectors, 5, exclude=exclude, device="cpu", precision=precision, _engine=TorchEngine())
+    assert_topk_exact(got, *brute_force_vectors(table, vectors, 5, exclude))
 
 
 @pytest.mark.skipif(not HAS_TORCH, reason="torch not installed")
-@pytest.mark.parametrize("backend", [None, "torch"])  # numpy selection / all-torch (GPU) path
-def test_topk_bf16_with_fp32_rerank_matches_brute_force(backend):
+@pytest.mark.parametrize("engine", [None, TorchEngine()])  # numpy selection / all-torch (GPU) path
+def test_topk_bf16_with_fp32_rerank_matches_brute_force(engine):
     # Dyadic unit rows are exact in bf16, so even the candidate pass has exact ties here:
     # more twins than candidates, which only the redo of rows tied at the cut gets right.
     table = with_bad_rows(dyadic_table(500, seed=7))
-    got = topk_all(table, 5, device="cpu", precision="bf16", block_rows=100, backend=backend)
-    ref_ids, ref_scores = brute_topk(table, 5)
-    assert np.array_equal(got.ids, ref_ids)
-    np.testing.assert_array_equal(got.scores, ref_scores.astype(np.float32))
+    got = topk_rows(table, 5, device="cpu", precision="bf16", block_rows=100, _engine=engine)
+    assert_topk_exact(got, *brute_topk(table, 5))
     random_table = np.random.default_rng(8).standard_normal((600, 64)).astype(np.float32)
-    got = topk_all(random_table, 5, device="cpu", precision="bf16", backend=backend)
+    got = topk_rows(random_table, 5, device="cpu", precision="bf16", _engine=engine)
     assert_topk_close(got, *brute_topk(random_table, 5))
 
 
@@ -215,7 +301,7 @@ def test_topk_bf16_with_fp32_rerank_matches_brute_force(backend):
 @pytest.mark.parametrize("precision", ["fp32", "tf32", "bf16", "fp16"])
 def test_topk_on_cuda_matches_brute_force(precision):
     table = with_bad_rows(np.random.default_rng(9).standard_normal((3000, 64)).astype(np.float32))
-    got = topk_all(table, 8, device="cuda", precision=precision, block_rows=512)
+    got = topk_rows(table, 8, device="cuda", precision=precision, block_rows=512)
     assert_topk_close(got, *brute_topk(table, 8))
 
 
@@ -229,7 +315,7 @@ def test_auto_precision_is_fp32_on_the_cpu_and_passes_others_through():
     if _has_cuda():
         assert compute.resolve_precision("auto", "cuda") in ("bf16", "fp16")
     table = dyadic_table(300, seed=15)
-    got = topk_all(table, 4, device="cpu", precision="auto")
+    got = topk_rows(table, 4, device="cpu", precision="auto")
     assert np.array_equal(got.ids, brute_topk(table, 4)[0])
 
 
@@ -240,10 +326,10 @@ def test_resolve_device_cpu_and_unknown():
 
 
 def test_auto_device_does_not_import_torch_without_a_gpu():
-    if compute._gpu_evidence():
+    if gpu_evidence():
         pytest.skip("this machine shows a GPU")
-    code = ("import sys; from embscope.compute import resolve_device; "
-            "print(resolve_device('auto'), 'torch' in sys.modules)")
+    code = ("import sys; from embscope.compute import resolve_device, topk_rows; import numpy as np; "
+            "topk_rows(np.ones((4, 2), np.float32), 2); print(resolve_device('auto'), 'torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["cpu", "False"]
 
@@ -288,9 +374,21 @@ def test_pair_cosines_rejects_ids_outside_the_table():
     assert str(err.value) == "pair row ids must lie in 0..3; found 4"
 
 
-def test_cosine_matrix_matches_numpy_with_nan_for_bad_rows():
+def test_cosines_to_a_vector_in_float64():
+    table = with_bad_rows(np.random.default_rng(16).standard_normal((12, 5)).astype(np.float32))
+    vector = np.arange(1.0, 6.0)
+    got = cosines_to(table, [0, 2, 11], vector)
+    t = table.astype(np.float64)
+    assert got[0] == pytest.approx(t[0] @ vector / np.linalg.norm(t[0]) / np.linalg.norm(vector), abs=1e-15)
+    assert np.isnan(got[1])
+    assert got[2] == pytest.approx(t[11] @ vector / np.linalg.norm(t[11]) / np.linalg.norm(vector), abs=1e-15)
+
+
+def test_cosine_blocks_match_numpy_with_nan_for_bad_rows():
     table = with_bad_rows(np.random.default_rng(12).standard_normal((30, 8)).astype(np.float32))
-    got = cosine_matrix(table)
+    blocks = [(start, block.copy()) for start, block in cosine_blocks(table, block_rows=7)]
+    assert [start for start, _ in blocks] == [0, 7, 14, 21, 28]
+    got = np.concatenate([block for _, block in blocks])
     t = table.astype(np.float64)
     with np.errstate(invalid="ignore"):
         u = t / np.linalg.norm(t, axis=1, keepdims=True)
@@ -300,39 +398,53 @@ def test_cosine_matrix_matches_numpy_with_nan_for_bad_rows():
     good = np.setdiff1d(np.arange(30), [2, 5, 8])
     np.testing.assert_allclose(got[np.ix_(good, good)], expected[np.ix_(good, good)], atol=1e-6)
     assert (np.diag(got)[good] == 1.0).all()
-    sub = cosine_matrix(table, rows=[9, 0, 9])
+    sub = np.concatenate([b.copy() for _, b in cosine_blocks(table, rows=[9, 0, 9])])
     np.testing.assert_allclose(sub, got[np.ix_([9, 0, 9], [9, 0, 9])], atol=1e-6)
 
 
-def test_mean_random_cosine_equals_the_double_loop():
-    table = with_bad_rows(np.random.default_rng(13).standard_normal((30, 5)).astype(np.float32) + 0.4)
-    t = table.astype(np.float64)
-    good = [i for i in range(30) if np.isfinite(t[i]).all() and np.any(t[i])]
-    total, count = 0.0, 0
-    for i in good:
-        for j in good:
-            if i != j:
-                total += t[i] @ t[j] / (np.linalg.norm(t[i]) * np.linalg.norm(t[j]))
-                count += 1
-    assert mean_random_cosine(table) == pytest.approx(total / count, abs=1e-12)
-    assert np.isnan(mean_random_cosine(np.zeros((3, 2), dtype=np.float32)))
+def brute_mean_random_cosine(table):
+    """Mean cosine over every ordered pair of distinct valid rows, from the full float64 matrix."""
+    t = np.asarray(table, dtype=np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        norms = np.linalg.norm(t, axis=1)
+    t = t[np.isfinite(norms) & (norms > 0)]
+    unit = t / np.linalg.norm(t, axis=1, keepdims=True)
+    sims = unit @ unit.T
+    return (sims.sum() - np.trace(sims)) / (len(t) * (len(t) - 1))
 
 
-def test_random_pair_cosines_are_reproducible_distinct_valid_pairs():
-    table = with_bad_rows(np.random.default_rng(14).standard_normal((25, 6)).astype(np.float32))
-    got = random_pair_cosines(table, n_pairs=2000, seed=3)
-    assert got.shape == (2000,) and not np.isnan(got).any()
-    assert np.array_equal(got, random_pair_cosines(table, n_pairs=2000, seed=3))
-    assert not np.array_equal(got, random_pair_cosines(table, n_pairs=2000, seed=4))
-    full = cosine_matrix(table).astype(np.float64)
-    off_diagonal = full[~np.eye(25, dtype=bool)]
-    off_diagonal = off_diagonal[~np.isnan(off_diagonal)]
-    # Every sample is some distinct valid pair's cosine (never a row with itself).
-    assert (np.abs(got[:, None] - off_diagonal[None, :]).min(axis=1) < 1e-6).all()
-    assert got.max() < 0.999
-    # 2000 samples of 22*21 ordered pairs: the sample mean sits near the exact mean.
-    assert got.mean() == pytest.approx(mean_random_cosine(table), abs=0.03)
-    assert random_pair_cosines(table[:3] * 0, n_pairs=5).shape == (0,)
+def numpy_sample(table, n_pairs, seed, center=None):
+    """The sampling rule written out again: pairs of distinct valid rows drawn with the seed, float64 cosines."""
+    t = np.asarray(table, dtype=np.float64) - (0 if center is None else center)
+    with np.errstate(invalid="ignore", over="ignore"):
+        norms = np.linalg.norm(t, axis=1)
+    valid_ids = np.flatnonzero(np.isfinite(norms) & (norms > 0))
+    rng = np.random.default_rng(seed)
+    first = rng.integers(0, valid_ids.size, size=n_pairs)
+    second = rng.integers(0, valid_ids.size - 1, size=n_pairs)
+    second += second >= first
+    a, b = valid_ids[first], valid_ids[second]
+    return np.einsum("ij,ij->i", t[a], t[b]) / (norms[a] * norms[b])
+
+
+@pytest.mark.parametrize("bad_rows", [False, True])  # every row valid: kept in the pass; else drawn again
+def test_random_pairs_give_the_exact_mean_and_reproducible_distinct_pairs(bad_rows):
+    table = (np.random.default_rng(13).standard_normal((300, 5)) + 0.4).astype(np.float32)
+    table = with_bad_rows(table) if bad_rows else table
+    found = random_pairs(table, n_pairs=2000, seed=3)
+    assert found.mean == pytest.approx(brute_mean_random_cosine(table), abs=1e-12)
+    assert found.sample.shape == (2000,) and found.seed == 3
+    np.testing.assert_allclose(found.sample, numpy_sample(table, 2000, 3), atol=1e-12)
+    assert not np.array_equal(found.sample, random_pairs(table, n_pairs=2000, seed=4).sample)
+    assert found.sample.max() < 0.999  # never a row with itself
+
+
+def test_random_pairs_of_too_few_valid_rows():
+    empty = random_pairs(np.zeros((3, 2), dtype=np.float32), n_pairs=5)
+    assert np.isnan(empty.mean) and empty.sample.shape == (0,)
+    one = np.zeros((3, 2), dtype=np.float32)
+    one[1] = 1.0
+    assert random_pairs(one, n_pairs=5).sample.shape == (0,)
 
 
 def test_center_is_the_same_as_subtracting_it_from_a_copy():
@@ -343,6 +455,14 @@ def test_center_is_the_same_as_subtracting_it_from_a_copy():
     center = mean_row(table)
     np.testing.assert_allclose(center, table[finite].astype(np.float64).mean(axis=0), rtol=1e-12)
     copy = table.astype(np.float64) - center
-    assert mean_random_cosine(table, center=center) == pytest.approx(mean_random_cosine(copy), abs=1e-12)
-    np.testing.assert_allclose(random_pair_cosines(table, 500, seed=2, center=center),
-                               random_pair_cosines(copy, 500, seed=2), atol=1e-12)
+    centered = random_pairs(table, 500, seed=2, center=center)
+    assert centered.mean == pytest.approx(brute_mean_random_cosine(copy), abs=1e-12)
+    np.testing.assert_allclose(centered.sample, numpy_sample(table, 500, 2, center), atol=1e-12)
+
+
+def test_cosine_blocks_of_the_upper_triangle():
+    table = with_bad_rows(np.random.default_rng(12).standard_normal((30, 8)).astype(np.float32))
+    full = np.concatenate([block.copy() for _, block in cosine_blocks(table, block_rows=30)])
+    for start, block in cosine_blocks(table, block_rows=7, upper=True):
+        assert block.shape == (min(7, 30 - start), 30 - start)
+        np.testing.assert_allclose(block, full[start:start + 7, start:], atol=1e-6)

@@ -24,7 +24,7 @@ def test_blockwise_norms_match_numpy_across_block_edges(dtype, tmp_path):
     rows = table.astype(np.float32).astype(np.float64)  # analysis works on float32 rows (float64 is rounded)
     expected = np.sqrt((rows ** 2).sum(axis=1))
     for block_rows in (1, 7, None):  # one row, 7 rows (not a divisor of 1000), the default bytes budget
-        np.testing.assert_allclose(row_norms(array, block_rows), expected, rtol=1e-12)
+        np.testing.assert_allclose(row_norms(array, block_rows=block_rows), expected, rtol=1e-12)
 
 
 def test_half_precision_is_upcast_before_summing(tmp_path):
@@ -44,7 +44,7 @@ def test_mapped_pages_are_released_after_each_block(tmp_path):
     memory.release(block)
     # a released block is still readable: the kernel maps the pages again from the file
     np.testing.assert_array_equal(block, table[48:64])
-    np.testing.assert_allclose(row_norms(mapped, 16), np.linalg.norm(table.astype(np.float64), axis=1), rtol=1e-12)
+    np.testing.assert_allclose(row_norms(mapped, block_rows=16), np.linalg.norm(table.astype(np.float64), axis=1), rtol=1e-12)
 
 
 def test_table_copy_larger_than_memory_is_refused_before_it_is_made(tmp_path, monkeypatch):
@@ -122,3 +122,59 @@ def test_compressed_torch_storage_larger_than_memory_is_refused(tmp_path, monkey
         emb.token.array
     assert str(caught.value) == (f"{quote(path)}: compressed storage '0' needs 64.0 KiB of memory to load "
                                  "(it cannot be memory-mapped), only 1.0 KiB is available")
+
+
+# --- memory that grows with rows or arguments, not with what the file or the user can make it ---
+
+def test_a_million_flagged_rows_stay_arrays_until_read():
+    import math
+    import tracemalloc
+    from embscope.analysis.norms import summarize
+    tracemalloc.start()
+    try:
+        summary = summarize(np.zeros(1_000_000))  # every row a zero row: every row flagged
+        first = summary.anomalies[:20]
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 64 << 20  # one object per row would take some 300 MB
+    assert len(summary.anomalies) == 1_000_000
+    assert [a.index for a in first] == list(range(20)) and first[3].reason == "zero row"
+    assert first[0].norm == 0.0 and math.isnan(first[0].ratio_to_mean)
+    assert summary.anomalies[-1].index == 999_999 and list(summary.anomalies.indices[:3]) == [0, 1, 2]
+
+
+def test_norms_json_lists_the_first_thousand_and_counts_all(tmp_path):
+    from conftest import run_json
+    path = tmp_path / "params.npz"
+    np.savez_compressed(path, token_emb=np.zeros((5000, 2), np.float32))  # a few KB for 5000 zero rows
+    doc = run_json("norms", "-c", str(path))
+    assert doc["anomalies_found"] == 5000 and len(doc["anomalies"]) == 1000
+    assert doc["anomalies"][999] == {"index": 999, "label": "#999", "norm": 0.0, "ratio_to_mean": None,
+                                     "reason": "zero row", "z": 0.0}
+
+
+def test_topk_output_is_sized_by_the_rows_not_by_k(tmp_path):
+    path = tmp_path / "tiny.npz"
+    table = np.random.default_rng(3).standard_normal((5, 4)).astype(np.float32)
+    np.savez(path, token_emb=table)
+    found = embscope.topk_all(embscope.open(path), 10**12)  # 10**12 columns would be 8 TB of ids
+    assert found.ids.shape == found.scores.shape == (5, 5)
+    assert (found.ids[:, :4] >= 0).all() and (found.ids[:, 4] == -1).all()  # every other row, then padding
+
+
+def test_position_profile_of_a_long_table_never_holds_the_square(tmp_path):
+    # r23: a 200k-position table of 2 columns (1.6 MB) asked for a 149 GiB cosine matrix; the profile is
+    # now gathered block by block (checked on 3000 positions here), and the heatmap pooled as it goes
+    import tracemalloc
+    from embscope.analysis.positions import position_profile
+    table = np.random.default_rng(5).standard_normal((3000, 2)).astype(np.float32)
+    tracemalloc.start()
+    try:
+        profile, _ = position_profile(table, heatmap=False, block_rows=100)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 3000 * 3000 * 4 / 4  # a quarter of the float32 matrix
+    assert profile.count.tolist()[:2] == [2999, 2998]
+    assert position_profile(table[:2100], block_rows=700)[1].cells.shape == (700, 700)  # cells of 3 x 3

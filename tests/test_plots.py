@@ -134,9 +134,9 @@ def test_position_norms_figure_labels_the_flagged_row():
 
 
 def token_figure(summary, names, padding_from=None, **kwargs):
-    flagged = [(a.index, a.z) for a in summary.anomalies]
-    return norms_plot.token_norms_figure(summary.norms, summary.median, summary.mad, summary.threshold, flagged, names,
-                                         "ckpt", "token table wte", padding_from, **kwargs)
+    return norms_plot.token_norms_figure(summary.norms, summary.median, summary.mad, summary.threshold,
+                                         summary.flagged, summary.robust_z, names, "ckpt", "token table wte",
+                                         padding_from, **kwargs)
 
 
 def test_token_norms_figure_draws_names_literally():
@@ -207,16 +207,6 @@ def test_norms_plot_size_and_dpi(model, tmp_path):
 
 def test_profile_says_it_does_not_change_the_plot():
     assert "It does not change --plot" in unboxed(run("positions", "--help").stdout)
-
-
-def test_large_heatmap_is_averaged_down():
-    matrix = np.arange(2500 * 2500, dtype=np.float32).reshape(2500, 2500)
-    matrix[0, 0] = np.nan
-    small = plots.pooled(matrix, max_side=1024)
-    assert small.shape == (834, 834)  # cells of 3 x 3
-    assert small[1, 2] == pytest.approx(matrix[3:6, 6:9].mean())
-    assert small[0, 0] == pytest.approx(np.nanmean(matrix[:3, :3]))
-    assert small[-1, -1] == pytest.approx(matrix[2499, 2499])  # the last cell holds one real value
 
 
 def test_save_replaces_the_file_whole(tmp_path):

@@ -162,13 +162,21 @@ def test_undefined_cosine_is_null_with_a_reason(tmp_path):
 
 
 def numpy_profile(pos: np.ndarray):
-    unit = pos.astype(np.float64) / np.linalg.norm(pos.astype(np.float64), axis=1, keepdims=True)
+    """Mean and spread of the cosines on each diagonal, and how often the argmax of a row (self left out,
+    NaN left out, ties to the lower index) is next to it, from the full float64 matrix."""
+    t = pos.astype(np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        unit = t / np.linalg.norm(t, axis=1, keepdims=True)
     sims = unit @ unit.T
     n = len(pos)
-    mean = [np.mean([sims[i, i + k] for i in range(n - k)]) for k in range(1, n)]
-    std = [np.std([sims[i, i + k] for i in range(n - k)]) for k in range(1, n)]
+    diagonals = [np.diagonal(sims, k) for k in range(1, n)]
+    mean = [np.nanmean(d) if not np.isnan(d).all() else np.nan for d in diagonals]
+    std = [np.nanstd(d) if not np.isnan(d).all() else np.nan for d in diagonals]
     np.fill_diagonal(sims, -np.inf)
-    adjacent = np.mean([abs(int(np.argmax(sims[i])) - i) == 1 for i in range(n)])
+    sims[np.isnan(sims)] = -np.inf
+    best = np.argmax(sims, axis=1)
+    found = np.isfinite(sims[np.arange(n), best])
+    adjacent = (found & (np.abs(best - np.arange(n)) == 1)).sum() / found.sum()
     return mean, std, adjacent
 
 
@@ -183,6 +191,7 @@ def test_profile_matches_numpy(tmp_path):
     assert profile["by_offset"]["mean"] == pytest.approx(mean, abs=2e-6)
     assert profile["by_offset"]["std"] == pytest.approx(std, abs=2e-6)
     assert profile["by_offset"]["pairs"] == list(range(129, 0, -1))
+    assert profile["by_offset"]["std"][-1] == 0.0  # one pair: no spread at all
     assert [o["offset"] for o in profile["offsets"]] == [1, 2, 4, 8, 16, 32, 64, 128, 129]
     assert profile["offsets"][0]["mean"] == pytest.approx(mean[0], abs=2e-6)
     assert profile["nearest_is_adjacent"] == pytest.approx(adjacent)
@@ -192,10 +201,33 @@ def test_profile_matches_numpy(tmp_path):
     assert f"nearest neighbour is i-1 or i+1 for {adjacent * 100:.2f}% of 130 positions" in " ".join(console.split())
 
 
-def test_profile_of_8192_positions_fits():
-    table = drifting(8192, 8, seed=8)
-    profile, matrix = position_profile(table)
-    assert matrix.shape == (8192, 8192) and matrix.dtype == np.float32
-    assert len(profile.mean) == 8191 and profile.count[0] == 8191 and profile.count[-1] == 1
-    assert profile.mean[-1] == pytest.approx(cosine(table[0], table[-1]), abs=2e-6)
+@pytest.mark.parametrize("block_rows", [1, 7, None])
+def test_profile_block_by_block_leaves_out_bad_rows_and_reserved_rows(block_rows):
+    table = drifting(62, 6, seed=9)
+    table[4] = 0  # position 2
+    table[20, 1] = np.nan  # position 18
+    profile, heatmap = position_profile(table, first_row=2, block_rows=block_rows)
+    mean, std, adjacent = numpy_profile(table[2:])
+    np.testing.assert_allclose(profile.mean, mean, atol=2e-6)
+    np.testing.assert_allclose(profile.std, std, atol=2e-6)
+    assert profile.count[0] == 55 and profile.count[-1] == 1  # 59 pairs at distance 1, less 2 per bad row
+    assert profile.nearest_is_adjacent == pytest.approx(adjacent) and profile.positions_counted == 58
+    assert heatmap.positions == 60 and heatmap.cell == 1 and heatmap.cells.shape == (60, 60)
+    assert np.isnan(heatmap.cells[2]).all() and np.isnan(heatmap.cells[:, 18]).all()
+    assert heatmap.cells[5, 6] == pytest.approx(cosine(table[7], table[8]), abs=1e-6)
+
+
+def test_heatmap_is_averaged_down_while_the_profile_is_computed():
+    table = drifting(2500, 8, seed=10)
+    table[0] = np.nan
+    profile, heatmap = position_profile(table)
+    assert heatmap.cell == 3 and heatmap.cells.shape == (834, 834)  # cells of 3 x 3 positions
+    unit = table.astype(np.float64) / np.linalg.norm(table.astype(np.float64), axis=1, keepdims=True)
+    sims = unit @ unit.T
+    assert heatmap.cells[1, 2] == pytest.approx(sims[3:6, 6:9].mean(), abs=1e-6)
+    assert heatmap.cells[0, 0] == pytest.approx(np.nanmean(sims[:3, :3]), abs=1e-6)  # NaN row left out
+    assert heatmap.cells[-1, -1] == pytest.approx(1.0)  # the last cell holds one position: itself
+    assert profile.count[0] == 2498 and profile.count[-1] == 0 and np.isnan(profile.mean[-1])  # row 0 is NaN
+    assert profile.mean[-2] == pytest.approx(cosine(table[1], table[-1]), abs=2e-6)
     assert profile.mean[0] > profile.mean[1000]  # similarity falls with distance in a drifting table
+    assert position_profile(table[:50], heatmap=False)[1] is None

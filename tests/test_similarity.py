@@ -13,7 +13,6 @@ from safetensors.numpy import save_file
 from typer.testing import CliRunner
 
 import embscope
-from embscope import compute
 from embscope.analysis.similarity import similarity, similarity_pairs
 from embscope.cli import app
 from embscope.errors import TableError, TokenError
@@ -44,6 +43,18 @@ def valid_rows(table) -> np.ndarray:
     t = np.asarray(table, np.float64)
     finite = np.isfinite(t).all(axis=1)
     return finite & (np.linalg.norm(np.where(finite[:, None], t, 0), axis=1) > 0)
+
+
+def numpy_sample(table, n_pairs: int = 10000, seed: int = 0) -> np.ndarray:
+    """The baseline's sampling rule written out: pairs of distinct valid rows drawn with the seed, float64 cosines."""
+    t = np.asarray(table, np.float64)
+    valid_ids = np.flatnonzero(valid_rows(table))
+    rng = np.random.default_rng(seed)
+    first = rng.integers(0, valid_ids.size, size=n_pairs)
+    second = rng.integers(0, valid_ids.size - 1, size=n_pairs)
+    second += second >= first
+    a, b = t[valid_ids[first]], t[valid_ids[second]]
+    return np.einsum("ij,ij->i", a, b) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
 
 
 def brute_mean_random_cosine(table) -> float:
@@ -235,18 +246,25 @@ def test_baseline_mean_is_exact_and_the_sample_agrees_with_it(emb, table):
     exact = brute_mean_random_cosine(table)
     assert result.baseline.mean_random_cosine == pytest.approx(exact, abs=1e-9)
     assert result.baseline.seed == 0 and result.baseline.sample_size == 10000
-    sample = compute.random_pair_cosines(table, n_pairs=10000, seed=0)
+    sample = numpy_sample(table)
     assert abs(np.mean(sample) - exact) < 5 * np.std(sample) / np.sqrt(len(sample))
 
 
 def test_percentile_is_the_share_of_random_pairs_below_the_cosine(emb, table):
     result = similarity(emb, [1, 2, DOG, PUPPY], ids=True)
-    sample = compute.random_pair_cosines(table, n_pairs=10000, seed=0)
+    sample = numpy_sample(table)
     for pair in result.pairs:
         assert pair.percentile == pytest.approx(100 * np.mean(sample < pair.cosine))
     close = next(p for p in result.pairs if {p.a.ids[0], p.b.ids[0]} == {DOG, PUPPY})
     assert close.percentile > 99  # the near-duplicate pair beats nearly every random pair
     assert 0 < min(p.percentile for p in result.pairs) < 100
+
+
+def test_without_the_baseline_there_is_no_percentile(emb, table):
+    result = similarity(emb, [1, 2, 3], ids=True, baseline=False)
+    assert result.baseline is None
+    assert [p.percentile for p in result.pairs] == [None, None, None]
+    assert result.pairs[0].cosine == pytest.approx(cos(table[1], table[2]), abs=1e-6)
 
 
 def test_center_subtracts_the_mean_row_for_pairs_and_baseline(emb, table):
@@ -419,3 +437,36 @@ def test_cli_words_json_and_no_merge(npz_path, with_test_tokenizer):
     assert refused.exit_code == 1
     assert refused.stderr == ("Error: expected 'dogcat' to be one token, found 2 ('dog' 'cat'); "
                               "merging them is turned off (--no-merge)\n")
+
+
+# --- the baseline's cache ---
+
+def test_the_baseline_is_cached_per_file_in_the_users_cache_folder(npz_path, table, tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    first = similarity(embscope.open(npz_path), [1, 2, DOG, PUPPY], ids=True)
+    entries = list((tmp_path / "cache" / "embscope").glob("*.npy"))
+    assert len(entries) == 1 and sorted(p.name for p in npz_path.parent.iterdir()) == ["cache", "model.npz"]
+
+    def no_pass(*args, **kwargs):
+        raise AssertionError("the baseline was computed again")
+
+    monkeypatch.setattr("embscope.compute.random_pairs", no_pass)
+    again = similarity(embscope.open(npz_path), [1, 2, DOG, PUPPY], ids=True)
+    assert again.baseline == first.baseline and again.baseline.mean_random_cosine == pytest.approx(
+        brute_mean_random_cosine(table), abs=1e-9)
+    assert [p.percentile for p in again.pairs] == [p.percentile for p in first.pairs]
+    with pytest.raises(AssertionError, match="computed again"):  # centred is another entry
+        similarity(embscope.open(npz_path), [1, 2], ids=True, center=True)
+    changed = make_table(seed=2)
+    np.savez(npz_path, token_emb=changed, pos_emb=np.ones((16, DIM), np.float32))
+    with pytest.raises(AssertionError, match="computed again"):  # the file changed: the entry no longer applies
+        similarity(embscope.open(npz_path), [1, 2], ids=True)
+
+
+def test_an_unwritable_cache_costs_only_time(npz_path, table, tmp_path, monkeypatch):
+    blocked = tmp_path / "file"
+    blocked.write_text("not a folder")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocked))
+    for _ in range(2):
+        result = similarity(embscope.open(npz_path), [1, 2], ids=True)
+        assert result.baseline.mean_random_cosine == pytest.approx(brute_mean_random_cosine(table), abs=1e-9)

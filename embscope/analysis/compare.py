@@ -311,7 +311,7 @@ class NeighborOverlap:
 
 def _topk(table: np.ndarray, k: int, rows: np.ndarray, device: str, progress: Progress | None) -> np.ndarray:
     """The batched top-k of the given rows, the query row itself left out: neighbour ids (Q, k), -1 for none."""
-    return compute.topk_all(table, k, queries=rows, device=device, progress=progress).ids
+    return compute.topk_rows(table, k, rows=rows, device=device, progress=progress).ids
 
 
 def neighbor_labels(ids: np.ndarray, pairs: np.ndarray, unpaired_from: int) -> np.ndarray:

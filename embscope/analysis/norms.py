@@ -1,18 +1,22 @@
 """Row norms of an embedding table: summary, anomalies (with the rule that flagged each) and near-duplicate
-rows. Under-trained tokens are analysis.undertrained's job. Norms are read block by block, so a memory-mapped table may
+rows; under-trained tokens are analysis.undertrained's job. Norms are read block by block, so a memory-mapped table may
 exceed memory; the duplicate search holds unit rows and is skipped above DUPLICATE_MAX_BYTES."""
 
 from __future__ import annotations
 
 import math
+import operator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Generic, TypeVar, overload
 
 import numpy as np
 
-from ..memory import release
+from ..compute import row_norms, unit_rows
 
-NORM_BLOCK_ROWS = 65536  # rows gathered at a time for the duplicate search
-NORM_BLOCK_BYTES = 32 * 1024 * 1024  # table bytes read at a time for the norms
+__all__ = ["Anomaly", "Duplicate", "DuplicateSearch", "NormSummary", "RowListing", "find_duplicates", "median_and_mad",
+           "robust_z", "row_norms", "summarize"]
+
 MAD_SCALE = 1.4826  # makes the MAD estimate the standard deviation for normally distributed norms
 # Gaussian-noise tables of 64..50,000 rows (d 4..768) reach a largest robust z of about 5.0, so 6 flags
 # none of them, while a row of 2.46 in a table whose norms are 0.43 +- 0.03 scores about 68.
@@ -25,6 +29,8 @@ DUPLICATE_MAX_WINDOW = 32768  # rows compared with each block at most: keeps the
 DUPLICATE_MAX_CHECKS = 20_000_000  # candidate pairs checked in full at most
 DUPLICATE_MAX_BYTES = 1 << 30  # unit rows held in memory for the search at most
 DUPLICATE_MAX_LISTED = 1000
+DUPLICATE_CHECK_ROWS = 64  # rows of a block whose candidate pairs are listed at a time
+DUPLICATE_CHECK_PAIRS = 16384  # candidate pairs whose rows are gathered and checked at a time
 
 
 @dataclass(frozen=True)
@@ -52,6 +58,48 @@ class DuplicateSearch:
     note: str | None = None
 
 
+Item = TypeVar("Item")
+
+
+class RowListing(Sequence[Item], Generic[Item]):
+    """Rows picked out of a table, kept as an array of row ids: the object that describes a row is made only
+    when that row is read, so a million flagged rows cost 8 bytes each, not an object each."""
+
+    def __init__(self, indices: np.ndarray, describe: Callable[[int], Item]):
+        self.indices = indices  # int64 row ids, in listing order
+        self._describe = describe  # position in the listing -> the object for that row
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+    @overload
+    def __getitem__(self, key: int) -> Item: ...
+
+    @overload
+    def __getitem__(self, key: slice) -> tuple[Item, ...]: ...
+
+    def __getitem__(self, key: int | slice) -> Item | tuple[Item, ...]:
+        if isinstance(key, slice):
+            return tuple(self._describe(i) for i in range(*key.indices(len(self))))
+        position = operator.index(key)
+        if position < 0:
+            position += len(self)
+        if not 0 <= position < len(self):
+            raise IndexError("row listing index out of range")
+        return self._describe(position)
+
+    def __iter__(self) -> Iterator[Item]:
+        return (self._describe(i) for i in range(len(self)))
+
+    def __add__(self, other: RowListing[Item]) -> RowListing[Item]:
+        first = len(self)
+        return RowListing(np.concatenate([self.indices, other.indices]),
+                          lambda i: self._describe(i) if i < first else other._describe(i - first))
+
+    def __repr__(self) -> str:
+        return f"RowListing({len(self)} rows)"
+
+
 @dataclass(frozen=True, eq=False)
 class NormSummary:
     norms: np.ndarray  # float64 (rows,)
@@ -62,26 +110,34 @@ class NormSummary:
     max: float
     mad: float  # median absolute deviation from the median
     threshold: float
-    anomalies: tuple[Anomaly, ...]
+    flagged: np.ndarray  # int64 row ids of the anomalies: rows without a finite norm first, then largest |z| first
+    robust_z: np.ndarray  # float64 (rows,) signed robust z (see robust_z); NaN where a norm is not finite
 
     @property
     def rows(self) -> int:
         return len(self.norms)
 
+    @property
+    def anomalies(self) -> RowListing[Anomaly]:
+        """The flagged rows, with the rule that flagged each; Anomaly objects are made as they are read."""
+        return RowListing(self.flagged, lambda i: self.anomaly(int(self.flagged[i])))
 
-def row_norms(array: np.ndarray, block_rows: int | None = None) -> np.ndarray:
-    """L2 norm of every row in float64; NaN for a row with a NaN, Inf for a row with an Inf.
-    Blocks are bounded in bytes, squared and summed in float64 without a float64 copy, and a memory
-    map's pages are let go after each block: a mapped table larger than memory keeps one block resident."""
-    if block_rows is None:
-        block_rows = max(1, NORM_BLOCK_BYTES // max(1, array.shape[1] * array.itemsize))
-    norms = np.empty(array.shape[0], dtype=np.float64)
-    for start in range(0, array.shape[0], block_rows):
-        block = array[start:start + block_rows]
-        with np.errstate(invalid="ignore", over="ignore"):
-            norms[start:start + block_rows] = np.sqrt(np.einsum("ij,ij->i", block, block, dtype=np.float64))
-        release(block)
-    return norms
+    def anomaly(self, index: int) -> Anomaly:
+        """Row `index` as an Anomaly: its norm, its ratio to the mean, its robust z and a short reason."""
+        norm, z = float(self.norms[index]), float(self.robust_z[index])
+        if math.isnan(norm):
+            reason = "NaN values"
+        elif math.isinf(norm):
+            reason = "Inf values"
+        elif norm == 0:
+            reason = "zero row"
+        elif math.isinf(z):
+            reason = "off the shared median"
+        else:
+            reason = f"z {z:.3g}"
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = float(np.float64(norm) / self.mean)
+        return Anomaly(index, norm, ratio, reason, z)
 
 
 def median_and_mad(norms: np.ndarray) -> tuple[float, float]:
@@ -98,61 +154,33 @@ def robust_z(norms: np.ndarray, median: float, mad: float) -> np.ndarray:
     relative EQUAL_NORMS_TOLERANCE, else 0. NaN where the norm is not finite."""
     with np.errstate(divide="ignore", invalid="ignore"):
         if mad > 0:
-            return (norms - median) / (MAD_SCALE * mad)
-        off = np.abs(norms - median) > EQUAL_NORMS_TOLERANCE * max(abs(median), np.finfo(np.float64).tiny)
-        return np.where(np.isfinite(norms), np.where(off, np.sign(norms - median) * np.inf, 0.0), np.nan)
+            z = (norms - median) / (MAD_SCALE * mad)
+        else:
+            off = np.abs(norms - median) > EQUAL_NORMS_TOLERANCE * max(abs(median), np.finfo(np.float64).tiny)
+            z = np.where(off, np.sign(norms - median) * np.inf, 0.0)
+    z[~np.isfinite(norms)] = np.nan
+    return z
 
 
 def summarize(norms: np.ndarray, threshold: float = DEFAULT_THRESHOLD) -> NormSummary:
-    """Statistics over the finite norms, and the rows flagged as anomalies."""
-    finite = norms[np.isfinite(norms)]
+    """Statistics over the finite norms, and the rows flagged as anomalies: zero, NaN and Inf rows always;
+    otherwise |robust z| > threshold (when MAD is 0: any norm off the shared median by a relative 1e-6).
+    Rows without a finite norm are listed first, then the largest |z| first."""
+    finite_rows = np.isfinite(norms)
+    finite = norms[finite_rows]
+    mean, low, high = (float(finite.mean()), float(finite.min()), float(finite.max())) if len(finite) \
+        else (math.nan, math.nan, math.nan)
+    del finite
     median, mad = median_and_mad(norms)
-    if len(finite):
-        mean, low, high = float(finite.mean()), float(finite.min()), float(finite.max())
-    else:
-        mean = low = high = math.nan
-    anomalies = flag_anomalies(norms, mean, median, mad, threshold)
-    return NormSummary(norms, len(finite), mean, median, low, high, mad, threshold, anomalies)
+    z = robust_z(norms, median, mad)
+    flagged = np.flatnonzero(~finite_rows | (norms == 0) | (np.abs(z) > threshold))
+    severity = np.where(finite_rows[flagged], np.abs(z[flagged]), np.inf)
+    flagged = flagged[np.argsort(-severity, kind="stable")]
+    return NormSummary(norms, int(finite_rows.sum()), mean, median, low, high, mad, threshold, flagged, z)
 
 
-def flag_anomalies(norms: np.ndarray, mean: float, median: float, mad: float, threshold: float) -> tuple[Anomaly, ...]:
-    """Zero, NaN and Inf rows always; otherwise |norm - median| / (1.4826 MAD) > threshold, or, when MAD is 0,
-    any norm that differs from the median by more than a relative 1e-6. Rows without a finite norm come
-    first, then the largest |robust z| first."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratios = norms / mean
-        scores = robust_z(norms, median, mad)
-        robust = np.abs(scores) > threshold
-    always = ~np.isfinite(norms) | (norms == 0)
-    flagged = np.flatnonzero(always | (robust & np.isfinite(norms)))
-    severity = np.where(np.isfinite(norms[flagged]), np.abs(scores[flagged]), np.inf)
-    found = []
-    for index in flagged[np.argsort(-severity, kind="stable")]:
-        norm, z = float(norms[index]), float(scores[index])
-        if math.isnan(norm):
-            reason, z = "NaN values", math.nan
-        elif math.isinf(norm):
-            reason, z = "Inf values", math.nan
-        elif norm == 0:
-            reason = "zero row"
-        elif math.isinf(z):
-            reason = "off the shared median"
-        else:
-            reason = f"z {z:.3g}"
-        found.append(Anomaly(int(index), norm, float(ratios[index]), reason, z))
-    return tuple(found)
-
-
-def unit_rows(array: np.ndarray, rows: np.ndarray, norms: np.ndarray) -> np.ndarray:
-    """float32 copies of the given rows scaled to length 1 (norms must be finite and non-zero)."""
-    unit = np.empty((len(rows), array.shape[1]), dtype=np.float32)
-    for start in range(0, len(rows), NORM_BLOCK_ROWS):
-        chosen = rows[start:start + NORM_BLOCK_ROWS]
-        unit[start:start + len(chosen)] = np.asarray(array[chosen], dtype=np.float64) / norms[chosen, None]
-    return unit
-
-
-def spread_subspace(unit: np.ndarray, width: int = DUPLICATE_SUBSPACE, iterations: int = 4, seed: int = 0) -> np.ndarray:
+def spread_subspace(unit: np.ndarray, width: int = DUPLICATE_SUBSPACE, iterations: int = 4,
+                    seed: int = 0) -> np.ndarray:
     """Orthonormal (d, width) directions along which the rows spread most (block power iteration on their
     covariance), the widest first: rows far apart in the table are far apart here too."""
     rng = np.random.default_rng(seed)
@@ -182,7 +210,7 @@ def find_duplicates(array: np.ndarray, norms: np.ndarray, cosine: float = DUPLIC
     if len(rows) * array.shape[1] * 4 > max_bytes:
         return DuplicateSearch((), 0, False, f"duplicate search skipped: the unit rows would take more than "
                                              f"{max_bytes >> 20} MiB")
-    unit = unit_rows(array, rows, norms)
+    unit = unit_rows(array, rows=rows)[0]
     projected = unit @ spread_subspace(unit).astype(np.float32)
     order = np.argsort(projected[:, 0], kind="stable")
     unit, projected, rows = unit[order], projected[order], rows[order]
@@ -195,7 +223,8 @@ def find_duplicates(array: np.ndarray, norms: np.ndarray, cosine: float = DUPLIC
         stop = min(start + DUPLICATE_BLOCK_ROWS, len(rows))
         end = int(np.searchsorted(projected[:, 0], projected[stop - 1, 0] + reach, side="right"))
         if end > stop + max_window:
-            end, cut = stop + max_window, f"each block of {DUPLICATE_BLOCK_ROWS} rows was compared with at most {max_window} following rows"
+            end = stop + max_window
+            cut = f"each block of {DUPLICATE_BLOCK_ROWS} rows was compared with at most {max_window} following rows"
         # squared distance in the projection, in place: |x|^2 + |y|^2 - 2 x.y
         near = projected[start:stop] @ projected[start:end].T
         near *= -2
@@ -203,17 +232,21 @@ def find_duplicates(array: np.ndarray, norms: np.ndarray, cosine: float = DUPLIC
         near += lengths[None, start:end]
         near = near <= reach * reach + 1e-6
         near[:, :stop - start] &= later[:stop - start, :stop - start]  # within the block: each pair once
-        if not near.any():
-            continue
-        a, b = np.nonzero(near)
-        if checks + len(a) > max_checks:
-            keep = max(max_checks - checks, 0)
-            a, b, cut = a[:keep], b[:keep], f"at most {max_checks:,} candidate pairs were checked"
-        checks += len(a)
-        a, b = a + start, b + start
-        similar = np.einsum("ij,ij->i", unit[a], unit[b]) > cosine
-        total += int(similar.sum())
-        found += [(int(rows[i]), int(rows[j])) for i, j in zip(a[similar], b[similar])][:DUPLICATE_MAX_LISTED - len(found)]
+        for first in range(0, stop - start, DUPLICATE_CHECK_ROWS):  # a few rows at a time: the pairs stay bounded
+            a, b = np.nonzero(near[first:first + DUPLICATE_CHECK_ROWS])
+            if checks + len(a) > max_checks:
+                keep = max(max_checks - checks, 0)
+                a, b, cut = a[:keep], b[:keep], f"at most {max_checks:,} candidate pairs were checked"
+            checks += len(a)
+            a, b = a + start + first, b + start
+            for at in range(0, len(a), DUPLICATE_CHECK_PAIRS):
+                i, j = a[at:at + DUPLICATE_CHECK_PAIRS], b[at:at + DUPLICATE_CHECK_PAIRS]
+                similar = np.einsum("ij,ij->i", unit[i], unit[j]) > cosine
+                total += int(similar.sum())
+                room = DUPLICATE_MAX_LISTED - len(found)  # objects only for the pairs listed
+                found += zip(rows[i[similar][:room]].tolist(), rows[j[similar][:room]].tolist())
+            if checks >= max_checks:
+                break
         if checks >= max_checks:
             break
     pairs = tuple(sorted((checked(array, norms, a, b) for a, b in found), key=lambda d: (d.a, d.b)))

@@ -6,17 +6,20 @@ Undefined cosines (a zero, NaN or Inf row) are NaN here; rendering turns them in
 
 from __future__ import annotations
 
+import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
-from ..compute import cosine_matrix, pair_cosines
+from ..compute import cosine_blocks, pair_cosines, topk_rows, unit_rows
 from ..errors import PositionError
 
 NOMINAL_LAST = 511  # the default pairs are written for a 512-row table and scaled to the real one
 PAIR_PATTERN = re.compile(r"\s*(-?\d+)\s*:\s*(-?\d+)\s*")
-BLOCK_ROWS = 1024  # rows of the cosine matrix reduced at a time
+PROFILE_BLOCK_BYTES = 16 << 20  # float64 work space per block of rows of the cosine matrix
+HEATMAP_MAX_SIDE = 1024  # the heatmap is averaged down to at most this many cells a side
 
 
 @dataclass(frozen=True)
@@ -57,6 +60,15 @@ class PositionProfile:
         picks = [k for k in (2 ** e for e in range(last.bit_length())) if k < last] + ([last] if last else [])
         return [OffsetSummary(k, float(self.mean[k - 1]), float(self.std[k - 1]), int(self.count[k - 1]))
                 for k in picks]
+
+
+@dataclass(frozen=True, eq=False)
+class Heatmap:
+    """Cosines between positions, averaged over square cells of `cell` positions a side (NaN left out)."""
+
+    cells: np.ndarray  # float32 (side, side), side = ceil(positions / cell) <= HEATMAP_MAX_SIDE
+    positions: int
+    cell: int
 
 
 @dataclass(frozen=True)
@@ -146,44 +158,95 @@ def position_pairs(table: np.ndarray, pairs: list[tuple[int, int]], first_row: i
     return PositionReport(name, table.shape[0], first_row, tuple(found))
 
 
-def position_cosines(table: np.ndarray, first_row: int = 0) -> np.ndarray:
-    """The (T, T) cosine matrix of the positions (rows from first_row on)."""
-    return cosine_matrix(table, np.arange(first_row, table.shape[0]))
+def position_profile(table: np.ndarray, first_row: int = 0, *, heatmap: bool = True, block_rows: int | None = None,
+                     progress: Callable[[int, int], None] | None = None) -> tuple[PositionProfile, Heatmap | None]:
+    """How similarity falls with distance, and (when `heatmap`) the cosine heatmap averaged down to at most
+    HEATMAP_MAX_SIDE cells a side. Memory grows with the positions, never with their square: the profile
+    comes from blocks of the upper triangle of the cosine matrix, the heatmap from averaged unit rows.
+    Time grows with the square (every pair is compared, twice): progress(done, total) follows it."""
+    positions = np.arange(first_row, table.shape[0], dtype=np.int64)
+    n = positions.size
+    offsets = OffsetStats(max(n - 1, 0))
+    step = block_rows if block_rows is not None else max(1, min(1024, PROFILE_BLOCK_BYTES // (8 * max(1, n))))
+    flat = np.empty(min(step, n) * (n + step), dtype=np.float32)
+    for start, block in cosine_blocks(table, rows=positions, block_rows=step, upper=True):
+        rows, width = block.shape[0], n - start + step
+        if start + 1 < n:
+            padded = flat[:rows * width].reshape(rows, width)
+            padded[:, :n - start] = block
+            padded[:, n - start:] = np.nan  # past the last position
+            # skewed[r, k - 1] = padded[r, r + k] = cos(p_i, p_i+k) for i = start + r
+            offsets.add(np.lib.stride_tricks.as_strided(flat[1:], shape=(rows, n - 1 - start),
+                                                        strides=((width + 1) * 4, 4), writeable=False))
+        if progress is not None:
+            progress(start + rows, 2 * n)
+    adjacent, counted = nearest_adjacent(table[first_row:], block_rows,
+                                         None if progress is None else lambda done, _: progress(n + done, 2 * n))
+    profile = PositionProfile(offsets.mean(), offsets.std(), offsets.count,
+                              adjacent / counted if counted else float("nan"), counted)
+    return profile, pooled_heatmap(table, positions) if heatmap else None
 
 
-def profile_from_matrix(matrix: np.ndarray) -> PositionProfile:
-    """Similarity by distance from a position cosine matrix (NaN entries are left out)."""
-    n = matrix.shape[0]
-    mean, std = np.full(max(n - 1, 0), np.nan), np.full(max(n - 1, 0), np.nan)
-    count = np.zeros(max(n - 1, 0), dtype=np.int64)
-    for k in range(1, n):
-        diagonal = np.diagonal(matrix, k).astype(np.float64)
-        values = diagonal[~np.isnan(diagonal)]
-        count[k - 1] = len(values)
-        if len(values):
-            mean[k - 1] = values.mean()
-            std[k - 1] = values.std()
-    adjacent, counted = nearest_adjacent(matrix)
-    return PositionProfile(mean, std, count, adjacent / counted if counted else float("nan"), counted)
+class OffsetStats:
+    """Count, mean and spread of the cosines at each offset, merged block by block (Chan et al.), so the
+    spread is as exact as a two-pass one and an offset with one pair has a spread of exactly 0."""
+
+    def __init__(self, offsets: int):
+        self.count = np.zeros(offsets, dtype=np.int64)
+        self.running_mean = np.zeros(offsets, dtype=np.float64)
+        self.squares = np.zeros(offsets, dtype=np.float64)  # sum of squared deviations from the mean
+
+    def add(self, skewed: np.ndarray) -> None:
+        """skewed: (rows, offsets 1..K) cosines, NaN where there is no pair."""
+        width = skewed.shape[1]
+        values = skewed.astype(np.float64)
+        present = ~np.isnan(values)
+        values[~present] = 0.0
+        count = present.sum(axis=0)
+        block_mean = np.divide(values.sum(axis=0), count, out=np.zeros(width), where=count > 0)
+        values -= block_mean
+        values[~present] = 0.0
+        block_squares = np.einsum("ij,ij->j", values, values)
+        before = self.count[:width]
+        total = before + count
+        delta = block_mean - self.running_mean[:width]
+        share = np.divide(count, total, out=np.zeros(width), where=total > 0)
+        self.running_mean[:width] += delta * share
+        self.squares[:width] += block_squares + delta * delta * before * share
+        self.count[:width] = total
+
+    def mean(self) -> np.ndarray:
+        return np.where(self.count > 0, self.running_mean, np.nan)
+
+    def std(self) -> np.ndarray:
+        return np.sqrt(np.divide(self.squares, self.count, out=np.full(self.count.shape, np.nan),
+                                 where=self.count > 0))
 
 
-def nearest_adjacent(matrix: np.ndarray) -> tuple[int, int]:
-    """How many positions have i-1 or i+1 as their most similar other position, out of those with any."""
-    n = matrix.shape[0]
-    adjacent = counted = 0
-    for start in range(0, n, BLOCK_ROWS):
-        block = matrix[start:start + BLOCK_ROWS].astype(np.float64)
-        local = np.arange(len(block))
-        block[local, start + local] = -np.inf  # a position is not its own neighbour
-        block[np.isnan(block)] = -np.inf
-        best = block.argmax(axis=1)
-        has_any = np.isfinite(block[local, best])
-        adjacent += int((has_any & (np.abs(best - (start + local)) == 1)).sum())
-        counted += int(has_any.sum())
-    return adjacent, counted
+def pooled_heatmap(table: np.ndarray, positions: np.ndarray) -> Heatmap:
+    """The cosine matrix averaged over square cells of `cell` positions a side, undefined cosines left out.
+    The mean of u_i . u_j over i in one cell and j in another is the dot product of the cells' mean unit
+    rows, so no cosine between two positions is ever computed for it."""
+    n = positions.size
+    cell = max(1, math.ceil(n / HEATMAP_MAX_SIDE))
+    side = math.ceil(n / cell)
+    unit, _, valid = unit_rows(table, rows=positions)
+    sums = np.zeros((side * cell, unit.shape[1]), dtype=np.float64)
+    sums[:n] = unit
+    counts = np.zeros(side * cell, dtype=np.int64)
+    counts[:n] = valid
+    with np.errstate(invalid="ignore", divide="ignore"):  # a cell of invalid rows only is NaN
+        means = sums.reshape(side, cell, -1).sum(axis=1) / counts.reshape(side, cell).sum(axis=1)[:, None]
+    return Heatmap((means @ means.T).astype(np.float32), n, cell)
 
 
-def position_profile(table: np.ndarray, first_row: int = 0) -> tuple[PositionProfile, np.ndarray]:
-    """The profile and the cosine matrix it came from (kept for the heatmap)."""
-    matrix = position_cosines(table, first_row)
-    return profile_from_matrix(matrix), matrix
+def nearest_adjacent(table: np.ndarray, block_rows: int | None = None,
+                     progress: Callable[[int, int], None] | None = None) -> tuple[int, int]:
+    """How many positions have i-1 or i+1 as their most similar other position (ties to the lower), out of
+    those with any."""
+    if table.shape[0] == 0:
+        return 0, 0
+    best = topk_rows(table, 1, device="cpu", block_rows=block_rows, progress=progress).ids[:, 0]
+    found = best >= 0
+    adjacent = np.abs(best - np.arange(best.size)) == 1
+    return int((found & adjacent).sum()), int(found.sum())

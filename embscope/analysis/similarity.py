@@ -3,16 +3,20 @@ Words become token ids through the checkpoint's tokenizer; a word of several tok
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from itertools import combinations
-from typing import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .. import compute
+from .. import cache, compute
 from ..errors import EmbscopeError, TokenError
 from ..lookup import lookup_word
 from ..text import quote
+
+if TYPE_CHECKING:
+    from ..embeddings import Embeddings
 
 BASELINE_PAIRS = 10000  # random pairs sampled for the percentile
 BASELINE_SEED = 0  # fixed, so the same table gives the same percentile every run
@@ -57,7 +61,7 @@ class Baseline:
 class SimilarityResult:
     queries: tuple[Query, ...]  # each distinct word or id once, in the order given
     pairs: tuple[Pair, ...]
-    baseline: Baseline
+    baseline: Baseline | None  # None when it was not asked for (baseline=False)
     centered: bool  # the table's mean row was subtracted first
     table: str  # role: token or output
     table_name: str
@@ -66,7 +70,7 @@ class SimilarityResult:
     def matrix(self) -> tuple[tuple[float | None, ...], ...]:
         """Cosine of every query with every other (queries x queries); None where undefined or not asked."""
         index = {q.text: i for i, q in enumerate(self.queries)}
-        grid = [[None] * len(self.queries) for _ in self.queries]
+        grid: list[list[float | None]] = [[None] * len(self.queries) for _ in self.queries]
         for i, query in enumerate(self.queries):
             grid[i][i] = 1.0 if query.reason is None else None
         for pair in self.pairs:
@@ -95,7 +99,7 @@ class NeighborsResult:
 
 # --- resolving words and ids into rows ---
 
-def table_rows(emb, table: str) -> tuple[np.ndarray, str]:
+def table_rows(emb: Embeddings, table: str) -> tuple[np.ndarray, str]:
     if table not in TABLE_ROLES:
         raise EmbscopeError(f"expected table token or output, found {quote(table)}")
     chosen = emb.table(table)
@@ -223,16 +227,18 @@ def percentiles(sample: np.ndarray, values: np.ndarray) -> np.ndarray:
     return np.where(np.isfinite(values), 100.0 * below / len(sample), np.nan)
 
 
-def finite_or_none(value) -> float | None:
+def finite_or_none(value: float | np.floating) -> float | None:
     value = float(value)
     return value if np.isfinite(value) else None
 
 
 # --- similarity ---
 
-def similarity_pairs(emb, pairs: Iterable[Sequence], *, ids: bool = False, exact: bool = False, merge: bool = True,
-                     center: bool = False, table: str = "token") -> SimilarityResult:
-    """Cosine of each (a, b) pair of words (or ids), all pairs in one batched call, with the random-pair baseline."""
+def similarity_pairs(emb: Embeddings, pairs: Iterable[Sequence], *, ids: bool = False, exact: bool = False,
+                     merge: bool = True, center: bool = False, table: str = "token",
+                     baseline: bool = True) -> SimilarityResult:
+    """Cosine of each (a, b) pair of words (or ids), all pairs in one batched call, with the random-pair baseline
+    (one pass over the table; baseline=False skips it, and the pairs get no percentile)."""
     array, name = table_rows(emb, table)
     resolve = Resolver(emb, array.shape[0], ids=ids, exact=exact, merge=merge)
     asked = []
@@ -250,32 +256,50 @@ def similarity_pairs(emb, pairs: Iterable[Sequence], *, ids: bool = False, exact
     index = np.array([(position[a.text], position[b.text]) for a, b in asked], dtype=np.int64).reshape(-1, 2)
     cosines = compute.pair_cosines(vectors, index) if len(index) else np.empty(0)
 
-    # centring is applied block by block inside compute: no centred copy of the table
-    sample = compute.random_pair_cosines(array, n_pairs=BASELINE_PAIRS, seed=BASELINE_SEED, center=center_row)
-    sample = sample[np.isfinite(sample)]
-    baseline = Baseline(finite_or_none(compute.mean_random_cosine(array, center=center_row)), len(sample), BASELINE_SEED)
+    found = random_pair_baseline(emb, name, array, center_row) if baseline else None
+    shares = percentiles(found[1], cosines) if found is not None else np.full(len(cosines), np.nan)
 
     results = []
-    for (a, b), value, share in zip(asked, cosines, percentiles(sample, cosines)):
+    for (a, b), value, share in zip(asked, cosines, shares):
         why = [r for r in dict.fromkeys((a.reason, b.reason)) if r]
         cosine = None if why else finite_or_none(value)
         reason = "; ".join(why) if why else (None if cosine is not None else "the cosine is undefined")
         results.append(Pair(a, b, cosine, reason, None if cosine is None else finite_or_none(share)))
-    return SimilarityResult(queries, tuple(results), baseline, center, table, name)
+    return SimilarityResult(queries, tuple(results), found[0] if found is not None else None, center, table, name)
 
 
-def similarity(emb, words_or_ids: Sequence, *, ids: bool = False, exact: bool = False, merge: bool = True,
-               center: bool = False, table: str = "token") -> SimilarityResult:
+def random_pair_baseline(emb: Embeddings, name: str, array: np.ndarray,
+                         center_row: np.ndarray | None) -> tuple[Baseline, np.ndarray]:
+    """The baseline and its sorted finite sample: from the user's cache when this checkpoint's files are
+    unchanged since it was stored there, else from one pass over the table (centring is applied block by
+    block inside compute: no centred copy of the table)."""
+    entry = cache.key("random-pairs", emb.checkpoint.path, table=name, shape=list(array.shape),
+                      center=center_row is not None, pairs=BASELINE_PAIRS, seed=BASELINE_SEED)
+    stored = cache.load(entry) if entry is not None else None
+    if stored is not None and stored.size >= 1:
+        mean, sample = float(stored[0]), stored[1:]
+    else:
+        pairs = compute.random_pairs(array, n_pairs=BASELINE_PAIRS, seed=BASELINE_SEED, center=center_row)
+        mean, sample = pairs.mean, np.sort(pairs.sample[np.isfinite(pairs.sample)])
+        if entry is not None:
+            cache.store(entry, np.concatenate([[mean], sample]))
+    return Baseline(finite_or_none(mean), len(sample), BASELINE_SEED), sample
+
+
+def similarity(emb: Embeddings, words_or_ids: Sequence, *, ids: bool = False, exact: bool = False,
+               merge: bool = True, center: bool = False, table: str = "token",
+               baseline: bool = True) -> SimilarityResult:
     """Two words give one pair; more give every pair, in the order given."""
     items = list(dict.fromkeys(words_or_ids))  # a word given twice is compared once
     if len(items) < 2:
         raise TokenError(f"expected at least two different words or ids to compare, found {len(items)}")
-    return similarity_pairs(emb, combinations(items, 2), ids=ids, exact=exact, merge=merge, center=center, table=table)
+    return similarity_pairs(emb, combinations(items, 2), ids=ids, exact=exact, merge=merge, center=center, table=table,
+                            baseline=baseline)
 
 
 # --- neighbours ---
 
-def neighbors(emb, query, k: int = 10, *, ids: bool = False, exact: bool = False,
+def neighbors(emb: Embeddings, query: str | int, k: int = 10, *, ids: bool = False, exact: bool = False,
               table: str = "token") -> NeighborsResult:
     """The k rows most similar (cosine) to a word or id, leaving out the query's own rows."""
     if k < 1:
@@ -286,25 +310,20 @@ def neighbors(emb, query, k: int = 10, *, ids: bool = False, exact: bool = False
     note = "; ".join(n for n in (found.note, merge_note(found)) if n) or None
     vectors = query_vectors(array, [found], None)
     (found,) = with_reasons(array, [found], vectors, False)
-    vector = vectors[0]
     if found.reason is not None:
         return NeighborsResult(found, (), note, found.reason, table, name)
-    unit, _, valid = compute.unit_rows(array)
-    allowed = valid.copy()
-    allowed[list(found.ids)] = False
-    candidates = np.flatnonzero(allowed)
-    direction = (vector / np.linalg.norm(vector)).astype(np.float32)
-    scores = (unit @ direction)[candidates]
-    picked = candidates[np.lexsort((candidates, -scores))[:k]]  # highest cosine first, ties to the lower id
-    rows = np.asarray(array[picked], dtype=np.float64)  # the k reported cosines in float64, as similarity gives them
-    cosines = rows @ vector / (np.linalg.norm(rows, axis=1) * np.linalg.norm(vector))
+    # one query streams the table through the top-k once: no normalised copy of it; the k reported cosines
+    # are worked out again in float64, as similarity gives them
+    top = compute.topk_vectors(array, vectors, k, exclude=[found.ids], device="cpu")
+    picked = top.ids[0][top.ids[0] >= 0]
+    cosines = compute.cosines_to(array, picked, vectors[0])
     tokenizer = resolve.tokenizer
     chosen = tuple(Neighbor(int(i), token_string(tokenizer, int(i)), float(c), is_padding(tokenizer, int(i)))
                    for i, c in zip(picked, cosines))
     return NeighborsResult(found, chosen, note, None, table, name)
 
 
-def topk_all(emb, k: int, *, queries: Sequence | None = None, ids: bool = False, exact: bool = False,
+def topk_all(emb: Embeddings, k: int, *, queries: Sequence | None = None, ids: bool = False, exact: bool = False,
              table: str = "token", device: str = "auto", precision: str = "fp32",
              progress: Callable[[int, int], None] | None = None) -> compute.TopK:
     """Top-k neighbours of every row (or of the one-token words / ids in `queries`), in batches."""
@@ -321,5 +340,5 @@ def topk_all(emb, k: int, *, queries: Sequence | None = None, ids: bool = False,
                 raise TokenError(f"expected each query to be one token, found {quote(q.text)} as {len(q.ids)} "
                                  f"({pieces}); ask `embscope neighbors` about it on its own")
         query_ids = np.array([q.ids[0] for q in found], dtype=np.int64)
-    return compute.topk_all(array, k, queries=query_ids, exclude_self=True, device=device, precision=precision,
-                            progress=progress)
+    return compute.topk_rows(array, k, rows=query_ids, exclude_self=True, device=device, precision=precision,
+                             progress=progress)

@@ -20,7 +20,8 @@ from ..tokenizers.base import Tokenizer
 from .options import JsonFlag, Source, with_source
 from .positions import check_plot_option
 
-LISTED_ROWS = 20  # anomalies printed in the console, the most extreme first; --json lists all
+LISTED_ROWS = 20  # anomalies printed in the console, the most extreme first
+JSON_LISTED = 1000  # anomalies listed in --json (with the total): rows are arrays, not objects
 UNDERTRAINED_POINTER = ("under-trained tokens: `embscope undertrained` finds them (magikarp's indicator, "
                         "checked against the tokenizer)")
 
@@ -103,7 +104,9 @@ def norms(
             "mean": summary.mean, "median": summary.median, "min": summary.min, "max": summary.max,
             "mad": summary.mad, "threshold": threshold, "rule": rule_text(threshold, summary.mad),
             "anomalies": [{"index": a.index, "label": name(a.index), "norm": a.norm,
-                           "ratio_to_mean": a.ratio_to_mean, "reason": a.reason, "z": a.z} for a in summary.anomalies],
+                           "ratio_to_mean": a.ratio_to_mean, "reason": a.reason, "z": a.z}
+                          for a in summary.anomalies[:JSON_LISTED]],
+            "anomalies_found": len(summary.anomalies),
             "duplicates": [{"a": d.a, "b": d.b, "a_label": name(d.a), "b_label": name(d.b), "cosine": d.cosine,
                             "identical": d.identical} for d in duplicates.pairs],
             "duplicates_found": duplicates.total, "duplicates_complete": duplicates.complete,
@@ -155,7 +158,7 @@ def ratio(value: float) -> str:
 
 def more(listed: int) -> None:
     if listed > LISTED_ROWS:
-        console.out.print(f"... and {listed - LISTED_ROWS} more (--json lists all)")
+        console.out.print(f"... and {listed - LISTED_ROWS} more (--json lists the first {JSON_LISTED:,})")
 
 
 def size_option(text: str) -> tuple[float, float] | None:
@@ -178,14 +181,14 @@ def draw(path: Path, checkpoint: str, table: Table, summary: NormSummary, name: 
     from ..render import plots
     title = f"{table.role} table {table.name}"
     if table.role == "position":
-        flagged = [(a.index, a.norm, a.ratio_to_mean) for a in summary.anomalies]
+        flagged = [(a.index, a.norm, a.ratio_to_mean) for a in summary.anomalies[:JSON_LISTED]]
         figure = plots.position_norms_figure(summary.norms, summary.mean, summary.median, flagged, checkpoint, title,
                                              table.first_row, **({"size": size} if size else {}))
     else:
         from ..render.norms_plot import LABELLED_ROWS, ranked_rows, token_norms_figure
-        named = ranked_rows(summary.norms) + [a.index for a in summary.anomalies[:LABELLED_ROWS]]
+        named = ranked_rows(summary.norms) + [int(row) for row in summary.flagged[:LABELLED_ROWS]]
         figure = token_norms_figure(summary.norms, summary.median, summary.mad, summary.threshold,
-                                    [(a.index, a.z) for a in summary.anomalies], {i: name(i) for i in named},
+                                    summary.flagged, summary.robust_z, {i: name(i) for i in named},
                                     checkpoint, title, padding_from, **({"size": size} if size else {}))
     plots.save(figure, path, dpi)
 

@@ -84,9 +84,9 @@ def _token_name(tokenizer: object | None, index: int) -> str:
 
 
 def _nearest(device: str, progress: Callable[[int, int], None]) -> Callable:
-    """The batched top-k the cluster search uses (compute.topk_all today; compute.topk_rows to come)."""
+    """The batched top-k the cluster search uses."""
     def search(table: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        found = compute.topk_all(table, k, device=device, progress=progress)
+        found = compute.topk_rows(table, k, device=device, progress=progress)
         return found.ids, found.scores
     return search
 

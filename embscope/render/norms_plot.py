@@ -39,18 +39,19 @@ def band(median: float, mad: float, threshold: float) -> tuple[float, float] | N
     return max(median - threshold * MAD_SCALE * mad, 0.0), median + threshold * MAD_SCALE * mad  # norms are >= 0
 
 
-def token_norms_figure(norms: np.ndarray, median: float, mad: float, threshold: float, flagged: list[tuple[int, float]],
-                       names: dict[int, str], checkpoint: str, table: str, padding_from: int | None = None,
-                       size: tuple[float, float] = (13, 5.5)) -> Figure:
-    """`flagged`: (row, robust z) of the flagged rows, most extreme first; `names`: row -> token string for the
-    rows drawn by name; `padding_from`: the first row past the tokenizer (None: unknown or none)."""
+def token_norms_figure(norms: np.ndarray, median: float, mad: float, threshold: float, flagged: np.ndarray,
+                       z: np.ndarray, names: dict[int, str], checkpoint: str, table: str,
+                       padding_from: int | None = None, size: tuple[float, float] = (13, 5.5)) -> Figure:
+    """`flagged`: row ids of the flagged rows, most extreme first (an array: there may be millions); `z`: every
+    row's robust z; `names`: row -> token string for the rows drawn by name; `padding_from`: the first row
+    past the tokenizer (None: unknown or none)."""
     figure = new_figure(*size)
     figure.suptitle(f"{printable(checkpoint)} - {printable(table)}: L2 norms of token rows", parse_math=False)
     hist_ax, rank_ax = figure.subplots(1, 2)
     rows = len(norms)
     finite = np.isfinite(norms)
     is_flagged = np.zeros(rows, dtype=bool)
-    is_flagged[[row for row, _ in flagged]] = True
+    is_flagged[flagged] = True
     padding = np.zeros(rows, dtype=bool)
     if padding_from is not None:
         padding[padding_from:] = True
@@ -60,17 +61,17 @@ def token_norms_figure(norms: np.ndarray, median: float, mad: float, threshold: 
         return f"{names.get(row, f'#{row}')} (row {row})"
 
     draw_distribution(hist_ax, norms, finite, is_flagged, padding, unflagged_band, threshold)
-    labelled = [(row, z) for row, z in flagged if math.isfinite(norms[row])][:LABELLED_ROWS]
+    labelled = [(int(row), float(z[row])) for row in flagged[finite[flagged]][:LABELLED_ROWS]]
     # the labels stand in a column on the side away from the rows they name
     left = bool(labelled) and float(np.median([norms[row] for row, _ in labelled])) > median
-    for place, (row, z) in enumerate(labelled):
-        hist_ax.annotate(printable(f"{name(row)}: z {z:+.3g}"), xy=(norms[row], 0), xycoords=("data", "axes fraction"),
+    for place, (row, row_z) in enumerate(labelled):
+        hist_ax.annotate(printable(f"{name(row)}: z {row_z:+.3g}"), xy=(norms[row], 0), xycoords=("data", "axes fraction"),
                          xytext=(0.02 if left else 0.98, 0.95 - 0.06 * place), textcoords="axes fraction",
                          ha="left" if left else "right", fontsize=7, color=FLAGGED, parse_math=False,
                          arrowprops={"arrowstyle": "-", "color": FLAGGED, "alpha": 0.4, "lw": 0.6})
-    lost = [name(row) for row, _ in flagged if not math.isfinite(norms[row])]
+    lost = [name(int(row)) for row in flagged[~finite[flagged]][:LABELLED_ROWS]]
     if lost:
-        hist_ax.text(0.98, 0.98, "no finite norm: " + ", ".join(lost[:LABELLED_ROWS]), transform=hist_ax.transAxes,
+        hist_ax.text(0.98, 0.98, "no finite norm: " + ", ".join(lost), transform=hist_ax.transAxes,
                      ha="right", va="top", fontsize=7, color=FLAGGED, parse_math=False)
     draw_ranked(rank_ax, norms, is_flagged, padding, unflagged_band, name)
     return figure

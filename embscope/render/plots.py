@@ -5,7 +5,6 @@ Each `*_figure` function returns the Figure (tests read its titles, labels and a
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,8 +19,9 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
+    from ..analysis.positions import Heatmap
+
 FORMATS = {".png": "png", ".svg": "svg", ".pdf": "pdf"}
-HEATMAP_MAX_SIDE = 1024  # larger cosine matrices are averaged down to this many cells a side for drawing
 
 
 def plot_format(path: Path) -> str:
@@ -47,33 +47,15 @@ def label(ax: Axes, text: str, xy: tuple[float, float], offset: tuple[float, flo
                        parse_math=False, **kwargs)
 
 
-def pooled(matrix: np.ndarray, max_side: int = HEATMAP_MAX_SIDE) -> np.ndarray:
-    """The matrix averaged over square cells so that it is at most max_side a side (NaN cells ignored),
-    one strip of rows at a time, so a large matrix is not copied whole."""
-    n = matrix.shape[0]
-    factor = math.ceil(n / max_side) if n > max_side else 1
-    if factor == 1:
-        return matrix
-    cells = math.ceil(n / factor)
-    out = np.empty((cells, cells), dtype=np.float32)
-    pad = cells * factor - n
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # an all-NaN cell stays NaN
-        for cell in range(cells):
-            strip = matrix[cell * factor:(cell + 1) * factor].astype(np.float32)
-            strip = np.pad(strip, ((0, factor - len(strip)), (0, pad)), constant_values=np.nan)
-            out[cell] = np.nanmean(strip.reshape(factor, cells, factor), axis=(0, 2))
-    return out
-
-
-def positions_figure(matrix: np.ndarray, mean: np.ndarray, std: np.ndarray, nearest_is_adjacent: float,
+def positions_figure(heatmap: Heatmap, mean: np.ndarray, std: np.ndarray, nearest_is_adjacent: float,
                      checkpoint: str, table: str):
-    """The T x T cosine heatmap beside the mean (and spread) of cos(p_i, p_i+k) by distance k."""
-    positions = matrix.shape[0]
+    """The T x T cosine heatmap (averaged down to at most 1024 cells a side as the profile was computed)
+    beside the mean (and spread) of cos(p_i, p_i+k) by distance k."""
+    positions = heatmap.positions
     figure = new_figure(13, 5.5)
     figure.suptitle(f"{printable(checkpoint)} - position table {printable(table)}", parse_math=False)
     heat_ax, curve_ax = figure.subplots(1, 2, width_ratios=[1, 1.2])
-    image = heat_ax.imshow(pooled(matrix), cmap="RdBu_r", vmin=-1, vmax=1, interpolation="nearest",
+    image = heat_ax.imshow(heatmap.cells, cmap="RdBu_r", vmin=-1, vmax=1, interpolation="nearest",
                            extent=(-0.5, positions - 0.5, positions - 0.5, -0.5))
     figure.colorbar(image, ax=heat_ax, label="cosine")
     heat_ax.set_title(f"cosine between positions ({positions} x {positions})")

@@ -1,0 +1,27 @@
+"""Device choice and the batched kernels: rows read block by block, cosines, and one top-k.
+
+Numpy in, numpy out. Only numpy is imported at module level; torch is imported lazily, and only when a
+torch device (cuda, mps) or a torch-only precision is chosen.
+
+Conventions shared by every function:
+- A row is *invalid* when its L2 norm is zero or not finite (it holds NaN or Inf).
+  Invalid rows get an all-zero unit vector (never NaN), never appear as neighbours,
+  and any cosine involving them is NaN, which callers turn into null plus a reason.
+- Cosines are clipped to [-1, 1] (fp32 rounding can give 1.0000001 for a row and itself).
+- Ties in top-k are broken by the lower row id first, on every device.
+
+Modules: devices (where work runs), rows (norms, unit rows, the mean row, the blocked row reader),
+cosines (pairs, the random-pair baseline, cosine blocks), topk (the one top-k entry point and the engine
+table), and one module per engine: numpy_engine, bf16_engine (bf16 on the CPU), torch_engine.
+"""
+
+from .cosines import RandomPairs, cosine_blocks, cosines_to, pair_cosines, random_pairs
+from .devices import DEVICES, PRECISIONS, resolve_device, resolve_precision
+from .rows import mean_row, row_blocks, row_norms, unit_rows
+from .topk import TopK, topk_rows, topk_vectors
+
+__all__ = [
+    "DEVICES", "PRECISIONS", "RandomPairs", "TopK", "cosine_blocks", "cosines_to", "mean_row", "pair_cosines",
+    "random_pairs", "resolve_device", "resolve_precision", "row_blocks", "row_norms", "topk_rows", "topk_vectors",
+    "unit_rows",
+]

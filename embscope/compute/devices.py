@@ -1,0 +1,123 @@
+"""Where batched work runs: the device and precision choices, torch imported only when a GPU needs it,
+and how much memory one block of work may take."""
+
+from __future__ import annotations
+
+import glob
+import importlib.util
+import os
+import sys
+from typing import Any
+
+from ..errors import EmbscopeError
+from ..memory import available_memory
+
+DEVICES = ("auto", "cpu", "cuda", "mps")
+PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "auto")
+
+# One block of scores on the CPU aims at this size: big enough for BLAS, small enough for caches.
+SCORE_BLOCK_BYTES = 128 << 20
+# On CUDA a block takes at most this much, and at most an eighth of the free device memory.
+CUDA_BLOCK_BYTES = 1 << 30
+
+
+def torch_module() -> Any:
+    """torch, or a one-line error naming the missing package."""
+    try:
+        import torch
+    except ImportError:
+        raise EmbscopeError("this device or precision needs torch, which is not installed "
+                            "(pip install torch)") from None
+    return torch
+
+
+def gpu_evidence() -> bool:
+    """Whether the machine shows a GPU without importing torch (~1.5 s): NVIDIA/ROCm/WSL device nodes on
+    Linux, any macOS arm64 for MPS; CUDA_VISIBLE_DEVICES="" or "-1" counts as no GPU."""
+    if sys.platform == "darwin":
+        return os.uname().machine == "arm64"
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None and visible.strip() in ("", "-1"):
+        return False
+    return bool(glob.glob("/dev/nvidia[0-9]*") or os.path.exists("/dev/kfd")
+                or os.path.exists("/dev/dxg"))
+
+
+def mps_available(torch: Any) -> bool:
+    backend = getattr(torch.backends, "mps", None)
+    return bool(backend is not None and backend.is_available())
+
+
+def resolve_device(device: str = "auto") -> str:
+    """Turn "auto" | "cpu" | "cuda" | "mps" into the device the kernels will use.
+
+    "auto" gives "cuda" when torch sees a CUDA GPU, else "mps" when available, else "cpu"; torch is
+    imported for it only when torch is installed and the machine shows a GPU (gpu_evidence).
+    Asking for "cuda" or "mps" without one raises EmbscopeError.
+    """
+    if device not in DEVICES:
+        raise EmbscopeError(f"device must be one of {', '.join(DEVICES)}; got {device!r}")
+    if device == "cpu":
+        return "cpu"
+    if device == "auto":
+        torch_loaded = "torch" in sys.modules
+        if not torch_loaded and (importlib.util.find_spec("torch") is None or not gpu_evidence()):
+            return "cpu"
+        torch = torch_module()
+        if torch.cuda.is_available():
+            return "cuda"
+        return "mps" if mps_available(torch) else "cpu"
+    torch = torch_module()
+    if device == "cuda" and not torch.cuda.is_available():
+        raise EmbscopeError("device cuda was asked for, but torch sees no CUDA GPU on this machine")
+    if device == "mps" and not mps_available(torch):
+        raise EmbscopeError("device mps was asked for, but torch reports MPS as unavailable")
+    return device
+
+
+def resolve_precision(precision: str, device: str) -> str:
+    """Turn "auto" into a precision for the device; any other value passes through.
+
+    On a GPU, "auto" is low-precision candidates with an exact fp32 re-rank: bf16 where the GPU supports
+    it, else fp16. On the CPU it is fp32: on a 2-core AVX512-BF16 CPU without AMX, bf16 candidates +
+    re-rank measured level with fp32 end to end (the bf16 matmul is 2-3x faster, but converting and
+    selecting among more candidates eats the gain).
+    """
+    if precision not in PRECISIONS:
+        raise EmbscopeError(f"precision must be one of {', '.join(PRECISIONS)}; got {precision!r}")
+    if precision != "auto":
+        return precision
+    if device == "cpu":
+        return "fp32"
+    if device == "cuda":
+        return "bf16" if torch_module().cuda.is_bf16_supported() else "fp16"
+    return "fp16"
+
+
+def free_memory() -> int:
+    """Bytes of RAM free for new work; a cautious guess when the OS will not say."""
+    free = available_memory()
+    return free if free is not None else 2 << 30
+
+
+def cpu_threads() -> int:
+    """The cores this process may run on."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def cpu_block_bytes(n_columns: int, dim: int) -> int:
+    """Bytes for one block of scores on the CPU: SCORE_BLOCK_BYTES, but no more than twice the unit table
+    (a small table gains nothing from a huge block) nor an eighth of free RAM."""
+    table_bytes = 4 * n_columns * dim
+    return int(min(SCORE_BLOCK_BYTES, max(16 << 20, 2 * table_bytes), free_memory() // 8))
+
+
+def torch_block_bytes(device: str) -> int:
+    """Bytes for one block of scores on a torch device."""
+    if device == "cuda":
+        free, _ = torch_module().cuda.mem_get_info()
+        return int(min(CUDA_BLOCK_BYTES, free // 8))
+    return int(min(SCORE_BLOCK_BYTES, free_memory() // 8))

@@ -1,0 +1,167 @@
+"""Reading a table's rows once, block by block: norms, unit rows, the mean row.
+
+A row is *invalid* when its L2 norm is zero or not finite (it holds NaN or Inf). Invalid rows get an
+all-zero unit vector (never NaN) and never take part in a cosine. Blocks are bounded in bytes and the
+pages of a memory-mapped block are let go once it is read, so a mapped table larger than memory keeps
+about one block resident.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+
+from ..errors import EmbscopeError
+from ..memory import release
+
+# Rows per block: about 16 MB of float64 work space.
+READ_BLOCK_BYTES = 16 << 20
+
+
+def as_table(table: object) -> np.ndarray:
+    """The table as a 2-D floating array (a memory map stays a memory map), or a one-line error."""
+    array = table if isinstance(table, np.ndarray) else np.asarray(table)
+    if array.ndim != 2:
+        raise EmbscopeError(f"expected a 2-D table (rows, dim); found shape {tuple(array.shape)}")
+    if not np.issubdtype(array.dtype, np.floating):
+        raise EmbscopeError(f"expected a floating-point table; found dtype {array.dtype}")
+    return array
+
+
+def check_ids(ids: object, n_rows: int, what: str) -> np.ndarray:
+    """Row ids as int64, each within the table, or a one-line error naming the first outside it."""
+    found = np.asarray(ids)
+    if found.size and not np.issubdtype(found.dtype, np.integer):
+        raise EmbscopeError(f"{what} must be integer row ids; found dtype {found.dtype}")
+    found = found.astype(np.int64, copy=False)
+    if found.size and (found.min() < 0 or found.max() >= n_rows):
+        bad = found[(found < 0) | (found >= n_rows)][0]
+        raise EmbscopeError(f"{what} must lie in 0..{n_rows - 1}; found {bad}")
+    return found
+
+
+def block_rows_for(dim: int, block_rows: int | None = None) -> int:
+    if block_rows is not None:
+        if int(block_rows) < 1:
+            raise EmbscopeError(f"block_rows must be at least 1; got {block_rows}")
+        return int(block_rows)
+    return max(1, READ_BLOCK_BYTES // (8 * max(1, dim)))
+
+
+def raw_blocks(table: np.ndarray, *, rows: np.ndarray | None = None,
+               block_rows: int | None = None) -> Iterator[tuple[int, np.ndarray]]:
+    """(start, rows start.. of the table as stored): slices of a memory map, or gathers of `rows`.
+    The pages of each slice are let go once the caller is done with it."""
+    count = table.shape[0] if rows is None else len(rows)
+    step = block_rows_for(table.shape[1], block_rows)
+    for start in range(0, count, step):
+        block = table[start:start + step] if rows is None else table[rows[start:start + step]]
+        yield start, block
+        release(block)
+
+
+def row_blocks(table: object, *, center: np.ndarray | None = None, rows: np.ndarray | None = None,
+               block_rows: int | None = None) -> Iterator[tuple[int, np.ndarray]]:
+    """(start, float64 copy of a block of rows, less `center`): a table, memory-mapped or not, read once in
+    bounded memory. rows: the row ids to read (None: every row), in the order given.
+    The copy's buffer is reused for the next block (fresh pages cost more than the copy): keep results,
+    not the block."""
+    array = as_table(table)
+    if center is not None:
+        center = check_center(center, array.shape[1])
+    buffer = None
+    for start, raw in raw_blocks(array, rows=rows, block_rows=block_rows):
+        if buffer is None:
+            buffer = np.empty(raw.shape, dtype=np.float64)
+        block = buffer[:raw.shape[0]]
+        block[...] = raw
+        if center is not None:
+            block -= center
+        yield start, block
+
+
+def check_center(center: object, dim: int) -> np.ndarray:
+    found = np.asarray(center, dtype=np.float64)
+    if found.shape != (dim,):
+        raise EmbscopeError(f"expected a center of shape ({dim},); found shape {tuple(found.shape)}")
+    return found
+
+
+def normalise(block: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """float64 block -> (unit float64 with zero rows where invalid, norms, valid)."""
+    norms = float64_norms(block)
+    valid = np.isfinite(norms) & (norms > 0)
+    unit = np.zeros_like(block)
+    np.divide(block, norms[:, None], out=unit, where=valid[:, None])
+    return unit, norms, valid
+
+
+def float64_norms(block: np.ndarray) -> np.ndarray:
+    """L2 norm of each row, squared and summed in float64 without a float64 copy of the block;
+    NaN for a row with a NaN, Inf for a row with an Inf (or whose squares overflow float64)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        return np.sqrt(np.einsum("ij,ij->i", block, block, dtype=np.float64))
+
+
+def row_norms(table: object, *, block_rows: int | None = None) -> np.ndarray:
+    """L2 norm of every row in float64, read block by block; NaN for a row with a NaN, Inf for a row with
+    an Inf. Half precision is upcast before squaring, so its squares cannot overflow."""
+    array = as_table(table)
+    norms = np.empty(array.shape[0], dtype=np.float64)
+    for start, raw in raw_blocks(array, block_rows=block_rows):
+        norms[start:start + raw.shape[0]] = float64_norms(raw)
+    return norms
+
+
+def unit_rows(table: object, *, rows: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Normalise rows once: (unit float32 (n, d), norms float64 (n,), valid bool (n,)), for every row or
+    for the row ids in `rows`, in that order.
+
+    Invalid rows (zero norm, NaN or Inf) have an all-zero unit row and valid False;
+    their norm is what the data gives (0, NaN or Inf).
+    """
+    array = as_table(table)
+    if rows is not None:
+        rows = check_ids(np.asarray(rows).reshape(-1), array.shape[0], "rows")
+    count = array.shape[0] if rows is None else len(rows)
+    unit = np.empty((count, array.shape[1]), dtype=np.float32)
+    norms = np.empty(count, dtype=np.float64)
+    valid = np.empty(count, dtype=bool)
+    for start, block in row_blocks(array, rows=rows):
+        stop = start + block.shape[0]
+        norms[start:stop], valid[start:stop] = normalise_into(block, unit[start:stop])
+    return unit, norms, valid
+
+
+def normalise_into(block: np.ndarray, out: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Unit rows of a float64 block written into `out` (float32: divided in float64, rounded once, so no
+    float64 unit rows are made), zero rows where invalid; returns (norms, valid)."""
+    norms = float64_norms(block)
+    valid = np.isfinite(norms) & (norms > 0)
+    with np.errstate(invalid="ignore", divide="ignore"):  # the buffered cast divides masked rows too
+        np.divide(block, norms[:, None], out=out, where=valid[:, None])
+    out[~valid] = 0.0
+    return norms, valid
+
+
+def mean_row(table: object) -> np.ndarray:
+    """The mean of the table's finite rows, float64 (zeros when there are none), read block by block."""
+    array = as_table(table)
+    total, count = np.zeros(array.shape[1], dtype=np.float64), 0
+    for _, block in row_blocks(array):
+        finite = np.isfinite(block).all(axis=1)
+        total += block[finite].sum(axis=0)
+        count += int(finite.sum())
+    return total / count if count else total
+
+
+def valid_unit_rows(table: object) -> tuple[np.ndarray, np.ndarray]:
+    """Unit rows of the valid rows only, packed to the front: (float32 (n_valid, d), valid bool (V,))."""
+    unit, _, valid = unit_rows(table)
+    valid_ids = np.flatnonzero(valid)
+    # In place (a source never lies behind its target), so no second table-sized copy is made.
+    for start in range(0, valid_ids.size, 1 << 16):
+        chunk = valid_ids[start:start + (1 << 16)]
+        unit[start:start + chunk.size] = unit[chunk]
+    return unit[:valid_ids.size], valid

@@ -1,0 +1,186 @@
+"""The one top-k: the k most cosine-similar rows of a table for each query, where a query is a row of the
+table (topk_rows) or a vector (topk_vectors: a merged word's mean, a rotated row, a reference mean).
+
+Queries go in blocks; each block is multiplied against the whole normalised table and only its top-k is
+kept, so the Q x V score matrix never exists. Which engine does the work is a table lookup on the device
+and the precision (CPU_ENGINES, GPU_ENGINE); a search small enough for one block of scores streams the
+table instead (numpy engine) and never holds a normalised copy of it.
+
+Results: row ids best first, ties broken by the lower row id on every engine; id -1 and score NaN where
+there is no neighbour (an invalid query, or fewer rows to choose from than k).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import EmbscopeError
+from .bf16_engine import CpuBf16Engine
+from .devices import cpu_threads, resolve_device, resolve_precision
+from .engine import Engine, Queries
+from .numpy_engine import NumpyEngine
+from .rows import as_table, check_ids, normalise, unit_rows
+from .select import select_top
+from .torch_engine import TorchEngine
+
+Progress = Callable[[int, int], None]
+
+# Which engine runs where. On the CPU numpy's BLAS beat torch-cpu for fp32 (181 vs 138 GFLOP/s on 2
+# cores); bf16 on the CPU borrows only torch's bf16 matmul; a GPU runs every precision in torch.
+CPU_ENGINES: dict[str, Engine] = {"fp32": NumpyEngine(), "bf16": CpuBf16Engine()}
+GPU_ENGINE: Engine = TorchEngine()
+
+
+@dataclass
+class TopK:
+    """Nearest neighbours of each query, best first.
+
+    ids: int64 (Q, k) row ids, -1 where there is no neighbour (invalid query, or fewer than k rows to
+    choose from); scores: float32 (Q, k) cosines, NaN where id is -1; query_ids: int64 (Q,) the row each
+    line belongs to, -1 for a query vector. k is never more than the table's rows.
+    """
+
+    ids: np.ndarray
+    scores: np.ndarray
+    query_ids: np.ndarray
+
+
+def topk_rows(table: object, k: int, *, rows: Sequence[int] | np.ndarray | None = None, exclude_self: bool = True,
+              device: str = "auto", precision: str = "fp32", block_rows: int | None = None,
+              progress: Progress | None = None, _engine: Engine | None = None) -> TopK:
+    """The k most cosine-similar valid rows of each of the table's rows (rows=None: every row, else the
+    row ids given, in that order), leaving the row itself out when exclude_self.
+
+    precision: "fp32" exact; "tf32" (cuda), "bf16" (cuda, mps, or cpu via torch) and "fp16" (cuda, mps)
+    pick k + max(k, 32) candidates in low precision and re-rank them with exact fp32 cosines (exact but
+    for near-ties at the cut; rows tied exactly at the cut are redone in fp32); "auto" is
+    resolve_precision's choice for the device. block_rows: queries per block (default: a byte budget per
+    engine; a search given block_rows is never streamed). progress(done, total) is called after each block.
+    _engine: tests only, to run one engine where another would be picked (the GPU path on a CPU).
+    """
+    array = as_table(table)
+    query_ids = (np.arange(array.shape[0], dtype=np.int64) if rows is None
+                 else check_ids(np.asarray(rows).reshape(-1), array.shape[0], "query row ids"))
+    return _search(array, k, query_ids, None, None, exclude_self, device, precision, block_rows, progress, _engine)
+
+
+def topk_vectors(table: object, vectors: object, k: int, *, exclude: Sequence[Sequence[int]] | None = None,
+                 device: str = "auto", precision: str = "fp32", progress: Progress | None = None,
+                 _engine: Engine | None = None) -> TopK:
+    """The k table rows most cosine-similar to each query vector (Q, d); exclude[i] lists the row ids
+    query i must not return (a merged word's own tokens). query_ids are -1. See topk_rows."""
+    array = as_table(table)
+    found = np.asarray(vectors)
+    if found.ndim != 2 or found.shape[1] != array.shape[1]:
+        raise EmbscopeError(f"expected query vectors of shape (n, {array.shape[1]}); "
+                            f"found shape {tuple(found.shape)}")
+    if exclude is not None and len(exclude) != found.shape[0]:
+        raise EmbscopeError(f"expected one list of excluded rows per query vector ({found.shape[0]}); "
+                            f"found {len(exclude)}")
+    return _search(array, k, np.full(found.shape[0], -1, dtype=np.int64), found, exclude, False, device, precision,
+                   None, progress, _engine)
+
+
+def pick_engine(device: str, precision: str, forced: Engine | None) -> tuple[Engine, str]:
+    """The engine for a device and precision, and the precision it will run."""
+    if forced is not None:
+        if not forced.supports(device, precision):
+            raise EmbscopeError(f"the {forced.name} engine does not run {precision} on {device}")
+        return forced, precision
+    if device != "cpu":
+        return GPU_ENGINE, precision
+    if precision == "fp16":
+        raise EmbscopeError("precision fp16 needs a GPU (cuda or mps); use fp32 or bf16 on cpu")
+    if precision == "tf32":
+        precision = "fp32"  # tf32 is a tensor-core mode; the CPU computes fp32 anyway
+    return CPU_ENGINES[precision], precision
+
+
+def check_k(k: object) -> int:
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+        raise EmbscopeError(f"k must be a positive integer; got {k!r}")
+    return int(k)
+
+
+def left_out_pairs(query_ids: np.ndarray, exclude: Sequence[Sequence[int]] | None, exclude_self: bool,
+                   lines: np.ndarray, n_rows: int) -> tuple[np.ndarray, np.ndarray]:
+    """(line among the valid queries, row id) pairs each query must not return, sorted by line."""
+    if exclude_self:
+        return np.arange(lines.size, dtype=np.int64), query_ids[lines]
+    if exclude is None:
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    chosen = [np.asarray(exclude[line], dtype=np.int64).reshape(-1) for line in lines]
+    row_ids = check_ids(np.concatenate(chosen) if chosen else np.empty(0, np.int64), n_rows, "excluded row ids")
+    return np.repeat(np.arange(lines.size, dtype=np.int64), [c.size for c in chosen]), row_ids
+
+
+def _search(array: np.ndarray, k: object, query_ids: np.ndarray, vectors: np.ndarray | None,
+            exclude: Sequence[Sequence[int]] | None, exclude_self: bool, device: str, precision: str,
+            block_rows: int | None, progress: Progress | None, forced: Engine | None) -> TopK:
+    """query_ids: the query rows, or -1 for each query vector (then vectors holds them)."""
+    k = check_k(k)
+    n_rows, dim = array.shape
+    device = resolve_device(device)
+    engine, precision = pick_engine(device, resolve_precision(precision, device), forced)
+    if block_rows is not None and int(block_rows) < 1:
+        raise EmbscopeError(f"block_rows must be at least 1; got {block_rows}")
+    n_queries = query_ids.size
+    width = min(k, n_rows)  # no query has more neighbours than the table has rows
+    result = TopK(np.full((n_queries, width), -1, dtype=np.int64),
+                  np.full((n_queries, width), np.nan, dtype=np.float32), query_ids)
+    self_left_out = 1 if vectors is None and exclude_self else 0
+    asked = unit_vectors(vectors) if vectors is not None else None  # normalised as rows are
+    streamed = (block_rows is None and engine.streams
+                and n_queries * n_rows * 4 <= engine.block_bytes(device, n_rows, dim))
+    if streamed:
+        query_unit, _, query_valid = unit_rows(array, rows=query_ids) if asked is None else (asked[0], None, asked[1])
+        lines = np.flatnonzero(query_valid)
+        left_lines, left_rows = left_out_pairs(query_ids, exclude, exclude_self, lines, n_rows)
+        scores, valid = engine.stream(array, query_unit[lines])
+        scores[left_lines, left_rows] = -np.inf
+        count = min(width, int(valid.sum()) - self_left_out)
+        if count > 0 and lines.size:
+            record(result, lines, 0, *select_top(scores, count, cpu_threads()), None, progress)
+    else:
+        prepared = engine.prepare(array, device)
+        valid = prepared.valid
+        query_valid = valid[query_ids] if asked is None else asked[1]
+        lines = np.flatnonzero(query_valid)
+        left_lines, left_rows = left_out_pairs(query_ids, exclude, exclude_self, lines, n_rows)
+        valid_ids = np.flatnonzero(valid)
+        position = np.cumsum(valid, dtype=np.int64) - 1  # row id -> column of the prepared table
+        kept = valid[left_rows]  # an invalid row is no column: nothing to leave out
+        queries = Queries(position[query_ids[lines]] if asked is None else asked[0][lines],
+                          left_lines[kept], position[left_rows[kept]])
+        count = min(width, valid_ids.size - self_left_out)
+        if count > 0 and lines.size:
+            block = int(block_rows) if block_rows is not None else max(
+                1, engine.block_bytes(device, valid_ids.size, dim) // (4 * max(1, valid_ids.size)))
+            engine.search(prepared, queries, count, block, precision,
+                          lambda start, ids, vals: record(result, lines, start, ids, vals, valid_ids, progress))
+    if progress is not None and (count <= 0 or lines.size == 0):
+        progress(n_queries, n_queries)
+    return result
+
+
+def unit_vectors(vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(float32 unit vectors, valid): normalised in float64 as table rows are."""
+    unit, _, valid = normalise(np.array(vectors, dtype=np.float64))
+    return unit.astype(np.float32), valid
+
+
+def record(result: TopK, lines: np.ndarray, start: int, ids: np.ndarray, vals: np.ndarray,
+           columns: np.ndarray | None, progress: Progress | None) -> None:
+    """Write one block of an engine's answer into the result: its columns become row ids (columns[ids]), and
+    a left-out row, picked only when nothing else was left, becomes padding."""
+    chosen = lines[start:start + ids.shape[0]]
+    found = columns[ids] if columns is not None else ids
+    missing = vals == -np.inf
+    result.ids[chosen, :ids.shape[1]] = np.where(missing, -1, found)
+    result.scores[chosen, :ids.shape[1]] = np.where(missing, np.nan, vals)
+    if progress is not None:
+        total = len(result.query_ids)
+        progress(total if start + ids.shape[0] >= lines.size else int(chosen[-1]) + 1, total)
