@@ -12,12 +12,12 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "fuzz"))
 
-import reader_samples as samples  # noqa: E402
-from conftest import run, run_json  # noqa: E402
+import reader_samples as samples
+from conftest import run, run_json
 
-import embscope  # noqa: E402
-from embscope.errors import CheckpointError, TokenError  # noqa: E402
-from embscope.formats import open_checkpoint  # noqa: E402
+import embscope
+from embscope.errors import CheckpointError, TokenError
+from embscope.formats import open_checkpoint
 
 V, D, T = samples.V, samples.D, samples.T
 
@@ -110,12 +110,12 @@ def variable_field(data: bytes, name: bytes, after: int) -> int:
 
 NAME = b"decoder/embeddings/weight"  # after it: uint8 rank, 2 x uint32 dims, uint8 dtype, uint32 size
 LIES = {
-    "truncated": (lambda d: d[:200], r"expected 704 bytes for the data of 'decoder/embeddings/weight' at offset \d+, "
-                                     r"the file holds 200 bytes"),
+    "truncated": (lambda d: d[:200], (r"expected 704 bytes for the data of 'decoder/embeddings/weight' at offset \d+, "
+                                     r"the file holds 200 bytes")),
     "dims that disagree": (lambda d: d[:variable_field(d, NAME, 1)] + struct.pack("<I", 12)
                            + d[variable_field(d, NAME, 5):],
-                           r"variable 'decoder/embeddings/weight': shape \[12, 32\] of float16 needs 768 bytes, "
-                           r"the file says 704"),
+                           (r"variable 'decoder/embeddings/weight': shape \[12, 32\] of float16 needs 768 bytes, "
+                           r"the file says 704")),
     "variable count": (lambda d: d[:22] + struct.pack("<I", 2**30) + d[26:],  # after version, spec, revision
                        r"header declares 1073741824 variables, more than the \d+ bytes left can hold"),
     "dtype": (lambda d: d[:variable_field(d, NAME, 9)] + b"\x09" + d[variable_field(d, NAME, 10):],

@@ -10,11 +10,11 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "fuzz"))
 
-import reader_samples as samples  # noqa: E402
-from conftest import run  # noqa: E402
+import reader_samples as samples
+from conftest import run
 
-from embscope.errors import CheckpointError  # noqa: E402
-from embscope.formats import FORMATS, HEAD_BYTES, open_checkpoint  # noqa: E402
+from embscope.errors import CheckpointError
+from embscope.formats import FORMATS, HEAD_BYTES, open_checkpoint
 
 WRITERS = {
     "GGUF": ("gguf", samples.gguf_gpt2),
@@ -48,12 +48,12 @@ def test_a_folder_holding_the_weights_is_not_empty(name, tmp_path):
 
 UNREADABLE = {
     "legacy GGJT": ("model.bin", b"tjgg\x03\x00\x00\x00" + bytes(64),
-                    "'{}' is a legacy llama.cpp GGJT file, which embscope cannot read: convert it to GGUF with "
-                    "llama.cpp's convert_llama_ggml_to_gguf.py"),
+                    ("'{}' is a legacy llama.cpp GGJT file, which embscope cannot read: convert it to GGUF with "
+                    "llama.cpp's convert_llama_ggml_to_gguf.py")),
     "legacy GGML": ("ggml-model-q4_0.bin", b"lmgg" + bytes(64), "is a legacy llama.cpp GGML file"),
     "TensorFlow Lite": ("model.tflite", b"\x1c\x00\x00\x00TFL3" + bytes(64),
-                        "'{}' is a TensorFlow Lite flatbuffer, which embscope cannot read: use the model's original "
-                        "checkpoint (safetensors, PyTorch, GGUF, ONNX or Keras .h5)"),
+                        ("'{}' is a TensorFlow Lite flatbuffer, which embscope cannot read: use the model's original "
+                        "checkpoint (safetensors, PyTorch, GGUF, ONNX or Keras .h5)")),
     "Core ML": ("Model.mlmodel", b"\x08\x04\x12" + bytes(64), "'{}' is a Core ML model, which embscope cannot read"),
 }
 

@@ -15,12 +15,12 @@ gguf = pytest.importorskip("gguf", reason="the gguf extra is not installed (pip 
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "fuzz"))
 
-import reader_samples as samples  # noqa: E402
-from conftest import run, run_json  # noqa: E402
+import reader_samples as samples
+from conftest import run, run_json
 
-import embscope  # noqa: E402
-from embscope.errors import CheckpointError, TokenError  # noqa: E402
-from embscope.formats import open_checkpoint  # noqa: E402
+import embscope
+from embscope.errors import CheckpointError, TokenError
+from embscope.formats import open_checkpoint
 
 D, T = samples.D, samples.T
 
@@ -33,6 +33,13 @@ def q8_0_by_hand(blocks: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
     return (d * q).reshape(shape)
 
 
+def q4_k_scale_min(scales: np.ndarray, j: int) -> tuple[int, int]:
+    """ggml's get_scale_min_k4: the j-th 6-bit scale and min of a Q4_K block."""
+    if j < 4:
+        return scales[j] & 63, scales[j + 4] & 63
+    return (scales[j + 4] & 0xF) | ((scales[j - 4] >> 6) << 4), (scales[j + 4] >> 4) | ((scales[j] >> 6) << 4)
+
+
 def q4_k_by_hand(raw: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
     """ggml's dequantize_row_q4_K, written out: per 256 values, float16 d and dmin, 12 bytes packing
     eight 6-bit scales and mins, then 128 bytes of 4-bit values (low nibbles first, 32 at a time)."""
@@ -40,16 +47,10 @@ def q4_k_by_hand(raw: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
     for block in raw.reshape(-1, 144):
         d, dmin = block[:4].copy().view(np.float16).astype(np.float32)
         scales, qs = block[4:16], block[16:]
-
-        def scale_min(j: int) -> tuple[int, int]:
-            if j < 4:
-                return scales[j] & 63, scales[j + 4] & 63
-            return (scales[j + 4] & 0xF) | ((scales[j - 4] >> 6) << 4), (scales[j + 4] >> 4) | ((scales[j] >> 6) << 4)
-
         for chunk in range(4):
             q = qs[32 * chunk:32 * chunk + 32]
             for nibbles, j in ((q & 0xF, 2 * chunk), (q >> 4, 2 * chunk + 1)):
-                sc, m = scale_min(j)
+                sc, m = q4_k_scale_min(scales, j)
                 out.append(np.float32(d * np.float32(sc)) * nibbles.astype(np.float32) - np.float32(dmin * np.float32(m)))
     return np.concatenate(out).reshape(shape)
 
@@ -160,7 +161,7 @@ def test_only_the_table_in_use_is_mapped(gpt2_gguf, monkeypatch):
     monkeypatch.setattr(gguf_file.np, "memmap", recording)
     emb = embscope.open(path)
     assert mapped == []  # the catalogue comes from the header alone
-    emb.token.array
+    _ = emb.token.array
     assert mapped == [emb.token.tensor.storage[1]]
 
 
@@ -185,8 +186,8 @@ def test_a_pre_tokenizer_that_is_not_gpt2s_is_named_in_a_note(tmp_path):
                               arch="llama", tokenizer={"add_tokenizer_model": "gpt2", "add_tokenizer_pre": "llama-bpe",
                                                        "add_token_list": tokens, "add_token_merges": merges})
     assert embscope.open(path).tokenizer.notes == (
-        "the file's pre-tokenizer 'llama-bpe' is not run: text is split with GPT-2's pattern, which cuts single "
-        "words alike but may cut digit runs and punctuation otherwise",)
+        ("the file's pre-tokenizer 'llama-bpe' is not run: text is split with GPT-2's pattern, which cuts single "
+        "words alike but may cut digit runs and punctuation otherwise"),)
 
 
 def sentencepiece_model():
@@ -240,8 +241,8 @@ def test_a_tokenizer_embscope_cannot_run_still_names_ids(tmp_path):
                               tokenizer={"add_tokenizer_model": "t5", "add_token_list": ["<pad>", "▁dog", "s"]})
     emb = embscope.open(path)
     assert emb.tokenizer.token_string(1) == "▁dog"
-    assert emb.tokenizer.notes == ("the file's 't5' tokenizer is not run by embscope: ids are named, words cannot "
-                                   "be looked up",)
+    assert emb.tokenizer.notes == (("the file's 't5' tokenizer is not run by embscope: ids are named, words cannot "
+                                   "be looked up"),)
     with pytest.raises(TokenError, match=r"^the 't5' tokenizer stored in t5.gguf cannot be run by embscope \(it runs "
                                          r"gpt2, llama and bert\): give token ids with --ids"):
         emb.tokenizer.encode("dog")
@@ -264,8 +265,8 @@ def patched(data: bytes, offset: int, fmt: str, value: int) -> bytes:
 TENSOR = b"token_embd.weight"  # after its name: uint32 n_dims, 2 x uint64 dims, uint32 type, uint64 offset
 LIES = {
     "cut in the header": (lambda d: d[:20], r"expected 8 bytes for the metadata count at offset 16, the file holds 20 bytes"),
-    "cut in the data": (lambda d: d[:-64], r"tensor 'output_norm.weight': expected 128 bytes of data at offset \d+, "
-                                           r"the file holds \d+ bytes"),
+    "cut in the data": (lambda d: d[:-64], (r"tensor 'output_norm.weight': expected 128 bytes of data at offset \d+, "
+                                           r"the file holds \d+ bytes")),
     "offset past the end": (lambda d: patched(d, field_offset(d, TENSOR, 24), "<Q", 2**40),
                             r"tensor 'token_embd.weight': expected \d+ bytes of data at offset 10995116\d+, the file"),
     "rows that are not whole blocks": (lambda d: patched(d, field_offset(d, TENSOR, 4), "<Q", 33),

@@ -12,12 +12,12 @@ h5py = pytest.importorskip("h5py", reason="the h5 extra is not installed (pip in
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "fuzz"))
 
-import reader_samples as samples  # noqa: E402
-from conftest import run, run_json  # noqa: E402
+import reader_samples as samples
+from conftest import run, run_json
 
-import embscope  # noqa: E402
-from embscope.errors import CheckpointError  # noqa: E402
-from embscope.formats import open_checkpoint  # noqa: E402
+import embscope
+from embscope.errors import CheckpointError
+from embscope.formats import open_checkpoint
 
 V, D, T = samples.V, samples.D, samples.T
 

@@ -13,13 +13,13 @@ onnx = pytest.importorskip("onnx", reason="the onnx extra is not installed (pip 
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "fuzz"))
 
-import reader_samples as samples  # noqa: E402
-from conftest import run, run_json  # noqa: E402
-from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+import reader_samples as samples
+from conftest import run, run_json
+from onnx import TensorProto, helper, numpy_helper
 
-import embscope  # noqa: E402
-from embscope.errors import CheckpointError  # noqa: E402
-from embscope.formats import open_checkpoint  # noqa: E402
+import embscope
+from embscope.errors import CheckpointError
+from embscope.formats import open_checkpoint
 
 V, D, T = samples.V, samples.D, samples.T
 
@@ -31,7 +31,7 @@ def expected_int8_table() -> np.ndarray:
 
 @pytest.mark.parametrize("external", [False, True])
 def test_int8_pair_is_dequantized_and_counted_as_stored(external, tmp_path):
-    path, _ = samples.onnx_bert_int8(tmp_path, external=external)
+    samples.onnx_bert_int8(tmp_path, external=external)
     emb = embscope.open(tmp_path)
     assert emb.checkpoint.format == "ONNX"
     assert emb.token.name == "embeddings.word_embeddings.weight"
@@ -114,20 +114,20 @@ def scale_of_wrong_length(model):
 
 LIES = {
     "outside the folder": (True, set_external("../secret.bin"),
-                           r"tensor 'embeddings.position_embeddings.weight' keeps its data in '../secret.bin', outside "
-                           r"the model's folder '.*'; refused"),
+                           (r"tensor 'embeddings.position_embeddings.weight' keeps its data in '../secret.bin', outside "
+                           r"the model's folder '.*'; refused")),
     "an absolute path": (True, set_external("/etc/passwd"), r"keeps its data in '/etc/passwd', outside the model's folder"),
     "offset past the end": (True, set_external("model.onnx_data", offset=10**9),
-                            r"tensor 'embeddings.position_embeddings.weight': expected 896 bytes of data at offset "
-                            r"1000000000, the file holds \d+ bytes"),
+                            (r"tensor 'embeddings.position_embeddings.weight': expected 896 bytes of data at offset "
+                            r"1000000000, the file holds \d+ bytes")),
     "length that disagrees": (True, set_external("model.onnx_data", length=100),
                               r"shape \[7, 32\] of float32 needs 896 bytes, the external data holds 100"),
     "dims that disagree": (False, lie_about_dims,
-                           r"tensor 'embeddings.position_embeddings.weight': shape \[7, 40\] of float32 needs 1120 "
-                           r"bytes, the file holds 896"),
+                           (r"tensor 'embeddings.position_embeddings.weight': shape \[7, 40\] of float32 needs 1120 "
+                           r"bytes, the file holds 896")),
     "a scale that does not fit": (False, scale_of_wrong_length,
-                                  r"scale 'embeddings.word_embeddings.weight_scale' has shape \[3\], expected one value "
-                                  r"or \[11\] for values of shape \[11, 32\]"),
+                                  (r"scale 'embeddings.word_embeddings.weight_scale' has shape \[3\], expected one value "
+                                  r"or \[11\] for values of shape \[11, 32\]")),
 }
 
 
