@@ -17,6 +17,7 @@ from .text import quote
 
 if TYPE_CHECKING:  # roles.py builds these classes, so it imports this module, not the other way round
     from .roles import Head, Role
+    from .tokenizers.base import Tokenizer
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,9 @@ class TensorInfo:
     dtype: str  # numpy's name, or "bfloat16"
     read: Callable[[], np.ndarray] = field(repr=False, compare=False)
     storage: Hashable | None = None  # tensors with equal storage keys share their memory (tied)
+    # how the file stores it when that is not `dtype`: "Q8_0" (GGUF), "int8 x per-row scale" (ONNX,
+    # CTranslate2); `read` then dequantizes, and `numel` still counts the stored elements
+    quantization: str | None = None
 
     @property
     def numel(self) -> int:
@@ -50,6 +54,9 @@ class Checkpoint:
     declared_params: int | None = None  # a count the file states itself (the ANDREA header)
     tied: bool | None = None  # the reader's word on a head the file does not hold (ANDREA decides from its layout)
     notes: list[str] = field(default_factory=list)
+    # the tokenizer the checkpoint carries or names itself (GGUF metadata, a CTranslate2 vocabulary),
+    # built when first asked for; None: look for a tokenizer file beside the checkpoint
+    tokenizer: Callable[[], Tokenizer | None] | None = field(default=None, repr=False)
 
     @property
     def directory(self) -> Path:

@@ -61,10 +61,13 @@ class Embeddings:
 
     @cached_property
     def tokenizer(self) -> Tokenizer | None:
-        """The tokenizer given, or one found beside the checkpoint; None when there is none."""
+        """The tokenizer given, else the one the checkpoint carries (GGUF metadata, a CTranslate2
+        vocabulary), else one found beside the checkpoint; None when there is none."""
         from .tokenizers import find_tokenizer, load_tokenizer
         if self._tokenizer_path is not None:
             return load_tokenizer(self._tokenizer_path)
+        if self.checkpoint.tokenizer is not None:
+            return self.checkpoint.tokenizer()
         return find_tokenizer(self.checkpoint.directory, self.checkpoint.config)
 
     def tokenizer_for_names(self) -> tuple[Tokenizer | None, str | None]:

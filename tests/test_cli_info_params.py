@@ -43,7 +43,7 @@ def test_info_reports_tables_rules_and_step(tmp_path):
     assert doc["format"] == "numpy .npz" and doc["step"] == 77
     assert doc["tables"]["token"] == {"name": "token_emb", "shape": [12, 4], "dtype": "float32",
                                       "rule": "name 'token_emb' (nlm and other from-scratch numpy models)",
-                                      "first_row": 0}
+                                      "first_row": 0, "quantization": None}
     assert doc["tables"]["position"]["shape"] == [5, 4] and doc["tables"]["output"] is None
     assert (doc["tied"], doc["head"], doc["empty_roles"]) == (None, "unknown", ["output"])
     assert doc["tensor_list"] == [{"name": "token_emb", "shape": [12, 4], "dtype": "float32"},

@@ -35,7 +35,8 @@ def test_a_file_with_one_2d_float_tensor_uses_it_as_the_token_table(tmp_path, ki
     path, name = one_array_file(tmp_path, kind, table)
     info = run_json("info", "-c", path)
     assert info["tables"]["token"] == {"name": name, "shape": [10, 6], "dtype": "float32",
-                                       "rule": "the only 2-D float tensor in the file", "first_row": 0}
+                                       "rule": "the only 2-D float tensor in the file", "first_row": 0,
+                                       "quantization": None}
     assert f"'{name}' is the file's only 2-D float tensor, so it is taken as the token table" in info["notes"]
     doc = run_json("similarity", "--ids", "2", "7", "-c", path)
     assert doc["pairs"][0]["cosine"] == pytest.approx(cosine(table[2], table[7]), abs=1e-6)

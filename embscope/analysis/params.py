@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..checkpoint import Checkpoint
@@ -24,6 +24,9 @@ class ParamsReport:
     token_name: str
     position_name: str | None
     output_name: str | None
+    # role -> how the file stores a table that is dequantized to be read ("Q8_0", "int8, per-row scale");
+    # its stored elements are what is counted
+    quantization: dict[str, str] = field(default_factory=dict)
 
     @property
     def tied(self) -> bool | None:
@@ -68,6 +71,7 @@ def params_report(emb: Embeddings) -> ParamsReport:
         skip = frozenset({tables.tied_copy}) if tables.tied_copy else frozenset()
         total, source = count_parameters(checkpoint, skip), "float tensors in the file, shared storage counted once"
     position, output = tables.position, tables.output
+    quantization = {t.role.value: t.tensor.quantization for t in (token, position, output) if t and t.tensor.quantization}
     return ParamsReport(total, token.tensor.numel, position.tensor.numel if position else None,
                         output.tensor.numel if output else None, tables.head, tables.head_note, source, token.name,
-                        position.name if position else None, output.name if output else None)
+                        position.name if position else None, output.name if output else None, quantization)

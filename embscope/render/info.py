@@ -39,7 +39,7 @@ def table_doc(table: Table | None) -> dict | None:
     if table is None:
         return None
     return {"name": table.name, "shape": list(table.tensor.shape), "dtype": table.tensor.dtype,
-            "rule": table.rule, "first_row": table.first_row}
+            "rule": table.rule, "first_row": table.first_row, "quantization": table.tensor.quantization}
 
 
 def info_doc(report: InfoReport) -> dict:
@@ -79,7 +79,9 @@ def print_console(report: InfoReport, emb: Embeddings) -> None:
     rules = []
     for role, table in report.tables.items():
         if table is not None:
-            grid.add_row(role, console.safe(table.name), console.shape_text(table.tensor.shape), table.tensor.dtype)
+            stored = table.tensor.quantization
+            dtype = table.tensor.dtype + (f" (stored as {console.safe(stored)})" if stored else "")
+            grid.add_row(role, console.safe(table.name), console.shape_text(table.tensor.shape), dtype)
             rules.append(f"{role} table found by {console.safe(table.rule)}")
         else:
             grid.add_row(role, HEAD_ROWS[report.head] if role is Role.output else "none", "", "")

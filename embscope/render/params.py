@@ -16,7 +16,7 @@ def params_doc(report: ParamsReport) -> dict:
         "total": report.total, "token": report.token, "position": report.position, "output": report.output,
         "tied": report.tied, "head": report.head.value, "embeddings": report.embeddings,
         "total_without_position": report.total_without_position, "total_source": report.source,
-        "shares": report.shares,
+        "shares": report.shares, "quantization": report.quantization,
     }
 
 
@@ -47,5 +47,8 @@ def print_console(report: ParamsReport, emb: Embeddings) -> None:
     if report.position:
         out.print(f"nanoGPT's convention leaves the position table out: {report.total_without_position:,} "
                   f"({report.total_without_position / 1e6:.2f}M).")
+    for role, stored in report.quantization.items():
+        out.print(f"the {role} table is stored as {console.safe(stored)}: its stored elements are counted, "
+                  "and it is dequantized to float32 to be read.")
     if report.head_note:
         console.notes([report.head_note])

@@ -212,6 +212,12 @@ def register(sample: Sample) -> None:
     SAMPLES[sample.name] = sample
 
 
+from reader_samples import available_fuzz_samples  # noqa: E402  the downloaded formats: GGUF, ONNX, .h5, CTranslate2
+
+for _name, _build in available_fuzz_samples().items():
+    register(Sample(_name, _build))
+
+
 # -- mutations -------------------------------------------------------------------------------
 
 INTERESTING_INTS = (0, 1, -1, 255, 2**15, 2**31 - 1, 2**31, 2**32 - 1, 2**32, 2**63 - 1, 2**64 - 1, -2**31)

@@ -1,0 +1,67 @@
+"""Reading little-endian header fields from a buffer, where running past the end is a clear error, and
+mapping the data they describe."""
+
+from __future__ import annotations
+
+import math
+import mmap
+import struct
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import CheckpointError
+from ..text import quote
+from ._checks import check_extent
+
+
+class Cursor:
+    """A position in a buffer (bytes or a memory map); every read is checked against its length first."""
+
+    def __init__(self, buf: Any, where: str, pos: int = 0):
+        self.buf, self.where, self.pos, self.size = buf, where, pos, len(buf)
+
+    def take(self, n: int, what: str) -> int:
+        """The position of the next n bytes, which must be there."""
+        if n < 0 or self.pos + n > self.size:
+            raise CheckpointError(f"{self.where}: expected {n} bytes for {what} at offset {self.pos}, "
+                                  f"the file holds {self.size} bytes")
+        start, self.pos = self.pos, self.pos + n
+        return start
+
+    def unpack(self, fmt: str, what: str) -> Any:
+        return struct.unpack_from(fmt, self.buf, self.take(struct.calcsize(fmt), what))[0]
+
+    def read(self, n: int, what: str) -> bytes:
+        start = self.take(n, what)
+        return bytes(self.buf[start:start + n])
+
+    def left(self) -> int:
+        return self.size - self.pos
+
+    def text(self, raw: bytes, what: str) -> str:
+        """`raw` as UTF-8 text; anything else is named in the error, cut short."""
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise CheckpointError(f"{self.where}: expected UTF-8 text for {what}, found "
+                                  f"{quote(raw[:60].decode('utf-8', 'backslashreplace'))}") from None
+
+
+def map_file(path: Path) -> Any:
+    """The whole file, memory-mapped read-only; an empty file cannot be mapped and is an empty buffer."""
+    with open(path, "rb") as f:
+        if f.seek(0, 2) == 0:
+            return b""
+        return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+
+
+def map_array(path: Path, offset: int, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
+    """The array stored at `offset`, memory-mapped read-only; the file is checked again first, since it
+    may have shrunk after its header was read (an empty array maps nothing)."""
+    dtype = np.dtype(dtype)
+    if math.prod(shape) == 0:
+        return np.zeros(shape, dtype=dtype)
+    check_extent(path, offset, math.prod(shape) * dtype.itemsize, f"{quote(path)}: tensor data")
+    return np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=shape)

@@ -1,0 +1,179 @@
+"""CTranslate2 `model.bin`, read from its binary layout (ctranslate2/specs/model_spec.py `_serialize`,
+src/models/model.cc `Model::load`), so the library is not needed. All fields little-endian:
+
+    uint32 binary version (1-6)
+    version >= 2: string spec name ("WhisperSpec"), uint32 spec revision
+    uint32 variable count, then per variable:
+        string name, uint8 rank, uint32 dims[rank],
+        version >= 4: uint8 dtype id, uint32 byte count; before: uint8 item size, uint32 element count
+        the bytes
+    version >= 3: uint32 alias count, then per alias: string alias, string variable name
+
+A string is a uint16 length that counts a closing NUL, then the bytes. Weights quantized to int8 (int16)
+carry a `<name>_scale` beside them, with int8 = round(float * scale): the weight is read as int8 / scale,
+one scale per row (int16: one for the whole matrix). Variables are memory-mapped."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..checkpoint import Checkpoint, TensorInfo
+from ..errors import CheckpointError
+from ..memory import require_memory
+from ..text import printable, quote
+from . import Format, OpenOptions, register
+from ._binary import Cursor, map_array, map_file
+from ._checks import check_shape
+
+if TYPE_CHECKING:
+    from ..tokenizers.base import Tokenizer
+
+MAX_VERSION = 6  # CURRENT_BINARY_VERSION of CTranslate2 4.x
+# dtype ids: the DataType enum of include/ctranslate2/types.h -> (our name, numpy dtype of the bytes)
+DTYPES = (("float32", "<f4"), ("int8", "i1"), ("int16", "<i2"), ("int32", "<i4"), ("float16", "<f2"),
+          ("bfloat16", "<u2"))
+ITEM_SIZE_DTYPES = {4: 0, 2: 2, 1: 1}  # binary versions 1-3 stored an item size: float32, int16, int8
+SCALE_SUFFIX = "_scale"
+# names the converter writes beside model.bin, in the order CTranslate2 itself looks for them
+VOCABULARY_FILES = ("vocabulary.json", "vocabulary.txt", "shared_vocabulary.json", "shared_vocabulary.txt",
+                    "target_vocabulary.json", "target_vocabulary.txt")
+NAME_CHARS = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_/.-")
+
+
+def read_string(cur: Cursor, what: str) -> str:
+    length = cur.unpack("<H", f"the length of {what}")
+    return cur.text(cur.read(length, what).split(b"\0", 1)[0], what)  # the C++ reader stops at the NUL
+
+
+def read_dequantized(weight: TensorInfo, scale: TensorInfo, where: str) -> np.ndarray:
+    """int8 (int16) weights over their scale: float = q / scale, per row or for the whole matrix."""
+    require_memory(weight.numel * 4, f"{where} dequantized to float32")
+    scales = np.asarray(scale.read(), dtype=np.float32)
+    if scales.ndim == 1:
+        scales = scales.reshape(-1, *([1] * (len(weight.shape) - 1)))
+    return weight.read().astype(np.float32) / scales
+
+
+def scale_fits(weight: TensorInfo, scale: TensorInfo) -> bool:
+    return weight.dtype in ("int8", "int16") and len(weight.shape) >= 1 and scale.dtype == "float32" and (
+        scale.shape in ((), (1,)) or scale.shape == weight.shape[:1])
+
+
+def catalogue(path: Path) -> tuple[int, str | None, dict[str, TensorInfo], list[str]]:
+    """The binary version, the spec name, the variables (aliases included) and notes."""
+    where = quote(path)
+    cur = Cursor(map_file(path), where)
+    version = cur.unpack("<I", "the binary version")
+    if not 1 <= version <= MAX_VERSION:
+        raise CheckpointError(f"{where}: CTranslate2 binary version {version}, expected 1 to {MAX_VERSION}")
+    spec = None
+    if version >= 2:
+        spec = read_string(cur, "the spec name")
+        cur.unpack("<I", "the spec revision")
+    count = cur.unpack("<I", "the variable count")
+    if count * 8 > cur.left():  # a name, a rank, a type and a size take 8 bytes at least
+        raise CheckpointError(f"{where}: header declares {count} variables, more than the {cur.left()} bytes "
+                              "left can hold")
+    tensors: dict[str, TensorInfo] = {}
+    for index in range(count):
+        name = read_string(cur, f"the name of variable {index}")
+        var_where = f"{where}: variable {quote(name)}"
+        rank = cur.unpack("<B", f"the rank of {quote(name)}")
+        shape = check_shape(tuple(cur.unpack("<I", f"the dimensions of {quote(name)}") for _ in range(rank)),
+                            var_where)
+        if version >= 4:
+            type_id = cur.unpack("<B", f"the dtype of {quote(name)}")
+            nbytes = cur.unpack("<I", f"the size of {quote(name)}")
+        else:
+            item_size = cur.unpack("<B", f"the item size of {quote(name)}")
+            if item_size not in ITEM_SIZE_DTYPES:
+                raise CheckpointError(f"{var_where}: item size {item_size}, expected 1, 2 or 4")
+            type_id = ITEM_SIZE_DTYPES[item_size]
+            nbytes = cur.unpack("<I", f"the size of {quote(name)}") * item_size
+        if type_id >= len(DTYPES):
+            raise CheckpointError(f"{var_where}: dtype id {type_id}, expected 0 to {len(DTYPES) - 1}")
+        dtype, np_dtype = DTYPES[type_id]
+        needed = math.prod(shape) * np.dtype(np_dtype).itemsize
+        if needed != nbytes:
+            raise CheckpointError(f"{var_where}: shape {list(shape)} of {dtype} needs {needed} bytes, "
+                                  f"the file says {nbytes}")
+        start = cur.take(nbytes, f"the data of {quote(name)}")
+        if name in tensors:
+            raise CheckpointError(f"{var_where} appears twice")
+        tensors[name] = TensorInfo(name, shape, dtype, partial(map_array, path, start, shape, np_dtype),
+                                   storage=(str(path), start) if nbytes else None)
+    tensors = dequantized(path, tensors)
+    notes = []
+    if version >= 3:  # after dequantizing: an alias shares its variable's scale too, as in model.cc
+        for index in range(cur.unpack("<I", "the alias count")):
+            alias = read_string(cur, f"alias {index}")
+            target = read_string(cur, f"the variable of alias {quote(alias)}")
+            if target in tensors and alias not in tensors:
+                tensors[alias] = dataclasses.replace(tensors[target], name=alias)
+            else:
+                notes.append(f"alias {printable(alias)} of {printable(target)} ignored: "
+                             + ("no such variable" if target not in tensors else "the name is taken"))
+    return version, spec, tensors, notes
+
+
+def dequantized(path: Path, tensors: dict[str, TensorInfo]) -> dict[str, TensorInfo]:
+    """Quantized weights become float32 tensors that divide by their scale on read; the scales,
+    quantization data rather than parameters, leave the catalogue."""
+    out = dict(tensors)
+    for name, weight in tensors.items():
+        scale = tensors.get(name + SCALE_SUFFIX)
+        if scale is None or not scale_fits(weight, scale):
+            continue
+        per = "per-row scale" if scale.shape == weight.shape[:1] and weight.shape[:1] != (1,) else "one scale"
+        where = f"{quote(path)}: variable {quote(name)}"
+        out[name] = TensorInfo(name, weight.shape, "float32", partial(read_dequantized, weight, scale, where),
+                               weight.storage, quantization=f"{weight.dtype} / {per}")
+        del out[name + SCALE_SUFFIX]
+    return out
+
+
+def tokenizer_beside(directory: Path) -> Tokenizer | None:
+    """A tokenizer file beside model.bin (faster-whisper ships tokenizer.json), else the converter's
+    vocabulary list, which names ids and looks up whole tokens."""
+    from ..tokenizers import find_tokenizer
+    found = find_tokenizer(directory)
+    if found is not None:
+        return found
+    for name in VOCABULARY_FILES:
+        if (directory / name).is_file():
+            from ..tokenizers.vocabulary_list import load_vocabulary_list
+            return load_vocabulary_list(directory / name)
+    return None
+
+
+def open_ctranslate2(path: Path, options: OpenOptions) -> Checkpoint:
+    version, spec, tensors, notes = catalogue(path)
+    notes.insert(0, f"CTranslate2 binary version {version}, spec {printable(spec or 'not recorded')}")
+    quantized = sorted({t.quantization for t in tensors.values() if t.quantization})
+    if quantized:
+        notes.append(f"weights stored as {', '.join(quantized)} are dequantized to float32 when read")
+    return Checkpoint(path, "CTranslate2", tensors, notes=notes, tokenizer=partial(tokenizer_beside, path.parent))
+
+
+def looks_like_ctranslate2(path: Path, head: bytes, size: int) -> bool:
+    """A small version, then a NUL-terminated name of identifier characters: the spec name, or in
+    version 1 the first variable's name after the variable count."""
+    if len(head) < 8:
+        return False
+    version = int.from_bytes(head[:4], "little")
+    at = 8 if version == 1 else 4
+    if not 1 <= version <= 99 or len(head) < at + 2:  # a newer version should hear it is newer
+        return False
+    length = int.from_bytes(head[at:at + 2], "little")
+    name = head[at + 2:at + 2 + length]
+    return length >= 2 and len(name) == length and name[-1] == 0 and set(name[:-1]) <= NAME_CHARS
+
+
+# before ANDREA's dumps, whose model.bin is recognised by its size: this one has a name to check
+register(Format("CTranslate2", looks_like_ctranslate2, open_ctranslate2, priority=2))

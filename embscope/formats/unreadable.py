@@ -1,0 +1,40 @@
+"""Files embscope recognises but cannot read: opening one is an error that says what the file is and
+what to use instead, rather than "not a checkpoint embscope knows"."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import NoReturn
+
+from ..checkpoint import Checkpoint
+from ..errors import CheckpointError
+from ..text import quote
+from . import Format, OpenOptions, register
+
+# llama.cpp's formats before GGUF (August 2023): a uint32 magic, little-endian
+LEGACY_GGML_MAGICS = {b"lmgg": "GGML", b"fmgg": "GGMF", b"tjgg": "GGJT", b"algg": "GGLA (LoRA adapter)"}
+TFLITE_IDENTIFIER = b"TFL3"  # the flatbuffer file identifier, bytes 4-8
+COREML_SUFFIX = ".mlmodel"
+INSTEAD = "use the model's original checkpoint (safetensors, PyTorch, GGUF, ONNX or Keras .h5)"
+
+
+def refuse_legacy_ggml(path: Path, options: OpenOptions) -> NoReturn:
+    with open(path, "rb") as f:
+        kind = LEGACY_GGML_MAGICS[f.read(4)]
+    raise CheckpointError(f"{quote(path)} is a legacy llama.cpp {kind} file, which embscope cannot read: convert it "
+                          "to GGUF with llama.cpp's convert_llama_ggml_to_gguf.py")
+
+
+def refuse(description: str) -> Callable[[Path, OpenOptions], Checkpoint]:
+    def opener(path: Path, options: OpenOptions) -> NoReturn:
+        raise CheckpointError(f"{quote(path)} is {description}, which embscope cannot read: {INSTEAD}")
+    return opener
+
+
+register(Format("legacy GGML", lambda path, head, size: head[:4] in LEGACY_GGML_MAGICS, refuse_legacy_ggml,
+                priority=2))
+register(Format("TensorFlow Lite", lambda path, head, size: head[4:8] == TFLITE_IDENTIFIER,
+                refuse("a TensorFlow Lite flatbuffer"), priority=2))
+register(Format("Core ML", lambda path, head, size: path.suffix.lower() == COREML_SUFFIX,
+                refuse("a Core ML model"), priority=40))

@@ -1,0 +1,75 @@
+"""Keras / TensorFlow .h5 weights written with h5py in the layouts Keras and Hugging Face save."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+h5py = pytest.importorskip("h5py", reason="the h5 extra is not installed (pip install 'embscope[h5]')")
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "fuzz"))
+
+import reader_samples as samples
+from conftest import run, run_json
+
+import embscope
+from embscope.errors import CheckpointError
+from embscope.formats import open_checkpoint
+
+V, D, T = samples.V, samples.D, samples.T
+
+
+@pytest.mark.parametrize("compressed", [False, True])
+def test_hugging_face_bert_layout(compressed, tmp_path):
+    samples.keras_bert(tmp_path, compressed=compressed)
+    emb = embscope.open(tmp_path)
+    assert emb.checkpoint.format == "Keras HDF5"
+    assert emb.token.name == "bert.tf_bert_model.bert.embeddings.word_embeddings.weight"
+    assert emb.position.name == "bert.tf_bert_model.bert.embeddings.position_embeddings.embeddings"
+    np.testing.assert_array_equal(emb.token.array, samples.rows((V, D), 7))
+    np.testing.assert_array_equal(emb.position.array, samples.rows((T, D), 8))
+    assert isinstance(emb.position.array, np.memmap)  # contiguous: mapped, not copied
+    assert isinstance(emb.token.array, np.memmap) is not compressed  # gzip: read through h5py
+    assert run_json("params", "-c", tmp_path)["total"] == V * D + T * D + D
+
+
+def test_tf_gpt2_layout_and_figures_against_numpy(tmp_path):
+    wte, wpe = samples.rows((V, D), 1), samples.rows((T, D), 2)
+    samples.write_h5(tmp_path / "tf_model.h5", {"transformer/tfgp_t2_lm_head_model/transformer/wte/weight:0": wte,
+                                                "transformer/tfgp_t2_lm_head_model/transformer/wpe/embeddings:0": wpe})
+    doc = run_json("positions", "--pairs", "0:6", "-c", tmp_path)
+    a, b = wpe[0].astype(np.float64), wpe[6].astype(np.float64)
+    assert doc["pairs"][0]["cosine"] == pytest.approx(a @ b / np.linalg.norm(a) / np.linalg.norm(b))
+    info = run_json("info", "-c", tmp_path)
+    assert info["tables"]["token"]["rule"].startswith("name 'transformer.wte.weight'")
+    assert info["tables"]["position"]["rule"].startswith("name 'wpe.embeddings'")
+
+
+def test_data_in_another_file_is_refused(tmp_path):
+    (tmp_path / "raw.bin").write_bytes(samples.rows((V, D), 1).tobytes())
+    with h5py.File(tmp_path / "tf_model.h5", "w") as f:
+        f.create_dataset("embeddings/word_embeddings/weight:0", shape=(V, D), dtype="<f4",
+                         external=[("raw.bin", 0, V * D * 4)])
+    with pytest.raises(CheckpointError, match=r"dataset 'embeddings/word_embeddings/weight:0' keeps its data in other "
+                                              r"files; refused"):
+        open_checkpoint(tmp_path / "tf_model.h5")
+
+
+def test_truncated_file_is_one_clear_error(tmp_path):
+    path, _ = samples.keras_bert(tmp_path)
+    path.write_bytes(path.read_bytes()[:3000])
+    with pytest.raises(CheckpointError, match=r"tf_model.h5': expected an HDF5 file h5py can read, found damage"):
+        open_checkpoint(path)
+    result = run("info", "-c", path, ok=False)
+    assert result.exit_code == 1 and result.stderr.startswith("Error: ") and result.stderr.count("\n") == 1
+
+
+def test_missing_h5py_names_the_extra(tmp_path, monkeypatch):
+    path, _ = samples.keras_bert(tmp_path)
+    monkeypatch.setitem(sys.modules, "h5py", None)
+    with pytest.raises(CheckpointError, match=r"is an HDF5 \(Keras\) file; reading it needs the 'h5py' package: "
+                                              r"pip install 'embscope\[h5\]'$"):
+        open_checkpoint(path)

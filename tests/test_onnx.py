@@ -1,0 +1,179 @@
+"""ONNX models written with onnx.helper and numpy_helper: float and int8 tables, external data, lies."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx", reason="the onnx extra is not installed (pip install 'embscope[onnx]')")
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "fuzz"))
+
+import reader_samples as samples
+from conftest import run, run_json
+from onnx import TensorProto, helper, numpy_helper
+
+import embscope
+from embscope.errors import CheckpointError
+from embscope.formats import open_checkpoint
+
+V, D, T = samples.V, samples.D, samples.T
+
+
+def expected_int8_table() -> np.ndarray:
+    q, scale = samples.per_row_int8(samples.rows((V, D), 5))
+    return (q.astype(np.float32) - 0) * scale[:, None]
+
+
+@pytest.mark.parametrize("external", [False, True])
+def test_int8_pair_is_dequantized_and_counted_as_stored(external, tmp_path):
+    samples.onnx_bert_int8(tmp_path, external=external)
+    emb = embscope.open(tmp_path)
+    assert emb.checkpoint.format == "ONNX"
+    assert emb.token.name == "embeddings.word_embeddings.weight"
+    assert emb.token.tensor.quantization == "int8, per-row scale, zero point"
+    np.testing.assert_array_equal(emb.token.array, expected_int8_table())
+    np.testing.assert_allclose(emb.token.array, samples.rows((V, D), 5), atol=0.03)
+    np.testing.assert_array_equal(emb.position.array, samples.rows((T, D), 6))
+    assert not any(name.endswith(("_quantized", "_scale", "_zero_point")) for name in emb.checkpoint.tensors)
+    params = run_json("params", "-c", tmp_path)
+    assert params["total"] == V * D + T * D + D and params["quantization"] == {"token": "int8, per-row scale, zero point"}
+
+
+def test_external_data_is_memory_mapped(tmp_path):
+    samples.onnx_bert_int8(tmp_path, external=True)
+    emb = embscope.open(tmp_path / "model.onnx")
+    assert isinstance(emb.position.array, np.memmap)
+
+
+def test_dequantize_linear_node_with_a_zero_point_and_blocks(tmp_path):
+    table = samples.rows((V, D), 13)
+    scale = (np.abs(table).reshape(V, 2, 16).max(axis=2) / 127).astype(np.float32)  # blocks of 16 along axis 1
+    zero = np.full((V, 2), 128, np.uint8)
+    q = (np.round(table / np.repeat(scale, 16, axis=1)) + 128).astype(np.uint8)
+    node = helper.make_node("DequantizeLinear", ["W_quantized", "W_scale", "W_zero_point"],
+                            ["embeddings.word_embeddings.weight_DequantizeLinear_Output"], axis=1, block_size=16)
+    samples.write_onnx(tmp_path / "model.onnx", {"W_quantized": q, "W_scale": scale, "W_zero_point": zero}, [node])
+    emb = embscope.open(tmp_path / "model.onnx")
+    assert emb.token.name == "embeddings.word_embeddings.weight"
+    assert emb.token.tensor.quantization == "uint8, a scale per 16 elements, zero point"
+    expected = (q.astype(np.float32) - 128) * np.repeat(scale, 16, axis=1)
+    np.testing.assert_allclose(emb.token.array, expected, rtol=1e-6)
+    assert list(emb.checkpoint.tensors) == ["embeddings.word_embeddings.weight"]
+
+
+def test_figures_match_numpy_on_the_dequantized_table(tmp_path):
+    samples.onnx_bert_int8(tmp_path)
+    table = expected_int8_table().astype(np.float64)
+    doc = run_json("similarity", "--ids", "3", "8", "-c", tmp_path)
+    assert doc["pairs"][0]["cosine"] == pytest.approx(table[3] @ table[8] / np.linalg.norm(table[3]) / np.linalg.norm(table[8]))
+    norms = run_json("norms", "--table", "token", "-c", tmp_path)
+    assert norms["mean"] == pytest.approx(np.linalg.norm(table, axis=1).mean(), rel=1e-6)
+
+
+def test_sentence_transformers_layout_finds_config_and_tokenizer_above_the_onnx_folder(tmp_path):
+    from tokenizers import Tokenizer, models
+    (tmp_path / "onnx").mkdir()
+    samples.onnx_bert_int8(tmp_path / "onnx")
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "xlm-roberta"}))
+    Tokenizer(models.WordLevel({f"w{i}": i for i in range(V - 2)} | {"dog": V - 2, "[UNK]": V - 1},
+                               unk_token="[UNK]")).save(str(tmp_path / "tokenizer.json"))
+    doc = run_json("info", "-c", tmp_path / "onnx")
+    assert doc["tokenizer"]["path"] == str(tmp_path / "tokenizer.json")
+    assert doc["tables"]["position"]["first_row"] == 2  # xlm-roberta's padding rows, from the config above
+
+
+def edit_model(path: Path, change) -> None:
+    model = onnx.load(str(path), load_external_data=False)
+    change(model)
+    onnx.save(model, str(path))
+
+
+def set_external(location: str, offset: int = 0, length: int | None = None):
+    def change(model):
+        tensor = next(t for t in model.graph.initializer if t.name == "embeddings.position_embeddings.weight")
+        del tensor.external_data[:]
+        entries = {"location": location, "offset": str(offset)} | ({"length": str(length)} if length else {})
+        for key, value in entries.items():
+            tensor.external_data.add(key=key, value=value)
+    return change
+
+
+def lie_about_dims(model):
+    model.graph.initializer[3].dims[1] = 40
+
+
+def scale_of_wrong_length(model):
+    model.graph.initializer[1].CopyFrom(numpy_helper.from_array(np.ones(3, np.float32),
+                                                                "embeddings.word_embeddings.weight_scale"))
+
+
+LIES = {
+    "outside the folder": (True, set_external("../secret.bin"),
+                           (r"tensor 'embeddings.position_embeddings.weight' keeps its data in '../secret.bin', outside "
+                           r"the model's folder '.*'; refused")),
+    "an absolute path": (True, set_external("/etc/passwd"), r"keeps its data in '/etc/passwd', outside the model's folder"),
+    "offset past the end": (True, set_external("model.onnx_data", offset=10**9),
+                            (r"tensor 'embeddings.position_embeddings.weight': expected 896 bytes of data at offset "
+                            r"1000000000, the file holds \d+ bytes")),
+    "length that disagrees": (True, set_external("model.onnx_data", length=100),
+                              r"shape \[7, 32\] of float32 needs 896 bytes, the external data holds 100"),
+    "dims that disagree": (False, lie_about_dims,
+                           (r"tensor 'embeddings.position_embeddings.weight': shape \[7, 40\] of float32 needs 1120 "
+                           r"bytes, the file holds 896")),
+    "a scale that does not fit": (False, scale_of_wrong_length,
+                                  (r"scale 'embeddings.word_embeddings.weight_scale' has shape \[3\], expected one value "
+                                  r"or \[11\] for values of shape \[11, 32\]")),
+}
+
+
+@pytest.mark.parametrize("case", list(LIES))
+def test_broken_or_lying_onnx_is_one_clear_error(case, tmp_path):
+    external, change, message = LIES[case]
+    path, _ = samples.onnx_bert_int8(tmp_path, external=external)
+    (tmp_path.parent / "secret.bin").write_bytes(b"\0" * 4096)
+    edit_model(path, change)
+    with pytest.raises(CheckpointError, match=message):
+        open_checkpoint(path)
+    result = run("info", "-c", path, ok=False)
+    assert result.exit_code == 1 and result.stderr.startswith("Error: ") and result.stderr.count("\n") == 1
+
+
+def test_symlink_out_of_the_folder_is_refused(tmp_path):
+    folder = tmp_path / "model"
+    folder.mkdir()
+    path, data = samples.onnx_bert_int8(folder, external=True)
+    data.rename(tmp_path / "outside.bin")
+    data.symlink_to(tmp_path / "outside.bin")
+    with pytest.raises(CheckpointError, match=r"keeps its data in 'model.onnx_data', outside the model's folder"):
+        open_checkpoint(path)
+
+
+def test_truncated_protobuf(tmp_path):
+    path, _ = samples.onnx_bert_int8(tmp_path)
+    path.write_bytes(path.read_bytes()[:-50])
+    with pytest.raises(CheckpointError, match=r"model.onnx': expected an ONNX protobuf, found bytes onnx cannot parse"):
+        open_checkpoint(path)
+
+
+def test_missing_onnx_package_names_the_extra(tmp_path, monkeypatch):
+    path, _ = samples.onnx_bert_int8(tmp_path)
+    monkeypatch.setitem(sys.modules, "onnx", None)
+    with pytest.raises(CheckpointError, match=r"is an ONNX model; reading it needs the 'onnx' package: "
+                                              r"pip install 'embscope\[onnx\]'$"):
+        open_checkpoint(path)
+
+
+def test_strings_and_other_unread_types_are_left_out_with_a_note(tmp_path):
+    labels = helper.make_tensor("labels", TensorProto.STRING, [2], [b"a", b"b"])
+    model_path = samples.write_onnx(tmp_path / "model.onnx", {"embeddings.word_embeddings.weight": samples.rows((V, D), 1)})
+    model = onnx.load(str(model_path))
+    model.graph.initializer.append(labels)
+    onnx.save(model, str(model_path))
+    checkpoint = open_checkpoint(model_path)
+    assert list(checkpoint.tensors) == ["embeddings.word_embeddings.weight"]
+    assert "1 initializers of types embscope does not read (strings, float8, int4) are left out" in checkpoint.notes
