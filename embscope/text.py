@@ -13,3 +13,8 @@ def printable(text: str) -> str:
 def quote(value: object) -> str:
     """A file name or tensor name as the user should read it in a message, escaped once."""
     return f"'{printable(str(value))}'"
+
+
+def shortened(text: str, limit: int = 120) -> str:
+    """A name cut to `limit` characters for a one-line message (a 5,000-character path is still one line)."""
+    return text if len(text) <= limit else f"{text[:limit - 30]}...{text[-27:]} ({len(text):,} characters)"

@@ -7,14 +7,13 @@ import json
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
 
 import embscope
 from embscope.analysis.similarity import neighbors, topk_all
-from embscope.cli import app
 from embscope.errors import TokenError
 
 from byte_tokenizer import ByteWordTokenizer
+from conftest import harris_tokenizer, run, run_json
 
 ROWS, DIM = 264, 8  # the test tokenizer has 260 ids: rows 260..263 are padding
 ZERO, NAN = 65, 66
@@ -66,8 +65,6 @@ def emb(npz_path):
     return opened
 
 
-def run(*args):
-    return CliRunner().invoke(app, [str(a) for a in args])
 
 
 # --- one query ---
@@ -162,9 +159,9 @@ def test_cli_all_to_tsv(npz_path, table, tmp_path):
     out = tmp_path / "out" / "top.tsv"
     out.parent.mkdir()
     result = run("neighbors", "-c", npz_path, "--all", "-k", 4, "--out", out)
-    assert result.exit_code == 0, result.output
-    assert result.stdout.startswith(f"wrote the top-4 neighbours of {ROWS} token rows to ")
-    assert "\n" not in result.stdout.rstrip("\n")
+    head, summary = result.stdout.rstrip("\n").split("\n")
+    assert head == f"checkpoint: {npz_path} (step unknown)"
+    assert summary.startswith(f"wrote the top-4 neighbours of {ROWS} token rows to ")
     rows = read_tsv(out)
     assert len(rows) == (ROWS - 2) * 4  # the zero and NaN rows have no neighbours
     by_query = {}
@@ -184,7 +181,6 @@ def test_cli_all_to_jsonl_with_queries_file(npz_path, table, tmp_path):
     queries.write_text("# ids\n3\n\n65\n263\n")
     out = tmp_path / "top.jsonl"
     result = run("neighbors", "-c", npz_path, "--all", "--ids", "--queries", queries, "-k", 5, "--out", out, "--json")
-    assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
     assert summary["queries"] == 3 and summary["k"] == 5 and summary["format"] == "jsonl"
     assert summary["device"] == "cpu" and summary["precision"] == "fp32"
@@ -200,7 +196,6 @@ def test_cli_all_to_jsonl_with_queries_file(npz_path, table, tmp_path):
 def test_cli_all_to_npz(npz_path, table, tmp_path):
     out = tmp_path / "top.npz"
     result = run("neighbors", "-c", npz_path, "--all", "-k", 3, "--out", out, "--device", "cpu")
-    assert result.exit_code == 0, result.output
     with np.load(out) as saved:
         ids, scores, query_ids = saved["ids"], saved["scores"], saved["query_ids"]
     assert ids.shape == (ROWS, 3) and scores.dtype == np.float32 and query_ids.tolist() == list(range(ROWS))
@@ -216,7 +211,7 @@ def test_cli_all_pads_when_k_exceeds_the_rows(tmp_path):
     path = tmp_path / "tiny.npz"
     np.savez(path, token_emb=table)
     out = tmp_path / "top.npz"
-    assert run("neighbors", "-c", path, "--all", "-k", 7, "--out", out).exit_code == 0
+    run("neighbors", "-c", path, "--all", "-k", 7, "--out", out)
     with np.load(out) as saved:
         assert (saved["ids"][:, 4:] == -1).all() and np.isnan(saved["scores"][:, 4:]).all()
         assert (saved["ids"][:, :4] >= 0).all()
@@ -224,22 +219,21 @@ def test_cli_all_pads_when_k_exceeds_the_rows(tmp_path):
 
 def test_cli_all_refuses_other_extensions_before_work(npz_path, tmp_path):
     out = tmp_path / "top.csv"
-    result = run("neighbors", "-c", npz_path, "--all", "--out", out)
-    assert result.exit_code == 1
-    assert result.stderr == f"Error: expected --out to end in .tsv, .jsonl or .npz, found {str(out)!r}\n"
+    result = run("neighbors", "-c", npz_path, "--all", "--out", out, code=2)
+    assert result.stderr.splitlines()[0] == (f"Error: Invalid value for '--out': expected a file ending in .tsv, "
+                                             f".jsonl or .npz, or - for TSV on standard output, found {str(out)!r}")
     assert not out.exists()
 
 
 def test_cli_all_needs_out_and_a_query_needs_a_word(npz_path):
-    assert run("neighbors", "-c", npz_path, "--all").exit_code == 2
-    assert run("neighbors", "-c", npz_path).exit_code == 2
+    run("neighbors", "-c", npz_path, "--all", code=2)
+    run("neighbors", "-c", npz_path, code=2)
 
 
 # --- one query, the command ---
 
 def test_cli_id_json(npz_path, table):
     result = run("neighbors", "-c", npz_path, "--ids", 17, "-k", 5, "--json")
-    assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
     ids, sims = brute_force(table, table[17], [17], 5)
     assert doc["query"] == "17" and doc["ids"] == [17] and doc["tokens"] == ["#17"]
@@ -250,27 +244,26 @@ def test_cli_id_json(npz_path, table):
 
 def test_cli_id_console(npz_path, table):
     result = run("neighbors", "-c", npz_path, "--ids", 17, "-k", 3)
-    assert result.exit_code == 0, result.output
     ids, sims = brute_force(table, table[17], [17], 3)
     for token_id, sim in zip(ids, sims):
         assert f"#{token_id}" in result.stdout and f"{sim:+.4f}" in result.stdout
 
 
 def test_cli_out_of_range_exits_1(npz_path):
-    result = run("neighbors", "-c", npz_path, "--ids", 300)
-    assert result.exit_code == 1
+    result = run("neighbors", "-c", npz_path, "--ids", 300, code=1)
     assert result.stderr == "Error: expected token ids 0..263 (the table has 264 rows), found 300\n"
 
 
-def test_cli_word_json_marks_padding(npz_path, table, monkeypatch):
-    monkeypatch.setattr(embscope.Embeddings, "tokenizer", property(lambda self: ByteWordTokenizer()))
-    result = run("neighbors", "-c", npz_path, "dog", "-k", 3, "--json")
-    assert result.exit_code == 0, result.output
-    doc = json.loads(result.stdout)
-    assert doc["query"] == "dog" and doc["ids"] == [DOG] and doc["tokens"] == ["dog"] and doc["note"]
-    ids, _ = brute_force(table, table[DOG], [DOG], 3)
-    assert [n["id"] for n in doc["neighbors"]] == ids.tolist()
+def test_cli_word_json_marks_padding(tmp_path, table):
+    ids = harris_tokenizer(tmp_path, ["dog", "cat", "puppy"])  # 260 ids: rows 260..263 are padding
+    table[262] = table[ids["dog"]] + 0.05 * np.random.default_rng(3).standard_normal(DIM).astype(np.float32)
+    path = tmp_path / "model.npz"
+    np.savez(path, token_emb=table)
+    doc = run_json("neighbors", "-c", path, "dog", "-k", 3)
+    assert doc["query"] == "dog" and doc["ids"] == [ids["dog"]] and doc["tokens"] == ["dog"] and doc["note"]
+    expected, _ = brute_force(table, table[ids["dog"]], [ids["dog"]], 3)
+    assert [n["id"] for n in doc["neighbors"]] == expected.tolist()
     assert doc["neighbors"][0] == {"id": 262, "token": "#262", "cosine": pytest.approx(doc["neighbors"][0]["cosine"]),
                                    "padding": True}
-    console = run("neighbors", "-c", npz_path, "dog", "-k", 3)
-    assert "padding" in console.stdout and "dog -> 256 'dog'" in console.stdout
+    console = run("neighbors", "-c", path, "dog", "-k", 3)
+    assert "padding" in console.stdout and "dog -> 257 'dog'" in console.stdout

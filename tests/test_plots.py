@@ -7,21 +7,15 @@ import sys
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
 
 from embscope.analysis.norms import row_norms, summarize
 from embscope.analysis.positions import position_profile
-from embscope.cli import app
 from embscope.render import plots
+from conftest import run
 
-runner = CliRunner()
 MAGIC = {"png": b"\x89PNG\r\n\x1a\n", "pdf": b"%PDF-"}
 
 
-def run(*args):
-    result = runner.invoke(app, list(args))
-    assert not (result.exception and not isinstance(result.exception, SystemExit)), result.exception
-    return result
 
 
 def drifting(rows: int, dim: int, seed: int) -> np.ndarray:
@@ -66,7 +60,6 @@ def test_positions_plot_file_in_each_format(model, tmp_path, fmt):
     path, _, _ = model
     out = tmp_path / f"heat.{fmt}"
     result = run("positions", "-c", str(path), "--plot", str(out))
-    assert result.exit_code == 0, result.output
     assert_format(out, fmt)
     assert f"plot written to {out}" in " ".join(result.stdout.split())
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temporary file left
@@ -77,7 +70,6 @@ def test_norms_plot_file(model, tmp_path, table, fmt):
     path, _, _ = model
     out = tmp_path / f"norms.{fmt}"
     result = run("norms", "-c", str(path), "--table", table, "--plot", str(out), "--json")
-    assert result.exit_code == 0, result.output
     assert_format(out, fmt)
     assert f'"plot": "{out}"' in result.stdout
 
@@ -85,16 +77,14 @@ def test_norms_plot_file(model, tmp_path, table, fmt):
 def test_unknown_plot_extension_is_refused_before_any_work(tmp_path):
     missing = tmp_path / "missing.npz"  # were the checkpoint opened first, this would be exit 1
     for command in ("positions", "norms"):
-        result = run(command, "-c", str(missing), "--plot", str(tmp_path / "x.jpg"))
-        assert result.exit_code == 2
+        result = run(command, "-c", str(missing), "--plot", str(tmp_path / "x.jpg"), code=2)
         assert "expected a plot file ending in .png, .svg or .pdf" in unboxed(result.stderr)
     assert list(tmp_path.glob("x*")) == []
 
 
 def test_missing_plot_directory_is_an_error(model, tmp_path):
     path, _, _ = model
-    result = run("norms", "-c", str(path), "--plot", str(tmp_path / "nowhere" / "n.png"))
-    assert result.exit_code == 1
+    result = run("norms", "-c", str(path), "--plot", str(tmp_path / "nowhere" / "n.png"), code=1)
     assert "expected an existing directory for the plot file" in result.stderr
 
 

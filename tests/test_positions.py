@@ -6,12 +6,10 @@ import json
 import numpy as np
 import pytest
 from safetensors.numpy import save_file
-from typer.testing import CliRunner
 
 from embscope.analysis.positions import default_pairs, position_profile
-from embscope.cli import app
+from conftest import run
 
-runner = CliRunner()
 
 
 def drifting(rows: int, dim: int, seed: int) -> np.ndarray:
@@ -27,10 +25,6 @@ def cosine(a, b) -> float:
     return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
 
 
-def run(*args):
-    result = runner.invoke(app, list(args))
-    assert not (result.exception and not isinstance(result.exception, SystemExit)), result.exception
-    return result
 
 
 @pytest.fixture
@@ -75,7 +69,6 @@ def test_default_pairs_scale_with_the_table():
 def test_explicit_pairs_print_numpy_cosines(gpt_file):
     path, pos = gpt_file
     result = run("positions", "-c", str(path), "--pairs", "3:4, 7:300,511:0")
-    assert result.exit_code == 0, result.output
     for i, j in [(3, 4), (7, 300), (511, 0)]:
         assert f"{cosine(pos[i], pos[j]):+.4f}" in result.stdout
     doc = json.loads(run("positions", "-c", str(path), "--pairs", "3:4,7:300,511:0", "--json").stdout)
@@ -94,8 +87,7 @@ def test_pairs_default_keyword_with_profile(gpt_file):
 
 def test_position_past_the_end_says_why(gpt_file):
     path, _ = gpt_file
-    result = run("positions", "-c", str(path), "--pairs", "10:11,3:512")
-    assert result.exit_code == 1
+    result = run("positions", "-c", str(path), "--pairs", "10:11,3:512", code=1)
     assert result.stderr == (
         "Error: expected a position below 512, found 512: the position table 'pos_emb' has 512 rows, and a "
         "learned table holds one row per position up to the model's fixed context length, so there is no row "
@@ -106,24 +98,21 @@ def test_position_past_the_end_says_why(gpt_file):
 @pytest.mark.parametrize("text, found", [("5:-1", "'5:-1'"), ("-3:4", "'-3:4'")])
 def test_negative_positions_are_usage_errors(gpt_file, text, found):
     path, _ = gpt_file
-    result = run("positions", "-c", str(path), "--pairs", text)
-    assert result.exit_code == 2
+    result = run("positions", "-c", str(path), "--pairs", text, code=2)
     assert "expected positions of 0 or more" in result.stderr and found in result.stderr
 
 
 @pytest.mark.parametrize("text", ["10", "a:b", "1:2,", "1:2:3", "1;2", ""])
 def test_malformed_pairs_are_usage_errors(gpt_file, text):
     path, _ = gpt_file
-    result = run("positions", "-c", str(path), "--pairs", text)
-    assert result.exit_code == 2
+    result = run("positions", "-c", str(path), "--pairs", text, code=2)
     assert "expected position pairs written I:J,I:J" in result.stderr
 
 
 def test_model_without_position_table(tmp_path):
     path = tmp_path / "rotary.npz"
     np.savez(path, token_emb=np.ones((10, 4), dtype=np.float32))
-    result = run("positions", "-c", str(path))
-    assert result.exit_code == 1
+    result = run("positions", "-c", str(path), code=1)
     assert "no learned position table" in result.stderr
 
 
@@ -137,8 +126,7 @@ def test_opt_offset_reads_rows_from_two_on(tmp_path):
     assert [p["cosine"] for p in doc["pairs"]] == pytest.approx(
         [cosine(pos[2], pos[3]), cosine(pos[7], pos[65])], abs=1e-12)
     assert any("position p is row p+2" in note for note in doc["notes"])
-    result = run("positions", "-c", str(path), "--pairs", "0:64")
-    assert result.exit_code == 1
+    result = run("positions", "-c", str(path), "--pairs", "0:64", code=1)
     assert result.stderr == (
         "Error: expected a position below 64, found 64: the position table 'model.decoder.embed_positions.weight' "
         "has 66 rows (2 reserved rows come before position 0), and a learned table holds one row per position up "

@@ -10,15 +10,14 @@ from itertools import combinations
 import numpy as np
 import pytest
 from safetensors.numpy import save_file
-from typer.testing import CliRunner
 
 import embscope
 from embscope import compute
 from embscope.analysis.similarity import similarity, similarity_pairs
-from embscope.cli import app
 from embscope.errors import TableError, TokenError
 
 from byte_tokenizer import ByteWordTokenizer
+from conftest import harris_tokenizer, run, run_json
 
 ROWS, DIM = 264, 8  # the test tokenizer has 260 ids: rows 260..263 are padding
 ZERO, NAN, INF = 65, 66, 67  # bytes "A", "B", "C"
@@ -74,8 +73,6 @@ def emb(npz_path):
     return opened
 
 
-def run(*args):
-    return CliRunner().invoke(app, [str(a) for a in args])
 
 
 # --- library: words, ids, merged words ---
@@ -308,7 +305,6 @@ def test_output_table_of_a_tied_model_is_a_table_error(emb):
 
 def test_cli_ids_json(npz_path, table):
     result = run("similarity", "-c", npz_path, "--ids", 1, 2, "--json")
-    assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
     (pair,) = doc["pairs"]
     assert pair["a_ids"] == [1] and pair["b_ids"] == [2]
@@ -322,32 +318,28 @@ def test_cli_ids_json(npz_path, table):
 
 def test_cli_zero_row_is_null_with_reason(npz_path):
     result = run("similarity", "-c", npz_path, "--ids", 1, ZERO, "--json")
-    assert result.exit_code == 0, result.output
     (pair,) = json.loads(result.stdout)["pairs"]
     assert pair["cosine"] is None and pair["percentile"] is None
     assert pair["reason"] == "row 65 ('#65') has zero norm"
 
 
 def test_cli_id_out_of_range_exits_1_with_one_line(npz_path):
-    result = run("similarity", "-c", npz_path, "--ids", 1, 999)
-    assert result.exit_code == 1
+    result = run("similarity", "-c", npz_path, "--ids", 1, 999, code=1)
     assert result.stderr == "Error: expected token ids 0..263 (the table has 264 rows), found 999\n"
     assert result.stdout == ""
 
 
 def test_cli_words_without_tokenizer_exit_1(npz_path):
-    result = run("similarity", "-c", npz_path, "dog", "cat")
-    assert result.exit_code == 1
+    result = run("similarity", "-c", npz_path, "dog", "cat", code=1)
     assert "use --ids" in result.stderr
 
 
 def test_cli_one_word_is_a_usage_error(npz_path):
-    assert run("similarity", "-c", npz_path, "--ids", 1).exit_code == 2
+    run("similarity", "-c", npz_path, "--ids", 1, code=2)
 
 
 def test_cli_many_ids_print_pairs_baseline_and_matrix(npz_path, table):
     result = run("similarity", "-c", npz_path, "--ids", 1, 2, 3)
-    assert result.exit_code == 0, result.output
     assert "cosine matrix" in result.stdout
     assert f"{cos(table[1], table[2]):+.4f}" in result.stdout
     assert f"mean cosine {brute_mean_random_cosine(table):+.4f} (exact)" in result.stdout
@@ -358,28 +350,55 @@ def test_cli_pairs_file(npz_path, table, tmp_path):
     pairs_file = tmp_path / "pairs.txt"
     pairs_file.write_text("# id pairs\n1\t2\n\n3 4\n  # indented comment\n1 65\n")
     result = run("similarity", "-c", npz_path, "--ids", "--pairs-file", pairs_file, "--json")
-    assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
     assert [(p["a_ids"][0], p["b_ids"][0]) for p in doc["pairs"]] == [(1, 2), (3, 4), (1, ZERO)]
     assert doc["pairs"][0]["cosine"] == pytest.approx(cos(table[1], table[2]), abs=1e-6)
     assert doc["pairs"][1]["cosine"] == pytest.approx(cos(table[3], table[4]), abs=1e-6)
     assert doc["pairs"][2]["cosine"] is None and "zero norm" in doc["pairs"][2]["reason"]
     plain = run("similarity", "-c", npz_path, "--ids", "--pairs-file", pairs_file)
-    assert plain.exit_code == 0 and "cosine matrix" not in plain.stdout
+    assert "cosine matrix" not in plain.stdout
 
 
-def test_cli_pairs_file_with_a_bad_line(npz_path, tmp_path):
+def test_cli_pairs_file_skips_bad_lines_with_a_note_and_strict_stops(npz_path, table, tmp_path):
     pairs_file = tmp_path / "pairs.txt"
-    pairs_file.write_text("1 2\n3 4 5\n")
-    result = run("similarity", "-c", npz_path, "--ids", "--pairs-file", pairs_file)
-    assert result.exit_code == 1
-    assert result.stderr.endswith("line 2: expected two words or ids, found 3 fields\n")
+    pairs_file.write_bytes(b"1 2\n3 4 5\n\xff\xfe 1\n2 999\n" + b"7" * 5000 + b"\n3 4\n")
+    doc = run_json("similarity", "-c", npz_path, "--ids", "--pairs-file", pairs_file)
+    assert [(p["a"], p["b"]) for p in doc["pairs"]] == [("1", "2"), ("3", "4")]
+    assert doc["pairs"][1]["cosine"] == pytest.approx(cos(table[3], table[4]), abs=1e-6)
+    assert doc["notes"] == [
+        f"skipped 4 lines of {str(pairs_file)!r} that could not be used (line 2: expected two words or ids, found 3 "
+        "fields; line 3: not UTF-8 text; pair 2 ('2' '999'): expected token ids 0..263 (the table has 264 rows), "
+        "found 999; and 1 more); --strict stops at the first instead"]
+    console = run("similarity", "-c", npz_path, "--ids", "--pairs-file", pairs_file).stdout
+    assert "note: skipped 4 lines" in console
+    strict = run("similarity", "-c", npz_path, "--ids", "--pairs-file", pairs_file, "--strict", code=1)
+    assert strict.stderr == f"Error: {str(pairs_file)!r} line 2: expected two words or ids, found 3 fields\n"
+
+
+def test_cli_pairs_file_must_be_a_regular_file(npz_path):
+    result = run("similarity", "-c", npz_path, "--ids", "--pairs-file", "/dev/zero", code=1)
+    assert result.stderr == "Error: expected a regular file for --pairs-file, found a character device: '/dev/zero'\n"
+
+
+def test_a_pairs_file_is_read_as_a_stream(emb, table, tmp_path):
+    """similarity_pairs takes any iterable once: a generator is never turned into a list of lines."""
+    consumed = []
+
+    def pairs():
+        for n in range(1000):
+            consumed.append(n)
+            yield str(n % 200), str((n * 7) % 200)
+    result = similarity_pairs(emb, pairs(), ids=True)
+    assert len(consumed) == 1000 and len(result.pairs) == 1000
+    assert result.pairs.index.nbytes == 1000 * 2 * 8  # two positions a pair, nothing per pair beyond them
+    pair = result.pairs[999]
+    assert (pair.a.text, pair.b.text) == ("199", str(999 * 7 % 200))
+    assert pair.cosine == pytest.approx(cos(table[199], table[999 * 7 % 200]), abs=1e-6)
 
 
 def test_cli_center_and_output_table(untied_path, table):
     head = np.random.default_rng(7).standard_normal((ROWS, DIM)).astype(np.float32)
     result = run("similarity", "-c", untied_path, "--ids", 3, 4, "--table", "output", "--center", "--json")
-    assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
     mean = head.astype(np.float64).mean(axis=0)
     assert doc["centered"] is True and doc["table"] == "output"
@@ -389,33 +408,25 @@ def test_cli_center_and_output_table(untied_path, table):
 def test_cli_empty_pairs_file(npz_path, tmp_path):
     pairs_file = tmp_path / "pairs.txt"
     pairs_file.write_text("# nothing yet\n\n")
-    result = run("similarity", "-c", npz_path, "--ids", "--pairs-file", pairs_file)
-    assert result.exit_code == 1
+    result = run("similarity", "-c", npz_path, "--ids", "--pairs-file", pairs_file, code=1)
     assert result.stderr == f"Error: expected pairs in {str(pairs_file)!r}, two words or ids a line, found none\n"
 
 
-@pytest.fixture
-def with_test_tokenizer(monkeypatch):
-    # the CLI opens the checkpoint itself: hand every Embeddings the test tokenizer
-    monkeypatch.setattr(embscope.Embeddings, "tokenizer", property(lambda self: ByteWordTokenizer()))
-
-
-def test_cli_words_show_ids_tokens_and_how_a_merged_word_was_formed(npz_path, table, with_test_tokenizer):
+def test_cli_words_show_ids_tokens_and_how_a_merged_word_was_formed(npz_path, table):
+    ids = harris_tokenizer(npz_path.parent, ["dog", "cat", "puppy"])
     result = run("similarity", "-c", npz_path, "dogcat", "puppy")
-    assert result.exit_code == 0, result.output
-    assert "256 'dog'" in result.stdout and "257 'cat'" in result.stdout and "258 'puppy'" in result.stdout
-    assert ("note: 'dogcat' is 2 tokens (256 'dog', 257 'cat'): its vector is the mean of their rows"
+    assert "257 'dog'" in result.stdout and "258 'cat'" in result.stdout and "259 'puppy'" in result.stdout
+    assert ("note: 'dogcat' is 2 tokens (257 'dog', 258 'cat'): its vector is the mean of their rows"
             in " ".join(result.stdout.split()))
-    expected = cos((table[DOG].astype(np.float64) + table[CAT]) / 2, table[PUPPY])
+    expected = cos((table[ids["dog"]].astype(np.float64) + table[ids["cat"]]) / 2, table[ids["puppy"]])
     assert f"{expected:+.4f}" in result.stdout
 
 
-def test_cli_words_json_and_no_merge(npz_path, with_test_tokenizer):
-    doc = json.loads(run("similarity", "-c", npz_path, "dogcat", "puppy", "--json").stdout)
-    (pair,) = doc["pairs"]
-    assert pair["a_ids"] == [DOG, CAT] and pair["a_tokens"] == ["dog", "cat"] and pair["a_merged"] is True
-    assert pair["b_ids"] == [PUPPY] and pair["a_note"] and pair["b_note"]
-    refused = run("similarity", "-c", npz_path, "dogcat", "puppy", "--no-merge")
-    assert refused.exit_code == 1
+def test_cli_words_json_and_no_merge(npz_path):
+    ids = harris_tokenizer(npz_path.parent, ["dog", "cat", "puppy"])
+    (pair,) = run_json("similarity", "-c", npz_path, "dogcat", "puppy")["pairs"]
+    assert pair["a_ids"] == [ids["dog"], ids["cat"]] and pair["a_tokens"] == ["dog", "cat"] and pair["a_merged"]
+    assert pair["b_ids"] == [ids["puppy"]] and pair["a_note"] and pair["b_note"]
+    refused = run("similarity", "-c", npz_path, "dogcat", "puppy", "--no-merge", code=1)
     assert refused.stderr == ("Error: expected 'dogcat' to be one token, found 2 ('dog' 'cat'); "
                               "merging them is turned off (--no-merge)\n")

@@ -5,11 +5,13 @@ exceed memory; the duplicate search holds unit rows and is skipped above DUPLICA
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from ..memory import release
+from ..naming import token_name
 
 NORM_BLOCK_ROWS = 65536  # rows gathered at a time for the duplicate search
 NORM_BLOCK_BYTES = 32 * 1024 * 1024  # table bytes read at a time for the norms
@@ -242,3 +244,49 @@ def checked(array: np.ndarray, norms: np.ndarray, a: int, b: int) -> Duplicate:
     row_a, row_b = np.asarray(array[a], dtype=np.float64), np.asarray(array[b], dtype=np.float64)
     cos = float(np.clip(row_a @ row_b / (norms[a] * norms[b]), -1.0, 1.0))
     return Duplicate(a, b, cos, bool(np.array_equal(row_a, row_b)))
+
+
+@dataclass(frozen=True, eq=False)
+class NormsReport:
+    """What `embscope norms` reports about one table: the statistics and flagged rows, near-duplicate rows,
+    and for token tables the under-trained candidates (an untied head's included)."""
+
+    role: str  # position, token or output
+    name: str
+    dim: int
+    first_row: int  # rows before position 0
+    summary: NormSummary
+    duplicates: DuplicateSearch
+    candidates: tuple[Candidate, ...]
+    notes: tuple[str, ...]
+    tokenizer: Any = field(default=None, repr=False)  # names token rows; None for positions, or when there is none
+
+    def label(self, index: int) -> str:
+        """How a row is called: `position 5`, a reserved row before position 0, or its token (`#id` when unnamed)."""
+        if self.role == "position":
+            position = index - self.first_row
+            return f"position {position}" if position >= 0 else f"reserved row {index}"
+        return token_name(self.tokenizer, index)
+
+
+def norms_report(emb: Any, table: str | None = None, threshold: float = DEFAULT_THRESHOLD) -> NormsReport:
+    """Norms of one table of `emb`: `table` position, token or output; None is the position table when there is one."""
+    role = table if table is not None else ("position" if emb.position is not None else "token")
+    chosen = emb.table(role)
+    notes = list(chosen.notes)
+    norms = row_norms(chosen.array)
+    summary = summarize(norms, threshold)
+    duplicates = find_duplicates(chosen.array, norms)
+    if duplicates.note:
+        notes.append(duplicates.note)
+    tokenizer, candidates = None, ()
+    if role != "position":
+        tokenizer, why_none = emb.tokenizer_for_names()
+        if tokenizer is None:
+            notes.append(f"{why_none}; padding rows past the vocabulary cannot be told apart")
+        real_rows = tokenizer.vocab_size if tokenizer is not None else None
+        candidates = undertrained(norms, role, real_rows)
+        if role == "token" and emb.output is not None:  # an untied head has rows of its own to check
+            candidates += undertrained(row_norms(emb.output.array), "output", real_rows)
+    return NormsReport(role, chosen.name, chosen.dim, chosen.first_row, summary, duplicates, candidates,
+                       tuple(notes), tokenizer)

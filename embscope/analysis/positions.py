@@ -6,8 +6,8 @@ Undefined cosines (a zero, NaN or Inf row) are NaN here; rendering turns them in
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -15,7 +15,6 @@ from ..compute import cosine_matrix, pair_cosines
 from ..errors import PositionError
 
 NOMINAL_LAST = 511  # the default pairs are written for a 512-row table and scaled to the real one
-PAIR_PATTERN = re.compile(r"\s*(-?\d+)\s*:\s*(-?\d+)\s*")
 BLOCK_ROWS = 1024  # rows of the cosine matrix reduced at a time
 
 
@@ -69,20 +68,6 @@ class PositionReport:
     @property
     def positions(self) -> int:
         return self.rows - self.first_row
-
-
-def parse_pairs(text: str) -> list[tuple[int, int]]:
-    """'10:11,10:500' -> [(10, 11), (10, 500)]; anything else is a PositionError naming the bad part."""
-    pairs = []
-    for part in text.split(","):
-        match = PAIR_PATTERN.fullmatch(part)
-        if match is None:
-            raise PositionError(f"expected position pairs written I:J,I:J (e.g. 10:11,10:500), found {part.strip()!r}")
-        i, j = int(match[1]), int(match[2])
-        if i < 0 or j < 0:
-            raise PositionError(f"expected positions of 0 or more, found {part.strip()!r}")
-        pairs.append((i, j))
-    return pairs
 
 
 def default_pairs(positions: int) -> list[tuple[int, int]]:
@@ -187,3 +172,37 @@ def position_profile(table: np.ndarray, first_row: int = 0) -> tuple[PositionPro
     """The profile and the cosine matrix it came from (kept for the heatmap)."""
     matrix = position_cosines(table, first_row)
     return profile_from_matrix(matrix), matrix
+
+
+@dataclass(frozen=True, eq=False)
+class PositionsResult:
+    """What `embscope positions` reports: the pairs asked for, and the profile (and the heatmap it came from)."""
+
+    table: str
+    rows: int  # rows in the table
+    first_row: int  # rows before position 0
+    dim: int
+    pairs: tuple[PositionPair, ...]
+    profile: PositionProfile | None
+    heatmap: np.ndarray | None  # the cosine matrix the plot draws; None unless asked for
+    notes: tuple[str, ...]
+
+    @property
+    def positions(self) -> int:
+        return max(self.rows - self.first_row, 0)
+
+
+def positions(emb: Any, pairs: Sequence[tuple[int, int]] = (), *, default: bool = False, profile: bool = False,
+              heatmap: bool = False) -> PositionsResult:
+    """Cosines of `pairs` (after the default near-to-far set when `default`), and the profile by distance when
+    `profile` or `heatmap` asks for it."""
+    table = emb.require_position()
+    count = max(table.rows - table.first_row, 0)
+    chosen = [*(default_pairs(count) if default else ()), *pairs]
+    notes = list(table.notes)
+    found = position_pairs(table.array, chosen, table.first_row, table.name).pairs if chosen else ()
+    if default and not found:
+        notes.append(f"the table has {count} position(s): no pair to compare")
+    shape, matrix = position_profile(table.array, table.first_row) if profile or heatmap else (None, None)
+    return PositionsResult(table.name, table.rows, table.first_row, table.dim, found, shape,
+                           matrix if heatmap else None, tuple(notes))

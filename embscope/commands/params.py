@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from ..analysis.params import params_report
-from ..render import console, jsonout
+from ..render import console, header
 from .options import JsonFlag, Source, with_source
 
 
@@ -15,13 +15,14 @@ def params(source: Source, json: JsonFlag = False) -> None:
     report = params_report(emb.checkpoint, emb.tables)
     shares = report.shares
     if json:
-        jsonout.emit({
+        header.emit({
             "total": report.total, "token": report.token, "position": report.position,
             "output": report.output, "tied": report.tied, "embeddings": report.embeddings,
             "total_without_position": report.total_without_position, "total_source": report.source,
             "shares": shares,
-        })
+        }, emb)
         return
+    header.show(emb)
     grid = console.table("table", "parameters", "share of total")
     grid.add_row(f"token ({console.safe(emb.token.name)})", console.count_text(report.token), console.percent(shares["token"]))
     if emb.position is not None:

@@ -7,11 +7,12 @@ from __future__ import annotations
 import math
 import warnings
 from pathlib import Path
+from typing import Iterable
 
 import numpy as np
 
 from ..errors import EmbscopeError
-from ..text import printable, quote
+from ..text import printable, quote, shortened
 from .files import written_whole
 
 FORMATS = {".png": "png", ".svg": "svg", ".pdf": "pdf"}
@@ -23,8 +24,16 @@ def plot_format(path: Path) -> str:
     """The file format named by the extension; checked before any work is done."""
     found = FORMATS.get(Path(path).suffix.lower())
     if found is None:
-        raise EmbscopeError(f"expected a plot file ending in .png, .svg or .pdf, found {quote(path)}")
+        raise EmbscopeError(f"expected a plot file ending in .png, .svg or .pdf, found {quote(shortened(str(path)))}")
     return found
+
+
+def default_plot_path(checkpoint: Path, table: str, plot: str) -> Path:
+    """Where `--plot` with no file writes, for every plot: `<checkpoint-stem>-<table>-<plot>.png` in the working
+    directory (never beside the checkpoint)."""
+    checkpoint = Path(checkpoint)
+    stem = checkpoint.name if checkpoint.is_dir() else checkpoint.stem
+    return Path(f"{stem}-{table}-{plot}.png")
 
 
 def new_figure(width: float, height: float):
@@ -178,10 +187,10 @@ def token_norms_figure(norms: np.ndarray, mean: float, flagged: list[tuple[int, 
     return figure
 
 
-def save(figure, path: Path) -> Path:
-    """Write the figure whole (see render.files)."""
+def save(figure, path: Path, inputs: Iterable[Path] = ()) -> Path:
+    """Write the figure whole (see render.files), never over one of `inputs`, the files the answer was read from."""
     path = Path(path)
     fmt = plot_format(path)
-    with written_whole(path, "the plot file") as f:
+    with written_whole(path, "the plot file", inputs=inputs) as f:
         figure.savefig(f, format=fmt)
     return path

@@ -65,6 +65,9 @@ class HuggingFaceTokenizer:
         self.vocab_size = max(self._tok.get_vocab(with_added_tokens=True).values(), default=-1) + 1
         self._added = {id: added.content for id, added in self._tok.get_added_tokens_decoder().items()}
         self.model_type = str(config.get("model", {}).get("type", "unknown"))
+        unk = config.get("model", {}).get("unk_token")  # WordPiece and BPE name it; Unigram gives its id
+        self.unk_id: int | None = self._tok.token_to_id(unk) if isinstance(unk, str) else (
+            config["model"].get("unk_id") if isinstance(config.get("model", {}).get("unk_id"), int) else None)
         steps = [*_walk(config.get("decoder")), *_walk(config.get("pre_tokenizer"))]
         self._byte_level = any(step.get("type") == "ByteLevel" for step in steps)
         self._byte_fallback = bool(config.get("model", {}).get("byte_fallback")) or any(

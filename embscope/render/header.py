@@ -1,0 +1,38 @@
+"""What every answer opens with: the checkpoint it is about, and its training step where known."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .. import sample
+from . import console, jsonout
+
+
+def is_sample(emb: Any) -> bool:
+    # Embeddings.is_sample when the library says; until then, the path tells
+    known = getattr(emb, "is_sample", None)
+    return bool(known) if known is not None else sample.is_sample(emb.checkpoint.path)
+
+
+def checkpoint_line(emb: Any) -> str:
+    """The first line of every command's console output (plain text: `show` escapes it)."""
+    step = emb.checkpoint.step
+    if is_sample(emb):
+        at = f", step {step}" if step is not None else ""
+        return f"checkpoint: bundled sample ({sample.DESCRIPTION}{at}); pass -c PATH for your own"
+    return f"checkpoint: {emb.checkpoint.path} ({f'step {step}' if step is not None else 'step unknown'})"
+
+
+def with_checkpoint(document: dict, emb: Any) -> dict:
+    """A command's JSON document with the top-level "checkpoint" (path) and "step" (null when unknown) keys first."""
+    return {"checkpoint": str(emb.checkpoint.path), "step": emb.checkpoint.step, **document}
+
+
+def show(emb: Any) -> None:
+    """Print the checkpoint line: the first line of a command's console output."""
+    console.out.print(console.safe(checkpoint_line(emb)), soft_wrap=True)
+
+
+def emit(document: dict, emb: Any) -> None:
+    """Print a command's one JSON document, about the checkpoint it names."""
+    jsonout.emit(with_checkpoint(document, emb))
