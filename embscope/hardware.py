@@ -8,10 +8,10 @@ CPU_INFO = Path("/proc/cpuinfo")
 BF16_FLAGS = ("avx512_bf16", "amx_bf16")  # x86 instructions that multiply bf16 without converting first
 
 
-def native_bf16(cpu_info: Path = CPU_INFO) -> bool | None:
+def native_bf16(cpu_info: Path | None = None) -> bool | None:
     """Whether the CPU multiplies bf16 natively; None when there is no cpuinfo to read."""
     try:
-        with open(cpu_info, encoding="utf-8", errors="replace") as file:
+        with open(cpu_info or CPU_INFO, encoding="utf-8", errors="replace") as file:
             for line in file:
                 if line.startswith("flags"):
                     return any(flag in line.split() for flag in BF16_FLAGS)

@@ -4,6 +4,9 @@ its answer with the checkpoint it is about, and ends in one of three documented 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from importlib.metadata import version
 from pathlib import Path
 
@@ -119,3 +122,33 @@ def test_json_is_one_document_and_nothing_else():
         out = run(name, *args, "--json").stdout
         assert out.endswith("\n") and out.count("\n") == 1, name
         json.loads(out)
+
+
+def embscope_process(*args: str, stdout=subprocess.PIPE, env: dict | None = None) -> subprocess.CompletedProcess:
+    """The real entry point in a child process: what a shell sees, streams and exit code."""
+    environment = {k: v for k, v in os.environ.items() if k != "EMBSCOPE_CHECKPOINT"} | (env or {})
+    return subprocess.run([sys.executable, "-m", "embscope", *args], stdout=stdout, stderr=subprocess.PIPE,
+                          env=environment, timeout=60)
+
+
+def test_a_full_disk_on_stdout_is_one_line_and_exit_1():
+    with open("/dev/full", "w") as full:
+        for args in (["info"], ["positions", "--json"]):
+            done = embscope_process(*args, stdout=full)
+            assert done.returncode == 1
+            assert done.stderr == b"Error: could not write the output: No space left on device\n"
+
+
+def test_a_reader_that_stops_early_ends_the_run_quietly():
+    reader = subprocess.Popen(["head", "-1"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    done = embscope_process("neighbors", "--all", "-k", "20", "--out", "-", stdout=reader.stdin)  # 600 KB of rows
+    reader.stdin.close()
+    assert reader.stdout.read() == b"query_id\tquery_token\trank\tid\ttoken\tcosine\n"
+    reader.wait()
+    assert (done.returncode, done.stderr) == (1, b"")
+
+
+def test_a_terminal_that_cannot_show_a_character_gets_an_escape():
+    done = embscope_process("similarity", "é", "cat", env={"PYTHONIOENCODING": "ascii"})
+    assert done.returncode == 0 and done.stderr == b""
+    assert b"\\xe9" in done.stdout

@@ -2,13 +2,14 @@
 checked against plain numpy on real files."""
 
 import json
+import pickle
 
 import numpy as np
 import pytest
 from safetensors.numpy import save_file
 
 from embscope.analysis.positions import default_pairs, position_profile
-from conftest import run
+from conftest import run, run_json
 
 
 
@@ -75,6 +76,38 @@ def test_explicit_pairs_print_numpy_cosines(gpt_file):
     assert [(p["i"], p["j"], p["distance"]) for p in doc["pairs"]] == [(3, 4, 1), (7, 300, 293), (511, 0, 511)]
     assert [p["cosine"] for p in doc["pairs"]] == pytest.approx(
         [cosine(pos[3], pos[4]), cosine(pos[7], pos[300]), cosine(pos[511], pos[0])], abs=1e-12)
+
+
+def nlm_pickle(directory):
+    path = directory / "model.pkl"
+    with open(path, "wb") as f:
+        pickle.dump({"params": {"token_emb": np.ones((300, 24), np.float32), "pos_emb": drifting(512, 24, 9)}}, f)
+    return path
+
+
+def test_pairs_alone_gives_the_default_pairs_exactly_as_typed(tmp_path):
+    for extra in ([], ["-c", nlm_pickle(tmp_path)]):  # the bundled sample, then a nlm pickle of 512 positions
+        result = run("positions", "--pairs", *extra)  # `--pairs` the last word
+        rows = [line.split("│")[1:3] for line in result.stdout.splitlines() if line.startswith("│")]
+        expected = default_pairs(256 if not extra else 512)
+        assert [(int(i), int(j)) for i, j in rows] == expected
+    doc = run_json("positions", "--pairs")  # `--pairs --json`: the value left out before another option
+    assert [(p["i"], p["j"]) for p in doc["pairs"]] == default_pairs(256)
+
+
+def test_pairs_repeated_add_up(gpt_file):
+    path, pos = gpt_file
+    doc = run_json("positions", "-c", path, "--pairs", "3:4", "--pairs", "7:300,1:2", "--pairs")
+    assert [(p["i"], p["j"]) for p in doc["pairs"]] == default_pairs(512) + [(3, 4), (7, 300), (1, 2)]
+    assert doc["pairs"][-1]["cosine"] == pytest.approx(cosine(pos[1], pos[2]), abs=1e-12)
+
+
+def test_a_position_of_5000_digits_is_a_usage_error(gpt_file):
+    path, _ = gpt_file
+    result = run("positions", "-c", path, "--pairs", "1:" + "9" * 5000, code=2)
+    line = result.stderr.splitlines()[0]
+    assert line.startswith("Error: Invalid value for '--pairs': expected positions of at most 9 digits, found '1:999")
+    assert line.endswith(" (5,002 characters)'") and len(line) < 240
 
 
 def test_pairs_default_keyword_with_profile(gpt_file):

@@ -430,3 +430,43 @@ def test_cli_words_json_and_no_merge(npz_path):
     refused = run("similarity", "-c", npz_path, "dogcat", "puppy", "--no-merge", code=1)
     assert refused.stderr == ("Error: expected 'dogcat' to be one token, found 2 ('dog' 'cat'); "
                               "merging them is turned off (--no-merge)\n")
+
+
+# --- words the tokenizer cannot represent ---
+
+@pytest.fixture
+def bert_like(tmp_path):
+    """A BERT-like checkpoint: a WordPiece tokenizer.json written by the tokenizers library, and its tables."""
+    tokenizers = pytest.importorskip("tokenizers")
+    vocab = {"[UNK]": 0, "[CLS]": 1, "[SEP]": 2, "dog": 3, "cat": 4, "##s": 5, "house": 6}
+    tokenizer = tokenizers.Tokenizer(tokenizers.models.WordPiece(vocab, unk_token="[UNK]"))
+    tokenizer.normalizer = tokenizers.normalizers.BertNormalizer(lowercase=True)
+    tokenizer.pre_tokenizer = tokenizers.pre_tokenizers.BertPreTokenizer()
+    tokenizer.save(str(tmp_path / "tokenizer.json"))
+    rng = np.random.default_rng(3)
+    table = rng.standard_normal((len(vocab), 8)).astype(np.float32)
+    save_file({"embeddings.word_embeddings.weight": table,
+               "embeddings.position_embeddings.weight": rng.standard_normal((16, 8)).astype(np.float32)},
+              str(tmp_path / "model.safetensors"))
+    return tmp_path, table
+
+
+def test_a_word_that_becomes_the_unknown_token_is_an_error_naming_both(bert_like):
+    path, table = bert_like
+    result = run("similarity", "🐶", "🐱", "-c", path, code=1)
+    assert result.stderr == ("Error: expected a word the tokenizer can represent, found '🐶', which the huggingface "
+                             "tokenizer maps to its unknown token '[UNK]' (id 0): pass --allow-unk to use that row "
+                             "anyway\n")
+    run("neighbors", "dogs🐶", "-c", path, code=1)  # one unknown piece is enough
+    assert run_json("similarity", "dog", "cats", "-c", path)["pairs"][0]["cosine"] == pytest.approx(
+        cos(table[3], (table[4].astype(np.float64) + table[5]) / 2), abs=1e-6)
+
+
+def test_allow_unk_lets_the_unknown_token_through_with_a_note(bert_like):
+    path, _ = bert_like
+    doc = run_json("similarity", "🐶", "cat", "--allow-unk", "-c", path)
+    (pair,) = doc["pairs"]
+    assert pair["a_ids"] == [0] and pair["a_tokens"] == ["[UNK]"]
+    assert pair["a_note"] == "'🐶' became the unknown token '[UNK]' (id 0), the row shared by every unknown word"
+    console = run("similarity", "🐶", "cat", "--allow-unk", "-c", path).stdout
+    assert "became the unknown token '[UNK]'" in console

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import typer
 
-from ..checkpoint import Table
-from ..render import console, jsonout
 from .options import JsonFlag, Source, with_source
+
+if TYPE_CHECKING:
+    from ..checkpoint import Table
 
 
 def table_doc(table: Table | None) -> dict | None:
@@ -33,6 +36,7 @@ def tokenizer_doc(embeddings, notes: list[str]) -> dict | None:
 
 def info(source: Source, json: JsonFlag = False) -> None:
     """Format, the tables found (name, shape, dtype, rule), tokenizer, training step."""
+    from ..render import console, jsonout  # rich only when answering, not for --help
     emb = source.open()
     ckpt, tables = emb.checkpoint, emb.tables
     notes = list(ckpt.notes) + list(tables.notes) + [n for t in (tables.token, tables.position) if t for n in t.notes]

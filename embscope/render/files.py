@@ -14,9 +14,9 @@ from typing import IO, Any, Iterable, Iterator
 from ..errors import EmbscopeError
 from ..text import quote, shortened
 
-# files beside a checkpoint that a reader or tokenizer may read; outputs (.tsv, .jsonl, .png, ...) are not among them
-INPUT_SUFFIXES = frozenset({".json", ".txt", ".model", ".vocab", ".tiktoken", ".safetensors", ".bin", ".pt", ".pth",
-                            ".ckpt", ".npz", ".npy", ".pkl", ".pickle", ".gguf", ".onnx", ".h5", ".hdf5"})
+# files beside a checkpoint that are read with it: config, tokenizer files, shards, a nanoGPT meta.pkl. No output
+# format (.tsv, .jsonl, .npz, .png, .svg, .pdf) is among them, so a second run may replace its own output.
+INPUT_SUFFIXES = frozenset({".json", ".txt", ".model", ".vocab", ".tiktoken", ".safetensors", ".bin", ".pkl"})
 
 
 def input_files(emb: Any, *given: Path | None) -> list[Path]:
