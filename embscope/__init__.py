@@ -33,7 +33,7 @@ _API = {
     "token_name": "naming",
     "find_tokenizer": "tokenizers", "load_tokenizer": "tokenizers",
 }
-__all__ = sorted(_API)
+__all__ = sorted(_API)  # noqa: PLE0605  the names of the table above, kept in one place
 
 
 def __getattr__(name: str) -> Any:

@@ -7,7 +7,8 @@ import errno
 import importlib
 import os
 import sys
-from typing import Any, Optional
+from collections.abc import Sequence
+from typing import Any
 
 import typer
 from typer.core import TyperGroup
@@ -53,10 +54,10 @@ def show_usage_error(err: typer.TyperException) -> None:
 
 
 class EmbscopeGroup(TyperGroup):
-    def main(self, args: Any = None, prog_name: Optional[str] = None, complete_var: Optional[str] = None,
-             standalone_mode: bool = True, **extra: Any) -> Any:
+    def main(self, args: Sequence[str] | None = None, prog_name: str | None = None, complete_var: str | None = None,
+             standalone_mode: bool = True, windows_expand_args: bool = True, **extra: Any) -> Any:
         try:
-            code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+            code = super().main(args, prog_name, complete_var, False, windows_expand_args, **extra)
             sys.stdout.flush()  # a full disk shows here, not as a traceback at exit
         except typer.TyperException as err:  # click's usage and parameter errors
             show_usage_error(err)

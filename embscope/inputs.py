@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from .errors import EmbscopeError
 from .text import quote
@@ -33,8 +33,10 @@ class Skipped:
         if not self.count:
             return []
         more = f"; and {self.count - len(self.examples):,} more" if self.count > len(self.examples) else ""
-        return [f"skipped {self.count:,} line{'s' * (self.count != 1)} of {quote(source)} that could not be used "
-                f"({'; '.join(self.examples)}{more}); --strict stops at the first instead"]
+        lines = f"line{'s' * (self.count != 1)}"
+        note = (f"skipped {self.count:,} {lines} of {quote(source)} that could not be used "
+                f"({'; '.join(self.examples)}{more}); --strict stops at the first instead")
+        return [note]
 
 
 def kind_of(mode: int) -> str:

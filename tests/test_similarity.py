@@ -390,7 +390,7 @@ def test_a_pairs_file_is_read_as_a_stream(emb, table, tmp_path):
             yield str(n % 200), str((n * 7) % 200)
     result = similarity_pairs(emb, pairs(), ids=True)
     assert len(consumed) == 1000 and len(result.pairs) == 1000
-    assert result.pairs.index.nbytes == 1000 * 2 * 8  # two positions a pair, nothing per pair beyond them
+    assert result.pairs.positions.nbytes == 1000 * 2 * 8  # two positions a pair, nothing per pair beyond them
     pair = result.pairs[999]
     assert (pair.a.text, pair.b.text) == ("199", str(999 * 7 % 200))
     assert pair.cosine == pytest.approx(cos(table[199], table[999 * 7 % 200]), abs=1e-6)

@@ -147,7 +147,7 @@ def undertrained(norms: np.ndarray, table: str, real_rows: int | None = None,
     tokenizer), which no text can select: padding."""
     rows = len(norms)
     real = rows if real_rows is None else min(real_rows, rows)
-    found = []
+    found: list[Candidate] = []
     real_norms = norms[:real]
     ordinary = np.isfinite(real_norms) & (real_norms > 0)  # zero and non-finite rows are anomalies already
     if ordinary.any():
@@ -207,7 +207,8 @@ def find_duplicates(array: np.ndarray, norms: np.ndarray, cosine: float = DUPLIC
     unit, projected, rows = unit[order], projected[order], rows[order]
     reach = math.sqrt(2 * (1 - cosine)) + 1e-5  # slack for float32 rounding
     lengths = np.einsum("ij,ij->i", projected, projected)
-    found, total, checks, cut = [], 0, 0, None
+    found: list[tuple[int, int]] = []
+    total, checks, cut = 0, 0, None
     later = ~np.tri(DUPLICATE_BLOCK_ROWS, dtype=bool)  # column after row
     for start in range(0, len(rows), DUPLICATE_BLOCK_ROWS):
         stop = min(start + DUPLICATE_BLOCK_ROWS, len(rows))
@@ -279,7 +280,8 @@ def norms_report(emb: Any, table: str | None = None, threshold: float = DEFAULT_
     duplicates = find_duplicates(chosen.array, norms)
     if duplicates.note:
         notes.append(duplicates.note)
-    tokenizer, candidates = None, ()
+    tokenizer = None
+    candidates: tuple[Candidate, ...] = ()
     if role != "position":
         tokenizer, why_none = emb.tokenizer_for_names()
         if tokenizer is None:

@@ -6,8 +6,9 @@ Undefined cosines (a zero, NaN or Inf row) are NaN here; rendering turns them in
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 

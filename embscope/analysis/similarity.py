@@ -4,10 +4,11 @@ Words become token ids through the checkpoint's tokenizer; a word of several tok
 from __future__ import annotations
 
 from array import array as packed
+from collections.abc import Callable, Iterable, Sequence
 from collections.abc import Sequence as SequenceABC
 from dataclasses import dataclass, replace
 from itertools import combinations
-from typing import Callable, Iterable, Sequence, overload
+from typing import TYPE_CHECKING, Any, overload
 
 import numpy as np
 
@@ -16,6 +17,9 @@ from ..errors import EmbscopeError, TokenError
 from ..lookup import lookup_word
 from ..naming import token_name
 from ..text import quote
+
+if TYPE_CHECKING:
+    from ..embeddings import Embeddings
 
 BASELINE_PAIRS = 10000  # random pairs sampled for the percentile
 BASELINE_SEED = 0  # fixed, so the same table gives the same percentile every run
@@ -60,11 +64,12 @@ class Pairs(SequenceABC):
     """The pairs asked for, as arrays (a pairs file of millions of lines stays a few bytes a pair);
     each Pair is made when it is read."""
 
-    def __init__(self, queries: tuple[Query, ...], index: np.ndarray, cosines: np.ndarray, shares: np.ndarray):
-        self.queries, self.index, self.cosines, self.shares = queries, index, cosines, shares
+    def __init__(self, queries: tuple[Query, ...], positions: np.ndarray, cosines: np.ndarray, shares: np.ndarray):
+        # positions: (pairs, 2) indices into `queries`; cosines and shares (percentiles): one a pair, NaN if undefined
+        self.queries, self.positions, self.cosines, self.shares = queries, positions, cosines, shares
 
     def __len__(self) -> int:
-        return len(self.index)
+        return len(self.positions)
 
     @overload
     def __getitem__(self, at: int) -> Pair: ...
@@ -75,7 +80,7 @@ class Pairs(SequenceABC):
     def __getitem__(self, at: int | slice) -> Pair | list[Pair]:
         if isinstance(at, slice):
             return [self[n] for n in range(*at.indices(len(self)))]
-        a, b = (self.queries[int(i)] for i in self.index[at])
+        a, b = (self.queries[int(i)] for i in self.positions[at])
         why = [r for r in dict.fromkeys((a.reason, b.reason)) if r]
         cosine = None if why else finite_or_none(self.cosines[at])
         reason = "; ".join(why) if why else (None if cosine is not None else "the cosine is undefined")
@@ -95,7 +100,7 @@ class SimilarityResult:
     def matrix(self) -> tuple[tuple[float | None, ...], ...]:
         """Cosine of every query with every other (queries x queries); None where undefined or not asked."""
         index = {q.text: i for i, q in enumerate(self.queries)}
-        grid = [[None] * len(self.queries) for _ in self.queries]
+        grid: list[list[float | None]] = [[None] * len(self.queries) for _ in self.queries]
         for i, query in enumerate(self.queries):
             grid[i][i] = 1.0 if query.reason is None else None
         for pair in self.pairs:
@@ -124,14 +129,14 @@ class NeighborsResult:
 
 # --- resolving words and ids into rows ---
 
-def table_rows(emb, table: str) -> tuple[np.ndarray, str]:
+def table_rows(emb: Embeddings, table: str) -> tuple[np.ndarray, str]:
     if table not in TABLE_ROLES:
         raise EmbscopeError(f"expected table token or output, found {quote(table)}")
     chosen = emb.table(table)
     return chosen.array, chosen.name
 
 
-def is_padding(tokenizer, token_id: int) -> bool:
+def is_padding(tokenizer: Any, token_id: int) -> bool:
     return tokenizer is not None and token_id >= tokenizer.vocab_size
 
 
@@ -141,7 +146,7 @@ def check_id(token_id: int, rows: int, word: str | None = None) -> None:
         raise TokenError(f"expected token ids 0..{rows - 1} (the table has {rows} rows), found {token_id}{where}")
 
 
-def parse_id(text) -> int:
+def parse_id(text: object) -> int:
     if isinstance(text, (int, np.integer)) and not isinstance(text, bool):
         return int(text)
     try:
@@ -153,7 +158,7 @@ def parse_id(text) -> int:
 class Resolver:
     """Turns each distinct word or id into a Query once, checking it against the table."""
 
-    def __init__(self, emb, rows: int, *, ids: bool, exact: bool, merge: bool, allow_unk: bool = False):
+    def __init__(self, emb: Embeddings, rows: int, *, ids: bool, exact: bool, merge: bool, allow_unk: bool = False):
         self.emb, self.rows, self.ids, self.exact, self.merge = emb, rows, ids, exact, merge
         self.allow_unk = allow_unk
         self.cache: dict[str, Query] = {}
@@ -169,10 +174,10 @@ class Resolver:
             self._tokenizer_loaded = True
         return self._tokenizer
 
-    def __call__(self, item) -> Query:
+    def __call__(self, item: object) -> Query:
         return self.cache[self.key(item)]
 
-    def key(self, item) -> str:
+    def key(self, item: object) -> str:
         """Resolve `item` once, and give the key it is cached under."""
         key = str(item).strip() if self.ids else str(item)
         if key not in self.cache:
@@ -180,7 +185,7 @@ class Resolver:
             self.positions[key] = len(self.positions)
         return key
 
-    def resolve_id(self, item) -> Query:
+    def resolve_id(self, item: object) -> Query:
         token_id = parse_id(item)
         check_id(token_id, self.rows)
         return Query(str(item).strip(), (token_id,), (token_name(self.tokenizer, token_id),))
@@ -252,14 +257,14 @@ def percentiles(sample: np.ndarray, values: np.ndarray) -> np.ndarray:
     return np.where(np.isfinite(values), 100.0 * below / len(sample), np.nan)
 
 
-def finite_or_none(value) -> float | None:
-    value = float(value)
-    return value if np.isfinite(value) else None
+def finite_or_none(value: float | np.floating) -> float | None:
+    number = float(value)
+    return number if np.isfinite(number) else None
 
 
 # --- similarity ---
 
-def similarity_pairs(emb, pairs: Iterable[Sequence], *, ids: bool = False, exact: bool = False, merge: bool = True,
+def similarity_pairs(emb: Embeddings, pairs: Iterable[Sequence], *, ids: bool = False, exact: bool = False, merge: bool = True,
                      center: bool = False, table: str = "token", allow_unk: bool = False,
                      on_skip: Callable[[str], None] | None = None) -> SimilarityResult:
     """Cosine of each (a, b) pair of words (or ids), all pairs in one batched call, with the random-pair baseline.
@@ -295,7 +300,7 @@ def similarity_pairs(emb, pairs: Iterable[Sequence], *, ids: bool = False, exact
                             table, name)
 
 
-def similarity(emb, words_or_ids: Sequence, *, ids: bool = False, exact: bool = False, merge: bool = True,
+def similarity(emb: Embeddings, words_or_ids: Sequence, *, ids: bool = False, exact: bool = False, merge: bool = True,
                center: bool = False, table: str = "token", allow_unk: bool = False) -> SimilarityResult:
     """Two words give one pair; more give every pair, in the order given."""
     items = list(dict.fromkeys(words_or_ids))  # a word given twice is compared once
@@ -307,7 +312,7 @@ def similarity(emb, words_or_ids: Sequence, *, ids: bool = False, exact: bool = 
 
 # --- neighbours ---
 
-def neighbors(emb, query, k: int = 10, *, ids: bool = False, exact: bool = False,
+def neighbors(emb: Embeddings, query: object, k: int = 10, *, ids: bool = False, exact: bool = False,
               table: str = "token", allow_unk: bool = False) -> NeighborsResult:
     """The k rows most similar (cosine) to a word or id, leaving out the query's own rows."""
     if k < 1:
@@ -336,7 +341,7 @@ def neighbors(emb, query, k: int = 10, *, ids: bool = False, exact: bool = False
     return NeighborsResult(found, chosen, note, None, table, name)
 
 
-def topk_all(emb, k: int, *, queries: Iterable | None = None, ids: bool = False, exact: bool = False,
+def topk_all(emb: Embeddings, k: int, *, queries: Iterable | None = None, ids: bool = False, exact: bool = False,
              table: str = "token", device: str = "auto", precision: str = "fp32", allow_unk: bool = False,
              progress: Callable[[int, int], None] | None = None,
              on_skip: Callable[[str], None] | None = None) -> compute.TopK:

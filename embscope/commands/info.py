@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -19,7 +19,7 @@ def table_doc(table: Table | None) -> dict | None:
             "rule": table.rule, "first_row": table.first_row}
 
 
-def tokenizer_doc(embeddings, notes: list[str]) -> dict | None:
+def tokenizer_doc(embeddings: Any, notes: list[str]) -> dict | None:
     tokenizer, why_none = embeddings.tokenizer_for_names()
     if tokenizer is None:
         notes.append(why_none)

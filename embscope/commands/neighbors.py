@@ -4,15 +4,30 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
-from .options import (AllowUnkFlag, Device, DeviceOption, ExactFlag, IdsFlag, JsonFlag, Precision, PrecisionOption,
-                      Source, StrictFlag, Table, TableOption, as_usage_error, refuse, with_source)
+from .options import (
+    AllowUnkFlag,
+    Device,
+    DeviceOption,
+    ExactFlag,
+    IdsFlag,
+    JsonFlag,
+    Precision,
+    PrecisionOption,
+    Source,
+    StrictFlag,
+    Table,
+    TableOption,
+    as_usage_error,
+    refuse,
+    with_source,
+)
 
 
-def run_all(source: Source, k: int, out: Path, queries_file: Optional[Path], ids: bool, exact: bool, allow_unk: bool,
+def run_all(source: Source, k: int, out: Path, queries_file: Path | None, ids: bool, exact: bool, allow_unk: bool,
             table: str, strict: bool, device: str, precision: str, json: bool) -> None:
     from .. import compute
     from ..analysis.similarity import topk_all
@@ -50,16 +65,16 @@ def run_all(source: Source, k: int, out: Path, queries_file: Optional[Path], ids
 
 def neighbors_command(
     source: Source,
-    word: Annotated[Optional[str], typer.Argument(help="A word (or an id with --ids).", show_default=False)] = None,
+    word: Annotated[str | None, typer.Argument(help="A word (or an id with --ids).", show_default=False)] = None,
     k: Annotated[int, typer.Option("-k", min=1, help="How many neighbours.")] = 10,
     ids: IdsFlag = False,
     exact: ExactFlag = False,
     allow_unk: AllowUnkFlag = False,
     table: TableOption = Table.token,
     all_rows: Annotated[bool, typer.Option("--all", help="Every row of the table (or --queries), in batches.")] = False,
-    out: Annotated[Optional[Path], typer.Option(
+    out: Annotated[Path | None, typer.Option(
         help="With --all: the file to write, .tsv, .jsonl or .npz; - writes TSV to standard output.")] = None,
-    queries: Annotated[Optional[Path], typer.Option(
+    queries: Annotated[Path | None, typer.Option(
         help="With --all: a file of words (or ids with --ids), one a line, instead of every row. A word of several "
              "tokens is skipped with a note.")] = None,
     strict: StrictFlag = False,

@@ -3,7 +3,7 @@ and, for token tables, under-trained token candidates."""
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -14,7 +14,7 @@ DEFAULT_THRESHOLD = 6.0  # shown in --help; the library's own default (analysis.
 
 def norms(
     source: Source,
-    table: Annotated[Optional[Table], typer.Option(
+    table: Annotated[Table | None, typer.Option(
         "--table", help="Which table: position (the default when there is one), token, or output (an untied "
                         "head).", show_default=False)] = None,
     threshold: Annotated[float, typer.Option(

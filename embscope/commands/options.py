@@ -7,15 +7,15 @@ import functools
 import inspect
 import math
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any, Callable, Optional, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import typer
 
 from .. import compute
-
 
 T = TypeVar("T")
 
@@ -37,18 +37,18 @@ Precision = Enum("Precision", {value: value for value in compute.PRECISIONS}, ty
 class Source:
     """Where the tables come from, as the user gave it."""
 
-    checkpoint: Annotated[Optional[Path], typer.Option(
+    checkpoint: Annotated[Path | None, typer.Option(
         "--checkpoint", "-c", envvar="EMBSCOPE_CHECKPOINT", show_envvar=True,
         help="Checkpoint file or directory (default: the bundled sample model).")] = None
-    tokenizer: Annotated[Optional[Path], typer.Option(
+    tokenizer: Annotated[Path | None, typer.Option(
         help="Tokenizer file (default: found beside or inside the checkpoint).")] = None
-    token_key: Annotated[Optional[str], typer.Option(help="Tensor to use as the token table.")] = None
-    pos_key: Annotated[Optional[str], typer.Option(help="Tensor to use as the position table.")] = None
+    token_key: Annotated[str | None, typer.Option(help="Tensor to use as the token table.")] = None
+    pos_key: Annotated[str | None, typer.Option(help="Tensor to use as the position table.")] = None
     trust_pickle: Annotated[bool, typer.Option(
         "--trust-pickle", help="Let a pickle name any global. It can then run code: only for files you made.")] = False
-    vocab_size: Annotated[Optional[int], typer.Option(help="Token table rows, for formats that do not record it.")] = None
-    d_model: Annotated[Optional[int], typer.Option(help="Table width, for formats that do not record it.")] = None
-    context: Annotated[Optional[int], typer.Option(help="Position table rows, for formats that do not record it.")] = None
+    vocab_size: Annotated[int | None, typer.Option(help="Token table rows, for formats that do not record it.")] = None
+    d_model: Annotated[int | None, typer.Option(help="Table width, for formats that do not record it.")] = None
+    context: Annotated[int | None, typer.Option(help="Position table rows, for formats that do not record it.")] = None
 
     def open(self) -> Any:
         from ..embeddings import open as open_embeddings
@@ -89,7 +89,7 @@ def finite(value: float | None) -> float | None:
     return value
 
 
-UsageError = typer.BadParameter.__base__  # click's UsageError, which typer does not export
+UsageError: type[Exception] = typer.BadParameter.__mro__[1]  # click's UsageError, which typer does not export
 
 
 def refuse(message: str, option: str | None = None) -> Exception:
@@ -173,10 +173,10 @@ StrictFlag = Annotated[bool, typer.Option(
     "--strict", help="Stop at the first line of the input file that cannot be used, instead of skipping it with a note.")]
 TableOption = Annotated[Table, typer.Option(
     "--table", help="The token table, or the untied output projection.", show_default=True)]
-DeviceOption = Annotated[Device, typer.Option(  # type: ignore[valid-type]
+DeviceOption = Annotated[Device, typer.Option(
     "--device", help="Where the batched work runs; auto = a GPU when torch sees one.")]
-PrecisionOption = Annotated[Precision, typer.Option(  # type: ignore[valid-type]
+PrecisionOption = Annotated[Precision, typer.Option(
     "--precision", help="Arithmetic for the batched products; auto: a half-precision pass re-ranked in fp32 on a GPU, fp32 on a CPU.")]
-PlotOption = Annotated[Optional[str], typer.Option(
+PlotOption = Annotated[str | None, typer.Option(
     "--plot", metavar="[FILE]", show_default=False,
     help="Draw a plot to FILE (.png, .svg or .pdf); alone, to <checkpoint>-<table>-<plot>.png in the working directory.")]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -40,7 +40,7 @@ def parse_pairs(texts: list[str]) -> tuple[bool, list[tuple[int, int]]]:
 
 def positions(
     source: Source,
-    pairs: Annotated[Optional[list[str]], typer.Option("--pairs", metavar="[I:J,...]", help=PAIRS_HELP)] = None,
+    pairs: Annotated[list[str] | None, typer.Option("--pairs", metavar="[I:J,...]", help=PAIRS_HELP)] = None,
     profile: Annotated[bool, typer.Option(
         "--profile", help="Mean and spread of cos(p_i, p_i+k) by distance k, and how often a position's nearest "
                           "neighbour is adjacent.")] = False,

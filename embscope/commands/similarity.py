@@ -3,17 +3,27 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
-from .options import (AllowUnkFlag, ExactFlag, IdsFlag, JsonFlag, Source, StrictFlag, Table, TableOption, refuse,
-                      with_source)
+from .options import (
+    AllowUnkFlag,
+    ExactFlag,
+    IdsFlag,
+    JsonFlag,
+    Source,
+    StrictFlag,
+    Table,
+    TableOption,
+    refuse,
+    with_source,
+)
 
 
 def similarity_command(
     source: Source,
-    words: Annotated[Optional[list[str]], typer.Argument(
+    words: Annotated[list[str] | None, typer.Argument(
         help="Two or more words (or ids with --ids); every pair is compared.", show_default=False)] = None,
     ids: IdsFlag = False,
     exact: ExactFlag = False,
@@ -22,7 +32,7 @@ def similarity_command(
         "--merge/--no-merge", help="Average the rows of a word that splits into several tokens, or refuse it.")] = True,
     center: Annotated[bool, typer.Option("--center", help="Subtract the table's mean row first.")] = False,
     table: TableOption = Table.token,
-    pairs_file: Annotated[Optional[Path], typer.Option(
+    pairs_file: Annotated[Path | None, typer.Option(
         "--pairs-file", help="Two words or ids per line; all pairs computed in one batch. A line that cannot be "
                              "used is skipped with a note.")] = None,
     strict: StrictFlag = False,
@@ -41,8 +51,8 @@ def similarity_command(
     from ..render import similarity as render
 
     emb = source.open()
-    options: dict[str, Any] = dict(ids=ids, exact=exact, merge=merge, center=center, table=table.value,
-                                   allow_unk=allow_unk)
+    options: dict[str, Any] = {"ids": ids, "exact": exact, "merge": merge, "center": center, "table": table.value,
+                               "allow_unk": allow_unk}
     if pairs_file is None:
         render.show(emb, similarity(emb, words, **options), json=json, matrix=len(set(words)) > 2)
         return

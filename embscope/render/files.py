@@ -7,9 +7,10 @@ from __future__ import annotations
 import os
 import stat
 import tempfile
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Any, Iterable, Iterator
+from typing import IO, Any
 
 from ..errors import EmbscopeError
 from ..text import quote, shortened
@@ -82,8 +83,9 @@ def written_whole(path: Path, what: str, binary: bool = True, inputs: Iterable[P
         raise EmbscopeError(f"expected to write {what} {shown}, found {err.strerror or err}") from None
     try:
         os.fchmod(handle, 0o666 & ~umask())  # the permissions of a file made by open(), not mkstemp's 0600
-        text = {} if binary else {"encoding": "utf-8", "newline": "", "errors": "backslashreplace"}
-        with open(handle, "wb" if binary else "w", **text) as f:
+        # text: written as given ("\n" stays "\n"); a lone surrogate (a name that was not UTF-8) as an escape
+        with (open(handle, "wb") if binary else
+              open(handle, "w", encoding="utf-8", newline="", errors="backslashreplace")) as f:
             yield f
         os.replace(temporary, path)
     except OSError as err:

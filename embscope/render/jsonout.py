@@ -7,11 +7,12 @@ import math
 import re
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 
-def clean(value):
+def clean(value: Any) -> Any:
     """Plain JSON values: numpy scalars unwrapped, NaN and Inf turned into null."""
     if isinstance(value, dict):
         return {str(k): clean(v) for k, v in value.items()}

@@ -3,9 +3,10 @@ with its progress bar on stderr."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any
 
 from ..analysis.similarity import NeighborsResult
 from ..text import quote

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import math
 import sys
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import IO, Any, Callable, Iterable
+from typing import IO, Any
 
 import numpy as np
 

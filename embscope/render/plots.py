@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Iterable
+from typing import Any
 
 import numpy as np
 
@@ -44,7 +45,8 @@ def new_figure(width: float, height: float):
     return figure
 
 
-def label(ax, text: str, xy, offset=(6, 6), **kwargs):
+def label(ax: Any, text: str, xy: tuple[float, float], offset: tuple[float, float] = (6, 6),
+          **kwargs: Any) -> Any:
     """An annotation whose text (possibly a token string from the file) is drawn literally, never as math."""
     return ax.annotate(printable(text), xy=xy, xytext=offset, textcoords="offset points", fontsize=8,
                        parse_math=False, **kwargs)
@@ -107,7 +109,8 @@ def flagged_text(name: str, norm: float, ratio: float) -> str:
     return f"{name}: {norm:.3g}, {ratio:.1f}x mean"
 
 
-def unplottable_note(ax, flagged, name) -> list:
+def unplottable_note(ax: Any, flagged: list[tuple[int, float, float]],
+                     name: Callable[[int], str]) -> list[tuple[int, float, float]]:
     """Flagged rows with a NaN or Inf norm have no place on a norm axis: they are listed in a corner."""
     lost = [f"{name(row)} ({'NaN' if math.isnan(norm) else 'Inf'})" for row, norm, _ in flagged if not math.isfinite(norm)]
     if lost:
@@ -187,7 +190,7 @@ def token_norms_figure(norms: np.ndarray, mean: float, flagged: list[tuple[int, 
     return figure
 
 
-def save(figure, path: Path, inputs: Iterable[Path] = ()) -> Path:
+def save(figure: Any, path: Path, inputs: Iterable[Path] = ()) -> Path:
     """Write the figure whole (see render.files), never over one of `inputs`, the files the answer was read from."""
     path = Path(path)
     fmt = plot_format(path)
