@@ -470,3 +470,15 @@ def test_allow_unk_lets_the_unknown_token_through_with_a_note(bert_like):
     assert pair["a_note"] == "'🐶' became the unknown token '[UNK]' (id 0), the row shared by every unknown word"
     console = run("similarity", "🐶", "cat", "--allow-unk", "-c", path).stdout
     assert "became the unknown token '[UNK]'" in console
+
+
+def test_cli_many_pairs_list_fifty_in_the_console_and_all_in_json(npz_path, table, tmp_path):
+    pairs_file = tmp_path / "pairs.txt"
+    pairs = [(n, (n * 7 + 3) % 200) for n in range(1, 61)]
+    pairs_file.write_text("".join(f"{a}\t{b}\n" for a, b in pairs))
+    console = run("similarity", "-c", npz_path, "--ids", "--pairs-file", pairs_file).stdout
+    assert "... and 10 more pairs (--json lists all)" in console
+    doc = run_json("similarity", "-c", npz_path, "--ids", "--pairs-file", pairs_file)
+    assert [(int(p["a"]), int(p["b"])) for p in doc["pairs"]] == pairs
+    for p in doc["pairs"]:
+        assert p["cosine"] == pytest.approx(cos(table[int(p["a"])], table[int(p["b"])]), abs=1e-6)

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 BASELINE_PAIRS = 10000  # random pairs sampled for the percentile
 BASELINE_SEED = 0  # fixed, so the same table gives the same percentile every run
 TABLE_ROLES = ("token", "output")
+PAIR_BLOCK_BYTES = 16 << 20  # rows gathered at once for the pairs of a pairs file
 
 
 @dataclass(frozen=True)
@@ -290,7 +291,10 @@ def similarity_pairs(emb: Embeddings, pairs: Iterable[Sequence], *, ids: bool = 
     vectors = query_vectors(array, found, center_row)
     queries = with_reasons(array, found, vectors, center)
     index = np.frombuffer(asked, dtype=np.int64).reshape(-1, 2) if asked else np.empty((0, 2), dtype=np.int64)
-    cosines = compute.pair_cosines(vectors, index) if len(index) else np.empty(0)
+    # a block of pairs at a time: compute.pair_cosines gathers two float64 rows per pair (2 GB for a million pairs)
+    block = max(1, PAIR_BLOCK_BYTES // (16 * array.shape[1]))
+    cosines = np.concatenate([np.empty(0), *(compute.pair_cosines(vectors, index[start:start + block])
+                                             for start in range(0, len(index), block))])
 
     # centring is applied block by block inside compute: no centred copy of the table
     sample = compute.random_pair_cosines(array, n_pairs=BASELINE_PAIRS, seed=BASELINE_SEED, center=center_row)

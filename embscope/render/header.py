@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from .. import sample
@@ -33,6 +34,6 @@ def show(emb: Any) -> None:
     console.out.print(console.safe(checkpoint_line(emb)), soft_wrap=True)
 
 
-def emit(document: dict, emb: Any) -> None:
-    """Print a command's one JSON document, about the checkpoint it names."""
-    jsonout.emit(with_checkpoint(document, emb))
+def emit(document: dict, emb: Any, stream: tuple[str, Iterable[Any]] | None = None) -> None:
+    """Print a command's one JSON document, about the checkpoint it names (`stream`: see jsonout.emit)."""
+    jsonout.emit(with_checkpoint(document, emb), stream)

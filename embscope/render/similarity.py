@@ -22,9 +22,12 @@ def pair_doc(pair: Pair) -> dict:
             "a_merged": pair.a.merged, "b_merged": pair.b.merged, "percentile": pair.percentile}
 
 
+LISTED_PAIRS = 50  # pairs printed in the console; --json lists all
+
+
 def document(result: SimilarityResult, notes: Sequence[str] = ()) -> dict:
-    return {"pairs": [pair_doc(p) for p in result.pairs],
-            "queries": [query_doc(q) for q in result.queries],
+    """Everything but the pairs, which are streamed (a pairs file may hold millions): see `show`."""
+    return {"queries": [query_doc(q) for q in result.queries],
             "baseline": {"mean_random_cosine": result.baseline.mean_random_cosine,
                          "sample_size": result.baseline.sample_size, "seed": result.baseline.seed},
             "centered": result.centered, "table": result.table, "table_name": result.table_name,
@@ -38,18 +41,21 @@ def percentile_text(value: float | None) -> str:
 def show(emb: Any, result: SimilarityResult, *, json: bool, matrix: bool, notes: Sequence[str] = ()) -> None:
     """The answer, opened by the checkpoint line; `matrix` adds the cosine matrix of every query."""
     if json:
-        header.emit(document(result, notes), emb)
+        header.emit(document(result, notes), emb, stream=("pairs", (pair_doc(p) for p in result.pairs)))
         return
     header.show(emb)
     out = console.out
-    reasons = any(pair.reason for pair in result.pairs)  # a column only when some cosine is undefined
+    listed = result.pairs[:LISTED_PAIRS]
+    reasons = any(pair.reason for pair in listed)  # a column only when some cosine is undefined
     grid = console.table("a", "a tokens", "b", "b tokens", "cosine", "random pairs below", *(["reason"] if reasons else []))
-    for pair in result.pairs:
+    for pair in listed:
         grid.add_row(console.safe(pair.a.text), console.tokens_text(pair.a.ids, pair.a.tokens),
                      console.safe(pair.b.text), console.tokens_text(pair.b.ids, pair.b.tokens),
                      console.cosine_text(pair.cosine), percentile_text(pair.percentile),
                      *([console.safe(pair.reason or "")] if reasons else []))
     out.print(grid)
+    if len(result.pairs) > LISTED_PAIRS:
+        out.print(f"... and {len(result.pairs) - LISTED_PAIRS:,} more pairs (--json lists all)")
     if matrix:
         names = [console.safe(q.text) for q in result.queries]
         grid = console.table("", *names, title="cosine matrix")
