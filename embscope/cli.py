@@ -103,17 +103,18 @@ app = typer.Typer(
     cls=EmbscopeGroup,
     name="embscope",
     help="Look inside the token and position embedding tables of a language-model checkpoint.",
-    no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,  # plain click help: no rich import to print --help
 )
 
 
-@app.callback()
-def root(version: bool = typer.Option(False, "--version", is_eager=True, callback=show_version,
-                                         help="Print the version and exit.")) -> None:
+@app.callback(invoke_without_command=True)
+def root(ctx: typer.Context, version: bool = typer.Option(False, "--version", is_eager=True, callback=show_version,
+                                                          help="Print the version and exit.")) -> None:
     """Look inside the token and position embedding tables of a language-model checkpoint."""
+    if ctx.invoked_subcommand is None:  # `embscope` alone: the help, as an answer
+        typer.echo(ctx.get_help())
 
 
 for name in COMMANDS:

@@ -79,6 +79,10 @@ def test_json_step_is_null_when_unknown(tmp_path):
     assert doc["checkpoint"] == str(path) and doc["step"] is None
 
 
+def test_embscope_alone_shows_the_help():
+    assert run().stdout.startswith("Usage: embscope [OPTIONS] COMMAND [ARGS]...")
+
+
 def test_version():
     assert run("--version").stdout == f"embscope {version('embscope')}\n"
 

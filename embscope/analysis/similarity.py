@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from array import array as packed
 from collections.abc import Callable, Iterable, Sequence
-from collections.abc import Sequence as SequenceABC
 from dataclasses import dataclass, replace
 from itertools import combinations
 from typing import TYPE_CHECKING, Any, overload
@@ -61,7 +60,7 @@ class Baseline:
     seed: int
 
 
-class Pairs(SequenceABC):
+class Pairs(Sequence[Pair]):
     """The pairs asked for, as arrays (a pairs file of millions of lines stays a few bytes a pair);
     each Pair is made when it is read."""
 

@@ -118,12 +118,12 @@ def with_optional_values(command: Any, args: list[str]) -> list[str]:
     """`args` with the value filled in after each optional-value option of `command` that was given none."""
     if command is None:
         return args
-    takes_value = {opt for param in command.params if param.param_type_name == "option"
-                   and not (param.is_flag or param.count) for opt in param.opts}
+    options = [param for param in command.params if param.param_type_name == "option"]
+    takes_value = {opt for param in options if not (param.is_flag or param.count) for opt in param.opts}
     optional = {opt: value for opt, value in OPTIONAL_VALUES.items() if opt in takes_value}
     if not optional:
         return args
-    names = {opt for param in command.params for opt in param.opts} | {"--help", "--"}
+    names = {opt for param in options for opt in (*param.opts, *param.secondary_opts)} | {"--help", "--"}
 
     def is_option(word: str) -> bool:  # `-3:4` is a (bad) value, `--json` or `-cFILE` an option
         return word.split("=", 1)[0] in names or (len(word) > 2 and word[:2] in names)
