@@ -45,8 +45,6 @@ def test_default_checkpoint_is_found_outside_the_checkout(installed, tmp_path):
     pair = json.loads(run_installed(installed, tmp_path, "-m", "embscope", "similarity", "father", "mother",
                                     "--json").stdout)["pairs"][0]
     assert pair["cosine"] > 0.5
-    card = run_installed(installed, tmp_path, "-m", "embscope", "norms", "--plot")  # exactly as typed
-    assert (tmp_path / "model-position-norms.png").is_file() and "model-position-norms.png" in card.stdout
 
 
 def test_the_default_path_imports_nothing_heavy(installed, tmp_path):
