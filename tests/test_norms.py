@@ -199,3 +199,9 @@ def test_output_table_of_a_tied_model_is_an_error(tmp_path):
     assert "tied" in result.stderr
     result = run("norms", "-c", str(path), "--table", "position", code=1)
     assert "no learned position table" in result.stderr
+
+
+def test_the_command_shows_the_library_default_threshold():
+    from embscope.analysis.norms import DEFAULT_THRESHOLD
+    from embscope.commands.norms import DEFAULT_THRESHOLD as SHOWN
+    assert SHOWN == DEFAULT_THRESHOLD  # the command keeps a copy so that --help does not import numpy's analysis
