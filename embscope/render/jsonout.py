@@ -6,8 +6,8 @@ import json
 import math
 import re
 import sys
-from pathlib import Path
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
