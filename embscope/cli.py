@@ -1,40 +1,127 @@
-"""The command line: parse, call the library, render. Errors become one line and exit code 1, here only."""
+"""The command line: parse, call the library, render. Every way a run can end is decided here, in one place:
+0 an answer; 1 an error about the input (one line on stderr); 2 a usage error (`Error: ...` and a usage line)."""
 
 from __future__ import annotations
 
+import errno
 import importlib
-import pkgutil
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
 
 import typer
 from typer.core import TyperGroup
 
-from . import commands
 from .errors import EmbscopeError
-from .render import console
+from .text import printable, shortened
+
+# each module registers one command; the order is the order --help lists them
+COMMANDS = ("info", "similarity", "neighbors", "positions", "norms", "params")
+
+
+def error_line(message: str) -> None:
+    """One line on stderr, whatever stderr's encoding."""
+    sys.stderr.write(f"Error: {printable(message)}\n")  # stderr escapes what its encoding cannot show
+
+
+def os_error_text(err: OSError) -> str:
+    """An OSError as the user should read it: what failed, on which file (a long name cut short)."""
+    reason = err.strerror or type(err).__name__
+    if err.filename is None:
+        return reason
+    return f"expected a file that can be read, found {reason}: {shortened(str(err.filename))!r}"
+
+
+def stdout_failed(err: OSError) -> int:
+    """Output could not be written (a full disk, a closed pipe): say so once, and stop Python trying again at exit."""
+    try:  # later flushes go nowhere instead of raising during shutdown
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass
+    if err.errno != errno.EPIPE:  # a reader that stopped early (`| head`) wanted no more: nothing to report
+        error_line(f"could not write the output: {err.strerror or err}")
+    return 1
+
+
+def show_usage_error(err: typer.TyperException) -> None:
+    """`Error: ...` and one line of usage, instead of typer's boxes or click's three lines."""
+    error_line(err.format_message())
+    ctx = getattr(err, "ctx", None)
+    if ctx is not None:
+        usage = " ".join(ctx.get_usage().split())
+        sys.stderr.write(f"{usage}  (see '{ctx.command_path} --help')\n")
 
 
 class EmbscopeGroup(TyperGroup):
-    def invoke(self, ctx):
+    def main(self, args: Sequence[str] | None = None, prog_name: str | None = None, complete_var: str | None = None,
+             standalone_mode: bool = True, windows_expand_args: bool = True, **extra: Any) -> Any:
+        try:
+            code = super().main(args, prog_name, complete_var, False, windows_expand_args, **extra)
+            sys.stdout.flush()  # a full disk shows here, not as a traceback at exit
+        except typer.TyperException as err:  # click's usage and parameter errors
+            show_usage_error(err)
+            code = err.exit_code
+        except typer.Abort:
+            error_line("aborted")
+            code = 1
+        except KeyboardInterrupt:
+            error_line("interrupted")
+            code = 130
+        except OSError as err:
+            code = stdout_failed(err)
+        code = code if isinstance(code, int) else 0
+        if not standalone_mode:
+            return code
+        sys.exit(code)
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        from .commands.options import with_optional_values
+        name, command, rest = super().resolve_command(ctx, args)
+        return name, command, with_optional_values(command, rest)
+
+    def invoke(self, ctx: Any) -> Any:
         try:
             return super().invoke(ctx)
         except EmbscopeError as err:
-            console.err.print(f"Error: {console.safe(err)}", soft_wrap=True)
-            raise typer.Exit(1) from None
+            error_line(str(err))
+        except OSError as err:  # a file the formats did not expect to fail (a name too long, a vanished file)
+            if err.filename is None and err.errno in (errno.EPIPE, errno.ENOSPC, errno.EIO, errno.EDQUOT):
+                raise  # writing stdout failed: main says so
+            error_line(os_error_text(err))
+        raise typer.Exit(1)
+
+
+def show_version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+        typer.echo(f"embscope {version('embscope')}")
+        raise typer.Exit(0)
 
 
 app = typer.Typer(
     cls=EmbscopeGroup,
     name="embscope",
     help="Look inside the token and position embedding tables of a language-model checkpoint.",
-    no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # plain click help: no rich import to print --help
 )
 
-for module in pkgutil.iter_modules(commands.__path__):
-    if module.name != "options":
-        importlib.import_module(f"{commands.__name__}.{module.name}").register(app)
+
+@app.callback(invoke_without_command=True)
+def root(ctx: typer.Context, version: bool = typer.Option(False, "--version", is_eager=True, callback=show_version,
+                                                          help="Print the version and exit.")) -> None:
+    """Look inside the token and position embedding tables of a language-model checkpoint."""
+    if ctx.invoked_subcommand is None:  # `embscope` alone: the help, as an answer
+        typer.echo(ctx.get_help())
+
+
+for name in COMMANDS:
+    importlib.import_module(f"{__package__}.commands.{name}").register(app)
 
 
 def main() -> None:
+    if hasattr(sys.stdout, "reconfigure"):  # a terminal that cannot show a character gets an escape, not a crash
+        sys.stdout.reconfigure(errors="backslashreplace")
     app()

@@ -9,6 +9,8 @@ for the exact form:
    nlm's byte BPE does), "dog" is used and the note says the space was left out;
 4. otherwise "dog" is encoded as given.
 A word of several tokens keeps all of them; callers say how they combined them.
+A word that becomes the tokenizer's unknown token ([UNK], <unk>) has no row of its own: it is
+refused, naming the word and the token, unless the caller allows it (then the note says so).
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from embscope.errors import TokenError
+from embscope.naming import token_name
+from embscope.text import quote
 from embscope.tokenizers.base import Tokenizer
 
 
@@ -28,8 +32,23 @@ class WordLookup:
     note: str | None  # one sentence for the user on how the form was chosen; None when nothing to say
 
 
-def lookup_word(tokenizer: Tokenizer, word: str, *, exact: bool = False) -> WordLookup:
-    """The token ids for ``word``; ``exact`` encodes it as given, with no space rules."""
+def lookup_word(tokenizer: Tokenizer, word: str, *, exact: bool = False, allow_unk: bool = False) -> WordLookup:
+    """The token ids for ``word``; ``exact`` encodes it as given, with no space rules; ``allow_unk`` lets a word
+    that becomes the unknown token through, with a note, instead of raising TokenError."""
+    found = _lookup(tokenizer, word, exact)
+    unk_id = getattr(tokenizer, "unk_id", None)  # None: the tokenizer has no unknown token
+    if unk_id is None or unk_id not in found.ids:
+        return found
+    unk = quote(token_name(tokenizer, unk_id))
+    if not allow_unk:
+        raise TokenError(f"expected a word the tokenizer can represent, found {quote(word)}, which the "
+                         f"{tokenizer.kind} tokenizer maps to its unknown token {unk} (id {unk_id}): "
+                         "pass --allow-unk to use that row anyway")
+    note = f"{quote(word)} became the unknown token {unk} (id {unk_id}), the row shared by every unknown word"
+    return WordLookup(found.word, found.ids, found.tokens, found.form, "; ".join(filter(None, (found.note, note))))
+
+
+def _lookup(tokenizer: Tokenizer, word: str, exact: bool) -> WordLookup:
     if not word:
         raise TokenError("expected a word to look up, found an empty string")
     plain = tokenizer.encode(word)
@@ -54,5 +73,5 @@ def lookup_word(tokenizer: Tokenizer, word: str, *, exact: bool = False) -> Word
 
 
 def _result(tokenizer: Tokenizer, word: str, form: str, ids: list[int], note: str | None) -> WordLookup:
-    tokens = tuple(tokenizer.token_string(id) for id in ids)
+    tokens = tuple(token_name(tokenizer, id) for id in ids)
     return WordLookup(word=word, ids=tuple(ids), tokens=tokens, form=form, note=note)

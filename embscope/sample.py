@@ -1,4 +1,4 @@
-"""Where the sample model shipped with embscope lives, installed or in a checkout."""
+"""Where the sample model shipped with embscope lives, installed or in a checkout, and how answers name it."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from pathlib import Path
 from .errors import CheckpointError
 
 DEFAULT = Path("nlm") / "model.pkl"  # the pickled params dict: opens without importing torch
+DESCRIPTION = "Shakespeare GPT"  # what the sample is, in the line that opens every answer about it
 
 
 def sample_directory() -> Path:
@@ -20,3 +21,11 @@ def sample_directory() -> Path:
 
 def default_checkpoint() -> Path:
     return sample_directory() / DEFAULT
+
+
+def is_sample(path: Path) -> bool:
+    """Whether `path` is the shipped sample model (however it was reached)."""
+    try:
+        return Path(path).resolve() == default_checkpoint().resolve()
+    except (CheckpointError, OSError):
+        return False

@@ -18,3 +18,8 @@ def quote(value: object) -> str:
 def visible(token: str) -> str:
     """A token string with its whitespace seen: spaces as the symbol for space (U+2420), newlines and tabs as escapes."""
     return printable(token.replace(" ", "\u2420"))
+
+
+def shortened(text: str, limit: int = 120) -> str:
+    """A name cut to `limit` characters for a one-line message (a 5,000-character path is still one line)."""
+    return text if len(text) <= limit else f"{text[:limit - 30]}...{text[-27:]} ({len(text):,} characters)"

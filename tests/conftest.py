@@ -29,17 +29,20 @@ def _cache_in_a_temporary_folder(monkeypatch, _cache_home):
     monkeypatch.setenv("XDG_CACHE_HOME", str(_cache_home))
 
 
-def run(*args: str, ok: bool = True):
-    """Invoke the CLI in-process; by default assert it succeeded."""
+def run(*args: object, code: int = 0):
+    """Invoke the CLI in-process and check how it ended: exit `code` (0 unless told), and never an exception
+    escaping the error boundary. The one CLI runner of the suite."""
     result = CliRunner().invoke(app, [str(a) for a in args])
-    if ok:
-        assert result.exit_code == 0, (result.exit_code, result.stdout, result.stderr, result.exception)
+    assert result.exit_code == code, (result.exit_code, result.stdout, result.stderr, result.exception)
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
     return result
 
 
-def run_json(*args: str) -> dict:
-    result = run(*args, "--json")
-    return json.loads(result.stdout)
+def run_json(*args: object) -> dict:
+    """The one JSON document a successful command prints; NaN or Infinity in it fails the test."""
+    def refuse(constant):
+        raise AssertionError(f"{constant} in JSON output")
+    return json.loads(run(*args, "--json").stdout, parse_constant=refuse)
 
 
 def write_safetensors_header_only(path: Path, tensors: dict[str, tuple[str, list[int]]]) -> Path:
@@ -72,3 +75,10 @@ def gpt2_shapes(vocab: int, n_layer: int, d: int, context: int, prefix: str = "t
         }
     shapes |= {f"{prefix}ln_f.weight": [d], f"{prefix}ln_f.bias": [d]}
     return shapes
+
+
+def harris_tokenizer(directory: Path, words: list[str]) -> dict[str, int]:
+    """A real tokenizer file for a checkpoint in `directory` (the ANDREA engine's harris_segments.json, found
+    beside the weights): bytes are ids 0-255, 256 is BOS, and the words take 257 on. Returns word -> id."""
+    (directory / "harris_segments.json").write_text(json.dumps(words), encoding="utf-8")
+    return {word: 257 + n for n, word in enumerate(words)}

@@ -10,13 +10,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
 
 import embscope
-from embscope.cli import app
 from embscope.errors import CheckpointError
 from embscope.formats import OpenOptions, open_checkpoint
 from embscope.formats.andrea import open_andrea
+from conftest import run, run_json
 
 V, D, T = 11, 4, 6  # a small model: 11 tokens, 4 wide, 6 positions
 
@@ -52,17 +51,6 @@ def untied_n(layers: int = 1) -> int:
 
 def tied_n(layers: int = 1) -> int:
     return (V + T) * D + layer_params(layers, D)
-
-
-def run(*args, ok: bool = True):
-    result = CliRunner().invoke(app, [str(a) for a in args])
-    if ok:
-        assert result.exit_code == 0, (result.stdout, result.stderr, result.exception)
-    return result
-
-
-def run_json(*args) -> dict:
-    return json.loads(run(*args, "--json").stdout)
 
 
 # --- reading the tables --------------------------------------------------------------------------
@@ -386,8 +374,7 @@ def test_cli_info_and_params(tmp_path):
 def test_cli_error_is_one_line_and_exit_1(tmp_path):
     config_beside(tmp_path)
     write_dump(tmp_path / "model.bin", random_weights(1001), n=1000)
-    result = run("info", "-c", tmp_path / "model.bin", ok=False)
-    assert result.exit_code == 1
+    result = run("info", "-c", tmp_path / "model.bin", code=1)
     assert result.stderr.strip() == ("Error: model.bin: header says n_params=1000, so the file should be 4008 or "
                                      "12008 bytes, found 4012")
 

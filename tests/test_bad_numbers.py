@@ -8,9 +8,7 @@ import json
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
-
-from embscope.cli import app
+from conftest import run, run_json
 
 NAN_ROW, INF_ROW, ZERO_ROW = 0, 1, 2
 NAN_POSITION, ZERO_POSITION = 3, 4
@@ -21,12 +19,6 @@ def strict_json(text: str):
     def refuse(constant):
         raise AssertionError(f"{constant} in JSON output")
     return json.loads(text, parse_constant=refuse)
-
-
-def invoke_json(*args) -> dict:
-    result = CliRunner().invoke(app, [str(a) for a in args] + ["--json"])
-    assert result.exit_code == 0, (result.output, result.exception)
-    return strict_json(result.stdout)
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +39,7 @@ def bad(tmp_path_factory):
 
 def test_norms_name_nan_inf_and_zero_rows_and_keep_them_out_of_the_statistics(bad):
     path, wte, _ = bad
-    doc = invoke_json("norms", "--table", "token", "-c", path)
+    doc = run_json("norms", "--table", "token", "-c", path)
     by_index = {a["index"]: a for a in doc["anomalies"]}
     assert by_index[NAN_ROW]["norm"] is None and "NaN" in by_index[NAN_ROW]["reason"]
     assert by_index[INF_ROW]["norm"] is None and "Inf" in by_index[INF_ROW]["reason"]
@@ -64,7 +56,7 @@ def test_norms_of_a_table_with_no_finite_row_are_null_not_nan(tmp_path):
     from safetensors.numpy import save_file
     path = tmp_path / "model.safetensors"
     save_file({"wte": np.full((4, 3), np.nan, dtype=np.float32)}, str(path))
-    doc = invoke_json("norms", "--table", "token", "-c", path)
+    doc = run_json("norms", "--table", "token", "-c", path)
     assert doc["count"] == 0
     assert doc["mean"] is None and doc["median"] is None and doc["min"] is None and doc["max"] is None
     assert [a["index"] for a in doc["anomalies"]] == [0, 1, 2, 3]
@@ -72,7 +64,7 @@ def test_norms_of_a_table_with_no_finite_row_are_null_not_nan(tmp_path):
 
 def test_similarity_with_a_bad_row_is_null_with_the_reason(bad):
     path, wte, _ = bad
-    doc = invoke_json("similarity", "--ids", NAN_ROW, 5, ZERO_ROW, 6, "-c", path)
+    doc = run_json("similarity", "--ids", NAN_ROW, 5, ZERO_ROW, 6, "-c", path)
     pairs = {(p["a"], p["b"]): p for p in doc["pairs"]}
     assert pairs[(str(NAN_ROW), "5")]["cosine"] is None
     assert "NaN or Inf" in pairs[(str(NAN_ROW), "5")]["reason"]
@@ -84,7 +76,7 @@ def test_similarity_with_a_bad_row_is_null_with_the_reason(bad):
 
 def test_positions_with_a_bad_row_are_null_with_the_reason(bad):
     path, _, wpe = bad
-    doc = invoke_json("positions", "--pairs", f"{NAN_POSITION}:{NAN_POSITION + 1},{ZERO_POSITION}:8,0:1", "-c", path)
+    doc = run_json("positions", "--pairs", f"{NAN_POSITION}:{NAN_POSITION + 1},{ZERO_POSITION}:8,0:1", "-c", path)
     cosines = {(p["i"], p["j"]): p for p in doc["pairs"]}
     assert cosines[(NAN_POSITION, NAN_POSITION + 1)]["cosine"] is None
     assert "NaN" in cosines[(NAN_POSITION, NAN_POSITION + 1)]["reason"]
@@ -95,19 +87,18 @@ def test_positions_with_a_bad_row_are_null_with_the_reason(bad):
 
 def test_neighbors_skip_bad_rows_and_a_bad_query_gets_a_reason(bad):
     path, _, _ = bad
-    doc = invoke_json("neighbors", "--ids", 5, "-k", 39, "-c", path)
+    doc = run_json("neighbors", "--ids", 5, "-k", 39, "-c", path)
     found = [n["id"] for n in doc["neighbors"]]
     assert not {NAN_ROW, INF_ROW, ZERO_ROW} & set(found)
     assert all(isinstance(n["cosine"], float) for n in doc["neighbors"])
-    doc = invoke_json("neighbors", "--ids", NAN_ROW, "-k", 3, "-c", path)
+    doc = run_json("neighbors", "--ids", NAN_ROW, "-k", 3, "-c", path)
     assert doc["neighbors"] == [] and "NaN or Inf" in doc["reason"]
 
 
 def test_neighbors_all_file_holds_no_nan(bad, tmp_path):
     path, _, _ = bad
     out = tmp_path / "all.jsonl"
-    result = CliRunner().invoke(app, ["neighbors", "--all", "-k", "3", "--out", str(out), "-c", str(path)])
-    assert result.exit_code == 0, result.output
+    run("neighbors", "--all", "-k", 3, "--out", out, "-c", path)
     for line in out.read_text().splitlines():
         strict_json(line)
 
@@ -122,10 +113,10 @@ def test_half_precision_is_upcast_before_summing(dtype, tmp_path):
     table[2, :512] = 0.0
     path = tmp_path / "model.safetensors"
     save_file({"wte": table.to(getattr(torch, dtype))}, str(path))
-    doc = invoke_json("norms", "--table", "token", "-c", path)
+    doc = run_json("norms", "--table", "token", "-c", path)
     assert doc["max"] == pytest.approx(300.0 * 32, rel=1e-6)  # sqrt(1024) * 300, exactly representable
     assert doc["min"] == pytest.approx(300.0 * np.sqrt(512), rel=1e-6)
-    doc = invoke_json("similarity", "--ids", 0, 1, 2, "-c", path)
+    doc = run_json("similarity", "--ids", 0, 1, 2, "-c", path)
     cosines = {(p["a"], p["b"]): p["cosine"] for p in doc["pairs"]}
     assert cosines[("0", "1")] == pytest.approx(-1.0, abs=1e-6)
     assert cosines[("0", "2")] == pytest.approx(np.sqrt(0.5), abs=1e-6)

@@ -1,21 +1,34 @@
-"""Every registered command has help text and is shown in the README."""
+"""The command layer as a whole: every command has help and a README example, takes the shared options, opens
+its answer with the checkpoint it is about, and ends in one of three documented ways (0, 1, 2)."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+from importlib.metadata import version
 from pathlib import Path
 
+import numpy as np
+import pytest
 import typer
 
 from embscope.cli import app
-from conftest import run
+from conftest import run, run_json
 
 README = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
 COMMANDS = typer.main.get_command(app).commands
 TAKES_CHECKPOINTS_AS_ARGUMENTS = {"compare"}  # several checkpoints, so no -c
+SAMPLE = Path(__file__).resolve().parent.parent / "sample_checkpoints" / "nlm" / "model.pkl"
+SAMPLE_LINE = "checkpoint: bundled sample (Shakespeare GPT, step 3000); pass -c PATH for your own"
+# the smallest arguments each command answers with
+ARGUMENTS = {"info": [], "params": [], "similarity": ["--ids", "1", "2"], "neighbors": ["--ids", "1", "-k", "2"],
+             "positions": [], "norms": []}
 
 
 def test_the_contract_commands_are_registered():
-    assert {"info", "similarity", "neighbors", "positions", "norms", "params"} <= set(COMMANDS)
+    assert set(ARGUMENTS) <= set(COMMANDS)
 
 
 def test_every_command_has_help_and_a_readme_example():
@@ -27,8 +40,136 @@ def test_every_command_has_help_and_a_readme_example():
 
 
 def test_every_command_takes_the_shared_options():
-    shared = {"--checkpoint", "--tokenizer", "--token-key", "--pos-key", "--device", "--json"}
+    shared = {"--checkpoint", "--tokenizer", "--token-key", "--pos-key", "--json"}
     for name, command in COMMANDS.items():
         options = {opt for param in command.params for opt in param.opts}
         wanted = shared - {"--checkpoint"} if name in TAKES_CHECKPOINTS_AS_ARGUMENTS else shared
         assert wanted <= options, (name, wanted - options)
+
+
+@pytest.mark.parametrize("name", ["info", "params", "similarity", "positions", "norms"])
+def test_device_is_offered_only_where_batched_work_runs(name):
+    result = run(name, *ARGUMENTS[name], "--device", "cpu", code=2)
+    assert result.stderr.startswith("Error: No such option: --device")
+
+
+@pytest.mark.parametrize("name", ["params", "similarity", "neighbors", "positions", "norms"])
+def test_the_first_line_names_the_bundled_sample(name):
+    assert run(name, *ARGUMENTS[name]).stdout.splitlines()[0] == SAMPLE_LINE
+
+
+@pytest.mark.parametrize("name", ["params", "similarity", "neighbors", "positions", "norms"])
+def test_the_first_line_names_a_checkpoint_and_its_step(name, tmp_path, monkeypatch):
+    path = tmp_path / "run.npz"
+    rng = np.random.default_rng(0)
+    np.savez(path, token_emb=rng.standard_normal((8, 4)).astype(np.float32),
+             pos_emb=rng.standard_normal((6, 4)).astype(np.float32))
+    assert run(name, *ARGUMENTS[name], "-c", path).stdout.splitlines()[0] == f"checkpoint: {path} (step unknown)"
+    monkeypatch.setenv("EMBSCOPE_CHECKPOINT", str(path))  # named by the environment: not the sample either
+    assert run(name, *ARGUMENTS[name]).stdout.splitlines()[0] == f"checkpoint: {path} (step unknown)"
+
+
+@pytest.mark.parametrize("name", sorted(ARGUMENTS))
+def test_every_json_document_names_the_checkpoint_and_step(name):
+    doc = run_json(name, *ARGUMENTS[name])
+    assert doc["checkpoint"] == str(SAMPLE) and doc["step"] == 3000
+
+
+def test_json_step_is_null_when_unknown(tmp_path):
+    path = tmp_path / "m.npz"
+    np.savez(path, token_emb=np.eye(4, dtype=np.float32))
+    doc = run_json("similarity", "--ids", "1", "2", "-c", path)
+    assert doc["checkpoint"] == str(path) and doc["step"] is None
+
+
+def test_embscope_alone_shows_the_help():
+    assert run().stdout.startswith("Usage: embscope [OPTIONS] COMMAND [ARGS]...")
+
+
+def test_version():
+    assert run("--version").stdout == f"embscope {version('embscope')}\n"
+
+
+@pytest.mark.parametrize("args, message, usage", [
+    (["similarity", "dog"], "Error: expected at least two words (or --pairs-file), found 1",
+     "Usage: embscope similarity [OPTIONS] [words]...  (see 'embscope similarity --help')"),
+    (["norms", "--threshold", "abc"], "Error: Invalid value for '--threshold': 'abc' is not a valid float range.",
+     "Usage: embscope norms [OPTIONS]  (see 'embscope norms --help')"),
+    (["norms", "--threshold", "nan"], "Error: Invalid value for '--threshold': expected a finite number, found nan",
+     "Usage: embscope norms [OPTIONS]  (see 'embscope norms --help')"),
+    (["neighbors", "--bogus"], "Error: No such option: --bogus (Possible options: --out)",
+     "Usage: embscope neighbors [OPTIONS] [word]  (see 'embscope neighbors --help')"),
+    (["norms", "--table", "words"], "Error: Invalid value for '--table': 'words' is not one of 'token', 'position', "
+     "'output'.", "Usage: embscope norms [OPTIONS]  (see 'embscope norms --help')"),
+])
+def test_usage_errors_are_one_line_and_a_usage_hint_with_exit_2(args, message, usage):
+    result = run(*args, code=2)
+    assert result.stderr == f"{message}\n{usage}\n"
+    assert result.stdout == ""
+
+
+def test_input_errors_are_one_line_with_exit_1(tmp_path):
+    result = run("norms", "-c", tmp_path / "missing.pt", code=1)
+    assert result.stderr.startswith("Error: ") and result.stderr.count("\n") == 1
+
+
+def test_a_name_too_long_is_one_line(tmp_path):
+    result = run("info", "-c", "a" * 5000, code=1)
+    assert result.stderr.startswith("Error: ") and result.stderr.count("\n") == 1
+    assert len(result.stderr) < 400
+
+
+def test_the_readme_documents_the_exit_codes():
+    for code in ("0", "1", "2"):
+        assert f"| {code} |" in README
+
+
+def test_json_is_one_document_and_nothing_else():
+    for name, args in ARGUMENTS.items():
+        out = run(name, *args, "--json").stdout
+        assert out.endswith("\n") and out.count("\n") == 1, name
+        json.loads(out)
+
+
+def embscope_process(*args: str, stdout=subprocess.PIPE, env: dict | None = None) -> subprocess.CompletedProcess:
+    """The real entry point in a child process: what a shell sees, streams and exit code."""
+    environment = {k: v for k, v in os.environ.items() if k != "EMBSCOPE_CHECKPOINT"} | (env or {})
+    return subprocess.run([sys.executable, "-m", "embscope", *args], stdout=stdout, stderr=subprocess.PIPE,
+                          env=environment, timeout=60)
+
+
+def test_a_full_disk_on_stdout_is_one_line_and_exit_1():
+    with open("/dev/full", "w") as full:
+        for args in (["info"], ["positions", "--json"]):
+            done = embscope_process(*args, stdout=full)
+            assert done.returncode == 1
+            assert done.stderr == b"Error: could not write the output: No space left on device\n"
+
+
+def test_a_reader_that_stops_early_ends_the_run_quietly():
+    reader = subprocess.Popen(["head", "-1"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    done = embscope_process("neighbors", "--all", "-k", "20", "--out", "-", stdout=reader.stdin)  # 600 KB of rows
+    reader.stdin.close()
+    assert reader.stdout.read() == b"query_id\tquery_token\trank\tid\ttoken\tcosine\n"
+    reader.wait()
+    assert (done.returncode, done.stderr) == (1, b"")
+
+
+def test_a_terminal_that_cannot_show_a_character_gets_an_escape():
+    done = embscope_process("similarity", "é", "cat", env={"PYTHONIOENCODING": "ascii"})
+    assert done.returncode == 0 and done.stderr == b""
+    assert b"\\xe9" in done.stdout
+
+
+def test_the_command_path_imports_only_what_it_uses():
+    code = ("import sys\n"
+            "from embscope.cli import app\n"
+            "from typer.testing import CliRunner\n"
+            "CliRunner().invoke(app, sys.argv[1:])\n"
+            "print(' '.join(sorted(m for m in sys.modules if m in ('rich', 'rich.progress', 'torch', 'matplotlib') "
+            "or m.startswith('embscope.analysis.'))))")
+    def loaded(*args):
+        return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, check=True,
+                              env={k: v for k, v in os.environ.items() if k != "EMBSCOPE_CHECKPOINT"}).stdout.split()
+    assert loaded("--help") == []
+    assert loaded("similarity", "dog", "cat") == ["embscope.analysis.similarity", "rich"]

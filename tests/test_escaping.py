@@ -11,11 +11,10 @@ import struct
 import numpy as np
 import pytest
 from rich.console import Console
-from typer.testing import CliRunner
 
-from embscope.cli import app
 from embscope.render import console, jsonout
 from embscope.text import printable, quote, visible
+from conftest import run
 
 # ESC [2J clears the screen, \r returns the cursor, \x07 rings the bell, U+202E reverses the text
 # that follows, \x9b is the 8-bit CSI, \udcff is what a name that was not UTF-8 decodes to
@@ -34,10 +33,6 @@ def hostile_safetensors(path, name: str, offsets=(0, 16)):
 def wide_console(monkeypatch):
     """Names are long: a wide console keeps each on one line, so the tests can look for it."""
     monkeypatch.setattr(console.out, "_width", 400)
-
-
-def invoke(*args):
-    return CliRunner().invoke(app, [str(a) for a in args])
 
 
 def assert_inert(text: str):
@@ -70,8 +65,7 @@ def test_safe_shows_markup_and_emoji_codes_as_written():
 
 def test_info_console_escapes_a_hostile_tensor_name(tmp_path):
     path = hostile_safetensors(tmp_path / "model.safetensors", HOSTILE + ".wte.weight")
-    result = invoke("info", "-c", path)
-    assert result.exit_code == 0, result.output
+    result = run("info", "-c", path)
     assert_inert(result.stdout)
     assert "\\x1b[2J[bold red]x[/]\\r\\x07:thumbs_up:\\u202e\\x9b\\udcff.wte.weight" in result.stdout
     assert "👍" not in result.stdout
@@ -80,25 +74,22 @@ def test_info_console_escapes_a_hostile_tensor_name(tmp_path):
 def test_info_json_keeps_a_hostile_tensor_name_exact(tmp_path):
     name = HOSTILE + ".wte.weight"
     path = hostile_safetensors(tmp_path / "model.safetensors", name)
-    result = invoke("info", "-c", path, "--json")
-    assert result.exit_code == 0, result.output
+    result = run("info", "-c", path, "--json")
     assert_inert(result.stdout)
     assert json.loads(result.stdout)["tables"]["token"]["name"] == name
 
 
 def test_hostile_file_name_is_escaped_in_info_and_exact_in_json(tmp_path):
     path = hostile_safetensors(tmp_path / "m\x1b[2J\x07[red]x.safetensors", "wte")
-    result = invoke("info", "-c", path)
-    assert result.exit_code == 0
+    result = run("info", "-c", path)
     assert_inert(result.stdout)
     assert "m\\x1b[2J\\x07[red]x.safetensors" in result.stdout
-    assert json.loads(invoke("info", "-c", path, "--json").stdout)["checkpoint"] == str(path)
+    assert json.loads(run("info", "-c", path, "--json").stdout)["checkpoint"] == str(path)
 
 
 def test_error_naming_a_hostile_tensor_is_one_escaped_line(tmp_path):
     path = hostile_safetensors(tmp_path / "model.safetensors", HOSTILE, offsets=(0, 999))
-    result = invoke("info", "-c", path)
-    assert result.exit_code == 1
+    result = run("info", "-c", path, code=1)
     assert result.stdout == ""
     assert_inert(result.stderr)
     assert result.stderr == (f"Error: {quote(path)}: tensor "
@@ -108,8 +99,7 @@ def test_error_naming_a_hostile_tensor_is_one_escaped_line(tmp_path):
 
 def test_error_echoing_a_hostile_key_from_the_command_line(tmp_path):
     path = hostile_safetensors(tmp_path / "model.safetensors", "wte")
-    result = invoke("info", "-c", path, "--token-key", "\x1b]0;pwned\x07[blink]")
-    assert result.exit_code == 1
+    result = run("info", "-c", path, "--token-key", "\x1b]0;pwned\x07[blink]", code=1)
     assert_inert(result.stderr)
     assert result.stderr == "Error: expected a tensor named '\\x1b]0;pwned\\x07[blink]' for the token table, found none\n"
 
@@ -142,8 +132,7 @@ def hostile_tokens(tmp_path):
 
 @pytest.mark.parametrize("command", [("norms", "--table", "token"), ("undertrained",)])
 def test_console_escapes_token_strings(hostile_tokens, command):
-    result = invoke(*command, "-c", hostile_tokens)
-    assert result.exit_code == 0, result.output
+    result = run(*command, "-c", hostile_tokens)
     assert_inert(result.stdout)
     for token in HOSTILE_TOKENS:
         assert visible(token) in result.stdout  # printable, with spaces shown as the symbol for space
@@ -151,17 +140,15 @@ def test_console_escapes_token_strings(hostile_tokens, command):
 
 
 def test_norms_json_keeps_token_strings_exact(hostile_tokens):
-    result = invoke("norms", "--table", "token", "-c", hostile_tokens, "--json")
-    assert result.exit_code == 0, result.output
+    result = run("norms", "--table", "token", "-c", hostile_tokens, "--json")
     assert_inert(result.stdout)
     labels = {a["index"]: a["label"] for a in json.loads(result.stdout)["anomalies"]}
     assert [labels[257 + i] for i in range(len(HOSTILE_TOKENS))] == HOSTILE_TOKENS
 
 
 def test_similarity_console_and_json_with_hostile_tokens(hostile_tokens):
-    result = invoke("similarity", "--ids", "257", "258", "259", "-c", hostile_tokens)
-    assert result.exit_code == 0, result.output
+    result = run("similarity", "--ids", "257", "258", "259", "-c", hostile_tokens)
     assert_inert(result.stdout)
     assert "\\x1b[2J" in result.stdout and "[bold red]x[/]" in result.stdout
-    doc = json.loads(invoke("similarity", "--ids", "257", "258", "-c", hostile_tokens, "--json").stdout)
+    doc = json.loads(run("similarity", "--ids", "257", "258", "-c", hostile_tokens, "--json").stdout)
     assert doc["pairs"][0]["a_tokens"] == [HOSTILE_TOKENS[0]] and doc["pairs"][0]["b_tokens"] == [HOSTILE_TOKENS[1]]

@@ -7,14 +7,13 @@ import json
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
 
 import embscope
 from embscope.analysis.similarity import neighbors, topk_all
-from embscope.cli import app
 from embscope.errors import TokenError
 
 from byte_tokenizer import ByteWordTokenizer
+from conftest import harris_tokenizer, run, run_json
 
 ROWS, DIM = 264, 8  # the test tokenizer has 260 ids: rows 260..263 are padding
 ZERO, NAN = 65, 66
@@ -66,8 +65,6 @@ def emb(npz_path):
     return opened
 
 
-def run(*args):
-    return CliRunner().invoke(app, [str(a) for a in args])
 
 
 # --- one query ---
@@ -162,9 +159,9 @@ def test_cli_all_to_tsv(npz_path, table, tmp_path):
     out = tmp_path / "out" / "top.tsv"
     out.parent.mkdir()
     result = run("neighbors", "-c", npz_path, "--all", "-k", 4, "--out", out)
-    assert result.exit_code == 0, result.output
-    assert result.stdout.startswith(f"wrote the top-4 neighbours of {ROWS} token rows to ")
-    assert "\n" not in result.stdout.rstrip("\n")
+    head, summary = result.stdout.rstrip("\n").split("\n")
+    assert head == f"checkpoint: {npz_path} (step unknown)"
+    assert summary.startswith(f"wrote the top-4 neighbours of {ROWS} token rows to ")
     rows = read_tsv(out)
     assert len(rows) == (ROWS - 2) * 4  # the zero and NaN rows have no neighbours
     by_query = {}
@@ -184,7 +181,6 @@ def test_cli_all_to_jsonl_with_queries_file(npz_path, table, tmp_path):
     queries.write_text("# ids\n3\n\n65\n263\n")
     out = tmp_path / "top.jsonl"
     result = run("neighbors", "-c", npz_path, "--all", "--ids", "--queries", queries, "-k", 5, "--out", out, "--json")
-    assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
     assert summary["queries"] == 3 and summary["k"] == 5 and summary["format"] == "jsonl"
     assert summary["device"] == "cpu" and summary["precision"] == "fp32"
@@ -200,7 +196,6 @@ def test_cli_all_to_jsonl_with_queries_file(npz_path, table, tmp_path):
 def test_cli_all_to_npz(npz_path, table, tmp_path):
     out = tmp_path / "top.npz"
     result = run("neighbors", "-c", npz_path, "--all", "-k", 3, "--out", out, "--device", "cpu")
-    assert result.exit_code == 0, result.output
     with np.load(out) as saved:
         ids, scores, query_ids = saved["ids"], saved["scores"], saved["query_ids"]
     assert ids.shape == (ROWS, 3) and scores.dtype == np.float32 and query_ids.tolist() == list(range(ROWS))
@@ -216,7 +211,7 @@ def test_cli_all_pads_when_k_exceeds_the_rows(tmp_path):
     path = tmp_path / "tiny.npz"
     np.savez(path, token_emb=table)
     out = tmp_path / "top.npz"
-    assert run("neighbors", "-c", path, "--all", "-k", 7, "--out", out).exit_code == 0
+    run("neighbors", "-c", path, "--all", "-k", 7, "--out", out)
     with np.load(out) as saved:
         assert (saved["ids"][:, 4:] == -1).all() and np.isnan(saved["scores"][:, 4:]).all()
         assert (saved["ids"][:, :4] >= 0).all()
@@ -224,22 +219,21 @@ def test_cli_all_pads_when_k_exceeds_the_rows(tmp_path):
 
 def test_cli_all_refuses_other_extensions_before_work(npz_path, tmp_path):
     out = tmp_path / "top.csv"
-    result = run("neighbors", "-c", npz_path, "--all", "--out", out)
-    assert result.exit_code == 1
-    assert result.stderr == f"Error: expected --out to end in .tsv, .jsonl or .npz, found {str(out)!r}\n"
+    result = run("neighbors", "-c", npz_path, "--all", "--out", out, code=2)
+    assert result.stderr.splitlines()[0] == (f"Error: Invalid value for '--out': expected a file ending in .tsv, "
+                                             f".jsonl or .npz, or - for TSV on standard output, found {str(out)!r}")
     assert not out.exists()
 
 
 def test_cli_all_needs_out_and_a_query_needs_a_word(npz_path):
-    assert run("neighbors", "-c", npz_path, "--all").exit_code == 2
-    assert run("neighbors", "-c", npz_path).exit_code == 2
+    run("neighbors", "-c", npz_path, "--all", code=2)
+    run("neighbors", "-c", npz_path, code=2)
 
 
 # --- one query, the command ---
 
 def test_cli_id_json(npz_path, table):
     result = run("neighbors", "-c", npz_path, "--ids", 17, "-k", 5, "--json")
-    assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
     ids, sims = brute_force(table, table[17], [17], 5)
     assert doc["query"] == "17" and doc["ids"] == [17] and doc["tokens"] == ["#17"]
@@ -250,27 +244,169 @@ def test_cli_id_json(npz_path, table):
 
 def test_cli_id_console(npz_path, table):
     result = run("neighbors", "-c", npz_path, "--ids", 17, "-k", 3)
-    assert result.exit_code == 0, result.output
     ids, sims = brute_force(table, table[17], [17], 3)
     for token_id, sim in zip(ids, sims):
         assert f"#{token_id}" in result.stdout and f"{sim:+.4f}" in result.stdout
 
 
 def test_cli_out_of_range_exits_1(npz_path):
-    result = run("neighbors", "-c", npz_path, "--ids", 300)
-    assert result.exit_code == 1
+    result = run("neighbors", "-c", npz_path, "--ids", 300, code=1)
     assert result.stderr == "Error: expected token ids 0..263 (the table has 264 rows), found 300\n"
 
 
-def test_cli_word_json_marks_padding(npz_path, table, monkeypatch):
-    monkeypatch.setattr(embscope.Embeddings, "tokenizer", property(lambda self: ByteWordTokenizer()))
-    result = run("neighbors", "-c", npz_path, "dog", "-k", 3, "--json")
-    assert result.exit_code == 0, result.output
-    doc = json.loads(result.stdout)
-    assert doc["query"] == "dog" and doc["ids"] == [DOG] and doc["tokens"] == ["dog"] and doc["note"]
-    ids, _ = brute_force(table, table[DOG], [DOG], 3)
-    assert [n["id"] for n in doc["neighbors"]] == ids.tolist()
+def test_cli_word_json_marks_padding(tmp_path, table):
+    ids = harris_tokenizer(tmp_path, ["dog", "cat", "puppy"])  # 260 ids: rows 260..263 are padding
+    table[262] = table[ids["dog"]] + 0.05 * np.random.default_rng(3).standard_normal(DIM).astype(np.float32)
+    path = tmp_path / "model.npz"
+    np.savez(path, token_emb=table)
+    doc = run_json("neighbors", "-c", path, "dog", "-k", 3)
+    assert doc["query"] == "dog" and doc["ids"] == [ids["dog"]] and doc["tokens"] == ["dog"] and doc["note"]
+    expected, _ = brute_force(table, table[ids["dog"]], [ids["dog"]], 3)
+    assert [n["id"] for n in doc["neighbors"]] == expected.tolist()
     assert doc["neighbors"][0] == {"id": 262, "token": "#262", "cosine": pytest.approx(doc["neighbors"][0]["cosine"]),
                                    "padding": True}
-    console = run("neighbors", "-c", npz_path, "dog", "-k", 3)
-    assert "padding" in console.stdout and "dog -> 256 'dog'" in console.stdout
+    console = run("neighbors", "-c", path, "dog", "-k", 3)
+    assert "padding" in console.stdout and "dog -> 257 'dog'" in console.stdout
+
+
+# --- the --all output files ---
+
+HOSTILE = ['say "hi"', '"', "tab\there", "new\nline", "cr\rx", "\x1b[2J", "", "#1", "NA"]
+
+
+@pytest.fixture
+def hostile_model(tmp_path):
+    """A real tokenizer whose tokens hold tabs, line breaks and quotes (ids 257..265), beside a small table."""
+    harris_tokenizer(tmp_path, HOSTILE)
+    path = tmp_path / "model.npz"
+    np.savez(path, token_emb=np.random.default_rng(8).standard_normal((270, 6)).astype(np.float32))
+    return path
+
+
+def test_tsv_reads_back_row_for_row_with_csv_and_pandas(hostile_model, tmp_path):
+    import csv
+    import pandas
+    out = tmp_path / "top.tsv"
+    run("neighbors", "-c", hostile_model, "--all", "-k", 3, "--out", out)
+    with open(out, newline="", encoding="utf-8") as f:
+        rows = list(csv.reader(f, delimiter="\t"))
+    assert rows[0] == ["query_id", "query_token", "rank", "id", "token", "cosine"] and len(rows) == 1 + 270 * 3
+    frame = pandas.read_csv(out, sep="\t", keep_default_na=False, dtype=str)
+    assert frame.values.tolist() == rows[1:]
+    names = {int(r[0]): r[1] for r in rows[1:]} | {int(r[3]): r[4] for r in rows[1:]}
+    for n, token in enumerate(HOSTILE):
+        assert names[257 + n] == token
+    assert names[256] == "<BOS>" and names[3] == "\x03"
+
+
+def test_jsonl_carries_the_real_token_strings(hostile_model, tmp_path):
+    out = tmp_path / "top.jsonl"
+    run("neighbors", "-c", hostile_model, "--all", "-k", 2, "--out", out)
+    docs = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert len(docs) == 270
+    for n, token in enumerate(HOSTILE):
+        assert docs[257 + n]["query_token"] == token
+    named = {m["id"]: m["token"] for d in docs for m in d["neighbors"]}
+    assert all(named[i] == HOSTILE[i - 257] for i in named if 257 <= i < 257 + len(HOSTILE))
+    assert "\x1b" not in out.read_text(encoding="utf-8")  # JSON escapes what could act on a terminal
+
+
+def test_out_dash_writes_tsv_to_stdout_and_the_summary_to_stderr(npz_path, table):
+    result = run("neighbors", "-c", npz_path, "--all", "-k", 2, "--out", "-")
+    lines = result.stdout.splitlines()
+    assert lines[0] == "query_id\tquery_token\trank\tid\ttoken\tcosine" and len(lines) == 1 + (ROWS - 2) * 2
+    assert result.stderr.startswith(f"checkpoint: {npz_path} (step unknown)\nwrote the top-2 neighbours of ")
+    assert "to standard output (tsv)" in result.stderr
+    refused = run("neighbors", "-c", npz_path, "--all", "--out", "-", "--json", code=2)
+    assert "cannot take --json" in refused.stderr
+
+
+def test_out_never_replaces_a_file_that_was_read(tmp_path):
+    """r12: --out naming the checkpoint itself, or the tokenizer beside it."""
+    rng = np.random.default_rng(0)
+    path = tmp_path / "params.npz"
+    np.savez(path, token_emb=rng.standard_normal((50, 8)).astype(np.float32))
+    harris_tokenizer(tmp_path, ["dog"])
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    result = run("neighbors", "--all", "-k", 2, "--out", path, "-c", path, code=1)
+    assert result.stderr == (f"Error: expected --out to name a new file, found {str(path)!r}, a file this answer "
+                             "was read from: it is never written over\n")
+    queries = tmp_path / "queries.tsv"
+    queries.write_text("1\n2\n")
+    run("neighbors", "--all", "--ids", "--queries", queries, "--out", queries, "-c", path, code=1)
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.name != "queries.tsv"} == before
+    assert queries.read_text() == "1\n2\n"
+
+
+def test_a_planted_link_at_a_temporary_name_is_never_followed(npz_path, tmp_path):
+    """r13: the temporary file is made with O_EXCL | O_NOFOLLOW, under a name nobody can plant in advance."""
+    import os
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    for pid in range(os.getpid() - 3, os.getpid() + 4):  # the old scheme's names, for this process and its neighbours
+        (shared / f".out.tsv.{pid}.partial").symlink_to(victim)
+    run("neighbors", "-c", npz_path, "--all", "-k", 2, "--out", shared / "out.tsv")
+    assert victim.read_text() == "precious"
+    assert (shared / "out.tsv").is_file() and not (shared / "out.tsv").is_symlink()
+    assert len(list(shared.iterdir())) == 8  # the links planted, the output, and no temporary left
+
+
+def test_a_legal_long_out_name_is_written(npz_path, tmp_path):
+    out = tmp_path / ("b" * 240 + ".tsv")
+    run("neighbors", "-c", npz_path, "--all", "-k", 1, "--out", out)
+    assert out.read_text(encoding="utf-8").startswith("query_id\t")
+
+
+def test_k_larger_than_the_table_is_cut_to_its_rows(npz_path):
+    doc = run_json("neighbors", "-c", npz_path, "--all", "-k", 10**12, "--out", npz_path.parent / "top.npz")
+    assert doc["k"] == ROWS
+    assert doc["notes"] == [f"-k 1,000,000,000,000 is more than the table's {ROWS} rows: each list holds at most "
+                            "that many"]
+
+
+def test_queries_of_several_tokens_are_skipped_with_a_note_or_stop_when_strict(tmp_path, table):
+    ids = harris_tokenizer(tmp_path, ["dog", "cat", "puppy"])
+    path = tmp_path / "model.npz"
+    np.savez(path, token_emb=table)
+    queries = tmp_path / "queries.txt"
+    queries.write_text("dog\ndogcat\ncat\n")
+    out = tmp_path / "top.jsonl"
+    doc = run_json("neighbors", "-c", path, "--all", "--queries", queries, "-k", 2, "--out", out)
+    assert doc["queries"] == 2
+    assert [json.loads(line)["query_id"] for line in out.read_text().splitlines()] == [ids["dog"], ids["cat"]]
+    assert doc["notes"] == [f"skipped 1 line of {str(queries)!r} that could not be used (query 2: expected each "
+                            "query to be one token, found 'dogcat' as 2 ('dog' 'cat'); ask `embscope neighbors` about "
+                            "it on its own); --strict stops at the first instead"]
+    result = run("neighbors", "-c", path, "--all", "--queries", queries, "--out", out, "--strict", code=1)
+    assert result.stderr.startswith("Error: expected each query to be one token, found 'dogcat'")
+
+
+def test_ids_the_tokenizer_does_not_use_are_named_by_number(tmp_path):
+    """r20: a minbpe tokenizer whose special token sits far above its merges leaves ids unused."""
+    (tmp_path / "tokenizer.model").write_text("minbpe v1\n\n1\n<|endoftext|> 400\n104 101\n256 108\n257 108\n")
+    table = np.random.default_rng(1).standard_normal((410, 8)).astype(np.float32)
+    table[300] = table[1] * 2  # an unused id is the nearest neighbour of id 1
+    path = tmp_path / "model.npz"
+    np.savez(path, token_emb=table)
+    doc = run_json("neighbors", "-c", path, "--ids", 1, "-k", 1)
+    assert doc["neighbors"][0]["id"] == 300 and doc["neighbors"][0]["token"] == "#300"
+    assert run_json("similarity", "-c", path, "--ids", 300, 1)["pairs"][0]["a_tokens"] == ["#300"]
+    out = tmp_path / "top.tsv"
+    run("neighbors", "-c", path, "--all", "-k", 1, "--out", out)
+    assert "300\t#300\t1\t1\t\x01\t" in out.read_text(encoding="utf-8")  # the byte's own string, unescaped
+
+
+def test_bf16_on_a_cpu_without_native_bf16_says_so_once(npz_path, tmp_path, monkeypatch):
+    pytest.importorskip("torch")
+    import embscope.hardware
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nflags\t\t: fpu sse2 avx2 avx512f\n\nprocessor\t: 1\nflags\t\t: fpu avx2\n")
+    monkeypatch.setattr(embscope.hardware, "CPU_INFO", cpuinfo)
+    args = ("neighbors", "-c", npz_path, "--all", "-k", 2, "--out", tmp_path / "top.npz", "--device", "cpu",
+            "--precision", "bf16")
+    result = run(*args)
+    assert result.stdout.count("note: --precision bf16 on this CPU: it has no native bf16 matmul") == 1
+    cpuinfo.write_text("flags\t\t: fpu avx512_bf16\n")
+    assert "note:" not in run(*args).stdout

@@ -1,28 +1,15 @@
 """`embscope norms`: statistics, the robust anomaly rule, zero/NaN/Inf rows and near-duplicates, on real
 files, against plain numpy. Under-trained tokens are `embscope undertrained`'s (tests/test_undertrained.py)."""
 
-import json
 import math
 
 import numpy as np
 import pytest
 from safetensors.numpy import save_file
-from typer.testing import CliRunner
 
 from embscope.analysis.norms import find_duplicates, row_norms, summarize
-from embscope.cli import app
+from conftest import run, run_json
 
-runner = CliRunner()
-
-
-def run(*args):
-    result = runner.invoke(app, list(args))
-    assert not (result.exception and not isinstance(result.exception, SystemExit)), result.exception
-    return result
-
-
-def strict_json(text: str) -> dict:
-    return json.loads(text, parse_constant=lambda c: pytest.fail(f"{c} in JSON"))
 
 
 def drifting(rows: int, dim: int, seed: int) -> np.ndarray:
@@ -47,7 +34,7 @@ def test_planted_row_is_the_only_anomaly(tmp_path):
     planted = 37
     pos[planted] *= 5.7 * 0.43 / np.linalg.norm(pos[planted])  # 5.7x the typical norm
     path = save(tmp_path, token_emb=np.ones((8, 32), dtype=np.float32), pos_emb=pos)
-    doc = strict_json(run("norms", "-c", str(path), "--json").stdout)
+    doc = run_json("norms", "-c", str(path))
     norms = numpy_norms(pos)
     assert doc["table"] == "position" and doc["name"] == "pos_emb" and doc["rows"] == 512 and doc["count"] == 512
     assert doc["mean"] == pytest.approx(norms.mean(), rel=1e-12)
@@ -76,8 +63,8 @@ def test_threshold_moves_the_line(tmp_path):
     median = np.median(norms)
     z = abs(norms[100] - median) / (1.4826 * np.median(np.abs(norms - median)))
     assert z > 6
-    above = strict_json(run("norms", "-c", str(path), "--json", "--threshold", f"{z + 0.5}").stdout)
-    below = strict_json(run("norms", "-c", str(path), "--json", "--threshold", f"{z - 0.5}").stdout)
+    above = run_json("norms", "-c", str(path), "--threshold", f"{z + 0.5}")
+    below = run_json("norms", "-c", str(path), "--threshold", f"{z - 0.5}")
     assert above["anomalies"] == []
     assert 100 in [a["index"] for a in below["anomalies"]]
     [found] = [a for a in below["anomalies"] if a["index"] == 100]
@@ -90,7 +77,7 @@ def test_anomalies_come_most_extreme_first_with_the_rule_once(tmp_path):
         pos[row] *= scale
     pos[90] = 0
     path = save(tmp_path, token_emb=np.ones((8, 16), dtype=np.float32), pos_emb=pos)
-    doc = strict_json(run("norms", "-c", str(path), "--json").stdout)
+    doc = run_json("norms", "-c", str(path))
     norms = numpy_norms(pos)
     median = np.median(norms)
     z = (norms - median) / (1.4826 * np.median(np.abs(norms - median)))
@@ -110,7 +97,7 @@ def test_gaussian_noise_flags_nothing(rows, seed):
 def test_noise_token_table_has_no_anomalies_and_points_to_undertrained(tmp_path):
     tok = np.random.default_rng(9).standard_normal((20000, 64)).astype(np.float32)
     path = save(tmp_path, token_emb=tok)
-    doc = strict_json(run("norms", "-c", str(path), "--json").stdout)
+    doc = run_json("norms", "-c", str(path))
     assert doc["table"] == "token"  # no position table: the token table is the default
     assert doc["anomalies"] == [] and doc["duplicates"] == [] and doc["duplicates_complete"] is True
     assert "`embscope undertrained` finds them" in " ".join(run("norms", "-c", str(path)).stdout.split())
@@ -124,7 +111,7 @@ def test_whitespace_tokens_are_visible(tmp_path):
     (tmp_path / "tokenizer.model").write_text("minbpe v1\n\n0\n", encoding="utf-8")  # bytes only
     console = run("norms", "-c", str(path)).stdout
     assert "\u2420" in console and "\\n" in console
-    doc = strict_json(run("norms", "-c", str(path), "--json").stdout)
+    doc = run_json("norms", "-c", str(path))
     assert sorted(a["label"] for a in doc["anomalies"]) == ["\n", " "]  # JSON keeps the token itself
 
 
@@ -134,8 +121,7 @@ def test_zero_nan_inf_rows_are_always_flagged_and_json_has_no_nan(tmp_path):
     pos[50, 2] = np.nan
     pos[51, 7] = -np.inf
     path = save(tmp_path, token_emb=np.ones((8, 16), dtype=np.float32), pos_emb=pos)
-    result = run("norms", "-c", str(path), "--json", "--threshold", "1000")
-    doc = strict_json(result.stdout)
+    doc = run_json("norms", "-c", str(path), "--threshold", "1000")
     flagged = {a["index"]: a for a in doc["anomalies"]}
     assert sorted(flagged) == [4, 50, 51]
     assert flagged[4]["norm"] == 0.0 and flagged[4]["reason"] == "zero row"
@@ -155,7 +141,7 @@ def test_equal_norms_flag_any_difference(tmp_path):
     pos = signs * base  # every row has exactly the same norm
     pos[12] *= np.float32(1.001)
     path = save(tmp_path, token_emb=np.ones((8, 8), dtype=np.float32), pos_emb=pos)
-    doc = strict_json(run("norms", "-c", str(path), "--json").stdout)
+    doc = run_json("norms", "-c", str(path))
     assert doc["mad"] == 0.0
     assert [a["index"] for a in doc["anomalies"]] == [12]
     assert doc["anomalies"][0]["reason"] == "off the shared median" and doc["anomalies"][0]["z"] is None
@@ -177,7 +163,7 @@ def test_near_duplicates_are_found(tmp_path):
     tok[4] = tok[3] + 0.05 * rng.standard_normal(16).astype(np.float32)  # close, not a duplicate
     tok[300] = 2 * tok[301]  # same direction, other length
     path = save(tmp_path, token_emb=tok)
-    doc = strict_json(run("norms", "-c", str(path), "--json").stdout)
+    doc = run_json("norms", "-c", str(path))
     unit = tok.astype(np.float64) / numpy_norms(tok)[:, None]
     sims = unit @ unit.T
     expected = [(int(a), int(b)) for a, b in zip(*np.nonzero(np.triu(sims > 0.9999, 1)))]
@@ -217,15 +203,21 @@ def test_untied_output_head_is_a_table_of_its_own(tmp_path):
     head[123] *= 0.01  # a head row that never moved
     path = tmp_path / "untied.safetensors"
     save_file({"transformer.wte.weight": tok, "lm_head.weight": head}, str(path))
-    assert strict_json(run("norms", "-c", str(path), "--table", "token", "--json").stdout)["anomalies"] == []
-    out = strict_json(run("norms", "-c", str(path), "--table", "output", "--json").stdout)
+    assert run_json("norms", "-c", str(path), "--table", "token")["anomalies"] == []
+    out = run_json("norms", "-c", str(path), "--table", "output")
     assert out["table"] == "output" and out["name"] == "lm_head.weight"
     assert [a["index"] for a in out["anomalies"]] == [123]
 
 
 def test_output_table_of_a_tied_model_is_an_error(tmp_path):
     path = save(tmp_path, token_emb=np.ones((8, 4), dtype=np.float32))
-    result = run("norms", "-c", str(path), "--table", "output")
-    assert result.exit_code == 1 and "tied" in result.stderr
-    result = run("norms", "-c", str(path), "--table", "position")
-    assert result.exit_code == 1 and "no learned position table" in result.stderr
+    result = run("norms", "-c", str(path), "--table", "output", code=1)
+    assert "tied" in result.stderr
+    result = run("norms", "-c", str(path), "--table", "position", code=1)
+    assert "no learned position table" in result.stderr
+
+
+def test_the_command_shows_the_library_default_threshold():
+    from embscope.analysis.norms import DEFAULT_THRESHOLD
+    from embscope.commands.norms import DEFAULT_THRESHOLD as SHOWN
+    assert SHOWN == DEFAULT_THRESHOLD  # the command keeps a copy so that --help does not import numpy's analysis

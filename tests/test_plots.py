@@ -2,26 +2,21 @@
 annotations say what they show. Figures are checked, not pixels."""
 
 import os
+import pickle
 import subprocess
 import sys
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
 
 from embscope.analysis.norms import row_norms, summarize
 from embscope.analysis.positions import position_profile
-from embscope.cli import app
 from embscope.render import norms_plot, plots
+from conftest import run, run_json
 
-runner = CliRunner()
 MAGIC = {"png": b"\x89PNG\r\n\x1a\n", "pdf": b"%PDF-"}
 
 
-def run(*args):
-    result = runner.invoke(app, list(args))
-    assert not (result.exception and not isinstance(result.exception, SystemExit)), result.exception
-    return result
 
 
 def drifting(rows: int, dim: int, seed: int) -> np.ndarray:
@@ -29,11 +24,6 @@ def drifting(rows: int, dim: int, seed: int) -> np.ndarray:
     walk = np.cumsum(rng.standard_normal((rows, dim)), axis=0)
     scale = 0.43 * (1 + 0.03 * rng.standard_normal((rows, 1)))
     return (walk / np.linalg.norm(walk, axis=1, keepdims=True) * scale).astype(np.float32)
-
-
-def unboxed(text: str) -> str:
-    """typer's usage error inside its box, as one line."""
-    return " ".join(text.translate({ord(c): " " for c in "│╭╮╰╯─"}).split())
 
 
 def texts(figure) -> list[str]:
@@ -66,7 +56,6 @@ def test_positions_plot_file_in_each_format(model, tmp_path, fmt):
     path, _, _ = model
     out = tmp_path / f"heat.{fmt}"
     result = run("positions", "-c", str(path), "--plot", str(out))
-    assert result.exit_code == 0, result.output
     assert_format(out, fmt)
     assert f"plot written to {out}" in " ".join(result.stdout.split())
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temporary file left
@@ -77,7 +66,6 @@ def test_norms_plot_file(model, tmp_path, table, fmt):
     path, _, _ = model
     out = tmp_path / f"norms.{fmt}"
     result = run("norms", "-c", str(path), "--table", table, "--plot", str(out), "--json")
-    assert result.exit_code == 0, result.output
     assert_format(out, fmt)
     assert f'"plot": "{out}"' in result.stdout
 
@@ -85,16 +73,70 @@ def test_norms_plot_file(model, tmp_path, table, fmt):
 def test_unknown_plot_extension_is_refused_before_any_work(tmp_path):
     missing = tmp_path / "missing.npz"  # were the checkpoint opened first, this would be exit 1
     for command in ("positions", "norms"):
-        result = run(command, "-c", str(missing), "--plot", str(tmp_path / "x.jpg"))
-        assert result.exit_code == 2
-        assert "expected a plot file ending in .png, .svg or .pdf" in unboxed(result.stderr)
+        result = run(command, "-c", str(missing), "--plot", str(tmp_path / "x.jpg"), code=2)
+        assert result.stderr.splitlines()[0] == ("Error: Invalid value for '--plot': expected a plot file ending in "
+                                                 f".png, .svg or .pdf, found {str(tmp_path / 'x.jpg')!r}")
     assert list(tmp_path.glob("x*")) == []
+
+
+def nlm_pickle(directory):
+    """A from-scratch model's pickled params dict, as nlm writes it."""
+    rng = np.random.default_rng(5)
+    params = {"token_emb": rng.standard_normal((300, 16)).astype(np.float32), "pos_emb": drifting(64, 16, seed=6),
+              "ln_final_g": np.ones(16, dtype=np.float32)}
+    path = directory / "run7.pkl"
+    with open(path, "wb") as f:
+        pickle.dump({"params": params, "step": 1200}, f)
+    return path
+
+
+@pytest.mark.parametrize("argv, name", [(["norms", "--plot"], "-position-norms.png"),
+                                        (["positions", "--plot"], "-position-heatmap.png")])
+def test_plot_alone_writes_a_png_named_after_the_checkpoint_in_the_working_directory(argv, name, tmp_path,
+                                                                                     monkeypatch):
+    work, checkpoints = tmp_path / "work", tmp_path / "checkpoints"
+    work.mkdir()
+    checkpoints.mkdir()
+    monkeypatch.chdir(work)
+    for checkpoint, stem in ((None, "model"), (nlm_pickle(checkpoints), "run7")):
+        result = run(*argv, *(["-c", checkpoint] if checkpoint else []))  # exactly as typed, nothing more
+        assert_format(work / f"{stem}{name}", "png")
+        assert f"plot written to {stem}{name}" in result.stdout
+    assert sorted(p.name for p in checkpoints.iterdir()) == ["run7.pkl"]  # nothing beside the checkpoint
+
+
+def test_plot_alone_before_another_option(model, tmp_path, monkeypatch):
+    path, _, _ = model
+    monkeypatch.chdir(tmp_path)
+    doc = run_json("norms", "--plot", "-c", path)
+    assert doc["plot"] == "tiny-position-norms.png" and (tmp_path / "tiny-position-norms.png").is_file()
+
+
+def test_a_plot_never_replaces_a_file_that_was_read(model, tmp_path):
+    path, _, _ = model
+    before = path.read_bytes()
+    link = tmp_path / "same.png"
+    os.link(path, link)  # the checkpoint under another name, and an extension a plot may take
+    for target in (link, tmp_path / "." / "same.png"):
+        result = run("norms", "-c", path, "--plot", target, code=1)
+        assert result.stderr == (f"Error: expected the plot file to name a new file, found {str(target)!r}, a file "
+                                 "this answer was read from: it is never written over\n")
+    assert path.read_bytes() == before
+
+
+def test_a_legal_long_plot_name_is_written(model, tmp_path):
+    path, _, _ = model
+    out = tmp_path / ("b" * 240 + ".png")  # 244 characters: a temporary name built from it would not fit
+    run("norms", "-c", path, "--plot", out)
+    assert_format(out, "png")
+    result = run("norms", "-c", path, "--plot", tmp_path / ("b" * 300 + ".png"), code=1)
+    assert result.stderr.startswith("Error: expected to write the plot file ") and "File name too long" in result.stderr
+    assert result.stderr.count("\n") == 1
 
 
 def test_missing_plot_directory_is_an_error(model, tmp_path):
     path, _, _ = model
-    result = run("norms", "-c", str(path), "--plot", str(tmp_path / "nowhere" / "n.png"))
-    assert result.exit_code == 1
+    result = run("norms", "-c", str(path), "--plot", str(tmp_path / "nowhere" / "n.png"), code=1)
     assert "expected an existing directory for the plot file" in result.stderr
 
 
@@ -197,12 +239,11 @@ def test_rows_without_a_finite_norm_are_listed_not_drawn():
 def test_norms_plot_size_and_dpi(model, tmp_path):
     path, _, _ = model
     out = tmp_path / "n.png"
-    result = run("norms", "-c", str(path), "--table", "token", "--plot", str(out), "--size", "8x4", "--dpi", "50")
-    assert result.exit_code == 0, result.output
+    run("norms", "-c", str(path), "--table", "token", "--plot", str(out), "--size", "8x4", "--dpi", "50")
     header = out.read_bytes()[16:24]  # PNG IHDR: width, height
     assert (int.from_bytes(header[:4], "big"), int.from_bytes(header[4:], "big")) == (400, 200)
-    result = run("norms", "-c", str(path), "--plot", str(out), "--size", "4by3")
-    assert result.exit_code == 2 and "expected WxH in inches" in unboxed(result.stderr)
+    result = run("norms", "-c", str(path), "--plot", str(out), "--size", "4by3", code=2)
+    assert result.stderr.startswith("Error: Invalid value for '--size': expected WxH in inches")
 
 
 def test_profile_says_it_does_not_change_the_plot():

@@ -2,16 +2,15 @@
 checked against plain numpy on real files."""
 
 import json
+import pickle
 
 import numpy as np
 import pytest
 from safetensors.numpy import save_file
-from typer.testing import CliRunner
 
 from embscope.analysis.positions import default_pairs, position_profile
-from embscope.cli import app
+from conftest import run, run_json
 
-runner = CliRunner()
 
 
 def drifting(rows: int, dim: int, seed: int) -> np.ndarray:
@@ -27,10 +26,6 @@ def cosine(a, b) -> float:
     return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
 
 
-def run(*args):
-    result = runner.invoke(app, list(args))
-    assert not (result.exception and not isinstance(result.exception, SystemExit)), result.exception
-    return result
 
 
 @pytest.fixture
@@ -75,13 +70,44 @@ def test_default_pairs_scale_with_the_table():
 def test_explicit_pairs_print_numpy_cosines(gpt_file):
     path, pos = gpt_file
     result = run("positions", "-c", str(path), "--pairs", "3:4, 7:300,511:0")
-    assert result.exit_code == 0, result.output
     for i, j in [(3, 4), (7, 300), (511, 0)]:
         assert f"{cosine(pos[i], pos[j]):+.4f}" in result.stdout
     doc = json.loads(run("positions", "-c", str(path), "--pairs", "3:4,7:300,511:0", "--json").stdout)
     assert [(p["i"], p["j"], p["distance"]) for p in doc["pairs"]] == [(3, 4, 1), (7, 300, 293), (511, 0, 511)]
     assert [p["cosine"] for p in doc["pairs"]] == pytest.approx(
         [cosine(pos[3], pos[4]), cosine(pos[7], pos[300]), cosine(pos[511], pos[0])], abs=1e-12)
+
+
+def nlm_pickle(directory):
+    path = directory / "model.pkl"
+    with open(path, "wb") as f:
+        pickle.dump({"params": {"token_emb": np.ones((300, 24), np.float32), "pos_emb": drifting(512, 24, 9)}}, f)
+    return path
+
+
+def test_pairs_alone_gives_the_default_pairs_exactly_as_typed(tmp_path):
+    for extra in ([], ["-c", nlm_pickle(tmp_path)]):  # the bundled sample, then a nlm pickle of 512 positions
+        result = run("positions", "--pairs", *extra)  # `--pairs` the last word
+        rows = [line.split("│")[1:3] for line in result.stdout.splitlines() if line.startswith("│")]
+        expected = default_pairs(256 if not extra else 512)
+        assert [(int(i), int(j)) for i, j in rows] == expected
+    doc = run_json("positions", "--pairs")  # `--pairs --json`: the value left out before another option
+    assert [(p["i"], p["j"]) for p in doc["pairs"]] == default_pairs(256)
+
+
+def test_pairs_repeated_add_up(gpt_file):
+    path, pos = gpt_file
+    doc = run_json("positions", "-c", path, "--pairs", "3:4", "--pairs", "7:300,1:2", "--pairs")
+    assert [(p["i"], p["j"]) for p in doc["pairs"]] == default_pairs(512) + [(3, 4), (7, 300), (1, 2)]
+    assert doc["pairs"][-1]["cosine"] == pytest.approx(cosine(pos[1], pos[2]), abs=1e-12)
+
+
+def test_a_position_of_5000_digits_is_a_usage_error(gpt_file):
+    path, _ = gpt_file
+    result = run("positions", "-c", path, "--pairs", "1:" + "9" * 5000, code=2)
+    line = result.stderr.splitlines()[0]
+    assert line.startswith("Error: Invalid value for '--pairs': expected positions of at most 9 digits, found '1:999")
+    assert line.endswith(" (5,002 characters)'") and len(line) < 240
 
 
 def test_pairs_default_keyword_with_profile(gpt_file):
@@ -94,8 +120,7 @@ def test_pairs_default_keyword_with_profile(gpt_file):
 
 def test_position_past_the_end_says_why(gpt_file):
     path, _ = gpt_file
-    result = run("positions", "-c", str(path), "--pairs", "10:11,3:512")
-    assert result.exit_code == 1
+    result = run("positions", "-c", str(path), "--pairs", "10:11,3:512", code=1)
     assert result.stderr == (
         "Error: expected a position below 512, found 512: the position table 'pos_emb' has 512 rows, and a "
         "learned table holds one row per position up to the model's fixed context length, so there is no row "
@@ -106,24 +131,21 @@ def test_position_past_the_end_says_why(gpt_file):
 @pytest.mark.parametrize("text, found", [("5:-1", "'5:-1'"), ("-3:4", "'-3:4'")])
 def test_negative_positions_are_usage_errors(gpt_file, text, found):
     path, _ = gpt_file
-    result = run("positions", "-c", str(path), "--pairs", text)
-    assert result.exit_code == 2
+    result = run("positions", "-c", str(path), "--pairs", text, code=2)
     assert "expected positions of 0 or more" in result.stderr and found in result.stderr
 
 
 @pytest.mark.parametrize("text", ["10", "a:b", "1:2,", "1:2:3", "1;2", ""])
 def test_malformed_pairs_are_usage_errors(gpt_file, text):
     path, _ = gpt_file
-    result = run("positions", "-c", str(path), "--pairs", text)
-    assert result.exit_code == 2
+    result = run("positions", "-c", str(path), "--pairs", text, code=2)
     assert "expected position pairs written I:J,I:J" in result.stderr
 
 
 def test_model_without_position_table(tmp_path):
     path = tmp_path / "rotary.npz"
     np.savez(path, token_emb=np.ones((10, 4), dtype=np.float32))
-    result = run("positions", "-c", str(path))
-    assert result.exit_code == 1
+    result = run("positions", "-c", str(path), code=1)
     assert "no learned position table" in result.stderr
 
 
@@ -137,8 +159,7 @@ def test_opt_offset_reads_rows_from_two_on(tmp_path):
     assert [p["cosine"] for p in doc["pairs"]] == pytest.approx(
         [cosine(pos[2], pos[3]), cosine(pos[7], pos[65])], abs=1e-12)
     assert any("position p is row p+2" in note for note in doc["notes"])
-    result = run("positions", "-c", str(path), "--pairs", "0:64")
-    assert result.exit_code == 1
+    result = run("positions", "-c", str(path), "--pairs", "0:64", code=1)
     assert result.stderr == (
         "Error: expected a position below 64, found 64: the position table 'model.decoder.embed_positions.weight' "
         "has 66 rows (2 reserved rows come before position 0), and a learned table holds one row per position up "

@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 import typer
-from typer.testing import CliRunner
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "fuzz"))
 
 import corpus  # noqa: E402
 
 from embscope.cli import app  # noqa: E402
+from conftest import run  # noqa: E402
 
 # Arguments each command needs beyond -c; {out} is a directory the user named for outputs.
 ARGUMENTS: dict[str, list[list[str]]] = {
@@ -71,14 +71,11 @@ def test_no_command_changes_the_checkpoint_or_writes_beside_it(fmt, tmp_path, mo
     entry, _ = corpus.SAMPLES[fmt].build(checkpoint_dir)
     monkeypatch.chdir(work_dir)  # a command that writes "next to" the user would show up here
     before = snapshot(checkpoint_dir)
-    runner = CliRunner()
     ran = 0
     for command in registered_commands():
         for extra in ARGUMENTS.get(command, [[]]):
             given = [str(entry)] * 2 if command in TAKES_CHECKPOINTS_AS_ARGUMENTS else ["-c", str(entry)]
-            args = [command, *given] + [a.format(out=out_dir) for a in extra]
-            result = runner.invoke(app, args)
-            assert result.exit_code == 0, (args, result.output, result.exception)  # valid files: every command runs
+            run(command, *given, *[a.format(out=out_dir) for a in extra])  # valid files: every command runs
             assert snapshot(checkpoint_dir) == before, f"{args} changed the checkpoint directory"
             assert not any(work_dir.iterdir()), f"{args} wrote into the working directory"
             ran += 1
@@ -91,8 +88,7 @@ def test_no_file_descriptor_on_the_checkpoint_outlives_a_command(fmt, tmp_path):
     """A reader that leaks an open file (a zip archive never closed) keeps a replaced checkpoint alive."""
     entry, _ = corpus.SAMPLES[fmt].build(tmp_path)
     for command in ("info", "params"):
-        result = CliRunner().invoke(app, [command, "-c", str(entry)])
-        assert result.exit_code == 0, result.output
+        run(command, "-c", entry)
     fds = Path("/proc/self/fd")
     if not fds.is_dir():
         pytest.skip("no /proc on this system")

@@ -7,9 +7,7 @@ import shlex
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
-
-from embscope.cli import app
+from conftest import run
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text(encoding="utf-8")
@@ -37,9 +35,7 @@ def test_console_example_prints_what_the_readme_shows(command, expected, monkeyp
     monkeypatch.chdir(ROOT)
     words = shlex.split(command)
     assert words[0] == "embscope"
-    result = CliRunner().invoke(app, words[1:])
-    assert result.exit_code == 0, result.stderr
-    assert result.stdout.rstrip() == expected.rstrip()
+    assert run(*words[1:]).stdout.rstrip() == expected.rstrip()
 
 
 def test_ci_runs_the_readme_commands():

@@ -10,14 +10,13 @@ from itertools import combinations
 import numpy as np
 import pytest
 from safetensors.numpy import save_file
-from typer.testing import CliRunner
 
 import embscope
 from embscope.analysis.similarity import similarity, similarity_pairs
-from embscope.cli import app
 from embscope.errors import TableError, TokenError
 
 from byte_tokenizer import ByteWordTokenizer
+from conftest import harris_tokenizer, run, run_json
 
 ROWS, DIM = 264, 8  # the test tokenizer has 260 ids: rows 260..263 are padding
 ZERO, NAN, INF = 65, 66, 67  # bytes "A", "B", "C"
@@ -85,8 +84,6 @@ def emb(npz_path):
     return opened
 
 
-def run(*args):
-    return CliRunner().invoke(app, [str(a) for a in args])
 
 
 # --- library: words, ids, merged words ---
@@ -326,7 +323,6 @@ def test_output_table_of_a_tied_model_is_a_table_error(emb):
 
 def test_cli_ids_json(npz_path, table):
     result = run("similarity", "-c", npz_path, "--ids", 1, 2, "--json")
-    assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
     (pair,) = doc["pairs"]
     assert pair["a_ids"] == [1] and pair["b_ids"] == [2]
@@ -340,32 +336,28 @@ def test_cli_ids_json(npz_path, table):
 
 def test_cli_zero_row_is_null_with_reason(npz_path):
     result = run("similarity", "-c", npz_path, "--ids", 1, ZERO, "--json")
-    assert result.exit_code == 0, result.output
     (pair,) = json.loads(result.stdout)["pairs"]
     assert pair["cosine"] is None and pair["percentile"] is None
     assert pair["reason"] == "row 65 ('#65') has zero norm"
 
 
 def test_cli_id_out_of_range_exits_1_with_one_line(npz_path):
-    result = run("similarity", "-c", npz_path, "--ids", 1, 999)
-    assert result.exit_code == 1
+    result = run("similarity", "-c", npz_path, "--ids", 1, 999, code=1)
     assert result.stderr == "Error: expected token ids 0..263 (the table has 264 rows), found 999\n"
     assert result.stdout == ""
 
 
 def test_cli_words_without_tokenizer_exit_1(npz_path):
-    result = run("similarity", "-c", npz_path, "dog", "cat")
-    assert result.exit_code == 1
+    result = run("similarity", "-c", npz_path, "dog", "cat", code=1)
     assert "use --ids" in result.stderr
 
 
 def test_cli_one_word_is_a_usage_error(npz_path):
-    assert run("similarity", "-c", npz_path, "--ids", 1).exit_code == 2
+    run("similarity", "-c", npz_path, "--ids", 1, code=2)
 
 
 def test_cli_many_ids_print_pairs_baseline_and_matrix(npz_path, table):
     result = run("similarity", "-c", npz_path, "--ids", 1, 2, 3)
-    assert result.exit_code == 0, result.output
     assert "cosine matrix" in result.stdout
     assert f"{cos(table[1], table[2]):+.4f}" in result.stdout
     assert f"mean cosine {brute_mean_random_cosine(table):+.4f} (exact)" in result.stdout
@@ -376,28 +368,55 @@ def test_cli_pairs_file(npz_path, table, tmp_path):
     pairs_file = tmp_path / "pairs.txt"
     pairs_file.write_text("# id pairs\n1\t2\n\n3 4\n  # indented comment\n1 65\n")
     result = run("similarity", "-c", npz_path, "--ids", "--pairs-file", pairs_file, "--json")
-    assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
     assert [(p["a_ids"][0], p["b_ids"][0]) for p in doc["pairs"]] == [(1, 2), (3, 4), (1, ZERO)]
     assert doc["pairs"][0]["cosine"] == pytest.approx(cos(table[1], table[2]), abs=1e-6)
     assert doc["pairs"][1]["cosine"] == pytest.approx(cos(table[3], table[4]), abs=1e-6)
     assert doc["pairs"][2]["cosine"] is None and "zero norm" in doc["pairs"][2]["reason"]
     plain = run("similarity", "-c", npz_path, "--ids", "--pairs-file", pairs_file)
-    assert plain.exit_code == 0 and "cosine matrix" not in plain.stdout
+    assert "cosine matrix" not in plain.stdout
 
 
-def test_cli_pairs_file_with_a_bad_line(npz_path, tmp_path):
+def test_cli_pairs_file_skips_bad_lines_with_a_note_and_strict_stops(npz_path, table, tmp_path):
     pairs_file = tmp_path / "pairs.txt"
-    pairs_file.write_text("1 2\n3 4 5\n")
-    result = run("similarity", "-c", npz_path, "--ids", "--pairs-file", pairs_file)
-    assert result.exit_code == 1
-    assert result.stderr.endswith("line 2: expected two words or ids, found 3 fields\n")
+    pairs_file.write_bytes(b"1 2\n3 4 5\n\xff\xfe 1\n2 999\n" + b"7" * 5000 + b"\n3 4\n")
+    doc = run_json("similarity", "-c", npz_path, "--ids", "--pairs-file", pairs_file)
+    assert [(p["a"], p["b"]) for p in doc["pairs"]] == [("1", "2"), ("3", "4")]
+    assert doc["pairs"][1]["cosine"] == pytest.approx(cos(table[3], table[4]), abs=1e-6)
+    assert doc["notes"] == [
+        f"skipped 4 lines of {str(pairs_file)!r} that could not be used (line 2: expected two words or ids, found 3 "
+        "fields; line 3: not UTF-8 text; pair 2 ('2' '999'): expected token ids 0..263 (the table has 264 rows), "
+        "found 999; and 1 more); --strict stops at the first instead"]
+    console = run("similarity", "-c", npz_path, "--ids", "--pairs-file", pairs_file).stdout
+    assert "note: skipped 4 lines" in console
+    strict = run("similarity", "-c", npz_path, "--ids", "--pairs-file", pairs_file, "--strict", code=1)
+    assert strict.stderr == f"Error: {str(pairs_file)!r} line 2: expected two words or ids, found 3 fields\n"
+
+
+def test_cli_pairs_file_must_be_a_regular_file(npz_path):
+    result = run("similarity", "-c", npz_path, "--ids", "--pairs-file", "/dev/zero", code=1)
+    assert result.stderr == "Error: expected a regular file for --pairs-file, found a character device: '/dev/zero'\n"
+
+
+def test_a_pairs_file_is_read_as_a_stream(emb, table, tmp_path):
+    """similarity_pairs takes any iterable once: a generator is never turned into a list of lines."""
+    consumed = []
+
+    def pairs():
+        for n in range(1000):
+            consumed.append(n)
+            yield str(n % 200), str((n * 7) % 200)
+    result = similarity_pairs(emb, pairs(), ids=True)
+    assert len(consumed) == 1000 and len(result.pairs) == 1000
+    assert result.pairs.positions.nbytes == 1000 * 2 * 8  # two positions a pair, nothing per pair beyond them
+    pair = result.pairs[999]
+    assert (pair.a.text, pair.b.text) == ("199", str(999 * 7 % 200))
+    assert pair.cosine == pytest.approx(cos(table[199], table[999 * 7 % 200]), abs=1e-6)
 
 
 def test_cli_center_and_output_table(untied_path, table):
     head = np.random.default_rng(7).standard_normal((ROWS, DIM)).astype(np.float32)
     result = run("similarity", "-c", untied_path, "--ids", 3, 4, "--table", "output", "--center", "--json")
-    assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
     mean = head.astype(np.float64).mean(axis=0)
     assert doc["centered"] is True and doc["table"] == "output"
@@ -407,34 +426,26 @@ def test_cli_center_and_output_table(untied_path, table):
 def test_cli_empty_pairs_file(npz_path, tmp_path):
     pairs_file = tmp_path / "pairs.txt"
     pairs_file.write_text("# nothing yet\n\n")
-    result = run("similarity", "-c", npz_path, "--ids", "--pairs-file", pairs_file)
-    assert result.exit_code == 1
+    result = run("similarity", "-c", npz_path, "--ids", "--pairs-file", pairs_file, code=1)
     assert result.stderr == f"Error: expected pairs in {str(pairs_file)!r}, two words or ids a line, found none\n"
 
 
-@pytest.fixture
-def with_test_tokenizer(monkeypatch):
-    # the CLI opens the checkpoint itself: hand every Embeddings the test tokenizer
-    monkeypatch.setattr(embscope.Embeddings, "tokenizer", property(lambda self: ByteWordTokenizer()))
-
-
-def test_cli_words_show_ids_tokens_and_how_a_merged_word_was_formed(npz_path, table, with_test_tokenizer):
+def test_cli_words_show_ids_tokens_and_how_a_merged_word_was_formed(npz_path, table):
+    ids = harris_tokenizer(npz_path.parent, ["dog", "cat", "puppy"])
     result = run("similarity", "-c", npz_path, "dogcat", "puppy")
-    assert result.exit_code == 0, result.output
-    assert "256 'dog'" in result.stdout and "257 'cat'" in result.stdout and "258 'puppy'" in result.stdout
-    assert ("note: 'dogcat' is 2 tokens (256 'dog', 257 'cat'): its vector is the mean of their rows"
+    assert "257 'dog'" in result.stdout and "258 'cat'" in result.stdout and "259 'puppy'" in result.stdout
+    assert ("note: 'dogcat' is 2 tokens (257 'dog', 258 'cat'): its vector is the mean of their rows"
             in " ".join(result.stdout.split()))
-    expected = cos((table[DOG].astype(np.float64) + table[CAT]) / 2, table[PUPPY])
+    expected = cos((table[ids["dog"]].astype(np.float64) + table[ids["cat"]]) / 2, table[ids["puppy"]])
     assert f"{expected:+.4f}" in result.stdout
 
 
-def test_cli_words_json_and_no_merge(npz_path, with_test_tokenizer):
-    doc = json.loads(run("similarity", "-c", npz_path, "dogcat", "puppy", "--json").stdout)
-    (pair,) = doc["pairs"]
-    assert pair["a_ids"] == [DOG, CAT] and pair["a_tokens"] == ["dog", "cat"] and pair["a_merged"] is True
-    assert pair["b_ids"] == [PUPPY] and pair["a_note"] and pair["b_note"]
-    refused = run("similarity", "-c", npz_path, "dogcat", "puppy", "--no-merge")
-    assert refused.exit_code == 1
+def test_cli_words_json_and_no_merge(npz_path):
+    ids = harris_tokenizer(npz_path.parent, ["dog", "cat", "puppy"])
+    (pair,) = run_json("similarity", "-c", npz_path, "dogcat", "puppy")["pairs"]
+    assert pair["a_ids"] == [ids["dog"], ids["cat"]] and pair["a_tokens"] == ["dog", "cat"] and pair["a_merged"]
+    assert pair["b_ids"] == [ids["puppy"]] and pair["a_note"] and pair["b_note"]
+    refused = run("similarity", "-c", npz_path, "dogcat", "puppy", "--no-merge", code=1)
     assert refused.stderr == ("Error: expected 'dogcat' to be one token, found 2 ('dog' 'cat'); "
                               "merging them is turned off (--no-merge)\n")
 
@@ -470,3 +481,56 @@ def test_an_unwritable_cache_costs_only_time(npz_path, table, tmp_path, monkeypa
     for _ in range(2):
         result = similarity(embscope.open(npz_path), [1, 2], ids=True)
         assert result.baseline.mean_random_cosine == pytest.approx(brute_mean_random_cosine(table), abs=1e-9)
+# --- words the tokenizer cannot represent ---
+
+@pytest.fixture
+def bert_like(tmp_path):
+    """A BERT-like checkpoint: a WordPiece tokenizer.json written by the tokenizers library, and its tables."""
+    tokenizers = pytest.importorskip("tokenizers")
+    vocab = {"[UNK]": 0, "[CLS]": 1, "[SEP]": 2, "dog": 3, "cat": 4, "##s": 5, "house": 6}
+    tokenizer = tokenizers.Tokenizer(tokenizers.models.WordPiece(vocab, unk_token="[UNK]"))
+    tokenizer.normalizer = tokenizers.normalizers.BertNormalizer(lowercase=True)
+    tokenizer.pre_tokenizer = tokenizers.pre_tokenizers.BertPreTokenizer()
+    tokenizer.save(str(tmp_path / "tokenizer.json"))
+    rng = np.random.default_rng(3)
+    table = rng.standard_normal((len(vocab), 8)).astype(np.float32)
+    save_file({"embeddings.word_embeddings.weight": table,
+               "embeddings.position_embeddings.weight": rng.standard_normal((16, 8)).astype(np.float32)},
+              str(tmp_path / "model.safetensors"))
+    return tmp_path, table
+
+
+def test_a_word_that_becomes_the_unknown_token_is_an_error_naming_both(bert_like):
+    path, table = bert_like
+    result = run("similarity", "🐶", "🐱", "-c", path, code=1)
+    assert result.stderr == ("Error: expected a word the tokenizer can represent, found '🐶', which the huggingface "
+                             "tokenizer maps to its unknown token '[UNK]' (id 0): pass --allow-unk to use that row "
+                             "anyway\n")
+    run("neighbors", "dogs🐶", "-c", path, code=1)  # one unknown piece is enough
+    assert run_json("similarity", "dog", "cats", "-c", path)["pairs"][0]["cosine"] == pytest.approx(
+        cos(table[3], (table[4].astype(np.float64) + table[5]) / 2), abs=1e-6)
+
+
+def test_allow_unk_lets_the_unknown_token_through_with_a_note(bert_like):
+    path, _ = bert_like
+    doc = run_json("similarity", "🐶", "cat", "--allow-unk", "-c", path)
+    (pair,) = doc["pairs"]
+    assert pair["a_ids"] == [0] and pair["a_tokens"] == ["[UNK]"]
+    assert pair["a_note"] == "'🐶' became the unknown token '[UNK]' (id 0), the row shared by every unknown word"
+    console = run("similarity", "🐶", "cat", "--allow-unk", "-c", path).stdout
+    assert "became the unknown token '[UNK]'" in console
+
+
+def test_cli_many_pairs_list_fifty_in_the_console_and_all_in_json(npz_path, table, tmp_path):
+    pairs_file = tmp_path / "pairs.txt"
+    pairs = [(n, (n * 7 + 3) % 200) for n in range(1, 61)]
+    pairs_file.write_text("".join(f"{a}\t{b}\n" for a, b in pairs))
+    console = run("similarity", "-c", npz_path, "--ids", "--pairs-file", pairs_file).stdout
+    assert "... and 10 more pairs (--json lists all)" in console
+    doc = run_json("similarity", "-c", npz_path, "--ids", "--pairs-file", pairs_file)
+    assert [(int(p["a"]), int(p["b"])) for p in doc["pairs"]] == pairs
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # the zero, NaN and Inf rows: no cosine
+        expected = [cos(table[a], table[b]) for a, b in pairs]
+    assert [p["cosine"] for p in doc["pairs"]] == [pytest.approx(e, abs=1e-6) if np.isfinite(e) else None
+                                                   for e in expected]

@@ -7,15 +7,16 @@ from __future__ import annotations
 import math
 import operator
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
-from typing import Generic, TypeVar, overload
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar, overload
 
 import numpy as np
 
 from ..compute import row_norms, unit_rows
+from ..naming import token_name
 
-__all__ = ["Anomaly", "Duplicate", "DuplicateSearch", "NormSummary", "RowListing", "find_duplicates", "median_and_mad",
-           "robust_z", "row_norms", "summarize"]
+__all__ = ["Anomaly", "Duplicate", "DuplicateSearch", "NormSummary", "NormsReport", "RowListing", "find_duplicates",
+           "median_and_mad", "norms_report", "robust_z", "row_norms", "summarize"]
 
 MAD_SCALE = 1.4826  # makes the MAD estimate the standard deviation for normally distributed norms
 # Gaussian-noise tables of 64..50,000 rows (d 4..768) reach a largest robust z of about 5.0, so 6 flags
@@ -259,3 +260,43 @@ def checked(array: np.ndarray, norms: np.ndarray, a: int, b: int) -> Duplicate:
     row_a, row_b = np.asarray(array[a], dtype=np.float64), np.asarray(array[b], dtype=np.float64)
     cos = float(np.clip(row_a @ row_b / (norms[a] * norms[b]), -1.0, 1.0))
     return Duplicate(a, b, cos, bool(np.array_equal(row_a, row_b)))
+
+
+@dataclass(frozen=True, eq=False)
+class NormsReport:
+    """What `embscope norms` reports about one table: the statistics and flagged rows, and near-duplicate rows.
+    Under-trained tokens are `embscope undertrained`'s (analysis.undertrained)."""
+
+    role: str  # position, token or output
+    name: str
+    dim: int
+    first_row: int  # rows before position 0
+    summary: NormSummary
+    duplicates: DuplicateSearch
+    notes: tuple[str, ...]
+    tokenizer: Any = field(default=None, repr=False)  # names token rows; None for positions, or when there is none
+
+    def label(self, index: int) -> str:
+        """How a row is called: `position 5`, a reserved row before position 0, or its token (`#id` when unnamed)."""
+        if self.role == "position":
+            position = index - self.first_row
+            return f"position {position}" if position >= 0 else f"reserved row {index}"
+        return token_name(self.tokenizer, index)
+
+
+def norms_report(emb: Any, table: str | None = None, threshold: float = DEFAULT_THRESHOLD) -> NormsReport:
+    """Norms of one table of `emb`: `table` position, token or output; None is the position table when there is one."""
+    role = table if table is not None else ("position" if emb.position is not None else "token")
+    chosen = emb.table(role)
+    notes = list(chosen.notes)
+    norms = row_norms(chosen.array)
+    summary = summarize(norms, threshold)
+    duplicates = find_duplicates(chosen.array, norms)
+    if duplicates.note:
+        notes.append(duplicates.note)
+    tokenizer = None
+    if role != "position":
+        tokenizer, why_none = emb.tokenizer_for_names()
+        if tokenizer is None:
+            notes.append(f"{why_none}; padding rows past the vocabulary cannot be told apart")
+    return NormsReport(role, chosen.name, chosen.dim, chosen.first_row, summary, duplicates, tuple(notes), tokenizer)

@@ -7,9 +7,9 @@ Undefined cosines (a zero, NaN or Inf row) are NaN here; rendering turns them in
 from __future__ import annotations
 
 import math
-import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -17,7 +17,6 @@ from ..compute import cosine_blocks, pair_cosines, topk_rows, unit_rows
 from ..errors import PositionError
 
 NOMINAL_LAST = 511  # the default pairs are written for a 512-row table and scaled to the real one
-PAIR_PATTERN = re.compile(r"\s*(-?\d+)\s*:\s*(-?\d+)\s*")
 PROFILE_BLOCK_BYTES = 16 << 20  # float64 work space per block of rows of the cosine matrix
 HEATMAP_MAX_SIDE = 1024  # the heatmap is averaged down to at most this many cells a side
 
@@ -81,20 +80,6 @@ class PositionReport:
     @property
     def positions(self) -> int:
         return self.rows - self.first_row
-
-
-def parse_pairs(text: str) -> list[tuple[int, int]]:
-    """'10:11,10:500' -> [(10, 11), (10, 500)]; anything else is a PositionError naming the bad part."""
-    pairs = []
-    for part in text.split(","):
-        match = PAIR_PATTERN.fullmatch(part)
-        if match is None:
-            raise PositionError(f"expected position pairs written I:J,I:J (e.g. 10:11,10:500), found {part.strip()!r}")
-        i, j = int(match[1]), int(match[2])
-        if i < 0 or j < 0:
-            raise PositionError(f"expected positions of 0 or more, found {part.strip()!r}")
-        pairs.append((i, j))
-    return pairs
 
 
 def default_pairs(positions: int) -> list[tuple[int, int]]:
@@ -250,3 +235,37 @@ def nearest_adjacent(table: np.ndarray, block_rows: int | None = None,
     found = best >= 0
     adjacent = np.abs(best - np.arange(best.size)) == 1
     return int((found & adjacent).sum()), int(found.sum())
+
+
+@dataclass(frozen=True, eq=False)
+class PositionsResult:
+    """What `embscope positions` reports: the pairs asked for, and the profile (and the heatmap drawn from it)."""
+
+    table: str
+    rows: int  # rows in the table
+    first_row: int  # rows before position 0
+    dim: int
+    pairs: tuple[PositionPair, ...]
+    profile: PositionProfile | None
+    heatmap: Heatmap | None  # what the plot draws; None unless asked for
+    notes: tuple[str, ...]
+
+    @property
+    def positions(self) -> int:
+        return max(self.rows - self.first_row, 0)
+
+
+def positions(emb: Any, pairs: Sequence[tuple[int, int]] = (), *, default: bool = False, profile: bool = False,
+              heatmap: bool = False) -> PositionsResult:
+    """Cosines of `pairs` (after the default near-to-far set when `default`), and the profile by distance when
+    `profile` or `heatmap` asks for it."""
+    table = emb.require_position()
+    count = max(table.rows - table.first_row, 0)
+    chosen = [*(default_pairs(count) if default else ()), *pairs]
+    notes = list(table.notes)
+    found = position_pairs(table.array, chosen, table.first_row, table.name).pairs if chosen else ()
+    if default and not found:
+        notes.append(f"the table has {count} position(s): no pair to compare")
+    shape, cells = (position_profile(table.array, table.first_row, heatmap=heatmap) if profile or heatmap
+                    else (None, None))
+    return PositionsResult(table.name, table.rows, table.first_row, table.dim, found, shape, cells, tuple(notes))

@@ -3,16 +3,18 @@ Words become token ids through the checkpoint's tokenizer; a word of several tok
 
 from __future__ import annotations
 
+from array import array as packed
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from itertools import combinations
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, overload
 
 import numpy as np
 
 from .. import cache, compute
 from ..errors import EmbscopeError, TokenError
 from ..lookup import lookup_word
+from ..naming import token_name
 from ..text import quote
 
 if TYPE_CHECKING:
@@ -21,6 +23,7 @@ if TYPE_CHECKING:
 BASELINE_PAIRS = 10000  # random pairs sampled for the percentile
 BASELINE_SEED = 0  # fixed, so the same table gives the same percentile every run
 TABLE_ROLES = ("token", "output")
+PAIR_BLOCK_BYTES = 16 << 20  # rows gathered at once for the pairs of a pairs file
 
 
 @dataclass(frozen=True)
@@ -57,10 +60,37 @@ class Baseline:
     seed: int
 
 
+class Pairs(Sequence[Pair]):
+    """The pairs asked for, as arrays (a pairs file of millions of lines stays a few bytes a pair);
+    each Pair is made when it is read."""
+
+    def __init__(self, queries: tuple[Query, ...], positions: np.ndarray, cosines: np.ndarray, shares: np.ndarray):
+        # positions: (pairs, 2) indices into `queries`; cosines and shares (percentiles): one a pair, NaN if undefined
+        self.queries, self.positions, self.cosines, self.shares = queries, positions, cosines, shares
+
+    def __len__(self) -> int:
+        return len(self.positions)
+
+    @overload
+    def __getitem__(self, at: int) -> Pair: ...
+
+    @overload
+    def __getitem__(self, at: slice) -> list[Pair]: ...
+
+    def __getitem__(self, at: int | slice) -> Pair | list[Pair]:
+        if isinstance(at, slice):
+            return [self[n] for n in range(*at.indices(len(self)))]
+        a, b = (self.queries[int(i)] for i in self.positions[at])
+        why = [r for r in dict.fromkeys((a.reason, b.reason)) if r]
+        cosine = None if why else finite_or_none(self.cosines[at])
+        reason = "; ".join(why) if why else (None if cosine is not None else "the cosine is undefined")
+        return Pair(a, b, cosine, reason, None if cosine is None else finite_or_none(self.shares[at]))
+
+
 @dataclass(frozen=True)
 class SimilarityResult:
     queries: tuple[Query, ...]  # each distinct word or id once, in the order given
-    pairs: tuple[Pair, ...]
+    pairs: Pairs
     baseline: Baseline | None  # None when it was not asked for (baseline=False)
     centered: bool  # the table's mean row was subtracted first
     table: str  # role: token or output
@@ -106,14 +136,7 @@ def table_rows(emb: Embeddings, table: str) -> tuple[np.ndarray, str]:
     return chosen.array, chosen.name
 
 
-def token_string(tokenizer, token_id: int) -> str:
-    """The token's text, or `#id` when there is no tokenizer or the id lies past its vocabulary."""
-    if tokenizer is None or token_id >= tokenizer.vocab_size:
-        return f"#{token_id}"
-    return tokenizer.token_string(token_id)
-
-
-def is_padding(tokenizer, token_id: int) -> bool:
+def is_padding(tokenizer: Any, token_id: int) -> bool:
     return tokenizer is not None and token_id >= tokenizer.vocab_size
 
 
@@ -123,7 +146,7 @@ def check_id(token_id: int, rows: int, word: str | None = None) -> None:
         raise TokenError(f"expected token ids 0..{rows - 1} (the table has {rows} rows), found {token_id}{where}")
 
 
-def parse_id(text) -> int:
+def parse_id(text: object) -> int:
     if isinstance(text, (int, np.integer)) and not isinstance(text, bool):
         return int(text)
     try:
@@ -135,9 +158,11 @@ def parse_id(text) -> int:
 class Resolver:
     """Turns each distinct word or id into a Query once, checking it against the table."""
 
-    def __init__(self, emb, rows: int, *, ids: bool, exact: bool, merge: bool):
+    def __init__(self, emb: Embeddings, rows: int, *, ids: bool, exact: bool, merge: bool, allow_unk: bool = False):
         self.emb, self.rows, self.ids, self.exact, self.merge = emb, rows, ids, exact, merge
+        self.allow_unk = allow_unk
         self.cache: dict[str, Query] = {}
+        self.positions: dict[str, int] = {}  # where each query stands in `cache`
         self._tokenizer = None
         self._tokenizer_loaded = False
 
@@ -149,16 +174,21 @@ class Resolver:
             self._tokenizer_loaded = True
         return self._tokenizer
 
-    def __call__(self, item) -> Query:
+    def __call__(self, item: object) -> Query:
+        return self.cache[self.key(item)]
+
+    def key(self, item: object) -> str:
+        """Resolve `item` once, and give the key it is cached under."""
         key = str(item).strip() if self.ids else str(item)
         if key not in self.cache:
             self.cache[key] = self.resolve_id(item) if self.ids else self.resolve_word(key)
-        return self.cache[key]
+            self.positions[key] = len(self.positions)
+        return key
 
-    def resolve_id(self, item) -> Query:
+    def resolve_id(self, item: object) -> Query:
         token_id = parse_id(item)
         check_id(token_id, self.rows)
-        return Query(str(item).strip(), (token_id,), (token_string(self.tokenizer, token_id),))
+        return Query(str(item).strip(), (token_id,), (token_name(self.tokenizer, token_id),))
 
     def resolve_word(self, word: str) -> Query:
         tokenizer = self.tokenizer
@@ -166,7 +196,7 @@ class Resolver:
             raise TokenError(f"expected a tokenizer to look up {quote(word)}, found none beside the checkpoint: "
                              "pass --tokenizer FILE, or use --ids")
         try:
-            found = lookup_word(tokenizer, word, exact=self.exact)
+            found = lookup_word(tokenizer, word, exact=self.exact, allow_unk=self.allow_unk)
         except (ValueError, KeyError, UnicodeError) as err:  # a tokenizer's own complaint about the text
             raise TokenError(f"expected a word the tokenizer can encode, found {quote(word)} ({err})") from None
         for token_id in found.ids:
@@ -235,37 +265,41 @@ def finite_or_none(value: float | np.floating) -> float | None:
 # --- similarity ---
 
 def similarity_pairs(emb: Embeddings, pairs: Iterable[Sequence], *, ids: bool = False, exact: bool = False,
-                     merge: bool = True, center: bool = False, table: str = "token",
-                     baseline: bool = True) -> SimilarityResult:
+                     merge: bool = True, center: bool = False, table: str = "token", baseline: bool = True,
+                     allow_unk: bool = False, on_skip: Callable[[str], None] | None = None) -> SimilarityResult:
     """Cosine of each (a, b) pair of words (or ids), all pairs in one batched call, with the random-pair baseline
-    (one pass over the table; baseline=False skips it, and the pairs get no percentile)."""
+    (one pass over the table; baseline=False skips it, and the pairs get no percentile).
+    `pairs` is read once, as it comes (a file streams through). A pair that cannot be used raises TokenError,
+    or, when `on_skip` is given, is handed to it as one line saying why and left out."""
     array, name = table_rows(emb, table)
-    resolve = Resolver(emb, array.shape[0], ids=ids, exact=exact, merge=merge)
-    asked = []
+    resolve = Resolver(emb, array.shape[0], ids=ids, exact=exact, merge=merge, allow_unk=allow_unk)
+    asked = packed("q")  # query positions, two per pair: 16 bytes a pair however many there are
     for n, pair in enumerate(pairs):
         pair = tuple(pair)
-        if len(pair) != 2:
-            raise TokenError(f"expected pairs of two words or ids, found {len(pair)} items in pair {n + 1}")
-        asked.append((resolve(pair[0]), resolve(pair[1])))
+        try:
+            if len(pair) != 2:
+                raise TokenError(f"expected pairs of two words or ids, found {len(pair)} items in pair {n + 1}")
+            keys = resolve.key(pair[0]), resolve.key(pair[1])
+        except TokenError as err:
+            if on_skip is None:
+                raise
+            on_skip(f"pair {n + 1} ({' '.join(quote(item) for item in pair)}): {err}")
+            continue
+        asked.extend(resolve.positions[key] for key in keys)
     center_row = compute.mean_row(array) if center else None
-    vectors = query_vectors(array, list(resolve.cache.values()), center_row)
-    queries = with_reasons(array, list(resolve.cache.values()), vectors, center)
-    by_text = {q.text: q for q in queries}
-    position = {q.text: i for i, q in enumerate(queries)}
-    asked = [(by_text[a.text], by_text[b.text]) for a, b in asked]
-    index = np.array([(position[a.text], position[b.text]) for a, b in asked], dtype=np.int64).reshape(-1, 2)
-    cosines = compute.pair_cosines(vectors, index) if len(index) else np.empty(0)
+    found = list(resolve.cache.values())
+    vectors = query_vectors(array, found, center_row)
+    queries = with_reasons(array, found, vectors, center)
+    index = np.frombuffer(asked, dtype=np.int64).reshape(-1, 2) if asked else np.empty((0, 2), dtype=np.int64)
+    # a block of pairs at a time: compute.pair_cosines gathers two float64 rows per pair (2 GB for a million pairs)
+    block = max(1, PAIR_BLOCK_BYTES // (16 * array.shape[1]))
+    cosines = np.concatenate([np.empty(0), *(compute.pair_cosines(vectors, index[start:start + block])
+                                             for start in range(0, len(index), block))])
 
-    found = random_pair_baseline(emb, name, array, center_row) if baseline else None
-    shares = percentiles(found[1], cosines) if found is not None else np.full(len(cosines), np.nan)
-
-    results = []
-    for (a, b), value, share in zip(asked, cosines, shares):
-        why = [r for r in dict.fromkeys((a.reason, b.reason)) if r]
-        cosine = None if why else finite_or_none(value)
-        reason = "; ".join(why) if why else (None if cosine is not None else "the cosine is undefined")
-        results.append(Pair(a, b, cosine, reason, None if cosine is None else finite_or_none(share)))
-    return SimilarityResult(queries, tuple(results), found[0] if found is not None else None, center, table, name)
+    found_baseline = random_pair_baseline(emb, name, array, center_row) if baseline else None
+    shares = percentiles(found_baseline[1], cosines) if found_baseline is not None else np.full(len(cosines), np.nan)
+    return SimilarityResult(queries, Pairs(queries, index, cosines, shares),
+                            found_baseline[0] if found_baseline is not None else None, center, table, name)
 
 
 def random_pair_baseline(emb: Embeddings, name: str, array: np.ndarray,
@@ -287,25 +321,25 @@ def random_pair_baseline(emb: Embeddings, name: str, array: np.ndarray,
 
 
 def similarity(emb: Embeddings, words_or_ids: Sequence, *, ids: bool = False, exact: bool = False,
-               merge: bool = True, center: bool = False, table: str = "token",
-               baseline: bool = True) -> SimilarityResult:
+               merge: bool = True, center: bool = False, table: str = "token", baseline: bool = True,
+               allow_unk: bool = False) -> SimilarityResult:
     """Two words give one pair; more give every pair, in the order given."""
     items = list(dict.fromkeys(words_or_ids))  # a word given twice is compared once
     if len(items) < 2:
         raise TokenError(f"expected at least two different words or ids to compare, found {len(items)}")
     return similarity_pairs(emb, combinations(items, 2), ids=ids, exact=exact, merge=merge, center=center, table=table,
-                            baseline=baseline)
+                            baseline=baseline, allow_unk=allow_unk)
 
 
 # --- neighbours ---
 
 def neighbors(emb: Embeddings, query: str | int, k: int = 10, *, ids: bool = False, exact: bool = False,
-              table: str = "token") -> NeighborsResult:
+              table: str = "token", allow_unk: bool = False) -> NeighborsResult:
     """The k rows most similar (cosine) to a word or id, leaving out the query's own rows."""
     if k < 1:
         raise EmbscopeError(f"expected k of at least 1, found {k}")
     array, name = table_rows(emb, table)
-    resolve = Resolver(emb, array.shape[0], ids=ids, exact=exact, merge=True)
+    resolve = Resolver(emb, array.shape[0], ids=ids, exact=exact, merge=True, allow_unk=allow_unk)
     found = resolve(query)
     note = "; ".join(n for n in (found.note, merge_note(found)) if n) or None
     vectors = query_vectors(array, [found], None)
@@ -318,27 +352,39 @@ def neighbors(emb: Embeddings, query: str | int, k: int = 10, *, ids: bool = Fal
     picked = top.ids[0][top.ids[0] >= 0]
     cosines = compute.cosines_to(array, picked, vectors[0])
     tokenizer = resolve.tokenizer
-    chosen = tuple(Neighbor(int(i), token_string(tokenizer, int(i)), float(c), is_padding(tokenizer, int(i)))
+    chosen = tuple(Neighbor(int(i), token_name(tokenizer, int(i)), float(c), is_padding(tokenizer, int(i)))
                    for i, c in zip(picked, cosines))
     return NeighborsResult(found, chosen, note, None, table, name)
 
 
-def topk_all(emb: Embeddings, k: int, *, queries: Sequence | None = None, ids: bool = False, exact: bool = False,
-             table: str = "token", device: str = "auto", precision: str = "fp32",
-             progress: Callable[[int, int], None] | None = None) -> compute.TopK:
-    """Top-k neighbours of every row (or of the one-token words / ids in `queries`), in batches."""
+def topk_all(emb: Embeddings, k: int, *, queries: Iterable | None = None, ids: bool = False, exact: bool = False,
+             table: str = "token", device: str = "auto", precision: str = "fp32", allow_unk: bool = False,
+             progress: Callable[[int, int], None] | None = None,
+             on_skip: Callable[[str], None] | None = None) -> compute.TopK:
+    """Top-k neighbours of every row (or of the one-token words / ids in `queries`), in batches; k is at most the
+    table's rows. A query that is several tokens, or cannot be looked up, raises TokenError, or, when `on_skip`
+    is given, is handed to it as one line saying why and left out."""
     if k < 1:
         raise EmbscopeError(f"expected k of at least 1, found {k}")
     array, _ = table_rows(emb, table)
+    k = min(k, array.shape[0])  # a list longer than the table holds nothing more
     query_ids = None
     if queries is not None:
-        resolve = Resolver(emb, array.shape[0], ids=ids, exact=exact, merge=True)
-        found = [resolve(q) for q in queries]
-        for q in found:
-            if q.merged:
-                pieces = " ".join(quote(t) for t in q.tokens)
-                raise TokenError(f"expected each query to be one token, found {quote(q.text)} as {len(q.ids)} "
-                                 f"({pieces}); ask `embscope neighbors` about it on its own")
-        query_ids = np.array([q.ids[0] for q in found], dtype=np.int64)
+        resolve = Resolver(emb, array.shape[0], ids=ids, exact=exact, merge=True, allow_unk=allow_unk)
+        chosen = packed("q")
+        for n, text in enumerate(queries):
+            try:
+                found = resolve(text)
+                if found.merged:
+                    pieces = " ".join(quote(t) for t in found.tokens)
+                    raise TokenError(f"expected each query to be one token, found {quote(found.text)} as "
+                                     f"{len(found.ids)} ({pieces}); ask `embscope neighbors` about it on its own")
+            except TokenError as err:
+                if on_skip is None:
+                    raise
+                on_skip(f"query {n + 1}: {err}")
+                continue
+            chosen.append(found.ids[0])
+        query_ids = np.frombuffer(chosen, dtype=np.int64) if chosen else np.empty(0, dtype=np.int64)
     return compute.topk_rows(array, k, rows=query_ids, exclude_self=True, device=device, precision=precision,
                              progress=progress)

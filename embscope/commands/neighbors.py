@@ -3,122 +3,105 @@
 from __future__ import annotations
 
 import time
-from enum import Enum
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
-from .. import compute
-from ..analysis.similarity import NeighborsResult, neighbors, token_string, topk_all
-from ..errors import EmbscopeError
-from ..render import console, jsonout
-from ..render.neighbors_out import out_format, write_neighbors
-from ..text import quote
-from .options import JsonFlag, Source, with_source
-from .similarity import ExactFlag, IdsFlag, TableChoice, TableOption, token_text, tokens_text
+from .options import (
+    AllowUnkFlag,
+    Device,
+    DeviceOption,
+    ExactFlag,
+    IdsFlag,
+    JsonFlag,
+    Precision,
+    PrecisionOption,
+    Source,
+    StrictFlag,
+    Table,
+    TableOption,
+    as_usage_error,
+    refuse,
+    with_source,
+)
 
 
-class Precision(str, Enum):
-    fp32 = "fp32"
-    tf32 = "tf32"
-    bf16 = "bf16"
-    fp16 = "fp16"
+def run_all(source: Source, k: int, out: Path, queries_file: Path | None, ids: bool, exact: bool, allow_unk: bool,
+            table: str, strict: bool, device: str, precision: str, json: bool) -> None:
+    from .. import compute
+    from ..analysis.similarity import topk_all
+    from ..hardware import bf16_note
+    from ..inputs import Skipped, read_queries
+    from ..naming import token_name
+    from ..render import neighbors as render
+    from ..render.files import check_directory, input_files
+    from ..render.neighbors_out import STDOUT, out_format, write_neighbors
 
-
-def read_queries_file(path: Path) -> list[str]:
-    """One word or id per line; blank lines and # comments skipped."""
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeError) as err:
-        raise EmbscopeError(f"expected a readable UTF-8 queries file at {quote(path)}, found {err}") from None
-    queries = [line.strip() for line in lines if line.strip() and not line.lstrip().startswith("#")]
-    if not queries:
-        raise EmbscopeError(f"expected words or ids in {quote(path)}, one a line, found none")
-    return queries
-
-
-def document(result: NeighborsResult) -> dict:
-    query = result.query
-    return {"query": query.text, "ids": list(query.ids), "tokens": list(query.tokens),
-            "neighbors": [{"id": n.id, "token": n.token, "cosine": n.cosine, "padding": n.padding}
-                          for n in result.neighbors],
-            "note": result.note, "reason": result.reason, "table": result.table, "table_name": result.table_name}
-
-
-def render(result: NeighborsResult) -> None:
-    out = console.out
-    query = result.query
-    out.print(f"{console.safe(query.text)} -> {tokens_text(query)}  "
-              f"({result.table} table {console.safe(quote(result.table_name))})", soft_wrap=True)
-    if result.reason is not None:
-        out.print(f"no neighbours: {console.safe(result.reason)}")
-    else:
-        grid = console.table("rank", "id", "token", "cosine", "note")
-        for rank, n in enumerate(result.neighbors, start=1):
-            grid.add_row(str(rank), str(n.id), token_text(n.id, n.token), console.cosine_text(n.cosine),
-                         "padding" if n.padding else "")
-        out.print(grid)
-    console.notes([result.note] if result.note else [])
-
-
-def run_all(source: Source, k: int, out: Path, queries_file: Optional[Path], ids: bool, exact: bool, table: str,
-            precision: str, json: bool) -> None:
-    kind = out_format(out)  # refuse a bad extension before any work
-    queries = read_queries_file(queries_file) if queries_file is not None else None
+    kind = as_usage_error(lambda: out_format(out), "--out")  # a bad extension is refused before any work
+    if str(out) == STDOUT and json:
+        raise refuse("--out - writes the rows to standard output, so it cannot take --json too")
+    if str(out) != STDOUT:
+        check_directory(out, "--out")
     emb = source.open()
-    device = compute.resolve_device(source.device.value)
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+    device = compute.resolve_device(device)
+    precision = compute.resolve_precision(precision, device)
+    skipped = None if strict else Skipped()
+    queries = read_queries(queries_file, skipped) if queries_file is not None else None
     started = time.perf_counter()
-    with Progress(TextColumn("top-{task.fields[k]}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                  console=console.err, transient=True, disable=not console.err.is_terminal) as bar:
-        task = bar.add_task("neighbours", total=None, k=k)
-        result = topk_all(emb, k, queries=queries, ids=ids, exact=exact, table=table, device=device,
-                          precision=precision, progress=lambda done, total: bar.update(task, completed=done, total=total))
+    with render.progress(k) as progress:
+        topk = topk_all(emb, k, queries=queries, ids=ids, exact=exact, table=table, device=device,
+                        precision=precision, allow_unk=allow_unk, progress=progress, on_skip=skipped)
     seconds = time.perf_counter() - started
     tokenizer = emb.tokenizer_for_names()[0]
-    write_neighbors(out, result, lambda token_id: token_string(tokenizer, token_id))
-    rows = len(result.query_ids)
-    if json:
-        jsonout.emit({"out": str(out), "format": kind, "queries": rows, "k": k, "table": table,
-                      "table_name": emb.table(table).name, "device": device, "precision": precision,
-                      "seconds": seconds})
-        return
-    console.out.print(f"wrote the top-{k} neighbours of {rows:,} {table} rows to {console.safe(out)} ({kind}) "
-                      f"in {seconds:.2f} s on {device}, {precision}", soft_wrap=True)
+    write_neighbors(out, topk, lambda token_id: token_name(tokenizer, token_id), input_files(emb, queries_file))
+    notes = [n for n in (bf16_note(device, precision),) if n]
+    if topk.ids.shape[1] < k:
+        notes.append(f"-k {k:,} is more than the table's {topk.ids.shape[1]:,} rows: each list holds at most that many")
+    notes += skipped.notes(queries_file) if skipped and queries_file else []
+    render.show_all(emb, out=out, kind=kind, queries=len(topk.query_ids), k=topk.ids.shape[1], table=table,
+                    device=device, precision=precision, seconds=seconds, json=json, notes=notes)
 
 
 def neighbors_command(
     source: Source,
-    word: Annotated[Optional[str], typer.Argument(help="A word (or an id with --ids).", show_default=False)] = None,
+    word: Annotated[str | None, typer.Argument(help="A word (or an id with --ids).", show_default=False)] = None,
     k: Annotated[int, typer.Option("-k", min=1, help="How many neighbours.")] = 10,
     ids: IdsFlag = False,
     exact: ExactFlag = False,
-    table: TableOption = TableChoice.token,
+    allow_unk: AllowUnkFlag = False,
+    table: TableOption = Table.token,
     all_rows: Annotated[bool, typer.Option("--all", help="Every row of the table (or --queries), in batches.")] = False,
-    out: Annotated[Optional[Path], typer.Option(help="With --all: the file to write, .tsv, .jsonl or .npz.")] = None,
-    queries: Annotated[Optional[Path], typer.Option(
-        help="With --all: a file of words (or ids with --ids), one a line, instead of every row.")] = None,
-    precision: Annotated[Precision, typer.Option(help="With --all: arithmetic for the batched products.")] = Precision.fp32,
+    out: Annotated[Path | None, typer.Option(
+        help="With --all: the file to write, .tsv, .jsonl or .npz; - writes TSV to standard output.")] = None,
+    queries: Annotated[Path | None, typer.Option(
+        help="With --all: a file of words (or ids with --ids), one a line, instead of every row. A word of several "
+             "tokens is skipped with a note.")] = None,
+    strict: StrictFlag = False,
+    device: DeviceOption = Device.auto,  # type: ignore[attr-defined]
+    precision: PrecisionOption = Precision.fp32,  # type: ignore[attr-defined]
     json: JsonFlag = False,
 ) -> None:
     """The K rows most similar to a word, or with --all --out FILE the top K of every row."""
+    if table is Table.position:
+        raise refuse("expected token or output (neighbours among positions: embscope positions --profile)", "--table")
     if all_rows:
         if word is not None:
-            raise typer.BadParameter("--all takes its queries from --queries FILE, not a word")
+            raise refuse("--all takes its queries from --queries FILE, not a word")
         if out is None:
-            raise typer.BadParameter("--all needs --out FILE (.tsv, .jsonl or .npz)")
-        run_all(source, k, out, queries, ids, exact, table.value, precision.value, json)
+            raise refuse("--all needs --out FILE (.tsv, .jsonl or .npz, or - for standard output)")
+        run_all(source, k, out, queries, ids, exact, allow_unk, table.value, strict, device.value, precision.value, json)
         return
     if out is not None or queries is not None:
-        raise typer.BadParameter("--out and --queries go with --all")
+        raise refuse("--out and --queries go with --all")
+    if device is not Device.auto or precision is not Precision.fp32:  # type: ignore[attr-defined]
+        raise refuse("--device and --precision go with --all, the batched run")
     if word is None:
-        raise typer.BadParameter("expected a word (or an id with --ids), or --all")
-    result = neighbors(source.open(), word, k, ids=ids, exact=exact, table=table.value)
-    if json:
-        jsonout.emit(document(result))
-    else:
-        render(result)
+        raise refuse("expected a word (or an id with --ids), or --all")
+    from ..analysis.similarity import neighbors
+    from ..render import neighbors as render
+    emb = source.open()
+    render.show(emb, neighbors(emb, word, k, ids=ids, exact=exact, table=table.value, allow_unk=allow_unk), json=json)
 
 
 def register(app: typer.Typer) -> None:

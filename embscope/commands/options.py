@@ -1,51 +1,59 @@
-"""The options every analysis command takes (DESIGN.md, command-line contract), declared once."""
+"""The options commands share (DESIGN.md, command-line contract), each declared once, and the two ways the
+command line is read beyond typer: options whose value may be left out, and numbers that must be finite."""
 
 from __future__ import annotations
 
 import functools
 import inspect
+import math
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, TypeVar
 
 import typer
 
-from ..render import console
+from .. import compute
+
+T = TypeVar("T")
 
 
-class Device(str, Enum):
-    auto = "auto"
-    cpu = "cpu"
-    cuda = "cuda"
-    mps = "mps"
+class Table(str, Enum):
+    """The table a command reads. (roles.Role will replace this enum: one list of roles.)"""
+
+    token = "token"
+    position = "position"
+    output = "output"
+
+
+# the values come from compute, the one place that knows the devices and arithmetic it supports
+Device = Enum("Device", {value: value for value in compute.DEVICES}, type=str)  # type: ignore[misc]
+Precision = Enum("Precision", {value: value for value in compute.PRECISIONS}, type=str)  # type: ignore[misc]
 
 
 @dataclass(frozen=True)
 class Source:
     """Where the tables come from, as the user gave it."""
 
-    checkpoint: Annotated[Optional[Path], typer.Option(
+    checkpoint: Annotated[Path | None, typer.Option(
         "--checkpoint", "-c", envvar="EMBSCOPE_CHECKPOINT", show_envvar=True,
         help="Checkpoint file or directory (default: the bundled sample model).")] = None
-    tokenizer: Annotated[Optional[Path], typer.Option(
+    tokenizer: Annotated[Path | None, typer.Option(
         help="Tokenizer file (default: found beside or inside the checkpoint).")] = None
-    token_key: Annotated[Optional[str], typer.Option(help="Tensor to use as the token table.")] = None
-    pos_key: Annotated[Optional[str], typer.Option(help="Tensor to use as the position table.")] = None
-    device: Annotated[Device, typer.Option(help="Where batched work runs; auto = a GPU when torch sees one.")] = Device.auto
+    token_key: Annotated[str | None, typer.Option(help="Tensor to use as the token table.")] = None
+    pos_key: Annotated[str | None, typer.Option(help="Tensor to use as the position table.")] = None
     trust_pickle: Annotated[bool, typer.Option(
         "--trust-pickle", help="Let a pickle name any global. It can then run code: only for files you made.")] = False
-    vocab_size: Annotated[Optional[int], typer.Option(help="Token table rows, for formats that do not record it.")] = None
-    d_model: Annotated[Optional[int], typer.Option(help="Table width, for formats that do not record it.")] = None
-    context: Annotated[Optional[int], typer.Option(help="Position table rows, for formats that do not record it.")] = None
+    vocab_size: Annotated[int | None, typer.Option(help="Token table rows, for formats that do not record it.")] = None
+    d_model: Annotated[int | None, typer.Option(help="Table width, for formats that do not record it.")] = None
+    context: Annotated[int | None, typer.Option(help="Position table rows, for formats that do not record it.")] = None
 
-    def open(self):
+    def open(self) -> Any:
         from ..embeddings import open as open_embeddings
-        if self.device is not Device.auto:
-            from ..compute import resolve_device
-            resolve_device(self.device.value)  # asking for a GPU that is not there is an error everywhere
         if self.trust_pickle:
+            from ..render import console
             console.err.print("warning: --trust-pickle lets the checkpoint run code while it loads")
         return open_embeddings(self.checkpoint, tokenizer=self.tokenizer, token_key=self.token_key,
                                pos_key=self.pos_key, trust_pickle=self.trust_pickle, vocab_size=self.vocab_size,
@@ -53,10 +61,9 @@ class Source:
 
 
 SOURCE_FIELDS = tuple(f.name for f in fields(Source))
-JsonFlag = Annotated[bool, typer.Option("--json", help="Print one JSON document and nothing else.")]
 
 
-def with_source(command):
+def with_source(command: Callable) -> Callable:
     """Give a command every Source option; it receives them as one `source` argument."""
     signature = inspect.signature(command)
     hints = typing.get_type_hints(command, include_extras=True)  # real types, not the strings of __future__
@@ -66,10 +73,110 @@ def with_source(command):
               for f in fields(Source)]
 
     @functools.wraps(command)
-    def wrapper(**kwargs):
+    def wrapper(**kwargs: Any) -> Any:
         source = Source(**{name: kwargs.pop(name) for name in SOURCE_FIELDS})
         return command(source=source, **kwargs)
 
-    wrapper.__signature__ = signature.replace(parameters=own + shared)
+    wrapper.__signature__ = signature.replace(parameters=own + shared)  # type: ignore[attr-defined]
     wrapper.__annotations__ = {p.name: p.annotation for p in own + shared}
     return wrapper
+
+
+def finite(value: float | None) -> float | None:
+    """A number option that NaN or Inf would make meaningless."""
+    if value is not None and not math.isfinite(value):
+        raise typer.BadParameter(f"expected a finite number, found {value}")
+    return value
+
+
+UsageError: type[Exception] = typer.BadParameter.__mro__[1]  # click's UsageError, which typer does not export
+
+
+def refuse(message: str, option: str | None = None) -> Exception:
+    """A usage error (exit 2), naming the option it is about when there is one."""
+    return typer.BadParameter(message, param_hint=f"'{option}'") if option else UsageError(message)
+
+
+def as_usage_error(check: Callable[[], T], option: str) -> T:
+    """A library check of an option's value (a file extension, a pair) whose complaint is a usage error."""
+    from ..errors import EmbscopeError
+    try:
+        return check()
+    except EmbscopeError as err:
+        raise refuse(str(err), option) from None
+
+
+# Options whose value may be left out: `positions --pairs` means the default pairs, `norms --plot` a PNG named
+# after the checkpoint in the working directory. typer cannot declare them, so the words are read here:
+# the option followed by nothing, or by another option, gets the value below.
+PAIRS_DEFAULT = "default"
+PLOT_AUTO = ""  # `--plot` alone; no file can be named ""
+OPTIONAL_VALUES = {"--pairs": PAIRS_DEFAULT, "--plot": PLOT_AUTO}
+
+
+def with_optional_values(command: Any, args: list[str]) -> list[str]:
+    """`args` with the value filled in after each optional-value option of `command` that was given none."""
+    if command is None:
+        return args
+    options = [param for param in command.params if param.param_type_name == "option"]
+    takes_value = {opt for param in options if not (param.is_flag or param.count) for opt in param.opts}
+    optional = {opt: value for opt, value in OPTIONAL_VALUES.items() if opt in takes_value}
+    if not optional:
+        return args
+    names = {opt for param in options for opt in (*param.opts, *param.secondary_opts)} | {"--help", "--"}
+
+    def is_option(word: str) -> bool:  # `-3:4` is a (bad) value, `--json` or `-cFILE` an option
+        return word.split("=", 1)[0] in names or (len(word) > 2 and word[:2] in names)
+    filled: list[str] = []
+    at = 0
+    while at < len(args):
+        word = args[at]
+        filled.append(word)
+        at += 1
+        if word == "--":  # everything after it is an argument
+            filled.extend(args[at:])
+            break
+        if word in optional and (at == len(args) or is_option(args[at])):
+            filled.append(optional[word])
+        elif word in takes_value and at < len(args):  # a value is never read as an option name
+            filled.append(args[at])
+            at += 1
+    return filled
+
+
+def check_plot(plot: str | None) -> None:
+    """A --plot FILE names a format and an existing folder: checked before any work."""
+    if plot is None or plot == PLOT_AUTO:
+        return
+    from ..render.files import check_directory
+    from ..render.plots import plot_format
+    as_usage_error(lambda: plot_format(Path(plot)), "--plot")
+    check_directory(Path(plot), "the plot file")
+
+
+def plot_path(plot: str | None, emb: Any, table: str, kind: str) -> Path | None:
+    """The file a plot goes to: the one named, or for `--plot` alone the one rule every plot follows."""
+    if plot is None:
+        return None
+    if plot == PLOT_AUTO:
+        from ..render.plots import default_plot_path
+        return default_plot_path(emb.checkpoint.path, table, kind)
+    return Path(plot)
+
+
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print one JSON document and nothing else.")]
+IdsFlag = Annotated[bool, typer.Option("--ids", help="Take raw token ids instead of words.")]
+ExactFlag = Annotated[bool, typer.Option("--exact", help="Encode each word exactly as typed, without a leading space.")]
+AllowUnkFlag = Annotated[bool, typer.Option(
+    "--allow-unk", help="Let a word the tokenizer maps to its unknown token through (with a note) instead of refusing it.")]
+StrictFlag = Annotated[bool, typer.Option(
+    "--strict", help="Stop at the first line of the input file that cannot be used, instead of skipping it with a note.")]
+TableOption = Annotated[Table, typer.Option(
+    "--table", help="The token table, or the untied output projection.", show_default=True)]
+DeviceOption = Annotated[Device, typer.Option(
+    "--device", help="Where the batched work runs; auto = a GPU when torch sees one.")]
+PrecisionOption = Annotated[Precision, typer.Option(
+    "--precision", help="Arithmetic for the batched products; auto: a half-precision pass re-ranked in fp32 on a GPU, fp32 on a CPU.")]
+PlotOption = Annotated[str | None, typer.Option(
+    "--plot", metavar="[FILE]", show_default=False,
+    help="Draw a plot to FILE (.png, .svg or .pdf); alone, to <checkpoint>-<table>-<plot>.png in the working directory.")]

@@ -6,8 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..analysis.analogy import AnalogyResult, Evaluation, SectionScore, Term
-from . import console, jsonout
-from .info import checkpoint_line, with_checkpoint
+from . import console, header
 from .lookup_notes import grouped_notes
 
 if TYPE_CHECKING:
@@ -41,10 +40,10 @@ def result_doc(result: AnalogyResult) -> dict:
 
 def show_result(emb: Embeddings, result: AnalogyResult, json: bool) -> None:
     if json:
-        jsonout.emit(with_checkpoint(result_doc(result), emb))
+        header.emit(result_doc(result), emb)
         return
     out = console.out
-    out.print(checkpoint_line(emb), soft_wrap=True)
+    header.show(emb)
     a, b, c = result.a, result.b, result.c
     out.print(f"{console.safe(a.text)} - {console.safe(b.text)} + {console.safe(c.text)}  "
               f"({method_text(result.method, result.epsilon)}, token table '{console.safe(result.table_name)}'; "
@@ -80,10 +79,10 @@ def accuracy_text(score: SectionScore) -> str:
 
 def show_evaluation(emb: Embeddings, evaluation: Evaluation, path: Path, json: bool) -> None:
     if json:
-        jsonout.emit(with_checkpoint(evaluation_doc(evaluation, path), emb))
+        header.emit(evaluation_doc(evaluation, path), emb)
         return
     out = console.out
-    out.print(checkpoint_line(emb), soft_wrap=True)
+    header.show(emb)
     out.print(f"analogies in {console.safe(path)} ({method_text(evaluation.method, evaluation.epsilon)}, token table "
               f"'{console.safe(evaluation.table_name)}'): for a b c d, right when b - a + c answers d first",
               soft_wrap=True)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
+from typing import Any
+
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -18,7 +21,7 @@ def safe(text: object) -> str:
     return escape(printable(str(text)))
 
 
-def shape_text(shape) -> str:
+def shape_text(shape: Sequence[int]) -> str:
     return " x ".join(str(d) for d in shape)
 
 
@@ -34,13 +37,23 @@ def cosine_text(value: float | None) -> str:
     return "null" if value is None else f"{value:+.4f}"
 
 
-def table(*columns: str, title: str | None = None, **kwargs) -> Table:
+def table(*columns: str, title: str | None = None, **kwargs: Any) -> Table:
     grid = Table(title=title, title_justify="left", **kwargs)
     for column in columns:
         grid.add_column(column, overflow="fold")  # long tensor names wrap rather than lose their end
     return grid
 
 
-def notes(lines) -> None:
+def notes(lines: Iterable[str]) -> None:
     for line in lines:
         out.print(f"note: {safe(line)}")
+
+
+def token_text(token_id: int, token: str) -> str:
+    """A token string quoted so spaces show (untrusted, so escaped); `#id` as it is when there is no string."""
+    return token if token == f"#{token_id}" else f"'{safe(token)}'"
+
+
+def tokens_text(ids: Sequence[int], tokens: Sequence[str]) -> str:
+    """Each id with its token: `603 'father'`, or `#5000` where the id has no string."""
+    return " ".join(token_text(i, t) if t == f"#{i}" else f"{i} {token_text(i, t)}" for i, t in zip(ids, tokens))

@@ -7,8 +7,7 @@ from typing import TYPE_CHECKING
 
 from ..analysis.export import ExportRows
 from ..roles import Role
-from . import console, jsonout
-from .info import checkpoint_line, with_checkpoint
+from . import console, header
 
 if TYPE_CHECKING:
     from ..embeddings import Embeddings
@@ -48,10 +47,10 @@ def document(rows: ExportRows, fmt: str, files: list[Path]) -> dict:
 
 def show(emb: Embeddings, rows: ExportRows, fmt: str, files: list[Path], json: bool) -> None:
     if json:
-        jsonout.emit(with_checkpoint(document(rows, fmt, files), emb))
+        header.emit(document(rows, fmt, files), emb)
         return
     out = console.out
-    out.print(checkpoint_line(emb), soft_wrap=True)
+    header.show(emb)
     out.print(f"wrote {len(rows.ids):,} rows x {rows.dim} of the {rows.role} table '{console.safe(rows.name)}' "
               f"({console.safe(rows.selection)}) for {FORMAT_NAMES[fmt]}:", soft_wrap=True)
     for path in files:

@@ -1,30 +1,97 @@
-"""Output files are written whole: to a temporary name beside the target, then renamed over it,
-so nobody ever reads half a file and a failed run leaves nothing behind."""
+"""Output files are written whole: to a temporary file made beside the target (O_EXCL | O_NOFOLLOW, so a
+planted link is never followed), then renamed over it, so nobody reads half a file and a failed run leaves
+nothing behind. No output ever replaces a file embscope read: the checkpoint, its shards, config and tokenizer."""
 
 from __future__ import annotations
 
 import os
+import stat
+import tempfile
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Iterator
+from typing import IO, Any
 
 from ..errors import EmbscopeError
-from ..text import quote
+from ..text import quote, shortened
+
+# files beside a checkpoint that are read with it: config, tokenizer files, shards, a nanoGPT meta.pkl. No output
+# format (.tsv, .jsonl, .npz, .png, .svg, .pdf) is among them, so a second run may replace its own output.
+INPUT_SUFFIXES = frozenset({".json", ".txt", ".model", ".vocab", ".tiktoken", ".safetensors", ".bin", ".pkl"})
+
+
+def input_files(emb: Any, *given: Path | None) -> list[Path]:
+    """The files this answer was read from (or may have been): never to be written over.
+    `given`: input files named on the command line (a pairs or queries file)."""
+    checkpoint = Path(emb.checkpoint.path)
+    folders = [emb.checkpoint.directory]
+    tokenizer, _ = emb.tokenizer_for_names()
+    if tokenizer is not None:
+        folders.append(Path(tokenizer.path).parent)
+    found = [checkpoint, *(Path(p) for p in given if p is not None)]
+    for folder in dict.fromkeys(folders):
+        try:
+            found += [entry for entry in Path(folder).iterdir() if entry.suffix.lower() in INPUT_SUFFIXES]
+        except OSError:
+            pass  # a folder that cannot be listed held nothing that was read
+    if tokenizer is not None:
+        found.append(Path(tokenizer.path))
+    return found
+
+
+def refuse_inputs(path: Path, what: str, inputs: Iterable[Path]) -> None:
+    """An output naming a file that was read (by any name: a link, a relative path) is refused."""
+    try:
+        target = os.stat(path)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISREG(target.st_mode):
+        raise EmbscopeError(f"expected {what} to name a regular file or a new one, found something else at {quote(path)}")
+    for source in inputs:
+        try:
+            read = os.stat(source)
+        except OSError:
+            continue
+        if (read.st_dev, read.st_ino) == (target.st_dev, target.st_ino):
+            raise EmbscopeError(f"expected {what} to name a new file, found {quote(shortened(str(path)))}, a file "
+                                f"this answer was read from: it is never written over")
+
+
+def check_directory(path: Path, what: str) -> None:
+    """The folder an output goes to exists: checked before any work, and again when writing."""
+    if not Path(path).parent.is_dir():
+        raise EmbscopeError(f"expected an existing directory for {what}, found none: {quote(Path(path).parent)}")
+
+
+def umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 @contextmanager
-def written_whole(path: Path, what: str, binary: bool = True) -> Iterator[IO]:
-    """A file object for `path`; `what` names the output in errors ("the plot file", "--out")."""
+def written_whole(path: Path, what: str, binary: bool = True, inputs: Iterable[Path] = ()) -> Iterator[IO]:
+    """A file object for `path`; `what` names the output in errors ("the plot file", "--out");
+    `inputs` are the files that were read (input_files), which the output may not replace."""
     path = Path(path)
-    directory = path.parent
-    if not directory.is_dir():
-        raise EmbscopeError(f"expected an existing directory for {what}, found none: {quote(directory)}")
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.partial")
+    shown = quote(shortened(str(path)))
     try:
-        with open(temporary, "wb" if binary else "w", **({} if binary else {"encoding": "utf-8", "newline": "\n"})) as f:
+        check_directory(path, what)
+        refuse_inputs(path, what, inputs)
+        handle, temporary = tempfile.mkstemp(prefix=".embscope-", suffix=".partial", dir=path.parent)
+    except OSError as err:
+        raise EmbscopeError(f"expected to write {what} {shown}, found {err.strerror or err}") from None
+    try:
+        os.fchmod(handle, 0o666 & ~umask())  # the permissions of a file made by open(), not mkstemp's 0600
+        # text: written as given ("\n" stays "\n"); a lone surrogate (a name that was not UTF-8) as an escape
+        with (open(handle, "wb") if binary else
+              open(handle, "w", encoding="utf-8", newline="", errors="backslashreplace")) as f:
             yield f
         os.replace(temporary, path)
     except OSError as err:
-        raise EmbscopeError(f"expected to write {what} {quote(path)}, found {err.strerror or err}") from None
+        raise EmbscopeError(f"expected to write {what} {shown}, found {err.strerror or err}") from None
     finally:
-        temporary.unlink(missing_ok=True)
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass  # renamed into place, or never made: nothing to remove

@@ -7,32 +7,16 @@ from typing import TYPE_CHECKING
 from ..analysis.info import InfoReport
 from ..checkpoint import Table
 from ..roles import Head, Role
-from . import console, jsonout
+from . import console, header
 
 if TYPE_CHECKING:
     from ..embeddings import Embeddings
 
 LISTED_TENSORS = 200  # tensors listed by name; the rest are counted
-SAMPLE_NAME = "Shakespeare GPT"
 
 # what the output row says when the head is not a table of its own; the head's note says why
 HEAD_ROWS = {Head.tied: "tied to the token table", Head.absent: "none (no language-model head)",
              Head.unknown: "none in the file", Head.ambiguous: "not chosen: several candidates"}
-
-
-def checkpoint_line(emb: Embeddings) -> str:
-    """The first line of every command's output: which checkpoint answered.
-    Stands in for render/header.py (cli), which has the same signature."""
-    step = emb.checkpoint.step
-    if emb.is_sample:
-        step_text = f", step {step}" if step is not None else ""
-        return f"checkpoint: bundled sample ({SAMPLE_NAME}{step_text}); pass -c PATH for your own"
-    return f"checkpoint: {console.safe(emb.checkpoint.path)}" + (f" (step {step})" if step is not None else "")
-
-
-def with_checkpoint(doc: dict, emb: Embeddings) -> dict:
-    """A JSON document with top-level "checkpoint" (path) and "step" (null when unknown) first."""
-    return {"checkpoint": str(emb.checkpoint.path), "step": emb.checkpoint.step, **doc}
 
 
 def table_doc(table: Table | None) -> dict | None:
@@ -62,12 +46,12 @@ def info_doc(report: InfoReport) -> dict:
 
 
 def print_json(report: InfoReport, emb: Embeddings) -> None:
-    jsonout.emit(with_checkpoint(info_doc(report), emb))
+    header.emit(info_doc(report), emb)
 
 
 def print_console(report: InfoReport, emb: Embeddings) -> None:
     out = console.out
-    out.print(checkpoint_line(emb), soft_wrap=True)
+    header.show(emb)
     count = len(report.tensors)
     out.print(f"format      {console.safe(report.format)}, {count} tensor{'s' * (count != 1)}")
     if report.step is None:  # a known step is on the first line

@@ -6,12 +6,14 @@ import json
 import math
 import re
 import sys
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 
-def clean(value):
+def clean(value: Any) -> Any:
     """Plain JSON values: numpy scalars unwrapped, NaN and Inf turned into null."""
     if isinstance(value, dict):
         return {str(k): clean(v) for k, v in value.items()}
@@ -43,19 +45,36 @@ def json_escape(ch: str) -> str:
     return f"\\u{code:04x}"
 
 
-def dumps(document: dict) -> str:
+def dumps(document: Any) -> str:
     """JSON in which every string from a file is exact, and no character can act on a terminal:
     control, format and lone surrogate characters (a name that was not valid UTF-8) are \\u escapes."""
-    text = json.dumps(clean(document), allow_nan=False, ensure_ascii=False)
+    try:  # plain values (a pair of a pairs file, a million times over) skip the walk through `clean`
+        text = json.dumps(document, allow_nan=False, ensure_ascii=False)
+    except (TypeError, ValueError):  # numpy values, NaN, Inf, paths
+        text = json.dumps(clean(document), allow_nan=False, ensure_ascii=False)
     if not (text.isascii() and text.isprintable()):  # DEL is ASCII but not printable
         text = NON_ASCII.sub(lambda m: m.group() if m.group().isprintable() else json_escape(m.group()), text)
     return text
 
 
-def emit(document: dict) -> None:
-    text = dumps(document)
+def for_stdout(value: Any) -> str:
+    text = dumps(value)
     try:
         text.encode(sys.stdout.encoding or "utf-8")
     except (UnicodeEncodeError, LookupError):  # a terminal that cannot show the characters gets \\u escapes
-        text = json.dumps(clean(document), allow_nan=False)
-    sys.stdout.write(text + "\n")
+        text = json.dumps(clean(value), allow_nan=False)
+    return text
+
+
+def emit(document: dict, stream: tuple[str, Iterable[Any]] | None = None) -> None:
+    """Print one JSON document. `stream` (key, items) is a last key whose list is written an item at a time,
+    so that a list of millions (the pairs of a pairs file) never exists whole."""
+    if stream is None:
+        sys.stdout.write(for_stdout(document) + "\n")
+        return
+    key, items = stream
+    head = for_stdout({**document, key: []})  # ends in `"key": []}`
+    sys.stdout.write(head[:-2])
+    for n, item in enumerate(items):
+        sys.stdout.write(f"{', ' if n else ''}{for_stdout(item)}")
+    sys.stdout.write("]}\n")

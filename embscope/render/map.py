@@ -11,9 +11,8 @@ import numpy as np
 from ..analysis.map import Point, TableMap
 from ..roles import Role
 from ..text import printable
-from . import console, jsonout, plots
+from . import console, header, plots
 from .export_files import input_files, refuse_inputs
-from .info import checkpoint_line, with_checkpoint
 from .lookup_notes import grouped_notes
 
 if TYPE_CHECKING:
@@ -85,10 +84,10 @@ def coordinate(value: float | None) -> str:
 
 def show(emb: Embeddings, result: TableMap, plot: Path | None, json: bool) -> None:
     if json:
-        jsonout.emit(with_checkpoint(document(result, plot), emb))
+        header.emit(document(result, plot), emb)
         return
     out = console.out
-    out.print(checkpoint_line(emb), soft_wrap=True)
+    header.show(emb)
     method, how = method_text(result)
     out.print(f"{method} of the {result.role} table '{console.safe(result.name)}': {result.projection.used:,} rows "
               f"x {result.dim} ({how})", soft_wrap=True)

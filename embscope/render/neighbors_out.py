@@ -1,65 +1,76 @@
-"""Writing a batched top-k result to a file, the format chosen by extension: .tsv, .jsonl or .npz.
-Written under a temporary name beside the target, then renamed, so a reader never sees half a file."""
+"""Writing a batched top-k result to a file, the format chosen by extension: .tsv, .jsonl or .npz; `-` is TSV on
+standard output. A file is written under a temporary name beside the target, then renamed (render.files).
+
+TSV: a header, then one line per neighbour. A field holding a tab, a line break or a double quote is put in
+double quotes with its quotes doubled, as CSV does, so `csv.reader(f, delimiter="\\t")` and
+`pandas.read_csv(path, sep="\\t")` read every row back exactly. JSONL: one JSON document per query, the token
+strings exact (JSON escapes what it must)."""
 
 from __future__ import annotations
 
-import json
 import math
+import sys
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Callable
+from typing import IO, Any
 
 import numpy as np
 
 from ..errors import EmbscopeError
-from ..text import printable, quote
+from ..text import quote, shortened
+from . import jsonout
 from .files import written_whole
 
 TSV_HEADER = ("query_id", "query_token", "rank", "id", "token", "cosine")
+STDOUT = "-"
+NEEDS_QUOTES = frozenset('\t\n\r"')
 
 
 def out_format(path: Path) -> str:
-    """The format a path asks for; anything but .tsv, .jsonl or .npz is refused before work starts."""
+    """The format a path asks for; anything but .tsv, .jsonl, .npz or `-` is refused (before work starts)."""
+    if str(path) == STDOUT:
+        return "tsv"
     suffix = Path(path).suffix.lower()
     if suffix not in WRITERS:
-        raise EmbscopeError(f"expected --out to end in .tsv, .jsonl or .npz, found {quote(path)}")
-    if not Path(path).parent.is_dir():
-        raise EmbscopeError(f"expected an existing directory for --out, found none: {quote(Path(path).parent)}")
+        raise EmbscopeError(f"expected a file ending in .tsv, .jsonl or .npz, or - for TSV on standard output, "
+                            f"found {quote(shortened(str(path)))}")
     return suffix[1:]
 
 
-def ranked(topk, row: int):
+def ranked(topk: Any, row: int) -> Iterable[tuple[int, int, float]]:
     """(rank from 1, id, score) for one query, leaving out the padding of a short list."""
     for rank, (token_id, score) in enumerate(zip(topk.ids[row], topk.scores[row]), start=1):
         if token_id >= 0:
             yield rank, int(token_id), float(score)
 
 
-def cosine_field(score: float) -> str | None:
-    return f"{score:.9g}" if math.isfinite(score) else None  # 9 digits: a float32 round-trips
+def cosine_field(score: float) -> str:
+    return f"{score:.9g}" if math.isfinite(score) else ""  # 9 digits: a float32 round-trips
 
 
-def write_tsv(fp, topk, token_of: Callable[[int], str]) -> None:
-    # tokens may hold tabs or newlines: printable() escapes them so each row stays one line of six fields
-    text = printable
+def tsv_field(text: str) -> str:
+    return f'"{text.replace(chr(34), chr(34) * 2)}"' if NEEDS_QUOTES.intersection(text) else text
+
+
+def write_tsv(fp: IO, topk: Any, token_of: Callable[[int], str]) -> None:
     fp.write("\t".join(TSV_HEADER) + "\n")
     for row, query_id in enumerate(topk.query_ids):
-        query_token = text(token_of(int(query_id)))
+        query_token = tsv_field(token_of(int(query_id)))
         for rank, token_id, score in ranked(topk, row):
-            fields = (str(int(query_id)), query_token, str(rank), str(token_id), text(token_of(token_id)),
-                      cosine_field(score) or "")
+            fields = (str(int(query_id)), query_token, str(rank), str(token_id), tsv_field(token_of(token_id)),
+                      cosine_field(score))
             fp.write("\t".join(fields) + "\n")
 
 
-def write_jsonl(fp, topk, token_of: Callable[[int], str]) -> None:
+def write_jsonl(fp: IO, topk: Any, token_of: Callable[[int], str]) -> None:
     for row, query_id in enumerate(topk.query_ids):
-        neighbours = [{"rank": rank, "id": token_id, "token": token_of(token_id),
-                       "cosine": score if math.isfinite(score) else None}
+        neighbours = [{"rank": rank, "id": token_id, "token": token_of(token_id), "cosine": score}
                       for rank, token_id, score in ranked(topk, row)]
-        doc = {"query_id": int(query_id), "query_token": token_of(int(query_id)), "neighbors": neighbours}
-        fp.write(json.dumps(doc, ensure_ascii=False, allow_nan=False) + "\n")
+        fp.write(jsonout.dumps({"query_id": int(query_id), "query_token": token_of(int(query_id)),
+                                "neighbors": neighbours}) + "\n")
 
 
-def write_npz(fp, topk, token_of: Callable[[int], str]) -> None:
+def write_npz(fp: IO, topk: Any, token_of: Callable[[int], str]) -> None:
     np.savez(fp, ids=np.asarray(topk.ids, dtype=np.int64), scores=np.asarray(topk.scores, dtype=np.float32),
              query_ids=np.asarray(topk.query_ids, dtype=np.int64))
 
@@ -67,11 +78,14 @@ def write_npz(fp, topk, token_of: Callable[[int], str]) -> None:
 WRITERS = {".tsv": (write_tsv, "w"), ".jsonl": (write_jsonl, "w"), ".npz": (write_npz, "wb")}
 
 
-def write_neighbors(path: Path, topk, token_of: Callable[[int], str]) -> str:
-    """Write `topk` to `path` in the format its extension names; returns that format's name."""
-    path = Path(path)
+def write_neighbors(path: Path, topk: Any, token_of: Callable[[int], str], inputs: Iterable[Path] = ()) -> str:
+    """Write `topk` to `path` in the format its extension names (`-`: TSV on stdout); returns the format's name.
+    `inputs`: the files the answer was read from, which the output may not replace."""
     kind = out_format(path)
-    writer, mode = WRITERS[path.suffix.lower()]
-    with written_whole(path, "--out", binary=mode == "wb") as fp:
+    if str(path) == STDOUT:
+        write_tsv(sys.stdout, topk, token_of)
+        return kind
+    writer, mode = WRITERS[Path(path).suffix.lower()]
+    with written_whole(Path(path), "--out", binary=mode == "wb", inputs=inputs) as fp:
         writer(fp, topk, token_of)
     return kind

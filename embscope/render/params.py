@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..analysis.params import ParamsReport
-from . import console, jsonout
-from .info import HEAD_ROWS, checkpoint_line, with_checkpoint
+from . import console, header
+from .info import HEAD_ROWS
 
 if TYPE_CHECKING:
     from ..embeddings import Embeddings
@@ -21,12 +21,12 @@ def params_doc(report: ParamsReport) -> dict:
 
 
 def print_json(report: ParamsReport, emb: Embeddings) -> None:
-    jsonout.emit(with_checkpoint(params_doc(report), emb))
+    header.emit(params_doc(report), emb)
 
 
 def print_console(report: ParamsReport, emb: Embeddings) -> None:
     out, shares = console.out, report.shares
-    out.print(checkpoint_line(emb), soft_wrap=True)
+    header.show(emb)
     grid = console.table("table", "parameters", "share of total")
     grid.add_row(f"token ({console.safe(report.token_name)})", console.count_text(report.token),
                  console.percent(shares["token"]))

@@ -5,14 +5,14 @@ Each `*_figure` function returns the Figure (tests read its titles, labels and a
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..errors import EmbscopeError
-from ..text import printable, quote
+from ..text import printable, quote, shortened
 from .files import written_whole
 
 if TYPE_CHECKING:
@@ -28,8 +28,16 @@ def plot_format(path: Path) -> str:
     """The file format named by the extension; checked before any work is done."""
     found = FORMATS.get(Path(path).suffix.lower())
     if found is None:
-        raise EmbscopeError(f"expected a plot file ending in .png, .svg or .pdf, found {quote(path)}")
+        raise EmbscopeError(f"expected a plot file ending in .png, .svg or .pdf, found {quote(shortened(str(path)))}")
     return found
+
+
+def default_plot_path(checkpoint: Path, table: str, plot: str) -> Path:
+    """Where `--plot` with no file writes, for every plot: `<checkpoint-stem>-<table>-<plot>.png` in the working
+    directory (never beside the checkpoint)."""
+    checkpoint = Path(checkpoint)
+    stem = checkpoint.name if checkpoint.is_dir() else checkpoint.stem
+    return Path(f"{stem}-{table}-{plot}.png")
 
 
 def new_figure(width: float, height: float):
@@ -120,10 +128,11 @@ def position_norms_figure(norms: np.ndarray, mean: float, median: float, flagged
     return figure
 
 
-def save(figure: Figure, path: Path, dpi: float | None = None) -> Path:
-    """Write the figure whole (see render.files); dpi None keeps matplotlib's default."""
+def save(figure: Figure, path: Path, dpi: float | None = None, inputs: Iterable[Path] = ()) -> Path:
+    """Write the figure whole (see render.files), never over one of `inputs`, the files the answer was read
+    from; dpi None keeps matplotlib's default."""
     path = Path(path)
     fmt = plot_format(path)
-    with written_whole(path, "the plot file") as f:
+    with written_whole(path, "the plot file", inputs=inputs) as f:
         figure.savefig(f, format=fmt, dpi="figure" if dpi is None else dpi)
     return path

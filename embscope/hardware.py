@@ -1,0 +1,28 @@
+"""What the CPU can do natively, read from /proc/cpuinfo (Linux); None where the system does not say."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+CPU_INFO = Path("/proc/cpuinfo")
+BF16_FLAGS = ("avx512_bf16", "amx_bf16")  # x86 instructions that multiply bf16 without converting first
+
+
+def native_bf16(cpu_info: Path | None = None) -> bool | None:
+    """Whether the CPU multiplies bf16 natively; None when there is no cpuinfo to read."""
+    try:
+        with open(cpu_info or CPU_INFO, encoding="utf-8", errors="replace") as file:
+            for line in file:
+                if line.startswith("flags"):
+                    return any(flag in line.split() for flag in BF16_FLAGS)
+    except OSError:
+        return None
+    return None
+
+
+def bf16_note(device: str, precision: str) -> str | None:
+    """The one note for bf16 arithmetic on a CPU that only emulates it."""
+    if device != "cpu" or precision != "bf16" or native_bf16() is not False:
+        return None
+    return (f"--precision bf16 on this CPU: it has no native bf16 matmul ({' or '.join(BF16_FLAGS)} not in "
+            f"{CPU_INFO}), so torch emulates it and fp32 is likely as fast")

@@ -1,0 +1,102 @@
+"""The user's files of words and pairs (--queries, --pairs-file): regular files only, read a line at a time
+(a file is never held whole), each line bounded. A line that cannot be used is skipped and counted, or,
+when strict, stops the run with the line's number."""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+
+from .errors import EmbscopeError
+from .text import quote
+
+MAX_LINE_BYTES = 4096  # far past any word or pair; a longer line is damage, not input
+EXAMPLES = 3  # reasons kept for the note; the rest are only counted
+
+
+class Skipped:
+    """Lines (or items) left out of an input, counted, with the first few reasons kept for the note."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.examples: list[str] = []
+
+    def __call__(self, reason: str) -> None:
+        self.count += 1
+        if len(self.examples) < EXAMPLES:
+            self.examples.append(reason)
+
+    def notes(self, source: Path) -> list[str]:
+        """The note for the user, or none when every line was used."""
+        if not self.count:
+            return []
+        more = f"; and {self.count - len(self.examples):,} more" if self.count > len(self.examples) else ""
+        lines = f"line{'s' * (self.count != 1)}"
+        note = (f"skipped {self.count:,} {lines} of {quote(source)} that could not be used "
+                f"({'; '.join(self.examples)}{more}); --strict stops at the first instead")
+        return [note]
+
+
+def kind_of(mode: int) -> str:
+    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a pipe"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def lines(path: Path, what: str, skip: Skipped | None) -> Iterator[tuple[int, str]]:
+    """(line number, text) of each line that is not blank or a # comment. `skip` None: strict."""
+    try:
+        with open(path, "rb") as file:
+            mode = os.fstat(file.fileno()).st_mode
+            if not stat.S_ISREG(mode):  # /dev/zero or a FIFO would never end
+                raise EmbscopeError(f"expected a regular file for {what}, found {kind_of(mode)}: {quote(path)}")
+            for number, raw in enumerate(iter(lambda: file.readline(MAX_LINE_BYTES + 1), b""), start=1):
+                problem = None
+                if len(raw) > MAX_LINE_BYTES:
+                    problem = f"longer than {MAX_LINE_BYTES:,} bytes"
+                    while raw and not raw.endswith(b"\n"):  # the rest of the line is not read into memory
+                        raw = file.readline(MAX_LINE_BYTES)
+                else:
+                    try:
+                        text = raw.decode("utf-8").strip()
+                    except UnicodeDecodeError:
+                        problem = "not UTF-8 text"
+                if problem is None:
+                    if text and not text.startswith("#"):
+                        yield number, text
+                elif skip is None:
+                    raise EmbscopeError(f"{quote(path)} line {number}: expected a line of text, found one {problem}")
+                else:
+                    skip(f"line {number}: {problem}")
+    except OSError as err:
+        raise EmbscopeError(f"expected a readable file for {what}, found {err.strerror or err}: {quote(path)}") from None
+
+
+def read_pairs(path: Path, skip: Skipped | None) -> Iterator[tuple[str, str]]:
+    """Two words or ids a line, tab or space separated."""
+    found = False
+    for number, text in lines(path, "--pairs-file", skip):
+        fields = text.split()
+        if len(fields) == 2:
+            found = True
+            yield fields[0], fields[1]
+        elif skip is None:
+            raise EmbscopeError(f"{quote(path)} line {number}: expected two words or ids, found {len(fields)} fields")
+        else:
+            skip(f"line {number}: expected two words or ids, found {len(fields)} fields")
+    if not found:
+        raise EmbscopeError(f"expected pairs in {quote(path)}, two words or ids a line, found none")
+
+
+def read_queries(path: Path, skip: Skipped | None) -> Iterator[str]:
+    """One word or id a line."""
+    found = False
+    for _, text in lines(path, "--queries", skip):
+        found = True
+        yield text
+    if not found:
+        raise EmbscopeError(f"expected words or ids in {quote(path)}, one a line, found none")

@@ -1,0 +1,126 @@
+"""`norms` results: statistics, flagged rows (the rule stated once, the most extreme first) and near-duplicates,
+for people and for programs, and the plot."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from ..analysis.norms import DUPLICATE_COSINE, NormsReport
+from ..text import visible
+from . import console, header, jsonout
+
+LISTED_ROWS = 20  # anomalies printed in the console, the most extreme first
+JSON_LISTED = 1000  # anomalies listed in --json (with the total): rows are arrays, not objects
+UNDERTRAINED_POINTER = ("under-trained tokens: `embscope undertrained` finds them (magikarp's indicator, "
+                        "checked against the tokenizer)")
+
+
+def rule_text(threshold: float, mad: float) -> str:
+    if math.isnan(mad):
+        return "no row has a finite norm: zero, NaN and Inf rows are flagged"
+    if mad > 0:
+        return (f"a row is flagged when its robust z = (norm - median) / (1.4826 x MAD) is beyond +-{threshold:g} "
+                f"(MAD {mad:.4g}); zero, NaN and Inf rows are always flagged")
+    return ("every finite norm equals the median (MAD is 0): a row is flagged when it differs from the median by "
+            "more than a relative 1e-6; zero, NaN and Inf rows are always flagged")
+
+
+def shown(report: NormsReport, index: int) -> str:
+    """A row's label for the console and the plot: a token's whitespace made visible."""
+    return report.label(index) if report.role == "position" else visible(report.label(index))
+
+
+def document(report: NormsReport, plot: Path | None) -> dict:
+    summary, duplicates, name = report.summary, report.duplicates, report.label
+    doc = {
+        "table": report.role, "name": report.name, "rows": summary.rows, "count": summary.count,
+        "mean": summary.mean, "median": summary.median, "min": summary.min, "max": summary.max,
+        "mad": summary.mad, "threshold": summary.threshold, "rule": rule_text(summary.threshold, summary.mad),
+        "anomalies": [{"index": a.index, "label": name(a.index), "norm": a.norm, "ratio_to_mean": a.ratio_to_mean,
+                       "reason": a.reason, "z": a.z} for a in summary.anomalies[:JSON_LISTED]],
+        "anomalies_found": len(summary.anomalies),
+        "duplicates": [{"a": d.a, "b": d.b, "a_label": name(d.a), "b_label": name(d.b), "cosine": d.cosine,
+                        "identical": d.identical} for d in duplicates.pairs],
+        "duplicates_found": duplicates.total, "duplicates_complete": duplicates.complete,
+        "duplicate_cosine": DUPLICATE_COSINE, "first_row": report.first_row, "notes": list(report.notes),
+    }
+    if plot is not None:
+        doc["plot"] = str(plot)
+    return doc
+
+
+def number(value: float) -> str:
+    cleaned = jsonout.clean(value)
+    return "null" if cleaned is None else f"{cleaned:.4g}"
+
+
+def ratio(value: float) -> str:
+    cleaned = jsonout.clean(value)
+    return "-" if cleaned is None else f"{cleaned:.2f}x"
+
+
+def more(listed: int) -> None:
+    if listed > LISTED_ROWS:
+        console.out.print(f"... and {listed - LISTED_ROWS} more (--json lists the first {JSON_LISTED:,})")
+
+
+def show(emb: Any, report: NormsReport, *, json: bool, plot: Path | None) -> None:
+    if json:
+        header.emit(document(report, plot), emb)
+        return
+    header.show(emb)
+    out, summary = console.out, report.summary
+    out.print(f"{report.role} table {console.safe(report.name)}: {summary.rows:,} rows x {report.dim}")
+    out.print(f"count {summary.count:,}  mean {number(summary.mean)}  median {number(summary.median)}  "
+              f"min {number(summary.min)}  max {number(summary.max)}")
+    out.print(f"rule: {rule_text(summary.threshold, summary.mad)}")
+    if summary.anomalies:
+        grid = console.table("row", "name", "norm", "x mean", "reason", title=f"anomalies ({len(summary.anomalies)})")
+        for a in summary.anomalies[:LISTED_ROWS]:
+            grid.add_row(str(a.index), console.safe(shown(report, a.index)), number(a.norm), ratio(a.ratio_to_mean),
+                         a.reason)
+        out.print(grid)
+        more(len(summary.anomalies))
+    else:
+        out.print("anomalies: none")
+    duplicates = report.duplicates
+    if duplicates.total:
+        grid = console.table("row a", "row b", "cosine", "identical",
+                             title=f"near-duplicate rows (cosine > {DUPLICATE_COSINE}): {duplicates.total}")
+        for d in duplicates.pairs:
+            grid.add_row(f"{d.a} {console.safe(shown(report, d.a))}", f"{d.b} {console.safe(shown(report, d.b))}",
+                         f"{d.cosine:.6f}", "yes" if d.identical else "no")
+        out.print(grid)
+    else:
+        out.print(f"near-duplicate rows (cosine > {DUPLICATE_COSINE}): none")
+    if report.role != "position":
+        out.print(UNDERTRAINED_POINTER)
+    if plot is not None:
+        out.print(f"plot written to {console.safe(plot)}", soft_wrap=True)
+    console.notes(report.notes)
+
+
+def draw(emb: Any, report: NormsReport, path: Path, inputs: list[Path], size: tuple[float, float] | None,
+         dpi: float) -> None:
+    """The norms with the flagged rows marked: by position for a position table, a histogram and the
+    lowest and highest rows by name for a token table."""
+    from . import plots
+    summary = report.summary
+    title = f"{report.role} table {report.name}"
+    checkpoint = emb.checkpoint.path.name
+    sized = {"size": size} if size else {}
+    if report.role == "position":
+        flagged = [(a.index, a.norm, a.ratio_to_mean) for a in summary.anomalies[:JSON_LISTED]]
+        figure = plots.position_norms_figure(summary.norms, summary.mean, summary.median, flagged, checkpoint, title,
+                                             report.first_row, **sized)
+    else:
+        from .norms_plot import LABELLED_ROWS, ranked_rows, token_norms_figure
+        tokenizer = report.tokenizer
+        padding_from = tokenizer.vocab_size if tokenizer is not None and tokenizer.vocab_size < summary.rows else None
+        named = ranked_rows(summary.norms) + [int(row) for row in summary.flagged[:LABELLED_ROWS]]
+        figure = token_norms_figure(summary.norms, summary.median, summary.mad, summary.threshold, summary.flagged,
+                                    summary.robust_z, {i: shown(report, i) for i in named}, checkpoint, title,
+                                    padding_from, **sized)
+    plots.save(figure, path, dpi, inputs=inputs)

@@ -1,0 +1,72 @@
+"""`positions` results: pair cosines and the profile by distance, for people and for programs, and the plot."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ..analysis.positions import PositionProfile, PositionsResult
+from . import console, header, jsonout
+
+
+def profile_doc(profile: PositionProfile) -> dict:
+    return {
+        "offsets": [{"offset": s.offset, "mean": s.mean, "std": s.std, "pairs": s.pairs} for s in profile.summary()],
+        "nearest_is_adjacent": profile.nearest_is_adjacent,
+        "positions_counted": profile.positions_counted,
+        "by_offset": {"offset": profile.offsets, "mean": profile.mean, "std": profile.std, "pairs": profile.count},
+    }
+
+
+def document(result: PositionsResult, *, profile: bool, plot: Path | None) -> dict:
+    doc: dict[str, Any] = {
+        "table": result.table, "rows": result.rows, "first_row": result.first_row, "positions": result.positions,
+        "pairs": [{"i": p.i, "j": p.j, "distance": p.distance, "cosine": p.cosine, "reason": p.reason}
+                  for p in result.pairs]}
+    if profile and result.profile is not None:
+        doc["profile"] = profile_doc(result.profile)
+    if plot is not None:
+        doc["plot"] = str(plot)
+    doc["notes"] = list(result.notes)
+    return doc
+
+
+def draw(emb: Any, result: PositionsResult, path: Path, inputs: list[Path]) -> None:
+    """The heatmap beside the similarity-by-distance curve, written to `path`."""
+    from . import plots
+    assert result.profile is not None and result.heatmap is not None
+    profile = result.profile
+    figure = plots.positions_figure(result.heatmap, profile.mean, profile.std, profile.nearest_is_adjacent,
+                                    emb.checkpoint.path.name, result.table)
+    plots.save(figure, path, inputs=inputs)
+
+
+def show(emb: Any, result: PositionsResult, *, json: bool, profile: bool, plot: Path | None) -> None:
+    if json:
+        header.emit(document(result, profile=profile, plot=plot), emb)
+        return
+    header.show(emb)
+    out = console.out
+    out.print(f"position table {console.safe(result.table)}: {result.positions} positions x {result.dim}")
+    notes = list(result.notes)
+    if result.pairs:
+        grid = console.table("i", "j", "distance", "cosine")
+        for p in result.pairs:
+            grid.add_row(str(p.i), str(p.j), str(p.distance), console.cosine_text(jsonout.clean(p.cosine)))
+        out.print(grid)
+        notes += [p.reason for p in result.pairs if p.reason]
+    if profile and result.profile is not None:
+        show_profile(result.profile)
+    if plot is not None:
+        out.print(f"plot written to {console.safe(plot)}", soft_wrap=True)
+    console.notes(notes)
+
+
+def show_profile(profile: PositionProfile) -> None:
+    grid = console.table("distance k", "mean cos(p_i, p_i+k)", "std", "pairs", title="similarity by distance")
+    for s in profile.summary():
+        grid.add_row(str(s.offset), console.cosine_text(jsonout.clean(s.mean)), f"{s.std:.4f}", str(s.pairs))
+    console.out.print(grid)
+    share = jsonout.clean(profile.nearest_is_adjacent)
+    console.out.print(f"nearest neighbour is i-1 or i+1 for {console.percent(share)} of "
+                      f"{profile.positions_counted} positions")

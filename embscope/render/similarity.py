@@ -1,0 +1,73 @@
+"""`similarity` results for people (a table of pairs, a matrix for three words or more) and for programs (JSON)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ..analysis.similarity import Pair, Query, SimilarityResult, merge_note
+from ..text import quote
+from . import console, header
+
+
+def query_doc(query: Query) -> dict:
+    return {"text": query.text, "ids": list(query.ids), "tokens": list(query.tokens), "form": query.form,
+            "merged": query.merged, "note": query.note, "reason": query.reason}
+
+
+def pair_doc(pair: Pair) -> dict:
+    return {"a": pair.a.text, "b": pair.b.text, "a_ids": list(pair.a.ids), "b_ids": list(pair.b.ids),
+            "a_tokens": list(pair.a.tokens), "b_tokens": list(pair.b.tokens), "cosine": pair.cosine,
+            "reason": pair.reason, "a_note": pair.a.note, "b_note": pair.b.note,
+            "a_merged": pair.a.merged, "b_merged": pair.b.merged, "percentile": pair.percentile}
+
+
+LISTED_PAIRS = 50  # pairs printed in the console; --json lists all
+
+
+def document(result: SimilarityResult, notes: Sequence[str] = ()) -> dict:
+    """Everything but the pairs, which are streamed (a pairs file may hold millions): see `show`."""
+    return {"queries": [query_doc(q) for q in result.queries],
+            "baseline": {"mean_random_cosine": result.baseline.mean_random_cosine,
+                         "sample_size": result.baseline.sample_size, "seed": result.baseline.seed},
+            "centered": result.centered, "table": result.table, "table_name": result.table_name,
+            "notes": list(notes)}
+
+
+def percentile_text(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}%"
+
+
+def show(emb: Any, result: SimilarityResult, *, json: bool, matrix: bool, notes: Sequence[str] = ()) -> None:
+    """The answer, opened by the checkpoint line; `matrix` adds the cosine matrix of every query."""
+    if json:
+        header.emit(document(result, notes), emb, stream=("pairs", (pair_doc(p) for p in result.pairs)))
+        return
+    header.show(emb)
+    out = console.out
+    listed = result.pairs[:LISTED_PAIRS]
+    reasons = any(pair.reason for pair in listed)  # a column only when some cosine is undefined
+    grid = console.table("a", "a tokens", "b", "b tokens", "cosine", "random pairs below", *(["reason"] if reasons else []))
+    for pair in listed:
+        grid.add_row(console.safe(pair.a.text), console.tokens_text(pair.a.ids, pair.a.tokens),
+                     console.safe(pair.b.text), console.tokens_text(pair.b.ids, pair.b.tokens),
+                     console.cosine_text(pair.cosine), percentile_text(pair.percentile),
+                     *([console.safe(pair.reason or "")] if reasons else []))
+    out.print(grid)
+    if len(result.pairs) > LISTED_PAIRS:
+        out.print(f"... and {len(result.pairs) - LISTED_PAIRS:,} more pairs (--json lists all)")
+    if matrix:
+        names = [console.safe(q.text) for q in result.queries]
+        grid = console.table("", *names, title="cosine matrix")
+        for name, row in zip(names, result.matrix):
+            grid.add_row(name, *(console.cosine_text(v) for v in row))
+        out.print(grid)
+    base = result.baseline
+    centered = ", mean row subtracted" if result.centered else ""
+    out.print(f"random pairs of {result.table} table {console.safe(quote(result.table_name))}{centered}: "
+              f"mean cosine {console.cosine_text(base.mean_random_cosine)} (exact); percentiles against "
+              f"{base.sample_size:,} pairs sampled with seed {base.seed}", soft_wrap=True)
+    lines = list(notes)
+    for query in result.queries:
+        lines += [n for n in (query.note and f"{query.text}: {query.note}", merge_note(query)) if n]
+    console.notes(lines)
