@@ -17,7 +17,8 @@ from .errors import EmbscopeError
 from .text import printable, shortened
 
 # each module registers one command; the order is the order --help lists them
-COMMANDS = ("info", "similarity", "neighbors", "positions", "norms", "params")
+COMMANDS = ("info", "similarity", "neighbors", "positions", "norms", "params", "undertrained", "compare", "analogy", "map",
+            "export")
 
 
 def error_line(message: str) -> None:

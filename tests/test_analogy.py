@@ -177,7 +177,7 @@ def test_cli_json_names_the_method_and_results(ckpt, kv):
 def test_cli_console(ckpt):
     text = run("analogy", "-c", ckpt, "king", "man", "woman", "--method", "3cosmul", "-k", "2").stdout
     lines = text.splitlines()
-    assert lines[0] == f"checkpoint: {ckpt}"
+    assert lines[0] == f"checkpoint: {ckpt} (step unknown)"
     assert lines[1] == ("king - man + woman  (3CosMul, epsilon 0.001, token table 'token_emb'; the three inputs "
                         "are left out)")
     assert lines[2] == "using king = 256 'king', man = 258 'man', woman = 259 'woman'"
@@ -200,18 +200,18 @@ def test_cli_file(ckpt, tmp_path):
 
 
 def test_cli_errors(ckpt, tmp_path):
-    two = run("analogy", "-c", ckpt, "king", "man", ok=False)
+    two = run("analogy", "-c", ckpt, "king", "man", code=2)
     assert two.exit_code == 2 and "expected three words A B C (A - B + C), found 2" in unboxed(two.output)
-    split = run("analogy", "-c", ckpt, "king", "man", "zebra", ok=False)
+    split = run("analogy", "-c", ckpt, "king", "man", "zebra", code=1)
     assert split.exit_code == 1
     assert split.stderr == ("Error: expected 'zebra' to be one token, found 5 ('z' 'e' 'b' 'r' 'a'): an analogy "
                             "uses one row per word\n")
     path = tmp_path / "q.txt"
     path.write_text(QUESTIONS)
-    both = run("analogy", "-c", ckpt, "king", "--file", path, ok=False)
+    both = run("analogy", "-c", ckpt, "king", "--file", path, code=2)
     assert both.exit_code == 2 and "--file takes its questions from the file, not from words" in unboxed(both.output)
     path.write_text("only three words\n")
-    none = run("analogy", "-c", ckpt, "--file", path, ok=False)
+    none = run("analogy", "-c", ckpt, "--file", path, code=1)
     assert none.exit_code == 1
     assert none.stderr == (f"Error: expected analogy questions in '{path}' (`: section` lines, then four words a "
                            "line), found none\n")

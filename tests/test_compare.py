@@ -339,26 +339,27 @@ def test_plot_bare_and_named(tmp_path, monkeypatch):
 def test_errors(tmp_path):
     start, later, _, _ = planted_series()
     a, b = write_npz(tmp_path / "a.npz", start), write_npz(tmp_path / "b.npz", later)
-    assert "expected two or more checkpoints, or one folder of checkpoints" in usage_error(run("compare", a, ok=False))
+    assert "expected two or more checkpoints, or one folder of checkpoints" in usage_error(run("compare", a, code=2))
     folder = tmp_path / "one"
     folder.mkdir()
     write_npz(folder / "only.npz", start)
-    result = run("compare", folder, ok=False)
+    result = run("compare", folder, code=1)
     assert result.exit_code == 1
     assert result.stderr.strip() == f"Error: expected two or more checkpoints in the folder '{folder}', found 1 ('only.npz')"
     c = write_npz(tmp_path / "c.npz", later)
     assert "--align and --match compare two runs: give exactly two checkpoints" in \
-        usage_error(run("compare", a, b, c, "--align", "procrustes", ok=False))
+        usage_error(run("compare", a, b, c, "--align", "procrustes", code=2))
     assert "expected a plot file ending in .png, .svg or .pdf, found 'out.jpg'" in \
-        usage_error(run("compare", a, b, "--plot=out.jpg", ok=False))
+        usage_error(run("compare", a, b, "--plot=out.jpg", code=2))
     png = tmp_path / "x.png"  # a checkpoint that happens to end in .png is never written over
     with open(png, "wb") as f:
         np.savez(f, token_emb=start)
-    assert "is one of the checkpoints: embscope never writes a file it reads" in \
-        usage_error(run("compare", a, png, f"--plot={png}", ok=False))
-    result = run("compare", a, b, "--words", "dog", ok=False)
+    result = run("compare", a, png, f"--plot={png}", code=1)
+    assert "a file this answer was read from: it is never written over" in result.stderr
+    assert np.load(png)["token_emb"].shape == start.shape
+    result = run("compare", a, b, "--words", "dog", code=1)
     assert result.exit_code == 1 and "--words needs a tokenizer to find the words' rows" in result.stderr
-    result = run("compare", a, b, "--match", "tokens", ok=False)
+    result = run("compare", a, b, "--match", "tokens", code=1)
     assert result.exit_code == 1 and "--match tokens pairs rows by token string and needs a tokenizer for A" in result.stderr
 
 
@@ -395,3 +396,10 @@ def test_the_sample_in_two_formats_is_unchanged():
     assert [c["step"] for c in doc["checkpoints"]] == [3000, 3000]
     assert doc["tables"]["token"]["unchanged_rows"] == 1024 and doc["tables"]["position"]["unchanged_rows"] == 256
     assert doc["tables"]["token"]["movers"] == [] and doc["tables"]["token"]["neighbor_overlap"] is None
+
+
+def test_the_commands_defaults_are_the_librarys():
+    from embscope.analysis import compare as library
+    from embscope.commands import compare as command
+    assert (command.LISTED, command.NEIGHBOR_K, command.NEIGHBOR_SAMPLE) == (
+        library.LISTED, library.NEIGHBOR_K, library.NEIGHBOR_SAMPLE)

@@ -131,7 +131,7 @@ def test_broken_or_lying_model_bin_is_one_clear_error(case, tmp_path):
     path.write_bytes(change(path.read_bytes()))
     with pytest.raises(CheckpointError, match=message):
         open_checkpoint(path)
-    result = run("info", "-c", path, ok=False)
+    result = run("info", "-c", path, code=1)
     assert result.exit_code == 1 and result.stderr.startswith("Error: ") and result.stderr.count("\n") == 1
 
 

@@ -73,7 +73,7 @@ def test_info_never_fails_for_want_of_a_role_and_lists_every_tensor(tmp_path):
 
 
 def test_commands_that_need_the_token_table_list_the_candidates(tmp_path):
-    result = run("norms", "--table", "token", "-c", unknown_names(tmp_path), ok=False)
+    result = run("norms", "--table", "token", "-c", unknown_names(tmp_path), code=1)
     assert result.exit_code == 1 and result.stdout == ""
     assert result.stderr == (
         "Error: expected a token-embedding table, found none among 3 tensors by name, by config size, or as the "
@@ -87,7 +87,7 @@ def test_candidates_stop_at_20_and_the_tensor_list_at_200(tmp_path):
     tensors = {f"w{i:02d}": np.zeros((2, 3), np.float32) for i in range(25)}
     tensors |= {f"b{i:03d}": np.zeros(1, np.float32) for i in range(180)}
     save_file(tensors, tmp_path / "m.safetensors")
-    result = run("similarity", "--ids", "0", "1", "-c", tmp_path / "m.safetensors", ok=False)
+    result = run("similarity", "--ids", "0", "1", "-c", tmp_path / "m.safetensors", code=1)
     listed = ", ".join(f"'w{i:02d}' (2 x 3 float32)" for i in range(20))
     assert result.stderr == ("Error: expected a token-embedding table, found none among 205 tensors by name, by "
                              f"config size, or as the file's only 2-D float tensor; candidates: {listed} and 5 more; "
@@ -102,7 +102,7 @@ def test_candidates_stop_at_20_and_the_tensor_list_at_200(tmp_path):
 
 def test_a_npy_error_says_the_array_is_named_after_the_file(tmp_path):
     np.save(tmp_path / "ids.npy", np.arange(12, dtype=np.int64))
-    result = run("neighbors", "--ids", "1", "-c", tmp_path / "ids.npy", ok=False)
+    result = run("neighbors", "--ids", "1", "-c", tmp_path / "ids.npy", code=1)
     assert result.exit_code == 1
     assert result.stderr == ("Error: expected a token-embedding table, found none among 1 tensor by name, by config "
                              "size, or as the file's only 2-D float tensor; no 2-D float tensor among them: 'ids' "
@@ -112,7 +112,7 @@ def test_a_npy_error_says_the_array_is_named_after_the_file(tmp_path):
 
 def test_positions_of_a_one_array_file_name_what_is_there(tmp_path):
     np.save(tmp_path / "vectors.npy", np.ones((4, 2), np.float32))
-    result = run("positions", "-c", tmp_path / "vectors.npy", ok=False)
+    result = run("positions", "-c", tmp_path / "vectors.npy", code=1)
     assert result.stderr == ("Error: expected a learned position table, found none among 1 tensor by name or config "
                              "size: a model with rotary or other computed positions has no learned position table; "
                              "the file holds no other tensor; name one with --pos-key NAME\n")
@@ -170,9 +170,9 @@ def test_the_first_line_names_the_checkpoint_and_its_step(tmp_path, monkeypatch)
     np.savez(tmp_path / "b.npz", token_emb=np.ones((5, 2), np.float32))
     for command in ("info", "params"):
         assert run(command, "-c", tmp_path / "a.npz").stdout.splitlines()[0] == f"checkpoint: {tmp_path / 'a.npz'} (step 77)"
-        assert run(command, "-c", tmp_path / "b.npz").stdout.splitlines()[0] == f"checkpoint: {tmp_path / 'b.npz'}"
+        assert run(command, "-c", tmp_path / "b.npz").stdout.splitlines()[0] == f"checkpoint: {tmp_path / 'b.npz'} (step unknown)"
     monkeypatch.setenv("EMBSCOPE_CHECKPOINT", str(tmp_path / "b.npz"))  # named by the user: not the sample
-    assert run("params").stdout.splitlines()[0] == f"checkpoint: {tmp_path / 'b.npz'}"
+    assert run("params").stdout.splitlines()[0] == f"checkpoint: {tmp_path / 'b.npz'} (step unknown)"
 
 
 def test_json_documents_carry_checkpoint_and_step(tmp_path):

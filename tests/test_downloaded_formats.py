@@ -65,5 +65,5 @@ def test_known_formats_embscope_cannot_read_are_named(case, tmp_path):
     with pytest.raises(CheckpointError) as err:
         open_checkpoint(tmp_path)  # the folder: found, then named
     assert message.format(tmp_path / name) in str(err.value)
-    result = run("info", "-c", tmp_path / name, ok=False)
+    result = run("info", "-c", tmp_path / name, code=1)
     assert result.exit_code == 1 and result.stderr.count("\n") == 1

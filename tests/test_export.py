@@ -214,13 +214,13 @@ def test_top_norms_are_the_largest_rows_first(ckpt, tmp_path):
 
 
 def test_row_options_are_checked(ckpt, tmp_path):
-    both = run("export", "-c", ckpt, "--rows", "1", "--top-norms", "2", "--out", tmp_path / "x", ok=False)
+    both = run("export", "-c", ckpt, "--rows", "1", "--top-norms", "2", "--out", tmp_path / "x", code=2)
     assert both.exit_code == 2 and "give --rows or --top-norms, not both" in unboxed(both.output)
-    bad = run("export", "-c", ckpt, "--rows", "1,a:b", "--out", tmp_path / "x", ok=False)
+    bad = run("export", "-c", ckpt, "--rows", "1,a:b", "--out", tmp_path / "x", code=2)
     assert bad.exit_code == 2 and "expected row ids and ranges like 5,17,100:200, found 'a:b'" in unboxed(bad.output)
-    empty = run("export", "-c", ckpt, "--rows", "9:9", "--out", tmp_path / "x", ok=False)
+    empty = run("export", "-c", ckpt, "--rows", "9:9", "--out", tmp_path / "x", code=2)
     assert empty.exit_code == 2 and "STOP above START, found '9:9'" in unboxed(empty.output)
-    outside = run("export", "-c", ckpt, "--rows", "260:300", "--out", tmp_path / "x", ok=False)
+    outside = run("export", "-c", ckpt, "--rows", "260:300", "--out", tmp_path / "x", code=1)
     assert outside.exit_code == 1
     assert outside.stderr == "Error: expected rows 0..263 (the table has 264 rows), found 260:300\n"
     assert not (tmp_path / "x").exists()
@@ -236,7 +236,7 @@ def test_rows_holding_nan_are_left_out_and_named(tmp_path):
     assert f"left out 1 row holding NaN or Inf (no tool can place them): {NAN_ROW}" in doc["notes"]
     assert (tmp_path / "v.txt").read_text().split("\n", 1)[0] == f"{ROWS - 1} {DIM}"
     assert not any("undertrained" in note for note in doc["notes"])  # word2vec has no such column
-    only = run("export", "-c", path, "--rows", str(NAN_ROW), "--out", tmp_path / "only", ok=False)
+    only = run("export", "-c", path, "--rows", str(NAN_ROW), "--out", tmp_path / "only", code=1)
     assert only.exit_code == 1
     assert only.stderr == f"Error: expected rows to export, found none: every row selected holds NaN or Inf ({NAN_ROW})\n"
     assert not (tmp_path / "only").exists()
@@ -244,7 +244,7 @@ def test_rows_holding_nan_are_left_out_and_named(tmp_path):
 
 def test_an_output_never_replaces_a_file_that_was_read(ckpt):
     before = ckpt.read_bytes()
-    result = run("export", "-c", ckpt, "--format", "word2vec", "--out", ckpt, ok=False)
+    result = run("export", "-c", ckpt, "--format", "word2vec", "--out", ckpt, code=1)
     assert result.exit_code == 1
     assert result.stderr == (f"Error: expected --out to name a new file, found '{ckpt}', a file this answer was read "
                              "from: it is never written over\n")
@@ -254,7 +254,7 @@ def test_an_output_never_replaces_a_file_that_was_read(ckpt):
 def test_console_names_the_checkpoint_and_the_files(ckpt, tmp_path):
     out = tmp_path / "c"
     text = run("export", "-c", ckpt, "--out", out).stdout
-    assert text.startswith(f"checkpoint: {ckpt}\n")
+    assert text.startswith(f"checkpoint: {ckpt} (step unknown)\n")
     assert "wrote 264 rows x 6 of the token table 'token_emb' (every row) for the TensorFlow Embedding Projector:" in text
     assert f"{out / 'metadata.tsv'}  (columns token, id, norm, anomaly, undertrained; 2 rows flagged" in text
     assert "note: the undertrained column is empty" in text

@@ -299,7 +299,7 @@ def test_broken_or_lying_gguf_is_one_clear_error(case, gpt2_gguf):
 def test_lie_on_the_command_line_is_exit_1_and_one_line(gpt2_gguf):
     path, _ = gpt2_gguf
     path.write_bytes(path.read_bytes()[:20])
-    result = run("info", "-c", path, ok=False)
+    result = run("info", "-c", path, code=1)
     assert result.exit_code == 1 and result.stderr.count("\n") == 1
     assert result.stderr.startswith("Error: ") and "Traceback" not in result.stderr
 

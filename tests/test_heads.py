@@ -47,7 +47,7 @@ def test_a_model_without_a_language_model_head_is_not_called_tied(tmp_path):
     text = run("params", "-c", path).stdout
     assert re.search(r"│ output projection +│ none \(no language-model +│", text)
     assert "tied" not in text and f"note: {note}" in " ".join(text.split())
-    failed = run("norms", "--table", "output", "-c", path, ok=False)
+    failed = run("norms", "--table", "output", "-c", path, code=1)
     assert failed.exit_code == 1
     assert failed.stderr == (
         f"Error: expected an untied output projection, found none: {note}; candidates: "
@@ -166,7 +166,7 @@ def test_an_ambiguous_head_stops_only_the_commands_that_need_the_output_table(tm
     assert (info["head"], info["tied"], info["missing"]["output"]) == ("ambiguous", None, message)
     params = run_json("params", "-c", path)
     assert (params["head"], params["output"], params["total"]) == ("ambiguous", None, 3 * V * D)
-    failed = run("norms", "--table", "output", "-c", path, ok=False)
+    failed = run("norms", "--table", "output", "-c", path, code=1)
     assert failed.exit_code == 1 and failed.stderr == f"Error: {message}\n"
 
 

@@ -63,7 +63,7 @@ def test_truncated_file_is_one_clear_error(tmp_path):
     path.write_bytes(path.read_bytes()[:3000])
     with pytest.raises(CheckpointError, match=r"tf_model.h5': expected an HDF5 file h5py can read, found damage"):
         open_checkpoint(path)
-    result = run("info", "-c", path, ok=False)
+    result = run("info", "-c", path, code=1)
     assert result.exit_code == 1 and result.stderr.startswith("Error: ") and result.stderr.count("\n") == 1
 
 

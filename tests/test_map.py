@@ -119,7 +119,7 @@ def test_position_table_gives_its_path(ckpt):
     assert [p["position"] for p in doc["path"]] == list(range(POSITIONS))
     np.testing.assert_allclose(path, aligned(path, expected), atol=1e-9)
     assert [p["label"] for p in doc["probes"]] == ["0", "1", "2", "9", "19", "29", "39"]
-    words = run("map", "-c", ckpt, "--table", "position", "--words", "dog", ok=False)
+    words = run("map", "-c", ckpt, "--table", "position", "--words", "dog", code=1)
     assert words.exit_code == 1
     assert words.stderr == "Error: expected no --words for the position table: its points are positions\n"
 
@@ -129,7 +129,7 @@ def test_console_names_the_checkpoint_and_the_variance(ckpt):
     _, ratio, _ = numpy_pca(tok)
     text = run("map", "-c", ckpt, "--words", "dog").stdout
     lines = text.splitlines()
-    assert lines[0] == f"checkpoint: {ckpt}"
+    assert lines[0] == f"checkpoint: {ckpt} (step unknown)"
     assert lines[1] == f"PCA of the token table 'token_emb': {ROWS} rows x {DIM} (centred rows, numpy SVD)"
     assert lines[2].startswith(f"component 1 explains {ratio[0]:.2%} of the variance")
     flat = " ".join(text.split())  # rich wraps long lines at the terminal's width
@@ -157,13 +157,13 @@ def test_plot_draws_rows_flags_and_probe_labels(ckpt, tmp_path, monkeypatch):
     text = run("map", "-c", ckpt, "--table", "position", "--plot", "").stdout
     assert "plot written to model-position-map.png" in text
     assert (tmp_path / "model-position-map.png").read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
-    bad = run("map", "-c", ckpt, "--plot", tmp_path / "map.gif", ok=False)
+    bad = run("map", "-c", ckpt, "--plot", tmp_path / "map.gif", code=2)
     assert bad.exit_code == 2
 
 
 def test_umap_without_the_extra_names_it(ckpt, monkeypatch):
     monkeypatch.setitem(sys.modules, "umap", None)  # import umap now raises ImportError
-    result = run("map", "-c", ckpt, "--method", "umap", ok=False)
+    result = run("map", "-c", ckpt, "--method", "umap", code=1)
     assert result.exit_code == 1
     assert result.stderr == ("Error: --method umap needs umap-learn, which is not installed (pip install "
                              "'embscope[umap]')\n")

@@ -139,7 +139,7 @@ def test_broken_or_lying_onnx_is_one_clear_error(case, tmp_path):
     edit_model(path, change)
     with pytest.raises(CheckpointError, match=message):
         open_checkpoint(path)
-    result = run("info", "-c", path, ok=False)
+    result = run("info", "-c", path, code=1)
     assert result.exit_code == 1 and result.stderr.startswith("Error: ") and result.stderr.count("\n") == 1
 
 

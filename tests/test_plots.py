@@ -247,7 +247,7 @@ def test_norms_plot_size_and_dpi(model, tmp_path):
 
 
 def test_profile_says_it_does_not_change_the_plot():
-    assert "It does not change --plot" in unboxed(run("positions", "--help").stdout)
+    assert "It does not change --plot" in " ".join(run("positions", "--help").stdout.split())
 
 
 def test_save_replaces_the_file_whole(tmp_path):

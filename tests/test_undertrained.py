@@ -277,10 +277,10 @@ def test_rows_unchanged_across_checkpoints_are_conclusive(tmp_path):
     conclusive = {c["id"] for c in doc["candidates"] if c["conclusive"]}
     assert conclusive == set(range(40, 50))
     assert all("unchanged" in c["signals"] for c in doc["candidates"] if c["conclusive"])
-    result = run("undertrained", "-c", tmp_path / "step1.npz", "--against", tmp_path / "step1.npz", ok=False)
+    result = run("undertrained", "-c", tmp_path / "step1.npz", "--against", tmp_path / "step1.npz", code=1)
     assert result.exit_code == 1 and "found every row of the token table bitwise the same" in result.stderr
     np.savez(tmp_path / "other.npz", token_emb=first[:300])
-    result = run("undertrained", "-c", tmp_path / "step2.npz", "--against", tmp_path / "other.npz", ok=False)
+    result = run("undertrained", "-c", tmp_path / "step2.npz", "--against", tmp_path / "other.npz", code=1)
     assert result.exit_code == 1
     assert "expected the token table of" in result.stderr and "to have the shape (400, 16)" in result.stderr
 
@@ -291,7 +291,7 @@ def test_rows_unchanged_across_checkpoints_are_conclusive(tmp_path):
 def test_console_names_reference_threshold_and_candidates():
     out = run("undertrained").stdout
     lines = out.splitlines()
-    assert lines[0].startswith("checkpoint: ") and "(step 3,000)" in lines[0]
+    assert lines[0] == "checkpoint: bundled sample (Shakespeare GPT, step 3000); pass -c PATH for your own"
     assert "reference: tokenizer, 13 rows known unused (13 never-utf8)" in out
     assert "threshold: +0.50" in out and "below the top 176 rows" in out
     assert "candidates (178;" in out
@@ -301,11 +301,10 @@ def test_bare_plot_writes_beside_the_working_directory(tmp_path, monkeypatch):
     pytest.importorskip("matplotlib")
     monkeypatch.chdir(tmp_path)
     doc = run_json("undertrained", "--plot")
-    assert doc["plot"] == str(tmp_path / "model-undertrained.png")
-    assert (tmp_path / "model-undertrained.png").stat().st_size > 10_000
-    result = run("undertrained", "-c", tmp_path / "missing.npz", "--plot", "x.txt", ok=False)  # checked first
-    unboxed = " ".join(result.stderr.translate({ord(c): " " for c in "│╭╮╰╯─"}).split())
-    assert result.exit_code == 2 and "expected a plot file ending in .png, .svg or .pdf" in unboxed
+    assert doc["plot"] == "model-token-undertrained.png"
+    assert (tmp_path / "model-token-undertrained.png").stat().st_size > 10_000
+    result = run("undertrained", "-c", tmp_path / "missing.npz", "--plot", "x.txt", code=2)  # checked first
+    assert result.stderr.startswith("Error: Invalid value for '--plot': expected a plot file ending in .png, .svg")
 
 
 def test_plot_marks_reference_and_threshold():
@@ -330,6 +329,6 @@ def test_plot_marks_reference_and_threshold():
 
 
 def test_both_tables_need_an_untied_head():
-    result = run("undertrained", "--table", "both", ok=False)
+    result = run("undertrained", "--table", "both", code=1)
     assert result.exit_code == 1
     assert result.stderr.startswith("Error: expected an untied output projection for --table both, found none")

@@ -8,9 +8,7 @@ from typing import Annotated
 
 import typer
 
-from ..analysis.analogy import analogy, evaluate, read_question_file
-from ..render import analogy as render
-from .options import JsonFlag, Source, with_source
+from .options import ExactFlag, IdsFlag, JsonFlag, Source, refuse, with_source
 
 
 class Method(str, Enum):
@@ -29,26 +27,26 @@ def analogy_command(
     file: Annotated[Path | None, typer.Option(
         "--file", help="Questions in the Google analogy test format (`: section`, then `a b c d` lines, asking "
                        "b - a + c = d): accuracy per section and overall.", show_default=False)] = None,
-    ids: Annotated[bool, typer.Option("--ids", help="Take raw token ids instead of words.")] = False,
-    exact: Annotated[bool, typer.Option(
-        "--exact", help="Encode each word exactly as typed, without a leading space.")] = False,
+    ids: IdsFlag = False,
+    exact: ExactFlag = False,
     json: JsonFlag = False,
 ) -> None:
     """Word analogies in the token table: the rows nearest A - B + C, the three inputs left out,
     or with --file the accuracy on a file of analogy questions."""
+    from ..analysis.analogy import analogy, evaluate, read_question_file  # the library and rich only when answering
+    from ..render import analogy as render
     given = words or []
     if file is not None:
         if given:
-            raise typer.BadParameter("--file takes its questions from the file, not from words", param_hint="WORDS")
+            raise refuse("--file takes its questions from the file, not from words", "WORDS")
         if ids:
-            raise typer.BadParameter("--file holds words; --ids is for a question typed as three ids",
-                                     param_hint="'--ids'")
+            raise refuse("--file holds words; --ids is for a question typed as three ids", "--ids")
         questions = read_question_file(file)
         emb = source.open()
         render.show_evaluation(emb, evaluate(emb, questions, method=method.value, exact=exact), file, json)
         return
     if len(given) != 3:
-        raise typer.BadParameter(f"expected three words A B C (A - B + C), found {len(given)}", param_hint="WORDS")
+        raise refuse(f"expected three words A B C (A - B + C), found {len(given)}", "WORDS")
     emb = source.open()
     result = analogy(emb, *given, k=k, method=method.value, ids=ids, exact=exact)
     render.show_result(emb, result, json)

@@ -3,38 +3,26 @@
 from __future__ import annotations
 
 import functools
-import inspect
-import typing
 from collections.abc import Iterator
-from dataclasses import fields, replace
+from dataclasses import replace
 from enum import Enum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from typer._click.core import Context  # the Context typer's commands are parsed with
-from typer.core import TyperCommand
 
-from ..analysis.compare import (
-    LISTED,
-    NEIGHBOR_K,
-    NEIGHBOR_SAMPLE,
-    CompareOptions,
-    Pairing,
-    TableInput,
-    by_token,
-    compare,
-)
-from ..embeddings import Embeddings
 from ..errors import EmbscopeError, TokenError
-from ..lookup import lookup_word
-from ..render import compare as render
-from ..series import Step, checkpoint_step, folder_checkpoints, in_step_order
+from ..naming import token_name, token_string_or_none
 from ..text import quote
-from .options import JsonFlag, Source
+from .options import AUTO_DEVICE, DeviceOption, JsonFlag, PlotOption, Source, check_plot, plot_path, with_source
 
-PLOT_SUFFIXES = (".png", ".svg", ".pdf")
-BARE_PLOT = ""  # what a bare --plot becomes: the default file name
+if TYPE_CHECKING:  # the library and rich are imported when the command answers, not for --help
+    from ..analysis.compare import TableInput
+    from ..embeddings import Embeddings
+    from ..render.compare import Namer
+
+# shown in --help; the library's own defaults (analysis.compare) are checked equal by a test
+LISTED, NEIGHBOR_K, NEIGHBOR_SAMPLE = 20, 10, 1000
 
 
 class Align(str, Enum):
@@ -45,34 +33,7 @@ class Match(str, Enum):
     tokens = "tokens"
 
 
-class BarePlotCommand(TyperCommand):
-    """Lets --plot stand without a value. The word after --plot is its value only when it names a plot file
-    (.png, .svg, .pdf), since checkpoints follow as arguments; --plot=FILE always takes FILE."""
-
-    def parse_args(self, ctx: Context, args: list[str]) -> list[str]:
-        rewritten, rest = [], list(args)
-        while rest:
-            arg = rest.pop(0)
-            if arg == "--":
-                rewritten += [arg] + rest
-                break
-            if arg == "--plot" and not (rest and rest[0].lower().endswith(PLOT_SUFFIXES)):
-                arg = f"--plot={BARE_PLOT}"
-            rewritten.append(arg)
-        return super().parse_args(ctx, rewritten)
-
-
-def token_name(tokenizer: object | None, row: int) -> str:
-    """The token's string, or `#id` when there is no tokenizer or it cannot name the row; never raises."""
-    if tokenizer is None:
-        return f"#{row}"
-    try:
-        return tokenizer.token_string(row)  # type: ignore[attr-defined]
-    except (EmbscopeError, ValueError, IndexError, KeyError):
-        return f"#{row}"
-
-
-def namer(emb: Embeddings, role: str, first_row: int) -> render.Namer:
+def namer(emb: Embeddings, role: str, first_row: int) -> Namer:
     if role == "position":
         return lambda row: f"position {row - first_row}" if row >= first_row else f"reserved row {row}"
     tokenizer = emb.tokenizer_for_names()[0]
@@ -86,7 +47,7 @@ def token_strings(emb: Embeddings, which: str) -> list[str | None]:
         raise TokenError(f"--match tokens pairs rows by token string and needs a tokenizer for {which} "
                          f"({quote(emb.checkpoint.path)}): {why_none}")
     rows = emb.token.rows
-    return [tokenizer.token_string(i) if i < tokenizer.vocab_size else None for i in range(rows)]  # type: ignore[attr-defined]
+    return [token_string_or_none(tokenizer, i) for i in range(rows)]
 
 
 def word_rows(emb: Embeddings, words: list[str]) -> list[tuple[str, int | None, str | None]]:
@@ -94,9 +55,10 @@ def word_rows(emb: Embeddings, words: list[str]) -> list[tuple[str, int | None, 
     tokenizer, why_none = emb.tokenizer_for_names()
     if tokenizer is None:
         raise TokenError(f"--words needs a tokenizer to find the words' rows: {why_none}")
+    from ..lookup import lookup_word
     found: list[tuple[str, int | None, str | None]] = []
     for word in words:
-        lookup = lookup_word(tokenizer, word)  # type: ignore[arg-type]
+        lookup = lookup_word(tokenizer, word)
         if len(lookup.ids) == 1:
             found.append((word, lookup.ids[0], None))
         else:
@@ -107,6 +69,7 @@ def word_rows(emb: Embeddings, words: list[str]) -> list[tuple[str, int | None, 
 
 
 def tables_of(emb: Embeddings) -> dict[str, TableInput]:
+    from ..analysis.compare import TableInput
     found = {"token": TableInput(emb.token.array)}
     if emb.position is not None:
         found["position"] = TableInput(emb.position.array, emb.position.first_row)
@@ -123,6 +86,7 @@ def checkpoint_paths(paths: list[Path], source: Source) -> tuple[list[Path], Pat
     if not folder.is_dir():
         raise typer.BadParameter("expected two or more checkpoints, or one folder of checkpoints",
                                  param_hint="'CHECKPOINTS...'")
+    from ..series import checkpoint_step, folder_checkpoints, in_step_order
     found = folder_checkpoints(folder)
     if len(found) < 2:
         names = ", ".join(quote(p.name) for p in found) or "none"
@@ -137,22 +101,6 @@ def checkpoint_paths(paths: list[Path], source: Source) -> tuple[list[Path], Pat
 def parse_words(words: list[str] | None) -> list[str]:
     """--words king,queen --words dog -> king, queen, dog (each once)."""
     return list(dict.fromkeys(w.strip() for entry in words or [] for w in entry.split(",") if w.strip()))
-
-
-def plot_path(plot: str | None, origin: Path, inputs: list[Path]) -> Path | None:
-    """The file --plot names: bare, `<stem>-compare.png` in the working directory; never one of the inputs."""
-    if plot is None:
-        return None
-    path = Path(f"{origin.stem or origin.resolve().name}-compare.png") if plot == BARE_PLOT else Path(plot)
-    from ..render.plots import plot_format  # the module imports matplotlib only when drawing
-    try:
-        plot_format(path)
-    except EmbscopeError as err:
-        raise typer.BadParameter(str(err), param_hint="'--plot'") from None
-    if any(path.resolve() == p.resolve() for p in inputs):
-        raise typer.BadParameter(f"{quote(path)} is one of the checkpoints: embscope never writes a file it reads",
-                                 param_hint="'--plot'")
-    return path
 
 
 def compare_command(
@@ -174,22 +122,25 @@ def compare_command(
     match: Annotated[Match | None, typer.Option(
         "--match", help="tokens: pair token rows by token string, for vocabularies that differ. Two checkpoints only.",
         show_default=False)] = None,
-    plot: Annotated[str | None, typer.Option(
-        "--plot", metavar="[FILE]", help="Draw the trajectory and the position profiles to FILE (.png, .svg or .pdf); "
-                                         "bare --plot writes <name>-compare.png in the working directory.",
-        show_default=False)] = None,
+    plot: PlotOption = None,
+    device: DeviceOption = AUTO_DEVICE,
     json: JsonFlag = False,
 ) -> None:
     """What changed between checkpoints: per-row cosine, norm and relative change, rows bitwise unchanged,
     neighbour-set overlap, position profiles; a trajectory over three or more steps."""
     if (align is not None or match is not None) and len(checkpoints) != 2:
         raise typer.BadParameter("--align and --match compare two runs: give exactly two checkpoints")
+    check_plot(plot)
     paths, origin, notes = checkpoint_paths(checkpoints, source)
-    plot_file = plot_path(plot, origin, paths)
-    options = CompareOptions(align=align is not None, k=k, sample=sample, listed=top, device=source.device.value)
+    plot_file = plot_path(plot, origin, None, "compare")
+    from ..analysis.compare import CompareOptions, Pairing, by_token, compare
+    from ..render import compare as render
+    from ..render import progress
+    from ..series import Step, checkpoint_step
+    options = CompareOptions(align=align is not None, k=k, sample=sample, listed=top, device=device.value)
     opened: list[tuple[Path, Step]] = []
-    names: dict[str, render.Namer] = {}
-    names_b: dict[str, render.Namer] = {}
+    names: dict[str, Namer] = {}
+    names_b: dict[str, Namer] = {}
     first_names: dict[str, str] = {}
     last_names: dict[str, str] = {}
     ready = {0: replace(source, checkpoint=paths[0]).open()}  # opened before the series: words, token strings
@@ -212,38 +163,19 @@ def compare_command(
                     names[role], first_names[role] = names_b[role], last_names[role]
             yield tables
 
-    with render.progress() as stages:
+    with progress.stages() as stages:
         comparison = compare(series(), options, token_pairing=pairing,
                              word_rows=[row for _, row, _ in found_words if row is not None], stages=stages)
     table_names = {role: (first_names[role], last_names[role]) for role in comparison.tables}
     labels = render.Labels(opened, origin, table_names, names, names_b, found_words, notes, plot_file)
     if plot_file is not None:
         from ..render.compare_plot import draw
-        draw(comparison, labels, plot_file)
+        draw(comparison, labels, plot_file, inputs=paths)
     if json:
         render.emit(comparison, labels)
     else:
         render.show(comparison, labels)
 
 
-def without_checkpoint_option(command: typing.Callable) -> typing.Callable:
-    """Every Source option but -c (the checkpoints are the arguments); the command receives one `source`."""
-    signature = inspect.signature(command)
-    hints = typing.get_type_hints(command, include_extras=True)
-    source_hints = typing.get_type_hints(Source, include_extras=True)
-    shared = [f for f in fields(Source) if f.name != "checkpoint"]
-    own = [p.replace(annotation=hints[p.name]) for p in signature.parameters.values() if p.name != "source"]
-    extra = [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default, annotation=source_hints[f.name])
-             for f in shared]
-
-    @functools.wraps(command)
-    def wrapper(**kwargs: object) -> None:
-        command(source=Source(**{f.name: kwargs.pop(f.name) for f in shared}), **kwargs)  # type: ignore[arg-type]
-
-    wrapper.__signature__ = signature.replace(parameters=own + extra)  # type: ignore[attr-defined]
-    wrapper.__annotations__ = {p.name: p.annotation for p in own + extra}
-    return wrapper
-
-
 def register(app: typer.Typer) -> None:
-    app.command("compare", cls=BarePlotCommand)(without_checkpoint_option(compare_command))
+    app.command("compare")(with_source(compare_command, without=("checkpoint",)))

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 from enum import Enum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ..analysis.export import RowSpec, export_rows, parse_rows
-from ..errors import EmbscopeError
-from ..render import export as render
-from ..render.export_files import WRITERS, input_files
 from ..roles import Role
-from .options import JsonFlag, Source, with_source
+from .options import JsonFlag, Source, as_usage_error, refuse, with_source
+
+if TYPE_CHECKING:
+    from ..analysis.export import RowSpec
 
 
 class ExportFormat(str, Enum):
@@ -23,16 +22,14 @@ class ExportFormat(str, Enum):
 
 def row_spec(rows: str | None, top_norms: int | None) -> RowSpec:
     """--rows or --top-norms (not both), checked before the checkpoint is opened."""
+    from ..analysis.export import RowSpec, parse_rows
     if rows is not None and top_norms is not None:
-        raise typer.BadParameter("give --rows or --top-norms, not both", param_hint="'--rows'")
+        raise refuse("give --rows or --top-norms, not both", "--rows")
     if top_norms is not None:
         return RowSpec(top_norms=top_norms)
     if rows is None:
         return RowSpec()
-    try:
-        return parse_rows(rows)
-    except EmbscopeError as err:
-        raise typer.BadParameter(str(err), param_hint="'--rows'") from None
+    return as_usage_error(lambda: parse_rows(rows), "--rows")
 
 
 def export(
@@ -54,6 +51,10 @@ def export(
     """Write a table's rows for other tools: a folder the TensorFlow Embedding Projector loads as is
     (vectors, metadata with token, id, norm and flags, config), or the word2vec text format gensim reads."""
     spec = row_spec(rows, top_norms)
+    from ..analysis.export import export_rows  # the library and rich only when answering
+    from ..render import export as render
+    from ..render.export_files import WRITERS
+    from ..render.files import input_files
     emb = source.open()
     chosen = export_rows(emb, table, spec, undertrained=None)  # the under-trained analysis passes its ids here
     files = WRITERS[format.value](out, emb.table(table).array, chosen, input_files(emb))

@@ -3,35 +3,17 @@
 from __future__ import annotations
 
 from enum import Enum
-from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from ..analysis.map import table_map
-from ..errors import EmbscopeError
-from ..render import map as render
 from ..roles import Role
-from .options import JsonFlag, Source, with_source
+from .options import ExactFlag, JsonFlag, PlotOption, Source, check_plot, plot_path, refuse, with_source
 
 
 class Method(str, Enum):
     pca = "pca"
     umap = "umap"
-
-
-def check_plot(plot: str | None) -> None:
-    """A --plot FILE names a format and an existing folder: checked before any work."""
-    if not plot:
-        return
-    from ..render.plots import plot_format
-    try:
-        plot_format(Path(plot))
-    except EmbscopeError as err:
-        raise typer.BadParameter(str(err), param_hint="'--plot'") from None
-    if not Path(plot).parent.is_dir():
-        raise typer.BadParameter(f"expected an existing directory for the plot file, found none: "
-                                 f"{Path(plot).parent}", param_hint="'--plot'")
 
 
 def map_command(
@@ -45,23 +27,21 @@ def map_command(
     words: Annotated[str | None, typer.Option(
         "--words", metavar="W1,W2,...", help="Probe words to place on the map (default: a handful of frequent "
                                              "one-token words the tokenizer has).", show_default=False)] = None,
-    exact: Annotated[bool, typer.Option(
-        "--exact", help="Encode each word exactly as typed, without a leading space.")] = False,
-    plot: Annotated[str | None, typer.Option(
-        "--plot", metavar="[FILE]", show_default=False,
-        help="Draw the map to FILE (.png, .svg or .pdf); alone, to <checkpoint>-<table>-map.png in the working "
-             "directory.")] = None,
+    exact: ExactFlag = False,
+    plot: PlotOption = None,
     json: JsonFlag = False,
 ) -> None:
     """A 2-D map of a table: the explained variance of two principal components and where the probe words
     (or positions) lie; --plot draws every row, flagged rows in red, probe words labelled."""
     check_plot(plot)
+    from ..analysis.map import table_map  # the library and rich only when answering
+    from ..render import map as render
     probe_words = [w.strip() for w in words.split(",") if w.strip()] if words is not None else None
     if words is not None and not probe_words:
-        raise typer.BadParameter("expected words separated by commas, found none", param_hint="'--words'")
+        raise refuse("expected words separated by commas, found none", "--words")
     emb = source.open()
     result = table_map(emb, table, method=method.value, words=probe_words, exact=exact)
-    target = render.plot_target(plot, emb, table)
+    target = plot_path(plot, emb.checkpoint.path, table.value, "map")
     if target is not None:
         render.draw(emb, result, target)
     render.show(emb, result, target, json)

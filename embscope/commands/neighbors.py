@@ -9,13 +9,13 @@ from typing import Annotated
 import typer
 
 from .options import (
+    AUTO_DEVICE,
+    FP32,
     AllowUnkFlag,
-    Device,
     DeviceOption,
     ExactFlag,
     IdsFlag,
     JsonFlag,
-    Precision,
     PrecisionOption,
     Source,
     StrictFlag,
@@ -37,6 +37,7 @@ def run_all(source: Source, k: int, out: Path, queries_file: Path | None, ids: b
     from ..render import neighbors as render
     from ..render.files import check_directory, input_files
     from ..render.neighbors_out import STDOUT, out_format, write_neighbors
+    from ..render.progress import bar
 
     kind = as_usage_error(lambda: out_format(out), "--out")  # a bad extension is refused before any work
     if str(out) == STDOUT and json:
@@ -49,7 +50,7 @@ def run_all(source: Source, k: int, out: Path, queries_file: Path | None, ids: b
     skipped = None if strict else Skipped()
     queries = read_queries(queries_file, skipped) if queries_file is not None else None
     started = time.perf_counter()
-    with render.progress(k) as progress:
+    with bar(f"top-{k}") as progress:
         topk = topk_all(emb, k, queries=queries, ids=ids, exact=exact, table=table, device=device,
                         precision=precision, allow_unk=allow_unk, progress=progress, on_skip=skipped)
     seconds = time.perf_counter() - started
@@ -78,8 +79,8 @@ def neighbors_command(
         help="With --all: a file of words (or ids with --ids), one a line, instead of every row. A word of several "
              "tokens is skipped with a note.")] = None,
     strict: StrictFlag = False,
-    device: DeviceOption = Device.auto,  # type: ignore[attr-defined]
-    precision: PrecisionOption = Precision.fp32,  # type: ignore[attr-defined]
+    device: DeviceOption = AUTO_DEVICE,
+    precision: PrecisionOption = FP32,
     json: JsonFlag = False,
 ) -> None:
     """The K rows most similar to a word, or with --all --out FILE the top K of every row."""
@@ -94,7 +95,7 @@ def neighbors_command(
         return
     if out is not None or queries is not None:
         raise refuse("--out and --queries go with --all")
-    if device is not Device.auto or precision is not Precision.fp32:  # type: ignore[attr-defined]
+    if device is not AUTO_DEVICE or precision is not FP32:
         raise refuse("--device and --precision go with --all, the batched run")
     if word is None:
         raise refuse("expected a word (or an id with --ids), or --all")

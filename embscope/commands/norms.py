@@ -50,7 +50,7 @@ def norms(
     from ..render.files import input_files
     emb = source.open()
     report = norms_report(emb, table.value if table is not None else None, threshold)
-    target = plot_path(plot, emb, report.role, "norms")
+    target = plot_path(plot, emb.checkpoint.path, report.role, "norms")
     if target is not None:
         render.draw(emb, report, target, input_files(emb), figure_size, dpi)
     render.show(emb, report, json=json, plot=target)

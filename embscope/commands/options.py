@@ -16,21 +16,16 @@ from typing import Annotated, Any, TypeVar
 import typer
 
 from .. import compute
+from ..roles import Role as Table  # the table a command reads: one list of roles
 
 T = TypeVar("T")
-
-
-class Table(str, Enum):
-    """The table a command reads. (roles.Role will replace this enum: one list of roles.)"""
-
-    token = "token"
-    position = "position"
-    output = "output"
 
 
 # the values come from compute, the one place that knows the devices and arithmetic it supports
 Device = Enum("Device", {value: value for value in compute.DEVICES}, type=str)  # type: ignore[misc]
 Precision = Enum("Precision", {value: value for value in compute.PRECISIONS}, type=str)  # type: ignore[misc]
+AUTO_DEVICE = Device("auto")
+FP32 = Precision("fp32")
 
 
 @dataclass(frozen=True)
@@ -44,6 +39,7 @@ class Source:
         help="Tokenizer file (default: found beside or inside the checkpoint).")] = None
     token_key: Annotated[str | None, typer.Option(help="Tensor to use as the token table.")] = None
     pos_key: Annotated[str | None, typer.Option(help="Tensor to use as the position table.")] = None
+    output_key: Annotated[str | None, typer.Option(help="Tensor to use as the output projection.")] = None
     trust_pickle: Annotated[bool, typer.Option(
         "--trust-pickle", help="Let a pickle name any global. It can then run code: only for files you made.")] = False
     vocab_size: Annotated[int | None, typer.Option(help="Token table rows, for formats that do not record it.")] = None
@@ -56,25 +52,24 @@ class Source:
             from ..render import console
             console.err.print("warning: --trust-pickle lets the checkpoint run code while it loads")
         return open_embeddings(self.checkpoint, tokenizer=self.tokenizer, token_key=self.token_key,
-                               pos_key=self.pos_key, trust_pickle=self.trust_pickle, vocab_size=self.vocab_size,
-                               d_model=self.d_model, context=self.context)
+                               pos_key=self.pos_key, output_key=self.output_key, trust_pickle=self.trust_pickle,
+                               vocab_size=self.vocab_size, d_model=self.d_model, context=self.context)
 
 
-SOURCE_FIELDS = tuple(f.name for f in fields(Source))
-
-
-def with_source(command: Callable) -> Callable:
-    """Give a command every Source option; it receives them as one `source` argument."""
+def with_source(command: Callable, without: tuple[str, ...] = ()) -> Callable:
+    """Give a command every Source option but those `without` (compare takes its checkpoints as arguments);
+    it receives them as one `source` argument."""
     signature = inspect.signature(command)
     hints = typing.get_type_hints(command, include_extras=True)  # real types, not the strings of __future__
     source_hints = typing.get_type_hints(Source, include_extras=True)
     own = [p.replace(annotation=hints[p.name]) for p in signature.parameters.values() if p.name != "source"]
+    given = [f for f in fields(Source) if f.name not in without]
     shared = [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default, annotation=source_hints[f.name])
-              for f in fields(Source)]
+              for f in given]
 
     @functools.wraps(command)
     def wrapper(**kwargs: Any) -> Any:
-        source = Source(**{name: kwargs.pop(name) for name in SOURCE_FIELDS})
+        source = Source(**{f.name: kwargs.pop(f.name) for f in given})
         return command(source=source, **kwargs)
 
     wrapper.__signature__ = signature.replace(parameters=own + shared)  # type: ignore[attr-defined]
@@ -111,6 +106,7 @@ def as_usage_error(check: Callable[[], T], option: str) -> T:
 # the option followed by nothing, or by another option, gets the value below.
 PAIRS_DEFAULT = "default"
 PLOT_AUTO = ""  # `--plot` alone; no file can be named ""
+PLOT_SUFFIXES = (".png", ".svg", ".pdf")
 OPTIONAL_VALUES = {"--pairs": PAIRS_DEFAULT, "--plot": PLOT_AUTO}
 
 
@@ -124,6 +120,13 @@ def with_optional_values(command: Any, args: list[str]) -> list[str]:
     if not optional:
         return args
     names = {opt for param in options for opt in (*param.opts, *param.secondary_opts)} | {"--help", "--"}
+    # with arguments after it (compare's checkpoints), the word after `--plot` is its file only when it names one
+    has_arguments = any(param.param_type_name == "argument" for param in command.params)
+
+    def is_value(option: str, word: str) -> bool:
+        if is_option(word):
+            return False
+        return not (option == "--plot" and has_arguments and not word.lower().endswith(PLOT_SUFFIXES))
 
     def is_option(word: str) -> bool:  # `-3:4` is a (bad) value, `--json` or `-cFILE` an option
         return word.split("=", 1)[0] in names or (len(word) > 2 and word[:2] in names)
@@ -136,7 +139,7 @@ def with_optional_values(command: Any, args: list[str]) -> list[str]:
         if word == "--":  # everything after it is an argument
             filled.extend(args[at:])
             break
-        if word in optional and (at == len(args) or is_option(args[at])):
+        if word in optional and (at == len(args) or not is_value(word, args[at])):
             filled.append(optional[word])
         elif word in takes_value and at < len(args):  # a value is never read as an option name
             filled.append(args[at])
@@ -154,13 +157,13 @@ def check_plot(plot: str | None) -> None:
     check_directory(Path(plot), "the plot file")
 
 
-def plot_path(plot: str | None, emb: Any, table: str, kind: str) -> Path | None:
+def plot_path(plot: str | None, checkpoint: Path, table: str | None, kind: str) -> Path | None:
     """The file a plot goes to: the one named, or for `--plot` alone the one rule every plot follows."""
     if plot is None:
         return None
     if plot == PLOT_AUTO:
         from ..render.plots import default_plot_path
-        return default_plot_path(emb.checkpoint.path, table, kind)
+        return default_plot_path(checkpoint, table, kind)
     return Path(plot)
 
 

@@ -59,7 +59,7 @@ def positions(
     from ..render import positions as render
     from ..render.files import input_files
     emb = source.open()
-    target = plot_path(plot, emb, "position", "heatmap")
+    target = plot_path(plot, emb.checkpoint.path, "position", "heatmap")
     result = position_report(emb, chosen, default=default, profile=profile, heatmap=target is not None)
     if target is not None:
         render.draw(emb, result, target, input_files(emb))

@@ -31,6 +31,9 @@ def similarity_command(
     merge: Annotated[bool, typer.Option(
         "--merge/--no-merge", help="Average the rows of a word that splits into several tokens, or refuse it.")] = True,
     center: Annotated[bool, typer.Option("--center", help="Subtract the table's mean row first.")] = False,
+    baseline: Annotated[bool, typer.Option(
+        "--baseline/--no-baseline", help="Where each cosine stands among random pairs of the same table (one pass "
+                                         "over the table, cached per file), or skip it.")] = True,
     table: TableOption = Table.token,
     pairs_file: Annotated[Path | None, typer.Option(
         "--pairs-file", help="Two words or ids per line; all pairs computed in one batch. A line that cannot be "
@@ -52,7 +55,7 @@ def similarity_command(
 
     emb = source.open()
     options: dict[str, Any] = {"ids": ids, "exact": exact, "merge": merge, "center": center, "table": table.value,
-                               "allow_unk": allow_unk}
+                               "allow_unk": allow_unk, "baseline": baseline}
     if pairs_file is None:
         render.show(emb, similarity(emb, words, **options), json=json, matrix=len(set(words)) > 2)
         return

@@ -12,9 +12,9 @@ import struct
 import tokenize
 import zipfile
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from ..checkpoint import Checkpoint
 from ..errors import CheckpointError, EmbscopeError

@@ -9,7 +9,8 @@ import importlib
 import io
 import pickle
 import struct
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import numpy as np
 

@@ -16,8 +16,8 @@ from ..memory import require_memory
 from ..text import printable, quote
 from . import Format, OpenOptions, register
 from ._checks import check_extent, check_shape
-from .pickled import STEP_KEYS
 from ._zip import ZIP_DAMAGE, data_offset, is_stored
+from .pickled import STEP_KEYS
 
 NPY_MAGIC = b"\x93NUMPY"
 

@@ -4,8 +4,9 @@ arrays, in a .pkl file or a .npy object array. Read with the restricted unpickle
 from __future__ import annotations
 
 import pickletools
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 

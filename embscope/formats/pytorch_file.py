@@ -6,9 +6,10 @@ from __future__ import annotations
 import pickle
 import re
 import zipfile
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -21,8 +22,16 @@ from . import Format, OpenOptions, register
 from ._torch_zip import TORCH_GLOBALS, UNTYPED, Storage, TensorRecord, data_pickle_name, load_zip, read_tensor
 from ._unpickle import numpy_module, restricted_load
 from ._zip import ZIP_DAMAGE
-from .pickled import (CONFIG_KEYS, IGNORED_KEYS, STEP_KEYS, array_tensor, find_config, find_step, flatten,
-                      is_torch_legacy)
+from .pickled import (
+    CONFIG_KEYS,
+    IGNORED_KEYS,
+    STEP_KEYS,
+    array_tensor,
+    find_config,
+    find_step,
+    flatten,
+    is_torch_legacy,
+)
 
 STATE_DICT_KEYS = ("model", "state_dict", "model_state_dict", "module")
 TORCH_SUFFIXES = (".pt", ".pth", ".ckpt")  # .bin is left out: an ANDREA dump may start with PK by chance

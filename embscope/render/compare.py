@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -14,7 +13,6 @@ from ..analysis.compare import (
     PERCENTILES,
     Comparison,
     NeighborOverlap,
-    Stages,
     TableComparison,
     TableState,
     TrajectoryPoint,
@@ -39,18 +37,6 @@ class Labels:
     words: list[tuple[str, int | None, str | None]] = field(default_factory=list)  # (word, A row, why not used)
     notes: list[str] = field(default_factory=list)
     plot: Path | None = None
-
-
-@contextmanager
-def progress() -> Iterator[Stages]:
-    """A bar on stderr for each stage of the work, shown only on a terminal."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                  console=console.err, transient=True, disable=not console.err.is_terminal) as bars:
-        def stage(description: str) -> Callable[[int, int], None]:
-            task = bars.add_task(description, total=None)
-            return lambda done, total: bars.update(task, completed=done, total=total)
-        yield stage
 
 
 def number(value: float | None, digits: int = 4) -> str:

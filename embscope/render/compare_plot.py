@@ -3,6 +3,7 @@ last checkpoints overlaid. matplotlib is imported inside `figure` only (through 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
@@ -78,6 +79,6 @@ def figure(comparison: Comparison, labels: Labels):  # returns a matplotlib Figu
     return fig
 
 
-def draw(comparison: Comparison, labels: Labels, path: Path) -> Path:
-    """Write the figure whole (see render.files)."""
-    return save(figure(comparison, labels), path)
+def draw(comparison: Comparison, labels: Labels, path: Path, inputs: Iterable[Path] = ()) -> Path:
+    """Write the figure whole (see render.files), never over one of the checkpoints compared."""
+    return save(figure(comparison, labels), path, inputs=inputs)

@@ -21,11 +21,9 @@ with 9 significant digits, which give every float32 back exactly.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Iterator
 from itertools import chain
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -33,11 +31,8 @@ from ..analysis.export import ExportRows
 from ..errors import EmbscopeError
 from ..roles import Role
 from ..text import quote
-from . import console
 from .files import written_whole
-
-if TYPE_CHECKING:
-    from ..embeddings import Embeddings
+from .progress import bar
 
 FLOAT_FORMAT = "%.9g"  # 9 significant digits round-trip a float32
 BLOCK_ROWS = 4096  # rows formatted at a time
@@ -86,22 +81,18 @@ def word2vec_keys(labels: Iterable[str], ids: Iterable[int]) -> list[str]:
 def float_lines(array: np.ndarray, ids: np.ndarray, separator: str, prefixes: list[str] | None = None) -> Iterator[str]:
     """One text line per exported row, read BLOCK_ROWS rows at a time (a memory map is never read whole),
     with a progress bar on stderr when it is a terminal."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
     line = separator.join([FLOAT_FORMAT] * array.shape[1])
-    with Progress(TextColumn("rows"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(), console=console.err,
-                  transient=True, disable=not console.err.is_terminal) as bar:
-        task = bar.add_task("rows", total=len(ids))
+    with bar("rows") as advance:
         for start in range(0, len(ids), BLOCK_ROWS):
             block = np.asarray(array[ids[start:start + BLOCK_ROWS]], dtype=np.float32).astype(np.float64)
             for n, row in enumerate(block.tolist()):
                 head = prefixes[start + n] + separator if prefixes is not None else ""
                 yield head + line % tuple(row) + "\n"
-            bar.update(task, completed=start + len(block))
+            advance(start + len(block), len(ids))
 
 
 def write_lines(path: Path, what: str, lines: Iterable[str], inputs: Iterable[Path]) -> None:
-    refuse_inputs(path, what, inputs)
-    with written_whole(path, what, binary=False) as f:
+    with written_whole(path, what, binary=False, inputs=inputs) as f:
         f.writelines(lines)
 
 
@@ -176,35 +167,3 @@ def write_word2vec(out: Path, array: np.ndarray, rows: ExportRows, inputs: Itera
 
 
 WRITERS = {"projector": write_projector, "word2vec": write_word2vec}
-
-# Stand-ins for render/files.input_files and the `inputs=` check of written_whole on the cli branch.
-INPUT_SUFFIXES = frozenset({".json", ".txt", ".model", ".vocab", ".tiktoken", ".safetensors", ".bin", ".pt", ".pth",
-                            ".ckpt", ".npz", ".npy", ".pkl", ".pickle", ".gguf", ".onnx", ".h5", ".hdf5"})
-
-
-def input_files(emb: Embeddings) -> list[Path]:
-    """The files an answer was (or may have been) read from: the checkpoint, the tokenizer, and the files
-    beside them that a reader or tokenizer reads."""
-    found = [Path(emb.checkpoint.path)]
-    tokenizer, _ = emb.tokenizer_for_names()
-    folders = [emb.checkpoint.directory] + ([Path(tokenizer.path).parent] if tokenizer is not None else [])
-    for folder in dict.fromkeys(folders):
-        try:
-            found += [entry for entry in Path(folder).iterdir() if entry.suffix.lower() in INPUT_SUFFIXES]
-        except OSError:
-            pass  # a folder that cannot be listed held nothing that was read
-    if tokenizer is not None:
-        found.append(Path(tokenizer.path))
-    return found
-
-
-def refuse_inputs(path: Path, what: str, inputs: Iterable[Path]) -> None:
-    """An output that names a file embscope read (by any name) is refused. (Stands in for the `inputs=` check
-    of render/files.written_whole on the cli branch.)"""
-    for source in inputs:
-        try:
-            if os.path.samefile(path, source):
-                raise EmbscopeError(f"expected {what} to name a new file, found {quote(path)}, a file this answer "
-                                    "was read from: it is never written over")
-        except OSError:
-            continue  # one of them does not exist: nothing to protect

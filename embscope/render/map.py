@@ -12,28 +12,11 @@ from ..analysis.map import Point, TableMap
 from ..roles import Role
 from ..text import printable
 from . import console, header, plots
-from .export_files import input_files, refuse_inputs
+from .files import input_files
 from .lookup_notes import grouped_notes
 
 if TYPE_CHECKING:
     from ..embeddings import Embeddings
-
-PLOT_AUTO = ""  # `--plot` given without a file (see commands/map.py)
-
-
-def default_plot_path(checkpoint: Path, table: str, plot: str) -> Path:
-    """`<checkpoint-stem>-<table>-<plot>.png` in the working directory, never beside the checkpoint.
-    (The rule of render.plots.default_plot_path on the cli branch, which replaces this at merge.)"""
-    checkpoint = Path(checkpoint)
-    stem = checkpoint.name if checkpoint.is_dir() else checkpoint.stem
-    return Path(f"{stem}-{table}-{plot}.png")
-
-
-def plot_target(plot: str | None, emb: Embeddings, role: Role) -> Path | None:
-    if plot is None:
-        return None
-    return default_plot_path(emb.checkpoint.path, role.value, "map") if plot == PLOT_AUTO else Path(plot)
-
 
 def axis_names(result: TableMap) -> tuple[str, str]:
     return ("pc1", "pc2") if result.projection.method == "pca" else ("umap1", "umap2")
@@ -118,8 +101,7 @@ def show(emb: Embeddings, result: TableMap, plot: Path | None, json: bool) -> No
 
 def draw(emb: Embeddings, result: TableMap, path: Path) -> None:
     """Write the map to a plot file (never over a file the answer was read from)."""
-    refuse_inputs(path, "the plot file", input_files(emb))
-    plots.save(map_figure(result, emb.checkpoint.path.name), path)
+    plots.save(map_figure(result, emb.checkpoint.path.name), path, inputs=input_files(emb))
 
 
 def map_figure(result: TableMap, checkpoint: str) -> Any:  # a matplotlib Figure: matplotlib is imported only to draw

@@ -3,8 +3,7 @@ with its progress bar on stderr."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,16 +38,6 @@ def show(emb: Any, result: NeighborsResult, *, json: bool) -> None:
                          "padding" if n.padding else "")
         out.print(grid)
     console.notes([result.note] if result.note else [])
-
-
-@contextmanager
-def progress(k: int) -> Iterator[Callable[[int, int], None]]:
-    """A bar on stderr (only on a terminal) for a batched run; yields the callback that moves it."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-    with Progress(TextColumn("top-{task.fields[k]}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                  console=console.err, transient=True, disable=not console.err.is_terminal) as bar:
-        task = bar.add_task("neighbours", total=None, k=k)
-        yield lambda done, total: bar.update(task, completed=done, total=total)
 
 
 def show_all(emb: Any, *, out: Path, kind: str, queries: int, k: int, table: str, device: str, precision: str,

@@ -32,12 +32,12 @@ def plot_format(path: Path) -> str:
     return found
 
 
-def default_plot_path(checkpoint: Path, table: str, plot: str) -> Path:
+def default_plot_path(checkpoint: Path, table: str | None, plot: str) -> Path:
     """Where `--plot` with no file writes, for every plot: `<checkpoint-stem>-<table>-<plot>.png` in the working
-    directory (never beside the checkpoint)."""
+    directory (never beside the checkpoint); without the table part for a plot of every table."""
     checkpoint = Path(checkpoint)
     stem = checkpoint.name if checkpoint.is_dir() else checkpoint.stem
-    return Path(f"{stem}-{table}-{plot}.png")
+    return Path(f"{stem}-{table}-{plot}.png" if table else f"{stem}-{plot}.png")
 
 
 def new_figure(width: float, height: float):

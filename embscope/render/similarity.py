@@ -27,9 +27,10 @@ LISTED_PAIRS = 50  # pairs printed in the console; --json lists all
 
 def document(result: SimilarityResult, notes: Sequence[str] = ()) -> dict:
     """Everything but the pairs, which are streamed (a pairs file may hold millions): see `show`."""
+    base = result.baseline
     return {"queries": [query_doc(q) for q in result.queries],
-            "baseline": {"mean_random_cosine": result.baseline.mean_random_cosine,
-                         "sample_size": result.baseline.sample_size, "seed": result.baseline.seed},
+            "baseline": None if base is None else {"mean_random_cosine": base.mean_random_cosine,
+                                                   "sample_size": base.sample_size, "seed": base.seed},
             "centered": result.centered, "table": result.table, "table_name": result.table_name,
             "notes": list(notes)}
 
@@ -47,11 +48,13 @@ def show(emb: Any, result: SimilarityResult, *, json: bool, matrix: bool, notes:
     out = console.out
     listed = result.pairs[:LISTED_PAIRS]
     reasons = any(pair.reason for pair in listed)  # a column only when some cosine is undefined
-    grid = console.table("a", "a tokens", "b", "b tokens", "cosine", "random pairs below", *(["reason"] if reasons else []))
+    base = result.baseline
+    shares = ["random pairs below"] if base is not None else []  # --no-baseline: no percentile to show
+    grid = console.table("a", "a tokens", "b", "b tokens", "cosine", *shares, *(["reason"] if reasons else []))
     for pair in listed:
         grid.add_row(console.safe(pair.a.text), console.tokens_text(pair.a.ids, pair.a.tokens),
                      console.safe(pair.b.text), console.tokens_text(pair.b.ids, pair.b.tokens),
-                     console.cosine_text(pair.cosine), percentile_text(pair.percentile),
+                     console.cosine_text(pair.cosine), *([percentile_text(pair.percentile)] if shares else []),
                      *([console.safe(pair.reason or "")] if reasons else []))
     out.print(grid)
     if len(result.pairs) > LISTED_PAIRS:
@@ -62,11 +65,11 @@ def show(emb: Any, result: SimilarityResult, *, json: bool, matrix: bool, notes:
         for name, row in zip(names, result.matrix):
             grid.add_row(name, *(console.cosine_text(v) for v in row))
         out.print(grid)
-    base = result.baseline
     centered = ", mean row subtracted" if result.centered else ""
-    out.print(f"random pairs of {result.table} table {console.safe(quote(result.table_name))}{centered}: "
-              f"mean cosine {console.cosine_text(base.mean_random_cosine)} (exact); percentiles against "
-              f"{base.sample_size:,} pairs sampled with seed {base.seed}", soft_wrap=True)
+    if base is not None:
+        out.print(f"random pairs of {result.table} table {console.safe(quote(result.table_name))}{centered}: "
+                  f"mean cosine {console.cosine_text(base.mean_random_cosine)} (exact); percentiles against "
+                  f"{base.sample_size:,} pairs sampled with seed {base.seed}", soft_wrap=True)
     lines = list(notes)
     for query in result.queries:
         lines += [n for n in (query.note and f"{query.text}: {query.note}", merge_note(query)) if n]

@@ -5,12 +5,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from ..analysis.norms import MAD_SCALE
 from ..analysis.token_kinds import KIND_MEANINGS, KINDS, TokenKinds
 from ..analysis.undertrained import NORM_Z, THRESHOLD_RULE, Candidate, UndertrainedReport
 from ..text import visible
-from . import console
+from . import console, header
 
 LISTED_ROWS = 10  # candidates printed per table in the console, highest score first; --json lists all
 INDICATOR = "cosine to the mean reference row, first principal component removed (Land & Bartolo 2024)"
@@ -20,12 +21,12 @@ NORM_RULE = f"norm-high / norm-low: robust z of the row norm beyond +-{NORM_Z:g}
 Namer = Callable[[int], str]
 
 
-def document(checkpoint: Path, step: int | None, reports: Sequence[UndertrainedReport], kinds: TokenKinds | None,
-             name: Namer, notes: Sequence[str], plot: Path | None) -> dict:
+def document(reports: Sequence[UndertrainedReport], kinds: TokenKinds | None, name: Namer, notes: Sequence[str],
+             plot: Path | None) -> dict:
     """The JSON document: the first table's reference, threshold and candidates at the top level (the output
     table when the head is untied, else the token table), and every table analysed under "tables"."""
     tables = [table_document(report, name) for report in reports]
-    doc = {"checkpoint": str(checkpoint), "step": step, **tables[0], "tables": tables,
+    doc = {**tables[0], "tables": tables,
            "tokenizer": None if kinds is None else {"ids": kinds.vocab_size, "kinds": kinds.counts(),
                                                     "meanings": KIND_MEANINGS},
            "notes": list(notes)}
@@ -52,11 +53,10 @@ def table_document(report: UndertrainedReport, name: Namer) -> dict:
     }
 
 
-def render(checkpoint: Path, step: int | None, reports: Sequence[UndertrainedReport], kinds: TokenKinds | None,
-           name: Namer, notes: Sequence[str], plot: Path | None) -> None:
+def render(emb: Any, reports: Sequence[UndertrainedReport], kinds: TokenKinds | None, name: Namer,
+           notes: Sequence[str], plot: Path | None) -> None:
+    header.show(emb)
     out = console.out
-    out.print(f"checkpoint: {console.safe(checkpoint)}" + (f" (step {step:,})" if step is not None else ""),
-              soft_wrap=True)
     if kinds is not None:
         found = ", ".join(f"{kind} {count:,}" for kind, count in kinds.counts().items() if count)
         out.print(f"tokenizer: {kinds.vocab_size:,} ids; {found or 'every id round-trips'}", soft_wrap=True)

@@ -1,0 +1,30 @@
+"""Progress bars for long work: on stderr, only when it is a terminal, gone when the work is done.
+rich.progress is imported only when a bar is needed."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+from . import console
+
+Advance = Callable[[int, int], None]  # (done, total): where the work stands
+
+
+@contextmanager
+def stages() -> Iterator[Callable[[str], Advance]]:
+    """Bars for work done in stages: `stage(description)` adds a bar and returns the callback that moves it."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                  console=console.err, transient=True, disable=not console.err.is_terminal) as bars:
+        def stage(description: str) -> Advance:
+            task = bars.add_task(description, total=None)
+            return lambda done, total: bars.update(task, completed=done, total=total)
+        yield stage
+
+
+@contextmanager
+def bar(description: str) -> Iterator[Advance]:
+    """One bar; yields the callback that moves it."""
+    with stages() as stage:
+        yield stage(description)
