@@ -293,8 +293,8 @@ def test_console_names_reference_threshold_and_candidates():
     lines = out.splitlines()
     assert lines[0] == "checkpoint: bundled sample (Shakespeare GPT, step 3000); pass -c PATH for your own"
     assert "reference: tokenizer, 13 rows known unused (13 never-utf8)" in out
-    assert "threshold: +0.50" in out and "below the top 176 rows" in out
-    assert "candidates (178;" in out
+    assert "threshold: +0.49" in out and "below the top 176 rows" in out
+    assert "candidates (180;" in out
 
 
 def test_bare_plot_writes_beside_the_working_directory(tmp_path, monkeypatch):
