@@ -63,7 +63,7 @@ def run_checkpoints(folder: Path, open_path: Opener) -> tuple[list[Path], list[s
     return [path for path, _ in ordered], notes
 
 
-def compare_series(paths: Sequence[Path], open_path: Opener, options: CompareOptions = CompareOptions(), *,
+def compare_series(paths: Sequence[Path], open_path: Opener, options: CompareOptions | None = None, *,
                    ready: dict[int, Embeddings] | None = None, token_pairing: Pairing | None = None,
                    word_rows: Sequence[int] = (), stages: Stages = quiet) -> SeriesComparison:
     """Compare the checkpoints at `paths`, in order. `ready`: checkpoints already opened, by their index in
@@ -88,6 +88,6 @@ def compare_series(paths: Sequence[Path], open_path: Opener, options: CompareOpt
                     names[role], first_names[role] = names_b[role], last_names[role]
             yield tables
 
-    comparison = compare(series(), options, token_pairing=token_pairing, word_rows=word_rows, stages=stages)
+    comparison = compare(series(), options or CompareOptions(), token_pairing=token_pairing, word_rows=word_rows, stages=stages)
     table_names = {role: (first_names[role], last_names[role]) for role in comparison.tables}
     return SeriesComparison(comparison, opened, table_names, names, names_b)
