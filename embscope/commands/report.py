@@ -42,9 +42,11 @@ def report(
     tokens, neighbours of probe words and a 2-D map; with several checkpoints, what changed across them (the
     other sections then describe the last)."""
     from ..render import report as render  # the library, matplotlib and rich only when answering
+    from ..render.plots import require_matplotlib
     target = out if out is not None else render.DEFAULT_OUT[format.value]
     as_usage_error(lambda: render.check_name(target, format.value), "--out")
     render.check_place(target, format.value)
+    require_matplotlib("embscope report")
     probe_words = [w.strip() for w in words.split(",") if w.strip()] if words is not None else None
     if words is not None and not probe_words:
         raise refuse("expected words separated by commas, found none", "--words")
