@@ -277,50 +277,37 @@ def test_strings_from_the_file_are_escaped(run_report):
 # ----------------------------------------------------------------------------- Markdown, missing sections, files
 
 
-def test_markdown_writes_a_folder_of_report_md_and_pngs(tmp_path):
-    folder = tmp_path / "tied"  # a token table, a tokenizer beside it, and no position table
-    folder.mkdir()
-    ids = harris_tokenizer(folder, WORDS)
-    table = np.random.default_rng(2).standard_normal((V, D)).astype(np.float32)
-    table[ids[WORDS[-1]]] *= 40
-    np.savez(folder / "model.npz", token_emb=table)
-    out = tmp_path / "md"
-    result = run("report", "-c", folder / "model.npz", "--format", "md", "--out", out)
-    figures = ["map-token", "norms-token", "undertrained"]
-    assert result.stdout.splitlines()[1] == (f"wrote the report to {out / 'report.md'}, with 3 figures (PNG) beside it: "
-                                             "info, params, norms, undertrained, neighbors, map")
-    assert sorted(p.name for p in out.iterdir()) == sorted([*(f"{f}.png" for f in figures), "report.md"])
-    assert all((out / f"{f}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for f in figures)
-    text = (out / "report.md").read_text(encoding="utf-8")
-    assert sorted(re.findall(r"\]\(([\w-]+)\.png\)", text)) == figures
-    assert "## Nearest neighbours of probe words" in text and f"**not made:** {ONE_CHECKPOINT}" in text
-    assert "**not made:** expected a learned position table, found none" in text
-    assert "<b>" not in text and f"| {ids[WORDS[-1]]} | \\<b\\>x\\</b\\> |" in text  # flagged first, escaped
-
-
-def test_sections_that_cannot_be_made_say_why(tmp_path):
-    path = tmp_path / "tied.npz"
+def test_markdown_writes_a_folder_and_says_why_sections_are_missing(tmp_path):
+    path = tmp_path / "tied.npz"  # no position table, no tokenizer, a tied head, a table named like markup
     table = np.random.default_rng(1).standard_normal((50, D)).astype(np.float32)
-    np.savez(path, token_emb=table, **{"lm_head.weight": table.copy()})  # a saved copy of a tied head
-    out = tmp_path / "tied.html"
-    lines = run("report", "-c", path, "--out", out).stdout.splitlines()
+    np.savez(path, **{"<b>x</b>": table, "lm_head.weight": table.copy()})  # a saved copy of a tied head
+    out = tmp_path / "md"
+    lines = run("report", "-c", path, "--token-key", "<b>x</b>", "--format", "md", "--out", out).stdout.splitlines()
     no_position = ("expected a learned position table, found none among 2 tensors by name or config size: a model "
                    "with rotary or other computed positions has no learned position table; candidates: "
                    "'lm_head.weight' (50 x 8 float32); name one with --pos-key NAME")
     no_tokenizer = ("no probe words to look up: no tokenizer found beside the checkpoint: tokens print as #id, words "
                     "cannot be looked up")
     assert lines == [f"checkpoint: {path} (step unknown)",
-                     f"wrote the report to {out}: info, params, norms, undertrained, map",
+                     f"wrote the report to {out / 'report.md'}, with 3 figures (PNG) beside it: info, params, norms, "
+                     "undertrained, map",
                      f"not made: positions ({no_position})", f"not made: neighbors ({no_tokenizer})",
                      f"not made: compare ({ONE_CHECKPOINT})"]
-    page = parse(out)
-    assert page.missing("positions") == [f"not made: {no_position}"]
-    assert page.missing("neighbors") == [f"not made: {no_tokenizer}"]
+    figures = ["map-token", "norms-token", "undertrained"]
+    assert sorted(p.name for p in out.iterdir()) == sorted([*(f"{f}.png" for f in figures), "report.md"])
+    assert all((out / f"{f}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for f in figures)
+    text = (out / "report.md").read_text(encoding="utf-8")
+    assert sorted(re.findall(r"\]\(([\w-]+)\.png\)", text)) == figures
+    assert "8. [Across checkpoints](#across-checkpoints) (not made)" in text
+
+    def said(why: str) -> str:  # Markdown's backslash before each character that would act inline
+        return "**not made:** " + re.sub(r"([\\`*_\[\]<>&|~#])", r"\\\1", why)
+
     tied = "lm_head.weight holds exactly the values of token_emb: a saved copy of a tied head, counted once"
-    assert page.missing("norms") == [
-        "not made: position table: no learned position table (see the positions section)",
-        f"not made: output projection: {tied}"]
-    assert page.missing("map") == ["not made: position table: no learned position table (see the positions section)"]
+    for why in (no_position, no_tokenizer, ONE_CHECKPOINT, "position table: no learned position table (see the "
+                "positions section)", f"output projection: {tied.replace('token_emb', '<b>x</b>')}"):
+        assert said(why) in text, why
+    assert "<b>" not in text and "### token table '\\<b\\>x\\</b\\>': 50 rows x 8" in text
 
 
 def test_the_output_is_checked_before_any_work(tmp_path):

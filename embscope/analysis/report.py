@@ -30,7 +30,7 @@ from .undertrained import Stages, UndertrainedTables, quiet, undertrained_tables
 if TYPE_CHECKING:
     from ..embeddings import Embeddings
 
-SECTIONS = ("info", "params", "norms", "positions", "undertrained", "neighbors", "map", "compare")
+SECTIONS = ("info", "params", "norms", "positions", "undertrained", "neighbors", "map", "compare")  # in order
 NEIGHBOR_K = 10  # the `neighbors` command's default -k
 NORM_ROLES = ("token", "position", "output")
 MAP_ROLES = (Role.token, Role.position)
@@ -173,13 +173,11 @@ def gather(checkpoints: Sequence[Path], open_path: Opener, *, words: Sequence[st
     emb = open_path(checkpoints[-1] if checkpoints else None)
     norms = norms_of(emb)
     compare: CompareSection | Missing = Missing(ONE_CHECKPOINT)
-    if len(checkpoints) >= 2:
-        last = len(checkpoints) - 1
-        compare = attempt(lambda: CompareSection(
-            compare_series(checkpoints, open_path, ready={last: emb}, stages=stages),
-            origin or checkpoints[0]))
+    if len(checkpoints) >= 2:  # a checkpoint named that cannot be read is an error, as in `compare`
+        compare = CompareSection(compare_series(checkpoints, open_path, ready={len(checkpoints) - 1: emb},
+                                                stages=stages), origin or checkpoints[0])
     return Report(
-        emb=emb, checkpoints=tuple(checkpoints), info=info_report(emb), params=attempt(lambda: params_report(emb)),
+        emb=emb, checkpoints=tuple(checkpoints), info=info_report(emb), params=attempt(partial(params_report, emb)),
         norms=norms, positions=positions_of(emb, norms["position"]),
         undertrained=attempt(lambda: undertrained_tables(emb, stages=stages)),
         neighbors=neighbors_of(emb, words, NEIGHBOR_K), maps=maps_of(emb, words), compare=compare,

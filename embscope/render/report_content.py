@@ -5,14 +5,14 @@ commands' own figure functions, only when a format writes them."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
 from ..analysis.map import TableMap
 from ..analysis.norms import DUPLICATE_COSINE, NormsReport
-from ..analysis.report import CompareSection, Missing, NeighborsSection, Report
+from ..analysis.report import SECTIONS, CompareSection, Missing, NeighborsSection, Report
 from ..analysis.undertrained import THRESHOLD_RULE, UndertrainedReport
 from ..roles import Role
 from ..text import visible
@@ -106,7 +106,7 @@ def token(value: str) -> Cell:
     return Cell(visible(value), token=True)
 
 
-def notes(lines: Any) -> list[Block]:
+def notes(lines: Iterable[str]) -> list[Block]:
     return [Line(line, "note") for line in lines]
 
 
@@ -369,10 +369,9 @@ def compare_blocks(report: Report) -> list[Block]:
                     ("rows bitwise unchanged", count(summary.unchanged))]
         if found.neighbors is not None:
             overlap = found.neighbors
-            label = (f"neighbour overlap (Jaccard of top-{overlap.k} sets, {len(overlap.jaccard):,} rows drawn with "
-                     f"seed {overlap.seed})")
-            measures.append((label, four(overlap.mean)))
-        blocks.append(Grid(("measure", "value"), tuple((text(label), cell) for label, cell in measures)))
+            drawn = f"{len(overlap.jaccard):,} rows drawn with seed {overlap.seed}"
+            measures.append((f"neighbour overlap (Jaccard of top-{overlap.k} sets, {drawn})", four(overlap.mean)))
+        blocks.append(Grid(("measure", "value"), tuple((text(measure), cell) for measure, cell in measures)))
         name = series.names[role]
         changes, rows_a = found.changes, found.pairing.rows_a()
         if len(found.movers):
@@ -414,7 +413,7 @@ BUILDERS: dict[str, Callable[[Report], list[Block]]] = {
 
 def sections(report: Report) -> list[Section]:
     """Every section of the report, in order."""
-    return [Section(key, TITLES[key], tuple(build(report))) for key, build in BUILDERS.items()]
+    return [Section(key, TITLES[key], tuple(BUILDERS[key](report))) for key in SECTIONS]
 
 
 def heading(report: Report) -> list[str]:
