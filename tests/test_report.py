@@ -135,7 +135,7 @@ def run_report(tmp_path_factory):
     base = tmp_path_factory.mktemp("run")
     made = small_run(base / "run")
     out = base / "run.html"
-    document = run_json("report", "-c", base / "run", "--out", out)
+    document = run_json("report", "-c", base / "run", "--out", out, "--words", "king,queen,qz")
     return made, base / "run", document, parse(out), out
 
 
@@ -264,7 +264,13 @@ def test_the_run_report_numbers_are_numpys_for_the_last_checkpoint(run_report):
     listed = page.table("neighbors", title="king -> ")["rows"]
     assert [row[1][1] for row in listed] == np.argsort(-similar)[:10].tolist()
     assert [row[3][1] for row in listed] == pytest.approx(np.sort(similar)[::-1][:10], rel=1e-6)
-    assert {t["title"].split(" ->")[0] for t in page.sections["neighbors"]["tables"]} == set(WORDS[:-1])
+    # --words: a word of two tokens is the mean of their rows, as `neighbors` forms it
+    assert [t["title"] for t in page.sections["neighbors"]["tables"]] == [
+        f"king -> {king} 'king'", f"queen -> {made['ids']['queen']} 'queen'", "qz -> 113 'q' 122 'z'"]
+    assert page.sections["neighbors"]["paragraphs"][0] == (None, "words: given with --words; for each, the 10 "
+                                                           "nearest rows of the token table by cosine (`embscope "
+                                                           "neighbors WORD`)")
+    assert page.table("map", title="words on the map: given with --words")["rows"][2][1][0] == "113 'q' 122 'z'"
 
 
 def test_strings_from_the_file_are_escaped(run_report):

@@ -120,7 +120,7 @@ def missing(why: str) -> list[Block]:
 def info_blocks(report: Report) -> list[Block]:
     info = report.info
     tensors = len(info.tensors)
-    step = f"step {info.step:,}" if info.step is not None else "step unknown"
+    step = f"step {info.step}" if info.step is not None else "step unknown"
     blocks: list[Block] = [Line(f"format {info.format}, {tensors} tensor{'s' * (tensors != 1)}, {step}")]
     tok = info.tokenizer
     blocks.append(Line(f"tokenizer {tok.kind}, {tok.vocab_size} ids, {tok.path}" if tok else "tokenizer: none"))
