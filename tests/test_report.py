@@ -267,9 +267,9 @@ def test_the_run_report_numbers_are_numpys_for_the_last_checkpoint(run_report):
     # --words: a word of two tokens is the mean of their rows, as `neighbors` forms it
     assert [t["title"] for t in page.sections["neighbors"]["tables"]] == [
         f"king -> {king} 'king'", f"queen -> {made['ids']['queen']} 'queen'", "qz -> 113 'q' 122 'z'"]
-    assert page.sections["neighbors"]["paragraphs"][0] == (None, "words: given with --words; for each, the 10 "
+    assert page.sections["neighbors"]["paragraphs"][0] == (None, ("words: given with --words; for each, the 10 "
                                                            "nearest rows of the token table by cosine (`embscope "
-                                                           "neighbors WORD`)")
+                                                           "neighbors WORD`)"))
     assert page.table("map", title="words on the map: given with --words")["rows"][2][1][0] == "113 'q' 122 'z'"
 
 
@@ -295,8 +295,8 @@ def test_markdown_writes_a_folder_and_says_why_sections_are_missing(tmp_path):
     no_tokenizer = ("no probe words to look up: no tokenizer found beside the checkpoint: tokens print as #id, words "
                     "cannot be looked up")
     assert lines == [f"checkpoint: {path} (step unknown)",
-                     f"wrote the report to {out / 'report.md'}, with 3 figures (PNG) beside it: info, params, norms, "
-                     "undertrained, map",
+                     (f"wrote the report to {out / 'report.md'}, with 3 figures (PNG) beside it: info, params, norms, "
+                     "undertrained, map"),
                      f"not made: positions ({no_position})", f"not made: neighbors ({no_tokenizer})",
                      f"not made: compare ({ONE_CHECKPOINT})"]
     figures = ["map-token", "norms-token", "undertrained"]
@@ -310,8 +310,8 @@ def test_markdown_writes_a_folder_and_says_why_sections_are_missing(tmp_path):
         return "**not made:** " + re.sub(r"([\\`*_\[\]<>&|~#])", r"\\\1", why)
 
     tied = "lm_head.weight holds exactly the values of token_emb: a saved copy of a tied head, counted once"
-    for why in (no_position, no_tokenizer, ONE_CHECKPOINT, "position table: no learned position table (see the "
-                "positions section)", f"output projection: {tied.replace('token_emb', '<b>x</b>')}"):
+    for why in (no_position, no_tokenizer, ONE_CHECKPOINT, ("position table: no learned position table (see the "
+                "positions section)"), f"output projection: {tied.replace('token_emb', '<b>x</b>')}"):
         assert said(why) in text, why
     assert "<b>" not in text and "### token table '\\<b\\>x\\</b\\>': 50 rows x 8" in text
 
