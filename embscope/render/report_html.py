@@ -64,12 +64,13 @@ def escaped(value: object) -> str:
 
 def rasterize_dense(figure: Any) -> None:
     """Lines and scatters of many points become one image inside the SVG instead of a path per point."""
-    from matplotlib.collections import Collection
-    from matplotlib.lines import Line2D
-    for artist in figure.findobj(lambda a: isinstance(a, (Collection, Line2D))):
-        points = np.asarray(artist.get_offsets() if isinstance(artist, Collection) else artist.get_xydata())
-        if len(points) > DENSE_POINTS:
-            artist.set_rasterized(True)
+    for ax in figure.axes:  # every Axes, those of subfigures too
+        for artist in ax.collections:
+            if len(np.asarray(artist.get_offsets())) > DENSE_POINTS:
+                artist.set_rasterized(True)
+        for line in ax.lines:
+            if len(np.asarray(line.get_xdata())) > DENSE_POINTS:
+                line.set_rasterized(True)
 
 
 def svg(figure: Any, prefix: str) -> str:
