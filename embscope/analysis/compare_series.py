@@ -14,7 +14,8 @@ from ..errors import EmbscopeError
 from ..naming import token_name
 from ..series import Step, checkpoint_step, folder_checkpoints, in_step_order
 from ..text import quote
-from .compare import CompareOptions, Comparison, Pairing, Stages, TableInput, compare, quiet
+from .compare import CompareOptions, Comparison, Pairing, TableInput, compare
+from .stages import Stages, quiet
 
 if TYPE_CHECKING:
     from ..embeddings import Embeddings

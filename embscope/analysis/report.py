@@ -25,7 +25,8 @@ from .params import ParamsReport, params_report
 from .positions import PositionsResult, positions
 from .probes import default_probe_words
 from .similarity import NeighborsResult, neighbors
-from .undertrained import Stages, UndertrainedTables, quiet, undertrained_tables
+from .stages import Stages, quiet
+from .undertrained import UndertrainedTables, undertrained_tables
 
 if TYPE_CHECKING:
     from ..embeddings import Embeddings

@@ -27,6 +27,7 @@ import numpy as np
 from .. import compute
 from ..errors import TableError
 from .norms import DEFAULT_THRESHOLD, median_and_mad, robust_z, row_norms
+from .stages import Progress, Stages, quiet
 from .token_kinds import TokenKinds, token_kinds
 
 if TYPE_CHECKING:
@@ -52,8 +53,6 @@ REFERENCE_KINDS = ("padding", "placeholder", "never-utf8")
 
 # (table, k) -> (ids, cosines), each (rows, k): every row's k nearest other rows, -1 / NaN where there are none
 TopK = Callable[[np.ndarray, int], tuple[np.ndarray, np.ndarray]]
-Progress = Callable[[int, int], None]
-Stages = Callable[[str], Progress]  # a fresh progress callback for each named stage of the work
 # (role, shape) -> the same table from each other checkpoint of the run (`undertrained --against`)
 OtherTables = Callable[[str, tuple[int, ...]], Sequence[np.ndarray]]
 
@@ -122,10 +121,6 @@ class UndertrainedTables:
 def default_roles(emb: Embeddings) -> list[str]:
     """The output table when the head is untied (magikarp: the stronger signal), else the token table."""
     return ["output" if emb.output is not None else "token"]
-
-
-def quiet(_: str) -> Progress:
-    return lambda done, total: None
 
 
 def nearest_rows(device: str, progress: Progress) -> TopK:
