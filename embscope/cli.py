@@ -18,7 +18,7 @@ from .text import printable, shortened
 
 # each module registers one command; the order is the order --help lists them
 COMMANDS = ("info", "similarity", "neighbors", "positions", "norms", "params", "undertrained", "compare", "analogy", "map",
-            "export")
+            "export", "report")
 
 
 def error_line(message: str) -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from .checkpoint import Checkpoint
 from .errors import CheckpointError
-from .formats import NOT_WEIGHTS, sniff_readable
+from .formats import NOT_WEIGHTS, PREFERRED_IN_DIRECTORY, sniff_readable
 from .text import quote
 
 TRAINER_FOLDER = re.compile(r"checkpoint-\d+")  # what transformers' Trainer names each save
@@ -59,6 +59,14 @@ def folder_checkpoints(folder: Path) -> list[Path]:
     files = [p for p in entries if p.is_file() and p.name not in NOT_WEIGHTS and sniff_readable(p) is not None]
     folders = [p for p in entries if p.is_dir() and TRAINER_FOLDER.fullmatch(p.name)]
     return files + folders
+
+
+def is_run_folder(path: Path) -> bool:
+    """A folder of a run's checkpoints (two or more), rather than one checkpoint's folder (a Hugging Face
+    directory, sharded or not, or a folder holding one weights file)."""
+    if not path.is_dir() or any((path / name).is_file() for name in PREFERRED_IN_DIRECTORY):
+        return False
+    return len(folder_checkpoints(path)) >= 2
 
 
 def in_step_order(found: list[tuple[Path, Step]]) -> tuple[list[tuple[Path, Step]], list[str]]:

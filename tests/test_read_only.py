@@ -36,10 +36,11 @@ ARGUMENTS: dict[str, list[list[str]]] = {
     "export": [["--out", "{out}/projector"], ["--format", "word2vec", "--table", "position", "--out", "{out}/w2v.txt"]],
     "analogy": [["--ids", "1", "2", "3", "-k", "2"], ["--ids", "1", "2", "3", "--method", "3cosmul", "--json"]],
     "map": [[], ["--table", "position", "--json"]],
+    "report": [["--out", "{out}/report.html"]],  # the Markdown folder's place: tests/test_report.py
 }
 TAKES_CHECKPOINTS_AS_ARGUMENTS = {"compare"}  # given the checkpoint twice, not with -c
 # the outputs a command may write, all inside {out}
-OUTPUTS = {"neighbors.jsonl", "neighbors.npz", "norms.png", "undertrained.png", "projector", "w2v.txt"}
+OUTPUTS = {"neighbors.jsonl", "neighbors.npz", "norms.png", "undertrained.png", "projector", "w2v.txt", "report.html"}
 FORMATS = ["safetensors", "safetensors-index", "npz", "npz-compressed", "andrea", "nlm-pickle", "npy-object",
            "pytorch", "pytorch-legacy"]
 

@@ -14,7 +14,7 @@ current). Undefined values (the cosine of a zero, NaN or Inf row) are NaN here; 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -23,9 +23,7 @@ from .. import compute
 from ..memory import release
 from .norms import row_norms, summarize
 from .positions import PositionProfile, position_profile
-
-Progress = Callable[[int, int], None]
-Stages = Callable[[str], Progress]  # a fresh progress callback for each named stage of the work
+from .stages import Progress, Stages, quiet
 
 BLOCK_BYTES = 2 << 20  # float64 work space per block of rows: a few blocks stay in the CPU's cache
 PERCENTILES = (1, 5, 95)  # of the row cosines: the low ones are where the movers are
@@ -37,10 +35,6 @@ SEED = 0
 DIFFERENT_RUNS_COSINE = 0.1
 NORMS_AGREE = 1.25  # mean row norms within this factor of each other
 ROLES = ("token", "position", "output")
-
-
-def quiet(_: str) -> Progress:
-    return lambda done, total: None
 
 
 @dataclass(frozen=True, eq=False)

@@ -20,12 +20,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .. import compute
 from ..errors import TableError
 from .norms import DEFAULT_THRESHOLD, median_and_mad, robust_z, row_norms
-from .token_kinds import TokenKinds
+from .stages import Progress, Stages, quiet
+from .token_kinds import TokenKinds, token_kinds
+
+if TYPE_CHECKING:
+    from ..embeddings import Embeddings
 
 BLOCK_BYTES = 32 * 1024 * 1024  # float64 work space per block of rows
 COMPONENT_WIDTH = 8  # directions iterated together to find the first principal component
@@ -47,6 +53,8 @@ REFERENCE_KINDS = ("padding", "placeholder", "never-utf8")
 
 # (table, k) -> (ids, cosines), each (rows, k): every row's k nearest other rows, -1 / NaN where there are none
 TopK = Callable[[np.ndarray, int], tuple[np.ndarray, np.ndarray]]
+# (role, shape) -> the same table from each other checkpoint of the run (`undertrained --against`)
+OtherTables = Callable[[str, tuple[int, ...]], Sequence[np.ndarray]]
 
 
 @dataclass(frozen=True, eq=False)
@@ -98,6 +106,49 @@ class UndertrainedReport:
     @property
     def has_indicator(self) -> bool:
         return len(self.reference.rows) > 0
+
+
+@dataclass(frozen=True, eq=False)
+class UndertrainedTables:
+    """What `embscope undertrained` reports about a checkpoint: one report per table analysed, the tokenizer's
+    view of the rows (None without a tokenizer), and the notes (why there is no tokenizer, the tables' own)."""
+
+    reports: tuple[UndertrainedReport, ...]
+    kinds: TokenKinds | None
+    notes: tuple[str, ...]
+
+
+def default_roles(emb: Embeddings) -> list[str]:
+    """The output table when the head is untied (magikarp: the stronger signal), else the token table."""
+    return ["output" if emb.output is not None else "token"]
+
+
+def nearest_rows(device: str, progress: Progress) -> TopK:
+    """The batched top-k the cluster search uses."""
+    def search(table: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        found = compute.topk_rows(table, k, device=device, progress=progress)
+        return found.ids, found.scores
+    return search
+
+
+def undertrained_tables(emb: Embeddings, roles: Sequence[str] | None = None, *, others: OtherTables | None = None,
+                        device: str = "auto", stages: Stages = quiet) -> UndertrainedTables:
+    """Candidates in each table of `roles` (default_roles when None), the tokenizer's kinds worked out once for
+    tables of the same height; `others` gives the same table from other checkpoints of the run."""
+    device = compute.resolve_device(device)
+    tokenizer, why_none = emb.tokenizer_for_names()
+    notes = [why_none] if why_none else []
+    reports: list[UndertrainedReport] = []
+    kinds: TokenKinds | None = None
+    for role in roles if roles is not None else default_roles(emb):
+        chosen = emb.table(role)
+        if tokenizer is not None and (kinds is None or kinds.rows != chosen.rows):
+            kinds = token_kinds(tokenizer, chosen.rows, stages("tokenizer round trip"))
+        other = others(role, chosen.tensor.shape) if others is not None else ()
+        reports.append(find_undertrained(chosen.array, kinds, table=role, name=chosen.name, others=other,
+                                         topk=nearest_rows(device, stages(f"nearest rows of the {role} table"))))
+    notes += [note for report in reports for note in emb.table(report.table).notes]
+    return UndertrainedTables(tuple(reports), kinds, tuple(notes))
 
 
 def find_undertrained(array: np.ndarray, kinds: TokenKinds | None, *, table: str = "token", name: str = "",

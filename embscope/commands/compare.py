@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Iterator
 from dataclasses import replace
 from enum import Enum
 from pathlib import Path
@@ -11,15 +9,14 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ..errors import EmbscopeError, TokenError
-from ..naming import token_name, token_string_or_none
+from ..errors import TokenError
+from ..naming import token_string_or_none
 from ..text import quote
 from .options import AUTO_DEVICE, DeviceOption, JsonFlag, PlotOption, Source, check_plot, plot_path, with_source
 
 if TYPE_CHECKING:  # the library and rich are imported when the command answers, not for --help
-    from ..analysis.compare import TableInput
+    from ..analysis.compare_series import Opener
     from ..embeddings import Embeddings
-    from ..render.compare import Namer
 
 # shown in --help; the library's own defaults (analysis.compare) are checked equal by a test
 LISTED, NEIGHBOR_K, NEIGHBOR_SAMPLE = 20, 10, 1000
@@ -31,13 +28,6 @@ class Align(str, Enum):
 
 class Match(str, Enum):
     tokens = "tokens"
-
-
-def namer(emb: Embeddings, role: str, first_row: int) -> Namer:
-    if role == "position":
-        return lambda row: f"position {row - first_row}" if row >= first_row else f"reserved row {row}"
-    tokenizer = emb.tokenizer_for_names()[0]
-    return functools.partial(token_name, tokenizer)
 
 
 def token_strings(emb: Embeddings, which: str) -> list[str | None]:
@@ -68,17 +58,7 @@ def word_rows(emb: Embeddings, words: list[str]) -> list[tuple[str, int | None, 
     return found
 
 
-def tables_of(emb: Embeddings) -> dict[str, TableInput]:
-    from ..analysis.compare import TableInput
-    found = {"token": TableInput(emb.token.array)}
-    if emb.position is not None:
-        found["position"] = TableInput(emb.position.array, emb.position.first_row)
-    if emb.output is not None:
-        found["output"] = TableInput(emb.output.array)
-    return found
-
-
-def checkpoint_paths(paths: list[Path], source: Source) -> tuple[list[Path], Path, list[str]]:
+def checkpoint_paths(paths: list[Path], open_path: Opener) -> tuple[list[Path], Path, list[str]]:
     """The checkpoints to compare in order, what the output names as their origin, and notes."""
     if len(paths) >= 2:
         return paths, paths[0], []
@@ -86,16 +66,9 @@ def checkpoint_paths(paths: list[Path], source: Source) -> tuple[list[Path], Pat
     if not folder.is_dir():
         raise typer.BadParameter("expected two or more checkpoints, or one folder of checkpoints",
                                  param_hint="'CHECKPOINTS...'")
-    from ..series import checkpoint_step, folder_checkpoints, in_step_order
-    found = folder_checkpoints(folder)
-    if len(found) < 2:
-        names = ", ".join(quote(p.name) for p in found) or "none"
-        raise EmbscopeError(f"expected two or more checkpoints in the folder {quote(folder)}, found {len(found)} "
-                            f"({names})")
-    # pickles are read whole to learn their step, then let go: at most one is held while ordering
-    stepped = [(path, checkpoint_step(replace(source, checkpoint=path).open().checkpoint)) for path in found]
-    ordered, notes = in_step_order(stepped)
-    return [path for path, _ in ordered], folder, notes
+    from ..analysis.compare_series import run_checkpoints
+    ordered, notes = run_checkpoints(folder, open_path)
+    return ordered, folder, notes
 
 
 def parse_words(words: list[str] | None) -> list[str]:
@@ -131,43 +104,29 @@ def compare_command(
     if (align is not None or match is not None) and len(checkpoints) != 2:
         raise typer.BadParameter("--align and --match compare two runs: give exactly two checkpoints")
     check_plot(plot)
-    paths, origin, notes = checkpoint_paths(checkpoints, source)
+
+    def open_path(path: Path) -> Embeddings:
+        return replace(source, checkpoint=path).open()
+
+    paths, origin, notes = checkpoint_paths(checkpoints, open_path)
     plot_file = plot_path(plot, origin, None, "compare")
-    from ..analysis.compare import CompareOptions, Pairing, by_token, compare
+    from ..analysis.compare import CompareOptions, Pairing, by_token
+    from ..analysis.compare_series import compare_series
     from ..render import compare as render
     from ..render import progress
-    from ..series import Step, checkpoint_step
     options = CompareOptions(align=align is not None, k=k, sample=sample, listed=top, device=device.value)
-    opened: list[tuple[Path, Step]] = []
-    names: dict[str, Namer] = {}
-    names_b: dict[str, Namer] = {}
-    first_names: dict[str, str] = {}
-    last_names: dict[str, str] = {}
-    ready = {0: replace(source, checkpoint=paths[0]).open()}  # opened before the series: words, token strings
+    ready = {0: open_path(paths[0])}  # opened before the series: words, token strings
     found_words = word_rows(ready[0], parse_words(words)) if words else []
     pairing: Pairing | None = None
     if match is not None:
-        ready[1] = replace(source, checkpoint=paths[1]).open()
+        ready[1] = open_path(paths[1])
         pairing = by_token(token_strings(ready[0], "A"), token_strings(ready[1], "B"))
-
-    def series() -> Iterator[dict[str, TableInput]]:
-        """Each checkpoint opened in turn; the analysis keeps only the tables it still needs."""
-        for index, path in enumerate(paths):
-            emb = ready.pop(index, None) or replace(source, checkpoint=path).open()
-            opened.append((emb.checkpoint.path, checkpoint_step(emb.checkpoint)))
-            tables = tables_of(emb)
-            for role, table in tables.items():
-                names_b[role] = namer(emb, role, table.first_row)
-                last_names[role] = emb.table(role).name
-                if index == 0:
-                    names[role], first_names[role] = names_b[role], last_names[role]
-            yield tables
-
     with progress.stages() as stages:
-        comparison = compare(series(), options, token_pairing=pairing,
-                             word_rows=[row for _, row, _ in found_words if row is not None], stages=stages)
-    table_names = {role: (first_names[role], last_names[role]) for role in comparison.tables}
-    labels = render.Labels(opened, origin, table_names, names, names_b, found_words, notes, plot_file)
+        found = compare_series(paths, open_path, options, ready=ready, token_pairing=pairing,
+                               word_rows=[row for _, row, _ in found_words if row is not None], stages=stages)
+    comparison = found.comparison
+    labels = render.Labels(found.checkpoints, origin, found.table_names, found.names, found.names_b, found_words,
+                           notes, plot_file)
     if plot_file is not None:
         from ..render.compare_plot import draw
         draw(comparison, labels, plot_file, inputs=paths)

@@ -4,23 +4,18 @@ indicator), checked against the tokenizer, and across checkpoints of the same ru
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
-import numpy as np
 import typer
 
-from .. import compute
 from ..errors import TableError
 from ..naming import token_name
 from ..text import quote
 from .options import AUTO_DEVICE, DeviceOption, JsonFlag, PlotOption, Source, check_plot, plot_path, with_source
 
 if TYPE_CHECKING:  # the library and rich are imported when the command answers, not for --help
-    from ..analysis.token_kinds import TokenKinds
-    from ..analysis.undertrained import UndertrainedReport
     from ..embeddings import Embeddings
 
 
@@ -30,24 +25,16 @@ class TableChoice(str, Enum):
     both = "both"
 
 
-def roles(emb: Embeddings, choice: TableChoice | None) -> list[str]:
-    """The output table when the head is untied (magikarp: the stronger signal), else the token table."""
+def roles(emb: Embeddings, choice: TableChoice | None) -> list[str] | None:
+    """The tables --table names; None: the library's default (the output table when the head is untied)."""
     if choice is None:
-        return ["output" if emb.output is not None else "token"]
+        return None
     if choice is TableChoice.both:
         if emb.output is None:
             raise TableError("expected an untied output projection for --table both, found none: the head is tied "
                              "to the token table (or the file has no language-model head); use --table token")
         return ["output", "token"]
     return [choice.value]
-
-
-def _nearest(device: str, progress: Callable[[int, int], None]) -> Callable:
-    """The batched top-k the cluster search uses."""
-    def search(table: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        found = compute.topk_rows(table, k, device=device, progress=progress)
-        return found.ids, found.scores
-    return search
 
 
 def other_tables(source: Source, paths: list[Path], role: str, shape: tuple[int, ...]) -> list:
@@ -77,30 +64,19 @@ def undertrained(
     """Under-trained token candidates: magikarp's indicator, a data-driven threshold, norms far from the rest,
     rows unchanged across checkpoints, each verified against the tokenizer."""
     check_plot(plot)
-    from ..analysis.token_kinds import token_kinds
-    from ..analysis.undertrained import find_undertrained
+    from ..analysis.undertrained import default_roles, undertrained_tables
     from ..render import header
-    from ..render.progress import bar
+    from ..render.progress import stages
     from ..render.undertrained import document, render
     emb = source.open()
     chosen_roles = roles(emb, table)
-    target = plot_path(plot, emb.checkpoint.path, table.value if table is not None else chosen_roles[0],
+    target = plot_path(plot, emb.checkpoint.path, table.value if table is not None else default_roles(emb)[0],
                        "undertrained")
-    tokenizer, why_none = emb.tokenizer_for_names()
-    notes = [why_none] if why_none else []
-    resolved = compute.resolve_device(device.value)
-    reports: list[UndertrainedReport] = []
-    kinds: TokenKinds | None = None
-    for role in chosen_roles:
-        chosen = emb.table(role)
-        if tokenizer is not None and (kinds is None or kinds.rows != chosen.rows):
-            with bar("tokenizer round trip") as progress:
-                kinds = token_kinds(tokenizer, chosen.rows, progress)
-        others = other_tables(source, against or [], role, chosen.tensor.shape)
-        with bar(f"nearest rows of the {role} table") as progress:
-            reports.append(find_undertrained(chosen.array, kinds, table=role, name=chosen.name, others=others,
-                                             topk=_nearest(resolved, progress)))
-    notes += [note for report in reports for note in emb.table(report.table).notes]
+    with stages() as stage:
+        found = undertrained_tables(emb, chosen_roles, device=device.value, stages=stage,
+                                    others=lambda role, shape: other_tables(source, against or [], role, shape))
+    reports, kinds, notes = found.reports, found.kinds, found.notes
+    tokenizer = emb.tokenizer_for_names()[0]
 
     def name(index: int) -> str:
         return token_name(tokenizer, index)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -17,12 +16,12 @@ from ..analysis.compare import (
     TableState,
     TrajectoryPoint,
 )
+from ..analysis.compare_series import Namer
 from ..series import Step as CheckpointStep
 from ..text import quote
 from . import console, jsonout
 
 LISTED_INLINE = 10  # rows named in the one-line list of unchanged rows
-Namer = Callable[[int], str]  # a row id -> what the reader calls it: a token string, "#id", "position p"
 
 
 @dataclass(frozen=True)

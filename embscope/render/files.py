@@ -63,6 +63,18 @@ def check_directory(path: Path, what: str) -> None:
         raise EmbscopeError(f"expected an existing directory for {what}, found none: {quote(Path(path).parent)}")
 
 
+def make_folder(path: Path, what: str) -> None:
+    """A folder for several output files: made when missing; its parent must exist."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise EmbscopeError(f"expected {what} to name a folder, found a file: {quote(path)}")
+    check_directory(path, what)
+    try:
+        path.mkdir(exist_ok=True)
+    except OSError as err:
+        raise EmbscopeError(f"expected to make the folder {quote(path)}, found {err.strerror or err}") from None
+
+
 def umask() -> int:
     mask = os.umask(0)
     os.umask(mask)

@@ -102,8 +102,7 @@ def show(emb: Any, report: NormsReport, *, json: bool, plot: Path | None) -> Non
     console.notes(report.notes)
 
 
-def draw(emb: Any, report: NormsReport, path: Path, inputs: list[Path], size: tuple[float, float] | None,
-         dpi: float) -> None:
+def figure(emb: Any, report: NormsReport, size: tuple[float, float] | None = None) -> Any:  # a matplotlib Figure
     """The norms with the flagged rows marked: by position for a position table, a histogram and the
     lowest and highest rows by name for a token table."""
     from . import plots
@@ -113,14 +112,19 @@ def draw(emb: Any, report: NormsReport, path: Path, inputs: list[Path], size: tu
     sized = {"size": size} if size else {}
     if report.role == "position":
         flagged = [(a.index, a.norm, a.ratio_to_mean) for a in summary.anomalies[:JSON_LISTED]]
-        figure = plots.position_norms_figure(summary.norms, summary.mean, summary.median, flagged, checkpoint, title,
-                                             report.first_row, **sized)
-    else:
-        from .norms_plot import LABELLED_ROWS, ranked_rows, token_norms_figure
-        tokenizer = report.tokenizer
-        padding_from = tokenizer.vocab_size if tokenizer is not None and tokenizer.vocab_size < summary.rows else None
-        named = ranked_rows(summary.norms) + [int(row) for row in summary.flagged[:LABELLED_ROWS]]
-        figure = token_norms_figure(summary.norms, summary.median, summary.mad, summary.threshold, summary.flagged,
-                                    summary.robust_z, {i: shown(report, i) for i in named}, checkpoint, title,
-                                    padding_from, **sized)
-    plots.save(figure, path, dpi, inputs=inputs)
+        return plots.position_norms_figure(summary.norms, summary.mean, summary.median, flagged, checkpoint, title,
+                                           report.first_row, **sized)
+    from .norms_plot import LABELLED_ROWS, ranked_rows, token_norms_figure
+    tokenizer = report.tokenizer
+    padding_from = tokenizer.vocab_size if tokenizer is not None and tokenizer.vocab_size < summary.rows else None
+    named = ranked_rows(summary.norms) + [int(row) for row in summary.flagged[:LABELLED_ROWS]]
+    return token_norms_figure(summary.norms, summary.median, summary.mad, summary.threshold, summary.flagged,
+                              summary.robust_z, {i: shown(report, i) for i in named}, checkpoint, title,
+                              padding_from, **sized)
+
+
+def draw(emb: Any, report: NormsReport, path: Path, inputs: list[Path], size: tuple[float, float] | None,
+         dpi: float) -> None:
+    """The figure written to `path`."""
+    from . import plots
+    plots.save(figure(emb, report, size), path, dpi, inputs=inputs)

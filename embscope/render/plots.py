@@ -32,6 +32,14 @@ def plot_format(path: Path) -> str:
     return found
 
 
+def require_matplotlib(what: str) -> None:
+    """Figures need matplotlib (the [plot] extra): one line saying so before any work, not an ImportError after it."""
+    import importlib.util
+    if importlib.util.find_spec("matplotlib") is None:
+        raise EmbscopeError(f"{what} draws its figures with matplotlib, which is not installed "
+                            "(pip install 'embscope[plot]')")
+
+
 def default_plot_path(checkpoint: Path, table: str | None, plot: str) -> Path:
     """Where `--plot` with no file writes, for every plot: `<checkpoint-stem>-<table>-<plot>.png` in the working
     directory (never beside the checkpoint); without the table part for a plot of every table."""

@@ -31,14 +31,19 @@ def document(result: PositionsResult, *, profile: bool, plot: Path | None) -> di
     return doc
 
 
-def draw(emb: Any, result: PositionsResult, path: Path, inputs: list[Path]) -> None:
-    """The heatmap beside the similarity-by-distance curve, written to `path`."""
+def figure(emb: Any, result: PositionsResult) -> Any:  # a matplotlib Figure
+    """The heatmap beside the similarity-by-distance curve."""
     from . import plots
     assert result.profile is not None and result.heatmap is not None
     profile = result.profile
-    figure = plots.positions_figure(result.heatmap, profile.mean, profile.std, profile.nearest_is_adjacent,
-                                    emb.checkpoint.path.name, result.table)
-    plots.save(figure, path, inputs=inputs)
+    return plots.positions_figure(result.heatmap, profile.mean, profile.std, profile.nearest_is_adjacent,
+                                  emb.checkpoint.path.name, result.table)
+
+
+def draw(emb: Any, result: PositionsResult, path: Path, inputs: list[Path]) -> None:
+    """The figure written to `path`."""
+    from . import plots
+    plots.save(figure(emb, result), path, inputs=inputs)
 
 
 def show(emb: Any, result: PositionsResult, *, json: bool, profile: bool, plot: Path | None) -> None:

@@ -1,0 +1,94 @@
+"""The checkpoints of a run compared as `compare` and `report` do: each opened in turn and handed to
+analysis.compare (which keeps only the tables it still needs), with what to call each table's rows kept
+beside the numbers."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..errors import EmbscopeError
+from ..naming import token_name
+from ..series import Step, checkpoint_step, folder_checkpoints, in_step_order
+from ..text import quote
+from .compare import CompareOptions, Comparison, Pairing, TableInput, compare
+from .stages import Stages, quiet
+
+if TYPE_CHECKING:
+    from ..embeddings import Embeddings
+
+Namer = Callable[[int], str]  # a row id -> what the reader calls it: a token string, "#id", "position p"
+Opener = Callable[[Path], "Embeddings"]  # a checkpoint path -> its tables, opened with the options the user gave
+
+
+@dataclass(frozen=True, eq=False)
+class SeriesComparison:
+    """A comparison, and what its numbers are about."""
+
+    comparison: Comparison
+    checkpoints: list[tuple[Path, Step]]  # each checkpoint as opened, in order, with its step
+    table_names: dict[str, tuple[str, str]]  # role -> the table's name in the first and the last checkpoint
+    names: dict[str, Namer]  # role -> how to name a row of the first checkpoint's table
+    names_b: dict[str, Namer]  # role -> how to name a row of the last checkpoint's table
+
+
+def namer(emb: Embeddings, role: str, first_row: int) -> Namer:
+    if role == "position":
+        return lambda row: f"position {row - first_row}" if row >= first_row else f"reserved row {row}"
+    tokenizer = emb.tokenizer_for_names()[0]
+    return functools.partial(token_name, tokenizer)
+
+
+def tables_of(emb: Embeddings) -> dict[str, TableInput]:
+    found = {"token": TableInput(emb.token.array)}
+    if emb.position is not None:
+        found["position"] = TableInput(emb.position.array, emb.position.first_row)
+    if emb.output is not None:
+        found["output"] = TableInput(emb.output.array)
+    return found
+
+
+def run_checkpoints(folder: Path, open_path: Opener) -> tuple[list[Path], list[str]]:
+    """The checkpoints a folder of a run holds, in step order, and notes on the order."""
+    found = folder_checkpoints(folder)
+    if len(found) < 2:
+        names = ", ".join(quote(p.name) for p in found) or "none"
+        raise EmbscopeError(f"expected two or more checkpoints in the folder {quote(folder)}, found {len(found)} "
+                            f"({names})")
+    # pickles are read whole to learn their step, then let go: at most one is held while ordering
+    stepped = [(path, checkpoint_step(open_path(path).checkpoint)) for path in found]
+    ordered, notes = in_step_order(stepped)
+    return [path for path, _ in ordered], notes
+
+
+def compare_series(paths: Sequence[Path], open_path: Opener, options: CompareOptions | None = None, *,
+                   ready: dict[int, Embeddings] | None = None, token_pairing: Pairing | None = None,
+                   word_rows: Sequence[int] = (), stages: Stages = quiet) -> SeriesComparison:
+    """Compare the checkpoints at `paths`, in order. `ready`: checkpoints already opened, by their index in
+    `paths` (opened before the series for words or token strings); the rest are opened as the series reaches them."""
+    opened: list[tuple[Path, Step]] = []
+    names: dict[str, Namer] = {}
+    names_b: dict[str, Namer] = {}
+    first_names: dict[str, str] = {}
+    last_names: dict[str, str] = {}
+    waiting = dict(ready or {})
+
+    def series() -> Iterator[dict[str, TableInput]]:
+        """Each checkpoint opened in turn; the analysis keeps only the tables it still needs."""
+        for index, path in enumerate(paths):
+            emb = waiting.pop(index, None) or open_path(path)
+            opened.append((emb.checkpoint.path, checkpoint_step(emb.checkpoint)))
+            tables = tables_of(emb)
+            for role, table in tables.items():
+                names_b[role] = namer(emb, role, table.first_row)
+                last_names[role] = emb.table(role).name
+                if index == 0:
+                    names[role], first_names[role] = names_b[role], last_names[role]
+            yield tables
+
+    comparison = compare(series(), options or CompareOptions(), token_pairing=token_pairing, word_rows=word_rows, stages=stages)
+    table_names = {role: (first_names[role], last_names[role]) for role in comparison.tables}
+    return SeriesComparison(comparison, opened, table_names, names, names_b)

@@ -1,0 +1,185 @@
+"""What `embscope report` gathers, section by section, from the library functions the commands call, so every
+number in a report is the number the command prints. A section that cannot be made holds the one line that
+says why (the error the command would print, or what the checkpoint lacks).
+
+With several checkpoints (or a folder of a run) the sections about one checkpoint describe the last, the one
+training reached last; the compare section covers them all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
+
+from ..errors import EmbscopeError
+from ..roles import Role
+from ..series import is_run_folder
+from .compare_series import SeriesComparison, compare_series, run_checkpoints
+from .info import InfoReport, info_report
+from .map import TableMap, table_map
+from .norms import Anomaly, NormsReport, norms_report
+from .params import ParamsReport, params_report
+from .positions import PositionsResult, positions
+from .probes import default_probe_words
+from .similarity import NeighborsResult, neighbors
+from .stages import Stages, quiet
+from .undertrained import UndertrainedTables, undertrained_tables
+
+if TYPE_CHECKING:
+    from ..embeddings import Embeddings
+
+SECTIONS = ("info", "params", "norms", "positions", "undertrained", "neighbors", "map", "compare")  # in order
+NEIGHBOR_K = 10  # the `neighbors` command's default -k
+NORM_ROLES = ("token", "position", "output")
+MAP_ROLES = (Role.token, Role.position)
+ONE_CHECKPOINT = "one checkpoint given: repeat -c, or give a folder of a run's checkpoints, to compare"
+
+T = TypeVar("T")
+# a checkpoint path -> its tables, opened with the options the user gave; None: the default checkpoint
+Opener = Callable[[Path | None], "Embeddings"]
+
+
+@dataclass(frozen=True)
+class Missing:
+    """A section, or a part of one, that could not be made, and why."""
+
+    why: str
+
+
+@dataclass(frozen=True, eq=False)
+class PositionsSection:
+    result: PositionsResult  # the default pairs, the profile by distance and the heatmap
+    norms: NormsReport  # the position table's norms (the norms section's)
+
+    @property
+    def position0(self) -> Anomaly:
+        """Position 0's norm against the mean, as `embscope norms` measures a row (flagged or not)."""
+        return self.norms.summary.anomaly(self.norms.first_row)
+
+    @property
+    def position0_flagged(self) -> bool:
+        return bool((self.norms.summary.flagged == self.norms.first_row).any())
+
+
+@dataclass(frozen=True)
+class WordNeighbors:
+    word: str
+    result: NeighborsResult | Missing
+
+
+@dataclass(frozen=True)
+class NeighborsSection:
+    rule: str  # how the words were chosen
+    k: int
+    words: tuple[WordNeighbors, ...]
+
+
+@dataclass(frozen=True, eq=False)
+class CompareSection:
+    series: SeriesComparison
+    origin: Path  # the first checkpoint given, or the folder of the run
+
+
+@dataclass(frozen=True, eq=False)
+class Report:
+    emb: Embeddings  # the checkpoint the sections about one checkpoint describe
+    checkpoints: tuple[Path, ...]  # every checkpoint the report covers, in order (empty: the default one)
+    info: InfoReport
+    params: ParamsReport | Missing
+    norms: dict[str, NormsReport | Missing]  # by role: token, position, output
+    positions: PositionsSection | Missing
+    undertrained: UndertrainedTables | Missing
+    neighbors: NeighborsSection | Missing
+    maps: dict[str, TableMap | Missing]  # by role: token, position
+    compare: CompareSection | Missing
+    notes: tuple[str, ...] = ()  # about the checkpoints: how a run's folder was ordered
+
+
+def attempt(make: Callable[[], T]) -> T | Missing:
+    """A part of the report, or why it could not be made: the error its command would print."""
+    try:
+        return make()
+    except EmbscopeError as err:
+        return Missing(str(err))
+
+
+def report_checkpoints(given: Sequence[Path], open_path: Opener) -> tuple[list[Path], Path | None, list[str]]:
+    """The checkpoints a report covers, in order, what names them together (the first, or the run's folder),
+    and notes: one folder of a run's checkpoints is ordered by step; checkpoints named are kept in order."""
+    if len(given) == 1 and is_run_folder(given[0]):
+        ordered, notes = run_checkpoints(given[0], open_path)
+        return ordered, given[0], notes
+    return list(given), (given[0] if given else None), []
+
+
+def norms_of(emb: Embeddings) -> dict[str, NormsReport | Missing]:
+    found: dict[str, NormsReport | Missing] = {}
+    for role in NORM_ROLES:
+        if role == "position" and emb.position is None:
+            found[role] = Missing("no learned position table (see the positions section)")
+        elif role == "output" and emb.output is None:
+            found[role] = Missing(emb.tables.head_note or f"the head is {emb.tables.head.value}")
+        else:
+            found[role] = attempt(partial(norms_report, emb, role))
+    return found
+
+
+def positions_of(emb: Embeddings, norms: NormsReport | Missing) -> PositionsSection | Missing:
+    result = attempt(lambda: positions(emb, default=True, profile=True, heatmap=True))
+    if isinstance(result, Missing):
+        return result
+    if isinstance(norms, Missing):
+        return norms
+    if result.positions == 0:
+        return Missing(f"the position table {result.table!r} has no row past its {result.first_row} reserved rows")
+    return PositionsSection(result, norms)
+
+
+def neighbors_of(emb: Embeddings, words: Sequence[str] | None, k: int) -> NeighborsSection | Missing:
+    """Each probe word's k nearest token rows; the words given, else the probe-word rule (analysis.probes)."""
+    tokenizer, why_none = emb.tokenizer_for_names()
+    if tokenizer is None:
+        return Missing(f"no probe words to look up: {why_none}")
+    rule = "given with --words"
+    if not words:
+        words = default_probe_words(tokenizer)
+        rule = ("the lowest-id tokens that are whole lower-case words of 3+ letters, one token each "
+                "(see embscope/analysis/probes.py)")
+        if not words:
+            return Missing("no probe words: the tokenizer has no one-token word of 3+ lower-case letters; "
+                           "name some with --words")
+    found = tuple(WordNeighbors(word, attempt(partial(neighbors, emb, word, k))) for word in words)
+    return NeighborsSection(rule, k, found)
+
+
+def maps_of(emb: Embeddings, words: Sequence[str] | None) -> dict[str, TableMap | Missing]:
+    found: dict[str, TableMap | Missing] = {}
+    for role in MAP_ROLES:
+        if role is Role.position and emb.position is None:
+            found[role.value] = Missing("no learned position table (see the positions section)")
+        else:
+            chosen = list(words) if words and role is Role.token else None
+            found[role.value] = attempt(partial(table_map, emb, role, words=chosen))
+    return found
+
+
+def gather(checkpoints: Sequence[Path], open_path: Opener, *, words: Sequence[str] | None = None,
+           origin: Path | None = None, notes: Sequence[str] = (), stages: Stages = quiet) -> Report:
+    """Every section of the report on `checkpoints` (in order; empty: the default checkpoint). `words`: the probe
+    words for the neighbours and the map (None: the probe-word rule); `origin`: what names the checkpoints
+    together (default: the first)."""
+    emb = open_path(checkpoints[-1] if checkpoints else None)
+    norms = norms_of(emb)
+    compare: CompareSection | Missing = Missing(ONE_CHECKPOINT)
+    if len(checkpoints) >= 2:  # a checkpoint named that cannot be read is an error, as in `compare`
+        compare = CompareSection(compare_series(checkpoints, open_path, ready={len(checkpoints) - 1: emb},
+                                                stages=stages), origin or checkpoints[0])
+    return Report(
+        emb=emb, checkpoints=tuple(checkpoints), info=info_report(emb), params=attempt(partial(params_report, emb)),
+        norms=norms, positions=positions_of(emb, norms["position"]),
+        undertrained=attempt(lambda: undertrained_tables(emb, stages=stages)),
+        neighbors=neighbors_of(emb, words, NEIGHBOR_K), maps=maps_of(emb, words), compare=compare,
+        notes=tuple(notes))

@@ -1,0 +1,69 @@
+"""`embscope report`: one self-contained HTML page (or a Markdown folder) with every answer about a checkpoint,
+and what changed across checkpoints when several are given."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from enum import Enum
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from .options import JsonFlag, Source, as_usage_error, refuse, with_source
+
+if TYPE_CHECKING:
+    from ..embeddings import Embeddings
+
+
+class ReportFormat(str, Enum):
+    html = "html"
+    md = "md"
+
+
+def report(
+    source: Source,
+    checkpoints: Annotated[list[Path] | None, typer.Option(
+        "--checkpoint", "-c", help="Checkpoint file or directory; repeat it (or give one folder of a run's "
+                                   "checkpoints) to add a section comparing them. Default: $EMBSCOPE_CHECKPOINT, "
+                                   "else the bundled sample model.", show_default=False)] = None,
+    out: Annotated[Path | None, typer.Option(
+        "--out", help="html: the file to write (.html); md: a folder (made if missing) for report.md and its "
+                      "PNG figures. Default: report.html, or the folder report.", show_default=False)] = None,
+    format: Annotated[ReportFormat, typer.Option(
+        "--format", help="html: one self-contained page (figures inline as SVG, no script, nothing fetched); "
+                         "md: Markdown and PNG files, for GitHub and blogs.")] = ReportFormat.html,
+    words: Annotated[str | None, typer.Option(
+        "--words", metavar="W1,W2,...", help="Probe words for the neighbours and the map (default: a handful of "
+                                             "frequent one-token words the tokenizer has).", show_default=False)] = None,
+    json: JsonFlag = False,
+) -> None:
+    """Every answer about a checkpoint in one file: tables and rules, parameters, norms, positions, under-trained
+    tokens, neighbours of probe words and a 2-D map; with several checkpoints, what changed across them (the
+    other sections then describe the last)."""
+    from ..render import report as render  # the library, matplotlib and rich only when answering
+    from ..render.plots import require_matplotlib
+    target = out if out is not None else render.DEFAULT_OUT[format.value]
+    as_usage_error(lambda: render.check_name(target, format.value), "--out")
+    render.check_place(target, format.value)
+    require_matplotlib("embscope report")
+    probe_words = [w.strip() for w in words.split(",") if w.strip()] if words is not None else None
+    if words is not None and not probe_words:
+        raise refuse("expected words separated by commas, found none", "--words")
+    from ..analysis.report import gather, report_checkpoints
+    from ..render.files import input_files
+    from ..render.progress import stages
+
+    def open_path(path: Path | None) -> Embeddings:
+        return replace(source, checkpoint=path).open()
+
+    paths, origin, notes = report_checkpoints(checkpoints or [], open_path)
+    with stages() as stage:
+        found = gather(paths, open_path, words=probe_words, origin=origin, notes=notes, stages=stage)
+    inputs = [*input_files(found.emb), *paths]
+    sections, files = render.write(found, target, format.value, inputs)
+    render.show(found, target, format.value, sections, files, json)
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(with_source(report, without=("checkpoint",)))

@@ -1,0 +1,69 @@
+"""`embscope report`: the file it writes (one HTML page, or a Markdown folder) and what it prints about it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from importlib.metadata import version
+from pathlib import Path
+
+from ..analysis.report import Report
+from ..errors import EmbscopeError
+from ..text import quote, shortened
+from . import console, header
+from .files import check_directory
+from .report_content import Section, heading, sections
+from .report_html import write_html
+from .report_md import REPORT_FILE, write_markdown
+
+Writer = Callable[[Path, str, Sequence[str], Sequence[Section], str, Iterable[Path]], list[Path]]
+WRITERS: dict[str, Writer] = {"html": write_html, "md": write_markdown}
+DEFAULT_OUT = {"html": Path("report.html"), "md": Path("report")}
+HTML_SUFFIXES = (".html", ".htm")
+FILE_SUFFIXES = (*HTML_SUFFIXES, ".md")  # names that say "a file", not the folder --format md writes
+
+
+def check_name(out: Path, fmt: str) -> None:
+    """--out names what the format writes: an .html file, or a folder for Markdown. Checked before any work."""
+    suffix = out.suffix.lower()
+    if fmt == "html" and suffix not in HTML_SUFFIXES:
+        raise EmbscopeError(f"expected a report file ending in .html or .htm, found {quote(shortened(str(out)))}")
+    if fmt == "md" and suffix in FILE_SUFFIXES:
+        raise EmbscopeError(f"expected a folder for --format md ({REPORT_FILE} and the figures go in it), found the "
+                            f"file name {quote(shortened(str(out)))}")
+
+
+def check_place(out: Path, fmt: str) -> None:
+    """The folder the report goes to exists (and a Markdown folder is not a file). Checked before any work."""
+    check_directory(out, "--out")
+    if fmt == "md" and out.exists() and not out.is_dir():
+        raise EmbscopeError(f"expected --out to name a folder for --format md, found a file: {quote(out)}")
+
+
+def write(report: Report, out: Path, fmt: str, inputs: Iterable[Path]) -> tuple[list[Section], list[Path]]:
+    """The report's sections, and the files written (the report first, then any figure files)."""
+    found = sections(report)
+    title = f"embscope report: {report.emb.checkpoint.path.name}"
+    return found, WRITERS[fmt](out, title, heading(report), found, version("embscope"), inputs)
+
+
+def document(report: Report, out: Path, fmt: str, found: Sequence[Section], files: Sequence[Path]) -> dict:
+    return {"out": str(out), "format": fmt, "files": [str(f) for f in files],
+            "sections": [s.key for s in found if not s.missing],
+            "missing": {s.key: s.missing for s in found if s.missing},
+            "checkpoints": [str(p) for p in report.checkpoints] or [str(report.emb.checkpoint.path)],
+            "notes": list(report.notes)}
+
+
+def show(report: Report, out: Path, fmt: str, found: Sequence[Section], files: Sequence[Path], json: bool) -> None:
+    if json:
+        header.emit(document(report, out, fmt, found, files), report.emb)
+        return
+    header.show(report.emb)
+    made = ", ".join(s.key for s in found if not s.missing)
+    figures = len(files) - 1
+    beside = f", with {figures} figure{'s' * (figures != 1)} (PNG) beside it" if fmt == "md" else ""
+    console.out.print(f"wrote the report to {console.safe(files[0])}{beside}: {made}", soft_wrap=True)
+    for section in found:
+        if section.missing:
+            console.out.print(f"not made: {section.key} ({console.safe(section.missing)})", soft_wrap=True)
+    console.notes(report.notes)

@@ -1,0 +1,425 @@
+"""What a report says, written once for both formats (report_html, report_md): sections of lines, tables and
+figures. Numbers are formatted as the console prints them, and each table cell keeps the full-precision number
+it shows. Every string here is plain text, and each format escapes all of it. Figures are drawn by the
+commands' own figure functions, only when a format writes them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+from ..analysis.map import TableMap
+from ..analysis.norms import DUPLICATE_COSINE, NormsReport
+from ..analysis.report import SECTIONS, CompareSection, Missing, NeighborsSection, Report
+from ..analysis.undertrained import THRESHOLD_RULE, UndertrainedReport
+from ..roles import Role
+from ..text import visible
+from . import compare as compare_text
+from . import header
+from . import map as map_text
+from . import norms as norms_text
+from . import positions as positions_text
+from . import undertrained as undertrained_text
+from .compare_plot import figure as compare_figure
+from .console import cosine_text, count_text, percent, shape_text
+from .info import HEAD_ROWS
+from .jsonout import clean
+from .lookup_notes import grouped_notes
+from .undertrained_plot import undertrained_figure
+
+LISTED_ROWS = 20  # anomalies and candidates listed per table; the commands' --json lists more
+LISTED_MOVERS = 10  # movers listed per table in the compare section
+TITLES = {"info": "Checkpoint and tables", "params": "Parameters", "norms": "Row norms", "positions": "Positions",
+          "undertrained": "Under-trained tokens", "neighbors": "Nearest neighbours of probe words",
+          "map": "2-D map", "compare": "Across checkpoints"}
+
+
+@dataclass(frozen=True)
+class Cell:
+    text: str
+    value: float | None = None  # the number shown, at full precision (None: undefined, or not a number)
+    number: bool = False
+    token: bool = False  # a token string or a name from the file
+
+
+@dataclass(frozen=True)
+class Line:
+    text: str
+    kind: str = "text"  # text, heading (a table's name within a section), note, or missing (why not made)
+
+
+@dataclass(frozen=True)
+class Grid:
+    columns: tuple[str, ...]
+    rows: tuple[tuple[Cell, ...], ...]
+    title: str | None = None
+    compact: bool = False  # one of several small tables side by side
+
+
+@dataclass(frozen=True)
+class Figure:
+    name: str  # the PNG's name in a Markdown folder, without extension; unique within a report
+    alt: str
+    draw: Callable[[], Any]  # -> a matplotlib Figure, built when the format writes it
+
+
+Block = Line | Grid | Figure
+
+
+@dataclass(frozen=True)
+class Section:
+    key: str  # one of analysis.report.SECTIONS
+    title: str
+    blocks: tuple[Block, ...]
+
+    @property
+    def missing(self) -> str | None:
+        """Why the whole section could not be made; None when it was."""
+        first = self.blocks[0] if len(self.blocks) == 1 else None
+        return first.text if isinstance(first, Line) and first.kind == "missing" else None
+
+
+def number(value: float | None, text: str) -> Cell:
+    return Cell(text, clean(value), number=True)
+
+
+def count(value: int | None) -> Cell:
+    return number(value, count_text(value))
+
+
+def cosine(value: float | None) -> Cell:
+    return number(value, cosine_text(clean(value)))
+
+
+def four(value: float | None) -> Cell:
+    """A number to 4 significant digits, as `norms` and `compare` print them."""
+    return number(value, compare_text.number(value))
+
+
+def text(value: object) -> Cell:
+    return Cell(str(value))
+
+
+def token(value: str) -> Cell:
+    return Cell(visible(value), token=True)
+
+
+def notes(lines: Iterable[str]) -> list[Block]:
+    return [Line(line, "note") for line in lines]
+
+
+def missing(why: str) -> list[Block]:
+    return [Line(why, "missing")]
+
+
+# ----------------------------------------------------------------------------- sections
+
+
+def info_blocks(report: Report) -> list[Block]:
+    info = report.info
+    tensors = len(info.tensors)
+    step = f"step {info.step}" if info.step is not None else "step unknown"
+    blocks: list[Block] = [Line(f"format {info.format}, {tensors} tensor{'s' * (tensors != 1)}, {step}")]
+    tok = info.tokenizer
+    blocks.append(Line(f"tokenizer {tok.kind}, {tok.vocab_size} ids, {tok.path}" if tok else "tokenizer: none"))
+    rows = []
+    for role, table in info.tables.items():
+        if table is None:
+            rows.append((text(role.value), text(HEAD_ROWS[info.head] if role is Role.output else "none"), text(""),
+                         text(""), text("")))
+            continue
+        stored = table.tensor.quantization
+        rows.append((text(role.value), token(table.name), text(shape_text(table.tensor.shape)),
+                     text(table.tensor.dtype + (f" (stored as {stored})" if stored else "")), text(table.rule)))
+    blocks.append(Grid(("role", "tensor", "shape", "dtype", "found by"), tuple(rows)))
+    return blocks + notes(info.notes)
+
+
+def params_blocks(report: Report) -> list[Block]:
+    params = report.params
+    if isinstance(params, Missing):
+        return missing(params.why)
+    shares = params.shares
+
+    def row(label: str, value: int | None, share: float | None) -> tuple[Cell, ...]:
+        return text(label), count(value), number(share, percent(share))
+
+    rows = [row(f"token ({params.token_name})", params.token, shares["token"])]
+    if params.position_name is not None:
+        rows.append(row(f"position ({params.position_name})", params.position, shares["position"]))
+    else:
+        rows.append((text("position"), text("none (no learned table)"), text("-")))
+    if params.output_name is not None:
+        rows.append(row(f"output ({params.output_name})", params.output, shares["output"]))
+    else:
+        rows.append((text("output projection"), text(HEAD_ROWS[params.head]), text("-")))
+    rows.append(row("token + position", params.embeddings, shares["embeddings"]))
+    rows.append(row("whole checkpoint", params.total, 1.0))
+    blocks: list[Block] = [Grid(("table", "parameters", "share of total"), tuple(rows)),
+                           Line(f"total counts {params.source} ({params.total / 1e6:.2f}M).")]
+    if params.position:
+        blocks.append(Line(f"nanoGPT's convention leaves the position table out: {params.total_without_position:,} "
+                           f"({params.total_without_position / 1e6:.2f}M)."))
+    blocks += [Line(f"the {role} table is stored as {stored}: its stored elements are counted, and it is "
+                    "dequantized to float32 to be read.") for role, stored in params.quantization.items()]
+    return blocks + notes([params.head_note] if params.head_note else [])
+
+
+def norms_table_blocks(report: Report, found: NormsReport) -> list[Block]:
+    summary = found.summary
+    blocks: list[Block] = [
+        Line(f"{found.role} table '{found.name}': {summary.rows:,} rows x {found.dim}", "heading"),
+        Grid(("rows with a finite norm", "mean", "median", "min", "max", "MAD"),
+             ((count(summary.count), four(summary.mean), four(summary.median), four(summary.min), four(summary.max),
+               four(summary.mad)),)),
+        Line(f"rule: {norms_text.rule_text(summary.threshold, summary.mad)}")]
+    anomalies = summary.anomalies
+    if anomalies:
+        blocks.append(Grid(("row", "name", "norm", "x mean", "reason"), tuple(
+            (count(a.index), token(found.label(a.index)) if found.role != "position" else text(found.label(a.index)),
+             four(a.norm), number(a.ratio_to_mean, norms_text.ratio(a.ratio_to_mean)), text(a.reason))
+            for a in anomalies[:LISTED_ROWS]), title=f"anomalies ({len(anomalies):,}), the most extreme first"))
+        if len(anomalies) > LISTED_ROWS:
+            blocks.append(Line(f"... and {len(anomalies) - LISTED_ROWS:,} more (`embscope norms --table {found.role} "
+                               "--json` lists them)"))
+    else:
+        blocks.append(Line("anomalies: none"))
+    duplicates = found.duplicates
+    if duplicates.total:
+        blocks.append(Grid(("row a", "row b", "cosine", "identical"), tuple(
+            (text(f"{d.a} {found.label(d.a)}"), text(f"{d.b} {found.label(d.b)}"), number(d.cosine, f"{d.cosine:.6f}"),
+             text("yes" if d.identical else "no")) for d in duplicates.pairs[:LISTED_ROWS]),
+            title=f"near-duplicate rows (cosine > {DUPLICATE_COSINE}): {duplicates.total:,}"))
+    else:
+        blocks.append(Line(f"near-duplicate rows (cosine > {DUPLICATE_COSINE}): none"))
+    blocks.append(Figure(f"norms-{found.role}", f"L2 norms of the {found.role} table",
+                         partial(norms_text.figure, report.emb, found)))
+    return blocks + notes(found.notes)
+
+
+def norms_blocks(report: Report) -> list[Block]:
+    blocks: list[Block] = []
+    for role, found in report.norms.items():
+        if isinstance(found, Missing):
+            blocks.append(Line(f"{'output projection' if role == 'output' else role + ' table'}: {found.why}",
+                               "missing"))
+        else:
+            blocks += norms_table_blocks(report, found)
+    return blocks
+
+
+def positions_blocks(report: Report) -> list[Block]:
+    section = report.positions
+    if isinstance(section, Missing):
+        return missing(section.why)
+    result, zero = section.result, section.position0
+    reserved = f" ({result.first_row} reserved rows come before position 0)" if result.first_row else ""
+    blocks: list[Block] = [
+        Line(f"position table '{result.table}': {result.positions:,} positions x {result.dim}{reserved}"),
+        Grid(("position 0 norm", "mean norm", "x mean", "robust z", "flagged by norms"),
+             ((four(zero.norm), four(section.norms.summary.mean),
+               number(zero.ratio_to_mean, norms_text.ratio(zero.ratio_to_mean)), number(zero.z, f"{zero.z:+.3g}"),
+               text("yes" if section.position0_flagged else "no")),),
+             title="position 0 against the mean (the rule of `embscope norms`)"),
+        Figure("positions", "cosine heatmap between positions, and similarity by distance",
+               partial(positions_text.figure, report.emb, result))]
+    profile = result.profile
+    if profile is not None:
+        blocks.append(Grid(("distance k", "mean cos(p_i, p_i+k)", "std", "pairs"), tuple(
+            (count(s.offset), cosine(s.mean), number(s.std, f"{s.std:.4f}"), count(s.pairs)) for s in profile.summary()),
+            title="similarity by distance"))
+        blocks.append(Line(f"nearest neighbour is i-1 or i+1 for {percent(clean(profile.nearest_is_adjacent))} of "
+                           f"{profile.positions_counted:,} positions"))
+    if result.pairs:
+        blocks.append(Grid(("i", "j", "distance", "cosine"), tuple(
+            (count(p.i), count(p.j), count(p.distance), cosine(p.cosine)) for p in result.pairs),
+            title="near and far pairs (the default set of `embscope positions`)"))
+    return blocks + notes([*result.notes, *(p.reason for p in result.pairs if p.reason)])
+
+
+def undertrained_table_blocks(found: UndertrainedReport, name: Callable[[int], str]) -> list[Block]:
+    threshold = found.threshold
+    value = "none" if threshold.value is None else f"{threshold.value:+.4f}"
+    blocks: list[Block] = [
+        Line(f"{found.table} table '{found.name}': {found.rows:,} rows", "heading"),
+        Line(f"reference: {found.reference.source}, {found.reference.description}"),
+        Line(f"threshold: {value}, {threshold.why}")]
+    candidates = found.candidates
+    if not candidates:
+        return [*blocks, Line("candidates: none")]
+    verified = sum(1 for c in candidates if c.verified)
+    title = f"candidates ({len(candidates):,}" + (f"; {verified:,} verified by the tokenizer)"
+                                                  if candidates[0].verified is not None else ")")
+    blocks.append(Grid(("id", "token", "score", "norm", "norm z", "signals", "tokenizer"), tuple(
+        (count(c.id), token(name(c.id)), number(c.score, undertrained_text.number(c.score, "+.4f")),
+         number(c.norm, undertrained_text.number(c.norm, ".4g")),
+         number(c.norm_z, undertrained_text.number(c.norm_z, "+.1f")), text(undertrained_text.signals_text(c)),
+         text(undertrained_text.kinds_text(c))) for c in candidates[:LISTED_ROWS]), title=title + ", highest score first"))
+    if len(candidates) > LISTED_ROWS:
+        blocks.append(Line(f"... and {len(candidates) - LISTED_ROWS:,} more (`embscope undertrained --json` lists all)"))
+    return blocks
+
+
+def undertrained_blocks(report: Report) -> list[Block]:
+    found = report.undertrained
+    if isinstance(found, Missing):
+        return missing(found.why)
+    from ..naming import token_name
+    tokenizer = report.emb.tokenizer_for_names()[0]
+    blocks: list[Block] = []
+    if found.kinds is not None:
+        kinds = ", ".join(f"{kind} {n:,}" for kind, n in found.kinds.counts().items() if n)
+        blocks.append(Line(f"tokenizer: {found.kinds.vocab_size:,} ids; {kinds or 'every id round-trips'}"))
+    blocks += [Line(f"indicator: {undertrained_text.INDICATOR}"), Line(f"threshold rule: {THRESHOLD_RULE}"),
+               Line(undertrained_text.NORM_RULE)]
+    for table in found.reports:
+        blocks += undertrained_table_blocks(table, partial(token_name, tokenizer))
+    blocks.append(Figure("undertrained", "the indicator and the row norms, with the threshold and the candidates",
+                         partial(undertrained_figure, found.reports, report.emb.checkpoint.path.name)))
+    return blocks + notes([*found.notes, *(note for table in found.reports for note in table.notes)])
+
+
+def neighbors_blocks(report: Report) -> list[Block]:
+    section: NeighborsSection | Missing = report.neighbors
+    if isinstance(section, Missing):
+        return missing(section.why)
+    blocks: list[Block] = [Line(f"words: {section.rule}; for each, the {section.k} nearest rows of the token table "
+                                "by cosine (`embscope neighbors WORD`)")]
+    noted = []
+    for entry in section.words:
+        found = entry.result
+        if isinstance(found, Missing):
+            blocks.append(Line(f"{entry.word}: {found.why}", "missing"))
+            continue
+        query = found.query
+        used = " ".join(t if t == f"#{i}" else f"{i} '{visible(t)}'" for i, t in zip(query.ids, query.tokens))
+        if found.reason is not None:
+            blocks.append(Line(f"{query.text} -> {used}: no neighbours: {found.reason}", "missing"))
+        else:
+            blocks.append(Grid(("rank", "id", "token", "cosine"), tuple(
+                (count(rank), count(n.id), token(n.token + (" (padding)" if n.padding else "")), cosine(n.cosine))
+                for rank, n in enumerate(found.neighbors, start=1)), title=f"{query.text} -> {used}", compact=True))
+        noted.append((query.text, found.note))
+    return blocks + notes(grouped_notes(noted))
+
+
+def map_table_blocks(report: Report, found: TableMap) -> list[Block]:
+    method, how = map_text.method_text(found)
+    position = found.role is Role.position
+    what = "position" if position else "word"
+    blocks: list[Block] = [Line(f"{method} of the {found.role} table '{found.name}': {found.projection.used:,} rows "
+                                f"x {found.dim} ({how})", "heading")]
+    variance = map_text.variance_text(found)
+    if variance:
+        blocks.append(Line(variance))
+    x_name, y_name = map_text.axis_names(found)
+    if found.points:
+        columns = (what, x_name, y_name) if position else (what, "tokens", x_name, y_name)
+        blocks.append(Grid(columns, tuple(
+            (text(p.label), *(() if position else (text(" ".join(f"{i} '{visible(t)}'"
+                                                                  for i, t in zip(p.ids, p.tokens))),)),
+             number(p.x, map_text.coordinate(p.x)), number(p.y, map_text.coordinate(p.y))) for p in found.points),
+            title=f"{what}s on the map: {found.probe_rule}"))
+    else:
+        blocks.append(Line(found.probe_rule))
+    flagged = len(found.flagged)
+    blocks.append(Line(f"{flagged:,} row{'s' * (flagged != 1)} flagged as norm anomalies (the rule of `embscope "
+                       "norms`), ringed in red"))
+    blocks.append(Figure(f"map-{found.role.value}", f"2-D map of the {found.role} table",
+                         partial(map_text.map_figure, found, report.emb.checkpoint.path.name)))
+    return blocks + notes([*grouped_notes((p.label, p.note) for p in found.points), *found.notes])
+
+
+def map_blocks(report: Report) -> list[Block]:
+    blocks: list[Block] = []
+    for role, found in report.maps.items():
+        if isinstance(found, Missing):
+            blocks.append(Line(f"{role} table: {found.why}", "missing"))
+        else:
+            blocks += map_table_blocks(report, found)
+    return blocks
+
+
+def compare_blocks(report: Report) -> list[Block]:
+    section: CompareSection | Missing = report.compare
+    if isinstance(section, Missing):
+        return missing(section.why)
+    series, comparison = section.series, section.series.comparison
+    labels = compare_text.Labels(series.checkpoints, section.origin, series.table_names, series.names,
+                                 series.names_b, notes=list(report.notes))
+    listed = ", ".join(f"{path} ({step.text()})" for path, step in series.checkpoints)
+    blocks: list[Block] = [Line(f"{len(series.checkpoints)} checkpoints, in order: {listed}; the tables compared "
+                                "in detail are the first (A) and the last (B)")]
+    if comparison.checkpoints >= 3:
+        blocks += trajectory_blocks(section)
+    for role, found in comparison.tables.items():
+        summary = found.summary
+        name_a, name_b = series.table_names[role]
+        names = f"'{name_a}'" + ("" if name_b == name_a else f" / '{name_b}'")
+        what = "positions" if role == "position" else "rows"
+        blocks.append(Line(f"{role} table {names}: {summary.rows:,} {what} compared", "heading"))
+        measures = [("mean row cosine A vs B", cosine(summary.mean_cosine)),
+                    ("median row cosine", cosine(summary.median_cosine)),
+                    *((f"row cosine, percentile {p}", cosine(summary.percentiles[p])) for p in summary.percentiles),
+                    ("mean relative change ||b - a|| / ||a||", four(summary.mean_relative)),
+                    ("median relative change", four(summary.median_relative)),
+                    ("mean row norm in A", four(summary.mean_norm_a)), ("mean row norm in B", four(summary.mean_norm_b)),
+                    ("rows bitwise unchanged", count(summary.unchanged))]
+        if found.neighbors is not None:
+            overlap = found.neighbors
+            drawn = f"{len(overlap.jaccard):,} rows drawn with seed {overlap.seed}"
+            measures.append((f"neighbour overlap (Jaccard of top-{overlap.k} sets, {drawn})", four(overlap.mean)))
+        blocks.append(Grid(("measure", "value"), tuple((text(measure), cell) for measure, cell in measures)))
+        name = series.names[role]
+        changes, rows_a = found.changes, found.pairing.rows_a()
+        if len(found.movers):
+            blocks.append(Grid(("row", "name", "cosine", "norm A", "norm B", "relative change"), tuple(
+                (count(int(rows_a[i])), token(name(int(rows_a[i]))) if role != "position" else text(name(int(rows_a[i]))),
+                 cosine(changes.cosine[i]), four(changes.norm_a[i]), four(changes.norm_b[i]),
+                 four(changes.relative[i])) for i in found.movers[:LISTED_MOVERS]),
+                title="top movers (largest relative change first)"))
+    blocks.append(Figure("compare", "the trajectory over the checkpoints, and the position profiles",
+                         partial(compare_figure, comparison, labels)))
+    return blocks + notes(compare_text.all_notes(comparison, labels))
+
+
+def trajectory_blocks(section: CompareSection) -> list[Block]:
+    series = section.series
+    blocks: list[Block] = []
+    for role, steps in series.comparison.trajectory.items():
+        position = role == "position"
+        columns = ("step", "cos to previous", "cos to first", "mean norm", *(("position 0 norm",) if position else ()),
+                   "anomalies", "unchanged")
+        rows = []
+        for index, ((_, step), entry) in enumerate(zip(series.checkpoints, steps)):
+            state = entry.state
+            rows.append((
+                count(step.value) if step.value is not None else text(f"#{index + 1}"),
+                cosine(entry.cosine_to_previous), cosine(entry.cosine_to_first),
+                four(state.mean_norm if state else None),
+                *((four(state.position0_norm if state else None),) if position else ()),
+                count(state.anomalies) if state else text("-"), count(entry.unchanged_from_previous)))
+        blocks.append(Grid(columns, tuple(rows), title=f"trajectory of the {role} table: mean row cosine; rows bitwise "
+                                                       "unchanged since the previous checkpoint"))
+    return blocks
+
+
+BUILDERS: dict[str, Callable[[Report], list[Block]]] = {
+    "info": info_blocks, "params": params_blocks, "norms": norms_blocks, "positions": positions_blocks,
+    "undertrained": undertrained_blocks, "neighbors": neighbors_blocks, "map": map_blocks, "compare": compare_blocks}
+
+
+def sections(report: Report) -> list[Section]:
+    """Every section of the report, in order."""
+    return [Section(key, TITLES[key], tuple(BUILDERS[key](report))) for key in SECTIONS]
+
+
+def heading(report: Report) -> list[str]:
+    """The lines that open the report: the checkpoint it is about, and every checkpoint it covers."""
+    lines = [header.checkpoint_line(report.emb)]
+    if len(report.checkpoints) > 1:
+        lines.append(f"the sections about one checkpoint describe the last of the {len(report.checkpoints)} given; "
+                     "the last section compares them all")
+    return lines

@@ -1,0 +1,87 @@
+"""The report as Markdown (GitHub's flavour, for pull requests and blog posts): `report.md` and one PNG per
+figure in a folder. Every string is escaped: control characters shown as escapes, the characters that act
+inline (emphasis, code, links, raw HTML and entities, table cells, strikethrough, headings) backslash-escaped
+as CommonMark allows, and a paragraph that would open a list or a heading escaped at its start; numbers and
+prose stay readable. GitHub may still show a bare URL in a token string as a link (its autolinker works on the
+text), which fetches nothing."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from ..text import printable
+from .files import make_folder, refuse_inputs, written_whole
+from .plots import save
+from .report_content import Block, Cell, Figure, Grid, Line, Section
+
+REPORT_FILE = "report.md"
+ACTIVE = re.compile(r"([\\`*_\[\]<>&|~#])")  # what acts inline, wherever it stands
+BLOCK_START = re.compile(r"^([-+=]|\d+(?=[.)]))")  # what opens a list or underlines a heading at a line's start
+
+
+def escaped(value: object) -> str:
+    return ACTIVE.sub(r"\\\1", printable(str(value)))
+
+
+def paragraph(value: object) -> str:
+    """Escaped text that stays a paragraph, whatever it starts with."""
+    return BLOCK_START.sub(lambda m: "\\" + m.group() if not m.group().isdigit() else m.group() + "\\", escaped(value))
+
+
+def anchor(title: str) -> str:
+    """The id GitHub gives a heading: lower case, punctuation dropped, spaces as hyphens."""
+    return re.sub(r"[^\w\- ]", "", title.lower()).replace(" ", "-")
+
+
+def cell_md(cell: Cell) -> str:
+    return escaped(cell.text) or " "
+
+
+def grid_md(grid: Grid) -> list[str]:
+    lines = [f"**{escaped(grid.title)}**", ""] if grid.title else []
+    lines.append("| " + " | ".join(escaped(c) for c in grid.columns) + " |")
+    lines.append("| " + " | ".join("---:" if any(row[i].number for row in grid.rows) else "---"
+                                   for i in range(len(grid.columns))) + " |")
+    lines += ["| " + " | ".join(cell_md(cell) for cell in row) + " |" for row in grid.rows]
+    return [*lines, ""]
+
+
+def line_md(line: Line) -> list[str]:
+    prefix = {"heading": "### ", "note": "*note:* ", "missing": "**not made:** "}.get(line.kind, "")
+    return [prefix + (escaped(line.text) if prefix else paragraph(line.text)), ""]
+
+
+def block_md(block: Block, folder: Path, inputs: list[Path], written: list[Path]) -> list[str]:
+    if isinstance(block, Figure):
+        path = save(block.draw(), folder / f"{block.name}.png", inputs=inputs)
+        written.append(path)
+        return [f"![{escaped(block.alt)}]({block.name}.png)", ""]
+    return grid_md(block) if isinstance(block, Grid) else line_md(block)
+
+
+def write_markdown(folder: Path, title: str, opening: Sequence[str], sections: Sequence[Section],
+                   version: str, inputs: Iterable[Path]) -> list[Path]:
+    """report.md and its PNGs in `folder` (made when missing; its parent must exist), each written whole and never
+    over a file the report was read from. Returns the files written, report.md first."""
+    inputs = list(inputs)
+    report = folder / REPORT_FILE
+    figures = [folder / f"{block.name}.png" for section in sections for block in section.blocks
+               if isinstance(block, Figure)]
+    for path in (report, *figures):  # before a figure is drawn
+        refuse_inputs(path, "the report file" if path == report else "the plot file", inputs)
+    make_folder(folder, "--out")
+    written: list[Path] = []
+    lines = [f"# {escaped(title)}", "", *(f"{paragraph(line)}  " for line in opening), ""]
+    lines += [f"{n}. [{escaped(s.title)}](#{anchor(s.title)})" + (" (not made)" if s.missing else "")
+              for n, s in enumerate(sections, start=1)]
+    lines.append("")
+    for section in sections:
+        lines += [f"## {escaped(section.title)}", ""]
+        for block in section.blocks:
+            lines += block_md(block, folder, inputs, written)
+    lines.append(f"*made by embscope {escaped(version)}*")
+    with written_whole(report, "the report file", binary=False, inputs=inputs) as f:
+        f.write("\n".join(lines) + "\n")
+    return [report, *written]
