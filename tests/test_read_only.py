@@ -39,6 +39,9 @@ ARGUMENTS: dict[str, list[list[str]]] = {
     "report": [["--out", "{out}/report.html"]],  # the Markdown folder's place: tests/test_report.py
 }
 TAKES_CHECKPOINTS_AS_ARGUMENTS = {"compare"}  # given the checkpoint twice, not with -c
+# report reads through the other commands' library calls, which run on every format here; two formats check
+# its own writing (it draws every figure, a second a format)
+ONLY_ON = {"report": {"safetensors", "nlm-pickle"}}
 # the outputs a command may write, all inside {out}
 OUTPUTS = {"neighbors.jsonl", "neighbors.npz", "norms.png", "undertrained.png", "projector", "w2v.txt", "report.html"}
 FORMATS = ["safetensors", "safetensors-index", "npz", "npz-compressed", "andrea", "nlm-pickle", "npy-object",
@@ -74,13 +77,16 @@ def test_no_command_changes_the_checkpoint_or_writes_beside_it(fmt, tmp_path, mo
     before = snapshot(checkpoint_dir)
     ran = 0
     for command in registered_commands():
+        if fmt not in ONLY_ON.get(command, {fmt}):
+            continue
         for extra in ARGUMENTS.get(command, [[]]):
             given = [str(entry)] * 2 if command in TAKES_CHECKPOINTS_AS_ARGUMENTS else ["-c", str(entry)]
-            run(command, *given, *[a.format(out=out_dir) for a in extra])  # valid files: every command runs
+            args = [command, *given, *[a.format(out=out_dir) for a in extra]]
+            run(*args)  # valid files: every command runs
             assert snapshot(checkpoint_dir) == before, f"{args} changed the checkpoint directory"
             assert not any(work_dir.iterdir()), f"{args} wrote into the working directory"
             ran += 1
-    assert ran >= len(registered_commands())
+    assert ran >= len(registered_commands()) - len(ONLY_ON)
     assert {p.name for p in out_dir.iterdir()} <= OUTPUTS  # only what the user asked for, only where
 
 

@@ -168,8 +168,8 @@ def test_the_sample_report_holds_the_numbers_the_commands_print(sample_report):
     norms = run_json("norms", "--table", "position")
     zero = next(a for a in norms["anomalies"] if a["index"] == 0)
     shown = page.table("positions", title="position 0 against the mean")["rows"][0]
-    assert shown[0] == ("1.239", zero["norm"]) and shown[1][1] == norms["mean"]
-    assert shown[2] == ("4.44x", zero["ratio_to_mean"]) and shown[3][1] == zero["z"] and shown[4][0] == "yes"
+    assert shown[0] == (f"{zero['norm']:.4g}", zero["norm"]) and shown[1][1] == norms["mean"]
+    assert shown[2] == (f"{zero['ratio_to_mean']:.2f}x", zero["ratio_to_mean"]) and shown[3][1] == zero["z"] and shown[4][0] == "yes"
 
     profile = run_json("positions", "--profile")["profile"]["offsets"]
     by_distance = page.table("positions", title="similarity by distance")["rows"]
@@ -187,7 +187,8 @@ def test_the_sample_report_holds_the_numbers_the_commands_print(sample_report):
     assert [(row[0][0], row[2][1], row[3][1]) for row in placed] == [(p["label"], p["x"], p["y"]) for p in probes]
 
     candidates = run_json("undertrained")["candidates"]
-    listed = page.table("undertrained", title="candidates (178; 158 verified")["rows"]
+    verified = sum(c["verified"] for c in candidates)
+    listed = page.table("undertrained", title=f"candidates ({len(candidates)}; {verified} verified")["rows"]
     assert len(listed) == 20
     assert [(row[0][1], row[2][1], row[3][1]) for row in listed] == \
         [(c["id"], c["score"], c["norm"]) for c in candidates[:20]]
