@@ -107,7 +107,11 @@ def test_projector_folder_holds_every_row_with_its_metadata(ckpt, tmp_path):
     np.testing.assert_allclose([float(row[2]) for row in cells], np.linalg.norm(table().astype(np.float64), axis=1),
                                rtol=1e-12)
     assert [row[3] == "yes" for row in cells] == robust_flags(table()).tolist()
-    assert {row[4] for row in cells} == {""}  # the under-trained analysis did not run: missing values
+    candidates = {c["id"] for c in run_json("undertrained", "-c", ckpt, "--table", "token")["candidates"]}
+    assert [row[4] == "yes" for row in cells] == [i in candidates for i in range(ROWS)]
+    assert {row[4] for row in cells} == {"yes", "no"} and doc["undertrained"] == len(candidates)
+    run("export", "-c", ckpt, "--out", out, "--no-undertrained")
+    assert {row[4] for row in read_metadata(out / "metadata.tsv")[1]} == {""}  # not run: missing values
     assert doc["anomalies"] == int(robust_flags(table()).sum()) == 2
     config = (out / "projector_config.pbtxt").read_text()
     assert 'tensor_path: "vectors.tsv"' in config and 'metadata_path: "metadata.tsv"' in config
@@ -253,7 +257,7 @@ def test_an_output_never_replaces_a_file_that_was_read(ckpt):
 
 def test_console_names_the_checkpoint_and_the_files(ckpt, tmp_path):
     out = tmp_path / "c"
-    text = run("export", "-c", ckpt, "--out", out).stdout
+    text = run("export", "-c", ckpt, "--out", out, "--no-undertrained").stdout
     assert text.startswith(f"checkpoint: {ckpt} (step unknown)\n")
     assert "wrote 264 rows x 6 of the token table 'token_emb' (every row) for the TensorFlow Embedding Projector:" in text
     assert f"{out / 'metadata.tsv'}  (columns token, id, norm, anomaly, undertrained; 2 rows flagged" in text

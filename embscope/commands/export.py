@@ -46,6 +46,10 @@ def export(
         "--rows", metavar="IDS", help="Only these rows: ids and half-open ranges, e.g. 5,17,100:200.")] = None,
     top_norms: Annotated[int | None, typer.Option(
         "--top-norms", min=1, metavar="N", help="Only the N rows with the largest norms, largest first.")] = None,
+    undertrained: Annotated[bool, typer.Option(
+        "--undertrained/--no-undertrained", help="Fill the Projector metadata's undertrained column with the "
+                                                 "candidates of `embscope undertrained` (one more pass), or leave it "
+                                                 "empty.")] = True,
     json: JsonFlag = False,
 ) -> None:
     """Write a table's rows for other tools: a folder the TensorFlow Embedding Projector loads as is
@@ -56,7 +60,14 @@ def export(
     from ..render.export_files import WRITERS
     from ..render.files import input_files
     emb = source.open()
-    chosen = export_rows(emb, table, spec, undertrained=None)  # the under-trained analysis passes its ids here
+    flagged = None
+    if undertrained and format is ExportFormat.projector and table is not Role.position:
+        from ..analysis.undertrained import undertrained_tables
+        from ..render.progress import stages
+        with stages() as stage:
+            found = undertrained_tables(emb, [table.value], stages=stage)
+        flagged = {candidate.id for report in found.reports for candidate in report.candidates}
+    chosen = export_rows(emb, table, spec, undertrained=flagged)
     files = WRITERS[format.value](out, emb.table(table).array, chosen, input_files(emb))
     render.show(emb, chosen, format.value, files, json)
 

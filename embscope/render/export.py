@@ -30,7 +30,7 @@ def how_to_open(fmt: str, files: list[Path]) -> str:
 
 def notes(rows: ExportRows, fmt: str) -> list[str]:
     empty = fmt == "projector" and rows.role is not Role.position and rows.undertrained is None
-    return [*rows.notes, *(["the undertrained column is empty: the under-trained token analysis did not run"]
+    return [*rows.notes, *(["the undertrained column is empty: --no-undertrained skipped the analysis"]
                            if empty else [])]
 
 
@@ -56,7 +56,9 @@ def show(emb: Embeddings, rows: ExportRows, fmt: str, files: list[Path], json: b
     for path in files:
         detail = ""
         if path.name.endswith("metadata.tsv"):
-            detail = f"  (columns {', '.join(columns(rows))}; {int(rows.anomalous.sum()):,} rows flagged as norm anomalies)"
+            under = "" if rows.undertrained is None else f", {int(rows.undertrained.sum()):,} as under-trained"
+            detail = (f"  (columns {', '.join(columns(rows))}; {int(rows.anomalous.sum()):,} rows flagged as norm "
+                      f"anomalies{under})")
         out.print(f"  {console.safe(path)}{detail}", soft_wrap=True)
     out.print(console.safe(how_to_open(fmt, files)), soft_wrap=True)
     console.notes(notes(rows, fmt))
