@@ -297,9 +297,9 @@ def test_missing_dimensions_name_flags_and_keys(tmp_path):
     path = write_dump(tmp_path / "model.bin", random_weights(untied_n()))
     assert open_error(path) == (
         "model.bin: an ANDREA dump does not record its table shapes; pass --vocab-size and --context, or put them "
-        "in a JSON file beside it (keys looked for, --vocab-size: vocab_size, n_vocab, V; --context: block_size, "
-        "context, context_length, n_ctx, n_positions, max_position_embeddings, max_seq_len, seq_len, T; "
-        "read config.json)")
+        "in a JSON file beside it (keys looked for, --vocab-size: vocab_size, n_vocab, padded_vocab_size, V; "
+        "--context: n_positions, max_position_embeddings, block_size, n_ctx, context, context_length, max_seq_len, "
+        "seq_len, T; read config.json)")
 
 
 def test_missing_dimensions_with_no_json_at_all(tmp_path):

@@ -276,8 +276,7 @@ def test_npz_member_with_a_bad_crc(tmp_path):
     data[central + 16:central + 20] = b"\x00\x00\x00\x00"  # and the central one now lies too
     data[crc_at:crc_at + 4] = b"\x00\x00\x00\x00"
     path.write_bytes(bytes(data))
-    assert refused(path) == (f"{quote(path)}: array 'token_emb': expected a readable zip member, "
-                             "found damage (BadZipFile: Bad CRC-32 for file 'token_emb.npy')")
+    assert refused(path) == f"{quote(path)}: array 'token_emb': the zip member fails its CRC check"
 
 
 def test_npz_central_directory_lying_about_a_stored_member(tmp_path):
@@ -287,8 +286,8 @@ def test_npz_central_directory_lying_about_a_stored_member(tmp_path):
     central = data.rfind(b"PK\x01\x02")
     data[central + 20:central + 28] = struct.pack("<II", 10485760 + 128, 10485760 + 128)  # compressed, uncompressed
     path.write_bytes(bytes(data))
-    assert refused(path) == (f"{quote(path)}: array 'token_emb': expected 10485760 bytes of data at offset 171, "
-                             "the file holds 268 bytes")
+    assert refused(path) == (f"{quote(path)}: array 'token_emb': the zip member's 10485888 bytes run past the end "
+                             "of the file")
 
 
 def test_npz_step_counter_that_is_nan_is_a_note_not_a_crash(tmp_path):
@@ -346,10 +345,11 @@ def test_andrea_lie_is_refused_with_its_own_message(case, tmp_path):
 # -- PyTorch zips: a tensor shape no storage could hold ----------------------------------------------
 
 @pytest.mark.parametrize("size, stride, message", [
-    ((2**40, 2**40), (0, 0), "tensor: shape [1099511627776, 1099511627776] declares 1208925819614629174706176 "
-                             "elements, an absurd size (more than 2^48)"),
-    ((2**30, 16), (0, 0), "tensor of size [1073741824, 16], stride [0, 0] repeats the 8 elements of storage '0' "
-                          "2,147,483,648 times: expected a weight, found an expanded view larger than any table"),
+    ((2**40, 2**40), (0, 0), "tensor 'wte.weight': shape [1099511627776, 1099511627776] declares "
+                             "1208925819614629174706176 elements, an absurd size (more than 2^48)"),
+    ((2**30, 16), (0, 0), "tensor 'wte.weight': size [1073741824, 16], stride [0, 0] at offset 0 repeats elements "
+                          "of storage '0' (an expanded view of 8 elements as 17179869184): expected stored weights, "
+                          "each element once"),
 ])
 def test_torch_tensor_with_an_absurd_shape(size, stride, message, tmp_path):
     import io

@@ -178,22 +178,34 @@ def test_half_precision_tensors_upcast_like_torch(tmp_path, form):
 
 
 @pytest.mark.parametrize("form", FORMS)
-def test_views_non_contiguous_sliced_and_expanded(tmp_path, form):
+def test_views_non_contiguous_sliced_and_broadcast(tmp_path, form):
     torch.manual_seed(4)
     wte = torch.randn(8, 30).t()  # stride (1, 30): a transposed view is saved with its storage
     big = torch.randn(100, 8)
     wpe = big[10:42]  # a slice: storage offset 80 elements into a storage of 800
-    expanded = torch.randn(1, 8).expand(5, 8)  # stride 0
-    assert not wte.is_contiguous() and wpe.storage_offset() == 80
-    path = save({"transformer.wte.weight": wte, "transformer.wpe.weight": wpe, "ln.x": expanded},
+    position_ids = torch.arange(32).as_strided((1, 32), (0, 1))  # stride 0 over a dimension of 1: no repeat
+    assert not wte.is_contiguous() and wpe.storage_offset() == 80 and position_ids.stride() == (0, 1)
+    path = save({"transformer.wte.weight": wte, "transformer.wpe.weight": wpe, "position_ids": position_ids},
                 tmp_path / "views.pt", legacy=form == "legacy")
     ckpt = open_checkpoint(path)
     np.testing.assert_array_equal(ckpt.tensors["transformer.wte.weight"].read(), wte.numpy())
     np.testing.assert_array_equal(ckpt.tensors["transformer.wpe.weight"].read(), wpe.numpy())
-    np.testing.assert_array_equal(ckpt.tensors["ln.x"].read(), expanded.numpy())
+    np.testing.assert_array_equal(ckpt.tensors["position_ids"].read(), position_ids.numpy())
     assert ckpt.tensors["transformer.wpe.weight"].storage[-1] == 80 * 4  # the offset keeps slices apart
     emb = embscope.open(path)
     np.testing.assert_array_equal(emb.token.array, wte.numpy())
+    assert not emb.token.array.flags.writeable
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_an_expanded_view_is_refused(tmp_path, form):
+    """A view that repeats its storage (stride 0 over more than one row) is no weight: torch.save keeps
+    the 8 stored floats, and the file says to read them as 5 rows."""
+    path = save({"wte.weight": torch.randn(10, 8), "ln.x": torch.randn(1, 8).expand(5, 8)},
+                tmp_path / "expanded.pt", legacy=form == "legacy")
+    line = assert_error_line(run("info", "-c", path), "tensor 'ln.x': size [5, 8], stride [0, 1] at offset 0 "
+                                                      "repeats elements of storage")
+    assert line.endswith("(an expanded view of 8 elements as 40): expected stored weights, each element once")
 
 
 def test_unreadable_dtypes_are_skipped_with_a_note(tmp_path):
@@ -289,8 +301,8 @@ def test_build_cannot_change_allowed_objects(tmp_path, real_zip, raw):
     obj = {"w": MovedTensor(FakeStorage("0", 8), 0, (8,), (1,))} if raw is None else None
     path = with_data_pkl(real_zip, tmp_path / "build.pt", obj, raw)
     assert_error_line(run("info", "-c", path), "build.pt")
-    from embscope.formats._torch_zip import KIND
-    assert KIND["float32"].itemsize == 4 and KIND["float32"].numpy == "f4"
+    from embscope.formats._unpickle import KINDS
+    assert KINDS["float32"].element.itemsize == 4 and KINDS["float32"].element.stored == "f4"
     np.testing.assert_array_equal(open_checkpoint(real_zip).tensors["w"].read(), np.arange(8, dtype=np.float32))
 
 
@@ -383,16 +395,16 @@ def test_zip_path_does_not_import_torch(tmp_path):
     assert json.loads(doc)["total"] == sum(p.numel() for p in model.parameters())
 
 
-def test_legacy_file_without_torch_says_so(tmp_path):
-    path = save({"wte.weight": torch.randn(4, 2)}, tmp_path / "old.pt", legacy=True)
+def test_legacy_file_opens_without_torch_and_maps_its_storages(tmp_path):
+    """The legacy format is parsed by our own unpickler too: no torch needed, tables memory-mapped."""
+    wte = torch.randn(4, 2)
+    path = save({"wte.weight": wte, "iter_num": 7}, tmp_path / "old.pt", legacy=True)
     code = ("import sys\n"
             "sys.modules['torch'] = None  # as if torch were not installed\n"
-            "from embscope.formats import open_checkpoint\n"
-            "from embscope.errors import CheckpointError\n"
-            "try:\n"
-            f"    open_checkpoint({str(path)!r})\n"
-            "except CheckpointError as err:\n"
-            "    print(err)\n")
+            "import numpy as np, embscope\n"
+            f"emb = embscope.open({str(path)!r})\n"
+            "assert isinstance(emb.token.array, np.memmap)\n"
+            "print(emb.checkpoint.step, emb.token.array.tolist())\n")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
-    assert "needs torch" in out.stdout and "not installed" in out.stdout
+    assert out.stdout.strip() == f"7 {wte.tolist()}"
