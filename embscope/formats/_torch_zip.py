@@ -3,6 +3,7 @@ torch names build records of where each tensor's bytes lie; no byte of a tensor 
 
 from __future__ import annotations
 
+import io
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,7 @@ from ._base import DAMAGE, detail
 from ._descriptors import Kind, Storage
 from ._torch_storage import Stored
 from ._unpickle import MAX_INT, TORCH_GLOBALS, restricted_load, shown
-from ._zip import data_offset, is_stored, read_member
+from ._zip import MemberReader, data_offset, is_stored, read_member
 
 MAX_BYTEORDER = 16  # "little" or "big", and a newline
 
@@ -82,9 +83,11 @@ def load_zip(path: Path, trust: bool) -> tuple[Any, dict[str, Stored], str]:
         byteorder = read_byteorder(path, zf, prefix)
         info = zf.getinfo(pkl)
         require_memory(info.file_size, f"{where}: data.pkl")  # a compressed member can expand
-        data = read_member(path, info, f"{where}: data.pkl")
         loader = StorageLoader(path, zf, prefix)
-        obj = restricted_load(data, TORCH_GLOBALS, where, trust=trust, persistent_load=loader)
+        # streamed: a compressed data.pkl inflates only as far as its pickle goes
+        with MemberReader(path, info, f"{where}: data.pkl") as member:
+            obj = restricted_load(io.BufferedReader(member), TORCH_GLOBALS, where, trust=trust,
+                                  persistent_load=loader)
     return obj, loader.stored, byteorder
 
 

@@ -14,6 +14,7 @@ import _compat_pickle
 import io
 import pickle
 import re
+import struct
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
@@ -349,6 +350,30 @@ def _py3_name(module: str, name: str) -> tuple[str, str]:
 
 
 _Base: Any = pickle._Unpickler  # its opcode methods are not in the type stubs
+PIECE = 1 << 20
+
+
+class Source:
+    """The unpickler's input, read in pieces: a length a pickle states (BINUNICODE8 of 2**62 bytes) is never
+    allocated up front, only what the file really holds."""
+
+    def __init__(self, file: Any):
+        self.file = file
+
+    def read(self, n: int = -1) -> bytes:
+        if n < 0:
+            return self.file.read()
+        parts, left = [], n
+        while left > 0:
+            piece = self.file.read(min(left, PIECE))
+            if not piece:
+                break
+            parts.append(piece)
+            left -= len(piece)
+        return b"".join(parts)
+
+    def readline(self) -> bytes:
+        return self.file.readline()
 
 
 class RestrictedUnpickler(pickle._Unpickler):
@@ -361,8 +386,9 @@ class RestrictedUnpickler(pickle._Unpickler):
     stack: list[Any]  # the base class's machine state, which the stubs leave out
     append: Callable[[Any], None]
     pop_mark: Callable[[], list[Any]]
+    read: Callable[[int], bytes]
 
-    def __init__(self, file: io.BufferedIOBase, allowed: Mapping[str, Any], where: str, trust: bool = False,
+    def __init__(self, file: Source, allowed: Mapping[str, Any], where: str, trust: bool = False,
                  persistent_load: Callable[[Any], Any] | None = None):
         super().__init__(file)
         self.allowed, self.where, self.trust = allowed, where, trust
@@ -391,6 +417,14 @@ class RestrictedUnpickler(pickle._Unpickler):
         what = func.name if isinstance(func, Marker) else shown(func)
         raise UnsafePickleError(f"refused to call {what}: a pickle of arrays and tensors only passes it to the "
                                 "functions that rebuild them, and nothing in the file was run")
+
+    def load_bytearray8(self) -> None:
+        """BYTEARRAY8 as pickle reads it, but from the bytes the file holds, not a bytearray(2**34) of zeros first."""
+        (length,) = struct.unpack("<Q", self.read(8))
+        data = self.read(length)
+        if len(data) < length:
+            raise pickle.UnpicklingError(f"BYTEARRAY8 of {length} bytes runs past the end of the pickle")
+        self.append(bytearray(data))
 
     def load_reduce(self) -> None:
         args = self.stack.pop()
@@ -468,7 +502,7 @@ class RestrictedUnpickler(pickle._Unpickler):
         self.append(frozenset(items))
 
     dispatch: ClassVar[dict[int, Callable[..., None]]] = dict(_Base.dispatch)
-    for _opcode, _method in ((pickle.REDUCE, load_reduce), (pickle.NEWOBJ, load_newobj),
+    for _opcode, _method in ((pickle.BYTEARRAY8, load_bytearray8), (pickle.REDUCE, load_reduce), (pickle.NEWOBJ, load_newobj),
                              (pickle.NEWOBJ_EX, load_newobj_ex), (pickle.BUILD, load_build),
                              (pickle.DICT, load_dict), (pickle.SETITEM, load_setitem),
                              (pickle.SETITEMS, load_setitems), (pickle.ADDITEMS, load_additems),
@@ -485,7 +519,7 @@ class RestrictedUnpickler(pickle._Unpickler):
 def restricted_load(data: bytes | bytearray | memoryview | io.BufferedIOBase, allowed: Mapping[str, Any], where: str,
                     trust: bool = False, persistent_load: Callable[[Any], Any] | None = None) -> Any:
     """Unpickle one object; refusals raise UnsafePickleError, broken data CheckpointError, never anything else."""
-    file = io.BytesIO(data) if isinstance(data, (bytes, bytearray, memoryview)) else data
+    file = Source(io.BytesIO(data) if isinstance(data, (bytes, bytearray, memoryview)) else data)
     try:
         return RestrictedUnpickler(file, allowed, where, trust, persistent_load).load()
     except EmbscopeError as err:  # raised by an allowed function, which does not know the file

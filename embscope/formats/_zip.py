@@ -8,19 +8,21 @@ Stored members are found by offset so that they can be memory-mapped instead."""
 from __future__ import annotations
 
 import bz2
+import io
 import lzma
 import os
 import struct
 import zipfile
 import zlib
 from pathlib import Path
-from typing import IO, BinaryIO, Protocol
+from typing import IO, Any, Protocol
 
 from ..errors import CheckpointError
 
 LOCAL_HEADER = struct.Struct("<4sHHHHHIIIHH")  # the 30-byte local file header
 LZMA_HEADER = struct.Struct("<BBH")  # the zip LZMA prefix: major and minor version, length of the properties
 CHUNK = 1 << 16  # compressed bytes fed to a decompressor at a time
+MAX_READ = 1 << 24  # the most one read inflates at once
 ENCRYPTED = 0x1  # general purpose flag bit 0
 
 
@@ -59,71 +61,108 @@ def lzma_decompressor(props: bytes, file_size: int) -> lzma.LZMADecompressor:
         {"id": lzma.FILTER_LZMA1, "dict_size": max(dict_size, 1 << 12), "lc": lc, "lp": rest % 5, "pb": rest // 5}])
 
 
+class MemberReader(io.RawIOBase):
+    """One zip member as a stream, inflated as it is read and never past the size its entry declares:
+    a pickle read from it inflates only as far as the pickle goes."""
+
+    def __init__(self, path: Path, info: zipfile.ZipInfo, where: str):
+        super().__init__()
+        if info.flag_bits & ENCRYPTED:
+            raise CheckpointError(f"{where}: the zip member is encrypted")
+        if is_stored(info) and info.compress_size != info.file_size:
+            raise CheckpointError(f"{where}: a stored zip member of {info.compress_size} bytes declares "
+                                  f"{info.file_size} bytes")
+        self.info, self.where = info, where
+        self.file = open(path, "rb")  # noqa: SIM115 - closed with the reader
+        try:
+            start = data_offset(self.file, info, where)
+            if start + info.compress_size > os.fstat(self.file.fileno()).st_size:
+                raise CheckpointError(f"{where}: the zip member's {info.compress_size} bytes run past the end "
+                                      "of the file")
+            self.file.seek(start)
+            self.left_in = info.compress_size
+            self.decompressor = None if is_stored(info) else self.make_decompressor()
+        except BaseException:
+            self.file.close()
+            raise
+        self.pending = b""  # input zlib handed back unused
+        self.delivered, self.crc = 0, 0
+
+    def take(self, n: int) -> bytes:
+        data = self.file.read(min(n, self.left_in))
+        self.left_in = self.left_in - len(data) if len(data) == min(n, self.left_in) else 0  # a file cut short
+        return data
+
+    def make_decompressor(self) -> Decompressor:
+        method = self.info.compress_type
+        if method == zipfile.ZIP_DEFLATED:
+            return zlib.decompressobj(-15)
+        if method == zipfile.ZIP_BZIP2:
+            return bz2.BZ2Decompressor()
+        if method == zipfile.ZIP_LZMA:
+            head = self.take(LZMA_HEADER.size)
+            if len(head) < LZMA_HEADER.size:
+                raise CheckpointError(f"{self.where}: the LZMA zip member is cut short")
+            try:
+                return lzma_decompressor(self.take(LZMA_HEADER.unpack(head)[2]), self.info.file_size)
+            except CheckpointError as err:
+                raise CheckpointError(f"{self.where}: {err}") from None
+        raise CheckpointError(f"{self.where}: the zip member uses compression method {method}, "
+                              "expected stored, deflate, bzip2 or LZMA")
+
+    def produce(self, want: int) -> bytes:
+        """Up to `want` more bytes of the member's content."""
+        if self.decompressor is None:
+            return self.take(want)
+        out = bytearray()
+        while len(out) < want and not self.decompressor.eof:
+            if not self.pending and getattr(self.decompressor, "needs_input", True):
+                self.pending = self.take(CHUNK)
+            before = len(out)
+            out += self.decompressor.decompress(self.pending, want - len(out))
+            # zlib hands back the input it did not use; lzma and bz2 keep it, and say whether they need more
+            self.pending = getattr(self.decompressor, "unconsumed_tail", b"")
+            if len(out) == before and not self.pending and not self.left_in:
+                break  # the stream ended (without its end marker): what came out is all there is
+        return bytes(out)
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        data = self.produce(min(len(buffer), self.info.file_size - self.delivered, MAX_READ))
+        buffer[:len(data)] = data
+        self.delivered += len(data)
+        self.crc = zlib.crc32(data, self.crc)
+        return len(data)
+
+    def check_whole(self) -> None:
+        """After the declared bytes were read: all were there, no more follow, and the CRC agrees."""
+        if self.delivered < self.info.file_size:
+            raise CheckpointError(f"{self.where}: the zip member holds {self.delivered} bytes, its entry declares "
+                                  f"{self.info.file_size}")
+        if self.produce(1):
+            raise CheckpointError(f"{self.where}: the zip member inflates past the {self.info.file_size} bytes "
+                                  "its entry declares")
+        if self.crc != self.info.CRC:
+            raise CheckpointError(f"{self.where}: the zip member fails its CRC check")
+
+    def close(self) -> None:
+        self.file.close()
+        super().close()
+
+
 def read_member(path: Path, info: zipfile.ZipInfo, where: str, limit: int | None = None) -> bytes:
     """The member's bytes, at most the size its entry declares, checked against its CRC.
     With `limit`, only the first `limit` bytes (a header), unchecked."""
-    if info.flag_bits & ENCRYPTED:
-        raise CheckpointError(f"{where}: the zip member is encrypted")
-    whole = limit is None or limit >= info.file_size
-    want = info.file_size if whole else max(limit or 0, 0)
-    with open(path, "rb") as f:
-        start = data_offset(f, info, where)
-        if start + info.compress_size > os.fstat(f.fileno()).st_size:
-            raise CheckpointError(f"{where}: the zip member's {info.compress_size} bytes run past the end of the file")
-        f.seek(start)
-        if is_stored(info):
-            if info.compress_size != info.file_size:
-                raise CheckpointError(f"{where}: a stored zip member of {info.compress_size} bytes declares "
-                                      f"{info.file_size} bytes")
-            data = f.read(want)
-        else:
-            # one byte past the declared size shows that the stream inflates further
-            data = inflate(f, info, want + 1 if whole else want, where)
-    if whole:
-        if len(data) > info.file_size:
-            raise CheckpointError(f"{where}: the zip member inflates past the {info.file_size} bytes its entry declares")
-        if len(data) < info.file_size:
-            raise CheckpointError(f"{where}: the zip member holds {len(data)} bytes, its entry declares {info.file_size}")
-        if zlib.crc32(data) != info.CRC:
-            raise CheckpointError(f"{where}: the zip member fails its CRC check")
-    return data
-
-
-def inflate(f: BinaryIO, info: zipfile.ZipInfo, cap: int, where: str) -> bytes:
-    """At most `cap` bytes out of the member's compressed stream, which starts at f's position."""
-    left = info.compress_size
-
-    def take(n: int) -> bytes:
-        nonlocal left
-        data = f.read(min(n, left))
-        left = left - len(data) if len(data) == min(n, left) else 0  # a file cut short ends the stream
-        return data
-
-    decompressor: Decompressor
-    if info.compress_type == zipfile.ZIP_DEFLATED:
-        decompressor = zlib.decompressobj(-15)
-    elif info.compress_type == zipfile.ZIP_BZIP2:
-        decompressor = bz2.BZ2Decompressor()
-    elif info.compress_type == zipfile.ZIP_LZMA:
-        head = take(LZMA_HEADER.size)
-        if len(head) < LZMA_HEADER.size:
-            raise CheckpointError(f"{where}: the LZMA zip member is cut short")
-        try:
-            decompressor = lzma_decompressor(take(LZMA_HEADER.unpack(head)[2]), info.file_size)
-        except CheckpointError as err:
-            raise CheckpointError(f"{where}: {err}") from None
-    else:
-        raise CheckpointError(f"{where}: the zip member uses compression method {info.compress_type}, "
-                              "expected stored, deflate, bzip2 or LZMA")
+    want = info.file_size if limit is None else min(limit, info.file_size)
     out = bytearray()
-    pending = b""
-    while len(out) < cap and not decompressor.eof:
-        if not pending:
-            pending = take(CHUNK)
-        before = len(out)
-        out += decompressor.decompress(pending, cap - len(out))
-        # zlib hands back the input it did not use; lzma and bz2 keep it (and say whether they need more)
-        pending = getattr(decompressor, "unconsumed_tail", b"")
-        if len(out) == before and not pending and not left and getattr(decompressor, "needs_input", True):
-            break  # the stream ended without its end marker: what came out is all there is
+    with MemberReader(path, info, where) as reader:
+        while len(out) < want:
+            piece = reader.read(want - len(out))
+            if not piece:
+                break
+            out += piece
+        if limit is None or limit >= info.file_size:
+            reader.check_whole()
     return bytes(out)

@@ -98,6 +98,9 @@ def open_npz(path: Path, options: OpenOptions) -> Checkpoint:
                     read = partial(map_array, path, dtype, start, shape, where, fortran)
                 else:  # compressed members cannot be mapped; read that one member only, if memory allows
                     check_size(where, shape, dtype, info.file_size - header_len)
+                    if info.file_size > header_len + data_bytes(shape, dtype):  # numpy writes nothing after
+                        raise CheckpointError(f"{where}: the member holds {info.file_size - header_len} bytes of "
+                                              f"data, more than the {data_bytes(shape, dtype)} its header declares")
                     read = partial(read_compressed, path, info, header_len, dtype, shape, fortran, where)
                 if name in STEP_KEYS and shape == ():  # a 0-d counter saved beside the arrays
                     step = counter(read(), name, notes)
@@ -136,7 +139,6 @@ def read_compressed(path: Path, info: zipfile.ZipInfo, header_len: int, dtype: n
     """One compressed member's array, inflated no further than its entry declares; read-only."""
     require_memory(info.file_size, where)
     data = read_member(path, info, where)
-    check_size(where, shape, dtype, len(data) - header_len)
     array = np.frombuffer(data, dtype=dtype, count=math.prod(shape), offset=header_len)
     return array.reshape(shape, order="F" if fortran else "C")
 

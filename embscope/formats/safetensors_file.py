@@ -17,6 +17,8 @@ from ._base import Format, OpenOptions
 from ._checks import check_shape, is_regular_file, map_array
 from .constants import ELEMENT_TYPES, SAFETENSORS_DTYPES, SAFETENSORS_INDEX_SUFFIX, SAFETENSORS_MAX_HEADER, STEP_KEYS
 
+MAX_TENSORS = 200_000  # a whole mixture-of-experts model of 671B parameters has under 100,000
+
 
 def read_header(path: Path) -> tuple[dict, int]:
     """The parsed header and the offset where tensor data starts; every lie is caught here."""
@@ -31,6 +33,11 @@ def read_header(path: Path) -> tuple[dict, int]:
         if length > SAFETENSORS_MAX_HEADER:
             raise CheckpointError(f"{quote(path)}: safetensors header of {length} bytes exceeds the {SAFETENSORS_MAX_HEADER}-byte limit")
         raw = f.read(length)
+    # counted before parsing: json.loads of 1.6 million entries takes a minute and a gigabyte
+    tensors = raw.count(b'"data_offsets"')
+    if tensors > MAX_TENSORS:
+        raise CheckpointError(f"{quote(path)}: safetensors header lists {tensors:,} tensors, more than the "
+                              f"{MAX_TENSORS:,} any model file holds")
     try:
         header = json.loads(raw.decode("utf-8"))
     except (ValueError, RecursionError) as err:  # also json's limit on digits in an integer
