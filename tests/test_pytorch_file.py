@@ -408,3 +408,34 @@ def test_legacy_file_opens_without_torch_and_maps_its_storages(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == f"7 {wte.tolist()}"
+
+
+# --- config.json beside a .bin, read as beside safetensors ---
+
+def test_roberta_pytorch_model_bin_reads_its_config_json(tmp_path):
+    """RoBERTa keeps two padding rows before position 0; RobertaModel's names are BERT's, and only
+    config.json's model_type tells them apart, for a .bin as for safetensors."""
+    torch.manual_seed(6)
+    rows = torch.randn(12, 8)
+    save({"embeddings.word_embeddings.weight": torch.randn(30, 8),
+          "embeddings.position_embeddings.weight": rows}, tmp_path / "pytorch_model.bin")
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "roberta", "max_position_embeddings": 12,
+                                                      "vocab_size": 30}))
+    doc = json_out("positions", "--pairs", "0:1,3:7", "-c", tmp_path, "--json")
+    table = rows.numpy().astype(np.float64)
+
+    def cosine(a, b):
+        return float(table[a] @ table[b] / np.linalg.norm(table[a]) / np.linalg.norm(table[b]))
+    # position p is row p + 2
+    assert [(p["i"], p["j"]) for p in doc["pairs"]] == [(0, 1), (3, 7)]
+    assert doc["pairs"][0]["cosine"] == pytest.approx(cosine(2, 3), abs=1e-6)
+    assert doc["pairs"][1]["cosine"] == pytest.approx(cosine(5, 9), abs=1e-6)
+
+
+def test_config_json_shape_rule_finds_an_unnamed_position_table_in_a_pt(tmp_path):
+    """max_position_embeddings in config.json names the position table by its row count, as for safetensors."""
+    save({"embed.weight": torch.randn(30, 8), "learned.table": torch.randn(16, 8)}, tmp_path / "model.pt")
+    (tmp_path / "config.json").write_text(json.dumps({"max_position_embeddings": 16, "vocab_size": 30}))
+    info = json_out("info", "-c", tmp_path / "model.pt", "--json")
+    assert info["tables"]["position"]["name"] == "learned.table"
+    assert info["tables"]["position"]["rule"] == "shape: 16 rows = max_position_embeddings in the config"
