@@ -453,3 +453,30 @@ def test_hf_merge_making_a_token_outside_the_vocabulary(tmp_path, capfd):
     assert str(caught.value) == ("expected merge 0 of tokenizer.json ('a' + 'bcd') to make a token of the "
                                  "vocabulary, found 'abcd' missing")
     assert "panicked" not in capfd.readouterr().err
+
+
+# -- what is not a regular file is refused before it is opened -----------------------------------------
+
+def test_a_fifo_is_refused_not_waited_on(tmp_path):
+    import os
+    fifo = tmp_path / "ckpt.pt"
+    os.mkfifo(fifo)
+    assert refused(fifo) == f"expected a checkpoint file, found a named pipe (FIFO) at {quote(fifo)}"
+
+
+def test_a_link_to_dev_zero_is_refused_not_read(tmp_path):
+    link = tmp_path / "model.safetensors"
+    link.symlink_to("/dev/zero")
+    assert refused(link) == (f"expected a checkpoint file, found a character device at {quote(link)} "
+                             "(a link to '/dev/zero')")
+
+
+def test_fifos_beside_a_checkpoint_are_passed_over(tmp_path):
+    """A FIFO named config.json, or among the files of a directory, must not block the scan or the open."""
+    import os
+    path = tmp_path / "model.safetensors"
+    path.write_bytes(MINIMAL_SAFETENSORS)
+    os.mkfifo(tmp_path / "config.json")
+    os.mkfifo(tmp_path / "weights.bin")
+    checkpoint = open_checkpoint(tmp_path)
+    assert checkpoint.path == path and checkpoint.config == {}

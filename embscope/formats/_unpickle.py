@@ -30,8 +30,22 @@ MAX_KEY_NESTING = 64  # hashing a tuple nested 100,000 deep overflows the C stac
 TRUST_HINT = "(use --trust-pickle only for files you made)"
 
 
-def shown(value: Any) -> str:
+# what the user reads for the objects this module hands out, by class name
+FRIENDLY = {"PickledDType": "a numpy dtype", "DType": "a numpy dtype", "PickledArray": "a numpy array",
+            "ArrayData": "a numpy array", "TensorRecord": "a tensor", "Storage": "a storage"}
+
+
+def shown(value: Any, depth: int = 0) -> str:
     """A value from the file, short and safe to put in a message (a huge int cannot even be printed)."""
+    if isinstance(value, (tuple, list)) and len(value) <= 8 and depth < 2:
+        inner = ", ".join(shown(v, depth + 1) for v in value) + ("," if len(value) == 1 and isinstance(value, tuple) else "")
+        return f"({inner})" if isinstance(value, tuple) else f"[{inner}]"
+    if isinstance(value, (Factory, Marker)):
+        return value.name
+    if isinstance(value, Kind):
+        return f"torch.{value.torch_name}"
+    if type(value).__name__ in FRIENDLY:
+        return FRIENDLY[type(value).__name__]
     if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
         return f"an integer of {value.bit_length()} bits"
     if isinstance(value, (str, bytes, bytearray)) and len(value) > 40:
@@ -414,8 +428,7 @@ class RestrictedUnpickler(pickle._Unpickler):
             return func(*args)
         if self.trust and callable(func) and not isinstance(func, OWN_TYPES):
             return func(*args)
-        what = func.name if isinstance(func, Marker) else shown(func)
-        raise UnsafePickleError(f"refused to call {what}: a pickle of arrays and tensors only passes it to the "
+        raise UnsafePickleError(f"refused to call {shown(func)}: a pickle of arrays and tensors only passes it to the "
                                 "functions that rebuild them, and nothing in the file was run")
 
     def load_bytearray8(self) -> None:
@@ -457,7 +470,7 @@ class RestrictedUnpickler(pickle._Unpickler):
         if isinstance(target, (PickledDType, PickledArray)):
             target.build(state)
         elif isinstance(target, OWN_TYPES):
-            raise UnsafePickleError(f"a pickle tried to change a {type(target).__name__}, which is read-only")
+            raise UnsafePickleError(f"a pickle tried to change {shown(target)}, which is read-only")
         elif type(target) is dict and isinstance(state, dict):
             pass
         elif self.trust:
