@@ -439,3 +439,24 @@ def test_config_json_shape_rule_finds_an_unnamed_position_table_in_a_pt(tmp_path
     info = json_out("info", "-c", tmp_path / "model.pt", "--json")
     assert info["tables"]["position"]["name"] == "learned.table"
     assert info["tables"]["position"]["rule"] == "shape: 16 rows = max_position_embeddings in the config"
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_every_element_type_torch_writes_reads_back(tmp_path, form):
+    """One tensor of each type in one file: numbers numpy holds come back exactly (bfloat16 as its bits),
+    the rest are skipped with a note."""
+    torch.manual_seed(7)
+    base = torch.randn(3, 5) * 50
+    readable = {"float32": torch.float32, "float64": torch.float64, "float16": torch.float16,
+                "bfloat16": torch.bfloat16, "int64": torch.int64, "int32": torch.int32, "int16": torch.int16,
+                "int8": torch.int8, "uint8": torch.uint8, "bool": torch.bool, "uint16": torch.uint16,
+                "uint32": torch.uint32, "uint64": torch.uint64}
+    tensors = {name: base.to(dtype) for name, dtype in readable.items()}
+    tensors |= {"complex64": base.to(torch.complex64), "float8": base.to(torch.float8_e5m2)}
+    ckpt = open_checkpoint(save(tensors, tmp_path / "kinds.pt", legacy=form == "legacy"))
+    assert set(ckpt.tensors) == set(readable)
+    for name, dtype in readable.items():
+        assert ckpt.tensors[name].dtype == name
+        expected = tensors[name].view(torch.int16).numpy().view(np.uint16) if name == "bfloat16" else tensors[name].numpy()
+        np.testing.assert_array_equal(ckpt.tensors[name].read(), expected)
+    assert "2 tensors of element types numpy cannot hold were skipped (e.g. complex64)" in ckpt.notes
