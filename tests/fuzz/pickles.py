@@ -12,8 +12,8 @@ import pickle
 import random
 import struct
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 

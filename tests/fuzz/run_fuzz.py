@@ -36,9 +36,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-import corpus  # noqa: E402
-import pickles  # noqa: E402
-import target  # noqa: E402
+import corpus
+import pickles
+import target
 
 MEMORY_CAP = 1 << 30  # bytes an input may take beyond the child's own setup
 SLOW = 10.0  # seconds an input may take
