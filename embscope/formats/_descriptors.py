@@ -200,7 +200,8 @@ def record_view(record: TensorRecord, base: np.ndarray) -> np.ndarray:
     if record.contiguous:
         view = base[record.offset: record.offset + record.numel].reshape(record.size)
     else:
-        strides = tuple(s * base.itemsize for s in record.stride)
+        # a dimension of one element never steps: its stride, which may be any number, is left out
+        strides = tuple(s * base.itemsize if d > 1 else 0 for d, s in zip(record.size, record.stride))
         view = np.lib.stride_tricks.as_strided(base[record.offset:], shape=record.size, strides=strides,
                                                writeable=False)
     view.flags.writeable = False

@@ -24,7 +24,7 @@ from ._descriptors import NATIVE, ArrayData, DType, Kind, Marker, Storage, Tenso
 from .constants import ELEMENT_TYPES, TORCH_DTYPE_ALIASES, TORCH_DTYPES, TORCH_STORAGE_CLASSES, TORCH_UNTYPED_STORAGE
 
 # what the pickle machine itself raises on a broken program (a stack underflow, an unhashable key), besides DAMAGE
-MACHINE_ERRORS = (*DAMAGE, TypeError, AttributeError, KeyError, IndexError, UnicodeError)
+MACHINE_ERRORS = (*DAMAGE, TypeError, AttributeError, KeyError, IndexError)
 MAX_INT = 2 ** 62  # larger sizes, strides and offsets are lies, refused before any arithmetic on them
 MAX_KEY_NESTING = 64  # hashing a tuple nested 100,000 deep overflows the C stack (hash does not check depth)
 TRUST_HINT = "(use --trust-pickle only for files you made)"
