@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import IO, Any, Protocol
 
 from ..errors import CheckpointError
+from .constants import ZIP_MAGIC
 
 LOCAL_HEADER = struct.Struct("<4sHHHHHIIIHH")  # the 30-byte local file header
 LZMA_HEADER = struct.Struct("<BBH")  # the zip LZMA prefix: major and minor version, length of the properties
@@ -37,7 +38,7 @@ def data_offset(fp: IO[bytes] | None, info: zipfile.ZipInfo, where: str = "") ->
         raise CheckpointError(f"{where or 'zip'}: the archive is closed")
     fp.seek(info.header_offset)
     header = fp.read(LOCAL_HEADER.size)
-    if len(header) != LOCAL_HEADER.size or header[:4] != b"PK\x03\x04":
+    if len(header) != LOCAL_HEADER.size or header[:4] != ZIP_MAGIC:
         raise CheckpointError(f"{where or 'zip'}: member {info.filename!r} has no valid local header")
     name_len, extra_len = LOCAL_HEADER.unpack(header)[-2:]
     return info.header_offset + LOCAL_HEADER.size + name_len + extra_len
