@@ -460,3 +460,15 @@ def test_every_element_type_torch_writes_reads_back(tmp_path, form):
         expected = tensors[name].view(torch.int16).numpy().view(np.uint16) if name == "bfloat16" else tensors[name].numpy()
         np.testing.assert_array_equal(ckpt.tensors[name].read(), expected)
     assert "2 tensors of element types numpy cannot hold were skipped (e.g. complex64)" in ckpt.notes
+
+
+def test_quantized_sparse_and_meta_tensors_are_skipped_with_a_note(tmp_path):
+    """torch's weights-only loader reads these layouts; none is a table, so they are noted and skipped."""
+    wte = torch.randn(10, 4)
+    quantized = torch.quantize_per_tensor(torch.randn(3, 3), 0.1, 0, torch.qint8)
+    path = save({"wte.weight": wte, "q": quantized, "sparse": torch.eye(3).to_sparse(),
+                 "meta": torch.empty(2, 2, device="meta")}, tmp_path / "layouts.pt")
+    ckpt = open_checkpoint(path)
+    assert set(ckpt.tensors) == {"wte.weight"}
+    np.testing.assert_array_equal(ckpt.tensors["wte.weight"].read(), wte.numpy())
+    assert "3 quantized, sparse, nested or meta tensors were skipped (e.g. meta)" in ckpt.notes

@@ -165,6 +165,14 @@ class TensorRecord:
 
 
 @dataclass(frozen=True, eq=False, slots=True)
+class OtherTensor:
+    """A tensor torch's weights-only loader accepts but no table is (quantized, sparse, nested, meta):
+    catalogued as skipped, never read."""
+
+    layout: str
+
+
+@dataclass(frozen=True, eq=False, slots=True)
 class Marker:
     """An allowed name that is not called, only passed along: numpy.ndarray as _reconstruct's class,
     torch.Tensor and torch.nn.Parameter as _rebuild_from_type_v2's type."""

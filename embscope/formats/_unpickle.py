@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 
 from ..errors import CheckpointError, EmbscopeError, UnsafePickleError
 from ._base import DAMAGE, detail
-from ._descriptors import NATIVE, ArrayData, DType, Kind, Marker, Storage, TensorRecord, scalar_value
+from ._descriptors import NATIVE, ArrayData, DType, Kind, Marker, OtherTensor, Storage, TensorRecord, scalar_value
 from .constants import ELEMENT_TYPES, TORCH_DTYPE_ALIASES, TORCH_DTYPES, TORCH_STORAGE_CLASSES, TORCH_UNTYPED_STORAGE
 
 # what the pickle machine itself raises on a broken program (a stack underflow, an unhashable key), besides DAMAGE
@@ -32,7 +32,8 @@ TRUST_HINT = "(use --trust-pickle only for files you made)"
 
 # what the user reads for the objects this module hands out, by class name
 FRIENDLY = {"PickledDType": "a numpy dtype", "DType": "a numpy dtype", "PickledArray": "a numpy array",
-            "ArrayData": "a numpy array", "TensorRecord": "a tensor", "Storage": "a storage"}
+            "ArrayData": "a numpy array", "TensorRecord": "a tensor", "Storage": "a storage",
+            "OtherTensor": "a tensor of another layout"}
 
 
 def shown(value: Any, depth: int = 0) -> str:
@@ -252,6 +253,20 @@ def rebuild_parameter(data: Any, requires_grad: Any = False, backward_hooks: Any
 REBUILDERS = (rebuild_tensor_v1, rebuild_tensor_v2, rebuild_tensor_v3, rebuild_parameter)
 
 
+def on_device(data: Any, *args: Any) -> Any:
+    """A tensor saved from an accelerator through a CPU copy (or a numpy array): that copy is its data."""
+    if not isinstance(data, (TensorRecord, PickledArray)):
+        raise CheckpointError(f"expected a tensor's data on the CPU, found {shown(data)}")
+    return data
+
+
+def other_tensor(layout: str) -> Callable[..., OtherTensor]:
+    """The rebuild functions of tensors that are not tables: their arguments are dropped, unused."""
+    def rebuild(*args: Any) -> OtherTensor:
+        return OtherTensor(layout)
+    return rebuild
+
+
 def rebuild_from_type_v2(func: Any, new_type: Any, args: Any, state: Any) -> Any:
     """A tensor with Python attributes: torch calls func(*args) and then sets them; we keep the tensor."""
     if not (isinstance(func, Factory) and func.func in REBUILDERS and new_type in TENSOR_TYPES
@@ -296,10 +311,21 @@ def _torch_names() -> dict[str, Any]:
         "torch._utils._rebuild_tensor_v3": rebuild_tensor_v3,
         "torch._utils._rebuild_parameter": rebuild_parameter,
         "torch._utils._rebuild_parameter_with_state": rebuild_parameter,
+        "torch._utils._rebuild_device_tensor_from_cpu_tensor": on_device,
+        "torch._utils._rebuild_device_tensor_from_numpy": on_device,
+        "torch._utils._rebuild_qtensor": other_tensor("quantized"),
+        "torch._utils._rebuild_sparse_tensor": other_tensor("sparse"),
+        "torch._utils._rebuild_nested_tensor": other_tensor("nested"),
+        "torch._utils._rebuild_meta_tensor_no_storage": other_tensor("meta (without data)"),
+        "torch.serialization._get_layout": lambda name="": Marker(f"torch layout {shown(name)}"),
         "torch.Size": torch_size,
         "torch.device": torch_device,
     }
-    names = allowed(functions, {marker.name: marker for marker in TENSOR_TYPES})
+    # the quantization schemes a quantized tensor's record names
+    schemes = ("per_tensor_affine", "per_tensor_symmetric", "per_channel_affine", "per_channel_symmetric",
+               "per_channel_affine_float_qparams")
+    names = allowed(functions, {**{marker.name: marker for marker in TENSOR_TYPES},
+                                **{f"torch.{scheme}": Marker(f"torch.{scheme}") for scheme in schemes}})
     names["torch._tensor._rebuild_from_type_v2"] = Factory(rebuild_from_type_v2, "torch._tensor._rebuild_from_type_v2")
     names["torch.storage.UntypedStorage"] = UNTYPED
     names.update({f"torch.{cls}": KINDS[name] for cls, name in TORCH_STORAGE_CLASSES.items()})
@@ -353,7 +379,7 @@ def key_height(value: Any, heights: dict[int, tuple[Any, int]], budget: int = MA
 
 NUMPY_GLOBALS: dict[str, Any] = _numpy_names()  # plain values, numpy arrays and scalars
 TORCH_GLOBALS: dict[str, Any] = {**NUMPY_GLOBALS, **_torch_names()}  # and what torch.save writes
-OWN_TYPES = (Factory, Marker, Kind, Storage, TensorRecord, PickledArray, PickledDType, ArrayData, DType)
+OWN_TYPES = (Factory, Marker, Kind, Storage, TensorRecord, OtherTensor, PickledArray, PickledDType, ArrayData, DType)
 
 
 def _py3_name(module: str, name: str) -> tuple[str, str]:

@@ -14,7 +14,7 @@ from ..checkpoint import Checkpoint, TensorInfo
 from ..errors import CheckpointError
 from ..text import quote
 from ._base import DAMAGE, Format, OpenOptions
-from ._descriptors import TensorRecord, check_record
+from ._descriptors import OtherTensor, TensorRecord, check_record
 from ._state_dict import (
     array_tensor,
     find_config,
@@ -32,7 +32,7 @@ from .constants import TORCH_LEGACY_HEAD, TORCH_SUFFIXES, ZIP_MAGIC
 
 
 def is_tensor(value: Any) -> bool:
-    return isinstance(value, (TensorRecord, PickledArray))
+    return isinstance(value, (TensorRecord, PickledArray, OtherTensor))
 
 
 class TorchFile:
@@ -45,6 +45,8 @@ class TorchFile:
         """A tensor's catalogue entry, checked against its storage now; None when numpy cannot hold its type."""
         if isinstance(value, PickledArray):
             return array_tensor(self.path, name, value)
+        if isinstance(value, OtherTensor):
+            return None
         record: TensorRecord = value
         where = f"{quote(self.path)}: tensor {quote(name)}"
         if not record.kind.element.readable:
@@ -68,16 +70,20 @@ class TorchFile:
         state = state_dict_of(self.path, obj, is_tensor)
         found = [(name, value) for name, value in flatten(state, where=quote(self.path)) if is_tensor(value)]
         renamed, notes = strip_wrapper_prefixes([name for name, _ in found])
-        tensors, unreadable = {}, []
+        tensors: dict[str, TensorInfo] = {}
+        unreadable: list[str] = []  # element types numpy cannot hold
+        layouts: list[str] = []  # quantized, sparse, nested, meta
         for name, value in found:
             info = self.tensor(renamed[name], value)
             if info is None:
-                unreadable.append(name)
+                (layouts if isinstance(value, OtherTensor) else unreadable).append(name)
                 continue
             tensors[info.name] = info
         if unreadable:
             notes.append(f"{len(unreadable)} tensors of element types numpy cannot hold were skipped "
                          f"(e.g. {min(unreadable)})")
+        if layouts:
+            notes.append(f"{len(layouts)} quantized, sparse, nested or meta tensors were skipped (e.g. {min(layouts)})")
         if not tensors:
             raise CheckpointError(f"{quote(self.path)}: expected tensors numpy can read in the state dict, found none")
         top = obj if isinstance(obj, dict) else {}
