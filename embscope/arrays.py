@@ -25,8 +25,14 @@ ELEMENT_TYPES: dict[str, ElementType] = {t.name: t for t in (
     ElementType("int8", 1, "i1"), ElementType("uint8", 1, "u1"), ElementType("bool", 1, "b1"),
     ElementType("uint16", 2, "u2"), ElementType("uint32", 4, "u4"), ElementType("uint64", 8, "u8"),
     ElementType("complex64", 8, "c8", readable=False), ElementType("complex128", 16, "c16", readable=False),
-    ElementType("float8_e4m3fn", 1, "u1", readable=False), ElementType("float8_e5m2", 1, "u1", readable=False),
-    ElementType("float8_e4m3fnuz", 1, "u1", readable=False), ElementType("float8_e5m2fnuz", 1, "u1", readable=False),
+    ElementType("complex32", 4, "u4", readable=False), ElementType("float8_e4m3fn", 1, "u1", readable=False),
+    ElementType("float8_e5m2", 1, "u1", readable=False), ElementType("float8_e4m3fnuz", 1, "u1", readable=False),
+    ElementType("float8_e5m2fnuz", 1, "u1", readable=False), ElementType("float8_e8m0fnu", 1, "u1", readable=False),
+    ElementType("float4_e2m1fn_x2", 1, "u1", readable=False), ElementType("bits16", 2, "u2", readable=False),
+    *(ElementType(name, 1, "u1", readable=False) for name in (  # packed, bit-level and quantized types
+        "bits8", "bits1x8", "bits2x4", "bits4x2", "qint8", "quint8", "quint4x2", "quint2x4",
+        *(f"int{n}" for n in range(1, 8)), *(f"uint{n}" for n in range(1, 8)))),
+    ElementType("qint32", 4, "i4", readable=False),
 )}
 
 # bytes per element of every dtype a reader may report

@@ -462,6 +462,7 @@ def test_every_element_type_torch_writes_reads_back(tmp_path, form):
     assert "2 tensors of element types numpy cannot hold were skipped (e.g. complex64)" in ckpt.notes
 
 
+@pytest.mark.filterwarnings("ignore:torch.quantize_per_tensor:UserWarning")
 def test_quantized_sparse_and_meta_tensors_are_skipped_with_a_note(tmp_path):
     """torch's weights-only loader reads these layouts; none is a table, so they are noted and skipped."""
     wte = torch.randn(10, 4)
@@ -472,3 +473,18 @@ def test_quantized_sparse_and_meta_tensors_are_skipped_with_a_note(tmp_path):
     assert set(ckpt.tensors) == {"wte.weight"}
     np.testing.assert_array_equal(ckpt.tensors["wte.weight"].read(), wte.numpy())
     assert "3 quantized, sparse, nested or meta tensors were skipped (e.g. meta)" in ckpt.notes
+
+
+@pytest.mark.filterwarnings("ignore:TypedStorage is deprecated:UserWarning")
+def test_every_torch_dtype_and_storage_class_is_known_with_its_size():
+    """A file may name any torch dtype or storage class; each is in the element-type table with torch's own size,
+    so none is refused as an unknown global (torch itself is the independent reference here)."""
+    from embscope.arrays import ELEMENT_TYPES
+    from embscope.formats.constants import TORCH_DTYPE_ALIASES, TORCH_STORAGE_CLASSES
+    for name in dir(torch):
+        if isinstance(getattr(torch, name), torch.dtype):
+            element = ELEMENT_TYPES[TORCH_DTYPE_ALIASES.get(name, name)]
+            assert element.itemsize == getattr(torch, name).itemsize, name
+    for storage in torch._storage_classes:
+        if storage.__module__ == "torch" and storage.__name__ not in ("TypedStorage", "UntypedStorage"):
+            assert ELEMENT_TYPES[TORCH_STORAGE_CLASSES[storage.__name__]].itemsize == storage.dtype.itemsize

@@ -58,13 +58,15 @@ SAFETENSORS_DTYPES = {
 # torch.<name> for a dtype; torch names them as we do
 TORCH_DTYPES = tuple(ELEMENT_TYPES)
 TORCH_DTYPE_ALIASES = {"float": "float32", "double": "float64", "half": "float16", "long": "int64", "int": "int32",
-                       "short": "int16"}
+                       "short": "int16", "cfloat": "complex64", "cdouble": "complex128", "chalf": "complex32",
+                       "bit": "uint1"}
 # the legacy typed-storage classes torch.save names for each element type (torch 2.x still writes them)
 TORCH_STORAGE_CLASSES = {
     "FloatStorage": "float32", "DoubleStorage": "float64", "HalfStorage": "float16", "BFloat16Storage": "bfloat16",
     "LongStorage": "int64", "IntStorage": "int32", "ShortStorage": "int16", "CharStorage": "int8",
     "ByteStorage": "uint8", "BoolStorage": "bool", "ComplexFloatStorage": "complex64",
-    "ComplexDoubleStorage": "complex128",
+    "ComplexDoubleStorage": "complex128", "QInt8Storage": "qint8", "QUInt8Storage": "quint8", "QInt32Storage": "qint32",
+    "QUInt4x2Storage": "quint4x2", "QUInt2x4Storage": "quint2x4",
 }
 TORCH_UNTYPED_STORAGE = "uint8"  # torch.storage.UntypedStorage counts bytes
 # numpy's one-letter kinds of the element types a pickled numpy array may hold and be read as numbers
