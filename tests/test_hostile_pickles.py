@@ -484,11 +484,13 @@ def attack_results(tmp_path_factory) -> dict:
     return {"results": results, "died": died}
 
 
-@pytest.mark.parametrize("container", PICKLE_CONTAINERS)
-@pytest.mark.parametrize("attack", list(ATTACKS))
+# the torch attacks have no form in the numpy containers
+ATTACK_CASES = [(attack, container) for attack, (_, payload, _) in ATTACKS.items() for container in PICKLE_CONTAINERS
+                if payload(container) is not None]
+
+
+@pytest.mark.parametrize("attack, container", ATTACK_CASES)
 def test_attack_class_in_every_container_ends_in_one_line_or_a_correct_answer(attack, container, attack_results):
-    if ATTACKS[attack][1](container) is None:
-        pytest.skip(f"{attack} has no form in a {container} file")
     case = f"{attack}|{container}"
     assert case in attack_results["results"], f"the child died or hung before this case: {attack_results['died']}"
     result, wanted = attack_results["results"][case], expected(attack, container)
