@@ -56,9 +56,12 @@ def plain_value(value: Any) -> Any:
 
 
 def step_value(value: Any) -> int | None:
+    """A whole number of steps (an int, or a float with nothing after the point), else None."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
-    return int(value) if float(value).is_integer() else None
+    if isinstance(value, int):
+        return value if abs(value) < 2**63 else None  # float() of a 600-bit integer overflows
+    return int(value) if value.is_integer() and abs(value) < 2**63 else None
 
 
 def find_step(doc: dict, value_of: ValueOf = plain_value) -> int | None:
