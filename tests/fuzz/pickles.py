@@ -203,7 +203,12 @@ TORCH_NAMES = [("torch._utils", "_rebuild_tensor_v2"), ("torch._utils", "_rebuil
                ("torch", "Size"), ("torch", "device"), ("torch", "Tensor"), ("torch.nn.parameter", "Parameter"),
                ("torch", "FloatStorage"), ("torch", "HalfStorage"), ("torch", "BFloat16Storage"),
                ("torch", "LongStorage"), ("torch.storage", "UntypedStorage"), ("torch", "float32"),
-               ("torch", "bfloat16"), ("torch", "float8_e4m3fn"), ("torch", "complex64"), ("torch", "uint16")]
+               ("torch", "bfloat16"), ("torch", "float8_e4m3fn"), ("torch", "complex64"), ("torch", "uint16"),
+               ("torch", "QInt8Storage"), ("torch", "qint8"), ("torch", "per_tensor_affine"),
+               ("torch._utils", "_rebuild_qtensor"), ("torch._utils", "_rebuild_sparse_tensor"),
+               ("torch._utils", "_rebuild_meta_tensor_no_storage"), ("torch._utils", "_rebuild_nested_tensor"),
+               ("torch._utils", "_rebuild_device_tensor_from_cpu_tensor"),
+               ("torch._utils", "_rebuild_device_tensor_from_numpy"), ("torch.serialization", "_get_layout")]
 OFF_LIST = [("os", "system"), ("builtins", "eval"), ("builtins", "getattr"), ("numpy", "load"),
             ("copyreg", "_reconstructor"), ("numpy", "ndarray.__new__"), ("__builtin__", "eval")]
 DTYPE_CODES = ["f4", "f2", "f8", "i8", "i4", "i2", "i1", "u1", "u2", "u4", "u8", "b1", "c8", "c16", "O8", "U3",
