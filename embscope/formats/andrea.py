@@ -72,8 +72,8 @@ def config_files(directory: Path) -> list[Path]:
 
 
 Configs = list[tuple[str, dict]]  # (file name, its JSON object), in name order
-# directory -> (its stamp, its config files' stamps, what they held, the notes on skipped files): a scan of a
-# directory sniffs every file in it, and each .bin asks for the configs; they are read once, not once per file
+# directory -> (its stamp, its JSON files with their stamps, what they held, the notes on skipped files): a scan
+# of a directory sniffs every file in it, and each .bin asks for the configs; they are read once, not once per file
 _read: dict[str, tuple[tuple, tuple, Configs, list[str]]] = {}
 
 
@@ -89,12 +89,13 @@ def read_configs(directory: Path, notes: list[str]) -> Configs:
     """Each readable JSON object beside the dump, by file name; files that are not one are noted and skipped."""
     key, now = str(directory), stamp(directory)
     cached = _read.get(key)
-    if cached is not None and cached[0] == now and cached[1] == tuple(stamp(directory / n) for n, _ in cached[2]):
+    if cached is not None and cached[0] == now and all(stamp(directory / n) == s for n, s in cached[1]):
         notes.extend(cached[3])
         return cached[2]
     configs: Configs = []
     skipped: list[str] = []
-    for path in config_files(directory):
+    files = config_files(directory)
+    for path in files:
         name = printable(path.name)
         try:
             if path.stat().st_size > MAX_JSON_BYTES:
@@ -109,7 +110,7 @@ def read_configs(directory: Path, notes: list[str]) -> Configs:
     _read.pop(key, None)
     if len(_read) >= CACHED_DIRECTORIES:
         _read.pop(next(iter(_read)))
-    _read[key] = (now, tuple(stamp(directory / n) for n, _ in configs), configs, skipped)
+    _read[key] = (now, tuple((p.name, stamp(p)) for p in files), configs, skipped)
     notes.extend(skipped)
     return configs
 
