@@ -94,8 +94,8 @@ def read_configs(directory: Path, notes: list[str]) -> Configs:
         return cached[2]
     configs: Configs = []
     skipped: list[str] = []
-    files = config_files(directory)
-    for path in files:
+    files = tuple((path.name, stamp(path)) for path in config_files(directory))  # stamped before they are read
+    for path in (directory / name for name, _ in files):
         name = printable(path.name)
         try:
             if path.stat().st_size > MAX_JSON_BYTES:
@@ -110,7 +110,7 @@ def read_configs(directory: Path, notes: list[str]) -> Configs:
     _read.pop(key, None)
     if len(_read) >= CACHED_DIRECTORIES:
         _read.pop(next(iter(_read)))
-    _read[key] = (now, tuple((p.name, stamp(p)) for p in files), configs, skipped)
+    _read[key] = (now, files, configs, skipped)
     notes.extend(skipped)
     return configs
 
