@@ -11,8 +11,9 @@ def printable(text: str) -> str:
 
 
 def quote(value: object) -> str:
-    """A file name or tensor name as the user should read it in a message, escaped once."""
-    return f"'{printable(str(value))}'"
+    """A file name or tensor name as the user should read it in a message, escaped once, and cut short when
+    it is very long (a 5,000-character path still makes a one-line message)."""
+    return f"'{printable(shortened(str(value)))}'"
 
 
 def visible(token: str) -> str:

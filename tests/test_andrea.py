@@ -285,9 +285,9 @@ def test_missing_dimensions_name_flags_and_keys(tmp_path):
     path = write_dump(tmp_path / "model.bin", random_weights(untied_n()))
     assert open_error(path) == (
         "model.bin: an ANDREA dump does not record its table shapes; pass --vocab-size and --context, or put them "
-        "in a JSON file beside it (keys looked for, --vocab-size: vocab_size, n_vocab, V; --context: block_size, "
-        "context, context_length, n_ctx, n_positions, max_position_embeddings, max_seq_len, seq_len, T; "
-        "read config.json)")
+        "in a JSON file beside it (keys looked for, --vocab-size: vocab_size, n_vocab, padded_vocab_size, V; "
+        "--context: n_positions, max_position_embeddings, block_size, n_ctx, context, context_length, max_seq_len, "
+        "seq_len, T; read config.json)")
 
 
 def test_missing_dimensions_with_no_json_at_all(tmp_path):
@@ -307,6 +307,39 @@ def test_non_positive_value_in_json(tmp_path):
     write_json(tmp_path / "config.json", {"vocab_size": V, "n_embd": -4, "block_size": T})
     path = write_dump(tmp_path / "model.bin", random_weights(untied_n()))
     assert open_error(path) == "config.json: n_embd is -4, expected a positive integer"
+
+
+@pytest.mark.parametrize("value, shown", [("10", '"10"'), (1e300, "1e+300"), (True, "true"), (10.0, "10.0"),
+                                          (2**60, str(2**60)), ([10], "[10]")])
+def test_config_numbers_must_be_json_integers(value, shown, tmp_path):
+    """A shape is a JSON integer; a string, a float (even a whole one), a bool or a list is an error that shows it."""
+    write_json(tmp_path / "config.json", {"vocab_size": value, "n_embd": D, "block_size": T})
+    path = write_dump(tmp_path / "model.bin", random_weights(untied_n()))
+    assert open_error(path) == f"config.json: vocab_size is {shown}, expected a positive integer"
+
+
+def test_config_tied_flag_must_be_a_json_bool(tmp_path):
+    write_json(tmp_path / "config.json", {"vocab_size": V, "n_embd": D, "block_size": T, "tie_embeddings": "no"})
+    path = write_dump(tmp_path / "model.bin", random_weights(untied_n()))
+    assert open_error(path) == 'config.json: tie_embeddings is "no", expected true or false'
+
+
+def test_a_directory_scan_parses_the_configs_once(tmp_path, monkeypatch):
+    """r14: every .bin in a folder is sniffed, and each asks whether a JSON beside it names ANDREA shapes; the
+    JSON files are parsed once for the whole scan, not once per file (2,000 files took 56 s)."""
+    import embscope.formats.andrea as andrea
+    for k in range(40):
+        (tmp_path / f"shard{k:03d}.bin").write_bytes(struct.pack("<ii", 1, 5) + b"junk")
+    write_json(tmp_path / "config.json", {"vocab_size": V, "n_embd": D, "block_size": T})
+    parsed, loads = [], json.loads
+    monkeypatch.setattr(andrea.json, "loads", lambda text: parsed.append(1) or loads(text))
+    with pytest.raises(CheckpointError, match="holds several checkpoints .* and 35 more"):
+        open_checkpoint(tmp_path)
+    assert len(parsed) == 1
+    (tmp_path / "config.json").write_text(json.dumps({"vocab_size": V + 1}))  # changed: read again
+    with pytest.raises(CheckpointError):
+        open_checkpoint(tmp_path)
+    assert len(parsed) == 2
 
 
 def test_odd_number_in_a_nested_object_is_ignored(tmp_path):

@@ -141,11 +141,7 @@ def write_bin(tensors, directory):
     torch.save({name: torch.from_numpy(t) for name, t in tensors.items()}, directory / "pytorch_model.bin")
 
 
-@pytest.mark.parametrize("write", [
-    write_safetensors,
-    pytest.param(write_bin, marks=pytest.mark.xfail(
-        reason="config.json beside pytorch_model.bin is read on the formats branch; un-xfail at merge")),
-])
+@pytest.mark.parametrize("write", [write_safetensors, write_bin])
 def test_config_json_gives_the_position_offset_and_the_shape_rule(tmp_path, write):
     position = roberta_files(tmp_path / "m", write)
     info = run_json("info", "-c", tmp_path / "m")

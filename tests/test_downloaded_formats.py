@@ -14,7 +14,8 @@ import reader_samples as samples
 from conftest import run
 
 from embscope.errors import CheckpointError
-from embscope.formats import FORMATS, HEAD_BYTES, open_checkpoint
+from embscope.formats import FORMATS, open_checkpoint
+from embscope.formats._checks import HEAD_BYTES
 
 WRITERS = {
     "GGUF": ("gguf", samples.gguf_gpt2),

@@ -99,3 +99,18 @@ def test_cli_on_mutated_files_exits_0_or_1_with_one_line(name, tmp_path):
                 assert result.stderr.startswith("Error: ") and result.stderr.count("\n") == 1, result.stderr
             elif "--json" in args:
                 json.loads(result.stdout, parse_constant=lambda c: pytest.fail(f"{c} in JSON"))
+
+
+def test_short_fuzz_of_pickle_programs_in_every_container():
+    """The structure-aware pickle generator, over a thousand programs over the five pickle containers
+    (and mutants of real pickles), each input under run_fuzz's caps: no crash, hang, slow input or input over
+    the memory cap. The long run (100,000 per family) is `tests/fuzz/run_fuzz.py -n 100000`."""
+    import subprocess
+    script = Path(__file__).resolve().parent / "fuzz" / "run_fuzz.py"
+    done = subprocess.run([sys.executable, str(script), "-f", "pickle", "-n", "1400", "--seed", "7"],
+                          capture_output=True, text=True, timeout=240)
+    summary = done.stdout.strip().splitlines()[-1]
+    assert done.returncode == 0, (summary, done.stderr[-3000:])
+    assert summary == "ALL: 1 families, tried 1400, crash 0, hang 0, slow 0, over memory cap 0"
+    assert all(f"pickle-program-{name}: tried 200," in done.stdout for name in ("pkl", "npy-object", "npz-object",
+                                                                              "torch-zip", "torch-legacy"))

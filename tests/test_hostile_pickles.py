@@ -15,6 +15,7 @@ from __future__ import annotations
 import copyreg
 import functools
 import io
+import json
 import os
 import pickle
 import struct
@@ -332,8 +333,15 @@ def numpy_state_attack(kind: str) -> bytes:
     raise ValueError(kind)
 
 
-@pytest.mark.parametrize("kind", ["dtype state of six fields", "dtype state with a false element size",
-                                  "array state with more elements than data"])
+NUMPY_STATE_REFUSALS = {
+    "dtype state of six fields": "refused a numpy dtype state numpy does not write for f4",
+    "dtype state with a false element size": "refused a numpy dtype state numpy does not write for f4",
+    "array state with more elements than data": "array 'token_emb': an array of shape [80, 2] and dtype <f4 needs "
+                                                "640 bytes, its pickle holds 40",
+}
+
+
+@pytest.mark.parametrize("kind", list(NUMPY_STATE_REFUSALS))
 def test_numpy_states_numpy_never_writes_are_refused(kind, tmp_path):
     path = tmp_path / "model.pkl"
     path.write_bytes(numpy_state_attack(kind))
@@ -345,4 +353,268 @@ def test_numpy_states_numpy_never_writes_are_refused(kind, tmp_path):
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
     done = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, env=env, timeout=60)
     assert done.returncode == 1, (done.returncode, done.stdout, done.stderr[-2000:])
-    assert "expected a complete pickle, found one that cannot be read (UnpicklingError:" in done.stdout
+    assert NUMPY_STATE_REFUSALS[kind] in done.stdout
+
+
+# -- every attack class of round two, in every pickle container, in a child under memory and time limits --
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "fuzz"))
+import pickles as pk  # noqa: E402
+
+PICKLE_CONTAINERS = list(pk.CONTAINERS)  # .pkl, .npy object, .npz object member, torch zip, legacy torch
+REFUSED_NDARRAY = "refused to call numpy.ndarray: a pickle of arrays and tensors only passes it to the functions"
+OBJECT_MEMBER = "holds pickled Python objects, not plain arrays"  # an .npz refuses any object member at last
+
+
+def uaf() -> bytes:
+    """r11: A = ndarray((N,), 'u1'); V = ndarray(shape, 'f4', buffer=A); BUILD on A frees V's memory."""
+    a = pk.call(pk.glob("numpy", "ndarray"), pk.tup(pk.i(65536)), pk.s("u1")) + b"q\x10"
+    v = pk.call(pk.glob("numpy", "ndarray"), pk.tup(pk.i(4096), pk.i(4)), pk.s("f4"), a) + b"q\x11"
+    state = pk.tup(pk.i(1), pk.tup(pk.i(1)), pk.dtype("u1"), pk.FALSE, pk.b(b"x"))
+    return v + b"h\x10" + state + b"b0"
+
+
+def view(shape: tuple[int, ...], strides: tuple[int, ...]) -> bytes:
+    return pk.call(pk.glob("numpy", "ndarray"), pk.tup(*map(pk.i, shape)), pk.s("f4"), pk.b(b"\0\0\x80?"),
+                   pk.i(0), pk.tup(*map(pk.i, strides)))
+
+
+def deep_key(depth: int) -> bytes:
+    return b"}" + b")" + b"\x85" * depth + pk.s("v") + b"s"
+
+
+# attack -> (as the table or beside it, payload by container (None: the class has no form there), what happens:
+# a fragment of the one error line, or "ok" for a correct answer)
+ATTACKS = {
+    "use after free through ndarray(buffer=) and BUILD (r11)": ("table", lambda c: uaf(), REFUSED_NDARRAY),
+    "stride-0 ndarray view of 2**40 rows (r01)": ("table", lambda c: view((2**40, 4), (0, 0)), REFUSED_NDARRAY),
+    "set over a stride-0 view of 2**62 bytes (r02)": (
+        "extra", lambda c: pk.call(pk.glob("builtins", "set"), view((2**62,), (0,))), REFUSED_NDARRAY),
+    "set over an array description": (
+        "extra", lambda c: pk.call(pk.glob("builtins", "set"), pk.numpy_body(pk.TABLE)),
+        "refused a set built from a numpy array, not a list of values"),
+    "object array called by shape (r03)": (
+        "extra", lambda c: pk.call(pk.glob("numpy", "ndarray"), pk.tup(pk.i(2**28)), pk.s("O")), REFUSED_NDARRAY),
+    "object array reconstructed by shape (r05)": (
+        "extra", lambda c: pk.call(pk.glob("numpy._core.multiarray", "_reconstruct"), pk.glob("numpy", "ndarray"),
+                                   pk.tup(pk.i(2**31)), pk.s("O")),
+        "numpy's _reconstruct is allowed only for an empty ndarray"),
+    "dtype state of six fields (r05)": (
+        "extra", lambda c: pk.dtype("f4", pk.tup(pk.i(3), pk.s("<"), pk.NONE, pk.i(-1), pk.i(-1), pk.i(0))),
+        "refused a numpy dtype state numpy does not write for f4"),
+    "BUILD on numpy's shared float32 (r05b)": (
+        "extra", lambda c: pk.call(pk.glob("numpy", "dtype"), pk.s("f4"), pk.FALSE, pk.FALSE)
+        + pk.tup(pk.i(3), pk.s(">"), pk.NONE, pk.NONE, pk.NONE, pk.i(-1), pk.i(-1), pk.i(0)) + b"b", "ok"),
+    "array state with more elements than its data": (
+        "table", lambda c: pk.reconstructed((80, 2), "f4", bytes(40)), "needs 640 bytes, its pickle holds 40"),
+    "bytearray of a size": (
+        "extra", lambda c: pk.call(pk.glob("builtins", "bytearray"), pk.i(2**34)),
+        "bytearray may be built from bytes or latin1 text only"),
+    "BYTEARRAY8 claiming 16 GiB": (
+        "extra", lambda c: b"\x96" + struct.pack("<Q", 2**34) + b"ab",
+        "BYTEARRAY8 of 17179869184 bytes runs past the end of the pickle"),
+    "memo index 2**31": ("extra", lambda c: pk.NONE + b"r" + struct.pack("<I", 2**31), "ok"),
+    "dict key nested 100,000 deep": ("extra", lambda c: deep_key(100_000), "nested more than 64 levels deep"),
+    "torch view repeating its storage 1024 times (r21)": (
+        "table", lambda c: pk.torch_tensor((1024 * 40, 1), (0, 1), legacy=c == "torch-legacy")
+        if c.startswith("torch") else None, "repeats elements of storage '0'"),
+    "storage declaring 10**12 elements (r18)": (
+        "table", lambda c: pk.torch_tensor(numel=10**12, legacy=c == "torch-legacy") if c.startswith("torch") else None,
+        {"torch-zip": "storage '0' declares 1000000000000 float32 elements", "torch-legacy": "declared twice"}),
+    "tensor size of 2**600": (
+        "table", lambda c: pk.torch_tensor((2**600,), (1,), legacy=c == "torch-legacy") if c.startswith("torch") else None,
+        "expected a tensor size of non-negative integers, found (an integer of 601 bits,)"),
+}
+UNSAFE = ("refused", "_reconstruct is allowed", "bytearray may be built")  # refusals the .npz scan reports too
+
+
+def expected(attack: str, container: str) -> str:
+    _, _, outcome = ATTACKS[attack]
+    outcome = outcome[container] if isinstance(outcome, dict) else outcome
+    if container == "npz-object" and not any(word in outcome for word in UNSAFE):
+        return OBJECT_MEMBER  # the member is refused whatever it holds; only a refusal by name is reported
+    return outcome
+
+
+CHILD = """
+import json, os, sys
+import numpy as np
+import embscope
+from embscope.errors import EmbscopeError
+from embscope.analysis.norms import row_norms
+import resource
+limit = int(open("/proc/self/statm").read().split()[0]) * os.sysconf("SC_PAGE_SIZE") + (1 << 30)
+resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+for line in sys.stdin:
+    case, path = json.loads(line)
+    try:
+        emb = embscope.open(path)
+        row_norms(emb.token.array)
+        result = {"ok": True, "float32": np.dtype("f4").str, "table": emb.token.array[:2].tolist()}
+    except EmbscopeError as err:
+        result = {"error": str(err)}
+    print(json.dumps([case, result]), flush=True)
+"""
+
+
+@pytest.fixture(scope="module")
+def attack_results(tmp_path_factory) -> dict:
+    """Every (attack, container) file opened and its table's norms computed, in one child process limited to
+    1 GiB more than its imports and to 120 s: a crash, a hang or a bomb fails the cases it did not finish."""
+    base = tmp_path_factory.mktemp("attacks")
+    lines = []
+    for n, (attack, (place, payload, _)) in enumerate(ATTACKS.items()):
+        for container in PICKLE_CONTAINERS:
+            body = payload(container)
+            if body is None:
+                continue
+            directory = base / f"{n}-{container}"
+            directory.mkdir()
+            table, extra = (body, pk.NONE) if place == "table" and container != "npz-object" else (None, body)
+            path = pk.write(container, directory, table, extra)
+            lines.append(json.dumps([f"{attack}|{container}", str(path)]))
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    try:
+        done = subprocess.run([sys.executable, "-c", CHILD], input="\n".join(lines) + "\n", capture_output=True,
+                              text=True, env=env, timeout=120)
+        out, died = done.stdout, (done.returncode, done.stderr[-1500:])
+    except subprocess.TimeoutExpired as err:
+        out, died = (err.stdout or b"").decode() if isinstance(err.stdout, bytes) else (err.stdout or ""), "timeout"
+    results = dict(json.loads(line) for line in out.splitlines())
+    return {"results": results, "died": died}
+
+
+# the torch attacks have no form in the numpy containers
+ATTACK_CASES = [(attack, container) for attack, (_, payload, _) in ATTACKS.items() for container in PICKLE_CONTAINERS
+                if payload(container) is not None]
+
+
+@pytest.mark.parametrize("attack, container", ATTACK_CASES)
+def test_attack_class_in_every_container_ends_in_one_line_or_a_correct_answer(attack, container, attack_results):
+    case = f"{attack}|{container}"
+    assert case in attack_results["results"], f"the child died or hung before this case: {attack_results['died']}"
+    result, wanted = attack_results["results"][case], expected(attack, container)
+    if wanted == "ok":
+        assert result.get("ok"), result
+        assert result["float32"] == "<f4"  # numpy's shared dtype untouched by the file
+        np.testing.assert_allclose(result["table"], pk.TABLE[:2], rtol=1e-6)
+    else:
+        assert "error" in result, result
+        assert wanted in result["error"] and "\n" not in result["error"], result["error"]
+
+
+# -- zip members: inflated with a cap while decompressing --------------------------------------------
+
+def lying_member(path: Path, name: str, real: bytes, padding: int, method: int) -> None:
+    """A zip whose member `name` compresses `real` + `padding` zero bytes while its entry declares only
+    `real` (size and CRC): zipfile would inflate the whole stream before cutting it to size."""
+    import zlib
+    with zipfile.ZipFile(path, "a") as zf:
+        info = zipfile.ZipInfo(name)
+        info.compress_type = method
+        zf.writestr(info, real + bytes(padding))
+    data = bytearray(path.read_bytes())
+    declared = struct.pack("<I", zlib.crc32(real))
+    local = data.rfind(b"PK\x03\x04", 0, data.rfind(name.encode()))
+    data[local + 14:local + 18], data[local + 22:local + 26] = declared, struct.pack("<I", len(real))
+    central = data.rfind(b"PK\x01\x02")
+    data[central + 16:central + 20], data[central + 24:central + 28] = declared, struct.pack("<I", len(real))
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("method", [zipfile.ZIP_LZMA, zipfile.ZIP_BZIP2, zipfile.ZIP_DEFLATED])
+def test_npz_member_inflating_past_its_declared_size_is_refused_while_inflating(method, tmp_path):
+    path = tmp_path / "params.npz"
+    good = io.BytesIO()
+    np.save(good, params()["token_emb"])
+    lying_member(path, "token_emb.npy", good.getvalue(), 16 << 20, method)
+    tracemalloc.start()
+    try:
+        with pytest.raises(CheckpointError) as caught:
+            embscope_open(path).token.array
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert str(caught.value) == (f"'{path}': array 'token_emb': the zip member inflates past the "
+                                 f"{len(good.getvalue())} bytes its entry declares")
+    assert peak < 8 << 20, f"{peak / 2**20:.0f} MiB inflated to refuse a member of {len(good.getvalue())} bytes"
+
+
+def test_compressed_data_pkl_is_inflated_only_as_far_as_its_pickle(tmp_path):
+    """A data.pkl whose stream goes on for 16 MiB after the pickle's STOP: the pickle is read, the rest never."""
+    path = tmp_path / "ckpt.pt"
+    with zipfile.ZipFile(path, "w") as zf:
+        zf.writestr("archive/data/0", pk.TABLE.tobytes())
+        zf.writestr("archive/byteorder", "little")
+    real = pk.proto(pk.dict_((pk.s("transformer.wte.weight"), pk.torch_tensor())))
+    lying_member(path, "archive/data.pkl", real, 16 << 20, zipfile.ZIP_LZMA)
+    tracemalloc.start()
+    try:
+        table = embscope_open(path).token.array
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    np.testing.assert_array_equal(table, pk.TABLE)
+    assert peak < 8 << 20
+
+
+def test_byteorder_record_of_16_mib_is_refused_unread(tmp_path):
+    path = pk.write("torch-zip", tmp_path)
+    with zipfile.ZipFile(path) as zf:
+        members = [(info, zf.read(info)) for info in zf.infolist() if not info.filename.endswith("byteorder")]
+    with zipfile.ZipFile(path, "w") as zf:
+        for info, data in members:
+            zf.writestr(info, data)
+        info = zipfile.ZipInfo("archive/byteorder")
+        info.compress_type = zipfile.ZIP_DEFLATED
+        with zf.open(info, "w", force_zip64=True) as record:
+            for _ in range(16):
+                record.write(b"l" * (1 << 20))
+    assert_error_line(run("info", "-c", path), "expected a byteorder record saying 'little' or 'big', "
+                                               "found one of 16777216 bytes")
+
+
+def embscope_open(path: Path):
+    import embscope
+    return embscope.open(path)
+
+
+# -- legacy torch files: parsed whole by our own unpickler, each storage checked against the file -------
+
+def legacy_file(tmp_path: Path) -> tuple[Path, bytes]:
+    import torch
+    path = tmp_path / "old.pt"
+    torch.save({"transformer.wte.weight": torch.arange(40, dtype=torch.float32).view(10, 4)}, path,
+               _use_new_zipfile_serialization=False)
+    return path, path.read_bytes()
+
+
+def test_legacy_storage_record_declaring_more_than_the_file_holds(tmp_path):
+    """r18: the record says 10**12 elements; the raw section says 40. Nothing is allocated for the claim."""
+    path, raw = legacy_file(tmp_path)
+    at = raw.find(b"K(", raw.find(b"X\x03\x00\x00\x00cpu"))  # the record's numel, 40
+    path.write_bytes(raw[:at] + b"\x8a\x08" + struct.pack("<q", 10**12) + raw[at + 2:])
+    line = assert_error_line(run("info", "-c", path), "(legacy PyTorch file): storage '")
+    assert line.endswith("holds 40 elements, its record declares 1000000000000")
+
+
+def test_legacy_raw_storage_longer_than_the_file(tmp_path):
+    path, raw = legacy_file(tmp_path)
+    path.write_bytes(raw[:-8])
+    line = assert_error_line(run("info", "-c", path), "(legacy PyTorch file): storage '")
+    assert line.endswith("of 160 bytes runs past the end of the file (" + str(len(raw) - 8) + " bytes)")
+
+
+def test_legacy_file_with_a_fifth_pickle_that_is_not_a_key_list(tmp_path):
+    """r05: the storage-key pickle is read by our unpickler too, so numpy names there are refused by name."""
+    import pickletools
+    path, raw = legacy_file(tmp_path)
+    stream, ends = io.BytesIO(raw), [0]
+    for _ in range(5):  # where each of the five pickles ends
+        for _ in pickletools.genops(stream):
+            pass
+        ends.append(stream.tell())
+    bomb = pk.proto(pk.list_(pk.call(pk.glob("numpy._core.multiarray", "_reconstruct"), pk.glob("numpy", "ndarray"),
+                                     pk.tup(pk.i(2**28)), pk.s("O"))))
+    path.write_bytes(raw[:ends[4]] + bomb + raw[ends[5]:])
+    assert_error_line(run("info", "-c", path), "refused to unpickle global 'numpy._core.multiarray._reconstruct'")

@@ -310,10 +310,10 @@ def test_allowed_callables_cannot_be_changed_by_build(tmp_path, raw):
 
 
 def test_build_cannot_reach_numpy_shared_dtypes(tmp_path):
-    """np.dtype('f4', 0, 0) returns numpy's shared float32 dtype; the allow-list's np.dtype always copies,
-    so the BUILD that follows in a pickle changes only the copy."""
+    """np.dtype('f4', 0, 0) returns numpy's shared float32 dtype; in a pickle, numpy.dtype builds only a
+    description, so the BUILD that follows changes nothing of numpy's."""
     made = NUMPY_GLOBALS["numpy.dtype"]("f4", False, False)
-    assert made == np.dtype("f4") and made is not np.dtype("f4")
+    assert not isinstance(made, np.dtype)
     path = tmp_path / "dtype.pkl"  # the same call, then BUILD with a big-endian state
     path.write_bytes(b"cnumpy\ndtype\n(S'f4'\nI00\nI00\ntR(I3\nS'>'\nNNNI-1\nI-1\nI0\ntb.")
     with pytest.raises(CheckpointError, match="expected a pickled dict"):
@@ -342,3 +342,45 @@ def test_reading_a_pickle_does_not_import_torch(tmp_path):
             "float(e.token.array.sum())\n"
             "assert 'torch' not in sys.modules, 'torch imported'\n")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO, timeout=120)
+
+
+def test_dtype_states_are_exactly_the_ones_numpy_writes():
+    """The allow-list's numpy.dtype accepts a BUILD state only if it equals numpy's own (worked out here
+    by numpy itself, for every element type and byte order)."""
+    factory = NUMPY_GLOBALS["numpy.dtype"]
+    for code in ("b1", "i1", "u1", "i2", "u2", "i4", "u4", "i8", "u8", "f2", "f4", "f8", "c8", "c16", "O8", "S3", "U2"):
+        for order in "<>":
+            numpy_dtype = np.dtype(code).newbyteorder(order)
+            spec, state = numpy_dtype.__reduce__()[1][0], numpy_dtype.__reduce__()[2]
+            made = factory(spec, False, True)
+            made.build(state)  # accepted: no error
+            assert made.dtype.itemsize == numpy_dtype.itemsize
+            if numpy_dtype.itemsize > 1 and code[0] not in "bOS":
+                assert made.dtype.byteorder == numpy_dtype.str[0]
+
+
+def test_protocol_5_arrays_in_band_and_out_of_band(tmp_path):
+    """Protocol 5 pickles contiguous arrays through numpy's _frombuffer; in-band they read, read-only and
+    without a copy of the data; out-of-band buffers are not in the file, so it cannot be read."""
+    params = small_params(np.random.default_rng(15))
+    params["fortran"] = np.asfortranarray(params["pos_emb"])
+    ckpt = open_checkpoint(dump(tmp_path / "m.pkl", {"params": params}, protocol=5))
+    for name, array in params.items():
+        read = ckpt.tensors[name].read()
+        np.testing.assert_array_equal(read, array)
+        assert not read.flags.writeable
+    buffers = []
+    (tmp_path / "oob.pkl").write_bytes(pickle.dumps({"params": params}, protocol=5, buffer_callback=buffers.append))
+    assert buffers
+    assert_error_line(run("info", "-c", tmp_path / "oob.pkl"), "expected a complete pickle, found one that cannot be "
+                                                               "read (UnpicklingError: pickle stream refers to out-of-band data")
+
+
+def test_numpy_scalars_of_every_kind_become_python_values(tmp_path):
+    doc = {"params": small_params(np.random.default_rng(16)), "step": np.uint32(7),
+           "config": {"lr": np.float16(0.5), "big": np.int64(-2**40), "flag": np.bool_(True), "name": np.str_("gpt"),
+                      "zero_d": np.array(3.25)}}
+    for protocol in (2, 4, 5):
+        ckpt = open_checkpoint(dump(tmp_path / f"m{protocol}.pkl", doc, protocol))
+        assert ckpt.step == 7
+        assert ckpt.config == {"lr": 0.5, "big": -2**40, "flag": True, "name": "gpt", "zero_d": 3.25}

@@ -178,22 +178,34 @@ def test_half_precision_tensors_upcast_like_torch(tmp_path, form):
 
 
 @pytest.mark.parametrize("form", FORMS)
-def test_views_non_contiguous_sliced_and_expanded(tmp_path, form):
+def test_views_non_contiguous_sliced_and_broadcast(tmp_path, form):
     torch.manual_seed(4)
     wte = torch.randn(8, 30).t()  # stride (1, 30): a transposed view is saved with its storage
     big = torch.randn(100, 8)
     wpe = big[10:42]  # a slice: storage offset 80 elements into a storage of 800
-    expanded = torch.randn(1, 8).expand(5, 8)  # stride 0
-    assert not wte.is_contiguous() and wpe.storage_offset() == 80
-    path = save({"transformer.wte.weight": wte, "transformer.wpe.weight": wpe, "ln.x": expanded},
+    position_ids = torch.arange(32).as_strided((1, 32), (0, 1))  # stride 0 over a dimension of 1: no repeat
+    assert not wte.is_contiguous() and wpe.storage_offset() == 80 and position_ids.stride() == (0, 1)
+    path = save({"transformer.wte.weight": wte, "transformer.wpe.weight": wpe, "position_ids": position_ids},
                 tmp_path / "views.pt", legacy=form == "legacy")
     ckpt = open_checkpoint(path)
     np.testing.assert_array_equal(ckpt.tensors["transformer.wte.weight"].read(), wte.numpy())
     np.testing.assert_array_equal(ckpt.tensors["transformer.wpe.weight"].read(), wpe.numpy())
-    np.testing.assert_array_equal(ckpt.tensors["ln.x"].read(), expanded.numpy())
+    np.testing.assert_array_equal(ckpt.tensors["position_ids"].read(), position_ids.numpy())
     assert ckpt.tensors["transformer.wpe.weight"].storage[-1] == 80 * 4  # the offset keeps slices apart
     emb = embscope.open(path)
     np.testing.assert_array_equal(emb.token.array, wte.numpy())
+    assert not emb.token.array.flags.writeable
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_an_expanded_view_is_refused(tmp_path, form):
+    """A view that repeats its storage (stride 0 over more than one row) is no weight: torch.save keeps
+    the 8 stored floats, and the file says to read them as 5 rows."""
+    path = save({"wte.weight": torch.randn(10, 8), "ln.x": torch.randn(1, 8).expand(5, 8)},
+                tmp_path / "expanded.pt", legacy=form == "legacy")
+    line = assert_error_line(run("info", "-c", path), "tensor 'ln.x': size [5, 8], stride [0, 1] at offset 0 "
+                                                      "repeats elements of storage")
+    assert line.endswith("(an expanded view of 8 elements as 40): expected stored weights, each element once")
 
 
 def test_unreadable_dtypes_are_skipped_with_a_note(tmp_path):
@@ -289,8 +301,8 @@ def test_build_cannot_change_allowed_objects(tmp_path, real_zip, raw):
     obj = {"w": MovedTensor(FakeStorage("0", 8), 0, (8,), (1,))} if raw is None else None
     path = with_data_pkl(real_zip, tmp_path / "build.pt", obj, raw)
     assert_error_line(run("info", "-c", path), "build.pt")
-    from embscope.formats._torch_zip import KIND
-    assert KIND["float32"].itemsize == 4 and KIND["float32"].numpy == "f4"
+    from embscope.formats._unpickle import KINDS
+    assert KINDS["float32"].element.itemsize == 4 and KINDS["float32"].element.stored == "f4"
     np.testing.assert_array_equal(open_checkpoint(real_zip).tensors["w"].read(), np.arange(8, dtype=np.float32))
 
 
@@ -383,16 +395,96 @@ def test_zip_path_does_not_import_torch(tmp_path):
     assert json.loads(doc)["total"] == sum(p.numel() for p in model.parameters())
 
 
-def test_legacy_file_without_torch_says_so(tmp_path):
-    path = save({"wte.weight": torch.randn(4, 2)}, tmp_path / "old.pt", legacy=True)
+def test_legacy_file_opens_without_torch_and_maps_its_storages(tmp_path):
+    """The legacy format is parsed by our own unpickler too: no torch needed, tables memory-mapped."""
+    wte = torch.randn(4, 2)
+    path = save({"wte.weight": wte, "iter_num": 7}, tmp_path / "old.pt", legacy=True)
     code = ("import sys\n"
             "sys.modules['torch'] = None  # as if torch were not installed\n"
-            "from embscope.formats import open_checkpoint\n"
-            "from embscope.errors import CheckpointError\n"
-            "try:\n"
-            f"    open_checkpoint({str(path)!r})\n"
-            "except CheckpointError as err:\n"
-            "    print(err)\n")
+            "import numpy as np, embscope\n"
+            f"emb = embscope.open({str(path)!r})\n"
+            "assert isinstance(emb.token.array, np.memmap)\n"
+            "print(emb.checkpoint.step, emb.token.array.tolist())\n")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
-    assert "needs torch" in out.stdout and "not installed" in out.stdout
+    assert out.stdout.strip() == f"7 {wte.tolist()}"
+
+
+# --- config.json beside a .bin, read as beside safetensors ---
+
+def test_roberta_pytorch_model_bin_reads_its_config_json(tmp_path):
+    """RoBERTa keeps two padding rows before position 0; RobertaModel's names are BERT's, and only
+    config.json's model_type tells them apart, for a .bin as for safetensors."""
+    torch.manual_seed(6)
+    rows = torch.randn(12, 8)
+    save({"embeddings.word_embeddings.weight": torch.randn(30, 8),
+          "embeddings.position_embeddings.weight": rows}, tmp_path / "pytorch_model.bin")
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "roberta", "max_position_embeddings": 12,
+                                                      "vocab_size": 30}))
+    doc = json_out("positions", "--pairs", "0:1,3:7", "-c", tmp_path, "--json")
+    table = rows.numpy().astype(np.float64)
+
+    def cosine(a, b):
+        return float(table[a] @ table[b] / np.linalg.norm(table[a]) / np.linalg.norm(table[b]))
+    # position p is row p + 2
+    assert [(p["i"], p["j"]) for p in doc["pairs"]] == [(0, 1), (3, 7)]
+    assert doc["pairs"][0]["cosine"] == pytest.approx(cosine(2, 3), abs=1e-6)
+    assert doc["pairs"][1]["cosine"] == pytest.approx(cosine(5, 9), abs=1e-6)
+
+
+def test_config_json_shape_rule_finds_an_unnamed_position_table_in_a_pt(tmp_path):
+    """max_position_embeddings in config.json names the position table by its row count, as for safetensors."""
+    save({"embed.weight": torch.randn(30, 8), "learned.table": torch.randn(16, 8)}, tmp_path / "model.pt")
+    (tmp_path / "config.json").write_text(json.dumps({"max_position_embeddings": 16, "vocab_size": 30}))
+    info = json_out("info", "-c", tmp_path / "model.pt", "--json")
+    assert info["tables"]["position"]["name"] == "learned.table"
+    assert info["tables"]["position"]["rule"] == "shape: 16 rows = max_position_embeddings in the config"
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_every_element_type_torch_writes_reads_back(tmp_path, form):
+    """One tensor of each type in one file: numbers numpy holds come back exactly (bfloat16 as its bits),
+    the rest are skipped with a note."""
+    torch.manual_seed(7)
+    base = torch.randn(3, 5) * 50
+    readable = {"float32": torch.float32, "float64": torch.float64, "float16": torch.float16,
+                "bfloat16": torch.bfloat16, "int64": torch.int64, "int32": torch.int32, "int16": torch.int16,
+                "int8": torch.int8, "uint8": torch.uint8, "bool": torch.bool, "uint16": torch.uint16,
+                "uint32": torch.uint32, "uint64": torch.uint64}
+    tensors = {name: base.to(dtype) for name, dtype in readable.items()}
+    tensors |= {"complex64": base.to(torch.complex64), "float8": base.to(torch.float8_e5m2)}
+    ckpt = open_checkpoint(save(tensors, tmp_path / "kinds.pt", legacy=form == "legacy"))
+    assert set(ckpt.tensors) == set(readable)
+    for name, dtype in readable.items():
+        assert ckpt.tensors[name].dtype == name
+        expected = tensors[name].view(torch.int16).numpy().view(np.uint16) if name == "bfloat16" else tensors[name].numpy()
+        np.testing.assert_array_equal(ckpt.tensors[name].read(), expected)
+    assert "2 tensors of element types numpy cannot hold were skipped (e.g. complex64)" in ckpt.notes
+
+
+@pytest.mark.filterwarnings("ignore:torch.quantize_per_tensor:UserWarning")
+def test_quantized_sparse_and_meta_tensors_are_skipped_with_a_note(tmp_path):
+    """torch's weights-only loader reads these layouts; none is a table, so they are noted and skipped."""
+    wte = torch.randn(10, 4)
+    quantized = torch.quantize_per_tensor(torch.randn(3, 3), 0.1, 0, torch.qint8)
+    path = save({"wte.weight": wte, "q": quantized, "sparse": torch.eye(3).to_sparse(),
+                 "meta": torch.empty(2, 2, device="meta")}, tmp_path / "layouts.pt")
+    ckpt = open_checkpoint(path)
+    assert set(ckpt.tensors) == {"wte.weight"}
+    np.testing.assert_array_equal(ckpt.tensors["wte.weight"].read(), wte.numpy())
+    assert "3 quantized, sparse, nested or meta tensors were skipped (e.g. meta)" in ckpt.notes
+
+
+@pytest.mark.filterwarnings("ignore:TypedStorage is deprecated:UserWarning")
+def test_every_torch_dtype_and_storage_class_is_known_with_its_size():
+    """A file may name any torch dtype or storage class; each is in the element-type table with torch's own size,
+    so none is refused as an unknown global (torch itself is the independent reference here)."""
+    from embscope.arrays import ELEMENT_TYPES
+    from embscope.formats.constants import TORCH_DTYPE_ALIASES, TORCH_STORAGE_CLASSES
+    for name in dir(torch):
+        if isinstance(getattr(torch, name), torch.dtype):
+            element = ELEMENT_TYPES[TORCH_DTYPE_ALIASES.get(name, name)]
+            assert element.itemsize == getattr(torch, name).itemsize, name
+    for storage in torch._storage_classes:
+        if storage.__module__ == "torch" and storage.__name__ not in ("TypedStorage", "UntypedStorage"):
+            assert ELEMENT_TYPES[TORCH_STORAGE_CLASSES[storage.__name__]].itemsize == storage.dtype.itemsize

@@ -1,16 +1,26 @@
-"""Checks every reader makes on what a header declares, before anything is read or allocated:
-headers lie (by damage or by design), and a lie must become one clear error, not a MemoryError."""
+"""Checks every reader makes before anything is read or allocated: headers lie (by damage or by design),
+and a lie must become one clear error, not a MemoryError; and a path must name a regular file, since a
+FIFO blocks the first read forever and a device (or a link to /dev/zero) never ends."""
 
 from __future__ import annotations
 
 import math
+import os
+import stat
 from pathlib import Path
 
+import numpy as np
+
 from ..errors import CheckpointError
+from ..memory import watch_mapping
 from ..text import quote
 
 MAX_NDIM = 32  # numpy allows 64; no real weight has more than a handful
 MAX_ELEMENTS = 2 ** 48  # 1 PiB of float32: beyond this a header is lying, even for an empty tensor
+HEAD_BYTES = 64  # what a sniffer sees of a file
+
+NOT_REGULAR = ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISCHR, "a character device"),
+               (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory"))
 
 
 def check_shape(shape: tuple[int, ...] | list[int], where: str) -> tuple[int, ...]:
@@ -21,6 +31,10 @@ def check_shape(shape: tuple[int, ...] | list[int], where: str) -> tuple[int, ..
         raise CheckpointError(f"{where}: expected integer dimensions, found shape {list(shape)}")
     if any(d < 0 for d in shape):
         raise CheckpointError(f"{where}: expected non-negative dimensions, found shape {list(shape)}")
+    # a dimension of a million digits is shown by its size: multiplying or printing it would take minutes
+    if any(d.bit_length() > 128 for d in shape):
+        shown = [d if d.bit_length() <= 128 else f"<{d.bit_length()}-bit>" for d in shape]
+        raise CheckpointError(f"{where}: shape {shown} declares an absurd number of elements (more than 2^48)")
     # zero dimensions are skipped: an empty tensor with a dimension of 10^30 is still a lie
     elements = math.prod(max(d, 1) for d in shape)
     if elements > MAX_ELEMENTS:
@@ -38,3 +52,50 @@ def check_extent(path: Path, offset: int, nbytes: int, where: str) -> None:
     if offset < 0 or offset + nbytes > size:
         raise CheckpointError(f"{where}: expected {nbytes} bytes of data at offset {offset}, "
                               f"the file holds {size} bytes")
+
+
+def map_array(path: Path, dtype: np.dtype | str, offset: int, shape: tuple[int, ...], where: str,
+              fortran: bool = False) -> np.ndarray:
+    """A read-only memory map of an array's bytes: checked against the file as it is now (it may have
+    shrunk since its header was read), and watched in case it shrinks while it is being read."""
+    dtype = np.dtype(dtype)
+    count = math.prod(shape)
+    if count == 0:
+        return np.zeros(shape, dtype=dtype)
+    check_extent(path, offset, count * dtype.itemsize, where)
+    watch_mapping(path, offset + count * dtype.itemsize)
+    return np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=shape, order="F" if fortran else "C")
+
+
+def not_regular(mode: int) -> str | None:
+    """What a file of this mode is, when it is not a regular file."""
+    return next((what for test, what in NOT_REGULAR if test(mode)), None if stat.S_ISREG(mode) else "not a file")
+
+
+def read_head(path: Path) -> tuple[bytes, int]:
+    """The first bytes of a regular file and its size; anything else is refused before a read can block.
+    Opened without blocking and checked on the open descriptor, so a FIFO put in place of the file
+    between a check and the open cannot hang the process."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError as err:
+        raise CheckpointError(f"cannot read {quote(path)}: {err.strerror}") from None
+    try:
+        info = os.fstat(fd)
+        what = not_regular(info.st_mode)
+        if what is not None:
+            link = f" (a link to {quote(os.path.realpath(path))})" if path.is_symlink() else ""
+            raise CheckpointError(f"expected a checkpoint file, found {what} at {quote(path)}{link}")
+        return os.read(fd, HEAD_BYTES), info.st_size
+    except OSError as err:
+        raise CheckpointError(f"cannot read {quote(path)}: {err.strerror}") from None
+    finally:
+        os.close(fd)
+
+
+def is_regular_file(path: Path) -> bool:
+    """A regular file (following links) that exists: files beside a checkpoint are read only if so."""
+    try:
+        return stat.S_ISREG(path.stat().st_mode)
+    except (OSError, ValueError):  # missing, a name too long for the file system, a NUL in the name
+        return False

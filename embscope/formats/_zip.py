@@ -1,30 +1,169 @@
-"""Where a member's bytes start inside a zip file, so a stored member can be memory-mapped."""
+"""Zip members (torch.save's zip format, .npz) read one way: bounded while decompressing, never after.
+
+zipfile inflates an LZMA or bzip2 member without an output limit before cutting it to the size its
+entry declares, so a 300 KB member can take gigabytes; here every method is decompressed with a limit
+on its output, and a stream that would inflate past its declared size is refused on the spot.
+Stored members are found by offset so that they can be memory-mapped instead."""
 
 from __future__ import annotations
 
+import bz2
+import io
+import lzma
+import os
 import struct
 import zipfile
 import zlib
+from pathlib import Path
+from typing import IO, Any, Protocol
 
 from ..errors import CheckpointError
+from .constants import ZIP_MAGIC
 
 LOCAL_HEADER = struct.Struct("<4sHHHHHIIIHH")  # the 30-byte local file header
-# what opening or reading a damaged zip raises: bad CRC or header, broken deflate stream, bad offsets,
-# an unknown compression method or zip version, encryption
-ZIP_DAMAGE = (zipfile.BadZipFile, zlib.error, EOFError, NotImplementedError, RuntimeError, OSError, ValueError)
-
-
-def data_offset(zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> int:
-    """Byte offset of the member's data; the local header's name and extra lengths can differ
-    from the central directory's, so they are read from the local header itself."""
-    fp = zf.fp
-    fp.seek(info.header_offset)
-    header = fp.read(LOCAL_HEADER.size)
-    if len(header) != LOCAL_HEADER.size or header[:4] != b"PK\x03\x04":
-        raise CheckpointError(f"zip member {info.filename!r} has no valid local header")
-    name_len, extra_len = LOCAL_HEADER.unpack(header)[-2:]
-    return info.header_offset + LOCAL_HEADER.size + name_len + extra_len
+LZMA_HEADER = struct.Struct("<BBH")  # the zip LZMA prefix: major and minor version, length of the properties
+CHUNK = 1 << 16  # compressed bytes fed to a decompressor at a time
+MAX_READ = 1 << 24  # the most one read inflates at once
+ENCRYPTED = 0x1  # general purpose flag bit 0
 
 
 def is_stored(info: zipfile.ZipInfo) -> bool:
     return info.compress_type == zipfile.ZIP_STORED
+
+
+def data_offset(fp: IO[bytes] | None, info: zipfile.ZipInfo, where: str = "") -> int:
+    """Byte offset of the member's data; the local header's name and extra lengths can differ
+    from the central directory's, so they are read from the local header itself."""
+    if fp is None:
+        raise CheckpointError(f"{where or 'zip'}: the archive is closed")
+    fp.seek(info.header_offset)
+    header = fp.read(LOCAL_HEADER.size)
+    if len(header) != LOCAL_HEADER.size or header[:4] != ZIP_MAGIC:
+        raise CheckpointError(f"{where or 'zip'}: member {info.filename!r} has no valid local header")
+    name_len, extra_len = LOCAL_HEADER.unpack(header)[-2:]
+    return info.header_offset + LOCAL_HEADER.size + name_len + extra_len
+
+
+class Decompressor(Protocol):
+    @property
+    def eof(self) -> bool: ...
+
+    def decompress(self, data: bytes, max_length: int = ...) -> bytes: ...
+
+
+def lzma_decompressor(props: bytes, file_size: int) -> lzma.LZMADecompressor:
+    """zipfile's LZMA: raw LZMA1 with its 5 property bytes. The dictionary the stream asks for is capped at
+    the member's declared size (no valid back-reference reaches further), so no lie makes liblzma reserve GBs."""
+    if len(props) != 5 or props[0] >= 9 * 5 * 5:
+        raise CheckpointError("LZMA properties that no writer produces")
+    lc, rest = props[0] % 9, props[0] // 9
+    dict_size = min(int.from_bytes(props[1:5], "little"), max(file_size, 1 << 12))
+    return lzma.LZMADecompressor(lzma.FORMAT_RAW, filters=[
+        {"id": lzma.FILTER_LZMA1, "dict_size": max(dict_size, 1 << 12), "lc": lc, "lp": rest % 5, "pb": rest // 5}])
+
+
+class MemberReader(io.RawIOBase):
+    """One zip member as a stream, inflated as it is read and never past the size its entry declares:
+    a pickle read from it inflates only as far as the pickle goes."""
+
+    def __init__(self, path: Path, info: zipfile.ZipInfo, where: str):
+        super().__init__()
+        if info.flag_bits & ENCRYPTED:
+            raise CheckpointError(f"{where}: the zip member is encrypted")
+        if is_stored(info) and info.compress_size != info.file_size:
+            raise CheckpointError(f"{where}: a stored zip member of {info.compress_size} bytes declares "
+                                  f"{info.file_size} bytes")
+        self.info, self.where = info, where
+        self.file = open(path, "rb")  # noqa: SIM115 - closed with the reader
+        try:
+            start = data_offset(self.file, info, where)
+            if start + info.compress_size > os.fstat(self.file.fileno()).st_size:
+                raise CheckpointError(f"{where}: the zip member's {info.compress_size} bytes run past the end "
+                                      "of the file")
+            self.file.seek(start)
+            self.left_in = info.compress_size
+            self.decompressor = None if is_stored(info) else self.make_decompressor()
+        except BaseException:
+            self.file.close()
+            raise
+        self.pending = b""  # input zlib handed back unused
+        self.delivered, self.crc = 0, 0
+
+    def take(self, n: int) -> bytes:
+        data = self.file.read(min(n, self.left_in))
+        self.left_in = self.left_in - len(data) if len(data) == min(n, self.left_in) else 0  # a file cut short
+        return data
+
+    def make_decompressor(self) -> Decompressor:
+        method = self.info.compress_type
+        if method == zipfile.ZIP_DEFLATED:
+            return zlib.decompressobj(-15)
+        if method == zipfile.ZIP_BZIP2:
+            return bz2.BZ2Decompressor()
+        if method == zipfile.ZIP_LZMA:
+            head = self.take(LZMA_HEADER.size)
+            if len(head) < LZMA_HEADER.size:
+                raise CheckpointError(f"{self.where}: the LZMA zip member is cut short")
+            try:
+                return lzma_decompressor(self.take(LZMA_HEADER.unpack(head)[2]), self.info.file_size)
+            except CheckpointError as err:
+                raise CheckpointError(f"{self.where}: {err}") from None
+        raise CheckpointError(f"{self.where}: the zip member uses compression method {method}, "
+                              "expected stored, deflate, bzip2 or LZMA")
+
+    def produce(self, want: int) -> bytes:
+        """Up to `want` more bytes of the member's content."""
+        if self.decompressor is None:
+            return self.take(want)
+        out = bytearray()
+        while len(out) < want and not self.decompressor.eof:
+            if not self.pending and getattr(self.decompressor, "needs_input", True):
+                self.pending = self.take(CHUNK)
+            before = len(out)
+            out += self.decompressor.decompress(self.pending, want - len(out))
+            # zlib hands back the input it did not use; lzma and bz2 keep it, and say whether they need more
+            self.pending = getattr(self.decompressor, "unconsumed_tail", b"")
+            if len(out) == before and not self.pending and not self.left_in:
+                break  # the stream ended (without its end marker): what came out is all there is
+        return bytes(out)
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        data = self.produce(min(len(buffer), self.info.file_size - self.delivered, MAX_READ))
+        buffer[:len(data)] = data
+        self.delivered += len(data)
+        self.crc = zlib.crc32(data, self.crc)
+        return len(data)
+
+    def check_whole(self) -> None:
+        """After the declared bytes were read: all were there, no more follow, and the CRC agrees."""
+        if self.delivered < self.info.file_size:
+            raise CheckpointError(f"{self.where}: the zip member holds {self.delivered} bytes, its entry declares "
+                                  f"{self.info.file_size}")
+        if self.produce(1):
+            raise CheckpointError(f"{self.where}: the zip member inflates past the {self.info.file_size} bytes "
+                                  "its entry declares")
+        if self.crc != self.info.CRC:
+            raise CheckpointError(f"{self.where}: the zip member fails its CRC check")
+
+    def close(self) -> None:
+        self.file.close()
+        super().close()
+
+
+def read_member(path: Path, info: zipfile.ZipInfo, where: str, limit: int | None = None) -> bytes:
+    """The member's bytes, at most the size its entry declares, checked against its CRC.
+    With `limit`, only the first `limit` bytes (a header), unchecked."""
+    want = info.file_size if limit is None else min(limit, info.file_size)
+    out = bytearray()
+    with MemberReader(path, info, where) as reader:
+        while len(out) < want:
+            piece = reader.read(want - len(out))
+            if not piece:
+                break
+            out += piece
+        if limit is None or limit >= info.file_size:
+            reader.check_whole()
+    return bytes(out)

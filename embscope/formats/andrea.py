@@ -10,8 +10,9 @@ Only the header is read to check the file; the tables are memory-mapped at their
 from __future__ import annotations
 
 import json
-import math
+import os
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -21,29 +22,27 @@ import numpy as np
 from ..checkpoint import Checkpoint, TensorInfo
 from ..errors import CheckpointError
 from ..text import printable
-from . import Format, OpenOptions, register
-from ._checks import check_extent
+from ._base import Format, OpenOptions
+from ._checks import MAX_ELEMENTS, is_regular_file, map_array
+from .constants import (
+    CONTEXT_KEYS,
+    HEAD_KEYS,
+    LAYER_KEYS,
+    NPY_MAGIC,
+    PICKLE_PROTO,
+    TIED_KEYS,
+    VOCAB_KEYS,
+    WIDTH_KEYS,
+    ZIP_MAGIC,
+)
 
 HEADER = struct.Struct("<ii")  # step, n_params
 FLOAT_BYTES = 4
 MAX_JSON_BYTES = 16 * 1024 * 1024  # a "portable" model that carries its weights as JSON is not a config to parse
-
-# Keys that name each number in the engine's JSON files and in the configs people write by hand,
-# earlier keys first: a training config's data "seq_len" must not override the model's "block_size".
-VOCAB_KEYS = ("vocab_size", "n_vocab", "V")
-WIDTH_KEYS = ("n_embd", "d_model", "dim", "hidden_size", "d")
-CONTEXT_KEYS = ("block_size", "context", "context_length", "n_ctx", "n_positions", "max_position_embeddings",
-                "max_seq_len", "seq_len", "T")
-LAYER_KEYS = ("n_layers", "n_layer", "num_layers", "num_hidden_layers", "L")
-HEAD_KEYS = ("n_heads", "n_head", "num_heads", "num_attention_heads", "H")
-TIED_KEYS = ("tie_embeddings", "tied", "tie_word_embeddings")
+CACHED_DIRECTORIES = 16
 
 # JSON files beside the dump that describe the tokenizer, not the model (harris_segments.json, vocab.json, ...)
 NOT_CONFIG_WORDS = ("tokenizer", "segment", "vocab", "merges", "special_tokens", "added_tokens")
-# magic numbers of formats this reader must never claim by suffix alone
-ZIP_MAGIC = b"PK\x03\x04"
-NPY_MAGIC = b"\x93NUMPY"
-PICKLE_PROTO = 0x80
 
 
 @dataclass
@@ -69,59 +68,95 @@ class Shapes:
 
 def config_files(directory: Path) -> list[Path]:
     return sorted(p for p in directory.glob("*.json")
-                  if p.is_file() and not any(word in p.name.lower() for word in NOT_CONFIG_WORDS))
+                  if is_regular_file(p) and not any(word in p.name.lower() for word in NOT_CONFIG_WORDS))
 
 
-def read_configs(directory: Path, notes: list[str]) -> list[tuple[str, dict]]:
+Configs = list[tuple[str, dict]]  # (file name, its JSON object), in name order
+# directory -> (its stamp, its JSON files with their stamps, what they held, the notes on skipped files): a scan
+# of a directory sniffs every file in it, and each .bin asks for the configs; they are read once, not once per file
+_read: dict[str, tuple[tuple, tuple, Configs, list[str]]] = {}
+
+
+def stamp(path: Path) -> tuple:
+    try:
+        info = os.stat(path)
+    except OSError:
+        return ()
+    return info.st_ino, info.st_size, info.st_mtime_ns
+
+
+def read_configs(directory: Path, notes: list[str]) -> Configs:
     """Each readable JSON object beside the dump, by file name; files that are not one are noted and skipped."""
-    configs = []
-    for path in config_files(directory):
+    key, now = str(directory), stamp(directory)
+    cached = _read.get(key)
+    if cached is not None and cached[0] == now and all(stamp(directory / n) == s for n, s in cached[1]):
+        notes.extend(cached[3])
+        return cached[2]
+    configs: Configs = []
+    skipped: list[str] = []
+    files = tuple((path.name, stamp(path)) for path in config_files(directory))  # stamped before they are read
+    for path in (directory / name for name, _ in files):
         name = printable(path.name)
         try:
             if path.stat().st_size > MAX_JSON_BYTES:
-                notes.append(f"skipped {name}: larger than {MAX_JSON_BYTES // (1024 * 1024)} MiB, not a config")
+                skipped.append(f"skipped {name}: larger than {MAX_JSON_BYTES // (1024 * 1024)} MiB, not a config")
                 continue
             doc = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError, RecursionError):  # ValueError: also json's limit on an integer's digits
-            notes.append(f"skipped {name}: not readable JSON")
+            skipped.append(f"skipped {name}: not readable JSON")
             continue
         if isinstance(doc, dict):
-            configs.append((name, doc))
+            configs.append((path.name, doc))
+    _read.pop(key, None)
+    if len(_read) >= CACHED_DIRECTORIES:
+        _read.pop(next(iter(_read)))
+    _read[key] = (now, files, configs, skipped)
+    notes.extend(skipped)
     return configs
 
 
-def places(configs: list[tuple[str, dict]]):
+def places(configs: Configs) -> Iterator[tuple[str, dict, bool]]:
     """(where, dict, nested) for each file's top level, then for each object nested one level down."""
     for name, doc in configs:
-        yield name, doc, False
+        yield printable(name), doc, False
     for name, doc in configs:
         for key, value in doc.items():
             if isinstance(value, dict):
-                yield f"{name} under {printable(key)}", value, True
+                yield f"{printable(name)} under {printable(key)}", value, True
 
 
 def as_count(value: object, key: str, where: str, strict: bool) -> int | None:
-    """A positive integer, None when the value is not a number; a bad number at a file's top level is an error
-    (nested objects such as an optimizer's may use the same short keys for other things)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    if not math.isfinite(value) or value <= 0 or int(value) != value:  # JSON may say NaN or Infinity
-        if strict:
-            raise CheckpointError(f"{where}: {printable(key)} is {value!r}, expected a positive integer")
-        return None
-    return int(value)
+    """A JSON integer from 1 to 2^48, else None; anything else under a model key at a file's top level is an
+    error ("10" as a string, 1e300, true), while nested objects such as an optimizer's may use the same
+    short keys for other things."""
+    if type(value) is int and 0 < value <= MAX_ELEMENTS:
+        return value
+    if strict:
+        raise CheckpointError(f"{where}: {printable(key)} is {json_text(value)}, expected a positive integer")
+    return None
 
 
-def find(configs: list[tuple[str, dict]], keys: tuple[str, ...], flag: bool = False) -> Found | None:
+def as_flag(value: object, key: str, where: str, strict: bool) -> bool | None:
+    if isinstance(value, bool):
+        return value
+    if strict:
+        raise CheckpointError(f"{where}: {printable(key)} is {json_text(value)}, expected true or false")
+    return None
+
+
+def json_text(value: object) -> str:
+    text = json.dumps(value)
+    return text if len(text) <= 40 else text[:40] + "..."
+
+
+def find(configs: Configs, keys: tuple[str, ...], flag: bool = False) -> Found | None:
     """The first key (in priority order) present anywhere; one key with two different values is an error."""
     for key in keys:
         found: list[tuple[Found, bool]] = []
         for where, doc, nested in places(configs):
             if key not in doc:
                 continue
-            value = doc[key] if flag else as_count(doc[key], key, where, strict=not nested)
-            if flag and not isinstance(value, bool):
-                value = None
+            value = (as_flag if flag else as_count)(doc[key], key, where, not nested)
             if value is not None:
                 found.append((Found(value, f"{key} in {where}"), nested))
         # a file's top level speaks before the objects nested in it
@@ -145,7 +180,7 @@ def from_flag(value: int | None, flag: str) -> Found | None:
 def read_shapes(directory: Path, options: OpenOptions) -> Shapes:
     notes: list[str] = []
     configs = read_configs(directory, notes)
-    shapes = Shapes(files=[name for name, _ in configs], notes=notes)
+    shapes = Shapes(files=[printable(name) for name, _ in configs], notes=notes)
     for name, doc in configs:
         shapes.config.update(doc)
     for attr, keys, flag_value, flag in (("vocab", VOCAB_KEYS, options.vocab_size, "--vocab-size"),
@@ -244,17 +279,10 @@ def check_tables_fit(name: str, n: int, vocab: int, width: int, context: int, ti
     raise CheckpointError(f"{name}: {tables} need {needed:,} floats, the header has {n:,}")
 
 
-def read_rows(path: Path, first_float: int, rows: int, width: int) -> np.memmap:
-    # checked again now: the file may have shrunk since its header was read
-    check_extent(path, HEADER.size + FLOAT_BYTES * first_float, FLOAT_BYTES * rows * width,
-                 f"{printable(path.name)}: table data")
-    return np.memmap(path, dtype="<f4", mode="r", offset=HEADER.size + FLOAT_BYTES * first_float,
-                     shape=(rows, width))
-
-
 def table(path: Path, name: str, first_float: int, rows: int, width: int) -> TensorInfo:
-    return TensorInfo(name, (rows, width), "float32", partial(read_rows, path, first_float, rows, width),
-                      storage=(str(path), first_float))
+    read = partial(map_array, path, np.dtype("<f4"), HEADER.size + FLOAT_BYTES * first_float, (rows, width),
+                   f"{printable(path.name)}: table data")
+    return TensorInfo(name, (rows, width), "float32", read, storage=(str(path), first_float))
 
 
 def open_andrea(path: Path, options: OpenOptions) -> Checkpoint:
@@ -274,8 +302,8 @@ def open_andrea(path: Path, options: OpenOptions) -> Checkpoint:
         tensors["lm_head"] = table(path, "lm_head", (vocab + context) * width, vocab, width)
     catalogued = sum(t.numel for t in tensors.values())
 
-    notes = [f"shapes: V={vocab} ({shapes.vocab.where}), d={width} ({shapes.width.where}), "
-             f"T={context} ({shapes.context.where})"]
+    notes = [f"shapes: V={vocab} ({shapes.vocab.where}), d={width} ({shapes.width.where}), T={context} "
+             + f"({shapes.context.where})"]
     if shapes.layers is not None or shapes.heads is not None:
         parts = [f"{label}={found.value} ({found.where})"
                  for label, found in (("layers", shapes.layers), ("heads", shapes.heads)) if found is not None]
@@ -315,6 +343,4 @@ def looks_like_andrea(path: Path, head: bytes, size: int) -> bool:
     return path.suffix.lower() == ".bin" and head[0] != PICKLE_PROTO and has_andrea_config(path.parent)
 
 
-# before the weak sniffers: a step of 640 starts the file with 80 02, which looks like a pickle,
-# and a first weight can start with the bytes of a safetensors header
-register(Format("ANDREA flat float32", looks_like_andrea, open_andrea, priority=3))
+ANDREA = Format("ANDREA flat float32", looks_like_andrea, open_andrea)

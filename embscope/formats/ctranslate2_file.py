@@ -27,7 +27,7 @@ from ..checkpoint import Checkpoint, TensorInfo
 from ..errors import CheckpointError
 from ..memory import require_memory
 from ..text import printable, quote
-from . import Format, OpenOptions, register
+from ._base import Format, OpenOptions
 from ._binary import Cursor, map_array, map_file
 from ._checks import check_shape
 
@@ -176,4 +176,4 @@ def looks_like_ctranslate2(path: Path, head: bytes, size: int) -> bool:
 
 
 # before ANDREA's dumps, whose model.bin is recognised by its size: this one has a name to check
-register(Format("CTranslate2", looks_like_ctranslate2, open_ctranslate2, priority=2))
+CTRANSLATE2 = Format("CTranslate2", looks_like_ctranslate2, open_ctranslate2)

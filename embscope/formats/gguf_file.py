@@ -22,11 +22,11 @@ from ..checkpoint import Checkpoint, TensorInfo
 from ..errors import CheckpointError
 from ..memory import require_memory
 from ..text import printable, quote
-from . import Format, OpenOptions, register
+from ._base import Format, OpenOptions
 from ._binary import Cursor, map_array, map_file
 from ._checks import check_shape
+from .constants import GGUF_MAGIC
 
-GGUF_MAGIC = b"GGUF"
 SUPPORTED_VERSIONS = (2, 3)  # version 1 (August 2023) had 32-bit counts; llama.cpp dropped it too
 DEFAULT_ALIGNMENT = 32  # general.alignment when the file does not set it
 MAX_DIMS = 4  # GGML_MAX_DIMS
@@ -287,4 +287,4 @@ def open_gguf(path: Path, options: OpenOptions) -> Checkpoint:
                       tied=True if decoder and OUTPUT not in tensors else None)
 
 
-register(Format("GGUF", lambda path, head, size: head.startswith(GGUF_MAGIC), open_gguf, priority=2))
+GGUF = Format("GGUF", lambda path, head, size: head.startswith(GGUF_MAGIC), open_gguf)

@@ -18,12 +18,11 @@ from ..checkpoint import Checkpoint, TensorInfo
 from ..errors import CheckpointError
 from ..memory import require_memory
 from ..text import printable, quote
-from . import Format, OpenOptions, register
+from ._base import Format, OpenOptions
 from ._binary import map_array
 from ._checks import check_extent, check_shape
-from .safetensors_file import read_config
+from .constants import HDF5_MAGIC
 
-HDF5_MAGIC = b"\x89HDF\r\n\x1a\n"
 TF_VARIABLE_SUFFIX = ":0"
 # what h5py raises on a damaged file: the HDF5 library's errors arrive as these
 H5_DAMAGE = (OSError, KeyError, RuntimeError, ValueError, TypeError)
@@ -106,7 +105,7 @@ def open_h5(path: Path, options: OpenOptions) -> Checkpoint:
                  "tensor names are the dataset paths with '/' as '.' and ':0' dropped")
     if skipped:
         notes.append(f"{skipped} datasets that hold no numbers (strings, records) are left out")
-    return Checkpoint(path, "Keras HDF5", tensors, config=read_config(path.parent), notes=notes)
+    return Checkpoint(path, "Keras HDF5", tensors, notes=notes)  # config.json beside it: open_checkpoint
 
 
-register(Format("Keras HDF5", lambda path, head, size: head.startswith(HDF5_MAGIC), open_h5, priority=2))
+KERAS_H5 = Format("Keras HDF5", lambda path, head, size: head.startswith(HDF5_MAGIC), open_h5)

@@ -25,15 +25,15 @@ from ..checkpoint import Checkpoint, TensorInfo
 from ..errors import CheckpointError
 from ..memory import require_memory
 from ..text import printable, quote
-from . import Format, OpenOptions, register
+from ._base import Format, OpenOptions
 from ._binary import map_array
-from ._checks import check_extent, check_shape
-from .safetensors_file import read_config, readable_file
+from ._checks import check_extent, check_shape, is_regular_file
+from ._state_dict import read_hf_config
+from .constants import ONNX_SUFFIX
 
 if TYPE_CHECKING:
     from ..tokenizers.base import Tokenizer
 
-SUFFIX = ".onnx"
 QUANTIZED_SUFFIXES = ("_quantized", "_q")
 SCALE_SUFFIX, ZERO_POINT_SUFFIX = "_scale", "_zero_point"
 DEQUANTIZE_OUTPUT_SUFFIX = "_DequantizeLinear_Output"  # onnxruntime's name for a dequantized weight
@@ -90,7 +90,7 @@ def external_file(model_path: Path, tensor: Any, where: str) -> tuple[Path, int,
         length = int(entries["length"]) if "length" in entries else None
     except ValueError:
         raise CheckpointError(f"{where}: external data offset or length is not a number") from None
-    if not readable_file(target):
+    if not is_regular_file(target):
         raise CheckpointError(f"{where} keeps its data in {quote(location)}, which is not a file in "
                               f"{quote(model_path.parent)}")
     return target, offset, length
@@ -286,10 +286,10 @@ def open_onnx(path: Path, options: OpenOptions) -> Checkpoint:
         notes.append(f"tables stored as {'; '.join(quantized)} are dequantized to float32 when read")
     folder = path.parent
     in_export = folder.name == EXPORT_FOLDER and not (folder / "config.json").is_file()
-    config = read_config(folder.parent if in_export else folder)
+    config = read_hf_config(folder.parent) if in_export else {}  # beside the weights: open_checkpoint reads it
     return Checkpoint(path, "ONNX", tensors, config=config, notes=notes,
                       tokenizer=partial(tokenizer_above, folder) if folder.name == EXPORT_FOLDER else None)
 
 
 # no magic number: a protobuf is recognised by its name only, after every format that has one
-register(Format("ONNX", lambda path, head, size: path.suffix.lower() == SUFFIX, open_onnx, priority=40))
+ONNX = Format("ONNX", lambda path, head, size: path.suffix.lower() == ONNX_SUFFIX, open_onnx)

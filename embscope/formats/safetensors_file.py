@@ -6,35 +6,18 @@ from __future__ import annotations
 import json
 import math
 import struct
+from collections import defaultdict
 from functools import partial
 from pathlib import Path
 
-import numpy as np
-
-from ..arrays import ITEMSIZE
 from ..checkpoint import Checkpoint, TensorInfo
 from ..errors import CheckpointError
 from ..text import quote
-from . import Format, OpenOptions, register
-from ._checks import check_extent, check_shape
+from ._base import Format, OpenOptions
+from ._checks import check_shape, is_regular_file, map_array
+from .constants import ELEMENT_TYPES, SAFETENSORS_DTYPES, SAFETENSORS_INDEX_SUFFIX, SAFETENSORS_MAX_HEADER, STEP_KEYS
 
-MAX_HEADER = 100 * 1024 * 1024  # the limit the safetensors library itself enforces
-
-# safetensors dtype -> (our name, numpy dtype of the stored bytes)
-DTYPES = {
-    "F64": ("float64", "<f8"), "F32": ("float32", "<f4"), "F16": ("float16", "<f2"),
-    "BF16": ("bfloat16", "<u2"), "I64": ("int64", "<i8"), "I32": ("int32", "<i4"),
-    "I16": ("int16", "<i2"), "I8": ("int8", "i1"), "U8": ("uint8", "u1"), "U16": ("uint16", "<u2"),
-    "U32": ("uint32", "<u4"), "U64": ("uint64", "<u8"), "BOOL": ("bool", "?"),
-}
-
-
-def read_mapped(path: Path, np_dtype: str, offset: int, shape: tuple[int, ...]) -> np.ndarray:
-    if math.prod(shape) == 0:
-        return np.zeros(shape, dtype=np_dtype)
-    # checked again now: the file may have shrunk since its header was read
-    check_extent(path, offset, math.prod(shape) * np.dtype(np_dtype).itemsize, f"{quote(path)}: tensor data")
-    return np.memmap(path, dtype=np_dtype, mode="r", offset=offset, shape=shape)
+MAX_TENSORS = 200_000  # a whole mixture-of-experts model of 671B parameters has under 100,000
 
 
 def read_header(path: Path) -> tuple[dict, int]:
@@ -47,9 +30,14 @@ def read_header(path: Path) -> tuple[dict, int]:
         (length,) = struct.unpack("<Q", first)
         if length > size - 8:
             raise CheckpointError(f"{quote(path)}: safetensors header declares {length} bytes but only {size - 8} follow")
-        if length > MAX_HEADER:
-            raise CheckpointError(f"{quote(path)}: safetensors header of {length} bytes exceeds the {MAX_HEADER}-byte limit")
+        if length > SAFETENSORS_MAX_HEADER:
+            raise CheckpointError(f"{quote(path)}: safetensors header of {length} bytes exceeds the {SAFETENSORS_MAX_HEADER}-byte limit")
         raw = f.read(length)
+    # counted before parsing: json.loads of 1.6 million entries takes a minute and a gigabyte
+    tensors = raw.count(b'"data_offsets"')
+    if tensors > MAX_TENSORS:
+        raise CheckpointError(f"{quote(path)}: safetensors header lists {tensors:,} tensors, more than the "
+                              f"{MAX_TENSORS:,} any model file holds")
     try:
         header = json.loads(raw.decode("utf-8"))
     except (ValueError, RecursionError) as err:  # also json's limit on digits in an integer
@@ -59,14 +47,11 @@ def read_header(path: Path) -> tuple[dict, int]:
     return header, 8 + length
 
 
-STEP_KEYS = ("step", "iter_num", "global_step")  # in __metadata__, whose values are strings
-
-
 def step_from_metadata(header: dict) -> int | None:
     metadata = header.get("__metadata__")
     if not isinstance(metadata, dict):
         return None
-    for key in STEP_KEYS:
+    for key in STEP_KEYS:  # in __metadata__, whose values are strings
         value = metadata.get(key)
         if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) < 20:
             return int(value)
@@ -90,8 +75,9 @@ def tensor_info(path: Path, name: str, entry: object, data_start: int, data_len:
     if not isinstance(entry, dict):
         raise CheckpointError(f"{where}: expected an object with dtype, shape and data_offsets")
     dtype = entry.get("dtype")
-    if not isinstance(dtype, str) or dtype not in DTYPES:  # a list or object is unhashable
-        raise CheckpointError(f"{where}: expected a dtype among {', '.join(DTYPES)}, found {printable_value(dtype)}")
+    if not isinstance(dtype, str) or dtype not in SAFETENSORS_DTYPES:  # a list or object is unhashable
+        raise CheckpointError(f"{where}: expected a dtype among {', '.join(SAFETENSORS_DTYPES)}, "
+                              f"found {printable_value(dtype)}")
     shape, offsets = entry.get("shape"), entry.get("data_offsets")
     if not (isinstance(shape, list) and all(type(d) is int and d >= 0 for d in shape)):
         raise CheckpointError(f"{where}: expected a shape of non-negative integers, found {printable_value(shape)}")
@@ -99,12 +85,13 @@ def tensor_info(path: Path, name: str, entry: object, data_start: int, data_len:
     if not (isinstance(offsets, list) and len(offsets) == 2 and all(type(o) is int for o in offsets)
             and 0 <= offsets[0] <= offsets[1] <= data_len):
         raise CheckpointError(f"{where}: data_offsets {printable_value(offsets)} lie outside the {data_len} data bytes")
-    name_ours, np_dtype = DTYPES[dtype]
-    nbytes = math.prod(shape) * ITEMSIZE[name_ours]  # Python ints: no overflow
+    element = ELEMENT_TYPES[SAFETENSORS_DTYPES[dtype]]
+    nbytes = math.prod(shape) * element.itemsize  # Python ints: no overflow
     if nbytes != offsets[1] - offsets[0]:
         raise CheckpointError(f"{where}: shape {shape} of {dtype} needs {nbytes} bytes, data_offsets span {offsets[1] - offsets[0]}")
-    read = partial(read_mapped, path, np_dtype, data_start + offsets[0], tuple(shape))
-    return TensorInfo(name, tuple(shape), name_ours, read, storage=(str(path), offsets[0]) if nbytes else None)
+    read = partial(map_array, path, "<" + element.stored, data_start + offsets[0], tuple(shape),
+                   f"{quote(path)}: tensor data")
+    return TensorInfo(name, tuple(shape), element.name, read, storage=(str(path), offsets[0]) if nbytes else None)
 
 
 def printable_value(value: object) -> str:
@@ -112,18 +99,9 @@ def printable_value(value: object) -> str:
     return quote(text[:60] + ("..." if len(text) > 60 else ""))
 
 
-def read_config(directory: Path) -> dict:
-    """A Hugging Face config.json beside the weights, when there is a readable one."""
-    try:
-        config = json.loads((directory / "config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):  # unreadable, not UTF-8, not JSON: no config
-        return {}
-    return config if isinstance(config, dict) else {}
-
-
 def open_single(path: Path, options: OpenOptions) -> Checkpoint:
     tensors, step = catalogue(path)
-    return Checkpoint(path, "safetensors", tensors, step=step, config=read_config(path.parent))
+    return Checkpoint(path, "safetensors", tensors, step=step)
 
 
 def open_sharded(path: Path, options: OpenOptions) -> Checkpoint:
@@ -135,25 +113,20 @@ def open_sharded(path: Path, options: OpenOptions) -> Checkpoint:
             raise TypeError  # not an assert: python -O would let a hostile index through
     except (ValueError, RecursionError, KeyError, TypeError):
         raise CheckpointError(f"{quote(path)}: expected a JSON index with a \"weight_map\" of tensor name to shard file") from None
+    by_shard: dict[str, list[str]] = defaultdict(list)  # one pass over the map, not one per shard
+    for name, shard_name in weight_map.items():
+        by_shard[shard_name].append(name)
     tensors = {}
-    for shard_name in sorted(set(weight_map.values())):
+    for shard_name in sorted(by_shard):
         shard = path.parent / shard_name
-        if Path(shard_name).name != shard_name or not readable_file(shard):
+        if Path(shard_name).name != shard_name or not is_regular_file(shard):
             raise CheckpointError(f"{quote(path)} names shard {quote(shard_name)}, which is not in {quote(path.parent)}")
         shard_tensors, _ = catalogue(shard)
-        for name, file in weight_map.items():
-            if file == shard_name:
-                if name not in shard_tensors:
-                    raise CheckpointError(f"{quote(path)} puts tensor {quote(name)} in {quote(shard_name)}, whose header lacks it")
-                tensors[name] = shard_tensors[name]
-    return Checkpoint(path, "safetensors (sharded)", tensors, config=read_config(path.parent))
-
-
-def readable_file(path: Path) -> bool:
-    try:
-        return path.is_file()
-    except OSError:  # a name too long for the file system, for one
-        return False
+        for name in by_shard[shard_name]:
+            if name not in shard_tensors:
+                raise CheckpointError(f"{quote(path)} puts tensor {quote(name)} in {quote(shard_name)}, whose header lacks it")
+            tensors[name] = shard_tensors[name]
+    return Checkpoint(path, "safetensors (sharded)", tensors)
 
 
 def looks_like_safetensors(path: Path, head: bytes, size: int) -> bool:
@@ -161,7 +134,6 @@ def looks_like_safetensors(path: Path, head: bytes, size: int) -> bool:
     return len(head) >= 10 and head[8:9] == b"{" and head[9:10] in (b'"', b"}", b" ", b"\n")
 
 
-register(Format("safetensors", looks_like_safetensors, open_single, priority=10))
-register(Format("safetensors (sharded)",
-                lambda path, head, size: path.name.endswith(".safetensors.index.json"),
-                open_sharded, priority=5))
+SINGLE = Format("safetensors", looks_like_safetensors, open_single)
+SHARDED = Format("safetensors (sharded)", lambda path, head, size: path.name.endswith(SAFETENSORS_INDEX_SUFFIX),
+                 open_sharded)

@@ -10,12 +10,9 @@ from typing import NoReturn
 from ..checkpoint import Checkpoint
 from ..errors import CheckpointError
 from ..text import quote
-from . import Format, OpenOptions, register
+from ._base import Format, OpenOptions
+from .constants import COREML_SUFFIX, LEGACY_GGML_MAGICS, TFLITE_IDENTIFIER
 
-# llama.cpp's formats before GGUF (August 2023): a uint32 magic, little-endian
-LEGACY_GGML_MAGICS = {b"lmgg": "GGML", b"fmgg": "GGMF", b"tjgg": "GGJT", b"algg": "GGLA (LoRA adapter)"}
-TFLITE_IDENTIFIER = b"TFL3"  # the flatbuffer file identifier, bytes 4-8
-COREML_SUFFIX = ".mlmodel"
 INSTEAD = "use the model's original checkpoint (safetensors, PyTorch, GGUF, ONNX or Keras .h5)"
 
 
@@ -32,9 +29,7 @@ def refuse(description: str) -> Callable[[Path, OpenOptions], Checkpoint]:
     return opener
 
 
-register(Format("legacy GGML", lambda path, head, size: head[:4] in LEGACY_GGML_MAGICS, refuse_legacy_ggml,
-                priority=2))
-register(Format("TensorFlow Lite", lambda path, head, size: head[4:8] == TFLITE_IDENTIFIER,
-                refuse("a TensorFlow Lite flatbuffer"), priority=2))
-register(Format("Core ML", lambda path, head, size: path.suffix.lower() == COREML_SUFFIX,
-                refuse("a Core ML model"), priority=40))
+LEGACY_GGML = Format("legacy GGML", lambda path, head, size: head[:4] in LEGACY_GGML_MAGICS, refuse_legacy_ggml)
+TFLITE = Format("TensorFlow Lite", lambda path, head, size: head[4:8] == TFLITE_IDENTIFIER,
+                refuse("a TensorFlow Lite flatbuffer"))
+COREML = Format("Core ML", lambda path, head, size: path.suffix.lower() == COREML_SUFFIX, refuse("a Core ML model"))

@@ -1,0 +1,59 @@
+"""What every reader shares: the options it is opened with, the shape of a reader (Format), and how
+damaged bytes become one line for the user."""
+
+from __future__ import annotations
+
+import lzma
+import pickle
+import struct
+import tokenize
+import zipfile
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..checkpoint import Checkpoint
+from ..errors import CheckpointError
+from ..text import printable
+
+
+@dataclass(frozen=True)
+class OpenOptions:
+    trust_pickle: bool = False  # let a pickle name globals outside the allow-list
+    vocab_size: int | None = None  # shapes for formats that do not record them (ANDREA)
+    d_model: int | None = None
+    context: int | None = None
+
+
+@dataclass(frozen=True)
+class Format:
+    """A reader: `sniff` answers from the first bytes (and size) whether a file is its kind; `open` reads
+    the headers into a Checkpoint. Readers are asked in the order of formats.FORMATS."""
+
+    name: str
+    sniff: Callable[[Path, bytes, int], bool]  # (path, first bytes, file size) -> is it mine?
+    open: Callable[[Path, OpenOptions], Checkpoint]
+
+
+# What parsing damaged bytes raises in the standard library and numpy: a broken zip, deflate, LZMA or bzip2
+# stream, a bad .npy header, a short read, a number too big for its field. Readers turn the cases they
+# expect into specific messages; whatever escapes them is caught at the reader boundary with this tuple.
+DAMAGE = (ValueError, struct.error, zipfile.BadZipFile, zlib.error, lzma.LZMAError, EOFError, OverflowError,
+          NotImplementedError, RecursionError, OSError, SyntaxError, tokenize.TokenError, pickle.UnpicklingError,
+          MemoryError)
+
+
+def detail(err: BaseException) -> str:
+    """An exception as one short line: its type and the first line of its message."""
+    lines = printable(str(err)).splitlines() if str(err) else []
+    first = lines[0][:200] if lines else "no detail"
+    return f"{type(err).__name__}: {first}"
+
+
+def damaged(where: str, err: BaseException) -> CheckpointError:
+    if isinstance(err, MemoryError):
+        return CheckpointError(f"{where}: needs more memory than is available")
+    if isinstance(err, OSError) and err.strerror:  # the file went away or cannot be read, not damaged bytes
+        return CheckpointError(f"{where}: cannot be read ({printable(err.strerror)})")
+    return CheckpointError(f"{where}: expected well-formed data, found damage ({detail(err)})")
