@@ -109,11 +109,6 @@ KNOWN: dict[Role, tuple[Known, ...]] = {
 # Hugging Face configs whose learned positions start after two reserved rows
 POSITION_OFFSET_MODEL_TYPES = {"roberta": 2, "xlm-roberta": 2, "camembert": 2, "opt": 2}
 
-# config keys that give a table's row count, for the shape rule
-VOCAB_KEYS = ("vocab_size", "n_vocab", "padded_vocab_size")
-CONTEXT_KEYS = ("n_positions", "max_position_embeddings", "block_size", "n_ctx", "context",
-                "context_length", "max_seq_len", "seq_len")
-
 # config.json "architectures" (transformers' class names): parts of a name that mean a language-model head ...
 LM_HEAD_ARCHITECTURES = ("LMHead", "ForCausalLM", "ForMaskedLM", "ForConditionalGeneration", "DoubleHeadsModel")
 # ... and endings that mean none: the bare model (BertModel, GPT2Model) and task heads. XForPreTraining is
@@ -256,6 +251,7 @@ def by_name(checkpoint: Checkpoint, role: Role, taken: set[str]) -> Table | None
 def by_shape(checkpoint: Checkpoint, role: Role, taken: set[str], width: int | None = None) -> Table | None:
     """Fallback: the one 2-D float table whose row count is the config's vocabulary or context size
     (and, for positions, whose width is the token table's)."""
+    from .formats.constants import CONTEXT_KEYS, VOCAB_KEYS  # the config keys that give a table's row count
     found = config_value(checkpoint.config, VOCAB_KEYS if role is Role.token else CONTEXT_KEYS)
     if found is None:
         return None
