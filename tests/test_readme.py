@@ -33,9 +33,15 @@ def test_the_readme_has_examples():
 @pytest.mark.parametrize("command, expected", EXAMPLES, ids=[c for c, _ in EXAMPLES])
 def test_console_example_prints_what_the_readme_shows(command, expected, monkeypatch):
     monkeypatch.chdir(ROOT)
+    before = set(ROOT.iterdir())
     words = shlex.split(command)
     assert words[0] == "embscope"
-    assert run(*words[1:]).stdout.rstrip() == expected.rstrip()
+    try:
+        printed = run(*words[1:]).stdout
+    finally:
+        for made in set(ROOT.iterdir()) - before:  # `--plot` alone writes into the working directory
+            made.unlink()
+    assert printed.rstrip() == expected.rstrip()
 
 
 def test_ci_runs_the_readme_commands():
@@ -45,3 +51,18 @@ def test_ci_runs_the_readme_commands():
         assert block, marker
         assert f"'/<!-- {marker} -->/,/<!-- \\/{marker} -->/p'" in ci  # what CI runs is that block
         assert f"#   {block.group(1)}" in ci  # and the comment that names it is not stale
+
+
+def test_the_python_example_runs_and_its_comments_hold(monkeypatch):
+    monkeypatch.chdir(ROOT)
+    (code,) = re.findall(r"```python\n(.*?)```", README, flags=re.S)
+    found: dict = {}
+    exec(compile(code, "README.md", "exec"), found)  # noqa: S102  the README's own example
+    lines = {line.split("#")[0].strip(): line.split("#", 1)[1].strip() for line in code.splitlines() if "#" in line}
+    emb, embscope = found["emb"], found["embscope"]
+    assert lines["emb.token.array.shape"].endswith(str(emb.token.array.shape))
+    cosine = embscope.similarity(emb, ["father", "mother"]).pairs[0].cosine
+    assert lines['embscope.similarity(emb, ["father", "mother"]).pairs[0].cosine'] == f"{cosine:.3f}..."
+    neighbours = [n.token for n in embscope.neighbors(emb, "father", k=3).neighbors]
+    assert lines['[n.token for n in embscope.neighbors(emb, "father", k=3).neighbors]'] == ", ".join(neighbours)
+    assert found["top"].ids.shape == (emb.token.rows, 10)
