@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from ..roles import Role
+from ..role import Role
 from .options import ExactFlag, JsonFlag, PlotOption, Source, check_plot, plot_path, refuse, with_source
 
 

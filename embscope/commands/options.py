@@ -15,15 +15,15 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
-from .. import compute
-from ..roles import Role as Table  # the table a command reads: one list of roles
+from ..compute.devices import DEVICES, PRECISIONS
+from ..role import Role as Table  # the table a command reads: one list of roles
 
 T = TypeVar("T")
 
 
 # the values come from compute, the one place that knows the devices and arithmetic it supports
-Device = Enum("Device", {value: value for value in compute.DEVICES}, type=str)  # type: ignore[misc]
-Precision = Enum("Precision", {value: value for value in compute.PRECISIONS}, type=str)  # type: ignore[misc]
+Device = Enum("Device", {value: value for value in DEVICES}, type=str)  # type: ignore[misc]
+Precision = Enum("Precision", {value: value for value in PRECISIONS}, type=str)  # type: ignore[misc]
 AUTO_DEVICE = Device("auto")
 FP32 = Precision("fp32")
 

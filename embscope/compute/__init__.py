@@ -15,13 +15,30 @@ cosines (pairs, the random-pair baseline, cosine blocks), topk (the one top-k en
 table), and one module per engine: numpy_engine, bf16_engine (bf16 on the CPU), torch_engine.
 """
 
-from .cosines import RandomPairs, cosine_blocks, cosines_to, pair_cosines, random_pairs
-from .devices import DEVICES, PRECISIONS, resolve_device, resolve_precision
-from .rows import mean_row, row_blocks, row_norms, unit_rows
-from .topk import TopK, topk_rows, topk_vectors
+from __future__ import annotations
 
-__all__ = [
-    "DEVICES", "PRECISIONS", "RandomPairs", "TopK", "cosine_blocks", "cosines_to", "mean_row", "pair_cosines",
-    "random_pairs", "resolve_device", "resolve_precision", "row_blocks", "row_norms", "topk_rows", "topk_vectors",
-    "unit_rows",
-]
+import importlib
+from typing import Any
+
+# public name -> the module that defines it; each is imported when first used, so that the command line
+# can read DEVICES without loading numpy
+_API = {
+    "RandomPairs": "cosines", "cosine_blocks": "cosines", "cosines_to": "cosines", "pair_cosines": "cosines",
+    "random_pairs": "cosines",
+    "DEVICES": "devices", "PRECISIONS": "devices", "resolve_device": "devices", "resolve_precision": "devices",
+    "mean_row": "rows", "row_blocks": "rows", "row_norms": "rows", "unit_rows": "rows",
+    "TopK": "topk", "topk_rows": "topk", "topk_vectors": "topk",
+}
+__all__ = sorted(_API)  # noqa: PLE0605  the names of the table above, kept in one place
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _API:
+        raise AttributeError(f"module 'embscope.compute' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{_API[name]}", __name__), name)
+    globals()[name] = value  # looked up once
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

@@ -10,7 +10,6 @@ import sys
 from typing import Any
 
 from ..errors import EmbscopeError
-from ..memory import available_memory
 
 DEVICES = ("auto", "cpu", "cuda", "mps")
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "auto")
@@ -96,6 +95,7 @@ def resolve_precision(precision: str, device: str) -> str:
 
 def free_memory() -> int:
     """Bytes of RAM free for new work; a cautious guess when the OS will not say."""
+    from ..memory import available_memory  # numpy comes with it: not on the way to --help
     free = available_memory()
     return free if free is not None else 2 << 30
 
