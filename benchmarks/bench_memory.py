@@ -134,7 +134,7 @@ def rows_that_must_stay_arrays(flagged_rows: int, positions: int) -> None:
     matrix (positions --profile --plot); each measured against what that growth would have taken."""
     with tempfile.TemporaryDirectory(prefix="embscope-bench-") as folder:
         folder = Path(folder)
-        print(f"\nevery row flagged: {flagged_rows:,} x 1 rows (zeros: anomalies; ones: under-trained candidates)")
+        print(f"\nevery row flagged: {flagged_rows:,} x 1 rows (zeros: all zero rows; ones: all equal norms)")
         print(f"{'what':45s} {'file':>9s} {'peak RSS':>10s} {'time':>7s}")
         for name, value in (("zeros", 0.0), ("ones", 1.0)):
             path = folder / f"{name}.npz"
@@ -142,7 +142,7 @@ def rows_that_must_stay_arrays(flagged_rows: int, positions: int) -> None:
             peak, elapsed, out = peak_rss_of([sys.executable, "-m", "embscope", "norms", "-c", str(path), "--json"])
             doc = json.loads(out)
             print(f"{'norms --json, ' + name:45s} {path.stat().st_size / 1024:7.0f} KB {peak / 2**20:8,.0f} MiB "
-                  f"{elapsed:6.1f}s  ({doc['anomalies_found']:,} anomalies, {doc['undertrained_found']:,} candidates)")
+                  f"{elapsed:6.1f}s  ({doc['anomalies_found']:,} anomalies)")
         from safetensors.numpy import save_file
         path = folder / "long.safetensors"
         rng = np.random.default_rng(0)

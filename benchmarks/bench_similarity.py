@@ -227,8 +227,8 @@ def write_vocabulary_model(directory, rows, dim):
     with dog and cat among them, written by the real writers."""
     from safetensors.numpy import save_file
     from tokenizers import Tokenizer, models, pre_tokenizers
-    vocab = {f"w{i}": i for i in range(rows)}
-    vocab.update({"[UNK]": 0, "dog": 1000, "cat": 2000})
+    named = {0: "[UNK]", 1000: "dog", 2000: "cat"}
+    vocab = {named.get(i, f"w{i}"): i for i in range(rows)}  # one token per id: the library refuses duplicates
     tokenizer = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
     tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
     tokenizer.save(str(directory / "tokenizer.json"))
