@@ -19,8 +19,7 @@ from ..errors import CheckpointError
 from ..memory import require_memory
 from ..text import printable, quote
 from ._base import Format, OpenOptions
-from ._binary import map_array
-from ._checks import check_extent, check_shape
+from ._checks import check_extent, check_shape, map_array
 from .constants import HDF5_MAGIC
 
 TF_VARIABLE_SUFFIX = ":0"
@@ -70,7 +69,7 @@ def dataset_info(path: Path, hdf5_path: str, dataset: Any) -> TensorInfo | None:
     offset = dataset.id.get_offset()
     if offset is not None and dataset.chunks is None and dataset.compression is None:
         check_extent(path, offset, nbytes, where)
-        read = partial(map_array, path, offset, shape, dtype)
+        read = partial(map_array, path, dtype, offset, shape)
         storage = (str(path), offset) if nbytes else None
     else:
         read, storage = partial(read_through_h5py, path, hdf5_path, nbytes), None

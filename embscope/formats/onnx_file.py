@@ -26,8 +26,7 @@ from ..errors import CheckpointError
 from ..memory import require_memory
 from ..text import printable, quote
 from ._base import Format, OpenOptions
-from ._binary import map_array
-from ._checks import check_extent, check_shape, is_regular_file
+from ._checks import check_extent, check_shape, is_regular_file, map_array
 from ._state_dict import read_hf_config
 from .constants import ONNX_SUFFIX
 
@@ -127,7 +126,7 @@ def initializer_info(path: Path, tensor: Any, onnx: Any) -> TensorInfo | None:
             raise CheckpointError(f"{where}: shape {list(shape)} of {dtype} needs {needed} bytes, "
                                   f"the external data holds {length}")
         check_extent(file, offset, needed, where)
-        return TensorInfo(name, shape, dtype, partial(map_array, file, offset, shape, np_dtype),
+        return TensorInfo(name, shape, dtype, partial(map_array, file, np_dtype, offset, shape),
                           storage=(str(file), offset) if needed else None)
     if tensor.HasField("raw_data"):
         held, unit = len(tensor.raw_data), "bytes"
