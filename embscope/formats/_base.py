@@ -1,5 +1,5 @@
 """What every reader shares: the options it is opened with, the shape of a reader (Format), and how
-damaged bytes become one line for the user."""
+damaged bytes become one line for the user (text.detail: an exception as one line)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ..checkpoint import Checkpoint
 from ..errors import CheckpointError
-from ..text import printable
+from ..text import detail, printable
 
 
 @dataclass(frozen=True)
@@ -42,13 +42,6 @@ class Format:
 DAMAGE = (ValueError, struct.error, zipfile.BadZipFile, zlib.error, lzma.LZMAError, EOFError, OverflowError,
           NotImplementedError, RecursionError, OSError, SyntaxError, tokenize.TokenError, pickle.UnpicklingError,
           MemoryError)
-
-
-def detail(err: BaseException) -> str:
-    """An exception as one short line: its type and the first line of its message."""
-    lines = printable(str(err)).splitlines() if str(err) else []
-    first = lines[0][:200] if lines else "no detail"
-    return f"{type(err).__name__}: {first}"
 
 
 def damaged(where: str, err: BaseException) -> CheckpointError:

@@ -17,7 +17,7 @@ import numpy as np
 from ..checkpoint import Checkpoint, TensorInfo
 from ..errors import CheckpointError
 from ..memory import require_memory
-from ..text import printable, quote
+from ..text import detail, printable, quote
 from ._base import Format, OpenOptions
 from ._checks import check_extent, check_shape, map_array
 from .constants import HDF5_MAGIC
@@ -41,8 +41,7 @@ def tensor_name(hdf5_path: str) -> str:
 
 
 def damage(where: str, err: BaseException) -> CheckpointError:
-    detail = printable(str(err).splitlines()[0] if str(err) else type(err).__name__)[:160]
-    return CheckpointError(f"{where}: expected an HDF5 file h5py can read, found damage ({detail})")
+    return CheckpointError(f"{where}: expected an HDF5 file h5py can read, found damage ({detail(err)})")
 
 
 def read_through_h5py(path: Path, hdf5_path: str, nbytes: int) -> np.ndarray:

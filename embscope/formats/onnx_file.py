@@ -24,7 +24,7 @@ from ..arrays import to_float32
 from ..checkpoint import Checkpoint, TensorInfo
 from ..errors import CheckpointError
 from ..memory import require_memory
-from ..text import printable, quote
+from ..text import detail, printable, quote
 from ._base import Format, OpenOptions
 from ._checks import check_extent, check_shape, is_regular_file, map_array
 from ._state_dict import read_hf_config
@@ -67,9 +67,8 @@ def load_model(path: Path, onnx: Any) -> Any:
     try:
         return onnx.load(str(path), load_external_data=False)
     except (DecodeError, ValueError, RuntimeError) as err:
-        detail = printable(str(err).splitlines()[0] if str(err) else type(err).__name__)[:120]
         raise CheckpointError(f"{quote(path)}: expected an ONNX protobuf, found bytes onnx cannot parse "
-                              f"({detail})") from None
+                              f"({detail(err)})") from None
 
 
 def external_file(model_path: Path, tensor: Any, where: str) -> tuple[Path, int, int | None]:
