@@ -20,7 +20,7 @@ import numpy as np
 
 from ..errors import EmbscopeError, TokenError
 from ..lookup import lookup_word
-from ..naming import token_name
+from ..naming import row_name
 from ..roles import Role
 from ..text import quote
 from .norms import row_norms, summarize
@@ -233,18 +233,14 @@ def table_map(emb: Embeddings, role: Role, *, method: str = "pca", words: list[s
         if why_none:
             notes.append(why_none)
 
-    def label(row: int) -> str:
-        if role is Role.position:
-            return f"position {row - table.first_row}" if row >= table.first_row else f"reserved row {row}"
-        return token_name(tokenizer, row)
-
     summary = summarize(row_norms(array))
     flagged = []
     for anomaly in summary.anomalies:
         x, y = coords[anomaly.index]
         on_map = bool(np.isfinite(x) and np.isfinite(y))
-        flagged.append(FlaggedPoint(anomaly.index, label(anomaly.index), float(x) if on_map else None,
-                                    float(y) if on_map else None, anomaly.reason))
+        label = row_name(tokenizer, role, anomaly.index, table.first_row)
+        flagged.append(FlaggedPoint(anomaly.index, label, float(x) if on_map else None, float(y) if on_map else None,
+                                    anomaly.reason))
     if len(projection.left_out):
         notes.append(f"{len(projection.left_out):,} rows hold NaN or Inf and are not on the map")
     if projection.method == "pca" and projection.ratio is None:
