@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .. import compute
 from ..errors import EmbscopeError, TokenError
 from ..lookup import lookup_word
 from ..naming import row_name
@@ -86,13 +87,12 @@ def finite_rows(array: np.ndarray) -> np.ndarray:
     return np.isfinite(row_norms(array))
 
 
-def row_blocks(array: np.ndarray, ids: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:
-    """(start, float64 copy of the rows ids[start:...]) blocks of about BLOCK_BYTES."""
-    step = max(1, BLOCK_BYTES // (8 * max(1, array.shape[1])))
+def row_blocks(array: np.ndarray, ids: np.ndarray, center: np.ndarray | None = None) -> Iterator[tuple[int, np.ndarray]]:
+    """(start, float64 rows ids[start:...] less `center`) in blocks of about BLOCK_BYTES (compute.row_blocks:
+    the buffer is reused, the pages of a memory map let go)."""
     every_row = len(ids) == array.shape[0]  # then a slice reads the rows, with no gather
-    for start in range(0, len(ids), step):
-        rows = array[start:start + step] if every_row else array[ids[start:start + step]]
-        yield start, np.asarray(rows, dtype=np.float64)
+    return compute.row_blocks(array, center=center, rows=None if every_row else ids,
+                              block_rows=max(1, BLOCK_BYTES // (8 * max(1, array.shape[1]))))
 
 
 def signed(components: np.ndarray) -> np.ndarray:
@@ -123,14 +123,12 @@ def pca_2d(array: np.ndarray, max_svd_bytes: int = SVD_MAX_BYTES) -> Projection:
             total += block.sum(axis=0)
         mean = total / n
         scatter = np.zeros((dim, dim))
-        for _, block in row_blocks(array, ids):
-            block -= mean
+        for _, block in row_blocks(array, ids, mean):
             scatter += block.T @ block
         values, vectors = np.linalg.eigh(scatter)  # ascending
         spread = values
         components, top, route = signed(vectors[:, ::-1][:, :2].T), values[::-1][:2], "covariance"
-        for start, block in row_blocks(array, ids):
-            block -= mean
+        for start, block in row_blocks(array, ids, mean):
             coords[ids[start:start + len(block)]] = block @ components.T
     total_spread = float(np.sum(np.clip(spread, 0, None)))
     variance = (float(top[0]) / (n - 1), float(max(top[1], 0.0)) / (n - 1))

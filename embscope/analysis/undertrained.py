@@ -263,13 +263,11 @@ def refined(array: np.ndarray, valid: np.ndarray, reference: Reference, scores: 
 
 
 def blocks(array: np.ndarray, valid: np.ndarray, center: np.ndarray | None = None) -> Iterator[tuple[int, np.ndarray]]:
-    """(start, float64 rows) blocks; rows without a finite, non-zero norm come as zeros."""
+    """(start, float64 rows less `center`) blocks (compute.row_blocks: the buffer is reused); rows without a
+    finite, non-zero norm come as zeros."""
     step = max(1, BLOCK_BYTES // (8 * max(1, array.shape[1])))
-    for start in range(0, len(array), step):
-        block = np.array(array[start:start + step], dtype=np.float64)
-        if center is not None:
-            block -= center
-        block[~valid[start:start + step]] = 0
+    for start, block in compute.row_blocks(array, center=center, block_rows=step):
+        block[~valid[start:start + len(block)]] = 0
         yield start, block
 
 
