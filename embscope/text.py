@@ -3,6 +3,8 @@ message of an exception a library raised over a damaged file."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 
 def printable(text: str) -> str:
     """Control characters shown as escapes, so a name cannot move the cursor or clear the screen."""
@@ -20,6 +22,11 @@ def quote(value: object) -> str:
 def visible(token: str) -> str:
     """A token string with its whitespace seen: spaces as the symbol for space (U+2420), newlines and tabs as escapes."""
     return printable(token.replace(" ", "\u2420"))
+
+
+def shape_text(shape: Sequence[int]) -> str:
+    """A tensor's shape as people write it: `1024 x 128`, or `scalar`."""
+    return " x ".join(str(d) for d in shape) or "scalar"
 
 
 def shortened(text: str, limit: int = 120) -> str:

@@ -21,10 +21,6 @@ def safe(text: object) -> str:
     return escape(printable(str(text)))
 
 
-def shape_text(shape: Sequence[int]) -> str:
-    return " x ".join(str(d) for d in shape)
-
-
 def count_text(n: int | None) -> str:
     return "-" if n is None else f"{n:,}"
 

@@ -15,7 +15,7 @@ from ..analysis.norms import DUPLICATE_COSINE, NormsReport
 from ..analysis.report import SECTIONS, CompareSection, Missing, NeighborsSection, Report
 from ..analysis.undertrained import THRESHOLD_RULE, UndertrainedReport
 from ..roles import Role
-from ..text import visible
+from ..text import shape_text, visible
 from . import compare as compare_text
 from . import header
 from . import map as map_text
@@ -23,7 +23,7 @@ from . import norms as norms_text
 from . import positions as positions_text
 from . import undertrained as undertrained_text
 from .compare_plot import figure as compare_figure
-from .console import cosine_text, count_text, percent, shape_text
+from .console import cosine_text, count_text, percent
 from .info import HEAD_ROWS
 from .jsonout import clean
 from .lookup_notes import grouped_notes
