@@ -1,4 +1,4 @@
-"""`compare` for people (rich tables) and for programs (one JSON document), and its progress bars."""
+"""`compare` for people (rich tables) and for programs (one JSON document)."""
 
 from __future__ import annotations
 

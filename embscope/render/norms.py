@@ -7,7 +7,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from ..analysis.norms import DUPLICATE_COSINE, NormsReport
+from ..analysis.norms import DUPLICATE_COSINE, MAD_SCALE, NormsReport
 from ..text import visible
 from . import console, header, jsonout
 
@@ -21,7 +21,7 @@ def rule_text(threshold: float, mad: float) -> str:
     if math.isnan(mad):
         return "no row has a finite norm: zero, NaN and Inf rows are flagged"
     if mad > 0:
-        return (f"a row is flagged when its robust z = (norm - median) / (1.4826 x MAD) is beyond +-{threshold:g} "
+        return (f"a row is flagged when its robust z = (norm - median) / ({MAD_SCALE} x MAD) is beyond +-{threshold:g} "
                 f"(MAD {mad:.4g}); zero, NaN and Inf rows are always flagged")
     return ("every finite norm equals the median (MAD is 0): a row is flagged when it differs from the median by "
             "more than a relative 1e-6; zero, NaN and Inf rows are always flagged")
