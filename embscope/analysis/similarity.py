@@ -19,6 +19,7 @@ from ..text import quote
 
 if TYPE_CHECKING:
     from ..embeddings import Embeddings
+    from .stages import Progress
 
 BASELINE_PAIRS = 10000  # random pairs sampled for the percentile
 BASELINE_SEED = 0  # fixed, so the same table gives the same percentile every run
@@ -359,7 +360,7 @@ def neighbors(emb: Embeddings, query: str | int, k: int = 10, *, ids: bool = Fal
 
 def topk_all(emb: Embeddings, k: int, *, queries: Iterable | None = None, ids: bool = False, exact: bool = False,
              table: str = "token", device: str = "auto", precision: str = "fp32", allow_unk: bool = False,
-             progress: Callable[[int, int], None] | None = None,
+             progress: Progress | None = None,
              on_skip: Callable[[str], None] | None = None) -> compute.TopK:
     """Top-k neighbours of every row (or of the one-token words / ids in `queries`), in batches; k is at most the
     table's rows. A query that is several tokens, or cannot be looked up, raises TokenError, or, when `on_skip`
