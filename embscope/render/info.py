@@ -46,11 +46,10 @@ def info_doc(report: InfoReport) -> dict:
     }
 
 
-def print_json(report: InfoReport, emb: Embeddings) -> None:
-    header.emit(info_doc(report), emb)
-
-
-def print_console(report: InfoReport, emb: Embeddings) -> None:
+def show(emb: Embeddings, report: InfoReport, *, json: bool) -> None:
+    if json:
+        header.emit(info_doc(report), emb)
+        return
     out = console.out
     header.show(emb)
     count = len(report.tensors)
