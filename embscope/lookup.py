@@ -10,7 +10,8 @@ for the exact form:
 4. otherwise "dog" is encoded as given.
 A word of several tokens keeps all of them; callers say how they combined them.
 A word that becomes the tokenizer's unknown token ([UNK], <unk>) has no row of its own: it is
-refused, naming the word and the token, unless the caller allows it (then the note says so).
+refused, naming the word and the token, unless the caller allows it (then the note says so). A word the
+tokenizer itself refuses (a library's ValueError) is a TokenError that says so.
 """
 
 from __future__ import annotations
@@ -34,8 +35,12 @@ class WordLookup:
 
 def lookup_word(tokenizer: Tokenizer, word: str, *, exact: bool = False, allow_unk: bool = False) -> WordLookup:
     """The token ids for ``word``; ``exact`` encodes it as given, with no space rules; ``allow_unk`` lets a word
-    that becomes the unknown token through, with a note, instead of raising TokenError."""
-    found = _lookup(tokenizer, word, exact)
+    that becomes the unknown token through, with a note, instead of raising TokenError. A tokenizer's own
+    complaint about the text is a TokenError too."""
+    try:
+        found = _lookup(tokenizer, word, exact)
+    except (ValueError, KeyError, UnicodeError) as err:  # raised by the tokenizer library, not by us
+        raise TokenError(f"expected a word the tokenizer can encode, found {quote(word)} ({err})") from None
     unk_id = getattr(tokenizer, "unk_id", None)  # None: the tokenizer has no unknown token
     if unk_id is None or unk_id not in found.ids:
         return found

@@ -138,10 +138,7 @@ class Lookup:
                 raise TokenError(f"expected token ids 0..{rows - 1} (the table has {rows} rows), found {token_id}")
             return Term(text, token_id, token_name(self.tokenizer, token_id))
         assert self.tokenizer is not None  # the constructor refuses words without one
-        try:
-            found = lookup_word(self.tokenizer, text, exact=self.exact)
-        except (ValueError, KeyError, UnicodeError) as err:  # a tokenizer's own complaint about the text
-            raise TokenError(f"expected a word the tokenizer can encode, found {quote(text)} ({err})") from None
+        found = lookup_word(self.tokenizer, text, exact=self.exact)
         if len(found.ids) != 1:
             pieces = " ".join(quote(t) for t in found.tokens)
             raise SeveralTokens(f"expected {quote(text)} to be one token, found {len(found.ids)} ({pieces}): "

@@ -38,7 +38,7 @@ def default_probe_words(tokenizer: Tokenizer, count: int = PROBE_COUNT) -> list[
             continue
         try:
             ids = lookup_word(tokenizer, word).ids
-        except (EmbscopeError, ValueError, KeyError, UnicodeError):
+        except EmbscopeError:
             continue
         if ids == (token_id,):
             found.append(word)

@@ -196,10 +196,7 @@ class Resolver:
         if tokenizer is None:
             raise TokenError(f"expected a tokenizer to look up {quote(word)}, found none beside the checkpoint: "
                              "pass --tokenizer FILE, or use --ids")
-        try:
-            found = lookup_word(tokenizer, word, exact=self.exact, allow_unk=self.allow_unk)
-        except (ValueError, KeyError, UnicodeError) as err:  # a tokenizer's own complaint about the text
-            raise TokenError(f"expected a word the tokenizer can encode, found {quote(word)} ({err})") from None
+        found = lookup_word(tokenizer, word, exact=self.exact, allow_unk=self.allow_unk)
         for token_id in found.ids:
             check_id(int(token_id), self.rows, word)
         if len(found.ids) > 1 and not self.merge:
