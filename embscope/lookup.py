@@ -1,4 +1,4 @@
-"""How a word becomes token ids, the same way for every tokenizer.
+"""How a word becomes token ids, the same way for every tokenizer (and how an id typed as such is checked).
 
 A word inside a sentence usually follows a space, and many tokenizers give " dog" a
 token of its own that "dog" at the start of a text does not have. So, unless asked
@@ -17,6 +17,8 @@ tokenizer itself refuses (a library's ValueError) is a TokenError that says so.
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+import numpy as np
 
 from embscope.errors import TokenError
 from embscope.naming import token_name
@@ -51,6 +53,23 @@ def lookup_word(tokenizer: Tokenizer, word: str, *, exact: bool = False, allow_u
                          "pass --allow-unk to use that row anyway")
     note = f"{quote(word)} became the unknown token {unk} (id {unk_id}), the row shared by every unknown word"
     return WordLookup(found.word, found.ids, found.tokens, found.form, "; ".join(filter(None, (found.note, note))))
+
+
+def parse_id(text: object) -> int:
+    """A token id as typed (or given as an integer), or a TokenError."""
+    if isinstance(text, (int, np.integer)) and not isinstance(text, bool):
+        return int(text)
+    try:
+        return int(str(text).strip())
+    except ValueError:
+        raise TokenError(f"expected a token id (a whole number), found {quote(text)}") from None
+
+
+def check_id(token_id: int, rows: int, word: str | None = None) -> None:
+    """A token id names a row of a table of `rows` rows; `word`: the word it came from, for the message."""
+    if not 0 <= token_id < rows:
+        where = f" for {quote(word)}" if word is not None else ""
+        raise TokenError(f"expected token ids 0..{rows - 1} (the table has {rows} rows), found {token_id}{where}")
 
 
 def _lookup(tokenizer: Tokenizer, word: str, exact: bool) -> WordLookup:

@@ -29,7 +29,7 @@ import numpy as np
 from .. import compute
 from ..compute.select import best_columns
 from ..errors import EmbscopeError, TokenError
-from ..lookup import lookup_word
+from ..lookup import check_id, lookup_word, parse_id
 from ..naming import token_name
 from ..roles import Role
 from ..text import quote
@@ -130,12 +130,8 @@ class Lookup:
         """The one row for `text`; TokenError when it has none or several."""
         rows = self.array.shape[0]
         if self.ids:
-            try:
-                token_id = int(text)
-            except ValueError:
-                raise TokenError(f"expected a token id (a whole number), found {quote(text)}") from None
-            if not 0 <= token_id < rows:
-                raise TokenError(f"expected token ids 0..{rows - 1} (the table has {rows} rows), found {token_id}")
+            token_id = parse_id(text)
+            check_id(token_id, rows)
             return Term(text, token_id, token_name(self.tokenizer, token_id))
         assert self.tokenizer is not None  # the constructor refuses words without one
         found = lookup_word(self.tokenizer, text, exact=self.exact)
@@ -144,9 +140,7 @@ class Lookup:
             raise SeveralTokens(f"expected {quote(text)} to be one token, found {len(found.ids)} ({pieces}): "
                                 "an analogy uses one row per word")
         token_id = int(found.ids[0])
-        if token_id >= rows:
-            raise TokenError(f"expected token ids 0..{rows - 1} (the table has {rows} rows), found {token_id} "
-                             f"for {quote(text)}")
+        check_id(token_id, rows, text)
         return Term(text, token_id, found.tokens[0], found.note)
 
     def skip_reason(self, text: str) -> tuple[Term | None, str | None]:

@@ -20,7 +20,7 @@ import numpy as np
 
 from .. import compute
 from ..errors import EmbscopeError, TokenError
-from ..lookup import lookup_word
+from ..lookup import check_id, lookup_word
 from ..naming import row_name
 from ..roles import Role
 from ..text import quote
@@ -186,10 +186,8 @@ def probe_points(emb: Embeddings, coords: np.ndarray, words: list[str] | None, e
     rows = coords.shape[0]
     for word in words:
         found = lookup_word(tokenizer, word, exact=exact)
-        bad = [i for i in found.ids if i >= rows]
-        if bad:
-            raise TokenError(f"expected token ids 0..{rows - 1} (the table has {rows} rows), found {bad[0]} for "
-                             f"{quote(word)}")
+        for token_id in found.ids:
+            check_id(int(token_id), rows, word)
         note = found.note
         if len(found.ids) > 1:
             pieces = ", ".join(f"{i} {quote(t)}" for i, t in zip(found.ids, found.tokens))

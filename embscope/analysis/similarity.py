@@ -13,7 +13,7 @@ import numpy as np
 
 from .. import cache, compute
 from ..errors import EmbscopeError, TokenError
-from ..lookup import lookup_word
+from ..lookup import check_id, lookup_word, parse_id
 from ..naming import token_name
 from ..text import quote
 
@@ -139,21 +139,6 @@ def table_rows(emb: Embeddings, table: str) -> tuple[np.ndarray, str]:
 
 def is_padding(tokenizer: Any, token_id: int) -> bool:
     return tokenizer is not None and token_id >= tokenizer.vocab_size
-
-
-def check_id(token_id: int, rows: int, word: str | None = None) -> None:
-    if not 0 <= token_id < rows:
-        where = f" for {quote(word)}" if word is not None else ""
-        raise TokenError(f"expected token ids 0..{rows - 1} (the table has {rows} rows), found {token_id}{where}")
-
-
-def parse_id(text: object) -> int:
-    if isinstance(text, (int, np.integer)) and not isinstance(text, bool):
-        return int(text)
-    try:
-        return int(str(text).strip())
-    except ValueError:
-        raise TokenError(f"expected a token id (a whole number), found {quote(text)}") from None
 
 
 class Resolver:
