@@ -27,6 +27,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .. import compute
+from ..compute.devices import SCORE_BLOCK_BYTES
+from ..compute.rows import normalise
 from ..compute.select import best_columns
 from ..errors import EmbscopeError, TokenError
 from ..lookup import check_id, lookup_word, parse_id
@@ -40,7 +42,6 @@ if TYPE_CHECKING:
 
 METHODS = ("3cosadd", "3cosmul")
 COSMUL_EPSILON = 0.001  # Levy & Goldberg 2014; keeps the 3CosMul ratio finite when cos'(x, b) is 0
-SCORE_BLOCK_BYTES = 128 << 20  # the (queries x rows) score block of the batched top-k aims at this size
 NO_SECTION = "(no section)"  # questions before the first `: section` line
 
 
@@ -154,20 +155,15 @@ class Lookup:
 
 
 def unit_inputs(array: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """float64 unit rows for `ids`, and whether each has a direction (finite, non-zero)."""
-    rows = np.asarray(array[ids], dtype=np.float64)
-    with np.errstate(over="ignore", invalid="ignore"):
-        norms = np.linalg.norm(rows, axis=1)
-    valid = np.isfinite(norms) & (norms > 0)
-    unit = np.zeros_like(rows)
-    np.divide(rows, norms[:, None], out=unit, where=valid[:, None])
+    """float64 unit rows for `ids`, and whether each has a direction (finite, non-zero): compute's rule."""
+    unit, _, valid = normalise(np.asarray(array[ids], dtype=np.float64))
     return unit, valid
 
 
 # --- the batched top-k ---
 
 def query_block_rows(rows: int, per_query: int = 1) -> int:
-    """Queries per block, so that the block's score matrices stay near SCORE_BLOCK_BYTES."""
+    """Queries per block, so that the block's score matrices stay near compute's SCORE_BLOCK_BYTES."""
     return max(1, SCORE_BLOCK_BYTES // (4 * per_query * max(1, rows)))
 
 
