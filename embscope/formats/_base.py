@@ -3,6 +3,7 @@ damaged bytes become one line for the user (text.detail: an exception as one lin
 
 from __future__ import annotations
 
+import importlib
 import lzma
 import pickle
 import struct
@@ -12,10 +13,11 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ..checkpoint import Checkpoint
 from ..errors import CheckpointError
-from ..text import detail, printable
+from ..text import detail, printable, quote
 
 
 @dataclass(frozen=True)
@@ -42,6 +44,15 @@ class Format:
 DAMAGE = (ValueError, struct.error, zipfile.BadZipFile, zlib.error, lzma.LZMAError, EOFError, OverflowError,
           NotImplementedError, RecursionError, OSError, SyntaxError, tokenize.TokenError, pickle.UnpicklingError,
           MemoryError)
+
+
+def require_package(package: str, path: Path, kind: str, extra: str) -> Any:
+    """The optional package that reads this kind of file, or one line naming the extra that installs it."""
+    try:
+        return importlib.import_module(package)
+    except ImportError:
+        raise CheckpointError(f"{quote(path)} is {kind}; reading it needs the {package!r} package: "
+                              f"pip install 'embscope[{extra}]'") from None
 
 
 def damaged(where: str, err: BaseException) -> CheckpointError:

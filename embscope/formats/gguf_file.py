@@ -22,7 +22,7 @@ from ..checkpoint import Checkpoint, TensorInfo
 from ..errors import CheckpointError
 from ..memory import require_memory
 from ..text import printable, quote
-from ._base import Format, OpenOptions
+from ._base import Format, OpenOptions, require_package
 from ._binary import Cursor, map_file
 from ._checks import check_shape, map_array
 from .constants import GGUF_MAGIC
@@ -51,12 +51,7 @@ TOKENS = "tokenizer.ggml.tokens"
 
 
 def require_gguf(path: Path) -> Any:
-    try:
-        import gguf
-    except ImportError:
-        raise CheckpointError(f"{quote(path)} is a GGUF file; reading it needs the 'gguf' package: "
-                              "pip install 'embscope[gguf]'") from None
-    return gguf
+    return require_package("gguf", path, "a GGUF file", "gguf")
 
 
 @dataclass(frozen=True)

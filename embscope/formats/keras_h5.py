@@ -18,7 +18,7 @@ from ..checkpoint import Checkpoint, TensorInfo
 from ..errors import CheckpointError
 from ..memory import require_memory
 from ..text import detail, printable, quote
-from ._base import Format, OpenOptions
+from ._base import Format, OpenOptions, require_package
 from ._checks import check_extent, check_shape, map_array
 from .constants import HDF5_MAGIC
 
@@ -28,12 +28,7 @@ H5_DAMAGE = (OSError, KeyError, RuntimeError, ValueError, TypeError)
 
 
 def require_h5py(path: Path) -> Any:
-    try:
-        import h5py
-    except ImportError:
-        raise CheckpointError(f"{quote(path)} is an HDF5 (Keras) file; reading it needs the 'h5py' package: "
-                              "pip install 'embscope[h5]'") from None
-    return h5py
+    return require_package("h5py", path, "an HDF5 (Keras) file", "h5")
 
 
 def tensor_name(hdf5_path: str) -> str:

@@ -25,7 +25,7 @@ from ..checkpoint import Checkpoint, TensorInfo
 from ..errors import CheckpointError
 from ..memory import require_memory
 from ..text import detail, printable, quote
-from ._base import Format, OpenOptions
+from ._base import Format, OpenOptions, require_package
 from ._checks import check_extent, check_shape, is_regular_file, map_array
 from ._state_dict import read_hf_config
 from .constants import ONNX_SUFFIX
@@ -53,12 +53,7 @@ def text(value: str | bytes) -> str:
 
 
 def require_onnx(path: Path) -> Any:
-    try:
-        import onnx
-    except ImportError:
-        raise CheckpointError(f"{quote(path)} is an ONNX model; reading it needs the 'onnx' package: "
-                              "pip install 'embscope[onnx]'") from None
-    return onnx
+    return require_package("onnx", path, "an ONNX model", "onnx")
 
 
 def load_model(path: Path, onnx: Any) -> Any:
