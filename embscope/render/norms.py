@@ -10,6 +10,7 @@ from typing import Any
 from ..analysis.norms import DUPLICATE_COSINE, MAD_SCALE, NormsReport
 from ..text import visible
 from . import console, header, jsonout
+from .console import number_text as number
 
 LISTED_ROWS = 20  # anomalies printed in the console, the most extreme first
 JSON_LISTED = 1000  # anomalies listed in --json (with the total): rows are arrays, not objects
@@ -49,11 +50,6 @@ def document(report: NormsReport, plot: Path | None) -> dict:
     if plot is not None:
         doc["plot"] = str(plot)
     return doc
-
-
-def number(value: float) -> str:
-    cleaned = jsonout.clean(value)
-    return "null" if cleaned is None else f"{cleaned:.4g}"
 
 
 def ratio(value: float) -> str:
