@@ -25,7 +25,7 @@ from ..naming import row_name
 from ..roles import Role
 from ..text import quote
 from .norms import row_norms, summarize
-from .probes import default_probe_words
+from .probes import GIVEN_RULE, PROBE_RULE, default_probe_words
 
 if TYPE_CHECKING:
     from ..embeddings import Embeddings
@@ -177,11 +177,9 @@ def probe_points(emb: Embeddings, coords: np.ndarray, words: list[str] | None, e
         tokenizer = emb.tokenizer_for_names()[0]
         if tokenizer is None:
             return [], "no probe words: the tokenizer is missing (see the note)"
-    rule = "given with --words"
+    rule = GIVEN_RULE
     if not words:
-        words = default_probe_words(tokenizer)
-        rule = ("the lowest-id tokens that are whole lower-case words of 3+ letters, one token each "
-                "(see embscope/analysis/probes.py)")
+        words, rule = default_probe_words(tokenizer), PROBE_RULE
     points = []
     rows = coords.shape[0]
     for word in words:
