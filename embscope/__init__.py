@@ -4,9 +4,11 @@
     emb = embscope.open("ckpt.pt")          # headers only; tables are read when used
     embscope.similarity(emb, ["king", "queen"]).pairs[0].cosine
     embscope.neighbors(emb, "king", k=5).neighbors
+    embscope.undertrained_tables(emb).reports[0].candidates
+    embscope.compare_series(["ckpt_1000.pt", "ckpt_2000.pt"], embscope.open).comparison
 
 Each name below is imported when first used, so `import embscope` (and every command) loads only the
-modules it needs.
+modules it needs. The commands answer through these same functions.
 """
 
 from __future__ import annotations
@@ -14,12 +16,21 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-# public name -> the module that defines it
+# public name -> the module that defines it ("module:name" where the module calls it otherwise)
 _API = {
+    "AnalogyResult": "analysis.analogy", "Evaluation": "analysis.analogy", "analogy": "analysis.analogy",
+    "evaluate_analogies": "analysis.analogy:evaluate", "read_question_file": "analysis.analogy",
+    "CompareOptions": "analysis.compare", "Comparison": "analysis.compare",
+    "SeriesComparison": "analysis.compare_series", "compare_series": "analysis.compare_series",
+    "ExportRows": "analysis.export", "RowSpec": "analysis.export", "export_rows": "analysis.export",
+    "write_projector": "render.export_files", "write_word2vec": "render.export_files",
+    "TableMap": "analysis.map", "table_map": "analysis.map",
     "NormSummary": "analysis.norms", "NormsReport": "analysis.norms", "norms_report": "analysis.norms",
     "row_norms": "analysis.norms", "summarize": "analysis.norms",
+    "Report": "analysis.report", "report": "analysis.report:gather", "write_report": "render.report:write",
     "TokenKinds": "analysis.token_kinds", "token_kinds": "analysis.token_kinds",
-    "UndertrainedReport": "analysis.undertrained", "find_undertrained": "analysis.undertrained",
+    "UndertrainedReport": "analysis.undertrained", "UndertrainedTables": "analysis.undertrained",
+    "find_undertrained": "analysis.undertrained", "undertrained_tables": "analysis.undertrained",
     "InfoReport": "analysis.info", "info_report": "analysis.info",
     "ParamsReport": "analysis.params", "params_report": "analysis.params",
     "PositionsResult": "analysis.positions", "default_pairs": "analysis.positions",
@@ -27,7 +38,7 @@ _API = {
     "NeighborsResult": "analysis.similarity", "SimilarityResult": "analysis.similarity",
     "neighbors": "analysis.similarity", "similarity": "analysis.similarity",
     "similarity_pairs": "analysis.similarity", "topk_all": "analysis.similarity",
-    "Head": "roles", "Role": "roles",
+    "Head": "role", "Role": "role",
     "Checkpoint": "checkpoint", "EmbeddingTables": "checkpoint", "Table": "checkpoint", "TensorInfo": "checkpoint",
     "Embeddings": "embeddings", "open": "embeddings",
     "CheckpointError": "errors", "EmbscopeError": "errors", "PositionError": "errors", "TableError": "errors",
@@ -46,7 +57,8 @@ def __getattr__(name: str) -> Any:
         return version("embscope")
     if name not in _API:
         raise AttributeError(f"module 'embscope' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{_API[name]}", __name__), name)
+    module, _, defined_as = _API[name].partition(":")
+    value = getattr(importlib.import_module(f".{module}", __name__), defined_as or name)
     globals()[name] = value  # looked up once
     return value
 

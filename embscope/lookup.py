@@ -1,4 +1,4 @@
-"""How a word becomes token ids, the same way for every tokenizer.
+"""How a word becomes token ids, the same way for every tokenizer (and how an id typed as such is checked).
 
 A word inside a sentence usually follows a space, and many tokenizers give " dog" a
 token of its own that "dog" at the start of a text does not have. So, unless asked
@@ -10,12 +10,15 @@ for the exact form:
 4. otherwise "dog" is encoded as given.
 A word of several tokens keeps all of them; callers say how they combined them.
 A word that becomes the tokenizer's unknown token ([UNK], <unk>) has no row of its own: it is
-refused, naming the word and the token, unless the caller allows it (then the note says so).
+refused, naming the word and the token, unless the caller allows it (then the note says so). A word the
+tokenizer itself refuses (a library's ValueError) is a TokenError that says so.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+import numpy as np
 
 from embscope.errors import TokenError
 from embscope.naming import token_name
@@ -34,8 +37,12 @@ class WordLookup:
 
 def lookup_word(tokenizer: Tokenizer, word: str, *, exact: bool = False, allow_unk: bool = False) -> WordLookup:
     """The token ids for ``word``; ``exact`` encodes it as given, with no space rules; ``allow_unk`` lets a word
-    that becomes the unknown token through, with a note, instead of raising TokenError."""
-    found = _lookup(tokenizer, word, exact)
+    that becomes the unknown token through, with a note, instead of raising TokenError. A tokenizer's own
+    complaint about the text is a TokenError too."""
+    try:
+        found = _lookup(tokenizer, word, exact)
+    except (ValueError, KeyError, UnicodeError) as err:  # raised by the tokenizer library, not by us
+        raise TokenError(f"expected a word the tokenizer can encode, found {quote(word)} ({err})") from None
     unk_id = getattr(tokenizer, "unk_id", None)  # None: the tokenizer has no unknown token
     if unk_id is None or unk_id not in found.ids:
         return found
@@ -46,6 +53,23 @@ def lookup_word(tokenizer: Tokenizer, word: str, *, exact: bool = False, allow_u
                          "pass --allow-unk to use that row anyway")
     note = f"{quote(word)} became the unknown token {unk} (id {unk_id}), the row shared by every unknown word"
     return WordLookup(found.word, found.ids, found.tokens, found.form, "; ".join(filter(None, (found.note, note))))
+
+
+def parse_id(text: object) -> int:
+    """A token id as typed (or given as an integer), or a TokenError."""
+    if isinstance(text, (int, np.integer)) and not isinstance(text, bool):
+        return int(text)
+    try:
+        return int(str(text).strip())
+    except ValueError:
+        raise TokenError(f"expected a token id (a whole number), found {quote(text)}") from None
+
+
+def check_id(token_id: int, rows: int, word: str | None = None) -> None:
+    """A token id names a row of a table of `rows` rows; `word`: the word it came from, for the message."""
+    if not 0 <= token_id < rows:
+        where = f" for {quote(word)}" if word is not None else ""
+        raise TokenError(f"expected token ids 0..{rows - 1} (the table has {rows} rows), found {token_id}{where}")
 
 
 def _lookup(tokenizer: Tokenizer, word: str, exact: bool) -> WordLookup:

@@ -1,4 +1,5 @@
-"""One way to name a token id, everywhere: the tokenizer's string for it, or `#id` when there is none."""
+"""One way to name a row, everywhere: a token id by the tokenizer's string for it, or `#id` when there is none;
+a position-table row by its position."""
 
 from __future__ import annotations
 
@@ -20,3 +21,14 @@ def token_name(tokenizer: Any, token_id: int) -> str:
     """The token's text, or `#id` when it has none (see token_string_or_none)."""
     found = token_string_or_none(tokenizer, token_id)
     return f"#{token_id}" if found is None else found
+
+
+def position_name(row: int, first_row: int = 0) -> str:
+    """A position-table row: `position p` for row p + first_row, or `reserved row r` before position 0 (OPT and
+    RoBERTa keep two rows there)."""
+    return f"position {row - first_row}" if row >= first_row else f"reserved row {row}"
+
+
+def row_name(tokenizer: Any, role: str, row: int, first_row: int = 0) -> str:
+    """A row of the table playing `role`: a position (position_name), or a token (token_name)."""
+    return position_name(row, first_row) if role == "position" else token_name(tokenizer, row)

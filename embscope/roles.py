@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from .checkpoint import Checkpoint, EmbeddingTables, Table, TensorInfo
 from .errors import TableError
 from .role import Head, Role
-from .text import quote
+from .text import quote, shape_text
 
 
 @dataclass(frozen=True)
@@ -157,10 +157,6 @@ def distinct(tensors: list[TensorInfo]) -> list[TensorInfo]:
             seen.add(key)
             out.append(t)
     return out
-
-
-def shape_text(shape: tuple[int, ...]) -> str:
-    return " x ".join(str(d) for d in shape) or "scalar"
 
 
 def candidates_text(checkpoint: Checkpoint, taken: set[str]) -> str:

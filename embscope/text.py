@@ -1,6 +1,9 @@
-"""Making untrusted strings from files safe to print: names and tokens can hold anything."""
+"""Making untrusted strings from files safe to print: names and tokens can hold anything, and so can the
+message of an exception a library raised over a damaged file."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 
 def printable(text: str) -> str:
@@ -21,6 +24,18 @@ def visible(token: str) -> str:
     return printable(token.replace(" ", "\u2420"))
 
 
+def shape_text(shape: Sequence[int]) -> str:
+    """A tensor's shape as people write it: `1024 x 128`, or `scalar`."""
+    return " x ".join(str(d) for d in shape) or "scalar"
+
+
 def shortened(text: str, limit: int = 120) -> str:
     """A name cut to `limit` characters for a one-line message (a 5,000-character path is still one line)."""
     return text if len(text) <= limit else f"{text[:limit - 30]}...{text[-27:]} ({len(text):,} characters)"
+
+
+def detail(err: BaseException) -> str:
+    """An exception as one short line: its type and the first line of its message."""
+    lines = printable(str(err)).splitlines() if str(err) else []
+    first = lines[0][:200] if lines else "no detail"
+    return f"{type(err).__name__}: {first}"

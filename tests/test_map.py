@@ -153,7 +153,7 @@ def test_plot_draws_rows_flags_and_probe_labels(ckpt, tmp_path, monkeypatch):
     doc = run_json("map", "-c", ckpt, "--plot", out)
     assert doc["plot"] == str(out) and out.read_text().rstrip().endswith("</svg>")
     monkeypatch.chdir(tmp_path)
-    # `--plot` alone reaches the command as "" (the cli branch fills it in for a bare --plot)
+    # `--plot` alone reaches the command as "" (commands.options.with_optional_values fills it in for a bare --plot)
     text = run("map", "-c", ckpt, "--table", "position", "--plot", "").stdout
     assert "plot written to model-position-map.png" in text
     assert (tmp_path / "model-position-map.png").read_bytes().startswith(b"\x89PNG\r\n\x1a\n")

@@ -66,3 +66,6 @@ def test_the_python_example_runs_and_its_comments_hold(monkeypatch):
     neighbours = [n.token for n in embscope.neighbors(emb, "father", k=3).neighbors]
     assert lines['[n.token for n in embscope.neighbors(emb, "father", k=3).neighbors]'] == ", ".join(neighbours)
     assert found["top"].ids.shape == (emb.token.rows, 10)
+    answers = [a.token for a in embscope.analogy(emb, "father", "man", "woman", k=3).answers]
+    assert lines['[a.token for a in embscope.analogy(emb, "father", "man", "woman", k=3).answers]'] == ", ".join(answers)
+    assert found["found"].reports[0].table == "token" and found["found"].reports[0].candidates

@@ -27,9 +27,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .. import compute
+from ..compute.devices import SCORE_BLOCK_BYTES
+from ..compute.rows import normalise
 from ..compute.select import best_columns
 from ..errors import EmbscopeError, TokenError
-from ..lookup import lookup_word
+from ..lookup import check_id, lookup_word, parse_id
 from ..naming import token_name
 from ..roles import Role
 from ..text import quote
@@ -40,7 +42,6 @@ if TYPE_CHECKING:
 
 METHODS = ("3cosadd", "3cosmul")
 COSMUL_EPSILON = 0.001  # Levy & Goldberg 2014; keeps the 3CosMul ratio finite when cos'(x, b) is 0
-SCORE_BLOCK_BYTES = 128 << 20  # the (queries x rows) score block of the batched top-k aims at this size
 NO_SECTION = "(no section)"  # questions before the first `: section` line
 
 
@@ -130,26 +131,17 @@ class Lookup:
         """The one row for `text`; TokenError when it has none or several."""
         rows = self.array.shape[0]
         if self.ids:
-            try:
-                token_id = int(text)
-            except ValueError:
-                raise TokenError(f"expected a token id (a whole number), found {quote(text)}") from None
-            if not 0 <= token_id < rows:
-                raise TokenError(f"expected token ids 0..{rows - 1} (the table has {rows} rows), found {token_id}")
+            token_id = parse_id(text)
+            check_id(token_id, rows)
             return Term(text, token_id, token_name(self.tokenizer, token_id))
         assert self.tokenizer is not None  # the constructor refuses words without one
-        try:
-            found = lookup_word(self.tokenizer, text, exact=self.exact)
-        except (ValueError, KeyError, UnicodeError) as err:  # a tokenizer's own complaint about the text
-            raise TokenError(f"expected a word the tokenizer can encode, found {quote(text)} ({err})") from None
+        found = lookup_word(self.tokenizer, text, exact=self.exact)
         if len(found.ids) != 1:
             pieces = " ".join(quote(t) for t in found.tokens)
             raise SeveralTokens(f"expected {quote(text)} to be one token, found {len(found.ids)} ({pieces}): "
                                 "an analogy uses one row per word")
         token_id = int(found.ids[0])
-        if token_id >= rows:
-            raise TokenError(f"expected token ids 0..{rows - 1} (the table has {rows} rows), found {token_id} "
-                             f"for {quote(text)}")
+        check_id(token_id, rows, text)
         return Term(text, token_id, found.tokens[0], found.note)
 
     def skip_reason(self, text: str) -> tuple[Term | None, str | None]:
@@ -163,20 +155,15 @@ class Lookup:
 
 
 def unit_inputs(array: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """float64 unit rows for `ids`, and whether each has a direction (finite, non-zero)."""
-    rows = np.asarray(array[ids], dtype=np.float64)
-    with np.errstate(over="ignore", invalid="ignore"):
-        norms = np.linalg.norm(rows, axis=1)
-    valid = np.isfinite(norms) & (norms > 0)
-    unit = np.zeros_like(rows)
-    np.divide(rows, norms[:, None], out=unit, where=valid[:, None])
+    """float64 unit rows for `ids`, and whether each has a direction (finite, non-zero): compute's rule."""
+    unit, _, valid = normalise(np.asarray(array[ids], dtype=np.float64))
     return unit, valid
 
 
 # --- the batched top-k ---
 
 def query_block_rows(rows: int, per_query: int = 1) -> int:
-    """Queries per block, so that the block's score matrices stay near SCORE_BLOCK_BYTES."""
+    """Queries per block, so that the block's score matrices stay near compute's SCORE_BLOCK_BYTES."""
     return max(1, SCORE_BLOCK_BYTES // (4 * per_query * max(1, rows)))
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import EmbscopeError
-from ..naming import token_name
+from ..naming import row_name
 from ..series import Step, checkpoint_step, folder_checkpoints, in_step_order
 from ..text import quote
 from .compare import CompareOptions, Comparison, Pairing, TableInput, compare
@@ -36,10 +36,8 @@ class SeriesComparison:
 
 
 def namer(emb: Embeddings, role: str, first_row: int) -> Namer:
-    if role == "position":
-        return lambda row: f"position {row - first_row}" if row >= first_row else f"reserved row {row}"
-    tokenizer = emb.tokenizer_for_names()[0]
-    return functools.partial(token_name, tokenizer)
+    tokenizer = emb.tokenizer_for_names()[0] if role != "position" else None
+    return functools.partial(row_name, tokenizer, role, first_row=first_row)
 
 
 def tables_of(emb: Embeddings) -> dict[str, TableInput]:

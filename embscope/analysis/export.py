@@ -14,7 +14,7 @@ import numpy as np
 from ..errors import EmbscopeError
 from ..naming import token_name
 from ..roles import Role
-from .norms import DEFAULT_THRESHOLD, row_norms, summarize
+from .norms import DEFAULT_THRESHOLD, MAD_SCALE, row_norms, summarize
 
 if TYPE_CHECKING:
     from ..embeddings import Embeddings
@@ -115,7 +115,7 @@ def export_rows(emb: Embeddings, role: Role, spec: RowSpec, undertrained: Collec
     norms = row_norms(table.array)
     summary = summarize(norms, threshold)
     flagged = np.zeros(len(norms), dtype=bool)
-    flagged[[a.index for a in summary.anomalies]] = True
+    flagged[summary.flagged] = True
     ids, selection = select_rows(spec, norms)
     finite = np.isfinite(norms[ids])
     left_out = ids[~finite]
@@ -137,7 +137,7 @@ def export_rows(emb: Embeddings, role: Role, spec: RowSpec, undertrained: Collec
             raise EmbscopeError(f"expected rows to export, found none: every row selected holds NaN or Inf ({shown})")
         notes.append(f"left out {len(left_out):,} row{'s' * (len(left_out) != 1)} holding NaN or Inf (no tool can "
                      f"place them): {shown}")
-    rule = (f"robust z of the norm > {threshold:g} (|norm - median| / (1.4826 x MAD)), or a zero, NaN or Inf row, "
+    rule = (f"robust z of the norm > {threshold:g} (|norm - median| / ({MAD_SCALE} x MAD)), or a zero, NaN or Inf row, "
             "as `embscope norms` flags them")
     return ExportRows(role=role, name=table.name, dim=table.dim, ids=ids, labels=labels, positions=positions,
                       norms=norms[ids], anomalous=flagged[ids], anomaly_rule=rule,

@@ -18,13 +18,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .. import compute
 from ..errors import EmbscopeError, TokenError
-from ..lookup import lookup_word
-from ..naming import token_name
+from ..lookup import check_id, lookup_word
+from ..naming import row_name
 from ..roles import Role
 from ..text import quote
 from .norms import row_norms, summarize
-from .probes import default_probe_words
+from .probes import GIVEN_RULE, PROBE_RULE, default_probe_words
 
 if TYPE_CHECKING:
     from ..embeddings import Embeddings
@@ -86,13 +87,12 @@ def finite_rows(array: np.ndarray) -> np.ndarray:
     return np.isfinite(row_norms(array))
 
 
-def row_blocks(array: np.ndarray, ids: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:
-    """(start, float64 copy of the rows ids[start:...]) blocks of about BLOCK_BYTES."""
-    step = max(1, BLOCK_BYTES // (8 * max(1, array.shape[1])))
+def row_blocks(array: np.ndarray, ids: np.ndarray, center: np.ndarray | None = None) -> Iterator[tuple[int, np.ndarray]]:
+    """(start, float64 rows ids[start:...] less `center`) in blocks of about BLOCK_BYTES (compute.row_blocks:
+    the buffer is reused, the pages of a memory map let go)."""
     every_row = len(ids) == array.shape[0]  # then a slice reads the rows, with no gather
-    for start in range(0, len(ids), step):
-        rows = array[start:start + step] if every_row else array[ids[start:start + step]]
-        yield start, np.asarray(rows, dtype=np.float64)
+    return compute.row_blocks(array, center=center, rows=None if every_row else ids,
+                              block_rows=max(1, BLOCK_BYTES // (8 * max(1, array.shape[1]))))
 
 
 def signed(components: np.ndarray) -> np.ndarray:
@@ -123,14 +123,12 @@ def pca_2d(array: np.ndarray, max_svd_bytes: int = SVD_MAX_BYTES) -> Projection:
             total += block.sum(axis=0)
         mean = total / n
         scatter = np.zeros((dim, dim))
-        for _, block in row_blocks(array, ids):
-            block -= mean
+        for _, block in row_blocks(array, ids, mean):
             scatter += block.T @ block
         values, vectors = np.linalg.eigh(scatter)  # ascending
         spread = values
         components, top, route = signed(vectors[:, ::-1][:, :2].T), values[::-1][:2], "covariance"
-        for start, block in row_blocks(array, ids):
-            block -= mean
+        for start, block in row_blocks(array, ids, mean):
             coords[ids[start:start + len(block)]] = block @ components.T
     total_spread = float(np.sum(np.clip(spread, 0, None)))
     variance = (float(top[0]) / (n - 1), float(max(top[1], 0.0)) / (n - 1))
@@ -179,22 +177,15 @@ def probe_points(emb: Embeddings, coords: np.ndarray, words: list[str] | None, e
         tokenizer = emb.tokenizer_for_names()[0]
         if tokenizer is None:
             return [], "no probe words: the tokenizer is missing (see the note)"
-    rule = "given with --words"
+    rule = GIVEN_RULE
     if not words:
-        words = default_probe_words(tokenizer)
-        rule = ("the lowest-id tokens that are whole lower-case words of 3+ letters, one token each "
-                "(see embscope/analysis/probes.py)")
+        words, rule = default_probe_words(tokenizer), PROBE_RULE
     points = []
     rows = coords.shape[0]
     for word in words:
-        try:
-            found = lookup_word(tokenizer, word, exact=exact)
-        except (ValueError, KeyError, UnicodeError) as err:
-            raise TokenError(f"expected a word the tokenizer can encode, found {quote(word)} ({err})") from None
-        bad = [i for i in found.ids if i >= rows]
-        if bad:
-            raise TokenError(f"expected token ids 0..{rows - 1} (the table has {rows} rows), found {bad[0]} for "
-                             f"{quote(word)}")
+        found = lookup_word(tokenizer, word, exact=exact)
+        for token_id in found.ids:
+            check_id(int(token_id), rows, word)
         note = found.note
         if len(found.ids) > 1:
             pieces = ", ".join(f"{i} {quote(t)}" for i, t in zip(found.ids, found.tokens))
@@ -233,18 +224,14 @@ def table_map(emb: Embeddings, role: Role, *, method: str = "pca", words: list[s
         if why_none:
             notes.append(why_none)
 
-    def label(row: int) -> str:
-        if role is Role.position:
-            return f"position {row - table.first_row}" if row >= table.first_row else f"reserved row {row}"
-        return token_name(tokenizer, row)
-
     summary = summarize(row_norms(array))
     flagged = []
     for anomaly in summary.anomalies:
         x, y = coords[anomaly.index]
         on_map = bool(np.isfinite(x) and np.isfinite(y))
-        flagged.append(FlaggedPoint(anomaly.index, label(anomaly.index), float(x) if on_map else None,
-                                    float(y) if on_map else None, anomaly.reason))
+        label = row_name(tokenizer, role, anomaly.index, table.first_row)
+        flagged.append(FlaggedPoint(anomaly.index, label, float(x) if on_map else None, float(y) if on_map else None,
+                                    anomaly.reason))
     if len(projection.left_out):
         notes.append(f"{len(projection.left_out):,} rows hold NaN or Inf and are not on the map")
     if projection.method == "pca" and projection.ratio is None:

@@ -13,7 +13,7 @@ from typing import Any, Generic, TypeVar, overload
 import numpy as np
 
 from ..compute import row_norms, unit_rows
-from ..naming import token_name
+from ..naming import row_name
 
 __all__ = ["Anomaly", "Duplicate", "DuplicateSearch", "NormSummary", "NormsReport", "RowListing", "find_duplicates",
            "median_and_mad", "norms_report", "robust_z", "row_norms", "summarize"]
@@ -278,10 +278,7 @@ class NormsReport:
 
     def label(self, index: int) -> str:
         """How a row is called: `position 5`, a reserved row before position 0, or its token (`#id` when unnamed)."""
-        if self.role == "position":
-            position = index - self.first_row
-            return f"position {position}" if position >= 0 else f"reserved row {index}"
-        return token_name(self.tokenizer, index)
+        return row_name(self.tokenizer, self.role, index, self.first_row)
 
 
 def norms_report(emb: Any, table: str | None = None, threshold: float = DEFAULT_THRESHOLD) -> NormsReport:

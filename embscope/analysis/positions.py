@@ -7,14 +7,17 @@ Undefined cosines (a zero, NaN or Inf row) are NaN here; rendering turns them in
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..compute import cosine_blocks, pair_cosines, topk_rows, unit_rows
 from ..errors import PositionError
+
+if TYPE_CHECKING:
+    from .stages import Progress
 
 NOMINAL_LAST = 511  # the default pairs are written for a 512-row table and scaled to the real one
 PROFILE_BLOCK_BYTES = 16 << 20  # float64 work space per block of rows of the cosine matrix
@@ -144,7 +147,7 @@ def position_pairs(table: np.ndarray, pairs: list[tuple[int, int]], first_row: i
 
 
 def position_profile(table: np.ndarray, first_row: int = 0, *, heatmap: bool = True, block_rows: int | None = None,
-                     progress: Callable[[int, int], None] | None = None) -> tuple[PositionProfile, Heatmap | None]:
+                     progress: Progress | None = None) -> tuple[PositionProfile, Heatmap | None]:
     """How similarity falls with distance, and (when `heatmap`) the cosine heatmap averaged down to at most
     HEATMAP_MAX_SIDE cells a side. Memory grows with the positions, never with their square: the profile
     comes from blocks of the upper triangle of the cosine matrix, the heatmap from averaged unit rows.
@@ -226,7 +229,7 @@ def pooled_heatmap(table: np.ndarray, positions: np.ndarray) -> Heatmap:
 
 
 def nearest_adjacent(table: np.ndarray, block_rows: int | None = None,
-                     progress: Callable[[int, int], None] | None = None) -> tuple[int, int]:
+                     progress: Progress | None = None) -> tuple[int, int]:
     """How many positions have i-1 or i+1 as their most similar other position (ties to the lower), out of
     those with any."""
     if table.shape[0] == 0:

@@ -16,6 +16,10 @@ from ..tokenizers.base import Tokenizer
 
 PROBE_COUNT = 8
 MIN_LETTERS = 3
+# how the words were chosen, as maps and reports say it
+PROBE_RULE = ("the lowest-id tokens that are whole lower-case words of 3+ letters, one token each "
+              "(see embscope/analysis/probes.py)")
+GIVEN_RULE = "given with --words"
 
 
 def word_of(token: str) -> str | None:
@@ -38,7 +42,7 @@ def default_probe_words(tokenizer: Tokenizer, count: int = PROBE_COUNT) -> list[
             continue
         try:
             ids = lookup_word(tokenizer, word).ids
-        except (EmbscopeError, ValueError, KeyError, UnicodeError):
+        except EmbscopeError:
             continue
         if ids == (token_id,):
             found.append(word)

@@ -23,7 +23,7 @@ from .map import TableMap, table_map
 from .norms import Anomaly, NormsReport, norms_report
 from .params import ParamsReport, params_report
 from .positions import PositionsResult, positions
-from .probes import default_probe_words
+from .probes import GIVEN_RULE, PROBE_RULE, default_probe_words
 from .similarity import NeighborsResult, neighbors
 from .stages import Stages, quiet
 from .undertrained import UndertrainedTables, undertrained_tables
@@ -143,11 +143,9 @@ def neighbors_of(emb: Embeddings, words: Sequence[str] | None, k: int) -> Neighb
     tokenizer, why_none = emb.tokenizer_for_names()
     if tokenizer is None:
         return Missing(f"no probe words to look up: {why_none}")
-    rule = "given with --words"
+    rule = GIVEN_RULE
     if not words:
-        words = default_probe_words(tokenizer)
-        rule = ("the lowest-id tokens that are whole lower-case words of 3+ letters, one token each "
-                "(see embscope/analysis/probes.py)")
+        words, rule = default_probe_words(tokenizer), PROBE_RULE
         if not words:
             return Missing("no probe words: the tokenizer has no one-token word of 3+ lower-case letters; "
                            "name some with --words")

@@ -13,12 +13,13 @@ import numpy as np
 
 from .. import cache, compute
 from ..errors import EmbscopeError, TokenError
-from ..lookup import lookup_word
+from ..lookup import check_id, lookup_word, parse_id
 from ..naming import token_name
 from ..text import quote
 
 if TYPE_CHECKING:
     from ..embeddings import Embeddings
+    from .stages import Progress
 
 BASELINE_PAIRS = 10000  # random pairs sampled for the percentile
 BASELINE_SEED = 0  # fixed, so the same table gives the same percentile every run
@@ -140,21 +141,6 @@ def is_padding(tokenizer: Any, token_id: int) -> bool:
     return tokenizer is not None and token_id >= tokenizer.vocab_size
 
 
-def check_id(token_id: int, rows: int, word: str | None = None) -> None:
-    if not 0 <= token_id < rows:
-        where = f" for {quote(word)}" if word is not None else ""
-        raise TokenError(f"expected token ids 0..{rows - 1} (the table has {rows} rows), found {token_id}{where}")
-
-
-def parse_id(text: object) -> int:
-    if isinstance(text, (int, np.integer)) and not isinstance(text, bool):
-        return int(text)
-    try:
-        return int(str(text).strip())
-    except ValueError:
-        raise TokenError(f"expected a token id (a whole number), found {quote(text)}") from None
-
-
 class Resolver:
     """Turns each distinct word or id into a Query once, checking it against the table."""
 
@@ -195,10 +181,7 @@ class Resolver:
         if tokenizer is None:
             raise TokenError(f"expected a tokenizer to look up {quote(word)}, found none beside the checkpoint: "
                              "pass --tokenizer FILE, or use --ids")
-        try:
-            found = lookup_word(tokenizer, word, exact=self.exact, allow_unk=self.allow_unk)
-        except (ValueError, KeyError, UnicodeError) as err:  # a tokenizer's own complaint about the text
-            raise TokenError(f"expected a word the tokenizer can encode, found {quote(word)} ({err})") from None
+        found = lookup_word(tokenizer, word, exact=self.exact, allow_unk=self.allow_unk)
         for token_id in found.ids:
             check_id(int(token_id), self.rows, word)
         if len(found.ids) > 1 and not self.merge:
@@ -359,7 +342,7 @@ def neighbors(emb: Embeddings, query: str | int, k: int = 10, *, ids: bool = Fal
 
 def topk_all(emb: Embeddings, k: int, *, queries: Iterable | None = None, ids: bool = False, exact: bool = False,
              table: str = "token", device: str = "auto", precision: str = "fp32", allow_unk: bool = False,
-             progress: Callable[[int, int], None] | None = None,
+             progress: Progress | None = None,
              on_skip: Callable[[str], None] | None = None) -> compute.TopK:
     """Top-k neighbours of every row (or of the one-token words / ids in `queries`), in batches; k is at most the
     table's rows. A query that is several tokens, or cannot be looked up, raises TokenError, or, when `on_skip`

@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..errors import EmbscopeError
 from ..tokenizers.base import Tokenizer
+
+if TYPE_CHECKING:
+    from .stages import Progress
 
 # A character that rarely merges with what follows it. A tokenizer that prepends a space marker to text
 # (SentencePiece) cannot give back a continuation piece such as "dog" from "dog" alone, but gives it after
@@ -78,7 +81,7 @@ class TokenKinds:
 
 
 def token_kinds(tokenizer: Tokenizer, rows: int,
-                progress: Callable[[int, int], None] | None = None) -> TokenKinds:
+                progress: Progress | None = None) -> TokenKinds:
     """The kinds of every row of a table with `rows` rows, by the tokenizer. The round trip costs two or
     three encodes per id; `progress(done, total)` is called every few thousand ids."""
     vocab = int(tokenizer.vocab_size)

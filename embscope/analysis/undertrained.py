@@ -52,7 +52,7 @@ THRESHOLD_RULE = (f"the widest gap in the upper half of the indicator, as a mult
 REFERENCE_KINDS = ("padding", "placeholder", "never-utf8")
 
 # (table, k) -> (ids, cosines), each (rows, k): every row's k nearest other rows, -1 / NaN where there are none
-TopK = Callable[[np.ndarray, int], tuple[np.ndarray, np.ndarray]]
+NearestRows = Callable[[np.ndarray, int], tuple[np.ndarray, np.ndarray]]
 # (role, shape) -> the same table from each other checkpoint of the run (`undertrained --against`)
 OtherTables = Callable[[str, tuple[int, ...]], Sequence[np.ndarray]]
 
@@ -123,7 +123,7 @@ def default_roles(emb: Embeddings) -> list[str]:
     return ["output" if emb.output is not None else "token"]
 
 
-def nearest_rows(device: str, progress: Progress) -> TopK:
+def nearest_rows(device: str, progress: Progress) -> NearestRows:
     """The batched top-k the cluster search uses."""
     def search(table: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         found = compute.topk_rows(table, k, device=device, progress=progress)
@@ -152,7 +152,7 @@ def undertrained_tables(emb: Embeddings, roles: Sequence[str] | None = None, *, 
 
 
 def find_undertrained(array: np.ndarray, kinds: TokenKinds | None, *, table: str = "token", name: str = "",
-                      others: Sequence[np.ndarray] = (), topk: TopK | None = None) -> UndertrainedReport:
+                      others: Sequence[np.ndarray] = (), topk: NearestRows | None = None) -> UndertrainedReport:
     """Candidates for under-trained rows of one table. `kinds`: the tokenizer's view (None without one);
     `others`: the same table from other checkpoints of the run; `topk`: the batched nearest-row search for
     the cluster fallback (None skips it)."""
@@ -203,7 +203,7 @@ def tokenizer_reference(kinds: TokenKinds | None, unchanged: np.ndarray | None) 
     return Reference(rows, source, f"{len(rows)} rows known unused ({counted})")
 
 
-def cluster_reference(array: np.ndarray, valid: np.ndarray, topk: TopK) -> Reference:
+def cluster_reference(array: np.ndarray, valid: np.ndarray, topk: NearestRows) -> Reference:
     """The largest group of rows linked by cosine >= NEAR_IDENTICAL to one of their nearest rows."""
     empty = Reference(np.zeros(0, dtype=np.int64), "none",
                       f"no row is marked unused and no {MIN_CLUSTER_ROWS} or more rows are near-identical "
@@ -263,13 +263,11 @@ def refined(array: np.ndarray, valid: np.ndarray, reference: Reference, scores: 
 
 
 def blocks(array: np.ndarray, valid: np.ndarray, center: np.ndarray | None = None) -> Iterator[tuple[int, np.ndarray]]:
-    """(start, float64 rows) blocks; rows without a finite, non-zero norm come as zeros."""
+    """(start, float64 rows less `center`) blocks (compute.row_blocks: the buffer is reused); rows without a
+    finite, non-zero norm come as zeros."""
     step = max(1, BLOCK_BYTES // (8 * max(1, array.shape[1])))
-    for start in range(0, len(array), step):
-        block = np.array(array[start:start + step], dtype=np.float64)
-        if center is not None:
-            block -= center
-        block[~valid[start:start + step]] = 0
+    for start, block in compute.row_blocks(array, center=center, block_rows=step):
+        block[~valid[start:start + len(block)]] = 0
         yield start, block
 
 

@@ -12,7 +12,17 @@ import typer
 from ..errors import TokenError
 from ..naming import token_string_or_none
 from ..text import quote
-from .options import AUTO_DEVICE, DeviceOption, JsonFlag, PlotOption, Source, check_plot, plot_path, with_source
+from .options import (
+    AUTO_DEVICE,
+    DeviceOption,
+    JsonFlag,
+    PlotOption,
+    Source,
+    check_plot,
+    parse_words,
+    plot_path,
+    with_source,
+)
 
 if TYPE_CHECKING:  # the library and rich are imported when the command answers, not for --help
     from ..analysis.compare_series import Opener
@@ -71,11 +81,6 @@ def checkpoint_paths(paths: list[Path], open_path: Opener) -> tuple[list[Path], 
     return ordered, folder, notes
 
 
-def parse_words(words: list[str] | None) -> list[str]:
-    """--words king,queen --words dog -> king, queen, dog (each once)."""
-    return list(dict.fromkeys(w.strip() for entry in words or [] for w in entry.split(",") if w.strip()))
-
-
 def compare_command(
     source: Source,
     checkpoints: Annotated[list[Path], typer.Argument(
@@ -104,6 +109,7 @@ def compare_command(
     if (align is not None or match is not None) and len(checkpoints) != 2:
         raise typer.BadParameter("--align and --match compare two runs: give exactly two checkpoints")
     check_plot(plot)
+    probe_words = parse_words(words)
 
     def open_path(path: Path) -> Embeddings:
         return replace(source, checkpoint=path).open()
@@ -116,7 +122,7 @@ def compare_command(
     from ..render import progress
     options = CompareOptions(align=align is not None, k=k, sample=sample, listed=top, device=device.value)
     ready = {0: open_path(paths[0])}  # opened before the series: words, token strings
-    found_words = word_rows(ready[0], parse_words(words)) if words else []
+    found_words = word_rows(ready[0], probe_words) if probe_words else []
     pairing: Pairing | None = None
     if match is not None:
         ready[1] = open_path(paths[1])

@@ -12,7 +12,7 @@ def info(source: Source, json: JsonFlag = False) -> None:
     from ..analysis.info import info_report  # the library and rich only when answering, not for --help
     from ..render import info as render
     emb = source.open()
-    (render.print_json if json else render.print_console)(info_report(emb), emb)
+    render.show(emb, info_report(emb), json=json)
 
 
 def register(app: typer.Typer) -> None:

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from ..role import Role
-from .options import ExactFlag, JsonFlag, PlotOption, Source, check_plot, plot_path, refuse, with_source
+from .options import ExactFlag, JsonFlag, PlotOption, Source, check_plot, parse_words, plot_path, with_source
 
 
 class Method(str, Enum):
@@ -36,9 +36,7 @@ def map_command(
     check_plot(plot)
     from ..analysis.map import table_map  # the library and rich only when answering
     from ..render import map as render
-    probe_words = [w.strip() for w in words.split(",") if w.strip()] if words is not None else None
-    if words is not None and not probe_words:
-        raise refuse("expected words separated by commas, found none", "--words")
+    probe_words = parse_words(words)
     emb = source.open()
     result = table_map(emb, table, method=method.value, words=probe_words, exact=exact)
     target = plot_path(plot, emb.checkpoint.path, table.value, "map")

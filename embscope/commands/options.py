@@ -92,6 +92,18 @@ def refuse(message: str, option: str | None = None) -> Exception:
     return typer.BadParameter(message, param_hint=f"'{option}'") if option else UsageError(message)
 
 
+def parse_words(words: str | list[str] | None) -> list[str] | None:
+    """--words king,queen (comma-separated, or the option repeated): each word once, in order; None when the
+    option was not given. Given with no word in it, it is a usage error."""
+    if words is None:
+        return None
+    entries = [words] if isinstance(words, str) else words
+    found = list(dict.fromkeys(w.strip() for entry in entries for w in entry.split(",") if w.strip()))
+    if not found:
+        raise refuse("expected words separated by commas, found none", "--words")
+    return found
+
+
 def as_usage_error(check: Callable[[], T], option: str) -> T:
     """A library check of an option's value (a file extension, a pair) whose complaint is a usage error."""
     from ..errors import EmbscopeError

@@ -12,7 +12,7 @@ def params(source: Source, json: JsonFlag = False) -> None:
     from ..analysis.params import params_report  # the library and rich only when answering, not for --help
     from ..render import params as render
     emb = source.open()
-    (render.print_json if json else render.print_console)(params_report(emb), emb)
+    render.show(emb, params_report(emb), json=json)
 
 
 def register(app: typer.Typer) -> None:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from .options import JsonFlag, Source, as_usage_error, refuse, with_source
+from .options import JsonFlag, Source, as_usage_error, parse_words, with_source
 
 if TYPE_CHECKING:
     from ..embeddings import Embeddings
@@ -47,9 +47,7 @@ def report(
     as_usage_error(lambda: render.check_name(target, format.value), "--out")
     render.check_place(target, format.value)
     require_matplotlib("embscope report")
-    probe_words = [w.strip() for w in words.split(",") if w.strip()] if words is not None else None
-    if words is not None and not probe_words:
-        raise refuse("expected words separated by commas, found none", "--words")
+    probe_words = parse_words(words)
     from ..analysis.report import gather, report_checkpoints
     from ..render.files import input_files
     from ..render.progress import stages

@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from ..errors import TableError
-from ..naming import token_name
 from ..text import quote
 from .options import AUTO_DEVICE, DeviceOption, JsonFlag, PlotOption, Source, check_plot, plot_path, with_source
 
@@ -65,9 +64,9 @@ def undertrained(
     rows unchanged across checkpoints, each verified against the tokenizer."""
     check_plot(plot)
     from ..analysis.undertrained import default_roles, undertrained_tables
-    from ..render import header
+    from ..render import undertrained as render
+    from ..render.files import input_files
     from ..render.progress import stages
-    from ..render.undertrained import document, render
     emb = source.open()
     chosen_roles = roles(emb, table)
     target = plot_path(plot, emb.checkpoint.path, table.value if table is not None else default_roles(emb)[0],
@@ -75,21 +74,9 @@ def undertrained(
     with stages() as stage:
         found = undertrained_tables(emb, chosen_roles, device=device.value, stages=stage,
                                     others=lambda role, shape: other_tables(source, against or [], role, shape))
-    reports, kinds, notes = found.reports, found.kinds, found.notes
-    tokenizer = emb.tokenizer_for_names()[0]
-
-    def name(index: int) -> str:
-        return token_name(tokenizer, index)
-
     if target is not None:
-        from ..render.files import input_files
-        from ..render.plots import save
-        from ..render.undertrained_plot import undertrained_figure
-        save(undertrained_figure(reports, emb.checkpoint.path.name), target, inputs=input_files(emb))
-    if json:
-        header.emit(document(reports, kinds, name, notes, target), emb)
-    else:
-        render(emb, reports, kinds, name, notes, target)
+        render.draw(emb, found, target, input_files(emb))
+    render.show(emb, found, target, json)
 
 
 def register(app: typer.Typer) -> None:

@@ -1,8 +1,9 @@
 """What every reader shares: the options it is opened with, the shape of a reader (Format), and how
-damaged bytes become one line for the user."""
+damaged bytes become one line for the user (text.detail: an exception as one line)."""
 
 from __future__ import annotations
 
+import importlib
 import lzma
 import pickle
 import struct
@@ -12,10 +13,11 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ..checkpoint import Checkpoint
 from ..errors import CheckpointError
-from ..text import printable
+from ..text import detail, printable, quote
 
 
 @dataclass(frozen=True)
@@ -44,11 +46,13 @@ DAMAGE = (ValueError, struct.error, zipfile.BadZipFile, zlib.error, lzma.LZMAErr
           MemoryError)
 
 
-def detail(err: BaseException) -> str:
-    """An exception as one short line: its type and the first line of its message."""
-    lines = printable(str(err)).splitlines() if str(err) else []
-    first = lines[0][:200] if lines else "no detail"
-    return f"{type(err).__name__}: {first}"
+def require_package(package: str, path: Path, kind: str, extra: str) -> Any:
+    """The optional package that reads this kind of file, or one line naming the extra that installs it."""
+    try:
+        return importlib.import_module(package)
+    except ImportError:
+        raise CheckpointError(f"{quote(path)} is {kind}; reading it needs the {package!r} package: "
+                              f"pip install 'embscope[{extra}]'") from None
 
 
 def damaged(where: str, err: BaseException) -> CheckpointError:

@@ -1,19 +1,15 @@
-"""Reading little-endian header fields from a buffer, where running past the end is a clear error, and
-mapping the data they describe."""
+"""Reading little-endian header fields from a buffer, where running past the end is a clear error
+(the data they describe is mapped by _checks.map_array)."""
 
 from __future__ import annotations
 
-import math
 import mmap
 import struct
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from ..errors import CheckpointError
 from ..text import quote
-from ._checks import check_extent
 
 
 class Cursor:
@@ -55,13 +51,3 @@ def map_file(path: Path) -> Any:
         if f.seek(0, 2) == 0:
             return b""
         return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-
-
-def map_array(path: Path, offset: int, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
-    """The array stored at `offset`, memory-mapped read-only; the file is checked again first, since it
-    may have shrunk after its header was read (an empty array maps nothing)."""
-    dtype = np.dtype(dtype)
-    if math.prod(shape) == 0:
-        return np.zeros(shape, dtype=dtype)
-    check_extent(path, offset, math.prod(shape) * dtype.itemsize, f"{quote(path)}: tensor data")
-    return np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=shape)

@@ -8,12 +8,16 @@ import math
 import os
 import stat
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..errors import CheckpointError
 from ..memory import watch_mapping
 from ..text import quote
+
+if TYPE_CHECKING:
+    from numpy.typing import DTypeLike
 
 MAX_NDIM = 32  # numpy allows 64; no real weight has more than a handful
 MAX_ELEMENTS = 2 ** 48  # 1 PiB of float32: beyond this a header is lying, even for an empty tensor
@@ -54,15 +58,16 @@ def check_extent(path: Path, offset: int, nbytes: int, where: str) -> None:
                               f"the file holds {size} bytes")
 
 
-def map_array(path: Path, dtype: np.dtype | str, offset: int, shape: tuple[int, ...], where: str,
+def map_array(path: Path, dtype: DTypeLike, offset: int, shape: tuple[int, ...], where: str | None = None,
               fortran: bool = False) -> np.ndarray:
-    """A read-only memory map of an array's bytes: checked against the file as it is now (it may have
-    shrunk since its header was read), and watched in case it shrinks while it is being read."""
+    """A read-only memory map of an array's bytes, for every reader: checked against the file as it is now
+    (it may have shrunk since its header was read), and watched in case it shrinks while it is being read.
+    `where` names the data in an error (default: the file's tensor data); an empty array maps nothing."""
     dtype = np.dtype(dtype)
     count = math.prod(shape)
     if count == 0:
         return np.zeros(shape, dtype=dtype)
-    check_extent(path, offset, count * dtype.itemsize, where)
+    check_extent(path, offset, count * dtype.itemsize, where if where is not None else f"{quote(path)}: tensor data")
     watch_mapping(path, offset + count * dtype.itemsize)
     return np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=shape, order="F" if fortran else "C")
 

@@ -28,8 +28,8 @@ from ..errors import CheckpointError
 from ..memory import require_memory
 from ..text import printable, quote
 from ._base import Format, OpenOptions
-from ._binary import Cursor, map_array, map_file
-from ._checks import check_shape
+from ._binary import Cursor, map_file
+from ._checks import check_shape, map_array
 
 if TYPE_CHECKING:
     from ..tokenizers.base import Tokenizer
@@ -106,7 +106,7 @@ def catalogue(path: Path) -> tuple[int, str | None, dict[str, TensorInfo], list[
         start = cur.take(nbytes, f"the data of {quote(name)}")
         if name in tensors:
             raise CheckpointError(f"{var_where} appears twice")
-        tensors[name] = TensorInfo(name, shape, dtype, partial(map_array, path, start, shape, np_dtype),
+        tensors[name] = TensorInfo(name, shape, dtype, partial(map_array, path, np_dtype, start, shape),
                                    storage=(str(path), start) if nbytes else None)
     tensors = dequantized(path, tensors)
     notes = []

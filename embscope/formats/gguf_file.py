@@ -22,9 +22,9 @@ from ..checkpoint import Checkpoint, TensorInfo
 from ..errors import CheckpointError
 from ..memory import require_memory
 from ..text import printable, quote
-from ._base import Format, OpenOptions
-from ._binary import Cursor, map_array, map_file
-from ._checks import check_shape
+from ._base import Format, OpenOptions, require_package
+from ._binary import Cursor, map_file
+from ._checks import check_shape, map_array
 from .constants import GGUF_MAGIC
 
 SUPPORTED_VERSIONS = (2, 3)  # version 1 (August 2023) had 32-bit counts; llama.cpp dropped it too
@@ -51,12 +51,7 @@ TOKENS = "tokenizer.ggml.tokens"
 
 
 def require_gguf(path: Path) -> Any:
-    try:
-        import gguf
-    except ImportError:
-        raise CheckpointError(f"{quote(path)} is a GGUF file; reading it needs the 'gguf' package: "
-                              "pip install 'embscope[gguf]'") from None
-    return gguf
+    return require_package("gguf", path, "a GGUF file", "gguf")
 
 
 @dataclass(frozen=True)
@@ -228,7 +223,7 @@ def read_quantized(path: Path, start: int, entry: TensorEntry) -> np.ndarray:
     if entry.nbytes == 0:  # no rows, or rows of no blocks
         return np.zeros(entry.shape, dtype=np.float32)
     rows = math.prod(entry.shape[:-1])
-    raw = map_array(path, start, (rows, entry.nbytes // rows), np.uint8)
+    raw = map_array(path, np.uint8, start, (rows, entry.nbytes // rows))
     try:
         values = gguf.quants.dequantize(raw, entry.ggml_type)
     except NotImplementedError:
@@ -243,7 +238,7 @@ def tensor_info(path: Path, header: Header, entry: TensorEntry) -> TensorInfo:
     kind = entry.ggml_type.name
     if kind in PLAIN_TYPES:
         dtype, np_dtype = PLAIN_TYPES[kind]
-        return TensorInfo(entry.name, entry.shape, dtype, partial(map_array, path, start, entry.shape, np_dtype),
+        return TensorInfo(entry.name, entry.shape, dtype, partial(map_array, path, np_dtype, start, entry.shape),
                           storage)
     return TensorInfo(entry.name, entry.shape, "float32", partial(read_quantized, path, start, entry), storage,
                       quantization=kind)

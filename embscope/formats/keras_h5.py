@@ -17,10 +17,9 @@ import numpy as np
 from ..checkpoint import Checkpoint, TensorInfo
 from ..errors import CheckpointError
 from ..memory import require_memory
-from ..text import printable, quote
-from ._base import Format, OpenOptions
-from ._binary import map_array
-from ._checks import check_extent, check_shape
+from ..text import detail, printable, quote
+from ._base import Format, OpenOptions, require_package
+from ._checks import check_extent, check_shape, map_array
 from .constants import HDF5_MAGIC
 
 TF_VARIABLE_SUFFIX = ":0"
@@ -29,12 +28,7 @@ H5_DAMAGE = (OSError, KeyError, RuntimeError, ValueError, TypeError)
 
 
 def require_h5py(path: Path) -> Any:
-    try:
-        import h5py
-    except ImportError:
-        raise CheckpointError(f"{quote(path)} is an HDF5 (Keras) file; reading it needs the 'h5py' package: "
-                              "pip install 'embscope[h5]'") from None
-    return h5py
+    return require_package("h5py", path, "an HDF5 (Keras) file", "h5")
 
 
 def tensor_name(hdf5_path: str) -> str:
@@ -42,8 +36,7 @@ def tensor_name(hdf5_path: str) -> str:
 
 
 def damage(where: str, err: BaseException) -> CheckpointError:
-    detail = printable(str(err).splitlines()[0] if str(err) else type(err).__name__)[:160]
-    return CheckpointError(f"{where}: expected an HDF5 file h5py can read, found damage ({detail})")
+    return CheckpointError(f"{where}: expected an HDF5 file h5py can read, found damage ({detail(err)})")
 
 
 def read_through_h5py(path: Path, hdf5_path: str, nbytes: int) -> np.ndarray:
@@ -70,7 +63,7 @@ def dataset_info(path: Path, hdf5_path: str, dataset: Any) -> TensorInfo | None:
     offset = dataset.id.get_offset()
     if offset is not None and dataset.chunks is None and dataset.compression is None:
         check_extent(path, offset, nbytes, where)
-        read = partial(map_array, path, offset, shape, dtype)
+        read = partial(map_array, path, dtype, offset, shape)
         storage = (str(path), offset) if nbytes else None
     else:
         read, storage = partial(read_through_h5py, path, hdf5_path, nbytes), None

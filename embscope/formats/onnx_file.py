@@ -24,10 +24,9 @@ from ..arrays import to_float32
 from ..checkpoint import Checkpoint, TensorInfo
 from ..errors import CheckpointError
 from ..memory import require_memory
-from ..text import printable, quote
-from ._base import Format, OpenOptions
-from ._binary import map_array
-from ._checks import check_extent, check_shape, is_regular_file
+from ..text import detail, printable, quote
+from ._base import Format, OpenOptions, require_package
+from ._checks import check_extent, check_shape, is_regular_file, map_array
 from ._state_dict import read_hf_config
 from .constants import ONNX_SUFFIX
 
@@ -54,12 +53,7 @@ def text(value: str | bytes) -> str:
 
 
 def require_onnx(path: Path) -> Any:
-    try:
-        import onnx
-    except ImportError:
-        raise CheckpointError(f"{quote(path)} is an ONNX model; reading it needs the 'onnx' package: "
-                              "pip install 'embscope[onnx]'") from None
-    return onnx
+    return require_package("onnx", path, "an ONNX model", "onnx")
 
 
 def load_model(path: Path, onnx: Any) -> Any:
@@ -68,9 +62,8 @@ def load_model(path: Path, onnx: Any) -> Any:
     try:
         return onnx.load(str(path), load_external_data=False)
     except (DecodeError, ValueError, RuntimeError) as err:
-        detail = printable(str(err).splitlines()[0] if str(err) else type(err).__name__)[:120]
         raise CheckpointError(f"{quote(path)}: expected an ONNX protobuf, found bytes onnx cannot parse "
-                              f"({detail})") from None
+                              f"({detail(err)})") from None
 
 
 def external_file(model_path: Path, tensor: Any, where: str) -> tuple[Path, int, int | None]:
@@ -127,7 +120,7 @@ def initializer_info(path: Path, tensor: Any, onnx: Any) -> TensorInfo | None:
             raise CheckpointError(f"{where}: shape {list(shape)} of {dtype} needs {needed} bytes, "
                                   f"the external data holds {length}")
         check_extent(file, offset, needed, where)
-        return TensorInfo(name, shape, dtype, partial(map_array, file, offset, shape, np_dtype),
+        return TensorInfo(name, shape, dtype, partial(map_array, file, np_dtype, offset, shape),
                           storage=(str(file), offset) if needed else None)
     if tensor.HasField("raw_data"):
         held, unit = len(tensor.raw_data), "bytes"

@@ -89,8 +89,7 @@ def tensor_info(path: Path, name: str, entry: object, data_start: int, data_len:
     nbytes = math.prod(shape) * element.itemsize  # Python ints: no overflow
     if nbytes != offsets[1] - offsets[0]:
         raise CheckpointError(f"{where}: shape {shape} of {dtype} needs {nbytes} bytes, data_offsets span {offsets[1] - offsets[0]}")
-    read = partial(map_array, path, "<" + element.stored, data_start + offsets[0], tuple(shape),
-                   f"{quote(path)}: tensor data")
+    read = partial(map_array, path, "<" + element.stored, data_start + offsets[0], tuple(shape))
     return TensorInfo(name, tuple(shape), element.name, read, storage=(str(path), offsets[0]) if nbytes else None)
 
 

@@ -1,4 +1,4 @@
-"""`compare` for people (rich tables) and for programs (one JSON document), and its progress bars."""
+"""`compare` for people (rich tables) and for programs (one JSON document)."""
 
 from __future__ import annotations
 
@@ -20,6 +20,8 @@ from ..analysis.compare_series import Namer
 from ..series import Step as CheckpointStep
 from ..text import quote
 from . import console, jsonout
+from .console import cosine_text as cosine
+from .console import number_text as number
 
 LISTED_INLINE = 10  # rows named in the one-line list of unchanged rows
 
@@ -36,15 +38,6 @@ class Labels:
     words: list[tuple[str, int | None, str | None]] = field(default_factory=list)  # (word, A row, why not used)
     notes: list[str] = field(default_factory=list)
     plot: Path | None = None
-
-
-def number(value: float | None, digits: int = 4) -> str:
-    cleaned = jsonout.clean(value)
-    return "null" if cleaned is None else f"{cleaned:.{digits}g}"
-
-
-def cosine(value: float | None) -> str:
-    return console.cosine_text(jsonout.clean(value))
 
 
 def checkpoint_text(path: Path, step: CheckpointStep) -> str:

@@ -10,6 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..text import printable
+from . import jsonout
 
 # emoji off: a tensor named ":thumbs_up:" must print as its name, not as a picture
 out = Console(highlight=False, soft_wrap=False, emoji=False)
@@ -21,10 +22,6 @@ def safe(text: object) -> str:
     return escape(printable(str(text)))
 
 
-def shape_text(shape: Sequence[int]) -> str:
-    return " x ".join(str(d) for d in shape)
-
-
 def count_text(n: int | None) -> str:
     return "-" if n is None else f"{n:,}"
 
@@ -34,7 +31,15 @@ def percent(share: float | None) -> str:
 
 
 def cosine_text(value: float | None) -> str:
-    return "null" if value is None else f"{value:+.4f}"
+    """A cosine, signed, to 4 decimals; "null" where it is undefined (None or NaN)."""
+    cleaned = jsonout.clean(value)
+    return "null" if cleaned is None else f"{cleaned:+.4f}"
+
+
+def number_text(value: float | None, digits: int = 4) -> str:
+    """A measured number to `digits` significant digits; "null" where it is undefined (None, NaN or Inf)."""
+    cleaned = jsonout.clean(value)
+    return "null" if cleaned is None else f"{cleaned:.{digits}g}"
 
 
 def table(*columns: str, title: str | None = None, **kwargs: Any) -> Table:

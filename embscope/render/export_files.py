@@ -28,10 +28,8 @@ from pathlib import Path
 import numpy as np
 
 from ..analysis.export import ExportRows
-from ..errors import EmbscopeError
 from ..roles import Role
-from ..text import quote
-from .files import written_whole
+from .files import make_folder, written_whole
 from .progress import bar
 
 FLOAT_FORMAT = "%.9g"  # 9 significant digits round-trip a float32
@@ -135,22 +133,10 @@ def projector_config(rows: ExportRows) -> str:
             "}\n")
 
 
-def projector_folder(out: Path) -> None:
-    """The folder the Projector files go to: made when missing (its parent must exist)."""
-    if out.exists() and not out.is_dir():
-        raise EmbscopeError(f"expected --out to name a folder for the Projector files, found a file: {quote(out)}")
-    if not out.parent.is_dir():
-        raise EmbscopeError(f"expected an existing directory for --out, found none: {quote(out.parent)}")
-    try:
-        out.mkdir(exist_ok=True)
-    except OSError as err:
-        raise EmbscopeError(f"expected to make the folder {quote(out)}, found {err.strerror or err}") from None
-
-
 def write_projector(out: Path, array: np.ndarray, rows: ExportRows, inputs: Iterable[Path]) -> list[Path]:
     """vectors.tsv, metadata.tsv and projector_config.pbtxt in the folder `out`; returns their paths."""
     inputs = list(inputs)
-    projector_folder(out)
+    make_folder(out, "--out")
     vectors, metadata, config = out / VECTORS_FILE, out / METADATA_FILE, out / CONFIG_FILE
     write_lines(vectors, "the vectors file", float_lines(array, rows.ids, "\t"), inputs)
     write_lines(metadata, "the metadata file", metadata_lines(rows), inputs)

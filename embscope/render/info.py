@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from ..analysis.info import InfoReport
 from ..checkpoint import Table
 from ..roles import Head, Role
+from ..text import shape_text
 from . import console, header
 
 if TYPE_CHECKING:
@@ -45,11 +46,10 @@ def info_doc(report: InfoReport) -> dict:
     }
 
 
-def print_json(report: InfoReport, emb: Embeddings) -> None:
-    header.emit(info_doc(report), emb)
-
-
-def print_console(report: InfoReport, emb: Embeddings) -> None:
+def show(emb: Embeddings, report: InfoReport, *, json: bool) -> None:
+    if json:
+        header.emit(info_doc(report), emb)
+        return
     out = console.out
     header.show(emb)
     count = len(report.tensors)
@@ -65,7 +65,7 @@ def print_console(report: InfoReport, emb: Embeddings) -> None:
         if table is not None:
             stored = table.tensor.quantization
             dtype = table.tensor.dtype + (f" (stored as {console.safe(stored)})" if stored else "")
-            grid.add_row(role, console.safe(table.name), console.shape_text(table.tensor.shape), dtype)
+            grid.add_row(role, console.safe(table.name), shape_text(table.tensor.shape), dtype)
             rules.append(f"{role} table found by {console.safe(table.rule)}")
         else:
             grid.add_row(role, HEAD_ROWS[report.head] if role is Role.output else "none", "", "")
@@ -82,7 +82,7 @@ def print_tensors(report: InfoReport) -> None:
     listed = report.tensors[:LISTED_TENSORS]
     grid = console.table("tensor", "shape", "dtype", title=f"tensors in the file ({len(report.tensors)})")
     for tensor in listed:
-        grid.add_row(console.safe(tensor.name), console.shape_text(tensor.shape) or "scalar", tensor.dtype)
+        grid.add_row(console.safe(tensor.name), shape_text(tensor.shape), tensor.dtype)
     console.out.print(grid)
     if len(report.tensors) > len(listed):
         console.out.print(f"... and {len(report.tensors) - len(listed)} more, not listed")

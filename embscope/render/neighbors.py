@@ -1,5 +1,5 @@
-"""`neighbors` results: one query's nearest rows (a table, or JSON), and the summary of a batched --all run,
-with its progress bar on stderr."""
+"""`neighbors` results: one query's nearest rows (a table, or JSON), and the summary of a batched --all run
+(its progress bar is render.progress's)."""
 
 from __future__ import annotations
 

@@ -7,9 +7,10 @@ import math
 from pathlib import Path
 from typing import Any
 
-from ..analysis.norms import DUPLICATE_COSINE, NormsReport
+from ..analysis.norms import DUPLICATE_COSINE, MAD_SCALE, NormsReport
 from ..text import visible
 from . import console, header, jsonout
+from .console import number_text as number
 
 LISTED_ROWS = 20  # anomalies printed in the console, the most extreme first
 JSON_LISTED = 1000  # anomalies listed in --json (with the total): rows are arrays, not objects
@@ -21,7 +22,7 @@ def rule_text(threshold: float, mad: float) -> str:
     if math.isnan(mad):
         return "no row has a finite norm: zero, NaN and Inf rows are flagged"
     if mad > 0:
-        return (f"a row is flagged when its robust z = (norm - median) / (1.4826 x MAD) is beyond +-{threshold:g} "
+        return (f"a row is flagged when its robust z = (norm - median) / ({MAD_SCALE} x MAD) is beyond +-{threshold:g} "
                 f"(MAD {mad:.4g}); zero, NaN and Inf rows are always flagged")
     return ("every finite norm equals the median (MAD is 0): a row is flagged when it differs from the median by "
             "more than a relative 1e-6; zero, NaN and Inf rows are always flagged")
@@ -49,11 +50,6 @@ def document(report: NormsReport, plot: Path | None) -> dict:
     if plot is not None:
         doc["plot"] = str(plot)
     return doc
-
-
-def number(value: float) -> str:
-    cleaned = jsonout.clean(value)
-    return "null" if cleaned is None else f"{cleaned:.4g}"
 
 
 def ratio(value: float) -> str:

@@ -20,11 +20,10 @@ def params_doc(report: ParamsReport) -> dict:
     }
 
 
-def print_json(report: ParamsReport, emb: Embeddings) -> None:
-    header.emit(params_doc(report), emb)
-
-
-def print_console(report: ParamsReport, emb: Embeddings) -> None:
+def show(emb: Embeddings, report: ParamsReport, *, json: bool) -> None:
+    if json:
+        header.emit(params_doc(report), emb)
+        return
     out, shares = console.out, report.shares
     header.show(emb)
     grid = console.table("table", "parameters", "share of total")

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import EmbscopeError
+from ..naming import position_name
 from ..text import printable, quote, shortened
 from .files import written_whole
 
@@ -124,7 +125,7 @@ def position_norms_figure(norms: np.ndarray, mean: float, median: float, flagged
     ax.axhline(median, color="grey", linestyle=":", linewidth=0.8, label=f"median {median:.3g}")
 
     def name(row: int) -> str:
-        return f"position {row - first_row}" if row >= first_row else f"reserved row {row}"
+        return position_name(row, first_row)
 
     for row, norm, ratio in unplottable_note(ax, flagged, name):
         ax.plot([row - first_row], [norm], "o", color="tab:red", markersize=6)

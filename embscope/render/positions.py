@@ -57,7 +57,7 @@ def show(emb: Any, result: PositionsResult, *, json: bool, profile: bool, plot: 
     if result.pairs:
         grid = console.table("i", "j", "distance", "cosine")
         for p in result.pairs:
-            grid.add_row(str(p.i), str(p.j), str(p.distance), console.cosine_text(jsonout.clean(p.cosine)))
+            grid.add_row(str(p.i), str(p.j), str(p.distance), console.cosine_text(p.cosine))
         out.print(grid)
         notes += [p.reason for p in result.pairs if p.reason]
     if profile and result.profile is not None:
@@ -70,7 +70,7 @@ def show(emb: Any, result: PositionsResult, *, json: bool, profile: bool, plot: 
 def show_profile(profile: PositionProfile) -> None:
     grid = console.table("distance k", "mean cos(p_i, p_i+k)", "std", "pairs", title="similarity by distance")
     for s in profile.summary():
-        grid.add_row(str(s.offset), console.cosine_text(jsonout.clean(s.mean)), f"{s.std:.4f}", str(s.pairs))
+        grid.add_row(str(s.offset), console.cosine_text(s.mean), f"{s.std:.4f}", str(s.pairs))
     console.out.print(grid)
     share = jsonout.clean(profile.nearest_is_adjacent)
     console.out.print(f"nearest neighbour is i-1 or i+1 for {console.percent(share)} of "

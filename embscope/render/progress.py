@@ -3,28 +3,28 @@ rich.progress is imported only when a bar is needed."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 
+from ..analysis.stages import Progress, Stages
 from . import console
-
-Advance = Callable[[int, int], None]  # (done, total): where the work stands
 
 
 @contextmanager
-def stages() -> Iterator[Callable[[str], Advance]]:
+def stages() -> Iterator[Stages]:
     """Bars for work done in stages: `stage(description)` adds a bar and returns the callback that moves it."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                  console=console.err, transient=True, disable=not console.err.is_terminal) as bars:
-        def stage(description: str) -> Advance:
+    from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeRemainingColumn
+    from rich.progress import Progress as Bars
+    with Bars(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+              console=console.err, transient=True, disable=not console.err.is_terminal) as bars:
+        def stage(description: str) -> Progress:
             task = bars.add_task(description, total=None)
             return lambda done, total: bars.update(task, completed=done, total=total)
         yield stage
 
 
 @contextmanager
-def bar(description: str) -> Iterator[Advance]:
+def bar(description: str) -> Iterator[Progress]:
     """One bar; yields the callback that moves it."""
     with stages() as stage:
         yield stage(description)

@@ -15,7 +15,7 @@ from ..analysis.norms import DUPLICATE_COSINE, NormsReport
 from ..analysis.report import SECTIONS, CompareSection, Missing, NeighborsSection, Report
 from ..analysis.undertrained import THRESHOLD_RULE, UndertrainedReport
 from ..roles import Role
-from ..text import visible
+from ..text import shape_text, visible
 from . import compare as compare_text
 from . import header
 from . import map as map_text
@@ -23,7 +23,7 @@ from . import norms as norms_text
 from . import positions as positions_text
 from . import undertrained as undertrained_text
 from .compare_plot import figure as compare_figure
-from .console import cosine_text, count_text, percent, shape_text
+from .console import cosine_text, count_text, number_text, percent
 from .info import HEAD_ROWS
 from .jsonout import clean
 from .lookup_notes import grouped_notes
@@ -90,12 +90,12 @@ def count(value: int | None) -> Cell:
 
 
 def cosine(value: float | None) -> Cell:
-    return number(value, cosine_text(clean(value)))
+    return number(value, cosine_text(value))
 
 
 def four(value: float | None) -> Cell:
     """A number to 4 significant digits, as `norms` and `compare` print them."""
-    return number(value, compare_text.number(value))
+    return number(value, number_text(value))
 
 
 def text(value: object) -> Cell:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -9,7 +10,8 @@ from typing import Any
 
 from ..analysis.norms import MAD_SCALE
 from ..analysis.token_kinds import KIND_MEANINGS, KINDS, TokenKinds
-from ..analysis.undertrained import NORM_Z, THRESHOLD_RULE, Candidate, UndertrainedReport
+from ..analysis.undertrained import NORM_Z, THRESHOLD_RULE, Candidate, UndertrainedReport, UndertrainedTables
+from ..naming import token_name
 from ..text import visible
 from . import console, header
 
@@ -51,6 +53,22 @@ def table_document(report: UndertrainedReport, name: Namer) -> dict:
                         "conclusive": c.conclusive} for c in report.candidates],
         "notes": list(report.notes),
     }
+
+
+def show(emb: Any, found: UndertrainedTables, plot: Path | None, json: bool) -> None:
+    """The answer, its rows named by the checkpoint's tokenizer (`#id` without one)."""
+    name = functools.partial(token_name, emb.tokenizer_for_names()[0])
+    if json:
+        header.emit(document(found.reports, found.kinds, name, found.notes, plot), emb)
+    else:
+        render(emb, found.reports, found.kinds, name, found.notes, plot)
+
+
+def draw(emb: Any, found: UndertrainedTables, path: Path, inputs: list[Path]) -> None:
+    """The indicator and the norms of each table, written to `path`."""
+    from .plots import save
+    from .undertrained_plot import undertrained_figure
+    save(undertrained_figure(found.reports, emb.checkpoint.path.name), path, inputs=inputs)
 
 
 def render(emb: Any, reports: Sequence[UndertrainedReport], kinds: TokenKinds | None, name: Namer,

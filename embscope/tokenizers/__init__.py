@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from embscope.errors import CheckpointError
+from embscope.text import detail
 from embscope.tokenizers.base import (
     Tokenizer,
     TokenizerKind,
@@ -50,9 +51,8 @@ def _load(kind: TokenizerKind, path: Path) -> Tokenizer:
     try:
         return kind.load(path)
     except (ValueError, KeyError, IndexError, TypeError, RecursionError, MemoryError, OSError) as err:
-        detail = str(err).splitlines()[0][:200] if str(err) else type(err).__name__
         raise CheckpointError(f"expected a readable {kind.name} tokenizer in {path}, found damage "
-                              f"({type(err).__name__}: {detail})") from None
+                              f"({detail(err)})") from None
 
 
 def _file_type(path: Path) -> int | None:

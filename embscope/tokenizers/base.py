@@ -109,6 +109,8 @@ def registered_kinds() -> tuple[TokenizerKind, ...]:
     return tuple(_KINDS.values())
 
 
+SPACE_MARK = "\u2581"  # SentencePiece's "▁": a piece that starts a word ("▁dog" is " dog")
+
 # larger than any real vocabulary (Gemma's is 256k); an id past it is a damaged or hostile file, and
 # the id -> piece list is sized by the largest id
 MAX_TOKEN_ID = 2**24 - 1

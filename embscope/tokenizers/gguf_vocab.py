@@ -23,12 +23,11 @@ from typing import Any
 import numpy as np
 
 from embscope.errors import CheckpointError, TokenError
-from embscope.tokenizers.base import ByteVocabulary, check_id, check_largest_id
+from embscope.tokenizers.base import SPACE_MARK, ByteVocabulary, check_id, check_largest_id
 from embscope.tokenizers.gpt2_bpe import GPT2BPETokenizer
 
 # tokenizer.ggml.token_type values (gguf.TokenType)
 NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
-SPACE_MARK = "\u2581"  # SentencePiece's "▁"
 SPECIAL_ID_KEYS = ("bos_token_id", "eos_token_id", "unknown_token_id", "separator_token_id",
                    "padding_token_id", "cls_token_id", "mask_token_id")
 PREFIX = "tokenizer.ggml."

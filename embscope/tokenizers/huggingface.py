@@ -22,6 +22,7 @@ from typing import Any
 
 from embscope.errors import CheckpointError, EmbscopeError, TokenError
 from embscope.tokenizers.base import (
+    SPACE_MARK,
     TokenizerKind,
     check_id,
     is_id,
@@ -155,7 +156,7 @@ def _space_markers(steps: list[dict[str, Any]]) -> list[tuple[str, str]]:
     markers: list[tuple[str, str]] = []
     for step in steps:
         if step.get("type") == "Metaspace":
-            replacement = step.get("replacement") or "\u2581"
+            replacement = step.get("replacement") or SPACE_MARK
             if isinstance(replacement, str):
                 markers.append((replacement, " "))
         elif step.get("type") == "Replace" and isinstance(step.get("pattern"), dict):

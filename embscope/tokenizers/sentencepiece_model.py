@@ -15,9 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from embscope.errors import CheckpointError, TokenError
-from embscope.tokenizers.base import TokenizerKind, check_id, missing_package, register_kind
+from embscope.tokenizers.base import SPACE_MARK, TokenizerKind, check_id, missing_package, register_kind
 
-SPACE_MARKER = "\u2581"
 _BYTE_PIECE = re.compile(r"<0x([0-9A-Fa-f]{2})>")
 
 
@@ -66,7 +65,7 @@ class SentencePieceTokenizer:
                 return bytes([int(match.group(1), 16)]).decode("utf-8", errors="backslashreplace")
         if self._sp.is_control(id) or self._sp.is_unknown(id):
             return piece
-        return piece.replace(SPACE_MARKER, " ")
+        return piece.replace(SPACE_MARK, " ")
 
     def _piece(self, id: int) -> str:
         try:

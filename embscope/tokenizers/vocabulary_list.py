@@ -12,10 +12,9 @@ import json
 from pathlib import Path
 
 from embscope.errors import CheckpointError, TokenError
-from embscope.tokenizers.base import ByteVocabulary, check_largest_id, check_text
+from embscope.tokenizers.base import SPACE_MARK, ByteVocabulary, check_largest_id, check_text
 from embscope.tokenizers.byte_alphabet import unicode_to_byte
 
-SPACE_MARK = "\u2581"  # SentencePiece's "▁"
 SPECIAL_KEYS = ("unk_token", "bos_token", "eos_token", "decoder_start_token")  # CTranslate2's config.json
 
 
