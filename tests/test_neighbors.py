@@ -410,3 +410,9 @@ def test_bf16_on_a_cpu_without_native_bf16_says_so_once(npz_path, tmp_path, monk
     assert result.stdout.count("note: --precision bf16 on this CPU: it has no native bf16 matmul") == 1
     cpuinfo.write_text("flags\t\t: fpu avx512_bf16\n")
     assert "note:" not in run(*args).stdout
+
+
+def test_tf32_on_the_cpu_says_it_ran_fp32(tmp_path):
+    doc = run_json("neighbors", "--all", "-k", "2", "--out", tmp_path / "n.npz", "--precision", "tf32", "--device", "cpu")
+    assert doc["precision"] == "fp32"
+    assert "--precision tf32 is a GPU tensor-core mode: on the cpu the products ran in fp32" in doc["notes"]

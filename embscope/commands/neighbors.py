@@ -46,7 +46,8 @@ def run_all(source: Source, k: int, out: Path, queries_file: Path | None, ids: b
         check_directory(out, "--out")
     emb = source.open()
     device = compute.resolve_device(device)
-    precision = compute.resolve_precision(precision, device)
+    asked = compute.resolve_precision(precision, device)
+    precision = compute.precision_run(precision, device)
     skipped = None if strict else Skipped()
     queries = read_queries(queries_file, skipped) if queries_file is not None else None
     started = time.perf_counter()
@@ -57,6 +58,8 @@ def run_all(source: Source, k: int, out: Path, queries_file: Path | None, ids: b
     tokenizer = emb.tokenizer_for_names()[0]
     write_neighbors(out, topk, lambda token_id: token_name(tokenizer, token_id), input_files(emb, queries_file))
     notes = [n for n in (bf16_note(device, precision),) if n]
+    if asked != precision:
+        notes.append(f"--precision {asked} is a GPU tensor-core mode: on the {device} the products ran in {precision}")
     if topk.ids.shape[1] < k:
         notes.append(f"-k {k:,} is more than the table's {topk.ids.shape[1]:,} rows: each list holds at most that many")
     notes += skipped.notes(queries_file) if skipped and queries_file else []

@@ -93,6 +93,13 @@ def resolve_precision(precision: str, device: str) -> str:
     return "fp16"
 
 
+def precision_run(precision: str, device: str) -> str:
+    """The arithmetic that runs for a precision asked for on a device: resolve_precision's choice, and on the
+    CPU fp32 for tf32 (a tensor-core mode that a CPU does not have)."""
+    resolved = resolve_precision(precision, device)
+    return "fp32" if device == "cpu" and resolved == "tf32" else resolved
+
+
 def free_memory() -> int:
     """Bytes of RAM free for new work; a cautious guess when the OS will not say."""
     from ..memory import available_memory  # numpy comes with it: not on the way to --help

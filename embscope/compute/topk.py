@@ -19,7 +19,7 @@ import numpy as np
 
 from ..errors import EmbscopeError
 from .bf16_engine import CpuBf16Engine
-from .devices import cpu_threads, resolve_device, resolve_precision
+from .devices import cpu_threads, precision_run, resolve_device, resolve_precision
 from .engine import Engine, Queries
 from .numpy_engine import NumpyEngine
 from .rows import as_table, check_ids, normalise, unit_rows
@@ -97,9 +97,7 @@ def pick_engine(device: str, precision: str, forced: Engine | None) -> tuple[Eng
         return GPU_ENGINE, precision
     if precision == "fp16":
         raise EmbscopeError("precision fp16 needs a GPU (cuda or mps); use fp32 or bf16 on cpu")
-    if precision == "tf32":
-        precision = "fp32"  # tf32 is a tensor-core mode; the CPU computes fp32 anyway
-    return CPU_ENGINES[precision], precision
+    return CPU_ENGINES[precision_run(precision, device)], precision_run(precision, device)
 
 
 def check_k(k: object) -> int:
