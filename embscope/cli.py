@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import importlib
+import io
 import os
 import sys
 from collections.abc import Sequence
@@ -123,6 +124,11 @@ for name in COMMANDS:
 
 
 def main() -> None:
+    if sys.stderr is None:  # `2>&-`: messages go nowhere, but the exit code still tells usage from input errors
+        sys.stderr = io.StringIO()
+    if sys.stdout is None:  # `>&-`: there is nowhere to put an answer
+        error_line("could not write the output: standard output is closed")
+        sys.exit(1)
     if hasattr(sys.stdout, "reconfigure"):  # a terminal that cannot show a character gets an escape, not a crash
         sys.stdout.reconfigure(errors="backslashreplace")
     app()
