@@ -55,6 +55,9 @@ def show_usage_error(err: typer.TyperException) -> None:
         sys.stderr.write(f"{usage}  (see '{ctx.command_path} --help')\n")
 
 
+RESOLVED = "embscope.command"  # where the group keeps the command it resolved, for usage lines
+
+
 class EmbscopeGroup(TyperGroup):
     def main(self, args: Sequence[str] | None = None, prog_name: str | None = None, complete_var: str | None = None,
              standalone_mode: bool = True, windows_expand_args: bool = True, **extra: Any) -> Any:
@@ -80,11 +83,18 @@ class EmbscopeGroup(TyperGroup):
     def resolve_command(self, ctx: Any, args: list[str]) -> Any:
         from .commands.options import with_optional_values
         name, command, rest = super().resolve_command(ctx, args)
+        ctx.meta[RESOLVED] = name, command
         return name, command, with_optional_values(command, rest)
 
     def invoke(self, ctx: Any) -> Any:
         try:
             return super().invoke(ctx)
+        except typer.TyperException as err:
+            name, command = ctx.meta.get(RESOLVED, (None, None))
+            # the parser's own complaints (`--out` with no value) come without the command's context
+            if getattr(err, "ctx", False) is None and command is not None:
+                err.ctx = typer.Context(command, info_name=name, parent=ctx)  # type: ignore[attr-defined]
+            raise
         except EmbscopeError as err:
             error_line(str(err))
         except OSError as err:  # a file the formats did not expect to fail (a name too long, a vanished file)

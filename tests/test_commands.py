@@ -102,6 +102,10 @@ def test_version():
      "Usage: embscope neighbors [OPTIONS] [word]  (see 'embscope neighbors --help')"),
     (["norms", "--table", "words"], "Error: Invalid value for '--table': 'words' is not one of 'token', 'position', "
      "'output'.", "Usage: embscope norms [OPTIONS]  (see 'embscope norms --help')"),
+    (["neighbors", "--all", "--out"], "Error: Option '--out' requires an argument.",
+     "Usage: embscope neighbors [OPTIONS] [word]  (see 'embscope neighbors --help')"),
+    (["similarity", "--pairs-file"], "Error: Option '--pairs-file' requires an argument.",
+     "Usage: embscope similarity [OPTIONS] [words]...  (see 'embscope similarity --help')"),
 ])
 def test_usage_errors_are_one_line_and_a_usage_hint_with_exit_2(args, message, usage):
     result = run(*args, code=2)
