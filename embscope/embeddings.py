@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import os
+import stat
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .checkpoint import Checkpoint, EmbeddingTables, Table
-from .errors import EmbscopeError, PositionError, TableError
+from .errors import CheckpointError, EmbscopeError, PositionError, TableError
 from .formats import OpenOptions, open_checkpoint
+from .inputs import kind_of
 from .roles import Role, find_tables
 from .sample import default_checkpoint
+from .text import quote
 
 if TYPE_CHECKING:
     from .tokenizers.base import Tokenizer
@@ -91,12 +94,23 @@ def resolve_path(path: str | os.PathLike | None) -> tuple[Path, bool]:
     return default_checkpoint(), True
 
 
+def refuse_special_file(path: Path) -> None:
+    """A FIFO would hang the first read (a device could too): only files and directories are checkpoints."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return  # missing or unreadable: open_checkpoint says which
+    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        raise CheckpointError(f"expected a checkpoint file or directory, found {kind_of(mode)}: {quote(path)}")
+
+
 def open(path: str | os.PathLike | None = None, *, tokenizer: str | os.PathLike | None = None,
          token_key: str | None = None, pos_key: str | None = None, output_key: str | None = None,
          trust_pickle: bool = False, vocab_size: int | None = None, d_model: int | None = None,
          context: int | None = None) -> Embeddings:
     options = OpenOptions(trust_pickle=trust_pickle, vocab_size=vocab_size, d_model=d_model, context=context)
     resolved, is_sample = resolve_path(path)
+    refuse_special_file(resolved)
     checkpoint = open_checkpoint(resolved, options)
     tables = find_tables(checkpoint, token_key=token_key, pos_key=pos_key, output_key=output_key)
     return Embeddings(checkpoint, tables, Path(tokenizer) if tokenizer is not None else None, is_sample)

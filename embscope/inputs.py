@@ -50,7 +50,8 @@ def kind_of(mode: int) -> str:
 def lines(path: Path, what: str, skip: Skipped | None) -> Iterator[tuple[int, str]]:
     """(line number, text) of each line that is not blank or a # comment. `skip` None: strict."""
     try:
-        with open(path, "rb") as file:
+        # O_NONBLOCK: opening a FIFO to read would otherwise wait for a writer, before fstat could refuse it
+        with os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as file:
             mode = os.fstat(file.fileno()).st_mode
             if not stat.S_ISREG(mode):  # /dev/zero or a FIFO would never end
                 raise EmbscopeError(f"expected a regular file for {what}, found {kind_of(mode)}: {quote(path)}")

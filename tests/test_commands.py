@@ -195,3 +195,11 @@ def test_a_closed_stderr_keeps_the_exit_code():
         done = subprocess.run([sys.executable, "-m", "embscope", *args], stdout=subprocess.PIPE, preexec_fn=closed(2),
                               timeout=60)
         assert (done.returncode, done.stdout) == (code, b"")
+
+
+@pytest.mark.parametrize("args", [["info", "-c"], ["undertrained", "--against"], ["compare", str(SAMPLE)]])
+def test_a_pipe_is_no_checkpoint(args, tmp_path):
+    fifo = tmp_path / "model.bin"
+    os.mkfifo(fifo)  # opening it to read would wait for a writer forever
+    result = run(*args, fifo, code=1)
+    assert result.stderr == f"Error: expected a checkpoint file or directory, found a pipe: '{fifo}'\n"

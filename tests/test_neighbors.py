@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -410,3 +411,10 @@ def test_bf16_on_a_cpu_without_native_bf16_says_so_once(npz_path, tmp_path, monk
     assert result.stdout.count("note: --precision bf16 on this CPU: it has no native bf16 matmul") == 1
     cpuinfo.write_text("flags\t\t: fpu avx512_bf16\n")
     assert "note:" not in run(*args).stdout
+
+
+def test_cli_queries_may_not_be_a_pipe(npz_path, tmp_path):
+    fifo = tmp_path / "queries"
+    os.mkfifo(fifo)
+    result = run("neighbors", "-c", npz_path, "--all", "--out", tmp_path / "out.tsv", "--queries", fifo, code=1)
+    assert result.stderr == f"Error: expected a regular file for --queries, found a pipe: '{fifo}'\n"

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .. import compute
+from .. import compute, inputs
 from ..compute.select import best_columns
 from ..errors import EmbscopeError, TokenError
 from ..lookup import lookup_word
@@ -254,11 +254,16 @@ def analogy(emb: Embeddings, a: str, b: str, c: str, *, k: int = 10, method: str
 
 def read_questions(lines: Iterable[str]) -> QuestionFile:
     """The Google analogy test format: `: section` lines, then `a b c d` lines; blank lines are ignored."""
+    return numbered_questions(enumerate(lines, start=1))
+
+
+def numbered_questions(lines: Iterable[tuple[int, str]]) -> QuestionFile:
+    """read_questions over (line number, text) pairs."""
     questions: list[Question] = []
     sections: dict[str, None] = {}
     malformed: list[int] = []
     section = NO_SECTION
-    for number, line in enumerate(lines, start=1):
+    for number, line in lines:
         if line.startswith(":"):
             section = line[1:].strip() or NO_SECTION
             continue
@@ -274,11 +279,8 @@ def read_questions(lines: Iterable[str]) -> QuestionFile:
 
 
 def read_question_file(path: Path) -> QuestionFile:
-    try:
-        with open(path, encoding="utf-8") as f:
-            found = read_questions(f)
-    except (OSError, UnicodeError) as err:
-        raise EmbscopeError(f"expected a readable UTF-8 analogy file at {quote(path)}, found {err}") from None
+    """A question file, read as every input file is (inputs.lines: a regular file, a bounded line at a time)."""
+    found = numbered_questions(inputs.lines(path, "--file", None))
     if not found.questions:
         raise EmbscopeError(f"expected analogy questions in {quote(path)} (`: section` lines, then four words a "
                             f"line), found none")
