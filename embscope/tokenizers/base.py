@@ -146,6 +146,22 @@ def is_library_failure(err: BaseException) -> bool:
     return not isinstance(err, (KeyboardInterrupt, SystemExit, GeneratorExit))
 
 
+def library_ids(encoding: Any, text: str, normalizer: Any, where: str) -> list[int]:
+    """The ids of a tokenizers-library `encoding` of `text`. A BPE model with no unknown token silently leaves
+    out the characters its vocabulary lacks; a word that lost one is refused. Whitespace (the pre-tokenizer
+    splits at it) and what the `normalizer` alone removes (accents it strips) are left out on purpose."""
+    covered = [False] * len(text)
+    for start, end in encoding.offsets:
+        covered[start:end] = [True] * len(covered[start:end])
+    lost = dict.fromkeys(char for char, used in zip(text, covered) if not used and not char.isspace()
+                         and (normalizer is None or normalizer.normalize_str(char).strip()))
+    if lost:
+        listed = ", ".join(shown(char) for char in lost)
+        raise TokenError(f"expected every character of {shown(text)} to become a token, found {listed} left out "
+                         f"by {where}: it has no token for them and no unknown token")
+    return list(encoding.ids)
+
+
 def missing_package(what: str, package: str, extra: str) -> EmbscopeError:
     return EmbscopeError(f"{what} needs the '{package}' package (pip install 'embscope[{extra}]')")
 
