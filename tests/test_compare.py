@@ -403,3 +403,13 @@ def test_the_commands_defaults_are_the_librarys():
     from embscope.commands import compare as command
     assert (command.LISTED, command.NEIGHBOR_K, command.NEIGHBOR_SAMPLE) == (
         library.LISTED, library.NEIGHBOR_K, library.NEIGHBOR_SAMPLE)
+
+
+def test_the_checkpoints_given_are_named_with_their_own_steps():
+    root = Path(__file__).resolve().parents[1] / "sample_checkpoints"
+    doc = run_json("compare", root / "nlm", root / "nlm_step1000", "--sample", "0")
+    assert (doc["checkpoint"], doc["step"]) == (str(root / "nlm"), 3000)  # A and A's step, not B's
+    text = run("compare", root / "nlm_step1000", root / "nlm", root / "andrea", "--sample", "0").stdout
+    assert " ".join(text.splitlines()[0].split()) == (
+        f"compare: 3 checkpoints, step 1,000 to step 3,000: {root / 'nlm_step1000' / 'model.pkl'}, "
+        f"{root / 'nlm' / 'model.pkl'}, {root / 'andrea' / 'model.bin'}")

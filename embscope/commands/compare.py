@@ -167,7 +167,8 @@ def compare_command(
         comparison = compare(series(), options, token_pairing=pairing,
                              word_rows=[row for _, row, _ in found_words if row is not None], stages=stages)
     table_names = {role: (first_names[role], last_names[role]) for role in comparison.tables}
-    labels = render.Labels(opened, origin, table_names, names, names_b, found_words, notes, plot_file)
+    labels = render.Labels(opened, origin, table_names, names, names_b, found_words, notes, plot_file,
+                           run=len(checkpoints) == 1)
     if plot_file is not None:
         from ..render.compare_plot import draw
         draw(comparison, labels, plot_file, inputs=paths)
