@@ -418,3 +418,10 @@ def test_cli_queries_may_not_be_a_pipe(npz_path, tmp_path):
     os.mkfifo(fifo)
     result = run("neighbors", "-c", npz_path, "--all", "--out", tmp_path / "out.tsv", "--queries", fifo, code=1)
     assert result.stderr == f"Error: expected a regular file for --queries, found a pipe: '{fifo}'\n"
+
+
+def test_a_k_past_the_table_says_how_many_rows_it_found(npz_path):
+    doc = run_json("neighbors", "-c", npz_path, "--ids", "1", "-k", 10**18)
+    # the zero and the NaN row have no cosine, and the query is left out
+    assert len(doc["neighbors"]) == ROWS - 3
+    assert doc["note"] == f"-k {10**18:,} asks for more rows than there are: all {ROWS - 3} rows with a cosine are listed"
