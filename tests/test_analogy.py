@@ -263,3 +263,11 @@ def test_cli_file_is_a_regular_file_read_a_line_at_a_time(ckpt, tmp_path):
     long_line.write_text("king man woman queen\n" + "x" * 100_000 + "\n")
     result = run("analogy", "-c", ckpt, "--file", long_line, code=1)
     assert result.stderr == f"Error: '{long_line}' line 2: expected a line of text, found one longer than 4,096 bytes\n"
+
+
+def test_a_k_past_the_table_says_how_many_rows_answered(ckpt):
+    doc = run_json("analogy", "-c", ckpt, "--ids", "256", "258", "259", "-k", 10**18)
+    assert len(doc["results"]) == ROWS - 3  # every row but the three inputs
+    assert doc["notes"][-1] == f"-k {10**18:,} asks for more rows than there are: all {ROWS - 3} rows that can answer are listed"
+    text = " ".join(run("analogy", "-c", ckpt, "--ids", "256", "258", "259", "-k", 10**18).stdout.split())
+    assert f"note: -k {10**18:,} asks for more rows than there are" in text

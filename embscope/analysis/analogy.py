@@ -71,6 +71,7 @@ class AnalogyResult:
     answers: tuple[Answer, ...]
     table_name: str
     reason: str | None = None  # why there are no answers
+    note: str | None = None  # why there are fewer answers than asked for
 
 
 @dataclass(frozen=True)
@@ -247,7 +248,9 @@ def analogy(emb: Embeddings, a: str, b: str, c: str, *, k: int = 10, method: str
     if not answers:
         return replace(result, reason=f"no row is left to answer: the table has {array.shape[0]} rows, the inputs "
                                       "are left out, and zero rows or rows holding NaN or Inf never answer")
-    return replace(result, answers=answers)
+    short = None if len(answers) == k else (f"-k {k:,} asks for more rows than there are: all {len(answers):,} "
+                                             "rows that can answer are listed")
+    return replace(result, answers=answers, note=short)
 
 
 # --- a file of questions ---
