@@ -413,3 +413,17 @@ def test_the_checkpoints_given_are_named_with_their_own_steps():
     assert " ".join(text.splitlines()[0].split()) == (
         f"compare: 3 checkpoints, step 1,000 to step 3,000: {root / 'nlm_step1000' / 'model.pkl'}, "
         f"{root / 'nlm' / 'model.pkl'}, {root / 'andrea' / 'model.bin'}")
+
+
+def test_the_plot_never_replaces_a_checkpoint_found_in_a_folder(tmp_path):
+    start, later, _, _ = planted_series()
+    (tmp_path / "a").mkdir()
+    with open(tmp_path / "a" / "model.png", "wb") as f:  # a checkpoint is known by its bytes, whatever its name
+        np.savez(f, token_emb=start)
+    b = write_npz(tmp_path / "b.npz", later)
+    before = (tmp_path / "a" / "model.png").read_bytes()
+    result = run("compare", tmp_path / "a", b, "--sample", "0", "--plot", tmp_path / "a" / "model.png", code=1)
+    assert result.stderr == (f"Error: expected the plot file to name a new file, found "
+                             f"'{tmp_path / 'a' / 'model.png'}', a file this answer was read from: it is never "
+                             "written over\n")
+    assert (tmp_path / "a" / "model.png").read_bytes() == before

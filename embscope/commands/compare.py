@@ -136,6 +136,7 @@ def compare_command(
     from ..analysis.compare import CompareOptions, Pairing, by_token, compare
     from ..render import compare as render
     from ..render import progress
+    from ..render.files import input_files
     from ..series import Step, checkpoint_step
     options = CompareOptions(align=align is not None, k=k, sample=sample, listed=top, device=device.value)
     opened: list[tuple[Path, Step]] = []
@@ -143,6 +144,7 @@ def compare_command(
     names_b: dict[str, Namer] = {}
     first_names: dict[str, str] = {}
     last_names: dict[str, str] = {}
+    read: list[Path] = []  # every file the answer was read from: the plot may replace none of them
     ready = {0: replace(source, checkpoint=paths[0]).open()}  # opened before the series: words, token strings
     found_words = word_rows(ready[0], parse_words(words)) if words else []
     pairing: Pairing | None = None
@@ -155,6 +157,7 @@ def compare_command(
         for index, path in enumerate(paths):
             emb = ready.pop(index, None) or replace(source, checkpoint=path).open()
             opened.append((emb.checkpoint.path, checkpoint_step(emb.checkpoint)))
+            read.extend(input_files(emb))
             tables = tables_of(emb)
             for role, table in tables.items():
                 names_b[role] = namer(emb, role, table.first_row)
@@ -171,7 +174,7 @@ def compare_command(
                            run=len(checkpoints) == 1)
     if plot_file is not None:
         from ..render.compare_plot import draw
-        draw(comparison, labels, plot_file, inputs=paths)
+        draw(comparison, labels, plot_file, inputs=read)
     if json:
         render.emit(comparison, labels)
     else:

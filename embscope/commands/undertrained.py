@@ -50,14 +50,14 @@ def _nearest(device: str, progress: Callable[[int, int], None]) -> Callable:
     return search
 
 
-def other_tables(source: Source, paths: list[Path], role: str, shape: tuple[int, ...]) -> list:
-    """The same table from each other checkpoint, opened with the same options; shapes must agree."""
+def other_tables(others: list[Embeddings], role: str, shape: tuple[int, ...]) -> list:
+    """The same table from each other checkpoint; shapes must agree."""
     found = []
-    for path in paths:
-        table = dataclasses.replace(source, checkpoint=path).open().table(role)
+    for other in others:
+        table = other.table(role)
         if table.tensor.shape != shape:
-            raise TableError(f"expected the {role} table of {quote(path)} to have the shape {tuple(shape)} of the "
-                             f"checkpoint it is compared with, found {table.tensor.shape}")
+            raise TableError(f"expected the {role} table of {quote(other.checkpoint.path)} to have the shape "
+                             f"{tuple(shape)} of the checkpoint it is compared with, found {table.tensor.shape}")
         found.append(table.array)
     return found
 
@@ -83,6 +83,7 @@ def undertrained(
     from ..render.progress import bar
     from ..render.undertrained import document, render
     emb = source.open()
+    others = [dataclasses.replace(source, checkpoint=path).open() for path in against or []]  # same options
     chosen_roles = roles(emb, table)
     target = plot_path(plot, emb.checkpoint.path, table.value if table is not None else chosen_roles[0],
                        "undertrained")
@@ -96,9 +97,9 @@ def undertrained(
         if tokenizer is not None and (kinds is None or kinds.rows != chosen.rows):
             with bar("tokenizer round trip") as progress:
                 kinds = token_kinds(tokenizer, chosen.rows, progress)
-        others = other_tables(source, against or [], role, chosen.tensor.shape)
         with bar(f"nearest rows of the {role} table") as progress:
-            reports.append(find_undertrained(chosen.array, kinds, table=role, name=chosen.name, others=others,
+            reports.append(find_undertrained(chosen.array, kinds, table=role, name=chosen.name,
+                                             others=other_tables(others, role, chosen.tensor.shape),
                                              topk=_nearest(resolved, progress)))
     notes += [note for report in reports for note in emb.table(report.table).notes]
 
@@ -109,7 +110,8 @@ def undertrained(
         from ..render.files import input_files
         from ..render.plots import save
         from ..render.undertrained_plot import undertrained_figure
-        save(undertrained_figure(reports, emb.checkpoint.path.name), target, inputs=input_files(emb))
+        inputs = [path for opened in (emb, *others) for path in input_files(opened)]  # --against's files too
+        save(undertrained_figure(reports, emb.checkpoint.path.name), target, inputs=inputs)
     if json:
         header.emit(document(reports, kinds, name, notes, target), emb)
     else:
