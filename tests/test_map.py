@@ -177,3 +177,22 @@ def test_umap_places_every_finite_row(ckpt):
     assert doc["method"] == "umap" and doc["explained_variance"] is None and doc["used"] == ROWS
     assert all(p["x"] is not None for p in doc["probes"])
     assert any(n.startswith("UMAP (umap-learn ") for n in doc["notes"])
+
+
+def test_flagged_rows_cost_no_object_each_until_read(tmp_path):
+    import tracemalloc
+
+    from embscope.analysis.map import table_map
+    from embscope.roles import Role
+    table = np.random.default_rng(5).standard_normal((200_000, 2)).astype(np.float32)
+    table[::2] = 0  # 100,000 zero rows: norm anomalies, as a 1 KB compressed file can hold millions
+    np.savez(tmp_path / "zeros.npz", token_emb=table)
+    emb = embscope.open(tmp_path / "zeros.npz")
+    tracemalloc.start()
+    try:
+        found = table_map(emb, Role.token)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert len(found.flagged) >= 100_000 and found.flagged[-1].reason == "zero row"
+    assert peak < 15 * table.nbytes  # arrays of the rows, not a FlaggedPoint and a label for each

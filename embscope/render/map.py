@@ -116,7 +116,8 @@ def map_figure(result: TableMap, checkpoint: str) -> Any:  # a matplotlib Figure
     ax.set_ylabel(y_name.upper() + (f" ({ratio[1]:.1%} of variance)" if ratio else ""))
     ax.set_title(f"{printable(checkpoint)} - {result.role} table {printable(result.name)}: "
                  f"{' ('.join(method_text(result))})", parse_math=False)
-    flagged = np.array([f.id for f in result.flagged if f.x is not None], dtype=np.int64)
+    flagged = result.flagged.indices
+    flagged = flagged[np.isfinite(coords[flagged]).all(axis=1)]  # rows left off the map are not drawn
     if result.role is Role.position:
         path_rows = np.arange(result.first_row, result.rows)
         ax.plot(coords[path_rows, 0], coords[path_rows, 1], color="grey", linewidth=0.6, zorder=1)
