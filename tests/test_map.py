@@ -196,3 +196,19 @@ def test_flagged_rows_cost_no_object_each_until_read(tmp_path):
         tracemalloc.stop()
     assert len(found.flagged) >= 100_000 and found.flagged[-1].reason == "zero row"
     assert peak < 15 * table.nbytes  # arrays of the rows, not a FlaggedPoint and a label for each
+
+
+def test_the_plot_draws_a_bounded_number_of_rows(ckpt, monkeypatch):
+    # Agg cannot draw a path through millions of points (OverflowError), and a plot of them takes GBs
+    pytest.importorskip("matplotlib", reason="matplotlib is not installed")
+    from embscope.analysis.map import table_map
+    from embscope.render import map as render_map
+    monkeypatch.setattr(render_map, "MAX_DRAWN", 100)
+    emb = embscope.open(ckpt)
+    (ax,) = map_figure(table_map(emb, "token"), "model.npz").axes
+    assert len(ax.collections[0].get_offsets()) == 100  # rows 0, 3, 6, ...
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == [f"rows ({ROWS}; 1 in 3 drawn)", "norm anomalies (1)"]
+    monkeypatch.setattr(render_map, "MAX_DRAWN", 10)
+    ax = map_figure(table_map(emb, "position"), "model.npz").axes[0]
+    assert len(ax.lines[0].get_xdata()) == len(ax.collections[0].get_offsets()) == 10
+    assert "1 position in 4 drawn" in [t.get_text() for t in ax.texts]
