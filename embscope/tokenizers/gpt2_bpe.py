@@ -103,7 +103,7 @@ def _library_encoder(vocab: dict[str, int], merges: list[tuple[str, str]],
             if not is_library_failure(err):
                 raise
             raise TokenError(f"the tokenizers library failed to encode {shown(text)}: {err}") from None
-        return library_ids(encoding, text, None, f"the {GPT2BPETokenizer.kind} tokenizer {path.name}")
+        return library_ids(encoding, text, library, f"the {GPT2BPETokenizer.kind} tokenizer {path.name}", True)
 
     return encode
 
