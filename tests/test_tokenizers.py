@@ -10,13 +10,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import run
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from embscope.errors import CheckpointError, EmbscopeError, TokenError
 from embscope.tokenizers import Tokenizer, find_tokenizer, load_tokenizer, registered_kinds
-
-from conftest import run
 
 SAMPLE_HF = Path(__file__).resolve().parent.parent / "sample_checkpoints" / "hf"
 
