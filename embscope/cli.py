@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import importlib
+import io
 import os
 import sys
 from collections.abc import Sequence
@@ -54,6 +55,9 @@ def show_usage_error(err: typer.TyperException) -> None:
         sys.stderr.write(f"{usage}  (see '{ctx.command_path} --help')\n")
 
 
+RESOLVED = "embscope.command"  # where the group keeps the command it resolved, for usage lines
+
+
 class EmbscopeGroup(TyperGroup):
     def main(self, args: Sequence[str] | None = None, prog_name: str | None = None, complete_var: str | None = None,
              standalone_mode: bool = True, windows_expand_args: bool = True, **extra: Any) -> Any:
@@ -79,11 +83,18 @@ class EmbscopeGroup(TyperGroup):
     def resolve_command(self, ctx: Any, args: list[str]) -> Any:
         from .commands.options import with_optional_values
         name, command, rest = super().resolve_command(ctx, args)
+        ctx.meta[RESOLVED] = name, command
         return name, command, with_optional_values(command, rest)
 
     def invoke(self, ctx: Any) -> Any:
         try:
             return super().invoke(ctx)
+        except typer.TyperException as err:
+            name, command = ctx.meta.get(RESOLVED, (None, None))
+            # the parser's own complaints (`--out` with no value) come without the command's context
+            if getattr(err, "ctx", False) is None and command is not None:
+                err.ctx = typer.Context(command, info_name=name, parent=ctx)  # type: ignore[attr-defined]
+            raise
         except EmbscopeError as err:
             error_line(str(err))
         except OSError as err:  # a file the formats did not expect to fail (a name too long, a vanished file)
@@ -123,6 +134,11 @@ for name in COMMANDS:
 
 
 def main() -> None:
+    if sys.stderr is None:  # `2>&-`: messages go nowhere, but the exit code still tells usage from input errors
+        sys.stderr = io.StringIO()
+    if sys.stdout is None:  # `>&-`: there is nowhere to put an answer
+        error_line("could not write the output: standard output is closed")
+        sys.exit(1)
     if hasattr(sys.stdout, "reconfigure"):  # a terminal that cannot show a character gets an escape, not a crash
         sys.stdout.reconfigure(errors="backslashreplace")
     app()

@@ -39,21 +39,23 @@ class Skipped:
         return [note]
 
 
-def kind_of(mode: int) -> str:
-    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"),
-                       (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a pipe"), (stat.S_ISSOCK, "a socket")):
-        if test(mode):
-            return name
-    return "not a regular file"
+NOT_REGULAR = ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISCHR, "a character device"),
+               (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory"))
+
+
+def not_regular(mode: int) -> str | None:
+    """What a file of this mode is, when it is not a regular file (every reader refuses those by this name)."""
+    return next((what for test, what in NOT_REGULAR if test(mode)), None if stat.S_ISREG(mode) else "not a file")
 
 
 def lines(path: Path, what: str, skip: Skipped | None) -> Iterator[tuple[int, str]]:
     """(line number, text) of each line that is not blank or a # comment. `skip` None: strict."""
     try:
-        with open(path, "rb") as file:
+        # O_NONBLOCK: opening a FIFO to read would otherwise wait for a writer, before fstat could refuse it
+        with os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as file:
             mode = os.fstat(file.fileno()).st_mode
             if not stat.S_ISREG(mode):  # /dev/zero or a FIFO would never end
-                raise EmbscopeError(f"expected a regular file for {what}, found {kind_of(mode)}: {quote(path)}")
+                raise EmbscopeError(f"expected a regular file for {what}, found {not_regular(mode)} at {quote(path)}")
             for number, raw in enumerate(iter(lambda: file.readline(MAX_LINE_BYTES + 1), b""), start=1):
                 problem = None
                 if len(raw) > MAX_LINE_BYTES:

@@ -3,6 +3,8 @@ evaluate_word_analogies on the same vectors, and against plain numpy; the CLI's 
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 from byte_tokenizer import ByteWordTokenizer
@@ -249,3 +251,23 @@ def test_the_sample_answers_father_man_woman():
     best = np.argsort(-scores, kind="stable")[:3]
     assert [r["id"] for r in doc["results"]] == best.tolist()
     assert doc["results"][0]["token"] == "mother"
+
+
+def test_cli_file_is_a_regular_file_read_a_line_at_a_time(ckpt, tmp_path):
+    fifo = tmp_path / "questions"
+    os.mkfifo(fifo)
+    for path, kind in ((fifo, "a named pipe (FIFO)"), ("/dev/zero", "a character device")):  # a hang; one endless line
+        result = run("analogy", "-c", ckpt, "--file", path, code=1)
+        assert result.stderr == f"Error: expected a regular file for --file, found {kind} at '{path}'\n"
+    long_line = tmp_path / "long.txt"
+    long_line.write_text("king man woman queen\n" + "x" * 100_000 + "\n")
+    result = run("analogy", "-c", ckpt, "--file", long_line, code=1)
+    assert result.stderr == f"Error: '{long_line}' line 2: expected a line of text, found one longer than 4,096 bytes\n"
+
+
+def test_a_k_past_the_table_says_how_many_rows_answered(ckpt):
+    doc = run_json("analogy", "-c", ckpt, "--ids", "256", "258", "259", "-k", 10**18)
+    assert len(doc["results"]) == ROWS - 3  # every row but the three inputs
+    assert doc["notes"][-1] == f"-k {10**18:,} asks for more rows than there are: all {ROWS - 3} rows that can answer are listed"
+    text = " ".join(run("analogy", "-c", ckpt, "--ids", "256", "258", "259", "-k", 10**18).stdout.split())
+    assert f"note: -k {10**18:,} asks for more rows than there are" in text

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from importlib.metadata import version
 from pathlib import Path
 
@@ -101,6 +102,10 @@ def test_version():
      "Usage: embscope neighbors [OPTIONS] [word]  (see 'embscope neighbors --help')"),
     (["norms", "--table", "words"], "Error: Invalid value for '--table': 'words' is not one of 'token', 'position', "
      "'output'.", "Usage: embscope norms [OPTIONS]  (see 'embscope norms --help')"),
+    (["neighbors", "--all", "--out"], "Error: Option '--out' requires an argument.",
+     "Usage: embscope neighbors [OPTIONS] [word]  (see 'embscope neighbors --help')"),
+    (["similarity", "--pairs-file"], "Error: Option '--pairs-file' requires an argument.",
+     "Usage: embscope similarity [OPTIONS] [words]...  (see 'embscope similarity --help')"),
 ])
 def test_usage_errors_are_one_line_and_a_usage_hint_with_exit_2(args, message, usage):
     result = run(*args, code=2)
@@ -173,3 +178,29 @@ def test_the_command_path_imports_only_what_it_uses():
                               env={k: v for k, v in os.environ.items() if k != "EMBSCOPE_CHECKPOINT"}).stdout.split()
     assert loaded("--help") == []
     assert loaded("similarity", "dog", "cat") == ["embscope.analysis.similarity", "rich"]
+
+
+def closed(fd: int) -> Callable[[], None]:
+    return lambda: os.close(fd)
+
+
+def test_a_closed_stdout_is_one_line_and_exit_1():
+    done = subprocess.run([sys.executable, "-m", "embscope", "info"], stderr=subprocess.PIPE, preexec_fn=closed(1),
+                          env={k: v for k, v in os.environ.items() if k != "EMBSCOPE_CHECKPOINT"}, timeout=60,
+                          check=False)
+    assert (done.returncode, done.stderr) == (1, b"Error: could not write the output: standard output is closed\n")
+
+
+def test_a_closed_stderr_keeps_the_exit_code():
+    for args, code in ((["similarity", "dog"], 2), (["info", "-c", "/nonexistent"], 1)):
+        done = subprocess.run([sys.executable, "-m", "embscope", *args], stdout=subprocess.PIPE, preexec_fn=closed(2),
+                              timeout=60, check=False)
+        assert (done.returncode, done.stdout) == (code, b"")
+
+
+@pytest.mark.parametrize("args", [["info", "-c"], ["undertrained", "--against"], ["compare", str(SAMPLE)]])
+def test_a_pipe_is_no_checkpoint(args, tmp_path):
+    fifo = tmp_path / "model.bin"
+    os.mkfifo(fifo)  # opening it to read would wait for a writer forever
+    result = run(*args, fifo, code=1)
+    assert result.stderr == f"Error: expected a checkpoint file, found a named pipe (FIFO) at '{fifo}'\n"

@@ -403,3 +403,27 @@ def test_the_commands_defaults_are_the_librarys():
     from embscope.commands import compare as command
     assert (command.LISTED, command.NEIGHBOR_K, command.NEIGHBOR_SAMPLE) == (
         library.LISTED, library.NEIGHBOR_K, library.NEIGHBOR_SAMPLE)
+
+
+def test_the_checkpoints_given_are_named_with_their_own_steps():
+    root = Path(__file__).resolve().parents[1] / "sample_checkpoints"
+    doc = run_json("compare", root / "nlm", root / "nlm_step1000", "--sample", "0")
+    assert (doc["checkpoint"], doc["step"]) == (str(root / "nlm"), 3000)  # A and A's step, not B's
+    text = run("compare", root / "nlm_step1000", root / "nlm", root / "andrea", "--sample", "0").stdout
+    assert " ".join(text.splitlines()[0].split()) == (
+        f"compare: 3 checkpoints, step 1,000 to step 3,000: {root / 'nlm_step1000' / 'model.pkl'}, "
+        f"{root / 'nlm' / 'model.pkl'}, {root / 'andrea' / 'model.bin'}")
+
+
+def test_the_plot_never_replaces_a_checkpoint_found_in_a_folder(tmp_path):
+    start, later, _, _ = planted_series()
+    (tmp_path / "a").mkdir()
+    with open(tmp_path / "a" / "model.png", "wb") as f:  # a checkpoint is known by its bytes, whatever its name
+        np.savez(f, token_emb=start)
+    b = write_npz(tmp_path / "b.npz", later)
+    before = (tmp_path / "a" / "model.png").read_bytes()
+    result = run("compare", tmp_path / "a", b, "--sample", "0", "--plot", tmp_path / "a" / "model.png", code=1)
+    assert result.stderr == (f"Error: expected the plot file to name a new file, found "
+                             f"'{tmp_path / 'a' / 'model.png'}', a file this answer was read from: it is never "
+                             "written over\n")
+    assert (tmp_path / "a" / "model.png").read_bytes() == before

@@ -277,3 +277,13 @@ def test_escaping_rules():
     assert projector_cell("\x00\u2028\U000e0001é") == "\\x00\\u2028\\U000e0001é"
     assert projector_cell("\udce2") == "\\udce2"  # a lone surrogate cannot be written as UTF-8
     assert word2vec_keys(["", "a", "a", "b c", "\\#"], [0, 1, 2, 3, 4]) == ["\\#0", "a", "a\\#2", "b\\sc", "\\\\#"]
+
+
+def test_out_dash_is_not_a_folder_named_dash(ckpt, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for fmt in ("projector", "word2vec"):  # `neighbors --out -` is standard output; export writes files only
+        result = run("export", "-c", ckpt, "--format", fmt, "--out", "-", code=2)
+        assert result.stderr.splitlines()[0] == ("Error: Invalid value for '--out': expected a folder (projector) or "
+                                                 "a file (word2vec), found '-': export writes files, not standard "
+                                                 "output")
+    assert not (tmp_path / "-").exists()

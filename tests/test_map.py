@@ -177,3 +177,38 @@ def test_umap_places_every_finite_row(ckpt):
     assert doc["method"] == "umap" and doc["explained_variance"] is None and doc["used"] == ROWS
     assert all(p["x"] is not None for p in doc["probes"])
     assert any(n.startswith("UMAP (umap-learn ") for n in doc["notes"])
+
+
+def test_flagged_rows_cost_no_object_each_until_read(tmp_path):
+    import tracemalloc
+
+    from embscope.analysis.map import table_map
+    from embscope.roles import Role
+    table = np.random.default_rng(5).standard_normal((200_000, 2)).astype(np.float32)
+    table[::2] = 0  # 100,000 zero rows: norm anomalies, as a 1 KB compressed file can hold millions
+    np.savez(tmp_path / "zeros.npz", token_emb=table)
+    emb = embscope.open(tmp_path / "zeros.npz")
+    tracemalloc.start()
+    try:
+        found = table_map(emb, Role.token)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert len(found.flagged) >= 100_000 and found.flagged[-1].reason == "zero row"
+    assert peak < 15 * table.nbytes  # arrays of the rows, not a FlaggedPoint and a label for each
+
+
+def test_the_plot_draws_a_bounded_number_of_rows(ckpt, monkeypatch):
+    # Agg cannot draw a path through millions of points (OverflowError), and a plot of them takes GBs
+    pytest.importorskip("matplotlib", reason="matplotlib is not installed")
+    from embscope.analysis.map import table_map
+    from embscope.render import map as render_map
+    monkeypatch.setattr(render_map, "MAX_DRAWN", 100)
+    emb = embscope.open(ckpt)
+    (ax,) = map_figure(table_map(emb, "token"), "model.npz").axes
+    assert len(ax.collections[0].get_offsets()) == 100  # rows 0, 3, 6, ...
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == [f"rows ({ROWS}; 1 in 3 drawn)", "norm anomalies (1)"]
+    monkeypatch.setattr(render_map, "MAX_DRAWN", 10)
+    ax = map_figure(table_map(emb, "position"), "model.npz").axes[0]
+    assert len(ax.lines[0].get_xdata()) == len(ax.collections[0].get_offsets()) == 10
+    assert "1 position in 4 drawn" in [t.get_text() for t in ax.texts]

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -416,3 +417,17 @@ def test_tf32_on_the_cpu_says_it_ran_fp32(tmp_path):
     doc = run_json("neighbors", "--all", "-k", "2", "--out", tmp_path / "n.npz", "--precision", "tf32", "--device", "cpu")
     assert doc["precision"] == "fp32"
     assert "--precision tf32 is a GPU tensor-core mode: on the cpu the products ran in fp32" in doc["notes"]
+
+
+def test_cli_queries_may_not_be_a_pipe(npz_path, tmp_path):
+    fifo = tmp_path / "queries"
+    os.mkfifo(fifo)
+    result = run("neighbors", "-c", npz_path, "--all", "--out", tmp_path / "out.tsv", "--queries", fifo, code=1)
+    assert result.stderr == f"Error: expected a regular file for --queries, found a named pipe (FIFO) at '{fifo}'\n"
+
+
+def test_a_k_past_the_table_says_how_many_rows_it_found(npz_path):
+    doc = run_json("neighbors", "-c", npz_path, "--ids", "1", "-k", 10**18)
+    # the zero and the NaN row have no cosine, and the query is left out
+    assert len(doc["neighbors"]) == ROWS - 3
+    assert doc["note"] == f"-k {10**18:,} asks for more rows than there are: all {ROWS - 3} rows with a cosine are listed"

@@ -221,3 +221,21 @@ def test_the_command_shows_the_library_default_threshold():
     from embscope.analysis.norms import DEFAULT_THRESHOLD
     from embscope.commands.norms import DEFAULT_THRESHOLD as SHOWN
     assert SHOWN == DEFAULT_THRESHOLD  # the command keeps a copy so that --help does not import numpy's analysis
+
+
+def test_duplicate_search_holds_the_unit_rows_once(monkeypatch):
+    import tracemalloc
+
+    from embscope.compute import rows as rows_module
+    monkeypatch.setattr(rows_module, "READ_BLOCK_BYTES", 1 << 18)  # reads in small blocks: the unit rows dominate
+    table = np.random.default_rng(3).standard_normal((20000, 256)).astype(np.float32)
+    table[7] = table[19000] * 2  # one duplicate pair, far apart in row order
+    norms = row_norms(table)
+    tracemalloc.start()
+    try:
+        found = find_duplicates(table, norms, max_window=64)  # small windows: the unit rows dominate
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert [(d.a, d.b) for d in found.pairs] == [(7, 19000)]
+    assert peak < 1.5 * table.nbytes  # the search's bound (DUPLICATE_MAX_BYTES) counts one copy, not a sorted second

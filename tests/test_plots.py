@@ -246,6 +246,22 @@ def test_norms_plot_size_and_dpi(model, tmp_path):
     assert result.stderr.startswith("Error: Invalid value for '--size': expected WxH in inches")
 
 
+def test_norms_plot_pixels_are_bounded(model, tmp_path):
+    path, _, _ = model
+    out = tmp_path / "n.png"
+    result = run("norms", "-c", path, "--plot", out, "--size", "100x100", "--dpi", "1200", code=2)  # 58 GB of RGBA
+    assert result.stderr.splitlines()[0] == ("Error: Invalid value for '--dpi': expected a plot of at most 120 million "
+                                             "pixels, found 100x100 inches at 1200 dpi: 14,400 million")
+    assert not out.exists()
+
+
+def test_size_and_dpi_go_with_plot(model):
+    path, _, _ = model
+    for option, value in (("--size", "8x4"), ("--dpi", "50")):
+        result = run("norms", "-c", path, option, value, code=2)
+        assert result.stderr.splitlines()[0] == "Error: --size and --dpi size the plot: they go with --plot"
+
+
 def test_profile_says_it_does_not_change_the_plot():
     assert "It does not change --plot" in " ".join(run("positions", "--help").stdout.split())
 

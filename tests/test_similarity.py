@@ -4,6 +4,7 @@ Tables are written to real files; every expected number is worked out again here
 from __future__ import annotations
 
 import json
+import os
 import warnings
 from itertools import combinations
 
@@ -395,7 +396,7 @@ def test_cli_pairs_file_skips_bad_lines_with_a_note_and_strict_stops(npz_path, t
 
 def test_cli_pairs_file_must_be_a_regular_file(npz_path):
     result = run("similarity", "-c", npz_path, "--ids", "--pairs-file", "/dev/zero", code=1)
-    assert result.stderr == "Error: expected a regular file for --pairs-file, found a character device: '/dev/zero'\n"
+    assert result.stderr == "Error: expected a regular file for --pairs-file, found a character device at '/dev/zero'\n"
 
 
 def test_a_pairs_file_is_read_as_a_stream(emb, table, tmp_path):
@@ -534,3 +535,10 @@ def test_cli_many_pairs_list_fifty_in_the_console_and_all_in_json(npz_path, tabl
         expected = [cos(table[a], table[b]) for a, b in pairs]
     assert [p["cosine"] for p in doc["pairs"]] == [pytest.approx(e, abs=1e-6) if np.isfinite(e) else None
                                                    for e in expected]
+
+
+def test_cli_pairs_file_may_not_be_a_pipe(npz_path, tmp_path):
+    fifo = tmp_path / "pairs"
+    os.mkfifo(fifo)  # opening it to read would wait for a writer forever
+    result = run("similarity", "-c", npz_path, "--ids", "--pairs-file", fifo, code=1)
+    assert result.stderr == f"Error: expected a regular file for --pairs-file, found a named pipe (FIFO) at '{fifo}'\n"

@@ -4,16 +4,20 @@ tokenizers library saves), ids worked out by hand or by the tokenizers library."
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from conftest import run
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from embscope.errors import CheckpointError, EmbscopeError, TokenError
 from embscope.tokenizers import Tokenizer, find_tokenizer, load_tokenizer, registered_kinds
+
+SAMPLE_HF = Path(__file__).resolve().parent.parent / "sample_checkpoints" / "hf"
 
 # ---------------------------------------------------------------- byte-level BPE
 
@@ -546,3 +550,32 @@ def test_nothing_heavy_imported():
             f"print(sorted({heavy!r} & set(sys.modules)))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=root)
     assert out.stdout.strip() == "[]"
+
+
+def test_characters_the_library_drops_are_refused_not_skipped(tmp_path):
+    # a BPE vocabulary of letters and no unknown token: the tokenizers library silently leaves '€' and '-' out
+    letters = {c: i for i, c in enumerate("abcdefghijklmnopqrstuvwxyz")}
+    doc = {"version": "1.0", "model": {"type": "BPE", "vocab": letters, "merges": [], "unk_token": None},
+           "pre_tokenizer": {"type": "Whitespace"}, "normalizer": {"type": "StripAccents"}}
+    (tmp_path / "tokenizer.json").write_text(json.dumps(doc))
+    tokenizer = load_tokenizer(tmp_path / "tokenizer.json")
+    assert tokenizer.encode("d o g") == [3, 14, 6]  # spaces split words; they are not lost
+    assert tokenizer.encode("e\u0301") == [4]  # the normalizer strips the accent on purpose
+    with pytest.raises(TokenError) as err:
+        tokenizer.encode("d-o-g€")
+    assert str(err.value) == ("expected every character of 'd-o-g€' to become a token, found '-€' left out by the "
+                              "huggingface tokenizer tokenizer.json: it has no token for them and no unknown token")
+    # with no pre-tokenizer the space reaches the model and is dropped too, shifting the offsets: not a loss
+    del doc["pre_tokenizer"]
+    (tmp_path / "tokenizer.json").write_text(json.dumps(doc))
+    assert load_tokenizer(tmp_path / "tokenizer.json").encode(" dog") == [3, 14, 6]
+    shutil.copy(SAMPLE_HF / "model.safetensors", tmp_path)
+    result = run("similarity", "dog€", "cat", "-c", tmp_path, code=1)
+    assert result.stderr.startswith("Error: expected every character of 'dog€' to become a token, found '€' left out")
+    # GPT-2 files whose vocabulary lacks bytes: the library leaves them out, as the merge loop refuses them
+    (tmp_path / "vocab.json").write_text(json.dumps(letters))
+    (tmp_path / "merges.txt").write_text("#version: 0.2\n")
+    with pytest.raises(TokenError) as err:
+        load_tokenizer(tmp_path / "vocab.json").encode("dog€")
+    assert str(err.value) == ("expected every character of 'dog€' to become a token, found '€' left out by the "
+                              "gpt2-bpe tokenizer vocab.json: it has no token for them and no unknown token")

@@ -332,3 +332,17 @@ def test_both_tables_need_an_untied_head():
     result = run("undertrained", "--table", "both", code=1)
     assert result.exit_code == 1
     assert result.stderr.startswith("Error: expected an untied output projection for --table both, found none")
+
+
+def test_the_plot_never_replaces_a_checkpoint_given_with_against(tmp_path):
+    rng = np.random.default_rng(6)
+    first = rng.standard_normal((100, 8)).astype(np.float32)
+    np.savez(tmp_path / "step2.npz", token_emb=first + 0.1)
+    with open(tmp_path / "step1.png", "wb") as f:  # a checkpoint is known by its bytes, whatever its name
+        np.savez(f, token_emb=first)
+    before = (tmp_path / "step1.png").read_bytes()
+    result = run("undertrained", "-c", tmp_path / "step2.npz", "--against", tmp_path / "step1.png",
+                 "--plot", tmp_path / "step1.png", code=1)
+    assert result.stderr == (f"Error: expected the plot file to name a new file, found '{tmp_path / 'step1.png'}', a "
+                             "file this answer was read from: it is never written over\n")
+    assert (tmp_path / "step1.png").read_bytes() == before

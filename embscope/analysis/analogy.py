@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .. import compute
+from .. import compute, inputs
 from ..compute.devices import SCORE_BLOCK_BYTES
 from ..compute.rows import normalise
 from ..compute.select import best_columns
@@ -72,6 +72,7 @@ class AnalogyResult:
     answers: tuple[Answer, ...]
     table_name: str
     reason: str | None = None  # why there are no answers
+    note: str | None = None  # why there are fewer answers than asked for
 
 
 @dataclass(frozen=True)
@@ -234,18 +235,25 @@ def analogy(emb: Embeddings, a: str, b: str, c: str, *, k: int = 10, method: str
     if not answers:
         return replace(result, reason=f"no row is left to answer: the table has {array.shape[0]} rows, the inputs "
                                       "are left out, and zero rows or rows holding NaN or Inf never answer")
-    return replace(result, answers=answers)
+    short = None if len(answers) == k else (f"-k {k:,} asks for more rows than there are: all {len(answers):,} "
+                                             "rows that can answer are listed")
+    return replace(result, answers=answers, note=short)
 
 
 # --- a file of questions ---
 
 def read_questions(lines: Iterable[str]) -> QuestionFile:
     """The Google analogy test format: `: section` lines, then `a b c d` lines; blank lines are ignored."""
+    return numbered_questions(enumerate(lines, start=1))
+
+
+def numbered_questions(lines: Iterable[tuple[int, str]]) -> QuestionFile:
+    """read_questions over (line number, text) pairs."""
     questions: list[Question] = []
     sections: dict[str, None] = {}
     malformed: list[int] = []
     section = NO_SECTION
-    for number, line in enumerate(lines, start=1):
+    for number, line in lines:
         if line.startswith(":"):
             section = line[1:].strip() or NO_SECTION
             continue
@@ -261,11 +269,8 @@ def read_questions(lines: Iterable[str]) -> QuestionFile:
 
 
 def read_question_file(path: Path) -> QuestionFile:
-    try:
-        with open(path, encoding="utf-8") as f:
-            found = read_questions(f)
-    except (OSError, UnicodeError) as err:
-        raise EmbscopeError(f"expected a readable UTF-8 analogy file at {quote(path)}, found {err}") from None
+    """A question file, read as every input file is (inputs.lines: a regular file, a bounded line at a time)."""
+    found = numbered_questions(inputs.lines(path, "--file", None))
     if not found.questions:
         raise EmbscopeError(f"expected analogy questions in {quote(path)} (`: section` lines, then four words a "
                             f"line), found none")

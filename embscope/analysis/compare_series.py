@@ -64,9 +64,11 @@ def run_checkpoints(folder: Path, open_path: Opener) -> tuple[list[Path], list[s
 
 def compare_series(paths: Sequence[Path], open_path: Opener, options: CompareOptions | None = None, *,
                    ready: dict[int, Embeddings] | None = None, token_pairing: Pairing | None = None,
-                   word_rows: Sequence[int] = (), stages: Stages = quiet) -> SeriesComparison:
+                   word_rows: Sequence[int] = (), stages: Stages = quiet,
+                   on_open: Callable[[Embeddings], None] | None = None) -> SeriesComparison:
     """Compare the checkpoints at `paths`, in order. `ready`: checkpoints already opened, by their index in
-    `paths` (opened before the series for words or token strings); the rest are opened as the series reaches them."""
+    `paths` (opened before the series for words or token strings); the rest are opened as the series reaches them.
+    `on_open` sees each checkpoint as it is opened (the command notes the files read, which a plot may not replace)."""
     opened: list[tuple[Path, Step]] = []
     names: dict[str, Namer] = {}
     names_b: dict[str, Namer] = {}
@@ -79,6 +81,8 @@ def compare_series(paths: Sequence[Path], open_path: Opener, options: CompareOpt
         for index, path in enumerate(paths):
             emb = waiting.pop(index, None) or open_path(path)
             opened.append((emb.checkpoint.path, checkpoint_step(emb.checkpoint)))
+            if on_open is not None:
+                on_open(emb)
             tables = tables_of(emb)
             for role, table in tables.items():
                 names_b[role] = namer(emb, role, table.first_row)
@@ -87,6 +91,7 @@ def compare_series(paths: Sequence[Path], open_path: Opener, options: CompareOpt
                     names[role], first_names[role] = names_b[role], last_names[role]
             yield tables
 
-    comparison = compare(series(), options or CompareOptions(), token_pairing=token_pairing, word_rows=word_rows, stages=stages)
+    comparison = compare(series(), options or CompareOptions(), token_pairing=token_pairing, word_rows=word_rows,
+                         stages=stages)
     table_names = {role: (first_names[role], last_names[role]) for role in comparison.tables}
     return SeriesComparison(comparison, opened, table_names, names, names_b)

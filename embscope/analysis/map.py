@@ -24,7 +24,7 @@ from ..lookup import check_id, lookup_word
 from ..naming import row_name
 from ..roles import Role
 from ..text import quote
-from .norms import row_norms, summarize
+from .norms import RowListing, row_norms, summarize
 from .probes import GIVEN_RULE, PROBE_RULE, default_probe_words
 
 if TYPE_CHECKING:
@@ -79,7 +79,7 @@ class TableMap:
     projection: Projection
     points: tuple[Point, ...]  # probe words, or positions
     probe_rule: str  # how the points were chosen
-    flagged: tuple[FlaggedPoint, ...]
+    flagged: RowListing[FlaggedPoint]  # a row's object is made when it is read
     notes: tuple[str, ...]
 
 
@@ -225,13 +225,15 @@ def table_map(emb: Embeddings, role: Role, *, method: str = "pca", words: list[s
             notes.append(why_none)
 
     summary = summarize(row_norms(array))
-    flagged = []
-    for anomaly in summary.anomalies:
+
+    def flagged_point(position: int) -> FlaggedPoint:
+        anomaly = summary.anomalies[position]
         x, y = coords[anomaly.index]
         on_map = bool(np.isfinite(x) and np.isfinite(y))
-        label = row_name(tokenizer, role, anomaly.index, table.first_row)
-        flagged.append(FlaggedPoint(anomaly.index, label, float(x) if on_map else None, float(y) if on_map else None,
-                                    anomaly.reason))
+        return FlaggedPoint(anomaly.index, row_name(tokenizer, role, anomaly.index, table.first_row),
+                            float(x) if on_map else None, float(y) if on_map else None, anomaly.reason)
+
+    flagged = RowListing(summary.flagged, flagged_point)  # millions of zero rows cost 8 bytes each, not an object
     if len(projection.left_out):
         notes.append(f"{len(projection.left_out):,} rows hold NaN or Inf and are not on the map")
     if projection.method == "pca" and projection.ratio is None:
@@ -241,4 +243,4 @@ def table_map(emb: Embeddings, role: Role, *, method: str = "pca", words: list[s
                      f"{UMAP_NEIGHBORS} neighbours, seed {UMAP_SEED}): near points are near rows; distances "
                      "between clusters and the axes mean little")
     return TableMap(role, table.name, table.rows, table.dim, table.first_row, projection, tuple(points), rule,
-                    tuple(flagged), tuple(notes))
+                    flagged, tuple(notes))

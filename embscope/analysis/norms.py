@@ -213,8 +213,8 @@ def find_duplicates(array: np.ndarray, norms: np.ndarray, cosine: float = DUPLIC
                                              f"{max_bytes >> 20} MiB")
     unit = unit_rows(array, rows=rows)[0]
     projected = unit @ spread_subspace(unit).astype(np.float32)
-    order = np.argsort(projected[:, 0], kind="stable")
-    unit, projected, rows = unit[order], projected[order], rows[order]
+    order = np.argsort(projected[:, 0], kind="stable")  # unit rows stay unsorted: sorting would copy them all
+    projected, rows = projected[order], rows[order]
     reach = math.sqrt(2 * (1 - cosine)) + 1e-5  # slack for float32 rounding
     lengths = np.einsum("ij,ij->i", projected, projected)
     found: list[tuple[int, int]] = []
@@ -242,7 +242,7 @@ def find_duplicates(array: np.ndarray, norms: np.ndarray, cosine: float = DUPLIC
             a, b = a + start + first, b + start
             for at in range(0, len(a), DUPLICATE_CHECK_PAIRS):
                 i, j = a[at:at + DUPLICATE_CHECK_PAIRS], b[at:at + DUPLICATE_CHECK_PAIRS]
-                similar = np.einsum("ij,ij->i", unit[i], unit[j]) > cosine
+                similar = np.einsum("ij,ij->i", unit[order[i]], unit[order[j]]) > cosine
                 total += int(similar.sum())
                 room = DUPLICATE_MAX_LISTED - len(found)  # objects only for the pairs listed
                 found += zip(rows[i[similar][:room]].tolist(), rows[j[similar][:room]].tolist())

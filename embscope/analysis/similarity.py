@@ -337,6 +337,9 @@ def neighbors(emb: Embeddings, query: str | int, k: int = 10, *, ids: bool = Fal
     tokenizer = resolve.tokenizer
     chosen = tuple(Neighbor(int(i), token_name(tokenizer, int(i)), float(c), is_padding(tokenizer, int(i)))
                    for i, c in zip(picked, cosines))
+    if len(chosen) < k:  # the list is shorter than asked: say so rather than let it look complete by choice
+        short = f"-k {k:,} asks for more rows than there are: all {len(chosen):,} rows with a cosine are listed"
+        note = "; ".join(filter(None, (note, short)))
     return NeighborsResult(found, chosen, note, None, table, name)
 
 

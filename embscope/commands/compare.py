@@ -120,7 +120,9 @@ def compare_command(
     from ..analysis.compare_series import compare_series
     from ..render import compare as render
     from ..render import progress
+    from ..render.files import input_files
     options = CompareOptions(align=align is not None, k=k, sample=sample, listed=top, device=device.value)
+    read: list[Path] = []  # every file the answer was read from: the plot may replace none of them
     ready = {0: open_path(paths[0])}  # opened before the series: words, token strings
     found_words = word_rows(ready[0], probe_words) if probe_words else []
     pairing: Pairing | None = None
@@ -129,13 +131,14 @@ def compare_command(
         pairing = by_token(token_strings(ready[0], "A"), token_strings(ready[1], "B"))
     with progress.stages() as stages:
         found = compare_series(paths, open_path, options, ready=ready, token_pairing=pairing,
-                               word_rows=[row for _, row, _ in found_words if row is not None], stages=stages)
+                               word_rows=[row for _, row, _ in found_words if row is not None], stages=stages,
+                               on_open=lambda emb: read.extend(input_files(emb)))
     comparison = found.comparison
     labels = render.Labels(found.checkpoints, origin, found.table_names, found.names, found.names_b, found_words,
-                           notes, plot_file)
+                           notes, plot_file, run=len(checkpoints) == 1)
     if plot_file is not None:
         from ..render.compare_plot import draw
-        draw(comparison, labels, plot_file, inputs=paths)
+        draw(comparison, labels, plot_file, inputs=read)
     if json:
         render.emit(comparison, labels)
     else:

@@ -54,6 +54,9 @@ def export(
 ) -> None:
     """Write a table's rows for other tools: a folder the TensorFlow Embedding Projector loads as is
     (vectors, metadata with token, id, norm and flags, config), or the word2vec text format gensim reads."""
+    if str(out) == "-":  # neighbors' `--out -` is standard output: here it would make a folder named "-"
+        raise refuse("expected a folder (projector) or a file (word2vec), found '-': export writes files, not "
+                     "standard output", "--out")
     spec = row_spec(rows, top_norms)
     from ..analysis.export import export_rows  # the library and rich only when answering
     from ..render import export as render

@@ -10,6 +10,10 @@ import typer
 from .options import JsonFlag, PlotOption, Source, Table, check_plot, finite, plot_path, refuse, with_source
 
 DEFAULT_THRESHOLD = 6.0  # shown in --help; the library's own default (analysis.norms) is checked equal by a test
+DEFAULT_DPI = 100
+# the canvas is 4 bytes a pixel (~0.5 GB here): enough for the default sizes at the highest --dpi, while
+# --size 100x100 --dpi 1200 would need 58 GB
+MAX_PIXELS = 120_000_000
 
 
 def size_option(text: str) -> tuple[float, float] | None:
@@ -26,6 +30,13 @@ def size_option(text: str) -> tuple[float, float] | None:
     return found
 
 
+def check_pixels(size: tuple[float, float] | None, dpi: float) -> None:
+    if size is not None and size[0] * size[1] * dpi * dpi > MAX_PIXELS:
+        pixels = size[0] * size[1] * dpi * dpi / 1e6
+        raise refuse(f"expected a plot of at most {MAX_PIXELS // 1_000_000} million pixels, found "
+                     f"{size[0]:g}x{size[1]:g} inches at {dpi:g} dpi: {pixels:,.0f} million", "--dpi")
+
+
 def norms(
     source: Source,
     table: Annotated[Table | None, typer.Option(
@@ -35,7 +46,8 @@ def norms(
         "--threshold", min=0.0, callback=finite, help="Robust z beyond which a row's norm is an anomaly: "
                                                       "(norm - median) / (1.4826 x MAD).")] = DEFAULT_THRESHOLD,
     plot: PlotOption = None,
-    dpi: Annotated[float, typer.Option("--dpi", min=10, max=1200, help="Dots per inch of a --plot PNG.")] = 100,
+    dpi: Annotated[float | None, typer.Option("--dpi", min=10, max=1200, show_default=False,
+                                              help=f"Dots per inch of a --plot PNG; default {DEFAULT_DPI}.")] = None,
     size: Annotated[str, typer.Option("--size", metavar="WxH", help="Size of the --plot figure in inches, e.g. 13x5.5; "
                                                                      "default 13x5.5 (token), 11x5 (position).",
                                       show_default=False)] = "",
@@ -45,6 +57,10 @@ def norms(
     the most extreme first) and near-duplicate rows. Under-trained tokens: see `embscope undertrained`."""
     check_plot(plot)
     figure_size = size_option(size)
+    if plot is None and (size or dpi is not None):
+        raise refuse("--size and --dpi size the plot: they go with --plot")
+    dpi = DEFAULT_DPI if dpi is None else dpi
+    check_pixels(figure_size, dpi)
     from ..analysis.norms import norms_report
     from ..render import norms as render
     from ..render.files import input_files

@@ -36,14 +36,14 @@ def roles(emb: Embeddings, choice: TableChoice | None) -> list[str] | None:
     return [choice.value]
 
 
-def other_tables(source: Source, paths: list[Path], role: str, shape: tuple[int, ...]) -> list:
-    """The same table from each other checkpoint, opened with the same options; shapes must agree."""
+def other_tables(others: list[Embeddings], role: str, shape: tuple[int, ...]) -> list:
+    """The same table from each other checkpoint; shapes must agree."""
     found = []
-    for path in paths:
-        table = dataclasses.replace(source, checkpoint=path).open().table(role)
+    for other in others:
+        table = other.table(role)
         if table.tensor.shape != shape:
-            raise TableError(f"expected the {role} table of {quote(path)} to have the shape {tuple(shape)} of the "
-                             f"checkpoint it is compared with, found {table.tensor.shape}")
+            raise TableError(f"expected the {role} table of {quote(other.checkpoint.path)} to have the shape "
+                             f"{tuple(shape)} of the checkpoint it is compared with, found {table.tensor.shape}")
         found.append(table.array)
     return found
 
@@ -68,14 +68,16 @@ def undertrained(
     from ..render.files import input_files
     from ..render.progress import stages
     emb = source.open()
+    others = [dataclasses.replace(source, checkpoint=path).open() for path in against or []]  # same options
     chosen_roles = roles(emb, table)
     target = plot_path(plot, emb.checkpoint.path, table.value if table is not None else default_roles(emb)[0],
                        "undertrained")
     with stages() as stage:
         found = undertrained_tables(emb, chosen_roles, device=device.value, stages=stage,
-                                    others=lambda role, shape: other_tables(source, against or [], role, shape))
+                                    others=lambda role, shape: other_tables(others, role, shape))
     if target is not None:
-        render.draw(emb, found, target, input_files(emb))
+        inputs = [path for opened in (emb, *others) for path in input_files(opened)]  # --against's files too
+        render.draw(emb, found, target, inputs)
     render.show(emb, found, target, json)
 
 

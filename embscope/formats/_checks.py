@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..errors import CheckpointError
+from ..inputs import not_regular
 from ..memory import watch_mapping
 from ..text import quote
 
@@ -22,10 +23,6 @@ if TYPE_CHECKING:
 MAX_NDIM = 32  # numpy allows 64; no real weight has more than a handful
 MAX_ELEMENTS = 2 ** 48  # 1 PiB of float32: beyond this a header is lying, even for an empty tensor
 HEAD_BYTES = 64  # what a sniffer sees of a file
-
-NOT_REGULAR = ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISCHR, "a character device"),
-               (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory"))
-
 
 def check_shape(shape: tuple[int, ...] | list[int], where: str) -> tuple[int, ...]:
     """The shape as a tuple, if it is one a real tensor could have."""
@@ -70,11 +67,6 @@ def map_array(path: Path, dtype: DTypeLike, offset: int, shape: tuple[int, ...],
     check_extent(path, offset, count * dtype.itemsize, where if where is not None else f"{quote(path)}: tensor data")
     watch_mapping(path, offset + count * dtype.itemsize)
     return np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=shape, order="F" if fortran else "C")
-
-
-def not_regular(mode: int) -> str | None:
-    """What a file of this mode is, when it is not a regular file."""
-    return next((what for test, what in NOT_REGULAR if test(mode)), None if stat.S_ISREG(mode) else "not a file")
 
 
 def read_head(path: Path) -> tuple[bytes, int]:

@@ -35,7 +35,8 @@ def result_doc(result: AnalogyResult) -> dict:
             "expression": f"{result.a.text} - {result.b.text} + {result.c.text}",
             "method": result.method, "epsilon": result.epsilon, "table": "token", "table_name": result.table_name,
             "results": [{"id": a.id, "token": a.token, "score": a.score} for a in result.answers],
-            "reason": result.reason, "notes": [t.note for t in (result.a, result.b, result.c) if t.note]}
+            "reason": result.reason,
+            "notes": [note for note in (result.a.note, result.b.note, result.c.note, result.note) if note]}
 
 
 def show_result(emb: Embeddings, result: AnalogyResult, json: bool) -> None:
@@ -59,6 +60,7 @@ def show_result(emb: Embeddings, result: AnalogyResult, json: bool) -> None:
             grid.add_row(str(rank), str(answer.id), token, f"{answer.score:+.4f}")
         out.print(grid)
     console.notes(grouped_notes((t.text, t.note) for t in (a, b, c)))
+    console.notes([result.note] if result.note else [])
 
 
 def score_doc(score: SectionScore) -> dict:

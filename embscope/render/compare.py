@@ -38,6 +38,12 @@ class Labels:
     words: list[tuple[str, int | None, str | None]] = field(default_factory=list)  # (word, A row, why not used)
     notes: list[str] = field(default_factory=list)
     plot: Path | None = None
+    run: bool = False  # one folder of a run's checkpoints was given (origin), rather than the checkpoints themselves
+
+    @property
+    def step(self) -> int | None:
+        """The step of what `origin` names: the run's last step, or the first checkpoint's."""
+        return self.checkpoints[-1 if self.run else 0][1].value
 
 
 def checkpoint_text(path: Path, step: CheckpointStep) -> str:
@@ -122,7 +128,7 @@ def document(comparison: Comparison, labels: Labels) -> dict:
     checkpoints = labels.checkpoints
     doc: dict = {
         "checkpoint": str(labels.origin),
-        "step": checkpoints[-1][1].value,
+        "step": labels.step,
         "checkpoints": [{"path": str(path), "step": step.value, "step_from": step.source} for path, step in checkpoints],
         "tables": {role: table_document(found, labels) for role, found in comparison.tables.items()},
         "states": {role: [state_document(s) for s in states] for role, states in comparison.states.items()},
@@ -174,7 +180,10 @@ def header(labels: Labels) -> str:
         return f"compare: A = {checkpoint_text(a, step_a)}, B = {checkpoint_text(b, step_b)}"
     first, last = checkpoints[0][1], checkpoints[-1][1]
     steps = f"{first.text()} to {last.text()}"
-    return f"compare: {len(checkpoints)} checkpoints from {console.safe(labels.origin)}, {steps}"
+    if labels.run:
+        return f"compare: {len(checkpoints)} checkpoints from {console.safe(labels.origin)}, {steps}"
+    listed = ", ".join(console.safe(path) for path, _ in checkpoints)
+    return f"compare: {len(checkpoints)} checkpoints, {steps}: {listed}"
 
 
 def print_trajectory(comparison: Comparison, labels: Labels) -> None:

@@ -28,8 +28,9 @@ def figure(comparison: Comparison, labels: Labels):  # returns a matplotlib Figu
     x, x_label = steps_axis(labels)
     fig = new_figure(13, 9)
     first, last = labels.checkpoints[0], labels.checkpoints[-1]
-    fig.suptitle(f"{printable(str(labels.origin))}: {len(labels.checkpoints)} checkpoints, {first[1].text()} to "
-                 f"{last[1].text()}", parse_math=False)
+    source = f"{printable(str(labels.origin))}: " if labels.run else ""
+    fig.suptitle(f"{source}{len(labels.checkpoints)} checkpoints, {first[1].text()} to {last[1].text()}",
+                 parse_math=False)
     (cos_ax, norm_ax), (count_ax, profile_ax) = fig.subplots(2, 2)
     cos_ax.sharex(norm_ax)  # the first checkpoint has no cosine to a previous one: keep its place on the axis
     count_ax.sharex(norm_ax)

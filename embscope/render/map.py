@@ -18,6 +18,16 @@ from .lookup_notes import grouped_notes
 if TYPE_CHECKING:
     from ..embeddings import Embeddings
 
+# rows a plot draws at most, evenly spaced: Agg cannot draw a path through millions of points (OverflowError),
+# and a scatter of them takes GBs; flagged rows past it are the least extreme
+MAX_DRAWN = 100_000
+
+
+def thinned(rows: np.ndarray) -> tuple[np.ndarray, int]:
+    """Every step-th of `rows`, at most MAX_DRAWN of them, and the step."""
+    step = -(-len(rows) // MAX_DRAWN) if len(rows) > MAX_DRAWN else 1
+    return rows[::step], step
+
 def axis_names(result: TableMap) -> tuple[str, str]:
     return ("pc1", "pc2") if result.projection.method == "pca" else ("umap1", "umap2")
 
@@ -116,19 +126,25 @@ def map_figure(result: TableMap, checkpoint: str) -> Any:  # a matplotlib Figure
     ax.set_ylabel(y_name.upper() + (f" ({ratio[1]:.1%} of variance)" if ratio else ""))
     ax.set_title(f"{printable(checkpoint)} - {result.role} table {printable(result.name)}: "
                  f"{' ('.join(method_text(result))})", parse_math=False)
-    flagged = np.array([f.id for f in result.flagged if f.x is not None], dtype=np.int64)
+    flagged = result.flagged.indices
+    flagged = flagged[np.isfinite(coords[flagged]).all(axis=1)]  # rows left off the map are not drawn
     if result.role is Role.position:
-        path_rows = np.arange(result.first_row, result.rows)
+        path_rows, step = thinned(np.arange(result.first_row, result.rows))
         ax.plot(coords[path_rows, 0], coords[path_rows, 1], color="grey", linewidth=0.6, zorder=1)
         dots = ax.scatter(coords[path_rows, 0], coords[path_rows, 1], c=path_rows - result.first_row, cmap="viridis",
                           s=14, zorder=2)
         figure.colorbar(dots, ax=ax, label="position")
+        if step > 1:
+            ax.text(0.01, 0.01, f"1 position in {step:,} drawn", transform=ax.transAxes, fontsize=8)
     else:
-        ax.scatter(coords[:, 0], coords[:, 1], s=4, color="tab:blue", alpha=0.5, linewidths=0,
-                   label=f"rows ({result.projection.used:,})")
+        rows, step = thinned(np.arange(len(coords)))
+        drawn = f"; 1 in {step:,} drawn" if step > 1 else ""
+        ax.scatter(coords[rows, 0], coords[rows, 1], s=4, color="tab:blue", alpha=0.5, linewidths=0,
+                   label=f"rows ({result.projection.used:,}{drawn})")
     if len(flagged):
-        ax.scatter(coords[flagged, 0], coords[flagged, 1], s=40, facecolors="none", edgecolors="tab:red",
-                   linewidths=1.0, zorder=3, label=f"norm anomalies ({len(flagged):,})")
+        drawn = f"; the {MAX_DRAWN:,} most extreme drawn" if len(flagged) > MAX_DRAWN else ""
+        ax.scatter(coords[flagged[:MAX_DRAWN], 0], coords[flagged[:MAX_DRAWN], 1], s=40, facecolors="none",
+                   edgecolors="tab:red", linewidths=1.0, zorder=3, label=f"norm anomalies ({len(flagged):,}{drawn})")
     for p in result.points:
         if p.x is not None and p.y is not None:
             ax.plot([p.x], [p.y], "o", color="black", markersize=4, zorder=4)

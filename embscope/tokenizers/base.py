@@ -7,12 +7,14 @@ import fnmatch
 import functools
 import json
 import operator
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from embscope.errors import CheckpointError, EmbscopeError, TokenError
+from embscope.tokenizers.byte_alphabet import byte_level_bytes
 
 
 @runtime_checkable
@@ -146,6 +148,32 @@ def is_library_failure(err: BaseException) -> bool:
     PanicException, a BaseException that `except Exception` lets through; only the interpreter's own
     exits are not failures."""
     return not isinstance(err, (KeyboardInterrupt, SystemExit, GeneratorExit))
+
+
+def library_ids(encoding: Any, text: str, library: Any, where: str, byte_level: bool = False) -> list[int]:
+    """The ids of a tokenizers-library `encoding` of `text`. A BPE model with no unknown token silently leaves
+    out the characters its vocabulary lacks: a word that lost one is refused. Whitespace the pre-tokenizer
+    splits at, and what the normalizer strips on purpose (accents), are not losses."""
+    covered = [False] * len(text)
+    for start, end in encoding.offsets:
+        covered[start:end] = [True] * len(covered[start:end])
+    if all(used or char.isspace() for char, used in zip(text, covered)):
+        return list(encoding.ids)
+    # a gap: offsets count only the tokens kept, so they shift past a loss; count characters instead, those
+    # the normalizer and pre-tokenizer hand the model against those its tokens hold
+    normalized = library.normalizer.normalize_str(text) if library.normalizer is not None else text
+    pieces = ([piece for piece, _ in library.pre_tokenizer.pre_tokenize_str(normalized)]
+              if library.pre_tokenizer is not None else [normalized])
+    held = Counter("".join(pieces))
+    held.subtract(Counter("".join(encoding.tokens)))
+    lost = "".join(char for char, count in held.items() if count > 0)  # each once, in the order of the text
+    if byte_level:  # the alphabet stands for bytes ("Ġ" is a space): say what was lost as text
+        lost = b"".join(byte_level_bytes(char) for char in lost).decode("utf-8", "backslashreplace")
+    lost = "".join(char for char in lost if not char.isspace())
+    if not lost:
+        return list(encoding.ids)
+    raise TokenError(f"expected every character of {shown(text)} to become a token, found {shown(lost)} left out "
+                     f"by {where}: it has no token for them and no unknown token")
 
 
 def missing_package(what: str, package: str, extra: str) -> EmbscopeError:

@@ -27,6 +27,7 @@ from embscope.tokenizers.base import (
     check_largest_id,
     check_text,
     is_library_failure,
+    library_ids,
     missing_package,
     read_json,
     register_kind,
@@ -56,7 +57,7 @@ class GPT2BPETokenizer(ByteVocabulary):
         byte_ids = [vocab.get(byte_char[byte], -1) for byte in range(256)]
         # a token that is neither a byte nor made by a merge was added whole: <|endoftext|>
         self.special_ids = frozenset(vocab.values()) - set(results) - set(byte_ids)
-        self._encode = _library_encoder(vocab, merges) or _merge_loop_encoder(vocab, merges, results, byte_ids, path)
+        self._encode = _library_encoder(vocab, merges, path) or _merge_loop_encoder(vocab, merges, results, byte_ids, path)
 
     def encode(self, text: str) -> list[int]:
         return self._encode(text)
@@ -85,7 +86,8 @@ def _merge_results(vocab: dict[str, int], merges: list[tuple[str, str]], merges_
     return results
 
 
-def _library_encoder(vocab: dict[str, int], merges: list[tuple[str, str]]) -> Callable[[str], list[int]] | None:
+def _library_encoder(vocab: dict[str, int], merges: list[tuple[str, str]],
+                     path: Path) -> Callable[[str], list[int]] | None:
     """Encoding by the tokenizers library, or None when it is not installed."""
     try:
         from tokenizers import Tokenizer, models, pre_tokenizers
@@ -96,11 +98,12 @@ def _library_encoder(vocab: dict[str, int], merges: list[tuple[str, str]]) -> Ca
 
     def encode(text: str) -> list[int]:
         try:
-            return list(library.encode(text, add_special_tokens=False).ids)
+            encoding = library.encode(text, add_special_tokens=False)
         except BaseException as err:  # the library panics on some inputs instead of raising
             if not is_library_failure(err):
                 raise
             raise TokenError(f"the tokenizers library failed to encode {shown(text)}: {err}") from None
+        return library_ids(encoding, text, library, f"the {GPT2BPETokenizer.kind} tokenizer {path.name}", True)
 
     return encode
 

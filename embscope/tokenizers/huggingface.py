@@ -27,6 +27,7 @@ from embscope.tokenizers.base import (
     check_id,
     is_id,
     is_library_failure,
+    library_ids,
     missing_package,
     register_kind,
     sniff_json,
@@ -89,9 +90,10 @@ class HuggingFaceTokenizer:
 
     def encode(self, text: str) -> list[int]:
         try:
-            return list(self._tok.encode(text, add_special_tokens=False).ids)
+            encoding = self._tok.encode(text, add_special_tokens=False)
         except BaseException as err:  # noqa: BLE001  the library panics (PanicException) on some inputs
             raise self._failed(err, "encode") from None
+        return library_ids(encoding, text, self._tok, f"the {self.kind} tokenizer {self.path.name}", self._byte_level)
 
     def decode(self, ids: list[int]) -> str:
         ids = [self._checked(id) for id in ids]
