@@ -346,3 +346,42 @@ def test_the_plot_never_replaces_a_checkpoint_given_with_against(tmp_path):
     assert result.stderr == (f"Error: expected the plot file to name a new file, found '{tmp_path / 'step1.png'}', a "
                              "file this answer was read from: it is never written over\n")
     assert (tmp_path / "step1.png").read_bytes() == before
+
+
+def test_a_long_table_is_searched_from_a_sample_of_rows(monkeypatch):
+    """The cluster search scores query rows against the whole table; past CLUSTER_MAX_SCORES it starts from a
+    seeded sample, so a table of millions of rows costs seconds (a 163 KB npz of 8M rows once ran for hours)."""
+    from embscope.analysis import undertrained
+    rng = np.random.default_rng(11)
+    table = rng.standard_normal((3000, 16)).astype(np.float32)
+    planted = np.arange(0, 3000, 10)  # 300 near-identical rows spread through the table
+    table[planted] = rng.standard_normal(16) + rng.standard_normal((300, 16)).astype(np.float32) * 1e-3
+    monkeypatch.setattr(undertrained, "CLUSTER_MAX_SCORES", 3000 * 400)
+    asked = []
+
+    def topk(array, k, rows):
+        asked.append(len(rows))
+        return undertrained.nearest_rows("cpu", lambda done, total: None)(array, k, rows)
+
+    reference = undertrained.cluster_reference(table, np.ones(3000, dtype=bool), topk)
+    assert asked == [400]
+    assert reference.source == "cluster" and set(reference.rows) <= set(planted) and len(reference.rows) >= 3
+    assert "from 400 of the 3,000 rows, sampled with seed 0" in reference.description
+
+
+def test_candidates_stay_row_ids_until_read():
+    """Half of 400,000 rows are zero, so 200,000 candidates: one object each would take some 60 MB (the r10
+    class of a small file that makes memory grow with rows); they are an array of ids until read."""
+    import tracemalloc
+    table = np.zeros((400_000, 2), np.float32)
+    table[::2] = [1, 2]
+    tracemalloc.start()
+    try:
+        report = find_undertrained(table, None)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert len(report.candidates) == 200_000 and report.verified is None
+    assert peak < 32 << 20  # the float64 scores, norms and z of 400,000 rows take 9.6 MB
+    first = report.candidates[0]
+    assert first.id % 2 == 1 and first.norm == 0.0 and first.signals == ("norm-low",)

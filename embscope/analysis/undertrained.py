@@ -26,9 +26,9 @@ import numpy as np
 
 from .. import compute
 from ..errors import TableError
-from .norms import DEFAULT_THRESHOLD, median_and_mad, robust_z, row_norms
+from .norms import DEFAULT_THRESHOLD, RowListing, median_and_mad, robust_z, row_norms
 from .stages import Progress, Stages, quiet
-from .token_kinds import TokenKinds, token_kinds
+from .token_kinds import KINDS, TokenKinds, token_kinds
 
 if TYPE_CHECKING:
     from ..embeddings import Embeddings
@@ -39,6 +39,10 @@ COMPONENT_ITERATIONS = 40  # reads of the table at most; a table with no leading
 COMPONENT_TOLERANCE = 1e-10  # distance between successive unit estimates of the component
 NEAR_IDENTICAL = 0.99  # cosine at which two rows count as one point of a cluster
 CLUSTER_NEIGHBOURS = 8  # top-k of every row, for the cluster search
+# rows scored against the table at most (queries x rows): past it the search starts from a seeded sample of
+# rows, so a table of millions of rows costs seconds, not hours
+CLUSTER_MAX_SCORES = 500_000_000
+CLUSTER_SEED = 0
 MIN_CLUSTER_ROWS = 3
 GAP_WINDOW = 50  # spacings below a gap that set the scale it is measured against
 GAP_FALSE_ALARM = 1e-3  # chance that exponential spacings give a gap as wide, per table
@@ -52,7 +56,8 @@ THRESHOLD_RULE = (f"the widest gap in the upper half of the indicator, as a mult
 REFERENCE_KINDS = ("padding", "placeholder", "never-utf8")
 
 # (table, k) -> (ids, cosines), each (rows, k): every row's k nearest other rows, -1 / NaN where there are none
-NearestRows = Callable[[np.ndarray, int], tuple[np.ndarray, np.ndarray]]
+# (table, k, query rows) -> (neighbour ids, cosines), one line per query row
+NearestRows = Callable[[np.ndarray, int, np.ndarray], tuple[np.ndarray, np.ndarray]]
 # (role, shape) -> the same table from each other checkpoint of the run (`undertrained --against`)
 OtherTables = Callable[[str, tuple[int, ...]], Sequence[np.ndarray]]
 
@@ -96,7 +101,8 @@ class UndertrainedReport:
     norms: np.ndarray  # float64 (rows,)
     norm_z: np.ndarray  # float64 (rows,)
     unchanged: np.ndarray | None  # bool (rows,); None when no other checkpoint was given
-    candidates: tuple[Candidate, ...]
+    candidates: RowListing[Candidate]  # best first; each Candidate made when read
+    verified: int | None  # candidates the tokenizer gives a reason for; None without a tokenizer
     notes: tuple[str, ...] = ()
 
     @property
@@ -125,8 +131,8 @@ def default_roles(emb: Embeddings) -> list[str]:
 
 def nearest_rows(device: str, progress: Progress) -> NearestRows:
     """The batched top-k the cluster search uses."""
-    def search(table: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        found = compute.topk_rows(table, k, device=device, progress=progress)
+    def search(table: np.ndarray, k: int, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        found = compute.topk_rows(table, k, rows=rows, device=device, progress=progress)
         return found.ids, found.scores
     return search
 
@@ -178,7 +184,14 @@ def find_undertrained(array: np.ndarray, kinds: TokenKinds | None, *, table: str
         notes.append("without a tokenizer nothing is verified, and padding rows cannot be told apart")
     z = robust_z(norms, *median_and_mad(norms))
     candidates = collect(scores, threshold, norms, z, unchanged, kinds)
-    return UndertrainedReport(table, name, reference, threshold, scores, norms, z, unchanged, candidates, tuple(notes))
+    verified = None
+    if kinds is not None:  # a candidate is verified when the tokenizer says anything about its row
+        said = np.zeros(len(candidates), dtype=bool)
+        for kind in KINDS:
+            said |= kinds[kind][candidates.indices]
+        verified = int(said.sum())
+    return UndertrainedReport(table, name, reference, threshold, scores, norms, z, unchanged, candidates, verified,
+                              tuple(notes))
 
 
 # ---------------------------------------------------------------- the reference set
@@ -204,16 +217,22 @@ def tokenizer_reference(kinds: TokenKinds | None, unchanged: np.ndarray | None) 
 
 
 def cluster_reference(array: np.ndarray, valid: np.ndarray, topk: NearestRows) -> Reference:
-    """The largest group of rows linked by cosine >= NEAR_IDENTICAL to one of their nearest rows."""
+    """The largest group of rows linked by cosine >= NEAR_IDENTICAL to one of their nearest rows. On a table too
+    long to search from every row, the search starts from a seeded sample of rows, and the description says so."""
     empty = Reference(np.zeros(0, dtype=np.int64), "none",
                       f"no row is marked unused and no {MIN_CLUSTER_ROWS} or more rows are near-identical "
                       f"(cosine >= {NEAR_IDENTICAL})")
     rows = np.flatnonzero(valid)
     if len(rows) <= MIN_CLUSTER_ROWS:
         return empty
-    nearest_ids, nearest_cos = topk(array, min(CLUSTER_NEIGHBOURS, len(rows) - 1))
+    queries, searched = rows, f"a top-{CLUSTER_NEIGHBOURS} search"
+    if len(rows) * len(array) > CLUSTER_MAX_SCORES:
+        count = max(MIN_CLUSTER_ROWS, CLUSTER_MAX_SCORES // len(array))
+        queries = np.sort(np.random.default_rng(CLUSTER_SEED).choice(rows, size=count, replace=False))
+        searched += f" from {count:,} of the {len(rows):,} rows, sampled with seed {CLUSTER_SEED}"
+    nearest_ids, nearest_cos = topk(array, min(CLUSTER_NEIGHBOURS, len(rows) - 1), queries)
     linked = nearest_cos >= NEAR_IDENTICAL
-    a = np.repeat(np.arange(len(array)), linked.sum(axis=1))
+    a = np.repeat(queries, linked.sum(axis=1))
     b = nearest_ids[linked]
     if not len(a):
         return empty
@@ -223,11 +242,12 @@ def cluster_reference(array: np.ndarray, valid: np.ndarray, topk: NearestRows) -
     largest = int(sizes.max())
     if largest < MIN_CLUSTER_ROWS:
         return empty
+    query_labels = labels[queries]
     best = max(np.flatnonzero(sizes == largest),
-               key=lambda label: float(nearest_cos[labels == label][linked[labels == label]].mean()))
+               key=lambda label: float(nearest_cos[query_labels == label][linked[query_labels == label]].mean()))
     members = np.flatnonzero(labels == best)
     return Reference(members, "cluster", f"the densest cluster: {len(members)} near-identical rows "
-                                         f"(cosine >= {NEAR_IDENTICAL}, found with a top-{CLUSTER_NEIGHBOURS} search)")
+                                         f"(cosine >= {NEAR_IDENTICAL}, found with {searched})")
 
 
 def connected_labels(n: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -380,7 +400,9 @@ def unchanged_rows(array: np.ndarray, others: Sequence[np.ndarray]) -> np.ndarra
 
 
 def collect(scores: np.ndarray, threshold: Threshold, norms: np.ndarray, z: np.ndarray,
-            unchanged: np.ndarray | None, kinds: TokenKinds | None) -> tuple[Candidate, ...]:
+            unchanged: np.ndarray | None, kinds: TokenKinds | None) -> RowListing[Candidate]:
+    """The candidates, best first, as row ids: a Candidate is made when it is read (a table of millions of zero
+    rows has millions of candidates, and one object each would take gigabytes)."""
     fired = {
         "indicator": scores > threshold.value if threshold.value is not None else np.zeros(len(scores), dtype=bool),
         "norm-high": z > NORM_Z,
@@ -390,11 +412,13 @@ def collect(scores: np.ndarray, threshold: Threshold, norms: np.ndarray, z: np.n
     chosen = np.flatnonzero(np.logical_or.reduce(list(fired.values())))
     # by indicator score, highest first; rows without a score after them, the farthest norm first
     order = np.lexsort((-np.abs(np.nan_to_num(z[chosen], nan=0.0)), -np.nan_to_num(scores[chosen], nan=-np.inf)))
-    found = []
-    for row in chosen[order]:
-        row_kinds = kinds.of(int(row)) if kinds is not None else ()
-        found.append(Candidate(
-            int(row), float(scores[row]), float(norms[row]), float(z[row]),
-            tuple(signal for signal in SIGNALS if fired[signal][row]), row_kinds,
-            bool(row_kinds) if kinds is not None else None, bool(fired["unchanged"][row])))
-    return tuple(found)
+    ranked = chosen[order]
+
+    def candidate(position: int) -> Candidate:
+        row = int(ranked[position])
+        row_kinds = kinds.of(row) if kinds is not None else ()
+        return Candidate(row, float(scores[row]), float(norms[row]), float(z[row]),
+                         tuple(signal for signal in SIGNALS if fired[signal][row]), row_kinds,
+                         bool(row_kinds) if kinds is not None else None, bool(fired["unchanged"][row]))
+
+    return RowListing(ranked, candidate)

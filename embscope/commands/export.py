@@ -69,7 +69,7 @@ def export(
         from ..render.progress import stages
         with stages() as stage:
             found = undertrained_tables(emb, [table.value], stages=stage)
-        flagged = {candidate.id for report in found.reports for candidate in report.candidates}
+        flagged = {int(row) for report in found.reports for row in report.candidates.indices}
     chosen = export_rows(emb, table, spec, undertrained=flagged)
     files = WRITERS[format.value](out, emb.table(table).array, chosen, input_files(emb))
     render.show(emb, chosen, format.value, files, json)

@@ -249,9 +249,8 @@ def undertrained_table_blocks(found: UndertrainedReport, name: Callable[[int], s
     candidates = found.candidates
     if not candidates:
         return [*blocks, Line("candidates: none")]
-    verified = sum(1 for c in candidates if c.verified)
-    title = f"candidates ({len(candidates):,}" + (f"; {verified:,} verified by the tokenizer)"
-                                                  if candidates[0].verified is not None else ")")
+    title = f"candidates ({len(candidates):,}" + (f"; {found.verified:,} verified by the tokenizer)"
+                                                  if found.verified is not None else ")")
     blocks.append(Grid(("id", "token", "score", "norm", "norm z", "signals", "tokenizer"), tuple(
         (count(c.id), token(name(c.id)), number(c.score, undertrained_text.number(c.score, "+.4f")),
          number(c.norm, undertrained_text.number(c.norm, ".4g")),

@@ -15,7 +15,8 @@ from ..naming import token_name
 from ..text import visible
 from . import console, header
 
-LISTED_ROWS = 10  # candidates printed per table in the console, highest score first; --json lists all
+LISTED_ROWS = 10  # candidates printed per table in the console, highest score first
+JSON_LISTED = 10_000  # candidates and reference rows listed in --json, with the totals: the rest are counted
 INDICATOR = "cosine to the mean reference row, first principal component removed (Land & Bartolo 2024)"
 NORM_RULE = f"norm-high / norm-low: robust z of the row norm beyond +-{NORM_Z:g}, z = (norm - median) / " \
             f"({MAD_SCALE} x MAD); zero rows are norm-low"
@@ -42,7 +43,8 @@ def table_document(report: UndertrainedReport, name: Namer) -> dict:
     return {
         "table": report.table, "name": report.name, "rows": report.rows,
         "indicator": INDICATOR if report.has_indicator else None,
-        "reference": {"source": reference.source, "rows": len(reference.rows), "ids": reference.rows.tolist(),
+        "reference": {"source": reference.source, "rows": len(reference.rows),
+                      "ids": reference.rows[:JSON_LISTED].tolist(),
                       "description": reference.description, "dropped": reference.dropped},
         "threshold": {"value": threshold.value, "why": threshold.why, "rule": THRESHOLD_RULE,
                       "gap": threshold.gap, "ratio": threshold.ratio, "needed": threshold.needed},
@@ -50,7 +52,8 @@ def table_document(report: UndertrainedReport, name: Namer) -> dict:
         "unchanged_rows": None if report.unchanged is None else int(report.unchanged.sum()),
         "candidates": [{"id": c.id, "token": name(c.id), "score": c.score, "signals": list(c.signals),
                         "verified": c.verified, "kinds": list(c.kinds), "norm": c.norm, "norm_z": c.norm_z,
-                        "conclusive": c.conclusive} for c in report.candidates],
+                        "conclusive": c.conclusive} for c in report.candidates[:JSON_LISTED]],
+        "candidates_found": len(report.candidates), "verified": report.verified,
         "notes": list(report.notes),
     }
 
@@ -103,16 +106,15 @@ def render_table(report: UndertrainedReport, name: Namer) -> None:
     if not candidates:
         out.print("candidates: none")
         return
-    verified = sum(1 for c in candidates if c.verified)
-    title = f"candidates ({len(candidates):,}" + (f"; {verified:,} verified by the tokenizer)"
-                                                  if candidates[0].verified is not None else ")")
+    title = f"candidates ({len(candidates):,}" + (f"; {report.verified:,} verified by the tokenizer)"
+                                                  if report.verified is not None else ")")
     grid = console.table("id", "token", "score", "norm", "norm z", "signals", "tokenizer", title=title)
     for c in candidates[:LISTED_ROWS]:
         grid.add_row(str(c.id), console.safe(visible(name(c.id))), number(c.score, "+.4f"), number(c.norm, ".4g"),
                      number(c.norm_z, "+.1f"), signals_text(c), kinds_text(c))
     out.print(grid)
     if len(candidates) > LISTED_ROWS:
-        out.print(f"... and {len(candidates) - LISTED_ROWS:,} more (--json lists all)")
+        out.print(f"... and {len(candidates) - LISTED_ROWS:,} more (--json lists the first {JSON_LISTED:,})")
 
 
 def signals_text(candidate: Candidate) -> str:
