@@ -252,3 +252,19 @@ def test_heatmap_is_averaged_down_while_the_profile_is_computed():
     assert profile.mean[-2] == pytest.approx(cosine(table[1], table[-1]), abs=2e-6)
     assert profile.mean[0] > profile.mean[1000]  # similarity falls with distance in a drifting table
     assert position_profile(table[:50], heatmap=False)[1] is None
+
+
+def test_a_long_table_is_profiled_from_spread_blocks(monkeypatch):
+    """r23's class in time: 200,000 positions are 20 billion pairs; past PROFILE_MAX_PAIRS only evenly spread
+    blocks of positions are compared (each with every later one), and the profile says so."""
+    from embscope.analysis import positions as module
+    monkeypatch.setattr(module, "PROFILE_MAX_PAIRS", 600 * 600 // 2 // 4)  # a quarter of the pairs of 600 rows
+    table = np.random.default_rng(9).standard_normal((600, 8)).astype(np.float32)
+    profile, _ = module.position_profile(table, heatmap=False, block_rows=50)
+    assert profile.sampled_every == 4
+    # blocks of 50 anchors at rows 0, 200 and 400: offset 1 holds their 150 pairs, each exactly as numpy has it
+    unit = table / np.linalg.norm(table, axis=1, keepdims=True)
+    anchors = np.concatenate([np.arange(s, s + 50) for s in (0, 200, 400)])
+    assert profile.count[0] == 150
+    assert profile.mean[0] == pytest.approx(float(np.mean((unit[anchors] * unit[anchors + 1]).sum(axis=1))), abs=1e-6)
+    assert profile.positions_counted == 150  # every 4th position asked for its nearest

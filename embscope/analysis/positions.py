@@ -21,6 +21,9 @@ if TYPE_CHECKING:
 
 NOMINAL_LAST = 511  # the default pairs are written for a 512-row table and scaled to the real one
 PROFILE_BLOCK_BYTES = 16 << 20  # float64 work space per block of rows of the cosine matrix
+# pairs of positions compared at most (a few seconds); a longer table is profiled from evenly spread blocks of
+# positions, each compared with every later one: 8,192 positions are 34M pairs, 200,000 would be 20 billion
+PROFILE_MAX_PAIRS = 250_000_000
 HEATMAP_MAX_SIDE = 1024  # the heatmap is averaged down to at most this many cells a side
 
 
@@ -51,6 +54,7 @@ class PositionProfile:
     count: np.ndarray  # int64 (T-1,)
     nearest_is_adjacent: float  # share of positions whose most similar other position is i-1 or i+1
     positions_counted: int  # positions with a defined nearest neighbour
+    sampled_every: int = 1  # 1: every position compared with every other; n: only every n-th block of positions
 
     @property
     def offsets(self) -> np.ndarray:
@@ -151,13 +155,15 @@ def position_profile(table: np.ndarray, first_row: int = 0, *, heatmap: bool = T
     """How similarity falls with distance, and (when `heatmap`) the cosine heatmap averaged down to at most
     HEATMAP_MAX_SIDE cells a side. Memory grows with the positions, never with their square: the profile
     comes from blocks of the upper triangle of the cosine matrix, the heatmap from averaged unit rows.
-    Time grows with the square (every pair is compared, twice): progress(done, total) follows it."""
+    Time grows with the square up to PROFILE_MAX_PAIRS pairs; past it only evenly spread blocks of positions
+    are compared (profile.sampled_every says how sparse). progress(done, total) follows the work."""
     positions = np.arange(first_row, table.shape[0], dtype=np.int64)
     n = positions.size
     offsets = OffsetStats(max(n - 1, 0))
     step = block_rows if block_rows is not None else max(1, min(1024, PROFILE_BLOCK_BYTES // (8 * max(1, n))))
+    every = max(1, math.ceil(n * n / 2 / PROFILE_MAX_PAIRS))
     flat = np.empty(min(step, n) * (n + step), dtype=np.float32)
-    for start, block in cosine_blocks(table, rows=positions, block_rows=step, upper=True):
+    for start, block in cosine_blocks(table, rows=positions, block_rows=step, upper=True, every=every):
         rows, width = block.shape[0], n - start + step
         if start + 1 < n:
             padded = flat[:rows * width].reshape(rows, width)
@@ -169,9 +175,10 @@ def position_profile(table: np.ndarray, first_row: int = 0, *, heatmap: bool = T
         if progress is not None:
             progress(start + rows, 2 * n)
     adjacent, counted = nearest_adjacent(table[first_row:], block_rows,
-                                         None if progress is None else lambda done, _: progress(n + done, 2 * n))
+                                         None if progress is None else lambda done, _: progress(n + done, 2 * n),
+                                         every=every)
     profile = PositionProfile(offsets.mean(), offsets.std(), offsets.count,
-                              adjacent / counted if counted else float("nan"), counted)
+                              adjacent / counted if counted else float("nan"), counted, every)
     return profile, pooled_heatmap(table, positions) if heatmap else None
 
 
@@ -228,15 +235,16 @@ def pooled_heatmap(table: np.ndarray, positions: np.ndarray) -> Heatmap:
     return Heatmap((means @ means.T).astype(np.float32), n, cell)
 
 
-def nearest_adjacent(table: np.ndarray, block_rows: int | None = None,
-                     progress: Progress | None = None) -> tuple[int, int]:
+def nearest_adjacent(table: np.ndarray, block_rows: int | None = None, progress: Progress | None = None,
+                     every: int = 1) -> tuple[int, int]:
     """How many positions have i-1 or i+1 as their most similar other position (ties to the lower), out of
-    those with any."""
+    those with any; every: only every so many positions are asked (each against all)."""
     if table.shape[0] == 0:
         return 0, 0
-    best = topk_rows(table, 1, device="cpu", block_rows=block_rows, progress=progress).ids[:, 0]
+    asked = np.arange(0, table.shape[0], every)
+    best = topk_rows(table, 1, rows=asked, device="cpu", block_rows=block_rows, progress=progress).ids[:, 0]
     found = best >= 0
-    adjacent = np.abs(best - np.arange(best.size)) == 1
+    adjacent = np.abs(best - asked) == 1
     return int((found & adjacent).sum()), int(found.sum())
 
 

@@ -122,10 +122,11 @@ def kept_cosines(kept: np.ndarray, norms: np.ndarray, pairs: np.ndarray, center:
 
 
 def cosine_blocks(table: object, *, rows: np.ndarray | None = None, block_rows: int | None = None,
-                  upper: bool = False) -> Iterator[tuple[int, np.ndarray]]:
+                  upper: bool = False, every: int = 1) -> Iterator[tuple[int, np.ndarray]]:
     """(start, float32 cosines of rows start..start+B with every row) for blocks of the n rows (every row,
     or the ids in `rows`): the n x n matrix one block at a time, never whole. upper: only the columns from
     start on, (B, n - start), so the blocks tile the upper triangle (and the diagonal) with half the work.
+    every: only every so many blocks of rows is computed and given (a sample of the rows, evenly spread).
 
     Rows and columns of invalid rows are NaN; the diagonal of a valid row is exactly 1.
     The block's buffer is reused: copy what must outlive the next step.
@@ -134,7 +135,7 @@ def cosine_blocks(table: object, *, rows: np.ndarray | None = None, block_rows: 
     n, invalid = unit.shape[0], not valid.all()
     step = block_rows if block_rows is not None else max(1, SCORE_BLOCK_BYTES // 2 // (4 * max(1, n)))
     buffer = np.empty(min(step, n) * n, dtype=np.float32)
-    for start in range(0, n, step):
+    for start in range(0, n, step * every):
         stop, first = min(start + step, n), start if upper else 0
         block = buffer[:(stop - start) * (n - first)].reshape(stop - start, n - first)
         np.matmul(unit[start:stop], unit[first:].T, out=block)

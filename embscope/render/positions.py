@@ -13,7 +13,7 @@ def profile_doc(profile: PositionProfile) -> dict:
     return {
         "offsets": [{"offset": s.offset, "mean": s.mean, "std": s.std, "pairs": s.pairs} for s in profile.summary()],
         "nearest_is_adjacent": profile.nearest_is_adjacent,
-        "positions_counted": profile.positions_counted,
+        "positions_counted": profile.positions_counted, "sampled_every": profile.sampled_every,
         "by_offset": {"offset": profile.offsets, "mean": profile.mean, "std": profile.std, "pairs": profile.count},
     }
 
@@ -75,3 +75,10 @@ def show_profile(profile: PositionProfile) -> None:
     share = jsonout.clean(profile.nearest_is_adjacent)
     console.out.print(f"nearest neighbour is i-1 or i+1 for {console.percent(share)} of "
                       f"{profile.positions_counted} positions")
+    if profile.sampled_every > 1:
+        console.notes([sampled_note(profile)])
+
+
+def sampled_note(profile: PositionProfile) -> str:
+    return (f"the table is too long to compare every pair of positions: the profile and the nearest-neighbour "
+            f"share come from every {profile.sampled_every}th block of positions, each compared with all later ones")

@@ -236,7 +236,8 @@ def positions_blocks(report: Report) -> list[Block]:
         blocks.append(Grid(("i", "j", "distance", "cosine"), tuple(
             (count(p.i), count(p.j), count(p.distance), cosine(p.cosine)) for p in result.pairs),
             title="near and far pairs (the default set of `embscope positions`)"))
-    return blocks + notes([*result.notes, *(p.reason for p in result.pairs if p.reason)])
+    sampled = [positions_text.sampled_note(profile)] if profile is not None and profile.sampled_every > 1 else []
+    return blocks + notes([*result.notes, *sampled, *(p.reason for p in result.pairs if p.reason)])
 
 
 def undertrained_table_blocks(found: UndertrainedReport, name: Callable[[int], str]) -> list[Block]:
