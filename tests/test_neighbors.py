@@ -431,3 +431,22 @@ def test_a_k_past_the_table_says_how_many_rows_it_found(npz_path):
     # the zero and the NaN row have no cosine, and the query is left out
     assert len(doc["neighbors"]) == ROWS - 3
     assert doc["note"] == f"-k {10**18:,} asks for more rows than there are: all {ROWS - 3} rows with a cosine are listed"
+
+
+def test_the_tsv_on_stdout_is_utf8_whatever_the_terminal_says(tmp_path):
+    """The rows are data: PYTHONIOENCODING=ascii once turned every non-ASCII token into an escape."""
+    import subprocess
+    import sys
+    vocab = tmp_path / "ckpt"
+    vocab.mkdir()
+    np.savez(vocab / "m.npz", token_emb=np.random.default_rng(4).standard_normal((257, 4)).astype(np.float32))
+    (vocab / "merges.json").write_text(json.dumps({"merges": [[195, 169]]}))  # id 256 = "é" (bytes c3 a9)
+    done = subprocess.run([sys.executable, "-m", "embscope", "neighbors", "-c", str(vocab / "m.npz"), "--all", "-k", "1",
+                           "--out", "-", "--ids"], capture_output=True, env={**os.environ, "PYTHONIOENCODING": "ascii"},
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    import csv
+    import io
+    rows = list(csv.reader(io.StringIO(done.stdout.decode("utf-8"), newline=""), delimiter="\t"))
+    assert rows[0] == ["query_id", "query_token", "rank", "id", "token", "cosine"] and len(rows) == 1 + 257
+    assert rows[-1][:3] == ["256", "é", "1"]

@@ -18,8 +18,10 @@ from .lookup_notes import grouped_notes
 if TYPE_CHECKING:
     from ..embeddings import Embeddings
 
-# rows a plot draws at most, evenly spaced: Agg cannot draw a path through millions of points (OverflowError),
-# and a scatter of them takes GBs; flagged rows past it are the least extreme
+JSON_LISTED = 1000  # flagged rows listed in --json, with the total
+# rows a plot draws (and --json lists of the position path) at most, evenly spaced: Agg cannot draw a path
+# through millions of points (OverflowError), and a scatter of them takes GBs; flagged rows past it are the
+# least extreme
 MAX_DRAWN = 100_000
 
 
@@ -61,13 +63,17 @@ def document(result: TableMap, plot: Path | None) -> dict:
         "explained_variance": list(projection.variance) if projection.variance else None,
         "explained_variance_ratio": list(projection.ratio) if projection.ratio else None,
         "probes": [point_doc(p) for p in result.points], "probe_rule": result.probe_rule,
-        "flagged": [{"id": f.id, "label": f.label, "x": f.x, "y": f.y, "reason": f.reason} for f in result.flagged],
+        "flagged": [{"id": f.id, "label": f.label, "x": f.x, "y": f.y, "reason": f.reason}
+                    for f in result.flagged[:JSON_LISTED]],
+        "flagged_found": len(result.flagged),
         "plot": str(plot) if plot is not None else None, "notes": list(result.notes),
     }
-    if result.role is Role.position:  # the whole path, in position order
+    if result.role is Role.position:  # the path in position order, evenly thinned past MAX_DRAWN points
         coords = projection.coords
+        every = max(1, -(-(result.rows - result.first_row) // MAX_DRAWN))
         doc["path"] = [{"position": row - result.first_row, "row": row, "x": coords[row, 0], "y": coords[row, 1]}
-                       for row in range(result.first_row, result.rows)]
+                       for row in range(result.first_row, result.rows, every)]
+        doc["path_every"] = every
     return doc
 
 

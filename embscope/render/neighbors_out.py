@@ -8,6 +8,7 @@ strings exact (JSON escapes what it must)."""
 
 from __future__ import annotations
 
+import io
 import math
 import sys
 from collections.abc import Callable, Iterable
@@ -83,7 +84,14 @@ def write_neighbors(path: Path, topk: Any, token_of: Callable[[int], str], input
     `inputs`: the files the answer was read from, which the output may not replace."""
     kind = out_format(path)
     if str(path) == STDOUT:
-        write_tsv(sys.stdout, topk, token_of)
+        # the rows are data: UTF-8 whatever the terminal's encoding (PYTHONIOENCODING=ascii would escape them)
+        sys.stdout.flush()
+        stream = io.TextIOWrapper(sys.stdout.buffer, encoding="utf-8", errors="backslashreplace", newline="\n")
+        try:
+            write_tsv(stream, topk, token_of)
+            stream.flush()
+        finally:
+            stream.detach()  # sys.stdout keeps its buffer
         return kind
     writer, mode = WRITERS[Path(path).suffix.lower()]
     with written_whole(Path(path), "--out", binary=mode == "wb", inputs=inputs) as fp:
