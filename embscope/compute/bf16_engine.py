@@ -5,26 +5,19 @@ from __future__ import annotations
 
 import numpy as np
 
-from .devices import cpu_block_bytes, torch_module
-from .engine import RERANK_EXTRA_MIN, Emit, Prepared, Queries
-from .rows import valid_unit_rows
+from .devices import torch_module
+from .engine import RERANK_EXTRA_MIN, Emit, HostEngine, Prepared, Queries
 from .select import SELECT_ROWS, candidates, every_column, exact_row, finalise, mark_left_out
 
 GATHER_ROWS = 256  # queries re-ranked at a time: a bounded gather of their candidates' rows
 
 
-class CpuBf16Engine:
+class CpuBf16Engine(HostEngine):
     name = "cpu-bf16"
     streams = False
 
     def supports(self, device: str, precision: str) -> bool:
         return device == "cpu" and precision == "bf16"
-
-    def block_bytes(self, device: str, n_columns: int, dim: int) -> int:
-        return cpu_block_bytes(n_columns, dim)
-
-    def prepare(self, table: np.ndarray, device: str) -> Prepared:
-        return Prepared(*valid_unit_rows(table))
 
     def search(self, prepared: Prepared, queries: Queries, count: int, block: int, precision: str,
                emit: Emit) -> None:

@@ -9,6 +9,9 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from .devices import cpu_block_bytes
+from .rows import valid_unit_rows
+
 # Low precision keeps this many candidates beyond k (at least k more) before the exact fp32 re-rank.
 RERANK_EXTRA_MIN = 32
 
@@ -70,3 +73,14 @@ class Engine(Protocol):
     def stream(self, table: np.ndarray, queries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(float32 (Q, V) scores of unit query vectors against every row, -inf for invalid rows, valid)."""
         ...
+
+
+class HostEngine:
+    """What the engines that compute on the host share: blocks sized for the CPU's caches and memory, and the
+    unit rows of the valid rows held in host memory."""
+
+    def block_bytes(self, device: str, n_columns: int, dim: int) -> int:
+        return cpu_block_bytes(n_columns, dim)
+
+    def prepare(self, table: np.ndarray, device: str) -> Prepared:
+        return Prepared(*valid_unit_rows(table))

@@ -4,24 +4,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from .devices import cpu_block_bytes, cpu_threads
-from .engine import Emit, Prepared, Queries
-from .rows import normalise_into, row_blocks, valid_unit_rows
+from .devices import cpu_threads
+from .engine import Emit, HostEngine, Prepared, Queries
+from .rows import normalise_into, row_blocks
 from .select import select_top
 
 
-class NumpyEngine:
+class NumpyEngine(HostEngine):
     name = "numpy"
     streams = True
 
     def supports(self, device: str, precision: str) -> bool:
         return device == "cpu" and precision == "fp32"
-
-    def block_bytes(self, device: str, n_columns: int, dim: int) -> int:
-        return cpu_block_bytes(n_columns, dim)
-
-    def prepare(self, table: np.ndarray, device: str) -> Prepared:
-        return Prepared(*valid_unit_rows(table))
 
     def search(self, prepared: Prepared, queries: Queries, count: int, block: int, precision: str,
                emit: Emit) -> None:
