@@ -14,21 +14,11 @@ Target: (a) at most 3x the baseline.
 from __future__ import annotations
 
 import argparse
-import statistics
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
-
-
-def best_of(fn, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+from timing import median_time  # benchmarks/timing.py: scripts run from this folder
 
 
 def write_pair(folder: Path, rows: int, dim: int) -> tuple[Path, Path]:
@@ -67,9 +57,9 @@ def main() -> None:
             compare(series, CompareOptions(sample=sample, device="cpu"))
 
         read_both()  # warm the page cache
-        baseline = best_of(read_both, args.repeat)
-        rows_only = best_of(lambda: compare_both(0), args.repeat)
-        with_neighbors = best_of(lambda: compare_both(1000), args.repeat)
+        baseline = median_time(read_both, args.repeat)
+        rows_only = median_time(lambda: compare_both(0), args.repeat)
+        with_neighbors = median_time(lambda: compare_both(1000), args.repeat)
         print(f"read both tables:                       {baseline:7.3f} s")
         print(f"compare, rows only (--sample 0):         {rows_only:7.3f} s  = {rows_only / baseline:5.2f}x the read "
               f"(target <= 3x: {'met' if rows_only <= 3 * baseline else 'NOT met'})")

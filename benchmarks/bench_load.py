@@ -25,15 +25,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-
-
-def best_of(fn, repeat: int = 5) -> float:
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+from timing import median_time  # benchmarks/timing.py: scripts run from this folder
 
 
 def interleaved(fns: dict, repeat: int) -> list[tuple[str, float]]:
@@ -250,8 +242,8 @@ def bench_tables(gb: float) -> None:
         def via_embscope(path):
             return lambda: np.array(embscope.open(path).token.array)  # np.array: the bytes are really read
 
-        rows = [("bare numpy read of the table's bytes", best_of(bare_read))]
-        rows.append(("embscope, safetensors", best_of(via_embscope(st))))
+        rows = [("bare numpy read of the table's bytes", median_time(bare_read))]
+        rows.append(("embscope, safetensors", median_time(via_embscope(st))))
         np.testing.assert_array_equal(np.array(embscope.open(st).token.array),
                                       np.fromfile(st, np.float32, vocab * dim, offset=start).reshape(vocab, dim))
 
@@ -265,14 +257,14 @@ def bench_tables(gb: float) -> None:
             pt = Path(tmp) / "ckpt.pt"
             torch.save({"model": load_file(str(st)), "iter_num": 1}, pt)
             st.unlink()  # keep the temporary folder to one checkpoint's worth of disk
-            rows.append(("embscope, PyTorch zip", best_of(via_embscope(pt))))
+            rows.append(("embscope, PyTorch zip", median_time(via_embscope(pt))))
             rows.append(("full torch.load (weights_only=True)",
-                         best_of(lambda: torch.load(pt, weights_only=True, map_location="cpu"), repeat=3)))
+                         median_time(lambda: torch.load(pt, weights_only=True, map_location="cpu"), repeat=3)))
             legacy = Path(tmp) / "legacy.pt"
             torch.save(torch.load(pt, weights_only=True, map_location="cpu"), legacy,
                        _use_new_zipfile_serialization=False)
             pt.unlink()
-            rows.append(("embscope, PyTorch legacy (pre-zip)", best_of(via_embscope(legacy))))
+            rows.append(("embscope, PyTorch legacy (pre-zip)", median_time(via_embscope(legacy))))
 
     base = rows[0][1]
     print(f"{'what':44} {'seconds':>9} {'vs bare read':>13}")

@@ -15,20 +15,11 @@ Target: the report in under 10 s; the ratio says what one page costs over the se
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-
-def best_of(fn, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+from timing import median_time  # benchmarks/timing.py: scripts run from this folder
 
 
 def main() -> None:
@@ -69,8 +60,8 @@ def main() -> None:
 
         commands()  # warm-up: imports, matplotlib's font cache
         report()
-        baseline = best_of(commands, args.repeat)
-        measured = best_of(report, args.repeat)
+        baseline = median_time(commands, args.repeat)
+        measured = median_time(report, args.repeat)
         size = (folder / "report.html").stat().st_size
     print(f"the sample (1,024 x 128 token table, 256 x 128 position table), {len(words)} probe words")
     print(f"the commands one after the other:  {baseline:6.2f} s")
