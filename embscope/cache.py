@@ -13,8 +13,11 @@ import json
 import os
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
+
 
 VERSION = 1  # bump when a cached computation changes
 HEAD_BYTES = 1 << 16  # the start of each file hashed into its identity
@@ -60,6 +63,7 @@ def key(kind: str, checkpoint: Path, **parameters: object) -> str | None:
 
 def load(name: str) -> np.ndarray | None:
     """The float64 values stored under `name`, or None."""
+    import numpy as np
     try:
         values = np.load(directory() / f"{name}.npy", allow_pickle=False)
     except (OSError, ValueError, EOFError):
@@ -71,6 +75,7 @@ def load(name: str) -> np.ndarray | None:
 
 def store(name: str, values: np.ndarray) -> None:
     """Keep float64 values under `name`, written whole (a temporary file renamed into place)."""
+    import numpy as np
     folder = directory()
     try:
         folder.mkdir(parents=True, exist_ok=True, mode=0o700)

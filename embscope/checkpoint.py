@@ -9,11 +9,12 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from .arrays import FLOAT_DTYPES, to_float32
 from .memory import require_memory
 from .text import quote
+
+if TYPE_CHECKING:
+    import numpy as np
 
 if TYPE_CHECKING:  # roles.py builds these classes, so it imports this module, not the other way round
     from .roles import Head, Role
@@ -90,6 +91,7 @@ class Table:
     def array(self) -> np.ndarray:
         """All rows as float32; a memory map, not a copy, where the file stores float32.
         A copy (half precision, float64) that would not fit in memory is refused before it is made."""
+        import numpy as np
         raw = self.tensor.read()
         if not (raw.dtype == np.float32 and raw.dtype.isnative):
             require_memory(raw.size * 4, f"the {self.role} table {quote(self.name)} as float32")

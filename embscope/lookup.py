@@ -16,9 +16,8 @@ tokenizer itself refuses (a library's ValueError) is a TokenError that says so.
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
-
-import numpy as np
 
 from embscope.errors import TokenError
 from embscope.naming import token_name
@@ -57,7 +56,7 @@ def lookup_word(tokenizer: Tokenizer, word: str, *, exact: bool = False, allow_u
 
 def parse_id(text: object) -> int:
     """A token id as typed (or given as an integer), or a TokenError."""
-    if isinstance(text, (int, np.integer)) and not isinstance(text, bool):
+    if isinstance(text, numbers.Integral) and not isinstance(text, bool):  # numpy's integers are Integral too
         return int(text)
     try:
         return int(str(text).strip())

@@ -149,7 +149,6 @@ def test_info_shows_architecture_quantization_context_and_the_embedded_tokenizer
 
 
 def test_only_the_table_in_use_is_mapped(gpt2_gguf, monkeypatch):
-    from embscope.formats import gguf_file
     path, _ = gpt2_gguf
     mapped = []
     real = np.memmap
@@ -158,7 +157,7 @@ def test_only_the_table_in_use_is_mapped(gpt2_gguf, monkeypatch):
         mapped.append(kwargs["offset"])
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(gguf_file.np, "memmap", recording)
+    monkeypatch.setattr(np, "memmap", recording)  # numpy.memmap, which the reader calls
     emb = embscope.open(path)
     assert mapped == []  # the catalogue comes from the header alone
     _ = emb.token.array

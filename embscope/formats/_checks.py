@@ -10,14 +10,13 @@ import stat
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from ..errors import CheckpointError
 from ..inputs import not_regular
 from ..memory import watch_mapping
 from ..text import quote
 
 if TYPE_CHECKING:
+    import numpy as np
     from numpy.typing import DTypeLike
 
 MAX_NDIM = 32  # numpy allows 64; no real weight has more than a handful
@@ -60,6 +59,7 @@ def map_array(path: Path, dtype: DTypeLike, offset: int, shape: tuple[int, ...],
     """A read-only memory map of an array's bytes, for every reader: checked against the file as it is now
     (it may have shrunk since its header was read), and watched in case it shrinks while it is being read.
     `where` names the data in an error (default: the file's tensor data); an empty array maps nothing."""
+    import numpy as np
     dtype = np.dtype(dtype)
     count = math.prod(shape)
     if count == 0:

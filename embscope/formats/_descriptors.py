@@ -13,9 +13,7 @@ import math
 import struct
 import sys
 from dataclasses import dataclass
-from typing import Any, Literal
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..arrays import ElementType
 from ..errors import CheckpointError
@@ -23,7 +21,11 @@ from ..text import quote
 from ._checks import check_shape
 from .constants import NUMPY_NUMERIC_KINDS
 
+if TYPE_CHECKING:
+    import numpy as np
+
 NATIVE = "<" if sys.byteorder == "little" else ">"
+NUMERIC_NAMES = {"i": "int", "u": "uint", "f": "float"}
 
 
 # --- numpy ---------------------------------------------------------------------------------------
@@ -43,6 +45,11 @@ class DType:
     @property
     def code(self) -> str:
         return f"{self.byteorder}{self.kind}{self.itemsize}"
+
+    @property
+    def name(self) -> str:
+        """numpy's name for a numeric type ("float32"), without numpy: the unpickler's table of sizes is closed."""
+        return "bool" if self.kind == "b" else f"{NUMERIC_NAMES[self.kind]}{8 * self.itemsize}"
 
 
 @dataclass(frozen=True, eq=False, slots=True)
@@ -77,6 +84,7 @@ def check_array(array: ArrayData, where: str) -> None:
 
 def numpy_dtype(dtype: DType) -> np.dtype:
     """The numpy dtype of a checked numeric description (kind and size come from a closed table)."""
+    import numpy as np
     if not dtype.numeric:
         raise CheckpointError(f"expected a numeric element type, found {dtype.code}")
     return np.dtype(dtype.code)
@@ -84,6 +92,7 @@ def numpy_dtype(dtype: DType) -> np.dtype:
 
 def make_array(array: ArrayData, where: str) -> np.ndarray:
     """The array itself, read-only, over the pickle's own bytes (no copy), after check_array."""
+    import numpy as np
     check_array(array, where)
     if isinstance(array.data, list):
         raise CheckpointError(f"{where}: an object array is not read as numbers")
@@ -205,6 +214,7 @@ def check_record(record: TensorRecord, where: str) -> None:
 
 def record_view(record: TensorRecord, base: np.ndarray) -> np.ndarray:
     """The record's elements over `base`, the storage as a flat array of the record's element type; read-only."""
+    import numpy as np
     if record.contiguous:
         view = base[record.offset: record.offset + record.numel].reshape(record.size)
     else:

@@ -14,7 +14,7 @@ from ..checkpoint import TensorInfo
 from ..errors import CheckpointError
 from ..text import quote
 from ._checks import is_regular_file
-from ._descriptors import check_array, make_array, numpy_dtype, scalar_value
+from ._descriptors import check_array, make_array, scalar_value
 from ._unpickle import PickledArray
 from .constants import CONFIG_KEYS, HF_CONFIG, IGNORED_KEYS, STATE_DICT_KEYS, STEP_KEYS, WRAPPER_PREFIXES
 
@@ -126,8 +126,7 @@ def array_tensor(path: Path, name: str, pickled: PickledArray) -> TensorInfo | N
     check_array(array, where)
     if not array.dtype.numeric:
         return None
-    dtype = numpy_dtype(array.dtype).newbyteorder("=").name
-    return TensorInfo(name, array.shape, dtype, partial(make_array, array, where),
+    return TensorInfo(name, array.shape, array.dtype.name, partial(make_array, array, where),
                       storage=(str(path), "pickle", id(pickled)))
 
 

@@ -17,8 +17,6 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
-import numpy as np
-
 from ..checkpoint import Checkpoint, TensorInfo
 from ..errors import CheckpointError
 from ..text import printable
@@ -280,6 +278,7 @@ def check_tables_fit(name: str, n: int, vocab: int, width: int, context: int, ti
 
 
 def table(path: Path, name: str, first_float: int, rows: int, width: int) -> TensorInfo:
+    import numpy as np
     read = partial(map_array, path, np.dtype("<f4"), HEADER.size + FLOAT_BYTES * first_float, (rows, width),
                    f"{printable(path.name)}: table data")
     return TensorInfo(name, (rows, width), "float32", read, storage=(str(path), first_float))

@@ -21,8 +21,6 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from ..checkpoint import Checkpoint, TensorInfo
 from ..errors import CheckpointError
 from ..memory import require_memory
@@ -32,6 +30,8 @@ from ._binary import Cursor, map_file
 from ._checks import check_shape, map_array
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from ..tokenizers.base import Tokenizer
 
 MAX_VERSION = 6  # CURRENT_BINARY_VERSION of CTranslate2 4.x
@@ -53,6 +53,7 @@ def read_string(cur: Cursor, what: str) -> str:
 
 def read_dequantized(weight: TensorInfo, scale: TensorInfo, where: str) -> np.ndarray:
     """int8 (int16) weights over their scale: float = q / scale, per row or for the whole matrix."""
+    import numpy as np
     require_memory(weight.numel * 4, f"{where} dequantized to float32")
     scales = np.asarray(scale.read(), dtype=np.float32)
     if scales.ndim == 1:
@@ -67,6 +68,7 @@ def scale_fits(weight: TensorInfo, scale: TensorInfo) -> bool:
 
 def catalogue(path: Path) -> tuple[int, str | None, dict[str, TensorInfo], list[str]]:
     """The binary version, the spec name, the variables (aliases included) and notes."""
+    import numpy as np
     where = quote(path)
     cur = Cursor(map_file(path), where)
     version = cur.unpack("<I", "the binary version")

@@ -14,9 +14,7 @@ import struct
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from ..checkpoint import Checkpoint, TensorInfo
 from ..errors import CheckpointError
@@ -26,6 +24,9 @@ from ._base import Format, OpenOptions, require_package
 from ._binary import Cursor, map_file
 from ._checks import check_shape, map_array
 from .constants import GGUF_MAGIC
+
+if TYPE_CHECKING:
+    import numpy as np
 
 SUPPORTED_VERSIONS = (2, 3)  # version 1 (August 2023) had 32-bit counts; llama.cpp dropped it too
 DEFAULT_ALIGNMENT = 32  # general.alignment when the file does not set it
@@ -135,6 +136,7 @@ def array_strings(buf: Any, ref: ArrayRef, key: str, where: str) -> list[bytes]:
 
 
 def array_numbers(buf: Any, ref: ArrayRef, key: str, where: str, gguf: Any) -> np.ndarray:
+    import numpy as np
     formats = value_formats(gguf)
     if ref.item_type not in formats:
         raise CheckpointError(f"{where}: expected {quote(key)} to be an array of numbers, found value type "
@@ -217,6 +219,7 @@ def read_header(path: Path, buf: Any, gguf: Any) -> Header:
 
 def read_quantized(path: Path, start: int, entry: TensorEntry) -> np.ndarray:
     """The tensor dequantized to float32 by gguf.quants; only its own blocks are mapped."""
+    import numpy as np
     gguf = require_gguf(path)
     where = f"{quote(path)}: tensor {quote(entry.name)}"
     require_memory(math.prod(entry.shape) * 4, f"{where} dequantized to float32")

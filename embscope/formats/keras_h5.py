@@ -10,9 +10,7 @@ from __future__ import annotations
 import math
 from functools import partial
 from pathlib import Path
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from ..checkpoint import Checkpoint, TensorInfo
 from ..errors import CheckpointError
@@ -21,6 +19,9 @@ from ..text import detail, printable, quote
 from ._base import Format, OpenOptions, require_package
 from ._checks import check_extent, check_shape, map_array
 from .constants import HDF5_MAGIC
+
+if TYPE_CHECKING:
+    import numpy as np
 
 TF_VARIABLE_SUFFIX = ":0"
 # what h5py raises on a damaged file: the HDF5 library's errors arrive as these
@@ -40,6 +41,7 @@ def damage(where: str, err: BaseException) -> CheckpointError:
 
 
 def read_through_h5py(path: Path, hdf5_path: str, nbytes: int) -> np.ndarray:
+    import numpy as np
     h5py = require_h5py(path)
     where = f"{quote(path)}: dataset {quote(hdf5_path)}"
     require_memory(nbytes, where)

@@ -9,9 +9,7 @@ import math
 import zipfile
 from functools import partial
 from pathlib import Path
-from typing import BinaryIO
-
-import numpy as np
+from typing import TYPE_CHECKING, BinaryIO
 
 from ..checkpoint import Checkpoint, TensorInfo
 from ..errors import CheckpointError, UnsafePickleError
@@ -22,10 +20,14 @@ from ._checks import check_extent, check_shape, map_array
 from ._zip import data_offset, is_stored, read_member
 from .constants import NPY_MAGIC, NUMPY_NUMERIC_KINDS, STEP_KEYS, ZIP_MAGIC
 
+if TYPE_CHECKING:
+    import numpy as np
+
 MAX_HEADER = 1 << 20  # numpy's own limit on a header it parses, which we pass on
 
 
 def read_npy_header(fp: BinaryIO, where: str) -> tuple[tuple[int, ...], bool, np.dtype]:
+    import numpy as np
     try:
         version = np.lib.format.read_magic(fp)
         if version == (1, 0):
@@ -137,6 +139,7 @@ def counter(value: np.ndarray, name: str, notes: list[str]) -> int | None:
 def read_compressed(path: Path, info: zipfile.ZipInfo, header_len: int, dtype: np.dtype, shape: tuple[int, ...],
                     fortran: bool, where: str) -> np.ndarray:
     """One compressed member's array, inflated no further than its entry declares; read-only."""
+    import numpy as np
     require_memory(info.file_size, where)
     data = read_member(path, info, where)
     array = np.frombuffer(data, dtype=dtype, count=math.prod(shape), offset=header_len)

@@ -18,8 +18,6 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from ..arrays import to_float32
 from ..checkpoint import Checkpoint, TensorInfo
 from ..errors import CheckpointError
@@ -31,6 +29,8 @@ from ._state_dict import read_hf_config
 from .constants import ONNX_SUFFIX
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from ..tokenizers.base import Tokenizer
 
 QUANTIZED_SUFFIXES = ("_quantized", "_q")
@@ -90,6 +90,7 @@ def external_file(model_path: Path, tensor: Any, where: str) -> tuple[Path, int,
 
 
 def read_inline(tensor: Any, np_dtype: str) -> np.ndarray:
+    import numpy as np
     from onnx import numpy_helper
     array = numpy_helper.to_array(tensor)
     return array.view(np_dtype) if array.dtype.itemsize == np.dtype(np_dtype).itemsize else array.astype(np_dtype)
@@ -105,6 +106,7 @@ def typed_count(tensor: Any, onnx: Any) -> int:
 
 def initializer_info(path: Path, tensor: Any, onnx: Any) -> TensorInfo | None:
     """The initializer as a lazy tensor; None for data types embscope does not read (strings, float8, int4)."""
+    import numpy as np
     name = text(tensor.name)
     where = f"{quote(path)}: tensor {quote(name)}"
     kind = onnx.TensorProto.DataType.Name(tensor.data_type) if tensor.data_type in \
@@ -155,6 +157,7 @@ class Quantized:
         return f"{self.q.dtype}, {how}" + (", zero point" if self.zero_point is not None else "")
 
     def read(self, where: str) -> np.ndarray:
+        import numpy as np
         require_memory(self.q.numel * 4, f"{where} dequantized to float32")
         values = self.q.read().astype(np.float32)
         if self.zero_point is not None:
@@ -163,6 +166,7 @@ class Quantized:
 
     def broadcast(self, part: TensorInfo) -> np.ndarray:
         """A scale or zero point shaped to multiply the values: one value, per index of the axis, or per block."""
+        import numpy as np
         values = to_float32(np.asarray(part.read()), part.dtype)
         if values.size == 1:
             return values.reshape(())

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import json
 import math
+import numbers
 import re
 import sys
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 
 def clean(value: Any) -> Any:
@@ -19,13 +18,14 @@ def clean(value: Any) -> Any:
         return {str(k): clean(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [clean(v) for v in value]
-    if isinstance(value, np.ndarray):
+    np = sys.modules.get("numpy")  # no numpy value can exist before numpy is imported: never imported for this
+    if np is not None and isinstance(value, np.ndarray):
         return [clean(v) for v in value.tolist()]
-    if isinstance(value, (bool, np.bool_)):
+    if isinstance(value, bool) or (np is not None and isinstance(value, np.bool_)):
         return bool(value)
-    if isinstance(value, (int, np.integer)):
+    if isinstance(value, numbers.Integral):  # numpy's integers and floats register with numbers
         return int(value)
-    if isinstance(value, (float, np.floating)):
+    if isinstance(value, numbers.Real):
         value = float(value)
         return value if math.isfinite(value) else None
     if isinstance(value, Path):

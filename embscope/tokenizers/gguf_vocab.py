@@ -18,13 +18,14 @@ from __future__ import annotations
 import heapq
 import unicodedata
 from pathlib import Path
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from embscope.errors import CheckpointError, TokenError
 from embscope.tokenizers.base import SPACE_MARK, ByteVocabulary, check_id, check_largest_id
 from embscope.tokenizers.gpt2_bpe import GPT2BPETokenizer
+
+if TYPE_CHECKING:
+    import numpy as np
 
 # tokenizer.ggml.token_type values (gguf.TokenType)
 NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
@@ -238,6 +239,8 @@ class GGUFByteLevelBPE(GPT2BPETokenizer):
 
 def load_gguf_tokenizer(path: Path, metadata: dict[str, Any]) -> GGUFVocabulary | GGUFByteLevelBPE:
     """The tokenizer described by a GGUF header's metadata; its arrays are read from the file now."""
+    import numpy as np
+
     from embscope.formats._binary import map_file
     from embscope.formats.gguf_file import ArrayRef, array_numbers, array_strings, require_gguf
     gguf = require_gguf(path)
