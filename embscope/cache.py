@@ -11,7 +11,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
+import sys
 import tempfile
+from array import array
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -24,6 +27,10 @@ HEAD_BYTES = 1 << 16  # the start of each file hashed into its identity
 MAX_FILES = 256  # a directory with more files than this is not cached (identity would cost too much)
 MAX_ENTRIES = 512  # entries kept; the oldest go first
 MAX_VALUES = 1 << 20  # values an entry may hold: a bigger file there is not one of ours
+NPY_HEADER_BYTES = 128  # np.save pads its version 1.0 header to a multiple of 64 bytes; a vector's fits in 128
+# what np.save writes for a little-endian float64 vector: magic, version 1.0, header length, header dict
+NPY_FLOAT64_VECTOR = re.compile(rb"\x93NUMPY\x01\x00(..)\{'descr': '<f8', 'fortran_order': False, "
+                                rb"'shape': \((\d{1,7}),\), \} *\n", re.DOTALL)
 
 
 def directory() -> Path:
@@ -61,15 +68,23 @@ def key(kind: str, checkpoint: Path, **parameters: object) -> str | None:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def load(name: str) -> np.ndarray | None:
-    """The float64 values stored under `name`, or None."""
-    import numpy as np
+def load(name: str) -> array | None:
+    """The float64 values stored under `name`, or None. Read without numpy: a cached baseline is what lets a
+    small question be answered without importing it."""
     try:
-        values = np.load(directory() / f"{name}.npy", allow_pickle=False)
-    except (OSError, ValueError, EOFError):
+        with open(directory() / f"{name}.npy", "rb") as handle:
+            data = handle.read(NPY_HEADER_BYTES + 8 * MAX_VALUES + 1)
+    except OSError:
         return None
-    if values.dtype != np.float64 or values.ndim != 1 or values.size > MAX_VALUES:
+    found = NPY_FLOAT64_VECTOR.match(data)
+    if found is None:
         return None
+    count, body = int(found.group(2)), data[found.end():]
+    if count > MAX_VALUES or len(body) != 8 * count:
+        return None
+    values = array("d", body)
+    if sys.byteorder != "little":
+        values.byteswap()
     return values
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -33,6 +33,8 @@ class TensorInfo:
     # how the file stores it when that is not `dtype`: "Q8_0" (GGUF), "int8 x per-row scale" (ONNX,
     # CTranslate2); `read` then dequantizes, and `numel` still counts the stored elements
     quantization: str | None = None
+    # a few whole rows as float32 values in Python floats, read without numpy; None where only `read` can
+    rows: Callable[[Sequence[int]], list[list[float]]] | None = field(default=None, repr=False, compare=False)
 
     @property
     def numel(self) -> int:
@@ -96,6 +98,13 @@ class Table:
         if not (raw.dtype == np.float32 and raw.dtype.isnative):
             require_memory(raw.size * 4, f"the {self.role} table {quote(self.name)} as float32")
         return to_float32(raw, self.tensor.dtype)
+
+    def row_values(self, ids: Sequence[int]) -> list[list[float]]:
+        """Rows `ids` as float32 values (Python floats), as `array` holds them: read without numpy where the
+        format allows, so a question about a few rows does not pay for importing it."""
+        if self.tensor.rows is not None and "array" not in self.__dict__:
+            return self.tensor.rows(ids)
+        return self.array[list(ids)].tolist()
 
 
 @dataclass

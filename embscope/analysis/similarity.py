@@ -3,13 +3,13 @@ Words become token ids through the checkpoint's tokenizer; a word of several tok
 
 from __future__ import annotations
 
+import bisect
+import math
 from array import array as packed
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from itertools import combinations
 from typing import TYPE_CHECKING, Any, overload
-
-import numpy as np
 
 from .. import cache, compute
 from ..errors import EmbscopeError, TokenError
@@ -18,6 +18,9 @@ from ..naming import token_name
 from ..text import quote
 
 if TYPE_CHECKING:
+    import numpy as np
+
+    from ..checkpoint import Table
     from ..embeddings import Embeddings
     from .stages import Progress
 
@@ -25,6 +28,10 @@ BASELINE_PAIRS = 10000  # random pairs sampled for the percentile
 BASELINE_SEED = 0  # fixed, so the same table gives the same percentile every run
 TABLE_ROLES = ("token", "output")
 PAIR_BLOCK_BYTES = 16 << 20  # rows gathered at once for the pairs of a pairs file
+# Up to this many pairs (and multiply-adds) are worked out in plain Python from the rows they name: that takes
+# less than importing numpy (about 50 ms), which a question about two words then never pays.
+FEW_PAIRS = 256
+FEW_PRODUCTS = 1 << 18
 
 
 @dataclass(frozen=True)
@@ -65,8 +72,9 @@ class Pairs(Sequence[Pair]):
     """The pairs asked for, as arrays (a pairs file of millions of lines stays a few bytes a pair);
     each Pair is made when it is read."""
 
-    def __init__(self, queries: tuple[Query, ...], positions: np.ndarray, cosines: np.ndarray, shares: np.ndarray):
+    def __init__(self, queries: tuple[Query, ...], positions: Any, cosines: Any, shares: Any):
         # positions: (pairs, 2) indices into `queries`; cosines and shares (percentiles): one a pair, NaN if undefined
+        # (numpy arrays for a pairs file, lists for a few pairs)
         self.queries, self.positions, self.cosines, self.shares = queries, positions, cosines, shares
 
     def __len__(self) -> int:
@@ -130,10 +138,14 @@ class NeighborsResult:
 
 # --- resolving words and ids into rows ---
 
-def table_rows(emb: Embeddings, table: str) -> tuple[np.ndarray, str]:
+def pick_table(emb: Embeddings, table: str) -> Table:
     if table not in TABLE_ROLES:
         raise EmbscopeError(f"expected table token or output, found {quote(table)}")
-    chosen = emb.table(table)
+    return emb.table(table)
+
+
+def table_rows(emb: Embeddings, table: str) -> tuple[np.ndarray, str]:
+    chosen = pick_table(emb, table)
     return chosen.array, chosen.name
 
 
@@ -200,6 +212,7 @@ def merge_note(query: Query) -> str | None:
 
 def query_vectors(table: np.ndarray, queries: Sequence[Query], center: np.ndarray | None) -> np.ndarray:
     """One float64 row per query: the mean of its token rows, less the table's mean row when centering."""
+    import numpy as np
     vectors = np.empty((len(queries), table.shape[1]), dtype=np.float64)
     single = [n for n, q in enumerate(queries) if not q.merged]
     if single:  # one gather for all one-token queries, however many a pairs file holds
@@ -213,11 +226,13 @@ def query_vectors(table: np.ndarray, queries: Sequence[Query], center: np.ndarra
 
 
 def has_direction(vectors: np.ndarray) -> np.ndarray:
+    import numpy as np
     return np.isfinite(vectors).all(axis=1) & (vectors != 0).any(axis=1)
 
 
 def vector_reason(table: np.ndarray, query: Query, centered: bool) -> str:
     """Why this query's vector has no direction (a zero, NaN or Inf row, or pieces that cancel)."""
+    import numpy as np
     for token_id, token in zip(query.ids, query.tokens):
         if not np.isfinite(np.asarray(table[token_id], dtype=np.float64)).all():
             return f"row {token_id} ({quote(token)}) holds NaN or Inf"
@@ -232,17 +247,18 @@ def with_reasons(table: np.ndarray, queries: Sequence[Query], vectors: np.ndarra
     return tuple(q if ok else replace(q, reason=vector_reason(table, q, centered)) for q, ok in zip(queries, fine))
 
 
-def percentiles(sample: np.ndarray, values: np.ndarray) -> np.ndarray:
-    """For each value, the share (0..100) of the sample strictly below it; NaN where the value is NaN."""
+def percentiles(sample: Sequence[float], values: np.ndarray) -> np.ndarray:
+    """For each value, the share (0..100) of the sorted sample strictly below it; NaN where the value is NaN."""
+    import numpy as np
     if len(sample) == 0:
         return np.full(len(values), np.nan)
-    below = np.searchsorted(np.sort(sample), values, side="left")
+    below = np.searchsorted(np.asarray(sample), values, side="left")
     return np.where(np.isfinite(values), 100.0 * below / len(sample), np.nan)
 
 
 def finite_or_none(value: float | np.floating) -> float | None:
     value = float(value)
-    return value if np.isfinite(value) else None
+    return value if math.isfinite(value) else None
 
 
 # --- similarity ---
@@ -254,8 +270,8 @@ def similarity_pairs(emb: Embeddings, pairs: Iterable[Sequence], *, ids: bool = 
     (one pass over the table; baseline=False skips it, and the pairs get no percentile).
     `pairs` is read once, as it comes (a file streams through). A pair that cannot be used raises TokenError,
     or, when `on_skip` is given, is handed to it as one line saying why and left out."""
-    array, name = table_rows(emb, table)
-    resolve = Resolver(emb, array.shape[0], ids=ids, exact=exact, merge=merge, allow_unk=allow_unk)
+    chosen = pick_table(emb, table)
+    resolve = Resolver(emb, chosen.rows, ids=ids, exact=exact, merge=merge, allow_unk=allow_unk)
     asked = packed("q")  # query positions, two per pair: 16 bytes a pair however many there are
     for n, pair in enumerate(pairs):
         pair = tuple(pair)
@@ -269,8 +285,17 @@ def similarity_pairs(emb: Embeddings, pairs: Iterable[Sequence], *, ids: bool = 
             on_skip(f"pair {n + 1} ({' '.join(quote(item) for item in pair)}): {err}")
             continue
         asked.extend(resolve.positions[key] for key in keys)
-    center_row = compute.mean_row(array) if center else None
     found = list(resolve.cache.values())
+    if not center and len(asked) <= 2 * FEW_PAIRS and len(asked) // 2 * chosen.dim <= FEW_PRODUCTS:
+        described, values = few_cosines(chosen, found, asked)
+        few_baseline = random_pair_baseline(emb, chosen, None) if baseline else None
+        sample = few_baseline[1] if few_baseline is not None else ()
+        positions = [asked[n:n + 2] for n in range(0, len(asked), 2)]
+        return SimilarityResult(described, Pairs(described, positions, values, [few_percentile(sample, v) for v in values]),
+                                few_baseline[0] if few_baseline is not None else None, center, table, chosen.name)
+    import numpy as np
+    array, name = chosen.array, chosen.name
+    center_row = compute.mean_row(array) if center else None
     vectors = query_vectors(array, found, center_row)
     queries = with_reasons(array, found, vectors, center)
     index = np.frombuffer(asked, dtype=np.int64).reshape(-1, 2) if asked else np.empty((0, 2), dtype=np.int64)
@@ -279,28 +304,76 @@ def similarity_pairs(emb: Embeddings, pairs: Iterable[Sequence], *, ids: bool = 
     cosines = np.concatenate([np.empty(0), *(compute.pair_cosines(vectors, index[start:start + block])
                                              for start in range(0, len(index), block))])
 
-    found_baseline = random_pair_baseline(emb, name, array, center_row) if baseline else None
+    found_baseline = random_pair_baseline(emb, chosen, center_row) if baseline else None
     shares = percentiles(found_baseline[1], cosines) if found_baseline is not None else np.full(len(cosines), np.nan)
     return SimilarityResult(queries, Pairs(queries, index, cosines, shares),
                             found_baseline[0] if found_baseline is not None else None, center, table, name)
 
 
-def random_pair_baseline(emb: Embeddings, name: str, array: np.ndarray,
-                         center_row: np.ndarray | None) -> tuple[Baseline, np.ndarray]:
+def random_pair_baseline(emb: Embeddings, chosen: Table,
+                         center_row: np.ndarray | None) -> tuple[Baseline, Sequence[float]]:
     """The baseline and its sorted finite sample: from the user's cache when this checkpoint's files are
-    unchanged since it was stored there, else from one pass over the table (centring is applied block by
-    block inside compute: no centred copy of the table)."""
-    entry = cache.key("random-pairs", emb.checkpoint.path, table=name, shape=list(array.shape),
+    unchanged since it was stored there (read without numpy), else from one pass over the table (centring is
+    applied block by block inside compute: no centred copy of the table)."""
+    entry = cache.key("random-pairs", emb.checkpoint.path, table=chosen.name, shape=list(chosen.tensor.shape),
                       center=center_row is not None, pairs=BASELINE_PAIRS, seed=BASELINE_SEED)
     stored = cache.load(entry) if entry is not None else None
-    if stored is not None and stored.size >= 1:
-        mean, sample = float(stored[0]), stored[1:]
+    sample: Sequence[float]
+    if stored is not None and len(stored) >= 1:
+        mean, sample = stored[0], stored[1:]
     else:
-        pairs = compute.random_pairs(array, n_pairs=BASELINE_PAIRS, seed=BASELINE_SEED, center=center_row)
-        mean, sample = pairs.mean, np.sort(pairs.sample[np.isfinite(pairs.sample)])
+        import numpy as np
+        pairs = compute.random_pairs(chosen.array, n_pairs=BASELINE_PAIRS, seed=BASELINE_SEED, center=center_row)
+        mean, computed = pairs.mean, np.sort(pairs.sample[np.isfinite(pairs.sample)])
         if entry is not None:
-            cache.store(entry, np.concatenate([[mean], sample]))
+            cache.store(entry, np.concatenate([[mean], computed]))
+        sample = computed  # type: ignore[assignment]  # an ndarray is a sequence of floats
     return Baseline(finite_or_none(mean), len(sample), BASELINE_SEED), sample
+
+
+# --- a few pairs, in plain Python ---
+
+def few_cosines(chosen: Table, queries: Sequence[Query], asked: Sequence[int]) -> tuple[tuple[Query, ...], list[float]]:
+    """The queries (with the reason a vector has no direction) and the cosine of each pair of positions in
+    `asked`, from only the rows they name, by the conventions of compute.pair_cosines: float64 vectors
+    (a word of several tokens is the mean of its rows), unit length, the cosine clipped to [-1, 1], NaN
+    where either vector has no direction."""
+    needed = sorted({token_id for query in queries for token_id in query.ids})
+    rows = dict(zip(needed, chosen.row_values(needed)))
+    units: list[list[float] | None] = []
+    described = []
+    for query in queries:
+        vector = [math.fsum(column) / len(query.ids) for column in zip(*(rows[i] for i in query.ids))]
+        norm = math.sqrt(math.fsum(x * x for x in vector))
+        if math.isfinite(norm) and norm > 0:
+            units.append([x / norm for x in vector])
+            described.append(query)
+        else:
+            units.append(None)
+            described.append(replace(query, reason=few_reason(rows, query)))
+    cosines = []
+    for n in range(0, len(asked), 2):
+        a, b = units[asked[n]], units[asked[n + 1]]
+        cosines.append(math.nan if a is None or b is None else
+                       min(1.0, max(-1.0, math.fsum(x * y for x, y in zip(a, b)))))
+    return tuple(described), cosines
+
+
+def few_reason(rows: dict[int, list[float]], query: Query) -> str:
+    """vector_reason, for rows read as Python floats."""
+    for token_id, token in zip(query.ids, query.tokens):
+        if not all(math.isfinite(x) for x in rows[token_id]):
+            return f"row {token_id} ({quote(token)}) holds NaN or Inf"
+    if query.merged:
+        return f"the mean of rows {', '.join(map(str, query.ids))} for {quote(query.text)} has zero norm"
+    return f"row {query.ids[0]} ({quote(query.tokens[0])}) has zero norm"
+
+
+def few_percentile(sample: Sequence[float], value: float) -> float:
+    """percentiles, for one value: the share (0..100) of the sorted sample strictly below it; NaN for NaN."""
+    if len(sample) == 0 or math.isnan(value):
+        return math.nan
+    return 100.0 * bisect.bisect_left(sample, value) / len(sample)
 
 
 def similarity(emb: Embeddings, words_or_ids: Sequence, *, ids: bool = False, exact: bool = False,
@@ -350,6 +423,7 @@ def topk_all(emb: Embeddings, k: int, *, queries: Iterable | None = None, ids: b
     """Top-k neighbours of every row (or of the one-token words / ids in `queries`), in batches; k is at most the
     table's rows. A query that is several tokens, or cannot be looked up, raises TokenError, or, when `on_skip`
     is given, is handed to it as one line saying why and left out."""
+    import numpy as np
     if k < 1:
         raise EmbscopeError(f"expected k of at least 1, found {k}")
     array, _ = table_rows(emb, table)

@@ -109,7 +109,8 @@ def open_checkpoint(path: str | Path, options: OpenOptions = DEFAULT_OPTIONS) ->
     except DAMAGE as err:
         raise damaged(quote(path), err) from None
     checkpoint.config = {**read_hf_config(checkpoint.directory), **checkpoint.config}
-    checkpoint.tensors = {name: dataclasses.replace(t, read=guarded(t.read, f"{quote(path)}: tensor {quote(name)}"))
+    checkpoint.tensors = {name: dataclasses.replace(t, read=guarded(t.read, f"{quote(path)}: tensor {quote(name)}"),
+                                                    rows=t.rows and guarded(t.rows, f"{quote(path)}: tensor {quote(name)}"))
                           for name, t in checkpoint.tensors.items()}
     return checkpoint
 

@@ -22,6 +22,7 @@ from ..errors import CheckpointError
 from ..text import printable
 from ._base import Format, OpenOptions
 from ._checks import MAX_ELEMENTS, is_regular_file, map_array
+from ._rows import file_rows
 from .constants import (
     CONTEXT_KEYS,
     HEAD_KEYS,
@@ -281,7 +282,8 @@ def table(path: Path, name: str, first_float: int, rows: int, width: int) -> Ten
     import numpy as np
     read = partial(map_array, path, np.dtype("<f4"), HEADER.size + FLOAT_BYTES * first_float, (rows, width),
                    f"{printable(path.name)}: table data")
-    return TensorInfo(name, (rows, width), "float32", read, storage=(str(path), first_float))
+    rows_of = file_rows(path, HEADER.size + FLOAT_BYTES * first_float, "float32", "<", (rows, width))
+    return TensorInfo(name, (rows, width), "float32", read, storage=(str(path), first_float), rows=rows_of)
 
 
 def open_andrea(path: Path, options: OpenOptions) -> Checkpoint:

@@ -17,6 +17,7 @@ from ..memory import require_memory
 from ..text import printable, quote
 from ._base import DAMAGE, Format, OpenOptions, detail
 from ._checks import check_extent, check_shape, map_array
+from ._rows import file_rows
 from ._zip import data_offset, is_stored, read_member
 from .constants import NPY_MAGIC, NUMPY_NUMERIC_KINDS, STEP_KEYS, ZIP_MAGIC
 
@@ -68,7 +69,8 @@ def open_npy(path: Path, options: OpenOptions) -> Checkpoint:
         return open_object_npy(path, offset, options)
     name = dtype_name(dtype, where)
     check_size(where, shape, dtype, path.stat().st_size - offset)
-    info = TensorInfo(path.stem, shape, name, partial(map_array, path, dtype, offset, shape, where, fortran))
+    rows = file_rows(path, offset, name, dtype.str[0], shape, fortran)
+    info = TensorInfo(path.stem, shape, name, partial(map_array, path, dtype, offset, shape, where, fortran), rows=rows)
     return Checkpoint(path, "numpy .npy", {path.stem: info})
 
 

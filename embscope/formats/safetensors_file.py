@@ -15,6 +15,7 @@ from ..errors import CheckpointError
 from ..text import quote
 from ._base import Format, OpenOptions
 from ._checks import check_shape, is_regular_file, map_array
+from ._rows import file_rows
 from .constants import ELEMENT_TYPES, SAFETENSORS_DTYPES, SAFETENSORS_INDEX_SUFFIX, SAFETENSORS_MAX_HEADER, STEP_KEYS
 
 MAX_TENSORS = 200_000  # a whole mixture-of-experts model of 671B parameters has under 100,000
@@ -90,7 +91,9 @@ def tensor_info(path: Path, name: str, entry: object, data_start: int, data_len:
     if nbytes != offsets[1] - offsets[0]:
         raise CheckpointError(f"{where}: shape {shape} of {dtype} needs {nbytes} bytes, data_offsets span {offsets[1] - offsets[0]}")
     read = partial(map_array, path, "<" + element.stored, data_start + offsets[0], tuple(shape))
-    return TensorInfo(name, tuple(shape), element.name, read, storage=(str(path), offsets[0]) if nbytes else None)
+    rows = file_rows(path, data_start + offsets[0], element.name, "<", tuple(shape))
+    return TensorInfo(name, tuple(shape), element.name, read, storage=(str(path), offsets[0]) if nbytes else None,
+                      rows=rows)
 
 
 def printable_value(value: object) -> str:

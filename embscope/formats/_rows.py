@@ -1,0 +1,89 @@
+"""A few rows of a 2-D float table, read and decoded without numpy: a question about two words needs a
+few hundred bytes of the file, and importing numpy would cost more than everything else in the answer.
+Values come as Python floats holding the float32 the analysis works in (`Table.array`)."""
+
+from __future__ import annotations
+
+import math
+import os
+import struct
+import sys
+from array import array
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from ..errors import CheckpointError
+from ..text import quote
+
+Fetch = Callable[[int, int], bytes]  # (offset into the tensor's bytes, length) -> exactly those bytes
+RowValues = Callable[[Sequence[int]], list[list[float]]]
+
+ITEMSIZE = {"float32": 4, "float64": 8, "float16": 2, "bfloat16": 2}
+NATIVE = "<" if sys.byteorder == "little" else ">"
+
+
+def decode(data: bytes, dtype: str, byteorder: str) -> list[float]:
+    """The elements of `data`, stored as `dtype` in `byteorder` ("<" or ">"), as float32 values."""
+    if dtype == "bfloat16":  # the top half of a float32: each two bytes go above two zero bytes
+        little = in_order(data, 2, byteorder, "<")
+        wide = bytearray(2 * len(data))
+        wide[2::4], wide[3::4] = little[0::2], little[1::2]
+        data, dtype, byteorder = bytes(wide), "float32", "<"
+    native = in_order(data, ITEMSIZE[dtype], byteorder, NATIVE)
+    if dtype == "float16":
+        return list(struct.unpack(f"{len(native) // 2}e", native))
+    if dtype == "float64":  # rounded to float32 as numpy's astype rounds it
+        return array("f", memoryview(native).cast("d")).tolist()
+    return array("f", native).tolist()
+
+
+def in_order(data: bytes, itemsize: int, byteorder: str, wanted: str) -> bytes:
+    """`data`, items of `itemsize` bytes stored in `byteorder`, in the `wanted` byte order."""
+    if byteorder == wanted or itemsize == 1:
+        return data
+    flipped = bytearray(len(data))
+    for n in range(itemsize):
+        flipped[n::itemsize] = data[itemsize - 1 - n::itemsize]
+    return bytes(flipped)
+
+
+def row_reader(fetch: Fetch, dtype: str, byteorder: str, shape: tuple[int, ...]) -> RowValues | None:
+    """A reader of whole rows of a C-ordered 2-D table of floats; None for any other tensor (numpy reads those)."""
+    if dtype not in ITEMSIZE or len(shape) != 2 or byteorder not in "<>":
+        return None
+    row_bytes = shape[1] * ITEMSIZE[dtype]
+
+    def rows(ids: Sequence[int]) -> list[list[float]]:
+        found = []
+        for row in ids:
+            if not 0 <= row < shape[0]:
+                raise IndexError(f"row {row} of a table of {shape[0]} rows")
+            found.append(decode(fetch(row * row_bytes, row_bytes), dtype, byteorder))
+        return found
+    return rows
+
+
+def file_rows(path: Path, offset: int, dtype: str, byteorder: str, shape: tuple[int, ...],
+              fortran: bool = False) -> RowValues | None:
+    """Rows of a table stored at `offset` in a file, each read with one pread (the file is opened per call)."""
+    if fortran and len(shape) == 2 and shape[0] > 1 and shape[1] > 1:
+        return None  # a row's elements lie apart: numpy's memory map reads those
+
+    def fetch(start: int, length: int) -> bytes:
+        with open(path, "rb") as handle:
+            data = os.pread(handle.fileno(), length, offset + start)
+        if len(data) != length:
+            raise CheckpointError(f"{quote(path)}: expected {length} bytes of table data at offset {offset + start}, "
+                                  f"the file now ends before them")
+        return data
+    return row_reader(fetch, dtype, byteorder, shape)
+
+
+def buffer_rows(buffer: bytes | bytearray | memoryview, dtype: str, byteorder: str, shape: tuple[int, ...],
+                fortran: bool = False) -> RowValues | None:
+    """Rows of a table whose bytes are in memory (a pickle's), checked to hold the whole table."""
+    view = memoryview(buffer).cast("B")
+    if (fortran and len(shape) == 2 and shape[0] > 1 and shape[1] > 1) or dtype not in ITEMSIZE \
+            or view.nbytes != math.prod(shape) * ITEMSIZE[dtype]:
+        return None
+    return row_reader(lambda start, length: bytes(view[start:start + length]), dtype, byteorder, shape)
