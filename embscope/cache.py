@@ -2,35 +2,30 @@
 $XDG_CACHE_HOME/embscope, else ~/.cache/embscope; never beside the checkpoint, which embscope never writes.
 
 An entry is found by what it was computed from: the checkpoint's files (size, modification time and a
-hash of their first bytes, where format headers live) and the parameters of the computation. A cache that
+checksum of their first bytes, where format headers live) and the parameters of the computation. That
+description is the entry's first line, checked when it is read, so two descriptions whose file names
+collide never answer for each other. The values follow as little-endian float64. Reading an entry needs
+neither numpy nor a hash library: a small question answered from the cache imports neither. A cache that
 cannot be read or written is no error: the numbers are computed again.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import re
 import sys
-import tempfile
+import zlib
 from array import array
+from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    import numpy as np
-
-
-VERSION = 1  # bump when a cached computation changes
-HEAD_BYTES = 1 << 16  # the start of each file hashed into its identity
+VERSION = 2  # bump when a cached computation or the entry layout changes
+HEAD_BYTES = 1 << 16  # the start of each file checksummed into its identity
 MAX_FILES = 256  # a directory with more files than this is not cached (identity would cost too much)
 MAX_ENTRIES = 512  # entries kept; the oldest go first
 MAX_VALUES = 1 << 20  # values an entry may hold: a bigger file there is not one of ours
-NPY_HEADER_BYTES = 128  # np.save pads its version 1.0 header to a multiple of 64 bytes; a vector's fits in 128
-# what np.save writes for a little-endian float64 vector: magic, version 1.0, header length, header dict
-NPY_FLOAT64_VECTOR = re.compile(rb"\x93NUMPY\x01\x00(..)\{'descr': '<f8', 'fortran_order': False, "
-                                rb"'shape': \((\d{1,7}),\), \} *\n", re.DOTALL)
+MAX_KEY_BYTES = 1 << 16  # an entry's first line, its description
+SUFFIX = ".entry"
 
 
 def directory() -> Path:
@@ -39,7 +34,7 @@ def directory() -> Path:
 
 
 def file_identity(path: Path) -> list | None:
-    """(name, size, mtime_ns, sha256 of the first 64 KiB) of a file, or of each regular file directly in a
+    """(name, size, mtime_ns, CRC-32 of the first 64 KiB) of a file, or of each regular file directly in a
     directory; None where that cannot be said cheaply."""
     try:
         if path.is_dir():
@@ -52,7 +47,7 @@ def file_identity(path: Path) -> list | None:
         for file in files:
             stat = file.stat()
             with open(file, "rb") as handle:
-                head = hashlib.sha256(handle.read(HEAD_BYTES)).hexdigest()
+                head = zlib.crc32(handle.read(HEAD_BYTES))
             identity.append([file.name, stat.st_size, stat.st_mtime_ns, head])
         return identity
     except OSError:
@@ -60,27 +55,29 @@ def file_identity(path: Path) -> list | None:
 
 
 def key(kind: str, checkpoint: Path, **parameters: object) -> str | None:
-    """The entry name for `kind` computed from `checkpoint` with these parameters; None: do not cache."""
+    """The description of the entry for `kind` computed from `checkpoint` with these parameters (one line of
+    JSON); None: do not cache."""
     identity = file_identity(checkpoint)
     if identity is None:
         return None
     text = json.dumps([VERSION, kind, str(checkpoint.resolve()), identity, parameters], sort_keys=True, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()
+    return text if len(text.encode()) <= MAX_KEY_BYTES else None
 
 
-def load(name: str) -> array | None:
-    """The float64 values stored under `name`, or None. Read without numpy: a cached baseline is what lets a
-    small question be answered without importing it."""
+def entry_path(key: str) -> Path:
+    data = key.encode()
+    return directory() / f"{zlib.crc32(data):08x}{zlib.adler32(data):08x}{SUFFIX}"
+
+
+def load(key: str) -> array | None:
+    """The float64 values stored under `key`, or None."""
     try:
-        with open(directory() / f"{name}.npy", "rb") as handle:
-            data = handle.read(NPY_HEADER_BYTES + 8 * MAX_VALUES + 1)
+        with open(entry_path(key), "rb") as handle:
+            data = handle.read(MAX_KEY_BYTES + 1 + 8 * MAX_VALUES + 1)
     except OSError:
         return None
-    found = NPY_FLOAT64_VECTOR.match(data)
-    if found is None:
-        return None
-    count, body = int(found.group(2)), data[found.end():]
-    if count > MAX_VALUES or len(body) != 8 * count:
+    described, newline, body = data.partition(b"\n")
+    if not newline or described != key.encode() or len(body) % 8 or len(body) > 8 * MAX_VALUES:
         return None
     values = array("d", body)
     if sys.byteorder != "little":
@@ -88,17 +85,20 @@ def load(name: str) -> array | None:
     return values
 
 
-def store(name: str, values: np.ndarray) -> None:
-    """Keep float64 values under `name`, written whole (a temporary file renamed into place)."""
-    import numpy as np
+def store(key: str, values: Iterable[float]) -> None:
+    """Keep float64 values under `key`, written whole (a temporary file renamed into place)."""
+    import tempfile
+    packed = array("d", values)
+    if sys.byteorder != "little":
+        packed.byteswap()
     folder = directory()
     try:
         folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-        handle, temporary = tempfile.mkstemp(dir=folder, prefix=".entry-", suffix=".npy")
+        handle, temporary = tempfile.mkstemp(dir=folder, prefix=".entry-", suffix=SUFFIX)
         try:
             with os.fdopen(handle, "wb") as out:
-                np.save(out, np.asarray(values, dtype=np.float64), allow_pickle=False)
-            os.replace(temporary, folder / f"{name}.npy")
+                out.write(key.encode() + b"\n" + packed.tobytes())
+            os.replace(temporary, entry_path(key))
         except BaseException:
             os.unlink(temporary)
             raise
@@ -108,6 +108,6 @@ def store(name: str, values: np.ndarray) -> None:
 
 
 def prune(folder: Path) -> None:
-    entries = sorted(folder.glob("*.npy"), key=lambda entry: entry.stat().st_mtime_ns)
+    entries = sorted(folder.glob(f"*{SUFFIX}"), key=lambda entry: entry.stat().st_mtime_ns)
     for entry in entries[:max(0, len(entries) - MAX_ENTRIES)]:
         entry.unlink(missing_ok=True)

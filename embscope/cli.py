@@ -111,17 +111,6 @@ def show_version(value: bool) -> None:
         raise typer.Exit(0)
 
 
-app = typer.Typer(
-    cls=EmbscopeGroup,
-    name="embscope",
-    help="Look inside the token and position embedding tables of a language-model checkpoint.",
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    rich_markup_mode=None,  # plain click help: no rich import to print --help
-)
-
-
-@app.callback(invoke_without_command=True)
 def root(ctx: typer.Context, version: bool = typer.Option(False, "--version", is_eager=True, callback=show_version,
                                                           help="Print the version and exit.")) -> None:
     """Look inside the token and position embedding tables of a language-model checkpoint."""
@@ -129,8 +118,34 @@ def root(ctx: typer.Context, version: bool = typer.Option(False, "--version", is
         typer.echo(ctx.get_help())
 
 
-for name in COMMANDS:
-    importlib.import_module(f"{__package__}.commands.{name}").register(app)
+def build(names: Sequence[str] = COMMANDS) -> typer.Typer:
+    """The command line with these commands (all of them, by default, as `app`)."""
+    built = typer.Typer(
+        cls=EmbscopeGroup,
+        name="embscope",
+        help="Look inside the token and position embedding tables of a language-model checkpoint.",
+        add_completion=False,
+        pretty_exceptions_enable=False,
+        rich_markup_mode=None,  # plain click help: no rich import to print --help
+    )
+    built.callback(invoke_without_command=True)(root)
+    for name in names:
+        importlib.import_module(f"{__package__}.commands.{name}").register(built)
+    return built
+
+
+def commands_for(args: Sequence[str]) -> Sequence[str]:
+    """The command a run names, or every command when it names none (the help lists them all): each one's
+    parser takes a few milliseconds to build, and a run uses one. Only --help and --version come before it."""
+    named = next((arg for arg in args if not arg.startswith("-")), None)
+    return (named,) if named in COMMANDS else COMMANDS
+
+
+def __getattr__(name: str) -> Any:
+    if name == "app":  # every command, for `typer.testing.CliRunner` and other callers of the app itself
+        globals()["app"] = built = build()
+        return built
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def main() -> None:
@@ -141,4 +156,4 @@ def main() -> None:
         sys.exit(1)
     if hasattr(sys.stdout, "reconfigure"):  # a terminal that cannot show a character gets an escape, not a crash
         sys.stdout.reconfigure(errors="backslashreplace")
-    app()
+    build(commands_for(sys.argv[1:]))()

@@ -456,7 +456,7 @@ def test_cli_words_json_and_no_merge(npz_path):
 def test_the_baseline_is_cached_per_file_in_the_users_cache_folder(npz_path, table, tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     first = similarity(embscope.open(npz_path), [1, 2, DOG, PUPPY], ids=True)
-    entries = list((tmp_path / "cache" / "embscope").glob("*.npy"))
+    entries = list((tmp_path / "cache" / "embscope").glob("*.entry"))
     assert len(entries) == 1 and sorted(p.name for p in npz_path.parent.iterdir()) == ["cache", "model.npz"]
 
     def no_pass(*args, **kwargs):

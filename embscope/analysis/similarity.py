@@ -326,7 +326,7 @@ def random_pair_baseline(emb: Embeddings, chosen: Table,
         pairs = compute.random_pairs(chosen.array, n_pairs=BASELINE_PAIRS, seed=BASELINE_SEED, center=center_row)
         mean, computed = pairs.mean, np.sort(pairs.sample[np.isfinite(pairs.sample)])
         if entry is not None:
-            cache.store(entry, np.concatenate([[mean], computed]))
+            cache.store(entry, [mean, *computed.tolist()])
         sample = computed  # type: ignore[assignment]  # an ndarray is a sequence of floats
     return Baseline(finite_or_none(mean), len(sample), BASELINE_SEED), sample
 
