@@ -116,7 +116,8 @@ def test_similarity_of_two_words_imports_no_numpy(tmp_path):
               "try:\n    main()\nfinally:\n    sys.stderr.write('numpy imported' if 'numpy' in sys.modules else 'no numpy')\n")
     env = {k: v for k, v in os.environ.items() if k != "EMBSCOPE_CHECKPOINT"}
     env["XDG_CACHE_HOME"] = str(tmp_path)
-    runs = [subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env) for _ in range(2)]
+    runs = [subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, check=True)
+            for _ in range(2)]
     assert [run.stderr for run in runs] == ["numpy imported", "no numpy"]
     first, second = (json.loads(run.stdout) for run in runs)
     assert first == second and first["baseline"]["sample_size"] == 10000
