@@ -12,6 +12,7 @@ says so. The unknown token is ``unk_token`` from tokenizer_config.json, else ``[
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,8 @@ DEFAULT_UNK = "[UNK]"
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 # how much sniffing reads to find the unknown token (BERT's is on line 101, after [unused0..98])
 _SNIFF_BYTES = 64 * 1024
+# [CLS], [unused0], <s>: bracketed names that are not text, one to a line
+_MARKER_LINE = re.compile(r"^(?:\[.+\]|<.+>)$", re.MULTILINE)
 
 
 def _settings_files(path: Path) -> list[Path]:
@@ -62,14 +65,16 @@ def _lower_case(path: Path, vocab: dict[str, int]) -> tuple[bool, str | None]:
             raise CheckpointError(f"expected do_lower_case in {source} to be true or false, found {shown(value)}")
         return value, None
     unset = "no do_lower_case in tokenizer_config.json or config.json"
-    if any(token != token.lower() for token in vocab if not _is_marker(token)):
+    if _has_upper_case(vocab):
         return False, f"words keep their case: the vocabulary has upper-case pieces ({unset})"
     return True, f"words are lower-cased: the vocabulary has no upper-case pieces ({unset})"
 
 
-def _is_marker(token: str) -> bool:
-    """[CLS], [unused0], <s>: bracketed names that are not text."""
-    return len(token) > 2 and (token[0], token[-1]) in (("[", "]"), ("<", ">"))
+def _has_upper_case(vocab: dict[str, int]) -> bool:
+    """Whether a piece other than the markers has upper case, asked of all the pieces at once (a token is
+    one line of vocab.txt, so lower-casing the lines joined changes them exactly when it changes a token)."""
+    text = _MARKER_LINE.sub("", "\n".join(vocab))
+    return text != text.lower()
 
 
 def read_vocab(path: Path) -> dict[str, int]:
