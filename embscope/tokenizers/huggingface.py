@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -235,15 +235,21 @@ def load(path: Path) -> HuggingFaceTokenizer:
     return from_document(path, text)
 
 
-def from_document(path: Path, text: str, kind: str = "huggingface", notes: tuple[str, ...] = ()) -> HuggingFaceTokenizer:
-    """A tokenizer from the text of a tokenizer.json document (read from ``path``, or built from
-    other files by another kind). Raises CheckpointError, or EmbscopeError without the library."""
+def from_document(path: Path, text: str) -> HuggingFaceTokenizer:
+    """A tokenizer from the text of the tokenizer.json document read from ``path``."""
+    return built(path, lambda library: _library_tokenizer(library.Tokenizer, text, path))
+
+
+def built(path: Path, build: Callable[[Any], Any], kind: str = "huggingface",
+          notes: tuple[str, ...] = ()) -> HuggingFaceTokenizer:
+    """A tokenizer of what ``build`` makes with the tokenizers package, which is imported here (another kind
+    builds one from its own files). Raises CheckpointError, or EmbscopeError without the library."""
     try:
-        from tokenizers import Tokenizer as LibraryTokenizer
+        import tokenizers
     except ImportError:
         raise missing_package(f"reading {path.name}", "tokenizers", "hf") from None
     try:
-        library_tokenizer = _library_tokenizer(LibraryTokenizer, text, path)
+        library_tokenizer = build(tokenizers)
     except EmbscopeError:
         raise
     except BaseException as err:  # the library raises a bare Exception for bad files, or panics
