@@ -75,7 +75,7 @@ def _merge_results(vocab: dict[str, int], merges: list[tuple[str, str]], merges_
     library panics on it (with a backtrace on stderr) instead of raising."""
     get = vocab.get
     results = [get(first + second, -1) for first, second in merges]
-    if -1 in results or not all(map(vocab.__contains__, itertools.chain.from_iterable(merges))):
+    if -1 in results or not all(first in vocab and second in vocab for first, second in merges):
         for rank, (first, second) in enumerate(merges):
             missing = [token for token in (first, second, first + second) if token not in vocab]
             if missing:
@@ -145,7 +145,7 @@ def _is_vocab(doc: object, entries: int | None = None) -> bool:
     if not (isinstance(doc, dict) and doc):
         return False
     ids = list(itertools.islice(doc.values(), entries))
-    return set(map(type, ids)) == {int} and min(ids) >= 0  # type(): JSON's true is not an id
+    return all(type(id) is int for id in ids) and min(ids) >= 0  # type(): JSON's true is not an id
 
 
 def sniff(path: Path) -> bool:
@@ -177,18 +177,17 @@ def load(path: Path) -> GPT2BPETokenizer:
         lines = merges_path.read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as err:
         raise CheckpointError(f"cannot read {merges_path}: {err}") from None
-    return GPT2BPETokenizer(vocab_path, merges_path, vocab, _merges(lines, merges_path))
-
-
-def _merges(lines: list[str], merges_path: Path) -> list[tuple[str, str]]:
-    """The token pairs of merges.txt's lines, past a "#version" line and blank lines."""
-    start = 1 if lines and lines[0].startswith("#version") else 0
-    pairs = [parts for parts in map(str.split, lines[start:]) if parts]  # all at once: 50k lines
-    if set(map(len, pairs)) - {2}:
-        number, line = next((number, line) for number, line in enumerate(lines[start:], start=start + 1)
-                            if len(line.split()) not in (0, 2))
-        raise CheckpointError(f"expected two tokens on line {number} of {merges_path.name}, found {shown(line)}")
-    return [(first, second) for first, second in pairs]
+    merges: list[tuple[str, str]] = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip() or (number == 1 and line.startswith("#version")):
+            continue
+        parts = line.split()
+        if len(parts) != 2:
+            raise CheckpointError(
+                f"expected two tokens on line {number} of {merges_path.name}, found {shown(line)}"
+            )
+        merges.append((parts[0], parts[1]))
+    return GPT2BPETokenizer(vocab_path, merges_path, vocab, merges)
 
 
 KIND = register_kind(
