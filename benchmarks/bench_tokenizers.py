@@ -4,13 +4,17 @@ same run (these machines are noisy):
 - GPT-2 vocab.json + merges.txt (50k merges, trained here by the tokenizers library): embscope, and
   embscope without the tokenizers library (regex + its own merge loop), against the library's own
   ByteLevelBPETokenizer opening the same files;
+- a Hugging Face tokenizer.json, a 50k WordLevel one (as bench_similarity.py writes) and the 50k-merge BPE
+  above saved as one: embscope's load, and its load + vocab_size, against the library's own
+  Tokenizer.from_file, in-process medians;
 - the sample's minbpe tokenizer.model: embscope's load + encode, against importing embscope.tokenizers.
 
     python benchmarks/bench_tokenizers.py [--repeat 7]
 
 Targets: GPT-2 within 2x of the library's own load (embscope also checks every merge, which the library
 would panic on, and used to spend 0.36 s building character classes for re); the sample's tokenizer in a
-few milliseconds.
+few milliseconds. tokenizer.json: WordLevel within 1.2x of from_file (the document is parsed only by the
+library); BPE pays for parsing it in Python too, to check the merges the library would panic on.
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from timing import median_time
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE_TOKENIZER = ROOT / "sample_checkpoints" / "nlm" / "tokenizer.model"
@@ -39,6 +45,38 @@ def build_gpt2_files(directory: Path, merges: int = 50_000) -> Path:
                                 special_tokens=["<|endoftext|>"], show_progress=False)
     trainer.save_model(str(directory))
     return directory / "vocab.json"
+
+
+def write_word_level(path: Path, words: int = 50_000) -> Path:
+    """A WordLevel tokenizer.json whose words are w0, w1, ... (bench_similarity.py's write_vocabulary_model)."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    named = {0: "[UNK]", 1000: "dog", 2000: "cat"}
+    tokenizer = Tokenizer(models.WordLevel({named.get(i, f"w{i}"): i for i in range(words)}, unk_token="[UNK]"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    tokenizer.save(str(path))
+    return path
+
+
+def write_byte_level_bpe(vocab: Path, path: Path) -> Path:
+    """The GPT-2 files as the tokenizer.json the library writes for them."""
+    from tokenizers import ByteLevelBPETokenizer
+
+    ByteLevelBPETokenizer(str(vocab), str(vocab.with_name("merges.txt")))._tokenizer.save(str(path))
+    return path
+
+
+def compare_tokenizer_json(name: str, path: Path, repeat: int) -> None:
+    from tokenizers import Tokenizer
+
+    from embscope.tokenizers import load_tokenizer
+
+    library = median_time(lambda: Tokenizer.from_file(str(path)), repeat)
+    ours = median_time(lambda: load_tokenizer(path), repeat)
+    sized = median_time(lambda: load_tokenizer(path).vocab_size, repeat)
+    print(f"{name} tokenizer.json ({path.stat().st_size / 1e6:.1f} MB), in-process medians: tokenizers' "
+          f"Tokenizer.from_file {library * 1000:.0f} ms; embscope's load {ours * 1000:.0f} ms ({ours / library:.2f}x); "
+          f"load + vocab_size {sized * 1000:.0f} ms ({sized / library:.2f}x)")
 
 
 def timed_in_fresh_process(setup: str, work: str, repeat: int) -> float:
@@ -69,6 +107,9 @@ def main() -> None:
               f"tokenizers' ByteLevelBPETokenizer {library * 1000:.0f} ms (its import included); embscope "
               f"{ours * 1000:.0f} ms ({ours / library:.2f}x); embscope without tokenizers {merge_loop * 1000:.0f} ms "
               f"({merge_loop / library:.2f}x)")
+        compare_tokenizer_json("50k-word WordLevel", write_word_level(Path(tmp) / "words.json"), args.repeat)
+        compare_tokenizer_json("50k-merge byte-level BPE", write_byte_level_bpe(vocab, Path(tmp) / "bpe.json"),
+                               args.repeat)
     baseline = timed_in_fresh_process(embscope, f"open({str(SAMPLE_TOKENIZER)!r}, 'rb').read()", args.repeat)
     sample = timed_in_fresh_process(embscope, f"load_tokenizer({str(SAMPLE_TOKENIZER)!r}).encode(' dog')", args.repeat)
     print(f"sample minbpe tokenizer.model, open + encode one word: {sample * 1000:.1f} ms, against "

@@ -140,6 +140,18 @@ def test_marker_of_the_wrong_type_in_an_ignored_place(tmp_path):
     assert tokenizer.token_string(1) == "dog"
 
 
+def test_bpe_merges_checked_however_the_type_is_spelled(tmp_path, capfd):
+    # the library panics on a merge making a token outside the vocabulary; "\\u0042PE" is "BPE" to it too
+    pytest.importorskip("tokenizers")
+    model = '{"type": "\\u0042P\\u0045", "vocab": {"a": 0, "bcd": 1}, "merges": [["a", "bcd"]]}'
+    (tmp_path / "tokenizer.json").write_text('{"version": "1.0", "added_tokens": [], "model": ' + model + "}")
+    with pytest.raises(CheckpointError) as err:
+        load_tokenizer(tmp_path / "tokenizer.json")
+    assert str(err.value) == ("expected merge 0 of tokenizer.json ('a' + 'bcd') to make a token of the vocabulary, "
+                              "found 'abcd' missing")
+    assert "panicked" not in capfd.readouterr().err
+
+
 @pytest.mark.parametrize(("name", "document", "message"), [
     ("merges.json", {"merges": [[97, 98]], "special_tokens": {"\udcff": 300}},
      "expected the special token with id 300 in merges.json to be text, found '\\udcff', which holds a lone surrogate"),

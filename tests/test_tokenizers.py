@@ -432,6 +432,47 @@ def test_hf_byte_fallback_and_replace_decoder(tmp_path):
     assert [tokenizer.token_string(id) for id in (9, 1, 2)] == [" dog", "\\xe2", "A"]
 
 
+def test_hf_ids_with_holes_and_added_tokens(tmp_path):
+    """vocab_size is the largest id + 1, not the number of entries; added tokens count after the model's."""
+    from tokenizers import Tokenizer as HFTokenizer
+    from tokenizers import models, pre_tokenizers
+
+    hf = HFTokenizer(models.WordLevel({"[UNK]": 0, "dog": 5, "cat": 9}, unk_token="[UNK]"))
+    hf.pre_tokenizer = pre_tokenizers.Whitespace()
+    hf.save(str(tmp_path / "tokenizer.json"))
+    tokenizer = load_tokenizer(tmp_path / "tokenizer.json")
+    assert tokenizer.encode("cat dog") == [9, 5]
+    assert tokenizer.token_string(9) == "cat"
+    assert tokenizer.vocab_size == 10  # three entries, ids up to 9
+    with pytest.raises(TokenError) as err:
+        tokenizer.token_string(7)
+    assert str(err.value) == "token id 7 is not used by the huggingface tokenizer tokenizer.json"
+    with pytest.raises(TokenError) as err:
+        tokenizer.decode([10])
+    assert str(err.value) == "token id 10 is outside the vocabulary of 10 tokens (ids 0 to 9)"
+
+    hf = HFTokenizer(models.WordLevel({"[UNK]": 0, "dog": 1, "cat": 2}, unk_token="[UNK]"))
+    hf.add_special_tokens(["<x>"])
+    hf.add_tokens(["<y>"])
+    hf.save(str(tmp_path / "tokenizer.json"))
+    tokenizer = load_tokenizer(tmp_path / "tokenizer.json")
+    assert tokenizer.vocab_size == 5  # the model's 3 tokens, then <x> and <y>
+    assert [tokenizer.token_string(id) for id in (2, 3, 4)] == ["cat", "<x>", "<y>"]
+    assert (tokenizer.unk_id, tokenizer.special_ids) == (0, {0, 3})
+
+
+def test_hf_unigram_settings(tmp_path):
+    """A Unigram model's byte fallback and missing unknown token (the library keeps them in its model only)."""
+    from tokenizers import Tokenizer as HFTokenizer
+    from tokenizers import models
+
+    hf = HFTokenizer(models.Unigram([("a", -1.0), ("<0xE2>", -2.0), ("<0x41>", -2.0)], byte_fallback=True))
+    hf.save(str(tmp_path / "tokenizer.json"))
+    tokenizer = load_tokenizer(tmp_path / "tokenizer.json")
+    assert [tokenizer.token_string(id) for id in range(3)] == ["a", "\\xe2", "A"]
+    assert (tokenizer.unk_id, tokenizer.special_ids, tokenizer.vocab_size) == (None, set(), 3)
+
+
 def test_hf_unreadable_file(tmp_path):
     (tmp_path / "tokenizer.json").write_text("{nope")
     with pytest.raises(CheckpointError) as err:

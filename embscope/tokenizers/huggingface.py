@@ -14,9 +14,10 @@ SentencePiece leading space and turns a partial UTF-8 byte into "\\ufffd":
 
 from __future__ import annotations
 
+import functools
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,12 @@ from embscope.tokenizers.byte_alphabet import byte_level_bytes
 
 FILE_NAME = "tokenizer.json"
 _BYTE_FALLBACK_PIECE = re.compile(r"<0x([0-9A-Fa-f]{2})>")
+# "BPE" however JSON spells it (a letter may be a \u escape): a document without it has no BPE model
+_NAMES_BPE = re.compile(r'"(?:B|\\u0042)(?:P|\\u0050)(?:E|\\u0045)"')
+# how the library serializes a Unigram model around its vocabulary
+_UNIGRAM_HEAD = re.compile(rb'\{"type":"Unigram","unk_id":(null|\d+),"vocab":\[')
+_UNIGRAM_TAIL = re.compile(rb'\],"byte_fallback":(true|false)\}\Z')
+_LARGEST_LIBRARY_ID = 2**32 - 1  # the library's ids are u32
 
 
 def check_bpe_merges(config: Any, path: Path) -> None:
@@ -46,6 +53,8 @@ def check_bpe_merges(config: Any, path: Path) -> None:
             and isinstance(model.get("merges"), list)):
         return  # not a BPE model: the library's own checks apply
     vocab, prefix = model["vocab"], model.get("continuing_subword_prefix") or ""
+    if _every_merge_made(vocab, model["merges"], prefix):
+        return
     for rank, merge in enumerate(model["merges"]):
         pair = merge.split(" ", 1) if isinstance(merge, str) else merge
         if not (isinstance(pair, list) and len(pair) == 2 and all(isinstance(part, str) for part in pair)):
@@ -53,40 +62,51 @@ def check_bpe_merges(config: Any, path: Path) -> None:
         first, second = pair
         if first not in vocab or second not in vocab:
             continue  # the library reports a merge of unknown tokens as an error of its own
-        merged = first + (second[len(prefix):] if prefix and second.startswith(prefix) else second)
+        merged = first + second.removeprefix(prefix)
         if merged not in vocab:
             raise CheckpointError(f"expected merge {rank} of {path.name} ({first!r} + {second!r}) to make a token "
                                   f"of the vocabulary, found {merged!r} missing")
 
 
-class HuggingFaceTokenizer:
-    """A tokenizer of the tokenizers library and the tokenizer.json document it was built from.
-    ``kind`` names the files it came from: "huggingface" for tokenizer.json, "wordpiece" for vocab.txt."""
+def _every_merge_made(vocab: dict[str, Any], merges: list[Any], prefix: str) -> bool:
+    """Whether every merge is a pair of strings whose result is in the vocabulary, asked all at once (the
+    vocabulary of a real file is checked in milliseconds); anything else is looked at merge by merge."""
+    try:
+        pairs = [merge.split(" ", 1) if type(merge) is str else merge for merge in merges]
+        return all(map(vocab.__contains__, [first + second.removeprefix(prefix) for first, second in pairs]))
+    except (TypeError, ValueError, AttributeError):  # a malformed merge: unpacked, joined or hashed
+        return False
 
-    def __init__(self, path: Path, library_tokenizer: Any, config: dict[str, Any], kind: str = "huggingface",
-                 notes: tuple[str, ...] = ()):
+
+class HuggingFaceTokenizer:
+    """A tokenizer of the tokenizers library; its settings are read from the library's own objects, so
+    the document it was built from is not parsed again. ``kind`` names the files it came from:
+    "huggingface" for tokenizer.json, "wordpiece" for vocab.txt."""
+
+    def __init__(self, path: Path, library_tokenizer: Any, kind: str = "huggingface", notes: tuple[str, ...] = ()):
         self.path = path
         self.kind = kind
         self.notes = notes
         self._tok = library_tokenizer
         self._tok.no_padding()
         self._tok.no_truncation()
-        self.vocab_size = max(self._tok.get_vocab(with_added_tokens=True).values(), default=-1) + 1
         added = self._tok.get_added_tokens_decoder()
         self._added = {id: token.content for id, token in added.items()}
-        raw_model = config.get("model")
-        model: dict[str, Any] = raw_model if isinstance(raw_model, dict) else {}
-        self.model_type = str(model.get("type", "unknown"))
-        self.unk_id = _unk_id(model, self._tok)
+        self.model_type = type(self._tok.model).__name__  # BPE, WordPiece, WordLevel or Unigram
+        self.unk_id, model_byte_fallback = _model_settings(self._tok)
         self.special_ids = frozenset(id for id, token in added.items() if token.special) | (
             {self.unk_id} if self.unk_id is not None else set()
         )
-        steps = [*_walk(config.get("decoder")), *_walk(config.get("pre_tokenizer"))]
+        steps = [*_walk(_settings(self._tok.decoder)), *_walk(_settings(self._tok.pre_tokenizer))]
         self._byte_level = any(step.get("type") == "ByteLevel" for step in steps)
-        self._byte_fallback = bool(model.get("byte_fallback")) or any(
-            step.get("type") == "ByteFallback" for step in steps
-        )
+        self._byte_fallback = model_byte_fallback or any(step.get("type") == "ByteFallback" for step in steps)
         self._replacements = _space_markers(steps)
+
+    @functools.cached_property
+    def vocab_size(self) -> int:
+        """The largest id + 1 (a vocabulary may leave holes), worked out on first use: encoding a word and
+        naming the ids it gave need it not."""
+        return max(_largest_model_id(self._tok), max(self._added, default=-1)) + 1
 
     def encode(self, text: str) -> list[int]:
         try:
@@ -124,6 +144,8 @@ class HuggingFaceTokenizer:
         return piece
 
     def _checked(self, id: int) -> int:
+        if type(id) is int and 0 <= id <= _LARGEST_LIBRARY_ID and self._tok.id_to_token(id) is not None:
+            return id  # a token's id is below vocab_size, which is not worked out for it
         id = check_id(id, self.vocab_size)
         if self._tok.id_to_token(id) is None:
             raise TokenError(f"token id {id} is not used by the {self.kind} tokenizer {self.path.name}")
@@ -133,13 +155,43 @@ class HuggingFaceTokenizer:
         return f"<HuggingFaceTokenizer {self.kind} {self.model_type} {self.path} vocab_size={self.vocab_size}>"
 
 
-def _unk_id(model: dict[str, Any], library_tokenizer: Any) -> int | None:
-    """BPE, WordPiece and WordLevel name their unknown token; Unigram gives its id."""
-    if model.get("type") == "Unigram":
-        unk = model.get("unk_id")
-        return unk if is_id(unk) else None
-    token = model.get("unk_token")
-    return library_tokenizer.token_to_id(token) if isinstance(token, str) else None
+def _model_settings(library_tokenizer: Any) -> tuple[int | None, bool]:
+    """(the unknown token's id, whether the model falls back to bytes). BPE, WordPiece and WordLevel name
+    their unknown token, and only BPE can fall back to bytes; Unigram keeps both in its serialization only."""
+    model = library_tokenizer.model
+    if type(model).__name__ == "Unigram":
+        return _unigram_settings(model.__getstate__())
+    token = model.unk_token
+    return (library_tokenizer.token_to_id(token) if token is not None else None,
+            bool(getattr(model, "byte_fallback", False)))
+
+
+def _unigram_settings(state: bytes) -> tuple[int | None, bool]:
+    """unk_id and byte_fallback from the library's serialization of a Unigram model, read around its
+    vocabulary (which can hold 250,000 pieces); a layout other than the library's own is parsed whole."""
+    head = _UNIGRAM_HEAD.match(state)
+    tail = _UNIGRAM_TAIL.search(state, max(0, len(state) - 64))
+    if head and tail:
+        return (None if head.group(1) == b"null" else int(head.group(1))), tail.group(1) == b"true"
+    settings = json.loads(state)
+    unk = settings.get("unk_id")
+    return (unk if is_id(unk) else None), bool(settings.get("byte_fallback"))
+
+
+def _largest_model_id(library_tokenizer: Any) -> int:
+    """A Unigram model's ids are the places in its list. The other models map tokens to ids: when each id
+    below their number of tokens names one, those are all the ids (far cheaper to ask than the library's
+    vocabulary dict, built only when the ids leave holes)."""
+    count = library_tokenizer.get_vocab_size(with_added_tokens=False)
+    model = library_tokenizer.model
+    if type(model).__name__ == "Unigram" or None not in map(model.id_to_token, range(count)):
+        return count - 1
+    return max(library_tokenizer.get_vocab(with_added_tokens=False).values(), default=-1)
+
+
+def _settings(component: Any) -> Any:
+    """A decoder's or pre-tokenizer's settings as the library serializes them, or None when there is none."""
+    return None if component is None else json.loads(component.__getstate__())
 
 
 def _walk(step: Any) -> Iterator[dict[str, Any]]:
@@ -177,25 +229,27 @@ def sniff(path: Path) -> bool:
 
 def load(path: Path) -> HuggingFaceTokenizer:
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_bytes().decode("utf-8")  # not read_text: its newline translation costs a second pass
     except (OSError, UnicodeDecodeError) as err:
         raise CheckpointError(f"cannot read {path}: {err}") from None
     return from_document(path, text)
 
 
-def from_document(path: Path, text: str, kind: str = "huggingface", notes: tuple[str, ...] = ()) -> HuggingFaceTokenizer:
-    """A tokenizer from the text of a tokenizer.json document (read from ``path``, or built from
-    other files by another kind). Raises CheckpointError, or EmbscopeError without the library."""
+def from_document(path: Path, text: str) -> HuggingFaceTokenizer:
+    """A tokenizer from the text of the tokenizer.json document read from ``path``."""
+    return built(path, lambda library: _library_tokenizer(library.Tokenizer, text, path))
+
+
+def built(path: Path, build: Callable[[Any], Any], kind: str = "huggingface",
+          notes: tuple[str, ...] = ()) -> HuggingFaceTokenizer:
+    """A tokenizer of what ``build`` makes with the tokenizers package, which is imported here (another kind
+    builds one from its own files). Raises CheckpointError, or EmbscopeError without the library."""
     try:
-        from tokenizers import Tokenizer as LibraryTokenizer
+        import tokenizers
     except ImportError:
         raise missing_package(f"reading {path.name}", "tokenizers", "hf") from None
     try:
-        config = json.loads(text)
-        if not isinstance(config, dict):
-            raise TypeError(f"a JSON {type(config).__name__}, not an object")
-        check_bpe_merges(config, path)
-        library_tokenizer = LibraryTokenizer.from_str(text)
+        library_tokenizer = build(tokenizers)
     except EmbscopeError:
         raise
     except BaseException as err:  # the library raises a bare Exception for bad files, or panics
@@ -205,7 +259,28 @@ def from_document(path: Path, text: str, kind: str = "huggingface", notes: tuple
         raise CheckpointError(
             f"expected a Hugging Face tokenizer in {path}, found an unreadable file: {reason}"
         ) from None
-    return HuggingFaceTokenizer(path, library_tokenizer, config, kind, notes)
+    return HuggingFaceTokenizer(path, library_tokenizer, kind, notes)
+
+
+def _library_tokenizer(library_class: Any, text: str, path: Path) -> Any:
+    """The library's tokenizer of ``text``. Only a BPE model's document is parsed here first, for the merges
+    the library would panic on; a document the library refuses is parsed too, so that one that is not a
+    JSON object is reported in Python's words."""
+    if _NAMES_BPE.search(text):
+        check_bpe_merges(_json_object(text), path)
+    try:
+        return library_class.from_str(text)
+    except BaseException as err:
+        if is_library_failure(err):
+            _json_object(text)
+        raise
+
+
+def _json_object(text: str) -> dict[str, Any]:
+    config = json.loads(text)
+    if not isinstance(config, dict):
+        raise TypeError(f"a JSON {type(config).__name__}, not an object")
+    return config
 
 
 KIND = register_kind(

@@ -1,7 +1,7 @@
 """BERT's WordPiece ``vocab.txt`` (one token per line, the line number is the id), read through the
 tokenizers library's WordPiece model with BERT's normalizer and pre-tokenizer, as
-``BertWordPieceTokenizer`` builds it. The files are turned into the tokenizer.json document the
-library would write, so everything after that is the Hugging Face kind's code.
+``BertWordPieceTokenizer`` builds it, from the library's own objects; everything after that is the
+Hugging Face kind's code.
 
 Lower-casing (and the accent stripping that goes with it) follows ``do_lower_case`` in
 ``tokenizer_config.json`` beside the vocabulary, else in ``config.json``; when neither says,
@@ -11,13 +11,13 @@ says so. The unknown token is ``unk_token`` from tokenizer_config.json, else ``[
 
 from __future__ import annotations
 
-import json
+import re
 from pathlib import Path
 from typing import Any
 
 from embscope.errors import CheckpointError
 from embscope.tokenizers.base import TokenizerKind, read_json, register_kind, shown
-from embscope.tokenizers.huggingface import HuggingFaceTokenizer, from_document
+from embscope.tokenizers.huggingface import HuggingFaceTokenizer, built
 
 FILE_PATTERN = "*vocab.txt"
 DEFAULT_UNK = "[UNK]"
@@ -25,6 +25,8 @@ DEFAULT_UNK = "[UNK]"
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 # how much sniffing reads to find the unknown token (BERT's is on line 101, after [unused0..98])
 _SNIFF_BYTES = 64 * 1024
+# [CLS], [unused0], <s>: bracketed names that are not text, one to a line
+_MARKER_LINE = re.compile(r"^(?:\[.+\]|<.+>)$", re.MULTILINE)
 
 
 def _settings_files(path: Path) -> list[Path]:
@@ -62,14 +64,16 @@ def _lower_case(path: Path, vocab: dict[str, int]) -> tuple[bool, str | None]:
             raise CheckpointError(f"expected do_lower_case in {source} to be true or false, found {shown(value)}")
         return value, None
     unset = "no do_lower_case in tokenizer_config.json or config.json"
-    if any(token != token.lower() for token in vocab if not _is_marker(token)):
+    if _has_upper_case(vocab):
         return False, f"words keep their case: the vocabulary has upper-case pieces ({unset})"
     return True, f"words are lower-cased: the vocabulary has no upper-case pieces ({unset})"
 
 
-def _is_marker(token: str) -> bool:
-    """[CLS], [unused0], <s>: bracketed names that are not text."""
-    return len(token) > 2 and (token[0], token[-1]) in (("[", "]"), ("<", ">"))
+def _has_upper_case(vocab: dict[str, int]) -> bool:
+    """Whether a piece other than the markers has upper case, asked of all the pieces at once (a token is
+    one line of vocab.txt, so lower-casing the lines joined changes them exactly when it changes a token)."""
+    text = _MARKER_LINE.sub("", "\n".join(vocab))
+    return text != text.lower()
 
 
 def read_vocab(path: Path) -> dict[str, int]:
@@ -79,31 +83,26 @@ def read_vocab(path: Path) -> dict[str, int]:
         raise CheckpointError(f"cannot read {path} as a WordPiece vocabulary: {err}") from None
     if lines and lines[-1] == "":
         lines.pop()  # the newline after the last token
-    vocab: dict[str, int] = {}
-    for id, line in enumerate(lines):
-        # as transformers' load_vocab: a repeated token keeps its last id, leaving the first unused
-        vocab[line.rstrip("\r")] = id
-    return vocab
+    # as transformers' load_vocab: a repeated token keeps its last id, leaving the first unused (read_text
+    # has turned every line ending into "\n")
+    return dict(zip(lines, range(len(lines))))
 
 
-def document(vocab: dict[str, int], unk: str, lower_case: bool) -> dict[str, Any]:
-    """The tokenizer.json document BertWordPieceTokenizer writes for this vocabulary (no post-processor:
-    embscope never adds [CLS] and [SEP] to a word)."""
-    added = [
-        {"id": vocab[token], "content": token, "single_word": False, "lstrip": False, "rstrip": False,
-         "normalized": False, "special": True}
+def bert_tokenizer(library: Any, vocab: dict[str, int], unk: str, lower_case: bool) -> Any:
+    """The tokenizer BertWordPieceTokenizer builds for this vocabulary, with the ``library`` package (no
+    post-processor: embscope never adds [CLS] and [SEP] to a word). Built from the library's objects, not
+    through a tokenizer.json document, which would cost as much again to write and to parse."""
+    tokenizer = library.Tokenizer(library.models.WordPiece(vocab, unk_token=unk, continuing_subword_prefix="##",
+                                                           max_input_chars_per_word=100))
+    tokenizer.normalizer = library.normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True,
+                                                              strip_accents=None, lowercase=lower_case)
+    tokenizer.pre_tokenizer = library.pre_tokenizers.BertPreTokenizer()
+    tokenizer.decoder = library.decoders.WordPiece(prefix="##", cleanup=True)
+    tokenizer.add_special_tokens([
+        library.AddedToken(token, single_word=False, lstrip=False, rstrip=False, normalized=False, special=True)
         for token in SPECIAL_TOKENS if token in vocab
-    ]
-    return {
-        "version": "1.0", "truncation": None, "padding": None, "added_tokens": added,
-        "normalizer": {"type": "BertNormalizer", "clean_text": True, "handle_chinese_chars": True,
-                       "strip_accents": None, "lowercase": lower_case},
-        "pre_tokenizer": {"type": "BertPreTokenizer"},
-        "post_processor": None,
-        "decoder": {"type": "WordPiece", "prefix": "##", "cleanup": True},
-        "model": {"type": "WordPiece", "unk_token": unk, "continuing_subword_prefix": "##",
-                  "max_input_chars_per_word": 100, "vocab": vocab},
-    }
+    ])
+    return tokenizer
 
 
 def sniff(path: Path) -> bool:
@@ -125,8 +124,8 @@ def load(path: Path) -> HuggingFaceTokenizer:
     if unk not in vocab:
         raise CheckpointError(f"expected the unknown token {shown(unk)} in {path.name}, found no such line")
     lower_case, note = _lower_case(path, vocab)
-    text = json.dumps(document(vocab, unk, lower_case), ensure_ascii=False)
-    return from_document(path, text, kind="wordpiece", notes=(note,) if note else ())
+    return built(path, lambda library: bert_tokenizer(library, vocab, unk, lower_case), kind="wordpiece",
+                 notes=(note,) if note else ())
 
 
 KIND = register_kind(
