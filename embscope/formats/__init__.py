@@ -1,13 +1,15 @@
 """Format readers. FORMATS lists them in the order they are asked whether they recognise a file;
 `open_checkpoint` opens a file, or the one checkpoint in a directory, with the first that does.
 
-A new reader is a module here that defines its Format(name, sniff, open); it joins by one entry in
-FORMATS, placed by what its sniff can be confused with, with the reason beside it."""
+A new reader is a module here with a sniff and an open function; it joins by one entry in FORMATS, placed
+by what its sniff can be confused with, with the reason beside it. A reader's module is imported only when
+its sniff is asked (a magic number in FORMATS spares even that) or its open is called."""
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import importlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -15,43 +17,81 @@ from typing import Any
 from ..checkpoint import Checkpoint
 from ..errors import CheckpointError, EmbscopeError
 from ..text import quote
-from . import (
-    andrea,
-    ctranslate2_file,
-    gguf_file,
-    keras_h5,
-    numpy_file,
-    onnx_file,
-    pickled,
-    pytorch_file,
-    safetensors_file,
-    unreadable,
-)
 from ._base import DAMAGE, Format, OpenOptions, damaged
 from ._checks import is_regular_file, read_head
-from ._state_dict import read_hf_config
-from .constants import NOT_WEIGHTS, PREFERRED_IN_DIRECTORY
+from .constants import (
+    COREML_SUFFIX,
+    GGUF_MAGIC,
+    HDF5_MAGIC,
+    LEGACY_GGML_MAGICS,
+    NOT_WEIGHTS,
+    NPY_MAGIC,
+    ONNX_SUFFIX,
+    PREFERRED_IN_DIRECTORY,
+    SAFETENSORS_INDEX_SUFFIX,
+    TFLITE_IDENTIFIER,
+    TORCH_LEGACY_HEAD,
+    ZIP_MAGIC,
+)
 
 __all__ = ["FORMATS", "Format", "OpenOptions", "find_in_directory", "open_checkpoint", "sniff"]
 
+Sniff = Callable[[Path, bytes, int], bool]
+
+
+def reader(module: str, function: str) -> Callable[..., Any]:
+    """A reader module's function, imported when first called: a file is put to the readers in turn, and one
+    whose magic number rules the file out is never imported (a run pays for the readers it asks)."""
+    def call(*args: Any) -> Any:
+        return getattr(importlib.import_module(f"{__name__}.{module}"), function)(*args)
+    call.__qualname__ = f"{module}.{function}"
+    return call
+
+
+def starts_with(magic: bytes) -> Sniff:
+    return lambda path, head, size: head.startswith(magic)
+
+
+def zipped(sniff: Sniff) -> Sniff:
+    """A sniff that opens the zip directory, asked only of a file that starts as a zip does."""
+    return lambda path, head, size: head.startswith(ZIP_MAGIC) and sniff(path, head, size)
+
+
+def suffix(name: str) -> Sniff:
+    return lambda path, head, size: path.suffix.lower() == name
+
+
 # Readers with a magic number cannot be confused with one another; the order matters where a sniff is weak.
 FORMATS: tuple[Format, ...] = (
-    gguf_file.GGUF,  # strong magics first: "GGUF", the HDF5 signature, CTranslate2's header, the legacy GGML
-    keras_h5.KERAS_H5,  # and TFLite identifiers; none can be another format's header
-    ctranslate2_file.CTRANSLATE2,  # before ANDREA: both are called model.bin
-    unreadable.LEGACY_GGML,  # named, not read: the message says what the file is
-    unreadable.TFLITE,
-    andrea.ANDREA,  # first: it has no magic, but its 8-byte header promises the exact file size; a step of 640
-    #                 starts a dump with 80 02 (a pickle's PROTO) and a first weight can look like a safetensors header
-    safetensors_file.SHARDED,  # by name (*.safetensors.index.json): the index is JSON, which no magic claims
-    safetensors_file.SINGLE,  # an 8-byte length, then "{"
-    numpy_file.NPY,  # the \x93NUMPY magic
-    pytorch_file.ZIP,  # a zip holding <archive>/data.pkl; a zip of .npy members only is an .npz instead
-    numpy_file.NPZ,
-    pytorch_file.LEGACY,  # torch's pickled magic number: before plain pickles, since the file is also one
-    pickled.PICKLE,  # it claims any pickle, and any file named .pkl, .pickle or .p
-    onnx_file.ONNX,  # by suffix alone (.onnx: a protobuf has no magic), after every sniff that reads bytes
-    unreadable.COREML,  # by suffix (.mlmodel), named, not read
+    # strong magics first: "GGUF", the HDF5 signature, CTranslate2's header, the legacy GGML and TFLite
+    # identifiers; none can be another format's header
+    Format("GGUF", starts_with(GGUF_MAGIC), reader("gguf_file", "open_gguf")),
+    Format("Keras HDF5", starts_with(HDF5_MAGIC), reader("keras_h5", "open_h5")),
+    Format("CTranslate2", reader("ctranslate2_file", "looks_like_ctranslate2"),  # before ANDREA: both are
+           reader("ctranslate2_file", "open_ctranslate2")),                       # called model.bin
+    Format("legacy GGML", lambda path, head, size: head[:4] in LEGACY_GGML_MAGICS,  # named, not read: the
+           reader("unreadable", "refuse_legacy_ggml")),                             # message says what it is
+    Format("TensorFlow Lite", lambda path, head, size: head[4:8] == TFLITE_IDENTIFIER,
+           reader("unreadable", "refuse_tflite")),
+    # ANDREA has no magic, but its 8-byte header promises the exact file size; a step of 640 starts a dump
+    # with 80 02 (a pickle's PROTO) and a first weight can look like a safetensors header
+    Format("ANDREA flat float32", reader("andrea", "looks_like_andrea"), reader("andrea", "open_andrea")),
+    # by name (*.safetensors.index.json): the index is JSON, which no magic claims
+    Format("safetensors (sharded)", lambda path, head, size: path.name.endswith(SAFETENSORS_INDEX_SUFFIX),
+           reader("safetensors_file", "open_sharded")),
+    Format("safetensors", reader("safetensors_file", "looks_like_safetensors"),  # an 8-byte length, then "{"
+           reader("safetensors_file", "open_single")),
+    Format("numpy .npy", starts_with(NPY_MAGIC), reader("numpy_file", "open_npy")),
+    # a zip holding <archive>/data.pkl; a zip of .npy members only is an .npz instead
+    Format("pytorch", zipped(reader("pytorch_file", "looks_like_torch_zip")), reader("pytorch_file", "open_zip")),
+    Format("numpy .npz", zipped(reader("numpy_file", "looks_like_npz")), reader("numpy_file", "open_npz")),
+    # torch's pickled magic number: before plain pickles, since the file is also one
+    Format("pytorch (legacy)", starts_with(TORCH_LEGACY_HEAD), reader("pytorch_file", "open_legacy")),
+    # it claims any pickle, and any file named .pkl, .pickle or .p
+    Format("nlm params pickle", reader("pickled", "looks_like_pickle"), reader("pickled", "open_pickle")),
+    # by suffix alone (.onnx: a protobuf has no magic), after every sniff that reads bytes
+    Format("ONNX", suffix(ONNX_SUFFIX), reader("onnx_file", "open_onnx")),
+    Format("Core ML", suffix(COREML_SUFFIX), reader("unreadable", "refuse_coreml")),  # named, not read
 )
 
 
@@ -108,6 +148,7 @@ def open_checkpoint(path: str | Path, options: OpenOptions = DEFAULT_OPTIONS) ->
         raise
     except DAMAGE as err:
         raise damaged(quote(path), err) from None
+    from ._state_dict import read_hf_config  # with the pickle helpers, which not every format needs
     checkpoint.config = {**read_hf_config(checkpoint.directory), **checkpoint.config}
     checkpoint.tensors = {name: dataclasses.replace(t, read=guarded(t.read, f"{quote(path)}: tensor {quote(name)}"),
                                                     rows=t.rows and guarded(t.rows, f"{quote(path)}: tensor {quote(name)}"))

@@ -20,7 +20,7 @@ from pathlib import Path
 from ..checkpoint import Checkpoint, TensorInfo
 from ..errors import CheckpointError
 from ..text import printable
-from ._base import Format, OpenOptions
+from ._base import OpenOptions
 from ._checks import MAX_ELEMENTS, is_regular_file, map_array
 from ._rows import file_rows
 from .constants import (
@@ -342,6 +342,3 @@ def looks_like_andrea(path: Path, head: bytes, size: int) -> bool:
         return True  # no other format promises a file size from its first 8 bytes
     # a .bin whose size disagrees with its header should hear so, not "unknown format"
     return path.suffix.lower() == ".bin" and head[0] != PICKLE_PROTO and has_andrea_config(path.parent)
-
-
-ANDREA = Format("ANDREA flat float32", looks_like_andrea, open_andrea)

@@ -25,7 +25,7 @@ from ..checkpoint import Checkpoint, TensorInfo
 from ..errors import CheckpointError
 from ..memory import require_memory
 from ..text import printable, quote
-from ._base import Format, OpenOptions
+from ._base import OpenOptions
 from ._binary import Cursor, map_file
 from ._checks import check_shape, map_array
 
@@ -175,7 +175,3 @@ def looks_like_ctranslate2(path: Path, head: bytes, size: int) -> bool:
     length = int.from_bytes(head[at:at + 2], "little")
     name = head[at + 2:at + 2 + length]
     return length >= 2 and len(name) == length and name[-1] == 0 and set(name[:-1]) <= NAME_CHARS
-
-
-# before ANDREA's dumps, whose model.bin is recognised by its size: this one has a name to check
-CTRANSLATE2 = Format("CTranslate2", looks_like_ctranslate2, open_ctranslate2)

@@ -20,10 +20,9 @@ from ..checkpoint import Checkpoint, TensorInfo
 from ..errors import CheckpointError
 from ..memory import require_memory
 from ..text import printable, quote
-from ._base import Format, OpenOptions, require_package
+from ._base import OpenOptions, require_package
 from ._binary import Cursor, map_file
 from ._checks import check_shape, map_array
-from .constants import GGUF_MAGIC
 
 if TYPE_CHECKING:
     import numpy as np
@@ -283,6 +282,3 @@ def open_gguf(path: Path, options: OpenOptions) -> Checkpoint:
         and POOLING_TYPE.format(arch=arch) not in header.metadata
     return Checkpoint(path, "GGUF", tensors, notes=describe(header), tokenizer=tokenizer,
                       tied=True if decoder and OUTPUT not in tensors else None)
-
-
-GGUF = Format("GGUF", lambda path, head, size: head.startswith(GGUF_MAGIC), open_gguf)

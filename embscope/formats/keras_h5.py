@@ -16,9 +16,8 @@ from ..checkpoint import Checkpoint, TensorInfo
 from ..errors import CheckpointError
 from ..memory import require_memory
 from ..text import detail, printable, quote
-from ._base import Format, OpenOptions, require_package
+from ._base import OpenOptions, require_package
 from ._checks import check_extent, check_shape, map_array
-from .constants import HDF5_MAGIC
 
 if TYPE_CHECKING:
     import numpy as np
@@ -101,6 +100,3 @@ def open_h5(path: Path, options: OpenOptions) -> Checkpoint:
     if skipped:
         notes.append(f"{skipped} datasets that hold no numbers (strings, records) are left out")
     return Checkpoint(path, "Keras HDF5", tensors, notes=notes)  # config.json beside it: open_checkpoint
-
-
-KERAS_H5 = Format("Keras HDF5", lambda path, head, size: head.startswith(HDF5_MAGIC), open_h5)

@@ -15,11 +15,11 @@ from ..checkpoint import Checkpoint, TensorInfo
 from ..errors import CheckpointError, UnsafePickleError
 from ..memory import require_memory
 from ..text import printable, quote
-from ._base import DAMAGE, Format, OpenOptions, detail
+from ._base import DAMAGE, OpenOptions, detail
 from ._checks import check_extent, check_shape, map_array
 from ._rows import file_rows
 from ._zip import data_offset, is_stored, read_member
-from .constants import NPY_MAGIC, NUMPY_NUMERIC_KINDS, STEP_KEYS, ZIP_MAGIC
+from .constants import NUMPY_NUMERIC_KINDS, STEP_KEYS, ZIP_MAGIC
 
 if TYPE_CHECKING:
     import numpy as np
@@ -157,7 +157,3 @@ def looks_like_npz(path: Path, head: bytes, size: int) -> bool:
     except DAMAGE:
         return path.suffix.lower() == ".npz"  # a broken .npz should hear why it is broken
     return bool(names) and all(n.endswith(".npy") for n in names)
-
-
-NPY = Format("numpy .npy", lambda path, head, size: head.startswith(NPY_MAGIC), open_npy)
-NPZ = Format("numpy .npz", looks_like_npz, open_npz)

@@ -23,10 +23,9 @@ from ..checkpoint import Checkpoint, TensorInfo
 from ..errors import CheckpointError
 from ..memory import require_memory
 from ..text import detail, printable, quote
-from ._base import Format, OpenOptions, require_package
+from ._base import OpenOptions, require_package
 from ._checks import check_extent, check_shape, is_regular_file, map_array
 from ._state_dict import read_hf_config
-from .constants import ONNX_SUFFIX
 
 if TYPE_CHECKING:
     import numpy as np
@@ -286,7 +285,3 @@ def open_onnx(path: Path, options: OpenOptions) -> Checkpoint:
     config = read_hf_config(folder.parent) if in_export else {}  # beside the weights: open_checkpoint reads it
     return Checkpoint(path, "ONNX", tensors, config=config, notes=notes,
                       tokenizer=partial(tokenizer_above, folder) if folder.name == EXPORT_FOLDER else None)
-
-
-# no magic number: a protobuf is recognised by its name only, after every format that has one
-ONNX = Format("ONNX", lambda path, head, size: path.suffix.lower() == ONNX_SUFFIX, open_onnx)

@@ -13,7 +13,7 @@ from ..arrays import to_float32
 from ..checkpoint import Checkpoint, TensorInfo
 from ..errors import CheckpointError
 from ..text import quote
-from ._base import DAMAGE, Format, OpenOptions
+from ._base import DAMAGE, OpenOptions
 from ._descriptors import OtherTensor, TensorRecord, check_record
 from ._state_dict import (
     array_tensor,
@@ -113,7 +113,3 @@ def looks_like_torch_zip(path: Path, head: bytes, size: int) -> bool:
 
 def looks_like_torch_legacy(path: Path, head: bytes, size: int) -> bool:
     return head.startswith(TORCH_LEGACY_HEAD)
-
-
-ZIP = Format("pytorch", looks_like_torch_zip, open_zip)
-LEGACY = Format("pytorch (legacy)", looks_like_torch_legacy, open_legacy)

@@ -13,10 +13,10 @@ from pathlib import Path
 from ..checkpoint import Checkpoint, TensorInfo
 from ..errors import CheckpointError
 from ..text import quote
-from ._base import Format, OpenOptions
+from ._base import OpenOptions
 from ._checks import check_shape, is_regular_file, map_array
 from ._rows import file_rows
-from .constants import ELEMENT_TYPES, SAFETENSORS_DTYPES, SAFETENSORS_INDEX_SUFFIX, SAFETENSORS_MAX_HEADER, STEP_KEYS
+from .constants import ELEMENT_TYPES, SAFETENSORS_DTYPES, SAFETENSORS_MAX_HEADER, STEP_KEYS
 
 MAX_TENSORS = 200_000  # a whole mixture-of-experts model of 671B parameters has under 100,000
 
@@ -134,8 +134,3 @@ def open_sharded(path: Path, options: OpenOptions) -> Checkpoint:
 def looks_like_safetensors(path: Path, head: bytes, size: int) -> bool:
     # the length is not checked here, so that a header that lies about it gets its own error
     return len(head) >= 10 and head[8:9] == b"{" and head[9:10] in (b'"', b"}", b" ", b"\n")
-
-
-SINGLE = Format("safetensors", looks_like_safetensors, open_single)
-SHARDED = Format("safetensors (sharded)", lambda path, head, size: path.name.endswith(SAFETENSORS_INDEX_SUFFIX),
-                 open_sharded)

@@ -10,8 +10,8 @@ from typing import NoReturn
 from ..checkpoint import Checkpoint
 from ..errors import CheckpointError
 from ..text import quote
-from ._base import Format, OpenOptions
-from .constants import COREML_SUFFIX, LEGACY_GGML_MAGICS, TFLITE_IDENTIFIER
+from ._base import OpenOptions
+from .constants import LEGACY_GGML_MAGICS
 
 INSTEAD = "use the model's original checkpoint (safetensors, PyTorch, GGUF, ONNX or Keras .h5)"
 
@@ -29,7 +29,5 @@ def refuse(description: str) -> Callable[[Path, OpenOptions], Checkpoint]:
     return opener
 
 
-LEGACY_GGML = Format("legacy GGML", lambda path, head, size: head[:4] in LEGACY_GGML_MAGICS, refuse_legacy_ggml)
-TFLITE = Format("TensorFlow Lite", lambda path, head, size: head[4:8] == TFLITE_IDENTIFIER,
-                refuse("a TensorFlow Lite flatbuffer"))
-COREML = Format("Core ML", lambda path, head, size: path.suffix.lower() == COREML_SUFFIX, refuse("a Core ML model"))
+refuse_tflite = refuse("a TensorFlow Lite flatbuffer")
+refuse_coreml = refuse("a Core ML model")
