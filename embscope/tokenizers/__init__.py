@@ -1,9 +1,10 @@
 """Tokenizers: one module per kind of file, all with the same small interface
-(``Tokenizer`` in base.py). Each kind module registers a ``TokenizerKind``; this
-package only asks the registry, so adding a kind is adding a module below."""
+(``Tokenizer`` in base.py), each defining ``sniff`` and ``load``. KINDS below registers
+every kind; adding one is adding a module and its line there."""
 
 from __future__ import annotations
 
+import importlib
 import os
 import stat
 from pathlib import Path
@@ -20,12 +21,40 @@ from embscope.tokenizers.base import (
     shown,
 )
 
-# Importing a kind registers it, and this order is the order kinds are listed in messages and tried on
-# a file. The sniffs look at content and do not overlap (minbpe's text "*.model" starts "minbpe v1",
-# SentencePiece's is a protobuf, tiktoken's has "base64 rank" lines), so the order only sets the listing:
-# the Hugging Face files first, as the commonest, then the others.
-from embscope.tokenizers import (  # noqa: F401  isort: skip
-    huggingface, gpt2_bpe, wordpiece, sentencepiece_model, tiktoken_bpe, byte_bpe, harris, nanogpt_meta,
+# The kinds, in the order they are listed in messages and tried on a file. The sniffs look at content and do
+# not overlap (minbpe's text "*.model" starts "minbpe v1", SentencePiece's is a protobuf, tiktoken's has
+# "base64 rank" lines), so the order only sets the listing: the Hugging Face files first, as the commonest.
+# A kind's module is imported when one of its functions is first called: a directory is searched by the
+# kinds' file patterns, so a run imports only the kinds whose files are there.
+
+
+def kind_function(module: str, function: str) -> Any:
+    def call(*args: Any) -> Any:
+        return getattr(importlib.import_module(f"{__name__}.{module}"), function)(*args)
+    call.__qualname__ = f"{module}.{function}"
+    return call
+
+
+def kind(name: str, module: str, file_patterns: tuple[str, ...], expects: str = "", *, by_name: bool = False,
+         related: bool = False) -> TokenizerKind:
+    return register_kind(TokenizerKind(
+        name, file_patterns, kind_function(module, "sniff"), kind_function(module, "load"), expects,
+        names=kind_function(module, "names") if by_name else None,
+        load_name=kind_function(module, "load_name") if by_name else None,
+        related_paths=kind_function(module, "related_paths") if related else None))
+
+
+KINDS = (
+    kind("huggingface", "huggingface", ("tokenizer.json",)),
+    kind("gpt2-bpe", "gpt2_bpe", ("*vocab.json",), "vocab.json with merges.txt beside it"),
+    kind("wordpiece", "wordpiece", ("*vocab.txt",), "a BERT vocab.txt, one token per line"),
+    kind("sentencepiece", "sentencepiece_model", ("*.model",), "a SentencePiece *.model protobuf"),
+    kind("tiktoken", "tiktoken_bpe", ("*.tiktoken", "*.model"),
+         "a .tiktoken file, or an encoding name such as gpt2 or cl100k_base", by_name=True),
+    kind("byte-bpe", "byte_bpe", ("*.model", "merges.json"),
+         "a minbpe *.model file or a merges.json list of id pairs"),
+    kind("harris", "harris", ("harris_segments.json",)),
+    kind("nanogpt-chars", "nanogpt_meta", ("meta.pkl",), "nanoGPT's character-level meta.pkl", related=True),
 )
 
 __all__ = [

@@ -19,12 +19,10 @@ from typing import Any
 from embscope.errors import CheckpointError
 from embscope.tokenizers.base import (
     ByteVocabulary,
-    TokenizerKind,
     check_largest_id,
     check_text,
     is_id,
     read_json,
-    register_kind,
     shown,
     sniff_json,
 )
@@ -176,14 +174,3 @@ def _load_json_merges(path: Path) -> ByteBPETokenizer:
     if not isinstance(special, dict) or not all(is_id(id) for id in special.values()):
         raise CheckpointError(f"expected special_tokens in {path.name} to map strings to ids, found {shown(special)}")
     return ByteBPETokenizer(path, [(first, second) for first, second in merges], pattern, special)
-
-
-KIND = register_kind(
-    TokenizerKind(
-        name="byte-bpe",
-        file_patterns=("*.model", "merges.json"),
-        sniff=sniff,
-        load=load,
-        expects="a minbpe *.model file or a merges.json list of id pairs",
-    )
-)

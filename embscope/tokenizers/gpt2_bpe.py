@@ -23,14 +23,12 @@ from typing import Any
 from embscope.errors import CheckpointError, TokenError
 from embscope.tokenizers.base import (
     ByteVocabulary,
-    TokenizerKind,
     check_largest_id,
     check_text,
     is_library_failure,
     library_ids,
     missing_package,
     read_json,
-    register_kind,
     shown,
     sniff_json,
 )
@@ -188,14 +186,3 @@ def load(path: Path) -> GPT2BPETokenizer:
             )
         merges.append((parts[0], parts[1]))
     return GPT2BPETokenizer(vocab_path, merges_path, vocab, merges)
-
-
-KIND = register_kind(
-    TokenizerKind(
-        name="gpt2-bpe",
-        file_patterns=("*vocab.json",),
-        sniff=sniff,
-        load=load,
-        expects="vocab.json with merges.txt beside it",
-    )
-)

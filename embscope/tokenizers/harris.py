@@ -14,12 +14,10 @@ from typing import Any
 from embscope.errors import CheckpointError
 from embscope.tokenizers.base import (
     ByteVocabulary,
-    TokenizerKind,
     check_largest_id,
     check_text,
     is_id,
     read_json,
-    register_kind,
     shown,
     sniff_json,
 )
@@ -112,8 +110,3 @@ def load(path: Path) -> HarrisTokenizer:
     raise CheckpointError(
         f"expected a list of segment strings in {path.name}, found {type(doc).__name__}"
     )
-
-
-KIND = register_kind(
-    TokenizerKind(name="harris", file_patterns=(FILE_NAME,), sniff=sniff, load=load)
-)

@@ -24,13 +24,11 @@ from typing import Any
 from embscope.errors import CheckpointError, EmbscopeError, TokenError
 from embscope.tokenizers.base import (
     SPACE_MARK,
-    TokenizerKind,
     check_id,
     is_id,
     is_library_failure,
     library_ids,
     missing_package,
-    register_kind,
     sniff_json,
 )
 from embscope.tokenizers.byte_alphabet import byte_level_bytes
@@ -281,8 +279,3 @@ def _json_object(text: str) -> dict[str, Any]:
     if not isinstance(config, dict):
         raise TypeError(f"a JSON {type(config).__name__}, not an object")
     return config
-
-
-KIND = register_kind(
-    TokenizerKind(name="huggingface", file_patterns=(FILE_NAME,), sniff=sniff, load=load)
-)

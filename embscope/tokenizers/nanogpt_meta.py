@@ -17,11 +17,9 @@ from typing import Any
 from embscope.errors import CheckpointError, TokenError
 from embscope.tokenizers.base import (
     MAX_TOKEN_ID,
-    TokenizerKind,
     check_id,
     check_text,
     is_id,
-    register_kind,
     shown,
 )
 
@@ -139,15 +137,3 @@ def related_paths(directory: Path, config: dict[str, Any]) -> list[Path]:
     relative = Path("data") / dataset / FILE_NAME
     directory = directory.resolve()
     return list(dict.fromkeys(base / relative for base in (Path.cwd(), directory, *directory.parents)))
-
-
-KIND = register_kind(
-    TokenizerKind(
-        name="nanogpt-chars",
-        file_patterns=(FILE_NAME,),
-        sniff=sniff,
-        load=load,
-        expects="nanoGPT's character-level meta.pkl",
-        related_paths=related_paths,
-    )
-)

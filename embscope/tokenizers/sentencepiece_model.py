@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from embscope.errors import CheckpointError, TokenError
-from embscope.tokenizers.base import SPACE_MARK, TokenizerKind, check_id, missing_package, register_kind
+from embscope.tokenizers.base import SPACE_MARK, check_id, missing_package
 
 _BYTE_PIECE = re.compile(r"<0x([0-9A-Fa-f]{2})>")
 
@@ -110,14 +110,3 @@ def load(path: Path) -> SentencePieceTokenizer:
     if processor.get_piece_size() <= 0:
         raise CheckpointError(f"expected a SentencePiece model in {path}, found one with no pieces")
     return SentencePieceTokenizer(path, processor)
-
-
-KIND = register_kind(
-    TokenizerKind(
-        name="sentencepiece",
-        file_patterns=("*.model",),
-        sniff=sniff,
-        load=load,
-        expects="a SentencePiece *.model protobuf",
-    )
-)

@@ -24,10 +24,8 @@ from typing import Any
 from embscope.errors import CheckpointError, EmbscopeError, TokenError
 from embscope.tokenizers.base import (
     MAX_TOKEN_ID,
-    TokenizerKind,
     check_id,
     missing_package,
-    register_kind,
     shown,
 )
 
@@ -220,16 +218,3 @@ def load(path: Path) -> TiktokenTokenizer:
     encoding = tiktoken.Encoding(name=path.stem, pat_str=PATTERN_BY_ENCODING[name], mergeable_ranks=ranks,
                                  special_tokens={})
     return TiktokenTokenizer(path, encoding, notes)
-
-
-KIND = register_kind(
-    TokenizerKind(
-        name="tiktoken",
-        file_patterns=("*.tiktoken", "*.model"),
-        sniff=sniff,
-        load=load,
-        expects="a .tiktoken file, or an encoding name such as gpt2 or cl100k_base",
-        names=names,
-        load_name=load_name,
-    )
-)

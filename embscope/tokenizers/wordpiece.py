@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from embscope.errors import CheckpointError
-from embscope.tokenizers.base import TokenizerKind, read_json, register_kind, shown
+from embscope.tokenizers.base import read_json, shown
 from embscope.tokenizers.huggingface import HuggingFaceTokenizer, built
 
 FILE_PATTERN = "*vocab.txt"
@@ -126,14 +126,3 @@ def load(path: Path) -> HuggingFaceTokenizer:
     lower_case, note = _lower_case(path, vocab)
     return built(path, lambda library: bert_tokenizer(library, vocab, unk, lower_case), kind="wordpiece",
                  notes=(note,) if note else ())
-
-
-KIND = register_kind(
-    TokenizerKind(
-        name="wordpiece",
-        file_patterns=(FILE_PATTERN,),
-        sniff=sniff,
-        load=load,
-        expects="a BERT vocab.txt, one token per line",
-    )
-)
