@@ -266,8 +266,9 @@ def finite_or_none(value: float | np.floating) -> float | None:
 def similarity_pairs(emb: Embeddings, pairs: Iterable[Sequence], *, ids: bool = False, exact: bool = False,
                      merge: bool = True, center: bool = False, table: str = "token", baseline: bool = True,
                      allow_unk: bool = False, on_skip: Callable[[str], None] | None = None) -> SimilarityResult:
-    """Cosine of each (a, b) pair of words (or ids), all pairs in one batched call, with the random-pair baseline
-    (one pass over the table; baseline=False skips it, and the pairs get no percentile).
+    """Cosine of each (a, b) pair of words (or ids), with the random-pair baseline (one pass over the table,
+    cached per file; baseline=False skips it, and the pairs get no percentile). A few pairs are worked out in
+    plain Python from the rows they name (see FEW_PAIRS); more go through compute in one batched call.
     `pairs` is read once, as it comes (a file streams through). A pair that cannot be used raises TokenError,
     or, when `on_skip` is given, is handed to it as one line saying why and left out."""
     chosen = pick_table(emb, table)
@@ -287,13 +288,8 @@ def similarity_pairs(emb: Embeddings, pairs: Iterable[Sequence], *, ids: bool = 
         asked.extend(resolve.positions[key] for key in keys)
     found = list(resolve.cache.values())
     if not center and len(asked) <= 2 * FEW_PAIRS and len(asked) // 2 * chosen.dim <= FEW_PRODUCTS:
-        described, values = few_cosines(chosen, found, asked)
-        few_baseline = random_pair_baseline(emb, chosen, None) if baseline else None
-        sample = few_baseline[1] if few_baseline is not None else ()
-        positions = [asked[n:n + 2] for n in range(0, len(asked), 2)]
-        return SimilarityResult(described, Pairs(described, positions, values, [few_percentile(sample, v) for v in values]),
-                                few_baseline[0] if few_baseline is not None else None, center, table, chosen.name)
-    import numpy as np
+        return few_similarity(emb, chosen, found, asked, baseline=baseline, table=table)
+    import numpy as np  # many pairs, or the mean row (a pass over the table): compute's batched path
     array, name = chosen.array, chosen.name
     center_row = compute.mean_row(array) if center else None
     vectors = query_vectors(array, found, center_row)
@@ -332,6 +328,18 @@ def random_pair_baseline(emb: Embeddings, chosen: Table,
 
 
 # --- a few pairs, in plain Python ---
+
+def few_similarity(emb: Embeddings, chosen: Table, queries: Sequence[Query], asked: Sequence[int], *, baseline: bool,
+                   table: str) -> SimilarityResult:
+    """similarity_pairs for a few pairs of uncentred rows: no numpy when the baseline is in the cache."""
+    described, cosines = few_cosines(chosen, queries, asked)
+    found = random_pair_baseline(emb, chosen, None) if baseline else None
+    sample = found[1] if found is not None else ()
+    positions = [asked[n:n + 2] for n in range(0, len(asked), 2)]
+    shares = [few_percentile(sample, cosine) for cosine in cosines]
+    return SimilarityResult(described, Pairs(described, positions, cosines, shares),
+                            found[0] if found is not None else None, False, table, chosen.name)
+
 
 def few_cosines(chosen: Table, queries: Sequence[Query], asked: Sequence[int]) -> tuple[tuple[Query, ...], list[float]]:
     """The queries (with the reason a vector has no direction) and the cosine of each pair of positions in
