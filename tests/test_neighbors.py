@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import embscope
-from embscope.analysis.similarity import neighbors, topk_all
+from embscope.analysis.neighbors import neighbors, topk_all
 from embscope.errors import TokenError
 
 from byte_tokenizer import ByteWordTokenizer

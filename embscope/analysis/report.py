@@ -20,11 +20,11 @@ from ..series import is_run_folder
 from .compare_series import SeriesComparison, compare_series, run_checkpoints
 from .info import InfoReport, info_report
 from .map import TableMap, table_map
+from .neighbors import NeighborsResult, neighbors
 from .norms import Anomaly, NormsReport, norms_report
 from .params import ParamsReport, params_report
 from .positions import PositionsResult, positions
 from .probes import GIVEN_RULE, PROBE_RULE, default_probe_words
-from .similarity import NeighborsResult, neighbors
 from .stages import Stages, quiet
 from .undertrained import UndertrainedTables, undertrained_tables
 

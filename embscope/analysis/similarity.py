@@ -1,4 +1,4 @@
-"""Cosine similarity between token rows, where a pair stands among random pairs, and nearest neighbours.
+"""Cosine similarity between token rows, and where a pair stands among random pairs (neighbours: neighbors.py).
 Words become token ids through the checkpoint's tokenizer; a word of several tokens is the mean of their rows."""
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ if TYPE_CHECKING:
 
     from ..checkpoint import Table
     from ..embeddings import Embeddings
-    from .stages import Progress
 
 BASELINE_PAIRS = 10000  # random pairs sampled for the percentile
 BASELINE_SEED = 0  # fixed, so the same table gives the same percentile every run
@@ -116,24 +115,6 @@ class SimilarityResult:
             i, j = index[pair.a.text], index[pair.b.text]
             grid[i][j] = grid[j][i] = pair.cosine
         return tuple(tuple(row) for row in grid)
-
-
-@dataclass(frozen=True)
-class Neighbor:
-    id: int
-    token: str
-    cosine: float
-    padding: bool  # a row past the tokenizer's vocabulary
-
-
-@dataclass(frozen=True)
-class NeighborsResult:
-    query: Query
-    neighbors: tuple[Neighbor, ...]
-    note: str | None  # how the query vector was formed, when that needs saying
-    reason: str | None  # why there are no neighbours (the query row is zero or not finite)
-    table: str
-    table_name: str
 
 
 # --- resolving words and ids into rows ---
@@ -393,66 +374,3 @@ def similarity(emb: Embeddings, words_or_ids: Sequence, *, ids: bool = False, ex
         raise TokenError(f"expected at least two different words or ids to compare, found {len(items)}")
     return similarity_pairs(emb, combinations(items, 2), ids=ids, exact=exact, merge=merge, center=center, table=table,
                             baseline=baseline, allow_unk=allow_unk)
-
-
-# --- neighbours ---
-
-def neighbors(emb: Embeddings, query: str | int, k: int = 10, *, ids: bool = False, exact: bool = False,
-              table: str = "token", allow_unk: bool = False) -> NeighborsResult:
-    """The k rows most similar (cosine) to a word or id, leaving out the query's own rows."""
-    if k < 1:
-        raise EmbscopeError(f"expected k of at least 1, found {k}")
-    array, name = table_rows(emb, table)
-    resolve = Resolver(emb, array.shape[0], ids=ids, exact=exact, merge=True, allow_unk=allow_unk)
-    found = resolve(query)
-    note = "; ".join(n for n in (found.note, merge_note(found)) if n) or None
-    vectors = query_vectors(array, [found], None)
-    (found,) = with_reasons(array, [found], vectors, False)
-    if found.reason is not None:
-        return NeighborsResult(found, (), note, found.reason, table, name)
-    # one query streams the table through the top-k once: no normalised copy of it; the k reported cosines
-    # are worked out again in float64, as similarity gives them
-    top = compute.topk_vectors(array, vectors, k, exclude=[found.ids], device="cpu")
-    picked = top.ids[0][top.ids[0] >= 0]
-    cosines = compute.cosines_to(array, picked, vectors[0])
-    tokenizer = resolve.tokenizer
-    chosen = tuple(Neighbor(int(i), token_name(tokenizer, int(i)), float(c), is_padding(tokenizer, int(i)))
-                   for i, c in zip(picked, cosines))
-    if len(chosen) < k:  # the list is shorter than asked: say so rather than let it look complete by choice
-        short = f"-k {k:,} asks for more rows than there are: all {len(chosen):,} rows with a cosine are listed"
-        note = "; ".join(filter(None, (note, short)))
-    return NeighborsResult(found, chosen, note, None, table, name)
-
-
-def topk_all(emb: Embeddings, k: int, *, queries: Iterable | None = None, ids: bool = False, exact: bool = False,
-             table: str = "token", device: str = "auto", precision: str = "fp32", allow_unk: bool = False,
-             progress: Progress | None = None,
-             on_skip: Callable[[str], None] | None = None) -> compute.TopK:
-    """Top-k neighbours of every row (or of the one-token words / ids in `queries`), in batches; k is at most the
-    table's rows. A query that is several tokens, or cannot be looked up, raises TokenError, or, when `on_skip`
-    is given, is handed to it as one line saying why and left out."""
-    import numpy as np
-    if k < 1:
-        raise EmbscopeError(f"expected k of at least 1, found {k}")
-    array, _ = table_rows(emb, table)
-    k = min(k, array.shape[0])  # a list longer than the table holds nothing more
-    query_ids = None
-    if queries is not None:
-        resolve = Resolver(emb, array.shape[0], ids=ids, exact=exact, merge=True, allow_unk=allow_unk)
-        chosen = packed("q")
-        for n, text in enumerate(queries):
-            try:
-                found = resolve(text)
-                if found.merged:
-                    pieces = " ".join(quote(t) for t in found.tokens)
-                    raise TokenError(f"expected each query to be one token, found {quote(found.text)} as "
-                                     f"{len(found.ids)} ({pieces}); ask `embscope neighbors` about it on its own")
-            except TokenError as err:
-                if on_skip is None:
-                    raise
-                on_skip(f"query {n + 1}: {err}")
-                continue
-            chosen.append(found.ids[0])
-        query_ids = np.frombuffer(chosen, dtype=np.int64) if chosen else np.empty(0, dtype=np.int64)
-    return compute.topk_rows(array, k, rows=query_ids, exclude_self=True, device=device, precision=precision,
-                             progress=progress)

@@ -30,7 +30,7 @@ from .options import (
 def run_all(source: Source, k: int, out: Path, queries_file: Path | None, ids: bool, exact: bool, allow_unk: bool,
             table: str, strict: bool, device: str, precision: str, json: bool) -> None:
     from .. import compute
-    from ..analysis.similarity import topk_all
+    from ..analysis.neighbors import topk_all
     from ..hardware import bf16_note
     from ..inputs import Skipped, read_queries
     from ..naming import token_name
@@ -102,7 +102,7 @@ def neighbors_command(
         raise refuse("--device and --precision go with --all, the batched run")
     if word is None:
         raise refuse("expected a word (or an id with --ids), or --all")
-    from ..analysis.similarity import neighbors
+    from ..analysis.neighbors import neighbors
     from ..render import neighbors as render
     emb = source.open()
     render.show(emb, neighbors(emb, word, k, ids=ids, exact=exact, table=table.value, allow_unk=allow_unk), json=json)

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..analysis.similarity import NeighborsResult
+from ..analysis.neighbors import NeighborsResult
 from ..text import quote
 from . import console, header
 

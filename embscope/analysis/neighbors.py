@@ -1,0 +1,98 @@
+"""Nearest neighbours: the rows most similar to a word or id, or to every row of a table (the batched top-k).
+Words are resolved as similarity resolves them; a word of several tokens is the mean of their rows."""
+
+from __future__ import annotations
+
+from array import array as packed
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from .. import compute
+from ..errors import EmbscopeError, TokenError
+from ..naming import token_name
+from ..text import quote
+from .similarity import Query, Resolver, is_padding, merge_note, query_vectors, table_rows, with_reasons
+
+if TYPE_CHECKING:
+    from ..embeddings import Embeddings
+    from .stages import Progress
+
+
+@dataclass(frozen=True)
+class Neighbor:
+    id: int
+    token: str
+    cosine: float
+    padding: bool  # a row past the tokenizer's vocabulary
+
+
+@dataclass(frozen=True)
+class NeighborsResult:
+    query: Query
+    neighbors: tuple[Neighbor, ...]
+    note: str | None  # how the query vector was formed, when that needs saying
+    reason: str | None  # why there are no neighbours (the query row is zero or not finite)
+    table: str
+    table_name: str
+
+
+def neighbors(emb: Embeddings, query: str | int, k: int = 10, *, ids: bool = False, exact: bool = False,
+              table: str = "token", allow_unk: bool = False) -> NeighborsResult:
+    """The k rows most similar (cosine) to a word or id, leaving out the query's own rows."""
+    if k < 1:
+        raise EmbscopeError(f"expected k of at least 1, found {k}")
+    array, name = table_rows(emb, table)
+    resolve = Resolver(emb, array.shape[0], ids=ids, exact=exact, merge=True, allow_unk=allow_unk)
+    found = resolve(query)
+    note = "; ".join(n for n in (found.note, merge_note(found)) if n) or None
+    vectors = query_vectors(array, [found], None)
+    (found,) = with_reasons(array, [found], vectors, False)
+    if found.reason is not None:
+        return NeighborsResult(found, (), note, found.reason, table, name)
+    # one query streams the table through the top-k once: no normalised copy of it; the k reported cosines
+    # are worked out again in float64, as similarity gives them
+    top = compute.topk_vectors(array, vectors, k, exclude=[found.ids], device="cpu")
+    picked = top.ids[0][top.ids[0] >= 0]
+    cosines = compute.cosines_to(array, picked, vectors[0])
+    tokenizer = resolve.tokenizer
+    chosen = tuple(Neighbor(int(i), token_name(tokenizer, int(i)), float(c), is_padding(tokenizer, int(i)))
+                   for i, c in zip(picked, cosines))
+    if len(chosen) < k:  # the list is shorter than asked: say so rather than let it look complete by choice
+        short = f"-k {k:,} asks for more rows than there are: all {len(chosen):,} rows with a cosine are listed"
+        note = "; ".join(filter(None, (note, short)))
+    return NeighborsResult(found, chosen, note, None, table, name)
+
+
+def topk_all(emb: Embeddings, k: int, *, queries: Iterable | None = None, ids: bool = False, exact: bool = False,
+             table: str = "token", device: str = "auto", precision: str = "fp32", allow_unk: bool = False,
+             progress: Progress | None = None,
+             on_skip: Callable[[str], None] | None = None) -> compute.TopK:
+    """Top-k neighbours of every row (or of the one-token words / ids in `queries`), in batches; k is at most the
+    table's rows. A query that is several tokens, or cannot be looked up, raises TokenError, or, when `on_skip`
+    is given, is handed to it as one line saying why and left out."""
+    import numpy as np
+    if k < 1:
+        raise EmbscopeError(f"expected k of at least 1, found {k}")
+    array, _ = table_rows(emb, table)
+    k = min(k, array.shape[0])  # a list longer than the table holds nothing more
+    query_ids = None
+    if queries is not None:
+        resolve = Resolver(emb, array.shape[0], ids=ids, exact=exact, merge=True, allow_unk=allow_unk)
+        chosen = packed("q")
+        for n, text in enumerate(queries):
+            try:
+                found = resolve(text)
+                if found.merged:
+                    pieces = " ".join(quote(t) for t in found.tokens)
+                    raise TokenError(f"expected each query to be one token, found {quote(found.text)} as "
+                                     f"{len(found.ids)} ({pieces}); ask `embscope neighbors` about it on its own")
+            except TokenError as err:
+                if on_skip is None:
+                    raise
+                on_skip(f"query {n + 1}: {err}")
+                continue
+            chosen.append(found.ids[0])
+        query_ids = np.frombuffer(chosen, dtype=np.int64) if chosen else np.empty(0, dtype=np.int64)
+    return compute.topk_rows(array, k, rows=query_ids, exclude_self=True, device=device, precision=precision,
+                             progress=progress)
