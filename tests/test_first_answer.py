@@ -18,6 +18,8 @@ from embscope.analysis import similarity as similarity_module
 from embscope.arrays import to_float32
 from embscope.formats._rows import buffer_rows, decode, file_rows
 
+from byte_tokenizer import ByteWordTokenizer
+
 SPECIAL = [np.inf, -np.inf, np.nan, 0.0, -0.0, 1e-40, 1e39, -1e39, 1e-50, 65504.0, 7e4]
 
 
@@ -121,3 +123,14 @@ def test_similarity_of_two_words_imports_no_numpy(tmp_path):
     assert [run.stderr for run in runs] == ["numpy imported", "no numpy"]
     first, second = (json.loads(run.stdout) for run in runs)
     assert first == second and first["baseline"]["sample_size"] == 10000
+
+
+def test_a_merged_word_of_plus_and_minus_inf_rows_is_a_reason_not_a_crash(tmp_path):
+    table = np.random.default_rng(4).standard_normal((264, 8)).astype(np.float32)
+    table[ord("o"), 2], table[ord("x"), 2] = np.inf, -np.inf  # their mean is NaN; math.fsum raises on inf + -inf
+    np.savez(tmp_path / "model.npz", token_emb=table)
+    emb = embscope.open(tmp_path / "model.npz")
+    emb.tokenizer = ByteWordTokenizer()
+    (pair,) = embscope.similarity(emb, ["ox", "dog"]).pairs
+    assert (pair.cosine, pair.percentile) == (None, None)
+    assert pair.reason == "row 111 ('o') holds NaN or Inf"

@@ -351,8 +351,9 @@ def few_cosines(chosen: Table, queries: Sequence[Query], asked: Sequence[int]) -
     units: list[list[float] | None] = []
     described = []
     for query in queries:
-        vector = [math.fsum(column) / len(query.ids) for column in zip(*(rows[i] for i in query.ids))]
-        norm = math.sqrt(math.fsum(x * x for x in vector))
+        finite = all(math.isfinite(x) for i in query.ids for x in rows[i])  # fsum refuses inf + -inf
+        vector = [math.fsum(column) / len(query.ids) for column in zip(*(rows[i] for i in query.ids))] if finite else []
+        norm = math.sqrt(math.fsum(x * x for x in vector)) if finite else math.nan
         if math.isfinite(norm) and norm > 0:
             units.append([x / norm for x in vector])
             described.append(query)
