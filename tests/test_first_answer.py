@@ -134,3 +134,10 @@ def test_a_merged_word_of_plus_and_minus_inf_rows_is_a_reason_not_a_crash(tmp_pa
     (pair,) = embscope.similarity(emb, ["ox", "dog"]).pairs
     assert (pair.cosine, pair.percentile) == (None, None)
     assert pair.reason == "row 111 ('o') holds NaN or Inf"
+
+
+@pytest.mark.parametrize("args", [["--help"], ["--help", "similarity"], ["--help", "norms", "dog"]])
+def test_the_root_help_lists_every_command_whatever_follows_it(args):
+    script = "import sys\nfrom embscope.cli import main\nsys.argv = ['embscope', *sys.argv[1:]]\nmain()\n"
+    shown = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, check=True).stdout
+    assert all(f"\n  {name} " in shown for name in ("info", "similarity", "neighbors", "norms", "export"))
