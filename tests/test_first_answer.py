@@ -11,14 +11,13 @@ import sys
 
 import numpy as np
 import pytest
+from byte_tokenizer import ByteWordTokenizer
 
 import embscope
 from embscope import cache
 from embscope.analysis import similarity as similarity_module
 from embscope.arrays import to_float32
 from embscope.formats._rows import buffer_rows, decode, file_rows
-
-from byte_tokenizer import ByteWordTokenizer
 
 SPECIAL = [np.inf, -np.inf, np.nan, 0.0, -0.0, 1e-40, 1e39, -1e39, 1e-50, 65504.0, 7e4]
 
