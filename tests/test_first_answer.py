@@ -140,3 +140,23 @@ def test_the_root_help_lists_every_command_whatever_follows_it(args):
     script = "import sys\nfrom embscope.cli import main\nsys.argv = ['embscope', *sys.argv[1:]]\nmain()\n"
     shown = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, check=True).stdout
     assert all(f"\n  {name} " in shown for name in ("info", "similarity", "neighbors", "norms", "export"))
+
+
+def test_a_fifo_put_in_place_of_the_file_is_refused_not_waited_on(tmp_path):
+    import signal
+    path = tmp_path / "rows.bin"
+    path.write_bytes(np.ones((2, 2), "<f4").tobytes())
+    read = file_rows(path, 0, "float32", "<", (2, 2))
+    path.unlink()
+    os.mkfifo(path)
+
+    def hung(signum, frame):
+        raise TimeoutError("the open of the FIFO blocked")
+    previous = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(5)
+    try:
+        with pytest.raises(embscope.CheckpointError, match=r"^expected a checkpoint file, found a named pipe \(FIFO\) at "):
+            read([1])
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
