@@ -8,6 +8,7 @@ import os
 import pickle
 import subprocess
 import sys
+import warnings
 
 import numpy as np
 import pytest
@@ -124,13 +125,16 @@ def test_similarity_of_two_words_imports_no_numpy(tmp_path):
     assert first == second and first["baseline"]["sample_size"] == 10000
 
 
-def test_a_merged_word_of_plus_and_minus_inf_rows_is_a_reason_not_a_crash(tmp_path):
+@pytest.mark.parametrize("center", [False, True])  # the few-pairs path, and numpy's (no RuntimeWarning)
+def test_a_merged_word_of_plus_and_minus_inf_rows_is_a_reason_not_a_crash(tmp_path, center):
     table = np.random.default_rng(4).standard_normal((264, 8)).astype(np.float32)
     table[ord("o"), 2], table[ord("x"), 2] = np.inf, -np.inf  # their mean is NaN; math.fsum raises on inf + -inf
     np.savez(tmp_path / "model.npz", token_emb=table)
     emb = embscope.open(tmp_path / "model.npz")
     emb.tokenizer = ByteWordTokenizer()
-    (pair,) = embscope.similarity(emb, ["ox", "dog"]).pairs
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        (pair,) = embscope.similarity(emb, ["ox", "dog"], center=center).pairs
     assert (pair.cosine, pair.percentile) == (None, None)
     assert pair.reason == "row 111 ('o') holds NaN or Inf"
 

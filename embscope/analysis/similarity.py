@@ -219,7 +219,8 @@ def query_vectors(table: np.ndarray, queries: Sequence[Query], center: np.ndarra
         vectors[single] = table[np.array([queries[n].ids[0] for n in single], dtype=np.int64)]
     for n, query in enumerate(queries):
         if query.merged:
-            vectors[n] = np.asarray(table[list(query.ids)], dtype=np.float64).mean(axis=0)
+            with np.errstate(invalid="ignore"):  # inf and -inf in a column: NaN, which with_reasons explains
+                vectors[n] = np.asarray(table[list(query.ids)], dtype=np.float64).mean(axis=0)
     if center is not None:
         vectors -= center
     return vectors
