@@ -109,6 +109,8 @@ def test_a_cache_entry_answers_only_for_its_own_description(tmp_path, monkeypatc
     assert cache.load("second") is None
     cache.entry_path("third").write_bytes(b"third\n" + bytes(7))  # cut short
     assert cache.load("third") is None
+    os.mkfifo(cache.entry_path("fourth"))  # planted where an entry would be: not waited on
+    assert cache.load("fourth") is None
 
 
 def test_similarity_of_two_words_imports_no_numpy(tmp_path):
