@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import sys
 import zlib
 from array import array
@@ -71,8 +72,10 @@ def entry_path(key: str) -> Path:
 
 def load(key: str) -> array | None:
     """The float64 values stored under `key`, or None."""
-    try:
-        with open(entry_path(key), "rb") as handle:
+    try:  # O_NONBLOCK, then fstat: a FIFO or device planted under the entry's name is not waited on or read
+        with open(os.open(entry_path(key), os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)), "rb") as handle:
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                return None
             data = handle.read(MAX_KEY_BYTES + 1 + 8 * MAX_VALUES + 1)
     except OSError:
         return None

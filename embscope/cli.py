@@ -136,9 +136,9 @@ def build(names: Sequence[str] = COMMANDS) -> typer.Typer:
 
 def commands_for(args: Sequence[str]) -> Sequence[str]:
     """The command a run names, or every command when it names none (the help lists them all): each one's
-    parser takes a few milliseconds to build, and a run uses one. Only --help and --version come before it."""
-    named = next((arg for arg in args if not arg.startswith("-")), None)
-    return (named,) if named in COMMANDS else COMMANDS
+    parser takes a few milliseconds to build, and a run uses one. A command runs only when it comes first: after
+    --help or --version the run prints the root's help (every command) or the version."""
+    return (args[0],) if args and args[0] in COMMANDS else COMMANDS
 
 
 def __getattr__(name: str) -> Any:

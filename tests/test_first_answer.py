@@ -8,9 +8,11 @@ import os
 import pickle
 import subprocess
 import sys
+import warnings
 
 import numpy as np
 import pytest
+from byte_tokenizer import ByteWordTokenizer
 
 import embscope
 from embscope import cache
@@ -107,6 +109,8 @@ def test_a_cache_entry_answers_only_for_its_own_description(tmp_path, monkeypatc
     assert cache.load("second") is None
     cache.entry_path("third").write_bytes(b"third\n" + bytes(7))  # cut short
     assert cache.load("third") is None
+    os.mkfifo(cache.entry_path("fourth"))  # planted where an entry would be: not waited on
+    assert cache.load("fourth") is None
 
 
 def test_similarity_of_two_words_imports_no_numpy(tmp_path):
@@ -121,3 +125,44 @@ def test_similarity_of_two_words_imports_no_numpy(tmp_path):
     assert [run.stderr for run in runs] == ["numpy imported", "no numpy"]
     first, second = (json.loads(run.stdout) for run in runs)
     assert first == second and first["baseline"]["sample_size"] == 10000
+
+
+@pytest.mark.parametrize("center", [False, True])  # the few-pairs path, and numpy's (no RuntimeWarning)
+def test_a_merged_word_of_plus_and_minus_inf_rows_is_a_reason_not_a_crash(tmp_path, center):
+    table = np.random.default_rng(4).standard_normal((264, 8)).astype(np.float32)
+    table[ord("o"), 2], table[ord("x"), 2] = np.inf, -np.inf  # their mean is NaN; math.fsum raises on inf + -inf
+    np.savez(tmp_path / "model.npz", token_emb=table)
+    emb = embscope.open(tmp_path / "model.npz")
+    emb.tokenizer = ByteWordTokenizer()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        (pair,) = embscope.similarity(emb, ["ox", "dog"], center=center).pairs
+    assert (pair.cosine, pair.percentile) == (None, None)
+    assert pair.reason == "row 111 ('o') holds NaN or Inf"
+
+
+@pytest.mark.parametrize("args", [["--help"], ["--help", "similarity"], ["--help", "norms", "dog"]])
+def test_the_root_help_lists_every_command_whatever_follows_it(args):
+    script = "import sys\nfrom embscope.cli import main\nsys.argv = ['embscope', *sys.argv[1:]]\nmain()\n"
+    shown = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, check=True).stdout
+    assert all(f"\n  {name} " in shown for name in ("info", "similarity", "neighbors", "norms", "export"))
+
+
+def test_a_fifo_put_in_place_of_the_file_is_refused_not_waited_on(tmp_path):
+    import signal
+    path = tmp_path / "rows.bin"
+    path.write_bytes(np.ones((2, 2), "<f4").tobytes())
+    read = file_rows(path, 0, "float32", "<", (2, 2))
+    path.unlink()
+    os.mkfifo(path)
+
+    def hung(signum, frame):
+        raise TimeoutError("the open of the FIFO blocked")
+    previous = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(5)
+    try:
+        with pytest.raises(embscope.CheckpointError, match=r"^expected a checkpoint file, found a named pipe \(FIFO\) at "):
+            read([1])
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)

@@ -200,7 +200,8 @@ def query_vectors(table: np.ndarray, queries: Sequence[Query], center: np.ndarra
         vectors[single] = table[np.array([queries[n].ids[0] for n in single], dtype=np.int64)]
     for n, query in enumerate(queries):
         if query.merged:
-            vectors[n] = np.asarray(table[list(query.ids)], dtype=np.float64).mean(axis=0)
+            with np.errstate(invalid="ignore"):  # inf and -inf in a column: NaN, which with_reasons explains
+                vectors[n] = np.asarray(table[list(query.ids)], dtype=np.float64).mean(axis=0)
     if center is not None:
         vectors -= center
     return vectors
@@ -332,8 +333,9 @@ def few_cosines(chosen: Table, queries: Sequence[Query], asked: Sequence[int]) -
     units: list[list[float] | None] = []
     described = []
     for query in queries:
-        vector = [math.fsum(column) / len(query.ids) for column in zip(*(rows[i] for i in query.ids))]
-        norm = math.sqrt(math.fsum(x * x for x in vector))
+        finite = all(math.isfinite(x) for i in query.ids for x in rows[i])  # fsum refuses inf + -inf
+        vector = [math.fsum(column) / len(query.ids) for column in zip(*(rows[i] for i in query.ids))] if finite else []
+        norm = math.sqrt(math.fsum(x * x for x in vector)) if finite else math.nan
         if math.isfinite(norm) and norm > 0:
             units.append([x / norm for x in vector])
             described.append(query)

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from ..errors import CheckpointError
+from ..inputs import not_regular
 from ..text import quote
 
 Fetch = Callable[[int, int], bytes]  # (offset into the tensor's bytes, length) -> exactly those bytes
@@ -70,8 +71,15 @@ def file_rows(path: Path, offset: int, dtype: str, byteorder: str, shape: tuple[
         return None  # a row's elements lie apart: numpy's memory map reads those
 
     def fetch(start: int, length: int) -> bytes:
-        with open(path, "rb") as handle:
-            data = os.pread(handle.fileno(), length, offset + start)
+        # O_NONBLOCK, then fstat: a FIFO put in place of the file since it was opened must not block the open
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+        try:
+            what = not_regular(os.fstat(fd).st_mode)
+            if what is not None:
+                raise CheckpointError(f"expected a checkpoint file, found {what} at {quote(path)}")
+            data = os.pread(fd, length, offset + start)
+        finally:
+            os.close(fd)
         if len(data) != length:
             raise CheckpointError(f"{quote(path)}: expected {length} bytes of table data at offset {offset + start}, "
                                   f"the file now ends before them")
