@@ -4,7 +4,8 @@ $XDG_CACHE_HOME/embscope, else ~/.cache/embscope; never beside the checkpoint, w
 An entry is found by what it was computed from: the checkpoint's files (size, modification time and a
 checksum of their first bytes, where format headers live) and the parameters of the computation. That
 description is the entry's first line, checked when it is read, so two descriptions whose file names
-collide never answer for each other. The values follow as little-endian float64. Reading an entry needs
+collide never answer for each other. The values follow as little-endian float64, after their length and
+CRC-32, so an entry cut short or changed is computed again rather than read. Reading an entry needs
 neither numpy nor a hash library: a small question answered from the cache imports neither. A cache that
 cannot be read or written is no error: the numbers are computed again.
 """
@@ -27,6 +28,7 @@ MAX_ENTRIES = 512  # entries kept; the oldest go first
 MAX_VALUES = 1 << 20  # values an entry may hold: a bigger file there is not one of ours
 MAX_KEY_BYTES = 1 << 16  # an entry's first line, its description
 SUFFIX = ".entry"
+CHECK_BYTES = 12  # the values' byte length (8) and CRC-32 (4), between the description and the values
 
 
 def directory() -> Path:
@@ -76,12 +78,14 @@ def load(key: str) -> array | None:
         with open(os.open(entry_path(key), os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)), "rb") as handle:
             if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
                 return None
-            data = handle.read(MAX_KEY_BYTES + 1 + 8 * MAX_VALUES + 1)
+            data = handle.read(MAX_KEY_BYTES + 1 + CHECK_BYTES + 8 * MAX_VALUES + 1)
     except OSError:
         return None
-    described, newline, body = data.partition(b"\n")
-    if not newline or described != key.encode() or len(body) % 8 or len(body) > 8 * MAX_VALUES:
-        return None
+    described, newline, rest = data.partition(b"\n")
+    check, body = rest[:CHECK_BYTES], rest[CHECK_BYTES:]
+    if not newline or described != key.encode() or check != checksum(body) or len(body) % 8 \
+            or len(body) > 8 * MAX_VALUES:
+        return None  # another entry's file, or one cut short or changed since it was written
     values = array("d", body)
     if sys.byteorder != "little":
         values.byteswap()
@@ -100,7 +104,8 @@ def store(key: str, values: Iterable[float]) -> None:
         handle, temporary = tempfile.mkstemp(dir=folder, prefix=".entry-", suffix=SUFFIX)
         try:
             with os.fdopen(handle, "wb") as out:
-                out.write(key.encode() + b"\n" + packed.tobytes())
+                body = packed.tobytes()
+                out.write(key.encode() + b"\n" + checksum(body) + body)
             os.replace(temporary, entry_path(key))
         except BaseException:
             os.unlink(temporary)
@@ -110,7 +115,14 @@ def store(key: str, values: Iterable[float]) -> None:
         pass  # a read-only or full disk costs only the next run's time
 
 
+def checksum(body: bytes) -> bytes:
+    """The values' length and CRC-32, written before them: an entry cut short or changed is not read."""
+    return len(body).to_bytes(8, "little") + zlib.crc32(body).to_bytes(4, "little")
+
+
 def prune(folder: Path) -> None:
+    for old in folder.glob("*.npy"):  # baselines in the layout before this one, which nothing reads now
+        old.unlink(missing_ok=True)
     entries = sorted(folder.glob(f"*{SUFFIX}"), key=lambda entry: entry.stat().st_mtime_ns)
     for entry in entries[:max(0, len(entries) - MAX_ENTRIES)]:
         entry.unlink(missing_ok=True)

@@ -111,6 +111,20 @@ def test_a_cache_entry_answers_only_for_its_own_description(tmp_path, monkeypatc
     assert cache.load("third") is None
     os.mkfifo(cache.entry_path("fourth"))  # planted where an entry would be: not waited on
     assert cache.load("fourth") is None
+    written = cache.entry_path("first").read_bytes()
+    assert written[:6] == b"first\n" and len(written) == 6 + 12 + 3 * 8  # description, length + CRC, values
+    cache.entry_path("first").write_bytes(written[:-8])  # one value lost, the rest still whole values
+    assert cache.load("first") is None
+    cache.entry_path("first").write_bytes(written[:-1] + b"\x00")  # one byte changed
+    assert cache.load("first") is None
+
+
+def test_the_older_cache_layout_is_cleared_when_an_entry_is_written(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    (tmp_path / "embscope").mkdir()
+    (tmp_path / "embscope" / "0123abcd.npy").write_bytes(b"\x93NUMPY")
+    cache.store("key", [1.0])
+    assert sorted(p.name for p in (tmp_path / "embscope").iterdir()) == [cache.entry_path("key").name]
 
 
 def test_similarity_of_two_words_imports_no_numpy(tmp_path):
