@@ -333,9 +333,10 @@ def few_cosines(chosen: Table, queries: Sequence[Query], asked: Sequence[int]) -
     units: list[list[float] | None] = []
     described = []
     for query in queries:
-        finite = all(math.isfinite(x) for i in query.ids for x in rows[i])  # fsum refuses inf + -inf
-        vector = [math.fsum(column) / len(query.ids) for column in zip(*(rows[i] for i in query.ids))] if finite else []
-        norm = math.sqrt(math.fsum(x * x for x in vector)) if finite else math.nan
+        vector, norm = [], math.nan  # a row with NaN or Inf gives no direction (and fsum refuses inf + -inf)
+        if all(math.isfinite(x) for token_id in query.ids for x in rows[token_id]):
+            vector = [math.fsum(column) / len(query.ids) for column in zip(*(rows[i] for i in query.ids))]
+            norm = math.sqrt(math.fsum(x * x for x in vector))
         if math.isfinite(norm) and norm > 0:
             units.append([x / norm for x in vector])
             described.append(query)
