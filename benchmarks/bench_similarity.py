@@ -344,6 +344,10 @@ def main():
 
     only = {int(n) for n in args.only.split(",")} if args.only else set(range(1, 7))
     print(f"table {args.rows} x {args.dim} float32, numpy {np.__version__}, {os.cpu_count()} cpus")
+    # After each call OpenBLAS's idle worker spins for 2**OPENBLAS_THREAD_TIMEOUT cycles (default 2**28, ~0.1 s),
+    # holding a core the top-k selection then lacks: section (1) moves with this setting, so name it.
+    print(f"OPENBLAS_THREAD_TIMEOUT={os.environ.get('OPENBLAS_THREAD_TIMEOUT', 'unset (28)')} "
+          "(read when numpy loads)")
     table = np.random.default_rng(0).standard_normal((args.rows, args.dim), dtype=np.float32)
     unit = table / np.linalg.norm(table, axis=1, keepdims=True)
     reference = None
