@@ -22,9 +22,13 @@ import subprocess
 import sys
 import time
 
-import numpy as np
-
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from embscope.compute import blas
+
+blas.settle()  # the BLAS settings the command line runs with, applied as it applies them: before numpy loads
+
+import numpy as np
 
 from embscope.compute import topk_rows  # noqa: E402
 from embscope.compute.devices import cpu_block_bytes  # noqa: E402

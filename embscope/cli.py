@@ -149,6 +149,8 @@ def __getattr__(name: str) -> Any:
 
 
 def main() -> None:
+    from .compute import blas
+    blas.settle()  # before anything imports numpy
     if sys.stderr is None:  # `2>&-`: messages go nowhere, but the exit code still tells usage from input errors
         sys.stderr = io.StringIO()
     if sys.stdout is None:  # `>&-`: there is nowhere to put an answer

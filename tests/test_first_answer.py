@@ -180,3 +180,16 @@ def test_a_fifo_put_in_place_of_the_file_is_refused_not_waited_on(tmp_path):
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, previous)
+
+
+@pytest.mark.parametrize("given, expected", [(None, "4"), ("28", "28")])
+def test_the_command_line_lets_blas_workers_sleep_unless_told_otherwise(given, expected):
+    """OPENBLAS_THREAD_TIMEOUT is read when numpy loads: the command line sets it first, keeping a user's value."""
+    script = ("import os, sys\nsys.argv = ['embscope', '--version']\nfrom embscope.cli import main\n"
+              "try:\n    main()\nexcept SystemExit:\n    pass\n"
+              "print(os.environ.get('OPENBLAS_THREAD_TIMEOUT'), 'numpy' in sys.modules)")
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_THREAD_TIMEOUT"}
+    if given is not None:
+        env["OPENBLAS_THREAD_TIMEOUT"] = given
+    found = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, check=True)
+    assert found.stdout.split()[-2:] == [expected, "False"]
