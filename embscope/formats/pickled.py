@@ -59,15 +59,16 @@ def checkpoint_from(path: Path, obj: Any, format_name: str) -> Checkpoint:
 
 
 def read_pickle(path: Path, offset: int, options: OpenOptions) -> Any:
-    # a pickle cannot be memory-mapped: its bytes and the arrays built over them are in memory
-    require_memory(2 * (path.stat().st_size - offset), quote(path))
+    # a pickle cannot be memory-mapped: the arrays' bytes are read into memory as the unpickler meets them
+    # (streamed from the file, not read whole first: one copy of a few MB, not two)
+    require_memory(path.stat().st_size - offset, quote(path))
     try:
-        with open(path, "rb") as f:
-            f.seek(offset)
-            data = f.read()
+        handle = open(path, "rb")  # noqa: SIM115  closed below: only the open's own error is reported here
     except OSError as err:
         raise CheckpointError(f"cannot read {quote(path)}: {err.strerror}") from None
-    return restricted_load(data, NUMPY_GLOBALS, quote(path), trust=options.trust_pickle)
+    with handle:
+        handle.seek(offset)
+        return restricted_load(handle, NUMPY_GLOBALS, quote(path), trust=options.trust_pickle)
 
 
 def open_pickle(path: Path, options: OpenOptions) -> Checkpoint:
