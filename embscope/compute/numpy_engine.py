@@ -28,8 +28,8 @@ class NumpyEngine(HostEngine):
             np.matmul(queries.host_block(base, start, stop), base.T, out=scores)
             lines, columns = queries.left_out(start, stop)
             scores[lines, columns] = -np.inf
-            # Just after np.matmul OpenBLAS's idle worker spins on a core for 2**OPENBLAS_THREAD_TIMEOUT cycles
-            # (default 2**28, ~0.1 s), so here a second selection thread gains little unless that is set low
+            # a second selection thread gains only when OpenBLAS's idle worker is not spinning on the other core
+            # just after np.matmul: the command line sets that (blas.py)
             emit(start, *select_top(scores, count, threads))
 
     def stream(self, table: np.ndarray, queries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
