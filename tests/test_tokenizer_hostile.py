@@ -152,6 +152,18 @@ def test_bpe_merges_checked_however_the_type_is_spelled(tmp_path, capfd):
     assert "panicked" not in capfd.readouterr().err
 
 
+def test_bpe_merges_checked_when_the_type_is_left_out(tmp_path, capfd):
+    # the library builds a BPE from a model with vocab and merges and no "type": it would panic the same way
+    pytest.importorskip("tokenizers")
+    model = '{"vocab": {"a": 0, "b": 1}, "m\\u0065rges": ["a b"]}'
+    (tmp_path / "tokenizer.json").write_text('{"version": "1.0", "added_tokens": [], "model": ' + model + "}")
+    with pytest.raises(CheckpointError) as err:
+        load_tokenizer(tmp_path / "tokenizer.json")
+    assert str(err.value) == ("expected merge 0 of tokenizer.json ('a' + 'b') to make a token of the vocabulary, "
+                              "found 'ab' missing")
+    assert "panicked" not in capfd.readouterr().err
+
+
 @pytest.mark.parametrize(("name", "document", "message"), [
     ("merges.json", {"merges": [[97, 98]], "special_tokens": {"\udcff": 300}},
      "expected the special token with id 300 in merges.json to be text, found '\\udcff', which holds a lone surrogate"),

@@ -35,8 +35,9 @@ from embscope.tokenizers.byte_alphabet import byte_level_bytes
 
 FILE_NAME = "tokenizer.json"
 _BYTE_FALLBACK_PIECE = re.compile(r"<0x([0-9A-Fa-f]{2})>")
-# "BPE" however JSON spells it (a letter may be a \u escape): a document without it has no BPE model
-_NAMES_BPE = re.compile(r'"(?:B|\\u0042)(?:P|\\u0050)(?:E|\\u0045)"')
+# "merges" however JSON spells it (a letter may be a \u escape): a document without it holds no BPE merge
+# (the library builds a BPE from a model with merges even when its "type" is left out)
+_NAMES_MERGES = re.compile('"' + "".join(f"(?:{c}|\\\\u(?i:{ord(c):04x}))" for c in "merges") + '"')
 # how the library serializes a Unigram model around its vocabulary
 _UNIGRAM_HEAD = re.compile(rb'\{"type":"Unigram","unk_id":(null|\d+),"vocab":\[')
 _UNIGRAM_TAIL = re.compile(rb'\],"byte_fallback":(true|false)\}\Z')
@@ -47,7 +48,7 @@ def check_bpe_merges(config: Any, path: Path) -> None:
     """A BPE merge whose result is missing from the vocabulary makes the library panic (a Rust
     slice index out of range) instead of raising, with a backtrace on stderr: caught here first."""
     model = config.get("model") if isinstance(config, dict) else None
-    if not (isinstance(model, dict) and model.get("type") == "BPE" and isinstance(model.get("vocab"), dict)
+    if not (isinstance(model, dict) and model.get("type", "BPE") == "BPE" and isinstance(model.get("vocab"), dict)
             and isinstance(model.get("merges"), list)):
         return  # not a BPE model: the library's own checks apply
     vocab, prefix = model["vocab"], model.get("continuing_subword_prefix") or ""
@@ -264,7 +265,7 @@ def _library_tokenizer(library_class: Any, text: str, path: Path) -> Any:
     """The library's tokenizer of ``text``. Only a BPE model's document is parsed here first, for the merges
     the library would panic on; a document the library refuses is parsed too, so that one that is not a
     JSON object is reported in Python's words."""
-    if _NAMES_BPE.search(text):
+    if _NAMES_MERGES.search(text):
         check_bpe_merges(_json_object(text), path)
     try:
         return library_class.from_str(text)
