@@ -11,7 +11,6 @@ if TYPE_CHECKING:
     import numpy as np
 
 
-
 @dataclass(frozen=True)
 class ElementType:
     name: str  # as a TensorInfo reports it: numpy's name, or "bfloat16"

@@ -21,6 +21,8 @@ from array import array
 from collections.abc import Iterable
 from pathlib import Path
 
+from .inputs import open_to_read
+
 VERSION = 2  # bump when a cached computation or the entry layout changes
 HEAD_BYTES = 1 << 16  # the start of each file checksummed into its identity
 MAX_FILES = 256  # a directory with more files than this is not cached (identity would cost too much)
@@ -67,23 +69,24 @@ def key(kind: str, checkpoint: Path, **parameters: object) -> str | None:
     return text if len(text.encode()) <= MAX_KEY_BYTES else None
 
 
-def entry_path(key: str) -> Path:
-    data = key.encode()
+def entry_path(description: str) -> Path:
+    data = description.encode()
     return directory() / f"{zlib.crc32(data):08x}{zlib.adler32(data):08x}{SUFFIX}"
 
 
-def load(key: str) -> array | None:
-    """The float64 values stored under `key`, or None."""
-    try:  # O_NONBLOCK, then fstat: a FIFO or device planted under the entry's name is not waited on or read
-        with open(os.open(entry_path(key), os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)), "rb") as handle:
-            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+def load(description: str) -> array | None:
+    """The float64 values stored under `description` (what `key` gives), or None."""
+    try:
+        fd, info = open_to_read(entry_path(description))  # a FIFO or device planted there is not waited on or read
+        with open(fd, "rb") as handle:
+            if not stat.S_ISREG(info.st_mode):
                 return None
             data = handle.read(MAX_KEY_BYTES + 1 + CHECK_BYTES + 8 * MAX_VALUES + 1)
     except OSError:
         return None
     described, newline, rest = data.partition(b"\n")
     check, body = rest[:CHECK_BYTES], rest[CHECK_BYTES:]
-    if not newline or described != key.encode() or check != checksum(body) or len(body) % 8 \
+    if not newline or described != description.encode() or check != checksum(body) or len(body) % 8 \
             or len(body) > 8 * MAX_VALUES:
         return None  # another entry's file, or one cut short or changed since it was written
     values = array("d", body)
@@ -92,8 +95,8 @@ def load(key: str) -> array | None:
     return values
 
 
-def store(key: str, values: Iterable[float]) -> None:
-    """Keep float64 values under `key`, written whole (a temporary file renamed into place)."""
+def store(description: str, values: Iterable[float]) -> None:
+    """Keep float64 values under `description`, written whole (a temporary file renamed into place)."""
     import tempfile
     packed = array("d", values)
     if sys.byteorder != "little":
@@ -105,8 +108,8 @@ def store(key: str, values: Iterable[float]) -> None:
         try:
             with os.fdopen(handle, "wb") as out:
                 body = packed.tobytes()
-                out.write(key.encode() + b"\n" + checksum(body) + body)
-            os.replace(temporary, entry_path(key))
+                out.write(description.encode() + b"\n" + checksum(body) + body)
+            os.replace(temporary, entry_path(description))
         except BaseException:
             os.unlink(temporary)
             raise

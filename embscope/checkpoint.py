@@ -13,10 +13,9 @@ from .arrays import FLOAT_DTYPES, to_float32
 from .memory import require_memory
 from .text import quote
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # roles.py builds these classes, so it imports this module, not the other way round
     import numpy as np
 
-if TYPE_CHECKING:  # roles.py builds these classes, so it imports this module, not the other way round
     from .roles import Head, Role
     from .tokenizers.base import Tokenizer
 
@@ -34,7 +33,7 @@ class TensorInfo:
     # CTranslate2); `read` then dequantizes, and `numel` still counts the stored elements
     quantization: str | None = None
     # a few whole rows as float32 values in Python floats, read without numpy; None where only `read` can
-    rows: Callable[[Sequence[int]], list[list[float]]] | None = field(default=None, repr=False, compare=False)
+    read_rows: Callable[[Sequence[int]], list[list[float]]] | None = field(default=None, repr=False, compare=False)
 
     @property
     def numel(self) -> int:
@@ -102,8 +101,8 @@ class Table:
     def row_values(self, ids: Sequence[int]) -> list[list[float]]:
         """Rows `ids` as float32 values (Python floats), as `array` holds them: read without numpy where the
         format allows, so a question about a few rows does not pay for importing it."""
-        if self.tensor.rows is not None and "array" not in self.__dict__:
-            return self.tensor.rows(ids)
+        if self.tensor.read_rows is not None and "array" not in self.__dict__:
+            return self.tensor.read_rows(ids)
         return self.array[list(ids)].tolist()
 
 

@@ -73,7 +73,7 @@ def test_the_rows_each_format_reads_without_numpy_are_the_table(tmp_path):
     np.save(tmp_path / "token_emb.npy", table.astype(np.float64))
     for name in ("model.pkl", "model.safetensors", "token_emb.npy"):
         token = embscope.open(tmp_path / name).token
-        assert token.tensor.rows is not None, name
+        assert token.tensor.read_rows is not None, name
         assert token.row_values([8, 1]) == token.array[[8, 1]].tolist() == table[[8, 1]].astype(np.float32).tolist()
 
 

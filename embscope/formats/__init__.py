@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..checkpoint import Checkpoint
+from ..checkpoint import Checkpoint, TensorInfo
 from ..errors import CheckpointError, EmbscopeError
 from ..text import quote
 from ._base import DAMAGE, Format, OpenOptions, damaged
@@ -123,6 +123,11 @@ def guarded(read: Callable, where: str) -> GuardedRead:
     return read
 
 
+def guarded_tensor(tensor: TensorInfo, where: str) -> TensorInfo:
+    return dataclasses.replace(tensor, read=guarded(tensor.read, where),
+                               read_rows=guarded(tensor.read_rows, where) if tensor.read_rows else None)
+
+
 DEFAULT_OPTIONS = OpenOptions()
 
 
@@ -150,8 +155,7 @@ def open_checkpoint(path: str | Path, options: OpenOptions = DEFAULT_OPTIONS) ->
         raise damaged(quote(path), err) from None
     from ._state_dict import read_hf_config  # with the pickle helpers, which not every format needs
     checkpoint.config = {**read_hf_config(checkpoint.directory), **checkpoint.config}
-    checkpoint.tensors = {name: dataclasses.replace(t, read=guarded(t.read, f"{quote(path)}: tensor {quote(name)}"),
-                                                    rows=t.rows and guarded(t.rows, f"{quote(path)}: tensor {quote(name)}"))
+    checkpoint.tensors = {name: guarded_tensor(t, f"{quote(path)}: tensor {quote(name)}")
                           for name, t in checkpoint.tensors.items()}
     return checkpoint
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import CheckpointError
-from ..inputs import not_regular
+from ..inputs import not_regular, open_to_read
 from ..memory import watch_mapping
 from ..text import quote
 
@@ -74,11 +74,10 @@ def read_head(path: Path) -> tuple[bytes, int]:
     Opened without blocking and checked on the open descriptor, so a FIFO put in place of the file
     between a check and the open cannot hang the process."""
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+        fd, info = open_to_read(path)
     except OSError as err:
         raise CheckpointError(f"cannot read {quote(path)}: {err.strerror}") from None
     try:
-        info = os.fstat(fd)
         what = not_regular(info.st_mode)
         if what is not None:
             link = f" (a link to {quote(os.path.realpath(path))})" if path.is_symlink() else ""

@@ -12,14 +12,15 @@ from array import array
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from ..arrays import ITEMSIZE
 from ..errors import CheckpointError
-from ..inputs import not_regular
+from ..inputs import not_regular, open_to_read
 from ..text import quote
 
 Fetch = Callable[[int, int], bytes]  # (offset into the tensor's bytes, length) -> exactly those bytes
 RowValues = Callable[[Sequence[int]], list[list[float]]]
 
-ITEMSIZE = {"float32": 4, "float64": 8, "float16": 2, "bfloat16": 2}
+FLOAT_SIZES = {name: ITEMSIZE[name] for name in ("float32", "float64", "float16", "bfloat16")}  # what decode reads
 NATIVE = "<" if sys.byteorder == "little" else ">"
 
 
@@ -30,7 +31,7 @@ def decode(data: bytes, dtype: str, byteorder: str) -> list[float]:
         wide = bytearray(2 * len(data))
         wide[2::4], wide[3::4] = little[0::2], little[1::2]
         data, dtype, byteorder = bytes(wide), "float32", "<"
-    native = in_order(data, ITEMSIZE[dtype], byteorder, NATIVE)
+    native = in_order(data, FLOAT_SIZES[dtype], byteorder, NATIVE)
     if dtype == "float16":
         return list(struct.unpack(f"{len(native) // 2}e", native))
     if dtype == "float64":  # rounded to float32 as numpy's astype rounds it
@@ -40,7 +41,7 @@ def decode(data: bytes, dtype: str, byteorder: str) -> list[float]:
 
 def in_order(data: bytes, itemsize: int, byteorder: str, wanted: str) -> bytes:
     """`data`, items of `itemsize` bytes stored in `byteorder`, in the `wanted` byte order."""
-    if byteorder == wanted or itemsize == 1:
+    if byteorder == wanted:
         return data
     flipped = bytearray(len(data))
     for n in range(itemsize):
@@ -48,11 +49,14 @@ def in_order(data: bytes, itemsize: int, byteorder: str, wanted: str) -> bytes:
     return bytes(flipped)
 
 
-def row_reader(fetch: Fetch, dtype: str, byteorder: str, shape: tuple[int, ...]) -> RowValues | None:
-    """A reader of whole rows of a C-ordered 2-D table of floats; None for any other tensor (numpy reads those)."""
-    if dtype not in ITEMSIZE or len(shape) != 2 or byteorder not in "<>":
+def row_reader(fetch: Fetch, dtype: str, byteorder: str, shape: tuple[int, ...],
+               fortran: bool = False) -> RowValues | None:
+    """A reader of whole rows of a 2-D table of floats; None for any other tensor, and for a Fortran-ordered
+    table, whose rows' elements lie apart (numpy reads those)."""
+    if dtype not in FLOAT_SIZES or len(shape) != 2 or byteorder not in ("<", ">") \
+            or (fortran and shape[0] > 1 and shape[1] > 1):
         return None
-    row_bytes = shape[1] * ITEMSIZE[dtype]
+    row_bytes = shape[1] * FLOAT_SIZES[dtype]
 
     def rows(ids: Sequence[int]) -> list[list[float]]:
         found = []
@@ -67,14 +71,10 @@ def row_reader(fetch: Fetch, dtype: str, byteorder: str, shape: tuple[int, ...])
 def file_rows(path: Path, offset: int, dtype: str, byteorder: str, shape: tuple[int, ...],
               fortran: bool = False) -> RowValues | None:
     """Rows of a table stored at `offset` in a file, each read with one pread (the file is opened per call)."""
-    if fortran and len(shape) == 2 and shape[0] > 1 and shape[1] > 1:
-        return None  # a row's elements lie apart: numpy's memory map reads those
-
     def fetch(start: int, length: int) -> bytes:
-        # O_NONBLOCK, then fstat: a FIFO put in place of the file since it was opened must not block the open
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+        fd, info = open_to_read(path)  # a FIFO put in place of the file since it was opened is not waited on
         try:
-            what = not_regular(os.fstat(fd).st_mode)
+            what = not_regular(info.st_mode)
             if what is not None:
                 raise CheckpointError(f"expected a checkpoint file, found {what} at {quote(path)}")
             data = os.pread(fd, length, offset + start)
@@ -84,14 +84,13 @@ def file_rows(path: Path, offset: int, dtype: str, byteorder: str, shape: tuple[
             raise CheckpointError(f"{quote(path)}: expected {length} bytes of table data at offset {offset + start}, "
                                   f"the file now ends before them")
         return data
-    return row_reader(fetch, dtype, byteorder, shape)
+    return row_reader(fetch, dtype, byteorder, shape, fortran)
 
 
 def buffer_rows(buffer: bytes | bytearray | memoryview, dtype: str, byteorder: str, shape: tuple[int, ...],
                 fortran: bool = False) -> RowValues | None:
     """Rows of a table whose bytes are in memory (a pickle's), checked to hold the whole table."""
     view = memoryview(buffer).cast("B")
-    if (fortran and len(shape) == 2 and shape[0] > 1 and shape[1] > 1) or dtype not in ITEMSIZE \
-            or view.nbytes != math.prod(shape) * ITEMSIZE[dtype]:
+    if dtype not in FLOAT_SIZES or view.nbytes != math.prod(shape) * FLOAT_SIZES[dtype]:
         return None
-    return row_reader(lambda start, length: bytes(view[start:start + length]), dtype, byteorder, shape)
+    return row_reader(lambda start, length: bytes(view[start:start + length]), dtype, byteorder, shape, fortran)

@@ -130,7 +130,7 @@ def array_tensor(path: Path, name: str, pickled: PickledArray) -> TensorInfo | N
     rows = None if isinstance(array.data, list) else buffer_rows(array.data, array.dtype.name, array.dtype.byteorder,
                                                                    array.shape, array.fortran)
     return TensorInfo(name, array.shape, array.dtype.name, partial(make_array, array, where),
-                      storage=(str(path), "pickle", id(pickled)), rows=rows)
+                      storage=(str(path), "pickle", id(pickled)), read_rows=rows)
 
 
 def read_hf_config(directory: Path) -> dict:

@@ -282,8 +282,8 @@ def table(path: Path, name: str, first_float: int, rows: int, width: int) -> Ten
     import numpy as np
     read = partial(map_array, path, np.dtype("<f4"), HEADER.size + FLOAT_BYTES * first_float, (rows, width),
                    f"{printable(path.name)}: table data")
-    rows_of = file_rows(path, HEADER.size + FLOAT_BYTES * first_float, "float32", "<", (rows, width))
-    return TensorInfo(name, (rows, width), "float32", read, storage=(str(path), first_float), rows=rows_of)
+    return TensorInfo(name, (rows, width), "float32", read, storage=(str(path), first_float),
+                      read_rows=file_rows(path, HEADER.size + FLOAT_BYTES * first_float, "float32", "<", (rows, width)))
 
 
 def open_andrea(path: Path, options: OpenOptions) -> Checkpoint:

@@ -69,8 +69,8 @@ def open_npy(path: Path, options: OpenOptions) -> Checkpoint:
         return open_object_npy(path, offset, options)
     name = dtype_name(dtype, where)
     check_size(where, shape, dtype, path.stat().st_size - offset)
-    rows = file_rows(path, offset, name, dtype.str[0], shape, fortran)
-    info = TensorInfo(path.stem, shape, name, partial(map_array, path, dtype, offset, shape, where, fortran), rows=rows)
+    info = TensorInfo(path.stem, shape, name, partial(map_array, path, dtype, offset, shape, where, fortran),
+                      read_rows=file_rows(path, offset, name, dtype.str[0], shape, fortran))
     return Checkpoint(path, "numpy .npy", {path.stem: info})
 
 

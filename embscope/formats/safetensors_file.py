@@ -91,9 +91,8 @@ def tensor_info(path: Path, name: str, entry: object, data_start: int, data_len:
     if nbytes != offsets[1] - offsets[0]:
         raise CheckpointError(f"{where}: shape {shape} of {dtype} needs {nbytes} bytes, data_offsets span {offsets[1] - offsets[0]}")
     read = partial(map_array, path, "<" + element.stored, data_start + offsets[0], tuple(shape))
-    rows = file_rows(path, data_start + offsets[0], element.name, "<", tuple(shape))
     return TensorInfo(name, tuple(shape), element.name, read, storage=(str(path), offsets[0]) if nbytes else None,
-                      rows=rows)
+                      read_rows=file_rows(path, data_start + offsets[0], element.name, "<", tuple(shape)))
 
 
 def printable_value(value: object) -> str:
