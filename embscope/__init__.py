@@ -8,8 +8,9 @@
     embscope.compare_series(["ckpt_1000.pt", "ckpt_2000.pt"], embscope.open).comparison
 
 Each name below is imported when first used, so `import embscope` (and every command) loads only the
-modules it needs; numpy itself is imported by the functions that make arrays, so opening a checkpoint,
-looking words up and the cosines of a few rows load none. The commands answer through these same functions.
+modules it needs; numpy itself is imported by the functions that make arrays, so opening a checkpoint and
+looking words up load none, nor do the cosines of a few rows of a pickle, safetensors, .npy or ANDREA file
+(other formats hand their tables to numpy). The commands answer through these same functions.
 """
 
 from __future__ import annotations

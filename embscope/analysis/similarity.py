@@ -212,11 +212,11 @@ def has_direction(vectors: np.ndarray) -> np.ndarray:
     return np.isfinite(vectors).all(axis=1) & (vectors != 0).any(axis=1)
 
 
-def vector_reason(table: np.ndarray, query: Query, centered: bool) -> str:
-    """Why this query's vector has no direction (a zero, NaN or Inf row, or pieces that cancel)."""
-    import numpy as np
+def vector_reason(rows: Any, query: Query, centered: bool) -> str:
+    """Why this query's vector has no direction (a zero, NaN or Inf row, or pieces that cancel); `rows[id]` is
+    a row, of the table or as the few-pairs path read it."""
     for token_id, token in zip(query.ids, query.tokens):
-        if not np.isfinite(np.asarray(table[token_id], dtype=np.float64)).all():
+        if not all(math.isfinite(x) for x in rows[token_id]):
             return f"row {token_id} ({quote(token)}) holds NaN or Inf"
     after = " after subtracting the mean row" if centered else ""
     if query.merged:
@@ -313,7 +313,8 @@ def random_pair_baseline(emb: Embeddings, chosen: Table,
 
 def few_similarity(emb: Embeddings, chosen: Table, queries: Sequence[Query], asked: Sequence[int], *, baseline: bool,
                    table: str) -> SimilarityResult:
-    """similarity_pairs for a few pairs of uncentred rows: no numpy when the baseline is in the cache."""
+    """similarity_pairs for a few pairs of uncentred rows: no numpy when the format reads rows without it
+    (TensorInfo.read_rows) and the baseline is in the cache."""
     described, cosines = few_cosines(chosen, queries, asked)
     found = random_pair_baseline(emb, chosen, None) if baseline else None
     sample = found[1] if found is not None else ()
@@ -342,23 +343,13 @@ def few_cosines(chosen: Table, queries: Sequence[Query], asked: Sequence[int]) -
             described.append(query)
         else:
             units.append(None)
-            described.append(replace(query, reason=few_reason(rows, query)))
+            described.append(replace(query, reason=vector_reason(rows, query, False)))
     cosines = []
     for n in range(0, len(asked), 2):
         a, b = units[asked[n]], units[asked[n + 1]]
         cosines.append(math.nan if a is None or b is None else
                        min(1.0, max(-1.0, math.fsum(x * y for x, y in zip(a, b)))))
     return tuple(described), cosines
-
-
-def few_reason(rows: dict[int, list[float]], query: Query) -> str:
-    """vector_reason, for rows read as Python floats."""
-    for token_id, token in zip(query.ids, query.tokens):
-        if not all(math.isfinite(x) for x in rows[token_id]):
-            return f"row {token_id} ({quote(token)}) holds NaN or Inf"
-    if query.merged:
-        return f"the mean of rows {', '.join(map(str, query.ids))} for {quote(query.text)} has zero norm"
-    return f"row {query.ids[0]} ({quote(query.tokens[0])}) has zero norm"
 
 
 def few_percentile(sample: Sequence[float], value: float) -> float:

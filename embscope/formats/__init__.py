@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import importlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from ..checkpoint import Checkpoint, TensorInfo
 from ..errors import CheckpointError, EmbscopeError
+from ..lazy import lazy_function
 from ..text import quote
 from ._base import DAMAGE, Format, OpenOptions, damaged
 from ._checks import is_regular_file, read_head
@@ -40,12 +40,9 @@ Sniff = Callable[[Path, bytes, int], bool]
 
 
 def reader(module: str, function: str) -> Callable[..., Any]:
-    """A reader module's function, imported when first called: a file is put to the readers in turn, and one
-    whose magic number rules the file out is never imported (a run pays for the readers it asks)."""
-    def call(*args: Any) -> Any:
-        return getattr(importlib.import_module(f"{__name__}.{module}"), function)(*args)
-    call.__qualname__ = f"{module}.{function}"
-    return call
+    """A reader module's function: a file is put to the readers in turn, and one whose magic number rules the
+    file out is never imported."""
+    return lazy_function(f"{__name__}.{module}", function)
 
 
 def starts_with(magic: bytes) -> Sniff:

@@ -28,7 +28,7 @@ from ._torch_legacy import load_legacy
 from ._torch_storage import Stored, read_record
 from ._torch_zip import data_pickle_name, load_zip
 from ._unpickle import PickledArray
-from .constants import TORCH_LEGACY_HEAD, TORCH_SUFFIXES, ZIP_MAGIC
+from .constants import TORCH_SUFFIXES, ZIP_MAGIC
 
 
 def is_tensor(value: Any) -> bool:
@@ -109,7 +109,3 @@ def looks_like_torch_zip(path: Path, head: bytes, size: int) -> bool:
             return data_pickle_name(zf.namelist()) is not None
     except DAMAGE:
         return path.suffix.lower() in TORCH_SUFFIXES  # a broken .pt should hear why it is broken, not "unknown"
-
-
-def looks_like_torch_legacy(path: Path, head: bytes, size: int) -> bool:
-    return head.startswith(TORCH_LEGACY_HEAD)

@@ -1,16 +1,17 @@
 """Tokenizers: one module per kind of file, all with the same small interface
-(``Tokenizer`` in base.py), each defining ``sniff`` and ``load``. KINDS below registers
-every kind; adding one is adding a module and its line there."""
+(``Tokenizer`` in base.py), each defining ``sniff`` and ``load``. The ``register`` lines below
+list every kind; adding one is adding a module and its line there."""
 
 from __future__ import annotations
 
-import importlib
+import functools
 import os
 import stat
 from pathlib import Path
 from typing import Any
 
 from embscope.errors import CheckpointError
+from embscope.lazy import lazy_function
 from embscope.text import detail
 from embscope.tokenizers.base import (
     Tokenizer,
@@ -28,34 +29,26 @@ from embscope.tokenizers.base import (
 # kinds' file patterns, so a run imports only the kinds whose files are there.
 
 
-def kind_function(module: str, function: str) -> Any:
-    def call(*args: Any) -> Any:
-        return getattr(importlib.import_module(f"{__name__}.{module}"), function)(*args)
-    call.__qualname__ = f"{module}.{function}"
-    return call
+def register(name: str, module: str, file_patterns: tuple[str, ...], expects: str = "", *, by_name: bool = False,
+         related: bool = False) -> None:
+    """Register a kind whose functions (sniff, load, and names and load_name or related_paths where it has
+    them) are those of the same names in `module`."""
+    function = functools.partial(lazy_function, f"{__name__}.{module}")
+    register_kind(TokenizerKind(name, file_patterns, function("sniff"), function("load"), expects,
+                                names=function("names") if by_name else None,
+                                load_name=function("load_name") if by_name else None,
+                                related_paths=function("related_paths") if related else None))
 
 
-def kind(name: str, module: str, file_patterns: tuple[str, ...], expects: str = "", *, by_name: bool = False,
-         related: bool = False) -> TokenizerKind:
-    return register_kind(TokenizerKind(
-        name, file_patterns, kind_function(module, "sniff"), kind_function(module, "load"), expects,
-        names=kind_function(module, "names") if by_name else None,
-        load_name=kind_function(module, "load_name") if by_name else None,
-        related_paths=kind_function(module, "related_paths") if related else None))
-
-
-KINDS = (
-    kind("huggingface", "huggingface", ("tokenizer.json",)),
-    kind("gpt2-bpe", "gpt2_bpe", ("*vocab.json",), "vocab.json with merges.txt beside it"),
-    kind("wordpiece", "wordpiece", ("*vocab.txt",), "a BERT vocab.txt, one token per line"),
-    kind("sentencepiece", "sentencepiece_model", ("*.model",), "a SentencePiece *.model protobuf"),
-    kind("tiktoken", "tiktoken_bpe", ("*.tiktoken", "*.model"),
-         "a .tiktoken file, or an encoding name such as gpt2 or cl100k_base", by_name=True),
-    kind("byte-bpe", "byte_bpe", ("*.model", "merges.json"),
-         "a minbpe *.model file or a merges.json list of id pairs"),
-    kind("harris", "harris", ("harris_segments.json",)),
-    kind("nanogpt-chars", "nanogpt_meta", ("meta.pkl",), "nanoGPT's character-level meta.pkl", related=True),
-)
+register("huggingface", "huggingface", ("tokenizer.json",))
+register("gpt2-bpe", "gpt2_bpe", ("*vocab.json",), "vocab.json with merges.txt beside it")
+register("wordpiece", "wordpiece", ("*vocab.txt",), "a BERT vocab.txt, one token per line")
+register("sentencepiece", "sentencepiece_model", ("*.model",), "a SentencePiece *.model protobuf")
+register("tiktoken", "tiktoken_bpe", ("*.tiktoken", "*.model"),
+         "a .tiktoken file, or an encoding name such as gpt2 or cl100k_base", by_name=True)
+register("byte-bpe", "byte_bpe", ("*.model", "merges.json"), "a minbpe *.model file or a merges.json list of id pairs")
+register("harris", "harris", ("harris_segments.json",))
+register("nanogpt-chars", "nanogpt_meta", ("meta.pkl",), "nanoGPT's character-level meta.pkl", related=True)
 
 __all__ = [
     "Tokenizer",
