@@ -7,6 +7,7 @@
 (2) the same command on a 50,000 x 576 safetensors table with a tokenizer.json vs a bare safetensors +
     tokenizers + numpy script: bar 1.5x.
 (3) `embscope --help` vs `python -c "import numpy"`: bar 2x.
+The bars are for a table whose random-pair baseline is in the user's cache; (1) is also timed without it.
 The floor beside them: `python -c "import typer, rich.console, rich.table"`, what any typer and rich command
 pays before it does anything.
 Runs are interleaved and the best of each kept: a shared machine's drift hits all alike.
@@ -87,10 +88,15 @@ def main() -> int:
     floor = [sys.executable, "-c", "import typer, rich.console, rich.table"]
     with tempfile.TemporaryDirectory(prefix="embscope-bench-") as name:
         large, large_bare = safetensors_model(Path(name))
-        similarity, script, large_ours, large_script, help_, numpy_import, frameworks = best_of(
-            repeat, EMBSCOPE + ["similarity", "dog", "cat"], bare, large, large_bare, EMBSCOPE + ["--help"],
-            numpy_only, floor)
+        # the first run on a table: the cache cannot be written under a file, so the baseline's pass runs each time
+        (Path(name) / "not-a-folder").write_text("")
+        uncached = ["env", f"XDG_CACHE_HOME={Path(name) / 'not-a-folder'}", *EMBSCOPE, "similarity", "dog", "cat"]
+        similarity, script, first_run, large_ours, large_script, help_, numpy_import, frameworks = best_of(
+            repeat, EMBSCOPE + ["similarity", "dog", "cat"], bare, uncached, large, large_bare,
+            EMBSCOPE + ["--help"], numpy_only, floor)
     ok = report("(1) embscope similarity dog cat", similarity, script, "bare pickle + numpy script", 1.5)
+    print(f"    its first run on the table, computing the random-pair baseline (numpy, one pass): {first_run * 1000:.0f} "
+          f"ms, {first_run / script:.2f}x")
     ok &= report("(2) the same on 50,000 x 576 safetensors", large_ours, large_script,
                  "bare safetensors + tokenizers + numpy script", 1.5)
     ok &= report("(3) embscope --help", help_, numpy_import, 'python -c "import numpy"', 2.0)
