@@ -22,15 +22,12 @@ from embscope.tokenizers.base import (
     shown,
 )
 
-# The kinds, in the order they are listed in messages and tried on a file. The sniffs look at content and do
-# not overlap (minbpe's text "*.model" starts "minbpe v1", SentencePiece's is a protobuf, tiktoken's has
-# "base64 rank" lines), so the order only sets the listing: the Hugging Face files first, as the commonest.
-# A kind's module is imported when one of its functions is first called: a directory is searched by the
-# kinds' file patterns, so a run imports only the kinds whose files are there.
+# when one directory holds tokenizers of several kinds, this file is the one models load
+PREFERRED_FILE = "tokenizer.json"
 
 
 def register(name: str, module: str, file_patterns: tuple[str, ...], expects: str = "", *, by_name: bool = False,
-         related: bool = False) -> None:
+             related: bool = False) -> None:
     """Register a kind whose functions (sniff, load, and names and load_name or related_paths where it has
     them) are those of the same names in `module`."""
     function = functools.partial(lazy_function, f"{__name__}.{module}")
@@ -40,7 +37,12 @@ def register(name: str, module: str, file_patterns: tuple[str, ...], expects: st
                                 related_paths=function("related_paths") if related else None))
 
 
-register("huggingface", "huggingface", ("tokenizer.json",))
+# The kinds, in the order they are listed in messages and tried on a file. The sniffs look at content and do
+# not overlap (minbpe's text "*.model" starts "minbpe v1", SentencePiece's is a protobuf, tiktoken's has
+# "base64 rank" lines), so the order only sets the listing: the Hugging Face files first, as the commonest.
+# A kind's module is imported when one of its functions is first called: a directory is searched by the
+# kinds' file patterns, so a run imports only the kinds whose files are there.
+register("huggingface", "huggingface", (PREFERRED_FILE,))
 register("gpt2-bpe", "gpt2_bpe", ("*vocab.json",), "vocab.json with merges.txt beside it")
 register("wordpiece", "wordpiece", ("*vocab.txt",), "a BERT vocab.txt, one token per line")
 register("sentencepiece", "sentencepiece_model", ("*.model",), "a SentencePiece *.model protobuf")
@@ -60,8 +62,6 @@ __all__ = [
     "registered_kinds",
 ]
 
-# when one directory holds tokenizers of several kinds, this file is the one models load
-PREFERRED_FILE = "tokenizer.json"
 
 
 def _expected_kinds() -> str:
