@@ -13,6 +13,8 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class ElementType:
+    """An element type a tensor may have: its size, how numpy holds its bytes, and whether it is read at all."""
+
     name: str  # as a TensorInfo reports it: numpy's name, or "bfloat16"
     itemsize: int
     stored: str  # numpy's code for the stored bytes, byte order left out ("u2" holds bfloat16's bits)

@@ -27,6 +27,8 @@ from embscope.tokenizers.base import Tokenizer
 
 @dataclass(frozen=True)
 class WordLookup:
+    """A word as the tokenizer took it: the ids and tokens of the form that was encoded."""
+
     word: str
     ids: tuple[int, ...]
     tokens: tuple[str, ...]

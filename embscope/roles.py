@@ -22,6 +22,8 @@ class Empty:
 
 @dataclass(frozen=True)
 class Known:
+    """A tensor name that some architectures give a table, and what to know when it is found."""
+
     name: str  # matches the whole tensor name, or its end after a "." (a model prefix such as "bert.")
     source: str  # the architectures that use this name
     first_row: int = 0  # rows that come before position 0

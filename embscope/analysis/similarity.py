@@ -51,6 +51,8 @@ class Query:
 
 @dataclass(frozen=True)
 class Pair:
+    """One pair asked about: its two queries, their cosine and where it stands among random pairs."""
+
     a: Query
     b: Query
     cosine: float | None  # None when undefined; `reason` says why
@@ -97,6 +99,8 @@ class Pairs(Sequence[Pair]):
 
 @dataclass(frozen=True)
 class SimilarityResult:
+    """What `similarity` found: the queries, the pairs and the baseline they were measured against."""
+
     queries: tuple[Query, ...]  # each distinct word or id once, in the order given
     pairs: Pairs
     baseline: Baseline | None  # None when it was not asked for (baseline=False)

@@ -22,6 +22,8 @@ from ..text import detail, printable, quote
 
 @dataclass(frozen=True)
 class OpenOptions:
+    """What the user said about opening a file, beyond its path."""
+
     trust_pickle: bool = False  # let a pickle name globals outside the allow-list
     vocab_size: int | None = None  # shapes for formats that do not record them (ANDREA)
     d_model: int | None = None

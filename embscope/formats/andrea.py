@@ -46,6 +46,8 @@ NOT_CONFIG_WORDS = ("tokenizer", "segment", "vocab", "merges", "special_tokens",
 
 @dataclass
 class Found:
+    """A number the model's files or flags give, and which of them gave it."""
+
     value: int | bool
     where: str  # "vocab_size in config.json" or "--vocab-size"
 
