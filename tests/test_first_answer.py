@@ -17,7 +17,6 @@ from byte_tokenizer import ByteWordTokenizer
 import embscope
 from embscope import cache
 from embscope.analysis import similarity as similarity_module
-from embscope.arrays import to_float32
 from embscope.formats._rows import buffer_rows, decode, file_rows
 
 SPECIAL = [np.inf, -np.inf, np.nan, 0.0, -0.0, 1e-40, 1e39, -1e39, 1e-50, 65504.0, 7e4]
@@ -34,7 +33,7 @@ def values(seed: int = 0, count: int = 64) -> np.ndarray:
 def test_decode_gives_what_numpy_reads(name, code, order):
     with np.errstate(over="ignore"):  # 1e39 is beyond float16 and float32: inf, in numpy as in Python
         stored = values().astype(order + code)
-        expected = to_float32(stored, name).astype(np.float64)
+        expected = stored.astype(np.float32).astype(np.float64)
     assert np.array_equal(np.array(decode(stored.tobytes(), name, order)), expected, equal_nan=True)
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 import struct
-import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -24,7 +23,6 @@ from .constants import NUMPY_NUMERIC_KINDS
 if TYPE_CHECKING:
     import numpy as np
 
-NATIVE = "<" if sys.byteorder == "little" else ">"
 NUMERIC_NAMES = {"i": "int", "u": "uint", "f": "float"}
 
 

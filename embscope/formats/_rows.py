@@ -7,7 +7,6 @@ from __future__ import annotations
 import math
 import os
 import struct
-import sys
 from array import array
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -16,12 +15,12 @@ from ..arrays import ITEMSIZE
 from ..errors import CheckpointError
 from ..inputs import not_regular, open_to_read
 from ..text import quote
+from .constants import NATIVE
 
 Fetch = Callable[[int, int], bytes]  # (offset into the tensor's bytes, length) -> exactly those bytes
 RowValues = Callable[[Sequence[int]], list[list[float]]]
 
 FLOAT_SIZES = {name: ITEMSIZE[name] for name in ("float32", "float64", "float16", "bfloat16")}  # what decode reads
-NATIVE = "<" if sys.byteorder == "little" else ">"
 
 
 def decode(data: bytes, dtype: str, byteorder: str) -> list[float]:

@@ -20,8 +20,15 @@ from typing import Any, ClassVar
 
 from ..errors import CheckpointError, EmbscopeError, UnsafePickleError
 from ._base import DAMAGE, detail
-from ._descriptors import NATIVE, ArrayData, DType, Kind, Marker, OtherTensor, Storage, TensorRecord, scalar_value
-from .constants import ELEMENT_TYPES, TORCH_DTYPE_ALIASES, TORCH_DTYPES, TORCH_STORAGE_CLASSES, TORCH_UNTYPED_STORAGE
+from ._descriptors import ArrayData, DType, Kind, Marker, OtherTensor, Storage, TensorRecord, scalar_value
+from .constants import (
+    ELEMENT_TYPES,
+    NATIVE,
+    TORCH_DTYPE_ALIASES,
+    TORCH_DTYPES,
+    TORCH_STORAGE_CLASSES,
+    TORCH_UNTYPED_STORAGE,
+)
 
 # what the pickle machine itself raises on a broken program (a stack underflow, an unhashable key), besides DAMAGE
 MACHINE_ERRORS = (*DAMAGE, TypeError, AttributeError, KeyError, IndexError)

@@ -4,9 +4,13 @@ types, mapped onto embscope.arrays.ELEMENT_TYPES (which holds item sizes and the
 
 from __future__ import annotations
 
+import sys
+
 from ..arrays import ELEMENT_TYPES, ITEMSIZE, ElementType
 
 __all__ = ["ELEMENT_TYPES", "ITEMSIZE", "ElementType"]  # the element-type table, for readers of this module
+
+NATIVE = "<" if sys.byteorder == "little" else ">"  # this machine's byte order, as numpy spells it
 
 # --- magic numbers and file names ---------------------------------------------------------------
 
