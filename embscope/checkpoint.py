@@ -101,7 +101,7 @@ class Table:
     def row_values(self, ids: Sequence[int]) -> list[list[float]]:
         """Rows `ids` as float32 values (Python floats), as `array` holds them: read without numpy where the
         format allows, so a question about a few rows does not pay for importing it."""
-        if self.tensor.read_rows is not None and "array" not in self.__dict__:
+        if self.tensor.read_rows is not None and "array" not in self.__dict__:  # not once the table is in memory
             return self.tensor.read_rows(ids)
         return self.array[list(ids)].tolist()
 
