@@ -1,0 +1,25 @@
+"""The texts every tokenizer kind is checked on against its reference library: a fixed sample of the scripts and
+spacings real inputs carry, and a hypothesis strategy of generated strings. One corpus for every reference test,
+so a kind cannot pass on easier text than another."""
+
+from __future__ import annotations
+
+from hypothesis import strategies as st
+
+# words as `similarity` looks them up, then sentences, then the spacing and scripts that break hand-written merges
+SAMPLE: tuple[str, ...] = (
+    "dog", "cat", "queen", "tokenizer", "embedding", "Hello world", "hello", " hello", "the", " the",
+    "The quick brown fox jumps over the lazy dog.",
+    "Grüße aus München: Äpfel, Öl und Übermut.",
+    "straße", "naïve café", "日本語のテキスト", "中文分词测试", "한국어 문장",
+    "emoji 🙂 and 👩‍💻 and 🇩🇪", "def f(x):\n    return x ** 2  # square",
+    "for (int i = 0; i < n; ++i) { a[i] = i; }",
+    "3.14159 and 2718281828 and 1,000,000", "2024-12-01", "0x7fff", "a1b2c3",
+    "two  spaces", "three   spaces", "    four leading", "trailing   ", "tab\there", "\t\tdouble tab",
+    "line\nbreak", "\n\nblank lines\n", "mixed \t\n whitespace", "  ", " ", "\n",
+    "I'm", "don't", "they'll", "we've", "'quoted'", "\"double\"", "end.", "...", "?!",
+    "ÀÉÎÕÜ", "Ελληνικά", "русский текст", "עברית", "العربية", "हिन्दी",
+)
+
+# generated strings: printable text of every script, with the whitespace runs the sample holds
+TEXTS = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=24)
