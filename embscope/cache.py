@@ -161,18 +161,14 @@ def prune(folder: Path) -> None:
     """Keep the newest MAX_ENTRIES entries; only entries are counted or removed."""
     named = [entry for entry in folder.iterdir() if ENTRY_NAME.fullmatch(entry.name)]
     if len(named) <= MAX_ENTRIES:
-        return
+        return  # the common case: nothing opened
     aged = []
     for entry in named:
         try:
-            aged.append((os.lstat(entry).st_mtime_ns, entry))
+            if is_entry(entry):
+                aged.append((os.lstat(entry).st_mtime_ns, entry))
         except OSError:
             continue  # gone already
     aged.sort()
-    excess = len(aged) - MAX_ENTRIES
-    for _, entry in aged:
-        if excess <= 0:
-            break
-        if is_entry(entry):
-            entry.unlink(missing_ok=True)
-            excess -= 1
+    for _, entry in aged[:max(0, len(aged) - MAX_ENTRIES)]:
+        entry.unlink(missing_ok=True)
