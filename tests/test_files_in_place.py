@@ -287,3 +287,56 @@ def test_the_ctranslate2_config_beside_a_vocabulary_list_is_not_waited_on(tmp_pa
         signal.signal(signal.SIGALRM, previous)
     (pair,) = json.loads(shown)["pairs"]
     assert [token.strip() for token in pair["a_tokens"] + pair["b_tokens"]] == ["dog", "cat"]
+
+
+# --- one module owns reading: no other module opens a file to read it ---------------------------------
+
+PACKAGE = Path(__file__).resolve().parent.parent / "embscope"
+# calls that open or read a file by its name, as (object, attribute) or a plain name
+READING_CALLS = {("json", "load"), ("np", "load"), ("np", "fromfile"), ("np", "memmap"), ("mmap", "mmap"),
+                 ("os", "open"), ("h5py", "File"), ("onnx", "load"), ("zipfile", "ZipFile")}
+READING_METHODS = {"read_text", "read_bytes", "from_file", "Load", "load_tiktoken_bpe"}
+# where one of them is allowed, and why: the module itself; outputs (written, not read); a library handed what
+# embscope.files opened (np.memmap its file object, h5py its checked descriptor's name, zipfile its archive)
+ALLOWED = {
+    ("files.py", "*"),
+    ("render/files.py", "open"), ("cli.py", "os.open"),  # an output's temporary file; stdout onto /dev/null
+    ("formats/_checks.py", "np.memmap"), ("formats/keras_h5.py", "h5py.File"),
+    ("formats/numpy_file.py", "zipfile.ZipFile"), ("formats/_torch_zip.py", "zipfile.ZipFile"),
+    ("formats/_torch_storage.py", "zipfile.ZipFile"), ("formats/pytorch_file.py", "zipfile.ZipFile"),
+}
+
+
+def reading_calls(source: str) -> list[tuple[str, int]]:
+    import ast
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        if isinstance(func, ast.Name) and func.id == "open":
+            found.append(("open", node.lineno))
+        elif isinstance(func, ast.Attribute):
+            owner = func.value.id if isinstance(func.value, ast.Name) else None
+            if (owner, func.attr) in READING_CALLS:
+                found.append((f"{owner}.{func.attr}", node.lineno))
+            elif func.attr in READING_METHODS and owner != "files":  # files.read_bytes is the module's own
+                found.append((func.attr, node.lineno))
+            elif func.attr == "open" and node.args and isinstance(node.args[0], ast.Constant) \
+                    and str(node.args[0].value).startswith("r"):  # Path.open("rb"), not Embeddings' open()
+                found.append(("Path.open", node.lineno))
+    return found
+
+
+def test_every_file_in_the_package_is_opened_through_embscope_files():
+    misplaced = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        module = str(path.relative_to(PACKAGE))
+        for call, line in reading_calls(path.read_text(encoding="utf-8")):
+            if (module, "*") not in ALLOWED and (module, call) not in ALLOWED:
+                misplaced.append(f"{module}:{line} {call}")
+    assert not misplaced, f"read through embscope.files instead: {misplaced}"
+    # and the libraries handed an archive get the one embscope.files opened
+    for module in ("formats/numpy_file.py", "formats/_torch_zip.py", "formats/_torch_storage.py",
+                   "formats/pytorch_file.py"):
+        assert "zipfile.ZipFile(path" not in (PACKAGE / module).read_text(encoding="utf-8")
