@@ -1,36 +1,51 @@
 """Numbers worth keeping between runs (the random-pair baseline of a table), in the user's cache directory:
 $XDG_CACHE_HOME/embscope, else ~/.cache/embscope; never beside the checkpoint, which embscope never writes.
 
-An entry is found by what it was computed from: the checkpoint's files (size, modification time and a
-checksum of their first bytes, where format headers live) and the parameters of the computation. That
-description is the entry's first line, checked when it is read, so two descriptions whose file names
-collide never answer for each other. The values follow as little-endian float64, after their length and
-CRC-32, so an entry cut short or changed is computed again rather than read. Reading an entry needs
-neither numpy nor a hash library: a small question answered from the cache imports neither. A cache that
-cannot be read or written is no error: the numbers are computed again.
+An entry is found by what it was computed from: every file the table's bytes come from (the checkpoint, and
+the shard or ONNX external data that holds the table), each by its path, size, modification and change
+times, inode and device, and the parameters of the computation. The change time moves on every write and
+cannot be set back (utime sets it to now), so a file rewritten in place with its size and mtime restored,
+or replaced by another, no longer matches. That description is the entry's first line, checked when it is
+read, so two descriptions whose file names collide never answer for each other. Then come the body's
+length and CRC-32 (an entry cut short or changed is computed again rather than read), and the body: the
+CRC-32 of the table as the pass that computed the values read it, then the values as little-endian
+float64. A run that reads the whole table anyway compares that checksum, and computes again where it
+differs; a run answered from the cache reads no byte of the table for it. Reading an entry needs neither
+numpy nor a hash library: a small question answered from the cache imports neither. A cache that cannot be
+read or written is no error: the numbers are computed again.
+
+Only entries are ever removed or replaced: files named as entries are named (16 hex digits, `.entry`, or
+the temporary name one is written under) whose first line is an entry's description. Anything else in the
+folder, a checkpoint kept there or another program's file, is left alone.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 import sys
 import zlib
 from array import array
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from .inputs import open_to_read
+from . import files
+from .errors import CheckpointError
 
-VERSION = 2  # bump when a cached computation or the entry layout changes
-HEAD_BYTES = 1 << 16  # the start of each file checksummed into its identity
+VERSION = 3  # bump when a cached computation or the entry layout changes
 MAX_FILES = 256  # a directory with more files than this is not cached (identity would cost too much)
 MAX_ENTRIES = 512  # entries kept; the oldest go first
 MAX_VALUES = 1 << 20  # values an entry may hold: a bigger file there is not one of ours
 MAX_KEY_BYTES = 1 << 16  # an entry's first line, its description
 SUFFIX = ".entry"
-CHECK_BYTES = 12  # the values' byte length (8) and CRC-32 (4), between the description and the values
+TEMPORARY_PREFIX = ".entry-"
+CHECK_BYTES = 12  # the body's byte length (8) and CRC-32 (4), between the description and the body
+TABLE_CHECK_BYTES = 8  # the table's CRC-32, first in the body
+MAX_ENTRY_BYTES = MAX_KEY_BYTES + 1 + CHECK_BYTES + TABLE_CHECK_BYTES + 8 * MAX_VALUES
+ENTRY_NAME = re.compile(r"(?:[0-9a-f]{16}|\.entry-[a-z0-9_]+)\.entry")  # entry_path's names, and store's temporaries
+ENTRY_HEAD = re.compile(rb'\[\d+, "[a-z0-9-]+", ')  # how every entry's description has begun (json.dumps of key)
 
 
 def directory() -> Path:
@@ -39,33 +54,35 @@ def directory() -> Path:
 
 
 def file_identity(path: Path) -> list | None:
-    """(name, size, mtime_ns, CRC-32 of the first 64 KiB) of a file, or of each regular file directly in a
-    directory; None where that cannot be said cheaply."""
+    """(path, size, mtime_ns, ctime_ns, inode, device) of a file, links followed, or of each regular file
+    directly in a directory; None where that cannot be said cheaply. No byte of a file is read."""
     try:
         if path.is_dir():
-            files = sorted(entry for entry in path.iterdir() if entry.is_file())
-            if len(files) > MAX_FILES:
+            found = sorted(entry for entry in path.iterdir() if entry.is_file())
+            if len(found) > MAX_FILES:
                 return None
         else:
-            files = [path]
+            found = [path]
         identity = []
-        for file in files:
-            stat = file.stat()
-            with open(file, "rb") as handle:
-                head = zlib.crc32(handle.read(HEAD_BYTES))
-            identity.append([file.name, stat.st_size, stat.st_mtime_ns, head])
+        for file in found:
+            info = file.stat()
+            identity.append([str(file.resolve()), info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino,
+                             info.st_dev])
         return identity
-    except OSError:
+    except (OSError, ValueError):
         return None
 
 
-def key(kind: str, checkpoint: Path, **parameters: object) -> str | None:
-    """The description of the entry for `kind` computed from `checkpoint` with these parameters (one line of
-    JSON); None: do not cache."""
-    identity = file_identity(checkpoint)
-    if identity is None:
-        return None
-    text = json.dumps([VERSION, kind, str(checkpoint.resolve()), identity, parameters], sort_keys=True, default=str)
+def key(kind: str, sources: Sequence[Path], **parameters: object) -> str | None:
+    """The description of the entry for `kind` computed from the files in `sources` (the checkpoint first, then
+    the files its table's bytes come from) with these parameters (one line of JSON); None: do not cache."""
+    identity = []
+    for source in dict.fromkeys(Path(s) for s in sources):
+        found = file_identity(source)
+        if found is None:
+            return None
+        identity.append(found)
+    text = json.dumps([VERSION, kind, identity, parameters], sort_keys=True, default=str)
     return text if len(text.encode()) <= MAX_KEY_BYTES else None
 
 
@@ -74,42 +91,45 @@ def entry_path(description: str) -> Path:
     return directory() / f"{zlib.crc32(data):08x}{zlib.adler32(data):08x}{SUFFIX}"
 
 
-def load(description: str) -> array | None:
-    """The float64 values stored under `description` (what `key` gives), or None."""
-    try:
-        fd, info = open_to_read(entry_path(description))  # a FIFO or device planted there is not waited on or read
-        with open(fd, "rb") as handle:
-            if not stat.S_ISREG(info.st_mode):
-                return None
-            data = handle.read(MAX_KEY_BYTES + 1 + CHECK_BYTES + 8 * MAX_VALUES + 1)
-    except OSError:
+def load(description: str, table_checksum: int | None = None) -> array | None:
+    """The float64 values stored under `description` (what `key` gives), or None. `table_checksum`: the
+    table's CRC-32 when this run has read the whole table anyway; an entry computed from other bytes is None."""
+    try:  # a FIFO or device planted there is refused, not waited on or read; embscope's own file, not an input
+        data = files.read_bytes(entry_path(description), MAX_ENTRY_BYTES, "a cache entry", record=False)
+    except CheckpointError:
         return None
     described, newline, rest = data.partition(b"\n")
     check, body = rest[:CHECK_BYTES], rest[CHECK_BYTES:]
-    if not newline or described != description.encode() or check != checksum(body) or len(body) % 8 \
-            or len(body) > 8 * MAX_VALUES:
+    values = body[TABLE_CHECK_BYTES:]
+    if not newline or described != description.encode() or check != checksum(body) \
+            or len(body) < TABLE_CHECK_BYTES or len(values) % 8 or len(values) > 8 * MAX_VALUES:
         return None  # another entry's file, or one cut short or changed since it was written
-    values = array("d", body)
+    if table_checksum is not None and int.from_bytes(body[:TABLE_CHECK_BYTES], "little") != table_checksum:
+        return None  # the table's bytes are not those the values were computed from
+    found = array("d", values)
     if sys.byteorder != "little":
-        values.byteswap()
-    return values
+        found.byteswap()
+    return found
 
 
-def store(description: str, values: Iterable[float]) -> None:
-    """Keep float64 values under `description`, written whole (a temporary file renamed into place)."""
+def store(description: str, values: Iterable[float], table_checksum: int) -> None:
+    """Keep float64 values under `description`, computed from a table whose CRC-32 is `table_checksum`;
+    written whole (a temporary file renamed into place), and only over an entry (or nothing)."""
     import tempfile
     packed = array("d", values)
     if sys.byteorder != "little":
         packed.byteswap()
-    folder = directory()
+    folder, target = directory(), entry_path(description)
     try:
         folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-        handle, temporary = tempfile.mkstemp(dir=folder, prefix=".entry-", suffix=SUFFIX)
+        if os.path.lexists(target) and not is_entry(target):
+            return  # something else has the entry's name: it is not replaced, and this run is not cached
+        handle, temporary = tempfile.mkstemp(dir=folder, prefix=TEMPORARY_PREFIX, suffix=SUFFIX)
         try:
             with os.fdopen(handle, "wb") as out:
-                body = packed.tobytes()
+                body = table_checksum.to_bytes(TABLE_CHECK_BYTES, "little") + packed.tobytes()
                 out.write(description.encode() + b"\n" + checksum(body) + body)
-            os.replace(temporary, entry_path(description))
+            os.replace(temporary, target)
         except BaseException:
             os.unlink(temporary)
             raise
@@ -119,13 +139,36 @@ def store(description: str, values: Iterable[float]) -> None:
 
 
 def checksum(body: bytes) -> bytes:
-    """The values' length and CRC-32, written before them: an entry cut short or changed is not read."""
+    """The body's length and CRC-32, written before it: an entry cut short or changed is not read."""
     return len(body).to_bytes(8, "little") + zlib.crc32(body).to_bytes(4, "little")
 
 
+def is_entry(path: Path) -> bool:
+    """An entry this cache wrote: a regular file (not a link) with an entry's name, whose first line begins as an
+    entry's description does, and not a file this run read (a checkpoint kept in the folder)."""
+    if not ENTRY_NAME.fullmatch(path.name):
+        return False
+    try:
+        if not stat.S_ISREG(os.lstat(path).st_mode) or files.was_read(path):
+            return False
+    except OSError:
+        return False
+    head = files.peek(path, 64)
+    return head is not None and ENTRY_HEAD.match(head) is not None
+
+
 def prune(folder: Path) -> None:
-    for old in folder.glob("*.npy"):  # baselines in the layout before this one, which nothing reads now
-        old.unlink(missing_ok=True)
-    entries = sorted(folder.glob(f"*{SUFFIX}"), key=lambda entry: entry.stat().st_mtime_ns)
-    for entry in entries[:max(0, len(entries) - MAX_ENTRIES)]:
+    """Keep the newest MAX_ENTRIES entries; only entries are counted or removed."""
+    named = [entry for entry in folder.iterdir() if ENTRY_NAME.fullmatch(entry.name)]
+    if len(named) <= MAX_ENTRIES:
+        return  # the common case: nothing opened
+    aged = []
+    for entry in named:
+        try:
+            if is_entry(entry):
+                aged.append((os.lstat(entry).st_mtime_ns, entry))
+        except OSError:
+            continue  # gone already
+    aged.sort()
+    for _, entry in aged[:max(0, len(aged) - MAX_ENTRIES)]:
         entry.unlink(missing_ok=True)

@@ -34,6 +34,9 @@ class TensorInfo:
     quantization: str | None = None
     # a few whole rows as float32 values in Python floats, read without numpy; None where only `read` can
     read_rows: Callable[[Sequence[int]], list[list[float]]] | None = field(default=None, repr=False, compare=False)
+    # the files its bytes are read from, where they are not the checkpoint's own file (a shard, ONNX external
+    # data): what a cached answer about the tensor must check is unchanged
+    sources: tuple[Path, ...] = field(default=(), compare=False)
 
     @property
     def numel(self) -> int:

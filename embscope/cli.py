@@ -87,6 +87,8 @@ class EmbscopeGroup(TyperGroup):
         return name, command, with_optional_values(command, rest)
 
     def invoke(self, ctx: Any) -> Any:
+        from . import files
+        files.forget()  # the files this run reads are its own record (outputs may not land on them)
         try:
             return super().invoke(ctx)
         except typer.TyperException as err:

@@ -4,11 +4,10 @@ when strict, stops the run with the line's number."""
 
 from __future__ import annotations
 
-import os
-import stat
 from collections.abc import Iterator
 from pathlib import Path
 
+from . import files
 from .errors import EmbscopeError
 from .text import quote
 
@@ -39,34 +38,11 @@ class Skipped:
         return [note]
 
 
-NOT_REGULAR = ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISCHR, "a character device"),
-               (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory"))
-
-
-def open_to_read(path: str | os.PathLike) -> tuple[int, os.stat_result]:
-    """A descriptor of `path` opened to read, and what it is (to be checked with not_regular; the caller closes it).
-    O_NONBLOCK: opening a FIFO, even one put in place of a file just checked, would wait for a writer."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
-    try:
-        return fd, os.fstat(fd)
-    except BaseException:
-        os.close(fd)
-        raise
-
-
-def not_regular(mode: int) -> str | None:
-    """What a file of this mode is, when it is not a regular file (every reader refuses those by this name)."""
-    return next((what for test, what in NOT_REGULAR if test(mode)), None if stat.S_ISREG(mode) else "not a file")
-
-
 def lines(path: Path, what: str, skip: Skipped | None) -> Iterator[tuple[int, str]]:
     """(line number, text) of each line that is not blank or a # comment. `skip` None: strict."""
     try:
-        fd, info = open_to_read(path)
-        with os.fdopen(fd, "rb") as file:
-            mode = info.st_mode
-            if not stat.S_ISREG(mode):  # /dev/zero or a FIFO would never end
-                raise EmbscopeError(f"expected a regular file for {what}, found {not_regular(mode)} at {quote(path)}")
+        # /dev/zero or a FIFO would never end: refused as not a regular file
+        with files.open_file(path, f"a regular file for {what}") as file:
             for number, raw in enumerate(iter(lambda: file.readline(MAX_LINE_BYTES + 1), b""), start=1):
                 problem = None
                 if len(raw) > MAX_LINE_BYTES:

@@ -101,8 +101,10 @@ def test_a_few_pairs_in_python_agree_with_the_numpy_path(tmp_path, monkeypatch):
 
 def test_a_cache_entry_answers_only_for_its_own_description(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    cache.store("first", [0.5, -1.0, 2.0])
+    cache.store("first", [0.5, -1.0, 2.0], 7)
     assert list(cache.load("first")) == [0.5, -1.0, 2.0]
+    assert list(cache.load("first", 7)) == [0.5, -1.0, 2.0]  # computed from a table of the same checksum
+    assert cache.load("first", 8) is None  # from another table's bytes
     assert cache.load("second") is None
     cache.entry_path("second").write_bytes(b"first\n" + bytes(8))  # a file name shared by two descriptions
     assert cache.load("second") is None
@@ -111,19 +113,13 @@ def test_a_cache_entry_answers_only_for_its_own_description(tmp_path, monkeypatc
     os.mkfifo(cache.entry_path("fourth"))  # planted where an entry would be: not waited on
     assert cache.load("fourth") is None
     written = cache.entry_path("first").read_bytes()
-    assert written[:6] == b"first\n" and len(written) == 6 + 12 + 3 * 8  # description, length + CRC, values
+    # description, length + CRC, the table's checksum, values
+    assert written[:6] == b"first\n" and len(written) == 6 + 12 + 8 + 3 * 8
+    assert int.from_bytes(written[18:26], "little") == 7
     cache.entry_path("first").write_bytes(written[:-8])  # one value lost, the rest still whole values
     assert cache.load("first") is None
     cache.entry_path("first").write_bytes(written[:-1] + b"\x00")  # one byte changed
     assert cache.load("first") is None
-
-
-def test_the_older_cache_layout_is_cleared_when_an_entry_is_written(tmp_path, monkeypatch):
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    (tmp_path / "embscope").mkdir()
-    (tmp_path / "embscope" / "0123abcd.npy").write_bytes(b"\x93NUMPY")
-    cache.store("key", [1.0])
-    assert sorted(p.name for p in (tmp_path / "embscope").iterdir()) == [cache.entry_path("key").name]
 
 
 def test_similarity_of_two_words_imports_no_numpy(tmp_path):

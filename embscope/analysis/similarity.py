@@ -277,7 +277,8 @@ def similarity_pairs(emb: Embeddings, pairs: Iterable[Sequence], *, ids: bool = 
         return few_similarity(emb, chosen, found, asked, baseline=baseline, table=table)
     import numpy as np  # many pairs, or the mean row (a pass over the table): compute's batched path
     array, name = chosen.array, chosen.name
-    center_row = compute.mean_row(array) if center else None
+    summed = compute.TableChecksum() if center else None  # the mean row's pass reads the whole table anyway
+    center_row = compute.mean_row(array, summed) if center else None
     vectors = query_vectors(array, found, center_row)
     queries = with_reasons(array, found, vectors, center)
     index = np.frombuffer(asked, dtype=np.int64).reshape(-1, 2) if asked else np.empty((0, 2), dtype=np.int64)
@@ -286,29 +287,34 @@ def similarity_pairs(emb: Embeddings, pairs: Iterable[Sequence], *, ids: bool = 
     cosines = np.concatenate([np.empty(0), *(compute.pair_cosines(vectors, index[start:start + block])
                                              for start in range(0, len(index), block))])
 
-    found_baseline = random_pair_baseline(emb, chosen, center_row) if baseline else None
+    found_baseline = random_pair_baseline(emb, chosen, center_row, summed.value if summed else None) \
+        if baseline else None
     shares = percentiles(found_baseline[1], cosines) if found_baseline is not None else np.full(len(cosines), np.nan)
     return SimilarityResult(queries, Pairs(queries, index, cosines, shares),
                             found_baseline[0] if found_baseline is not None else None, center, table, name)
 
 
-def random_pair_baseline(emb: Embeddings, chosen: Table,
-                         center_row: np.ndarray | None) -> tuple[Baseline, Sequence[float]]:
-    """The baseline and its sorted finite sample: from the user's cache when this checkpoint's files are
-    unchanged since it was stored there (read without numpy), else from one pass over the table (centring is
-    applied block by block inside compute: no centred copy of the table)."""
-    entry = cache.key("random-pairs", emb.checkpoint.path, table=chosen.name, shape=list(chosen.tensor.shape),
-                      center=center_row is not None, pairs=BASELINE_PAIRS, seed=BASELINE_SEED)
-    stored = cache.load(entry) if entry is not None else None
+def random_pair_baseline(emb: Embeddings, chosen: Table, center_row: np.ndarray | None,
+                         table_checksum: int | None = None) -> tuple[Baseline, Sequence[float]]:
+    """The baseline and its sorted finite sample: from the user's cache when the files the table comes from
+    are unchanged since it was stored there (read without numpy; `table_checksum`, the table's CRC-32 where
+    this run has read it whole anyway, must also agree), else from one pass over the table (centring is applied
+    block by block inside compute: no centred copy of the table), which also takes the table's checksum."""
+    entry = cache.key("random-pairs", [emb.checkpoint.path, *chosen.tensor.sources], table=chosen.name,
+                      shape=list(chosen.tensor.shape), center=center_row is not None, pairs=BASELINE_PAIRS,
+                      seed=BASELINE_SEED)
+    stored = cache.load(entry, table_checksum) if entry is not None else None
     sample: Sequence[float]
     if stored is not None and len(stored) >= 1:
         mean, sample = stored[0], stored[1:]
     else:
         import numpy as np
-        pairs = compute.random_pairs(chosen.array, n_pairs=BASELINE_PAIRS, seed=BASELINE_SEED, center=center_row)
+        summed = compute.TableChecksum()
+        pairs = compute.random_pairs(chosen.array, n_pairs=BASELINE_PAIRS, seed=BASELINE_SEED, center=center_row,
+                                     checksum=summed)
         mean, computed = pairs.mean, np.sort(pairs.sample[np.isfinite(pairs.sample)])
         if entry is not None:
-            cache.store(entry, [mean, *computed.tolist()])
+            cache.store(entry, [mean, *computed.tolist()], summed.value)
         sample = computed  # type: ignore[assignment]  # an ndarray is a sequence of floats
     return Baseline(finite_or_none(mean), len(sample), BASELINE_SEED), sample
 

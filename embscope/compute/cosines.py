@@ -11,7 +11,7 @@ import numpy as np
 
 from ..errors import EmbscopeError
 from .devices import SCORE_BLOCK_BYTES
-from .rows import as_table, check_center, check_ids, float64_norms, normalise, row_blocks, unit_rows
+from .rows import TableChecksum, as_table, check_center, check_ids, float64_norms, normalise, row_blocks, unit_rows
 
 
 def pair_cosines(table: object, pairs: object, *, center: np.ndarray | None = None) -> np.ndarray:
@@ -67,15 +67,15 @@ def draw_pairs(n: int, n_pairs: int, seed: int) -> np.ndarray:
     return np.stack([first, second], axis=1)
 
 
-def random_pairs(table: object, n_pairs: int = 10000, seed: int = 0,
-                 center: np.ndarray | None = None) -> RandomPairs:
+def random_pairs(table: object, n_pairs: int = 10000, seed: int = 0, center: np.ndarray | None = None,
+                 checksum: TableChecksum | None = None) -> RandomPairs:
     """The exact mean cosine between distinct valid rows and the cosines of n_pairs random such pairs
     (rows less `center` when given), in one pass over the table.
 
     The mean comes from the sum s of unit rows: (||s||^2 - n) / (n (n - 1)) over the n valid rows.
     The pairs are drawn among the valid rows. They are drawn before the pass as if every row were valid,
     so their rows are kept as the pass reads them; a table with invalid rows draws again once it knows
-    which, and reads only the rows drawn.
+    which, and reads only the rows drawn. `checksum` is fed every row (as stored, not centred) as the pass reads it.
     """
     array = as_table(table)
     n_rows, dim = array.shape
@@ -88,6 +88,8 @@ def random_pairs(table: object, n_pairs: int = 10000, seed: int = 0,
     norms = np.empty(n_rows, dtype=np.float64)
     for start, block in row_blocks(array, center=center):
         stop = start + block.shape[0]
+        if checksum is not None:
+            checksum.add(array[start:stop])
         norms[start:stop] = found = float64_norms(block)
         ok = np.isfinite(found) & (found > 0)
         weights = np.divide(1.0, found, out=np.zeros_like(found), where=ok)

@@ -8,6 +8,7 @@ about one block resident.
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Iterator
 
 import numpy as np
@@ -145,11 +146,25 @@ def normalise_into(block: np.ndarray, out: np.ndarray) -> tuple[np.ndarray, np.n
     return norms, valid
 
 
-def mean_row(table: object) -> np.ndarray:
-    """The mean of the table's finite rows, float64 (zeros when there are none), read block by block."""
+class TableChecksum:
+    """CRC-32 of a table's rows as float32, in row order, fed by a pass that reads every row anyway: the
+    cache keeps it beside what the pass computed, and compares it when another pass reads the table."""
+
+    def __init__(self) -> None:
+        self.value = 0
+
+    def add(self, rows: np.ndarray) -> None:
+        self.value = zlib.crc32(np.ascontiguousarray(rows, dtype=np.float32).data, self.value)
+
+
+def mean_row(table: object, checksum: TableChecksum | None = None) -> np.ndarray:
+    """The mean of the table's finite rows, float64 (zeros when there are none), read block by block;
+    `checksum` is fed every row as the pass reads it."""
     array = as_table(table)
     total, count = np.zeros(array.shape[1], dtype=np.float64), 0
-    for _, block in row_blocks(array):
+    for start, block in row_blocks(array):
+        if checksum is not None:
+            checksum.add(array[start:start + block.shape[0]])
         finite = np.isfinite(block).all(axis=1)
         total += block[finite].sum(axis=0)
         count += int(finite.sum())

@@ -1,15 +1,16 @@
 """Reading little-endian header fields from a buffer, where running past the end is a clear error
-(the data they describe is mapped by _checks.map_array)."""
+(the data they describe is mapped by _checks.map_array; whole files by files.map_file)."""
 
 from __future__ import annotations
 
-import mmap
 import struct
-from pathlib import Path
 from typing import Any
 
+from .. import files
 from ..errors import CheckpointError
 from ..text import quote
+
+map_file = files.map_file  # the readers of header fields map their files with it
 
 
 class Cursor:
@@ -43,11 +44,3 @@ class Cursor:
         except UnicodeDecodeError:
             raise CheckpointError(f"{self.where}: expected UTF-8 text for {what}, found "
                                   f"{quote(raw[:60].decode('utf-8', 'backslashreplace'))}") from None
-
-
-def map_file(path: Path) -> Any:
-    """The whole file, memory-mapped read-only; an empty file cannot be mapped and is an empty buffer."""
-    with open(path, "rb") as f:
-        if f.seek(0, 2) == 0:
-            return b""
-        return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)

@@ -1,17 +1,17 @@
 """Checks every reader makes before anything is read or allocated: headers lie (by damage or by design),
 and a lie must become one clear error, not a MemoryError; and a path must name a regular file, since a
-FIFO blocks the first read forever and a device (or a link to /dev/zero) never ends."""
+FIFO blocks the first read forever and a device (or a link to /dev/zero) never ends (embscope.files opens
+every file so)."""
 
 from __future__ import annotations
 
 import math
 import os
-import stat
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .. import files
 from ..errors import CheckpointError
-from ..inputs import not_regular, open_to_read
 from ..memory import watch_mapping
 from ..text import quote
 
@@ -44,11 +44,14 @@ def check_shape(shape: tuple[int, ...] | list[int], where: str) -> tuple[int, ..
 
 
 def check_extent(path: Path, offset: int, nbytes: int, where: str) -> None:
-    """The declared bytes [offset, offset + nbytes) lie inside the file as it is now."""
-    try:
-        size = path.stat().st_size
-    except OSError as err:
-        raise CheckpointError(f"cannot read {quote(path)}: {err.strerror}") from None
+    """The declared bytes [offset, offset + nbytes) lie inside the file as it is now (a regular file: it is
+    opened, and so recorded as a file the answer reads)."""
+    fd, info = files.open_fd(path, "a checkpoint file")
+    os.close(fd)
+    extent_within(info.st_size, offset, nbytes, where)
+
+
+def extent_within(size: int, offset: int, nbytes: int, where: str) -> None:
     if offset < 0 or offset + nbytes > size:
         raise CheckpointError(f"{where}: expected {nbytes} bytes of data at offset {offset}, "
                               f"the file holds {size} bytes")
@@ -64,24 +67,18 @@ def map_array(path: Path, dtype: DTypeLike, offset: int, shape: tuple[int, ...],
     count = math.prod(shape)
     if count == 0:
         return np.zeros(shape, dtype=dtype)
-    check_extent(path, offset, count * dtype.itemsize, where if where is not None else f"{quote(path)}: tensor data")
-    watch_mapping(path, offset + count * dtype.itemsize)
-    return np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=shape, order="F" if fortran else "C")
+    with files.open_file(path, "a checkpoint file") as file:  # the map is of this descriptor's file
+        extent_within(os.fstat(file.fileno()).st_size, offset, count * dtype.itemsize,
+                      where if where is not None else f"{quote(path)}: tensor data")
+        watch_mapping(path, offset + count * dtype.itemsize)
+        return np.memmap(file, dtype=dtype, mode="r", offset=offset, shape=shape, order="F" if fortran else "C")
 
 
 def read_head(path: Path) -> tuple[bytes, int]:
-    """The first bytes of a regular file and its size; anything else is refused before a read can block.
-    Opened without blocking and checked on the open descriptor, so a FIFO put in place of the file
-    between a check and the open cannot hang the process."""
+    """The first bytes of a regular file and its size, for the sniffs; anything else is refused before a
+    read can block. Not recorded as read: the reader that takes the file opens it again."""
+    fd, info = files.open_fd(path, "a checkpoint file", record=False)
     try:
-        fd, info = open_to_read(path)
-    except OSError as err:
-        raise CheckpointError(f"cannot read {quote(path)}: {err.strerror}") from None
-    try:
-        what = not_regular(info.st_mode)
-        if what is not None:
-            link = f" (a link to {quote(os.path.realpath(path))})" if path.is_symlink() else ""
-            raise CheckpointError(f"expected a checkpoint file, found {what} at {quote(path)}{link}")
         return os.read(fd, HEAD_BYTES), info.st_size
     except OSError as err:
         raise CheckpointError(f"cannot read {quote(path)}: {err.strerror}") from None
@@ -89,9 +86,4 @@ def read_head(path: Path) -> tuple[bytes, int]:
         os.close(fd)
 
 
-def is_regular_file(path: Path) -> bool:
-    """A regular file (following links) that exists: files beside a checkpoint are read only if so."""
-    try:
-        return stat.S_ISREG(path.stat().st_mode)
-    except (OSError, ValueError):  # missing, a name too long for the file system, a NUL in the name
-        return False
+is_regular_file = files.is_regular  # a regular file (links followed) exists: files beside a checkpoint are read only if so

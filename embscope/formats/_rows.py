@@ -5,15 +5,14 @@ Values come as Python floats holding the float32 the analysis works in (`Table.a
 from __future__ import annotations
 
 import math
-import os
 import struct
 from array import array
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from .. import files
 from ..arrays import ITEMSIZE
 from ..errors import CheckpointError
-from ..inputs import not_regular, open_to_read
 from ..text import quote
 from .constants import NATIVE
 
@@ -71,14 +70,7 @@ def file_rows(path: Path, offset: int, dtype: str, byteorder: str, shape: tuple[
               fortran: bool = False) -> RowValues | None:
     """Rows of a table stored at `offset` in a file, each read with one pread (the file is opened per call)."""
     def fetch(start: int, length: int) -> bytes:
-        fd, info = open_to_read(path)  # a FIFO put in place of the file since it was opened is not waited on
-        try:
-            what = not_regular(info.st_mode)
-            if what is not None:
-                raise CheckpointError(f"expected a checkpoint file, found {what} at {quote(path)}")
-            data = os.pread(fd, length, offset + start)
-        finally:
-            os.close(fd)
+        data = files.read_at(path, offset + start, length)  # a FIFO put in place of the file is refused, not waited on
         if len(data) != length:
             raise CheckpointError(f"{quote(path)}: expected {length} bytes of table data at offset {offset + start}, "
                                   f"the file now ends before them")

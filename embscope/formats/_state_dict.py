@@ -4,16 +4,15 @@ config saved beside it, and Hugging Face's config.json beside any checkpoint."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
 from typing import Any
 
+from .. import files
 from ..checkpoint import TensorInfo
 from ..errors import CheckpointError
 from ..text import quote
-from ._checks import is_regular_file
 from ._descriptors import check_array, make_array, scalar_value
 from ._rows import buffer_rows
 from ._unpickle import PickledArray
@@ -137,10 +136,10 @@ def read_hf_config(directory: Path) -> dict:
     """Hugging Face's config.json beside the weights, when there is a readable one: a regular file of a
     sane size holding a JSON object (a FIFO or a link to /dev/zero there must not hang the open)."""
     path = directory / HF_CONFIG
+    if not files.is_regular(path):
+        return {}
     try:
-        if not is_regular_file(path) or path.stat().st_size > MAX_CONFIG_BYTES:
-            return {}
-        config = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):  # unreadable, not UTF-8, not JSON: no config
+        config = files.read_json(path, MAX_CONFIG_BYTES, "a config.json")
+    except (CheckpointError, ValueError, RecursionError):  # unreadable, too large, not UTF-8, not JSON: no config
         return {}
     return config if isinstance(config, dict) else {}

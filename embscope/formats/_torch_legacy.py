@@ -7,10 +7,12 @@ storages are memory-mapped where they lie."""
 
 from __future__ import annotations
 
+import os
 import struct
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from .. import files
 from ..errors import CheckpointError
 from ..text import quote
 from ._descriptors import Kind, Storage
@@ -59,7 +61,7 @@ def load_legacy(path: Path, trust: bool) -> tuple[Any, dict[str, Stored]]:
     """The object torch.save pickled, with TensorRecords where the tensors were, and where each storage lies."""
     where = f"{quote(path)} (legacy PyTorch file)"
     loader = LegacyStorages(where)
-    with open(path, "rb") as f:
+    with files.open_file(path, "a checkpoint file") as f:
         expect(restricted_load(f, {}, where), TORCH_LEGACY_MAGIC, "the magic number", where)
         expect(restricted_load(f, {}, where), TORCH_LEGACY_PROTOCOL, "protocol version", where)
         info = restricted_load(f, {}, where)
@@ -69,7 +71,7 @@ def load_legacy(path: Path, trust: bool) -> tuple[Any, dict[str, Stored]]:
         keys = restricted_load(f, {}, where)
         if not (isinstance(keys, list) and all(isinstance(k, str) for k in keys)) or len(set(keys)) != len(keys):
             raise CheckpointError(f"{where}: expected a list of distinct storage keys, found {shown(keys)}")
-        stored = locate_storages(f, path.stat().st_size, keys, loader.roots, where)
+        stored = locate_storages(f, os.fstat(f.fileno()).st_size, keys, loader.roots, where)
     return obj, stored
 
 

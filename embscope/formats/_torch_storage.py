@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .. import files
 from ..memory import require_memory
 from ..text import quote
 from ._checks import map_array
@@ -40,7 +41,7 @@ def read_record(path: Path, record: TensorRecord, stored: Stored, byteorder: str
         base = map_array(path, dtype, stored.offset + start, (elements,), where)
     else:
         require_memory(storage.nbytes, f"{quote(path)}: compressed storage {quote(storage.key)}")
-        with zipfile.ZipFile(path) as zf:
+        with files.open_file(path, "a checkpoint file") as archive, zipfile.ZipFile(archive) as zf:
             info = zf.getinfo(stored.member or "")
         data = read_member(path, info, f"{quote(path)}: storage {quote(storage.key)}")
         base = np.frombuffer(data, dtype=dtype, count=elements, offset=start)

@@ -4,10 +4,12 @@ torch names build records of where each tensor's bytes lie; no byte of a tensor 
 from __future__ import annotations
 
 import io
+import os
 import zipfile
 from pathlib import Path
 from typing import Any
 
+from .. import files
 from ..errors import CheckpointError
 from ..memory import require_memory
 from ..text import quote
@@ -30,9 +32,9 @@ class StorageLoader:
     """persistent_load for data.pkl: ('storage', kind, key, location, numel) -> a Storage whose member
     exists and holds exactly the bytes it declares; where those bytes lie goes in `stored`."""
 
-    def __init__(self, path: Path, zf: zipfile.ZipFile, prefix: str):
+    def __init__(self, path: Path, zf: zipfile.ZipFile, prefix: str, file_size: int):
         self.path, self.zf, self.prefix = path, zf, prefix
-        self.file_size = path.stat().st_size
+        self.file_size = file_size
         self.storages: dict[str, Storage] = {}
         self.stored: dict[str, Stored] = {}
 
@@ -70,11 +72,13 @@ def load_zip(path: Path, trust: bool) -> tuple[Any, dict[str, Stored], str]:
     """The object torch.save pickled, with TensorRecords where the tensors were; where each storage's
     bytes lie; and the byte order."""
     where = quote(path)
+    archive = files.open_file(path, "a checkpoint file")
     try:
-        zf = zipfile.ZipFile(path)
+        zf = zipfile.ZipFile(archive)
     except DAMAGE as err:
+        archive.close()
         raise CheckpointError(f"{where}: expected a readable torch.save zip archive ({detail(err)})") from None
-    with zf:
+    with archive, zf:
         pkl = data_pickle_name(zf.namelist())
         if pkl is None:
             raise CheckpointError(f"{where}: expected exactly one <archive>/data.pkl in the torch zip, found "
@@ -83,7 +87,7 @@ def load_zip(path: Path, trust: bool) -> tuple[Any, dict[str, Stored], str]:
         byteorder = read_byteorder(path, zf, prefix)
         info = zf.getinfo(pkl)
         require_memory(info.file_size, f"{where}: data.pkl")  # a compressed member can expand
-        loader = StorageLoader(path, zf, prefix)
+        loader = StorageLoader(path, zf, prefix, os.fstat(archive.fileno()).st_size)
         # streamed: a compressed data.pkl inflates only as far as its pickle goes
         with MemberReader(path, info, f"{where}: data.pkl") as member:
             obj = restricted_load(io.BufferedReader(member), TORCH_GLOBALS, where, trust=trust,

@@ -17,6 +17,7 @@ import zlib
 from pathlib import Path
 from typing import IO, Any, Protocol
 
+from .. import files
 from ..errors import CheckpointError
 from .constants import ZIP_MAGIC
 
@@ -74,7 +75,7 @@ class MemberReader(io.RawIOBase):
             raise CheckpointError(f"{where}: a stored zip member of {info.compress_size} bytes declares "
                                   f"{info.file_size} bytes")
         self.info, self.where = info, where
-        self.file = open(path, "rb")  # noqa: SIM115 - closed with the reader
+        self.file = files.open_file(path, "a checkpoint file")  # closed with the reader
         try:
             start = data_offset(self.file, info, where)
             if start + info.compress_size > os.fstat(self.file.fileno()).st_size:

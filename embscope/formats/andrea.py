@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
+from .. import files
 from ..checkpoint import Checkpoint, TensorInfo
 from ..errors import CheckpointError
 from ..text import printable
@@ -91,19 +92,22 @@ def read_configs(directory: Path, notes: list[str]) -> Configs:
     key, now = str(directory), stamp(directory)
     cached = _read.get(key)
     if cached is not None and cached[0] == now and all(stamp(directory / n) == s for n, s in cached[1]):
+        for name, _ in cached[1]:
+            files.record(directory / name)  # read before, for this answer too
         notes.extend(cached[3])
         return cached[2]
     configs: Configs = []
     skipped: list[str] = []
-    files = tuple((path.name, stamp(path)) for path in config_files(directory))  # stamped before they are read
-    for path in (directory / name for name, _ in files):
+    stamped = tuple((path.name, stamp(path)) for path in config_files(directory))  # stamped before they are read
+    for path in (directory / name for name, _ in stamped):
         name = printable(path.name)
+        found = files.status(path)
+        if found is not None and found.st_size > MAX_JSON_BYTES:
+            skipped.append(f"skipped {name}: larger than {MAX_JSON_BYTES // (1024 * 1024)} MiB, not a config")
+            continue
         try:
-            if path.stat().st_size > MAX_JSON_BYTES:
-                skipped.append(f"skipped {name}: larger than {MAX_JSON_BYTES // (1024 * 1024)} MiB, not a config")
-                continue
-            doc = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError, RecursionError):  # ValueError: also json's limit on an integer's digits
+            doc = files.read_json(path, MAX_JSON_BYTES, "a JSON config")
+        except (CheckpointError, ValueError, RecursionError):  # ValueError: also json's limit on an integer's digits
             skipped.append(f"skipped {name}: not readable JSON")
             continue
         if isinstance(doc, dict):
@@ -111,7 +115,7 @@ def read_configs(directory: Path, notes: list[str]) -> Configs:
     _read.pop(key, None)
     if len(_read) >= CACHED_DIRECTORIES:
         _read.pop(next(iter(_read)))
-    _read[key] = (now, files, configs, skipped)
+    _read[key] = (now, stamped, configs, skipped)
     notes.extend(skipped)
     return configs
 
@@ -217,12 +221,13 @@ def missing_shapes_error(name: str, shapes: Shapes) -> CheckpointError:
 def read_header(path: Path) -> tuple[int, int, int]:
     """step, n_params and the file size, after checking that the size is one the header allows."""
     name = printable(path.name)
+    fd, info = files.open_fd(path, "a checkpoint file")
     try:
-        size = path.stat().st_size
-        with open(path, "rb") as f:
-            head = f.read(HEADER.size)
+        size, head = info.st_size, os.pread(fd, HEADER.size, 0)
     except OSError as err:
         raise CheckpointError(f"{name}: cannot read the file ({err.strerror})") from None
+    finally:
+        os.close(fd)
     if len(head) < HEADER.size:
         raise CheckpointError(f"{name}: expected an 8-byte ANDREA header (int32 step, int32 n_params), "
                               f"found {len(head)} bytes")

@@ -12,6 +12,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .. import files
 from ..checkpoint import Checkpoint, TensorInfo
 from ..errors import CheckpointError
 from ..memory import require_memory
@@ -44,8 +45,8 @@ def read_through_h5py(path: Path, hdf5_path: str, nbytes: int) -> np.ndarray:
     h5py = require_h5py(path)
     where = f"{quote(path)}: dataset {quote(hdf5_path)}"
     require_memory(nbytes, where)
-    try:
-        with h5py.File(path, "r", locking=False) as f:
+    try:  # libhdf5 opens the file itself: it is handed the descriptor checked here (files.opened_path)
+        with files.opened_path(path, "an HDF5 file") as name, h5py.File(name, "r", locking=False) as f:
             return np.asarray(f[hdf5_path][()])
     except H5_DAMAGE as err:
         raise damage(where, err) from None
@@ -75,8 +76,8 @@ def open_h5(path: Path, options: OpenOptions) -> Checkpoint:
     h5py = require_h5py(path)
     tensors: dict[str, TensorInfo] = {}
     skipped, notes = 0, []
-    try:
-        with h5py.File(path, "r", locking=False) as f:
+    try:  # libhdf5 opens the file itself: it is handed the descriptor checked here (files.opened_path)
+        with files.opened_path(path, "an HDF5 file") as name, h5py.File(name, "r", locking=False) as f:
             found: list[tuple[str, Any]] = []
             f.visititems(lambda name, obj: found.append((name, obj)) if isinstance(obj, h5py.Dataset) else None)
             for hdf5_path, dataset in found:

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import io
 import math
+import os
 import zipfile
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
+from .. import files
 from ..checkpoint import Checkpoint, TensorInfo
 from ..errors import CheckpointError, UnsafePickleError
 from ..memory import require_memory
@@ -61,28 +63,30 @@ def check_size(where: str, shape: tuple[int, ...], dtype: np.dtype, available: i
 
 def open_npy(path: Path, options: OpenOptions) -> Checkpoint:
     where = quote(path)
-    with open(path, "rb") as fp:
+    with files.open_file(path, "a checkpoint file") as fp:
         shape, fortran, dtype = read_npy_header(fp, where)
-        offset = fp.tell()
+        offset, size = fp.tell(), os.fstat(fp.fileno()).st_size
     if dtype.hasobject:
         from .pickled import open_object_npy  # a pickled dict saved with np.save(allow_pickle=True)
         return open_object_npy(path, offset, options)
     name = dtype_name(dtype, where)
-    check_size(where, shape, dtype, path.stat().st_size - offset)
+    check_size(where, shape, dtype, size - offset)
     info = TensorInfo(path.stem, shape, name, partial(map_array, path, dtype, offset, shape, where, fortran),
                       read_rows=file_rows(path, offset, name, dtype.str[0], shape, fortran))
     return Checkpoint(path, "numpy .npy", {path.stem: info})
 
 
 def open_npz(path: Path, options: OpenOptions) -> Checkpoint:
+    archive = files.open_file(path, "a checkpoint file")
     try:
-        zf = zipfile.ZipFile(path)
+        zf = zipfile.ZipFile(archive)
     except DAMAGE as err:
+        archive.close()
         raise CheckpointError(f"{quote(path)}: expected a readable .npz zip archive ({detail(err)})") from None
     tensors: dict[str, TensorInfo] = {}
     step: int | None = None
     notes: list[str] = []
-    with zf:
+    with archive, zf:
         for info in zf.infolist():
             if not info.filename.endswith(".npy"):
                 continue
@@ -152,8 +156,8 @@ def looks_like_npz(path: Path, head: bytes, size: int) -> bool:
     if not head.startswith(ZIP_MAGIC):
         return False
     try:
-        with zipfile.ZipFile(path) as zf:
+        with files.open_file(path, record=False) as archive, zipfile.ZipFile(archive) as zf:
             names = zf.namelist()
-    except DAMAGE:
+    except (*DAMAGE, CheckpointError):
         return path.suffix.lower() == ".npz"  # a broken .npz should hear why it is broken
     return bool(names) and all(n.endswith(".npy") for n in names)

@@ -18,6 +18,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .. import files
 from ..arrays import to_float32
 from ..checkpoint import Checkpoint, TensorInfo
 from ..errors import CheckpointError
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
 
     from ..tokenizers.base import Tokenizer
 
+MAX_PROTOBUF_BYTES = 2 << 30  # protobuf's own limit on a message: larger models keep their weights outside
 QUANTIZED_SUFFIXES = ("_quantized", "_q")
 SCALE_SUFFIX, ZERO_POINT_SUFFIX = "_scale", "_zero_point"
 DEQUANTIZE_OUTPUT_SUFFIX = "_DequantizeLinear_Output"  # onnxruntime's name for a dequantized weight
@@ -57,9 +59,12 @@ def require_onnx(path: Path) -> Any:
 
 def load_model(path: Path, onnx: Any) -> Any:
     from google.protobuf.message import DecodeError
-    require_memory(path.stat().st_size, f"{quote(path)} (an ONNX protobuf is parsed whole)")
+    found = files.status(path)
+    require_memory(found.st_size if found is not None else 0, f"{quote(path)} (an ONNX protobuf is parsed whole)")
+    # onnx is handed the bytes, not the path: it never opens the model or its external data itself
+    data = files.read_bytes(path, MAX_PROTOBUF_BYTES, "an ONNX model")
     try:
-        return onnx.load(str(path), load_external_data=False)
+        return onnx.load_model_from_string(data)
     except (DecodeError, ValueError, RuntimeError) as err:
         raise CheckpointError(f"{quote(path)}: expected an ONNX protobuf, found bytes onnx cannot parse "
                               f"({detail(err)})") from None
@@ -122,7 +127,7 @@ def initializer_info(path: Path, tensor: Any, onnx: Any) -> TensorInfo | None:
                                   f"the external data holds {length}")
         check_extent(file, offset, needed, where)
         return TensorInfo(name, shape, dtype, partial(map_array, file, np_dtype, offset, shape),
-                          storage=(str(file), offset) if needed else None)
+                          storage=(str(file), offset) if needed else None, sources=(file,))
     if tensor.HasField("raw_data"):
         held, unit = len(tensor.raw_data), "bytes"
         expected = needed
@@ -249,8 +254,10 @@ def dequantized(path: Path, graph: Any, tensors: dict[str, TensorInfo]) -> dict[
         where = f"{quote(path)}: tensor {quote(table.name)}"
         if table.name in out:
             raise CheckpointError(f"{where}: a dequantized table and an initializer share the name")
+        parts = (table.q, table.scale, table.zero_point)
         out[table.name] = TensorInfo(table.name, table.q.shape, "float32", partial(table.read, where),
-                                     table.q.storage, quantization=table.describe())
+                                     table.q.storage, quantization=table.describe(),
+                                     sources=tuple(dict.fromkeys(f for p in parts if p is not None for f in p.sources)))
     return out
 
 

@@ -4,10 +4,12 @@ the arrays come out as descriptions, checked against their bytes and made only w
 
 from __future__ import annotations
 
+import os
 import pickle
 from pathlib import Path
 from typing import Any
 
+from .. import files
 from ..checkpoint import Checkpoint
 from ..errors import CheckpointError
 from ..memory import require_memory
@@ -61,12 +63,9 @@ def checkpoint_from(path: Path, obj: Any, format_name: str) -> Checkpoint:
 def read_pickle(path: Path, offset: int, options: OpenOptions) -> Any:
     # a pickle cannot be memory-mapped: the arrays' bytes are read into memory as the unpickler meets them
     # (streamed from the file, not read whole first: one copy of a few MB, not two)
-    require_memory(path.stat().st_size - offset, quote(path))
-    try:
-        handle = open(path, "rb")  # noqa: SIM115  closed below: only the open's own error is reported here
-    except OSError as err:
-        raise CheckpointError(f"cannot read {quote(path)}: {err.strerror}") from None
+    handle = files.open_file(path, "a checkpoint file")
     with handle:
+        require_memory(os.fstat(handle.fileno()).st_size - offset, quote(path))
         handle.seek(offset)
         return restricted_load(handle, NUMPY_GLOBALS, quote(path), trust=options.trust_pickle)
 

@@ -9,6 +9,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from .. import files
 from ..arrays import to_float32
 from ..checkpoint import Checkpoint, TensorInfo
 from ..errors import CheckpointError
@@ -105,7 +106,7 @@ def looks_like_torch_zip(path: Path, head: bytes, size: int) -> bool:
     if not head.startswith(ZIP_MAGIC):
         return False
     try:
-        with zipfile.ZipFile(path) as zf:
+        with files.open_file(path, record=False) as archive, zipfile.ZipFile(archive) as zf:
             return data_pickle_name(zf.namelist()) is not None
-    except DAMAGE:
+    except (*DAMAGE, CheckpointError):
         return path.suffix.lower() in TORCH_SUFFIXES  # a broken .pt should hear why it is broken, not "unknown"

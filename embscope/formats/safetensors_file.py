@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import struct
 from collections import defaultdict
 from functools import partial
 from pathlib import Path
 
+from .. import files
 from ..checkpoint import Checkpoint, TensorInfo
 from ..errors import CheckpointError
 from ..text import quote
@@ -19,12 +21,13 @@ from ._rows import file_rows
 from .constants import ELEMENT_TYPES, SAFETENSORS_DTYPES, SAFETENSORS_MAX_HEADER, STEP_KEYS
 
 MAX_TENSORS = 200_000  # a whole mixture-of-experts model of 671B parameters has under 100,000
+MAX_INDEX_BYTES = 128 << 20  # an index names each tensor once: MAX_TENSORS entries of a few hundred bytes
 
 
-def read_header(path: Path) -> tuple[dict, int]:
-    """The parsed header and the offset where tensor data starts; every lie is caught here."""
-    size = path.stat().st_size
-    with open(path, "rb") as f:
+def read_header(path: Path) -> tuple[dict, int, int]:
+    """The parsed header, the offset where tensor data starts and the file's size; every lie is caught here."""
+    with files.open_file(path, "a checkpoint file") as f:
+        size = os.fstat(f.fileno()).st_size
         first = f.read(8)
         if len(first) < 8:
             raise CheckpointError(f"{quote(path)}: expected an 8-byte safetensors header length, found {len(first)} bytes")
@@ -45,7 +48,7 @@ def read_header(path: Path) -> tuple[dict, int]:
         raise CheckpointError(f"{quote(path)}: safetensors header is not valid JSON ({err.__class__.__name__})") from None
     if not isinstance(header, dict):
         raise CheckpointError(f"{quote(path)}: safetensors header should be a JSON object, found {type(header).__name__}")
-    return header, 8 + length
+    return header, 8 + length, size
 
 
 def step_from_metadata(header: dict) -> int | None:
@@ -61,8 +64,8 @@ def step_from_metadata(header: dict) -> int | None:
 
 def catalogue(path: Path) -> tuple[dict[str, TensorInfo], int | None]:
     """The tensors a file's header describes, and the training step its metadata records."""
-    header, data_start = read_header(path)
-    data_len = path.stat().st_size - data_start
+    header, data_start, size = read_header(path)
+    data_len = size - data_start
     tensors = {}
     for name, entry in header.items():
         if name == "__metadata__":
@@ -92,7 +95,8 @@ def tensor_info(path: Path, name: str, entry: object, data_start: int, data_len:
         raise CheckpointError(f"{where}: shape {shape} of {dtype} needs {nbytes} bytes, data_offsets span {offsets[1] - offsets[0]}")
     read = partial(map_array, path, "<" + element.stored, data_start + offsets[0], tuple(shape))
     return TensorInfo(name, tuple(shape), element.name, read, storage=(str(path), offsets[0]) if nbytes else None,
-                      read_rows=file_rows(path, data_start + offsets[0], element.name, "<", tuple(shape)))
+                      read_rows=file_rows(path, data_start + offsets[0], element.name, "<", tuple(shape)),
+                      sources=(path,))
 
 
 def printable_value(value: object) -> str:
@@ -108,7 +112,7 @@ def open_single(path: Path, options: OpenOptions) -> Checkpoint:
 def open_sharded(path: Path, options: OpenOptions) -> Checkpoint:
     """Headers of every shard are read (a few KB each); tensor data only from the shard that holds it."""
     try:
-        index = json.loads(path.read_text(encoding="utf-8"))
+        index = files.read_json(path, MAX_INDEX_BYTES, "a safetensors index")
         weight_map = index["weight_map"]
         if not (isinstance(weight_map, dict) and all(isinstance(v, str) for v in weight_map.values())):
             raise TypeError  # not an assert: python -O would let a hostile index through

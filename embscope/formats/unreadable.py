@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NoReturn
 
+from .. import files
 from ..checkpoint import Checkpoint
 from ..errors import CheckpointError
 from ..text import quote
@@ -17,8 +18,7 @@ INSTEAD = "use the model's original checkpoint (safetensors, PyTorch, GGUF, ONNX
 
 
 def refuse_legacy_ggml(path: Path, options: OpenOptions) -> NoReturn:
-    with open(path, "rb") as f:
-        kind = LEGACY_GGML_MAGICS[f.read(4)]
+    kind = LEGACY_GGML_MAGICS[(files.peek(path, 4) or b"")[:4]]  # the sniff saw these four bytes
     raise CheckpointError(f"{quote(path)} is a legacy llama.cpp {kind} file, which embscope cannot read: convert it "
                           "to GGUF with llama.cpp's convert_llama_ggml_to_gguf.py")
 

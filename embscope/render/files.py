@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
+from .. import files
 from ..errors import EmbscopeError
 from ..text import quote, shortened
 
@@ -40,13 +41,15 @@ def input_files(emb: Any, *given: Path | None) -> list[Path]:
 
 
 def refuse_inputs(path: Path, what: str, inputs: Iterable[Path]) -> None:
-    """An output naming a file that was read (by any name: a link, a relative path) is refused."""
+    """An output naming a file that was read (by any name: a link, a relative path) is refused: every file this
+    run opened (embscope.files records them), and `inputs`, those it may have read."""
     try:
         target = os.stat(path)
     except FileNotFoundError:
         return
     if not stat.S_ISREG(target.st_mode):
         raise EmbscopeError(f"expected {what} to name a regular file or a new one, found something else at {quote(path)}")
+    files.refuse_input(path, what)
     for source in inputs:
         try:
             read = os.stat(source)
@@ -99,6 +102,7 @@ def written_whole(path: Path, what: str, binary: bool = True, inputs: Iterable[P
         with (open(handle, "wb") if binary else
               open(handle, "w", encoding="utf-8", newline="", errors="backslashreplace")) as f:
             yield f
+        files.refuse_input(path, what)  # again: the answer may have read more files while it was written
         os.replace(temporary, path)
     except OSError as err:
         raise EmbscopeError(f"expected to write {what} {shown}, found {err.strerror or err}") from None

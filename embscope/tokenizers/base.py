@@ -4,8 +4,6 @@ themselves to, and small helpers for id checks and byte vocabularies."""
 from __future__ import annotations
 
 import fnmatch
-import functools
-import json
 import operator
 from collections import Counter
 from collections.abc import Callable
@@ -13,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from embscope import files
 from embscope.errors import CheckpointError, EmbscopeError, TokenError
 from embscope.tokenizers.byte_alphabet import byte_level_bytes
 
@@ -116,6 +115,8 @@ SPACE_MARK = "\u2581"  # SentencePiece's "▁": a piece that starts a word ("▁
 # larger than any real vocabulary (Gemma's is 256k); an id past it is a damaged or hostile file, and
 # the id -> piece list is sized by the largest id
 MAX_TOKEN_ID = 2**24 - 1
+# the most any tokenizer file is read: the largest real ones (a 256k-piece tokenizer.json) hold ~35 MB
+MAX_TOKENIZER_BYTES = 256 << 20
 
 
 def check_largest_id(largest: int, path: Path) -> None:
@@ -196,35 +197,23 @@ def check_id(id: int, vocab_size: int) -> int:
     return id
 
 
-def _stat_key(path: Path) -> tuple[str, int, int]:
-    stat = path.stat()
-    return (str(path.resolve()), stat.st_mtime_ns, stat.st_size)
-
-
-@functools.lru_cache(maxsize=2)
-def _read_json_cached(key: tuple[str, int, int]) -> Any:
-    with open(key[0], "rb") as file:
-        return json.load(file)
-
-
 def read_json(path: Path) -> Any:
     """Parse a JSON file, remembering the last few so that sniffing several kinds
     and then loading one parses the file once. Raises CheckpointError."""
     try:
-        return _read_json_cached(_stat_key(path))
-    except OSError as err:
-        raise CheckpointError(f"cannot read {path}: {err.strerror or err}") from None
+        return files.read_json(path, MAX_TOKENIZER_BYTES, "a tokenizer file", cached=True)
     except (ValueError, UnicodeDecodeError, RecursionError) as err:  # RecursionError: nesting too deep
         raise CheckpointError(f"expected JSON in {path}, found a parse error: {err}") from None
 
 
 def sniff_json(path: Path) -> Any:
-    """The parsed document of a ``.json`` file, or None when it is not readable JSON."""
+    """The parsed document of a ``.json`` file, or None when it is not readable JSON; not recorded as
+    read (the kind that takes the file reads it again, from the parse kept by read_json)."""
     if path.suffix.lower() != ".json" or not path.is_file():
         return None
     try:
-        return read_json(path)
-    except CheckpointError:
+        return files.read_json(path, MAX_TOKENIZER_BYTES, "a tokenizer file", record=False, cached=True)
+    except (CheckpointError, ValueError, RecursionError):
         return None
 
 

@@ -16,8 +16,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from embscope import files
 from embscope.errors import CheckpointError
 from embscope.tokenizers.base import (
+    MAX_TOKENIZER_BYTES,
     ByteVocabulary,
     check_largest_id,
     check_text,
@@ -85,10 +87,8 @@ class ByteBPETokenizer(ByteVocabulary):
 
 
 def _first_line(path: Path) -> str | None:
-    try:
-        with open(path, "rb") as file:
-            head = file.read(len(MINBPE_MAGIC) + 2)
-    except OSError:
+    head = files.peek(path, len(MINBPE_MAGIC) + 2)
+    if head is None:
         return None
     return head.split(b"\n", 1)[0].rstrip(b"\r").decode("latin-1")
 
@@ -122,8 +122,8 @@ def load(path: Path) -> ByteBPETokenizer:
 
 def _load_minbpe(path: Path) -> ByteBPETokenizer:
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as err:
+        lines = files.read_text(path, MAX_TOKENIZER_BYTES, "a minbpe model").splitlines()
+    except UnicodeDecodeError as err:
         raise CheckpointError(f"cannot read {path} as a minbpe model: {err}") from None
     if len(lines) < 3:
         raise CheckpointError(

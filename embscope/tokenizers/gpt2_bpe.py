@@ -20,8 +20,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from embscope import files
 from embscope.errors import CheckpointError, TokenError
 from embscope.tokenizers.base import (
+    MAX_TOKENIZER_BYTES,
     ByteVocabulary,
     check_largest_id,
     check_text,
@@ -172,8 +174,8 @@ def load(path: Path) -> GPT2BPETokenizer:
             check_text(token, f"the token with id {id} in {vocab_path.name}")
     check_largest_id(max(vocab.values()), vocab_path)
     try:
-        lines = merges_path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as err:
+        lines = files.read_text(merges_path, MAX_TOKENIZER_BYTES, "a merges.txt").splitlines()
+    except UnicodeDecodeError as err:
         raise CheckpointError(f"cannot read {merges_path}: {err}") from None
     merges: list[tuple[str, str]] = []
     for number, line in enumerate(lines, start=1):

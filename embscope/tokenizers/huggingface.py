@@ -21,8 +21,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from embscope import files
 from embscope.errors import CheckpointError, EmbscopeError, TokenError
 from embscope.tokenizers.base import (
+    MAX_TOKENIZER_BYTES,
     SPACE_MARK,
     check_id,
     is_id,
@@ -228,8 +230,9 @@ def sniff(path: Path) -> bool:
 
 def load(path: Path) -> HuggingFaceTokenizer:
     try:
-        text = path.read_bytes().decode("utf-8")  # not read_text: its newline translation costs a second pass
-    except (OSError, UnicodeDecodeError) as err:
+        # not read_text: its newline translation costs a second pass; the library is handed the text (from_str)
+        text = files.read_bytes(path, MAX_TOKENIZER_BYTES, "a tokenizer.json").decode("utf-8")
+    except UnicodeDecodeError as err:
         raise CheckpointError(f"cannot read {path}: {err}") from None
     return from_document(path, text)
 

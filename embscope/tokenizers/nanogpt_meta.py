@@ -14,6 +14,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from embscope import files
 from embscope.errors import CheckpointError, TokenError
 from embscope.tokenizers.base import (
     MAX_TOKEN_ID,
@@ -100,10 +101,8 @@ def _vocabulary(meta: Any, path: Path) -> tuple[dict[int, str], int]:
 def sniff(path: Path) -> bool:
     if path.suffix != ".pkl" or not path.is_file():
         return False
-    try:
-        with open(path, "rb") as file:
-            head = file.read(256)
-    except OSError:
+    head = files.peek(path, 256)
+    if head is None:
         return False
     if path.name == FILE_NAME:
         return head.startswith(_PICKLE_PROTOCOL_2_UP)
@@ -113,16 +112,13 @@ def sniff(path: Path) -> bool:
 def load(path: Path) -> CharTokenizer:
     from embscope.formats._unpickle import restricted_load
 
-    try:
-        size = path.stat().st_size
-        if size > MAX_FILE_BYTES:
-            raise CheckpointError(
-                f"expected a character vocabulary of at most {MAX_FILE_BYTES // 2**20} MiB in {path.name}, "
-                f"found {size:,} bytes"
-            )
-        data = path.read_bytes()
-    except OSError as err:
-        raise CheckpointError(f"cannot read {path}: {err.strerror or err}") from None
+    found = files.status(path)
+    if found is not None and found.st_size > MAX_FILE_BYTES:
+        raise CheckpointError(
+            f"expected a character vocabulary of at most {MAX_FILE_BYTES // 2**20} MiB in {path.name}, "
+            f"found {found.st_size:,} bytes"
+        )
+    data = files.read_bytes(path, MAX_FILE_BYTES, "nanoGPT's meta.pkl")
     meta = restricted_load(data, {}, str(path))  # plain dicts, strings and ints: no global is allowed
     itos, vocab_size = _vocabulary(meta, path)
     return CharTokenizer(path, itos, vocab_size)

@@ -14,8 +14,9 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from embscope import files
 from embscope.errors import CheckpointError, TokenError
-from embscope.tokenizers.base import SPACE_MARK, check_id, missing_package
+from embscope.tokenizers.base import MAX_TOKENIZER_BYTES, SPACE_MARK, check_id, missing_package
 
 _BYTE_PIECE = re.compile(r"<0x([0-9A-Fa-f]{2})>")
 
@@ -79,11 +80,7 @@ class SentencePieceTokenizer:
 
 def sniff(path: Path) -> bool:
     """A protobuf ModelProto: field 1 (pieces, length-delimited) whose own field 1 is the piece text."""
-    try:
-        with open(path, "rb") as file:
-            head = file.read(16)
-    except OSError:
-        return False
+    head = files.peek(path, 16) or b""
     if len(head) < 4 or head[0] != 0x0A:
         return False
     position = 1
@@ -97,10 +94,7 @@ def load(path: Path) -> SentencePieceTokenizer:
         import sentencepiece
     except ImportError:
         raise missing_package(f"reading {path.name}", "sentencepiece", "sentencepiece") from None
-    try:
-        data = path.read_bytes()
-    except OSError as err:
-        raise CheckpointError(f"cannot read {path}: {err.strerror or err}") from None
+    data = files.read_bytes(path, MAX_TOKENIZER_BYTES, "a SentencePiece model")  # the library is handed the bytes
     processor = sentencepiece.SentencePieceProcessor()
     try:
         processor.LoadFromSerializedProto(data)

@@ -21,13 +21,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from embscope import files
 from embscope.errors import CheckpointError, EmbscopeError, TokenError
-from embscope.tokenizers.base import (
-    MAX_TOKEN_ID,
-    check_id,
-    missing_package,
-    shown,
-)
+from embscope.tokenizers.base import MAX_TOKEN_ID, MAX_TOKENIZER_BYTES, check_id, missing_package, shown
 
 EXTRA = "tiktoken"
 # the encodings tiktoken ships (tiktoken_ext/openai_public.py), named in messages when tiktoken is missing
@@ -130,22 +126,35 @@ class _NotCached(Exception):
 @contextlib.contextmanager
 def _cache_only(tiktoken: Any) -> Iterator[list[str]]:
     """While loading, tiktoken may read its cache and local files but not fetch a URL; the list yielded
-    holds the URLs it asked for."""
+    holds the URLs it asked for. Its two readers are replaced for the while: they open files themselves
+    (a FIFO in the cache folder would hang them) and delete a cached file whose hash disagrees; these read
+    through embscope.files and delete nothing."""
     load_module = tiktoken.load
-    original = load_module.read_file
+    originals = load_module.read_file, load_module.read_file_cached
     asked: list[str] = []
 
     def read_local_file(blobpath: str) -> bytes:
         if "://" in blobpath:
             asked.append(blobpath)
             raise _NotCached(blobpath)
-        return original(blobpath)
+        return files.read_bytes(blobpath, MAX_TOKENIZER_BYTES, "a tiktoken file")
 
-    load_module.read_file = read_local_file
+    def read_cached_file(blobpath: str, expected_hash: str | None = None) -> bytes:
+        import hashlib
+        folder = _cache_dir()
+        if folder:  # tiktoken/load.py read_file_cached: the cache file is named by the SHA-1 of its URL
+            cached = os.path.join(folder, hashlib.sha1(blobpath.encode()).hexdigest())
+            if files.status(cached) is not None:
+                data = files.read_bytes(cached, MAX_TOKENIZER_BYTES, "a tiktoken cache file")
+                if expected_hash is None or hashlib.sha256(data).hexdigest() == expected_hash:
+                    return data
+        return read_local_file(blobpath)
+
+    load_module.read_file, load_module.read_file_cached = read_local_file, read_cached_file
     try:
         yield asked
     finally:
-        load_module.read_file = original
+        load_module.read_file, load_module.read_file_cached = originals
 
 
 def _cache_dir() -> str:
@@ -164,10 +173,7 @@ def _cache_dir() -> str:
 def read_ranks(path: Path) -> dict[bytes, int]:
     """The ``token rank`` lines, checked: tiktoken's own reader takes any rank, and its encoder panics
     on a vocabulary that lacks a byte."""
-    try:
-        lines = path.read_bytes().splitlines()
-    except OSError as err:
-        raise CheckpointError(f"cannot read {path}: {err.strerror or err}") from None
+    lines = files.read_bytes(path, MAX_TOKENIZER_BYTES, "a tiktoken file").splitlines()
     ranks: dict[bytes, int] = {}
     used: set[int] = set()
     for number, line in enumerate(lines, start=1):
@@ -200,11 +206,7 @@ def read_ranks(path: Path) -> dict[bytes, int]:
 def sniff(path: Path) -> bool:
     if path.suffix == ".tiktoken":
         return path.is_file()
-    try:
-        with open(path, "rb") as file:
-            first = file.readline(256).rstrip(b"\r\n")
-    except OSError:
-        return False
+    first = (files.peek(path, 256) or b"").split(b"\n", 1)[0].rstrip(b"\r\n")
     return bool(_RANK_LINE.fullmatch(first))
 
 

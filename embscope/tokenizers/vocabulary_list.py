@@ -8,13 +8,14 @@ up with its leading "▁", as SentencePiece itself encodes it."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
+from embscope import files
 from embscope.errors import CheckpointError, TokenError
-from embscope.tokenizers.base import SPACE_MARK, ByteVocabulary, check_largest_id, check_text
+from embscope.tokenizers.base import MAX_TOKENIZER_BYTES, SPACE_MARK, ByteVocabulary, check_largest_id, check_text
 from embscope.tokenizers.byte_alphabet import unicode_to_byte
 
+MAX_CONFIG_BYTES = 16 << 20  # a config.json larger than this is not a config
 SPECIAL_KEYS = ("unk_token", "bos_token", "eos_token", "decoder_start_token")  # CTranslate2's config.json
 
 
@@ -64,11 +65,11 @@ def piece_bytes(token: str, style: str) -> bytes:
 def read_tokens(path: Path) -> list[str]:
     try:
         if path.suffix == ".json":
-            tokens = json.loads(path.read_text(encoding="utf-8"))
+            tokens = files.read_json(path, MAX_TOKENIZER_BYTES, "a vocabulary list")
         else:
-            tokens = path.read_text(encoding="utf-8").split("\n")
+            tokens = files.read_text(path, MAX_TOKENIZER_BYTES, "a vocabulary list").split("\n")
             tokens = tokens[:-1] if tokens and tokens[-1] == "" else tokens
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as err:
+    except (UnicodeDecodeError, ValueError, RecursionError) as err:
         raise CheckpointError(f"expected a readable vocabulary in {path}, found {type(err).__name__}") from None
     if not (isinstance(tokens, list) and tokens and all(isinstance(t, str) for t in tokens)):
         raise CheckpointError(f"expected {path.name} to list token strings, found another document")
@@ -80,9 +81,9 @@ def read_tokens(path: Path) -> list[str]:
 
 def special_tokens(directory: Path) -> dict[str, str]:
     """unk, bos and eos as CTranslate2's config.json names them; none when it is absent or unreadable."""
-    try:
-        config = json.loads((directory / "config.json").read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
+    try:  # a FIFO or a directory named config.json is no config: refused on opening, never waited on
+        config = files.read_json(directory / "config.json", MAX_CONFIG_BYTES, "CTranslate2's config.json")
+    except (CheckpointError, UnicodeDecodeError, ValueError, RecursionError):
         return {}
     if not isinstance(config, dict):
         return {}

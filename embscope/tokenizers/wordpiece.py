@@ -15,8 +15,9 @@ import re
 from pathlib import Path
 from typing import Any
 
+from embscope import files
 from embscope.errors import CheckpointError
-from embscope.tokenizers.base import read_json, shown
+from embscope.tokenizers.base import MAX_TOKENIZER_BYTES, read_json, shown
 from embscope.tokenizers.huggingface import HuggingFaceTokenizer, built
 
 FILE_PATTERN = "*vocab.txt"
@@ -78,8 +79,8 @@ def _has_upper_case(vocab: dict[str, int]) -> bool:
 
 def read_vocab(path: Path) -> dict[str, int]:
     try:
-        lines = path.read_text(encoding="utf-8").split("\n")
-    except (OSError, UnicodeDecodeError) as err:
+        lines = files.read_text(path, MAX_TOKENIZER_BYTES, "a WordPiece vocabulary").split("\n")
+    except UnicodeDecodeError as err:
         raise CheckpointError(f"cannot read {path} as a WordPiece vocabulary: {err}") from None
     if lines and lines[-1] == "":
         lines.pop()  # the newline after the last token
@@ -109,11 +110,13 @@ def sniff(path: Path) -> bool:
     """A text file named *vocab.txt with a line that is the unknown token: a WordPiece model needs one."""
     if not (path.name.endswith("vocab.txt") and path.is_file()):
         return False
+    found = files.peek(path, _SNIFF_BYTES)
+    if found is None:
+        return False
+    head = found.decode("utf-8", errors="replace").splitlines()
     try:
-        with open(path, "rb") as file:
-            head = file.read(_SNIFF_BYTES).decode("utf-8", errors="replace").splitlines()
         unk = _unk_token(path)
-    except (OSError, CheckpointError):
+    except CheckpointError:
         return False
     return unk in head
 
