@@ -84,6 +84,7 @@ def test_what_is_not_such_a_map_is_one_line(tmp_path):
         ({"d": 0, "##s": 1}, (f"{mapping}, found a WordPiece vocabulary ('##' marks a piece inside a word): name it "
                               "vocab.txt (the token '##s'): its ids cannot be worked out from the map alone")),
         ({"d": 2**30}, "expected token ids up to 16,777,215 in bad.json, found 1,073,741,824"),
+        ({"d": 0, "x" * 1025: 1}, f"{entry} '{'x' * 59}...: 1"),  # a key no real token is as long as
     ]
     for index, message in cases:
         write_map(tmp_path / "bad.json", index)
