@@ -329,3 +329,47 @@ def test_similarity_names_the_form_of_each_pair(tmp_path, gemma_like):
     assert "note: 1 pair looked up in the plain form: both words" in console
     assert ("note: 1 pair looked up in the word-start form: both words are one token each in either form; "
             "word-start is the form a word takes inside a sentence") in console
+
+
+def rule_by_hand(tokenizer, words: list[str]) -> str:
+    """The module's rule, restated from the tokenizer's own encodings, for a byte-level tokenizer (every form
+    encodable, no unknown token: rules 3 to 5): the form name it picks for `words`."""
+    space = tokenizer.encode(" ")
+    forms = {}
+    for word in words:
+        plain, start = tokenizer.encode(word), tokenizer.encode(" " + word)
+        if len(space) == 1 and len(start) > 1 and start[0] == space[0]:
+            start = start[1:]
+        forms[word] = {PLAIN: plain, WORD_START: start}
+    if all(f[PLAIN] == f[WORD_START] for f in forms.values()):
+        return EITHER
+    def one(name):
+        return all(len(f[name]) == 1 for f in forms.values())
+    def total(name):
+        return sum(len(f[name]) for f in forms.values())
+    if one(WORD_START):
+        return WORD_START
+    if one(PLAIN):
+        return PLAIN
+    return PLAIN if total(PLAIN) < total(WORD_START) else WORD_START
+
+
+def test_the_rule_restated_on_a_trained_tokenizer(tmp_path):
+    from itertools import combinations
+
+    from tokenizer_corpus import SAMPLE
+    from tokenizers import ByteLevelBPETokenizer
+
+    trainer = ByteLevelBPETokenizer()
+    trainer.train_from_iterator([*SAMPLE, "dog cat queen king the tokenizer embedding"] * 3, vocab_size=420,
+                                show_progress=False)
+    trainer.save_model(str(tmp_path))
+    tokenizer = load_tokenizer(tmp_path / "vocab.json")
+    words = ["dog", "cat", "queen", "tokenizer", "the", "The", "Hello", "Grüße", "def", "日本語", "🙂", "3.14"]
+    seen = set()
+    for pair in combinations(words, 2):
+        found = lookup_words(tokenizer, list(pair))
+        assert found[0].choice == found[1].choice  # one form for the pair
+        assert found[0].choice.name == rule_by_hand(tokenizer, list(pair)), pair
+        seen.add(found[0].choice.name)
+    assert seen >= {WORD_START, EITHER}  # the plain form wins in test_both_words_of_a_pair_in_the_form_where...
