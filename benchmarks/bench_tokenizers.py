@@ -7,7 +7,11 @@ same run (these machines are noisy):
 - a Hugging Face tokenizer.json, a 50k WordLevel one (as bench_similarity.py writes) and the 50k-merge BPE
   above saved as one: embscope's load, and its load + vocab_size, against the library's own
   Tokenizer.from_file, in-process medians;
-- the sample's minbpe tokenizer.model: embscope's load + encode, against importing embscope.tokenizers.
+- the sample's minbpe tokenizer.model: embscope's load + encode, against importing embscope.tokenizers;
+- the other kinds a library runs, each trained here (a 30k BERT vocab.txt, a 32k SentencePiece BPE .model, a
+  .tiktoken file of 20k ranks): embscope's open + encode of one word in a fresh process, against a bare script
+  that reads the same file with the library (BertWordPieceTokenizer, SentencePieceProcessor, tiktoken.Encoding)
+  and encodes the same word.
 
     python benchmarks/bench_tokenizers.py [--repeat 7]
 
@@ -20,6 +24,7 @@ library); BPE pays for parsing it in Python too, to check the merges the library
 from __future__ import annotations
 
 import argparse
+import base64
 import random
 import statistics
 import subprocess
@@ -88,6 +93,53 @@ def timed_in_fresh_process(setup: str, work: str, repeat: int) -> float:
     return statistics.median(times)
 
 
+def training_lines(count: int = 30_000) -> list[str]:
+    rng = random.Random(1)
+    syllables = [a + b for a in "bcdfghjklmnprstvwz" for b in "aeiouy"]
+    words = ["".join(rng.choices(syllables, k=rng.randint(1, 4))) for _ in range(60_000)] + ["dog", "cat"] * 500
+    return [" ".join(rng.choices(words, k=12)) for _ in range(count)]
+
+
+def library_kinds(directory: Path, repeat: int) -> None:
+    """embscope against a bare script of the library, for each kind a library runs: open + encode ' dog'."""
+    import io
+
+    import sentencepiece
+    from tiktoken._educational import bpe_train
+    from tokenizers import BertWordPieceTokenizer
+
+    from embscope.tokenizers.tiktoken_bpe import CL100K_PATTERN
+
+    lines = training_lines()
+    bert = BertWordPieceTokenizer(lowercase=True)
+    bert.train_from_iterator(lines, vocab_size=30_000, show_progress=False)
+    bert.save_model(str(directory))
+    vocab_txt = directory / "vocab.txt"
+    model = io.BytesIO()
+    sentencepiece.SentencePieceTrainer.train(sentence_iterator=iter(lines), model_writer=model, vocab_size=32_000,
+                                             model_type="bpe", byte_fallback=True, minloglevel=2)
+    spm = directory / "tokenizer.model"
+    spm.write_bytes(model.getvalue())
+    ranks = bpe_train("\n".join(lines[:2000]), 2_000, CL100K_PATTERN, visualise=None)
+    tiktoken_file = directory / "cl100k_base.tiktoken"
+    tiktoken_file.write_bytes(b"".join(base64.b64encode(token) + b" %d\n" % rank
+                                       for token, rank in sorted(ranks.items(), key=lambda item: item[1])))
+    bert_code = (f"from tokenizers import BertWordPieceTokenizer\n"
+                 f"BertWordPieceTokenizer({str(vocab_txt)!r}).encode(' dog', add_special_tokens=False)")
+    spm_code = f"import sentencepiece\nsentencepiece.SentencePieceProcessor(model_file={str(spm)!r}).encode(' dog')"
+    tiktoken_code = ("import tiktoken\nfrom tiktoken.load import load_tiktoken_bpe\n"
+                     f"tiktoken.Encoding('x', pat_str={CL100K_PATTERN!r}, special_tokens={{}}, "
+                     f"mergeable_ranks=load_tiktoken_bpe({str(tiktoken_file)!r})).encode_ordinary(' dog')")
+    kinds = {"BERT vocab.txt (30k)": (vocab_txt, bert_code), "SentencePiece BPE .model (32k)": (spm, spm_code),
+             "tiktoken file (2k ranks)": (tiktoken_file, tiktoken_code)}
+    for name, (path, bare_code) in kinds.items():
+        bare = timed_in_fresh_process("", bare_code, repeat)
+        ours = timed_in_fresh_process("from embscope.tokenizers import load_tokenizer",
+                                      f"load_tokenizer({str(path)!r}).encode(' dog')", repeat)
+        print(f"{name}, open + encode one word in a fresh process: the library's own {bare * 1000:.0f} ms (its "
+              f"import included); embscope {ours * 1000:.0f} ms ({ours / bare:.2f}x)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeat", type=int, default=7)
@@ -110,6 +162,7 @@ def main() -> None:
         compare_tokenizer_json("50k-word WordLevel", write_word_level(Path(tmp) / "words.json"), args.repeat)
         compare_tokenizer_json("50k-merge byte-level BPE", write_byte_level_bpe(vocab, Path(tmp) / "bpe.json"),
                                args.repeat)
+        library_kinds(Path(tmp), args.repeat)
     baseline = timed_in_fresh_process(embscope, f"open({str(SAMPLE_TOKENIZER)!r}, 'rb').read()", args.repeat)
     sample = timed_in_fresh_process(embscope, f"load_tokenizer({str(SAMPLE_TOKENIZER)!r}).encode(' dog')", args.repeat)
     print(f"sample minbpe tokenizer.model, open + encode one word: {sample * 1000:.1f} ms, against "

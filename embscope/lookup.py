@@ -1,28 +1,49 @@
-"""How a word becomes token ids, the same way for every tokenizer (and how an id typed as such is checked).
+"""How words become token ids, the same way for every tokenizer (and how an id typed as such is checked).
 
-A word inside a sentence usually follows a space, and many tokenizers give " dog" a
-token of its own that "dog" at the start of a text does not have. So, unless asked
-for the exact form:
-1. if " dog" and "dog" encode alike (BERT strips spaces), "dog" is used, no note;
-2. if " dog" is one token, that in-sentence form is used;
-3. if the tokenizer makes the space a token of its own (" dog" = [space] + "dog", as
-   nlm's byte BPE does), "dog" is used and the note says the space was left out;
-4. otherwise "dog" is encoded as given.
-A word of several tokens keeps all of them; callers say how they combined them.
-A word that becomes the tokenizer's unknown token ([UNK], <unk>) has no row of its own: it is
-refused, naming the word and the token, unless the caller allows it (then the note says so). A word the
-tokenizer itself refuses (a library's ValueError) is a TokenError that says so.
+A word has two forms: word-start, " dog", as it follows a space inside a sentence (GPT-2 stores it as "Ġdog",
+SentencePiece as "▁dog"), and plain, "dog", as at the start of a text. Many tokenizers give the two different
+ids, so the words compared together (the two of a pair, every word of one `similarity A B C`) are looked up
+in ONE form, chosen for them by this rule, first difference wins:
+1. a form the tokenizer can encode every word in;
+2. a form in which no word becomes the unknown token ([UNK], <unk>);
+3. a form in which every word is one token;
+4. the form with fewer tokens in all;
+5. word-start, the form a word takes inside a sentence.
+When every word has the same ids in both forms the choice is "either" (BERT strips spaces; a SentencePiece
+model adds the "▁" itself). Where the tokenizer makes the space a token of its own (" dog" = [space] + "dog",
+as nlm's byte BPE does), that token is left out of the word-start form: it stands for the space, not the word.
+A word typed with leading whitespace (" dog", " ") is already in the form it was given and is encoded as it is,
+and so is every word with ``exact``.
+
+A word of several tokens keeps all of them; callers say how they combined them. A word that becomes the
+unknown token has no row of its own: it is refused, naming the word and the token, unless the caller allows
+it (then the note says so). A word the tokenizer itself refuses (a library's ValueError) is a TokenError.
 """
 
 from __future__ import annotations
 
 import numbers
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from embscope.errors import TokenError
 from embscope.naming import token_name
 from embscope.text import quote
 from embscope.tokenizers.base import Tokenizer
+
+WORD_START, PLAIN, EITHER, AS_GIVEN = "word-start", "plain", "either", "as given"
+
+
+@dataclass(frozen=True)
+class FormChoice:
+    """The form the words looked up together were encoded in (WORD_START, PLAIN, EITHER or AS_GIVEN), and
+    the rule that chose it, as a phrase for the user."""
+
+    name: str
+    reason: str
+
+
+EXACT = FormChoice(AS_GIVEN, "each word is encoded exactly as given")
 
 
 @dataclass(frozen=True)
@@ -33,27 +54,195 @@ class WordLookup:
     ids: tuple[int, ...]
     tokens: tuple[str, ...]
     form: str  # the exact string that was encoded, e.g. " dog" or "dog"
-    note: str | None  # one sentence for the user on how the form was chosen; None when nothing to say
+    note: str | None  # everything to say about this word's lookup, in one sentence; None when nothing
+    choice: FormChoice = EXACT  # the form chosen for the words looked up together, and why
+    space_id: int | None = None  # the space token left out before the word (a token of its own), if one was
+    unknown: str | None = None  # the sentence saying the word became the unknown token (allow_unk), if it did
+
+
+@dataclass(frozen=True)
+class WordForms:
+    """A word encoded in both forms, before one is chosen: the ids of each, or why the tokenizer could not."""
+
+    word: str
+    plain: tuple[int, ...] | None
+    word_start: tuple[int, ...] | None  # the space token, when it is a token of its own, left out
+    plain_error: TokenError | None = None
+    word_start_error: TokenError | None = None
+    space_id: int | None = None  # the space token left out of `word_start`
+
+    @property
+    def same(self) -> bool:
+        return self.plain == self.word_start
+
+
+class WordEncoder:
+    """Encodes words for one tokenizer in both forms, remembering each word (a pairs file repeats them)."""
+
+    def __init__(self, tokenizer: Tokenizer):
+        self.tokenizer = tokenizer
+        self._space: tuple[int, ...] | None = None
+        self._forms: dict[str, WordForms] = {}
+
+    def encode(self, text: str, word: str) -> tuple[int, ...]:
+        """The ids of `text` (a form of `word`); a tokenizer's own complaint is a TokenError, and so is no ids."""
+        try:
+            ids = tuple(self.tokenizer.encode(text))
+        except (ValueError, KeyError, UnicodeError) as err:  # raised by the tokenizer library, not by us
+            raise TokenError(f"expected a word the tokenizer can encode, found {quote(text)} ({err})") from None
+        if not ids:
+            raise TokenError(f"the word {word!r} encodes to no tokens with the {self.tokenizer.kind} tokenizer "
+                             f"{self.tokenizer.path.name}")
+        return ids
+
+    def space(self) -> tuple[int, ...]:
+        if self._space is None:
+            try:
+                self._space = tuple(self.tokenizer.encode(" "))
+            except (TokenError, ValueError, KeyError, UnicodeError):  # a vocabulary without the space
+                self._space = ()
+        return self._space
+
+    def forms(self, word: str) -> WordForms:
+        found = self._forms.get(word)
+        if found is None:
+            found = self._forms[word] = self._both_forms(word)
+        return found
+
+    def _both_forms(self, word: str) -> WordForms:
+        if not word:
+            raise TokenError("expected a word to look up, found an empty string")
+        plain, plain_error = self._attempt(word, word)
+        if word[0].isspace():  # typed with its space, or the space itself: already in the form it was given
+            if plain_error is not None:
+                raise plain_error
+            return WordForms(word, plain, plain)
+        spaced, spaced_error = self._attempt(" " + word, word)
+        space, space_id = self.space(), None
+        if spaced is not None and len(space) == 1 and len(spaced) > 1 and spaced[0] == space[0]:
+            spaced, space_id = spaced[1:], space[0]  # the space is a token of its own: it is not the word
+        if plain is None and spaced is None:
+            assert plain_error is not None
+            raise plain_error
+        return WordForms(word, plain, spaced, plain_error, spaced_error, space_id)
+
+    def _attempt(self, text: str, word: str) -> tuple[tuple[int, ...] | None, TokenError | None]:
+        try:
+            return self.encode(text, word), None
+        except TokenError as err:
+            return None, err
+
+
+def choose_form(forms: Sequence[WordForms], unk_id: int | None) -> FormChoice:
+    """The one form for these words, by the module's rule."""
+    if all(found.same for found in forms):
+        return FormChoice(EITHER, f"{_subject(forms)} the same ids with or without a space before")
+    candidates = {WORD_START: [found.word_start for found in forms], PLAIN: [found.plain for found in forms]}
+    other = {WORD_START: PLAIN, PLAIN: WORD_START}
+    failed = {name: [found for found, word_ids in zip(forms, ids) if word_ids is None]
+              for name, ids in candidates.items()}
+    if failed[PLAIN] and failed[WORD_START]:  # 1. no form holds every word: the plain form's complaint
+        raise failed[PLAIN][0].plain_error or TokenError(f"cannot encode {failed[PLAIN][0].word!r}")
+    for name, lacking in failed.items():  # 1. a form some word cannot be encoded in is out
+        if lacking:
+            error = lacking[0].word_start_error if name == WORD_START else lacking[0].plain_error
+            return FormChoice(other[name], f"the tokenizer cannot encode the {name} form of {lacking[0].word!r} "
+                                           f"({error})")
+
+    encoded = {name: [word_ids for word_ids in ids if word_ids is not None] for name, ids in candidates.items()}
+
+    def unknown(name: str) -> list[str]:
+        return [found.word for found, ids in zip(forms, encoded[name]) if unk_id is not None and unk_id in ids]
+
+    def single(name: str) -> bool:
+        return all(len(ids) == 1 for ids in encoded[name])
+
+    def total(name: str) -> int:
+        return sum(len(ids) for ids in encoded[name])
+
+    for name in (WORD_START, PLAIN):  # 2. no unknown token
+        if unknown(other[name]) and not unknown(name):
+            return FormChoice(name, f"in the {other[name]} form {unknown(other[name])[0]!r} becomes the unknown token")
+    ones = _one_token(forms)
+    if single(WORD_START) and single(PLAIN):  # 3. one token each, in either form: 5. decides
+        return FormChoice(WORD_START, f"{ones} in either form; word-start is the form a word takes inside a sentence")
+    for name in (WORD_START, PLAIN):
+        if single(name):
+            return FormChoice(name, f"{ones} in it, not in the {other[name]} form")
+    for name in (WORD_START, PLAIN):  # 4. fewer tokens
+        if total(name) < total(other[name]):
+            return FormChoice(name, f"fewer tokens in all than in the {other[name]} form")
+    return FormChoice(WORD_START, "as many tokens in all as in the plain form; word-start is the form a word takes "
+                                  "inside a sentence")
+
+
+def _subject(forms: Sequence[WordForms]) -> str:
+    return {1: "the word has", 2: "both words have"}.get(len(forms), "every word has")
+
+
+def _one_token(forms: Sequence[WordForms]) -> str:
+    return {1: "the word is one token", 2: "both words are one token each"}.get(len(forms), "every word is one token")
+
+
+def lookup_words(tokenizer: Tokenizer, words: Sequence[str], *, exact: bool = False, allow_unk: bool = False,
+                 encoder: WordEncoder | None = None) -> tuple[WordLookup, ...]:
+    """The token ids of ``words``, looked up together in one form (see the module); ``exact`` encodes each as
+    given; ``allow_unk`` lets a word that becomes the unknown token through, with a note, instead of raising
+    TokenError. ``encoder`` remembers words between calls (it must be for the same tokenizer)."""
+    encoder = encoder or WordEncoder(tokenizer)
+    if exact:
+        return tuple(_checked(tokenizer, word, word, encoder.encode(word, word) if word else _empty(), EXACT, None,
+                              allow_unk) for word in words)
+    forms = [encoder.forms(word) for word in words]
+    choice = choose_form(forms, getattr(tokenizer, "unk_id", None))
+    found = []
+    for word_forms in forms:
+        if choice.name == PLAIN or (choice.name == EITHER and word_forms.space_id is None):
+            form, ids, space_id = word_forms.word, word_forms.plain, None
+        else:  # word-start, or either where that form's ids are the plain ones with the space left out
+            start = word_forms.space_id is None and not word_forms.word[0].isspace()
+            form, ids, space_id = (" " + word_forms.word if start else word_forms.word), word_forms.word_start, \
+                word_forms.space_id
+        assert ids is not None  # choose_form picked a form every word could be encoded in
+        found.append(_checked(tokenizer, word_forms.word, form, ids, choice, space_id, allow_unk))
+    return tuple(found)
 
 
 def lookup_word(tokenizer: Tokenizer, word: str, *, exact: bool = False, allow_unk: bool = False) -> WordLookup:
-    """The token ids for ``word``; ``exact`` encodes it as given, with no space rules; ``allow_unk`` lets a word
-    that becomes the unknown token through, with a note, instead of raising TokenError. A tokenizer's own
-    complaint about the text is a TokenError too."""
-    try:
-        found = _lookup(tokenizer, word, exact)
-    except (ValueError, KeyError, UnicodeError) as err:  # raised by the tokenizer library, not by us
-        raise TokenError(f"expected a word the tokenizer can encode, found {quote(word)} ({err})") from None
+    """The token ids for ``word`` on its own (lookup_words for one word)."""
+    return lookup_words(tokenizer, [word], exact=exact, allow_unk=allow_unk)[0]
+
+
+def _empty() -> tuple[int, ...]:
+    raise TokenError("expected a word to look up, found an empty string")
+
+
+def space_sentence(word: str, space_id: int) -> str:
+    """What a word's lookup says when the space before it is a token of its own and was left out."""
+    return f"the space before {word!r} is a token of its own (id {space_id}), so it was left out"
+
+
+def form_sentence(form: str, choice: FormChoice) -> str | None:
+    """What a word's lookup says about the form it was encoded in, when a form was chosen."""
+    if choice.name not in (WORD_START, PLAIN):
+        return None
+    return f"used the {choice.name} form {form!r} ({choice.reason})"
+
+
+def _checked(tokenizer: Tokenizer, word: str, form: str, ids: tuple[int, ...], choice: FormChoice,
+             space_id: int | None, allow_unk: bool) -> WordLookup:
     unk_id = getattr(tokenizer, "unk_id", None)  # None: the tokenizer has no unknown token
-    if unk_id is None or unk_id not in found.ids:
-        return found
-    unk = quote(token_name(tokenizer, unk_id))
-    if not allow_unk:
-        raise TokenError(f"expected a word the tokenizer can represent, found {quote(word)}, which the "
-                         f"{tokenizer.kind} tokenizer maps to its unknown token {unk} (id {unk_id}): "
-                         "pass --allow-unk to use that row anyway")
-    note = f"{quote(word)} became the unknown token {unk} (id {unk_id}), the row shared by every unknown word"
-    return WordLookup(found.word, found.ids, found.tokens, found.form, "; ".join(filter(None, (found.note, note))))
+    unknown = None
+    if unk_id is not None and unk_id in ids:
+        unk = quote(token_name(tokenizer, unk_id))
+        if not allow_unk:
+            raise TokenError(f"expected a word the tokenizer can represent, found {quote(word)}, which the "
+                             f"{tokenizer.kind} tokenizer maps to its unknown token {unk} (id {unk_id}): "
+                             "pass --allow-unk to use that row anyway")
+        unknown = f"{quote(word)} became the unknown token {unk} (id {unk_id}), the row shared by every unknown word"
+    said = (space_sentence(word, space_id) if space_id is not None else None, form_sentence(form, choice), unknown)
+    tokens = tuple(token_name(tokenizer, id) for id in ids)
+    return WordLookup(word, ids, tokens, form, "; ".join(filter(None, said)) or None, choice, space_id, unknown)
 
 
 def parse_id(text: object) -> int:
@@ -71,32 +260,3 @@ def check_id(token_id: int, rows: int, word: str | None = None) -> None:
     if not 0 <= token_id < rows:
         where = f" for {quote(word)}" if word is not None else ""
         raise TokenError(f"expected token ids 0..{rows - 1} (the table has {rows} rows), found {token_id}{where}")
-
-
-def _lookup(tokenizer: Tokenizer, word: str, exact: bool) -> WordLookup:
-    if not word:
-        raise TokenError("expected a word to look up, found an empty string")
-    plain = tokenizer.encode(word)
-    if not plain:
-        raise TokenError(
-            f"the word {word!r} encodes to no tokens with the {tokenizer.kind} tokenizer {tokenizer.path.name}"
-        )
-    if exact:
-        return _result(tokenizer, word, word, plain, None)
-    spaced_form = " " + word
-    spaced = tokenizer.encode(spaced_form)
-    if spaced == plain:
-        return _result(tokenizer, word, word, plain, None)
-    if len(spaced) == 1:
-        note = f"used the in-sentence form {spaced_form!r} (one token)"
-        return _result(tokenizer, word, spaced_form, spaced, note)
-    space = tokenizer.encode(" ")
-    if len(space) == 1 and spaced == space + plain:
-        note = f"the space before {word!r} is a token of its own (id {space[0]}), so it was left out"
-        return _result(tokenizer, word, word, plain, note)
-    return _result(tokenizer, word, word, plain, None)
-
-
-def _result(tokenizer: Tokenizer, word: str, form: str, ids: list[int], note: str | None) -> WordLookup:
-    tokens = tuple(token_name(tokenizer, id) for id in ids)
-    return WordLookup(word=word, ids=tuple(ids), tokens=tokens, form=form, note=note)

@@ -96,7 +96,9 @@ def test_two_words_give_one_pair_with_the_ids_and_tokens_used(emb, table):
     assert pair.b.ids == (CAT,) and pair.b.tokens == ("cat",)
     assert pair.cosine == pytest.approx(cos(table[DOG], table[CAT]), abs=1e-6)
     assert pair.reason is None
-    assert pair.a.note  # lookup says which form of the word it used
+    # the test tokenizer makes the space a token of its own: said once for the answer, not as a note on each word
+    assert pair.a.note is None and pair.a.space_id == pair.b.space_id == 32 and pair.choice.name == "either"
+    assert result.space_note == "the space is a token of its own (id 32); words are looked up without the space before them"
     assert result.table == "token" and result.table_name == "token_emb" and not result.centered
 
 
@@ -445,7 +447,8 @@ def test_cli_words_json_and_no_merge(npz_path):
     ids = harris_tokenizer(npz_path.parent, ["dog", "cat", "puppy"])
     (pair,) = run_json("similarity", "-c", npz_path, "dogcat", "puppy")["pairs"]
     assert pair["a_ids"] == [ids["dog"], ids["cat"]] and pair["a_tokens"] == ["dog", "cat"] and pair["a_merged"]
-    assert pair["b_ids"] == [ids["puppy"]] and pair["a_note"] and pair["b_note"]
+    assert pair["b_ids"] == [ids["puppy"]] and pair["a_note"] is None and pair["b_note"] is None
+    assert (pair["form"], pair["form_reason"]) == ("either", "both words have the same ids with or without a space before")
     refused = run("similarity", "-c", npz_path, "dogcat", "puppy", "--no-merge", code=1)
     assert refused.stderr == ("Error: expected 'dogcat' to be one token, found 2 ('dog' 'cat'); "
                               "merging them is turned off (--no-merge)\n")

@@ -315,7 +315,16 @@ def test_gpt2_merge_making_a_missing_token(tmp_path):
 
 
 def test_vocab_without_merges_is_not_a_tokenizer(tmp_path):
-    (tmp_path / "vocab.json").write_text(json.dumps({"a": 0, "b": 1}))
+    # a JSON object of ids is a character map; a GPT-2 vocabulary without its merges is not one
+    (tmp_path / "vocab.json").write_text(json.dumps({"a": 0, "b": 1, "Ġa": 2}))
+    with pytest.raises(CheckpointError) as err:
+        load_tokenizer(tmp_path / "vocab.json")
+    assert str(err.value) == (
+        "expected vocab.json to be a JSON object mapping each character or token to its id, found a byte-level BPE "
+        "vocabulary ('Ġ' marks a word start) without its merges.txt (the token 'Ġa'): its ids cannot be worked out "
+        "from the map alone"
+    )
+    (tmp_path / "vocab.json").write_text(json.dumps([0, 1]))
     with pytest.raises(CheckpointError) as err:
         load_tokenizer(tmp_path / "vocab.json")
     assert str(err.value) == (
@@ -324,7 +333,8 @@ def test_vocab_without_merges_is_not_a_tokenizer(tmp_path):
         "wordpiece (a BERT vocab.txt, one token per line); sentencepiece (a SentencePiece *.model protobuf); "
         "tiktoken (a .tiktoken file, or an encoding name such as gpt2 or cl100k_base); "
         "byte-bpe (a minbpe *.model file or a merges.json list of id pairs); harris (harris_segments.json); "
-        "nanogpt-chars (nanoGPT's character-level meta.pkl)"
+        "nanogpt-chars (nanoGPT's character-level meta.pkl); "
+        "char-map (a JSON object mapping each character or token to its id)"
     )
 
 
@@ -545,8 +555,8 @@ def test_harris_other_shapes(tmp_path):
 
 def test_every_kind_registered():
     assert [kind.name for kind in registered_kinds()] == [
-        "huggingface", "gpt2-bpe", "wordpiece", "sentencepiece", "tiktoken", "byte-bpe", "harris", "nanogpt-chars"
-    ]
+        "huggingface", "gpt2-bpe", "wordpiece", "sentencepiece", "tiktoken", "byte-bpe", "harris", "nanogpt-chars",
+        "char-map"]
 
 
 def test_unknown_and_missing_files(tmp_path):

@@ -12,7 +12,7 @@ from .. import compute
 from ..errors import EmbscopeError, TokenError
 from ..naming import token_name
 from ..text import quote
-from .similarity import Query, Resolver, is_padding, merge_note, query_vectors, table_rows, with_reasons
+from .similarity import Query, Resolver, is_padding, lookup_note, merge_note, query_vectors, table_rows, with_reasons
 
 if TYPE_CHECKING:
     from ..embeddings import Embeddings
@@ -45,7 +45,7 @@ def neighbors(emb: Embeddings, query: str | int, k: int = 10, *, ids: bool = Fal
     array, name = table_rows(emb, table)
     resolve = Resolver(emb, array.shape[0], ids=ids, exact=exact, merge=True, allow_unk=allow_unk)
     found = resolve(query)
-    note = "; ".join(n for n in (found.note, merge_note(found)) if n) or None
+    note = "; ".join(n for n in (lookup_note(found), merge_note(found)) if n) or None
     vectors = query_vectors(array, [found], None)
     (found,) = with_reasons(array, [found], vectors, False)
     if found.reason is not None:

@@ -6,14 +6,14 @@ from __future__ import annotations
 import bisect
 import math
 from array import array as packed
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from itertools import combinations
 from typing import TYPE_CHECKING, Any, overload
 
 from .. import cache, compute
 from ..errors import EmbscopeError, TokenError
-from ..lookup import check_id, lookup_word, parse_id
+from ..lookup import FormChoice, WordEncoder, check_id, form_sentence, lookup_words, parse_id, space_sentence
 from ..naming import token_name
 from ..text import quote
 
@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
     from ..checkpoint import Table
     from ..embeddings import Embeddings
+    from ..lookup import WordLookup
 
 BASELINE_PAIRS = 10000  # random pairs sampled for the percentile
 BASELINE_SEED = 0  # fixed, so the same table gives the same percentile every run
@@ -40,9 +41,11 @@ class Query:
     text: str
     ids: tuple[int, ...]
     tokens: tuple[str, ...]
-    note: str | None = None  # how the tokenizer was asked (lookup_word's note)
+    note: str | None = None  # what is to say of this word alone (it became the unknown token); the form is the pair's
     form: str | None = None  # the text actually encoded; None for an id
     reason: str | None = None  # why its vector has no direction (a zero, NaN or Inf row); None when fine
+    choice: FormChoice | None = None  # the form chosen for the words looked up with it, and why; None for an id
+    space_id: int | None = None  # the space token left out before the word (a token of its own), if one was
 
     @property
     def merged(self) -> bool:
@@ -58,6 +61,11 @@ class Pair:
     cosine: float | None  # None when undefined; `reason` says why
     reason: str | None
     percentile: float | None  # share (0..100) of the random-pair sample below `cosine`
+
+    @property
+    def choice(self) -> FormChoice | None:
+        """The one form both words were looked up in (they are looked up together), or None for ids."""
+        return self.a.choice
 
 
 @dataclass(frozen=True)
@@ -109,6 +117,11 @@ class SimilarityResult:
     table_name: str
 
     @property
+    def space_note(self) -> str | None:
+        """One sentence for the whole answer when the space before words is a token of its own and was left out."""
+        return space_note(self.queries)
+
+    @property
     def matrix(self) -> tuple[tuple[float | None, ...], ...]:
         """Cosine of every query with every other (queries x queries); None where undefined or not asked."""
         index = {q.text: i for i, q in enumerate(self.queries)}
@@ -139,15 +152,17 @@ def is_padding(tokenizer: Any, token_id: int) -> bool:
 
 
 class Resolver:
-    """Turns each distinct word or id into a Query once, checking it against the table."""
+    """Turns each distinct word or id into a Query once, checking it against the table. Words asked about together
+    (`keys`) are looked up in one form (lookup.py's rule); a word's Query is kept per form chosen for it."""
 
     def __init__(self, emb: Embeddings, rows: int, *, ids: bool, exact: bool, merge: bool, allow_unk: bool = False):
         self.emb, self.rows, self.ids, self.exact, self.merge = emb, rows, ids, exact, merge
         self.allow_unk = allow_unk
-        self.cache: dict[str, Query] = {}
-        self.positions: dict[str, int] = {}  # where each query stands in `cache`
+        self.cache: dict[Hashable, Query] = {}
+        self.positions: dict[Hashable, int] = {}  # where each query stands in `cache`
         self._tokenizer = None
         self._tokenizer_loaded = False
+        self._encoder: WordEncoder | None = None
 
     @property
     def tokenizer(self):
@@ -160,32 +175,78 @@ class Resolver:
     def __call__(self, item: object) -> Query:
         return self.cache[self.key(item)]
 
-    def key(self, item: object) -> str:
-        """Resolve `item` once, and give the key it is cached under."""
-        key = str(item).strip() if self.ids else str(item)
-        if key not in self.cache:
-            self.cache[key] = self.resolve_id(item) if self.ids else self.resolve_word(key)
-            self.positions[key] = len(self.positions)
-        return key
+    def key(self, item: object) -> Hashable:
+        """Resolve `item` on its own, once, and give the key it is cached under."""
+        return self.keys([item])[0]
+
+    def keys(self, items: Sequence[object]) -> tuple[Hashable, ...]:
+        """Resolve `items` together (words in one form), each once, and give the keys they are cached under."""
+        if self.ids:
+            texts = tuple(str(item).strip() for item in items)
+            for text, item in zip(texts, items):
+                if text not in self.cache:
+                    self._add(text, self.resolve_id(item))
+            return texts
+        found: list[Hashable] = []
+        for lookup in self.lookup([str(item) for item in items]):
+            key = (lookup.word, lookup.choice)  # a word has one Query per form it was looked up in
+            if key not in self.cache:
+                self._add(key, self.query(lookup))
+            found.append(key)
+        return tuple(found)
+
+    def _add(self, key: Hashable, query: Query) -> None:
+        self.cache[key] = query
+        self.positions[key] = len(self.positions)
 
     def resolve_id(self, item: object) -> Query:
         token_id = parse_id(item)
         check_id(token_id, self.rows)
         return Query(str(item).strip(), (token_id,), (token_name(self.tokenizer, token_id),))
 
-    def resolve_word(self, word: str) -> Query:
+    def lookup(self, words: Sequence[str]) -> tuple[WordLookup, ...]:
         tokenizer = self.tokenizer
         if tokenizer is None:
-            raise TokenError(f"expected a tokenizer to look up {quote(word)}, found none beside the checkpoint: "
+            raise TokenError(f"expected a tokenizer to look up {quote(words[0])}, found none beside the checkpoint: "
                              "pass --tokenizer FILE, or use --ids")
-        found = lookup_word(tokenizer, word, exact=self.exact, allow_unk=self.allow_unk)
+        if self._encoder is None:
+            self._encoder = WordEncoder(tokenizer)
+        return lookup_words(tokenizer, words, exact=self.exact, allow_unk=self.allow_unk, encoder=self._encoder)
+
+    def query(self, found: WordLookup) -> Query:
+        word = found.word
         for token_id in found.ids:
             check_id(int(token_id), self.rows, word)
         if len(found.ids) > 1 and not self.merge:
             pieces = " ".join(quote(t) for t in found.tokens)
             raise TokenError(f"expected {quote(word)} to be one token, found {len(found.ids)} ({pieces}); "
                              "merging them is turned off (--no-merge)")
-        return Query(word, tuple(int(i) for i in found.ids), tuple(found.tokens), found.note, found.form)
+        return Query(word, tuple(int(i) for i in found.ids), tuple(found.tokens), found.unknown, found.form,
+                     choice=found.choice, space_id=found.space_id)
+
+
+def lookup_note(query: Query) -> str | None:
+    """Everything to say about how one word on its own was looked up (for answers about one word): the space
+    left out, the form chosen, the unknown token."""
+    said = (space_sentence(query.text, query.space_id) if query.space_id is not None else None,
+            form_sentence(query.form, query.choice) if query.form is not None and query.choice is not None else None,
+            query.note)
+    return "; ".join(filter(None, said)) or None
+
+
+def space_note(queries: Sequence[Query]) -> str | None:
+    """One sentence for a whole answer: the space before its words is a token of its own and was left out (said
+    once, not for every word); None when no word's space was."""
+    words = [query for query in queries if query.form is not None and not query.text[0].isspace()]
+    left_out = [query for query in words if query.space_id is not None]
+    if not left_out:
+        return None
+    space_id = left_out[0].space_id
+    if len(left_out) == len(words):
+        return f"the space is a token of its own (id {space_id}); words are looked up without the space before them"
+    named = ", ".join(quote(query.text) for query in left_out[:5]) + (
+        f" and {len(left_out) - 5:,} more" if len(left_out) > 5 else "")
+    return f"the space before {named} is a token of its own (id {space_id}), so it was left out"
 
 
 def merge_note(query: Query) -> str | None:
@@ -265,13 +326,19 @@ def similarity_pairs(emb: Embeddings, pairs: Iterable[Sequence], *, ids: bool = 
         try:
             if len(pair) != 2:
                 raise TokenError(f"expected pairs of two words or ids, found {len(pair)} items in pair {n + 1}")
-            keys = resolve.key(pair[0]), resolve.key(pair[1])
+            keys = resolve.keys(pair)  # the two words of a pair in one form
         except TokenError as err:
             if on_skip is None:
                 raise
             on_skip(f"pair {n + 1} ({' '.join(quote(item) for item in pair)}): {err}")
             continue
         asked.extend(resolve.positions[key] for key in keys)
+    return measured(emb, chosen, resolve, asked, center=center, baseline=baseline, table=table)
+
+
+def measured(emb: Embeddings, chosen: Table, resolve: Resolver, asked: packed[int], *, center: bool, baseline: bool,
+             table: str) -> SimilarityResult:
+    """The cosines of the pairs of query positions in `asked` (two a pair), of the queries `resolve` holds."""
     found = list(resolve.cache.values())
     if not center and len(asked) <= 2 * FEW_PAIRS and len(asked) // 2 * chosen.dim <= FEW_PRODUCTS:
         return few_similarity(emb, chosen, found, asked, baseline=baseline, table=table)
@@ -372,9 +439,14 @@ def few_percentile(sample: Sequence[float], value: float) -> float:
 def similarity(emb: Embeddings, words_or_ids: Sequence, *, ids: bool = False, exact: bool = False,
                merge: bool = True, center: bool = False, table: str = "token", baseline: bool = True,
                allow_unk: bool = False) -> SimilarityResult:
-    """Two words give one pair; more give every pair, in the order given."""
+    """Two words give one pair; more give every pair, in the order given. All the words are looked up in one
+    form (lookup.py's rule), chosen for them together."""
     items = list(dict.fromkeys(words_or_ids))  # a word given twice is compared once
     if len(items) < 2:
         raise TokenError(f"expected at least two different words or ids to compare, found {len(items)}")
-    return similarity_pairs(emb, combinations(items, 2), ids=ids, exact=exact, merge=merge, center=center, table=table,
-                            baseline=baseline, allow_unk=allow_unk)
+    chosen = pick_table(emb, table)
+    resolve = Resolver(emb, chosen.rows, ids=ids, exact=exact, merge=merge, allow_unk=allow_unk)
+    # every word in one form: each pair then does, and the matrix compares one vector per word
+    keys = resolve.keys(items)
+    asked = packed("q", (resolve.positions[key] for pair in combinations(keys, 2) for key in pair))
+    return measured(emb, chosen, resolve, asked, center=center, baseline=baseline, table=table)

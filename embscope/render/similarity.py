@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..analysis.similarity import Pair, Query, SimilarityResult, merge_note
+from ..lookup import PLAIN, WORD_START, FormChoice
 from ..text import quote
 from . import console, header
 
@@ -16,10 +17,25 @@ def query_doc(query: Query) -> dict:
 
 
 def pair_doc(pair: Pair) -> dict:
+    choice = pair.choice
     return {"a": pair.a.text, "b": pair.b.text, "a_ids": list(pair.a.ids), "b_ids": list(pair.b.ids),
             "a_tokens": list(pair.a.tokens), "b_tokens": list(pair.b.tokens), "cosine": pair.cosine,
             "reason": pair.reason, "a_note": pair.a.note, "b_note": pair.b.note,
-            "a_merged": pair.a.merged, "b_merged": pair.b.merged, "percentile": pair.percentile}
+            "a_merged": pair.a.merged, "b_merged": pair.b.merged, "percentile": pair.percentile,
+            "form": choice.name if choice else None, "form_reason": choice.reason if choice else None}
+
+
+def form_notes(pairs: Sequence[Pair]) -> list[str]:
+    """The form the words were looked up in, once for each choice among `pairs` (one for a list of words), where a
+    form was chosen: not for ids, --exact, or words whose two forms have the same ids."""
+    counts: dict[FormChoice, int] = {}
+    for pair in pairs:
+        if pair.choice is not None and pair.choice.name in (WORD_START, PLAIN):
+            counts[pair.choice] = counts.get(pair.choice, 0) + 1
+    if len(counts) == 1 and sum(counts.values()) == len(pairs):
+        return [f"words looked up in the {choice.name} form: {choice.reason}" for choice in counts]
+    return [f"{count:,} pair{'s' * (count != 1)} looked up in the {choice.name} form: {choice.reason}"
+            for choice, count in counts.items()]
 
 
 LISTED_PAIRS = 50  # pairs printed in the console; --json lists all
@@ -32,7 +48,7 @@ def document(result: SimilarityResult, notes: Sequence[str] = ()) -> dict:
             "baseline": None if base is None else {"mean_random_cosine": base.mean_random_cosine,
                                                    "sample_size": base.sample_size, "seed": base.seed},
             "centered": result.centered, "table": result.table, "table_name": result.table_name,
-            "notes": list(notes)}
+            "notes": [*filter(None, [result.space_note]), *notes]}
 
 
 def percentile_text(value: float | None) -> str:
@@ -46,6 +62,8 @@ def show(emb: Any, result: SimilarityResult, *, json: bool, matrix: bool, notes:
         return
     header.show(emb)
     out = console.out
+    if result.space_note:  # said once for the answer, not for every word
+        out.print(f"tokenizer: {console.safe(result.space_note)}", soft_wrap=True)
     listed = result.pairs[:LISTED_PAIRS]
     reasons = any(pair.reason for pair in listed)  # a column only when some cosine is undefined
     base = result.baseline
@@ -70,7 +88,7 @@ def show(emb: Any, result: SimilarityResult, *, json: bool, matrix: bool, notes:
         out.print(f"random pairs of {result.table} table {console.safe(quote(result.table_name))}{centered}: "
                   f"mean cosine {console.cosine_text(base.mean_random_cosine)} (exact); percentiles against "
                   f"{base.sample_size:,} pairs sampled with seed {base.seed}", soft_wrap=True)
-    lines = list(notes)
+    lines = [*notes, *form_notes(listed)]
     for query in result.queries:
         lines += [n for n in (query.note and f"{query.text}: {query.note}", merge_note(query)) if n]
     console.notes(lines)

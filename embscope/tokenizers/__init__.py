@@ -51,6 +51,8 @@ register("tiktoken", "tiktoken_bpe", ("*.tiktoken", "*.model"),
 register("byte-bpe", "byte_bpe", ("*.model", "merges.json"), "a minbpe *.model file or a merges.json list of id pairs")
 register("harris", "harris", ("harris_segments.json",))
 register("nanogpt-chars", "nanogpt_meta", ("meta.pkl",), "nanoGPT's character-level meta.pkl", related=True)
+register("char-map", "char_map", ("characters.json", "char_to_id.json", "char2idx.json", "word_index.json"),
+         "a JSON object mapping each character or token to its id")
 
 __all__ = [
     "Tokenizer",

@@ -151,10 +151,14 @@ def is_library_failure(err: BaseException) -> bool:
     return not isinstance(err, (KeyboardInterrupt, SystemExit, GeneratorExit))
 
 
-def library_ids(encoding: Any, text: str, library: Any, where: str, byte_level: bool = False) -> list[int]:
+def library_ids(encoding: Any, text: str, library: Any, where: str, byte_level: bool = False,
+                unk_id: int | None = None) -> list[int]:
     """The ids of a tokenizers-library `encoding` of `text`. A BPE model with no unknown token silently leaves
     out the characters its vocabulary lacks: a word that lost one is refused. Whitespace the pre-tokenizer
-    splits at, and what the normalizer strips on purpose (accents), are not losses."""
+    splits at, and what the normalizer strips on purpose (accents, control characters), are not losses; nor is
+    anything when the model has an unknown token (`unk_id`): what it lacks becomes that token, never nothing."""
+    if unk_id is not None:
+        return list(encoding.ids)
     covered = [False] * len(text)
     for start, end in encoding.offsets:
         covered[start:end] = [True] * len(covered[start:end])

@@ -114,7 +114,8 @@ class HuggingFaceTokenizer:
             encoding = self._tok.encode(text, add_special_tokens=False)
         except BaseException as err:  # noqa: BLE001  the library panics (PanicException) on some inputs
             raise self._failed(err, "encode") from None
-        return library_ids(encoding, text, self._tok, f"the {self.kind} tokenizer {self.path.name}", self._byte_level)
+        return library_ids(encoding, text, self._tok, f"the {self.kind} tokenizer {self.path.name}", self._byte_level,
+                           self.unk_id)
 
     def decode(self, ids: list[int]) -> str:
         ids = [self._checked(id) for id in ids]

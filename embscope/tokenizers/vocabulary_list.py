@@ -39,8 +39,10 @@ class VocabularyList(ByteVocabulary):
 
     def encode(self, text: str) -> list[int]:
         if self.style == "sentencepiece":
-            text = " " + text.lstrip(" ")  # SentencePiece's dummy prefix: "dog" and " dog" are both "▁dog"
-        id = self._id_of_text.get(text)
+            # SentencePiece drops spaces at the ends and adds its dummy prefix: "dog", " dog" and "dog " are all
+            # "▁dog", and spaces alone are no token at all
+            text = " " + text.strip(" ") if text.strip(" ") else ""
+        id = self._id_of_text.get(text) if text else None
         if id is None:
             raise TokenError(f"{text!r} is not one token of {self.path.name}, a vocabulary list that cannot split "
                              "text into pieces: pass the model's tokenizer with --tokenizer, or ids with --ids")
