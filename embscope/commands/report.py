@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from .options import JsonFlag, Source, as_usage_error, parse_words, with_source
+from .options import JsonFlag, Source, as_usage_error, checkpoint_path, parse_words, with_source
 
 if TYPE_CHECKING:
     from ..embeddings import Embeddings
@@ -24,7 +24,7 @@ class ReportFormat(str, Enum):
 def report(
     source: Source,
     checkpoints: Annotated[list[Path] | None, typer.Option(
-        "--checkpoint", "-c", help="Checkpoint file or directory; repeat it (or give one folder of a run's "
+        "--checkpoint", "-c", parser=checkpoint_path, help="Checkpoint file, directory or hub model id; repeat it (or give one folder of a run's "
                                    "checkpoints) to add a section comparing them. Default: $EMBSCOPE_CHECKPOINT, "
                                    "else the bundled sample model.", show_default=False)] = None,
     out: Annotated[Path | None, typer.Option(
