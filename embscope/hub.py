@@ -33,6 +33,9 @@ REPO_ID = re.compile(r"(?:[A-Za-z0-9_](?:[\w.-]{0,94}[A-Za-z0-9_])?/)?[A-Za-z0-9
                      re.ASCII)
 REVISION = re.compile(r"[\w.-]+(?:/[\w.-]+)*", re.ASCII)  # a branch, a tag, "refs/pr/1" or a commit hash
 COMMIT = re.compile(r"[0-9a-f]{40}")
+# a missing "model.pt" is a file name mistyped, not a model id: its error stays the plain one
+FILE_SUFFIXES = (".pt", ".pth", ".bin", ".safetensors", ".gguf", ".onnx", ".npz", ".npy", ".pkl", ".pickle", ".h5",
+                 ".json", ".txt", ".model")
 MAX_REF_BYTES = 256  # a ref holds a 40-character hash; anything longer is not a ref
 MAX_SNAPSHOT_ENTRIES = 10_000  # files and folders checked in a snapshot; no model repository has more
 MAX_SNAPSHOT_DEPTH = 8
@@ -73,6 +76,8 @@ def parse_model_id(text: str) -> tuple[str, str] | None:
     """(id, revision) when `text` can name a model on the hub ("org/name", "org/name@rev", "gpt2"), else None."""
     model_id, _, revision = text.partition("@")
     if not REPO_ID.fullmatch(model_id) or ".." in model_id or SEPARATOR in model_id or model_id.endswith(".git"):
+        return None
+    if model_id.lower().endswith(FILE_SUFFIXES):
         return None
     if "@" in text and not (REVISION.fullmatch(revision) and ".." not in revision.split("/")):
         return None

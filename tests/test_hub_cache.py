@@ -190,9 +190,12 @@ def test_an_id_not_in_the_cache_says_where_it_looked_and_how_to_fetch_it(tmp_pat
     result = run("info", "-c", "org/absent@v1.0", code=1)
     assert "hf download org/absent --revision v1.0 (or huggingface-cli download org/absent --revision v1.0)" \
         in result.stderr
-    # a path that cannot be an id keeps the plain message
+    # a path that cannot be an id, or names a file, keeps the plain message
     result = run("info", "-c", tmp_path / "missing.pt", code=1)
     assert result.stderr == f"Error: expected a checkpoint file or directory, found nothing at '{tmp_path / 'missing.pt'}'\n"
+    monkeypatch.chdir(tmp_path)
+    result = run("info", "-c", "ckpt.pt", code=1)
+    assert result.stderr == "Error: expected a checkpoint file or directory, found nothing at 'ckpt.pt'\n"
 
 
 def hostile(cache: Path, files: dict[str, Path], case: str, tmp_path: Path) -> None:
