@@ -56,9 +56,14 @@ ONNX_TYPES = {"int8": TensorProto.INT8, "uint8": TensorProto.UINT8, "int16": Ten
               "uint16": TensorProto.UINT16, "int4": TensorProto.INT4, "uint4": TensorProto.UINT4}
 
 
-def int_tensor(name: str, values: np.ndarray, dtype: str) -> onnx.TensorProto:
-    """An integer initializer of any quantized type (4-bit ones packed by onnx.helper, two values a byte)."""
-    return helper.make_tensor(name, ONNX_TYPES[dtype], list(values.shape), values.astype(np.int64).reshape(-1).tolist())
+def int_tensor(name: str, values: np.ndarray, dtype: str, typed: bool = False) -> onnx.TensorProto:
+    """An integer initializer of any quantized type, as raw bytes (numpy_helper; 4-bit ones through ml_dtypes,
+    packed two values a byte), or in the typed int32_data field (onnx.helper.make_tensor with a list)."""
+    if typed:
+        return helper.make_tensor(name, ONNX_TYPES[dtype], list(values.shape), values.astype(np.int64).reshape(-1).tolist())
+    import ml_dtypes
+    kind = {"int4": ml_dtypes.int4, "uint4": ml_dtypes.uint4}.get(dtype, dtype)
+    return numpy_helper.from_array(values.astype(kind), name)
 
 
 # (name, dtype, axis, block_size, scale shape, with a zero point): the scale and zero point broadcast as
@@ -92,7 +97,7 @@ def spread(values: np.ndarray, axis: int, block: int) -> np.ndarray:
     return values.reshape(shape)
 
 
-def dq_case(case: str):
+def dq_case(case: str, typed: bool = False):
     dtype, axis, block, shape, with_zero = DQ_CASES[case]
     low, high = RANGES[dtype]
     positive = axis % 2
@@ -102,10 +107,10 @@ def dq_case(case: str):
         zero = RNG.integers((high + 1) // 4, 3 * (high + 1) // 4, shape) if low == 0 else RNG.integers(-2, 3, shape)
     q = quantize(TABLE, spread(scale, positive, block), spread(zero, positive, block), low, high).astype(np.int64)
     expected = (q - spread(zero, positive, block)).astype(np.float32) * spread(scale, positive, block)
-    tensors = [int_tensor("W_quantized", q, dtype), numpy_helper.from_array(scale, "W_scale")]
+    tensors = [int_tensor("W_quantized", q, dtype, typed), numpy_helper.from_array(scale, "W_scale")]
     inputs = ["W_quantized", "W_scale"]
     if with_zero:
-        tensors.append(int_tensor("W_zero_point", zero, dtype))
+        tensors.append(int_tensor("W_zero_point", zero, dtype, typed))
         inputs.append("W_zero_point")
     attributes = {"axis": axis} | ({"block_size": block} if block else {})
     node = helper.make_node("DequantizeLinear", inputs, [f"{TOKEN}_DequantizeLinear_Output"], **attributes)
@@ -114,13 +119,19 @@ def dq_case(case: str):
     return model, expected, dtype
 
 
-@pytest.mark.parametrize("external", [False, True], ids=["inline", "external data"])
+@pytest.mark.parametrize("stored", ["inline", "external data", "typed field"])
 @pytest.mark.parametrize("case", list(DQ_CASES))
-def test_dequantize_linear_equals_numpy_and_the_reference_evaluator(case, external, tmp_path):
-    model, expected, dtype = dq_case(case)
+def test_dequantize_linear_equals_numpy_and_the_reference_evaluator(case, stored, tmp_path):
+    model, expected, dtype = dq_case(case, typed=stored == "typed field")
+    external = stored == "external data"
+    if external:
+        assert all(t.HasField("raw_data") for t in model.graph.initializer)  # so that all go to the data file
     (reference,) = ReferenceEvaluator(model).run(None, {})
     np.testing.assert_array_equal(reference, expected)  # the layout as numpy states it is the layout onnx runs
     emb = embscope.open(save(model, tmp_path, external))
+    if external:
+        assert all(t.data_location == TensorProto.EXTERNAL for t in onnx.load(str(tmp_path / "model.onnx"),
+                                                                              load_external_data=False).graph.initializer)
     assert emb.token.name == TOKEN and emb.token.tensor.quantization.startswith(dtype + ", ")
     np.testing.assert_array_equal(emb.token.array, reference)
     assert list(emb.checkpoint.tensors) == [TOKEN]  # the quantized parts are not tensors of their own
@@ -364,3 +375,63 @@ def test_the_gather_onnxruntime_quantizes_to_int4_blocks(tmp_path):
         kind = "int4" if symmetric else "uint4"
         assert emb.token.tensor.quantization == f"{kind}, a scale per 16 elements along axis 1" + \
             ("" if symmetric else ", zero point")
+
+
+# ---------------------------------------------------------------- lies
+
+
+def dq_model(scale_shape: tuple[int, ...], **attributes) -> onnx.ModelProto:
+    node = helper.make_node("DequantizeLinear", ["W_quantized", "W_scale"], [TOKEN], **attributes)
+    return model_of({"W_quantized": np.ones((V, D), np.int8), "W_scale": np.full(scale_shape, 0.5, np.float32)},
+                    [node], [TOKEN])
+
+
+DQ_LIES = {
+    "a negative block size": (dq_model((V, 1), axis=1, block_size=-4), r"block size -4 is negative"),
+    "an axis past the dimensions": (dq_model((V,), axis=5), r"axis 5 is outside the 2 dimensions of 'W_quantized'"),
+    "blocks that do not tile": (dq_model((V, 3), axis=1, block_size=16),
+                                (rf"scale 'W_scale' has shape \[{V}, 3\], expected one value or \[{V}, 2\] for values "
+                                rf"of shape \[{V}, {D}\]")),
+    "a vector along the wrong axis": (dq_model((V,), axis=1), rf"expected one value or \[{D}\]"),
+}
+
+
+@pytest.mark.parametrize("case", list(DQ_LIES))
+def test_dequantize_linear_that_lies_is_one_clear_error(case, tmp_path):
+    model, message = DQ_LIES[case]
+    path = save(model, tmp_path)
+    with pytest.raises(CheckpointError, match=message):
+        open_checkpoint(path)
+    result = run("info", "-c", path, code=1)
+    assert result.stderr.startswith("Error: ") and result.stderr.count("\n") == 1
+
+
+def test_a_block_larger_than_the_row_is_one_block_and_allocates_nothing_more(tmp_path):
+    """block_size 2**40 along rows of 32: ceil(32 / 2**40) = 1 block a row; the scale is picked by index, never
+    repeated 2**40 times."""
+    model = dq_model((V, 1), axis=1, block_size=2 ** 40)
+    (reference,) = ReferenceEvaluator(dq_model((V, 1), axis=1, block_size=D)).run(None, {})
+    emb = embscope.open(save(model, tmp_path))
+    np.testing.assert_array_equal(emb.token.array, reference)
+
+
+def test_4_bit_external_data_of_the_wrong_length_is_refused(tmp_path):
+    model, _, _ = dq_case("per-row int4")
+    path = save(model, tmp_path, external=True)
+    edited = onnx.load(str(path), load_external_data=False)
+    tensor = next(t for t in edited.graph.initializer if t.name == "W_quantized")
+    for entry in tensor.external_data:
+        if entry.key == "length":
+            entry.value = str(V * D)  # one byte a value: the packed form holds half that
+    onnx.save(edited, str(path))
+    with pytest.raises(CheckpointError, match=rf"shape \[{V}, {D}\] of int4 needs {V * D // 2} bytes, the external "
+                                              rf"data holds {V * D}"):
+        open_checkpoint(path)
+
+
+def test_constants_of_other_kinds_are_left_alone(tmp_path):
+    sparse = helper.make_node("Constant", [], ["s"], sparse_value=helper.make_sparse_tensor(
+        numpy_helper.from_array(np.ones(2, np.float32)), numpy_helper.from_array(np.array([1, 5], np.int64)), [8]))
+    words = helper.make_node("Constant", [], ["w"], value_strings=["a", "b"])
+    checkpoint = open_checkpoint(save(model_of({TOKEN: TABLE}, [sparse, words], [TOKEN]), tmp_path))
+    assert list(checkpoint.tensors) == [TOKEN]
