@@ -51,9 +51,10 @@ def quantize(values: np.ndarray, scale: np.ndarray, zero: np.ndarray, low: int, 
 
 
 RANGES = {"int8": (-128, 127), "uint8": (0, 255), "int16": (-32768, 32767), "uint16": (0, 65535),
-          "int4": (-8, 7), "uint4": (0, 15)}
+          "int4": (-8, 7), "uint4": (0, 15), "int2": (-2, 1), "uint2": (0, 3)}
 ONNX_TYPES = {"int8": TensorProto.INT8, "uint8": TensorProto.UINT8, "int16": TensorProto.INT16,
-              "uint16": TensorProto.UINT16, "int4": TensorProto.INT4, "uint4": TensorProto.UINT4}
+              "uint16": TensorProto.UINT16, "int4": TensorProto.INT4, "uint4": TensorProto.UINT4,
+              "int2": TensorProto.INT2, "uint2": TensorProto.UINT2}
 
 
 def int_tensor(name: str, values: np.ndarray, dtype: str, typed: bool = False) -> onnx.TensorProto:
@@ -62,7 +63,8 @@ def int_tensor(name: str, values: np.ndarray, dtype: str, typed: bool = False) -
     if typed:
         return helper.make_tensor(name, ONNX_TYPES[dtype], list(values.shape), values.astype(np.int64).reshape(-1).tolist())
     import ml_dtypes
-    kind = {"int4": ml_dtypes.int4, "uint4": ml_dtypes.uint4}.get(dtype, dtype)
+    kind = {"int4": ml_dtypes.int4, "uint4": ml_dtypes.uint4, "int2": ml_dtypes.int2, "uint2": ml_dtypes.uint2}.get(
+        dtype, dtype)
     return numpy_helper.from_array(values.astype(kind), name)
 
 
@@ -78,6 +80,8 @@ DQ_CASES = {
     "per-row uint16": ("uint16", 0, 0, (V,), True),
     "per-row int4": ("int4", 0, 0, (V,), False),
     "per-row uint4, zero point": ("uint4", 0, 0, (V,), True),
+    "per-row int2 (opset 25)": ("int2", 0, 0, (V,), False),
+    "per-column uint2, zero point (opset 25)": ("uint2", 1, 0, (D,), True),
     "blocks of 16 along the row": ("int8", 1, 16, (V, 2), True),
     "blocks of 12, the last short": ("uint8", 1, 12, (V, 3), True),
     "blocks of 5 down the columns": ("int8", 0, 5, (3, D), False),
@@ -114,7 +118,7 @@ def dq_case(case: str, typed: bool = False):
         inputs.append("W_zero_point")
     attributes = {"axis": axis} | ({"block_size": block} if block else {})
     node = helper.make_node("DequantizeLinear", inputs, [f"{TOKEN}_DequantizeLinear_Output"], **attributes)
-    model = model_of({}, [node], [f"{TOKEN}_DequantizeLinear_Output"])
+    model = model_of({}, [node], [f"{TOKEN}_DequantizeLinear_Output"], opset=25 if dtype in ("int2", "uint2") else 21)
     model.graph.initializer.extend(tensors)
     return model, expected, dtype
 

@@ -3,7 +3,7 @@ never run. The protobuf is parsed whole without its external data, as protobuf r
 (an initializer, or the tensor a Constant node holds) becomes a tensor read on demand: inline bytes through
 numpy_helper, external data memory-mapped from a file that must lie inside the model's folder (or, for a
 model in the Hugging Face cache, in the cache's blobs, where the snapshot's links lead). 4-bit types are stored two
-values a byte, the first in the low nibble (onnx's IR), and read one value a byte.
+values a byte (2-bit types four), the first in the low bits (onnx's IR), and read one value a byte.
 
 Quantized weights are dequantized on read, as onnx_quantized.py says: per tensor, per axis and blocked, in
 the QDQ, QOperator and GatherBlockQuantized layouts. Their scales and zero points, and those of activations,
@@ -46,8 +46,9 @@ DTYPES = {"FLOAT": ("float32", "<f4"), "FLOAT16": ("float16", "<f2"), "BFLOAT16"
           "DOUBLE": ("float64", "<f8"), "INT8": ("int8", "i1"), "UINT8": ("uint8", "u1"), "INT16": ("int16", "<i2"),
           "UINT16": ("uint16", "<u2"), "INT32": ("int32", "<i4"), "UINT32": ("uint32", "<u4"),
           "INT64": ("int64", "<i8"), "UINT64": ("uint64", "<u8"), "BOOL": ("bool", "?"),
-          "INT4": ("int4", "u1"), "UINT4": ("uint4", "u1")}
-PACKED = {"int4": "i1", "uint4": "u1"}  # two values a byte -> the numpy dtype one value is read as
+          "INT4": ("int4", "u1"), "UINT4": ("uint4", "u1"), "INT2": ("int2", "u1"), "UINT2": ("uint2", "u1")}
+# sub-byte types -> (bits a value, signed), stored low bits first (onnx's IR), read as one int8 / uint8 a value
+PACKED = {"int4": (4, True), "uint4": (4, False), "int2": (2, True), "uint2": (2, False)}
 # Constant attributes that hold numbers, besides `value` (a tensor), and the numpy dtype of each
 CONSTANT_LISTS = {"value_float": "<f4", "value_floats": "<f4", "value_int": "<i8", "value_ints": "<i8"}
 
@@ -99,24 +100,27 @@ def read_inline(tensor: Any, np_dtype: str, dtype: str) -> np.ndarray:
     import numpy as np
     from onnx import numpy_helper
     array = numpy_helper.to_array(tensor)
-    if dtype in PACKED:  # onnx unpacks 4-bit values into ml_dtypes' int4 / uint4
-        return array.astype(PACKED[dtype])
+    if dtype in PACKED:  # onnx unpacks sub-byte values into ml_dtypes' int4, uint4, int2, uint2
+        return array.astype("i1" if PACKED[dtype][1] else "u1")
     return array.view(np_dtype) if array.dtype.itemsize == np.dtype(np_dtype).itemsize else array.astype(np_dtype)
 
 
-def unpack_4bit(read_bytes: Callable[[], np.ndarray], shape: tuple[int, ...], signed: bool) -> np.ndarray:
-    """Two 4-bit values a byte, the first in the low nibble; signed ones sign-extended from bit 3."""
+def unpack(read_bytes: Callable[[], np.ndarray], shape: tuple[int, ...], bits: int, signed: bool) -> np.ndarray:
+    """8 // bits values a byte, the first in the low bits; signed ones sign-extended from their top bit."""
     import numpy as np
     raw = np.asarray(read_bytes()).reshape(-1)
-    values = np.empty(raw.size * 2, dtype=np.uint8)
-    values[0::2] = raw & 0x0F
-    values[1::2] = raw >> 4
+    per = 8 // bits
+    values = np.empty(raw.size * per, dtype=np.uint8)
+    for i in range(per):
+        values[i::per] = (raw >> (i * bits)) & ((1 << bits) - 1)
     values = values[:math.prod(shape)].reshape(shape)
-    return ((values ^ 8).astype(np.int8) - 8) if signed else values
+    half = 1 << (bits - 1)
+    return ((values ^ half).astype(np.int8) - half) if signed else values
 
 
 def typed_count(tensor: Any, onnx: Any) -> int:
-    """Elements held in the typed field a data type uses when raw_data is empty (4-bit: bytes, one an entry)."""
+    """Elements held in the typed field a data type uses when raw_data is empty (sub-byte types: bytes, one an
+    entry)."""
     t = onnx.TensorProto
     field = {t.FLOAT: tensor.float_data, t.DOUBLE: tensor.double_data, t.INT64: tensor.int64_data,
              t.UINT32: tensor.uint64_data, t.UINT64: tensor.uint64_data}.get(tensor.data_type, tensor.int32_data)
@@ -136,7 +140,7 @@ def initializer_info(path: Path, tensor: Any, onnx: Any, name: str | None = None
     dtype, np_dtype = DTYPES[kind]
     shape = check_shape(tuple(tensor.dims), where)
     count = math.prod(shape)
-    stored = -(-count // 2) if dtype in PACKED else count  # bytes for 4-bit types, else elements
+    stored = -(-count // (8 // PACKED[dtype][0])) if dtype in PACKED else count  # bytes of sub-byte types, else elements
     needed = stored * np.dtype(np_dtype).itemsize
     if tensor.data_location == onnx.TensorProto.EXTERNAL:
         file, offset, length = external_file(path, tensor, where)
@@ -147,7 +151,7 @@ def initializer_info(path: Path, tensor: Any, onnx: Any, name: str | None = None
         storage = (str(file), offset) if needed else None
         if dtype in PACKED:
             raw = partial(map_array, file, np_dtype, offset, (stored,))
-            return TensorInfo(name, shape, dtype, partial(unpack_4bit, raw, shape, dtype == "int4"), storage=storage)
+            return TensorInfo(name, shape, dtype, partial(unpack, raw, shape, *PACKED[dtype]), storage=storage)
         return TensorInfo(name, shape, dtype, partial(map_array, file, np_dtype, offset, shape), storage=storage)
     if tensor.HasField("raw_data"):
         held, unit, expected = len(tensor.raw_data), "bytes", needed

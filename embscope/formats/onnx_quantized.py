@@ -37,7 +37,7 @@ from ..text import quote
 if TYPE_CHECKING:
     import numpy as np
 
-QUANTIZED_DTYPES = ("int8", "uint8", "int16", "uint16", "int32", "int4", "uint4")
+QUANTIZED_DTYPES = ("int8", "uint8", "int16", "uint16", "int32", "int4", "uint4", "int2", "uint2")
 SCALE_DTYPES = ("float32", "float16", "bfloat16")
 ROUNDED_OUTPUTS = ("float16", "bfloat16")  # an output type narrower than the float32 embscope returns
 QUANTIZED_SUFFIXES = ("_quantized", "_q")
@@ -107,7 +107,7 @@ class Quantized:
     def read(self, where: str) -> np.ndarray:
         import numpy as np
         require_memory(self.q.numel * 4 * (2 if self.block else 1), f"{where} dequantized to float32")
-        values = self.q.read().astype(np.float32)  # int4 arrives unpacked, one value a byte
+        values = self.q.read().astype(np.float32)  # 4- and 2-bit values arrive unpacked, one a byte
         if self.zero_point is not None:
             values -= self.spread(self.zero_point)
         elif self.default_zero:
