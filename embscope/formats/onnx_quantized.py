@@ -249,10 +249,19 @@ def from_gather_blocks(where: str, graph: Any, tensors: dict[str, TensorInfo], t
     return found, packed
 
 
-def consumers_axis(graph: Any, name: str) -> int | None:
-    """The axis the ops reading `name` scale it along (PER_AXIS_INPUTS), when they agree on one."""
-    axes = {PER_AXIS_INPUTS.get((text(node.op_type), i)) for node in graph.node
-            for i, used in enumerate(node.input) if text(used) == name}
+def readers(graph: Any) -> dict[str, list[tuple[str, int]]]:
+    """For each tensor name, the (op, input position) of every node that reads it: built once per graph."""
+    found: dict[str, list[tuple[str, int]]] = {}
+    for node in graph.node:
+        op = text(node.op_type)
+        for i, used in enumerate(node.input):
+            found.setdefault(text(used), []).append((op, i))
+    return found
+
+
+def consumers_axis(reading: list[tuple[str, int]]) -> int | None:
+    """The axis the ops reading a weight scale it along (PER_AXIS_INPUTS), when they agree on one."""
+    axes = {PER_AXIS_INPUTS.get(use) for use in reading}
     axes.discard(None)
     return axes.pop() if len(axes) == 1 else None
 
@@ -261,6 +270,7 @@ def from_names(where: str, graph: Any, tensors: dict[str, TensorInfo], taken: se
     """QOperator: X_quantized (or X_q) with X_scale (or X_quantized_scale) beside it; and how many such pairs
     were left as stored because a square weight's vector scale could run along either axis."""
     found, unsure = [], 0
+    read_by = readers(graph)
     for name, q in tensors.items():
         suffix = next((s for s in QUANTIZED_SUFFIXES if name.endswith(s)), None)
         base = name[:-len(suffix)] if suffix else ""
@@ -270,7 +280,7 @@ def from_names(where: str, graph: Any, tensors: dict[str, TensorInfo], taken: se
         scale = tensors[prefix + SCALE_SUFFIX]
         axis: int | None = None
         if len(scale.shape) == 1 and scale.numel > 1 and len(q.shape) > 1:
-            axis = vector_axis(q, scale, consumers_axis(graph, name))
+            axis = vector_axis(q, scale, consumers_axis(read_by.get(name, [])))
             if axis is None:
                 unsure += 1
                 continue
