@@ -118,8 +118,10 @@ def read_ref(repo: Path, model_id: str, revision: str) -> str:
     try:
         fd, info = open_to_read(ref)
     except FileNotFoundError:
+        held = cached_commits(repo)
+        there = f"; the cache holds snapshot {', '.join(held)} (name one as {model_id}@<commit>)" if held else ""
         raise CheckpointError(f"expected the revision {quote(revision)} of {quote(model_id)} in the Hugging Face cache "
-                              f"({quote(ref)}), found none; to fetch it: {fetch_hint(model_id, revision)}") from None
+                              f"({quote(ref)}), found none{there}; to fetch it: {fetch_hint(model_id, revision)}") from None
     except OSError as err:
         raise CheckpointError(f"cannot read {quote(ref)}: {err.strerror or err}") from None
     with os.fdopen(fd, "rb") as file:
@@ -133,6 +135,15 @@ def read_ref(repo: Path, model_id: str, revision: str) -> str:
     if len(raw) > MAX_REF_BYTES or not COMMIT.fullmatch(commit):
         raise CheckpointError(f"expected a 40-character commit hash in {quote(ref)}, found {quote(commit[:60])}")
     return commit
+
+
+def cached_commits(repo: Path, listed: int = 3) -> list[str]:
+    """A few of the commits the cache holds snapshots of, for a message."""
+    try:
+        names = sorted(entry.name for entry in os.scandir(repo / SNAPSHOTS) if COMMIT.fullmatch(entry.name))
+    except OSError:
+        return []
+    return names[:listed] + ([f"and {len(names) - listed} more"] if len(names) > listed else [])
 
 
 def check_links(snapshot: HubSnapshot) -> None:
