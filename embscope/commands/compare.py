@@ -85,7 +85,8 @@ def checkpoint_paths(paths: list[Path], open_path: Opener) -> tuple[list[Path], 
 def compare_command(
     source: Source,
     checkpoints: Annotated[list[Path], typer.Argument(
-        parser=checkpoint_path, help="Two or more checkpoints (files or folders), compared in the order given; or one folder holding a "
+        parser=checkpoint_path,
+        help="Two or more checkpoints (files or folders), compared in the order given; or one folder holding a "
              "run's checkpoints (ckpt*.pt, ANDREA dumps, nlm pickles, checkpoint-N/ folders), ordered by step.",
         metavar="CHECKPOINT...", show_default=False)],
     words: Annotated[list[str] | None, typer.Option(

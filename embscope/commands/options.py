@@ -43,6 +43,7 @@ def checkpoint_path(value: str | Path) -> Path:
 
 
 def tokenizer_path(value: str | Path) -> Path:
+    """--tokenizer: a file. Checked as text, as -c is."""
     if value == "":
         raise typer.BadParameter("expected a tokenizer file, found an empty string")
     return Path(value)
@@ -57,7 +58,8 @@ class Source:
         help="Checkpoint file or directory, or a model id in the local Hugging Face cache (default: the bundled "
              "sample model).")] = None
     tokenizer: Annotated[Path | None, typer.Option(
-        parser=tokenizer_path, metavar="PATH", help="Tokenizer file (default: found beside or inside the checkpoint).")] = None
+        parser=tokenizer_path, metavar="PATH",
+        help="Tokenizer file (default: found beside or inside the checkpoint).")] = None
     token_key: Annotated[str | None, typer.Option(callback=tensor_name, help="Tensor to use as the token table.")] = None
     pos_key: Annotated[str | None, typer.Option(callback=tensor_name, help="Tensor to use as the position table.")] = None
     output_key: Annotated[str | None, typer.Option(callback=tensor_name, help="Tensor to use as the output projection.")] = None
