@@ -121,7 +121,8 @@ def read_ref(repo: Path, model_id: str, revision: str) -> str:
         held = cached_commits(repo)
         there = f"; the cache holds snapshot {', '.join(held)} (name one as {model_id}@<commit>)" if held else ""
         raise CheckpointError(f"expected the revision {quote(revision)} of {quote(model_id)} in the Hugging Face cache "
-                              f"({quote(ref)}), found none{there}; to fetch it: {fetch_hint(model_id, revision)}") from None
+                              f"({quote(ref)}), found none{there}; to fetch it: "
+                              f"{fetch_hint(model_id, revision)}") from None
     except OSError as err:
         raise CheckpointError(f"cannot read {quote(ref)}: {err.strerror or err}") from None
     with os.fdopen(fd, "rb") as file:
@@ -164,8 +165,8 @@ def check_links(snapshot: HubSnapshot) -> None:
         for entry in entries:
             seen += 1
             if seen > MAX_SNAPSHOT_ENTRIES:
-                raise CheckpointError(f"expected at most {MAX_SNAPSHOT_ENTRIES:,} files in the snapshot {quote(folder)}, "
-                                      "found more")
+                raise CheckpointError(f"expected at most {MAX_SNAPSHOT_ENTRIES:,} files in the snapshot "
+                                      f"{quote(folder)}, found more")
             path = Path(entry.path)
             if entry.is_symlink():
                 check_link(path, inside, f"{quote(path.relative_to(folder))} in {snapshot.describe()}")

@@ -189,15 +189,18 @@ def test_an_id_not_in_the_cache_says_where_it_looked_and_how_to_fetch_it(tmp_pat
                              f"'org/absent' in the Hugging Face cache '{tmp_path / 'home' / 'hub'}' ($HF_HOME/hub), "
                              "found neither; to fetch it: hf download org/absent (or huggingface-cli download "
                              "org/absent)\n")
-    lay_out(tmp_path / "home" / "hub", "org/pinned", {"config.json": tmp_path / "home" / "config.json"}, revision=COMMIT)
+    config = {"config.json": tmp_path / "home" / "config.json"}
+    lay_out(tmp_path / "home" / "hub", "org/pinned", config, revision=COMMIT)
     result = run("info", "-c", "org/pinned", code=1)  # fetched by commit only: no refs/main
-    assert f"found none; the cache holds snapshot {COMMIT} (name one as org/pinned@<commit>); to fetch it" in result.stderr
+    assert f"found none; the cache holds snapshot {COMMIT} (name one as org/pinned@<commit>); to fetch it" \
+        in result.stderr
     result = run("info", "-c", "org/absent@v1.0", code=1)
     assert "hf download org/absent --revision v1.0 (or huggingface-cli download org/absent --revision v1.0)" \
         in result.stderr
     # a path that cannot be an id, or names a file, keeps the plain message
     result = run("info", "-c", tmp_path / "missing.pt", code=1)
-    assert result.stderr == f"Error: expected a checkpoint file or directory, found nothing at '{tmp_path / 'missing.pt'}'\n"
+    missing = tmp_path / "missing.pt"
+    assert result.stderr == f"Error: expected a checkpoint file or directory, found nothing at '{missing}'\n"
     monkeypatch.chdir(tmp_path)
     result = run("info", "-c", "ckpt.pt", code=1)
     assert result.stderr == "Error: expected a checkpoint file or directory, found nothing at 'ckpt.pt'\n"
@@ -224,10 +227,12 @@ def hostile(cache: Path, files: dict[str, Path], case: str, tmp_path: Path) -> N
 
 
 HOSTILE = {
-    "a link out of the cache": rf"^'model.safetensors' in org/bad from the Hugging Face cache, snapshot {COMMIT} \(main\) "
-                               r"is a link to '.*secret.safetensors', outside the Hugging Face cache '.*cache'; refused$",
+    "a link out of the cache": (rf"^'model.safetensors' in org/bad from the Hugging Face cache, snapshot {COMMIT} "
+                                r"\(main\) is a link to '.*secret.safetensors', outside the Hugging Face cache "
+                                r"'.*cache'; refused$"),
     "a link loop": r"^'vocab.txt' in org/bad .* is a link that loops back on itself; refused$",
-    "a dangling link": r"^'model.safetensors' in org/bad .* is a link to '\.\./\.\./blobs/[0-9a-f]+', which is not there",
+    "a dangling link": r"^'model.safetensors' in org/bad .* is a link to '\.\./\.\./blobs/[0-9a-f]+', which is not "
+                       r"there",
     "refs/main a FIFO": r"expected a file holding a commit hash at '.*refs/main', found a named pipe \(FIFO\)",
     "refs/main huge": r"expected a commit hash in '.*refs/main', found a file of 1,000,000 bytes",
     "refs/main not a hash": r"expected a 40-character commit hash in '.*refs/main', found '\.\./\.\./\.\./etc'",

@@ -50,7 +50,7 @@ def keras_files(folder):
             return self.position_embedding(self.token_embedding(inputs))
 
     class KerasIOTokenAndPositionEmbedding(keras.layers.Layer):
-        """keras.io's "Text classification with Transformer" layer: two keras.layers.Embedding, token_emb and pos_emb."""
+        """keras.io's "Text classification with Transformer" layer: two keras.layers.Embedding, token_emb, pos_emb."""
 
         def __init__(self, **kwargs):
             super().__init__(name="token_and_position_embedding", **kwargs)

@@ -61,7 +61,8 @@ def int_tensor(name: str, values: np.ndarray, dtype: str, typed: bool = False) -
     """An integer initializer of any quantized type, as raw bytes (numpy_helper; 4-bit ones through ml_dtypes,
     packed two values a byte), or in the typed int32_data field (onnx.helper.make_tensor with a list)."""
     if typed:
-        return helper.make_tensor(name, ONNX_TYPES[dtype], list(values.shape), values.astype(np.int64).reshape(-1).tolist())
+        flat = values.astype(np.int64).reshape(-1).tolist()
+        return helper.make_tensor(name, ONNX_TYPES[dtype], list(values.shape), flat)
     import ml_dtypes
     kind = {"int4": ml_dtypes.int4, "uint4": ml_dtypes.uint4, "int2": ml_dtypes.int2, "uint2": ml_dtypes.uint2}.get(
         dtype, dtype)
@@ -134,8 +135,8 @@ def test_dequantize_linear_equals_numpy_and_the_reference_evaluator(case, stored
     np.testing.assert_array_equal(reference, expected)  # the layout as numpy states it is the layout onnx runs
     emb = embscope.open(save(model, tmp_path, external))
     if external:
-        assert all(t.data_location == TensorProto.EXTERNAL for t in onnx.load(str(tmp_path / "model.onnx"),
-                                                                              load_external_data=False).graph.initializer)
+        saved = onnx.load(str(tmp_path / "model.onnx"), load_external_data=False)
+        assert all(t.data_location == TensorProto.EXTERNAL for t in saved.graph.initializer)
     assert emb.token.name == TOKEN and emb.token.tensor.quantization.startswith(dtype + ", ")
     np.testing.assert_array_equal(emb.token.array, reference)
     assert list(emb.checkpoint.tensors) == [TOKEN]  # the quantized parts are not tensors of their own

@@ -258,7 +258,8 @@ def seeded_because(tokenizer: Reference, kinds: TokenKinds | None) -> str:
         return (f"seeded from the table because the {count} rows the tokenizer marks unused show no gap in the "
                 "indicator")
     marks = "no row" if not count else f"only {count} row{'s' * (count != 1)}"
-    return f"seeded from the table because the tokenizer marks {marks} unused ({MIN_TRUSTED_REFERENCE} needed to trust it)"
+    return (f"seeded from the table because the tokenizer marks {marks} unused ({MIN_TRUSTED_REFERENCE} needed to "
+            "trust it)")
 
 
 def table_seed(array: np.ndarray, valid: np.ndarray, norms: np.ndarray, topk: NearestRows) -> Reference:

@@ -60,9 +60,12 @@ class Source:
     tokenizer: Annotated[Path | None, typer.Option(
         parser=tokenizer_path, metavar="PATH",
         help="Tokenizer file (default: found beside or inside the checkpoint).")] = None
-    token_key: Annotated[str | None, typer.Option(callback=tensor_name, help="Tensor to use as the token table.")] = None
-    pos_key: Annotated[str | None, typer.Option(callback=tensor_name, help="Tensor to use as the position table.")] = None
-    output_key: Annotated[str | None, typer.Option(callback=tensor_name, help="Tensor to use as the output projection.")] = None
+    token_key: Annotated[str | None, typer.Option(
+        callback=tensor_name, help="Tensor to use as the token table.")] = None
+    pos_key: Annotated[str | None, typer.Option(
+        callback=tensor_name, help="Tensor to use as the position table.")] = None
+    output_key: Annotated[str | None, typer.Option(
+        callback=tensor_name, help="Tensor to use as the output projection.")] = None
     trust_pickle: Annotated[bool, typer.Option(
         "--trust-pickle", help="Let a pickle name any global. It can then run code: only for files you made.")] = False
     vocab_size: Annotated[int | None, typer.Option(help="Token table rows, for formats that do not record it.")] = None

@@ -2,8 +2,8 @@
 never run. The protobuf is parsed whole without its external data, as protobuf requires; each weight
 (an initializer, or the tensor a Constant node holds) becomes a tensor read on demand: inline bytes through
 numpy_helper, external data memory-mapped from a file that must lie inside the model's folder (or, for a
-model in the Hugging Face cache, in the cache's blobs, where the snapshot's links lead). 4-bit types are stored two
-values a byte (2-bit types four), the first in the low bits (onnx's IR), and read one value a byte.
+model in the Hugging Face cache, in the cache's blobs, where the snapshot's links lead). 4-bit types are
+stored two values a byte (2-bit types four), the first in the low bits (onnx's IR), and read one value a byte.
 
 Quantized weights are dequantized on read, as onnx_quantized.py says: per tensor, per axis and blocked, in
 the QDQ, QOperator and GatherBlockQuantized layouts. Their scales and zero points, and those of activations,
@@ -140,7 +140,8 @@ def initializer_info(path: Path, tensor: Any, onnx: Any, name: str | None = None
     dtype, np_dtype = DTYPES[kind]
     shape = check_shape(tuple(tensor.dims), where)
     count = math.prod(shape)
-    stored = -(-count // (8 // PACKED[dtype][0])) if dtype in PACKED else count  # bytes of sub-byte types, else elements
+    # bytes of a sub-byte type, else elements
+    stored = -(-count // (8 // PACKED[dtype][0])) if dtype in PACKED else count
     needed = stored * np.dtype(np_dtype).itemsize
     if tensor.data_location == onnx.TensorProto.EXTERNAL:
         file, offset, length = external_file(path, tensor, where)

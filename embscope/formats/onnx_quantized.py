@@ -225,7 +225,8 @@ def output_dtype(code: int, scale: TensorInfo, onnx: Any) -> str:
     return names.get(code, "float32")
 
 
-def from_gather_blocks(where: str, graph: Any, tensors: dict[str, TensorInfo], taken: set[str]) -> tuple[list[Quantized], int]:
+def from_gather_blocks(where: str, graph: Any, tensors: dict[str, TensorInfo],
+                       taken: set[str]) -> tuple[list[Quantized], int]:
     """GatherBlockQuantized over a stored int4 or uint4 table (what onnxruntime's quantize_gather writes), and how
     many over packed uint8 data (MatMulNBits' convention, not read) were left as stored."""
     found, packed = [], 0
