@@ -58,6 +58,8 @@ class Checkpoint:
     config: dict = field(default_factory=dict)
     declared_params: int | None = None  # a count the file states itself (the ANDREA header)
     tied: bool | None = None  # the reader's word on a head the file does not hold (ANDREA decides from its layout)
+    # scale and zero-point values the reader took out of the catalogue as quantization data: not parameters
+    quantization_values: int = 0
     notes: list[str] = field(default_factory=list)
     # the tokenizer the checkpoint carries or names itself (GGUF metadata, a CTranslate2 vocabulary),
     # built when first asked for; None: look for a tokenizer file beside the checkpoint

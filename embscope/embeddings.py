@@ -8,12 +8,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .checkpoint import Checkpoint, EmbeddingTables, Table
-from .errors import EmbscopeError, PositionError, TableError
+from .errors import CheckpointError, EmbscopeError, PositionError, TableError
 from .formats import OpenOptions, open_checkpoint
 from .roles import Role, find_tables
 from .sample import default_checkpoint
 
 if TYPE_CHECKING:
+    from .hub import HubSnapshot
     from .tokenizers.base import Tokenizer
 
 ENV_CHECKPOINT = "EMBSCOPE_CHECKPOINT"
@@ -25,10 +26,11 @@ class Embeddings:
     A role discovery left empty raises only when a command asks for it (`table`)."""
 
     def __init__(self, checkpoint: Checkpoint, tables: EmbeddingTables, tokenizer_path: Path | None = None,
-                 is_sample: bool = False):
+                 is_sample: bool = False, snapshot: HubSnapshot | None = None):
         self.checkpoint = checkpoint
         self.tables = tables
         self.is_sample = is_sample  # the bundled sample, because neither -c nor $EMBSCOPE_CHECKPOINT named one
+        self.snapshot = snapshot  # the Hugging Face cache snapshot a model id named; None for a path
         self._tokenizer_path = tokenizer_path
 
     @property
@@ -81,14 +83,23 @@ class Embeddings:
         return tokenizer, None
 
 
-def resolve_path(path: str | os.PathLike | None) -> tuple[Path, bool]:
-    """An explicit path, else $EMBSCOPE_CHECKPOINT, else the sample model shipped with embscope
-    (and whether it is that sample)."""
-    if path is not None:
-        return Path(path), False
-    if os.environ.get(ENV_CHECKPOINT):
-        return Path(os.environ[ENV_CHECKPOINT]), False
-    return default_checkpoint(), True
+def resolve_path(path: str | os.PathLike | None) -> tuple[Path, bool, HubSnapshot | None]:
+    """An explicit path (or, when nothing is there, a model id in the local Hugging Face cache), else
+    $EMBSCOPE_CHECKPOINT, else the sample model shipped with embscope; whether it is that sample; and the
+    cache snapshot an id named."""
+    if path is None and os.environ.get(ENV_CHECKPOINT):
+        path = os.environ[ENV_CHECKPOINT]
+    if path is None:
+        return default_checkpoint(), True, None
+    if isinstance(path, str) and not path:  # Path("") would be the current directory
+        raise CheckpointError("expected a checkpoint path or model id, found an empty string")
+    local = Path(path)
+    if not os.path.lexists(local):  # nothing at the path: perhaps a model id
+        from .hub import resolve
+        snapshot = resolve(os.fspath(path))
+        if snapshot is not None:
+            return snapshot.folder, False, snapshot
+    return local, False, None
 
 
 def open(path: str | os.PathLike | None = None, *, tokenizer: str | os.PathLike | None = None,
@@ -96,7 +107,7 @@ def open(path: str | os.PathLike | None = None, *, tokenizer: str | os.PathLike 
          trust_pickle: bool = False, vocab_size: int | None = None, d_model: int | None = None,
          context: int | None = None) -> Embeddings:
     options = OpenOptions(trust_pickle=trust_pickle, vocab_size=vocab_size, d_model=d_model, context=context)
-    resolved, is_sample = resolve_path(path)
+    resolved, is_sample, snapshot = resolve_path(path)
     checkpoint = open_checkpoint(resolved, options)
     tables = find_tables(checkpoint, token_key=token_key, pos_key=pos_key, output_key=output_key)
-    return Embeddings(checkpoint, tables, Path(tokenizer) if tokenizer is not None else None, is_sample)
+    return Embeddings(checkpoint, tables, Path(tokenizer) if tokenizer is not None else None, is_sample, snapshot)

@@ -55,6 +55,26 @@ KNOWN: dict[Role, tuple[Known, ...]] = {
         Known("token_embd.weight", "llama.cpp GGUF, every architecture", whole_name_only=True),
         Known("decoder/embeddings/weight", "CTranslate2 decoders (Whisper, GPT-2, Llama)", whole_name_only=True),
         Known("wte.embeddings", "Keras/TF GPT-2 .h5 (names from HDF5 paths, '/' as '.')"),
+        # Keras (names from HDF5 paths, '/' as '.', ':0' dropped). Keras 2 files a weight under its layer's group
+        # by the weight's own name, "<layer>/<layer>/embeddings:0" (tf-keras hdf5_format.save_weights_to_hdf5_group),
+        # the first keras.layers.Embedding being named "embedding", or "embedding_1" when a model built earlier in
+        # the session took that name; Keras 3's legacy .h5 keeps that layout. Keras 3 .weights.h5 files a model's
+        # layers by class name in snake case, numbered within the model (embedding, embedding_1, ...), a layer's
+        # sublayers by attribute, and weights as vars/<i> (keras/src/saving/saving_lib.py). First match wins:
+        # keras-hub's token table is a ReversibleEmbedding, and its BERT's plain Embedding is the segment table.
+        Known("reversible_embedding.vars.0", "Keras 3 .weights.h5 of keras-hub backbones (GPT-2, BERT, Llama, ...): "
+              "their ReversibleEmbedding token_embedding"),
+        Known("token_embedding.vars.0", "Keras 3 .weights.h5 of keras-hub's TokenAndPositionEmbedding: its "
+              "token_embedding"),
+        Known("token_embedding.embeddings", "keras-nlp on Keras 2, Keras 3 legacy .h5: the 'token_embedding' layer"),
+        Known("token_and_position_embedding.token_emb.vars.0", "Keras 3 .weights.h5 of keras.io's "
+              "TokenAndPositionEmbedding: its token_emb"),
+        Known("embedding.embeddings", "Keras 2 .h5, Keras 3 legacy .h5: the first keras.layers.Embedding, "
+              "'embedding/embedding/embeddings:0'"),
+        Known("embedding_1.embeddings", "Keras 2 .h5, Keras 3 legacy .h5: the first keras.layers.Embedding, named "
+              "'embedding_1' by the session"),
+        Known("layers.embedding.vars.0", "Keras 3 .weights.h5: the model's first keras.layers.Embedding, "
+              "'layers/embedding/vars/0'"),
     ),
     Role.position: (
         Known("transformer.wpe.weight", "nanoGPT, GPT-2, GPT-Neo"),
@@ -73,6 +93,15 @@ KNOWN: dict[Role, tuple[Known, ...]] = {
               "table in Whisper is a fixed sinusoid", whole_name_only=True),
         Known("position_embeddings.embeddings", "Keras/TF BERT-family .h5 (names from HDF5 paths, '/' as '.')"),
         Known("wpe.embeddings", "Keras/TF GPT-2 .h5 (names from HDF5 paths, '/' as '.')"),
+        # Keras: see the token role. keras-hub's PositionEmbedding holds one weight, "embeddings".
+        Known("position_embedding.vars.0", "Keras 3 .weights.h5 of keras-hub backbones and TokenAndPositionEmbedding "
+              "(GPT-2, BERT, ...): their PositionEmbedding"),
+        Known("position_embedding.embeddings", "keras-nlp on Keras 2, Keras 3 legacy .h5: the 'position_embedding' "
+              "layer"),
+        Known("token_and_position_embedding.pos_emb.vars.0", "Keras 3 .weights.h5 of keras.io's "
+              "TokenAndPositionEmbedding: its pos_emb"),
+        Known("token_and_position_embedding.embedding_1.embeddings", "Keras 2 .h5 of keras.io's "
+              "TokenAndPositionEmbedding: its second keras.layers.Embedding (pos_emb)"),
     ),
     Role.output: (
         Known("lm_head.weight", "nanoGPT, GPT-2, Llama, Mistral, Qwen, OPT"),

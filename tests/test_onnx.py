@@ -60,7 +60,7 @@ def test_dequantize_linear_node_with_a_zero_point_and_blocks(tmp_path):
     samples.write_onnx(tmp_path / "model.onnx", {"W_quantized": q, "W_scale": scale, "W_zero_point": zero}, [node])
     emb = embscope.open(tmp_path / "model.onnx")
     assert emb.token.name == "embeddings.word_embeddings.weight"
-    assert emb.token.tensor.quantization == "uint8, a scale per 16 elements, zero point"
+    assert emb.token.tensor.quantization == "uint8, a scale per 16 elements along axis 1, zero point"
     expected = (q.astype(np.float32) - 128) * np.repeat(scale, 16, axis=1)
     np.testing.assert_allclose(emb.token.array, expected, rtol=1e-6)
     assert list(emb.checkpoint.tensors) == ["embeddings.word_embeddings.weight"]
@@ -176,4 +176,4 @@ def test_strings_and_other_unread_types_are_left_out_with_a_note(tmp_path):
     onnx.save(model, str(model_path))
     checkpoint = open_checkpoint(model_path)
     assert list(checkpoint.tensors) == ["embeddings.word_embeddings.weight"]
-    assert "1 initializers of types embscope does not read (strings, float8, int4) are left out" in checkpoint.notes
+    assert "1 stored tensors of types embscope does not read (strings, float8) are left out" in checkpoint.notes

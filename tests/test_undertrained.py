@@ -265,6 +265,186 @@ def test_model_trained_with_weight_decay(tmp_path):
     assert verified == ids(output_doc) & (control | set(range(128, 256)))  # control bytes and partial UTF-8
 
 
+def wordpiece(folder: Path, vocab: dict[str, int]) -> None:
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers
+    hf = Tokenizer(models.WordPiece(vocab=vocab, unk_token="[UNK]"))
+    hf.normalizer = normalizers.BertNormalizer(lowercase=True)
+    hf.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    hf.decoder = decoders.WordPiece()
+    hf.save(str(folder / "tokenizer.json"))
+
+
+def plain_words(count: int, seed: int) -> list[str]:
+    """Lowercase words that WordPiece gives back as themselves: names that say nothing about use."""
+    rng = np.random.default_rng(seed)
+    words: set[str] = set()
+    while len(words) < count:
+        words.add("".join(rng.choice(list("abcdefghijklmnoprstuvwy"), rng.integers(3, 8))))
+    return sorted(words)
+
+
+def named_vocabulary(vocab: int, never: set[int], telling: bool, seed: int = 8) -> dict[str, int]:
+    """A BERT-like vocabulary: [PAD] [UNK] [CLS] [SEP] [MASK] first, then words; the rows training never saw are
+    [unusedN] when the names tell, plain words like the rest when they do not."""
+    words = iter(plain_words(vocab, seed))
+    tokens = []
+    for i in range(vocab):
+        if i < 5:
+            tokens.append(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"][i])
+        elif telling and i in never:
+            tokens.append(f"[unused{i}]")
+        else:
+            tokens.append(next(words))
+    return {token: i for i, token in enumerate(tokens)}
+
+
+def train_tied(vocab: int, dim: int, steps: int, init: float, lr: float, seed: int = 0):
+    """A tied bigram model (h = tanh(E[x] A), logits = h E^T) trained with AdamW and weight decay on a Markov
+    stream that never holds a tenth of the ids (and, by chance, a few more): their rows get no input gradient,
+    only the softmax's push away from every h, and the decay."""
+    import torch
+    rng = np.random.default_rng(seed)
+    absent = rng.choice(np.arange(5, vocab), vocab // 10, replace=False)
+    data = markov_stream(rng, np.setdiff1d(np.arange(vocab), absent), 30_000)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        torch.manual_seed(seed)
+        table = torch.nn.Parameter(torch.randn(vocab, dim) * init)
+        mix = torch.nn.Parameter(torch.randn(dim, dim) / dim ** 0.5)
+        optimizer = torch.optim.AdamW([table, mix], lr=lr, weight_decay=0.1)
+        stream = torch.from_numpy(data)
+        for _ in range(steps):
+            at = torch.randint(0, len(stream) - 1, (256,))
+            loss = torch.nn.functional.cross_entropy(torch.tanh(table[stream[at]] @ mix) @ table.T, stream[at + 1])
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+    finally:
+        torch.set_num_threads(threads)
+    never = set(np.flatnonzero(np.bincount(data, minlength=vocab) == 0).tolist())
+    return table.detach().numpy(), never
+
+
+def mean_cosine(a: np.ndarray, b: np.ndarray | None = None) -> float:
+    ua = a / np.linalg.norm(a, axis=1, keepdims=True)
+    if b is None:
+        return float(((ua @ ua.T).sum() - len(ua)) / (len(ua) * (len(ua) - 1)))
+    return float((ua @ (b / np.linalg.norm(b, axis=1, keepdims=True)).T).mean())
+
+
+# (steps, init, lr): a tight cluster (the untrained rows share a direction, mean cosine ~0.6), and a low-norm tail
+# (decay shrank them, their directions still partly their random start, mean cosine ~0.35)
+TIED_RUNS = {"cluster": (100, 0.3, 1e-2), "low-norm tail": (400, 1.0, 3e-2)}
+
+
+@pytest.mark.parametrize("run_kind", list(TIED_RUNS))
+def test_tied_model_trained_with_weight_decay_with_and_without_telling_names(run_kind, tmp_path):
+    table, never = train_tied(600, 32, *TIED_RUNS[run_kind])
+    untrained = table[sorted(never)]
+    trained = np.delete(table, sorted(never), axis=0)
+    shrunk = np.median(np.linalg.norm(untrained, axis=1)) / np.median(np.linalg.norm(trained, axis=1))
+    if run_kind == "cluster":
+        assert 0.4 < mean_cosine(untrained) < 0.8 and shrunk < 0.6
+    else:
+        assert mean_cosine(untrained) < 0.45 and shrunk < 0.4
+    np.savez(tmp_path / "model.npz", token_emb=table)
+    for telling in (True, False):
+        wordpiece(tmp_path, named_vocabulary(600, never, telling))
+        doc = run_json("undertrained", "-c", tmp_path / "model.npz")
+        recall, precision = recall_precision(ids(doc), never)
+        assert recall >= 0.8 and precision >= 0.5, (telling, recall, precision, doc["reference"], doc["threshold"])
+        description = doc["reference"]["description"]
+        if telling:  # the placeholders are the reference; where their mean shows no gap, the table seeds one
+            assert doc["tokenizer"]["kinds"]["placeholder"] == len(never)
+            assert doc["reference"]["source"] == "tokenizer" or (
+                f"seeded from the table because the {len(never)} rows the tokenizer marks unused show no gap"
+                in description)
+            assert all(c["verified"] for c in doc["candidates"] if c["id"] in never)
+        else:
+            assert doc["tokenizer"]["kinds"]["placeholder"] == 0
+            assert doc["reference"]["source"] == ("cluster" if run_kind == "cluster" else "low-norm")
+            assert "seeded from the table because the tokenizer marks no row unused (8 needed to trust it)" in \
+                description
+
+
+def bert_statistics_table(rng: np.random.Generator, rows: int = 3000, dim: int = 64, reserved: int = 98):
+    """A table with the statistics of the real BERT case, scaled down (994 of 30,522 rows there, 98 of 3,000 here):
+    reserved rows of mean cosine 0.82 among themselves and 0.08 to the rest, norms 0.455 +- 0.016 against
+    1.09 +- 0.20; the rest low-rank plus noise, as trained rows are."""
+    shared = rng.standard_normal(dim)
+    shared /= np.linalg.norm(shared)
+    spread = rng.standard_normal((reserved, dim))
+    spread -= np.outer(spread @ shared, shared)
+    spread /= np.linalg.norm(spread, axis=1, keepdims=True)
+    unused = np.sqrt(0.82) * shared + np.sqrt(0.18) * spread
+    rest = rng.standard_normal((rows, 16)) @ rng.standard_normal((16, dim)) + 0.5 * rng.standard_normal((rows, dim))
+    rest -= np.outer(rest @ shared, shared)
+    rest /= np.linalg.norm(rest, axis=1, keepdims=True)
+    along = 0.08 / np.sqrt(0.82)  # cos(unused, rest) = sqrt(0.82) * along
+    rest = along * shared + np.sqrt(1 - along ** 2) * rest
+    where = np.sort(rng.choice(np.arange(10, rows), reserved, replace=False))
+    table = rest * rng.normal(1.09, 0.20, (rows, 1))
+    table[where] = unused * rng.normal(0.455, 0.016, (reserved, 1))
+    return table.astype(np.float32), set(where.tolist())
+
+
+def test_bert_table_whose_reserved_rows_are_not_named(tmp_path):
+    """The case that found nothing: the tokenizer gives one unreachable row (an uppercase token the lowercasing
+    normaliser never gives back), the gap rule saw no gap from it; the table shows its reserved rows plainly."""
+    table, reserved = bert_statistics_table(np.random.default_rng(12))
+    others = np.delete(table, sorted(reserved), axis=0)
+    assert mean_cosine(table[sorted(reserved)]) == pytest.approx(0.82, abs=0.02)
+    assert mean_cosine(table[sorted(reserved)], others) == pytest.approx(0.08, abs=0.02)
+    save_file({"embeddings.word_embeddings.weight": table}, tmp_path / "model.safetensors")
+    vocab = named_vocabulary(len(table), reserved, telling=False)
+    unreachable = next(token for token, i in vocab.items() if i == 7)
+    vocab[unreachable.capitalize()] = vocab.pop(unreachable)
+    wordpiece(tmp_path, vocab)
+    doc = run_json("undertrained", "-c", tmp_path)
+    assert doc["tokenizer"]["kinds"]["unreachable"] == 6  # the five specials, and the one reference row
+    assert doc["reference"]["source"] == "cluster"
+    assert "seeded from the table because the tokenizer marks only 1 row unused (8 needed to trust it)" in \
+        doc["reference"]["description"]
+    recall, precision = recall_precision(ids(doc), reserved)
+    assert recall >= 0.8 and precision >= 0.5, (recall, precision)
+
+
+GAUSSIAN_SHAPES = [(1000, 16, 0), (3000, 64, 1), (600, 128, 2)]
+
+
+def noise(rows: int, dim: int, seed: int, shaped: bool) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    table = rng.standard_normal((rows, dim))
+    if shaped:  # low-rank plus noise around a shared direction, as trained tables are
+        table = table[:, :16] @ rng.standard_normal((16, dim)) / 4 + 0.3 * table + 1.5 * rng.standard_normal(dim)
+    return table.astype(np.float32)
+
+
+@pytest.mark.parametrize("rows, dim, seed", GAUSSIAN_SHAPES)
+@pytest.mark.parametrize("shaped", [False, True], ids=["isotropic", "low-rank around a shared direction"])
+def test_no_seed_and_no_candidates_on_noise(rows, dim, seed, shaped, tmp_path):
+    """The seed is held to the gap rule's false-alarm rate: Gaussian noise, isotropic or shaped like a trained
+    table, seeds nothing."""
+    np.savez(tmp_path / "model.npz", token_emb=noise(rows, dim, seed, shaped))
+    doc = run_json("undertrained", "-c", tmp_path / "model.npz")
+    assert doc["candidates"] == [] and doc["reference"]["source"] == "none", doc["reference"]
+    assert doc["reference"]["description"].startswith("no cluster: no 9 or more rows stand out")
+
+
+def test_noise_with_too_few_tokenizer_rows_seeds_nothing(tmp_path):
+    """One unreachable row from the tokenizer: too few to trust, so the table is searched for a seed, and noise
+    has none; the one row stays the reference, and gives no gap."""
+    np.savez(tmp_path / "model.npz", token_emb=noise(2000, 64, 4, shaped=True))
+    vocab = named_vocabulary(2000, set(), telling=False)
+    first = next(token for token, i in vocab.items() if i == 7)
+    vocab[first.capitalize()] = vocab.pop(first)
+    wordpiece(tmp_path, vocab)
+    doc = run_json("undertrained", "-c", tmp_path / "model.npz")
+    assert doc["reference"]["description"] == "1 rows known unused (1 unreachable)" and doc["candidates"] == []
+    assert doc["threshold"]["value"] is None
+
+
 def test_rows_unchanged_across_checkpoints_are_conclusive(tmp_path):
     rng = np.random.default_rng(5)
     first = rng.standard_normal((400, 16)).astype(np.float32)

@@ -12,6 +12,12 @@ if TYPE_CHECKING:
     from ..embeddings import Embeddings
 
 
+# One rule for every format that quantizes (ONNX, GGUF, CTranslate2): what the model has is weights; how the file
+# stores them is not. A GGUF block's scales live inside the block and are never counted either.
+QUANTIZATION_RULE = ("a quantized weight counts as its element count; scales, zero points and activation-"
+                     "quantization constants are not parameters")
+
+
 @dataclass(frozen=True)
 class ParamsReport:
     total: int
@@ -27,6 +33,8 @@ class ParamsReport:
     # role -> how the file stores a table that is dequantized to be read ("Q8_0", "int8, per-row scale");
     # its stored elements are what is counted
     quantization: dict[str, str] = field(default_factory=dict)
+    quantization_rule: str | None = None  # QUANTIZATION_RULE, when the file holds quantized weights
+    quantization_values: int = 0  # scale and zero-point values the rule leaves out
 
     @property
     def tied(self) -> bool | None:
@@ -72,6 +80,8 @@ def params_report(emb: Embeddings) -> ParamsReport:
         total, source = count_parameters(checkpoint, skip), "float tensors in the file, shared storage counted once"
     position, output = tables.position, tables.output
     quantization = {t.role.value: t.tensor.quantization for t in (token, position, output) if t and t.tensor.quantization}
+    quantized = checkpoint.quantization_values > 0 or any(t.quantization for t in checkpoint.tensors.values())
     return ParamsReport(total, token.tensor.numel, position.tensor.numel if position else None,
                         output.tensor.numel if output else None, tables.head, tables.head_note, source, token.name,
-                        position.name if position else None, output.name if output else None, quantization)
+                        position.name if position else None, output.name if output else None, quantization,
+                        QUANTIZATION_RULE if quantized else None, checkpoint.quantization_values)

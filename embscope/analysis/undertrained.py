@@ -3,8 +3,13 @@ Detecting Under-trained Tokens in Large Language Models") find them, then checke
 
 1. A reference set of rows known to be unused: rows no text can select (past the tokenizer, bytes no UTF-8
    text holds, ids the round trip never gives back, reserved placeholders), rows bitwise unchanged across
-   checkpoints; failing those, the densest cluster of near-identical rows (untrained rows all receive the
-   same push from the softmax, so they end up pointing the same way).
+   checkpoints. Magikarp takes such a list by hand for each model (unused_tokens.py); when the tokenizer gives
+   too few rows to trust (MIN_TRUSTED_REFERENCE), or its rows show no gap, the reference is seeded from the
+   table: the densest tight cluster (untrained rows all receive the same push from the softmax, so they end up
+   pointing the same way: each row's mean cosine to its nearest rows stands above a gap that noise would not
+   make), else the low-norm tail (rows weight decay shrank, below a gap in the norms); the seed is refined once
+   from the candidates it gives, and when the indicator then shows no gap, the seed's rows are the candidates
+   (signal "seed": they stood apart by a gap of their own, held to the same false-alarm rate).
 2. The indicator (magikarp's `cosine_distance_without_first_pc`, as a similarity): the first principal
    component of the table is removed from every row, then each row's cosine to the mean reference row.
 3. The threshold: the widest gap in the upper half of the indicator, measured against the spacings just
@@ -19,7 +24,7 @@ Tables are read block by block; nothing here is V x V (the cluster search uses t
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -44,10 +49,16 @@ CLUSTER_NEIGHBOURS = 8  # top-k of every row, for the cluster search
 CLUSTER_MAX_SCORES = 500_000_000
 CLUSTER_SEED = 0
 MIN_CLUSTER_ROWS = 3
+# a seed from the table needs as many rows as each row has neighbours in the search, plus itself: a smaller group
+# cannot fill its members' neighbour lists, and near-duplicate trained tokens come in twos and threes
+MIN_SEED_ROWS = CLUSTER_NEIGHBOURS + 1
+MIN_TRUSTED_REFERENCE = 8  # rows the tokenizer must mark unused for its reference to be used as it is
 GAP_WINDOW = 50  # spacings below a gap that set the scale it is measured against
 GAP_FALSE_ALARM = 1e-3  # chance that exponential spacings give a gap as wide, per table
 NORM_Z = DEFAULT_THRESHOLD  # the robust z beyond which a norm is far from the rest, as `norms` flags it
-SIGNALS = ("indicator", "norm-high", "norm-low", "unchanged")
+# "seed": a row of the reference the table seeded, when the indicator then shows no gap: the seed stood apart by a
+# gap of its own (in the density or the norms), held to the same false-alarm rate
+SIGNALS = ("indicator", "seed", "norm-high", "norm-low", "unchanged")
 THRESHOLD_RULE = (f"the widest gap in the upper half of the indicator, as a multiple of the mean of the (up to) {GAP_WINDOW} "
                   f"rank-scaled spacings below it, when exponential spacings would reach it in fewer than 1 in "
                   f"{1 / GAP_FALSE_ALARM:,.0f} tables")
@@ -55,6 +66,9 @@ THRESHOLD_RULE = (f"the widest gap in the upper half of the indicator, as a mult
 # so is a special token: BOS and EOS are trained.
 REFERENCE_KINDS = ("padding", "placeholder", "never-utf8")
 
+# (array, valid, reference, scores, threshold, component) -> the same, once refined (refined, reseeded)
+Refine = Callable[[np.ndarray, np.ndarray, "Reference", np.ndarray, "Threshold", np.ndarray],
+                  tuple["Reference", np.ndarray, "Threshold"]]
 # (table, k) -> (ids, cosines), each (rows, k): every row's k nearest other rows, -1 / NaN where there are none
 # (table, k, query rows) -> (neighbour ids, cosines), one line per query row
 NearestRows = Callable[[np.ndarray, int, np.ndarray], tuple[np.ndarray, np.ndarray]]
@@ -65,7 +79,7 @@ OtherTables = Callable[[str, tuple[int, ...]], Sequence[np.ndarray]]
 @dataclass(frozen=True, eq=False)
 class Reference:
     rows: np.ndarray  # int64 ids whose mean row the indicator measures against
-    source: str  # "tokenizer", "unchanged", "cluster" or "none"
+    source: str  # "tokenizer", "unchanged", "cluster" (from the table), "low-norm" (from the table) or "none"
     description: str  # what the rows are, for people
     dropped: int = 0  # rows of the first set that scored like trained rows and were left out of the mean
 
@@ -170,20 +184,39 @@ def find_undertrained(array: np.ndarray, kinds: TokenKinds | None, *, table: str
         raise TableError(f"expected checkpoints of different steps, found every row of the {table} table bitwise the "
                          "same in all of them (the same weights given twice?)")
     reference = tokenizer_reference(kinds, unchanged)
-    if not len(reference.rows) and topk is not None:
-        reference = cluster_reference(array, valid, topk)
-    if len(reference.rows):
-        component = first_component(array, valid)
-        scores = reference_cosines(array, valid, reference.rows, component)
-        threshold = gap_threshold(scores)
-        reference, scores, threshold = refined(array, valid, reference, scores, threshold, component)
-    else:
-        scores = np.full(len(norms), np.nan)
-        threshold = Threshold(None, "no indicator without reference rows")
+    components: list[np.ndarray] = []  # the first principal component, found once if an indicator is measured
+
+    def measured(reference: Reference, refine: Refine) -> tuple[Reference, np.ndarray, Threshold]:
+        if not components:
+            components.append(first_component(array, valid))
+        scores = reference_cosines(array, valid, reference.rows, components[0])
+        return refine(array, valid, reference, scores, gap_threshold(scores), components[0])
+
+    scores, threshold = np.full(len(norms), np.nan), Threshold(None, "no indicator without reference rows")
+    too_few = reference.source in ("tokenizer", "none") and len(reference.rows) < MIN_TRUSTED_REFERENCE
+    if len(reference.rows) and not too_few:
+        reference, scores, threshold = measured(reference, refined)
+    seed_rows = np.zeros(0, dtype=np.int64)
+    # the table's own evidence: when the tokenizer's rows are too few to trust, or show no gap (they may be trained,
+    # or too scattered for their mean to point anywhere)
+    if topk is not None and reference.source in ("tokenizer", "none") and (too_few or threshold.value is None):
+        seed = table_seed(array, valid, norms, topk)
+        if len(seed.rows):
+            why = seeded_because(reference, kinds)
+            reference, scores, threshold = measured(Reference(seed.rows, seed.source, f"{seed.description}; {why}"),
+                                                    reseeded)
+            if threshold.value is None:
+                seed_rows = reference.rows
+                threshold = replace(threshold, why=f"{threshold.why}; the candidates are the {len(seed_rows)} rows of "
+                                                   "the seed, which stand apart by a gap of their own")
+        elif not len(reference.rows):
+            reference = seed
+    if too_few and len(reference.rows) and reference.source == "tokenizer" and np.isnan(scores).all():
+        reference, scores, threshold = measured(reference, refined)  # the few rows there are: the table seeded none
     if kinds is None:
         notes.append("without a tokenizer nothing is verified, and padding rows cannot be told apart")
     z = robust_z(norms, *median_and_mad(norms))
-    candidates = collect(scores, threshold, norms, z, unchanged, kinds)
+    candidates = collect(scores, threshold, norms, z, unchanged, kinds, seed_rows)
     verified = None
     if kinds is not None:  # a candidate is verified when the tokenizer says anything about its row
         said = np.zeros(len(candidates), dtype=bool)
@@ -216,12 +249,40 @@ def tokenizer_reference(kinds: TokenKinds | None, unchanged: np.ndarray | None) 
     return Reference(rows, source, f"{len(rows)} rows known unused ({counted})")
 
 
+def seeded_because(tokenizer: Reference, kinds: TokenKinds | None) -> str:
+    """Why the reference came from the table: what the tokenizer's own reference lacked."""
+    if kinds is None:
+        return "seeded from the table: there is no tokenizer to say which rows are unused"
+    count = len(tokenizer.rows)
+    if count >= MIN_TRUSTED_REFERENCE:
+        return (f"seeded from the table because the {count} rows the tokenizer marks unused show no gap in the "
+                "indicator")
+    marks = "no row" if not count else f"only {count} row{'s' * (count != 1)}"
+    return (f"seeded from the table because the tokenizer marks {marks} unused ({MIN_TRUSTED_REFERENCE} needed to "
+            "trust it)")
+
+
+def table_seed(array: np.ndarray, valid: np.ndarray, norms: np.ndarray, topk: NearestRows) -> Reference:
+    """Rows the table itself shows as unused: the densest tight cluster, else the low-norm tail."""
+    cluster = cluster_reference(array, valid, topk)
+    if len(cluster.rows):
+        return cluster
+    tail = low_norm_tail(norms, valid)
+    if len(tail.rows):
+        return tail
+    return Reference(cluster.rows, "none", f"{cluster.description}; {tail.description}")
+
+
 def cluster_reference(array: np.ndarray, valid: np.ndarray, topk: NearestRows) -> Reference:
-    """The largest group of rows linked by cosine >= NEAR_IDENTICAL to one of their nearest rows. On a table too
-    long to search from every row, the search starts from a seeded sample of rows, and the description says so."""
+    """The densest tight cluster. A row's density is its mean cosine to its CLUSTER_NEIGHBOURS nearest rows; rows
+    above a gap in the densities (gap_threshold: one noise gives in fewer than 1 in 1,000 tables) are dense, and
+    the largest group of them linked as one another's nearest rows (closer than the gap) is the cluster, when it
+    has MIN_SEED_ROWS rows. Failing that, the largest group of near-identical rows (cosine >= NEAR_IDENTICAL), as a
+    table most of whose rows are one point has no gap to show. On a table too long to search from every row, the
+    search starts from a seeded sample of rows, and the description says so."""
     empty = Reference(np.zeros(0, dtype=np.int64), "none",
-                      f"no row is marked unused and no {MIN_CLUSTER_ROWS} or more rows are near-identical "
-                      f"(cosine >= {NEAR_IDENTICAL})")
+                      f"no cluster: no {MIN_SEED_ROWS} or more rows stand out by their cosine to their nearest rows, "
+                      f"and no {MIN_CLUSTER_ROWS} or more are near-identical (cosine >= {NEAR_IDENTICAL})")
     rows = np.flatnonzero(valid)
     if len(rows) <= MIN_CLUSTER_ROWS:
         return empty
@@ -231,23 +292,50 @@ def cluster_reference(array: np.ndarray, valid: np.ndarray, topk: NearestRows) -
         queries = np.sort(np.random.default_rng(CLUSTER_SEED).choice(rows, size=count, replace=False))
         searched += f" from {count:,} of the {len(rows):,} rows, sampled with seed {CLUSTER_SEED}"
     nearest_ids, nearest_cos = topk(array, min(CLUSTER_NEIGHBOURS, len(rows) - 1), queries)
-    linked = nearest_cos >= NEAR_IDENTICAL
+    with np.errstate(invalid="ignore"):
+        density = np.nanmean(np.where(nearest_ids >= 0, nearest_cos, np.nan), axis=1) \
+            if nearest_cos.shape[1] else np.full(len(queries), np.nan)
+    gap = gap_threshold(density)
+    if gap.value is not None:
+        dense = density > gap.value
+        members = largest_group(len(array), queries[dense], nearest_ids[dense], nearest_cos[dense] > gap.value, valid)
+        if len(members) >= MIN_SEED_ROWS:
+            return Reference(members, "cluster", f"the densest cluster: {len(members)} rows whose mean cosine to their "
+                                                 f"{CLUSTER_NEIGHBOURS} nearest rows is above {gap.value:.3g}, "
+                                                 f"{gap.why} (found with {searched})")
+    members = largest_group(len(array), queries, nearest_ids, nearest_cos >= NEAR_IDENTICAL, valid)
+    if len(members) < MIN_CLUSTER_ROWS:
+        return empty
+    return Reference(members, "cluster", f"the densest cluster: {len(members)} near-identical rows "
+                                         f"(cosine >= {NEAR_IDENTICAL}, found with {searched})")
+
+
+def largest_group(n: int, queries: np.ndarray, nearest_ids: np.ndarray, linked: np.ndarray,
+                  valid: np.ndarray) -> np.ndarray:
+    """The rows of the largest connected group under the links query -> nearest row where `linked`; ties go to
+    the group with the lowest row."""
+    linked = linked & (nearest_ids >= 0)
     a = np.repeat(queries, linked.sum(axis=1))
     b = nearest_ids[linked]
     if not len(a):
-        return empty
-    labels = connected_labels(len(array), a, b)
-    sizes = np.bincount(labels, minlength=len(array))
+        return np.zeros(0, dtype=np.int64)
+    labels = connected_labels(n, a, b)
+    sizes = np.bincount(labels[np.unique(np.concatenate([a, b]))], minlength=n)
     sizes[~valid] = 0
-    largest = int(sizes.max())
-    if largest < MIN_CLUSTER_ROWS:
-        return empty
-    query_labels = labels[queries]
-    best = max(np.flatnonzero(sizes == largest),
-               key=lambda label: float(nearest_cos[query_labels == label][linked[query_labels == label]].mean()))
-    members = np.flatnonzero(labels == best)
-    return Reference(members, "cluster", f"the densest cluster: {len(members)} near-identical rows "
-                                         f"(cosine >= {NEAR_IDENTICAL}, found with {searched})")
+    return np.flatnonzero(labels == int(np.argmax(sizes)))
+
+
+def low_norm_tail(norms: np.ndarray, valid: np.ndarray) -> Reference:
+    """Rows below a gap at the low end of the norms (gap_threshold on the negated norms), when MIN_SEED_ROWS."""
+    ids = np.flatnonzero(valid)
+    gap = gap_threshold(-norms[ids])
+    if gap.value is not None:
+        tail = ids[-norms[ids] > gap.value]
+        if len(tail) >= MIN_SEED_ROWS:
+            return Reference(tail, "low-norm", f"the low-norm tail: {len(tail)} rows of norm below {-gap.value:.3g}, "
+                                               f"{gap.why.replace('below the top', 'above the lowest')}")
+    return Reference(np.zeros(0, dtype=np.int64), "none",
+                     f"no low-norm tail of {MIN_SEED_ROWS} or more rows below a gap in the norms")
 
 
 def connected_labels(n: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -261,6 +349,23 @@ def connected_labels(n: int, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         labels = labels[labels]  # jump to the root found so far
         if np.array_equal(labels, before):
             return labels
+
+
+def reseeded(array: np.ndarray, valid: np.ndarray, reference: Reference, scores: np.ndarray, threshold: Threshold,
+             component: np.ndarray) -> tuple[Reference, np.ndarray, Threshold]:
+    """A seed from the table is refined once: the candidates it gives (the rows above its threshold) become the
+    reference, and the indicator is measured again from them."""
+    if threshold.value is None:
+        return reference, scores, threshold
+    kept = np.flatnonzero(scores > threshold.value)
+    if len(kept) < MIN_CLUSTER_ROWS or np.array_equal(kept, reference.rows):
+        return reference, scores, threshold
+    scores = reference_cosines(array, valid, kept, component)
+    threshold = gap_threshold(scores)
+    left_out = len(np.setdiff1d(reference.rows, kept))
+    description = (f"{reference.description}; refined once to the {len(kept)} rows it scored above its threshold "
+                   f"({left_out} of the seed left out)")
+    return Reference(kept, reference.source, description, left_out), scores, threshold
 
 
 def refined(array: np.ndarray, valid: np.ndarray, reference: Reference, scores: np.ndarray, threshold: Threshold,
@@ -400,11 +505,13 @@ def unchanged_rows(array: np.ndarray, others: Sequence[np.ndarray]) -> np.ndarra
 
 
 def collect(scores: np.ndarray, threshold: Threshold, norms: np.ndarray, z: np.ndarray,
-            unchanged: np.ndarray | None, kinds: TokenKinds | None) -> RowListing[Candidate]:
+            unchanged: np.ndarray | None, kinds: TokenKinds | None,
+            seed: np.ndarray | None = None) -> RowListing[Candidate]:
     """The candidates, best first, as row ids: a Candidate is made when it is read (a table of millions of zero
     rows has millions of candidates, and one object each would take gigabytes)."""
     fired = {
         "indicator": scores > threshold.value if threshold.value is not None else np.zeros(len(scores), dtype=bool),
+        "seed": np.isin(np.arange(len(scores)), seed if seed is not None else ()),
         "norm-high": z > NORM_Z,
         "norm-low": (z < -NORM_Z) | (norms == 0),  # a zero row never received a gradient that stuck
         "unchanged": unchanged if unchanged is not None else np.zeros(len(scores), dtype=bool),

@@ -19,6 +19,7 @@ from .options import (
     PlotOption,
     Source,
     check_plot,
+    checkpoint_path,
     parse_words,
     plot_path,
     with_source,
@@ -84,6 +85,7 @@ def checkpoint_paths(paths: list[Path], open_path: Opener) -> tuple[list[Path], 
 def compare_command(
     source: Source,
     checkpoints: Annotated[list[Path], typer.Argument(
+        parser=checkpoint_path,
         help="Two or more checkpoints (files or folders), compared in the order given; or one folder holding a "
              "run's checkpoints (ckpt*.pt, ANDREA dumps, nlm pickles, checkpoint-N/ folders), ordered by step.",
         metavar="CHECKPOINT...", show_default=False)],

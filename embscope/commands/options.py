@@ -28,18 +28,44 @@ AUTO_DEVICE = Device("auto")
 FP32 = Precision("fp32")
 
 
+def tensor_name(value: str | None) -> str | None:
+    """--token-key and the like: an empty name names no tensor, so it is a usage error, not the default."""
+    if value == "":
+        raise typer.BadParameter("expected a tensor name, found an empty string")
+    return value
+
+
+def checkpoint_path(value: str | Path) -> Path:
+    """-c: a path or a model id. Checked as text: typer would make '' the current directory."""
+    if value == "":
+        raise typer.BadParameter("expected a checkpoint path or model id, found an empty string")
+    return Path(value)
+
+
+def tokenizer_path(value: str | Path) -> Path:
+    """--tokenizer: a file. Checked as text, as -c is."""
+    if value == "":
+        raise typer.BadParameter("expected a tokenizer file, found an empty string")
+    return Path(value)
+
+
 @dataclass(frozen=True)
 class Source:
     """Where the tables come from, as the user gave it."""
 
     checkpoint: Annotated[Path | None, typer.Option(
-        "--checkpoint", "-c", envvar="EMBSCOPE_CHECKPOINT", show_envvar=True,
-        help="Checkpoint file or directory (default: the bundled sample model).")] = None
+        "--checkpoint", "-c", envvar="EMBSCOPE_CHECKPOINT", show_envvar=True, parser=checkpoint_path, metavar="PATH",
+        help="Checkpoint file or directory, or a model id in the local Hugging Face cache (default: the bundled "
+             "sample model).")] = None
     tokenizer: Annotated[Path | None, typer.Option(
+        parser=tokenizer_path, metavar="PATH",
         help="Tokenizer file (default: found beside or inside the checkpoint).")] = None
-    token_key: Annotated[str | None, typer.Option(help="Tensor to use as the token table.")] = None
-    pos_key: Annotated[str | None, typer.Option(help="Tensor to use as the position table.")] = None
-    output_key: Annotated[str | None, typer.Option(help="Tensor to use as the output projection.")] = None
+    token_key: Annotated[str | None, typer.Option(
+        callback=tensor_name, help="Tensor to use as the token table.")] = None
+    pos_key: Annotated[str | None, typer.Option(
+        callback=tensor_name, help="Tensor to use as the position table.")] = None
+    output_key: Annotated[str | None, typer.Option(
+        callback=tensor_name, help="Tensor to use as the output projection.")] = None
     trust_pickle: Annotated[bool, typer.Option(
         "--trust-pickle", help="Let a pickle name any global. It can then run code: only for files you made.")] = False
     vocab_size: Annotated[int | None, typer.Option(help="Token table rows, for formats that do not record it.")] = None

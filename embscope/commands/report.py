@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from .options import JsonFlag, Source, as_usage_error, parse_words, with_source
+from .options import JsonFlag, Source, as_usage_error, checkpoint_path, parse_words, with_source
 
 if TYPE_CHECKING:
     from ..embeddings import Embeddings
@@ -24,9 +24,10 @@ class ReportFormat(str, Enum):
 def report(
     source: Source,
     checkpoints: Annotated[list[Path] | None, typer.Option(
-        "--checkpoint", "-c", help="Checkpoint file or directory; repeat it (or give one folder of a run's "
-                                   "checkpoints) to add a section comparing them. Default: $EMBSCOPE_CHECKPOINT, "
-                                   "else the bundled sample model.", show_default=False)] = None,
+        "--checkpoint", "-c", parser=checkpoint_path,
+        help="Checkpoint file or directory, or a model id in the local Hugging Face cache; repeat it (or give one "
+             "folder of a run's checkpoints) to add a section comparing them. Default: $EMBSCOPE_CHECKPOINT, else the "
+             "bundled sample model.", show_default=False)] = None,
     out: Annotated[Path | None, typer.Option(
         "--out", help="html: the file to write (.html); md: a folder (made if missing) for report.md and its "
                       "PNG figures. Default: report.html, or the folder report.", show_default=False)] = None,

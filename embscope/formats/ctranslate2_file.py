@@ -66,8 +66,9 @@ def scale_fits(weight: TensorInfo, scale: TensorInfo) -> bool:
         scale.shape in ((), (1,)) or scale.shape == weight.shape[:1])
 
 
-def catalogue(path: Path) -> tuple[int, str | None, dict[str, TensorInfo], list[str]]:
-    """The binary version, the spec name, the variables (aliases included) and notes."""
+def catalogue(path: Path) -> tuple[int, str | None, dict[str, TensorInfo], list[str], int]:
+    """The binary version, the spec name, the variables (aliases included), notes, and the scale values
+    taken out of the catalogue."""
     import numpy as np
     where = quote(path)
     cur = Cursor(map_file(path), where)
@@ -110,7 +111,7 @@ def catalogue(path: Path) -> tuple[int, str | None, dict[str, TensorInfo], list[
             raise CheckpointError(f"{var_where} appears twice")
         tensors[name] = TensorInfo(name, shape, dtype, partial(map_array, path, np_dtype, start, shape),
                                    storage=(str(path), start) if nbytes else None)
-    tensors = dequantized(path, tensors)
+    tensors, scale_values = dequantized(path, tensors)
     notes = []
     if version >= 3:  # after dequantizing: an alias shares its variable's scale too, as in model.cc
         for index in range(cur.unpack("<I", "the alias count")):
@@ -121,13 +122,13 @@ def catalogue(path: Path) -> tuple[int, str | None, dict[str, TensorInfo], list[
             else:
                 notes.append(f"alias {printable(alias)} of {printable(target)} ignored: "
                              + ("no such variable" if target not in tensors else "the name is taken"))
-    return version, spec, tensors, notes
+    return version, spec, tensors, notes, scale_values
 
 
-def dequantized(path: Path, tensors: dict[str, TensorInfo]) -> dict[str, TensorInfo]:
+def dequantized(path: Path, tensors: dict[str, TensorInfo]) -> tuple[dict[str, TensorInfo], int]:
     """Quantized weights become float32 tensors that divide by their scale on read; the scales,
-    quantization data rather than parameters, leave the catalogue."""
-    out = dict(tensors)
+    quantization data rather than parameters, leave the catalogue (their values are counted apart)."""
+    out, scale_values = dict(tensors), 0
     for name, weight in tensors.items():
         scale = tensors.get(name + SCALE_SUFFIX)
         if scale is None or not scale_fits(weight, scale):
@@ -137,7 +138,8 @@ def dequantized(path: Path, tensors: dict[str, TensorInfo]) -> dict[str, TensorI
         out[name] = TensorInfo(name, weight.shape, "float32", partial(read_dequantized, weight, scale, where),
                                weight.storage, quantization=f"{weight.dtype} / {per}")
         del out[name + SCALE_SUFFIX]
-    return out
+        scale_values += scale.numel
+    return out, scale_values
 
 
 def tokenizer_beside(directory: Path) -> Tokenizer | None:
@@ -155,12 +157,13 @@ def tokenizer_beside(directory: Path) -> Tokenizer | None:
 
 
 def open_ctranslate2(path: Path, options: OpenOptions) -> Checkpoint:
-    version, spec, tensors, notes = catalogue(path)
+    version, spec, tensors, notes, scale_values = catalogue(path)
     notes.insert(0, f"CTranslate2 binary version {version}, spec {printable(spec or 'not recorded')}")
     quantized = sorted({t.quantization for t in tensors.values() if t.quantization})
     if quantized:
         notes.append(f"weights stored as {', '.join(quantized)} are dequantized to float32 when read")
-    return Checkpoint(path, "CTranslate2", tensors, notes=notes, tokenizer=partial(tokenizer_beside, path.parent))
+    return Checkpoint(path, "CTranslate2", tensors, notes=notes, quantization_values=scale_values,
+                      tokenizer=partial(tokenizer_beside, path.parent))
 
 
 def looks_like_ctranslate2(path: Path, head: bytes, size: int) -> bool:

@@ -1,25 +1,25 @@
 """ONNX models (sentence-transformers and optimum exports), read through the `onnx` package: the graph is
 never run. The protobuf is parsed whole without its external data, as protobuf requires; each weight
-(initializer) becomes a tensor read on demand: inline bytes through numpy_helper, external data
-memory-mapped from a file that must lie inside the model's folder.
+(an initializer, or the tensor a Constant node holds) becomes a tensor read on demand: inline bytes through
+numpy_helper, external data memory-mapped from a file that must lie inside the model's folder (or, for a
+model in the Hugging Face cache, in the cache's blobs, where the snapshot's links lead). 4-bit types are
+stored two values a byte (2-bit types four), the first in the low bits (onnx's IR), and read one value a byte.
 
-int8 tables are dequantized on read, float = (q - zero_point) * scale, where the file says how:
-- a DequantizeLinear node whose inputs are all initializers: the table takes the node's output name
-  (onnxruntime's "_DequantizeLinear_Output" suffix dropped), with its axis and block size;
-- otherwise a name pair, `X_quantized` or `X_q` beside `X_scale` (and `X_zero_point`): the table is `X`,
-  with one scale, or one per row (a scale per column when its length matches only the columns).
-The quantized parts leave the catalogue; the table counts the elements stored."""
+Quantized weights are dequantized on read, as onnx_quantized.py says: per tensor, per axis and blocked, in
+the QDQ, QOperator and GatherBlockQuantized layouts. Their scales and zero points, and those of activations,
+leave the catalogue: they are quantization data, not parameters; a quantized weight counts its elements."""
 
 from __future__ import annotations
 
 import math
+import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import files
-from ..arrays import to_float32
 from ..checkpoint import Checkpoint, TensorInfo
 from ..errors import CheckpointError
 from ..memory import require_memory
@@ -27,6 +27,13 @@ from ..text import detail, printable, quote
 from ._base import OpenOptions, require_package
 from ._checks import check_extent, check_shape, is_regular_file, map_array
 from ._state_dict import read_hf_config
+from .onnx_quantized import (
+    from_dequantize_nodes,
+    from_gather_blocks,
+    from_names,
+    quantization_inputs,
+    text,
+)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -34,23 +41,18 @@ if TYPE_CHECKING:
     from ..tokenizers.base import Tokenizer
 
 MAX_PROTOBUF_BYTES = 2 << 30  # protobuf's own limit on a message: larger models keep their weights outside
-QUANTIZED_SUFFIXES = ("_quantized", "_q")
-SCALE_SUFFIX, ZERO_POINT_SUFFIX = "_scale", "_zero_point"
-DEQUANTIZE_OUTPUT_SUFFIX = "_DequantizeLinear_Output"  # onnxruntime's name for a dequantized weight
 EXPORT_FOLDER = "onnx"  # sentence-transformers and optimum put model.onnx here, config and tokenizer above it
 
 # TensorProto data types embscope reads -> (our name, numpy dtype of the stored bytes)
 DTYPES = {"FLOAT": ("float32", "<f4"), "FLOAT16": ("float16", "<f2"), "BFLOAT16": ("bfloat16", "<u2"),
           "DOUBLE": ("float64", "<f8"), "INT8": ("int8", "i1"), "UINT8": ("uint8", "u1"), "INT16": ("int16", "<i2"),
           "UINT16": ("uint16", "<u2"), "INT32": ("int32", "<i4"), "UINT32": ("uint32", "<u4"),
-          "INT64": ("int64", "<i8"), "UINT64": ("uint64", "<u8"), "BOOL": ("bool", "?")}
-QUANTIZED_DTYPES = ("int8", "uint8", "int16", "uint16", "int32")
-SCALE_DTYPES = ("float32", "float16", "bfloat16")
-
-
-def text(value: str | bytes) -> str:
-    """A protobuf string field: python-protobuf hands over bytes when the field is not valid UTF-8."""
-    return value.decode("utf-8", "backslashreplace") if isinstance(value, bytes) else value
+          "INT64": ("int64", "<i8"), "UINT64": ("uint64", "<u8"), "BOOL": ("bool", "?"),
+          "INT4": ("int4", "u1"), "UINT4": ("uint4", "u1"), "INT2": ("int2", "u1"), "UINT2": ("uint2", "u1")}
+# sub-byte types -> (bits a value, signed), stored low bits first (onnx's IR), read as one int8 / uint8 a value
+PACKED = {"int4": (4, True), "uint4": (4, False), "int2": (2, True), "uint2": (2, False)}
+# Constant attributes that hold numbers, besides `value` (a tensor), and the numpy dtype of each
+CONSTANT_LISTS = {"value_float": "<f4", "value_floats": "<f4", "value_int": "<i8", "value_ints": "<i8"}
 
 
 def require_onnx(path: Path) -> Any:
@@ -71,15 +73,21 @@ def load_model(path: Path, onnx: Any) -> Any:
 
 
 def external_file(model_path: Path, tensor: Any, where: str) -> tuple[Path, int, int | None]:
-    """The file, offset and length of a tensor's external data; the file must be inside the model's folder."""
+    """The file, offset and length of a tensor's external data; the file must be inside the model's folder
+    (in a Hugging Face cache snapshot, a link from it into the cache's blobs is inside too)."""
+    from ..hub import snapshot_cache
     entries = {text(entry.key): text(entry.value) for entry in tensor.external_data}
     location = entries.get("location", "")
     folder = model_path.parent.resolve()
     try:
-        target = (model_path.parent / location).resolve()
+        named = Path(os.path.normpath(model_path.parent.absolute() / location))
+        target = named.resolve()
     except (ValueError, OSError):  # a NUL byte, a name too long
         raise CheckpointError(f"{where}: external data location {quote(location)} is not a file name") from None
-    if not location or Path(location).is_absolute() or not target.is_relative_to(folder) or target == folder:
+    cache = snapshot_cache(model_path.parent.absolute())
+    inside = target.is_relative_to(folder) or (cache is not None and target.is_relative_to(cache)
+                                               and named.is_relative_to(model_path.parent.absolute()))
+    if not location or Path(location).is_absolute() or not inside or target == folder:
         raise CheckpointError(f"{where} keeps its data in {quote(location)}, outside the model's folder "
                               f"{quote(model_path.parent)}; refused")
     try:
@@ -93,25 +101,42 @@ def external_file(model_path: Path, tensor: Any, where: str) -> tuple[Path, int,
     return target, offset, length
 
 
-def read_inline(tensor: Any, np_dtype: str) -> np.ndarray:
+def read_inline(tensor: Any, np_dtype: str, dtype: str) -> np.ndarray:
     import numpy as np
     from onnx import numpy_helper
     array = numpy_helper.to_array(tensor)
+    if dtype in PACKED:  # onnx unpacks sub-byte values into ml_dtypes' int4, uint4, int2, uint2
+        return array.astype("i1" if PACKED[dtype][1] else "u1")
     return array.view(np_dtype) if array.dtype.itemsize == np.dtype(np_dtype).itemsize else array.astype(np_dtype)
 
 
+def unpack(read_bytes: Callable[[], np.ndarray], shape: tuple[int, ...], bits: int, signed: bool) -> np.ndarray:
+    """8 // bits values a byte, the first in the low bits; signed ones sign-extended from their top bit."""
+    import numpy as np
+    raw = np.asarray(read_bytes()).reshape(-1)
+    per = 8 // bits
+    values = np.empty(raw.size * per, dtype=np.uint8)
+    for i in range(per):
+        values[i::per] = (raw >> (i * bits)) & ((1 << bits) - 1)
+    values = values[:math.prod(shape)].reshape(shape)
+    half = 1 << (bits - 1)
+    return ((values ^ half).astype(np.int8) - half) if signed else values
+
+
 def typed_count(tensor: Any, onnx: Any) -> int:
-    """Elements held in the typed field a data type uses when raw_data is empty."""
+    """Elements held in the typed field a data type uses when raw_data is empty (sub-byte types: bytes, one an
+    entry)."""
     t = onnx.TensorProto
     field = {t.FLOAT: tensor.float_data, t.DOUBLE: tensor.double_data, t.INT64: tensor.int64_data,
              t.UINT32: tensor.uint64_data, t.UINT64: tensor.uint64_data}.get(tensor.data_type, tensor.int32_data)
     return len(field)
 
 
-def initializer_info(path: Path, tensor: Any, onnx: Any) -> TensorInfo | None:
-    """The initializer as a lazy tensor; None for data types embscope does not read (strings, float8, int4)."""
+def initializer_info(path: Path, tensor: Any, onnx: Any, name: str | None = None) -> TensorInfo | None:
+    """A stored tensor (an initializer, or a Constant's, which takes the node's output `name`) as a lazy tensor;
+    None for data types embscope does not read (strings, float8)."""
     import numpy as np
-    name = text(tensor.name)
+    name = text(tensor.name) if name is None else name
     where = f"{quote(path)}: tensor {quote(name)}"
     kind = onnx.TensorProto.DataType.Name(tensor.data_type) if tensor.data_type in \
         onnx.TensorProto.DataType.values() else None
@@ -119,146 +144,103 @@ def initializer_info(path: Path, tensor: Any, onnx: Any) -> TensorInfo | None:
         return None
     dtype, np_dtype = DTYPES[kind]
     shape = check_shape(tuple(tensor.dims), where)
-    needed = math.prod(shape) * np.dtype(np_dtype).itemsize
+    count = math.prod(shape)
+    # bytes of a sub-byte type, else elements
+    stored = -(-count // (8 // PACKED[dtype][0])) if dtype in PACKED else count
+    needed = stored * np.dtype(np_dtype).itemsize
     if tensor.data_location == onnx.TensorProto.EXTERNAL:
         file, offset, length = external_file(path, tensor, where)
         if length is not None and length != needed:
             raise CheckpointError(f"{where}: shape {list(shape)} of {dtype} needs {needed} bytes, "
                                   f"the external data holds {length}")
         check_extent(file, offset, needed, where)
-        return TensorInfo(name, shape, dtype, partial(map_array, file, np_dtype, offset, shape),
-                          storage=(str(file), offset) if needed else None, sources=(file,))
+        storage = (str(file), offset) if needed else None
+        if dtype in PACKED:
+            raw = partial(map_array, file, np_dtype, offset, (stored,))
+            return TensorInfo(name, shape, dtype, partial(unpack, raw, shape, *PACKED[dtype]), storage=storage,
+                              sources=(file,))
+        return TensorInfo(name, shape, dtype, partial(map_array, file, np_dtype, offset, shape), storage=storage,
+                          sources=(file,))
     if tensor.HasField("raw_data"):
-        held, unit = len(tensor.raw_data), "bytes"
-        expected = needed
+        held, unit, expected = len(tensor.raw_data), "bytes", needed
     else:
-        held, unit = typed_count(tensor, onnx), "values"
-        expected = math.prod(shape)
+        held, unit, expected = typed_count(tensor, onnx), "values", stored
     if held != expected:
         raise CheckpointError(f"{where}: shape {list(shape)} of {dtype} needs {expected} {unit}, "
                               f"the file holds {held}")
-    return TensorInfo(name, shape, dtype, partial(read_inline, tensor, np_dtype))
+    return TensorInfo(name, shape, dtype, partial(read_inline, tensor, np_dtype, dtype))
 
 
-@dataclass(frozen=True)
-class Quantized:
-    """A dequantized table: its stored parts, and along which axis (or block) the scale runs."""
-
-    name: str
-    q: TensorInfo
-    scale: TensorInfo
-    zero_point: TensorInfo | None
-    axis: int
-    block: int = 0
-
-    def describe(self) -> str:
-        if self.scale.numel == 1:
-            how = "one scale"
-        elif self.block:
-            how = f"a scale per {self.block} elements"
-        else:
-            how = "per-row scale" if self.axis == 0 else f"a scale per index of axis {self.axis}"
-        return f"{self.q.dtype}, {how}" + (", zero point" if self.zero_point is not None else "")
-
-    def read(self, where: str) -> np.ndarray:
-        import numpy as np
-        require_memory(self.q.numel * 4, f"{where} dequantized to float32")
-        values = self.q.read().astype(np.float32)
-        if self.zero_point is not None:
-            values -= self.broadcast(self.zero_point)
-        return values * self.broadcast(self.scale)
-
-    def broadcast(self, part: TensorInfo) -> np.ndarray:
-        """A scale or zero point shaped to multiply the values: one value, per index of the axis, or per block."""
-        import numpy as np
-        values = to_float32(np.asarray(part.read()), part.dtype)
-        if values.size == 1:
-            return values.reshape(())
-        if self.block:
-            values = np.repeat(values, self.block, axis=self.axis)
-            return np.take(values, range(self.q.shape[self.axis]), axis=self.axis)
-        shape = [1] * len(self.q.shape)
-        shape[self.axis] = -1
-        return values.reshape(shape)
-
-
-def check_quantized(table: Quantized, where: str) -> Quantized:
-    q, scale, zero = table.q, table.scale, table.zero_point
-    if q.dtype not in QUANTIZED_DTYPES or scale.dtype not in SCALE_DTYPES:
-        raise CheckpointError(f"{where}: expected integer values and a float scale, found {q.dtype} and {scale.dtype}")
-    if not 0 <= table.axis < max(len(q.shape), 1):
-        raise CheckpointError(f"{where}: axis {table.axis} is outside the {len(q.shape)} dimensions of {quote(q.name)}")
-    if table.block:
-        expected: tuple[int, ...] = tuple(-(-d // table.block) if i == table.axis else d for i, d in enumerate(q.shape))
-    else:
-        expected = (q.shape[table.axis],) if q.shape else ()
-    if scale.numel != 1 and scale.shape != expected:
-        raise CheckpointError(f"{where}: scale {quote(scale.name)} has shape {list(scale.shape)}, "
-                              f"expected one value or {list(expected)} for values of shape {list(q.shape)}")
-    if zero is not None and zero.shape != scale.shape:
-        raise CheckpointError(f"{where}: zero point {quote(zero.name)} has shape {list(zero.shape)}, "
-                              f"its scale {list(scale.shape)}")
-    return table
-
-
-def attribute(node: Any, name: str, default: int) -> int:
+def constant_tensor(node: Any, onnx: Any) -> Any | None:
+    """The TensorProto a Constant node holds (its `value`, or a number or list of numbers); None for the
+    kinds that hold no dense numbers (sparse tensors, strings)."""
+    import numpy as np
+    from onnx import helper, numpy_helper
     for attr in node.attribute:
-        if text(attr.name) == name:
-            return int(attr.i)
-    return default
+        name = text(attr.name)
+        if name == "value" and attr.type == onnx.AttributeProto.TENSOR:
+            return attr.t
+        if name in CONSTANT_LISTS:
+            value = helper.get_attribute_value(attr)
+            return numpy_helper.from_array(np.asarray(value, dtype=CONSTANT_LISTS[name]))
+    return None
 
 
-def from_nodes(path: Path, graph: Any, tensors: dict[str, TensorInfo]) -> list[Quantized]:
-    """DequantizeLinear nodes whose every input is an initializer."""
-    found = []
-    for node in graph.node:
-        inputs = [text(name) for name in node.input]
-        if text(node.op_type) != "DequantizeLinear" or len(inputs) < 2 or not node.output:
-            continue
-        if not all(name in tensors for name in inputs if name):
-            continue  # it dequantizes an activation, not a weight
-        q, scale = tensors[inputs[0]], tensors[inputs[1]]
-        zero = tensors[inputs[2]] if len(inputs) > 2 and inputs[2] else None
-        name = text(node.output[0]).removesuffix(DEQUANTIZE_OUTPUT_SUFFIX)
-        axis = attribute(node, "axis", 1)
-        axis = axis + len(q.shape) if axis < 0 else axis
-        where = f"{quote(path)}: DequantizeLinear node {quote(text(node.name) or name)}"
-        found.append(check_quantized(Quantized(name, q, scale, zero, axis, attribute(node, "block_size", 0)), where))
-    return found
+def stored_tensors(path: Path, graph: Any, onnx: Any) -> tuple[dict[str, TensorInfo], int]:
+    """Initializers and Constant nodes' tensors by name, and how many were of types embscope does not read."""
+    tensors: dict[str, TensorInfo] = {}
+    skipped = 0
+    held: list[tuple[Any, str | None]] = [(tensor, None) for tensor in graph.initializer]
+    held += [(tensor, text(node.output[0])) for node in graph.node
+             if text(node.op_type) == "Constant" and text(node.domain) in ("", "ai.onnx") and node.output
+             and (tensor := constant_tensor(node, onnx)) is not None]
+    for tensor, name in held:
+        info = initializer_info(path, tensor, onnx, name)
+        if info is None:
+            skipped += 1
+        elif info.name in tensors:
+            raise CheckpointError(f"{quote(path)}: tensor {quote(info.name)} appears twice")
+        else:
+            tensors[info.name] = info
+    return tensors, skipped
 
 
-def from_names(path: Path, tensors: dict[str, TensorInfo], taken: set[str]) -> list[Quantized]:
-    """X_quantized / X_q initializers with an X_scale beside them."""
-    found = []
-    for name, q in tensors.items():
-        suffix = next((s for s in QUANTIZED_SUFFIXES if name.endswith(s)), None)
-        base = name[:-len(suffix)] if suffix else ""
-        if not base or name in taken or base + SCALE_SUFFIX not in tensors:
-            continue
-        scale = tensors[base + SCALE_SUFFIX]
-        rows_or_columns = 1 if q.shape[1:2] == scale.shape and q.shape[:1] != scale.shape else 0
-        found.append(check_quantized(Quantized(base, q, scale, tensors.get(base + ZERO_POINT_SUFFIX), rows_or_columns),
-                                     f"{quote(path)}: tensor {quote(name)}"))
-    return found
+@dataclass
+class Dequantized:
+    """The catalogue once quantized weights are float tables, and what was taken out of it."""
+
+    tensors: dict[str, TensorInfo]
+    quantization_values: int  # scale and zero-point values left out of the catalogue
+    unsure: int  # QOperator weights left as stored: a vector scale that could run along either axis
+    packed: int  # GatherBlockQuantized over packed uint8 data, left as stored
 
 
-def dequantized(path: Path, graph: Any, tensors: dict[str, TensorInfo]) -> dict[str, TensorInfo]:
-    tables = from_nodes(path, graph, tensors)
-    tables += from_names(path, tensors, {t.q.name for t in tables})
+def dequantized(path: Path, graph: Any, tensors: dict[str, TensorInfo], onnx: Any) -> Dequantized:
+    where = quote(path)
+    tables = from_dequantize_nodes(where, graph, tensors, onnx)
+    taken = {t.q.name for t in tables}
+    blocks, packed = from_gather_blocks(where, graph, tensors, taken)
+    pairs, unsure = from_names(where, graph, tensors, taken)
+    tables += blocks + pairs
     out = dict(tensors)
     for table in tables:
-        for part in (table.q, table.scale, table.zero_point):
-            if part is not None:
-                out.pop(part.name, None)
+        out.pop(table.q.name, None)
+    constants = {part.name for t in tables for part in (t.scale, t.zero_point) if part is not None}
+    constants |= quantization_inputs(graph) & set(out)  # activations' scales and zero points too
+    constants -= {t.q.name for t in tables}
+    values = sum(out[name].numel for name in constants if name in out)
+    for name in constants:
+        out.pop(name, None)
     for table in tables:
-        where = f"{quote(path)}: tensor {quote(table.name)}"
         if table.name in out:
-            raise CheckpointError(f"{where}: a dequantized table and an initializer share the name")
+            raise CheckpointError(f"{where}: tensor {quote(table.name)}: a dequantized table and a stored tensor "
+                                  "share the name")
+        at = f"{where}: tensor {quote(table.name)}"
         parts = (table.q, table.scale, table.zero_point)
-        out[table.name] = TensorInfo(table.name, table.q.shape, "float32", partial(table.read, where),
+        out[table.name] = TensorInfo(table.name, table.q.shape, "float32", partial(table.read, at),
                                      table.q.storage, quantization=table.describe(),
                                      sources=tuple(dict.fromkeys(f for p in parts if p is not None for f in p.sources)))
-    return out
+    return Dequantized(out, values, unsure, packed)
 
 
 def tokenizer_above(folder: Path) -> Tokenizer | None:
@@ -270,25 +252,26 @@ def tokenizer_above(folder: Path) -> Tokenizer | None:
 def open_onnx(path: Path, options: OpenOptions) -> Checkpoint:
     onnx = require_onnx(path)
     model = load_model(path, onnx)
-    tensors, skipped = {}, 0
-    for tensor in model.graph.initializer:
-        info = initializer_info(path, tensor, onnx)
-        if info is None:
-            skipped += 1
-        elif info.name in tensors:
-            raise CheckpointError(f"{quote(path)}: tensor {quote(info.name)} appears twice")
-        else:
-            tensors[info.name] = info
-    tensors = dequantized(path, model.graph, tensors)
+    stored, skipped = stored_tensors(path, model.graph, onnx)
+    found = dequantized(path, model.graph, stored, onnx)
+    tensors = found.tensors
     opsets = ", ".join(str(o.version) for o in model.opset_import) or "not recorded"
     notes = [f"ONNX opset {opsets}, producer {printable(text(model.producer_name) or 'not recorded')}; the graph is not run"]
     if skipped:
-        notes.append(f"{skipped} initializers of types embscope does not read (strings, float8, int4) are left out")
+        notes.append(f"{skipped} stored tensors of types embscope does not read (strings, float8) are left out")
     quantized = sorted({t.quantization for t in tensors.values() if t.quantization})
     if quantized:
         notes.append(f"tables stored as {'; '.join(quantized)} are dequantized to float32 when read")
+    if found.quantization_values:
+        notes.append(f"{found.quantization_values:,} scale and zero-point values (of weights and activations) are "
+                     "quantization data, left out of the catalogue")
+    if found.unsure:
+        notes.append(f"{found.unsure} quantized weights are left as stored: each is square, with a vector scale that "
+                     "could run along its rows or its columns, and no node that reads it says which")
+    if found.packed:
+        notes.append(f"{found.packed} GatherBlockQuantized tables over packed uint8 data are left as stored")
     folder = path.parent
     in_export = folder.name == EXPORT_FOLDER and not (folder / "config.json").is_file()
     config = read_hf_config(folder.parent) if in_export else {}  # beside the weights: open_checkpoint reads it
-    return Checkpoint(path, "ONNX", tensors, config=config, notes=notes,
+    return Checkpoint(path, "ONNX", tensors, config=config, notes=notes, quantization_values=found.quantization_values,
                       tokenizer=partial(tokenizer_above, folder) if folder.name == EXPORT_FOLDER else None)

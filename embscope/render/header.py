@@ -15,12 +15,20 @@ def checkpoint_line(emb: Any) -> str:
     if emb.is_sample:
         at = f", step {step}" if step is not None else ""
         return f"checkpoint: bundled sample ({sample.DESCRIPTION}{at}); pass -c PATH for your own"
-    return f"checkpoint: {emb.checkpoint.path} ({f'step {step}' if step is not None else 'step unknown'})"
+    at = f"step {step}" if step is not None else "step unknown"
+    snapshot = getattr(emb, "snapshot", None)
+    if snapshot is not None:  # a model id: what was asked for, and which files answered
+        return f"checkpoint: {snapshot.describe()}: {emb.checkpoint.path} ({at})"
+    return f"checkpoint: {emb.checkpoint.path} ({at})"
 
 
 def with_checkpoint(document: dict, emb: Any) -> dict:
-    """A command's JSON document with the top-level "checkpoint" (path) and "step" (null when unknown) keys first."""
-    return {"checkpoint": str(emb.checkpoint.path), "step": emb.checkpoint.step, **document}
+    """A command's JSON document with the top-level "checkpoint" (path) and "step" (null when unknown) keys first,
+    and for a model id from the Hugging Face cache, "model_id", "revision" and "snapshot" (the commit)."""
+    snapshot = getattr(emb, "snapshot", None)
+    hub = {} if snapshot is None else {"model_id": snapshot.model_id, "revision": snapshot.revision,
+                                       "snapshot": snapshot.commit}
+    return {"checkpoint": str(emb.checkpoint.path), "step": emb.checkpoint.step, **hub, **document}
 
 
 def show(emb: Any) -> None:

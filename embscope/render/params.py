@@ -17,6 +17,7 @@ def params_doc(report: ParamsReport) -> dict:
         "tied": report.tied, "head": report.head.value, "embeddings": report.embeddings,
         "total_without_position": report.total_without_position, "total_source": report.source,
         "shares": report.shares, "quantization": report.quantization,
+        "quantization_rule": report.quantization_rule, "quantization_values": report.quantization_values,
     }
 
 
@@ -49,5 +50,8 @@ def show(emb: Embeddings, report: ParamsReport, *, json: bool) -> None:
     for role, stored in report.quantization.items():
         out.print(f"the {role} table is stored as {console.safe(stored)}: its stored elements are counted, "
                   "and it is dequantized to float32 to be read.")
+    if report.quantization_rule:
+        left_out = f" ({report.quantization_values:,} such values left out)" if report.quantization_values else ""
+        out.print(f"counting rule: {report.quantization_rule}{left_out}.")
     if report.head_note:
         console.notes([report.head_note])

@@ -1,0 +1,45 @@
+"""An empty name on the command line names nothing: `-c ''` is not the current directory and `--token-key ''`
+is not "discover it"; each is a usage error (exit 2, one line and the usage hint), before anything is opened."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import run
+
+import embscope
+from embscope.errors import EmbscopeError
+
+CASES = {
+    "-c": "'--checkpoint' / '-c' (env var: 'EMBSCOPE_CHECKPOINT'): expected a checkpoint path or model id, found an "
+          "empty string",
+    "--tokenizer": "'--tokenizer': expected a tokenizer file, found an empty string",
+    "--token-key": "'--token-key': expected a tensor name, found an empty string",
+    "--pos-key": "'--pos-key': expected a tensor name, found an empty string",
+    "--output-key": "'--output-key': expected a tensor name, found an empty string",
+}
+
+
+@pytest.mark.parametrize("option", list(CASES))
+@pytest.mark.parametrize("command", ["info", "similarity", "params"])
+def test_an_empty_name_is_a_usage_error(option, command, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # were '' read as '.', this folder (empty) would be opened
+    words = ["dog", "cat"] if command == "similarity" else []
+    result = run(command, *words, option, "", code=2)
+    lines = result.stderr.splitlines()
+    assert lines[0] == f"Error: Invalid value for {CASES[option]}" and lines[1].startswith("Usage: ")
+    assert len(lines) == 2 and result.stdout == ""
+
+
+def test_compare_and_report_refuse_an_empty_checkpoint(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    compare = run("compare", "", "other.pt", code=2)
+    assert compare.stderr.splitlines()[0] == ("Error: Invalid value for 'CHECKPOINT...': expected a checkpoint path "
+                                              "or model id, found an empty string")
+    report = run("report", "-c", "", code=2)
+    assert report.stderr.splitlines()[0] == ("Error: Invalid value for '--checkpoint' / '-c': expected a checkpoint "
+                                             "path or model id, found an empty string")
+
+
+def test_the_library_refuses_an_empty_path_too():
+    with pytest.raises(EmbscopeError, match=r"^expected a checkpoint path or model id, found an empty string$"):
+        embscope.open("")

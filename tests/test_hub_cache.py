@@ -1,0 +1,284 @@
+"""Model ids from the local Hugging Face hub cache, offline. The cache is laid out with huggingface_hub's own
+helpers (file_download._create_symlink and _cache_commit_hash_for_specific_revision, the functions hf_hub_download
+ends with), and huggingface_hub's try_to_load_from_cache, scan_cache_dir and constants are the reference for
+where a model's files are and which folder is the cache. Nothing is downloaded."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import run, run_json
+from huggingface_hub import constants as hf_constants
+from huggingface_hub import scan_cache_dir, try_to_load_from_cache
+from huggingface_hub.file_download import _cache_commit_hash_for_specific_revision, _create_symlink
+from safetensors.numpy import save_file
+
+import embscope
+from embscope.errors import CheckpointError
+from embscope.hub import cache_folder
+
+MINILM = "sentence-transformers/all-MiniLM-L6-v2"
+COMMIT = "c9745ed1d9f207416be6d2e6f8de32d1f16199bf"
+OTHER_COMMIT = "0" * 39 + "1"
+V, D = 40, 16
+RNG = np.random.default_rng(7)
+WORDS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "dog", "cat", "car", *(f"w{i}" for i in range(V - 8))]
+
+
+def bert_files(folder: Path, table: np.ndarray) -> dict[str, Path]:
+    """A BERT-like model as the hub holds it: weights, config, a WordPiece tokenizer.json."""
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
+    folder.mkdir(parents=True, exist_ok=True)
+    save_file({"embeddings.word_embeddings.weight": table,
+               "embeddings.position_embeddings.weight": RNG.standard_normal((8, D)).astype(np.float32)},
+              folder / "model.safetensors")
+    (folder / "config.json").write_text(json.dumps({"model_type": "bert", "architectures": ["BertModel"]}))
+    hf = Tokenizer(models.WordPiece({w: i for i, w in enumerate(WORDS)}, unk_token="[UNK]"))
+    hf.normalizer = normalizers.BertNormalizer(lowercase=True)
+    hf.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    hf.save(str(folder / "tokenizer.json"))
+    return {p.name: p for p in folder.iterdir()}
+
+
+def lay_out(cache: Path, repo_id: str, files: dict[str, Path], revision: str = "main", commit: str = COMMIT,
+            shared: bool = False) -> Path:
+    """What hf_hub_download leaves for each file: the bytes in blobs/<etag>, a relative link from
+    snapshots/<commit>/<name>, and refs/<revision> naming the commit. `shared`: the blob is itself a link into
+    the cache-wide store blobs/<xx>/<hash> (utils/_shared_blobs.py)."""
+    storage = cache / ("models--" + repo_id.replace("/", "--"))
+    for name, source in files.items():
+        data = source.read_bytes()
+        etag = hashlib.sha256(data).hexdigest()
+        blob = storage / "blobs" / etag
+        blob.parent.mkdir(parents=True, exist_ok=True)
+        if shared:
+            store = cache / "blobs" / etag[:2] / etag
+            store.parent.mkdir(parents=True, exist_ok=True)
+            store.write_bytes(data)
+            if not blob.exists():
+                blob.symlink_to(os.path.relpath(store, blob.parent))
+        else:
+            blob.write_bytes(data)
+        pointer = storage / "snapshots" / commit / name
+        pointer.parent.mkdir(parents=True, exist_ok=True)
+        _create_symlink(str(blob), str(pointer))
+    _cache_commit_hash_for_specific_revision(str(storage), revision, commit)
+    return storage / "snapshots" / commit
+
+
+def cosine(table: np.ndarray, a: int, b: int) -> float:
+    x, y = table[a].astype(np.float64), table[b].astype(np.float64)
+    return float(x @ y / np.linalg.norm(x) / np.linalg.norm(y))
+
+
+@pytest.fixture
+def minilm(tmp_path):
+    table = RNG.standard_normal((V, D)).astype(np.float32)
+    return table, bert_files(tmp_path / "source", table)
+
+
+@pytest.mark.parametrize("variable", ["HF_HOME", "HF_HUB_CACHE"])
+def test_similarity_answers_from_the_cache_offline(variable, minilm, tmp_path, monkeypatch):
+    table, files = minilm
+    home = tmp_path / "home"
+    cache = home / "hub" if variable == "HF_HOME" else tmp_path / "elsewhere"
+    monkeypatch.setenv(variable, str(home if variable == "HF_HOME" else cache))
+    snapshot = lay_out(cache, MINILM, files)
+    assert try_to_load_from_cache(MINILM, "model.safetensors", cache_dir=str(cache)) == \
+        str(snapshot / "model.safetensors")  # huggingface_hub finds the file where embscope will
+    doc = run_json("similarity", "dog", "cat", "-c", MINILM)
+    assert doc["model_id"] == MINILM and doc["snapshot"] == COMMIT and doc["revision"] == "main"
+    assert doc["checkpoint"] == str(snapshot / "model.safetensors")
+    assert doc["pairs"][0]["cosine"] == pytest.approx(cosine(table, 5, 6))
+    first = run("similarity", "dog", "cat", "-c", MINILM).stdout.splitlines()[0]
+    assert first == (f"checkpoint: {MINILM} from the Hugging Face cache, snapshot {COMMIT} (main): "
+                     f"{snapshot / 'model.safetensors'} (step unknown)")
+
+
+def test_the_cache_folder_is_the_one_huggingface_hub_uses(tmp_path, monkeypatch):
+    cases = [{"HF_HUB_CACHE": "a", "HF_HOME": "b"}, {"HUGGINGFACE_HUB_CACHE": "c", "HF_HOME": "b"}, {"HF_HOME": "b"},
+             {"XDG_CACHE_HOME": "x"}, {"HF_HOME": "~/hf"}, {}]
+    variables = ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_HOME", "XDG_CACHE_HOME")
+    try:
+        for case in cases:
+            for name in variables:
+                monkeypatch.delenv(name, raising=False)
+            for name, value in case.items():
+                monkeypatch.setenv(name, value if value.startswith("~") else str(tmp_path / value))
+            importlib.reload(hf_constants)
+            assert cache_folder()[0] == Path(hf_constants.HF_HUB_CACHE), case
+    finally:
+        monkeypatch.undo()
+        importlib.reload(hf_constants)
+
+
+def test_revisions_commits_and_bare_ids(minilm, tmp_path, monkeypatch):
+    table, files = minilm
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    lay_out(cache, MINILM, files)
+    changed = bert_files(tmp_path / "v2", table[::-1].copy())
+    lay_out(cache, MINILM, changed, revision="v2", commit=OTHER_COMMIT)
+    lay_out(cache, "gpt2", files)  # a canonical id has no organisation: models--gpt2
+    for given, commit, dog in ((f"{MINILM}@v2", OTHER_COMMIT, V - 1 - 5), (f"{MINILM}@{COMMIT}", COMMIT, 5),
+                               ("gpt2", COMMIT, 5)):
+        doc = run_json("similarity", "dog", "cat", "-c", given)
+        assert doc["snapshot"] == commit, given
+        rows = table[::-1] if commit == OTHER_COMMIT else table
+        assert doc["pairs"][0]["cosine"] == pytest.approx(cosine(rows, 5, 6)), given
+    info = scan_cache_dir(cache)
+    repo = next(r for r in info.repos if r.repo_id == MINILM)
+    assert {rev.commit_hash for rev in repo.revisions} == {COMMIT, OTHER_COMMIT}
+    assert repo.refs["v2"].commit_hash == OTHER_COMMIT
+
+
+def test_sharded_safetensors_and_a_bin_file(tmp_path, monkeypatch):
+    import torch
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    table = RNG.standard_normal((V, D)).astype(np.float32)
+    source = tmp_path / "sharded"
+    source.mkdir()
+    save_file({"model.embed_tokens.weight": table}, source / "model-00001-of-00002.safetensors")
+    save_file({"lm_head.weight": table[::-1].copy()}, source / "model-00002-of-00002.safetensors")
+    (source / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {
+        "model.embed_tokens.weight": "model-00001-of-00002.safetensors",
+        "lm_head.weight": "model-00002-of-00002.safetensors"}}))
+    lay_out(cache, "org/sharded", {p.name: p for p in source.iterdir()}, shared=True)
+    doc = run_json("info", "-c", "org/sharded")
+    assert doc["format"] == "safetensors (sharded)" and doc["tables"]["output"]["name"] == "lm_head.weight"
+    binary = tmp_path / "bin"
+    binary.mkdir()
+    torch.save({"transformer.wte.weight": torch.from_numpy(table)}, binary / "pytorch_model.bin")
+    lay_out(cache, "org/binary", {"pytorch_model.bin": binary / "pytorch_model.bin"})
+    doc = run_json("similarity", "--ids", "3", "4", "-c", "org/binary")
+    assert doc["pairs"][0]["cosine"] == pytest.approx(cosine(table, 3, 4))
+
+
+def test_compare_and_report_take_ids(minilm, tmp_path, monkeypatch):
+    table, files = minilm
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    lay_out(cache, MINILM, files)
+    lay_out(cache, MINILM, bert_files(tmp_path / "v2", (table * 2).astype(np.float32)), revision="v2",
+            commit=OTHER_COMMIT)
+    doc = run_json("compare", MINILM, f"{MINILM}@v2")
+    assert doc["checkpoint"] == MINILM
+    assert [Path(c["path"]).parent.name for c in doc["checkpoints"]] == [COMMIT, OTHER_COMMIT]
+    assert doc["tables"]["token"]["mean_row_cosine"] == pytest.approx(1.0)  # doubled rows point the same way
+    out = tmp_path / "report.html"
+    doc = json.loads(run("report", "-c", MINILM, "--out", out, "--json").stdout)
+    assert (doc["model_id"], doc["snapshot"]) == (MINILM, COMMIT)
+    assert f"{MINILM} from the Hugging Face cache, snapshot {COMMIT}" in out.read_text()
+
+
+def test_an_id_not_in_the_cache_says_where_it_looked_and_how_to_fetch_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "home"))
+    (tmp_path / "home").mkdir()
+    (tmp_path / "home" / "config.json").write_text("{}")
+    result = run("info", "-c", "org/absent", code=1)
+    assert result.stderr == (f"Error: expected a checkpoint file or directory at 'org/absent', or the model "
+                             f"'org/absent' in the Hugging Face cache '{tmp_path / 'home' / 'hub'}' ($HF_HOME/hub), "
+                             "found neither; to fetch it: hf download org/absent (or huggingface-cli download "
+                             "org/absent)\n")
+    config = {"config.json": tmp_path / "home" / "config.json"}
+    lay_out(tmp_path / "home" / "hub", "org/pinned", config, revision=COMMIT)
+    result = run("info", "-c", "org/pinned", code=1)  # fetched by commit only: no refs/main
+    assert f"found none; the cache holds snapshot {COMMIT} (name one as org/pinned@<commit>); to fetch it" \
+        in result.stderr
+    result = run("info", "-c", "org/absent@v1.0", code=1)
+    assert "hf download org/absent --revision v1.0 (or huggingface-cli download org/absent --revision v1.0)" \
+        in result.stderr
+    # a path that cannot be an id, or names a file, keeps the plain message
+    result = run("info", "-c", tmp_path / "missing.pt", code=1)
+    missing = tmp_path / "missing.pt"
+    assert result.stderr == f"Error: expected a checkpoint file or directory, found nothing at '{missing}'\n"
+    monkeypatch.chdir(tmp_path)
+    result = run("info", "-c", "ckpt.pt", code=1)
+    assert result.stderr == "Error: expected a checkpoint file or directory, found nothing at 'ckpt.pt'\n"
+
+
+def hostile(cache: Path, files: dict[str, Path], case: str, tmp_path: Path) -> None:
+    storage = cache / "models--org--bad"
+    snapshot = lay_out(cache, "org/bad", files)
+    if case == "a link out of the cache":
+        (tmp_path / "secret.safetensors").write_bytes((snapshot / "model.safetensors").read_bytes())
+        (snapshot / "model.safetensors").unlink()
+        (snapshot / "model.safetensors").symlink_to(tmp_path / "secret.safetensors")
+    elif case == "a link loop":
+        (snapshot / "vocab.txt").symlink_to("vocab.txt")
+    elif case == "a dangling link":
+        (snapshot / "model.safetensors").resolve().unlink()
+    elif case == "refs/main a FIFO":
+        (storage / "refs" / "main").unlink()
+        os.mkfifo(storage / "refs" / "main")
+    elif case == "refs/main huge":
+        (storage / "refs" / "main").write_bytes(b"a" * 10**6)
+    elif case == "refs/main not a hash":
+        (storage / "refs" / "main").write_text("../../../etc")
+
+
+HOSTILE = {
+    "a link out of the cache": (rf"^'model.safetensors' in org/bad from the Hugging Face cache, snapshot {COMMIT} "
+                                r"\(main\) is a link to '.*secret.safetensors', outside the Hugging Face cache "
+                                r"'.*cache'; refused$"),
+    "a link loop": r"^'vocab.txt' in org/bad .* is a link that loops back on itself; refused$",
+    "a dangling link": r"^'model.safetensors' in org/bad .* is a link to '\.\./\.\./blobs/[0-9a-f]+', which is not "
+                       r"there",
+    "refs/main a FIFO": r"expected a file holding a commit hash, found a named pipe \(FIFO\) at '.*refs/main'",
+    "refs/main huge": r"expected a file holding a commit hash of at most 256 bytes, found 1,000,000 bytes at "
+                      r"'.*refs/main'",
+    "refs/main not a hash": r"expected a 40-character commit hash in '.*refs/main', found '\.\./\.\./\.\./etc'",
+}
+
+
+@pytest.mark.parametrize("case", list(HOSTILE))
+def test_a_broken_or_hostile_cache_entry_is_one_line(case, minilm, tmp_path, monkeypatch):
+    _, files = minilm
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    hostile(cache, files, case, tmp_path)
+    with pytest.raises(CheckpointError, match=HOSTILE[case]):
+        embscope.open("org/bad")
+    result = run("info", "-c", "org/bad", code=1)
+    assert result.stderr.startswith("Error: ") and result.stderr.count("\n") == 1
+
+
+def test_an_onnx_export_in_the_cache_reads_its_external_data_through_the_blobs(tmp_path, monkeypatch):
+    import onnx
+    from onnx import helper, numpy_helper
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    table = RNG.standard_normal((V, D)).astype(np.float32)
+    source = tmp_path / "export"
+    source.mkdir()
+    graph = helper.make_graph([], "g", [], [], [numpy_helper.from_array(table, "embeddings.word_embeddings.weight")])
+    onnx.save_model(helper.make_model(graph), str(source / "model.onnx"), save_as_external_data=True,
+                    location="model.onnx_data", size_threshold=0)
+    snapshot = lay_out(cache, "org/exported", {f"onnx/{p.name}": p for p in source.iterdir()})
+    emb = embscope.open(snapshot / "onnx")
+    np.testing.assert_array_equal(emb.token.array, table)
+
+
+def test_no_huggingface_hub_and_no_network_at_run_time(tmp_path, minilm):
+    _, files = minilm
+    cache = tmp_path / "cache"
+    lay_out(cache, MINILM, files)
+    code = ("import sys, socket\n"
+            "def refuse(*a, **k): raise AssertionError('network')\n"
+            "socket.socket.connect = refuse\n"
+            "import embscope\n"
+            f"emb = embscope.open({MINILM!r})\n"
+            "print(emb.token.rows, 'huggingface_hub' in sys.modules)")
+    env = {**os.environ, "HF_HUB_CACHE": str(cache)}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120,
+                          check=False)
+    assert done.stdout.split() == [str(V), "False"], done.stderr

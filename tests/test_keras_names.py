@@ -1,0 +1,188 @@
+"""Keras's own names for embedding tables, found with no --token-key and with the rule naming where they come
+from. Keras 3 files are written by Keras 3 itself (torch backend, CPU): `.weights.h5` and the legacy `.h5` of
+model.save, for a Sequential, keras.io's TokenAndPositionEmbedding and keras-hub's layers (rebuilt here from
+their source: keras-hub needs TensorFlow Text to install). Keras 2 needs TensorFlow, so its `.h5` is written with
+h5py exactly as tf-keras's hdf5_format.save_weights_to_hdf5_group lays it out."""
+
+from __future__ import annotations
+
+import os
+
+import h5py
+import numpy as np
+import pytest
+from conftest import run_json
+
+import embscope
+
+os.environ.setdefault("KERAS_BACKEND", "torch")
+V, T, D = 50, 8, 16
+
+
+def keras_files(folder):
+    """name -> (path, token table, position table or None), each written by Keras 3, and the tables read back
+    from the layers themselves. Keras costs seconds to import, so one test writes them all."""
+    import keras
+    from keras import ops
+
+    class PositionEmbedding(keras.layers.Layer):
+        """keras-hub's PositionEmbedding (src/layers/modeling/position_embedding.py): one weight, "embeddings"."""
+
+        def __init__(self, sequence_length, **kwargs):
+            super().__init__(**kwargs)
+            self.sequence_length = sequence_length
+
+        def build(self, input_shape):
+            self.position_embeddings = self.add_weight(name="embeddings", shape=(self.sequence_length, input_shape[-1]))
+
+        def call(self, inputs):
+            return inputs + self.position_embeddings[None, : inputs.shape[1]]
+
+    class TokenAndPositionEmbedding(keras.layers.Layer):
+        """keras-hub's TokenAndPositionEmbedding: token_embedding (a ReversibleEmbedding), position_embedding."""
+
+        def __init__(self, **kwargs):
+            super().__init__(**kwargs)
+            self.token_embedding = keras.layers.ReversibleEmbedding(V, D, name="token_embedding")
+            self.position_embedding = PositionEmbedding(T, name="position_embedding")
+
+        def call(self, inputs):
+            return self.position_embedding(self.token_embedding(inputs))
+
+    class KerasIOTokenAndPositionEmbedding(keras.layers.Layer):
+        """keras.io's "Text classification with Transformer" layer: two keras.layers.Embedding, token_emb, pos_emb."""
+
+        def __init__(self, **kwargs):
+            super().__init__(name="token_and_position_embedding", **kwargs)
+            self.token_emb = keras.layers.Embedding(V, D)
+            self.pos_emb = keras.layers.Embedding(T, D)
+
+        def call(self, x):
+            return self.token_emb(x) + self.pos_emb(ops.arange(0, x.shape[-1]))
+
+    KerasIOTokenAndPositionEmbedding.__name__ = "TokenAndPositionEmbedding"
+    made = {}
+
+    def model_of(*layers):
+        inputs = keras.Input((T,), dtype="int32")
+        out = inputs
+        for layer in layers:
+            out = layer(out)
+        return keras.Model(inputs, out)
+
+    def values(variable):
+        return np.asarray(ops.convert_to_numpy(variable))
+
+    def fresh(build):  # each model as a script that builds one writes it: layer names count from the start
+        keras.backend.clear_session()
+        return build()
+
+    sequential = fresh(lambda: keras.Sequential([keras.Input((T,), dtype="int32"), keras.layers.Embedding(V, D),
+                                                 keras.layers.Dense(4)]))
+    keras_io = fresh(KerasIOTokenAndPositionEmbedding)
+    io_model = model_of(keras_io)
+    keras_hub = fresh(TokenAndPositionEmbedding)
+    hub_model = model_of(keras_hub)
+    token, position = fresh(lambda: (keras.layers.ReversibleEmbedding(V, D, name="token_embedding"),
+                                     PositionEmbedding(T, name="position_embedding")))
+    for name, model, token_of, position_of in (
+            ("sequential", sequential, lambda: sequential.layers[0].embeddings, None),
+            ("keras.io", io_model, lambda: keras_io.token_emb.embeddings, lambda: keras_io.pos_emb.embeddings),
+            ("keras-hub layer", hub_model, lambda: keras_hub.token_embedding.embeddings,
+             lambda: keras_hub.position_embedding.position_embeddings),
+            ("keras-hub backbone", model_of(token, position), lambda: token.embeddings,
+             lambda: position.position_embeddings)):
+        for suffix in (".weights.h5", ".h5"):
+            path = folder / f"{name}{suffix}"
+            (model.save_weights if suffix == ".weights.h5" else model.save)(str(path))
+            made[f"{name} {suffix}"] = (path, values(token_of()), values(position_of()) if position_of else None)
+    return made
+
+
+KERAS3 = {
+    "sequential .weights.h5": ("layers.embedding.vars.0", None),
+    "sequential .h5": ("model_weights.embedding.sequential.embedding.embeddings", None),
+    "keras.io .weights.h5": ("layers.token_and_position_embedding.token_emb.vars.0",
+                             "layers.token_and_position_embedding.pos_emb.vars.0"),
+    "keras.io .h5": ("model_weights.token_and_position_embedding.token_and_position_embedding.embedding.embeddings",
+                     "model_weights.token_and_position_embedding.token_and_position_embedding.embedding_1.embeddings"),
+    "keras-hub layer .weights.h5": ("layers.token_and_position_embedding.token_embedding.vars.0",
+                                    "layers.token_and_position_embedding.position_embedding.vars.0"),
+    "keras-hub layer .h5": (
+        "model_weights.token_and_position_embedding.token_and_position_embedding.token_embedding.embeddings",
+        "model_weights.token_and_position_embedding.token_and_position_embedding.position_embedding.embeddings"),
+    "keras-hub backbone .weights.h5": ("layers.reversible_embedding.vars.0", "layers.position_embedding.vars.0"),
+    "keras-hub backbone .h5": ("model_weights.token_embedding.token_embedding.embeddings",
+                               "model_weights.position_embedding.position_embedding.embeddings"),
+}
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # keras's torch backend, on numpy 2's copy keyword
+def test_files_keras_3_writes(tmp_path):
+    written = keras_files(tmp_path)
+    assert set(written) == set(KERAS3)
+    for case, (token_name, position_name) in KERAS3.items():
+        path, token, position = written[case]
+        emb = embscope.open(path)
+        assert emb.token.name == token_name and emb.token.rule.startswith("name '"), case
+        assert "Keras" in emb.token.rule or "keras" in emb.token.rule, case
+        np.testing.assert_array_equal(emb.token.array, token)
+        if position_name is None:
+            assert emb.position is None, case
+        else:
+            assert emb.position.name == position_name and "eras" in emb.position.rule, case
+            np.testing.assert_array_equal(emb.position.array, position)
+    doc = run_json("info", "-c", written["keras-hub backbone .weights.h5"][0])
+    assert doc["tables"]["token"]["rule"] == ("name 'reversible_embedding.vars.0' (Keras 3 .weights.h5 of keras-hub "
+                                              "backbones (GPT-2, BERT, Llama, ...): their ReversibleEmbedding "
+                                              "token_embedding)")  # the provenance reaches the user
+
+
+def write_keras2(path, layers: dict[str, dict[str, np.ndarray]], model_weights: bool = False):
+    """tf-keras's save_weights_to_hdf5_group: `layer_names` on the group, a group per layer with `weight_names`,
+    each weight a dataset named by the variable's name (the layer's name scope, ':0'); model.save puts it all
+    under model_weights/."""
+    with h5py.File(path, "w") as f:
+        f.attrs["keras_version"] = b"2.15.0"
+        f.attrs["backend"] = b"tensorflow"
+        group = f.create_group("model_weights") if model_weights else f
+        group.attrs["layer_names"] = [name.encode() for name in layers]
+        for layer, weights in layers.items():
+            g = group.create_group(layer)
+            g.attrs["weight_names"] = [name.encode() for name in weights]
+            for name, value in weights.items():
+                g.create_dataset(name, data=value)
+    return path
+
+
+def test_files_keras_2_writes(tmp_path):
+    rng = np.random.default_rng(2)
+    token, position = rng.standard_normal((V, D)).astype(np.float32), rng.standard_normal((T, D)).astype(np.float32)
+    dense = {"dense/kernel:0": rng.standard_normal((D, 4)).astype(np.float32), "dense/bias:0": np.zeros(4, np.float32)}
+    cases = {
+        "save_weights": ({"embedding": {"embedding/embeddings:0": token}, "dense": dense}, False,
+                         "embedding.embedding.embeddings", None),
+        "model.save": ({"embedding": {"embedding/embeddings:0": token}, "dense": dense}, True,
+                       "model_weights.embedding.embedding.embeddings", None),
+        "a second model of the session": ({"embedding_1": {"embedding_1/embeddings:0": token}}, False,
+                                          "embedding_1.embedding_1.embeddings", None),
+        "keras.io": ({"token_and_position_embedding": {
+            "token_and_position_embedding/embedding/embeddings:0": token,
+            "token_and_position_embedding/embedding_1/embeddings:0": position}}, False,
+            "token_and_position_embedding.token_and_position_embedding.embedding.embeddings",
+            "token_and_position_embedding.token_and_position_embedding.embedding_1.embeddings"),
+        "keras-nlp": ({"token_and_position_embedding": {
+            "token_and_position_embedding/token_embedding/embeddings:0": token,
+            "token_and_position_embedding/position_embedding/embeddings:0": position}}, True,
+            "model_weights.token_and_position_embedding.token_and_position_embedding.token_embedding.embeddings",
+            "model_weights.token_and_position_embedding.token_and_position_embedding.position_embedding.embeddings"),
+    }
+    for case, (layers, model_weights, token_name, position_name) in cases.items():
+        path = write_keras2(tmp_path / f"{case}.h5", layers, model_weights)
+        emb = embscope.open(path)
+        assert emb.token.name == token_name and ("Keras 2" in emb.token.rule or "keras-nlp" in emb.token.rule), case
+        np.testing.assert_array_equal(emb.token.array, token)
+        if position_name is not None:
+            assert emb.position.name == position_name, case
+            np.testing.assert_array_equal(emb.position.array, position)
+        assert "saved by Keras 2.15.0" in " ".join(emb.checkpoint.notes)

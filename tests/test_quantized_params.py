@@ -1,0 +1,81 @@
+"""One counting rule for quantized files, whatever the format: a quantized weight counts as its element count;
+scales, zero points and activation-quantization constants are not parameters; the answer states the rule.
+Files are written by each format's writer: gguf.GGUFWriter with gguf.quants blocks, CTranslate2's layout (the
+struct writer the CTranslate2 tests use), onnx.helper."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+from conftest import run, run_json
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "fuzz"))
+
+import reader_samples as samples
+from onnx import helper, numpy_helper
+
+RULE = ("a quantized weight counts as its element count; scales, zero points and activation-quantization "
+        "constants are not parameters")
+V, D, T = 64, 32, 8
+
+
+def test_gguf_quantized_tables_count_their_elements(tmp_path):
+    """Q8_0 and Q4_0 keep one float16 scale per 32 values inside each block: it is never counted."""
+    import gguf
+    path = samples.write_gguf(tmp_path / "model.gguf", {
+        "token_embd.weight": (samples.rows((V, 256), 1), "Q4_0"),
+        "position_embd.weight": (samples.rows((T, 256), 2), "Q8_0"),
+        "output_norm.weight": samples.rows((256,), 3)}, context=T)
+    reader = gguf.GGUFReader(str(path))
+    assert {t.name: int(t.n_elements) for t in reader.tensors} == {"token_embd.weight": V * 256,
+                                                                 "position_embd.weight": T * 256,
+                                                                 "output_norm.weight": 256}
+    doc = run_json("params", "-c", path)
+    assert doc["total"] == V * 256 + T * 256 + 256 and doc["token"] == V * 256
+    assert doc["quantization_rule"] == RULE and doc["quantization_values"] == 0
+    assert doc["quantization"] == {"token": "Q4_0", "position": "Q8_0"}
+
+
+def test_ctranslate2_int8_leaves_its_scales_out(tmp_path):
+    table, other = samples.rows((V, D), 11), samples.rows((D, D), 12)
+    variables = {}
+    for name, weight in (("decoder/embeddings/weight", table), ("decoder/layer_0/ffn/linear_0/weight", other)):
+        scale = 127 / np.abs(weight).max(axis=1)  # CTranslate2's model_spec.py: one scale per row
+        variables[name] = np.rint(weight * scale[:, None]).astype(np.int8)
+        variables[name + "_scale"] = scale.astype(np.float32)
+    variables["decoder/layer_norm/gamma"] = np.ones(D, np.float32)
+    path = samples.write_ctranslate2(tmp_path / "model.bin", variables, spec="TransformerDecoderModelSpec")
+    doc = run_json("params", "-c", path)
+    assert doc["total"] == V * D + D * D + D  # the weights' elements, the gamma; no scale
+    assert doc["quantization_rule"] == RULE and doc["quantization_values"] == V + D
+
+
+def test_onnx_activation_scales_are_not_parameters(tmp_path):
+    """A static QDQ graph: the weight's DequantizeLinear, and an activation's QuantizeLinear/DequantizeLinear pair
+    with its own float scale, which the count used to keep."""
+    q = np.arange(V * D, dtype=np.int64).reshape(V, D) % 255 - 127
+    initializers = {"W_quantized": q.astype(np.int8), "W_scale": np.float32(0.01), "W_zero_point": np.int8(0),
+                    "h_scale": np.float32(0.1), "h_zero_point": np.int8(0), "ln.weight": np.ones(D, np.float32)}
+    nodes = [helper.make_node("DequantizeLinear", ["W_quantized", "W_scale", "W_zero_point"],
+                              ["embeddings.word_embeddings.weight_DequantizeLinear_Output"]),
+             helper.make_node("Gather", ["embeddings.word_embeddings.weight_DequantizeLinear_Output", "ids"], ["h"]),
+             helper.make_node("QuantizeLinear", ["h", "h_scale", "h_zero_point"], ["hq"]),
+             helper.make_node("DequantizeLinear", ["hq", "h_scale", "h_zero_point"], ["hd"])]
+    path = samples.write_onnx(tmp_path / "model.onnx", {}, nodes)
+    import onnx
+    model = onnx.load(str(path))
+    model.graph.initializer.extend(numpy_helper.from_array(np.asarray(v), n) for n, v in initializers.items())
+    onnx.save(model, str(path))
+    doc = run_json("params", "-c", path)
+    assert doc["total"] == V * D + D and doc["quantization_values"] == 4
+    assert doc["quantization_rule"] == RULE
+    console = run("params", "-c", path).stdout
+    assert f"counting rule: {RULE} (4 such values left out)." in " ".join(console.split())
+
+
+def test_a_float_file_states_no_rule():
+    doc = run_json("params")
+    assert doc["quantization_rule"] is None and doc["quantization_values"] == 0
+    assert "counting rule" not in run("params").stdout
