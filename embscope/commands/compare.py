@@ -100,12 +100,22 @@ def compare_command(
     match: Annotated[Match | None, typer.Option(
         "--match", help="tokens: pair token rows by token string, for vocabularies that differ. Two checkpoints only.",
         show_default=False)] = None,
+    output: Annotated[bool, typer.Option(
+        "--output", help="One checkpoint: its token table against its own untied output projection (row cosine as "
+                         "stored and after Procrustes, linear CKA, neighbour overlap).")] = False,
     plot: PlotOption = None,
     device: DeviceOption = AUTO_DEVICE,
     json: JsonFlag = False,
 ) -> None:
     """What changed between checkpoints: per-row cosine, norm and relative change, rows bitwise unchanged,
-    neighbour-set overlap, position profiles; a trajectory over three or more steps."""
+    neighbour-set overlap, linear CKA, position profiles; a trajectory over three or more steps. With --output,
+    one checkpoint's token table against its output projection."""
+    if output:
+        if len(checkpoints) != 1 or align is not None or match is not None or plot is not None:
+            raise typer.BadParameter("--output compares the two tables of one checkpoint: give one checkpoint, "
+                                     "without --align, --match or --plot")
+        return compare_output_command(replace(source, checkpoint=checkpoints[0]), probe_words=parse_words(words),
+                                      sample=sample, k=k, device=device.value, json=json)
     if (align is not None or match is not None) and len(checkpoints) != 2:
         raise typer.BadParameter("--align and --match compare two runs: give exactly two checkpoints")
     check_plot(plot)
@@ -143,6 +153,23 @@ def compare_command(
         render.emit(comparison, labels)
     else:
         render.show(comparison, labels)
+
+
+def compare_output_command(source: Source, *, probe_words: list[str] | None, sample: int, k: int, device: str,
+                           json: bool) -> None:
+    """`compare CKPT --output`: the token table (A) against the untied output projection (B) of one file."""
+    from ..analysis.compare import CompareOptions
+    from ..analysis.compare_output import compare_output
+    from ..naming import token_name
+    from ..render import compare_output as render
+    from ..render import progress
+    emb = source.open()
+    found_words = word_rows(emb, probe_words) if probe_words else []
+    with progress.stages() as stages:
+        found = compare_output(emb, CompareOptions(k=k, sample=sample, device=device),
+                               word_rows=[row for _, row, _ in found_words if row is not None], stages=stages)
+    tokenizer = emb.tokenizer_for_names()[0]
+    render.show(emb, found, found_words, lambda row: token_name(tokenizer, row), json=json)
 
 
 def register(app: typer.Typer) -> None:

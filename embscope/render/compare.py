@@ -80,6 +80,7 @@ def table_document(found: TableComparison, labels: Labels) -> dict:
         "stable": [row(int(i)) for i in found.stable],
         "neighbor_overlap": None,
         "looks_like_different_runs": found.different_runs,
+        "cka": found.cka.value if found.cka is not None else None,
     }
     if found.neighbors is not None:
         overlap = found.neighbors
@@ -237,6 +238,8 @@ def print_table(found: TableComparison, labels: Labels, states: list[TableState 
     out.print(f"  relative change ||b - a|| / ||a||: mean {number(summary.mean_relative)}  median "
               f"{number(summary.median_relative)}", soft_wrap=True)
     out.print(f"  mean row norm: A {number(summary.mean_norm_a)}, B {number(summary.mean_norm_b)}")
+    if found.cka is not None:
+        out.print(f"  linear CKA (Kornblith et al. 2019): {number(found.cka.value)} over {found.cka.rows:,} {what}")
     unchanged = summary.unchanged
     listed = ""
     if unchanged:

@@ -366,7 +366,8 @@ def compare_blocks(report: Report) -> list[Block]:
                     ("mean relative change ||b - a|| / ||a||", four(summary.mean_relative)),
                     ("median relative change", four(summary.median_relative)),
                     ("mean row norm in A", four(summary.mean_norm_a)), ("mean row norm in B", four(summary.mean_norm_b)),
-                    ("rows bitwise unchanged", count(summary.unchanged))]
+                    ("rows bitwise unchanged", count(summary.unchanged)),
+                    ("linear CKA (Kornblith et al. 2019)", four(found.cka.value if found.cka is not None else None))]
         if found.neighbors is not None:
             overlap = found.neighbors
             drawn = f"{len(overlap.jaccard):,} rows drawn with seed {overlap.seed}"
