@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
     from ..checkpoint import Table
     from ..embeddings import Embeddings
+    from .all_but_the_top import RemovedTop
 
 BASELINE_PAIRS = 10000  # random pairs sampled for the percentile
 BASELINE_SEED = 0  # fixed, so the same table gives the same percentile every run
@@ -107,6 +108,7 @@ class SimilarityResult:
     centered: bool  # the table's mean row was subtracted first
     table: str  # role: token or output
     table_name: str
+    removed: RemovedTop | None = None  # --remove-top: the cosines are in the all-but-the-top space
 
     @property
     def matrix(self) -> tuple[tuple[float | None, ...], ...]:
@@ -251,12 +253,14 @@ def finite_or_none(value: float | np.floating) -> float | None:
 
 def similarity_pairs(emb: Embeddings, pairs: Iterable[Sequence], *, ids: bool = False, exact: bool = False,
                      merge: bool = True, center: bool = False, table: str = "token", baseline: bool = True,
-                     allow_unk: bool = False, on_skip: Callable[[str], None] | None = None) -> SimilarityResult:
+                     allow_unk: bool = False, on_skip: Callable[[str], None] | None = None,
+                     remove_top: int | None = None) -> SimilarityResult:
     """Cosine of each (a, b) pair of words (or ids), with the random-pair baseline (one pass over the table,
     cached per file; baseline=False skips it, and the pairs get no percentile). A few pairs are worked out in
     plain Python from the rows they name (see FEW_PAIRS); more go through compute in one batched call.
     `pairs` is read once, as it comes (a file streams through). A pair that cannot be used raises TokenError,
-    or, when `on_skip` is given, is handed to it as one line saying why and left out."""
+    or, when `on_skip` is given, is handed to it as one line saying why and left out. `remove_top` D: the cosines
+    (and the baseline) are of the rows in the all-but-the-top space (analysis.all_but_the_top)."""
     chosen = pick_table(emb, table)
     resolve = Resolver(emb, chosen.rows, ids=ids, exact=exact, merge=merge, allow_unk=allow_unk)
     asked = packed("q")  # query positions, two per pair: 16 bytes a pair however many there are
@@ -273,39 +277,47 @@ def similarity_pairs(emb: Embeddings, pairs: Iterable[Sequence], *, ids: bool = 
             continue
         asked.extend(resolve.positions[key] for key in keys)
     found = list(resolve.cache.values())
-    if not center and len(asked) <= 2 * FEW_PAIRS and len(asked) // 2 * chosen.dim <= FEW_PRODUCTS:
+    if not center and not remove_top and len(asked) <= 2 * FEW_PAIRS and len(asked) // 2 * chosen.dim <= FEW_PRODUCTS:
         return few_similarity(emb, chosen, found, asked, baseline=baseline, table=table)
     import numpy as np  # many pairs, or the mean row (a pass over the table): compute's batched path
     array, name = chosen.array, chosen.name
+    removed = None
+    if remove_top:  # the rows of the all-but-the-top space stand for the table from here on
+        from .all_but_the_top import remove_top as all_but_the_top
+        removed = all_but_the_top(array, remove_top)
+        array, center = removed.table, False
     center_row = compute.mean_row(array) if center else None
     vectors = query_vectors(array, found, center_row)
-    queries = with_reasons(array, found, vectors, center)
+    queries = with_reasons(array, found, vectors, center or removed is not None)
     index = np.frombuffer(asked, dtype=np.int64).reshape(-1, 2) if asked else np.empty((0, 2), dtype=np.int64)
     # a block of pairs at a time: compute.pair_cosines gathers two float64 rows per pair (2 GB for a million pairs)
     block = max(1, PAIR_BLOCK_BYTES // (16 * array.shape[1]))
     cosines = np.concatenate([np.empty(0), *(compute.pair_cosines(vectors, index[start:start + block])
                                              for start in range(0, len(index), block))])
 
-    found_baseline = random_pair_baseline(emb, chosen, center_row) if baseline else None
+    found_baseline = random_pair_baseline(emb, chosen, center_row, removed) if baseline else None
     shares = percentiles(found_baseline[1], cosines) if found_baseline is not None else np.full(len(cosines), np.nan)
     return SimilarityResult(queries, Pairs(queries, index, cosines, shares),
-                            found_baseline[0] if found_baseline is not None else None, center, table, name)
+                            found_baseline[0] if found_baseline is not None else None, center, table, name, removed)
 
 
-def random_pair_baseline(emb: Embeddings, chosen: Table,
-                         center_row: np.ndarray | None) -> tuple[Baseline, Sequence[float]]:
+def random_pair_baseline(emb: Embeddings, chosen: Table, center_row: np.ndarray | None,
+                         removed: RemovedTop | None = None) -> tuple[Baseline, Sequence[float]]:
     """The baseline and its sorted finite sample: from the user's cache when this checkpoint's files are
     unchanged since it was stored there (read without numpy), else from one pass over the table (centring is
-    applied block by block inside compute: no centred copy of the table)."""
+    applied block by block inside compute: no centred copy of the table). `removed`: of the rows in the
+    all-but-the-top space."""
+    extra = {"remove_top": removed.removed} if removed is not None else {}
     entry = cache.key("random-pairs", emb.checkpoint.path, table=chosen.name, shape=list(chosen.tensor.shape),
-                      center=center_row is not None, pairs=BASELINE_PAIRS, seed=BASELINE_SEED)
+                      center=center_row is not None, pairs=BASELINE_PAIRS, seed=BASELINE_SEED, **extra)
     stored = cache.load(entry) if entry is not None else None
     sample: Sequence[float]
     if stored is not None and len(stored) >= 1:
         mean, sample = stored[0], stored[1:]
     else:
         import numpy as np
-        pairs = compute.random_pairs(chosen.array, n_pairs=BASELINE_PAIRS, seed=BASELINE_SEED, center=center_row)
+        rows = removed.table if removed is not None else chosen.array
+        pairs = compute.random_pairs(rows, n_pairs=BASELINE_PAIRS, seed=BASELINE_SEED, center=center_row)
         mean, computed = pairs.mean, np.sort(pairs.sample[np.isfinite(pairs.sample)])
         if entry is not None:
             cache.store(entry, [mean, *computed.tolist()])
@@ -365,10 +377,10 @@ def few_percentile(sample: Sequence[float], value: float) -> float:
 
 def similarity(emb: Embeddings, words_or_ids: Sequence, *, ids: bool = False, exact: bool = False,
                merge: bool = True, center: bool = False, table: str = "token", baseline: bool = True,
-               allow_unk: bool = False) -> SimilarityResult:
+               allow_unk: bool = False, remove_top: int | None = None) -> SimilarityResult:
     """Two words give one pair; more give every pair, in the order given."""
     items = list(dict.fromkeys(words_or_ids))  # a word given twice is compared once
     if len(items) < 2:
         raise TokenError(f"expected at least two different words or ids to compare, found {len(items)}")
     return similarity_pairs(emb, combinations(items, 2), ids=ids, exact=exact, merge=merge, center=center, table=table,
-                            baseline=baseline, allow_unk=allow_unk)
+                            baseline=baseline, allow_unk=allow_unk, remove_top=remove_top)
