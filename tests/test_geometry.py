@@ -92,7 +92,8 @@ def assert_matches(found, expected: dict, rel: float = 1e-9) -> None:
         assert spectrum.shares[k] == pytest.approx(expected[f"top{k}_share"], rel=rel)
     assert spectrum.effective_rank == pytest.approx(expected["effective_rank"], rel=1e-7)
     assert spectrum.participation_ratio == pytest.approx(expected["participation_ratio"], rel=rel)
-    assert found.partition_isotropy == pytest.approx(expected["partition_isotropy"], rel=1e-7)
+    # the projections are multiplied in float32 (of the rows less their mean): log Z to about 1e-7 x ||w - mean||
+    assert found.partition_isotropy == pytest.approx(expected["partition_isotropy"], rel=1e-5)
     # the package takes sqrt(n) of an integer tensor, so its constants are float32: it agrees to about 1e-8
     assert found.isoscore == pytest.approx(expected["isoscore"], rel=1e-6, abs=1e-7)
     assert found.removed == expected["removed"]
@@ -165,7 +166,8 @@ def test_large_norms_do_not_overflow_the_partition_function():
     projected = np.concatenate([x @ vectors, -(x @ vectors)], axis=1)
     top = projected.max(axis=0)
     log_z = top + np.log(np.exp(projected - top).sum(axis=0))  # log-sum-exp, by hand
-    assert found.partition_isotropy == pytest.approx(math.exp(log_z.min() - log_z.max()), rel=1e-6, abs=1e-300)
+    # float32 products of rows ~3,000 long: log Z to ~3e-4, the ratio to a few parts in 10^4
+    assert found.partition_isotropy == pytest.approx(math.exp(log_z.min() - log_z.max()), rel=2e-3, abs=1e-300)
     assert math.isfinite(found.partition_isotropy)
 
 
@@ -176,8 +178,10 @@ def test_the_torch_path_gives_the_numpy_figures():
     table[11] = 0.0
     on_numpy = geometry_of(table)
     on_torch = geometry_of(table, _work=Work("cpu", use_torch=True))
-    for name in ("mean_cosine", "partition_isotropy", "isoscore", "abtt_mean_cosine"):
+    for name in ("mean_cosine", "isoscore", "abtt_mean_cosine"):
         assert getattr(on_torch, name) == pytest.approx(getattr(on_numpy, name), rel=1e-9), name
+    # two BLAS libraries' float32 products: alike to float32 rounding
+    assert on_torch.partition_isotropy == pytest.approx(on_numpy.partition_isotropy, rel=1e-5)
     np.testing.assert_allclose(on_torch.contributions, on_numpy.contributions, rtol=1e-9, atol=1e-15)
     assert on_torch.zero_rows == 1
 
@@ -244,7 +248,7 @@ def test_a_bfloat16_table_is_read_as_stored(tmp_path):
     doc = run_json("geometry", "-c", tmp_path / "model.safetensors")
     expected = reference(values.float().numpy())
     assert doc["mean_cosine"] == pytest.approx(expected["mean_cosine"], rel=1e-9)
-    assert doc["partition_isotropy"] == pytest.approx(expected["partition_isotropy"], rel=1e-7)
+    assert doc["partition_isotropy"] == pytest.approx(expected["partition_isotropy"], rel=1e-5)
 
 
 def test_console_and_plot(tmp_path, monkeypatch):
