@@ -268,3 +268,19 @@ def test_bad_requests_are_one_line(tmp_path):
     result = run("geometry", "-c", tmp_path / "t.npz", "--table", "position", code=1)
     assert result.stderr.count("\n") == 1
     assert run("geometry", "--plot", tmp_path / "g.txt", code=2).stderr.startswith("Error:")
+
+
+def test_rows_near_the_float32_limit_are_measured_without_a_warning(tmp_path):
+    table = np.random.default_rng(9).standard_normal((50, 6)).astype(np.float32)
+    table[0], table[1] = 3e38, -3e38  # their float32 products overflow: those blocks are worked in float64
+    np.savez(tmp_path / "big.npz", token_emb=table)
+    result = run("geometry", "-c", tmp_path / "big.npz", "--json")
+    assert result.stderr == ""
+    doc = json.loads(result.stdout)
+    x = table.astype(np.float64)
+    _, vectors = np.linalg.eigh(x.T @ x)
+    projected = np.concatenate([x @ vectors, -(x @ vectors)], axis=1)
+    top = projected.max(axis=0)
+    log_z = top + np.log(np.exp(projected - top).sum(axis=0))
+    assert doc["partition_isotropy"] == math.exp(log_z.min() - log_z.max()) == 0.0
+    assert doc["mean_cosine"] == pytest.approx(reference(table)["mean_cosine"], rel=1e-9)

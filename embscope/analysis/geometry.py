@@ -209,9 +209,12 @@ def table_geometry(rows: StoredRows, role: str, name: str, *, device: str = "aut
         found = projections(rows, moments, uncentred, directions[:, :removed], work,
                             stages(f"{role} table: partition function"))
         isotropy = partition_isotropy(found.log_z_plus, found.log_z_minus)
+        if not math.isfinite(isotropy):
+            isotropy = None
+            reasons["partition_isotropy"] = "log Z is not finite in float64: rows too large even in log space"
         abtt_rows = found.residual_rows
         abtt = pair_mean(found.residual_unit_sum, abtt_rows) if removed < dim else None
-    if isotropy is None:
+    if isotropy is None and "partition_isotropy" not in reasons:
         reasons["partition_isotropy"] = "no row with a direction: the partition function is a sum over rows"
     if abtt is None:
         reasons["all_but_the_top"] = (
@@ -250,8 +253,8 @@ def same_rows(used: int) -> str:
 def left_out_note(moments: TableMoments, first: int, position: bool) -> str | None:
     if not (moments.zero or moments.not_finite):
         return None
-    parts = [f"{count:,} {what}" for count, what in ((moments.zero, "rows of zero norm"),
-                                                     (moments.not_finite, "rows holding NaN or Inf")) if count]
+    parts = [f"{count:,} row{'s' * (count != 1)} {what}" for count, what in (
+        (moments.zero, "of zero norm"), (moments.not_finite, "holding NaN or Inf")) if count]
     listed = ", ".join(str(row + first) for row in moments.left_out)
     more = ", ..." if moments.zero + moments.not_finite > len(moments.left_out) else ""
     periods = " (but the periods, which take every position in order)" if position and moments.zero else ""

@@ -131,6 +131,11 @@ class TableMoments:
 
 def table_moments(rows: StoredRows, work: Work, progress: Progress | None = None) -> TableMoments:
     """One pass: which rows are valid, their mean, the sum of their unit rows and its squares, and the scatter."""
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflowing row is counted (not finite), not warned of
+        return _table_moments(rows, work, progress)
+
+
+def _table_moments(rows: StoredRows, work: Work, progress: Progress | None) -> TableMoments:
     xp, dim = work.xp, rows.dim
     valid = np.zeros(rows.rows, dtype=bool)
     unit_sum, unit_squares, total, scatter = work.zeros(dim), work.zeros(dim), work.zeros(dim), work.zeros(dim, dim)
@@ -187,6 +192,12 @@ def projections(rows: StoredRows, moments: TableMoments, directions: np.ndarray,
     """One pass over the valid rows: log Z(c) = log sum exp(c . w) for c = +- each column of `directions`, summed
     in log space (a running maximum per column) so that no exp overflows; and each row less the mean with its part
     in the span of `removed` (orthonormal columns) taken out, scaled to unit length and summed."""
+    with np.errstate(over="ignore", invalid="ignore"):  # a float32 product that overflows is redone in float64
+        return _projections(rows, moments, directions, removed, work, progress)
+
+
+def _projections(rows: StoredRows, moments: TableMoments, directions: np.ndarray, removed: np.ndarray, work: Work,
+                 progress: Progress | None) -> Projections:
     xp = work.xp
     count = directions.shape[1]
     basis, drop, mean = work.put(directions), work.put(removed), work.put(moments.mean)
@@ -207,7 +218,10 @@ def projections(rows: StoredRows, moments: TableMoments, directions: np.ndarray,
         # the d x d product, the pass's whole cost, in float32 (twice the speed) on the rows less their mean, so
         # an offset costs no precision; the sums stay float64
         projected = (x.float() if work.torch else x.astype(np.float32)) @ basis32
-        projected = (projected.double() if work.torch else projected.astype(np.float64)) + along
+        projected = (projected.double() if work.torch else projected.astype(np.float64))
+        if not bool(xp.isfinite(projected).all()):  # rows near float32's largest value: this block in float64
+            projected = x @ basis
+        projected += along
         for sign in (1, -1):
             values = projected if sign == 1 else -projected
             new_peak = xp.maximum(peak[sign], xp.amax(values, 0))
