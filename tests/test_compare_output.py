@@ -62,7 +62,8 @@ def test_a_rotated_head_against_numpy(tmp_path):
     assert abs(doc["mean_row_cosine"]) < 0.3
     assert doc["aligned_mean_row_cosine"] == pytest.approx(aligned.mean(), rel=1e-9)
     assert doc["aligned_mean_row_cosine"] > 0.99
-    assert doc["cka"] == pytest.approx(cka_by_kernels(token, head), rel=1e-9)
+    # the d x d products are float32 (summed in float64): CKA to about 1e-6
+    assert doc["cka"] == pytest.approx(cka_by_kernels(token, head), rel=1e-5)
     assert doc["cka"] > 0.99
     sets_a, sets_b = top_sets(token, 5), top_sets(head, 5)
     jaccard = [len(a & b) / len(a | b) for a, b in zip(sets_a, sets_b)]
@@ -101,9 +102,9 @@ def test_compare_two_checkpoints_reports_cka(tmp_path):
     np.savez(tmp_path / "a.npz", token_emb=a, pos_emb=pos_a)
     np.savez(tmp_path / "b.npz", token_emb=b, pos_emb=pos_b)
     doc = run_json("compare", tmp_path / "a.npz", tmp_path / "b.npz", "--sample", 20)
-    assert doc["tables"]["token"]["cka"] == pytest.approx(cka_by_kernels(a.astype(float), b.astype(float)), rel=1e-9)
+    assert doc["tables"]["token"]["cka"] == pytest.approx(cka_by_kernels(a.astype(float), b.astype(float)), rel=1e-5)
     assert doc["tables"]["position"]["cka"] == pytest.approx(cka_by_kernels(pos_a.astype(float), pos_b.astype(float)),
-                                                             rel=1e-9)
+                                                             rel=1e-5)
 
 
 def test_cka_leaves_out_rows_with_nan_and_runs_on_torch():
@@ -113,7 +114,14 @@ def test_cka_leaves_out_rows_with_nan_and_runs_on_torch():
     a[17, 3] = np.nan
     keep = np.isfinite(a).all(axis=1)
     found = linear_cka(a, b, by_index(200, 200), device="cpu")
-    assert found.rows == 199 and found.value == pytest.approx(cka_by_kernels(a[keep], b[keep]), rel=1e-9)
+    assert found.rows == 199 and found.value == pytest.approx(cka_by_kernels(a[keep], b[keep]), rel=1e-5)
     pytest.importorskip("torch")
     on_torch = linear_cka(a, b, by_index(200, 200), _work=Work("cpu", use_torch=True))
-    assert on_torch.value == pytest.approx(found.value, rel=1e-12)
+    assert on_torch.value == pytest.approx(found.value, rel=1e-6)
+
+
+def test_no_cka_skips_it_and_says_so(tmp_path):
+    path, _, _ = untied(tmp_path / "model.safetensors")
+    doc = run_json("compare", path, "--output", "--sample", 0, "--no-cka")
+    assert doc["cka"] is None and "linear CKA was not computed (--no-cka)" in doc["notes"]
+    assert doc["aligned_mean_row_cosine"] > 0.99

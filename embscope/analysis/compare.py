@@ -396,6 +396,7 @@ class CompareOptions:
     seed: int = SEED
     listed: int = LISTED
     device: str = "auto"
+    cka: bool = True  # linear CKA: three d x d products of each table pair (2 n d^2 multiply-adds, a top-k's order)
 
 
 @dataclass(frozen=True, eq=False)
@@ -438,7 +439,7 @@ def compare_tables(role: str, a: TableInput, b: TableInput, pairing: Pairing, op
         word_pairs = [int(p) for p in pairs if p >= 0]
         neighbors = neighbor_overlap(a.array, b.array, pairing, ~np.isnan(changes.cosine), word_pairs, options.k,
                                      options.sample, options.seed, options.device, stages)
-    cka = linear_cka(a.array, b.array, pairing, options.device) if pairing.count else None
+    cka = linear_cka(a.array, b.array, pairing, options.device) if options.cka and pairing.count else None
     return TableComparison(role, pairing, changes, summary, movers, stable, neighbors, alignment,
                            before.mean_cosine, alignment is None and before.looks_like_different_runs, cka)
 

@@ -8,6 +8,7 @@ from typing import Any
 from ..analysis.compare_output import OutputComparison
 from ..text import quote
 from . import console, header
+from .compare import cka_notes
 from .console import cosine_text as cosine
 from .console import number_text as number
 
@@ -25,6 +26,7 @@ def notes(found: OutputComparison, words: Words) -> list[str]:
         if undefined:
             listed.append(f"{undefined:,} rows are zero or hold NaN/Inf in one of the tables: their cosine is "
                           "undefined and left out of the means")
+        listed += cka_notes(table)
     return listed + [f"--words {word!r}: {why}" for word, _, why in words if why]
 
 
