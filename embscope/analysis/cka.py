@@ -14,6 +14,7 @@ import numpy as np
 
 from ..compute.moments import Work, block_rows, cross_moments, work_for
 from ..memory import release
+from .stages import Progress
 
 if TYPE_CHECKING:
     from .compare import Pairing
@@ -25,7 +26,8 @@ class Cka:
     rows: int  # pairs used: those finite in both tables
 
 
-def paired_blocks(a: np.ndarray, b: np.ndarray, pairing: Pairing) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+def paired_blocks(a: np.ndarray, b: np.ndarray, pairing: Pairing,
+                  progress: Progress | None = None) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """The paired rows of A and B in blocks big enough for BLAS (compare's own blocks suit per-row work)."""
     step = block_rows(max(a.shape[1], b.shape[1]))
     for start in range(0, pairing.count, step):
@@ -38,6 +40,8 @@ def paired_blocks(a: np.ndarray, b: np.ndarray, pairing: Pairing) -> Iterator[tu
         yield block_a, block_b
         release(block_a)
         release(block_b)
+        if progress is not None:
+            progress(stop, pairing.count)
 
 
 def cka_of(xx: np.ndarray, yy: np.ndarray, yx: np.ndarray) -> float:
@@ -47,8 +51,8 @@ def cka_of(xx: np.ndarray, yy: np.ndarray, yx: np.ndarray) -> float:
 
 
 def linear_cka(a: np.ndarray, b: np.ndarray, pairing: Pairing, device: str = "auto",
-               _work: Work | None = None) -> Cka:
+               progress: Progress | None = None, _work: Work | None = None) -> Cka:
     """Linear CKA over the pairs of rows `pairing` names (rows with NaN or Inf in either table left out)."""
     work = _work if _work is not None else work_for(device)[0]
-    found = cross_moments(paired_blocks(a, b, pairing), a.shape[1], b.shape[1], work)
+    found = cross_moments(paired_blocks(a, b, pairing, progress), a.shape[1], b.shape[1], work)
     return Cka(cka_of(found.xx, found.yy, found.yx) if found.rows >= 2 else math.nan, found.rows)

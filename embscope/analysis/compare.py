@@ -439,7 +439,8 @@ def compare_tables(role: str, a: TableInput, b: TableInput, pairing: Pairing, op
         word_pairs = [int(p) for p in pairs if p >= 0]
         neighbors = neighbor_overlap(a.array, b.array, pairing, ~np.isnan(changes.cosine), word_pairs, options.k,
                                      options.sample, options.seed, options.device, stages)
-    cka = linear_cka(a.array, b.array, pairing, options.device) if options.cka and pairing.count else None
+    cka = (linear_cka(a.array, b.array, pairing, options.device, stages(f"{role} table: linear CKA"))
+           if options.cka and pairing.count else None)
     return TableComparison(role, pairing, changes, summary, movers, stable, neighbors, alignment,
                            before.mean_cosine, alignment is None and before.looks_like_different_runs, cka)
 
