@@ -202,11 +202,13 @@ def table_geometry(rows: StoredRows, role: str, name: str, *, device: str = "aut
         reasons["isoscore"] = (f"the table is {dim} wide: IsoScore needs 2 or more dimensions" if dim < 2
                                else same_rows(used))
     removed = removed_directions(dim)
+    top = directions[:, :removed].copy()
+    del directions  # d x d: only the top few are needed from here on
     isotropy = abtt = None
     abtt_rows = 0
     if used:
         _, uncentred = work.eigh(moments.uncentred())
-        found = projections(rows, moments, uncentred, directions[:, :removed], work,
+        found = projections(rows, moments, uncentred, top, work,
                             stages(f"{role} table: partition function"))
         isotropy = partition_isotropy(found.log_z_plus, found.log_z_minus)
         if not math.isfinite(isotropy):
