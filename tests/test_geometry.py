@@ -283,4 +283,6 @@ def test_rows_near_the_float32_limit_are_measured_without_a_warning(tmp_path):
     top = projected.max(axis=0)
     log_z = top + np.log(np.exp(projected - top).sum(axis=0))
     assert doc["partition_isotropy"] == math.exp(log_z.min() - log_z.max()) == 0.0
-    assert doc["mean_cosine"] == pytest.approx(reference(table)["mean_cosine"], rel=1e-9)
+    with np.errstate(over="ignore", invalid="ignore"):  # the plain reference's own exp overflows here
+        expected = reference(table)
+    assert doc["mean_cosine"] == pytest.approx(expected["mean_cosine"], rel=1e-9)
