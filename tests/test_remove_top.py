@@ -65,3 +65,18 @@ def test_too_many_directions_is_one_line(tmp_path):
     assert result.stderr == ("Error: expected a number of directions to remove from 1 to 9 (the table is 10 wide), "
                              "found 10\n")
     assert run("neighbors", "-c", path, "--ids", "1", "--remove-top", "0", code=2).stderr.startswith("Error:")
+
+
+def test_a_zero_row_keeps_no_direction(tmp_path):
+    rng = np.random.default_rng(2)
+    table = rng.standard_normal((V, D)).astype(np.float32) + 1
+    table[[4, 9]] = 0.0  # padding rows: without a direction before, and after
+    np.savez(tmp_path / "z.npz", token_emb=table)
+    kept = np.delete(table.astype(np.float64), [4, 9], axis=0)
+    space = all_but_the_top(kept, 1)
+    doc = run_json("neighbors", "-c", tmp_path / "z.npz", "--ids", "0", "-k", str(V), "--remove-top", "1")
+    assert {4, 9}.isdisjoint(n["id"] for n in doc["neighbors"]) and len(doc["neighbors"]) == V - 3
+    unit = space / np.linalg.norm(space, axis=1, keepdims=True)
+    assert doc["neighbors"][0]["cosine"] == pytest.approx(np.delete(unit @ unit[0], 0).max(), rel=1e-6)
+    doc = run_json("similarity", "-c", tmp_path / "z.npz", "--ids", "0", "4", "--remove-top", "1")
+    assert doc["pairs"][0]["cosine"] is None and "zero norm" in doc["pairs"][0]["reason"]

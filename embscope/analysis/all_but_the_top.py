@@ -28,8 +28,8 @@ class RemovedTop:
 
 def remove_top(table: np.ndarray, removed: int, *, device: str = "auto") -> RemovedTop:
     """The rows of `table` in the all-but-the-top space with `removed` directions taken out. The mean and the
-    directions are those of the rows with a direction (zero, NaN and Inf rows are left out of them); a row holding
-    NaN or Inf stays so, and has no cosine."""
+    directions are those of the rows with a direction (zero, NaN and Inf rows are left out of them); a zero row stays
+    zero and a row holding NaN or Inf stays so: neither has a cosine there."""
     dim = table.shape[1]
     if not 1 <= removed < dim:
         raise EmbscopeError(f"expected a number of directions to remove from 1 to {dim - 1} (the table is {dim} wide), "

@@ -239,12 +239,16 @@ def _projections(rows: StoredRows, moments: TableMoments, directions: np.ndarray
 
 def project_out(rows: StoredRows, mean: np.ndarray, removed: np.ndarray) -> np.ndarray:
     """float32 (rows, d): each row less `mean`, with its part in the span of `removed` (orthonormal columns) taken
-    out, worked in float64 block by block on the host (the work is rows x d x D, D small)."""
+    out, worked in float64 block by block on the host (the work is rows x d x D, D small). A zero row stays zero:
+    a row with no direction gets none there either."""
     out = np.empty((rows.rows, rows.dim), dtype=np.float32)
-    for start, raw in rows.blocks(block_rows(rows.dim)):
-        x = np.asarray(raw, dtype=np.float64) - mean
-        x -= (x @ removed) @ removed.T
-        out[start:start + len(x)] = x
+    with np.errstate(over="ignore", invalid="ignore"):  # a NaN row stays NaN, and has no cosine
+        for start, raw in rows.blocks(block_rows(rows.dim)):
+            zero = (raw == 0).all(axis=1)
+            x = np.asarray(raw, dtype=np.float64) - mean
+            x -= (x @ removed) @ removed.T
+            x[zero] = 0.0
+            out[start:start + len(x)] = x
     return out
 
 
