@@ -6,7 +6,8 @@ Two safetensors checkpoints are written to a temporary folder (step 1000 and a d
 untouched). Baseline: open both with embscope and read every byte of both tables into memory. Measured: the
 library's `compare` on the same two files, opened the same way, (a) the row comparison alone (per-row cosine,
 norms, relative change, unchanged rows, the per-checkpoint state: norms, anomalies) with --sample 0, and (b) with
-the default neighbour sample of 1,000 rows (two batched top-k searches over the whole table).
+the default neighbour sample of 1,000 rows (two batched top-k searches over the whole table), both without linear
+CKA (--no-cka), and (c) the rows with linear CKA (three d x d products of the pair), as `compare A B` runs by default.
 
 Target: (a) at most 3x the baseline.
 """
@@ -52,19 +53,21 @@ def main() -> None:
             for path in paths:
                 np.array(embscope.open(path).token.array)  # every byte from the file into memory
 
-        def compare_both(sample: int) -> None:
+        def compare_both(sample: int, cka: bool = False) -> None:
             series = ({"token": TableInput(embscope.open(path).token.array)} for path in paths)
-            compare(series, CompareOptions(sample=sample, device="cpu"))
+            compare(series, CompareOptions(sample=sample, device="cpu", cka=cka))
 
         read_both()  # warm the page cache
         baseline = median_time(read_both, args.repeat)
         rows_only = median_time(lambda: compare_both(0), args.repeat)
         with_neighbors = median_time(lambda: compare_both(1000), args.repeat)
+        with_cka = median_time(lambda: compare_both(0, cka=True), args.repeat)
         print(f"read both tables:                       {baseline:7.3f} s")
         print(f"compare, rows only (--sample 0):         {rows_only:7.3f} s  = {rows_only / baseline:5.2f}x the read "
               f"(target <= 3x: {'met' if rows_only <= 3 * baseline else 'NOT met'})")
         print(f"compare with 1,000 neighbour rows:       {with_neighbors:7.3f} s  = {with_neighbors / baseline:5.2f}x "
               "the read")
+        print(f"compare, rows and linear CKA:            {with_cka:7.3f} s  = {with_cka / baseline:5.2f}x the read")
 
 
 if __name__ == "__main__":

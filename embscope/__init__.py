@@ -6,6 +6,7 @@
     embscope.neighbors(emb, "king", k=5).neighbors
     embscope.undertrained_tables(emb).reports[0].candidates
     embscope.compare_series(["ckpt_1000.pt", "ckpt_2000.pt"], embscope.open).comparison
+    embscope.geometry(emb, "token").isoscore
 
 Each name below is imported when first used, so `import embscope` (and every command) loads only the
 modules it needs; numpy itself is imported by the functions that make arrays, so opening a checkpoint and
@@ -24,6 +25,8 @@ _API = {
     "evaluate_analogies": "analysis.analogy:evaluate", "read_question_file": "analysis.analogy",
     "CompareOptions": "analysis.compare", "Comparison": "analysis.compare",
     "SeriesComparison": "analysis.compare_series", "compare_series": "analysis.compare_series",
+    "OutputComparison": "analysis.compare_output", "compare_output": "analysis.compare_output",
+    "Geometry": "analysis.geometry", "geometry": "analysis.geometry",
     "ExportRows": "analysis.export", "RowSpec": "analysis.export", "export_rows": "analysis.export",
     "write_projector": "render.export_files", "write_word2vec": "render.export_files",
     "TableMap": "analysis.map", "table_map": "analysis.map",

@@ -18,8 +18,8 @@ from .errors import EmbscopeError
 from .text import printable, shortened
 
 # each module registers one command; the order is the order --help lists them
-COMMANDS = ("info", "similarity", "neighbors", "positions", "norms", "params", "undertrained", "compare", "analogy", "map",
-            "export", "report")
+COMMANDS = ("info", "similarity", "neighbors", "positions", "norms", "params", "undertrained", "compare", "geometry",
+            "analogy", "map", "export", "report")
 
 
 def error_line(message: str) -> None:

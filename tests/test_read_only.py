@@ -36,6 +36,7 @@ ARGUMENTS: dict[str, list[list[str]]] = {
     "export": [["--out", "{out}/projector"], ["--format", "word2vec", "--table", "position", "--out", "{out}/w2v.txt"]],
     "analogy": [["--ids", "1", "2", "3", "-k", "2"], ["--ids", "1", "2", "3", "--method", "3cosmul", "--json"]],
     "map": [[], ["--table", "position", "--json"]],
+    "geometry": [[], ["--table", "position", "--json", "--plot", "{out}/geometry.png"]],
     "report": [["--out", "{out}/report.html"]],  # the Markdown folder's place: tests/test_report.py
 }
 TAKES_CHECKPOINTS_AS_ARGUMENTS = {"compare"}  # given the checkpoint twice, not with -c
@@ -43,7 +44,8 @@ TAKES_CHECKPOINTS_AS_ARGUMENTS = {"compare"}  # given the checkpoint twice, not 
 # its own writing (it draws every figure, a second a format)
 ONLY_ON = {"report": {"safetensors", "nlm-pickle"}}
 # the outputs a command may write, all inside {out}
-OUTPUTS = {"neighbors.jsonl", "neighbors.npz", "norms.png", "undertrained.png", "projector", "w2v.txt", "report.html"}
+OUTPUTS = {"neighbors.jsonl", "neighbors.npz", "norms.png", "undertrained.png", "projector", "w2v.txt", "report.html",
+           "geometry.png"}
 FORMATS = ["safetensors", "safetensors-index", "npz", "npz-compressed", "andrea", "nlm-pickle", "npy-object",
            "pytorch", "pytorch-legacy"]
 

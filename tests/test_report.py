@@ -18,7 +18,7 @@ from chromium import distinct_colours, find_chromium, inked_share, load
 from conftest import harris_tokenizer, run, run_json
 
 SAMPLE_LINE = "checkpoint: bundled sample (Shakespeare GPT, step 3000); pass -c PATH for your own"
-SECTIONS = ["info", "params", "norms", "positions", "undertrained", "neighbors", "map", "compare"]
+SECTIONS = ["info", "params", "norms", "positions", "undertrained", "neighbors", "map", "geometry", "compare"]
 ONE_CHECKPOINT = "one checkpoint given: repeat -c, or give a folder of a run's checkpoints, to compare"
 WORDS = ["king", "queen", "apple", "pear", "<b>x</b>"]  # the last is no probe word, and must be escaped
 V, D, T = 270, 8, 20  # rows past the tokenizer's 262 ids are padding
@@ -146,7 +146,7 @@ def test_the_sample_report_names_its_checkpoint_and_says_why_a_section_is_missin
     out, stdout, page = sample_report
     assert stdout.splitlines() == [
         SAMPLE_LINE,
-        f"wrote the report to {out}: info, params, norms, positions, undertrained, neighbors, map",
+        f"wrote the report to {out}: info, params, norms, positions, undertrained, neighbors, map, geometry",
         f"not made: compare ({ONE_CHECKPOINT})"]
     assert list(page.sections) == SECTIONS
     assert page.missing("compare") == [f"not made: {ONE_CHECKPOINT}"]
@@ -221,7 +221,7 @@ def test_the_page_renders_in_chromium_without_a_request_or_an_error(sample_repor
     assert page.requests[0] == page.url
     assert [url for url in page.requests[1:] if not url.startswith("data:")] == []
     assert (page.console, page.exceptions, page.log_errors) == ([], [], [])
-    assert list(page.values.values()) == [" ".join(SECTIONS), 6]
+    assert list(page.values.values()) == [" ".join(SECTIONS), 8]
     assert inked_share(page.screenshot) > 0.03 and distinct_colours(page.screenshot) > 100
     heatmap = page.clips["#figure-positions svg"]
     assert heatmap.shape[1] > 600 and distinct_colours(heatmap) > 1000  # the RdBu heatmap and its curve
@@ -296,16 +296,16 @@ def test_markdown_writes_a_folder_and_says_why_sections_are_missing(tmp_path):
     no_tokenizer = ("no probe words to look up: no tokenizer found beside the checkpoint: tokens print as #id, words "
                     "cannot be looked up")
     assert lines == [f"checkpoint: {path} (step unknown)",
-                     (f"wrote the report to {out / 'report.md'}, with 3 figures (PNG) beside it: info, params, norms, "
-                     "undertrained, map"),
+                     (f"wrote the report to {out / 'report.md'}, with 4 figures (PNG) beside it: info, params, norms, "
+                     "undertrained, map, geometry"),
                      f"not made: positions ({no_position})", f"not made: neighbors ({no_tokenizer})",
                      f"not made: compare ({ONE_CHECKPOINT})"]
-    figures = ["map-token", "norms-token", "undertrained"]
+    figures = ["geometry-token", "map-token", "norms-token", "undertrained"]
     assert sorted(p.name for p in out.iterdir()) == sorted([*(f"{f}.png" for f in figures), "report.md"])
     assert all((out / f"{f}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for f in figures)
     text = (out / "report.md").read_text(encoding="utf-8")
     assert sorted(re.findall(r"\]\(([\w-]+)\.png\)", text)) == figures
-    assert "8. [Across checkpoints](#across-checkpoints) (not made)" in text
+    assert "9. [Across checkpoints](#across-checkpoints) (not made)" in text
 
     def said(why: str) -> str:  # Markdown's backslash before each character that would act inline
         return "**not made:** " + re.sub(r"([\\`*_\[\]<>&|~#])", r"\\\1", why)

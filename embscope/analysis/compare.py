@@ -21,6 +21,7 @@ import numpy as np
 
 from .. import compute
 from ..memory import release
+from .cka import Cka, linear_cka
 from .norms import row_norms, summarize
 from .positions import PositionProfile, position_profile
 from .stages import Progress, Stages, quiet
@@ -384,6 +385,7 @@ class TableComparison:
     alignment: Alignment | None
     unaligned_mean_cosine: float  # the mean row cosine before any rotation
     different_runs: bool  # unaligned, the rows look like two independent runs (see ChangeSummary)
+    cka: Cka | None = None  # linear CKA of the paired rows (a rotation leaves it as it is)
 
 
 @dataclass(frozen=True)
@@ -394,6 +396,7 @@ class CompareOptions:
     seed: int = SEED
     listed: int = LISTED
     device: str = "auto"
+    cka: bool = True  # linear CKA: three d x d products of each table pair (2 n d^2 multiply-adds, a top-k's order)
 
 
 @dataclass(frozen=True, eq=False)
@@ -436,8 +439,10 @@ def compare_tables(role: str, a: TableInput, b: TableInput, pairing: Pairing, op
         word_pairs = [int(p) for p in pairs if p >= 0]
         neighbors = neighbor_overlap(a.array, b.array, pairing, ~np.isnan(changes.cosine), word_pairs, options.k,
                                      options.sample, options.seed, options.device, stages)
+    cka = (linear_cka(a.array, b.array, pairing, options.device, stages(f"{role} table: linear CKA"))
+           if options.cka and pairing.count else None)
     return TableComparison(role, pairing, changes, summary, movers, stable, neighbors, alignment,
-                           before.mean_cosine, alignment is None and before.looks_like_different_runs)
+                           before.mean_cosine, alignment is None and before.looks_like_different_runs, cka)
 
 
 def compare(series: Iterable[Mapping[str, TableInput]], options: CompareOptions = CompareOptions(), *,

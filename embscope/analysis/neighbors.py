@@ -15,7 +15,10 @@ from ..text import quote
 from .similarity import Query, Resolver, is_padding, lookup_note, merge_note, query_vectors, table_rows, with_reasons
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from ..embeddings import Embeddings
+    from .all_but_the_top import RemovedTop
     from .stages import Progress
 
 
@@ -35,21 +38,33 @@ class NeighborsResult:
     reason: str | None  # why there are no neighbours (the query row is zero or not finite)
     table: str
     table_name: str
+    removed: RemovedTop | None = None  # --remove-top: the cosines are in the all-but-the-top space
+
+
+def rows_asked(emb: Embeddings, table: str, remove_top: int | None) -> tuple[np.ndarray, str, RemovedTop | None]:
+    """The table's rows as stored, or in the all-but-the-top space with `remove_top` directions removed."""
+    array, name = table_rows(emb, table)
+    if not remove_top:
+        return array, name, None
+    from .all_but_the_top import remove_top as all_but_the_top
+    removed = all_but_the_top(array, remove_top)
+    return removed.table, name, removed
 
 
 def neighbors(emb: Embeddings, query: str | int, k: int = 10, *, ids: bool = False, exact: bool = False,
-              table: str = "token", allow_unk: bool = False) -> NeighborsResult:
-    """The k rows most similar (cosine) to a word or id, leaving out the query's own rows."""
+              table: str = "token", allow_unk: bool = False, remove_top: int | None = None) -> NeighborsResult:
+    """The k rows most similar (cosine) to a word or id, leaving out the query's own rows; with `remove_top` D,
+    in the all-but-the-top space (analysis.all_but_the_top)."""
     if k < 1:
         raise EmbscopeError(f"expected k of at least 1, found {k}")
-    array, name = table_rows(emb, table)
+    array, name, removed = rows_asked(emb, table, remove_top)
     resolve = Resolver(emb, array.shape[0], ids=ids, exact=exact, merge=True, allow_unk=allow_unk)
     found = resolve(query)
     note = "; ".join(n for n in (lookup_note(found), merge_note(found)) if n) or None
     vectors = query_vectors(array, [found], None)
-    (found,) = with_reasons(array, [found], vectors, False)
+    (found,) = with_reasons(array, [found], vectors, removed is not None)
     if found.reason is not None:
-        return NeighborsResult(found, (), note, found.reason, table, name)
+        return NeighborsResult(found, (), note, found.reason, table, name, removed)
     # one query streams the table through the top-k once: no normalised copy of it; the k reported cosines
     # are worked out again in float64, as similarity gives them
     top = compute.topk_vectors(array, vectors, k, exclude=[found.ids], device="cpu")
@@ -61,20 +76,20 @@ def neighbors(emb: Embeddings, query: str | int, k: int = 10, *, ids: bool = Fal
     if len(chosen) < k:  # the list is shorter than asked: say so rather than let it look complete by choice
         short = f"-k {k:,} asks for more rows than there are: all {len(chosen):,} rows with a cosine are listed"
         note = "; ".join(filter(None, (note, short)))
-    return NeighborsResult(found, chosen, note, None, table, name)
+    return NeighborsResult(found, chosen, note, None, table, name, removed)
 
 
 def topk_all(emb: Embeddings, k: int, *, queries: Iterable | None = None, ids: bool = False, exact: bool = False,
              table: str = "token", device: str = "auto", precision: str = "fp32", allow_unk: bool = False,
-             progress: Progress | None = None,
-             on_skip: Callable[[str], None] | None = None) -> compute.TopK:
+             progress: Progress | None = None, on_skip: Callable[[str], None] | None = None,
+             remove_top: int | None = None) -> compute.TopK:
     """Top-k neighbours of every row (or of the one-token words / ids in `queries`), in batches; k is at most the
     table's rows. A query that is several tokens, or cannot be looked up, raises TokenError, or, when `on_skip`
-    is given, is handed to it as one line saying why and left out."""
+    is given, is handed to it as one line saying why and left out. `remove_top` D: in the all-but-the-top space."""
     import numpy as np
     if k < 1:
         raise EmbscopeError(f"expected k of at least 1, found {k}")
-    array, _ = table_rows(emb, table)
+    array, _, _ = rows_asked(emb, table, remove_top)
     k = min(k, array.shape[0])  # a list longer than the table holds nothing more
     query_ids = None
     if queries is not None:

@@ -9,7 +9,7 @@ training reached last; the compare section covers them all.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
@@ -18,6 +18,7 @@ from ..errors import EmbscopeError
 from ..roles import Role
 from ..series import is_run_folder
 from .compare_series import SeriesComparison, compare_series, run_checkpoints
+from .geometry import Geometry, geometry
 from .info import InfoReport, info_report
 from .map import TableMap, table_map
 from .neighbors import NeighborsResult, neighbors
@@ -31,7 +32,7 @@ from .undertrained import UndertrainedTables, undertrained_tables
 if TYPE_CHECKING:
     from ..embeddings import Embeddings
 
-SECTIONS = ("info", "params", "norms", "positions", "undertrained", "neighbors", "map", "compare")  # in order
+SECTIONS = ("info", "params", "norms", "positions", "undertrained", "neighbors", "map", "geometry", "compare")  # in order
 NEIGHBOR_K = 10  # the `neighbors` command's default -k
 NORM_ROLES = ("token", "position", "output")
 MAP_ROLES = (Role.token, Role.position)
@@ -96,6 +97,7 @@ class Report:
     maps: dict[str, TableMap | Missing]  # by role: token, position
     compare: CompareSection | Missing
     notes: tuple[str, ...] = ()  # about the checkpoints: how a run's folder was ordered
+    geometry: dict[str, Geometry | Missing] = field(default_factory=dict)  # by role: token, position, output
 
 
 def attempt(make: Callable[[], T]) -> T | Missing:
@@ -153,6 +155,19 @@ def neighbors_of(emb: Embeddings, words: Sequence[str] | None, k: int) -> Neighb
     return NeighborsSection(rule, k, found)
 
 
+def geometry_of(emb: Embeddings, stages: Stages = quiet) -> dict[str, Geometry | Missing]:
+    """`embscope geometry` of each table the checkpoint has (an output projection only when it is untied)."""
+    found: dict[str, Geometry | Missing] = {}
+    for role in NORM_ROLES:
+        if role == "position" and emb.position is None:
+            found[role] = Missing("no learned position table (see the positions section)")
+        elif role == "output" and emb.output is None:
+            found[role] = Missing(emb.tables.head_note or f"the head is {emb.tables.head.value}")
+        else:
+            found[role] = attempt(partial(geometry, emb, role, stages=stages))
+    return found
+
+
 def maps_of(emb: Embeddings, words: Sequence[str] | None) -> dict[str, TableMap | Missing]:
     found: dict[str, TableMap | Missing] = {}
     for role in MAP_ROLES:
@@ -180,4 +195,4 @@ def gather(checkpoints: Sequence[Path], open_path: Opener, *, words: Sequence[st
         norms=norms, positions=positions_of(emb, norms["position"]),
         undertrained=attempt(lambda: undertrained_tables(emb, stages=stages)),
         neighbors=neighbors_of(emb, words, NEIGHBOR_K), maps=maps_of(emb, words), compare=compare,
-        notes=tuple(notes))
+        notes=tuple(notes), geometry=geometry_of(emb, stages))

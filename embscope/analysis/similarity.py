@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from ..checkpoint import Table
     from ..embeddings import Embeddings
     from ..lookup import WordLookup
+    from .all_but_the_top import RemovedTop
 
 BASELINE_PAIRS = 10000  # random pairs sampled for the percentile
 BASELINE_SEED = 0  # fixed, so the same table gives the same percentile every run
@@ -115,6 +116,7 @@ class SimilarityResult:
     centered: bool  # the table's mean row was subtracted first
     table: str  # role: token or output
     table_name: str
+    removed: RemovedTop | None = None  # --remove-top: the cosines are in the all-but-the-top space
 
     @property
     def space_note(self) -> str | None:
@@ -312,12 +314,14 @@ def finite_or_none(value: float | np.floating) -> float | None:
 
 def similarity_pairs(emb: Embeddings, pairs: Iterable[Sequence], *, ids: bool = False, exact: bool = False,
                      merge: bool = True, center: bool = False, table: str = "token", baseline: bool = True,
-                     allow_unk: bool = False, on_skip: Callable[[str], None] | None = None) -> SimilarityResult:
+                     allow_unk: bool = False, on_skip: Callable[[str], None] | None = None,
+                     remove_top: int | None = None) -> SimilarityResult:
     """Cosine of each (a, b) pair of words (or ids), with the random-pair baseline (one pass over the table,
     cached per file; baseline=False skips it, and the pairs get no percentile). A few pairs are worked out in
     plain Python from the rows they name (see FEW_PAIRS); more go through compute in one batched call.
     `pairs` is read once, as it comes (a file streams through). A pair that cannot be used raises TokenError,
-    or, when `on_skip` is given, is handed to it as one line saying why and left out."""
+    or, when `on_skip` is given, is handed to it as one line saying why and left out. `remove_top` D: the cosines
+    (and the baseline) are of the rows in the all-but-the-top space (analysis.all_but_the_top)."""
     chosen = pick_table(emb, table)
     resolve = Resolver(emb, chosen.rows, ids=ids, exact=exact, merge=merge, allow_unk=allow_unk)
     asked = packed("q")  # query positions, two per pair: 16 bytes a pair however many there are
@@ -333,43 +337,52 @@ def similarity_pairs(emb: Embeddings, pairs: Iterable[Sequence], *, ids: bool = 
             on_skip(f"pair {n + 1} ({' '.join(quote(item) for item in pair)}): {err}")
             continue
         asked.extend(resolve.positions[key] for key in keys)
-    return measured(emb, chosen, resolve, asked, center=center, baseline=baseline, table=table)
+    return measured(emb, chosen, resolve, asked, center=center, baseline=baseline, table=table,
+                    remove_top=remove_top)
 
 
 def measured(emb: Embeddings, chosen: Table, resolve: Resolver, asked: packed[int], *, center: bool, baseline: bool,
-             table: str) -> SimilarityResult:
+             table: str, remove_top: int | None = None) -> SimilarityResult:
     """The cosines of the pairs of query positions in `asked` (two a pair), of the queries `resolve` holds."""
     found = list(resolve.cache.values())
-    if not center and len(asked) <= 2 * FEW_PAIRS and len(asked) // 2 * chosen.dim <= FEW_PRODUCTS:
+    if not center and not remove_top and len(asked) <= 2 * FEW_PAIRS and len(asked) // 2 * chosen.dim <= FEW_PRODUCTS:
         return few_similarity(emb, chosen, found, asked, baseline=baseline, table=table)
     import numpy as np  # many pairs, or the mean row (a pass over the table): compute's batched path
     array, name = chosen.array, chosen.name
+    removed = None
+    if remove_top:  # the rows of the all-but-the-top space stand for the table from here on
+        from .all_but_the_top import remove_top as all_but_the_top
+        removed = all_but_the_top(array, remove_top)
+        array, center = removed.table, False
     summed = compute.TableChecksum() if center else None  # the mean row's pass reads the whole table anyway
     center_row = compute.mean_row(array, summed) if center else None
     vectors = query_vectors(array, found, center_row)
-    queries = with_reasons(array, found, vectors, center)
+    queries = with_reasons(array, found, vectors, center or removed is not None)
     index = np.frombuffer(asked, dtype=np.int64).reshape(-1, 2) if asked else np.empty((0, 2), dtype=np.int64)
     # a block of pairs at a time: compute.pair_cosines gathers two float64 rows per pair (2 GB for a million pairs)
     block = max(1, PAIR_BLOCK_BYTES // (16 * array.shape[1]))
     cosines = np.concatenate([np.empty(0), *(compute.pair_cosines(vectors, index[start:start + block])
                                              for start in range(0, len(index), block))])
 
-    found_baseline = random_pair_baseline(emb, chosen, center_row, summed.value if summed else None) \
+    found_baseline = random_pair_baseline(emb, chosen, center_row, summed.value if summed else None, removed) \
         if baseline else None
     shares = percentiles(found_baseline[1], cosines) if found_baseline is not None else np.full(len(cosines), np.nan)
     return SimilarityResult(queries, Pairs(queries, index, cosines, shares),
-                            found_baseline[0] if found_baseline is not None else None, center, table, name)
+                            found_baseline[0] if found_baseline is not None else None, center, table, name, removed)
 
 
 def random_pair_baseline(emb: Embeddings, chosen: Table, center_row: np.ndarray | None,
-                         table_checksum: int | None = None) -> tuple[Baseline, Sequence[float]]:
+                         table_checksum: int | None = None,
+                         removed: RemovedTop | None = None) -> tuple[Baseline, Sequence[float]]:
     """The baseline and its sorted finite sample: from the user's cache when the files the table comes from
     are unchanged since it was stored there (read without numpy; `table_checksum`, the table's CRC-32 where
     this run has read it whole anyway, must also agree), else from one pass over the table (centring is applied
-    block by block inside compute: no centred copy of the table), which also takes the table's checksum."""
+    block by block inside compute: no centred copy of the table), which also takes the table's checksum.
+    `removed`: of the rows in the all-but-the-top space."""
+    extra = {"remove_top": removed.removed} if removed is not None else {}
     entry = cache.key("random-pairs", [emb.checkpoint.path, *chosen.tensor.sources], table=chosen.name,
                       shape=list(chosen.tensor.shape), center=center_row is not None, pairs=BASELINE_PAIRS,
-                      seed=BASELINE_SEED)
+                      seed=BASELINE_SEED, **extra)
     stored = cache.load(entry, table_checksum) if entry is not None else None
     sample: Sequence[float]
     if stored is not None and len(stored) >= 1:
@@ -377,7 +390,8 @@ def random_pair_baseline(emb: Embeddings, chosen: Table, center_row: np.ndarray 
     else:
         import numpy as np
         summed = compute.TableChecksum()
-        pairs = compute.random_pairs(chosen.array, n_pairs=BASELINE_PAIRS, seed=BASELINE_SEED, center=center_row,
+        rows = removed.table if removed is not None else chosen.array
+        pairs = compute.random_pairs(rows, n_pairs=BASELINE_PAIRS, seed=BASELINE_SEED, center=center_row,
                                      checksum=summed)
         mean, computed = pairs.mean, np.sort(pairs.sample[np.isfinite(pairs.sample)])
         if entry is not None:
@@ -438,7 +452,7 @@ def few_percentile(sample: Sequence[float], value: float) -> float:
 
 def similarity(emb: Embeddings, words_or_ids: Sequence, *, ids: bool = False, exact: bool = False,
                merge: bool = True, center: bool = False, table: str = "token", baseline: bool = True,
-               allow_unk: bool = False) -> SimilarityResult:
+               allow_unk: bool = False, remove_top: int | None = None) -> SimilarityResult:
     """Two words give one pair; more give every pair, in the order given. All the words are looked up in one
     form (lookup.py's rule), chosen for them together."""
     items = list(dict.fromkeys(words_or_ids))  # a word given twice is compared once
@@ -449,4 +463,5 @@ def similarity(emb: Embeddings, words_or_ids: Sequence, *, ids: bool = False, ex
     # every word in one form: each pair then does, and the matrix compares one vector per word
     keys = resolve.keys(items)
     asked = packed("q", (resolve.positions[key] for pair in combinations(keys, 2) for key in pair))
-    return measured(emb, chosen, resolve, asked, center=center, baseline=baseline, table=table)
+    return measured(emb, chosen, resolve, asked, center=center, baseline=baseline, table=table,
+                    remove_top=remove_top)

@@ -102,12 +102,25 @@ def compare_command(
     match: Annotated[Match | None, typer.Option(
         "--match", help="tokens: pair token rows by token string, for vocabularies that differ. Two checkpoints only.",
         show_default=False)] = None,
+    cka: Annotated[bool, typer.Option(
+        "--cka/--no-cka", help="Linear CKA of each table pair: three d x d products, about what the neighbour sample "
+                               "costs; --no-cka skips it for a quicker answer on large tables.")] = True,
+    output: Annotated[bool, typer.Option(
+        "--output", help="One checkpoint: its token table against its own untied output projection (row cosine as "
+                         "stored and after Procrustes, linear CKA, neighbour overlap).")] = False,
     plot: PlotOption = None,
     device: DeviceOption = AUTO_DEVICE,
     json: JsonFlag = False,
 ) -> None:
     """What changed between checkpoints: per-row cosine, norm and relative change, rows bitwise unchanged,
-    neighbour-set overlap, position profiles; a trajectory over three or more steps."""
+    neighbour-set overlap, linear CKA, position profiles; a trajectory over three or more steps. With --output,
+    one checkpoint's token table against its output projection."""
+    if output:
+        if len(checkpoints) != 1 or align is not None or match is not None or plot is not None:
+            raise typer.BadParameter("--output compares the two tables of one checkpoint: give one checkpoint, "
+                                     "without --align, --match or --plot")
+        return compare_output_command(replace(source, checkpoint=checkpoints[0]), probe_words=parse_words(words),
+                                      sample=sample, k=k, device=device.value, json=json, cka=cka)
     if (align is not None or match is not None) and len(checkpoints) != 2:
         raise typer.BadParameter("--align and --match compare two runs: give exactly two checkpoints")
     check_plot(plot)
@@ -123,7 +136,7 @@ def compare_command(
     from ..render import compare as render
     from ..render import progress
     from ..render.files import input_files
-    options = CompareOptions(align=align is not None, k=k, sample=sample, listed=top, device=device.value)
+    options = CompareOptions(align=align is not None, k=k, sample=sample, listed=top, device=device.value, cka=cka)
     read: list[Path] = []  # every file the answer was read from: the plot may replace none of them
     ready = {0: open_path(paths[0])}  # opened before the series: words, token strings
     found_words = word_rows(ready[0], probe_words) if probe_words else []
@@ -145,6 +158,23 @@ def compare_command(
         render.emit(comparison, labels)
     else:
         render.show(comparison, labels)
+
+
+def compare_output_command(source: Source, *, probe_words: list[str] | None, sample: int, k: int, device: str,
+                           json: bool, cka: bool) -> None:
+    """`compare CKPT --output`: the token table (A) against the untied output projection (B) of one file."""
+    from ..analysis.compare import CompareOptions
+    from ..analysis.compare_output import compare_output
+    from ..naming import token_name
+    from ..render import compare_output as render
+    from ..render import progress
+    emb = source.open()
+    found_words = word_rows(emb, probe_words) if probe_words else []
+    with progress.stages() as stages:
+        found = compare_output(emb, CompareOptions(k=k, sample=sample, device=device, cka=cka),
+                               word_rows=[row for _, row, _ in found_words if row is not None], stages=stages)
+    tokenizer = emb.tokenizer_for_names()[0]
+    render.show(emb, found, found_words, lambda row: token_name(tokenizer, row), json=json)
 
 
 def register(app: typer.Typer) -> None:

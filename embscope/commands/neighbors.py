@@ -17,6 +17,7 @@ from .options import (
     IdsFlag,
     JsonFlag,
     PrecisionOption,
+    RemoveTopOption,
     Source,
     StrictFlag,
     Table,
@@ -28,7 +29,7 @@ from .options import (
 
 
 def run_all(source: Source, k: int, out: Path, queries_file: Path | None, ids: bool, exact: bool, allow_unk: bool,
-            table: str, strict: bool, device: str, precision: str, json: bool) -> None:
+            table: str, strict: bool, device: str, precision: str, json: bool, remove_top: int | None) -> None:
     from .. import compute
     from ..analysis.neighbors import topk_all
     from ..hardware import bf16_note
@@ -53,11 +54,15 @@ def run_all(source: Source, k: int, out: Path, queries_file: Path | None, ids: b
     started = time.perf_counter()
     with bar(f"top-{k}") as progress:
         topk = topk_all(emb, k, queries=queries, ids=ids, exact=exact, table=table, device=device,
-                        precision=precision, allow_unk=allow_unk, progress=progress, on_skip=skipped)
+                        precision=precision, allow_unk=allow_unk, progress=progress, on_skip=skipped,
+                        remove_top=remove_top)
     seconds = time.perf_counter() - started
     tokenizer = emb.tokenizer_for_names()[0]
     write_neighbors(out, topk, lambda token_id: token_name(tokenizer, token_id), input_files(emb, queries_file))
     notes = [n for n in (bf16_note(device, precision),) if n]
+    if remove_top:
+        notes.append(f"cosines in the all-but-the-top space of the {table} table: the mean row and the top "
+                     f"{remove_top} principal direction{'s' * (remove_top != 1)} removed from every row")
     if asked != precision:
         notes.append(f"--precision {asked} is a GPU tensor-core mode: on the {device} the products ran in {precision}")
     if topk.ids.shape[1] < k:
@@ -82,6 +87,7 @@ def neighbors_command(
         help="With --all: a file of words (or ids with --ids), one a line, instead of every row. A word of several "
              "tokens is skipped with a note.")] = None,
     strict: StrictFlag = False,
+    remove_top: RemoveTopOption = None,
     device: DeviceOption = AUTO_DEVICE,
     precision: PrecisionOption = FP32,
     json: JsonFlag = False,
@@ -94,7 +100,8 @@ def neighbors_command(
             raise refuse("--all takes its queries from --queries FILE, not a word")
         if out is None:
             raise refuse("--all needs --out FILE (.tsv, .jsonl or .npz, or - for standard output)")
-        run_all(source, k, out, queries, ids, exact, allow_unk, table.value, strict, device.value, precision.value, json)
+        run_all(source, k, out, queries, ids, exact, allow_unk, table.value, strict, device.value, precision.value, json,
+                remove_top)
         return
     if out is not None or queries is not None:
         raise refuse("--out and --queries go with --all")
@@ -105,7 +112,8 @@ def neighbors_command(
     from ..analysis.neighbors import neighbors
     from ..render import neighbors as render
     emb = source.open()
-    render.show(emb, neighbors(emb, word, k, ids=ids, exact=exact, table=table.value, allow_unk=allow_unk), json=json)
+    render.show(emb, neighbors(emb, word, k, ids=ids, exact=exact, table=table.value, allow_unk=allow_unk,
+                               remove_top=remove_top), json=json)
 
 
 def register(app: typer.Typer) -> None:

@@ -218,6 +218,10 @@ DeviceOption = Annotated[Device, typer.Option(
     "--device", help="Where the batched work runs; auto = a GPU when torch sees one.")]
 PrecisionOption = Annotated[Precision, typer.Option(
     "--precision", help="Arithmetic for the batched products; auto: a half-precision pass re-ranked in fp32 on a GPU, fp32 on a CPU.")]
+RemoveTopOption = Annotated[int | None, typer.Option(
+    "--remove-top", metavar="D", min=1, show_default=False,
+    help="Ask in the all-but-the-top space: the mean row and the top D principal directions removed from every row "
+         "first (Mu & Viswanath 2018; one pass over the table).")]
 PlotOption = Annotated[str | None, typer.Option(
     "--plot", metavar="[FILE]", show_default=False,
     help="Draw a plot to FILE (.png, .svg or .pdf); alone, to <checkpoint>-<table>-<plot>.png in the working directory.")]

@@ -12,6 +12,7 @@ from .options import (
     ExactFlag,
     IdsFlag,
     JsonFlag,
+    RemoveTopOption,
     Source,
     StrictFlag,
     Table,
@@ -31,6 +32,7 @@ def similarity_command(
     merge: Annotated[bool, typer.Option(
         "--merge/--no-merge", help="Average the rows of a word that splits into several tokens, or refuse it.")] = True,
     center: Annotated[bool, typer.Option("--center", help="Subtract the table's mean row first.")] = False,
+    remove_top: RemoveTopOption = None,
     baseline: Annotated[bool, typer.Option(
         "--baseline/--no-baseline", help="Where each cosine stands among random pairs of the same table (one pass "
                                          "over the table, cached per file), or skip it.")] = True,
@@ -55,7 +57,7 @@ def similarity_command(
 
     emb = source.open()
     options: dict[str, Any] = {"ids": ids, "exact": exact, "merge": merge, "center": center, "table": table.value,
-                               "allow_unk": allow_unk, "baseline": baseline}
+                               "allow_unk": allow_unk, "baseline": baseline, "remove_top": remove_top}
     if pairs_file is None:
         render.show(emb, similarity(emb, words, **options), json=json, matrix=len(set(words)) > 2)
         return

@@ -80,6 +80,7 @@ def table_document(found: TableComparison, labels: Labels) -> dict:
         "stable": [row(int(i)) for i in found.stable],
         "neighbor_overlap": None,
         "looks_like_different_runs": found.different_runs,
+        "cka": found.cka.value if found.cka is not None else None,
     }
     if found.neighbors is not None:
         overlap = found.neighbors
@@ -158,12 +159,22 @@ def all_notes(comparison: Comparison, labels: Labels) -> list[str]:
             queried = {word for word, _ in word_queries(labels, found.neighbors)}
             notes += [f"{role} table: --words {word!r} has no row in B to compare with" for word, row, _ in labels.words
                       if row is not None and word not in queried]
+        notes += [f"{role} table: {why}" for why in cka_notes(found)]
         if found.different_runs:
             notes.append(f"{role} table: the mean row cosine is {found.summary.mean_cosine:+.3f} while the mean norms "
                          f"agree ({found.summary.mean_norm_a:.3g} and {found.summary.mean_norm_b:.3g}): these look "
                          "like two different runs, whose rows live in different bases; try --align procrustes")
     notes += [f"--words {word!r}: {why}" for word, row, why in labels.words if why]
     return notes
+
+
+def cka_notes(found: TableComparison) -> list[str]:
+    """Why linear CKA is null, when it is."""
+    if found.cka is None:
+        return ["linear CKA was not computed (--no-cka)"] if found.pairing.count else []
+    if math.isnan(found.cka.value):
+        return ["linear CKA is undefined: fewer than 2 rows are finite in both tables, or a table is constant over them"]
+    return []
 
 
 def emit(comparison: Comparison, labels: Labels) -> None:
@@ -237,6 +248,8 @@ def print_table(found: TableComparison, labels: Labels, states: list[TableState 
     out.print(f"  relative change ||b - a|| / ||a||: mean {number(summary.mean_relative)}  median "
               f"{number(summary.median_relative)}", soft_wrap=True)
     out.print(f"  mean row norm: A {number(summary.mean_norm_a)}, B {number(summary.mean_norm_b)}")
+    if found.cka is not None:
+        out.print(f"  linear CKA (Kornblith et al. 2019): {number(found.cka.value)} over {found.cka.rows:,} {what}")
     unchanged = summary.unchanged
     listed = ""
     if unchanged:

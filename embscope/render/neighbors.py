@@ -17,7 +17,8 @@ def document(result: NeighborsResult) -> dict:
     return {"query": query.text, "ids": list(query.ids), "tokens": list(query.tokens),
             "neighbors": [{"id": n.id, "token": n.token, "cosine": n.cosine, "padding": n.padding}
                           for n in result.neighbors],
-            "note": result.note, "reason": result.reason, "table": result.table, "table_name": result.table_name}
+            "note": result.note, "reason": result.reason, "table": result.table, "table_name": result.table_name,
+            "remove_top": result.removed.removed if result.removed is not None else None}
 
 
 def show(emb: Any, result: NeighborsResult, *, json: bool) -> None:
@@ -37,6 +38,8 @@ def show(emb: Any, result: NeighborsResult, *, json: bool) -> None:
             grid.add_row(str(rank), str(n.id), console.token_text(n.id, n.token), console.cosine_text(n.cosine),
                          "padding" if n.padding else "")
         out.print(grid)
+    if result.removed is not None:
+        out.print(console.safe(result.removed.describe(result.table)), soft_wrap=True)
     console.notes([result.note] if result.note else [])
 
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+from ..analysis.geometry import TOP_SHARES, Geometry
 from ..analysis.map import TableMap
 from ..analysis.norms import DUPLICATE_COSINE, NormsReport
 from ..analysis.report import SECTIONS, CompareSection, Missing, NeighborsSection, Report
@@ -33,7 +34,8 @@ LISTED_ROWS = 20  # anomalies and candidates listed per table; the commands' --j
 LISTED_MOVERS = 10  # movers listed per table in the compare section
 TITLES = {"info": "Checkpoint and tables", "params": "Parameters", "norms": "Row norms", "positions": "Positions",
           "undertrained": "Under-trained tokens", "neighbors": "Nearest neighbours of probe words",
-          "map": "2-D map", "compare": "Across checkpoints"}
+          "map": "2-D map", "geometry": "Geometry of the tables", "compare": "Across checkpoints"}
+LISTED_GEOMETRY = 5  # dimensions and periods listed per table in the geometry section
 
 
 @dataclass(frozen=True)
@@ -342,6 +344,51 @@ def map_blocks(report: Report) -> list[Block]:
     return blocks
 
 
+def geometry_table_blocks(report: Report, found: Geometry) -> list[Block]:
+    from . import geometry as geometry_text
+    from .geometry_plot import figure as geometry_figure
+    spectrum = found.spectrum
+    used = "all used" if found.used == found.rows - found.first_row else f"{found.used:,} used"
+    measures = [("mean cosine between distinct rows (exact)", cosine(found.mean_cosine)),
+                *((f"share of the variance in the top {k} direction{'s' * (k != 1)}", number(
+                    spectrum.shares[k] if spectrum else None, percent(spectrum.shares[k] if spectrum else None)))
+                  for k in TOP_SHARES),
+                ("effective rank (Roy & Vetterli 2007)", four(spectrum.effective_rank if spectrum else None)),
+                ("participation ratio", four(spectrum.participation_ratio if spectrum else None)),
+                ("partition-function isotropy (Mu & Viswanath 2018)", four(found.partition_isotropy)),
+                ("IsoScore (Rudman et al. 2022)", four(found.isoscore)),
+                ((f"mean cosine, all-but-the-top (mean and {found.removed} direction{'s' * (found.removed != 1)} "
+                 "removed)"), cosine(found.abtt_mean_cosine))]
+    blocks: list[Block] = [
+        Line(f"{found.role} table '{found.name}': {found.rows:,} rows x {found.dim}, {used}", "heading"),
+        Grid(("measure", "value"), tuple((text(measure), cell) for measure, cell in measures)),
+        Grid(("dim", "contribution", "share"), tuple(
+            (count(d.dim), number(d.contribution, f"{d.contribution:+.4g}"), number(d.share, percent(d.share)))
+            for d in found.dimensions[:LISTED_GEOMETRY]),
+            title="dimensions by their part of the mean cosine (Timkey & van Schijndel 2021)", compact=True)]
+    periods = found.periods
+    if periods is not None:
+        blocks.append(Grid(("period T/k", "frequency k", "share of power"), tuple(
+            (number(p.period, f"{p.period:.4g}"), count(p.frequency), number(p.share, percent(p.share)))
+            for p in periods[:LISTED_GEOMETRY]), title="periods along positions", compact=True))
+    blocks.append(Figure(f"geometry-{found.role}", f"geometry of the {found.role} table",
+                         partial(geometry_figure, found, report.emb.checkpoint.path.name)))
+    undefined = [f"{key.replace('_', ' ')}: {why}" for key, why in geometry_text.reasons(found).items()
+                 if key != "periods" or found.role == Role.position]
+    return blocks + notes([*found.notes, *undefined])
+
+
+def geometry_blocks(report: Report) -> list[Block]:
+    blocks: list[Block] = [Line("what embscope geometry reports for each table; docs/geometry.md defines every figure")]
+    for role, found in report.geometry.items():
+        if isinstance(found, Missing):
+            blocks.append(Line(f"{'output projection' if role == 'output' else role + ' table'}: {found.why}",
+                               "missing"))
+        else:
+            blocks += geometry_table_blocks(report, found)
+    return blocks
+
+
 def compare_blocks(report: Report) -> list[Block]:
     section: CompareSection | Missing = report.compare
     if isinstance(section, Missing):
@@ -366,7 +413,8 @@ def compare_blocks(report: Report) -> list[Block]:
                     ("mean relative change ||b - a|| / ||a||", four(summary.mean_relative)),
                     ("median relative change", four(summary.median_relative)),
                     ("mean row norm in A", four(summary.mean_norm_a)), ("mean row norm in B", four(summary.mean_norm_b)),
-                    ("rows bitwise unchanged", count(summary.unchanged))]
+                    ("rows bitwise unchanged", count(summary.unchanged)),
+                    ("linear CKA (Kornblith et al. 2019)", four(found.cka.value if found.cka is not None else None))]
         if found.neighbors is not None:
             overlap = found.neighbors
             drawn = f"{len(overlap.jaccard):,} rows drawn with seed {overlap.seed}"
@@ -408,7 +456,8 @@ def trajectory_blocks(section: CompareSection) -> list[Block]:
 
 BUILDERS: dict[str, Callable[[Report], list[Block]]] = {
     "info": info_blocks, "params": params_blocks, "norms": norms_blocks, "positions": positions_blocks,
-    "undertrained": undertrained_blocks, "neighbors": neighbors_blocks, "map": map_blocks, "compare": compare_blocks}
+    "undertrained": undertrained_blocks, "neighbors": neighbors_blocks, "map": map_blocks, "geometry": geometry_blocks,
+    "compare": compare_blocks}
 
 
 def sections(report: Report) -> list[Section]:

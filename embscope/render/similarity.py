@@ -48,6 +48,7 @@ def document(result: SimilarityResult, notes: Sequence[str] = ()) -> dict:
             "baseline": None if base is None else {"mean_random_cosine": base.mean_random_cosine,
                                                    "sample_size": base.sample_size, "seed": base.seed},
             "centered": result.centered, "table": result.table, "table_name": result.table_name,
+            "remove_top": result.removed.removed if result.removed is not None else None,
             "notes": [*filter(None, [result.space_note]), *notes]}
 
 
@@ -84,6 +85,9 @@ def show(emb: Any, result: SimilarityResult, *, json: bool, matrix: bool, notes:
             grid.add_row(name, *(console.cosine_text(v) for v in row))
         out.print(grid)
     centered = ", mean row subtracted" if result.centered else ""
+    if result.removed is not None:
+        out.print(console.safe(result.removed.describe(result.table)), soft_wrap=True)
+        centered = ", in the same space"
     if base is not None:
         out.print(f"random pairs of {result.table} table {console.safe(quote(result.table_name))}{centered}: "
                   f"mean cosine {console.cosine_text(base.mean_random_cosine)} (exact); percentiles against "

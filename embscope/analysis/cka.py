@@ -1,0 +1,58 @@
+"""Linear CKA between two tables' paired rows (Kornblith et al. 2019): how alike two representations of the
+same items are, whatever rotation or scale separates them. From d x d products of the column-centred tables,
+summed over blocks of pairs (compute.moments), never from n x n Gram matrices:
+CKA = ||Y^T X||_F^2 / (||X^T X||_F ||Y^T Y||_F)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..compute.moments import Work, block_rows, cross_moments, work_for
+from ..memory import release
+from .stages import Progress
+
+if TYPE_CHECKING:
+    from .compare import Pairing
+
+
+@dataclass(frozen=True)
+class Cka:
+    value: float  # NaN when undefined (fewer than 2 pairs, or a table constant over them)
+    rows: int  # pairs used: those finite in both tables
+
+
+def paired_blocks(a: np.ndarray, b: np.ndarray, pairing: Pairing,
+                  progress: Progress | None = None) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """The paired rows of A and B in blocks big enough for BLAS (compare's own blocks suit per-row work)."""
+    step = block_rows(max(a.shape[1], b.shape[1]))
+    for start in range(0, pairing.count, step):
+        stop = min(start + step, pairing.count)
+        if pairing.ids_a is None or pairing.ids_b is None:
+            block_a = a[pairing.start_a + start:pairing.start_a + stop]
+            block_b = b[pairing.start_b + start:pairing.start_b + stop]
+        else:
+            block_a, block_b = a[pairing.ids_a[start:stop]], b[pairing.ids_b[start:stop]]
+        yield block_a, block_b
+        release(block_a)
+        release(block_b)
+        if progress is not None:
+            progress(stop, pairing.count)
+
+
+def cka_of(xx: np.ndarray, yy: np.ndarray, yx: np.ndarray) -> float:
+    """||Y^T X||_F^2 / (||X^T X||_F ||Y^T Y||_F) from the centred products; NaN when a denominator is 0."""
+    scale = float(np.linalg.norm(xx) * np.linalg.norm(yy))
+    return float(np.linalg.norm(yx) ** 2 / scale) if scale > 0 else math.nan
+
+
+def linear_cka(a: np.ndarray, b: np.ndarray, pairing: Pairing, device: str = "auto",
+               progress: Progress | None = None, _work: Work | None = None) -> Cka:
+    """Linear CKA over the pairs of rows `pairing` names (rows with NaN or Inf in either table left out)."""
+    work = _work if _work is not None else work_for(device)[0]
+    found = cross_moments(paired_blocks(a, b, pairing, progress), a.shape[1], b.shape[1], work)
+    return Cka(cka_of(found.xx, found.yy, found.yx) if found.rows >= 2 else math.nan, found.rows)

@@ -1,0 +1,52 @@
+"""`embscope geometry`: the shape of a whole table (mean cosine and each dimension's part of it, the spectrum,
+partition-function isotropy, IsoScore, all-but-the-top, a position table's periods)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from .options import (
+    AUTO_DEVICE,
+    DeviceOption,
+    JsonFlag,
+    PlotOption,
+    Source,
+    Table,
+    check_plot,
+    plot_path,
+    with_source,
+)
+
+LISTED = 10  # shown in --help: dimensions and periods listed in the console
+
+
+def geometry_command(
+    source: Source,
+    table: Annotated[Table, typer.Option(
+        "--table", help="Which table: token, position, or output (an untied head).")] = Table.token,
+    top: Annotated[int, typer.Option("--top", min=1, help="Dimensions and periods listed (--json lists all).")] = LISTED,
+    plot: PlotOption = None,
+    device: DeviceOption = AUTO_DEVICE,
+    json: JsonFlag = False,
+) -> None:
+    """The shape of a table: mean cosine and each dimension's part of it, the spectrum of the centred table,
+    partition-function isotropy, IsoScore, all-but-the-top, and a position table's periods (docs/geometry.md)."""
+    check_plot(plot)
+    from ..analysis.geometry import geometry
+    from ..render import geometry as render
+    from ..render.files import input_files
+    from ..render.progress import stages
+    emb = source.open()
+    with stages() as stage:
+        found = geometry(emb, table.value, device=device.value, stages=stage)
+    target = plot_path(plot, emb.checkpoint.path, found.role, "geometry")
+    if target is not None:
+        from ..render.geometry_plot import draw
+        draw(found, emb.checkpoint.path.name, target, input_files(emb))
+    render.show(emb, found, top=top, json=json, plot=target)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("geometry")(with_source(geometry_command))
