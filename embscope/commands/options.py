@@ -7,16 +7,19 @@ import functools
 import inspect
 import math
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
 from ..compute.devices import DEVICES, PRECISIONS
 from ..role import Role as Table  # the table a command reads: one list of roles
+
+if TYPE_CHECKING:
+    from ..render.names import Output
 
 T = TypeVar("T")
 
@@ -169,14 +172,20 @@ def check_plot(plot: str | None) -> None:
     check_directory(Path(plot), "the plot file")
 
 
-def plot_path(plot: str | None, checkpoint: Path, table: str | None, kind: str) -> Path | None:
-    """The file a plot goes to: the one named, or for `--plot` alone the one rule every plot follows."""
+def plot_path(plot: str | None, checkpoint: Path, table: str | None, kind: str,
+              covers: Sequence[Path] | None = None) -> Output | None:
+    """The file a plot goes to: the one named, or for `--plot` alone the one rule every plot follows (a name
+    that another checkpoint's plot holds is left alone: render.names). `checkpoint` names the plot; `covers`:
+    the checkpoints it is about (default: that one)."""
     if plot is None:
         return None
+    from ..render.names import default_output, named_output
+    paths = list(covers) if covers is not None else [checkpoint]
     if plot == PLOT_AUTO:
         from ..render.plots import default_plot_path
-        return default_plot_path(checkpoint, table, kind)
-    return Path(plot)
+        return default_output(default_plot_path(checkpoint, table, kind), paths)
+    return named_output(Path(plot), paths)
+
 
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print one JSON document and nothing else.")]

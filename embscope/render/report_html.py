@@ -24,6 +24,8 @@ import numpy as np
 
 from ..text import printable
 from .files import refuse_inputs, written_whole
+from .names import RECORD_KEY, Output
+from .plot_style import style
 from .report_content import Block, Cell, Figure, Grid, Line, Section
 
 DENSE_POINTS = 5000  # a line or scatter with more points than this is rasterized
@@ -128,8 +130,9 @@ def blocks_html(blocks: Sequence[Block], numbers: Iterator[int]) -> Iterator[str
             yield from (block_html(block, numbers) for block in run)
 
 
-def document(title: str, opening: Sequence[str], sections: Sequence[Section], version: str) -> str:
-    """The whole page."""
+def document(title: str, opening: Sequence[str], sections: Sequence[Section], version: str,
+             record: str | None = None) -> str:
+    """The whole page; `record`: what it records about its checkpoints (names.record), in a meta element."""
     numbers = count(1)
     toc = "\n".join(f'<li><a href="#{s.key}">{escaped(s.title)}</a>' + (" (not made)" if s.missing else "") + "</li>"
                     for s in sections)
@@ -140,19 +143,21 @@ def document(title: str, opening: Sequence[str], sections: Sequence[Section], ve
         body.append(f'<section id="{section.key}"{kind}>\n<h2>{escaped(section.title)}</h2>\n{inner}\n</section>')
     lines = "\n".join(f"<p>{escaped(line)}</p>" for line in opening)
     nl = "\n"
+    recorded = f'<meta name="{RECORD_KEY}" content="{record}">\n' if record else ""
     return (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
-            f'<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+            f'<meta name="viewport" content="width=device-width, initial-scale=1">\n{recorded}'
             f"<title>{escaped(title)}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n"
             f"<header>\n<h1>{escaped(title)}</h1>\n{lines}\n<nav><ol>\n{toc}\n</ol></nav>\n</header>\n"
             f"{nl.join(body)}\n<footer>made by embscope {escaped(version)}</footer>\n</body>\n</html>\n")
 
 
-def write_html(path: Path, title: str, opening: Sequence[str], sections: Sequence[Section], version: str,
+def write_html(out: Output, title: str, opening: Sequence[str], sections: Sequence[Section], version: str,
                inputs: Iterable[Path]) -> list[Path]:
-    """The report written whole to `path`, never over a file it was read from (refused before a figure is drawn)."""
-    inputs = list(inputs)
-    refuse_inputs(Path(path), "the report file", inputs)
-    page = document(title, opening, sections, version)
+    """The report written whole to `out`, never over a file it was read from (refused before a figure is drawn)."""
+    inputs, path = list(inputs), Path(out.path)
+    refuse_inputs(path, "the report file", inputs)
+    with style():
+        page = document(title, opening, sections, version, out.record)
     with written_whole(path, "the report file", binary=False, inputs=inputs) as f:
         f.write(page)
     return [Path(path)]
