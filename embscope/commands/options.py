@@ -134,7 +134,7 @@ def with_optional_values(command: Any, args: list[str]) -> list[str]:
     optional = {opt: value for opt, value in OPTIONAL_VALUES.items() if opt in takes_value}
     if not optional:
         return args
-    names = {opt for param in options for opt in (*param.opts, *param.secondary_opts)} | {"--help", "--"}
+    names = {opt for param in options for opt in (*param.opts, *param.secondary_opts)} | {"-h", "--help", "--"}
     # with arguments after it (compare's checkpoints), the word after `--plot` is its file only when it names one
     has_arguments = any(param.param_type_name == "argument" for param in command.params)
 
