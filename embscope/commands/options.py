@@ -187,6 +187,18 @@ def plot_path(plot: str | None, checkpoint: Path, table: str | None, kind: str,
     return named_output(Path(plot), paths)
 
 
+# "How many", one name per idea in every command (tests/test_commands.py walks them against this table):
+HOW_MANY = {
+    "-k": "neighbours",  # the nearest rows of each query: neighbors, analogy's answers, compare's neighbour sets
+    "--top": "listed",  # the rows an answer lists; in neighbors and analogy those are the neighbours, so --top is -k
+    "--sample": "drawn",  # rows drawn at random (with a fixed seed)
+    "--top-norms": "norms",  # export: the rows with the largest norms
+}
+ListedNeighbours = Annotated[int, typer.Option(
+    "-k", "--top", min=1, help="How many neighbours (the nearest rows) to list; -k and --top are one option.")]
+ListedAnswers = Annotated[int, typer.Option(
+    "-k", "--top", min=1, help="How many answers (the neighbours of A - B + C) to list; -k and --top are one option "
+                               "(--file scores the first).")]
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print one JSON document and nothing else.")]
 IdsFlag = Annotated[bool, typer.Option("--ids", help="Take raw token ids instead of words.")]
