@@ -204,3 +204,39 @@ def test_a_pipe_is_no_checkpoint(args, tmp_path):
     os.mkfifo(fifo)  # opening it to read would wait for a writer forever
     result = run(*args, fifo, code=1)
     assert result.stderr == f"Error: expected a checkpoint file, found a named pipe (FIFO) at '{fifo}'\n"
+
+
+def test_h_is_help_for_the_app_and_every_command():
+    assert run("-h").stdout == run("--help").stdout
+    for name in COMMANDS:
+        short = run(name, "-h").stdout
+        assert short == run(name, "--help").stdout and short.startswith(f"Usage: embscope {name} "), name
+        assert "-h, --help" in short, name
+
+
+def count_options(command) -> list:
+    """The options of a command that take a whole number, but the table shapes every command shares."""
+    shapes = {"--vocab-size", "--d-model", "--context"}
+    return [p for p in command.params if p.param_type_name == "option" and p.type.name in ("integer", "int range")
+            and not shapes & set(p.opts)]
+
+
+def test_how_many_has_one_name_per_idea_in_every_command():
+    """Every option that says how many takes its names from one table (commands.options.HOW_MANY), each name with
+    one meaning in every command; two names on one option only where the rows listed are the neighbours."""
+    from embscope.commands.options import HOW_MANY
+    seen = {}
+    for name, command in COMMANDS.items():
+        for param in count_options(command):
+            assert set(param.opts) <= set(HOW_MANY), (name, param.opts)
+            ideas = {HOW_MANY[opt] for opt in param.opts}
+            assert len(ideas) == 1 or (ideas == {"neighbours", "listed"} and name in {"neighbors", "analogy"}), \
+                (name, param.opts)
+            assert param.help.startswith("How many "), (name, param.opts, param.help)
+            for opt in param.opts:
+                seen.setdefault(opt, set()).add(name)
+    assert seen["-k"] == {"neighbors", "analogy", "compare"} and seen["--top"] == {"neighbors", "analogy", "compare"}
+    top = run_json("neighbors", "father", "--top", "3")
+    assert [n["token"] for n in top["neighbors"]] == [n["token"] for n in run_json("neighbors", "father", "-k", "3")
+                                                       ["neighbors"]] and len(top["neighbors"]) == 3
+    assert len(run_json("analogy", "father", "man", "woman", "--top", "2")["results"]) == 2

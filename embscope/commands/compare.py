@@ -81,22 +81,23 @@ def checkpoint_paths(paths: list[Path], open_path: Opener) -> tuple[list[Path], 
     return ordered, folder, notes
 
 
-def one_file_notes(paths: list[Path]) -> list[str]:
-    """A note for each checkpoint that is a file compared already (the same file by another name, a link, or
-    a folder holding it): what it is compared with is itself."""
+def one_file_notes(given: list[Path], opened: list[Path]) -> list[str]:
+    """A note for each checkpoint that is a file compared already (the same file by another name, a link, or the
+    folder holding it): what it is compared with is itself. `given`: the paths as the user named them; `opened`:
+    the files they opened."""
     import os
     seen: dict[tuple[int, int], int] = {}
     notes = []
-    for index, path in enumerate(paths):
+    for index, path in enumerate(opened):
         try:
             info = os.stat(path)
         except OSError:
             continue
         first = seen.setdefault((info.st_dev, info.st_ino), index)
         if first != index:
-            which = ("A and B" if len(paths) == 2 else f"checkpoints {first + 1} and {index + 1}")
-            named = (f"{quote(paths[first])} and {quote(path)}" if str(paths[first]) != str(path)
-                     else f"{quote(path)}, given twice")
+            which = "A and B" if len(opened) == 2 else f"checkpoints {first + 1} and {index + 1}"
+            a, b = given[first], given[index]
+            named = f"{quote(a)} and {quote(b)}" if str(a) != str(b) else f"{quote(b)}, given twice"
             notes.append(f"{which} are one file ({named}): it is compared with itself, so every row is unchanged")
     return notes
 
@@ -154,7 +155,7 @@ def compare_command(
                                word_rows=[row for _, row, _ in found_words if row is not None], stages=stages,
                                on_open=lambda emb: read.extend(input_files(emb)))
     comparison = found.comparison
-    notes = [*one_file_notes([path for path, _ in found.checkpoints]), *notes]
+    notes = [*one_file_notes(paths, [path for path, _ in found.checkpoints]), *notes]
     labels = render.Labels(found.checkpoints, origin, found.table_names, found.names, found.names_b, found_words,
                            notes, plot_file, run=len(checkpoints) == 1)
     if plot_file is not None:
