@@ -47,7 +47,8 @@ def report(
     if out is not None:
         as_usage_error(lambda: render.check_name(out, format.value), "--out")
         render.check_place(out, format.value)
-    require_matplotlib("embscope report")
+    if format is ReportFormat.md:  # the page draws its figures as SVG itself; the Markdown's PNGs need matplotlib
+        require_matplotlib("embscope report --format md")
     probe_words = parse_words(words)
     from ..analysis.report import gather, report_checkpoints
     from ..render.files import input_files
