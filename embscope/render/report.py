@@ -64,8 +64,9 @@ def write(report: Report, out: Output, fmt: str, inputs: Iterable[Path]) -> tupl
 
 def document(report: Report, out: Path, fmt: str, found: Sequence[Section], files: Sequence[Path]) -> dict:
     return {"out": str(out), "format": fmt, "files": [str(f) for f in files],
-            "sections": [s.key for s in found if not s.missing],
+            "sections": [s.key for s in found if s.made],
             "missing": {s.key: s.missing for s in found if s.missing},
+            "absent": {s.key: s.absent for s in found if s.absent},
             "checkpoints": [str(p) for p in report.checkpoints] or [str(report.emb.checkpoint.path)],
             "notes": list(report.notes)}
 
@@ -75,7 +76,7 @@ def show(report: Report, out: Output, fmt: str, found: Sequence[Section], files:
         header.emit(document(report, out.path, fmt, found, files), report.emb)
         return
     header.show(report.emb)
-    made = ", ".join(s.key for s in found if not s.missing)
+    made = ", ".join(s.key for s in found if s.made)
     figures = len(files) - 1
     beside = f", with {figures} figure{'s' * (figures != 1)} (PNG) beside it" if fmt == "md" else ""
     console.out.print(f"wrote the report to {console.safe(files[0])}{beside}{console.safe(out.how())}: {made}",
@@ -83,4 +84,6 @@ def show(report: Report, out: Output, fmt: str, found: Sequence[Section], files:
     for section in found:
         if section.missing:
             console.out.print(f"not made: {section.key} ({console.safe(section.missing)})", soft_wrap=True)
+        elif section.absent:
+            console.out.print(f"left out: {section.key} ({console.safe(section.absent)})", soft_wrap=True)
     console.notes(report.notes)

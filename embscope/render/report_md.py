@@ -50,7 +50,8 @@ def grid_md(grid: Grid) -> list[str]:
 
 
 def line_md(line: Line) -> list[str]:
-    prefix = {"heading": "### ", "note": "*note:* ", "missing": "**not made:** "}.get(line.kind, "")
+    prefix = {"heading": "### ", "note": "*note:* ", "missing": "**not made:** ", "absent": "*left out:* "}.get(
+        line.kind, "")
     return [prefix + (escaped(line.text) if prefix else paragraph(line.text)), ""]
 
 
@@ -77,7 +78,7 @@ def write_markdown(out: Output, title: str, opening: Sequence[str], sections: Se
     written: list[Path] = []
     lines = [f"<!-- {RECORD_KEY}: {out.record} -->"] if out.record else []
     lines += [f"# {escaped(title)}", "", *(f"{paragraph(line)}  " for line in opening), ""]
-    lines += [f"{n}. [{escaped(s.title)}](#{anchor(s.title)})" + (" (not made)" if s.missing else "")
+    lines += [f"{n}. [{escaped(s.title)}](#{anchor(s.title)})" + s.mark
               for n, s in enumerate(sections, start=1)]
     lines.append("")
     for section in sections:
