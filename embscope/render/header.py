@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 from .. import sample
+from ..errors import EmbscopeError
 from . import console, jsonout
 
 
@@ -16,6 +18,17 @@ def checkpoint_line(emb: Any) -> str:
         at = f", step {step}" if step is not None else ""
         return f"checkpoint: bundled sample ({sample.DESCRIPTION}{at}); pass -c PATH for your own"
     return f"checkpoint: {emb.checkpoint.path} ({f'step {step}' if step is not None else 'step unknown'})"
+
+
+def place(emb: Any, path: object) -> str:
+    """A file that came with the checkpoint, as the console names it: inside the bundled sample, by its place in the
+    sample (not the installed package's absolute path); else as it was reached."""
+    if emb.is_sample:
+        try:
+            return f"{Path(str(path)).relative_to(sample.sample_directory())} (bundled sample)"
+        except (ValueError, OSError, EmbscopeError):
+            pass
+    return str(path)
 
 
 def with_checkpoint(document: dict, emb: Any) -> dict:
