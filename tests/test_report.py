@@ -366,3 +366,12 @@ def test_without_matplotlib_the_page_is_drawn_and_markdown_names_the_extra(tmp_p
     assert result.stderr == ("Error: embscope report --format md draws its figures with matplotlib, which is not "
                              "installed (pip install 'embscope[plot]')\n")
     assert list(tmp_path.iterdir()) == [tmp_path / "report.html"]
+
+
+def test_the_sample_report_prints_no_path_of_the_installed_package(sample_report):
+    from embscope.sample import sample_directory
+    out, stdout, _ = sample_report
+    page = out.read_text(encoding="utf-8")
+    assert str(sample_directory()) not in page and str(sample_directory()) not in stdout
+    assert "nlm/tokenizer.model (bundled sample)" in page
+    assert "<title>embscope report: bundled sample (Shakespeare GPT), step 3000</title>" in page
