@@ -36,7 +36,8 @@ def notes(stdout: str) -> dict[str, int]:
 
 @pytest.fixture(autouse=True)
 def wide_console(monkeypatch):
-    monkeypatch.setenv("COLUMNS", "2000")  # rich reads it as it prints: no note is wrapped
+    from embscope.render import console
+    monkeypatch.setattr(console.out, "_width", 2000)  # no note is wrapped (the console is made at import)
 
 
 def test_two_different_runs_of_different_sizes_say_so_before_any_table(tmp_path):
@@ -127,3 +128,17 @@ def test_two_checkpoints_plot_every_row(tmp_path):
     assert np.allclose(relative[:, 1], np.linalg.norm(b64 - a64, axis=1) / np.linalg.norm(a64, axis=1))
     assert [line.get_label() for line in profile_ax.get_lines() if not line.get_label().startswith("_")] == \
         ["A: step 10", "B: step 20"]
+
+
+def test_the_reports_trajectory_prints_no_null(tmp_path):
+    rng = np.random.default_rng(4)
+    run_folder = tmp_path / "run"
+    run_folder.mkdir()
+    token = rng.standard_normal((60, D)).astype(np.float32)
+    for step in (10, 20, 30):
+        token = token + np.float32(0.1) * rng.standard_normal(token.shape).astype(np.float32)
+        write_npz(run_folder / f"step{step}.npz", token)
+    run("report", "-c", run_folder, "--out", tmp_path / "r.html")
+    page = (tmp_path / "r.html").read_text(encoding="utf-8")
+    first = re.search(r'<tr><td class="number" data-value="10">10</td>(.*?)</tr>', page).group(1)
+    assert re.findall(r">([^<]*)</td>", first)[:2] == ["-", "-"] and ">null<" not in page

@@ -96,3 +96,12 @@ def test_two_checkpoints_compare_figure_draws_every_row(tmp_path):
     assert compare.count("<circle") == 2 * 300  # every row in the norm scatter and in the change by row
     cosines = np.sum(a * b, axis=1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
     assert f"token: mean {cosines.mean():+.3f} over 300 rows" in compare
+
+
+def test_a_dense_plot_file_in_svg_is_rasterized(tmp_path):
+    rows = 6000  # past plots.DENSE_POINTS
+    np.savez(tmp_path / "big.npz", token_emb=np.random.default_rng(4).standard_normal((rows, 8)).astype(np.float32))
+    run("map", "-c", tmp_path / "big.npz", "--plot", tmp_path / "map.svg")
+    svg = (tmp_path / "map.svg").read_text()
+    markers = len(re.findall(r'<use xlink:href="#m', svg))  # a marker drawn per point (glyphs are #DejaVu...)
+    assert "<image" in svg and markers < 50  # one picture of the dots, not a marker per row

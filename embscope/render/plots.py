@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from ..analysis.positions import Heatmap
 
 FORMATS = {".png": "png", ".svg": "svg", ".pdf": "pdf"}
+DENSE_POINTS = 5000  # in an SVG or PDF, a line or scatter with more points than this is one image, not a path each
 
 
 def plot_format(path: Path) -> str:
@@ -140,6 +141,17 @@ def position_norms_figure(norms: np.ndarray, mean: float, median: float, flagged
     return figure
 
 
+def rasterize_dense(figure: Figure) -> None:
+    """Lines and scatters of many points become one image inside a vector file, instead of a path per point."""
+    for ax in figure.axes:  # every Axes, those of subfigures too
+        for artist in ax.collections:
+            if len(np.asarray(artist.get_offsets())) > DENSE_POINTS:
+                artist.set_rasterized(True)
+        for line in ax.lines:
+            if len(np.asarray(line.get_xdata())) > DENSE_POINTS:
+                line.set_rasterized(True)
+
+
 def save(make: Callable[[], Figure], target: Output, dpi: float | None = None, inputs: Iterable[Path] = ()) -> Path:
     """Build the figure (`make`) in embscope's style and write it whole (see render.files), never over one of
     `inputs`, the files the answer was read from; a PNG records the checkpoints it is about (names.record).
@@ -148,5 +160,8 @@ def save(make: Callable[[], Figure], target: Output, dpi: float | None = None, i
     fmt = plot_format(path)
     metadata = {RECORD_KEY: target.record} if fmt == "png" and target.record else None
     with style(), written_whole(path, "the plot file", inputs=inputs) as f:  # refused before anything is drawn
-        make().savefig(f, format=fmt, dpi="figure" if dpi is None else dpi, metadata=metadata)
+        figure = make()
+        if fmt != "png":
+            rasterize_dense(figure)
+        figure.savefig(f, format=fmt, dpi="figure" if dpi is None else dpi, metadata=metadata)
     return path

@@ -416,6 +416,11 @@ def compare_blocks(report: Report) -> list[Block]:
     return blocks + notes(compare_text.all_notes(comparison, labels))
 
 
+def step_cosine(value: float) -> Cell:
+    """A trajectory's mean cosine; "-" where there is none (the first checkpoint has no previous one), not null."""
+    return cosine(value) if clean(value) is not None else Cell("-")
+
+
 def trajectory_blocks(section: CompareSection) -> list[Block]:
     series = section.series
     blocks: list[Block] = []
@@ -428,7 +433,7 @@ def trajectory_blocks(section: CompareSection) -> list[Block]:
             state = entry.state
             rows.append((
                 count(step.value) if step.value is not None else text(f"#{index + 1}"),
-                cosine(entry.cosine_to_previous), cosine(entry.cosine_to_first),
+                step_cosine(entry.cosine_to_previous), step_cosine(entry.cosine_to_first),
                 four(state.mean_norm if state else None),
                 *((four(state.position0_norm if state else None),) if position else ()),
                 count(state.anomalies) if state else text("-"), count(entry.unchanged_from_previous)))

@@ -4,8 +4,8 @@ page would fetch (no CDN, font or image from elsewhere; a heatmap is a data: PNG
 Figures are drawn as SVG by render.report_figures (svg_chart): text stays text in the page's own fonts, every
 string escaped, dense series thinned. A section whose figure only matplotlib draws gets matplotlib's SVG with
 text drawn as paths (svg.fonttype "path"), so no string from the checkpoint becomes markup inside a figure (the
-text comments matplotlib writes are removed), and dense artists (more than DENSE_POINTS points) rasterized into
-a PNG inside the SVG; its XML prologue and metadata block, which name W3C and matplotlib URLs, are dropped. Each
+text comments matplotlib writes are removed), and dense artists (more than plots.DENSE_POINTS points) rasterized
+into a PNG inside the SVG; its XML prologue and metadata block, which name W3C and matplotlib URLs, are dropped. Each
 figure's ids get a prefix of their own, so figures in one page never share an id. Every string, from a file or
 not, is escaped with html.escape.
 """
@@ -21,15 +21,13 @@ from itertools import count, groupby
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from ..text import printable
 from .files import refuse_inputs, written_whole
 from .names import RECORD_KEY, Output
 from .plot_style import style
+from .plots import rasterize_dense
 from .report_content import Block, Cell, Figure, Grid, Line, Section
 
-DENSE_POINTS = 5000  # a line or scatter with more points than this is rasterized
 RASTER_DPI = 150
 # what matplotlib writes that the page does not need: references to outside URLs, and text from the figure
 PROLOGUE = re.compile(r"\A.*?(?=<svg\b)", re.DOTALL)
@@ -64,17 +62,6 @@ footer { margin-top: 3em; color: #777; font-size: 0.85em; }
 def escaped(value: object) -> str:
     """Any string as HTML text: control characters shown as escapes, then &, <, > and quotes escaped."""
     return html.escape(printable(str(value)))
-
-
-def rasterize_dense(figure: Any) -> None:
-    """Lines and scatters of many points become one image inside the SVG instead of a path per point."""
-    for ax in figure.axes:  # every Axes, those of subfigures too
-        for artist in ax.collections:
-            if len(np.asarray(artist.get_offsets())) > DENSE_POINTS:
-                artist.set_rasterized(True)
-        for line in ax.lines:
-            if len(np.asarray(line.get_xdata())) > DENSE_POINTS:
-                line.set_rasterized(True)
 
 
 def prefixed(svg: str, prefix: str) -> str:
