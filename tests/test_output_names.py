@@ -95,9 +95,8 @@ def test_two_nanogpt_runs_and_a_pickle(tmp_path, monkeypatch):
     pickled = nlm_pickle(tmp_path / "scratch", 5)
     monkeypatch.chdir(tmp_path)
     for path, name in ((ckpt_a, "shakespeare-out"), (ckpt_b, "owt-out"), (pickled, "scratch")):
-        assert run("positions", "--plot", "-c", path).stdout.splitlines()[-1] == \
-            f"plot written to {name}-position-heatmap.png"
-        assert (tmp_path / f"{name}-position-heatmap.png").read_bytes().startswith(PNG)
+        assert run("norms", "--plot", "-c", path).stdout.splitlines()[-1] == f"plot written to {name}-position-norms.png"
+        assert (tmp_path / f"{name}-position-norms.png").read_bytes().startswith(PNG)
 
 
 def test_a_name_held_by_another_checkpoint_or_a_foreign_file_is_left_alone(tmp_path, monkeypatch):
@@ -134,9 +133,15 @@ def test_reports_by_default_and_their_names(tmp_path, monkeypatch):
     assert f'<meta name="embscope-checkpoint" content="{record([a])}">' in page
     assert "<title>embscope report: run-a/model.safetensors, step unknown</title>" not in page  # no step: none said
     assert "<title>embscope report: run-a/model.safetensors</title>" in page
-    shown = run("report", "-c", a, "--format", "md").stdout
-    assert "wrote the report to run-a-report/report.md, with" in shown
-    assert "(replaced this checkpoint's earlier one)" in run("report", "-c", a, "--format", "md").stdout
+    # a Markdown folder records its checkpoint in report.md (a table alone: three PNGs to draw, not six)
+    from safetensors.numpy import save_file
+    (tmp_path / "tokens").mkdir()
+    save_file({"wte.weight": tables(3)[0]}, str(tmp_path / "tokens" / "model.safetensors"))
+    shown = run("report", "-c", tmp_path / "tokens", "--format", "md").stdout
+    assert "wrote the report to tokens-report/report.md, with 3 figures" in shown
+    assert (tmp_path / "tokens-report" / "report.md").read_text().startswith(
+        f"<!-- embscope-checkpoint: {record([tmp_path / 'tokens'])} -->\n")
+    assert "(replaced this checkpoint's earlier one)" in run("report", "-c", tmp_path / "tokens", "--format", "md").stdout
 
 
 def test_figure_titles_name_the_checkpoint(tmp_path):

@@ -84,10 +84,14 @@ def test_drawable_keeps_what_fonts_draw_and_cuts_what_would_take_minutes():
     assert len(long) < 200 and long.endswith("(210,000 characters)")
 
 
-def run_cli(args: list[str], cwd: Path, env: dict) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "embscope", *args], cwd=cwd, env=env, capture_output=True, text=True,
-                          check=False,
-                          timeout=240)
+def run_in_a_child(runs: list[list[str]], cwd: Path, env: dict) -> subprocess.CompletedProcess:
+    """Each command line run in turn in one child process (a fresh interpreter: matplotlib reads ./matplotlibrc when
+    it is imported), as the CLI runs it; what the child writes on stdout and stderr, and its exit code."""
+    code = ("import sys\nfrom embscope.cli import build\nfor args in " + repr(runs) + ":\n"
+            "    code = build(args[:1])(args, standalone_mode=False)\n"
+            "    if code:\n        sys.exit(code)\n")
+    return subprocess.run([sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True, text=True,
+                          check=False, timeout=240)
 
 
 @pytest.fixture
@@ -107,11 +111,13 @@ def hostile_matplotlib(tmp_path):
 
 def test_plots_and_reports_ignore_a_matplotlibrc_and_say_nothing_on_stderr(hostile_matplotlib):
     folder, env = hostile_matplotlib
-    plotted = run_cli(["norms", "--table", "token", "--plot", "-c", ".", "--json"], folder, env)
-    assert (plotted.returncode, plotted.stderr) == (0, "")
-    plot = folder / json.loads(plotted.stdout)["plot"]
+    page = folder.parent / "r.html"
+    done = run_in_a_child([["norms", "--table", "token", "--plot", "-c", ".", "--json"],
+                           ["report", "-c", ".", "--out", str(page)], ["report", "-c", ".", "--format", "md"]],
+                          folder, env)
+    assert (done.returncode, done.stderr) == (0, "")
+    plot = folder / json.loads(done.stdout.splitlines()[0])["plot"]
     assert plot.read_bytes().startswith(b"\x89PNG")
-    report = run_cli(["report", "-c", ".", "--out", str(folder.parent / "r.html")], folder, env)
-    assert (report.returncode, report.stderr) == (0, "")
-    page = (folder.parent / "r.html").read_text()
-    assert "<svg" in page and "usetex" not in page
+    assert "<svg" in page.read_text() and "usetex" not in page.read_text()
+    (markdown,) = folder.glob("*-report")
+    assert (markdown / "norms-token.png").read_bytes().startswith(b"\x89PNG")  # matplotlib draws the Markdown's
