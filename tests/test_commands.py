@@ -18,7 +18,9 @@ import typer
 from embscope.cli import app
 from conftest import run, run_json
 
-README = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+ROOT = Path(__file__).resolve().parent.parent
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+DOCS = README + "".join(page.read_text(encoding="utf-8") for page in sorted((ROOT / "docs").glob("*.md")))
 COMMANDS = typer.main.get_command(app).commands
 TAKES_CHECKPOINTS_AS_ARGUMENTS = {"compare"}  # several checkpoints, so no -c
 SAMPLE = Path(__file__).resolve().parent.parent / "sample_checkpoints" / "nlm" / "model.pkl"
@@ -32,10 +34,11 @@ def test_the_contract_commands_are_registered():
     assert set(ARGUMENTS) <= set(COMMANDS)
 
 
-def test_every_command_has_help_and_a_readme_example():
+def test_every_command_has_help_a_line_in_the_readme_and_an_example_in_the_docs():
     for name, command in COMMANDS.items():
         assert command.help and command.help.strip(), name
-        assert f"embscope {name}" in README, f"README shows no example of `embscope {name}`"
+        assert f"| `embscope {name}" in README, f"the README's table of commands has no `embscope {name}`"
+        assert f"$ embscope {name}" in DOCS, f"no page shows an example of `embscope {name}`"
         expected = 0 if name in TAKES_CHECKPOINTS_AS_ARGUMENTS else 1
         assert run(name, "--help").stdout.count("--checkpoint") == expected, name
 
@@ -124,9 +127,9 @@ def test_a_name_too_long_is_one_line(tmp_path):
     assert len(result.stderr) < 400
 
 
-def test_the_readme_documents_the_exit_codes():
+def test_the_docs_document_the_exit_codes():
     for code in ("0", "1", "2"):
-        assert f"| {code} |" in README
+        assert f"| {code} |" in DOCS
 
 
 def test_json_is_one_document_and_nothing_else():
