@@ -1,7 +1,12 @@
 """What a report says, written once for both formats (report_html, report_md): sections of lines, tables and
 figures. Numbers are formatted as the console prints them, and each table cell keeps the full-precision number
 it shows. Every string here is plain text, and each format escapes all of it. Figures are drawn by the
-commands' own figure functions, only when a format writes them."""
+commands' own figure functions (matplotlib: Markdown's PNGs), and for the HTML page by report_figures (SVG),
+only when a format writes them.
+
+A section is a key in analysis.report.SECTIONS, its title in TITLES and its builder in BUILDERS (a Report ->
+blocks). A Figure block with only `draw` (a matplotlib figure) is drawn by matplotlib in both formats; `svg` adds
+the page's own drawing of it."""
 
 from __future__ import annotations
 
