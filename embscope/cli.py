@@ -55,6 +55,7 @@ def show_usage_error(err: typer.TyperException) -> None:
         sys.stderr.write(f"{usage}  (see '{ctx.command_path} --help')\n")
 
 
+HELP_OPTIONS = ("-h", "--help")
 RESOLVED = "embscope.command"  # where the group keeps the command it resolved, for usage lines
 
 
@@ -129,6 +130,7 @@ def build(names: Sequence[str] = COMMANDS) -> typer.Typer:
         add_completion=False,
         pretty_exceptions_enable=False,
         rich_markup_mode=None,  # plain click help: no rich import to print --help
+        context_settings={"help_option_names": list(HELP_OPTIONS)},  # every command's context inherits it
     )
     built.callback(invoke_without_command=True)(root)
     for name in names:

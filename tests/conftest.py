@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import struct
+import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -11,6 +14,15 @@ import pytest
 from typer.testing import CliRunner
 
 from embscope.cli import app
+
+# With PYTHONDONTWRITEBYTECODE set (this project's machines set it) pytest rewrites and compiles every test module
+# again on each run, and each child process a test starts compiles embscope again: seconds of the suite's CPU.
+# The suite keeps that bytecode in the temporary folder (never beside the sources), for itself and its children.
+if sys.dont_write_bytecode:
+    sys.dont_write_bytecode = False
+    sys.pycache_prefix = sys.pycache_prefix or os.path.join(tempfile.gettempdir(), "embscope-tests-pycache")
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    os.environ.setdefault("PYTHONPYCACHEPREFIX", sys.pycache_prefix)
 
 
 @pytest.fixture(autouse=True)

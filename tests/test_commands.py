@@ -18,7 +18,9 @@ import typer
 from embscope.cli import app
 from conftest import run, run_json
 
-README = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+ROOT = Path(__file__).resolve().parent.parent
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+DOCS = README + "".join(page.read_text(encoding="utf-8") for page in sorted((ROOT / "docs").glob("*.md")))
 COMMANDS = typer.main.get_command(app).commands
 TAKES_CHECKPOINTS_AS_ARGUMENTS = {"compare"}  # several checkpoints, so no -c
 SAMPLE = Path(__file__).resolve().parent.parent / "sample_checkpoints" / "nlm" / "model.pkl"
@@ -32,10 +34,11 @@ def test_the_contract_commands_are_registered():
     assert set(ARGUMENTS) <= set(COMMANDS)
 
 
-def test_every_command_has_help_and_a_readme_example():
+def test_every_command_has_help_a_line_in_the_readme_and_an_example_in_the_docs():
     for name, command in COMMANDS.items():
         assert command.help and command.help.strip(), name
-        assert f"embscope {name}" in README, f"README shows no example of `embscope {name}`"
+        assert f"| `embscope {name}" in README, f"the README's table of commands has no `embscope {name}`"
+        assert f"$ embscope {name}" in DOCS, f"no page shows an example of `embscope {name}`"
         expected = 0 if name in TAKES_CHECKPOINTS_AS_ARGUMENTS else 1
         assert run(name, "--help").stdout.count("--checkpoint") == expected, name
 
@@ -124,9 +127,9 @@ def test_a_name_too_long_is_one_line(tmp_path):
     assert len(result.stderr) < 400
 
 
-def test_the_readme_documents_the_exit_codes():
+def test_the_docs_document_the_exit_codes():
     for code in ("0", "1", "2"):
-        assert f"| {code} |" in README
+        assert f"| {code} |" in DOCS
 
 
 def test_json_is_one_document_and_nothing_else():
@@ -204,3 +207,39 @@ def test_a_pipe_is_no_checkpoint(args, tmp_path):
     os.mkfifo(fifo)  # opening it to read would wait for a writer forever
     result = run(*args, fifo, code=1)
     assert result.stderr == f"Error: expected a checkpoint file, found a named pipe (FIFO) at '{fifo}'\n"
+
+
+def test_h_is_help_for_the_app_and_every_command():
+    assert run("-h").stdout == run("--help").stdout
+    for name in COMMANDS:
+        short = run(name, "-h").stdout
+        assert short == run(name, "--help").stdout and short.startswith(f"Usage: embscope {name} "), name
+        assert "-h, --help" in short, name
+
+
+def count_options(command) -> list:
+    """The options of a command that take a whole number, but the table shapes every command shares."""
+    shapes = {"--vocab-size", "--d-model", "--context"}
+    return [p for p in command.params if p.param_type_name == "option" and p.type.name in ("integer", "int range")
+            and not shapes & set(p.opts)]
+
+
+def test_how_many_has_one_name_per_idea_in_every_command():
+    """Every option that says how many takes its names from one table (commands.options.HOW_MANY), each name with
+    one meaning in every command; two names on one option only where the rows listed are the neighbours."""
+    from embscope.commands.options import HOW_MANY
+    seen = {}
+    for name, command in COMMANDS.items():
+        for param in count_options(command):
+            assert set(param.opts) <= set(HOW_MANY), (name, param.opts)
+            ideas = {HOW_MANY[opt] for opt in param.opts}
+            assert len(ideas) == 1 or (ideas == {"neighbours", "listed"} and name in {"neighbors", "analogy"}), \
+                (name, param.opts)
+            assert param.help.startswith("How many "), (name, param.opts, param.help)
+            for opt in param.opts:
+                seen.setdefault(opt, set()).add(name)
+    assert seen["-k"] == {"neighbors", "analogy", "compare"} and seen["--top"] == {"neighbors", "analogy", "compare"}
+    top = run_json("neighbors", "father", "--top", "3")
+    assert [n["token"] for n in top["neighbors"]] == [n["token"] for n in run_json("neighbors", "father", "-k", "3")
+                                                       ["neighbors"]] and len(top["neighbors"]) == 3
+    assert len(run_json("analogy", "father", "man", "woman", "--top", "2")["results"]) == 2

@@ -255,8 +255,8 @@ def test_console_and_plot(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     printed = run("geometry", "-c", SAMPLE, "--table", "position", "--plot", "--top", "3").stdout
     assert printed.startswith(f"checkpoint: {SAMPLE / 'model.safetensors'} (step 3000)\n")
-    assert "periods along the 256 positions" in printed and "plot written to model-position-geometry.png" in printed
-    assert (tmp_path / "model-position-geometry.png").stat().st_size > 10_000
+    assert "periods along the 256 positions" in printed and "plot written to hf-position-geometry.png" in printed
+    assert (tmp_path / "hf-position-geometry.png").stat().st_size > 10_000
     doc = json.loads(run("geometry", "-c", SAMPLE, "--json", "--plot", tmp_path / "g.svg").stdout)
     assert doc["plot"] == str(tmp_path / "g.svg") and (tmp_path / "g.svg").exists()
 

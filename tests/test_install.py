@@ -14,14 +14,36 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
+# what a wheel is built from (pyproject.toml's packages and package-dir); a virtual environment inside the
+# checkout (.venv, a gigabyte with torch) or a build/ folder is no part of it
+BUILT_FROM = ("pyproject.toml", "README.md", "embscope", "sample_checkpoints")
+
+
+def setuptools_is_new_enough() -> bool:
+    """Whether this environment's setuptools meets pyproject's build requirement, so pip can build with it
+    instead of fetching one into an isolated environment (seconds, and the network)."""
+    try:
+        from importlib.metadata import version
+        return int(version("setuptools").split(".")[0]) >= 77
+    except (ImportError, ValueError, LookupError):
+        return False
+
+
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory):
     """embscope built as a wheel from this checkout and installed into a folder of its own."""
     source, target = tmp_path_factory.mktemp("source") / "embscope", tmp_path_factory.mktemp("site")
+    source.mkdir()
     # a clean copy: setuptools reuses build/ in the tree it builds, and stale files there would ship
-    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(".git", "build", "*.egg-info", "__pycache__", ".*cache"))
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target), str(source)],
-                   check=True, capture_output=True)
+    skip = shutil.ignore_patterns("build", "*.egg-info", "__pycache__", ".*cache")
+    for name in BUILT_FROM:
+        if (ROOT / name).is_dir():
+            shutil.copytree(ROOT / name, source / name, ignore=skip)
+        else:
+            shutil.copy2(ROOT / name, source / name)
+    isolation = ["--no-build-isolation"] if setuptools_is_new_enough() else []
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", *isolation, "--target", str(target),
+                    str(source)], check=True, capture_output=True)
     return target
 
 

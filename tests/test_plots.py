@@ -12,6 +12,7 @@ import pytest
 from embscope.analysis.norms import row_norms, summarize
 from embscope.analysis.positions import position_profile
 from embscope.render import norms_plot, plots
+from embscope.render.names import Output
 from conftest import run, run_json
 
 MAGIC = {"png": b"\x89PNG\r\n\x1a\n", "pdf": b"%PDF-"}
@@ -98,7 +99,7 @@ def test_plot_alone_writes_a_png_named_after_the_checkpoint_in_the_working_direc
     work.mkdir()
     checkpoints.mkdir()
     monkeypatch.chdir(work)
-    for checkpoint, stem in ((None, "model"), (nlm_pickle(checkpoints), "run7")):
+    for checkpoint, stem in ((None, "nlm"), (nlm_pickle(checkpoints), "run7")):  # the sample is nlm/model.pkl
         result = run(*argv, *(["-c", checkpoint] if checkpoint else []))  # exactly as typed, nothing more
         assert_format(work / f"{stem}{name}", "png")
         assert f"plot written to {stem}{name}" in result.stdout
@@ -271,7 +272,7 @@ def test_save_replaces_the_file_whole(tmp_path):
     target.write_bytes(b"old")
     figure = plots.new_figure(2, 2)
     figure.subplots().plot([0, 1], [0, 1])
-    assert plots.save(figure, target) == target
+    assert plots.save(lambda: figure, Output(target)) == target
     assert target.read_bytes().startswith(MAGIC["png"])
     assert sorted(p.name for p in tmp_path.iterdir()) == ["fig.png"]
     assert target.stat().st_mode & 0o044  # readable like any file the user writes, not mkstemp's 0600

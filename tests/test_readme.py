@@ -1,4 +1,5 @@
-"""The README stays true: every console example prints what the README shows, and CI runs its commands."""
+"""The README and the pages of docs/ stay true: every console example prints what the page shows, the Python
+example runs and its comments hold, and CI runs the README's two commands."""
 
 from __future__ import annotations
 
@@ -11,43 +12,50 @@ from conftest import run
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text(encoding="utf-8")
+PAGES = {"README.md": README} | {f"docs/{page.name}": page.read_text(encoding="utf-8")
+                                  for page in sorted((ROOT / "docs").glob("*.md"))}
 
 
-def console_examples() -> list[tuple[str, str]]:
-    """(command, expected output) for each `$ embscope ...` line in ```console blocks."""
+def console_examples() -> list[tuple[str, str, str]]:
+    """(page, command, expected output) for each `$ embscope ...` line in ```console blocks of every page."""
     examples = []
-    for block in re.findall(r"```console\n(.*?)```", README, flags=re.S):
-        for chunk in re.split(r"^\$ ", block, flags=re.M)[1:]:
-            command, _, output = chunk.partition("\n")
-            examples.append((command, output))
+    for page, text in PAGES.items():
+        for block in re.findall(r"```console\n(.*?)```", text, flags=re.DOTALL):
+            for chunk in re.split(r"^\$ ", block, flags=re.MULTILINE)[1:]:
+                command, _, output = chunk.partition("\n")
+                examples.append((page, command, output))
     return examples
 
 
 EXAMPLES = console_examples()
 
 
-def test_the_readme_has_examples():
-    assert len(EXAMPLES) >= 6
+def test_the_pages_have_examples():
+    assert len([e for e in EXAMPLES if e[0] == "README.md"]) >= 2 and len(EXAMPLES) >= 15
+    assert {page for page, _, _ in EXAMPLES} >= {"README.md", "docs/commands.md"}
 
 
-@pytest.mark.parametrize("command, expected", EXAMPLES, ids=[c for c, _ in EXAMPLES])
-def test_console_example_prints_what_the_readme_shows(command, expected, monkeypatch):
-    monkeypatch.chdir(ROOT)
-    before = set(ROOT.iterdir())
+def test_the_readme_links_every_page_of_docs():
+    for page in PAGES:
+        if page.startswith("docs/"):
+            assert f"]({page})" in README, page
+
+
+@pytest.mark.parametrize("page, command, expected", EXAMPLES, ids=[f"{p}: {c}" for p, c, _ in EXAMPLES])
+def test_console_example_prints_what_the_page_shows(page, command, expected, monkeypatch, tmp_path):
+    # a working directory of its own (`--plot` alone writes there), in which the paths the pages use mean what
+    # they mean in the checkout; examples run at once in other workers never meet
+    (tmp_path / "sample_checkpoints").symlink_to(ROOT / "sample_checkpoints")
+    monkeypatch.chdir(tmp_path)
     words = shlex.split(command)
     assert words[0] == "embscope"
-    try:
-        printed = run(*words[1:]).stdout
-    finally:
-        for made in set(ROOT.iterdir()) - before:  # `--plot` alone writes into the working directory
-            made.unlink()
-    assert printed.rstrip() == expected.rstrip()
+    assert run(*words[1:]).stdout.rstrip() == expected.rstrip()
 
 
 def test_ci_runs_the_readme_commands():
     ci = (ROOT / ".ci" / "run").read_text()
     for marker in ("install", "test"):
-        block = re.search(rf"<!-- {marker} -->\n```bash\n(.*?)\n```\n<!-- /{marker} -->", README, flags=re.S)
+        block = re.search(rf"<!-- {marker} -->\n```bash\n(.*?)\n```\n<!-- /{marker} -->", README, flags=re.DOTALL)
         assert block, marker
         assert f"'/<!-- {marker} -->/,/<!-- \\/{marker} -->/p'" in ci  # what CI runs is that block
         assert f"#   {block.group(1)}" in ci  # and the comment that names it is not stale
@@ -55,9 +63,9 @@ def test_ci_runs_the_readme_commands():
 
 def test_the_python_example_runs_and_its_comments_hold(monkeypatch):
     monkeypatch.chdir(ROOT)
-    (code,) = re.findall(r"```python\n(.*?)```", README, flags=re.S)
+    (code,) = re.findall(r"```python\n(.*?)```", PAGES["docs/python.md"], flags=re.DOTALL)
     found: dict = {}
-    exec(compile(code, "README.md", "exec"), found)  # noqa: S102  the README's own example
+    exec(compile(code, "docs/python.md", "exec"), found)  # noqa: S102  the page's own example
     lines = {line.split("#")[0].strip(): line.split("#", 1)[1].strip() for line in code.splitlines() if "#" in line}
     emb, embscope = found["emb"], found["embscope"]
     assert lines["emb.token.array.shape"].endswith(str(emb.token.array.shape))

@@ -481,8 +481,8 @@ def test_bare_plot_writes_beside_the_working_directory(tmp_path, monkeypatch):
     pytest.importorskip("matplotlib")
     monkeypatch.chdir(tmp_path)
     doc = run_json("undertrained", "--plot")
-    assert doc["plot"] == "model-token-undertrained.png"
-    assert (tmp_path / "model-token-undertrained.png").stat().st_size > 10_000
+    assert doc["plot"] == "nlm-token-undertrained.png"
+    assert (tmp_path / "nlm-token-undertrained.png").stat().st_size > 10_000
     result = run("undertrained", "-c", tmp_path / "missing.npz", "--plot", "x.txt", code=2)  # checked first
     assert result.stderr.startswith("Error: Invalid value for '--plot': expected a plot file ending in .png, .svg")
 

@@ -25,7 +25,7 @@ from ..naming import row_name
 from ..roles import Role
 from ..text import quote
 from .norms import RowListing, row_norms, summarize
-from .probes import GIVEN_RULE, PROBE_RULE, default_probe_words
+from .probes import GIVEN_RULE, probe_words
 
 if TYPE_CHECKING:
     from ..embeddings import Embeddings
@@ -179,7 +179,7 @@ def probe_points(emb: Embeddings, coords: np.ndarray, words: list[str] | None, e
             return [], "no probe words: the tokenizer is missing (see the note)"
     rule = GIVEN_RULE
     if not words:
-        words, rule = default_probe_words(tokenizer), PROBE_RULE
+        words, rule = probe_words(tokenizer)
     points = []
     rows = coords.shape[0]
     for word in words:

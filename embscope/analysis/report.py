@@ -25,7 +25,7 @@ from .neighbors import NeighborsResult, neighbors
 from .norms import Anomaly, NormsReport, norms_report
 from .params import ParamsReport, params_report
 from .positions import PositionsResult, positions
-from .probes import GIVEN_RULE, PROBE_RULE, default_probe_words
+from .probes import GIVEN_RULE, probe_words
 from .stages import Stages, quiet
 from .undertrained import UndertrainedTables, undertrained_tables
 
@@ -48,6 +48,12 @@ class Missing:
     """A section, or a part of one, that could not be made, and why."""
 
     why: str
+
+
+@dataclass(frozen=True)
+class Absent(Missing):
+    """A part the checkpoint has nothing for (a tied head, no learned position table, no tokenizer, one checkpoint
+    to compare): said as a fact about the checkpoint, not as a failure."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -121,15 +127,17 @@ def norms_of(emb: Embeddings) -> dict[str, NormsReport | Missing]:
     found: dict[str, NormsReport | Missing] = {}
     for role in NORM_ROLES:
         if role == "position" and emb.position is None:
-            found[role] = Missing("no learned position table (see the positions section)")
+            found[role] = Absent("no learned position table (see the positions section)")
         elif role == "output" and emb.output is None:
-            found[role] = Missing(emb.tables.head_note or f"the head is {emb.tables.head.value}")
+            found[role] = Absent(emb.tables.head_note or f"the head is {emb.tables.head.value}")
         else:
             found[role] = attempt(partial(norms_report, emb, role))
     return found
 
 
 def positions_of(emb: Embeddings, norms: NormsReport | Missing) -> PositionsSection | Missing:
+    if emb.position is None:
+        return Absent(emb.tables.missing[Role.position])
     result = attempt(lambda: positions(emb, default=True, profile=True, heatmap=True))
     if isinstance(result, Missing):
         return result
@@ -144,10 +152,12 @@ def neighbors_of(emb: Embeddings, words: Sequence[str] | None, k: int) -> Neighb
     """Each probe word's k nearest token rows; the words given, else the probe-word rule (analysis.probes)."""
     tokenizer, why_none = emb.tokenizer_for_names()
     if tokenizer is None:
-        return Missing(f"no probe words to look up: {why_none}")
+        failed = attempt(lambda: emb.tokenizer)  # one that fails to load is a failure; none at all is a fact
+        kind = Missing if isinstance(failed, Missing) else Absent
+        return kind(f"no probe words to look up: {why_none}")
     rule = GIVEN_RULE
     if not words:
-        words, rule = default_probe_words(tokenizer), PROBE_RULE
+        words, rule = probe_words(tokenizer)
         if not words:
             return Missing("no probe words: the tokenizer has no one-token word of 3+ lower-case letters; "
                            "name some with --words")
@@ -172,7 +182,7 @@ def maps_of(emb: Embeddings, words: Sequence[str] | None) -> dict[str, TableMap 
     found: dict[str, TableMap | Missing] = {}
     for role in MAP_ROLES:
         if role is Role.position and emb.position is None:
-            found[role.value] = Missing("no learned position table (see the positions section)")
+            found[role.value] = Absent("no learned position table (see the positions section)")
         else:
             chosen = list(words) if words and role is Role.token else None
             found[role.value] = attempt(partial(table_map, emb, role, words=chosen))
@@ -186,7 +196,7 @@ def gather(checkpoints: Sequence[Path], open_path: Opener, *, words: Sequence[st
     together (default: the first)."""
     emb = open_path(checkpoints[-1] if checkpoints else None)
     norms = norms_of(emb)
-    compare: CompareSection | Missing = Missing(ONE_CHECKPOINT)
+    compare: CompareSection | Missing = Absent(ONE_CHECKPOINT)
     if len(checkpoints) >= 2:  # a checkpoint named that cannot be read is an error, as in `compare`
         compare = CompareSection(compare_series(checkpoints, open_path, ready={len(checkpoints) - 1: emb},
                                                 stages=stages), origin or checkpoints[0])

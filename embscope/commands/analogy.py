@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from .options import ExactFlag, IdsFlag, JsonFlag, Source, refuse, with_source
+from .options import ExactFlag, IdsFlag, JsonFlag, ListedAnswers, Source, refuse, with_source
 
 
 class Method(str, Enum):
@@ -20,7 +20,7 @@ def analogy_command(
     source: Source,
     words: Annotated[list[str] | None, typer.Argument(
         metavar="A B C", help="A B C: the rows nearest A - B + C (king man woman: king - man + woman).", show_default=False)] = None,
-    k: Annotated[int, typer.Option("-k", min=1, help="How many answers to one question (--file scores the first).")] = 10,
+    k: ListedAnswers = 10,
     method: Annotated[Method, typer.Option(
         "--method", help="3cosadd: cos(x, a - b + c) on unit rows; 3cosmul: Levy & Goldberg's multiplicative "
                          "objective (epsilon 0.001).")] = Method.add,

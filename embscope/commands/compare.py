@@ -82,6 +82,27 @@ def checkpoint_paths(paths: list[Path], open_path: Opener) -> tuple[list[Path], 
     return ordered, folder, notes
 
 
+def one_file_notes(given: list[Path], opened: list[Path]) -> list[str]:
+    """A note for each checkpoint that is a file compared already (the same file by another name, a link, or the
+    folder holding it): what it is compared with is itself. `given`: the paths as the user named them; `opened`:
+    the files they opened."""
+    import os
+    seen: dict[tuple[int, int], int] = {}
+    notes = []
+    for index, path in enumerate(opened):
+        try:
+            info = os.stat(path)
+        except OSError:
+            continue
+        first = seen.setdefault((info.st_dev, info.st_ino), index)
+        if first != index:
+            which = "A and B" if len(opened) == 2 else f"checkpoints {first + 1} and {index + 1}"
+            a, b = given[first], given[index]
+            named = f"{quote(a)} and {quote(b)}" if str(a) != str(b) else f"{quote(b)}, given twice"
+            notes.append(f"{which} are one file ({named}): it is compared with itself, so every row is unchanged")
+    return notes
+
+
 def compare_command(
     source: Source,
     checkpoints: Annotated[list[Path], typer.Argument(
@@ -93,9 +114,9 @@ def compare_command(
         "--words", help="Words whose top-k neighbour sets are compared first, beside the sample (comma-separated or "
                         "repeated).")] = None,
     sample: Annotated[int, typer.Option(
-        "--sample", min=0, help="Rows drawn (with a fixed seed) for the neighbour comparison.")] = NEIGHBOR_SAMPLE,
-    k: Annotated[int, typer.Option("-k", min=1, help="Neighbours per row for the neighbour comparison.")] = NEIGHBOR_K,
-    top: Annotated[int, typer.Option("--top", min=1, help="Movers and stable rows listed per table.")] = LISTED,
+        "--sample", min=0, help="How many rows are drawn (with a fixed seed) for the neighbour comparison.")] = NEIGHBOR_SAMPLE,
+    k: Annotated[int, typer.Option("-k", min=1, help="How many neighbours of each row the neighbour sets hold.")] = NEIGHBOR_K,
+    top: Annotated[int, typer.Option("--top", min=1, help="How many movers and stable rows are listed per table.")] = LISTED,
     align: Annotated[Align | None, typer.Option(
         "--align", help="procrustes: rotate B onto A (orthogonal Procrustes over the shared rows) before comparing; "
                         "for two different runs. Two checkpoints only.", show_default=False)] = None,
@@ -130,7 +151,7 @@ def compare_command(
         return replace(source, checkpoint=path).open()
 
     paths, origin, notes = checkpoint_paths(checkpoints, open_path)
-    plot_file = plot_path(plot, origin, None, "compare")
+    plot_file = plot_path(plot, origin, None, "compare", covers=paths)
     from ..analysis.compare import CompareOptions, Pairing, by_token
     from ..analysis.compare_series import compare_series
     from ..render import compare as render
@@ -149,6 +170,7 @@ def compare_command(
                                word_rows=[row for _, row, _ in found_words if row is not None], stages=stages,
                                on_open=lambda emb: read.extend(input_files(emb)))
     comparison = found.comparison
+    notes = [*one_file_notes(paths, [path for path, _ in found.checkpoints]), *notes]
     labels = render.Labels(found.checkpoints, origin, found.table_names, found.names, found.names_b, found_words,
                            notes, plot_file, run=len(checkpoints) == 1)
     if plot_file is not None:

@@ -45,7 +45,8 @@ def export(
     rows: Annotated[str | None, typer.Option(
         "--rows", metavar="IDS", help="Only these rows: ids and half-open ranges, e.g. 5,17,100:200.")] = None,
     top_norms: Annotated[int | None, typer.Option(
-        "--top-norms", min=1, metavar="N", help="Only the N rows with the largest norms, largest first.")] = None,
+        "--top-norms", min=1, metavar="N",
+        help="How many rows to export: the N with the largest norms, largest first.")] = None,
     undertrained: Annotated[bool, typer.Option(
         "--undertrained/--no-undertrained", help="Fill the Projector metadata's undertrained column with the "
                                                  "candidates of `embscope undertrained` (one more pass), or leave it "

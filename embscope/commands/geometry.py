@@ -44,7 +44,7 @@ def geometry_command(
     target = plot_path(plot, emb.checkpoint.path, found.role, "geometry")
     if target is not None:
         from ..render.geometry_plot import draw
-        draw(found, emb.checkpoint.path.name, target, input_files(emb))
+        draw(found, emb, target, input_files(emb))
     render.show(emb, found, top=top, json=json, plot=target)
 
 

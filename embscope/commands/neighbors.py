@@ -16,6 +16,7 @@ from .options import (
     ExactFlag,
     IdsFlag,
     JsonFlag,
+    ListedNeighbours,
     PrecisionOption,
     RemoveTopOption,
     Source,
@@ -75,7 +76,7 @@ def run_all(source: Source, k: int, out: Path, queries_file: Path | None, ids: b
 def neighbors_command(
     source: Source,
     word: Annotated[str | None, typer.Argument(help="A word (or an id with --ids).", show_default=False)] = None,
-    k: Annotated[int, typer.Option("-k", min=1, help="How many neighbours.")] = 10,
+    k: ListedNeighbours = 10,
     ids: IdsFlag = False,
     exact: ExactFlag = False,
     allow_unk: AllowUnkFlag = False,

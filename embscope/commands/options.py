@@ -7,16 +7,19 @@ import functools
 import inspect
 import math
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
 from ..compute.devices import DEVICES, PRECISIONS
 from ..role import Role as Table  # the table a command reads: one list of roles
+
+if TYPE_CHECKING:
+    from ..render.names import Output
 
 T = TypeVar("T")
 
@@ -157,7 +160,7 @@ def with_optional_values(command: Any, args: list[str]) -> list[str]:
     optional = {opt: value for opt, value in OPTIONAL_VALUES.items() if opt in takes_value}
     if not optional:
         return args
-    names = {opt for param in options for opt in (*param.opts, *param.secondary_opts)} | {"--help", "--"}
+    names = {opt for param in options for opt in (*param.opts, *param.secondary_opts)} | {"-h", "--help", "--"}
     # with arguments after it (compare's checkpoints), the word after `--plot` is its file only when it names one
     has_arguments = any(param.param_type_name == "argument" for param in command.params)
 
@@ -195,15 +198,33 @@ def check_plot(plot: str | None) -> None:
     check_directory(Path(plot), "the plot file")
 
 
-def plot_path(plot: str | None, checkpoint: Path, table: str | None, kind: str) -> Path | None:
-    """The file a plot goes to: the one named, or for `--plot` alone the one rule every plot follows."""
+def plot_path(plot: str | None, checkpoint: Path, table: str | None, kind: str,
+              covers: Sequence[Path] | None = None) -> Output | None:
+    """The file a plot goes to: the one named, or for `--plot` alone the one rule every plot follows (a name
+    that another checkpoint's plot holds is left alone: render.names). `checkpoint` names the plot; `covers`:
+    the checkpoints it is about (default: that one)."""
     if plot is None:
         return None
+    from ..render.names import default_output, named_output
+    paths = list(covers) if covers is not None else [checkpoint]
     if plot == PLOT_AUTO:
         from ..render.plots import default_plot_path
-        return default_plot_path(checkpoint, table, kind)
-    return Path(plot)
+        return default_output(default_plot_path(checkpoint, table, kind), paths)
+    return named_output(Path(plot), paths)
 
+
+# "How many", one name per idea in every command (tests/test_commands.py walks them against this table):
+HOW_MANY = {
+    "-k": "neighbours",  # the nearest rows of each query: neighbors, analogy's answers, compare's neighbour sets
+    "--top": "listed",  # the rows an answer lists; in neighbors and analogy those are the neighbours, so --top is -k
+    "--sample": "drawn",  # rows drawn at random (with a fixed seed)
+    "--top-norms": "norms",  # export: the rows with the largest norms
+}
+ListedNeighbours = Annotated[int, typer.Option(
+    "-k", "--top", min=1, help="How many neighbours (the nearest rows) to list; -k and --top are one option.")]
+ListedAnswers = Annotated[int, typer.Option(
+    "-k", "--top", min=1, help="How many answers (the neighbours of A - B + C) to list; -k and --top are one option "
+                               "(--file scores the first).")]
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print one JSON document and nothing else.")]
 IdsFlag = Annotated[bool, typer.Option("--ids", help="Take raw token ids instead of words.")]

@@ -30,7 +30,8 @@ def report(
              "bundled sample model.", show_default=False)] = None,
     out: Annotated[Path | None, typer.Option(
         "--out", help="html: the file to write (.html); md: a folder (made if missing) for report.md and its "
-                      "PNG figures. Default: report.html, or the folder report.", show_default=False)] = None,
+                      "PNG figures. Default: <checkpoint>-report.html, or the folder <checkpoint>-report, in the "
+                      "working directory.", show_default=False)] = None,
     format: Annotated[ReportFormat, typer.Option(
         "--format", help="html: one self-contained page (figures inline as SVG, no script, nothing fetched); "
                          "md: Markdown and PNG files, for GitHub and blogs.")] = ReportFormat.html,
@@ -44,10 +45,11 @@ def report(
     other sections then describe the last)."""
     from ..render import report as render  # the library, matplotlib and rich only when answering
     from ..render.plots import require_matplotlib
-    target = out if out is not None else render.DEFAULT_OUT[format.value]
-    as_usage_error(lambda: render.check_name(target, format.value), "--out")
-    render.check_place(target, format.value)
-    require_matplotlib("embscope report")
+    if out is not None:
+        as_usage_error(lambda: render.check_name(out, format.value), "--out")
+        render.check_place(out, format.value)
+    if format is ReportFormat.md:  # the page draws its figures as SVG itself; the Markdown's PNGs need matplotlib
+        require_matplotlib("embscope report --format md")
     probe_words = parse_words(words)
     from ..analysis.report import gather, report_checkpoints
     from ..render.files import input_files
@@ -57,6 +59,11 @@ def report(
         return replace(source, checkpoint=path).open()
 
     paths, origin, notes = report_checkpoints(checkpoints or [], open_path)
+    from ..embeddings import resolve_path
+    from ..render.names import named_output
+    named_by = origin if origin is not None else resolve_path(None)[0]  # the checkpoint the name is about
+    covers = paths or [named_by]
+    target = named_output(out, covers) if out is not None else render.default_target(format.value, named_by, covers)
     with stages() as stage:
         found = gather(paths, open_path, words=probe_words, origin=origin, notes=notes, stages=stage)
     inputs = [*input_files(found.emb), *paths]

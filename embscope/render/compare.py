@@ -22,6 +22,7 @@ from ..text import quote
 from . import console, jsonout
 from .console import cosine_text as cosine
 from .console import number_text as number
+from .names import Output
 
 LISTED_INLINE = 10  # rows named in the one-line list of unchanged rows
 
@@ -36,8 +37,8 @@ class Labels:
     names: dict[str, Namer]  # role -> how to name a row of the first checkpoint's table
     names_b: dict[str, Namer]  # role -> how to name a row of the last checkpoint's table
     words: list[tuple[str, int | None, str | None]] = field(default_factory=list)  # (word, A row, why not used)
-    notes: list[str] = field(default_factory=list)
-    plot: Path | None = None
+    notes: list[str] = field(default_factory=list)  # about the checkpoints themselves: how to read everything after
+    plot: Output | None = None
     run: bool = False  # one folder of a run's checkpoints was given (origin), rather than the checkpoints themselves
 
     @property
@@ -141,16 +142,29 @@ def document(comparison: Comparison, labels: Labels) -> dict:
             for i, (path, step) in enumerate(checkpoints)]
     doc["words"] = [{"word": word, "id": row, "note": why} for word, row, why in labels.words]
     if labels.plot is not None:
-        doc["plot"] = str(labels.plot)
+        doc["plot"] = str(labels.plot.path)
     doc["notes"] = all_notes(comparison, labels)
     return doc
 
 
-def all_notes(comparison: Comparison, labels: Labels) -> list[str]:
+def leading_notes(comparison: Comparison, labels: Labels) -> list[str]:
+    """The notes that decide how to read everything else (one file twice, tables left out, rows paired by string
+    or cut to the shorter table, two different runs): printed before any table."""
     notes = list(labels.notes) + list(comparison.notes)
     for role, found in comparison.tables.items():
         if found.pairing.note:
             notes.append(f"{role} table: {found.pairing.note}")
+        if found.different_runs:
+            notes.append(f"{role} table: the mean row cosine is {found.summary.mean_cosine:+.3f} while the mean norms "
+                         f"agree ({found.summary.mean_norm_a:.3g} and {found.summary.mean_norm_b:.3g}): these look "
+                         "like two different runs, whose rows live in different bases; try --align procrustes")
+    return notes
+
+
+def trailing_notes(comparison: Comparison, labels: Labels) -> list[str]:
+    """The notes about some of the rows: printed after the tables they are about."""
+    notes = []
+    for role, found in comparison.tables.items():
         undefined = found.summary.rows - found.summary.defined
         if undefined:
             notes.append(f"{role} table: {undefined:,} rows are zero or hold NaN/Inf in A or B: their cosine is "
@@ -160,10 +174,6 @@ def all_notes(comparison: Comparison, labels: Labels) -> list[str]:
             notes += [f"{role} table: --words {word!r} has no row in B to compare with" for word, row, _ in labels.words
                       if row is not None and word not in queried]
         notes += [f"{role} table: {why}" for why in cka_notes(found)]
-        if found.different_runs:
-            notes.append(f"{role} table: the mean row cosine is {found.summary.mean_cosine:+.3f} while the mean norms "
-                         f"agree ({found.summary.mean_norm_a:.3g} and {found.summary.mean_norm_b:.3g}): these look "
-                         "like two different runs, whose rows live in different bases; try --align procrustes")
     notes += [f"--words {word!r}: {why}" for word, row, why in labels.words if why]
     return notes
 
@@ -175,6 +185,20 @@ def cka_notes(found: TableComparison) -> list[str]:
     if math.isnan(found.cka.value):
         return ["linear CKA is undefined: fewer than 2 rows are finite in both tables, or a table is constant over them"]
     return []
+
+
+def all_notes(comparison: Comparison, labels: Labels) -> list[str]:
+    return leading_notes(comparison, labels) + trailing_notes(comparison, labels)
+
+
+def step_cosine(value: float) -> str:
+    """A trajectory's mean cosine; "-" where there is none (the first checkpoint has no previous one)."""
+    return "-" if jsonout.clean(value) is None else cosine(value)
+
+
+def step_number(value: float | None) -> str:
+    """A trajectory's measure; "-" where the checkpoint has none (a table it lacks)."""
+    return "-" if jsonout.clean(value) is None else number(value)
 
 
 def emit(comparison: Comparison, labels: Labels) -> None:
@@ -210,10 +234,10 @@ def print_trajectory(comparison: Comparison, labels: Labels) -> None:
         for index, ((path, step), entry) in enumerate(zip(labels.checkpoints, steps)):
             state = entry.state
             cells = [f"{step.value:,}" if step.value is not None else f"#{index + 1}",
-                     cosine(entry.cosine_to_previous), cosine(entry.cosine_to_first),
-                     number(state.mean_norm if state else None)]
+                     step_cosine(entry.cosine_to_previous), step_cosine(entry.cosine_to_first),
+                     step_number(state.mean_norm if state else None)]
             if position:
-                cells.append(number(state.position0_norm if state else None))
+                cells.append(step_number(state.position0_norm if state else None))
             cells += [str(state.anomalies) if state else "-",
                       f"{entry.unchanged_from_previous:,}" if entry.unchanged_from_previous is not None else "-"]
             grid.add_row(*cells)
@@ -302,6 +326,7 @@ def print_positions(states: list[TableState | None], labels: Labels) -> None:
 def show(comparison: Comparison, labels: Labels) -> None:
     out = console.out
     out.print(header(labels), soft_wrap=True)
+    console.notes(leading_notes(comparison, labels))
     if comparison.checkpoints >= 3:
         print_trajectory(comparison, labels)
         (a, step_a), (b, step_b) = labels.checkpoints[0], labels.checkpoints[-1]
@@ -310,5 +335,5 @@ def show(comparison: Comparison, labels: Labels) -> None:
     for role, found in comparison.tables.items():
         print_table(found, labels, comparison.states[role])
     if labels.plot is not None:
-        out.print(f"plot written to {console.safe(labels.plot)}")
-    console.notes(all_notes(comparison, labels))
+        out.print(console.safe(labels.plot.written()), soft_wrap=True)
+    console.notes(trailing_notes(comparison, labels))

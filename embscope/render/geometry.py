@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from ..analysis.geometry import TOP_SHARES, Geometry
@@ -11,6 +10,7 @@ from . import console, header
 from .console import cosine_text as cosine
 from .console import number_text as number
 from .console import percent
+from .names import Output
 
 NOT_POSITIONS = "periods are measured along the positions of a position table"
 
@@ -23,7 +23,7 @@ def reasons(found: Geometry) -> dict[str, str]:
     return found_reasons
 
 
-def document(found: Geometry, plot: Path | None = None) -> dict:
+def document(found: Geometry, plot: Output | None = None) -> dict:
     spectrum = found.spectrum
     periods = found.periods
     doc: dict[str, Any] = {
@@ -46,7 +46,7 @@ def document(found: Geometry, plot: Path | None = None) -> dict:
         "device": found.device, "reasons": reasons(found), "notes": list(found.notes),
     }
     if plot is not None:
-        doc["plot"] = str(plot)
+        doc["plot"] = str(plot.path)
     return doc
 
 
@@ -64,7 +64,7 @@ def spectrum_line(found: Geometry) -> str:
             f"{number(spectrum.participation_ratio)}")
 
 
-def show(emb: Any, found: Geometry, *, top: int, json: bool, plot: Path | None) -> None:
+def show(emb: Any, found: Geometry, *, top: int, json: bool, plot: Output | None) -> None:
     if json:
         header.emit(document(found, plot), emb)
         return
@@ -105,5 +105,5 @@ def show(emb: Any, found: Geometry, *, top: int, json: bool, plot: Path | None) 
     elif found.role == Role.position:
         out.print(f"periods: null ({found.reasons.get('periods', 'undefined')})", soft_wrap=True)
     if plot is not None:
-        out.print(f"plot written to {console.safe(plot)}", soft_wrap=True)
+        out.print(console.safe(plot.written()), soft_wrap=True)
     console.notes(found.notes)

@@ -11,10 +11,13 @@ import numpy as np
 
 from ..analysis.geometry import Geometry
 from ..text import printable
+from .names import Output, emb_title
 from .plots import label, new_figure, save
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
+
+    from ..embeddings import Embeddings
 
 LABELLED = 3  # dimensions and periods named on the plot
 MARK = "tab:red"
@@ -79,7 +82,7 @@ def draw_periods(ax: Axes, found: Geometry) -> None:
     ax.set_ylabel("share of the power")
 
 
-def figure(found: Geometry, checkpoint: str) -> Any:  # a matplotlib Figure
+def figure(found: Geometry, checkpoint: str) -> Any:  # a matplotlib Figure; `checkpoint` as names.emb_title gives it
     panels = 3 if found.power is not None or found.role == "position" else 2
     fig = new_figure(6 * panels, 5)
     fig.suptitle(f"{printable(checkpoint)} - {found.role} table {printable(found.name)}: geometry", parse_math=False)
@@ -91,5 +94,7 @@ def figure(found: Geometry, checkpoint: str) -> Any:  # a matplotlib Figure
     return fig
 
 
-def draw(found: Geometry, checkpoint: str, path: Path, inputs: list[Path]) -> None:
-    save(figure(found, checkpoint), path, inputs=inputs)
+def draw(found: Geometry, emb: Embeddings, target: Output, inputs: list[Path]) -> None:
+    """The figure written to `target`, titled with the checkpoint as every plot names it."""
+    checkpoint = emb_title(emb)
+    save(lambda: figure(found, checkpoint), target, inputs=inputs)

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 from .. import sample
+from ..errors import EmbscopeError
 from . import console, jsonout
 
 
@@ -20,6 +22,17 @@ def checkpoint_line(emb: Any) -> str:
     if snapshot is not None:  # a model id: what was asked for, and which files answered
         return f"checkpoint: {snapshot.describe()}: {emb.checkpoint.path} ({at})"
     return f"checkpoint: {emb.checkpoint.path} ({at})"
+
+
+def place(emb: Any, path: object) -> str:
+    """A file that came with the checkpoint, as the console names it: inside the bundled sample, by its place in the
+    sample (not the installed package's absolute path); else as it was reached."""
+    if emb.is_sample:
+        try:
+            return f"{Path(str(path)).relative_to(sample.sample_directory())} (bundled sample)"
+        except (ValueError, OSError, EmbscopeError):
+            pass
+    return str(path)
 
 
 def with_checkpoint(document: dict, emb: Any) -> dict:

@@ -57,7 +57,7 @@ def show(emb: Embeddings, report: InfoReport, *, json: bool) -> None:
     if report.step is None:  # a known step is on the first line
         out.print("step        unknown")
     tok = report.tokenizer
-    tok_text = console.safe(f"{tok.kind}, {tok.vocab_size} ids, {tok.path}") if tok else "-"
+    tok_text = console.safe(f"{tok.kind}, {tok.vocab_size} ids, {header.place(emb, tok.path)}") if tok else "-"
     out.print(f"tokenizer   {tok_text}", soft_wrap=True)
     grid = console.table("role", "tensor", "shape", "dtype")
     rules = []

@@ -3,17 +3,17 @@ imported only when drawing, no pyplot)."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..analysis.map import Point, TableMap
 from ..roles import Role
-from ..text import printable
 from . import console, header, plots
 from .files import input_files
 from .lookup_notes import grouped_notes
+from .names import Output, emb_title
+from .plot_style import drawable
 
 if TYPE_CHECKING:
     from ..embeddings import Embeddings
@@ -54,7 +54,7 @@ def point_doc(p: Point) -> dict:
     return {"label": p.label, "ids": list(p.ids), "tokens": list(p.tokens), "x": p.x, "y": p.y, "note": p.note}
 
 
-def document(result: TableMap, plot: Path | None) -> dict:
+def document(result: TableMap, plot: Output | None) -> dict:
     projection = result.projection
     doc: dict[str, Any] = {
         "table": result.role.value, "table_name": result.name, "rows": result.rows, "dim": result.dim,
@@ -66,7 +66,7 @@ def document(result: TableMap, plot: Path | None) -> dict:
         "flagged": [{"id": f.id, "label": f.label, "x": f.x, "y": f.y, "reason": f.reason}
                     for f in result.flagged[:JSON_LISTED]],
         "flagged_found": len(result.flagged),
-        "plot": str(plot) if plot is not None else None, "notes": list(result.notes),
+        "plot": str(plot.path) if plot is not None else None, "notes": list(result.notes),
     }
     if result.role is Role.position:  # the path in position order, evenly thinned past MAX_DRAWN points
         coords = projection.coords
@@ -81,7 +81,7 @@ def coordinate(value: float | None) -> str:
     return "-" if value is None else f"{value:+.4f}"
 
 
-def show(emb: Embeddings, result: TableMap, plot: Path | None, json: bool) -> None:
+def show(emb: Embeddings, result: TableMap, plot: Output | None, json: bool) -> None:
     if json:
         header.emit(document(result, plot), emb)
         return
@@ -111,13 +111,13 @@ def show(emb: Embeddings, result: TableMap, plot: Path | None, json: bool) -> No
     out.print(f"{flagged:,} row{'s' * (flagged != 1)} flagged as norm anomalies (the rule of `embscope norms`)"
               + (", drawn in red" if plot is not None else "; --plot draws them in red"))
     if plot is not None:
-        out.print(f"plot written to {console.safe(plot)}", soft_wrap=True)
+        out.print(console.safe(plot.written()), soft_wrap=True)
     console.notes([*grouped_notes((p.label, p.note) for p in result.points), *result.notes])
 
 
-def draw(emb: Embeddings, result: TableMap, path: Path) -> None:
+def draw(emb: Embeddings, result: TableMap, target: Output) -> None:
     """Write the map to a plot file (never over a file the answer was read from)."""
-    plots.save(map_figure(result, emb.checkpoint.path.name), path, inputs=input_files(emb))
+    plots.save(lambda: map_figure(result, emb_title(emb)), target, inputs=input_files(emb))
 
 
 def map_figure(result: TableMap, checkpoint: str) -> Any:  # a matplotlib Figure: matplotlib is imported only to draw
@@ -130,7 +130,7 @@ def map_figure(result: TableMap, checkpoint: str) -> Any:  # a matplotlib Figure
     ratio = result.projection.ratio
     ax.set_xlabel(x_name.upper() + (f" ({ratio[0]:.1%} of variance)" if ratio else ""))
     ax.set_ylabel(y_name.upper() + (f" ({ratio[1]:.1%} of variance)" if ratio else ""))
-    ax.set_title(f"{printable(checkpoint)} - {result.role} table {printable(result.name)}: "
+    ax.set_title(f"{drawable(checkpoint)} - {result.role} table {drawable(result.name)}: "
                  f"{' ('.join(method_text(result))})", parse_math=False)
     flagged = result.flagged.indices
     flagged = flagged[np.isfinite(coords[flagged]).all(axis=1)]  # rows left off the map are not drawn

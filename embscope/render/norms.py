@@ -11,6 +11,7 @@ from ..analysis.norms import DUPLICATE_COSINE, MAD_SCALE, NormsReport
 from ..text import visible
 from . import console, header, jsonout
 from .console import number_text as number
+from .names import Output, emb_title
 
 LISTED_ROWS = 20  # anomalies printed in the console, the most extreme first
 JSON_LISTED = 1000  # anomalies listed in --json (with the total): rows are arrays, not objects
@@ -33,7 +34,7 @@ def shown(report: NormsReport, index: int) -> str:
     return report.label(index) if report.role == "position" else visible(report.label(index))
 
 
-def document(report: NormsReport, plot: Path | None) -> dict:
+def document(report: NormsReport, plot: Output | None) -> dict:
     summary, duplicates, name = report.summary, report.duplicates, report.label
     doc = {
         "table": report.role, "name": report.name, "rows": summary.rows, "count": summary.count,
@@ -48,7 +49,7 @@ def document(report: NormsReport, plot: Path | None) -> dict:
         "duplicate_cosine": DUPLICATE_COSINE, "first_row": report.first_row, "notes": list(report.notes),
     }
     if plot is not None:
-        doc["plot"] = str(plot)
+        doc["plot"] = str(plot.path)
     return doc
 
 
@@ -62,7 +63,7 @@ def more(listed: int) -> None:
         console.out.print(f"... and {listed - LISTED_ROWS} more (--json lists the first {JSON_LISTED:,})")
 
 
-def show(emb: Any, report: NormsReport, *, json: bool, plot: Path | None) -> None:
+def show(emb: Any, report: NormsReport, *, json: bool, plot: Output | None) -> None:
     if json:
         header.emit(document(report, plot), emb)
         return
@@ -94,7 +95,7 @@ def show(emb: Any, report: NormsReport, *, json: bool, plot: Path | None) -> Non
     if report.role != "position":
         out.print(UNDERTRAINED_POINTER)
     if plot is not None:
-        out.print(f"plot written to {console.safe(plot)}", soft_wrap=True)
+        out.print(console.safe(plot.written()), soft_wrap=True)
     console.notes(report.notes)
 
 
@@ -104,7 +105,7 @@ def figure(emb: Any, report: NormsReport, size: tuple[float, float] | None = Non
     from . import plots
     summary = report.summary
     title = f"{report.role} table {report.name}"
-    checkpoint = emb.checkpoint.path.name
+    checkpoint = emb_title(emb)
     sized = {"size": size} if size else {}
     if report.role == "position":
         flagged = [(a.index, a.norm, a.ratio_to_mean) for a in summary.anomalies[:JSON_LISTED]]
@@ -119,8 +120,8 @@ def figure(emb: Any, report: NormsReport, size: tuple[float, float] | None = Non
                               padding_from, **sized)
 
 
-def draw(emb: Any, report: NormsReport, path: Path, inputs: list[Path], size: tuple[float, float] | None,
+def draw(emb: Any, report: NormsReport, target: Output, inputs: list[Path], size: tuple[float, float] | None,
          dpi: float) -> None:
-    """The figure written to `path`."""
+    """The figure written to `target`."""
     from . import plots
-    plots.save(figure(emb, report, size), path, dpi, inputs=inputs)
+    plots.save(lambda: figure(emb, report, size), target, dpi, inputs=inputs)

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..analysis.norms import MAD_SCALE
-from ..text import printable
+from .plot_style import drawable
 from .plots import new_figure
 
 if TYPE_CHECKING:
@@ -46,7 +46,7 @@ def token_norms_figure(norms: np.ndarray, median: float, mad: float, threshold: 
     row's robust z; `names`: row -> token string for the rows drawn by name; `padding_from`: the first row
     past the tokenizer (None: unknown or none)."""
     figure = new_figure(*size)
-    figure.suptitle(f"{printable(checkpoint)} - {printable(table)}: L2 norms of token rows", parse_math=False)
+    figure.suptitle(f"{drawable(checkpoint)} - {drawable(table)}: L2 norms of token rows", parse_math=False)
     hist_ax, rank_ax = figure.subplots(1, 2)
     rows = len(norms)
     finite = np.isfinite(norms)
@@ -65,11 +65,11 @@ def token_norms_figure(norms: np.ndarray, median: float, mad: float, threshold: 
     # the labels stand in a column on the side away from the rows they name
     left = bool(labelled) and float(np.median([norms[row] for row, _ in labelled])) > median
     for place, (row, row_z) in enumerate(labelled):
-        hist_ax.annotate(printable(f"{name(row)}: z {row_z:+.3g}"), xy=(norms[row], 0), xycoords=("data", "axes fraction"),
+        hist_ax.annotate(drawable(f"{name(row)}: z {row_z:+.3g}"), xy=(norms[row], 0), xycoords=("data", "axes fraction"),
                          xytext=(0.02 if left else 0.98, 0.95 - 0.06 * place), textcoords="axes fraction",
                          ha="left" if left else "right", fontsize=7, color=FLAGGED, parse_math=False,
                          arrowprops={"arrowstyle": "-", "color": FLAGGED, "alpha": 0.4, "lw": 0.6})
-    lost = [name(int(row)) for row in flagged[~finite[flagged]][:LABELLED_ROWS]]
+    lost = [drawable(name(int(row))) for row in flagged[~finite[flagged]][:LABELLED_ROWS]]
     if lost:
         hist_ax.text(0.98, 0.98, "no finite norm: " + ", ".join(lost), transform=hist_ax.transAxes,
                      ha="right", va="top", fontsize=7, color=FLAGGED, parse_math=False)
@@ -106,7 +106,7 @@ def draw_ranked(ax: Axes, norms: np.ndarray, flagged: np.ndarray, padding: np.nd
     y = np.arange(len(shown))
     ax.barh(y, values, color=[FLAGGED if flagged[row] else ROWS for row in shown],
             hatch=[PADDING_HATCH if padding[row] else "" for row in shown], edgecolor="black", linewidth=0.3)
-    ax.set_yticks(y, [printable(name(row)) for row in shown])
+    ax.set_yticks(y, [drawable(name(row)) for row in shown])
     for tick in ax.get_yticklabels():
         tick.set_parse_math(False)
     ax.invert_yaxis()

@@ -1,6 +1,7 @@
 """Plot files, drawn with matplotlib's Agg canvas. matplotlib is imported inside the functions only, so the
 CLI starts without it; figures are built without pyplot, so no global backend or state is touched.
-Each `*_figure` function returns the Figure (tests read its titles, labels and annotations); `save` writes it."""
+Each `*_figure` function returns the Figure (tests read its titles, labels and annotations); `save` builds one
+in embscope's own style (plot_style) and writes it. Strings from the file go through `drawable`."""
 
 from __future__ import annotations
 
@@ -13,8 +14,10 @@ import numpy as np
 
 from ..errors import EmbscopeError
 from ..naming import position_name
-from ..text import printable, quote, shortened
+from ..text import quote, shortened
 from .files import written_whole
+from .names import RECORD_KEY, Output, checkpoint_label
+from .plot_style import drawable, style
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -23,6 +26,7 @@ if TYPE_CHECKING:
     from ..analysis.positions import Heatmap
 
 FORMATS = {".png": "png", ".svg": "svg", ".pdf": "pdf"}
+DENSE_POINTS = 5000  # in an SVG or PDF, a line or scatter with more points than this is one image, not a path each
 
 
 def plot_format(path: Path) -> str:
@@ -42,11 +46,11 @@ def require_matplotlib(what: str) -> None:
 
 
 def default_plot_path(checkpoint: Path, table: str | None, plot: str) -> Path:
-    """Where `--plot` with no file writes, for every plot: `<checkpoint-stem>-<table>-<plot>.png` in the working
-    directory (never beside the checkpoint); without the table part for a plot of every table."""
-    checkpoint = Path(checkpoint)
-    stem = checkpoint.name if checkpoint.is_dir() else checkpoint.stem
-    return Path(f"{stem}-{table}-{plot}.png" if table else f"{stem}-{plot}.png")
+    """Where `--plot` with no file writes, for every plot: `<checkpoint>-<table>-<plot>.png` in the working
+    directory (never beside the checkpoint), the checkpoint named as names.checkpoint_label names it; without
+    the table part for a plot of every table. names.default_output decides whether that name may be taken."""
+    label = checkpoint_label(Path(checkpoint))
+    return Path(f"{label}-{table}-{plot}.png" if table else f"{label}-{plot}.png")
 
 
 def new_figure(width: float, height: float):
@@ -60,7 +64,7 @@ def new_figure(width: float, height: float):
 def label(ax: Axes, text: str, xy: tuple[float, float], offset: tuple[float, float] = (6, 6),
           **kwargs: Any) -> Any:
     """An annotation whose text (possibly a token string from the file) is drawn literally, never as math."""
-    return ax.annotate(printable(text), xy=xy, xytext=offset, textcoords="offset points", fontsize=8,
+    return ax.annotate(drawable(text), xy=xy, xytext=offset, textcoords="offset points", fontsize=8,
                        parse_math=False, **kwargs)
 
 
@@ -70,7 +74,7 @@ def positions_figure(heatmap: Heatmap, mean: np.ndarray, std: np.ndarray, neares
     beside the mean (and spread) of cos(p_i, p_i+k) by distance k."""
     positions = heatmap.positions
     figure = new_figure(13, 5.5)
-    figure.suptitle(f"{printable(checkpoint)} - position table {printable(table)}", parse_math=False)
+    figure.suptitle(f"{drawable(checkpoint)} - position table {drawable(table)}", parse_math=False)
     heat_ax, curve_ax = figure.subplots(1, 2, width_ratios=[1, 1.2])
     image = heat_ax.imshow(heatmap.cells, cmap="RdBu_r", vmin=-1, vmax=1, interpolation="nearest",
                            extent=(-0.5, positions - 0.5, positions - 0.5, -0.5))
@@ -107,7 +111,7 @@ def flagged_text(name: str, norm: float, ratio: float) -> str:
 
 def unplottable_note(ax: Axes, flagged: list[tuple[int, float, float]], name: Callable[[int], str]) -> list:
     """Flagged rows with a NaN or Inf norm have no place on a norm axis: they are listed in a corner."""
-    lost = [f"{name(row)} ({'NaN' if math.isnan(norm) else 'Inf'})" for row, norm, _ in flagged if not math.isfinite(norm)]
+    lost = [f"{drawable(name(row))} ({'NaN' if math.isnan(norm) else 'Inf'})" for row, norm, _ in flagged if not math.isfinite(norm)]
     if lost:
         ax.text(0.01, 0.99, "not drawn: " + ", ".join(lost), transform=ax.transAxes, va="top", fontsize=8,
                 color="tab:red", parse_math=False)
@@ -130,18 +134,34 @@ def position_norms_figure(norms: np.ndarray, mean: float, median: float, flagged
     for row, norm, ratio in unplottable_note(ax, flagged, name):
         ax.plot([row - first_row], [norm], "o", color="tab:red", markersize=6)
         label(ax, flagged_text(name(row), norm, ratio), (row - first_row, norm), color="tab:red")
-    ax.set_title(f"{printable(checkpoint)} - {printable(table)}: L2 norm by position", parse_math=False)
+    ax.set_title(f"{drawable(checkpoint)} - {drawable(table)}: L2 norm by position", parse_math=False)
     ax.set_xlabel("position" if not first_row else f"position (row - {first_row})")
     ax.set_ylabel("L2 norm")
     ax.legend(loc="upper right")
     return figure
 
 
-def save(figure: Figure, path: Path, dpi: float | None = None, inputs: Iterable[Path] = ()) -> Path:
-    """Write the figure whole (see render.files), never over one of `inputs`, the files the answer was read
-    from; dpi None keeps matplotlib's default."""
-    path = Path(path)
+def rasterize_dense(figure: Figure) -> None:
+    """Lines and scatters of many points become one image inside a vector file, instead of a path per point."""
+    for ax in figure.axes:  # every Axes, those of subfigures too
+        for artist in ax.collections:
+            if len(np.asarray(artist.get_offsets())) > DENSE_POINTS:
+                artist.set_rasterized(True)
+        for line in ax.lines:
+            if len(np.asarray(line.get_xdata())) > DENSE_POINTS:
+                line.set_rasterized(True)
+
+
+def save(make: Callable[[], Figure], target: Output, dpi: float | None = None, inputs: Iterable[Path] = ()) -> Path:
+    """Build the figure (`make`) in embscope's style and write it whole (see render.files), never over one of
+    `inputs`, the files the answer was read from; a PNG records the checkpoints it is about (names.record).
+    dpi None keeps matplotlib's default."""
+    path = Path(target.path)
     fmt = plot_format(path)
-    with written_whole(path, "the plot file", inputs=inputs) as f:
-        figure.savefig(f, format=fmt, dpi="figure" if dpi is None else dpi)
+    metadata = {RECORD_KEY: target.record} if fmt == "png" and target.record else None
+    with style(), written_whole(path, "the plot file", inputs=inputs) as f:  # refused before anything is drawn
+        figure = make()
+        if fmt != "png":
+            rasterize_dense(figure)
+        figure.savefig(f, format=fmt, dpi="figure" if dpi is None else dpi, metadata=metadata)
     return path

@@ -7,6 +7,7 @@ from typing import Any
 
 from ..analysis.positions import PositionProfile, PositionsResult
 from . import console, header, jsonout
+from .names import Output, emb_title
 
 
 def profile_doc(profile: PositionProfile) -> dict:
@@ -18,7 +19,7 @@ def profile_doc(profile: PositionProfile) -> dict:
     }
 
 
-def document(result: PositionsResult, *, profile: bool, plot: Path | None) -> dict:
+def document(result: PositionsResult, *, profile: bool, plot: Output | None) -> dict:
     doc: dict[str, Any] = {
         "table": result.table, "rows": result.rows, "first_row": result.first_row, "positions": result.positions,
         "pairs": [{"i": p.i, "j": p.j, "distance": p.distance, "cosine": p.cosine, "reason": p.reason}
@@ -26,7 +27,7 @@ def document(result: PositionsResult, *, profile: bool, plot: Path | None) -> di
     if profile and result.profile is not None:
         doc["profile"] = profile_doc(result.profile)
     if plot is not None:
-        doc["plot"] = str(plot)
+        doc["plot"] = str(plot.path)
     doc["notes"] = list(result.notes)
     return doc
 
@@ -37,16 +38,16 @@ def figure(emb: Any, result: PositionsResult) -> Any:  # a matplotlib Figure
     assert result.profile is not None and result.heatmap is not None
     profile = result.profile
     return plots.positions_figure(result.heatmap, profile.mean, profile.std, profile.nearest_is_adjacent,
-                                  emb.checkpoint.path.name, result.table)
+                                  emb_title(emb), result.table)
 
 
-def draw(emb: Any, result: PositionsResult, path: Path, inputs: list[Path]) -> None:
-    """The figure written to `path`."""
+def draw(emb: Any, result: PositionsResult, target: Output, inputs: list[Path]) -> None:
+    """The figure written to `target`."""
     from . import plots
-    plots.save(figure(emb, result), path, inputs=inputs)
+    plots.save(lambda: figure(emb, result), target, inputs=inputs)
 
 
-def show(emb: Any, result: PositionsResult, *, json: bool, profile: bool, plot: Path | None) -> None:
+def show(emb: Any, result: PositionsResult, *, json: bool, profile: bool, plot: Output | None) -> None:
     if json:
         header.emit(document(result, profile=profile, plot=plot), emb)
         return
@@ -63,7 +64,7 @@ def show(emb: Any, result: PositionsResult, *, json: bool, profile: bool, plot: 
     if profile and result.profile is not None:
         show_profile(result.profile)
     if plot is not None:
-        out.print(f"plot written to {console.safe(plot)}", soft_wrap=True)
+        out.print(console.safe(plot.written()), soft_wrap=True)
     console.notes(notes)
 
 

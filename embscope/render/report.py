@@ -11,13 +11,14 @@ from ..errors import EmbscopeError
 from ..text import quote, shortened
 from . import console, header
 from .files import check_directory
+from .names import Output, checkpoint_label, default_output, emb_title
 from .report_content import Section, heading, sections
 from .report_html import write_html
 from .report_md import REPORT_FILE, write_markdown
 
-Writer = Callable[[Path, str, Sequence[str], Sequence[Section], str, Iterable[Path]], list[Path]]
+Writer = Callable[[Output, str, Sequence[str], Sequence[Section], str, Iterable[Path]], list[Path]]
 WRITERS: dict[str, Writer] = {"html": write_html, "md": write_markdown}
-DEFAULT_OUT = {"html": Path("report.html"), "md": Path("report")}
+DEFAULT_SUFFIX = {"html": "-report.html", "md": "-report"}  # after the checkpoint's label (names.checkpoint_label)
 HTML_SUFFIXES = (".html", ".htm")
 FILE_SUFFIXES = (*HTML_SUFFIXES, ".md")  # names that say "a file", not the folder --format md writes
 
@@ -39,31 +40,50 @@ def check_place(out: Path, fmt: str) -> None:
         raise EmbscopeError(f"expected --out to name a folder for --format md, found a file: {quote(out)}")
 
 
-def write(report: Report, out: Path, fmt: str, inputs: Iterable[Path]) -> tuple[list[Section], list[Path]]:
+def default_target(fmt: str, named_by: Path, covers: Sequence[Path]) -> Output:
+    """Where the report goes without --out: `<checkpoint>-report.html` (or the folder `<checkpoint>-report`) in the
+    working directory, unless another checkpoint's report holds that name (names.default_output)."""
+    base = Path(checkpoint_label(named_by) + DEFAULT_SUFFIX[fmt])
+    marker = (lambda folder: folder / REPORT_FILE) if fmt == "md" else (lambda file: file)
+    return default_output(base, covers, marker)
+
+
+def title(report: Report) -> str:
+    """The report's title: the checkpoint it describes, as names.checkpoint_title names it (with the run's other
+    checkpoints counted)."""
+    more = len(report.checkpoints) - 1
+    return f"embscope report: {emb_title(report.emb)}" + (f", and {more} earlier checkpoint{'s' * (more != 1)}"
+                                                          if more > 0 else "")
+
+
+def write(report: Report, out: Output, fmt: str, inputs: Iterable[Path]) -> tuple[list[Section], list[Path]]:
     """The report's sections, and the files written (the report first, then any figure files)."""
     found = sections(report)
-    title = f"embscope report: {report.emb.checkpoint.path.name}"
-    return found, WRITERS[fmt](out, title, heading(report), found, version("embscope"), inputs)
+    return found, WRITERS[fmt](out, title(report), heading(report), found, version("embscope"), inputs)
 
 
 def document(report: Report, out: Path, fmt: str, found: Sequence[Section], files: Sequence[Path]) -> dict:
     return {"out": str(out), "format": fmt, "files": [str(f) for f in files],
-            "sections": [s.key for s in found if not s.missing],
+            "sections": [s.key for s in found if s.made],
             "missing": {s.key: s.missing for s in found if s.missing},
+            "absent": {s.key: s.absent for s in found if s.absent},
             "checkpoints": [str(p) for p in report.checkpoints] or [str(report.emb.checkpoint.path)],
             "notes": list(report.notes)}
 
 
-def show(report: Report, out: Path, fmt: str, found: Sequence[Section], files: Sequence[Path], json: bool) -> None:
+def show(report: Report, out: Output, fmt: str, found: Sequence[Section], files: Sequence[Path], json: bool) -> None:
     if json:
-        header.emit(document(report, out, fmt, found, files), report.emb)
+        header.emit(document(report, out.path, fmt, found, files), report.emb)
         return
     header.show(report.emb)
-    made = ", ".join(s.key for s in found if not s.missing)
+    made = ", ".join(s.key for s in found if s.made)
     figures = len(files) - 1
     beside = f", with {figures} figure{'s' * (figures != 1)} (PNG) beside it" if fmt == "md" else ""
-    console.out.print(f"wrote the report to {console.safe(files[0])}{beside}: {made}", soft_wrap=True)
+    console.out.print(f"wrote the report to {console.safe(files[0])}{beside}{console.safe(out.how())}: {made}",
+                      soft_wrap=True)
     for section in found:
         if section.missing:
             console.out.print(f"not made: {section.key} ({console.safe(section.missing)})", soft_wrap=True)
+        elif section.absent:
+            console.out.print(f"left out: {section.key} ({console.safe(section.absent)})", soft_wrap=True)
     console.notes(report.notes)

@@ -1,7 +1,12 @@
 """What a report says, written once for both formats (report_html, report_md): sections of lines, tables and
 figures. Numbers are formatted as the console prints them, and each table cell keeps the full-precision number
 it shows. Every string here is plain text, and each format escapes all of it. Figures are drawn by the
-commands' own figure functions, only when a format writes them."""
+commands' own figure functions (matplotlib: Markdown's PNGs), and for the HTML page by report_figures (SVG),
+only when a format writes them.
+
+A section is a key in analysis.report.SECTIONS, its title in TITLES and its builder in BUILDERS (a Report ->
+blocks). A Figure block with only `draw` (a matplotlib figure) is drawn by matplotlib in both formats; `svg` adds
+the page's own drawing of it."""
 
 from __future__ import annotations
 
@@ -13,7 +18,7 @@ from typing import Any
 from ..analysis.geometry import TOP_SHARES, Geometry
 from ..analysis.map import TableMap
 from ..analysis.norms import DUPLICATE_COSINE, NormsReport
-from ..analysis.report import SECTIONS, CompareSection, Missing, NeighborsSection, Report
+from ..analysis.report import SECTIONS, Absent, CompareSection, Missing, NeighborsSection, Report
 from ..analysis.undertrained import THRESHOLD_RULE, UndertrainedReport
 from ..roles import Role
 from ..text import shape_text, visible
@@ -22,12 +27,14 @@ from . import header
 from . import map as map_text
 from . import norms as norms_text
 from . import positions as positions_text
+from . import report_figures as figures
 from . import undertrained as undertrained_text
 from .compare_plot import figure as compare_figure
 from .console import cosine_text, count_text, number_text, percent
 from .info import HEAD_ROWS
 from .jsonout import clean
 from .lookup_notes import grouped_notes
+from .names import emb_title
 from .undertrained_plot import undertrained_figure
 
 LISTED_ROWS = 20  # anomalies and candidates listed per table; the commands' --json lists more
@@ -49,7 +56,8 @@ class Cell:
 @dataclass(frozen=True)
 class Line:
     text: str
-    kind: str = "text"  # text, heading (a table's name within a section), note, or missing (why not made)
+    kind: str = "text"  # text, heading (a table's name within a section), note, missing (why not made: a failure),
+    # or absent (what the checkpoint has nothing for: a tied head, no position table)
 
 
 @dataclass(frozen=True)
@@ -64,7 +72,9 @@ class Grid:
 class Figure:
     name: str  # the PNG's name in a Markdown folder, without extension; unique within a report
     alt: str
-    draw: Callable[[], Any]  # -> a matplotlib Figure, built when the format writes it
+    draw: Callable[[], Any]  # -> a matplotlib Figure, built when the format writes it (Markdown's PNGs)
+    svg: Callable[[], str] | None = None  # -> the same figure as an <svg> element (report_figures), for HTML; None:
+    # HTML draws `draw` with matplotlib
 
 
 Block = Line | Grid | Figure
@@ -79,8 +89,25 @@ class Section:
     @property
     def missing(self) -> str | None:
         """Why the whole section could not be made; None when it was."""
+        return self.only("missing")
+
+    @property
+    def absent(self) -> str | None:
+        """Why the whole section is left out (the checkpoint has nothing for it); None when it is not."""
+        return self.only("absent")
+
+    @property
+    def mark(self) -> str:
+        """What the table of contents says after a section's title when it is not there."""
+        return " (not made)" if self.missing else " (left out)" if self.absent else ""
+
+    @property
+    def made(self) -> bool:
+        return self.missing is None and self.absent is None
+
+    def only(self, kind: str) -> str | None:
         first = self.blocks[0] if len(self.blocks) == 1 else None
-        return first.text if isinstance(first, Line) and first.kind == "missing" else None
+        return first.text if isinstance(first, Line) and first.kind == kind else None
 
 
 def number(value: float | None, text: str) -> Cell:
@@ -112,8 +139,13 @@ def notes(lines: Iterable[str]) -> list[Block]:
     return [Line(line, "note") for line in lines]
 
 
-def missing(why: str) -> list[Block]:
-    return [Line(why, "missing")]
+def kind(found: Missing) -> str:
+    """A part that failed is "missing" (shown as an error); one the checkpoint has nothing for is "absent"."""
+    return "absent" if isinstance(found, Absent) else "missing"
+
+
+def missing(found: Missing) -> list[Block]:
+    return [Line(found.why, kind(found))]
 
 
 # ----------------------------------------------------------------------------- sections
@@ -125,7 +157,8 @@ def info_blocks(report: Report) -> list[Block]:
     step = f"step {info.step}" if info.step is not None else "step unknown"
     blocks: list[Block] = [Line(f"format {info.format}, {tensors} tensor{'s' * (tensors != 1)}, {step}")]
     tok = info.tokenizer
-    blocks.append(Line(f"tokenizer {tok.kind}, {tok.vocab_size} ids, {tok.path}" if tok else "tokenizer: none"))
+    blocks.append(Line(f"tokenizer {tok.kind}, {tok.vocab_size} ids, {header.place(report.emb, tok.path)}" if tok
+                       else "tokenizer: none"))
     rows = []
     for role, table in info.tables.items():
         if table is None:
@@ -142,7 +175,7 @@ def info_blocks(report: Report) -> list[Block]:
 def params_blocks(report: Report) -> list[Block]:
     params = report.params
     if isinstance(params, Missing):
-        return missing(params.why)
+        return missing(params)
     shares = params.shares
 
     def row(label: str, value: int | None, share: float | None) -> tuple[Cell, ...]:
@@ -197,7 +230,7 @@ def norms_table_blocks(report: Report, found: NormsReport) -> list[Block]:
     else:
         blocks.append(Line(f"near-duplicate rows (cosine > {DUPLICATE_COSINE}): none"))
     blocks.append(Figure(f"norms-{found.role}", f"L2 norms of the {found.role} table",
-                         partial(norms_text.figure, report.emb, found)))
+                         partial(norms_text.figure, report.emb, found), partial(figures.norms_figure, report.emb, found)))
     return blocks + notes(found.notes)
 
 
@@ -206,7 +239,7 @@ def norms_blocks(report: Report) -> list[Block]:
     for role, found in report.norms.items():
         if isinstance(found, Missing):
             blocks.append(Line(f"{'output projection' if role == 'output' else role + ' table'}: {found.why}",
-                               "missing"))
+                               kind(found)))
         else:
             blocks += norms_table_blocks(report, found)
     return blocks
@@ -215,7 +248,7 @@ def norms_blocks(report: Report) -> list[Block]:
 def positions_blocks(report: Report) -> list[Block]:
     section = report.positions
     if isinstance(section, Missing):
-        return missing(section.why)
+        return missing(section)
     result, zero = section.result, section.position0
     reserved = f" ({result.first_row} reserved rows come before position 0)" if result.first_row else ""
     blocks: list[Block] = [
@@ -226,7 +259,7 @@ def positions_blocks(report: Report) -> list[Block]:
                text("yes" if section.position0_flagged else "no")),),
              title="position 0 against the mean (the rule of `embscope norms`)"),
         Figure("positions", "cosine heatmap between positions, and similarity by distance",
-               partial(positions_text.figure, report.emb, result))]
+               partial(positions_text.figure, report.emb, result), partial(figures.positions_figure, report.emb, result))]
     profile = result.profile
     if profile is not None:
         blocks.append(Grid(("distance k", "mean cos(p_i, p_i+k)", "std", "pairs"), tuple(
@@ -267,7 +300,7 @@ def undertrained_table_blocks(found: UndertrainedReport, name: Callable[[int], s
 def undertrained_blocks(report: Report) -> list[Block]:
     found = report.undertrained
     if isinstance(found, Missing):
-        return missing(found.why)
+        return missing(found)
     from ..naming import token_name
     tokenizer = report.emb.tokenizer_for_names()[0]
     blocks: list[Block] = []
@@ -278,22 +311,24 @@ def undertrained_blocks(report: Report) -> list[Block]:
                Line(undertrained_text.NORM_RULE)]
     for table in found.reports:
         blocks += undertrained_table_blocks(table, partial(token_name, tokenizer))
+    title = emb_title(report.emb)
     blocks.append(Figure("undertrained", "the indicator and the row norms, with the threshold and the candidates",
-                         partial(undertrained_figure, found.reports, report.emb.checkpoint.path.name)))
+                         partial(undertrained_figure, found.reports, title),
+                         partial(figures.undertrained_figure, found.reports, title)))
     return blocks + notes([*found.notes, *(note for table in found.reports for note in table.notes)])
 
 
 def neighbors_blocks(report: Report) -> list[Block]:
     section: NeighborsSection | Missing = report.neighbors
     if isinstance(section, Missing):
-        return missing(section.why)
+        return missing(section)
     blocks: list[Block] = [Line(f"words: {section.rule}; for each, the {section.k} nearest rows of the token table "
                                 "by cosine (`embscope neighbors WORD`)")]
     noted = []
     for entry in section.words:
         found = entry.result
         if isinstance(found, Missing):
-            blocks.append(Line(f"{entry.word}: {found.why}", "missing"))
+            blocks.append(Line(f"{entry.word}: {found.why}", kind(found)))
             continue
         query = found.query
         used = " ".join(t if t == f"#{i}" else f"{i} '{visible(t)}'" for i, t in zip(query.ids, query.tokens))
@@ -329,8 +364,9 @@ def map_table_blocks(report: Report, found: TableMap) -> list[Block]:
     flagged = len(found.flagged)
     blocks.append(Line(f"{flagged:,} row{'s' * (flagged != 1)} flagged as norm anomalies (the rule of `embscope "
                        "norms`), ringed in red"))
+    title = emb_title(report.emb)
     blocks.append(Figure(f"map-{found.role.value}", f"2-D map of the {found.role} table",
-                         partial(map_text.map_figure, found, report.emb.checkpoint.path.name)))
+                         partial(map_text.map_figure, found, title), partial(figures.map_figure, found, title)))
     return blocks + notes([*grouped_notes((p.label, p.note) for p in found.points), *found.notes])
 
 
@@ -338,7 +374,7 @@ def map_blocks(report: Report) -> list[Block]:
     blocks: list[Block] = []
     for role, found in report.maps.items():
         if isinstance(found, Missing):
-            blocks.append(Line(f"{role} table: {found.why}", "missing"))
+            blocks.append(Line(f"{role} table: {found.why}", kind(found)))
         else:
             blocks += map_table_blocks(report, found)
     return blocks
@@ -392,7 +428,7 @@ def geometry_blocks(report: Report) -> list[Block]:
 def compare_blocks(report: Report) -> list[Block]:
     section: CompareSection | Missing = report.compare
     if isinstance(section, Missing):
-        return missing(section.why)
+        return missing(section)
     series, comparison = section.series, section.series.comparison
     labels = compare_text.Labels(series.checkpoints, section.origin, series.table_names, series.names,
                                  series.names_b, notes=list(report.notes))
@@ -428,9 +464,14 @@ def compare_blocks(report: Report) -> list[Block]:
                  cosine(changes.cosine[i]), four(changes.norm_a[i]), four(changes.norm_b[i]),
                  four(changes.relative[i])) for i in found.movers[:LISTED_MOVERS]),
                 title="top movers (largest relative change first)"))
-    blocks.append(Figure("compare", "the trajectory over the checkpoints, and the position profiles",
-                         partial(compare_figure, comparison, labels)))
+    blocks.append(Figure("compare", "how the rows moved between the checkpoints, and the position profiles",
+                         partial(compare_figure, comparison, labels), partial(figures.compare_figure, comparison, labels)))
     return blocks + notes(compare_text.all_notes(comparison, labels))
+
+
+def step_cosine(value: float) -> Cell:
+    """A trajectory's mean cosine; "-" where there is none (the first checkpoint has no previous one), not null."""
+    return cosine(value) if clean(value) is not None else Cell("-")
 
 
 def trajectory_blocks(section: CompareSection) -> list[Block]:
@@ -445,7 +486,7 @@ def trajectory_blocks(section: CompareSection) -> list[Block]:
             state = entry.state
             rows.append((
                 count(step.value) if step.value is not None else text(f"#{index + 1}"),
-                cosine(entry.cosine_to_previous), cosine(entry.cosine_to_first),
+                step_cosine(entry.cosine_to_previous), step_cosine(entry.cosine_to_first),
                 four(state.mean_norm if state else None),
                 *((four(state.position0_norm if state else None),) if position else ()),
                 count(state.anomalies) if state else text("-"), count(entry.unchanged_from_previous)))

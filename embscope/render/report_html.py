@@ -1,12 +1,13 @@
 """The report as one self-contained HTML file: CSS inline, figures inline as SVG, no script, and nothing the
-page would fetch (no CDN, font or image from elsewhere).
+page would fetch (no CDN, font or image from elsewhere; a heatmap is a data: PNG inside its SVG).
 
-Figures are matplotlib's SVG with text drawn as paths (svg.fonttype "path"): the page looks the same in every
-browser without a font to load, and no string from the checkpoint becomes markup inside a figure (the text
-comments matplotlib writes are removed). Dense artists (more than DENSE_POINTS points, as a map of a large
-vocabulary) are rasterized into a PNG inside the SVG, so the file stays small. The XML prologue and the
-metadata block, which name W3C and matplotlib URLs, are dropped; each figure's ids get a prefix of their own,
-so figures in one page never share an id. Every string, from a file or not, is escaped with html.escape.
+Figures are drawn as SVG by render.report_figures (svg_chart): text stays text in the page's own fonts, every
+string escaped, dense series thinned. A section whose figure only matplotlib draws gets matplotlib's SVG with
+text drawn as paths (svg.fonttype "path"), so no string from the checkpoint becomes markup inside a figure (the
+text comments matplotlib writes are removed), and dense artists (more than plots.DENSE_POINTS points) rasterized
+into a PNG inside the SVG; its XML prologue and metadata block, which name W3C and matplotlib URLs, are dropped. Each
+figure's ids get a prefix of their own, so figures in one page never share an id. Every string, from a file or
+not, is escaped with html.escape.
 """
 
 from __future__ import annotations
@@ -15,18 +16,18 @@ import html
 import io
 import json
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import count, groupby
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from ..text import printable
 from .files import refuse_inputs, written_whole
+from .names import RECORD_KEY, Output
+from .plot_style import style
+from .plots import rasterize_dense
 from .report_content import Block, Cell, Figure, Grid, Line, Section
 
-DENSE_POINTS = 5000  # a line or scatter with more points than this is rasterized
 RASTER_DPI = 150
 # what matplotlib writes that the page does not need: references to outside URLs, and text from the figure
 PROLOGUE = re.compile(r"\A.*?(?=<svg\b)", re.DOTALL)
@@ -53,6 +54,7 @@ figure { margin: 1em 0; }
 figure svg { max-width: 100%; height: auto; }
 p.note { color: #555; font-size: 0.92em; }
 p.missing { color: #8a1f11; background: #fbeeec; padding: 0.3em 0.6em; border-left: 3px solid #c0392b; }
+p.absent { color: #555; }
 footer { margin-top: 3em; color: #777; font-size: 0.85em; }
 """
 
@@ -62,15 +64,20 @@ def escaped(value: object) -> str:
     return html.escape(printable(str(value)))
 
 
-def rasterize_dense(figure: Any) -> None:
-    """Lines and scatters of many points become one image inside the SVG instead of a path per point."""
-    for ax in figure.axes:  # every Axes, those of subfigures too
-        for artist in ax.collections:
-            if len(np.asarray(artist.get_offsets())) > DENSE_POINTS:
-                artist.set_rasterized(True)
-        for line in ax.lines:
-            if len(np.asarray(line.get_xdata())) > DENSE_POINTS:
-                line.set_rasterized(True)
+def prefixed(svg: str, prefix: str) -> str:
+    """An <svg> element with its ids (and the references to them) prefixed: figures in one page never share one."""
+    return IDS.sub(lambda m: m.group() + prefix, svg)
+
+
+def matplotlib_svg(draw: Callable[[], Any], prefix: str) -> str:
+    """A figure that only matplotlib draws, in embscope's style (plot_style), as an inline <svg> element; without
+    matplotlib, a line that says so."""
+    import importlib.util
+    if importlib.util.find_spec("matplotlib") is None:
+        return line_html(Line("this figure is drawn by matplotlib, which is not installed (pip install "
+                              "'embscope[plot]')", "missing"))
+    with style():
+        return svg(draw(), prefix)
 
 
 def svg(figure: Any, prefix: str) -> str:
@@ -83,7 +90,7 @@ def svg(figure: Any, prefix: str) -> str:
         figure.savefig(buffer, format="svg", dpi=RASTER_DPI, metadata={"Date": None})
     text = buffer.getvalue().decode("utf-8")
     text = COMMENT.sub("", METADATA.sub("", PROLOGUE.sub("", text, count=1), count=1))
-    return IDS.sub(lambda m: m.group() + prefix, text)
+    return prefixed(text, prefix)
 
 
 def cell_html(cell: Cell) -> str:
@@ -108,12 +115,15 @@ def line_html(line: Line) -> str:
         return f'<p class="note">note: {escaped(line.text)}</p>'
     if line.kind == "missing":
         return f'<p class="missing">not made: {escaped(line.text)}</p>'
+    if line.kind == "absent":
+        return f'<p class="absent">left out: {escaped(line.text)}</p>'
     return f"<p>{escaped(line.text)}</p>"
 
 
 def block_html(block: Block, numbers: Iterator[int]) -> str:
     if isinstance(block, Figure):
-        drawn = svg(block.draw(), f"f{next(numbers)}-")
+        drawn = prefixed(block.svg(), f"f{next(numbers)}-") if block.svg is not None else matplotlib_svg(block.draw,
+                                                                                                         f"f{next(numbers)}-")
         return (f'<figure id="figure-{escaped(block.name)}" role="img" aria-label="{escaped(block.alt)}">\n'
                 f"{drawn}\n</figure>")
     return grid_html(block) if isinstance(block, Grid) else line_html(block)
@@ -128,31 +138,33 @@ def blocks_html(blocks: Sequence[Block], numbers: Iterator[int]) -> Iterator[str
             yield from (block_html(block, numbers) for block in run)
 
 
-def document(title: str, opening: Sequence[str], sections: Sequence[Section], version: str) -> str:
-    """The whole page."""
+def document(title: str, opening: Sequence[str], sections: Sequence[Section], version: str,
+             record: str | None = None) -> str:
+    """The whole page; `record`: what it records about its checkpoints (names.record), in a meta element."""
     numbers = count(1)
-    toc = "\n".join(f'<li><a href="#{s.key}">{escaped(s.title)}</a>' + (" (not made)" if s.missing else "") + "</li>"
+    toc = "\n".join(f'<li><a href="#{s.key}">{escaped(s.title)}</a>' + s.mark + "</li>"
                     for s in sections)
     body = []
     for section in sections:
-        kind = ' class="missing"' if section.missing else ""
+        kind = ' class="missing"' if section.missing else ' class="absent"' if section.absent else ""
         inner = "\n".join(blocks_html(section.blocks, numbers))
         body.append(f'<section id="{section.key}"{kind}>\n<h2>{escaped(section.title)}</h2>\n{inner}\n</section>')
     lines = "\n".join(f"<p>{escaped(line)}</p>" for line in opening)
     nl = "\n"
+    recorded = f'<meta name="{RECORD_KEY}" content="{record}">\n' if record else ""
     return (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
-            f'<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+            f'<meta name="viewport" content="width=device-width, initial-scale=1">\n{recorded}'
             f"<title>{escaped(title)}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n"
             f"<header>\n<h1>{escaped(title)}</h1>\n{lines}\n<nav><ol>\n{toc}\n</ol></nav>\n</header>\n"
             f"{nl.join(body)}\n<footer>made by embscope {escaped(version)}</footer>\n</body>\n</html>\n")
 
 
-def write_html(path: Path, title: str, opening: Sequence[str], sections: Sequence[Section], version: str,
+def write_html(out: Output, title: str, opening: Sequence[str], sections: Sequence[Section], version: str,
                inputs: Iterable[Path]) -> list[Path]:
-    """The report written whole to `path`, never over a file it was read from (refused before a figure is drawn)."""
-    inputs = list(inputs)
-    refuse_inputs(Path(path), "the report file", inputs)
-    page = document(title, opening, sections, version)
+    """The report written whole to `out`, never over a file it was read from (refused before a figure is drawn)."""
+    inputs, path = list(inputs), Path(out.path)
+    refuse_inputs(path, "the report file", inputs)
+    page = document(title, opening, sections, version, out.record)
     with written_whole(path, "the report file", binary=False, inputs=inputs) as f:
         f.write(page)
     return [Path(path)]

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from ..text import printable
 from .files import make_folder, refuse_inputs, written_whole
+from .names import RECORD_KEY, Output
 from .plots import save
 from .report_content import Block, Cell, Figure, Grid, Line, Section
 
@@ -49,23 +50,25 @@ def grid_md(grid: Grid) -> list[str]:
 
 
 def line_md(line: Line) -> list[str]:
-    prefix = {"heading": "### ", "note": "*note:* ", "missing": "**not made:** "}.get(line.kind, "")
+    prefix = {"heading": "### ", "note": "*note:* ", "missing": "**not made:** ", "absent": "*left out:* "}.get(
+        line.kind, "")
     return [prefix + (escaped(line.text) if prefix else paragraph(line.text)), ""]
 
 
-def block_md(block: Block, folder: Path, inputs: list[Path], written: list[Path]) -> list[str]:
+def block_md(block: Block, folder: Path, record: str | None, inputs: list[Path], written: list[Path]) -> list[str]:
     if isinstance(block, Figure):
-        path = save(block.draw(), folder / f"{block.name}.png", inputs=inputs)
+        path = save(block.draw, Output(folder / f"{block.name}.png", record), inputs=inputs)
         written.append(path)
         return [f"![{escaped(block.alt)}]({block.name}.png)", ""]
     return grid_md(block) if isinstance(block, Grid) else line_md(block)
 
 
-def write_markdown(folder: Path, title: str, opening: Sequence[str], sections: Sequence[Section],
+def write_markdown(out: Output, title: str, opening: Sequence[str], sections: Sequence[Section],
                    version: str, inputs: Iterable[Path]) -> list[Path]:
-    """report.md and its PNGs in `folder` (made when missing; its parent must exist), each written whole and never
-    over a file the report was read from. Returns the files written, report.md first."""
-    inputs = list(inputs)
+    """report.md and its PNGs in the folder `out` (made when missing; its parent must exist), each written whole and
+    never over a file the report was read from; report.md opens with a comment holding what it records about its
+    checkpoints (names.record). Returns the files written, report.md first."""
+    inputs, folder = list(inputs), Path(out.path)
     report = folder / REPORT_FILE
     figures = [folder / f"{block.name}.png" for section in sections for block in section.blocks
                if isinstance(block, Figure)]
@@ -73,14 +76,15 @@ def write_markdown(folder: Path, title: str, opening: Sequence[str], sections: S
         refuse_inputs(path, "the report file" if path == report else "the plot file", inputs)
     make_folder(folder, "--out")
     written: list[Path] = []
-    lines = [f"# {escaped(title)}", "", *(f"{paragraph(line)}  " for line in opening), ""]
-    lines += [f"{n}. [{escaped(s.title)}](#{anchor(s.title)})" + (" (not made)" if s.missing else "")
+    lines = [f"<!-- {RECORD_KEY}: {out.record} -->"] if out.record else []
+    lines += [f"# {escaped(title)}", "", *(f"{paragraph(line)}  " for line in opening), ""]
+    lines += [f"{n}. [{escaped(s.title)}](#{anchor(s.title)})" + s.mark
               for n, s in enumerate(sections, start=1)]
     lines.append("")
     for section in sections:
         lines += [f"## {escaped(section.title)}", ""]
         for block in section.blocks:
-            lines += block_md(block, folder, inputs, written)
+            lines += block_md(block, folder, out.record, inputs, written)
     lines.append(f"*made by embscope {escaped(version)}*")
     with written_whole(report, "the report file", binary=False, inputs=inputs) as f:
         f.write("\n".join(lines) + "\n")

@@ -14,6 +14,7 @@ from ..analysis.undertrained import NORM_Z, THRESHOLD_RULE, Candidate, Undertrai
 from ..naming import token_name
 from ..text import visible
 from . import console, header
+from .names import Output, emb_title
 
 LISTED_ROWS = 10  # candidates printed per table in the console, highest score first
 JSON_LISTED = 10_000  # candidates and reference rows listed in --json, with the totals: the rest are counted
@@ -25,7 +26,7 @@ Namer = Callable[[int], str]
 
 
 def document(reports: Sequence[UndertrainedReport], kinds: TokenKinds | None, name: Namer, notes: Sequence[str],
-             plot: Path | None) -> dict:
+             plot: Output | None) -> dict:
     """The JSON document: the first table's reference, threshold and candidates at the top level (the output
     table when the head is untied, else the token table), and every table analysed under "tables"."""
     tables = [table_document(report, name) for report in reports]
@@ -34,7 +35,7 @@ def document(reports: Sequence[UndertrainedReport], kinds: TokenKinds | None, na
                                                     "meanings": KIND_MEANINGS},
            "notes": list(notes)}
     if plot is not None:
-        doc["plot"] = str(plot)
+        doc["plot"] = str(plot.path)
     return doc
 
 
@@ -58,7 +59,7 @@ def table_document(report: UndertrainedReport, name: Namer) -> dict:
     }
 
 
-def show(emb: Any, found: UndertrainedTables, plot: Path | None, json: bool) -> None:
+def show(emb: Any, found: UndertrainedTables, plot: Output | None, json: bool) -> None:
     """The answer, its rows named by the checkpoint's tokenizer (`#id` without one)."""
     name = functools.partial(token_name, emb.tokenizer_for_names()[0])
     if json:
@@ -67,15 +68,15 @@ def show(emb: Any, found: UndertrainedTables, plot: Path | None, json: bool) -> 
         render(emb, found.reports, found.kinds, name, found.notes, plot)
 
 
-def draw(emb: Any, found: UndertrainedTables, path: Path, inputs: list[Path]) -> None:
-    """The indicator and the norms of each table, written to `path`."""
+def draw(emb: Any, found: UndertrainedTables, target: Output, inputs: list[Path]) -> None:
+    """The indicator and the norms of each table, written to `target`."""
     from .plots import save
     from .undertrained_plot import undertrained_figure
-    save(undertrained_figure(found.reports, emb.checkpoint.path.name), path, inputs=inputs)
+    save(lambda: undertrained_figure(found.reports, emb_title(emb)), target, inputs=inputs)
 
 
 def render(emb: Any, reports: Sequence[UndertrainedReport], kinds: TokenKinds | None, name: Namer,
-           notes: Sequence[str], plot: Path | None) -> None:
+           notes: Sequence[str], plot: Output | None) -> None:
     header.show(emb)
     out = console.out
     if kinds is not None:
@@ -87,7 +88,7 @@ def render(emb: Any, reports: Sequence[UndertrainedReport], kinds: TokenKinds | 
     for report in reports:
         render_table(report, name)
     if plot is not None:
-        out.print(f"plot written to {console.safe(plot)}")
+        out.print(console.safe(plot.written()), soft_wrap=True)
     console.notes([*notes, *(note for report in reports for note in report.notes)])
 
 

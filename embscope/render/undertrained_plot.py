@@ -11,7 +11,7 @@ import numpy as np
 
 from ..analysis.norms import MAD_SCALE
 from ..analysis.undertrained import NORM_Z, UndertrainedReport
-from ..text import printable
+from .plot_style import drawable
 from .plots import new_figure
 
 if TYPE_CHECKING:
@@ -25,9 +25,9 @@ ROWS = "tab:blue"
 
 def undertrained_figure(reports: Sequence[UndertrainedReport], checkpoint: str) -> Figure:
     figure = new_figure(13, 5.5 * len(reports))
-    figure.suptitle(f"{printable(checkpoint)}: under-trained candidates", parse_math=False)
+    figure.suptitle(f"{drawable(checkpoint)}: under-trained candidates", parse_math=False)
     for report, row in zip(reports, figure.subfigures(len(reports), 1, squeeze=False)[:, 0]):
-        row.suptitle(f"{report.table} table {printable(report.name)}: {len(report.candidates):,} candidates",
+        row.suptitle(f"{report.table} table {drawable(report.name)}: {len(report.candidates):,} candidates",
                      parse_math=False, fontsize=10)
         score_ax, norm_ax = row.subplots(1, 2)
         draw_indicator(score_ax, report)
@@ -45,7 +45,7 @@ def bins_for(values: np.ndarray) -> list[float]:
 def draw_indicator(ax: Axes, report: UndertrainedReport) -> None:
     ax.set_title("indicator: cosine to the mean reference row (1st PC removed)")
     if not report.has_indicator:
-        ax.text(0.5, 0.5, f"no indicator:\n{printable(report.reference.description)}", transform=ax.transAxes,
+        ax.text(0.5, 0.5, f"no indicator:\n{drawable(report.reference.description)}", transform=ax.transAxes,
                 ha="center", va="center", wrap=True, parse_math=False)
         ax.set_axis_off()
         return

@@ -1,0 +1,113 @@
+"""embscope's own look for every figure, whatever matplotlib finds around it, and text every font can draw.
+
+matplotlib reads a `matplotlibrc` from the working directory (a checkpoint folder may ship one) and from the
+user's config when it is imported; `text.usetex: True` there sends every label, token strings included,
+through LaTeX. `style()` draws with matplotlib's own defaults and embscope's few settings instead, and keeps
+matplotlib's warnings and log lines (a bad rc value, a missing glyph, a font cache being built) off stderr.
+
+A character no installed font can draw would be an empty box, with a warning: `drawable` draws it with a font
+that has it (DejaVu Sans first, then the wide-coverage fonts of FALLBACK_FAMILIES that are installed, CJK ones
+among them) or shows it escaped (`\\u72ac`). The space symbol embscope shows in tokens (U+2420, which DejaVu
+lacks) becomes U+2423 OPEN BOX in a figure when no font has it.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import sys
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+from ..text import printable, shortened
+
+if TYPE_CHECKING:
+    from types import ModuleType
+
+MAIN_FAMILY = "DejaVu Sans"  # ships with matplotlib
+# fonts that draw what DejaVu Sans does not (CJK, Indic, Arabic, symbols), in the order they are tried, each
+# used only where installed; colour emoji fonts are left out (Agg cannot draw their bitmaps)
+FALLBACK_FAMILIES = (
+    "Noto Sans", "Noto Sans CJK JP", "Noto Sans CJK SC", "Noto Sans CJK TC", "Noto Sans CJK KR", "Noto Sans Mono CJK JP",
+    "Source Han Sans", "Source Han Sans SC", "WenQuanYi Zen Hei", "WenQuanYi Micro Hei", "Droid Sans Fallback",
+    "AR PL UMing CN", "IPAGothic", "TakaoGothic", "UnDotum", "NanumGothic", "Noto Sans Devanagari", "Noto Sans Arabic",
+    "Noto Sans Hebrew", "Noto Sans Thai", "Noto Sans Symbols", "Noto Sans Symbols 2", "Noto Sans Math", "FreeSans",
+    "FreeSerif", "Unifont", "Arial Unicode MS", "Microsoft YaHei", "SimHei", "Yu Gothic", "Meiryo", "Malgun Gothic",
+    "Nirmala UI", "Segoe UI Symbol", "PingFang SC", "Hiragino Sans", "Apple SD Gothic Neo", "Apple Symbols")
+MAX_LABEL = 80  # characters of a string from the file in a figure: a 200,000-character token is laid out for minutes
+SPACE_SYMBOL, OPEN_BOX = "\u2420", "\u2423"
+# settings of embscope's figures on top of matplotlib's defaults: ids in SVGs from a fixed salt (the same report
+# is the same file twice)
+OWN = {"svg.hashsalt": "embscope", "text.usetex": False, "axes.formatter.use_mathtext": False}
+
+
+def matplotlib_quietly() -> ModuleType:
+    """matplotlib, imported with its warnings (a bad value in a matplotlibrc) and log lines (the font cache
+    being built on a first run) kept off stderr."""
+    if "matplotlib" in sys.modules:
+        return sys.modules["matplotlib"]
+    with quiet():
+        import matplotlib
+    return matplotlib
+
+
+@contextmanager
+def quiet() -> Iterator[None]:
+    """No warning and no log line below ERROR from matplotlib inside; the caller's settings come back after."""
+    logger = logging.getLogger("matplotlib")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        logger.setLevel(level)
+
+
+@functools.cache
+def families() -> tuple[str, ...]:
+    """DejaVu Sans, then each installed fallback, in the order a figure tries them."""
+    matplotlib_quietly()
+    from matplotlib import font_manager
+    installed = {entry.name for entry in font_manager.fontManager.ttflist}
+    return (MAIN_FAMILY, *(family for family in FALLBACK_FAMILIES if family in installed))
+
+
+@functools.cache
+def charmap(family: str) -> frozenset[int]:
+    """The code points the regular face of `family` draws (read once, for the first character DejaVu lacks)."""
+    from matplotlib import font_manager
+    from matplotlib.ft2font import FT2Font
+    path = font_manager.findfont(font_manager.FontProperties(family=family), fallback_to_default=False)
+    return frozenset(FT2Font(path).get_charmap())
+
+
+def can_draw(code: int) -> bool:
+    return any(code in charmap(family) for family in families())
+
+
+def drawable(text: str) -> str:
+    """A string from a file as a figure shows it: control characters and characters no installed font has
+    escaped, the space symbol drawn as one the fonts have, cut to MAX_LABEL characters."""
+    text = printable(shortened(text, MAX_LABEL))
+    if text.isascii():
+        return text
+    with quiet():
+        if SPACE_SYMBOL in text and not can_draw(ord(SPACE_SYMBOL)) and can_draw(ord(OPEN_BOX)):
+            text = text.replace(SPACE_SYMBOL, OPEN_BOX)
+        return "".join(ch if ch.isascii() or can_draw(ord(ch)) else ch.encode("unicode_escape").decode("ascii")
+                       for ch in text)
+
+
+@contextmanager
+def style() -> Iterator[None]:
+    """Figures made and saved inside look as embscope draws them: matplotlib's defaults, not a matplotlibrc
+    found in the working directory or the user's config, with the fonts of `families()` and no warning on stderr."""
+    matplotlib = matplotlib_quietly()
+    with quiet(), matplotlib.rc_context():
+        matplotlib.rcdefaults()  # inside the context: the caller's settings are put back when it ends
+        matplotlib.rcParams.update({**OWN, "font.family": list(families())})
+        yield
