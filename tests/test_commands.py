@@ -238,7 +238,9 @@ def test_how_many_has_one_name_per_idea_in_every_command():
             assert param.help.startswith("How many "), (name, param.opts, param.help)
             for opt in param.opts:
                 seen.setdefault(opt, set()).add(name)
-    assert seen["-k"] == {"neighbors", "analogy", "compare"} and seen["--top"] == {"neighbors", "analogy", "compare"}
+    assert seen["-k"] == {"neighbors", "analogy", "compare"}
+    assert seen["--top"] == {"neighbors", "analogy", "compare", "geometry"}
+    assert seen["--remove-top"] == {"similarity", "neighbors"}
     top = run_json("neighbors", "father", "--top", "3")
     assert [n["token"] for n in top["neighbors"]] == [n["token"] for n in run_json("neighbors", "father", "-k", "3")
                                                        ["neighbors"]] and len(top["neighbors"]) == 3

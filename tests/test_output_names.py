@@ -133,12 +133,12 @@ def test_reports_by_default_and_their_names(tmp_path, monkeypatch):
     assert f'<meta name="embscope-checkpoint" content="{record([a])}">' in page
     assert "<title>embscope report: run-a/model.safetensors, step unknown</title>" not in page  # no step: none said
     assert "<title>embscope report: run-a/model.safetensors</title>" in page
-    # a Markdown folder records its checkpoint in report.md (a table alone: three PNGs to draw, not six)
+    # a Markdown folder records its checkpoint in report.md (a table alone: four PNGs to draw, not seven)
     from safetensors.numpy import save_file
     (tmp_path / "tokens").mkdir()
     save_file({"wte.weight": tables(3)[0]}, str(tmp_path / "tokens" / "model.safetensors"))
     shown = run("report", "-c", tmp_path / "tokens", "--format", "md").stdout
-    assert "wrote the report to tokens-report/report.md, with 3 figures" in shown
+    assert "wrote the report to tokens-report/report.md, with 4 figures" in shown
     assert (tmp_path / "tokens-report" / "report.md").read_text().startswith(
         f"<!-- embscope-checkpoint: {record([tmp_path / 'tokens'])} -->\n")
     assert "(replaced this checkpoint's earlier one)" in run("report", "-c", tmp_path / "tokens", "--format", "md").stdout

@@ -170,9 +170,9 @@ def geometry_of(emb: Embeddings, stages: Stages = quiet) -> dict[str, Geometry |
     found: dict[str, Geometry | Missing] = {}
     for role in NORM_ROLES:
         if role == "position" and emb.position is None:
-            found[role] = Missing("no learned position table (see the positions section)")
+            found[role] = Absent("no learned position table (see the positions section)")
         elif role == "output" and emb.output is None:
-            found[role] = Missing(emb.tables.head_note or f"the head is {emb.tables.head.value}")
+            found[role] = Absent(emb.tables.head_note or f"the head is {emb.tables.head.value}")
         else:
             found[role] = attempt(partial(geometry, emb, role, stages=stages))
     return found

@@ -26,7 +26,7 @@ def geometry_command(
     source: Source,
     table: Annotated[Table, typer.Option(
         "--table", help="Which table: token, position, or output (an untied head).")] = Table.token,
-    top: Annotated[int, typer.Option("--top", min=1, help="Dimensions and periods listed (--json lists all).")] = LISTED,
+    top: Annotated[int, typer.Option("--top", min=1, help="How many dimensions and periods to list (--json lists all).")] = LISTED,
     plot: PlotOption = None,
     device: DeviceOption = AUTO_DEVICE,
     json: JsonFlag = False,

@@ -219,6 +219,7 @@ HOW_MANY = {
     "--top": "listed",  # the rows an answer lists; in neighbors and analogy those are the neighbours, so --top is -k
     "--sample": "drawn",  # rows drawn at random (with a fixed seed)
     "--top-norms": "norms",  # export: the rows with the largest norms
+    "--remove-top": "removed",  # similarity and neighbors: the principal directions taken out (all-but-the-top)
 }
 ListedNeighbours = Annotated[int, typer.Option(
     "-k", "--top", min=1, help="How many neighbours (the nearest rows) to list; -k and --top are one option.")]
@@ -241,8 +242,8 @@ PrecisionOption = Annotated[Precision, typer.Option(
     "--precision", help="Arithmetic for the batched products; auto: a half-precision pass re-ranked in fp32 on a GPU, fp32 on a CPU.")]
 RemoveTopOption = Annotated[int | None, typer.Option(
     "--remove-top", metavar="D", min=1, show_default=False,
-    help="Ask in the all-but-the-top space: the mean row and the top D principal directions removed from every row "
-         "first (Mu & Viswanath 2018; one pass over the table).")]
+    help="How many principal directions to remove: ask in the all-but-the-top space, the mean row and the top D "
+         "principal directions removed from every row first (Mu & Viswanath 2018; one pass over the table).")]
 PlotOption = Annotated[str | None, typer.Option(
     "--plot", metavar="[FILE]", show_default=False,
     help="Draw a plot to FILE (.png, .svg or .pdf); alone, to <checkpoint>-<table>-<plot>.png in the working directory.")]

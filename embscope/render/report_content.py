@@ -408,7 +408,8 @@ def geometry_table_blocks(report: Report, found: Geometry) -> list[Block]:
             (number(p.period, f"{p.period:.4g}"), count(p.frequency), number(p.share, percent(p.share)))
             for p in periods[:LISTED_GEOMETRY]), title="periods along positions", compact=True))
     blocks.append(Figure(f"geometry-{found.role}", f"geometry of the {found.role} table",
-                         partial(geometry_figure, found, report.emb.checkpoint.path.name)))
+                         partial(geometry_figure, found, emb_title(report.emb)),
+                         partial(figures.geometry_figure, found, emb_title(report.emb))))
     undefined = [f"{key.replace('_', ' ')}: {why}" for key, why in geometry_text.reasons(found).items()
                  if key != "periods" or found.role == Role.position]
     return blocks + notes([*found.notes, *undefined])
@@ -419,7 +420,7 @@ def geometry_blocks(report: Report) -> list[Block]:
     for role, found in report.geometry.items():
         if isinstance(found, Missing):
             blocks.append(Line(f"{'output projection' if role == 'output' else role + ' table'}: {found.why}",
-                               "missing"))
+                               kind(found)))
         else:
             blocks += geometry_table_blocks(report, found)
     return blocks

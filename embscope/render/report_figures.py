@@ -21,6 +21,7 @@ from .svg_chart import RDBU_R, VIRIDIS, Axis, Figure, Panel, palette_colours
 
 if TYPE_CHECKING:
     from ..analysis.compare import Comparison
+    from ..analysis.geometry import Geometry
     from ..analysis.map import TableMap
     from ..analysis.norms import NormsReport
     from ..analysis.positions import PositionsResult
@@ -276,3 +277,49 @@ def profile_panel(comparison: Comparison, labels: Labels, title: str) -> Panel:
     else:
         panel.empty = "no learned position table"
     return panel
+
+
+def geometry_figure(found: Geometry, title: str) -> str:
+    """The panels of `geometry --plot`: each dimension's share of the mean cosine, the spectrum of the centred
+    table, and a position table's power by period."""
+    from .geometry_plot import LABELLED
+    mean = found.mean_cosine
+    dims = Panel("each dimension's part of the mean cosine", Axis("dimension"),
+                 Axis(f"share of the mean cosine {mean:+.4f}" if mean else "CC_k"))
+    values = found.contributions / mean if mean else found.contributions
+    dims.line(np.arange(found.dim), np.nan_to_num(values), BLUE, markers=True)
+    dims.rule(0.0, GREY, axis="y")
+    top = found.dimensions[:LABELLED]
+    shown = [d.share if d.share is not None else d.contribution for d in top]
+    dims.dots([d.dim for d in top], shown, RED, radius=3.5, opacity=1.0)
+    for d, value in zip(top, shown):
+        dims.label(d.dim, value, f"dim {d.dim}: {value:.1%}" if d.share is not None else f"dim {d.dim}", RED,
+                   right=d.dim > found.dim / 2)
+    spectrum = found.spectrum
+    spec = Panel("spectrum of the centred table", Axis("principal direction (largest first)"),
+                 Axis("s^2 / sum s^2 (log scale)", log=True))
+    if spectrum is None:
+        spec.empty = found.reasons.get("spectrum", "no spectrum")
+    else:
+        squares = spectrum.singular_values ** 2
+        shares = squares / squares.sum() if squares.sum() > 0 else squares
+        spec.line(np.arange(1, len(shares) + 1), np.where(shares > 0, shares, np.nan), BLUE,
+                  f"top 1 {spectrum.shares[1]:.1%}, top 10 {spectrum.shares[10]:.1%}")
+        spec.rule(spectrum.effective_rank, RED, f"effective rank {spectrum.effective_rank:.1f}", dash="4 3")
+    panels = [dims, spec]
+    if found.periods is not None or found.role == Role.position:
+        power = Panel("power along positions by period", Axis("period T/k (log scale)", log=True),
+                      Axis("share of the power"))
+        if found.periods is None:
+            power.empty = found.reasons.get("periods", "no periods")
+        else:
+            ordered = sorted(found.periods, key=lambda p: p.frequency)
+            power.line([p.period for p in ordered], [p.share for p in ordered], BLUE, markers=True)
+            labelled = found.periods[:LABELLED]
+            power.dots([p.period for p in labelled], [p.share for p in labelled], RED, radius=3.5, opacity=1.0)
+            middle = math.sqrt(min(p.period for p in ordered) * max(p.period for p in ordered))  # of the log axis
+            for p in labelled:
+                power.label(p.period, p.share, f"T/{p.frequency} = {p.period:.4g}: {p.share:.1%}", RED,
+                            right=p.period > middle)
+        panels.append(power)
+    return Figure(f"{title} - {found.role} table {found.name}: geometry", [panels], panel_height=320).svg()
