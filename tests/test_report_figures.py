@@ -11,7 +11,7 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import run
+from conftest import run, run_json
 
 from embscope.render import svg_chart
 from embscope.render.svg_chart import RDBU_R, VIRIDIS, Axis, Figure, Panel, nice_ticks, png, rgb
@@ -75,7 +75,11 @@ def test_the_report_draws_its_figures_without_matplotlib(tmp_path, monkeypatch):
     run("report", "--out", tmp_path / "r.html")
     page = (tmp_path / "r.html").read_text(encoding="utf-8")
     figures = re.findall(r"<svg.*?</svg>", page, flags=re.DOTALL)
-    assert len(figures) == 6
+    assert len(figures) == 8
+    geometry = [figure for figure in figures if ": geometry" in figure]
+    assert len(geometry) == 2 and "token table token_emb: geometry" in geometry[0]
+    top = run_json("geometry")["dimensions"][:3]  # the dimensions the figure names are those geometry lists first
+    assert all(f"dim {d['dim']}: {d['share']:.1%}" in geometry[0] for d in top)
     title = "bundled sample (Shakespeare GPT), step 3000"
     assert all(title in figure for figure in figures)
     heatmap = next(f for f in figures if "cosine between positions (256 x 256)" in f)
