@@ -19,6 +19,13 @@ SAMPLE: tuple[str, ...] = (
     "line\nbreak", "\n\nblank lines\n", "mixed \t\n whitespace", "  ", " ", "\n",
     "I'm", "don't", "they'll", "we've", "'quoted'", "\"double\"", "end.", "...", "?!",
     "ÀÉÎÕÜ", "Ελληνικά", "русский текст", "עברית", "العربية", "हिन्दी",
+    # where llama.cpp's pre-tokenizer regexes read otherwise than Unicode does (case classes, "~", digits)
+    "HelloWorld", "camelCaseWords", "~tilde~ ~~", "x ~~ y", "١٢٣٤٥ and ٣", "12345678",
+    # llama.cpp's convert_hf_to_gguf_update.py tells pre-tokenizers apart with this text (chktxt)
+    ("\n \n\n \n\n\n \t \t\t \t\n  \n   \n    \n     \n🚀 (normal) 😶\u200d🌫️ (multiple emojis concatenated) ✅ 🦙🦙 3 33 "
+    "333 3333 33333 333333 3333333 33333333 3.3 3..3 3...3 កាន់តែពិសេសអាច😁 ?我想在apple工作1314151天～ ------======= "
+    "нещо на Български ''''''```````\"\"\"\"......!!!!!!?????? I've been 'told he's there, 'RE you sure? 'M not sure "
+     "I'll make it, 'D you like some tea? We'Ve a'lL"),
 )
 
 # generated strings: printable text of every script, with the whitespace runs the sample holds
