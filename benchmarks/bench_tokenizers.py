@@ -7,7 +7,9 @@ same run (these machines are noisy):
 - a Hugging Face tokenizer.json, a 50k WordLevel one (as bench_similarity.py writes) and the 50k-merge BPE
   above saved as one: embscope's load, and its load + vocab_size, against the library's own
   Tokenizer.from_file, in-process medians;
-- the sample's minbpe tokenizer.model: embscope's load + encode, against importing embscope.tokenizers.
+- the sample's minbpe tokenizer.model: embscope's load + encode, against importing embscope.tokenizers;
+- the tokenizers GGUF files carry (gguf_vocabularies.py): SentencePiece at 32k and 262k pieces, a 128k-token
+  byte-level BPE, against sentencepiece and tokenizers opening the same vocabulary their own way.
 
     python benchmarks/bench_tokenizers.py [--repeat 7]
 
@@ -27,6 +29,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from gguf_vocabularies import compare_gguf
 from timing import median_time
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -110,6 +113,7 @@ def main() -> None:
         compare_tokenizer_json("50k-word WordLevel", write_word_level(Path(tmp) / "words.json"), args.repeat)
         compare_tokenizer_json("50k-merge byte-level BPE", write_byte_level_bpe(vocab, Path(tmp) / "bpe.json"),
                                args.repeat)
+        compare_gguf(Path(tmp), args.repeat, timed_in_fresh_process)
     baseline = timed_in_fresh_process(embscope, f"open({str(SAMPLE_TOKENIZER)!r}, 'rb').read()", args.repeat)
     sample = timed_in_fresh_process(embscope, f"load_tokenizer({str(SAMPLE_TOKENIZER)!r}).encode(' dog')", args.repeat)
     print(f"sample minbpe tokenizer.model, open + encode one word: {sample * 1000:.1f} ms, against "
