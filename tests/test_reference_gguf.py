@@ -313,10 +313,16 @@ def compared_texts(pre: str | None) -> list[str]:
     return [text for text in SAMPLE if (kind, text) not in LLAMA_CPP_READS_OTHERWISE]
 
 
+# the merge loops differ between the engines, the cutting does not: without the library, a few names suffice
+OWN_LOOP_NAMES = ("(none)", "gpt-2", "qwen2", "own-llama-bpe", "own-tekken", "own-deepseek-v3")
+
+
 @pytest.mark.parametrize("engine", ENGINES)
 def test_every_pre_tokenizer_gives_the_libraries_ids(byte_level_files, engine):
     general = gguf.GGUFReader(str(byte_level_files["(none)"][1])).fields  # every "any-" file holds this vocabulary
     for name, (pre, path) in byte_level_files.items():
+        if engine == "own" and name not in OWN_LOOP_NAMES:
+            continue
         tokenizer = open_tokenizer(path, engine, "gpt2")
         reference = reference_bpe(path, pre, None if name.startswith("own-") else general)
         for text in compared_texts(pre):

@@ -94,7 +94,9 @@ class UserDefined:
     def partition(self, text: str) -> list[str | int]:
         """The text as stretches of text and ids of the user-defined tokens found in it, in order."""
         fragments: list[str | int] = [text] if text else []
-        places = sorted({place for char in set(text) for place in self._by_first.get(char, ())})
+        by_first = self._by_first
+        places = [place for char in set(text) if char in by_first for place in by_first[char]]
+        places.sort()
         for place in places:
             id, token = self._tokens[place]
             if token not in text:  # the text only shrinks, so a token absent from it is absent from every stretch
