@@ -125,26 +125,49 @@ def write_byte_level(directory: Path, tokens: int) -> tuple[Path, Path, int]:
     return path, document, len(pairs)
 
 
+BARE_SENTENCEPIECE = """import gguf, sentencepiece
+from sentencepiece import sentencepiece_model_pb2 as pb
+fields = gguf.GGUFReader({path!r}).fields
+proto = pb.ModelProto()
+for token, score, kind in zip(*(fields["tokenizer.ggml." + key].contents() for key in ("tokens", "scores", "token_type"))):
+    piece = proto.pieces.add()
+    piece.piece, piece.score, piece.type = token, score, kind
+proto.trainer_spec.model_type = pb.TrainerSpec.BPE
+proto.trainer_spec.byte_fallback = True
+proto.normalizer_spec.name = "identity"
+proto.normalizer_spec.remove_extra_whitespaces = False
+sentencepiece.SentencePieceProcessor(model_proto=proto.SerializeToString()).encode(' dog')"""
+
+
 def compare_gguf(directory: Path, repeat: int, timed) -> None:
-    """Print each vocabulary's figures; `timed(setup, work, repeat)` times `work` in fresh processes."""
+    """Print each vocabulary's figures; `timed(setup, work, repeat)` times `work` in fresh processes. Besides the
+    libraries on their own files: embscope opening the GGUF without its tokenizer (what the tokenizer adds is the
+    difference), and for SentencePiece the bare script a user would write on the GGUF (gguf's GGUFReader, a
+    ModelProto, sentencepiece)."""
     ours = "import embscope"
     without = "import sys; sys.modules[{name!r}] = None\nimport embscope"
     encode = "embscope.open({path!r}).tokenizer.encode(' dog')"
+    opened = "embscope.open({path!r})"
     for size in (32_000, 262_144):
         path, model = write_sentencepiece(directory, size)
         library = timed("import sentencepiece",
                         f"sentencepiece.SentencePieceProcessor(model_file={str(model)!r}).encode(' dog')", repeat)
+        bare = timed("", BARE_SENTENCEPIECE.format(path=str(path)), repeat)
+        open_only = timed(ours, opened.format(path=str(path)), repeat)
         embscope = timed(ours, encode.format(path=str(path)), repeat)
         own = timed(without.format(name="sentencepiece"), encode.format(path=str(path)), repeat)
         print(f"SentencePiece GGUF ({size:,} pieces), open + encode one word in a fresh process: sentencepiece on "
-              f"its tokenizer.model {library * 1000:.0f} ms; embscope on the GGUF {embscope * 1000:.0f} ms "
-              f"({embscope / library:.2f}x); without sentencepiece {own * 1000:.0f} ms ({own / library:.2f}x)")
+              f"its tokenizer.model {library * 1000:.0f} ms; a bare script on the GGUF (GGUFReader + sentencepiece) "
+              f"{bare * 1000:.0f} ms; embscope {embscope * 1000:.0f} ms ({embscope / bare:.2f}x the bare script), of "
+              f"which the tokenizer {(embscope - open_only) * 1000:.0f} ms; without sentencepiece {own * 1000:.0f} ms "
+              f"(the tokenizer {(own - open_only) * 1000:.0f} ms)")
     path, document, merges = write_byte_level(directory, 128_256)
     library = timed("from tokenizers import Tokenizer",
                     f"Tokenizer.from_file({str(document)!r}).encode(' dog')", repeat)
+    open_only = timed(ours, opened.format(path=str(path)), repeat)
     embscope = timed(ours, encode.format(path=str(path)), repeat)
     own = timed(without.format(name="tokenizers"), encode.format(path=str(path)), repeat)
-    print(f"byte-level BPE GGUF (128k tokens, {merges // 1000}k merges, {LLAMA_CPP_PRE}), open + encode one word in a fresh "
-          f"process: tokenizers' Tokenizer.from_file on its tokenizer.json {library * 1000:.0f} ms; embscope on the "
-          f"GGUF {embscope * 1000:.0f} ms ({embscope / library:.2f}x); without tokenizers {own * 1000:.0f} ms "
-          f"({own / library:.2f}x)")
+    print(f"byte-level BPE GGUF (128k tokens, {merges // 1000}k merges, {LLAMA_CPP_PRE}), open + encode one word in a "
+          f"fresh process: tokenizers' Tokenizer.from_file on its tokenizer.json {library * 1000:.0f} ms; embscope on "
+          f"the GGUF {embscope * 1000:.0f} ms ({embscope / library:.2f}x), of which the tokenizer "
+          f"{(embscope - open_only) * 1000:.0f} ms; without tokenizers {own * 1000:.0f} ms ({own / library:.2f}x)")
