@@ -380,9 +380,10 @@ def test_an_unknown_pre_tokenizer_is_named_and_words_are_not_guessed(tmp_path):
 
 def test_a_file_without_a_pre_tokenizer_is_cut_as_llama_cpp_cuts_it_and_says_so(byte_level_files):
     _, path = byte_level_files["(none)"]
-    notes = embscope.open(path).tokenizer.notes
-    assert notes == (("the file names no pre-tokenizer (tokenizer.ggml.pre): text is cut as llama.cpp then cuts it "
-                      "('default'), which may not be how the model was trained"),)
+    note = ("the file names no pre-tokenizer (tokenizer.ggml.pre): text is cut as llama.cpp then cuts it "
+            "('default'), which may not be how the model was trained")
+    assert embscope.open(path).tokenizer.notes == (note,)
+    assert note in run_json("info", "-c", path)["notes"]
 
 
 # -- the command line --------------------------------------------------------------------------------
