@@ -346,8 +346,7 @@ MALFORMED = {
                               ("expected tokenizer.ggml.token_type to be an array of token types (INT32), found an "
                                "array of FLOAT64")),
     "too few token types": ({"token_type": ([1, 1], VT.INT32)},
-                            ("expected tokenizer.ggml.token_type to hold one of token types for each of the 4 tokens, "
-                             "found 2")),
+                            "expected tokenizer.ggml.token_type to hold a token type for each of the 4 tokens, found 2"),
     "scores of strings": ({"scores": (["x"] * 4, VT.STRING)},
                           ("expected tokenizer.ggml.scores to be an array of scores (FLOAT32 or INT32), found an array "
                            "of STRING")),

@@ -252,14 +252,14 @@ class MetadataArrays:
             raise
 
     def numbers(self, key: str, what: str, item_types: tuple[str, ...], count: int) -> np.ndarray | None:
-        """One number per token, as llama.cpp reads them: an array of ``item_types`` at least ``count`` long,
-        of which the first ``count`` are used."""
+        """One number per token (``what``: "score" or "token type"), as llama.cpp reads them: an array of
+        ``item_types`` at least ``count`` long, of which the first ``count`` are used."""
         from embscope.formats.gguf_file import array_numbers
-        ref = self.ref(key, what, item_types)
+        ref = self.ref(key, what + "s", item_types)
         if ref is None:
             return None
         if ref.count < count:
-            raise CheckpointError(f"{self.where}: expected {PREFIX + key} to hold one of {what} for each of the "
+            raise CheckpointError(f"{self.where}: expected {PREFIX + key} to hold a {what} for each of the "
                                   f"{count} tokens, found {ref.count}")
         return array_numbers(self.buf, ref, PREFIX + key, self.where, self.gguf)[:count]
 
@@ -288,7 +288,7 @@ def read_tokens(arrays: MetadataArrays) -> tuple[list[str], list[bytes], dict[st
 
 def read_types(arrays: MetadataArrays, token_id: dict[str, int]) -> np.ndarray | None:
     """tokenizer.ggml.token_type, one INT32 per token (values llama.cpp does not know are UNDEFINED)."""
-    types = arrays.numbers("token_type", "token types", ("INT32",), len(token_id))
+    types = arrays.numbers("token_type", "token type", ("INT32",), len(token_id))
     if types is None:
         return None
     types[(types < UNDEFINED) | (types > BYTE)] = UNDEFINED
@@ -301,7 +301,7 @@ def read_scores(arrays: MetadataArrays, tokens: list[str]) -> np.ndarray | None:
     """tokenizer.ggml.scores as float32 (INT32 scores are cast, as llama.cpp casts them); NaN is refused,
     since no order of merges follows from it."""
     import numpy as np
-    scores = arrays.numbers("scores", "scores", ("FLOAT32", "INT32"), len(tokens))
+    scores = arrays.numbers("scores", "score", ("FLOAT32", "INT32"), len(tokens))
     if scores is None:
         return None
     scores = scores.astype(np.float32)
