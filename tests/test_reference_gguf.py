@@ -58,10 +58,16 @@ def open_tokenizer(path: Path, engine: str, model: str):
         sys.modules[LIBRARY[model]] = None  # type: ignore[assignment]
     try:
         embeddings = embscope.open(path)
-        return load_gguf_tokenizer(path, embeddings.checkpoint.tokenizer.args[1])
+        tokenizer = load_gguf_tokenizer(path, embeddings.checkpoint.tokenizer.args[1])
     finally:
         if saved is not None:
             sys.modules[LIBRARY[model]] = saved
+    # the engine asked for is the one that runs
+    if model == "llama":
+        assert (tokenizer._library is not None) == (engine == "library")
+    elif tokenizer._words is not None:
+        assert ("_library_words" in tokenizer._words.__qualname__) == (engine == "library")
+    return tokenizer
 
 
 # -- llama (SentencePiece) -------------------------------------------------------------------------
