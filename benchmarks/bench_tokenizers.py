@@ -12,6 +12,8 @@ same run (these machines are noisy):
   .tiktoken file of 20k ranks): embscope's open + encode of one word in a fresh process, against a bare script
   that reads the same file with the library (BertWordPieceTokenizer, SentencePieceProcessor, tiktoken.Encoding)
   and encodes the same word.
+- the tokenizers GGUF files carry (gguf_vocabularies.py): SentencePiece at 32k and 262k pieces, a 128k-token
+  byte-level BPE, against sentencepiece and tokenizers opening the same vocabulary their own way.
 
     python benchmarks/bench_tokenizers.py [--repeat 7]
 
@@ -32,6 +34,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from gguf_vocabularies import compare_gguf
 from timing import median_time
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -163,6 +166,7 @@ def main() -> None:
         compare_tokenizer_json("50k-merge byte-level BPE", write_byte_level_bpe(vocab, Path(tmp) / "bpe.json"),
                                args.repeat)
         library_kinds(Path(tmp), args.repeat)
+        compare_gguf(Path(tmp), args.repeat, timed_in_fresh_process)
     baseline = timed_in_fresh_process(embscope, f"open({str(SAMPLE_TOKENIZER)!r}, 'rb').read()", args.repeat)
     sample = timed_in_fresh_process(embscope, f"load_tokenizer({str(SAMPLE_TOKENIZER)!r}).encode(' dog')", args.repeat)
     print(f"sample minbpe tokenizer.model, open + encode one word: {sample * 1000:.1f} ms, against "

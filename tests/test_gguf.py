@@ -179,14 +179,17 @@ def test_byte_level_tokenizer_agrees_with_the_tokenizers_library(gpt2_gguf):
     assert tokenizer.token_string(eot) == "<|endoftext|>" and tokenizer.token_string(tokens.index("Ġdog")) == " dog"
 
 
-def test_a_pre_tokenizer_that_is_not_gpt2s_is_named_in_a_note(tmp_path):
+def test_the_pre_tokenizer_the_file_names_is_run(tmp_path):
+    # Llama 3's regex cuts digit runs in threes (\p{N}{1,3}); GPT-2's would keep " 12345" whole
     tokens, merges = samples.byte_level_vocabulary()
     path = samples.write_gguf(tmp_path / "l3.gguf", {"token_embd.weight": samples.rows((len(tokens), D), 1)},
                               arch="llama", tokenizer={"add_tokenizer_model": "gpt2", "add_tokenizer_pre": "llama-bpe",
                                                        "add_token_list": tokens, "add_token_merges": merges})
-    assert embscope.open(path).tokenizer.notes == (
-        ("the file's pre-tokenizer 'llama-bpe' is not run: text is split with GPT-2's pattern, which cuts single "
-        "words alike but may cut digit runs and punctuation otherwise"),)
+    tokenizer = embscope.open(path).tokenizer
+    assert tokenizer.notes == ()
+    assert tokenizer.encode("12345") == tokenizer.encode("123") + tokenizer.encode("45")
+    assert tokenizer.encode("dogs 12345") == tokenizer.encode("dogs") + tokenizer.encode(" ") + tokenizer.encode("123") \
+        + tokenizer.encode("45")
 
 
 def sentencepiece_model():
@@ -314,3 +317,109 @@ def test_byte_token_names_need_two_hex_digits():
     """Found by the fuzzer: int("-1", 16) is -1, which is no byte."""
     from embscope.tokenizers.gguf_vocab import byte_token
     assert [byte_token(t) for t in ("<0xE2>", "<0x0a>", "<0x-1>", "<0x+F>", "<0xE2")] == [0xE2, 0x0A, None, None, None]
+
+
+# -- malformed and inconsistent vocabularies: one line naming the first bad entry -------------------------
+
+def vocabulary_gguf(path: Path, model: str | None = "llama", tokens=("<unk>", "a", "b", "ab"), pre: str | None = None,
+                    **arrays) -> Path:
+    """A GGUF whose tokenizer arrays are written as given: name -> (values, gguf value type of the elements)."""
+    writer = gguf.GGUFWriter(str(path), "llama")
+    if model is not None:
+        writer.add_tokenizer_model(model)
+    if pre is not None:
+        writer.add_tokenizer_pre(pre)
+    writer.add_token_list(list(tokens))
+    for key, (values, item_type) in arrays.items():
+        writer.add_key_value(f"tokenizer.ggml.{key}", list(values), gguf.GGUFValueType.ARRAY, item_type)
+    writer.add_tensor("token_embd.weight", samples.rows((len(tokens), D), 1))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+VT = gguf.GGUFValueType
+MALFORMED = {
+    "token types of floats": ({"token_type": ([float("nan")] * 4, VT.FLOAT64)},
+                              ("expected tokenizer.ggml.token_type to be an array of token types (INT32), found an "
+                               "array of FLOAT64")),
+    "too few token types": ({"token_type": ([1, 1], VT.INT32)},
+                            "expected tokenizer.ggml.token_type to hold a token type for each of the 4 tokens, found 2"),
+    "scores of strings": ({"scores": (["x"] * 4, VT.STRING)},
+                          ("expected tokenizer.ggml.scores to be an array of scores (FLOAT32 or INT32), found an array "
+                           "of STRING")),
+    "a NaN score": ({"scores": ([0.0, -1.0, float("nan"), -2.0], VT.FLOAT32)},
+                    "expected a number as the score of every token in tokenizer.ggml.scores, found NaN for token 2 ('b')"),
+}
+
+
+@pytest.mark.parametrize("case", list(MALFORMED))
+def test_a_malformed_tokenizer_array_is_one_line(tmp_path, case):
+    arrays, message = MALFORMED[case]
+    path = vocabulary_gguf(tmp_path / "bad.gguf", **arrays)
+    with pytest.raises(CheckpointError) as err:
+        _ = embscope.open(path).tokenizer
+    assert str(err.value) == f"bad.gguf: tokenizer: {message}"
+
+
+def test_float_token_types_cost_the_names_not_the_command(tmp_path):
+    # round 3's r14: FLOAT64 NaN token types gave a traceback on every command, info included
+    path = vocabulary_gguf(tmp_path / "r14.gguf", tokens=[f"t{i}" for i in range(8)],
+                           scores=([0.0] * 8, VT.FLOAT32), token_type=([float("nan")] * 8, VT.FLOAT64))
+    info = run("info", "-c", path)
+    assert "Traceback" not in info.stdout + info.stderr
+    doc = run_json("similarity", "--ids", "0", "1", "-c", path)
+    assert doc["pairs"][0]["a_ids"] == [0]
+    failed = run("similarity", "t1", "t2", "-c", path, code=1)
+    assert failed.stderr.count("\n") == 1 and "FLOAT64" in failed.stderr and "Traceback" not in failed.stderr
+
+
+INCONSISTENT = {
+    "a merge of a token not in the vocabulary": (["a c"], ("expected merge 0 of tokenizer.ggml.merges ('a c') to join "
+                                                           "two tokens into a third, found 'c', which is not a token")),
+    "a merge whose result is missing": (["a b", "b a"], ("expected merge 1 of tokenizer.ggml.merges ('b a') to join "
+                                                         "two tokens into a third, found 'ba', which is not a token")),
+    "a merge without a space": (["ab"], ("expected merge 0 of tokenizer.ggml.merges to be two tokens and a space, "
+                                         "found 'ab'")),
+}
+
+
+@pytest.mark.parametrize("case", list(INCONSISTENT))
+def test_inconsistent_merges_are_one_line_naming_the_first_bad_one(tmp_path, case):
+    merges, message = INCONSISTENT[case]
+    path = vocabulary_gguf(tmp_path / "bad.gguf", model="gpt2", tokens=["a", "b", "ab"], merges=(merges, VT.STRING))
+    with pytest.raises(CheckpointError) as err:
+        _ = embscope.open(path).tokenizer
+    assert str(err.value) == f"bad.gguf: tokenizer: {message}"
+
+
+def test_a_token_listed_twice_is_refused_as_llama_cpp_refuses_it(tmp_path):
+    path = vocabulary_gguf(tmp_path / "twice.gguf", tokens=["<unk>", "a", "b", "a"])
+    with pytest.raises(CheckpointError) as err:
+        _ = embscope.open(path).tokenizer
+    assert str(err.value) == "twice.gguf: tokenizer: expected each token once in tokenizer.ggml.tokens, found 'a' as ids 1 and 3"
+
+
+def test_an_empty_token_is_named_as_llama_cpp_names_it(tmp_path):
+    path = vocabulary_gguf(tmp_path / "empty.gguf", tokens=["<unk>", "", "a"], scores=([0.0, 0.0, -1.0], VT.FLOAT32))
+    assert embscope.open(path).tokenizer.token_string(1) == "[EMPTY_1]"
+
+
+def test_a_pre_tokenizer_embscope_does_not_imitate_is_named(tmp_path):
+    path = vocabulary_gguf(tmp_path / "kimi.gguf", model="gpt2", pre="kimi-k2", tokens=["a", "b", "ab"],
+                           merges=(["a b"], VT.STRING))
+    tokenizer = embscope.open(path).tokenizer
+    assert tokenizer.notes == (("kimi.gguf names the pre-tokenizer 'kimi-k2', which embscope does not run: llama.cpp cuts "
+                                "it with hand-written code (unicode_regex_split_custom_kimi_k2): ids are named, words "
+                                "cannot be looked up"),)
+    with pytest.raises(TokenError, match="which embscope does not run"):
+        tokenizer.encode("ab")
+
+
+def test_a_file_naming_no_tokenizer_names_ids_only(tmp_path):
+    tokenizer = embscope.open(vocabulary_gguf(tmp_path / "bare.gguf", model=None, tokens=["a", "b"])).tokenizer
+    assert tokenizer.token_string(1) == "b"
+    assert tokenizer.notes == (("the file names no tokenizer (tokenizer.ggml.model): ids are named, words cannot be "
+                                "looked up"),)

@@ -23,6 +23,13 @@ SAMPLE: tuple[str, ...] = (
     # contractions, digits and letters outside ASCII, a combining accent, a word over BERT's 100 characters
     "\u00a0nbsp\u3000ideographic\u2028line\x1cfile-sep\x85next", "I'll can't we've they're 'S 's", "x² ½ Ⅻ ١٢٣ 1234567",
     "__init__ snake_case", "e\u0301 cafe\u0301", "<|endoftext|> <s> [CLS] <unk>", "supercalifragilistic" * 6, "",
+    # where llama.cpp's pre-tokenizer regexes read otherwise than Unicode does (case classes, "~", digits)
+    "HelloWorld", "camelCaseWords", "~tilde~ ~~", "x ~~ y", "١٢٣٤٥ and ٣", "12345678",
+    # llama.cpp's convert_hf_to_gguf_update.py tells pre-tokenizers apart with this text (chktxt)
+    ("\n \n\n \n\n\n \t \t\t \t\n  \n   \n    \n     \n🚀 (normal) 😶\u200d🌫️ (multiple emojis concatenated) ✅ 🦙🦙 3 33 "
+    "333 3333 33333 333333 3333333 33333333 3.3 3..3 3...3 កាន់តែពិសេសអាច😁 ?我想在apple工作1314151天～ ------======= "
+    "нещо на Български ''''''```````\"\"\"\"......!!!!!!?????? I've been 'told he's there, 'RE you sure? 'M not sure "
+     "I'll make it, 'D you like some tea? We'Ve a'lL"),
 )
 
 # generated strings: printable text of every script, with the whitespace runs the sample holds

@@ -47,6 +47,7 @@ def tokenizer_summary(emb: Embeddings, notes: list[str]) -> TokenizerSummary | N
     if tokenizer is None:
         notes.append(why_none or "no tokenizer")
         return None
+    notes.extend(tokenizer.notes)  # what the tokenizer assumed where its files did not say
     size = tokenizer.vocab_size
     token = emb.tables.token
     rows = token.rows if token is not None else size

@@ -117,10 +117,10 @@ def read_value(cur: Cursor, value_type: int, key: str, gguf: Any, depth: int = 0
         if count * 8 > cur.size - cur.pos:  # each element takes 8 bytes at least: a lying count stops here
             raise CheckpointError(f"{cur.where}: key {quote(key)} declares {count} elements, more than the "
                                   f"{cur.size - cur.pos} bytes left can hold")
-        for _ in range(count):
-            if item_type == gguf.GGUFValueType.STRING:  # skipped, not copied: a vocabulary holds 100k of them
-                cur.take(cur.unpack("<Q", "the length of an array element"), "an array element")
-            else:
+        if item_type == gguf.GGUFValueType.STRING:  # skipped, not copied: a vocabulary holds 100k of them
+            cur.pos = skip_strings(cur.buf, cur.pos, count, cur.where)
+        else:
+            for _ in range(count):
                 read_value(cur, gguf.GGUFValueType.ARRAY, key, gguf, depth + 1)
     else:
         raise CheckpointError(f"{cur.where}: key {quote(key)} is an array of value type {item_type}, "
@@ -128,10 +128,44 @@ def read_value(cur: Cursor, value_type: int, key: str, gguf: Any, depth: int = 0
     return ArrayRef(item_type, count, start)
 
 
+_LENGTH = struct.Struct("<Q")
+
+
+def skip_strings(buf: Any, pos: int, count: int, where: str) -> int:
+    """Where ``count`` strings starting at ``pos`` end, each checked to lie within the buffer; one loop of
+    struct reads, not a Cursor per element (Gemma's 262k tokens: 0.1 s, not 0.3, on every open)."""
+    unpack, size = _LENGTH.unpack_from, len(buf)
+    for _ in range(count):
+        if pos + 8 > size:
+            raise CheckpointError(f"{where}: expected 8 bytes for the length of an array element at offset {pos}, "
+                                  f"the file holds {size} bytes")
+        (length,) = unpack(buf, pos)
+        if pos + 8 + length > size:
+            raise CheckpointError(f"{where}: expected {length} bytes for an array element at offset {pos + 8}, "
+                                  f"the file holds {size} bytes")
+        pos += 8 + length
+    return pos
+
+
 def array_strings(buf: Any, ref: ArrayRef, key: str, where: str) -> list[bytes]:
-    """The elements of a string array, as bytes: token pieces need not be whole UTF-8 characters."""
-    cur = Cursor(buf, where, ref.offset)
-    return [read_string_bytes(cur, f"an element of {quote(key)}") for _ in range(ref.count)]
+    """The elements of a string array, as bytes: token pieces need not be whole UTF-8 characters. The header
+    walk has checked that they fit in the file."""
+    unpack, size = _LENGTH.unpack_from, len(buf)
+    out: list[bytes] = []
+    append = out.append
+    pos = ref.offset
+    try:
+        for _ in range(ref.count):
+            (length,) = unpack(buf, pos)
+            pos += 8
+            append(buf[pos:pos + length])
+            pos += length
+    except struct.error:
+        pos = size + 1
+    if pos > size:  # a file changed since its header was read
+        raise CheckpointError(f"{where}: expected the {ref.count} elements of {quote(key)} within the file's "
+                              f"{size} bytes, found them running past its end")
+    return out
 
 
 def array_numbers(buf: Any, ref: ArrayRef, key: str, where: str, gguf: Any) -> np.ndarray:

@@ -1,38 +1,42 @@
-"""The tokenizer a GGUF file carries in its metadata (tokenizer.ggml.*), run as llama.cpp runs it:
+"""The tokenizer a GGUF file carries in its metadata (tokenizer.ggml.*), run as llama.cpp runs it
+(src/llama-vocab.cpp): the ids embscope gives for a text are those `llama_tokenize(..., add_special=false,
+parse_special=false)` gives.
 
-- ``gpt2``: byte-level BPE over ``tokens`` and ``merges`` (GPT-2, Llama 3, Qwen, StarCoder, Phi). Text is
-  split with GPT-2's pattern whatever ``tokenizer.ggml.pre`` names: single words split alike under every
-  pattern llama.cpp knows, longer digit runs may not.
-- ``llama``: SentencePiece BPE (Llama 1-2, Mistral, Gemma): spaces become "▁" (one is put in front), the
-  adjacent pair whose union has the highest score is merged first, and characters left outside the
-  vocabulary fall back to byte tokens ``<0xE2>``.
+- ``llama``: llama.cpp's SentencePiece tokenizer (gguf_spm.py): Llama 1-2, Mistral, Gemma 1-3.
+- ``gpt2``: byte-level BPE (gguf_bpe.py), text cut first as the file's tokenizer.ggml.pre names (gguf_pre.py):
+  GPT-2, Llama 3, Qwen, DeepSeek, StarCoder, Phi-2 and the rest.
 - ``bert``: WordPiece as llama.cpp stores it: word-initial pieces carry "▁", continuations carry nothing;
   text is lower-cased and split at spaces and punctuation, and each word matched longest-first.
 - any other model (``t5``, ``rwkv``, ...): ids are named, but words cannot be encoded.
 
-A word the vocabulary cannot hold becomes the unknown token, and ``unk_id`` names it, so that callers can
-refuse it rather than compare "<unk>" with itself."""
+What every kind shares is read here: the token list (an empty token is named "[EMPTY_<id>]" and a repeated one
+refused, as llama.cpp does), the token types, and the user-defined tokens, which llama.cpp cuts out of the text
+before anything else (tokenizer_st_partition). A malformed array, or merges and scores that do not fit the
+tokens, is one CheckpointError naming the first bad entry. A word the vocabulary cannot hold becomes the unknown
+token, and ``unk_id`` names it, so that callers can refuse it rather than compare "<unk>" with itself."""
 
 from __future__ import annotations
 
-import heapq
+import functools
 import unicodedata
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from embscope.errors import CheckpointError, TokenError
-from embscope.tokenizers.base import SPACE_MARK, ByteVocabulary, check_id, check_largest_id
-from embscope.tokenizers.gpt2_bpe import GPT2BPETokenizer
+from embscope.tokenizers.base import SPACE_MARK, ByteVocabulary, check_id, check_largest_id, shown
 
 if TYPE_CHECKING:
     import numpy as np
 
-# tokenizer.ggml.token_type values (gguf.TokenType)
-NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
+# tokenizer.ggml.token_type values (llama.cpp's LLAMA_TOKEN_TYPE_*, gguf.TokenType); any other value is UNDEFINED
+UNDEFINED, NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 0, 1, 2, 3, 4, 5, 6
 SPECIAL_ID_KEYS = ("bos_token_id", "eos_token_id", "unknown_token_id", "separator_token_id",
                    "padding_token_id", "cls_token_id", "mask_token_id")
 PREFIX = "tokenizer.ggml."
 HEX_DIGITS = frozenset("0123456789abcdefABCDEF")  # int(x, 16) alone would take "-1" and "+f"
+# llama.cpp makes these user-defined whatever the file says (gpt-oss), so they are cut out of text
+ALWAYS_USER_DEFINED = frozenset({"<|channel|>", "<|message|>", "<|start|>", "<|constrain|>"})
 
 
 class GGUFVocabulary(ByteVocabulary):
@@ -42,8 +46,8 @@ class GGUFVocabulary(ByteVocabulary):
     unk_id: int | None
     special_ids: frozenset[int]
 
-    def __init__(self, path: Path, model: str, tokens: list[str], types: np.ndarray | None,
-                 unk_id: int | None, special_ids: frozenset[int]):
+    def __init__(self, path: Path, model: str, tokens: list[str], types: Sequence[int] | None,
+                 unk_id: int | None, special_ids: frozenset[int], reason: str | None = None):
         self.path = path
         self.model = model
         self.kind = f"gguf ({model})"
@@ -53,94 +57,71 @@ class GGUFVocabulary(ByteVocabulary):
         self.unk_id = unk_id
         self.special_ids = special_ids
         self._special = {id: tokens[id] for id in special_ids}
-        self._pieces = [self._piece_bytes(id, token) for id, token in enumerate(tokens)]
+        self._reason = reason or (f"the {model!r} tokenizer stored in {path.name} cannot be run by embscope "
+                                  "(it runs gpt2, llama and bert)")
 
     def _type(self, id: int) -> int:
-        return NORMAL if self._types is None else int(self._types[id])
+        return NORMAL if self._types is None else self._types[id]
+
+    @functools.cached_property
+    def _pieces(self) -> list[bytes | None]:  # type: ignore[override]  # built on first use: encoding needs none
+        return [self._piece_bytes(id, token) for id, token in enumerate(self._tokens)]
 
     def _piece_bytes(self, id: int, token: str) -> bytes | None:
         return token.encode("utf-8")
 
     def encode(self, text: str) -> list[int]:
-        raise TokenError(f"the {self.model!r} tokenizer stored in {self.path.name} cannot be run by embscope "
-                         "(it runs gpt2, llama and bert): give token ids with --ids, or the model's tokenizer "
-                         "file with --tokenizer")
+        raise TokenError(f"{self._reason}: give token ids with --ids, or the model's tokenizer file with --tokenizer")
 
 
-class SentencePieceBPE(GGUFVocabulary):
-    def __init__(self, path: Path, model: str, tokens: list[str], types: np.ndarray | None,
-                 unk_id: int | None, special_ids: frozenset[int], scores: np.ndarray, add_space_prefix: bool):
-        super().__init__(path, model, tokens, types, unk_id, special_ids)
-        self._scores = [float(score) for score in scores]
-        self._add_space_prefix = add_space_prefix
-        # pieces a merge may make (control, byte and unused tokens are never made from text)
-        self._mergeable = {token: id for id, token in reversed(list(enumerate(tokens)))
-                           if self._type(id) in (NORMAL, USER_DEFINED)}
-        self._byte_id: dict[int, int] = {}
-        for id, token in enumerate(tokens):
-            byte = byte_token(token) if self._type(id) == BYTE else None
-            if byte is not None:
-                self._byte_id.setdefault(byte, id)
+class UserDefined:
+    """The user-defined tokens, cut out of a text before it is tokenized, longest first, each across every
+    stretch of text the longer ones left (llama.cpp's tokenizer_st_partition with parse_special=false:
+    control tokens are left in the text as characters)."""
 
-    def _piece_bytes(self, id: int, token: str) -> bytes | None:
-        byte = byte_token(token) if self._type(id) == BYTE else None
-        return bytes([byte]) if byte is not None else token.replace(SPACE_MARK, " ").encode("utf-8")
+    def __init__(self, tokens: list[str], ids: list[int]):
+        order = sorted(ids, key=lambda id: (-len(tokens[id].encode("utf-8")), id))
+        self._tokens = [(id, tokens[id]) for id in order if tokens[id]]
+        # each token's place in that order, filed under its first character: a text is only searched for the
+        # tokens that start with one of its characters (Gemma has thousands)
+        self._by_first: dict[str, list[int]] = {}
+        for place, (_, token) in enumerate(self._tokens):
+            self._by_first.setdefault(token[0], []).append(place)
 
-    def encode(self, text: str) -> list[int]:
-        text = text.replace(" ", SPACE_MARK)
-        if self._add_space_prefix and text:
-            text = SPACE_MARK + text
-        symbols = self._merge(text)
-        ids: list[int] = []
-        for symbol in symbols:
-            id = self._mergeable.get(symbol)
-            if id is not None:
-                ids.append(id)
+    def __bool__(self) -> bool:
+        return bool(self._tokens)
+
+    def partition(self, text: str) -> list[str | int]:
+        """The text as stretches of text and ids of the user-defined tokens found in it, in order."""
+        fragments: list[str | int] = [text] if text else []
+        by_first = self._by_first
+        places = [place for char in set(text) if char in by_first for place in by_first[char]]
+        places.sort()
+        for place in places:
+            id, token = self._tokens[place]
+            if token not in text:  # the text only shrinks, so a token absent from it is absent from every stretch
                 continue
-            for byte in symbol.encode("utf-8", "surrogatepass"):
-                ids.append(self._byte_id[byte] if byte in self._byte_id else self._unknown(symbol))
-        return ids
-
-    def _merge(self, text: str) -> list[str]:
-        """llama.cpp's SentencePiece merge loop: always the adjacent pair whose union scores highest (the
-        leftmost on a tie), kept in a heap so that a long text costs n log n, not n squared."""
-        pieces = list(text)
-        before = list(range(-1, len(pieces) - 1))
-        after = [*range(1, len(pieces)), -1]
-        heap: list[tuple[float, int, int, int]] = []
-
-        def push(left: int, right: int) -> None:
-            if left >= 0 and right >= 0:
-                id = self._mergeable.get(pieces[left] + pieces[right])
-                if id is not None:
-                    heapq.heappush(heap, (-self._scores[id], left, right, len(pieces[left]) + len(pieces[right])))
-
-        for i in range(len(pieces) - 1):
-            push(i, i + 1)
-        while heap:
-            _, left, right, size = heapq.heappop(heap)
-            if after[left] != right or not pieces[right] or len(pieces[left]) + len(pieces[right]) != size:
-                continue  # one side was merged since this pair was pushed
-            pieces[left] += pieces[right]
-            pieces[right] = ""
-            after[left] = after[right]
-            if after[right] >= 0:
-                before[after[right]] = left
-            push(before[left], left)
-            push(left, after[left])
-        return [piece for piece in pieces if piece]
-
-    def _unknown(self, symbol: str) -> int:
-        if self.unk_id is None:
-            raise TokenError(f"{symbol!r} is not in the vocabulary of {self.path.name}, which has no byte "
-                             "tokens and no unknown token")
-        return self.unk_id
+            cut: list[str | int] = []
+            for fragment in fragments:
+                if isinstance(fragment, int):
+                    cut.append(fragment)
+                    continue
+                start = 0
+                while (found := fragment.find(token, start)) >= 0:
+                    if found > start:
+                        cut.append(fragment[start:found])
+                    cut.append(id)
+                    start = found + len(token)
+                if start < len(fragment):
+                    cut.append(fragment[start:])
+            fragments = cut
+        return fragments
 
 
 class WordPiece(GGUFVocabulary):
     MAX_CHARS_PER_WORD = 100  # longer words are one unknown token, as in BERT
 
-    def __init__(self, path: Path, model: str, tokens: list[str], types: np.ndarray | None,
+    def __init__(self, path: Path, model: str, tokens: list[str], types: Sequence[int] | None,
                  unk_id: int | None, special_ids: frozenset[int]):
         super().__init__(path, model, tokens, types, unk_id, special_ids)
         self._token_id = {token: id for id, token in reversed(list(enumerate(tokens)))
@@ -218,95 +199,202 @@ def byte_token(token: str) -> int | None:
     return None
 
 
-class GGUFByteLevelBPE(GPT2BPETokenizer):
-    """GPT-2's byte-level BPE over the file's tokens and merges; control tokens keep their text. Every
-    text is bytes, so nothing becomes the unknown token (unk_id stays None) whatever the file names."""
+# -- reading tokenizer.ggml.* -------------------------------------------------------------------------
 
-    def __init__(self, path: Path, model: str, tokens: list[str], merges: list[tuple[str, str]],
-                 special_ids: frozenset[int], pre_tokenizer: str | None):
-        vocab: dict[str, int] = {}
+class MetadataArrays:
+    """The tokenizer's arrays in one GGUF file, read and checked on request."""
+
+    def __init__(self, path: Path, metadata: dict[str, Any]):
+        from embscope.formats._binary import map_file
+        from embscope.formats.gguf_file import require_gguf
+        self.path = path
+        self.metadata = metadata
+        self.where = f"{path.name}: tokenizer"
+        self.gguf = require_gguf(path)
+        self.buf = map_file(path)
+
+    def ref(self, key: str, what: str, item_types: tuple[str, ...]) -> Any:
+        """The ArrayRef of ``key`` (None when absent), refused unless its elements are of one of ``item_types``."""
+        from embscope.formats.gguf_file import ArrayRef
+        value = self.metadata.get(PREFIX + key)
+        if value is None:
+            return None
+        names = " or ".join(item_types)
+        if not isinstance(value, ArrayRef):
+            raise CheckpointError(f"{self.where}: expected {PREFIX + key} to be an array of {what} ({names}), "
+                                  f"found {shown(value)}")
+        if self.gguf.GGUFValueType(value.item_type).name not in item_types:
+            raise CheckpointError(f"{self.where}: expected {PREFIX + key} to be an array of {what} ({names}), found "
+                                  f"an array of {self.gguf.GGUFValueType(value.item_type).name}")
+        return value
+
+    def raw_strings(self, key: str) -> list[bytes] | None:
+        from embscope.formats.gguf_file import array_strings
+        ref = self.ref(key, "strings", ("STRING",))
+        return None if ref is None else array_strings(self.buf, ref, PREFIX + key, self.where)
+
+    def strings(self, key: str, raw: list[bytes] | None = None) -> list[str] | None:
+        raw = self.raw_strings(key) if raw is None else raw
+        if raw is None:
+            return None
+        try:
+            joined = b"\0".join(raw)
+            if joined.count(b"\0") == len(raw) - 1:  # one decode for all, unless a token holds a NUL itself
+                return joined.decode("utf-8").split("\0")
+            return [item.decode("utf-8") for item in raw]
+        except UnicodeDecodeError:
+            for index, item in enumerate(raw):
+                try:
+                    item.decode("utf-8")
+                except UnicodeDecodeError:
+                    raise CheckpointError(f"{self.where}: element {index} of {PREFIX + key} is not UTF-8 text, "
+                                          f"found {shown(item)}") from None
+            raise
+
+    def numbers(self, key: str, what: str, item_types: tuple[str, ...], count: int) -> np.ndarray | None:
+        """One number per token (``what``: "score" or "token type"), as llama.cpp reads them: an array of
+        ``item_types`` at least ``count`` long, of which the first ``count`` are used."""
+        from embscope.formats.gguf_file import array_numbers
+        ref = self.ref(key, what + "s", item_types)
+        if ref is None:
+            return None
+        if ref.count < count:
+            raise CheckpointError(f"{self.where}: expected {PREFIX + key} to hold a {what} for each of the "
+                                  f"{count} tokens, found {ref.count}")
+        return array_numbers(self.buf, ref, PREFIX + key, self.where, self.gguf)[:count]
+
+
+def read_tokens(arrays: MetadataArrays) -> tuple[list[str], list[bytes], dict[str, int]]:
+    """The token list as llama.cpp holds it, the UTF-8 of each, and each token's id: an empty token is
+    "[EMPTY_<id>]", and a token that appears twice is refused."""
+    raw = arrays.raw_strings("tokens")
+    if not raw:
+        raise CheckpointError(f"{arrays.where}: expected a list of tokens in {PREFIX}tokens, found none")
+    check_largest_id(len(raw) - 1, arrays.path)
+    if not all(raw):
+        raw = [item or f"[EMPTY_{id}]".encode() for id, item in enumerate(raw)]
+    tokens = arrays.strings("tokens", raw)
+    assert tokens is not None
+    token_id = dict(zip(tokens, range(len(tokens))))
+    if len(token_id) != len(tokens):
+        first: dict[str, int] = {}
         for id, token in enumerate(tokens):
-            vocab.setdefault(token, id)
-        super().__init__(path, path, vocab, merges)
-        self.kind = f"gguf ({model})"
-        self.vocab_size = len(tokens)  # a repeated token leaves its later ids unused, not out of range
-        self.special_ids = special_ids
-        self._special = {id: tokens[id] for id in special_ids}
-        if pre_tokenizer not in (None, "gpt2", "default"):
-            self.notes = (f"the file's pre-tokenizer {pre_tokenizer!r} is not run: text is split with GPT-2's pattern, "
-                          "which cuts single words alike but may cut digit runs and punctuation otherwise"),
+            if token in first:
+                raise CheckpointError(f"{arrays.where}: expected each token once in {PREFIX}tokens, found "
+                                      f"{shown(token)} as ids {first[token]} and {id}")
+            first[token] = id
+    return tokens, raw, token_id
 
 
-def load_gguf_tokenizer(path: Path, metadata: dict[str, Any]) -> GGUFVocabulary | GGUFByteLevelBPE:
-    """The tokenizer described by a GGUF header's metadata; its arrays are read from the file now."""
+def read_types(arrays: MetadataArrays, token_id: dict[str, int]) -> np.ndarray | None:
+    """tokenizer.ggml.token_type, one INT32 per token (values llama.cpp does not know are UNDEFINED)."""
+    types = arrays.numbers("token_type", "token type", ("INT32",), len(token_id))
+    if types is None:
+        return None
+    types[(types < UNDEFINED) | (types > BYTE)] = UNDEFINED
+    for token in ALWAYS_USER_DEFINED.intersection(token_id):
+        types[token_id[token]] = USER_DEFINED
+    return types
+
+
+def read_scores(arrays: MetadataArrays, tokens: list[str]) -> np.ndarray | None:
+    """tokenizer.ggml.scores as float32 (INT32 scores are cast, as llama.cpp casts them); NaN is refused,
+    since no order of merges follows from it."""
     import numpy as np
+    scores = arrays.numbers("scores", "score", ("FLOAT32", "INT32"), len(tokens))
+    if scores is None:
+        return None
+    scores = scores.astype(np.float32)
+    bad = np.flatnonzero(np.isnan(scores))
+    if bad.size:
+        raise CheckpointError(f"{arrays.where}: expected a number as the score of every token in {PREFIX}scores, "
+                              f"found NaN for token {int(bad[0])} ({shown(tokens[bad[0]])})")
+    return scores
 
-    from embscope.formats._binary import map_file
-    from embscope.formats.gguf_file import ArrayRef, array_numbers, array_strings, require_gguf
-    gguf = require_gguf(path)
-    where = f"{path.name}: tokenizer"
-    buf = map_file(path)
 
-    def strings(key: str) -> list[str] | None:
-        ref = metadata.get(PREFIX + key)
-        if ref is None:
-            return None
-        if not (isinstance(ref, ArrayRef) and ref.item_type == gguf.GGUFValueType.STRING):
-            raise CheckpointError(f"{where}: expected {PREFIX + key} to be an array of strings")
-        out = []
-        for index, raw in enumerate(array_strings(buf, ref, PREFIX + key, where)):
-            try:
-                out.append(raw.decode("utf-8"))
-            except UnicodeDecodeError:
-                raise CheckpointError(f"{where}: element {index} of {PREFIX + key} is not UTF-8 text") from None
-        return out
+def read_merges(arrays: MetadataArrays, token_id: dict[str, int]) -> list[tuple[str, str]]:
+    """tokenizer.ggml.merges, each "left right" cut at its first space past the first character (as llama.cpp
+    cuts it); every merge must join two tokens into a third."""
+    raw = arrays.raw_strings("merges")
+    if not raw:
+        raise CheckpointError(f"{arrays.where}: a gpt2 (byte-level BPE) tokenizer needs {PREFIX}merges, found none")
+    # byte-level tokens hold no space or newline ("Ġ" and "Ċ" stand for them), so each merge is its only space:
+    # all are cut and checked at once (Llama 3's 280k merges in a few hundredths of a second); any doubt, and
+    # they are read one by one below, which names the first bad one
+    joined = b"\n".join(raw)
+    if joined.count(b" ") == len(raw) and joined.count(b"\n") == len(raw) - 1 and not joined.startswith(b" "):
+        try:
+            parts = joined.decode("utf-8").replace(" ", "\n").split("\n")
+        except UnicodeDecodeError:
+            parts = []
+        lefts, rights = parts[0::2], parts[1::2]
+        known = token_id.keys()
+        if parts and "" not in parts and known >= set(parts) and known >= set(map(str.__add__, lefts, rights)):
+            return list(zip(lefts, rights))
+    merges = arrays.strings("merges", raw)
+    assert merges is not None
+    pairs = []
+    for rank, merge in enumerate(merges):
+        cut = merge.find(" ", 1)
+        left, right = (merge[:cut], merge[cut + 1:]) if cut >= 0 else ("", "")
+        if not (left in token_id and right in token_id and left + right in token_id):
+            missing = next(part for part in (left, right, left + right) if part not in token_id)
+            raise CheckpointError(
+                f"{arrays.where}: expected merge {rank} of {PREFIX}merges ({shown(merge)}) to join two tokens into a "
+                f"third, found {shown(missing)}, which is not a token" if cut >= 0 else
+                f"{arrays.where}: expected merge {rank} of {PREFIX}merges to be two tokens and a space, found "
+                f"{shown(merge)}")
+        pairs.append((left, right))
+    return pairs
 
-    def numbers(key: str, count: int) -> np.ndarray | None:
-        ref = metadata.get(PREFIX + key)
-        if ref is None:
-            return None
-        if not isinstance(ref, ArrayRef) or ref.count != count:
-            raise CheckpointError(f"{where}: expected {PREFIX + key} to hold {count} numbers, one per token")
-        return array_numbers(buf, ref, PREFIX + key, where, gguf)
 
-    model = metadata.get(PREFIX + "model", "llama")  # llama.cpp's default when the key is absent
-    tokens = strings("tokens") or []
-    if not tokens:
-        raise CheckpointError(f"{where}: expected a list of tokens in {PREFIX}tokens, found none")
-    check_largest_id(len(tokens) - 1, path)
-    types = numbers("token_type", len(tokens))
-    ids = {key: metadata.get(PREFIX + key) for key in SPECIAL_ID_KEYS}
+def special_ids_of(arrays: MetadataArrays, count: int, types: np.ndarray | None) -> tuple[int | None, frozenset[int]]:
+    """The unknown token's id and every special id: those the metadata names, control and unknown tokens."""
+    import numpy as np
+    ids = {key: arrays.metadata.get(PREFIX + key) for key in SPECIAL_ID_KEYS}
     for key, value in ids.items():
-        if value is not None and not (type(value) is int and 0 <= value < len(tokens)):
-            raise CheckpointError(f"{where}: {PREFIX + key} is {value!r}, expected an id below {len(tokens)}")
+        if value is not None and not (type(value) is int and 0 <= value < count):
+            raise CheckpointError(f"{arrays.where}: {PREFIX + key} is {shown(value)}, expected an id below {count}")
     unk_id = ids["unknown_token_id"]
-    if unk_id is None and types is not None:
-        unknown = np.flatnonzero(types == UNKNOWN)
-        unk_id = int(unknown[0]) if unknown.size else None
     special = {v for v in ids.values() if v is not None}
     if types is not None:
-        special |= {int(i) for i in np.flatnonzero((types == CONTROL) | (types == UNKNOWN))}
-    special_ids = frozenset(special)
+        unknown = np.flatnonzero(types == UNKNOWN)
+        if unk_id is None and unknown.size:
+            unk_id = int(unknown[0])
+        special.update(np.flatnonzero((types == CONTROL) | (types == UNKNOWN)).tolist())
+    return unk_id, frozenset(special)
+
+
+def load_gguf_tokenizer(path: Path, metadata: dict[str, Any]) -> GGUFVocabulary:
+    """The tokenizer described by a GGUF header's metadata; its arrays are read from the file now."""
+    import numpy as np
+    arrays = MetadataArrays(path, metadata)
+    model = metadata.get(PREFIX + "model")
+    tokens, raw, token_id = read_tokens(arrays)
+    type_array = read_types(arrays, token_id)
+    unk_id, special_ids = special_ids_of(arrays, len(tokens), type_array)
+    user_defined = UserDefined(tokens, [] if type_array is None else np.flatnonzero(type_array == USER_DEFINED).tolist())
+    types = None if type_array is None else type_array.tolist()
+    if model is None:
+        vocabulary = GGUFVocabulary(path, "unnamed", tokens, types, unk_id, special_ids,
+                                    f"{path.name} names no tokenizer ({PREFIX}model)")
+        vocabulary.notes = (f"the file names no tokenizer ({PREFIX}model): ids are named, words cannot be looked up",)
+        return vocabulary
     if not isinstance(model, str):
-        raise CheckpointError(f"{where}: expected {PREFIX}model to be a name, found {model!r}")
+        raise CheckpointError(f"{arrays.where}: expected {PREFIX}model to be a name, found {shown(model)}")
     if model == "gpt2":
-        merges = []
-        for rank, merge in enumerate(strings("merges") or []):
-            parts = merge.split(" ")
-            if len(parts) != 2:
-                raise CheckpointError(f"{where}: expected merge {rank} to be two tokens, found {merge!r}")
-            merges.append((parts[0], parts[1]))
-        if not merges:
-            raise CheckpointError(f"{where}: a gpt2 (byte-level BPE) tokenizer needs {PREFIX}merges, found none")
-        pre = metadata.get(PREFIX + "pre")
-        return GGUFByteLevelBPE(path, model, tokens, merges, special_ids, pre if isinstance(pre, str) else None)
+        from embscope.tokenizers.gguf_bpe import load_byte_level_bpe
+        return load_byte_level_bpe(path, tokens, types, special_ids, user_defined, read_merges(arrays, token_id),
+                                   metadata.get(PREFIX + "pre"), token_id)
     if model == "llama":
-        scores = numbers("scores", len(tokens))
-        if scores is None:
-            raise CheckpointError(f"{where}: a llama (SentencePiece) tokenizer needs {PREFIX}scores, found none")
-        add_prefix = metadata.get(PREFIX + "add_space_prefix", True)
-        return SentencePieceBPE(path, model, tokens, types, unk_id, special_ids, scores.astype(np.float64),
-                                add_prefix is True)
+        from embscope.tokenizers.gguf_spm import SentencePieceVocab
+        scores = read_scores(arrays, tokens)
+        add_prefix = metadata.get(PREFIX + "add_space_prefix", True)  # llama.cpp's default for llama vocabularies
+        if not isinstance(add_prefix, bool):
+            raise CheckpointError(f"{arrays.where}: expected {PREFIX}add_space_prefix to be true or false, found "
+                                  f"{shown(add_prefix)}")
+        return SentencePieceVocab(path, tokens, raw, token_id, types, unk_id, special_ids, user_defined, scores,
+                                  add_prefix)
     if model == "bert":
         return WordPiece(path, model, tokens, types, unk_id, special_ids)
     vocabulary = GGUFVocabulary(path, model, tokens, types, unk_id, special_ids)

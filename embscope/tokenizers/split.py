@@ -40,7 +40,9 @@ _COUNTED_REPEAT = re.compile(r"\{(\d*)(?:,(\d*))?\}")
 
 class SplitPattern:
     """A compiled split pattern: ``chunks(text)`` is every match of the pattern in ``text``, in order
-    (like minbpe, text the pattern does not match is dropped). ``engine`` is "re" or "regex"."""
+    (like minbpe, text the pattern does not match is dropped); ``pieces(text)`` keeps that text too, each
+    stretch between matches a piece of its own (llama.cpp's unicode_regex_split, the tokenizers library's
+    Split "isolated"). ``engine`` is "re" or "regex"."""
 
     def __init__(self, pattern: str, compiled: Any, where: str, timeout: float | None):
         self.pattern = pattern
@@ -50,11 +52,27 @@ class SplitPattern:
         self._timeout = timeout
 
     def chunks(self, text: str) -> list[str]:
+        return [match.group(0) for match in self._matches(text)]
+
+    def pieces(self, text: str) -> list[str]:
+        out, end = [], 0
+        for match in self._matches(text):
+            start = match.start()
+            if start > end:
+                out.append(text[end:start])
+            if match.end() > start:  # an empty match cuts the text without making a piece
+                out.append(match.group(0))
+            end = match.end()
+        if end < len(text):
+            out.append(text[end:])
+        return out
+
+    def _matches(self, text: str) -> list[Any]:
         if self._timeout is None:
-            return [match.group(0) for match in self._compiled.finditer(text)]
+            return list(self._compiled.finditer(text))
         timeout = self._timeout + len(text) / CHARS_PER_EXTRA_SECOND  # regex times the whole iteration
         try:
-            return [match.group(0) for match in self._compiled.finditer(text, timeout=timeout)]
+            return list(self._compiled.finditer(text, timeout=timeout))
         except TimeoutError:
             raise TokenError(
                 f"the split pattern in {self._where} took over {timeout:.3g} s on {text[:40]!r} and was "
@@ -62,25 +80,23 @@ class SplitPattern:
             ) from None
 
 
-def compile_split_pattern(pattern: str, where: str) -> SplitPattern:
-    """Compile a split pattern from the file named ``where``. Raises CheckpointError for a pattern
-    that is broken or too long, EmbscopeError when it needs the regex package and that is missing."""
+def compile_split_pattern(pattern: str, where: str, ascii_classes: bool = False) -> SplitPattern:
+    """Compile a split pattern from the file named ``where``; ``ascii_classes``: \\d, \\w, \\s and \\b match
+    ASCII only, as in C++'s std::regex. Raises CheckpointError for a pattern that is broken or too long,
+    EmbscopeError when it needs the regex package and that is missing."""
     if len(pattern) > MAX_PATTERN_CHARS:
         raise CheckpointError(
             f"expected a split pattern of at most {MAX_PATTERN_CHARS:,} characters in {where}, "
             f"found {len(pattern):,}"
         )
-    counts = [int(number[:9]) for match in _COUNTED_REPEAT.finditer(pattern) for number in match.groups() if number]
-    product = 1
-    for count in counts:
-        product *= max(count, 1)
-        if product > MAX_REPEAT_PRODUCT:
-            raise CheckpointError(
-                f"expected the counted repeats ({{m,n}}) of the split pattern in {where} to multiply to at most "
-                f"{MAX_REPEAT_PRODUCT:,}, found more"
-            )
+    if counted_repeat_product(pattern) > MAX_REPEAT_PRODUCT:
+        raise CheckpointError(
+            f"expected the counted repeats ({{m,n}}) of the split pattern in {where} to multiply to at most "
+            f"{MAX_REPEAT_PRODUCT:,}, found more"
+        )
+    flags = re.ASCII if ascii_classes else 0
     try:
-        compiled = re.compile(pattern)
+        compiled = re.compile(pattern, flags)
         re_error: BaseException | None = None
     except (re.error, *COMPILE_FAILURES) as err:
         compiled, re_error = None, err
@@ -102,9 +118,45 @@ def compile_split_pattern(pattern: str, where: str) -> SplitPattern:
             ) from None
         raise _broken(pattern, where, re_error) from None
     try:
-        return SplitPattern(pattern, regex.compile(pattern), where, MATCH_TIMEOUT_S)
+        return SplitPattern(pattern, regex.compile(pattern, regex.ASCII if ascii_classes else 0), where, MATCH_TIMEOUT_S)
     except (regex.error, *COMPILE_FAILURES) as err:
         raise _broken(pattern, where, err) from None
+
+
+def counted_repeat_product(pattern: str) -> int:
+    """What regex would unroll: the largest product of the counts of {m,n} repeats nested in one another,
+    read with re's parser (alternatives side by side, llama.cpp's \\s{512}(?!\\S)|\\s{256}(?!\\S)|..., do
+    not multiply). A pattern re cannot read (\\p{L}) counts every {m,n} in it as nested."""
+    try:
+        sre = importlib.import_module("re._constants")
+        tree = importlib.import_module("re._parser").parse(pattern)
+    except (ImportError, AttributeError, re.error, *COMPILE_FAILURES):
+        product = 1
+        for match in _COUNTED_REPEAT.finditer(pattern):
+            for number in match.groups():
+                if number:
+                    product = min(product * max(int(number[:9]), 1), MAX_REPEAT_PRODUCT + 1)
+        return product
+    return _nested_product(sre, list(tree))
+
+
+def _nested_product(sre: Any, items: list[Any]) -> int:
+    repeats = {sre.MAX_REPEAT, sre.MIN_REPEAT, getattr(sre, "POSSESSIVE_REPEAT", sre.MAX_REPEAT)}
+    largest = 1
+    for op, arg in items:
+        if op in repeats:
+            low, high, body = arg
+            count = max(low if high == sre.MAXREPEAT else high, 1)
+            largest = max(largest, min(count * _nested_product(sre, list(body)), MAX_REPEAT_PRODUCT + 1))
+        elif op == sre.BRANCH:
+            largest = max([largest] + [_nested_product(sre, list(branch)) for branch in arg[1]])
+        elif op == sre.SUBPATTERN:
+            largest = max(largest, _nested_product(sre, list(arg[-1])))
+        elif op in (sre.ASSERT, sre.ASSERT_NOT):
+            largest = max(largest, _nested_product(sre, list(arg[1])))
+        elif op == sre.ATOMIC_GROUP:
+            largest = max(largest, _nested_product(sre, list(arg)))
+    return largest
 
 
 def _broken(pattern: str, where: str, err: BaseException) -> CheckpointError:
