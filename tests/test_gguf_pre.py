@@ -24,6 +24,11 @@ LLAMA_CPP_READS_OTHERWISE = {
     **{(kind, text): "\\p{Lu} is any letter" for kind in ("YOUTU", "TINY_AYA") for text in ("HelloWorld", "camelCaseWords")},
     ("SUPERBPE", "١٢٣٤٥ and ٣"): "\\d is ASCII",
     ("TINY_AYA", SAMPLE[-1]): "every digit run in threes from the right: 1314151 is 1 314 151, not 131 415 1",
+    # std::wregex is handed the text with every non-ASCII space as 0x0B (gguf_pre.wide_text), so the third regex's
+    # class [\u3000-\u3002] never sees U+3000 and '\u3000ideographic' stays whole; the ids of both DeepSeek files
+    # equal llama.cpp's own on this text (llama-cpp-python 0.3.36, llama.cpp 0c1e57098)
+    **{(kind, "\u00a0nbsp\u3000ideographic\u2028line\x1cfile-sep\x85next"): "U+3000 is 0x0B to std::wregex"
+       for kind in ("DEEPSEEK_LLM", "DEEPSEEK_CODER")},
 }
 
 
