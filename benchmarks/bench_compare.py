@@ -54,7 +54,7 @@ def main() -> None:
 
         def compare_both(sample: int) -> None:
             series = ({"token": TableInput(embscope.open(path).token.array)} for path in paths)
-            compare(series, CompareOptions(sample=sample, device="cpu"))
+            compare(series, CompareOptions(sample=sample, device="cpu"), checkpoints=2)
 
         read_both()  # warm the page cache
         baseline = median_time(read_both, args.repeat)

@@ -30,8 +30,8 @@ blas.settle()  # the BLAS settings the command line runs with, applied as it app
 
 import numpy as np
 
-from embscope.compute import topk_rows  # noqa: E402
-from embscope.compute.devices import cpu_block_bytes  # noqa: E402
+from embscope.compute import topk_rows
+from embscope.compute.devices import cpu_block_bytes
 
 
 def best_of(repeat, fn):

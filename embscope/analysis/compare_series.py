@@ -95,7 +95,7 @@ def compare_series(paths: Sequence[Path], open_path: Opener, options: CompareOpt
             yield tables
 
     comparison = compare(series(), options or CompareOptions(), token_pairing=token_pairing, word_rows=word_rows,
-                         stages=stages)
+                         stages=stages, checkpoints=len(paths))
     (last, last_tables), = latest
     names_b.update((role, namer(last, role, table.first_row)) for role, table in last_tables.items())
     table_names = {role: (first_names[role], last_names[role]) for role in comparison.tables}

@@ -6,8 +6,11 @@ import numpy as np
 
 from .devices import cpu_threads
 from .engine import Emit, HostEngine, Prepared, Queries
-from .rows import normalise_into, row_blocks
+from .rows import unit_blocks
 from .select import select_top
+from .streamed import StreamedTopK
+
+STREAM_BLOCK_BYTES = 32 << 20
 
 
 class NumpyEngine(HostEngine):
@@ -32,14 +35,16 @@ class NumpyEngine(HostEngine):
             # just after np.matmul: the command line sets that (blas.py)
             emit(start, *select_top(scores, count, threads))
 
-    def stream(self, table: np.ndarray, queries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        scores = np.empty((queries.shape[0], table.shape[0]), dtype=np.float32)
-        valid = np.empty(table.shape[0], dtype=bool)
-        unit = None
-        for start, block in row_blocks(table):
-            stop = start + block.shape[0]
-            unit = np.empty(block.shape, dtype=np.float32) if unit is None else unit[:block.shape[0]]
-            _, valid[start:stop] = normalise_into(block, unit)
-            np.matmul(queries, unit.T, out=scores[:, start:stop])
-            scores[:, start:stop][:, ~valid[start:stop]] = -np.inf
-        return scores, valid
+    def stream(self, table: np.ndarray, queries: np.ndarray, k: int,
+               left_out: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        threads = cpu_threads()
+        found = StreamedTopK(queries, k, left_out, threads)
+        for start, unit, valid in unit_blocks(table, stream_rows(len(queries), table.shape[1]), threads):
+            found.add(start, unit, valid)
+        return found.result()
+
+
+def stream_rows(n_queries: int, dim: int) -> int:
+    """Table rows per streamed block: their unit rows, and the queries' scores against them, each within
+    STREAM_BLOCK_BYTES (small enough to stay near the cache, large enough for BLAS)."""
+    return max(1, STREAM_BLOCK_BYTES // (4 * max(1, n_queries, dim)))

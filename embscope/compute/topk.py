@@ -19,11 +19,10 @@ import numpy as np
 
 from ..errors import EmbscopeError
 from .bf16_engine import CpuBf16Engine
-from .devices import cpu_threads, precision_run, resolve_device, resolve_precision
+from .devices import precision_run, resolve_device, resolve_precision
 from .engine import Engine, Queries
 from .numpy_engine import NumpyEngine
 from .rows import as_table, check_ids, normalise, unit_rows
-from .select import select_top
 from .torch_engine import TorchEngine
 
 Progress = Callable[[int, int], None]
@@ -34,6 +33,8 @@ CPU_ENGINES: dict[str, Engine] = {"fp32": NumpyEngine(), "bf16": CpuBf16Engine()
 GPU_ENGINE: Engine = TorchEngine()
 
 Excluded = Sequence[Sequence[int]] | np.ndarray  # per query, the row ids it must not return
+# A search streams the table when it has at least this many times fewer queries than the table has rows.
+STREAM_FEWER = 4
 
 
 @dataclass
@@ -134,17 +135,18 @@ def _search(array: np.ndarray, k: object, query_ids: np.ndarray, vectors: np.nda
                   np.full((n_queries, width), np.nan, dtype=np.float32), query_ids)
     self_left_out = 1 if vectors is None and exclude_self else 0
     asked = unit_vectors(vectors) if vectors is not None else None  # normalised as rows are
-    streamed = (block_rows is None and engine.streams
-                and n_queries * n_rows * 4 <= engine.block_bytes(device, n_rows, dim))
+    # Few queries (compare's sample, a word's neighbours), or a small search, read the table once and normalise
+    # it as it goes rather than make a normalised copy of it; the answer is the same.
+    streamed = block_rows is None and engine.streams and (
+        n_queries * STREAM_FEWER <= n_rows or n_queries * n_rows * 4 <= engine.block_bytes(device, n_rows, dim))
     if streamed:
         query_unit, _, query_valid = unit_rows(array, rows=query_ids) if asked is None else (asked[0], None, asked[1])
         lines = np.flatnonzero(query_valid)
         left_lines, left_rows = left_out_pairs(query_ids, exclude, exclude_self, lines, n_rows)
-        scores, valid = engine.stream(array, query_unit[lines])
-        scores[left_lines, left_rows] = -np.inf
-        count = min(width, int(valid.sum()) - self_left_out)
-        if count > 0 and lines.size:
-            record(result, lines, 0, *select_top(scores, count, cpu_threads()), None, progress)
+        count = width if lines.size else 0
+        if lines.size:
+            record(result, lines, 0, *engine.stream(array, query_unit[lines], width, (left_lines, left_rows)),
+                   None, progress)
     else:
         prepared = engine.prepare(array, device)
         valid = prepared.valid
