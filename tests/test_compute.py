@@ -546,3 +546,34 @@ def test_unit_blocks_normalise_a_memmap_as_unit_rows_do(tmp_path):
         blocks = [(unit.copy(), ok.copy()) for _, unit, ok in unit_blocks(mapped, 97, threads)]
         np.testing.assert_array_equal(np.concatenate([u for u, _ in blocks]), whole)  # bit for bit
         assert np.array_equal(np.concatenate([v for _, v in blocks]), valid)
+
+
+@pytest.mark.parametrize("k", [1, 7, 696, 800])  # 696: every other valid row; 800: more than the table has
+def test_every_row_from_half_the_cosine_matrix_matches_brute_force(monkeypatch, k):
+    # Small score blocks make square tiles of 97 x 97 (and short ones at the edges); dyadic rows make every
+    # cosine exact, so the symmetric search must agree bit for bit, ties to the lower id included.
+    from embscope.compute import engine, numpy_engine
+    monkeypatch.setattr(engine, "cpu_block_bytes", lambda n, d: 97 * 97 * 4)
+    monkeypatch.setattr(numpy_engine, "cpu_block_bytes", lambda n, d: 97 * 97 * 4)
+    calls = []
+    monkeypatch.setattr(numpy_engine.NumpyEngine, "search",
+                        lambda *args: calls.append(args))  # the blocked search must not be the one that ran
+    table = with_bad_rows(dyadic_table(700, seed=13))
+    table[600] = table[4] * 3  # twins: exact ties at the top
+    got = topk_rows(table, k, device="cpu")
+    assert not calls
+    assert_topk_exact(got, *brute_topk(table, k))
+
+
+def test_every_row_of_a_random_table_from_half_the_cosine_matrix(monkeypatch):
+    from embscope.compute import engine, numpy_engine
+    monkeypatch.setattr(engine, "cpu_block_bytes", lambda n, d: 131 * 131 * 4)
+    monkeypatch.setattr(numpy_engine, "cpu_block_bytes", lambda n, d: 131 * 131 * 4)
+    table = with_bad_rows(np.random.default_rng(14).standard_normal((900, 24)).astype(np.float32))
+    got = topk_rows(table, 6, device="cpu")
+    assert_topk_close(got, *brute_topk(table, 6))
+    # each cosine is worked out once, for both of its rows: j among i's neighbours has i's score in j's list
+    for row in range(0, 900, 37):
+        for other, score in zip(got.ids[row], got.scores[row]):
+            if other >= 0 and row in got.ids[other]:
+                assert got.scores[other][list(got.ids[other]).index(row)] == score

@@ -7,7 +7,7 @@ import numpy as np
 
 from .devices import torch_module
 from .engine import RERANK_EXTRA_MIN, Emit, HostEngine, Prepared, Queries
-from .select import SELECT_ROWS, candidates, every_column, exact_row, finalise, group_buffer, mark_left_out
+from .select import candidates, every_column, exact_row, finalise, group_buffer, mark_left_out, select_rows
 
 GATHER_ROWS = 256  # queries re-ranked at a time: a bounded gather of their candidates' rows
 
@@ -36,9 +36,9 @@ class CpuBf16Engine(HostEngine):
             if keep == n_valid:
                 cand = every_column(scores)
             else:
-                maxima = group_buffer(n_valid, keep)
-                cand = np.concatenate([candidates(scores[i:i + SELECT_ROWS], keep, maxima)[0]
-                                       for i in range(0, stop - start, SELECT_ROWS)])
+                maxima, chunk = group_buffer(n_valid, keep), select_rows(n_valid)
+                cand = np.concatenate([candidates(scores[i:i + chunk], keep, maxima)[0]
+                                       for i in range(0, stop - start, chunk)])
             first = np.take_along_axis(scores, cand, axis=1)
             exact = np.concatenate([np.einsum("bd,bkd->bk", vectors[i:i + GATHER_ROWS], base[cand[i:i + GATHER_ROWS]])
                                     for i in range(0, stop - start, GATHER_ROWS)])

@@ -44,10 +44,7 @@ class StreamedTopK:
         self.merge(ids + start, vals)
 
     def merge(self, ids: np.ndarray, scores: np.ndarray) -> None:
-        cand_ids = np.concatenate([self.ids, ids], axis=1)
-        cand_scores = np.concatenate([self.scores, scores], axis=1)
-        self.ids, self.scores, _, _ = finalise(cand_ids, cand_scores, self.k, True)
-        self.ids, self.scores = np.ascontiguousarray(self.ids), np.ascontiguousarray(self.scores)
+        self.ids, self.scores = merge_top(self.ids, self.scores, ids, scores)
 
     def result(self) -> tuple[np.ndarray, np.ndarray]:
         """(int64 (Q, k) row ids, float32 (Q, k) cosines) best first; id -1 and score -inf past the last row
@@ -55,3 +52,12 @@ class StreamedTopK:
         missing = self.scores == -np.inf
         return np.where(missing, -1, self.ids), self.scores
 
+
+
+def merge_top(ids: np.ndarray, scores: np.ndarray, more_ids: np.ndarray,
+              more_scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The best ids.shape[1] of two sets of candidates per row, by (score desc, id asc): exact when each set
+    holds its own part's top of the row."""
+    best_ids, best_scores, _, _ = finalise(np.concatenate([ids, more_ids], axis=1),
+                                           np.concatenate([scores, more_scores], axis=1), ids.shape[1], True)
+    return np.ascontiguousarray(best_ids), np.ascontiguousarray(best_scores)

@@ -159,11 +159,20 @@ def _search(array: np.ndarray, k: object, query_ids: np.ndarray, vectors: np.nda
         queries = Queries(position[query_ids[lines]] if asked is None else asked[0][lines],
                           left_lines[kept], position[left_rows[kept]])
         count = min(width, valid_ids.size - self_left_out)
+        # every valid row, each leaving itself out: the cosine matrix is symmetric, and an engine that can works
+        # out half of it
+        every_row = (block_rows is None and vectors is None and exclude_self and hasattr(engine, "search_every_row")
+                     and lines.size == valid_ids.size and np.array_equal(query_ids[lines], valid_ids))
         if count > 0 and lines.size:
+            def emit(start: int, ids: np.ndarray, vals: np.ndarray) -> None:
+                record(result, lines, start, ids, vals, valid_ids, progress)
+
             block = int(block_rows) if block_rows is not None else max(
                 1, engine.block_bytes(device, valid_ids.size, dim) // (4 * max(1, valid_ids.size)))
-            engine.search(prepared, queries, count, block, precision,
-                          lambda start, ids, vals: record(result, lines, start, ids, vals, valid_ids, progress))
+            if every_row:
+                engine.search_every_row(prepared, count, emit)  # type: ignore[attr-defined]  # checked above
+            else:
+                engine.search(prepared, queries, count, block, precision, emit)
     if progress is not None and (count <= 0 or lines.size == 0):
         progress(n_queries, n_queries)
     return result
