@@ -577,3 +577,21 @@ def test_every_row_of_a_random_table_from_half_the_cosine_matrix(monkeypatch):
         for other, score in zip(got.ids[row], got.scores[row]):
             if other >= 0 and row in got.ids[other]:
                 assert got.scores[other][list(got.ids[other]).index(row)] == score
+
+
+def test_the_baseline_pass_feeds_every_byte_of_the_table_once(tmp_path):
+    import zlib
+    table = with_bad_rows(np.random.default_rng(15).standard_normal((5000, 40)).astype(np.float32))
+    np.save(tmp_path / "t.npy", table)
+    class Crc:
+        value = 0
+
+        def __call__(self, part):
+            self.value = zlib.crc32(part, self.value)
+
+    for array in (np.load(tmp_path / "t.npy", mmap_mode="r"), np.asfortranarray(table)):
+        crc = Crc()
+        found = random_pairs(array, n_pairs=300, seed=1, feed=crc)
+        assert crc.value == zlib.crc32(table.tobytes())  # in row order, as a cache would hash the file's table
+        plain = random_pairs(table, n_pairs=300, seed=1)
+        assert found.mean == plain.mean and np.array_equal(found.sample, plain.sample)
