@@ -37,9 +37,9 @@ class NumpyEngine(HostEngine):
 
     def search_every_row(self, prepared: Prepared, count: int, emit: Emit, side: int | None = None) -> None:
         """Every row's top count, itself left out, from the upper triangle of the cosine matrix: each square
-        tile of scores is worked out once and selected from for its rows and, turned over, for its columns (the
-        cosine of i and j is that of j and i), so half the products are made. Row blocks are emitted in order, each
-        once the tiles of its row and of its column are done. side: the tiles' (default: one score block's worth)."""
+        tile of scores is worked out once and selected from for its rows and for its columns (the cosine of i
+        and j is that of j and i), so half the products are made. Row blocks are emitted in order, each once the
+        tiles of its row and of its column are done. side: the tiles' (default: within 7/8 of a score block)."""
         base = prepared.base
         n = base.shape[0]
         threads = cpu_threads()

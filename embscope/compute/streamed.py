@@ -53,7 +53,6 @@ class StreamedTopK:
         return np.where(missing, -1, self.ids), self.scores
 
 
-
 def merge_top(ids: np.ndarray, scores: np.ndarray, more_ids: np.ndarray,
               more_scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The best ids.shape[1] of two sets of candidates per row, by (score desc, id asc): exact when each set

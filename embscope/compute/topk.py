@@ -33,8 +33,10 @@ CPU_ENGINES: dict[str, Engine] = {"fp32": NumpyEngine(), "bf16": CpuBf16Engine()
 GPU_ENGINE: Engine = TorchEngine()
 
 Excluded = Sequence[Sequence[int]] | np.ndarray  # per query, the row ids it must not return
-# A search streams the table when it has at least this many times fewer queries than the table has rows.
+# A search streams the table when it has at least this many times fewer queries than the table has rows, and no
+# more than STREAM_MOST (the table's blocks, 32 MiB of scores against them, stay wide enough for BLAS).
 STREAM_FEWER = 4
+STREAM_MOST = 4096
 
 
 @dataclass
@@ -138,7 +140,8 @@ def _search(array: np.ndarray, k: object, query_ids: np.ndarray, vectors: np.nda
     # Few queries (compare's sample, a word's neighbours), or a small search, read the table once and normalise
     # it as it goes rather than make a normalised copy of it; the answer is the same.
     streamed = block_rows is None and engine.streams and (
-        n_queries * STREAM_FEWER <= n_rows or n_queries * n_rows * 4 <= engine.block_bytes(device, n_rows, dim))
+        n_queries * STREAM_FEWER <= n_rows and n_queries <= STREAM_MOST
+        or n_queries * n_rows * 4 <= engine.block_bytes(device, n_rows, dim))
     if streamed:
         query_unit, _, query_valid = unit_rows(array, rows=query_ids) if asked is None else (asked[0], None, asked[1])
         lines = np.flatnonzero(query_valid)
