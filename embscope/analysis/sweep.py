@@ -20,7 +20,7 @@ from ..compute.streamed import StreamedTopK
 from ..memory import release
 
 BLOCK_BYTES = 1 << 20  # float64 work space per block of rows and table: three per thread stay near the cache
-SEARCH_ROWS_BYTES = 32 << 20  # unit rows gathered per table before they go to its neighbour search
+SEARCH_ROWS_BYTES = 16 << 20  # unit rows gathered per table before they go to its neighbour search (and Q x as many scores)
 
 Progress = Callable[[int, int], None]
 
