@@ -21,10 +21,10 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from embscope.compute import topk_rows  # noqa: E402
-from embscope.compute.devices import torch_block_bytes  # noqa: E402
-from embscope.compute.numpy_engine import NumpyEngine  # noqa: E402
-from embscope.compute.torch_engine import TorchEngine  # noqa: E402
+from embscope.compute import topk_rows
+from embscope.compute.devices import torch_block_bytes
+from embscope.compute.numpy_engine import NumpyEngine
+from embscope.compute.torch_engine import TorchEngine
 
 
 def synchronize(torch, device):

@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import struct
 import subprocess
 import sys
@@ -83,6 +82,7 @@ def peak_rss_of(argv: list[str]) -> tuple[int, float, str]:
 def has_norms_command() -> bool:
     sys.path.insert(0, str(REPO))
     import typer
+
     from embscope.cli import app
     return "norms" in typer.main.get_command(app).commands
 

@@ -8,6 +8,7 @@ the last number in the file's name, else in its folder's name (`checkpoint-500/m
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -77,8 +78,8 @@ def in_step_order(found: list[tuple[Path, Step]]) -> tuple[list[tuple[Path, Step
     if unknown:
         names = ", ".join(quote(path.name) for path, _ in unknown)
         notes.append(f"{names}: no step in the file or its name, so placed last, in name order")
-    steps = [step.value for _, step in known]
-    repeated = sorted({s for s in steps if steps.count(s) > 1 and s is not None})
+    counted = Counter(step.value for _, step in known)
+    repeated = sorted(s for s, n in counted.items() if n > 1 and s is not None)
     if repeated:
         notes.append(f"several checkpoints are at step {', '.join(f'{s:,}' for s in repeated)}: ordered by name")
     return known + unknown, notes

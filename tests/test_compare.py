@@ -427,3 +427,81 @@ def test_the_plot_never_replaces_a_checkpoint_found_in_a_folder(tmp_path):
                              f"'{tmp_path / 'a' / 'model.png'}', a file this answer was read from: it is never "
                              "written over\n")
     assert (tmp_path / "a" / "model.png").read_bytes() == before
+
+
+# ---------------------------------------------------------------- one read per checkpoint
+
+
+def dyadic_rows(rows: int, seed: int, dim: int = 16) -> np.ndarray:
+    """Rows whose unit vectors and dot products are exact in float32 (1, 4 or 16 entries of +-1, times 1, 3 or
+    0.5): every matmul gives the same bits, and there are many exact ties."""
+    rng = np.random.default_rng(seed)
+    nonzero = rng.choice([1, 4, 16], size=rows)
+    chosen = np.argsort(rng.random((rows, dim)), axis=1) < nonzero[:, None]
+    values = rng.choice([-1.0, 1.0], size=(rows, dim)) * rng.choice([1.0, 3.0, 0.5], size=(rows, 1))
+    return np.where(chosen, values, 0.0).astype(np.float32)
+
+
+def test_one_read_against_two_tables_is_two_comparisons():
+    from embscope.analysis.sweep import sweep
+    rng = np.random.default_rng(20)
+    first = rng.standard_normal((5000, 40)).astype(np.float32)
+    before = first + np.float32(0.1) * rng.standard_normal(first.shape).astype(np.float32)
+    now = before + np.float32(0.1) * rng.standard_normal(first.shape).astype(np.float32)
+    now[:50] = before[:50]
+    first[7], before[9, 3], now[11] = 0.0, np.nan, 0.0
+    pairing = by_index(5000, 5000)
+    together = sweep(now, [before, first], pairing)
+    for old, found in zip((before, first), together):
+        alone = row_changes(old, now, pairing)
+        for name in ("cosine", "norm_a", "norm_b", "relative", "unchanged"):
+            np.testing.assert_array_equal(getattr(found, name), getattr(alone, name))  # bit for bit
+    cos, *_ = numpy_rows(first, now)
+    np.testing.assert_allclose(together[1].cosine, cos, rtol=1e-12)
+    assert together[0].unchanged.sum() == 48  # rows 9 and 11 were changed after the copy
+
+
+def test_the_read_hands_the_searches_unit_rows_as_unit_rows_makes_them():
+    from embscope.analysis.sweep import sweep
+    from embscope.compute import unit_rows
+
+    class Kept:  # stands in for a neighbour search: keeps what it is given
+        def __init__(self):
+            self.blocks = []
+
+        def add(self, start, unit, valid):
+            self.blocks.append((start, unit.copy(), valid.copy()))
+
+    rng = np.random.default_rng(21)
+    a = rng.standard_normal((3000, 24)).astype(np.float32)
+    b = a + rng.standard_normal(a.shape).astype(np.float32)
+    a[3], b[5, 2] = 0.0, np.inf
+    kept = {0: Kept(), 1: Kept()}
+    sweep(b, [a], by_index(3000, 3000), searches=kept)
+    for table, found in zip((a, b), kept.values()):
+        unit, _, valid = unit_rows(table)
+        assert [start for start, _, _ in found.blocks] == sorted(start for start, _, _ in found.blocks)
+        np.testing.assert_array_equal(np.concatenate([u for _, u, _ in found.blocks]), unit)
+        assert np.array_equal(np.concatenate([v for _, _, v in found.blocks]), valid)
+
+
+@pytest.mark.parametrize("bad", [False, True])
+def test_neighbours_found_in_the_last_read_are_those_of_their_own_read(bad):
+    # Dyadic rows make every cosine exact, so the two ways must agree bit for bit, ties included; a zero row
+    # (bad) means the sample drawn before the read is not the one drawn after: the sets are found afterwards.
+    from embscope.analysis.compare import CompareOptions, TableInput, compare
+    tables = [dyadic_rows(900, seed) for seed in (30, 31, 32)]
+    tables[2][:300] = tables[0][:300]
+    if bad:
+        tables[0][17] = 0.0
+    for options in (CompareOptions(sample=200, k=10, device="cpu"), CompareOptions(sample=50, k=900, device="cpu")):
+        for count in (2, 3):
+            series = tables[:1] + tables[3 - count + 1:]
+            results = [compare(({"token": TableInput(t)} for t in series), options, word_rows=[17, 4, 4],
+                               checkpoints=known).tables["token"] for known in (count, None)]
+            fused, alone = (r.neighbors for r in results)
+            assert fused is not None and alone is not None
+            for name in ("rows_a", "rows_b", "neighbors_a", "neighbors_b", "jaccard"):
+                np.testing.assert_array_equal(getattr(fused, name), getattr(alone, name))
+            assert fused.words == 2
+            np.testing.assert_array_equal(results[0].changes.cosine, results[1].changes.cosine)

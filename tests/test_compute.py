@@ -8,10 +8,22 @@ import numpy as np
 import pytest
 
 from embscope import compute
-from embscope.compute import (TopK, cosine_blocks, cosines_to, mean_row, pair_cosines, random_pairs,
-                              resolve_device, row_blocks, topk_rows, topk_vectors, unit_rows)
+from embscope.compute import (
+    TopK,
+    cosine_blocks,
+    cosines_to,
+    mean_row,
+    pair_cosines,
+    random_pairs,
+    resolve_device,
+    row_blocks,
+    topk_rows,
+    topk_vectors,
+    unit_rows,
+)
 from embscope.compute.devices import gpu_evidence
 from embscope.compute.numpy_engine import NumpyEngine
+from embscope.compute.rows import TableChecksum
 from embscope.compute.torch_engine import TorchEngine
 from embscope.errors import EmbscopeError
 
@@ -466,3 +478,115 @@ def test_cosine_blocks_of_the_upper_triangle():
     for start, block in cosine_blocks(table, block_rows=7, upper=True):
         assert block.shape == (min(7, 30 - start), 30 - start)
         np.testing.assert_allclose(block, full[start:start + 7, start:], atol=1e-6)
+
+
+# ---------------------------------------------------------------- the selection and the streamed search
+
+
+def plain_top(scores, count):
+    """Plain numpy: scores clipped to [-1, 1] as cosines are (-inf kept: a column left out), then every column
+    ranked by (score desc, column asc) with a stable sort."""
+    clipped = np.where(np.isfinite(scores), np.clip(scores, -1.0, 1.0), scores)
+    order = np.argsort(-clipped, axis=1, kind="stable")[:, :count]
+    return order, np.take_along_axis(clipped, order, axis=1)
+
+
+@pytest.mark.parametrize("width", [7, 1000, 4093, 10007])  # tiny; group widths that leave columns past the groups
+@pytest.mark.parametrize("count", [1, 10, 100, "width-1"])
+def test_selection_matches_a_full_sort_on_ties_and_left_out_columns(width, count):
+    from embscope.compute.select import select_top
+    count = width - 1 if count == "width-1" else min(count, width - 1)
+    rng = np.random.default_rng(width + count)
+    scores = rng.uniform(-1.01, 1.01, (131, width)).astype(np.float32)  # 131: no whole number of row chunks
+    scores[:40] = np.round(scores[:40] * 8) / 8  # exact ties everywhere, at the cut too
+    scores[40:60][rng.random((20, width)) < 0.4] = -np.inf  # left out
+    scores[60] = -np.inf  # nothing left to choose
+    scores[61, 1:] = -np.inf
+    ref_ids, ref_scores = plain_top(scores, count)
+    for threads in (1, 2, 3):
+        ids, found = select_top(scores.copy(), count, threads)
+        np.testing.assert_array_equal(found, ref_scores)
+        left = ref_scores == -np.inf  # which left-out column fills a row that has too few is no answer
+        assert np.array_equal(np.where(left, -1, ids), np.where(left, -1, ref_ids))
+
+
+def test_streamed_search_matches_the_blocked_one_in_any_block_order():
+    # Dyadic rows: every product and sum is exact in float32, so any matmul gives the same bits.
+    from embscope.compute.rows import unit_blocks
+    from embscope.compute.streamed import StreamedTopK
+    table = with_bad_rows(dyadic_table(2100, seed=11))
+    queries = np.array([0, 2, 17, 17, 2099, 5, 640])
+    for k in (1, 7, 2100):
+        blocked = topk_rows(table, k, rows=queries, block_rows=3)
+        unit, _, valid = unit_rows(table)
+        query_valid = valid[queries]
+        search = StreamedTopK(unit[queries[query_valid]], min(k, 2100),
+                              (np.arange(query_valid.sum()), queries[query_valid]), threads=2)
+        starts = list(range(0, 2100, 333))
+        for start in starts[::-1]:  # any order, odd sizes
+            search.add(start, unit[start:start + 333], valid[start:start + 333])
+        ids, scores = search.result()
+        assert np.array_equal(ids, blocked.ids[query_valid])
+        np.testing.assert_array_equal(np.where(ids < 0, np.nan, scores), blocked.scores[query_valid])
+        streamed = topk_rows(table, k, rows=queries)  # few queries: the table goes past once
+        assert_topk_exact(streamed, blocked.ids, blocked.scores)
+    blocks = [(start, unit.copy(), ok.copy()) for start, unit, ok in unit_blocks(table, 333, threads=2)]
+    whole, _, whole_valid = unit_rows(table)
+    assert [start for start, _, _ in blocks] == starts
+    np.testing.assert_array_equal(np.concatenate([u for _, u, _ in blocks]), whole)
+    assert np.array_equal(np.concatenate([v for _, _, v in blocks]), whole_valid)
+
+
+def test_unit_blocks_normalise_a_memmap_as_unit_rows_do(tmp_path):
+    from embscope.compute.rows import unit_blocks
+    table = with_bad_rows(np.random.default_rng(12).standard_normal((1000, 33)).astype(np.float32))
+    np.save(tmp_path / "t.npy", table)
+    mapped = np.load(tmp_path / "t.npy", mmap_mode="r")
+    whole, _, valid = unit_rows(table)
+    for threads in (1, 2):
+        blocks = [(unit.copy(), ok.copy()) for _, unit, ok in unit_blocks(mapped, 97, threads)]
+        np.testing.assert_array_equal(np.concatenate([u for u, _ in blocks]), whole)  # bit for bit
+        assert np.array_equal(np.concatenate([v for _, v in blocks]), valid)
+
+
+@pytest.mark.parametrize("k", [1, 7, 696, 800])  # 696: every other valid row; 800: more than the table has
+def test_every_row_from_half_the_cosine_matrix_matches_brute_force(monkeypatch, k):
+    # Small score blocks make square tiles of 97 x 97 (and short ones at the edges); dyadic rows make every
+    # cosine exact, so the symmetric search must agree bit for bit, ties to the lower id included.
+    from embscope.compute import engine, numpy_engine
+    monkeypatch.setattr(engine, "cpu_block_bytes", lambda n, d: 97 * 97 * 4)
+    monkeypatch.setattr(numpy_engine, "cpu_block_bytes", lambda n, d: 97 * 97 * 4)
+    calls = []
+    monkeypatch.setattr(numpy_engine.NumpyEngine, "search",
+                        lambda *args: calls.append(args))  # the blocked search must not be the one that ran
+    table = with_bad_rows(dyadic_table(700, seed=13))
+    table[600] = table[4] * 3  # twins: exact ties at the top
+    got = topk_rows(table, k, device="cpu")
+    assert not calls
+    assert_topk_exact(got, *brute_topk(table, k))
+
+
+def test_every_row_of_a_random_table_from_half_the_cosine_matrix(monkeypatch):
+    from embscope.compute import engine, numpy_engine
+    monkeypatch.setattr(engine, "cpu_block_bytes", lambda n, d: 131 * 131 * 4)
+    monkeypatch.setattr(numpy_engine, "cpu_block_bytes", lambda n, d: 131 * 131 * 4)
+    table = with_bad_rows(np.random.default_rng(14).standard_normal((900, 24)).astype(np.float32))
+    got = topk_rows(table, 6, device="cpu")
+    assert_topk_close(got, *brute_topk(table, 6))
+    # each cosine is worked out once, for both of its rows: j among i's neighbours has i's score in j's list
+    for row in range(0, 900, 37):
+        for other, score in zip(got.ids[row], got.scores[row]):
+            if other >= 0 and row in got.ids[other]:
+                assert got.scores[other][list(got.ids[other]).index(row)] == score
+
+
+def test_the_baseline_pass_feeds_every_byte_of_the_table_once(tmp_path):
+    import zlib
+    table = with_bad_rows(np.random.default_rng(15).standard_normal((5000, 40)).astype(np.float32))
+    np.save(tmp_path / "t.npy", table)
+    for array in (np.load(tmp_path / "t.npy", mmap_mode="r"), np.asfortranarray(table)):
+        crc = TableChecksum()
+        found = random_pairs(array, n_pairs=300, seed=1, checksum=crc)
+        assert crc.value == zlib.crc32(table.tobytes())  # in row order, as a cache would hash the file's table
+        plain = random_pairs(table, n_pairs=300, seed=1)
+        assert found.mean == plain.mean and np.array_equal(found.sample, plain.sample)

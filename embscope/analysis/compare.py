@@ -20,13 +20,15 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import compute
+from ..compute.devices import cpu_threads
+from ..compute.streamed import StreamedTopK
 from ..memory import release
 from .cka import Cka, linear_cka
 from .norms import row_norms, summarize
 from .positions import PositionProfile, position_profile
 from .stages import Progress, Stages, quiet
+from .sweep import RowChanges, block_rows, sweep
 
-BLOCK_BYTES = 2 << 20  # float64 work space per block of rows: a few blocks stay in the CPU's cache
 PERCENTILES = (1, 5, 95)  # of the row cosines: the low ones are where the movers are
 LISTED = 20  # movers and stable rows kept per table
 NEIGHBOR_K = 10
@@ -77,16 +79,18 @@ class Pairing:
         """(first pair, rows of A, rows of B) for consecutive blocks of block_rows(a) pairs."""
         rows = block_rows(a)
         for start in range(0, self.count, rows):
-            stop = min(start + rows, self.count)
-            if self.ids_a is None or self.ids_b is None:
-                yield start, a[self.start_a + start:self.start_a + stop], b[self.start_b + start:self.start_b + stop]
-            else:
-                yield start, a[self.ids_a[start:stop]], b[self.ids_b[start:stop]]
+            yield (start, *self.block(a, b, start, min(start + rows, self.count)))
 
+    def block(self, a: np.ndarray, b: np.ndarray, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
+        """The rows of A and of B of pairs start..stop."""
+        if self.ids_a is None or self.ids_b is None:
+            return a[self.start_a + start:self.start_a + stop], b[self.start_b + start:self.start_b + stop]
+        return a[self.ids_a[start:stop]], b[self.ids_b[start:stop]]
 
-def block_rows(table: np.ndarray) -> int:
-    """Rows of about BLOCK_BYTES in float64."""
-    return max(1, BLOCK_BYTES // (8 * max(1, table.shape[1])))
+    def same_as(self, other: Pairing) -> bool:
+        """Pairs the same rows (so one read of B serves both)."""
+        return (self.ids_a is None and other.ids_a is None and self.ids_b is None and other.ids_b is None
+                and (self.count, self.start_a, self.start_b) == (other.count, other.start_a, other.start_b))
 
 
 def by_index(rows_a: int, rows_b: int, first_a: int = 0, first_b: int = 0, what: str = "rows") -> Pairing:
@@ -125,68 +129,11 @@ def by_token(strings_a: Sequence[str | None], strings_b: Sequence[str | None]) -
     return Pairing(len(shared), ids_a=ids[:, 0].copy(), ids_b=ids[:, 1].copy(), note=note)
 
 
-@dataclass(frozen=True, eq=False)
-class RowChanges:
-    """One entry per compared pair of rows."""
-
-    cosine: np.ndarray  # float64; NaN when either row is zero or holds NaN/Inf
-    norm_a: np.ndarray  # float64
-    norm_b: np.ndarray  # float64 (after the rotation, when aligned: a rotation keeps norms)
-    relative: np.ndarray  # float64 ||b - a|| / ||a||; Inf when a is zero and b is not, NaN when undefined
-    unchanged: np.ndarray  # bool: the stored bits of the two rows are equal
-
-    @property
-    def count(self) -> int:
-        return len(self.cosine)
-
-
-def same_bits(block_a: np.ndarray, block_b: np.ndarray) -> np.ndarray:
-    """Per row: are the stored values bit for bit equal? (Values compare NaN unequal and -0.0 equal to 0.0.)"""
-    if block_a.dtype != block_b.dtype or block_a.shape[1] != block_b.shape[1]:
-        return np.zeros(len(block_a), dtype=bool)
-    word = np.dtype(f"u{block_a.dtype.itemsize}")
-    return (np.ascontiguousarray(block_a).view(word) == np.ascontiguousarray(block_b).view(word)).all(axis=1)
-
-
 def row_changes(a: np.ndarray, b: np.ndarray, pairing: Pairing, rotation: np.ndarray | None = None,
                 progress: Progress | None = None) -> RowChanges:
-    """Cosine, norms, relative change and bitwise equality of each pair of rows, block by block.
+    """Cosine, norms, relative change and bitwise equality of each pair of rows, block by block, over the cores.
     With `rotation` (d, d), B's rows are compared as b @ rotation; bitwise equality is of the stored rows."""
-    n = pairing.count
-    cosine, norm_a, norm_b, relative = (np.empty(n, dtype=np.float64) for _ in range(4))
-    unchanged = np.empty(n, dtype=bool)
-    # float64 work space made once: a fresh 2 MB array per block would cost its page faults every time
-    space_a, space_b = (np.empty((block_rows(a), a.shape[1]), dtype=np.float64) for _ in range(2))
-    for start, block_a, block_b in pairing.blocks(a, b):
-        stop = start + len(block_a)
-        xa, xb = space_a[:len(block_a)], space_b[:len(block_a)]
-        np.copyto(xa, block_a)
-        np.copyto(xb, block_b)
-        if rotation is not None:
-            xb[:] = xb @ rotation
-        with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-            squares_a = np.einsum("ij,ij->i", xa, xa)
-            squares_b = np.einsum("ij,ij->i", xb, xb)
-            np.subtract(xb, xa, out=xb)  # the difference of two float32 values is exact in float64
-            squares_moved = np.einsum("ij,ij->i", xb, xb)
-            # a.b from the three sums of squares: one pass less, and no cancellation where it matters (b near a)
-            dot = (squares_a + squares_b - squares_moved) / 2
-            na, nb, moved = np.sqrt(squares_a), np.sqrt(squares_b), np.sqrt(squares_moved)
-            defined = np.isfinite(na) & np.isfinite(nb) & (na > 0) & (nb > 0)
-            cosine[start:stop] = np.where(defined, np.clip(dot / (na * nb), -1.0, 1.0), np.nan)
-            relative[start:stop] = np.where(np.isfinite(moved) & np.isfinite(na),
-                                            np.where(moved == 0, 0.0, moved / na), np.nan)
-        # unrotated, only rows equal in value (or holding NaN) can have equal bits: check just those
-        maybe = np.flatnonzero(~(moved > 0)) if rotation is None else np.arange(len(block_a))
-        unchanged[start:stop] = False
-        if len(maybe):
-            unchanged[start + maybe] = same_bits(block_a[maybe], block_b[maybe])
-        norm_a[start:stop], norm_b[start:stop] = na, nb
-        release(block_a)
-        release(block_b)
-        if progress is not None:
-            progress(stop, n)
-    return RowChanges(cosine, norm_a, norm_b, relative, unchanged)
+    return sweep(b, [a], pairing, rotation=rotation, progress=progress)[0]
 
 
 @dataclass(frozen=True)
@@ -315,26 +262,39 @@ def neighbor_labels(ids: np.ndarray, pairs: np.ndarray, unpaired_from: int) -> n
     return np.where(ids < 0, -1, np.where(pairs >= 0, pairs, unpaired_from + ids))
 
 
+def neighbor_queries(pairing: Pairing, defined: np.ndarray, word_pairs: Sequence[int], sample: int,
+                     seed: int) -> np.ndarray:
+    """The pairs whose neighbour sets are compared: those in `word_pairs`, then `sample` pairs drawn with `seed`
+    from those with a defined cosine (`defined`, per pair)."""
+    others = np.setdiff1d(np.flatnonzero(defined), np.asarray(word_pairs, dtype=np.int64))
+    rng = np.random.default_rng(seed)
+    drawn = np.sort(rng.choice(others, size=min(sample, len(others)), replace=False))
+    return np.concatenate([np.asarray(word_pairs, dtype=np.int64), drawn]).astype(np.int64)
+
+
 def neighbor_overlap(a: np.ndarray, b: np.ndarray, pairing: Pairing, defined: np.ndarray, word_pairs: Sequence[int],
                      k: int = NEIGHBOR_K, sample: int = NEIGHBOR_SAMPLE, seed: int = SEED, device: str = "auto",
                      stages: Stages = quiet) -> NeighborOverlap:
     """Top-k neighbour sets of the same rows in A and in B: the pairs in `word_pairs`, then `sample` pairs drawn
     with `seed` from those with a defined cosine (`defined`, per pair)."""
-    others = np.setdiff1d(np.flatnonzero(defined), np.asarray(word_pairs, dtype=np.int64))
-    rng = np.random.default_rng(seed)
-    drawn = np.sort(rng.choice(others, size=min(sample, len(others)), replace=False))
-    chosen = np.concatenate([np.asarray(word_pairs, dtype=np.int64), drawn]).astype(np.int64)
-    rows_a, rows_b = pairing.rows_a()[chosen], pairing.rows_b()[chosen]
-    ids_a = _topk(a, k, rows_a, device, stages("neighbours in A"))
-    ids_b = _topk(b, k, rows_b, device, stages("neighbours in B"))
-    labels_a = neighbor_labels(ids_a, pairing.pair_of(ids_a, "a", a.shape[0]), pairing.count)
-    labels_b = neighbor_labels(ids_b, pairing.pair_of(ids_b, "b", b.shape[0]), pairing.count + a.shape[0])
+    chosen = neighbor_queries(pairing, defined, word_pairs, sample, seed)
+    ids_a = _topk(a, k, pairing.rows_a()[chosen], device, stages("neighbours in A"))
+    ids_b = _topk(b, k, pairing.rows_b()[chosen], device, stages("neighbours in B"))
+    return overlap_of(pairing, chosen, ids_a, ids_b, (a.shape[0], b.shape[0]), k, len(word_pairs), seed)
+
+
+def overlap_of(pairing: Pairing, chosen: np.ndarray, ids_a: np.ndarray, ids_b: np.ndarray,
+               table_rows: tuple[int, int], k: int, words: int, seed: int) -> NeighborOverlap:
+    """The Jaccard overlap of the neighbour ids (-1: none) found in A and in B (tables of table_rows rows) for
+    the chosen pairs."""
+    labels_a = neighbor_labels(ids_a, pairing.pair_of(ids_a, "a", table_rows[0]), pairing.count)
+    labels_b = neighbor_labels(ids_b, pairing.pair_of(ids_b, "b", table_rows[1]), pairing.count + table_rows[0])
     jaccard = np.full(len(chosen), np.nan)
     for query, (row_a, row_b) in enumerate(zip(labels_a, labels_b)):
         set_a, set_b = set(row_a[row_a >= 0].tolist()), set(row_b[row_b >= 0].tolist())
         if set_a or set_b:
             jaccard[query] = len(set_a & set_b) / len(set_a | set_b)
-    return NeighborOverlap(k, rows_a, rows_b, jaccard, ids_a, ids_b, len(word_pairs), seed)
+    return NeighborOverlap(k, pairing.rows_a()[chosen], pairing.rows_b()[chosen], jaccard, ids_a, ids_b, words, seed)
 
 
 @dataclass(frozen=True, eq=False)
@@ -422,8 +382,9 @@ def width_note(role: str, a: TableInput, b: TableInput) -> str | None:
 
 def compare_tables(role: str, a: TableInput, b: TableInput, pairing: Pairing, options: CompareOptions, *,
                    unaligned: RowChanges | None = None, word_rows: Sequence[int] = (),
-                   stages: Stages = quiet) -> TableComparison:
-    """A (first) against B (last) for one table. `unaligned`: the row changes already computed for `pairing`."""
+                   stages: Stages = quiet, neighbors: NeighborOverlap | None = None) -> TableComparison:
+    """A (first) against B (last) for one table. `unaligned`: the row changes already computed for `pairing`;
+    `neighbors`: the neighbour overlap already found (in the same read)."""
     if unaligned is None:
         unaligned = row_changes(a.array, b.array, pairing, progress=stages(f"{role} table: rows"))
     before = summarize_changes(unaligned)
@@ -433,10 +394,8 @@ def compare_tables(role: str, a: TableInput, b: TableInput, pairing: Pairing, op
         changes = row_changes(a.array, b.array, pairing, alignment.rotation, stages(f"{role} table: aligned rows"))
     summary = summarize_changes(changes)
     movers, stable = movers_and_stable(changes, options.listed)
-    neighbors = None
-    if role != "position" and pairing.count and (options.sample or word_rows):
-        pairs = pairing.pair_of(np.array(list(dict.fromkeys(word_rows)), dtype=np.int64), "a", a.array.shape[0])
-        word_pairs = [int(p) for p in pairs if p >= 0]
+    if neighbors is None and role != "position" and pairing.count and (options.sample or word_rows):
+        word_pairs = word_pairs_of(pairing, word_rows, a.array.shape[0])
         neighbors = neighbor_overlap(a.array, b.array, pairing, ~np.isnan(changes.cosine), word_pairs, options.k,
                                      options.sample, options.seed, options.device, stages)
     cka = (linear_cka(a.array, b.array, pairing, options.device, stages(f"{role} table: linear CKA"))
@@ -445,21 +404,87 @@ def compare_tables(role: str, a: TableInput, b: TableInput, pairing: Pairing, op
                            before.mean_cosine, alignment is None and before.looks_like_different_runs, cka)
 
 
+def word_pairs_of(pairing: Pairing, word_rows: Sequence[int], rows_a: int) -> list[int]:
+    """The pairs of A's --words rows that have a partner, each once, in the order given."""
+    pairs = pairing.pair_of(np.array(list(dict.fromkeys(word_rows)), dtype=np.int64), "a", rows_a)
+    return [int(p) for p in pairs if p >= 0]
+
+
+@dataclass(frozen=True, eq=False)
+class NeighborSearch:
+    """First against last's neighbour sets, found in the read of the last checkpoint: the sample is drawn before
+    that read as if every pair had a defined cosine, which the read then confirms (else it is found afterwards)."""
+
+    chosen: np.ndarray  # pair indices: the --words pairs, then the sample
+    a: StreamedTopK
+    b: StreamedTopK
+    words: int
+
+    def feeds(self, a: int, b: int) -> dict[int, StreamedTopK]:
+        return {a: self.a, b: self.b}
+
+    def overlap(self, pairing: Pairing, changes: RowChanges, table_rows: tuple[int, int], options: CompareOptions
+                ) -> NeighborOverlap | None:
+        """The overlap, when the read confirmed the sample (None: some pair has no cosine, so the sample differs)."""
+        if np.isnan(changes.cosine).any():
+            return None
+        return overlap_of(pairing, self.chosen, self.a.result()[0], self.b.result()[0], table_rows, options.k,
+                          self.words, options.seed)
+
+
+def planned_search(role: str, a: TableInput, b: TableInput, pairing: Pairing, options: CompareOptions,
+                   word_rows: Sequence[int]) -> NeighborSearch | None:
+    """The search to run in the read of B, where it can: on the CPU, unaligned, every row of both tables paired
+    with its own index (elsewhere the neighbour sets take a read of their own, in compare_tables)."""
+    if (role == "position" or options.align or not pairing.count or not (options.sample or word_rows)
+            or width_note(role, a, b) is not None or not pairing.covers(a.array, b.array)
+            or compute.resolve_device(options.device) != "cpu"):
+        return None
+    word_pairs = word_pairs_of(pairing, word_rows, a.array.shape[0])
+    chosen = neighbor_queries(pairing, np.ones(pairing.count, dtype=bool), word_pairs, options.sample, options.seed)
+    rows = pairing.rows_a()[chosen]  # the same rows of B: every row is paired with its own index
+    threads = cpu_threads()
+    search_a, search_b = (StreamedTopK(compute.unit_rows(table.array, rows=rows)[0],
+                                       min(options.k, table.array.shape[0]), (np.arange(len(rows)), rows), threads)
+                          for table in (a, b))
+    return NeighborSearch(chosen, search_a, search_b, len(word_pairs))
+
+
+def read_against(origin: TableInput, before: TableInput, table: TableInput, to_previous: Pairing | None,
+                 to_first: Pairing | None, search: NeighborSearch | None,
+                 progress: Progress) -> tuple[RowChanges | None, RowChanges | None]:
+    """The row changes from the previous checkpoint and from the first to `table` (None: widths differ), in one
+    read of it when both pair its rows alike; `search` is fed the first's and this table's unit rows."""
+    if origin is before:
+        if to_previous is None:
+            return None, None
+        found = sweep(table.array, [origin.array], to_previous, searches=search.feeds(0, 1) if search else None,
+                      progress=progress)[0]
+        return found, found
+    if to_previous is not None and to_first is not None and to_previous.same_as(to_first):
+        from_previous, from_first = sweep(table.array, [before.array, origin.array], to_previous,
+                                          searches=search.feeds(1, 2) if search else None, progress=progress)
+        return from_previous, from_first
+    previous_changes = sweep(table.array, [before.array], to_previous, progress=progress)[0] if to_previous else None
+    first_changes = (sweep(table.array, [origin.array], to_first, searches=search.feeds(0, 1) if search else None,
+                           progress=progress)[0] if to_first else None)
+    return previous_changes, first_changes
+
+
 def compare(series: Iterable[Mapping[str, TableInput]], options: CompareOptions = CompareOptions(), *,
             token_pairing: Pairing | None = None, word_rows: Sequence[int] = (),
-            stages: Stages = quiet) -> Comparison:
+            stages: Stages = quiet, checkpoints: int | None = None) -> Comparison:
     """Each checkpoint's tables in turn (opened lazily by the caller): the state of each, the trajectory (mean
     row cosine to the previous checkpoint and to the first, unchanged rows), and first against last in detail.
     `token_pairing` pairs token and output rows (--match tokens, two checkpoints); `word_rows` are A's rows for
-    --words. Each table is read once per comparison it takes part in; the row norms come from those passes."""
+    --words. Each checkpoint's table is read once, against the previous and the first together; the row norms
+    come from those reads. `checkpoints`: how many the series holds, when known: the read of the last then finds
+    the neighbour sets too, rather than each table being read again for them."""
     def pairing(role: str, a: TableInput, b: TableInput) -> Pairing:
         return token_pairing if token_pairing is not None and role != "position" else index_pairing(role, a, b)
 
-    def changes(role: str, a: TableInput, b: TableInput, index: int) -> tuple[RowChanges | None, Pairing | None]:
-        if width_note(role, a, b) is not None:
-            return None, None
-        pairs = pairing(role, a, b)
-        return row_changes(a.array, b.array, pairs, progress=stages(f"{role} table: checkpoint {index + 1}")), pairs
+    def paired(role: str, a: TableInput, b: TableInput) -> Pairing | None:
+        return None if width_note(role, a, b) is not None else pairing(role, a, b)
 
     states: dict[str, dict[int, TableState]] = {}
     moves: dict[str, dict[int, TrajectoryPoint]] = {}
@@ -467,6 +492,7 @@ def compare(series: Iterable[Mapping[str, TableInput]], options: CompareOptions 
     previous: dict[str, TableInput] = {}
     last: Mapping[str, TableInput] = {}
     to_first: dict[str, RowChanges] = {}
+    found_neighbors: dict[str, NeighborOverlap] = {}
     count = 0
     for index, tables in enumerate(series):
         count += 1
@@ -476,12 +502,20 @@ def compare(series: Iterable[Mapping[str, TableInput]], options: CompareOptions 
                 previous[role] = table
                 continue
             (start, origin), before = first[role], previous[role]
-            from_previous, pairs = changes(role, before, table, index)
+            pairs, pairs_first = paired(role, before, table), paired(role, origin, table)
+            search = (planned_search(role, origin, table, pairs_first, options, word_rows)
+                      if pairs_first is not None and start == 0 and index == (checkpoints or 0) - 1 else None)
+            from_previous, from_first = read_against(origin, before, table, pairs, pairs_first, search,
+                                                     stages(f"{role} table: checkpoint {index + 1}"))
+            if search is not None and from_first is not None and pairs_first is not None:
+                overlap = search.overlap(pairs_first, from_first, (origin.array.shape[0], table.array.shape[0]),
+                                         options)
+                if overlap is not None:
+                    found_neighbors[role] = overlap
             whole = from_previous if pairs is not None and pairs.covers(before.array, table.array) else None
             if start not in states.setdefault(role, {}):  # its norms come with this first comparison
                 states[role][start] = table_state(origin, role, whole.norm_a if whole is not None else None)
             state = states[role][index] = table_state(table, role, whole.norm_b if whole is not None else None)
-            from_first = from_previous if origin is before else changes(role, origin, table, index)[0]
             to_first.pop(role, None)
             if from_first is not None:
                 to_first[role] = from_first
@@ -514,7 +548,7 @@ def compare(series: Iterable[Mapping[str, TableInput]], options: CompareOptions 
             notes.append(why_not)
             continue
         compared[role] = compare_tables(role, a, b, pairing(role, a, b), options, unaligned=to_first.get(role),
-                                        word_rows=word_rows, stages=stages)
+                                        word_rows=word_rows, stages=stages, neighbors=found_neighbors.get(role))
     trajectory = {role: [moves.get(role, {}).get(i) or TrajectoryPoint(found.get(i), math.nan, math.nan, None)
                          for i in range(count)] for role, found in states.items()}
     return Comparison(count, {role: [found.get(i) for i in range(count)] for role, found in states.items()},

@@ -76,8 +76,11 @@ def compare_series(paths: Sequence[Path], open_path: Opener, options: CompareOpt
     last_names: dict[str, str] = {}
     waiting = dict(ready or {})
 
+    latest: list[tuple[Embeddings, dict[str, TableInput]]] = []  # the last checkpoint opened, named at the end
+
     def series() -> Iterator[dict[str, TableInput]]:
-        """Each checkpoint opened in turn; the analysis keeps only the tables it still needs."""
+        """Each checkpoint opened in turn; the analysis keeps only the tables it still needs. Only the first and
+        the last are named (a tokenizer found for each of a folder's checkpoints would list the folder each time)."""
         for index, path in enumerate(paths):
             emb = waiting.pop(index, None) or open_path(path)
             opened.append((emb.checkpoint.path, checkpoint_step(emb.checkpoint)))
@@ -85,13 +88,15 @@ def compare_series(paths: Sequence[Path], open_path: Opener, options: CompareOpt
                 on_open(emb)
             tables = tables_of(emb)
             for role, table in tables.items():
-                names_b[role] = namer(emb, role, table.first_row)
                 last_names[role] = emb.table(role).name
                 if index == 0:
-                    names[role], first_names[role] = names_b[role], last_names[role]
+                    names[role], first_names[role] = namer(emb, role, table.first_row), last_names[role]
+            latest[:] = [(emb, tables)]
             yield tables
 
     comparison = compare(series(), options or CompareOptions(), token_pairing=token_pairing, word_rows=word_rows,
-                         stages=stages)
+                         stages=stages, checkpoints=len(paths))
+    (last, last_tables), = latest
+    names_b.update((role, namer(last, role, table.first_row)) for role, table in last_tables.items())
     table_names = {role: (first_names[role], last_names[role]) for role in comparison.tables}
     return SeriesComparison(comparison, opened, table_names, names, names_b)

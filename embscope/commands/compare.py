@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from enum import Enum
 from pathlib import Path
@@ -67,6 +68,33 @@ def word_rows(emb: Embeddings, words: list[str]) -> list[tuple[str, int | None, 
             why = f"is {len(lookup.ids)} tokens ({pieces}); neighbour sets are compared per row, so it is left out"
             found.append((word, None, why))
     return found
+
+
+class ReadFiles:
+    """The files a run of checkpoints was read from, each noted once and in linear time: a folder that many
+    checkpoints share is listed for the first of them only, and only the first and the last checkpoint have a
+    tokenizer looked up (they name the rows), so only theirs is noted."""
+
+    def __init__(self, files_of: Callable[[Embeddings], list[Path]]):
+        self.files_of = files_of
+        self.found: dict[Path, None] = {}
+        self.listed: set[Path] = set()
+        self.last: Embeddings | None = None
+
+    def note(self, emb: Embeddings) -> None:
+        self.found[Path(emb.checkpoint.path)] = None
+        if emb.checkpoint.directory not in self.listed:
+            self.listed.add(emb.checkpoint.directory)
+            self.found.update(dict.fromkeys(self.files_of(emb)))
+        self.last = emb
+
+    def note_last(self) -> None:
+        """The last checkpoint's own files, its tokenizer's among them."""
+        if self.last is not None:
+            self.found.update(dict.fromkeys(self.files_of(self.last)))
+
+    def paths(self) -> list[Path]:
+        return list(self.found)
 
 
 def checkpoint_paths(paths: list[Path], open_path: Opener) -> tuple[list[Path], Path, list[str]]:
@@ -158,7 +186,7 @@ def compare_command(
     from ..render import progress
     from ..render.files import input_files
     options = CompareOptions(align=align is not None, k=k, sample=sample, listed=top, device=device.value, cka=cka)
-    read: list[Path] = []  # every file the answer was read from: the plot may replace none of them
+    read = ReadFiles(input_files)  # every file the answer was read from: the plot may replace none of them
     ready = {0: open_path(paths[0])}  # opened before the series: words, token strings
     found_words = word_rows(ready[0], probe_words) if probe_words else []
     pairing: Pairing | None = None
@@ -168,14 +196,15 @@ def compare_command(
     with progress.stages() as stages:
         found = compare_series(paths, open_path, options, ready=ready, token_pairing=pairing,
                                word_rows=[row for _, row, _ in found_words if row is not None], stages=stages,
-                               on_open=lambda emb: read.extend(input_files(emb)))
+                               on_open=read.note)
+    read.note_last()
     comparison = found.comparison
     notes = [*one_file_notes(paths, [path for path, _ in found.checkpoints]), *notes]
     labels = render.Labels(found.checkpoints, origin, found.table_names, found.names, found.names_b, found_words,
                            notes, plot_file, run=len(checkpoints) == 1)
     if plot_file is not None:
         from ..render.compare_plot import draw
-        draw(comparison, labels, plot_file, inputs=read)
+        draw(comparison, labels, plot_file, inputs=read.paths())
     if json:
         render.emit(comparison, labels)
     else:

@@ -7,7 +7,7 @@ import numpy as np
 
 from .devices import torch_module
 from .engine import RERANK_EXTRA_MIN, Emit, HostEngine, Prepared, Queries
-from .select import SELECT_ROWS, candidates, every_column, exact_row, finalise, mark_left_out
+from .select import candidates, every_column, exact_row, finalise, group_buffer, mark_left_out, select_rows
 
 GATHER_ROWS = 256  # queries re-ranked at a time: a bounded gather of their candidates' rows
 
@@ -36,8 +36,9 @@ class CpuBf16Engine(HostEngine):
             if keep == n_valid:
                 cand = every_column(scores)
             else:
-                cand = np.concatenate([candidates(scores[i:i + SELECT_ROWS], keep)[0]
-                                       for i in range(0, stop - start, SELECT_ROWS)])
+                maxima, chunk = group_buffer(n_valid, keep), select_rows(n_valid)
+                cand = np.concatenate([candidates(scores[i:i + chunk], keep, maxima)[0]
+                                       for i in range(0, stop - start, chunk)])
             first = np.take_along_axis(scores, cand, axis=1)
             exact = np.concatenate([np.einsum("bd,bkd->bk", vectors[i:i + GATHER_ROWS], base[cand[i:i + GATHER_ROWS]])
                                     for i in range(0, stop - start, GATHER_ROWS)])
@@ -53,5 +54,6 @@ class CpuBf16Engine(HostEngine):
                 ids[row], vals[row] = exact_row(row_scores, count)
             emit(start, ids, vals)
 
-    def stream(self, table: np.ndarray, queries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def stream(self, table: np.ndarray, queries: np.ndarray, k: int,
+               left_out: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         raise NotImplementedError("the cpu-bf16 engine does not stream")

@@ -55,7 +55,7 @@ class Queries:
 
 class Engine(Protocol):
     name: str
-    streams: bool  # can score a few queries while reading the table once (stream)
+    streams: bool  # can search for a few queries while reading the table once (stream)
 
     def supports(self, device: str, precision: str) -> bool: ...
 
@@ -70,8 +70,11 @@ class Engine(Protocol):
         """Blocks of `block` queries; emit each block's top `count` columns (count <= valid rows)."""
         ...
 
-    def stream(self, table: np.ndarray, queries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(float32 (Q, V) scores of unit query vectors against every row, -inf for invalid rows, valid)."""
+    def stream(self, table: np.ndarray, queries: np.ndarray, k: int,
+               left_out: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        """The top k valid rows of each unit query vector, read from the table as it goes past once (no
+        normalised copy): (int64 (Q, k) ids, float32 scores), id -1 and score -inf where there is none.
+        left_out: (query, row id) pairs never returned."""
         ...
 
 

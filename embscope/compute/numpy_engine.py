@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from .devices import cpu_threads
+from .devices import cpu_block_bytes, cpu_threads
 from .engine import Emit, HostEngine, Prepared, Queries
-from .rows import normalise_into, row_blocks
-from .select import select_top
+from .rows import unit_blocks
+from .select import column_top, select_top
+from .streamed import StreamedTopK, merge_top
+
+STREAM_BLOCK_BYTES = 32 << 20
 
 
 class NumpyEngine(HostEngine):
@@ -32,14 +35,51 @@ class NumpyEngine(HostEngine):
             # just after np.matmul: the command line sets that (blas.py)
             emit(start, *select_top(scores, count, threads))
 
-    def stream(self, table: np.ndarray, queries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        scores = np.empty((queries.shape[0], table.shape[0]), dtype=np.float32)
-        valid = np.empty(table.shape[0], dtype=bool)
-        unit = None
-        for start, block in row_blocks(table):
-            stop = start + block.shape[0]
-            unit = np.empty(block.shape, dtype=np.float32) if unit is None else unit[:block.shape[0]]
-            _, valid[start:stop] = normalise_into(block, unit)
-            np.matmul(queries, unit.T, out=scores[:, start:stop])
-            scores[:, start:stop][:, ~valid[start:stop]] = -np.inf
-        return scores, valid
+    def search_every_row(self, prepared: Prepared, count: int, emit: Emit, side: int | None = None) -> None:
+        """Every row's top count, itself left out, from the upper triangle of the cosine matrix: each square
+        tile of scores is worked out once and selected from for its rows and for its columns (the cosine of i
+        and j is that of j and i), so half the products are made. Row blocks are emitted in order, each once the
+        tiles of its row and of its column are done. side: the tiles' (default: within 7/8 of a score block)."""
+        base = prepared.base
+        n = base.shape[0]
+        threads = cpu_threads()
+        if side is None:  # tiles of equal size, each within 7/8 of a score block: the rest is the selection's room
+            largest = max(1, int(np.sqrt(cpu_block_bytes(n, base.shape[1]) * 7 / 8 / 4)))
+            side = -(-n // -(-n // largest))
+        side = max(1, min(n, side))
+        buffer = np.empty((side, side), dtype=np.float32)
+        best_ids = np.full((n, count), -1, dtype=np.int64)
+        best_scores = np.full((n, count), -np.inf, dtype=np.float32)
+
+        def take(rows: slice, ids: np.ndarray, scores: np.ndarray) -> None:
+            best_ids[rows], best_scores[rows] = merge_top(best_ids[rows], best_scores[rows], ids, scores)
+
+        for first in range(0, n, side):
+            rows = slice(first, min(first + side, n))
+            for column in range(first, n, side):
+                columns = slice(column, min(column + side, n))
+                scores = buffer[:rows.stop - rows.start, :columns.stop - columns.start]
+                np.matmul(base[rows], base[columns].T, out=scores)
+                if column == first:
+                    np.fill_diagonal(scores, -np.inf)  # the row itself
+                ids, found = select_top(scores, min(count, scores.shape[1]), threads)
+                take(rows, ids + column, found)
+                if column != first:  # the tile's columns are rows too: their best among this tile's rows
+                    ids, found = column_top(scores, min(count, scores.shape[0]), threads)
+                    take(columns, ids + first, found)
+            emit(first, best_ids[rows], best_scores[rows])
+
+    def stream(self, table: np.ndarray, queries: np.ndarray, k: int,
+               left_out: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        threads = cpu_threads()
+        found = StreamedTopK(queries, k, left_out, threads)
+        for start, unit, valid in unit_blocks(table, stream_rows(len(queries), table.shape[1]), threads):
+            found.add(start, unit, valid)
+        return found.result()
+
+
+def stream_rows(n_queries: int, dim: int) -> int:
+    """Table rows per streamed block: their unit rows, and the queries' scores against them, each within
+    STREAM_BLOCK_BYTES (small enough to stay near the cache, large enough for BLAS)."""
+    return max(1, STREAM_BLOCK_BYTES // (4 * max(1, n_queries, dim)))
+

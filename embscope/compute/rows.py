@@ -146,6 +146,48 @@ def normalise_into(block: np.ndarray, out: np.ndarray) -> tuple[np.ndarray, np.n
     return norms, valid
 
 
+def unit_blocks(table: object, block_rows: int, threads: int = 1) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
+    """(start, float32 unit rows start.., valid) for consecutive blocks of block_rows rows, normalised exactly as
+    unit_rows normalises them, `threads` sharing each block (numpy lets go of the GIL in these loops). The
+    buffers are reused for the next block."""
+    array = as_table(table)
+    n_rows, dim = array.shape
+    block_rows = max(1, min(block_rows, n_rows))
+    unit = np.empty((block_rows, dim), dtype=np.float32)
+    valid = np.empty(block_rows, dtype=bool)
+    step = block_rows_for(dim)
+    spaces = [np.empty((min(step, block_rows), dim), dtype=np.float64) for _ in range(max(1, threads))]
+
+    def normalise_part(part: tuple[int, int, np.ndarray], start: int = 0) -> None:
+        low, high, space = part
+        for first in range(low, high, step):
+            last = min(first + step, high)
+            raw = array[start + first:start + last]
+            work = space[:last - first]
+            work[...] = raw
+            _, valid[first:last] = normalise_into(work, unit[first:last])
+            release(raw)
+
+    pool = None
+    if threads > 1:
+        from concurrent.futures import ThreadPoolExecutor  # 5 ms to import: only where there is work to share
+        pool = ThreadPoolExecutor(threads)
+    try:
+        for start in range(0, n_rows, block_rows):
+            count = min(block_rows, n_rows - start)
+            share = -(-count // len(spaces))
+            parts = [(low, min(low + share, count), space) for low, space in zip(range(0, count, share), spaces)]
+            if pool is not None and len(parts) > 1:
+                list(pool.map(normalise_part, parts, [start] * len(parts)))
+            else:
+                for part in parts:
+                    normalise_part(part, start)
+            yield start, unit[:count], valid[:count]
+    finally:
+        if pool is not None:
+            pool.shutdown()
+
+
 class TableChecksum:
     """CRC-32 of a table's rows as float32, in row order, fed by a pass that reads every row anyway: the
     cache keeps it beside what the pass computed, and compares it when another pass reads the table."""

@@ -19,11 +19,10 @@ import numpy as np
 
 from ..errors import EmbscopeError
 from .bf16_engine import CpuBf16Engine
-from .devices import cpu_threads, precision_run, resolve_device, resolve_precision
+from .devices import precision_run, resolve_device, resolve_precision
 from .engine import Engine, Queries
 from .numpy_engine import NumpyEngine
 from .rows import as_table, check_ids, normalise, unit_rows
-from .select import select_top
 from .torch_engine import TorchEngine
 
 Progress = Callable[[int, int], None]
@@ -34,6 +33,10 @@ CPU_ENGINES: dict[str, Engine] = {"fp32": NumpyEngine(), "bf16": CpuBf16Engine()
 GPU_ENGINE: Engine = TorchEngine()
 
 Excluded = Sequence[Sequence[int]] | np.ndarray  # per query, the row ids it must not return
+# A search streams the table when it has at least this many times fewer queries than the table has rows, and no
+# more than STREAM_MOST (the table's blocks, 32 MiB of scores against them, stay wide enough for BLAS).
+STREAM_FEWER = 4
+STREAM_MOST = 4096
 
 
 @dataclass
@@ -134,17 +137,19 @@ def _search(array: np.ndarray, k: object, query_ids: np.ndarray, vectors: np.nda
                   np.full((n_queries, width), np.nan, dtype=np.float32), query_ids)
     self_left_out = 1 if vectors is None and exclude_self else 0
     asked = unit_vectors(vectors) if vectors is not None else None  # normalised as rows are
-    streamed = (block_rows is None and engine.streams
-                and n_queries * n_rows * 4 <= engine.block_bytes(device, n_rows, dim))
+    # Few queries (compare's sample, a word's neighbours), or a small search, read the table once and normalise
+    # it as it goes rather than make a normalised copy of it; the answer is the same.
+    streamed = block_rows is None and engine.streams and (
+        n_queries * STREAM_FEWER <= n_rows and n_queries <= STREAM_MOST
+        or n_queries * n_rows * 4 <= engine.block_bytes(device, n_rows, dim))
     if streamed:
         query_unit, _, query_valid = unit_rows(array, rows=query_ids) if asked is None else (asked[0], None, asked[1])
         lines = np.flatnonzero(query_valid)
         left_lines, left_rows = left_out_pairs(query_ids, exclude, exclude_self, lines, n_rows)
-        scores, valid = engine.stream(array, query_unit[lines])
-        scores[left_lines, left_rows] = -np.inf
-        count = min(width, int(valid.sum()) - self_left_out)
-        if count > 0 and lines.size:
-            record(result, lines, 0, *select_top(scores, count, cpu_threads()), None, progress)
+        count = width if lines.size else 0
+        if lines.size:
+            record(result, lines, 0, *engine.stream(array, query_unit[lines], width, (left_lines, left_rows)),
+                   None, progress)
     else:
         prepared = engine.prepare(array, device)
         valid = prepared.valid
@@ -157,11 +162,20 @@ def _search(array: np.ndarray, k: object, query_ids: np.ndarray, vectors: np.nda
         queries = Queries(position[query_ids[lines]] if asked is None else asked[0][lines],
                           left_lines[kept], position[left_rows[kept]])
         count = min(width, valid_ids.size - self_left_out)
+        # every valid row, each leaving itself out: the cosine matrix is symmetric, and an engine that can works
+        # out half of it
+        every_row = (block_rows is None and vectors is None and exclude_self and hasattr(engine, "search_every_row")
+                     and lines.size == valid_ids.size and np.array_equal(query_ids[lines], valid_ids))
         if count > 0 and lines.size:
+            def emit(start: int, ids: np.ndarray, vals: np.ndarray) -> None:
+                record(result, lines, start, ids, vals, valid_ids, progress)
+
             block = int(block_rows) if block_rows is not None else max(
                 1, engine.block_bytes(device, valid_ids.size, dim) // (4 * max(1, valid_ids.size)))
-            engine.search(prepared, queries, count, block, precision,
-                          lambda start, ids, vals: record(result, lines, start, ids, vals, valid_ids, progress))
+            if every_row:
+                engine.search_every_row(prepared, count, emit)  # type: ignore[attr-defined]  # checked above
+            else:
+                engine.search(prepared, queries, count, block, precision, emit)
     if progress is not None and (count <= 0 or lines.size == 0):
         progress(n_queries, n_queries)
     return result

@@ -128,7 +128,8 @@ class TorchEngine:
         block = torch.from_numpy(queries.given[start:stop]).to(exact.device)
         return exact[block] if queries.are_rows else block
 
-    def stream(self, table: np.ndarray, queries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def stream(self, table: np.ndarray, queries: np.ndarray, k: int,
+               left_out: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         raise NotImplementedError("the torch engine does not stream")
 
 
