@@ -160,26 +160,41 @@ def unigram_json(directory: Path, variant: str) -> Case:
     return Case(load_tokenizer(path), hf_reference(path))
 
 
-def bert_vocab(directory: Path, lowercase: bool) -> Path:
+def bert_vocab(directory: Path, lowercase: bool, **normalizer: bool) -> Path:
     from tokenizers import BertWordPieceTokenizer
 
-    trainer = BertWordPieceTokenizer(lowercase=lowercase)
+    trainer = BertWordPieceTokenizer(lowercase=lowercase, **normalizer)
     trainer.train_from_iterator(TRAINING, vocab_size=400, show_progress=False)
     trainer.save_model(str(directory))
     return directory / "vocab.txt"
 
 
-@builds("bert:uncased", "bert:cased")
+# transformers' BertTokenizer settings in tokenizer_config.json (save_pretrained writes them all), and the
+# BertWordPieceTokenizer arguments BertTokenizerFast hands them to
+BERT_VARIANTS = {
+    "uncased": ({}, {"lowercase": True}),
+    "cased": ({"do_lower_case": False}, {"lowercase": False}),
+    # an uncased vocabulary that keeps its accents (Spanish, Portuguese BERTs) and CJK split as other scripts
+    "accents-kept": ({"do_lower_case": True, "strip_accents": False, "tokenize_chinese_chars": False},
+                     {"lowercase": True, "strip_accents": False, "handle_chinese_chars": False}),
+    # a cased vocabulary that strips accents all the same
+    "cased-accents-stripped": ({"do_lower_case": False, "strip_accents": True, "tokenize_chinese_chars": True},
+                               {"lowercase": False, "strip_accents": True, "handle_chinese_chars": True}),
+}
+
+
+@builds(*(f"bert:{variant}" for variant in BERT_VARIANTS))
 def bert(directory: Path, variant: str) -> Case:
-    """vocab.txt: an uncased one with no settings beside it (lower-casing is inferred from the vocabulary), and a
-    cased one whose tokenizer_config.json says do_lower_case false."""
+    """vocab.txt: an uncased one with no settings beside it (lower-casing is inferred from the vocabulary), a
+    cased one whose tokenizer_config.json says do_lower_case false, and ones whose tokenizer_config.json sets
+    strip_accents and tokenize_chinese_chars against what lower-casing implies."""
     from tokenizers import BertWordPieceTokenizer
 
-    lowercase = variant == "uncased"
-    path = bert_vocab(directory, lowercase)
-    if not lowercase:
-        (directory / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": False}))
-    library = BertWordPieceTokenizer(str(path), lowercase=lowercase)
+    config, arguments = BERT_VARIANTS[variant]
+    path = bert_vocab(directory, **arguments)
+    if config:
+        (directory / "tokenizer_config.json").write_text(json.dumps(config))
+    library = BertWordPieceTokenizer(str(path), **arguments)
     return Case(load_tokenizer(path), lambda text: library.encode(text, add_special_tokens=False).ids)
 
 
