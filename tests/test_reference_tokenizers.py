@@ -316,11 +316,14 @@ class MinBPE:
     adjacent pair has a merge, merge every occurrence of the pair of lowest merge id. Tokenizer.save writes
     'minbpe v1', the pattern, the number of special tokens, then one 'id1 id2' line per merge."""
 
-    def __init__(self, pattern: str, merges: dict[tuple[int, int], int] | None = None):
+    def __init__(self, pattern: str, merges: dict[tuple[int, int], int] | None = None, engine: str = "regex"):
+        import re
+
         import regex
 
         self.pattern = pattern
-        self.split = regex.compile(pattern) if pattern else None
+        # minbpe imports regex as re; nlm's trainer (sample_checkpoints/train.py) writes the same file with re
+        self.split = (regex if engine == "regex" else re).compile(pattern) if pattern else None
         self.merges = merges or {}
 
     def chunks(self, text: str) -> list[list[int]]:
@@ -386,16 +389,25 @@ class MinBPE:
 GPT4_PATTERN = r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]++[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+"""
 
 
-@builds("minbpe:sample", "minbpe:gpt4-pattern", "minbpe:basic")
+# \w, \s and \d mean other characters in regex than in re (², ½, combining accents, U+001C..U+001F)
+WORD_PATTERN = r"\w+|\s|[^\w\s]+"
+
+
+@builds("minbpe:sample", "minbpe:gpt4-pattern", "minbpe:basic", "minbpe:word-pattern", "minbpe:word-pattern-re")
 def minbpe(directory: Path, variant: str) -> Case:
+    """The word pattern's file is the same whichever engine trained it, and the two engines cut some texts apart
+    differently: embscope may refuse such a text (it cannot know the engine), never give either's ids for it."""
     if variant == "sample":  # the bundled sample's tokenizer, as the training script saved it
         path = ROOT / "sample_checkpoints" / "nlm" / "tokenizer.model"
         reference = MinBPE.load(path)
     else:
-        pattern = GPT4_PATTERN if variant == "gpt4-pattern" else ""
-        reference = MinBPE(pattern).train("\n".join(SAMPLE), 340)
+        pattern = {"gpt4-pattern": GPT4_PATTERN, "basic": ""}.get(variant, WORD_PATTERN)
+        engine = "re" if variant.endswith("-re") else "regex"
+        # the word pattern's text repeats what the engines cut apart differently, so that merges cross there
+        text = "\n".join(SAMPLE) + (" cafe\u0301 x² 👩\u200d💻" * 20 if variant.startswith("word-pattern") else "")
+        reference = MinBPE(pattern, engine=engine).train(text, 340)
         path = reference.save(directory / f"{variant}.model")
-    return Case(load_tokenizer(path), reference.encode)
+    return Case(load_tokenizer(path), reference.encode, may_refuse=variant.startswith("word-pattern"))
 
 
 def harris_encode(segments: list[str], text: str) -> list[int]:

@@ -92,7 +92,15 @@ def test_minbpe_pattern_keeps_its_spaces(tmp_path):
 @settings(max_examples=60, deadline=None)
 @given(text=st.text(max_size=40))
 def test_byte_bpe_decode_undoes_encode(nlm_like, text):
-    assert nlm_like.decode(nlm_like.encode(text)) == text
+    import re
+
+    import regex
+    try:
+        ids = nlm_like.encode(text)
+    except TokenError:  # refused only where re and regex (minbpe's) cut the text apart differently
+        assert re.findall(SPACE_APART_PATTERN, text) != regex.findall(SPACE_APART_PATTERN, text)
+        return
+    assert nlm_like.decode(ids) == text
 
 
 def test_json_merges_list_and_dict(tmp_path):
