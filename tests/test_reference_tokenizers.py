@@ -209,9 +209,12 @@ def gpt2_files(directory: Path) -> Path:
 
 
 def gpt2_reference(directory: Path) -> Callable[[str], list[int]]:
+    """The tokenizer as trained: ByteLevelBPETokenizer with its special tokens added, which it matches whole in
+    text (as transformers' GPT2Tokenizer matches <|endoftext|>, its bos, eos and unk token)."""
     from tokenizers import ByteLevelBPETokenizer
 
     library = ByteLevelBPETokenizer(str(directory / "vocab.json"), str(directory / "merges.txt"))
+    library.add_special_tokens(["<|endoftext|>"])
     return lambda text: library.encode(text).ids
 
 
