@@ -76,8 +76,11 @@ def test_minbpe_file_round_trip(nlm_like):
     assert nlm_like.merges == MERGES
     assert nlm_like.vocab_size == 301
     assert nlm_like.token_string(300) == "<|endoftext|>"
-    # special tokens are not matched in plain text
-    assert 300 not in nlm_like.encode("<|endoftext|>")
+    # a special token in the text is that token, as minbpe's encode(text, allowed_special="all") cuts it out first
+    # (re.split on the special tokens, in the file's order) and encodes the rest as ordinary text
+    assert nlm_like.encode("<|endoftext|>") == [300]
+    assert nlm_like.encode("dog<|endoftext|><|endoftext|> dog") == [DOG, 300, 300, *nlm_like.encode(" dog")]
+    assert 300 not in nlm_like.encode("<|endoftext")
     text = "The dog bites — naïve café, 中文 😀\n"
     assert nlm_like.decode(nlm_like.encode(text)) == text
     assert nlm_like.decode([DOG, 300]) == "dog<|endoftext|>"
