@@ -237,8 +237,12 @@ def dequantized(path: Path, graph: Any, tensors: dict[str, TensorInfo], onnx: An
                                   "share the name")
         at = f"{where}: tensor {quote(table.name)}"
         parts = (table.q, table.scale, table.zero_point)
+        # two nodes that dequantize one stored weight alike make one table stored once (counted once, tied)
+        storage = ("dequantized", table.q.storage or table.q.name, table.scale.name,
+                   table.zero_point.name if table.zero_point is not None else None, table.axis, table.block,
+                   table.output, table.default_zero)
         out[table.name] = TensorInfo(table.name, table.q.shape, "float32", partial(table.read, at),
-                                     table.q.storage, quantization=table.describe(),
+                                     storage, quantization=table.describe(),
                                      sources=tuple(dict.fromkeys(f for p in parts if p is not None for f in p.sources)))
     return Dequantized(out, values, unsure, packed)
 
