@@ -30,6 +30,7 @@ from .constants import (
     PREFERRED_IN_DIRECTORY,
     SAFETENSORS_INDEX_SUFFIX,
     TFLITE_IDENTIFIER,
+    TORCH_INDEX_SUFFIX,
     TORCH_LEGACY_HEAD,
     ZIP_MAGIC,
 )
@@ -76,6 +77,8 @@ FORMATS: tuple[Format, ...] = (
     # by name (*.safetensors.index.json): the index is JSON, which no magic claims
     Format("safetensors (sharded)", lambda path, head, size: path.name.endswith(SAFETENSORS_INDEX_SUFFIX),
            reader("safetensors_file", "open_sharded")),
+    Format("pytorch (sharded)", lambda path, head, size: path.name.endswith(TORCH_INDEX_SUFFIX),
+           reader("pytorch_file", "open_sharded")),
     Format("safetensors", reader("safetensors_file", "looks_like_safetensors"),  # an 8-byte length, then "{"
            reader("safetensors_file", "open_single")),
     Format("numpy .npy", starts_with(NPY_MAGIC), reader("numpy_file", "open_npy")),
