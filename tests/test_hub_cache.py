@@ -304,6 +304,33 @@ def test_an_onnx_export_in_the_cache_reads_its_external_data_through_the_blobs(t
     np.testing.assert_array_equal(emb.token.array, table)
 
 
+def test_a_model_whose_weights_are_only_an_onnx_export_answers_by_its_id(minilm, tmp_path, monkeypatch):
+    """transformers.js and optimum repositories (Xenova/...) hold config.json and tokenizer.json at the top and
+    the weights only in onnx/ (model.onnx beside model_quantized.onnx, model_fp16.onnx, ...): the id opens
+    onnx/model.onnx, with the tokenizer above it; a folder of several exports and no model.onnx names them."""
+    import onnx
+    from onnx import helper, numpy_helper
+    table, files = minilm
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    export = tmp_path / "export"
+    export.mkdir()
+    for name, values in (("model.onnx", table), ("model_fp16.onnx", table.astype(np.float16))):
+        graph = helper.make_graph([], "g", [], [], [numpy_helper.from_array(values, "embeddings.word_embeddings.weight")])
+        onnx.save_model(helper.make_model(graph), str(export / name))
+    laid = {"config.json": files["config.json"], "tokenizer.json": files["tokenizer.json"],
+            **{f"onnx/{p.name}": p for p in export.iterdir()}}
+    snapshot = lay_out(cache, "Xenova/tiny-minilm", laid)
+    doc = run_json("similarity", "dog", "cat", "-c", "Xenova/tiny-minilm")
+    assert doc["checkpoint"].endswith("onnx/model.onnx")
+    assert doc["pairs"][0]["cosine"] == pytest.approx(cosine(table, WORDS.index("dog"), WORDS.index("cat")))
+    (snapshot / "onnx" / "model.onnx").unlink()
+    (snapshot / "onnx" / "model_quantized.onnx").symlink_to(os.readlink(snapshot / "onnx" / "model_fp16.onnx"))
+    result = run("info", "-c", "Xenova/tiny-minilm", code=1)
+    assert "holds several ONNX exports in onnx/ ('model_fp16.onnx', 'model_quantized.onnx'); pass one with -c" in \
+        " ".join(result.stderr.split())
+
+
 def test_no_huggingface_hub_and_no_network_at_run_time(tmp_path, minilm):
     _, files = minilm
     cache = tmp_path / "cache"

@@ -35,6 +35,8 @@ TORCH_SUFFIXES = (".pt", ".pth", ".ckpt")  # .bin is left out: an ANDREA dump ma
 HF_CONFIG = "config.json"  # Hugging Face's model config, read beside the weights of every format
 SAFETENSORS_INDEX_SUFFIX = ".safetensors.index.json"
 TORCH_INDEX_SUFFIX = ".bin.index.json"  # transformers' pytorch_model.bin.index.json over .bin shards
+# sentence-transformers, optimum and transformers.js put model.onnx (and its variants) here, config and tokenizer above
+EXPORT_FOLDER, EXPORT_MODEL = "onnx", "model.onnx"
 SAFETENSORS_MAX_HEADER = 100 * 1024 * 1024  # the limit the safetensors library itself enforces
 
 # Hugging Face saves the same weights under several names; the first present wins, as in transformers.

@@ -27,6 +27,7 @@ from ..text import detail, printable, quote
 from ._base import OpenOptions, require_package
 from ._checks import check_extent, check_shape, is_regular_file, map_array
 from ._state_dict import read_hf_config
+from .constants import EXPORT_FOLDER
 from .onnx_quantized import (
     from_dequantize_nodes,
     from_gather_blocks,
@@ -41,7 +42,6 @@ if TYPE_CHECKING:
     from ..tokenizers.base import Tokenizer
 
 MAX_PROTOBUF_BYTES = 2 << 30  # protobuf's own limit on a message: larger models keep their weights outside
-EXPORT_FOLDER = "onnx"  # sentence-transformers and optimum put model.onnx here, config and tokenizer above it
 
 # TensorProto data types embscope reads -> (our name, numpy dtype of the stored bytes)
 DTYPES = {"FLOAT": ("float32", "<f4"), "FLOAT16": ("float16", "<f2"), "BFLOAT16": ("bfloat16", "<u2"),
