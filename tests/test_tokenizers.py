@@ -403,6 +403,29 @@ def write_wordpiece(path: Path) -> Path:
     return path
 
 
+def test_hf_bpe_dropout_is_turned_off_for_the_ids_a_word_has(tmp_path):
+    """A tokenizer.json saved with BPE dropout (a training-time regularizer) drops merges at random on every
+    encode: the same word got other ids from one call to the next. The ids are the file's merges without it, as
+    the library gives them with dropout null, and a note says the dropout was set aside."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+    trained = Tokenizer(models.BPE(dropout=0.5))
+    trained.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    trained.train_from_iterator(CORPUS * 10, trainers.BpeTrainer(
+        vocab_size=320, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False))
+    trained.save(str(tmp_path / "tokenizer.json"))
+    document = json.loads((tmp_path / "tokenizer.json").read_text(encoding="utf-8"))
+    assert document["model"]["dropout"] == 0.5
+    document["model"]["dropout"] = None
+    reference = Tokenizer.from_str(json.dumps(document))
+    tokenizer = load_tokenizer(tmp_path / "tokenizer.json")
+    for text in ("the dog bites the man", "tokenizer", " dogs"):
+        expected = reference.encode(text, add_special_tokens=False).ids
+        assert {tuple(tokenizer.encode(text)) for _ in range(30)} == {tuple(expected)}
+    said = ("the file's BPE dropout (0.5), a training-time regularizer, is set aside: words get the ids of every "
+            "merge, as without it")
+    assert tokenizer.notes == (said,)
+
+
 def test_hf_wordpiece(tmp_path):
     tokenizer = load_tokenizer(write_wordpiece(tmp_path / "tokenizer.json"))
     assert tokenizer.encode("The dog bites") == [3, 4, 5, 6]  # no [CLS] ... [SEP]

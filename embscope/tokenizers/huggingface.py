@@ -1,8 +1,8 @@
 """Hugging Face ``tokenizer.json`` (BPE, WordPiece, Unigram, WordLevel) through the
 ``tokenizers`` library, which is imported only when such a file is opened.
 
-Words are encoded with no special tokens added and with the file's padding and
-truncation turned off. ``token_string`` undoes the model's markers on the
+Words are encoded with no special tokens added, with the file's padding and
+truncation turned off, and without BPE dropout (a training-time regularizer that drops merges at random). ``token_string`` undoes the model's markers on the
 vocabulary entry rather than decoding the lone id, because decoding one id drops a
 SentencePiece leading space and turns a partial UTF-8 byte into "\\ufffd":
 - ByteLevel (GPT-2 alphabet): "Ġdog" -> " dog", "Ã" -> "\\xc3";
@@ -87,10 +87,16 @@ class HuggingFaceTokenizer:
     def __init__(self, path: Path, library_tokenizer: Any, kind: str = "huggingface", notes: tuple[str, ...] = ()):
         self.path = path
         self.kind = kind
-        self.notes = notes
         self._tok = library_tokenizer
         self._tok.no_padding()
         self._tok.no_truncation()
+        dropout = getattr(self._tok.model, "dropout", None) if type(self._tok.model).__name__ == "BPE" else None
+        if dropout:  # merges dropped at random on every encode: a word would get other ids from call to call
+            self._tok.model.dropout = None
+            said = (f"the file's BPE dropout ({dropout:g}), a training-time regularizer, is set aside: words get the "
+                    "ids of every merge, as without it")
+            notes = (*notes, said)
+        self.notes = notes
         added = self._tok.get_added_tokens_decoder()
         self._added = {id: token.content for id, token in added.items()}
         self.model_type = type(self._tok.model).__name__  # BPE, WordPiece, WordLevel or Unigram
