@@ -426,6 +426,54 @@ def test_hf_bpe_dropout_is_turned_off_for_the_ids_a_word_has(tmp_path):
     assert tokenizer.notes == (said,)
 
 
+@pytest.fixture(scope="module")
+def lossy_bpe(tmp_path_factory):
+    """A BPE tokenizer.json with no unknown token and no byte fallback (tokenizers' models.BPE() default), NFKC and
+    Metaspace: the library drops a character its vocabulary lacks, and the offsets of the tokens after it shift."""
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
+    library = Tokenizer(models.BPE())
+    library.normalizer = normalizers.NFKC()
+    library.pre_tokenizer = pre_tokenizers.Metaspace(prepend_scheme="first")
+    library.train_from_iterator([text.lower() for text in CORPUS] * 4, trainers.BpeTrainer(vocab_size=200,
+                                                                                           show_progress=False))
+    path = tmp_path_factory.mktemp("lossy") / "tokenizer.json"
+    library.save(str(path))
+    return library, load_tokenizer(path)
+
+
+def lost_something(library, text: str) -> bool:
+    """The library's tokens do not spell the pieces its normalizer and pre-tokenizer made (no prefix or suffix
+    marks the tokens of this model), whitespace aside (a pre-tokenizer may drop it): a character was dropped."""
+    normalized = library.normalizer.normalize_str(text)
+    pieces = "".join(piece for piece, _ in library.pre_tokenizer.pre_tokenize_str(normalized))
+    spelled = "".join(library.encode(text, add_special_tokens=False).tokens)
+    return [c for c in spelled if not c.isspace()] != [c for c in pieces if not c.isspace()]
+
+
+LOSSY_ALPHABET = [*"dogcatbie OAQ9\t\n", "\u00a0", "\u2028", "\u200d", "\u0301", "½", "ﬁ", "İ", "\ufeff", "日"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(text=st.lists(st.sampled_from(LOSSY_ALPHABET), min_size=1, max_size=8).map("".join))
+def test_hf_bpe_without_an_unknown_token_refuses_what_it_drops(lossy_bpe, text):
+    """The word 'O' became the lone '▁' token, 'aO9\\t' lost its 'O': the check trusted offsets that shift past a
+    dropped character. Every text the library encodes with a loss is refused; every other gets its ids."""
+    library, ours = lossy_bpe
+    if lost_something(library, text):
+        with pytest.raises(TokenError, match="left out by the huggingface tokenizer"):
+            ours.encode(text)
+    else:
+        assert ours.encode(text) == library.encode(text, add_special_tokens=False).ids
+
+
+def test_hf_bpe_without_an_unknown_token_refuses_a_lost_capital(lossy_bpe):
+    library, ours = lossy_bpe
+    for text in ("O", "aO9\t", "A½", "dog O"):
+        assert lost_something(library, text)
+        with pytest.raises(TokenError, match="found '[OA]"):
+            ours.encode(text)
+
+
 def test_hf_wordpiece(tmp_path):
     tokenizer = load_tokenizer(write_wordpiece(tmp_path / "tokenizer.json"))
     assert tokenizer.encode("The dog bites") == [3, 4, 5, 6]  # no [CLS] ... [SEP]

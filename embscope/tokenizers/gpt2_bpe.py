@@ -63,7 +63,7 @@ class GPT2BPETokenizer(ByteVocabulary):
         # a token that is neither a byte nor made by a merge was added whole: <|endoftext|>
         self.special_ids = frozenset(vocab.values()) - set(results) - set(byte_ids)
         added = sorted(token for token, id in vocab.items() if id in self.special_ids and token)
-        self._encode = (_library_encoder(vocab, merges, added, path)
+        self._encode = (_library_encoder(vocab, merges, added, path, -1 not in byte_ids)
                         or _merge_loop_encoder(vocab, merges, results, byte_ids, added, path))
 
     def encode(self, text: str) -> list[int]:
@@ -93,9 +93,10 @@ def _merge_results(vocab: dict[str, int], merges: list[tuple[str, str]], merges_
     return results
 
 
-def _library_encoder(vocab: dict[str, int], merges: list[tuple[str, str]], added: list[str],
-                     path: Path) -> Callable[[str], list[int]] | None:
-    """Encoding by the tokenizers library, or None when it is not installed; `added`: the tokens added whole."""
+def _library_encoder(vocab: dict[str, int], merges: list[tuple[str, str]], added: list[str], path: Path,
+                     complete: bool) -> Callable[[str], list[int]] | None:
+    """Encoding by the tokenizers library, or None when it is not installed; `added`: the tokens added whole;
+    `complete`: every byte is a token, so no text loses a character."""
     try:
         from tokenizers import AddedToken, Tokenizer, models, pre_tokenizers
     except ImportError:
@@ -111,7 +112,8 @@ def _library_encoder(vocab: dict[str, int], merges: list[tuple[str, str]], added
             if not is_library_failure(err):
                 raise
             raise TokenError(f"the tokenizers library failed to encode {shown(text)}: {err}") from None
-        return library_ids(encoding, text, library, f"the {GPT2BPETokenizer.kind} tokenizer {path.name}", True)
+        return library_ids(encoding, text, library, f"the {GPT2BPETokenizer.kind} tokenizer {path.name}", True,
+                           complete=complete)
 
     return encode
 

@@ -33,7 +33,7 @@ from embscope.tokenizers.base import (
     missing_package,
     sniff_json,
 )
-from embscope.tokenizers.byte_alphabet import byte_level_bytes
+from embscope.tokenizers.byte_alphabet import byte_level_bytes, bytes_to_unicode
 
 FILE_NAME = "tokenizer.json"
 _BYTE_FALLBACK_PIECE = re.compile(r"<0x([0-9A-Fa-f]{2})>")
@@ -106,6 +106,9 @@ class HuggingFaceTokenizer:
         )
         steps = [*_walk(_settings(self._tok.decoder)), *_walk(_settings(self._tok.pre_tokenizer))]
         self._byte_level = any(step.get("type") == "ByteLevel" for step in steps)
+        # a ByteLevel pre-tokenizer over a vocabulary of all 256 byte symbols leaves no character out
+        self._complete = any(step.get("type") == "ByteLevel" for step in _walk(_settings(self._tok.pre_tokenizer))) \
+            and None not in map(self._tok.token_to_id, bytes_to_unicode().values())
         self._byte_fallback = model_byte_fallback or any(step.get("type") == "ByteFallback" for step in steps)
         self._replacements = _space_markers(steps)
 
@@ -121,7 +124,7 @@ class HuggingFaceTokenizer:
         except BaseException as err:  # noqa: BLE001  the library panics (PanicException) on some inputs
             raise self._failed(err, "encode") from None
         return library_ids(encoding, text, self._tok, f"the {self.kind} tokenizer {self.path.name}", self._byte_level,
-                           self.unk_id)
+                           self.unk_id, self._complete)
 
     def decode(self, ids: list[int]) -> str:
         ids = [self._checked(id) for id in ids]
