@@ -2,7 +2,8 @@
 ``tokenizers`` library, which is imported only when such a file is opened.
 
 Words are encoded with no special tokens added, with the file's padding and
-truncation turned off, and without BPE dropout (a training-time regularizer that drops merges at random). ``token_string`` undoes the model's markers on the
+truncation turned off, and without BPE dropout (a training-time regularizer that
+drops merges at random). ``token_string`` undoes the model's markers on the
 vocabulary entry rather than decoding the lone id, because decoding one id drops a
 SentencePiece leading space and turns a partial UTF-8 byte into "\\ufffd":
 - ByteLevel (GPT-2 alphabet): "Ġdog" -> " dog", "Ã" -> "\\xc3";

@@ -12,7 +12,7 @@ Python's ``re`` backtracks without bound and cannot be interrupted: a pattern su
 - without ``regex``, such a pattern is refused in one line that names the package.
 
 The two engines read some of a pattern's words differently: ``\\w``, ``\\s``, ``\\d`` and ``\\b`` stand
-for other characters (re's ``\\w`` takes "²", "½" and the combining accents, regex's the ZWJ; re's ``\\s``
+for other characters (re's ``\\w`` takes "²" and "½", regex's the combining accents and the ZWJ; re's ``\\s``
 takes U+001C..U+001F), and case-insensitive matching folds otherwise. minbpe splits with regex, nlm's trainer
 (sample_checkpoints/train.py) writes the same file with re, and the file does not say which: where such a
 pattern cuts a text differently in the two, the text is refused rather than cut either way (and without
