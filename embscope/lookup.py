@@ -12,8 +12,10 @@ in ONE form, chosen for them by this rule, first difference wins:
 When every word has the same ids in both forms the choice is "either" (BERT strips spaces; a SentencePiece
 model adds the "▁" itself). Where the tokenizer makes the space a token of its own (" dog" = [space] + "dog",
 as nlm's byte BPE does), that token is left out of the word-start form: it stands for the space, not the word.
-A word typed with leading whitespace (" dog", " ") is already in the form it was given and is encoded as it is,
-and so is every word with ``exact``.
+Where " dog" and "dog" give the same ids, the word-start form is taken from inside a sentence ("a dog" less the
+ids of "a"): a SentencePiece model without its dummy prefix that removes extra whitespace strips the space of
+" dog", yet gives "▁dog" after another word. A word typed with leading whitespace (" dog", " ") is already in the
+form it was given and is encoded as it is, and so is every word with ``exact``.
 
 A word of several tokens keeps all of them; callers say how they combined them. A word that becomes the
 unknown token has no row of its own: it is refused, naming the word and the token, unless the caller allows
@@ -32,6 +34,7 @@ from embscope.text import quote
 from embscope.tokenizers.base import Tokenizer
 
 WORD_START, PLAIN, EITHER, AS_GIVEN = "word-start", "plain", "either", "as given"
+SENTENCE_START = "a"  # the word a word-start form is taken after, where a leading space alone is stripped
 
 
 @dataclass(frozen=True)
@@ -82,6 +85,7 @@ class WordEncoder:
     def __init__(self, tokenizer: Tokenizer):
         self.tokenizer = tokenizer
         self._space: tuple[int, ...] | None = None
+        self._before: tuple[int, ...] | None = None  # the ids of SENTENCE_START, () when it cannot be encoded
         self._forms: dict[str, WordForms] = {}
 
     def encode(self, text: str, word: str) -> tuple[int, ...]:
@@ -118,6 +122,8 @@ class WordEncoder:
                 raise plain_error
             return WordForms(word, plain, plain)
         spaced, spaced_error = self._attempt(" " + word, word)
+        if spaced is not None and spaced == plain:
+            spaced = self._in_a_sentence(word) or spaced
         space, space_id = self.space(), None
         if spaced is not None and len(space) == 1 and len(spaced) > 1 and spaced[0] == space[0]:
             spaced, space_id = spaced[1:], space[0]  # the space is a token of its own: it is not the word
@@ -125,6 +131,17 @@ class WordEncoder:
             assert plain_error is not None
             raise plain_error
         return WordForms(word, plain, spaced, plain_error, spaced_error, space_id)
+
+    def _in_a_sentence(self, word: str) -> tuple[int, ...] | None:
+        """The ids of " word" after another word (SENTENCE_START), when that word's own ids begin them; None where
+        they do not (a merge across the two) or the tokenizer cannot encode them."""
+        if self._before is None:
+            self._before = self._attempt(SENTENCE_START, SENTENCE_START)[0] or ()
+        before = self._before or None
+        found, _ = self._attempt(f"{SENTENCE_START} {word}", word)
+        if before is None or found is None or len(found) <= len(before) or found[:len(before)] != before:
+            return None
+        return found[len(before):]
 
     def _attempt(self, text: str, word: str) -> tuple[tuple[int, ...] | None, TokenError | None]:
         try:

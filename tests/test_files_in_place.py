@@ -117,6 +117,19 @@ def sharded(directory: Path) -> Path:
     return directory / "model.safetensors.index.json"
 
 
+def sharded_bin(directory: Path) -> Path:
+    """pytorch_model.bin.index.json over two torch.save shards (save_pretrained with safe_serialization=False)."""
+    import torch
+    shards = {"transformer.wte.weight": "pytorch_model-00001-of-00002.bin",
+              "transformer.wpe.weight": "pytorch_model-00002-of-00002.bin"}
+    values = {"transformer.wte.weight": table(), "transformer.wpe.weight": table(T, seed=1)}
+    for name, shard in shards.items():
+        torch.save({name: torch.from_numpy(values[name])}, directory / shard)
+    (directory / "pytorch_model.bin.index.json").write_text(json.dumps({"metadata": {}, "weight_map": shards}))
+    gpt2_config(directory)
+    return directory / "pytorch_model.bin.index.json"
+
+
 def gguf(directory: Path) -> Path:
     entry, _ = reader_samples.gguf_gpt2(directory)
     gpt2_config(directory)
@@ -200,6 +213,7 @@ LAYOUTS: dict[str, tuple[Callable[[Path], Path], bool]] = {
     "nanoGPT ckpt.pt + minbpe": (copied("ckpt.pt", "tokenizer.model", sample="nanogpt"), True),
     "nanoGPT ckpt.pt + meta.pkl": (nanogpt_chars, True),
     "sharded safetensors": (sharded, True),
+    "sharded .bin": (sharded_bin, False),
     "GGUF": (gguf, True),
     "ONNX + external data + vocab.txt": (onnx_external, True),
     "CTranslate2 + vocabulary.txt": (ctranslate2, True),

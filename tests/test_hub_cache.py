@@ -163,6 +163,42 @@ def test_sharded_safetensors_and_a_bin_file(tmp_path, monkeypatch):
     assert doc["pairs"][0]["cosine"] == pytest.approx(cosine(table, 3, 4))
 
 
+def test_sharded_bin_files_as_transformers_saves_them(tmp_path, monkeypatch):
+    """pytorch_model.bin.index.json over pytorch_model-0000N-of-0000M.bin shards (save_pretrained with
+    safe_serialization=False: torch.save of each shard's state dict, and the index's weight_map), in a folder and
+    in the cache: the tables come from the shard that holds them, and each shard is a source of its tables (a
+    cached answer checks it)."""
+    import torch
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    table, head = RNG.standard_normal((V, D)).astype(np.float32), RNG.standard_normal((V, D)).astype(np.float32)
+    source = tmp_path / "sharded-bin"
+    source.mkdir()
+    shards = {"model.embed_tokens.weight": "pytorch_model-00001-of-00002.bin",
+              "model.norm.weight": "pytorch_model-00001-of-00002.bin", "lm_head.weight": "pytorch_model-00002-of-00002.bin"}
+    values = {"model.embed_tokens.weight": table, "model.norm.weight": np.ones(D, np.float32), "lm_head.weight": head}
+    for shard in sorted(set(shards.values())):
+        torch.save({name: torch.from_numpy(values[name]) for name, held in shards.items() if held == shard},
+                   source / shard)
+    (source / "pytorch_model.bin.index.json").write_text(json.dumps({"metadata": {"total_size": 0},
+                                                                     "weight_map": shards}))
+    (source / "config.json").write_text(json.dumps({"model_type": "llama", "tie_word_embeddings": False}))
+    for checkpoint in (str(source), str(source / "pytorch_model.bin.index.json")):
+        doc = run_json("info", "-c", checkpoint)
+        assert doc["format"] == "pytorch (sharded)" and doc["tables"]["output"]["name"] == "lm_head.weight"
+    lay_out(cache, "org/sharded-bin", {p.name: p for p in source.iterdir()})
+    doc = run_json("params", "-c", "org/sharded-bin")
+    assert doc["total"] == 2 * V * D + D and doc["output"] == V * D
+    doc = run_json("similarity", "--ids", "3", "4", "-c", "org/sharded-bin")
+    assert doc["pairs"][0]["cosine"] == pytest.approx(cosine(table, 3, 4))
+    emb = embscope.open(source)
+    assert [path.name for path in emb.token.tensor.sources] == ["pytorch_model-00001-of-00002.bin"]
+    assert [path.name for path in emb.output.tensor.sources] == ["pytorch_model-00002-of-00002.bin"]
+    (source / "pytorch_model.bin.index.json").write_text(json.dumps({"weight_map": {"lm_head.weight": "../x.bin"}}))
+    result = run("info", "-c", source / "pytorch_model.bin.index.json", code=1)
+    assert "names shard '../x.bin', which is not in" in result.stderr
+
+
 def test_compare_and_report_take_ids(minilm, tmp_path, monkeypatch):
     table, files = minilm
     cache = tmp_path / "cache"
@@ -266,6 +302,33 @@ def test_an_onnx_export_in_the_cache_reads_its_external_data_through_the_blobs(t
     snapshot = lay_out(cache, "org/exported", {f"onnx/{p.name}": p for p in source.iterdir()})
     emb = embscope.open(snapshot / "onnx")
     np.testing.assert_array_equal(emb.token.array, table)
+
+
+def test_a_model_whose_weights_are_only_an_onnx_export_answers_by_its_id(minilm, tmp_path, monkeypatch):
+    """transformers.js and optimum repositories (Xenova/...) hold config.json and tokenizer.json at the top and
+    the weights only in onnx/ (model.onnx beside model_quantized.onnx, model_fp16.onnx, ...): the id opens
+    onnx/model.onnx, with the tokenizer above it; a folder of several exports and no model.onnx names them."""
+    import onnx
+    from onnx import helper, numpy_helper
+    table, files = minilm
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    export = tmp_path / "export"
+    export.mkdir()
+    for name, values in (("model.onnx", table), ("model_fp16.onnx", table.astype(np.float16))):
+        graph = helper.make_graph([], "g", [], [], [numpy_helper.from_array(values, "embeddings.word_embeddings.weight")])
+        onnx.save_model(helper.make_model(graph), str(export / name))
+    laid = {"config.json": files["config.json"], "tokenizer.json": files["tokenizer.json"],
+            **{f"onnx/{p.name}": p for p in export.iterdir()}}
+    snapshot = lay_out(cache, "Xenova/tiny-minilm", laid)
+    doc = run_json("similarity", "dog", "cat", "-c", "Xenova/tiny-minilm")
+    assert doc["checkpoint"].endswith("onnx/model.onnx")
+    assert doc["pairs"][0]["cosine"] == pytest.approx(cosine(table, WORDS.index("dog"), WORDS.index("cat")))
+    (snapshot / "onnx" / "model.onnx").unlink()
+    (snapshot / "onnx" / "model_quantized.onnx").symlink_to(os.readlink(snapshot / "onnx" / "model_fp16.onnx"))
+    result = run("info", "-c", "Xenova/tiny-minilm", code=1)
+    assert "holds several ONNX exports in onnx/ ('model_fp16.onnx', 'model_quantized.onnx'); pass one with -c" in \
+        " ".join(result.stderr.split())
 
 
 def test_no_huggingface_hub_and_no_network_at_run_time(tmp_path, minilm):

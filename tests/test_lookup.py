@@ -373,3 +373,31 @@ def test_the_rule_restated_on_a_trained_tokenizer(tmp_path):
         assert found[0].choice.name == rule_by_hand(tokenizer, list(pair)), pair
         seen.add(found[0].choice.name)
     assert seen >= {WORD_START, EITHER}  # the plain form wins in test_both_words_of_a_pair_in_the_form_where...
+
+
+# ---------------------------------------------------------------- the word-start form, as inside a sentence
+
+
+def test_word_start_is_the_form_inside_a_sentence_where_a_leading_space_is_stripped(tmp_path):
+    """A SentencePiece model trained without its dummy prefix but removing extra whitespace (the trainer's default)
+    strips the space of " dog", so " dog" and "dog" give one id; inside a sentence the model sees "▁dog", another.
+    The word-start form is the one a sentence gives (sentencepiece's own ids for the word after "a"), and the pair
+    is looked up in it, not called the same either way."""
+    import io
+
+    import sentencepiece
+    from tokenizer_corpus import SAMPLE
+    training = [*SAMPLE, "The dog bites the man. The man bites the dog!", "A dog and a cat; dogs and cats."] * 8
+    out = io.BytesIO()
+    sentencepiece.SentencePieceTrainer.train(sentence_iterator=iter(training), model_writer=out, vocab_size=300,
+                                             model_type="bpe", minloglevel=2, add_dummy_prefix=False,
+                                             remove_extra_whitespaces=True)
+    (tmp_path / "tokenizer.model").write_bytes(out.getvalue())
+    reference = sentencepiece.SentencePieceProcessor(model_proto=out.getvalue())
+    tokenizer = load_tokenizer(tmp_path / "tokenizer.model")
+    assert reference.encode(" dog") == reference.encode("dog") != reference.encode("a dog")[1:]
+    dog, cat = lookup_words(tokenizer, ["dog", "cat"])
+    for found in (dog, cat):
+        assert found.ids == tuple(reference.encode(f"a {found.word}")[len(reference.encode("a")):])
+        assert found.form == f" {found.word}" and found.choice.name == WORD_START
+    assert reference.id_to_piece(list(dog.ids)) == ["▁dog"]

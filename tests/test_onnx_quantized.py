@@ -169,6 +169,28 @@ def test_a_half_precision_scale_rounds_the_output_as_the_op_does(tmp_path):
     np.testing.assert_array_equal(emb.token.array, (q.astype(np.float32) * scale[:, None]).astype(np.float16))
 
 
+@pytest.mark.parametrize(("scale", "output"), [(np.float16(60000), 0), (np.float32(1e30), TensorProto.FLOAT16),
+                                               (np.float16(np.inf), 0), (np.float32(np.nan), 0)])
+def test_scales_that_overflow_or_are_not_numbers_give_the_reference_values_without_a_warning(scale, output,
+                                                                                              tmp_path):
+    """A float16 output past 65504 is inf, inf times a zero difference NaN, as the reference evaluator gives them;
+    numpy's overflow and invalid-value warnings about it are not the user's to read (they reached stderr)."""
+    import warnings
+    q = RNG.integers(0, 256, (V, D)).astype(np.uint8)
+    attributes = {"output_dtype": output} if output else {}
+    node = helper.make_node("DequantizeLinear", ["W_quantized", "W_scale", "W_zero_point"], [TOKEN], **attributes)
+    model = model_of({"W_quantized": q, "W_scale": scale, "W_zero_point": np.uint8(q[0, 0])}, [node], [TOKEN],
+                     opset=23)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        (reference,) = ReferenceEvaluator(model).run(None, {})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        found = embscope.open(save(model, tmp_path)).token.array
+    np.testing.assert_array_equal(found, reference.astype(np.float32))
+    assert not np.isfinite(found).all()
+
+
 def test_weights_in_constant_nodes_are_read(tmp_path):
     """A float table held by a Constant node, and a DequantizeLinear whose inputs are all Constants (one of them
     a value_float)."""

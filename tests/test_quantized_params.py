@@ -79,3 +79,38 @@ def test_a_float_file_states_no_rule():
     doc = run_json("params")
     assert doc["quantization_rule"] is None and doc["quantization_values"] == 0
     assert "counting rule" not in run("params").stdout
+
+
+def onnx_two_dequantizations(tmp_path: Path, scales: tuple[str, str]) -> Path:
+    """One int8 weight read by two DequantizeLinear nodes (two float tables named apart, neither a head), with the
+    scales named in `scales`."""
+    import onnx
+    q = (np.arange(V * D, dtype=np.int64).reshape(V, D) % 255 - 127).astype(np.int8)
+    initializers = {"W_quantized": q, "W_zero_point": np.int8(0)} | {name: np.float32(0.01 * (n + 1))
+                                                                     for n, name in enumerate(dict.fromkeys(scales))}
+    nodes = [helper.make_node("DequantizeLinear", ["W_quantized", scales[0], "W_zero_point"],
+                              ["embeddings.word_embeddings.weight"]),
+             helper.make_node("DequantizeLinear", ["W_quantized", scales[1], "W_zero_point"], ["proj.weight"]),
+             helper.make_node("Gather", ["embeddings.word_embeddings.weight", "ids"], ["h"]),
+             helper.make_node("MatMul", ["h", "proj.weight"], ["y"])]
+    path = samples.write_onnx(tmp_path / "model.onnx", {}, nodes)
+    model = onnx.load(str(path))
+    model.graph.initializer.extend(numpy_helper.from_array(np.asarray(v), n) for n, v in initializers.items())
+    onnx.save(model, str(path))
+    return path
+
+
+def test_an_onnx_weight_dequantized_twice_is_counted_once(tmp_path):
+    """The rule counts the stored weight, whatever reads it: one int8 initializer of V x D values read by two
+    DequantizeLinear nodes with one scale is V x D parameters (it was counted twice), and its two tables share
+    storage; read with two scales, they are two tables of other values and not one stored twice."""
+    from embscope.formats import open_checkpoint
+
+    path = onnx_two_dequantizations(tmp_path, ("W_scale", "W_scale"))
+    doc = run_json("params", "-c", path)
+    assert doc["total"] == V * D and doc["token"] == V * D
+    tensors = open_checkpoint(path).tensors
+    assert tensors["proj.weight"].storage == tensors["embeddings.word_embeddings.weight"].storage is not None
+    path = onnx_two_dequantizations(tmp_path, ("W_scale", "W_scale_b"))
+    tensors = open_checkpoint(path).tensors
+    assert tensors["proj.weight"].storage != tensors["embeddings.word_embeddings.weight"].storage

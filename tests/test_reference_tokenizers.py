@@ -160,26 +160,41 @@ def unigram_json(directory: Path, variant: str) -> Case:
     return Case(load_tokenizer(path), hf_reference(path))
 
 
-def bert_vocab(directory: Path, lowercase: bool) -> Path:
+def bert_vocab(directory: Path, lowercase: bool, **normalizer: bool) -> Path:
     from tokenizers import BertWordPieceTokenizer
 
-    trainer = BertWordPieceTokenizer(lowercase=lowercase)
+    trainer = BertWordPieceTokenizer(lowercase=lowercase, **normalizer)
     trainer.train_from_iterator(TRAINING, vocab_size=400, show_progress=False)
     trainer.save_model(str(directory))
     return directory / "vocab.txt"
 
 
-@builds("bert:uncased", "bert:cased")
+# transformers' BertTokenizer settings in tokenizer_config.json (save_pretrained writes them all), and the
+# BertWordPieceTokenizer arguments BertTokenizerFast hands them to
+BERT_VARIANTS = {
+    "uncased": ({}, {"lowercase": True}),
+    "cased": ({"do_lower_case": False}, {"lowercase": False}),
+    # an uncased vocabulary that keeps its accents (Spanish, Portuguese BERTs) and CJK split as other scripts
+    "accents-kept": ({"do_lower_case": True, "strip_accents": False, "tokenize_chinese_chars": False},
+                     {"lowercase": True, "strip_accents": False, "handle_chinese_chars": False}),
+    # a cased vocabulary that strips accents all the same
+    "cased-accents-stripped": ({"do_lower_case": False, "strip_accents": True, "tokenize_chinese_chars": True},
+                               {"lowercase": False, "strip_accents": True, "handle_chinese_chars": True}),
+}
+
+
+@builds(*(f"bert:{variant}" for variant in BERT_VARIANTS))
 def bert(directory: Path, variant: str) -> Case:
-    """vocab.txt: an uncased one with no settings beside it (lower-casing is inferred from the vocabulary), and a
-    cased one whose tokenizer_config.json says do_lower_case false."""
+    """vocab.txt: an uncased one with no settings beside it (lower-casing is inferred from the vocabulary), a
+    cased one whose tokenizer_config.json says do_lower_case false, and ones whose tokenizer_config.json sets
+    strip_accents and tokenize_chinese_chars against what lower-casing implies."""
     from tokenizers import BertWordPieceTokenizer
 
-    lowercase = variant == "uncased"
-    path = bert_vocab(directory, lowercase)
-    if not lowercase:
-        (directory / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": False}))
-    library = BertWordPieceTokenizer(str(path), lowercase=lowercase)
+    config, arguments = BERT_VARIANTS[variant]
+    path = bert_vocab(directory, **arguments)
+    if config:
+        (directory / "tokenizer_config.json").write_text(json.dumps(config))
+    library = BertWordPieceTokenizer(str(path), **arguments)
     return Case(load_tokenizer(path), lambda text: library.encode(text, add_special_tokens=False).ids)
 
 
@@ -194,9 +209,12 @@ def gpt2_files(directory: Path) -> Path:
 
 
 def gpt2_reference(directory: Path) -> Callable[[str], list[int]]:
+    """The tokenizer as trained: ByteLevelBPETokenizer with its special tokens added, which it matches whole in
+    text (as transformers' GPT2Tokenizer matches <|endoftext|>, its bos, eos and unk token)."""
     from tokenizers import ByteLevelBPETokenizer
 
     library = ByteLevelBPETokenizer(str(directory / "vocab.json"), str(directory / "merges.txt"))
+    library.add_special_tokens(["<|endoftext|>"])
     return lambda text: library.encode(text).ids
 
 
@@ -301,11 +319,14 @@ class MinBPE:
     adjacent pair has a merge, merge every occurrence of the pair of lowest merge id. Tokenizer.save writes
     'minbpe v1', the pattern, the number of special tokens, then one 'id1 id2' line per merge."""
 
-    def __init__(self, pattern: str, merges: dict[tuple[int, int], int] | None = None):
+    def __init__(self, pattern: str, merges: dict[tuple[int, int], int] | None = None, engine: str = "regex"):
+        import re
+
         import regex
 
         self.pattern = pattern
-        self.split = regex.compile(pattern) if pattern else None
+        # minbpe imports regex as re; nlm's trainer (sample_checkpoints/train.py) writes the same file with re
+        self.split = (regex if engine == "regex" else re).compile(pattern) if pattern else None
         self.merges = merges or {}
 
     def chunks(self, text: str) -> list[list[int]]:
@@ -371,16 +392,25 @@ class MinBPE:
 GPT4_PATTERN = r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]++[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+"""
 
 
-@builds("minbpe:sample", "minbpe:gpt4-pattern", "minbpe:basic")
+# \w, \s and \d mean other characters in regex than in re (², ½, combining accents, U+001C..U+001F)
+WORD_PATTERN = r"\w+|\s|[^\w\s]+"
+
+
+@builds("minbpe:sample", "minbpe:gpt4-pattern", "minbpe:basic", "minbpe:word-pattern", "minbpe:word-pattern-re")
 def minbpe(directory: Path, variant: str) -> Case:
+    """The word pattern's file is the same whichever engine trained it, and the two engines cut some texts apart
+    differently: embscope may refuse such a text (it cannot know the engine), never give either's ids for it."""
     if variant == "sample":  # the bundled sample's tokenizer, as the training script saved it
         path = ROOT / "sample_checkpoints" / "nlm" / "tokenizer.model"
         reference = MinBPE.load(path)
     else:
-        pattern = GPT4_PATTERN if variant == "gpt4-pattern" else ""
-        reference = MinBPE(pattern).train("\n".join(SAMPLE), 340)
+        pattern = {"gpt4-pattern": GPT4_PATTERN, "basic": ""}.get(variant, WORD_PATTERN)
+        engine = "re" if variant.endswith("-re") else "regex"
+        # the word pattern's text repeats what the engines cut apart differently, so that merges cross there
+        text = "\n".join(SAMPLE) + (" cafe\u0301 x² 👩\u200d💻" * 20 if variant.startswith("word-pattern") else "")
+        reference = MinBPE(pattern, engine=engine).train(text, 340)
         path = reference.save(directory / f"{variant}.model")
-    return Case(load_tokenizer(path), reference.encode)
+    return Case(load_tokenizer(path), reference.encode, may_refuse=variant.startswith("word-pattern"))
 
 
 def harris_encode(segments: list[str], text: str) -> list[int]:

@@ -97,6 +97,35 @@ def test_patterns_of_bounded_shape_run_in_re():
     assert compile_split_pattern(REGEX_BACKTRACKER, "t.model").engine == "regex"
 
 
+def test_a_text_the_two_engines_cut_apart_differently_is_refused(monkeypatch):
+    """minbpe splits with regex, nlm's trainer with re, into the same file: where \\w, \\s or \\d make them cut a
+    text apart differently ('x²': re's \\w takes '²', regex's does not), neither cut is given. Text both cut
+    alike is cut so, by re."""
+    import re
+
+    import regex
+
+    pattern = r"\w+|\s|[^\w\s]+"
+    split = compile_split_pattern(pattern, "t.model")
+    assert split.engine == "re"
+    for text in ("dog bites", "naïve café", "日本語 text", "a\tb\n"):  # where both agree
+        assert split.chunks(text) == re.findall(pattern, text) == regex.findall(pattern, text)
+    for text in ("x²", "cafe\u0301", ":\x1f", "👩\u200d💻"):
+        assert re.findall(pattern, text) != regex.findall(pattern, text)
+        with pytest.raises(TokenError, match=r"^the split pattern in t\.model cuts .* one way in Python's re and "
+                                             r"another in the regex package \(minbpe's\)"):
+            split.chunks(text)
+    # without regex, nothing can tell: only text of the characters both read alike is cut
+    monkeypatch.setitem(sys.modules, "regex", None)
+    split = compile_split_pattern(pattern, "t.model")
+    assert split.chunks("dog bites, 42 times") == re.findall(pattern, "dog bites, 42 times")
+    for text in ("naïve", ":\x1f"):
+        with pytest.raises(TokenError, match="needs the 'regex' package"):
+            split.chunks(text)
+    # a pattern of characters named one by one means the same in both: nothing is refused
+    assert compile_split_pattern(r" |[A-Za-z]+|[0-9]+|\n+|[^A-Za-z0-9 \n]+", "t.model").chunks("x²") == ["x", "²"]
+
+
 COUNTED_REPEATS_REFUSED = (
     "expected the counted repeats ({m,n}) of the split pattern in tokenizer.model to multiply to at most "
     "100,000, found more"

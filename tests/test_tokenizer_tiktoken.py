@@ -137,8 +137,13 @@ def test_name_of_an_encoding_tiktoken_can_load(tmp_path, monkeypatch, no_network
     monkeypatch.chdir(tmp_path)
     tokenizer = load_tokenizer("tiny_test")
     assert (tokenizer.kind, tokenizer.path, tokenizer.vocab_size) == ("tiktoken", Path("tiny_test"), 301)
-    # special tokens are not matched in text: "<|", "endoftext" (with "do" merged), "|>"
-    assert tokenizer.encode("<|endoftext|>") == [60, 124, 101, 110, 256, 102, 116, 101, 120, 116, 124, 62]
+    # special tokens are matched whole in text, as nanoGPT's sample.py encodes (allowed_special={"<|endoftext|>"})
+    # and tiktoken's encode allows them (its default refuses such text rather than encode it as ordinary text)
+    encoding = tiktoken.get_encoding("tiny_test")
+    for text in ("<|endoftext|>", " dog<|endoftext|>dog", "<|endoftext"):
+        assert tokenizer.encode(text) == encoding.encode(text, allowed_special="all")
+    assert tokenizer.encode("<|endoftext|>") == [300]
+    assert tokenizer.encode("<|endoftext") == [60, 124, 101, 110, 256, 102, 116, 101, 120, 116]
     assert tokenizer.special_ids == {300}
     assert tokenizer.token_string(300) == "<|endoftext|>"
     assert tokenizer.decode([SPACE_DOG, 300]) == " dog<|endoftext|>"

@@ -89,6 +89,13 @@ def test_bad_settings(tmp_path):
     with pytest.raises(CheckpointError) as err:
         load_tokenizer(path)
     assert str(err.value) == "expected do_lower_case in tokenizer_config.json to be true or false, found 'yes'"
+    for key in ("strip_accents", "tokenize_chinese_chars"):
+        (tmp_path / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": True, key: 1}))
+        with pytest.raises(CheckpointError) as err:
+            load_tokenizer(path)
+        assert str(err.value) == f"expected {key} in tokenizer_config.json to be true, false or null, found 1"
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": True, "strip_accents": None}))
+    assert load_tokenizer(path).encode("Dög") == load_tokenizer(path).encode("dog")  # null: with lower-casing
 
 
 def test_vocabulary_without_unknown_token_is_not_wordpiece(tmp_path):

@@ -22,7 +22,8 @@ SAMPLE: tuple[str, ...] = (
     # the texts GPT-2's split pattern and hand-written merge loops got wrong before: odd spaces and separators,
     # contractions, digits and letters outside ASCII, a combining accent, a word over BERT's 100 characters
     "\u00a0nbsp\u3000ideographic\u2028line\x1cfile-sep\x85next", "I'll can't we've they're 'S 's", "x² ½ Ⅻ ١٢٣ 1234567",
-    "__init__ snake_case", "e\u0301 cafe\u0301", "<|endoftext|> <s> [CLS] <unk>", "supercalifragilistic" * 6, "",
+    "__init__ snake_case", "e\u0301 cafe\u0301", "<|endoftext|> <s> [CLS] <unk>",
+    "a<|endoftext|><|endoftext|>b <|endoftext", "supercalifragilistic" * 6, "",
     # where llama.cpp's pre-tokenizer regexes read otherwise than Unicode does (case classes, "~", digits)
     "HelloWorld", "camelCaseWords", "~tilde~ ~~", "x ~~ y", "١٢٣٤٥ and ٣", "12345678",
     # llama.cpp's convert_hf_to_gguf_update.py tells pre-tokenizers apart with this text (chktxt)

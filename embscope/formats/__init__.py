@@ -21,6 +21,8 @@ from ._base import DAMAGE, Format, OpenOptions, damaged
 from ._checks import is_regular_file, read_head
 from .constants import (
     COREML_SUFFIX,
+    EXPORT_FOLDER,
+    EXPORT_MODEL,
     GGUF_MAGIC,
     HDF5_MAGIC,
     LEGACY_GGML_MAGICS,
@@ -30,6 +32,7 @@ from .constants import (
     PREFERRED_IN_DIRECTORY,
     SAFETENSORS_INDEX_SUFFIX,
     TFLITE_IDENTIFIER,
+    TORCH_INDEX_SUFFIX,
     TORCH_LEGACY_HEAD,
     ZIP_MAGIC,
 )
@@ -76,6 +79,8 @@ FORMATS: tuple[Format, ...] = (
     # by name (*.safetensors.index.json): the index is JSON, which no magic claims
     Format("safetensors (sharded)", lambda path, head, size: path.name.endswith(SAFETENSORS_INDEX_SUFFIX),
            reader("safetensors_file", "open_sharded")),
+    Format("pytorch (sharded)", lambda path, head, size: path.name.endswith(TORCH_INDEX_SUFFIX),
+           reader("pytorch_file", "open_sharded")),
     Format("safetensors", reader("safetensors_file", "looks_like_safetensors"),  # an 8-byte length, then "{"
            reader("safetensors_file", "open_single")),
     Format("numpy .npy", starts_with(NPY_MAGIC), reader("numpy_file", "open_npy")),
@@ -173,9 +178,26 @@ def find_in_directory(directory: Path) -> Path:
             return directory / name
     found = [p for p in sorted(directory.iterdir())
              if p.name not in NOT_WEIGHTS and is_regular_file(p) and sniff_readable(p)]
+    if not found and (directory / EXPORT_FOLDER).is_dir():
+        return onnx_export(directory / EXPORT_FOLDER)
     if not found:
         raise CheckpointError(f"expected a checkpoint in directory {quote(directory)}, found no weights file")
     if len(found) > 1:
         names = ", ".join(quote(p.name) for p in found[:5]) + (f" and {len(found) - 5} more" if len(found) > 5 else "")
         raise CheckpointError(f"directory {quote(directory)} holds several checkpoints ({names}); pass one with -c")
     return found[0]
+
+
+def onnx_export(folder: Path) -> Path:
+    """The model of an onnx/ export folder, where transformers.js and optimum keep a repository's only weights
+    (config and tokenizer above it): model.onnx, else the one .onnx file there."""
+    exports = [p for p in sorted(folder.iterdir()) if p.suffix == ONNX_SUFFIX and is_regular_file(p)]
+    chosen = [p for p in exports if p.name == EXPORT_MODEL] or exports
+    if len(chosen) == 1:
+        return chosen[0]
+    if not chosen:
+        raise CheckpointError(f"expected a checkpoint in directory {quote(folder.parent)} or in its {EXPORT_FOLDER}/ "
+                              "folder, found no weights file")
+    names = ", ".join(quote(p.name) for p in chosen[:5]) + (f" and {len(chosen) - 5} more" if len(chosen) > 5 else "")
+    raise CheckpointError(f"directory {quote(folder.parent)} holds several ONNX exports in {EXPORT_FOLDER}/ ({names}); "
+                          "pass one with -c")

@@ -34,10 +34,14 @@ PICKLE_SUFFIXES = (".pkl", ".pickle", ".p")
 TORCH_SUFFIXES = (".pt", ".pth", ".ckpt")  # .bin is left out: an ANDREA dump may start with PK by chance
 HF_CONFIG = "config.json"  # Hugging Face's model config, read beside the weights of every format
 SAFETENSORS_INDEX_SUFFIX = ".safetensors.index.json"
+TORCH_INDEX_SUFFIX = ".bin.index.json"  # transformers' pytorch_model.bin.index.json over .bin shards
+# sentence-transformers, optimum and transformers.js put model.onnx (and its variants) here, config and tokenizer above
+EXPORT_FOLDER, EXPORT_MODEL = "onnx", "model.onnx"
 SAFETENSORS_MAX_HEADER = 100 * 1024 * 1024  # the limit the safetensors library itself enforces
 
 # Hugging Face saves the same weights under several names; the first present wins, as in transformers.
-PREFERRED_IN_DIRECTORY = ("model.safetensors.index.json", "model.safetensors", "pytorch_model.bin")
+PREFERRED_IN_DIRECTORY = ("model.safetensors.index.json", "model.safetensors", "pytorch_model.bin",
+                          "pytorch_model.bin.index.json")
 NOT_WEIGHTS = frozenset({HF_CONFIG, "tokenizer.json", "tokenizer_config.json", "vocab.json",
                          "special_tokens_map.json", "generation_config.json", "merges.txt",
                          "meta.pkl"})  # nanoGPT's character vocabulary, pickled beside ckpt.pt

@@ -27,6 +27,7 @@ from ..text import detail, printable, quote
 from ._base import OpenOptions, require_package
 from ._checks import check_extent, check_shape, is_regular_file, map_array
 from ._state_dict import read_hf_config
+from .constants import EXPORT_FOLDER
 from .onnx_quantized import (
     from_dequantize_nodes,
     from_gather_blocks,
@@ -41,7 +42,6 @@ if TYPE_CHECKING:
     from ..tokenizers.base import Tokenizer
 
 MAX_PROTOBUF_BYTES = 2 << 30  # protobuf's own limit on a message: larger models keep their weights outside
-EXPORT_FOLDER = "onnx"  # sentence-transformers and optimum put model.onnx here, config and tokenizer above it
 
 # TensorProto data types embscope reads -> (our name, numpy dtype of the stored bytes)
 DTYPES = {"FLOAT": ("float32", "<f4"), "FLOAT16": ("float16", "<f2"), "BFLOAT16": ("bfloat16", "<u2"),
@@ -237,8 +237,12 @@ def dequantized(path: Path, graph: Any, tensors: dict[str, TensorInfo], onnx: An
                                   "share the name")
         at = f"{where}: tensor {quote(table.name)}"
         parts = (table.q, table.scale, table.zero_point)
+        # two nodes that dequantize one stored weight alike make one table stored once (counted once, tied)
+        storage = ("dequantized", table.q.storage or table.q.name, table.scale.name,
+                   table.zero_point.name if table.zero_point is not None else None, table.axis, table.block,
+                   table.output, table.default_zero)
         out[table.name] = TensorInfo(table.name, table.q.shape, "float32", partial(table.read, at),
-                                     table.q.storage, quantization=table.describe(),
+                                     storage, quantization=table.describe(),
                                      sources=tuple(dict.fromkeys(f for p in parts if p is not None for f in p.sources)))
     return Dequantized(out, values, unsure, packed)
 

@@ -112,8 +112,11 @@ class Quantized:
             values -= self.spread(self.zero_point)
         elif self.default_zero:
             values -= self.default_zero
-        values *= self.spread(self.scale)
-        return rounded(values, self.output)
+        # an inf or NaN scale, or a float16 output past 65504, gives inf and NaN as the op does: the rows say so
+        # in the answers that read them (numpy's warnings would reach the user's stderr)
+        with np.errstate(over="ignore", invalid="ignore"):
+            values *= self.spread(self.scale)
+            return rounded(values, self.output)
 
     def spread(self, part: TensorInfo) -> np.ndarray:
         """A scale or zero point shaped to meet q elementwise; a block's value is picked by index, so nothing

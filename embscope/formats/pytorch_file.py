@@ -4,6 +4,7 @@ storages memory-mapped where they lie. --trust-pickle lets a file name classes o
 
 from __future__ import annotations
 
+import dataclasses
 import zipfile
 from functools import partial
 from pathlib import Path
@@ -16,6 +17,7 @@ from ..errors import CheckpointError
 from ..text import quote
 from ._base import DAMAGE, OpenOptions
 from ._descriptors import OtherTensor, TensorRecord, check_record
+from ._shards import missing, shards_of
 from ._state_dict import (
     array_tensor,
     find_config,
@@ -29,7 +31,7 @@ from ._torch_legacy import load_legacy
 from ._torch_storage import Stored, read_record
 from ._torch_zip import data_pickle_name, load_zip
 from ._unpickle import PickledArray
-from .constants import TORCH_SUFFIXES, ZIP_MAGIC
+from .constants import TORCH_LEGACY_HEAD, TORCH_SUFFIXES, ZIP_MAGIC
 
 
 def is_tensor(value: Any) -> bool:
@@ -100,6 +102,25 @@ def open_zip(path: Path, options: OpenOptions) -> Checkpoint:
 def open_legacy(path: Path, options: OpenOptions) -> Checkpoint:
     obj, stored = load_legacy(path, options.trust_pickle)
     return TorchFile(path, stored, "little").checkpoint(obj)
+
+
+def open_sharded(path: Path, options: OpenOptions) -> Checkpoint:
+    """pytorch_model.bin.index.json over torch.save shards (save_pretrained with safe_serialization=False): each
+    shard's pickle is read, its tables from the shard that holds them, which is their source."""
+    tensors = {}
+    for shard, names in shards_of(path, "a pytorch index"):
+        head = files.peek(shard, len(TORCH_LEGACY_HEAD)) or b""
+        if head.startswith(ZIP_MAGIC):
+            shard_tensors = open_zip(shard, options).tensors
+        elif head.startswith(TORCH_LEGACY_HEAD):
+            shard_tensors = open_legacy(shard, options).tensors
+        else:
+            raise CheckpointError(f"{quote(path)} names shard {quote(shard.name)}, which is not a torch.save file")
+        for name in names:
+            if name not in shard_tensors:
+                raise missing(path, name, shard)
+            tensors[name] = dataclasses.replace(shard_tensors[name], sources=(shard,))
+    return Checkpoint(path, "pytorch (sharded)", tensors)
 
 
 def looks_like_torch_zip(path: Path, head: bytes, size: int) -> bool:

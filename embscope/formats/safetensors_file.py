@@ -7,7 +7,6 @@ import json
 import math
 import os
 import struct
-from collections import defaultdict
 from functools import partial
 from pathlib import Path
 
@@ -16,12 +15,12 @@ from ..checkpoint import Checkpoint, TensorInfo
 from ..errors import CheckpointError
 from ..text import quote
 from ._base import OpenOptions
-from ._checks import check_shape, is_regular_file, map_array
+from ._checks import check_shape, map_array
 from ._rows import file_rows
+from ._shards import missing, shards_of
 from .constants import ELEMENT_TYPES, SAFETENSORS_DTYPES, SAFETENSORS_MAX_HEADER, STEP_KEYS
 
 MAX_TENSORS = 200_000  # a whole mixture-of-experts model of 671B parameters has under 100,000
-MAX_INDEX_BYTES = 128 << 20  # an index names each tensor once: MAX_TENSORS entries of a few hundred bytes
 
 
 def read_header(path: Path) -> tuple[dict, int, int]:
@@ -111,25 +110,12 @@ def open_single(path: Path, options: OpenOptions) -> Checkpoint:
 
 def open_sharded(path: Path, options: OpenOptions) -> Checkpoint:
     """Headers of every shard are read (a few KB each); tensor data only from the shard that holds it."""
-    try:
-        index = files.read_json(path, MAX_INDEX_BYTES, "a safetensors index")
-        weight_map = index["weight_map"]
-        if not (isinstance(weight_map, dict) and all(isinstance(v, str) for v in weight_map.values())):
-            raise TypeError  # not an assert: python -O would let a hostile index through
-    except (ValueError, RecursionError, KeyError, TypeError):
-        raise CheckpointError(f"{quote(path)}: expected a JSON index with a \"weight_map\" of tensor name to shard file") from None
-    by_shard: dict[str, list[str]] = defaultdict(list)  # one pass over the map, not one per shard
-    for name, shard_name in weight_map.items():
-        by_shard[shard_name].append(name)
     tensors = {}
-    for shard_name in sorted(by_shard):
-        shard = path.parent / shard_name
-        if Path(shard_name).name != shard_name or not is_regular_file(shard):
-            raise CheckpointError(f"{quote(path)} names shard {quote(shard_name)}, which is not in {quote(path.parent)}")
+    for shard, names in shards_of(path, "a safetensors index"):
         shard_tensors, _ = catalogue(shard)
-        for name in by_shard[shard_name]:
+        for name in names:
             if name not in shard_tensors:
-                raise CheckpointError(f"{quote(path)} puts tensor {quote(name)} in {quote(shard_name)}, whose header lacks it")
+                raise missing(path, name, shard)
             tensors[name] = shard_tensors[name]
     return Checkpoint(path, "safetensors (sharded)", tensors)
 

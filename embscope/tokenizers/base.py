@@ -152,25 +152,28 @@ def is_library_failure(err: BaseException) -> bool:
 
 
 def library_ids(encoding: Any, text: str, library: Any, where: str, byte_level: bool = False,
-                unk_id: int | None = None) -> list[int]:
+                unk_id: int | None = None, complete: bool = False) -> list[int]:
     """The ids of a tokenizers-library `encoding` of `text`. A BPE model with no unknown token silently leaves
     out the characters its vocabulary lacks: a word that lost one is refused. Whitespace the pre-tokenizer
     splits at, and what the normalizer strips on purpose (accents, control characters), are not losses; nor is
-    anything when the model has an unknown token (`unk_id`): what it lacks becomes that token, never nothing."""
-    if unk_id is not None:
+    anything when the model has an unknown token (`unk_id`): what it lacks becomes that token, never nothing; nor
+    when the vocabulary is `complete` (every byte of a byte-level alphabet: any text is bytes it holds)."""
+    if unk_id is not None or complete:
         return list(encoding.ids)
-    covered = [False] * len(text)
-    for start, end in encoding.offsets:
-        covered[start:end] = [True] * len(covered[start:end])
-    if all(used or char.isspace() for char, used in zip(text, covered)):
-        return list(encoding.ids)
-    # a gap: offsets count only the tokens kept, so they shift past a loss; count characters instead, those
-    # the normalizer and pre-tokenizer hand the model against those its tokens hold
-    normalized = library.normalizer.normalize_str(text) if library.normalizer is not None else text
+    # the offsets of the tokens after a loss shift onto the lost character ("O" alone became the lone "▁", its
+    # offsets covering the "O"), so they cannot tell: count characters, those the normalizer and pre-tokenizer
+    # hand the model against those its tokens hold. Special tokens the library matched in the text are left out of
+    # both (taken out of the text, not replaced by a space the pre-tokenizer would mark)
+    special = {token for token, mask in zip(encoding.tokens, encoding.special_tokens_mask) if mask}
+    ordinary = text
+    for token in sorted(special, key=len, reverse=True):
+        ordinary = ordinary.replace(token, "")
+    normalized = library.normalizer.normalize_str(ordinary) if library.normalizer is not None else ordinary
     pieces = ([piece for piece, _ in library.pre_tokenizer.pre_tokenize_str(normalized)]
               if library.pre_tokenizer is not None else [normalized])
     held = Counter("".join(pieces))
-    held.subtract(Counter("".join(encoding.tokens)))
+    held.subtract(Counter("".join(token for token, mask in zip(encoding.tokens, encoding.special_tokens_mask)
+                                  if not mask)))
     lost = "".join(char for char, count in held.items() if count > 0)  # each once, in the order of the text
     if byte_level:  # the alphabet stands for bytes ("Ġ" is a space): say what was lost as text
         lost = b"".join(byte_level_bytes(char) for char in lost).decode("utf-8", "backslashreplace")

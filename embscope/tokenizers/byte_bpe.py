@@ -13,6 +13,7 @@ Files read:
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -72,12 +73,28 @@ class ByteBPETokenizer(ByteVocabulary):
             self._special[id] = text
         self.special_ids = frozenset(self._special)
         self.vocab_size = max([len(pieces), *(id + 1 for id in self._special)])
+        self._special_id = {text: id for id, text in self._special.items() if text}  # "" matches nothing
+        self._whole = re.compile("|".join(map(re.escape, self._special_id))) if self._special_id else None
 
     @property
     def merges(self) -> list[tuple[int, int]]:
         return self._merges.pairs
 
     def encode(self, text: str) -> list[int]:
+        """As minbpe's encode(text, allowed_special="all"): a special token in the text is that token (the first
+        listed where two match at one place), the rest is ordinary text."""
+        if self._whole is None:
+            return self._encode_ordinary(text)
+        ids: list[int] = []
+        start = 0
+        for match in self._whole.finditer(text):
+            ids.extend(self._encode_ordinary(text[start:match.start()]))
+            ids.append(self._special_id[match.group(0)])
+            start = match.end()
+        ids.extend(self._encode_ordinary(text[start:]))
+        return ids
+
+    def _encode_ordinary(self, text: str) -> list[int]:
         # like minbpe, text the pattern does not match is not encoded at all
         chunks = [text] if self._split is None else self._split.chunks(text)
         ids: list[int] = []

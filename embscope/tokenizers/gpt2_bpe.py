@@ -10,12 +10,17 @@ Encoding runs in the tokenizers library (a BPE model with the ByteLevel pre-toke
 where it is installed, else in embscope's merge loop (bpe_merge.py) after GPT-2's split
 pattern, which needs the regex package. Both give the same ids. Decoding and token
 strings come from the vocabulary itself, either way.
+
+A token of the vocabulary that is neither a byte nor made by a merge was added whole (``<|endoftext|>``,
+RoBERTa's ``<s>``, ``<mask>``): written in the text, it is that token, as transformers' GPT2Tokenizer and the
+tokenizers library match added tokens before the split.
 """
 
 from __future__ import annotations
 
 import functools
 import itertools
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -57,7 +62,9 @@ class GPT2BPETokenizer(ByteVocabulary):
         byte_ids = [vocab.get(byte_char[byte], -1) for byte in range(256)]
         # a token that is neither a byte nor made by a merge was added whole: <|endoftext|>
         self.special_ids = frozenset(vocab.values()) - set(results) - set(byte_ids)
-        self._encode = _library_encoder(vocab, merges, path) or _merge_loop_encoder(vocab, merges, results, byte_ids, path)
+        added = sorted(token for token, id in vocab.items() if id in self.special_ids and token)
+        self._encode = (_library_encoder(vocab, merges, added, path, -1 not in byte_ids)
+                        or _merge_loop_encoder(vocab, merges, results, byte_ids, added, path))
 
     def encode(self, text: str) -> list[int]:
         return self._encode(text)
@@ -86,15 +93,17 @@ def _merge_results(vocab: dict[str, int], merges: list[tuple[str, str]], merges_
     return results
 
 
-def _library_encoder(vocab: dict[str, int], merges: list[tuple[str, str]],
-                     path: Path) -> Callable[[str], list[int]] | None:
-    """Encoding by the tokenizers library, or None when it is not installed."""
+def _library_encoder(vocab: dict[str, int], merges: list[tuple[str, str]], added: list[str], path: Path,
+                     complete: bool) -> Callable[[str], list[int]] | None:
+    """Encoding by the tokenizers library, or None when it is not installed; `added`: the tokens added whole;
+    `complete`: every byte is a token, so no text loses a character."""
     try:
-        from tokenizers import Tokenizer, models, pre_tokenizers
+        from tokenizers import AddedToken, Tokenizer, models, pre_tokenizers
     except ImportError:
         return None
     library = Tokenizer(models.BPE(vocab=vocab, merges=merges))
     library.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    library.add_special_tokens([AddedToken(token, special=True, normalized=False) for token in added])
 
     def encode(text: str) -> list[int]:
         try:
@@ -103,22 +112,34 @@ def _library_encoder(vocab: dict[str, int], merges: list[tuple[str, str]],
             if not is_library_failure(err):
                 raise
             raise TokenError(f"the tokenizers library failed to encode {shown(text)}: {err}") from None
-        return library_ids(encoding, text, library, f"the {GPT2BPETokenizer.kind} tokenizer {path.name}", True)
+        return library_ids(encoding, text, library, f"the {GPT2BPETokenizer.kind} tokenizer {path.name}", True,
+                           complete=complete)
 
     return encode
 
 
-def _merge_loop_encoder(
-    vocab: dict[str, int], merges: list[tuple[str, str]], results: list[int], byte_ids: list[int], path: Path
-) -> Callable[[str], list[int]]:
+def _merge_loop_encoder(vocab: dict[str, int], merges: list[tuple[str, str]], results: list[int],
+                        byte_ids: list[int], added: list[str], path: Path) -> Callable[[str], list[int]]:
     try:
         import regex  # noqa: F401  GPT-2's pattern needs it; without it, ask for the library, which is simpler
     except ImportError:
         raise missing_package(f"reading {path.name}", "tokenizers", "hf") from None
     split = compile_split_pattern(GPT2_PATTERN, "GPT-2's split pattern")
     table = MergeTable([(vocab[first], vocab[second]) for first, second in merges], results, byte_ids)
+    # the added tokens, longest first: the leftmost match, and the longest there, as the library matches them
+    whole = re.compile("|".join(map(re.escape, sorted(added, key=len, reverse=True)))) if added else None
 
     def encode(text: str) -> list[int]:
+        ids: list[int] = []
+        start = 0
+        for match in whole.finditer(text) if whole is not None else ():
+            ids.extend(encode_ordinary(text[start:match.start()]))
+            ids.append(vocab[match.group(0)])
+            start = match.end()
+        ids.extend(encode_ordinary(text[start:]))
+        return ids
+
+    def encode_ordinary(text: str) -> list[int]:
         ids: list[int] = []
         for word in split.chunks(text):
             word_ids = table.encode(word.encode("utf-8"))

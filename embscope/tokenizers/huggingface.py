@@ -1,8 +1,9 @@
 """Hugging Face ``tokenizer.json`` (BPE, WordPiece, Unigram, WordLevel) through the
 ``tokenizers`` library, which is imported only when such a file is opened.
 
-Words are encoded with no special tokens added and with the file's padding and
-truncation turned off. ``token_string`` undoes the model's markers on the
+Words are encoded with no special tokens added, with the file's padding and
+truncation turned off, and without BPE dropout (a training-time regularizer that
+drops merges at random). ``token_string`` undoes the model's markers on the
 vocabulary entry rather than decoding the lone id, because decoding one id drops a
 SentencePiece leading space and turns a partial UTF-8 byte into "\\ufffd":
 - ByteLevel (GPT-2 alphabet): "Ġdog" -> " dog", "Ã" -> "\\xc3";
@@ -33,7 +34,7 @@ from embscope.tokenizers.base import (
     missing_package,
     sniff_json,
 )
-from embscope.tokenizers.byte_alphabet import byte_level_bytes
+from embscope.tokenizers.byte_alphabet import byte_level_bytes, bytes_to_unicode
 
 FILE_NAME = "tokenizer.json"
 _BYTE_FALLBACK_PIECE = re.compile(r"<0x([0-9A-Fa-f]{2})>")
@@ -87,10 +88,16 @@ class HuggingFaceTokenizer:
     def __init__(self, path: Path, library_tokenizer: Any, kind: str = "huggingface", notes: tuple[str, ...] = ()):
         self.path = path
         self.kind = kind
-        self.notes = notes
         self._tok = library_tokenizer
         self._tok.no_padding()
         self._tok.no_truncation()
+        dropout = getattr(self._tok.model, "dropout", None) if type(self._tok.model).__name__ == "BPE" else None
+        if dropout:  # merges dropped at random on every encode: a word would get other ids from call to call
+            self._tok.model.dropout = None
+            said = (f"the file's BPE dropout ({dropout:g}), a training-time regularizer, is set aside: words get the "
+                    "ids of every merge, as without it")
+            notes = (*notes, said)
+        self.notes = notes
         added = self._tok.get_added_tokens_decoder()
         self._added = {id: token.content for id, token in added.items()}
         self.model_type = type(self._tok.model).__name__  # BPE, WordPiece, WordLevel or Unigram
@@ -100,6 +107,9 @@ class HuggingFaceTokenizer:
         )
         steps = [*_walk(_settings(self._tok.decoder)), *_walk(_settings(self._tok.pre_tokenizer))]
         self._byte_level = any(step.get("type") == "ByteLevel" for step in steps)
+        # a ByteLevel pre-tokenizer over a vocabulary of all 256 byte symbols leaves no character out
+        self._complete = any(step.get("type") == "ByteLevel" for step in _walk(_settings(self._tok.pre_tokenizer))) \
+            and None not in map(self._tok.token_to_id, bytes_to_unicode().values())
         self._byte_fallback = model_byte_fallback or any(step.get("type") == "ByteFallback" for step in steps)
         self._replacements = _space_markers(steps)
 
@@ -115,7 +125,7 @@ class HuggingFaceTokenizer:
         except BaseException as err:  # noqa: BLE001  the library panics (PanicException) on some inputs
             raise self._failed(err, "encode") from None
         return library_ids(encoding, text, self._tok, f"the {self.kind} tokenizer {self.path.name}", self._byte_level,
-                           self.unk_id)
+                           self.unk_id, self._complete)
 
     def decode(self, ids: list[int]) -> str:
         ids = [self._checked(id) for id in ids]

@@ -10,6 +10,13 @@ Python's ``re`` backtracks without bound and cannot be interrupted: a pattern su
 - any other pattern (GPT-2's and GPT-4's ``\\p{L}``, hostile ones) runs in the ``regex`` package
   (the ``regex`` extra), under its ``timeout``;
 - without ``regex``, such a pattern is refused in one line that names the package.
+
+The two engines read some of a pattern's words differently: ``\\w``, ``\\s``, ``\\d`` and ``\\b`` stand
+for other characters (re's ``\\w`` takes "²" and "½", regex's the combining accents and the ZWJ; re's ``\\s``
+takes U+001C..U+001F), and case-insensitive matching folds otherwise. minbpe splits with regex, nlm's trainer
+(sample_checkpoints/train.py) writes the same file with re, and the file does not say which: where such a
+pattern cuts a text differently in the two, the text is refused rather than cut either way (and without
+``regex``, where the text holds a character they may read differently).
 """
 
 from __future__ import annotations
@@ -36,6 +43,11 @@ REGEX_EXTRA = "pip install 'embscope[regex]'"
 # counts of all {m,n} in a pattern multiply to at most this (real patterns: \p{N}{1,3}, so 3)
 MAX_REPEAT_PRODUCT = 100_000
 _COUNTED_REPEAT = re.compile(r"\{(\d*)(?:,(\d*))?\}")
+# what re and regex read differently: class escapes (an escaped backslash before a letter is caught too: that
+# costs a second match, never a wrong cut), and the case-insensitive flag
+_ENGINE_WORDS = re.compile(r"\\[wWsSdDbB]|\(\?[a-zA-Z]*i")
+# text both engines read alike under any pattern's words: ASCII but the four separators re's \s takes
+_SAME_IN_BOTH = re.compile(r"[\x00-\x1b\x20-\x7f]*")
 
 
 class SplitPattern:
@@ -44,19 +56,39 @@ class SplitPattern:
     stretch between matches a piece of its own (llama.cpp's unicode_regex_split, the tokenizers library's
     Split "isolated"). ``engine`` is "re" or "regex"."""
 
-    def __init__(self, pattern: str, compiled: Any, where: str, timeout: float | None):
+    def __init__(self, pattern: str, compiled: Any, where: str, timeout: float | None, twin: Any = None,
+                 unchecked: bool = False):
+        """`twin`: the pattern in regex, where re runs it and the two engines may read it differently;
+        `unchecked`: they may, and regex is not there to say whether they do for a text."""
         self.pattern = pattern
         self.engine = "re" if timeout is None else "regex"
         self._compiled = compiled
         self._where = where
         self._timeout = timeout
+        self._twin = twin
+        self._unchecked = unchecked
 
     def chunks(self, text: str) -> list[str]:
-        return [match.group(0) for match in self._matches(text)]
+        if self._timeout is not None:
+            return [match.group(0) for match in self._regex_matches(self._compiled, text)]
+        if self._unchecked and not _SAME_IN_BOTH.fullmatch(text):
+            raise TokenError(
+                f"the split pattern in {self._where} reads \\w, \\s, \\d or case differently in Python's re and in "
+                f"the regex package (minbpe's), and {text[:40]!r} holds characters where they differ: telling "
+                f"which cut the tokenizer was trained with needs the 'regex' package ({REGEX_EXTRA})")
+        found = [match.group(0) for match in self._compiled.finditer(text)]
+        if self._twin is not None and [match.group(0) for match in self._regex_matches(self._twin, text)] != found:
+            raise TokenError(
+                f"the split pattern in {self._where} cuts {text[:40]!r} one way in Python's re and another in the "
+                "regex package (minbpe's), and the file does not say which its tokenizer was trained with: its ids "
+                "for this text cannot be told")
+        return found
 
     def pieces(self, text: str) -> list[str]:
+        """Every match and every stretch between matches, in order (no twin check: the callers name one engine)."""
         out, end = [], 0
-        for match in self._matches(text):
+        matches = self._compiled.finditer(text) if self._timeout is None else self._regex_matches(self._compiled, text)
+        for match in matches:
             start = match.start()
             if start > end:
                 out.append(text[end:start])
@@ -67,12 +99,11 @@ class SplitPattern:
             out.append(text[end:])
         return out
 
-    def _matches(self, text: str) -> list[Any]:
-        if self._timeout is None:
-            return list(self._compiled.finditer(text))
-        timeout = self._timeout + len(text) / CHARS_PER_EXTRA_SECOND  # regex times the whole iteration
+    def _regex_matches(self, compiled: Any, text: str) -> list[Any]:
+        timeout = self._timeout or MATCH_TIMEOUT_S
+        timeout += len(text) / CHARS_PER_EXTRA_SECOND  # regex times the whole iteration
         try:
-            return list(self._compiled.finditer(text, timeout=timeout))
+            return list(compiled.finditer(text, timeout=timeout))
         except TimeoutError:
             raise TokenError(
                 f"the split pattern in {self._where} took over {timeout:.3g} s on {text[:40]!r} and was "
@@ -102,7 +133,16 @@ def compile_split_pattern(pattern: str, where: str, ascii_classes: bool = False)
         compiled, re_error = None, err
     risk = backtracking_risk(pattern) if compiled is not None else None
     if compiled is not None and risk is None:
-        return SplitPattern(pattern, compiled, where, None)
+        if ascii_classes or not _ENGINE_WORDS.search(pattern):  # std::regex's ASCII classes are no guess
+            return SplitPattern(pattern, compiled, where, None)
+        try:
+            import regex
+        except ImportError:
+            return SplitPattern(pattern, compiled, where, None, unchecked=True)
+        try:
+            return SplitPattern(pattern, compiled, where, None, twin=regex.compile(pattern))
+        except (regex.error, *COMPILE_FAILURES):  # regex cannot read it: minbpe could not have been trained so
+            return SplitPattern(pattern, compiled, where, None)
     try:
         import regex
     except ImportError:

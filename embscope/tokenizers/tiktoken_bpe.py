@@ -7,7 +7,10 @@
   ``tokenizer.model``). The file holds no split pattern: the pattern of the encoding its name names
   is used (``cl100k_base.tiktoken``), else cl100k_base's, and a note says so.
 
-Encoding adds no special tokens; special tokens of a named encoding decode to their text.
+Encoding adds no special tokens; a special token of a named encoding written in the text ("<|endoftext|>") is
+that token, as nanoGPT's sample.py encodes (allowed_special={"<|endoftext|>"}) and the tokenizers library
+matches added tokens (tiktoken's own default refuses such text rather than read it as ordinary text). Special
+tokens decode to their text.
 """
 
 from __future__ import annotations
@@ -64,7 +67,7 @@ class TiktokenTokenizer:
         self.special_ids = frozenset(encoding.encode_single_token(text) for text in encoding.special_tokens_set)
 
     def encode(self, text: str) -> list[int]:
-        return list(self._enc.encode_ordinary(text))
+        return list(self._enc.encode(text, allowed_special="all", disallowed_special=()))
 
     def decode(self, ids: list[int]) -> str:
         return b"".join(self._bytes(id) for id in ids).decode("utf-8", errors="replace")

@@ -3,10 +3,12 @@ tokenizers library's WordPiece model with BERT's normalizer and pre-tokenizer, a
 ``BertWordPieceTokenizer`` builds it, from the library's own objects; everything after that is the
 Hugging Face kind's code.
 
-Lower-casing (and the accent stripping that goes with it) follows ``do_lower_case`` in
-``tokenizer_config.json`` beside the vocabulary, else in ``config.json``; when neither says,
-it is inferred from the vocabulary (an uncased vocabulary has no upper-case pieces), and a note
-says so. The unknown token is ``unk_token`` from tokenizer_config.json, else ``[UNK]``.
+Lower-casing follows ``do_lower_case`` in ``tokenizer_config.json`` beside the vocabulary, else in
+``config.json``; when neither says, it is inferred from the vocabulary (an uncased vocabulary has no
+upper-case pieces), and a note says so. Accents are stripped as ``strip_accents`` says, and CJK characters
+split apart as ``tokenize_chinese_chars`` says (transformers' BertTokenizer settings, which save_pretrained
+writes into tokenizer_config.json); unset (or null), accents go with lower-casing and CJK is split, as
+BertTokenizer does. The unknown token is ``unk_token`` from tokenizer_config.json, else ``[UNK]``.
 """
 
 from __future__ import annotations
@@ -77,6 +79,17 @@ def _has_upper_case(vocab: dict[str, int]) -> bool:
     return text != text.lower()
 
 
+def _flag(path: Path, key: str, unset: bool | None) -> bool | None:
+    """A true/false setting beside the vocabulary; `unset` where none says (or it is null)."""
+    found = _setting(path, key)
+    if found is None or found[0] is None:
+        return unset
+    value, source = found
+    if not isinstance(value, bool):
+        raise CheckpointError(f"expected {key} in {source} to be true, false or null, found {shown(value)}")
+    return value
+
+
 def read_vocab(path: Path) -> dict[str, int]:
     try:
         lines = files.read_text(path, MAX_TOKENIZER_BYTES, "a WordPiece vocabulary").split("\n")
@@ -89,14 +102,16 @@ def read_vocab(path: Path) -> dict[str, int]:
     return dict(zip(lines, range(len(lines))))
 
 
-def bert_tokenizer(library: Any, vocab: dict[str, int], unk: str, lower_case: bool) -> Any:
+def bert_tokenizer(library: Any, vocab: dict[str, int], unk: str, lower_case: bool, strip_accents: bool | None = None,
+                   chinese_chars: bool = True) -> Any:
     """The tokenizer BertWordPieceTokenizer builds for this vocabulary, with the ``library`` package (no
     post-processor: embscope never adds [CLS] and [SEP] to a word). Built from the library's objects, not
-    through a tokenizer.json document, which would cost as much again to write and to parse."""
+    through a tokenizer.json document, which would cost as much again to write and to parse. `strip_accents`
+    None: as lower-casing does."""
     tokenizer = library.Tokenizer(library.models.WordPiece(vocab, unk_token=unk, continuing_subword_prefix="##",
                                                            max_input_chars_per_word=100))
-    tokenizer.normalizer = library.normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True,
-                                                              strip_accents=None, lowercase=lower_case)
+    tokenizer.normalizer = library.normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=chinese_chars,
+                                                              strip_accents=strip_accents, lowercase=lower_case)
     tokenizer.pre_tokenizer = library.pre_tokenizers.BertPreTokenizer()
     tokenizer.decoder = library.decoders.WordPiece(prefix="##", cleanup=True)
     tokenizer.add_special_tokens([
@@ -127,5 +142,8 @@ def load(path: Path) -> HuggingFaceTokenizer:
     if unk not in vocab:
         raise CheckpointError(f"expected the unknown token {shown(unk)} in {path.name}, found no such line")
     lower_case, note = _lower_case(path, vocab)
-    return built(path, lambda library: bert_tokenizer(library, vocab, unk, lower_case), kind="wordpiece",
-                 notes=(note,) if note else ())
+    strip_accents = _flag(path, "strip_accents", None)
+    chinese_chars = _flag(path, "tokenize_chinese_chars", True)
+    return built(path, lambda library: bert_tokenizer(library, vocab, unk, lower_case, strip_accents,
+                                                      chinese_chars is not False),
+                 kind="wordpiece", notes=(note,) if note else ())
