@@ -19,6 +19,7 @@ from __future__ import annotations
 import numbers
 from dataclasses import dataclass
 
+from embscope.digits import MAX_DIGITS, whole_number
 from embscope.errors import TokenError
 from embscope.naming import token_name
 from embscope.text import quote
@@ -60,10 +61,11 @@ def parse_id(text: object) -> int:
     """A token id as typed (or given as an integer), or a TokenError."""
     if isinstance(text, numbers.Integral) and not isinstance(text, bool):  # numpy's integers are Integral too
         return int(text)
-    try:
-        return int(str(text).strip())
-    except ValueError:
-        raise TokenError(f"expected a token id (a whole number), found {quote(text)}") from None
+    found = whole_number(str(text).strip())
+    if found is None:
+        raise TokenError(f"expected a token id (a whole number of at most {MAX_DIGITS} digits 0-9), "
+                         f"found {quote(text)}")
+    return found
 
 
 def check_id(token_id: int, rows: int, word: str | None = None) -> None:
