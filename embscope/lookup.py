@@ -19,7 +19,7 @@ from __future__ import annotations
 import numbers
 from dataclasses import dataclass
 
-from embscope.digits import MAX_DIGITS, whole_number
+from embscope.digits import whole_number
 from embscope.errors import TokenError
 from embscope.naming import token_name
 from embscope.text import quote
@@ -58,13 +58,12 @@ def lookup_word(tokenizer: Tokenizer, word: str, *, exact: bool = False, allow_u
 
 
 def parse_id(text: object) -> int:
-    """A token id as typed (or given as an integer), or a TokenError."""
+    """A token id as typed (or given as an integer), or a TokenError; typed ids are read by digits.whole_number."""
     if isinstance(text, numbers.Integral) and not isinstance(text, bool):  # numpy's integers are Integral too
         return int(text)
     found = whole_number(str(text).strip())
     if found is None:
-        raise TokenError(f"expected a token id (a whole number of at most {MAX_DIGITS} digits 0-9), "
-                         f"found {quote(text)}")
+        raise TokenError(f"expected a token id (a whole number), found {quote(text)}")
     return found
 
 

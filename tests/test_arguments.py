@@ -14,7 +14,7 @@ from embscope.cli import COMMANDS, app
 from embscope.sample import default_checkpoint
 
 BAD = ["nan", "NaN", "inf", "-inf", "1e999", "\u00b2", "\u0663", "\uff13", "1_0", "", "0x10", "9" * 5000, "-1"]
-HUGE = "9" * 18  # the most digits a number may have: valid, so the command must answer or refuse it in one line
+HUGE = str(2**63 - 1)  # the largest number accepted: valid, so the command must answer or refuse it in one line
 NUMBER_TYPES = ("int", "int range", "float", "float range")
 
 

@@ -56,7 +56,7 @@ def parse_rows(text: str) -> RowSpec:
         else:
             whole = f" in {shortened(text)!r}" if part != text.strip() else ""
             raise EmbscopeError(f"expected row ids and ranges like 5,17,100:200, found {shortened(part)!r}{whole} "
-                                f"(ids are at most {MAX_DIGITS} digits 0-9)")
+                                f"(ids are written in the digits 0-9, below 2**63)")
     return RowSpec(tuple(items), text=text)
 
 

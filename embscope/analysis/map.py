@@ -179,7 +179,7 @@ def probe_points(emb: Embeddings, coords: np.ndarray, words: list[str] | None, e
             return [], "no probe words: the tokenizer is missing (see the note)"
     rule = GIVEN_RULE
     if not words:
-        words, rule = default_probe_words(tokenizer), PROBE_RULE
+        words, rule = default_probe_words(tokenizer, coords.shape[0]), PROBE_RULE
     points = []
     rows = coords.shape[0]
     for word in words:

@@ -145,7 +145,7 @@ def neighbors_of(emb: Embeddings, words: Sequence[str] | None, k: int) -> Neighb
         return Missing(f"no probe words to look up: {why_none}")
     rule = GIVEN_RULE
     if not words:
-        words, rule = default_probe_words(tokenizer), PROBE_RULE
+        words, rule = default_probe_words(tokenizer, emb.token.rows), PROBE_RULE
         if not words:
             return Missing("no probe words: the tokenizer has no one-token word of 3+ lower-case letters; "
                            "name some with --words")

@@ -25,9 +25,9 @@ class StrictNumber:
         if isinstance(value, str):
             found = whole_number(value) if self.whole else decimal_number(value)
             if found is None:
-                what = "a whole number of" if self.whole else "a finite number with"
-                self.fail(f"expected {what} at most {MAX_DIGITS} digits 0-9{'' if self.whole else ' before the point'}, "  # type: ignore[attr-defined]
-                          f"found {shortened(value)!r}", param, ctx)
+                what = ("a whole number written in the digits 0-9, below 2**63" if self.whole else
+                        f"a finite number written in the digits 0-9 (at most {MAX_DIGITS} before the point)")
+                self.fail(f"expected {what}, found {shortened(value)!r}", param, ctx)  # type: ignore[attr-defined]
         return super().convert(value, param, ctx)  # type: ignore[misc]
 
 

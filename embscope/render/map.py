@@ -102,7 +102,7 @@ def show(emb: Embeddings, result: TableMap, plot: Path | None, json: bool) -> No
         for p in result.points:
             cells = [console.safe(p.label)]
             if result.role is not Role.position:
-                cells.append(" ".join(f"{i} '{console.safe(t)}'" for i, t in zip(p.ids, p.tokens)))
+                cells.append(console.tokens_text(p.ids, p.tokens))
             grid.add_row(*cells, coordinate(p.x), coordinate(p.y))
         out.print(grid)
     else:

@@ -18,7 +18,7 @@ import importlib
 import re
 from typing import Any
 
-from embscope.errors import CheckpointError, EmbscopeError, TokenError
+from embscope.errors import CheckpointError, EmbscopeError
 
 # a real split pattern cuts a word in microseconds and 100,000 characters in well under a second; a
 # hostile one is stopped before a user gives up
@@ -48,18 +48,23 @@ class SplitPattern:
         self._compiled = compiled
         self._where = where
         self._timeout = timeout
+        self._stopped: str | None = None  # why the pattern was stopped, once it was
 
     def chunks(self, text: str) -> list[str]:
+        """Raises CheckpointError once the pattern has run into its timeout, on this text or an earlier one: a
+        pattern that backtracks without end on one text does so on the next alike, so the timeout is paid
+        once and the tokenizer is refused from then on (undertrained encodes every token, one second each)."""
+        if self._stopped is not None:
+            raise CheckpointError(self._stopped)
         if self._timeout is None:
             return [match.group(0) for match in self._compiled.finditer(text)]
         timeout = self._timeout + len(text) / CHARS_PER_EXTRA_SECOND  # regex times the whole iteration
         try:
             return [match.group(0) for match in self._compiled.finditer(text, timeout=timeout)]
         except TimeoutError:
-            raise TokenError(
-                f"the split pattern in {self._where} took over {timeout:.3g} s on {text[:40]!r} and was "
-                "stopped: it backtracks without end, so this tokenizer cannot encode text"
-            ) from None
+            self._stopped = (f"the split pattern in {self._where} took over {timeout:.3g} s on {text[:40]!r} and "
+                             "was stopped: it backtracks without end, so this tokenizer cannot encode text")
+            raise CheckpointError(self._stopped) from None
 
 
 def compile_split_pattern(pattern: str, where: str) -> SplitPattern:
