@@ -24,7 +24,9 @@ from ..errors import CheckpointError
 from ..memory import require_memory
 from ..text import detail, printable, quote
 from ._base import OpenOptions, require_package
-from ._checks import check_extent, check_shape, is_regular_file, map_array
+from ._binary import map_file
+from ._checks import check_extent, check_shape, check_tensor_count, is_regular_file, map_array
+from ._protobuf_count import graph_counts
 from ._state_dict import read_hf_config
 
 if TYPE_CHECKING:
@@ -58,6 +60,10 @@ def require_onnx(path: Path) -> Any:
 def load_model(path: Path, onnx: Any) -> Any:
     from google.protobuf.message import DecodeError
     require_memory(path.stat().st_size, f"{quote(path)} (an ONNX protobuf is parsed whole)")
+    counts = graph_counts(map_file(path))  # before the parse, which costs ~1 KB per initializer
+    if counts is not None:
+        check_tensor_count(counts[0], quote(path), "initializers")
+        check_tensor_count(counts[1], quote(path), "graph nodes")
     try:
         return onnx.load(str(path), load_external_data=False)
     except (DecodeError, ValueError, RuntimeError) as err:
