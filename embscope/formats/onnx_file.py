@@ -224,7 +224,12 @@ def from_nodes(path: Path, graph: Any, tensors: dict[str, TensorInfo]) -> list[Q
         axis = attribute(node, "axis", 1)
         axis = axis + len(q.shape) if axis < 0 else axis
         where = f"{quote(path)}: DequantizeLinear node {quote(text(node.name) or name)}"
-        found.append(check_quantized(Quantized(name, q, scale, zero, axis, attribute(node, "block_size", 0)), where))
+        block = attribute(node, "block_size", 0)
+        if block < 0:
+            raise CheckpointError(f"{where}: block_size {block}, expected 0 (no blocks) or a positive size")
+        if block and 0 <= axis < len(q.shape):  # a block past the axis is the whole axis (2**27 was repeated: 8 GB)
+            block = min(block, max(q.shape[axis], 1))
+        found.append(check_quantized(Quantized(name, q, scale, zero, axis, block), where))
     return found
 
 
