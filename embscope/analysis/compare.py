@@ -163,9 +163,9 @@ def row_changes(a: np.ndarray, b: np.ndarray, pairing: Pairing, rotation: np.nda
         xa, xb = space_a[:len(block_a)], space_b[:len(block_a)]
         np.copyto(xa, block_a)
         np.copyto(xb, block_b)
-        if rotation is not None:
-            xb[:] = xb @ rotation
-        with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        with np.errstate(invalid="ignore", over="ignore", divide="ignore"):  # rows of Inf or NaN: cosine null
+            if rotation is not None:
+                xb[:] = xb @ rotation
             squares_a = np.einsum("ij,ij->i", xa, xa)
             squares_b = np.einsum("ij,ij->i", xb, xb)
             np.subtract(xb, xa, out=xb)  # the difference of two float32 values is exact in float64

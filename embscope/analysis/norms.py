@@ -298,8 +298,8 @@ def norms_report(emb: Any, table: str | None = None, threshold: float = DEFAULT_
     """Norms of one table of `emb`: `table` position, token or output; None is the position table when there is one."""
     role = table if table is not None else ("position" if emb.position is not None else "token")
     chosen = emb.table(role)
-    notes = list(chosen.notes)
     norms = row_norms(chosen.array)
+    notes = list(chosen.notes)  # after the read: it may add one
     summary = summarize(norms, threshold)
     duplicates = find_duplicates(chosen.array, norms)
     if duplicates.note:

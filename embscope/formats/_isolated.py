@@ -88,8 +88,9 @@ def _child(call: Callable[[], Any], writer: int, limit: int) -> None:
     code = 0
     try:
         signal.signal(signal.SIGINT, signal.SIG_DFL)  # Ctrl-C ends the child at once; the parent reports it
-        if limit:
-            resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+        if limit:  # the soft limit only, within any hard limit already set (a fuzzer's, a container's)
+            hard = resource.getrlimit(resource.RLIMIT_AS)[1]
+            resource.setrlimit(resource.RLIMIT_AS, (limit if hard == resource.RLIM_INFINITY else min(limit, hard), hard))
         try:
             answer: list[Any] = ["ok", call()]
         except MemoryError:
