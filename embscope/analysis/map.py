@@ -128,8 +128,11 @@ def gram_components(array: np.ndarray, ids: np.ndarray, mean: np.ndarray) -> tup
     return signed(components), top, float(np.trace(gram))
 
 
-def pca_2d(array: np.ndarray, max_svd_bytes: int = SVD_MAX_BYTES, max_side: int = SQUARE_MAX_SIDE) -> Projection:
-    """The rows' coordinates along the two principal components of the centred finite rows."""
+def pca_2d(array: np.ndarray, max_svd_bytes: int | None = None, max_side: int | None = None) -> Projection:
+    """The rows' coordinates along the two principal components of the centred finite rows; `max_svd_bytes`: the
+    largest copy decomposed by SVD, `max_side`: the largest square matrix decomposed (None: the module's limits)."""
+    max_svd_bytes = SVD_MAX_BYTES if max_svd_bytes is None else max_svd_bytes
+    max_side = SQUARE_MAX_SIDE if max_side is None else max_side
     ok = finite_rows(array)
     ids = np.flatnonzero(ok)
     n, dim = len(ids), array.shape[1]
