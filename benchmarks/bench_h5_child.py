@@ -21,11 +21,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from timing import median_time  # noqa: E402
+from timing import median_time
 
-from embscope.formats import OpenOptions  # noqa: E402
-from embscope.formats._isolated import run_isolated  # noqa: E402
-from embscope.formats.keras_h5 import catalogue, open_h5  # noqa: E402
+from embscope.formats import OpenOptions
+from embscope.formats._isolated import run_isolated
+from embscope.formats.keras_h5 import catalogue, open_h5
 
 PREFIX = "tf_bert_model/bert/embeddings/"
 

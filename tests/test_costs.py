@@ -285,7 +285,7 @@ def test_an_onnx_block_size_past_its_axis_is_read_as_the_axis(tmp_path):
             with pytest.raises(CheckpointError, match=expected):
                 open_checkpoint(path)
             continue
-        values, peak = peak_bytes(lambda: open_checkpoint(path).tensors["wte"].read())
+        values, peak = peak_bytes(open_checkpoint(path).tensors["wte"].read)
         np.testing.assert_array_equal(values, q.astype(np.float32) * scale)
         assert peak < 1 << 20, peak
 
@@ -323,9 +323,9 @@ def test_h5_chunks_are_checked_against_the_table_before_anything_is_allocated(tm
         f["bert/embeddings/word_embeddings/weight:0"][:16] = values[:16]
     cases["only 1 of its 4 chunks were ever written"] = partial
     for message, path in cases.items():
-        def read(path=path):
+        def read(path: Path = path, message: str = message) -> None:
             with pytest.raises(CheckpointError, match=re.escape(message)):
-                embscope.open(path).token.array
+                _ = embscope.open(path).token.array
         _, peak = peak_bytes(read)
         assert peak < 16 << 20, (message, peak)
     whole = write_h5(tmp_path / "whole.h5", shape=(64, 16), dtype="f4", chunks=(16, 16), compression="gzip",
