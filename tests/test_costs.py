@@ -176,7 +176,7 @@ def test_a_split_pattern_that_runs_into_its_timeout_refuses_the_tokenizer_once(t
     safetensors_table(tmp_path / "model.safetensors", table(256 + 40, 8))
     merges = ["97 97"] + [f"{255 + i} 97" for i in range(1, 40)]
     (tmp_path / "tokenizer.model").write_text(f"minbpe v1\n{BACKTRACKER}\n0\n" + "\n".join(merges) + "\n")
-    doc = run_json("undertrained", "-c", tmp_path)
+    doc = run_json("undertrained", "-c", tmp_path, "--device", "cpu")
     refused = [note for note in doc["notes"] if note.startswith("tokenizer refused: the split pattern")]
     assert len(refused) == 1 and doc["tables"][0]["verified"] is None
 

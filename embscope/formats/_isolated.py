@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import mmap
 import os
-import resource
 import select
 import signal
 import time
@@ -87,7 +86,12 @@ def _child(call: Callable[[], Any], writer: int, limit: int) -> None:
     the parent's buffers)."""
     code = 0
     try:
+        import faulthandler
+        import resource  # POSIX only, as fork is
         signal.signal(signal.SIGINT, signal.SIG_DFL)  # Ctrl-C ends the child at once; the parent reports it
+        faulthandler.disable()  # a crash is the parent's one line, not a dump on stderr
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, 2)  # nothing the library prints reaches the user
         if limit:  # the soft limit only, within any hard limit already set (a fuzzer's, a container's)
             hard = resource.getrlimit(resource.RLIMIT_AS)[1]
             resource.setrlimit(resource.RLIMIT_AS, (limit if hard == resource.RLIM_INFINITY else min(limit, hard), hard))
