@@ -8,6 +8,7 @@ import math
 import operator
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Generic, TypeVar, overload
 
 import numpy as np
@@ -32,6 +33,7 @@ DUPLICATE_MAX_BYTES = 1 << 30  # unit rows held in memory for the search at most
 DUPLICATE_MAX_LISTED = 1000
 DUPLICATE_CHECK_ROWS = 64  # rows of a block whose candidate pairs are listed at a time
 DUPLICATE_CHECK_PAIRS = 16384  # candidate pairs whose rows are gathered and checked at a time
+SUMMARY_BLOCK_ROWS = 1 << 16  # rows whose robust z is worked out at a time: a few MB of temporaries
 
 
 @dataclass(frozen=True)
@@ -112,7 +114,12 @@ class NormSummary:
     mad: float  # median absolute deviation from the median
     threshold: float
     flagged: np.ndarray  # int64 row ids of the anomalies: rows without a finite norm first, then largest |z| first
-    robust_z: np.ndarray  # float64 (rows,) signed robust z (see robust_z); NaN where a norm is not finite
+
+    @cached_property
+    def robust_z(self) -> np.ndarray:
+        """float64 (rows,) signed robust z of every row (see robust_z); NaN where a norm is not finite. Made when
+        asked for (the plot): the summary itself needs it only block by block."""
+        return robust_z(self.norms, self.median, self.mad)
 
     @property
     def rows(self) -> int:
@@ -125,7 +132,8 @@ class NormSummary:
 
     def anomaly(self, index: int) -> Anomaly:
         """Row `index` as an Anomaly: its norm, its ratio to the mean, its robust z and a short reason."""
-        norm, z = float(self.norms[index]), float(self.robust_z[index])
+        norm = float(self.norms[index])
+        z = float(robust_z(self.norms[index:index + 1], self.median, self.mad)[0])
         if math.isnan(norm):
             reason = "NaN values"
         elif math.isinf(norm):
@@ -180,14 +188,22 @@ def summarize(norms: np.ndarray, threshold: float = DEFAULT_THRESHOLD) -> NormSu
         low = float(np.min(norms, where=finite_rows, initial=np.inf))
         high = float(np.max(norms, where=finite_rows, initial=-np.inf))
     median, mad = median_and_mad(norms)
-    z = robust_z(norms, median, mad)
-    flagged = np.flatnonzero(~finite_rows | (norms == 0) | (z > threshold) | (z < -threshold))
-    severity = z[flagged]
-    np.abs(severity, out=severity)
-    severity[~finite_rows[flagged]] = np.inf
+    is_flagged = finite_rows  # reused in place: z block by block, never an array of it for every row
+    for start in range(0, len(norms), SUMMARY_BLOCK_ROWS):
+        block = norms[start:start + SUMMARY_BLOCK_ROWS]
+        z = robust_z(block, median, mad)
+        is_flagged[start:start + len(block)] = ~np.isfinite(block) | (block == 0) | (z > threshold) | (z < -threshold)
+    flagged = np.flatnonzero(is_flagged)
+    del is_flagged, finite_rows
+    severity = np.empty(len(flagged))
+    for start in range(0, len(flagged), SUMMARY_BLOCK_ROWS):
+        rows = norms[flagged[start:start + SUMMARY_BLOCK_ROWS]]
+        part = np.abs(robust_z(rows, median, mad))
+        part[~np.isfinite(rows)] = np.inf
+        severity[start:start + len(rows)] = part
     if len(severity) > 1 and not (severity == severity[0]).all():  # all alike (every row zero): in row order already
         flagged = flagged[np.argsort(np.negative(severity, out=severity), kind="stable")]
-    return NormSummary(norms, count, mean, median, low, high, mad, threshold, flagged, z)
+    return NormSummary(norms, count, mean, median, low, high, mad, threshold, flagged)
 
 
 def spread_subspace(unit: np.ndarray, width: int = DUPLICATE_SUBSPACE, iterations: int = 4,
