@@ -123,8 +123,9 @@ class Table:
         if not values:
             return None
         if self.tensor.quantization is not None:
-            return (f"{rows:,} rows of {quote(self.name)} are Inf or NaN once dequantized ({self.tensor.quantization}): "
-                    "the file's scales hold 0, Inf or NaN there, or the values pass float32's range")
+            return (f"{rows:,} rows of {quote(self.name)} are Inf or NaN once dequantized "
+                    f"({self.tensor.quantization}): the file's scales hold 0, Inf or NaN there, or the values pass "
+                    "float32's range")
         return (f"{values:,} values in {rows:,} rows of {quote(self.name)} lie past float32's range (3.4e38) and read "
                 "as Inf")
 

@@ -115,7 +115,8 @@ def long_token_model(directory: Path, length: int) -> str:
     rows[3] = 0
     safetensors_table(directory / "model.safetensors", rows)
     long = ("ab " * (length // 3 + 1))[:length]
-    word_level(directory / "tokenizer.json", {"[UNK]": 0, "x1": 1, "x2": 2, long: 3, **{f"w{i}": i for i in range(4, 64)}})
+    vocab = {"[UNK]": 0, "x1": 1, "x2": 2, long: 3, **{f"w{i}": i for i in range(4, 64)}}
+    word_level(directory / "tokenizer.json", vocab)
     return long
 
 

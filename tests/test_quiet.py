@@ -30,7 +30,8 @@ def r13_files(directory: Path) -> dict[str, tuple[Path, str]]:
     huge = np.full((8, 32), 1.7e308)  # finite float64, past float32's range
     cases["gguf_f64"] = (samples.write_gguf(directory / "gguf_f64" / "model.gguf", {"token_embd.weight": huge},
                                             arch="llama", context=None),
-                         "256 values in 8 rows of 'token_embd.weight' lie past float32's range (3.4e38) and read as Inf")
+                         ("256 values in 8 rows of 'token_embd.weight' lie past float32's range (3.4e38) and read "
+                          "as Inf"))
     blocks = rng.integers(0, 256, (64, 144), dtype=np.uint8)  # one Q4_K block a row, random bytes: some scales NaN
     cases["gguf_q4k"] = (samples.write_gguf(directory / "gguf_q4k" / "model.gguf",
                                             {"token_embd.weight": (blocks, "Q4_K")}, arch="llama", context=None),
@@ -55,7 +56,8 @@ def test_the_r13_files_answer_with_notes_and_no_warning(tmp_path):
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             doc = run_json("norms", "--table", "token", "-c", path)
-        assert not [w for w in caught if issubclass(w.category, RuntimeWarning)], (name, [str(w.message) for w in caught])
+        runtime = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
+        assert not runtime, (name, runtime)
         assert sum(note in n for n in doc["notes"]) == 1, (name, doc["notes"])
         assert any(a["norm"] is None for a in doc["anomalies"]), name  # the rows are the answer's anomalies too
 

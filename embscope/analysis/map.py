@@ -7,8 +7,9 @@ through numpy's SVD; a larger one through its d x d covariance, summed block by 
 V x V matrix, never a float64 copy of the whole table. Past d = SQUARE_MAX_SIDE (a wide table: eigh of a
 d x d matrix is cubic in d, and a 85 KB file declared d = 8,000) the n x n Gram matrix of the rows takes its
 place, exact when there are at most SQUARE_MAX_SIDE rows; with more rows too, the components are those of
-SQUARE_MAX_SIDE rows drawn with a fixed seed (every row is still placed by them), and the map says so. Variances are sample variances (divided by n - 1);
-each component's sign is chosen so that its largest loading is positive, so a map does not flip between runs.
+SQUARE_MAX_SIDE rows drawn with a fixed seed (every row is still placed by them), and the map says so.
+Variances are sample variances (divided by n - 1); each component's sign is chosen so that its largest loading
+is positive, so a map does not flip between runs.
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@ let NaN, inf, '٣' (3) and 1e999 through, and a range check cannot see a NaN (ev
 The group applies `strict_numbers` to the command a run resolves, so a new option is covered without a word.
 
 typer 0.27 carries its own copy of click, so its number types are found by their documented `name`
-("integer", "float range", ...) rather than imported ("int" there, "integer" in click itself); each gets a strict twin that keeps its range."""
+("int", "float range", ...; "integer" in click itself) rather than imported; each gets a strict twin that
+keeps its range."""
 
 from __future__ import annotations
 

@@ -94,7 +94,8 @@ def _child(call: Callable[[], Any], writer: int, limit: int) -> None:
         os.dup2(null, 2)  # nothing the library prints reaches the user
         if limit:  # the soft limit only, within any hard limit already set (a fuzzer's, a container's)
             hard = resource.getrlimit(resource.RLIMIT_AS)[1]
-            resource.setrlimit(resource.RLIMIT_AS, (limit if hard == resource.RLIM_INFINITY else min(limit, hard), hard))
+            soft = limit if hard == resource.RLIM_INFINITY else min(limit, hard)
+            resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
         try:
             answer: list[Any] = ["ok", call()]
         except MemoryError:

@@ -114,9 +114,9 @@ def figure(emb: Any, report: NormsReport, size: tuple[float, float] | None = Non
     tokenizer = report.tokenizer
     padding_from = tokenizer.vocab_size if tokenizer is not None and tokenizer.vocab_size < summary.rows else None
     named = ranked_rows(summary.norms) + [int(row) for row in summary.flagged[:LABELLED_ROWS]]
+    names = {i: shown(report, i, PLOT_TOKEN_SHOWN) for i in named}
     return token_norms_figure(summary.norms, summary.median, summary.mad, summary.threshold, summary.flagged,
-                              summary.robust_z, {i: shown(report, i, PLOT_TOKEN_SHOWN) for i in named}, checkpoint, title,
-                              padding_from, **sized)
+                              summary.robust_z, names, checkpoint, title, padding_from, **sized)
 
 
 def draw(emb: Any, report: NormsReport, path: Path, inputs: list[Path], size: tuple[float, float] | None,
