@@ -96,12 +96,43 @@ class Table:
     @cached_property
     def array(self) -> np.ndarray:
         """All rows as float32; a memory map, not a copy, where the file stores float32.
-        A copy (half precision, float64) that would not fit in memory is refused before it is made."""
+        A copy (half precision, float64) that would not fit in memory is refused before it is made.
+        numpy's floating-point warnings while reading (a scale of 0, values past float32's range) do not reach
+        the user: what they made (rows of Inf or NaN) is said once, as a note of the table, and every answer
+        reports such rows itself."""
         import numpy as np
-        raw = self.tensor.read()
-        if not (raw.dtype == np.float32 and raw.dtype.isnative):
-            require_memory(raw.size * 4, f"the {self.role} table {quote(self.name)} as float32")
-        return to_float32(raw, self.tensor.dtype)
+        with np.errstate(over="ignore", under="ignore", invalid="ignore", divide="ignore"):
+            raw = self.tensor.read()
+            if not (raw.dtype == np.float32 and raw.dtype.isnative):
+                require_memory(raw.size * 4, f"the {self.role} table {quote(self.name)} as float32")
+            table = to_float32(raw, self.tensor.dtype)
+        made = self.made_non_finite(raw, table)
+        if made:
+            self.notes = (*self.notes, made)
+        return table
+
+    def made_non_finite(self, raw: np.ndarray, table: np.ndarray) -> str | None:
+        """What reading made Inf or NaN that the file did not store so, when it did: the rows a dequantization
+        made so (a scale of 0, Inf or NaN), or the values of a float64 table past float32's range."""
+        import numpy as np
+        if self.tensor.quantization is None and raw.dtype != np.float64:
+            return None  # stored as it is read: an Inf or NaN there is the file's own, reported by the answers
+        rows, values = 0, 0
+        block = max(1, (1 << 24) // max(1, math.prod(table.shape[1:])))  # rows per pass: bounded temporaries
+        for start in range(0, table.shape[0] if table.ndim else 0, block):
+            bad = ~np.isfinite(table[start:start + block])
+            if raw.dtype == np.float64:  # only what the cast made: the file's own Inf and NaN stay the file's
+                bad &= np.isfinite(raw[start:start + block])
+            values += int(bad.sum())
+            rows += int(bad.reshape(len(bad), -1).any(axis=1).sum())
+        if not values:
+            return None
+        if self.tensor.quantization is not None:
+            return (f"{rows:,} rows of {quote(self.name)} are Inf or NaN once dequantized "
+                    f"({self.tensor.quantization}): the file's scales hold 0, Inf or NaN there, or the values pass "
+                    "float32's range")
+        return (f"{values:,} values in {rows:,} rows of {quote(self.name)} lie past float32's range (3.4e38) and read "
+                "as Inf")
 
     def row_values(self, ids: Sequence[int]) -> list[list[float]]:
         """Rows `ids` as float32 values (Python floats), as `array` holds them: read without numpy where the

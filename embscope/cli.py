@@ -82,9 +82,12 @@ class EmbscopeGroup(TyperGroup):
         sys.exit(code)
 
     def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        from .commands.numbers import strict_numbers
         from .commands.options import with_optional_values
         name, command, rest = super().resolve_command(ctx, args)
         ctx.meta[RESOLVED] = name, command
+        if command is not None:
+            strict_numbers(command)
         return name, command, with_optional_values(command, rest)
 
     def invoke(self, ctx: Any) -> Any:

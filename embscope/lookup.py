@@ -28,6 +28,7 @@ import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from embscope.digits import whole_number
 from embscope.errors import TokenError
 from embscope.naming import token_name
 from embscope.text import quote
@@ -263,13 +264,13 @@ def _checked(tokenizer: Tokenizer, word: str, form: str, ids: tuple[int, ...], c
 
 
 def parse_id(text: object) -> int:
-    """A token id as typed (or given as an integer), or a TokenError."""
+    """A token id as typed (or given as an integer), or a TokenError; typed ids are read by digits.whole_number."""
     if isinstance(text, numbers.Integral) and not isinstance(text, bool):  # numpy's integers are Integral too
         return int(text)
-    try:
-        return int(str(text).strip())
-    except ValueError:
-        raise TokenError(f"expected a token id (a whole number), found {quote(text)}") from None
+    found = whole_number(str(text).strip())
+    if found is None:
+        raise TokenError(f"expected a token id (a whole number), found {quote(text)}")
+    return found
 
 
 def check_id(token_id: int, rows: int, word: str | None = None) -> None:

@@ -19,9 +19,24 @@ def quote(value: object) -> str:
     return f"'{printable(shortened(str(value)))}'"
 
 
-def visible(token: str) -> str:
-    """A token string with its whitespace seen: spaces as the symbol for space (U+2420), newlines and tabs as escapes."""
-    return printable(token.replace(" ", "\u2420"))
+# characters of a token a table, a report or a plot shows; a longer one (a hostile file's 2,000,000-character
+# token made tables and plot layouts take minutes and gigabytes) shows its start and says how long it is
+TOKEN_SHOWN = 80
+PLOT_TOKEN_SHOWN = 24  # a plot's labels share a column with the axes: a longer one squeezes them to nothing
+
+
+def clipped(token: str, limit: int = TOKEN_SHOWN) -> tuple[str, str]:
+    """(the part of `token` shown, what is said of the rest: "" or "… (2,000,000 characters)")."""
+    if len(token) <= limit:
+        return token, ""
+    return token[:limit], f"\u2026 ({len(token):,} characters)"
+
+
+def visible(token: str, limit: int = TOKEN_SHOWN) -> str:
+    """A token string with its whitespace seen: spaces as the symbol for space (U+2420), newlines and tabs as
+    escapes; cut to `limit` characters, with the cut said."""
+    shown, rest = clipped(token, limit)
+    return printable(shown.replace(" ", "\u2420")) + rest
 
 
 def shape_text(shape: Sequence[int]) -> str:

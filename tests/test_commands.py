@@ -97,9 +97,11 @@ def test_version():
 @pytest.mark.parametrize("args, message, usage", [
     (["similarity", "dog"], "Error: expected at least two words (or --pairs-file), found 1",
      "Usage: embscope similarity [OPTIONS] [words]...  (see 'embscope similarity --help')"),
-    (["norms", "--threshold", "abc"], "Error: Invalid value for '--threshold': 'abc' is not a valid float range.",
+    (["norms", "--threshold", "abc"], ("Error: Invalid value for '--threshold': expected a finite number written in "
+     "the digits 0-9 (at most 19 before the point), found 'abc'"),
      "Usage: embscope norms [OPTIONS]  (see 'embscope norms --help')"),
-    (["norms", "--threshold", "nan"], "Error: Invalid value for '--threshold': expected a finite number, found nan",
+    (["norms", "--threshold", "nan"], ("Error: Invalid value for '--threshold': expected a finite number written in "
+     "the digits 0-9 (at most 19 before the point), found 'nan'"),
      "Usage: embscope norms [OPTIONS]  (see 'embscope norms --help')"),
     (["neighbors", "--bogus"], "Error: No such option: --bogus (Possible options: --out)",
      "Usage: embscope neighbors [OPTIONS] [word]  (see 'embscope neighbors --help')"),

@@ -41,7 +41,10 @@ def ckpt(tmp_path, monkeypatch):
 
 def unescape(text: str) -> str:
     """The export escaping undone, written independently of the library: \\\\ \\t \\n \\r \\s \\xNN \\uNNNN
-    \\UNNNNNNNN; a trailing \\#ID (word2vec keys) is dropped."""
+    \\UNNNNNNNN; a trailing \\#ID (word2vec keys) is dropped. A metadata cell in double quotes (one that starts
+    like a spreadsheet formula, or with a quote) is unquoted first, as csv does."""
+    if text.startswith('"') and text.endswith('"') and len(text) > 1:
+        text = text[1:-1].replace('""', '"')
     out, at = [], 0
     simple = {"\\": "\\", "t": "\t", "n": "\n", "r": "\r", "s": " "}
     while at < len(text):

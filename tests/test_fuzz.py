@@ -122,3 +122,17 @@ def test_short_fuzz_of_pickle_programs_in_every_container():
     per_container = PICKLE_PROGRAMS // 7  # run_fuzz gives each input a seventh: five containers, two real pickles
     assert all(f"pickle-program-{name}: tried {per_container}," in done.stdout
                for name in ("pkl", "npy-object", "npz-object", "torch-zip", "torch-legacy"))
+
+
+def test_short_fuzz_of_the_formats_read_through_foreign_libraries():
+    """The h5, GGUF and ONNX mutation fuzzers, a hundred inputs per family under run_fuzz's caps (an address-space
+    cap, a time limit per input, a hang limit): no crash, hang, slow input or input over the cap. CI runs 10,000
+    per family with the same seed (.ci/run)."""
+    import subprocess
+    script = Path(__file__).resolve().parent / "fuzz" / "run_fuzz.py"
+    done = subprocess.run([sys.executable, str(script), "-f", "h5", "-f", "gguf", "-f", "onnx", "-n", "100",
+                           "--seed", "1"], capture_output=True, text=True, timeout=240)
+    summary = done.stdout.strip().splitlines()[-1]
+    assert done.returncode == 0, (summary, done.stderr[-3000:])
+    assert summary == "ALL: 3 families, tried 302, crash 0, hang 0, slow 0, over memory cap 0"  # 100 per family,
+    # spread over its samples (34 for each of the three ONNX ones)

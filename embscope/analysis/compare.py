@@ -22,7 +22,8 @@ import numpy as np
 from .. import compute
 from ..compute.devices import cpu_threads
 from ..compute.streamed import StreamedTopK
-from ..memory import release
+from ..errors import TableError
+from ..memory import release, size_text
 from .cka import Cka, linear_cka
 from .norms import row_norms, summarize
 from .positions import PositionProfile, position_profile
@@ -34,6 +35,7 @@ LISTED = 20  # movers and stable rows kept per table
 NEIGHBOR_K = 10
 NEIGHBOR_SAMPLE = 1000
 SEED = 0
+PROCRUSTES_MAX_DIM = 4096  # the d x d SVD of the alignment: 4,096 takes tens of seconds, 8,000 took 3 minutes and 3 GB
 # Two runs of one model: raw row cosines average about 0 (independent bases) while the row norms match.
 DIFFERENT_RUNS_COSINE = 0.1
 NORMS_AGREE = 1.25  # mean row norms within this factor of each other
@@ -207,8 +209,13 @@ class Alignment:
 def procrustes(a: np.ndarray, b: np.ndarray, pairing: Pairing, progress: Progress | None = None) -> Alignment:
     """R minimising ||B R - A||_F over orthogonal R: with B^T A = U S V^T, R = U V^T. The d x d cross-covariance
     is summed block by block, so memory is d x d plus one block; the residual follows from the same sums:
-    ||B R - A||^2 = ||A||^2 + ||B||^2 - 2 trace(S)."""
+    ||B R - A||^2 = ||A||^2 + ||B||^2 - 2 trace(S). Refused past PROCRUSTES_MAX_DIM columns, before anything
+    is allocated."""
     dim = a.shape[1]
+    if dim > PROCRUSTES_MAX_DIM:
+        raise TableError(f"expected tables of at most {PROCRUSTES_MAX_DIM:,} columns to align by Procrustes (a d x d "
+                         f"SVD), found {dim:,}: the {dim:,} x {dim:,} float64 matrices alone would take "
+                         f"{size_text(3 * 8 * dim * dim)}")
     cross = np.zeros((dim, dim), dtype=np.float64)
     squares_a = squares_b = 0.0
     used = 0

@@ -11,15 +11,17 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..digits import MAX_DIGITS, whole_number
 from ..errors import EmbscopeError
 from ..naming import token_name
 from ..roles import Role
+from ..text import shortened
 from .norms import DEFAULT_THRESHOLD, MAD_SCALE, row_norms, summarize
 
 if TYPE_CHECKING:
     from ..embeddings import Embeddings
 
-RANGE = re.compile(r"^(\d*):(\d*)$")
+RANGE = re.compile(rf"([0-9]{{0,{MAX_DIGITS}}}):([0-9]{{0,{MAX_DIGITS}}})")  # ASCII digits: '²' is no row
 
 
 @dataclass(frozen=True)
@@ -41,9 +43,10 @@ def parse_rows(text: str) -> RowSpec:
     items: list[tuple[int, int | None]] = []
     for part in text.split(","):
         part = part.strip()
-        found = RANGE.match(part)
-        if part.isdigit():
-            items.append((int(part), int(part) + 1))
+        found = RANGE.fullmatch(part)
+        row = whole_number(part) if part[:1].isdigit() else None  # no sign: -3 is not a row
+        if row is not None:
+            items.append((row, row + 1))
         elif found:
             start = int(found.group(1) or 0)
             stop = int(found.group(2)) if found.group(2) else None
@@ -51,7 +54,9 @@ def parse_rows(text: str) -> RowSpec:
                 raise EmbscopeError(f"expected a range START:STOP with STOP above START, found {part!r}")
             items.append((start, stop))
         else:
-            raise EmbscopeError(f"expected row ids and ranges like 5,17,100:200, found {part!r} in {text!r}")
+            whole = f" in {shortened(text)!r}" if part != text.strip() else ""
+            raise EmbscopeError(f"expected row ids and ranges like 5,17,100:200, found {shortened(part)!r}{whole} "
+                                f"(ids are written in the digits 0-9, below 2**63)")
     return RowSpec(tuple(items), text=text)
 
 

@@ -4,8 +4,12 @@ the rows `embscope norms` flags are marked.
 
 PCA works on the rows holding no NaN or Inf. A table whose centred float64 copy fits in SVD_MAX_BYTES goes
 through numpy's SVD; a larger one through its d x d covariance, summed block by block, then eigh: never a
-V x V matrix, never a float64 copy of the whole table. Variances are sample variances (divided by n - 1);
-each component's sign is chosen so that its largest loading is positive, so a map does not flip between runs.
+V x V matrix, never a float64 copy of the whole table. Past d = SQUARE_MAX_SIDE (a wide table: eigh of a
+d x d matrix is cubic in d, and a 85 KB file declared d = 8,000) the n x n Gram matrix of the rows takes its
+place, exact when there are at most SQUARE_MAX_SIDE rows; with more rows too, the components are those of
+SQUARE_MAX_SIDE rows drawn with a fixed seed (every row is still placed by them), and the map says so.
+Variances are sample variances (divided by n - 1); each component's sign is chosen so that its largest loading
+is positive, so a map does not flip between runs.
 """
 
 from __future__ import annotations
@@ -33,6 +37,8 @@ if TYPE_CHECKING:
 METHODS = ("pca", "umap")
 SVD_MAX_BYTES = 64 << 20  # a centred float64 copy up to this size goes through the SVD
 BLOCK_BYTES = 32 << 20  # float64 rows read at a time on the covariance route
+SQUARE_MAX_SIDE = 2048  # the side of the d x d (or n x n) matrix eigh decomposes at most: seconds, 32 MiB
+SAMPLE_SEED = 0  # the rows a table past it in both directions is mapped by are drawn with this seed
 UMAP_NEIGHBORS = 15
 UMAP_SEED = 0  # fixed, so the same table gives the same map (umap-learn then runs on one thread)
 
@@ -46,6 +52,7 @@ class Projection:
     ratio: tuple[float, float] | None  # each component's share of the total variance; None when it is 0
     used: int  # rows on the map
     left_out: np.ndarray  # rows holding NaN or Inf
+    sampled: int | None = None  # rows the components were found from, when not every row (route "sampled gram")
 
 
 @dataclass(frozen=True)
@@ -101,8 +108,32 @@ def signed(components: np.ndarray) -> np.ndarray:
     return components * np.where(largest < 0, -1.0, 1.0)[:, None]
 
 
-def pca_2d(array: np.ndarray, max_svd_bytes: int = SVD_MAX_BYTES) -> Projection:
-    """The rows' coordinates along the two principal components of the centred finite rows."""
+def gram_components(array: np.ndarray, ids: np.ndarray, mean: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+    """(the two leading principal directions (2, d), their spreads, the total spread) of rows `ids` less `mean`,
+    through their n x n Gram matrix: with X = U S V^T, X X^T = U S^2 U^T and V = X^T U / S. Columns are read in
+    blocks of about BLOCK_BYTES, so memory is n x n plus one block."""
+    n, dim = len(ids), array.shape[1]
+    width = max(1, BLOCK_BYTES // (8 * max(n, 1)))
+    gram = np.zeros((n, n))
+    for start in range(0, dim, width):
+        block = np.asarray(array[ids, start:start + width], dtype=np.float64) - mean[start:start + width]
+        gram += block @ block.T
+    values, vectors = np.linalg.eigh(gram)  # ascending
+    top = np.clip(values[::-1][:2], 0, None)
+    lead = vectors[:, ::-1][:, :2]
+    scale = np.where(top > 0, np.sqrt(top), np.inf)  # a direction of no spread stays zero
+    components = np.zeros((2, dim))
+    for start in range(0, dim, width):
+        block = np.asarray(array[ids, start:start + width], dtype=np.float64) - mean[start:start + width]
+        components[:, start:start + width] = (lead.T @ block) / scale[:, None]
+    return signed(components), top, float(np.trace(gram))
+
+
+def pca_2d(array: np.ndarray, max_svd_bytes: int | None = None, max_side: int | None = None) -> Projection:
+    """The rows' coordinates along the two principal components of the centred finite rows; `max_svd_bytes`: the
+    largest copy decomposed by SVD, `max_side`: the largest square matrix decomposed (None: the module's limits)."""
+    max_svd_bytes = SVD_MAX_BYTES if max_svd_bytes is None else max_svd_bytes
+    max_side = SQUARE_MAX_SIDE if max_side is None else max_side
     ok = finite_rows(array)
     ids = np.flatnonzero(ok)
     n, dim = len(ids), array.shape[1]
@@ -110,6 +141,7 @@ def pca_2d(array: np.ndarray, max_svd_bytes: int = SVD_MAX_BYTES) -> Projection:
         raise EmbscopeError(f"expected at least 2 rows without NaN or Inf and 2 columns to map, found {n} rows "
                             f"x {dim}")
     coords = np.full((array.shape[0], 2), np.nan)
+    sampled = None
     if n * dim * 8 <= max_svd_bytes:
         centred = np.asarray(array[ids], dtype=np.float64)
         centred -= centred.mean(axis=0)
@@ -117,11 +149,20 @@ def pca_2d(array: np.ndarray, max_svd_bytes: int = SVD_MAX_BYTES) -> Projection:
         spread = singular ** 2
         components, top, route = signed(vt[:2]), spread[:2], "svd"
         coords[ids] = centred @ components.T
+    elif dim > max_side:
+        mean = column_mean(array, ids)
+        basis = ids
+        if n > max_side:
+            basis = np.sort(np.random.default_rng(SAMPLE_SEED).choice(ids, max_side, replace=False))
+            sampled = max_side
+        components, top, trace = gram_components(array, basis, mean)
+        spread, route = np.array([trace]), "gram" if sampled is None else "sampled gram"
+        for start, block in row_blocks(array, ids, mean):
+            coords[ids[start:start + len(block)]] = block @ components.T
+        if sampled is not None:  # the variances are the sample's
+            n = sampled
     else:
-        total = np.zeros(dim)
-        for _, block in row_blocks(array, ids):
-            total += block.sum(axis=0)
-        mean = total / n
+        mean = column_mean(array, ids)
         scatter = np.zeros((dim, dim))
         for _, block in row_blocks(array, ids, mean):
             scatter += block.T @ block
@@ -133,7 +174,15 @@ def pca_2d(array: np.ndarray, max_svd_bytes: int = SVD_MAX_BYTES) -> Projection:
     total_spread = float(np.sum(np.clip(spread, 0, None)))
     variance = (float(top[0]) / (n - 1), float(max(top[1], 0.0)) / (n - 1))
     ratio = (variance[0] * (n - 1) / total_spread, variance[1] * (n - 1) / total_spread) if total_spread > 0 else None
-    return Projection(coords, "pca", route, variance, ratio, n, np.flatnonzero(~ok))
+    return Projection(coords, "pca", route, variance, ratio, len(ids), np.flatnonzero(~ok), sampled)
+
+
+def column_mean(array: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """The mean of rows `ids`, summed block by block in float64."""
+    total = np.zeros(array.shape[1])
+    for _, block in row_blocks(array, ids):
+        total += block.sum(axis=0)
+    return total / max(len(ids), 1)
 
 
 def umap_2d(array: np.ndarray) -> Projection:
@@ -179,7 +228,7 @@ def probe_points(emb: Embeddings, coords: np.ndarray, words: list[str] | None, e
             return [], "no probe words: the tokenizer is missing (see the note)"
     rule = GIVEN_RULE
     if not words:
-        words, rule = probe_words(tokenizer)
+        words, rule = probe_words(tokenizer, coords.shape[0])
     points = []
     rows = coords.shape[0]
     for word in words:
@@ -236,6 +285,10 @@ def table_map(emb: Embeddings, role: Role, *, method: str = "pca", words: list[s
     flagged = RowListing(summary.flagged, flagged_point)  # millions of zero rows cost 8 bytes each, not an object
     if len(projection.left_out):
         notes.append(f"{len(projection.left_out):,} rows hold NaN or Inf and are not on the map")
+    if projection.sampled is not None:
+        notes.append(f"the table is {table.dim:,} wide with {projection.used:,} rows, both past {SQUARE_MAX_SIDE:,}: "
+                     f"the components are those of {projection.sampled:,} rows drawn with seed {SAMPLE_SEED} (a "
+                     "decomposition of every row would cost minutes and gigabytes); every row is placed by them")
     if projection.method == "pca" and projection.ratio is None:
         notes.append("every row is the same after centring: the components explain nothing")
     if projection.method == "umap":

@@ -8,6 +8,7 @@ import math
 import operator
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Generic, TypeVar, overload
 
 import numpy as np
@@ -32,6 +33,7 @@ DUPLICATE_MAX_BYTES = 1 << 30  # unit rows held in memory for the search at most
 DUPLICATE_MAX_LISTED = 1000
 DUPLICATE_CHECK_ROWS = 64  # rows of a block whose candidate pairs are listed at a time
 DUPLICATE_CHECK_PAIRS = 16384  # candidate pairs whose rows are gathered and checked at a time
+SUMMARY_BLOCK_ROWS = 1 << 16  # rows whose robust z is worked out at a time: a few MB of temporaries
 
 
 @dataclass(frozen=True)
@@ -112,7 +114,12 @@ class NormSummary:
     mad: float  # median absolute deviation from the median
     threshold: float
     flagged: np.ndarray  # int64 row ids of the anomalies: rows without a finite norm first, then largest |z| first
-    robust_z: np.ndarray  # float64 (rows,) signed robust z (see robust_z); NaN where a norm is not finite
+
+    @cached_property
+    def robust_z(self) -> np.ndarray:
+        """float64 (rows,) signed robust z of every row (see robust_z); NaN where a norm is not finite. Made when
+        asked for (the plot): the summary itself needs it only block by block."""
+        return robust_z(self.norms, self.median, self.mad)
 
     @property
     def rows(self) -> int:
@@ -125,7 +132,8 @@ class NormSummary:
 
     def anomaly(self, index: int) -> Anomaly:
         """Row `index` as an Anomaly: its norm, its ratio to the mean, its robust z and a short reason."""
-        norm, z = float(self.norms[index]), float(self.robust_z[index])
+        norm = float(self.norms[index])
+        z = float(robust_z(self.norms[index:index + 1], self.median, self.mad)[0])
         if math.isnan(norm):
             reason = "NaN values"
         elif math.isinf(norm):
@@ -142,23 +150,28 @@ class NormSummary:
 
 
 def median_and_mad(norms: np.ndarray) -> tuple[float, float]:
-    """The median of the finite norms and their median absolute deviation from it (NaN, NaN when none)."""
+    """The median of the finite norms and their median absolute deviation from it (NaN, NaN when none). One copy
+    of the finite norms is worked in place: a table of 2**26 rows of one column holds 8 bytes a row per copy."""
     finite = norms[np.isfinite(norms)]
     if not len(finite):
         return math.nan, math.nan
-    median = float(np.median(finite))
-    return median, float(np.median(np.abs(finite - median)))
+    median = float(np.median(finite, overwrite_input=True))
+    np.subtract(finite, median, out=finite)
+    return median, float(np.median(np.abs(finite, out=finite), overwrite_input=True))
 
 
 def robust_z(norms: np.ndarray, median: float, mad: float) -> np.ndarray:
     """(norm - median) / (1.4826 MAD), signed. When MAD is 0, +-Inf for a norm off the median by more than a
     relative EQUAL_NORMS_TOLERANCE, else 0. NaN where the norm is not finite."""
     with np.errstate(divide="ignore", invalid="ignore"):
+        z = norms - median  # the one array made: every step below works in it
         if mad > 0:
-            z = (norms - median) / (MAD_SCALE * mad)
+            z /= MAD_SCALE * mad
         else:
-            off = np.abs(norms - median) > EQUAL_NORMS_TOLERANCE * max(abs(median), np.finfo(np.float64).tiny)
-            z = np.where(off, np.sign(norms - median) * np.inf, 0.0)
+            on = np.abs(z) <= EQUAL_NORMS_TOLERANCE * max(abs(median), np.finfo(np.float64).tiny)
+            np.sign(z, out=z)
+            z *= np.inf
+            z[on] = 0.0
     z[~np.isfinite(norms)] = np.nan
     return z
 
@@ -168,16 +181,29 @@ def summarize(norms: np.ndarray, threshold: float = DEFAULT_THRESHOLD) -> NormSu
     otherwise |robust z| > threshold (when MAD is 0: any norm off the shared median by a relative 1e-6).
     Rows without a finite norm are listed first, then the largest |z| first."""
     finite_rows = np.isfinite(norms)
-    finite = norms[finite_rows]
-    mean, low, high = (float(finite.mean()), float(finite.min()), float(finite.max())) if len(finite) \
-        else (math.nan, math.nan, math.nan)
-    del finite
+    count = int(finite_rows.sum())
+    mean, low, high = (math.nan, math.nan, math.nan)
+    if count:  # over the finite rows, without a copy of them
+        mean = float(np.mean(norms, where=finite_rows))
+        low = float(np.min(norms, where=finite_rows, initial=np.inf))
+        high = float(np.max(norms, where=finite_rows, initial=-np.inf))
     median, mad = median_and_mad(norms)
-    z = robust_z(norms, median, mad)
-    flagged = np.flatnonzero(~finite_rows | (norms == 0) | (np.abs(z) > threshold))
-    severity = np.where(finite_rows[flagged], np.abs(z[flagged]), np.inf)
-    flagged = flagged[np.argsort(-severity, kind="stable")]
-    return NormSummary(norms, int(finite_rows.sum()), mean, median, low, high, mad, threshold, flagged, z)
+    is_flagged = finite_rows  # reused in place: z block by block, never an array of it for every row
+    for start in range(0, len(norms), SUMMARY_BLOCK_ROWS):
+        block = norms[start:start + SUMMARY_BLOCK_ROWS]
+        z = robust_z(block, median, mad)
+        is_flagged[start:start + len(block)] = ~np.isfinite(block) | (block == 0) | (z > threshold) | (z < -threshold)
+    flagged = np.flatnonzero(is_flagged)
+    del is_flagged, finite_rows
+    severity = np.empty(len(flagged))
+    for start in range(0, len(flagged), SUMMARY_BLOCK_ROWS):
+        rows = norms[flagged[start:start + SUMMARY_BLOCK_ROWS]]
+        part = np.abs(robust_z(rows, median, mad))
+        part[~np.isfinite(rows)] = np.inf
+        severity[start:start + len(rows)] = part
+    if len(severity) > 1 and not (severity == severity[0]).all():  # all alike (every row zero): in row order already
+        flagged = flagged[np.argsort(np.negative(severity, out=severity), kind="stable")]
+    return NormSummary(norms, count, mean, median, low, high, mad, threshold, flagged)
 
 
 def spread_subspace(unit: np.ndarray, width: int = DUPLICATE_SUBSPACE, iterations: int = 4,
@@ -205,6 +231,9 @@ def find_duplicates(array: np.ndarray, norms: np.ndarray, cosine: float = DUPLIC
     sorted along the widest; each block of rows is matched only against the rows that follow it within r
     along it, first in the projection, and the pairs that stay within r there are checked in full.
     Zero and non-finite rows are anomalies already and are left out."""
+    if array.ndim == 2 and array.shape[1] < 2:
+        return DuplicateSearch((), 0, False, "no duplicate search in a table of one column: any two of its rows of "
+                                             "one sign have cosine 1")
     rows = np.flatnonzero(np.isfinite(norms) & (norms > 0))
     if len(rows) < 2:
         return DuplicateSearch((), 0, True)
@@ -285,8 +314,8 @@ def norms_report(emb: Any, table: str | None = None, threshold: float = DEFAULT_
     """Norms of one table of `emb`: `table` position, token or output; None is the position table when there is one."""
     role = table if table is not None else ("position" if emb.position is not None else "token")
     chosen = emb.table(role)
-    notes = list(chosen.notes)
     norms = row_norms(chosen.array)
+    notes = list(chosen.notes)  # after the read: it may add one
     summary = summarize(norms, threshold)
     duplicates = find_duplicates(chosen.array, norms)
     if duplicates.note:

@@ -273,8 +273,8 @@ def positions(emb: Any, pairs: Sequence[tuple[int, int]] = (), *, default: bool 
     table = emb.require_position()
     count = max(table.rows - table.first_row, 0)
     chosen = [*(default_pairs(count) if default else ()), *pairs]
-    notes = list(table.notes)
     found = position_pairs(table.array, chosen, table.first_row, table.name).pairs if chosen else ()
+    notes = list(table.notes)  # after the read: it may add one
     if default and not found:
         notes.append(f"the table has {count} position(s): no pair to compare")
     shape, cells = (position_profile(table.array, table.first_row, heatmap=heatmap) if profile or heatmap

@@ -11,6 +11,9 @@ A vocabulary with fewer than MIN_FOUND of those words (another language, a chara
 the lowest-id tokens that are at least 3 lower-case letters, look up as themselves, and are not the ending of
 another such token ('ing', 'ould'); where the vocabulary marks a word's start with a leading space (GPT-2's
 byte-level BPE, SentencePiece), only tokens that start a word count.
+
+Either way only ids that are rows of the table count: a word needs a row to be placed, and a tokenizer whose
+largest id is 2**32 - 1 (one token there) would otherwise be walked id by id.
 """
 
 from __future__ import annotations
@@ -52,19 +55,21 @@ def one_token(tokenizer: Tokenizer, word: str) -> int | None:
     return int(ids[0])
 
 
-def probe_words(tokenizer: Tokenizer, count: int = PROBE_COUNT) -> tuple[list[str], str]:
-    """Up to `count` words by the module's rule, and the rule that chose them."""
-    found = [word for word in COMMON_WORDS if one_token(tokenizer, word) is not None][:count]
-    if len(found) >= min(MIN_FOUND, count):
-        return found, PROBE_RULE
-    return fallback_words(tokenizer, count), FALLBACK_RULE
+def probe_words(tokenizer: Tokenizer, rows: int | None = None, count: int = PROBE_COUNT) -> tuple[list[str], str]:
+    """Up to `count` words by the module's rule, and the rule that chose them; only ids below `rows` (the
+    table's rows; None: every id of the tokenizer) count."""
+    limit = tokenizer.vocab_size if rows is None else min(rows, tokenizer.vocab_size)
+    found = [word for word in COMMON_WORDS if (token_id := one_token(tokenizer, word)) is not None and token_id < limit]
+    if len(found[:count]) >= min(MIN_FOUND, count):
+        return found[:count], PROBE_RULE
+    return fallback_words(tokenizer, limit, count), FALLBACK_RULE
 
 
-def default_probe_words(tokenizer: Tokenizer, count: int = PROBE_COUNT) -> list[str]:
-    return probe_words(tokenizer, count)[0]
+def default_probe_words(tokenizer: Tokenizer, rows: int | None = None, count: int = PROBE_COUNT) -> list[str]:
+    return probe_words(tokenizer, rows, count)[0]
 
 
-def word_of(token: str, word_start: bool) -> str | None:
+def word_of(token: str, word_start: bool = False) -> str | None:
     """The word a token stands for under the fallback rule, or None; `word_start`: the token must begin with a space."""
     if word_start and not token.startswith(" "):
         return None
@@ -72,9 +77,9 @@ def word_of(token: str, word_start: bool) -> str | None:
     return word if MIN_LETTERS <= len(word) <= MAX_LETTERS and word.isalpha() and word.islower() else None
 
 
-def fallback_words(tokenizer: Tokenizer, count: int) -> list[str]:
-    """The lowest-id tokens that are words of 3+ lower-case letters and not the ending of another."""
-    names = [token_name(tokenizer, token_id) for token_id in range(tokenizer.vocab_size)]
+def fallback_words(tokenizer: Tokenizer, limit: int, count: int) -> list[str]:
+    """The lowest-id tokens below `limit` that are words of 3+ lower-case letters and not the ending of another."""
+    names = [token_name(tokenizer, token_id) for token_id in range(limit)]
     spaced = sum(1 for name in names if name.startswith(" ") and name[1:].isalpha())
     word_start = spaced * 4 >= sum(1 for name in names if name.strip().isalpha())  # a vocabulary that marks starts
     first_id: dict[str, int] = {}

@@ -157,7 +157,7 @@ def neighbors_of(emb: Embeddings, words: Sequence[str] | None, k: int) -> Neighb
         return kind(f"no probe words to look up: {why_none}")
     rule = GIVEN_RULE
     if not words:
-        words, rule = probe_words(tokenizer)
+        words, rule = probe_words(tokenizer, emb.token.rows)
         if not words:
             return Missing("no probe words: the tokenizer has no one-token word of 3+ lower-case letters; "
                            "name some with --words")

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..errors import EmbscopeError
+from ..errors import EmbscopeError, TokenError
 from ..tokenizers.base import Tokenizer
 
 if TYPE_CHECKING:
@@ -49,6 +49,10 @@ BYTE_FALLBACK_NAME = re.compile(r"<0x[0-9A-Fa-f]{2}>")
 # WordPiece makes it whenever a word ends in it, so the round trip says nothing about it.
 WORDPIECE_CONTINUATION = re.compile(r"##.+", re.DOTALL)
 
+# The round trip costs a token's length in encodes; no real token is this long (a hostile file's token of
+# 2,000,000 characters cost 11 s), so a longer one is not encoded back and the count of them is said.
+ROUND_TRIP_MAX_CHARS = 1024
+
 KINDS = ("unreachable", "partial-utf8", "never-utf8", "special", "control", "placeholder", "padding")
 KIND_MEANINGS = {
     "unreachable": "decoding the id and encoding the text does not give the id back",
@@ -68,6 +72,7 @@ class TokenKinds:
     rows: int
     vocab_size: int  # the tokenizer's ids; rows at and past it are padding
     masks: dict[str, np.ndarray]
+    too_long: int = 0  # tokens longer than ROUND_TRIP_MAX_CHARS: not encoded back, so never marked unreachable
 
     def __getitem__(self, kind: str) -> np.ndarray:
         return self.masks[kind]
@@ -83,13 +88,15 @@ class TokenKinds:
 def token_kinds(tokenizer: Tokenizer, rows: int,
                 progress: Progress | None = None) -> TokenKinds:
     """The kinds of every row of a table with `rows` rows, by the tokenizer. The round trip costs two or
-    three encodes per id; `progress(done, total)` is called every few thousand ids."""
+    three encodes per id; `progress(done, total)` is called every few thousand ids. A tokenizer that cannot
+    encode at all (its split pattern was stopped) raises CheckpointError rather than marking every row."""
     vocab = int(tokenizer.vocab_size)
     named = min(vocab, rows)
     masks = {kind: np.zeros(rows, dtype=bool) for kind in KINDS}
     masks["padding"][named:] = True
     special_ids: frozenset[int] = getattr(tokenizer, "special_ids", frozenset())  # where the kind lists them
     prefix_ids = _encode(tokenizer, ROUND_TRIP_PREFIX)
+    too_long = 0
     for row in range(named):
         try:
             text = tokenizer.decode([row])
@@ -97,7 +104,9 @@ def token_kinds(tokenizer: Tokenizer, rows: int,
         except EmbscopeError:  # an id the tokenizer does not use: no text selects its row
             masks["padding"][row] = True
             continue
-        if not (_round_trips(tokenizer, row, text, prefix_ids) or WORDPIECE_CONTINUATION.fullmatch(name)):
+        if len(text) > ROUND_TRIP_MAX_CHARS:
+            too_long += 1
+        elif not (_round_trips(tokenizer, row, text, prefix_ids) or WORDPIECE_CONTINUATION.fullmatch(name)):
             masks["unreachable"][row] = True
         if REPLACEMENT in text and REPLACEMENT not in name:
             masks["partial-utf8"][row] = True
@@ -109,13 +118,13 @@ def token_kinds(tokenizer: Tokenizer, rows: int,
             progress(row + 1, named)
     if progress is not None:
         progress(named, named)
-    return TokenKinds(rows, vocab, masks)
+    return TokenKinds(rows, vocab, masks, too_long)
 
 
 def _encode(tokenizer: Tokenizer, text: str) -> list[int] | None:
     try:
         return list(tokenizer.encode(text))
-    except EmbscopeError:
+    except TokenError:  # this text cannot be encoded; a CheckpointError (the tokenizer cannot encode) goes on
         return None
 
 

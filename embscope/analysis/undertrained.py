@@ -31,10 +31,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .. import compute
-from ..errors import TableError
+from ..errors import EmbscopeError, TableError
 from .norms import DEFAULT_THRESHOLD, RowListing, median_and_mad, robust_z, row_norms
 from .stages import Progress, Stages, quiet
-from .token_kinds import KINDS, TokenKinds, token_kinds
+from .token_kinds import KINDS, ROUND_TRIP_MAX_CHARS, TokenKinds, token_kinds
 
 if TYPE_CHECKING:
     from ..embeddings import Embeddings
@@ -169,7 +169,14 @@ def undertrained_tables(emb: Embeddings, roles: Sequence[str] | None = None, *, 
     for role in roles if roles is not None else default_roles(emb):
         chosen = emb.table(role)
         if tokenizer is not None and (kinds is None or kinds.rows != chosen.rows):
-            kinds = token_kinds(tokenizer, chosen.rows, stages("tokenizer round trip"))
+            try:
+                kinds = token_kinds(tokenizer, chosen.rows, stages("tokenizer round trip"))
+            except EmbscopeError as err:  # it cannot encode at all: the answer goes on as without one, and says so
+                tokenizer, kinds = None, None
+                notes.append(f"tokenizer refused: {err}")
+            if kinds is not None and kinds.too_long:
+                notes.append(f"{kinds.too_long:,} tokens longer than {ROUND_TRIP_MAX_CHARS:,} characters were not "
+                             "encoded back (the round trip costs their length), so none of them is marked unreachable")
         other = others(role, chosen.tensor.shape) if others is not None else ()
         reports.append(find_undertrained(chosen.array, kinds, table=role, name=chosen.name, others=other,
                                          topk=nearest_rows(device, stages(f"nearest rows of the {role} table"))))

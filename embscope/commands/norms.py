@@ -7,6 +7,8 @@ from typing import Annotated
 
 import typer
 
+from ..digits import decimal_number
+from ..text import shortened
 from .options import JsonFlag, PlotOption, Source, Table, check_plot, finite, plot_path, refuse, with_source
 
 DEFAULT_THRESHOLD = 6.0  # shown in --help; the library's own default (analysis.norms) is checked equal by a test
@@ -21,12 +23,9 @@ def size_option(text: str) -> tuple[float, float] | None:
     if not text:
         return None
     width, _, height = text.lower().partition("x")
-    try:
-        found = (float(width), float(height))
-    except ValueError:
-        found = (0.0, 0.0)
+    found = (decimal_number(width) or 0.0, decimal_number(height) or 0.0)
     if not all(1 <= side <= 100 for side in found):
-        raise refuse(f"expected WxH in inches, each 1 to 100 (e.g. 13x5.5), found {text!r}", "--size")
+        raise refuse(f"expected WxH in inches, each 1 to 100 (e.g. 13x5.5), found {shortened(text)!r}", "--size")
     return found
 
 

@@ -71,9 +71,11 @@ class Source:
         callback=tensor_name, help="Tensor to use as the output projection.")] = None
     trust_pickle: Annotated[bool, typer.Option(
         "--trust-pickle", help="Let a pickle name any global. It can then run code: only for files you made.")] = False
-    vocab_size: Annotated[int | None, typer.Option(help="Token table rows, for formats that do not record it.")] = None
-    d_model: Annotated[int | None, typer.Option(help="Table width, for formats that do not record it.")] = None
-    context: Annotated[int | None, typer.Option(help="Position table rows, for formats that do not record it.")] = None
+    vocab_size: Annotated[int | None, typer.Option(
+        min=1, help="Token table rows, for formats that do not record it.")] = None
+    d_model: Annotated[int | None, typer.Option(min=1, help="Table width, for formats that do not record it.")] = None
+    context: Annotated[int | None, typer.Option(
+        min=1, help="Position table rows, for formats that do not record it.")] = None
 
     def open(self) -> Any:
         from ..embeddings import open as open_embeddings

@@ -10,7 +10,7 @@ import typer
 from ..text import shortened
 from .options import PAIRS_DEFAULT, JsonFlag, PlotOption, Source, check_plot, plot_path, refuse, with_source
 
-PAIR = re.compile(r"\s*(-?\d+)\s*:\s*(-?\d+)\s*")
+PAIR = re.compile(r"\s*(-?[0-9]+)\s*:\s*(-?[0-9]+)\s*")  # ASCII digits: re's \d takes any script's
 MAX_DIGITS = 9  # no learned table has a billion positions; a longer number is a typo, not a position
 PAIRS_HELP = ("Position pairs I:J,I:J,... (e.g. 10:11,10:500); alone, or 'default', a set of near and far pairs that "
               "spans the table. May be repeated. Without --pairs and --profile the default set is shown.")

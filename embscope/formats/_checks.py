@@ -14,6 +14,7 @@ from .. import files
 from ..errors import CheckpointError
 from ..memory import watch_mapping
 from ..text import quote
+from .constants import MAX_TENSORS
 
 if TYPE_CHECKING:
     import numpy as np
@@ -41,6 +42,13 @@ def check_shape(shape: tuple[int, ...] | list[int], where: str) -> tuple[int, ..
         raise CheckpointError(f"{where}: shape {list(shape)} declares {elements} elements, "
                               f"an absurd size (more than 2^48)")
     return tuple(shape)
+
+
+def check_tensor_count(count: int, where: str, what: str = "tensors") -> None:
+    """A file's count of tensors (variables, initializers, datasets) checked before any is read."""
+    if count > MAX_TENSORS:
+        raise CheckpointError(f"{where}: header declares {count:,} {what}, more than the {MAX_TENSORS:,} any model "
+                              "file holds")
 
 
 def check_extent(path: Path, offset: int, nbytes: int, where: str) -> None:

@@ -38,6 +38,9 @@ TORCH_INDEX_SUFFIX = ".bin.index.json"  # transformers' pytorch_model.bin.index.
 # sentence-transformers, optimum and transformers.js put model.onnx (and its variants) here, config and tokenizer above
 EXPORT_FOLDER, EXPORT_MODEL = "onnx", "model.onnx"
 SAFETENSORS_MAX_HEADER = 100 * 1024 * 1024  # the limit the safetensors library itself enforces
+# tensors one file may list, in every format: a whole mixture-of-experts model of 671B parameters has under
+# 100,000; a header listing more is a lie, and each entry costs time and memory before any table is read
+MAX_TENSORS = 200_000
 
 # Hugging Face saves the same weights under several names; the first present wins, as in transformers.
 PREFERRED_IN_DIRECTORY = ("model.safetensors.index.json", "model.safetensors", "pytorch_model.bin",

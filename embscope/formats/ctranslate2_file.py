@@ -27,7 +27,7 @@ from ..memory import require_memory
 from ..text import printable, quote
 from ._base import OpenOptions
 from ._binary import Cursor, map_file
-from ._checks import check_shape, map_array
+from ._checks import check_shape, check_tensor_count, map_array
 
 if TYPE_CHECKING:
     import numpy as np
@@ -83,6 +83,7 @@ def catalogue(path: Path) -> tuple[int, str | None, dict[str, TensorInfo], list[
     if count * 8 > cur.left():  # a name, a rank, a type and a size take 8 bytes at least
         raise CheckpointError(f"{where}: header declares {count} variables, more than the {cur.left()} bytes "
                               "left can hold")
+    check_tensor_count(count, where, "variables")
     tensors: dict[str, TensorInfo] = {}
     for index in range(count):
         name = read_string(cur, f"the name of variable {index}")
@@ -114,7 +115,12 @@ def catalogue(path: Path) -> tuple[int, str | None, dict[str, TensorInfo], list[
     tensors, scale_values = dequantized(path, tensors)
     notes = []
     if version >= 3:  # after dequantizing: an alias shares its variable's scale too, as in model.cc
-        for index in range(cur.unpack("<I", "the alias count")):
+        aliases = cur.unpack("<I", "the alias count")
+        if aliases * 6 > cur.left():  # an alias is two names of 3 bytes at least
+            raise CheckpointError(f"{where}: header declares {aliases} aliases, more than the {cur.left()} bytes "
+                                  "left can hold")
+        check_tensor_count(len(tensors) + aliases, where, "variables and aliases")
+        for index in range(aliases):
             alias = read_string(cur, f"alias {index}")
             target = read_string(cur, f"the variable of alias {quote(alias)}")
             if target in tensors and alias not in tensors:

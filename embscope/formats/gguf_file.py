@@ -22,7 +22,7 @@ from ..memory import require_memory
 from ..text import printable, quote
 from ._base import OpenOptions, require_package
 from ._binary import Cursor, map_file
-from ._checks import check_shape, map_array
+from ._checks import check_shape, check_tensor_count, map_array
 
 if TYPE_CHECKING:
     import numpy as np
@@ -212,6 +212,7 @@ def read_header(path: Path, buf: Any, gguf: Any) -> Header:
     if kv_count * 13 + tensor_count * 24 > cur.size - cur.pos:
         raise CheckpointError(f"{where}: header declares {kv_count} metadata keys and {tensor_count} tensors, "
                               f"more than the {cur.size - cur.pos} bytes left can hold")
+    check_tensor_count(tensor_count, where)
     metadata: dict[str, Any] = {}
     for _ in range(kv_count):
         key = read_string(cur, "a metadata key")

@@ -25,7 +25,8 @@ from ..errors import CheckpointError
 from ..memory import require_memory
 from ..text import detail, printable, quote
 from ._base import OpenOptions, require_package
-from ._checks import check_extent, check_shape, is_regular_file, map_array
+from ._checks import check_extent, check_shape, check_tensor_count, is_regular_file, map_array
+from ._protobuf_count import graph_counts
 from ._state_dict import read_hf_config
 from .constants import EXPORT_FOLDER
 from .onnx_quantized import (
@@ -65,6 +66,10 @@ def load_model(path: Path, onnx: Any) -> Any:
     require_memory(found.st_size if found is not None else 0, f"{quote(path)} (an ONNX protobuf is parsed whole)")
     # onnx is handed the bytes, not the path: it never opens the model or its external data itself
     data = files.read_bytes(path, MAX_PROTOBUF_BYTES, "an ONNX model")
+    counts = graph_counts(data)  # before the parse, which costs ~1 KB per initializer
+    if counts is not None:
+        check_tensor_count(counts[0], quote(path), "initializers")
+        check_tensor_count(counts[1], quote(path), "graph nodes")
     try:
         return onnx.load_model_from_string(data)
     except (DecodeError, ValueError, RuntimeError) as err:

@@ -18,9 +18,7 @@ from ._base import OpenOptions
 from ._checks import check_shape, map_array
 from ._rows import file_rows
 from ._shards import missing, shards_of
-from .constants import ELEMENT_TYPES, SAFETENSORS_DTYPES, SAFETENSORS_MAX_HEADER, STEP_KEYS
-
-MAX_TENSORS = 200_000  # a whole mixture-of-experts model of 671B parameters has under 100,000
+from .constants import ELEMENT_TYPES, MAX_TENSORS, SAFETENSORS_DTYPES, SAFETENSORS_MAX_HEADER, STEP_KEYS
 
 
 def read_header(path: Path) -> tuple[dict, int, int]:

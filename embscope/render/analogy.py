@@ -26,7 +26,7 @@ def term_doc(term: Term) -> dict:
 
 
 def term_text(term: Term) -> str:
-    token = term.token if term.token == f"#{term.id}" else f"'{console.safe(term.token)}'"
+    token = console.token_text(term.id, term.token)
     return f"{console.safe(term.text)} = {term.id} {token}" if term.text != str(term.id) else f"{term.id} {token}"
 
 
@@ -56,7 +56,7 @@ def show_result(emb: Embeddings, result: AnalogyResult, json: bool) -> None:
         score = "cosine" if result.method == "3cosadd" else "score"
         grid = console.table("rank", "id", "token", score)
         for rank, answer in enumerate(result.answers, start=1):
-            token = answer.token if answer.token == f"#{answer.id}" else f"'{console.safe(answer.token)}'"
+            token = console.token_text(answer.id, answer.token)
             grid.add_row(str(rank), str(answer.id), token, f"{answer.score:+.4f}")
         out.print(grid)
     console.notes(grouped_notes((t.text, t.note) for t in (a, b, c)))

@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from ..text import printable
+from ..text import clipped, printable
 from . import jsonout
 
 # emoji off: a tensor named ":thumbs_up:" must print as its name, not as a picture
@@ -55,8 +55,12 @@ def notes(lines: Iterable[str]) -> None:
 
 
 def token_text(token_id: int, token: str) -> str:
-    """A token string quoted so spaces show (untrusted, so escaped); `#id` as it is when there is no string."""
-    return token if token == f"#{token_id}" else f"'{safe(token)}'"
+    """A token string quoted so spaces show (untrusted, so escaped; a long one cut, with the cut said); `#id` as
+    it is when there is no string."""
+    if token == f"#{token_id}":
+        return token
+    shown, rest = clipped(token)
+    return f"'{safe(shown)}'{rest}"
 
 
 def tokens_text(ids: Sequence[int], tokens: Sequence[str]) -> str:

@@ -8,7 +8,10 @@ with one reversible scheme (undo it from left to right):
                                 characters, lone surrogates from bytes that were not UTF-8, U+2028 ...)
     \\#ID                       appended to a word2vec key that would be empty or repeat an earlier key
 
-Printable characters, non-ASCII included, are written as they are (UTF-8).
+Printable characters, non-ASCII included, are written as they are (UTF-8). A metadata cell that then starts with
+=, +, - or @ (a spreadsheet would read it as a formula: render.cells) or with a double quote is put in double
+quotes, its quotes doubled: pandas reads the quotes away, the Projector shows them. To undo, first unquote a cell
+that starts with a double quote, then the escapes.
 
 Why each rule, from the readers: the Projector splits metadata.tsv on newlines and tabs with no quoting
 (vz_projector parseMetadata), treats the first line as a header when the file has more than one column,
@@ -29,6 +32,7 @@ import numpy as np
 
 from ..analysis.export import ExportRows
 from ..roles import Role
+from .cells import FORMULA_STARTS, quoted
 from .files import make_folder, written_whole
 from .progress import bar
 
@@ -58,8 +62,12 @@ def escaped(text: str, space: bool = False) -> str:
 
 
 def projector_cell(text: str) -> str:
-    """A metadata.tsv cell: escaped; a cell of spaces only is written as \\s, which Number() does not read as 0."""
+    """A metadata.tsv cell: escaped; a cell of spaces only is written as \\s, which Number() does not read as 0;
+    one that starts like a spreadsheet formula is quoted (render.cells: pandas reads it back, the Projector shows
+    the quotes)."""
     cell = escaped(text)
+    if cell.startswith((*FORMULA_STARTS, '"')):  # a leading quote too, or a quoted cell could not be told from it
+        return quoted(cell)
     return cell.replace(" ", "\\s") if cell and not cell.strip(" ") else cell
 
 

@@ -38,7 +38,9 @@ def method_text(result: TableMap) -> tuple[str, str]:
     """The method, and how it was run."""
     if result.projection.method == "umap":
         return "UMAP", "cosine metric"
-    return "PCA", "centred rows, " + ("numpy SVD" if result.projection.route == "svd" else "d x d covariance, eigh")
+    routes = {"svd": "numpy SVD", "covariance": "d x d covariance, eigh", "gram": "n x n Gram matrix, eigh",
+              "sampled gram": f"Gram matrix of {result.projection.sampled or 0:,} sampled rows, eigh"}
+    return "PCA", "centred rows, " + routes[result.projection.route]
 
 
 def variance_text(result: TableMap) -> str | None:
@@ -102,7 +104,7 @@ def show(emb: Embeddings, result: TableMap, plot: Output | None, json: bool) -> 
         for p in result.points:
             cells = [console.safe(p.label)]
             if result.role is not Role.position:
-                cells.append(" ".join(f"{i} '{console.safe(t)}'" for i, t in zip(p.ids, p.tokens)))
+                cells.append(console.tokens_text(p.ids, p.tokens))
             grid.add_row(*cells, coordinate(p.x), coordinate(p.y))
         out.print(grid)
     else:

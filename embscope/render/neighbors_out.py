@@ -1,9 +1,10 @@
 """Writing a batched top-k result to a file, the format chosen by extension: .tsv, .jsonl or .npz; `-` is TSV on
 standard output. A file is written under a temporary name beside the target, then renamed (render.files).
 
-TSV: a header, then one line per neighbour. A field holding a tab, a line break or a double quote is put in
-double quotes with its quotes doubled, as CSV does, so `csv.reader(f, delimiter="\\t")` and
-`pandas.read_csv(path, sep="\\t")` read every row back exactly. JSONL: one JSON document per query, the token
+TSV: a header, then one line per neighbour. A field holding a tab, a line break or a double quote, or starting
+like a spreadsheet formula (=, +, -, @), is put in double quotes with its quotes doubled, as CSV does
+(render.cells), so `csv.reader(f, delimiter="\\t")` and `pandas.read_csv(path, sep="\\t")` read every row
+back exactly. JSONL: one JSON document per query, the token
 strings exact (JSON escapes what it must)."""
 
 from __future__ import annotations
@@ -20,11 +21,11 @@ import numpy as np
 from ..errors import EmbscopeError
 from ..text import quote, shortened
 from . import jsonout
+from .cells import tsv_cell
 from .files import written_whole
 
 TSV_HEADER = ("query_id", "query_token", "rank", "id", "token", "cosine")
 STDOUT = "-"
-NEEDS_QUOTES = frozenset('\t\n\r"')
 
 
 def out_format(path: Path) -> str:
@@ -49,16 +50,12 @@ def cosine_field(score: float) -> str:
     return f"{score:.9g}" if math.isfinite(score) else ""  # 9 digits: a float32 round-trips
 
 
-def tsv_field(text: str) -> str:
-    return f'"{text.replace(chr(34), chr(34) * 2)}"' if NEEDS_QUOTES.intersection(text) else text
-
-
 def write_tsv(fp: IO, topk: Any, token_of: Callable[[int], str]) -> None:
     fp.write("\t".join(TSV_HEADER) + "\n")
     for row, query_id in enumerate(topk.query_ids):
-        query_token = tsv_field(token_of(int(query_id)))
+        query_token = tsv_cell(token_of(int(query_id)))
         for rank, token_id, score in ranked(topk, row):
-            fields = (str(int(query_id)), query_token, str(rank), str(token_id), tsv_field(token_of(token_id)),
+            fields = (str(int(query_id)), query_token, str(rank), str(token_id), tsv_cell(token_of(token_id)),
                       cosine_field(score))
             fp.write("\t".join(fields) + "\n")
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ..analysis.norms import DUPLICATE_COSINE, MAD_SCALE, NormsReport
-from ..text import visible
+from ..text import PLOT_TOKEN_SHOWN, TOKEN_SHOWN, visible
 from . import console, header, jsonout
 from .console import number_text as number
 from .names import Output, emb_title
@@ -29,9 +29,9 @@ def rule_text(threshold: float, mad: float) -> str:
             "more than a relative 1e-6; zero, NaN and Inf rows are always flagged")
 
 
-def shown(report: NormsReport, index: int) -> str:
-    """A row's label for the console and the plot: a token's whitespace made visible."""
-    return report.label(index) if report.role == "position" else visible(report.label(index))
+def shown(report: NormsReport, index: int, limit: int = TOKEN_SHOWN) -> str:
+    """A row's label for the console and the plot: a token's whitespace made visible, cut to `limit` characters."""
+    return report.label(index) if report.role == "position" else visible(report.label(index), limit)
 
 
 def document(report: NormsReport, plot: Output | None) -> dict:
@@ -115,9 +115,9 @@ def figure(emb: Any, report: NormsReport, size: tuple[float, float] | None = Non
     tokenizer = report.tokenizer
     padding_from = tokenizer.vocab_size if tokenizer is not None and tokenizer.vocab_size < summary.rows else None
     named = ranked_rows(summary.norms) + [int(row) for row in summary.flagged[:LABELLED_ROWS]]
+    names = {i: shown(report, i, PLOT_TOKEN_SHOWN) for i in named}
     return token_norms_figure(summary.norms, summary.median, summary.mad, summary.threshold, summary.flagged,
-                              summary.robust_z, {i: shown(report, i) for i in named}, checkpoint, title,
-                              padding_from, **sized)
+                              summary.robust_z, names, checkpoint, title, padding_from, **sized)
 
 
 def draw(emb: Any, report: NormsReport, target: Output, inputs: list[Path], size: tuple[float, float] | None,

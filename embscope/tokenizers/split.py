@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import importlib
 import re
+import time
 from typing import Any
 
 from embscope.errors import CheckpointError, EmbscopeError, TokenError
@@ -30,6 +31,7 @@ from embscope.errors import CheckpointError, EmbscopeError, TokenError
 # a real split pattern cuts a word in microseconds and 100,000 characters in well under a second; a
 # hostile one is stopped before a user gives up
 MATCH_TIMEOUT_S = 1.0
+SLOW_MATCH_S = 0.01  # CPU time of a match that counts against the timeout (a real one takes microseconds)
 CHARS_PER_EXTRA_SECOND = 100_000
 # the longest real split pattern (tiktoken's o200k) is about 400 characters
 MAX_PATTERN_CHARS = 10_000
@@ -67,6 +69,8 @@ class SplitPattern:
         self._timeout = timeout
         self._twin = twin
         self._unchecked = unchecked
+        self._stopped: str | None = None  # why the pattern was stopped, once it was
+        self._slow_seconds = 0.0  # CPU time spent in slow matches so far
 
     def chunks(self, text: str) -> list[str]:
         if self._timeout is not None:
@@ -100,15 +104,30 @@ class SplitPattern:
         return out
 
     def _regex_matches(self, compiled: Any, text: str) -> list[Any]:
-        timeout = self._timeout or MATCH_TIMEOUT_S
-        timeout += len(text) / CHARS_PER_EXTRA_SECOND  # regex times the whole iteration
+        """The matches in regex, under the timeout. Raises CheckpointError once the pattern has run into it, on
+        this text or an earlier one: a pattern that backtracks without end on one text does so on the next alike,
+        so the timeout is paid once and the tokenizer is refused from then on (undertrained encodes every token,
+        one second each). Slow matches short of the timeout count against it too, in CPU time (a busy machine's
+        waits are not the pattern's): 'aa', 'aaa', ... each a little under it would add up to minutes."""
+        if self._stopped is not None:
+            raise CheckpointError(self._stopped)
+        budget = self._timeout or MATCH_TIMEOUT_S
+        timeout = budget + len(text) / CHARS_PER_EXTRA_SECOND  # regex times the whole iteration
+        started = time.thread_time()
         try:
-            return list(compiled.finditer(text, timeout=timeout))
+            found = list(compiled.finditer(text, timeout=timeout))
         except TimeoutError:
-            raise TokenError(
-                f"the split pattern in {self._where} took over {timeout:.3g} s on {text[:40]!r} and was "
-                "stopped: it backtracks without end, so this tokenizer cannot encode text"
-            ) from None
+            self._stopped = (f"the split pattern in {self._where} took over {timeout:.3g} s on {text[:40]!r} and "
+                             "was stopped: it backtracks without end, so this tokenizer cannot encode text")
+            raise CheckpointError(self._stopped) from None
+        spent = time.thread_time() - started
+        if spent > SLOW_MATCH_S + len(text) / CHARS_PER_EXTRA_SECOND:
+            self._slow_seconds += spent
+            if self._slow_seconds > budget:
+                self._stopped = (f"the split pattern in {self._where} took {self._slow_seconds:.3g} s over texts such "
+                                 f"as {text[:40]!r} and was stopped: it backtracks without end, so this tokenizer "
+                                 "cannot encode text")
+        return found
 
 
 def compile_split_pattern(pattern: str, where: str, ascii_classes: bool = False) -> SplitPattern:
