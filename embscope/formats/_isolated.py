@@ -20,10 +20,12 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
+from .. import files
 from ..errors import CheckpointError, EmbscopeError
 from ..memory import size_text
 from ..text import detail
 
+STATM_BYTES = 4096  # seven numbers on one line
 MAX_ANSWER_BYTES = 64 << 20  # a catalogue of 200,000 tensors in JSON fits well within this
 EXIT_GRACE_S = 1.0  # a child that has written its answer has this long to exit before it is killed
 
@@ -31,9 +33,9 @@ EXIT_GRACE_S = 1.0  # a child that has written its answer has this long to exit 
 def address_space() -> int:
     """This process's virtual memory now (what RLIMIT_AS counts), or 0 where /proc cannot say."""
     try:
-        with open("/proc/self/statm", "rb") as f:
-            return int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
+        statm = files.read_bytes("/proc/self/statm", STATM_BYTES, "/proc/self/statm", record=False)
+        return int(statm.split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    except (CheckpointError, OSError, ValueError, IndexError):
         return 0
 
 
