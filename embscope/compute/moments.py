@@ -269,35 +269,80 @@ def cross_moments(pairs: Iterator[tuple[np.ndarray, np.ndarray]], dim_x: int, di
 
 
 def _cross_moments(pairs: Iterator[tuple[np.ndarray, np.ndarray]], dim_x: int, dim_y: int, work: Work) -> CrossMoments:
-    xp = work.xp
-    xx, yy, yx = work.zeros(dim_x, dim_x), work.zeros(dim_y, dim_y), work.zeros(dim_y, dim_x)
-    total_x, total_y = work.zeros(dim_x), work.zeros(dim_y)
-    shift_x = shift_y = None
+    # one (d1 + d2) square of sums: [X Y]^T [X Y] holds X^T X, Y^T Y and Y^T X (and X^T Y, which goes unused)
+    gram, total = work.zeros(dim_x + dim_y, dim_x + dim_y), work.zeros(dim_x + dim_y)
+    shift = None
     used = 0
+    stacked: np.ndarray | None = None  # the float32 [X Y] block of the numpy path, its buffer reused
     for raw_x, raw_y in pairs:
-        x, y = work.put(raw_x), work.put(raw_y)
-        finite = xp.isfinite(x).all(1) & xp.isfinite(y).all(1)
-        if not bool(finite.all()):
-            x, y = x[finite], y[finite]
-        if x.shape[0] == 0:
-            continue
-        if shift_x is None:
-            shift_x, shift_y = x.mean(0), y.mean(0)
-        x -= shift_x
-        y -= shift_y
-        total_x += x.sum(0)
-        total_y += y.sum(0)
-        # the three d x d products, the whole cost, in float32 of the shifted rows (twice the speed), summed in float64
-        x32, y32 = (x.float(), y.float()) if work.torch else (x.astype(np.float32), y.astype(np.float32))
-        products = (x32.T @ x32, y32.T @ y32, y32.T @ x32)
-        if not all(bool(xp.isfinite(p).all()) for p in products):  # rows near float32's limit: in float64
-            products = (x.T @ x, y.T @ y, y.T @ x)
-        for total, product in zip((xx, yy, yx), products):
-            total += product.double() if work.torch else product
-        used += int(x.shape[0])
+        if shift is None:
+            shift = _first_shift(raw_x, raw_y, work)
+            if shift is None:
+                continue  # no pair of this block is finite in both
+        if not work.torch:
+            if stacked is None or len(stacked) < len(raw_x):
+                stacked = np.empty((len(raw_x), dim_x + dim_y), dtype=np.float32)
+            rows = _stacked_block(raw_x, raw_y, shift, stacked[:len(raw_x)], gram, total)
+            if rows is not None:
+                used += rows
+                continue
+        used += _widened_block(raw_x, raw_y, shift, gram, total, work)
     if used:
-        mean_x, mean_y = total_x / used, total_y / used
-        xx -= used * (mean_x[:, None] * mean_x[None, :])
-        yy -= used * (mean_y[:, None] * mean_y[None, :])
-        yx -= used * (mean_y[:, None] * mean_x[None, :])
+        mean = total / used
+        gram -= used * (mean[:, None] * mean[None, :])
+    xx, yy, yx = gram[:dim_x, :dim_x], gram[dim_x:, dim_x:], gram[dim_x:, :dim_x]
     return CrossMoments(used, work.host(xx), work.host(yy), work.host(yx))
+
+
+def _first_shift(raw_x: np.ndarray, raw_y: np.ndarray, work: Work) -> Any:
+    """The means of the first block's pairs finite in both tables, [x y] in one float64 vector: the sums are taken
+    about them (None when no pair of the block is finite)."""
+    xp = work.xp
+    x, y = work.put(raw_x), work.put(raw_y)
+    finite = xp.isfinite(x).all(1) & xp.isfinite(y).all(1)
+    if not bool(finite.any()):
+        return None
+    return xp.concatenate([x[finite].mean(0), y[finite].mean(0)])
+
+
+def _stacked_block(raw_x: np.ndarray, raw_y: np.ndarray, shift: np.ndarray, stacked: np.ndarray, gram: np.ndarray,
+                   total: np.ndarray) -> int | None:
+    """The numpy path's block: [X Y] less the shift, rounded to float32 once into `stacked`, and its one product
+    [X Y]^T [X Y] (a matrix times its own transpose, which numpy hands to BLAS's syrk: half a general product's
+    work), summed into float64. None, and nothing summed, when a value or the product is not finite (a NaN row, or
+    rows near float32's limit): the caller works that block in float64."""
+    dim_x = raw_x.shape[1]
+    np.subtract(raw_x, shift[:dim_x], out=stacked[:, :dim_x], casting="same_kind")
+    np.subtract(raw_y, shift[dim_x:], out=stacked[:, dim_x:], casting="same_kind")
+    product = stacked.T @ stacked
+    if not np.isfinite(product).all():  # a NaN or Inf anywhere in the block reaches the diagonal
+        return None
+    gram += product
+    total += stacked.sum(0, dtype=np.float64)
+    return len(stacked)
+
+
+def _widened_block(raw_x: np.ndarray, raw_y: np.ndarray, shift: Any, gram: Any, total: Any, work: Work) -> int:
+    """A block in float64 where the work runs: its pairs finite in both tables, less the shift; the three d x d
+    products in float32 (twice the speed), summed in float64, or in float64 where float32's overflow."""
+    xp = work.xp
+    dim_x = raw_x.shape[1]
+    x, y = work.put(raw_x), work.put(raw_y)
+    finite = xp.isfinite(x).all(1) & xp.isfinite(y).all(1)
+    if not bool(finite.all()):
+        x, y = x[finite], y[finite]
+    if x.shape[0] == 0:
+        return 0
+    x -= shift[:dim_x]
+    y -= shift[dim_x:]
+    total[:dim_x] += x.sum(0)
+    total[dim_x:] += y.sum(0)
+    x32, y32 = (x.float(), y.float()) if work.torch else (x.astype(np.float32), y.astype(np.float32))
+    products = (x32.T @ x32, y32.T @ y32, y32.T @ x32)
+    if not all(bool(xp.isfinite(p).all()) for p in products):  # rows near float32's limit: in float64
+        products = (x.T @ x, y.T @ y, y.T @ x)
+    xx, yy, yx = (product.double() if work.torch else product for product in products)
+    gram[:dim_x, :dim_x] += xx
+    gram[dim_x:, dim_x:] += yy
+    gram[dim_x:, :dim_x] += yx
+    return int(x.shape[0])
