@@ -16,6 +16,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..arrays import stored_dtype
 from ..checkpoint import Checkpoint, TensorInfo
 from ..errors import CheckpointError
 from ..memory import require_memory
@@ -23,6 +24,7 @@ from ..text import printable, quote
 from ._base import OpenOptions, require_package
 from ._binary import Cursor, map_file
 from ._checks import check_shape, check_tensor_count, map_array
+from .constants import GGUF_PLAIN_DTYPES
 
 if TYPE_CHECKING:
     import numpy as np
@@ -31,11 +33,6 @@ SUPPORTED_VERSIONS = (2, 3)  # version 1 (August 2023) had 32-bit counts; llama.
 DEFAULT_ALIGNMENT = 32  # general.alignment when the file does not set it
 MAX_DIMS = 4  # GGML_MAX_DIMS
 MAX_NESTING = 3  # arrays of arrays: the spec allows them, no real file goes deeper than one level
-
-# ggml types whose data is already floats of a numpy dtype: mapped as they are, not dequantized
-PLAIN_TYPES = {"F32": ("float32", "<f4"), "F16": ("float16", "<f2"), "BF16": ("bfloat16", "<u2"),
-               "F64": ("float64", "<f8"), "I8": ("int8", "i1"), "I16": ("int16", "<i2"),
-               "I32": ("int32", "<i4"), "I64": ("int64", "<i8")}
 
 # metadata keys (gguf.constants.Keys spells them the same way)
 ARCHITECTURE = "general.architecture"
@@ -273,10 +270,10 @@ def tensor_info(path: Path, header: Header, entry: TensorEntry) -> TensorInfo:
     start = header.data_start + entry.offset
     storage = (str(path), start) if entry.nbytes else None
     kind = entry.ggml_type.name
-    if kind in PLAIN_TYPES:
-        dtype, np_dtype = PLAIN_TYPES[kind]
-        return TensorInfo(entry.name, entry.shape, dtype, partial(map_array, path, np_dtype, start, entry.shape),
-                          storage)
+    if kind in GGUF_PLAIN_DTYPES:
+        dtype = GGUF_PLAIN_DTYPES[kind]
+        return TensorInfo(entry.name, entry.shape, dtype,
+                          partial(map_array, path, stored_dtype(dtype), start, entry.shape), storage)
     return TensorInfo(entry.name, entry.shape, "float32", partial(read_quantized, path, start, entry), storage,
                       quantization=kind)
 
@@ -315,5 +312,5 @@ def open_gguf(path: Path, options: OpenOptions) -> Checkpoint:
     arch = header.metadata.get(ARCHITECTURE)
     decoder = isinstance(arch, str) and arch not in ENCODER_ARCHITECTURES \
         and POOLING_TYPE.format(arch=arch) not in header.metadata
-    return Checkpoint(path, "GGUF", tensors, notes=describe(header), tokenizer=tokenizer,
+    return Checkpoint(path, tensors, notes=describe(header), tokenizer=tokenizer,
                       tied=True if decoder and OUTPUT not in tensors else None)
