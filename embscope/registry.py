@@ -17,7 +17,7 @@ import importlib
 import os
 import stat
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
@@ -92,13 +92,12 @@ def lazy_names(package: str, table: Mapping[str, str]) -> dict[str, Lazy]:
 
 @dataclass(frozen=True)
 class Probe:
-    """What a sniff is handed: the file's path, its first HEAD_BYTES bytes and its size, read once for every kind
-    asked; `named`: the file's name is one the kind asked is looked for by (its record's file_names)."""
+    """What a sniff is handed: a regular file's path, its first HEAD_BYTES bytes and its size, read once for every
+    kind asked. A sniff that needs more (a zip's directory, a vocabulary's first lines) reads it from the path."""
 
     path: Path
     head: bytes
     size: int
-    named: bool = False
 
     @classmethod
     def read(cls, path: Path, what: str = "a checkpoint file") -> Probe:
@@ -149,14 +148,11 @@ class Kind(Generic[Open]):
     file_names: tuple[str, ...] = ()
     expects: str = ""
     names: Callable[[], tuple[str, ...]] | None = None
-    load_name: Open | None = None
+    load_name: Callable[[str], Any] | None = None
     related: Callable[[Path, dict[str, Any]], list[Path]] | None = None
 
     def matches_name(self, path: Path) -> bool:
         return any(fnmatch.fnmatch(path.name, pattern) for pattern in self.file_names)
-
-    def recognises(self, probe: Probe) -> bool:
-        return self.sniff(replace(probe, named=self.matches_name(probe.path)))
 
     def description(self) -> str:
         return f"{self.name} ({self.expects or ', '.join(self.file_names)})"

@@ -16,6 +16,7 @@ from typing import Any
 
 from embscope import files
 from embscope.errors import CheckpointError, TokenError
+from embscope.registry import Probe
 from embscope.tokenizers.base import (
     MAX_TOKEN_ID,
     check_id,
@@ -98,13 +99,11 @@ def _vocabulary(meta: Any, path: Path) -> tuple[dict[int, str], int]:
     return itos, vocab_size
 
 
-def sniff(path: Path) -> bool:
-    if path.suffix != ".pkl" or not path.is_file():
+def sniff(probe: Probe) -> bool:
+    if probe.path.suffix != ".pkl":
         return False
-    head = files.peek(path, 256)
-    if head is None:
-        return False
-    if path.name == FILE_NAME:
+    head = probe.head
+    if probe.path.name == FILE_NAME:
         return head.startswith(_PICKLE_PROTOCOL_2_UP)
     return head.startswith(_PICKLE_PROTOCOL_2_UP) and (b"stoi" in head or b"itos" in head)
 

@@ -1,0 +1,45 @@
+"""The registry's lists: every function a format or tokenizer kind names exists, and a list refuses two kinds
+of one name instead of letting the second replace the first."""
+
+import ast
+import subprocess
+import sys
+
+import pytest
+
+from embscope.formats import FORMATS
+from embscope.registry import Kind, Probe, references
+from embscope.tokenizers import KINDS
+
+
+@pytest.mark.parametrize("kinds", [FORMATS, KINDS], ids=["formats", "tokenizers"])
+def test_every_named_function_exists(kinds):
+    found = references(kinds)
+    assert {where.rsplit(".", 1)[0] for where, _ in found} == {kind.name for kind in kinds}
+    for where, reference in found:
+        assert callable(reference.resolve()), where
+
+
+def test_two_kinds_of_one_name_are_refused():
+    from embscope.registry import listed
+    never = Kind("twice", lambda probe: False, None, "first")
+    with pytest.raises(ValueError, match="two kinds of file are named 'twice'"):
+        listed(never, Kind("other", lambda probe: False, None, "second"), never)
+
+
+def test_a_sniff_is_handed_a_probe(tmp_path):
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("[PAD]\n[UNK]\ndog\n")
+    probe = Probe.peek(vocab)
+    assert probe == Probe(vocab, b"[PAD]\n[UNK]\ndog\n", 16)
+    assert [kind.name for kind in KINDS if kind.sniff(probe)] == ["wordpiece"]
+    assert Probe.peek(tmp_path) is None and Probe.peek(tmp_path / "absent") is None
+
+
+def test_listing_the_kinds_imports_no_kind_module():
+    code = ("import sys; from embscope.tokenizers import KINDS; from embscope.formats import FORMATS; "
+            "print(sorted(m for m in sys.modules if m.startswith(('embscope.tokenizers.', 'embscope.formats.'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert ast.literal_eval(out) == ["embscope.formats._base", "embscope.formats._checks", "embscope.formats.constants",
+                         "embscope.formats.kinds", "embscope.tokenizers.base", "embscope.tokenizers.byte_alphabet",
+                         "embscope.tokenizers.kinds"]
