@@ -4,9 +4,11 @@ of one name instead of letting the second replace the first."""
 import ast
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
+import embscope.tokenizers
 from embscope.formats import FORMATS
 from embscope.registry import Kind, Probe, references
 from embscope.tokenizers import KINDS
@@ -43,3 +45,28 @@ def test_listing_the_kinds_imports_no_kind_module():
     assert ast.literal_eval(out) == ["embscope.formats._base", "embscope.formats._checks", "embscope.formats.constants",
                          "embscope.formats.kinds", "embscope.tokenizers.base", "embscope.tokenizers.byte_alphabet",
                          "embscope.tokenizers.kinds"]
+
+
+def imported_modules(folder: Path, package: str) -> set[tuple[str, str]]:
+    """(file, module) for every import in the package's folder, relative imports made absolute."""
+    found = set()
+    for path in folder.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                base = package.rsplit(".", node.level - 1)[0] if node.level else ""
+                module = ".".join(part for part in (base, node.module or "") if part)
+                found.update((path.name, f"{module}.{alias.name}" if not node.module else module)
+                             for alias in node.names)
+            elif isinstance(node, ast.Import):
+                found.update((path.name, alias.name) for alias in node.names)
+    return found
+
+
+def test_tokenizers_use_only_the_formats_public_names():
+    """The GGUF reader hands the tokenizer its metadata's arrays; the pickled vocabularies call formats'
+    unpickle_plain: no tokenizer module reaches into a reader or a formats helper."""
+    folder = Path(embscope.tokenizers.__file__).parent
+    reaching = {(name, module) for name, module in imported_modules(folder, "embscope.tokenizers")
+                if module.startswith("embscope.formats") and module != "embscope.formats"}
+    assert reaching == set()
+    assert ("nanogpt_meta.py", "embscope.formats") in imported_modules(folder, "embscope.tokenizers")

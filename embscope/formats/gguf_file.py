@@ -44,7 +44,8 @@ OUTPUT = "output.weight"
 # llama.cpp reads the token table as the head when output.weight is absent, except in encoders
 ENCODER_ARCHITECTURES = frozenset({"bert", "nomic-bert", "nomic-bert-moe", "jina-bert-v2", "jina-bert-v3",
                                    "modern-bert", "neo-bert", "t5encoder"})
-TOKENS = "tokenizer.ggml.tokens"
+TOKENIZER = "tokenizer.ggml."  # the keys the tokenizer is read from
+TOKENS = TOKENIZER + "tokens"
 
 
 def require_gguf(path: Path) -> Any:
@@ -174,6 +175,67 @@ def array_numbers(buf: Any, ref: ArrayRef, key: str, where: str, gguf: Any) -> n
     dtype = np.dtype(formats[ref.item_type])
     Cursor(buf, where, ref.offset).take(ref.count * dtype.itemsize, f"the elements of {quote(key)}")
     return np.frombuffer(buf, dtype=dtype, count=ref.count, offset=ref.offset).copy()
+
+
+class TokenizerArrays:
+    """The tokenizer's arrays in one GGUF file (tokenizer.ggml.*), read and checked on request: what this reader
+    hands the tokenizer (tokenizers/gguf_vocab.py), built when the tokenizer is loaded, so the file is mapped anew."""
+
+    def __init__(self, path: Path, metadata: dict[str, Any]):
+        self.path = path
+        self.metadata = metadata
+        self.where = f"{path.name}: tokenizer"
+        self.gguf = require_gguf(path)
+        self.buf = map_file(path)
+
+    def ref(self, key: str, what: str, item_types: tuple[str, ...]) -> Any:
+        """The ArrayRef of ``key`` (None when absent), refused unless its elements are of one of ``item_types``."""
+        from ..tokenizers.base import shown  # messages quote values as the tokenizers' own do
+        value = self.metadata.get(TOKENIZER + key)
+        if value is None:
+            return None
+        names = " or ".join(item_types)
+        if not isinstance(value, ArrayRef):
+            raise CheckpointError(f"{self.where}: expected {TOKENIZER + key} to be an array of {what} ({names}), "
+                                  f"found {shown(value)}")
+        if self.gguf.GGUFValueType(value.item_type).name not in item_types:
+            raise CheckpointError(f"{self.where}: expected {TOKENIZER + key} to be an array of {what} ({names}), found "
+                                  f"an array of {self.gguf.GGUFValueType(value.item_type).name}")
+        return value
+
+    def raw_strings(self, key: str) -> list[bytes] | None:
+        ref = self.ref(key, "strings", ("STRING",))
+        return None if ref is None else array_strings(self.buf, ref, TOKENIZER + key, self.where)
+
+    def strings(self, key: str, raw: list[bytes] | None = None) -> list[str] | None:
+        raw = self.raw_strings(key) if raw is None else raw
+        if raw is None:
+            return None
+        try:
+            joined = b"\0".join(raw)
+            if joined.count(b"\0") == len(raw) - 1:  # one decode for all, unless a token holds a NUL itself
+                return joined.decode("utf-8").split("\0")
+            return [item.decode("utf-8") for item in raw]
+        except UnicodeDecodeError:
+            from ..tokenizers.base import shown
+            for index, item in enumerate(raw):
+                try:
+                    item.decode("utf-8")
+                except UnicodeDecodeError:
+                    raise CheckpointError(f"{self.where}: element {index} of {TOKENIZER + key} is not UTF-8 text, "
+                                          f"found {shown(item)}") from None
+            raise
+
+    def numbers(self, key: str, what: str, item_types: tuple[str, ...], count: int) -> np.ndarray | None:
+        """One number per token (``what``: "score" or "token type"), as llama.cpp reads them: an array of
+        ``item_types`` at least ``count`` long, of which the first ``count`` are used."""
+        ref = self.ref(key, what + "s", item_types)
+        if ref is None:
+            return None
+        if ref.count < count:
+            raise CheckpointError(f"{self.where}: expected {TOKENIZER + key} to hold a {what} for each of the "
+                                  f"{count} tokens, found {ref.count}")
+        return array_numbers(self.buf, ref, TOKENIZER + key, self.where, self.gguf)[:count]
 
 
 def read_tensor_entry(cur: Cursor, gguf: Any, index: int) -> tuple[str, tuple[int, ...], Any, int]:
@@ -308,7 +370,7 @@ def open_gguf(path: Path, options: OpenOptions) -> Checkpoint:
     tokenizer = None
     if isinstance(header.metadata.get(TOKENS), ArrayRef):
         from ..tokenizers.gguf_vocab import load_gguf_tokenizer
-        tokenizer = partial(load_gguf_tokenizer, path, header.metadata)
+        tokenizer = partial(load_gguf_tokenizer, path, partial(TokenizerArrays, path, header.metadata))
     arch = header.metadata.get(ARCHITECTURE)
     decoder = isinstance(arch, str) and arch not in ENCODER_ARCHITECTURES \
         and POOLING_TYPE.format(arch=arch) not in header.metadata

@@ -109,7 +109,7 @@ def sniff(probe: Probe) -> bool:
 
 
 def load(path: Path) -> CharTokenizer:
-    from embscope.formats._unpickle import restricted_load
+    from embscope.formats import unpickle_plain  # the restricted unpickler the pickle readers use
 
     found = files.status(path)
     if found is not None and found.st_size > MAX_FILE_BYTES:
@@ -118,7 +118,7 @@ def load(path: Path) -> CharTokenizer:
             f"found {found.st_size:,} bytes"
         )
     data = files.read_bytes(path, MAX_FILE_BYTES, "nanoGPT's meta.pkl")
-    meta = restricted_load(data, {}, str(path))  # plain dicts, strings and ints: no global is allowed
+    meta = unpickle_plain(data, str(path))  # plain dicts, strings and ints: no global is allowed
     itos, vocab_size = _vocabulary(meta, path)
     return CharTokenizer(path, itos, vocab_size)
 
