@@ -1,11 +1,13 @@
-"""The registry's lists: every function a format or tokenizer kind names exists, and a list refuses two kinds
-of one name instead of letting the second replace the first."""
+"""The registry's lists and the layers between them: every function a format or tokenizer kind names exists, a
+list refuses two kinds of one name instead of letting the second replace the first, no tokenizer reaches into a
+formats module, and render draws the statistics analysis measured."""
 
 import ast
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import embscope.tokenizers
@@ -70,3 +72,18 @@ def test_tokenizers_use_only_the_formats_public_names():
                 if module.startswith("embscope.formats") and module != "embscope.formats"}
     assert reaching == set()
     assert ("nanogpt_meta.py", "embscope.formats") in imported_modules(folder, "embscope.tokenizers")
+
+
+def test_the_report_carries_the_median_and_mad_its_robust_z_used():
+    """The plots draw the band from the report: its median and MAD are plain numpy's, and norm_z is built on them."""
+    from embscope.analysis.undertrained import find_undertrained
+    rng = np.random.default_rng(0)
+    table = rng.normal(size=(200, 8)).astype(np.float32)
+    table[5] = np.nan  # a row whose norm is not finite is left out of both
+    report = find_undertrained(table, None)
+    norms = np.linalg.norm(table.astype(np.float64), axis=1)[np.isfinite(table).all(axis=1)]
+    median = np.median(norms)
+    mad = np.median(np.abs(norms - median))
+    assert report.norm_median == pytest.approx(median, rel=1e-12)
+    assert report.norm_mad == pytest.approx(mad, rel=1e-12)
+    assert report.norm_z[0] == pytest.approx((report.norms[0] - median) / (1.4826 * mad), rel=1e-9)
