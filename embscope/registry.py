@@ -5,7 +5,8 @@ kind of file it recognises.
   reference that imports the module when first called. Beside it the table imports the same modules under
   TYPE_CHECKING, so mypy reads the real functions and checks each against the table's type, while a run imports
   only the modules of the functions it calls (`embscope --help` imports no reader and no numpy).
-- Tables of public names (`embscope.__all__`) say "name: module" as text (`lazy_names`), resolved the same way.
+- Tables of public names (`embscope.__all__`, `embscope.compute.__all__`) say "name: module" as text
+  (`lazy_names`), resolved the same way; `lazy_attributes` is the package's `__getattr__` over such a table.
 - `Kind` is one kind of file: a checkpoint format (formats.FORMATS) or a tokenizer kind (tokenizers.KINDS), asked
   in the order of its list, each with the reason for its place; `listed` refuses two kinds of one name.
 - Every sniff has one signature: it is handed a `Probe` (the path, the first bytes, the size)."""
@@ -72,11 +73,6 @@ def lazy_modules(package: str, *names: str) -> tuple[Any, ...]:
     return tuple(LazyModule(f"{package}.{name}") for name in names)
 
 
-def resolve(value: Any) -> Any:
-    """The object a table entry stands for: what a Lazy reference names (imported now), else the value itself."""
-    return value.resolve() if isinstance(value, Lazy) else value
-
-
 def lazy_names(package: str, table: Mapping[str, str]) -> dict[str, Lazy]:
     """A table of public names, "name": "module" (relative to `package`), or "module:attribute" where the module
     calls it otherwise, as Lazy references."""
@@ -85,6 +81,20 @@ def lazy_names(package: str, table: Mapping[str, str]) -> dict[str, Lazy]:
         module, _, attribute = where.partition(":")
         found[name] = Lazy(f"{package}.{module}", attribute or name)
     return found
+
+
+def lazy_attributes(package: str, table: Mapping[str, str], namespace: dict[str, Any]) -> Callable[[str], Any]:
+    """A package's module-level __getattr__ for its table of public names (as lazy_names reads it): each name is
+    imported when first asked for, then kept in the package's `namespace` (its globals), so looked up once."""
+    found = lazy_names(package, table)
+
+    def attribute(name: str) -> Any:
+        if name not in found:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        value = namespace[name] = found[name].resolve()
+        return value
+
+    return attribute
 
 
 # --- what a sniff sees ----------------------------------------------------------------------------
