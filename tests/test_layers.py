@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import typer
 
 import embscope.tokenizers
 from embscope.formats import FORMATS
@@ -87,3 +88,10 @@ def test_the_report_carries_the_median_and_mad_its_robust_z_used():
     assert report.norm_median == pytest.approx(median, rel=1e-12)
     assert report.norm_mad == pytest.approx(mad, rel=1e-12)
     assert report.norm_z[0] == pytest.approx((report.norms[0] - median) / (1.4826 * mad), rel=1e-9)
+
+
+def test_every_command_named_registers_one_command():
+    from embscope.cli import COMMANDS, build
+    from embscope.commands import REGISTER
+    assert all(callable(register.resolve()) for register in REGISTER.values())
+    assert list(typer.main.get_command(build()).commands) == list(COMMANDS)
