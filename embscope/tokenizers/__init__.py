@@ -76,9 +76,9 @@ def load_tokenizer(source: str | os.PathLike[str]) -> Tokenizer:
         raise CheckpointError(f"expected a tokenizer file at {path}, found something that is not a regular file")
     probe = Probe.peek(path)  # None only where the file is gone, or replaced, since the look above
     # a file's name settles its kind before any content is parsed (tokenizer.json can be large)
-    matches = [kind for kind in KINDS if probe and kind.matches_name(path) and kind.sniff(probe)]
+    matches = [kind for kind in KINDS if probe is not None and kind.matches_name(path) and kind.sniff(probe)]
     if not matches:
-        matches = [kind for kind in KINDS if probe and kind.sniff(probe)]
+        matches = [kind for kind in KINDS if probe is not None and kind.sniff(probe)]
     if not matches:
         raise CheckpointError(f"{path} is not a tokenizer file embscope knows; expected {_expected_kinds()}")
     if len(matches) > 1:
@@ -123,7 +123,9 @@ def find_tokenizer(directory: Path, config: dict[str, Any] | None = None) -> Tok
             for path in sorted(directory.glob(pattern)):
                 if path in found:
                     continue
-                probe = probes[path] if path in probes else probes.setdefault(path, Probe.peek(path))
+                if path not in probes:
+                    probes[path] = Probe.peek(path)
+                probe = probes[path]
                 if probe is not None and kind.sniff(probe):
                     found[path] = kind
     if not found:
