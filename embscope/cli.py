@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import errno
-import importlib
 import io
 import os
 import sys
@@ -14,12 +13,11 @@ from typing import Any
 import typer
 from typer.core import TyperGroup
 
+from .commands import REGISTER
 from .errors import EmbscopeError
 from .text import printable, shortened
 
-# each module registers one command; the order is the order --help lists them
-COMMANDS = ("info", "similarity", "neighbors", "positions", "norms", "params", "undertrained", "compare", "geometry",
-            "analogy", "map", "export", "report")
+COMMANDS = tuple(REGISTER)  # the order is the order --help lists them
 
 
 def error_line(message: str) -> None:
@@ -137,7 +135,7 @@ def build(names: Sequence[str] = COMMANDS) -> typer.Typer:
     )
     built.callback(invoke_without_command=True)(root)
     for name in names:
-        importlib.import_module(f"{__package__}.commands.{name}").register(built)
+        REGISTER[name](built)
     return built
 
 

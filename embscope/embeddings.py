@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Sequence
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -81,6 +82,22 @@ class Embeddings:
         if tokenizer is None:
             return None, "no tokenizer found beside the checkpoint: tokens print as #id, words cannot be looked up"
         return tokenizer, None
+
+    def remembered(self, kind: str, table: Table, compute: Callable[[], tuple[Sequence[float], int]],
+                   table_checksum: int | None = None, **parameters: object) -> Sequence[float]:
+        """Numbers computed from one of this checkpoint's tables, kept between runs in the user's cache (cache.py):
+        the stored values when the files the table comes from are unchanged since they were stored (and, where
+        given, the table's CRC-32 `table_checksum` agrees), else compute() -> (values, the table's CRC-32),
+        stored for the next run. Analysis computes; the session that opened the files owns what is kept of them."""
+        from . import cache
+        entry = cache.key(kind, [self.checkpoint.path, *table.tensor.sources], table=table.name, **parameters)
+        stored = cache.load(entry, table_checksum) if entry is not None else None
+        if stored:  # an entry holding no values is computed again
+            return stored
+        values, checksum = compute()
+        if entry is not None:
+            cache.store(entry, values, checksum)
+        return values
 
 
 def resolve_path(path: str | os.PathLike | None) -> tuple[Path, bool, HubSnapshot | None]:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from itertools import combinations
 from typing import TYPE_CHECKING, Any, overload
 
-from .. import cache, compute
+from .. import compute
 from ..errors import EmbscopeError, TokenError
 from ..lookup import FormChoice, WordEncoder, check_id, form_sentence, lookup_words, parse_id, space_sentence
 from ..naming import token_name
@@ -374,29 +374,26 @@ def measured(emb: Embeddings, chosen: Table, resolve: Resolver, asked: packed[in
 def random_pair_baseline(emb: Embeddings, chosen: Table, center_row: np.ndarray | None,
                          table_checksum: int | None = None,
                          removed: RemovedTop | None = None) -> tuple[Baseline, Sequence[float]]:
-    """The baseline and its sorted finite sample: from the user's cache when the files the table comes from
-    are unchanged since it was stored there (read without numpy; `table_checksum`, the table's CRC-32 where
-    this run has read it whole anyway, must also agree), else from one pass over the table (centring is applied
-    block by block inside compute: no centred copy of the table), which also takes the table's checksum.
-    `removed`: of the rows in the all-but-the-top space."""
+    """The baseline and its sorted finite sample: remembered by the session (Embeddings.remembered: from the
+    user's cache when the files the table comes from are unchanged since, read without numpy; `table_checksum`,
+    the table's CRC-32 where this run has read it whole anyway, must also agree), else from one pass over the
+    table (centring is applied block by block inside compute: no centred copy of the table), which also takes
+    the table's checksum. `removed`: of the rows in the all-but-the-top space."""
     extra = {"remove_top": removed.removed} if removed is not None else {}
-    entry = cache.key("random-pairs", [emb.checkpoint.path, *chosen.tensor.sources], table=chosen.name,
-                      shape=list(chosen.tensor.shape), center=center_row is not None, pairs=BASELINE_PAIRS,
-                      seed=BASELINE_SEED, **extra)
-    stored = cache.load(entry, table_checksum) if entry is not None else None
-    sample: Sequence[float]
-    if stored is not None and len(stored) >= 1:
-        mean, sample = stored[0], stored[1:]
-    else:
+
+    def measured() -> tuple[Sequence[float], int]:
+        """The mean, then the sorted finite sample, and the table's checksum."""
         import numpy as np
         summed = compute.TableChecksum()
         rows = removed.table if removed is not None else chosen.array
         pairs = compute.random_pairs(rows, n_pairs=BASELINE_PAIRS, seed=BASELINE_SEED, center=center_row,
                                      checksum=summed)
-        mean, computed = pairs.mean, np.sort(pairs.sample[np.isfinite(pairs.sample)])
-        if entry is not None:
-            cache.store(entry, [mean, *computed.tolist()], summed.value)
-        sample = computed  # type: ignore[assignment]  # an ndarray is a sequence of floats
+        values = np.concatenate(([pairs.mean], np.sort(pairs.sample[np.isfinite(pairs.sample)])))
+        return values, summed.value  # type: ignore[return-value]  # an ndarray is a sequence of floats
+
+    values = emb.remembered("random-pairs", chosen, measured, table_checksum, shape=list(chosen.tensor.shape),
+                            center=center_row is not None, pairs=BASELINE_PAIRS, seed=BASELINE_SEED, **extra)
+    mean, sample = values[0], values[1:]
     return Baseline(finite_or_none(mean), len(sample), BASELINE_SEED), sample
 
 

@@ -3,7 +3,7 @@ table (topk_rows) or a vector (topk_vectors: a merged word's mean, a rotated row
 
 Queries go in blocks; each block is multiplied against the whole normalised table and only its top-k is
 kept, so the Q x V score matrix never exists. Which engine does the work is a table lookup on the device
-and the precision (CPU_ENGINES, GPU_ENGINE); a search small enough for one block of scores streams the
+and the precision (ENGINES: the first that supports both); a search small enough for one block of scores streams the
 table instead (numpy engine) and never holds a normalised copy of it.
 
 Results: row ids best first, ties broken by the lower row id on every engine; id -1 and score NaN where
@@ -27,10 +27,12 @@ from .torch_engine import TorchEngine
 
 Progress = Callable[[int, int], None]
 
-# Which engine runs where. On the CPU numpy's BLAS beat torch-cpu for fp32 (181 vs 138 GFLOP/s on 2
-# cores); bf16 on the CPU borrows only torch's bf16 matmul; a GPU runs every precision in torch.
-CPU_ENGINES: dict[str, Engine] = {"fp32": NumpyEngine(), "bf16": CpuBf16Engine()}
-GPU_ENGINE: Engine = TorchEngine()
+# Which engine runs where: the first of these that supports the device and the precision run.
+ENGINES: tuple[Engine, ...] = (
+    NumpyEngine(),  # fp32 on the CPU, before torch: numpy's BLAS beat torch-cpu (181 vs 138 GFLOP/s on 2 cores)
+    CpuBf16Engine(),  # bf16 on the CPU: numpy's rows, borrowing only torch's bf16 matmul
+    TorchEngine(),  # last, as it supports everything: a GPU runs every precision in torch
+)
 
 Excluded = Sequence[Sequence[int]] | np.ndarray  # per query, the row ids it must not return
 # A search streams the table when it has at least this many times fewer queries than the table has rows, and no
@@ -96,11 +98,10 @@ def pick_engine(device: str, precision: str, forced: Engine | None) -> tuple[Eng
         if not forced.supports(device, precision):
             raise EmbscopeError(f"the {forced.name} engine does not run {precision} on {device}")
         return forced, precision
-    if device != "cpu":
-        return GPU_ENGINE, precision
-    if precision == "fp16":
+    if device == "cpu" and precision == "fp16":
         raise EmbscopeError("precision fp16 needs a GPU (cuda or mps); use fp32 or bf16 on cpu")
-    return CPU_ENGINES[precision_run(precision, device)], precision_run(precision, device)
+    run = precision_run(precision, device) if device == "cpu" else precision
+    return next(engine for engine in ENGINES if engine.supports(device, run)), run
 
 
 def check_k(k: object) -> int:

@@ -20,6 +20,7 @@ from pathlib import Path
 from .. import files
 from ..checkpoint import Checkpoint, TensorInfo
 from ..errors import CheckpointError
+from ..registry import Probe
 from ..text import printable
 from ._base import OpenOptions
 from ._checks import MAX_ELEMENTS, is_regular_file, map_array
@@ -327,7 +328,7 @@ def open_andrea(path: Path, options: OpenOptions) -> Checkpoint:
     notes.append(f"the other {n - catalogued:,} weights (the layers) are not catalogued as tensors; "
                  f"the parameter total is the header's n_params={n:,}")
     notes.extend(shapes.notes)
-    return Checkpoint(path, "ANDREA flat float32", tensors, step=step, config=shapes.config,
+    return Checkpoint(path, tensors, step=step, config=shapes.config,
                       declared_params=n, tied=tied, notes=notes)
 
 
@@ -341,7 +342,8 @@ def has_andrea_config(directory: Path) -> bool:
     return any(keys & doc.keys() for _, doc, _ in places(configs))
 
 
-def looks_like_andrea(path: Path, head: bytes, size: int) -> bool:
+def looks_like_andrea(probe: Probe) -> bool:
+    path, head, size = probe.path, probe.head, probe.size
     if len(head) < HEADER.size or head.startswith((ZIP_MAGIC, NPY_MAGIC)):
         return False
     _, n = HEADER.unpack(head[:HEADER.size])

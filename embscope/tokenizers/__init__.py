@@ -1,79 +1,47 @@
 """Tokenizers: one module per kind of file, all with the same small interface
-(``Tokenizer`` in base.py), each defining ``sniff`` and ``load``. The ``register`` lines below
-list every kind; adding one is adding a module and its line there."""
+(``Tokenizer`` in base.py), each defining ``sniff`` (handed a registry.Probe) and ``load``. KINDS (kinds.py)
+lists every kind, with the reason for its place; adding one is adding a module and its entry there."""
 
 from __future__ import annotations
 
-import functools
 import os
 import stat
 from pathlib import Path
 from typing import Any
 
 from embscope.errors import CheckpointError
-from embscope.lazy import lazy_function
+from embscope.registry import Kind, Probe
 from embscope.text import detail
-from embscope.tokenizers.base import (
-    Tokenizer,
-    TokenizerKind,
-    check_id,
-    register_kind,
-    registered_kinds,
-    shown,
-)
+from embscope.tokenizers.base import Tokenizer, check_id, shown
+from embscope.tokenizers.kinds import KINDS, PREFERRED_FILE, Loader
 
-# when one directory holds tokenizers of several kinds, this file is the one models load
-PREFERRED_FILE = "tokenizer.json"
+TokenizerKind = Kind[Loader]
 
 
-def register(name: str, module: str, file_patterns: tuple[str, ...], expects: str = "", *, by_name: bool = False,
-             related: bool = False) -> None:
-    """Register a kind whose functions (sniff, load, and names and load_name or related_paths where it has
-    them) are those of the same names in `module`."""
-    function = functools.partial(lazy_function, f"{__name__}.{module}")
-    register_kind(TokenizerKind(name, file_patterns, function("sniff"), function("load"), expects,
-                                names=function("names") if by_name else None,
-                                load_name=function("load_name") if by_name else None,
-                                related_paths=function("related_paths") if related else None))
+def registered_kinds() -> tuple[TokenizerKind, ...]:
+    """The kinds in the order of KINDS (the order sniffing tries them)."""
+    return KINDS
 
-
-# The kinds, in the order they are listed in messages and tried on a file. The sniffs look at content and do
-# not overlap (minbpe's text "*.model" starts "minbpe v1", SentencePiece's is a protobuf, tiktoken's has
-# "base64 rank" lines), so the order only sets the listing: the Hugging Face files first, as the commonest.
-# A kind's module is imported when one of its functions is first called: a directory is searched by the
-# kinds' file patterns, so a run imports only the kinds whose files are there.
-register("huggingface", "huggingface", (PREFERRED_FILE,))
-register("gpt2-bpe", "gpt2_bpe", ("*vocab.json",), "vocab.json with merges.txt beside it")
-register("wordpiece", "wordpiece", ("*vocab.txt",), "a BERT vocab.txt, one token per line")
-register("sentencepiece", "sentencepiece_model", ("*.model",), "a SentencePiece *.model protobuf")
-register("tiktoken", "tiktoken_bpe", ("*.tiktoken", "*.model"),
-         "a .tiktoken file, or an encoding name such as gpt2 or cl100k_base", by_name=True)
-register("byte-bpe", "byte_bpe", ("*.model", "merges.json"), "a minbpe *.model file or a merges.json list of id pairs")
-register("harris", "harris", ("harris_segments.json",))
-register("nanogpt-chars", "nanogpt_meta", ("meta.pkl",), "nanoGPT's character-level meta.pkl", related=True)
-register("char-map", "char_map", ("characters.json", "char_to_id.json", "char2idx.json", "word_index.json"),
-         "a JSON object mapping each character or token to its id")
 
 __all__ = [
+    "KINDS",
     "Tokenizer",
     "TokenizerKind",
     "check_id",
     "find_tokenizer",
     "load_tokenizer",
-    "register_kind",
     "registered_kinds",
 ]
 
 
-
 def _expected_kinds() -> str:
-    return "; ".join(kind.description() for kind in registered_kinds())
+    return "; ".join(kind.description() for kind in KINDS)
 
 
 def _load(kind: TokenizerKind, path: Path) -> Tokenizer:
     """One kind's loader, with what parsing a damaged file raises turned into a CheckpointError."""
     try:
-        return kind.load(path)
+        return kind.open(path)
     except (ValueError, KeyError, IndexError, TypeError, RecursionError, MemoryError, OSError) as err:
         raise CheckpointError(f"expected a readable {kind.name} tokenizer in {path}, found damage "
                               f"({detail(err)})") from None
@@ -106,11 +74,11 @@ def load_tokenizer(source: str | os.PathLike[str]) -> Tokenizer:
         return _load_by_name(str(source), path)
     if file_type != stat.S_IFREG:  # a FIFO would block forever, a device would read without end
         raise CheckpointError(f"expected a tokenizer file at {path}, found something that is not a regular file")
-    kinds = registered_kinds()
+    probe = Probe.peek(path)  # None only where the file is gone, or replaced, since the look above
     # a file's name settles its kind before any content is parsed (tokenizer.json can be large)
-    matches = [kind for kind in kinds if kind.matches_name(path) and kind.sniff(path)]
+    matches = [kind for kind in KINDS if probe is not None and kind.matches_name(path) and kind.sniff(probe)]
     if not matches:
-        matches = [kind for kind in kinds if kind.sniff(path)]
+        matches = [kind for kind in KINDS if probe is not None and kind.sniff(probe)]
     if not matches:
         raise CheckpointError(f"{path} is not a tokenizer file embscope knows; expected {_expected_kinds()}")
     if len(matches) > 1:
@@ -126,7 +94,7 @@ def _load_by_name(name: str, path: Path) -> Tokenizer:
     if name != path.name:
         raise CheckpointError(f"expected a tokenizer file at {path}, found nothing there")
     known: list[str] = []
-    for kind in registered_kinds():
+    for kind in KINDS:
         if kind.names is None or kind.load_name is None:
             continue
         names = kind.names()
@@ -149,10 +117,16 @@ def find_tokenizer(directory: Path, config: dict[str, Any] | None = None) -> Tok
     if directory.is_file():
         directory = directory.parent
     found: dict[Path, TokenizerKind] = {}
-    for kind in registered_kinds():
-        for pattern in kind.file_patterns:
+    probes: dict[Path, Probe | None] = {}  # each file is looked at once, whichever kinds its name fits
+    for kind in KINDS:
+        for pattern in kind.file_names:
             for path in sorted(directory.glob(pattern)):
-                if path not in found and path.is_file() and kind.sniff(path):
+                if path in found:
+                    continue
+                if path not in probes:
+                    probes[path] = Probe.peek(path)
+                probe = probes[path]
+                if probe is not None and kind.sniff(probe):
                     found[path] = kind
     if not found:
         return _find_related(directory, config or {})
@@ -169,10 +143,11 @@ def find_tokenizer(directory: Path, config: dict[str, Any] | None = None) -> Tok
 
 
 def _find_related(directory: Path, config: dict[str, Any]) -> Tokenizer | None:
-    for kind in registered_kinds():
-        if kind.related_paths is None:
+    for kind in KINDS:
+        if kind.related is None:
             continue
-        for path in kind.related_paths(directory, config):
-            if path.is_file() and kind.sniff(path):
+        for path in kind.related(directory, config):
+            probe = Probe.peek(path)
+            if probe is not None and kind.sniff(probe):
                 return _load(kind, path)
     return None

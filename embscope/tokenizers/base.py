@@ -1,13 +1,10 @@
-"""What every tokenizer kind shares: the interface, the registry the kinds add
-themselves to, and small helpers for id checks and byte vocabularies."""
+"""What every tokenizer kind shares: the interface, and small helpers for id checks and byte
+vocabularies (the kinds themselves are listed in kinds.py)."""
 
 from __future__ import annotations
 
-import fnmatch
 import operator
 from collections import Counter
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -65,49 +62,6 @@ class Tokenizer(Protocol):
     def decode(self, ids: list[int]) -> str: ...
 
     def token_string(self, id: int) -> str: ...
-
-
-@dataclass(frozen=True)
-class TokenizerKind:
-    """One kind of tokenizer file: how to recognise it and how to open it.
-
-    ``file_patterns`` are the glob patterns looked for in a checkpoint directory;
-    ``sniff(path)`` says whether a file is of this kind (cheaply, never raising);
-    ``load(path)`` opens it. ``expects`` describes the files for error messages.
-    A kind that also knows tokenizers by name (tiktoken's ``gpt2``) sets ``names`` (the
-    names it knows) and ``load_name(name)``. A kind whose files may sit away from the
-    checkpoint sets ``related_paths(directory, config)``: where else to look, given the
-    checkpoint's folder and config, nearest first.
-    """
-
-    name: str
-    file_patterns: tuple[str, ...]
-    sniff: Callable[[Path], bool]
-    load: Callable[[Path], Tokenizer]
-    expects: str = ""
-    names: Callable[[], tuple[str, ...]] | None = None
-    load_name: Callable[[str], Tokenizer] | None = None
-    related_paths: Callable[[Path, dict[str, Any]], list[Path]] | None = None
-
-    def matches_name(self, path: Path) -> bool:
-        return any(fnmatch.fnmatch(path.name, pattern) for pattern in self.file_patterns)
-
-    def description(self) -> str:
-        return f"{self.name} ({self.expects or ', '.join(self.file_patterns)})"
-
-
-_KINDS: dict[str, TokenizerKind] = {}
-
-
-def register_kind(kind: TokenizerKind) -> TokenizerKind:
-    """Add a tokenizer kind; a second kind with the same name replaces the first."""
-    _KINDS[kind.name] = kind
-    return kind
-
-
-def registered_kinds() -> tuple[TokenizerKind, ...]:
-    """The kinds in the order they registered (the order sniffing tries them)."""
-    return tuple(_KINDS.values())
 
 
 SPACE_MARK = "\u2581"  # SentencePiece's "▁": a piece that starts a word ("▁dog" is " dog")

@@ -19,6 +19,7 @@ from typing import Any
 
 from embscope import files
 from embscope.errors import CheckpointError
+from embscope.registry import Probe
 from embscope.tokenizers.base import (
     MAX_TOKENIZER_BYTES,
     ByteVocabulary,
@@ -105,9 +106,11 @@ class ByteBPETokenizer(ByteVocabulary):
 
 def _first_line(path: Path) -> str | None:
     head = files.peek(path, len(MINBPE_MAGIC) + 2)
-    if head is None:
-        return None
-    return head.split(b"\n", 1)[0].rstrip(b"\r").decode("latin-1")
+    return None if head is None else _line_of(head)
+
+
+def _line_of(head: bytes) -> str:
+    return head[:len(MINBPE_MAGIC) + 2].split(b"\n", 1)[0].rstrip(b"\r").decode("latin-1")
 
 
 def _is_merge_pair(item: Any) -> bool:
@@ -122,12 +125,10 @@ def _merges_in(doc: Any) -> list[Any] | None:
     return None
 
 
-def sniff(path: Path) -> bool:
-    if not path.is_file():
-        return False
-    if _first_line(path) == MINBPE_MAGIC:
+def sniff(probe: Probe) -> bool:
+    if _line_of(probe.head) == MINBPE_MAGIC:
         return True
-    merges = _merges_in(sniff_json(path))
+    merges = _merges_in(sniff_json(probe.path))
     return merges is not None and all(_is_merge_pair(item) for item in merges)
 
 

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from embscope.errors import CheckpointError, TokenError
+from embscope.registry import Probe
 from embscope.tokenizers.base import check_id, check_largest_id, check_text, is_id, read_json, shown, sniff_json
 
 FILE_NAMES = ("characters.json", "char_to_id.json", "char2idx.json", "word_index.json")
@@ -96,9 +97,9 @@ class CharMapTokenizer:
         return f"<CharMapTokenizer {self.path} vocab_size={self.vocab_size}>"
 
 
-def sniff(path: Path) -> bool:
+def sniff(probe: Probe) -> bool:
     """A JSON object, not another kind's, whose values are mostly ids (load names the first that is not)."""
-    doc = sniff_json(path)
+    doc = sniff_json(probe.path)
     if not isinstance(doc, dict) or not doc or any(key in doc for key in _OTHER_KINDS_KEYS):
         return False
     return 2 * sum(map(is_id, doc.values())) >= len(doc)

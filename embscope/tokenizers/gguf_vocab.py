@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import functools
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from embscope.errors import CheckpointError, TokenError
 from embscope.tokenizers.base import SPACE_MARK, ByteVocabulary, check_id, check_largest_id, shown
@@ -201,67 +201,19 @@ def byte_token(token: str) -> int | None:
 
 # -- reading tokenizer.ggml.* -------------------------------------------------------------------------
 
-class MetadataArrays:
-    """The tokenizer's arrays in one GGUF file, read and checked on request."""
+class MetadataArrays(Protocol):
+    """The tokenizer's arrays in one GGUF file, read and checked on request, as the GGUF reader
+    (formats/gguf_file.TokenizerArrays) hands them over: the tokenizer reads no GGUF itself."""
 
-    def __init__(self, path: Path, metadata: dict[str, Any]):
-        from embscope.formats._binary import map_file
-        from embscope.formats.gguf_file import require_gguf
-        self.path = path
-        self.metadata = metadata
-        self.where = f"{path.name}: tokenizer"
-        self.gguf = require_gguf(path)
-        self.buf = map_file(path)
+    path: Path
+    metadata: dict[str, Any]
+    where: str
 
-    def ref(self, key: str, what: str, item_types: tuple[str, ...]) -> Any:
-        """The ArrayRef of ``key`` (None when absent), refused unless its elements are of one of ``item_types``."""
-        from embscope.formats.gguf_file import ArrayRef
-        value = self.metadata.get(PREFIX + key)
-        if value is None:
-            return None
-        names = " or ".join(item_types)
-        if not isinstance(value, ArrayRef):
-            raise CheckpointError(f"{self.where}: expected {PREFIX + key} to be an array of {what} ({names}), "
-                                  f"found {shown(value)}")
-        if self.gguf.GGUFValueType(value.item_type).name not in item_types:
-            raise CheckpointError(f"{self.where}: expected {PREFIX + key} to be an array of {what} ({names}), found "
-                                  f"an array of {self.gguf.GGUFValueType(value.item_type).name}")
-        return value
+    def raw_strings(self, key: str) -> list[bytes] | None: ...
 
-    def raw_strings(self, key: str) -> list[bytes] | None:
-        from embscope.formats.gguf_file import array_strings
-        ref = self.ref(key, "strings", ("STRING",))
-        return None if ref is None else array_strings(self.buf, ref, PREFIX + key, self.where)
+    def strings(self, key: str, raw: list[bytes] | None = None) -> list[str] | None: ...
 
-    def strings(self, key: str, raw: list[bytes] | None = None) -> list[str] | None:
-        raw = self.raw_strings(key) if raw is None else raw
-        if raw is None:
-            return None
-        try:
-            joined = b"\0".join(raw)
-            if joined.count(b"\0") == len(raw) - 1:  # one decode for all, unless a token holds a NUL itself
-                return joined.decode("utf-8").split("\0")
-            return [item.decode("utf-8") for item in raw]
-        except UnicodeDecodeError:
-            for index, item in enumerate(raw):
-                try:
-                    item.decode("utf-8")
-                except UnicodeDecodeError:
-                    raise CheckpointError(f"{self.where}: element {index} of {PREFIX + key} is not UTF-8 text, "
-                                          f"found {shown(item)}") from None
-            raise
-
-    def numbers(self, key: str, what: str, item_types: tuple[str, ...], count: int) -> np.ndarray | None:
-        """One number per token (``what``: "score" or "token type"), as llama.cpp reads them: an array of
-        ``item_types`` at least ``count`` long, of which the first ``count`` are used."""
-        from embscope.formats.gguf_file import array_numbers
-        ref = self.ref(key, what + "s", item_types)
-        if ref is None:
-            return None
-        if ref.count < count:
-            raise CheckpointError(f"{self.where}: expected {PREFIX + key} to hold a {what} for each of the "
-                                  f"{count} tokens, found {ref.count}")
-        return array_numbers(self.buf, ref, PREFIX + key, self.where, self.gguf)[:count]
+    def numbers(self, key: str, what: str, item_types: tuple[str, ...], count: int) -> np.ndarray | None: ...
 
 
 def read_tokens(arrays: MetadataArrays) -> tuple[list[str], list[bytes], dict[str, int]]:
@@ -365,10 +317,12 @@ def special_ids_of(arrays: MetadataArrays, count: int, types: np.ndarray | None)
     return unk_id, frozenset(special)
 
 
-def load_gguf_tokenizer(path: Path, metadata: dict[str, Any]) -> GGUFVocabulary:
-    """The tokenizer described by a GGUF header's metadata; its arrays are read from the file now."""
+def load_gguf_tokenizer(path: Path, read_arrays: Callable[[], MetadataArrays]) -> GGUFVocabulary:
+    """The tokenizer described by a GGUF header's metadata; its arrays are read from the file now (read_arrays:
+    what the GGUF reader hands over)."""
     import numpy as np
-    arrays = MetadataArrays(path, metadata)
+    arrays = read_arrays()
+    metadata = arrays.metadata
     model = metadata.get(PREFIX + "model")
     tokens, raw, token_id = read_tokens(arrays)
     type_array = read_types(arrays, token_id)

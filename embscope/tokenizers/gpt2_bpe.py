@@ -27,6 +27,7 @@ from typing import Any
 
 from embscope import files
 from embscope.errors import CheckpointError, TokenError
+from embscope.registry import Probe
 from embscope.tokenizers.base import (
     MAX_TOKENIZER_BYTES,
     ByteVocabulary,
@@ -169,8 +170,8 @@ def _is_vocab(doc: object, entries: int | None = None) -> bool:
     return all(type(id) is int for id in ids) and min(ids) >= 0  # type(): JSON's true is not an id
 
 
-def sniff(path: Path) -> bool:
-    paths = _vocab_and_merges_paths(path)
+def sniff(probe: Probe) -> bool:
+    paths = _vocab_and_merges_paths(probe.path)
     if paths is None or not (paths[0].is_file() and paths[1].is_file()):
         return False
     return _is_vocab(sniff_json(paths[0]), entries=100)

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from embscope.errors import CheckpointError
+from embscope.registry import Probe
 from embscope.tokenizers.base import (
     ByteVocabulary,
     check_largest_id,
@@ -75,10 +76,10 @@ def _segments_in(doc: Any) -> list[Any] | None:
     return None
 
 
-def sniff(path: Path) -> bool:
-    if path.name == FILE_NAME:
-        return path.is_file()
-    segments = _segments_in(sniff_json(path))
+def sniff(probe: Probe) -> bool:
+    if probe.path.name == FILE_NAME:
+        return True
+    segments = _segments_in(sniff_json(probe.path))
     return segments is not None and bool(segments) and all(isinstance(segment, str) for segment in segments)
 
 

@@ -24,6 +24,7 @@ from typing import Any
 
 from embscope import files
 from embscope.errors import CheckpointError, EmbscopeError, TokenError
+from embscope.registry import Probe
 from embscope.tokenizers.base import (
     MAX_TOKENIZER_BYTES,
     SPACE_MARK,
@@ -232,10 +233,10 @@ def _space_markers(steps: list[dict[str, Any]]) -> list[tuple[str, str]]:
     return markers
 
 
-def sniff(path: Path) -> bool:
-    if path.name == FILE_NAME:
-        return path.is_file()
-    doc = sniff_json(path)
+def sniff(probe: Probe) -> bool:
+    if probe.path.name == FILE_NAME:
+        return True
+    doc = sniff_json(probe.path)
     return isinstance(doc, dict) and isinstance(doc.get("model"), dict) and "vocab" in doc["model"]
 
 

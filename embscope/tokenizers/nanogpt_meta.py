@@ -16,6 +16,7 @@ from typing import Any
 
 from embscope import files
 from embscope.errors import CheckpointError, TokenError
+from embscope.registry import Probe
 from embscope.tokenizers.base import (
     MAX_TOKEN_ID,
     check_id,
@@ -98,19 +99,17 @@ def _vocabulary(meta: Any, path: Path) -> tuple[dict[int, str], int]:
     return itos, vocab_size
 
 
-def sniff(path: Path) -> bool:
-    if path.suffix != ".pkl" or not path.is_file():
+def sniff(probe: Probe) -> bool:
+    if probe.path.suffix != ".pkl":
         return False
-    head = files.peek(path, 256)
-    if head is None:
-        return False
-    if path.name == FILE_NAME:
+    head = probe.head
+    if probe.path.name == FILE_NAME:
         return head.startswith(_PICKLE_PROTOCOL_2_UP)
     return head.startswith(_PICKLE_PROTOCOL_2_UP) and (b"stoi" in head or b"itos" in head)
 
 
 def load(path: Path) -> CharTokenizer:
-    from embscope.formats._unpickle import restricted_load
+    from embscope.formats import unpickle_plain  # the restricted unpickler the pickle readers use
 
     found = files.status(path)
     if found is not None and found.st_size > MAX_FILE_BYTES:
@@ -119,7 +118,7 @@ def load(path: Path) -> CharTokenizer:
             f"found {found.st_size:,} bytes"
         )
     data = files.read_bytes(path, MAX_FILE_BYTES, "nanoGPT's meta.pkl")
-    meta = restricted_load(data, {}, str(path))  # plain dicts, strings and ints: no global is allowed
+    meta = unpickle_plain(data, str(path))  # plain dicts, strings and ints: no global is allowed
     itos, vocab_size = _vocabulary(meta, path)
     return CharTokenizer(path, itos, vocab_size)
 

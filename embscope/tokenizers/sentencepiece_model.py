@@ -16,6 +16,7 @@ from typing import Any
 
 from embscope import files
 from embscope.errors import CheckpointError, TokenError
+from embscope.registry import Probe
 from embscope.tokenizers.base import MAX_TOKENIZER_BYTES, SPACE_MARK, check_id, missing_package
 
 _BYTE_PIECE = re.compile(r"<0x([0-9A-Fa-f]{2})>")
@@ -78,9 +79,9 @@ class SentencePieceTokenizer:
         return f"<SentencePieceTokenizer {self.path} vocab_size={self.vocab_size}>"
 
 
-def sniff(path: Path) -> bool:
+def sniff(probe: Probe) -> bool:
     """A protobuf ModelProto: field 1 (pieces, length-delimited) whose own field 1 is the piece text."""
-    head = files.peek(path, 16) or b""
+    head = probe.head[:16]
     if len(head) < 4 or head[0] != 0x0A:
         return False
     position = 1

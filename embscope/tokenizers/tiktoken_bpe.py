@@ -26,6 +26,7 @@ from typing import Any
 
 from embscope import files
 from embscope.errors import CheckpointError, EmbscopeError, TokenError
+from embscope.registry import Probe
 from embscope.tokenizers.base import MAX_TOKEN_ID, MAX_TOKENIZER_BYTES, check_id, missing_package, shown
 
 EXTRA = "tiktoken"
@@ -206,10 +207,10 @@ def read_ranks(path: Path) -> dict[bytes, int]:
     return ranks
 
 
-def sniff(path: Path) -> bool:
-    if path.suffix == ".tiktoken":
-        return path.is_file()
-    first = (files.peek(path, 256) or b"").split(b"\n", 1)[0].rstrip(b"\r\n")
+def sniff(probe: Probe) -> bool:
+    if probe.path.suffix == ".tiktoken":
+        return True
+    first = probe.head[:256].split(b"\n", 1)[0].rstrip(b"\r\n")
     return bool(_RANK_LINE.fullmatch(first))
 
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from embscope import files
 from embscope.errors import CheckpointError
+from embscope.registry import Probe
 from embscope.tokenizers.base import MAX_TOKENIZER_BYTES, read_json, shown
 from embscope.tokenizers.huggingface import HuggingFaceTokenizer, built
 
@@ -121,9 +122,10 @@ def bert_tokenizer(library: Any, vocab: dict[str, int], unk: str, lower_case: bo
     return tokenizer
 
 
-def sniff(path: Path) -> bool:
+def sniff(probe: Probe) -> bool:
     """A text file named *vocab.txt with a line that is the unknown token: a WordPiece model needs one."""
-    if not (path.name.endswith("vocab.txt") and path.is_file()):
+    path = probe.path
+    if not path.name.endswith("vocab.txt"):
         return False
     found = files.peek(path, _SNIFF_BYTES)
     if found is None:
