@@ -173,7 +173,7 @@ def test_an_ambiguous_head_stops_only_the_commands_that_need_the_output_table(tm
 def test_output_key_chooses_the_head(tmp_path):
     path = ambiguous(tmp_path)
     emb = embscope.open(path, output_key="b.lm_head.weight")
-    assert (emb.output.name, emb.output.rule, emb.tables.head) == ("b.lm_head.weight", "--output-key b.lm_head.weight",
+    assert (emb.output.name, emb.output.rule, emb.tables.head) == ("b.lm_head.weight", "output_key='b.lm_head.weight'",
                                                                    "untied")
     report = embscope.params_report(emb)
     assert (report.output, report.total, report.shares["output"]) == (V * D, 3 * V * D, 1 / 3)

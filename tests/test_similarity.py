@@ -128,7 +128,8 @@ def test_no_merge_refuses_a_word_of_several_tokens(emb):
     with pytest.raises(TokenError) as err:
         similarity(emb, ["dogcat", "puppy"], merge=False)
     assert str(err.value) == ("expected 'dogcat' to be one token, found 2 ('dog' 'cat'); "
-                              "merging them is turned off (--no-merge)")
+                              "merging them is turned off (merge=False)")  # the library's words: its keyword
+    assert err.value.option == "merge"
 
 
 def test_exact_encodes_the_word_as_typed(emb, table):
@@ -231,7 +232,8 @@ def test_words_without_a_tokenizer_say_use_ids(npz_path):
     with pytest.raises(TokenError) as err:
         similarity(emb, ["dog", "cat"])
     assert str(err.value) == ("expected a tokenizer to look up 'dog', found none beside the checkpoint: "
-                              "pass --tokenizer FILE, or use --ids")
+                              "pass tokenizer=FILE, or use ids=True")
+    assert err.value.option == "tokenizer"
 
 
 def test_one_word_is_not_enough(emb):

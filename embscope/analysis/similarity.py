@@ -12,7 +12,7 @@ from itertools import combinations
 from typing import TYPE_CHECKING, Any, overload
 
 from .. import cache, compute
-from ..errors import EmbscopeError, TokenError
+from ..errors import Option, TableError, TokenError
 from ..lookup import FormChoice, WordEncoder, check_id, form_sentence, lookup_words, parse_id, space_sentence
 from ..naming import token_name
 from ..text import quote
@@ -140,7 +140,7 @@ class SimilarityResult:
 
 def pick_table(emb: Embeddings, table: str) -> Table:
     if table not in TABLE_ROLES:
-        raise EmbscopeError(f"expected table token or output, found {quote(table)}")
+        raise TableError(f"expected table token or output, found {quote(table)}", option="table")
     return emb.table(table)
 
 
@@ -210,7 +210,8 @@ class Resolver:
         tokenizer = self.tokenizer
         if tokenizer is None:
             raise TokenError(f"expected a tokenizer to look up {quote(words[0])}, found none beside the checkpoint: "
-                             "pass --tokenizer FILE, or use --ids")
+                             f"pass {Option('tokenizer', metavar='FILE')}, or use {Option('ids', True)}",
+                             option="tokenizer")
         if self._encoder is None:
             self._encoder = WordEncoder(tokenizer)
         return lookup_words(tokenizer, words, exact=self.exact, allow_unk=self.allow_unk, encoder=self._encoder)
@@ -222,7 +223,7 @@ class Resolver:
         if len(found.ids) > 1 and not self.merge:
             pieces = " ".join(quote(t) for t in found.tokens)
             raise TokenError(f"expected {quote(word)} to be one token, found {len(found.ids)} ({pieces}); "
-                             "merging them is turned off (--no-merge)")
+                             f"merging them is turned off ({Option('merge', False)})", option="merge")
         return Query(word, tuple(int(i) for i in found.ids), tuple(found.tokens), found.unknown, found.form,
                      choice=found.choice, space_id=found.space_id)
 

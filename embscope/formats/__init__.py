@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..checkpoint import Checkpoint, TensorInfo
-from ..errors import CheckpointError, EmbscopeError
+from ..errors import CheckpointError, EmbscopeError, Option
 from ..lazy import lazy_function
 from ..text import quote
 from ._base import DAMAGE, Format, OpenOptions, damaged
@@ -184,7 +184,8 @@ def find_in_directory(directory: Path) -> Path:
         raise CheckpointError(f"expected a checkpoint in directory {quote(directory)}, found no weights file")
     if len(found) > 1:
         names = ", ".join(quote(p.name) for p in found[:5]) + (f" and {len(found) - 5} more" if len(found) > 5 else "")
-        raise CheckpointError(f"directory {quote(directory)} holds several checkpoints ({names}); pass one with -c")
+        raise CheckpointError(f"directory {quote(directory)} holds several checkpoints ({names}); pass one with "
+                              f"{Option('path', noun='its path')}", path=directory)
     return found[0]
 
 
@@ -200,4 +201,4 @@ def onnx_export(folder: Path) -> Path:
                               "folder, found no weights file")
     names = ", ".join(quote(p.name) for p in chosen[:5]) + (f" and {len(chosen) - 5} more" if len(chosen) > 5 else "")
     raise CheckpointError(f"directory {quote(folder.parent)} holds several ONNX exports in {EXPORT_FOLDER}/ ({names}); "
-                          "pass one with -c")
+                          f"pass one with {Option('path', noun='its path')}", path=folder)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..checkpoint import Checkpoint
-from ..errors import CheckpointError
+from ..errors import CheckpointError, MissingPackageError
 from ..text import detail, printable, quote
 
 
@@ -53,8 +53,7 @@ def require_package(package: str, path: Path, kind: str, extra: str) -> Any:
     try:
         return importlib.import_module(package)
     except ImportError:
-        raise CheckpointError(f"{quote(path)} is {kind}; reading it needs the {package!r} package: "
-                              f"pip install 'embscope[{extra}]'") from None
+        raise MissingPackageError(f"{quote(path)} is {kind}; reading it", package, extra, path=path) from None
 
 
 def damaged(where: str, err: BaseException) -> CheckpointError:
