@@ -43,7 +43,7 @@ _API = {
     "NeighborsResult": "analysis.neighbors", "neighbors": "analysis.neighbors", "topk_all": "analysis.neighbors",
     "SimilarityResult": "analysis.similarity", "similarity": "analysis.similarity",
     "similarity_pairs": "analysis.similarity",
-    "Head": "role", "Role": "role",
+    "Head": "roles", "Role": "roles",
     "Checkpoint": "checkpoint", "EmbeddingTables": "checkpoint", "Table": "checkpoint", "TensorInfo": "checkpoint",
     "Embeddings": "embeddings", "open": "embeddings",
     "CheckpointError": "errors", "EmbscopeError": "errors", "InputError": "errors", "MissingPackageError": "errors",

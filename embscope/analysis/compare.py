@@ -24,6 +24,7 @@ from ..compute.devices import cpu_threads
 from ..compute.streamed import StreamedTopK
 from ..errors import Option, TableError
 from ..memory import release, size_text
+from ..roles import Role
 from .cka import Cka, linear_cka
 from .norms import row_norms, summarize
 from .positions import PositionProfile, position_profile
@@ -39,7 +40,7 @@ PROCRUSTES_MAX_DIM = 4096  # the d x d SVD of the alignment: 4,096 takes tens of
 # Two runs of one model: raw row cosines average about 0 (independent bases) while the row norms match.
 DIFFERENT_RUNS_COSINE = 0.1
 NORMS_AGREE = 1.25  # mean row norms within this factor of each other
-ROLES = ("token", "position", "output")
+ROLES = tuple(Role)  # token, position, output
 
 
 @dataclass(frozen=True, eq=False)

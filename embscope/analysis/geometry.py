@@ -20,7 +20,7 @@ import numpy as np
 
 from ..arrays import to_float32
 from ..compute.moments import StoredRows, TableMoments, Work, projections, table_moments, work_for
-from ..role import Role
+from ..roles import Role
 from .stages import Stages, quiet
 
 if TYPE_CHECKING:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from .. import compute
 from ..errors import Option, OptionError, TokenError
 from ..naming import token_name
+from ..roles import Role
 from ..text import quote
 from .similarity import Query, Resolver, is_padding, lookup_note, merge_note, query_vectors, table_rows, with_reasons
 
@@ -36,7 +37,7 @@ class NeighborsResult:
     neighbors: tuple[Neighbor, ...]
     note: str | None  # how the query vector was formed, when that needs saying
     reason: str | None  # why there are no neighbours (the query row is zero or not finite)
-    table: str
+    table: Role
     table_name: str
     removed: RemovedTop | None = None  # --remove-top: the cosines are in the all-but-the-top space
 
@@ -64,7 +65,7 @@ def neighbors(emb: Embeddings, query: str | int, k: int = 10, *, ids: bool = Fal
     vectors = query_vectors(array, [found], None)
     (found,) = with_reasons(array, [found], vectors, removed is not None)
     if found.reason is not None:
-        return NeighborsResult(found, (), note, found.reason, table, name, removed)
+        return NeighborsResult(found, (), note, found.reason, Role(table), name, removed)
     # one query streams the table through the top-k once: no normalised copy of it; the k reported cosines
     # are worked out again in float64, as similarity gives them
     top = compute.topk_vectors(array, vectors, k, exclude=[found.ids], device="cpu")
@@ -77,7 +78,7 @@ def neighbors(emb: Embeddings, query: str | int, k: int = 10, *, ids: bool = Fal
         short = (f"{Option('k', k, text=f'{k:,}')} asks for more rows than there are: all {len(chosen):,} rows with "
                  "a cosine are listed")
         note = "; ".join(filter(None, (note, short)))
-    return NeighborsResult(found, chosen, note, None, table, name, removed)
+    return NeighborsResult(found, chosen, note, None, Role(table), name, removed)
 
 
 def topk_all(emb: Embeddings, k: int, *, queries: Iterable | None = None, ids: bool = False, exact: bool = False,

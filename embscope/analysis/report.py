@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
 SECTIONS = ("info", "params", "norms", "positions", "undertrained", "neighbors", "map", "geometry", "compare")  # in order
 NEIGHBOR_K = 10  # the `neighbors` command's default -k
-NORM_ROLES = ("token", "position", "output")
+NORM_ROLES = tuple(Role)  # token, position, output
 MAP_ROLES = (Role.token, Role.position)
 
 T = TypeVar("T")
@@ -132,12 +132,12 @@ def report_checkpoints(given: Sequence[Path], open_path: Opener) -> tuple[list[P
 def norms_of(emb: Embeddings) -> dict[str, NormsReport | Missing]:
     found: dict[str, NormsReport | Missing] = {}
     for role in NORM_ROLES:
-        if role == "position" and emb.position is None:
-            found[role] = Absent("no learned position table (see the positions section)")
-        elif role == "output" and emb.output is None:
-            found[role] = Absent(emb.tables.head_note or f"the head is {emb.tables.head.value}")
+        if role is Role.position and emb.position is None:
+            found[role.value] = Absent("no learned position table (see the positions section)")
+        elif role is Role.output and emb.output is None:
+            found[role.value] = Absent(emb.tables.head_note or f"the head is {emb.tables.head.value}")
         else:
-            found[role] = attempt(partial(norms_report, emb, role))
+            found[role.value] = attempt(partial(norms_report, emb, role))
     return found
 
 
@@ -175,12 +175,12 @@ def geometry_of(emb: Embeddings, stages: Stages = quiet) -> dict[str, Geometry |
     """`embscope geometry` of each table the checkpoint has (an output projection only when it is untied)."""
     found: dict[str, Geometry | Missing] = {}
     for role in NORM_ROLES:
-        if role == "position" and emb.position is None:
-            found[role] = Absent("no learned position table (see the positions section)")
-        elif role == "output" and emb.output is None:
-            found[role] = Absent(emb.tables.head_note or f"the head is {emb.tables.head.value}")
+        if role is Role.position and emb.position is None:
+            found[role.value] = Absent("no learned position table (see the positions section)")
+        elif role is Role.output and emb.output is None:
+            found[role.value] = Absent(emb.tables.head_note or f"the head is {emb.tables.head.value}")
         else:
-            found[role] = attempt(partial(geometry, emb, role, stages=stages))
+            found[role.value] = attempt(partial(geometry, emb, role, stages=stages))
     return found
 
 

@@ -15,6 +15,7 @@ from .. import cache, compute
 from ..errors import Option, TableError, TokenError
 from ..lookup import FormChoice, WordEncoder, check_id, form_sentence, lookup_words, parse_id, space_sentence
 from ..naming import token_name
+from ..roles import Role
 from ..text import quote
 
 if TYPE_CHECKING:
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
 
 BASELINE_PAIRS = 10000  # random pairs sampled for the percentile
 BASELINE_SEED = 0  # fixed, so the same table gives the same percentile every run
-TABLE_ROLES = ("token", "output")
+TABLE_ROLES = (Role.token, Role.output)
 PAIR_BLOCK_BYTES = 16 << 20  # rows gathered at once for the pairs of a pairs file
 # Up to this many pairs (and multiply-adds) are worked out in plain Python from the rows they name: that takes
 # less than importing numpy (about 50 ms), which a question about two words then never pays.
@@ -114,7 +115,7 @@ class SimilarityResult:
     pairs: Pairs
     baseline: Baseline | None  # None when it was not asked for (baseline=False)
     centered: bool  # the table's mean row was subtracted first
-    table: str  # role: token or output
+    table: Role  # token or output
     table_name: str
     removed: RemovedTop | None = None  # --remove-top: the cosines are in the all-but-the-top space
 
@@ -369,7 +370,8 @@ def measured(emb: Embeddings, chosen: Table, resolve: Resolver, asked: packed[in
         if baseline else None
     shares = percentiles(found_baseline[1], cosines) if found_baseline is not None else np.full(len(cosines), np.nan)
     return SimilarityResult(queries, Pairs(queries, index, cosines, shares),
-                            found_baseline[0] if found_baseline is not None else None, center, table, name, removed)
+                            found_baseline[0] if found_baseline is not None else None, center, chosen.role, name,
+                            removed)
 
 
 def random_pair_baseline(emb: Embeddings, chosen: Table, center_row: np.ndarray | None,
@@ -413,7 +415,7 @@ def few_similarity(emb: Embeddings, chosen: Table, queries: Sequence[Query], ask
     positions = [asked[n:n + 2] for n in range(0, len(asked), 2)]
     shares = [few_percentile(sample, cosine) for cosine in cosines]
     return SimilarityResult(described, Pairs(described, positions, cosines, shares),
-                            found[0] if found is not None else None, False, table, chosen.name)
+                            found[0] if found is not None else None, False, chosen.role, chosen.name)
 
 
 def few_cosines(chosen: Table, queries: Sequence[Query], asked: Sequence[int]) -> tuple[tuple[Query, ...], list[float]]:
