@@ -125,4 +125,19 @@ def test_a_damaged_tokenizer_is_a_tokenizer_error(tmp_path):
     (tmp_path / "tokenizer.json").write_text("{not json")
     with pytest.raises(TokenizerError) as err:
         load_tokenizer(tmp_path / "tokenizer.json")
-    assert isinstance(err.value, CheckpointError) and isinstance(err.value, EmbscopeError)
+    assert isinstance(err.value, CheckpointError) and err.value.path == tmp_path / "tokenizer.json"
+
+
+def test_a_checkpoint_error_names_its_file_as_a_field(tmp_path):
+    from embscope.formats import open_checkpoint
+    import numpy as np
+    from safetensors.numpy import save_file
+    path = tmp_path / "model.safetensors"
+    save_file({"wte.weight": np.ones((4, 3), np.float32)}, path)
+    path.write_bytes(path.read_bytes()[:-8])  # cut short: the header promises more bytes than there are
+    with pytest.raises(CheckpointError) as err:
+        open_checkpoint(tmp_path)  # a folder: the file found in it is the one the error is about
+    assert err.value.path == path and "model.safetensors" in str(err.value)
+    with pytest.raises(CheckpointError) as err:
+        open_checkpoint(tmp_path / "missing.pt")
+    assert err.value.path == tmp_path / "missing.pt"

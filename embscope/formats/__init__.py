@@ -140,9 +140,9 @@ def open_checkpoint(path: str | Path, options: OpenOptions = DEFAULT_OPTIONS) ->
     try:
         exists = path.exists()
     except OSError as err:  # a name too long for the file system, for one
-        raise CheckpointError(f"cannot read {quote(path)}: {err.strerror}") from None
+        raise CheckpointError(f"cannot read {quote(path)}: {err.strerror}", path=path) from None
     if not exists:
-        raise CheckpointError(f"expected a checkpoint file or directory, found nothing at {quote(path)}")
+        raise CheckpointError(f"expected a checkpoint file or directory, found nothing at {quote(path)}", path=path)
     try:
         if path.is_dir():
             path = find_in_directory(path)
@@ -151,6 +151,9 @@ def open_checkpoint(path: str | Path, options: OpenOptions = DEFAULT_OPTIONS) ->
             known = ", ".join(f.name for f in FORMATS)
             raise CheckpointError(f"{quote(path)} is not a checkpoint embscope knows (tried {known})")
         checkpoint = fmt.open(path, options)
+    except CheckpointError as err:
+        err.path = err.path or path  # the file it is about, for code that handles it
+        raise
     except EmbscopeError:
         raise
     except DAMAGE as err:

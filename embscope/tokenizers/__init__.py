@@ -74,9 +74,12 @@ def _load(kind: TokenizerKind, path: Path) -> Tokenizer:
     """One kind's loader, with what parsing a damaged file raises turned into a TokenizerError."""
     try:
         return kind.load(path)
+    except TokenizerError as err:
+        err.path = err.path or path  # the file it is about, for code that handles it
+        raise
     except (ValueError, KeyError, IndexError, TypeError, RecursionError, MemoryError, OSError) as err:
         raise TokenizerError(f"expected a readable {kind.name} tokenizer in {path}, found damage "
-                             f"({detail(err)})") from None
+                             f"({detail(err)})", path=path) from None
 
 
 def _file_type(path: Path) -> int | None:
