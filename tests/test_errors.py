@@ -8,8 +8,10 @@ import pickle
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 import typer
+from safetensors.numpy import save_file
 
 from embscope import cli
 from embscope.errors import (
@@ -115,7 +117,7 @@ def test_one_missing_package_error_with_one_wording():
     err = MissingPackageError("reading vocab.json", "tokenizers", "hf", path="vocab.json")
     assert str(err) == "reading vocab.json needs the 'tokenizers' package (pip install 'embscope[hf]')"
     assert (err.package, err.extra, err.what, err.path) == ("tokenizers", "hf", "reading vocab.json", Path("vocab.json"))
-    assert not isinstance(err, CheckpointError)  # the file may be sound: installing the extra answers it
+    assert isinstance(err, EmbscopeError) and not isinstance(err, CheckpointError)  # the file may be sound: installing the extra answers it
     back = pickle.loads(pickle.dumps(err))
     assert (type(back), str(back), back.package) == (MissingPackageError, str(err), "tokenizers")
 
@@ -130,8 +132,6 @@ def test_a_damaged_tokenizer_is_a_tokenizer_error(tmp_path):
 
 def test_a_checkpoint_error_names_its_file_as_a_field(tmp_path):
     from embscope.formats import open_checkpoint
-    import numpy as np
-    from safetensors.numpy import save_file
     path = tmp_path / "model.safetensors"
     save_file({"wte.weight": np.ones((4, 3), np.float32)}, path)
     path.write_bytes(path.read_bytes()[:-8])  # cut short: the header promises more bytes than there are
@@ -141,3 +141,17 @@ def test_a_checkpoint_error_names_its_file_as_a_field(tmp_path):
     with pytest.raises(CheckpointError) as err:
         open_checkpoint(tmp_path / "missing.pt")
     assert err.value.path == tmp_path / "missing.pt"
+
+
+def test_every_option_a_message_names_is_a_flag_of_the_command_line():
+    from embscope.roles import KEY_OPTIONS
+    flags = command_line_flags()
+    named = [Option(name) for name in KEY_OPTIONS.values()]
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "Option"
+                    and node.args and isinstance(node.args[0], ast.Constant)):
+                value = node.args[1].value if len(node.args) > 1 and isinstance(node.args[1], ast.Constant) else None
+                named.append(Option(node.args[0].value, value if isinstance(value, bool) else None))
+    assert len(named) > 30
+    assert sorted({cli.flag(option) for option in named} - flags) == []
