@@ -125,7 +125,7 @@ def by_token(strings_a: Sequence[str | None], strings_b: Sequence[str | None]) -
     rows_b, repeated_b = unique(strings_b)
     shared = sorted((row, rows_b[text]) for text, row in rows_a.items() if text in rows_b)
     ids = np.array(shared, dtype=np.int64).reshape(-1, 2)
-    matched = Option("match", "tokens", noun="by_token")  # the command line's pairing, this function's
+    matched = Option("match", "tokens", noun="by_token()")  # the command line's pairing: this function
     note = (f"{matched} paired {len(shared):,} rows by token string, of {len(strings_a):,} tokens in A and "
             f"{len(strings_b):,} in B")
     if repeated_a or repeated_b:
