@@ -15,7 +15,7 @@ from safetensors.numpy import save_file
 import embscope
 import embscope.roles
 from embscope.checkpoint import TensorInfo
-from embscope.roles import compare_copy
+from embscope.roles import Head, compare_copy
 
 rng = np.random.default_rng(11)
 V, D = 20, 8
@@ -174,7 +174,7 @@ def test_output_key_chooses_the_head(tmp_path):
     path = ambiguous(tmp_path)
     emb = embscope.open(path, output_key="b.lm_head.weight")
     assert (emb.output.name, emb.output.rule, emb.tables.head) == ("b.lm_head.weight", "output_key='b.lm_head.weight'",
-                                                                   "untied")
+                                                                   Head.untied)
     report = embscope.params_report(emb)
     assert (report.output, report.total, report.shares["output"]) == (V * D, 3 * V * D, 1 / 3)
 

@@ -276,4 +276,4 @@ def geometry(emb: Embeddings, table: Role | str = Role.token, *, device: str = "
              stages: Stages = quiet) -> Geometry:
     """The geometry of one table of a checkpoint: token (default), position, or an untied output projection."""
     chosen = emb.table(table)
-    return table_geometry(stored_rows(chosen), str(chosen.role), chosen.name, device=device, stages=stages)
+    return table_geometry(stored_rows(chosen), chosen.role, chosen.name, device=device, stages=stages)
