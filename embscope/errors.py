@@ -4,7 +4,8 @@ A message is the one line the user reads: what was expected, and what was found.
 is about as fields (`option`, `path`, `role`; a missing package's `package` and `extra`) for code that handles
 it. A message names an option in the library's words, by its keyword (`merge=False`, `token_key=NAME`); while
 the command line runs a command it has them spelled as its flags (`--no-merge`, `--token-key NAME`): cli.py
-owns that spelling, the library never names a flag. docs/errors.md is the table of which error means what."""
+owns that spelling, the library never names a flag. docs/python.md (Errors) is the table of which error means
+what."""
 
 from __future__ import annotations
 
