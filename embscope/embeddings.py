@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from .checkpoint import Checkpoint, EmbeddingTables, Table
 from .errors import CheckpointError, EmbscopeError, PositionError, TableError
 from .formats import OpenOptions, open_checkpoint
-from .roles import Role, find_tables
+from .roles import KEY_OPTIONS, Role, find_tables
 from .sample import default_checkpoint
 
 if TYPE_CHECKING:
@@ -55,11 +55,13 @@ class Embeddings:
         try:
             role = Role(role)
         except ValueError:
-            raise TableError(f"expected a table role token, position or output, found {role!r}") from None
+            raise TableError(f"expected a table role token, position or output, found {role!r}",
+                             option="table") from None
         found = {Role.token: self.tables.token, Role.position: self.tables.position,
                  Role.output: self.tables.output}[role]
         if found is None:
-            raise (PositionError if role is Role.position else TableError)(self.tables.missing[role])
+            raise (PositionError if role is Role.position else TableError)(self.tables.missing[role], role=role,
+                                                                            option=KEY_OPTIONS[role])
         return found
 
     @cached_property

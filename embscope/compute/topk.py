@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import EmbscopeError
+from ..errors import OptionError
 from .bf16_engine import CpuBf16Engine
 from .devices import precision_run, resolve_device, resolve_precision
 from .engine import Engine, Queries
@@ -70,7 +70,7 @@ def topk_rows(table: object, k: int, *, rows: Sequence[int] | np.ndarray | None 
     """
     array = as_table(table)
     query_ids = (np.arange(array.shape[0], dtype=np.int64) if rows is None
-                 else check_ids(np.asarray(rows).reshape(-1), array.shape[0], "query row ids"))
+                 else check_ids(np.asarray(rows).reshape(-1), array.shape[0], "query row ids", "rows"))
     return _search(array, k, query_ids, None, None, exclude_self, device, precision, block_rows, progress, _engine)
 
 
@@ -83,11 +83,11 @@ def topk_vectors(table: object, vectors: object, k: int, *,
     array = as_table(table)
     found = np.asarray(vectors)
     if found.ndim != 2 or found.shape[1] != array.shape[1]:
-        raise EmbscopeError(f"expected query vectors of shape (n, {array.shape[1]}); "
-                            f"found shape {tuple(found.shape)}")
+        raise OptionError(f"expected query vectors of shape (n, {array.shape[1]}); "
+                          f"found shape {tuple(found.shape)}", option="vectors")
     if exclude is not None and len(exclude) != found.shape[0]:
-        raise EmbscopeError(f"expected one list of excluded rows per query vector ({found.shape[0]}); "
-                            f"found {len(exclude)}")
+        raise OptionError(f"expected one list of excluded rows per query vector ({found.shape[0]}); "
+                          f"found {len(exclude)}", option="exclude")
     return _search(array, k, np.full(found.shape[0], -1, dtype=np.int64), found, exclude, False, device, precision,
                    None, progress, _engine)
 
@@ -96,17 +96,17 @@ def pick_engine(device: str, precision: str, forced: Engine | None) -> tuple[Eng
     """The engine for a device and precision, and the precision it will run."""
     if forced is not None:
         if not forced.supports(device, precision):
-            raise EmbscopeError(f"the {forced.name} engine does not run {precision} on {device}")
+            raise OptionError(f"the {forced.name} engine does not run {precision} on {device}", option="precision")
         return forced, precision
     if device == "cpu" and precision == "fp16":
-        raise EmbscopeError("precision fp16 needs a GPU (cuda or mps); use fp32 or bf16 on cpu")
+        raise OptionError("precision fp16 needs a GPU (cuda or mps); use fp32 or bf16 on cpu", option="precision")
     run = precision_run(precision, device) if device == "cpu" else precision
     return next(engine for engine in ENGINES if engine.supports(device, run)), run
 
 
 def check_k(k: object) -> int:
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-        raise EmbscopeError(f"k must be a positive integer; got {k!r}")
+        raise OptionError(f"k must be a positive integer; got {k!r}", option="k")
     return int(k)
 
 
@@ -118,7 +118,8 @@ def left_out_pairs(query_ids: np.ndarray, exclude: Excluded | None, exclude_self
     if exclude is None:
         return np.empty(0, np.int64), np.empty(0, np.int64)
     chosen = [np.asarray(exclude[line], dtype=np.int64).reshape(-1) for line in lines]
-    row_ids = check_ids(np.concatenate(chosen) if chosen else np.empty(0, np.int64), n_rows, "excluded row ids")
+    row_ids = check_ids(np.concatenate(chosen) if chosen else np.empty(0, np.int64), n_rows, "excluded row ids",
+                        "exclude")
     return np.repeat(np.arange(lines.size, dtype=np.int64), [c.size for c in chosen]), row_ids
 
 
@@ -131,7 +132,7 @@ def _search(array: np.ndarray, k: object, query_ids: np.ndarray, vectors: np.nda
     device = resolve_device(device)
     engine, precision = pick_engine(device, resolve_precision(precision, device), forced)
     if block_rows is not None and int(block_rows) < 1:
-        raise EmbscopeError(f"block_rows must be at least 1; got {block_rows}")
+        raise OptionError(f"block_rows must be at least 1; got {block_rows}", option="block_rows")
     n_queries = query_ids.size
     width = min(k, n_rows)  # no query has more neighbours than the table has rows
     result = TopK(np.full((n_queries, width), -1, dtype=np.int64),

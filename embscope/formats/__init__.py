@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..checkpoint import Checkpoint, TensorInfo
-from ..errors import CheckpointError, EmbscopeError
+from ..errors import CheckpointError, EmbscopeError, Option
 from ..registry import Kind, Probe
 from ..text import quote
 from ._base import DAMAGE, OpenOptions, damaged
@@ -68,9 +68,9 @@ def open_checkpoint(path: str | Path, options: OpenOptions = DEFAULT_OPTIONS) ->
     try:
         exists = path.exists()
     except OSError as err:  # a name too long for the file system, for one
-        raise CheckpointError(f"cannot read {quote(path)}: {err.strerror}") from None
+        raise CheckpointError(f"cannot read {quote(path)}: {err.strerror}", path=path) from None
     if not exists:
-        raise CheckpointError(f"expected a checkpoint file or directory, found nothing at {quote(path)}")
+        raise CheckpointError(f"expected a checkpoint file or directory, found nothing at {quote(path)}", path=path)
     try:
         if path.is_dir():
             path = find_in_directory(path)
@@ -80,6 +80,9 @@ def open_checkpoint(path: str | Path, options: OpenOptions = DEFAULT_OPTIONS) ->
             raise CheckpointError(f"{quote(path)} is not a checkpoint embscope knows (tried {known})")
         checkpoint = fmt.open(path, options)
         checkpoint.format = fmt.name  # the record's name, the one place it is written
+    except CheckpointError as err:
+        err.path = err.path or path  # the file it is about, for code that handles it
+        raise
     except EmbscopeError:
         raise
     except DAMAGE as err:
@@ -113,7 +116,8 @@ def find_in_directory(directory: Path) -> Path:
         raise CheckpointError(f"expected a checkpoint in directory {quote(directory)}, found no weights file")
     if len(found) > 1:
         names = ", ".join(quote(p.name) for p in found[:5]) + (f" and {len(found) - 5} more" if len(found) > 5 else "")
-        raise CheckpointError(f"directory {quote(directory)} holds several checkpoints ({names}); pass one with -c")
+        raise CheckpointError(f"directory {quote(directory)} holds several checkpoints ({names}); pass one with "
+                              f"{Option('path', noun='its path')}", path=directory)
     return found[0]
 
 
@@ -129,7 +133,7 @@ def onnx_export(folder: Path) -> Path:
                               "folder, found no weights file")
     names = ", ".join(quote(p.name) for p in chosen[:5]) + (f" and {len(chosen) - 5} more" if len(chosen) > 5 else "")
     raise CheckpointError(f"directory {quote(folder.parent)} holds several ONNX exports in {EXPORT_FOLDER}/ ({names}); "
-                          "pass one with -c")
+                          f"pass one with {Option('path', noun='its path')}", path=folder)
 
 
 def unpickle_plain(data: bytes, where: str) -> Any:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import CheckpointError
+from ..errors import CheckpointError, MissingPackageError
 from ..text import detail, printable, quote
 
 
@@ -41,8 +41,7 @@ def require_package(package: str, path: Path, kind: str, extra: str) -> Any:
     try:
         return importlib.import_module(package)
     except ImportError:
-        raise CheckpointError(f"{quote(path)} is {kind}; reading it needs the {package!r} package: "
-                              f"pip install 'embscope[{extra}]'") from None
+        raise MissingPackageError(f"{quote(path)} is {kind}; reading it", package, extra, path=path) from None
 
 
 def damaged(where: str, err: BaseException) -> CheckpointError:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..arrays import stored_dtype
 from ..checkpoint import Checkpoint, TensorInfo
-from ..errors import CheckpointError
+from ..errors import CheckpointError, TokenizerError
 from ..memory import require_memory
 from ..text import printable, quote
 from ._base import OpenOptions, require_package
@@ -196,11 +196,11 @@ class TokenizerArrays:
             return None
         names = " or ".join(item_types)
         if not isinstance(value, ArrayRef):
-            raise CheckpointError(f"{self.where}: expected {TOKENIZER + key} to be an array of {what} ({names}), "
-                                  f"found {shown(value)}")
+            raise TokenizerError(f"{self.where}: expected {TOKENIZER + key} to be an array of {what} ({names}), "
+                                 f"found {shown(value)}")
         if self.gguf.GGUFValueType(value.item_type).name not in item_types:
-            raise CheckpointError(f"{self.where}: expected {TOKENIZER + key} to be an array of {what} ({names}), found "
-                                  f"an array of {self.gguf.GGUFValueType(value.item_type).name}")
+            raise TokenizerError(f"{self.where}: expected {TOKENIZER + key} to be an array of {what} ({names}), found "
+                                 f"an array of {self.gguf.GGUFValueType(value.item_type).name}")
         return value
 
     def raw_strings(self, key: str) -> list[bytes] | None:
@@ -222,8 +222,8 @@ class TokenizerArrays:
                 try:
                     item.decode("utf-8")
                 except UnicodeDecodeError:
-                    raise CheckpointError(f"{self.where}: element {index} of {TOKENIZER + key} is not UTF-8 text, "
-                                          f"found {shown(item)}") from None
+                    raise TokenizerError(f"{self.where}: element {index} of {TOKENIZER + key} is not UTF-8 text, "
+                                         f"found {shown(item)}") from None
             raise
 
     def numbers(self, key: str, what: str, item_types: tuple[str, ...], count: int) -> np.ndarray | None:
@@ -233,8 +233,8 @@ class TokenizerArrays:
         if ref is None:
             return None
         if ref.count < count:
-            raise CheckpointError(f"{self.where}: expected {TOKENIZER + key} to hold a {what} for each of the "
-                                  f"{count} tokens, found {ref.count}")
+            raise TokenizerError(f"{self.where}: expected {TOKENIZER + key} to hold a {what} for each of the "
+                                 f"{count} tokens, found {ref.count}")
         return array_numbers(self.buf, ref, TOKENIZER + key, self.where, self.gguf)[:count]
 
 

@@ -9,7 +9,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from embscope.errors import CheckpointError
+from embscope.errors import Option, TokenizerError
 from embscope.registry import Kind, Probe
 from embscope.text import detail
 from embscope.tokenizers.base import Tokenizer, check_id, shown
@@ -39,12 +39,15 @@ def _expected_kinds() -> str:
 
 
 def _load(kind: TokenizerKind, path: Path) -> Tokenizer:
-    """One kind's loader, with what parsing a damaged file raises turned into a CheckpointError."""
+    """One kind's loader, with what parsing a damaged file raises turned into a TokenizerError."""
     try:
         return kind.open(path)
+    except TokenizerError as err:
+        err.path = err.path or path  # the file it is about, for code that handles it
+        raise
     except (ValueError, KeyError, IndexError, TypeError, RecursionError, MemoryError, OSError) as err:
-        raise CheckpointError(f"expected a readable {kind.name} tokenizer in {path}, found damage "
-                              f"({detail(err)})") from None
+        raise TokenizerError(f"expected a readable {kind.name} tokenizer in {path}, found damage "
+                             f"({detail(err)})", path=path) from None
 
 
 def _file_type(path: Path) -> int | None:
@@ -54,36 +57,36 @@ def _file_type(path: Path) -> int | None:
     except FileNotFoundError:
         return None
     except OSError as err:  # a name too long, a loop of links, no permission
-        raise CheckpointError(f"cannot look at the tokenizer path {shown(str(path), 100)}: "
-                              f"{err.strerror or err}") from None
+        raise TokenizerError(f"cannot look at the tokenizer path {shown(str(path), 100)}: "
+                             f"{err.strerror or err}") from None
 
 
 def load_tokenizer(source: str | os.PathLike[str]) -> Tokenizer:
     """Open a tokenizer file (for GPT-2 BPE, vocab.json with merges.txt beside it), a directory
     (searched as ``find_tokenizer`` does), or a tokenizer known by name when no such path exists
-    (tiktoken's ``gpt2``, ``cl100k_base``, ...). Raises CheckpointError, or EmbscopeError when a
+    (tiktoken's ``gpt2``, ``cl100k_base``, ...). Raises TokenizerError, or MissingPackageError when a
     library the kind needs is missing."""
     path = Path(source)
     file_type = _file_type(path)
     if file_type == stat.S_IFDIR:
         found = find_tokenizer(path)
         if found is None:
-            raise CheckpointError(f"expected a tokenizer file in {path}, found none of: {_expected_kinds()}")
+            raise TokenizerError(f"expected a tokenizer file in {path}, found none of: {_expected_kinds()}")
         return found
     if file_type is None:
         return _load_by_name(str(source), path)
     if file_type != stat.S_IFREG:  # a FIFO would block forever, a device would read without end
-        raise CheckpointError(f"expected a tokenizer file at {path}, found something that is not a regular file")
+        raise TokenizerError(f"expected a tokenizer file at {path}, found something that is not a regular file")
     probe = Probe.peek(path)  # None only where the file is gone, or replaced, since the look above
     # a file's name settles its kind before any content is parsed (tokenizer.json can be large)
     matches = [kind for kind in KINDS if probe is not None and kind.matches_name(path) and kind.sniff(probe)]
     if not matches:
         matches = [kind for kind in KINDS if probe is not None and kind.sniff(probe)]
     if not matches:
-        raise CheckpointError(f"{path} is not a tokenizer file embscope knows; expected {_expected_kinds()}")
+        raise TokenizerError(f"{path} is not a tokenizer file embscope knows; expected {_expected_kinds()}")
     if len(matches) > 1:
         names = ", ".join(kind.name for kind in matches)
-        raise CheckpointError(
+        raise TokenizerError(
             f"expected {path} to be one kind of tokenizer, found it could be any of: {names}"
         )
     return _load(matches[0], path)
@@ -92,7 +95,7 @@ def load_tokenizer(source: str | os.PathLike[str]) -> Tokenizer:
 def _load_by_name(name: str, path: Path) -> Tokenizer:
     """A tokenizer named rather than stored; a name is a bare word, never a path."""
     if name != path.name:
-        raise CheckpointError(f"expected a tokenizer file at {path}, found nothing there")
+        raise TokenizerError(f"expected a tokenizer file at {path}, found nothing there")
     known: list[str] = []
     for kind in KINDS:
         if kind.names is None or kind.load_name is None:
@@ -101,7 +104,7 @@ def _load_by_name(name: str, path: Path) -> Tokenizer:
         if name in names:
             return kind.load_name(name)
         known.append(f"{kind.name} {', '.join(names)}")
-    raise CheckpointError(
+    raise TokenizerError(
         f"expected a tokenizer file or a tokenizer name, found neither: {shown(name)} is no file here "
         f"and no name known ({'; '.join(known) or 'none'})"
     )
@@ -110,7 +113,7 @@ def _load_by_name(name: str, path: Path) -> Tokenizer:
 def find_tokenizer(directory: Path, config: dict[str, Any] | None = None) -> Tokenizer | None:
     """The tokenizer stored in a checkpoint directory (or beside a checkpoint file),
     or None when there is none. When there are several, ``tokenizer.json`` wins;
-    without one, CheckpointError lists them. ``config`` is the checkpoint's config:
+    without one, TokenizerError lists them. ``config`` is the checkpoint's config:
     when nothing is beside the checkpoint, kinds look where it points (nanoGPT's
     ``data/<dataset>/meta.pkl``)."""
     directory = Path(directory)
@@ -137,9 +140,9 @@ def find_tokenizer(directory: Path, config: dict[str, Any] | None = None) -> Tok
     if preferred in found:
         return _load(found[preferred], preferred)
     listed = ", ".join(f"{path.name} ({kind.name})" for path, kind in found.items())
-    raise CheckpointError(
-        f"expected one tokenizer in {directory}, found {len(found)}: {listed}; choose one with --tokenizer"
-    )
+    raise TokenizerError(
+        f"expected one tokenizer in {directory}, found {len(found)}: {listed}; choose one with {Option('tokenizer')}",
+        path=directory, option="tokenizer")
 
 
 def _find_related(directory: Path, config: dict[str, Any]) -> Tokenizer | None:

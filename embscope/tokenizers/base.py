@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from embscope import files
-from embscope.errors import CheckpointError, EmbscopeError, TokenError
+from embscope.errors import CheckpointError, TokenError, TokenizerError
 from embscope.tokenizers.byte_alphabet import byte_level_bytes
 
 
@@ -75,7 +75,7 @@ MAX_TOKENIZER_BYTES = 256 << 20
 
 def check_largest_id(largest: int, path: Path) -> None:
     if largest > MAX_TOKEN_ID:
-        raise CheckpointError(f"expected token ids up to {MAX_TOKEN_ID:,} in {path.name}, found {largest:,}")
+        raise TokenizerError(f"expected token ids up to {MAX_TOKEN_ID:,} in {path.name}, found {largest:,}")
 
 
 def is_id(value: Any) -> bool:
@@ -88,7 +88,7 @@ def check_text(text: str, what: str) -> str:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
-        raise CheckpointError(f"expected {what} to be text, found {shown(text)}, which holds a lone surrogate") from None
+        raise TokenizerError(f"expected {what} to be text, found {shown(text)}, which holds a lone surrogate") from None
     return text
 
 
@@ -138,10 +138,6 @@ def library_ids(encoding: Any, text: str, library: Any, where: str, byte_level: 
                      f"by {where}: it has no token for them and no unknown token")
 
 
-def missing_package(what: str, package: str, extra: str) -> EmbscopeError:
-    return EmbscopeError(f"{what} needs the '{package}' package (pip install 'embscope[{extra}]')")
-
-
 def check_id(id: int, vocab_size: int) -> int:
     """Return ``id`` as an int when it names a token, else raise TokenError."""
     try:
@@ -160,11 +156,11 @@ def check_id(id: int, vocab_size: int) -> int:
 
 def read_json(path: Path) -> Any:
     """Parse a JSON file, remembering the last few so that sniffing several kinds
-    and then loading one parses the file once. Raises CheckpointError."""
+    and then loading one parses the file once. Raises TokenizerError."""
     try:
         return files.read_json(path, MAX_TOKENIZER_BYTES, "a tokenizer file", cached=True)
     except (ValueError, UnicodeDecodeError, RecursionError) as err:  # RecursionError: nesting too deep
-        raise CheckpointError(f"expected JSON in {path}, found a parse error: {err}") from None
+        raise TokenizerError(f"expected JSON in {path}, found a parse error: {err}") from None
 
 
 def sniff_json(path: Path) -> Any:

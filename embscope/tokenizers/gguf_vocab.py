@@ -12,7 +12,7 @@ parse_special=false)` gives.
 What every kind shares is read here: the token list (an empty token is named "[EMPTY_<id>]" and a repeated one
 refused, as llama.cpp does), the token types, and the user-defined tokens, which llama.cpp cuts out of the text
 before anything else (tokenizer_st_partition). A malformed array, or merges and scores that do not fit the
-tokens, is one CheckpointError naming the first bad entry. A word the vocabulary cannot hold becomes the unknown
+tokens, is one TokenizerError naming the first bad entry. A word the vocabulary cannot hold becomes the unknown
 token, and ``unk_id`` names it, so that callers can refuse it rather than compare "<unk>" with itself."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from embscope.errors import CheckpointError, TokenError
+from embscope.errors import Option, TokenError, TokenizerError
 from embscope.tokenizers.base import SPACE_MARK, ByteVocabulary, check_id, check_largest_id, shown
 
 if TYPE_CHECKING:
@@ -71,7 +71,8 @@ class GGUFVocabulary(ByteVocabulary):
         return token.encode("utf-8")
 
     def encode(self, text: str) -> list[int]:
-        raise TokenError(f"{self._reason}: give token ids with --ids, or the model's tokenizer file with --tokenizer")
+        raise TokenError(f"{self._reason}: give token ids with {Option('ids', True)}, or the model's tokenizer file "
+                         f"with {Option('tokenizer')}", option="tokenizer")
 
 
 class UserDefined:
@@ -221,7 +222,7 @@ def read_tokens(arrays: MetadataArrays) -> tuple[list[str], list[bytes], dict[st
     "[EMPTY_<id>]", and a token that appears twice is refused."""
     raw = arrays.raw_strings("tokens")
     if not raw:
-        raise CheckpointError(f"{arrays.where}: expected a list of tokens in {PREFIX}tokens, found none")
+        raise TokenizerError(f"{arrays.where}: expected a list of tokens in {PREFIX}tokens, found none")
     check_largest_id(len(raw) - 1, arrays.path)
     if not all(raw):
         raw = [item or f"[EMPTY_{id}]".encode() for id, item in enumerate(raw)]
@@ -232,8 +233,8 @@ def read_tokens(arrays: MetadataArrays) -> tuple[list[str], list[bytes], dict[st
         first: dict[str, int] = {}
         for id, token in enumerate(tokens):
             if token in first:
-                raise CheckpointError(f"{arrays.where}: expected each token once in {PREFIX}tokens, found "
-                                      f"{shown(token)} as ids {first[token]} and {id}")
+                raise TokenizerError(f"{arrays.where}: expected each token once in {PREFIX}tokens, found "
+                                     f"{shown(token)} as ids {first[token]} and {id}")
             first[token] = id
     return tokens, raw, token_id
 
@@ -259,8 +260,8 @@ def read_scores(arrays: MetadataArrays, tokens: list[str]) -> np.ndarray | None:
     scores = scores.astype(np.float32)
     bad = np.flatnonzero(np.isnan(scores))
     if bad.size:
-        raise CheckpointError(f"{arrays.where}: expected a number as the score of every token in {PREFIX}scores, "
-                              f"found NaN for token {int(bad[0])} ({shown(tokens[bad[0]])})")
+        raise TokenizerError(f"{arrays.where}: expected a number as the score of every token in {PREFIX}scores, "
+                             f"found NaN for token {int(bad[0])} ({shown(tokens[bad[0]])})")
     return scores
 
 
@@ -269,7 +270,7 @@ def read_merges(arrays: MetadataArrays, token_id: dict[str, int]) -> list[tuple[
     cuts it); every merge must join two tokens into a third."""
     raw = arrays.raw_strings("merges")
     if not raw:
-        raise CheckpointError(f"{arrays.where}: a gpt2 (byte-level BPE) tokenizer needs {PREFIX}merges, found none")
+        raise TokenizerError(f"{arrays.where}: a gpt2 (byte-level BPE) tokenizer needs {PREFIX}merges, found none")
     # byte-level tokens hold no space or newline ("Ġ" and "Ċ" stand for them), so each merge is its only space:
     # all are cut and checked at once (Llama 3's 280k merges in a few hundredths of a second); any doubt, and
     # they are read one by one below, which names the first bad one
@@ -291,7 +292,7 @@ def read_merges(arrays: MetadataArrays, token_id: dict[str, int]) -> list[tuple[
         left, right = (merge[:cut], merge[cut + 1:]) if cut >= 0 else ("", "")
         if not (left in token_id and right in token_id and left + right in token_id):
             missing = next(part for part in (left, right, left + right) if part not in token_id)
-            raise CheckpointError(
+            raise TokenizerError(
                 f"{arrays.where}: expected merge {rank} of {PREFIX}merges ({shown(merge)}) to join two tokens into a "
                 f"third, found {shown(missing)}, which is not a token" if cut >= 0 else
                 f"{arrays.where}: expected merge {rank} of {PREFIX}merges to be two tokens and a space, found "
@@ -306,7 +307,7 @@ def special_ids_of(arrays: MetadataArrays, count: int, types: np.ndarray | None)
     ids = {key: arrays.metadata.get(PREFIX + key) for key in SPECIAL_ID_KEYS}
     for key, value in ids.items():
         if value is not None and not (type(value) is int and 0 <= value < count):
-            raise CheckpointError(f"{arrays.where}: {PREFIX + key} is {shown(value)}, expected an id below {count}")
+            raise TokenizerError(f"{arrays.where}: {PREFIX + key} is {shown(value)}, expected an id below {count}")
     unk_id = ids["unknown_token_id"]
     special = {v for v in ids.values() if v is not None}
     if types is not None:
@@ -335,7 +336,7 @@ def load_gguf_tokenizer(path: Path, read_arrays: Callable[[], MetadataArrays]) -
         vocabulary.notes = (f"the file names no tokenizer ({PREFIX}model): ids are named, words cannot be looked up",)
         return vocabulary
     if not isinstance(model, str):
-        raise CheckpointError(f"{arrays.where}: expected {PREFIX}model to be a name, found {shown(model)}")
+        raise TokenizerError(f"{arrays.where}: expected {PREFIX}model to be a name, found {shown(model)}")
     if model == "gpt2":
         from embscope.tokenizers.gguf_bpe import load_byte_level_bpe
         return load_byte_level_bpe(path, tokens, types, special_ids, user_defined, read_merges(arrays, token_id),
@@ -345,8 +346,8 @@ def load_gguf_tokenizer(path: Path, read_arrays: Callable[[], MetadataArrays]) -
         scores = read_scores(arrays, tokens)
         add_prefix = metadata.get(PREFIX + "add_space_prefix", True)  # llama.cpp's default for llama vocabularies
         if not isinstance(add_prefix, bool):
-            raise CheckpointError(f"{arrays.where}: expected {PREFIX}add_space_prefix to be true or false, found "
-                                  f"{shown(add_prefix)}")
+            raise TokenizerError(f"{arrays.where}: expected {PREFIX}add_space_prefix to be true or false, found "
+                                 f"{shown(add_prefix)}")
         return SentencePieceVocab(path, tokens, raw, token_id, types, unk_id, special_ids, user_defined, scores,
                                   add_prefix)
     if model == "bert":
