@@ -10,18 +10,21 @@ import tempfile
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from .. import files
 from ..errors import EmbscopeError
 from ..text import quote, shortened
+
+if TYPE_CHECKING:
+    from ..embeddings import Embeddings
 
 # files beside a checkpoint that are read with it: config, tokenizer files, shards, a nanoGPT meta.pkl. No output
 # format (.tsv, .jsonl, .npz, .png, .svg, .pdf) is among them, so a second run may replace its own output.
 INPUT_SUFFIXES = frozenset({".json", ".txt", ".model", ".vocab", ".tiktoken", ".safetensors", ".bin", ".pkl"})
 
 
-def input_files(emb: Any, *given: Path | None) -> list[Path]:
+def input_files(emb: Embeddings, *given: Path | None) -> list[Path]:
     """The files this answer was read from (or may have been): never to be written over.
     `given`: input files named on the command line (a pairs or queries file)."""
     checkpoint = Path(emb.checkpoint.path)
@@ -85,7 +88,7 @@ def umask() -> int:
 
 
 @contextmanager
-def written_whole(path: Path, what: str, binary: bool = True, inputs: Iterable[Path] = ()) -> Iterator[IO]:
+def written_whole(path: Path, what: str, binary: bool = True, inputs: Iterable[Path] = ()) -> Iterator[IO[Any]]:
     """A file object for `path`; `what` names the output in errors ("the plot file", "--out");
     `inputs` are the files that were read (input_files), which the output may not replace."""
     path = Path(path)

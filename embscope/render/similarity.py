@@ -3,20 +3,24 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..analysis.similarity import Pair, Query, SimilarityResult, merge_note
 from ..lookup import PLAIN, WORD_START, FormChoice
 from ..text import quote
 from . import console, header
+from .jsonout import Document
+
+if TYPE_CHECKING:
+    from ..embeddings import Embeddings
 
 
-def query_doc(query: Query) -> dict:
+def query_doc(query: Query) -> Document:
     return {"text": query.text, "ids": list(query.ids), "tokens": list(query.tokens), "form": query.form,
             "merged": query.merged, "note": query.note, "reason": query.reason}
 
 
-def pair_doc(pair: Pair) -> dict:
+def pair_doc(pair: Pair) -> Document:
     choice = pair.choice
     return {"a": pair.a.text, "b": pair.b.text, "a_ids": list(pair.a.ids), "b_ids": list(pair.b.ids),
             "a_tokens": list(pair.a.tokens), "b_tokens": list(pair.b.tokens), "cosine": pair.cosine,
@@ -41,7 +45,7 @@ def form_notes(pairs: Sequence[Pair]) -> list[str]:
 LISTED_PAIRS = 50  # pairs printed in the console; --json lists all
 
 
-def document(result: SimilarityResult, notes: Sequence[str] = ()) -> dict:
+def document(result: SimilarityResult, notes: Sequence[str] = ()) -> Document:
     """Everything but the pairs, which are streamed (a pairs file may hold millions): see `show`."""
     base = result.baseline
     return {"queries": [query_doc(q) for q in result.queries],
@@ -56,7 +60,7 @@ def percentile_text(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f}%"
 
 
-def show(emb: Any, result: SimilarityResult, *, json: bool, matrix: bool, notes: Sequence[str] = ()) -> None:
+def show(emb: Embeddings, result: SimilarityResult, *, json: bool, matrix: bool, notes: Sequence[str] = ()) -> None:
     """The answer, opened by the checkpoint line; `matrix` adds the cosine matrix of every query."""
     if json:
         header.emit(document(result, notes), emb, stream=("pairs", (pair_doc(p) for p in result.pairs)))

@@ -122,7 +122,8 @@ class Axis:
         return [(t, tick_text(t)) for t in nice_ticks(low, high)]
 
 
-Draw = Callable[[Callable[[np.ndarray], np.ndarray], Callable[[np.ndarray], np.ndarray]], str]
+Scale = Callable[[np.ndarray], np.ndarray]  # data values to pixels along one axis
+Draw = Callable[[Scale, Scale], str]
 
 
 @dataclass
@@ -153,7 +154,7 @@ class Panel:
         self.y.see(y)
         self.key(fill, label, line=dash or "")
 
-        def draw(fx: Callable, fy: Callable) -> str:
+        def draw(fx: Scale, fy: Scale) -> str:
             px, py = fx(x), fy(y)
             good = np.isfinite(px) & np.isfinite(py)
             parts, run = [], []
@@ -181,7 +182,7 @@ class Panel:
         self.y.see(np.concatenate([lo, hi]))
         self.key(fill, label, 0.2)
 
-        def draw(fx: Callable, fy: Callable) -> str:
+        def draw(fx: Scale, fy: Scale) -> str:
             px, bottom, top = fx(x), fy(lo), fy(hi)
             good = np.isfinite(px) & np.isfinite(bottom) & np.isfinite(top)
             if not good.any():
@@ -200,7 +201,7 @@ class Panel:
         self.y.see(np.append(counts[counts > 0], 0.5) if self.y.log else np.append(counts, 0))
         self.key(fill, label)
 
-        def draw(fx: Callable, fy: Callable) -> str:
+        def draw(fx: Scale, fy: Scale) -> str:
             left, right = fx(bounds[:-1]), fx(bounds[1:])
             base = float(fy(np.array([self.y.limits()[0] if self.y.log else 0.0]))[0])
             top = fy(counts.astype(np.float64))
@@ -221,7 +222,7 @@ class Panel:
         self.x.see(lengths)
         self.y.low, self.y.high = -0.5, len(names) - 0.5
 
-        def draw(fx: Callable, fy: Callable) -> str:
+        def draw(fx: Scale, fy: Scale) -> str:
             x0 = float(fx(np.array([self.x.limits()[0]]))[0])
             out = []
             for i, (value, fill) in enumerate(zip(lengths, fills)):
@@ -247,7 +248,7 @@ class Panel:
             drawn = f"; {len(keep):,} of them drawn, evenly spaced" if len(keep) < count else ""
             self.legend.append((fills[0] if fills else "#000", label + drawn, 1.0, None))
 
-        def draw(fx: Callable, fy: Callable) -> str:
+        def draw(fx: Scale, fy: Scale) -> str:
             px, py = fx(x), fy(y)
             paint = ('fill="none" stroke="{}" stroke-width="1"' if ring else 'fill="{}"')
             return "".join(f'<circle cx="{a:.1f}" cy="{b:.1f}" r="{radius}" ' + paint.format(f) +
@@ -259,7 +260,7 @@ class Panel:
         """A shaded band across the panel, from low to high along one axis."""
         self.key(fill, label, 0.15)
 
-        def draw(fx: Callable, fy: Callable) -> str:
+        def draw(fx: Scale, fy: Scale) -> str:
             if axis == "x":
                 a, b = fx(np.array([low, high]))
                 y0, y1 = fy(np.array(self.y.limits()))
@@ -276,7 +277,7 @@ class Panel:
         self.key(fill, label, line=dash or "")
         (self.x if axis == "x" else self.y).see(np.array([value]))
 
-        def draw(fx: Callable, fy: Callable) -> str:
+        def draw(fx: Scale, fy: Scale) -> str:
             style = f' stroke-dasharray="{dash}"' if dash else ""
             if axis == "x":
                 (a,), (y0, y1) = fx(np.array([value])), fy(np.array(self.y.limits()))
@@ -289,7 +290,7 @@ class Panel:
 
     def label(self, x: float, y: float, text: str, fill: str = "black", right: bool = False) -> None:
         """A text label at a data point (a probe word, a flagged row)."""
-        def draw(fx: Callable, fy: Callable) -> str:
+        def draw(fx: Scale, fy: Scale) -> str:
             (a,), (b,) = fx(np.array([x])), fy(np.array([y]))
             if not (np.isfinite(a) and np.isfinite(b)):
                 return ""
@@ -305,7 +306,7 @@ class Panel:
         self.x.low, self.x.high, self.y.low, self.y.high = x0, x1, y0, y1
         image = png(rgb(cells, low, high, palette))
 
-        def draw(fx: Callable, fy: Callable) -> str:
+        def draw(fx: Scale, fy: Scale) -> str:
             (a, b), (c, d) = fx(np.array([x0, x1])), fy(np.array([y0, y1]))
             return (f'<image x="{min(a, b):.1f}" y="{min(c, d):.1f}" width="{abs(b - a):.1f}" height="{abs(d - c):.1f}" '
                     f'preserveAspectRatio="none" style="image-rendering:pixelated" '
@@ -320,7 +321,7 @@ def rgb(values: np.ndarray, low: float, high: float, palette: Sequence[str]) -> 
     scaled = np.nan_to_num(scaled, nan=0.0)
     below = np.minimum(np.floor(scaled).astype(np.int64), len(palette) - 2)
     part = (scaled - below)[..., None]
-    out = anchors[below] * (1 - part) + anchors[below + 1] * part
+    out: np.ndarray = anchors[below] * (1 - part) + anchors[below + 1] * part
     out[~np.isfinite(np.asarray(values, dtype=np.float64))] = 255
     return np.round(out).astype(np.uint8)
 
