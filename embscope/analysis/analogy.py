@@ -191,11 +191,14 @@ def exact_scores(array: np.ndarray, ids: np.ndarray, a: np.ndarray, b: np.ndarra
                  epsilon: float) -> np.ndarray:
     """The scores of the chosen rows again, in float64 (the top-k ran in float32)."""
     rows, _ = unit_inputs(array, ids)
+    scores: np.ndarray
     if method == "3cosadd":
         direction = a - b + c
-        return rows @ direction / np.linalg.norm(direction)
+        scores = rows @ direction / np.linalg.norm(direction)
+        return scores
     cos_a, cos_b, cos_c = ((rows @ v + 1) / 2 for v in (a, b, c))
-    return cos_a * cos_c / (cos_b + epsilon)
+    scores = cos_a * cos_c / (cos_b + epsilon)
+    return scores
 
 
 def check_method(method: str) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -29,6 +30,9 @@ from .norms import row_norms, summarize
 from .positions import PositionProfile, position_profile
 from .stages import Progress, Stages, quiet
 from .sweep import RowChanges, block_rows, sweep
+
+if TYPE_CHECKING:
+    from ..compute.topk import TopK
 
 PERCENTILES = (1, 5, 95)  # of the row cosines: the low ones are where the movers are
 LISTED = 20  # movers and stable rows kept per table
@@ -71,7 +75,8 @@ class Pairing:
         """The pair index of each row of one side's table ("a" or "b"); -1 for a row in no pair."""
         lookup = np.full(table_rows, -1, dtype=np.int64)
         lookup[self.rows_a() if side == "a" else self.rows_b()] = np.arange(self.count)
-        return lookup[rows]
+        pairs: np.ndarray = lookup[rows]
+        return pairs
 
     def covers(self, a: np.ndarray, b: np.ndarray) -> bool:
         """Every row of both tables, each with its own index: the row norms found are the tables' own."""
@@ -260,7 +265,8 @@ class NeighborOverlap:
 
 def _topk(table: np.ndarray, k: int, rows: np.ndarray, device: str, progress: Progress | None) -> np.ndarray:
     """The batched top-k of the given rows, the query row itself left out: neighbour ids (Q, k), -1 for none."""
-    return compute.topk_rows(table, k, rows=rows, device=device, progress=progress).ids
+    found: TopK = compute.topk_rows(table, k, rows=rows, device=device, progress=progress)
+    return found.ids
 
 
 def neighbor_labels(ids: np.ndarray, pairs: np.ndarray, unpaired_from: int) -> np.ndarray:

@@ -491,7 +491,7 @@ def gap_needed(tested: int, window: int = GAP_WINDOW, false_alarm: float = GAP_F
     """The ratio a gap must exceed. Under no under-trained rows, rank-scaled spacings i (s_i - s_i+1) are
     close to independent exponentials, so a spacing over the mean of the `window` below it has
     P(ratio > t) = (1 + t / window) ** -window; over `tested` gaps that chance is held to `false_alarm`."""
-    return window * ((tested / false_alarm) ** (1 / window) - 1)
+    return window * (float((tested / false_alarm) ** (1 / window)) - 1)
 
 
 def gap_threshold(scores: np.ndarray, window: int = GAP_WINDOW) -> Threshold:

@@ -19,6 +19,7 @@ from ..compute.devices import DEVICES, PRECISIONS
 from ..role import Role as Table  # the table a command reads: one list of roles
 
 if TYPE_CHECKING:
+    from ..embeddings import Embeddings
     from ..render.names import Output
 
 T = TypeVar("T")
@@ -77,7 +78,7 @@ class Source:
     context: Annotated[int | None, typer.Option(
         min=1, help="Position table rows, for formats that do not record it.")] = None
 
-    def open(self) -> Any:
+    def open(self) -> Embeddings:
         from ..embeddings import open as open_embeddings
         if self.trust_pickle:
             from ..render import console
@@ -87,7 +88,7 @@ class Source:
                                vocab_size=self.vocab_size, d_model=self.d_model, context=self.context)
 
 
-def with_source(command: Callable, without: tuple[str, ...] = ()) -> Callable:
+def with_source(command: Callable[..., Any], without: tuple[str, ...] = ()) -> Callable[..., Any]:
     """Give a command every Source option but those `without` (compare takes its checkpoints as arguments);
     it receives them as one `source` argument."""
     signature = inspect.signature(command)
