@@ -375,6 +375,10 @@ def legend_height(panel: Panel, width: float) -> float:
     return sum(14 * (1 + (len(label) + 3) // per_line) for _, label, _, _ in panel.legend)
 
 
+Box = tuple[float, float, float, float]  # x, y, width, height of a panel's axes, in pixels
+Colourbar = tuple[str, float, float, Sequence[str]]  # (name, low, high, palette), as Panel.colourbar
+
+
 def panel_svg(panel: Panel, x: float, y: float, width: float, height: float, legend: float, clip: str) -> str:
     """One panel in the box (x, y, width, height), `legend` pixels of it below the axes; `clip`: its clip path's id."""
     bar = panel.colourbar
@@ -385,8 +389,7 @@ def panel_svg(panel: Panel, x: float, y: float, width: float, height: float, leg
         out.append(f'<text x="{x + width / 2:.1f}" y="{y + height / 2:.1f}" text-anchor="middle" fill="#555">'
                    f'{escaped(label_text(panel.empty))}</text>')
         return "".join(out)
-    left = 16 + (max((len(c) for c in panel.categories), default=0) * CHAR if panel.categories else
-                 max(len(t) for _, t in panel.y.ticks() or [(0, "0")]) * CHAR + 8) + (14 if panel.y.label else 0)
+    left = left_margin(panel)
     right = 90 if bar else 14
     box = (x + left, y + 22, width - left - right, height - legend - 22 - 40)  # x, y, w, h of the axes
     bx, by, bw, bh = box
@@ -402,11 +405,34 @@ def panel_svg(panel: Panel, x: float, y: float, width: float, height: float, leg
     out.append(f'<g clip-path="url(#{clip})">' + "".join(draw(fx, fy) for draw in panel.items) + "</g>")
     out.append(f'<rect x="{bx:.1f}" y="{by:.1f}" width="{bw:.1f}" height="{bh:.1f}" fill="none" stroke="#333" '
                'stroke-width="0.8"/>')
+    out += x_ticks_svg(panel, fx, box) + y_ticks_svg(panel, fy, box) + labels_svg(panel, x, box)
+    out += legend_svg(panel, x, width, by + bh + 44)
+    if bar is not None:
+        out += colourbar_svg(bar, box)
+    return "".join(out)
+
+
+def left_margin(panel: Panel) -> float:
+    """Pixels left of the axes: the longest category name or y tick, and the y label."""
+    return 16 + (max((len(c) for c in panel.categories), default=0) * CHAR if panel.categories else
+                 max(len(t) for _, t in panel.y.ticks() or [(0, "0")]) * CHAR + 8) + (14 if panel.y.label else 0)
+
+
+def x_ticks_svg(panel: Panel, fx: Scale, box: Box) -> list[str]:
+    bx, by, bw, bh = box
+    out = []
     for value, text in panel.x.ticks():
         (px,) = fx(np.array([value]))
         if np.isfinite(px) and bx - 0.5 <= px <= bx + bw + 0.5:
             out.append(f'<line x1="{px:.1f}" x2="{px:.1f}" y1="{by + bh:.1f}" y2="{by + bh + 4:.1f}" stroke="#333"/>'
                        f'<text x="{px:.1f}" y="{by + bh + 15:.1f}" text-anchor="middle">{escaped(text)}</text>')
+    return out
+
+
+def y_ticks_svg(panel: Panel, fy: Scale, box: Box) -> list[str]:
+    """The category names, or the y ticks."""
+    bx, by, _, bh = box
+    out = []
     if panel.categories is not None:
         for i, name in enumerate(panel.categories):
             (py,) = fy(np.array([i]))
@@ -418,6 +444,13 @@ def panel_svg(panel: Panel, x: float, y: float, width: float, height: float, leg
             if np.isfinite(py) and by - 0.5 <= py <= by + bh + 0.5:
                 out.append(f'<line x1="{bx - 4:.1f}" x2="{bx:.1f}" y1="{py:.1f}" y2="{py:.1f}" stroke="#333"/>'
                            f'<text x="{bx - 6:.1f}" y="{py + 4:.1f}" text-anchor="end">{escaped(text)}</text>')
+    return out
+
+
+def labels_svg(panel: Panel, x: float, box: Box) -> list[str]:
+    """The axis labels, and the notes in the top left corner."""
+    bx, by, bw, bh = box
+    out = []
     if panel.x.label:
         out.append(f'<text x="{bx + bw / 2:.1f}" y="{by + bh + 30:.1f}" text-anchor="middle">'
                    f'{escaped(panel.x.label)}</text>')
@@ -427,7 +460,12 @@ def panel_svg(panel: Panel, x: float, y: float, width: float, height: float, leg
     for i, note in enumerate(panel.notes):
         out.append(f'<text x="{bx + 6:.1f}" y="{by + 14 + 13 * i:.1f}" font-size="{FONT - 1}" fill="#333">'
                    f'{escaped(note)}</text>')
-    ly = by + bh + 44
+    return out
+
+
+def legend_svg(panel: Panel, x: float, width: float, ly: float) -> list[str]:
+    """The legend below the axes from `ly` down, one entry a line (long labels wrap)."""
+    out = []
     per_line = max(10, int((width - 40) / CHAR))
     for fill, text, opacity, line in panel.legend:
         if line is None:
@@ -440,13 +478,17 @@ def panel_svg(panel: Panel, x: float, y: float, width: float, height: float, leg
         for start in range(0, len(text), per_line):
             out.append(f'<text x="{x + 32:.1f}" y="{ly:.1f}">{escaped(text[start:start + per_line])}</text>')
             ly += 14
-    if bar is not None:
-        name, low, high, palette = bar
-        strip = png(rgb(np.linspace(high, low, 128)[:, None], low, high, palette))
-        out.append(f'<image x="{bx + bw + 14:.1f}" y="{by:.1f}" width="12" height="{bh:.1f}" preserveAspectRatio="none" '
-                   f'href="data:image/png;base64,{strip}"/>')
-        for value in nice_ticks(low, high, 4):
-            py = by + (high - value) / ((high - low) or 1) * bh
-            out.append(f'<text x="{bx + bw + 30:.1f}" y="{py + 4:.1f}">{escaped(tick_text(value))}</text>')
-        out.append(f'<text x="{bx + bw + 18:.1f}" y="{by - 6:.1f}" text-anchor="middle">{escaped(name)}</text>')
-    return "".join(out)
+    return out
+
+
+def colourbar_svg(bar: Colourbar, box: Box) -> list[str]:
+    bx, by, bw, bh = box
+    name, low, high, palette = bar
+    strip = png(rgb(np.linspace(high, low, 128)[:, None], low, high, palette))
+    out = [(f'<image x="{bx + bw + 14:.1f}" y="{by:.1f}" width="12" height="{bh:.1f}" preserveAspectRatio="none" '
+            f'href="data:image/png;base64,{strip}"/>')]
+    for value in nice_ticks(low, high, 4):
+        py = by + (high - value) / ((high - low) or 1) * bh
+        out.append(f'<text x="{bx + bw + 30:.1f}" y="{py + 4:.1f}">{escaped(tick_text(value))}</text>')
+    out.append(f'<text x="{bx + bw + 18:.1f}" y="{by - 6:.1f}" text-anchor="middle">{escaped(name)}</text>')
+    return out
