@@ -12,6 +12,8 @@ from . import console, header
 from .jsonout import Document
 
 if TYPE_CHECKING:
+    from rich.table import Table
+
     from ..embeddings import Embeddings
 
 
@@ -70,24 +72,42 @@ def show(emb: Embeddings, result: SimilarityResult, *, json: bool, matrix: bool,
     if result.space_note:  # said once for the answer, not for every word
         out.print(f"tokenizer: {console.safe(result.space_note)}", soft_wrap=True)
     listed = result.pairs[:LISTED_PAIRS]
+    out.print(pairs_table(listed, with_shares=result.baseline is not None))
+    if len(result.pairs) > LISTED_PAIRS:
+        out.print(f"... and {len(result.pairs) - LISTED_PAIRS:,} more pairs (--json lists all)")
+    if matrix:
+        out.print(matrix_table(result))
+    show_space(result)
+    lines = [*notes, *form_notes(listed)]
+    for query in result.queries:
+        lines += [n for n in (query.note and f"{query.text}: {query.note}", merge_note(query)) if n]
+    console.notes(lines)
+
+
+def pairs_table(listed: Sequence[Pair], with_shares: bool) -> Table:
+    """The pairs shown: a percentile column unless --no-baseline, a reason column when some cosine is undefined."""
     reasons = any(pair.reason for pair in listed)  # a column only when some cosine is undefined
-    base = result.baseline
-    shares = ["random pairs below"] if base is not None else []  # --no-baseline: no percentile to show
+    shares = ["random pairs below"] if with_shares else []  # --no-baseline: no percentile to show
     grid = console.table("a", "a tokens", "b", "b tokens", "cosine", *shares, *(["reason"] if reasons else []))
     for pair in listed:
         grid.add_row(console.safe(pair.a.text), console.tokens_text(pair.a.ids, pair.a.tokens),
                      console.safe(pair.b.text), console.tokens_text(pair.b.ids, pair.b.tokens),
                      console.cosine_text(pair.cosine), *([percentile_text(pair.percentile)] if shares else []),
                      *([console.safe(pair.reason or "")] if reasons else []))
-    out.print(grid)
-    if len(result.pairs) > LISTED_PAIRS:
-        out.print(f"... and {len(result.pairs) - LISTED_PAIRS:,} more pairs (--json lists all)")
-    if matrix:
-        names = [console.safe(q.text) for q in result.queries]
-        grid = console.table("", *names, title="cosine matrix")
-        for name, row in zip(names, result.matrix):
-            grid.add_row(name, *(console.cosine_text(v) for v in row))
-        out.print(grid)
+    return grid
+
+
+def matrix_table(result: SimilarityResult) -> Table:
+    names = [console.safe(q.text) for q in result.queries]
+    grid = console.table("", *names, title="cosine matrix")
+    for name, row in zip(names, result.matrix):
+        grid.add_row(name, *(console.cosine_text(v) for v in row))
+    return grid
+
+
+def show_space(result: SimilarityResult) -> None:
+    """The space the cosines were taken in (directions removed), and the random-pairs baseline in it."""
+    out, base = console.out, result.baseline
     centered = ", mean row subtracted" if result.centered else ""
     if result.removed is not None:
         out.print(console.safe(result.removed.describe(result.table)), soft_wrap=True)
@@ -96,7 +116,3 @@ def show(emb: Embeddings, result: SimilarityResult, *, json: bool, matrix: bool,
         out.print(f"random pairs of {result.table} table {console.safe(quote(result.table_name))}{centered}: "
                   f"mean cosine {console.cosine_text(base.mean_random_cosine)} (exact); percentiles against "
                   f"{base.sample_size:,} pairs sampled with seed {base.seed}", soft_wrap=True)
-    lines = [*notes, *form_notes(listed)]
-    for query in result.queries:
-        lines += [n for n in (query.note and f"{query.text}: {query.note}", merge_note(query)) if n]
-    console.notes(lines)
