@@ -196,10 +196,27 @@ def find_undertrained(array: np.ndarray, kinds: TokenKinds | None, *, table: str
     if unchanged is not None and len(unchanged) and unchanged.all():
         raise TableError(f"expected checkpoints of different steps, found every row of the {table} table bitwise the "
                          "same in all of them (the same weights given twice?)")
-    reference = tokenizer_reference(kinds, unchanged)
+    reference, scores, threshold, seed_rows = indicator(array, valid, norms, kinds,
+                                                        tokenizer_reference(kinds, unchanged), topk)
+    if kinds is None:
+        notes.append("without a tokenizer nothing is verified, and padding rows cannot be told apart")
+    z = robust_z(norms, *median_and_mad(norms))
+    candidates = collect(scores, threshold, norms, z, unchanged, kinds, seed_rows)
+    return UndertrainedReport(table, name, reference, threshold, scores, norms, z, unchanged, candidates,
+                              verified_count(kinds, candidates), tuple(notes))
+
+
+Measured = tuple["Reference", np.ndarray, "Threshold"]  # the reference used, the indicator, its threshold
+Measure = Callable[["Reference", Refine], Measured]
+
+
+def indicator(array: np.ndarray, valid: np.ndarray, norms: np.ndarray, kinds: TokenKinds | None,
+              reference: Reference, topk: NearestRows | None) -> tuple[Reference, np.ndarray, Threshold, np.ndarray]:
+    """The indicator of each row against the reference (refined), or against the table's own seed when the
+    tokenizer's rows are too few or show no gap; and the seed's rows when they are the candidates themselves."""
     components: list[np.ndarray] = []  # the first principal component, found once if an indicator is measured
 
-    def measured(reference: Reference, refine: Refine) -> tuple[Reference, np.ndarray, Threshold]:
+    def measured(reference: Reference, refine: Refine) -> Measured:
         if not components:
             components.append(first_component(array, valid))
         scores = reference_cosines(array, valid, reference.rows, components[0])
@@ -213,31 +230,40 @@ def find_undertrained(array: np.ndarray, kinds: TokenKinds | None, *, table: str
     # the table's own evidence: when the tokenizer's rows are too few to trust, or show no gap (they may be trained,
     # or too scattered for their mean to point anywhere)
     if topk is not None and reference.source in ("tokenizer", "none") and (too_few or threshold.value is None):
-        seed = table_seed(array, valid, norms, topk)
-        if len(seed.rows):
-            why = seeded_because(reference, kinds)
-            reference, scores, threshold = measured(Reference(seed.rows, seed.source, f"{seed.description}; {why}"),
-                                                    reseeded)
-            if threshold.value is None:
-                seed_rows = reference.rows
-                threshold = replace(threshold, why=f"{threshold.why}; the candidates are the {len(seed_rows)} rows of "
-                                                   "the seed, which stand apart by a gap of their own")
-        elif not len(reference.rows):
-            reference = seed
+        reference, scores, threshold, seed_rows = seeded(array, valid, norms, kinds, topk,
+                                                         (reference, scores, threshold), measured)
     if too_few and len(reference.rows) and reference.source == "tokenizer" and np.isnan(scores).all():
         reference, scores, threshold = measured(reference, refined)  # the few rows there are: the table seeded none
+    return reference, scores, threshold, seed_rows
+
+
+def seeded(array: np.ndarray, valid: np.ndarray, norms: np.ndarray, kinds: TokenKinds | None, topk: NearestRows,
+           found: Measured, measured: Measure) -> tuple[Reference, np.ndarray, Threshold, np.ndarray]:
+    """The indicator against the table's own seed (a cluster of rows near each other), when it finds one."""
+    reference, scores, threshold = found
+    seed_rows = np.zeros(0, dtype=np.int64)
+    seed = table_seed(array, valid, norms, topk)
+    if len(seed.rows):
+        why = seeded_because(reference, kinds)
+        reference, scores, threshold = measured(Reference(seed.rows, seed.source, f"{seed.description}; {why}"),
+                                                reseeded)
+        if threshold.value is None:
+            seed_rows = reference.rows
+            threshold = replace(threshold, why=f"{threshold.why}; the candidates are the {len(seed_rows)} rows of "
+                                               "the seed, which stand apart by a gap of their own")
+    elif not len(reference.rows):
+        reference = seed
+    return reference, scores, threshold, seed_rows
+
+
+def verified_count(kinds: TokenKinds | None, candidates: RowListing[Candidate]) -> int | None:
+    """How many candidates the tokenizer says anything about (None without one)."""
     if kinds is None:
-        notes.append("without a tokenizer nothing is verified, and padding rows cannot be told apart")
-    z = robust_z(norms, *median_and_mad(norms))
-    candidates = collect(scores, threshold, norms, z, unchanged, kinds, seed_rows)
-    verified = None
-    if kinds is not None:  # a candidate is verified when the tokenizer says anything about its row
-        said = np.zeros(len(candidates), dtype=bool)
-        for kind in KINDS:
-            said |= kinds[kind][candidates.indices]
-        verified = int(said.sum())
-    return UndertrainedReport(table, name, reference, threshold, scores, norms, z, unchanged, candidates, verified,
-                              tuple(notes))
+        return None
+    said = np.zeros(len(candidates), dtype=bool)
+    for kind in KINDS:
+        said |= kinds[kind][candidates.indices]
+    return int(said.sum())
 
 
 # ---------------------------------------------------------------- the reference set
