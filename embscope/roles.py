@@ -8,7 +8,8 @@ from dataclasses import dataclass
 
 from .checkpoint import Checkpoint, EmbeddingTables, Table, TensorInfo
 from .errors import TableError
-from .role import Head, Role
+from .role import Head as Head  # noqa: PLC0414  re-exported (mypy --strict): the package imports it from here
+from .role import Role as Role  # noqa: PLC0414  as Head
 from .text import quote, shape_text
 
 
