@@ -184,28 +184,6 @@ def undertrained_tables(emb: Embeddings, roles: Sequence[str] | None = None, *, 
     return UndertrainedTables(tuple(reports), kinds, tuple(notes))
 
 
-def find_undertrained(array: np.ndarray, kinds: TokenKinds | None, *, table: str = "token", name: str = "",
-                      others: Sequence[np.ndarray] = (), topk: NearestRows | None = None) -> UndertrainedReport:
-    """Candidates for under-trained rows of one table. `kinds`: the tokenizer's view (None without one);
-    `others`: the same table from other checkpoints of the run; `topk`: the batched nearest-row search for
-    the cluster fallback (None skips it)."""
-    norms = row_norms(array)
-    valid = np.isfinite(norms) & (norms > 0)
-    notes = []
-    unchanged = unchanged_rows(array, others) if others else None
-    if unchanged is not None and len(unchanged) and unchanged.all():
-        raise TableError(f"expected checkpoints of different steps, found every row of the {table} table bitwise the "
-                         "same in all of them (the same weights given twice?)")
-    reference, scores, threshold, seed_rows = indicator(array, valid, norms, kinds,
-                                                        tokenizer_reference(kinds, unchanged), topk)
-    if kinds is None:
-        notes.append("without a tokenizer nothing is verified, and padding rows cannot be told apart")
-    z = robust_z(norms, *median_and_mad(norms))
-    candidates = collect(scores, threshold, norms, z, unchanged, kinds, seed_rows)
-    return UndertrainedReport(table, name, reference, threshold, scores, norms, z, unchanged, candidates,
-                              verified_count(kinds, candidates), tuple(notes))
-
-
 Measured = tuple["Reference", np.ndarray, "Threshold"]  # the reference used, the indicator, its threshold
 Measure = Callable[["Reference", Refine], Measured]
 
@@ -256,14 +234,32 @@ def seeded(array: np.ndarray, valid: np.ndarray, norms: np.ndarray, kinds: Token
     return reference, scores, threshold, seed_rows
 
 
-def verified_count(kinds: TokenKinds | None, candidates: RowListing[Candidate]) -> int | None:
-    """How many candidates the tokenizer says anything about (None without one)."""
+def find_undertrained(array: np.ndarray, kinds: TokenKinds | None, *, table: str = "token", name: str = "",
+                      others: Sequence[np.ndarray] = (), topk: NearestRows | None = None) -> UndertrainedReport:
+    """Candidates for under-trained rows of one table. `kinds`: the tokenizer's view (None without one);
+    `others`: the same table from other checkpoints of the run; `topk`: the batched nearest-row search for
+    the cluster fallback (None skips it)."""
+    norms = row_norms(array)
+    valid = np.isfinite(norms) & (norms > 0)
+    notes = []
+    unchanged = unchanged_rows(array, others) if others else None
+    if unchanged is not None and len(unchanged) and unchanged.all():
+        raise TableError(f"expected checkpoints of different steps, found every row of the {table} table bitwise the "
+                         "same in all of them (the same weights given twice?)")
+    reference, scores, threshold, seed_rows = indicator(array, valid, norms, kinds,
+                                                        tokenizer_reference(kinds, unchanged), topk)
     if kinds is None:
-        return None
-    said = np.zeros(len(candidates), dtype=bool)
-    for kind in KINDS:
-        said |= kinds[kind][candidates.indices]
-    return int(said.sum())
+        notes.append("without a tokenizer nothing is verified, and padding rows cannot be told apart")
+    z = robust_z(norms, *median_and_mad(norms))
+    candidates = collect(scores, threshold, norms, z, unchanged, kinds, seed_rows)
+    verified = None
+    if kinds is not None:  # a candidate is verified when the tokenizer says anything about its row
+        said = np.zeros(len(candidates), dtype=bool)
+        for kind in KINDS:
+            said |= kinds[kind][candidates.indices]
+        verified = int(said.sum())
+    return UndertrainedReport(table, name, reference, threshold, scores, norms, z, unchanged, candidates, verified,
+                              tuple(notes))
 
 
 # ---------------------------------------------------------------- the reference set
