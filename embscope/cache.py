@@ -53,7 +53,7 @@ def directory() -> Path:
     return (Path(base) if os.path.isabs(base) else Path.home() / ".cache") / "embscope"
 
 
-def file_identity(path: Path) -> list | None:
+def file_identity(path: Path) -> list[list[str | int]] | None:
     """(path, size, mtime_ns, ctime_ns, inode, device) of a file, links followed, or of each regular file
     directly in a directory; None where that cannot be said cheaply. No byte of a file is read."""
     try:
@@ -63,7 +63,7 @@ def file_identity(path: Path) -> list | None:
                 return None
         else:
             found = [path]
-        identity = []
+        identity: list[list[str | int]] = []
         for file in found:
             info = file.stat()
             identity.append([str(file.resolve()), info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino,
@@ -91,7 +91,7 @@ def entry_path(description: str) -> Path:
     return directory() / f"{zlib.crc32(data):08x}{zlib.adler32(data):08x}{SUFFIX}"
 
 
-def load(description: str, table_checksum: int | None = None) -> array | None:
+def load(description: str, table_checksum: int | None = None) -> array[float] | None:
     """The float64 values stored under `description` (what `key` gives), or None. `table_checksum`: the
     table's CRC-32 when this run has read the whole table anyway; an entry computed from other bytes is None."""
     try:  # a FIFO or device planted there is refused, not waited on or read; embscope's own file, not an input

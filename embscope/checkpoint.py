@@ -7,7 +7,7 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .arrays import FLOAT_DTYPES, to_float32
 from .memory import require_memory
@@ -55,7 +55,7 @@ class Checkpoint:
     tensors: dict[str, TensorInfo]
     format: str = ""  # the name of the format's record (formats.FORMATS), stamped by open_checkpoint
     step: int | None = None
-    config: dict = field(default_factory=dict)
+    config: dict[str, Any] = field(default_factory=dict)
     declared_params: int | None = None  # a count the file states itself (the ANDREA header)
     tied: bool | None = None  # the reader's word on a head the file does not hold (ANDREA decides from its layout)
     # scale and zero-point values the reader took out of the catalogue as quantization data: not parameters
@@ -139,7 +139,8 @@ class Table:
         format allows, so a question about a few rows does not pay for importing it."""
         if self.tensor.read_rows is not None and "array" not in self.__dict__:  # not once the table is in memory
             return self.tensor.read_rows(ids)
-        return self.array[list(ids)].tolist()
+        values: list[list[float]] = self.array[list(ids)].tolist()
+        return values
 
 
 @dataclass

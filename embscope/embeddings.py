@@ -102,7 +102,7 @@ class Embeddings:
         return values
 
 
-def resolve_path(path: str | os.PathLike | None) -> tuple[Path, bool, HubSnapshot | None]:
+def resolve_path(path: str | os.PathLike[str] | None) -> tuple[Path, bool, HubSnapshot | None]:
     """An explicit path (or, when nothing is there, a model id in the local Hugging Face cache), else
     $EMBSCOPE_CHECKPOINT, else the sample model shipped with embscope; whether it is that sample; and the
     cache snapshot an id named."""
@@ -121,7 +121,7 @@ def resolve_path(path: str | os.PathLike | None) -> tuple[Path, bool, HubSnapsho
     return local, False, None
 
 
-def open(path: str | os.PathLike | None = None, *, tokenizer: str | os.PathLike | None = None,
+def open(path: str | os.PathLike[str] | None = None, *, tokenizer: str | os.PathLike[str] | None = None,
          token_key: str | None = None, pos_key: str | None = None, output_key: str | None = None,
          trust_pickle: bool = False, vocab_size: int | None = None, d_model: int | None = None,
          context: int | None = None) -> Embeddings:

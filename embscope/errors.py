@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # roles.py raises these errors, so it imports this module, not the other way round
     from .roles import Role
@@ -68,14 +68,14 @@ class EmbscopeError(Exception):
     below, never bare. `option`: the library name of the option the problem is about; `path`: the file;
     `role`: the table's role. Each is None where the error is not about one."""
 
-    def __init__(self, message: str, *, option: Option | str | None = None, path: str | os.PathLike | None = None,
+    def __init__(self, message: str, *, option: Option | str | None = None, path: str | os.PathLike[str] | None = None,
                  role: Role | None = None) -> None:
         super().__init__(message)
         self.option = option.name if isinstance(option, Option) else option
         self.path = Path(path) if path is not None else None
         self.role = role
 
-    def __reduce__(self) -> tuple:  # copied and pickled with its fields, whatever its class's signature
+    def __reduce__(self) -> tuple[Any, ...]:  # copied and pickled with its fields, whatever its class's signature
         return (_rebuilt, (type(self), self.args, self.__dict__))
 
     def reworded(self, message: str) -> EmbscopeError:
@@ -83,7 +83,7 @@ class EmbscopeError(Exception):
         return _rebuilt(type(self), (message,), dict(self.__dict__))
 
 
-def _rebuilt(cls: type[EmbscopeError], args: tuple, state: dict) -> EmbscopeError:
+def _rebuilt(cls: type[EmbscopeError], args: tuple[Any, ...], state: dict[str, Any]) -> EmbscopeError:
     err = cls.__new__(cls)
     err.args = args
     err.__dict__.update(state)
@@ -108,7 +108,7 @@ class MissingPackageError(EmbscopeError):
     extra that installs it. `what` is what needs it, as the message says it."""
 
     def __init__(self, what: str, package: str, extra: str, *, detail: str | None = None,
-                 path: str | os.PathLike | None = None, option: Option | str | None = None) -> None:
+                 path: str | os.PathLike[str] | None = None, option: Option | str | None = None) -> None:
         tail = f"; {detail}" if detail else ""
         super().__init__(needs_package(what, package, extra) + tail, path=path, option=option)
         self.what, self.package, self.extra = what, package, extra

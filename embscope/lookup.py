@@ -151,12 +151,24 @@ class WordEncoder:
             return None, err
 
 
+Encoded = dict[str, list[tuple[int, ...]]]  # form name -> the ids of each word in that form
+OTHER_FORM = {WORD_START: PLAIN, PLAIN: WORD_START}
+
+
 def choose_form(forms: Sequence[WordForms], unk_id: int | None) -> FormChoice:
     """The one form for these words, by the module's rule."""
     if all(found.same for found in forms):
         return FormChoice(EITHER, f"{_subject(forms)} the same ids with or without a space before")
     candidates = {WORD_START: [found.word_start for found in forms], PLAIN: [found.plain for found in forms]}
-    other = {WORD_START: PLAIN, PLAIN: WORD_START}
+    encoded: Encoded = {name: [word_ids for word_ids in ids if word_ids is not None]
+                        for name, ids in candidates.items()}
+    return (_encodable_rule(forms, candidates) or _known_rule(forms, encoded, unk_id)
+            or _single_rule(forms, encoded) or _fewer_rule(encoded))
+
+
+def _encodable_rule(forms: Sequence[WordForms],
+                    candidates: dict[str, list[tuple[int, ...] | None]]) -> FormChoice | None:
+    """1. a form some word cannot be encoded in is out; when no form holds every word, the plain form's complaint."""
     failed = {name: [found for found, word_ids in zip(forms, ids) if word_ids is None]
               for name, ids in candidates.items()}
     if failed[PLAIN] and failed[WORD_START]:  # 1. no form holds every word: the plain form's complaint
@@ -164,32 +176,45 @@ def choose_form(forms: Sequence[WordForms], unk_id: int | None) -> FormChoice:
     for name, lacking in failed.items():  # 1. a form some word cannot be encoded in is out
         if lacking:
             error = lacking[0].word_start_error if name == WORD_START else lacking[0].plain_error
-            return FormChoice(other[name], f"the tokenizer cannot encode the {name} form of {lacking[0].word!r} "
-                                           f"({error})")
+            return FormChoice(OTHER_FORM[name], f"the tokenizer cannot encode the {name} form of {lacking[0].word!r} "
+                                                f"({error})")
+    return None
 
-    encoded = {name: [word_ids for word_ids in ids if word_ids is not None] for name, ids in candidates.items()}
 
+def _known_rule(forms: Sequence[WordForms], encoded: Encoded, unk_id: int | None) -> FormChoice | None:
+    """2. no unknown token."""
     def unknown(name: str) -> list[str]:
         return [found.word for found, ids in zip(forms, encoded[name]) if unk_id is not None and unk_id in ids]
 
+    for name in (WORD_START, PLAIN):  # 2. no unknown token
+        other = OTHER_FORM[name]
+        if unknown(other) and not unknown(name):
+            return FormChoice(name, f"in the {other} form {unknown(other)[0]!r} becomes the unknown token")
+    return None
+
+
+def _single_rule(forms: Sequence[WordForms], encoded: Encoded) -> FormChoice | None:
+    """3. one token a word."""
     def single(name: str) -> bool:
         return all(len(ids) == 1 for ids in encoded[name])
 
-    def total(name: str) -> int:
-        return sum(len(ids) for ids in encoded[name])
-
-    for name in (WORD_START, PLAIN):  # 2. no unknown token
-        if unknown(other[name]) and not unknown(name):
-            return FormChoice(name, f"in the {other[name]} form {unknown(other[name])[0]!r} becomes the unknown token")
     ones = _one_token(forms)
     if single(WORD_START) and single(PLAIN):  # 3. one token each, in either form: 5. decides
         return FormChoice(WORD_START, f"{ones} in either form; word-start is the form a word takes inside a sentence")
     for name in (WORD_START, PLAIN):
         if single(name):
-            return FormChoice(name, f"{ones} in it, not in the {other[name]} form")
+            return FormChoice(name, f"{ones} in it, not in the {OTHER_FORM[name]} form")
+    return None
+
+
+def _fewer_rule(encoded: Encoded) -> FormChoice:
+    """4. fewer tokens; 5. else the word-start form."""
+    def total(name: str) -> int:
+        return sum(len(ids) for ids in encoded[name])
+
     for name in (WORD_START, PLAIN):  # 4. fewer tokens
-        if total(name) < total(other[name]):
-            return FormChoice(name, f"fewer tokens in all than in the {other[name]} form")
+        if total(name) < total(OTHER_FORM[name]):
+            return FormChoice(name, f"fewer tokens in all than in the {OTHER_FORM[name]} form")
     return FormChoice(WORD_START, "as many tokens in all as in the plain form; word-start is the form a word takes "
                                   "inside a sentence")
 

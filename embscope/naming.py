@@ -3,10 +3,13 @@ a position-table row by its position."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .tokenizers.base import Tokenizer
 
 
-def token_string_or_none(tokenizer: Any, token_id: int) -> str | None:
+def token_string_or_none(tokenizer: Tokenizer | None, token_id: int) -> str | None:
     """The token's text; None when there is no tokenizer, the id lies past its vocabulary, or the tokenizer
     does not use the id (a gap below a special token). Never raises: a name is never worth a failure."""
     if tokenizer is None:
@@ -17,7 +20,7 @@ def token_string_or_none(tokenizer: Any, token_id: int) -> str | None:
         return None
 
 
-def token_name(tokenizer: Any, token_id: int) -> str:
+def token_name(tokenizer: Tokenizer | None, token_id: int) -> str:
     """The token's text, or `#id` when it has none (see token_string_or_none)."""
     found = token_string_or_none(tokenizer, token_id)
     return f"#{token_id}" if found is None else found
@@ -29,6 +32,6 @@ def position_name(row: int, first_row: int = 0) -> str:
     return f"position {row - first_row}" if row >= first_row else f"reserved row {row}"
 
 
-def row_name(tokenizer: Any, role: str, row: int, first_row: int = 0) -> str:
+def row_name(tokenizer: Tokenizer | None, role: str, row: int, first_row: int = 0) -> str:
     """A row of the table playing `role`: a position (position_name), or a token (token_name)."""
     return position_name(row, first_row) if role == "position" else token_name(tokenizer, row)

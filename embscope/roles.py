@@ -185,7 +185,7 @@ def is_parameter(tensor: TensorInfo) -> bool:
     return not tensor.name.endswith(NON_PARAMETER_SUFFIXES)
 
 
-def config_value(config: dict, keys: tuple[str, ...]) -> tuple[str, int] | None:
+def config_value(config: dict[str, object], keys: tuple[str, ...]) -> tuple[str, int] | None:
     for key in keys:
         value = config.get(key)
         if type(value) is int and value > 0:
@@ -340,7 +340,7 @@ def discover(checkpoint: Checkpoint, role: Role, taken: set[str], width: int | N
     return found
 
 
-def architecture(config: dict) -> str | None:
+def architecture(config: dict[str, object]) -> str | None:
     names = config.get("architectures")
     return names[0] if isinstance(names, list) and names and isinstance(names[0], str) else None
 

@@ -14,7 +14,8 @@ from pathlib import Path
 
 from .checkpoint import Checkpoint
 from .errors import CheckpointError
-from .formats import NOT_WEIGHTS, PREFERRED_IN_DIRECTORY, sniff_readable
+from .formats import sniff_readable
+from .formats.constants import NOT_WEIGHTS, PREFERRED_IN_DIRECTORY
 from .text import quote
 
 TRAINER_FOLDER = re.compile(r"checkpoint-\d+")  # what transformers' Trainer names each save

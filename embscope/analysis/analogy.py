@@ -193,11 +193,14 @@ def exact_scores(array: np.ndarray, ids: np.ndarray, a: np.ndarray, b: np.ndarra
                  epsilon: float) -> np.ndarray:
     """The scores of the chosen rows again, in float64 (the top-k ran in float32)."""
     rows, _ = unit_inputs(array, ids)
+    scores: np.ndarray
     if method == "3cosadd":
         direction = a - b + c
-        return rows @ direction / np.linalg.norm(direction)
+        scores = rows @ direction / np.linalg.norm(direction)
+        return scores
     cos_a, cos_b, cos_c = ((rows @ v + 1) / 2 for v in (a, b, c))
-    return cos_a * cos_c / (cos_b + epsilon)
+    scores = cos_a * cos_c / (cos_b + epsilon)
+    return scores
 
 
 def check_method(method: str) -> None:
@@ -279,32 +282,21 @@ def read_question_file(path: Path) -> QuestionFile:
     return found
 
 
+Terms = dict[str, tuple[Term | None, str | None]]  # word -> (its term, or why it is skipped)
+
+
 def evaluate(emb: Embeddings, asked: QuestionFile, *, method: str = "3cosadd", exact: bool = False,
              epsilon: float = COSMUL_EPSILON) -> Evaluation:
     """Accuracy per section and overall: a question `a b c d` is right when b - a + c answers d first."""
     check_method(method)
     table = emb.table(Role.token)
     array = table.array
-    lookup = Lookup(emb, array, ids=False, exact=exact)
-    terms: dict[str, tuple[Term | None, str | None]] = {}
-    for question in asked.questions:
-        for word in question.words:
-            if word not in terms:
-                terms[word] = lookup.skip_reason(word)
+    terms = _terms(Lookup(emb, array, ids=False, exact=exact), asked)
     found = {w: term for w, (term, _) in terms.items() if term is not None}
     index = {w: n for n, w in enumerate(found)}
     row_ids = np.array([term.id for term in found.values()], dtype=np.int64)
     unit, valid = unit_inputs(array, row_ids)
-    skipped: Counter[str] = Counter()
-    usable: list[Question] = []
-    for question in asked.questions:
-        reasons = [terms[w][1] for w in question.words if terms[w][1] is not None]
-        if reasons:
-            skipped["multi_token" if "multi_token" in reasons else "out_of_vocabulary"] += 1
-        elif not all(valid[index[w]] for w in question.words):
-            skipped["zero_or_nonfinite_row"] += 1
-        else:
-            usable.append(question)
+    usable, skipped = _usable(asked, terms, index, valid)
     # a b c d: a is to b as c is to d, so d should answer b - a + c
     a, b, c, d = (np.array([index[q.words[n]] for q in usable], dtype=np.int64) for n in range(4))
     exclude = np.stack([row_ids[b], row_ids[a], row_ids[c]], axis=1) if usable else np.empty((0, 3), np.int64)
@@ -315,18 +307,48 @@ def evaluate(emb: Embeddings, asked: QuestionFile, *, method: str = "3cosadd", e
     else:
         best = _cosmul_topk(array, np.stack([unit[b], unit[a], unit[c]], axis=1), 1, exclude, epsilon)[0][:, 0]
     right = best == row_ids[d]
+    overall = SectionScore("overall", int(right.sum()), len(usable), len(asked.questions) - len(usable))
+    notes = list(_lookup_notes(terms))
+    return Evaluation(_section_scores(asked, usable, right), overall, dict(skipped), asked.malformed, method,
+                      epsilon if method == "3cosmul" else None, table.name, tuple(notes))
+
+
+def _terms(lookup: Lookup, asked: QuestionFile) -> Terms:
+    """Each word of the questions looked up once, in the order they first appear."""
+    terms: Terms = {}
+    for question in asked.questions:
+        for word in question.words:
+            if word not in terms:
+                terms[word] = lookup.skip_reason(word)
+    return terms
+
+
+def _usable(asked: QuestionFile, terms: Terms, index: dict[str, int],
+            valid: np.ndarray) -> tuple[list[Question], Counter[str]]:
+    """The questions every word of which has a row with a direction, and how many were skipped for what."""
+    skipped: Counter[str] = Counter()
+    usable: list[Question] = []
+    for question in asked.questions:
+        reasons = [terms[w][1] for w in question.words if terms[w][1] is not None]
+        if reasons:
+            skipped["multi_token" if "multi_token" in reasons else "out_of_vocabulary"] += 1
+        elif not all(valid[index[w]] for w in question.words):
+            skipped["zero_or_nonfinite_row"] += 1
+        else:
+            usable.append(question)
+    return usable, skipped
+
+
+def _section_scores(asked: QuestionFile, usable: Sequence[Question], right: np.ndarray) -> tuple[SectionScore, ...]:
     sections = []
     for name in asked.sections:
         mine = np.array([q.section == name for q in usable], dtype=bool)
         total = sum(q.section == name for q in asked.questions)
         sections.append(SectionScore(name, int(right[mine].sum()), int(mine.sum()), total - int(mine.sum())))
-    overall = SectionScore("overall", int(right.sum()), len(usable), len(asked.questions) - len(usable))
-    notes = list(_lookup_notes(terms))
-    return Evaluation(tuple(sections), overall, dict(skipped), asked.malformed, method,
-                      epsilon if method == "3cosmul" else None, table.name, tuple(notes))
+    return tuple(sections)
 
 
-def _lookup_notes(terms: dict[str, tuple[Term | None, str | None]]) -> Sequence[str]:
+def _lookup_notes(terms: Terms) -> Sequence[str]:
     """One note for the words whose lookup needed one (the leading-space rule), with the first as an example."""
     noted = [term for term, _ in terms.values() if term is not None and term.note]
     if not noted:

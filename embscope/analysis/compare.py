@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -30,6 +31,9 @@ from .norms import row_norms, summarize
 from .positions import PositionProfile, position_profile
 from .stages import Progress, Stages, quiet
 from .sweep import RowChanges, block_rows, sweep
+
+if TYPE_CHECKING:
+    from ..compute.topk import TopK
 
 PERCENTILES = (1, 5, 95)  # of the row cosines: the low ones are where the movers are
 LISTED = 20  # movers and stable rows kept per table
@@ -72,7 +76,8 @@ class Pairing:
         """The pair index of each row of one side's table ("a" or "b"); -1 for a row in no pair."""
         lookup = np.full(table_rows, -1, dtype=np.int64)
         lookup[self.rows_a() if side == "a" else self.rows_b()] = np.arange(self.count)
-        return lookup[rows]
+        pairs: np.ndarray = lookup[rows]
+        return pairs
 
     def covers(self, a: np.ndarray, b: np.ndarray) -> bool:
         """Every row of both tables, each with its own index: the row norms found are the tables' own."""
@@ -262,7 +267,8 @@ class NeighborOverlap:
 
 def _topk(table: np.ndarray, k: int, rows: np.ndarray, device: str, progress: Progress | None) -> np.ndarray:
     """The batched top-k of the given rows, the query row itself left out: neighbour ids (Q, k), -1 for none."""
-    return compute.topk_rows(table, k, rows=rows, device=device, progress=progress).ids
+    found: TopK = compute.topk_rows(table, k, rows=rows, device=device, progress=progress)
+    return found.ids
 
 
 def neighbor_labels(ids: np.ndarray, pairs: np.ndarray, unpaired_from: int) -> np.ndarray:
@@ -480,6 +486,120 @@ def read_against(origin: TableInput, before: TableInput, table: TableInput, to_p
     return previous_changes, first_changes
 
 
+def trajectory_point(state: TableState, from_previous: RowChanges | None, from_first: RowChanges | None,
+                     pairs: Pairing | None, before: TableInput, table: TableInput) -> TrajectoryPoint:
+    """One checkpoint's step: its state, its mean row cosine to the previous and to the first, its unchanged rows."""
+    note = None if pairs is not None else f"width changed from {before.array.shape[1]} to {table.array.shape[1]}"
+    return TrajectoryPoint(
+        state, summarize_changes(from_previous).mean_cosine if from_previous is not None else math.nan,
+        summarize_changes(from_first).mean_cosine if from_first is not None else math.nan,
+        int(from_previous.unchanged.sum()) if from_previous is not None else None,
+        note or (pairs.note if pairs is not None else None))
+
+
+@dataclass(eq=False)
+class SeriesWalk:
+    """What `compare` gathers as the series goes by: each table's states and steps, the first and the previous
+    checkpoint that has it, its last read against the first, and the neighbour sets found on the way."""
+
+    options: CompareOptions
+    token_pairing: Pairing | None
+    word_rows: Sequence[int]
+    stages: Stages
+    checkpoints: int | None
+    states: dict[str, dict[int, TableState]] = field(default_factory=dict)
+    moves: dict[str, dict[int, TrajectoryPoint]] = field(default_factory=dict)
+    first: dict[str, tuple[int, TableInput]] = field(default_factory=dict)  # role -> the first checkpoint that has it
+    previous: dict[str, TableInput] = field(default_factory=dict)
+    to_first: dict[str, RowChanges] = field(default_factory=dict)
+    found_neighbors: dict[str, NeighborOverlap] = field(default_factory=dict)
+
+    def pairing(self, role: str, a: TableInput, b: TableInput) -> Pairing:
+        return self.token_pairing if self.token_pairing is not None and role != "position" else index_pairing(role, a, b)
+
+    def paired(self, role: str, a: TableInput, b: TableInput) -> Pairing | None:
+        return None if width_note(role, a, b) is not None else self.pairing(role, a, b)
+
+    def search_for(self, role: str, index: int, origin: TableInput, table: TableInput, start: int,
+                   pairs_first: Pairing | None) -> NeighborSearch | None:
+        """The neighbour search planned into the read of the last checkpoint against the first."""
+        if pairs_first is None or start != 0 or index != (self.checkpoints or 0) - 1:
+            return None
+        return planned_search(role, origin, table, pairs_first, self.options, self.word_rows)
+
+    def keep_overlap(self, role: str, search: NeighborSearch | None, pairs_first: Pairing | None,
+                     from_first: RowChanges | None, origin: TableInput, table: TableInput) -> None:
+        if search is not None and from_first is not None and pairs_first is not None:
+            overlap = search.overlap(pairs_first, from_first, (origin.array.shape[0], table.array.shape[0]),
+                                     self.options)
+            if overlap is not None:
+                self.found_neighbors[role] = overlap
+
+    def state_of(self, role: str, start: int, index: int, origin: TableInput, table: TableInput,
+                 whole: RowChanges | None) -> TableState:
+        """This checkpoint's state (and the first's, the first time): the norms come with a whole-table read."""
+        if start not in self.states.setdefault(role, {}):  # its norms come with this first comparison
+            self.states[role][start] = table_state(origin, role, whole.norm_a if whole is not None else None)
+        state = self.states[role][index] = table_state(table, role, whole.norm_b if whole is not None else None)
+        return state
+
+    def step(self, index: int, role: str, table: TableInput) -> None:
+        """One table of one checkpoint, read against the previous and the first checkpoint that has it."""
+        if role not in self.first:
+            self.first[role] = (index, table)
+            self.previous[role] = table
+            return
+        (start, origin), before = self.first[role], self.previous[role]
+        pairs, pairs_first = self.paired(role, before, table), self.paired(role, origin, table)
+        search = self.search_for(role, index, origin, table, start, pairs_first)
+        from_previous, from_first = read_against(origin, before, table, pairs, pairs_first, search,
+                                                 self.stages(f"{role} table: checkpoint {index + 1}"))
+        self.keep_overlap(role, search, pairs_first, from_first, origin, table)
+        whole = from_previous if pairs is not None and pairs.covers(before.array, table.array) else None
+        state = self.state_of(role, start, index, origin, table, whole)
+        self.to_first.pop(role, None)
+        if from_first is not None:
+            self.to_first[role] = from_first
+        self.moves.setdefault(role, {})[index] = trajectory_point(state, from_previous, from_first, pairs, before,
+                                                                  table)
+        self.previous[role] = table
+
+    def close(self) -> None:
+        """The state of a table that no later checkpoint has."""
+        for role, (start, origin) in self.first.items():
+            if start not in self.states.setdefault(role, {}):  # a table that no later checkpoint has
+                self.states[role][start] = table_state(origin, role)
+
+    def detail(self, last: Mapping[str, TableInput]) -> tuple[dict[str, TableComparison], list[str]]:
+        """First against last in detail, table by table; a note for each table that cannot be compared."""
+        notes: list[str] = []
+        compared: dict[str, TableComparison] = {}
+        for role in ROLES:
+            a = self.first[role][1] if role in self.first and self.first[role][0] == 0 else None  # first against last
+            b = last.get(role)
+            if a is None or b is None:
+                if a is not None or b is not None:
+                    notes.append(f"only the {'first' if a is not None else 'last'} checkpoint has {article(role)} "
+                                 f"{role} table: it is not compared")
+                continue
+            why_not = width_note(role, a, b)
+            if why_not is not None:
+                notes.append(why_not)
+                continue
+            compared[role] = compare_tables(role, a, b, self.pairing(role, a, b), self.options,
+                                            unaligned=self.to_first.get(role), word_rows=self.word_rows,
+                                            stages=self.stages, neighbors=self.found_neighbors.get(role))
+        return compared, notes
+
+    def comparison(self, count: int, last: Mapping[str, TableInput]) -> Comparison:
+        self.close()
+        compared, notes = self.detail(last)
+        trajectory = {role: [self.moves.get(role, {}).get(i) or TrajectoryPoint(found.get(i), math.nan, math.nan, None)
+                             for i in range(count)] for role, found in self.states.items()}
+        return Comparison(count, {role: [found.get(i) for i in range(count)] for role, found in self.states.items()},
+                          trajectory, compared, notes)
+
+
 def compare(series: Iterable[Mapping[str, TableInput]], options: CompareOptions = CompareOptions(), *,
             token_pairing: Pairing | None = None, word_rows: Sequence[int] = (),
             stages: Stages = quiet, checkpoints: int | None = None) -> Comparison:
@@ -489,79 +609,17 @@ def compare(series: Iterable[Mapping[str, TableInput]], options: CompareOptions 
     --words. Each checkpoint's table is read once, against the previous and the first together; the row norms
     come from those reads. `checkpoints`: how many the series holds, when known: the read of the last then finds
     the neighbour sets too, rather than each table being read again for them."""
-    def pairing(role: str, a: TableInput, b: TableInput) -> Pairing:
-        return token_pairing if token_pairing is not None and role != "position" else index_pairing(role, a, b)
-
-    def paired(role: str, a: TableInput, b: TableInput) -> Pairing | None:
-        return None if width_note(role, a, b) is not None else pairing(role, a, b)
-
-    states: dict[str, dict[int, TableState]] = {}
-    moves: dict[str, dict[int, TrajectoryPoint]] = {}
-    first: dict[str, tuple[int, TableInput]] = {}  # role -> the first checkpoint that has it
-    previous: dict[str, TableInput] = {}
+    walk = SeriesWalk(options, token_pairing, word_rows, stages, checkpoints)
     last: Mapping[str, TableInput] = {}
-    to_first: dict[str, RowChanges] = {}
-    found_neighbors: dict[str, NeighborOverlap] = {}
     count = 0
     for index, tables in enumerate(series):
         count += 1
         for role, table in tables.items():
-            if role not in first:
-                first[role] = (index, table)
-                previous[role] = table
-                continue
-            (start, origin), before = first[role], previous[role]
-            pairs, pairs_first = paired(role, before, table), paired(role, origin, table)
-            search = (planned_search(role, origin, table, pairs_first, options, word_rows)
-                      if pairs_first is not None and start == 0 and index == (checkpoints or 0) - 1 else None)
-            from_previous, from_first = read_against(origin, before, table, pairs, pairs_first, search,
-                                                     stages(f"{role} table: checkpoint {index + 1}"))
-            if search is not None and from_first is not None and pairs_first is not None:
-                overlap = search.overlap(pairs_first, from_first, (origin.array.shape[0], table.array.shape[0]),
-                                         options)
-                if overlap is not None:
-                    found_neighbors[role] = overlap
-            whole = from_previous if pairs is not None and pairs.covers(before.array, table.array) else None
-            if start not in states.setdefault(role, {}):  # its norms come with this first comparison
-                states[role][start] = table_state(origin, role, whole.norm_a if whole is not None else None)
-            state = states[role][index] = table_state(table, role, whole.norm_b if whole is not None else None)
-            to_first.pop(role, None)
-            if from_first is not None:
-                to_first[role] = from_first
-            note = None if pairs is not None else (f"width changed from {before.array.shape[1]} to "
-                                                   f"{table.array.shape[1]}")
-            moves.setdefault(role, {})[index] = TrajectoryPoint(
-                state, summarize_changes(from_previous).mean_cosine if from_previous is not None else math.nan,
-                summarize_changes(from_first).mean_cosine if from_first is not None else math.nan,
-                int(from_previous.unchanged.sum()) if from_previous is not None else None,
-                note or (pairs.note if pairs is not None else None))
-            previous[role] = table
+            walk.step(index, role, table)
         last = tables
     if count < 2:
         raise ValueError(f"expected two or more checkpoints to compare, found {count}")
-    for role, (start, origin) in first.items():
-        if start not in states.setdefault(role, {}):  # a table that no later checkpoint has
-            states[role][start] = table_state(origin, role)
-    notes: list[str] = []
-    compared: dict[str, TableComparison] = {}
-    for role in ROLES:
-        a = first[role][1] if role in first and first[role][0] == 0 else None  # the detail is first against last
-        b = last.get(role)
-        if a is None or b is None:
-            if a is not None or b is not None:
-                notes.append(f"only the {'first' if a is not None else 'last'} checkpoint has {article(role)} "
-                             f"{role} table: it is not compared")
-            continue
-        why_not = width_note(role, a, b)
-        if why_not is not None:
-            notes.append(why_not)
-            continue
-        compared[role] = compare_tables(role, a, b, pairing(role, a, b), options, unaligned=to_first.get(role),
-                                        word_rows=word_rows, stages=stages, neighbors=found_neighbors.get(role))
-    trajectory = {role: [moves.get(role, {}).get(i) or TrajectoryPoint(found.get(i), math.nan, math.nan, None)
-                         for i in range(count)] for role, found in states.items()}
-    return Comparison(count, {role: [found.get(i) for i in range(count)] for role, found in states.items()},
-                      trajectory, compared, notes)
+    return walk.comparison(count, last)
 
 
 def article(word: str) -> str:

@@ -116,7 +116,8 @@ def contributions(unit_sum: np.ndarray, unit_squares: np.ndarray, count: int) ->
     """CC_k = ((sum_i u_ik)^2 - sum_i u_ik^2) / (n (n - 1)) for each dimension k; NaN for fewer than 2 rows."""
     if count < 2:
         return np.full(len(unit_sum), np.nan)
-    return (unit_sum * unit_sum - unit_squares) / (count * (count - 1))
+    shares: np.ndarray = (unit_sum * unit_sum - unit_squares) / (count * (count - 1))
+    return shares
 
 
 def variances(scatter: np.ndarray, work: Work) -> tuple[np.ndarray, np.ndarray]:

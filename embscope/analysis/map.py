@@ -91,15 +91,18 @@ class TableMap:
 
 
 def finite_rows(array: np.ndarray) -> np.ndarray:
-    return np.isfinite(row_norms(array))
+    finite: np.ndarray = np.isfinite(row_norms(array))
+    return finite
 
 
 def row_blocks(array: np.ndarray, ids: np.ndarray, center: np.ndarray | None = None) -> Iterator[tuple[int, np.ndarray]]:
     """(start, float64 rows ids[start:...] less `center`) in blocks of about BLOCK_BYTES (compute.row_blocks:
     the buffer is reused, the pages of a memory map let go)."""
     every_row = len(ids) == array.shape[0]  # then a slice reads the rows, with no gather
-    return compute.row_blocks(array, center=center, rows=None if every_row else ids,
-                              block_rows=max(1, BLOCK_BYTES // (8 * max(1, array.shape[1]))))
+    blocks: Iterator[tuple[int, np.ndarray]] = compute.row_blocks(
+        array, center=center, rows=None if every_row else ids,
+        block_rows=max(1, BLOCK_BYTES // (8 * max(1, array.shape[1]))))
+    return blocks
 
 
 def signed(components: np.ndarray) -> np.ndarray:

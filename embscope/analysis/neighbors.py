@@ -81,7 +81,7 @@ def neighbors(emb: Embeddings, query: str | int, k: int = 10, *, ids: bool = Fal
     return NeighborsResult(found, chosen, note, None, Role(table), name, removed)
 
 
-def topk_all(emb: Embeddings, k: int, *, queries: Iterable | None = None, ids: bool = False, exact: bool = False,
+def topk_all(emb: Embeddings, k: int, *, queries: Iterable[object] | None = None, ids: bool = False, exact: bool = False,
              table: str = "token", device: str = "auto", precision: str = "fp32", allow_unk: bool = False,
              progress: Progress | None = None, on_skip: Callable[[str], None] | None = None,
              remove_top: int | None = None) -> compute.TopK:

@@ -9,13 +9,17 @@ import operator
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Generic, TypeVar, overload
+from typing import TYPE_CHECKING, Generic, TypeVar, overload
 
 import numpy as np
 
 from ..compute import row_norms, unit_rows
 from ..naming import row_name
 from ..roles import Role
+
+if TYPE_CHECKING:
+    from ..embeddings import Embeddings
+    from ..tokenizers.base import Tokenizer
 
 __all__ = ["Anomaly", "Duplicate", "DuplicateSearch", "NormSummary", "NormsReport", "RowListing", "find_duplicates",
            "median_and_mad", "norms_report", "robust_z", "row_norms", "summarize"]
@@ -304,14 +308,14 @@ class NormsReport:
     summary: NormSummary
     duplicates: DuplicateSearch
     notes: tuple[str, ...]
-    tokenizer: Any = field(default=None, repr=False)  # names token rows; None for positions, or when there is none
+    tokenizer: Tokenizer | None = field(default=None, repr=False)  # names token rows; None for positions, or when there is none
 
     def label(self, index: int) -> str:
         """How a row is called: `position 5`, a reserved row before position 0, or its token (`#id` when unnamed)."""
         return row_name(self.tokenizer, self.role, index, self.first_row)
 
 
-def norms_report(emb: Any, table: str | None = None, threshold: float = DEFAULT_THRESHOLD) -> NormsReport:
+def norms_report(emb: Embeddings, table: str | None = None, threshold: float = DEFAULT_THRESHOLD) -> NormsReport:
     """Norms of one table of `emb`: `table` position, token or output; None is the position table when there is one."""
     role = table if table is not None else ("position" if emb.position is not None else "token")
     chosen = emb.table(role)
@@ -321,7 +325,7 @@ def norms_report(emb: Any, table: str | None = None, threshold: float = DEFAULT_
     duplicates = find_duplicates(chosen.array, norms)
     if duplicates.note:
         notes.append(duplicates.note)
-    tokenizer = None
+    tokenizer: Tokenizer | None = None
     if chosen.role is not Role.position:
         tokenizer, why_none = emb.tokenizer_for_names()
         if tokenizer is None:

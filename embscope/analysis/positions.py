@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -17,6 +17,7 @@ from ..compute import cosine_blocks, pair_cosines, topk_rows, unit_rows
 from ..errors import PositionError
 
 if TYPE_CHECKING:
+    from ..embeddings import Embeddings
     from .stages import Progress
 
 NOMINAL_LAST = 511  # the default pairs are written for a 512-row table and scaled to the real one
@@ -214,8 +215,9 @@ class OffsetStats:
         return np.where(self.count > 0, self.running_mean, np.nan)
 
     def std(self) -> np.ndarray:
-        return np.sqrt(np.divide(self.squares, self.count, out=np.full(self.count.shape, np.nan),
-                                 where=self.count > 0))
+        std: np.ndarray = np.sqrt(np.divide(self.squares, self.count, out=np.full(self.count.shape, np.nan),
+                                            where=self.count > 0))
+        return std
 
 
 def pooled_heatmap(table: np.ndarray, positions: np.ndarray) -> Heatmap:
@@ -266,7 +268,7 @@ class PositionsResult:
         return max(self.rows - self.first_row, 0)
 
 
-def positions(emb: Any, pairs: Sequence[tuple[int, int]] = (), *, default: bool = False, profile: bool = False,
+def positions(emb: Embeddings, pairs: Sequence[tuple[int, int]] = (), *, default: bool = False, profile: bool = False,
               heatmap: bool = False) -> PositionsResult:
     """Cosines of `pairs` (after the default near-to-far set when `default`), and the profile by distance when
     `profile` or `heatmap` asks for it."""

@@ -6,10 +6,10 @@ from __future__ import annotations
 import bisect
 import math
 from array import array as packed
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from itertools import combinations
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, overload
 
 from .. import compute
 from ..errors import Option, TableError, TokenError
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from ..checkpoint import Table
     from ..embeddings import Embeddings
     from ..lookup import WordLookup
+    from ..tokenizers.base import Tokenizer
     from .all_but_the_top import RemovedTop
 
 BASELINE_PAIRS = 10000  # random pairs sampled for the percentile
@@ -83,7 +84,8 @@ class Pairs(Sequence[Pair]):
     """The pairs asked for, as arrays (a pairs file of millions of lines stays a few bytes a pair);
     each Pair is made when it is read."""
 
-    def __init__(self, queries: tuple[Query, ...], positions: Any, cosines: Any, shares: Any):
+    def __init__(self, queries: tuple[Query, ...], positions: np.ndarray | Sequence[Sequence[int]],
+                 cosines: np.ndarray | Sequence[float], shares: np.ndarray | Sequence[float]):
         # positions: (pairs, 2) indices into `queries`; cosines and shares (percentiles): one a pair, NaN if undefined
         # (numpy arrays for a pairs file, lists for a few pairs)
         self.queries, self.positions, self.cosines, self.shares = queries, positions, cosines, shares
@@ -150,7 +152,7 @@ def table_rows(emb: Embeddings, table: str) -> tuple[np.ndarray, str]:
     return chosen.array, chosen.name
 
 
-def is_padding(tokenizer: Any, token_id: int) -> bool:
+def is_padding(tokenizer: Tokenizer | None, token_id: int) -> bool:
     return tokenizer is not None and token_id >= tokenizer.vocab_size
 
 
@@ -163,12 +165,12 @@ class Resolver:
         self.allow_unk = allow_unk
         self.cache: dict[Hashable, Query] = {}
         self.positions: dict[Hashable, int] = {}  # where each query stands in `cache`
-        self._tokenizer = None
+        self._tokenizer: Tokenizer | None = None
         self._tokenizer_loaded = False
         self._encoder: WordEncoder | None = None
 
     @property
-    def tokenizer(self):
+    def tokenizer(self) -> Tokenizer | None:
         if not self._tokenizer_loaded:
             # ids need a tokenizer only for their names; words need it to exist at all
             self._tokenizer = self.emb.tokenizer_for_names()[0] if self.ids else self.emb.tokenizer
@@ -278,10 +280,11 @@ def query_vectors(table: np.ndarray, queries: Sequence[Query], center: np.ndarra
 
 def has_direction(vectors: np.ndarray) -> np.ndarray:
     import numpy as np
-    return np.isfinite(vectors).all(axis=1) & (vectors != 0).any(axis=1)
+    has: np.ndarray = np.isfinite(vectors).all(axis=1) & (vectors != 0).any(axis=1)
+    return has
 
 
-def vector_reason(rows: Any, query: Query, centered: bool) -> str:
+def vector_reason(rows: np.ndarray | Mapping[int, Sequence[float]], query: Query, centered: bool) -> str:
     """Why this query's vector has no direction (a zero, NaN or Inf row, or pieces that cancel); `rows[id]` is
     a row, of the table or as the few-pairs path read it."""
     for token_id, token in zip(query.ids, query.tokens):
@@ -314,7 +317,7 @@ def finite_or_none(value: float | np.floating) -> float | None:
 
 # --- similarity ---
 
-def similarity_pairs(emb: Embeddings, pairs: Iterable[Sequence], *, ids: bool = False, exact: bool = False,
+def similarity_pairs(emb: Embeddings, pairs: Iterable[Sequence[object]], *, ids: bool = False, exact: bool = False,
                      merge: bool = True, center: bool = False, table: str = "token", baseline: bool = True,
                      allow_unk: bool = False, on_skip: Callable[[str], None] | None = None,
                      remove_top: int | None = None) -> SimilarityResult:
@@ -450,7 +453,7 @@ def few_percentile(sample: Sequence[float], value: float) -> float:
     return 100.0 * bisect.bisect_left(sample, value) / len(sample)
 
 
-def similarity(emb: Embeddings, words_or_ids: Sequence, *, ids: bool = False, exact: bool = False,
+def similarity(emb: Embeddings, words_or_ids: Sequence[object], *, ids: bool = False, exact: bool = False,
                merge: bool = True, center: bool = False, table: str = "token", baseline: bool = True,
                allow_unk: bool = False, remove_top: int | None = None) -> SimilarityResult:
     """Two words give one pair; more give every pair, in the order given. All the words are looked up in one

@@ -51,7 +51,7 @@ class RowChanges:
 
 def block_rows(table: np.ndarray) -> int:
     """Rows of about BLOCK_BYTES in float64."""
-    return max(1, BLOCK_BYTES // (8 * max(1, table.shape[1])))
+    return max(1, BLOCK_BYTES // (8 * max(1, int(table.shape[1]))))
 
 
 def same_bits(block_a: np.ndarray, block_b: np.ndarray) -> np.ndarray:
@@ -59,7 +59,9 @@ def same_bits(block_a: np.ndarray, block_b: np.ndarray) -> np.ndarray:
     if block_a.dtype != block_b.dtype or block_a.shape[1] != block_b.shape[1]:
         return np.zeros(len(block_a), dtype=bool)
     word = np.dtype(f"u{block_a.dtype.itemsize}")
-    return (np.ascontiguousarray(block_a).view(word) == np.ascontiguousarray(block_b).view(word)).all(axis=1)
+    same: np.ndarray = (np.ascontiguousarray(block_a).view(word)
+                        == np.ascontiguousarray(block_b).view(word)).all(axis=1)
+    return same
 
 
 class Outputs:

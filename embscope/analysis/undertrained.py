@@ -186,22 +186,17 @@ def undertrained_tables(emb: Embeddings, roles: Sequence[str] | None = None, *, 
     return UndertrainedTables(tuple(reports), kinds, tuple(notes))
 
 
-def find_undertrained(array: np.ndarray, kinds: TokenKinds | None, *, table: str = "token", name: str = "",
-                      others: Sequence[np.ndarray] = (), topk: NearestRows | None = None) -> UndertrainedReport:
-    """Candidates for under-trained rows of one table. `kinds`: the tokenizer's view (None without one);
-    `others`: the same table from other checkpoints of the run; `topk`: the batched nearest-row search for
-    the cluster fallback (None skips it)."""
-    norms = row_norms(array)
-    valid = np.isfinite(norms) & (norms > 0)
-    notes = []
-    unchanged = unchanged_rows(array, others) if others else None
-    if unchanged is not None and len(unchanged) and unchanged.all():
-        raise TableError(f"expected checkpoints of different steps, found every row of the {table} table bitwise the "
-                         "same in all of them (the same weights given twice?)")
-    reference = tokenizer_reference(kinds, unchanged)
+Measured = tuple["Reference", np.ndarray, "Threshold"]  # the reference used, the indicator, its threshold
+Measure = Callable[["Reference", Refine], Measured]
+
+
+def indicator(array: np.ndarray, valid: np.ndarray, norms: np.ndarray, kinds: TokenKinds | None,
+              reference: Reference, topk: NearestRows | None) -> tuple[Reference, np.ndarray, Threshold, np.ndarray]:
+    """The indicator of each row against the reference (refined), or against the table's own seed when the
+    tokenizer's rows are too few or show no gap; and the seed's rows when they are the candidates themselves."""
     components: list[np.ndarray] = []  # the first principal component, found once if an indicator is measured
 
-    def measured(reference: Reference, refine: Refine) -> tuple[Reference, np.ndarray, Threshold]:
+    def measured(reference: Reference, refine: Refine) -> Measured:
         if not components:
             components.append(first_component(array, valid))
         scores = reference_cosines(array, valid, reference.rows, components[0])
@@ -215,19 +210,46 @@ def find_undertrained(array: np.ndarray, kinds: TokenKinds | None, *, table: str
     # the table's own evidence: when the tokenizer's rows are too few to trust, or show no gap (they may be trained,
     # or too scattered for their mean to point anywhere)
     if topk is not None and reference.source in ("tokenizer", "none") and (too_few or threshold.value is None):
-        seed = table_seed(array, valid, norms, topk)
-        if len(seed.rows):
-            why = seeded_because(reference, kinds)
-            reference, scores, threshold = measured(Reference(seed.rows, seed.source, f"{seed.description}; {why}"),
-                                                    reseeded)
-            if threshold.value is None:
-                seed_rows = reference.rows
-                threshold = replace(threshold, why=f"{threshold.why}; the candidates are the {len(seed_rows)} rows of "
-                                                   "the seed, which stand apart by a gap of their own")
-        elif not len(reference.rows):
-            reference = seed
+        reference, scores, threshold, seed_rows = seeded(array, valid, norms, kinds, topk,
+                                                         (reference, scores, threshold), measured)
     if too_few and len(reference.rows) and reference.source == "tokenizer" and np.isnan(scores).all():
         reference, scores, threshold = measured(reference, refined)  # the few rows there are: the table seeded none
+    return reference, scores, threshold, seed_rows
+
+
+def seeded(array: np.ndarray, valid: np.ndarray, norms: np.ndarray, kinds: TokenKinds | None, topk: NearestRows,
+           found: Measured, measured: Measure) -> tuple[Reference, np.ndarray, Threshold, np.ndarray]:
+    """The indicator against the table's own seed (a cluster of rows near each other), when it finds one."""
+    reference, scores, threshold = found
+    seed_rows = np.zeros(0, dtype=np.int64)
+    seed = table_seed(array, valid, norms, topk)
+    if len(seed.rows):
+        why = seeded_because(reference, kinds)
+        reference, scores, threshold = measured(Reference(seed.rows, seed.source, f"{seed.description}; {why}"),
+                                                reseeded)
+        if threshold.value is None:
+            seed_rows = reference.rows
+            threshold = replace(threshold, why=f"{threshold.why}; the candidates are the {len(seed_rows)} rows of "
+                                               "the seed, which stand apart by a gap of their own")
+    elif not len(reference.rows):
+        reference = seed
+    return reference, scores, threshold, seed_rows
+
+
+def find_undertrained(array: np.ndarray, kinds: TokenKinds | None, *, table: str = "token", name: str = "",
+                      others: Sequence[np.ndarray] = (), topk: NearestRows | None = None) -> UndertrainedReport:
+    """Candidates for under-trained rows of one table. `kinds`: the tokenizer's view (None without one);
+    `others`: the same table from other checkpoints of the run; `topk`: the batched nearest-row search for
+    the cluster fallback (None skips it)."""
+    norms = row_norms(array)
+    valid = np.isfinite(norms) & (norms > 0)
+    notes = []
+    unchanged = unchanged_rows(array, others) if others else None
+    if unchanged is not None and len(unchanged) and unchanged.all():
+        raise TableError(f"expected checkpoints of different steps, found every row of the {table} table bitwise the "
+                         "same in all of them (the same weights given twice?)")
+    reference, scores, threshold, seed_rows = indicator(array, valid, norms, kinds,
+                                                        tokenizer_reference(kinds, unchanged), topk)
     if kinds is None:
         notes.append("without a tokenizer nothing is verified, and padding rows cannot be told apart")
     median, mad = median_and_mad(norms)
@@ -494,7 +516,7 @@ def gap_needed(tested: int, window: int = GAP_WINDOW, false_alarm: float = GAP_F
     """The ratio a gap must exceed. Under no under-trained rows, rank-scaled spacings i (s_i - s_i+1) are
     close to independent exponentials, so a spacing over the mean of the `window` below it has
     P(ratio > t) = (1 + t / window) ** -window; over `tested` gaps that chance is held to `false_alarm`."""
-    return window * ((tested / false_alarm) ** (1 / window) - 1)
+    return window * (float((tested / false_alarm) ** (1 / window)) - 1)
 
 
 def gap_threshold(scores: np.ndarray, window: int = GAP_WINDOW) -> Threshold:

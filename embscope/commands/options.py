@@ -19,6 +19,7 @@ from ..compute.devices import DEVICES, PRECISIONS
 from ..roles import Role  # the table a command reads: one list of roles
 
 if TYPE_CHECKING:
+    from ..embeddings import Embeddings
     from ..render.names import Output
 
 T = TypeVar("T")
@@ -77,7 +78,7 @@ class Source:
     context: Annotated[int | None, typer.Option(
         min=1, help="Position table rows, for formats that do not record it.")] = None
 
-    def open(self) -> Any:
+    def open(self) -> Embeddings:
         from ..embeddings import open as open_embeddings
         if self.trust_pickle:
             from ..render import console
@@ -87,7 +88,7 @@ class Source:
                                vocab_size=self.vocab_size, d_model=self.d_model, context=self.context)
 
 
-def with_source(command: Callable, without: tuple[str, ...] = ()) -> Callable:
+def with_source(command: Callable[..., Any], without: tuple[str, ...] = ()) -> Callable[..., Any]:
     """Give a command every Source option but those `without` (compare takes its checkpoints as arguments);
     it receives them as one `source` argument."""
     signature = inspect.signature(command)
@@ -157,37 +158,56 @@ def with_optional_values(command: Any, args: list[str]) -> list[str]:
     """`args` with the value filled in after each optional-value option of `command` that was given none."""
     if command is None:
         return args
-    options = [param for param in command.params if param.param_type_name == "option"]
-    takes_value = {opt for param in options if not (param.is_flag or param.count) for opt in param.opts}
-    optional = {opt: value for opt, value in OPTIONAL_VALUES.items() if opt in takes_value}
-    if not optional:
+    words = OptionWords.of(command)
+    if not words.optional:
         return args
-    names = {opt for param in options for opt in (*param.opts, *param.secondary_opts)} | {"-h", "--help", "--"}
-    # with arguments after it (compare's checkpoints), the word after `--plot` is its file only when it names one
-    has_arguments = any(param.param_type_name == "argument" for param in command.params)
+    return words.filled(args)
 
-    def is_value(option: str, word: str) -> bool:
-        if is_option(word):
+
+@dataclass(frozen=True)
+class OptionWords:
+    """A command's option names as with_optional_values reads them: every name, those that take a value, the
+    optional-value ones with the value each gets, and whether the command takes arguments too."""
+
+    names: frozenset[str]
+    takes_value: frozenset[str]
+    optional: dict[str, str]
+    has_arguments: bool
+
+    @classmethod
+    def of(cls, command: Any) -> OptionWords:  # a click Command
+        options = [param for param in command.params if param.param_type_name == "option"]
+        takes_value = {opt for param in options if not (param.is_flag or param.count) for opt in param.opts}
+        optional = {opt: value for opt, value in OPTIONAL_VALUES.items() if opt in takes_value}
+        names = {opt for param in options for opt in (*param.opts, *param.secondary_opts)} | {"-h", "--help", "--"}
+        # with arguments after it (compare's checkpoints), the word after `--plot` is its file only when it names one
+        has_arguments = any(param.param_type_name == "argument" for param in command.params)
+        return cls(frozenset(names), frozenset(takes_value), optional, has_arguments)
+
+    def is_value(self, option: str, word: str) -> bool:
+        if self.is_option(word):
             return False
-        return not (option == "--plot" and has_arguments and not word.lower().endswith(PLOT_SUFFIXES))
+        return not (option == "--plot" and self.has_arguments and not word.lower().endswith(PLOT_SUFFIXES))
 
-    def is_option(word: str) -> bool:  # `-3:4` is a (bad) value, `--json` or `-cFILE` an option
-        return word.split("=", 1)[0] in names or (len(word) > 2 and word[:2] in names)
-    filled: list[str] = []
-    at = 0
-    while at < len(args):
-        word = args[at]
-        filled.append(word)
-        at += 1
-        if word == "--":  # everything after it is an argument
-            filled.extend(args[at:])
-            break
-        if word in optional and (at == len(args) or not is_value(word, args[at])):
-            filled.append(optional[word])
-        elif word in takes_value and at < len(args):  # a value is never read as an option name
-            filled.append(args[at])
+    def is_option(self, word: str) -> bool:  # `-3:4` is a (bad) value, `--json` or `-cFILE` an option
+        return word.split("=", 1)[0] in self.names or (len(word) > 2 and word[:2] in self.names)
+
+    def filled(self, args: list[str]) -> list[str]:
+        filled: list[str] = []
+        at = 0
+        while at < len(args):
+            word = args[at]
+            filled.append(word)
             at += 1
-    return filled
+            if word == "--":  # everything after it is an argument
+                filled.extend(args[at:])
+                break
+            if word in self.optional and (at == len(args) or not self.is_value(word, args[at])):
+                filled.append(self.optional[word])
+            elif word in self.takes_value and at < len(args):  # a value is never read as an option name
+                filled.append(args[at])
+                at += 1
+        return filled
 
 
 def check_plot(plot: str | None) -> None:

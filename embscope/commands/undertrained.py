@@ -15,6 +15,8 @@ from ..text import quote
 from .options import AUTO_DEVICE, DeviceOption, JsonFlag, PlotOption, Source, check_plot, plot_path, with_source
 
 if TYPE_CHECKING:  # the library and rich are imported when the command answers, not for --help
+    import numpy as np
+
     from ..embeddings import Embeddings
 
 
@@ -36,7 +38,7 @@ def roles(emb: Embeddings, choice: TableChoice | None) -> list[str] | None:
     return [choice.value]
 
 
-def other_tables(others: list[Embeddings], role: str, shape: tuple[int, ...]) -> list:
+def other_tables(others: list[Embeddings], role: str, shape: tuple[int, ...]) -> list[np.ndarray]:
     """The same table from each other checkpoint; shapes must agree."""
     found = []
     for other in others:

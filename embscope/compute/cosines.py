@@ -45,7 +45,7 @@ def pair_cosines(table: object, pairs: object, *, center: np.ndarray | None = No
         rows -= check_center(center, array.shape[1])
     unit, _, valid = normalise(rows)
     where = where.reshape(index.shape)
-    cos = np.einsum("ij,ij->i", unit[where[:, 0]], unit[where[:, 1]])
+    cos: np.ndarray = np.einsum("ij,ij->i", unit[where[:, 0]], unit[where[:, 1]])
     np.clip(cos, -1.0, 1.0, out=cos)
     cos[~(valid[where[:, 0]] & valid[where[:, 1]])] = np.nan
     return cos

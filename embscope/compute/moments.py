@@ -45,7 +45,7 @@ class StoredRows:
 
     @property
     def rows(self) -> int:
-        return max(self.array.shape[0] - self.first, 0)
+        return max(int(self.array.shape[0]) - self.first, 0)
 
     @property
     def dim(self) -> int:
@@ -126,7 +126,8 @@ class TableMoments:
 
     def uncentred(self) -> np.ndarray:
         """W^T W over the valid rows: the scatter plus n mean mean^T."""
-        return self.scatter + self.used * np.outer(self.mean, self.mean)
+        gram: np.ndarray = self.scatter + self.used * np.outer(self.mean, self.mean)
+        return gram
 
 
 def table_moments(rows: StoredRows, work: Work, progress: Progress | None = None) -> TableMoments:

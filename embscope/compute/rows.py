@@ -103,7 +103,8 @@ def float64_norms(block: np.ndarray) -> np.ndarray:
     """L2 norm of each row, squared and summed in float64 without a float64 copy of the block;
     NaN for a row with a NaN, Inf for a row with an Inf (or whose squares overflow float64)."""
     with np.errstate(over="ignore", invalid="ignore"):
-        return np.sqrt(np.einsum("ij,ij->i", block, block, dtype=np.float64))
+        norms: np.ndarray = np.sqrt(np.einsum("ij,ij->i", block, block, dtype=np.float64))
+    return norms
 
 
 def row_norms(table: object, *, block_rows: int | None = None) -> np.ndarray:

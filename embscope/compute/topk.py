@@ -123,12 +123,46 @@ def left_out_pairs(query_ids: np.ndarray, exclude: Excluded | None, exclude_self
     return np.repeat(np.arange(lines.size, dtype=np.int64), [c.size for c in chosen]), row_ids
 
 
+@dataclass(frozen=True, eq=False)
+class SearchPlan:
+    """One search as _search checked it: the table, the engine and precision, the queries (rows, or unit vectors
+    with their validity in `asked`) and what each leaves out, and the result's width."""
+
+    array: np.ndarray
+    engine: Engine
+    device: str
+    precision: str
+    query_ids: np.ndarray
+    asked: tuple[np.ndarray, np.ndarray] | None
+    exclude: Excluded | None
+    exclude_self: bool
+    block_rows: int | None
+    width: int
+    progress: Progress | None
+
+    def streams(self) -> bool:
+        """Few queries (compare's sample, a word's neighbours), or a small search, read the table once and
+        normalise it as it goes rather than make a normalised copy of it; the answer is the same."""
+        n_rows, dim = self.array.shape
+        n_queries = self.query_ids.size
+        return self.block_rows is None and self.engine.streams and (
+            n_queries * STREAM_FEWER <= n_rows and n_queries <= STREAM_MOST
+            or n_queries * n_rows * 4 <= self.engine.block_bytes(self.device, n_rows, dim))
+
+    def every_row(self, lines: np.ndarray, valid_ids: np.ndarray) -> bool:
+        """Every valid row, each leaving itself out: the cosine matrix is symmetric, and an engine that can works
+        out half of it."""
+        return bool(self.block_rows is None and self.asked is None and self.exclude_self
+                    and hasattr(self.engine, "search_every_row") and lines.size == valid_ids.size
+                    and np.array_equal(self.query_ids[lines], valid_ids))
+
+
 def _search(array: np.ndarray, k: object, query_ids: np.ndarray, vectors: np.ndarray | None,
             exclude: Excluded | None, exclude_self: bool, device: str, precision: str,
             block_rows: int | None, progress: Progress | None, forced: Engine | None) -> TopK:
     """query_ids: the query rows, or -1 for each query vector (then vectors holds them)."""
     k = check_k(k)
-    n_rows, dim = array.shape
+    n_rows, _ = array.shape  # a 2-D table
     device = resolve_device(device)
     engine, precision = pick_engine(device, resolve_precision(precision, device), forced)
     if block_rows is not None and int(block_rows) < 1:
@@ -137,50 +171,56 @@ def _search(array: np.ndarray, k: object, query_ids: np.ndarray, vectors: np.nda
     width = min(k, n_rows)  # no query has more neighbours than the table has rows
     result = TopK(np.full((n_queries, width), -1, dtype=np.int64),
                   np.full((n_queries, width), np.nan, dtype=np.float32), query_ids)
-    self_left_out = 1 if vectors is None and exclude_self else 0
     asked = unit_vectors(vectors) if vectors is not None else None  # normalised as rows are
-    # Few queries (compare's sample, a word's neighbours), or a small search, read the table once and normalise
-    # it as it goes rather than make a normalised copy of it; the answer is the same.
-    streamed = block_rows is None and engine.streams and (
-        n_queries * STREAM_FEWER <= n_rows and n_queries <= STREAM_MOST
-        or n_queries * n_rows * 4 <= engine.block_bytes(device, n_rows, dim))
-    if streamed:
-        query_unit, _, query_valid = unit_rows(array, rows=query_ids) if asked is None else (asked[0], None, asked[1])
-        lines = np.flatnonzero(query_valid)
-        left_lines, left_rows = left_out_pairs(query_ids, exclude, exclude_self, lines, n_rows)
-        count = width if lines.size else 0
-        if lines.size:
-            record(result, lines, 0, *engine.stream(array, query_unit[lines], width, (left_lines, left_rows)),
-                   None, progress)
-    else:
-        prepared = engine.prepare(array, device)
-        valid = prepared.valid
-        query_valid = valid[query_ids] if asked is None else asked[1]
-        lines = np.flatnonzero(query_valid)
-        left_lines, left_rows = left_out_pairs(query_ids, exclude, exclude_self, lines, n_rows)
-        valid_ids = np.flatnonzero(valid)
-        position = np.cumsum(valid, dtype=np.int64) - 1  # row id -> column of the prepared table
-        kept = valid[left_rows]  # an invalid row is no column: nothing to leave out
-        queries = Queries(position[query_ids[lines]] if asked is None else asked[0][lines],
-                          left_lines[kept], position[left_rows[kept]])
-        count = min(width, valid_ids.size - self_left_out)
-        # every valid row, each leaving itself out: the cosine matrix is symmetric, and an engine that can works
-        # out half of it
-        every_row = (block_rows is None and vectors is None and exclude_self and hasattr(engine, "search_every_row")
-                     and lines.size == valid_ids.size and np.array_equal(query_ids[lines], valid_ids))
-        if count > 0 and lines.size:
-            def emit(start: int, ids: np.ndarray, vals: np.ndarray) -> None:
-                record(result, lines, start, ids, vals, valid_ids, progress)
-
-            block = int(block_rows) if block_rows is not None else max(
-                1, engine.block_bytes(device, valid_ids.size, dim) // (4 * max(1, valid_ids.size)))
-            if every_row:
-                engine.search_every_row(prepared, count, emit)  # type: ignore[attr-defined]  # checked above
-            else:
-                engine.search(prepared, queries, count, block, precision, emit)
+    plan = SearchPlan(array, engine, device, precision, query_ids, asked, exclude, exclude_self, block_rows, width,
+                      progress)
+    count, lines = _search_streamed(plan, result) if plan.streams() else _search_prepared(plan, result)
     if progress is not None and (count <= 0 or lines.size == 0):
         progress(n_queries, n_queries)
     return result
+
+
+def _search_streamed(plan: SearchPlan, result: TopK) -> tuple[int, np.ndarray]:
+    """The table read once, normalised as it goes; (neighbours a query, the lines of the valid queries)."""
+    array, query_ids, asked = plan.array, plan.query_ids, plan.asked
+    query_unit, _, query_valid = unit_rows(array, rows=query_ids) if asked is None else (asked[0], None, asked[1])
+    lines = np.flatnonzero(query_valid)
+    left_lines, left_rows = left_out_pairs(query_ids, plan.exclude, plan.exclude_self, lines, array.shape[0])
+    count = plan.width if lines.size else 0
+    if lines.size:
+        record(result, lines, 0, *plan.engine.stream(array, query_unit[lines], plan.width, (left_lines, left_rows)),
+               None, plan.progress)
+    return count, lines
+
+
+def _search_prepared(plan: SearchPlan, result: TopK) -> tuple[int, np.ndarray]:
+    """The table prepared by the engine (normalised, on its device), then searched in blocks of queries;
+    (neighbours a query, the lines of the valid queries)."""
+    engine, query_ids, asked = plan.engine, plan.query_ids, plan.asked
+    prepared = engine.prepare(plan.array, plan.device)
+    valid = prepared.valid
+    query_valid = valid[query_ids] if asked is None else asked[1]
+    lines = np.flatnonzero(query_valid)
+    left_lines, left_rows = left_out_pairs(query_ids, plan.exclude, plan.exclude_self, lines, plan.array.shape[0])
+    valid_ids = np.flatnonzero(valid)
+    position = np.cumsum(valid, dtype=np.int64) - 1  # row id -> column of the prepared table
+    kept = valid[left_rows]  # an invalid row is no column: nothing to leave out
+    queries = Queries(position[query_ids[lines]] if asked is None else asked[0][lines],
+                      left_lines[kept], position[left_rows[kept]])
+    self_left_out = 1 if asked is None and plan.exclude_self else 0
+    count = min(plan.width, valid_ids.size - self_left_out)
+    every_row = plan.every_row(lines, valid_ids)
+    if count > 0 and lines.size:
+        def emit(start: int, ids: np.ndarray, vals: np.ndarray) -> None:
+            record(result, lines, start, ids, vals, valid_ids, plan.progress)
+
+        block = int(plan.block_rows) if plan.block_rows is not None else max(
+            1, engine.block_bytes(plan.device, valid_ids.size, plan.array.shape[1]) // (4 * max(1, valid_ids.size)))
+        if every_row:
+            engine.search_every_row(prepared, count, emit)  # type: ignore[attr-defined]  # checked above
+        else:
+            engine.search(prepared, queries, count, block, plan.precision, emit)
+    return count, lines
 
 
 def unit_vectors(vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -66,7 +66,7 @@ class TorchEngine:
         keep = min(n_valid, count + (max(count, RERANK_EXTRA_MIN) if approximate else 1))
         complete = keep == n_valid
 
-        def finish(start: int, host: list, event: Any, scores: Any, vectors: Any,
+        def finish(start: int, host: list[Any], event: Any, scores: Any, vectors: Any,
                    lines: np.ndarray, columns: np.ndarray) -> None:
             if event is not None:
                 event.synchronize()
@@ -151,7 +151,7 @@ def finalise_torch(torch: Any, cand_ids: Any, cand_scores: Any, count: int, comp
     return ids[:, :count], scores[:, :count], unsure, carried[:, :count]
 
 
-def to_host(torch: Any, tensors: list) -> tuple[list, Any]:
+def to_host(torch: Any, tensors: list[Any]) -> tuple[list[Any], Any]:
     """Start copying small result tensors to the host; returns (host tensors, event).
 
     On CUDA the copy goes to pinned memory without waiting, so the GPU can run the next

@@ -30,7 +30,7 @@ def sniff(path: Path) -> Kind[Reader] | None:
     return next((fmt for fmt in FORMATS if fmt.sniff(probe)), None)
 
 
-class GuardedRead(functools.partial):
+class GuardedRead(functools.partial[Any]):
     """A tensor's reader, with the same func and args, whose failures on damaged data become a CheckpointError."""
 
     where = ""
@@ -44,7 +44,7 @@ class GuardedRead(functools.partial):
             raise damaged(self.where, err) from None
 
 
-def guarded(read: Callable, where: str) -> GuardedRead:
+def guarded(read: Callable[..., Any], where: str) -> GuardedRead:
     if isinstance(read, functools.partial):
         read = GuardedRead(read.func, *read.args, **read.keywords)
     else:

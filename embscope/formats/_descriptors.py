@@ -57,7 +57,7 @@ class ArrayData:
     dtype: DType
     shape: tuple[int, ...]
     fortran: bool
-    data: bytes | bytearray | memoryview | list  # a list of values for an object array
+    data: bytes | bytearray | memoryview | list[Any]  # a list of values for an object array
 
     @property
     def count(self) -> int:

@@ -5,6 +5,8 @@ follow (a group, a cut length) gives None and the parse decides."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 MODEL_GRAPH = 7  # onnx.proto: ModelProto.graph
 GRAPH_NODE, GRAPH_INITIALIZER, GRAPH_SPARSE_INITIALIZER = 1, 5, 15  # GraphProto fields
 
@@ -22,7 +24,7 @@ def _varint(data: bytes | memoryview, at: int) -> tuple[int, int]:
         shift += 7
 
 
-def _fields(data: bytes | memoryview, start: int, end: int):
+def _fields(data: bytes | memoryview, start: int, end: int) -> Iterator[tuple[int, int, int]]:
     """(field number, start, end of its bytes) of each field in data[start:end]."""
     at = start
     while at < end:

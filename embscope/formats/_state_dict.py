@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from .. import files
 from ..checkpoint import TensorInfo
@@ -64,7 +64,7 @@ def step_value(value: Any) -> int | None:
     return int(value) if value.is_integer() and abs(value) < 2**63 else None
 
 
-def find_step(doc: dict, value_of: ValueOf = plain_value) -> int | None:
+def find_step(doc: dict[Any, Any], value_of: ValueOf = plain_value) -> int | None:
     for key in STEP_KEYS:
         if key in doc:
             step = step_value(value_of(doc[key]))
@@ -73,7 +73,7 @@ def find_step(doc: dict, value_of: ValueOf = plain_value) -> int | None:
     return None
 
 
-def find_config(doc: dict, value_of: ValueOf = plain_value) -> dict:
+def find_config(doc: dict[Any, Any], value_of: ValueOf = plain_value) -> dict[str, Any]:
     config: dict[str, Any] = {}
     for key in CONFIG_KEYS:
         if isinstance(doc.get(key), dict):
@@ -91,13 +91,13 @@ def has_tensors(value: Any, is_tensor: Callable[[Any], bool], where: str) -> boo
     return isinstance(value, dict) and any(is_tensor(v) for _, v in flatten(value, where=where))
 
 
-def state_dict_of(path: Path, obj: Any, is_tensor: Callable[[Any], bool]) -> dict:
+def state_dict_of(path: Path, obj: Any, is_tensor: Callable[[Any], bool]) -> dict[Any, Any]:
     """The state dict inside a training checkpoint (under "model", "state_dict", ...), or the dict itself."""
     if not isinstance(obj, dict):
         raise CheckpointError(f"{quote(path)}: expected a state dict or a dict holding one, found {type(obj).__name__}")
     for key in STATE_DICT_KEYS:
-        if has_tensors(obj.get(key), is_tensor, quote(path)):
-            return obj[key]
+        if has_tensors(inner := obj.get(key), is_tensor, quote(path)):
+            return cast(dict[Any, Any], inner)  # has_tensors found a dict
     if has_tensors(obj, is_tensor, quote(path)):
         return {k: v for k, v in obj.items() if not not_weights(k)}
     raise CheckpointError(f"{quote(path)}: expected tensors in the file (a state dict, or one under "
@@ -132,7 +132,7 @@ def array_tensor(path: Path, name: str, pickled: PickledArray) -> TensorInfo | N
                       storage=(str(path), "pickle", id(pickled)), read_rows=rows)
 
 
-def read_hf_config(directory: Path) -> dict:
+def read_hf_config(directory: Path) -> dict[str, Any]:
     """Hugging Face's config.json beside the weights, when there is a readable one: a regular file of a
     sane size holding a JSON object (a FIFO or a link to /dev/zero there must not hang the open)."""
     path = directory / HF_CONFIG

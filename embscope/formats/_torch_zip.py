@@ -12,8 +12,8 @@ from typing import Any
 from .. import files
 from ..errors import CheckpointError
 from ..memory import require_memory
-from ..text import quote
-from ._base import DAMAGE, detail
+from ..text import detail, quote
+from ._base import DAMAGE
 from ._descriptors import Kind, Storage
 from ._torch_storage import Stored
 from ._unpickle import MAX_INT, TORCH_GLOBALS, restricted_load, shown

@@ -16,10 +16,11 @@ import pickle
 import re
 import struct
 from collections.abc import Callable, Mapping
-from typing import Any, ClassVar
+from typing import IO, Any, ClassVar
 
 from ..errors import CheckpointError, EmbscopeError, Option, UnsafePickleError
-from ._base import DAMAGE, detail
+from ..text import detail
+from ._base import DAMAGE
 from ._descriptors import ArrayData, DType, Kind, Marker, OtherTensor, Storage, TensorRecord, scalar_value
 from .constants import (
     ELEMENT_TYPES,
@@ -112,7 +113,7 @@ class PickledDType:
         self.kind, self.itemsize = kind, size * 4 if kind == "U" else size  # 'U2' counts characters of 4 bytes
         self.byteorder, self.built = NATIVE, False
 
-    def canonical(self, order: str) -> tuple:
+    def canonical(self, order: str) -> tuple[int, str, None, None, None, int, int, int]:
         """The state numpy's dtype.__reduce__ writes for this element type and byte order."""
         if self.kind in NUMERIC_SIZES and self.kind != "O":
             return (3, order, None, None, None, -1, -1, 0)
@@ -345,7 +346,7 @@ def _torch_names() -> dict[str, Any]:
     return names
 
 
-def plain_dict(items: Any = ()) -> dict:
+def plain_dict(items: Any = ()) -> dict[Any, Any]:
     """OrderedDict and Counter as plain dicts (pickle keeps the order): from nothing, a dict or key-value pairs."""
     if isinstance(items, dict):
         return dict(items)
@@ -357,7 +358,7 @@ def plain_dict(items: Any = ()) -> dict:
     raise UnsafePickleError(f"refused a dict built from {shown(items)}")
 
 
-def plain_set(items: Any = ()) -> set:
+def plain_set(items: Any = ()) -> set[Any]:
     """builtins.set as protocol 2 pickles a set: from a list of values already unpickled (never from an
     iterable whose length the file chooses, such as an array of 2**62 elements)."""
     if not isinstance(items, (list, tuple)):
@@ -368,7 +369,7 @@ def plain_set(items: Any = ()) -> set:
     return set(items)
 
 
-def plain_frozenset(items: Any = ()) -> frozenset:
+def plain_frozenset(items: Any = ()) -> frozenset[Any]:
     return frozenset(plain_set(items))
 
 
@@ -408,7 +409,7 @@ class Source:
     """The unpickler's input, read in pieces: a length a pickle states (BINUNICODE8 of 2**62 bytes) is never
     allocated up front, only what the file really holds."""
 
-    def __init__(self, file: Any):
+    def __init__(self, file: IO[bytes] | io.BufferedIOBase):
         self.file = file
 
     def read(self, n: int = -1) -> bytes:
@@ -480,9 +481,10 @@ class RestrictedUnpickler(pickle._Unpickler):
         args = self.stack.pop()
         self.stack[-1] = self.call(self.stack[-1], args)
 
-    def _instantiate(self, klass: Any, args: list) -> None:
+    def _instantiate(self, klass: Any, args: list[Any]) -> None:
         if self.trust and isinstance(klass, type):
-            return _Base._instantiate(self, klass, args)
+            _Base._instantiate(self, klass, args)
+            return
         self.append(self.call(klass, tuple(args)))
 
     def load_newobj(self) -> None:

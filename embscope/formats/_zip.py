@@ -41,6 +41,8 @@ def data_offset(fp: IO[bytes] | None, info: zipfile.ZipInfo, where: str = "") ->
     header = fp.read(LOCAL_HEADER.size)
     if len(header) != LOCAL_HEADER.size or header[:4] != ZIP_MAGIC:
         raise CheckpointError(f"{where or 'zip'}: member {info.filename!r} has no valid local header")
+    name_len: int
+    extra_len: int
     name_len, extra_len = LOCAL_HEADER.unpack(header)[-2:]
     return info.header_offset + LOCAL_HEADER.size + name_len + extra_len
 

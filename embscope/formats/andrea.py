@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 from .. import files
 from ..checkpoint import Checkpoint, TensorInfo
@@ -64,7 +65,7 @@ class Shapes:
     layers: Found | None = None
     heads: Found | None = None
     tied: Found | None = None
-    config: dict = field(default_factory=dict)  # every config file's top level, merged in name order
+    config: dict[str, Any] = field(default_factory=dict)  # every config file's top level, merged in name order
     files: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
@@ -74,13 +75,14 @@ def config_files(directory: Path) -> list[Path]:
                   if is_regular_file(p) and not any(word in p.name.lower() for word in NOT_CONFIG_WORDS))
 
 
-Configs = list[tuple[str, dict]]  # (file name, its JSON object), in name order
+Configs = list[tuple[str, dict[str, Any]]]  # (file name, its JSON object), in name order
+Stamp = tuple[int, ...]  # (inode, size, mtime_ns) of a file; () where it cannot be looked at
 # directory -> (its stamp, its JSON files with their stamps, what they held, the notes on skipped files): a scan
 # of a directory sniffs every file in it, and each .bin asks for the configs; they are read once, not once per file
-_read: dict[str, tuple[tuple, tuple, Configs, list[str]]] = {}
+_read: dict[str, tuple[Stamp, tuple[tuple[str, Stamp], ...], Configs, list[str]]] = {}
 
 
-def stamp(path: Path) -> tuple:
+def stamp(path: Path) -> Stamp:
     try:
         info = os.stat(path)
     except OSError:
@@ -121,7 +123,7 @@ def read_configs(directory: Path, notes: list[str]) -> Configs:
     return configs
 
 
-def places(configs: Configs) -> Iterator[tuple[str, dict, bool]]:
+def places(configs: Configs) -> Iterator[tuple[str, dict[str, Any], bool]]:
     """(where, dict, nested) for each file's top level, then for each object nested one level down."""
     for name, doc in configs:
         yield printable(name), doc, False

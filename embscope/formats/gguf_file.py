@@ -321,7 +321,7 @@ def read_quantized(path: Path, start: int, entry: TensorEntry) -> np.ndarray:
     rows = math.prod(entry.shape[:-1])
     raw = map_array(path, np.uint8, start, (rows, entry.nbytes // rows))
     try:
-        values = gguf.quants.dequantize(raw, entry.ggml_type)
+        values: np.ndarray = gguf.quants.dequantize(raw, entry.ggml_type)
     except NotImplementedError:
         raise CheckpointError(f"{where} is stored as {entry.ggml_type.name}, which the installed gguf package "
                               "cannot dequantize (a newer gguf may)") from None

@@ -127,7 +127,7 @@ def check_chunks(record: dict[str, Any], shape: tuple[int, ...], itemsize: int, 
         return 0
     if len(chunks) != len(shape) or any(type(c) is not int or c < 1 for c in chunks):
         raise CheckpointError(f"{where}: expected chunks of {len(shape)} positive dimensions, found {chunks}")
-    chunk_bytes = math.prod(chunks) * itemsize
+    chunk_bytes: int = math.prod(chunks) * itemsize
     if chunk_bytes > max(nbytes, CHUNK_SLACK):
         raise CheckpointError(f"{where}: one chunk {list(chunks)} holds {size_text(chunk_bytes)}, more than the whole "
                               f"table {list(shape)} ({size_text(nbytes)}), and reading it inflates a whole chunk; "

@@ -17,8 +17,8 @@ from ..checkpoint import Checkpoint, TensorInfo
 from ..errors import CheckpointError, UnsafePickleError
 from ..memory import require_memory
 from ..registry import Probe
-from ..text import printable, quote
-from ._base import DAMAGE, OpenOptions, detail
+from ..text import detail, printable, quote
+from ._base import DAMAGE, OpenOptions
 from ._checks import check_extent, check_shape, map_array
 from ._rows import file_rows
 from ._zip import data_offset, is_stored, read_member

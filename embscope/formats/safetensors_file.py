@@ -9,6 +9,7 @@ import os
 import struct
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 from .. import files
 from ..checkpoint import Checkpoint, TensorInfo
@@ -22,7 +23,7 @@ from ._shards import missing, shards_of
 from .constants import ELEMENT_TYPES, MAX_TENSORS, SAFETENSORS_DTYPES, SAFETENSORS_MAX_HEADER, STEP_KEYS
 
 
-def read_header(path: Path) -> tuple[dict, int, int]:
+def read_header(path: Path) -> tuple[dict[str, Any], int, int]:
     """The parsed header, the offset where tensor data starts and the file's size; every lie is caught here."""
     with files.open_file(path, "a checkpoint file") as f:
         size = os.fstat(f.fileno()).st_size
@@ -49,7 +50,7 @@ def read_header(path: Path) -> tuple[dict, int, int]:
     return header, 8 + length, size
 
 
-def step_from_metadata(header: dict) -> int | None:
+def step_from_metadata(header: dict[str, Any]) -> int | None:
     metadata = header.get("__metadata__")
     if not isinstance(metadata, dict):
         return None

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from ..analysis.analogy import AnalogyResult, Evaluation, SectionScore, Term
 from . import console, header
+from .jsonout import Document
 from .lookup_notes import grouped_notes
 
 if TYPE_CHECKING:
@@ -21,7 +22,7 @@ def method_text(method: str, epsilon: float | None) -> str:
     return METHOD_NAMES[method] + (f", epsilon {epsilon:g}" if epsilon is not None else "")
 
 
-def term_doc(term: Term) -> dict:
+def term_doc(term: Term) -> Document:
     return {"text": term.text, "id": term.id, "token": term.token, "note": term.note}
 
 
@@ -30,7 +31,7 @@ def term_text(term: Term) -> str:
     return f"{console.safe(term.text)} = {term.id} {token}" if term.text != str(term.id) else f"{term.id} {token}"
 
 
-def result_doc(result: AnalogyResult) -> dict:
+def result_doc(result: AnalogyResult) -> Document:
     return {"query": {"a": term_doc(result.a), "b": term_doc(result.b), "c": term_doc(result.c)},
             "expression": f"{result.a.text} - {result.b.text} + {result.c.text}",
             "method": result.method, "epsilon": result.epsilon, "table": "token", "table_name": result.table_name,
@@ -63,12 +64,12 @@ def show_result(emb: Embeddings, result: AnalogyResult, json: bool) -> None:
     console.notes([result.note] if result.note else [])
 
 
-def score_doc(score: SectionScore) -> dict:
+def score_doc(score: SectionScore) -> Document:
     return {"section": score.section, "correct": score.correct, "asked": score.asked, "accuracy": score.accuracy,
             "skipped": score.skipped}
 
 
-def evaluation_doc(evaluation: Evaluation, path: Path) -> dict:
+def evaluation_doc(evaluation: Evaluation, path: Path) -> Document:
     return {"file": str(path), "method": evaluation.method, "epsilon": evaluation.epsilon, "table": "token",
             "table_name": evaluation.table_name, "sections": [score_doc(s) for s in evaluation.sections],
             "overall": score_doc(evaluation.overall), "skipped": evaluation.skipped,

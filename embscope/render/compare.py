@@ -23,6 +23,7 @@ from ..text import quote
 from . import console, jsonout
 from .console import cosine_text as cosine
 from .console import number_text as number
+from .jsonout import Document
 from .names import Output
 
 LISTED_INLINE = 10  # rows named in the one-line list of unchanged rows
@@ -56,12 +57,12 @@ def checkpoint_text(path: Path, step: CheckpointStep) -> str:
 # ----------------------------------------------------------------------------- JSON
 
 
-def table_document(found: TableComparison, labels: Labels) -> dict:
+def table_document(found: TableComparison, labels: Labels) -> Document:
     name, name_b = labels.names[found.role], labels.names_b[found.role]
     summary, changes = found.summary, found.changes
     rows_a, rows_b = found.pairing.rows_a(), found.pairing.rows_b()
 
-    def row(index: int) -> dict:
+    def row(index: int) -> Document:
         entry = {"id": int(rows_a[index]), "token": name(int(rows_a[index])), "cosine": changes.cosine[index],
                  "norm_a": changes.norm_a[index], "norm_b": changes.norm_b[index],
                  "relative_change": changes.relative[index]}
@@ -107,10 +108,10 @@ def word_queries(labels: Labels, overlap: NeighborOverlap) -> list[tuple[str, in
     return [(word, queried[row]) for word, row, _ in labels.words if row is not None and row in queried]
 
 
-def state_document(state: TableState | None) -> dict | None:
+def state_document(state: TableState | None) -> Document | None:
     if state is None:
         return None
-    doc: dict = {"rows": state.rows, "mean_norm": state.mean_norm, "anomalies": state.anomalies}
+    doc: Document = {"rows": state.rows, "mean_norm": state.mean_norm, "anomalies": state.anomalies}
     if state.position0_norm is not None:
         doc["position0_norm"] = state.position0_norm
         doc["position0_ratio_to_mean"] = state.position0_norm / state.mean_norm if state.mean_norm else None
@@ -120,7 +121,7 @@ def state_document(state: TableState | None) -> dict | None:
     return doc
 
 
-def step_document(step: TrajectoryPoint) -> dict:
+def step_document(step: TrajectoryPoint) -> Document:
     doc = {"mean_row_cosine_to_previous": step.cosine_to_previous, "mean_row_cosine_to_first": step.cosine_to_first,
            "unchanged_rows": step.unchanged_from_previous, **(state_document(step.state) or {})}
     if step.note:
@@ -128,9 +129,9 @@ def step_document(step: TrajectoryPoint) -> dict:
     return doc
 
 
-def document(comparison: Comparison, labels: Labels) -> dict:
+def document(comparison: Comparison, labels: Labels) -> Document:
     checkpoints = labels.checkpoints
-    doc: dict = {
+    doc: Document = {
         "checkpoint": str(labels.origin),
         "step": labels.step,
         "checkpoints": [{"path": str(path), "step": step.value, "step_from": step.source} for path, step in checkpoints],

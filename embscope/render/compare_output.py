@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..analysis.compare_output import OutputComparison
 from ..errors import Option
@@ -12,6 +12,10 @@ from . import console, header
 from .compare import cka_notes
 from .console import cosine_text as cosine
 from .console import number_text as number
+from .jsonout import Document
+
+if TYPE_CHECKING:
+    from ..embeddings import Embeddings
 
 Words = list[tuple[str, int | None, str | None]]  # (word, token row, why it has none)
 TIED = "the output projection is the token table (a tied head): they are one table, so there is nothing to compare"
@@ -31,7 +35,7 @@ def notes(found: OutputComparison, words: Words) -> list[str]:
     return listed + [f"{Option('words')} {word!r}: {why}" for word, _, why in words if why]
 
 
-def document(found: OutputComparison, words: Words, name: Callable[[int], str]) -> dict:
+def document(found: OutputComparison, words: Words, name: Callable[[int], str]) -> Document:
     doc: dict[str, Any] = {"token": found.token_name, "output": found.output_name, "tied": found.tied}
     table = found.found
     if table is None:
@@ -59,7 +63,7 @@ def document(found: OutputComparison, words: Words, name: Callable[[int], str]) 
     return doc | {"notes": notes(found, words)}
 
 
-def show(emb: Any, found: OutputComparison, words: Words, name: Callable[[int], str], *, json: bool) -> None:
+def show(emb: Embeddings, found: OutputComparison, words: Words, name: Callable[[int], str], *, json: bool) -> None:
     if json:
         header.emit(document(found, words, name), emb)
         return

@@ -20,6 +20,7 @@ from .plots import new_figure, save
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 STYLES = {"token": "tab:blue", "position": "tab:orange", "output": "tab:green"}
 MAX_POINTS = 20_000  # rows drawn per table in a scatter, evenly spaced
@@ -33,7 +34,7 @@ def steps_axis(labels: Labels) -> tuple[np.ndarray, str]:
     return np.arange(len(steps), dtype=np.float64), "checkpoint (in order; some steps unknown)"
 
 
-def figure(comparison: Comparison, labels: Labels):  # returns a matplotlib Figure (imported lazily)
+def figure(comparison: Comparison, labels: Labels) -> Figure:  # matplotlib is imported lazily
     """Two checkpoints: how each row moved; three or more: the trajectory over the steps."""
     return pair_figure(comparison, labels) if comparison.checkpoints == 2 else trajectory_figure(comparison, labels)
 
@@ -47,7 +48,8 @@ def bins_for(values: np.ndarray) -> list[float]:
     low, high = float(values.min()), float(values.max())
     if high - low < 1e-9:
         low, high = low - 0.01, high + 0.01
-    return np.linspace(low, high, min(100, max(10, len(values) // 10)) + 1).tolist()
+    edges: list[float] = np.linspace(low, high, min(100, max(10, len(values) // 10)) + 1).tolist()
+    return edges
 
 
 def spread(count: int) -> np.ndarray:
@@ -55,7 +57,7 @@ def spread(count: int) -> np.ndarray:
     return np.arange(count) if count <= MAX_POINTS else np.linspace(0, count - 1, MAX_POINTS).astype(np.int64)
 
 
-def pair_figure(comparison: Comparison, labels: Labels):
+def pair_figure(comparison: Comparison, labels: Labels) -> Figure:
     """A against B row by row: the row cosines, each row's norm in B against A, the relative change by row,
     and the position profiles."""
     fig = new_figure(13, 9)
@@ -94,7 +96,7 @@ def pair_figure(comparison: Comparison, labels: Labels):
     return fig
 
 
-def trajectory_figure(comparison: Comparison, labels: Labels):
+def trajectory_figure(comparison: Comparison, labels: Labels) -> Figure:
     x, x_label = steps_axis(labels)
     fig = new_figure(13, 9)
     first, last = labels.checkpoints[0], labels.checkpoints[-1]

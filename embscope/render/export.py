@@ -9,6 +9,7 @@ from ..analysis.export import ExportRows
 from ..errors import Option
 from ..roles import Role
 from . import console, header
+from .jsonout import Document
 
 if TYPE_CHECKING:
     from ..embeddings import Embeddings
@@ -35,7 +36,7 @@ def notes(rows: ExportRows, fmt: str) -> list[str]:
     return [*rows.notes, *([skipped] if empty else [])]
 
 
-def document(rows: ExportRows, fmt: str, files: list[Path]) -> dict:
+def document(rows: ExportRows, fmt: str, files: list[Path]) -> Document:
     return {
         "format": fmt, "files": [str(f) for f in files], "table": rows.role.value, "table_name": rows.name,
         "rows": len(rows.ids), "dim": rows.dim, "selection": rows.selection,

@@ -10,11 +10,14 @@ import tempfile
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from .. import files
 from ..errors import Option, OutputError
 from ..text import quote, shortened
+
+if TYPE_CHECKING:
+    from ..embeddings import Embeddings
 
 # files beside a checkpoint that are read with it: config, tokenizer files, shards, a nanoGPT meta.pkl. No output
 # format (.tsv, .jsonl, .npz, .png, .svg, .pdf) is among them, so a second run may replace its own output.
@@ -27,7 +30,7 @@ def option_of(what: Named) -> Option | None:
     return what if isinstance(what, Option) else None
 
 
-def input_files(emb: Any, *given: Path | None) -> list[Path]:
+def input_files(emb: Embeddings, *given: Path | None) -> list[Path]:
     """The files this answer was read from (or may have been): never to be written over.
     `given`: input files named on the command line (a pairs or queries file)."""
     checkpoint = Path(emb.checkpoint.path)
@@ -95,7 +98,7 @@ def umask() -> int:
 
 
 @contextmanager
-def written_whole(path: Path, what: Named, binary: bool = True, inputs: Iterable[Path] = ()) -> Iterator[IO]:
+def written_whole(path: Path, what: Named, binary: bool = True, inputs: Iterable[Path] = ()) -> Iterator[IO[Any]]:
     """A file object for `path`; `what` names the output in errors ("the plot file", OUT);
     `inputs` are the files that were read (input_files), which the output may not replace."""
     path = Path(path)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..analysis.geometry import TOP_SHARES, Geometry
 from ..roles import Role
@@ -10,7 +10,11 @@ from . import console, header
 from .console import cosine_text as cosine
 from .console import number_text as number
 from .console import percent
+from .jsonout import Document
 from .names import Output
+
+if TYPE_CHECKING:
+    from ..embeddings import Embeddings
 
 NOT_POSITIONS = "periods are measured along the positions of a position table"
 
@@ -23,7 +27,7 @@ def reasons(found: Geometry) -> dict[str, str]:
     return found_reasons
 
 
-def document(found: Geometry, plot: Output | None = None) -> dict:
+def document(found: Geometry, plot: Output | None = None) -> Document:
     spectrum = found.spectrum
     periods = found.periods
     doc: dict[str, Any] = {
@@ -64,7 +68,7 @@ def spectrum_line(found: Geometry) -> str:
             f"{number(spectrum.participation_ratio)}")
 
 
-def show(emb: Any, found: Geometry, *, top: int, json: bool, plot: Output | None) -> None:
+def show(emb: Embeddings, found: Geometry, *, top: int, json: bool, plot: Output | None) -> None:
     if json:
         header.emit(document(found, plot), emb)
         return

@@ -5,7 +5,7 @@ positions by period."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -16,6 +16,7 @@ from .plots import label, new_figure, save
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
     from ..embeddings import Embeddings
 
@@ -82,7 +83,7 @@ def draw_periods(ax: Axes, found: Geometry) -> None:
     ax.set_ylabel("share of the power")
 
 
-def figure(found: Geometry, checkpoint: str) -> Any:  # a matplotlib Figure; `checkpoint` as names.emb_title gives it
+def figure(found: Geometry, checkpoint: str) -> Figure:  # `checkpoint` as names.emb_title gives it
     panels = 3 if found.power is not None or found.role == "position" else 2
     fig = new_figure(6 * panels, 5)
     fig.suptitle(f"{printable(checkpoint)} - {found.role} table {printable(found.name)}: geometry", parse_math=False)

@@ -4,14 +4,18 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import sample
 from ..errors import EmbscopeError, Option
 from . import console, jsonout
+from .jsonout import Document
+
+if TYPE_CHECKING:
+    from ..embeddings import Embeddings
 
 
-def checkpoint_line(emb: Any) -> str:
+def checkpoint_line(emb: Embeddings) -> str:
     """The first line of every command's console output (plain text: `show` escapes it)."""
     step = emb.checkpoint.step
     if emb.is_sample:
@@ -25,7 +29,7 @@ def checkpoint_line(emb: Any) -> str:
     return f"checkpoint: {emb.checkpoint.path} ({at})"
 
 
-def place(emb: Any, path: object) -> str:
+def place(emb: Embeddings, path: object) -> str:
     """A file that came with the checkpoint, as the console names it: inside the bundled sample, by its place in the
     sample (not the installed package's absolute path); else as it was reached."""
     if emb.is_sample:
@@ -36,7 +40,7 @@ def place(emb: Any, path: object) -> str:
     return str(path)
 
 
-def with_checkpoint(document: dict, emb: Any) -> dict:
+def with_checkpoint(document: Document, emb: Embeddings) -> Document:
     """A command's JSON document with the top-level "checkpoint" (path) and "step" (null when unknown) keys first,
     and for a model id from the Hugging Face cache, "model_id", "revision" and "snapshot" (the commit)."""
     snapshot = getattr(emb, "snapshot", None)
@@ -45,11 +49,11 @@ def with_checkpoint(document: dict, emb: Any) -> dict:
     return {"checkpoint": str(emb.checkpoint.path), "step": emb.checkpoint.step, **hub, **document}
 
 
-def show(emb: Any) -> None:
+def show(emb: Embeddings) -> None:
     """Print the checkpoint line: the first line of a command's console output."""
     console.out.print(console.safe(checkpoint_line(emb)), soft_wrap=True)
 
 
-def emit(document: dict, emb: Any, stream: tuple[str, Iterable[Any]] | None = None) -> None:
+def emit(document: Document, emb: Embeddings, stream: tuple[str, Iterable[Any]] | None = None) -> None:
     """Print a command's one JSON document, about the checkpoint it names (`stream`: see jsonout.emit)."""
     jsonout.emit(with_checkpoint(document, emb), stream)

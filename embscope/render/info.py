@@ -9,6 +9,7 @@ from ..checkpoint import Table
 from ..roles import Head, Role
 from ..text import shape_text
 from . import console, header
+from .jsonout import Document
 
 if TYPE_CHECKING:
     from ..embeddings import Embeddings
@@ -20,14 +21,14 @@ HEAD_ROWS = {Head.tied: "tied to the token table", Head.absent: "none (no langua
              Head.unknown: "none in the file", Head.ambiguous: "not chosen: several candidates"}
 
 
-def table_doc(table: Table | None) -> dict | None:
+def table_doc(table: Table | None) -> Document | None:
     if table is None:
         return None
     return {"name": table.name, "shape": list(table.tensor.shape), "dtype": table.tensor.dtype,
             "rule": table.rule, "first_row": table.first_row, "quantization": table.tensor.quantization}
 
 
-def info_doc(report: InfoReport) -> dict:
+def info_doc(report: InfoReport) -> Document:
     listed = report.tensors[:LISTED_TENSORS]
     tokenizer = report.tokenizer
     return {

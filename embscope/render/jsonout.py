@@ -11,6 +11,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+Document = dict[str, Any]  # a JSON object as a command builds it, before `clean` makes its values plain
+
 
 def clean(value: Any) -> Any:
     """Plain JSON values: numpy scalars unwrapped, NaN and Inf turned into null."""
@@ -66,7 +68,7 @@ def for_stdout(value: Any) -> str:
     return text
 
 
-def emit(document: dict, stream: tuple[str, Iterable[Any]] | None = None) -> None:
+def emit(document: Document, stream: tuple[str, Iterable[Any]] | None = None) -> None:
     """Print one JSON document. `stream` (key, items) is a last key whose list is written an item at a time,
     so that a list of millions (the pairs of a pairs file) never exists whole."""
     if stream is None:

@@ -12,6 +12,7 @@ from ..errors import Option
 from ..roles import Role
 from . import console, header, plots
 from .files import input_files
+from .jsonout import Document
 from .lookup_notes import grouped_notes
 from .names import Output, emb_title
 from .plot_style import drawable
@@ -53,11 +54,11 @@ def variance_text(result: TableMap) -> str | None:
             f"together {r1 + r2:.2%}")
 
 
-def point_doc(p: Point) -> dict:
+def point_doc(p: Point) -> Document:
     return {"label": p.label, "ids": list(p.ids), "tokens": list(p.tokens), "x": p.x, "y": p.y, "note": p.note}
 
 
-def document(result: TableMap, plot: Output | None) -> dict:
+def document(result: TableMap, plot: Output | None) -> Document:
     projection = result.projection
     doc: dict[str, Any] = {
         "table": result.role.value, "table_name": result.name, "rows": result.rows, "dim": result.dim,

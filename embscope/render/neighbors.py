@@ -5,14 +5,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..analysis.neighbors import NeighborsResult
 from ..text import quote
 from . import console, header
+from .jsonout import Document
+
+if TYPE_CHECKING:
+    from ..embeddings import Embeddings
 
 
-def document(result: NeighborsResult) -> dict:
+def document(result: NeighborsResult) -> Document:
     query = result.query
     return {"query": query.text, "ids": list(query.ids), "tokens": list(query.tokens),
             "neighbors": [{"id": n.id, "token": n.token, "cosine": n.cosine, "padding": n.padding}
@@ -21,7 +25,7 @@ def document(result: NeighborsResult) -> dict:
             "remove_top": result.removed.removed if result.removed is not None else None}
 
 
-def show(emb: Any, result: NeighborsResult, *, json: bool) -> None:
+def show(emb: Embeddings, result: NeighborsResult, *, json: bool) -> None:
     if json:
         header.emit(document(result), emb)
         return
@@ -43,7 +47,7 @@ def show(emb: Any, result: NeighborsResult, *, json: bool) -> None:
     console.notes([result.note] if result.note else [])
 
 
-def show_all(emb: Any, *, out: Path, kind: str, queries: int, k: int, table: str, device: str, precision: str,
+def show_all(emb: Embeddings, *, out: Path, kind: str, queries: int, k: int, table: str, device: str, precision: str,
              seconds: float, json: bool, notes: Sequence[str] = ()) -> None:
     """What a batched run wrote. With `--out -` the rows went to stdout, so this goes to stderr."""
     table_name = emb.table(table).name

@@ -14,7 +14,7 @@ import math
 import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -23,6 +23,9 @@ from ..text import quote, shortened
 from . import jsonout
 from .cells import tsv_cell
 from .files import OUT, written_whole
+
+if TYPE_CHECKING:
+    from ..compute.topk import TopK
 
 TSV_HEADER = ("query_id", "query_token", "rank", "id", "token", "cosine")
 STDOUT = "-"
@@ -39,7 +42,7 @@ def out_format(path: Path) -> str:
     return suffix[1:]
 
 
-def ranked(topk: Any, row: int) -> Iterable[tuple[int, int, float]]:
+def ranked(topk: TopK, row: int) -> Iterable[tuple[int, int, float]]:
     """(rank from 1, id, score) for one query, leaving out the padding of a short list."""
     for rank, (token_id, score) in enumerate(zip(topk.ids[row], topk.scores[row]), start=1):
         if token_id >= 0:
@@ -50,7 +53,7 @@ def cosine_field(score: float) -> str:
     return f"{score:.9g}" if math.isfinite(score) else ""  # 9 digits: a float32 round-trips
 
 
-def write_tsv(fp: IO, topk: Any, token_of: Callable[[int], str]) -> None:
+def write_tsv(fp: IO[str], topk: TopK, token_of: Callable[[int], str]) -> None:
     fp.write("\t".join(TSV_HEADER) + "\n")
     for row, query_id in enumerate(topk.query_ids):
         query_token = tsv_cell(token_of(int(query_id)))
@@ -60,7 +63,7 @@ def write_tsv(fp: IO, topk: Any, token_of: Callable[[int], str]) -> None:
             fp.write("\t".join(fields) + "\n")
 
 
-def write_jsonl(fp: IO, topk: Any, token_of: Callable[[int], str]) -> None:
+def write_jsonl(fp: IO[str], topk: TopK, token_of: Callable[[int], str]) -> None:
     for row, query_id in enumerate(topk.query_ids):
         neighbours = [{"rank": rank, "id": token_id, "token": token_of(token_id), "cosine": score}
                       for rank, token_id, score in ranked(topk, row)]
@@ -68,15 +71,17 @@ def write_jsonl(fp: IO, topk: Any, token_of: Callable[[int], str]) -> None:
                                 "neighbors": neighbours}) + "\n")
 
 
-def write_npz(fp: IO, topk: Any, token_of: Callable[[int], str]) -> None:
+def write_npz(fp: IO[bytes], topk: TopK, token_of: Callable[[int], str]) -> None:
     np.savez(fp, ids=np.asarray(topk.ids, dtype=np.int64), scores=np.asarray(topk.scores, dtype=np.float32),
              query_ids=np.asarray(topk.query_ids, dtype=np.int64))
 
 
-WRITERS = {".tsv": (write_tsv, "w"), ".jsonl": (write_jsonl, "w"), ".npz": (write_npz, "wb")}
+Writer = Callable[[IO[Any], "TopK", Callable[[int], str]], None]  # (file, result, the name of a row)
+WRITERS: dict[str, tuple[Writer, str]] = {".tsv": (write_tsv, "w"), ".jsonl": (write_jsonl, "w"),
+                                         ".npz": (write_npz, "wb")}
 
 
-def write_neighbors(path: Path, topk: Any, token_of: Callable[[int], str], inputs: Iterable[Path] = ()) -> str:
+def write_neighbors(path: Path, topk: TopK, token_of: Callable[[int], str], inputs: Iterable[Path] = ()) -> str:
     """Write `topk` to `path` in the format its extension names (`-`: TSV on stdout); returns the format's name.
     `inputs`: the files the answer was read from, which the output may not replace."""
     kind = out_format(path)

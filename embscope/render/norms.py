@@ -5,14 +5,20 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..analysis.norms import DUPLICATE_COSINE, MAD_SCALE, NormsReport
 from ..errors import Option
 from ..text import PLOT_TOKEN_SHOWN, TOKEN_SHOWN, visible
 from . import console, header, jsonout
 from .console import number_text as number
+from .jsonout import Document
 from .names import Output, emb_title
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+    from ..embeddings import Embeddings
 
 LISTED_ROWS = 20  # anomalies printed in the console, the most extreme first
 JSON_LISTED = 1000  # anomalies listed in --json (with the total): rows are arrays, not objects
@@ -35,7 +41,7 @@ def shown(report: NormsReport, index: int, limit: int = TOKEN_SHOWN) -> str:
     return report.label(index) if report.role == "position" else visible(report.label(index), limit)
 
 
-def document(report: NormsReport, plot: Output | None) -> dict:
+def document(report: NormsReport, plot: Output | None) -> Document:
     summary, duplicates, name = report.summary, report.duplicates, report.label
     doc = {
         "table": report.role, "name": report.name, "rows": summary.rows, "count": summary.count,
@@ -65,7 +71,7 @@ def more(listed: int) -> None:
                           f"{JSON_LISTED:,})")
 
 
-def show(emb: Any, report: NormsReport, *, json: bool, plot: Output | None) -> None:
+def show(emb: Embeddings, report: NormsReport, *, json: bool, plot: Output | None) -> None:
     if json:
         header.emit(document(report, plot), emb)
         return
@@ -101,7 +107,7 @@ def show(emb: Any, report: NormsReport, *, json: bool, plot: Output | None) -> N
     console.notes(report.notes)
 
 
-def figure(emb: Any, report: NormsReport, size: tuple[float, float] | None = None) -> Any:  # a matplotlib Figure
+def figure(emb: Embeddings, report: NormsReport, size: tuple[float, float] | None = None) -> Figure:
     """The norms with the flagged rows marked: by position for a position table, a histogram and the
     lowest and highest rows by name for a token table."""
     from . import plots
@@ -122,7 +128,7 @@ def figure(emb: Any, report: NormsReport, size: tuple[float, float] | None = Non
                               summary.robust_z, names, checkpoint, title, padding_from, **sized)
 
 
-def draw(emb: Any, report: NormsReport, target: Output, inputs: list[Path], size: tuple[float, float] | None,
+def draw(emb: Embeddings, report: NormsReport, target: Output, inputs: list[Path], size: tuple[float, float] | None,
          dpi: float) -> None:
     """The figure written to `target`."""
     from . import plots

@@ -7,11 +7,12 @@ from typing import TYPE_CHECKING
 from ..analysis.params import ParamsReport
 from . import console, header
 from .info import HEAD_ROWS
+from .jsonout import Document
 
 if TYPE_CHECKING:
     from ..embeddings import Embeddings
 
-def params_doc(report: ParamsReport) -> dict:
+def params_doc(report: ParamsReport) -> Document:
     return {
         "total": report.total, "token": report.token, "position": report.position, "output": report.output,
         "tied": report.tied, "head": report.head.value, "embeddings": report.embeddings,

@@ -22,6 +22,7 @@ from .plot_style import drawable, style
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
+    from matplotlib.text import Annotation
 
     from ..analysis.positions import Heatmap
 
@@ -53,7 +54,7 @@ def default_plot_path(checkpoint: Path, table: str | None, plot: str) -> Path:
     return Path(f"{label}-{table}-{plot}.png" if table else f"{label}-{plot}.png")
 
 
-def new_figure(width: float, height: float):
+def new_figure(width: float, height: float) -> Figure:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     figure = Figure(figsize=(width, height), layout="constrained")
@@ -62,14 +63,14 @@ def new_figure(width: float, height: float):
 
 
 def label(ax: Axes, text: str, xy: tuple[float, float], offset: tuple[float, float] = (6, 6),
-          **kwargs: Any) -> Any:
+          **kwargs: Any) -> Annotation:
     """An annotation whose text (possibly a token string from the file) is drawn literally, never as math."""
     return ax.annotate(drawable(text), xy=xy, xytext=offset, textcoords="offset points", fontsize=8,
                        parse_math=False, **kwargs)
 
 
 def positions_figure(heatmap: Heatmap, mean: np.ndarray, std: np.ndarray, nearest_is_adjacent: float,
-                     checkpoint: str, table: str):
+                     checkpoint: str, table: str) -> Figure:
     """The T x T cosine heatmap (averaged down to at most 1024 cells a side as the profile was computed)
     beside the mean (and spread) of cos(p_i, p_i+k) by distance k."""
     positions = heatmap.positions
@@ -109,7 +110,10 @@ def flagged_text(name: str, norm: float, ratio: float) -> str:
     return f"{name}: {norm:.3g}, {ratio:.1f}x mean"
 
 
-def unplottable_note(ax: Axes, flagged: list[tuple[int, float, float]], name: Callable[[int], str]) -> list:
+Flagged = list[tuple[int, float, float]]  # (row, norm, ratio to the mean)
+
+
+def unplottable_note(ax: Axes, flagged: Flagged, name: Callable[[int], str]) -> Flagged:
     """Flagged rows with a NaN or Inf norm have no place on a norm axis: they are listed in a corner."""
     lost = [f"{drawable(name(row))} ({'NaN' if math.isnan(norm) else 'Inf'})" for row, norm, _ in flagged if not math.isfinite(norm)]
     if lost:
@@ -118,8 +122,8 @@ def unplottable_note(ax: Axes, flagged: list[tuple[int, float, float]], name: Ca
     return [entry for entry in flagged if math.isfinite(entry[1])]
 
 
-def position_norms_figure(norms: np.ndarray, mean: float, median: float, flagged: list[tuple[int, float, float]],
-                          checkpoint: str, table: str, first_row: int = 0, size: tuple[float, float] = (11, 5)):
+def position_norms_figure(norms: np.ndarray, mean: float, median: float, flagged: Flagged, checkpoint: str, table: str,
+                          first_row: int = 0, size: tuple[float, float] = (11, 5)) -> Figure:
     """Norm by position, with the flagged rows marked and labelled. `flagged`: (row, norm, ratio to mean)."""
     figure = new_figure(*size)
     ax = figure.subplots()

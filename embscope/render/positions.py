@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..analysis.positions import PositionProfile, PositionsResult
 from . import console, header, jsonout
+from .jsonout import Document
 from .names import Output, emb_title
 
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
-def profile_doc(profile: PositionProfile) -> dict:
+    from ..embeddings import Embeddings
+
+
+def profile_doc(profile: PositionProfile) -> Document:
     return {
         "offsets": [{"offset": s.offset, "mean": s.mean, "std": s.std, "pairs": s.pairs} for s in profile.summary()],
         "nearest_is_adjacent": profile.nearest_is_adjacent,
@@ -19,7 +25,7 @@ def profile_doc(profile: PositionProfile) -> dict:
     }
 
 
-def document(result: PositionsResult, *, profile: bool, plot: Output | None) -> dict:
+def document(result: PositionsResult, *, profile: bool, plot: Output | None) -> Document:
     doc: dict[str, Any] = {
         "table": result.table, "rows": result.rows, "first_row": result.first_row, "positions": result.positions,
         "pairs": [{"i": p.i, "j": p.j, "distance": p.distance, "cosine": p.cosine, "reason": p.reason}
@@ -32,7 +38,7 @@ def document(result: PositionsResult, *, profile: bool, plot: Output | None) -> 
     return doc
 
 
-def figure(emb: Any, result: PositionsResult) -> Any:  # a matplotlib Figure
+def figure(emb: Embeddings, result: PositionsResult) -> Figure:
     """The heatmap beside the similarity-by-distance curve."""
     from . import plots
     assert result.profile is not None and result.heatmap is not None
@@ -41,13 +47,13 @@ def figure(emb: Any, result: PositionsResult) -> Any:  # a matplotlib Figure
                                   emb_title(emb), result.table)
 
 
-def draw(emb: Any, result: PositionsResult, target: Output, inputs: list[Path]) -> None:
+def draw(emb: Embeddings, result: PositionsResult, target: Output, inputs: list[Path]) -> None:
     """The figure written to `target`."""
     from . import plots
     plots.save(lambda: figure(emb, result), target, inputs=inputs)
 
 
-def show(emb: Any, result: PositionsResult, *, json: bool, profile: bool, plot: Output | None) -> None:
+def show(emb: Embeddings, result: PositionsResult, *, json: bool, profile: bool, plot: Output | None) -> None:
     if json:
         header.emit(document(result, profile=profile, plot=plot), emb)
         return

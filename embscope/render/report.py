@@ -11,6 +11,7 @@ from ..errors import Option, OutputError
 from ..text import quote, shortened
 from . import console, header
 from .files import OUT, check_directory
+from .jsonout import Document
 from .names import Output, checkpoint_label, default_output, emb_title
 from .report_content import Section, heading, sections
 from .report_html import write_html
@@ -65,7 +66,7 @@ def write(report: Report, out: Output, fmt: str, inputs: Iterable[Path]) -> tupl
     return found, WRITERS[fmt](out, title(report), heading(report), found, version("embscope"), inputs)
 
 
-def document(report: Report, out: Path, fmt: str, found: Sequence[Section], files: Sequence[Path]) -> dict:
+def document(report: Report, out: Path, fmt: str, found: Sequence[Section], files: Sequence[Path]) -> Document:
     return {"out": str(out), "format": fmt, "files": [str(f) for f in files],
             "sections": [s.key for s in found if s.made],
             "missing": {s.key: s.missing for s in found if s.missing},

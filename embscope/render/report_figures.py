@@ -42,35 +42,48 @@ def edges(values: np.ndarray, bins: int | None = None) -> np.ndarray:
 
 
 def norms_figure(emb: Embeddings, report: NormsReport) -> str:
-    from .norms import shown
-    summary = report.summary
     title = f"{emb_title(emb)} - {report.role} table {report.name}"
     if report.role == "position":
-        panel = Panel("L2 norm by position", Axis("position" if not report.first_row else
-                                                  f"position (row - {report.first_row})"), Axis("L2 norm"))
-        norms = summary.norms
-        positions = np.arange(len(norms)) - report.first_row
-        panel.line(positions, np.where(np.isfinite(norms), norms, np.nan), BLUE)
-        panel.rule(summary.mean, GREY, f"mean {summary.mean:.3g}", axis="y")
-        panel.rule(summary.median, GREY, f"median {summary.median:.3g}", axis="y", dash="1 3")
-        anomalies = summary.anomalies[:JSON_LISTED]
-        drawn = [a for a in anomalies if math.isfinite(a.norm)]
-        panel.dots([a.index - report.first_row for a in drawn], [a.norm for a in drawn], RED, radius=3.5, opacity=1.0)
-        for a in drawn[:LABELLED_ROWS]:  # the most extreme rows, by name
-            panel.label(a.index - report.first_row, a.norm,
-                        f"{position_name(a.index, report.first_row)}: {a.norm:.3g}, {a.ratio_to_mean:.1f}x mean", RED)
-        lost = [f"{position_name(a.index, report.first_row)} ({'NaN' if math.isnan(a.norm) else 'Inf'})"
-                for a in anomalies if not math.isfinite(a.norm)]
-        panel.notes = [f"not drawn: {', '.join(lost)}"] if lost else []
-        return Figure(title, [[panel]], panel_height=320).svg()
-    norms, flagged = summary.norms, summary.flagged
-    finite = np.isfinite(norms)
+        return Figure(title, [[position_norms_panel(report)]], panel_height=320).svg()
+    norms, flagged = report.summary.norms, report.summary.flagged
     is_flagged = np.zeros(len(norms), dtype=bool)
     is_flagged[flagged] = True
     tokenizer = report.tokenizer
     padding = np.zeros(len(norms), dtype=bool)
     if tokenizer is not None and tokenizer.vocab_size < len(norms):
         padding[tokenizer.vocab_size:] = True
+    return Figure(f"{title}: L2 norms of token rows",
+                  [[norms_histogram(report, is_flagged, padding), ranked_panel(report, is_flagged, padding)]],
+                  panel_height=360).svg()
+
+
+def position_norms_panel(report: NormsReport) -> Panel:
+    """The norm by position, the flagged rows marked and the most extreme named."""
+    summary = report.summary
+    panel = Panel("L2 norm by position", Axis("position" if not report.first_row else
+                                              f"position (row - {report.first_row})"), Axis("L2 norm"))
+    norms = summary.norms
+    positions = np.arange(len(norms)) - report.first_row
+    panel.line(positions, np.where(np.isfinite(norms), norms, np.nan), BLUE)
+    panel.rule(summary.mean, GREY, f"mean {summary.mean:.3g}", axis="y")
+    panel.rule(summary.median, GREY, f"median {summary.median:.3g}", axis="y", dash="1 3")
+    anomalies = summary.anomalies[:JSON_LISTED]
+    drawn = [a for a in anomalies if math.isfinite(a.norm)]
+    panel.dots([a.index - report.first_row for a in drawn], [a.norm for a in drawn], RED, radius=3.5, opacity=1.0)
+    for a in drawn[:LABELLED_ROWS]:  # the most extreme rows, by name
+        panel.label(a.index - report.first_row, a.norm,
+                    f"{position_name(a.index, report.first_row)}: {a.norm:.3g}, {a.ratio_to_mean:.1f}x mean", RED)
+    lost = [f"{position_name(a.index, report.first_row)} ({'NaN' if math.isnan(a.norm) else 'Inf'})"
+            for a in anomalies if not math.isfinite(a.norm)]
+    panel.notes = [f"not drawn: {', '.join(lost)}"] if lost else []
+    return panel
+
+
+def norms_histogram(report: NormsReport, is_flagged: np.ndarray, padding: np.ndarray) -> Panel:
+    """The token rows' norms: the unflagged, the flagged and the padding rows, and the band that is not flagged."""
+    summary = report.summary
+    norms = summary.norms
+    finite = np.isfinite(norms)
     unflagged = band(summary.median, summary.mad, summary.threshold)
     hist = Panel("distribution of row norms", Axis("L2 norm"), Axis("rows (log scale)", log=True))
     bins = edges(norms)
@@ -83,6 +96,13 @@ def norms_figure(emb: Embeddings, report: NormsReport) -> str:
                        outline=True)
     if unflagged is not None:
         hist.span(*unflagged, GREY, f"|robust z| <= {summary.threshold:g}: not flagged")
+    return hist
+
+
+def ranked_panel(report: NormsReport, is_flagged: np.ndarray, padding: np.ndarray) -> Panel:
+    """The lowest and highest rows by name, as bars."""
+    from .norms import shown
+    norms = report.summary.norms
     rows = ranked_rows(norms)
     ranked = Panel(f"lowest and highest {LABELLED_ROWS} rows", Axis("L2 norm (axis starts near the lowest shown)"))
     values = norms[rows]
@@ -94,7 +114,7 @@ def norms_figure(emb: Embeddings, report: NormsReport) -> str:
                 [RED if is_flagged[row] else BLUE for row in rows], [bool(padding[row]) for row in rows])
     ranked.key(BLUE, "not flagged")
     ranked.key(RED, "flagged")
-    return Figure(f"{title}: L2 norms of token rows", [[hist, ranked]], panel_height=360).svg()
+    return ranked
 
 
 def positions_figure(emb: Embeddings, result: PositionsResult) -> str:

@@ -19,7 +19,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import count, groupby
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..errors import needs_package
 from ..text import printable
@@ -28,6 +28,9 @@ from .names import RECORD_KEY, Output
 from .plot_style import style
 from .plots import rasterize_dense
 from .report_content import Block, Cell, Figure, Grid, Line, Section
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure as Drawing  # report_content.Figure is the page's figure block
 
 RASTER_DPI = 150
 # what matplotlib writes that the page does not need: references to outside URLs, and text from the figure
@@ -70,7 +73,7 @@ def prefixed(svg: str, prefix: str) -> str:
     return IDS.sub(lambda m: m.group() + prefix, svg)
 
 
-def matplotlib_svg(draw: Callable[[], Any], prefix: str) -> str:
+def matplotlib_svg(draw: Callable[[], Drawing], prefix: str) -> str:
     """A figure that only matplotlib draws, in embscope's style (plot_style), as an inline <svg> element; without
     matplotlib, a line that says so."""
     import importlib.util
@@ -80,7 +83,7 @@ def matplotlib_svg(draw: Callable[[], Any], prefix: str) -> str:
         return svg(draw(), prefix)
 
 
-def svg(figure: Any, prefix: str) -> str:
+def svg(figure: Drawing, prefix: str) -> str:
     """The figure as an inline <svg> element, its ids prefixed with `prefix`."""
     import matplotlib
     rasterize_dense(figure)

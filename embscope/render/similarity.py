@@ -3,21 +3,27 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..analysis.similarity import Pair, Query, SimilarityResult, merge_note
 from ..errors import Option
 from ..lookup import PLAIN, WORD_START, FormChoice
 from ..text import quote
 from . import console, header
+from .jsonout import Document
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from ..embeddings import Embeddings
 
 
-def query_doc(query: Query) -> dict:
+def query_doc(query: Query) -> Document:
     return {"text": query.text, "ids": list(query.ids), "tokens": list(query.tokens), "form": query.form,
             "merged": query.merged, "note": query.note, "reason": query.reason}
 
 
-def pair_doc(pair: Pair) -> dict:
+def pair_doc(pair: Pair) -> Document:
     choice = pair.choice
     return {"a": pair.a.text, "b": pair.b.text, "a_ids": list(pair.a.ids), "b_ids": list(pair.b.ids),
             "a_tokens": list(pair.a.tokens), "b_tokens": list(pair.b.tokens), "cosine": pair.cosine,
@@ -42,7 +48,7 @@ def form_notes(pairs: Sequence[Pair]) -> list[str]:
 LISTED_PAIRS = 50  # pairs printed in the console; --json lists all
 
 
-def document(result: SimilarityResult, notes: Sequence[str] = ()) -> dict:
+def document(result: SimilarityResult, notes: Sequence[str] = ()) -> Document:
     """Everything but the pairs, which are streamed (a pairs file may hold millions): see `show`."""
     base = result.baseline
     return {"queries": [query_doc(q) for q in result.queries],
@@ -57,7 +63,7 @@ def percentile_text(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f}%"
 
 
-def show(emb: Any, result: SimilarityResult, *, json: bool, matrix: bool, notes: Sequence[str] = ()) -> None:
+def show(emb: Embeddings, result: SimilarityResult, *, json: bool, matrix: bool, notes: Sequence[str] = ()) -> None:
     """The answer, opened by the checkpoint line; `matrix` adds the cosine matrix of every query."""
     if json:
         header.emit(document(result, notes), emb, stream=("pairs", (pair_doc(p) for p in result.pairs)))
@@ -67,24 +73,42 @@ def show(emb: Any, result: SimilarityResult, *, json: bool, matrix: bool, notes:
     if result.space_note:  # said once for the answer, not for every word
         out.print(f"tokenizer: {console.safe(result.space_note)}", soft_wrap=True)
     listed = result.pairs[:LISTED_PAIRS]
+    out.print(pairs_table(listed, with_shares=result.baseline is not None))
+    if len(result.pairs) > LISTED_PAIRS:
+        out.print(f"... and {len(result.pairs) - LISTED_PAIRS:,} more pairs ({Option('json', True)} lists all)")
+    if matrix:
+        out.print(matrix_table(result))
+    show_space(result)
+    lines = [*notes, *form_notes(listed)]
+    for query in result.queries:
+        lines += [n for n in (query.note and f"{query.text}: {query.note}", merge_note(query)) if n]
+    console.notes(lines)
+
+
+def pairs_table(listed: Sequence[Pair], with_shares: bool) -> Table:
+    """The pairs shown: a percentile column unless --no-baseline, a reason column when some cosine is undefined."""
     reasons = any(pair.reason for pair in listed)  # a column only when some cosine is undefined
-    base = result.baseline
-    shares = ["random pairs below"] if base is not None else []  # --no-baseline: no percentile to show
+    shares = ["random pairs below"] if with_shares else []  # --no-baseline: no percentile to show
     grid = console.table("a", "a tokens", "b", "b tokens", "cosine", *shares, *(["reason"] if reasons else []))
     for pair in listed:
         grid.add_row(console.safe(pair.a.text), console.tokens_text(pair.a.ids, pair.a.tokens),
                      console.safe(pair.b.text), console.tokens_text(pair.b.ids, pair.b.tokens),
                      console.cosine_text(pair.cosine), *([percentile_text(pair.percentile)] if shares else []),
                      *([console.safe(pair.reason or "")] if reasons else []))
-    out.print(grid)
-    if len(result.pairs) > LISTED_PAIRS:
-        out.print(f"... and {len(result.pairs) - LISTED_PAIRS:,} more pairs ({Option('json', True)} lists all)")
-    if matrix:
-        names = [console.safe(q.text) for q in result.queries]
-        grid = console.table("", *names, title="cosine matrix")
-        for name, row in zip(names, result.matrix):
-            grid.add_row(name, *(console.cosine_text(v) for v in row))
-        out.print(grid)
+    return grid
+
+
+def matrix_table(result: SimilarityResult) -> Table:
+    names = [console.safe(q.text) for q in result.queries]
+    grid = console.table("", *names, title="cosine matrix")
+    for name, row in zip(names, result.matrix):
+        grid.add_row(name, *(console.cosine_text(v) for v in row))
+    return grid
+
+
+def show_space(result: SimilarityResult) -> None:
+    """The space the cosines were taken in (directions removed), and the random-pairs baseline in it."""
+    out, base = console.out, result.baseline
     centered = ", mean row subtracted" if result.centered else ""
     if result.removed is not None:
         out.print(console.safe(result.removed.describe(result.table)), soft_wrap=True)
@@ -93,7 +117,3 @@ def show(emb: Any, result: SimilarityResult, *, json: bool, matrix: bool, notes:
         out.print(f"random pairs of {result.table} table {console.safe(quote(result.table_name))}{centered}: "
                   f"mean cosine {console.cosine_text(base.mean_random_cosine)} (exact); percentiles against "
                   f"{base.sample_size:,} pairs sampled with seed {base.seed}", soft_wrap=True)
-    lines = [*notes, *form_notes(listed)]
-    for query in result.queries:
-        lines += [n for n in (query.note and f"{query.text}: {query.note}", merge_note(query)) if n]
-    console.notes(lines)

@@ -122,7 +122,8 @@ class Axis:
         return [(t, tick_text(t)) for t in nice_ticks(low, high)]
 
 
-Draw = Callable[[Callable[[np.ndarray], np.ndarray], Callable[[np.ndarray], np.ndarray]], str]
+Scale = Callable[[np.ndarray], np.ndarray]  # data values to pixels along one axis
+Draw = Callable[[Scale, Scale], str]
 
 
 @dataclass
@@ -153,7 +154,7 @@ class Panel:
         self.y.see(y)
         self.key(fill, label, line=dash or "")
 
-        def draw(fx: Callable, fy: Callable) -> str:
+        def draw(fx: Scale, fy: Scale) -> str:
             px, py = fx(x), fy(y)
             good = np.isfinite(px) & np.isfinite(py)
             parts, run = [], []
@@ -181,7 +182,7 @@ class Panel:
         self.y.see(np.concatenate([lo, hi]))
         self.key(fill, label, 0.2)
 
-        def draw(fx: Callable, fy: Callable) -> str:
+        def draw(fx: Scale, fy: Scale) -> str:
             px, bottom, top = fx(x), fy(lo), fy(hi)
             good = np.isfinite(px) & np.isfinite(bottom) & np.isfinite(top)
             if not good.any():
@@ -200,7 +201,7 @@ class Panel:
         self.y.see(np.append(counts[counts > 0], 0.5) if self.y.log else np.append(counts, 0))
         self.key(fill, label)
 
-        def draw(fx: Callable, fy: Callable) -> str:
+        def draw(fx: Scale, fy: Scale) -> str:
             left, right = fx(bounds[:-1]), fx(bounds[1:])
             base = float(fy(np.array([self.y.limits()[0] if self.y.log else 0.0]))[0])
             top = fy(counts.astype(np.float64))
@@ -221,7 +222,7 @@ class Panel:
         self.x.see(lengths)
         self.y.low, self.y.high = -0.5, len(names) - 0.5
 
-        def draw(fx: Callable, fy: Callable) -> str:
+        def draw(fx: Scale, fy: Scale) -> str:
             x0 = float(fx(np.array([self.x.limits()[0]]))[0])
             out = []
             for i, (value, fill) in enumerate(zip(lengths, fills)):
@@ -247,7 +248,7 @@ class Panel:
             drawn = f"; {len(keep):,} of them drawn, evenly spaced" if len(keep) < count else ""
             self.legend.append((fills[0] if fills else "#000", label + drawn, 1.0, None))
 
-        def draw(fx: Callable, fy: Callable) -> str:
+        def draw(fx: Scale, fy: Scale) -> str:
             px, py = fx(x), fy(y)
             paint = ('fill="none" stroke="{}" stroke-width="1"' if ring else 'fill="{}"')
             return "".join(f'<circle cx="{a:.1f}" cy="{b:.1f}" r="{radius}" ' + paint.format(f) +
@@ -259,7 +260,7 @@ class Panel:
         """A shaded band across the panel, from low to high along one axis."""
         self.key(fill, label, 0.15)
 
-        def draw(fx: Callable, fy: Callable) -> str:
+        def draw(fx: Scale, fy: Scale) -> str:
             if axis == "x":
                 a, b = fx(np.array([low, high]))
                 y0, y1 = fy(np.array(self.y.limits()))
@@ -276,7 +277,7 @@ class Panel:
         self.key(fill, label, line=dash or "")
         (self.x if axis == "x" else self.y).see(np.array([value]))
 
-        def draw(fx: Callable, fy: Callable) -> str:
+        def draw(fx: Scale, fy: Scale) -> str:
             style = f' stroke-dasharray="{dash}"' if dash else ""
             if axis == "x":
                 (a,), (y0, y1) = fx(np.array([value])), fy(np.array(self.y.limits()))
@@ -289,7 +290,7 @@ class Panel:
 
     def label(self, x: float, y: float, text: str, fill: str = "black", right: bool = False) -> None:
         """A text label at a data point (a probe word, a flagged row)."""
-        def draw(fx: Callable, fy: Callable) -> str:
+        def draw(fx: Scale, fy: Scale) -> str:
             (a,), (b,) = fx(np.array([x])), fy(np.array([y]))
             if not (np.isfinite(a) and np.isfinite(b)):
                 return ""
@@ -305,7 +306,7 @@ class Panel:
         self.x.low, self.x.high, self.y.low, self.y.high = x0, x1, y0, y1
         image = png(rgb(cells, low, high, palette))
 
-        def draw(fx: Callable, fy: Callable) -> str:
+        def draw(fx: Scale, fy: Scale) -> str:
             (a, b), (c, d) = fx(np.array([x0, x1])), fy(np.array([y0, y1]))
             return (f'<image x="{min(a, b):.1f}" y="{min(c, d):.1f}" width="{abs(b - a):.1f}" height="{abs(d - c):.1f}" '
                     f'preserveAspectRatio="none" style="image-rendering:pixelated" '
@@ -320,7 +321,7 @@ def rgb(values: np.ndarray, low: float, high: float, palette: Sequence[str]) -> 
     scaled = np.nan_to_num(scaled, nan=0.0)
     below = np.minimum(np.floor(scaled).astype(np.int64), len(palette) - 2)
     part = (scaled - below)[..., None]
-    out = anchors[below] * (1 - part) + anchors[below + 1] * part
+    out: np.ndarray = anchors[below] * (1 - part) + anchors[below + 1] * part
     out[~np.isfinite(np.asarray(values, dtype=np.float64))] = 255
     return np.round(out).astype(np.uint8)
 
@@ -374,6 +375,10 @@ def legend_height(panel: Panel, width: float) -> float:
     return sum(14 * (1 + (len(label) + 3) // per_line) for _, label, _, _ in panel.legend)
 
 
+Box = tuple[float, float, float, float]  # x, y, width, height of a panel's axes, in pixels
+Colourbar = tuple[str, float, float, Sequence[str]]  # (name, low, high, palette), as Panel.colourbar
+
+
 def panel_svg(panel: Panel, x: float, y: float, width: float, height: float, legend: float, clip: str) -> str:
     """One panel in the box (x, y, width, height), `legend` pixels of it below the axes; `clip`: its clip path's id."""
     bar = panel.colourbar
@@ -384,8 +389,7 @@ def panel_svg(panel: Panel, x: float, y: float, width: float, height: float, leg
         out.append(f'<text x="{x + width / 2:.1f}" y="{y + height / 2:.1f}" text-anchor="middle" fill="#555">'
                    f'{escaped(label_text(panel.empty))}</text>')
         return "".join(out)
-    left = 16 + (max((len(c) for c in panel.categories), default=0) * CHAR if panel.categories else
-                 max(len(t) for _, t in panel.y.ticks() or [(0, "0")]) * CHAR + 8) + (14 if panel.y.label else 0)
+    left = left_margin(panel)
     right = 90 if bar else 14
     box = (x + left, y + 22, width - left - right, height - legend - 22 - 40)  # x, y, w, h of the axes
     bx, by, bw, bh = box
@@ -401,11 +405,34 @@ def panel_svg(panel: Panel, x: float, y: float, width: float, height: float, leg
     out.append(f'<g clip-path="url(#{clip})">' + "".join(draw(fx, fy) for draw in panel.items) + "</g>")
     out.append(f'<rect x="{bx:.1f}" y="{by:.1f}" width="{bw:.1f}" height="{bh:.1f}" fill="none" stroke="#333" '
                'stroke-width="0.8"/>')
+    out += x_ticks_svg(panel, fx, box) + y_ticks_svg(panel, fy, box) + labels_svg(panel, x, box)
+    out += legend_svg(panel, x, width, by + bh + 44)
+    if bar is not None:
+        out += colourbar_svg(bar, box)
+    return "".join(out)
+
+
+def left_margin(panel: Panel) -> float:
+    """Pixels left of the axes: the longest category name or y tick, and the y label."""
+    return 16 + (max((len(c) for c in panel.categories), default=0) * CHAR if panel.categories else
+                 max(len(t) for _, t in panel.y.ticks() or [(0, "0")]) * CHAR + 8) + (14 if panel.y.label else 0)
+
+
+def x_ticks_svg(panel: Panel, fx: Scale, box: Box) -> list[str]:
+    bx, by, bw, bh = box
+    out = []
     for value, text in panel.x.ticks():
         (px,) = fx(np.array([value]))
         if np.isfinite(px) and bx - 0.5 <= px <= bx + bw + 0.5:
             out.append(f'<line x1="{px:.1f}" x2="{px:.1f}" y1="{by + bh:.1f}" y2="{by + bh + 4:.1f}" stroke="#333"/>'
                        f'<text x="{px:.1f}" y="{by + bh + 15:.1f}" text-anchor="middle">{escaped(text)}</text>')
+    return out
+
+
+def y_ticks_svg(panel: Panel, fy: Scale, box: Box) -> list[str]:
+    """The category names, or the y ticks."""
+    bx, by, _, bh = box
+    out = []
     if panel.categories is not None:
         for i, name in enumerate(panel.categories):
             (py,) = fy(np.array([i]))
@@ -417,6 +444,13 @@ def panel_svg(panel: Panel, x: float, y: float, width: float, height: float, leg
             if np.isfinite(py) and by - 0.5 <= py <= by + bh + 0.5:
                 out.append(f'<line x1="{bx - 4:.1f}" x2="{bx:.1f}" y1="{py:.1f}" y2="{py:.1f}" stroke="#333"/>'
                            f'<text x="{bx - 6:.1f}" y="{py + 4:.1f}" text-anchor="end">{escaped(text)}</text>')
+    return out
+
+
+def labels_svg(panel: Panel, x: float, box: Box) -> list[str]:
+    """The axis labels, and the notes in the top left corner."""
+    bx, by, bw, bh = box
+    out = []
     if panel.x.label:
         out.append(f'<text x="{bx + bw / 2:.1f}" y="{by + bh + 30:.1f}" text-anchor="middle">'
                    f'{escaped(panel.x.label)}</text>')
@@ -426,7 +460,12 @@ def panel_svg(panel: Panel, x: float, y: float, width: float, height: float, leg
     for i, note in enumerate(panel.notes):
         out.append(f'<text x="{bx + 6:.1f}" y="{by + 14 + 13 * i:.1f}" font-size="{FONT - 1}" fill="#333">'
                    f'{escaped(note)}</text>')
-    ly = by + bh + 44
+    return out
+
+
+def legend_svg(panel: Panel, x: float, width: float, ly: float) -> list[str]:
+    """The legend below the axes from `ly` down, one entry a line (long labels wrap)."""
+    out = []
     per_line = max(10, int((width - 40) / CHAR))
     for fill, text, opacity, line in panel.legend:
         if line is None:
@@ -439,13 +478,17 @@ def panel_svg(panel: Panel, x: float, y: float, width: float, height: float, leg
         for start in range(0, len(text), per_line):
             out.append(f'<text x="{x + 32:.1f}" y="{ly:.1f}">{escaped(text[start:start + per_line])}</text>')
             ly += 14
-    if bar is not None:
-        name, low, high, palette = bar
-        strip = png(rgb(np.linspace(high, low, 128)[:, None], low, high, palette))
-        out.append(f'<image x="{bx + bw + 14:.1f}" y="{by:.1f}" width="12" height="{bh:.1f}" preserveAspectRatio="none" '
-                   f'href="data:image/png;base64,{strip}"/>')
-        for value in nice_ticks(low, high, 4):
-            py = by + (high - value) / ((high - low) or 1) * bh
-            out.append(f'<text x="{bx + bw + 30:.1f}" y="{py + 4:.1f}">{escaped(tick_text(value))}</text>')
-        out.append(f'<text x="{bx + bw + 18:.1f}" y="{by - 6:.1f}" text-anchor="middle">{escaped(name)}</text>')
-    return "".join(out)
+    return out
+
+
+def colourbar_svg(bar: Colourbar, box: Box) -> list[str]:
+    bx, by, bw, bh = box
+    name, low, high, palette = bar
+    strip = png(rgb(np.linspace(high, low, 128)[:, None], low, high, palette))
+    out = [(f'<image x="{bx + bw + 14:.1f}" y="{by:.1f}" width="12" height="{bh:.1f}" preserveAspectRatio="none" '
+            f'href="data:image/png;base64,{strip}"/>')]
+    for value in nice_ticks(low, high, 4):
+        py = by + (high - value) / ((high - low) or 1) * bh
+        out.append(f'<text x="{bx + bw + 30:.1f}" y="{py + 4:.1f}">{escaped(tick_text(value))}</text>')
+    out.append(f'<text x="{bx + bw + 18:.1f}" y="{by - 6:.1f}" text-anchor="middle">{escaped(name)}</text>')
+    return out

@@ -6,7 +6,7 @@ import functools
 import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..analysis.norms import MAD_SCALE
 from ..analysis.token_kinds import KIND_MEANINGS, KINDS, TokenKinds
@@ -15,7 +15,11 @@ from ..errors import Option
 from ..naming import token_name
 from ..text import visible
 from . import console, header
+from .jsonout import Document
 from .names import Output, emb_title
+
+if TYPE_CHECKING:
+    from ..embeddings import Embeddings
 
 LISTED_ROWS = 10  # candidates printed per table in the console, highest score first
 JSON_LISTED = 10_000  # candidates and reference rows listed in --json, with the totals: the rest are counted
@@ -27,7 +31,7 @@ Namer = Callable[[int], str]
 
 
 def document(reports: Sequence[UndertrainedReport], kinds: TokenKinds | None, name: Namer, notes: Sequence[str],
-             plot: Output | None) -> dict:
+             plot: Output | None) -> Document:
     """The JSON document: the first table's reference, threshold and candidates at the top level (the output
     table when the head is untied, else the token table), and every table analysed under "tables"."""
     tables = [table_document(report, name) for report in reports]
@@ -40,7 +44,7 @@ def document(reports: Sequence[UndertrainedReport], kinds: TokenKinds | None, na
     return doc
 
 
-def table_document(report: UndertrainedReport, name: Namer) -> dict:
+def table_document(report: UndertrainedReport, name: Namer) -> Document:
     reference, threshold = report.reference, report.threshold
     return {
         "table": report.table, "name": report.name, "rows": report.rows,
@@ -60,7 +64,7 @@ def table_document(report: UndertrainedReport, name: Namer) -> dict:
     }
 
 
-def show(emb: Any, found: UndertrainedTables, plot: Output | None, json: bool) -> None:
+def show(emb: Embeddings, found: UndertrainedTables, plot: Output | None, json: bool) -> None:
     """The answer, its rows named by the checkpoint's tokenizer (`#id` without one)."""
     name = functools.partial(token_name, emb.tokenizer_for_names()[0])
     if json:
@@ -69,14 +73,14 @@ def show(emb: Any, found: UndertrainedTables, plot: Output | None, json: bool) -
         render(emb, found.reports, found.kinds, name, found.notes, plot)
 
 
-def draw(emb: Any, found: UndertrainedTables, target: Output, inputs: list[Path]) -> None:
+def draw(emb: Embeddings, found: UndertrainedTables, target: Output, inputs: list[Path]) -> None:
     """The indicator and the norms of each table, written to `target`."""
     from .plots import save
     from .undertrained_plot import undertrained_figure
     save(lambda: undertrained_figure(found.reports, emb_title(emb)), target, inputs=inputs)
 
 
-def render(emb: Any, reports: Sequence[UndertrainedReport], kinds: TokenKinds | None, name: Namer,
+def render(emb: Embeddings, reports: Sequence[UndertrainedReport], kinds: TokenKinds | None, name: Namer,
            notes: Sequence[str], plot: Output | None) -> None:
     header.show(emb)
     out = console.out

@@ -39,7 +39,8 @@ def bins_for(values: np.ndarray) -> list[float]:
     low, high = (float(values.min()), float(values.max())) if len(values) else (0.0, 1.0)
     if high <= low:
         low, high = low - 0.5, high + 0.5
-    return np.linspace(low, high, min(100, max(20, len(values) // 20)) + 1).tolist()
+    edges: list[float] = np.linspace(low, high, min(100, max(20, len(values) // 20)) + 1).tolist()
+    return edges
 
 
 def draw_indicator(ax: Axes, report: UndertrainedReport) -> None:

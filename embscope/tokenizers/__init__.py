@@ -102,7 +102,8 @@ def _load_by_name(name: str, path: Path) -> Tokenizer:
             continue
         names = kind.names()
         if name in names:
-            return kind.load_name(name)
+            named: Tokenizer = kind.load_name(name)
+            return named
         known.append(f"{kind.name} {', '.join(names)}")
     raise TokenizerError(
         f"expected a tokenizer file or a tokenizer name, found neither: {shown(name)} is no file here "

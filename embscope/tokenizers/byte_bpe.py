@@ -118,8 +118,8 @@ def _is_merge_pair(item: Any) -> bool:
 
 
 def _merges_in(doc: Any) -> list[Any] | None:
-    if isinstance(doc, dict) and isinstance(doc.get("merges"), list):
-        return doc["merges"]
+    if isinstance(doc, dict) and isinstance(merges := doc.get("merges"), list):
+        return merges
     if isinstance(doc, list) and doc:
         return doc
     return None

@@ -24,8 +24,9 @@ gives the same ids."""
 from __future__ import annotations
 
 import heapq
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from embscope.errors import TokenError
 from embscope.tokenizers.base import SPACE_MARK, shown
@@ -149,7 +150,7 @@ class SentencePieceVocab(GGUFVocabulary):
 
 
 def _library_encoder(tokens: list[str], raw: list[bytes], scores: np.ndarray, byte_ids: list[int | None],
-                     token_id: dict[str, int]) -> tuple[Any, int] | None:
+                     token_id: dict[str, int]) -> tuple[Callable[[str], list[int]], int] | None:
     """sentencepiece's BPE encoder over this vocabulary, and the id it gives an unknown character; None
     without the library, or where sentencepiece cannot hold the vocabulary."""
     try:

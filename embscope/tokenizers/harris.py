@@ -69,8 +69,8 @@ class HarrisTokenizer(ByteVocabulary):
 
 
 def _segments_in(doc: Any) -> list[Any] | None:
-    if isinstance(doc, dict) and isinstance(doc.get("segments"), list):
-        return doc["segments"]
+    if isinstance(doc, dict) and isinstance(segments := doc.get("segments"), list):
+        return segments
     if isinstance(doc, list):
         return doc
     return None

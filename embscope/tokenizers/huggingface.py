@@ -99,7 +99,7 @@ class HuggingFaceTokenizer:
             notes = (*notes, said)
         self.notes = notes
         added = self._tok.get_added_tokens_decoder()
-        self._added = {id: token.content for id, token in added.items()}
+        self._added: dict[int, str] = {id: token.content for id, token in added.items()}
         self.model_type = type(self._tok.model).__name__  # BPE, WordPiece, WordLevel or Unigram
         self.unk_id, model_byte_fallback = _model_settings(self._tok)
         self.special_ids = frozenset(id for id, token in added.items() if token.special) | (
@@ -130,7 +130,8 @@ class HuggingFaceTokenizer:
     def decode(self, ids: list[int]) -> str:
         ids = [self._checked(id) for id in ids]
         try:
-            return self._tok.decode(ids, skip_special_tokens=False)
+            text: str = self._tok.decode(ids, skip_special_tokens=False)
+            return text
         except BaseException as err:  # noqa: BLE001  as in encode
             raise self._failed(err, "decode") from None
 
@@ -144,7 +145,7 @@ class HuggingFaceTokenizer:
         id = self._checked(id)
         if id in self._added:
             return self._added[id]
-        piece = self._tok.id_to_token(id)
+        piece: str = self._tok.id_to_token(id)
         if self._byte_level:
             return byte_level_bytes(piece).decode("utf-8", errors="backslashreplace")
         if self._byte_fallback:
@@ -194,7 +195,7 @@ def _largest_model_id(library_tokenizer: Any) -> int:
     """A Unigram model's ids are the places in its list. The other models map tokens to ids: when each id
     below their number of tokens names one, those are all the ids (far cheaper to ask than the library's
     vocabulary dict, built only when the ids leave holes)."""
-    count = library_tokenizer.get_vocab_size(with_added_tokens=False)
+    count: int = library_tokenizer.get_vocab_size(with_added_tokens=False)
     model = library_tokenizer.model
     if type(model).__name__ == "Unigram" or None not in map(model.id_to_token, range(count)):
         return count - 1

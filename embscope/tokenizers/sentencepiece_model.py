@@ -71,7 +71,8 @@ class SentencePieceTokenizer:
 
     def _piece(self, id: int) -> str:
         try:
-            return self._sp.id_to_piece(id)
+            piece: str = self._sp.id_to_piece(id)
+            return piece
         except UnicodeDecodeError:  # the protobuf holds bytes; a damaged file can hold bytes that are not UTF-8
             raise TokenError(f"token id {id} of {self.path.name} is not UTF-8 text") from None
 

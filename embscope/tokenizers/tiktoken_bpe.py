@@ -79,7 +79,8 @@ class TiktokenTokenizer:
     def _bytes(self, id: int) -> bytes:
         id = check_id(id, self.vocab_size)
         try:
-            return self._enc.decode_single_token_bytes(id)
+            found: bytes = self._enc.decode_single_token_bytes(id)
+            return found
         except KeyError:
             raise TokenError(f"token id {id} is not used by the {self.kind} tokenizer {self.path.name}") from None
 
