@@ -25,6 +25,21 @@ if sys.dont_write_bytecode:
     os.environ.setdefault("PYTHONPYCACHEPREFIX", sys.pycache_prefix)
 
 
+# Tests marked `slow` (a real model's reference figures, Keras itself writing files, UMAP's numba compile) run in a
+# CI step of their own (.ci/run: EMBSCOPE_SLOW_TESTS=1 python -m pytest -q -m slow); the README's command runs a
+# cheaper test of the same feature and skips these, saying where they run.
+SLOW_TESTS = os.environ.get("EMBSCOPE_SLOW_TESTS") == "1"
+
+
+def pytest_collection_modifyitems(config, items):
+    if SLOW_TESTS:
+        return
+    skip = pytest.mark.skip(reason="slow: CI runs it (EMBSCOPE_SLOW_TESTS=1 python -m pytest -q -m slow)")
+    for item in items:
+        if item.get_closest_marker("slow"):
+            item.add_marker(skip)
+
+
 @pytest.fixture(autouse=True)
 def _no_env_checkpoint(monkeypatch):
     monkeypatch.delenv("EMBSCOPE_CHECKPOINT", raising=False)
