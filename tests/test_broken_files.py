@@ -11,10 +11,10 @@ import zipfile
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
+
+from conftest import invoke
 
 import embscope
-from embscope.cli import app
 from embscope.errors import CheckpointError, TableError
 from embscope.formats import open_checkpoint
 from embscope.text import quote
@@ -186,7 +186,7 @@ def test_sharded_index_without_weight_map(tmp_path):
 def test_lie_is_exit_code_1_and_one_line_on_the_command_line(tmp_path):
     path = tmp_path / "model.safetensors"
     path.write_bytes(SAFETENSORS_LIES["offsets past the data"][0])
-    result = CliRunner().invoke(app, ["info", "-c", str(path)])
+    result = invoke("info", "-c", path)
     assert result.exit_code == 1
     assert result.output.replace("\n", "") == "Error: " + SAFETENSORS_LIES["offsets past the data"][1].format(path=quote(path))
 

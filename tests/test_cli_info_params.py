@@ -7,10 +7,8 @@ import json
 import numpy as np
 import pytest
 from safetensors.numpy import save_file
-from typer.testing import CliRunner
 
-from embscope.cli import app
-from conftest import gpt2_shapes, run, run_json, write_safetensors_header_only
+from conftest import gpt2_shapes, invoke, run, run_json, write_safetensors_header_only
 
 
 def test_params_of_the_gpt2_124m_shape(tmp_path):
@@ -153,4 +151,4 @@ def test_info_and_params_read_no_tensor_data(tmp_path, monkeypatch):
         assert run_json("info", "-c", path)["tables"]["token"]["shape"] == [10, 4]
         assert run_json("params", "-c", path)["total"] == 40
         with pytest.raises(AssertionError, match="tensor data was read"):  # a command that reads: refused here
-            CliRunner().invoke(app, ["norms", "--table", "token", "-c", str(path)], catch_exceptions=False)
+            invoke("norms", "--table", "token", "-c", path, catch_exceptions=False)

@@ -17,14 +17,14 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from typer.testing import CliRunner
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "fuzz"))
 
 import corpus  # noqa: E402
 import target  # noqa: E402
 
-from embscope.cli import app  # noqa: E402
+from conftest import invoke
+
 from embscope.errors import EmbscopeError  # noqa: E402
 
 FULL = os.environ.get("EMBSCOPE_FUZZ_BUDGET") == "full"
@@ -74,7 +74,7 @@ def test_mutated_file_gives_result_or_embscope_error(name, ops, fix_length):
 def test_cli_exits_1_with_one_line_on_a_damaged_file(tmp_path):
     entry, victim = corpus.SAMPLES["npz-compressed"].build(tmp_path)
     victim.write_bytes(victim.read_bytes()[:-30])  # the zip's central directory cut short
-    result = CliRunner().invoke(app, ["info", "-c", str(entry)])
+    result = invoke("info", "-c", entry)
     assert result.exit_code == 1, result.output
     assert result.output.startswith("Error: ") and result.output.count("\n") == 1
     assert "Traceback" not in result.output
@@ -97,13 +97,12 @@ def test_file_that_shrinks_after_opening_is_an_error_not_a_crash(tmp_path):
 @pytest.mark.parametrize("name", list(corpus.SAMPLES))
 def test_cli_on_mutated_files_exits_0_or_1_with_one_line(name, tmp_path):
     """The commands themselves, not only the library: rendering, JSON and the tokenizer note included."""
-    runner = CliRunner()
     for seed in range(3):
         directory = tmp_path / str(seed)
         directory.mkdir()
         entry = corpus.build_mutant(corpus.SAMPLES[name], directory, seed=7919 * seed + 1, count=1 + seed % 2)
         for args in (["info"], ["norms", "--table", "token", "--json"]):
-            result = runner.invoke(app, args + ["-c", str(entry)])
+            result = invoke(*args, "-c", entry)
             assert result.exit_code in (0, 1), (args, seed, result.output, result.exception)
             if result.exit_code == 1:
                 assert result.stderr.startswith("Error: ") and result.stderr.count("\n") == 1, result.stderr

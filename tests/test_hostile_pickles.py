@@ -29,9 +29,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from conftest import invoke
+
 from embscope.errors import CheckpointError, UnsafePickleError
 from embscope.formats import open_checkpoint
-from pickle_gadgets import GADGETS, Reduce, assert_error_line, assert_refused, gadget, run
+from pickle_gadgets import GADGETS, Reduce, assert_error_line, assert_refused, gadget
 
 PROTOCOLS = range(0, pickle.HIGHEST_PROTOCOL + 1)
 CONTAINERS = ("nlm .pkl", ".npy object array", "torch zip data.pkl")
@@ -140,7 +142,7 @@ def test_every_gadget_at_every_protocol_in_every_pickle_path(kind, protocol, con
     marker = tmp_path / "pwned"
     evil, name = gadget(kind, marker, monkeypatch)
     path = write(container, tmp_path, evil, protocol)
-    assert_refused(run("info", "-c", path), name, marker)
+    assert_refused(invoke("info", "-c", path), name, marker)
 
 
 # -- torch: gadgets where only a torch zip can hold them -------------------------------------------
@@ -156,7 +158,7 @@ def test_gadget_inside_a_tensors_storage_record(field, protocol, tmp_path, monke
     fields = {"kind": torch.FloatStorage, "key": "0", "location": "cpu", "numel": 8, field: evil}
     storage = Storage(fields["kind"], fields["key"], fields["location"], fields["numel"])
     path = torch_zip_with(tmp_path, {"transformer.wte.weight": Tensor(storage)}, protocol)
-    assert_refused(run("info", "-c", path), name, marker)
+    assert_refused(invoke("info", "-c", path), name, marker)
 
 
 @pytest.mark.parametrize("kind", GADGETS)
@@ -167,7 +169,7 @@ def test_gadget_inside_the_arguments_of_an_allowed_rebuild_function(kind, tmp_pa
     evil, name = gadget(kind, marker, monkeypatch)
     tensor = Tensor(Storage(torch.FloatStorage, "0"), hooks=OrderedDict(hook=evil))
     path = torch_zip_with(tmp_path, {"transformer.wte.weight": tensor}, 2)
-    assert_refused(run("info", "-c", path), name, marker)
+    assert_refused(invoke("info", "-c", path), name, marker)
 
 
 def test_gadget_as_the_storage_type_in_a_persistent_id_written_by_hand(tmp_path):
@@ -179,7 +181,7 @@ def test_gadget_as_the_storage_type_in_a_persistent_id_written_by_hand(tmp_path)
     with zipfile.ZipFile(real_torch_zip(tmp_path)) as src, zipfile.ZipFile(path, "w") as dst:
         for info in src.infolist():
             dst.writestr(info, buffer.getvalue() if info.filename.endswith("/data.pkl") else src.read(info))
-    assert_refused(run("info", "-c", path), "os.system", marker)
+    assert_refused(invoke("info", "-c", path), "os.system", marker)
 
 
 # -- helpers that reach code while looking harmless ------------------------------------------------
@@ -199,7 +201,7 @@ def partial_gadget(marker: Path):
 def test_copyreg_reconstructor_is_refused(container, tmp_path):
     path = write(container, tmp_path, Plain(), protocol=0)
     assert pickle.dumps(Plain(), protocol=0).startswith(b"ccopy_reg\n_reconstructor")
-    assert_error_line(run("info", "-c", path), "'copyreg._reconstructor'")
+    assert_error_line(invoke("info", "-c", path), "'copyreg._reconstructor'")
 
 
 def test_copyreg_reconstructor_would_build_any_class(tmp_path):
@@ -209,7 +211,7 @@ def test_copyreg_reconstructor_would_build_any_class(tmp_path):
     raw = b"ccopy_reg\n_reconstructor\n(csubprocess\nPopen\nc__builtin__\nobject\nNtR."
     path = tmp_path / "model.pkl"
     path.write_bytes(raw)
-    line = assert_error_line(run("info", "-c", path), "refused to unpickle global 'copyreg._reconstructor'")
+    line = assert_error_line(invoke("info", "-c", path), "refused to unpickle global 'copyreg._reconstructor'")
     assert "nothing in it was run" in line and not marker.exists()
 
 
@@ -222,7 +224,7 @@ def test_functools_partial_wrapping_a_gadget(container, protocol, tmp_path):
     assert marker.exists()  # the gadget is real
     marker.unlink()
     path = write(container, tmp_path, evil, protocol)
-    assert_refused(run("info", "-c", path), "functools.partial", marker)
+    assert_refused(invoke("info", "-c", path), "functools.partial", marker)
 
 
 @pytest.mark.parametrize("raw, name", [
@@ -236,7 +238,7 @@ def test_hand_written_opcode_gadgets(raw, name, tmp_path):
     marker = tmp_path / "pwned"
     path = tmp_path / "model.pkl"
     path.write_bytes(raw.replace(b"{marker}", str(marker).encode()))
-    assert_refused(run("info", "-c", path), name, marker)
+    assert_refused(invoke("info", "-c", path), name, marker)
 
 
 def test_extension_registry_codes_go_through_the_allow_list(tmp_path):
@@ -244,10 +246,10 @@ def test_extension_registry_codes_go_through_the_allow_list(tmp_path):
     unregistered, it is a broken pickle."""
     path = tmp_path / "model.pkl"
     path.write_bytes(b"\x80\x02\x82\xf0.")  # EXT1 240
-    assert_error_line(run("info", "-c", path), "cannot be read")
+    assert_error_line(invoke("info", "-c", path), "cannot be read")
     copyreg.add_extension("posix", "system", 240)
     try:
-        assert_error_line(run("info", "-c", path), "refused to unpickle global 'posix.system'")
+        assert_error_line(invoke("info", "-c", path), "refused to unpickle global 'posix.system'")
     finally:
         copyreg.remove_extension("posix", "system", 240)
 
@@ -260,13 +262,13 @@ def test_npz_object_member_is_refused_by_name(kind, tmp_path, monkeypatch):
     evil, name = gadget(kind, marker, monkeypatch)
     path = tmp_path / "params.npz"
     np.savez(path, token_emb=params()["token_emb"], evil=np.array([evil], dtype=object))
-    assert_refused(run("info", "-c", path), name, marker)
+    assert_refused(invoke("info", "-c", path), name, marker)
 
 
 def test_npz_object_member_without_a_gadget_is_still_refused(tmp_path):
     path = tmp_path / "params.npz"
     np.savez_compressed(path, token_emb=params()["token_emb"], meta=np.array([{"lr": 0.1}], dtype=object))
-    line = assert_error_line(run("info", "-c", path), "array 'meta': holds pickled Python objects, not plain arrays")
+    line = assert_error_line(invoke("info", "-c", path), "array 'meta': holds pickled Python objects, not plain arrays")
     assert line.startswith("Error: '")
 
 
@@ -570,7 +572,7 @@ def test_byteorder_record_of_16_mib_is_refused_unread(tmp_path):
         with zf.open(info, "w", force_zip64=True) as record:
             for _ in range(16):
                 record.write(b"l" * (1 << 20))
-    assert_error_line(run("info", "-c", path), "expected a byteorder record saying 'little' or 'big', "
+    assert_error_line(invoke("info", "-c", path), "expected a byteorder record saying 'little' or 'big', "
                                                "found one of 16777216 bytes")
 
 
@@ -594,14 +596,14 @@ def test_legacy_storage_record_declaring_more_than_the_file_holds(tmp_path):
     path, raw = legacy_file(tmp_path)
     at = raw.find(b"K(", raw.find(b"X\x03\x00\x00\x00cpu"))  # the record's numel, 40
     path.write_bytes(raw[:at] + b"\x8a\x08" + struct.pack("<q", 10**12) + raw[at + 2:])
-    line = assert_error_line(run("info", "-c", path), "(legacy PyTorch file): storage '")
+    line = assert_error_line(invoke("info", "-c", path), "(legacy PyTorch file): storage '")
     assert line.endswith("holds 40 elements, its record declares 1000000000000")
 
 
 def test_legacy_raw_storage_longer_than_the_file(tmp_path):
     path, raw = legacy_file(tmp_path)
     path.write_bytes(raw[:-8])
-    line = assert_error_line(run("info", "-c", path), "(legacy PyTorch file): storage '")
+    line = assert_error_line(invoke("info", "-c", path), "(legacy PyTorch file): storage '")
     assert line.endswith("of 160 bytes runs past the end of the file (" + str(len(raw) - 8) + " bytes)")
 
 
@@ -617,4 +619,4 @@ def test_legacy_file_with_a_fifth_pickle_that_is_not_a_key_list(tmp_path):
     bomb = pk.proto(pk.list_(pk.call(pk.glob("numpy._core.multiarray", "_reconstruct"), pk.glob("numpy", "ndarray"),
                                      pk.tup(pk.i(2**28)), pk.s("O"))))
     path.write_bytes(raw[:ends[4]] + bomb + raw[ends[5]:])
-    assert_error_line(run("info", "-c", path), "refused to unpickle global 'numpy._core.multiarray._reconstruct'")
+    assert_error_line(invoke("info", "-c", path), "refused to unpickle global 'numpy._core.multiarray._reconstruct'")
