@@ -123,6 +123,8 @@ def test_long_tensor_names_are_not_cut_in_the_console(tmp_path):
     assert "…" not in out and "embed_tokens" in out and ".weight" in out
 
 
+@pytest.mark.slow  # writes 500 MB: the same numbers from a header-only file above, and a small nanoGPT torch.save
+# with the prefix and the tied head in tests/test_pytorch_file.py, run in the README's command
 def test_params_of_a_real_nanogpt_124m_checkpoint(tmp_path):
     torch = __import__("pytest").importorskip("torch")
     shapes = gpt2_shapes(50304, 12, 768, 1024)
