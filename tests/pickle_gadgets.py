@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-
 GADGETS = ("os.system", "subprocess.Popen", "builtins.eval", "builtins.exec", "builtins.__import__")
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import pytest
 import typer
-
 from conftest import invoke
 
 from embscope.cli import COMMANDS, app

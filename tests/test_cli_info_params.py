@@ -6,9 +6,8 @@ import json
 
 import numpy as np
 import pytest
-from safetensors.numpy import save_file
-
 from conftest import gpt2_shapes, invoke, run, run_json, write_safetensors_header_only
+from safetensors.numpy import save_file
 
 
 def test_params_of_the_gpt2_124m_shape(tmp_path):

@@ -28,14 +28,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from conftest import invoke
+from pickle_gadgets import GADGETS, Reduce, assert_error_line, assert_refused, gadget
 
 from embscope.errors import CheckpointError, UnsafePickleError
 from embscope.formats import open_checkpoint
-from pickle_gadgets import GADGETS, Reduce, assert_error_line, assert_refused, gadget
 
-PROTOCOLS = range(0, pickle.HIGHEST_PROTOCOL + 1)
+PROTOCOLS = range(pickle.HIGHEST_PROTOCOL + 1)
 CONTAINERS = ("nlm .pkl", ".npy object array", "torch zip data.pkl")
 
 
@@ -353,7 +352,8 @@ def test_numpy_states_numpy_never_writes_are_refused(kind, tmp_path):
             "try:\n    row_norms(embscope.open(sys.argv[1]).token.array)\n"
             "except EmbscopeError as err:\n    print(err); sys.exit(1)\n")
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
-    done = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, env=env, timeout=60)
+    done = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, env=env,
+                          timeout=60, check=False)
     assert done.returncode == 1, (done.returncode, done.stdout, done.stderr[-2000:])
     assert NUMPY_STATE_REFUSALS[kind] in done.stdout
 
@@ -361,7 +361,7 @@ def test_numpy_states_numpy_never_writes_are_refused(kind, tmp_path):
 # -- every attack class of round two, in every pickle container, in a child under memory and time limits --
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "fuzz"))
-import pickles as pk  # noqa: E402
+import pickles as pk
 
 PICKLE_CONTAINERS = list(pk.CONTAINERS)  # .pkl, .npy object, .npz object member, torch zip, legacy torch
 REFUSED_NDARRAY = "refused to call numpy.ndarray: a pickle of arrays and tensors only passes it to the functions"
@@ -478,7 +478,7 @@ def attack_results(tmp_path_factory) -> dict:
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
     try:
         done = subprocess.run([sys.executable, "-c", CHILD], input="\n".join(lines) + "\n", capture_output=True,
-                              text=True, env=env, timeout=120)
+                              text=True, env=env, timeout=120, check=False)
         out, died = done.stdout, (done.returncode, done.stderr[-1500:])
     except subprocess.TimeoutExpired as err:
         out, died = (err.stdout or b"").decode() if isinstance(err.stdout, bytes) else (err.stdout or ""), "timeout"
@@ -533,7 +533,7 @@ def test_npz_member_inflating_past_its_declared_size_is_refused_while_inflating(
     tracemalloc.start()
     try:
         with pytest.raises(CheckpointError) as caught:
-            embscope_open(path).token.array
+            _ = embscope_open(path).token.array
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()

@@ -5,10 +5,10 @@ import math
 
 import numpy as np
 import pytest
+from conftest import drifting, run, run_json
 from safetensors.numpy import save_file
 
 from embscope.analysis.norms import find_duplicates, row_norms, summarize
-from conftest import drifting, run, run_json
 
 
 def numpy_norms(table) -> np.ndarray:

@@ -8,12 +8,12 @@ import sys
 
 import numpy as np
 import pytest
+from conftest import drifting, run, run_json
 
 from embscope.analysis.norms import row_norms, summarize
 from embscope.analysis.positions import position_profile
 from embscope.render import norms_plot, plots
 from embscope.render.names import Output
-from conftest import drifting, run, run_json
 
 MAGIC = {"png": b"\x89PNG\r\n\x1a\n", "pdf": b"%PDF-"}
 

@@ -6,10 +6,10 @@ import pickle
 
 import numpy as np
 import pytest
+from conftest import cosine, drifting, run, run_json
 from safetensors.numpy import save_file
 
 from embscope.analysis.positions import default_pairs, position_profile
-from conftest import cosine, drifting, run, run_json
 
 
 @pytest.fixture

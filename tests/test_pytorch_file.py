@@ -15,14 +15,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from torch import nn
-
 from conftest import invoke, run_json
+from pickle_gadgets import GADGETS, assert_error_line, assert_refused, gadget
+from torch import nn
 
 import embscope
 from embscope.errors import UnsafePickleError
 from embscope.formats import open_checkpoint
-from pickle_gadgets import GADGETS, assert_error_line, assert_refused, gadget
 
 REPO = Path(__file__).resolve().parents[1]
 V, T, D, LAYERS = 65, 32, 16, 2
@@ -51,8 +50,8 @@ class MiniGPT(nn.Module):
 
     def __init__(self):
         super().__init__()
-        self.transformer = nn.ModuleDict(dict(wte=nn.Embedding(V, D), wpe=nn.Embedding(T, D),
-                                              h=nn.ModuleList([Block() for _ in range(LAYERS)]), ln_f=nn.LayerNorm(D)))
+        self.transformer = nn.ModuleDict({"wte": nn.Embedding(V, D), "wpe": nn.Embedding(T, D),
+                                              "h": nn.ModuleList([Block() for _ in range(LAYERS)]), "ln_f": nn.LayerNorm(D)})
         self.lm_head = nn.Linear(D, V, bias=False)
         self.transformer.wte.weight = self.lm_head.weight  # weight tying
 
@@ -67,7 +66,7 @@ def nanogpt_checkpoint(prefix: str = "") -> tuple[MiniGPT, dict]:
     state = OrderedDict((prefix + k, v) for k, v in model.state_dict().items())
     return model, {
         "model": state, "optimizer": optimizer.state_dict(),
-        "model_args": dict(n_layer=LAYERS, n_head=2, n_embd=D, block_size=T, bias=True, vocab_size=V, dropout=0.0),
+        "model_args": {"n_layer": LAYERS, "n_head": 2, "n_embd": D, "block_size": T, "bias": True, "vocab_size": V, "dropout": 0.0},
         "iter_num": 250, "best_val_loss": torch.tensor(1.2345),
         "config": {"learning_rate": 6e-4, "block_size": 999, "dtype": "bfloat16", "compile": True},
     }
@@ -384,7 +383,8 @@ def test_zip_path_does_not_import_torch(tmp_path):
             f"e = embscope.open({str(path)!r})\n"
             "print(float(e.token.array.sum()), r.stdout)\n"
             "assert 'torch' not in sys.modules, 'torch was imported'\n")
-    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120,
+                         check=False)
     assert out.returncode == 0, out.stderr
     total_sum, doc = out.stdout.split(" ", 1)
     assert float(total_sum) == pytest.approx(float(model.transformer.wte.weight.detach().sum()), rel=1e-5)
@@ -401,7 +401,8 @@ def test_legacy_file_opens_without_torch_and_maps_its_storages(tmp_path):
             f"emb = embscope.open({str(path)!r})\n"
             "assert isinstance(emb.token.array, np.memmap)\n"
             "print(emb.checkpoint.step, emb.token.array.tolist())\n")
-    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120,
+                         check=False)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == f"7 {wte.tolist()}"
 
@@ -451,7 +452,7 @@ def test_every_element_type_torch_writes_reads_back(tmp_path, form):
     tensors |= {"complex64": base.to(torch.complex64), "float8": base.to(torch.float8_e5m2)}
     ckpt = open_checkpoint(save(tensors, tmp_path / "kinds.pt", legacy=form == "legacy"))
     assert set(ckpt.tensors) == set(readable)
-    for name, dtype in readable.items():
+    for name in readable:
         assert ckpt.tensors[name].dtype == name
         expected = tensors[name].view(torch.int16).numpy().view(np.uint16) if name == "bfloat16" else tensors[name].numpy()
         np.testing.assert_array_equal(ckpt.tensors[name].read(), expected)

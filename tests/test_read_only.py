@@ -17,10 +17,10 @@ import typer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "fuzz"))
 
-import corpus  # noqa: E402
+import corpus
+from conftest import run
 
-from embscope.cli import app  # noqa: E402
-from conftest import run  # noqa: E402
+from embscope.cli import app
 
 # Arguments each command needs beyond -c; {out} is a directory the user named for outputs.
 ARGUMENTS: dict[str, list[list[str]]] = {

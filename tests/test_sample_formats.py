@@ -7,7 +7,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from conftest import cosine, run_json
 
 SAMPLE = Path(__file__).resolve().parent.parent / "sample_checkpoints"

@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import write_minbpe
 
 from embscope.errors import CheckpointError, EmbscopeError, TokenError

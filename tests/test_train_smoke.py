@@ -76,7 +76,7 @@ def test_minbpe_model_file_round_trips(tokenizer, tmp_path):
     assert lines[0] == "minbpe v1"
     assert lines[1] == T.SPLIT_PATTERN
     assert lines[2] == "0"
-    assert lines[3] == "%d %d" % tokenizer.merges[0]
+    assert lines[3] == "{} {}".format(*tokenizer.merges[0])
     assert len(lines) == 3 + len(tokenizer.merges)
     again = T.BPETokenizer.load_model(path)
     assert again.encode(CORPUS) == tokenizer.encode(CORPUS)
