@@ -1,4 +1,4 @@
-"""Smoke test for sample_checkpoints/train.py: tokenizer, a few training steps, all four exports."""
+"""Smoke test for sample_checkpoints/training/train.py: tokenizer, a few training steps, all four exports."""
 
 import importlib.util
 import json
@@ -12,7 +12,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-TRAIN_PY = Path(__file__).resolve().parents[1] / "sample_checkpoints" / "train.py"
+TRAIN_PY = Path(__file__).resolve().parents[1] / "sample_checkpoints" / "training" / "train.py"
 
 
 def _load_train_module():
