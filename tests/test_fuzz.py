@@ -125,7 +125,7 @@ def test_short_fuzz_of_pickle_programs_in_every_container():
 
 # run_fuzz's child per sample costs 0.7 s of CPU however few its inputs: the README's command fuzzes these formats
 # in-process (above), and the full budget runs them under the caps (CI also runs 10,000 a family, .ci/run)
-@pytest.mark.skipif(not FULL, reason="the full fuzz budget's (EMBSCOPE_FUZZ_BUDGET=full, a step of its own in CI)")
+@pytest.mark.skipif(not FULL, reason="runs with the full fuzz budget (EMBSCOPE_FUZZ_BUDGET=full, CI's step)")
 def test_short_fuzz_of_the_formats_read_through_foreign_libraries():
     """The h5, GGUF and ONNX mutation fuzzers, 100 inputs per family under run_fuzz's caps
     (an address-space cap, a time limit per input, a hang limit): no crash, hang, slow input or input over the cap.
