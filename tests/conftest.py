@@ -25,6 +25,21 @@ if sys.dont_write_bytecode:
     os.environ.setdefault("PYTHONPYCACHEPREFIX", sys.pycache_prefix)
 
 
+# Tests marked `slow` (a real model's reference figures, Keras itself writing files, UMAP's numba compile) run in a
+# CI step of their own (.ci/run: EMBSCOPE_SLOW_TESTS=1 python -m pytest -q -m slow); the README's command runs a
+# cheaper test of the same feature and skips these, saying where they run.
+SLOW_TESTS = os.environ.get("EMBSCOPE_SLOW_TESTS") == "1"
+
+
+def pytest_collection_modifyitems(config, items):
+    if SLOW_TESTS:
+        return
+    skip = pytest.mark.skip(reason="slow: CI runs it (EMBSCOPE_SLOW_TESTS=1 python -m pytest -q -m slow)")
+    for item in items:
+        if item.get_closest_marker("slow"):
+            item.add_marker(skip)
+
+
 @pytest.fixture(autouse=True)
 def _no_env_checkpoint(monkeypatch):
     monkeypatch.delenv("EMBSCOPE_CHECKPOINT", raising=False)
@@ -41,10 +56,15 @@ def _cache_in_a_temporary_folder(monkeypatch, _cache_home):
     monkeypatch.setenv("XDG_CACHE_HOME", str(_cache_home))
 
 
+def invoke(*args: object, catch_exceptions: bool = True):
+    """The CLI in-process, however it ends: the caller checks the exit code and the output."""
+    return CliRunner().invoke(app, [str(a) for a in args], catch_exceptions=catch_exceptions)
+
+
 def run(*args: object, code: int = 0):
     """Invoke the CLI in-process and check how it ended: exit `code` (0 unless told), and never an exception
     escaping the error boundary. The one CLI runner of the suite."""
-    result = CliRunner().invoke(app, [str(a) for a in args])
+    result = invoke(*args)
     assert result.exit_code == code, (result.exit_code, result.stdout, result.stderr, result.exception)
     assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
     return result
@@ -55,6 +75,29 @@ def run_json(*args: object) -> dict:
     def refuse(constant):
         raise AssertionError(f"{constant} in JSON output")
     return json.loads(run(*args, "--json").stdout, parse_constant=refuse)
+
+
+def cosine(a: np.ndarray, b: np.ndarray) -> float:
+    """The cosine of two vectors, in float64: the plain statement the commands' cosines are checked against."""
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
+
+
+def drifting(rows: int, dim: int, seed: int) -> np.ndarray:
+    """Position rows that drift smoothly: a normalised random walk, norms around 0.43."""
+    rng = np.random.default_rng(seed)
+    walk = np.cumsum(rng.standard_normal((rows, dim)), axis=0)
+    scale = 0.43 * (1 + 0.03 * rng.standard_normal((rows, 1)))
+    return (walk / np.linalg.norm(walk, axis=1, keepdims=True) * scale).astype(np.float32)
+
+
+def write_minbpe(path: Path, pattern: str, merges, special: dict[str, int] | None = None) -> Path:
+    """The file minbpe's Tokenizer.save writes: version, split pattern, special tokens, then the merges' pairs."""
+    special = special or {}
+    lines = ["minbpe v1", pattern, str(len(special)), *(f"{text} {id}" for text, id in special.items()),
+             *(f"{a} {b}" for a, b in merges)]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
 
 
 def write_safetensors_header_only(path: Path, tensors: dict[str, tuple[str, list[int]]]) -> Path:

@@ -9,9 +9,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
-
-from embscope.cli import app
 
 GADGETS = ("os.system", "subprocess.Popen", "builtins.eval", "builtins.exec", "builtins.__import__")
 
@@ -44,10 +41,6 @@ def gadget(kind: str, marker: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Re
         monkeypatch.syspath_prepend(str(marker.parent))
         return Reduce(builtins.__import__, module), "builtins.__import__"
     raise ValueError(kind)
-
-
-def run(*args: str):
-    return CliRunner().invoke(app, [str(a) for a in args])
 
 
 def assert_refused(result, global_name: str, marker: Path) -> None:

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import run, run_json
 
 import embscope
 from embscope.errors import CheckpointError, OptionError
 from embscope.formats import OpenOptions, open_checkpoint
 from embscope.formats.andrea import open_andrea
-from conftest import run, run_json
 
 V, D, T = 11, 4, 6  # a small model: 11 tokens, 4 wide, 6 positions
 
@@ -228,9 +228,9 @@ def config_beside(tmp_path: Path, **extra) -> None:
     write_json(tmp_path / "config.json", {"vocab_size": V, "n_embd": D, "block_size": T, **extra})
 
 
-def open_error(path: Path, options: OpenOptions = OpenOptions()) -> str:
+def open_error(path: Path, options: OpenOptions | None = None) -> str:
     with pytest.raises(CheckpointError) as err:
-        open_checkpoint(path, options)
+        open_checkpoint(path, options or OpenOptions())
     return str(err.value)
 
 
@@ -334,7 +334,7 @@ def test_config_tied_flag_must_be_a_json_bool(tmp_path):
 def test_a_directory_scan_parses_the_configs_once(tmp_path, monkeypatch):
     """r14: every .bin in a folder is sniffed, and each asks whether a JSON beside it names ANDREA shapes; the
     JSON files are parsed once for the whole scan, not once per file (2,000 files took 56 s)."""
-    import embscope.formats.andrea as andrea
+    from embscope.formats import andrea
     for k in range(40):
         (tmp_path / f"shard{k:03d}.bin").write_bytes(struct.pack("<ii", 1, 5) + b"junk")
     write_json(tmp_path / "config.json", {"vocab_size": V, "n_embd": D, "block_size": T})

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 import typer
-from typer.testing import CliRunner
+from conftest import invoke
 
 from embscope.cli import COMMANDS, app
 from embscope.sample import default_checkpoint
@@ -39,11 +39,6 @@ def first_of_each() -> list[tuple[str, str]]:
     for command, option in number_options():
         seen.setdefault(option, command)
     return [(command, option) for option, command in seen.items()]
-
-
-def run(*args: str):
-    """The CLI in-process; how it ended is checked by the caller (one_line_refusal), so a failure shows the output."""
-    return CliRunner().invoke(app, list(args))
 
 
 def one_line_refusal(result, code: int) -> None:
@@ -80,14 +75,14 @@ def test_every_number_option_of_every_command_refuses_what_is_not_a_number():
 @pytest.mark.parametrize("command, option", first_of_each())
 def test_the_command_line_refuses_them_in_one_line(command, option, tmp_path):
     for value in ("nan", "\u00b2", "9" * 5000, "-1"):
-        result = run(command, *base_args(command, tmp_path), option, value)
+        result = invoke(command, *base_args(command, tmp_path), option, value)
         one_line_refusal(result, 2)
         assert option in result.stderr.splitlines()[0], (value, result.stderr)
 
 
 @pytest.mark.parametrize("command, option", first_of_each())
 def test_a_number_of_the_most_digits_answers_or_is_refused_in_one_line(command, option, tmp_path):
-    result = run(command, *base_args(command, tmp_path), option, HUGE)
+    result = invoke(command, *base_args(command, tmp_path), option, HUGE)
     if result.exit_code:
         one_line_refusal(result, result.exit_code)
     else:
@@ -107,7 +102,7 @@ def test_a_number_of_the_most_digits_answers_or_is_refused_in_one_line(command, 
 def test_numbers_written_in_text_refuse_what_is_not_a_number(args, code, tmp_path):
     for value in BAD + [HUGE + "9"]:
         filled = [a.format(tmp=tmp_path, value=value) for a in args]
-        result = run(*filled)
+        result = invoke(*filled)
         one_line_refusal(result, code or (2 if value.startswith("-") else 1))
 
 
@@ -116,6 +111,6 @@ def test_r08_cases_are_usage_errors(tmp_path):
     for args, option in ((["norms", "--plot", str(tmp_path / "n.png"), "--dpi", "nan"], "--dpi"),
                          (["export", "--out", str(tmp_path / "e1"), "--rows", "\u00b2"], "--rows"),
                          (["export", "--out", str(tmp_path / "e2"), "--rows", "9" * 5000], "--rows")):
-        result = run(*args)
+        result = invoke(*args)
         one_line_refusal(result, 2)
         assert result.stderr.startswith(f"Error: Invalid value for '{option}'")

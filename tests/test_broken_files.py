@@ -11,10 +11,9 @@ import zipfile
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
+from conftest import invoke
 
 import embscope
-from embscope.cli import app
 from embscope.errors import CheckpointError, TableError
 from embscope.formats import open_checkpoint
 from embscope.text import quote
@@ -42,7 +41,7 @@ def refused(path, limit: int = 8 << 20) -> str:
     try:
         with pytest.raises(CheckpointError) as caught:
             emb = embscope.open(path)
-            emb.token.array  # the data, if the header got through
+            _ = emb.token.array  # the data, if the header got through
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
@@ -86,12 +85,12 @@ SAFETENSORS_LIES = {
         "{path}: tensor 'wte': shape [2, 3] of F32 needs 24 bytes, data_offsets span 16"),
     "shape whose product overflows int64": (
         safetensors_bytes(entry([2**32, 2**32, 2**32], [0, 16])),
-        "{path}: tensor 'wte': shape [4294967296, 4294967296, 4294967296] declares "
-        "79228162514264337593543950336 elements, an absurd size (more than 2^48)"),
+        ("{path}: tensor 'wte': shape [4294967296, 4294967296, 4294967296] declares "
+        "79228162514264337593543950336 elements, an absurd size (more than 2^48)")),
     "absurd dimension in an empty tensor": (
         safetensors_bytes(entry([0, 10**20], [0, 0])),
-        "{path}: tensor 'wte': shape [0, 100000000000000000000] declares 100000000000000000000 elements, "
-        "an absurd size (more than 2^48)"),
+        ("{path}: tensor 'wte': shape [0, 100000000000000000000] declares 100000000000000000000 elements, "
+        "an absurd size (more than 2^48)")),
     "negative dimension": (
         safetensors_bytes(entry([-2, 2], [0, 16])),
         "{path}: tensor 'wte': expected a shape of non-negative integers, found '[-2, 2]'"),
@@ -100,12 +99,12 @@ SAFETENSORS_LIES = {
         "{path}: tensor 'wte': expected at most 32 dimensions, found 40"),
     "unknown dtype": (
         safetensors_bytes(entry([2, 2], [0, 16], dtype="Q4")),
-        "{path}: tensor 'wte': expected a dtype among F64, F32, F16, BF16, I64, I32, I16, I8, U8, U16, U32, "
-        "U64, BOOL, found '\"Q4\"'"),
+        ("{path}: tensor 'wte': expected a dtype among F64, F32, F16, BF16, I64, I32, I16, I8, U8, U16, U32, "
+        "U64, BOOL, found '\"Q4\"'")),
     "dtype that is not a string": (
         safetensors_bytes(b'{"wte":{"dtype":["F32"],"shape":[2,2],"data_offsets":[0,16]}}'),
-        "{path}: tensor 'wte': expected a dtype among F64, F32, F16, BF16, I64, I32, I16, I8, U8, U16, U32, "
-        "U64, BOOL, found '[\"F32\"]'"),
+        ("{path}: tensor 'wte': expected a dtype among F64, F32, F16, BF16, I64, I32, I16, I8, U8, U16, U32, "
+        "U64, BOOL, found '[\"F32\"]'")),
     "header not JSON": (
         safetensors_bytes(b'{"wte":{"dtype":"F32","shape":[2,2],'),
         "{path}: safetensors header is not valid JSON (JSONDecodeError)"),
@@ -137,7 +136,7 @@ def test_table_without_columns_is_not_a_table(tmp_path):
     path = tmp_path / "model.safetensors"
     path.write_bytes(safetensors_bytes(entry([2**32, 0], [0, 0]), data=b""))
     with pytest.raises(TableError) as caught:
-        embscope.open(path).token
+        _ = embscope.open(path).token
     assert str(caught.value).startswith("expected a token-embedding table, found none among 1 tensor by name")
     with pytest.raises(TableError) as caught:
         embscope.open(path, token_key="wte")
@@ -186,7 +185,7 @@ def test_sharded_index_without_weight_map(tmp_path):
 def test_lie_is_exit_code_1_and_one_line_on_the_command_line(tmp_path):
     path = tmp_path / "model.safetensors"
     path.write_bytes(SAFETENSORS_LIES["offsets past the data"][0])
-    result = CliRunner().invoke(app, ["info", "-c", str(path)])
+    result = invoke("info", "-c", path)
     assert result.exit_code == 1
     assert result.output.replace("\n", "") == "Error: " + SAFETENSORS_LIES["offsets past the data"][1].format(path=quote(path))
 
@@ -224,8 +223,8 @@ NPY_LIES = {
         "{path}: expected non-negative dimensions, found shape [-1, 4]"),
     "product that overflows int64": (
         npy_bytes("{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296, 4), }"),
-        "{path}: shape [4294967296, 4294967296, 4] declares 73786976294838206464 elements, "
-        "an absurd size (more than 2^48)"),
+        ("{path}: shape [4294967296, 4294967296, 4] declares 73786976294838206464 elements, "
+        "an absurd size (more than 2^48)")),
     "complex numbers": (
         npy_bytes("{'descr': '<c8', 'fortran_order': False, 'shape': (2, 1), }"),
         "{path}: expected numeric arrays, found dtype complex64"),
@@ -345,15 +344,16 @@ def test_andrea_lie_is_refused_with_its_own_message(case, tmp_path):
 # -- PyTorch zips: a tensor shape no storage could hold ----------------------------------------------
 
 @pytest.mark.parametrize("size, stride, message", [
-    ((2**40, 2**40), (0, 0), "tensor 'wte.weight': shape [1099511627776, 1099511627776] declares "
-                             "1208925819614629174706176 elements, an absurd size (more than 2^48)"),
-    ((2**30, 16), (0, 0), "tensor 'wte.weight': size [1073741824, 16], stride [0, 0] at offset 0 repeats elements "
+    ((2**40, 2**40), (0, 0), ("tensor 'wte.weight': shape [1099511627776, 1099511627776] declares "
+                             "1208925819614629174706176 elements, an absurd size (more than 2^48)")),
+    ((2**30, 16), (0, 0), ("tensor 'wte.weight': size [1073741824, 16], stride [0, 0] at offset 0 repeats elements "
                           "of storage '0' (an expanded view of 8 elements as 17179869184): expected stored weights, "
-                          "each element once"),
+                          "each element once")),
 ])
 def test_torch_tensor_with_an_absurd_shape(size, stride, message, tmp_path):
     import io
     import pickle
+
     import torch
 
     real = tmp_path / "real.pt"
@@ -412,7 +412,7 @@ def test_file_cut_after_its_header_was_read_is_an_error_when_the_table_is_read(k
     with open(path, "r+b") as f:
         f.truncate(200)  # inside the table's data
     with pytest.raises(CheckpointError) as caught:
-        emb.token.array
+        _ = emb.token.array
     assert str(caught.value).endswith("the file holds 200 bytes")
 
 
@@ -421,7 +421,7 @@ def test_file_removed_after_opening_is_an_error_when_the_table_is_read(tmp_path)
     emb = embscope.open(path)
     path.unlink()
     with pytest.raises(CheckpointError) as caught:
-        emb.token.array
+        _ = emb.token.array
     assert str(caught.value) == f"cannot read {quote(path)}: No such file or directory"
 
 

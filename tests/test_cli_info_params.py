@@ -6,11 +6,8 @@ import json
 
 import numpy as np
 import pytest
+from conftest import gpt2_shapes, invoke, run, run_json, write_safetensors_header_only
 from safetensors.numpy import save_file
-from typer.testing import CliRunner
-
-from embscope.cli import app
-from conftest import gpt2_shapes, run, run_json, write_safetensors_header_only
 
 
 def test_params_of_the_gpt2_124m_shape(tmp_path):
@@ -125,6 +122,8 @@ def test_long_tensor_names_are_not_cut_in_the_console(tmp_path):
     assert "…" not in out and "embed_tokens" in out and ".weight" in out
 
 
+@pytest.mark.slow  # writes 500 MB: the same numbers from a header-only file above, and a small nanoGPT torch.save
+# with the prefix and the tied head in tests/test_pytorch_file.py, run in the README's command
 def test_params_of_a_real_nanogpt_124m_checkpoint(tmp_path):
     torch = __import__("pytest").importorskip("torch")
     shapes = gpt2_shapes(50304, 12, 768, 1024)
@@ -153,4 +152,4 @@ def test_info_and_params_read_no_tensor_data(tmp_path, monkeypatch):
         assert run_json("info", "-c", path)["tables"]["token"]["shape"] == [10, 4]
         assert run_json("params", "-c", path)["total"] == 40
         with pytest.raises(AssertionError, match="tensor data was read"):  # a command that reads: refused here
-            CliRunner().invoke(app, ["norms", "--table", "token", "-c", str(path)], catch_exceptions=False)
+            invoke("norms", "--table", "token", "-c", path, catch_exceptions=False)

@@ -7,15 +7,10 @@ import json
 
 import numpy as np
 import pytest
-from conftest import run, run_json
+from conftest import cosine, run, run_json
 from safetensors.numpy import save_file
 
 rng = np.random.default_rng(5)
-
-
-def cosine(a: np.ndarray, b: np.ndarray) -> float:
-    a, b = a.astype(np.float64), b.astype(np.float64)
-    return float(a @ b / np.linalg.norm(a) / np.linalg.norm(b))
 
 
 def one_array_file(tmp_path, kind: str, table: np.ndarray):

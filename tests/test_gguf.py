@@ -16,7 +16,7 @@ gguf = pytest.importorskip("gguf", reason="the gguf extra is not installed (pip 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "fuzz"))
 
 import reader_samples as samples
-from conftest import run, run_json
+from conftest import cosine, run, run_json
 
 import embscope
 from embscope.errors import CheckpointError, MissingPackageError, TokenError
@@ -61,11 +61,6 @@ def q4_k_blocks(rows: int, seed: int) -> np.ndarray:
     blocks = rng.integers(0, 256, (rows, 144), dtype=np.uint8)
     blocks[:, :4] = rng.uniform(0.001, 0.02, (rows, 2)).astype(np.float16).view(np.uint8)
     return blocks
-
-
-def cosine(a: np.ndarray, b: np.ndarray) -> float:
-    a, b = a.astype(np.float64), b.astype(np.float64)
-    return float(a @ b / np.linalg.norm(a) / np.linalg.norm(b))
 
 
 @pytest.fixture

@@ -28,12 +28,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import invoke
+from pickle_gadgets import GADGETS, Reduce, assert_error_line, assert_refused, gadget
 
 from embscope.errors import CheckpointError, UnsafePickleError
 from embscope.formats import open_checkpoint
-from pickle_gadgets import GADGETS, Reduce, assert_error_line, assert_refused, gadget, run
 
-PROTOCOLS = range(0, pickle.HIGHEST_PROTOCOL + 1)
+PROTOCOLS = range(pickle.HIGHEST_PROTOCOL + 1)
 CONTAINERS = ("nlm .pkl", ".npy object array", "torch zip data.pkl")
 
 
@@ -140,7 +141,7 @@ def test_every_gadget_at_every_protocol_in_every_pickle_path(kind, protocol, con
     marker = tmp_path / "pwned"
     evil, name = gadget(kind, marker, monkeypatch)
     path = write(container, tmp_path, evil, protocol)
-    assert_refused(run("info", "-c", path), name, marker)
+    assert_refused(invoke("info", "-c", path), name, marker)
 
 
 # -- torch: gadgets where only a torch zip can hold them -------------------------------------------
@@ -156,7 +157,7 @@ def test_gadget_inside_a_tensors_storage_record(field, protocol, tmp_path, monke
     fields = {"kind": torch.FloatStorage, "key": "0", "location": "cpu", "numel": 8, field: evil}
     storage = Storage(fields["kind"], fields["key"], fields["location"], fields["numel"])
     path = torch_zip_with(tmp_path, {"transformer.wte.weight": Tensor(storage)}, protocol)
-    assert_refused(run("info", "-c", path), name, marker)
+    assert_refused(invoke("info", "-c", path), name, marker)
 
 
 @pytest.mark.parametrize("kind", GADGETS)
@@ -167,7 +168,7 @@ def test_gadget_inside_the_arguments_of_an_allowed_rebuild_function(kind, tmp_pa
     evil, name = gadget(kind, marker, monkeypatch)
     tensor = Tensor(Storage(torch.FloatStorage, "0"), hooks=OrderedDict(hook=evil))
     path = torch_zip_with(tmp_path, {"transformer.wte.weight": tensor}, 2)
-    assert_refused(run("info", "-c", path), name, marker)
+    assert_refused(invoke("info", "-c", path), name, marker)
 
 
 def test_gadget_as_the_storage_type_in_a_persistent_id_written_by_hand(tmp_path):
@@ -179,7 +180,7 @@ def test_gadget_as_the_storage_type_in_a_persistent_id_written_by_hand(tmp_path)
     with zipfile.ZipFile(real_torch_zip(tmp_path)) as src, zipfile.ZipFile(path, "w") as dst:
         for info in src.infolist():
             dst.writestr(info, buffer.getvalue() if info.filename.endswith("/data.pkl") else src.read(info))
-    assert_refused(run("info", "-c", path), "os.system", marker)
+    assert_refused(invoke("info", "-c", path), "os.system", marker)
 
 
 # -- helpers that reach code while looking harmless ------------------------------------------------
@@ -199,7 +200,7 @@ def partial_gadget(marker: Path):
 def test_copyreg_reconstructor_is_refused(container, tmp_path):
     path = write(container, tmp_path, Plain(), protocol=0)
     assert pickle.dumps(Plain(), protocol=0).startswith(b"ccopy_reg\n_reconstructor")
-    assert_error_line(run("info", "-c", path), "'copyreg._reconstructor'")
+    assert_error_line(invoke("info", "-c", path), "'copyreg._reconstructor'")
 
 
 def test_copyreg_reconstructor_would_build_any_class(tmp_path):
@@ -209,7 +210,7 @@ def test_copyreg_reconstructor_would_build_any_class(tmp_path):
     raw = b"ccopy_reg\n_reconstructor\n(csubprocess\nPopen\nc__builtin__\nobject\nNtR."
     path = tmp_path / "model.pkl"
     path.write_bytes(raw)
-    line = assert_error_line(run("info", "-c", path), "refused to unpickle global 'copyreg._reconstructor'")
+    line = assert_error_line(invoke("info", "-c", path), "refused to unpickle global 'copyreg._reconstructor'")
     assert "nothing in it was run" in line and not marker.exists()
 
 
@@ -222,7 +223,7 @@ def test_functools_partial_wrapping_a_gadget(container, protocol, tmp_path):
     assert marker.exists()  # the gadget is real
     marker.unlink()
     path = write(container, tmp_path, evil, protocol)
-    assert_refused(run("info", "-c", path), "functools.partial", marker)
+    assert_refused(invoke("info", "-c", path), "functools.partial", marker)
 
 
 @pytest.mark.parametrize("raw, name", [
@@ -236,7 +237,7 @@ def test_hand_written_opcode_gadgets(raw, name, tmp_path):
     marker = tmp_path / "pwned"
     path = tmp_path / "model.pkl"
     path.write_bytes(raw.replace(b"{marker}", str(marker).encode()))
-    assert_refused(run("info", "-c", path), name, marker)
+    assert_refused(invoke("info", "-c", path), name, marker)
 
 
 def test_extension_registry_codes_go_through_the_allow_list(tmp_path):
@@ -244,10 +245,10 @@ def test_extension_registry_codes_go_through_the_allow_list(tmp_path):
     unregistered, it is a broken pickle."""
     path = tmp_path / "model.pkl"
     path.write_bytes(b"\x80\x02\x82\xf0.")  # EXT1 240
-    assert_error_line(run("info", "-c", path), "cannot be read")
+    assert_error_line(invoke("info", "-c", path), "cannot be read")
     copyreg.add_extension("posix", "system", 240)
     try:
-        assert_error_line(run("info", "-c", path), "refused to unpickle global 'posix.system'")
+        assert_error_line(invoke("info", "-c", path), "refused to unpickle global 'posix.system'")
     finally:
         copyreg.remove_extension("posix", "system", 240)
 
@@ -260,13 +261,13 @@ def test_npz_object_member_is_refused_by_name(kind, tmp_path, monkeypatch):
     evil, name = gadget(kind, marker, monkeypatch)
     path = tmp_path / "params.npz"
     np.savez(path, token_emb=params()["token_emb"], evil=np.array([evil], dtype=object))
-    assert_refused(run("info", "-c", path), name, marker)
+    assert_refused(invoke("info", "-c", path), name, marker)
 
 
 def test_npz_object_member_without_a_gadget_is_still_refused(tmp_path):
     path = tmp_path / "params.npz"
     np.savez_compressed(path, token_emb=params()["token_emb"], meta=np.array([{"lr": 0.1}], dtype=object))
-    line = assert_error_line(run("info", "-c", path), "array 'meta': holds pickled Python objects, not plain arrays")
+    line = assert_error_line(invoke("info", "-c", path), "array 'meta': holds pickled Python objects, not plain arrays")
     assert line.startswith("Error: '")
 
 
@@ -351,7 +352,8 @@ def test_numpy_states_numpy_never_writes_are_refused(kind, tmp_path):
             "try:\n    row_norms(embscope.open(sys.argv[1]).token.array)\n"
             "except EmbscopeError as err:\n    print(err); sys.exit(1)\n")
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
-    done = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, env=env, timeout=60)
+    done = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, env=env,
+                          timeout=60, check=False)
     assert done.returncode == 1, (done.returncode, done.stdout, done.stderr[-2000:])
     assert NUMPY_STATE_REFUSALS[kind] in done.stdout
 
@@ -359,7 +361,7 @@ def test_numpy_states_numpy_never_writes_are_refused(kind, tmp_path):
 # -- every attack class of round two, in every pickle container, in a child under memory and time limits --
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "fuzz"))
-import pickles as pk  # noqa: E402
+import pickles as pk
 
 PICKLE_CONTAINERS = list(pk.CONTAINERS)  # .pkl, .npy object, .npz object member, torch zip, legacy torch
 REFUSED_NDARRAY = "refused to call numpy.ndarray: a pickle of arrays and tensors only passes it to the functions"
@@ -476,7 +478,7 @@ def attack_results(tmp_path_factory) -> dict:
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
     try:
         done = subprocess.run([sys.executable, "-c", CHILD], input="\n".join(lines) + "\n", capture_output=True,
-                              text=True, env=env, timeout=120)
+                              text=True, env=env, timeout=120, check=False)
         out, died = done.stdout, (done.returncode, done.stderr[-1500:])
     except subprocess.TimeoutExpired as err:
         out, died = (err.stdout or b"").decode() if isinstance(err.stdout, bytes) else (err.stdout or ""), "timeout"
@@ -531,7 +533,7 @@ def test_npz_member_inflating_past_its_declared_size_is_refused_while_inflating(
     tracemalloc.start()
     try:
         with pytest.raises(CheckpointError) as caught:
-            embscope_open(path).token.array
+            _ = embscope_open(path).token.array
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
@@ -570,7 +572,7 @@ def test_byteorder_record_of_16_mib_is_refused_unread(tmp_path):
         with zf.open(info, "w", force_zip64=True) as record:
             for _ in range(16):
                 record.write(b"l" * (1 << 20))
-    assert_error_line(run("info", "-c", path), "expected a byteorder record saying 'little' or 'big', "
+    assert_error_line(invoke("info", "-c", path), "expected a byteorder record saying 'little' or 'big', "
                                                "found one of 16777216 bytes")
 
 
@@ -594,14 +596,14 @@ def test_legacy_storage_record_declaring_more_than_the_file_holds(tmp_path):
     path, raw = legacy_file(tmp_path)
     at = raw.find(b"K(", raw.find(b"X\x03\x00\x00\x00cpu"))  # the record's numel, 40
     path.write_bytes(raw[:at] + b"\x8a\x08" + struct.pack("<q", 10**12) + raw[at + 2:])
-    line = assert_error_line(run("info", "-c", path), "(legacy PyTorch file): storage '")
+    line = assert_error_line(invoke("info", "-c", path), "(legacy PyTorch file): storage '")
     assert line.endswith("holds 40 elements, its record declares 1000000000000")
 
 
 def test_legacy_raw_storage_longer_than_the_file(tmp_path):
     path, raw = legacy_file(tmp_path)
     path.write_bytes(raw[:-8])
-    line = assert_error_line(run("info", "-c", path), "(legacy PyTorch file): storage '")
+    line = assert_error_line(invoke("info", "-c", path), "(legacy PyTorch file): storage '")
     assert line.endswith("of 160 bytes runs past the end of the file (" + str(len(raw) - 8) + " bytes)")
 
 
@@ -617,4 +619,4 @@ def test_legacy_file_with_a_fifth_pickle_that_is_not_a_key_list(tmp_path):
     bomb = pk.proto(pk.list_(pk.call(pk.glob("numpy._core.multiarray", "_reconstruct"), pk.glob("numpy", "ndarray"),
                                      pk.tup(pk.i(2**28)), pk.s("O"))))
     path.write_bytes(raw[:ends[4]] + bomb + raw[ends[5]:])
-    assert_error_line(run("info", "-c", path), "refused to unpickle global 'numpy._core.multiarray._reconstruct'")
+    assert_error_line(invoke("info", "-c", path), "refused to unpickle global 'numpy._core.multiarray._reconstruct'")

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import run, run_json
+from conftest import cosine, run, run_json
 from huggingface_hub import constants as hf_constants
 from huggingface_hub import scan_cache_dir, try_to_load_from_cache
 from huggingface_hub.file_download import _cache_commit_hash_for_specific_revision, _create_symlink
@@ -74,11 +74,6 @@ def lay_out(cache: Path, repo_id: str, files: dict[str, Path], revision: str = "
     return storage / "snapshots" / commit
 
 
-def cosine(table: np.ndarray, a: int, b: int) -> float:
-    x, y = table[a].astype(np.float64), table[b].astype(np.float64)
-    return float(x @ y / np.linalg.norm(x) / np.linalg.norm(y))
-
-
 @pytest.fixture
 def minilm(tmp_path):
     table = RNG.standard_normal((V, D)).astype(np.float32)
@@ -97,7 +92,7 @@ def test_similarity_answers_from_the_cache_offline(variable, minilm, tmp_path, m
     doc = run_json("similarity", "dog", "cat", "-c", MINILM)
     assert doc["model_id"] == MINILM and doc["snapshot"] == COMMIT and doc["revision"] == "main"
     assert doc["checkpoint"] == str(snapshot / "model.safetensors")
-    assert doc["pairs"][0]["cosine"] == pytest.approx(cosine(table, 5, 6))
+    assert doc["pairs"][0]["cosine"] == pytest.approx(cosine(table[5], table[6]))
     first = run("similarity", "dog", "cat", "-c", MINILM).stdout.splitlines()[0]
     assert first == (f"checkpoint: {MINILM} from the Hugging Face cache, snapshot {COMMIT} (main): "
                      f"{snapshot / 'model.safetensors'} (step unknown)")
@@ -133,7 +128,7 @@ def test_revisions_commits_and_bare_ids(minilm, tmp_path, monkeypatch):
         doc = run_json("similarity", "dog", "cat", "-c", given)
         assert doc["snapshot"] == commit, given
         rows = table[::-1] if commit == OTHER_COMMIT else table
-        assert doc["pairs"][0]["cosine"] == pytest.approx(cosine(rows, 5, 6)), given
+        assert doc["pairs"][0]["cosine"] == pytest.approx(cosine(rows[5], rows[6])), given
     info = scan_cache_dir(cache)
     repo = next(r for r in info.repos if r.repo_id == MINILM)
     assert {rev.commit_hash for rev in repo.revisions} == {COMMIT, OTHER_COMMIT}
@@ -160,7 +155,7 @@ def test_sharded_safetensors_and_a_bin_file(tmp_path, monkeypatch):
     torch.save({"transformer.wte.weight": torch.from_numpy(table)}, binary / "pytorch_model.bin")
     lay_out(cache, "org/binary", {"pytorch_model.bin": binary / "pytorch_model.bin"})
     doc = run_json("similarity", "--ids", "3", "4", "-c", "org/binary")
-    assert doc["pairs"][0]["cosine"] == pytest.approx(cosine(table, 3, 4))
+    assert doc["pairs"][0]["cosine"] == pytest.approx(cosine(table[3], table[4]))
 
 
 def test_sharded_bin_files_as_transformers_saves_them(tmp_path, monkeypatch):
@@ -190,7 +185,7 @@ def test_sharded_bin_files_as_transformers_saves_them(tmp_path, monkeypatch):
     doc = run_json("params", "-c", "org/sharded-bin")
     assert doc["total"] == 2 * V * D + D and doc["output"] == V * D
     doc = run_json("similarity", "--ids", "3", "4", "-c", "org/sharded-bin")
-    assert doc["pairs"][0]["cosine"] == pytest.approx(cosine(table, 3, 4))
+    assert doc["pairs"][0]["cosine"] == pytest.approx(cosine(table[3], table[4]))
     emb = embscope.open(source)
     assert [path.name for path in emb.token.tensor.sources] == ["pytorch_model-00001-of-00002.bin"]
     assert [path.name for path in emb.output.tensor.sources] == ["pytorch_model-00002-of-00002.bin"]
@@ -323,7 +318,7 @@ def test_a_model_whose_weights_are_only_an_onnx_export_answers_by_its_id(minilm,
     snapshot = lay_out(cache, "Xenova/tiny-minilm", laid)
     doc = run_json("similarity", "dog", "cat", "-c", "Xenova/tiny-minilm")
     assert doc["checkpoint"].endswith("onnx/model.onnx")
-    assert doc["pairs"][0]["cosine"] == pytest.approx(cosine(table, WORDS.index("dog"), WORDS.index("cat")))
+    assert doc["pairs"][0]["cosine"] == pytest.approx(cosine(table[WORDS.index("dog")], table[WORDS.index("cat")]))
     (snapshot / "onnx" / "model.onnx").unlink()
     (snapshot / "onnx" / "model_quantized.onnx").symlink_to(os.readlink(snapshot / "onnx" / "model_fp16.onnx"))
     result = run("info", "-c", "Xenova/tiny-minilm", code=1)

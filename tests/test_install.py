@@ -55,7 +55,8 @@ def run_installed(target: Path, cwd: Path, *args: str) -> subprocess.CompletedPr
 
 def test_only_the_default_sample_ships(installed):
     shipped = installed / "embscope" / "sample_checkpoints"
-    assert sorted(p.name for p in shipped.iterdir() if p.is_dir() and p.name != "__pycache__") == ["nlm"]
+    assert sorted(str(p.relative_to(shipped)) for p in shipped.rglob("*") if p.is_file() and "__pycache__" not in
+                  p.parts) == ["README.md", "__init__.py", "nlm/model.pkl", "nlm/tokenizer.model"]  # no training script
     assert sum(p.stat().st_size for p in shipped.rglob("*") if p.is_file()) < 5_000_000
 
 

@@ -117,6 +117,7 @@ KERAS3 = {
 }
 
 
+@pytest.mark.slow  # importing Keras costs seconds; the layouts below, written with h5py, run in the README's command
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")  # keras's torch backend, on numpy 2's copy keyword
 def test_files_keras_3_writes(tmp_path):
     written = keras_files(tmp_path)
@@ -136,6 +137,50 @@ def test_files_keras_3_writes(tmp_path):
     assert doc["tables"]["token"]["rule"] == ("name 'reversible_embedding.vars.0' (Keras 3 .weights.h5 of keras-hub "
                                               "backbones (GPT-2, BERT, Llama, ...): their ReversibleEmbedding "
                                               "token_embedding)")  # the provenance reaches the user
+
+
+def write_keras3_layout(path, case: str, token: np.ndarray, position: np.ndarray | None):
+    """The file Keras 3 writes for `case` (KERAS3's names, which the slow test above checks against Keras itself),
+    laid out with h5py as Keras 3.15 lays it out: `.weights.h5` is layers/<layer path>/vars/<n>, each vars group
+    naming its layer; model.save's `.h5` is model_weights/<layer>/<scope>/<weight>, with layer_names, weight_names
+    and Keras's version and backend as attributes."""
+    token_name, position_name = KERAS3[case]
+    tables = {token_name: token} | ({position_name: position} if position_name else {})
+    with h5py.File(path, "w") as f:
+        legacy = not case.endswith(".weights.h5")
+        if legacy:
+            f.attrs["backend"], f.attrs["keras_version"] = "torch", "3.15.1"
+            group = f.create_group("model_weights")
+            group.attrs["backend"], group.attrs["keras_version"] = "torch", "3.15.1"
+            layers = sorted({name.split(".")[1] for name in tables})
+            group.attrs["layer_names"] = layers
+            for layer in layers:
+                names = ["/".join(name.split(".")[2:]) for name in tables if name.split(".")[1] == layer]
+                group.create_group(layer).attrs["weight_names"] = names
+        for name, value in tables.items():
+            parts = name.split(".")
+            f.create_dataset("/".join(parts), data=value)
+            if not legacy:
+                f["/".join(parts[:-1])].attrs["name"] = parts[-2]
+        if not legacy:
+            f.create_group("vars").attrs["name"] = "functional"
+    return path
+
+
+@pytest.mark.parametrize("case", list(KERAS3))
+def test_the_layouts_keras_3_writes(case, tmp_path):
+    rng = np.random.default_rng(3)
+    token, position = rng.standard_normal((V, D)).astype(np.float32), rng.standard_normal((T, D)).astype(np.float32)
+    token_name, position_name = KERAS3[case]
+    emb = embscope.open(write_keras3_layout(tmp_path / case.replace(" ", "-"), case, token, position))
+    assert emb.token.name == token_name and emb.token.rule.startswith("name '"), case
+    assert "Keras" in emb.token.rule or "keras" in emb.token.rule, case
+    np.testing.assert_array_equal(emb.token.array, token)
+    if position_name is None:
+        assert emb.position is None, case
+    else:
+        assert emb.position.name == position_name and "eras" in emb.position.rule, case
+        np.testing.assert_array_equal(emb.position.array, position)
 
 
 def write_keras2(path, layers: dict[str, dict[str, np.ndarray]], model_weights: bool = False):

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import run, run_json
+from conftest import run, run_json, write_minbpe
 
 from embscope.errors import TokenError
 from embscope.lookup import AS_GIVEN, EITHER, PLAIN, WORD_START, FormChoice, WordLookup, lookup_word, lookup_words
@@ -22,12 +22,6 @@ BYTE_MERGES = [(100, 111), (256, 103), (98, 105), (116, 101), (258, 259), (32, 2
 GPT4_PATTERN = (
     r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]++[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+"""
 )
-
-
-def write_minbpe(path: Path, pattern: str) -> Path:
-    lines = ["minbpe v1", pattern, "0", *(f"{a} {b}" for a, b in BYTE_MERGES)]
-    path.write_text("\n".join(lines) + "\n")
-    return path
 
 
 # GPT-2 vocabulary: id = byte for the 256 byte symbols, then one id per merge
@@ -45,7 +39,7 @@ def write_gpt2(directory: Path) -> Path:
 
 @pytest.fixture
 def nlm_like(tmp_path):
-    return load_tokenizer(write_minbpe(tmp_path / "nlm.model", r"\w+|\s|[^\w\s]+"))
+    return load_tokenizer(write_minbpe(tmp_path / "nlm.model", r"\w+|\s|[^\w\s]+", BYTE_MERGES))
 
 
 @pytest.fixture
@@ -89,7 +83,7 @@ def test_exact_encodes_as_given(nlm_like):
 
 def test_byte_bpe_with_space_kept_on_the_word(tmp_path):
     pytest.importorskip("regex")  # the GPT-4 pattern needs \p{L}
-    tokenizer = load_tokenizer(write_minbpe(tmp_path / "gpt4.model", GPT4_PATTERN))
+    tokenizer = load_tokenizer(write_minbpe(tmp_path / "gpt4.model", GPT4_PATTERN, BYTE_MERGES))
     result = lookup_word(tokenizer, "dog")  # "dog" (257) and " dog" (261) are one token each: word-start wins
     assert (result.ids, result.tokens, result.form) == ((261,), (" dog",), " dog")
     assert result.note == ("used the word-start form ' dog' (the word is one token in either form; word-start is "

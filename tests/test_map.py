@@ -3,7 +3,6 @@ d x d covariance) alike, probe words and positions where numpy puts them, flagge
 
 from __future__ import annotations
 
-import os
 import sys
 
 import numpy as np
@@ -172,8 +171,7 @@ def test_umap_without_the_extra_names_it(ckpt, monkeypatch):
     assert result.stderr == "Error: --method umap needs the 'umap-learn' package (pip install 'embscope[umap]')\n"
 
 
-@pytest.mark.skipif(not os.environ.get("EMBSCOPE_SLOW_TESTS"),
-                    reason="UMAP compiles with numba for ~15-25 s a process: set EMBSCOPE_SLOW_TESTS=1 to run it")
+@pytest.mark.slow  # UMAP compiles with numba for ~15-25 s a process
 def test_umap_places_every_finite_row(ckpt):
     pytest.importorskip("umap", reason="umap-learn is not installed")
     doc = run_json("map", "-c", ckpt, "--method", "umap", "--words", "dog,cat")

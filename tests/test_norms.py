@@ -5,18 +5,10 @@ import math
 
 import numpy as np
 import pytest
+from conftest import drifting, run, run_json
 from safetensors.numpy import save_file
 
 from embscope.analysis.norms import find_duplicates, row_norms, summarize
-from conftest import run, run_json
-
-
-
-def drifting(rows: int, dim: int, seed: int) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    walk = np.cumsum(rng.standard_normal((rows, dim)), axis=0)
-    scale = 0.43 * (1 + 0.03 * rng.standard_normal((rows, 1)))
-    return (walk / np.linalg.norm(walk, axis=1, keepdims=True) * scale).astype(np.float32)
 
 
 def numpy_norms(table) -> np.ndarray:

@@ -12,12 +12,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import invoke, run_json
+from pickle_gadgets import GADGETS, Reduce, assert_error_line, assert_refused, gadget
 
 import embscope
 from embscope.errors import CheckpointError, EmbscopeError, UnsafePickleError
 from embscope.formats import open_checkpoint
 from embscope.formats._unpickle import NUMPY_GLOBALS, restricted_load
-from pickle_gadgets import GADGETS, Reduce, assert_error_line, assert_refused, gadget, run
 
 REPO = Path(__file__).resolve().parents[1]
 V, D, T, LAYERS = 4096, 256, 512, 12
@@ -57,12 +58,6 @@ def dump(path: Path, obj, protocol: int = pickle.HIGHEST_PROTOCOL) -> Path:
     return path
 
 
-def json_out(*args) -> dict:
-    result = run(*args)
-    assert result.exit_code == 0, result.output
-    return json.loads(result.stdout)
-
-
 # --- the worked example: nlm at full shape ---
 
 def test_nlm_worked_example_counts_10_657_280_parameters(tmp_path):
@@ -71,13 +66,13 @@ def test_nlm_worked_example_counts_10_657_280_parameters(tmp_path):
     assert total == 10_657_280  # by hand: 4096*256 + 512*256 + 12*789,760 + 512
     path = dump(tmp_path / "model.pkl", {"params": params, "step": 3000, "config": {"vocab_size": V, "d_model": D},
                                          "opt_state": {"m": {k: np.zeros(1) for k in params}}})
-    doc = json_out("params", "-c", path, "--json")
+    doc = run_json("params", "-c", path)
     assert doc["total"] == total
     assert doc["token"] == V * D == 1_048_576
     assert doc["position"] == T * D == 131_072
     assert doc["output"] is None and doc["tied"] is None  # no head in the file, and nothing says it is tied
     assert doc["shares"]["embeddings"] == pytest.approx((V * D + T * D) / total)
-    text = run("params", "-c", path).stdout
+    text = invoke("params", "-c", path).stdout
     assert "1,048,576" in text and "131,072" in text and "1,179,648" in text
     assert "11.07%" in text and "10,657,280" in text
 
@@ -85,7 +80,7 @@ def test_nlm_worked_example_counts_10_657_280_parameters(tmp_path):
 def test_nlm_info_reports_format_step_and_tables(tmp_path):
     params = small_params(np.random.default_rng(1))
     path = dump(tmp_path / "model.pkl", {"params": params, "step": np.int64(120)})
-    doc = json_out("info", "-c", path, "--json")
+    doc = run_json("info", "-c", path)
     assert doc["format"] == "nlm params pickle"
     assert doc["step"] == 120
     assert doc["tables"]["token"]["name"] == "token_emb" and doc["tables"]["token"]["shape"] == [50, 8]
@@ -154,16 +149,16 @@ def test_a_dict_holding_itself_is_an_error_not_a_hang(tmp_path):
     loop = {"w": np.ones(2, np.float32)}
     loop["again"] = loop  # pickle keeps the cycle
     path = dump(tmp_path / "loop.pkl", {"params": {"token_emb": np.ones((3, 2), np.float32), "loop": loop}})
-    assert_error_line(run("info", "-c", path), "loop.pkl", "a container holding itself")
+    assert_error_line(invoke("info", "-c", path), "loop.pkl", "a container holding itself")
 
 
 def test_same_array_twice_is_one_tied_storage(tmp_path):
     params = small_params(np.random.default_rng(6))
     params["lm_head"] = params["token_emb"]  # pickle memoizes the object: stored once
     path = dump(tmp_path / "tied.pkl", {"params": params})
-    doc = json_out("info", "-c", path, "--json")
+    doc = run_json("info", "-c", path)
     assert doc["tied"] is True and doc["tables"]["output"] is None
-    total = json_out("params", "-c", path, "--json")["total"]
+    total = run_json("params", "-c", path)["total"]
     assert total == sum(a.size for name, a in params.items() if name != "lm_head")
 
 
@@ -171,7 +166,7 @@ def test_copy_of_the_token_table_is_tied_and_counted_once(tmp_path):
     params = small_params(np.random.default_rng(7))
     params["lm_head"] = params["token_emb"].copy()  # equal values, a storage of its own
     path = dump(tmp_path / "copy.pkl", {"params": params})
-    doc = json_out("params", "-c", path, "--json")
+    doc = run_json("params", "-c", path)
     assert doc["tied"] is True and doc["output"] is None
     assert doc["total"] == sum(a.size for name, a in params.items() if name != "lm_head")
 
@@ -180,7 +175,7 @@ def test_np_save_object_dict(tmp_path):
     params = small_params(np.random.default_rng(8))
     path = tmp_path / "model.npy"
     np.save(path, {"params": params, "step": 42, "config": {"context": 16}}, allow_pickle=True)
-    doc = json_out("info", "-c", path, "--json")
+    doc = run_json("info", "-c", path)
     assert doc["format"] == "numpy .npy (pickled dict)" and doc["step"] == 42
     emb = embscope.open(path)
     np.testing.assert_array_equal(emb.position.array, params["pos_emb"])
@@ -189,12 +184,12 @@ def test_np_save_object_dict(tmp_path):
 def test_np_save_object_array_that_is_not_a_dict(tmp_path):
     path = tmp_path / "objs.npy"
     np.save(path, np.array([{"a": 1}, {"b": 2}], dtype=object), allow_pickle=True)
-    assert_error_line(run("info", "-c", path), "expected a pickled dict saved with np.save")
+    assert_error_line(invoke("info", "-c", path), "expected a pickled dict saved with np.save")
 
 
 def test_pickle_of_a_list_is_rejected(tmp_path):
     path = dump(tmp_path / "list.pkl", [np.ones(3)])
-    assert_error_line(run("info", "-c", path), "expected a pickled dict of arrays", "found list")
+    assert_error_line(invoke("info", "-c", path), "expected a pickled dict of arrays", "found list")
 
 
 # --- broken files: never a raw exception ---
@@ -203,13 +198,13 @@ def test_truncated_pickle(tmp_path):
     data = pickle.dumps({"params": small_params(np.random.default_rng(9))}, protocol=4)
     path = tmp_path / "cut.pkl"
     path.write_bytes(data[: len(data) // 2])
-    assert_error_line(run("info", "-c", path), "expected a complete pickle")
+    assert_error_line(invoke("info", "-c", path), "expected a complete pickle")
 
 
 def test_garbage_with_pickle_suffix(tmp_path):
     path = tmp_path / "noise.pkl"
     path.write_bytes(bytes(random.Random(0).randrange(256) for _ in range(4096)))
-    assert_error_line(run("info", "-c", path), "noise.pkl")
+    assert_error_line(invoke("info", "-c", path), "noise.pkl")
 
 
 def test_persistent_id_in_a_plain_pickle_is_an_error(tmp_path):
@@ -273,7 +268,7 @@ def test_hostile_pickle_is_refused_by_name(tmp_path, monkeypatch, kind, where):
         np.save(path, {"params": params, "extra": [evil]}, allow_pickle=True)
     else:
         path = dump(tmp_path / "model.pkl", obj)
-    assert_refused(run("info", "-c", path), name, marker)
+    assert_refused(invoke("info", "-c", path), name, marker)
     with pytest.raises(UnsafePickleError):
         open_checkpoint(path)
     assert not marker.exists()
@@ -283,7 +278,7 @@ def test_python2_style_global_is_refused_by_its_python3_name(tmp_path):
     # a protocol 0 pickle naming __builtin__.eval, as Python 2 wrote it
     path = tmp_path / "py2.pkl"
     path.write_bytes(b"c__builtin__\neval\n(S'1+1'\ntR.")
-    assert_error_line(run("info", "-c", path), "'builtins.eval'")
+    assert_error_line(invoke("info", "-c", path), "'builtins.eval'")
 
 
 def test_refusal_happens_before_earlier_allowed_objects_matter(tmp_path):
@@ -303,7 +298,7 @@ def test_allowed_callables_cannot_be_changed_by_build(tmp_path, raw):
     so a hostile file cannot change them for the next file a long-running process opens."""
     path = tmp_path / "build.pkl"
     path.write_bytes(raw)
-    assert_error_line(run("info", "-c", path), "build.pkl")
+    assert_error_line(invoke("info", "-c", path), "build.pkl")
     params = small_params(np.random.default_rng(14))
     ckpt = open_checkpoint(dump(tmp_path / "ok.pkl", {"params": params, "s": np.float32(2)}, protocol=2))
     np.testing.assert_array_equal(ckpt.tensors["token_emb"].read(), params["token_emb"])
@@ -326,9 +321,9 @@ def test_build_cannot_reach_numpy_shared_dtypes(tmp_path):
 def test_trust_pickle_loads_a_custom_class(tmp_path):
     params = small_params(np.random.default_rng(12))
     path = dump(tmp_path / "custom.pkl", {"params": params, "run": RunInfo("exp1"), "step": 10})
-    refused = run("info", "-c", path)
+    refused = invoke("info", "-c", path)
     assert_error_line(refused, repr(f"{RunInfo.__module__}.RunInfo"), "--trust-pickle")
-    trusted = run("info", "-c", path, "--trust-pickle", "--json")
+    trusted = invoke("info", "-c", path, "--trust-pickle", "--json")
     assert trusted.exit_code == 0, trusted.output
     assert "warning" in trusted.stderr and "--trust-pickle" in trusted.stderr
     doc = json.loads(trusted.stdout)
@@ -372,7 +367,7 @@ def test_protocol_5_arrays_in_band_and_out_of_band(tmp_path):
     buffers = []
     (tmp_path / "oob.pkl").write_bytes(pickle.dumps({"params": params}, protocol=5, buffer_callback=buffers.append))
     assert buffers
-    assert_error_line(run("info", "-c", tmp_path / "oob.pkl"), "expected a complete pickle, found one that cannot be "
+    assert_error_line(invoke("info", "-c", tmp_path / "oob.pkl"), "expected a complete pickle, found one that cannot be "
                                                                "read (UnpicklingError: pickle stream refers to out-of-band data")
 
 

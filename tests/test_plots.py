@@ -8,23 +8,14 @@ import sys
 
 import numpy as np
 import pytest
+from conftest import drifting, run, run_json
 
 from embscope.analysis.norms import row_norms, summarize
 from embscope.analysis.positions import position_profile
 from embscope.render import norms_plot, plots
 from embscope.render.names import Output
-from conftest import run, run_json
 
 MAGIC = {"png": b"\x89PNG\r\n\x1a\n", "pdf": b"%PDF-"}
-
-
-
-
-def drifting(rows: int, dim: int, seed: int) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    walk = np.cumsum(rng.standard_normal((rows, dim)), axis=0)
-    scale = 0.43 * (1 + 0.03 * rng.standard_normal((rows, 1)))
-    return (walk / np.linalg.norm(walk, axis=1, keepdims=True) * scale).astype(np.float32)
 
 
 def texts(figure) -> list[str]:

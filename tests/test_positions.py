@@ -6,26 +6,10 @@ import pickle
 
 import numpy as np
 import pytest
+from conftest import cosine, drifting, run, run_json
 from safetensors.numpy import save_file
 
 from embscope.analysis.positions import default_pairs, position_profile
-from conftest import run, run_json
-
-
-
-def drifting(rows: int, dim: int, seed: int) -> np.ndarray:
-    """Position rows that drift smoothly: a normalised random walk, norms around 0.43."""
-    rng = np.random.default_rng(seed)
-    walk = np.cumsum(rng.standard_normal((rows, dim)), axis=0)
-    scale = 0.43 * (1 + 0.03 * rng.standard_normal((rows, 1)))
-    return (walk / np.linalg.norm(walk, axis=1, keepdims=True) * scale).astype(np.float32)
-
-
-def cosine(a, b) -> float:
-    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
-
-
 
 
 @pytest.fixture

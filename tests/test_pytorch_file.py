@@ -15,12 +15,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from conftest import invoke, run_json
+from pickle_gadgets import GADGETS, assert_error_line, assert_refused, gadget
 from torch import nn
 
 import embscope
 from embscope.errors import UnsafePickleError
 from embscope.formats import open_checkpoint
-from pickle_gadgets import GADGETS, assert_error_line, assert_refused, gadget, run
 
 REPO = Path(__file__).resolve().parents[1]
 V, T, D, LAYERS = 65, 32, 16, 2
@@ -49,8 +50,8 @@ class MiniGPT(nn.Module):
 
     def __init__(self):
         super().__init__()
-        self.transformer = nn.ModuleDict(dict(wte=nn.Embedding(V, D), wpe=nn.Embedding(T, D),
-                                              h=nn.ModuleList([Block() for _ in range(LAYERS)]), ln_f=nn.LayerNorm(D)))
+        self.transformer = nn.ModuleDict({"wte": nn.Embedding(V, D), "wpe": nn.Embedding(T, D),
+                                              "h": nn.ModuleList([Block() for _ in range(LAYERS)]), "ln_f": nn.LayerNorm(D)})
         self.lm_head = nn.Linear(D, V, bias=False)
         self.transformer.wte.weight = self.lm_head.weight  # weight tying
 
@@ -65,7 +66,7 @@ def nanogpt_checkpoint(prefix: str = "") -> tuple[MiniGPT, dict]:
     state = OrderedDict((prefix + k, v) for k, v in model.state_dict().items())
     return model, {
         "model": state, "optimizer": optimizer.state_dict(),
-        "model_args": dict(n_layer=LAYERS, n_head=2, n_embd=D, block_size=T, bias=True, vocab_size=V, dropout=0.0),
+        "model_args": {"n_layer": LAYERS, "n_head": 2, "n_embd": D, "block_size": T, "bias": True, "vocab_size": V, "dropout": 0.0},
         "iter_num": 250, "best_val_loss": torch.tensor(1.2345),
         "config": {"learning_rate": 6e-4, "block_size": 999, "dtype": "bfloat16", "compile": True},
     }
@@ -74,12 +75,6 @@ def nanogpt_checkpoint(prefix: str = "") -> tuple[MiniGPT, dict]:
 def save(obj, path: Path, legacy: bool = False) -> Path:
     torch.save(obj, path, _use_new_zipfile_serialization=not legacy)
     return path
-
-
-def json_out(*args) -> dict:
-    result = run(*args)
-    assert result.exit_code == 0, result.output
-    return json.loads(result.stdout)
 
 
 FORMS = ["zip", "legacy"]
@@ -92,7 +87,7 @@ FORMS = ["zip", "legacy"]
 def test_nanogpt_checkpoint(tmp_path, form, prefix):
     model, ckpt = nanogpt_checkpoint(prefix)
     path = save(ckpt, tmp_path / "ckpt.pt", legacy=form == "legacy")
-    info = json_out("info", "-c", path, "--json")
+    info = run_json("info", "-c", path)
     assert info["format"] == ("pytorch (legacy)" if form == "legacy" else "pytorch") and info["step"] == 250
     assert info["tables"]["token"]["name"] == "transformer.wte.weight"
     assert info["tables"]["token"]["shape"] == [V, D]
@@ -103,7 +98,7 @@ def test_nanogpt_checkpoint(tmp_path, form, prefix):
     assert stripped == ([f"stripped the {prefix!r} prefix " + ("torch.compile" if prefix == "_orig_mod." else
                                                                  "DistributedDataParallel") + " adds to every tensor name"]
                         if prefix else [])
-    params = json_out("params", "-c", path, "--json")
+    params = run_json("params", "-c", path)
     assert params["total"] == sum(p.numel() for p in model.parameters())  # tied head once, masks left out
     assert params["token"] == V * D and params["position"] == T * D and params["tied"] is True
     emb = embscope.open(path)
@@ -119,7 +114,7 @@ def test_params_console_numbers(tmp_path):
     model, ckpt = nanogpt_checkpoint("_orig_mod.")
     path = save(ckpt, tmp_path / "ckpt.pt")
     total = sum(p.numel() for p in model.parameters())
-    text = run("params", "-c", path).stdout
+    text = invoke("params", "-c", path).stdout
     assert f"{V * D:,}" in text and f"{T * D:,}" in text and f"{total:,}" in text
     assert f"{(V * D + T * D) / total * 100:.2f}%" in text
 
@@ -143,7 +138,7 @@ def test_layouts_and_step_counters(tmp_path, layout, expected):
 def test_a_state_dict_holding_itself_is_an_error(tmp_path):
     sd = {"wte.weight": torch.randn(4, 2)}
     sd["nested"] = sd
-    assert_error_line(run("info", "-c", save(sd, tmp_path / "loop.pt")), "loop.pt", "a container holding itself")
+    assert_error_line(invoke("info", "-c", save(sd, tmp_path / "loop.pt")), "loop.pt", "a container holding itself")
 
 
 def test_hugging_face_directory_with_pytorch_model_bin(tmp_path):
@@ -154,7 +149,7 @@ def test_hugging_face_directory_with_pytorch_model_bin(tmp_path):
           "ln_f.weight": torch.ones(8)}
     save(sd, tmp_path / "pytorch_model.bin")
     (tmp_path / "config.json").write_text("{}")
-    doc = json_out("params", "-c", tmp_path, "--json")
+    doc = run_json("params", "-c", tmp_path)
     assert doc["total"] == 50 * 8 + 10 * 8 + 8 * 24 + 24 + 8  # the 4-D mask is a buffer
 
 
@@ -203,7 +198,7 @@ def test_an_expanded_view_is_refused(tmp_path, form):
     the 8 stored floats, and the file says to read them as 5 rows."""
     path = save({"wte.weight": torch.randn(10, 8), "ln.x": torch.randn(1, 8).expand(5, 8)},
                 tmp_path / "expanded.pt", legacy=form == "legacy")
-    line = assert_error_line(run("info", "-c", path), "tensor 'ln.x': size [5, 8], stride [0, 1] at offset 0 "
+    line = assert_error_line(invoke("info", "-c", path), "tensor 'ln.x': size [5, 8], stride [0, 1] at offset 0 "
                                                       "repeats elements of storage")
     assert line.endswith("(an expanded view of 8 elements as 40): expected stored weights, each element once")
 
@@ -279,7 +274,7 @@ def test_hand_written_data_pkl_reads_through_the_same_path(tmp_path, real_zip):
 ])
 def test_storage_lies_are_caught(tmp_path, real_zip, tensor, message):
     path = with_data_pkl(real_zip, tmp_path / "lie.pt", {"w": tensor})
-    line = assert_error_line(run("info", "-c", path), message)
+    line = assert_error_line(invoke("info", "-c", path), message)
     assert "lie.pt" in line
 
 
@@ -300,7 +295,7 @@ class MovedTensor(FakeTensor):
 def test_build_cannot_change_allowed_objects(tmp_path, real_zip, raw):
     obj = {"w": MovedTensor(FakeStorage("0", 8), 0, (8,), (1,))} if raw is None else None
     path = with_data_pkl(real_zip, tmp_path / "build.pt", obj, raw)
-    assert_error_line(run("info", "-c", path), "build.pt")
+    assert_error_line(invoke("info", "-c", path), "build.pt")
     from embscope.formats._unpickle import KINDS
     assert KINDS["float32"].element.itemsize == 4 and KINDS["float32"].element.stored == "f4"
     np.testing.assert_array_equal(open_checkpoint(real_zip).tensors["w"].read(), np.arange(8, dtype=np.float32))
@@ -326,7 +321,7 @@ def test_truncated_zip(tmp_path):
     _, ckpt = nanogpt_checkpoint()
     data = save(ckpt, tmp_path / "ckpt.pt").read_bytes()
     (tmp_path / "cut.pt").write_bytes(data[: len(data) // 2])
-    result = run("info", "-c", tmp_path / "cut.pt")
+    result = invoke("info", "-c", tmp_path / "cut.pt")
     assert result.exit_code == 1 and result.stderr.startswith("Error: ") and "Traceback" not in result.output
 
 
@@ -334,7 +329,7 @@ def test_truncated_legacy_file(tmp_path):
     _, ckpt = nanogpt_checkpoint()
     data = save(ckpt, tmp_path / "ckpt.pt", legacy=True).read_bytes()
     (tmp_path / "cut.pt").write_bytes(data[: len(data) // 2])
-    assert_error_line(run("info", "-c", tmp_path / "cut.pt"), "legacy PyTorch file")
+    assert_error_line(invoke("info", "-c", tmp_path / "cut.pt"), "legacy PyTorch file")
 
 
 # --- hostile files ---
@@ -347,7 +342,7 @@ def test_hostile_torch_file_is_refused_by_name(tmp_path, monkeypatch, kind, form
     _, ckpt = nanogpt_checkpoint()
     ckpt["config"]["callback"] = evil  # torch.save pickles it with its __reduce__, as an attacker's file would
     path = save(ckpt, tmp_path / "ckpt.pt", legacy=form == "legacy")
-    assert_refused(run("info", "-c", path), name, marker)
+    assert_refused(invoke("info", "-c", path), name, marker)
     with pytest.raises(UnsafePickleError):
         open_checkpoint(path)
     assert not marker.exists()
@@ -359,7 +354,7 @@ def test_hostile_data_pkl_in_a_copied_zip(tmp_path, monkeypatch, real_zip, kind)
     evil, name = gadget(kind, marker, monkeypatch)
     path = with_data_pkl(real_zip, tmp_path / "evil.pt", {"w": FakeTensor(FakeStorage("0", 8), 0, (8,), (1,)),
                                                          "x": [evil]})
-    assert_refused(run("params", "-c", path), name, marker)
+    assert_refused(invoke("params", "-c", path), name, marker)
 
 
 @pytest.mark.parametrize("form", FORMS)
@@ -367,8 +362,8 @@ def test_trust_pickle_loads_a_custom_class(tmp_path, form):
     model, ckpt = nanogpt_checkpoint()
     ckpt["run"] = RunInfo("exp")
     path = save(ckpt, tmp_path / "ckpt.pt", legacy=form == "legacy")
-    assert_error_line(run("info", "-c", path), f"{RunInfo.__module__}.RunInfo")
-    trusted = run("params", "-c", path, "--trust-pickle", "--json")
+    assert_error_line(invoke("info", "-c", path), f"{RunInfo.__module__}.RunInfo")
+    trusted = invoke("params", "-c", path, "--trust-pickle", "--json")
     assert trusted.exit_code == 0, trusted.output
     assert "warning" in trusted.stderr
     assert json.loads(trusted.stdout)["total"] == sum(p.numel() for p in model.parameters())
@@ -388,7 +383,8 @@ def test_zip_path_does_not_import_torch(tmp_path):
             f"e = embscope.open({str(path)!r})\n"
             "print(float(e.token.array.sum()), r.stdout)\n"
             "assert 'torch' not in sys.modules, 'torch was imported'\n")
-    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120,
+                         check=False)
     assert out.returncode == 0, out.stderr
     total_sum, doc = out.stdout.split(" ", 1)
     assert float(total_sum) == pytest.approx(float(model.transformer.wte.weight.detach().sum()), rel=1e-5)
@@ -405,7 +401,8 @@ def test_legacy_file_opens_without_torch_and_maps_its_storages(tmp_path):
             f"emb = embscope.open({str(path)!r})\n"
             "assert isinstance(emb.token.array, np.memmap)\n"
             "print(emb.checkpoint.step, emb.token.array.tolist())\n")
-    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120,
+                         check=False)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == f"7 {wte.tolist()}"
 
@@ -421,7 +418,7 @@ def test_roberta_pytorch_model_bin_reads_its_config_json(tmp_path):
           "embeddings.position_embeddings.weight": rows}, tmp_path / "pytorch_model.bin")
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "roberta", "max_position_embeddings": 12,
                                                       "vocab_size": 30}))
-    doc = json_out("positions", "--pairs", "0:1,3:7", "-c", tmp_path, "--json")
+    doc = run_json("positions", "--pairs", "0:1,3:7", "-c", tmp_path)
     table = rows.numpy().astype(np.float64)
 
     def cosine(a, b):
@@ -436,7 +433,7 @@ def test_config_json_shape_rule_finds_an_unnamed_position_table_in_a_pt(tmp_path
     """max_position_embeddings in config.json names the position table by its row count, as for safetensors."""
     save({"embed.weight": torch.randn(30, 8), "learned.table": torch.randn(16, 8)}, tmp_path / "model.pt")
     (tmp_path / "config.json").write_text(json.dumps({"max_position_embeddings": 16, "vocab_size": 30}))
-    info = json_out("info", "-c", tmp_path / "model.pt", "--json")
+    info = run_json("info", "-c", tmp_path / "model.pt")
     assert info["tables"]["position"]["name"] == "learned.table"
     assert info["tables"]["position"]["rule"] == "shape: 16 rows = max_position_embeddings in the config"
 
@@ -455,7 +452,7 @@ def test_every_element_type_torch_writes_reads_back(tmp_path, form):
     tensors |= {"complex64": base.to(torch.complex64), "float8": base.to(torch.float8_e5m2)}
     ckpt = open_checkpoint(save(tensors, tmp_path / "kinds.pt", legacy=form == "legacy"))
     assert set(ckpt.tensors) == set(readable)
-    for name, dtype in readable.items():
+    for name in readable:
         assert ckpt.tensors[name].dtype == name
         expected = tensors[name].view(torch.int16).numpy().view(np.uint16) if name == "bfloat16" else tensors[name].numpy()
         np.testing.assert_array_equal(ckpt.tensors[name].read(), expected)

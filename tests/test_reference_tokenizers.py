@@ -325,7 +325,7 @@ class MinBPE:
         import regex
 
         self.pattern = pattern
-        # minbpe imports regex as re; nlm's trainer (sample_checkpoints/train.py) writes the same file with re
+        # minbpe imports regex as re; nlm's trainer (sample_checkpoints/training/train.py) writes the same file with re
         self.split = (regex if engine == "regex" else re).compile(pattern) if pattern else None
         self.merges = merges or {}
 

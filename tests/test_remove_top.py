@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import run, run_json
+from conftest import cosine, run, run_json
 
 V, D = 120, 10
 
@@ -21,10 +21,6 @@ def all_but_the_top(table: np.ndarray, removed: int) -> np.ndarray:
     centred = table - table.mean(axis=0)
     _, _, vt = np.linalg.svd(centred, full_matrices=False)
     return centred - centred @ vt[:removed].T @ vt[:removed]
-
-
-def cosine(a, b):
-    return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
 
 
 def test_similarity_in_the_all_but_the_top_space(tmp_path):

@@ -212,6 +212,7 @@ def test_the_page_is_self_contained(sample_report):
     assert len(ids) == len(set(ids))  # figures never share an id
 
 
+@pytest.mark.slow  # a browser's start and a page's layout: the page's own bytes are checked above without one
 def test_the_page_renders_in_chromium_without_a_request_or_an_error(sample_report):
     if find_chromium() is None:
         if os.environ.get("EMBSCOPE_REQUIRE_CHROMIUM"):
@@ -358,14 +359,13 @@ def test_no_file_that_was_read_is_written(tmp_path):
     assert figure_named.read_bytes() == before and sorted(folder.iterdir()) == [figure_named]
 
 
-def test_without_matplotlib_the_page_is_drawn_and_markdown_names_the_extra(tmp_path, monkeypatch):
+def test_without_matplotlib_markdown_names_the_extra(tmp_path, monkeypatch):
+    """The page itself is drawn without matplotlib: tests/test_report_figures.py."""
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # as if it were not installed
-    run("report", "--out", tmp_path / "report.html")  # the page draws its own SVG figures
-    assert (tmp_path / "report.html").read_text(encoding="utf-8").count("<svg") == 8  # two of them the geometry of the token and position tables
     result = run("report", "--format", "md", "--out", tmp_path / "md", code=1)
     assert result.stderr == ("Error: embscope report --format md needs the 'matplotlib' package (pip install "
                              "'embscope[plot]')\n")
-    assert list(tmp_path.iterdir()) == [tmp_path / "report.html"]
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_the_sample_report_prints_no_path_of_the_installed_package(sample_report):

@@ -75,7 +75,8 @@ def test_the_report_draws_its_figures_without_matplotlib(tmp_path, monkeypatch):
     run("report", "--out", tmp_path / "r.html")
     page = (tmp_path / "r.html").read_text(encoding="utf-8")
     figures = re.findall(r"<svg.*?</svg>", page, flags=re.DOTALL)
-    assert len(figures) == 8
+    assert len(figures) == page.count("<svg") == 8  # two of them the geometry of the token and position tables
+    assert list(tmp_path.iterdir()) == [tmp_path / "r.html"]
     geometry = [figure for figure in figures if ": geometry" in figure]
     assert len(geometry) == 2 and "token table token_emb: geometry" in geometry[0]
     top = run_json("geometry")["dimensions"][:3]  # the dimensions the figure names are those geometry lists first

@@ -7,8 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from conftest import run_json
+from conftest import cosine, run_json
 
 SAMPLE = Path(__file__).resolve().parent.parent / "sample_checkpoints"
 FORMATS = ["nlm", "nanogpt", "hf", "andrea"]
@@ -19,11 +18,6 @@ def params():
     """The nlm pickle is our own file: plain pickle is the independent reader here."""
     with open(SAMPLE / "nlm" / "model.pkl", "rb") as f:
         return pickle.load(f)["params"]
-
-
-def cosine(a: np.ndarray, b: np.ndarray) -> float:
-    a, b = a.astype(np.float64), b.astype(np.float64)
-    return float(a @ b / np.linalg.norm(a) / np.linalg.norm(b))
 
 
 @pytest.mark.parametrize("fmt", FORMATS)

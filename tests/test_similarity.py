@@ -10,15 +10,14 @@ from itertools import combinations
 
 import numpy as np
 import pytest
+from byte_tokenizer import ByteWordTokenizer
+from conftest import harris_tokenizer, run, run_json
 from safetensors.numpy import save_file
 
 import embscope
 from embscope.analysis.similarity import similarity, similarity_pairs
 from embscope.errors import TableError, TokenError
 from embscope.roles import Role
-
-from byte_tokenizer import ByteWordTokenizer
-from conftest import harris_tokenizer, run, run_json
 
 ROWS, DIM = 264, 8  # the test tokenizer has 260 ids: rows 260..263 are padding
 ZERO, NAN, INF = 65, 66, 67  # bytes "A", "B", "C"
@@ -390,9 +389,9 @@ def test_cli_pairs_file_skips_bad_lines_with_a_note_and_strict_stops(npz_path, t
     assert [(p["a"], p["b"]) for p in doc["pairs"]] == [("1", "2"), ("3", "4")]
     assert doc["pairs"][1]["cosine"] == pytest.approx(cos(table[3], table[4]), abs=1e-6)
     assert doc["notes"] == [
-        f"skipped 4 lines of {str(pairs_file)!r} that could not be used (line 2: expected two words or ids, found 3 "
+        (f"skipped 4 lines of {str(pairs_file)!r} that could not be used (line 2: expected two words or ids, found 3 "
         "fields; line 3: not UTF-8 text; pair 2 ('2' '999'): expected token ids 0..263 (the table has 264 rows), "
-        "found 999; and 1 more); --strict stops at the first instead"]
+        "found 999; and 1 more); --strict stops at the first instead")]
     console = run("similarity", "-c", npz_path, "--ids", "--pairs-file", pairs_file).stdout
     assert "note: skipped 4 lines" in console
     strict = run("similarity", "-c", npz_path, "--ids", "--pairs-file", pairs_file, "--strict", code=1)

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import write_minbpe
 
 from embscope.errors import CheckpointError, EmbscopeError, TokenError
 from embscope.tokenizers import find_tokenizer, load_tokenizer
@@ -19,11 +20,6 @@ from embscope.tokenizers.split import compile_split_pattern
 ROOT = Path(__file__).resolve().parents[1]
 # r07: (?:(?:(?:(?:(?:.*)*)*)*)*)*X takes forever in re; regex sees through it, but not through this one
 REGEX_BACKTRACKER = r"(?:(a+)\1)+b"
-
-
-def write_minbpe(path: Path, pattern: str, merges: list[tuple[int, int]]) -> Path:
-    path.write_text("\n".join(["minbpe v1", pattern, "0", *(f"{a} {b}" for a, b in merges)]) + "\n")
-    return path
 
 
 def run_limited(code: str, memory_bytes: int = 1_500_000_000, seconds: int = 30) -> subprocess.CompletedProcess:

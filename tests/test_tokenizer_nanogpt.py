@@ -105,7 +105,6 @@ def test_cli_finds_meta_pkl_from_a_nanogpt_checkpoint_config(tmp_path, monkeypat
     # a character-level nanoGPT run: ckpt.pt records config["dataset"]; sample.py reads data/<dataset>/meta.pkl
     import numpy as np
     import torch
-
     from conftest import run_json
 
     write_meta(tmp_path / "data" / "shakespeare_char" / "meta.pkl")

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import run
+from conftest import run, write_minbpe
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -37,15 +37,6 @@ MERGES = [
     (32, 257),  # 261 " dog", reachable only when the space is not split off
 ]
 DOG, BITE, SPACE_DOG = 257, 260, 261
-
-
-def write_minbpe(path: Path, pattern: str, merges, special: dict[str, int]) -> Path:
-    """The file minbpe's Tokenizer.save writes."""
-    lines = ["minbpe v1", pattern, str(len(special))]
-    lines += [f"{text} {id}" for text, id in special.items()]
-    lines += [f"{a} {b}" for a, b in merges]
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
 
 
 @pytest.fixture(scope="module")

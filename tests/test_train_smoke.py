@@ -1,4 +1,4 @@
-"""Smoke test for sample_checkpoints/train.py: tokenizer, a few training steps, all four exports."""
+"""Smoke test for sample_checkpoints/training/train.py: tokenizer, a few training steps, all four exports."""
 
 import importlib.util
 import json
@@ -12,7 +12,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-TRAIN_PY = Path(__file__).resolve().parents[1] / "sample_checkpoints" / "train.py"
+TRAIN_PY = Path(__file__).resolve().parents[1] / "sample_checkpoints" / "training" / "train.py"
 
 
 def _load_train_module():
@@ -76,7 +76,7 @@ def test_minbpe_model_file_round_trips(tokenizer, tmp_path):
     assert lines[0] == "minbpe v1"
     assert lines[1] == T.SPLIT_PATTERN
     assert lines[2] == "0"
-    assert lines[3] == "%d %d" % tokenizer.merges[0]
+    assert lines[3] == "{} {}".format(*tokenizer.merges[0])
     assert len(lines) == 3 + len(tokenizer.merges)
     again = T.BPETokenizer.load_model(path)
     assert again.encode(CORPUS) == tokenizer.encode(CORPUS)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import run, run_json
+from conftest import run, run_json, write_minbpe
 from safetensors.numpy import save_file
 
 from embscope.analysis.token_kinds import TokenKinds, token_kinds
@@ -28,14 +28,6 @@ from embscope.tokenizers import load_tokenizer
 
 NEVER_IN_UTF8 = [0xC0, 0xC1, *range(0xF5, 0x100)]  # RFC 3629
 SPACE_APART = r" |[A-Za-z]+|[0-9]+|\n+|[^A-Za-z0-9 \n]+"
-
-
-def write_minbpe(path: Path, merges, special: dict[str, int] | None = None) -> Path:
-    special = special or {}
-    lines = ["minbpe v1", SPACE_APART, str(len(special)), *(f"{t} {i}" for t, i in special.items()),
-             *(f"{a} {b}" for a, b in merges)]
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
 
 
 def letter_merges(count: int) -> list[tuple[int, int]]:
@@ -104,7 +96,7 @@ def test_gaussian_table_has_no_candidates(tmp_path, rows, dim, seed):
     assert doc["candidates"] == [] and doc["reference"]["source"] == "none" and doc["threshold"]["value"] is None
     # with a tokenizer there is a reference (the 13 bytes no UTF-8 text holds and the rows past its 932
     # ids), and still no gap
-    write_minbpe(tmp_path / "tokenizer.model", letter_merges(676))
+    write_minbpe(tmp_path / "tokenizer.model", SPACE_APART, letter_merges(676))
     doc = run_json("undertrained", "-c", tmp_path / "model.npz")
     assert doc["reference"]["ids"] == NEVER_IN_UTF8 + list(range(932, rows)) and doc["candidates"] == []
 
@@ -129,7 +121,7 @@ def test_connected_labels_match_a_walk():
 
 
 def test_token_kinds_of_a_byte_level_bpe(tmp_path):
-    tokenizer = load_tokenizer(write_minbpe(tmp_path / "tok.model", letter_merges(8), {"<|endoftext|>": 264}))
+    tokenizer = load_tokenizer(write_minbpe(tmp_path / "tok.model", SPACE_APART, letter_merges(8), {"<|endoftext|>": 264}))
     kinds = token_kinds(tokenizer, 270)  # 5 rows past the tokenizer's 265 ids
     high = list(range(128, 256))
     assert np.flatnonzero(kinds["partial-utf8"]).tolist() == high
@@ -250,7 +242,7 @@ def test_model_trained_with_weight_decay(tmp_path):
     finally:
         torch.set_num_threads(threads)
     np.savez(tmp_path / "model.npz", token_emb=token.detach().numpy(), lm_head=output.detach().numpy())
-    write_minbpe(tmp_path / "tokenizer.model", letter_merges(vocab - 256))  # 512 ids
+    write_minbpe(tmp_path / "tokenizer.model", SPACE_APART, letter_merges(vocab - 256))  # 512 ids
     never = set(np.flatnonzero(np.bincount(data, minlength=vocab) == 0).tolist())
     assert set(absent) <= never
     doc = run_json("undertrained", "-c", tmp_path / "model.npz", "--table", "both")

@@ -14,7 +14,7 @@ Python's ``re`` backtracks without bound and cannot be interrupted: a pattern su
 The two engines read some of a pattern's words differently: ``\\w``, ``\\s``, ``\\d`` and ``\\b`` stand
 for other characters (re's ``\\w`` takes "²" and "½", regex's the combining accents and the ZWJ; re's ``\\s``
 takes U+001C..U+001F), and case-insensitive matching folds otherwise. minbpe splits with regex, nlm's trainer
-(sample_checkpoints/train.py) writes the same file with re, and the file does not say which: where such a
+(sample_checkpoints/training/train.py) writes the same file with re, and the file does not say which: where such a
 pattern cuts a text differently in the two, the text is refused rather than cut either way (and without
 ``regex``, where the text holds a character they may read differently).
 """

@@ -7,9 +7,9 @@ import json
 import random
 import re
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
@@ -212,7 +212,7 @@ def register(sample: Sample) -> None:
     SAMPLES[sample.name] = sample
 
 
-from reader_samples import available_fuzz_samples  # noqa: E402  the downloaded formats: GGUF, ONNX, .h5, CTranslate2
+from reader_samples import available_fuzz_samples
 
 for _name, _build in available_fuzz_samples().items():
     register(Sample(_name, _build))

