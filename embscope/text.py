@@ -4,6 +4,7 @@ message of an exception a library raised over a damaged file."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 
 def printable(text: str) -> str:
@@ -54,3 +55,9 @@ def detail(err: BaseException) -> str:
     lines = printable(str(err)).splitlines() if str(err) else []
     first = lines[0][:200] if lines else "no detail"
     return f"{type(err).__name__}: {first}"
+
+
+def shown(value: Any, limit: int = 60) -> str:
+    """A value from a file, as repr, cut short: a message quotes it, never a whole hostile document."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."

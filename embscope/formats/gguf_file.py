@@ -20,7 +20,7 @@ from ..arrays import stored_dtype
 from ..checkpoint import Checkpoint, TensorInfo
 from ..errors import CheckpointError, TokenizerError
 from ..memory import require_memory
-from ..text import printable, quote
+from ..text import printable, quote, shown
 from ._base import OpenOptions, require_package
 from ._binary import Cursor, map_file
 from ._checks import check_shape, check_tensor_count, map_array
@@ -190,7 +190,6 @@ class TokenizerArrays:
 
     def ref(self, key: str, what: str, item_types: tuple[str, ...]) -> Any:
         """The ArrayRef of ``key`` (None when absent), refused unless its elements are of one of ``item_types``."""
-        from ..tokenizers.base import shown  # messages quote values as the tokenizers' own do
         value = self.metadata.get(TOKENIZER + key)
         if value is None:
             return None
@@ -217,7 +216,6 @@ class TokenizerArrays:
                 return joined.decode("utf-8").split("\0")
             return [item.decode("utf-8") for item in raw]
         except UnicodeDecodeError:
-            from ..tokenizers.base import shown
             for index, item in enumerate(raw):
                 try:
                     item.decode("utf-8")

@@ -10,6 +10,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from embscope import files
 from embscope.errors import CheckpointError, TokenError, TokenizerError
+from embscope.text import shown as shown  # noqa: PLC0414  where the tokenizers have always imported it from
 from embscope.tokenizers.byte_alphabet import byte_level_bytes
 
 
@@ -90,12 +91,6 @@ def check_text(text: str, what: str) -> str:
     except UnicodeEncodeError:
         raise TokenizerError(f"expected {what} to be text, found {shown(text)}, which holds a lone surrogate") from None
     return text
-
-
-def shown(value: Any, limit: int = 60) -> str:
-    """A value from a file, as repr, cut short: a message quotes it, never a whole hostile document."""
-    text = repr(value)
-    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def is_library_failure(err: BaseException) -> bool:
