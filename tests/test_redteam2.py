@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import run
+from conftest import run, run_json
 from safetensors.numpy import save_file
 
 
@@ -25,3 +25,15 @@ def test_positions_plot_with_no_cosine_at_any_distance(tmp_path, monkeypatch, po
     out = run("positions", "--plot", "-c", folder).stdout
     assert "plot written to run-position-heatmap.png" in out
     assert (tmp_path / "run-position-heatmap.png").stat().st_size > 0
+
+
+def test_neighbors_all_says_why_its_tokens_are_ids(tmp_path):
+    # a --tokenizer that failed to load was dropped without a word: the TSV held #ids and the answer no note
+    rng = np.random.default_rng(1)
+    folder = gpt2_folder(tmp_path / "m", rng.standard_normal((12, 4)).astype(np.float32),
+                         rng.standard_normal((8, 4)).astype(np.float32))
+    broken = tmp_path / "vocab_map.json"
+    broken.write_text('{"": 10}')
+    doc = run_json("neighbors", "--all", "-k", "2", "--out", tmp_path / "nb.tsv", "-c", folder, "--tokenizer", broken)
+    assert any(note.startswith("tokenizer not loaded") for note in doc["notes"]), doc["notes"]
+    assert "\t#0\t" in (tmp_path / "nb.tsv").read_text()

@@ -58,9 +58,12 @@ def run_all(source: Source, k: int, out: Path, queries_file: Path | None, ids: b
                         precision=precision, allow_unk=allow_unk, progress=progress, on_skip=skipped,
                         remove_top=remove_top)
     seconds = time.perf_counter() - started
-    tokenizer = emb.tokenizer_for_names()[0]
+    tokenizer, why_unnamed = emb.tokenizer_for_names()
     write_neighbors(out, topk, lambda token_id: token_name(tokenizer, token_id), input_files(emb, queries_file))
-    notes = [n for n in (bf16_note(device, precision),) if n]
+    # a tokenizer that failed to load made the file's tokens #ids: that is said, not dropped (none at all: the
+    # #ids say it themselves). emb.tokenizer is cached only when it loaded or there is none.
+    failed = why_unnamed if tokenizer is None and "tokenizer" not in vars(emb) else None
+    notes = [n for n in (bf16_note(device, precision), failed) if n]
     if remove_top:
         notes.append(f"cosines in the all-but-the-top space of the {table} table: the mean row and the top "
                      f"{remove_top} principal direction{'s' * (remove_top != 1)} removed from every row")
