@@ -61,3 +61,18 @@ def test_a_pair_in_the_baseline_sample_gets_one_percentile_whichever_path(tmp_pa
         assert a.percentile == b.percentile
         exact = float(unit[a.a.ids[0]] @ unit[a.b.ids[0]])  # the share below, the pair's own copies not counted
         assert a.percentile == pytest.approx(100 * np.mean(sample < exact - 1e-9))
+
+
+def test_compare_output_says_the_rows_were_cut_before_its_figures(tmp_path):
+    # issue 22's rule for compare A B (the notes that decide how to read it come first) did not hold for
+    # compare CKPT --output: "A has 50 rows and B has 64" came after every figure
+    rng = np.random.default_rng(4)
+    folder = tmp_path / "uneq"
+    folder.mkdir()
+    save_file({"wte.weight": rng.standard_normal((50, 8)).astype(np.float32),
+               "lm_head.weight": rng.standard_normal((64, 8)).astype(np.float32)}, str(folder / "model.safetensors"))
+    lines = run("compare", folder, "--output").stdout.splitlines()
+    cut = lines.index("note: A has 50 rows and B has 64: the first 50 are compared")
+    figures = next(n for n, line in enumerate(lines) if "50 rows compared" in line)
+    assert cut < figures
+    assert run_json("compare", folder, "--output")["notes"] == [lines[cut].removeprefix("note: ")]
