@@ -76,3 +76,26 @@ def test_compare_output_says_the_rows_were_cut_before_its_figures(tmp_path):
     figures = next(n for n, line in enumerate(lines) if "50 rows compared" in line)
     assert cut < figures
     assert run_json("compare", folder, "--output")["notes"] == [lines[cut].removeprefix("note: ")]
+
+
+def test_a_table_wider_than_the_d_x_d_limit_is_refused_before_anything_is_allocated(tmp_path, monkeypatch):
+    # geometry, --remove-top and compare's linear CKA built d x d (CKA: (d1 + d2)^2) float64 matrices unchecked: a
+    # 4 x 30,000 table, a 1.4 MB file, asked for 6.7 GiB (26.8 GiB in compare), a traceback where memory was short
+    from embscope.analysis import cka
+    from embscope.compute import moments
+    monkeypatch.setattr(moments, "MAX_SIDE", 16, raising=False)
+    monkeypatch.setattr(cka, "MAX_SIDE", 16, raising=False)
+    rng = np.random.default_rng(0)
+    folder = gpt2_folder(tmp_path / "wide", rng.standard_normal((6, 17)).astype(np.float32),
+                         rng.standard_normal((6, 17)).astype(np.float32))
+    for args in (("geometry",), ("geometry", "--table", "position"), ("similarity", "0", "1", "--ids", "--remove-top", "1"),
+                 ("neighbors", "0", "--ids", "--remove-top", "1")):
+        err = run(*args, "-c", folder, code=1).stderr
+        assert "expected at most 16 columns" in err and "found 17" in err, (args, err)
+    doc = run_json("compare", folder, folder)
+    assert doc["tables"]["token"]["cka"] is None
+    assert any("linear CKA not computed: the tables are 17 and 17 wide" in note for note in doc["notes"]), doc["notes"]
+    narrow = gpt2_folder(tmp_path / "narrow", rng.standard_normal((6, 16)).astype(np.float32),
+                         rng.standard_normal((6, 16)).astype(np.float32))
+    assert run_json("geometry", "-c", narrow)["mean_cosine"] is not None
+    assert run_json("compare", narrow, narrow)["tables"]["token"]["cka"] == pytest.approx(1.0)

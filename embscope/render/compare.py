@@ -182,6 +182,8 @@ def cka_notes(found: TableComparison) -> list[str]:
     """Why linear CKA is null, when it is."""
     if found.cka is None:
         return ["linear CKA was not computed (--no-cka)"] if found.pairing.count else []
+    if found.cka.skipped:
+        return [f"linear CKA {found.cka.skipped}"]
     if math.isnan(found.cka.value):
         return ["linear CKA is undefined: fewer than 2 rows are finite in both tables, or a table is constant over them"]
     return []
