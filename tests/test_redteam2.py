@@ -99,3 +99,16 @@ def test_a_table_wider_than_the_d_x_d_limit_is_refused_before_anything_is_alloca
                          rng.standard_normal((6, 16)).astype(np.float32))
     assert run_json("geometry", "-c", narrow)["mean_cosine"] is not None
     assert run_json("compare", narrow, narrow)["tables"]["token"]["cka"] == pytest.approx(1.0)
+
+
+def test_similarity_of_ids_says_why_its_tokens_are_ids(tmp_path):
+    # as neighbors --all: a --tokenizer that failed to load was dropped without a word (info and export said it)
+    rng = np.random.default_rng(2)
+    folder = gpt2_folder(tmp_path / "m", rng.standard_normal((12, 4)).astype(np.float32),
+                         rng.standard_normal((8, 4)).astype(np.float32))
+    broken = tmp_path / "vocab_map.json"
+    broken.write_text('{"": 10}')
+    doc = run_json("similarity", "3", "4", "--ids", "-c", folder, "--tokenizer", broken)
+    assert [note[:21] for note in doc["notes"]] == ["tokenizer not loaded:"]
+    assert "note: tokenizer not loaded:" in run("similarity", "3", "4", "--ids", "-c", folder, "--tokenizer", broken).stdout
+    assert run_json("similarity", "3", "4", "--ids", "-c", folder)["notes"] == []  # none at all: the #ids say it

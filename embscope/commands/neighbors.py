@@ -25,6 +25,7 @@ from .options import (
     TableOption,
     as_usage_error,
     refuse,
+    tokenizer_failure,
     with_source,
 )
 
@@ -58,12 +59,9 @@ def run_all(source: Source, k: int, out: Path, queries_file: Path | None, ids: b
                         precision=precision, allow_unk=allow_unk, progress=progress, on_skip=skipped,
                         remove_top=remove_top)
     seconds = time.perf_counter() - started
-    tokenizer, why_unnamed = emb.tokenizer_for_names()
+    tokenizer = emb.tokenizer_for_names()[0]
     write_neighbors(out, topk, lambda token_id: token_name(tokenizer, token_id), input_files(emb, queries_file))
-    # a tokenizer that failed to load made the file's tokens #ids: that is said, not dropped (none at all: the
-    # #ids say it themselves). emb.tokenizer is cached only when it loaded or there is none.
-    failed = why_unnamed if tokenizer is None and "tokenizer" not in vars(emb) else None
-    notes = [n for n in (bf16_note(device, precision), failed) if n]
+    notes = [n for n in (bf16_note(device, precision), tokenizer_failure(emb)) if n]
     if remove_top:
         notes.append(f"cosines in the all-but-the-top space of the {table} table: the mean row and the top "
                      f"{remove_top} principal direction{'s' * (remove_top != 1)} removed from every row")
