@@ -112,3 +112,21 @@ def test_similarity_of_ids_says_why_its_tokens_are_ids(tmp_path):
     assert [note[:21] for note in doc["notes"]] == ["tokenizer not loaded:"]
     assert "note: tokenizer not loaded:" in run("similarity", "3", "4", "--ids", "-c", folder, "--tokenizer", broken).stdout
     assert run_json("similarity", "3", "4", "--ids", "-c", folder)["notes"] == []  # none at all: the #ids say it
+
+
+def test_a_run_of_save_pretrained_steps_lists_each_step_by_its_folder(tmp_path):
+    # issue 22's generic stems: "checkpoints in order: model.safetensors (step 100 ...), model.safetensors (...)"
+    # named every step of a run of save_pretrained folders the same
+    rng = np.random.default_rng(5)
+    run_folder = tmp_path / "run"
+    run_folder.mkdir()
+    for step in (100, 200, 300):
+        gpt2_folder(run_folder / f"checkpoint-{step}", rng.standard_normal((20, 4)).astype(np.float32),
+                    rng.standard_normal((8, 4)).astype(np.float32))
+    line = next(line for line in run("compare", run_folder).stdout.splitlines() if line.startswith("checkpoints in"))
+    for step in (100, 200, 300):
+        assert f"checkpoint-{step}/model.safetensors (step {step}" in line, line
+    given = [run_folder / f"checkpoint-{step}" for step in (100, 200, 300)]
+    line = next(line for line in run("compare", *given).stdout.splitlines() if line.startswith("checkpoints in"))
+    for step in (100, 200, 300):
+        assert f"checkpoint-{step}/model.safetensors (step {step}" in line, line
