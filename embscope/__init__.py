@@ -16,8 +16,9 @@ looking words up load none, nor do the cosines of a few rows of a pickle, safete
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
+
+from .registry import lazy_attributes
 
 # public name -> the module that defines it ("module:name" where the module calls it otherwise)
 _API = {
@@ -43,11 +44,12 @@ _API = {
     "NeighborsResult": "analysis.neighbors", "neighbors": "analysis.neighbors", "topk_all": "analysis.neighbors",
     "SimilarityResult": "analysis.similarity", "similarity": "analysis.similarity",
     "similarity_pairs": "analysis.similarity",
-    "Head": "role", "Role": "role",
+    "Head": "roles", "Role": "roles",
     "Checkpoint": "checkpoint", "EmbeddingTables": "checkpoint", "Table": "checkpoint", "TensorInfo": "checkpoint",
     "Embeddings": "embeddings", "open": "embeddings",
-    "CheckpointError": "errors", "EmbscopeError": "errors", "PositionError": "errors", "TableError": "errors",
-    "TokenError": "errors", "UnsafePickleError": "errors",
+    "CheckpointError": "errors", "EmbscopeError": "errors", "InputError": "errors", "MissingPackageError": "errors",
+    "OptionError": "errors", "OutputError": "errors", "PositionError": "errors", "TableError": "errors",
+    "TokenError": "errors", "TokenizerError": "errors", "UnsafePickleError": "errors",
     "OpenOptions": "formats", "open_checkpoint": "formats",
     "WordLookup": "lookup", "lookup_word": "lookup",
     "token_name": "naming",
@@ -56,16 +58,14 @@ _API = {
 __all__ = sorted(_API)  # noqa: PLE0605  the names of the table above, kept in one place
 
 
+_attribute = lazy_attributes(__name__, _API, globals())
+
+
 def __getattr__(name: str) -> Any:
     if name == "__version__":
         from importlib.metadata import version
         return version("embscope")
-    if name not in _API:
-        raise AttributeError(f"module 'embscope' has no attribute {name!r}")
-    module, _, defined_as = _API[name].partition(":")
-    value = getattr(importlib.import_module(f".{module}", __name__), defined_as or name)
-    globals()[name] = value  # looked up once
-    return value
+    return _attribute(name)
 
 
 def __dir__() -> list[str]:

@@ -39,6 +39,12 @@ ELEMENT_TYPES: dict[str, ElementType] = {t.name: t for t in (
     ElementType("qint32", 4, "i4", readable=False),
 )}
 
+def stored_dtype(name: str, byteorder: str = "<") -> str:
+    """numpy's code for the stored bytes of element type `name` in a file of this byte order ("<f4" for float32):
+    readers map their format's type names onto ELEMENT_TYPES and take the code from here."""
+    return byteorder + ELEMENT_TYPES[name].stored
+
+
 # bytes per element of every dtype a reader may report
 ITEMSIZE = {t.name: t.itemsize for t in ELEMENT_TYPES.values() if t.readable}
 FLOAT_DTYPES = frozenset(t.name for t in ELEMENT_TYPES.values() if t.is_float)

@@ -52,8 +52,8 @@ class Checkpoint:
     """What a reader learned from a file's headers: tensors, metadata, and where it lives."""
 
     path: Path
-    format: str
     tensors: dict[str, TensorInfo]
+    format: str = ""  # the name of the format's record (formats.FORMATS), stamped by open_checkpoint
     step: int | None = None
     config: dict = field(default_factory=dict)
     declared_params: int | None = None  # a count the file states itself (the ANDREA header)

@@ -1,10 +1,10 @@
 """The command line: parse, call the library, render. Every way a run can end is decided here, in one place:
-0 an answer; 1 an error about the input (one line on stderr); 2 a usage error (`Error: ...` and a usage line)."""
+0 an answer; 1 an error about the input (one line on stderr); 2 a usage error (`Error: ...` and a usage line).
+While a command runs, the options the library's messages name are spelled as this command line's flags."""
 
 from __future__ import annotations
 
 import errno
-import importlib
 import io
 import os
 import sys
@@ -14,12 +14,25 @@ from typing import Any
 import typer
 from typer.core import TyperGroup
 
-from .errors import EmbscopeError
+from .commands import REGISTER
+from .errors import EmbscopeError, Option, options_spelled
 from .text import printable, shortened
 
-# each module registers one command; the order is the order --help lists them
-COMMANDS = ("info", "similarity", "neighbors", "positions", "norms", "params", "undertrained", "compare", "geometry",
-            "analogy", "map", "export", "report")
+COMMANDS = tuple(REGISTER)  # the order is the order --help lists them
+
+
+# the library's names whose flag is not `--` and the name with "-" for "_"
+FLAG_NAMES = {"path": "-c", "checkpoints": "-c", "k": "-k", "fmt": "--format"}
+
+
+def flag(option: Option) -> str:
+    """An option as this command line writes it: `--no-merge` for merge=False, `--token-key NAME`, `-k 50`."""
+    name = FLAG_NAMES.get(option.name, "--" + option.name.replace("_", "-"))
+    if option.value is False:
+        name = "--no-" + name.removeprefix("--")
+    value = option.metavar or option.text or ("" if option.value is None or isinstance(option.value, bool)
+                                              else str(option.value))
+    return f"{option.lead}{name} {value}" if value else f"{option.lead}{name}"
 
 
 def error_line(message: str) -> None:
@@ -94,7 +107,8 @@ class EmbscopeGroup(TyperGroup):
         from . import files
         files.forget()  # the files this run reads are its own record (outputs may not land on them)
         try:
-            return super().invoke(ctx)
+            with options_spelled(flag):
+                return super().invoke(ctx)
         except typer.TyperException as err:
             name, command = ctx.meta.get(RESOLVED, (None, None))
             # the parser's own complaints (`--out` with no value) come without the command's context
@@ -137,7 +151,7 @@ def build(names: Sequence[str] = COMMANDS) -> typer.Typer:
     )
     built.callback(invoke_without_command=True)(root)
     for name in names:
-        importlib.import_module(f"{__package__}.commands.{name}").register(built)
+        REGISTER[name](built)
     return built
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Sequence
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -10,7 +11,7 @@ from typing import TYPE_CHECKING
 from .checkpoint import Checkpoint, EmbeddingTables, Table
 from .errors import CheckpointError, EmbscopeError, PositionError, TableError
 from .formats import OpenOptions, open_checkpoint
-from .roles import Role, find_tables
+from .roles import KEY_OPTIONS, Role, find_tables
 from .sample import default_checkpoint
 
 if TYPE_CHECKING:
@@ -54,11 +55,13 @@ class Embeddings:
         try:
             role = Role(role)
         except ValueError:
-            raise TableError(f"expected a table role token, position or output, found {role!r}") from None
+            raise TableError(f"expected a table role token, position or output, found {role!r}",
+                             option="table") from None
         found = {Role.token: self.tables.token, Role.position: self.tables.position,
                  Role.output: self.tables.output}[role]
         if found is None:
-            raise (PositionError if role is Role.position else TableError)(self.tables.missing[role])
+            raise (PositionError if role is Role.position else TableError)(self.tables.missing[role], role=role,
+                                                                            option=KEY_OPTIONS[role])
         return found
 
     @cached_property
@@ -81,6 +84,22 @@ class Embeddings:
         if tokenizer is None:
             return None, "no tokenizer found beside the checkpoint: tokens print as #id, words cannot be looked up"
         return tokenizer, None
+
+    def remembered(self, kind: str, table: Table, compute: Callable[[], tuple[Sequence[float], int]],
+                   table_checksum: int | None = None, **parameters: object) -> Sequence[float]:
+        """Numbers computed from one of this checkpoint's tables, kept between runs in the user's cache (cache.py):
+        the stored values when the files the table comes from are unchanged since they were stored (and, where
+        given, the table's CRC-32 `table_checksum` agrees), else compute() -> (values, the table's CRC-32),
+        stored for the next run. Analysis computes; the session that opened the files owns what is kept of them."""
+        from . import cache
+        entry = cache.key(kind, [self.checkpoint.path, *table.tensor.sources], table=table.name, **parameters)
+        stored = cache.load(entry, table_checksum) if entry is not None else None
+        if stored:  # an entry holding no values is computed again
+            return stored
+        values, checksum = compute()
+        if entry is not None:
+            cache.store(entry, values, checksum)
+        return values
 
 
 def resolve_path(path: str | os.PathLike | None) -> tuple[Path, bool, HubSnapshot | None]:

@@ -18,7 +18,7 @@ import stat
 from collections.abc import Iterator
 from typing import Any
 
-from .errors import CheckpointError, EmbscopeError
+from .errors import CheckpointError, Option, OutputError
 from .text import quote, shortened
 
 PathLike = str | os.PathLike[str]
@@ -240,11 +240,12 @@ def was_read(path: PathLike) -> bool:
     return then is not None and (then.st_dev, then.st_ino) == key
 
 
-def refuse_input(path: PathLike, what: str) -> None:
-    """An output that would land on a file this run read is refused: `what` names the output ("--out")."""
+def refuse_input(path: PathLike, what: str | Option) -> None:
+    """An output that would land on a file this run read is refused: `what` names the output (the option `out`)."""
     if was_read(path):
-        raise EmbscopeError(f"expected {what} to name a new file, found {quote(shortened(str(path)))}, a file "
-                            f"this answer was read from: it is never written over")
+        raise OutputError(f"expected {what} to name a new file, found {quote(shortened(str(path)))}, a file "
+                          f"this answer was read from: it is never written over", path=path,
+                          option=what if isinstance(what, Option) else None)
 
 
 def read_files() -> list[str]:

@@ -25,7 +25,8 @@ def native_bf16(cpu_info: Path | None = None) -> bool | None:
 
 def bf16_note(device: str, precision: str) -> str | None:
     """The one note for bf16 arithmetic on a CPU that only emulates it."""
+    from .errors import Option
     if device != "cpu" or precision != "bf16" or native_bf16() is not False:
         return None
-    return (f"--precision bf16 on this CPU: it has no native bf16 matmul ({' or '.join(BF16_FLAGS)} not in "
-            f"{CPU_INFO}), so torch emulates it and fp32 is likely as fast")
+    return (f"{Option('precision', 'bf16')} on this CPU: it has no native bf16 matmul "
+            f"({' or '.join(BF16_FLAGS)} not in {CPU_INFO}), so torch emulates it and fp32 is likely as fast")

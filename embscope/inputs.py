@@ -1,4 +1,4 @@
-"""The user's files of words and pairs (--queries, --pairs-file): regular files only, read a line at a time
+"""The user's files of words and pairs (the queries and pairs files): regular files only, read a line at a time
 (a file is never held whole), each line bounded. A line that cannot be used is skipped and counted, or,
 when strict, stops the run with the line's number."""
 
@@ -8,11 +8,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from . import files
-from .errors import EmbscopeError
+from .errors import InputError, Option
 from .text import quote
 
 MAX_LINE_BYTES = 4096  # far past any word or pair; a longer line is damage, not input
 EXAMPLES = 3  # reasons kept for the note; the rest are only counted
+PAIRS_FILE = Option("pairs_file", noun="the pairs file")  # as `similarity --pairs-file` gives it
+QUERIES = Option("queries", noun="the queries file")  # as `neighbors --all --queries` gives it
 
 
 class Skipped:
@@ -34,12 +36,13 @@ class Skipped:
         more = f"; and {self.count - len(self.examples):,} more" if self.count > len(self.examples) else ""
         lines = f"line{'s' * (self.count != 1)}"
         note = (f"skipped {self.count:,} {lines} of {quote(source)} that could not be used "
-                f"({'; '.join(self.examples)}{more}); --strict stops at the first instead")
+                f"({'; '.join(self.examples)}{more}); {Option('strict', True)} stops at the first instead")
         return [note]
 
 
-def lines(path: Path, what: str, skip: Skipped | None) -> Iterator[tuple[int, str]]:
-    """(line number, text) of each line that is not blank or a # comment. `skip` None: strict."""
+def lines(path: Path, what: Option, skip: Skipped | None) -> Iterator[tuple[int, str]]:
+    """(line number, text) of each line that is not blank or a # comment. `skip` None: strict. `what`: the input
+    the file was given as, in messages."""
     try:
         # /dev/zero or a FIFO would never end: refused as not a regular file
         with files.open_file(path, f"a regular file for {what}") as file:
@@ -58,34 +61,38 @@ def lines(path: Path, what: str, skip: Skipped | None) -> Iterator[tuple[int, st
                     if text and not text.startswith("#"):
                         yield number, text
                 elif skip is None:
-                    raise EmbscopeError(f"{quote(path)} line {number}: expected a line of text, found one {problem}")
+                    raise InputError(f"{quote(path)} line {number}: expected a line of text, found one {problem}",
+                                     path=path, option=what)
                 else:
                     skip(f"line {number}: {problem}")
     except OSError as err:
-        raise EmbscopeError(f"expected a readable file for {what}, found {err.strerror or err}: {quote(path)}") from None
+        raise InputError(f"expected a readable file for {what}, found {err.strerror or err}: {quote(path)}", path=path,
+                         option=what) from None
 
 
 def read_pairs(path: Path, skip: Skipped | None) -> Iterator[tuple[str, str]]:
     """Two words or ids a line, tab or space separated."""
     found = False
-    for number, text in lines(path, "--pairs-file", skip):
+    for number, text in lines(path, PAIRS_FILE, skip):
         fields = text.split()
         if len(fields) == 2:
             found = True
             yield fields[0], fields[1]
         elif skip is None:
-            raise EmbscopeError(f"{quote(path)} line {number}: expected two words or ids, found {len(fields)} fields")
+            raise InputError(f"{quote(path)} line {number}: expected two words or ids, found {len(fields)} fields",
+                             path=path, option=PAIRS_FILE)
         else:
             skip(f"line {number}: expected two words or ids, found {len(fields)} fields")
     if not found:
-        raise EmbscopeError(f"expected pairs in {quote(path)}, two words or ids a line, found none")
+        raise InputError(f"expected pairs in {quote(path)}, two words or ids a line, found none", path=path,
+                         option=PAIRS_FILE)
 
 
 def read_queries(path: Path, skip: Skipped | None) -> Iterator[str]:
     """One word or id a line."""
     found = False
-    for _, text in lines(path, "--queries", skip):
+    for _, text in lines(path, QUERIES, skip):
         found = True
         yield text
     if not found:
-        raise EmbscopeError(f"expected words or ids in {quote(path)}, one a line, found none")
+        raise InputError(f"expected words or ids in {quote(path)}, one a line, found none", path=path, option=QUERIES)

@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from embscope.digits import whole_number
-from embscope.errors import TokenError
+from embscope.errors import Option, TokenError
 from embscope.naming import token_name
 from embscope.text import quote
 from embscope.tokenizers.base import Tokenizer
@@ -256,7 +256,7 @@ def _checked(tokenizer: Tokenizer, word: str, form: str, ids: tuple[int, ...], c
         if not allow_unk:
             raise TokenError(f"expected a word the tokenizer can represent, found {quote(word)}, which the "
                              f"{tokenizer.kind} tokenizer maps to its unknown token {unk} (id {unk_id}): "
-                             "pass --allow-unk to use that row anyway")
+                             f"pass {Option('allow_unk', True)} to use that row anyway", option="allow_unk")
         unknown = f"{quote(word)} became the unknown token {unk} (id {unk_id}), the row shared by every unknown word"
     said = (space_sentence(word, space_id) if space_id is not None else None, form_sentence(form, choice), unknown)
     tokens = tuple(token_name(tokenizer, id) for id in ids)

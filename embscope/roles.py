@@ -1,15 +1,40 @@
-"""Which tensor plays which role. Knowledge of real checkpoints lives in the tables below,
-one line per name, with the architectures it comes from; supporting a model is a line of data."""
+"""Which tensor plays which role: the one Role type (and what a file says of its head), then the knowledge of
+real checkpoints in the tables below, one line per name, with the architectures it comes from; supporting a
+model is a line of data. Imports nothing heavier than the standard library, so the command line offers the
+roles as choices without loading numpy."""
 
 from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass
+from enum import StrEnum
 
 from .checkpoint import Checkpoint, EmbeddingTables, Table, TensorInfo
-from .errors import TableError
-from .role import Head, Role
+from .errors import Option, TableError
 from .text import quote, shape_text
+
+
+class Role(StrEnum):
+    """The part a table plays. A StrEnum, the (str, Enum) whose f-string is the value ("token", not "Role.token")."""
+
+    token = "token"
+    position = "position"
+    output = "output"
+
+
+class Head(StrEnum):
+    """What the file says about the output projection (the language-model head)."""
+
+    untied = "untied"  # a head of its own
+    tied = "tied"  # the token table: shared storage, an exact copy, or the config or the reader says so
+    absent = "absent"  # config.json names a model without a language-model head
+    unknown = "unknown"  # no head in the file, and nothing says whether it is tied or absent
+    ambiguous = "ambiguous"  # several equally good candidates: the output_key option chooses
+
+    @property
+    def is_tied(self) -> bool | None:
+        """True or False where the file says; None where it does not (unknown, ambiguous)."""
+        return {Head.tied: True, Head.untied: False, Head.absent: False}.get(self)
 
 
 @dataclass(frozen=True)
@@ -138,13 +163,7 @@ NOT_FOUND = {
     Role.position: "by name or config size: a model with rotary or other computed positions has no learned "
                    "position table",
 }
-EMPTY_NOTES = {
-    Role.token: "no token-embedding table found by name, by config size, or as the file's only 2-D float tensor; "
-                "name one with --token-key NAME",
-    Role.position: "no learned position table found by name or config size: a model with rotary or other computed "
-                   "positions has none; name one with --pos-key NAME if it exists",
-}
-KEY_OPTIONS = {Role.token: "--token-key", Role.position: "--pos-key", Role.output: "--output-key"}
+KEY_OPTIONS = {Role.token: "token_key", Role.position: "pos_key", Role.output: "output_key"}  # open()'s keywords
 ROLE_WORDS = {Role.token: "token-embedding table", Role.position: "learned position table",
               Role.output: "output projection"}
 LISTED_CANDIDATES = 20  # tensors a "found none" message names
@@ -206,11 +225,25 @@ def candidates_text(checkpoint: Checkpoint, taken: set[str]) -> str:
     return text
 
 
+def key_option(role: Role, key: str | None = None) -> Option:
+    """The option that names the role's table: with the name given, or its placeholder."""
+    return Option(KEY_OPTIONS[role], key, metavar=None if key is not None else "NAME")
+
+
+def empty_note(role: Role) -> str:
+    """info's note for a role discovery left empty."""
+    if role is Role.token:
+        return ("no token-embedding table found by name, by config size, or as the file's only 2-D float tensor; "
+                f"name one with {key_option(role)}")
+    return ("no learned position table found by name or config size: a model with rotary or other computed "
+            f"positions has none; name one with {key_option(role)} if it exists")
+
+
 def none_found(checkpoint: Checkpoint, role: Role, taken: set[str]) -> Empty:
     """A role with no table: what was looked for, what is there, and the option that names one."""
     n = len(checkpoint.tensors)
     return Empty(f"expected a {ROLE_WORDS[role]}, found none among {n} tensor{'s' * (n != 1)} {NOT_FOUND[role]}; "
-                 f"{candidates_text(checkpoint, taken)}; name one with {KEY_OPTIONS[role]} NAME", EMPTY_NOTES[role])
+                 f"{candidates_text(checkpoint, taken)}; name one with {key_option(role)}", empty_note(role))
 
 
 def by_key(checkpoint: Checkpoint, role: Role, key: str) -> Table:
@@ -218,11 +251,12 @@ def by_key(checkpoint: Checkpoint, role: Role, key: str) -> Table:
     if tensor is None:
         close = difflib.get_close_matches(key, checkpoint.tensors, n=3, cutoff=0.4)
         hint = f"; close names: {', '.join(quote(c) for c in close)}" if close else ""
-        raise TableError(f"expected a tensor named {quote(key)} for the {role} table, found none{hint}")
+        raise TableError(f"expected a tensor named {quote(key)} for the {role} table, found none{hint}", role=role,
+                         option=KEY_OPTIONS[role])
     if not is_table(tensor):
         raise TableError(f"expected a 2-D float table for the {role} table, found {quote(key)} of shape "
-                         f"{list(tensor.shape)} and dtype {tensor.dtype}")
-    return Table(role, tensor, f"{KEY_OPTIONS[role]} {key}")
+                         f"{list(tensor.shape)} and dtype {tensor.dtype}", role=role, option=KEY_OPTIONS[role])
+    return Table(role, tensor, str(key_option(role, key)))
 
 
 def position_offset(checkpoint: Checkpoint, known: Known | None) -> tuple[int, tuple[str, ...]]:
@@ -245,7 +279,7 @@ def by_name(checkpoint: Checkpoint, role: Role, taken: set[str]) -> Table | None
         if len(found) > 1:
             names = ", ".join(quote(t.name) for t in found)
             raise TableError(f"expected one {role} table, found several equally good ones ({names}); "
-                             f"choose with {KEY_OPTIONS[role]}")
+                             f"choose with {Option(KEY_OPTIONS[role])}", role=role, option=KEY_OPTIONS[role])
         if found:
             first_row, notes = position_offset(checkpoint, known) if role is Role.position else (0, ())
             return Table(role, found[0], f"name {known.name!r} ({known.source})", first_row, notes)
@@ -268,7 +302,7 @@ def by_shape(checkpoint: Checkpoint, role: Role, taken: set[str], width: int | N
     if len(candidates) > 1:
         names = ", ".join(quote(t.name) for t in candidates)
         raise TableError(f"expected one {role} table with {rows} rows ({key} in the config), found several "
-                         f"({names}); choose with {KEY_OPTIONS[role]}")
+                         f"({names}); choose with {Option(KEY_OPTIONS[role])}", role=role, option=KEY_OPTIONS[role])
     if candidates:
         first_row, notes = position_offset(checkpoint, None) if role is Role.position else (0, ())
         return Table(role, candidates[0], f"shape: {rows} rows = {key} in the config", first_row, notes)
@@ -400,6 +434,7 @@ def find_tables(checkpoint: Checkpoint, token_key: str | None = None, pos_key: s
     if head is not Head.untied:
         output = None
     if head in (Head.tied, Head.absent, Head.unknown):
-        choices = "" if head is Head.tied else f"; {candidates_text(checkpoint, taken)}; name one with --output-key NAME"
+        choices = ("" if head is Head.tied
+                   else f"; {candidates_text(checkpoint, taken)}; name one with {key_option(Role.output)}")
         missing[Role.output] = f"expected an untied output projection, found none: {note}{choices}"
     return EmbeddingTables(token, position, output, head, note, tuple(notes), tied_copy, missing)

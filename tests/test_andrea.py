@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import embscope
-from embscope.errors import CheckpointError
+from embscope.errors import CheckpointError, OptionError
 from embscope.formats import OpenOptions, open_checkpoint
 from embscope.formats.andrea import open_andrea
 from conftest import run, run_json
@@ -142,8 +142,8 @@ def test_flags_override_the_json_files(tmp_path):
     token, pos = ckpt.tensors["token_emb"].read(), ckpt.tensors["pos_emb"].read()
     np.testing.assert_array_equal(token, weights[:10].reshape(5, 2))
     np.testing.assert_array_equal(pos, weights[10:16].reshape(3, 2))
-    assert ckpt.notes[0] == "shapes: V=5 (--vocab-size), d=2 (--d-model), T=3 (--context)"
-    assert f"--vocab-size 5 overrides vocab_size in config.json ({V})" in ckpt.notes
+    assert ckpt.notes[0] == "shapes: V=5 (vocab_size), d=2 (d_model), T=3 (context)"  # OpenOptions' names
+    assert f"vocab_size=5 overrides vocab_size in config.json ({V})" in ckpt.notes
 
 
 def test_flags_alone_need_no_json(tmp_path):
@@ -284,23 +284,30 @@ def test_missing_dimensions_name_flags_and_keys(tmp_path):
     write_json(tmp_path / "config.json", {"n_embd": D, "lr": 0.001})
     path = write_dump(tmp_path / "model.bin", random_weights(untied_n()))
     assert open_error(path) == (
-        "model.bin: an ANDREA dump does not record its table shapes; pass --vocab-size and --context, or put them "
-        "in a JSON file beside it (keys looked for, --vocab-size: vocab_size, n_vocab, padded_vocab_size, V; "
-        "--context: n_positions, max_position_embeddings, block_size, n_ctx, context, context_length, max_seq_len, "
+        "model.bin: an ANDREA dump does not record its table shapes; pass vocab_size and context, or put them "
+        "in a JSON file beside it (keys looked for, vocab_size: vocab_size, n_vocab, padded_vocab_size, V; "
+        "context: n_positions, max_position_embeddings, block_size, n_ctx, context, context_length, max_seq_len, "
         "seq_len, T; read config.json)")
+    # the command line names the same options as its flags
+    assert run("info", "-c", path, code=1).stderr.startswith(
+        "Error: model.bin: an ANDREA dump does not record its table shapes; pass --vocab-size and --context, or put "
+        "them in a JSON file beside it (keys looked for, --vocab-size: vocab_size, n_vocab, padded_vocab_size, V; "
+        "--context: ")
 
 
 def test_missing_dimensions_with_no_json_at_all(tmp_path):
     path = write_dump(tmp_path / "model.bin", random_weights(untied_n()))
     assert open_error(path, OpenOptions(vocab_size=V, context=T)) == (
-        "model.bin: an ANDREA dump does not record its table shapes; pass --d-model, or put them in a JSON file "
-        "beside it (keys looked for, --d-model: n_embd, d_model, dim, hidden_size, d; found no JSON config beside it)")
+        "model.bin: an ANDREA dump does not record its table shapes; pass d_model, or put them in a JSON file "
+        "beside it (keys looked for, d_model: n_embd, d_model, dim, hidden_size, d; found no JSON config beside it)")
 
 
 def test_non_positive_flag(tmp_path):
     config_beside(tmp_path)
     path = write_dump(tmp_path / "model.bin", random_weights(untied_n()))
-    assert open_error(path, OpenOptions(d_model=0)) == "--d-model 0: expected a positive integer"
+    with pytest.raises(OptionError, match=r"^d_model=0: expected a positive integer$") as err:
+        open_checkpoint(path, OpenOptions(d_model=0))
+    assert err.value.option == "d_model"
 
 
 def test_non_positive_value_in_json(tmp_path):

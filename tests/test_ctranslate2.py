@@ -82,7 +82,8 @@ def test_vocabulary_json_names_ids_and_finds_whole_tokens(tmp_path):
     assert pair["cosine"] == pytest.approx(table[2] @ table[4] / np.linalg.norm(table[2]) / np.linalg.norm(table[4]))
     tokenizer = embscope.open(tmp_path).tokenizer
     with pytest.raises(TokenError, match=r"^'zebra' is not one token of vocabulary.json, a vocabulary list that "
-                                         r"cannot split text into pieces: pass the model's tokenizer with --tokenizer"):
+                                         r"cannot split text into pieces: pass the model's tokenizer with the tokenizer argument, "
+                                         r"or ids with ids=True$"):
         tokenizer.encode("zebra")
 
 

@@ -15,7 +15,7 @@ from conftest import run
 
 from embscope.errors import CheckpointError
 from embscope.formats import FORMATS, open_checkpoint
-from embscope.formats._checks import HEAD_BYTES
+from embscope.registry import HEAD_BYTES, Probe
 
 WRITERS = {
     "GGUF": ("gguf", samples.gguf_gpt2),
@@ -34,7 +34,7 @@ def test_sniffed_from_the_header_alone(name, tmp_path):
     entry, _ = write(tmp_path)
     head, size = entry.read_bytes()[:HEAD_BYTES], entry.stat().st_size
     gone = tmp_path / "elsewhere" / entry.name
-    matches = [fmt.name for fmt in FORMATS if fmt.sniff(gone, head, size)]
+    matches = [fmt.name for fmt in FORMATS if fmt.sniff(Probe(gone, head, size))]
     assert matches[0] == name
 
 

@@ -19,7 +19,7 @@ import reader_samples as samples
 from conftest import run, run_json
 
 import embscope
-from embscope.errors import CheckpointError, TokenError
+from embscope.errors import CheckpointError, MissingPackageError, TokenError
 from embscope.formats import open_checkpoint
 
 D, T = samples.D, samples.T
@@ -246,7 +246,8 @@ def test_a_tokenizer_embscope_cannot_run_still_names_ids(tmp_path):
     assert emb.tokenizer.notes == (("the file's 't5' tokenizer is not run by embscope: ids are named, words cannot "
                                    "be looked up"),)
     with pytest.raises(TokenError, match=r"^the 't5' tokenizer stored in t5.gguf cannot be run by embscope \(it runs "
-                                         r"gpt2, llama and bert\): give token ids with --ids"):
+                                         r"gpt2, llama and bert\): give token ids with ids=True, or the model's "
+                                         r"tokenizer file with the tokenizer argument$"):
         emb.tokenizer.encode("dog")
     assert run_json("similarity", "--ids", "1", "2", "-c", path)["pairs"][0]["a_tokens"] == ["▁dog"]
 
@@ -308,9 +309,10 @@ def test_lie_on_the_command_line_is_exit_1_and_one_line(gpt2_gguf):
 
 def test_missing_gguf_package_names_the_extra(gpt2_gguf, monkeypatch):
     monkeypatch.setitem(sys.modules, "gguf", None)
-    with pytest.raises(CheckpointError, match=r"is a GGUF file; reading it needs the 'gguf' package: "
-                                              r"pip install 'embscope\[gguf\]'$"):
+    with pytest.raises(MissingPackageError, match=r"is a GGUF file; reading it needs the 'gguf' package "
+                                                  r"\(pip install 'embscope\[gguf\]'\)$") as err:
         open_checkpoint(gpt2_gguf[0])
+    assert (err.value.package, err.value.extra) == ('gguf', 'gguf')
 
 
 def test_byte_token_names_need_two_hex_digits():

@@ -15,7 +15,7 @@ from safetensors.numpy import save_file
 import embscope
 import embscope.roles
 from embscope.checkpoint import TensorInfo
-from embscope.roles import compare_copy
+from embscope.roles import Head, compare_copy
 
 rng = np.random.default_rng(11)
 V, D = 20, 8
@@ -173,8 +173,8 @@ def test_an_ambiguous_head_stops_only_the_commands_that_need_the_output_table(tm
 def test_output_key_chooses_the_head(tmp_path):
     path = ambiguous(tmp_path)
     emb = embscope.open(path, output_key="b.lm_head.weight")
-    assert (emb.output.name, emb.output.rule, emb.tables.head) == ("b.lm_head.weight", "--output-key b.lm_head.weight",
-                                                                   "untied")
+    assert (emb.output.name, emb.output.rule, emb.tables.head) == ("b.lm_head.weight", "output_key='b.lm_head.weight'",
+                                                                   Head.untied)
     report = embscope.params_report(emb)
     assert (report.output, report.total, report.shares["output"]) == (V * D, 3 * V * D, 1 / 3)
 

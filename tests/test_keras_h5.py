@@ -16,7 +16,7 @@ import reader_samples as samples
 from conftest import run, run_json
 
 import embscope
-from embscope.errors import CheckpointError
+from embscope.errors import CheckpointError, MissingPackageError
 from embscope.formats import open_checkpoint
 
 V, D, T = samples.V, samples.D, samples.T
@@ -70,6 +70,7 @@ def test_truncated_file_is_one_clear_error(tmp_path):
 def test_missing_h5py_names_the_extra(tmp_path, monkeypatch):
     path, _ = samples.keras_bert(tmp_path)
     monkeypatch.setitem(sys.modules, "h5py", None)
-    with pytest.raises(CheckpointError, match=r"is an HDF5 \(Keras\) file; reading it needs the 'h5py' package: "
-                                              r"pip install 'embscope\[h5\]'$"):
+    with pytest.raises(MissingPackageError, match=r"is an HDF5 \(Keras\) file; reading it needs the 'h5py' package "
+                                                  r"\(pip install 'embscope\[h5\]'\)$") as err:
         open_checkpoint(path)
+    assert (err.value.package, err.value.extra) == ('h5py', 'h5')

@@ -18,7 +18,7 @@ from conftest import run, run_json
 from onnx import TensorProto, helper, numpy_helper
 
 import embscope
-from embscope.errors import CheckpointError
+from embscope.errors import CheckpointError, MissingPackageError
 from embscope.formats import open_checkpoint
 
 V, D, T = samples.V, samples.D, samples.T
@@ -163,9 +163,10 @@ def test_truncated_protobuf(tmp_path):
 def test_missing_onnx_package_names_the_extra(tmp_path, monkeypatch):
     path, _ = samples.onnx_bert_int8(tmp_path)
     monkeypatch.setitem(sys.modules, "onnx", None)
-    with pytest.raises(CheckpointError, match=r"is an ONNX model; reading it needs the 'onnx' package: "
-                                              r"pip install 'embscope\[onnx\]'$"):
+    with pytest.raises(MissingPackageError, match=r"is an ONNX model; reading it needs the 'onnx' package "
+                                                  r"\(pip install 'embscope\[onnx\]'\)$") as err:
         open_checkpoint(path)
+    assert (err.value.package, err.value.extra) == ('onnx', 'onnx')
 
 
 def test_strings_and_other_unread_types_are_left_out_with_a_note(tmp_path):

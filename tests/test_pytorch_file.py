@@ -93,7 +93,7 @@ def test_nanogpt_checkpoint(tmp_path, form, prefix):
     model, ckpt = nanogpt_checkpoint(prefix)
     path = save(ckpt, tmp_path / "ckpt.pt", legacy=form == "legacy")
     info = json_out("info", "-c", path, "--json")
-    assert info["format"] == "pytorch" and info["step"] == 250
+    assert info["format"] == ("pytorch (legacy)" if form == "legacy" else "pytorch") and info["step"] == 250
     assert info["tables"]["token"]["name"] == "transformer.wte.weight"
     assert info["tables"]["token"]["shape"] == [V, D]
     assert info["tables"]["position"]["name"] == "transformer.wpe.weight"

@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 from conftest import run
 
+from embscope.roles import Role
+
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 PAGES = {"README.md": README} | {f"docs/{page.name}": page.read_text(encoding="utf-8")
@@ -76,4 +78,4 @@ def test_the_python_example_runs_and_its_comments_hold(monkeypatch):
     assert found["top"].ids.shape == (emb.token.rows, 10)
     answers = [a.token for a in embscope.analogy(emb, "father", "man", "woman", k=3).answers]
     assert lines['[a.token for a in embscope.analogy(emb, "father", "man", "woman", k=3).answers]'] == ", ".join(answers)
-    assert found["found"].reports[0].table == "token" and found["found"].reports[0].candidates
+    assert found["found"].reports[0].table is Role.token and found["found"].reports[0].candidates

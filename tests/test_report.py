@@ -363,8 +363,8 @@ def test_without_matplotlib_the_page_is_drawn_and_markdown_names_the_extra(tmp_p
     run("report", "--out", tmp_path / "report.html")  # the page draws its own SVG figures
     assert (tmp_path / "report.html").read_text(encoding="utf-8").count("<svg") == 8  # two of them the geometry of the token and position tables
     result = run("report", "--format", "md", "--out", tmp_path / "md", code=1)
-    assert result.stderr == ("Error: embscope report --format md draws its figures with matplotlib, which is not "
-                             "installed (pip install 'embscope[plot]')\n")
+    assert result.stderr == ("Error: embscope report --format md needs the 'matplotlib' package (pip install "
+                             "'embscope[plot]')\n")
     assert list(tmp_path.iterdir()) == [tmp_path / "report.html"]
 
 

@@ -74,17 +74,18 @@ def test_two_equally_good_candidates_are_an_error_when_the_table_is_used(tmp_pat
                                  "roberta.embeddings.word_embeddings.weight": table(10)})
     message = ("expected one token table, found several equally good ones "
                "('bert.embeddings.word_embeddings.weight', 'roberta.embeddings.word_embeddings.weight'); "
-               "choose with --token-key")
+               "choose with the token_key argument")
     assert emb.tables.token is None and emb.tables.notes[0] == message
     with pytest.raises(TableError) as err:
         _ = emb.token
     assert str(err.value) == message
+    assert (err.value.role, err.value.option) == (Role.token, "token_key")
 
 
 def test_keys_override_discovery(tmp_path):
     emb = open_tables(tmp_path, {"wte.weight": table(10), "alt": table(10), "p": table(5)},
                       token_key="alt", pos_key="p")
-    assert (emb.token.name, emb.token.rule, emb.position.name) == ("alt", "--token-key alt", "p")
+    assert (emb.token.name, emb.token.rule, emb.position.name) == ("alt", "token_key='alt'", "p")
 
 
 def test_missing_key_lists_close_names(tmp_path):
@@ -109,7 +110,7 @@ def test_no_token_table_is_an_error_that_lists_the_candidates(tmp_path):
     assert str(err.value) == (
         "expected a token-embedding table, found none among 3 tensors by name, by config size, or as the file's "
         "only 2-D float tensor; candidates: 'other.weight' (5 x 4 float32), 'something.weight' (3 x 4 float32); "
-        "name one with --token-key NAME")
+        "name one with token_key=NAME")
 
 
 def test_rotary_model_whose_width_equals_its_context_has_no_position_table(tmp_path):
@@ -121,7 +122,7 @@ def test_rotary_model_whose_width_equals_its_context_has_no_position_table(tmp_p
     emb = open_tables(tmp_path, tensors, {"vocab_size": 50, "max_position_embeddings": 16})
     assert emb.position is None
     note = ("no learned position table found by name or config size: a model with rotary or other computed "
-            "positions has none; name one with --pos-key NAME if it exists")
+            "positions has none; name one with pos_key=NAME if it exists")
     assert emb.tables.notes == (note,)
 
 

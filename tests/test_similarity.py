@@ -15,6 +15,7 @@ from safetensors.numpy import save_file
 import embscope
 from embscope.analysis.similarity import similarity, similarity_pairs
 from embscope.errors import TableError, TokenError
+from embscope.roles import Role
 
 from byte_tokenizer import ByteWordTokenizer
 from conftest import harris_tokenizer, run, run_json
@@ -99,7 +100,7 @@ def test_two_words_give_one_pair_with_the_ids_and_tokens_used(emb, table):
     # the test tokenizer makes the space a token of its own: said once for the answer, not as a note on each word
     assert pair.a.note is None and pair.a.space_id == pair.b.space_id == 32 and pair.choice.name == "either"
     assert result.space_note == "the space is a token of its own (id 32); words are looked up without the space before them"
-    assert result.table == "token" and result.table_name == "token_emb" and not result.centered
+    assert result.table is Role.token and result.table_name == "token_emb" and not result.centered
 
 
 def test_a_word_of_several_tokens_is_the_mean_of_its_rows(emb, table):
@@ -128,7 +129,8 @@ def test_no_merge_refuses_a_word_of_several_tokens(emb):
     with pytest.raises(TokenError) as err:
         similarity(emb, ["dogcat", "puppy"], merge=False)
     assert str(err.value) == ("expected 'dogcat' to be one token, found 2 ('dog' 'cat'); "
-                              "merging them is turned off (--no-merge)")
+                              "merging them is turned off (merge=False)")  # the library's words: its keyword
+    assert err.value.option == "merge"
 
 
 def test_exact_encodes_the_word_as_typed(emb, table):
@@ -231,7 +233,8 @@ def test_words_without_a_tokenizer_say_use_ids(npz_path):
     with pytest.raises(TokenError) as err:
         similarity(emb, ["dog", "cat"])
     assert str(err.value) == ("expected a tokenizer to look up 'dog', found none beside the checkpoint: "
-                              "pass --tokenizer FILE, or use --ids")
+                              "pass tokenizer=FILE, or use ids=True")
+    assert err.value.option == "tokenizer"
 
 
 def test_one_word_is_not_enough(emb):
@@ -313,7 +316,7 @@ def untied_path(tmp_path, table):
 def test_output_table_uses_the_untied_head(untied_path):
     head = np.random.default_rng(7).standard_normal((ROWS, DIM)).astype(np.float32)
     result = similarity(embscope.open(untied_path), [3, 4], ids=True, table="output")
-    assert result.table == "output" and result.table_name == "lm_head.weight"
+    assert result.table is Role.output and result.table_name == "lm_head.weight"
     assert result.pairs[0].cosine == pytest.approx(cos(head[3], head[4]), abs=1e-6)
 
 

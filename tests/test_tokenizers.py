@@ -670,8 +670,9 @@ def test_find_tokenizer_refuses_to_guess(tmp_path):
         find_tokenizer(tmp_path)
     assert str(err.value) == (
         f"expected one tokenizer in {tmp_path}, found 2: nlm.model (byte-bpe), "
-        "harris_segments.json (harris); choose one with --tokenizer"
+        "harris_segments.json (harris); choose one with the tokenizer argument"
     )
+    assert (err.value.option, err.value.path) == ("tokenizer", tmp_path)
 
 
 def test_nothing_heavy_imported():

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..compute.moments import StoredRows, project_out, table_moments, work_for
-from ..errors import EmbscopeError
+from ..errors import OptionError, TableError
 from .geometry import variances
 
 
@@ -32,14 +32,14 @@ def remove_top(table: np.ndarray, removed: int, *, device: str = "auto") -> Remo
     zero and a row holding NaN or Inf stays so: neither has a cosine there."""
     dim = table.shape[1]
     if not 1 <= removed < dim:
-        raise EmbscopeError(f"expected a number of directions to remove from 1 to {dim - 1} (the table is {dim} wide), "
-                            f"found {removed}")
+        raise OptionError(f"expected a number of directions to remove from 1 to {dim - 1} (the table is {dim} wide), "
+                          f"found {removed}", option="remove_top")
     work, _ = work_for(device)
     rows = StoredRows(table)
     moments = table_moments(rows, work)
     if moments.used < 2:
-        raise EmbscopeError(f"expected 2 or more rows with a direction to find principal directions, found "
-                            f"{moments.used}")
+        raise TableError(f"expected 2 or more rows with a direction to find principal directions, found "
+                         f"{moments.used}")
     squares, directions = variances(moments.scatter, work)
     total = float(squares.sum())
     share = float(squares[:removed].sum() / total) if total > 0 else 0.0

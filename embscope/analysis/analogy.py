@@ -30,7 +30,7 @@ from .. import compute, inputs
 from ..compute.devices import SCORE_BLOCK_BYTES
 from ..compute.rows import normalise
 from ..compute.select import best_columns
-from ..errors import EmbscopeError, TokenError
+from ..errors import EmbscopeError, InputError, Option, OptionError, TokenError
 from ..lookup import check_id, lookup_word, parse_id
 from ..naming import token_name
 from ..roles import Role
@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from ..tokenizers.base import Tokenizer
 
 METHODS = ("3cosadd", "3cosmul")
+QUESTION_FILE = Option("file", noun="the question file")  # the option `analogy --file` reads it as
 COSMUL_EPSILON = 0.001  # Levy & Goldberg 2014; keeps the 3CosMul ratio finite when cos'(x, b) is 0
 NO_SECTION = "(no section)"  # questions before the first `: section` line
 
@@ -126,7 +127,8 @@ class Lookup:
         self.tokenizer: Tokenizer | None = emb.tokenizer_for_names()[0] if ids else emb.tokenizer
         if not ids and self.tokenizer is None:
             raise TokenError("expected a tokenizer to look words up, found none beside the checkpoint: "
-                             "pass --tokenizer FILE, or use --ids")
+                             f"pass {Option('tokenizer', metavar='FILE')}, or use {Option('ids', True)}",
+                             option="tokenizer")
 
     def term(self, text: str) -> Term:
         """The one row for `text`; TokenError when it has none or several."""
@@ -200,7 +202,7 @@ def exact_scores(array: np.ndarray, ids: np.ndarray, a: np.ndarray, b: np.ndarra
 
 def check_method(method: str) -> None:
     if method not in METHODS:
-        raise EmbscopeError(f"expected a method {' or '.join(METHODS)}, found {quote(method)}")
+        raise OptionError(f"expected a method {' or '.join(METHODS)}, found {quote(method)}", option="method")
 
 
 # --- one question ---
@@ -210,7 +212,7 @@ def analogy(emb: Embeddings, a: str, b: str, c: str, *, k: int = 10, method: str
     """The k rows that best answer a - b + c (king - man + woman) in the token table, the inputs left out."""
     check_method(method)
     if k < 1:
-        raise EmbscopeError(f"expected k of at least 1, found {k}")
+        raise OptionError(f"expected k of at least 1, found {k}", option="k")
     table = emb.table(Role.token)
     array = table.array
     lookup = Lookup(emb, array, ids=ids, exact=exact)
@@ -235,8 +237,8 @@ def analogy(emb: Embeddings, a: str, b: str, c: str, *, k: int = 10, method: str
     if not answers:
         return replace(result, reason=f"no row is left to answer: the table has {array.shape[0]} rows, the inputs "
                                       "are left out, and zero rows or rows holding NaN or Inf never answer")
-    short = None if len(answers) == k else (f"-k {k:,} asks for more rows than there are: all {len(answers):,} "
-                                             "rows that can answer are listed")
+    short = None if len(answers) == k else (f"{Option('k', k, text=f'{k:,}')} asks for more rows than there are: "
+                                             f"all {len(answers):,} rows that can answer are listed")
     return replace(result, answers=answers, note=short)
 
 
@@ -270,10 +272,10 @@ def numbered_questions(lines: Iterable[tuple[int, str]]) -> QuestionFile:
 
 def read_question_file(path: Path) -> QuestionFile:
     """A question file, read as every input file is (inputs.lines: a regular file, a bounded line at a time)."""
-    found = numbered_questions(inputs.lines(path, "--file", None))
+    found = numbered_questions(inputs.lines(path, QUESTION_FILE, None))
     if not found.questions:
-        raise EmbscopeError(f"expected analogy questions in {quote(path)} (`: section` lines, then four words a "
-                            f"line), found none")
+        raise InputError(f"expected analogy questions in {quote(path)} (`: section` lines, then four words a "
+                         f"line), found none", path=path, option=QUESTION_FILE)
     return found
 
 

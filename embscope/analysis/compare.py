@@ -22,8 +22,9 @@ import numpy as np
 from .. import compute
 from ..compute.devices import cpu_threads
 from ..compute.streamed import StreamedTopK
-from ..errors import TableError
+from ..errors import Option, TableError
 from ..memory import release, size_text
+from ..roles import Role
 from .cka import Cka, linear_cka
 from .norms import row_norms, summarize
 from .positions import PositionProfile, position_profile
@@ -39,7 +40,7 @@ PROCRUSTES_MAX_DIM = 4096  # the d x d SVD of the alignment: 4,096 takes tens of
 # Two runs of one model: raw row cosines average about 0 (independent bases) while the row norms match.
 DIFFERENT_RUNS_COSINE = 0.1
 NORMS_AGREE = 1.25  # mean row norms within this factor of each other
-ROLES = ("token", "position", "output")
+ROLES = tuple(Role)  # token, position, output
 
 
 @dataclass(frozen=True, eq=False)
@@ -124,7 +125,8 @@ def by_token(strings_a: Sequence[str | None], strings_b: Sequence[str | None]) -
     rows_b, repeated_b = unique(strings_b)
     shared = sorted((row, rows_b[text]) for text, row in rows_a.items() if text in rows_b)
     ids = np.array(shared, dtype=np.int64).reshape(-1, 2)
-    note = (f"--match tokens paired {len(shared):,} rows by token string, of {len(strings_a):,} tokens in A and "
+    matched = Option("match", "tokens", noun="by_token()")  # the command line's pairing: this function
+    note = (f"{matched} paired {len(shared):,} rows by token string, of {len(strings_a):,} tokens in A and "
             f"{len(strings_b):,} in B")
     if repeated_a or repeated_b:
         note += f" ({repeated_a + repeated_b:,} strings held by several ids of one side left out)"

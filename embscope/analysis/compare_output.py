@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from ..errors import TableError
-from ..role import Head, Role
+from ..roles import Head, Role
 from ..text import quote
 from .compare import CompareOptions, TableComparison, TableInput, by_index, compare_tables
 from .stages import Stages, quiet

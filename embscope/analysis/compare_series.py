@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..errors import EmbscopeError
+from ..errors import CheckpointError
 from ..naming import row_name
 from ..series import Step, checkpoint_step, folder_checkpoints, in_step_order
 from ..text import quote
@@ -54,8 +54,8 @@ def run_checkpoints(folder: Path, open_path: Opener) -> tuple[list[Path], list[s
     found = folder_checkpoints(folder)
     if len(found) < 2:
         names = ", ".join(quote(p.name) for p in found) or "none"
-        raise EmbscopeError(f"expected two or more checkpoints in the folder {quote(folder)}, found {len(found)} "
-                            f"({names})")
+        raise CheckpointError(f"expected two or more checkpoints in the folder {quote(folder)}, found {len(found)} "
+                              f"({names})", path=folder)
     # pickles are read whole to learn their step, then let go: at most one is held while ordering
     stepped = [(path, checkpoint_step(open_path(path).checkpoint)) for path in found]
     ordered, notes = in_step_order(stepped)

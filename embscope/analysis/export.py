@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..digits import MAX_DIGITS, whole_number
-from ..errors import EmbscopeError
+from ..errors import OptionError, TableError
 from ..naming import token_name
 from ..roles import Role
 from ..text import shortened
@@ -39,7 +39,7 @@ class RowSpec:
 
 def parse_rows(text: str) -> RowSpec:
     """`5,17,100:200`: ids and half-open ranges (100:200 is rows 100..199, as in Python; `:50` and
-    `1000:` leave an end open). Raises EmbscopeError on anything else."""
+    `1000:` leave an end open). Raises OptionError on anything else."""
     items: list[tuple[int, int | None]] = []
     for part in text.split(","):
         part = part.strip()
@@ -51,12 +51,12 @@ def parse_rows(text: str) -> RowSpec:
             start = int(found.group(1) or 0)
             stop = int(found.group(2)) if found.group(2) else None
             if stop is not None and stop <= start:
-                raise EmbscopeError(f"expected a range START:STOP with STOP above START, found {part!r}")
+                raise OptionError(f"expected a range START:STOP with STOP above START, found {part!r}", option="rows")
             items.append((start, stop))
         else:
             whole = f" in {shortened(text)!r}" if part != text.strip() else ""
-            raise EmbscopeError(f"expected row ids and ranges like 5,17,100:200, found {shortened(part)!r}{whole} "
-                                f"(ids are written in the digits 0-9, below 2**63)")
+            raise OptionError(f"expected row ids and ranges like 5,17,100:200, found {shortened(part)!r}{whole} "
+                              f"(ids are written in the digits 0-9, below 2**63)", option="rows")
     return RowSpec(tuple(items), text=text)
 
 
@@ -75,7 +75,8 @@ def select_rows(spec: RowSpec, norms: np.ndarray) -> tuple[np.ndarray, str]:
         end = rows if stop is None else stop
         if start >= rows or end > rows:
             shown = f"{start}" if stop == start + 1 else f"{start}:{'' if stop is None else stop}"
-            raise EmbscopeError(f"expected rows 0..{rows - 1} (the table has {rows:,} rows), found {shown}")
+            raise OptionError(f"expected rows 0..{rows - 1} (the table has {rows:,} rows), found {shown}",
+                              option="rows")
         picked.append(np.arange(start, end, dtype=np.int64))
     ids = np.concatenate(picked)
     _, first = np.unique(ids, return_index=True)  # a row named twice is exported once, where first named
@@ -139,7 +140,7 @@ def export_rows(emb: Embeddings, role: Role, spec: RowSpec, undertrained: Collec
     if len(left_out):
         shown = ", ".join(str(i) for i in left_out[:10]) + (" ..." if len(left_out) > 10 else "")
         if not len(ids):
-            raise EmbscopeError(f"expected rows to export, found none: every row selected holds NaN or Inf ({shown})")
+            raise TableError(f"expected rows to export, found none: every row selected holds NaN or Inf ({shown})")
         notes.append(f"left out {len(left_out):,} row{'s' * (len(left_out) != 1)} holding NaN or Inf (no tool can "
                      f"place them): {shown}")
     rule = (f"robust z of the norm > {threshold:g} (|norm - median| / ({MAD_SCALE} x MAD)), or a zero, NaN or Inf row, "

@@ -20,7 +20,7 @@ import numpy as np
 
 from ..arrays import to_float32
 from ..compute.moments import StoredRows, TableMoments, Work, projections, table_moments, work_for
-from ..role import Role
+from ..roles import Role
 from .stages import Stages, quiet
 
 if TYPE_CHECKING:
@@ -276,4 +276,4 @@ def geometry(emb: Embeddings, table: Role | str = Role.token, *, device: str = "
              stages: Stages = quiet) -> Geometry:
     """The geometry of one table of a checkpoint: token (default), position, or an untied output projection."""
     chosen = emb.table(table)
-    return table_geometry(stored_rows(chosen), str(chosen.role), chosen.name, device=device, stages=stages)
+    return table_geometry(stored_rows(chosen), chosen.role, chosen.name, device=device, stages=stages)

@@ -23,13 +23,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .. import compute
-from ..errors import EmbscopeError, TokenError
+from ..errors import MissingPackageError, Option, OptionError, TableError, TokenError
 from ..lookup import check_id, lookup_word
 from ..naming import row_name
 from ..roles import Role
 from ..text import quote
 from .norms import RowListing, row_norms, summarize
-from .probes import GIVEN_RULE, probe_words
+from .probes import given_rule, probe_words
 
 if TYPE_CHECKING:
     from ..embeddings import Embeddings
@@ -138,8 +138,8 @@ def pca_2d(array: np.ndarray, max_svd_bytes: int | None = None, max_side: int | 
     ids = np.flatnonzero(ok)
     n, dim = len(ids), array.shape[1]
     if n < 2 or dim < 2:
-        raise EmbscopeError(f"expected at least 2 rows without NaN or Inf and 2 columns to map, found {n} rows "
-                            f"x {dim}")
+        raise TableError(f"expected at least 2 rows without NaN or Inf and 2 columns to map, found {n} rows "
+                         f"x {dim}")
     coords = np.full((array.shape[0], 2), np.nan)
     sampled = None
     if n * dim * 8 <= max_svd_bytes:
@@ -190,12 +190,12 @@ def umap_2d(array: np.ndarray) -> Projection:
     try:
         import umap
     except ImportError:
-        raise EmbscopeError("--method umap needs umap-learn, which is not installed (pip install "
-                            "'embscope[umap]')") from None
+        umap_method = Option("method", "umap")
+        raise MissingPackageError(str(umap_method), "umap-learn", "umap", option=umap_method) from None
     ok = finite_rows(array)
     ids = np.flatnonzero(ok)
     if len(ids) <= UMAP_NEIGHBORS:
-        raise EmbscopeError(f"expected more than {UMAP_NEIGHBORS} rows without NaN or Inf for UMAP, found {len(ids)}")
+        raise TableError(f"expected more than {UMAP_NEIGHBORS} rows without NaN or Inf for UMAP, found {len(ids)}")
     reducer = umap.UMAP(n_components=2, n_neighbors=UMAP_NEIGHBORS, metric="cosine", random_state=UMAP_SEED)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # umap-learn warns that a fixed seed runs on one thread
@@ -220,13 +220,13 @@ def probe_points(emb: Embeddings, coords: np.ndarray, words: list[str] | None, e
     if words:
         tokenizer = emb.tokenizer  # a broken tokenizer file is an error when words were asked for
         if tokenizer is None:
-            raise TokenError("expected a tokenizer to look up --words, found none beside the checkpoint: "
-                             "pass --tokenizer FILE")
+            raise TokenError(f"expected a tokenizer to look up {Option('words')}, found none beside the checkpoint: "
+                             f"pass {Option('tokenizer', metavar='FILE')}", option="tokenizer")
     else:
         tokenizer = emb.tokenizer_for_names()[0]
         if tokenizer is None:
             return [], "no probe words: the tokenizer is missing (see the note)"
-    rule = GIVEN_RULE
+    rule = given_rule()
     if not words:
         words, rule = probe_words(tokenizer, coords.shape[0])
     points = []
@@ -255,7 +255,7 @@ def table_map(emb: Embeddings, role: Role, *, method: str = "pca", words: list[s
               exact: bool = False) -> TableMap:
     """The 2-D map of the `role` table, its labelled points and its flagged rows."""
     if method not in METHODS:
-        raise EmbscopeError(f"expected a method {' or '.join(METHODS)}, found {quote(method)}")
+        raise OptionError(f"expected a method {' or '.join(METHODS)}, found {quote(method)}", option="method")
     role = Role(role)
     table = emb.table(role)
     array = table.array
@@ -265,7 +265,8 @@ def table_map(emb: Embeddings, role: Role, *, method: str = "pca", words: list[s
     tokenizer = None
     if role is Role.position:
         if words:
-            raise TokenError("expected no --words for the position table: its points are positions")
+            raise TokenError(f"expected no {Option('words')} for the position table: its points are positions",
+                             option="words", role=role)
         points, rule = position_points(coords, table.first_row), "positions 0, 1, 2, the quarters and the last"
     else:
         points, rule = probe_points(emb, coords, words, exact)

@@ -9,8 +9,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .. import compute
-from ..errors import EmbscopeError, TokenError
+from ..errors import Option, OptionError, TokenError
 from ..naming import token_name
+from ..roles import Role
 from ..text import quote
 from .similarity import Query, Resolver, is_padding, lookup_note, merge_note, query_vectors, table_rows, with_reasons
 
@@ -36,7 +37,7 @@ class NeighborsResult:
     neighbors: tuple[Neighbor, ...]
     note: str | None  # how the query vector was formed, when that needs saying
     reason: str | None  # why there are no neighbours (the query row is zero or not finite)
-    table: str
+    table: Role
     table_name: str
     removed: RemovedTop | None = None  # --remove-top: the cosines are in the all-but-the-top space
 
@@ -56,7 +57,7 @@ def neighbors(emb: Embeddings, query: str | int, k: int = 10, *, ids: bool = Fal
     """The k rows most similar (cosine) to a word or id, leaving out the query's own rows; with `remove_top` D,
     in the all-but-the-top space (analysis.all_but_the_top)."""
     if k < 1:
-        raise EmbscopeError(f"expected k of at least 1, found {k}")
+        raise OptionError(f"expected k of at least 1, found {k}", option="k")
     array, name, removed = rows_asked(emb, table, remove_top)
     resolve = Resolver(emb, array.shape[0], ids=ids, exact=exact, merge=True, allow_unk=allow_unk)
     found = resolve(query)
@@ -64,7 +65,7 @@ def neighbors(emb: Embeddings, query: str | int, k: int = 10, *, ids: bool = Fal
     vectors = query_vectors(array, [found], None)
     (found,) = with_reasons(array, [found], vectors, removed is not None)
     if found.reason is not None:
-        return NeighborsResult(found, (), note, found.reason, table, name, removed)
+        return NeighborsResult(found, (), note, found.reason, Role(table), name, removed)
     # one query streams the table through the top-k once: no normalised copy of it; the k reported cosines
     # are worked out again in float64, as similarity gives them
     top = compute.topk_vectors(array, vectors, k, exclude=[found.ids], device="cpu")
@@ -74,9 +75,10 @@ def neighbors(emb: Embeddings, query: str | int, k: int = 10, *, ids: bool = Fal
     chosen = tuple(Neighbor(int(i), token_name(tokenizer, int(i)), float(c), is_padding(tokenizer, int(i)))
                    for i, c in zip(picked, cosines))
     if len(chosen) < k:  # the list is shorter than asked: say so rather than let it look complete by choice
-        short = f"-k {k:,} asks for more rows than there are: all {len(chosen):,} rows with a cosine are listed"
+        short = (f"{Option('k', k, text=f'{k:,}')} asks for more rows than there are: all {len(chosen):,} rows with "
+                 "a cosine are listed")
         note = "; ".join(filter(None, (note, short)))
-    return NeighborsResult(found, chosen, note, None, table, name, removed)
+    return NeighborsResult(found, chosen, note, None, Role(table), name, removed)
 
 
 def topk_all(emb: Embeddings, k: int, *, queries: Iterable | None = None, ids: bool = False, exact: bool = False,
@@ -88,7 +90,7 @@ def topk_all(emb: Embeddings, k: int, *, queries: Iterable | None = None, ids: b
     is given, is handed to it as one line saying why and left out. `remove_top` D: in the all-but-the-top space."""
     import numpy as np
     if k < 1:
-        raise EmbscopeError(f"expected k of at least 1, found {k}")
+        raise OptionError(f"expected k of at least 1, found {k}", option="k")
     array, _, _ = rows_asked(emb, table, remove_top)
     k = min(k, array.shape[0])  # a list longer than the table holds nothing more
     query_ids = None

@@ -15,6 +15,7 @@ import numpy as np
 
 from ..compute import row_norms, unit_rows
 from ..naming import row_name
+from ..roles import Role
 
 __all__ = ["Anomaly", "Duplicate", "DuplicateSearch", "NormSummary", "NormsReport", "RowListing", "find_duplicates",
            "median_and_mad", "norms_report", "robust_z", "row_norms", "summarize"]
@@ -296,7 +297,7 @@ class NormsReport:
     """What `embscope norms` reports about one table: the statistics and flagged rows, and near-duplicate rows.
     Under-trained tokens are `embscope undertrained`'s (analysis.undertrained)."""
 
-    role: str  # position, token or output
+    role: Role  # position, token or output
     name: str
     dim: int
     first_row: int  # rows before position 0
@@ -321,8 +322,8 @@ def norms_report(emb: Any, table: str | None = None, threshold: float = DEFAULT_
     if duplicates.note:
         notes.append(duplicates.note)
     tokenizer = None
-    if role != "position":
+    if chosen.role is not Role.position:
         tokenizer, why_none = emb.tokenizer_for_names()
         if tokenizer is None:
             notes.append(f"{why_none}; padding rows past the vocabulary cannot be told apart")
-    return NormsReport(role, chosen.name, chosen.dim, chosen.first_row, summary, duplicates, tuple(notes), tokenizer)
+    return NormsReport(chosen.role, chosen.name, chosen.dim, chosen.first_row, summary, duplicates, tuple(notes), tokenizer)

@@ -18,7 +18,7 @@ largest id is 2**32 - 1 (one token there) would otherwise be walked id by id.
 
 from __future__ import annotations
 
-from ..errors import EmbscopeError
+from ..errors import EmbscopeError, Option
 from ..lookup import lookup_word
 from ..naming import token_name
 from ..tokenizers.base import Tokenizer
@@ -41,7 +41,10 @@ PROBE_RULE = (f"the first {PROBE_COUNT} of embscope's list of common English wor
               "token (see embscope/analysis/probes.py)")
 FALLBACK_RULE = ("the lowest-id tokens that are whole lower-case words of 3+ letters, one token each, the vocabulary "
                  "holding few common English words (see embscope/analysis/probes.py)")
-GIVEN_RULE = "given with --words"
+
+
+def given_rule() -> str:
+    return f"given with {Option('words')}"
 
 
 def one_token(tokenizer: Tokenizer, word: str) -> int | None:

@@ -14,7 +14,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
-from ..errors import EmbscopeError
+from ..errors import EmbscopeError, Option
 from ..roles import Role
 from ..series import is_run_folder
 from .compare_series import SeriesComparison, compare_series, run_checkpoints
@@ -25,7 +25,7 @@ from .neighbors import NeighborsResult, neighbors
 from .norms import Anomaly, NormsReport, norms_report
 from .params import ParamsReport, params_report
 from .positions import PositionsResult, positions
-from .probes import GIVEN_RULE, probe_words
+from .probes import given_rule, probe_words
 from .stages import Stages, quiet
 from .undertrained import UndertrainedTables, undertrained_tables
 
@@ -34,11 +34,17 @@ if TYPE_CHECKING:
 
 SECTIONS = ("info", "params", "norms", "positions", "undertrained", "neighbors", "map", "geometry", "compare")  # in order
 NEIGHBOR_K = 10  # the `neighbors` command's default -k
-NORM_ROLES = ("token", "position", "output")
+NORM_ROLES = tuple(Role)  # token, position, output
 MAP_ROLES = (Role.token, Role.position)
-ONE_CHECKPOINT = "one checkpoint given: repeat -c, or give a folder of a run's checkpoints, to compare"
 
 T = TypeVar("T")
+
+
+def one_checkpoint() -> str:
+    more = Option("checkpoints", noun="give two or more", lead="repeat ")
+    return f"one checkpoint given: {more}, or give a folder of a run's checkpoints, to compare"
+
+
 # a checkpoint path -> its tables, opened with the options the user gave; None: the default checkpoint
 Opener = Callable[[Path | None], "Embeddings"]
 
@@ -126,12 +132,12 @@ def report_checkpoints(given: Sequence[Path], open_path: Opener) -> tuple[list[P
 def norms_of(emb: Embeddings) -> dict[str, NormsReport | Missing]:
     found: dict[str, NormsReport | Missing] = {}
     for role in NORM_ROLES:
-        if role == "position" and emb.position is None:
-            found[role] = Absent("no learned position table (see the positions section)")
-        elif role == "output" and emb.output is None:
-            found[role] = Absent(emb.tables.head_note or f"the head is {emb.tables.head.value}")
+        if role is Role.position and emb.position is None:
+            found[role.value] = Absent("no learned position table (see the positions section)")
+        elif role is Role.output and emb.output is None:
+            found[role.value] = Absent(emb.tables.head_note or f"the head is {emb.tables.head.value}")
         else:
-            found[role] = attempt(partial(norms_report, emb, role))
+            found[role.value] = attempt(partial(norms_report, emb, role))
     return found
 
 
@@ -155,12 +161,12 @@ def neighbors_of(emb: Embeddings, words: Sequence[str] | None, k: int) -> Neighb
         failed = attempt(lambda: emb.tokenizer)  # one that fails to load is a failure; none at all is a fact
         kind = Missing if isinstance(failed, Missing) else Absent
         return kind(f"no probe words to look up: {why_none}")
-    rule = GIVEN_RULE
+    rule = given_rule()
     if not words:
         words, rule = probe_words(tokenizer, emb.token.rows)
         if not words:
             return Missing("no probe words: the tokenizer has no one-token word of 3+ lower-case letters; "
-                           "name some with --words")
+                           f"name some with {Option('words')}")
     found = tuple(WordNeighbors(word, attempt(partial(neighbors, emb, word, k))) for word in words)
     return NeighborsSection(rule, k, found)
 
@@ -169,12 +175,12 @@ def geometry_of(emb: Embeddings, stages: Stages = quiet) -> dict[str, Geometry |
     """`embscope geometry` of each table the checkpoint has (an output projection only when it is untied)."""
     found: dict[str, Geometry | Missing] = {}
     for role in NORM_ROLES:
-        if role == "position" and emb.position is None:
-            found[role] = Absent("no learned position table (see the positions section)")
-        elif role == "output" and emb.output is None:
-            found[role] = Absent(emb.tables.head_note or f"the head is {emb.tables.head.value}")
+        if role is Role.position and emb.position is None:
+            found[role.value] = Absent("no learned position table (see the positions section)")
+        elif role is Role.output and emb.output is None:
+            found[role.value] = Absent(emb.tables.head_note or f"the head is {emb.tables.head.value}")
         else:
-            found[role] = attempt(partial(geometry, emb, role, stages=stages))
+            found[role.value] = attempt(partial(geometry, emb, role, stages=stages))
     return found
 
 
@@ -196,7 +202,7 @@ def gather(checkpoints: Sequence[Path], open_path: Opener, *, words: Sequence[st
     together (default: the first)."""
     emb = open_path(checkpoints[-1] if checkpoints else None)
     norms = norms_of(emb)
-    compare: CompareSection | Missing = Absent(ONE_CHECKPOINT)
+    compare: CompareSection | Missing = Absent(one_checkpoint())
     if len(checkpoints) >= 2:  # a checkpoint named that cannot be read is an error, as in `compare`
         compare = CompareSection(compare_series(checkpoints, open_path, ready={len(checkpoints) - 1: emb},
                                                 stages=stages), origin or checkpoints[0])

@@ -11,10 +11,11 @@ from dataclasses import dataclass, replace
 from itertools import combinations
 from typing import TYPE_CHECKING, Any, overload
 
-from .. import cache, compute
-from ..errors import EmbscopeError, TokenError
+from .. import compute
+from ..errors import Option, TableError, TokenError
 from ..lookup import FormChoice, WordEncoder, check_id, form_sentence, lookup_words, parse_id, space_sentence
 from ..naming import token_name
+from ..roles import Role
 from ..text import quote
 
 if TYPE_CHECKING:
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
 
 BASELINE_PAIRS = 10000  # random pairs sampled for the percentile
 BASELINE_SEED = 0  # fixed, so the same table gives the same percentile every run
-TABLE_ROLES = ("token", "output")
+TABLE_ROLES = (Role.token, Role.output)
 PAIR_BLOCK_BYTES = 16 << 20  # rows gathered at once for the pairs of a pairs file
 # Up to this many pairs (and multiply-adds) are worked out in plain Python from the rows they name: that takes
 # less than importing numpy (about 50 ms), which a question about two words then never pays.
@@ -117,7 +118,7 @@ class SimilarityResult:
     pairs: Pairs
     baseline: Baseline | None  # None when it was not asked for (baseline=False)
     centered: bool  # the table's mean row was subtracted first
-    table: str  # role: token or output
+    table: Role  # token or output
     table_name: str
     removed: RemovedTop | None = None  # --remove-top: the cosines are in the all-but-the-top space
 
@@ -143,7 +144,7 @@ class SimilarityResult:
 
 def pick_table(emb: Embeddings, table: str) -> Table:
     if table not in TABLE_ROLES:
-        raise EmbscopeError(f"expected table token or output, found {quote(table)}")
+        raise TableError(f"expected table token or output, found {quote(table)}", option="table")
     return emb.table(table)
 
 
@@ -213,7 +214,8 @@ class Resolver:
         tokenizer = self.tokenizer
         if tokenizer is None:
             raise TokenError(f"expected a tokenizer to look up {quote(words[0])}, found none beside the checkpoint: "
-                             "pass --tokenizer FILE, or use --ids")
+                             f"pass {Option('tokenizer', metavar='FILE')}, or use {Option('ids', True)}",
+                             option="tokenizer")
         if self._encoder is None:
             self._encoder = WordEncoder(tokenizer)
         return lookup_words(tokenizer, words, exact=self.exact, allow_unk=self.allow_unk, encoder=self._encoder)
@@ -225,7 +227,7 @@ class Resolver:
         if len(found.ids) > 1 and not self.merge:
             pieces = " ".join(quote(t) for t in found.tokens)
             raise TokenError(f"expected {quote(word)} to be one token, found {len(found.ids)} ({pieces}); "
-                             "merging them is turned off (--no-merge)")
+                             f"merging them is turned off ({Option('merge', False)})", option="merge")
         return Query(word, tuple(int(i) for i in found.ids), tuple(found.tokens), found.unknown, found.form,
                      choice=found.choice, space_id=found.space_id)
 
@@ -372,35 +374,33 @@ def measured(emb: Embeddings, chosen: Table, resolve: Resolver, asked: packed[in
         if baseline else None
     shares = percentiles(found_baseline[1], cosines) if found_baseline is not None else np.full(len(cosines), np.nan)
     return SimilarityResult(queries, Pairs(queries, index, cosines, shares),
-                            found_baseline[0] if found_baseline is not None else None, center, table, name, removed)
+                            found_baseline[0] if found_baseline is not None else None, center, chosen.role, name,
+                            removed)
 
 
 def random_pair_baseline(emb: Embeddings, chosen: Table, center_row: np.ndarray | None,
                          table_checksum: int | None = None,
                          removed: RemovedTop | None = None) -> tuple[Baseline, Sequence[float]]:
-    """The baseline and its sorted finite sample: from the user's cache when the files the table comes from
-    are unchanged since it was stored there (read without numpy; `table_checksum`, the table's CRC-32 where
-    this run has read it whole anyway, must also agree), else from one pass over the table (centring is applied
-    block by block inside compute: no centred copy of the table), which also takes the table's checksum.
-    `removed`: of the rows in the all-but-the-top space."""
+    """The baseline and its sorted finite sample: remembered by the session (Embeddings.remembered: from the
+    user's cache when the files the table comes from are unchanged since, read without numpy; `table_checksum`,
+    the table's CRC-32 where this run has read it whole anyway, must also agree), else from one pass over the
+    table (centring is applied block by block inside compute: no centred copy of the table), which also takes
+    the table's checksum. `removed`: of the rows in the all-but-the-top space."""
     extra = {"remove_top": removed.removed} if removed is not None else {}
-    entry = cache.key("random-pairs", [emb.checkpoint.path, *chosen.tensor.sources], table=chosen.name,
-                      shape=list(chosen.tensor.shape), center=center_row is not None, pairs=BASELINE_PAIRS,
-                      seed=BASELINE_SEED, **extra)
-    stored = cache.load(entry, table_checksum) if entry is not None else None
-    sample: Sequence[float]
-    if stored is not None and len(stored) >= 1:
-        mean, sample = stored[0], stored[1:]
-    else:
+
+    def measured() -> tuple[Sequence[float], int]:
+        """The mean, then the sorted finite sample, and the table's checksum."""
         import numpy as np
         summed = compute.TableChecksum()
         rows = removed.table if removed is not None else chosen.array
         pairs = compute.random_pairs(rows, n_pairs=BASELINE_PAIRS, seed=BASELINE_SEED, center=center_row,
                                      checksum=summed)
-        mean, computed = pairs.mean, np.sort(pairs.sample[np.isfinite(pairs.sample)])
-        if entry is not None:
-            cache.store(entry, [mean, *computed.tolist()], summed.value)
-        sample = computed  # type: ignore[assignment]  # an ndarray is a sequence of floats
+        values = np.concatenate(([pairs.mean], np.sort(pairs.sample[np.isfinite(pairs.sample)])))
+        return values, summed.value  # type: ignore[return-value]  # an ndarray is a sequence of floats
+
+    values = emb.remembered("random-pairs", chosen, measured, table_checksum, shape=list(chosen.tensor.shape),
+                            center=center_row is not None, pairs=BASELINE_PAIRS, seed=BASELINE_SEED, **extra)
+    mean, sample = values[0], values[1:]
     return Baseline(finite_or_none(mean), len(sample), BASELINE_SEED), sample
 
 
@@ -416,7 +416,7 @@ def few_similarity(emb: Embeddings, chosen: Table, queries: Sequence[Query], ask
     positions = [asked[n:n + 2] for n in range(0, len(asked), 2)]
     shares = [few_percentile(sample, cosine) for cosine in cosines]
     return SimilarityResult(described, Pairs(described, positions, cosines, shares),
-                            found[0] if found is not None else None, False, table, chosen.name)
+                            found[0] if found is not None else None, False, chosen.role, chosen.name)
 
 
 def few_cosines(chosen: Table, queries: Sequence[Query], asked: Sequence[int]) -> tuple[tuple[Query, ...], list[float]]:

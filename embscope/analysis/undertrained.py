@@ -124,6 +124,8 @@ class UndertrainedReport:
     candidates: RowListing[Candidate]  # best first; each Candidate made when read
     verified: int | None  # candidates the tokenizer gives a reason for; None without a tokenizer
     notes: tuple[str, ...] = ()
+    norm_median: float = math.nan  # of the finite norms, which norm_z is measured from
+    norm_mad: float = math.nan  # their median absolute deviation (unscaled)
 
     @property
     def rows(self) -> int:
@@ -178,7 +180,7 @@ def undertrained_tables(emb: Embeddings, roles: Sequence[str] | None = None, *, 
                 notes.append(f"{kinds.too_long:,} tokens longer than {ROUND_TRIP_MAX_CHARS:,} characters were not "
                              "encoded back (the round trip costs their length), so none of them is marked unreachable")
         other = others(role, chosen.tensor.shape) if others is not None else ()
-        reports.append(find_undertrained(chosen.array, kinds, table=role, name=chosen.name, others=other,
+        reports.append(find_undertrained(chosen.array, kinds, table=chosen.role, name=chosen.name, others=other,
                                          topk=nearest_rows(device, stages(f"nearest rows of the {role} table"))))
     notes += [note for report in reports for note in emb.table(report.table).notes]
     return UndertrainedTables(tuple(reports), kinds, tuple(notes))
@@ -228,7 +230,8 @@ def find_undertrained(array: np.ndarray, kinds: TokenKinds | None, *, table: str
         reference, scores, threshold = measured(reference, refined)  # the few rows there are: the table seeded none
     if kinds is None:
         notes.append("without a tokenizer nothing is verified, and padding rows cannot be told apart")
-    z = robust_z(norms, *median_and_mad(norms))
+    median, mad = median_and_mad(norms)
+    z = robust_z(norms, median, mad)
     candidates = collect(scores, threshold, norms, z, unchanged, kinds, seed_rows)
     verified = None
     if kinds is not None:  # a candidate is verified when the tokenizer says anything about its row
@@ -237,7 +240,7 @@ def find_undertrained(array: np.ndarray, kinds: TokenKinds | None, *, table: str
             said |= kinds[kind][candidates.indices]
         verified = int(said.sum())
     return UndertrainedReport(table, name, reference, threshold, scores, norms, z, unchanged, candidates, verified,
-                              tuple(notes))
+                              tuple(notes), median, mad)
 
 
 # ---------------------------------------------------------------- the reference set

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ..role import Role
+from ..roles import Role
 from .options import JsonFlag, Source, as_usage_error, refuse, with_source
 
 if TYPE_CHECKING:

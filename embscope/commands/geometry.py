@@ -7,13 +7,13 @@ from typing import Annotated
 
 import typer
 
+from ..roles import Role
 from .options import (
     AUTO_DEVICE,
     DeviceOption,
     JsonFlag,
     PlotOption,
     Source,
-    Table,
     check_plot,
     plot_path,
     with_source,
@@ -24,8 +24,8 @@ LISTED = 10  # shown in --help: dimensions and periods listed in the console
 
 def geometry_command(
     source: Source,
-    table: Annotated[Table, typer.Option(
-        "--table", help="Which table: token, position, or output (an untied head).")] = Table.token,
+    table: Annotated[Role, typer.Option(
+        "--table", help="Which table: token, position, or output (an untied head).")] = Role.token,
     top: Annotated[int, typer.Option("--top", min=1, help="How many dimensions and periods to list (--json lists all).")] = LISTED,
     plot: PlotOption = None,
     device: DeviceOption = AUTO_DEVICE,

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from ..role import Role
+from ..roles import Role
 from .options import ExactFlag, JsonFlag, PlotOption, Source, check_plot, parse_words, plot_path, with_source
 
 

@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from ..roles import Role
 from .options import (
     AUTO_DEVICE,
     FP32,
@@ -21,7 +22,6 @@ from .options import (
     RemoveTopOption,
     Source,
     StrictFlag,
-    Table,
     TableOption,
     as_usage_error,
     refuse,
@@ -81,7 +81,7 @@ def neighbors_command(
     ids: IdsFlag = False,
     exact: ExactFlag = False,
     allow_unk: AllowUnkFlag = False,
-    table: TableOption = Table.token,
+    table: TableOption = Role.token,
     all_rows: Annotated[bool, typer.Option("--all", help="Every row of the table (or --queries), in batches.")] = False,
     out: Annotated[Path | None, typer.Option(
         help="With --all: the file to write, .tsv, .jsonl or .npz; - writes TSV to standard output.")] = None,
@@ -95,7 +95,7 @@ def neighbors_command(
     json: JsonFlag = False,
 ) -> None:
     """The K rows most similar to a word, or with --all --out FILE the top K of every row."""
-    if table is Table.position:
+    if table is Role.position:
         raise refuse("expected token or output (neighbours among positions: embscope positions --profile)", "--table")
     if all_rows:
         if word is not None:

@@ -8,8 +8,9 @@ from typing import Annotated
 import typer
 
 from ..digits import decimal_number
+from ..roles import Role
 from ..text import shortened
-from .options import JsonFlag, PlotOption, Source, Table, check_plot, finite, plot_path, refuse, with_source
+from .options import JsonFlag, PlotOption, Source, check_plot, finite, plot_path, refuse, with_source
 
 DEFAULT_THRESHOLD = 6.0  # shown in --help; the library's own default (analysis.norms) is checked equal by a test
 DEFAULT_DPI = 100
@@ -38,7 +39,7 @@ def check_pixels(size: tuple[float, float] | None, dpi: float) -> None:
 
 def norms(
     source: Source,
-    table: Annotated[Table | None, typer.Option(
+    table: Annotated[Role | None, typer.Option(
         "--table", help="Which table: position (the default when there is one), token, or output (an untied "
                         "head).", show_default=False)] = None,
     threshold: Annotated[float, typer.Option(

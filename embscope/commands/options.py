@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 import typer
 
 from ..compute.devices import DEVICES, PRECISIONS
-from ..role import Role as Table  # the table a command reads: one list of roles
+from ..roles import Role  # the table a command reads: one list of roles
 
 if TYPE_CHECKING:
     from ..render.names import Output
@@ -244,7 +244,7 @@ AllowUnkFlag = Annotated[bool, typer.Option(
     "--allow-unk", help="Let a word the tokenizer maps to its unknown token through (with a note) instead of refusing it.")]
 StrictFlag = Annotated[bool, typer.Option(
     "--strict", help="Stop at the first line of the input file that cannot be used, instead of skipping it with a note.")]
-TableOption = Annotated[Table, typer.Option(
+TableOption = Annotated[Role, typer.Option(
     "--table", help="The token table, or the untied output projection.", show_default=True)]
 DeviceOption = Annotated[Device, typer.Option(
     "--device", help="Where the batched work runs; auto = a GPU when torch sees one.")]

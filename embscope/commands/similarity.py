@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
+from ..roles import Role
 from .options import (
     AllowUnkFlag,
     ExactFlag,
@@ -15,7 +16,6 @@ from .options import (
     RemoveTopOption,
     Source,
     StrictFlag,
-    Table,
     TableOption,
     refuse,
     tokenizer_failure,
@@ -37,7 +37,7 @@ def similarity_command(
     baseline: Annotated[bool, typer.Option(
         "--baseline/--no-baseline", help="Where each cosine stands among random pairs of the same table (one pass "
                                          "over the table, cached per file), or skip it.")] = True,
-    table: TableOption = Table.token,
+    table: TableOption = Role.token,
     pairs_file: Annotated[Path | None, typer.Option(
         "--pairs-file", help="Two words or ids per line; all pairs computed in one batch. A line that cannot be "
                              "used is skipped with a note.")] = None,
@@ -50,7 +50,7 @@ def similarity_command(
         raise refuse("give words or --pairs-file, not both")
     if pairs_file is None and len(words) < 2:
         raise refuse(f"expected at least two words (or --pairs-file), found {len(words)}")
-    if table is Table.position:
+    if table is Role.position:
         raise refuse("expected token or output (cosines between positions: embscope positions)", "--table")
     from ..analysis.similarity import similarity, similarity_pairs
     from ..inputs import Skipped, read_pairs

@@ -17,8 +17,7 @@ table), and one module per engine: numpy_engine, bf16_engine (bf16 on the CPU), 
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from ..registry import lazy_attributes
 
 # public name -> the module that defines it; each is imported when first used, so that the command line
 # can read DEVICES without loading numpy
@@ -32,12 +31,7 @@ _API = {
 __all__ = sorted(_API)  # noqa: PLE0605  the names of the table above, kept in one place
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _API:
-        raise AttributeError(f"module 'embscope.compute' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{_API[name]}", __name__), name)
-    globals()[name] = value  # looked up once
-    return value
+__getattr__ = lazy_attributes(__name__, _API, globals())
 
 
 def __dir__() -> list[str]:

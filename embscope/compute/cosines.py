@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import EmbscopeError
+from ..errors import OptionError
 from .devices import SCORE_BLOCK_BYTES
 from .rows import (
     TableChecksum,
@@ -35,8 +35,8 @@ def pair_cosines(table: object, pairs: object, *, center: np.ndarray | None = No
     array = as_table(table)
     index = np.asarray(pairs)
     if index.ndim != 2 or index.shape[1] != 2:
-        raise EmbscopeError(f"expected pairs of shape (n, 2); found shape {tuple(index.shape)}")
-    index = check_ids(index, array.shape[0], "pair row ids")
+        raise OptionError(f"expected pairs of shape (n, 2); found shape {tuple(index.shape)}", option="pairs")
+    index = check_ids(index, array.shape[0], "pair row ids", "pairs")
     if index.shape[0] == 0:
         return np.empty(0, dtype=np.float64)
     needed, where = np.unique(index, return_inverse=True)
@@ -54,7 +54,7 @@ def pair_cosines(table: object, pairs: object, *, center: np.ndarray | None = No
 def cosines_to(table: object, ids: object, vector: np.ndarray) -> np.ndarray:
     """float64 cosine of each listed row with one vector; NaN where the row or the vector is invalid."""
     array = as_table(table)
-    index = check_ids(np.asarray(ids).reshape(-1), array.shape[0], "row ids")
+    index = check_ids(np.asarray(ids).reshape(-1), array.shape[0], "row ids", "ids")
     stacked = np.concatenate([np.asarray(vector, dtype=np.float64)[None, :], np.asarray(array[index], np.float64)])
     pairs = np.stack([np.zeros(index.size, dtype=np.int64), np.arange(1, index.size + 1)], axis=1)
     return pair_cosines(stacked, pairs)

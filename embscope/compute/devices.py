@@ -9,7 +9,7 @@ import os
 import sys
 from typing import Any
 
-from ..errors import EmbscopeError
+from ..errors import MissingPackageError, OptionError
 
 DEVICES = ("auto", "cpu", "cuda", "mps")
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "auto")
@@ -25,8 +25,7 @@ def torch_module() -> Any:
     try:
         import torch
     except ImportError:
-        raise EmbscopeError("this device or precision needs torch, which is not installed "
-                            "(pip install torch)") from None
+        raise MissingPackageError("this device or precision", "torch", "torch") from None
     return torch
 
 
@@ -52,10 +51,10 @@ def resolve_device(device: str = "auto") -> str:
 
     "auto" gives "cuda" when torch sees a CUDA GPU, else "mps" when available, else "cpu"; torch is
     imported for it only when torch is installed and the machine shows a GPU (gpu_evidence).
-    Asking for "cuda" or "mps" without one raises EmbscopeError.
+    Asking for "cuda" or "mps" without one raises OptionError.
     """
     if device not in DEVICES:
-        raise EmbscopeError(f"device must be one of {', '.join(DEVICES)}; got {device!r}")
+        raise OptionError(f"device must be one of {', '.join(DEVICES)}; got {device!r}", option="device")
     if device == "cpu":
         return "cpu"
     if device == "auto":
@@ -68,9 +67,9 @@ def resolve_device(device: str = "auto") -> str:
         return "mps" if mps_available(torch) else "cpu"
     torch = torch_module()
     if device == "cuda" and not torch.cuda.is_available():
-        raise EmbscopeError("device cuda was asked for, but torch sees no CUDA GPU on this machine")
+        raise OptionError("device cuda was asked for, but torch sees no CUDA GPU on this machine", option="device")
     if device == "mps" and not mps_available(torch):
-        raise EmbscopeError("device mps was asked for, but torch reports MPS as unavailable")
+        raise OptionError("device mps was asked for, but torch reports MPS as unavailable", option="device")
     return device
 
 
@@ -83,7 +82,7 @@ def resolve_precision(precision: str, device: str) -> str:
     selecting among more candidates eats the gain).
     """
     if precision not in PRECISIONS:
-        raise EmbscopeError(f"precision must be one of {', '.join(PRECISIONS)}; got {precision!r}")
+        raise OptionError(f"precision must be one of {', '.join(PRECISIONS)}; got {precision!r}", option="precision")
     if precision != "auto":
         return precision
     if device == "cpu":

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from ..errors import EmbscopeError
+from ..errors import OptionError, TableError
 from ..memory import release
 
 # Rows per block: about 16 MB of float64 work space.
@@ -24,28 +24,29 @@ def as_table(table: object) -> np.ndarray:
     """The table as a 2-D floating array (a memory map stays a memory map), or a one-line error."""
     array = table if isinstance(table, np.ndarray) else np.asarray(table)
     if array.ndim != 2:
-        raise EmbscopeError(f"expected a 2-D table (rows, dim); found shape {tuple(array.shape)}")
+        raise TableError(f"expected a 2-D table (rows, dim); found shape {tuple(array.shape)}", option="table")
     if not np.issubdtype(array.dtype, np.floating):
-        raise EmbscopeError(f"expected a floating-point table; found dtype {array.dtype}")
+        raise TableError(f"expected a floating-point table; found dtype {array.dtype}", option="table")
     return array
 
 
-def check_ids(ids: object, n_rows: int, what: str) -> np.ndarray:
-    """Row ids as int64, each within the table, or a one-line error naming the first outside it."""
+def check_ids(ids: object, n_rows: int, what: str, option: str) -> np.ndarray:
+    """Row ids as int64, each within the table, or a one-line error naming the first outside it (`option`: the
+    argument that gave them)."""
     found = np.asarray(ids)
     if found.size and not np.issubdtype(found.dtype, np.integer):
-        raise EmbscopeError(f"{what} must be integer row ids; found dtype {found.dtype}")
+        raise OptionError(f"{what} must be integer row ids; found dtype {found.dtype}", option=option)
     found = found.astype(np.int64, copy=False)
     if found.size and (found.min() < 0 or found.max() >= n_rows):
         bad = found[(found < 0) | (found >= n_rows)][0]
-        raise EmbscopeError(f"{what} must lie in 0..{n_rows - 1}; found {bad}")
+        raise OptionError(f"{what} must lie in 0..{n_rows - 1}; found {bad}", option=option)
     return found
 
 
 def block_rows_for(dim: int, block_rows: int | None = None) -> int:
     if block_rows is not None:
         if int(block_rows) < 1:
-            raise EmbscopeError(f"block_rows must be at least 1; got {block_rows}")
+            raise OptionError(f"block_rows must be at least 1; got {block_rows}", option="block_rows")
         return int(block_rows)
     return max(1, READ_BLOCK_BYTES // (8 * max(1, dim)))
 
@@ -85,7 +86,7 @@ def row_blocks(table: object, *, center: np.ndarray | None = None, rows: np.ndar
 def check_center(center: object, dim: int) -> np.ndarray:
     found = np.asarray(center, dtype=np.float64)
     if found.shape != (dim,):
-        raise EmbscopeError(f"expected a center of shape ({dim},); found shape {tuple(found.shape)}")
+        raise OptionError(f"expected a center of shape ({dim},); found shape {tuple(found.shape)}", option="center")
     return found
 
 
@@ -124,7 +125,7 @@ def unit_rows(table: object, *, rows: np.ndarray | None = None) -> tuple[np.ndar
     """
     array = as_table(table)
     if rows is not None:
-        rows = check_ids(np.asarray(rows).reshape(-1), array.shape[0], "rows")
+        rows = check_ids(np.asarray(rows).reshape(-1), array.shape[0], "rows", "rows")
     count = array.shape[0] if rows is None else len(rows)
     unit = np.empty((count, array.shape[1]), dtype=np.float32)
     norms = np.empty(count, dtype=np.float64)

@@ -3,7 +3,7 @@ table (topk_rows) or a vector (topk_vectors: a merged word's mean, a rotated row
 
 Queries go in blocks; each block is multiplied against the whole normalised table and only its top-k is
 kept, so the Q x V score matrix never exists. Which engine does the work is a table lookup on the device
-and the precision (CPU_ENGINES, GPU_ENGINE); a search small enough for one block of scores streams the
+and the precision (ENGINES: the first that supports both); a search small enough for one block of scores streams the
 table instead (numpy engine) and never holds a normalised copy of it.
 
 Results: row ids best first, ties broken by the lower row id on every engine; id -1 and score NaN where
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import EmbscopeError
+from ..errors import OptionError
 from .bf16_engine import CpuBf16Engine
 from .devices import precision_run, resolve_device, resolve_precision
 from .engine import Engine, Queries
@@ -27,10 +27,12 @@ from .torch_engine import TorchEngine
 
 Progress = Callable[[int, int], None]
 
-# Which engine runs where. On the CPU numpy's BLAS beat torch-cpu for fp32 (181 vs 138 GFLOP/s on 2
-# cores); bf16 on the CPU borrows only torch's bf16 matmul; a GPU runs every precision in torch.
-CPU_ENGINES: dict[str, Engine] = {"fp32": NumpyEngine(), "bf16": CpuBf16Engine()}
-GPU_ENGINE: Engine = TorchEngine()
+# Which engine runs where: the first of these that supports the device and the precision run.
+ENGINES: tuple[Engine, ...] = (
+    NumpyEngine(),  # fp32 on the CPU, before torch: numpy's BLAS beat torch-cpu (181 vs 138 GFLOP/s on 2 cores)
+    CpuBf16Engine(),  # bf16 on the CPU: numpy's rows, borrowing only torch's bf16 matmul
+    TorchEngine(),  # last, as it supports everything: a GPU runs every precision in torch
+)
 
 Excluded = Sequence[Sequence[int]] | np.ndarray  # per query, the row ids it must not return
 # A search streams the table when it has at least this many times fewer queries than the table has rows, and no
@@ -68,7 +70,7 @@ def topk_rows(table: object, k: int, *, rows: Sequence[int] | np.ndarray | None 
     """
     array = as_table(table)
     query_ids = (np.arange(array.shape[0], dtype=np.int64) if rows is None
-                 else check_ids(np.asarray(rows).reshape(-1), array.shape[0], "query row ids"))
+                 else check_ids(np.asarray(rows).reshape(-1), array.shape[0], "query row ids", "rows"))
     return _search(array, k, query_ids, None, None, exclude_self, device, precision, block_rows, progress, _engine)
 
 
@@ -81,11 +83,11 @@ def topk_vectors(table: object, vectors: object, k: int, *,
     array = as_table(table)
     found = np.asarray(vectors)
     if found.ndim != 2 or found.shape[1] != array.shape[1]:
-        raise EmbscopeError(f"expected query vectors of shape (n, {array.shape[1]}); "
-                            f"found shape {tuple(found.shape)}")
+        raise OptionError(f"expected query vectors of shape (n, {array.shape[1]}); "
+                          f"found shape {tuple(found.shape)}", option="vectors")
     if exclude is not None and len(exclude) != found.shape[0]:
-        raise EmbscopeError(f"expected one list of excluded rows per query vector ({found.shape[0]}); "
-                            f"found {len(exclude)}")
+        raise OptionError(f"expected one list of excluded rows per query vector ({found.shape[0]}); "
+                          f"found {len(exclude)}", option="exclude")
     return _search(array, k, np.full(found.shape[0], -1, dtype=np.int64), found, exclude, False, device, precision,
                    None, progress, _engine)
 
@@ -94,18 +96,17 @@ def pick_engine(device: str, precision: str, forced: Engine | None) -> tuple[Eng
     """The engine for a device and precision, and the precision it will run."""
     if forced is not None:
         if not forced.supports(device, precision):
-            raise EmbscopeError(f"the {forced.name} engine does not run {precision} on {device}")
+            raise OptionError(f"the {forced.name} engine does not run {precision} on {device}", option="precision")
         return forced, precision
-    if device != "cpu":
-        return GPU_ENGINE, precision
-    if precision == "fp16":
-        raise EmbscopeError("precision fp16 needs a GPU (cuda or mps); use fp32 or bf16 on cpu")
-    return CPU_ENGINES[precision_run(precision, device)], precision_run(precision, device)
+    if device == "cpu" and precision == "fp16":
+        raise OptionError("precision fp16 needs a GPU (cuda or mps); use fp32 or bf16 on cpu", option="precision")
+    run = precision_run(precision, device) if device == "cpu" else precision
+    return next(engine for engine in ENGINES if engine.supports(device, run)), run
 
 
 def check_k(k: object) -> int:
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-        raise EmbscopeError(f"k must be a positive integer; got {k!r}")
+        raise OptionError(f"k must be a positive integer; got {k!r}", option="k")
     return int(k)
 
 
@@ -117,7 +118,8 @@ def left_out_pairs(query_ids: np.ndarray, exclude: Excluded | None, exclude_self
     if exclude is None:
         return np.empty(0, np.int64), np.empty(0, np.int64)
     chosen = [np.asarray(exclude[line], dtype=np.int64).reshape(-1) for line in lines]
-    row_ids = check_ids(np.concatenate(chosen) if chosen else np.empty(0, np.int64), n_rows, "excluded row ids")
+    row_ids = check_ids(np.concatenate(chosen) if chosen else np.empty(0, np.int64), n_rows, "excluded row ids",
+                        "exclude")
     return np.repeat(np.arange(lines.size, dtype=np.int64), [c.size for c in chosen]), row_ids
 
 
@@ -130,7 +132,7 @@ def _search(array: np.ndarray, k: object, query_ids: np.ndarray, vectors: np.nda
     device = resolve_device(device)
     engine, precision = pick_engine(device, resolve_precision(precision, device), forced)
     if block_rows is not None and int(block_rows) < 1:
-        raise EmbscopeError(f"block_rows must be at least 1; got {block_rows}")
+        raise OptionError(f"block_rows must be at least 1; got {block_rows}", option="block_rows")
     n_queries = query_ids.size
     width = min(k, n_rows)  # no query has more neighbours than the table has rows
     result = TopK(np.full((n_queries, width), -1, dtype=np.int64),

@@ -1,5 +1,5 @@
-"""What every reader shares: the options it is opened with, the shape of a reader (Format), and how
-damaged bytes become one line for the user (text.detail: an exception as one line)."""
+"""What every reader shares: the options it is opened with, and how damaged bytes become one line for the user
+(text.detail: an exception as one line)."""
 
 from __future__ import annotations
 
@@ -10,13 +10,11 @@ import struct
 import tokenize
 import zipfile
 import zlib
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..checkpoint import Checkpoint
-from ..errors import CheckpointError
+from ..errors import CheckpointError, MissingPackageError
 from ..text import detail, printable, quote
 
 
@@ -28,16 +26,6 @@ class OpenOptions:
     vocab_size: int | None = None  # shapes for formats that do not record them (ANDREA)
     d_model: int | None = None
     context: int | None = None
-
-
-@dataclass(frozen=True)
-class Format:
-    """A reader: `sniff` answers from the first bytes (and size) whether a file is its kind; `open` reads
-    the headers into a Checkpoint. Readers are asked in the order of formats.FORMATS."""
-
-    name: str
-    sniff: Callable[[Path, bytes, int], bool]  # (path, first bytes, file size) -> is it mine?
-    open: Callable[[Path, OpenOptions], Checkpoint]
 
 
 # What parsing damaged bytes raises in the standard library and numpy: a broken zip, deflate, LZMA or bzip2
@@ -53,8 +41,7 @@ def require_package(package: str, path: Path, kind: str, extra: str) -> Any:
     try:
         return importlib.import_module(package)
     except ImportError:
-        raise CheckpointError(f"{quote(path)} is {kind}; reading it needs the {package!r} package: "
-                              f"pip install 'embscope[{extra}]'") from None
+        raise MissingPackageError(f"{quote(path)} is {kind}; reading it", package, extra, path=path) from None
 
 
 def damaged(where: str, err: BaseException) -> CheckpointError:

@@ -22,7 +22,6 @@ if TYPE_CHECKING:
 
 MAX_NDIM = 32  # numpy allows 64; no real weight has more than a handful
 MAX_ELEMENTS = 2 ** 48  # 1 PiB of float32: beyond this a header is lying, even for an empty tensor
-HEAD_BYTES = 64  # what a sniffer sees of a file
 
 def check_shape(shape: tuple[int, ...] | list[int], where: str) -> tuple[int, ...]:
     """The shape as a tuple, if it is one a real tensor could have."""
@@ -80,18 +79,6 @@ def map_array(path: Path, dtype: DTypeLike, offset: int, shape: tuple[int, ...],
                       where if where is not None else f"{quote(path)}: tensor data")
         watch_mapping(path, offset + count * dtype.itemsize)
         return np.memmap(file, dtype=dtype, mode="r", offset=offset, shape=shape, order="F" if fortran else "C")
-
-
-def read_head(path: Path) -> tuple[bytes, int]:
-    """The first bytes of a regular file and its size, for the sniffs; anything else is refused before a
-    read can block. Not recorded as read: the reader that takes the file opens it again."""
-    fd, info = files.open_fd(path, "a checkpoint file", record=False)
-    try:
-        return os.read(fd, HEAD_BYTES), info.st_size
-    except OSError as err:
-        raise CheckpointError(f"cannot read {quote(path)}: {err.strerror}") from None
-    finally:
-        os.close(fd)
 
 
 is_regular_file = files.is_regular  # a regular file (links followed) exists: files beside a checkpoint are read only if so

@@ -18,7 +18,7 @@ import struct
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
-from ..errors import CheckpointError, EmbscopeError, UnsafePickleError
+from ..errors import CheckpointError, EmbscopeError, Option, UnsafePickleError
 from ._base import DAMAGE, detail
 from ._descriptors import ArrayData, DType, Kind, Marker, OtherTensor, Storage, TensorRecord, scalar_value
 from .constants import (
@@ -34,7 +34,11 @@ from .constants import (
 MACHINE_ERRORS = (*DAMAGE, TypeError, AttributeError, KeyError, IndexError)
 MAX_INT = 2 ** 62  # larger sizes, strides and offsets are lies, refused before any arithmetic on them
 MAX_KEY_NESTING = 64  # hashing a tuple nested 100,000 deep overflows the C stack (hash does not check depth)
-TRUST_HINT = "(use --trust-pickle only for files you made)"
+TRUST = Option("trust_pickle", True)
+
+
+def trust_hint() -> str:
+    return f"(use {TRUST} only for files you made)"
 
 
 # what the user reads for the objects this module hands out, by class name
@@ -451,7 +455,7 @@ class RestrictedUnpickler(pickle._Unpickler):
             return super().find_class(module, name)
         raise UnsafePickleError(
             f"{self.where}: refused to unpickle global {qualified!r}: the file may only hold arrays, "
-            f"tensors and plain containers, and nothing in it was run {TRUST_HINT}")
+            f"tensors and plain containers, and nothing in it was run {trust_hint()}", option=TRUST)
 
     def call(self, func: Any, args: Any) -> Any:
         """What REDUCE, INST and OBJ do: only our factories run, or, trusted, classes from outside the list."""
@@ -493,7 +497,8 @@ class RestrictedUnpickler(pickle._Unpickler):
         if self.trust and isinstance(cls, type):
             return cls.__new__(cls, *args, **kwargs)
         raise UnsafePickleError(f"refused to create an instance of {shown(cls)}: the file may only hold arrays, "
-                                f"tensors and plain containers, and nothing in it was run {TRUST_HINT}")
+                                f"tensors and plain containers, and nothing in it was run {trust_hint()}",
+                                option=TRUST)
 
     def load_build(self) -> None:
         """BUILD completes our descriptions (a dtype's byte order, an array's state) and nothing else;
@@ -571,7 +576,7 @@ def restricted_load(data: bytes | bytearray | memoryview | io.BufferedIOBase, al
     except EmbscopeError as err:  # raised by an allowed function, which does not know the file
         if str(err).startswith(where):
             raise
-        raise type(err)(f"{where}: {err}") from None
+        raise err.reworded(f"{where}: {err}") from None
     except MemoryError:
         raise CheckpointError(f"{where}: needs more memory than is available") from None
     except MACHINE_ERRORS as err:

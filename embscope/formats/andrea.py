@@ -19,7 +19,8 @@ from pathlib import Path
 
 from .. import files
 from ..checkpoint import Checkpoint, TensorInfo
-from ..errors import CheckpointError
+from ..errors import CheckpointError, Option, OptionError
+from ..registry import Probe
 from ..text import printable
 from ._base import OpenOptions
 from ._checks import MAX_ELEMENTS, is_regular_file, map_array
@@ -50,7 +51,7 @@ class Found:
     """A number the model's files or flags give, and which of them gave it."""
 
     value: int | bool
-    where: str  # "vocab_size in config.json" or "--vocab-size"
+    where: str  # "vocab_size in config.json", or the option that gave it (`vocab_size`)
 
 
 @dataclass
@@ -174,12 +175,17 @@ def find(configs: Configs, keys: tuple[str, ...], flag: bool = False) -> Found |
     return None
 
 
+def shape_option(name: str) -> Option:
+    """An OpenOptions field that gives a shape, named as itself where a config key could be meant."""
+    return Option(name, noun=name)
+
+
 def from_flag(value: int | None, flag: str) -> Found | None:
     if value is None:
         return None
     if value <= 0:
-        raise CheckpointError(f"{flag} {value}: expected a positive integer")
-    return Found(value, flag)
+        raise OptionError(f"{Option(flag, value)}: expected a positive integer", option=flag)
+    return Found(value, str(shape_option(flag)))
 
 
 def read_shapes(directory: Path, options: OpenOptions) -> Shapes:
@@ -188,9 +194,9 @@ def read_shapes(directory: Path, options: OpenOptions) -> Shapes:
     shapes = Shapes(files=[printable(name) for name, _ in configs], notes=notes)
     for name, doc in configs:
         shapes.config.update(doc)
-    for attr, keys, flag_value, flag in (("vocab", VOCAB_KEYS, options.vocab_size, "--vocab-size"),
-                                         ("width", WIDTH_KEYS, options.d_model, "--d-model"),
-                                         ("context", CONTEXT_KEYS, options.context, "--context")):
+    for attr, keys, flag_value, flag in (("vocab", VOCAB_KEYS, options.vocab_size, "vocab_size"),
+                                         ("width", WIDTH_KEYS, options.d_model, "d_model"),
+                                         ("context", CONTEXT_KEYS, options.context, "context")):
         given = from_flag(flag_value, flag)
         try:
             in_files = find(configs, keys)
@@ -199,7 +205,7 @@ def read_shapes(directory: Path, options: OpenOptions) -> Shapes:
                 raise
             in_files = None  # the flag settles it; the files' quarrel does not matter
         if given is not None and in_files is not None and in_files.value != given.value:
-            notes.append(f"{flag} {given.value} overrides {in_files.where} ({in_files.value})")
+            notes.append(f"{Option(flag, given.value)} overrides {in_files.where} ({in_files.value})")
         setattr(shapes, attr, given or in_files)
     shapes.layers = find(configs, LAYER_KEYS)
     shapes.heads = find(configs, HEAD_KEYS)
@@ -208,14 +214,14 @@ def read_shapes(directory: Path, options: OpenOptions) -> Shapes:
 
 
 def missing_shapes_error(name: str, shapes: Shapes) -> CheckpointError:
-    wanted = (("vocab", "--vocab-size", VOCAB_KEYS), ("width", "--d-model", WIDTH_KEYS),
-              ("context", "--context", CONTEXT_KEYS))
+    wanted = (("vocab", shape_option("vocab_size"), VOCAB_KEYS), ("width", shape_option("d_model"), WIDTH_KEYS),
+              ("context", shape_option("context"), CONTEXT_KEYS))
     missing = [(flag, keys) for attr, flag, keys in wanted if getattr(shapes, attr) is None]
-    flags = " and ".join(flag for flag, _ in missing)
+    flags = " and ".join(str(flag) for flag, _ in missing)
     keys = "; ".join(f"{flag}: {', '.join(k)}" for flag, k in missing)
     read = f"read {', '.join(shapes.files)}" if shapes.files else "found no JSON config beside it"
     return CheckpointError(f"{name}: an ANDREA dump does not record its table shapes; pass {flags}, or put them "
-                           f"in a JSON file beside it (keys looked for, {keys}; {read})")
+                           f"in a JSON file beside it (keys looked for, {keys}; {read})", option=missing[0][0])
 
 
 def read_header(path: Path) -> tuple[int, int, int]:
@@ -327,7 +333,7 @@ def open_andrea(path: Path, options: OpenOptions) -> Checkpoint:
     notes.append(f"the other {n - catalogued:,} weights (the layers) are not catalogued as tensors; "
                  f"the parameter total is the header's n_params={n:,}")
     notes.extend(shapes.notes)
-    return Checkpoint(path, "ANDREA flat float32", tensors, step=step, config=shapes.config,
+    return Checkpoint(path, tensors, step=step, config=shapes.config,
                       declared_params=n, tied=tied, notes=notes)
 
 
@@ -341,7 +347,8 @@ def has_andrea_config(directory: Path) -> bool:
     return any(keys & doc.keys() for _, doc, _ in places(configs))
 
 
-def looks_like_andrea(path: Path, head: bytes, size: int) -> bool:
+def looks_like_andrea(probe: Probe) -> bool:
+    path, head, size = probe.path, probe.head, probe.size
     if len(head) < HEADER.size or head.startswith((ZIP_MAGIC, NPY_MAGIC)):
         return False
     _, n = HEADER.unpack(head[:HEADER.size])

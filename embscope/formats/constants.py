@@ -74,6 +74,16 @@ SAFETENSORS_DTYPES = {
     "F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16", "I64": "int64", "I32": "int32",
     "I16": "int16", "I8": "int8", "U8": "uint8", "U16": "uint16", "U32": "uint32", "U64": "uint64", "BOOL": "bool",
 }
+# ggml types whose data is already numbers numpy holds: mapped as they are, not dequantized
+GGUF_PLAIN_DTYPES = {"F32": "float32", "F16": "float16", "BF16": "bfloat16", "F64": "float64", "I8": "int8",
+                     "I16": "int16", "I32": "int32", "I64": "int64"}
+# CTranslate2's dtype ids: the DataType enum of include/ctranslate2/types.h, in order
+CTRANSLATE2_DTYPES = ("float32", "int8", "int16", "int32", "float16", "bfloat16")
+# ONNX TensorProto data types embscope reads (the sub-byte ones are unpacked from their bytes)
+ONNX_DTYPES = {"FLOAT": "float32", "FLOAT16": "float16", "BFLOAT16": "bfloat16", "DOUBLE": "float64", "INT8": "int8",
+               "UINT8": "uint8", "INT16": "int16", "UINT16": "uint16", "INT32": "int32", "UINT32": "uint32",
+               "INT64": "int64", "UINT64": "uint64", "BOOL": "bool", "INT4": "int4", "UINT4": "uint4", "INT2": "int2",
+               "UINT2": "uint2"}
 # torch.<name> for a dtype; torch names them as we do
 TORCH_DTYPES = tuple(ELEMENT_TYPES)
 TORCH_DTYPE_ALIASES = {"float": "float32", "double": "float64", "half": "float16", "long": "int64", "int": "int32",

@@ -21,13 +21,16 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..arrays import stored_dtype
 from ..checkpoint import Checkpoint, TensorInfo
 from ..errors import CheckpointError
 from ..memory import require_memory
+from ..registry import Probe
 from ..text import printable, quote
 from ._base import OpenOptions
 from ._binary import Cursor, map_file
 from ._checks import check_shape, check_tensor_count, map_array
+from .constants import CTRANSLATE2_DTYPES
 
 if TYPE_CHECKING:
     import numpy as np
@@ -35,9 +38,6 @@ if TYPE_CHECKING:
     from ..tokenizers.base import Tokenizer
 
 MAX_VERSION = 6  # CURRENT_BINARY_VERSION of CTranslate2 4.x
-# dtype ids: the DataType enum of include/ctranslate2/types.h -> (our name, numpy dtype of the bytes)
-DTYPES = (("float32", "<f4"), ("int8", "i1"), ("int16", "<i2"), ("int32", "<i4"), ("float16", "<f2"),
-          ("bfloat16", "<u2"))
 ITEM_SIZE_DTYPES = {4: 0, 2: 2, 1: 1}  # binary versions 1-3 stored an item size: float32, int16, int8
 SCALE_SUFFIX = "_scale"
 # names the converter writes beside model.bin, in the order CTranslate2 itself looks for them
@@ -100,9 +100,10 @@ def catalogue(path: Path) -> tuple[int, str | None, dict[str, TensorInfo], list[
                 raise CheckpointError(f"{var_where}: item size {item_size}, expected 1, 2 or 4")
             type_id = ITEM_SIZE_DTYPES[item_size]
             nbytes = cur.unpack("<I", f"the size of {quote(name)}") * item_size
-        if type_id >= len(DTYPES):
-            raise CheckpointError(f"{var_where}: dtype id {type_id}, expected 0 to {len(DTYPES) - 1}")
-        dtype, np_dtype = DTYPES[type_id]
+        if type_id >= len(CTRANSLATE2_DTYPES):
+            raise CheckpointError(f"{var_where}: dtype id {type_id}, expected 0 to {len(CTRANSLATE2_DTYPES) - 1}")
+        dtype = CTRANSLATE2_DTYPES[type_id]
+        np_dtype = stored_dtype(dtype)
         needed = math.prod(shape) * np.dtype(np_dtype).itemsize
         if needed != nbytes:
             raise CheckpointError(f"{var_where}: shape {list(shape)} of {dtype} needs {needed} bytes, "
@@ -168,13 +169,14 @@ def open_ctranslate2(path: Path, options: OpenOptions) -> Checkpoint:
     quantized = sorted({t.quantization for t in tensors.values() if t.quantization})
     if quantized:
         notes.append(f"weights stored as {', '.join(quantized)} are dequantized to float32 when read")
-    return Checkpoint(path, "CTranslate2", tensors, notes=notes, quantization_values=scale_values,
+    return Checkpoint(path, tensors, notes=notes, quantization_values=scale_values,
                       tokenizer=partial(tokenizer_beside, path.parent))
 
 
-def looks_like_ctranslate2(path: Path, head: bytes, size: int) -> bool:
+def looks_like_ctranslate2(probe: Probe) -> bool:
     """A small version, then a NUL-terminated name of identifier characters: the spec name, or in
     version 1 the first variable's name after the variable count."""
+    head = probe.head
     if len(head) < 8:
         return False
     version = int.from_bytes(head[:4], "little")

@@ -16,13 +16,15 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..arrays import stored_dtype
 from ..checkpoint import Checkpoint, TensorInfo
-from ..errors import CheckpointError
+from ..errors import CheckpointError, TokenizerError
 from ..memory import require_memory
 from ..text import printable, quote
 from ._base import OpenOptions, require_package
 from ._binary import Cursor, map_file
 from ._checks import check_shape, check_tensor_count, map_array
+from .constants import GGUF_PLAIN_DTYPES
 
 if TYPE_CHECKING:
     import numpy as np
@@ -31,11 +33,6 @@ SUPPORTED_VERSIONS = (2, 3)  # version 1 (August 2023) had 32-bit counts; llama.
 DEFAULT_ALIGNMENT = 32  # general.alignment when the file does not set it
 MAX_DIMS = 4  # GGML_MAX_DIMS
 MAX_NESTING = 3  # arrays of arrays: the spec allows them, no real file goes deeper than one level
-
-# ggml types whose data is already floats of a numpy dtype: mapped as they are, not dequantized
-PLAIN_TYPES = {"F32": ("float32", "<f4"), "F16": ("float16", "<f2"), "BF16": ("bfloat16", "<u2"),
-               "F64": ("float64", "<f8"), "I8": ("int8", "i1"), "I16": ("int16", "<i2"),
-               "I32": ("int32", "<i4"), "I64": ("int64", "<i8")}
 
 # metadata keys (gguf.constants.Keys spells them the same way)
 ARCHITECTURE = "general.architecture"
@@ -47,7 +44,8 @@ OUTPUT = "output.weight"
 # llama.cpp reads the token table as the head when output.weight is absent, except in encoders
 ENCODER_ARCHITECTURES = frozenset({"bert", "nomic-bert", "nomic-bert-moe", "jina-bert-v2", "jina-bert-v3",
                                    "modern-bert", "neo-bert", "t5encoder"})
-TOKENS = "tokenizer.ggml.tokens"
+TOKENIZER = "tokenizer.ggml."  # the keys the tokenizer is read from
+TOKENS = TOKENIZER + "tokens"
 
 
 def require_gguf(path: Path) -> Any:
@@ -179,6 +177,67 @@ def array_numbers(buf: Any, ref: ArrayRef, key: str, where: str, gguf: Any) -> n
     return np.frombuffer(buf, dtype=dtype, count=ref.count, offset=ref.offset).copy()
 
 
+class TokenizerArrays:
+    """The tokenizer's arrays in one GGUF file (tokenizer.ggml.*), read and checked on request: what this reader
+    hands the tokenizer (tokenizers/gguf_vocab.py), built when the tokenizer is loaded, so the file is mapped anew."""
+
+    def __init__(self, path: Path, metadata: dict[str, Any]):
+        self.path = path
+        self.metadata = metadata
+        self.where = f"{path.name}: tokenizer"
+        self.gguf = require_gguf(path)
+        self.buf = map_file(path)
+
+    def ref(self, key: str, what: str, item_types: tuple[str, ...]) -> Any:
+        """The ArrayRef of ``key`` (None when absent), refused unless its elements are of one of ``item_types``."""
+        from ..tokenizers.base import shown  # messages quote values as the tokenizers' own do
+        value = self.metadata.get(TOKENIZER + key)
+        if value is None:
+            return None
+        names = " or ".join(item_types)
+        if not isinstance(value, ArrayRef):
+            raise TokenizerError(f"{self.where}: expected {TOKENIZER + key} to be an array of {what} ({names}), "
+                                 f"found {shown(value)}")
+        if self.gguf.GGUFValueType(value.item_type).name not in item_types:
+            raise TokenizerError(f"{self.where}: expected {TOKENIZER + key} to be an array of {what} ({names}), found "
+                                 f"an array of {self.gguf.GGUFValueType(value.item_type).name}")
+        return value
+
+    def raw_strings(self, key: str) -> list[bytes] | None:
+        ref = self.ref(key, "strings", ("STRING",))
+        return None if ref is None else array_strings(self.buf, ref, TOKENIZER + key, self.where)
+
+    def strings(self, key: str, raw: list[bytes] | None = None) -> list[str] | None:
+        raw = self.raw_strings(key) if raw is None else raw
+        if raw is None:
+            return None
+        try:
+            joined = b"\0".join(raw)
+            if joined.count(b"\0") == len(raw) - 1:  # one decode for all, unless a token holds a NUL itself
+                return joined.decode("utf-8").split("\0")
+            return [item.decode("utf-8") for item in raw]
+        except UnicodeDecodeError:
+            from ..tokenizers.base import shown
+            for index, item in enumerate(raw):
+                try:
+                    item.decode("utf-8")
+                except UnicodeDecodeError:
+                    raise TokenizerError(f"{self.where}: element {index} of {TOKENIZER + key} is not UTF-8 text, "
+                                         f"found {shown(item)}") from None
+            raise
+
+    def numbers(self, key: str, what: str, item_types: tuple[str, ...], count: int) -> np.ndarray | None:
+        """One number per token (``what``: "score" or "token type"), as llama.cpp reads them: an array of
+        ``item_types`` at least ``count`` long, of which the first ``count`` are used."""
+        ref = self.ref(key, what + "s", item_types)
+        if ref is None:
+            return None
+        if ref.count < count:
+            raise TokenizerError(f"{self.where}: expected {TOKENIZER + key} to hold a {what} for each of the "
+                                 f"{count} tokens, found {ref.count}")
+        return array_numbers(self.buf, ref, TOKENIZER + key, self.where, self.gguf)[:count]
+
+
 def read_tensor_entry(cur: Cursor, gguf: Any, index: int) -> tuple[str, tuple[int, ...], Any, int]:
     name = read_string(cur, f"the name of tensor {index}")
     where = f"{cur.where}: tensor {quote(name)}"
@@ -273,10 +332,10 @@ def tensor_info(path: Path, header: Header, entry: TensorEntry) -> TensorInfo:
     start = header.data_start + entry.offset
     storage = (str(path), start) if entry.nbytes else None
     kind = entry.ggml_type.name
-    if kind in PLAIN_TYPES:
-        dtype, np_dtype = PLAIN_TYPES[kind]
-        return TensorInfo(entry.name, entry.shape, dtype, partial(map_array, path, np_dtype, start, entry.shape),
-                          storage)
+    if kind in GGUF_PLAIN_DTYPES:
+        dtype = GGUF_PLAIN_DTYPES[kind]
+        return TensorInfo(entry.name, entry.shape, dtype,
+                          partial(map_array, path, stored_dtype(dtype), start, entry.shape), storage)
     return TensorInfo(entry.name, entry.shape, "float32", partial(read_quantized, path, start, entry), storage,
                       quantization=kind)
 
@@ -311,9 +370,9 @@ def open_gguf(path: Path, options: OpenOptions) -> Checkpoint:
     tokenizer = None
     if isinstance(header.metadata.get(TOKENS), ArrayRef):
         from ..tokenizers.gguf_vocab import load_gguf_tokenizer
-        tokenizer = partial(load_gguf_tokenizer, path, header.metadata)
+        tokenizer = partial(load_gguf_tokenizer, path, partial(TokenizerArrays, path, header.metadata))
     arch = header.metadata.get(ARCHITECTURE)
     decoder = isinstance(arch, str) and arch not in ENCODER_ARCHITECTURES \
         and POOLING_TYPE.format(arch=arch) not in header.metadata
-    return Checkpoint(path, "GGUF", tensors, notes=describe(header), tokenizer=tokenizer,
+    return Checkpoint(path, tensors, notes=describe(header), tokenizer=tokenizer,
                       tied=True if decoder and OUTPUT not in tensors else None)

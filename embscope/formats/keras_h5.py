@@ -195,4 +195,4 @@ def open_h5(path: Path, options: OpenOptions) -> Checkpoint:
     notes = [f"HDF5 weights{saved}; tensor names are the dataset paths with '/' as '.' and ':0' dropped"]
     if skipped:
         notes.append(f"{skipped} datasets that hold no numbers (strings, records) are left out")
-    return Checkpoint(path, "Keras HDF5", tensors, notes=notes)  # config.json beside it: open_checkpoint
+    return Checkpoint(path, tensors, notes=notes)  # config.json beside it: open_checkpoint

@@ -16,12 +16,13 @@ from .. import files
 from ..checkpoint import Checkpoint, TensorInfo
 from ..errors import CheckpointError, UnsafePickleError
 from ..memory import require_memory
+from ..registry import Probe
 from ..text import printable, quote
 from ._base import DAMAGE, OpenOptions, detail
 from ._checks import check_extent, check_shape, map_array
 from ._rows import file_rows
 from ._zip import data_offset, is_stored, read_member
-from .constants import NUMPY_NUMERIC_KINDS, STEP_KEYS, ZIP_MAGIC
+from .constants import NPY_MAGIC, NUMPY_NUMERIC_KINDS, STEP_KEYS, ZIP_MAGIC
 
 if TYPE_CHECKING:
     import numpy as np
@@ -66,14 +67,33 @@ def open_npy(path: Path, options: OpenOptions) -> Checkpoint:
     with files.open_file(path, "a checkpoint file") as fp:
         shape, fortran, dtype = read_npy_header(fp, where)
         offset, size = fp.tell(), os.fstat(fp.fileno()).st_size
-    if dtype.hasobject:
-        from .pickled import open_object_npy  # a pickled dict saved with np.save(allow_pickle=True)
-        return open_object_npy(path, offset, options)
     name = dtype_name(dtype, where)
     check_size(where, shape, dtype, size - offset)
     info = TensorInfo(path.stem, shape, name, partial(map_array, path, dtype, offset, shape, where, fortran),
                       read_rows=file_rows(path, offset, name, dtype.str[0], shape, fortran))
-    return Checkpoint(path, "numpy .npy", {path.stem: info})
+    return Checkpoint(path, {path.stem: info})
+
+
+def holds_objects(probe: Probe) -> bool:
+    """A .npy of pickled Python objects (np.save of a dict, allow_pickle=True), as its header says; a header numpy
+    cannot parse is left to the plain .npy reader, which says why."""
+    if not probe.head.startswith(NPY_MAGIC):
+        return False
+    try:
+        with files.open_file(probe.path, record=False) as fp:
+            _, _, dtype = read_npy_header(fp, quote(probe.path))
+    except CheckpointError:
+        return False
+    return bool(dtype.hasobject)
+
+
+def open_pickled_npy(path: Path, options: OpenOptions) -> Checkpoint:
+    """A dict saved with np.save(path, obj, allow_pickle=True): a 0-d object array pickled after the header."""
+    with files.open_file(path, "a checkpoint file") as fp:
+        read_npy_header(fp, quote(path))
+        offset = fp.tell()
+    from .pickled import open_object_npy  # the restricted unpickler, which plain arrays never need
+    return open_object_npy(path, offset, options)
 
 
 def open_npz(path: Path, options: OpenOptions) -> Checkpoint:
@@ -116,7 +136,7 @@ def open_npz(path: Path, options: OpenOptions) -> Checkpoint:
             except DAMAGE as err:
                 raise CheckpointError(f"{where}: expected a readable zip member, found damage ({detail(err)})") from None
             tensors[name] = TensorInfo(name, shape, dtype_str, read)
-    return Checkpoint(path, "numpy .npz", tensors, step=step, notes=notes)
+    return Checkpoint(path, tensors, step=step, notes=notes)
 
 
 def name_refused_global(path: Path, info: zipfile.ZipInfo, header_len: int, where: str) -> None:
@@ -152,8 +172,9 @@ def read_compressed(path: Path, info: zipfile.ZipInfo, header_len: int, dtype: n
     return array.reshape(shape, order="F" if fortran else "C")
 
 
-def looks_like_npz(path: Path, head: bytes, size: int) -> bool:
-    if not head.startswith(ZIP_MAGIC):
+def looks_like_npz(probe: Probe) -> bool:
+    path = probe.path
+    if not probe.head.startswith(ZIP_MAGIC):
         return False
     try:
         with files.open_file(path, record=False) as archive, zipfile.ZipFile(archive) as zf:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import files
+from ..arrays import stored_dtype
 from ..checkpoint import Checkpoint, TensorInfo
 from ..errors import CheckpointError
 from ..memory import require_memory
@@ -28,7 +29,7 @@ from ._base import OpenOptions, require_package
 from ._checks import check_extent, check_shape, check_tensor_count, is_regular_file, map_array
 from ._protobuf_count import graph_counts
 from ._state_dict import read_hf_config
-from .constants import EXPORT_FOLDER
+from .constants import EXPORT_FOLDER, ONNX_DTYPES
 from .onnx_quantized import (
     from_dequantize_nodes,
     from_gather_blocks,
@@ -44,16 +45,10 @@ if TYPE_CHECKING:
 
 MAX_PROTOBUF_BYTES = 2 << 30  # protobuf's own limit on a message: larger models keep their weights outside
 
-# TensorProto data types embscope reads -> (our name, numpy dtype of the stored bytes)
-DTYPES = {"FLOAT": ("float32", "<f4"), "FLOAT16": ("float16", "<f2"), "BFLOAT16": ("bfloat16", "<u2"),
-          "DOUBLE": ("float64", "<f8"), "INT8": ("int8", "i1"), "UINT8": ("uint8", "u1"), "INT16": ("int16", "<i2"),
-          "UINT16": ("uint16", "<u2"), "INT32": ("int32", "<i4"), "UINT32": ("uint32", "<u4"),
-          "INT64": ("int64", "<i8"), "UINT64": ("uint64", "<u8"), "BOOL": ("bool", "?"),
-          "INT4": ("int4", "u1"), "UINT4": ("uint4", "u1"), "INT2": ("int2", "u1"), "UINT2": ("uint2", "u1")}
 # sub-byte types -> (bits a value, signed), stored low bits first (onnx's IR), read as one int8 / uint8 a value
 PACKED = {"int4": (4, True), "uint4": (4, False), "int2": (2, True), "uint2": (2, False)}
-# Constant attributes that hold numbers, besides `value` (a tensor), and the numpy dtype of each
-CONSTANT_LISTS = {"value_float": "<f4", "value_floats": "<f4", "value_int": "<i8", "value_ints": "<i8"}
+# Constant attributes that hold numbers, besides `value` (a tensor), and the element type of each
+CONSTANT_LISTS = {"value_float": "float32", "value_floats": "float32", "value_int": "int64", "value_ints": "int64"}
 
 
 def require_onnx(path: Path) -> Any:
@@ -145,9 +140,10 @@ def initializer_info(path: Path, tensor: Any, onnx: Any, name: str | None = None
     where = f"{quote(path)}: tensor {quote(name)}"
     kind = onnx.TensorProto.DataType.Name(tensor.data_type) if tensor.data_type in \
         onnx.TensorProto.DataType.values() else None
-    if kind not in DTYPES:
+    if kind not in ONNX_DTYPES:
         return None
-    dtype, np_dtype = DTYPES[kind]
+    dtype = ONNX_DTYPES[kind]
+    np_dtype = stored_dtype(dtype)
     shape = check_shape(tuple(tensor.dims), where)
     count = math.prod(shape)
     # bytes of a sub-byte type, else elements
@@ -187,7 +183,7 @@ def constant_tensor(node: Any, onnx: Any) -> Any | None:
             return attr.t
         if name in CONSTANT_LISTS:
             value = helper.get_attribute_value(attr)
-            return numpy_helper.from_array(np.asarray(value, dtype=CONSTANT_LISTS[name]))
+            return numpy_helper.from_array(np.asarray(value, dtype=stored_dtype(CONSTANT_LISTS[name])))
     return None
 
 
@@ -282,5 +278,5 @@ def open_onnx(path: Path, options: OpenOptions) -> Checkpoint:
     folder = path.parent
     in_export = folder.name == EXPORT_FOLDER and not (folder / "config.json").is_file()
     config = read_hf_config(folder.parent) if in_export else {}  # beside the weights: open_checkpoint reads it
-    return Checkpoint(path, "ONNX", tensors, config=config, notes=notes, quantization_values=found.quantization_values,
+    return Checkpoint(path, tensors, config=config, notes=notes, quantization_values=found.quantization_values,
                       tokenizer=partial(tokenizer_above, folder) if folder.name == EXPORT_FOLDER else None)

@@ -13,6 +13,7 @@ from .. import files
 from ..checkpoint import Checkpoint
 from ..errors import CheckpointError
 from ..memory import require_memory
+from ..registry import Probe
 from ..text import quote
 from ._base import OpenOptions
 from ._descriptors import check_array
@@ -25,7 +26,8 @@ OPCODES = frozenset(chr(code[0]) for name, code in vars(pickle).items()
                     if name.isupper() and isinstance(code, bytes) and len(code) == 1)
 
 
-def looks_like_pickle(path: Path, head: bytes, size: int) -> bool:
+def looks_like_pickle(probe: Probe) -> bool:
+    path, head = probe.path, probe.head
     if head.startswith(TORCH_LEGACY_HEAD):
         return False
     # PROTO, a protocol number, then an opcode: an int32 such as an ANDREA step of 640 fails the third test
@@ -33,7 +35,7 @@ def looks_like_pickle(path: Path, head: bytes, size: int) -> bool:
     return has_magic or path.suffix.lower() in PICKLE_SUFFIXES
 
 
-def checkpoint_from(path: Path, obj: Any, format_name: str) -> Checkpoint:
+def checkpoint_from(path: Path, obj: Any) -> Checkpoint:
     where = quote(path)
     if not isinstance(obj, dict):
         raise CheckpointError(f"{where}: expected a pickled dict of arrays (or a dict with \"params\"), "
@@ -57,7 +59,7 @@ def checkpoint_from(path: Path, obj: Any, format_name: str) -> Checkpoint:
     if not tensors:
         raise CheckpointError(f"{where}: expected numeric numpy arrays in the pickled dict, found none")
     notes = [f"{skipped} non-numeric arrays skipped"] if skipped else []
-    return Checkpoint(path, format_name, tensors, step=find_step(obj), config=find_config(obj), notes=notes)
+    return Checkpoint(path, tensors, step=find_step(obj), config=find_config(obj), notes=notes)
 
 
 def read_pickle(path: Path, offset: int, options: OpenOptions) -> Any:
@@ -71,7 +73,7 @@ def read_pickle(path: Path, offset: int, options: OpenOptions) -> Any:
 
 
 def open_pickle(path: Path, options: OpenOptions) -> Checkpoint:
-    return checkpoint_from(path, read_pickle(path, 0, options), "nlm params pickle")
+    return checkpoint_from(path, read_pickle(path, 0, options))
 
 
 def open_object_npy(path: Path, offset: int, options: OpenOptions) -> Checkpoint:
@@ -84,4 +86,4 @@ def open_object_npy(path: Path, offset: int, options: OpenOptions) -> Checkpoint
                  else f"a {type(pickled).__name__}")
         raise CheckpointError(f"{where}: expected a pickled dict saved with np.save, found {found}")
     check_array(array, where)
-    return checkpoint_from(path, array.data[0], "numpy .npy (pickled dict)")
+    return checkpoint_from(path, array.data[0])

@@ -14,6 +14,7 @@ from .. import files
 from ..arrays import to_float32
 from ..checkpoint import Checkpoint, TensorInfo
 from ..errors import CheckpointError
+from ..registry import Probe
 from ..text import quote
 from ._base import DAMAGE, OpenOptions
 from ._descriptors import OtherTensor, TensorRecord, check_record
@@ -90,7 +91,7 @@ class TorchFile:
         if not tensors:
             raise CheckpointError(f"{quote(self.path)}: expected tensors numpy can read in the state dict, found none")
         top = obj if isinstance(obj, dict) else {}
-        return Checkpoint(self.path, "pytorch", tensors, step=find_step(top, self.value),
+        return Checkpoint(self.path, tensors, step=find_step(top, self.value),
                           config=find_config(top, self.value), notes=notes)
 
 
@@ -120,11 +121,12 @@ def open_sharded(path: Path, options: OpenOptions) -> Checkpoint:
             if name not in shard_tensors:
                 raise missing(path, name, shard)
             tensors[name] = dataclasses.replace(shard_tensors[name], sources=(shard,))
-    return Checkpoint(path, "pytorch (sharded)", tensors)
+    return Checkpoint(path, tensors)
 
 
-def looks_like_torch_zip(path: Path, head: bytes, size: int) -> bool:
-    if not head.startswith(ZIP_MAGIC):
+def looks_like_torch_zip(probe: Probe) -> bool:
+    path = probe.path
+    if not probe.head.startswith(ZIP_MAGIC):
         return False
     try:
         with files.open_file(path, record=False) as archive, zipfile.ZipFile(archive) as zf:

@@ -13,6 +13,7 @@ from pathlib import Path
 from .. import files
 from ..checkpoint import Checkpoint, TensorInfo
 from ..errors import CheckpointError
+from ..registry import Probe
 from ..text import quote
 from ._base import OpenOptions
 from ._checks import check_shape, map_array
@@ -103,7 +104,7 @@ def printable_value(value: object) -> str:
 
 def open_single(path: Path, options: OpenOptions) -> Checkpoint:
     tensors, step = catalogue(path)
-    return Checkpoint(path, "safetensors", tensors, step=step)
+    return Checkpoint(path, tensors, step=step)
 
 
 def open_sharded(path: Path, options: OpenOptions) -> Checkpoint:
@@ -115,9 +116,10 @@ def open_sharded(path: Path, options: OpenOptions) -> Checkpoint:
             if name not in shard_tensors:
                 raise missing(path, name, shard)
             tensors[name] = shard_tensors[name]
-    return Checkpoint(path, "safetensors (sharded)", tensors)
+    return Checkpoint(path, tensors)
 
 
-def looks_like_safetensors(path: Path, head: bytes, size: int) -> bool:
+def looks_like_safetensors(probe: Probe) -> bool:
+    head = probe.head
     # the length is not checked here, so that a header that lies about it gets its own error
     return len(head) >= 10 and head[8:9] == b"{" and head[9:10] in (b'"', b"}", b" ", b"\n")

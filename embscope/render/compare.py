@@ -17,6 +17,7 @@ from ..analysis.compare import (
     TrajectoryPoint,
 )
 from ..analysis.compare_series import Namer
+from ..errors import Option
 from ..series import Step as CheckpointStep
 from ..text import quote
 from . import console, jsonout
@@ -25,6 +26,7 @@ from .console import number_text as number
 from .names import Output
 
 LISTED_INLINE = 10  # rows named in the one-line list of unchanged rows
+ALIGN = Option("align", True, text="procrustes")  # CompareOptions.align; the command line's one method
 
 
 @dataclass(frozen=True)
@@ -157,7 +159,7 @@ def leading_notes(comparison: Comparison, labels: Labels) -> list[str]:
         if found.different_runs:
             notes.append(f"{role} table: the mean row cosine is {found.summary.mean_cosine:+.3f} while the mean norms "
                          f"agree ({found.summary.mean_norm_a:.3g} and {found.summary.mean_norm_b:.3g}): these look "
-                         "like two different runs, whose rows live in different bases; try --align procrustes")
+                         f"like two different runs, whose rows live in different bases; try {ALIGN}")
     return notes
 
 
@@ -171,17 +173,17 @@ def trailing_notes(comparison: Comparison, labels: Labels) -> list[str]:
                          "undefined and left out of the statistics")
         if found.neighbors is not None:
             queried = {word for word, _ in word_queries(labels, found.neighbors)}
-            notes += [f"{role} table: --words {word!r} has no row in B to compare with" for word, row, _ in labels.words
-                      if row is not None and word not in queried]
+            notes += [f"{role} table: {Option('words')} {word!r} has no row in B to compare with"
+                      for word, row, _ in labels.words if row is not None and word not in queried]
         notes += [f"{role} table: {why}" for why in cka_notes(found)]
-    notes += [f"--words {word!r}: {why}" for word, row, why in labels.words if why]
+    notes += [f"{Option('words')} {word!r}: {why}" for word, row, why in labels.words if why]
     return notes
 
 
 def cka_notes(found: TableComparison) -> list[str]:
     """Why linear CKA is null, when it is."""
     if found.cka is None:
-        return ["linear CKA was not computed (--no-cka)"] if found.pairing.count else []
+        return [f"linear CKA was not computed ({Option('cka', False)})"] if found.pairing.count else []
     if found.cka.skipped:
         return [f"linear CKA {found.cka.skipped}"]
     if math.isnan(found.cka.value):
@@ -301,8 +303,8 @@ def print_table(found: TableComparison, labels: Labels, states: list[TableState 
         overlap = found.neighbors
         sampled = len(overlap.jaccard) - overlap.words
         out.print(f"  neighbour overlap (Jaccard of top-{overlap.k} sets): mean {number(overlap.mean)} over "
-                  f"{len(overlap.jaccard):,} rows ({overlap.words} from --words, {sampled:,} drawn with seed "
-                  f"{overlap.seed})", soft_wrap=True)
+                  f"{len(overlap.jaccard):,} rows ({overlap.words} from {Option('words')}, {sampled:,} drawn with "
+                  f"seed {overlap.seed})", soft_wrap=True)
         name, name_b = labels.names[role], labels.names_b[role]
         for word, i in word_queries(labels, overlap):
             out.print(f"    {console.safe(quote(word))}: Jaccard {number(overlap.jaccard[i], 3)}; A: "

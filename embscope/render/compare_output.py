@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..analysis.compare_output import OutputComparison
+from ..errors import Option
 from ..text import quote
 from . import console, header
 from .compare import cka_notes
@@ -39,7 +40,7 @@ def trailing_notes(found: OutputComparison, words: Words) -> list[str]:
             listed.append(f"{undefined:,} rows are zero or hold NaN/Inf in one of the tables: their cosine is "
                           "undefined and left out of the means")
         listed += cka_notes(table)
-    return listed + [f"--words {word!r}: {why}" for word, _, why in words if why]
+    return listed + [f"{Option('words')} {word!r}: {why}" for word, _, why in words if why]
 
 
 def document(found: OutputComparison, words: Words, name: Callable[[int], str]) -> dict:
@@ -94,8 +95,8 @@ def show(emb: Any, found: OutputComparison, words: Words, name: Callable[[int], 
     if overlap is not None:
         sampled = len(overlap.jaccard) - overlap.words
         out.print(f"  neighbour overlap (Jaccard of top-{overlap.k} sets within each table): mean {number(overlap.mean)} "
-                  f"over {len(overlap.jaccard):,} rows ({overlap.words} from --words, {sampled:,} drawn with seed "
-                  f"{overlap.seed})", soft_wrap=True)
+                  f"over {len(overlap.jaccard):,} rows ({overlap.words} from {Option('words')}, {sampled:,} drawn "
+                  f"with seed {overlap.seed})", soft_wrap=True)
         document_words = document(found, words, name).get("words", [])
         for entry in document_words:
             out.print(f"    {console.safe(quote(entry['word']))}: Jaccard {number(entry['jaccard'], 3)}; token: "

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..analysis.export import ExportRows
+from ..errors import Option
 from ..roles import Role
 from . import console, header
 
@@ -30,8 +31,8 @@ def how_to_open(fmt: str, files: list[Path]) -> str:
 
 def notes(rows: ExportRows, fmt: str) -> list[str]:
     empty = fmt == "projector" and rows.role is not Role.position and rows.undertrained is None
-    return [*rows.notes, *(["the undertrained column is empty: --no-undertrained skipped the analysis"]
-                           if empty else [])]
+    skipped = f"the undertrained column is empty: {Option('undertrained', False)} skipped the analysis"
+    return [*rows.notes, *([skipped] if empty else [])]
 
 
 def document(rows: ExportRows, fmt: str, files: list[Path]) -> dict:

@@ -33,7 +33,7 @@ import numpy as np
 from ..analysis.export import ExportRows
 from ..roles import Role
 from .cells import FORMULA_STARTS, quoted
-from .files import make_folder, written_whole
+from .files import OUT, Named, make_folder, written_whole
 from .progress import bar
 
 FLOAT_FORMAT = "%.9g"  # 9 significant digits round-trip a float32
@@ -97,7 +97,7 @@ def float_lines(array: np.ndarray, ids: np.ndarray, separator: str, prefixes: li
             advance(start + len(block), len(ids))
 
 
-def write_lines(path: Path, what: str, lines: Iterable[str], inputs: Iterable[Path]) -> None:
+def write_lines(path: Path, what: Named, lines: Iterable[str], inputs: Iterable[Path]) -> None:
     with written_whole(path, what, binary=False, inputs=inputs) as f:
         f.writelines(lines)
 
@@ -144,7 +144,7 @@ def projector_config(rows: ExportRows) -> str:
 def write_projector(out: Path, array: np.ndarray, rows: ExportRows, inputs: Iterable[Path]) -> list[Path]:
     """vectors.tsv, metadata.tsv and projector_config.pbtxt in the folder `out`; returns their paths."""
     inputs = list(inputs)
-    make_folder(out, "--out")
+    make_folder(out, OUT)
     vectors, metadata, config = out / VECTORS_FILE, out / METADATA_FILE, out / CONFIG_FILE
     write_lines(vectors, "the vectors file", float_lines(array, rows.ids, "\t"), inputs)
     write_lines(metadata, "the metadata file", metadata_lines(rows), inputs)
@@ -156,7 +156,7 @@ def write_word2vec(out: Path, array: np.ndarray, rows: ExportRows, inputs: Itera
     """The word2vec text format: a `V d` header, then each key and its floats, space-separated."""
     keys = word2vec_keys(rows.labels, rows.ids.tolist())
     header = [f"{len(rows.ids)} {rows.dim}\n"]
-    write_lines(out, "--out", chain(header, float_lines(array, rows.ids, " ", keys)), inputs)
+    write_lines(out, OUT, chain(header, float_lines(array, rows.ids, " ", keys)), inputs)
     return [out]
 
 

@@ -13,12 +13,18 @@ from pathlib import Path
 from typing import IO, Any
 
 from .. import files
-from ..errors import EmbscopeError
+from ..errors import Option, OutputError
 from ..text import quote, shortened
 
 # files beside a checkpoint that are read with it: config, tokenizer files, shards, a nanoGPT meta.pkl. No output
 # format (.tsv, .jsonl, .npz, .png, .svg, .pdf) is among them, so a second run may replace its own output.
 INPUT_SUFFIXES = frozenset({".json", ".txt", ".model", ".vocab", ".tiktoken", ".safetensors", ".bin", ".pkl"})
+OUT = Option("out")  # the output a writer is given, as `export`, `report` and `neighbors --all` name it
+Named = str | Option  # how an error names the output: "the plot file", or the option that gave it
+
+
+def option_of(what: Named) -> Option | None:
+    return what if isinstance(what, Option) else None
 
 
 def input_files(emb: Any, *given: Path | None) -> list[Path]:
@@ -40,7 +46,7 @@ def input_files(emb: Any, *given: Path | None) -> list[Path]:
     return found
 
 
-def refuse_inputs(path: Path, what: str, inputs: Iterable[Path]) -> None:
+def refuse_inputs(path: Path, what: Named, inputs: Iterable[Path]) -> None:
     """An output naming a file that was read (by any name: a link, a relative path) is refused: every file this
     run opened (embscope.files records them), and `inputs`, those it may have read."""
     try:
@@ -48,7 +54,8 @@ def refuse_inputs(path: Path, what: str, inputs: Iterable[Path]) -> None:
     except FileNotFoundError:
         return
     if not stat.S_ISREG(target.st_mode):
-        raise EmbscopeError(f"expected {what} to name a regular file or a new one, found something else at {quote(path)}")
+        raise OutputError(f"expected {what} to name a regular file or a new one, found something else at {quote(path)}",
+                          path=path, option=option_of(what))
     files.refuse_input(path, what)
     for source in inputs:
         try:
@@ -56,26 +63,29 @@ def refuse_inputs(path: Path, what: str, inputs: Iterable[Path]) -> None:
         except OSError:
             continue
         if (read.st_dev, read.st_ino) == (target.st_dev, target.st_ino):
-            raise EmbscopeError(f"expected {what} to name a new file, found {quote(shortened(str(path)))}, a file "
-                                f"this answer was read from: it is never written over")
+            raise OutputError(f"expected {what} to name a new file, found {quote(shortened(str(path)))}, a file "
+                              f"this answer was read from: it is never written over", path=path, option=option_of(what))
 
 
-def check_directory(path: Path, what: str) -> None:
+def check_directory(path: Path, what: Named) -> None:
     """The folder an output goes to exists: checked before any work, and again when writing."""
     if not Path(path).parent.is_dir():
-        raise EmbscopeError(f"expected an existing directory for {what}, found none: {quote(Path(path).parent)}")
+        raise OutputError(f"expected an existing directory for {what}, found none: {quote(Path(path).parent)}",
+                          path=path, option=option_of(what))
 
 
-def make_folder(path: Path, what: str) -> None:
+def make_folder(path: Path, what: Named) -> None:
     """A folder for several output files: made when missing; its parent must exist."""
     path = Path(path)
     if path.exists() and not path.is_dir():
-        raise EmbscopeError(f"expected {what} to name a folder, found a file: {quote(path)}")
+        raise OutputError(f"expected {what} to name a folder, found a file: {quote(path)}", path=path,
+                          option=option_of(what))
     check_directory(path, what)
     try:
         path.mkdir(exist_ok=True)
     except OSError as err:
-        raise EmbscopeError(f"expected to make the folder {quote(path)}, found {err.strerror or err}") from None
+        raise OutputError(f"expected to make the folder {quote(path)}, found {err.strerror or err}", path=path,
+                          option=option_of(what)) from None
 
 
 def umask() -> int:
@@ -85,8 +95,8 @@ def umask() -> int:
 
 
 @contextmanager
-def written_whole(path: Path, what: str, binary: bool = True, inputs: Iterable[Path] = ()) -> Iterator[IO]:
-    """A file object for `path`; `what` names the output in errors ("the plot file", "--out");
+def written_whole(path: Path, what: Named, binary: bool = True, inputs: Iterable[Path] = ()) -> Iterator[IO]:
+    """A file object for `path`; `what` names the output in errors ("the plot file", OUT);
     `inputs` are the files that were read (input_files), which the output may not replace."""
     path = Path(path)
     shown = quote(shortened(str(path)))
@@ -95,7 +105,8 @@ def written_whole(path: Path, what: str, binary: bool = True, inputs: Iterable[P
         refuse_inputs(path, what, inputs)
         handle, temporary = tempfile.mkstemp(prefix=".embscope-", suffix=".partial", dir=path.parent)
     except OSError as err:
-        raise EmbscopeError(f"expected to write {what} {shown}, found {err.strerror or err}") from None
+        raise OutputError(f"expected to write {what} {shown}, found {err.strerror or err}", path=path,
+                          option=option_of(what)) from None
     try:
         os.fchmod(handle, 0o666 & ~umask())  # the permissions of a file made by open(), not mkstemp's 0600
         # text: written as given ("\n" stays "\n"); a lone surrogate (a name that was not UTF-8) as an escape
@@ -105,7 +116,8 @@ def written_whole(path: Path, what: str, binary: bool = True, inputs: Iterable[P
         files.refuse_input(path, what)  # again: the answer may have read more files while it was written
         os.replace(temporary, path)
     except OSError as err:
-        raise EmbscopeError(f"expected to write {what} {shown}, found {err.strerror or err}") from None
+        raise OutputError(f"expected to write {what} {shown}, found {err.strerror or err}", path=path,
+                          option=option_of(what)) from None
     finally:
         try:
             os.unlink(temporary)

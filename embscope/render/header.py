@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import sample
-from ..errors import EmbscopeError
+from ..errors import EmbscopeError, Option
 from . import console, jsonout
 
 
@@ -16,7 +16,8 @@ def checkpoint_line(emb: Any) -> str:
     step = emb.checkpoint.step
     if emb.is_sample:
         at = f", step {step}" if step is not None else ""
-        return f"checkpoint: bundled sample ({sample.DESCRIPTION}{at}); pass -c PATH for your own"
+        own = Option("path", metavar="PATH")
+        return f"checkpoint: bundled sample ({sample.DESCRIPTION}{at}); pass {own} for your own"
     at = f"step {step}" if step is not None else "step unknown"
     snapshot = getattr(emb, "snapshot", None)
     if snapshot is not None:  # a model id: what was asked for, and which files answered

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..analysis.map import Point, TableMap
+from ..errors import Option
 from ..roles import Role
 from . import console, header, plots
 from .files import input_files
@@ -111,7 +112,7 @@ def show(emb: Embeddings, result: TableMap, plot: Output | None, json: bool) -> 
         out.print(console.safe(result.probe_rule))
     flagged = len(result.flagged)
     out.print(f"{flagged:,} row{'s' * (flagged != 1)} flagged as norm anomalies (the rule of `embscope norms`)"
-              + (", drawn in red" if plot is not None else "; --plot draws them in red"))
+              + (", drawn in red" if plot is not None else f"; {Option('plot')} draws them in red"))
     if plot is not None:
         out.print(console.safe(plot.written()), soft_wrap=True)
     console.notes([*grouped_notes((p.label, p.note) for p in result.points), *result.notes])

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .. import files
-from ..errors import EmbscopeError
+from ..errors import Option, OutputError
 from ..text import quote
 
 if TYPE_CHECKING:
@@ -216,5 +216,6 @@ def default_output(base: Path, paths: Iterable[Path], marker: Callable[[Path], P
             return Output(candidate, mine, instead_of=instead_of)
         if written_for(marker(candidate)) == mine:
             return Output(candidate, mine, replaced=True, instead_of=instead_of)
-    raise EmbscopeError(f"expected a free default name for the output, found {quote(base)} and the {MAX_TRIES - 1} "
-                        "names after it taken by other checkpoints' outputs; name the file with --plot FILE or --out")
+    raise OutputError(f"expected a free default name for the output, found {quote(base)} and the {MAX_TRIES - 1} "
+                      "names after it taken by other checkpoints' outputs; name the file with "
+                      f"{Option('plot', metavar='FILE')} or {Option('out')}", path=base)

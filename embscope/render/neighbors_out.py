@@ -18,11 +18,11 @@ from typing import IO, Any
 
 import numpy as np
 
-from ..errors import EmbscopeError
+from ..errors import OutputError
 from ..text import quote, shortened
 from . import jsonout
 from .cells import tsv_cell
-from .files import written_whole
+from .files import OUT, written_whole
 
 TSV_HEADER = ("query_id", "query_token", "rank", "id", "token", "cosine")
 STDOUT = "-"
@@ -34,8 +34,8 @@ def out_format(path: Path) -> str:
         return "tsv"
     suffix = Path(path).suffix.lower()
     if suffix not in WRITERS:
-        raise EmbscopeError(f"expected a file ending in .tsv, .jsonl or .npz, or - for TSV on standard output, "
-                            f"found {quote(shortened(str(path)))}")
+        raise OutputError(f"expected a file ending in .tsv, .jsonl or .npz, or - for TSV on standard output, "
+                          f"found {quote(shortened(str(path)))}", path=path, option=OUT)
     return suffix[1:]
 
 
@@ -91,6 +91,6 @@ def write_neighbors(path: Path, topk: Any, token_of: Callable[[int], str], input
             stream.detach()  # sys.stdout keeps its buffer
         return kind
     writer, mode = WRITERS[Path(path).suffix.lower()]
-    with written_whole(Path(path), "--out", binary=mode == "wb", inputs=inputs) as fp:
+    with written_whole(Path(path), OUT, binary=mode == "wb", inputs=inputs) as fp:
         writer(fp, topk, token_of)
     return kind

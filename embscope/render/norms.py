@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ..analysis.norms import DUPLICATE_COSINE, MAD_SCALE, NormsReport
+from ..errors import Option
 from ..text import PLOT_TOKEN_SHOWN, TOKEN_SHOWN, visible
 from . import console, header, jsonout
 from .console import number_text as number
@@ -60,7 +61,8 @@ def ratio(value: float) -> str:
 
 def more(listed: int) -> None:
     if listed > LISTED_ROWS:
-        console.out.print(f"... and {listed - LISTED_ROWS} more (--json lists the first {JSON_LISTED:,})")
+        console.out.print(f"... and {listed - LISTED_ROWS} more ({Option('json', True)} lists the first "
+                          f"{JSON_LISTED:,})")
 
 
 def show(emb: Any, report: NormsReport, *, json: bool, plot: Output | None) -> None:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import EmbscopeError
+from ..errors import MissingPackageError, OutputError
 from ..naming import position_name
 from ..text import quote, shortened
 from .files import written_whole
@@ -33,7 +33,8 @@ def plot_format(path: Path) -> str:
     """The file format named by the extension; checked before any work is done."""
     found = FORMATS.get(Path(path).suffix.lower())
     if found is None:
-        raise EmbscopeError(f"expected a plot file ending in .png, .svg or .pdf, found {quote(shortened(str(path)))}")
+        raise OutputError(f"expected a plot file ending in .png, .svg or .pdf, found {quote(shortened(str(path)))}",
+                          path=path, option="plot")
     return found
 
 
@@ -41,8 +42,7 @@ def require_matplotlib(what: str) -> None:
     """Figures need matplotlib (the [plot] extra): one line saying so before any work, not an ImportError after it."""
     import importlib.util
     if importlib.util.find_spec("matplotlib") is None:
-        raise EmbscopeError(f"{what} draws its figures with matplotlib, which is not installed "
-                            "(pip install 'embscope[plot]')")
+        raise MissingPackageError(what, "matplotlib", "plot")
 
 
 def default_plot_path(checkpoint: Path, table: str | None, plot: str) -> Path:

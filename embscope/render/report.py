@@ -7,10 +7,10 @@ from importlib.metadata import version
 from pathlib import Path
 
 from ..analysis.report import Report
-from ..errors import EmbscopeError
+from ..errors import Option, OutputError
 from ..text import quote, shortened
 from . import console, header
-from .files import check_directory
+from .files import OUT, check_directory
 from .names import Output, checkpoint_label, default_output, emb_title
 from .report_content import Section, heading, sections
 from .report_html import write_html
@@ -20,6 +20,7 @@ Writer = Callable[[Output, str, Sequence[str], Sequence[Section], str, Iterable[
 WRITERS: dict[str, Writer] = {"html": write_html, "md": write_markdown}
 DEFAULT_SUFFIX = {"html": "-report.html", "md": "-report"}  # after the checkpoint's label (names.checkpoint_label)
 HTML_SUFFIXES = (".html", ".htm")
+MARKDOWN = Option("fmt", "md")  # the format `write` takes as fmt
 FILE_SUFFIXES = (*HTML_SUFFIXES, ".md")  # names that say "a file", not the folder --format md writes
 
 
@@ -27,17 +28,19 @@ def check_name(out: Path, fmt: str) -> None:
     """--out names what the format writes: an .html file, or a folder for Markdown. Checked before any work."""
     suffix = out.suffix.lower()
     if fmt == "html" and suffix not in HTML_SUFFIXES:
-        raise EmbscopeError(f"expected a report file ending in .html or .htm, found {quote(shortened(str(out)))}")
+        raise OutputError(f"expected a report file ending in .html or .htm, found {quote(shortened(str(out)))}",
+                          path=out, option=OUT)
     if fmt == "md" and suffix in FILE_SUFFIXES:
-        raise EmbscopeError(f"expected a folder for --format md ({REPORT_FILE} and the figures go in it), found the "
-                            f"file name {quote(shortened(str(out)))}")
+        raise OutputError(f"expected a folder for {MARKDOWN} ({REPORT_FILE} and the figures go in it), found the "
+                          f"file name {quote(shortened(str(out)))}", path=out, option=OUT)
 
 
 def check_place(out: Path, fmt: str) -> None:
     """The folder the report goes to exists (and a Markdown folder is not a file). Checked before any work."""
-    check_directory(out, "--out")
+    check_directory(out, OUT)
     if fmt == "md" and out.exists() and not out.is_dir():
-        raise EmbscopeError(f"expected --out to name a folder for --format md, found a file: {quote(out)}")
+        raise OutputError(f"expected {OUT} to name a folder for {MARKDOWN}, found a file: {quote(out)}", path=out,
+                          option=OUT)
 
 
 def default_target(fmt: str, named_by: Path, covers: Sequence[Path]) -> Output:

@@ -155,8 +155,7 @@ def undertrained_figure(reports: Sequence[UndertrainedReport], title: str) -> st
         if flagged.any():
             norm.histogram(norms[flagged], bins, RED, f"norm-high / norm-low ({int(flagged.sum()):,})")
         if finite.any():
-            median = float(np.median(norms[finite]))
-            spread = MAD_SCALE * float(np.median(np.abs(norms[finite] - median)))
+            median, spread = report.norm_median, MAD_SCALE * report.norm_mad  # as analysis measured norm_z
             norm.span(median - NORM_Z * spread, median + NORM_Z * spread, GREY,
                       f"median {median:.3g} +- {NORM_Z:g} x {spread:.3g}")
         rows.append([score, norm])

@@ -21,6 +21,7 @@ from itertools import count, groupby
 from pathlib import Path
 from typing import Any
 
+from ..errors import needs_package
 from ..text import printable
 from .files import refuse_inputs, written_whole
 from .names import RECORD_KEY, Output
@@ -74,8 +75,7 @@ def matplotlib_svg(draw: Callable[[], Any], prefix: str) -> str:
     matplotlib, a line that says so."""
     import importlib.util
     if importlib.util.find_spec("matplotlib") is None:
-        return line_html(Line("this figure is drawn by matplotlib, which is not installed (pip install "
-                              "'embscope[plot]')", "missing"))
+        return line_html(Line(needs_package("this figure", "matplotlib", "plot"), "missing"))
     with style():
         return svg(draw(), prefix)
 

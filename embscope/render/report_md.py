@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from ..text import printable
-from .files import make_folder, refuse_inputs, written_whole
+from .files import OUT, make_folder, refuse_inputs, written_whole
 from .names import RECORD_KEY, Output
 from .plots import save
 from .report_content import Block, Cell, Figure, Grid, Line, Section
@@ -74,7 +74,7 @@ def write_markdown(out: Output, title: str, opening: Sequence[str], sections: Se
                if isinstance(block, Figure)]
     for path in (report, *figures):  # before a figure is drawn
         refuse_inputs(path, "the report file" if path == report else "the plot file", inputs)
-    make_folder(folder, "--out")
+    make_folder(folder, OUT)
     written: list[Path] = []
     lines = [f"<!-- {RECORD_KEY}: {out.record} -->"] if out.record else []
     lines += [f"# {escaped(title)}", "", *(f"{paragraph(line)}  " for line in opening), ""]

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..analysis.similarity import Pair, Query, SimilarityResult, merge_note
+from ..errors import Option
 from ..lookup import PLAIN, WORD_START, FormChoice
 from ..text import quote
 from . import console, header
@@ -77,7 +78,7 @@ def show(emb: Any, result: SimilarityResult, *, json: bool, matrix: bool, notes:
                      *([console.safe(pair.reason or "")] if reasons else []))
     out.print(grid)
     if len(result.pairs) > LISTED_PAIRS:
-        out.print(f"... and {len(result.pairs) - LISTED_PAIRS:,} more pairs (--json lists all)")
+        out.print(f"... and {len(result.pairs) - LISTED_PAIRS:,} more pairs ({Option('json', True)} lists all)")
     if matrix:
         names = [console.safe(q.text) for q in result.queries]
         grid = console.table("", *names, title="cosine matrix")

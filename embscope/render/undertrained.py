@@ -11,6 +11,7 @@ from typing import Any
 from ..analysis.norms import MAD_SCALE
 from ..analysis.token_kinds import KIND_MEANINGS, KINDS, TokenKinds
 from ..analysis.undertrained import NORM_Z, THRESHOLD_RULE, Candidate, UndertrainedReport, UndertrainedTables
+from ..errors import Option
 from ..naming import token_name
 from ..text import visible
 from . import console, header
@@ -115,7 +116,8 @@ def render_table(report: UndertrainedReport, name: Namer) -> None:
                      number(c.norm_z, "+.1f"), signals_text(c), kinds_text(c))
     out.print(grid)
     if len(candidates) > LISTED_ROWS:
-        out.print(f"... and {len(candidates) - LISTED_ROWS:,} more (--json lists the first {JSON_LISTED:,})")
+        out.print(f"... and {len(candidates) - LISTED_ROWS:,} more ({Option('json', True)} lists the first "
+                  f"{JSON_LISTED:,})")
 
 
 def signals_text(candidate: Candidate) -> str:

@@ -81,8 +81,7 @@ def draw_norms(ax: Axes, report: UndertrainedReport) -> None:
     if flagged.any():
         ax.hist(norms[flagged], bins=bins, color=CANDIDATE, label=f"norm-high / norm-low ({int(flagged.sum()):,})")
     if finite.any():
-        median = float(np.median(norms[finite]))
-        spread = MAD_SCALE * float(np.median(np.abs(norms[finite] - median)))
+        median, spread = report.norm_median, MAD_SCALE * report.norm_mad  # as analysis measured norm_z
         ax.axvspan(median - NORM_Z * spread, median + NORM_Z * spread, color="grey", alpha=0.15,
                    label=f"median {median:.3g} +- {NORM_Z:g} x {spread:.3g}")
     ax.set_yscale("log")

@@ -1,18 +1,15 @@
-"""What every tokenizer kind shares: the interface, the registry the kinds add
-themselves to, and small helpers for id checks and byte vocabularies."""
+"""What every tokenizer kind shares: the interface, and small helpers for id checks and byte
+vocabularies (the kinds themselves are listed in kinds.py)."""
 
 from __future__ import annotations
 
-import fnmatch
 import operator
 from collections import Counter
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from embscope import files
-from embscope.errors import CheckpointError, EmbscopeError, TokenError
+from embscope.errors import CheckpointError, TokenError, TokenizerError
 from embscope.tokenizers.byte_alphabet import byte_level_bytes
 
 
@@ -67,49 +64,6 @@ class Tokenizer(Protocol):
     def token_string(self, id: int) -> str: ...
 
 
-@dataclass(frozen=True)
-class TokenizerKind:
-    """One kind of tokenizer file: how to recognise it and how to open it.
-
-    ``file_patterns`` are the glob patterns looked for in a checkpoint directory;
-    ``sniff(path)`` says whether a file is of this kind (cheaply, never raising);
-    ``load(path)`` opens it. ``expects`` describes the files for error messages.
-    A kind that also knows tokenizers by name (tiktoken's ``gpt2``) sets ``names`` (the
-    names it knows) and ``load_name(name)``. A kind whose files may sit away from the
-    checkpoint sets ``related_paths(directory, config)``: where else to look, given the
-    checkpoint's folder and config, nearest first.
-    """
-
-    name: str
-    file_patterns: tuple[str, ...]
-    sniff: Callable[[Path], bool]
-    load: Callable[[Path], Tokenizer]
-    expects: str = ""
-    names: Callable[[], tuple[str, ...]] | None = None
-    load_name: Callable[[str], Tokenizer] | None = None
-    related_paths: Callable[[Path, dict[str, Any]], list[Path]] | None = None
-
-    def matches_name(self, path: Path) -> bool:
-        return any(fnmatch.fnmatch(path.name, pattern) for pattern in self.file_patterns)
-
-    def description(self) -> str:
-        return f"{self.name} ({self.expects or ', '.join(self.file_patterns)})"
-
-
-_KINDS: dict[str, TokenizerKind] = {}
-
-
-def register_kind(kind: TokenizerKind) -> TokenizerKind:
-    """Add a tokenizer kind; a second kind with the same name replaces the first."""
-    _KINDS[kind.name] = kind
-    return kind
-
-
-def registered_kinds() -> tuple[TokenizerKind, ...]:
-    """The kinds in the order they registered (the order sniffing tries them)."""
-    return tuple(_KINDS.values())
-
-
 SPACE_MARK = "\u2581"  # SentencePiece's "▁": a piece that starts a word ("▁dog" is " dog")
 
 # larger than any real vocabulary (Gemma's is 256k); an id past it is a damaged or hostile file, and
@@ -121,7 +75,7 @@ MAX_TOKENIZER_BYTES = 256 << 20
 
 def check_largest_id(largest: int, path: Path) -> None:
     if largest > MAX_TOKEN_ID:
-        raise CheckpointError(f"expected token ids up to {MAX_TOKEN_ID:,} in {path.name}, found {largest:,}")
+        raise TokenizerError(f"expected token ids up to {MAX_TOKEN_ID:,} in {path.name}, found {largest:,}")
 
 
 def is_id(value: Any) -> bool:
@@ -134,7 +88,7 @@ def check_text(text: str, what: str) -> str:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
-        raise CheckpointError(f"expected {what} to be text, found {shown(text)}, which holds a lone surrogate") from None
+        raise TokenizerError(f"expected {what} to be text, found {shown(text)}, which holds a lone surrogate") from None
     return text
 
 
@@ -184,10 +138,6 @@ def library_ids(encoding: Any, text: str, library: Any, where: str, byte_level: 
                      f"by {where}: it has no token for them and no unknown token")
 
 
-def missing_package(what: str, package: str, extra: str) -> EmbscopeError:
-    return EmbscopeError(f"{what} needs the '{package}' package (pip install 'embscope[{extra}]')")
-
-
 def check_id(id: int, vocab_size: int) -> int:
     """Return ``id`` as an int when it names a token, else raise TokenError."""
     try:
@@ -206,11 +156,11 @@ def check_id(id: int, vocab_size: int) -> int:
 
 def read_json(path: Path) -> Any:
     """Parse a JSON file, remembering the last few so that sniffing several kinds
-    and then loading one parses the file once. Raises CheckpointError."""
+    and then loading one parses the file once. Raises TokenizerError."""
     try:
         return files.read_json(path, MAX_TOKENIZER_BYTES, "a tokenizer file", cached=True)
     except (ValueError, UnicodeDecodeError, RecursionError) as err:  # RecursionError: nesting too deep
-        raise CheckpointError(f"expected JSON in {path}, found a parse error: {err}") from None
+        raise TokenizerError(f"expected JSON in {path}, found a parse error: {err}") from None
 
 
 def sniff_json(path: Path) -> Any:

@@ -9,7 +9,7 @@ import itertools
 import sys
 from collections.abc import Sequence
 
-from embscope.errors import CheckpointError
+from embscope.errors import TokenizerError
 
 # merged pieces are concatenations, so a file of a few hundred bytes can describe pieces that double in
 # length with every merge (259 bytes -> 4.2 GB): a piece longer than this is refused before it is built.
@@ -79,13 +79,13 @@ class PieceBudget:
     def join(self, first: bytes, second: bytes, what: str) -> bytes:
         size = len(first) + len(second)
         if size > MAX_PIECE_BYTES:
-            raise CheckpointError(
+            raise TokenizerError(
                 f"expected tokens of at most {MAX_PIECE_BYTES} bytes in {self.where}, found {what} "
                 f"making one of {size:,} bytes"
             )
         self.total += size
         if self.total > MAX_TOTAL_PIECE_BYTES:
-            raise CheckpointError(
+            raise TokenizerError(
                 f"expected at most {MAX_TOTAL_PIECE_BYTES // 2**20} MiB of token bytes in {self.where}, "
                 f"found more by {what}"
             )

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from embscope import files
-from embscope.errors import CheckpointError
+from embscope.errors import TokenizerError
+from embscope.registry import Probe
 from embscope.tokenizers.base import (
     MAX_TOKENIZER_BYTES,
     ByteVocabulary,
@@ -52,12 +53,12 @@ class ByteBPETokenizer(ByteVocabulary):
             new_id = 256 + rank
             for part in (first, second):
                 if not 0 <= part < new_id:
-                    raise CheckpointError(
+                    raise TokenizerError(
                         f"expected merge {rank} in {path.name} to join ids below {new_id}, "
                         f"found {first} {second}"
                     )
             if (first, second) in seen:
-                raise CheckpointError(f"merge {rank} in {path.name} repeats the pair {first} {second}")
+                raise TokenizerError(f"merge {rank} in {path.name} repeats the pair {first} {second}")
             seen.add((first, second))
             pieces.append(budget.join(pieces[first], pieces[second], f"merge {rank} ({first} {second})"))
         self._pieces = [*pieces]
@@ -66,7 +67,7 @@ class ByteBPETokenizer(ByteVocabulary):
         for text, id in special.items():
             check_text(text, f"the special token with id {id} in {path.name}")
             if id < len(pieces) or id in self._special:
-                raise CheckpointError(
+                raise TokenizerError(
                     f"expected special token {text!r} in {path.name} to have an id of its own, found {id}"
                 )
             check_largest_id(id, path)
@@ -105,9 +106,11 @@ class ByteBPETokenizer(ByteVocabulary):
 
 def _first_line(path: Path) -> str | None:
     head = files.peek(path, len(MINBPE_MAGIC) + 2)
-    if head is None:
-        return None
-    return head.split(b"\n", 1)[0].rstrip(b"\r").decode("latin-1")
+    return None if head is None else _line_of(head)
+
+
+def _line_of(head: bytes) -> str:
+    return head[:len(MINBPE_MAGIC) + 2].split(b"\n", 1)[0].rstrip(b"\r").decode("latin-1")
 
 
 def _is_merge_pair(item: Any) -> bool:
@@ -122,12 +125,10 @@ def _merges_in(doc: Any) -> list[Any] | None:
     return None
 
 
-def sniff(path: Path) -> bool:
-    if not path.is_file():
-        return False
-    if _first_line(path) == MINBPE_MAGIC:
+def sniff(probe: Probe) -> bool:
+    if _line_of(probe.head) == MINBPE_MAGIC:
         return True
-    merges = _merges_in(sniff_json(path))
+    merges = _merges_in(sniff_json(probe.path))
     return merges is not None and all(_is_merge_pair(item) for item in merges)
 
 
@@ -141,9 +142,9 @@ def _load_minbpe(path: Path) -> ByteBPETokenizer:
     try:
         lines = files.read_text(path, MAX_TOKENIZER_BYTES, "a minbpe model").splitlines()
     except UnicodeDecodeError as err:
-        raise CheckpointError(f"cannot read {path} as a minbpe model: {err}") from None
+        raise TokenizerError(f"cannot read {path} as a minbpe model: {err}") from None
     if len(lines) < 3:
-        raise CheckpointError(
+        raise TokenizerError(
             f"expected a version line, a pattern line and a special-token count in {path.name}, "
             f"found {len(lines)} lines"
         )
@@ -151,7 +152,7 @@ def _load_minbpe(path: Path) -> ByteBPETokenizer:
     pattern = lines[1]
     special_count = int(lines[2]) if lines[2].isdecimal() and len(lines[2]) < 10 else -1
     if not 0 <= special_count <= len(lines) - 3:
-        raise CheckpointError(
+        raise TokenizerError(
             f"expected the number of special tokens on line 3 of {path.name}, found {shown(lines[2])}"
         )
     special: dict[str, int] = {}
@@ -159,7 +160,7 @@ def _load_minbpe(path: Path) -> ByteBPETokenizer:
         line = lines[number - 1] if number - 1 < len(lines) else ""
         text, _, id_text = line.rpartition(" ")
         if not text or not id_text.isdecimal():
-            raise CheckpointError(
+            raise TokenizerError(
                 f"expected 'special_token id' on line {number} of {path.name}, found {shown(line)}"
             )
         special[text] = int(id_text)
@@ -169,7 +170,7 @@ def _load_minbpe(path: Path) -> ByteBPETokenizer:
             continue
         parts = line.split()
         if len(parts) != 2 or not all(part.isdecimal() for part in parts):
-            raise CheckpointError(f"expected two token ids on line {number} of {path.name}, found {shown(line)}")
+            raise TokenizerError(f"expected two token ids on line {number} of {path.name}, found {shown(line)}")
         merges.append((int(parts[0]), int(parts[1])))
     return ByteBPETokenizer(path, merges, pattern, special)
 
@@ -178,16 +179,16 @@ def _load_json_merges(path: Path) -> ByteBPETokenizer:
     doc = read_json(path)
     merges = _merges_in(doc)
     if merges is None:
-        raise CheckpointError(
+        raise TokenizerError(
             f"expected a list of merges [[id1, id2], ...] in {path.name}, found {type(doc).__name__}"
         )
     for rank, item in enumerate(merges):
         if not _is_merge_pair(item):
-            raise CheckpointError(f"expected merge {rank} in {path.name} to be [id1, id2], found {shown(item)}")
+            raise TokenizerError(f"expected merge {rank} in {path.name} to be [id1, id2], found {shown(item)}")
     pattern = (doc.get("pattern") or "") if isinstance(doc, dict) else ""
     special = (doc.get("special_tokens") or {}) if isinstance(doc, dict) else {}
     if not isinstance(pattern, str):
-        raise CheckpointError(f"expected the pattern in {path.name} to be a string, found {shown(pattern)}")
+        raise TokenizerError(f"expected the pattern in {path.name} to be a string, found {shown(pattern)}")
     if not isinstance(special, dict) or not all(is_id(id) for id in special.values()):
-        raise CheckpointError(f"expected special_tokens in {path.name} to map strings to ids, found {shown(special)}")
+        raise TokenizerError(f"expected special_tokens in {path.name} to map strings to ids, found {shown(special)}")
     return ByteBPETokenizer(path, [(first, second) for first, second in merges], pattern, special)

@@ -22,7 +22,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from embscope.errors import CheckpointError, TokenError
+from embscope.errors import TokenError, TokenizerError
+from embscope.registry import Probe
 from embscope.tokenizers.base import check_id, check_largest_id, check_text, is_id, read_json, shown, sniff_json
 
 FILE_NAMES = ("characters.json", "char_to_id.json", "char2idx.json", "word_index.json")
@@ -96,9 +97,9 @@ class CharMapTokenizer:
         return f"<CharMapTokenizer {self.path} vocab_size={self.vocab_size}>"
 
 
-def sniff(path: Path) -> bool:
+def sniff(probe: Probe) -> bool:
     """A JSON object, not another kind's, whose values are mostly ids (load names the first that is not)."""
-    doc = sniff_json(path)
+    doc = sniff_json(probe.path)
     if not isinstance(doc, dict) or not doc or any(key in doc for key in _OTHER_KINDS_KEYS):
         return False
     return 2 * sum(map(is_id, doc.values())) >= len(doc)
@@ -108,15 +109,15 @@ def load(path: Path) -> CharMapTokenizer:
     doc: Any = read_json(path)
     if not isinstance(doc, dict) or not doc:
         found = "an empty object" if doc == {} else f"a JSON {type(doc).__name__}"
-        raise CheckpointError(f"expected {path.name} to be {EXPECTED}, found {found}")
+        raise TokenizerError(f"expected {path.name} to be {EXPECTED}, found {found}")
     for key, id in doc.items():
         if not key or len(key) > MAX_KEY_CHARS or not is_id(id):
-            raise CheckpointError(f"expected {path.name} to be {EXPECTED} (a character or token, then a whole "
-                                  f"number 0 or more), found {shown(key)}: {shown(id)}")
+            raise TokenizerError(f"expected {path.name} to be {EXPECTED} (a character or token, then a whole "
+                                 f"number 0 or more), found {shown(key)}: {shown(id)}")
         check_text(key, f"the token with id {id} in {path.name}")
         for mark, what in _SUBWORD_MARKS.items():
             if len(key) > len(mark) and key.startswith(mark):
-                raise CheckpointError(f"expected {path.name} to be {EXPECTED}, found {what} (the token "
-                                      f"{shown(key)}): its ids cannot be worked out from the map alone")
+                raise TokenizerError(f"expected {path.name} to be {EXPECTED}, found {what} (the token "
+                                     f"{shown(key)}): its ids cannot be worked out from the map alone")
     check_largest_id(max(doc.values()), path)
     return CharMapTokenizer(path, doc)

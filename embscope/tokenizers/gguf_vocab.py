@@ -12,18 +12,18 @@ parse_special=false)` gives.
 What every kind shares is read here: the token list (an empty token is named "[EMPTY_<id>]" and a repeated one
 refused, as llama.cpp does), the token types, and the user-defined tokens, which llama.cpp cuts out of the text
 before anything else (tokenizer_st_partition). A malformed array, or merges and scores that do not fit the
-tokens, is one CheckpointError naming the first bad entry. A word the vocabulary cannot hold becomes the unknown
+tokens, is one TokenizerError naming the first bad entry. A word the vocabulary cannot hold becomes the unknown
 token, and ``unk_id`` names it, so that callers can refuse it rather than compare "<unk>" with itself."""
 
 from __future__ import annotations
 
 import functools
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from embscope.errors import CheckpointError, TokenError
+from embscope.errors import Option, TokenError, TokenizerError
 from embscope.tokenizers.base import SPACE_MARK, ByteVocabulary, check_id, check_largest_id, shown
 
 if TYPE_CHECKING:
@@ -71,7 +71,8 @@ class GGUFVocabulary(ByteVocabulary):
         return token.encode("utf-8")
 
     def encode(self, text: str) -> list[int]:
-        raise TokenError(f"{self._reason}: give token ids with --ids, or the model's tokenizer file with --tokenizer")
+        raise TokenError(f"{self._reason}: give token ids with {Option('ids', True)}, or the model's tokenizer file "
+                         f"with {Option('tokenizer')}", option="tokenizer")
 
 
 class UserDefined:
@@ -201,67 +202,19 @@ def byte_token(token: str) -> int | None:
 
 # -- reading tokenizer.ggml.* -------------------------------------------------------------------------
 
-class MetadataArrays:
-    """The tokenizer's arrays in one GGUF file, read and checked on request."""
+class MetadataArrays(Protocol):
+    """The tokenizer's arrays in one GGUF file, read and checked on request, as the GGUF reader
+    (formats/gguf_file.TokenizerArrays) hands them over: the tokenizer reads no GGUF itself."""
 
-    def __init__(self, path: Path, metadata: dict[str, Any]):
-        from embscope.formats._binary import map_file
-        from embscope.formats.gguf_file import require_gguf
-        self.path = path
-        self.metadata = metadata
-        self.where = f"{path.name}: tokenizer"
-        self.gguf = require_gguf(path)
-        self.buf = map_file(path)
+    path: Path
+    metadata: dict[str, Any]
+    where: str
 
-    def ref(self, key: str, what: str, item_types: tuple[str, ...]) -> Any:
-        """The ArrayRef of ``key`` (None when absent), refused unless its elements are of one of ``item_types``."""
-        from embscope.formats.gguf_file import ArrayRef
-        value = self.metadata.get(PREFIX + key)
-        if value is None:
-            return None
-        names = " or ".join(item_types)
-        if not isinstance(value, ArrayRef):
-            raise CheckpointError(f"{self.where}: expected {PREFIX + key} to be an array of {what} ({names}), "
-                                  f"found {shown(value)}")
-        if self.gguf.GGUFValueType(value.item_type).name not in item_types:
-            raise CheckpointError(f"{self.where}: expected {PREFIX + key} to be an array of {what} ({names}), found "
-                                  f"an array of {self.gguf.GGUFValueType(value.item_type).name}")
-        return value
+    def raw_strings(self, key: str) -> list[bytes] | None: ...
 
-    def raw_strings(self, key: str) -> list[bytes] | None:
-        from embscope.formats.gguf_file import array_strings
-        ref = self.ref(key, "strings", ("STRING",))
-        return None if ref is None else array_strings(self.buf, ref, PREFIX + key, self.where)
+    def strings(self, key: str, raw: list[bytes] | None = None) -> list[str] | None: ...
 
-    def strings(self, key: str, raw: list[bytes] | None = None) -> list[str] | None:
-        raw = self.raw_strings(key) if raw is None else raw
-        if raw is None:
-            return None
-        try:
-            joined = b"\0".join(raw)
-            if joined.count(b"\0") == len(raw) - 1:  # one decode for all, unless a token holds a NUL itself
-                return joined.decode("utf-8").split("\0")
-            return [item.decode("utf-8") for item in raw]
-        except UnicodeDecodeError:
-            for index, item in enumerate(raw):
-                try:
-                    item.decode("utf-8")
-                except UnicodeDecodeError:
-                    raise CheckpointError(f"{self.where}: element {index} of {PREFIX + key} is not UTF-8 text, "
-                                          f"found {shown(item)}") from None
-            raise
-
-    def numbers(self, key: str, what: str, item_types: tuple[str, ...], count: int) -> np.ndarray | None:
-        """One number per token (``what``: "score" or "token type"), as llama.cpp reads them: an array of
-        ``item_types`` at least ``count`` long, of which the first ``count`` are used."""
-        from embscope.formats.gguf_file import array_numbers
-        ref = self.ref(key, what + "s", item_types)
-        if ref is None:
-            return None
-        if ref.count < count:
-            raise CheckpointError(f"{self.where}: expected {PREFIX + key} to hold a {what} for each of the "
-                                  f"{count} tokens, found {ref.count}")
-        return array_numbers(self.buf, ref, PREFIX + key, self.where, self.gguf)[:count]
+    def numbers(self, key: str, what: str, item_types: tuple[str, ...], count: int) -> np.ndarray | None: ...
 
 
 def read_tokens(arrays: MetadataArrays) -> tuple[list[str], list[bytes], dict[str, int]]:
@@ -269,7 +222,7 @@ def read_tokens(arrays: MetadataArrays) -> tuple[list[str], list[bytes], dict[st
     "[EMPTY_<id>]", and a token that appears twice is refused."""
     raw = arrays.raw_strings("tokens")
     if not raw:
-        raise CheckpointError(f"{arrays.where}: expected a list of tokens in {PREFIX}tokens, found none")
+        raise TokenizerError(f"{arrays.where}: expected a list of tokens in {PREFIX}tokens, found none")
     check_largest_id(len(raw) - 1, arrays.path)
     if not all(raw):
         raw = [item or f"[EMPTY_{id}]".encode() for id, item in enumerate(raw)]
@@ -280,8 +233,8 @@ def read_tokens(arrays: MetadataArrays) -> tuple[list[str], list[bytes], dict[st
         first: dict[str, int] = {}
         for id, token in enumerate(tokens):
             if token in first:
-                raise CheckpointError(f"{arrays.where}: expected each token once in {PREFIX}tokens, found "
-                                      f"{shown(token)} as ids {first[token]} and {id}")
+                raise TokenizerError(f"{arrays.where}: expected each token once in {PREFIX}tokens, found "
+                                     f"{shown(token)} as ids {first[token]} and {id}")
             first[token] = id
     return tokens, raw, token_id
 
@@ -307,8 +260,8 @@ def read_scores(arrays: MetadataArrays, tokens: list[str]) -> np.ndarray | None:
     scores = scores.astype(np.float32)
     bad = np.flatnonzero(np.isnan(scores))
     if bad.size:
-        raise CheckpointError(f"{arrays.where}: expected a number as the score of every token in {PREFIX}scores, "
-                              f"found NaN for token {int(bad[0])} ({shown(tokens[bad[0]])})")
+        raise TokenizerError(f"{arrays.where}: expected a number as the score of every token in {PREFIX}scores, "
+                             f"found NaN for token {int(bad[0])} ({shown(tokens[bad[0]])})")
     return scores
 
 
@@ -317,7 +270,7 @@ def read_merges(arrays: MetadataArrays, token_id: dict[str, int]) -> list[tuple[
     cuts it); every merge must join two tokens into a third."""
     raw = arrays.raw_strings("merges")
     if not raw:
-        raise CheckpointError(f"{arrays.where}: a gpt2 (byte-level BPE) tokenizer needs {PREFIX}merges, found none")
+        raise TokenizerError(f"{arrays.where}: a gpt2 (byte-level BPE) tokenizer needs {PREFIX}merges, found none")
     # byte-level tokens hold no space or newline ("Ġ" and "Ċ" stand for them), so each merge is its only space:
     # all are cut and checked at once (Llama 3's 280k merges in a few hundredths of a second); any doubt, and
     # they are read one by one below, which names the first bad one
@@ -339,7 +292,7 @@ def read_merges(arrays: MetadataArrays, token_id: dict[str, int]) -> list[tuple[
         left, right = (merge[:cut], merge[cut + 1:]) if cut >= 0 else ("", "")
         if not (left in token_id and right in token_id and left + right in token_id):
             missing = next(part for part in (left, right, left + right) if part not in token_id)
-            raise CheckpointError(
+            raise TokenizerError(
                 f"{arrays.where}: expected merge {rank} of {PREFIX}merges ({shown(merge)}) to join two tokens into a "
                 f"third, found {shown(missing)}, which is not a token" if cut >= 0 else
                 f"{arrays.where}: expected merge {rank} of {PREFIX}merges to be two tokens and a space, found "
@@ -354,7 +307,7 @@ def special_ids_of(arrays: MetadataArrays, count: int, types: np.ndarray | None)
     ids = {key: arrays.metadata.get(PREFIX + key) for key in SPECIAL_ID_KEYS}
     for key, value in ids.items():
         if value is not None and not (type(value) is int and 0 <= value < count):
-            raise CheckpointError(f"{arrays.where}: {PREFIX + key} is {shown(value)}, expected an id below {count}")
+            raise TokenizerError(f"{arrays.where}: {PREFIX + key} is {shown(value)}, expected an id below {count}")
     unk_id = ids["unknown_token_id"]
     special = {v for v in ids.values() if v is not None}
     if types is not None:
@@ -365,10 +318,12 @@ def special_ids_of(arrays: MetadataArrays, count: int, types: np.ndarray | None)
     return unk_id, frozenset(special)
 
 
-def load_gguf_tokenizer(path: Path, metadata: dict[str, Any]) -> GGUFVocabulary:
-    """The tokenizer described by a GGUF header's metadata; its arrays are read from the file now."""
+def load_gguf_tokenizer(path: Path, read_arrays: Callable[[], MetadataArrays]) -> GGUFVocabulary:
+    """The tokenizer described by a GGUF header's metadata; its arrays are read from the file now (read_arrays:
+    what the GGUF reader hands over)."""
     import numpy as np
-    arrays = MetadataArrays(path, metadata)
+    arrays = read_arrays()
+    metadata = arrays.metadata
     model = metadata.get(PREFIX + "model")
     tokens, raw, token_id = read_tokens(arrays)
     type_array = read_types(arrays, token_id)
@@ -381,7 +336,7 @@ def load_gguf_tokenizer(path: Path, metadata: dict[str, Any]) -> GGUFVocabulary:
         vocabulary.notes = (f"the file names no tokenizer ({PREFIX}model): ids are named, words cannot be looked up",)
         return vocabulary
     if not isinstance(model, str):
-        raise CheckpointError(f"{arrays.where}: expected {PREFIX}model to be a name, found {shown(model)}")
+        raise TokenizerError(f"{arrays.where}: expected {PREFIX}model to be a name, found {shown(model)}")
     if model == "gpt2":
         from embscope.tokenizers.gguf_bpe import load_byte_level_bpe
         return load_byte_level_bpe(path, tokens, types, special_ids, user_defined, read_merges(arrays, token_id),
@@ -391,8 +346,8 @@ def load_gguf_tokenizer(path: Path, metadata: dict[str, Any]) -> GGUFVocabulary:
         scores = read_scores(arrays, tokens)
         add_prefix = metadata.get(PREFIX + "add_space_prefix", True)  # llama.cpp's default for llama vocabularies
         if not isinstance(add_prefix, bool):
-            raise CheckpointError(f"{arrays.where}: expected {PREFIX}add_space_prefix to be true or false, found "
-                                  f"{shown(add_prefix)}")
+            raise TokenizerError(f"{arrays.where}: expected {PREFIX}add_space_prefix to be true or false, found "
+                                 f"{shown(add_prefix)}")
         return SentencePieceVocab(path, tokens, raw, token_id, types, unk_id, special_ids, user_defined, scores,
                                   add_prefix)
     if model == "bert":

@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from embscope import files
-from embscope.errors import CheckpointError, TokenError
+from embscope.errors import MissingPackageError, TokenError, TokenizerError
+from embscope.registry import Probe
 from embscope.tokenizers.base import (
     MAX_TOKENIZER_BYTES,
     ByteVocabulary,
@@ -34,7 +35,6 @@ from embscope.tokenizers.base import (
     check_text,
     is_library_failure,
     library_ids,
-    missing_package,
     read_json,
     shown,
     sniff_json,
@@ -86,7 +86,7 @@ def _merge_results(vocab: dict[str, int], merges: list[tuple[str, str]], merges_
         for rank, (first, second) in enumerate(merges):
             missing = [token for token in (first, second, first + second) if token not in vocab]
             if missing:
-                raise CheckpointError(
+                raise TokenizerError(
                     f"expected merge {rank} of {merges_path.name} ({shown(first)} + {shown(second)}) to join and "
                     f"make tokens of the vocabulary, found {shown(missing[0])} missing"
                 )
@@ -123,7 +123,7 @@ def _merge_loop_encoder(vocab: dict[str, int], merges: list[tuple[str, str]], re
     try:
         import regex  # noqa: F401  GPT-2's pattern needs it; without it, ask for the library, which is simpler
     except ImportError:
-        raise missing_package(f"reading {path.name}", "tokenizers", "hf") from None
+        raise MissingPackageError(f"reading {path.name}", "tokenizers", "hf", path=path) from None
     split = compile_split_pattern(GPT2_PATTERN, "GPT-2's split pattern")
     table = MergeTable([(vocab[first], vocab[second]) for first, second in merges], results, byte_ids)
     # the added tokens, longest first: the leftmost match, and the longest there, as the library matches them
@@ -169,8 +169,8 @@ def _is_vocab(doc: object, entries: int | None = None) -> bool:
     return all(type(id) is int for id in ids) and min(ids) >= 0  # type(): JSON's true is not an id
 
 
-def sniff(path: Path) -> bool:
-    paths = _vocab_and_merges_paths(path)
+def sniff(probe: Probe) -> bool:
+    paths = _vocab_and_merges_paths(probe.path)
     if paths is None or not (paths[0].is_file() and paths[1].is_file()):
         return False
     return _is_vocab(sniff_json(paths[0]), entries=100)
@@ -179,13 +179,13 @@ def sniff(path: Path) -> bool:
 def load(path: Path) -> GPT2BPETokenizer:
     paths = _vocab_and_merges_paths(path)
     if paths is None:
-        raise CheckpointError(f"expected a file named vocab.json or merges.txt, found {path.name}")
+        raise TokenizerError(f"expected a file named vocab.json or merges.txt, found {path.name}")
     vocab_path, merges_path = paths
     if not merges_path.is_file():
-        raise CheckpointError(f"expected {merges_path.name} beside {vocab_path}, found none")
+        raise TokenizerError(f"expected {merges_path.name} beside {vocab_path}, found none")
     vocab: Any = read_json(vocab_path)
     if not _is_vocab(vocab):
-        raise CheckpointError(
+        raise TokenizerError(
             f"expected {vocab_path.name} to map token strings to ids, found another JSON document"
         )
     try:
@@ -197,14 +197,14 @@ def load(path: Path) -> GPT2BPETokenizer:
     try:
         lines = files.read_text(merges_path, MAX_TOKENIZER_BYTES, "a merges.txt").splitlines()
     except UnicodeDecodeError as err:
-        raise CheckpointError(f"cannot read {merges_path}: {err}") from None
+        raise TokenizerError(f"cannot read {merges_path}: {err}") from None
     merges: list[tuple[str, str]] = []
     for number, line in enumerate(lines, start=1):
         if not line.strip() or (number == 1 and line.startswith("#version")):
             continue
         parts = line.split()
         if len(parts) != 2:
-            raise CheckpointError(
+            raise TokenizerError(
                 f"expected two tokens on line {number} of {merges_path.name}, found {shown(line)}"
             )
         merges.append((parts[0], parts[1]))

@@ -11,7 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from embscope.errors import CheckpointError
+from embscope.errors import TokenizerError
+from embscope.registry import Probe
 from embscope.tokenizers.base import (
     ByteVocabulary,
     check_largest_id,
@@ -75,10 +76,10 @@ def _segments_in(doc: Any) -> list[Any] | None:
     return None
 
 
-def sniff(path: Path) -> bool:
-    if path.name == FILE_NAME:
-        return path.is_file()
-    segments = _segments_in(sniff_json(path))
+def sniff(probe: Probe) -> bool:
+    if probe.path.name == FILE_NAME:
+        return True
+    segments = _segments_in(sniff_json(probe.path))
     return segments is not None and bool(segments) and all(isinstance(segment, str) for segment in segments)
 
 
@@ -88,7 +89,7 @@ def load(path: Path) -> HarrisTokenizer:
     if segments is not None:
         for index, segment in enumerate(segments):
             if not isinstance(segment, str):
-                raise CheckpointError(f"expected segment {index} in {path.name} to be a string, found {shown(segment)}")
+                raise TokenizerError(f"expected segment {index} in {path.name} to be a string, found {shown(segment)}")
             check_text(segment, f"segment {index} in {path.name}")
         check_largest_id(FIRST_SEGMENT_ID + len(segments) - 1, path)
         return HarrisTokenizer(path, {FIRST_SEGMENT_ID + index: segment for index, segment in enumerate(segments)})
@@ -96,17 +97,17 @@ def load(path: Path) -> HarrisTokenizer:
         by_id: dict[int, str] = {}
         for segment, id in doc.items():
             if not is_id(id) or id < FIRST_SEGMENT_ID:
-                raise CheckpointError(
+                raise TokenizerError(
                     f"expected segment {shown(segment)} in {path.name} to have an id of "
                     f"{FIRST_SEGMENT_ID} or more, found {shown(id)}"
                 )
             if id in by_id:
-                raise CheckpointError(f"expected one segment per id in {path.name}, found two with id {id}")
+                raise TokenizerError(f"expected one segment per id in {path.name}, found two with id {id}")
             check_text(segment, f"the segment with id {id} in {path.name}")
             by_id[id] = segment
         if by_id:
             check_largest_id(max(by_id), path)
         return HarrisTokenizer(path, by_id)
-    raise CheckpointError(
+    raise TokenizerError(
         f"expected a list of segment strings in {path.name}, found {type(doc).__name__}"
     )

@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from embscope import files
-from embscope.errors import CheckpointError, EmbscopeError, TokenError
+from embscope.errors import EmbscopeError, MissingPackageError, TokenError, TokenizerError
+from embscope.registry import Probe
 from embscope.tokenizers.base import (
     MAX_TOKENIZER_BYTES,
     SPACE_MARK,
@@ -31,7 +32,6 @@ from embscope.tokenizers.base import (
     is_id,
     is_library_failure,
     library_ids,
-    missing_package,
     sniff_json,
 )
 from embscope.tokenizers.byte_alphabet import byte_level_bytes, bytes_to_unicode
@@ -66,8 +66,8 @@ def check_bpe_merges(config: Any, path: Path) -> None:
             continue  # the library reports a merge of unknown tokens as an error of its own
         merged = first + second.removeprefix(prefix)
         if merged not in vocab:
-            raise CheckpointError(f"expected merge {rank} of {path.name} ({first!r} + {second!r}) to make a token "
-                                  f"of the vocabulary, found {merged!r} missing")
+            raise TokenizerError(f"expected merge {rank} of {path.name} ({first!r} + {second!r}) to make a token "
+                                 f"of the vocabulary, found {merged!r} missing")
 
 
 def _every_merge_made(vocab: dict[str, Any], merges: list[Any], prefix: str) -> bool:
@@ -232,10 +232,10 @@ def _space_markers(steps: list[dict[str, Any]]) -> list[tuple[str, str]]:
     return markers
 
 
-def sniff(path: Path) -> bool:
-    if path.name == FILE_NAME:
-        return path.is_file()
-    doc = sniff_json(path)
+def sniff(probe: Probe) -> bool:
+    if probe.path.name == FILE_NAME:
+        return True
+    doc = sniff_json(probe.path)
     return isinstance(doc, dict) and isinstance(doc.get("model"), dict) and "vocab" in doc["model"]
 
 
@@ -244,7 +244,7 @@ def load(path: Path) -> HuggingFaceTokenizer:
         # not read_text: its newline translation costs a second pass; the library is handed the text (from_str)
         text = files.read_bytes(path, MAX_TOKENIZER_BYTES, "a tokenizer.json").decode("utf-8")
     except UnicodeDecodeError as err:
-        raise CheckpointError(f"cannot read {path}: {err}") from None
+        raise TokenizerError(f"cannot read {path}: {err}") from None
     return from_document(path, text)
 
 
@@ -256,11 +256,11 @@ def from_document(path: Path, text: str) -> HuggingFaceTokenizer:
 def built(path: Path, build: Callable[[Any], Any], kind: str = "huggingface",
           notes: tuple[str, ...] = ()) -> HuggingFaceTokenizer:
     """A tokenizer of what ``build`` makes with the tokenizers package, which is imported here (another kind
-    builds one from its own files). Raises CheckpointError, or EmbscopeError without the library."""
+    builds one from its own files). Raises TokenizerError, or MissingPackageError without the library."""
     try:
         import tokenizers
     except ImportError:
-        raise missing_package(f"reading {path.name}", "tokenizers", "hf") from None
+        raise MissingPackageError(f"reading {path.name}", "tokenizers", "hf", path=path) from None
     try:
         library_tokenizer = build(tokenizers)
     except EmbscopeError:
@@ -269,7 +269,7 @@ def built(path: Path, build: Callable[[Any], Any], kind: str = "huggingface",
         if not is_library_failure(err):
             raise
         reason = (str(err).strip().splitlines() or [type(err).__name__])[0]
-        raise CheckpointError(
+        raise TokenizerError(
             f"expected a Hugging Face tokenizer in {path}, found an unreadable file: {reason}"
         ) from None
     return HuggingFaceTokenizer(path, library_tokenizer, kind, notes)

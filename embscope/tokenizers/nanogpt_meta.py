@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from embscope import files
-from embscope.errors import CheckpointError, TokenError
+from embscope.errors import TokenError, TokenizerError
+from embscope.registry import Probe
 from embscope.tokenizers.base import (
     MAX_TOKEN_ID,
     check_id,
@@ -71,55 +72,53 @@ def _vocabulary(meta: Any, path: Path) -> tuple[dict[int, str], int]:
     """(itos, vocab_size) from the unpickled dict, every value checked."""
     name = path.name
     if not isinstance(meta, dict) or not ({"itos", "stoi"} & meta.keys()):
-        raise CheckpointError(f"expected a dict with 'stoi' and 'itos' in {name}, found {type(meta).__name__}")
+        raise TokenizerError(f"expected a dict with 'stoi' and 'itos' in {name}, found {type(meta).__name__}")
     itos, stoi = meta.get("itos"), meta.get("stoi")
     if itos is None:
         if not isinstance(stoi, dict):
-            raise CheckpointError(f"expected 'stoi' in {name} to be a dict, found {type(stoi).__name__}")
+            raise TokenizerError(f"expected 'stoi' in {name} to be a dict, found {type(stoi).__name__}")
         itos = {id: char for char, id in stoi.items()}
     if not isinstance(itos, dict):
-        raise CheckpointError(f"expected 'itos' in {name} to be a dict, found {type(itos).__name__}")
+        raise TokenizerError(f"expected 'itos' in {name} to be a dict, found {type(itos).__name__}")
     for id, char in itos.items():
         if not is_id(id) or id > MAX_TOKEN_ID or not isinstance(char, str) or len(char) != 1:
-            raise CheckpointError(
+            raise TokenizerError(
                 f"expected 'itos' in {name} to map ids to single characters, found {shown(id)}: {shown(char)}"
             )
         check_text(char, f"the character of id {id} in {name}")
     if isinstance(stoi, dict) and any(itos.get(id) != char for char, id in stoi.items()):
-        raise CheckpointError(f"expected 'stoi' and 'itos' in {name} to agree, found them different")
+        raise TokenizerError(f"expected 'stoi' and 'itos' in {name} to agree, found them different")
     if len(set(itos.values())) != len(itos):
-        raise CheckpointError(f"expected each character once in 'itos' of {name}, found one twice")
+        raise TokenizerError(f"expected each character once in 'itos' of {name}, found one twice")
     largest = max(itos, default=-1)
     vocab_size = meta.get("vocab_size", largest + 1)
     if not is_id(vocab_size) or not largest < vocab_size <= MAX_TOKEN_ID + 1:
-        raise CheckpointError(
+        raise TokenizerError(
             f"expected vocab_size in {name} to be more than its largest id {largest}, found {shown(vocab_size)}"
         )
     return itos, vocab_size
 
 
-def sniff(path: Path) -> bool:
-    if path.suffix != ".pkl" or not path.is_file():
+def sniff(probe: Probe) -> bool:
+    if probe.path.suffix != ".pkl":
         return False
-    head = files.peek(path, 256)
-    if head is None:
-        return False
-    if path.name == FILE_NAME:
+    head = probe.head
+    if probe.path.name == FILE_NAME:
         return head.startswith(_PICKLE_PROTOCOL_2_UP)
     return head.startswith(_PICKLE_PROTOCOL_2_UP) and (b"stoi" in head or b"itos" in head)
 
 
 def load(path: Path) -> CharTokenizer:
-    from embscope.formats._unpickle import restricted_load
+    from embscope.formats import unpickle_plain  # the restricted unpickler the pickle readers use
 
     found = files.status(path)
     if found is not None and found.st_size > MAX_FILE_BYTES:
-        raise CheckpointError(
+        raise TokenizerError(
             f"expected a character vocabulary of at most {MAX_FILE_BYTES // 2**20} MiB in {path.name}, "
             f"found {found.st_size:,} bytes"
         )
     data = files.read_bytes(path, MAX_FILE_BYTES, "nanoGPT's meta.pkl")
-    meta = restricted_load(data, {}, str(path))  # plain dicts, strings and ints: no global is allowed
+    meta = unpickle_plain(data, str(path))  # plain dicts, strings and ints: no global is allowed
     itos, vocab_size = _vocabulary(meta, path)
     return CharTokenizer(path, itos, vocab_size)
 

@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from embscope import files
-from embscope.errors import CheckpointError, TokenError
-from embscope.tokenizers.base import MAX_TOKENIZER_BYTES, SPACE_MARK, check_id, missing_package
+from embscope.errors import MissingPackageError, TokenError, TokenizerError
+from embscope.registry import Probe
+from embscope.tokenizers.base import MAX_TOKENIZER_BYTES, SPACE_MARK, check_id
 
 _BYTE_PIECE = re.compile(r"<0x([0-9A-Fa-f]{2})>")
 
@@ -78,9 +79,9 @@ class SentencePieceTokenizer:
         return f"<SentencePieceTokenizer {self.path} vocab_size={self.vocab_size}>"
 
 
-def sniff(path: Path) -> bool:
+def sniff(probe: Probe) -> bool:
     """A protobuf ModelProto: field 1 (pieces, length-delimited) whose own field 1 is the piece text."""
-    head = files.peek(path, 16) or b""
+    head = probe.head[:16]
     if len(head) < 4 or head[0] != 0x0A:
         return False
     position = 1
@@ -93,14 +94,14 @@ def load(path: Path) -> SentencePieceTokenizer:
     try:
         import sentencepiece
     except ImportError:
-        raise missing_package(f"reading {path.name}", "sentencepiece", "sentencepiece") from None
+        raise MissingPackageError(f"reading {path.name}", "sentencepiece", "sentencepiece", path=path) from None
     data = files.read_bytes(path, MAX_TOKENIZER_BYTES, "a SentencePiece model")  # the library is handed the bytes
     processor = sentencepiece.SentencePieceProcessor()
     try:
         processor.LoadFromSerializedProto(data)
     except (RuntimeError, OSError, ValueError) as err:
         reason = (str(err).strip().splitlines() or [type(err).__name__])[0][:200]
-        raise CheckpointError(f"expected a SentencePiece model in {path}, found an unreadable file: {reason}") from None
+        raise TokenizerError(f"expected a SentencePiece model in {path}, found an unreadable file: {reason}") from None
     if processor.get_piece_size() <= 0:
-        raise CheckpointError(f"expected a SentencePiece model in {path}, found one with no pieces")
+        raise TokenizerError(f"expected a SentencePiece model in {path}, found one with no pieces")
     return SentencePieceTokenizer(path, processor)

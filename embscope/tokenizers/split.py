@@ -26,7 +26,7 @@ import re
 import time
 from typing import Any
 
-from embscope.errors import CheckpointError, EmbscopeError, TokenError
+from embscope.errors import MissingPackageError, TokenError, TokenizerError, needs_package
 
 # a real split pattern cuts a word in microseconds and 100,000 characters in well under a second; a
 # hostile one is stopped before a user gives up
@@ -40,7 +40,6 @@ UNICODE_CLASS = re.compile(r"\\[pP]\{")
 # what compiling a hostile pattern raises besides the engine's own error: a{4294967296} overflows re,
 # thousands of nested groups exhaust the parser's recursion
 COMPILE_FAILURES = (OverflowError, RecursionError, MemoryError, ValueError)
-REGEX_EXTRA = "pip install 'embscope[regex]'"
 # regex unrolls counted repeats when it compiles: (?:(?:a{1000}){1000}){1000} would take gigabytes. The
 # counts of all {m,n} in a pattern multiply to at most this (real patterns: \p{N}{1,3}, so 3)
 MAX_REPEAT_PRODUCT = 100_000
@@ -79,7 +78,7 @@ class SplitPattern:
             raise TokenError(
                 f"the split pattern in {self._where} reads \\w, \\s, \\d or case differently in Python's re and in "
                 f"the regex package (minbpe's), and {text[:40]!r} holds characters where they differ: telling "
-                f"which cut the tokenizer was trained with needs the 'regex' package ({REGEX_EXTRA})")
+                + needs_package("which cut the tokenizer was trained with", "regex", "regex"))
         found = [match.group(0) for match in self._compiled.finditer(text)]
         if self._twin is not None and [match.group(0) for match in self._regex_matches(self._twin, text)] != found:
             raise TokenError(
@@ -104,13 +103,13 @@ class SplitPattern:
         return out
 
     def _regex_matches(self, compiled: Any, text: str) -> list[Any]:
-        """The matches in regex, under the timeout. Raises CheckpointError once the pattern has run into it, on
+        """The matches in regex, under the timeout. Raises TokenizerError once the pattern has run into it, on
         this text or an earlier one: a pattern that backtracks without end on one text does so on the next alike,
         so the timeout is paid once and the tokenizer is refused from then on (undertrained encodes every token,
         one second each). Slow matches short of the timeout count against it too, in CPU time (a busy machine's
         waits are not the pattern's): 'aa', 'aaa', ... each a little under it would add up to minutes."""
         if self._stopped is not None:
-            raise CheckpointError(self._stopped)
+            raise TokenizerError(self._stopped)
         budget = self._timeout or MATCH_TIMEOUT_S
         timeout = budget + len(text) / CHARS_PER_EXTRA_SECOND  # regex times the whole iteration
         started = time.thread_time()
@@ -119,7 +118,7 @@ class SplitPattern:
         except TimeoutError:
             self._stopped = (f"the split pattern in {self._where} took over {timeout:.3g} s on {text[:40]!r} and "
                              "was stopped: it backtracks without end, so this tokenizer cannot encode text")
-            raise CheckpointError(self._stopped) from None
+            raise TokenizerError(self._stopped) from None
         spent = time.thread_time() - started
         if spent > SLOW_MATCH_S + len(text) / CHARS_PER_EXTRA_SECOND:
             self._slow_seconds += spent
@@ -132,15 +131,15 @@ class SplitPattern:
 
 def compile_split_pattern(pattern: str, where: str, ascii_classes: bool = False) -> SplitPattern:
     """Compile a split pattern from the file named ``where``; ``ascii_classes``: \\d, \\w, \\s and \\b match
-    ASCII only, as in C++'s std::regex. Raises CheckpointError for a pattern that is broken or too long,
-    EmbscopeError when it needs the regex package and that is missing."""
+    ASCII only, as in C++'s std::regex. Raises TokenizerError for a pattern that is broken or too long,
+    MissingPackageError when it needs the regex package and that is missing."""
     if len(pattern) > MAX_PATTERN_CHARS:
-        raise CheckpointError(
+        raise TokenizerError(
             f"expected a split pattern of at most {MAX_PATTERN_CHARS:,} characters in {where}, "
             f"found {len(pattern):,}"
         )
     if counted_repeat_product(pattern) > MAX_REPEAT_PRODUCT:
-        raise CheckpointError(
+        raise TokenizerError(
             f"expected the counted repeats ({{m,n}}) of the split pattern in {where} to multiply to at most "
             f"{MAX_REPEAT_PRODUCT:,}, found more"
         )
@@ -166,15 +165,11 @@ def compile_split_pattern(pattern: str, where: str, ascii_classes: bool = False)
         import regex
     except ImportError:
         if re_error is None:
-            raise EmbscopeError(
-                f"the split pattern in {where} {risk}, which Python's re could take forever to match; "
-                f"matching it safely needs the 'regex' package ({REGEX_EXTRA})"
-            ) from None
+            raise MissingPackageError(f"the split pattern in {where} {risk}, which Python's re could take forever to "
+                                      "match; matching it safely", "regex", "regex") from None
         if isinstance(re_error, re.error) and UNICODE_CLASS.search(pattern):
-            raise EmbscopeError(
-                f"the split pattern in {where} needs the 'regex' package ({REGEX_EXTRA}); "
-                f"Python's re cannot read it: {re_error}"
-            ) from None
+            raise MissingPackageError(f"the split pattern in {where}", "regex", "regex",
+                                      detail=f"Python's re cannot read it: {re_error}") from None
         raise _broken(pattern, where, re_error) from None
     try:
         return SplitPattern(pattern, regex.compile(pattern, regex.ASCII if ascii_classes else 0), where, MATCH_TIMEOUT_S)
@@ -218,10 +213,10 @@ def _nested_product(sre: Any, items: list[Any]) -> int:
     return largest
 
 
-def _broken(pattern: str, where: str, err: BaseException) -> CheckpointError:
+def _broken(pattern: str, where: str, err: BaseException) -> TokenizerError:
     shown = pattern if len(pattern) <= 80 else pattern[:80] + "..."
     detail = str(err).splitlines()[0] if str(err) else type(err).__name__
-    return CheckpointError(f"expected a regular expression as the split pattern in {where}, found {shown!r}: {detail}")
+    return TokenizerError(f"expected a regular expression as the split pattern in {where}, found {shown!r}: {detail}")
 
 
 # ------------------------------------------------------------------ shape check for re

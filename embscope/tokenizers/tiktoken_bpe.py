@@ -25,8 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from embscope import files
-from embscope.errors import CheckpointError, EmbscopeError, TokenError
-from embscope.tokenizers.base import MAX_TOKEN_ID, MAX_TOKENIZER_BYTES, check_id, missing_package, shown
+from embscope.errors import MissingPackageError, TokenError, TokenizerError
+from embscope.registry import Probe
+from embscope.tokenizers.base import MAX_TOKEN_ID, MAX_TOKENIZER_BYTES, check_id, shown
 
 EXTRA = "tiktoken"
 # the encodings tiktoken ships (tiktoken_ext/openai_public.py), named in messages when tiktoken is missing
@@ -90,7 +91,7 @@ def _tiktoken(what: str) -> Any:
     try:
         import tiktoken
     except ImportError:
-        raise missing_package(what, "tiktoken", EXTRA) from None
+        raise MissingPackageError(what, "tiktoken", EXTRA) from None
     return tiktoken
 
 
@@ -112,13 +113,13 @@ def load_name(name: str) -> TiktokenTokenizer:
             encoding = tiktoken.get_encoding(name)
         except Exception as err:  # noqa: BLE001  tiktoken's loaders raise anything (ValueError, AssertionError)
             if not_cached:
-                raise EmbscopeError(
+                raise TokenizerError(
                     f"cannot load the tiktoken encoding {name!r} without downloading it, and embscope never "
                     f"downloads: its files are not in tiktoken's cache {_cache_dir()} (set TIKTOKEN_CACHE_DIR "
                     "to a folder that holds them)"
                 ) from None
             detail = (str(err).strip().splitlines() or [type(err).__name__])[0][:200]
-            raise EmbscopeError(f"tiktoken could not load the encoding {name!r}: {detail}") from None
+            raise TokenizerError(f"tiktoken could not load the encoding {name!r}: {detail}") from None
     return TiktokenTokenizer(Path(name), encoding)
 
 
@@ -183,15 +184,15 @@ def read_ranks(path: Path) -> dict[bytes, int]:
         if not line:
             continue
         if not _RANK_LINE.fullmatch(line):
-            raise CheckpointError(f"expected 'base64-token rank' on line {number} of {path.name}, found {shown(line)}")
+            raise TokenizerError(f"expected 'base64-token rank' on line {number} of {path.name}, found {shown(line)}")
         encoded, rank_text = line.split(b" ")
         try:
             token = base64.b64decode(encoded, validate=True)
         except binascii.Error:
-            raise CheckpointError(f"expected base64 on line {number} of {path.name}, found {shown(encoded)}") from None
+            raise TokenizerError(f"expected base64 on line {number} of {path.name}, found {shown(encoded)}") from None
         rank = int(rank_text)
         if rank > MAX_TOKEN_ID or rank in used or token in ranks or not token:
-            raise CheckpointError(
+            raise TokenizerError(
                 f"expected a new token and a new rank up to {MAX_TOKEN_ID:,} on line {number} of {path.name}, "
                 f"found {shown(token)} {rank}"
             )
@@ -199,17 +200,17 @@ def read_ranks(path: Path) -> dict[bytes, int]:
         used.add(rank)
     missing = [byte for byte in range(256) if bytes([byte]) not in ranks]
     if missing:
-        raise CheckpointError(
+        raise TokenizerError(
             f"expected all 256 single bytes among the tokens of {path.name}, found {len(missing)} missing "
             f"(the first is 0x{missing[0]:02x})"
         )
     return ranks
 
 
-def sniff(path: Path) -> bool:
-    if path.suffix == ".tiktoken":
-        return path.is_file()
-    first = (files.peek(path, 256) or b"").split(b"\n", 1)[0].rstrip(b"\r\n")
+def sniff(probe: Probe) -> bool:
+    if probe.path.suffix == ".tiktoken":
+        return True
+    first = probe.head[:256].split(b"\n", 1)[0].rstrip(b"\r\n")
     return bool(_RANK_LINE.fullmatch(first))
 
 

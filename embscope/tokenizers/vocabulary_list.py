@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from embscope import files
-from embscope.errors import CheckpointError, TokenError
+from embscope.errors import CheckpointError, Option, TokenError, TokenizerError
 from embscope.tokenizers.base import MAX_TOKENIZER_BYTES, SPACE_MARK, ByteVocabulary, check_largest_id, check_text
 from embscope.tokenizers.byte_alphabet import unicode_to_byte
 
@@ -45,7 +45,8 @@ class VocabularyList(ByteVocabulary):
         id = self._id_of_text.get(text) if text else None
         if id is None:
             raise TokenError(f"{text!r} is not one token of {self.path.name}, a vocabulary list that cannot split "
-                             "text into pieces: pass the model's tokenizer with --tokenizer, or ids with --ids")
+                             f"text into pieces: pass the model's tokenizer with {Option('tokenizer')}, or ids with "
+                             f"{Option('ids', True)}", option="tokenizer")
         return [id]
 
 
@@ -72,9 +73,9 @@ def read_tokens(path: Path) -> list[str]:
             tokens = files.read_text(path, MAX_TOKENIZER_BYTES, "a vocabulary list").split("\n")
             tokens = tokens[:-1] if tokens and tokens[-1] == "" else tokens
     except (UnicodeDecodeError, ValueError, RecursionError) as err:
-        raise CheckpointError(f"expected a readable vocabulary in {path}, found {type(err).__name__}") from None
+        raise TokenizerError(f"expected a readable vocabulary in {path}, found {type(err).__name__}") from None
     if not (isinstance(tokens, list) and tokens and all(isinstance(t, str) for t in tokens)):
-        raise CheckpointError(f"expected {path.name} to list token strings, found another document")
+        raise TokenizerError(f"expected {path.name} to list token strings, found another document")
     for id, token in enumerate(tokens):
         check_text(token, f"token {id} of {path.name}")
     check_largest_id(len(tokens) - 1, path)

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from embscope import files
-from embscope.errors import CheckpointError
+from embscope.errors import CheckpointError, TokenizerError
+from embscope.registry import Probe
 from embscope.tokenizers.base import MAX_TOKENIZER_BYTES, read_json, shown
 from embscope.tokenizers.huggingface import HuggingFaceTokenizer, built
 
@@ -54,7 +55,7 @@ def _unk_token(path: Path) -> str:
     if isinstance(value, dict):  # {"content": "[UNK]", ...}, as transformers writes an AddedToken
         value = value.get("content")
     if not isinstance(value, str) or not value:
-        raise CheckpointError(f"expected unk_token in {source} to be a token, found {shown(value)}")
+        raise TokenizerError(f"expected unk_token in {source} to be a token, found {shown(value)}")
     return value
 
 
@@ -64,7 +65,7 @@ def _lower_case(path: Path, vocab: dict[str, int]) -> tuple[bool, str | None]:
     if found is not None:
         value, source = found
         if not isinstance(value, bool):
-            raise CheckpointError(f"expected do_lower_case in {source} to be true or false, found {shown(value)}")
+            raise TokenizerError(f"expected do_lower_case in {source} to be true or false, found {shown(value)}")
         return value, None
     unset = "no do_lower_case in tokenizer_config.json or config.json"
     if _has_upper_case(vocab):
@@ -86,7 +87,7 @@ def _flag(path: Path, key: str, unset: bool | None) -> bool | None:
         return unset
     value, source = found
     if not isinstance(value, bool):
-        raise CheckpointError(f"expected {key} in {source} to be true, false or null, found {shown(value)}")
+        raise TokenizerError(f"expected {key} in {source} to be true, false or null, found {shown(value)}")
     return value
 
 
@@ -94,7 +95,7 @@ def read_vocab(path: Path) -> dict[str, int]:
     try:
         lines = files.read_text(path, MAX_TOKENIZER_BYTES, "a WordPiece vocabulary").split("\n")
     except UnicodeDecodeError as err:
-        raise CheckpointError(f"cannot read {path} as a WordPiece vocabulary: {err}") from None
+        raise TokenizerError(f"cannot read {path} as a WordPiece vocabulary: {err}") from None
     if lines and lines[-1] == "":
         lines.pop()  # the newline after the last token
     # as transformers' load_vocab: a repeated token keeps its last id, leaving the first unused (read_text
@@ -121,9 +122,10 @@ def bert_tokenizer(library: Any, vocab: dict[str, int], unk: str, lower_case: bo
     return tokenizer
 
 
-def sniff(path: Path) -> bool:
+def sniff(probe: Probe) -> bool:
     """A text file named *vocab.txt with a line that is the unknown token: a WordPiece model needs one."""
-    if not (path.name.endswith("vocab.txt") and path.is_file()):
+    path = probe.path
+    if not path.name.endswith("vocab.txt"):
         return False
     found = files.peek(path, _SNIFF_BYTES)
     if found is None:
@@ -140,7 +142,7 @@ def load(path: Path) -> HuggingFaceTokenizer:
     vocab = read_vocab(path)
     unk = _unk_token(path)
     if unk not in vocab:
-        raise CheckpointError(f"expected the unknown token {shown(unk)} in {path.name}, found no such line")
+        raise TokenizerError(f"expected the unknown token {shown(unk)} in {path.name}, found no such line")
     lower_case, note = _lower_case(path, vocab)
     strip_accents = _flag(path, "strip_accents", None)
     chinese_chars = _flag(path, "tokenize_chinese_chars", True)

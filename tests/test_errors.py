@@ -1,0 +1,157 @@
+"""Errors speak the library's words and carry what they are about as fields; the command line alone spells
+options as its flags (issue 23: a Python caller of `similarity(..., merge=False)` was told about `--no-merge`)."""
+
+from __future__ import annotations
+
+import ast
+import pickle
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+import typer
+from safetensors.numpy import save_file
+
+from embscope import cli
+from embscope.errors import (
+    CheckpointError,
+    EmbscopeError,
+    MissingPackageError,
+    Option,
+    OptionError,
+    TableError,
+    TokenizerError,
+    options_spelled,
+)
+from embscope.roles import Role
+
+PACKAGE = Path(cli.__file__).resolve().parent
+FLAG = re.compile(r"(?<![\w-])(--?[a-z][a-z0-9-]*)")
+
+
+def command_line_flags() -> set[str]:
+    """Every flag some command of embscope takes, read from the typer app itself."""
+    group = typer.main.get_command(cli.app)
+    ctx = typer.Context(group)
+    flags: set[str] = set()
+    for name in group.list_commands(ctx):
+        command = group.get_command(ctx, name)
+        assert command is not None
+        for param in command.params:
+            flags |= {opt for opt in (*param.opts, *param.secondary_opts) if opt.startswith("-")}
+    return flags - {"--help", "-h"}
+
+
+def message_strings(path: Path) -> list[tuple[int, str]]:
+    """The strings of a module that can reach a user, docstrings left out, with their lines: an f-string whole,
+    each value in it as {}."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    skipped = {id(node.body[0].value) for node in ast.walk(tree)
+               if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+               and node.body and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.JoinedStr):
+            skipped |= {id(part) for part in node.values}
+            found.append((node.lineno, "".join(part.value if isinstance(part, ast.Constant) else "{}"
+                                               for part in node.values)))
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in skipped:
+            found.append((node.lineno, node.value))
+    return found
+
+
+def test_the_library_names_no_flag_of_the_command_line():
+    flags = command_line_flags()
+    assert {"--no-merge", "--token-key", "--tokenizer", "-c", "-k", "--out"} <= flags  # the reading works
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        relative = path.relative_to(PACKAGE).as_posix()
+        if relative == "cli.py" or relative.startswith("commands/"):
+            continue  # the command line's own modules: they own the flags
+        for line, text in message_strings(path):
+            text = re.sub(r"`embscope [^`]*`", "", text)  # a whole command line to run, as the report suggests
+            found += [f"{relative}:{line}: {flag}" for flag in FLAG.findall(text) if flag in flags]
+    assert found == []
+
+
+def test_an_option_is_named_by_its_keyword_and_spelled_as_a_flag_by_the_command_line():
+    cases = [(Option("merge", False), "merge=False", "--no-merge"),
+             (Option("token_key", metavar="NAME"), "token_key=NAME", "--token-key NAME"),
+             (Option("token_key", "alt"), "token_key='alt'", "--token-key alt"),
+             (Option("k", 5000, text="5,000"), "k=5000", "-k 5,000"),
+             (Option("ids", True), "ids=True", "--ids"),
+             (Option("tokenizer"), "the tokenizer argument", "--tokenizer"),
+             (Option("path", noun="its path"), "its path", "-c"),
+             (Option("method", "umap"), "method='umap'", "--method umap")]
+    assert [str(option) for option, _, _ in cases] == [words for _, words, _ in cases]
+    with options_spelled(cli.flag):
+        assert [f"{option}" for option, _, _ in cases] == [flag for _, _, flag in cases]
+    assert str(cases[0][0]) == "merge=False"  # the spelling ends with the block
+
+
+def test_the_same_refusal_from_python_and_from_the_command_line(tmp_path):
+    from conftest import run
+
+    from embscope.formats.andrea import from_flag
+    with pytest.raises(OptionError) as err:
+        from_flag(0, "d_model")
+    assert (str(err.value), err.value.option) == ("d_model=0: expected a positive integer", "d_model")
+    with options_spelled(cli.flag), pytest.raises(OptionError, match=r"^--d-model 0: expected a positive integer$"):
+        from_flag(0, "d_model")
+    missing = run("info", "-c", tmp_path / "missing.pt", code=1)  # and the command line's boundary prints one line
+    assert missing.stderr.startswith("Error: ") and missing.stderr.count("\n") == 1
+
+
+def test_fields_survive_a_copy_across_processes_and_a_reworded_message():
+    err = TableError("expected a tensor named 'x' for the token table, found none", role=Role.token,
+                     option="token_key", path="model.safetensors")
+    back = pickle.loads(pickle.dumps(err))
+    assert type(back) is TableError and str(back) == str(err)
+    assert (back.role, back.option, back.path) == (Role.token, "token_key", Path("model.safetensors"))
+    moved = err.reworded(f"model.safetensors: {err}")
+    assert type(moved) is TableError and moved.role is Role.token and str(moved).startswith("model.safetensors: ")
+
+
+def test_one_missing_package_error_with_one_wording():
+    err = MissingPackageError("reading vocab.json", "tokenizers", "hf", path="vocab.json")
+    assert str(err) == "reading vocab.json needs the 'tokenizers' package (pip install 'embscope[hf]')"
+    assert (err.package, err.extra, err.what, err.path) == ("tokenizers", "hf", "reading vocab.json", Path("vocab.json"))
+    assert isinstance(err, EmbscopeError) and not isinstance(err, CheckpointError)  # the file may be sound: installing the extra answers it
+    back = pickle.loads(pickle.dumps(err))
+    assert (type(back), str(back), back.package) == (MissingPackageError, str(err), "tokenizers")
+
+
+def test_a_damaged_tokenizer_is_a_tokenizer_error(tmp_path):
+    from embscope.tokenizers import load_tokenizer
+    (tmp_path / "tokenizer.json").write_text("{not json")
+    with pytest.raises(TokenizerError) as err:
+        load_tokenizer(tmp_path / "tokenizer.json")
+    assert isinstance(err.value, CheckpointError) and err.value.path == tmp_path / "tokenizer.json"
+
+
+def test_a_checkpoint_error_names_its_file_as_a_field(tmp_path):
+    from embscope.formats import open_checkpoint
+    path = tmp_path / "model.safetensors"
+    save_file({"wte.weight": np.ones((4, 3), np.float32)}, path)
+    path.write_bytes(path.read_bytes()[:-8])  # cut short: the header promises more bytes than there are
+    with pytest.raises(CheckpointError) as err:
+        open_checkpoint(tmp_path)  # a folder: the file found in it is the one the error is about
+    assert err.value.path == path and "model.safetensors" in str(err.value)
+    with pytest.raises(CheckpointError) as err:
+        open_checkpoint(tmp_path / "missing.pt")
+    assert err.value.path == tmp_path / "missing.pt"
+
+
+def test_every_option_a_message_names_is_a_flag_of_the_command_line():
+    from embscope.roles import KEY_OPTIONS
+    flags = command_line_flags()
+    named = [Option(name) for name in KEY_OPTIONS.values()]
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "Option"
+                    and node.args and isinstance(node.args[0], ast.Constant)):
+                value = node.args[1].value if len(node.args) > 1 and isinstance(node.args[1], ast.Constant) else None
+                named.append(Option(node.args[0].value, value if isinstance(value, bool) else None))
+    assert len(named) > 30
+    assert sorted({cli.flag(option) for option in named} - flags) == []
