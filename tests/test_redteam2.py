@@ -130,3 +130,27 @@ def test_a_run_of_save_pretrained_steps_lists_each_step_by_its_folder(tmp_path):
     line = next(line for line in run("compare", *given).stdout.splitlines() if line.startswith("checkpoints in"))
     for step in (100, 200, 300):
         assert f"checkpoint-{step}/model.safetensors (step {step}" in line, line
+
+
+def test_json_says_what_the_console_says_of_a_default_name(tmp_path, monkeypatch):
+    # issue 22: a default name is replaced only for the same checkpoint "and the answer says replaced"; the console
+    # said it, a --json answer only gave the path
+    rng = np.random.default_rng(6)
+    a = gpt2_folder(tmp_path / "a", rng.standard_normal((10, 4)).astype(np.float32),
+                    rng.standard_normal((8, 4)).astype(np.float32))
+    (tmp_path / "b").mkdir()
+    b = gpt2_folder(tmp_path / "b" / "a", rng.standard_normal((10, 4)).astype(np.float32),
+                    rng.standard_normal((8, 4)).astype(np.float32))  # another checkpoint, the same default name
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    first = run_json("norms", "--plot", "-c", a)
+    assert (first["plot"], first["plot_replaced"], first["plot_instead_of"]) == ("a-position-norms.png", False, None)
+    again = run_json("norms", "--plot", "-c", a)
+    assert (again["plot"], again["plot_replaced"], again["plot_instead_of"]) == ("a-position-norms.png", True, None)
+    other = run_json("norms", "--plot", "-c", b)
+    assert (other["plot"], other["plot_replaced"], other["plot_instead_of"]) == (
+        "a-position-norms-2.png", False, "a-position-norms.png")
+    run_json("report", "-c", a)
+    report = run_json("report", "-c", a)
+    assert (report["out"], report["out_replaced"], report["out_instead_of"]) == ("a-report.html", True, None)

@@ -144,7 +144,7 @@ def document(comparison: Comparison, labels: Labels) -> dict:
             for i, (path, step) in enumerate(checkpoints)]
     doc["words"] = [{"word": word, "id": row, "note": why} for word, row, why in labels.words]
     if labels.plot is not None:
-        doc["plot"] = str(labels.plot.path)
+        doc |= labels.plot.fields()
     doc["notes"] = all_notes(comparison, labels)
     return doc
 
