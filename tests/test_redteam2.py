@@ -154,3 +154,14 @@ def test_json_says_what_the_console_says_of_a_default_name(tmp_path, monkeypatch
     run_json("report", "-c", a)
     report = run_json("report", "-c", a)
     assert (report["out"], report["out_replaced"], report["out_instead_of"]) == ("a-report.html", True, None)
+
+
+def test_neighbors_of_an_id_says_why_its_tokens_are_ids(tmp_path):
+    rng = np.random.default_rng(3)
+    folder = gpt2_folder(tmp_path / "m", rng.standard_normal((12, 4)).astype(np.float32),
+                         rng.standard_normal((8, 4)).astype(np.float32))
+    broken = tmp_path / "vocab_map.json"
+    broken.write_text('{"": 10}')
+    doc = run_json("neighbors", "3", "--ids", "-k", "2", "-c", folder, "--tokenizer", broken)
+    assert doc["note"].startswith("tokenizer not loaded:"), doc["note"]
+    assert run_json("neighbors", "3", "--ids", "-k", "2", "-c", folder)["note"] is None

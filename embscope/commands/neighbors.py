@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -114,8 +115,12 @@ def neighbors_command(
     from ..analysis.neighbors import neighbors
     from ..render import neighbors as render
     emb = source.open()
-    render.show(emb, neighbors(emb, word, k, ids=ids, exact=exact, table=table.value, allow_unk=allow_unk,
-                               remove_top=remove_top), json=json)
+    result = neighbors(emb, word, k, ids=ids, exact=exact, table=table.value, allow_unk=allow_unk,
+                       remove_top=remove_top)
+    failure = tokenizer_failure(emb) if ids else None  # the tokens print as #ids: say why
+    if failure:
+        result = replace(result, note="; ".join(filter(None, (result.note, failure))))
+    render.show(emb, result, json=json)
 
 
 def register(app: typer.Typer) -> None:
