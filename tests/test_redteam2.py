@@ -165,3 +165,15 @@ def test_neighbors_of_an_id_says_why_its_tokens_are_ids(tmp_path):
     doc = run_json("neighbors", "3", "--ids", "-k", "2", "-c", folder, "--tokenizer", broken)
     assert doc["note"].startswith("tokenizer not loaded:"), doc["note"]
     assert run_json("neighbors", "3", "--ids", "-k", "2", "-c", folder)["note"] is None
+
+
+def test_analogy_of_ids_says_why_its_tokens_are_ids(tmp_path):
+    rng = np.random.default_rng(8)
+    folder = gpt2_folder(tmp_path / "m", rng.standard_normal((12, 4)).astype(np.float32),
+                         rng.standard_normal((8, 4)).astype(np.float32))
+    broken = tmp_path / "vocab_map.json"
+    broken.write_text('{"": 10}')
+    doc = run_json("analogy", "3", "4", "5", "--ids", "-k", "2", "-c", folder, "--tokenizer", broken)
+    assert any(note.startswith("tokenizer not loaded:") for note in doc["notes"]), doc["notes"]
+    assert not any("tokenizer" in note for note in run_json("analogy", "3", "4", "5", "--ids", "-k", "2", "-c",
+                                                              folder)["notes"])
