@@ -177,3 +177,20 @@ def test_analogy_of_ids_says_why_its_tokens_are_ids(tmp_path):
     assert any(note.startswith("tokenizer not loaded:") for note in doc["notes"]), doc["notes"]
     assert not any("tokenizer" in note for note in run_json("analogy", "3", "4", "5", "--ids", "-k", "2", "-c",
                                                               folder)["notes"])
+
+
+def test_compare_plot_of_zero_position_tables_and_its_title(tmp_path, monkeypatch):
+    # a position profile of NaN alone gave the log axis no limits (matplotlib's traceback), and the title cut whole
+    # at 80 characters kept A's name and lost B's ("B =....safetensors")
+    import matplotlib.figure
+    titles = []
+    suptitle = matplotlib.figure.Figure.suptitle
+    monkeypatch.setattr(matplotlib.figure.Figure, "suptitle",
+                        lambda self, text, **kw: titles.append(text) or suptitle(self, text, **kw))
+    zero = gpt2_folder(tmp_path / "zero", np.zeros((20, 8), np.float32), np.zeros((16, 8), np.float32))
+    gpt2_folder(tmp_path / "other", np.ones((20, 8), np.float32), np.ones((16, 8), np.float32))
+    monkeypatch.chdir(tmp_path)
+    run("compare", "zero", "zero", "--plot", "zz.png")
+    run("compare", "zero", "other", "--plot", "zo.png")
+    assert titles[-1] == "A = zero/model.safetensors (step unknown)  vs  B = other/model.safetensors (step unknown)"
+    assert zero.exists() and (tmp_path / "zz.png").stat().st_size > 0
