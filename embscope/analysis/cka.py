@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..compute.moments import Work, block_rows, cross_moments, work_for
+from ..compute.moments import MAX_SIDE, Work, block_rows, cross_moments, work_for
 from ..memory import release
 from .stages import Progress
 
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 class Cka:
     value: float  # NaN when undefined (fewer than 2 pairs, or a table constant over them)
     rows: int  # pairs used: those finite in both tables
+    skipped: str | None = None  # why it was not computed at all (tables too wide), when it was not
 
 
 def paired_blocks(a: np.ndarray, b: np.ndarray, pairing: Pairing,
@@ -53,6 +54,11 @@ def cka_of(xx: np.ndarray, yy: np.ndarray, yx: np.ndarray) -> float:
 def linear_cka(a: np.ndarray, b: np.ndarray, pairing: Pairing, device: str = "auto",
                progress: Progress | None = None, _work: Work | None = None) -> Cka:
     """Linear CKA over the pairs of rows `pairing` names (rows with NaN or Inf in either table left out)."""
+    side = a.shape[1] + b.shape[1]  # [X Y]^T [X Y] is one square of this side
+    if side > 2 * MAX_SIDE:
+        return Cka(math.nan, 0, f"not computed: the tables are {a.shape[1]:,} and {b.shape[1]:,} wide, and its d x d "
+                                f"products would take {side * side * 8 / (1 << 30):.1f} GiB (at most {MAX_SIDE:,} "
+                                "columns each)")
     work = _work if _work is not None else work_for(device)[0]
     found = cross_moments(paired_blocks(a, b, pairing, progress), a.shape[1], b.shape[1], work)
     return Cka(cka_of(found.xx, found.yy, found.yx) if found.rows >= 2 else math.nan, found.rows)

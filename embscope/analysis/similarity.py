@@ -35,6 +35,9 @@ PAIR_BLOCK_BYTES = 16 << 20  # rows gathered at once for the pairs of a pairs fi
 # less than importing numpy (about 50 ms), which a question about two words then never pays.
 FEW_PAIRS = 256
 FEW_PRODUCTS = 1 << 18
+# A sampled cosine this close below the one asked is that pair's own (the sample can hold the pair asked), rounded
+# another way: counted as below, the percentile would hang on the last bits of two summation orders.
+TIE = 1e-9
 
 
 @dataclass(frozen=True)
@@ -302,11 +305,12 @@ def with_reasons(table: np.ndarray, queries: Sequence[Query], vectors: np.ndarra
 
 
 def percentiles(sample: Sequence[float], values: np.ndarray) -> np.ndarray:
-    """For each value, the share (0..100) of the sorted sample strictly below it; NaN where the value is NaN."""
+    """For each value, the share (0..100) of the sorted sample strictly below it (less TIE); NaN where the value is
+    NaN."""
     import numpy as np
     if len(sample) == 0:
         return np.full(len(values), np.nan)
-    below = np.searchsorted(np.asarray(sample), values, side="left")
+    below = np.searchsorted(np.asarray(sample), np.asarray(values) - TIE, side="left")
     return np.where(np.isfinite(values), 100.0 * below / len(sample), np.nan)
 
 
@@ -447,10 +451,11 @@ def few_cosines(chosen: Table, queries: Sequence[Query], asked: Sequence[int]) -
 
 
 def few_percentile(sample: Sequence[float], value: float) -> float:
-    """percentiles, for one value: the share (0..100) of the sorted sample strictly below it; NaN for NaN."""
+    """percentiles, for one value: the share (0..100) of the sorted sample strictly below it (less TIE); NaN for
+    NaN."""
     if len(sample) == 0 or math.isnan(value):
         return math.nan
-    return 100.0 * bisect.bisect_left(sample, value) / len(sample)
+    return 100.0 * bisect.bisect_left(sample, value - TIE) / len(sample)
 
 
 def similarity(emb: Embeddings, words_or_ids: Sequence[object], *, ids: bool = False, exact: bool = False,

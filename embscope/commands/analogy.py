@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from enum import Enum
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from .options import ExactFlag, IdsFlag, JsonFlag, ListedAnswers, Source, refuse, with_source
+from .options import ExactFlag, IdsFlag, JsonFlag, ListedAnswers, Source, refuse, tokenizer_failure, with_source
 
 
 class Method(str, Enum):
@@ -49,6 +50,9 @@ def analogy_command(
         raise refuse(f"expected three words A B C (A - B + C), found {len(given)}", "WORDS")
     emb = source.open()
     result = analogy(emb, *given, k=k, method=method.value, ids=ids, exact=exact)
+    failure = tokenizer_failure(emb) if ids else None  # the tokens print as #ids: say why
+    if failure:
+        result = replace(result, note="; ".join(filter(None, (result.note, failure))))
     render.show_result(emb, result, json)
 
 

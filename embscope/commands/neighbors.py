@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -25,6 +26,7 @@ from .options import (
     TableOption,
     as_usage_error,
     refuse,
+    tokenizer_failure,
     with_source,
 )
 
@@ -60,7 +62,7 @@ def run_all(source: Source, k: int, out: Path, queries_file: Path | None, ids: b
     seconds = time.perf_counter() - started
     tokenizer = emb.tokenizer_for_names()[0]
     write_neighbors(out, topk, lambda token_id: token_name(tokenizer, token_id), input_files(emb, queries_file))
-    notes = [n for n in (bf16_note(device, precision),) if n]
+    notes = [n for n in (bf16_note(device, precision), tokenizer_failure(emb)) if n]
     if remove_top:
         notes.append(f"cosines in the all-but-the-top space of the {table} table: the mean row and the top "
                      f"{remove_top} principal direction{'s' * (remove_top != 1)} removed from every row")
@@ -113,8 +115,12 @@ def neighbors_command(
     from ..analysis.neighbors import neighbors
     from ..render import neighbors as render
     emb = source.open()
-    render.show(emb, neighbors(emb, word, k, ids=ids, exact=exact, table=table.value, allow_unk=allow_unk,
-                               remove_top=remove_top), json=json)
+    result = neighbors(emb, word, k, ids=ids, exact=exact, table=table.value, allow_unk=allow_unk,
+                       remove_top=remove_top)
+    failure = tokenizer_failure(emb) if ids else None  # the tokens print as #ids: say why
+    if failure:
+        result = replace(result, note="; ".join(filter(None, (result.note, failure))))
+    render.show(emb, result, json=json)
 
 
 def register(app: typer.Typer) -> None:

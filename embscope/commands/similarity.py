@@ -18,6 +18,7 @@ from .options import (
     StrictFlag,
     TableOption,
     refuse,
+    tokenizer_failure,
     with_source,
 )
 
@@ -59,11 +60,19 @@ def similarity_command(
     options: dict[str, Any] = {"ids": ids, "exact": exact, "merge": merge, "center": center, "table": table.value,
                                "allow_unk": allow_unk, "baseline": baseline, "remove_top": remove_top}
     if pairs_file is None:
-        render.show(emb, similarity(emb, words, **options), json=json, matrix=len(set(words)) > 2)
+        result = similarity(emb, words, **options)
+        render.show(emb, result, json=json, matrix=len(set(words)) > 2, notes=unnamed(emb, ids))
         return
     skipped = None if strict else Skipped()
     result = similarity_pairs(emb, read_pairs(pairs_file, skipped), on_skip=skipped, **options)
-    render.show(emb, result, json=json, matrix=False, notes=skipped.notes(pairs_file) if skipped else [])
+    render.show(emb, result, json=json, matrix=False,
+                notes=unnamed(emb, ids) + (skipped.notes(pairs_file) if skipped else []))
+
+
+def unnamed(emb: Any, ids: bool) -> list[str]:
+    """With --ids, why the tokens print as #ids when a tokenizer failed to load (words need one that loads)."""
+    failure = tokenizer_failure(emb) if ids else None
+    return [failure] if failure else []
 
 
 def register(app: typer.Typer) -> None:

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from ..arrays import to_float32
+from ..errors import TableError
 from .devices import resolve_device, torch_module
 from .rows import raw_blocks
 
@@ -30,7 +31,18 @@ LEFT_OUT_LISTED = 10  # ids of invalid rows kept for the notes
 # a row whose part outside the removed directions is below this share of its norm is, to float64, in their span
 RESIDUAL_TOLERANCE = 1e-10
 
+# the widest d x d float64 matrix these passes build: 512 MiB, an eigh of minutes (Llama-2-70B's 8,192 columns); a
+# 4 x 30,000 table (a 1.4 MB file) asked for 6.7 GiB
+MAX_SIDE = 8192
+
 Progress = Callable[[int, int], None]
+
+
+def check_side(side: int, what: str) -> None:
+    """Refuse, before anything is allocated, a side x side float64 matrix past MAX_SIDE."""
+    if side > MAX_SIDE:
+        raise TableError(f"expected at most {MAX_SIDE:,} columns for {what} (a d x d float64 matrix), found {side:,}: "
+                         f"the {side:,} x {side:,} matrix alone would take {side * side * 8 / (1 << 30):.1f} GiB")
 
 
 @dataclass(frozen=True, eq=False)
@@ -131,7 +143,9 @@ class TableMoments:
 
 
 def table_moments(rows: StoredRows, work: Work, progress: Progress | None = None) -> TableMoments:
-    """One pass: which rows are valid, their mean, the sum of their unit rows and its squares, and the scatter."""
+    """One pass: which rows are valid, their mean, the sum of their unit rows and its squares, and the scatter.
+    A table wider than MAX_SIDE is refused (TableError) before the pass."""
+    check_side(rows.dim, "the scatter matrix of a table's rows")
     with np.errstate(over="ignore", invalid="ignore"):  # an overflowing row is counted (not finite), not warned of
         return _table_moments(rows, work, progress)
 

@@ -145,7 +145,7 @@ def document(comparison: Comparison, labels: Labels) -> Document:
             for i, (path, step) in enumerate(checkpoints)]
     doc["words"] = [{"word": word, "id": row, "note": why} for word, row, why in labels.words]
     if labels.plot is not None:
-        doc["plot"] = str(labels.plot.path)
+        doc |= labels.plot.fields()
     doc["notes"] = all_notes(comparison, labels)
     return doc
 
@@ -185,6 +185,8 @@ def cka_notes(found: TableComparison) -> list[str]:
     """Why linear CKA is null, when it is."""
     if found.cka is None:
         return [f"linear CKA was not computed ({Option('cka', False)})"] if found.pairing.count else []
+    if found.cka.skipped:
+        return [f"linear CKA {found.cka.skipped}"]
     if math.isnan(found.cka.value):
         return ["linear CKA is undefined: fewer than 2 rows are finite in both tables, or a table is constant over them"]
     return []
@@ -225,7 +227,10 @@ def header(labels: Labels) -> str:
 
 
 def print_trajectory(comparison: Comparison, labels: Labels) -> None:
-    listed = ", ".join(f"{console.safe(path.name)} ({step.text()})" for path, step in labels.checkpoints)
+    names = [listed_name(path, labels) for path, _ in labels.checkpoints]
+    if len(set(names)) < len(names):  # checkpoints given one by one, each a model.safetensors: their paths
+        names = [str(path) for path, _ in labels.checkpoints]
+    listed = ", ".join(f"{console.safe(name)} ({step.text()})" for name, (_, step) in zip(names, labels.checkpoints))
     console.out.print(f"checkpoints in order: {listed}", soft_wrap=True)
     for role, steps in comparison.trajectory.items():
         position = role == "position"
@@ -245,6 +250,17 @@ def print_trajectory(comparison: Comparison, labels: Labels) -> None:
                       f"{entry.unchanged_from_previous:,}" if entry.unchanged_from_previous is not None else "-"]
             grid.add_row(*cells)
         console.out.print(grid)
+
+
+def listed_name(path: Path, labels: Labels) -> str:
+    """A checkpoint of the trajectory by its file name, or as the run folder holds it (checkpoint-100/
+    model.safetensors): every save_pretrained step has the same file name, which alone tells none apart."""
+    if labels.run:
+        try:
+            return str(path.relative_to(labels.origin))
+        except ValueError:
+            pass
+    return path.name
 
 
 def print_rows(title: str, found: TableComparison, indices: np.ndarray, name: Namer) -> None:

@@ -22,11 +22,23 @@ TIED = "the output projection is the token table (a tied head): they are one tab
 
 
 def notes(found: OutputComparison, words: Words) -> list[str]:
+    return leading_notes(found) + trailing_notes(found, words)
+
+
+def leading_notes(found: OutputComparison) -> list[str]:
+    """The notes that decide how to read the rest (what the file says of its head, rows cut to the shorter
+    table): printed before the figures, as compare A B prints its own."""
     listed = [found.head_note] if found.head_note else []
+    if found.found is not None and found.found.pairing.note:
+        listed.append(found.found.pairing.note)
+    return listed
+
+
+def trailing_notes(found: OutputComparison, words: Words) -> list[str]:
+    """The notes about some of the rows: printed after the figures."""
+    listed = []
     table = found.found
     if table is not None:
-        if table.pairing.note:
-            listed.append(table.pairing.note)
         undefined = table.summary.rows - table.summary.defined
         if undefined:
             listed.append(f"{undefined:,} rows are zero or hold NaN/Inf in one of the tables: their cosine is "
@@ -74,6 +86,7 @@ def show(emb: Embeddings, found: OutputComparison, words: Words, name: Callable[
         out.print(f"token table {console.safe(quote(found.token_name))}: {TIED}", soft_wrap=True)
         console.notes(notes(found, words))
         return
+    console.notes(leading_notes(found))
     out.print(f"token table {console.safe(quote(found.token_name))} against the output projection "
               f"{console.safe(quote(found.output_name or ''))}: {table.summary.rows:,} rows compared", soft_wrap=True)
     out.print(f"  row cosine as stored: mean {cosine(table.unaligned_mean_cosine)}")
@@ -93,4 +106,4 @@ def show(emb: Embeddings, found: OutputComparison, words: Words, name: Callable[
             out.print(f"    {console.safe(quote(entry['word']))}: Jaccard {number(entry['jaccard'], 3)}; token: "
                       f"{console.safe(', '.join(map(quote, entry['token_neighbours'])))}; output: "
                       f"{console.safe(', '.join(map(quote, entry['output_neighbours'])))}", soft_wrap=True)
-    console.notes(notes(found, words))
+    console.notes(trailing_notes(found, words))

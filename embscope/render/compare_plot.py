@@ -62,7 +62,8 @@ def pair_figure(comparison: Comparison, labels: Labels) -> Figure:
     and the position profiles."""
     fig = new_figure(13, 9)
     (a, step_a), (b, step_b) = labels.checkpoints
-    fig.suptitle(drawable(f"A = {named(a, step_a)}  vs  B = {named(b, step_b)}"), parse_math=False)
+    # each name cut on its own: the title cut whole kept A's name and lost B's ("B =....safetensors")
+    fig.suptitle(f"A = {drawable(named(a, step_a))}  vs  B = {drawable(named(b, step_b))}", parse_math=False)
     (cos_ax, norm_ax), (change_ax, profile_ax) = fig.subplots(2, 2)
     for role, found in comparison.tables.items():
         colour, changes = STYLES.get(role, "tab:grey"), found.changes
@@ -137,7 +138,7 @@ def draw_profiles(ax: Axes, comparison: Comparison, labels: Labels, title: str) 
     """The position profiles of the first, middle and last checkpoints."""
     profiles = comparison.states.get("position", [])
     picks = sorted({0, len(profiles) // 2, len(profiles) - 1}) if profiles else []
-    drawn = 0
+    drawn = defined = 0
     for index in picks:
         state = profiles[index]
         if state is None or state.profile is None or not len(state.profile.mean):
@@ -146,13 +147,15 @@ def draw_profiles(ax: Axes, comparison: Comparison, labels: Labels, title: str) 
         which = ("A: " if index == 0 else "B: ") if len(profiles) == 2 else ""
         ax.plot(state.profile.offsets, state.profile.mean, label=which + step.text())
         drawn += 1
+        defined += bool(np.isfinite(state.profile.mean).any())
     ax.set_title(title)
     ax.axhline(0, color="grey", linewidth=0.8)
-    if drawn:
+    if defined:  # a log axis needs a point to set its limits: matplotlib raises on a curve of NaN alone
         ax.set_xscale("log")
         ax.legend(loc="best", fontsize=8)
     else:
-        ax.text(0.5, 0.5, "no learned position table", transform=ax.transAxes, ha="center")
+        ax.text(0.5, 0.5, "no cosine at any distance: every position row is zero or NaN" if drawn else
+                "no learned position table", transform=ax.transAxes, ha="center")
     ax.set_xlabel("distance k (positions, log scale)")
     ax.set_ylabel("mean cos(p_i, p_i+k)")
 

@@ -50,7 +50,7 @@ def document(found: Geometry, plot: Output | None = None) -> Document:
         "device": found.device, "reasons": reasons(found), "notes": list(found.notes),
     }
     if plot is not None:
-        doc["plot"] = str(plot.path)
+        doc |= plot.fields()
     return doc
 
 

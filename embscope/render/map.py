@@ -70,8 +70,10 @@ def document(result: TableMap, plot: Output | None) -> Document:
         "flagged": [{"id": f.id, "label": f.label, "x": f.x, "y": f.y, "reason": f.reason}
                     for f in result.flagged[:JSON_LISTED]],
         "flagged_found": len(result.flagged),
-        "plot": str(plot.path) if plot is not None else None, "notes": list(result.notes),
+        "plot": None, "notes": list(result.notes),
     }
+    if plot is not None:
+        doc |= plot.fields()
     if result.role is Role.position:  # the path in position order, evenly thinned past MAX_DRAWN points
         coords = projection.coords
         every = max(1, -(-(result.rows - result.first_row) // MAX_DRAWN))

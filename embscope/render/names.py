@@ -21,7 +21,7 @@ import stat
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .. import files
 from ..errors import Option, OutputError
@@ -188,6 +188,12 @@ class Output:
     def written(self, what: str = "plot") -> str:
         """The line that says where the output went (plain text: the caller escapes it)."""
         return f"{what} written to {self.path}{self.how()}"
+
+    def fields(self, key: str = "plot") -> dict[str, Any]:
+        """The output in a JSON document: its path under `key`, and what the console's line says after it (a default
+        name replaced, or passed over for the next free one), which a --json answer would otherwise leave out."""
+        return {key: str(self.path), f"{key}_replaced": self.replaced,
+                f"{key}_instead_of": str(self.instead_of) if self.instead_of is not None else None}
 
     def how(self) -> str:
         """What the answer says after the path: what was replaced, or why the default name was not taken."""

@@ -56,7 +56,7 @@ def document(report: NormsReport, plot: Output | None) -> Document:
         "duplicate_cosine": DUPLICATE_COSINE, "first_row": report.first_row, "notes": list(report.notes),
     }
     if plot is not None:
-        doc["plot"] = str(plot.path)
+        doc |= plot.fields()
     return doc
 
 

@@ -87,6 +87,8 @@ def positions_figure(heatmap: Heatmap, mean: np.ndarray, std: np.ndarray, neares
     curve_ax.plot(offsets, mean, color="tab:blue", label="mean")
     curve_ax.fill_between(offsets, mean - std, mean + std, color="tab:blue", alpha=0.2, label="mean +- std")
     curve_ax.axhline(0, color="grey", linewidth=0.8)
+    if not np.isfinite(mean).any():  # one position, or every row zero or NaN: no point gives a log axis its limits
+        curve_ax.set_xlim(1, max(2, len(mean)))
     curve_ax.set_xscale("log")
     curve_ax.set_title("similarity by distance")
     curve_ax.set_xlabel("distance k (positions, log scale)")

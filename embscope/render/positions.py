@@ -33,7 +33,7 @@ def document(result: PositionsResult, *, profile: bool, plot: Output | None) -> 
     if profile and result.profile is not None:
         doc["profile"] = profile_doc(result.profile)
     if plot is not None:
-        doc["plot"] = str(plot.path)
+        doc |= plot.fields()
     doc["notes"] = list(result.notes)
     return doc
 

@@ -66,8 +66,8 @@ def write(report: Report, out: Output, fmt: str, inputs: Iterable[Path]) -> tupl
     return found, WRITERS[fmt](out, title(report), heading(report), found, version("embscope"), inputs)
 
 
-def document(report: Report, out: Path, fmt: str, found: Sequence[Section], files: Sequence[Path]) -> Document:
-    return {"out": str(out), "format": fmt, "files": [str(f) for f in files],
+def document(report: Report, out: Output, fmt: str, found: Sequence[Section], files: Sequence[Path]) -> Document:
+    return {**out.fields("out"), "format": fmt, "files": [str(f) for f in files],
             "sections": [s.key for s in found if s.made],
             "missing": {s.key: s.missing for s in found if s.missing},
             "absent": {s.key: s.absent for s in found if s.absent},
@@ -77,7 +77,7 @@ def document(report: Report, out: Path, fmt: str, found: Sequence[Section], file
 
 def show(report: Report, out: Output, fmt: str, found: Sequence[Section], files: Sequence[Path], json: bool) -> None:
     if json:
-        header.emit(document(report, out.path, fmt, found, files), report.emb)
+        header.emit(document(report, out, fmt, found, files), report.emb)
         return
     header.show(report.emb)
     made = ", ".join(s.key for s in found if s.made)

@@ -40,7 +40,7 @@ def document(reports: Sequence[UndertrainedReport], kinds: TokenKinds | None, na
                                                     "meanings": KIND_MEANINGS},
            "notes": list(notes)}
     if plot is not None:
-        doc["plot"] = str(plot.path)
+        doc |= plot.fields()
     return doc
 
 
