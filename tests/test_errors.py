@@ -4,6 +4,7 @@ options as its flags (issue 23: a Python caller of `similarity(..., merge=False)
 from __future__ import annotations
 
 import ast
+import os
 import pickle
 import re
 from pathlib import Path
@@ -128,6 +129,41 @@ def test_a_damaged_tokenizer_is_a_tokenizer_error(tmp_path):
     with pytest.raises(TokenizerError) as err:
         load_tokenizer(tmp_path / "tokenizer.json")
     assert isinstance(err.value, CheckpointError) and err.value.path == tmp_path / "tokenizer.json"
+
+
+def test_a_tokenizer_file_refused_by_the_reader_is_a_tokenizer_error(tmp_path):
+    """embscope.files refuses a file over the tokenizers' size limit before reading it: that is still a
+    TokenizerError about the file, as a damaged one is."""
+    from embscope.tokenizers import load_tokenizer
+    from embscope.tokenizers.base import MAX_TOKENIZER_BYTES
+    path = tmp_path / "tokenizer.json"
+    with open(path, "wb") as f:
+        f.truncate(MAX_TOKENIZER_BYTES + 1)  # sparse: no disk used
+    with pytest.raises(TokenizerError) as err:
+        load_tokenizer(path)
+    assert err.value.path == path and "tokenizer.json" in str(err.value)
+
+
+@pytest.mark.parametrize("make", ["missing", "directory", "fifo"])
+def test_a_pairs_file_that_cannot_be_read_is_an_input_error(tmp_path, make):
+    from embscope.errors import InputError
+    from embscope.inputs import read_pairs
+    path = tmp_path / "pairs.txt"
+    if make == "directory":
+        path.mkdir()
+    elif make == "fifo":
+        os.mkfifo(path)
+    with pytest.raises(InputError) as err:
+        list(read_pairs(path, None))
+    assert (err.value.path, err.value.option) == (path, "pairs_file") and "pairs.txt" in str(err.value)
+
+
+def test_words_for_the_position_map_are_refused_before_any_work():
+    import embscope
+    from embscope.analysis.map import table_map
+    with pytest.raises(OptionError) as err:
+        table_map(embscope.open(), Role.position, words=["father"])
+    assert (err.value.option, err.value.role) == ("words", Role.position)
 
 
 def test_a_checkpoint_error_names_its_file_as_a_field(tmp_path):

@@ -371,7 +371,7 @@ class CompareOptions:
     seed: int = SEED
     listed: int = LISTED
     device: str = "auto"
-    cka: bool = True  # linear CKA: three d x d products of each table pair (2 n d^2 multiply-adds, a top-k's order)
+    cka: bool = True  # linear CKA: the d x d products of each table pair (about 2 n d^2 multiply-adds, a top-k's order)
 
 
 @dataclass(frozen=True, eq=False)

@@ -260,6 +260,9 @@ def table_map(emb: Embeddings, role: Role, *, method: str = "pca", words: list[s
     if method not in METHODS:
         raise OptionError(f"expected a method {' or '.join(METHODS)}, found {quote(method)}", option="method")
     role = Role(role)
+    if role is Role.position and words:  # refused before any work
+        raise OptionError(f"expected no {Option('words')} for the position table: its points are positions",
+                          option="words", role=role)
     table = emb.table(role)
     array = table.array
     projection = pca_2d(array) if method == "pca" else umap_2d(array)
@@ -267,9 +270,6 @@ def table_map(emb: Embeddings, role: Role, *, method: str = "pca", words: list[s
     notes = list(table.notes)
     tokenizer = None
     if role is Role.position:
-        if words:
-            raise TokenError(f"expected no {Option('words')} for the position table: its points are positions",
-                             option="words", role=role)
         points, rule = position_points(coords, table.first_row), "positions 0, 1, 2, the quarters and the last"
     else:
         points, rule = probe_points(emb, coords, words, exact)

@@ -89,7 +89,7 @@ def token_kinds(tokenizer: Tokenizer, rows: int,
                 progress: Progress | None = None) -> TokenKinds:
     """The kinds of every row of a table with `rows` rows, by the tokenizer. The round trip costs two or
     three encodes per id; `progress(done, total)` is called every few thousand ids. A tokenizer that cannot
-    encode at all (its split pattern was stopped) raises CheckpointError rather than marking every row."""
+    encode at all (its split pattern was stopped) raises TokenizerError rather than marking every row."""
     vocab = int(tokenizer.vocab_size)
     named = min(vocab, rows)
     masks = {kind: np.zeros(rows, dtype=bool) for kind in KINDS}
@@ -124,7 +124,7 @@ def token_kinds(tokenizer: Tokenizer, rows: int,
 def _encode(tokenizer: Tokenizer, text: str) -> list[int] | None:
     try:
         return list(tokenizer.encode(text))
-    except TokenError:  # this text cannot be encoded; a CheckpointError (the tokenizer cannot encode) goes on
+    except TokenError:  # this text cannot be encoded; a TokenizerError (the tokenizer cannot encode) goes on
         return None
 
 

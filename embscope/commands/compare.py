@@ -152,7 +152,7 @@ def compare_command(
         "--match", help="tokens: pair token rows by token string, for vocabularies that differ. Two checkpoints only.",
         show_default=False)] = None,
     cka: Annotated[bool, typer.Option(
-        "--cka/--no-cka", help="Linear CKA of each table pair: three d x d products, about what the neighbour sample "
+        "--cka/--no-cka", help="Linear CKA of each table pair: d x d products of both tables, about what the neighbour sample "
                                "costs; --no-cka skips it for a quicker answer on large tables.")] = True,
     output: Annotated[bool, typer.Option(
         "--output", help="One checkpoint: its token table against its own untied output projection (row cosine as "

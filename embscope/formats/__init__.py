@@ -86,7 +86,7 @@ def open_checkpoint(path: str | Path, options: OpenOptions = DEFAULT_OPTIONS) ->
     except EmbscopeError:
         raise
     except DAMAGE as err:
-        raise damaged(quote(path), err) from None
+        raise damaged(quote(path), err, path) from None
     from ._state_dict import read_hf_config  # with the pickle helpers, which not every format needs
     checkpoint.config = {**read_hf_config(checkpoint.directory), **checkpoint.config}
     checkpoint.tensors = {name: guarded_tensor(t, f"{quote(path)}: tensor {quote(name)}")

@@ -44,9 +44,9 @@ def require_package(package: str, path: Path, kind: str, extra: str) -> Any:
         raise MissingPackageError(f"{quote(path)} is {kind}; reading it", package, extra, path=path) from None
 
 
-def damaged(where: str, err: BaseException) -> CheckpointError:
+def damaged(where: str, err: BaseException, path: Path | None = None) -> CheckpointError:
     if isinstance(err, MemoryError):
-        return CheckpointError(f"{where}: needs more memory than is available")
+        return CheckpointError(f"{where}: needs more memory than is available", path=path)
     if isinstance(err, OSError) and err.strerror:  # the file went away or cannot be read, not damaged bytes
-        return CheckpointError(f"{where}: cannot be read ({printable(err.strerror)})")
-    return CheckpointError(f"{where}: expected well-formed data, found damage ({detail(err)})")
+        return CheckpointError(f"{where}: cannot be read ({printable(err.strerror)})", path=path)
+    return CheckpointError(f"{where}: expected well-formed data, found damage ({detail(err)})", path=path)

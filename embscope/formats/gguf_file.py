@@ -8,9 +8,11 @@ dequantization (gguf.quants) of the one table that is read; tensor data is memor
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -177,6 +179,17 @@ def array_numbers(buf: Any, ref: ArrayRef, key: str, where: str, gguf: Any) -> n
     return np.frombuffer(buf, dtype=dtype, count=ref.count, offset=ref.offset).copy()
 
 
+@contextlib.contextmanager
+def as_tokenizer_error() -> Iterator[None]:
+    """A damaged array of the tokenizer's is the tokenizer's damage: a TokenizerError, as the other checks say."""
+    try:
+        yield
+    except TokenizerError:
+        raise
+    except CheckpointError as err:
+        raise TokenizerError(str(err), path=err.path) from None
+
+
 class TokenizerArrays:
     """The tokenizer's arrays in one GGUF file (tokenizer.ggml.*), read and checked on request: what this reader
     hands the tokenizer (tokenizers/gguf_vocab.py), built when the tokenizer is loaded, so the file is mapped anew."""
@@ -204,7 +217,10 @@ class TokenizerArrays:
 
     def raw_strings(self, key: str) -> list[bytes] | None:
         ref = self.ref(key, "strings", ("STRING",))
-        return None if ref is None else array_strings(self.buf, ref, TOKENIZER + key, self.where)
+        if ref is None:
+            return None
+        with as_tokenizer_error():
+            return array_strings(self.buf, ref, TOKENIZER + key, self.where)
 
     def strings(self, key: str, raw: list[bytes] | None = None) -> list[str] | None:
         raw = self.raw_strings(key) if raw is None else raw
@@ -233,7 +249,8 @@ class TokenizerArrays:
         if ref.count < count:
             raise TokenizerError(f"{self.where}: expected {TOKENIZER + key} to hold a {what} for each of the "
                                  f"{count} tokens, found {ref.count}")
-        return array_numbers(self.buf, ref, TOKENIZER + key, self.where, self.gguf)[:count]
+        with as_tokenizer_error():
+            return array_numbers(self.buf, ref, TOKENIZER + key, self.where, self.gguf)[:count]
 
 
 def read_tensor_entry(cur: Cursor, gguf: Any, index: int) -> tuple[str, tuple[int, ...], Any, int]:

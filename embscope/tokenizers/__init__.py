@@ -9,7 +9,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from embscope.errors import Option, TokenizerError
+from embscope.errors import CheckpointError, Option, TokenizerError, UnsafePickleError
 from embscope.registry import Kind, Probe
 from embscope.text import detail
 from embscope.tokenizers.base import Tokenizer, check_id, shown
@@ -45,6 +45,10 @@ def _load(kind: TokenizerKind, path: Path) -> Tokenizer:
     except TokenizerError as err:
         err.path = err.path or path  # the file it is about, for code that handles it
         raise
+    except UnsafePickleError:  # a pickled vocabulary refused as unsafe keeps its class
+        raise
+    except CheckpointError as err:  # embscope.files refused the file (too large, not regular, unreadable)
+        raise TokenizerError(str(err), path=path) from None
     except (ValueError, KeyError, IndexError, TypeError, RecursionError, MemoryError, OSError) as err:
         raise TokenizerError(f"expected a readable {kind.name} tokenizer in {path}, found damage "
                              f"({detail(err)})", path=path) from None
