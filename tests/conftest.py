@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import struct
@@ -11,6 +12,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import typer.main
+import typer.testing
 from typer.testing import CliRunner
 
 from embscope.cli import app
@@ -54,6 +57,13 @@ def _cache_home(tmp_path_factory):
 def _cache_in_a_temporary_folder(monkeypatch, _cache_home):
     # embscope caches computed numbers (the random-pair baseline) in the user's cache folder: not the tester's
     monkeypatch.setenv("XDG_CACHE_HOME", str(_cache_home))
+
+
+# typer's CliRunner builds the click group from the app on every invoke: every command's parser, 12 ms, 1,400 times a
+# run of the suite (17 s of its CPU). A process of the real command line builds its group once; the suite's runners
+# build each app's once too. The group keeps nothing of a run: the one change a run makes to it (resolve_command
+# making the resolved command's number types strict) is made again, and alike, on every run.
+typer.testing._get_command = functools.cache(typer.main.get_command)  # type: ignore[attr-defined]
 
 
 def invoke(*args: object, catch_exceptions: bool = True):
