@@ -16,7 +16,6 @@ file, so embscope names it in a note and does not encode words (ids still work).
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -24,7 +23,16 @@ from embscope.errors import TokenError
 from embscope.tokenizers.base import is_library_failure, shown
 from embscope.tokenizers.byte_alphabet import byte_level_bytes, bytes_to_unicode
 from embscope.tokenizers.gguf_pre import MISSING, NAMES, NOT_RUN, SOURCE, LlamaSplit, lookup
-from embscope.tokenizers.gguf_vocab import BYTE, CONTROL, UNKNOWN, USER_DEFINED, GGUFVocabulary, UserDefined, byte_token
+from embscope.tokenizers.gguf_vocab import (
+    BYTE,
+    CONTROL,
+    UNKNOWN,
+    USER_DEFINED,
+    GGUFVocabulary,
+    UserDefined,
+    byte_token,
+    join_pairs,
+)
 
 # words seen before; a command that looks up many words repeats them
 _CACHE_LIMIT = 65536
@@ -111,7 +119,7 @@ def _library_words(token_id: dict[str, int], merges: list[tuple[str, str]],
 def _merge_loop_words(token_id: dict[str, int], merges: list[tuple[str, str]],
                       ignore_merges: bool) -> Callable[[str], list[int] | None]:
     """llm_tokenizer_bpe_session::tokenize for one word: the pair of lowest rank is joined first, the leftmost
-    on a tie; a queued pair is dropped when either side has changed since."""
+    on a tie (join_pairs, the loop the spm session shares)."""
     ranks: dict[tuple[str, str], int] = {}
     for rank, pair in enumerate(merges):
         ranks.setdefault(pair, rank)
@@ -120,31 +128,8 @@ def _merge_loop_words(token_id: dict[str, int], merges: list[tuple[str, str]],
         whole = token_id.get(word) if ignore_merges else None
         if whole is not None:
             return [whole]
-        symbols = list(word)
-        after = [*range(1, len(symbols)), -1]
-        before = list(range(-1, len(symbols) - 1))
-        queue: list[tuple[int, int, int, str]] = []
-
-        def push(left: int, right: int) -> None:
-            if left >= 0 and right >= 0:
-                rank = ranks.get((symbols[left], symbols[right]))
-                if rank is not None:
-                    heapq.heappush(queue, (rank, left, right, symbols[left] + symbols[right]))
-
-        for i in range(len(symbols) - 1):
-            push(i, i + 1)
-        while queue:
-            _, left, right, joined = heapq.heappop(queue)
-            if not symbols[left] or not symbols[right] or symbols[left] + symbols[right] != joined:
-                continue
-            symbols[left] = joined
-            symbols[right] = ""
-            after[left] = after[right]
-            if after[right] >= 0:
-                before[after[right]] = left
-            push(before[left], left)
-            push(left, after[left])
-        ids = [token_id.get(symbol) for symbol in symbols if symbol]
+        symbols = join_pairs(list(word), lambda left, right: ranks.get((left, right)))
+        ids = [token_id.get(symbol) for symbol in symbols]
         return None if None in ids else ids  # type: ignore[return-value]  # None is not in the list
 
     return words

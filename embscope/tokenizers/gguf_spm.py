@@ -23,14 +23,13 @@ gives the same ids."""
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from embscope.errors import TokenError
 from embscope.tokenizers.base import SPACE_MARK, shown
-from embscope.tokenizers.gguf_vocab import BYTE, USER_DEFINED, GGUFVocabulary, UserDefined, byte_token
+from embscope.tokenizers.gguf_vocab import BYTE, USER_DEFINED, GGUFVocabulary, UserDefined, byte_token, join_pairs
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -110,37 +109,18 @@ class SentencePieceVocab(GGUFVocabulary):
         return out
 
     def _merge(self, stretch: str) -> list[str]:
-        """llm_tokenizer_spm_session::tokenize: symbols joined pair by pair, highest score first and the
+        """llm_tokenizer_spm_session::tokenize (join_pairs): symbols joined pair by pair, highest score first and the
         leftmost on a tie; a pair is dropped from the queue when either symbol has been joined into another
         since it was queued (one is empty, or their sizes changed)."""
         if self._score_list is None:
             self._score_list = self._scores.tolist()
         scores, token_id = self._score_list, self._token_id
-        symbols = list(stretch)
-        after = [*range(1, len(symbols)), -1]
-        before = list(range(-1, len(symbols) - 1))
-        queue: list[tuple[float, int, int, int]] = []
 
-        def push(left: int, right: int) -> None:
-            if left >= 0 and right >= 0:
-                id = token_id.get(symbols[left] + symbols[right])
-                if id is not None:
-                    heapq.heappush(queue, (-scores[id], left, right, len(symbols[left]) + len(symbols[right])))
+        def priority(left: str, right: str) -> float | None:
+            id = token_id.get(left + right)
+            return None if id is None else -scores[id]
 
-        for i in range(len(symbols) - 1):
-            push(i, i + 1)
-        while queue:
-            _, left, right, size = heapq.heappop(queue)
-            if not symbols[left] or not symbols[right] or len(symbols[left]) + len(symbols[right]) != size:
-                continue
-            symbols[left] += symbols[right]
-            symbols[right] = ""
-            after[left] = after[right]
-            if after[right] >= 0:
-                before[after[right]] = left
-            push(before[left], left)
-            push(left, after[left])
-        return [symbol for symbol in symbols if symbol]
+        return join_pairs(list(stretch), priority)
 
     def _unknown(self, text: str) -> int:
         if self.unk_id is None:

@@ -18,6 +18,7 @@ token, and ``unk_id`` names it, so that callers can refuse it rather than compar
 from __future__ import annotations
 
 import functools
+import heapq
 import unicodedata
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -201,6 +202,36 @@ def byte_token(token: str) -> int | None:
 
 
 # -- reading tokenizer.ggml.* -------------------------------------------------------------------------
+
+def join_pairs(symbols: list[str], priority: Callable[[str, str], float | None]) -> list[str]:
+    """The merge loop llama.cpp's spm and bpe sessions share: the symbols as a linked list, the queued pair of
+    lowest ``priority`` (None: never joined) joined first, the leftmost on a tie, and a queued pair dropped when
+    either side has changed since (one is empty, or their sizes changed)."""
+    after = [*range(1, len(symbols)), -1]
+    before = list(range(-1, len(symbols) - 1))
+    queue: list[tuple[float, int, int, int]] = []
+
+    def push(left: int, right: int) -> None:
+        if left >= 0 and right >= 0:
+            key = priority(symbols[left], symbols[right])
+            if key is not None:
+                heapq.heappush(queue, (key, left, right, len(symbols[left]) + len(symbols[right])))
+
+    for i in range(len(symbols) - 1):
+        push(i, i + 1)
+    while queue:
+        _, left, right, size = heapq.heappop(queue)
+        if not symbols[left] or not symbols[right] or len(symbols[left]) + len(symbols[right]) != size:
+            continue
+        symbols[left] += symbols[right]
+        symbols[right] = ""
+        after[left] = after[right]
+        if after[right] >= 0:
+            before[after[right]] = left
+        push(before[left], left)
+        push(left, after[left])
+    return [symbol for symbol in symbols if symbol]
+
 
 class MetadataArrays(Protocol):
     """The tokenizer's arrays in one GGUF file, read and checked on request, as the GGUF reader
