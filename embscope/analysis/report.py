@@ -129,16 +129,22 @@ def report_checkpoints(given: Sequence[Path], open_path: Opener) -> tuple[list[P
     return list(given), (given[0] if given else None), []
 
 
-def norms_of(emb: Embeddings) -> dict[str, NormsReport | Missing]:
-    found: dict[str, NormsReport | Missing] = {}
+def each_table(emb: Embeddings, measure: Callable[[Role], T]) -> dict[str, T | Missing]:
+    """`measure` of each table the checkpoint has (an output projection only when it is untied); why not, for
+    the position table or head it lacks."""
+    found: dict[str, T | Missing] = {}
     for role in NORM_ROLES:
         if role is Role.position and emb.position is None:
             found[role.value] = Absent("no learned position table (see the positions section)")
         elif role is Role.output and emb.output is None:
             found[role.value] = Absent(emb.tables.head_note or f"the head is {emb.tables.head.value}")
         else:
-            found[role.value] = attempt(partial(norms_report, emb, role))
+            found[role.value] = attempt(partial(measure, role))
     return found
+
+
+def norms_of(emb: Embeddings) -> dict[str, NormsReport | Missing]:
+    return each_table(emb, partial(norms_report, emb))
 
 
 def positions_of(emb: Embeddings, norms: NormsReport | Missing) -> PositionsSection | Missing:
@@ -173,15 +179,7 @@ def neighbors_of(emb: Embeddings, words: Sequence[str] | None, k: int) -> Neighb
 
 def geometry_of(emb: Embeddings, stages: Stages = quiet) -> dict[str, Geometry | Missing]:
     """`embscope geometry` of each table the checkpoint has (an output projection only when it is untied)."""
-    found: dict[str, Geometry | Missing] = {}
-    for role in NORM_ROLES:
-        if role is Role.position and emb.position is None:
-            found[role.value] = Absent("no learned position table (see the positions section)")
-        elif role is Role.output and emb.output is None:
-            found[role.value] = Absent(emb.tables.head_note or f"the head is {emb.tables.head.value}")
-        else:
-            found[role.value] = attempt(partial(geometry, emb, role, stages=stages))
-    return found
+    return each_table(emb, lambda role: geometry(emb, role, stages=stages))
 
 
 def maps_of(emb: Embeddings, words: Sequence[str] | None) -> dict[str, TableMap | Missing]:

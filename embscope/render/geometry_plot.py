@@ -39,11 +39,15 @@ def draw_dimensions(ax: Axes, found: Geometry) -> None:
     ax.set_ylabel("share of the mean cosine" if mean else "CC_k (the mean cosine is 0 or undefined)")
 
 
+def say_why(ax: Axes, reason: str) -> None:
+    """The panel's figure could not be drawn: the reason in its place, drawn literally."""
+    ax.text(0.5, 0.5, printable(reason), ha="center", va="center", transform=ax.transAxes, parse_math=False, wrap=True)
+
+
 def draw_spectrum(ax: Axes, found: Geometry) -> None:
     spectrum = found.spectrum
     if spectrum is None:
-        ax.text(0.5, 0.5, printable(found.reasons.get("spectrum", "no spectrum")), ha="center", va="center",
-                transform=ax.transAxes, parse_math=False, wrap=True)
+        say_why(ax, found.reasons.get("spectrum", "no spectrum"))
         return
     squares = spectrum.singular_values ** 2
     shares = squares / squares.sum()
@@ -66,8 +70,7 @@ def draw_spectrum(ax: Axes, found: Geometry) -> None:
 def draw_periods(ax: Axes, found: Geometry) -> None:
     periods = found.periods
     if periods is None:
-        ax.text(0.5, 0.5, printable(found.reasons.get("periods", "no periods")), ha="center", va="center",
-                transform=ax.transAxes, parse_math=False, wrap=True)
+        say_why(ax, found.reasons.get("periods", "no periods"))
         return
     ordered = sorted(periods, key=lambda p: p.frequency)
     ax.plot([p.period for p in ordered], [p.share for p in ordered], color="tab:blue", marker=".", markersize=3)
