@@ -27,13 +27,19 @@ def test_positions_plot_with_no_cosine_at_any_distance(tmp_path, monkeypatch, po
     assert (tmp_path / "run-position-heatmap.png").stat().st_size > 0
 
 
-def test_neighbors_all_says_why_its_tokens_are_ids(tmp_path):
-    # a --tokenizer that failed to load was dropped without a word: the TSV held #ids and the answer no note
-    rng = np.random.default_rng(1)
+def with_broken_tokenizer(tmp_path, seed: int):
+    """A GPT-2 folder (12 token rows, 8 positions) and a --tokenizer file that fails to load."""
+    rng = np.random.default_rng(seed)
     folder = gpt2_folder(tmp_path / "m", rng.standard_normal((12, 4)).astype(np.float32),
                          rng.standard_normal((8, 4)).astype(np.float32))
     broken = tmp_path / "vocab_map.json"
     broken.write_text('{"": 10}')
+    return folder, broken
+
+
+def test_neighbors_all_says_why_its_tokens_are_ids(tmp_path):
+    # a --tokenizer that failed to load was dropped without a word: the TSV held #ids and the answer no note
+    folder, broken = with_broken_tokenizer(tmp_path, seed=1)
     doc = run_json("neighbors", "--all", "-k", "2", "--out", tmp_path / "nb.tsv", "-c", folder, "--tokenizer", broken)
     assert any(note.startswith("tokenizer not loaded") for note in doc["notes"]), doc["notes"]
     assert "\t#0\t" in (tmp_path / "nb.tsv").read_text()
@@ -103,11 +109,7 @@ def test_a_table_wider_than_the_d_x_d_limit_is_refused_before_anything_is_alloca
 
 def test_similarity_of_ids_says_why_its_tokens_are_ids(tmp_path):
     # as neighbors --all: a --tokenizer that failed to load was dropped without a word (info and export said it)
-    rng = np.random.default_rng(2)
-    folder = gpt2_folder(tmp_path / "m", rng.standard_normal((12, 4)).astype(np.float32),
-                         rng.standard_normal((8, 4)).astype(np.float32))
-    broken = tmp_path / "vocab_map.json"
-    broken.write_text('{"": 10}')
+    folder, broken = with_broken_tokenizer(tmp_path, seed=2)
     doc = run_json("similarity", "3", "4", "--ids", "-c", folder, "--tokenizer", broken)
     assert [note[:21] for note in doc["notes"]] == ["tokenizer not loaded:"]
     assert "note: tokenizer not loaded:" in run("similarity", "3", "4", "--ids", "-c", folder, "--tokenizer", broken).stdout
@@ -157,22 +159,14 @@ def test_json_says_what_the_console_says_of_a_default_name(tmp_path, monkeypatch
 
 
 def test_neighbors_of_an_id_says_why_its_tokens_are_ids(tmp_path):
-    rng = np.random.default_rng(3)
-    folder = gpt2_folder(tmp_path / "m", rng.standard_normal((12, 4)).astype(np.float32),
-                         rng.standard_normal((8, 4)).astype(np.float32))
-    broken = tmp_path / "vocab_map.json"
-    broken.write_text('{"": 10}')
+    folder, broken = with_broken_tokenizer(tmp_path, seed=3)
     doc = run_json("neighbors", "3", "--ids", "-k", "2", "-c", folder, "--tokenizer", broken)
     assert doc["note"].startswith("tokenizer not loaded:"), doc["note"]
     assert run_json("neighbors", "3", "--ids", "-k", "2", "-c", folder)["note"] is None
 
 
 def test_analogy_of_ids_says_why_its_tokens_are_ids(tmp_path):
-    rng = np.random.default_rng(8)
-    folder = gpt2_folder(tmp_path / "m", rng.standard_normal((12, 4)).astype(np.float32),
-                         rng.standard_normal((8, 4)).astype(np.float32))
-    broken = tmp_path / "vocab_map.json"
-    broken.write_text('{"": 10}')
+    folder, broken = with_broken_tokenizer(tmp_path, seed=8)
     doc = run_json("analogy", "3", "4", "5", "--ids", "-k", "2", "-c", folder, "--tokenizer", broken)
     assert any(note.startswith("tokenizer not loaded:") for note in doc["notes"]), doc["notes"]
     assert not any("tokenizer" in note for note in run_json("analogy", "3", "4", "5", "--ids", "-k", "2", "-c",
