@@ -172,6 +172,8 @@ def __getattr__(name: str) -> Any:
 def main() -> None:
     from .compute import blas
     blas.settle()  # before anything imports numpy
+    from . import sigbus
+    sigbus.install()  # a checkpoint cut short under its memory map: one line and exit 1, not a silent death
     if sys.stderr is None:  # `2>&-`: messages go nowhere, but the exit code still tells usage from input errors
         sys.stderr = io.StringIO()
     if sys.stdout is None:  # `>&-`: there is nowhere to put an answer
