@@ -105,9 +105,8 @@ class EmbscopeGroup(TyperGroup):
 
     def invoke(self, ctx: Any) -> Any:
         from . import files
-        files.forget()  # the files this run reads are its own record (outputs may not land on them)
-        try:
-            with options_spelled(flag):
+        try:  # the files this run reads are its own record (outputs may not land on them), ended with it
+            with files.reading(files.ReadLog()), options_spelled(flag):
                 return super().invoke(ctx)
         except typer.TyperException as err:
             name, command = ctx.meta.get(RESOLVED, (None, None))

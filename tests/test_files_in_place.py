@@ -44,11 +44,12 @@ cases, seconds = json.load(open(sys.argv[1])), int(sys.argv[2])
 for case in cases:
     print(json.dumps({"start": case["name"]}), flush=True)
     faulthandler.dump_traceback_later(seconds, exit=True)
-    result = CliRunner().invoke(app, case["args"])
+    with files.reading(files.ReadLog()) as log:  # the command's run is inside this one: its reads are ours too
+        result = CliRunner().invoke(app, case["args"])
     faulthandler.cancel_dump_traceback_later()
     escaped = None if result.exception is None or isinstance(result.exception, SystemExit) else repr(result.exception)
     print(json.dumps({"name": case["name"], "code": result.exit_code, "stderr": result.stderr,
-                      "exception": escaped, "read": files.read_files()}), flush=True)
+                      "exception": escaped, "read": log.paths()}), flush=True)
 """
 
 
