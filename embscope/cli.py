@@ -12,9 +12,10 @@ from collections.abc import Sequence
 from typing import Any
 
 import typer
-from typer.core import TyperGroup
+from typer.core import TyperCommand, TyperGroup
 
 from .commands import REGISTER
+from .commands.command import EmbscopeCommand
 from .errors import EmbscopeError, Option, options_spelled
 from .text import printable, shortened
 
@@ -95,13 +96,9 @@ class EmbscopeGroup(TyperGroup):
         sys.exit(code)
 
     def resolve_command(self, ctx: Any, args: list[str]) -> Any:
-        from .commands.numbers import strict_numbers
-        from .commands.options import with_optional_values
         name, command, rest = super().resolve_command(ctx, args)
         ctx.meta[RESOLVED] = name, command
-        if command is not None:
-            strict_numbers(command)
-        return name, command, with_optional_values(command, rest)
+        return name, command, rest
 
     def invoke(self, ctx: Any) -> Any:
         from . import files
@@ -137,9 +134,17 @@ def root(ctx: typer.Context, version: bool = typer.Option(False, "--version", is
         typer.echo(ctx.get_help())
 
 
+class EmbscopeTyper(typer.Typer):
+    """A typer app whose commands are built as EmbscopeCommand (strict numbers, options whose value may be left
+    out), unless a command names its own class."""
+
+    def command(self, name: str | None = None, *, cls: type[TyperCommand] | None = None, **kwargs: Any) -> Any:
+        return super().command(name, cls=cls or EmbscopeCommand, **kwargs)
+
+
 def build(names: Sequence[str] = COMMANDS) -> typer.Typer:
     """The command line with these commands (all of them, by default, as `app`)."""
-    built = typer.Typer(
+    built = EmbscopeTyper(
         cls=EmbscopeGroup,
         name="embscope",
         help="Look inside the token and position embedding tables of a language-model checkpoint.",

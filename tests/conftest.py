@@ -13,11 +13,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import typer.main
-import typer.testing
 from typer.testing import CliRunner
 
-from embscope.cli import app
+from embscope.cli import build, commands_for
 
 # With PYTHONDONTWRITEBYTECODE set (this project's machines set it) pytest rewrites and compiles every test module
 # again on each run, and each child process a test starts compiles embscope again: seconds of the suite's CPU.
@@ -67,16 +65,16 @@ def _cache_in_a_temporary_folder(monkeypatch, _cache_home):
     monkeypatch.setenv("XDG_CACHE_HOME", str(_cache_home))
 
 
-# typer's CliRunner builds the click group from the app on every invoke: every command's parser, 12 ms, 1,400 times a
-# run of the suite (17 s of its CPU). A process of the real command line builds its group once; the suite's runners
-# build each app's once too. The group keeps nothing of a run: the one change a run makes to it (resolve_command
-# making the resolved command's number types strict) is made again, and alike, on every run.
-typer.testing._get_command = functools.cache(typer.main.get_command)  # type: ignore[attr-defined]
+# typer's CliRunner builds the click group from the app on every invoke. Built with every command, that is every
+# command's parser (12 ms, 1,400 times a run of the suite). A process of the real command line builds only the
+# command it runs (cli.commands_for), and so does the runner here: the app of that command is made once.
+app_for = functools.cache(build)
 
 
 def invoke(*args: object, catch_exceptions: bool = True):
     """The CLI in-process, however it ends: the caller checks the exit code and the output."""
-    return CliRunner().invoke(app, [str(a) for a in args], catch_exceptions=catch_exceptions)
+    words = [str(a) for a in args]
+    return CliRunner().invoke(app_for(tuple(commands_for(words))), words, catch_exceptions=catch_exceptions)
 
 
 def run(*args: object, code: int = 0):

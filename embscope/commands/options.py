@@ -154,22 +154,12 @@ def as_usage_error(check: Callable[[], T], option: str) -> T:
 
 
 # Options whose value may be left out: `positions --pairs` means the default pairs, `norms --plot` a PNG named
-# after the checkpoint in the working directory. typer cannot declare them, so the words are read here:
-# the option followed by nothing, or by another option, gets the value below.
+# after the checkpoint in the working directory. typer cannot declare them, so each command's parse_args
+# (commands.command) reads the words: the option followed by nothing, or by another option, gets the value below.
 PAIRS_DEFAULT = "default"
 PLOT_AUTO = ""  # `--plot` alone; no file can be named ""
 PLOT_SUFFIXES = (".png", ".svg", ".pdf")
 OPTIONAL_VALUES = {"--pairs": PAIRS_DEFAULT, "--plot": PLOT_AUTO}
-
-
-def with_optional_values(command: Any, args: list[str]) -> list[str]:
-    """`args` with the value filled in after each optional-value option of `command` that was given none."""
-    if command is None:
-        return args
-    words = OptionWords.of(command)
-    if not words.optional:
-        return args
-    return words.filled(args)
 
 
 @dataclass(frozen=True)
@@ -201,6 +191,7 @@ class OptionWords:
         return word.split("=", 1)[0] in self.names or (len(word) > 2 and word[:2] in self.names)
 
     def filled(self, args: list[str]) -> list[str]:
+        """`args` with the value filled in after each optional-value option that was given none."""
         filled: list[str] = []
         at = 0
         while at < len(args):
