@@ -9,7 +9,8 @@ from typing import Annotated
 
 import typer
 
-from .options import ExactFlag, IdsFlag, JsonFlag, ListedAnswers, Source, refuse, tokenizer_failure, with_source
+from ..naming import tokenizer_failure
+from .options import ExactFlag, IdsFlag, JsonFlag, ListedAnswers, Source, refuse, with_source
 
 
 class Method(str, Enum):

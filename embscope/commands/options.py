@@ -119,14 +119,6 @@ def finite(value: float | None) -> float | None:
 UsageError: type[Exception] = typer.BadParameter.__mro__[1]  # click's UsageError, which typer does not export
 
 
-def tokenizer_failure(emb: Any) -> str | None:
-    """Why a tokenizer that exists did not load, once an answer named its ids without it (None: it loaded, or there
-    is none, which the #ids say themselves): that costs only the names, and is said, not dropped. emb.tokenizer is
-    cached only when it loaded or there is none."""
-    tokenizer, why = emb.tokenizer_for_names()
-    return why if tokenizer is None and "tokenizer" not in vars(emb) else None
-
-
 def refuse(message: str, option: str | None = None) -> Exception:
     """A usage error (exit 2), naming the option it is about when there is one."""
     return typer.BadParameter(message, param_hint=f"'{option}'") if option else UsageError(message)

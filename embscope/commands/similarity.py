@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 import typer
 
+from ..naming import tokenizer_failure
 from ..roles import Role
 from .options import (
     AllowUnkFlag,
@@ -18,7 +19,6 @@ from .options import (
     StrictFlag,
     TableOption,
     refuse,
-    tokenizer_failure,
     with_source,
 )
 
