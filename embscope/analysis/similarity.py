@@ -15,6 +15,7 @@ from .. import compute
 from ..errors import Option, TableError, TokenError
 from ..lookup import FormChoice, WordEncoder, check_id, form_sentence, lookup_words, parse_id, space_sentence
 from ..naming import token_name
+from ..options import LookupOptions
 from ..roles import Role
 from ..text import quote
 
@@ -163,9 +164,9 @@ class Resolver:
     """Turns each distinct word or id into a Query once, checking it against the table. Words asked about together
     (`keys`) are looked up in one form (lookup.py's rule); a word's Query is kept per form chosen for it."""
 
-    def __init__(self, emb: Embeddings, rows: int, *, ids: bool, exact: bool, merge: bool, allow_unk: bool = False):
-        self.emb, self.rows, self.ids, self.exact, self.merge = emb, rows, ids, exact, merge
-        self.allow_unk = allow_unk
+    def __init__(self, emb: Embeddings, rows: int, asked: LookupOptions, *, merge: bool):
+        self.emb, self.rows, self.asked, self.merge = emb, rows, asked, merge
+        self.ids = asked.ids
         self.cache: dict[Hashable, Query] = {}
         self.positions: dict[Hashable, int] = {}  # where each query stands in `cache`
         self._tokenizer: Tokenizer | None = None
@@ -220,7 +221,8 @@ class Resolver:
                              option="tokenizer")
         if self._encoder is None:
             self._encoder = WordEncoder(tokenizer)
-        return lookup_words(tokenizer, words, exact=self.exact, allow_unk=self.allow_unk, encoder=self._encoder)
+        return lookup_words(tokenizer, words, exact=self.asked.exact, allow_unk=self.asked.allow_unk,
+                            encoder=self._encoder)
 
     def query(self, found: WordLookup) -> Query:
         word = found.word
@@ -332,7 +334,7 @@ def similarity_pairs(emb: Embeddings, pairs: Iterable[Sequence[object]], *, ids:
     or, when `on_skip` is given, is handed to it as one line saying why and left out. `remove_top` D: the cosines
     (and the baseline) are of the rows in the all-but-the-top space (analysis.all_but_the_top)."""
     chosen = pick_table(emb, table)
-    resolve = Resolver(emb, chosen.rows, ids=ids, exact=exact, merge=merge, allow_unk=allow_unk)
+    resolve = Resolver(emb, chosen.rows, LookupOptions(ids, exact, allow_unk), merge=merge)
     asked = packed("q")  # query positions, two per pair: 16 bytes a pair however many there are
     for n, pair in enumerate(pairs):
         pair = tuple(pair)
@@ -467,7 +469,7 @@ def similarity(emb: Embeddings, words_or_ids: Sequence[object], *, ids: bool = F
     if len(items) < 2:
         raise TokenError(f"expected at least two different words or ids to compare, found {len(items)}")
     chosen = pick_table(emb, table)
-    resolve = Resolver(emb, chosen.rows, ids=ids, exact=exact, merge=merge, allow_unk=allow_unk)
+    resolve = Resolver(emb, chosen.rows, LookupOptions(ids, exact, allow_unk), merge=merge)
     # every word in one form: each pair then does, and the matrix compares one vector per word
     keys = resolve.keys(items)
     asked = packed("q", (resolve.positions[key] for pair in combinations(keys, 2) for key in pair))
