@@ -1,12 +1,10 @@
 """One options object per concern, built once by whoever asks (a command, from its flags) and passed down whole,
 instead of the same keywords threaded through every signature (black's Mode is the model):
-LookupOptions, how words become token rows; DeviceOptions, where and in what arithmetic batched work runs;
-OutputOptions, how an answer is given."""
+LookupOptions, how words become token rows; DeviceOptions, where and in what arithmetic batched work runs."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 
 @dataclass(frozen=True)
@@ -30,11 +28,3 @@ class DeviceOptions:
 
 AS_TYPED = LookupOptions()  # the defaults: words, with a leading space where the tokenizer adds one; no unknown token
 ANYWHERE = DeviceOptions()  # the defaults: a GPU when torch sees one, in fp32
-
-
-@dataclass(frozen=True)
-class OutputOptions:
-    """How an answer is given: `json`, one JSON document on stdout; `plot`, the file a plot goes to (None: no plot)."""
-
-    json: bool = False
-    plot: Path | None = None
