@@ -68,11 +68,15 @@ def test_labels_placed_on_one_point_never_overlap():
     figure = new_figure(6, 5)
     ax = figure.subplots()
     ax.plot([0, 1], [0, 1], "o")
-    placed = place_labels(figure, ax, [(f"label number {n}", 0.5, 0.5) for n in range(20)])
+    placed = place_labels(figure, ax, [(f"label number {n}", 0.5, 0.5) for n in range(20)], limit=20)
     renderer = figure.canvas.get_renderer()
     boxes = [label.get_window_extent(renderer) for label in placed]
     assert 1 < len(placed) < 20 and overlapping(boxes) == []
-    assert f"{20 - len(placed)} labels left out where they would overlap another" in [t.get_text() for t in ax.texts]
+    assert f"{20 - len(placed)} labels left out (at most 20 drawn, none over another)" in [t.get_text() for t in ax.texts]
+    spread = new_figure(6, 5)
+    ax = spread.subplots()
+    ax.plot([0, 14], [0, 14], "o")
+    assert len(place_labels(spread, ax, [(f"w{n}", n, n) for n in range(14)])) == 10  # far apart, but ten at most
 
 
 def test_the_map_labels_of_crowded_probe_words_do_not_overlap(tmp_path, monkeypatch):
