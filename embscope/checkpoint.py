@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -32,8 +32,6 @@ class TensorInfo:
     # how the file stores it when that is not `dtype`: "Q8_0" (GGUF), "int8 x per-row scale" (ONNX,
     # CTranslate2); `read` then dequantizes, and `numel` still counts the stored elements
     quantization: str | None = None
-    # a few whole rows as float32 values in Python floats, read without numpy; None where only `read` can
-    read_rows: Callable[[Sequence[int]], list[list[float]]] | None = field(default=None, repr=False, compare=False)
     # the files its bytes are read from, where they are not the checkpoint's own file (a shard, ONNX external
     # data): what a cached answer about the tensor must check is unchanged
     sources: tuple[Path, ...] = field(default=(), compare=False)
@@ -134,13 +132,6 @@ class Table:
         return (f"{values:,} values in {rows:,} rows of {quote(self.name)} lie past float32's range (3.4e38) and read "
                 "as Inf")
 
-    def row_values(self, ids: Sequence[int]) -> list[list[float]]:
-        """Rows `ids` as float32 values (Python floats), as `array` holds them: read without numpy where the
-        format allows, so a question about a few rows does not pay for importing it."""
-        if self.tensor.read_rows is not None and "array" not in self.__dict__:  # not once the table is in memory
-            return self.tensor.read_rows(ids)
-        values: list[list[float]] = self.array[list(ids)].tolist()
-        return values
 
 
 @dataclass

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
+import subprocess
+import sys
 import warnings
 from itertools import combinations
 
@@ -15,7 +18,8 @@ from conftest import harris_tokenizer, run, run_json
 from safetensors.numpy import save_file
 
 import embscope
-from embscope.analysis.similarity import similarity, similarity_pairs
+from embscope import compute
+from embscope.analysis.similarity import BASELINE_PAIRS, BASELINE_SEED, similarity, similarity_pairs
 from embscope.errors import TableError, TokenError
 from embscope.roles import Role
 
@@ -547,3 +551,61 @@ def test_cli_pairs_file_may_not_be_a_pipe(npz_path, tmp_path):
     os.mkfifo(fifo)  # opening it to read would wait for a writer forever
     result = run("similarity", "-c", npz_path, "--ids", "--pairs-file", fifo, code=1)
     assert result.stderr == f"Error: expected a regular file for --pairs-file, found a named pipe (FIFO) at '{fifo}'\n"
+
+
+def test_each_reader_gives_the_rows_the_writer_stored(tmp_path):
+    table = np.random.default_rng(2).standard_normal((9, 4)).astype(np.float16)
+    with open(tmp_path / "model.pkl", "wb") as handle:
+        pickle.dump({"params": {"token_emb": table.astype(">f4")}}, handle)
+    save_file({"wte.weight": table}, str(tmp_path / "model.safetensors"))
+    np.save(tmp_path / "token_emb.npy", table.astype(np.float64))
+    for name in ("model.pkl", "model.safetensors", "token_emb.npy"):
+        token = embscope.open(tmp_path / name).token
+        assert token.array[[8, 1]].tolist() == table[[8, 1]].astype(np.float32).tolist(), name
+
+
+def test_a_few_pairs_by_id_against_plain_numpy(tmp_path):
+    rng = np.random.default_rng(3)
+    table = rng.standard_normal((3000, 24)).astype(np.float32)
+    table[5] = 0.0
+    table[6, 3] = np.nan
+    np.savez(tmp_path / "model.npz", token_emb=table)
+    found = embscope.similarity(embscope.open(tmp_path / "model.npz"), [1, 2, 5, 6, 30, 2999], ids=True)
+    assert [q.reason for q in found.queries] == [None, None, "row 5 ('#5') has zero norm",
+                                                 "row 6 ('#6') holds NaN or Inf", None, None]
+    with np.errstate(invalid="ignore"):  # rows 5 (zero) and 6 (NaN) have no unit vector; they are not used
+        unit = table.astype(np.float64) / np.linalg.norm(table.astype(np.float64), axis=1)[:, None]
+    sample = np.sort(compute.random_pairs(table, n_pairs=BASELINE_PAIRS, seed=BASELINE_SEED).sample)
+    sample = sample[np.isfinite(sample)]
+    for pair in found.pairs:
+        a, b = pair.a.ids[0], pair.b.ids[0]
+        if a in (5, 6) or b in (5, 6):
+            assert (pair.cosine, pair.percentile) == (None, None) and pair.reason
+            continue
+        exact = float(unit[a] @ unit[b])
+        assert pair.cosine == pytest.approx(exact, abs=1e-12)
+        assert pair.percentile == pytest.approx(100 * np.mean(sample < exact - 1e-9))
+
+
+def test_the_cached_baseline_gives_the_answer_the_first_run_gave(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "EMBSCOPE_CHECKPOINT"}
+    env["XDG_CACHE_HOME"] = str(tmp_path)
+    command = [sys.executable, "-m", "embscope", "similarity", "dog", "cat", "--json"]
+    first, second = (json.loads(subprocess.run(command, capture_output=True, text=True, env=env, check=True).stdout)
+                     for _ in range(2))
+    assert first == second and first["baseline"]["sample_size"] == 10000
+    assert any(tmp_path.rglob("*"))  # the second answer came from the cache the first wrote
+
+
+@pytest.mark.parametrize("center", [False, True])  # no RuntimeWarning, centred or not
+def test_a_merged_word_of_plus_and_minus_inf_rows_is_a_reason_not_a_crash(tmp_path, center):
+    table = np.random.default_rng(4).standard_normal((264, 8)).astype(np.float32)
+    table[ord("o"), 2], table[ord("x"), 2] = np.inf, -np.inf  # their mean is NaN
+    np.savez(tmp_path / "model.npz", token_emb=table)
+    emb = embscope.open(tmp_path / "model.npz")
+    emb.tokenizer = ByteWordTokenizer()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        (pair,) = embscope.similarity(emb, ["ox", "dog"], center=center).pairs
+    assert (pair.cosine, pair.percentile) == (None, None)
+    assert pair.reason == "row 111 ('o') holds NaN or Inf"

@@ -30,11 +30,11 @@ def report(
              "bundled sample model.", show_default=False)] = None,
     out: Annotated[Path | None, typer.Option(
         "--out", help="html: the file to write (.html); md: a folder (made if missing) for report.md and its "
-                      "PNG figures. Default: <checkpoint>-report.html, or the folder <checkpoint>-report, in the "
+                      "SVG figures. Default: <checkpoint>-report.html, or the folder <checkpoint>-report, in the "
                       "working directory.", show_default=False)] = None,
     format: Annotated[ReportFormat, typer.Option(
         "--format", help="html: one self-contained page (figures inline as SVG, no script, nothing fetched); "
-                         "md: Markdown and PNG files, for GitHub and blogs.")] = ReportFormat.html,
+                         "md: Markdown and SVG files, for GitHub and blogs.")] = ReportFormat.html,
     words: Annotated[str | None, typer.Option(
         "--words", metavar="W1,W2,...", help="Probe words for the neighbours and the map (default: a handful of "
                                              "frequent one-token words the tokenizer has).", show_default=False)] = None,
@@ -48,7 +48,7 @@ def report(
     if out is not None:
         as_usage_error(lambda: render.check_name(out, format.value), "--out")
         render.check_place(out, format.value)
-    if format is ReportFormat.md:  # the page draws its figures as SVG itself; the Markdown's PNGs need matplotlib
+    if format is ReportFormat.md:  # the Markdown's figure files need matplotlib; the page says it in place of each figure
         require_matplotlib("embscope report --format md")
     probe_words = parse_words(words)
     from ..analysis.report import gather, report_checkpoints

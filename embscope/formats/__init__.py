@@ -54,8 +54,7 @@ def guarded(read: Callable[..., Any], where: str) -> GuardedRead:
 
 
 def guarded_tensor(tensor: TensorInfo, where: str) -> TensorInfo:
-    return dataclasses.replace(tensor, read=guarded(tensor.read, where),
-                               read_rows=guarded(tensor.read_rows, where) if tensor.read_rows else None)
+    return dataclasses.replace(tensor, read=guarded(tensor.read, where))
 
 
 DEFAULT_OPTIONS = OpenOptions()

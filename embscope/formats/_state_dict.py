@@ -14,7 +14,6 @@ from ..checkpoint import TensorInfo
 from ..errors import CheckpointError
 from ..text import quote
 from ._descriptors import check_array, make_array, scalar_value
-from ._rows import buffer_rows
 from ._unpickle import PickledArray
 from .constants import CONFIG_KEYS, HF_CONFIG, IGNORED_KEYS, STATE_DICT_KEYS, STEP_KEYS, WRAPPER_PREFIXES
 
@@ -126,10 +125,8 @@ def array_tensor(path: Path, name: str, pickled: PickledArray) -> TensorInfo | N
     check_array(array, where)
     if not array.dtype.numeric:
         return None
-    rows = None if isinstance(array.data, list) else buffer_rows(array.data, array.dtype.name, array.dtype.byteorder,
-                                                                   array.shape, array.fortran)
     return TensorInfo(name, array.shape, array.dtype.name, partial(make_array, array, where),
-                      storage=(str(path), "pickle", id(pickled)), read_rows=rows)
+                      storage=(str(path), "pickle", id(pickled)))
 
 
 def read_hf_config(directory: Path) -> dict[str, Any]:

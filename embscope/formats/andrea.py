@@ -25,7 +25,6 @@ from ..registry import Probe
 from ..text import printable
 from ._base import OpenOptions
 from ._checks import MAX_ELEMENTS, is_regular_file, map_array
-from ._rows import file_rows
 from .constants import (
     CONTEXT_KEYS,
     HEAD_KEYS,
@@ -297,8 +296,7 @@ def table(path: Path, name: str, first_float: int, rows: int, width: int) -> Ten
     import numpy as np
     read = partial(map_array, path, np.dtype("<f4"), HEADER.size + FLOAT_BYTES * first_float, (rows, width),
                    f"{printable(path.name)}: table data")
-    return TensorInfo(name, (rows, width), "float32", read, storage=(str(path), first_float),
-                      read_rows=file_rows(path, HEADER.size + FLOAT_BYTES * first_float, "float32", "<", (rows, width)))
+    return TensorInfo(name, (rows, width), "float32", read, storage=(str(path), first_float))
 
 
 def open_andrea(path: Path, options: OpenOptions) -> Checkpoint:

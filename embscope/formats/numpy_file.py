@@ -20,7 +20,6 @@ from ..registry import Probe
 from ..text import detail, printable, quote
 from ._base import DAMAGE, OpenOptions
 from ._checks import check_extent, check_shape, map_array
-from ._rows import file_rows
 from ._zip import data_offset, is_stored, read_member
 from .constants import NPY_MAGIC, NUMPY_NUMERIC_KINDS, STEP_KEYS, ZIP_MAGIC
 
@@ -69,8 +68,7 @@ def open_npy(path: Path, options: OpenOptions) -> Checkpoint:
         offset, size = fp.tell(), os.fstat(fp.fileno()).st_size
     name = dtype_name(dtype, where)
     check_size(where, shape, dtype, size - offset)
-    info = TensorInfo(path.stem, shape, name, partial(map_array, path, dtype, offset, shape, where, fortran),
-                      read_rows=file_rows(path, offset, name, dtype.str[0], shape, fortran))
+    info = TensorInfo(path.stem, shape, name, partial(map_array, path, dtype, offset, shape, where, fortran))
     return Checkpoint(path, {path.stem: info})
 
 

@@ -82,7 +82,7 @@ def show(report: Report, out: Output, fmt: str, found: Sequence[Section], files:
     header.show(report.emb)
     made = ", ".join(s.key for s in found if s.made)
     figures = len(files) - 1
-    beside = f", with {figures} figure{'s' * (figures != 1)} (PNG) beside it" if fmt == "md" else ""
+    beside = f", with {figures} figure{'s' * (figures != 1)} (SVG) beside it" if fmt == "md" else ""
     console.out.print(f"wrote the report to {console.safe(files[0])}{beside}{console.safe(out.how())}: {made}",
                       soft_wrap=True)
     for section in found:
