@@ -73,7 +73,7 @@ def pair_figure(comparison: Comparison, labels: Labels) -> Figure:
         colour, changes = STYLES.get(role, "tab:grey"), found.changes
         cosines = changes.cosine[np.isfinite(changes.cosine)]
         if len(cosines):
-            cos_ax.hist(cosines, bins=bins_for(cosines), color=colour, alpha=0.6, histtype="stepfilled",
+            cos_ax.hist(cosines, bins=bins_for(cosines), color=colour, alpha=0.6,
                         label=f"{role}: mean {found.summary.mean_cosine:+.3f} over {len(cosines):,} rows")
         shown = spread(changes.count)
         thinned = f", 1 in {-(-changes.count // len(shown)):,}" if len(shown) < changes.count else ""
