@@ -15,8 +15,11 @@ import typer
 from typer.core import TyperGroup
 
 from .commands import REGISTER
-from .errors import EmbscopeError, Option, options_spelled
-from .text import printable, shortened
+from .commands.numbers import strict_numbers
+from .commands.options import with_optional_values
+from .core import files
+from .core.errors import EmbscopeError, Option, options_spelled
+from .core.text import printable, shortened
 
 COMMANDS = tuple(REGISTER)  # the order is the order --help lists them
 
@@ -95,8 +98,6 @@ class EmbscopeGroup(TyperGroup):
         sys.exit(code)
 
     def resolve_command(self, ctx: Any, args: list[str]) -> Any:
-        from .commands.numbers import strict_numbers
-        from .commands.options import with_optional_values
         name, command, rest = super().resolve_command(ctx, args)
         ctx.meta[RESOLVED] = name, command
         if command is not None:
@@ -104,7 +105,6 @@ class EmbscopeGroup(TyperGroup):
         return name, command, with_optional_values(command, rest)
 
     def invoke(self, ctx: Any) -> Any:
-        from . import files
         files.forget()  # the files this run reads are its own record (outputs may not land on them)
         try:
             with options_spelled(flag):
@@ -170,8 +170,6 @@ def __getattr__(name: str) -> Any:
 
 
 def main() -> None:
-    from .compute import blas
-    blas.settle()  # before anything imports numpy
     if sys.stderr is None:  # `2>&-`: messages go nowhere, but the exit code still tells usage from input errors
         sys.stderr = io.StringIO()
     if sys.stdout is None:  # `>&-`: there is nowhere to put an answer

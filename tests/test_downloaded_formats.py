@@ -13,7 +13,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "fuzz"))
 import reader_samples as samples
 from conftest import run
 
-from embscope.errors import CheckpointError
+from embscope.core.errors import CheckpointError
 from embscope.formats import FORMATS, open_checkpoint
 from embscope.registry import HEAD_BYTES, Probe
 

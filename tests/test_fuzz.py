@@ -24,7 +24,7 @@ import corpus
 import target
 from conftest import invoke
 
-from embscope.errors import EmbscopeError
+from embscope.core.errors import EmbscopeError
 
 FULL = os.environ.get("EMBSCOPE_FUZZ_BUDGET") == "full"
 MUTANTS = 30 if FULL else 5  # hypothesis examples per format

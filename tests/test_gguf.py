@@ -19,7 +19,7 @@ import reader_samples as samples
 from conftest import cosine, run, run_json
 
 import embscope
-from embscope.errors import CheckpointError, MissingPackageError, TokenError
+from embscope.core.errors import CheckpointError, MissingPackageError, TokenError
 from embscope.formats import open_checkpoint
 
 D, T = samples.D, samples.T

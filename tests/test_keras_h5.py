@@ -16,7 +16,7 @@ import reader_samples as samples
 from conftest import run, run_json
 
 import embscope
-from embscope.errors import CheckpointError, MissingPackageError
+from embscope.core.errors import CheckpointError, MissingPackageError
 from embscope.formats import open_checkpoint
 
 V, D, T = samples.V, samples.D, samples.T

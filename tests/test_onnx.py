@@ -18,7 +18,7 @@ from conftest import run, run_json
 from onnx import TensorProto, helper, numpy_helper
 
 import embscope
-from embscope.errors import CheckpointError, MissingPackageError
+from embscope.core.errors import CheckpointError, MissingPackageError
 from embscope.formats import open_checkpoint
 
 V, D, T = samples.V, samples.D, samples.T

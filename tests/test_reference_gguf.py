@@ -22,9 +22,9 @@ from hypothesis import HealthCheck, given, settings
 from tokenizer_corpus import SAMPLE, TEXTS
 
 import embscope
-from embscope.errors import TokenError
+from embscope.core.errors import TokenError
+from embscope.tokenizers.gguf_metadata import load_gguf_tokenizer
 from embscope.tokenizers.gguf_pre import NAMES, NOT_RUN, lookup
-from embscope.tokenizers.gguf_vocab import load_gguf_tokenizer
 
 gguf = pytest.importorskip("gguf")
 spm = pytest.importorskip("sentencepiece")

@@ -16,8 +16,8 @@ from safetensors.numpy import save_file
 
 import embscope
 from embscope.analysis.similarity import similarity, similarity_pairs
-from embscope.errors import TableError, TokenError
-from embscope.roles import Role
+from embscope.core.errors import TableError, TokenError
+from embscope.core.role import Role
 
 ROWS, DIM = 264, 8  # the test tokenizer has 260 ids: rows 260..263 are padding
 ZERO, NAN, INF = 65, 66, 67  # bytes "A", "B", "C"

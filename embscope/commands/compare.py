@@ -10,9 +10,19 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ..errors import TokenError
-from ..naming import token_string_or_none
-from ..text import quote
+from ..analysis.compare import CompareOptions, by_token
+from ..analysis.compare_output import compare_output
+from ..analysis.compare_series import compare_series, run_checkpoints
+from ..analysis.pairing import Pairing
+from ..core.errors import TokenError
+from ..core.text import quote
+from ..lookup import lookup_word
+from ..naming import token_name, token_string_or_none
+from ..render import compare as render
+from ..render import compare_output as render_output
+from ..render import progress
+from ..render.compare_plot import draw
+from ..render.files import input_files
 from .options import (
     AUTO_DEVICE,
     DeviceOption,
@@ -57,7 +67,6 @@ def word_rows(emb: Embeddings, words: list[str]) -> list[tuple[str, int | None, 
     tokenizer, why_none = emb.tokenizer_for_names()
     if tokenizer is None:
         raise TokenError(f"--words needs a tokenizer to find the words' rows: {why_none}")
-    from ..lookup import lookup_word
     found: list[tuple[str, int | None, str | None]] = []
     for word in words:
         lookup = lookup_word(tokenizer, word)
@@ -105,7 +114,6 @@ def checkpoint_paths(paths: list[Path], open_path: Opener) -> tuple[list[Path], 
     if not folder.is_dir():
         raise typer.BadParameter("expected two or more checkpoints, or one folder of checkpoints",
                                  param_hint="'CHECKPOINTS...'")
-    from ..analysis.compare_series import run_checkpoints
     ordered, notes = run_checkpoints(folder, open_path)
     return ordered, folder, notes
 
@@ -180,11 +188,6 @@ def compare_command(
 
     paths, origin, notes = checkpoint_paths(checkpoints, open_path)
     plot_file = plot_path(plot, origin, None, "compare", covers=paths)
-    from ..analysis.compare import CompareOptions, Pairing, by_token
-    from ..analysis.compare_series import compare_series
-    from ..render import compare as render
-    from ..render import progress
-    from ..render.files import input_files
     options = CompareOptions(align=align is not None, k=k, sample=sample, listed=top, device=device.value, cka=cka)
     read = ReadFiles(input_files)  # every file the answer was read from: the plot may replace none of them
     ready = {0: open_path(paths[0])}  # opened before the series: words, token strings
@@ -203,7 +206,6 @@ def compare_command(
     labels = render.Labels(found.checkpoints, origin, found.table_names, found.names, found.names_b, found_words,
                            notes, plot_file, run=len(checkpoints) == 1)
     if plot_file is not None:
-        from ..render.compare_plot import draw
         draw(comparison, labels, plot_file, inputs=read.paths())
     if json:
         render.emit(comparison, labels)
@@ -214,18 +216,13 @@ def compare_command(
 def compare_output_command(source: Source, *, probe_words: list[str] | None, sample: int, k: int, device: str,
                            json: bool, cka: bool) -> None:
     """`compare CKPT --output`: the token table (A) against the untied output projection (B) of one file."""
-    from ..analysis.compare import CompareOptions
-    from ..analysis.compare_output import compare_output
-    from ..naming import token_name
-    from ..render import compare_output as render
-    from ..render import progress
     emb = source.open()
     found_words = word_rows(emb, probe_words) if probe_words else []
     with progress.stages() as stages:
         found = compare_output(emb, CompareOptions(k=k, sample=sample, device=device, cka=cka),
                                word_rows=[row for _, row, _ in found_words if row is not None], stages=stages)
     tokenizer = emb.tokenizer_for_names()[0]
-    render.show(emb, found, found_words, lambda row: token_name(tokenizer, row), json=json)
+    render_output.show(emb, found, found_words, lambda row: token_name(tokenizer, row), json=json)
 
 
 def register(app: typer.Typer) -> None:

@@ -9,7 +9,16 @@ from typing import Annotated
 
 import typer
 
-from ..roles import Role
+from .. import compute
+from ..analysis.neighbors import neighbors, topk_all
+from ..core.role import Role
+from ..hardware import bf16_note
+from ..inputs import Skipped, read_queries
+from ..naming import token_name
+from ..render import neighbors as render
+from ..render.files import check_directory, input_files
+from ..render.neighbors_out import STDOUT, out_format, write_neighbors
+from ..render.progress import bar
 from .options import (
     AUTO_DEVICE,
     FP32,
@@ -33,15 +42,6 @@ from .options import (
 
 def run_all(source: Source, k: int, out: Path, queries_file: Path | None, ids: bool, exact: bool, allow_unk: bool,
             table: str, strict: bool, device: str, precision: str, json: bool, remove_top: int | None) -> None:
-    from .. import compute
-    from ..analysis.neighbors import topk_all
-    from ..hardware import bf16_note
-    from ..inputs import Skipped, read_queries
-    from ..naming import token_name
-    from ..render import neighbors as render
-    from ..render.files import check_directory, input_files
-    from ..render.neighbors_out import STDOUT, out_format, write_neighbors
-    from ..render.progress import bar
 
     kind = as_usage_error(lambda: out_format(out), "--out")  # a bad extension is refused before any work
     if str(out) == STDOUT and json:
@@ -112,8 +112,6 @@ def neighbors_command(
         raise refuse("--device and --precision go with --all, the batched run")
     if word is None:
         raise refuse("expected a word (or an id with --ids), or --all")
-    from ..analysis.neighbors import neighbors
-    from ..render import neighbors as render
     emb = source.open()
     result = neighbors(emb, word, k, ids=ids, exact=exact, table=table.value, allow_unk=allow_unk,
                        remove_top=remove_top)

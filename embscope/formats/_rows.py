@@ -10,11 +10,11 @@ from array import array
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from .. import files
-from ..arrays import ITEMSIZE
-from ..errors import CheckpointError
-from ..text import quote
-from .constants import NATIVE
+from ..core import files
+from ..core.arrays import ITEMSIZE
+from ..core.errors import CheckpointError
+from ..core.text import quote
+from ..storage.constants import NATIVE
 
 Fetch = Callable[[int, int], bytes]  # (offset into the tensor's bytes, length) -> exactly those bytes
 RowValues = Callable[[Sequence[int]], list[list[float]]]

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-from ..text import printable, shortened
+from ..core.text import printable, shortened
 
 if TYPE_CHECKING:
     from types import ModuleType

@@ -12,10 +12,13 @@ import numpy as np
 
 from ..analysis.norms import MAD_SCALE
 from ..analysis.undertrained import NORM_Z, UndertrainedReport
+from ..core.role import Role
 from ..naming import position_name
-from ..roles import Role
 from .compare import Labels
+from .geometry_plot import LABELLED
+from .map import axis_names, method_text
 from .names import checkpoint_title, emb_title
+from .norms import shown
 from .norms_plot import LABELLED_ROWS, band, ranked_rows
 from .svg_chart import RDBU_R, VIRIDIS, Axis, Figure, Panel, palette_colours
 
@@ -101,7 +104,6 @@ def norms_histogram(report: NormsReport, is_flagged: np.ndarray, padding: np.nda
 
 def ranked_panel(report: NormsReport, is_flagged: np.ndarray, padding: np.ndarray) -> Panel:
     """The lowest and highest rows by name, as bars."""
-    from .norms import shown
     norms = report.summary.norms
     rows = ranked_rows(norms)
     ranked = Panel(f"lowest and highest {LABELLED_ROWS} rows", Axis("L2 norm (axis starts near the lowest shown)"))
@@ -184,7 +186,6 @@ def undertrained_figure(reports: Sequence[UndertrainedReport], title: str) -> st
 
 
 def map_figure(result: TableMap, title: str) -> str:
-    from .map import axis_names, method_text
     coords = result.projection.coords
     x_name, y_name = axis_names(result)
     ratio = result.projection.ratio
@@ -301,7 +302,6 @@ def profile_panel(comparison: Comparison, labels: Labels, title: str) -> Panel:
 def geometry_figure(found: Geometry, title: str) -> str:
     """The panels of `geometry --plot`: each dimension's share of the mean cosine, the spectrum of the centred
     table, and a position table's power by period."""
-    from .geometry_plot import LABELLED
     mean = found.mean_cosine
     dims = Panel("each dimension's part of the mean cosine", Axis("dimension"),
                  Axis(f"share of the mean cosine {mean:+.4f}" if mean else "CC_k"))

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ..text import printable, shortened
+from ..core.text import printable, shortened
 
 COLOURS = {"tab:blue": "#1f77b4", "tab:orange": "#ff7f0e", "tab:green": "#2ca02c", "tab:red": "#d62728",
            "tab:purple": "#9467bd", "tab:grey": "#7f7f7f", "grey": "#808080", "black": "#000000"}

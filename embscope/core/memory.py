@@ -8,14 +8,13 @@ import mmap
 import os
 import signal
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+import numpy as np
 
 from . import files
 from .errors import CheckpointError
 from .text import quote
-
-if TYPE_CHECKING:
-    import numpy as np
 
 MEMINFO_BYTES = 1 << 16  # /proc/meminfo is a few dozen short lines
 
@@ -52,7 +51,6 @@ def require_memory(nbytes: int, what: str) -> None:
 def release(block: np.ndarray) -> None:
     """Drop the pages of a memory-mapped block from this process once it has been used, so that
     walking a table bigger than memory keeps only one block resident."""
-    import numpy as np
     mapping = getattr(block, "_mmap", None)
     if not isinstance(mapping, mmap.mmap) or not hasattr(mmap, "MADV_DONTNEED") or block.size == 0:
         return
@@ -69,7 +67,6 @@ def release(block: np.ndarray) -> None:
 
 def byte_bounds(array: np.ndarray) -> tuple[int, int]:
     """The first address an array's elements use, and one past the last."""
-    import numpy as np
     try:
         from numpy.lib.array_utils import byte_bounds as bounds  # numpy 2
     except ImportError:
