@@ -1,6 +1,6 @@
-"""Every cost bounded by the input and stated limits (issue 26, round three): one test per class of cost, each
+"""Every cost bounded by the input and stated limits: one test per class of cost, each
 built on files the real writers made and checked against a plain numpy or counting reference. The hostile
-sizes of the round-three reproducers are scaled down, or the stated limit is lowered, so that the test would
+sizes of the reproducers are scaled down, or the stated limit is lowered, so that the test would
 take the old time or memory if the bound were gone, and takes milliseconds now."""
 
 from __future__ import annotations
@@ -9,15 +9,11 @@ import json
 import os
 import re
 import signal
-import sys
 import tracemalloc
 from pathlib import Path
 
 import numpy as np
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent / "fuzz"))
-
 import reader_samples as samples
 from conftest import run, run_json
 

@@ -4,14 +4,9 @@ from __future__ import annotations
 
 import json
 import struct
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent / "fuzz"))
-
 import reader_samples as samples
 from conftest import run, run_json
 

@@ -3,13 +3,7 @@ are none; formats embscope cannot read are named; a folder holding one is never 
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent / "fuzz"))
-
 import reader_samples as samples
 from conftest import run
 

@@ -1,5 +1,5 @@
 """Errors speak the library's words and carry what they are about as fields; the command line alone spells
-options as its flags (issue 23: a Python caller of `similarity(..., merge=False)` was told about `--no-merge`)."""
+options as its flags (a Python caller of `similarity(..., merge=False)` was told about `--no-merge`)."""
 
 from __future__ import annotations
 

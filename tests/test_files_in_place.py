@@ -21,12 +21,9 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import corpus
 import numpy as np
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent / "fuzz"))
-
-import corpus
 import reader_samples
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_checkpoints"
@@ -144,7 +141,7 @@ def onnx_external(directory: Path) -> Path:
 
 
 def ctranslate2(directory: Path) -> Path:
-    """model.bin with vocabulary.txt (issue 23's hang: a FIFO named config.json beside them) and config.json."""
+    """model.bin with vocabulary.txt (a hang once: a FIFO named config.json beside them) and config.json."""
     entry = reader_samples.write_ctranslate2(directory / "model.bin", reader_samples.whisper_variables())
     tokens = ["!", "dog", "\u0120dog", "cat", "\u0120cat", "<|endoftext|>"] + [f"t{i}" for i in range(5)]
     (directory / "vocabulary.txt").write_text("\n".join(tokens) + "\n")
@@ -283,7 +280,7 @@ def test_a_fifo_or_a_directory_in_place_of_any_file_read_beside_a_checkpoint_end
 
 @pytest.mark.parametrize("kind", ["fifo", "directory"])
 def test_the_ctranslate2_config_beside_a_vocabulary_list_is_not_waited_on(tmp_path, kind):
-    """Issue 23's hang, in-process: the vocabulary list read its config.json with a bare read_text. The
+    """A hang, in-process: the vocabulary list read its config.json with a bare read_text. The
     answer is the one without a config (no special tokens named)."""
     from conftest import run
 

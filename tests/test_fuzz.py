@@ -14,15 +14,12 @@ import tempfile
 import warnings
 from pathlib import Path
 
-import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
-sys.path.insert(0, str(Path(__file__).resolve().parent / "fuzz"))
-
 import corpus
+import pytest
 import target
 from conftest import invoke
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from embscope.core.errors import EmbscopeError
 

@@ -358,9 +358,8 @@ def test_numpy_states_numpy_never_writes_are_refused(kind, tmp_path):
     assert NUMPY_STATE_REFUSALS[kind] in done.stdout
 
 
-# -- every attack class of round two, in every pickle container, in a child under memory and time limits --
+# -- every attack class, in every pickle container, in a child under memory and time limits --
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "fuzz"))
 import pickles as pk
 
 PICKLE_CONTAINERS = list(pk.CONTAINERS)  # .pkl, .npy object, .npz object member, torch zip, legacy torch

@@ -11,14 +11,10 @@ import hashlib
 import json
 import os
 import struct
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent / "fuzz"))
-
 import reader_samples
 from conftest import run
 

@@ -11,7 +11,6 @@ import pytest
 
 onnx = pytest.importorskip("onnx", reason="the onnx extra is not installed (pip install 'embscope[onnx]')")
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "fuzz"))
 
 import reader_samples as samples
 from conftest import run, run_json

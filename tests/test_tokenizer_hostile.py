@@ -1,4 +1,4 @@
-"""Hostile tokenizer files (issue 10, reproducers r06-r09 and r19 in shared/attacks): each is refused or
+"""Hostile tokenizer files (reproducers r06-r09 and r19 in shared/attacks): each is refused or
 stopped with one line. Anything that could hang or allocate if the guard failed runs in a child process
 under a memory and a time limit."""
 
