@@ -14,10 +14,12 @@ from typing import Any
 import typer
 from typer.core import TyperCommand, TyperGroup
 
+from . import sigbus
 from .commands import REGISTER
 from .commands.command import EmbscopeCommand
-from .errors import EmbscopeError, Option, options_spelled
-from .text import printable, shortened
+from .core import files
+from .core.errors import EmbscopeError, Option, options_spelled
+from .core.text import printable, shortened
 
 COMMANDS = tuple(REGISTER)  # the order is the order --help lists them
 
@@ -101,7 +103,6 @@ class EmbscopeGroup(TyperGroup):
         return name, command, rest
 
     def invoke(self, ctx: Any) -> Any:
-        from . import files
         try:  # the files this run reads are its own record (outputs may not land on them), ended with it
             with files.reading(files.ReadLog()), options_spelled(flag):
                 return super().invoke(ctx)
@@ -174,9 +175,6 @@ def __getattr__(name: str) -> Any:
 
 
 def main() -> None:
-    from .compute import blas
-    blas.settle()  # before anything imports numpy
-    from . import sigbus
     sigbus.install()  # a checkpoint cut short under its memory map: one line and exit 1, not a silent death
     if sys.stderr is None:  # `2>&-`: messages go nowhere, but the exit code still tells usage from input errors
         sys.stderr = io.StringIO()

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .tokenizers.base import Tokenizer
+    from .core.tokenizer import Tokenizer
 
 
 def token_string_or_none(tokenizer: Tokenizer | None, token_id: int) -> str | None:

@@ -12,8 +12,8 @@ import os
 import signal
 from typing import Any
 
-from .memory import mapped_files
-from .text import quote
+from .core.memory import mapped_files
+from .core.text import quote
 
 _handler: Any = None  # the installed C callback, kept alive
 

@@ -17,6 +17,10 @@ from typer.testing import CliRunner
 
 from embscope.cli import build, commands_for
 
+# the fuzz harness's sample writers (tests/fuzz: reader_samples, corpus, pickles) are helpers of many test files;
+# the harness also runs alone as a script, so its folder is put on the path here, once, for every test file
+sys.path.insert(0, str(Path(__file__).resolve().parent / "fuzz"))
+
 # With PYTHONDONTWRITEBYTECODE set (this project's machines set it) pytest rewrites and compiles every test module
 # again on each run, and each child process a test starts compiles embscope again: seconds of the suite's CPU.
 # The suite keeps that bytecode in the temporary folder (never beside the sources), for itself and its children.
@@ -97,6 +101,13 @@ def cosine(a: np.ndarray, b: np.ndarray) -> float:
     """The cosine of two vectors, in float64: the plain statement the commands' cosines are checked against."""
     a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
     return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
+
+
+def write_npz(path: Path, token: np.ndarray, position: np.ndarray | None = None) -> Path:
+    """An np.savez checkpoint of a token table (token_emb) and, when given, a position table (pos_emb)."""
+    arrays = {"token_emb": token} if position is None else {"token_emb": token, "pos_emb": position}
+    np.savez(path, **arrays)
+    return path
 
 
 def drifting(rows: int, dim: int, seed: int) -> np.ndarray:

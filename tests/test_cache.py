@@ -13,14 +13,10 @@ from __future__ import annotations
 import json
 import os
 import struct
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent / "fuzz"))
-
 import reader_samples
 from conftest import run_json
 

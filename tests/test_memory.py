@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 
 import embscope
-from embscope import memory
 from embscope.analysis.norms import row_norms
-from embscope.errors import CheckpointError
-from embscope.text import quote
+from embscope.core import memory
+from embscope.core.errors import CheckpointError
+from embscope.core.text import quote
 
 rng = np.random.default_rng(7)
 

@@ -2,7 +2,7 @@
 it: a safetensors shard, ONNX external data, a tokenizer file, a config, a symbolic link to one, a hard link
 to one. The names are ones no suffix list could know (a shard called out.tsv, external data called
 norms.png), since an index and an ONNX model may name their files anything. Each refusal is one line, exit
-1, and the input's bytes are unchanged. Underneath: embscope.files records every file read, by device and
+1, and the input's bytes are unchanged. Underneath: embscope.core.files records every file read, by device and
 inode (its own tests here)."""
 
 from __future__ import annotations
@@ -11,19 +11,15 @@ import hashlib
 import json
 import os
 import struct
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent / "fuzz"))
-
 import reader_samples
 from conftest import run
 
-from embscope import files
-from embscope.errors import CheckpointError, EmbscopeError
+from embscope.core import files
+from embscope.core.errors import CheckpointError, EmbscopeError
 
 V, D = 64, 8
 REFUSED = "a file this answer was read from: it is never written over\n"

@@ -14,14 +14,14 @@ from itertools import combinations
 import numpy as np
 import pytest
 from byte_tokenizer import ByteWordTokenizer
-from conftest import harris_tokenizer, run, run_json
+from conftest import cosine, harris_tokenizer, run, run_json
 from safetensors.numpy import save_file
 
 import embscope
 from embscope import compute
 from embscope.analysis.similarity import BASELINE_PAIRS, BASELINE_SEED, similarity, similarity_pairs
-from embscope.errors import TableError, TokenError
-from embscope.roles import Role
+from embscope.core.errors import TableError, TokenError
+from embscope.core.role import Role
 
 ROWS, DIM = 264, 8  # the test tokenizer has 260 ids: rows 260..263 are padding
 ZERO, NAN, INF = 65, 66, 67  # bytes "A", "B", "C"
@@ -36,11 +36,6 @@ def make_table(seed: int = 1) -> np.ndarray:
     table[NAN, 3] = np.nan
     table[INF, 0] = np.inf
     return table
-
-
-def cos(a, b) -> float:
-    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
 
 
 def valid_rows(table) -> np.ndarray:
@@ -98,7 +93,7 @@ def test_two_words_give_one_pair_with_the_ids_and_tokens_used(emb, table):
     (pair,) = result.pairs
     assert pair.a.ids == (DOG,) and pair.a.tokens == ("dog",)
     assert pair.b.ids == (CAT,) and pair.b.tokens == ("cat",)
-    assert pair.cosine == pytest.approx(cos(table[DOG], table[CAT]), abs=1e-6)
+    assert pair.cosine == pytest.approx(cosine(table[DOG], table[CAT]), abs=1e-6)
     assert pair.reason is None
     # the test tokenizer makes the space a token of its own: said once for the answer, not as a note on each word
     assert pair.a.note is None and pair.a.space_id == pair.b.space_id == 32 and pair.choice.name == "either"
@@ -109,7 +104,7 @@ def test_two_words_give_one_pair_with_the_ids_and_tokens_used(emb, table):
 def test_a_word_of_several_tokens_is_the_mean_of_its_rows(emb, table):
     (pair,) = similarity(emb, ["dogcat", "puppy"]).pairs
     assert pair.a.ids == (DOG, CAT) and pair.a.tokens == ("dog", "cat") and pair.a.merged
-    expected = cos((table[DOG].astype(np.float64) + table[CAT]) / 2, table[PUPPY])
+    expected = cosine((table[DOG].astype(np.float64) + table[CAT]) / 2, table[PUPPY])
     assert pair.cosine == pytest.approx(expected, abs=1e-6)
 
 
@@ -118,14 +113,14 @@ def test_a_merged_word_is_the_mean_not_the_sum_once_centered(emb, table):
     (pair,) = similarity(emb, ["dogcat", "puppy"], center=True).pairs
     mean = table[np.isfinite(table).all(axis=1)].astype(np.float64).mean(axis=0)
     merged = (table[DOG].astype(np.float64) + table[CAT]) / 2
-    assert pair.cosine == pytest.approx(cos(merged - mean, table[PUPPY] - mean), abs=1e-6)
-    assert pair.cosine != pytest.approx(cos(2 * merged - mean, table[PUPPY] - mean), abs=1e-3)
+    assert pair.cosine == pytest.approx(cosine(merged - mean, table[PUPPY] - mean), abs=1e-6)
+    assert pair.cosine != pytest.approx(cosine(2 * merged - mean, table[PUPPY] - mean), abs=1e-3)
 
 
 def test_bytes_of_an_unknown_word_are_merged_and_named(emb, table):
     (pair,) = similarity(emb, ["ox", "dog"]).pairs
     assert pair.a.ids == (ord("o"), ord("x")) and pair.a.tokens == ("o", "x")
-    assert pair.cosine == pytest.approx(cos(table[[ord("o"), ord("x")]].astype(np.float64).mean(0), table[DOG]), abs=1e-6)
+    assert pair.cosine == pytest.approx(cosine(table[[ord("o"), ord("x")]].astype(np.float64).mean(0), table[DOG]), abs=1e-6)
 
 
 def test_no_merge_refuses_a_word_of_several_tokens(emb):
@@ -139,7 +134,7 @@ def test_no_merge_refuses_a_word_of_several_tokens(emb):
 def test_exact_encodes_the_word_as_typed(emb, table):
     (pair,) = similarity(emb, [" dog", "cat"], exact=True).pairs
     assert pair.a.ids == (32, DOG)  # the space stays a token of its own
-    assert pair.cosine == pytest.approx(cos(table[[32, DOG]].astype(np.float64).mean(0), table[CAT]), abs=1e-6)
+    assert pair.cosine == pytest.approx(cosine(table[[32, DOG]].astype(np.float64).mean(0), table[CAT]), abs=1e-6)
 
 
 def test_more_words_give_every_pair_and_a_symmetric_matrix(emb, table):
@@ -149,7 +144,7 @@ def test_more_words_give_every_pair_and_a_symmetric_matrix(emb, table):
     rows = [DOG, CAT, PUPPY, HOUSE]
     for pair in result.pairs:
         i, j = words.index(pair.a.text), words.index(pair.b.text)
-        assert pair.cosine == pytest.approx(cos(table[rows[i]], table[rows[j]]), abs=1e-6)
+        assert pair.cosine == pytest.approx(cosine(table[rows[i]], table[rows[j]]), abs=1e-6)
         assert result.matrix[i][j] == result.matrix[j][i] == pair.cosine
     assert [result.matrix[i][i] for i in range(4)] == [1.0] * 4
 
@@ -157,7 +152,7 @@ def test_more_words_give_every_pair_and_a_symmetric_matrix(emb, table):
 def test_ids_take_raw_rows_and_name_them_through_the_tokenizer(emb, table):
     (pair,) = similarity(emb, [DOG, "97"], ids=True).pairs
     assert pair.a.tokens == ("dog",) and pair.b.tokens == ("a",) and pair.b.ids == (97,)
-    assert pair.cosine == pytest.approx(cos(table[DOG], table[97]), abs=1e-6)
+    assert pair.cosine == pytest.approx(cosine(table[DOG], table[97]), abs=1e-6)
 
 
 def test_padding_ids_print_as_hash_numbers(emb):
@@ -270,7 +265,7 @@ def test_without_the_baseline_there_is_no_percentile(emb, table):
     result = similarity(emb, [1, 2, 3], ids=True, baseline=False)
     assert result.baseline is None
     assert [p.percentile for p in result.pairs] == [None, None, None]
-    assert result.pairs[0].cosine == pytest.approx(cos(table[1], table[2]), abs=1e-6)
+    assert result.pairs[0].cosine == pytest.approx(cosine(table[1], table[2]), abs=1e-6)
 
 
 def test_center_subtracts_the_mean_row_for_pairs_and_baseline(emb, table):
@@ -278,7 +273,7 @@ def test_center_subtracts_the_mean_row_for_pairs_and_baseline(emb, table):
     finite = np.isfinite(table).all(axis=1)
     mean = table[finite].astype(np.float64).mean(axis=0)
     assert result.centered
-    assert result.pairs[0].cosine == pytest.approx(cos(table[1] - mean, table[2] - mean), abs=1e-6)
+    assert result.pairs[0].cosine == pytest.approx(cosine(table[1] - mean, table[2] - mean), abs=1e-6)
     centered = (table - mean.astype(np.float32))
     assert result.baseline.mean_random_cosine == pytest.approx(brute_mean_random_cosine(centered), abs=1e-6)
 
@@ -304,7 +299,7 @@ def test_similarity_pairs_computes_each_listed_pair(emb, table):
     rows = {"dog": table[DOG], "cat": table[CAT], "puppy": table[PUPPY], "house": table[HOUSE],
             "dogcat": (table[DOG].astype(np.float64) + table[CAT]) / 2}
     for pair in result.pairs:
-        assert pair.cosine == pytest.approx(cos(rows[pair.a.text], rows[pair.b.text]), abs=1e-6)
+        assert pair.cosine == pytest.approx(cosine(rows[pair.a.text], rows[pair.b.text]), abs=1e-6)
 
 
 @pytest.fixture
@@ -320,7 +315,7 @@ def test_output_table_uses_the_untied_head(untied_path):
     head = np.random.default_rng(7).standard_normal((ROWS, DIM)).astype(np.float32)
     result = similarity(embscope.open(untied_path), [3, 4], ids=True, table="output")
     assert result.table is Role.output and result.table_name == "lm_head.weight"
-    assert result.pairs[0].cosine == pytest.approx(cos(head[3], head[4]), abs=1e-6)
+    assert result.pairs[0].cosine == pytest.approx(cosine(head[3], head[4]), abs=1e-6)
 
 
 def test_output_table_of_a_tied_model_is_a_table_error(emb):
@@ -336,7 +331,7 @@ def test_cli_ids_json(npz_path, table):
     (pair,) = doc["pairs"]
     assert pair["a_ids"] == [1] and pair["b_ids"] == [2]
     assert pair["a_tokens"] == ["#1"] and pair["b_tokens"] == ["#2"]  # no tokenizer beside the file
-    assert pair["cosine"] == pytest.approx(cos(table[1], table[2]), abs=1e-6)
+    assert pair["cosine"] == pytest.approx(cosine(table[1], table[2]), abs=1e-6)
     assert pair["reason"] is None
     assert doc["baseline"]["mean_random_cosine"] == pytest.approx(brute_mean_random_cosine(table), abs=1e-9)
     assert doc["baseline"]["sample_size"] == 10000 and doc["baseline"]["seed"] == 0
@@ -368,7 +363,7 @@ def test_cli_one_word_is_a_usage_error(npz_path):
 def test_cli_many_ids_print_pairs_baseline_and_matrix(npz_path, table):
     result = run("similarity", "-c", npz_path, "--ids", 1, 2, 3)
     assert "cosine matrix" in result.stdout
-    assert f"{cos(table[1], table[2]):+.4f}" in result.stdout
+    assert f"{cosine(table[1], table[2]):+.4f}" in result.stdout
     assert f"mean cosine {brute_mean_random_cosine(table):+.4f} (exact)" in result.stdout
     assert "10,000 pairs sampled with seed 0" in result.stdout
 
@@ -379,8 +374,8 @@ def test_cli_pairs_file(npz_path, table, tmp_path):
     result = run("similarity", "-c", npz_path, "--ids", "--pairs-file", pairs_file, "--json")
     doc = json.loads(result.stdout)
     assert [(p["a_ids"][0], p["b_ids"][0]) for p in doc["pairs"]] == [(1, 2), (3, 4), (1, ZERO)]
-    assert doc["pairs"][0]["cosine"] == pytest.approx(cos(table[1], table[2]), abs=1e-6)
-    assert doc["pairs"][1]["cosine"] == pytest.approx(cos(table[3], table[4]), abs=1e-6)
+    assert doc["pairs"][0]["cosine"] == pytest.approx(cosine(table[1], table[2]), abs=1e-6)
+    assert doc["pairs"][1]["cosine"] == pytest.approx(cosine(table[3], table[4]), abs=1e-6)
     assert doc["pairs"][2]["cosine"] is None and "zero norm" in doc["pairs"][2]["reason"]
     plain = run("similarity", "-c", npz_path, "--ids", "--pairs-file", pairs_file)
     assert "cosine matrix" not in plain.stdout
@@ -391,7 +386,7 @@ def test_cli_pairs_file_skips_bad_lines_with_a_note_and_strict_stops(npz_path, t
     pairs_file.write_bytes(b"1 2\n3 4 5\n\xff\xfe 1\n2 999\n" + b"7" * 5000 + b"\n3 4\n")
     doc = run_json("similarity", "-c", npz_path, "--ids", "--pairs-file", pairs_file)
     assert [(p["a"], p["b"]) for p in doc["pairs"]] == [("1", "2"), ("3", "4")]
-    assert doc["pairs"][1]["cosine"] == pytest.approx(cos(table[3], table[4]), abs=1e-6)
+    assert doc["pairs"][1]["cosine"] == pytest.approx(cosine(table[3], table[4]), abs=1e-6)
     assert doc["notes"] == [
         (f"skipped 4 lines of {str(pairs_file)!r} that could not be used (line 2: expected two words or ids, found 3 "
         "fields; line 3: not UTF-8 text; pair 2 ('2' '999'): expected token ids 0..263 (the table has 264 rows), "
@@ -420,7 +415,7 @@ def test_a_pairs_file_is_read_as_a_stream(emb, table, tmp_path):
     assert result.pairs.positions.nbytes == 1000 * 2 * 8  # two positions a pair, nothing per pair beyond them
     pair = result.pairs[999]
     assert (pair.a.text, pair.b.text) == ("199", str(999 * 7 % 200))
-    assert pair.cosine == pytest.approx(cos(table[199], table[999 * 7 % 200]), abs=1e-6)
+    assert pair.cosine == pytest.approx(cosine(table[199], table[999 * 7 % 200]), abs=1e-6)
 
 
 def test_cli_center_and_output_table(untied_path, table):
@@ -429,7 +424,7 @@ def test_cli_center_and_output_table(untied_path, table):
     doc = json.loads(result.stdout)
     mean = head.astype(np.float64).mean(axis=0)
     assert doc["centered"] is True and doc["table"] == "output"
-    assert doc["pairs"][0]["cosine"] == pytest.approx(cos(head[3] - mean, head[4] - mean), abs=1e-6)
+    assert doc["pairs"][0]["cosine"] == pytest.approx(cosine(head[3] - mean, head[4] - mean), abs=1e-6)
 
 
 def test_cli_empty_pairs_file(npz_path, tmp_path):
@@ -445,7 +440,7 @@ def test_cli_words_show_ids_tokens_and_how_a_merged_word_was_formed(npz_path, ta
     assert "257 'dog'" in result.stdout and "258 'cat'" in result.stdout and "259 'puppy'" in result.stdout
     assert ("note: 'dogcat' is 2 tokens (257 'dog', 258 'cat'): its vector is the mean of their rows"
             in " ".join(result.stdout.split()))
-    expected = cos((table[ids["dog"]].astype(np.float64) + table[ids["cat"]]) / 2, table[ids["puppy"]])
+    expected = cosine((table[ids["dog"]].astype(np.float64) + table[ids["cat"]]) / 2, table[ids["puppy"]])
     assert f"{expected:+.4f}" in result.stdout
 
 
@@ -518,7 +513,7 @@ def test_a_word_that_becomes_the_unknown_token_is_an_error_naming_both(bert_like
                              "anyway\n")
     run("neighbors", "dogs🐶", "-c", path, code=1)  # one unknown piece is enough
     assert run_json("similarity", "dog", "cats", "-c", path)["pairs"][0]["cosine"] == pytest.approx(
-        cos(table[3], (table[4].astype(np.float64) + table[5]) / 2), abs=1e-6)
+        cosine(table[3], (table[4].astype(np.float64) + table[5]) / 2), abs=1e-6)
 
 
 def test_allow_unk_lets_the_unknown_token_through_with_a_note(bert_like):
@@ -541,7 +536,7 @@ def test_cli_many_pairs_list_fifty_in_the_console_and_all_in_json(npz_path, tabl
     assert [(int(p["a"]), int(p["b"])) for p in doc["pairs"]] == pairs
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # the zero, NaN and Inf rows: no cosine
-        expected = [cos(table[a], table[b]) for a, b in pairs]
+        expected = [cosine(table[a], table[b]) for a, b in pairs]
     assert [p["cosine"] for p in doc["pairs"]] == [pytest.approx(e, abs=1e-6) if np.isfinite(e) else None
                                                    for e in expected]
 

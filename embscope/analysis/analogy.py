@@ -30,16 +30,16 @@ from .. import compute, inputs
 from ..compute.devices import SCORE_BLOCK_BYTES
 from ..compute.rows import normalise
 from ..compute.select import best_columns
-from ..errors import EmbscopeError, InputError, Option, OptionError, TokenError
+from ..core.errors import EmbscopeError, InputError, Option, OptionError, TokenError
+from ..core.role import Role
+from ..core.text import quote
 from ..lookup import check_id, lookup_word, parse_id
 from ..naming import token_name
 from ..options import LookupOptions
-from ..roles import Role
-from ..text import quote
 
 if TYPE_CHECKING:
+    from ..core.tokenizer import Tokenizer
     from ..embeddings import Embeddings
-    from ..tokenizers.base import Tokenizer
 
 METHODS = ("3cosadd", "3cosmul")
 QUESTION_FILE = Option("file", noun="the question file")  # the option `analogy --file` reads it as

@@ -10,13 +10,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..errors import Option, TokenError
+from ..core.errors import Option, TokenError
+from ..core.text import quote
 from ..lookup import lookup_word
 from ..naming import token_string_or_none
-from ..text import quote
-from .compare import CompareOptions, Pairing, by_token
+from .compare import CompareOptions, by_token
 from .compare_output import OutputComparison, compare_output
 from .compare_series import Opener, SeriesComparison, compare_series, run_checkpoints
+from .pairing import Pairing
 from .stages import Stages, quiet
 
 if TYPE_CHECKING:

@@ -23,12 +23,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .. import compute
-from ..errors import MissingPackageError, Option, OptionError, TableError, TokenError
+from ..core.errors import MissingPackageError, Option, OptionError, TableError, TokenError
+from ..core.role import Role
+from ..core.text import quote
 from ..lookup import check_id, lookup_word
 from ..naming import row_name
 from ..options import LookupOptions
-from ..roles import Role
-from ..text import quote
 from .norms import RowListing, row_norms, summarize
 from .probes import given_rule, probe_words
 

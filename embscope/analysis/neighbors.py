@@ -8,16 +8,18 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from .. import compute
-from ..errors import Option, OptionError, TokenError
+from ..core.errors import Option, OptionError, TokenError
+from ..core.role import Role
+from ..core.text import quote
 from ..naming import token_name
 from ..options import LookupOptions
-from ..roles import Role
-from ..text import quote
+from .all_but_the_top import remove_top as all_but_the_top
 from .similarity import Query, Resolver, is_padding, lookup_note, merge_note, query_vectors, table_rows, with_reasons
 
 if TYPE_CHECKING:
-    import numpy as np
 
     from ..embeddings import Embeddings
     from .all_but_the_top import RemovedTop
@@ -48,7 +50,6 @@ def rows_asked(emb: Embeddings, table: str, remove_top: int | None) -> tuple[np.
     array, name = table_rows(emb, table)
     if not remove_top:
         return array, name, None
-    from .all_but_the_top import remove_top as all_but_the_top
     removed = all_but_the_top(array, remove_top)
     return removed.table, name, removed
 
@@ -89,7 +90,6 @@ def topk_all(emb: Embeddings, k: int, *, queries: Iterable[object] | None = None
     """Top-k neighbours of every row (or of the one-token words / ids in `queries`), in batches; k is at most the
     table's rows. A query that is several tokens, or cannot be looked up, raises TokenError, or, when `on_skip`
     is given, is handed to it as one line saying why and left out. `remove_top` D: in the all-but-the-top space."""
-    import numpy as np
     if k < 1:
         raise OptionError(f"expected k of at least 1, found {k}", option="k")
     array, _, _ = rows_asked(emb, table, remove_top)

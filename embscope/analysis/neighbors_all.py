@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .. import compute
-from ..errors import Option
+from ..core.errors import Option
 from ..hardware import bf16_note
 from ..inputs import Skipped, read_queries
 from ..naming import tokenizer_failure

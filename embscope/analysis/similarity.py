@@ -10,21 +10,23 @@ from dataclasses import dataclass, replace
 from itertools import combinations
 from typing import TYPE_CHECKING, overload
 
+import numpy as np
+
 from .. import compute
-from ..errors import Option, TableError, TokenError
+from ..core.errors import Option, TableError, TokenError
+from ..core.role import Role
+from ..core.text import quote
 from ..lookup import FormChoice, WordEncoder, check_id, form_sentence, lookup_words, parse_id, space_sentence
 from ..naming import token_name
 from ..options import LookupOptions
-from ..roles import Role
-from ..text import quote
+from .all_but_the_top import remove_top as all_but_the_top
 
 if TYPE_CHECKING:
-    import numpy as np
 
-    from ..checkpoint import Table
+    from ..core.checkpoint import Table
+    from ..core.tokenizer import Tokenizer
     from ..embeddings import Embeddings
     from ..lookup import WordLookup
-    from ..tokenizers.base import Tokenizer
     from .all_but_the_top import RemovedTop
 
 BASELINE_PAIRS = 10000  # random pairs sampled for the percentile
@@ -264,7 +266,6 @@ def merge_note(query: Query) -> str | None:
 
 def query_vectors(table: np.ndarray, queries: Sequence[Query], center: np.ndarray | None) -> np.ndarray:
     """One float64 row per query: the mean of its token rows, less the table's mean row when centering."""
-    import numpy as np
     vectors = np.empty((len(queries), table.shape[1]), dtype=np.float64)
     single = [n for n, q in enumerate(queries) if not q.merged]
     if single:  # one gather for all one-token queries, however many a pairs file holds
@@ -279,7 +280,6 @@ def query_vectors(table: np.ndarray, queries: Sequence[Query], center: np.ndarra
 
 
 def has_direction(vectors: np.ndarray) -> np.ndarray:
-    import numpy as np
     has: np.ndarray = np.isfinite(vectors).all(axis=1) & (vectors != 0).any(axis=1)
     return has
 
@@ -303,7 +303,6 @@ def with_reasons(table: np.ndarray, queries: Sequence[Query], vectors: np.ndarra
 def percentiles(sample: Sequence[float], values: np.ndarray) -> np.ndarray:
     """For each value, the share (0..100) of the sorted sample strictly below it (less TIE); NaN where the value is
     NaN."""
-    import numpy as np
     if len(sample) == 0:
         return np.full(len(values), np.nan)
     below = np.searchsorted(np.asarray(sample), np.asarray(values) - TIE, side="left")
@@ -350,11 +349,9 @@ def measured(emb: Embeddings, chosen: Table, resolve: Resolver, asked: packed[in
              table: str, remove_top: int | None = None) -> SimilarityResult:
     """The cosines of the pairs of query positions in `asked` (two a pair), of the queries `resolve` holds."""
     found = list(resolve.cache.values())
-    import numpy as np
     array, name = chosen.array, chosen.name
     removed = None
     if remove_top:  # the rows of the all-but-the-top space stand for the table from here on
-        from .all_but_the_top import remove_top as all_but_the_top
         removed = all_but_the_top(array, remove_top)
         array, center = removed.table, False
     summed = compute.TableChecksum() if center else None  # the mean row's pass reads the whole table anyway
@@ -387,7 +384,6 @@ def random_pair_baseline(emb: Embeddings, chosen: Table, center_row: np.ndarray 
 
     def measured() -> tuple[Sequence[float], int]:
         """The mean, then the sorted finite sample, and the table's checksum."""
-        import numpy as np
         summed = compute.TableChecksum()
         rows = removed.table if removed is not None else chosen.array
         pairs = compute.random_pairs(rows, n_pairs=BASELINE_PAIRS, seed=BASELINE_SEED, center=center_row,

@@ -9,7 +9,9 @@ from typing import Annotated
 
 import typer
 
+from ..analysis.analogy import analogy, evaluate, read_question_file
 from ..naming import tokenizer_failure
+from ..render import analogy as render
 from .options import ExactFlag, IdsFlag, JsonFlag, ListedAnswers, Source, refuse, with_source
 
 
@@ -35,8 +37,6 @@ def analogy_command(
 ) -> None:
     """Word analogies in the token table: the rows nearest A - B + C, the three inputs left out,
     or with --file the accuracy on a file of analogy questions."""
-    from ..analysis.analogy import analogy, evaluate, read_question_file  # the library and rich only when answering
-    from ..render import analogy as render
     given = words or []
     if file is not None:
         if given:

@@ -9,6 +9,14 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from ..analysis.compare import CompareOptions
+from ..analysis.compare_run import checkpoints_of, compare_own_output, compare_run
+from ..naming import token_name
+from ..render import compare as render
+from ..render import compare_output as render_output
+from ..render import progress
+from ..render.compare_plot import draw
+from ..render.files import input_files
 from .options import (
     AUTO_DEVICE,
     DeviceOption,
@@ -87,11 +95,6 @@ def compare_command(
     def open_path(path: Path) -> Embeddings:
         return replace(source, checkpoint=path).open()
 
-    from ..analysis.compare import CompareOptions
-    from ..analysis.compare_run import checkpoints_of, compare_run
-    from ..render import compare as render
-    from ..render import progress
-    from ..render.files import input_files
     run = checkpoints_of(checkpoints, open_path)
     plot_file = plot_path(plot, run.origin, None, "compare", covers=run.paths)
     options = CompareOptions(align=align is not None, k=k, sample=sample, listed=top, device=device.value, cka=cka)
@@ -102,7 +105,6 @@ def compare_command(
     labels = render.Labels(series.checkpoints, run.origin, series.table_names, series.names, series.names_b,
                            found.words, found.notes, plot_file, run=len(checkpoints) == 1)
     if plot_file is not None:
-        from ..render.compare_plot import draw
         draw(series.comparison, labels, plot_file, inputs=found.read)
     if json:
         render.emit(series.comparison, labels)
@@ -114,16 +116,13 @@ def compare_output_command(source: Source, *, probe_words: list[str] | None, sam
                            json: bool, cka: bool) -> None:
     """`compare CKPT --output`: the token table (A) against the untied output projection (B) of one file."""
     from ..analysis.compare import CompareOptions
-    from ..analysis.compare_run import compare_own_output
-    from ..naming import token_name
-    from ..render import compare_output as render
     from ..render import progress
     emb = source.open()
     with progress.stages() as stages:
         found, found_words = compare_own_output(emb, CompareOptions(k=k, sample=sample, device=device, cka=cka),
                                                 words=probe_words, stages=stages)
     tokenizer = emb.tokenizer_for_names()[0]
-    render.show(emb, found, found_words, lambda row: token_name(tokenizer, row), json=json)
+    render_output.show(emb, found, found_words, lambda row: token_name(tokenizer, row), json=json)
 
 
 def register(app: typer.Typer) -> None:

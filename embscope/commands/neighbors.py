@@ -8,9 +8,15 @@ from typing import Annotated
 
 import typer
 
-from ..naming import tokenizer_failure
+from ..analysis.neighbors import neighbors
+from ..analysis.neighbors_all import neighbors_all
+from ..core.role import Role
+from ..naming import token_name, tokenizer_failure
 from ..options import DeviceOptions, LookupOptions
-from ..roles import Role
+from ..render import neighbors as render
+from ..render.files import check_directory, input_files
+from ..render.neighbors_out import STDOUT, out_format, write_neighbors
+from ..render.progress import bar
 from .options import (
     AUTO_DEVICE,
     FP32,
@@ -34,12 +40,6 @@ from .options import (
 def run_all(source: Source, k: int, out: Path, queries_file: Path | None, table: str, strict: bool,
             lookup: LookupOptions, run_on: DeviceOptions, remove_top: int | None, json: bool) -> None:
     """`--all --out FILE`: the output checked before any work, one library call, the file written, a summary."""
-    from ..analysis.neighbors_all import neighbors_all  # the library and rich load when the command answers
-    from ..naming import token_name
-    from ..render import neighbors as render
-    from ..render.files import check_directory, input_files
-    from ..render.neighbors_out import STDOUT, out_format, write_neighbors
-    from ..render.progress import bar
     kind = as_usage_error(lambda: out_format(out), "--out")  # a bad extension is refused before any work
     if str(out) == STDOUT and json:
         raise refuse("--out - writes the rows to standard output, so it cannot take --json too")
@@ -93,8 +93,6 @@ def neighbors_command(
         raise refuse("--device and --precision go with --all, the batched run")
     if word is None:
         raise refuse("expected a word (or an id with --ids), or --all")
-    from ..analysis.neighbors import neighbors
-    from ..render import neighbors as render
     emb = source.open()
     result = neighbors(emb, word, k, ids=ids, exact=exact, table=table.value, allow_unk=allow_unk,
                        remove_top=remove_top)

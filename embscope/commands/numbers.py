@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..core.text import shortened
 from ..digits import MAX_DIGITS, decimal_number, whole_number
-from ..text import shortened
 
 WHOLE_TYPES = ("int", "int range", "integer", "integer range")
 DECIMAL_TYPES = ("float", "float range")

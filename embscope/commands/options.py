@@ -16,7 +16,13 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 import typer
 
 from ..compute.devices import DEVICES, PRECISIONS
-from ..roles import Role  # the table a command reads: one list of roles
+from ..core.errors import EmbscopeError
+from ..core.role import Role  # the table a command reads: one list of roles
+from ..embeddings import open as open_embeddings
+from ..render import console
+from ..render.files import check_directory
+from ..render.names import default_output, named_output
+from ..render.plots import default_plot_path, plot_format
 
 if TYPE_CHECKING:
     from ..embeddings import Embeddings
@@ -79,9 +85,7 @@ class Source:
         min=1, help="Position table rows, for formats that do not record it.")] = None
 
     def open(self) -> Embeddings:
-        from ..embeddings import open as open_embeddings
         if self.trust_pickle:
-            from ..render import console
             console.err.print("warning: --trust-pickle lets the checkpoint run code while it loads")
         return open_embeddings(self.checkpoint, tokenizer=self.tokenizer, token_key=self.token_key,
                                pos_key=self.pos_key, output_key=self.output_key, trust_pickle=self.trust_pickle,
@@ -138,7 +142,6 @@ def parse_words(words: str | list[str] | None) -> list[str] | None:
 
 def as_usage_error(check: Callable[[], T], option: str) -> T:
     """A library check of an option's value (a file extension, a pair) whose complaint is a usage error."""
-    from ..errors import EmbscopeError
     try:
         return check()
     except EmbscopeError as err:
@@ -205,8 +208,6 @@ def check_plot(plot: str | None) -> None:
     """A --plot FILE names a format and an existing folder: checked before any work."""
     if plot is None or plot == PLOT_AUTO:
         return
-    from ..render.files import check_directory
-    from ..render.plots import plot_format
     as_usage_error(lambda: plot_format(Path(plot)), "--plot")
     check_directory(Path(plot), "the plot file")
 
@@ -218,10 +219,8 @@ def plot_path(plot: str | None, checkpoint: Path, table: str | None, kind: str,
     the checkpoints it is about (default: that one)."""
     if plot is None:
         return None
-    from ..render.names import default_output, named_output
     paths = list(covers) if covers is not None else [checkpoint]
     if plot == PLOT_AUTO:
-        from ..render.plots import default_plot_path
         return default_output(default_plot_path(checkpoint, table, kind), paths)
     return named_output(Path(plot), paths)
 

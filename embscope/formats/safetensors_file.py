@@ -11,15 +11,15 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from .. import files
-from ..checkpoint import Checkpoint, TensorInfo
-from ..errors import CheckpointError
+from ..core import files
+from ..core.checkpoint import Checkpoint, TensorInfo
+from ..core.errors import CheckpointError
+from ..core.text import quote
 from ..registry import Probe
-from ..text import quote
-from ._base import OpenOptions
-from ._checks import check_shape, map_array
+from ..storage.base import OpenOptions
+from ..storage.checks import check_shape, map_array
+from ..storage.constants import ELEMENT_TYPES, MAX_TENSORS, SAFETENSORS_DTYPES, SAFETENSORS_MAX_HEADER, STEP_KEYS
 from ._shards import missing, shards_of
-from .constants import ELEMENT_TYPES, MAX_TENSORS, SAFETENSORS_DTYPES, SAFETENSORS_MAX_HEADER, STEP_KEYS
 
 
 def read_header(path: Path) -> tuple[dict[str, Any], int, int]:

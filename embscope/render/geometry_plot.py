@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..analysis.geometry import Geometry
-from ..text import printable
+from ..core.text import printable
 from .names import Output, emb_title
 from .plot_style import drawable, wrapped
 from .plots import label, new_figure, save

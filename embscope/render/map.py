@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..analysis.map import Point, TableMap
-from ..errors import Option
-from ..roles import Role
+from ..core.errors import Option
+from ..core.role import Role
 from . import console, header, plots
 from .files import input_files
 from .jsonout import Document

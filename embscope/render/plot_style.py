@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..text import printable
+from ..core.text import printable
 
 if TYPE_CHECKING:
     from types import ModuleType

@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import MissingPackageError, OutputError
+from ..core.errors import MissingPackageError, OutputError
+from ..core.text import quote, shortened
 from ..naming import position_name
-from ..text import quote, shortened
 from .files import written_whole
 from .names import RECORD_KEY, Output, checkpoint_label
 from .plot_style import drawable, style, wrapped

@@ -7,8 +7,8 @@ from importlib.metadata import version
 from pathlib import Path
 
 from ..analysis.report import Report
-from ..errors import Option, OutputError
-from ..text import quote, shortened
+from ..core.errors import Option, OutputError
+from ..core.text import quote, shortened
 from . import console, header
 from .files import OUT, check_directory
 from .jsonout import Document

@@ -19,9 +19,11 @@ from ..analysis.map import TableMap
 from ..analysis.norms import DUPLICATE_COSINE, NormsReport
 from ..analysis.report import SECTIONS, Absent, CompareSection, Missing, NeighborsSection, Report
 from ..analysis.undertrained import THRESHOLD_RULE, UndertrainedReport
-from ..roles import Role
-from ..text import shape_text, visible
+from ..core.role import Role
+from ..core.text import shape_text, visible
+from ..naming import token_name
 from . import compare as compare_text
+from . import geometry as geometry_text
 from . import header
 from . import map as map_text
 from . import norms as norms_text
@@ -29,6 +31,7 @@ from . import positions as positions_text
 from . import undertrained as undertrained_text
 from .compare_plot import figure as compare_figure
 from .console import cosine_text, count_text, number_text, percent
+from .geometry_plot import figure as geometry_figure
 from .info import HEAD_ROWS
 from .jsonout import clean
 from .lookup_notes import grouped_notes
@@ -297,7 +300,6 @@ def undertrained_blocks(report: Report) -> list[Block]:
     found = report.undertrained
     if isinstance(found, Missing):
         return missing(found)
-    from ..naming import token_name
     tokenizer = report.emb.tokenizer_for_names()[0]
     blocks: list[Block] = []
     if found.kinds is not None:
@@ -376,8 +378,6 @@ def map_blocks(report: Report) -> list[Block]:
 
 
 def geometry_table_blocks(report: Report, found: Geometry) -> list[Block]:
-    from . import geometry as geometry_text
-    from .geometry_plot import figure as geometry_figure
     spectrum = found.spectrum
     used = "all used" if found.used == found.rows - found.first_row else f"{found.used:,} used"
     measures = [("mean cosine between distinct rows (exact)", cosine(found.mean_cosine)),

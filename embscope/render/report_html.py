@@ -21,8 +21,8 @@ from itertools import count, groupby
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..errors import needs_package
-from ..text import printable
+from ..core.errors import needs_package
+from ..core.text import printable
 from .files import refuse_inputs, written_whole
 from .names import RECORD_KEY, Output
 from .plot_style import style

@@ -11,7 +11,7 @@ import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from ..text import printable
+from ..core.text import printable
 from .files import OUT, make_folder, refuse_inputs, written_whole
 from .names import RECORD_KEY, Output
 from .plots import save

@@ -1,5 +1,6 @@
-"""Faults the round-three attack on the bounds, geometry, first-week and perf work found: each test failed
-before its fix."""
+"""The commands' answers at their edges: plots with nothing to draw, tokens shown as ids (and saying why), rows
+cut before the figures, a table too wide for the d x d limit refused before allocating, a run of save_pretrained
+steps, and the default output name said alike on the console and in JSON."""
 
 from __future__ import annotations
 
@@ -65,7 +66,7 @@ def test_a_pair_in_the_baseline_sample_gets_the_share_strictly_below_its_own_cos
 
 
 def test_compare_output_says_the_rows_were_cut_before_its_figures(tmp_path):
-    # issue 22's rule for compare A B (the notes that decide how to read it come first) did not hold for
+    # the rule for compare A B (the notes that decide how to read it come first) did not hold for
     # compare CKPT --output: "A has 50 rows and B has 64" came after every figure
     rng = np.random.default_rng(4)
     folder = tmp_path / "uneq"
@@ -112,7 +113,7 @@ def test_similarity_of_ids_says_why_its_tokens_are_ids(tmp_path):
 
 
 def test_a_run_of_save_pretrained_steps_lists_each_step_by_its_folder(tmp_path):
-    # issue 22's generic stems: "checkpoints in order: model.safetensors (step 100 ...), model.safetensors (...)"
+    # generic stems: "checkpoints in order: model.safetensors (step 100 ...), model.safetensors (...)"
     # named every step of a run of save_pretrained folders the same
     rng = np.random.default_rng(5)
     run_folder = tmp_path / "run"
@@ -130,7 +131,7 @@ def test_a_run_of_save_pretrained_steps_lists_each_step_by_its_folder(tmp_path):
 
 
 def test_json_says_what_the_console_says_of_a_default_name(tmp_path, monkeypatch):
-    # issue 22: a default name is replaced only for the same checkpoint "and the answer says replaced"; the console
+    # a default name is replaced only for the same checkpoint "and the answer says replaced"; the console
     # said it, a --json answer only gave the path
     rng = np.random.default_rng(6)
     a = gpt2_folder(tmp_path / "a", rng.standard_normal((10, 4)).astype(np.float32),

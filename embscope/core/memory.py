@@ -7,13 +7,11 @@ from __future__ import annotations
 import mmap
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
+
+import numpy as np
 
 from . import files
 from .errors import CheckpointError
-
-if TYPE_CHECKING:
-    import numpy as np
 
 MEMINFO_BYTES = 1 << 16  # /proc/meminfo is a few dozen short lines
 
@@ -50,7 +48,6 @@ def require_memory(nbytes: int, what: str) -> None:
 def release(block: np.ndarray) -> None:
     """Drop the pages of a memory-mapped block from this process once it has been used, so that
     walking a table bigger than memory keeps only one block resident."""
-    import numpy as np
     mapping = getattr(block, "_mmap", None)
     if not isinstance(mapping, mmap.mmap) or not hasattr(mmap, "MADV_DONTNEED") or block.size == 0:
         return
@@ -67,7 +64,6 @@ def release(block: np.ndarray) -> None:
 
 def byte_bounds(array: np.ndarray) -> tuple[int, int]:
     """The first address an array's elements use, and one past the last."""
-    import numpy as np
     try:
         from numpy.lib.array_utils import byte_bounds as bounds  # numpy 2
     except ImportError:

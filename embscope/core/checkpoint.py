@@ -7,17 +7,15 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+import numpy as np
 
 from .arrays import FLOAT_DTYPES, to_float32
 from .memory import require_memory
+from .role import Head, Role
 from .text import quote
-
-if TYPE_CHECKING:  # roles.py builds these classes, so it imports this module, not the other way round
-    import numpy as np
-
-    from .roles import Head, Role
-    from .tokenizers.base import Tokenizer
+from .tokenizer import Tokenizer
 
 
 @dataclass(frozen=True)
@@ -98,7 +96,6 @@ class Table:
         numpy's floating-point warnings while reading (a scale of 0, values past float32's range) do not reach
         the user: what they made (rows of Inf or NaN) is said once, as a note of the table, and every answer
         reports such rows itself."""
-        import numpy as np
         with np.errstate(over="ignore", under="ignore", invalid="ignore", divide="ignore"):
             raw = self.tensor.read()
             if not (raw.dtype == np.float32 and raw.dtype.isnative):
@@ -112,7 +109,6 @@ class Table:
     def made_non_finite(self, raw: np.ndarray, table: np.ndarray) -> str | None:
         """What reading made Inf or NaN that the file did not store so, when it did: the rows a dequantization
         made so (a scale of 0, Inf or NaN), or the values of a float64 table past float32's range."""
-        import numpy as np
         if self.tensor.quantization is None and raw.dtype != np.float64:
             return None  # stored as it is read: an Inf or NaN there is the file's own, reported by the answers
         rows, values = 0, 0
