@@ -25,7 +25,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from embscope.compute import blas
+from embscope import blas
 
 blas.settle()  # the BLAS settings the command line runs with, applied as it applies them: before numpy loads
 
@@ -72,7 +72,7 @@ THROUGHPUT_SCRIPT = r"""
 import os, sys, time
 sys.path.insert(0, sys.argv[1])
 sys.path.insert(0, os.path.join(sys.argv[1], "benchmarks"))
-from embscope.compute import blas
+from embscope import blas
 blas.settle()
 import numpy as np
 from bench_similarity import blocked_matmul, block_rows_for

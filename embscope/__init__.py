@@ -8,65 +8,137 @@
     embscope.compare_series(["ckpt_1000.pt", "ckpt_2000.pt"], embscope.open).comparison
     embscope.geometry(emb, "token").isoscore
 
-Each name below is imported when first used, so `import embscope` (and every command) loads only the
-modules it needs; numpy itself is imported by the functions that make arrays, so opening a checkpoint and
-looking words up load none, nor do the cosines of a few rows of a pickle, safetensors, .npy or ANDREA file
-(other formats hand their tables to numpy). The commands answer through these same functions.
+The names below are plain, typed re-exports (the package ships py.typed): mypy and editors see the real
+functions and results. The commands answer through these same functions.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from .registry import lazy_attributes
+from . import blas  # noqa: F401  first: the BLAS settings numpy reads when it loads (blas.py)
+from .analysis.analogy import AnalogyResult, Evaluation, analogy, read_question_file
+from .analysis.analogy import evaluate as evaluate_analogies
+from .analysis.compare import CompareOptions, Comparison
+from .analysis.compare_output import OutputComparison, compare_output
+from .analysis.compare_series import SeriesComparison, compare_series
+from .analysis.export import ExportRows, RowSpec, export_rows
+from .analysis.geometry import Geometry, geometry
+from .analysis.info import InfoReport, info_report
+from .analysis.map import TableMap, table_map
+from .analysis.neighbors import NeighborsResult, neighbors, topk_all
+from .analysis.norms import NormsReport, NormSummary, norms_report, row_norms, summarize
+from .analysis.params import ParamsReport, params_report
+from .analysis.positions import PositionsResult, default_pairs, position_pairs, position_profile, positions
+from .analysis.report import Report
+from .analysis.report import gather as report
+from .analysis.similarity import SimilarityResult, similarity, similarity_pairs
+from .analysis.token_kinds import TokenKinds, token_kinds
+from .analysis.undertrained import UndertrainedReport, UndertrainedTables, find_undertrained, undertrained_tables
+from .core.checkpoint import Checkpoint, EmbeddingTables, Table, TensorInfo
+from .core.errors import (
+    CheckpointError,
+    EmbscopeError,
+    InputError,
+    MissingPackageError,
+    OptionError,
+    OutputError,
+    PositionError,
+    TableError,
+    TokenError,
+    TokenizerError,
+    UnsafePickleError,
+)
+from .core.role import Head, Role
+from .embeddings import Embeddings, open
+from .formats import OpenOptions, open_checkpoint
+from .lookup import WordLookup, lookup_word
+from .naming import token_name
+from .render.export_files import write_projector, write_word2vec
+from .render.report import write as write_report
+from .tokenizers import find_tokenizer, load_tokenizer
 
-# public name -> the module that defines it ("module:name" where the module calls it otherwise)
-_API = {
-    "AnalogyResult": "analysis.analogy", "Evaluation": "analysis.analogy", "analogy": "analysis.analogy",
-    "evaluate_analogies": "analysis.analogy:evaluate", "read_question_file": "analysis.analogy",
-    "CompareOptions": "analysis.compare", "Comparison": "analysis.compare",
-    "SeriesComparison": "analysis.compare_series", "compare_series": "analysis.compare_series",
-    "OutputComparison": "analysis.compare_output", "compare_output": "analysis.compare_output",
-    "Geometry": "analysis.geometry", "geometry": "analysis.geometry",
-    "ExportRows": "analysis.export", "RowSpec": "analysis.export", "export_rows": "analysis.export",
-    "write_projector": "render.export_files", "write_word2vec": "render.export_files",
-    "TableMap": "analysis.map", "table_map": "analysis.map",
-    "NormSummary": "analysis.norms", "NormsReport": "analysis.norms", "norms_report": "analysis.norms",
-    "row_norms": "analysis.norms", "summarize": "analysis.norms",
-    "Report": "analysis.report", "report": "analysis.report:gather", "write_report": "render.report:write",
-    "TokenKinds": "analysis.token_kinds", "token_kinds": "analysis.token_kinds",
-    "UndertrainedReport": "analysis.undertrained", "UndertrainedTables": "analysis.undertrained",
-    "find_undertrained": "analysis.undertrained", "undertrained_tables": "analysis.undertrained",
-    "InfoReport": "analysis.info", "info_report": "analysis.info",
-    "ParamsReport": "analysis.params", "params_report": "analysis.params",
-    "PositionsResult": "analysis.positions", "default_pairs": "analysis.positions",
-    "position_pairs": "analysis.positions", "position_profile": "analysis.positions", "positions": "analysis.positions",
-    "NeighborsResult": "analysis.neighbors", "neighbors": "analysis.neighbors", "topk_all": "analysis.neighbors",
-    "SimilarityResult": "analysis.similarity", "similarity": "analysis.similarity",
-    "similarity_pairs": "analysis.similarity",
-    "Head": "roles", "Role": "roles",
-    "Checkpoint": "checkpoint", "EmbeddingTables": "checkpoint", "Table": "checkpoint", "TensorInfo": "checkpoint",
-    "Embeddings": "embeddings", "open": "embeddings",
-    "CheckpointError": "errors", "EmbscopeError": "errors", "InputError": "errors", "MissingPackageError": "errors",
-    "OptionError": "errors", "OutputError": "errors", "PositionError": "errors", "TableError": "errors",
-    "TokenError": "errors", "TokenizerError": "errors", "UnsafePickleError": "errors",
-    "OpenOptions": "formats", "open_checkpoint": "formats",
-    "WordLookup": "lookup", "lookup_word": "lookup",
-    "token_name": "naming",
-    "find_tokenizer": "tokenizers", "load_tokenizer": "tokenizers",
-}
-__all__ = sorted(_API)  # noqa: PLE0605  the names of the table above, kept in one place
-
-
-_attribute = lazy_attributes(__name__, _API, globals())
+__all__ = [
+    "AnalogyResult",
+    "Checkpoint",
+    "CheckpointError",
+    "CompareOptions",
+    "Comparison",
+    "EmbeddingTables",
+    "Embeddings",
+    "EmbscopeError",
+    "Evaluation",
+    "ExportRows",
+    "Geometry",
+    "Head",
+    "InfoReport",
+    "InputError",
+    "MissingPackageError",
+    "NeighborsResult",
+    "NormSummary",
+    "NormsReport",
+    "OpenOptions",
+    "OptionError",
+    "OutputComparison",
+    "OutputError",
+    "ParamsReport",
+    "PositionError",
+    "PositionsResult",
+    "Report",
+    "Role",
+    "RowSpec",
+    "SeriesComparison",
+    "SimilarityResult",
+    "Table",
+    "TableError",
+    "TableMap",
+    "TensorInfo",
+    "TokenError",
+    "TokenKinds",
+    "TokenizerError",
+    "UndertrainedReport",
+    "UndertrainedTables",
+    "UnsafePickleError",
+    "WordLookup",
+    "analogy",
+    "compare_output",
+    "compare_series",
+    "default_pairs",
+    "evaluate_analogies",
+    "export_rows",
+    "find_tokenizer",
+    "find_undertrained",
+    "geometry",
+    "info_report",
+    "load_tokenizer",
+    "lookup_word",
+    "neighbors",
+    "norms_report",
+    "open",
+    "open_checkpoint",
+    "params_report",
+    "position_pairs",
+    "position_profile",
+    "positions",
+    "read_question_file",
+    "report",
+    "row_norms",
+    "similarity",
+    "similarity_pairs",
+    "summarize",
+    "table_map",
+    "token_kinds",
+    "token_name",
+    "topk_all",
+    "undertrained_tables",
+    "write_projector",
+    "write_report",
+    "write_word2vec",
+]
 
 
 def __getattr__(name: str) -> Any:
-    if name == "__version__":
+    if name == "__version__":  # importlib.metadata costs a start-up what few runs use
         from importlib.metadata import version
         return version("embscope")
-    return _attribute(name)
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *__all__])
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -31,8 +31,8 @@ from array import array
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from . import files
-from .errors import CheckpointError
+from .core import files
+from .core.errors import CheckpointError
 
 VERSION = 3  # bump when a cached computation or the entry layout changes
 MAX_FILES = 256  # a directory with more files than this is not cached (identity would cost too much)

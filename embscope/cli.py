@@ -12,11 +12,14 @@ from collections.abc import Sequence
 from typing import Any
 
 import typer
-from typer.core import TyperGroup
+from typer.core import TyperCommand, TyperGroup
 
+from . import sigbus
 from .commands import REGISTER
-from .errors import EmbscopeError, Option, options_spelled
-from .text import printable, shortened
+from .commands.command import EmbscopeCommand
+from .core import files
+from .core.errors import EmbscopeError, Option, options_spelled
+from .core.text import printable, shortened
 
 COMMANDS = tuple(REGISTER)  # the order is the order --help lists them
 
@@ -95,19 +98,13 @@ class EmbscopeGroup(TyperGroup):
         sys.exit(code)
 
     def resolve_command(self, ctx: Any, args: list[str]) -> Any:
-        from .commands.numbers import strict_numbers
-        from .commands.options import with_optional_values
         name, command, rest = super().resolve_command(ctx, args)
         ctx.meta[RESOLVED] = name, command
-        if command is not None:
-            strict_numbers(command)
-        return name, command, with_optional_values(command, rest)
+        return name, command, rest
 
     def invoke(self, ctx: Any) -> Any:
-        from . import files
-        files.forget()  # the files this run reads are its own record (outputs may not land on them)
-        try:
-            with options_spelled(flag):
+        try:  # the files this run reads are its own record (outputs may not land on them), ended with it
+            with files.reading(files.ReadLog()), options_spelled(flag):
                 return super().invoke(ctx)
         except typer.TyperException as err:
             name, command = ctx.meta.get(RESOLVED, (None, None))
@@ -138,9 +135,17 @@ def root(ctx: typer.Context, version: bool = typer.Option(False, "--version", is
         typer.echo(ctx.get_help())
 
 
+class EmbscopeTyper(typer.Typer):
+    """A typer app whose commands are built as EmbscopeCommand (strict numbers, options whose value may be left
+    out), unless a command names its own class."""
+
+    def command(self, name: str | None = None, *, cls: type[TyperCommand] | None = None, **kwargs: Any) -> Any:
+        return super().command(name, cls=cls or EmbscopeCommand, **kwargs)
+
+
 def build(names: Sequence[str] = COMMANDS) -> typer.Typer:
     """The command line with these commands (all of them, by default, as `app`)."""
-    built = typer.Typer(
+    built = EmbscopeTyper(
         cls=EmbscopeGroup,
         name="embscope",
         help="Look inside the token and position embedding tables of a language-model checkpoint.",
@@ -170,8 +175,7 @@ def __getattr__(name: str) -> Any:
 
 
 def main() -> None:
-    from .compute import blas
-    blas.settle()  # before anything imports numpy
+    sigbus.install()  # a checkpoint cut short under its memory map: one line and exit 1, not a silent death
     if sys.stderr is None:  # `2>&-`: messages go nowhere, but the exit code still tells usage from input errors
         sys.stderr = io.StringIO()
     if sys.stdout is None:  # `>&-`: there is nowhere to put an answer

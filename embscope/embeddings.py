@@ -8,15 +8,19 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .checkpoint import Checkpoint, EmbeddingTables, Table
-from .errors import CheckpointError, EmbscopeError, PositionError, TableError
+from . import cache
+from .core.checkpoint import Checkpoint, EmbeddingTables, Table
+from .core.errors import CheckpointError, EmbscopeError, PositionError, TableError
+from .core.role import Role
 from .formats import OpenOptions, open_checkpoint
-from .roles import KEY_OPTIONS, Role, find_tables
+from .hub import resolve
+from .roles import KEY_OPTIONS, find_tables
 from .sample import default_checkpoint
+from .tokenizers import find_tokenizer, load_tokenizer
 
 if TYPE_CHECKING:
+    from .core.tokenizer import Tokenizer
     from .hub import HubSnapshot
-    from .tokenizers.base import Tokenizer
 
 ENV_CHECKPOINT = "EMBSCOPE_CHECKPOINT"
 
@@ -68,7 +72,6 @@ class Embeddings:
     def tokenizer(self) -> Tokenizer | None:
         """The tokenizer given, else the one the checkpoint carries (GGUF metadata, a CTranslate2
         vocabulary), else one found beside the checkpoint; None when there is none."""
-        from .tokenizers import find_tokenizer, load_tokenizer
         if self._tokenizer_path is not None:
             return load_tokenizer(self._tokenizer_path)
         if self.checkpoint.tokenizer is not None:
@@ -91,7 +94,6 @@ class Embeddings:
         the stored values when the files the table comes from are unchanged since they were stored (and, where
         given, the table's CRC-32 `table_checksum` agrees), else compute() -> (values, the table's CRC-32),
         stored for the next run. Analysis computes; the session that opened the files owns what is kept of them."""
-        from . import cache
         entry = cache.key(kind, [self.checkpoint.path, *table.tensor.sources], table=table.name, **parameters)
         stored = cache.load(entry, table_checksum) if entry is not None else None
         if stored:  # an entry holding no values is computed again
@@ -114,7 +116,6 @@ def resolve_path(path: str | os.PathLike[str] | None) -> tuple[Path, bool, HubSn
         raise CheckpointError("expected a checkpoint path or model id, found an empty string")
     local = Path(path)
     if not os.path.lexists(local):  # nothing at the path: perhaps a model id
-        from .hub import resolve
         snapshot = resolve(os.fspath(path))
         if snapshot is not None:
             return snapshot.folder, False, snapshot

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .core import files
+from .core.errors import CheckpointError, Option
+
 CPU_INFO = Path("/proc/cpuinfo")
 MAX_CPU_INFO = 16 << 20  # a few KB per core: far past a machine of a thousand cores
 BF16_FLAGS = ("avx512_bf16", "amx_bf16")  # x86 instructions that multiply bf16 without converting first
@@ -11,8 +14,6 @@ BF16_FLAGS = ("avx512_bf16", "amx_bf16")  # x86 instructions that multiply bf16 
 
 def native_bf16(cpu_info: Path | None = None) -> bool | None:
     """Whether the CPU multiplies bf16 natively; None when there is no cpuinfo to read."""
-    from . import files
-    from .errors import CheckpointError
     try:  # a system file, not an input of the answer: not recorded
         text = files.read_bytes(cpu_info or CPU_INFO, MAX_CPU_INFO, "/proc/cpuinfo", record=False)
     except CheckpointError:
@@ -25,7 +26,6 @@ def native_bf16(cpu_info: Path | None = None) -> bool | None:
 
 def bf16_note(device: str, precision: str) -> str | None:
     """The one note for bf16 arithmetic on a CPU that only emulates it."""
-    from .errors import Option
     if device != "cpu" or precision != "bf16" or native_bf16() is not False:
         return None
     return (f"{Option('precision', 'bf16')} on this CPU: it has no native bf16 matmul "

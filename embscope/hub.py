@@ -19,9 +19,9 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import files
-from .errors import CheckpointError
-from .text import quote
+from .core import files
+from .core.errors import CheckpointError
+from .core.text import quote
 
 REPO_PREFIX = "models--"  # repo_folder_name: "models" + "--" + the id with "/" as "--"
 SEPARATOR = "--"

@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-from . import files
-from .errors import CheckpointError, InputError, Option
-from .text import quote
+from .core import files
+from .core.errors import CheckpointError, InputError, Option
+from .core.text import quote
 
 MAX_LINE_BYTES = 4096  # far past any word or pair; a longer line is damage, not input
 EXAMPLES = 3  # reasons kept for the note; the rest are only counted
@@ -65,7 +65,7 @@ def lines(path: Path, what: Option, skip: Skipped | None) -> Iterator[tuple[int,
                                      path=path, option=what)
                 else:
                     skip(f"line {number}: {problem}")
-    except CheckpointError as err:  # embscope.files refused it: missing, not a regular file, unreadable
+    except CheckpointError as err:  # embscope.core.files refused it: missing, not a regular file, unreadable
         raise InputError(str(err), path=path, option=what) from None
     except OSError as err:
         raise InputError(f"expected a readable file for {what}, found {err.strerror or err}: {quote(path)}", path=path,

@@ -28,11 +28,11 @@ import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from embscope.core.errors import Option, TokenError
+from embscope.core.text import quote
+from embscope.core.tokenizer import Tokenizer
 from embscope.digits import whole_number
-from embscope.errors import Option, TokenError
 from embscope.naming import token_name
-from embscope.text import quote
-from embscope.tokenizers.base import Tokenizer
 
 WORD_START, PLAIN, EITHER, AS_GIVEN = "word-start", "plain", "either", "as given"
 SENTENCE_START = "a"  # the word a word-start form is taken after, where a leading space alone is stripped

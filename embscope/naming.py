@@ -3,10 +3,10 @@ a position-table row by its position."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .tokenizers.base import Tokenizer
+    from .core.tokenizer import Tokenizer
 
 
 def token_string_or_none(tokenizer: Tokenizer | None, token_id: int) -> str | None:
@@ -35,3 +35,11 @@ def position_name(row: int, first_row: int = 0) -> str:
 def row_name(tokenizer: Tokenizer | None, role: str, row: int, first_row: int = 0) -> str:
     """A row of the table playing `role`: a position (position_name), or a token (token_name)."""
     return position_name(row, first_row) if role == "position" else token_name(tokenizer, row)
+
+
+def tokenizer_failure(emb: Any) -> str | None:
+    """Why a tokenizer that exists did not load, once an answer named its ids without it (None: it loaded, or there
+    is none, which the #ids say themselves): that costs only the names, and is said, not dropped. emb.tokenizer is
+    cached only when it loaded or there is none."""
+    tokenizer, why = emb.tokenizer_for_names()
+    return why if tokenizer is None and "tokenizer" not in vars(emb) else None

@@ -1,12 +1,6 @@
-"""The one shape of every table in embscope that names things to be imported later, and the record of every
-kind of file it recognises.
+"""The one shape of every table of kinds in embscope, and the record of every kind of file it recognises.
 
-- A table names a function through a lazy module (`lazy_modules`): `gguf_file.open_gguf` in a table is a `Lazy`
-  reference that imports the module when first called. Beside it the table imports the same modules under
-  TYPE_CHECKING, so mypy reads the real functions and checks each against the table's type, while a run imports
-  only the modules of the functions it calls (`embscope --help` imports no reader and no numpy).
-- Tables of public names (`embscope.__all__`, `embscope.compute.__all__`) say "name: module" as text
-  (`lazy_names`), resolved the same way; `lazy_attributes` is the package's `__getattr__` over such a table.
+- A table names the real functions (`gguf_file.open_gguf`), so mypy checks each against the table's type.
 - `Kind` is one kind of file: a checkpoint format (formats.FORMATS) or a tokenizer kind (tokenizers.KINDS), asked
   in the order of its list, each with the reason for its place; `listed` refuses two kinds of one name.
 - Every sniff has one signature: it is handed a `Probe` (the path, the first bytes, the size)."""
@@ -14,88 +8,18 @@ kind of file it recognises.
 from __future__ import annotations
 
 import fnmatch
-import importlib
 import os
 import stat
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
-from . import files
-from .errors import CheckpointError
-from .text import quote
+from .core import files
+from .core.errors import CheckpointError
+from .core.text import quote
 
 HEAD_BYTES = 256  # what a sniff sees of a file: every magic number, and a tokenizer file's first line
-
-# --- lazy references ------------------------------------------------------------------------------
-
-
-class Lazy:
-    """`module.name`, imported when first called (or resolved). Not cached: the module's own attribute is looked
-    up on each call, as a direct call would."""
-
-    __slots__ = ("module", "name")
-
-    def __init__(self, module: str, name: str):
-        self.module, self.name = module, name
-
-    def resolve(self) -> Any:
-        return getattr(importlib.import_module(self.module), self.name)
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return self.resolve()(*args, **kwargs)
-
-    def __repr__(self) -> str:
-        return f"<lazy {self.module}.{self.name}>"
-
-
-class LazyModule:
-    """A module named, not imported: each attribute asked of it is a Lazy reference to the module's attribute."""
-
-    __slots__ = ("_module",)
-
-    def __init__(self, module: str):
-        self._module = module
-
-    def __getattr__(self, name: str) -> Lazy:
-        if name.startswith("__"):  # copy, pickle and the like probe for dunders: they are not the module's
-            raise AttributeError(name)
-        return Lazy(self._module, name)
-
-    def __repr__(self) -> str:
-        return f"<lazy module {self._module}>"
-
-
-def lazy_modules(package: str, *names: str) -> tuple[Any, ...]:
-    """The submodules `names` of `package`, each a LazyModule; typed Any, as the TYPE_CHECKING imports beside them
-    give mypy the real modules."""
-    return tuple(LazyModule(f"{package}.{name}") for name in names)
-
-
-def lazy_names(package: str, table: Mapping[str, str]) -> dict[str, Lazy]:
-    """A table of public names, "name": "module" (relative to `package`), or "module:attribute" where the module
-    calls it otherwise, as Lazy references."""
-    found = {}
-    for name, where in table.items():
-        module, _, attribute = where.partition(":")
-        found[name] = Lazy(f"{package}.{module}", attribute or name)
-    return found
-
-
-def lazy_attributes(package: str, table: Mapping[str, str], namespace: dict[str, Any]) -> Callable[[str], Any]:
-    """A package's module-level __getattr__ for its table of public names (as lazy_names reads it): each name is
-    imported when first asked for, then kept in the package's `namespace` (its globals), so looked up once."""
-    found = lazy_names(package, table)
-
-    def attribute(name: str) -> Any:
-        if name not in found:
-            raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        value = namespace[name] = found[name].resolve()
-        return value
-
-    return attribute
-
 
 # --- what a sniff sees ----------------------------------------------------------------------------
 
@@ -180,14 +104,3 @@ def listed(*kinds: K) -> tuple[K, ...]:
             raise ValueError(f"two kinds of file are named {kind.name!r}: each name must be listed once")
         seen.add(kind.name)
     return kinds
-
-
-def references(kinds: Iterable[Kind[Any]]) -> list[tuple[str, Lazy]]:
-    """(where, reference) for every lazy function the kinds name: what a test resolves, one by one."""
-    found = []
-    for kind in kinds:
-        for field in ("sniff", "open", "names", "load_name", "related"):
-            value = getattr(kind, field)
-            if isinstance(value, Lazy):
-                found.append((f"{kind.name}.{field}", value))
-    return found

@@ -1,4 +1,4 @@
-"""Which tensor plays which role: the one Role type (and what a file says of its head), then the knowledge of
+"""Which tensor plays which role (Role and Head are core.role's): the knowledge of
 real checkpoints in the tables below, one line per name, with the architectures it comes from; supporting a
 model is a line of data. Imports nothing heavier than the standard library, so the command line offers the
 roles as choices without loading numpy."""
@@ -7,34 +7,12 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass
-from enum import StrEnum
 
-from .checkpoint import Checkpoint, EmbeddingTables, Table, TensorInfo
-from .errors import Option, TableError
-from .text import quote, shape_text
-
-
-class Role(StrEnum):
-    """The part a table plays. A StrEnum, the (str, Enum) whose f-string is the value ("token", not "Role.token")."""
-
-    token = "token"
-    position = "position"
-    output = "output"
-
-
-class Head(StrEnum):
-    """What the file says about the output projection (the language-model head)."""
-
-    untied = "untied"  # a head of its own
-    tied = "tied"  # the token table: shared storage, an exact copy, or the config or the reader says so
-    absent = "absent"  # config.json names a model without a language-model head
-    unknown = "unknown"  # no head in the file, and nothing says whether it is tied or absent
-    ambiguous = "ambiguous"  # several equally good candidates: the output_key option chooses
-
-    @property
-    def is_tied(self) -> bool | None:
-        """True or False where the file says; None where it does not (unknown, ambiguous)."""
-        return {Head.tied: True, Head.untied: False, Head.absent: False}.get(self)
+from .core.checkpoint import Checkpoint, EmbeddingTables, Table, TensorInfo
+from .core.errors import Option, TableError
+from .core.role import Head, Role
+from .core.text import quote, shape_text
+from .storage.constants import CONTEXT_KEYS, VOCAB_KEYS
 
 
 @dataclass(frozen=True)
@@ -289,7 +267,6 @@ def by_name(checkpoint: Checkpoint, role: Role, taken: set[str]) -> Table | None
 def by_shape(checkpoint: Checkpoint, role: Role, taken: set[str], width: int | None = None) -> Table | None:
     """Fallback: the one 2-D float table whose row count is the config's vocabulary or context size
     (and, for positions, whose width is the token table's)."""
-    from .formats.constants import CONTEXT_KEYS, VOCAB_KEYS  # the config keys that give a table's row count
     found = config_value(checkpoint.config, VOCAB_KEYS if role is Role.token else CONTEXT_KEYS)
     if found is None:
         return None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .errors import CheckpointError, Option
+from .core.errors import CheckpointError, Option
 
 DEFAULT = Path("nlm") / "model.pkl"  # the pickled params dict: opens without importing torch
 DESCRIPTION = "Shakespeare GPT"  # what the sample is, in the line that opens every answer about it

@@ -12,11 +12,11 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from .checkpoint import Checkpoint
-from .errors import CheckpointError
+from .core.checkpoint import Checkpoint
+from .core.errors import CheckpointError
+from .core.text import quote
 from .formats import sniff_readable
-from .formats.constants import NOT_WEIGHTS, PREFERRED_IN_DIRECTORY
-from .text import quote
+from .storage.constants import NOT_WEIGHTS, PREFERRED_IN_DIRECTORY
 
 TRAINER_FOLDER = re.compile(r"checkpoint-\d+")  # what transformers' Trainer names each save
 NUMBER = re.compile(r"\d+")

@@ -13,11 +13,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import typer.main
-import typer.testing
 from typer.testing import CliRunner
 
-from embscope.cli import app
+from embscope.cli import build, commands_for
+
+# the fuzz harness's sample writers (tests/fuzz: reader_samples, corpus, pickles) are helpers of many test files;
+# the harness also runs alone as a script, so its folder is put on the path here, once, for every test file
+sys.path.insert(0, str(Path(__file__).resolve().parent / "fuzz"))
 
 # With PYTHONDONTWRITEBYTECODE set (this project's machines set it) pytest rewrites and compiles every test module
 # again on each run, and each child process a test starts compiles embscope again: seconds of the suite's CPU.
@@ -67,16 +69,16 @@ def _cache_in_a_temporary_folder(monkeypatch, _cache_home):
     monkeypatch.setenv("XDG_CACHE_HOME", str(_cache_home))
 
 
-# typer's CliRunner builds the click group from the app on every invoke: every command's parser, 12 ms, 1,400 times a
-# run of the suite (17 s of its CPU). A process of the real command line builds its group once; the suite's runners
-# build each app's once too. The group keeps nothing of a run: the one change a run makes to it (resolve_command
-# making the resolved command's number types strict) is made again, and alike, on every run.
-typer.testing._get_command = functools.cache(typer.main.get_command)  # type: ignore[attr-defined]
+# typer's CliRunner builds the click group from the app on every invoke. Built with every command, that is every
+# command's parser (12 ms, 1,400 times a run of the suite). A process of the real command line builds only the
+# command it runs (cli.commands_for), and so does the runner here: the app of that command is made once.
+app_for = functools.cache(build)
 
 
 def invoke(*args: object, catch_exceptions: bool = True):
     """The CLI in-process, however it ends: the caller checks the exit code and the output."""
-    return CliRunner().invoke(app, [str(a) for a in args], catch_exceptions=catch_exceptions)
+    words = [str(a) for a in args]
+    return CliRunner().invoke(app_for(tuple(commands_for(words))), words, catch_exceptions=catch_exceptions)
 
 
 def run(*args: object, code: int = 0):
@@ -99,6 +101,13 @@ def cosine(a: np.ndarray, b: np.ndarray) -> float:
     """The cosine of two vectors, in float64: the plain statement the commands' cosines are checked against."""
     a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
     return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
+
+
+def write_npz(path: Path, token: np.ndarray, position: np.ndarray | None = None) -> Path:
+    """An np.savez checkpoint of a token table (token_emb) and, when given, a position table (pos_emb)."""
+    arrays = {"token_emb": token} if position is None else {"token_emb": token, "pos_emb": position}
+    np.savez(path, **arrays)
+    return path
 
 
 def drifting(rows: int, dim: int, seed: int) -> np.ndarray:

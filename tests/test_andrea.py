@@ -13,7 +13,7 @@ import pytest
 from conftest import run, run_json
 
 import embscope
-from embscope.errors import CheckpointError, OptionError
+from embscope.core.errors import CheckpointError, OptionError
 from embscope.formats import OpenOptions, open_checkpoint
 from embscope.formats.andrea import open_andrea
 

@@ -14,9 +14,9 @@ import pytest
 from conftest import invoke
 
 import embscope
-from embscope.errors import CheckpointError, TableError
+from embscope.core.errors import CheckpointError, TableError
+from embscope.core.text import quote
 from embscope.formats import open_checkpoint
-from embscope.text import quote
 
 # -- safetensors ------------------------------------------------------------------------------
 

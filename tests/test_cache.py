@@ -13,14 +13,10 @@ from __future__ import annotations
 import json
 import os
 import struct
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent / "fuzz"))
-
 import reader_samples
 from conftest import run_json
 
@@ -175,3 +171,26 @@ def test_a_file_holding_an_entry_s_name_is_not_replaced(tmp_path, monkeypatch):
     cache.store(description, [1.0], 0)
     cache.store(description, [2.0], 0)  # its own entry is replaced
     assert list(cache.load(description)) == [2.0]
+
+
+def test_a_cache_entry_answers_only_for_its_own_description(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    cache.store("first", [0.5, -1.0, 2.0], 7)
+    assert list(cache.load("first")) == [0.5, -1.0, 2.0]
+    assert list(cache.load("first", 7)) == [0.5, -1.0, 2.0]  # computed from a table of the same checksum
+    assert cache.load("first", 8) is None  # from another table's bytes
+    assert cache.load("second") is None
+    cache.entry_path("second").write_bytes(b"first\n" + bytes(8))  # a file name shared by two descriptions
+    assert cache.load("second") is None
+    cache.entry_path("third").write_bytes(b"third\n" + bytes(7))  # cut short
+    assert cache.load("third") is None
+    os.mkfifo(cache.entry_path("fourth"))  # planted where an entry would be: not waited on
+    assert cache.load("fourth") is None
+    written = cache.entry_path("first").read_bytes()
+    # description, length + CRC, the table's checksum, values
+    assert written[:6] == b"first\n" and len(written) == 6 + 12 + 8 + 3 * 8
+    assert int.from_bytes(written[18:26], "little") == 7
+    cache.entry_path("first").write_bytes(written[:-8])  # one value lost, the rest still whole values
+    assert cache.load("first") is None
+    cache.entry_path("first").write_bytes(written[:-1] + b"\x00")  # one byte changed
+    assert cache.load("first") is None

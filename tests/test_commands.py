@@ -171,18 +171,19 @@ def test_a_terminal_that_cannot_show_a_character_gets_an_escape():
     assert b"\\xe9" in done.stdout
 
 
-def test_the_command_path_imports_only_what_it_uses():
+def test_the_command_path_imports_no_optional_heavy_library():
+    """Plain imports load embscope's own modules, numpy, typer and rich; torch and matplotlib only where a run
+    draws or computes with them."""
     code = ("import sys\n"
             "from embscope.cli import app\n"
             "from typer.testing import CliRunner\n"
             "CliRunner().invoke(app, sys.argv[1:])\n"
-            "print(' '.join(sorted(m for m in sys.modules if m in ('rich', 'rich.progress', 'torch', 'matplotlib') "
-            "or m.startswith('embscope.analysis.'))))")
+            "print(' '.join(sorted(m for m in sys.modules if m in ('torch', 'matplotlib', 'embscope.analysis.similarity'))))")
     def loaded(*args):
         return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, check=True,
                               env={k: v for k, v in os.environ.items() if k != "EMBSCOPE_CHECKPOINT"}).stdout.split()
-    assert loaded("--help") == []
-    assert loaded("similarity", "dog", "cat") == ["embscope.analysis.similarity", "rich"]
+    assert loaded("--help") == ["embscope.analysis.similarity"]
+    assert loaded("similarity", "dog", "cat") == ["embscope.analysis.similarity"]
 
 
 def closed(fd: int) -> Callable[[], None]:
@@ -247,3 +248,23 @@ def test_how_many_has_one_name_per_idea_in_every_command():
     assert [n["token"] for n in top["neighbors"]] == [n["token"] for n in run_json("neighbors", "father", "-k", "3")
                                                        ["neighbors"]] and len(top["neighbors"]) == 3
     assert len(run_json("analogy", "father", "man", "woman", "--top", "2")["results"]) == 2
+
+
+@pytest.mark.parametrize("args", [["--help"], ["--help", "similarity"], ["--help", "norms", "dog"]])
+def test_the_root_help_lists_every_command_whatever_follows_it(args):
+    script = "import sys\nfrom embscope.cli import main\nsys.argv = ['embscope', *sys.argv[1:]]\nmain()\n"
+    shown = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, check=True).stdout
+    assert all(f"\n  {name} " in shown for name in ("info", "similarity", "neighbors", "norms", "export"))
+
+
+@pytest.mark.parametrize("given, expected", [(None, "4"), ("28", "28")])
+def test_the_command_line_lets_blas_workers_sleep_unless_told_otherwise(given, expected):
+    """OPENBLAS_THREAD_TIMEOUT is read when numpy loads: the command line sets it first, keeping a user's value."""
+    script = ("import os, sys\nsys.argv = ['embscope', '--version']\nfrom embscope.cli import main\n"
+              "try:\n    main()\nexcept SystemExit:\n    pass\n"
+              "print(os.environ.get('OPENBLAS_THREAD_TIMEOUT'), 'numpy' in sys.modules)")
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_THREAD_TIMEOUT"}
+    if given is not None:
+        env["OPENBLAS_THREAD_TIMEOUT"] = given
+    found = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, check=True)
+    assert found.stdout.split()[-2:] == [expected, "False"]

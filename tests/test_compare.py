@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import run, run_json
+from conftest import run, run_json, write_npz
 
 from embscope.analysis.compare import by_index, neighbor_overlap, procrustes, row_changes
 
@@ -45,12 +45,6 @@ def planted_series(seed: int = 0):
     movers = np.array([20, 99, 150, 222, 351])
     later[movers] = rng.standard_normal((len(movers), D)).astype(np.float32) * 3
     return start, later, untouched, movers
-
-
-def write_npz(path, token, position=None):
-    arrays = {"token_emb": token} if position is None else {"token_emb": token, "pos_emb": position}
-    np.savez(path, **arrays)
-    return path
 
 
 def test_rows_against_numpy(tmp_path):

@@ -9,15 +9,9 @@ import re
 
 import numpy as np
 import pytest
-from conftest import run, run_json
+from conftest import run, run_json, write_npz
 
 D = 16
-
-
-def write_npz(path, token, position=None):
-    arrays = {"token_emb": token} if position is None else {"token_emb": token, "pos_emb": position}
-    np.savez(path, **arrays)
-    return path
 
 
 def first_table(stdout: str) -> int:

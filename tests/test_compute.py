@@ -25,7 +25,7 @@ from embscope.compute.devices import gpu_evidence
 from embscope.compute.numpy_engine import NumpyEngine
 from embscope.compute.rows import TableChecksum
 from embscope.compute.torch_engine import TorchEngine
-from embscope.errors import EmbscopeError
+from embscope.core.errors import EmbscopeError
 
 HAS_TORCH = importlib.util.find_spec("torch") is not None
 

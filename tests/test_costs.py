@@ -1,6 +1,6 @@
-"""Every cost bounded by the input and stated limits (issue 26, round three): one test per class of cost, each
+"""Every cost bounded by the input and stated limits: one test per class of cost, each
 built on files the real writers made and checked against a plain numpy or counting reference. The hostile
-sizes of the round-three reproducers are scaled down, or the stated limit is lowered, so that the test would
+sizes of the reproducers are scaled down, or the stated limit is lowered, so that the test would
 take the old time or memory if the bound were gone, and takes milliseconds now."""
 
 from __future__ import annotations
@@ -9,20 +9,16 @@ import json
 import os
 import re
 import signal
-import sys
 import tracemalloc
 from pathlib import Path
 
 import numpy as np
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent / "fuzz"))
-
 import reader_samples as samples
 from conftest import run, run_json
 
 import embscope
-from embscope.errors import CheckpointError, TableError
+from embscope.core.errors import CheckpointError, TableError
 from embscope.formats import open_checkpoint
 
 
@@ -126,8 +122,8 @@ def test_tables_and_plots_show_a_cut_token_and_say_so(tmp_path):
     """r09, r23: a token of 200,000 characters is printed as its first TOKEN_SHOWN characters and its length,
     and labels a plot by its first PLOT_TOKEN_SHOWN (the plot's layout took 191 s and 4.4 GB)."""
     from embscope.analysis.norms import norms_report
+    from embscope.core.text import PLOT_TOKEN_SHOWN, TOKEN_SHOWN
     from embscope.render.norms import figure
-    from embscope.text import PLOT_TOKEN_SHOWN, TOKEN_SHOWN
     long = long_token_model(tmp_path, 200_000)
     out = run("norms", "--table", "token", "-c", tmp_path).stdout
     shown = long[:TOKEN_SHOWN].replace(" ", "\u2420")
@@ -192,7 +188,8 @@ def test_every_format_caps_its_tensor_count_before_reading_them(tmp_path, monkey
     before onnx parses the file) and HDF5 datasets are held to MAX_TENSORS, as safetensors' header is."""
     import onnx
 
-    from embscope.formats import _checks, keras_h5
+    from embscope.formats import keras_h5
+    from embscope.storage import checks as _checks
     monkeypatch.setattr(_checks, "MAX_TENSORS", 3)
     monkeypatch.setattr(keras_h5, "MAX_TENSORS", 3)
     five = {f"layer{i}.weight": table(4, 4, i) for i in range(5)}
@@ -362,7 +359,7 @@ def test_a_libhdf5_that_never_returns_is_stopped_in_its_child(tmp_path, monkeypa
 
 
 def test_the_child_reports_a_crash_a_memory_limit_and_an_error_in_one_line():
-    from embscope.errors import EmbscopeError
+    from embscope.core.errors import EmbscopeError
     from embscope.formats._isolated import run_isolated
 
     def crash():

@@ -4,19 +4,14 @@ from __future__ import annotations
 
 import json
 import struct
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent / "fuzz"))
-
 import reader_samples as samples
 from conftest import run, run_json
 
 import embscope
-from embscope.errors import CheckpointError, TokenError
+from embscope.core.errors import CheckpointError, TokenError
 from embscope.formats import open_checkpoint
 
 V, D, T = samples.V, samples.D, samples.T

@@ -3,17 +3,11 @@ are none; formats embscope cannot read are named; a folder holding one is never 
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent / "fuzz"))
-
 import reader_samples as samples
 from conftest import run
 
-from embscope.errors import CheckpointError
+from embscope.core.errors import CheckpointError
 from embscope.formats import FORMATS, open_checkpoint
 from embscope.registry import HEAD_BYTES, Probe
 

@@ -7,7 +7,7 @@ import pytest
 from conftest import run
 
 import embscope
-from embscope.errors import EmbscopeError
+from embscope.core.errors import EmbscopeError
 
 CASES = {
     "-c": "'--checkpoint' / '-c' (env var: 'EMBSCOPE_CHECKPOINT'): expected a checkpoint path or model id, found an "

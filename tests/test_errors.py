@@ -1,5 +1,5 @@
 """Errors speak the library's words and carry what they are about as fields; the command line alone spells
-options as its flags (issue 23: a Python caller of `similarity(..., merge=False)` was told about `--no-merge`)."""
+options as its flags (a Python caller of `similarity(..., merge=False)` was told about `--no-merge`)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import typer
 from safetensors.numpy import save_file
 
 from embscope import cli
-from embscope.errors import (
+from embscope.core.errors import (
     CheckpointError,
     EmbscopeError,
     MissingPackageError,
@@ -25,7 +25,7 @@ from embscope.errors import (
     TokenizerError,
     options_spelled,
 )
-from embscope.roles import Role
+from embscope.core.role import Role
 
 PACKAGE = Path(cli.__file__).resolve().parent
 FLAG = re.compile(r"(?<![\w-])(--?[a-z][a-z0-9-]*)")
@@ -132,7 +132,7 @@ def test_a_damaged_tokenizer_is_a_tokenizer_error(tmp_path):
 
 
 def test_a_tokenizer_file_refused_by_the_reader_is_a_tokenizer_error(tmp_path):
-    """embscope.files refuses a file over the tokenizers' size limit before reading it: that is still a
+    """embscope.core.files refuses a file over the tokenizers' size limit before reading it: that is still a
     TokenizerError about the file, as a damaged one is."""
     from embscope.tokenizers import load_tokenizer
     from embscope.tokenizers.base import MAX_TOKENIZER_BYTES
@@ -146,7 +146,7 @@ def test_a_tokenizer_file_refused_by_the_reader_is_a_tokenizer_error(tmp_path):
 
 @pytest.mark.parametrize("make", ["missing", "directory", "fifo"])
 def test_a_pairs_file_that_cannot_be_read_is_an_input_error(tmp_path, make):
-    from embscope.errors import InputError
+    from embscope.core.errors import InputError
     from embscope.inputs import read_pairs
     path = tmp_path / "pairs.txt"
     if make == "directory":

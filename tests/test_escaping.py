@@ -13,8 +13,8 @@ import pytest
 from conftest import run
 from rich.console import Console
 
+from embscope.core.text import printable, quote, visible
 from embscope.render import console, jsonout
-from embscope.text import printable, quote, visible
 
 # ESC [2J clears the screen, \r returns the cursor, \x07 rings the bell, U+202E reverses the text
 # that follows, \x9b is the 8-bit CSI, \udcff is what a name that was not UTF-8 decodes to

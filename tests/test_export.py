@@ -10,8 +10,8 @@ from conftest import run, run_json
 
 import embscope
 from embscope.analysis.export import RowSpec, export_rows
+from embscope.core.role import Role
 from embscope.render.export_files import metadata_lines, projector_cell, word2vec_keys
-from embscope.roles import Role
 
 ROWS, DIM, POSITIONS = 264, 6, 12  # the tokenizer has 260 ids: rows 260..263 are padding
 TOKENIZER_WORDS = ("dog", "a b", "tab\there", "line\nbreak")  # ids 256..259

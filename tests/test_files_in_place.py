@@ -1,6 +1,6 @@
 """Every layout embscope reads (each format with the tokenizer and config files its writers put beside it),
 with a FIFO, then a directory, put in place of each of its files in turn: every run ends within seconds,
-with an answer or one line. The intact layout is answered first, and embscope.files must have recorded
+with an answer or one line. The intact layout is answered first, and embscope.core.files must have recorded
 every one of its files as read (so each replaced name is one embscope really opens).
 
 The runs are made in one child process (the CLI in-process, a watchdog on each): a run that blocks on a
@@ -21,12 +21,9 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import corpus
 import numpy as np
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent / "fuzz"))
-
-import corpus
 import reader_samples
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_checkpoints"
@@ -38,17 +35,18 @@ V, D, T = 300, 8, 16
 CHILD = r"""
 import faulthandler, json, sys
 from typer.testing import CliRunner
-from embscope import files
+from embscope.core import files
 from embscope.cli import app
 cases, seconds = json.load(open(sys.argv[1])), int(sys.argv[2])
 for case in cases:
     print(json.dumps({"start": case["name"]}), flush=True)
     faulthandler.dump_traceback_later(seconds, exit=True)
-    result = CliRunner().invoke(app, case["args"])
+    with files.reading(files.ReadLog()) as log:  # the command's run is inside this one: its reads are ours too
+        result = CliRunner().invoke(app, case["args"])
     faulthandler.cancel_dump_traceback_later()
     escaped = None if result.exception is None or isinstance(result.exception, SystemExit) else repr(result.exception)
     print(json.dumps({"name": case["name"], "code": result.exit_code, "stderr": result.stderr,
-                      "exception": escaped, "read": files.read_files()}), flush=True)
+                      "exception": escaped, "read": log.paths()}), flush=True)
 """
 
 
@@ -144,7 +142,7 @@ def onnx_external(directory: Path) -> Path:
 
 
 def ctranslate2(directory: Path) -> Path:
-    """model.bin with vocabulary.txt (issue 23's hang: a FIFO named config.json beside them) and config.json."""
+    """model.bin with vocabulary.txt (a hang once: a FIFO named config.json beside them) and config.json."""
     entry = reader_samples.write_ctranslate2(directory / "model.bin", reader_samples.whisper_variables())
     tokens = ["!", "dog", "\u0120dog", "cat", "\u0120cat", "<|endoftext|>"] + [f"t{i}" for i in range(5)]
     (directory / "vocabulary.txt").write_text("\n".join(tokens) + "\n")
@@ -283,7 +281,7 @@ def test_a_fifo_or_a_directory_in_place_of_any_file_read_beside_a_checkpoint_end
 
 @pytest.mark.parametrize("kind", ["fifo", "directory"])
 def test_the_ctranslate2_config_beside_a_vocabulary_list_is_not_waited_on(tmp_path, kind):
-    """Issue 23's hang, in-process: the vocabulary list read its config.json with a bare read_text. The
+    """A hang, in-process: the vocabulary list read its config.json with a bare read_text. The
     answer is the one without a config (no special tokens named)."""
     from conftest import run
 
@@ -311,11 +309,11 @@ READING_CALLS = {("json", "load"), ("np", "load"), ("np", "fromfile"), ("np", "m
                  ("os", "open"), ("h5py", "File"), ("onnx", "load"), ("zipfile", "ZipFile")}
 READING_METHODS = {"read_text", "read_bytes", "from_file", "Load", "load_tiktoken_bpe"}
 # where one of them is allowed, and why: the module itself; outputs (written, not read); a library handed what
-# embscope.files opened (np.memmap its file object, h5py its checked descriptor's name, zipfile its archive)
+# embscope.core.files opened (np.memmap its file object, h5py its checked descriptor's name, zipfile its archive)
 ALLOWED = {
-    ("files.py", "*"),
+    ("core/files.py", "*"),
     ("render/files.py", "open"), ("cli.py", "os.open"),  # an output's temporary file; stdout onto /dev/null
-    ("formats/_checks.py", "np.memmap"), ("formats/keras_h5.py", "h5py.File"),
+    ("storage/checks.py", "np.memmap"), ("formats/keras_h5.py", "h5py.File"),
     ("formats/numpy_file.py", "zipfile.ZipFile"), ("formats/_torch_zip.py", "zipfile.ZipFile"),
     ("formats/_torch_storage.py", "zipfile.ZipFile"), ("formats/pytorch_file.py", "zipfile.ZipFile"),
     # the h5py child: anonymous shared memory for the table it reads, its stderr onto /dev/null (written)
@@ -351,8 +349,8 @@ def test_every_file_in_the_package_is_opened_through_embscope_files():
         for call, line in reading_calls(path.read_text(encoding="utf-8")):
             if (module, "*") not in ALLOWED and (module, call) not in ALLOWED:
                 misplaced.append(f"{module}:{line} {call}")
-    assert not misplaced, f"read through embscope.files instead: {misplaced}"
-    # and the libraries handed an archive get the one embscope.files opened
+    assert not misplaced, f"read through embscope.core.files instead: {misplaced}"
+    # and the libraries handed an archive get the one embscope.core.files opened
     for module in ("formats/numpy_file.py", "formats/_torch_zip.py", "formats/_torch_storage.py",
                    "formats/pytorch_file.py"):
         assert "zipfile.ZipFile(path" not in (PACKAGE / module).read_text(encoding="utf-8")

@@ -14,17 +14,14 @@ import tempfile
 import warnings
 from pathlib import Path
 
+import corpus
 import pytest
+import target
+from conftest import invoke
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "fuzz"))
-
-import corpus
-import target
-from conftest import invoke
-
-from embscope.errors import EmbscopeError
+from embscope.core.errors import EmbscopeError
 
 FULL = os.environ.get("EMBSCOPE_FUZZ_BUDGET") == "full"
 MUTANTS = 30 if FULL else 5  # hypothesis examples per format

@@ -13,13 +13,12 @@ import pytest
 
 gguf = pytest.importorskip("gguf", reason="the gguf extra is not installed (pip install 'embscope[gguf]')")
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "fuzz"))
 
 import reader_samples as samples
 from conftest import cosine, run, run_json
 
 import embscope
-from embscope.errors import CheckpointError, MissingPackageError, TokenError
+from embscope.core.errors import CheckpointError, MissingPackageError, TokenError
 from embscope.formats import open_checkpoint
 
 D, T = samples.D, samples.T
@@ -362,7 +361,7 @@ def test_a_malformed_tokenizer_array_is_one_line(tmp_path, case):
 
 
 def test_float_token_types_cost_the_names_not_the_command(tmp_path):
-    # round 3's r14: FLOAT64 NaN token types gave a traceback on every command, info included
+    # FLOAT64 NaN token types gave a traceback on every command, info included
     path = vocabulary_gguf(tmp_path / "r14.gguf", tokens=[f"t{i}" for i in range(8)],
                            scores=([0.0] * 8, VT.FLOAT32), token_type=([float("nan")] * 8, VT.FLOAT64))
     info = run("info", "-c", path)

@@ -14,8 +14,9 @@ from safetensors.numpy import save_file
 
 import embscope
 import embscope.roles
-from embscope.checkpoint import TensorInfo
-from embscope.roles import Head, compare_copy
+from embscope.core.checkpoint import TensorInfo
+from embscope.core.role import Head
+from embscope.roles import compare_copy
 
 rng = np.random.default_rng(11)
 V, D = 20, 8

@@ -22,7 +22,7 @@ from huggingface_hub.file_download import _cache_commit_hash_for_specific_revisi
 from safetensors.numpy import save_file
 
 import embscope
-from embscope.errors import CheckpointError
+from embscope.core.errors import CheckpointError
 from embscope.hub import cache_folder
 
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"

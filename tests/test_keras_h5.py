@@ -3,20 +3,18 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 h5py = pytest.importorskip("h5py", reason="the h5 extra is not installed (pip install 'embscope[h5]')")
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "fuzz"))
 
 import reader_samples as samples
 from conftest import run, run_json
 
 import embscope
-from embscope.errors import CheckpointError, MissingPackageError
+from embscope.core.errors import CheckpointError, MissingPackageError
 from embscope.formats import open_checkpoint
 
 V, D, T = samples.V, samples.D, samples.T

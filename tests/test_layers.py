@@ -1,10 +1,10 @@
-"""The registry's lists and the layers between them: every function a format or tokenizer kind names exists, a
-list refuses two kinds of one name instead of letting the second replace the first, no tokenizer reaches into a
-formats module, and render draws the statistics analysis measured."""
+"""The registry's lists and the layers between them (DESIGN's rules, read from the import statements): every
+function a format or tokenizer kind names is the module's own, a list refuses two kinds of one name instead of
+letting the second replace the first, the core imports nothing above it, analysis imports no rich, typer or
+matplotlib, no tokenizer imports a formats module (formats hand tokenizers data), no embscope modules import
+each other in a circle, and render draws the statistics analysis measured."""
 
 import ast
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -13,20 +13,21 @@ import typer
 
 import embscope.tokenizers
 from embscope.formats import FORMATS
-from embscope.registry import Kind, Probe, references
+from embscope.registry import Kind, Probe, listed
 from embscope.tokenizers import KINDS
 
 
 @pytest.mark.parametrize("kinds", [FORMATS, KINDS], ids=["formats", "tokenizers"])
-def test_every_named_function_exists(kinds):
-    found = references(kinds)
-    assert {where.rsplit(".", 1)[0] for where, _ in found} == {kind.name for kind in kinds}
-    for where, reference in found:
-        assert callable(reference.resolve()), where
+def test_every_named_function_is_a_modules_own(kinds):
+    package = "embscope.formats" if kinds is FORMATS else "embscope.tokenizers"
+    for kind in kinds:
+        for field in ("sniff", "open", "names", "load_name", "related"):
+            value = getattr(kind, field)
+            if value is not None and getattr(value, "__name__", "") != "<lambda>":
+                assert callable(value) and value.__module__.startswith(package), (kind.name, field, value)
 
 
 def test_two_kinds_of_one_name_are_refused():
-    from embscope.registry import listed
     never = Kind("twice", lambda probe: False, None, "first")
     with pytest.raises(ValueError, match="two kinds of file are named 'twice'"):
         listed(never, Kind("other", lambda probe: False, None, "second"), never)
@@ -39,15 +40,6 @@ def test_a_sniff_is_handed_a_probe(tmp_path):
     assert probe == Probe(vocab, b"[PAD]\n[UNK]\ndog\n", 16)
     assert [kind.name for kind in KINDS if kind.sniff(probe)] == ["wordpiece"]
     assert Probe.peek(tmp_path) is None and Probe.peek(tmp_path / "absent") is None
-
-
-def test_listing_the_kinds_imports_no_kind_module():
-    code = ("import sys; from embscope.tokenizers import KINDS; from embscope.formats import FORMATS; "
-            "print(sorted(m for m in sys.modules if m.startswith(('embscope.tokenizers.', 'embscope.formats.'))))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert ast.literal_eval(out) == ["embscope.formats._base", "embscope.formats._checks", "embscope.formats.constants",
-                         "embscope.formats.kinds", "embscope.tokenizers.base", "embscope.tokenizers.byte_alphabet",
-                         "embscope.tokenizers.kinds"]
 
 
 def imported_modules(folder: Path, package: str) -> set[tuple[str, str]]:
@@ -65,14 +57,13 @@ def imported_modules(folder: Path, package: str) -> set[tuple[str, str]]:
     return found
 
 
-def test_tokenizers_use_only_the_formats_public_names():
-    """The GGUF reader hands the tokenizer its metadata's arrays; the pickled vocabularies call formats'
-    unpickle_plain: no tokenizer module reaches into a reader or a formats helper."""
+def test_formats_hand_tokenizers_data_never_the_reverse():
+    """The GGUF reader hands the tokenizer its metadata's arrays; the pickled vocabularies call storage's
+    unpickle_plain, which lies beneath both: no tokenizer module imports a formats module."""
     folder = Path(embscope.tokenizers.__file__).parent
-    reaching = {(name, module) for name, module in imported_modules(folder, "embscope.tokenizers")
-                if module.startswith("embscope.formats") and module != "embscope.formats"}
-    assert reaching == set()
-    assert ("nanogpt_meta.py", "embscope.formats") in imported_modules(folder, "embscope.tokenizers")
+    found = imported_modules(folder, "embscope.tokenizers")
+    assert {(name, module) for name, module in found if module.startswith("embscope.formats")} == set()
+    assert ("nanogpt_meta.py", "embscope.storage.unpickle") in found
 
 
 def test_the_report_carries_the_median_and_mad_its_robust_z_used():
@@ -93,5 +84,98 @@ def test_the_report_carries_the_median_and_mad_its_robust_z_used():
 def test_every_command_named_registers_one_command():
     from embscope.cli import COMMANDS, build
     from embscope.commands import REGISTER
-    assert all(callable(register.resolve()) for register in REGISTER.values())
+    assert all(callable(register) for register in REGISTER.values())
     assert list(typer.main.get_command(build()).commands) == list(COMMANDS)
+
+
+# --- the layers, read from every module's import statements -----------------------------------------------------
+
+PACKAGE = Path(embscope.__file__).parent
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports_of(path: Path) -> set[str]:
+    """Every module a file imports (at the top, under TYPE_CHECKING or inside a function), relative imports made
+    absolute; `from package import module` names the module."""
+    name = module_name(path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+            module = ".".join(p for p in (base if node.level else "", node.module or "") if p)
+            for alias in node.names:
+                submodule = f"{module}.{alias.name}"
+                is_module = (PACKAGE.parent / submodule.replace(".", "/")).with_suffix(".py").exists() or \
+                    (PACKAGE.parent / submodule.replace(".", "/") / "__init__.py").exists()
+                found.add(submodule if is_module else module)
+    return found
+
+
+GRAPH = {module_name(path): imports_of(path) for path in PACKAGE.rglob("*.py")}
+
+
+def test_the_core_imports_nothing_of_embscope_above_it():
+    above = {(module, imported) for module, found in GRAPH.items() if module.startswith("embscope.core")
+             for imported in found if imported.startswith("embscope") and not imported.startswith("embscope.core")}
+    assert above == set()
+    assert "embscope.core.errors" in GRAPH and "embscope.core.role" in GRAPH["embscope.core.checkpoint"]
+
+
+def test_analysis_imports_no_rich_typer_or_matplotlib():
+    drawing = {(module, imported) for module, found in GRAPH.items() if module.startswith("embscope.analysis")
+               for imported in found if imported.split(".")[0] in ("rich", "typer", "click", "matplotlib")}
+    assert drawing == set()
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected groups of more than one module (Tarjan's algorithm, iteratively)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found = []
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start] & graph.keys())))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        while work:
+            node, edges = work[-1]
+            for nxt in edges:
+                if nxt not in index:
+                    index[nxt] = low[nxt] = len(index)
+                    stack.append(nxt)
+                    work.append((nxt, iter(sorted(graph[nxt] & graph.keys()))))
+                    break
+                if nxt in stack:
+                    low[node] = min(low[node], index[nxt])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    group = []
+                    while True:
+                        member = stack.pop()
+                        group.append(member)
+                        if member == node:
+                            break
+                    if len(group) > 1:
+                        found.append(sorted(group))
+    return found
+
+
+def test_circles_are_found():
+    assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert circles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_embscope_modules_import_each_other_in_a_circle():
+    assert circles(GRAPH) == []

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from conftest import run, run_json, write_minbpe
 
-from embscope.errors import TokenError
+from embscope.core.errors import TokenError
 from embscope.lookup import AS_GIVEN, EITHER, PLAIN, WORD_START, FormChoice, WordLookup, lookup_word, lookup_words
 from embscope.tokenizers import load_tokenizer
 from embscope.tokenizers.byte_alphabet import bytes_to_unicode

@@ -184,7 +184,7 @@ def test_flagged_rows_cost_no_object_each_until_read(tmp_path):
     import tracemalloc
 
     from embscope.analysis.map import table_map
-    from embscope.roles import Role
+    from embscope.core.role import Role
     table = np.random.default_rng(5).standard_normal((200_000, 2)).astype(np.float32)
     table[::2] = 0  # 100,000 zero rows: norm anomalies, as a 1 KB compressed file can hold millions
     np.savez(tmp_path / "zeros.npz", token_emb=table)

@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 
 import embscope
-from embscope import memory
 from embscope.analysis.norms import row_norms
-from embscope.errors import CheckpointError
-from embscope.text import quote
+from embscope.core import memory
+from embscope.core.errors import CheckpointError
+from embscope.core.text import quote
 
 rng = np.random.default_rng(7)
 
@@ -185,23 +185,46 @@ def test_position_profile_of_a_long_table_never_holds_the_square(tmp_path):
     assert position_profile(table[:2100], block_rows=700)[1].cells.shape == (700, 700)  # cells of 3 x 3
 def test_a_file_cut_short_while_mapped_ends_in_one_line_not_a_silent_sigbus(tmp_path):
     """np.save over a checkpoint truncates it first: the pages of our map past the new end raise SIGBUS.
-    The process says which file changed, in one line, and exits 1 (run in a child: it really exits)."""
+    With the command line's handler (cli.main installs it), the process says which file changed, in one line,
+    and exits 1 (run in a child: it really exits). The library alone installs none: a notebook decides."""
+    import signal
     import subprocess
     import sys
     path = tmp_path / "token_emb.npy"
     np.save(path, np.ones((4096, 256), np.float32))  # 4 MiB
     code = ("import os, sys, embscope\n"
             "from embscope.analysis.norms import row_norms\n"
+            "if sys.argv[2] == 'cli':\n"
+            "    from embscope import sigbus\n"
+            "    sigbus.install()\n"
             "table = embscope.open(sys.argv[1]).token.array\n"
             "os.truncate(sys.argv[1], 4096)\n"
             "row_norms(table)\n"
             "print('read past the end without a fault')\n")
-    done = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=60,
-                          check=False)
+
+    def child(handler: str) -> subprocess.CompletedProcess[str]:
+        np.save(path, np.ones((4096, 256), np.float32))
+        return subprocess.run([sys.executable, "-c", code, str(path), handler], capture_output=True, text=True,
+                              timeout=60, check=False)
+
+    assert child("library").returncode == -signal.SIGBUS  # no handler of ours: the signal's own default
+    done = child("cli")
     assert done.returncode == 1, (done.returncode, done.stdout, done.stderr)
     assert done.stderr == (f"Error: {quote(str(path))} changed while it was being read: it now holds 4096 bytes, "
                            f"the data read needs {128 + 4096 * 256 * 4}; nothing was written (run again once the "
                            "file is complete)\n")
+
+
+def test_the_command_line_installs_the_sigbus_handler_before_it_reads(monkeypatch):
+    import sys
+
+    from embscope import cli, sigbus
+    installed = []
+    monkeypatch.setattr(sigbus, "install", lambda: installed.append(True))
+    monkeypatch.setattr(sys, "argv", ["embscope", "--version"])
+    with pytest.raises(SystemExit):
+        cli.main()
+    assert installed == [True]
 
 
 def test_release_lets_go_of_every_page_of_a_fortran_order_block(tmp_path):

@@ -13,7 +13,7 @@ from conftest import harris_tokenizer, run, run_json
 
 import embscope
 from embscope.analysis.neighbors import neighbors, topk_all
-from embscope.errors import TokenError
+from embscope.core.errors import TokenError
 
 ROWS, DIM = 264, 8  # the test tokenizer has 260 ids: rows 260..263 are padding
 ZERO, NAN = 65, 66

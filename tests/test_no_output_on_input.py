@@ -2,7 +2,7 @@
 it: a safetensors shard, ONNX external data, a tokenizer file, a config, a symbolic link to one, a hard link
 to one. The names are ones no suffix list could know (a shard called out.tsv, external data called
 norms.png), since an index and an ONNX model may name their files anything. Each refusal is one line, exit
-1, and the input's bytes are unchanged. Underneath: embscope.files records every file read, by device and
+1, and the input's bytes are unchanged. Underneath: embscope.core.files records every file read, by device and
 inode (its own tests here)."""
 
 from __future__ import annotations
@@ -11,19 +11,15 @@ import hashlib
 import json
 import os
 import struct
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parent / "fuzz"))
-
 import reader_samples
 from conftest import run
 
-from embscope import files
-from embscope.errors import CheckpointError, EmbscopeError
+from embscope.core import files
+from embscope.core.errors import CheckpointError, EmbscopeError
 
 V, D = 64, 8
 REFUSED = "a file this answer was read from: it is never written over\n"
@@ -128,24 +124,31 @@ def test_every_name_of_a_file_read_is_known_and_nothing_else(tmp_path):
     (tmp_path / "hard").mkdir()
     os.link(read, tmp_path / "hard" / "x.tsv")
     (tmp_path / "soft.tsv").symlink_to(read)
-    files.forget()
-    assert files.read_json(read, 100) == {}
-    assert all(files.was_read(p) for p in (read, tmp_path / "hard" / "x.tsv", tmp_path / "soft.tsv",
-                                           Path(os.path.relpath(read))))
-    assert not files.was_read(other) and not files.was_read(tmp_path / "missing")
-    assert files.peek(other, 2) == b"{}" and not files.was_read(other)  # a sniff's look is no read
-    with pytest.raises(EmbscopeError, match="a file this answer was read from"):
-        files.refuse_input(tmp_path / "soft.tsv", "--out")
-    files.refuse_input(other, "--out")  # not read: may be written
-    files.forget()
-    assert not files.was_read(read)
+    with files.reading(files.ReadLog()) as log:
+        assert files.read_json(read, 100) == {}
+        assert all(files.was_read(p) for p in (read, tmp_path / "hard" / "x.tsv", tmp_path / "soft.tsv",
+                                               Path(os.path.relpath(read))))
+        assert not files.was_read(other) and not files.was_read(tmp_path / "missing")
+        assert files.peek(other, 2) == b"{}" and not files.was_read(other)  # a sniff's look is no read
+        with pytest.raises(EmbscopeError, match="a file this answer was read from"):
+            files.refuse_input(tmp_path / "soft.tsv", "--out")
+        files.refuse_input(other, "--out")  # not read: may be written
+        with files.reading(files.ReadLog()) as inner:  # a run inside: its reads are the outer run's too
+            files.read_json(other, 100)
+            assert files.was_read(other) and not files.was_read(read)
+        assert files.was_read(other) and inner.paths() == [os.path.abspath(other)]
+    assert not files.was_read(read) and log.was_read(read)  # the record ended with its run, and is the run's
+    files.read_json(read, 100)  # outside any run (a notebook): nothing is recorded, nothing grows
+    with files.reading(files.ReadLog()):
+        assert not files.was_read(read)
 
 
 def test_a_file_read_then_deleted_is_not_confused_with_its_inode_s_next_owner(tmp_path):
     path = tmp_path / "a.bin"
     path.write_bytes(b"x")
-    files.forget()
-    files.read_bytes(path, 10)
+    log = files.ReadLog()
+    with files.reading(log):
+        files.read_bytes(path, 10)
     key = (path.stat().st_dev, path.stat().st_ino)
     path.unlink()
     reused = tmp_path / "b.bin"
@@ -154,7 +157,7 @@ def test_a_file_read_then_deleted_is_not_confused_with_its_inode_s_next_owner(tm
         if (reused.stat().st_dev, reused.stat().st_ino) == key:
             break
         reused.unlink()
-    assert not files.was_read(reused)
+    assert not log.was_read(reused)
 
 
 @pytest.mark.parametrize("make", ["fifo", "directory", "device"])

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import embscope
-from embscope.errors import CheckpointError
+from embscope.core.errors import CheckpointError
 
 rng = np.random.default_rng(1)
 

@@ -11,14 +11,13 @@ import pytest
 
 onnx = pytest.importorskip("onnx", reason="the onnx extra is not installed (pip install 'embscope[onnx]')")
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "fuzz"))
 
 import reader_samples as samples
 from conftest import run, run_json
 from onnx import TensorProto, helper, numpy_helper
 
 import embscope
-from embscope.errors import CheckpointError, MissingPackageError
+from embscope.core.errors import CheckpointError, MissingPackageError
 from embscope.formats import open_checkpoint
 
 V, D, T = samples.V, samples.D, samples.T

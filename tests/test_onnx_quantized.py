@@ -15,7 +15,7 @@ from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 import embscope
-from embscope.errors import CheckpointError
+from embscope.core.errors import CheckpointError
 from embscope.formats import open_checkpoint
 
 V, D = 12, 32

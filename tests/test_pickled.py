@@ -16,9 +16,9 @@ from conftest import invoke, run_json
 from pickle_gadgets import GADGETS, Reduce, assert_error_line, assert_refused, gadget
 
 import embscope
-from embscope.errors import CheckpointError, EmbscopeError, UnsafePickleError
+from embscope.core.errors import CheckpointError, EmbscopeError, UnsafePickleError
 from embscope.formats import open_checkpoint
-from embscope.formats._unpickle import NUMPY_GLOBALS, restricted_load
+from embscope.storage.unpickle import NUMPY_GLOBALS, restricted_load
 
 REPO = Path(__file__).resolve().parents[1]
 V, D, T, LAYERS = 4096, 256, 512, 12

@@ -20,7 +20,7 @@ from pickle_gadgets import GADGETS, assert_error_line, assert_refused, gadget
 from torch import nn
 
 import embscope
-from embscope.errors import UnsafePickleError
+from embscope.core.errors import UnsafePickleError
 from embscope.formats import open_checkpoint
 
 REPO = Path(__file__).resolve().parents[1]
@@ -296,8 +296,8 @@ def test_build_cannot_change_allowed_objects(tmp_path, real_zip, raw):
     obj = {"w": MovedTensor(FakeStorage("0", 8), 0, (8,), (1,))} if raw is None else None
     path = with_data_pkl(real_zip, tmp_path / "build.pt", obj, raw)
     assert_error_line(invoke("info", "-c", path), "build.pt")
-    from embscope.formats._unpickle import KINDS
-    assert KINDS["float32"].element.itemsize == 4 and KINDS["float32"].element.stored == "f4"
+    from embscope.storage.unpickle import STORAGE_TYPES
+    assert STORAGE_TYPES["float32"].element.itemsize == 4 and STORAGE_TYPES["float32"].element.stored == "f4"
     np.testing.assert_array_equal(open_checkpoint(real_zip).tensors["w"].read(), np.arange(8, dtype=np.float32))
 
 
@@ -476,8 +476,8 @@ def test_quantized_sparse_and_meta_tensors_are_skipped_with_a_note(tmp_path):
 def test_every_torch_dtype_and_storage_class_is_known_with_its_size():
     """A file may name any torch dtype or storage class; each is in the element-type table with torch's own size,
     so none is refused as an unknown global (torch itself is the independent reference here)."""
-    from embscope.arrays import ELEMENT_TYPES
-    from embscope.formats.constants import TORCH_DTYPE_ALIASES, TORCH_STORAGE_CLASSES
+    from embscope.core.arrays import ELEMENT_TYPES
+    from embscope.storage.constants import TORCH_DTYPE_ALIASES, TORCH_STORAGE_CLASSES
     for name in dir(torch):
         if isinstance(getattr(torch, name), torch.dtype):
             element = ELEMENT_TYPES[TORCH_DTYPE_ALIASES.get(name, name)]

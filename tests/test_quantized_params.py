@@ -5,15 +5,11 @@ struct writer the CTranslate2 tests use), onnx.helper."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import numpy as np
-from conftest import run, run_json
-
-sys.path.insert(0, str(Path(__file__).resolve().parent / "fuzz"))
-
 import reader_samples as samples
+from conftest import run, run_json
 from onnx import helper, numpy_helper
 
 RULE = ("a quantized weight counts as its element count; scales, zero points and activation-quantization "

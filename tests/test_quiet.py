@@ -11,11 +11,8 @@ import warnings
 from pathlib import Path
 
 import numpy as np
-from conftest import run_json
-
-sys.path.insert(0, str(Path(__file__).resolve().parent / "fuzz"))
-
 import reader_samples as samples
+from conftest import run_json
 
 ROOT = Path(__file__).resolve().parents[1]
 

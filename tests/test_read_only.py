@@ -10,15 +10,11 @@ from __future__ import annotations
 import functools
 import hashlib
 import os
-import sys
 from pathlib import Path
 
+import corpus
 import pytest
 import typer
-
-sys.path.insert(0, str(Path(__file__).resolve().parent / "fuzz"))
-
-import corpus
 from conftest import run
 
 from embscope.cli import app

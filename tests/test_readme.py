@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from conftest import run
 
-from embscope.roles import Role
+from embscope.core.role import Role
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text(encoding="utf-8")

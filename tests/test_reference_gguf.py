@@ -22,9 +22,9 @@ from hypothesis import HealthCheck, given, settings
 from tokenizer_corpus import SAMPLE, TEXTS
 
 import embscope
-from embscope.errors import TokenError
+from embscope.core.errors import TokenError
+from embscope.tokenizers.gguf_metadata import load_gguf_tokenizer
 from embscope.tokenizers.gguf_pre import NAMES, NOT_RUN, lookup
-from embscope.tokenizers.gguf_vocab import load_gguf_tokenizer
 
 gguf = pytest.importorskip("gguf")
 spm = pytest.importorskip("sentencepiece")
@@ -59,9 +59,11 @@ def open_tokenizer(path: Path, engine: str, model: str):
     try:
         embeddings = embscope.open(path)
         tokenizer = load_gguf_tokenizer(path, embeddings.checkpoint.tokenizer.args[1])
-    finally:
+    finally:  # as it was: the library itself, or not imported yet (never left blocked for later tests)
         if saved is not None:
             sys.modules[LIBRARY[model]] = saved
+        elif LIBRARY[model] in sys.modules and sys.modules[LIBRARY[model]] is None:
+            del sys.modules[LIBRARY[model]]
     # the engine asked for is the one that runs
     if model == "llama":
         assert (tokenizer._library is not None) == (engine == "library")

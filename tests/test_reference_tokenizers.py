@@ -23,7 +23,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from tokenizer_corpus import SAMPLE, TEXTS
 
-from embscope.errors import TokenError
+from embscope.core.errors import TokenError
 from embscope.lookup import lookup_word
 from embscope.tokenizers import load_tokenizer
 from embscope.tokenizers.vocabulary_list import load_vocabulary_list

@@ -301,15 +301,15 @@ def test_markdown_writes_a_folder_and_says_why_sections_are_missing(tmp_path):
     no_tokenizer = ("no probe words to look up: no tokenizer found beside the checkpoint: tokens print as #id, words "
                     "cannot be looked up")
     assert lines == [f"checkpoint: {path} (step unknown)",
-                     (f"wrote the report to {out / 'report.md'}, with 4 figures (PNG) beside it: info, params, norms, "
+                     (f"wrote the report to {out / 'report.md'}, with 4 figures (SVG) beside it: info, params, norms, "
                      "undertrained, map, geometry"),
                      f"left out: positions ({no_position})", f"left out: neighbors ({no_tokenizer})",
                      f"left out: compare ({ONE_CHECKPOINT})"]
     figures = ["geometry-token", "map-token", "norms-token", "undertrained"]
-    assert sorted(p.name for p in out.iterdir()) == sorted([*(f"{f}.png" for f in figures), "report.md"])
-    assert all((out / f"{f}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for f in figures)
+    assert sorted(p.name for p in out.iterdir()) == sorted([*(f"{f}.svg" for f in figures), "report.md"])
+    assert all(b"<svg" in (out / f"{f}.svg").read_bytes()[:1000] for f in figures)
     text = (out / "report.md").read_text(encoding="utf-8")
-    assert sorted(re.findall(r"\]\(([\w-]+)\.png\)", text)) == figures
+    assert sorted(re.findall(r"\]\(([\w-]+)\.svg\)", text)) == figures
     assert "9. [Across checkpoints](#across-checkpoints) (left out)" in text
 
     def said(why: str) -> str:  # Markdown's backslash before each character that would act inline
@@ -349,7 +349,7 @@ def test_no_file_that_was_read_is_written(tmp_path):
 
     folder = tmp_path / "md"
     folder.mkdir()
-    figure_named = folder / "positions.png"
+    figure_named = folder / "positions.svg"
     with open(figure_named, "wb") as f:
         np.savez(f, token_emb=np.eye(6, dtype=np.float32), pos_emb=np.eye(6, dtype=np.float32)[::-1].copy())
     before = figure_named.read_bytes()
@@ -360,7 +360,7 @@ def test_no_file_that_was_read_is_written(tmp_path):
 
 
 def test_without_matplotlib_markdown_names_the_extra(tmp_path, monkeypatch):
-    """The page itself is drawn without matplotlib: tests/test_report_figures.py."""
+    """The page is still written, a line in place of each figure: tests/test_report_figures.py."""
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # as if it were not installed
     result = run("report", "--format", "md", "--out", tmp_path / "md", code=1)
     assert result.stderr == ("Error: embscope report --format md needs the 'matplotlib' package (pip install "

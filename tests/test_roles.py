@@ -9,8 +9,8 @@ import pytest
 from safetensors.numpy import save_file
 
 import embscope
-from embscope.errors import TableError
-from embscope.roles import Head, Role
+from embscope.core.errors import TableError
+from embscope.core.role import Head, Role
 
 rng = np.random.default_rng(2)
 

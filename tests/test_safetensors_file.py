@@ -9,7 +9,7 @@ import pytest
 from safetensors.numpy import save_file
 
 import embscope
-from embscope.errors import CheckpointError
+from embscope.core.errors import CheckpointError
 
 rng = np.random.default_rng(0)
 

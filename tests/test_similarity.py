@@ -5,19 +5,23 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
+import subprocess
+import sys
 import warnings
 from itertools import combinations
 
 import numpy as np
 import pytest
 from byte_tokenizer import ByteWordTokenizer
-from conftest import harris_tokenizer, run, run_json
+from conftest import cosine, harris_tokenizer, run, run_json
 from safetensors.numpy import save_file
 
 import embscope
-from embscope.analysis.similarity import similarity, similarity_pairs
-from embscope.errors import TableError, TokenError
-from embscope.roles import Role
+from embscope import compute
+from embscope.analysis.similarity import BASELINE_PAIRS, BASELINE_SEED, similarity, similarity_pairs
+from embscope.core.errors import TableError, TokenError
+from embscope.core.role import Role
 
 ROWS, DIM = 264, 8  # the test tokenizer has 260 ids: rows 260..263 are padding
 ZERO, NAN, INF = 65, 66, 67  # bytes "A", "B", "C"
@@ -32,11 +36,6 @@ def make_table(seed: int = 1) -> np.ndarray:
     table[NAN, 3] = np.nan
     table[INF, 0] = np.inf
     return table
-
-
-def cos(a, b) -> float:
-    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
 
 
 def valid_rows(table) -> np.ndarray:
@@ -94,7 +93,7 @@ def test_two_words_give_one_pair_with_the_ids_and_tokens_used(emb, table):
     (pair,) = result.pairs
     assert pair.a.ids == (DOG,) and pair.a.tokens == ("dog",)
     assert pair.b.ids == (CAT,) and pair.b.tokens == ("cat",)
-    assert pair.cosine == pytest.approx(cos(table[DOG], table[CAT]), abs=1e-6)
+    assert pair.cosine == pytest.approx(cosine(table[DOG], table[CAT]), abs=1e-6)
     assert pair.reason is None
     # the test tokenizer makes the space a token of its own: said once for the answer, not as a note on each word
     assert pair.a.note is None and pair.a.space_id == pair.b.space_id == 32 and pair.choice.name == "either"
@@ -105,7 +104,7 @@ def test_two_words_give_one_pair_with_the_ids_and_tokens_used(emb, table):
 def test_a_word_of_several_tokens_is_the_mean_of_its_rows(emb, table):
     (pair,) = similarity(emb, ["dogcat", "puppy"]).pairs
     assert pair.a.ids == (DOG, CAT) and pair.a.tokens == ("dog", "cat") and pair.a.merged
-    expected = cos((table[DOG].astype(np.float64) + table[CAT]) / 2, table[PUPPY])
+    expected = cosine((table[DOG].astype(np.float64) + table[CAT]) / 2, table[PUPPY])
     assert pair.cosine == pytest.approx(expected, abs=1e-6)
 
 
@@ -114,14 +113,14 @@ def test_a_merged_word_is_the_mean_not_the_sum_once_centered(emb, table):
     (pair,) = similarity(emb, ["dogcat", "puppy"], center=True).pairs
     mean = table[np.isfinite(table).all(axis=1)].astype(np.float64).mean(axis=0)
     merged = (table[DOG].astype(np.float64) + table[CAT]) / 2
-    assert pair.cosine == pytest.approx(cos(merged - mean, table[PUPPY] - mean), abs=1e-6)
-    assert pair.cosine != pytest.approx(cos(2 * merged - mean, table[PUPPY] - mean), abs=1e-3)
+    assert pair.cosine == pytest.approx(cosine(merged - mean, table[PUPPY] - mean), abs=1e-6)
+    assert pair.cosine != pytest.approx(cosine(2 * merged - mean, table[PUPPY] - mean), abs=1e-3)
 
 
 def test_bytes_of_an_unknown_word_are_merged_and_named(emb, table):
     (pair,) = similarity(emb, ["ox", "dog"]).pairs
     assert pair.a.ids == (ord("o"), ord("x")) and pair.a.tokens == ("o", "x")
-    assert pair.cosine == pytest.approx(cos(table[[ord("o"), ord("x")]].astype(np.float64).mean(0), table[DOG]), abs=1e-6)
+    assert pair.cosine == pytest.approx(cosine(table[[ord("o"), ord("x")]].astype(np.float64).mean(0), table[DOG]), abs=1e-6)
 
 
 def test_no_merge_refuses_a_word_of_several_tokens(emb):
@@ -135,7 +134,7 @@ def test_no_merge_refuses_a_word_of_several_tokens(emb):
 def test_exact_encodes_the_word_as_typed(emb, table):
     (pair,) = similarity(emb, [" dog", "cat"], exact=True).pairs
     assert pair.a.ids == (32, DOG)  # the space stays a token of its own
-    assert pair.cosine == pytest.approx(cos(table[[32, DOG]].astype(np.float64).mean(0), table[CAT]), abs=1e-6)
+    assert pair.cosine == pytest.approx(cosine(table[[32, DOG]].astype(np.float64).mean(0), table[CAT]), abs=1e-6)
 
 
 def test_more_words_give_every_pair_and_a_symmetric_matrix(emb, table):
@@ -145,7 +144,7 @@ def test_more_words_give_every_pair_and_a_symmetric_matrix(emb, table):
     rows = [DOG, CAT, PUPPY, HOUSE]
     for pair in result.pairs:
         i, j = words.index(pair.a.text), words.index(pair.b.text)
-        assert pair.cosine == pytest.approx(cos(table[rows[i]], table[rows[j]]), abs=1e-6)
+        assert pair.cosine == pytest.approx(cosine(table[rows[i]], table[rows[j]]), abs=1e-6)
         assert result.matrix[i][j] == result.matrix[j][i] == pair.cosine
     assert [result.matrix[i][i] for i in range(4)] == [1.0] * 4
 
@@ -153,7 +152,7 @@ def test_more_words_give_every_pair_and_a_symmetric_matrix(emb, table):
 def test_ids_take_raw_rows_and_name_them_through_the_tokenizer(emb, table):
     (pair,) = similarity(emb, [DOG, "97"], ids=True).pairs
     assert pair.a.tokens == ("dog",) and pair.b.tokens == ("a",) and pair.b.ids == (97,)
-    assert pair.cosine == pytest.approx(cos(table[DOG], table[97]), abs=1e-6)
+    assert pair.cosine == pytest.approx(cosine(table[DOG], table[97]), abs=1e-6)
 
 
 def test_padding_ids_print_as_hash_numbers(emb):
@@ -266,7 +265,7 @@ def test_without_the_baseline_there_is_no_percentile(emb, table):
     result = similarity(emb, [1, 2, 3], ids=True, baseline=False)
     assert result.baseline is None
     assert [p.percentile for p in result.pairs] == [None, None, None]
-    assert result.pairs[0].cosine == pytest.approx(cos(table[1], table[2]), abs=1e-6)
+    assert result.pairs[0].cosine == pytest.approx(cosine(table[1], table[2]), abs=1e-6)
 
 
 def test_center_subtracts_the_mean_row_for_pairs_and_baseline(emb, table):
@@ -274,7 +273,7 @@ def test_center_subtracts_the_mean_row_for_pairs_and_baseline(emb, table):
     finite = np.isfinite(table).all(axis=1)
     mean = table[finite].astype(np.float64).mean(axis=0)
     assert result.centered
-    assert result.pairs[0].cosine == pytest.approx(cos(table[1] - mean, table[2] - mean), abs=1e-6)
+    assert result.pairs[0].cosine == pytest.approx(cosine(table[1] - mean, table[2] - mean), abs=1e-6)
     centered = (table - mean.astype(np.float32))
     assert result.baseline.mean_random_cosine == pytest.approx(brute_mean_random_cosine(centered), abs=1e-6)
 
@@ -300,7 +299,7 @@ def test_similarity_pairs_computes_each_listed_pair(emb, table):
     rows = {"dog": table[DOG], "cat": table[CAT], "puppy": table[PUPPY], "house": table[HOUSE],
             "dogcat": (table[DOG].astype(np.float64) + table[CAT]) / 2}
     for pair in result.pairs:
-        assert pair.cosine == pytest.approx(cos(rows[pair.a.text], rows[pair.b.text]), abs=1e-6)
+        assert pair.cosine == pytest.approx(cosine(rows[pair.a.text], rows[pair.b.text]), abs=1e-6)
 
 
 @pytest.fixture
@@ -316,7 +315,7 @@ def test_output_table_uses_the_untied_head(untied_path):
     head = np.random.default_rng(7).standard_normal((ROWS, DIM)).astype(np.float32)
     result = similarity(embscope.open(untied_path), [3, 4], ids=True, table="output")
     assert result.table is Role.output and result.table_name == "lm_head.weight"
-    assert result.pairs[0].cosine == pytest.approx(cos(head[3], head[4]), abs=1e-6)
+    assert result.pairs[0].cosine == pytest.approx(cosine(head[3], head[4]), abs=1e-6)
 
 
 def test_output_table_of_a_tied_model_is_a_table_error(emb):
@@ -332,7 +331,7 @@ def test_cli_ids_json(npz_path, table):
     (pair,) = doc["pairs"]
     assert pair["a_ids"] == [1] and pair["b_ids"] == [2]
     assert pair["a_tokens"] == ["#1"] and pair["b_tokens"] == ["#2"]  # no tokenizer beside the file
-    assert pair["cosine"] == pytest.approx(cos(table[1], table[2]), abs=1e-6)
+    assert pair["cosine"] == pytest.approx(cosine(table[1], table[2]), abs=1e-6)
     assert pair["reason"] is None
     assert doc["baseline"]["mean_random_cosine"] == pytest.approx(brute_mean_random_cosine(table), abs=1e-9)
     assert doc["baseline"]["sample_size"] == 10000 and doc["baseline"]["seed"] == 0
@@ -364,7 +363,7 @@ def test_cli_one_word_is_a_usage_error(npz_path):
 def test_cli_many_ids_print_pairs_baseline_and_matrix(npz_path, table):
     result = run("similarity", "-c", npz_path, "--ids", 1, 2, 3)
     assert "cosine matrix" in result.stdout
-    assert f"{cos(table[1], table[2]):+.4f}" in result.stdout
+    assert f"{cosine(table[1], table[2]):+.4f}" in result.stdout
     assert f"mean cosine {brute_mean_random_cosine(table):+.4f} (exact)" in result.stdout
     assert "10,000 pairs sampled with seed 0" in result.stdout
 
@@ -375,8 +374,8 @@ def test_cli_pairs_file(npz_path, table, tmp_path):
     result = run("similarity", "-c", npz_path, "--ids", "--pairs-file", pairs_file, "--json")
     doc = json.loads(result.stdout)
     assert [(p["a_ids"][0], p["b_ids"][0]) for p in doc["pairs"]] == [(1, 2), (3, 4), (1, ZERO)]
-    assert doc["pairs"][0]["cosine"] == pytest.approx(cos(table[1], table[2]), abs=1e-6)
-    assert doc["pairs"][1]["cosine"] == pytest.approx(cos(table[3], table[4]), abs=1e-6)
+    assert doc["pairs"][0]["cosine"] == pytest.approx(cosine(table[1], table[2]), abs=1e-6)
+    assert doc["pairs"][1]["cosine"] == pytest.approx(cosine(table[3], table[4]), abs=1e-6)
     assert doc["pairs"][2]["cosine"] is None and "zero norm" in doc["pairs"][2]["reason"]
     plain = run("similarity", "-c", npz_path, "--ids", "--pairs-file", pairs_file)
     assert "cosine matrix" not in plain.stdout
@@ -387,7 +386,7 @@ def test_cli_pairs_file_skips_bad_lines_with_a_note_and_strict_stops(npz_path, t
     pairs_file.write_bytes(b"1 2\n3 4 5\n\xff\xfe 1\n2 999\n" + b"7" * 5000 + b"\n3 4\n")
     doc = run_json("similarity", "-c", npz_path, "--ids", "--pairs-file", pairs_file)
     assert [(p["a"], p["b"]) for p in doc["pairs"]] == [("1", "2"), ("3", "4")]
-    assert doc["pairs"][1]["cosine"] == pytest.approx(cos(table[3], table[4]), abs=1e-6)
+    assert doc["pairs"][1]["cosine"] == pytest.approx(cosine(table[3], table[4]), abs=1e-6)
     assert doc["notes"] == [
         (f"skipped 4 lines of {str(pairs_file)!r} that could not be used (line 2: expected two words or ids, found 3 "
         "fields; line 3: not UTF-8 text; pair 2 ('2' '999'): expected token ids 0..263 (the table has 264 rows), "
@@ -416,7 +415,7 @@ def test_a_pairs_file_is_read_as_a_stream(emb, table, tmp_path):
     assert result.pairs.positions.nbytes == 1000 * 2 * 8  # two positions a pair, nothing per pair beyond them
     pair = result.pairs[999]
     assert (pair.a.text, pair.b.text) == ("199", str(999 * 7 % 200))
-    assert pair.cosine == pytest.approx(cos(table[199], table[999 * 7 % 200]), abs=1e-6)
+    assert pair.cosine == pytest.approx(cosine(table[199], table[999 * 7 % 200]), abs=1e-6)
 
 
 def test_cli_center_and_output_table(untied_path, table):
@@ -425,7 +424,7 @@ def test_cli_center_and_output_table(untied_path, table):
     doc = json.loads(result.stdout)
     mean = head.astype(np.float64).mean(axis=0)
     assert doc["centered"] is True and doc["table"] == "output"
-    assert doc["pairs"][0]["cosine"] == pytest.approx(cos(head[3] - mean, head[4] - mean), abs=1e-6)
+    assert doc["pairs"][0]["cosine"] == pytest.approx(cosine(head[3] - mean, head[4] - mean), abs=1e-6)
 
 
 def test_cli_empty_pairs_file(npz_path, tmp_path):
@@ -441,7 +440,7 @@ def test_cli_words_show_ids_tokens_and_how_a_merged_word_was_formed(npz_path, ta
     assert "257 'dog'" in result.stdout and "258 'cat'" in result.stdout and "259 'puppy'" in result.stdout
     assert ("note: 'dogcat' is 2 tokens (257 'dog', 258 'cat'): its vector is the mean of their rows"
             in " ".join(result.stdout.split()))
-    expected = cos((table[ids["dog"]].astype(np.float64) + table[ids["cat"]]) / 2, table[ids["puppy"]])
+    expected = cosine((table[ids["dog"]].astype(np.float64) + table[ids["cat"]]) / 2, table[ids["puppy"]])
     assert f"{expected:+.4f}" in result.stdout
 
 
@@ -514,7 +513,7 @@ def test_a_word_that_becomes_the_unknown_token_is_an_error_naming_both(bert_like
                              "anyway\n")
     run("neighbors", "dogs🐶", "-c", path, code=1)  # one unknown piece is enough
     assert run_json("similarity", "dog", "cats", "-c", path)["pairs"][0]["cosine"] == pytest.approx(
-        cos(table[3], (table[4].astype(np.float64) + table[5]) / 2), abs=1e-6)
+        cosine(table[3], (table[4].astype(np.float64) + table[5]) / 2), abs=1e-6)
 
 
 def test_allow_unk_lets_the_unknown_token_through_with_a_note(bert_like):
@@ -537,7 +536,7 @@ def test_cli_many_pairs_list_fifty_in_the_console_and_all_in_json(npz_path, tabl
     assert [(int(p["a"]), int(p["b"])) for p in doc["pairs"]] == pairs
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # the zero, NaN and Inf rows: no cosine
-        expected = [cos(table[a], table[b]) for a, b in pairs]
+        expected = [cosine(table[a], table[b]) for a, b in pairs]
     assert [p["cosine"] for p in doc["pairs"]] == [pytest.approx(e, abs=1e-6) if np.isfinite(e) else None
                                                    for e in expected]
 
@@ -547,3 +546,61 @@ def test_cli_pairs_file_may_not_be_a_pipe(npz_path, tmp_path):
     os.mkfifo(fifo)  # opening it to read would wait for a writer forever
     result = run("similarity", "-c", npz_path, "--ids", "--pairs-file", fifo, code=1)
     assert result.stderr == f"Error: expected a regular file for --pairs-file, found a named pipe (FIFO) at '{fifo}'\n"
+
+
+def test_each_reader_gives_the_rows_the_writer_stored(tmp_path):
+    table = np.random.default_rng(2).standard_normal((9, 4)).astype(np.float16)
+    with open(tmp_path / "model.pkl", "wb") as handle:
+        pickle.dump({"params": {"token_emb": table.astype(">f4")}}, handle)
+    save_file({"wte.weight": table}, str(tmp_path / "model.safetensors"))
+    np.save(tmp_path / "token_emb.npy", table.astype(np.float64))
+    for name in ("model.pkl", "model.safetensors", "token_emb.npy"):
+        token = embscope.open(tmp_path / name).token
+        assert token.array[[8, 1]].tolist() == table[[8, 1]].astype(np.float32).tolist(), name
+
+
+def test_a_few_pairs_by_id_against_plain_numpy(tmp_path):
+    rng = np.random.default_rng(3)
+    table = rng.standard_normal((3000, 24)).astype(np.float32)
+    table[5] = 0.0
+    table[6, 3] = np.nan
+    np.savez(tmp_path / "model.npz", token_emb=table)
+    found = embscope.similarity(embscope.open(tmp_path / "model.npz"), [1, 2, 5, 6, 30, 2999], ids=True)
+    assert [q.reason for q in found.queries] == [None, None, "row 5 ('#5') has zero norm",
+                                                 "row 6 ('#6') holds NaN or Inf", None, None]
+    with np.errstate(invalid="ignore"):  # rows 5 (zero) and 6 (NaN) have no unit vector; they are not used
+        unit = table.astype(np.float64) / np.linalg.norm(table.astype(np.float64), axis=1)[:, None]
+    sample = np.sort(compute.random_pairs(table, n_pairs=BASELINE_PAIRS, seed=BASELINE_SEED).sample)
+    sample = sample[np.isfinite(sample)]
+    for pair in found.pairs:
+        a, b = pair.a.ids[0], pair.b.ids[0]
+        if a in (5, 6) or b in (5, 6):
+            assert (pair.cosine, pair.percentile) == (None, None) and pair.reason
+            continue
+        exact = float(unit[a] @ unit[b])
+        assert pair.cosine == pytest.approx(exact, abs=1e-12)
+        assert pair.percentile == pytest.approx(100 * np.mean(sample < exact - 1e-9))
+
+
+def test_the_cached_baseline_gives_the_answer_the_first_run_gave(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "EMBSCOPE_CHECKPOINT"}
+    env["XDG_CACHE_HOME"] = str(tmp_path)
+    command = [sys.executable, "-m", "embscope", "similarity", "dog", "cat", "--json"]
+    first, second = (json.loads(subprocess.run(command, capture_output=True, text=True, env=env, check=True).stdout)
+                     for _ in range(2))
+    assert first == second and first["baseline"]["sample_size"] == 10000
+    assert any(tmp_path.rglob("*"))  # the second answer came from the cache the first wrote
+
+
+@pytest.mark.parametrize("center", [False, True])  # no RuntimeWarning, centred or not
+def test_a_merged_word_of_plus_and_minus_inf_rows_is_a_reason_not_a_crash(tmp_path, center):
+    table = np.random.default_rng(4).standard_normal((264, 8)).astype(np.float32)
+    table[ord("o"), 2], table[ord("x"), 2] = np.inf, -np.inf  # their mean is NaN
+    np.savez(tmp_path / "model.npz", token_emb=table)
+    emb = embscope.open(tmp_path / "model.npz")
+    emb.tokenizer = ByteWordTokenizer()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        (pair,) = embscope.similarity(emb, ["ox", "dog"], center=center).pairs
+    assert (pair.cosine, pair.percentile) == (None, None)
+    assert pair.reason == "row 111 ('o') holds NaN or Inf"

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from conftest import run, run_json
 
-from embscope.errors import CheckpointError, TokenError
+from embscope.core.errors import CheckpointError, TokenError
 from embscope.tokenizers import Tokenizer, find_tokenizer, load_tokenizer
 
 # Keras' char-level word_index: ids from 1 by frequency; 0 is left for padding

@@ -1,4 +1,4 @@
-"""Hostile tokenizer files (issue 10, reproducers r06-r09 and r19 in shared/attacks): each is refused or
+"""Hostile tokenizer files (reproducers r06-r09 and r19 in shared/attacks): each is refused or
 stopped with one line. Anything that could hang or allocate if the guard failed runs in a child process
 under a memory and a time limit."""
 
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from conftest import write_minbpe
 
-from embscope.errors import CheckpointError, EmbscopeError, TokenError
+from embscope.core.errors import CheckpointError, EmbscopeError, TokenError
 from embscope.tokenizers import find_tokenizer, load_tokenizer
 from embscope.tokenizers.split import compile_split_pattern
 
@@ -37,7 +37,7 @@ def run_limited(code: str, memory_bytes: int = 1_500_000_000, seconds: int = 30)
 
 LOAD_AND_ENCODE = """
 import sys
-from embscope.errors import EmbscopeError
+from embscope.core.errors import EmbscopeError
 from embscope.tokenizers import load_tokenizer
 try:
     print(load_tokenizer(sys.argv[1] if len(sys.argv) > 1 else {path!r}).encode({text!r}))

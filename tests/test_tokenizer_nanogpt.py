@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from embscope.errors import CheckpointError, TokenError, UnsafePickleError
+from embscope.core.errors import CheckpointError, TokenError, UnsafePickleError
 from embscope.tokenizers import Tokenizer, find_tokenizer, load_tokenizer
 
 CHARS = sorted(set("\n !',.?abcdefghijklmnopqrstuvwxyzABC"))  # as prepare.py: sorted(list(set(data)))

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from embscope.errors import CheckpointError, EmbscopeError
+from embscope.core.errors import CheckpointError, EmbscopeError
 from embscope.tokenizers import Tokenizer, find_tokenizer, load_tokenizer
 
 SENTENCES = ["the dog bites the man", "a dog and a cat", "the man bites back", "dogs bite"] * 20

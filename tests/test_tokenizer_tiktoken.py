@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from embscope.errors import CheckpointError, EmbscopeError, TokenError
+from embscope.core.errors import CheckpointError, EmbscopeError, TokenError
 from embscope.tokenizers import Tokenizer, load_tokenizer
 
 pytest.importorskip("tiktoken")

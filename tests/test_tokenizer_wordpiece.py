@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from conftest import run_json
 
-from embscope.errors import CheckpointError
+from embscope.core.errors import CheckpointError
 from embscope.tokenizers import Tokenizer, find_tokenizer, load_tokenizer
 
 pytest.importorskip("tokenizers")

@@ -14,7 +14,7 @@ from conftest import run, write_minbpe
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from embscope.errors import CheckpointError, EmbscopeError, TokenError
+from embscope.core.errors import CheckpointError, EmbscopeError, TokenError
 from embscope.tokenizers import Tokenizer, find_tokenizer, load_tokenizer, registered_kinds
 
 SAMPLE_HF = Path(__file__).resolve().parent.parent / "sample_checkpoints" / "hf"

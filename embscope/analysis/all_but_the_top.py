@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..compute.moments import StoredRows, project_out, table_moments, work_for
-from ..errors import OptionError, TableError
+from ..core.errors import OptionError, TableError
 from .geometry import variances
 
 

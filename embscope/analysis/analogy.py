@@ -30,15 +30,16 @@ from .. import compute, inputs
 from ..compute.devices import SCORE_BLOCK_BYTES
 from ..compute.rows import normalise
 from ..compute.select import best_columns
-from ..errors import EmbscopeError, InputError, Option, OptionError, TokenError
+from ..core.errors import EmbscopeError, InputError, Option, OptionError, TokenError
+from ..core.role import Role
+from ..core.text import quote
 from ..lookup import check_id, lookup_word, parse_id
 from ..naming import token_name
-from ..roles import Role
-from ..text import quote
+from ..options import LookupOptions
 
 if TYPE_CHECKING:
+    from ..core.tokenizer import Tokenizer
     from ..embeddings import Embeddings
-    from ..tokenizers.base import Tokenizer
 
 METHODS = ("3cosadd", "3cosmul")
 QUESTION_FILE = Option("file", noun="the question file")  # the option `analogy --file` reads it as
@@ -122,10 +123,10 @@ class SeveralTokens(TokenError):
 class Lookup:
     """Turns each distinct word (or id) into a Term once; `skip_reason` says why a word cannot be used."""
 
-    def __init__(self, emb: Embeddings, array: np.ndarray, *, ids: bool, exact: bool):
-        self.array, self.ids, self.exact = array, ids, exact
-        self.tokenizer: Tokenizer | None = emb.tokenizer_for_names()[0] if ids else emb.tokenizer
-        if not ids and self.tokenizer is None:
+    def __init__(self, emb: Embeddings, array: np.ndarray, asked: LookupOptions):
+        self.array, self.ids, self.exact = array, asked.ids, asked.exact
+        self.tokenizer: Tokenizer | None = emb.tokenizer_for_names()[0] if self.ids else emb.tokenizer
+        if not self.ids and self.tokenizer is None:
             raise TokenError("expected a tokenizer to look words up, found none beside the checkpoint: "
                              f"pass {Option('tokenizer', metavar='FILE')}, or use {Option('ids', True)}",
                              option="tokenizer")
@@ -218,7 +219,7 @@ def analogy(emb: Embeddings, a: str, b: str, c: str, *, k: int = 10, method: str
         raise OptionError(f"expected k of at least 1, found {k}", option="k")
     table = emb.table(Role.token)
     array = table.array
-    lookup = Lookup(emb, array, ids=ids, exact=exact)
+    lookup = Lookup(emb, array, LookupOptions(ids, exact))
     first, second, third = terms = (lookup.term(a), lookup.term(b), lookup.term(c))
     unit, valid = unit_inputs(array, np.array([t.id for t in terms], dtype=np.int64))
     result = AnalogyResult(first, second, third, method, epsilon if method == "3cosmul" else None, (), table.name)
@@ -291,7 +292,7 @@ def evaluate(emb: Embeddings, asked: QuestionFile, *, method: str = "3cosadd", e
     check_method(method)
     table = emb.table(Role.token)
     array = table.array
-    terms = _terms(Lookup(emb, array, ids=False, exact=exact), asked)
+    terms = _terms(Lookup(emb, array, LookupOptions(exact=exact)), asked)
     found = {w: term for w, (term, _) in terms.items() if term is not None}
     index = {w: n for n, w in enumerate(found)}
     row_ids = np.array([term.id for term in found.values()], dtype=np.int64)

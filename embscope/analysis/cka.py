@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..compute.moments import MAX_SIDE, Work, block_rows, cross_moments, work_for
-from ..memory import release
+from ..core.memory import release
 from .stages import Progress
 
 if TYPE_CHECKING:
-    from .compare import Pairing
+    from .pairing import Pairing
 
 
 @dataclass(frozen=True)

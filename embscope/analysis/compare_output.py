@@ -9,9 +9,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from ..errors import TableError
-from ..roles import Head, Role
-from ..text import quote
+from ..core.errors import TableError
+from ..core.role import Head, Role
+from ..core.text import quote
 from .compare import CompareOptions, TableComparison, TableInput, by_index, compare_tables
 from .stages import Stages, quiet
 

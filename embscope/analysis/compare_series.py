@@ -10,11 +10,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..errors import CheckpointError
+from ..core.errors import CheckpointError
+from ..core.text import quote
 from ..naming import row_name
 from ..series import Step, checkpoint_step, folder_checkpoints, in_step_order
-from ..text import quote
-from .compare import CompareOptions, Comparison, Pairing, TableInput, compare
+from .compare import CompareOptions, Comparison, TableInput, compare
+from .pairing import Pairing
 from .stages import Stages, quiet
 
 if TYPE_CHECKING:

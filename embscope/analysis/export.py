@@ -11,11 +11,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..core.errors import OptionError, TableError
+from ..core.role import Role
+from ..core.text import shortened
 from ..digits import MAX_DIGITS, whole_number
-from ..errors import OptionError, TableError
 from ..naming import token_name
-from ..roles import Role
-from ..text import shortened
 from .norms import DEFAULT_THRESHOLD, MAD_SCALE, row_norms, summarize
 
 if TYPE_CHECKING:

@@ -18,13 +18,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..arrays import to_float32
 from ..compute.moments import StoredRows, TableMoments, Work, projections, table_moments, work_for
-from ..roles import Role
+from ..core.arrays import to_float32
+from ..core.role import Role
 from .stages import Stages, quiet
 
 if TYPE_CHECKING:
-    from ..checkpoint import Table
+    from ..core.checkpoint import Table
     from ..embeddings import Embeddings
 
 TOP_SHARES = (1, 3, 10)  # directions whose share of the variance is reported (3: GPT-2's position helix)

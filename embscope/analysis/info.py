@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..checkpoint import Table, TensorInfo
-from ..roles import Head, Role
+from ..core.checkpoint import Table, TensorInfo
+from ..core.role import Head, Role
 
 if TYPE_CHECKING:
     from ..embeddings import Embeddings

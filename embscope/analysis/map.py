@@ -23,11 +23,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .. import compute
-from ..errors import MissingPackageError, Option, OptionError, TableError, TokenError
+from ..core.errors import MissingPackageError, Option, OptionError, TableError, TokenError
+from ..core.role import Role
+from ..core.text import quote
 from ..lookup import check_id, lookup_word
 from ..naming import row_name
-from ..roles import Role
-from ..text import quote
+from ..options import LookupOptions
 from .norms import RowListing, row_norms, summarize
 from .probes import given_rule, probe_words
 
@@ -218,7 +219,8 @@ def point(coords: np.ndarray, label: str, ids: tuple[int, ...], tokens: tuple[st
     return Point(label, ids, tokens, float(where[0]), float(where[1]), note)
 
 
-def probe_points(emb: Embeddings, coords: np.ndarray, words: list[str] | None, exact: bool) -> tuple[list[Point], str]:
+def probe_points(emb: Embeddings, coords: np.ndarray, words: list[str] | None,
+                 asked: LookupOptions) -> tuple[list[Point], str]:
     """The probe words on the map, and how they were chosen."""
     if words:
         tokenizer = emb.tokenizer  # a broken tokenizer file is an error when words were asked for
@@ -235,7 +237,7 @@ def probe_points(emb: Embeddings, coords: np.ndarray, words: list[str] | None, e
     points = []
     rows = coords.shape[0]
     for word in words:
-        found = lookup_word(tokenizer, word, exact=exact)
+        found = lookup_word(tokenizer, word, exact=asked.exact)
         for token_id in found.ids:
             check_id(int(token_id), rows, word)
         note = found.note
@@ -272,7 +274,7 @@ def table_map(emb: Embeddings, role: Role, *, method: str = "pca", words: list[s
     if role is Role.position:
         points, rule = position_points(coords, table.first_row), "positions 0, 1, 2, the quarters and the last"
     else:
-        points, rule = probe_points(emb, coords, words, exact)
+        points, rule = probe_points(emb, coords, words, LookupOptions(exact=exact))
         tokenizer, why_none = emb.tokenizer_for_names()
         if why_none:
             notes.append(why_none)

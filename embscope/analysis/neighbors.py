@@ -8,15 +8,18 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from .. import compute
-from ..errors import Option, OptionError, TokenError
+from ..core.errors import Option, OptionError, TokenError
+from ..core.role import Role
+from ..core.text import quote
 from ..naming import token_name
-from ..roles import Role
-from ..text import quote
+from ..options import LookupOptions
+from .all_but_the_top import remove_top as all_but_the_top
 from .similarity import Query, Resolver, is_padding, lookup_note, merge_note, query_vectors, table_rows, with_reasons
 
 if TYPE_CHECKING:
-    import numpy as np
 
     from ..embeddings import Embeddings
     from .all_but_the_top import RemovedTop
@@ -47,7 +50,6 @@ def rows_asked(emb: Embeddings, table: str, remove_top: int | None) -> tuple[np.
     array, name = table_rows(emb, table)
     if not remove_top:
         return array, name, None
-    from .all_but_the_top import remove_top as all_but_the_top
     removed = all_but_the_top(array, remove_top)
     return removed.table, name, removed
 
@@ -59,7 +61,7 @@ def neighbors(emb: Embeddings, query: str | int, k: int = 10, *, ids: bool = Fal
     if k < 1:
         raise OptionError(f"expected k of at least 1, found {k}", option="k")
     array, name, removed = rows_asked(emb, table, remove_top)
-    resolve = Resolver(emb, array.shape[0], ids=ids, exact=exact, merge=True, allow_unk=allow_unk)
+    resolve = Resolver(emb, array.shape[0], LookupOptions(ids, exact, allow_unk), merge=True)
     found = resolve(query)
     note = "; ".join(n for n in (lookup_note(found), merge_note(found)) if n) or None
     vectors = query_vectors(array, [found], None)
@@ -88,14 +90,13 @@ def topk_all(emb: Embeddings, k: int, *, queries: Iterable[object] | None = None
     """Top-k neighbours of every row (or of the one-token words / ids in `queries`), in batches; k is at most the
     table's rows. A query that is several tokens, or cannot be looked up, raises TokenError, or, when `on_skip`
     is given, is handed to it as one line saying why and left out. `remove_top` D: in the all-but-the-top space."""
-    import numpy as np
     if k < 1:
         raise OptionError(f"expected k of at least 1, found {k}", option="k")
     array, _, _ = rows_asked(emb, table, remove_top)
     k = min(k, array.shape[0])  # a list longer than the table holds nothing more
     query_ids = None
     if queries is not None:
-        resolve = Resolver(emb, array.shape[0], ids=ids, exact=exact, merge=True, allow_unk=allow_unk)
+        resolve = Resolver(emb, array.shape[0], LookupOptions(ids, exact, allow_unk), merge=True)
         chosen = packed("q")
         for n, text in enumerate(queries):
             try:

@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING, Generic, TypeVar, overload
 import numpy as np
 
 from ..compute import row_norms, unit_rows
+from ..core.role import Role
 from ..naming import row_name
-from ..roles import Role
 
 if TYPE_CHECKING:
+    from ..core.tokenizer import Tokenizer
     from ..embeddings import Embeddings
-    from ..tokenizers.base import Tokenizer
 
 __all__ = ["Anomaly", "Duplicate", "DuplicateSearch", "NormSummary", "NormsReport", "RowListing", "find_duplicates",
            "median_and_mad", "norms_report", "robust_z", "row_norms", "summarize"]

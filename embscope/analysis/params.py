@@ -5,8 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ..checkpoint import Checkpoint
-from ..roles import Head, is_parameter
+from ..core.checkpoint import Checkpoint
+from ..core.role import Head
+from ..roles import is_parameter
 
 if TYPE_CHECKING:
     from ..embeddings import Embeddings

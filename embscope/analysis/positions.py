@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..compute import cosine_blocks, pair_cosines, topk_rows, unit_rows
-from ..errors import PositionError
+from ..core.errors import PositionError
 
 if TYPE_CHECKING:
     from ..embeddings import Embeddings

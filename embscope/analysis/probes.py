@@ -18,10 +18,10 @@ largest id is 2**32 - 1 (one token there) would otherwise be walked id by id.
 
 from __future__ import annotations
 
-from ..errors import EmbscopeError, Option
+from ..core.errors import EmbscopeError, Option
+from ..core.tokenizer import Tokenizer
 from ..lookup import lookup_word
 from ..naming import token_name
-from ..tokenizers.base import Tokenizer
 
 PROBE_COUNT = 8
 MIN_FOUND = 4  # of COMMON_WORDS, below which the vocabulary is not an English one and the fallback rule chooses

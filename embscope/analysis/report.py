@@ -14,8 +14,8 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
-from ..errors import EmbscopeError, Option
-from ..roles import Role
+from ..core.errors import EmbscopeError, Option
+from ..core.role import Role
 from ..series import is_run_folder
 from .compare_series import SeriesComparison, compare_series, run_checkpoints
 from .geometry import Geometry, geometry

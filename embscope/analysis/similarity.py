@@ -3,38 +3,36 @@ Words become token ids through the checkpoint's tokenizer; a word of several tok
 
 from __future__ import annotations
 
-import bisect
 import math
 from array import array as packed
-from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from itertools import combinations
 from typing import TYPE_CHECKING, overload
 
+import numpy as np
+
 from .. import compute
-from ..errors import Option, TableError, TokenError
+from ..core.errors import Option, TableError, TokenError
+from ..core.role import Role
+from ..core.text import quote
 from ..lookup import FormChoice, WordEncoder, check_id, form_sentence, lookup_words, parse_id, space_sentence
 from ..naming import token_name
-from ..roles import Role
-from ..text import quote
+from ..options import LookupOptions
+from .all_but_the_top import remove_top as all_but_the_top
 
 if TYPE_CHECKING:
-    import numpy as np
 
-    from ..checkpoint import Table
+    from ..core.checkpoint import Table
+    from ..core.tokenizer import Tokenizer
     from ..embeddings import Embeddings
     from ..lookup import WordLookup
-    from ..tokenizers.base import Tokenizer
     from .all_but_the_top import RemovedTop
 
 BASELINE_PAIRS = 10000  # random pairs sampled for the percentile
 BASELINE_SEED = 0  # fixed, so the same table gives the same percentile every run
 TABLE_ROLES = (Role.token, Role.output)
 PAIR_BLOCK_BYTES = 16 << 20  # rows gathered at once for the pairs of a pairs file
-# Up to this many pairs (and multiply-adds) are worked out in plain Python from the rows they name: that takes
-# less than importing numpy (about 50 ms), which a question about two words then never pays.
-FEW_PAIRS = 256
-FEW_PRODUCTS = 1 << 18
 # A sampled cosine this close below the one asked is that pair's own (the sample can hold the pair asked), rounded
 # another way: counted as below, the percentile would hang on the last bits of two summation orders.
 TIE = 1e-9
@@ -163,9 +161,9 @@ class Resolver:
     """Turns each distinct word or id into a Query once, checking it against the table. Words asked about together
     (`keys`) are looked up in one form (lookup.py's rule); a word's Query is kept per form chosen for it."""
 
-    def __init__(self, emb: Embeddings, rows: int, *, ids: bool, exact: bool, merge: bool, allow_unk: bool = False):
-        self.emb, self.rows, self.ids, self.exact, self.merge = emb, rows, ids, exact, merge
-        self.allow_unk = allow_unk
+    def __init__(self, emb: Embeddings, rows: int, asked: LookupOptions, *, merge: bool):
+        self.emb, self.rows, self.asked, self.merge = emb, rows, asked, merge
+        self.ids = asked.ids
         self.cache: dict[Hashable, Query] = {}
         self.positions: dict[Hashable, int] = {}  # where each query stands in `cache`
         self._tokenizer: Tokenizer | None = None
@@ -220,7 +218,8 @@ class Resolver:
                              option="tokenizer")
         if self._encoder is None:
             self._encoder = WordEncoder(tokenizer)
-        return lookup_words(tokenizer, words, exact=self.exact, allow_unk=self.allow_unk, encoder=self._encoder)
+        return lookup_words(tokenizer, words, exact=self.asked.exact, allow_unk=self.asked.allow_unk,
+                            encoder=self._encoder)
 
     def query(self, found: WordLookup) -> Query:
         word = found.word
@@ -267,7 +266,6 @@ def merge_note(query: Query) -> str | None:
 
 def query_vectors(table: np.ndarray, queries: Sequence[Query], center: np.ndarray | None) -> np.ndarray:
     """One float64 row per query: the mean of its token rows, less the table's mean row when centering."""
-    import numpy as np
     vectors = np.empty((len(queries), table.shape[1]), dtype=np.float64)
     single = [n for n, q in enumerate(queries) if not q.merged]
     if single:  # one gather for all one-token queries, however many a pairs file holds
@@ -282,14 +280,12 @@ def query_vectors(table: np.ndarray, queries: Sequence[Query], center: np.ndarra
 
 
 def has_direction(vectors: np.ndarray) -> np.ndarray:
-    import numpy as np
     has: np.ndarray = np.isfinite(vectors).all(axis=1) & (vectors != 0).any(axis=1)
     return has
 
 
-def vector_reason(rows: np.ndarray | Mapping[int, Sequence[float]], query: Query, centered: bool) -> str:
-    """Why this query's vector has no direction (a zero, NaN or Inf row, or pieces that cancel); `rows[id]` is
-    a row, of the table or as the few-pairs path read it."""
+def vector_reason(rows: np.ndarray, query: Query, centered: bool) -> str:
+    """Why this query's vector has no direction (a zero, NaN or Inf row, or pieces that cancel)."""
     for token_id, token in zip(query.ids, query.tokens):
         if not all(math.isfinite(x) for x in rows[token_id]):
             return f"row {token_id} ({quote(token)}) holds NaN or Inf"
@@ -307,7 +303,6 @@ def with_reasons(table: np.ndarray, queries: Sequence[Query], vectors: np.ndarra
 def percentiles(sample: Sequence[float], values: np.ndarray) -> np.ndarray:
     """For each value, the share (0..100) of the sorted sample strictly below it (less TIE); NaN where the value is
     NaN."""
-    import numpy as np
     if len(sample) == 0:
         return np.full(len(values), np.nan)
     below = np.searchsorted(np.asarray(sample), np.asarray(values) - TIE, side="left")
@@ -326,13 +321,13 @@ def similarity_pairs(emb: Embeddings, pairs: Iterable[Sequence[object]], *, ids:
                      allow_unk: bool = False, on_skip: Callable[[str], None] | None = None,
                      remove_top: int | None = None) -> SimilarityResult:
     """Cosine of each (a, b) pair of words (or ids), with the random-pair baseline (one pass over the table,
-    cached per file; baseline=False skips it, and the pairs get no percentile). A few pairs are worked out in
-    plain Python from the rows they name (see FEW_PAIRS); more go through compute in one batched call.
+    cached per file; baseline=False skips it, and the pairs get no percentile), every pair through compute in
+    batched calls.
     `pairs` is read once, as it comes (a file streams through). A pair that cannot be used raises TokenError,
     or, when `on_skip` is given, is handed to it as one line saying why and left out. `remove_top` D: the cosines
     (and the baseline) are of the rows in the all-but-the-top space (analysis.all_but_the_top)."""
     chosen = pick_table(emb, table)
-    resolve = Resolver(emb, chosen.rows, ids=ids, exact=exact, merge=merge, allow_unk=allow_unk)
+    resolve = Resolver(emb, chosen.rows, LookupOptions(ids, exact, allow_unk), merge=merge)
     asked = packed("q")  # query positions, two per pair: 16 bytes a pair however many there are
     for n, pair in enumerate(pairs):
         pair = tuple(pair)
@@ -354,13 +349,9 @@ def measured(emb: Embeddings, chosen: Table, resolve: Resolver, asked: packed[in
              table: str, remove_top: int | None = None) -> SimilarityResult:
     """The cosines of the pairs of query positions in `asked` (two a pair), of the queries `resolve` holds."""
     found = list(resolve.cache.values())
-    if not center and not remove_top and len(asked) <= 2 * FEW_PAIRS and len(asked) // 2 * chosen.dim <= FEW_PRODUCTS:
-        return few_similarity(emb, chosen, found, asked, baseline=baseline, table=table)
-    import numpy as np  # many pairs, or the mean row (a pass over the table): compute's batched path
     array, name = chosen.array, chosen.name
     removed = None
     if remove_top:  # the rows of the all-but-the-top space stand for the table from here on
-        from .all_but_the_top import remove_top as all_but_the_top
         removed = all_but_the_top(array, remove_top)
         array, center = removed.table, False
     summed = compute.TableChecksum() if center else None  # the mean row's pass reads the whole table anyway
@@ -393,7 +384,6 @@ def random_pair_baseline(emb: Embeddings, chosen: Table, center_row: np.ndarray 
 
     def measured() -> tuple[Sequence[float], int]:
         """The mean, then the sorted finite sample, and the table's checksum."""
-        import numpy as np
         summed = compute.TableChecksum()
         rows = removed.table if removed is not None else chosen.array
         pairs = compute.random_pairs(rows, n_pairs=BASELINE_PAIRS, seed=BASELINE_SEED, center=center_row,
@@ -407,57 +397,6 @@ def random_pair_baseline(emb: Embeddings, chosen: Table, center_row: np.ndarray 
     return Baseline(finite_or_none(mean), len(sample), BASELINE_SEED), sample
 
 
-# --- a few pairs, in plain Python ---
-
-def few_similarity(emb: Embeddings, chosen: Table, queries: Sequence[Query], asked: Sequence[int], *, baseline: bool,
-                   table: str) -> SimilarityResult:
-    """similarity_pairs for a few pairs of uncentred rows: no numpy when the format reads rows without it
-    (TensorInfo.read_rows) and the baseline is in the cache."""
-    described, cosines = few_cosines(chosen, queries, asked)
-    found = random_pair_baseline(emb, chosen, None) if baseline else None
-    sample = found[1] if found is not None else ()
-    positions = [asked[n:n + 2] for n in range(0, len(asked), 2)]
-    shares = [few_percentile(sample, cosine) for cosine in cosines]
-    return SimilarityResult(described, Pairs(described, positions, cosines, shares),
-                            found[0] if found is not None else None, False, chosen.role, chosen.name)
-
-
-def few_cosines(chosen: Table, queries: Sequence[Query], asked: Sequence[int]) -> tuple[tuple[Query, ...], list[float]]:
-    """The queries (with the reason a vector has no direction) and the cosine of each pair of positions in
-    `asked`, from only the rows they name, by the conventions of compute.pair_cosines: float64 vectors
-    (a word of several tokens is the mean of its rows), unit length, the cosine clipped to [-1, 1], NaN
-    where either vector has no direction."""
-    needed = sorted({token_id for query in queries for token_id in query.ids})
-    rows = dict(zip(needed, chosen.row_values(needed)))
-    units: list[list[float] | None] = []
-    described = []
-    for query in queries:
-        vector, norm = [], math.nan  # a row with NaN or Inf gives no direction (and fsum refuses inf + -inf)
-        if all(math.isfinite(x) for token_id in query.ids for x in rows[token_id]):
-            vector = [math.fsum(column) / len(query.ids) for column in zip(*(rows[i] for i in query.ids))]
-            norm = math.sqrt(math.fsum(x * x for x in vector))
-        if math.isfinite(norm) and norm > 0:
-            units.append([x / norm for x in vector])
-            described.append(query)
-        else:
-            units.append(None)
-            described.append(replace(query, reason=vector_reason(rows, query, False)))
-    cosines = []
-    for n in range(0, len(asked), 2):
-        a, b = units[asked[n]], units[asked[n + 1]]
-        cosines.append(math.nan if a is None or b is None else
-                       min(1.0, max(-1.0, math.fsum(x * y for x, y in zip(a, b)))))
-    return tuple(described), cosines
-
-
-def few_percentile(sample: Sequence[float], value: float) -> float:
-    """percentiles, for one value: the share (0..100) of the sorted sample strictly below it (less TIE); NaN for
-    NaN."""
-    if len(sample) == 0 or math.isnan(value):
-        return math.nan
-    return 100.0 * bisect.bisect_left(sample, value - TIE) / len(sample)
-
-
 def similarity(emb: Embeddings, words_or_ids: Sequence[object], *, ids: bool = False, exact: bool = False,
                merge: bool = True, center: bool = False, table: str = "token", baseline: bool = True,
                allow_unk: bool = False, remove_top: int | None = None) -> SimilarityResult:
@@ -467,7 +406,7 @@ def similarity(emb: Embeddings, words_or_ids: Sequence[object], *, ids: bool = F
     if len(items) < 2:
         raise TokenError(f"expected at least two different words or ids to compare, found {len(items)}")
     chosen = pick_table(emb, table)
-    resolve = Resolver(emb, chosen.rows, ids=ids, exact=exact, merge=merge, allow_unk=allow_unk)
+    resolve = Resolver(emb, chosen.rows, LookupOptions(ids, exact, allow_unk), merge=merge)
     # every word in one form: each pair then does, and the matrix compares one vector per word
     keys = resolve.keys(items)
     asked = packed("q", (resolve.positions[key] for pair in combinations(keys, 2) for key in pair))

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..compute.devices import cpu_threads
 from ..compute.streamed import StreamedTopK
-from ..memory import release
+from ..core.memory import release
 
 BLOCK_BYTES = 1 << 20  # float64 work space per block of rows and table: three per thread stay near the cache
 SEARCH_ROWS_BYTES = 16 << 20  # unit rows gathered per table before they go to its neighbour search (and Q x as many scores)

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..errors import EmbscopeError, TokenError
-from ..tokenizers.base import Tokenizer
+from ..core.errors import EmbscopeError, TokenError
+from ..core.tokenizer import Tokenizer
 
 if TYPE_CHECKING:
     from .stages import Progress

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .. import compute
-from ..errors import EmbscopeError, TableError
+from ..core.errors import EmbscopeError, TableError
 from .norms import DEFAULT_THRESHOLD, RowListing, median_and_mad, robust_z, row_norms
 from .stages import Progress, Stages, quiet
 from .token_kinds import KINDS, ROUND_TRIP_MAX_CHARS, TokenKinds, token_kinds

@@ -9,7 +9,10 @@ from typing import Annotated
 
 import typer
 
-from .options import ExactFlag, IdsFlag, JsonFlag, ListedAnswers, Source, refuse, tokenizer_failure, with_source
+from ..analysis.analogy import analogy, evaluate, read_question_file
+from ..naming import tokenizer_failure
+from ..render import analogy as render
+from .options import ExactFlag, IdsFlag, JsonFlag, ListedAnswers, Source, refuse, with_source
 
 
 class Method(str, Enum):
@@ -34,8 +37,6 @@ def analogy_command(
 ) -> None:
     """Word analogies in the token table: the rows nearest A - B + C, the three inputs left out,
     or with --file the accuracy on a file of analogy questions."""
-    from ..analysis.analogy import analogy, evaluate, read_question_file  # the library and rich only when answering
-    from ..render import analogy as render
     given = words or []
     if file is not None:
         if given:

@@ -4,15 +4,18 @@ from __future__ import annotations
 
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
-from ..roles import Role
+from ..analysis.export import RowSpec, export_rows, parse_rows
+from ..analysis.undertrained import undertrained_tables
+from ..core.role import Role
+from ..render import export as render
+from ..render.export_files import WRITERS
+from ..render.files import input_files
+from ..render.progress import stages
 from .options import JsonFlag, Source, as_usage_error, refuse, with_source
-
-if TYPE_CHECKING:
-    from ..analysis.export import RowSpec
 
 
 class ExportFormat(str, Enum):
@@ -22,7 +25,6 @@ class ExportFormat(str, Enum):
 
 def row_spec(rows: str | None, top_norms: int | None) -> RowSpec:
     """--rows or --top-norms (not both), checked before the checkpoint is opened."""
-    from ..analysis.export import RowSpec, parse_rows
     if rows is not None and top_norms is not None:
         raise refuse("give --rows or --top-norms, not both", "--rows")
     if top_norms is not None:
@@ -59,15 +61,9 @@ def export(
         raise refuse("expected a folder (projector) or a file (word2vec), found '-': export writes files, not "
                      "standard output", "--out")
     spec = row_spec(rows, top_norms)
-    from ..analysis.export import export_rows  # the library and rich only when answering
-    from ..render import export as render
-    from ..render.export_files import WRITERS
-    from ..render.files import input_files
     emb = source.open()
     flagged = None
     if undertrained and format is ExportFormat.projector and table is not Role.position:
-        from ..analysis.undertrained import undertrained_tables
-        from ..render.progress import stages
         with stages() as stage:
             found = undertrained_tables(emb, [table.value], stages=stage)
         flagged = {int(row) for report in found.reports for row in report.candidates.indices}

@@ -7,7 +7,12 @@ from typing import Annotated
 
 import typer
 
-from ..roles import Role
+from ..analysis.geometry import geometry
+from ..core.role import Role
+from ..render import geometry as render
+from ..render.files import input_files
+from ..render.geometry_plot import draw
+from ..render.progress import stages
 from .options import (
     AUTO_DEVICE,
     DeviceOption,
@@ -34,16 +39,11 @@ def geometry_command(
     """The shape of a table: mean cosine and each dimension's part of it, the spectrum of the centred table,
     partition-function isotropy, IsoScore, all-but-the-top, and a position table's periods (docs/geometry.md)."""
     check_plot(plot)
-    from ..analysis.geometry import geometry
-    from ..render import geometry as render
-    from ..render.files import input_files
-    from ..render.progress import stages
     emb = source.open()
     with stages() as stage:
         found = geometry(emb, table.value, device=device.value, stages=stage)
     target = plot_path(plot, emb.checkpoint.path, found.role, "geometry")
     if target is not None:
-        from ..render.geometry_plot import draw
         draw(found, emb, target, input_files(emb))
     render.show(emb, found, top=top, json=json, plot=target)
 

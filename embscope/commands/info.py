@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import typer
 
+from ..analysis.info import info_report
+from ..render import info as render
 from .options import JsonFlag, Source, with_source
 
 
 def info(source: Source, json: JsonFlag = False) -> None:
     """Format, the tables found (name, shape, dtype, rule), tokenizer, training step."""
-    from ..analysis.info import info_report  # the library and rich only when answering, not for --help
-    from ..render import info as render
     emb = source.open()
     render.show(emb, info_report(emb), json=json)
 

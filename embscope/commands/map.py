@@ -7,7 +7,9 @@ from typing import Annotated
 
 import typer
 
-from ..roles import Role
+from ..analysis.map import table_map
+from ..core.role import Role
+from ..render import map as render
 from .options import ExactFlag, JsonFlag, PlotOption, Source, check_plot, parse_words, plot_path, with_source
 
 
@@ -34,8 +36,6 @@ def map_command(
     """A 2-D map of a table: the explained variance of two principal components and where the probe words
     (or positions) lie; --plot draws every row, flagged rows in red, probe words labelled."""
     check_plot(plot)
-    from ..analysis.map import table_map  # the library and rich only when answering
-    from ..render import map as render
     probe_words = parse_words(words)
     emb = source.open()
     result = table_map(emb, table, method=method.value, words=probe_words, exact=exact)

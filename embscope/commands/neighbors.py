@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
-import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from ..roles import Role
+from ..analysis.neighbors import neighbors
+from ..analysis.neighbors_all import neighbors_all
+from ..core.role import Role
+from ..naming import token_name, tokenizer_failure
+from ..options import DeviceOptions, LookupOptions
+from ..render import neighbors as render
+from ..render.files import check_directory, input_files
+from ..render.neighbors_out import STDOUT, out_format, write_neighbors
+from ..render.progress import bar
 from .options import (
     AUTO_DEVICE,
     FP32,
@@ -26,53 +33,27 @@ from .options import (
     TableOption,
     as_usage_error,
     refuse,
-    tokenizer_failure,
     with_source,
 )
 
 
-def run_all(source: Source, k: int, out: Path, queries_file: Path | None, ids: bool, exact: bool, allow_unk: bool,
-            table: str, strict: bool, device: str, precision: str, json: bool, remove_top: int | None) -> None:
-    from .. import compute
-    from ..analysis.neighbors import topk_all
-    from ..hardware import bf16_note
-    from ..inputs import Skipped, read_queries
-    from ..naming import token_name
-    from ..render import neighbors as render
-    from ..render.files import check_directory, input_files
-    from ..render.neighbors_out import STDOUT, out_format, write_neighbors
-    from ..render.progress import bar
-
+def run_all(source: Source, k: int, out: Path, queries_file: Path | None, table: str, strict: bool,
+            lookup: LookupOptions, run_on: DeviceOptions, remove_top: int | None, json: bool) -> None:
+    """`--all --out FILE`: the output checked before any work, one library call, the file written, a summary."""
     kind = as_usage_error(lambda: out_format(out), "--out")  # a bad extension is refused before any work
     if str(out) == STDOUT and json:
         raise refuse("--out - writes the rows to standard output, so it cannot take --json too")
     if str(out) != STDOUT:
         check_directory(out, "--out")
     emb = source.open()
-    device = compute.resolve_device(device)
-    asked = compute.resolve_precision(precision, device)
-    precision = compute.precision_run(precision, device)
-    skipped = None if strict else Skipped()
-    queries = read_queries(queries_file, skipped) if queries_file is not None else None
-    started = time.perf_counter()
     with bar(f"top-{k}") as progress:
-        topk = topk_all(emb, k, queries=queries, ids=ids, exact=exact, table=table, device=device,
-                        precision=precision, allow_unk=allow_unk, progress=progress, on_skip=skipped,
-                        remove_top=remove_top)
-    seconds = time.perf_counter() - started
+        found = neighbors_all(emb, k, queries_file=queries_file, table=table, lookup=lookup, run_on=run_on,
+                              strict=strict, remove_top=remove_top, progress=progress)
     tokenizer = emb.tokenizer_for_names()[0]
-    write_neighbors(out, topk, lambda token_id: token_name(tokenizer, token_id), input_files(emb, queries_file))
-    notes = [n for n in (bf16_note(device, precision), tokenizer_failure(emb)) if n]
-    if remove_top:
-        notes.append(f"cosines in the all-but-the-top space of the {table} table: the mean row and the top "
-                     f"{remove_top} principal direction{'s' * (remove_top != 1)} removed from every row")
-    if asked != precision:
-        notes.append(f"--precision {asked} is a GPU tensor-core mode: on the {device} the products ran in {precision}")
-    if topk.ids.shape[1] < k:
-        notes.append(f"-k {k:,} is more than the table's {topk.ids.shape[1]:,} rows: each list holds at most that many")
-    notes += skipped.notes(queries_file) if skipped and queries_file else []
-    render.show_all(emb, out=out, kind=kind, queries=len(topk.query_ids), k=topk.ids.shape[1], table=table,
-                    device=device, precision=precision, seconds=seconds, json=json, notes=notes)
+    write_neighbors(out, found.topk, lambda token_id: token_name(tokenizer, token_id), input_files(emb, queries_file))
+    render.show_all(emb, out=out, kind=kind, queries=len(found.topk.query_ids), k=found.topk.ids.shape[1],
+                    table=table, device=found.device, precision=found.precision, seconds=found.seconds, json=json,
+                    notes=found.notes)
 
 
 def neighbors_command(
@@ -103,8 +84,8 @@ def neighbors_command(
             raise refuse("--all takes its queries from --queries FILE, not a word")
         if out is None:
             raise refuse("--all needs --out FILE (.tsv, .jsonl or .npz, or - for standard output)")
-        run_all(source, k, out, queries, ids, exact, allow_unk, table.value, strict, device.value, precision.value, json,
-                remove_top)
+        run_all(source, k, out, queries, table.value, strict, LookupOptions(ids, exact, allow_unk),
+                DeviceOptions(device.value, precision.value), remove_top, json)
         return
     if out is not None or queries is not None:
         raise refuse("--out and --queries go with --all")
@@ -112,8 +93,6 @@ def neighbors_command(
         raise refuse("--device and --precision go with --all, the batched run")
     if word is None:
         raise refuse("expected a word (or an id with --ids), or --all")
-    from ..analysis.neighbors import neighbors
-    from ..render import neighbors as render
     emb = source.open()
     result = neighbors(emb, word, k, ids=ids, exact=exact, table=table.value, allow_unk=allow_unk,
                        remove_top=remove_top)

@@ -7,9 +7,12 @@ from typing import Annotated
 
 import typer
 
+from ..analysis.norms import norms_report
+from ..core.role import Role
+from ..core.text import shortened
 from ..digits import decimal_number
-from ..roles import Role
-from ..text import shortened
+from ..render import norms as render
+from ..render.files import input_files
 from .options import JsonFlag, PlotOption, Source, check_plot, finite, plot_path, refuse, with_source
 
 DEFAULT_THRESHOLD = 6.0  # shown in --help; the library's own default (analysis.norms) is checked equal by a test
@@ -61,9 +64,6 @@ def norms(
         raise refuse("--size and --dpi size the plot: they go with --plot")
     dpi = DEFAULT_DPI if dpi is None else dpi
     check_pixels(figure_size, dpi)
-    from ..analysis.norms import norms_report
-    from ..render import norms as render
-    from ..render.files import input_files
     emb = source.open()
     report = norms_report(emb, table.value if table is not None else None, threshold)
     target = plot_path(plot, emb.checkpoint.path, report.role, "norms")

@@ -1,17 +1,18 @@
 """Every number option of every command reads its value through `digits`: click's own int and float types
 let NaN, inf, '٣' (3) and 1e999 through, and a range check cannot see a NaN (every comparison is false).
-The group applies `strict_numbers` to the command a run resolves, so a new option is covered without a word.
+Every command is built as commands.command.EmbscopeCommand, which gives each number parameter its strict twin,
+so a new option is covered without a word.
 
 typer 0.27 carries its own copy of click, so its number types are found by their documented `name`
-("int", "float range", ...; "integer" in click itself) rather than imported; each gets a strict twin that
-keeps its range."""
+("int", "float range", ...; "integer" in click itself) rather than imported; each gets a strict twin, made by
+its own constructor with the same range."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from ..core.text import shortened
 from ..digits import MAX_DIGITS, decimal_number, whole_number
-from ..text import shortened
 
 WHOLE_TYPES = ("int", "int range", "integer", "integer range")
 DECIMAL_TYPES = ("float", "float range")
@@ -43,12 +44,6 @@ def strict(kind: Any) -> Any:
     cls = type(kind)
     if cls not in _TWINS:
         _TWINS[cls] = type(f"Strict{cls.__name__}", (StrictNumber, cls), {"whole": name in WHOLE_TYPES})
-    twin: Any = object.__new__(_TWINS[cls])
-    twin.__dict__.update(vars(kind))
-    return twin
-
-
-def strict_numbers(command: Any) -> None:
-    """Make every number option and argument of a click `command` read its value strictly."""
-    for param in command.params:
-        param.type = strict(param.type)
+    if not name.endswith("range"):
+        return _TWINS[cls]()
+    return _TWINS[cls](min=kind.min, max=kind.max, min_open=kind.min_open, max_open=kind.max_open, clamp=kind.clamp)

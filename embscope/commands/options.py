@@ -16,7 +16,13 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 import typer
 
 from ..compute.devices import DEVICES, PRECISIONS
-from ..roles import Role  # the table a command reads: one list of roles
+from ..core.errors import EmbscopeError
+from ..core.role import Role  # the table a command reads: one list of roles
+from ..embeddings import open as open_embeddings
+from ..render import console
+from ..render.files import check_directory
+from ..render.names import default_output, named_output
+from ..render.plots import default_plot_path, plot_format
 
 if TYPE_CHECKING:
     from ..embeddings import Embeddings
@@ -79,9 +85,7 @@ class Source:
         min=1, help="Position table rows, for formats that do not record it.")] = None
 
     def open(self) -> Embeddings:
-        from ..embeddings import open as open_embeddings
         if self.trust_pickle:
-            from ..render import console
             console.err.print("warning: --trust-pickle lets the checkpoint run code while it loads")
         return open_embeddings(self.checkpoint, tokenizer=self.tokenizer, token_key=self.token_key,
                                pos_key=self.pos_key, output_key=self.output_key, trust_pickle=self.trust_pickle,
@@ -119,14 +123,6 @@ def finite(value: float | None) -> float | None:
 UsageError: type[Exception] = typer.BadParameter.__mro__[1]  # click's UsageError, which typer does not export
 
 
-def tokenizer_failure(emb: Any) -> str | None:
-    """Why a tokenizer that exists did not load, once an answer named its ids without it (None: it loaded, or there
-    is none, which the #ids say themselves): that costs only the names, and is said, not dropped. emb.tokenizer is
-    cached only when it loaded or there is none."""
-    tokenizer, why = emb.tokenizer_for_names()
-    return why if tokenizer is None and "tokenizer" not in vars(emb) else None
-
-
 def refuse(message: str, option: str | None = None) -> Exception:
     """A usage error (exit 2), naming the option it is about when there is one."""
     return typer.BadParameter(message, param_hint=f"'{option}'") if option else UsageError(message)
@@ -146,7 +142,6 @@ def parse_words(words: str | list[str] | None) -> list[str] | None:
 
 def as_usage_error(check: Callable[[], T], option: str) -> T:
     """A library check of an option's value (a file extension, a pair) whose complaint is a usage error."""
-    from ..errors import EmbscopeError
     try:
         return check()
     except EmbscopeError as err:
@@ -154,22 +149,12 @@ def as_usage_error(check: Callable[[], T], option: str) -> T:
 
 
 # Options whose value may be left out: `positions --pairs` means the default pairs, `norms --plot` a PNG named
-# after the checkpoint in the working directory. typer cannot declare them, so the words are read here:
-# the option followed by nothing, or by another option, gets the value below.
+# after the checkpoint in the working directory. typer cannot declare them, so each command's parse_args
+# (commands.command) reads the words: the option followed by nothing, or by another option, gets the value below.
 PAIRS_DEFAULT = "default"
 PLOT_AUTO = ""  # `--plot` alone; no file can be named ""
 PLOT_SUFFIXES = (".png", ".svg", ".pdf")
 OPTIONAL_VALUES = {"--pairs": PAIRS_DEFAULT, "--plot": PLOT_AUTO}
-
-
-def with_optional_values(command: Any, args: list[str]) -> list[str]:
-    """`args` with the value filled in after each optional-value option of `command` that was given none."""
-    if command is None:
-        return args
-    words = OptionWords.of(command)
-    if not words.optional:
-        return args
-    return words.filled(args)
 
 
 @dataclass(frozen=True)
@@ -201,6 +186,7 @@ class OptionWords:
         return word.split("=", 1)[0] in self.names or (len(word) > 2 and word[:2] in self.names)
 
     def filled(self, args: list[str]) -> list[str]:
+        """`args` with the value filled in after each optional-value option that was given none."""
         filled: list[str] = []
         at = 0
         while at < len(args):
@@ -222,8 +208,6 @@ def check_plot(plot: str | None) -> None:
     """A --plot FILE names a format and an existing folder: checked before any work."""
     if plot is None or plot == PLOT_AUTO:
         return
-    from ..render.files import check_directory
-    from ..render.plots import plot_format
     as_usage_error(lambda: plot_format(Path(plot)), "--plot")
     check_directory(Path(plot), "the plot file")
 
@@ -235,10 +219,8 @@ def plot_path(plot: str | None, checkpoint: Path, table: str | None, kind: str,
     the checkpoints it is about (default: that one)."""
     if plot is None:
         return None
-    from ..render.names import default_output, named_output
     paths = list(covers) if covers is not None else [checkpoint]
     if plot == PLOT_AUTO:
-        from ..render.plots import default_plot_path
         return default_output(default_plot_path(checkpoint, table, kind), paths)
     return named_output(Path(plot), paths)
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import typer
 
+from ..analysis.params import params_report
+from ..render import params as render
 from .options import JsonFlag, Source, with_source
 
 
 def params(source: Source, json: JsonFlag = False) -> None:
     """Parameters in the token table, position table and output projection, and their shares."""
-    from ..analysis.params import params_report  # the library and rich only when answering, not for --help
-    from ..render import params as render
     emb = source.open()
     render.show(emb, params_report(emb), json=json)
 

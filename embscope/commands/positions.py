@@ -7,7 +7,10 @@ from typing import Annotated
 
 import typer
 
-from ..text import shortened
+from ..analysis.positions import positions as position_report
+from ..core.text import shortened
+from ..render import positions as render
+from ..render.files import input_files
 from .options import PAIRS_DEFAULT, JsonFlag, PlotOption, Source, check_plot, plot_path, refuse, with_source
 
 PAIR = re.compile(r"\s*(-?[0-9]+)\s*:\s*(-?[0-9]+)\s*")  # ASCII digits: re's \d takes any script's
@@ -55,9 +58,6 @@ def positions(
     default, chosen = parse_pairs(pairs or [])
     default = default or not (chosen or profile)
     check_plot(plot)
-    from ..analysis.positions import positions as position_report
-    from ..render import positions as render
-    from ..render.files import input_files
     emb = source.open()
     target = plot_path(plot, emb.checkpoint.path, "position", "heatmap")
     result = position_report(emb, chosen, default=default, profile=profile, heatmap=target is not None)

@@ -10,6 +10,13 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from ..analysis.report import gather, report_checkpoints
+from ..embeddings import resolve_path
+from ..render import report as render
+from ..render.files import input_files
+from ..render.names import named_output
+from ..render.plots import require_matplotlib
+from ..render.progress import stages
 from .options import JsonFlag, Source, as_usage_error, checkpoint_path, parse_words, with_source
 
 if TYPE_CHECKING:
@@ -30,11 +37,11 @@ def report(
              "bundled sample model.", show_default=False)] = None,
     out: Annotated[Path | None, typer.Option(
         "--out", help="html: the file to write (.html); md: a folder (made if missing) for report.md and its "
-                      "PNG figures. Default: <checkpoint>-report.html, or the folder <checkpoint>-report, in the "
+                      "SVG figures. Default: <checkpoint>-report.html, or the folder <checkpoint>-report, in the "
                       "working directory.", show_default=False)] = None,
     format: Annotated[ReportFormat, typer.Option(
         "--format", help="html: one self-contained page (figures inline as SVG, no script, nothing fetched); "
-                         "md: Markdown and PNG files, for GitHub and blogs.")] = ReportFormat.html,
+                         "md: Markdown and SVG files, for GitHub and blogs.")] = ReportFormat.html,
     words: Annotated[str | None, typer.Option(
         "--words", metavar="W1,W2,...", help="Probe words for the neighbours and the map (default: a handful of "
                                              "frequent one-token words the tokenizer has).", show_default=False)] = None,
@@ -43,24 +50,17 @@ def report(
     """Every answer about a checkpoint in one file: tables and rules, parameters, norms, positions, under-trained
     tokens, neighbours of probe words and a 2-D map; with several checkpoints, what changed across them (the
     other sections then describe the last)."""
-    from ..render import report as render  # the library, matplotlib and rich only when answering
-    from ..render.plots import require_matplotlib
     if out is not None:
         as_usage_error(lambda: render.check_name(out, format.value), "--out")
         render.check_place(out, format.value)
-    if format is ReportFormat.md:  # the page draws its figures as SVG itself; the Markdown's PNGs need matplotlib
+    if format is ReportFormat.md:  # the Markdown's figure files need matplotlib; the page says it in place of each figure
         require_matplotlib("embscope report --format md")
     probe_words = parse_words(words)
-    from ..analysis.report import gather, report_checkpoints
-    from ..render.files import input_files
-    from ..render.progress import stages
 
     def open_path(path: Path | None) -> Embeddings:
         return replace(source, checkpoint=path).open()
 
     paths, origin, notes = report_checkpoints(checkpoints or [], open_path)
-    from ..embeddings import resolve_path
-    from ..render.names import named_output
     named_by = origin if origin is not None else resolve_path(None)[0]  # the checkpoint the name is about
     covers = paths or [named_by]
     target = named_output(out, covers) if out is not None else render.default_target(format.value, named_by, covers)

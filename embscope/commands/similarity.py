@@ -7,7 +7,11 @@ from typing import Annotated, Any
 
 import typer
 
-from ..roles import Role
+from ..analysis.similarity import similarity, similarity_pairs
+from ..core.role import Role
+from ..inputs import Skipped, read_pairs
+from ..naming import tokenizer_failure
+from ..render import similarity as render
 from .options import (
     AllowUnkFlag,
     ExactFlag,
@@ -18,7 +22,6 @@ from .options import (
     StrictFlag,
     TableOption,
     refuse,
-    tokenizer_failure,
     with_source,
 )
 
@@ -52,9 +55,6 @@ def similarity_command(
         raise refuse(f"expected at least two words (or --pairs-file), found {len(words)}")
     if table is Role.position:
         raise refuse("expected token or output (cosines between positions: embscope positions)", "--table")
-    from ..analysis.similarity import similarity, similarity_pairs
-    from ..inputs import Skipped, read_pairs
-    from ..render import similarity as render
 
     emb = source.open()
     options: dict[str, Any] = {"ids": ids, "exact": exact, "merge": merge, "center": center, "table": table.value,

@@ -10,8 +10,12 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ..errors import TableError
-from ..text import quote
+from ..analysis.undertrained import default_roles, undertrained_tables
+from ..core.errors import TableError
+from ..core.text import quote
+from ..render import undertrained as render
+from ..render.files import input_files
+from ..render.progress import stages
 from .options import AUTO_DEVICE, DeviceOption, JsonFlag, PlotOption, Source, check_plot, plot_path, with_source
 
 if TYPE_CHECKING:  # the library and rich are imported when the command answers, not for --help
@@ -65,10 +69,6 @@ def undertrained(
     """Under-trained token candidates: magikarp's indicator, a data-driven threshold, norms far from the rest,
     rows unchanged across checkpoints, each verified against the tokenizer."""
     check_plot(plot)
-    from ..analysis.undertrained import default_roles, undertrained_tables
-    from ..render import undertrained as render
-    from ..render.files import input_files
-    from ..render.progress import stages
     emb = source.open()
     others = [dataclasses.replace(source, checkpoint=path).open() for path in against or []]  # same options
     chosen_roles = roles(emb, table)

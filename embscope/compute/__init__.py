@@ -1,7 +1,7 @@
 """Device choice and the batched kernels: rows read block by block, cosines, and one top-k.
 
-Numpy in, numpy out. Only numpy is imported at module level; torch is imported lazily, and only when a
-torch device (cuda, mps) or a torch-only precision is chosen.
+Numpy in, numpy out. torch is imported only when a torch device (cuda, mps) or a torch-only precision is
+chosen.
 
 Conventions shared by every function:
 - A row is *invalid* when its L2 norm is zero or not finite (it holds NaN or Inf).
@@ -17,22 +17,28 @@ table), and one module per engine: numpy_engine, bf16_engine (bf16 on the CPU), 
 
 from __future__ import annotations
 
-from ..registry import lazy_attributes
+from .cosines import RandomPairs, cosine_blocks, cosines_to, pair_cosines, random_pairs
+from .devices import DEVICES, PRECISIONS, precision_run, resolve_device, resolve_precision
+from .rows import TableChecksum, mean_row, row_blocks, row_norms, unit_rows
+from .topk import TopK, topk_rows, topk_vectors
 
-# public name -> the module that defines it; each is imported when first used, so that the command line
-# can read DEVICES without loading numpy
-_API = {
-    "RandomPairs": "cosines", "cosine_blocks": "cosines", "cosines_to": "cosines", "pair_cosines": "cosines",
-    "random_pairs": "cosines",
-    "DEVICES": "devices", "PRECISIONS": "devices", "resolve_device": "devices", "resolve_precision": "devices", "precision_run": "devices",
-    "TableChecksum": "rows", "mean_row": "rows", "row_blocks": "rows", "row_norms": "rows", "unit_rows": "rows",
-    "TopK": "topk", "topk_rows": "topk", "topk_vectors": "topk",
-}
-__all__ = sorted(_API)  # noqa: PLE0605  the names of the table above, kept in one place
-
-
-__getattr__ = lazy_attributes(__name__, _API, globals())
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *__all__])
+__all__ = [
+    "DEVICES",
+    "PRECISIONS",
+    "RandomPairs",
+    "TableChecksum",
+    "TopK",
+    "cosine_blocks",
+    "cosines_to",
+    "mean_row",
+    "pair_cosines",
+    "precision_run",
+    "random_pairs",
+    "resolve_device",
+    "resolve_precision",
+    "row_blocks",
+    "row_norms",
+    "topk_rows",
+    "topk_vectors",
+    "unit_rows",
+]

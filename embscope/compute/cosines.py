@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import OptionError
+from ..core.errors import OptionError
 from .devices import SCORE_BLOCK_BYTES
 from .rows import (
     TableChecksum,

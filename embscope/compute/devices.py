@@ -9,7 +9,8 @@ import os
 import sys
 from typing import Any
 
-from ..errors import MissingPackageError, OptionError
+from ..core.errors import MissingPackageError, OptionError
+from ..core.memory import available_memory
 
 DEVICES = ("auto", "cpu", "cuda", "mps")
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "auto")
@@ -101,7 +102,6 @@ def precision_run(precision: str, device: str) -> str:
 
 def free_memory() -> int:
     """Bytes of RAM free for new work; a cautious guess when the OS will not say."""
-    from ..memory import available_memory  # numpy comes with it: not on the way to --help
     free = available_memory()
     return free if free is not None else 2 << 30
 

@@ -21,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from ..arrays import to_float32
-from ..errors import TableError
+from ..core.arrays import to_float32
+from ..core.errors import TableError
 from .devices import resolve_device, torch_module
 from .rows import raw_blocks
 

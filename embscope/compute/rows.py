@@ -13,8 +13,8 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from ..errors import OptionError, TableError
-from ..memory import release
+from ..core.errors import OptionError, TableError
+from ..core.memory import release
 
 # Rows per block: about 16 MB of float64 work space.
 READ_BLOCK_BYTES = 16 << 20

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import OptionError
+from ..core.errors import OptionError
 from .bf16_engine import CpuBf16Engine
 from .devices import precision_run, resolve_device, resolve_precision
 from .engine import Engine, Queries

@@ -13,16 +13,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..checkpoint import Checkpoint, TensorInfo
-from ..errors import CheckpointError, EmbscopeError, Option
+from ..core.checkpoint import Checkpoint, TensorInfo
+from ..core.errors import CheckpointError, EmbscopeError, Option
+from ..core.text import quote
 from ..registry import Kind, Probe
-from ..text import quote
-from ._base import DAMAGE, OpenOptions, damaged
-from ._checks import is_regular_file
-from .constants import EXPORT_FOLDER, EXPORT_MODEL, NOT_WEIGHTS, ONNX_SUFFIX, PREFERRED_IN_DIRECTORY
+from ..storage.base import DAMAGE, OpenOptions, damaged
+from ..storage.checks import is_regular_file
+from ..storage.constants import EXPORT_FOLDER, EXPORT_MODEL, NOT_WEIGHTS, ONNX_SUFFIX, PREFERRED_IN_DIRECTORY
+from ._state_dict import read_hf_config
 from .kinds import FORMATS, Reader
 
-__all__ = ["FORMATS", "OpenOptions", "Reader", "find_in_directory", "open_checkpoint", "sniff", "unpickle_plain"]
+__all__ = ["FORMATS", "OpenOptions", "Reader", "find_in_directory", "open_checkpoint", "sniff"]
 
 
 def sniff(path: Path) -> Kind[Reader] | None:
@@ -54,8 +55,7 @@ def guarded(read: Callable[..., Any], where: str) -> GuardedRead:
 
 
 def guarded_tensor(tensor: TensorInfo, where: str) -> TensorInfo:
-    return dataclasses.replace(tensor, read=guarded(tensor.read, where),
-                               read_rows=guarded(tensor.read_rows, where) if tensor.read_rows else None)
+    return dataclasses.replace(tensor, read=guarded(tensor.read, where))
 
 
 DEFAULT_OPTIONS = OpenOptions()
@@ -87,7 +87,6 @@ def open_checkpoint(path: str | Path, options: OpenOptions = DEFAULT_OPTIONS) ->
         raise
     except DAMAGE as err:
         raise damaged(quote(path), err, path) from None
-    from ._state_dict import read_hf_config  # with the pickle helpers, which not every format needs
     checkpoint.config = {**read_hf_config(checkpoint.directory), **checkpoint.config}
     checkpoint.tensors = {name: guarded_tensor(t, f"{quote(path)}: tensor {quote(name)}")
                           for name, t in checkpoint.tensors.items()}
@@ -134,10 +133,3 @@ def onnx_export(folder: Path) -> Path:
     names = ", ".join(quote(p.name) for p in chosen[:5]) + (f" and {len(chosen) - 5} more" if len(chosen) > 5 else "")
     raise CheckpointError(f"directory {quote(folder.parent)} holds several ONNX exports in {EXPORT_FOLDER}/ ({names}); "
                           f"pass one with {Option('path', noun='its path')}", path=folder)
-
-
-def unpickle_plain(data: bytes, where: str) -> Any:
-    """The object a pickle of plain values holds (dicts, lists, strings, numbers), read by the restricted unpickler
-    with no global allowed: for the tokenizers' pickled files (nanoGPT's meta.pkl), which import no reader."""
-    from ._unpickle import restricted_load
-    return restricted_load(data, {}, where)

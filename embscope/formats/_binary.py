@@ -6,9 +6,9 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-from .. import files
-from ..errors import CheckpointError
-from ..text import quote
+from ..core import files
+from ..core.errors import CheckpointError
+from ..core.text import quote
 
 map_file = files.map_file  # the readers of header fields map their files with it
 

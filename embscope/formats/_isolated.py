@@ -20,10 +20,10 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-from .. import files
-from ..errors import CheckpointError, EmbscopeError
-from ..memory import size_text
-from ..text import detail
+from ..core import files
+from ..core.errors import CheckpointError, EmbscopeError
+from ..core.memory import size_text
+from ..core.text import detail
 
 STATM_BYTES = 4096  # seven numbers on one line
 MAX_ANSWER_BYTES = 64 << 20  # a catalogue of 200,000 tensors in JSON fits well within this

@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections import defaultdict
 from pathlib import Path
 
-from .. import files
-from ..errors import CheckpointError
-from ..text import quote
-from ._checks import is_regular_file
+from ..core import files
+from ..core.errors import CheckpointError
+from ..core.text import quote
+from ..storage.checks import is_regular_file
 
 MAX_INDEX_BYTES = 128 << 20  # an index names each tensor once: 200,000 entries of a few hundred bytes
 

@@ -9,14 +9,13 @@ from functools import partial
 from pathlib import Path
 from typing import Any, cast
 
-from .. import files
-from ..checkpoint import TensorInfo
-from ..errors import CheckpointError
-from ..text import quote
-from ._descriptors import check_array, make_array, scalar_value
-from ._rows import buffer_rows
-from ._unpickle import PickledArray
-from .constants import CONFIG_KEYS, HF_CONFIG, IGNORED_KEYS, STATE_DICT_KEYS, STEP_KEYS, WRAPPER_PREFIXES
+from ..core import files
+from ..core.checkpoint import TensorInfo
+from ..core.errors import CheckpointError
+from ..core.text import quote
+from ..storage.constants import CONFIG_KEYS, HF_CONFIG, IGNORED_KEYS, STATE_DICT_KEYS, STEP_KEYS, WRAPPER_PREFIXES
+from ..storage.descriptors import check_array, make_array, scalar_value
+from ..storage.unpickle import PickledArray
 
 PLAIN_TYPES = (str, int, float, bool, type(None))  # config values kept; tensors and objects are not settings
 MAX_DEPTH = 32  # a pickle can nest without end, or hold itself
@@ -126,10 +125,8 @@ def array_tensor(path: Path, name: str, pickled: PickledArray) -> TensorInfo | N
     check_array(array, where)
     if not array.dtype.numeric:
         return None
-    rows = None if isinstance(array.data, list) else buffer_rows(array.data, array.dtype.name, array.dtype.byteorder,
-                                                                   array.shape, array.fortran)
     return TensorInfo(name, array.shape, array.dtype.name, partial(make_array, array, where),
-                      storage=(str(path), "pickle", id(pickled)), read_rows=rows)
+                      storage=(str(path), "pickle", id(pickled)))
 
 
 def read_hf_config(directory: Path) -> dict[str, Any]:

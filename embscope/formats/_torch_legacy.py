@@ -12,13 +12,13 @@ import struct
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from .. import files
-from ..errors import CheckpointError
-from ..text import quote
-from ._descriptors import Kind, Storage
+from ..core import files
+from ..core.errors import CheckpointError
+from ..core.text import quote
+from ..storage.constants import TORCH_LEGACY_MAGIC, TORCH_LEGACY_PROTOCOL
+from ..storage.descriptors import Storage, StorageType
+from ..storage.unpickle import MAX_INT, TORCH_GLOBALS, restricted_load, shown
 from ._torch_storage import Stored
-from ._unpickle import MAX_INT, TORCH_GLOBALS, restricted_load, shown
-from .constants import TORCH_LEGACY_MAGIC, TORCH_LEGACY_PROTOCOL
 
 COUNT = struct.Struct("<q")  # each storage's element count, before its bytes
 
@@ -35,7 +35,7 @@ class LegacyStorages:
         if not (isinstance(pid, tuple) and len(pid) == 6 and pid[0] == "storage"):
             raise CheckpointError(f"{self.where}: expected storage references, found {shown(pid)}")
         _, kind, key, _location, numel, view = pid
-        if not isinstance(kind, Kind) or not isinstance(key, str) or type(numel) is not int or not 0 <= numel <= MAX_INT:
+        if not isinstance(kind, StorageType) or not isinstance(key, str) or type(numel) is not int or not 0 <= numel <= MAX_INT:
             raise CheckpointError(f"{self.where}: malformed storage reference ({shown(kind)}, {shown(key)}, {shown(numel)})")
         root = self.roots.setdefault(key, Storage(key, kind, numel))
         if root.kind is not kind or root.numel != numel:

@@ -6,17 +6,15 @@ from __future__ import annotations
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from .. import files
-from ..memory import require_memory
-from ..text import quote
-from ._checks import map_array
-from ._descriptors import TensorRecord, check_record, record_view
+import numpy as np
+
+from ..core import files
+from ..core.memory import require_memory
+from ..core.text import quote
+from ..storage.checks import map_array
+from ..storage.descriptors import TensorRecord, check_record, record_view
 from ._zip import read_member
-
-if TYPE_CHECKING:
-    import numpy as np
 
 
 @dataclass(frozen=True)
@@ -29,7 +27,6 @@ class Stored:
 
 def read_record(path: Path, record: TensorRecord, stored: Stored, byteorder: str, where: str) -> np.ndarray:
     """The record's elements, read-only, after check_record; a memory map where the bytes are stored plainly."""
-    import numpy as np
     check_record(record, where)
     dtype = np.dtype(record.kind.element.stored).newbyteorder("<" if byteorder == "little" else ">")
     if record.numel == 0:

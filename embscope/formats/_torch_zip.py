@@ -9,14 +9,14 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-from .. import files
-from ..errors import CheckpointError
-from ..memory import require_memory
-from ..text import detail, quote
-from ._base import DAMAGE
-from ._descriptors import Kind, Storage
+from ..core import files
+from ..core.errors import CheckpointError
+from ..core.memory import require_memory
+from ..core.text import detail, quote
+from ..storage.base import DAMAGE
+from ..storage.descriptors import Storage, StorageType
+from ..storage.unpickle import MAX_INT, TORCH_GLOBALS, restricted_load, shown
 from ._torch_storage import Stored
-from ._unpickle import MAX_INT, TORCH_GLOBALS, restricted_load, shown
 from ._zip import MemberReader, data_offset, is_stored, read_member
 
 MAX_BYTEORDER = 16  # "little" or "big", and a newline
@@ -43,7 +43,7 @@ class StorageLoader:
         if not (isinstance(pid, tuple) and len(pid) == 5 and pid[0] == "storage"):
             raise CheckpointError(f"{where}: expected storage references in data.pkl, found {shown(pid)}")
         _, kind, key, _location, numel = pid
-        if not isinstance(kind, Kind) or not isinstance(key, str) or type(numel) is not int or not 0 <= numel <= MAX_INT:
+        if not isinstance(kind, StorageType) or not isinstance(key, str) or type(numel) is not int or not 0 <= numel <= MAX_INT:
             raise CheckpointError(f"{where}: malformed storage reference ({shown(kind)}, {shown(key)}, {shown(numel)})")
         if key in self.storages:
             if self.storages[key].kind is not kind or self.storages[key].numel != numel:

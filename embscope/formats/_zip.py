@@ -17,9 +17,9 @@ import zlib
 from pathlib import Path
 from typing import IO, Any, Protocol
 
-from .. import files
-from ..errors import CheckpointError
-from .constants import ZIP_MAGIC
+from ..core import files
+from ..core.errors import CheckpointError
+from ..storage.constants import ZIP_MAGIC
 
 LOCAL_HEADER = struct.Struct("<4sHHHHHIIIHH")  # the 30-byte local file header
 LZMA_HEADER = struct.Struct("<BBH")  # the zip LZMA prefix: major and minor version, length of the properties

@@ -18,15 +18,16 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from .. import files
-from ..checkpoint import Checkpoint, TensorInfo
-from ..errors import CheckpointError, Option, OptionError
+import numpy as np
+
+from ..core import files
+from ..core.checkpoint import Checkpoint, TensorInfo
+from ..core.errors import CheckpointError, Option, OptionError
+from ..core.text import printable
 from ..registry import Probe
-from ..text import printable
-from ._base import OpenOptions
-from ._checks import MAX_ELEMENTS, is_regular_file, map_array
-from ._rows import file_rows
-from .constants import (
+from ..storage.base import OpenOptions
+from ..storage.checks import MAX_ELEMENTS, is_regular_file, map_array
+from ..storage.constants import (
     CONTEXT_KEYS,
     HEAD_KEYS,
     LAYER_KEYS,
@@ -294,11 +295,9 @@ def check_tables_fit(name: str, n: int, vocab: int, width: int, context: int, ti
 
 
 def table(path: Path, name: str, first_float: int, rows: int, width: int) -> TensorInfo:
-    import numpy as np
     read = partial(map_array, path, np.dtype("<f4"), HEADER.size + FLOAT_BYTES * first_float, (rows, width),
                    f"{printable(path.name)}: table data")
-    return TensorInfo(name, (rows, width), "float32", read, storage=(str(path), first_float),
-                      read_rows=file_rows(path, HEADER.size + FLOAT_BYTES * first_float, "float32", "<", (rows, width)))
+    return TensorInfo(name, (rows, width), "float32", read, storage=(str(path), first_float))
 
 
 def open_andrea(path: Path, options: OpenOptions) -> Checkpoint:

@@ -21,21 +21,24 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..arrays import stored_dtype
-from ..checkpoint import Checkpoint, TensorInfo
-from ..errors import CheckpointError
-from ..memory import require_memory
+import numpy as np
+
+from ..core.arrays import stored_dtype
+from ..core.checkpoint import Checkpoint, TensorInfo
+from ..core.errors import CheckpointError
+from ..core.memory import require_memory
+from ..core.text import printable, quote
 from ..registry import Probe
-from ..text import printable, quote
-from ._base import OpenOptions
+from ..storage.base import OpenOptions
+from ..storage.checks import check_shape, check_tensor_count, map_array
+from ..storage.constants import CTRANSLATE2_DTYPES
+from ..tokenizers import find_tokenizer
+from ..tokenizers.vocabulary_list import load_vocabulary_list
 from ._binary import Cursor, map_file
-from ._checks import check_shape, check_tensor_count, map_array
-from .constants import CTRANSLATE2_DTYPES
 
 if TYPE_CHECKING:
-    import numpy as np
 
-    from ..tokenizers.base import Tokenizer
+    from ..core.tokenizer import Tokenizer
 
 MAX_VERSION = 6  # CURRENT_BINARY_VERSION of CTranslate2 4.x
 ITEM_SIZE_DTYPES = {4: 0, 2: 2, 1: 1}  # binary versions 1-3 stored an item size: float32, int16, int8
@@ -53,7 +56,6 @@ def read_string(cur: Cursor, what: str) -> str:
 
 def read_dequantized(weight: TensorInfo, scale: TensorInfo, where: str) -> np.ndarray:
     """int8 (int16) weights over their scale: float = q / scale, per row or for the whole matrix."""
-    import numpy as np
     require_memory(weight.numel * 4, f"{where} dequantized to float32")
     scales = np.asarray(scale.read(), dtype=np.float32)
     if scales.ndim == 1:
@@ -69,7 +71,6 @@ def scale_fits(weight: TensorInfo, scale: TensorInfo) -> bool:
 def catalogue(path: Path) -> tuple[int, str | None, dict[str, TensorInfo], list[str], int]:
     """The binary version, the spec name, the variables (aliases included), notes, and the scale values
     taken out of the catalogue."""
-    import numpy as np
     where = quote(path)
     cur = Cursor(map_file(path), where)
     version = cur.unpack("<I", "the binary version")
@@ -152,13 +153,11 @@ def dequantized(path: Path, tensors: dict[str, TensorInfo]) -> tuple[dict[str, T
 def tokenizer_beside(directory: Path) -> Tokenizer | None:
     """A tokenizer file beside model.bin (faster-whisper ships tokenizer.json), else the converter's
     vocabulary list, which names ids and looks up whole tokens."""
-    from ..tokenizers import find_tokenizer
     found = find_tokenizer(directory)
     if found is not None:
         return found
     for name in VOCABULARY_FILES:
         if (directory / name).is_file():
-            from ..tokenizers.vocabulary_list import load_vocabulary_list
             return load_vocabulary_list(directory / name)
     return None
 

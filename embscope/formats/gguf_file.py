@@ -16,20 +16,20 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ..arrays import stored_dtype
-from ..checkpoint import Checkpoint, TensorInfo
-from ..errors import CheckpointError, TokenizerError
-from ..memory import require_memory
-from ..text import printable, quote, shown
-from ._base import OpenOptions, require_package
+import numpy as np
+
+from ..core.arrays import stored_dtype
+from ..core.checkpoint import Checkpoint, TensorInfo
+from ..core.errors import CheckpointError, TokenizerError
+from ..core.memory import require_memory
+from ..core.text import printable, quote, shown
+from ..storage.base import OpenOptions, require_package
+from ..storage.checks import check_shape, check_tensor_count, map_array
+from ..storage.constants import GGUF_PLAIN_DTYPES
+from ..tokenizers.gguf_metadata import load_gguf_tokenizer
 from ._binary import Cursor, map_file
-from ._checks import check_shape, check_tensor_count, map_array
-from .constants import GGUF_PLAIN_DTYPES
-
-if TYPE_CHECKING:
-    import numpy as np
 
 SUPPORTED_VERSIONS = (2, 3)  # version 1 (August 2023) had 32-bit counts; llama.cpp dropped it too
 DEFAULT_ALIGNMENT = 32  # general.alignment when the file does not set it
@@ -169,7 +169,6 @@ def array_strings(buf: Any, ref: ArrayRef, key: str, where: str) -> list[bytes]:
 
 
 def array_numbers(buf: Any, ref: ArrayRef, key: str, where: str, gguf: Any) -> np.ndarray:
-    import numpy as np
     formats = value_formats(gguf)
     if ref.item_type not in formats:
         raise CheckpointError(f"{where}: expected {quote(key)} to be an array of numbers, found value type "
@@ -327,7 +326,6 @@ def read_header(path: Path, buf: Any, gguf: Any) -> Header:
 
 def read_quantized(path: Path, start: int, entry: TensorEntry) -> np.ndarray:
     """The tensor dequantized to float32 by gguf.quants; only its own blocks are mapped."""
-    import numpy as np
     gguf = require_gguf(path)
     where = f"{quote(path)}: tensor {quote(entry.name)}"
     require_memory(math.prod(entry.shape) * 4, f"{where} dequantized to float32")
@@ -384,7 +382,6 @@ def open_gguf(path: Path, options: OpenOptions) -> Checkpoint:
     tensors = {entry.name: tensor_info(path, header, entry) for entry in header.tensors}
     tokenizer = None
     if isinstance(header.metadata.get(TOKENS), ArrayRef):
-        from ..tokenizers.gguf_vocab import load_gguf_tokenizer
         tokenizer = partial(load_gguf_tokenizer, path, partial(TokenizerArrays, path, header.metadata))
     arch = header.metadata.get(ARCHITECTURE)
     decoder = isinstance(arch, str) and arch not in ENCODER_ARCHITECTURES \

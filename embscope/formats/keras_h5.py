@@ -16,20 +16,19 @@ from __future__ import annotations
 import math
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from .. import files
-from ..checkpoint import Checkpoint, TensorInfo
-from ..errors import CheckpointError
-from ..memory import require_memory, size_text
-from ..text import detail, printable, quote, shortened
-from ._base import OpenOptions, require_package
-from ._checks import check_extent, check_shape, check_tensor_count, map_array
+import numpy as np
+
+from ..core import files
+from ..core.checkpoint import Checkpoint, TensorInfo
+from ..core.errors import CheckpointError
+from ..core.memory import require_memory, size_text
+from ..core.text import detail, printable, quote, shortened
+from ..storage.base import OpenOptions, require_package
+from ..storage.checks import check_extent, check_shape, check_tensor_count, map_array
+from ..storage.constants import MAX_TENSORS
 from ._isolated import run_isolated, shared_buffer
-from .constants import MAX_TENSORS
-
-if TYPE_CHECKING:
-    import numpy as np
 
 TF_VARIABLE_SUFFIX = ":0"
 # what h5py raises on a damaged file: the HDF5 library's errors arrive as these
@@ -142,7 +141,6 @@ def check_chunks(record: dict[str, Any], shape: tuple[int, ...], itemsize: int, 
 
 def read_through_h5py(path: Path, record: dict[str, Any], shape: tuple[int, ...]) -> np.ndarray:
     """The table read by h5py in a child process, into memory shared with it."""
-    import numpy as np
     dtype = np.dtype(record["dtype"])
     where = f"{quote(path)}: dataset {quote(record['path'])}"
     chunk_bytes = check_chunks(record, shape, dtype.itemsize, where)
@@ -161,7 +159,6 @@ def read_through_h5py(path: Path, record: dict[str, Any], shape: tuple[int, ...]
 
 def dataset_info(path: Path, record: dict[str, Any]) -> TensorInfo:
     """A numeric dataset as a lazy tensor."""
-    import numpy as np
     where = f"{quote(path)}: dataset {quote(record['path'])}"
     dtype = np.dtype(record["dtype"])
     shape = check_shape(record["shape"], where)

@@ -1,21 +1,16 @@
 """FORMATS: every checkpoint format, in the order a file is put to them; the first whose sniff says yes opens
 it, and its name is the checkpoint's format. The order matters only where a sniff is weak; each entry says why
-it stands where it does. A new reader is a module here with a sniff and an open function, and one entry below.
-
-The readers' modules are named through lazy modules: mypy reads the modules themselves (the TYPE_CHECKING
-import) and checks every function named here against Reader and Sniff; a run imports a reader's module only when
-its sniff is asked (a magic number here spares even that) or its open is called."""
+it stands where it does. A new reader is a module here with a sniff and an open function, and one entry below."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from ..checkpoint import Checkpoint
-from ..registry import Kind, Probe, Sniff, lazy_modules, listed
-from ._base import OpenOptions
-from .constants import (
+from ..core.checkpoint import Checkpoint
+from ..registry import Kind, Probe, Sniff, listed
+from ..storage.base import OpenOptions
+from ..storage.constants import (
     COREML_SUFFIX,
     GGUF_MAGIC,
     HDF5_MAGIC,
@@ -28,24 +23,18 @@ from .constants import (
     TORCH_LEGACY_HEAD,
     ZIP_MAGIC,
 )
-
-if TYPE_CHECKING:
-    from . import (
-        andrea,
-        ctranslate2_file,
-        gguf_file,
-        keras_h5,
-        numpy_file,
-        onnx_file,
-        pickled,
-        pytorch_file,
-        safetensors_file,
-        unreadable,
-    )
-else:
-    (andrea, ctranslate2_file, gguf_file, keras_h5, numpy_file, onnx_file, pickled, pytorch_file, safetensors_file,
-     unreadable) = lazy_modules(__package__, "andrea", "ctranslate2_file", "gguf_file", "keras_h5", "numpy_file",
-                                "onnx_file", "pickled", "pytorch_file", "safetensors_file", "unreadable")
+from . import (
+    andrea,
+    ctranslate2_file,
+    gguf_file,
+    keras_h5,
+    numpy_file,
+    onnx_file,
+    pickled,
+    pytorch_file,
+    safetensors_file,
+    unreadable,
+)
 
 Reader = Callable[[Path, OpenOptions], Checkpoint]
 

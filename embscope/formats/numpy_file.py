@@ -10,28 +10,27 @@ import os
 import zipfile
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO
+from typing import BinaryIO
 
-from .. import files
-from ..checkpoint import Checkpoint, TensorInfo
-from ..errors import CheckpointError, UnsafePickleError
-from ..memory import require_memory
+import numpy as np
+
+from ..core import files
+from ..core.checkpoint import Checkpoint, TensorInfo
+from ..core.errors import CheckpointError, UnsafePickleError
+from ..core.memory import require_memory
+from ..core.text import detail, printable, quote
 from ..registry import Probe
-from ..text import detail, printable, quote
-from ._base import DAMAGE, OpenOptions
-from ._checks import check_extent, check_shape, map_array
-from ._rows import file_rows
+from ..storage.base import DAMAGE, OpenOptions
+from ..storage.checks import check_extent, check_shape, map_array
+from ..storage.constants import NPY_MAGIC, NUMPY_NUMERIC_KINDS, STEP_KEYS, ZIP_MAGIC
+from ..storage.unpickle import NUMPY_GLOBALS, restricted_load
 from ._zip import data_offset, is_stored, read_member
-from .constants import NPY_MAGIC, NUMPY_NUMERIC_KINDS, STEP_KEYS, ZIP_MAGIC
-
-if TYPE_CHECKING:
-    import numpy as np
+from .pickled import open_object_npy
 
 MAX_HEADER = 1 << 20  # numpy's own limit on a header it parses, which we pass on
 
 
 def read_npy_header(fp: BinaryIO, where: str) -> tuple[tuple[int, ...], bool, np.dtype]:
-    import numpy as np
     try:
         version = np.lib.format.read_magic(fp)
         if version == (1, 0):
@@ -69,8 +68,7 @@ def open_npy(path: Path, options: OpenOptions) -> Checkpoint:
         offset, size = fp.tell(), os.fstat(fp.fileno()).st_size
     name = dtype_name(dtype, where)
     check_size(where, shape, dtype, size - offset)
-    info = TensorInfo(path.stem, shape, name, partial(map_array, path, dtype, offset, shape, where, fortran),
-                      read_rows=file_rows(path, offset, name, dtype.str[0], shape, fortran))
+    info = TensorInfo(path.stem, shape, name, partial(map_array, path, dtype, offset, shape, where, fortran))
     return Checkpoint(path, {path.stem: info})
 
 
@@ -92,7 +90,6 @@ def open_pickled_npy(path: Path, options: OpenOptions) -> Checkpoint:
     with files.open_file(path, "a checkpoint file") as fp:
         read_npy_header(fp, quote(path))
         offset = fp.tell()
-    from .pickled import open_object_npy  # the restricted unpickler, which plain arrays never need
     return open_object_npy(path, offset, options)
 
 
@@ -142,7 +139,6 @@ def open_npz(path: Path, options: OpenOptions) -> Checkpoint:
 def name_refused_global(path: Path, info: zipfile.ZipInfo, header_len: int, where: str) -> None:
     """An object member is refused whatever it holds; when its pickle names a global outside the
     allow-list, the refusal names it (the restricted unpickler builds only descriptions, running nothing)."""
-    from ._unpickle import NUMPY_GLOBALS, restricted_load
     require_memory(info.file_size, where)
     data = read_member(path, info, where)
     try:
@@ -165,7 +161,6 @@ def counter(value: np.ndarray, name: str, notes: list[str]) -> int | None:
 def read_compressed(path: Path, info: zipfile.ZipInfo, header_len: int, dtype: np.dtype, shape: tuple[int, ...],
                     fortran: bool, where: str) -> np.ndarray:
     """One compressed member's array, inflated no further than its entry declares; read-only."""
-    import numpy as np
     require_memory(info.file_size, where)
     data = read_member(path, info, where)
     array = np.frombuffer(data, dtype=dtype, count=math.prod(shape), offset=header_len)

@@ -19,17 +19,21 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .. import files
-from ..arrays import stored_dtype
-from ..checkpoint import Checkpoint, TensorInfo
-from ..errors import CheckpointError
-from ..memory import require_memory
-from ..text import detail, printable, quote
-from ._base import OpenOptions, require_package
-from ._checks import check_extent, check_shape, check_tensor_count, is_regular_file, map_array
+import numpy as np
+
+from ..core import files
+from ..core.arrays import stored_dtype
+from ..core.checkpoint import Checkpoint, TensorInfo
+from ..core.errors import CheckpointError
+from ..core.memory import require_memory
+from ..core.text import detail, printable, quote
+from ..hub import snapshot_cache
+from ..storage.base import OpenOptions, require_package
+from ..storage.checks import check_extent, check_shape, check_tensor_count, is_regular_file, map_array
+from ..storage.constants import EXPORT_FOLDER, ONNX_DTYPES
+from ..tokenizers import find_tokenizer
 from ._protobuf_count import graph_counts
 from ._state_dict import read_hf_config
-from .constants import EXPORT_FOLDER, ONNX_DTYPES
 from .onnx_quantized import (
     from_dequantize_nodes,
     from_gather_blocks,
@@ -39,9 +43,8 @@ from .onnx_quantized import (
 )
 
 if TYPE_CHECKING:
-    import numpy as np
 
-    from ..tokenizers.base import Tokenizer
+    from ..core.tokenizer import Tokenizer
 
 MAX_PROTOBUF_BYTES = 2 << 30  # protobuf's own limit on a message: larger models keep their weights outside
 
@@ -75,7 +78,6 @@ def load_model(path: Path, onnx: Any) -> Any:
 def external_file(model_path: Path, tensor: Any, where: str) -> tuple[Path, int, int | None]:
     """The file, offset and length of a tensor's external data; the file must be inside the model's folder
     (in a Hugging Face cache snapshot, a link from it into the cache's blobs is inside too)."""
-    from ..hub import snapshot_cache
     entries = {text(entry.key): text(entry.value) for entry in tensor.external_data}
     location = entries.get("location", "")
     folder = model_path.parent.resolve()
@@ -102,7 +104,6 @@ def external_file(model_path: Path, tensor: Any, where: str) -> tuple[Path, int,
 
 
 def read_inline(tensor: Any, np_dtype: str, dtype: str) -> np.ndarray:
-    import numpy as np
     from onnx import numpy_helper
     array = numpy_helper.to_array(tensor)
     if dtype in PACKED:  # onnx unpacks sub-byte values into ml_dtypes' int4, uint4, int2, uint2
@@ -112,7 +113,6 @@ def read_inline(tensor: Any, np_dtype: str, dtype: str) -> np.ndarray:
 
 def unpack(read_bytes: Callable[[], np.ndarray], shape: tuple[int, ...], bits: int, signed: bool) -> np.ndarray:
     """8 // bits values a byte, the first in the low bits; signed ones sign-extended from their top bit."""
-    import numpy as np
     raw = np.asarray(read_bytes()).reshape(-1)
     per = 8 // bits
     values = np.empty(raw.size * per, dtype=np.uint8)
@@ -135,7 +135,6 @@ def typed_count(tensor: Any, onnx: Any) -> int:
 def initializer_info(path: Path, tensor: Any, onnx: Any, name: str | None = None) -> TensorInfo | None:
     """A stored tensor (an initializer, or a Constant's, which takes the node's output `name`) as a lazy tensor;
     None for data types embscope does not read (strings, float8)."""
-    import numpy as np
     name = text(tensor.name) if name is None else name
     where = f"{quote(path)}: tensor {quote(name)}"
     kind = onnx.TensorProto.DataType.Name(tensor.data_type) if tensor.data_type in \
@@ -175,7 +174,6 @@ def initializer_info(path: Path, tensor: Any, onnx: Any, name: str | None = None
 def constant_tensor(node: Any, onnx: Any) -> Any | None:
     """The TensorProto a Constant node holds (its `value`, or a number or list of numbers); None for the
     kinds that hold no dense numbers (sparse tensors, strings)."""
-    import numpy as np
     from onnx import helper, numpy_helper
     for attr in node.attribute:
         name = text(attr.name)
@@ -250,7 +248,6 @@ def dequantized(path: Path, graph: Any, tensors: dict[str, TensorInfo], onnx: An
 
 def tokenizer_above(folder: Path) -> Tokenizer | None:
     """The tokenizer beside the model, else in the folder above an `onnx/` export folder."""
-    from ..tokenizers import find_tokenizer
     return find_tokenizer(folder) or find_tokenizer(folder.parent)
 
 

@@ -26,16 +26,15 @@ zero points of activations (QUANTIZATION_INPUTS), which are constants of the gra
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ..arrays import to_float32
-from ..checkpoint import TensorInfo
-from ..errors import CheckpointError
-from ..memory import require_memory
-from ..text import quote
+import numpy as np
 
-if TYPE_CHECKING:
-    import numpy as np
+from ..core.arrays import to_float32
+from ..core.checkpoint import TensorInfo
+from ..core.errors import CheckpointError
+from ..core.memory import require_memory
+from ..core.text import quote
 
 QUANTIZED_DTYPES = ("int8", "uint8", "int16", "uint16", "int32", "int4", "uint4", "int2", "uint2")
 SCALE_DTYPES = ("float32", "float16", "bfloat16")
@@ -105,7 +104,6 @@ class Quantized:
         return f"a scale per index of axis {axis}" if axis is not None else f"a scale of shape {list(shape)}"
 
     def read(self, where: str) -> np.ndarray:
-        import numpy as np
         require_memory(self.q.numel * 4 * (2 if self.block else 1), f"{where} dequantized to float32")
         values = self.q.read().astype(np.float32)  # 4- and 2-bit values arrive unpacked, one a byte
         if self.zero_point is not None:
@@ -121,7 +119,6 @@ class Quantized:
     def spread(self, part: TensorInfo) -> np.ndarray:
         """A scale or zero point shaped to meet q elementwise; a block's value is picked by index, so nothing
         larger than q is ever made, whatever the block size says."""
-        import numpy as np
         values = to_float32(np.asarray(part.read()), part.dtype)
         if values.size == 1:
             return values.reshape(())
@@ -136,7 +133,6 @@ class Quantized:
 
 def rounded(values: np.ndarray, dtype: str) -> np.ndarray:
     """float32 values rounded to a narrower float, as the op's output type holds them (round to nearest even)."""
-    import numpy as np
     if dtype == "float16":
         return values.astype(np.float16).astype(np.float32)
     if dtype == "bfloat16":

@@ -9,17 +9,17 @@ import pickle
 from pathlib import Path
 from typing import Any
 
-from .. import files
-from ..checkpoint import Checkpoint
-from ..errors import CheckpointError
-from ..memory import require_memory
+from ..core import files
+from ..core.checkpoint import Checkpoint
+from ..core.errors import CheckpointError
+from ..core.memory import require_memory
+from ..core.text import quote
 from ..registry import Probe
-from ..text import quote
-from ._base import OpenOptions
-from ._descriptors import check_array
+from ..storage.base import OpenOptions
+from ..storage.constants import PICKLE_PROTO, PICKLE_SUFFIXES, TORCH_LEGACY_HEAD
+from ..storage.descriptors import check_array
+from ..storage.unpickle import NUMPY_GLOBALS, PickledArray, restricted_load
 from ._state_dict import array_tensor, find_config, find_step, flatten, not_weights
-from ._unpickle import NUMPY_GLOBALS, PickledArray, restricted_load
-from .constants import PICKLE_PROTO, PICKLE_SUFFIXES, TORCH_LEGACY_HEAD
 
 # every opcode: pickle's one-byte constants (the same set as pickletools.opcodes, which costs 2 ms to import)
 OPCODES = frozenset(chr(code[0]) for name, code in vars(pickle).items()

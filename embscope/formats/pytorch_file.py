@@ -10,14 +10,16 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from .. import files
-from ..arrays import to_float32
-from ..checkpoint import Checkpoint, TensorInfo
-from ..errors import CheckpointError
+from ..core import files
+from ..core.arrays import to_float32
+from ..core.checkpoint import Checkpoint, TensorInfo
+from ..core.errors import CheckpointError
+from ..core.text import quote
 from ..registry import Probe
-from ..text import quote
-from ._base import DAMAGE, OpenOptions
-from ._descriptors import OtherTensor, TensorRecord, check_record
+from ..storage.base import DAMAGE, OpenOptions
+from ..storage.constants import TORCH_LEGACY_HEAD, TORCH_SUFFIXES, ZIP_MAGIC
+from ..storage.descriptors import OtherTensor, TensorRecord, check_record
+from ..storage.unpickle import PickledArray
 from ._shards import missing, shards_of
 from ._state_dict import (
     array_tensor,
@@ -31,8 +33,6 @@ from ._state_dict import (
 from ._torch_legacy import load_legacy
 from ._torch_storage import Stored, read_record
 from ._torch_zip import data_pickle_name, load_zip
-from ._unpickle import PickledArray
-from .constants import TORCH_LEGACY_HEAD, TORCH_SUFFIXES, ZIP_MAGIC
 
 
 def is_tensor(value: Any) -> bool:

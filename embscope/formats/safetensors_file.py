@@ -11,16 +11,15 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from .. import files
-from ..checkpoint import Checkpoint, TensorInfo
-from ..errors import CheckpointError
+from ..core import files
+from ..core.checkpoint import Checkpoint, TensorInfo
+from ..core.errors import CheckpointError
+from ..core.text import quote
 from ..registry import Probe
-from ..text import quote
-from ._base import OpenOptions
-from ._checks import check_shape, map_array
-from ._rows import file_rows
+from ..storage.base import OpenOptions
+from ..storage.checks import check_shape, map_array
+from ..storage.constants import ELEMENT_TYPES, MAX_TENSORS, SAFETENSORS_DTYPES, SAFETENSORS_MAX_HEADER, STEP_KEYS
 from ._shards import missing, shards_of
-from .constants import ELEMENT_TYPES, MAX_TENSORS, SAFETENSORS_DTYPES, SAFETENSORS_MAX_HEADER, STEP_KEYS
 
 
 def read_header(path: Path) -> tuple[dict[str, Any], int, int]:
@@ -94,7 +93,6 @@ def tensor_info(path: Path, name: str, entry: object, data_start: int, data_len:
         raise CheckpointError(f"{where}: shape {shape} of {dtype} needs {nbytes} bytes, data_offsets span {offsets[1] - offsets[0]}")
     read = partial(map_array, path, "<" + element.stored, data_start + offsets[0], tuple(shape))
     return TensorInfo(name, tuple(shape), element.name, read, storage=(str(path), offsets[0]) if nbytes else None,
-                      read_rows=file_rows(path, data_start + offsets[0], element.name, "<", tuple(shape)),
                       sources=(path,))
 
 

@@ -7,12 +7,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NoReturn
 
-from .. import files
-from ..checkpoint import Checkpoint
-from ..errors import CheckpointError
-from ..text import quote
-from ._base import OpenOptions
-from .constants import LEGACY_GGML_MAGICS
+from ..core import files
+from ..core.checkpoint import Checkpoint
+from ..core.errors import CheckpointError
+from ..core.text import quote
+from ..storage.base import OpenOptions
+from ..storage.constants import LEGACY_GGML_MAGICS
 
 INSTEAD = "use the model's original checkpoint (safetensors, PyTorch, GGUF, ONNX or Keras .h5)"
 

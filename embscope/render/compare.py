@@ -17,9 +17,9 @@ from ..analysis.compare import (
     TrajectoryPoint,
 )
 from ..analysis.compare_series import Namer
-from ..errors import Option
+from ..core.errors import Option
+from ..core.text import quote
 from ..series import Step as CheckpointStep
-from ..text import quote
 from . import console, jsonout
 from .console import cosine_text as cosine
 from .console import number_text as number

@@ -6,8 +6,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..analysis.compare_output import OutputComparison
-from ..errors import Option
-from ..text import quote
+from ..core.errors import Option
+from ..core.text import quote
 from . import console, header
 from .compare import cka_notes
 from .console import cosine_text as cosine

@@ -15,7 +15,7 @@ from ..analysis.compare import Comparison
 from ..series import Step as CheckpointStep
 from .compare import Labels
 from .names import Output, checkpoint_title
-from .plot_style import drawable
+from .plot_style import drawable, wrapped
 from .plots import new_figure, save
 
 if TYPE_CHECKING:
@@ -63,7 +63,11 @@ def pair_figure(comparison: Comparison, labels: Labels) -> Figure:
     fig = new_figure(13, 9)
     (a, step_a), (b, step_b) = labels.checkpoints
     # each name cut on its own: the title cut whole kept A's name and lost B's ("B =....safetensors")
-    fig.suptitle(f"A = {drawable(named(a, step_a))}  vs  B = {drawable(named(b, step_b))}", parse_math=False)
+    aligned = any(found.alignment is not None for found in comparison.tables.values())
+    rotated = ("; B rotated onto A (orthogonal Procrustes): the cosines and changes are of the aligned rows"
+               if aligned else "")
+    fig.suptitle(wrapped(f"A = {drawable(named(a, step_a))}  vs  B = {drawable(named(b, step_b))}{rotated}", 13),
+                 parse_math=False)
     (cos_ax, norm_ax), (change_ax, profile_ax) = fig.subplots(2, 2)
     for role, found in comparison.tables.items():
         colour, changes = STYLES.get(role, "tab:grey"), found.changes
@@ -74,12 +78,13 @@ def pair_figure(comparison: Comparison, labels: Labels) -> Figure:
         shown = spread(changes.count)
         thinned = f", 1 in {-(-changes.count // len(shown)):,}" if len(shown) < changes.count else ""
         norm_ax.scatter(changes.norm_a[shown], changes.norm_b[shown], s=4, color=colour, alpha=0.5, linewidths=0,
+                        rasterized=True,  # a dense panel: one image inside a vector file
                         label=f"{role} ({changes.count:,} rows{thinned})")
         rows = found.pairing.rows_a()[shown] - (found.pairing.start_a if role == "position" else 0)
         relative = np.where(np.isfinite(changes.relative[shown]), changes.relative[shown], np.nan)
-        change_ax.scatter(rows, relative, s=4, color=colour, alpha=0.5, linewidths=0,
+        change_ax.scatter(rows, relative, s=4, color=colour, alpha=0.5, linewidths=0, rasterized=True,
                           label=f"{role}: {found.summary.unchanged:,} rows bitwise unchanged")
-    cos_ax.set_title("row cosine A vs B")
+    cos_ax.set_title("row cosine A vs B, Procrustes-aligned" if aligned else "row cosine A vs B")
     cos_ax.set_xlabel("cosine")
     cos_ax.set_ylabel("rows")
     low, high = norm_ax.get_xlim()
@@ -102,7 +107,8 @@ def trajectory_figure(comparison: Comparison, labels: Labels) -> Figure:
     fig = new_figure(13, 9)
     first, last = labels.checkpoints[0], labels.checkpoints[-1]
     source = f"{checkpoint_title(labels.origin)}: " if labels.run else ""
-    fig.suptitle(drawable(f"{source}{len(labels.checkpoints)} checkpoints, {first[1].text()} to {last[1].text()}"),
+    fig.suptitle(wrapped(f"{drawable(source)}{len(labels.checkpoints)} checkpoints, {first[1].text()} to "
+                         f"{last[1].text()}: first {drawable(named(*first))}, last {drawable(named(*last))}", 13),
                  parse_math=False)
     (cos_ax, norm_ax), (count_ax, profile_ax) = fig.subplots(2, 2)
     cos_ax.sharex(norm_ax)  # the first checkpoint has no cosine to a previous one: keep its place on the axis

@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from ..text import clipped, printable
+from ..core.text import clipped, printable
 from . import jsonout
 
 # emoji off: a tensor named ":thumbs_up:" must print as its name, not as a picture

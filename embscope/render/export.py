@@ -6,8 +6,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..analysis.export import ExportRows
-from ..errors import Option
-from ..roles import Role
+from ..core.errors import Option
+from ..core.role import Role
 from . import console, header
 from .jsonout import Document
 

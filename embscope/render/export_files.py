@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from ..analysis.export import ExportRows
-from ..roles import Role
+from ..core.role import Role
 from .cells import FORMULA_STARTS, quoted
 from .files import OUT, Named, make_folder, written_whole
 from .progress import bar

@@ -12,9 +12,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from .. import files
-from ..errors import Option, OutputError
-from ..text import quote, shortened
+from ..core import files
+from ..core.errors import Option, OutputError
+from ..core.text import quote, shortened
 
 if TYPE_CHECKING:
     from ..embeddings import Embeddings
@@ -51,7 +51,7 @@ def input_files(emb: Embeddings, *given: Path | None) -> list[Path]:
 
 def refuse_inputs(path: Path, what: Named, inputs: Iterable[Path]) -> None:
     """An output naming a file that was read (by any name: a link, a relative path) is refused: every file this
-    run opened (embscope.files records them), and `inputs`, those it may have read."""
+    run opened (embscope.core.files records them), and `inputs`, those it may have read."""
     try:
         target = os.stat(path)
     except FileNotFoundError:

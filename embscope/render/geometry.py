@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..analysis.geometry import TOP_SHARES, Geometry
-from ..roles import Role
+from ..core.role import Role
 from . import console, header
 from .console import cosine_text as cosine
 from .console import number_text as number

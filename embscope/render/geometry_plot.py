@@ -10,8 +10,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..analysis.geometry import Geometry
-from ..text import printable
+from ..core.text import printable
 from .names import Output, emb_title
+from .plot_style import drawable, wrapped
 from .plots import label, new_figure, save
 
 if TYPE_CHECKING:
@@ -21,20 +22,22 @@ if TYPE_CHECKING:
     from ..embeddings import Embeddings
 
 LABELLED = 3  # dimensions and periods named on the plot
+PANEL_WIDTH = 6.0  # inches
 MARK = "tab:red"
 
 
 def draw_dimensions(ax: Axes, found: Geometry) -> None:
     mean = found.mean_cosine
     values = found.contributions / mean if mean else found.contributions
-    ax.bar(np.arange(found.dim), np.nan_to_num(values), width=1.0, color="tab:blue")
+    ax.stairs(np.nan_to_num(values), np.arange(found.dim + 1) - 0.5, fill=True, color="tab:blue")  # one patch
     for d in found.dimensions[:LABELLED]:
         value = d.share if d.share is not None else d.contribution
         ax.bar([d.dim], [value], width=1.0, color=MARK)
         label(ax, f"dim {d.dim}: {value:.1%}" if d.share is not None else f"dim {d.dim}", (d.dim, value),
               color=MARK)
     ax.axhline(0, color="grey", linewidth=0.8)
-    ax.set_title("each dimension's part of the mean cosine" + (f" ({mean:+.4f})" if mean is not None else ""))
+    ax.set_title(wrapped("each dimension's part of the mean cosine" + (f" ({mean:+.4f})" if mean is not None else ""),
+                         PANEL_WIDTH))
     ax.set_xlabel("dimension")
     ax.set_ylabel("share of the mean cosine" if mean else "CC_k (the mean cosine is 0 or undefined)")
 
@@ -61,7 +64,9 @@ def draw_spectrum(ax: Axes, found: Geometry) -> None:
     twin.plot(index, np.cumsum(shares), color="grey", linewidth=0.8, label="cumulative")
     twin.set_ylim(0, 1.02)
     twin.set_ylabel("cumulative share")
-    ax.set_title(f"spectrum of the centred table: top 1 {spectrum.shares[1]:.1%}, top 10 {spectrum.shares[10]:.1%}")
+    ax.set_xlim(1, max(2, min(found.used, found.dim)))  # every direction the table has: min(V, d)
+    ax.set_title(wrapped(f"spectrum of the centred table: top 1 {spectrum.shares[1]:.1%}, top 10 "
+                         f"{spectrum.shares[10]:.1%}", PANEL_WIDTH))
     ax.set_xlabel("principal direction (largest first)")
     ax.set_ylabel("s^2 / sum s^2 (log scale)")
     ax.legend(loc="upper right", fontsize=8)
@@ -81,15 +86,16 @@ def draw_periods(ax: Axes, found: Geometry) -> None:
         label(ax, f"T/{p.frequency} = {p.period:.4g}: {p.share:.1%}", (p.period, p.share), color=MARK,
               offset=(-6, 6) if right else (6, 6), ha="right" if right else "left")
     ax.set_xscale("log")
-    ax.set_title("power along positions by period (rfft of the centred table)")
+    ax.set_title(wrapped("power along positions by period (rfft of the centred table)", PANEL_WIDTH))
     ax.set_xlabel("period (positions, log scale)")
     ax.set_ylabel("share of the power")
 
 
 def figure(found: Geometry, checkpoint: str) -> Figure:  # `checkpoint` as names.emb_title gives it
     panels = 3 if found.power is not None or found.role == "position" else 2
-    fig = new_figure(6 * panels, 5)
-    fig.suptitle(f"{printable(checkpoint)} - {found.role} table {printable(found.name)}: geometry", parse_math=False)
+    fig = new_figure(PANEL_WIDTH * panels, 5)
+    fig.suptitle(wrapped(f"{drawable(checkpoint)} - {found.role} table {drawable(found.name)}: geometry",
+                         PANEL_WIDTH * panels), parse_math=False)
     axes = fig.subplots(1, panels)
     draw_dimensions(axes[0], found)
     draw_spectrum(axes[1], found)

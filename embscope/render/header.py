@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import sample
-from ..errors import EmbscopeError, Option
+from ..core.errors import EmbscopeError, Option
 from . import console, jsonout
 from .jsonout import Document
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..analysis.info import InfoReport
-from ..checkpoint import Table
-from ..roles import Head, Role
-from ..text import shape_text
+from ..core.checkpoint import Table
+from ..core.role import Head, Role
+from ..core.text import shape_text
 from . import console, header
 from .jsonout import Document
 

@@ -8,14 +8,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..analysis.map import Point, TableMap
-from ..errors import Option
-from ..roles import Role
+from ..core.errors import Option
+from ..core.role import Role
 from . import console, header, plots
 from .files import input_files
 from .jsonout import Document
+from .label_placement import place_labels
 from .lookup_notes import grouped_notes
 from .names import Output, emb_title
-from .plot_style import drawable
+from .plot_style import drawable, wrapped
 
 if TYPE_CHECKING:
     from ..embeddings import Embeddings
@@ -136,31 +137,32 @@ def map_figure(result: TableMap, checkpoint: str) -> Any:  # a matplotlib Figure
     ratio = result.projection.ratio
     ax.set_xlabel(x_name.upper() + (f" ({ratio[0]:.1%} of variance)" if ratio else ""))
     ax.set_ylabel(y_name.upper() + (f" ({ratio[1]:.1%} of variance)" if ratio else ""))
-    ax.set_title(f"{drawable(checkpoint)} - {result.role} table {drawable(result.name)}: "
-                 f"{' ('.join(method_text(result))})", parse_math=False)
+    ax.set_title(wrapped(f"{drawable(checkpoint)} - {result.role} table {drawable(result.name)}: "
+                         f"{' ('.join(method_text(result))})", 8.0), parse_math=False)
     flagged = result.flagged.indices
     flagged = flagged[np.isfinite(coords[flagged]).all(axis=1)]  # rows left off the map are not drawn
     if result.role is Role.position:
         path_rows, step = thinned(np.arange(result.first_row, result.rows))
         ax.plot(coords[path_rows, 0], coords[path_rows, 1], color="grey", linewidth=0.6, zorder=1)
         dots = ax.scatter(coords[path_rows, 0], coords[path_rows, 1], c=path_rows - result.first_row, cmap="viridis",
-                          s=14, zorder=2)
+                          s=14, zorder=2, rasterized=True)  # a dense panel: one image inside a vector file
         figure.colorbar(dots, ax=ax, label="position")
         if step > 1:
             ax.text(0.01, 0.01, f"1 position in {step:,} drawn", transform=ax.transAxes, fontsize=8)
     else:
         rows, step = thinned(np.arange(len(coords)))
         drawn = f"; 1 in {step:,} drawn" if step > 1 else ""
-        ax.scatter(coords[rows, 0], coords[rows, 1], s=4, color="tab:blue", alpha=0.5, linewidths=0,
+        ax.scatter(coords[rows, 0], coords[rows, 1], s=4, color="tab:blue", alpha=0.5, linewidths=0, rasterized=True,
                    label=f"rows ({result.projection.used:,}{drawn})")
     if len(flagged):
         drawn = f"; the {MAX_DRAWN:,} most extreme drawn" if len(flagged) > MAX_DRAWN else ""
         ax.scatter(coords[flagged[:MAX_DRAWN], 0], coords[flagged[:MAX_DRAWN], 1], s=40, facecolors="none",
                    edgecolors="tab:red", linewidths=1.0, zorder=3, label=f"norm anomalies ({len(flagged):,}{drawn})")
-    for p in result.points:
-        if p.x is not None and p.y is not None:
-            ax.plot([p.x], [p.y], "o", color="black", markersize=4, zorder=4)
-            plots.label(ax, p.label if result.role is not Role.position else f"position {p.label}", (p.x, p.y))
+    shown = [(p.label if result.role is not Role.position else f"position {p.label}", p.x, p.y)
+             for p in result.points if p.x is not None and p.y is not None]
+    for _, x, y in shown:
+        ax.plot([x], [y], "o", color="black", markersize=4, zorder=4)
     if result.role is not Role.position or len(flagged):
         ax.legend(loc="best", fontsize=8)
+    place_labels(figure, ax, shown)  # last: the layout is fixed with everything else in place
     return figure

@@ -23,9 +23,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .. import files
-from ..errors import Option, OutputError
-from ..text import quote
+from .. import sample
+from ..core import files
+from ..core.errors import Option, OutputError
+from ..core.text import quote
 
 if TYPE_CHECKING:
     from ..embeddings import Embeddings
@@ -117,7 +118,6 @@ def checkpoint_title(path: Path, step: int | None = None, sample: str | None = N
 
 def emb_title(emb: Embeddings) -> str:
     """The title of one checkpoint's figures and report."""
-    from .. import sample
     checkpoint = emb.checkpoint
     return checkpoint_title(checkpoint.path, checkpoint.step, sample.DESCRIPTION if emb.is_sample else None)
 

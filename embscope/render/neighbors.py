@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..analysis.neighbors import NeighborsResult
-from ..text import quote
+from ..core.text import quote
 from . import console, header
 from .jsonout import Document
 

@@ -18,8 +18,8 @@ from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import OutputError
-from ..text import quote, shortened
+from ..core.errors import OutputError
+from ..core.text import quote, shortened
 from . import jsonout
 from .cells import tsv_cell
 from .files import OUT, written_whole

@@ -8,12 +8,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..analysis.norms import DUPLICATE_COSINE, MAD_SCALE, NormsReport
-from ..errors import Option
-from ..text import PLOT_TOKEN_SHOWN, TOKEN_SHOWN, visible
-from . import console, header, jsonout
+from ..core.errors import Option
+from ..core.text import PLOT_TOKEN_SHOWN, TOKEN_SHOWN, visible
+from . import console, header, jsonout, plots
 from .console import number_text as number
 from .jsonout import Document
 from .names import Output, emb_title
+from .norms_plot import LABELLED_ROWS, ranked_rows, token_norms_figure
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -110,7 +111,6 @@ def show(emb: Embeddings, report: NormsReport, *, json: bool, plot: Output | Non
 def figure(emb: Embeddings, report: NormsReport, size: tuple[float, float] | None = None) -> Figure:
     """The norms with the flagged rows marked: by position for a position table, a histogram and the
     lowest and highest rows by name for a token table."""
-    from . import plots
     summary = report.summary
     title = f"{report.role} table {report.name}"
     checkpoint = emb_title(emb)
@@ -119,7 +119,6 @@ def figure(emb: Embeddings, report: NormsReport, size: tuple[float, float] | Non
         flagged = [(a.index, a.norm, a.ratio_to_mean) for a in summary.anomalies[:JSON_LISTED]]
         return plots.position_norms_figure(summary.norms, summary.mean, summary.median, flagged, checkpoint, title,
                                            report.first_row, **sized)
-    from .norms_plot import LABELLED_ROWS, ranked_rows, token_norms_figure
     tokenizer = report.tokenizer
     padding_from = tokenizer.vocab_size if tokenizer is not None and tokenizer.vocab_size < summary.rows else None
     named = ranked_rows(summary.norms) + [int(row) for row in summary.flagged[:LABELLED_ROWS]]
@@ -131,5 +130,4 @@ def figure(emb: Embeddings, report: NormsReport, size: tuple[float, float] | Non
 def draw(emb: Embeddings, report: NormsReport, target: Output, inputs: list[Path], size: tuple[float, float] | None,
          dpi: float) -> None:
     """The figure written to `target`."""
-    from . import plots
     plots.save(lambda: figure(emb, report, size), target, dpi, inputs=inputs)

@@ -16,15 +16,21 @@ from __future__ import annotations
 import functools
 import logging
 import sys
+import textwrap
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-from ..text import printable, shortened
+import numpy as np
+
+from ..core.text import printable
 
 if TYPE_CHECKING:
     from types import ModuleType
+
+    from matplotlib.axes import Axes
+    from matplotlib.text import Annotation
 
 MAIN_FAMILY = "DejaVu Sans"  # ships with matplotlib
 # fonts that draw what DejaVu Sans does not (CJK, Indic, Arabic, symbols), in the order they are tried, each
@@ -37,6 +43,9 @@ FALLBACK_FAMILIES = (
     "FreeSerif", "Unifont", "Arial Unicode MS", "Microsoft YaHei", "SimHei", "Yu Gothic", "Meiryo", "Malgun Gothic",
     "Nirmala UI", "Segoe UI Symbol", "PingFang SC", "Hiragino Sans", "Apple SD Gothic Neo", "Apple Symbols")
 MAX_LABEL = 80  # characters of a string from the file in a figure: a 200,000-character token is laid out for minutes
+ELLIPSIS = "\u2026"  # where a string too long for a figure is cut (DejaVu Sans draws it)
+CHAR_WIDTH = 0.6  # a DejaVu Sans character's mean width, in ems: how many fit on a title's line
+MAX_BANDS = 10  # range bands labelled on one axis; more are shaded without a label
 SPACE_SYMBOL, OPEN_BOX = "\u2420", "\u2423"
 # settings of embscope's figures on top of matplotlib's defaults: ids in SVGs from a fixed salt (the same report
 # is the same file twice)
@@ -92,7 +101,7 @@ def can_draw(code: int) -> bool:
 def drawable(text: str) -> str:
     """A string from a file as a figure shows it: control characters and characters no installed font has
     escaped, the space symbol drawn as one the fonts have, cut to MAX_LABEL characters."""
-    text = printable(shortened(text, MAX_LABEL))
+    text = printable(clipped(text, MAX_LABEL))
     if text.isascii():
         return text
     with quiet():
@@ -100,6 +109,47 @@ def drawable(text: str) -> str:
             text = text.replace(SPACE_SYMBOL, OPEN_BOX)
         return "".join(ch if ch.isascii() or can_draw(ord(ch)) else ch.encode("unicode_escape").decode("ascii")
                        for ch in text)
+
+
+def clipped(text: str, limit: int = MAX_LABEL) -> str:
+    """`text` cut to `limit` characters with an ellipsis in the middle (a path keeps its file name), never with a
+    note of its length inside a figure."""
+    if len(text) <= limit:
+        return text
+    tail = (limit - 1) // 2
+    return text[:limit - 1 - tail] + ELLIPSIS + text[len(text) - tail:]
+
+
+def wrapped(text: str, inches: float, points: float = 12.0) -> str:
+    """A title broken into lines that fit `inches` of width at `points` size, so no figure cuts it."""
+    width = max(20, int(inches * 72 / (points * CHAR_WIDTH)))
+    return "\n".join(textwrap.wrap(text, width, break_long_words=True, break_on_hyphens=False)) or text
+
+
+def runs(rows: Iterable[int]) -> list[tuple[int, int]]:
+    """Sorted rows as runs of consecutive rows, each (first, last)."""
+    ordered = np.unique(np.fromiter(rows, dtype=np.int64))
+    if not len(ordered):
+        return []
+    breaks = np.flatnonzero(np.diff(ordered) != 1)
+    firsts = np.concatenate(([ordered[0]], ordered[breaks + 1]))
+    lasts = np.concatenate((ordered[breaks], [ordered[-1]]))
+    return [(int(a), int(b)) for a, b in zip(firsts, lasts)]
+
+
+def range_bands(ax: Axes, bands: Sequence[tuple[int, int, str]], color: str = "tab:red", alpha: float = 0.15,
+                limit: int = MAX_BANDS) -> list[Annotation]:
+    """Each (first, last, what) shaded over rows first..last of the x axis, with one label ("215-511: never
+    trained") at its top; the first `limit` bands are labelled, the rest only shaded. Returns the labels."""
+    labels = []
+    for n, (first, last, what) in enumerate(bands):
+        ax.axvspan(first - 0.5, last + 0.5, color=color, alpha=alpha, linewidth=0)
+        if n < limit:
+            rows = f"{first}" if first == last else f"{first}-{last}"
+            labels.append(ax.annotate(drawable(f"{rows}: {what}"), xy=((first + last) / 2, 1), xycoords=("data", "axes fraction"),
+                                      xytext=(0, -4), textcoords="offset points", ha="center", va="top", fontsize=8,
+                                      color=color, parse_math=False))
+    return labels
 
 
 @contextmanager

@@ -12,12 +12,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import MissingPackageError, OutputError
+from ..core.errors import MissingPackageError, OutputError
+from ..core.text import quote, shortened
 from ..naming import position_name
-from ..text import quote, shortened
 from .files import written_whole
 from .names import RECORD_KEY, Output, checkpoint_label
-from .plot_style import drawable, style
+from .plot_style import drawable, style, wrapped
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -75,9 +75,9 @@ def positions_figure(heatmap: Heatmap, mean: np.ndarray, std: np.ndarray, neares
     beside the mean (and spread) of cos(p_i, p_i+k) by distance k."""
     positions = heatmap.positions
     figure = new_figure(13, 5.5)
-    figure.suptitle(f"{drawable(checkpoint)} - position table {drawable(table)}", parse_math=False)
+    figure.suptitle(wrapped(f"{drawable(checkpoint)} - position table {drawable(table)}", 13), parse_math=False)
     heat_ax, curve_ax = figure.subplots(1, 2, width_ratios=[1, 1.2])
-    image = heat_ax.imshow(heatmap.cells, cmap="RdBu_r", vmin=-1, vmax=1, interpolation="nearest",
+    image = heat_ax.imshow(heatmap.cells, cmap="RdBu_r", vmin=-1, vmax=1, interpolation="nearest", rasterized=True,
                            extent=(-0.5, positions - 0.5, positions - 0.5, -0.5))
     figure.colorbar(image, ax=heat_ax, label="cosine")
     heat_ax.set_title(f"cosine between positions ({positions} x {positions})")

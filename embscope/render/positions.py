@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..analysis.positions import PositionProfile, PositionsResult
-from . import console, header, jsonout
+from . import console, header, jsonout, plots
 from .jsonout import Document
 from .names import Output, emb_title
 
@@ -40,7 +40,6 @@ def document(result: PositionsResult, *, profile: bool, plot: Output | None) -> 
 
 def figure(emb: Embeddings, result: PositionsResult) -> Figure:
     """The heatmap beside the similarity-by-distance curve."""
-    from . import plots
     assert result.profile is not None and result.heatmap is not None
     profile = result.profile
     return plots.positions_figure(result.heatmap, profile.mean, profile.std, profile.nearest_is_adjacent,
@@ -49,7 +48,6 @@ def figure(emb: Embeddings, result: PositionsResult) -> Figure:
 
 def draw(emb: Embeddings, result: PositionsResult, target: Output, inputs: list[Path]) -> None:
     """The figure written to `target`."""
-    from . import plots
     plots.save(lambda: figure(emb, result), target, inputs=inputs)
 
 

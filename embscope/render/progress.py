@@ -6,6 +6,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeRemainingColumn
+from rich.progress import Progress as Bars
+
 from ..analysis.stages import Progress, Stages
 from . import console
 
@@ -13,8 +16,6 @@ from . import console
 @contextmanager
 def stages() -> Iterator[Stages]:
     """Bars for work done in stages: `stage(description)` adds a bar and returns the callback that moves it."""
-    from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeRemainingColumn
-    from rich.progress import Progress as Bars
     with Bars(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
               console=console.err, transient=True, disable=not console.err.is_terminal) as bars:
         def stage(description: str) -> Progress:

@@ -7,8 +7,8 @@ from importlib.metadata import version
 from pathlib import Path
 
 from ..analysis.report import Report
-from ..errors import Option, OutputError
-from ..text import quote, shortened
+from ..core.errors import Option, OutputError
+from ..core.text import quote, shortened
 from . import console, header
 from .files import OUT, check_directory
 from .jsonout import Document
@@ -82,7 +82,7 @@ def show(report: Report, out: Output, fmt: str, found: Sequence[Section], files:
     header.show(report.emb)
     made = ", ".join(s.key for s in found if s.made)
     figures = len(files) - 1
-    beside = f", with {figures} figure{'s' * (figures != 1)} (PNG) beside it" if fmt == "md" else ""
+    beside = f", with {figures} figure{'s' * (figures != 1)} (SVG) beside it" if fmt == "md" else ""
     console.out.print(f"wrote the report to {console.safe(files[0])}{beside}{console.safe(out.how())}: {made}",
                       soft_wrap=True)
     for section in found:

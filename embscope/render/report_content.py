@@ -1,12 +1,11 @@
 """What a report says, written once for both formats (report_html, report_md): sections of lines, tables and
 figures. Numbers are formatted as the console prints them, and each table cell keeps the full-precision number
 it shows. Every string here is plain text, and each format escapes all of it. Figures are drawn by the
-commands' own figure functions (matplotlib: Markdown's PNGs), and for the HTML page by report_figures (SVG),
-only when a format writes them.
+commands' own figure functions, the ones `--plot` draws (matplotlib, saved as SVG: inline in the page, files
+beside report.md), only when a format writes them.
 
 A section is a key in analysis.report.SECTIONS, its title in TITLES and its builder in BUILDERS (a Report ->
-blocks). A Figure block with only `draw` (a matplotlib figure) is drawn by matplotlib in both formats; `svg` adds
-the page's own drawing of it."""
+blocks). A Figure block's `draw` makes the matplotlib figure."""
 
 from __future__ import annotations
 
@@ -20,17 +19,19 @@ from ..analysis.map import TableMap
 from ..analysis.norms import DUPLICATE_COSINE, NormsReport
 from ..analysis.report import SECTIONS, Absent, CompareSection, Missing, NeighborsSection, Report
 from ..analysis.undertrained import THRESHOLD_RULE, UndertrainedReport
-from ..roles import Role
-from ..text import shape_text, visible
+from ..core.role import Role
+from ..core.text import shape_text, visible
+from ..naming import token_name
 from . import compare as compare_text
+from . import geometry as geometry_text
 from . import header
 from . import map as map_text
 from . import norms as norms_text
 from . import positions as positions_text
-from . import report_figures as figures
 from . import undertrained as undertrained_text
 from .compare_plot import figure as compare_figure
 from .console import cosine_text, count_text, number_text, percent
+from .geometry_plot import figure as geometry_figure
 from .info import HEAD_ROWS
 from .jsonout import clean
 from .lookup_notes import grouped_notes
@@ -70,11 +71,9 @@ class Grid:
 
 @dataclass(frozen=True)
 class Figure:
-    name: str  # the PNG's name in a Markdown folder, without extension; unique within a report
+    name: str  # the SVG's name in a Markdown folder, without extension; unique within a report
     alt: str
-    draw: Callable[[], Any]  # -> a matplotlib Figure, built when the format writes it (Markdown's PNGs)
-    svg: Callable[[], str] | None = None  # -> the same figure as an <svg> element (report_figures), for HTML; None:
-    # HTML draws `draw` with matplotlib
+    draw: Callable[[], Any]  # -> a matplotlib Figure, built when the format writes it
 
 
 Block = Line | Grid | Figure
@@ -230,7 +229,7 @@ def norms_table_blocks(report: Report, found: NormsReport) -> list[Block]:
     else:
         blocks.append(Line(f"near-duplicate rows (cosine > {DUPLICATE_COSINE}): none"))
     blocks.append(Figure(f"norms-{found.role}", f"L2 norms of the {found.role} table",
-                         partial(norms_text.figure, report.emb, found), partial(figures.norms_figure, report.emb, found)))
+                         partial(norms_text.figure, report.emb, found)))
     return blocks + notes(found.notes)
 
 
@@ -259,7 +258,7 @@ def positions_blocks(report: Report) -> list[Block]:
                text("yes" if section.position0_flagged else "no")),),
              title="position 0 against the mean (the rule of `embscope norms`)"),
         Figure("positions", "cosine heatmap between positions, and similarity by distance",
-               partial(positions_text.figure, report.emb, result), partial(figures.positions_figure, report.emb, result))]
+               partial(positions_text.figure, report.emb, result))]
     profile = result.profile
     if profile is not None:
         blocks.append(Grid(("distance k", "mean cos(p_i, p_i+k)", "std", "pairs"), tuple(
@@ -301,7 +300,6 @@ def undertrained_blocks(report: Report) -> list[Block]:
     found = report.undertrained
     if isinstance(found, Missing):
         return missing(found)
-    from ..naming import token_name
     tokenizer = report.emb.tokenizer_for_names()[0]
     blocks: list[Block] = []
     if found.kinds is not None:
@@ -313,8 +311,7 @@ def undertrained_blocks(report: Report) -> list[Block]:
         blocks += undertrained_table_blocks(table, partial(token_name, tokenizer))
     title = emb_title(report.emb)
     blocks.append(Figure("undertrained", "the indicator and the row norms, with the threshold and the candidates",
-                         partial(undertrained_figure, found.reports, title),
-                         partial(figures.undertrained_figure, found.reports, title)))
+                         partial(undertrained_figure, found.reports, title)))
     return blocks + notes([*found.notes, *(note for table in found.reports for note in table.notes)])
 
 
@@ -366,7 +363,7 @@ def map_table_blocks(report: Report, found: TableMap) -> list[Block]:
                        "norms`), ringed in red"))
     title = emb_title(report.emb)
     blocks.append(Figure(f"map-{found.role.value}", f"2-D map of the {found.role} table",
-                         partial(map_text.map_figure, found, title), partial(figures.map_figure, found, title)))
+                         partial(map_text.map_figure, found, title)))
     return blocks + notes([*grouped_notes((p.label, p.note) for p in found.points), *found.notes])
 
 
@@ -381,8 +378,6 @@ def map_blocks(report: Report) -> list[Block]:
 
 
 def geometry_table_blocks(report: Report, found: Geometry) -> list[Block]:
-    from . import geometry as geometry_text
-    from .geometry_plot import figure as geometry_figure
     spectrum = found.spectrum
     used = "all used" if found.used == found.rows - found.first_row else f"{found.used:,} used"
     measures = [("mean cosine between distinct rows (exact)", cosine(found.mean_cosine)),
@@ -408,8 +403,7 @@ def geometry_table_blocks(report: Report, found: Geometry) -> list[Block]:
             (number(p.period, f"{p.period:.4g}"), count(p.frequency), number(p.share, percent(p.share)))
             for p in periods[:LISTED_GEOMETRY]), title="periods along positions", compact=True))
     blocks.append(Figure(f"geometry-{found.role}", f"geometry of the {found.role} table",
-                         partial(geometry_figure, found, emb_title(report.emb)),
-                         partial(figures.geometry_figure, found, emb_title(report.emb))))
+                         partial(geometry_figure, found, emb_title(report.emb))))
     undefined = [f"{key.replace('_', ' ')}: {why}" for key, why in geometry_text.reasons(found).items()
                  if key != "periods" or found.role == Role.position]
     return blocks + notes([*found.notes, *undefined])
@@ -466,7 +460,7 @@ def compare_blocks(report: Report) -> list[Block]:
                  four(changes.relative[i])) for i in found.movers[:LISTED_MOVERS]),
                 title="top movers (largest relative change first)"))
     blocks.append(Figure("compare", "how the rows moved between the checkpoints, and the position profiles",
-                         partial(compare_figure, comparison, labels), partial(figures.compare_figure, comparison, labels)))
+                         partial(compare_figure, comparison, labels)))
     return blocks + notes(compare_text.all_notes(comparison, labels))
 
 

@@ -1,11 +1,11 @@
 """The report as one self-contained HTML file: CSS inline, figures inline as SVG, no script, and nothing the
 page would fetch (no CDN, font or image from elsewhere; a heatmap is a data: PNG inside its SVG).
 
-Figures are drawn as SVG by render.report_figures (svg_chart): text stays text in the page's own fonts, every
-string escaped, dense series thinned. A section whose figure only matplotlib draws gets matplotlib's SVG with
-text drawn as paths (svg.fonttype "path"), so no string from the checkpoint becomes markup inside a figure (the
-text comments matplotlib writes are removed), and dense artists (more than plots.DENSE_POINTS points) rasterized
-into a PNG inside the SVG; its XML prologue and metadata block, which name W3C and matplotlib URLs, are dropped. Each
+Figures are the ones `--plot` draws, by the same functions (matplotlib), as SVG with text drawn as paths
+(svg.fonttype "path"), so no string from the checkpoint becomes markup inside a figure (the text comments
+matplotlib writes are removed), and dense artists (heatmaps, scatters of many points) rasterized into a PNG
+inside the SVG; its XML prologue and metadata block, which name W3C and matplotlib URLs, are dropped.
+Without matplotlib the page is still written, a line in place of each figure saying what it needs. Each
 figure's ids get a prefix of their own, so figures in one page never share an id. Every string, from a file or
 not, is escaped with html.escape.
 """
@@ -21,8 +21,8 @@ from itertools import count, groupby
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..errors import needs_package
-from ..text import printable
+from ..core.errors import needs_package
+from ..core.text import printable
 from .files import refuse_inputs, written_whole
 from .names import RECORD_KEY, Output
 from .plot_style import style
@@ -74,8 +74,8 @@ def prefixed(svg: str, prefix: str) -> str:
 
 
 def matplotlib_svg(draw: Callable[[], Drawing], prefix: str) -> str:
-    """A figure that only matplotlib draws, in embscope's style (plot_style), as an inline <svg> element; without
-    matplotlib, a line that says so."""
+    """A figure in embscope's style (plot_style), as an inline <svg> element; without matplotlib, a line that says
+    so."""
     import importlib.util
     if importlib.util.find_spec("matplotlib") is None:
         return line_html(Line(needs_package("this figure", "matplotlib", "plot"), "missing"))
@@ -125,8 +125,7 @@ def line_html(line: Line) -> str:
 
 def block_html(block: Block, numbers: Iterator[int]) -> str:
     if isinstance(block, Figure):
-        drawn = prefixed(block.svg(), f"f{next(numbers)}-") if block.svg is not None else matplotlib_svg(block.draw,
-                                                                                                         f"f{next(numbers)}-")
+        drawn = matplotlib_svg(block.draw, f"f{next(numbers)}-")
         return (f'<figure id="figure-{escaped(block.name)}" role="img" aria-label="{escaped(block.alt)}">\n'
                 f"{drawn}\n</figure>")
     return grid_html(block) if isinstance(block, Grid) else line_html(block)

@@ -1,5 +1,5 @@
-"""The report as Markdown (GitHub's flavour, for pull requests and blog posts): `report.md` and one PNG per
-figure in a folder. Every string is escaped: control characters shown as escapes, the characters that act
+"""The report as Markdown (GitHub's flavour, for pull requests and blog posts): `report.md` and one SVG per
+figure in a folder (the figures `--plot` draws). Every string is escaped: control characters shown as escapes, the characters that act
 inline (emphasis, code, links, raw HTML and entities, table cells, strikethrough, headings) backslash-escaped
 as CommonMark allows, and a paragraph that would open a list or a heading escaped at its start; numbers and
 prose stay readable. GitHub may still show a bare URL in a token string as a link (its autolinker works on the
@@ -11,7 +11,7 @@ import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from ..text import printable
+from ..core.text import printable
 from .files import OUT, make_folder, refuse_inputs, written_whole
 from .names import RECORD_KEY, Output
 from .plots import save
@@ -57,20 +57,20 @@ def line_md(line: Line) -> list[str]:
 
 def block_md(block: Block, folder: Path, record: str | None, inputs: list[Path], written: list[Path]) -> list[str]:
     if isinstance(block, Figure):
-        path = save(block.draw, Output(folder / f"{block.name}.png", record), inputs=inputs)
+        path = save(block.draw, Output(folder / f"{block.name}.svg", record), inputs=inputs)
         written.append(path)
-        return [f"![{escaped(block.alt)}]({block.name}.png)", ""]
+        return [f"![{escaped(block.alt)}]({block.name}.svg)", ""]
     return grid_md(block) if isinstance(block, Grid) else line_md(block)
 
 
 def write_markdown(out: Output, title: str, opening: Sequence[str], sections: Sequence[Section],
                    version: str, inputs: Iterable[Path]) -> list[Path]:
-    """report.md and its PNGs in the folder `out` (made when missing; its parent must exist), each written whole and
+    """report.md and its SVG figures in the folder `out` (made when missing; its parent must exist), each written whole and
     never over a file the report was read from; report.md opens with a comment holding what it records about its
     checkpoints (names.record). Returns the files written, report.md first."""
     inputs, folder = list(inputs), Path(out.path)
     report = folder / REPORT_FILE
-    figures = [folder / f"{block.name}.png" for section in sections for block in section.blocks
+    figures = [folder / f"{block.name}.svg" for section in sections for block in section.blocks
                if isinstance(block, Figure)]
     for path in (report, *figures):  # before a figure is drawn
         refuse_inputs(path, "the report file" if path == report else "the plot file", inputs)

@@ -6,9 +6,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ..analysis.similarity import Pair, Query, SimilarityResult, merge_note
-from ..errors import Option
+from ..core.errors import Option
+from ..core.text import quote
 from ..lookup import PLAIN, WORD_START, FormChoice
-from ..text import quote
 from . import console, header
 from .jsonout import Document
 

@@ -11,12 +11,14 @@ from typing import TYPE_CHECKING
 from ..analysis.norms import MAD_SCALE
 from ..analysis.token_kinds import KIND_MEANINGS, KINDS, TokenKinds
 from ..analysis.undertrained import NORM_Z, THRESHOLD_RULE, Candidate, UndertrainedReport, UndertrainedTables
-from ..errors import Option
+from ..core.errors import Option
+from ..core.text import visible
 from ..naming import token_name
-from ..text import visible
 from . import console, header
 from .jsonout import Document
 from .names import Output, emb_title
+from .plots import save
+from .undertrained_plot import undertrained_figure
 
 if TYPE_CHECKING:
     from ..embeddings import Embeddings
@@ -75,8 +77,6 @@ def show(emb: Embeddings, found: UndertrainedTables, plot: Output | None, json: 
 
 def draw(emb: Embeddings, found: UndertrainedTables, target: Output, inputs: list[Path]) -> None:
     """The indicator and the norms of each table, written to `target`."""
-    from .plots import save
-    from .undertrained_plot import undertrained_figure
     save(lambda: undertrained_figure(found.reports, emb_title(emb)), target, inputs=inputs)
 
 

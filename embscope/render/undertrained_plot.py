@@ -11,7 +11,7 @@ import numpy as np
 
 from ..analysis.norms import MAD_SCALE
 from ..analysis.undertrained import NORM_Z, UndertrainedReport
-from .plot_style import drawable
+from .plot_style import drawable, wrapped
 from .plots import new_figure
 
 if TYPE_CHECKING:
@@ -25,10 +25,10 @@ ROWS = "tab:blue"
 
 def undertrained_figure(reports: Sequence[UndertrainedReport], checkpoint: str) -> Figure:
     figure = new_figure(13, 5.5 * len(reports))
-    figure.suptitle(f"{drawable(checkpoint)}: under-trained candidates", parse_math=False)
+    figure.suptitle(wrapped(f"{drawable(checkpoint)}: under-trained candidates", 13), parse_math=False)
     for report, row in zip(reports, figure.subfigures(len(reports), 1, squeeze=False)[:, 0]):
-        row.suptitle(f"{report.table} table {drawable(report.name)}: {len(report.candidates):,} candidates",
-                     parse_math=False, fontsize=10)
+        row.suptitle(wrapped(f"{report.table} table {drawable(report.name)}: {len(report.candidates):,} candidates",
+                             13, 10), parse_math=False, fontsize=10)
         score_ax, norm_ax = row.subplots(1, 2)
         draw_indicator(score_ax, report)
         draw_norms(norm_ax, report)
@@ -57,9 +57,9 @@ def draw_indicator(ax: Axes, report: UndertrainedReport) -> None:
     threshold = report.threshold.value
     above = finite & (scores > threshold) if threshold is not None else np.zeros(len(scores), dtype=bool)
     bins = bins_for(scores[finite])
-    ax.hist(scores[finite & ~above], bins=bins, color=ROWS, label=f"rows ({int((finite & ~above).sum()):,})")
+    ax.hist(scores[finite & ~above], bins=bins, color=ROWS, histtype="stepfilled", label=f"rows ({int((finite & ~above).sum()):,})")
     if threshold is not None:
-        ax.hist(scores[above], bins=bins, color=CANDIDATE, label=f"candidates: above the threshold ({int(above.sum()):,})")
+        ax.hist(scores[above], bins=bins, color=CANDIDATE, histtype="stepfilled", label=f"candidates: above the threshold ({int(above.sum()):,})")
         ax.axvline(threshold, color=CANDIDATE, linestyle="--", linewidth=1.2,
                    label=f"threshold {threshold:+.3f} (gap {report.threshold.gap:.3g})")
     else:
@@ -78,9 +78,9 @@ def draw_norms(ax: Axes, report: UndertrainedReport) -> None:
     ax.set_title(f"row norms: the band holds |robust z| <= {NORM_Z:g}")
     flagged = finite & (np.abs(np.nan_to_num(z, nan=0.0)) > NORM_Z)
     bins = bins_for(norms[finite])
-    ax.hist(norms[finite & ~flagged], bins=bins, color=ROWS, label=f"rows ({int((finite & ~flagged).sum()):,})")
+    ax.hist(norms[finite & ~flagged], bins=bins, color=ROWS, histtype="stepfilled", label=f"rows ({int((finite & ~flagged).sum()):,})")
     if flagged.any():
-        ax.hist(norms[flagged], bins=bins, color=CANDIDATE, label=f"norm-high / norm-low ({int(flagged.sum()):,})")
+        ax.hist(norms[flagged], bins=bins, color=CANDIDATE, histtype="stepfilled", label=f"norm-high / norm-low ({int(flagged.sum()):,})")
     if finite.any():
         median, spread = report.norm_median, MAD_SCALE * report.norm_mad  # as analysis measured norm_z
         ax.axvspan(median - NORM_Z * spread, median + NORM_Z * spread, color="grey", alpha=0.15,

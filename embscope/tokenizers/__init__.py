@@ -9,10 +9,11 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from embscope.errors import CheckpointError, Option, TokenizerError, UnsafePickleError
+from embscope.core.errors import CheckpointError, Option, TokenizerError, UnsafePickleError
+from embscope.core.text import detail
+from embscope.core.tokenizer import Tokenizer
 from embscope.registry import Kind, Probe
-from embscope.text import detail
-from embscope.tokenizers.base import Tokenizer, check_id, shown
+from embscope.tokenizers.base import check_id, shown
 from embscope.tokenizers.kinds import KINDS, PREFERRED_FILE, Loader
 
 TokenizerKind = Kind[Loader]
@@ -47,7 +48,7 @@ def _load(kind: TokenizerKind, path: Path) -> Tokenizer:
         raise
     except UnsafePickleError:  # a pickled vocabulary refused as unsafe keeps its class
         raise
-    except CheckpointError as err:  # embscope.files refused the file (too large, not regular, unreadable)
+    except CheckpointError as err:  # embscope.core.files refused the file (too large, not regular, unreadable)
         raise TokenizerError(str(err), path=path) from None
     except (ValueError, KeyError, IndexError, TypeError, RecursionError, MemoryError, OSError) as err:
         raise TokenizerError(f"expected a readable {kind.name} tokenizer in {path}, found damage "

@@ -9,7 +9,7 @@ import itertools
 import sys
 from collections.abc import Sequence
 
-from embscope.errors import TokenizerError
+from embscope.core.errors import TokenizerError
 
 # merged pieces are concatenations, so a file of a few hundred bytes can describe pieces that double in
 # length with every merge (259 bytes -> 4.2 GB): a piece longer than this is refused before it is built.

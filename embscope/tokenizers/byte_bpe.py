@@ -17,8 +17,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from embscope import files
-from embscope.errors import TokenizerError
+from embscope.core import files
+from embscope.core.errors import TokenizerError
 from embscope.registry import Probe
 from embscope.tokenizers.base import (
     MAX_TOKENIZER_BYTES,

@@ -22,7 +22,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from embscope.errors import TokenError, TokenizerError
+from embscope.core.errors import TokenError, TokenizerError
 from embscope.registry import Probe
 from embscope.tokenizers.base import check_id, check_largest_id, check_text, is_id, read_json, shown, sniff_json
 

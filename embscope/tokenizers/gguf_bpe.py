@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from embscope.errors import TokenError
+from embscope.core.errors import TokenError
 from embscope.tokenizers.base import is_library_failure, shown
 from embscope.tokenizers.byte_alphabet import byte_level_bytes, bytes_to_unicode
 from embscope.tokenizers.gguf_pre import MISSING, NAMES, NOT_RUN, SOURCE, LlamaSplit, lookup

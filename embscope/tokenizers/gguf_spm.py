@@ -27,14 +27,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from embscope.errors import TokenError
+import numpy as np
+
+from embscope.core.errors import TokenError
 from embscope.tokenizers.base import SPACE_MARK, shown
 from embscope.tokenizers.gguf_vocab import BYTE, USER_DEFINED, GGUFVocabulary, UserDefined, byte_token, join_pairs
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    import numpy as np
 
 # ModelProto.SentencePiece.Type (sentencepiece_model.proto)
 PIECE_NORMAL, PIECE_UNKNOWN, PIECE_BYTE = 1, 2, 6
@@ -49,7 +50,6 @@ class SentencePieceVocab(GGUFVocabulary):
                  unk_id: int | None, special_ids: frozenset[int], user_defined: UserDefined,
                  scores: np.ndarray | None, add_space_prefix: bool):
         super().__init__(path, "llama", tokens, types, unk_id, special_ids)
-        import numpy as np
         self._scores = np.zeros(len(tokens), np.float32) if scores is None else scores  # llama.cpp: 0 when absent
         self._add_space_prefix = add_space_prefix
         self._user_defined = user_defined
@@ -170,7 +170,6 @@ def model_proto(pieces: list[bytes], scores: np.ndarray, byte_pieces: set[int], 
     ``pieces`` with ``scores``: NORMAL pieces, but BYTE for ``byte_pieces`` and UNKNOWN for ``unknown``.
     Built with numpy, a few milliseconds for Gemma's 262k pieces (the protobuf field by field in Python
     took a third of a second)."""
-    import numpy as np
     count = len(pieces)
     lengths = np.fromiter(map(len, pieces), dtype=np.int64, count=count)
     kinds = np.full(count, PIECE_NORMAL, dtype=np.int64)

@@ -25,8 +25,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from embscope import files
-from embscope.errors import MissingPackageError, TokenError, TokenizerError
+from embscope.core import files
+from embscope.core.errors import MissingPackageError, TokenError, TokenizerError
 from embscope.registry import Probe
 from embscope.tokenizers.base import (
     MAX_TOKENIZER_BYTES,

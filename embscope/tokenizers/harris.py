@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from embscope.errors import TokenizerError
+from embscope.core.errors import TokenizerError
 from embscope.registry import Probe
 from embscope.tokenizers.base import (
     ByteVocabulary,

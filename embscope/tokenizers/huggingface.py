@@ -22,8 +22,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from embscope import files
-from embscope.errors import EmbscopeError, MissingPackageError, TokenError, TokenizerError
+from embscope.core import files
+from embscope.core.errors import EmbscopeError, MissingPackageError, TokenError, TokenizerError
 from embscope.registry import Probe
 from embscope.tokenizers.base import (
     MAX_TOKENIZER_BYTES,

@@ -1,37 +1,26 @@
 """KINDS: every tokenizer kind, in the order they are listed in messages and tried on a file, each with the reason
 for its place. A file is put to every kind (two that say yes are an error naming both), so the order decides only
 the listing, which kind a folder's search credits with a file first, and where the search beside a checkpoint
-looks first. A new kind is a module here with a sniff and a load function, and one entry below.
-
-The kinds' modules are named through lazy modules, as the formats' readers are (registry.py): mypy reads the
-modules themselves and checks every function named here against Loader and Sniff; a folder is searched by the
-kinds' file names, so a run imports only the modules of kinds whose files are there."""
+looks first. A new kind is a module here with a sniff and a load function, and one entry below."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from ..registry import Kind, lazy_modules, listed
-from .base import Tokenizer
-
-if TYPE_CHECKING:
-    from . import (
-        byte_bpe,
-        char_map,
-        gpt2_bpe,
-        harris,
-        huggingface,
-        nanogpt_meta,
-        sentencepiece_model,
-        tiktoken_bpe,
-        wordpiece,
-    )
-else:
-    (byte_bpe, char_map, gpt2_bpe, harris, huggingface, nanogpt_meta, sentencepiece_model, tiktoken_bpe,
-     wordpiece) = lazy_modules(__package__, "byte_bpe", "char_map", "gpt2_bpe", "harris", "huggingface",
-                               "nanogpt_meta", "sentencepiece_model", "tiktoken_bpe", "wordpiece")
+from ..core.tokenizer import Tokenizer
+from ..registry import Kind, listed
+from . import (
+    byte_bpe,
+    char_map,
+    gpt2_bpe,
+    harris,
+    huggingface,
+    nanogpt_meta,
+    sentencepiece_model,
+    tiktoken_bpe,
+    wordpiece,
+)
 
 Loader = Callable[[Path], Tokenizer]
 

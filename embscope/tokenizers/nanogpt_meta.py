@@ -14,9 +14,10 @@ import re
 from pathlib import Path
 from typing import Any
 
-from embscope import files
-from embscope.errors import TokenError, TokenizerError
+from embscope.core import files
+from embscope.core.errors import TokenError, TokenizerError
 from embscope.registry import Probe
+from embscope.storage.unpickle import unpickle_plain
 from embscope.tokenizers.base import (
     MAX_TOKEN_ID,
     check_id,
@@ -109,7 +110,6 @@ def sniff(probe: Probe) -> bool:
 
 
 def load(path: Path) -> CharTokenizer:
-    from embscope.formats import unpickle_plain  # the restricted unpickler the pickle readers use
 
     found = files.status(path)
     if found is not None and found.st_size > MAX_FILE_BYTES:

@@ -26,7 +26,7 @@ import re
 import time
 from typing import Any
 
-from embscope.errors import MissingPackageError, TokenError, TokenizerError, needs_package
+from embscope.core.errors import MissingPackageError, TokenError, TokenizerError, needs_package
 
 # a real split pattern cuts a word in microseconds and 100,000 characters in well under a second; a
 # hostile one is stopped before a user gives up

@@ -24,8 +24,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from embscope import files
-from embscope.errors import MissingPackageError, TokenError, TokenizerError
+from embscope.core import files
+from embscope.core.errors import MissingPackageError, TokenError, TokenizerError
 from embscope.registry import Probe
 from embscope.tokenizers.base import MAX_TOKEN_ID, MAX_TOKENIZER_BYTES, check_id, shown
 
@@ -133,7 +133,7 @@ def _cache_only(tiktoken: Any) -> Iterator[list[str]]:
     """While loading, tiktoken may read its cache and local files but not fetch a URL; the list yielded
     holds the URLs it asked for. Its two readers are replaced for the while: they open files themselves
     (a FIFO in the cache folder would hang them) and delete a cached file whose hash disagrees; these read
-    through embscope.files and delete nothing."""
+    through embscope.core.files and delete nothing."""
     load_module = tiktoken.load
     originals = load_module.read_file, load_module.read_file_cached
     asked: list[str] = []

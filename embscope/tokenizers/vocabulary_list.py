@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from embscope import files
-from embscope.errors import CheckpointError, Option, TokenError, TokenizerError
+from embscope.core import files
+from embscope.core.errors import CheckpointError, Option, TokenError, TokenizerError
 from embscope.tokenizers.base import MAX_TOKENIZER_BYTES, SPACE_MARK, ByteVocabulary, check_largest_id, check_text
 from embscope.tokenizers.byte_alphabet import unicode_to_byte
 

@@ -17,8 +17,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from embscope import files
-from embscope.errors import CheckpointError, TokenizerError
+from embscope.core import files
+from embscope.core.errors import CheckpointError, TokenizerError
 from embscope.registry import Probe
 from embscope.tokenizers.base import MAX_TOKENIZER_BYTES, read_json, shown
 from embscope.tokenizers.huggingface import HuggingFaceTokenizer, built

@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from embscope.core.errors import EmbscopeError, TokenError
 from embscope.embeddings import Embeddings
-from embscope.errors import EmbscopeError, TokenError
 from embscope.formats import OpenOptions, open_checkpoint
 from embscope.lookup import lookup_word
 from embscope.roles import find_tables

@@ -1,5 +1,6 @@
-"""Faults the round-three attack on the bounds, geometry, first-week and perf work found: each test failed
-before its fix."""
+"""The commands' answers at their edges: plots with nothing to draw, tokens shown as ids (and saying why), rows
+cut before the figures, a table too wide for the d x d limit refused before allocating, a run of save_pretrained
+steps, and the default output name said alike on the console and in JSON."""
 
 from __future__ import annotations
 
@@ -45,32 +46,27 @@ def test_neighbors_all_says_why_its_tokens_are_ids(tmp_path):
     assert "\t#0\t" in (tmp_path / "nb.tsv").read_text()
 
 
-def test_a_pair_in_the_baseline_sample_gets_one_percentile_whichever_path(tmp_path, monkeypatch):
-    # 40 rows: 780 pairs, so the 10,000 sampled pairs hold each asked pair about 13 times; the few-pairs path (plain
-    # Python sums) and the batched one (numpy's) round that cosine differently from the sample, and strictly
-    # below counted those copies or not: 74.7% on one path, 74.79% on the other, for the same question
+def test_a_pair_in_the_baseline_sample_gets_the_share_strictly_below_its_own_cosine(tmp_path):
+    # 40 rows: 780 pairs, so the 10,000 sampled pairs hold each asked pair about 13 times; summed in another order
+    # those copies round differently from the pair asked, and strictly below must not count them
     import embscope
     from embscope.analysis import similarity as similarity_module
     rng = np.random.default_rng(7)
     table = (rng.standard_normal((40, 6)) * np.array([1, 1e3, 1e-3, 1, 5, 1])).astype(np.float32)
     np.save(tmp_path / "token_emb.npy", table)
     emb = embscope.open(tmp_path / "token_emb.npy")
-    items = list(range(12))
-    few = embscope.similarity(emb, items, ids=True)
-    monkeypatch.setattr(similarity_module, "FEW_PAIRS", 0)  # every pair through compute.pair_cosines
-    batched = embscope.similarity(emb, items, ids=True)
+    found = embscope.similarity(emb, list(range(12)), ids=True)
     from embscope import compute
     sample = np.sort(compute.random_pairs(table, n_pairs=similarity_module.BASELINE_PAIRS,
                                           seed=similarity_module.BASELINE_SEED).sample)
     unit = table.astype(np.float64) / np.linalg.norm(table.astype(np.float64), axis=1)[:, None]
-    for a, b in zip(few.pairs, batched.pairs):
-        assert a.percentile == b.percentile
-        exact = float(unit[a.a.ids[0]] @ unit[a.b.ids[0]])  # the share below, the pair's own copies not counted
-        assert a.percentile == pytest.approx(100 * np.mean(sample < exact - 1e-9))
+    for pair in found.pairs:
+        exact = float(unit[pair.a.ids[0]] @ unit[pair.b.ids[0]])  # the share below, the pair's own copies not counted
+        assert pair.percentile == pytest.approx(100 * np.mean(sample < exact - 1e-9))
 
 
 def test_compare_output_says_the_rows_were_cut_before_its_figures(tmp_path):
-    # issue 22's rule for compare A B (the notes that decide how to read it come first) did not hold for
+    # the rule for compare A B (the notes that decide how to read it come first) did not hold for
     # compare CKPT --output: "A has 50 rows and B has 64" came after every figure
     rng = np.random.default_rng(4)
     folder = tmp_path / "uneq"
@@ -117,7 +113,7 @@ def test_similarity_of_ids_says_why_its_tokens_are_ids(tmp_path):
 
 
 def test_a_run_of_save_pretrained_steps_lists_each_step_by_its_folder(tmp_path):
-    # issue 22's generic stems: "checkpoints in order: model.safetensors (step 100 ...), model.safetensors (...)"
+    # generic stems: "checkpoints in order: model.safetensors (step 100 ...), model.safetensors (...)"
     # named every step of a run of save_pretrained folders the same
     rng = np.random.default_rng(5)
     run_folder = tmp_path / "run"
@@ -135,7 +131,7 @@ def test_a_run_of_save_pretrained_steps_lists_each_step_by_its_folder(tmp_path):
 
 
 def test_json_says_what_the_console_says_of_a_default_name(tmp_path, monkeypatch):
-    # issue 22: a default name is replaced only for the same checkpoint "and the answer says replaced"; the console
+    # a default name is replaced only for the same checkpoint "and the answer says replaced"; the console
     # said it, a --json answer only gave the path
     rng = np.random.default_rng(6)
     a = gpt2_folder(tmp_path / "a", rng.standard_normal((10, 4)).astype(np.float32),

@@ -1,21 +1,17 @@
 """Keeping memory bounded: data that cannot be memory-mapped is refused, with the amount it needs,
 before it is materialised; mapped blocks are let go once read (analysis.norms walks tables so); and a
-mapped file cut short while it is read ends the process with one line instead of a silent SIGBUS."""
+mapped file's needed length is noted, for the command line's one line when it is cut short (sigbus.py)."""
 
 from __future__ import annotations
 
 import mmap
 import os
-import signal
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from . import files
 from .errors import CheckpointError
-from .text import quote
-
-if TYPE_CHECKING:
-    import numpy as np
 
 MEMINFO_BYTES = 1 << 16  # /proc/meminfo is a few dozen short lines
 
@@ -52,7 +48,6 @@ def require_memory(nbytes: int, what: str) -> None:
 def release(block: np.ndarray) -> None:
     """Drop the pages of a memory-mapped block from this process once it has been used, so that
     walking a table bigger than memory keeps only one block resident."""
-    import numpy as np
     mapping = getattr(block, "_mmap", None)
     if not isinstance(mapping, mmap.mmap) or not hasattr(mmap, "MADV_DONTNEED") or block.size == 0:
         return
@@ -69,7 +64,6 @@ def release(block: np.ndarray) -> None:
 
 def byte_bounds(array: np.ndarray) -> tuple[int, int]:
     """The first address an array's elements use, and one past the last."""
-    import numpy as np
     try:
         from numpy.lib.array_utils import byte_bounds as bounds  # numpy 2
     except ImportError:
@@ -80,47 +74,16 @@ def byte_bounds(array: np.ndarray) -> tuple[int, int]:
 # --- a file that shrinks under a memory map -----------------------------------------------------
 
 _mapped: dict[str, int] = {}  # path -> the bytes our maps of it need
-_handler: Any = None  # the installed C callback, kept alive
 
 
 def watch_mapping(path: Path, end: int) -> None:
     """Note that `path` is mapped up to byte `end`. Reading a page of a map past the end of a file that
     another program cut short (np.save or torch.save over an existing file truncates it first) raises
-    SIGBUS, which kills the process without a word; the first map installs a handler that names the
-    file in one line and exits 1 instead. A Python signal handler cannot do it: it would run only after
-    the faulting instruction, which the kernel restarts forever."""
+    SIGBUS; the command line's handler (sigbus.py, installed by cli.main, never by the library) reads this
+    note to name the file."""
     _mapped[str(path)] = max(_mapped.get(str(path), 0), end)
-    global _handler
-    if _handler is not None or not hasattr(signal, "SIGBUS"):
-        return
-    try:
-        import ctypes
-        callback_type = ctypes.CFUNCTYPE(None, ctypes.c_int)
-        libc = ctypes.CDLL(None)
-        libc.signal.argtypes = [ctypes.c_int, callback_type]
-        libc.signal.restype = ctypes.c_void_p
-        _handler = callback_type(_file_changed)
-        libc.signal(signal.SIGBUS, _handler)
-    except (ImportError, OSError, AttributeError):
-        _handler = False  # no ctypes or libc here: the process dies of SIGBUS as before
 
 
-def _file_changed(signum: int) -> None:
-    """SIGBUS: the one line the user reads, then exit 1, before the kernel's default kills us silently."""
-    shrunk = []
-    for name, end in list(_mapped.items()):
-        try:
-            size = os.stat(name).st_size
-        except OSError:
-            size = -1
-        if size < end:
-            shrunk.append((name, size, end))
-    if shrunk:
-        name, size, end = shrunk[0]
-        now = "is gone" if size < 0 else f"now holds {size} bytes"
-        line = (f"Error: {quote(name)} changed while it was being read: it {now}, the data read needs {end}; "
-                "nothing was written (run again once the file is complete)\n")
-    else:
-        line = "Error: a memory-mapped checkpoint file changed while it was being read (SIGBUS)\n"
-    os.write(2, line.encode("utf-8", "replace"))
-    os._exit(1)
+def mapped_files() -> dict[str, int]:
+    """Each file mapped so far, with the bytes our maps of it need."""
+    return dict(_mapped)

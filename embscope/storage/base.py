@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import CheckpointError, MissingPackageError
-from ..text import detail, printable, quote
+from ..core.errors import CheckpointError, MissingPackageError
+from ..core.text import detail, printable, quote
 
 
 @dataclass(frozen=True)

@@ -12,16 +12,15 @@ from __future__ import annotations
 import math
 import struct
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
-from ..arrays import ElementType
-from ..errors import CheckpointError
-from ..text import quote
-from ._checks import check_shape
+import numpy as np
+
+from ..core.arrays import ElementType
+from ..core.errors import CheckpointError
+from ..core.text import quote
+from .checks import check_shape
 from .constants import NUMPY_NUMERIC_KINDS
-
-if TYPE_CHECKING:
-    import numpy as np
 
 NUMERIC_NAMES = {"i": "int", "u": "uint", "f": "float"}
 
@@ -82,7 +81,6 @@ def check_array(array: ArrayData, where: str) -> None:
 
 def numpy_dtype(dtype: DType) -> np.dtype:
     """The numpy dtype of a checked numeric description (kind and size come from a closed table)."""
-    import numpy as np
     if not dtype.numeric:
         raise CheckpointError(f"expected a numeric element type, found {dtype.code}")
     return np.dtype(dtype.code)
@@ -90,7 +88,6 @@ def numpy_dtype(dtype: DType) -> np.dtype:
 
 def make_array(array: ArrayData, where: str) -> np.ndarray:
     """The array itself, read-only, over the pickle's own bytes (no copy), after check_array."""
-    import numpy as np
     check_array(array, where)
     if isinstance(array.data, list):
         raise CheckpointError(f"{where}: an object array is not read as numbers")
@@ -125,7 +122,7 @@ def scalar_value(dtype: DType, data: Any) -> Any:
 # --- torch ---------------------------------------------------------------------------------------
 
 @dataclass(frozen=True, eq=False, slots=True)
-class Kind:
+class StorageType:
     """An element type as torch names it (torch.float32, torch.FloatStorage)."""
 
     torch_name: str
@@ -138,7 +135,7 @@ class Storage:
     stored under `key` (only legacy storage views start past 0)."""
 
     key: str
-    kind: Kind
+    kind: StorageType
     numel: int
     start: int = 0
 
@@ -152,7 +149,7 @@ class TensorRecord:
     """What torch's _rebuild_tensor would build, as a description: no data is touched."""
 
     storage: Storage
-    kind: Kind  # the tensor's element type; v3 records view an untyped (byte) storage as another type
+    kind: StorageType  # the tensor's element type; v3 records view an untyped (byte) storage as another type
     offset: int  # in elements of kind
     size: tuple[int, ...]
     stride: tuple[int, ...]
@@ -212,7 +209,6 @@ def check_record(record: TensorRecord, where: str) -> None:
 
 def record_view(record: TensorRecord, base: np.ndarray) -> np.ndarray:
     """The record's elements over `base`, the storage as a flat array of the record's element type; read-only."""
-    import numpy as np
     if record.contiguous:
         view = base[record.offset: record.offset + record.numel].reshape(record.size)
     else:

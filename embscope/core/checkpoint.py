@@ -3,21 +3,19 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+import numpy as np
 
 from .arrays import FLOAT_DTYPES, to_float32
 from .memory import require_memory
+from .role import Head, Role
 from .text import quote
-
-if TYPE_CHECKING:  # roles.py builds these classes, so it imports this module, not the other way round
-    import numpy as np
-
-    from .roles import Head, Role
-    from .tokenizers.base import Tokenizer
+from .tokenizer import Tokenizer
 
 
 @dataclass(frozen=True)
@@ -32,8 +30,6 @@ class TensorInfo:
     # how the file stores it when that is not `dtype`: "Q8_0" (GGUF), "int8 x per-row scale" (ONNX,
     # CTranslate2); `read` then dequantizes, and `numel` still counts the stored elements
     quantization: str | None = None
-    # a few whole rows as float32 values in Python floats, read without numpy; None where only `read` can
-    read_rows: Callable[[Sequence[int]], list[list[float]]] | None = field(default=None, repr=False, compare=False)
     # the files its bytes are read from, where they are not the checkpoint's own file (a shard, ONNX external
     # data): what a cached answer about the tensor must check is unchanged
     sources: tuple[Path, ...] = field(default=(), compare=False)
@@ -100,7 +96,6 @@ class Table:
         numpy's floating-point warnings while reading (a scale of 0, values past float32's range) do not reach
         the user: what they made (rows of Inf or NaN) is said once, as a note of the table, and every answer
         reports such rows itself."""
-        import numpy as np
         with np.errstate(over="ignore", under="ignore", invalid="ignore", divide="ignore"):
             raw = self.tensor.read()
             if not (raw.dtype == np.float32 and raw.dtype.isnative):
@@ -114,7 +109,6 @@ class Table:
     def made_non_finite(self, raw: np.ndarray, table: np.ndarray) -> str | None:
         """What reading made Inf or NaN that the file did not store so, when it did: the rows a dequantization
         made so (a scale of 0, Inf or NaN), or the values of a float64 table past float32's range."""
-        import numpy as np
         if self.tensor.quantization is None and raw.dtype != np.float64:
             return None  # stored as it is read: an Inf or NaN there is the file's own, reported by the answers
         rows, values = 0, 0
@@ -134,13 +128,6 @@ class Table:
         return (f"{values:,} values in {rows:,} rows of {quote(self.name)} lie past float32's range (3.4e38) and read "
                 "as Inf")
 
-    def row_values(self, ids: Sequence[int]) -> list[list[float]]:
-        """Rows `ids` as float32 values (Python floats), as `array` holds them: read without numpy where the
-        format allows, so a question about a few rows does not pay for importing it."""
-        if self.tensor.read_rows is not None and "array" not in self.__dict__:  # not once the table is in memory
-            return self.tensor.read_rows(ids)
-        values: list[list[float]] = self.array[list(ids)].tolist()
-        return values
 
 
 @dataclass

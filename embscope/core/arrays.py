@@ -5,10 +5,8 @@ already float32. The element-type table is the one every reader and the catalogu
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    import numpy as np
+import numpy as np
 
 
 @dataclass(frozen=True)
@@ -53,7 +51,6 @@ FLOAT_DTYPES = frozenset(t.name for t in ELEMENT_TYPES.values() if t.is_float)
 def to_float32(raw: np.ndarray, dtype: str) -> np.ndarray:
     """`raw` as float32: itself when it is already native float32, else one converted copy.
     bf16 arrives as uint16 because numpy has no bfloat16."""
-    import numpy as np
     if dtype == "bfloat16":
         # a bf16 value is the top half of the float32 with the same bits; shifted in place, one copy
         wide = raw.astype(np.uint32)

@@ -1,5 +1,5 @@
-"""Settings the BLAS library reads once, when numpy loads: the command line applies them before anything
-imports numpy. A value the user has set is kept."""
+"""Settings the BLAS library reads once, when numpy loads: applied when this module is imported, which
+embscope/__init__.py does before anything else, so before numpy loads. A value the user has set is kept."""
 
 from __future__ import annotations
 
@@ -15,3 +15,6 @@ def settle() -> None:
     """Apply SETTINGS where the environment does not set them (it counts only before numpy is imported)."""
     for name, value in SETTINGS.items():
         os.environ.setdefault(name, value)
+
+
+settle()  # on import: the package imports this module first, before numpy

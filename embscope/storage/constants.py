@@ -1,12 +1,12 @@
 """What the formats embscope reads say about themselves, in one place (as gguf-py keeps its constants.py):
 magic numbers, the keys checkpoints use for a step or a config, and each format's names for element
-types, mapped onto embscope.arrays.ELEMENT_TYPES (which holds item sizes and the rest)."""
+types, mapped onto embscope.core.arrays.ELEMENT_TYPES (which holds item sizes and the rest)."""
 
 from __future__ import annotations
 
 import sys
 
-from ..arrays import ELEMENT_TYPES, ITEMSIZE, ElementType
+from ..core.arrays import ELEMENT_TYPES, ITEMSIZE, ElementType
 
 __all__ = ["ELEMENT_TYPES", "ITEMSIZE", "ElementType"]  # the element-type table, for readers of this module
 

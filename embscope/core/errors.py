@@ -14,10 +14,9 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:  # roles.py raises these errors, so it imports this module, not the other way round
-    from .roles import Role
+from .role import Role
 
 
 @dataclass(frozen=True)

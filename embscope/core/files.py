@@ -4,14 +4,17 @@ descriptor (so nothing swapped in after a check is read), read no further than a
 memory-mapped. A library that opens files itself is handed the bytes, or the descriptor checked here
 (opened_path).
 
-Each file whose bytes an answer uses is recorded by device and inode (links followed) with its path; an
-output that would land on one is refused (refuse_input), whatever name, link or hard link it is reached by.
-A sniff that only peeks at a file and passes it over (peek, record=False) does not record it. The command line
-starts each run with an empty record (forget)."""
+Within a run (`with reading(ReadLog()) as log:`, which the command line opens for each command), each file
+whose bytes the answer uses is recorded in that run's ReadLog by device and inode (links followed) with its
+path; an output that would land on one is refused (refuse_input), whatever name, link or hard link it is
+reached by. A sniff that only peeks at a file and passes it over (peek, record=False) does not record it.
+The record belongs to the run and ends with it: outside any run nothing is recorded, so a notebook session
+does not collect every file it ever read (a Python caller who wants the guarantee opens a run itself)."""
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import io
 import os
 import stat
@@ -30,7 +33,6 @@ OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC
 FIRST_READ = 1 << 16  # what a read asks for beyond the size fstat gives (a /proc file says 0)
 JSON_CACHED = 4  # parsed documents kept: a sniff and then a load parse a tokenizer file once
 
-_read: dict[tuple[int, int], str] = {}  # (device, inode) -> the absolute path the file was read by, this run
 _parsed: dict[tuple[int, int, int, int, int], Any] = {}  # (device, inode, size, mtime, ctime) -> a JSON document
 
 
@@ -214,8 +216,51 @@ def opened_path(path: PathLike, what: str = "a checkpoint file") -> Iterator[str
 
 # --- the record: what this run read ---------------------------------------------------------------
 
+class ReadLog:
+    """The files one run read: (device, inode) -> the absolute path each was first read by."""
+
+    def __init__(self) -> None:
+        self.found: dict[tuple[int, int], str] = {}
+
+    def remember(self, path: PathLike, info: os.stat_result) -> None:
+        self.found.setdefault((info.st_dev, info.st_ino), os.path.abspath(path))
+
+    def was_read(self, path: PathLike) -> bool:
+        """Whether `path` (links followed) is a file this run read, by whatever name: compared by device and
+        inode, and only while the name it was read by still names that file (an inode freed and given to a new
+        file is not the file that was read)."""
+        found = status(path)
+        if found is None:
+            return False
+        key = (found.st_dev, found.st_ino)
+        if key not in self.found:
+            return False
+        then = status(self.found[key])
+        return then is not None and (then.st_dev, then.st_ino) == key
+
+    def paths(self) -> list[str]:
+        """The paths of the files this run read, in the order first read."""
+        return list(self.found.values())
+
+
+# the runs open now, innermost last: a run's reads are every enclosing run's too. A context variable, set only
+# inside `reading`, so a record never outlives its run.
+_runs: contextvars.ContextVar[tuple[ReadLog, ...]] = contextvars.ContextVar("embscope_runs", default=())
+
+
+@contextlib.contextmanager
+def reading(log: ReadLog) -> Iterator[ReadLog]:
+    """Record every file read inside the block in `log` (and in the runs around it)."""
+    token = _runs.set((*_runs.get(), log))
+    try:
+        yield log
+    finally:
+        _runs.reset(token)
+
+
 def _remember(path: PathLike, info: os.stat_result) -> None:
-    _read.setdefault((info.st_dev, info.st_ino), os.path.abspath(path))
+    for log in _runs.get():
+        log.remember(path, info)
 
 
 def record(path: PathLike) -> None:
@@ -227,17 +272,9 @@ def record(path: PathLike) -> None:
 
 
 def was_read(path: PathLike) -> bool:
-    """Whether `path` (links followed) is a file this run read, by whatever name: compared by device and
-    inode, and only while the name it was read by still names that file (an inode freed and given to a new
-    file is not the file that was read)."""
-    found = status(path)
-    if found is None:
-        return False
-    key = (found.st_dev, found.st_ino)
-    if key not in _read:
-        return False
-    then = status(_read[key])
-    return then is not None and (then.st_dev, then.st_ino) == key
+    """Whether `path` is a file the run open now read (ReadLog.was_read); outside a run, nothing was."""
+    runs = _runs.get()
+    return bool(runs) and runs[-1].was_read(path)
 
 
 def refuse_input(path: PathLike, what: str | Option) -> None:
@@ -249,10 +286,6 @@ def refuse_input(path: PathLike, what: str | Option) -> None:
 
 
 def read_files() -> list[str]:
-    """The paths of the files this run read, in the order first read."""
-    return list(_read.values())
-
-
-def forget() -> None:
-    """Start a new record (a new run)."""
-    _read.clear()
+    """The paths of the files the run open now read, in the order first read (none outside a run)."""
+    runs = _runs.get()
+    return runs[-1].paths() if runs else []

@@ -18,10 +18,9 @@ import struct
 from collections.abc import Callable, Mapping
 from typing import IO, Any, ClassVar
 
-from ..errors import CheckpointError, EmbscopeError, Option, UnsafePickleError
-from ..text import detail
-from ._base import DAMAGE
-from ._descriptors import ArrayData, DType, Kind, Marker, OtherTensor, Storage, TensorRecord, scalar_value
+from ..core.errors import CheckpointError, EmbscopeError, Option, UnsafePickleError
+from ..core.text import detail
+from .base import DAMAGE
 from .constants import (
     ELEMENT_TYPES,
     NATIVE,
@@ -30,6 +29,7 @@ from .constants import (
     TORCH_STORAGE_CLASSES,
     TORCH_UNTYPED_STORAGE,
 )
+from .descriptors import ArrayData, DType, Marker, OtherTensor, Storage, StorageType, TensorRecord, scalar_value
 
 # what the pickle machine itself raises on a broken program (a stack underflow, an unhashable key), besides DAMAGE
 MACHINE_ERRORS = (*DAMAGE, TypeError, AttributeError, KeyError, IndexError)
@@ -55,7 +55,7 @@ def shown(value: Any, depth: int = 0) -> str:
         return f"({inner})" if isinstance(value, tuple) else f"[{inner}]"
     if isinstance(value, (Factory, Marker)):
         return value.name
-    if isinstance(value, Kind):
+    if isinstance(value, StorageType):
         return f"torch.{value.torch_name}"
     if type(value).__name__ in FRIENDLY:
         return FRIENDLY[type(value).__name__]
@@ -225,12 +225,12 @@ def number_pair(real: Any = 0, imag: Any = 0) -> complex:
 
 # --- torch: tensors as records of where their bytes lie ---------------------------------------------
 
-KINDS: dict[str, Kind] = {name: Kind(name, ELEMENT_TYPES[name]) for name in TORCH_DTYPES}
-UNTYPED = Kind("untyped", ELEMENT_TYPES[TORCH_UNTYPED_STORAGE])
+STORAGE_TYPES: dict[str, StorageType] = {name: StorageType(name, ELEMENT_TYPES[name]) for name in TORCH_DTYPES}
+UNTYPED = StorageType("untyped", ELEMENT_TYPES[TORCH_UNTYPED_STORAGE])
 TENSOR_TYPES = (Marker("torch.Tensor"), Marker("torch.nn.parameter.Parameter"))
 
 
-def rebuild_tensor(storage: Any, offset: Any, size: Any, stride: Any, kind: Kind | None = None) -> TensorRecord:
+def rebuild_tensor(storage: Any, offset: Any, size: Any, stride: Any, kind: StorageType | None = None) -> TensorRecord:
     if not isinstance(storage, Storage):
         raise CheckpointError(f"expected a tensor built on a stored storage, found {shown(storage)}")
     if type(offset) is not int or not 0 <= offset <= MAX_INT:
@@ -250,7 +250,7 @@ def rebuild_tensor_v2(storage: Any, storage_offset: Any, size: Any, stride: Any,
 
 def rebuild_tensor_v3(storage: Any, storage_offset: Any, size: Any, stride: Any, requires_grad: Any,
                       backward_hooks: Any, dtype: Any, metadata: Any = None) -> TensorRecord:
-    if not isinstance(dtype, Kind):  # v3 stores newer dtypes on an untyped (byte) storage
+    if not isinstance(dtype, StorageType):  # v3 stores newer dtypes on an untyped (byte) storage
         raise CheckpointError(f"expected a torch dtype for a tensor, found {shown(dtype)}")
     return rebuild_tensor(storage, storage_offset, size, stride, dtype)
 
@@ -340,9 +340,9 @@ def _torch_names() -> dict[str, Any]:
                                 **{f"torch.{scheme}": Marker(f"torch.{scheme}") for scheme in schemes}})
     names["torch._tensor._rebuild_from_type_v2"] = Factory(rebuild_from_type_v2, "torch._tensor._rebuild_from_type_v2")
     names["torch.storage.UntypedStorage"] = UNTYPED
-    names.update({f"torch.{cls}": KINDS[name] for cls, name in TORCH_STORAGE_CLASSES.items()})
-    names.update({f"torch.{name}": kind for name, kind in KINDS.items()})
-    names.update({f"torch.{alias}": KINDS[name] for alias, name in TORCH_DTYPE_ALIASES.items()})
+    names.update({f"torch.{cls}": STORAGE_TYPES[name] for cls, name in TORCH_STORAGE_CLASSES.items()})
+    names.update({f"torch.{name}": kind for name, kind in STORAGE_TYPES.items()})
+    names.update({f"torch.{alias}": STORAGE_TYPES[name] for alias, name in TORCH_DTYPE_ALIASES.items()})
     return names
 
 
@@ -391,7 +391,7 @@ def key_height(value: Any, heights: dict[int, tuple[Any, int]], budget: int = MA
 
 NUMPY_GLOBALS: dict[str, Any] = _numpy_names()  # plain values, numpy arrays and scalars
 TORCH_GLOBALS: dict[str, Any] = {**NUMPY_GLOBALS, **_torch_names()}  # and what torch.save writes
-OWN_TYPES = (Factory, Marker, Kind, Storage, TensorRecord, OtherTensor, PickledArray, PickledDType, ArrayData, DType)
+OWN_TYPES = (Factory, Marker, StorageType, Storage, TensorRecord, OtherTensor, PickledArray, PickledDType, ArrayData, DType)
 
 
 def _py3_name(module: str, name: str) -> tuple[str, str]:
@@ -587,3 +587,9 @@ def restricted_load(data: bytes | bytearray | memoryview | io.BufferedIOBase, al
         if not trust:
             raise
         raise CheckpointError(f"{where}: code run by the trusted pickle failed ({detail(err)})") from None
+
+
+def unpickle_plain(data: bytes, where: str) -> Any:
+    """The object a pickle of plain values holds (dicts, lists, strings, numbers), read by the restricted unpickler
+    with no global allowed: for the tokenizers' pickled files (nanoGPT's meta.pkl), which import no reader."""
+    return restricted_load(data, {}, where)

@@ -1,6 +1,6 @@
 """Checks every reader makes before anything is read or allocated: headers lie (by damage or by design),
 and a lie must become one clear error, not a MemoryError; and a path must name a regular file, since a
-FIFO blocks the first read forever and a device (or a link to /dev/zero) never ends (embscope.files opens
+FIFO blocks the first read forever and a device (or a link to /dev/zero) never ends (embscope.core.files opens
 every file so)."""
 
 from __future__ import annotations
@@ -10,14 +10,15 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .. import files
-from ..errors import CheckpointError
-from ..memory import watch_mapping
-from ..text import quote
+import numpy as np
+
+from ..core import files
+from ..core.errors import CheckpointError
+from ..core.memory import watch_mapping
+from ..core.text import quote
 from .constants import MAX_TENSORS
 
 if TYPE_CHECKING:
-    import numpy as np
     from numpy.typing import DTypeLike
 
 MAX_NDIM = 32  # numpy allows 64; no real weight has more than a handful
@@ -69,7 +70,6 @@ def map_array(path: Path, dtype: DTypeLike, offset: int, shape: tuple[int, ...],
     """A read-only memory map of an array's bytes, for every reader: checked against the file as it is now
     (it may have shrunk since its header was read), and watched in case it shrinks while it is being read.
     `where` names the data in an error (default: the file's tensor data); an empty array maps nothing."""
-    import numpy as np
     dtype = np.dtype(dtype)
     count = math.prod(shape)
     if count == 0:

@@ -1,0 +1,61 @@
+"""`neighbors --all`: the top-k of every row of a table (or of the queries in a file), with what the answer must
+say about how it was found: the device and arithmetic that ran, a shortened list, queries skipped."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .. import compute
+from ..core.errors import Option
+from ..hardware import bf16_note
+from ..inputs import Skipped, read_queries
+from ..naming import tokenizer_failure
+from ..options import ANYWHERE, AS_TYPED, DeviceOptions, LookupOptions
+from .neighbors import topk_all
+
+if TYPE_CHECKING:
+    from ..embeddings import Embeddings
+    from .stages import Progress
+
+
+@dataclass(frozen=True)
+class AllNeighbors:
+    topk: compute.TopK
+    table: str
+    device: str  # the device that ran the products ("auto" resolved)
+    precision: str  # the arithmetic that ran
+    seconds: float  # the batched search alone
+    notes: list[str]
+
+
+def neighbors_all(emb: Embeddings, k: int, *, queries_file: Path | None = None, table: str = "token",
+                  lookup: LookupOptions = AS_TYPED, run_on: DeviceOptions = ANYWHERE,
+                  strict: bool = False, remove_top: int | None = None,
+                  progress: Progress | None = None) -> AllNeighbors:
+    """Top-k neighbours of every row, or of each one-token query in `queries_file` (one a line; a line that cannot
+    be used is skipped with a note, or with `strict` stops the run)."""
+    device = compute.resolve_device(run_on.device)
+    asked = compute.resolve_precision(run_on.precision, device)
+    precision = compute.precision_run(run_on.precision, device)
+    skipped = None if strict else Skipped()
+    queries = read_queries(queries_file, skipped) if queries_file is not None else None
+    started = time.perf_counter()
+    topk = topk_all(emb, k, queries=queries, ids=lookup.ids, exact=lookup.exact, table=table, device=device,
+                    precision=precision, allow_unk=lookup.allow_unk, progress=progress, on_skip=skipped,
+                    remove_top=remove_top)
+    seconds = time.perf_counter() - started
+    notes = [n for n in (bf16_note(device, precision), tokenizer_failure(emb)) if n]
+    if remove_top:
+        notes.append(f"cosines in the all-but-the-top space of the {table} table: the mean row and the top "
+                     f"{remove_top} principal direction{'s' * (remove_top != 1)} removed from every row")
+    if asked != precision:
+        notes.append(f"{Option('precision', asked)} is a GPU tensor-core mode: on the {device} the products ran in "
+                     f"{precision}")
+    if topk.ids.shape[1] < k:
+        notes.append(f"{Option('k', k, text=f'{k:,}')} is more than the table's {topk.ids.shape[1]:,} rows: each "
+                     f"list holds at most that many")
+    notes += skipped.notes(queries_file) if skipped and queries_file else []
+    return AllNeighbors(topk, table, device, precision, seconds, notes)
