@@ -22,7 +22,6 @@ ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 DOCS = README + "".join(page.read_text(encoding="utf-8") for page in sorted((ROOT / "docs").glob("*.md")))
 COMMANDS = typer.main.get_command(app).commands
-TAKES_CHECKPOINTS_AS_ARGUMENTS = {"compare"}  # several checkpoints, so no -c
 SAMPLE = Path(__file__).resolve().parent.parent / "sample_checkpoints" / "nlm" / "model.pkl"
 SAMPLE_LINE = "checkpoint: bundled sample (Shakespeare GPT, step 3000); pass -c PATH for your own"
 # the smallest arguments each command answers with
@@ -39,16 +38,14 @@ def test_every_command_has_help_a_line_in_the_readme_and_an_example_in_the_docs(
         assert command.help and command.help.strip(), name
         assert f"| `embscope {name}" in README, f"the README's table of commands has no `embscope {name}`"
         assert f"$ embscope {name}" in DOCS, f"no page shows an example of `embscope {name}`"
-        expected = 0 if name in TAKES_CHECKPOINTS_AS_ARGUMENTS else 1
-        assert run(name, "--help").stdout.count("--checkpoint") == expected, name
+        assert run(name, "--help").stdout.count("--checkpoint") == 1, name  # compare too (issue 32)
 
 
 def test_every_command_takes_the_shared_options():
     shared = {"--checkpoint", "--tokenizer", "--token-key", "--pos-key", "--json"}
     for name, command in COMMANDS.items():
         options = {opt for param in command.params for opt in param.opts}
-        wanted = shared - {"--checkpoint"} if name in TAKES_CHECKPOINTS_AS_ARGUMENTS else shared
-        assert wanted <= options, (name, wanted - options)
+        assert shared <= options, (name, shared - options)
 
 
 @pytest.mark.parametrize("name", ["info", "params", "similarity", "positions", "norms"])

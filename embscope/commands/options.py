@@ -53,12 +53,15 @@ def tokenizer_path(value: str | Path) -> Path:
     return Path(value)
 
 
+CHECKPOINT_VARIABLE = "EMBSCOPE_CHECKPOINT"  # -c's default, in every command
+
+
 @dataclass(frozen=True)
 class Source:
     """Where the tables come from, as the user gave it."""
 
     checkpoint: Annotated[Path | None, typer.Option(
-        "--checkpoint", "-c", envvar="EMBSCOPE_CHECKPOINT", show_envvar=True, parser=checkpoint_path, metavar="PATH",
+        "--checkpoint", "-c", envvar=CHECKPOINT_VARIABLE, show_envvar=True, parser=checkpoint_path, metavar="PATH",
         help="Checkpoint file or directory, or a model id in the local Hugging Face cache (default: the bundled "
              "sample model).")] = None
     tokenizer: Annotated[Path | None, typer.Option(
