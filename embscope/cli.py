@@ -15,7 +15,7 @@ import typer
 from typer.core import TyperGroup
 
 from .commands import REGISTER
-from .errors import EmbscopeError, Option, options_spelled
+from .errors import EmbscopeError, Option, OptionError, options_spelled
 from .text import printable, shortened
 
 COMMANDS = tuple(REGISTER)  # the order is the order --help lists them
@@ -68,6 +68,11 @@ def show_usage_error(err: typer.TyperException) -> None:
         sys.stderr.write(f"{usage}  (see '{ctx.command_path} --help')\n")
 
 
+def click_usage(message: str, hint: str | None, ctx: typer.Context) -> typer.TyperException:
+    """The usage error (exit 2) for a message of the library's about an option the user typed."""
+    return typer.BadParameter(message, ctx=ctx, param_hint=hint)
+
+
 HELP_OPTIONS = ("-h", "--help")
 RESOLVED = "embscope.command"  # where the group keeps the command it resolved, for usage lines
 
@@ -115,6 +120,10 @@ class EmbscopeGroup(TyperGroup):
             if getattr(err, "ctx", False) is None and command is not None:
                 err.ctx = typer.Context(command, info_name=name, parent=ctx)  # type: ignore[attr-defined]
             raise
+        except OptionError as err:  # an option's value, or a combination, the library cannot use: a usage error
+            name, command = ctx.meta.get(RESOLVED, (None, None))
+            hint = f"'{flag(Option(err.option))}'" if err.option else None
+            raise click_usage(str(err), hint, typer.Context(command, info_name=name, parent=ctx)) from None
         except EmbscopeError as err:
             error_line(str(err))
         except OSError as err:  # a file the formats did not expect to fail (a name too long, a vanished file)

@@ -221,3 +221,18 @@ def test_a_list_that_fits_is_given_whole_and_a_long_one_is_counted():
     assert clipped_list(entries, "files", budget=20, where=None) == "40 files, e.g. 't0', 't1', 't2' (and 37 more)"
     long = ["'" + "x" * 200 + "'", "'y'"]
     assert len(clipped_list(long, "tensors")) < 120
+
+
+@pytest.mark.parametrize("args, flag", [
+    (["neighbors", "--all", "--out", "-", "--precision", "fp16", "--device", "cpu"], "--precision"),
+    (["export", "--rows", "5000:6000", "--out", "{tmp}/rows.tsv"], "--rows"),  # the sample's table has 1,024 rows
+    (["similarity", "dog", "cat", "--remove-top", "500"], "--remove-top"),  # wider than the sample's 128 columns
+])
+def test_a_bad_option_value_the_library_finds_is_a_usage_error(tmp_path, args, flag):
+    """DESIGN's contract: a bad option value or combination exits 2, though the library finds it (against the
+    table or the machine); issue 32 found `neighbors --precision fp16 --device cpu` exiting 1."""
+    from conftest import run
+    result = run(*[a.replace("{tmp}", str(tmp_path)) for a in args], code=2)
+    lines = result.stderr.splitlines()
+    assert lines[0].startswith(f"Error: Invalid value for '{flag}': ") and lines[1].startswith("Usage: ")
+    assert result.stdout == "" and not (tmp_path / "rows.tsv").exists()
