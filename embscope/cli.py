@@ -149,10 +149,12 @@ def root(ctx: typer.Context, version: bool = typer.Option(False, "--version", is
 
 def build(names: Sequence[str] = COMMANDS) -> typer.Typer:
     """The command line with these commands (all of them, by default, as `app`)."""
+    from .commands.examples import ROOT_EXAMPLES, ROOT_HELP, describe, epilog
     built = typer.Typer(
         cls=EmbscopeGroup,
         name="embscope",
-        help="Look inside the token and position embedding tables of a language-model checkpoint.",
+        help=ROOT_HELP,
+        epilog=epilog(ROOT_EXAMPLES),
         add_completion=False,
         pretty_exceptions_enable=False,
         rich_markup_mode=None,  # plain click help: no rich import to print --help
@@ -161,6 +163,7 @@ def build(names: Sequence[str] = COMMANDS) -> typer.Typer:
     built.callback(invoke_without_command=True)(root)
     for name in names:
         REGISTER[name](built)
+        describe(built.registered_commands[-1], name)  # its line in --help, and the examples ending its -h
     return built
 
 

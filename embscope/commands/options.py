@@ -267,8 +267,12 @@ AllowUnkFlag = Annotated[bool, typer.Option(
     "--allow-unk", help="Let a word the tokenizer maps to its unknown token through (with a note) instead of refusing it.")]
 StrictFlag = Annotated[bool, typer.Option(
     "--strict", help="Stop at the first line of the input file that cannot be used, instead of skipping it with a note.")]
-TableOption = Annotated[Role, typer.Option(
-    "--table", help="The token table, or the untied output projection.", show_default=True)]
+# the tables whose rows are tokens: --help offers only the values the command takes (positions: `embscope positions`)
+RowTable = Enum("RowTable", {role.value: role.value for role in (Role.token, Role.output)}, type=str)  # type: ignore[misc]
+TOKEN_TABLE = RowTable("token")
+TableOption = Annotated[RowTable, typer.Option(
+    "--table", help="The token table, or the untied output projection (cosines between positions: embscope "
+                    "positions).", show_default=True)]
 DeviceOption = Annotated[Device, typer.Option(
     "--device", help="Where the batched work runs; auto = a GPU when torch sees one.")]
 PrecisionOption = Annotated[Precision, typer.Option(
