@@ -16,6 +16,7 @@ from typer.core import TyperGroup
 
 from .commands import REGISTER
 from .errors import EmbscopeError, Option, OptionError, options_spelled
+from .extras import missing_package
 from .text import printable, shortened
 
 COMMANDS = tuple(REGISTER)  # the order is the order --help lists them
@@ -126,6 +127,11 @@ class EmbscopeGroup(TyperGroup):
             raise click_usage(str(err), hint, typer.Context(command, info_name=name, parent=ctx)) from None
         except EmbscopeError as err:
             error_line(str(err))
+        except ModuleNotFoundError as err:  # an optional package, however deep its import: one line naming it
+            missing = missing_package(err, f"embscope {ctx.meta.get(RESOLVED, ('',))[0]}".strip())
+            if missing is None:
+                raise
+            error_line(str(missing))
         except OSError as err:  # a file the formats did not expect to fail (a name too long, a vanished file)
             if err.filename is None and err.errno in (errno.EPIPE, errno.ENOSPC, errno.EIO, errno.EDQUOT):
                 raise  # writing stdout failed: main says so

@@ -222,11 +222,14 @@ class OptionWords:
 
 
 def check_plot(plot: str | None) -> None:
-    """A --plot FILE names a format and an existing folder: checked before any work."""
-    if plot is None or plot == PLOT_AUTO:
+    """A --plot FILE names a format and an existing folder, and matplotlib is there: checked before any work."""
+    if plot is None:
+        return
+    from ..render.plots import plot_format, require_matplotlib
+    require_matplotlib("--plot")  # before any work
+    if plot == PLOT_AUTO:
         return
     from ..render.files import check_directory
-    from ..render.plots import plot_format
     as_usage_error(lambda: plot_format(Path(plot)), "--plot")
     check_directory(Path(plot), "the plot file")
 
