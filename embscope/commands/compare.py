@@ -151,7 +151,7 @@ def compare_command(
         parser=checkpoint_path,
         help="Two or more checkpoints (files or folders), compared in the order given; or one folder holding a "
              "run's checkpoints (ckpt*.pt, ANDREA dumps, nlm pickles, checkpoint-N/ folders), ordered by step.",
-        metavar="[CHECKPOINT...]", show_default=False)] = None,
+        metavar="CHECKPOINT...", show_default=False)] = None,
     named: Annotated[list[Path] | None, typer.Option(
         "--checkpoint", "-c", parser=checkpoint_path, metavar="PATH",
         help="A checkpoint, as every command takes it; repeatable, after the CHECKPOINT arguments. Default: "
