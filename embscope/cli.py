@@ -16,7 +16,8 @@ from typer.core import TyperCommand, TyperGroup
 
 from .commands import REGISTER
 from .commands.command import EmbscopeCommand
-from .errors import EmbscopeError, Option, options_spelled
+from .errors import EmbscopeError, Option, OptionError, options_spelled
+from .extras import missing_package
 from .text import printable, shortened
 
 COMMANDS = tuple(REGISTER)  # the order is the order --help lists them
@@ -69,6 +70,11 @@ def show_usage_error(err: typer.TyperException) -> None:
         sys.stderr.write(f"{usage}  (see '{ctx.command_path} --help')\n")
 
 
+def click_usage(message: str, hint: str | None, ctx: typer.Context) -> typer.TyperException:
+    """The usage error (exit 2) for a message of the library's about an option the user typed."""
+    return typer.BadParameter(message, ctx=ctx, param_hint=hint)
+
+
 HELP_OPTIONS = ("-h", "--help")
 RESOLVED = "embscope.command"  # where the group keeps the command it resolved, for usage lines
 
@@ -111,8 +117,17 @@ class EmbscopeGroup(TyperGroup):
             if getattr(err, "ctx", False) is None and command is not None:
                 err.ctx = typer.Context(command, info_name=name, parent=ctx)  # type: ignore[attr-defined]
             raise
+        except OptionError as err:  # an option's value, or a combination, the library cannot use: a usage error
+            name, command = ctx.meta.get(RESOLVED, (None, None))
+            hint = f"'{flag(Option(err.option))}'" if err.option else None
+            raise click_usage(str(err), hint, typer.Context(command, info_name=name, parent=ctx)) from None
         except EmbscopeError as err:
             error_line(str(err))
+        except ModuleNotFoundError as err:  # an optional package, however deep its import: one line naming it
+            missing = missing_package(err, f"embscope {ctx.meta.get(RESOLVED, ('',))[0]}".strip())
+            if missing is None:
+                raise
+            error_line(str(missing))
         except OSError as err:  # a file the formats did not expect to fail (a name too long, a vanished file)
             if err.filename is None and err.errno in (errno.EPIPE, errno.ENOSPC, errno.EIO, errno.EDQUOT):
                 raise  # writing stdout failed: main says so
@@ -144,10 +159,12 @@ class EmbscopeTyper(typer.Typer):
 
 def build(names: Sequence[str] = COMMANDS) -> typer.Typer:
     """The command line with these commands (all of them, by default, as `app`)."""
+    from .commands.examples import ROOT_EXAMPLES, ROOT_HELP, describe, epilog
     built = EmbscopeTyper(
         cls=EmbscopeGroup,
         name="embscope",
-        help="Look inside the token and position embedding tables of a language-model checkpoint.",
+        help=ROOT_HELP,
+        epilog=epilog(ROOT_EXAMPLES),
         add_completion=False,
         pretty_exceptions_enable=False,
         rich_markup_mode=None,  # plain click help: no rich import to print --help
@@ -156,6 +173,7 @@ def build(names: Sequence[str] = COMMANDS) -> typer.Typer:
     built.callback(invoke_without_command=True)(root)
     for name in names:
         REGISTER[name](built)
+        describe(built.registered_commands[-1], name)  # its line in --help, and the examples ending its -h
     return built
 
 

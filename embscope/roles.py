@@ -11,6 +11,7 @@ from enum import StrEnum
 
 from .checkpoint import Checkpoint, EmbeddingTables, Table, TensorInfo
 from .errors import Option, TableError
+from .listing import clipped_list
 from .text import quote, shape_text
 
 
@@ -160,13 +161,11 @@ NON_PARAMETER_SUFFIXES = (
 # what discovery tried, for the roles it must fill: in the error a command raises, and in info's note
 NOT_FOUND = {
     Role.token: "by name, by config size, or as the file's only 2-D float tensor",
-    Role.position: "by name or config size: a model with rotary or other computed positions has no learned "
-                   "position table",
+    Role.position: "by name or config size (rotary and other computed positions have none)",
 }
 KEY_OPTIONS = {Role.token: "token_key", Role.position: "pos_key", Role.output: "output_key"}  # open()'s keywords
 ROLE_WORDS = {Role.token: "token-embedding table", Role.position: "learned position table",
               Role.output: "output projection"}
-LISTED_CANDIDATES = 20  # tensors a "found none" message names
 
 # An output head saved as a copy of the token table is tied. Rows spread over the table are compared first
 # (an untied head differs on the first one, so that costs a few pages); only when they all match are the
@@ -216,9 +215,9 @@ def candidates_text(checkpoint: Checkpoint, taken: set[str]) -> str:
     if not others:
         return "the file holds no other tensor" if taken else "the file holds no tensors"
     listed = tables or others
-    text = ", ".join(f"{quote(t.name)} ({shape_text(t.shape)} {t.dtype})" for t in listed[:LISTED_CANDIDATES])
-    if len(listed) > LISTED_CANDIDATES:
-        text += f" and {len(listed) - LISTED_CANDIDATES} more"
+    text = clipped_list([f"{quote(t.name)} ({shape_text(t.shape)} {t.dtype})" for t in listed],
+                        "2-D float tensors" if tables else "tensors",
+                        names=[quote(t.name) for t in listed])
     text = f"candidates: {text}" if tables else f"no 2-D float tensor among them: {text}"
     if list(checkpoint.tensors) == [checkpoint.path.stem] and checkpoint.path.suffix.lower() == ".npy":
         text += f"; a .npy holds one array, named after its file ({quote(checkpoint.path.stem)})"
@@ -277,7 +276,7 @@ def by_name(checkpoint: Checkpoint, role: Role, taken: set[str]) -> Table | None
     for known in KNOWN[role]:
         found = distinct([t for t in tables if known.matches(t.name)])
         if len(found) > 1:
-            names = ", ".join(quote(t.name) for t in found)
+            names = clipped_list([quote(t.name) for t in found], "tables")
             raise TableError(f"expected one {role} table, found several equally good ones ({names}); "
                              f"choose with {Option(KEY_OPTIONS[role])}", role=role, option=KEY_OPTIONS[role])
         if found:
@@ -300,7 +299,7 @@ def by_shape(checkpoint: Checkpoint, role: Role, taken: set[str], width: int | N
     if len(candidates) > 1 and role is Role.position:
         return None  # a rotary model whose width equals its context has many d x d matrices of that shape
     if len(candidates) > 1:
-        names = ", ".join(quote(t.name) for t in candidates)
+        names = clipped_list([quote(t.name) for t in candidates], f"tables of {rows} rows")
         raise TableError(f"expected one {role} table with {rows} rows ({key} in the config), found several "
                          f"({names}); choose with {Option(KEY_OPTIONS[role])}", role=role, option=KEY_OPTIONS[role])
     if candidates:

@@ -340,3 +340,23 @@ def test_no_huggingface_hub_and_no_network_at_run_time(tmp_path, minilm):
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120,
                           check=False)
     assert done.stdout.split() == [str(V), "False"], done.stderr
+
+
+def test_one_label_for_a_model_id_in_every_output_name(minilm, tmp_path, monkeypatch):
+    """Issue 32: for a model id the report was `all-MiniLM-L6-v2-report.html` while its plots were
+    `sentence-transformers--all-MiniLM-L6-v2-*.png`: the report, the plots and compare's plot share one label."""
+    table, files = minilm
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    lay_out(cache, MINILM, files)
+    lay_out(cache, MINILM, bert_files(tmp_path / "v2", (table * 2).astype(np.float32)), revision="v2",
+            commit=OTHER_COMMIT)
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    run("report", "-c", MINILM)
+    run("norms", "-c", MINILM, "--table", "token", "--plot")
+    run("compare", MINILM, f"{MINILM}@v2", "--sample", "0", "--plot")
+    label = MINILM.replace("/", "--")
+    assert sorted(p.name for p in work.iterdir()) == [f"{label}-compare.png", f"{label}-report.html",
+                                                      f"{label}-token-norms.png"]

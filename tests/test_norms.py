@@ -206,7 +206,7 @@ def test_output_table_of_a_tied_model_is_an_error(tmp_path):
     result = run("norms", "-c", str(path), "--table", "output", code=1)
     assert "tied" in result.stderr
     result = run("norms", "-c", str(path), "--table", "position", code=1)
-    assert "no learned position table" in result.stderr
+    assert "expected a learned position table, found none" in result.stderr
 
 
 def test_the_command_shows_the_library_default_threshold():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 from enum import Enum
 from pathlib import Path
@@ -11,6 +12,7 @@ import typer
 
 from .options import (
     AUTO_DEVICE,
+    CHECKPOINT_VARIABLE,
     DeviceOption,
     JsonFlag,
     PlotOption,
@@ -37,13 +39,29 @@ class Match(str, Enum):
     tokens = "tokens"
 
 
+def given_checkpoints(arguments: list[Path] | None, named: list[Path] | None) -> list[Path]:
+    """The checkpoints as given: the arguments, then each -c; with neither, $EMBSCOPE_CHECKPOINT (one path, read
+    whole: click would split a list option's variable at spaces)."""
+    found = [*(arguments or []), *(named or [])]
+    if not found and os.environ.get(CHECKPOINT_VARIABLE):
+        found = [checkpoint_path(os.environ[CHECKPOINT_VARIABLE])]
+    if not found:
+        raise typer.BadParameter("expected checkpoints to compare (arguments, -c or $EMBSCOPE_CHECKPOINT)",
+                                 param_hint="'CHECKPOINT...'")
+    return found
+
+
 def compare_command(
     source: Source,
-    checkpoints: Annotated[list[Path], typer.Argument(
+    checkpoints: Annotated[list[Path] | None, typer.Argument(
         parser=checkpoint_path,
         help="Two or more checkpoints (files or folders), compared in the order given; or one folder holding a "
              "run's checkpoints (ckpt*.pt, ANDREA dumps, nlm pickles, checkpoint-N/ folders), ordered by step.",
-        metavar="CHECKPOINT...", show_default=False)],
+        metavar="CHECKPOINT...", show_default=False)] = None,
+    named: Annotated[list[Path] | None, typer.Option(
+        "--checkpoint", "-c", parser=checkpoint_path, metavar="PATH",
+        help="A checkpoint, as every command takes it; repeatable, after the CHECKPOINT arguments. Default: "
+             "$EMBSCOPE_CHECKPOINT (one checkpoint: --output, or a run's folder).", show_default=False)] = None,
     words: Annotated[list[str] | None, typer.Option(
         "--words", help="Words whose top-k neighbour sets are compared first, beside the sample (comma-separated or "
                         "repeated).")] = None,
@@ -70,6 +88,7 @@ def compare_command(
     """What changed between checkpoints: per-row cosine, norm and relative change, rows bitwise unchanged,
     neighbour-set overlap, linear CKA, position profiles; a trajectory over three or more steps. With --output,
     one checkpoint's token table against its output projection."""
+    checkpoints = given_checkpoints(checkpoints, named)
     if output:
         if len(checkpoints) != 1 or align is not None or match is not None or plot is not None:
             raise typer.BadParameter("--output compares the two tables of one checkpoint: give one checkpoint, "

@@ -10,10 +10,10 @@ import typer
 
 from ..naming import tokenizer_failure
 from ..options import DeviceOptions, LookupOptions
-from ..roles import Role
 from .options import (
     AUTO_DEVICE,
     FP32,
+    TOKEN_TABLE,
     AllowUnkFlag,
     DeviceOption,
     ExactFlag,
@@ -63,7 +63,7 @@ def neighbors_command(
     ids: IdsFlag = False,
     exact: ExactFlag = False,
     allow_unk: AllowUnkFlag = False,
-    table: TableOption = Role.token,
+    table: TableOption = TOKEN_TABLE,
     all_rows: Annotated[bool, typer.Option("--all", help="Every row of the table (or --queries), in batches.")] = False,
     out: Annotated[Path | None, typer.Option(
         help="With --all: the file to write, .tsv, .jsonl or .npz; - writes TSV to standard output.")] = None,
@@ -77,8 +77,6 @@ def neighbors_command(
     json: JsonFlag = False,
 ) -> None:
     """The K rows most similar to a word, or with --all --out FILE the top K of every row."""
-    if table is Role.position:
-        raise refuse("expected token or output (neighbours among positions: embscope positions --profile)", "--table")
     if all_rows:
         if word is not None:
             raise refuse("--all takes its queries from --queries FILE, not a word")

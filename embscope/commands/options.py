@@ -53,12 +53,15 @@ def tokenizer_path(value: str | Path) -> Path:
     return Path(value)
 
 
+CHECKPOINT_VARIABLE = "EMBSCOPE_CHECKPOINT"  # -c's default, in every command
+
+
 @dataclass(frozen=True)
 class Source:
     """Where the tables come from, as the user gave it."""
 
     checkpoint: Annotated[Path | None, typer.Option(
-        "--checkpoint", "-c", envvar="EMBSCOPE_CHECKPOINT", show_envvar=True, parser=checkpoint_path, metavar="PATH",
+        "--checkpoint", "-c", envvar=CHECKPOINT_VARIABLE, show_envvar=True, parser=checkpoint_path, metavar="PATH",
         help="Checkpoint file or directory, or a model id in the local Hugging Face cache (default: the bundled "
              "sample model).")] = None
     tokenizer: Annotated[Path | None, typer.Option(
@@ -202,11 +205,14 @@ class OptionWords:
 
 
 def check_plot(plot: str | None) -> None:
-    """A --plot FILE names a format and an existing folder: checked before any work."""
-    if plot is None or plot == PLOT_AUTO:
+    """A --plot FILE names a format and an existing folder, and matplotlib is there: checked before any work."""
+    if plot is None:
+        return
+    from ..render.plots import plot_format, require_matplotlib
+    require_matplotlib("--plot")  # before any work
+    if plot == PLOT_AUTO:
         return
     from ..render.files import check_directory
-    from ..render.plots import plot_format
     as_usage_error(lambda: plot_format(Path(plot)), "--plot")
     check_directory(Path(plot), "the plot file")
 
@@ -247,8 +253,12 @@ AllowUnkFlag = Annotated[bool, typer.Option(
     "--allow-unk", help="Let a word the tokenizer maps to its unknown token through (with a note) instead of refusing it.")]
 StrictFlag = Annotated[bool, typer.Option(
     "--strict", help="Stop at the first line of the input file that cannot be used, instead of skipping it with a note.")]
-TableOption = Annotated[Role, typer.Option(
-    "--table", help="The token table, or the untied output projection.", show_default=True)]
+# the tables whose rows are tokens: --help offers only the values the command takes (positions: `embscope positions`)
+RowTable = Enum("RowTable", {role.value: role.value for role in (Role.token, Role.output)}, type=str)  # type: ignore[misc]
+TOKEN_TABLE = RowTable("token")
+TableOption = Annotated[RowTable, typer.Option(
+    "--table", help="The token table, or the untied output projection (cosines between positions: embscope "
+                    "positions).", show_default=True)]
 DeviceOption = Annotated[Device, typer.Option(
     "--device", help="Where the batched work runs; auto = a GPU when torch sees one.")]
 PrecisionOption = Annotated[Precision, typer.Option(

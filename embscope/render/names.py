@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import files
-from ..errors import Option, OutputError
+from ..errors import EmbscopeError, Option, OutputError
 from ..text import quote
 
 if TYPE_CHECKING:
@@ -90,7 +90,17 @@ def context(path: Path) -> list[str]:
 
 
 def absolute(path: Path) -> Path:
-    """`-c .` names the folder it means; links are kept, as the user named them (a hub snapshot links to blobs)."""
+    """The checkpoint a name or title is about, however it was given: `-c .` names the folder it means, a hub model
+    id the snapshot it names (so `-c org/name` and the file opened from it get one label); links are kept, as the
+    user named them (a hub snapshot links to blobs)."""
+    if not os.path.lexists(path):
+        from ..hub import resolve
+        try:
+            snapshot = resolve(os.fspath(path))
+        except EmbscopeError:  # no such model cached either: the name as given
+            snapshot = None
+        if snapshot is not None:
+            path = snapshot.folder
     return Path(os.path.abspath(path))
 
 
