@@ -73,7 +73,10 @@ KNOWN: dict[Role, tuple[Known, ...]] = {
         Known("wte.weight", "GPT-2 saved without the transformer. prefix"),
         Known("embeddings.word_embeddings.weight", "BERT, RoBERTa, ELECTRA"),
         Known("model.embed_tokens.weight", "Llama, Mistral, Qwen, Gemma"),
-        Known("decoder.embed_tokens.weight", "OPT"),
+        # fairseq RoBERTa, XLM-R (fairseq/models/roberta/model.py): encoder.sentence_encoder.* since fairseq 0.10,
+        # decoder.sentence_encoder.* in the original releases (upgrade_state_dict_named renames them)
+        Known("sentence_encoder.embed_tokens.weight", "fairseq RoBERTa, XLM-R"),
+        Known("decoder.embed_tokens.weight", "OPT; fairseq transformer decoders and language models"),
         Known("embed_tokens.weight", "Llama-family and OPT models saved without a prefix"),
         Known("embed_in.weight", "GPT-NeoX, Pythia"),
         Known("tok_embeddings.weight", "Meta's original Llama release"),
@@ -113,7 +116,11 @@ KNOWN: dict[Role, tuple[Known, ...]] = {
         Known("roberta.embeddings.position_embeddings.weight", "RoBERTa", first_row=2,
               note="RoBERTa position rows 0-1 are padding: position p is row p+2"),
         Known("embeddings.position_embeddings.weight", "BERT, ELECTRA"),
-        Known("embed_positions.weight", "OPT", first_row=2,
+        # fairseq's LearnedPositionalEmbedding numbers positions from padding_idx + 1 (fairseq/utils.py
+        # make_positions); the checkpoint's pad_token_id (formats/_fairseq.py) is that padding index, 1 by default
+        Known("sentence_encoder.embed_positions.weight", "fairseq RoBERTa, XLM-R", first_row=2,
+              note="fairseq position rows start after the padding index (1): position p is row p+2"),
+        Known("embed_positions.weight", "OPT; fairseq transformers with learned positions", first_row=2,
               note="OPT position rows carry an offset of 2: position p is row p+2"),
         Known("pos_emb.weight", "from-scratch torch models"),
         Known("position_embedding.weight", "from-scratch torch models"),
@@ -135,7 +142,9 @@ KNOWN: dict[Role, tuple[Known, ...]] = {
               "TokenAndPositionEmbedding: its second keras.layers.Embedding (pos_emb)"),
     ),
     Role.output: (
-        Known("lm_head.weight", "nanoGPT, GPT-2, Llama, Mistral, Qwen, OPT"),
+        Known("lm_head.weight", "nanoGPT, GPT-2, Llama, Mistral, Qwen, OPT; fairseq RoBERTa's encoder.lm_head"),
+        Known("decoder.output_projection.weight", "fairseq transformer decoders (0.10 and later)"),
+        Known("decoder.embed_out", "fairseq transformer decoders before 0.10 (a Parameter, not a Linear)"),
         Known("embed_out.weight", "GPT-NeoX, Pythia"),
         Known("cls.predictions.decoder.weight", "BERT masked-LM head"),
         Known("output.weight", "Meta's original Llama release, llama.cpp GGUF", whole_name_only=True),
