@@ -201,7 +201,7 @@ def compare_command(
     comparison = found.comparison
     notes = [*one_file_notes(paths, [path for path, _ in found.checkpoints]), *notes]
     labels = render.Labels(found.checkpoints, origin, found.table_names, found.names, found.names_b, found_words,
-                           notes, plot_file, run=len(checkpoints) == 1)
+                           notes, plot_file, run=len(checkpoints) == 1, audit=found.audit)
     if plot_file is not None:
         from ..render.compare_plot import draw
         draw(comparison, labels, plot_file, inputs=read.paths())
