@@ -101,6 +101,12 @@ def compare_series(paths: Sequence[Path], open_path: Opener, options: CompareOpt
     (last, last_tables), = latest
     names_b.update((role, namer(last, role, table.first_row)) for role, table in last_tables.items())
     table_names = {role: (first_names[role], last_names[role]) for role in comparison.tables}
+    return finished(comparison, opened, table_names, names, names_b)
+
+
+def finished(comparison: Comparison, opened: list[tuple[Path, Step]], table_names: dict[str, tuple[str, str]],
+             names: dict[str, Namer], names_b: dict[str, Namer]) -> SeriesComparison:
+    """The comparison with what it is about, and the run's audit."""
     labels = [f"step {step.value:,}" if step.value is not None else f"checkpoint {i + 1}"
               for i, (_, step) in enumerate(opened)]
     return SeriesComparison(comparison, opened, table_names, names, names_b, audit(comparison, labels))

@@ -159,6 +159,11 @@ def compare_command(
                          "stored and after Procrustes, linear CKA, neighbour overlap).")] = False,
     plot: PlotOption = None,
     device: DeviceOption = AUTO_DEVICE,
+    scheduler: Annotated[str | None, typer.Option(
+        "--scheduler", help="Run each checkpoint's comparison as a task on the dask.distributed scheduler at this "
+                            "address (tcp://host:port, or its scheduler file), or 'local' for worker processes here. "
+                            "Every worker must read the checkpoints at the same paths.", metavar="ADDRESS",
+        show_default=False)] = None,
     json: JsonFlag = False,
 ) -> None:
     """What changed between checkpoints: per-row cosine, norm and relative change, rows bitwise unchanged,
@@ -172,6 +177,8 @@ def compare_command(
                                       sample=sample, k=k, device=device.value, json=json, cka=cka)
     if (align is not None or match is not None) and len(checkpoints) != 2:
         raise typer.BadParameter("--align and --match compare two runs: give exactly two checkpoints")
+    if scheduler is not None and (align is not None or match is not None):
+        raise typer.BadParameter("--scheduler runs a series of checkpoints: it takes neither --align nor --match")
     check_plot(plot)
     probe_words = parse_words(words)
 
@@ -193,10 +200,15 @@ def compare_command(
     if match is not None:
         ready[1] = open_path(paths[1])
         pairing = by_token(token_strings(ready[0], "A"), token_strings(ready[1], "B"))
+    rows = [row for _, row, _ in found_words if row is not None]
     with progress.stages() as stages:
-        found = compare_series(paths, open_path, options, ready=ready, token_pairing=pairing,
-                               word_rows=[row for _, row, _ in found_words if row is not None], stages=stages,
-                               on_open=read.note)
+        if scheduler is not None:
+            from ..analysis.distributed import compare_on_scheduler
+            found = compare_on_scheduler(paths, open_path, options, scheduler, word_rows=rows, stages=stages,
+                                         on_open=read.note)
+        else:
+            found = compare_series(paths, open_path, options, ready=ready, token_pairing=pairing, word_rows=rows,
+                                   stages=stages, on_open=read.note)
     read.note_last()
     comparison = found.comparison
     notes = [*one_file_notes(paths, [path for path, _ in found.checkpoints]), *notes]
