@@ -153,7 +153,7 @@ def connected(address: str) -> Iterator[Any]:
                 client = lib.Client(scheduler_file=address, timeout=CONNECT_TIMEOUT)
             else:
                 client = lib.Client(address, timeout=CONNECT_TIMEOUT)
-        except (OSError, TimeoutError, ValueError, TypeError) as err:
+        except (OSError, TimeoutError, ValueError, TypeError, RuntimeError) as err:  # RuntimeError: workers not started
             if cluster is not None:
                 cluster.close()
             raise OptionError(f"expected a Dask scheduler at {quote(address)}, found none that answers within "
