@@ -1,5 +1,5 @@
 """`compare` on a Dask cluster: each checkpoint of the series after the first is one task, run on a worker of a
-dask.distributed scheduler (`--scheduler ADDRESS`, or `local` for a LocalCluster of worker processes here).
+dask.distributed scheduler (its address, or `local` for a LocalCluster of worker processes here).
 
 A task opens its checkpoint, the previous one and the first, and does exactly the step the one-machine series does
 for it (SeriesWalk.step: the read against the previous and the first, the table's state, its digest; for the last,
@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import CheckpointError, EmbscopeError, MissingPackageError, OptionError
+from ..errors import CheckpointError, EmbscopeError, MissingPackageError, Option, OptionError
 from ..series import Step, checkpoint_step
 from ..text import quote
 from .compare import CompareOptions, NeighborOverlap, SeriesWalk, TableState, TrajectoryPoint
@@ -32,7 +32,8 @@ from .sweep import RowChanges
 if TYPE_CHECKING:
     from ..embeddings import Embeddings
 
-LOCAL = "local"  # --scheduler local: a LocalCluster of worker processes on this machine
+LOCAL = "local"  # a LocalCluster of worker processes on this machine
+SCHEDULER = Option("scheduler", metavar="ADDRESS")  # spelled as whoever answers writes it
 CONNECT_TIMEOUT = "5s"  # an address that answers nothing is one line after this, not a hang
 NO_WORKER_WAIT = 30.0  # seconds a cluster may stay without a worker while tasks wait, before it is one line
 POLL = 0.5  # seconds between looks at the tasks and the workers
@@ -133,7 +134,8 @@ def library() -> Any:
     try:
         import distributed
     except ImportError:
-        raise MissingPackageError("compare --scheduler", "distributed", "dask", option="scheduler") from None
+        raise MissingPackageError(f"running compare on a scheduler ({SCHEDULER})", "distributed", "dask",
+                                  option="scheduler") from None
     return distributed
 
 
@@ -254,9 +256,9 @@ def same_tables(results: dict[int, StepResult], paths: Sequence[Path]) -> None:
     for found in results.values():
         for index, roles in found.roles.items():
             if roles != first:
-                raise CheckpointError(f"compare --scheduler needs every checkpoint to hold the tables of the first "
+                raise CheckpointError(f"compare on a scheduler ({SCHEDULER}) needs every checkpoint to hold the tables of the first "
                                       f"({', '.join(first)}); {quote(paths[index])} holds {', '.join(roles) or 'none'}:"
-                                      f" compare without --scheduler", path=paths[index])
+                                      " compare them on one machine", path=paths[index])
 
 
 def compare_on_scheduler(paths: Sequence[Path], opener: Opener, options: CompareOptions, address: str, *,
