@@ -8,11 +8,17 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
+from .arrays import to_float32
 from .checkpoint import Checkpoint, EmbeddingTables, Table, TensorInfo
 from .errors import Option, TableError
+from .formats.constants import TIED_KEYS
 from .listing import clipped_list
 from .text import quote, shape_text
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 class Role(StrEnum):
@@ -68,7 +74,10 @@ KNOWN: dict[Role, tuple[Known, ...]] = {
         Known("wte.weight", "GPT-2 saved without the transformer. prefix"),
         Known("embeddings.word_embeddings.weight", "BERT, RoBERTa, ELECTRA"),
         Known("model.embed_tokens.weight", "Llama, Mistral, Qwen, Gemma"),
-        Known("decoder.embed_tokens.weight", "OPT"),
+        # fairseq RoBERTa, XLM-R (fairseq/models/roberta/model.py): encoder.sentence_encoder.* since fairseq 0.10,
+        # decoder.sentence_encoder.* in the original releases (upgrade_state_dict_named renames them)
+        Known("sentence_encoder.embed_tokens.weight", "fairseq RoBERTa, XLM-R"),
+        Known("decoder.embed_tokens.weight", "OPT; fairseq transformer decoders and language models"),
         Known("embed_tokens.weight", "Llama-family and OPT models saved without a prefix"),
         Known("embed_in.weight", "GPT-NeoX, Pythia"),
         Known("tok_embeddings.weight", "Meta's original Llama release"),
@@ -108,7 +117,11 @@ KNOWN: dict[Role, tuple[Known, ...]] = {
         Known("roberta.embeddings.position_embeddings.weight", "RoBERTa", first_row=2,
               note="RoBERTa position rows 0-1 are padding: position p is row p+2"),
         Known("embeddings.position_embeddings.weight", "BERT, ELECTRA"),
-        Known("embed_positions.weight", "OPT", first_row=2,
+        # fairseq's LearnedPositionalEmbedding numbers positions from padding_idx + 1 (fairseq/utils.py
+        # make_positions); the checkpoint's pad_token_id (formats/_fairseq.py) is that padding index, 1 by default
+        Known("sentence_encoder.embed_positions.weight", "fairseq RoBERTa, XLM-R", first_row=2,
+              note="fairseq position rows start after the padding index (1): position p is row p+2"),
+        Known("embed_positions.weight", "OPT; fairseq transformers with learned positions", first_row=2,
               note="OPT position rows carry an offset of 2: position p is row p+2"),
         Known("pos_emb.weight", "from-scratch torch models"),
         Known("position_embedding.weight", "from-scratch torch models"),
@@ -130,7 +143,9 @@ KNOWN: dict[Role, tuple[Known, ...]] = {
               "TokenAndPositionEmbedding: its second keras.layers.Embedding (pos_emb)"),
     ),
     Role.output: (
-        Known("lm_head.weight", "nanoGPT, GPT-2, Llama, Mistral, Qwen, OPT"),
+        Known("lm_head.weight", "nanoGPT, GPT-2, Llama, Mistral, Qwen, OPT; fairseq RoBERTa's encoder.lm_head"),
+        Known("decoder.output_projection.weight", "fairseq transformer decoders (0.10 and later)"),
+        Known("decoder.embed_out", "fairseq transformer decoders before 0.10 (a Parameter, not a Linear)"),
         Known("embed_out.weight", "GPT-NeoX, Pythia"),
         Known("cls.predictions.decoder.weight", "BERT masked-LM head"),
         Known("output.weight", "Meta's original Llama release, llama.cpp GGUF", whole_name_only=True),
@@ -366,39 +381,82 @@ def missing_head(checkpoint: Checkpoint) -> tuple[Head, str]:
     return Head.unknown, "no output projection in the file (tied, or a model without a language-model head)"
 
 
+# significand bits (with the implicit one) of each float type: a copy requantised to the coarser of two types
+# differs from the original by at most half its last place, |x| * 2**-bits
+SIGNIFICAND_BITS = {"float64": 53, "float32": 24, "float16": 11, "bfloat16": 8}
+SUBNORMAL_HALF_STEP = {"float16": 2.0**-25}  # where half a last place no longer scales with |x|
+
+
+def same_values(a: np.ndarray, b: np.ndarray, token: TensorInfo, output: TensorInfo) -> bool:
+    """Rows of the two tables hold the same values: bit for bit in one dtype, else within the coarser dtype's
+    rounding (a head saved as a float16 or bfloat16 copy of a float32 token table)."""
+    if token.dtype == output.dtype:
+        return a.tobytes() == b.tobytes()
+    import numpy as np
+    coarse = min((token.dtype, output.dtype), key=lambda name: SIGNIFICAND_BITS[name])
+    with np.errstate(over="ignore", invalid="ignore"):
+        x, y = to_float32(np.asarray(a), token.dtype), to_float32(np.asarray(b), output.dtype)
+        bound = np.maximum(np.abs(x), np.abs(y)) * 2.0**-SIGNIFICAND_BITS[coarse] + SUBNORMAL_HALF_STEP.get(coarse, 0.0)
+        return bool(np.all(np.abs(x - y) <= bound))
+
+
 def compare_copy(token: TensorInfo, output: TensorInfo) -> tuple[bool, str | None]:
-    """Whether the head holds exactly the token table's values, bit for bit, and a note when only
-    part of it was compared."""
-    if output.shape != token.shape or output.dtype != token.dtype:
+    """Whether the head holds exactly the token table's values (bit for bit, or within the rounding of a
+    requantised copy), and a note when only part of it was compared."""
+    if output.shape != token.shape or not {token.dtype, output.dtype} <= SIGNIFICAND_BITS.keys():
         return False, None
     a, b = token.read(), output.read()
     rows = sorted({round(i * (a.shape[0] - 1) / (PROBE_ROWS - 1)) for i in range(PROBE_ROWS)})
-    if a[rows].tobytes() != b[rows].tobytes():
+    if not same_values(a[rows], b[rows], token, output):
         return False, None
     if a.nbytes > FULL_COMPARE_BYTES:
         return False, (f"{quote(output.name)} equals the token table on the {len(rows)} rows compared; at "
                        f"{a.nbytes:,} bytes each the tables were not compared whole, so it counts as a head of its own")
     block = max(1, COMPARE_BLOCK_BYTES // (a.nbytes // a.shape[0]))
-    return all(a[i:i + block].tobytes() == b[i:i + block].tobytes() for i in range(0, a.shape[0], block)), None
+    return all(same_values(a[i:i + block], b[i:i + block], token, output) for i in range(0, a.shape[0], block)), None
 
 
-def head_of(checkpoint: Checkpoint, token: Table | None, output: Table) -> tuple[Head, str | None, str | None]:
-    """(head, note, tied_copy) for an output tensor in the file; tied_copy names a second stored copy of
-    the token table, counted once."""
+def config_tie(config: dict[str, object]) -> bool | None:
+    """What the config says of the tie (tie_word_embeddings, or a from-scratch config's tied flag); None: nothing."""
+    for key in TIED_KEYS:
+        if isinstance(config.get(key), bool):
+            return bool(config[key])
+    return None
+
+
+def copy_words(token: TensorInfo, output: TensorInfo) -> str:
+    if token.dtype == output.dtype:
+        return f"{output.name} holds exactly the values of {token.name}"
+    return f"{output.name} ({output.dtype}) holds the values of {token.name} ({token.dtype}) within {output.dtype if SIGNIFICAND_BITS[output.dtype] < SIGNIFICAND_BITS[token.dtype] else token.dtype}'s rounding"
+
+
+def head_of(checkpoint: Checkpoint, token: Table | None, output: Table) -> tuple[Head, str | None, str | None, str | None]:
+    """(head, note, tied_copy, tensors) for an output tensor in the file; tied_copy names a second stored copy of
+    the token table, counted once; tensors is what comparing the two says ("equal", "different", or None where
+    they were not compared whole). The tensors decide over config.json, and the note says when they disagree."""
     if token is None:
-        return Head.untied, None, None
+        return Head.untied, None, None, None
     if output.name == token.name:
-        return Head.tied, f"the output projection named is the token table {quote(token.name)}: the head is tied", None
+        return (Head.tied, f"the output projection named is the token table {quote(token.name)}: the head is tied",
+                None, "equal")
     if output.tensor.storage is not None and output.tensor.storage == token.tensor.storage:
-        return Head.tied, f"{output.name} shares storage with {token.name}: the head is tied, counted once", None
-    if checkpoint.config.get("tie_word_embeddings") is True and output.tensor.shape == token.tensor.shape:
-        return Head.tied, (f"{output.name} is declared tied (tie_word_embeddings) to {token.name}: the head is "
-                           "tied, counted once"), output.name
-    same, note = compare_copy(token.tensor, output.tensor)
+        return Head.tied, f"{output.name} shares storage with {token.name}: the head is tied, counted once", None, "equal"
+    declared = config_tie(checkpoint.config)
+    same, partial = compare_copy(token.tensor, output.tensor)
+    if partial is not None:  # the tensors could not say: config.json does, as before
+        if declared:
+            return Head.tied, (f"{partial}; config.json declares the head tied, so it is counted once"), output.name, None
+        return Head.untied, partial, None, None
     if same:
-        return Head.tied, (f"{output.name} holds exactly the values of {token.name}: a saved copy of a tied "
-                           "head, counted once"), output.name
-    return Head.untied, note, None
+        note = f"{copy_words(token.tensor, output.tensor)}: a saved copy of a tied head, counted once"
+        if declared is False:
+            note = (f"config.json says the head is not tied, but {copy_words(token.tensor, output.tensor)}: the "
+                    "tensors decide, so the head is tied, counted once")
+        return Head.tied, note, output.name, "equal"
+    if declared:
+        return Head.untied, (f"config.json says the head is tied, but {output.name} differs from {token.name}: the "
+                             "tensors decide, so the head is a table of its own, counted and compared"), None, "different"
+    return Head.untied, None, None, "different"
 
 
 def find_tables(checkpoint: Checkpoint, token_key: str | None = None, pos_key: str | None = None,
@@ -423,9 +481,9 @@ def find_tables(checkpoint: Checkpoint, token_key: str | None = None, pos_key: s
     position = fill(Role.position, pos_key, taken, token.dim if token else None)
     taken |= {position.name} if position else set()
     output = fill(Role.output, output_key, taken)
-    tied_copy = None
+    tied_copy, tensors = None, None
     if output is not None:
-        head, note, tied_copy = head_of(checkpoint, token, output)
+        head, note, tied_copy, tensors = head_of(checkpoint, token, output)
     elif Role.output in missing:
         head, note = Head.ambiguous, missing[Role.output]
     else:
@@ -436,4 +494,4 @@ def find_tables(checkpoint: Checkpoint, token_key: str | None = None, pos_key: s
         choices = ("" if head is Head.tied
                    else f"; {candidates_text(checkpoint, taken)}; name one with {key_option(Role.output)}")
         missing[Role.output] = f"expected an untied output projection, found none: {note}{choices}"
-    return EmbeddingTables(token, position, output, head, note, tuple(notes), tied_copy, missing)
+    return EmbeddingTables(token, position, output, head, note, tuple(notes), tied_copy, missing, tensors)

@@ -99,7 +99,12 @@ def test_untied_head_and_config_declared_tie(tmp_path):
     tensors = {"model.embed_tokens.weight": table(10), "lm_head.weight": table(10)}
     untied = open_tables(tmp_path / "untied", tensors)
     assert untied.tables.head is Head.untied and untied.tables.tied is False
+    # a head that differs from the token table is its own, whatever config.json declares (the tensors decide)
     emb = open_tables(tmp_path / "declared", tensors, {"tie_word_embeddings": True})
+    assert emb.tables.tied is False and emb.output.name == "lm_head.weight" and emb.tables.tie_tensors == "different"
+    copied = {"model.embed_tokens.weight": tensors["model.embed_tokens.weight"],
+              "lm_head.weight": tensors["model.embed_tokens.weight"].copy()}
+    emb = open_tables(tmp_path / "copied", copied, {"tie_word_embeddings": True})
     assert emb.tables.tied and emb.output is None and emb.tables.tied_copy == "lm_head.weight"
 
 

@@ -83,6 +83,11 @@ def compare_command(
                          "stored and after Procrustes, linear CKA, neighbour overlap).")] = False,
     plot: PlotOption = None,
     device: DeviceOption = AUTO_DEVICE,
+    scheduler: Annotated[str | None, typer.Option(
+        "--scheduler", help="Run each checkpoint's comparison as a task on the dask.distributed scheduler at this "
+                            "address (tcp://host:port, or its scheduler file), or 'local' for worker processes here. "
+                            "Every worker must read the checkpoints at the same paths.", metavar="ADDRESS",
+        show_default=False)] = None,
     json: JsonFlag = False,
 ) -> None:
     """What changed between checkpoints: per-row cosine, norm and relative change, rows bitwise unchanged,
@@ -97,6 +102,8 @@ def compare_command(
                                       sample=sample, k=k, device=device.value, json=json, cka=cka)
     if (align is not None or match is not None) and len(checkpoints) != 2:
         raise typer.BadParameter("--align and --match compare two runs: give exactly two checkpoints")
+    if scheduler is not None and (align is not None or match is not None):
+        raise typer.BadParameter("--scheduler runs a series of checkpoints: it takes neither --align nor --match")
     check_plot(plot)
     probe_words = parse_words(words)
     if len(checkpoints) == 1 and not checkpoints[0].is_dir():
@@ -116,10 +123,11 @@ def compare_command(
     options = CompareOptions(align=align is not None, k=k, sample=sample, listed=top, device=device.value, cka=cka)
     with progress.stages() as stages:
         found = compare_run(run, open_path, options, words=probe_words, match_tokens=match is not None,
-                            files_of=input_files, stages=stages)
+                            files_of=input_files, scheduler=scheduler, stages=stages)
     series = found.found
     labels = render.Labels(series.checkpoints, run.origin, series.table_names, series.names, series.names_b,
-                           found.words, found.notes, plot_file, run=len(checkpoints) == 1)
+                           found.words, found.notes, plot_file, run=len(checkpoints) == 1,
+                           audit=series.audit)
     if plot_file is not None:
         from ..render.compare_plot import draw
         draw(series.comparison, labels, plot_file, inputs=found.read)

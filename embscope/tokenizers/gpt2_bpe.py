@@ -183,6 +183,11 @@ def load(path: Path) -> GPT2BPETokenizer:
     vocab_path, merges_path = paths
     if not merges_path.is_file():
         raise TokenizerError(f"expected {merges_path.name} beside {vocab_path}, found none")
+    return load_files(vocab_path, merges_path)
+
+
+def load_files(vocab_path: Path, merges_path: Path) -> GPT2BPETokenizer:
+    """GPT-2's encoder from its two files, whatever their names (fairseq keeps them as encoder.json and vocab.bpe)."""
     vocab: Any = read_json(vocab_path)
     if not _is_vocab(vocab):
         raise TokenizerError(

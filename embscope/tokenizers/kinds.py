@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from . import (
         byte_bpe,
         char_map,
+        fairseq_dict,
         gpt2_bpe,
         harris,
         huggingface,
@@ -29,9 +30,9 @@ if TYPE_CHECKING:
         wordpiece,
     )
 else:
-    (byte_bpe, char_map, gpt2_bpe, harris, huggingface, nanogpt_meta, sentencepiece_model, tiktoken_bpe,
-     wordpiece) = lazy_modules(__package__, "byte_bpe", "char_map", "gpt2_bpe", "harris", "huggingface",
-                               "nanogpt_meta", "sentencepiece_model", "tiktoken_bpe", "wordpiece")
+    (byte_bpe, char_map, fairseq_dict, gpt2_bpe, harris, huggingface, nanogpt_meta, sentencepiece_model, tiktoken_bpe,
+     wordpiece) = lazy_modules(__package__, "byte_bpe", "char_map", "fairseq_dict", "gpt2_bpe", "harris",
+                               "huggingface", "nanogpt_meta", "sentencepiece_model", "tiktoken_bpe", "wordpiece")
 
 Loader = Callable[[Path], Tokenizer]
 
@@ -48,6 +49,9 @@ KINDS: tuple[Kind[Loader], ...] = listed(
     Kind("wordpiece", wordpiece.sniff, wordpiece.load,
          "*vocab.txt holding its unknown token: the only kind that reads a .txt",
          file_names=("*vocab.txt",), expects="a BERT vocab.txt, one token per line"),
+    Kind("fairseq-dict", fairseq_dict.sniff, fairseq_dict.load,
+         "dict.txt or dict.<lang>.txt of 'symbol count' lines: fairseq's Dictionary, the only kind by those names",
+         file_names=("dict.txt", "dict.*.txt"), expects="a fairseq dict.txt of 'symbol count' lines"),
     Kind("sentencepiece", sentencepiece_model.sniff, sentencepiece_model.load,
          "a *.model protobuf (its first byte 0x0A): the tiktoken and minbpe files that share the name are text "
          "that never starts so", file_names=("*.model",), expects="a SentencePiece *.model protobuf"),
