@@ -134,7 +134,11 @@ def test_an_unreachable_scheduler_is_one_line(tmp_path):
     folder = write_run(tmp_path / "run", steps=[100, 200])
     started = time.monotonic()
     result = invoke("compare", folder, "--scheduler", "tcp://127.0.0.1:9", "--sample", 10)
-    assert_error_line(result, "expected a Dask scheduler at 'tcp://127.0.0.1:9', found none that answers within 5s")
+    # a --scheduler value that names no scheduler is a bad option value: a usage error, exit 2
+    assert result.exit_code == 2, result.output
+    errors = [line for line in result.stderr.splitlines() if line.startswith("Error: ")]
+    assert len(errors) == 1 and "Traceback" not in result.output
+    assert "expected a Dask scheduler at 'tcp://127.0.0.1:9', found none that answers within 5s" in errors[0]
     assert time.monotonic() - started < 30
 
 
