@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import sys
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
+from ..quiet import native_stderr
 from ..text import printable, shortened
 
 if TYPE_CHECKING:
@@ -48,19 +50,30 @@ def matplotlib_quietly() -> ModuleType:
     being built on a first run) kept off stderr."""
     if "matplotlib" in sys.modules:
         return sys.modules["matplotlib"]
-    with quiet():
-        import matplotlib
+    # matplotlib validates $MPLBACKEND while it is imported and raises on a name it does not know; embscope draws
+    # on its own Agg canvases whatever the backend, so the import sees Agg and the variable is put back after
+    backend = os.environ.get("MPLBACKEND")
+    os.environ["MPLBACKEND"] = "agg"
+    try:
+        with quiet():
+            import matplotlib
+    finally:
+        if backend is None:
+            os.environ.pop("MPLBACKEND", None)
+        else:
+            os.environ["MPLBACKEND"] = backend
     return matplotlib
 
 
 @contextmanager
 def quiet() -> Iterator[None]:
-    """No warning and no log line below ERROR from matplotlib inside; the caller's settings come back after."""
+    """No warning, no log line below ERROR and nothing on fd 2 from matplotlib inside; the caller's settings
+    come back after."""
     logger = logging.getLogger("matplotlib")
     level = logger.level
     logger.setLevel(logging.ERROR)
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), native_stderr():  # and nothing its C++ (FreeType, Agg) prints to fd 2
             warnings.simplefilter("ignore")
             yield
     finally:
