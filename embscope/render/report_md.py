@@ -11,7 +11,7 @@ import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from ..text import printable
+from ..text import bounded, printable
 from .files import OUT, make_folder, refuse_inputs, written_whole
 from .names import RECORD_KEY, Output
 from .plots import save
@@ -23,7 +23,7 @@ BLOCK_START = re.compile(r"^([-+=]|\d+(?=[.)]))")  # what opens a list or underl
 
 
 def escaped(value: object) -> str:
-    return ACTIVE.sub(r"\\\1", printable(str(value)))
+    return ACTIVE.sub(r"\\\1", printable(bounded(str(value))))  # a very long string cut (text.bounded)
 
 
 def paragraph(value: object) -> str:

@@ -20,7 +20,9 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ..text import printable, shortened
+from ..text import bounded, printable, shortened
+
+SVG_TEXT_SHOWN = 200  # characters of one text element: a figure's width holds fewer
 
 COLOURS = {"tab:blue": "#1f77b4", "tab:orange": "#ff7f0e", "tab:green": "#2ca02c", "tab:red": "#d62728",
            "tab:purple": "#9467bd", "tab:grey": "#7f7f7f", "grey": "#808080", "black": "#000000"}
@@ -37,7 +39,7 @@ MAX_LABEL = 48  # characters of a label from the file
 
 
 def escaped(text: object) -> str:
-    return html.escape(printable(str(text)))
+    return html.escape(printable(bounded(str(text), SVG_TEXT_SHOWN)))  # a title quoting a 6 MB name stays short
 
 
 def colour(name: str) -> str:
