@@ -14,6 +14,7 @@ from typing import Any
 import typer
 from typer.core import TyperGroup
 
+from . import stopping
 from .commands import REGISTER
 from .errors import EmbscopeError, Option, options_spelled
 from .text import printable, shortened
@@ -89,7 +90,7 @@ class EmbscopeGroup(TyperGroup):
             code = 130
         except OSError as err:
             code = stdout_failed(err)
-        code = code if isinstance(code, int) else 0
+        code = stopping.exit_code(code if isinstance(code, int) else 0)  # SIGTERM, SIGHUP: cleaned up as Ctrl-C
         if not standalone_mode:
             return code
         sys.exit(code)
@@ -172,6 +173,7 @@ def __getattr__(name: str) -> Any:
 def main() -> None:
     from .compute import blas
     blas.settle()  # before anything imports numpy
+    stopping.install()  # SIGTERM and SIGHUP clean up as Ctrl-C does
     if sys.stderr is None:  # `2>&-`: messages go nowhere, but the exit code still tells usage from input errors
         sys.stderr = io.StringIO()
     if sys.stdout is None:  # `>&-`: there is nowhere to put an answer

@@ -76,7 +76,7 @@ def sink_file() -> IO[bytes]:
         try:
             _sink.append(tempfile.TemporaryFile())  # noqa: SIM115  kept open for the process
         except OSError:
-            _sink.append(open(os.devnull, "w+b"))  # noqa: SIM115  kept open for the process
+            _sink.append(os.fdopen(os.open(os.devnull, os.O_RDWR), "w+b"))  # written to, never read
     return _sink[0]
 
 
