@@ -109,9 +109,8 @@ def test_the_sentencepiece_log_stays_off_stderr(tmp_path):
     folder.mkdir()
     count = sentencepiece_with_nul(folder / "tokenizer.model")
     np.save(folder / "wte.npy", np.random.default_rng(0).standard_normal((count, 8)).astype(np.float32))
-    control = subprocess.run([sys.executable, "-c", "import sys, sentencepiece as s\n"
-                              "s.SentencePieceProcessor().LoadFromSerializedProto(open(sys.argv[1], 'rb').read())",
-                              str(folder / "tokenizer.model")], capture_output=True, text=True, timeout=60, check=False)
+    load = "import sys, sentencepiece as s\ns.SentencePieceProcessor().LoadFromSerializedProto(open(sys.argv[1], 'rb').read())"
+    control = subprocess.run([sys.executable, "-c", load, str(folder / "tokenizer.model")], capture_output=True, text=True, timeout=60, check=False)
     assert "null character" in control.stderr  # the library does log here
     for args in (["info"], ["similarity", "dog", "cat", "--json"]):
         done = embscope(*args, "-c", folder)
