@@ -397,3 +397,85 @@ def test_the_norm_summary_holds_a_few_arrays_of_the_norms(kind, bound):
     assert len(summary.flagged) == rows or kind == "normal"
     assert peak < bound * norms.nbytes, peak / norms.nbytes  # the code before: 5.2 and 3.1 times
 
+
+
+# ----------------------------------------------------------------------------- round four (issue 33)
+
+def test_paths_are_resolved_as_realpath_resolves_them_each_folder_once(tmp_path, monkeypatch):
+    """real_paths.RealPaths against os.path.realpath on links (relative, absolute, chained, with ".."), and the
+    lstat calls counted: 300 paths through one 200-folder chain cost the chain once, not 300 times (r03, r04)."""
+    from embscope import real_paths
+    deep = tmp_path.joinpath(*["d"] * 200)
+    deep.mkdir(parents=True)
+    (deep / "data").write_bytes(b"x")
+    (tmp_path / "up").symlink_to("d/d/../d")  # ".." after a link: the link's target, then its parent
+    (tmp_path / "abs").symlink_to(deep / "data")
+    (tmp_path / "chain").symlink_to("abs")
+    resolver = real_paths.RealPaths()
+    for path in (tmp_path / "up" / "d", tmp_path / "chain", tmp_path / "up" / ".." / "d", tmp_path / "missing" / "x",
+                 deep / "data"):
+        assert resolver.resolve(path) == Path(os.path.realpath(path)), path
+    calls = []
+    real_lstat = os.lstat
+    monkeypatch.setattr(real_paths.os, "lstat", lambda p: calls.append(p) or real_lstat(p))
+    fresh = real_paths.RealPaths()
+    for _ in range(300):
+        fresh.resolve(deep / "data")
+    assert len(calls) == len((deep / "data").parts) - 1  # once for each name below the root
+    (tmp_path / "loop").symlink_to("loop")
+    with pytest.raises(OSError) as caught:
+        real_paths.RealPaths().resolve(tmp_path / "loop")
+    assert caught.value.errno == 40  # ELOOP
+    with pytest.raises(OSError):
+        real_paths.RealPaths(max_parts=64).resolve(deep / "data")
+
+
+def test_an_onnx_location_past_its_stated_depth_is_refused_in_one_line(tmp_path):
+    from onnx import TensorProto, helper
+
+    from embscope.formats.onnx_file import MAX_LOCATION_PARTS
+    folder = tmp_path.joinpath(*["d"] * 300)
+    folder.mkdir(parents=True)
+    data = np.random.default_rng(0).standard_normal((8, 4)).astype("<f4")
+    (folder / "data").write_bytes(data.tobytes())
+    tensor = TensorProto(name="embeddings.word_embeddings.weight", data_type=TensorProto.FLOAT, dims=[8, 4],
+                         data_location=TensorProto.EXTERNAL)
+    for key, value in (("location", "d/" * 300 + "data"), ("offset", "0"), ("length", str(data.nbytes))):
+        tensor.external_data.add(key=key, value=value)
+    path = tmp_path / "model.onnx"
+    path.write_bytes(helper.make_model(helper.make_graph([], "g", [], [], initializer=[tensor])).SerializeToString())
+    result = run("info", "-c", path, code=1)
+    assert f"is not a file name of at most {MAX_LOCATION_PARTS} folders" in result.stderr
+    assert result.stderr.count("\n") == 1
+
+
+def test_user_defined_tokens_are_found_by_one_automaton(tmp_path):
+    """substrings.Substrings against `in` on random strings; and the GGUF partition, cut by llama.cpp's rule
+    (longest first, each across what the longer left), asks the automaton once per text, not once per token."""
+    import random
+
+    from embscope.tokenizers.gguf_vocab import UserDefined
+    from embscope.tokenizers.substrings import Substrings
+    rng = random.Random(1)
+    for _ in range(500):
+        strings = ["".join(rng.choice("abc") for _ in range(rng.randint(1, 5))) for _ in range(rng.randint(1, 12))]
+        text = "".join(rng.choice("abcd") for _ in range(rng.randint(0, 20)))
+        assert Substrings(strings).found(text) == {i for i, s in enumerate(strings) if s in text}
+    tokens = ["ab", "abc", "b", "x"] + [f"a{i}" for i in range(5000)]
+    cut = UserDefined(tokens, list(range(len(tokens))))
+    # abc (3 bytes, id 1) first, then a12 (3 bytes, id 16), then ab (0) in what is left, then b (2)
+    assert cut.partition("zabcab a12b") == ["z", 1, 0, " ", 16, 2]
+    assert cut.partition("a4999") == [5003]
+
+
+def test_a_megabyte_name_is_printed_cut_with_its_length(tmp_path):
+    """r06: a tensor name of 1,000,000 characters: info and the report show its start, its end and its length."""
+    from embscope.text import TEXT_SHOWN
+    name = "x" * 1_000_000 + ".wte.weight"
+    path = safetensors_table(tmp_path / "model.safetensors", np.eye(8, dtype=np.float32), name)
+    out = run("info", "-c", path).stdout
+    assert "(1,000,011characters)" in re.sub(r"[\s\u2502]", "", out) and len(out) < 20 * TEXT_SHOWN  # in a folded cell
+    run("report", "-c", path, "--out", tmp_path / "r.html")
+    page = (tmp_path / "r.html").read_text(encoding="utf-8")
+    assert "1,000,011 characters" in page and "x" * 10_000 not in page
+    assert run_json("info", "-c", path)["tables"]["token"]["name"] == name  # JSON keeps it whole
