@@ -49,6 +49,14 @@ def os_error_text(err: OSError) -> str:
     return f"expected a file that can be read, found {reason}: {shortened(str(err.filename))!r}"
 
 
+def memory_text(err: MemoryError) -> str:
+    """numpy's _ArrayMemoryError says what it could not allocate ("Unable to allocate 446. MiB for an array with
+    shape (57050, 1024) and data type float64"); a bare MemoryError says nothing."""
+    said = str(err).splitlines()[0][:200] if str(err) else ""
+    return (f"expected enough memory for this answer, found too little{f' ({said})' if said else ''}: a smaller "
+            "table, fewer rows or a machine with more memory may do")
+
+
 def stdout_failed(err: OSError) -> int:
     """Output could not be written (a full disk, a closed pipe): say so once, and stop Python trying again at exit."""
     try:  # later flushes go nowhere instead of raising during shutdown
@@ -118,6 +126,8 @@ class EmbscopeGroup(TyperGroup):
             raise
         except EmbscopeError as err:
             error_line(str(err))
+        except MemoryError as err:  # an allocation past what the machine (or a ulimit) allows, wherever it was
+            error_line(memory_text(err))
         except OSError as err:  # a file the formats did not expect to fail (a name too long, a vanished file)
             if err.filename is None and err.errno in (errno.EPIPE, errno.ENOSPC, errno.EIO, errno.EDQUOT):
                 raise  # writing stdout failed: main says so
