@@ -479,3 +479,30 @@ def test_a_megabyte_name_is_printed_cut_with_its_length(tmp_path):
     page = (tmp_path / "r.html").read_text(encoding="utf-8")
     assert "1,000,011 characters" in page and "x" * 10_000 not in page
     assert run_json("info", "-c", path)["tables"]["token"]["name"] == name  # JSON keeps it whole
+
+
+def test_a_table_of_few_rows_gets_its_geometry_from_the_gram_matrix(monkeypatch):
+    """r07: 5 rows x 64 columns, against plain numpy statements of the figures over the d x d matrices; and no
+    d x d matrix is made (np.linalg.eigh sees only 5 x 5 ones)."""
+    from embscope.analysis.geometry import table_geometry
+    from embscope.compute.moments import StoredRows
+    rng = np.random.default_rng(3)
+    table = rng.standard_normal((5, 64)) * np.linspace(0.2, 3.0, 64) + 0.4
+    seen = []
+    real_eigh = np.linalg.eigh
+    monkeypatch.setattr(np.linalg, "eigh", lambda m: seen.append(m.shape) or real_eigh(m))
+    found = table_geometry(StoredRows(table.astype(np.float32)), "token", "t", device="cpu")
+    assert seen and all(shape == (5, 5) for shape in seen)
+    w = table.astype(np.float32).astype(np.float64)
+    centred = w - w.mean(0)
+    singular = np.linalg.svd(centred, compute_uv=False)  # 5 values, the 5th zero: the centred rows have rank 4
+    np.testing.assert_allclose(found.spectrum.singular_values[:4], singular[:4], rtol=1e-9)
+    assert not found.spectrum.singular_values[4:].any() and len(found.spectrum.singular_values) == 64
+    _, vectors = real_eigh(w.T @ w)  # the d x d statement of the partition function (Mu & Viswanath 2018)
+    z = np.concatenate([np.exp(w @ vectors).sum(0), np.exp(-w @ vectors).sum(0)])
+    assert found.partition_isotropy == pytest.approx(z.min() / z.max(), rel=1e-6)
+    top = np.linalg.svd(centred, full_matrices=False)[2][:1].T  # all-but-the-top removes max(1, 64 // 100) = 1
+    residual = centred - centred @ top @ top.T
+    unit = residual / np.linalg.norm(residual, axis=1, keepdims=True)
+    pairs = unit @ unit.T
+    assert found.abtt_mean_cosine == pytest.approx((pairs.sum() - 5) / 20, abs=1e-9)
