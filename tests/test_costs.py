@@ -506,3 +506,17 @@ def test_a_table_of_few_rows_gets_its_geometry_from_the_gram_matrix(monkeypatch)
     unit = residual / np.linalg.norm(residual, axis=1, keepdims=True)
     pairs = unit @ unit.T
     assert found.abtt_mean_cosine == pytest.approx((pairs.sum() - 5) / 20, abs=1e-9)
+
+
+def test_cka_of_few_pairs_is_the_d_x_d_value_from_n_x_n_matrices():
+    """r07's compare: 4 pairs of 300-wide rows; the value against the d x d statement of Kornblith et al."""
+    from embscope.analysis.cka import linear_cka
+    from embscope.analysis.compare import Pairing
+    rng = np.random.default_rng(5)
+    a, b = rng.standard_normal((4, 300)), rng.standard_normal((4, 200))
+    b[:, :3] += a[:, :3] * 4
+    found = linear_cka(a.astype(np.float32), b.astype(np.float32), Pairing(4), device="cpu")
+    x, y = a.astype(np.float32).astype(np.float64), b.astype(np.float32).astype(np.float64)
+    x, y = x - x.mean(0), y - y.mean(0)
+    expected = np.linalg.norm(y.T @ x) ** 2 / (np.linalg.norm(x.T @ x) * np.linalg.norm(y.T @ y))
+    assert found.rows == 4 and found.value == pytest.approx(expected, rel=1e-9)
