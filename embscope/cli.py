@@ -14,6 +14,7 @@ from typing import Any
 import typer
 from typer.core import TyperCommand, TyperGroup
 
+from . import stopping
 from .commands import REGISTER
 from .commands.command import EmbscopeCommand
 from .errors import EmbscopeError, Option, OptionError, options_spelled
@@ -48,6 +49,14 @@ def os_error_text(err: OSError) -> str:
     if err.filename is None:
         return reason
     return f"expected a file that can be read, found {reason}: {shortened(str(err.filename))!r}"
+
+
+def memory_text(err: MemoryError) -> str:
+    """numpy's _ArrayMemoryError says what it could not allocate ("Unable to allocate 446. MiB for an array with
+    shape (57050, 1024) and data type float64"); a bare MemoryError says nothing."""
+    said = str(err).splitlines()[0][:200] if str(err) else ""
+    return (f"expected enough memory for this answer, found too little{f' ({said})' if said else ''}: a smaller "
+            "table, fewer rows or a machine with more memory may do")
 
 
 def stdout_failed(err: OSError) -> int:
@@ -96,7 +105,7 @@ class EmbscopeGroup(TyperGroup):
             code = 130
         except OSError as err:
             code = stdout_failed(err)
-        code = code if isinstance(code, int) else 0
+        code = stopping.exit_code(code if isinstance(code, int) else 0)  # SIGTERM, SIGHUP: cleaned up as Ctrl-C
         if not standalone_mode:
             return code
         sys.exit(code)
@@ -128,6 +137,8 @@ class EmbscopeGroup(TyperGroup):
             if missing is None:
                 raise
             error_line(str(missing))
+        except MemoryError as err:  # an allocation past what the machine (or a ulimit) allows, wherever it was
+            error_line(memory_text(err))
         except OSError as err:  # a file the formats did not expect to fail (a name too long, a vanished file)
             if err.filename is None and err.errno in (errno.EPIPE, errno.ENOSPC, errno.EIO, errno.EDQUOT):
                 raise  # writing stdout failed: main says so
@@ -196,6 +207,7 @@ def main() -> None:
     blas.settle()  # before anything imports numpy
     from . import sigbus
     sigbus.install()  # a checkpoint cut short under its memory map: one line and exit 1, not a silent death
+    stopping.install()  # SIGTERM and SIGHUP clean up as Ctrl-C does
     if sys.stderr is None:  # `2>&-`: messages go nowhere, but the exit code still tells usage from input errors
         sys.stderr = io.StringIO()
     if sys.stdout is None:  # `>&-`: there is nowhere to put an answer

@@ -9,6 +9,7 @@ import hashlib
 import importlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -255,6 +256,16 @@ def hostile(cache: Path, files: dict[str, Path], case: str, tmp_path: Path) -> N
         (storage / "refs" / "main").write_bytes(b"a" * 10**6)
     elif case == "refs/main not a hash":
         (storage / "refs" / "main").write_text("../../../etc")
+    elif case == "snapshots a link out of the cache":  # round four's r11: the folder above the snapshot
+        outside = tmp_path / "elsewhere"
+        shutil.copytree(storage / "snapshots", outside, symlinks=False)
+        shutil.rmtree(storage / "snapshots")
+        (storage / "snapshots").symlink_to(outside)
+    elif case == "a link through 200 folders":  # round four's r04: one lstat a folder, and a stated depth
+        deep = storage.joinpath("blobs", *["d"] * 200)
+        deep.mkdir(parents=True)
+        (deep / "f").write_text("x")
+        (snapshot / "extra.txt").symlink_to(os.path.join("..", "..", "blobs", *["d"] * 200, "f"))
 
 
 HOSTILE = {
@@ -268,6 +279,9 @@ HOSTILE = {
     "refs/main huge": r"expected a file holding a commit hash of at most 256 bytes, found 1,000,000 bytes at "
                       r"'.*refs/main'",
     "refs/main not a hash": r"expected a 40-character commit hash in '.*refs/main', found '\.\./\.\./\.\./etc'",
+    "snapshots a link out of the cache": r"^'.*models--org--bad/snapshots' for org/bad .* is a link to "
+                                         r"'.*elsewhere', outside the Hugging Face cache '.*cache'; refused$",
+    "a link through 200 folders": r"^'extra.txt' in org/bad .* is a link through more than 64 folders; refused$",
 }
 
 

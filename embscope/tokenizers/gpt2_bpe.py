@@ -27,6 +27,7 @@ from typing import Any
 
 from embscope import files
 from embscope.errors import MissingPackageError, TokenError, TokenizerError
+from embscope.quiet import native_stderr
 from embscope.registry import Probe
 from embscope.tokenizers.base import (
     MAX_TOKENIZER_BYTES,
@@ -101,13 +102,15 @@ def _library_encoder(vocab: dict[str, int], merges: list[tuple[str, str]], added
         from tokenizers import AddedToken, Tokenizer, models, pre_tokenizers
     except ImportError:
         return None
-    library = Tokenizer(models.BPE(vocab=vocab, merges=merges))
-    library.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
-    library.add_special_tokens([AddedToken(token, special=True, normalized=False) for token in added])
+    with native_stderr():
+        library = Tokenizer(models.BPE(vocab=vocab, merges=merges))
+        library.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+        library.add_special_tokens([AddedToken(token, special=True, normalized=False) for token in added])
 
     def encode(text: str) -> list[int]:
         try:
-            encoding = library.encode(text, add_special_tokens=False)
+            with native_stderr():  # a panic prints to fd 2 before it is raised
+                encoding = library.encode(text, add_special_tokens=False)
         except BaseException as err:  # the library panics on some inputs instead of raising
             if not is_library_failure(err):
                 raise
