@@ -520,3 +520,18 @@ def test_cka_of_few_pairs_is_the_d_x_d_value_from_n_x_n_matrices():
     x, y = x - x.mean(0), y - y.mean(0)
     expected = np.linalg.norm(y.T @ x) ** 2 / (np.linalg.norm(x.T @ x) * np.linalg.norm(y.T @ y))
     assert found.rows == 4 and found.value == pytest.approx(expected, rel=1e-9)
+
+
+def test_memory_that_runs_out_anywhere_is_one_line(monkeypatch):
+    """r09's class: numpy's own MemoryError (an allocation of an exabyte, raised where the norms are computed)
+    reaches the CLI as one line saying what could not be allocated, never a traceback."""
+    from embscope.analysis import norms
+
+    def exabyte(array):
+        return np.empty(1 << 60, dtype=np.uint8)
+
+    monkeypatch.setattr(norms, "row_norms", exabyte)
+    result = run("norms", code=1)
+    assert result.stderr.startswith("Error: expected enough memory for this answer, found too little (Unable to "
+                                    "allocate 1.00 EiB")
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
