@@ -12,7 +12,7 @@ import typer
 from ..roles import Role
 from .options import (
     AUTO_DEVICE,
-    FP32,
+    AUTO_PRECISION,
     AllowUnkFlag,
     DeviceOption,
     ExactFlag,
@@ -72,7 +72,8 @@ def run_all(source: Source, k: int, out: Path, queries_file: Path | None, ids: b
         notes.append(f"-k {k:,} is more than the table's {topk.ids.shape[1]:,} rows: each list holds at most that many")
     notes += skipped.notes(queries_file) if skipped and queries_file else []
     render.show_all(emb, out=out, kind=kind, queries=len(topk.query_ids), k=topk.ids.shape[1], table=table,
-                    device=device, precision=precision, seconds=seconds, json=json, notes=notes)
+                    device=device, precision=compute.precision_label(precision), seconds=seconds, json=json,
+                    notes=notes)
 
 
 def neighbors_command(
@@ -92,7 +93,7 @@ def neighbors_command(
     strict: StrictFlag = False,
     remove_top: RemoveTopOption = None,
     device: DeviceOption = AUTO_DEVICE,
-    precision: PrecisionOption = FP32,
+    precision: PrecisionOption = AUTO_PRECISION,
     json: JsonFlag = False,
 ) -> None:
     """The K rows most similar to a word, or with --all --out FILE the top K of every row."""
@@ -108,7 +109,7 @@ def neighbors_command(
         return
     if out is not None or queries is not None:
         raise refuse("--out and --queries go with --all")
-    if device is not AUTO_DEVICE or precision is not FP32:
+    if device is not AUTO_DEVICE or precision is not AUTO_PRECISION:
         raise refuse("--device and --precision go with --all, the batched run")
     if word is None:
         raise refuse("expected a word (or an id with --ids), or --all")

@@ -25,6 +25,7 @@ _API = {
     "RandomPairs": "cosines", "cosine_blocks": "cosines", "cosines_to": "cosines", "pair_cosines": "cosines",
     "random_pairs": "cosines",
     "DEVICES": "devices", "PRECISIONS": "devices", "resolve_device": "devices", "resolve_precision": "devices", "precision_run": "devices",
+    "precision_label": "devices",
     "TableChecksum": "rows", "mean_row": "rows", "row_blocks": "rows", "row_norms": "rows", "unit_rows": "rows",
     "TopK": "topk", "topk_rows": "topk", "topk_vectors": "topk",
 }
