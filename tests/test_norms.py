@@ -254,3 +254,27 @@ def test_duplicate_search_holds_the_unit_rows_once(monkeypatch):
         tracemalloc.stop()
     assert [(d.a, d.b) for d in found.pairs] == [(7, 19000)]  # the scaled copy: near in the projection
     assert peak < 1.5 * table.nbytes  # the search's bound (DUPLICATE_MAX_BYTES) counts one copy, not a sorted second
+
+
+@pytest.mark.parametrize("dim, path", [(6, "grid"), (512, "windows")])
+def test_duplicate_search_equals_brute_force_on_either_path(monkeypatch, dim, path):
+    # Few dimensions spread the rows over many cells (the grid); many crowd them into few (windows instead).
+    from embscope.analysis import duplicates
+    rng = np.random.default_rng(dim)
+    table = rng.standard_normal((3000, dim)).astype(np.float32)
+    table[2000:2040] = table[:40] * rng.uniform(0.5, 2, (40, 1)).astype(np.float32)  # same direction
+    table[2040:2080] = table[40:80] + 3e-3 * rng.standard_normal((40, dim)).astype(np.float32)  # near it, or not
+    table[2080:2090] = table[90]  # ten identical copies
+    taken = []
+    monkeypatch.setattr(duplicates, "window_candidates",
+                        lambda *a, real=duplicates.window_candidates: taken.append("windows") or real(*a))
+    monkeypatch.setattr(duplicates.Grid, "candidates",
+                        lambda self, real=duplicates.Grid.candidates: taken.append("grid") or real(self))
+    norms = numpy_norms(table)
+    unit = table.astype(np.float64) / norms[:, None]
+    expected = {(int(a), int(b)) for a, b in zip(*np.nonzero(np.triu(unit @ unit.T > 0.9999, 1)))}
+    found = find_duplicates(table, norms)
+    assert taken == [path]
+    assert 40 + 55 <= len(expected) < 200
+    assert found.complete and found.total == len(expected)
+    assert {(d.a, d.b) for d in found.pairs} == expected

@@ -22,20 +22,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..compute import unit_rows
-
 DUPLICATE_COSINE = 0.9999
 DUPLICATE_SUBSPACE = 16  # directions rows are projected on (the widest first), before the full check
 DUPLICATE_MAX_CHECKS = 20_000_000  # candidate pairs checked in full at most
 DUPLICATE_MAX_BYTES = 1 << 30  # unit rows held in memory for the search at most
 DUPLICATE_MAX_LISTED = 1000
-GRID_SIDE = 8  # cells are this many times r wide: a row looks past its cell in a dimension 2 / GRID_SIDE of the time
+GRID_SIDE = 12  # cells are this many times r wide: a row looks past its cell in a dimension 2 / GRID_SIDE of the time
 GRID_MOST_DIMENSIONS = 12  # directions cut into cells at most (each adds up to a doubling of the lookups)
 WORK_BYTES = 4 << 20  # rows hashed, or candidate pairs' rows gathered, at a time: a few MB of temporaries
 LOOKUPS = 1 << 15  # cells looked up at a time
 GRID_ROWS = 1 << 12  # rows whose cells are worked out, and looked into, at a time
 GRID_MOST_CROWDED = 64  # rows sharing a cell, per row, past which windows along one direction are cheaper
-WINDOW_BLOCK = 1024  # rows matched at a time with the rows that follow them along the widest direction
+WINDOW_BLOCK = 512  # rows matched at a time with the rows that follow them along the widest direction
 DUPLICATE_MAX_WINDOW = 32768  # rows compared with each block at most: keeps the windowed search bounded
 SPREAD_SAMPLE = 1 << 12  # rows the directions of widest spread are estimated from
 REACH_SLACK = 1e-5  # float32 rounding of unit rows and their projections
@@ -72,7 +70,7 @@ def find_duplicates(array: np.ndarray, norms: np.ndarray, cosine: float = DUPLIC
         return DuplicateSearch((), 0, False, f"duplicate search skipped: the unit rows would take more than "
                                              f"{max_bytes >> 20} MiB")
     groups = identical_groups(array, rows)
-    unit = unit_rows(array, rows=groups.representatives)[0]
+    unit = scaled_rows(array, groups.representatives, norms)
     near_a, near_b, cut = near_pairs(unit, cosine, max_checks, max_window)
     sizes = groups.sizes
     total = int((sizes * (sizes - 1) // 2).sum() + (sizes[near_a] * sizes[near_b]).sum())
@@ -80,6 +78,15 @@ def find_duplicates(array: np.ndarray, norms: np.ndarray, cosine: float = DUPLIC
     pairs = tuple(checked(array, norms, a, b) for a, b in listed)
     note = None if cut is None else f"duplicate search cut short among very crowded rows ({cut}): pairs may be missing"
     return DuplicateSearch(pairs, total, cut is None, note)
+
+
+def scaled_rows(array: np.ndarray, rows: np.ndarray, norms: np.ndarray) -> np.ndarray:
+    """float32 unit rows of `rows`, divided by the norms already worked out (float64, so no overflow)."""
+    unit = np.empty((len(rows), array.shape[1]), dtype=np.float32)
+    for start, block in row_blocks(array, rows):
+        chosen = norms[rows[start:start + len(block)], None]
+        np.divide(block, chosen, out=unit[start:start + len(block)], casting="same_kind")
+    return unit
 
 
 @dataclass(frozen=True, eq=False)
@@ -101,36 +108,51 @@ class Groups:
 
 
 def row_hashes(array: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """A 64-bit hash of each row's float32 values (-0.0 as 0.0): a multiply-add of its bits with odd random
-    multipliers, wrapping; equal rows hash alike, and unequal ones collide about once in 2^64."""
-    multipliers = np.random.default_rng(0).integers(1, 1 << 62, array.shape[1], dtype=np.uint64) * 2 + 1
-    hashes = np.empty(len(rows), dtype=np.uint64)
-    step = max(1, WORK_BYTES // (8 * array.shape[1]))
-    for start in range(0, len(rows), step):
-        block = np.asarray(array[rows[start:start + step]], dtype=np.float32) + np.float32(0)
-        hashes[start:start + len(block)] = block.view(np.uint32).astype(np.uint64) @ multipliers
+    """A float key for each row: its values' product with a random vector (one BLAS pass). Equal rows get equal
+    keys (-0.0 and 0.0 alike) wherever the BLAS rounds them alike; unequal rows rarely collide, and
+    identical_groups checks every group anyway. Equal rows that the BLAS rounded apart stay apart here and are
+    paired by the grid instead: the answer is the same."""
+    direction = np.random.default_rng(0).standard_normal(array.shape[1], dtype=np.float32)
+    hashes = np.empty(len(rows), dtype=np.float32)
+    for start, block in row_blocks(array, rows):
+        np.matmul(block, direction, out=hashes[start:start + len(block)])
     return hashes
+
+
+def row_blocks(array: np.ndarray, rows: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:
+    """(position in rows, float32 block of those rows), a few MB at a time: slices where the rows run on without
+    a gap (every row valid, the usual case), else gathered."""
+    step = max(1, WORK_BYTES // (4 * array.shape[1]))
+    running = len(rows) > 0 and int(rows[-1]) - int(rows[0]) + 1 == len(rows)
+    for start in range(0, len(rows), step):
+        if running:
+            first = int(rows[0]) + start
+            block = array[first:first + min(step, len(rows) - start)]
+        else:
+            block = array[rows[start:start + step]]
+        yield start, np.asarray(block, dtype=np.float32)
 
 
 def identical_groups(array: np.ndarray, rows: np.ndarray) -> Groups:
     """The rows grouped by equal values: by hash, and each row of a shared hash checked against its group's
-    first (a row that differs, a collision, keeps a group of its own: the grid still pairs it if it is near)."""
+    first (a row that differs, a collision, keeps a group of its own: the grid still pairs it if it is near).
+    Members of a group stay in ascending row order (a stable sort of rows given ascending)."""
     hashes = row_hashes(array, rows)
     order = np.argsort(hashes, kind="stable")
-    sorted_hashes, members = hashes[order], rows[order]
-    starts = np.flatnonzero(np.r_[True, sorted_hashes[1:] != sorted_hashes[:-1]])
+    members, sorted_hashes = rows[order], hashes[order]
+    new_key = np.r_[True, sorted_hashes[1:] != sorted_hashes[:-1]]
+    starts = np.flatnonzero(new_key)
     sizes = np.diff(np.r_[starts, len(members)])
     shared = np.flatnonzero(sizes > 1)
     if shared.size:
-        others = np.flatnonzero(np.repeat(sizes > 1, sizes) & ~np.r_[True, sorted_hashes[1:] != sorted_hashes[:-1]])
+        others = np.flatnonzero(np.repeat(sizes > 1, sizes) & ~new_key)
         firsts = members[np.repeat(starts, sizes)[others]]
         step = max(1, WORK_BYTES // (8 * array.shape[1]))
         equal = np.concatenate([np.all(array[firsts[i:i + step]] == array[members[others[i:i + step]]], axis=1)
                                 for i in range(0, len(others), step)])
         if not equal.all():  # a collision: split every differing row off into a group of its own
-            first_row = np.r_[True, sorted_hashes[1:] != sorted_hashes[:-1]]
-            first_row[others[~equal]] = True
-            starts = np.flatnonzero(first_row)
+            new_key[others[~equal]] = True
+            starts = np.flatnonzero(new_key)
             sizes = np.diff(np.r_[starts, len(members)])
     return Groups(members, starts, sizes)
 
@@ -138,12 +160,13 @@ def identical_groups(array: np.ndarray, rows: np.ndarray) -> Groups:
 def spread_subspace(unit: np.ndarray, width: int = DUPLICATE_SUBSPACE, iterations: int = 4,
                     seed: int = 0) -> np.ndarray:
     """Orthonormal (d, width) directions along which the rows spread most (block power iteration on the
-    covariance of a sample of SPREAD_SAMPLE rows: the directions need only be about right, as any orthonormal
-    ones keep the search exact)."""
+    covariance of a sample of at most SPREAD_SAMPLE rows: the directions need only be about right, as any
+    orthonormal ones keep the search exact)."""
     rng = np.random.default_rng(seed)
     width = min(width, unit.shape[1])
-    if len(unit) > SPREAD_SAMPLE:
-        unit = unit[np.sort(rng.choice(len(unit), SPREAD_SAMPLE, replace=False))]
+    sample = min(SPREAD_SAMPLE, max(width, WORK_BYTES // 2 // (4 * unit.shape[1])))  # within a few MB
+    if len(unit) > sample:
+        unit = unit[np.sort(rng.choice(len(unit), sample, replace=False))]
     mean = unit.mean(axis=0, dtype=np.float64)
     basis, _ = np.linalg.qr(rng.standard_normal((unit.shape[1], width)))
     for _ in range(iterations):
@@ -291,32 +314,34 @@ def neighbour_cells(keys: np.ndarray, step: np.ndarray) -> tuple[np.ndarray, np.
 
 class CellTable:
     """The rows of each occupied cell, found by a hash of the cell's key: a counting sort of the rows into
-    buckets, so a lookup is two gathers."""
+    buckets (at least four for each row, so most buckets hold one cell at most), so a lookup is two gathers."""
 
     def __init__(self, keys: np.ndarray):
-        self.buckets = 1 << max(4, int(len(keys) - 1).bit_length() + 1)  # at most half full
-        self.keys = keys
+        self.shift = np.uint64(64 - max(4, int(len(keys) - 1).bit_length() + 2))
+        buckets = 1 << (64 - int(self.shift))
         bucket = self.bucket(keys)
         self.order = np.argsort(bucket, kind="stable")
-        counts = np.bincount(bucket, minlength=self.buckets)
-        self.starts = np.r_[0, np.cumsum(counts)[:-1]]
-        self.counts = counts
+        self.keys = keys[self.order]  # in bucket order: a bucket's rows and their keys side by side
+        counts = np.bincount(bucket, minlength=buckets)
+        self.starts = (np.cumsum(counts) - counts).astype(np.int32 if len(keys) < 1 << 31 else np.int64)
+        self.counts = counts.astype(np.int32)
 
     def bucket(self, keys: np.ndarray) -> np.ndarray:
-        mixed = keys.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing: the high bits mix well
-        return (mixed >> np.uint64(64 - (self.buckets.bit_length() - 1))).astype(np.int64)
+        mixed = keys.view(np.uint64) * np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing: the high bits mix well
+        mixed >>= self.shift
+        return mixed.view(np.int64)
 
     def pairs(self, asking: np.ndarray, asked: np.ndarray, step: int = LOOKUPS) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """(asking row, row in the asked cell) pairs, a few lookups at a time."""
         for start in range(0, len(asking), step):
-            rows, keys = asking[start:start + step], asked[start:start + step]
-            bucket = self.bucket(keys)
+            bucket = self.bucket(asked[start:start + step])
             counts = self.counts[bucket]
-            a = np.repeat(rows, counts)
-            at = np.repeat(self.starts[bucket] - np.r_[0, np.cumsum(counts)[:-1]], counts) + np.arange(counts.sum())
-            b = self.order[at]
-            same = self.keys[b] == np.repeat(keys, counts)  # the bucket may hold other cells
-            yield a[same], b[same]
+            hit = np.flatnonzero(counts)  # most neighbouring cells are empty: drop them first
+            rows, keys, bucket, counts = asking[start + hit], asked[start + hit], bucket[hit], counts[hit]
+            ends = np.cumsum(counts)
+            at = np.repeat(self.starts[bucket] - (ends - counts), counts) + np.arange(ends[-1] if ends.size else 0)
+            same = self.keys[at] == np.repeat(keys, counts)  # the bucket may hold other cells
+            yield np.repeat(rows, counts)[same], self.order[at[same]]
 
 
 def listed_pairs(groups: Groups, near_a: np.ndarray, near_b: np.ndarray) -> list[tuple[int, int]]:
