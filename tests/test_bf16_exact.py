@@ -124,7 +124,9 @@ def test_bf16_query_vectors_equal_numpy_fp32(engine):
 @pytest.mark.parametrize("engine", [CpuBf16Engine(), TorchEngine()], ids=["cpu-bf16", "torch-on-cpu"])
 @pytest.mark.parametrize("block_rows", [None, 128], ids=["half-matrix", "query-blocks"])
 def test_rows_with_too_many_candidates_fall_back_to_fp32(monkeypatch, engine, block_rows):
-    # 600 near-copies of one row: each one's cut keeps hundreds of candidates, past even the wider second pick.
+    # 600 near-copies of one row: each one's cut keeps hundreds of candidates, past even the wider second pick
+    # of a block of queries, and past what a row may hold in the half-matrix search (made 64 here).
+    monkeypatch.setattr(bf16_exact, "MOST_CANDIDATES", 64)
     rng = np.random.default_rng(6)
     table = np.vstack([rng.standard_normal(32) + 1e-3 * rng.standard_normal((600, 32)),
                        rng.standard_normal((300, 32))]).astype(np.float32)

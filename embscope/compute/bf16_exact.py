@@ -137,36 +137,22 @@ def search_queries(torch: Any, exact: Any, low: Any, vectors: Any, count: int,
 
 def search_every_row(torch: Any, exact: Any, low: Any, count: int, side: int, emit: Emit) -> None:
     """Every row's exact top count, itself left out, from the upper triangle of the bf16 cosine matrix: each
-    square tile is multiplied once and its best columns taken for its rows and, turned over, for its columns;
-    each row keeps its best `width` bf16 candidates over every tile. Once a block of rows has met every tile
-    of its row and column, the cut is checked and the candidates re-ranked in fp32; a row whose cut falls past
-    its candidates is worked out in fp32 against every column."""
+    square tile is multiplied once and read once more, for its rows and (turned over) for its columns, against
+    each row's running cut (Candidates): no sort of the tile. Once a block of rows has met every tile of its
+    row and column, its candidates are re-ranked in fp32; a row holding more than MOST_CANDIDATES (near-ties by
+    the hundred) is worked out in fp32 against every column."""
     n = exact.shape[0]
     dev = exact.device
-    width = first_width(count, n - 1)
     margin = 2 * score_error_bound(exact.shape[1])
-    best_low = torch.full((n, width), -torch.inf, dtype=torch.float32, device=dev)
-    best_ids = torch.zeros((n, width), dtype=torch.int64, device=dev)
-
-    def take(rows: slice, ids: Any, found: Any) -> None:
-        merged_low = torch.cat([best_low[rows], found], dim=1)
-        merged_ids = torch.cat([best_ids[rows], ids], dim=1)
-        top_low, at = torch.topk(merged_low, width, dim=1)
-        best_low[rows], best_ids[rows] = top_low, merged_ids.gather(1, at)
-
+    found = Candidates(torch, first_cuts(torch, low, count, margin), count, margin)
     for first in range(0, n, side):
         rows = slice(first, min(first + side, n))
         for column in range(first, n, side):
             columns = slice(column, min(column + side, n))
-            scores = (low[rows] @ low[columns].T).float()
+            scores = low[rows] @ low[columns].T
             if column == first:
                 scores.fill_diagonal_(-torch.inf)  # the row itself
-            found, at = torch.topk(scores, min(width, scores.shape[1]), dim=1)
-            take(rows, at + column, found)
-            if column != first:  # the tile's columns are rows too: their best among this tile's rows
-                found, at = torch.topk(scores, min(width, scores.shape[0]), dim=0)
-                take(columns, at.T + first, found.T.contiguous())
-        vectors = exact[rows]
+            found.add(scores, rows, columns, both=column != first)
         line = torch.arange(rows.start, rows.stop, device=dev)
 
         def left(at: Any, line: Any = line) -> Any:  # the row itself
@@ -174,5 +160,95 @@ def search_every_row(torch: Any, exact: Any, low: Any, count: int, side: int, em
             mask[torch.arange(at.numel(), device=dev), line[at]] = True
             return mask
 
-        emit(first, *block_answer(torch, exact, vectors, best_ids[rows], best_low[rows], count, n - 1, margin,
-                                  None, left))
+        cand_ids, cand_low = found.take(rows)
+        emit(first, *block_answer(torch, exact, exact[rows], cand_ids, cand_low, count, n - 1, margin, None, left))
+
+
+SAMPLE_COLUMNS = 1024  # columns every row is first scored against, for a first cut
+MOST_CANDIDATES = 1024  # candidates a row may hold before it is worked out in fp32 instead
+COMPACT_AT = 1 << 22  # candidates gathered before they are cut down to each row's cut again
+
+
+def first_cuts(torch: Any, low: Any, count: int, margin: float) -> Any:
+    """Each row's first cut: the count-th best bf16 score among SAMPLE_COLUMNS columns (itself left out), less
+    the margin. It lies below the row's final cut, so nothing the final cut keeps is missed; it keeps about
+    count / SAMPLE_COLUMNS of each tile, and the running cut soon rises."""
+    n = low.shape[0]
+    sample = min(n, SAMPLE_COLUMNS)
+    if sample - 1 < count:
+        return torch.full((n,), -torch.inf, device=low.device)
+    cuts = torch.empty(n, device=low.device)
+    for start in range(0, n, SAMPLE_COLUMNS):
+        scores = (low[start:start + SAMPLE_COLUMNS] @ low[:sample].T).float()
+        if start < sample:
+            scores[:, start:].fill_diagonal_(-torch.inf)  # a row among the sample leaves itself out
+        cuts[start:start + scores.shape[0]] = torch.topk(scores, count, dim=1).values[:, -1] - margin
+    return cuts
+
+
+class Candidates:
+    """Per row, every column whose bf16 score reached the row's cut when it went past: the count-th best score
+    seen so far less the margin, which only rises. Held as flat (row, column, score) triples, cut down again
+    (compact) whenever many have gathered. A row's final cut is at most its true count-th best less the margin,
+    so every column the bound needs is among its candidates."""
+
+    def __init__(self, torch: Any, cuts: Any, count: int, margin: float):
+        self.torch, self.count, self.margin, self.cut = torch, count, margin, cuts
+        empty = torch.empty(0, dtype=torch.int64, device=cuts.device)
+        self.rows, self.columns, self.scores = [empty], [empty], [torch.empty(0, device=cuts.device)]
+        self.gathered = 0
+
+    def add(self, scores: Any, rows: slice, columns: slice, both: bool) -> None:
+        """A tile of bf16 scores of rows against columns; both: its columns take its rows as candidates too."""
+        torch = self.torch
+        at_row, at_column = torch.nonzero(scores >= self.cut[rows, None].to(scores.dtype), as_tuple=True)
+        self.keep(at_row + rows.start, at_column + columns.start, scores[at_row, at_column])
+        if both:
+            at_row, at_column = torch.nonzero(scores >= self.cut[None, columns].to(scores.dtype), as_tuple=True)
+            self.keep(at_column + columns.start, at_row + rows.start, scores[at_row, at_column])
+        if self.gathered > COMPACT_AT:
+            self.compact()
+
+    def keep(self, rows: Any, columns: Any, scores: Any) -> None:
+        self.rows.append(rows)
+        self.columns.append(columns)
+        self.scores.append(scores.float())
+        self.gathered += rows.numel()
+
+    def compact(self) -> None:
+        """Sort the triples by (row, score desc), raise each row's cut to its count-th best less the margin,
+        and drop what falls below it."""
+        torch = self.torch
+        rows, columns, scores = (torch.cat(part) for part in (self.rows, self.columns, self.scores))
+        order = torch.argsort(scores, descending=True, stable=True)
+        order = order[torch.argsort(rows[order], stable=True)]
+        rows, columns, scores = rows[order], columns[order], scores[order]
+        held = torch.bincount(rows, minlength=self.cut.numel())
+        starts = torch.cumsum(held, 0) - held
+        full = torch.nonzero(held >= self.count).flatten()
+        self.cut[full] = torch.maximum(self.cut[full], scores[starts[full] + self.count - 1] - self.margin)
+        kept = scores >= self.cut[rows]
+        self.rows, self.columns, self.scores = [rows[kept]], [columns[kept]], [scores[kept]]
+        self.gathered = int(kept.sum())
+
+    def take(self, rows: slice) -> tuple[Any, Any]:
+        """(ids, bf16 scores) of the candidates of rows, best first, padded with -inf; a row holding more than
+        MOST_CANDIDATES gets that many, its last one level with its first, so that block_answer finds its cut
+        incomplete and works it out in fp32."""
+        torch = self.torch
+        self.compact()
+        mine = (self.rows[0] >= rows.start) & (self.rows[0] < rows.stop)
+        line, columns, scores = self.rows[0][mine] - rows.start, self.columns[0][mine], self.scores[0][mine]
+        self.rows, self.columns, self.scores = ([part[0][~mine]] for part in (self.rows, self.columns, self.scores))
+        held = torch.bincount(line, minlength=rows.stop - rows.start)
+        # one column more than any row holds: a row's last is -inf, below its cut, so block_answer finds it complete
+        width = int(min(max(int(held.max()) if held.numel() else 0, self.count), MOST_CANDIDATES)) + 1
+        rank = torch.arange(line.numel(), device=line.device) - (torch.cumsum(held, 0) - held)[line]
+        placed = rank < width
+        ids = torch.zeros((rows.stop - rows.start, width), dtype=torch.int64, device=line.device)
+        low = torch.full((rows.stop - rows.start, width), -torch.inf, device=line.device)
+        ids[line[placed], rank[placed]] = columns[placed]
+        low[line[placed], rank[placed]] = scores[placed]
+        crowded = held >= width
+        low[crowded, -1] = low[crowded, 0]  # block_answer: incomplete, so redone in fp32
+        return ids, low
