@@ -256,10 +256,13 @@ def test_duplicate_search_holds_the_unit_rows_once(monkeypatch):
     assert peak < 1.5 * table.nbytes  # the search's bound (DUPLICATE_MAX_BYTES) counts one copy, not a sorted second
 
 
-@pytest.mark.parametrize("dim, path", [(6, "grid"), (512, "windows")])
+@pytest.mark.parametrize("dim", [6, 64])
+@pytest.mark.parametrize("path", ["grid", "windows"])
 def test_duplicate_search_equals_brute_force_on_either_path(monkeypatch, dim, path):
-    # Few dimensions spread the rows over many cells (the grid); many crowd them into few (windows instead).
+    # The grid serves rows spread over many cells; windows along one direction serve crowded cells. Which one
+    # runs is forced here (GRID_MOST_CROWDED), so that both are held to brute force on the same tables.
     from embscope.analysis import duplicates
+    monkeypatch.setattr(duplicates, "GRID_MOST_CROWDED", 10**9 if path == "grid" else -1)
     rng = np.random.default_rng(dim)
     table = rng.standard_normal((3000, dim)).astype(np.float32)
     table[2000:2040] = table[:40] * rng.uniform(0.5, 2, (40, 1)).astype(np.float32)  # same direction

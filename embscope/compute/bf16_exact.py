@@ -12,9 +12,11 @@ entry rounded once from float64). Rounding to bf16 (u = 2^-8) gives x~_i = x_i (
   output:       torch hands back the sum rounded to bf16: at most u times its size, which is at most
                 (1 + u)^2 (1 + v)^2 (1 + g_d)
   reference:    the fp32 answer's own scores are sums in fp32 too, off the exact x.y by at most g_d (1 + v)^2
-eps is the sum of the four. If s_k is the k-th best exact score and t_k the k-th best bf16 score, t_k <= s_k + eps
-(k columns have t <= s + eps), and a column j of the fp32 top-k has t_j >= s_j - eps >= s_k - eps - g_d ... >=
-t_k - 2 eps: no column of the true top-k, ties at the k-th included, falls below t_k - 2 eps.
+eps is the sum of the four; write e for the first three (the bf16 score's own error) and g for the fourth.
+If s_k is the k-th best exact score and t_k the k-th best bf16 score, t_k <= s_k + e (k columns have t <= s + e).
+The fp32 answer ranks by r, |r - s| <= g, so its k-th best r is >= s_k - g and a column j it keeps has
+s_j >= r_j - g >= s_k - 2g; then t_j >= s_j - e >= t_k - 2e - 2g = t_k - 2 eps. No column of the fp32 top-k,
+ties at the k-th included, falls below t_k - 2 eps.
 """
 
 from __future__ import annotations
@@ -201,13 +203,20 @@ class Candidates:
     def add(self, scores: Any, rows: slice, columns: slice, both: bool) -> None:
         """A tile of bf16 scores of rows against columns; both: its columns take its rows as candidates too."""
         torch = self.torch
-        at_row, at_column = torch.nonzero(scores >= self.cut[rows, None].to(scores.dtype), as_tuple=True)
+        at_row, at_column = torch.nonzero(scores >= self.below(self.cut[rows, None], scores.dtype), as_tuple=True)
         self.keep(at_row + rows.start, at_column + columns.start, scores[at_row, at_column])
         if both:
-            at_row, at_column = torch.nonzero(scores >= self.cut[None, columns].to(scores.dtype), as_tuple=True)
+            at_row, at_column = torch.nonzero(scores >= self.below(self.cut[None, columns], scores.dtype),
+                                              as_tuple=True)
             self.keep(at_column + columns.start, at_row + rows.start, scores[at_row, at_column])
         if self.gathered > COMPACT_AT:
             self.compact()
+
+    @staticmethod
+    def below(cuts: Any, dtype: Any) -> Any:
+        """The cuts in the tile's dtype, never above them: lowered by 2^-7 of their size first, more than bf16's
+        rounding (2^-8) can raise them, so a column at its cut is never lost to the rounding."""
+        return (cuts - cuts.abs() * 2.0 ** -7).to(dtype)
 
     def keep(self, rows: Any, columns: Any, scores: Any) -> None:
         self.rows.append(rows)
