@@ -181,11 +181,34 @@ def test_duplicate_search_equals_brute_force_on_crowded_rows(seed):
     assert {(d.a, d.b) for d in found.pairs} == expected
 
 
-def test_duplicate_search_stays_bounded_when_every_row_is_the_same():
+def test_identical_rows_are_counted_by_hashing_without_checking_their_pairs():
     table = np.ones((1500, 4), dtype=np.float32)
-    found = find_duplicates(table, row_norms(table), max_window=300)
-    assert not found.complete and "cut short" in found.note
+    table[700] = [1, 2, 3, 4]  # the one row unlike the others
+    found = find_duplicates(table, row_norms(table), max_checks=0)  # no pair may be checked on the grid
+    assert found.complete and found.total == 1499 * 1498 // 2
     assert len(found.pairs) == 1000 and all(d.identical for d in found.pairs)
+    assert [(d.a, d.b) for d in found.pairs[:3]] == [(0, 1), (0, 2), (0, 3)]  # the lowest rows first
+
+
+def test_duplicate_search_stays_bounded_when_every_row_is_nearly_the_same():
+    rng = np.random.default_rng(2)
+    table = (1 + 1e-4 * rng.standard_normal((1500, 4))).astype(np.float32)  # one crowded cell, no two rows equal
+    found = find_duplicates(table, row_norms(table), max_checks=300)
+    assert not found.complete and "cut short" in found.note and "300 candidate pairs" in found.note
+    assert found.total == 300 and not any(d.identical for d in found.pairs)
+
+
+def test_near_duplicates_of_identical_groups_count_every_pair():
+    rng = np.random.default_rng(4)
+    table = rng.standard_normal((500, 12)).astype(np.float32)
+    table[[10, 20, 30]] = table[5]  # a group of four identical rows
+    table[[40, 50]] = table[5] * 1.5  # near (cosine 1), not identical: a group of two
+    unit = table.astype(np.float64) / numpy_norms(table)[:, None]
+    expected = {(int(a), int(b)) for a, b in zip(*np.nonzero(np.triu(unit @ unit.T > 0.9999, 1)))}
+    assert len(expected) == 15  # 6 inside the four, 1 inside the two, 8 across
+    found = find_duplicates(table, row_norms(table))
+    assert found.complete and found.total == 15 and {(d.a, d.b) for d in found.pairs} == expected
+    assert sum(d.identical for d in found.pairs) == 7
 
 
 def test_untied_output_head_is_a_table_of_its_own(tmp_path):
@@ -229,5 +252,32 @@ def test_duplicate_search_holds_the_unit_rows_once(monkeypatch):
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
-    assert [(d.a, d.b) for d in found.pairs] == [(7, 19000)]
+    assert [(d.a, d.b) for d in found.pairs] == [(7, 19000)]  # the scaled copy: near in the projection
     assert peak < 1.5 * table.nbytes  # the search's bound (DUPLICATE_MAX_BYTES) counts one copy, not a sorted second
+
+
+@pytest.mark.parametrize("dim", [6, 64])
+@pytest.mark.parametrize("path", ["grid", "windows"])
+def test_duplicate_search_equals_brute_force_on_either_path(monkeypatch, dim, path):
+    # The grid serves rows spread over many cells; windows along one direction serve crowded cells. Which one
+    # runs is forced here (GRID_MOST_CROWDED), so that both are held to brute force on the same tables.
+    from embscope.analysis import duplicates
+    monkeypatch.setattr(duplicates, "GRID_MOST_CROWDED", 10**9 if path == "grid" else -1)
+    rng = np.random.default_rng(dim)
+    table = rng.standard_normal((3000, dim)).astype(np.float32)
+    table[2000:2040] = table[:40] * rng.uniform(0.5, 2, (40, 1)).astype(np.float32)  # same direction
+    table[2040:2080] = table[40:80] + 3e-3 * rng.standard_normal((40, dim)).astype(np.float32)  # near it, or not
+    table[2080:2090] = table[90]  # ten identical copies
+    taken = []
+    monkeypatch.setattr(duplicates, "window_candidates",
+                        lambda *a, real=duplicates.window_candidates: taken.append("windows") or real(*a))
+    monkeypatch.setattr(duplicates.Grid, "candidates",
+                        lambda self, real=duplicates.Grid.candidates: taken.append("grid") or real(self))
+    norms = numpy_norms(table)
+    unit = table.astype(np.float64) / norms[:, None]
+    expected = {(int(a), int(b)) for a, b in zip(*np.nonzero(np.triu(unit @ unit.T > 0.9999, 1)))}
+    found = find_duplicates(table, norms)
+    assert taken == [path]
+    assert 40 + 55 <= len(expected) < 200
+    assert found.complete and found.total == len(expected)
+    assert {(d.a, d.b) for d in found.pairs} == expected

@@ -22,8 +22,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .. import compute
-from ..compute.devices import cpu_threads
-from ..compute.streamed import StreamedTopK
+from ..compute import StreamedTopK
 from ..errors import Option, TableError
 from ..memory import release, size_text
 from ..roles import Role
@@ -462,9 +461,8 @@ def planned_search(role: str, a: TableInput, b: TableInput, pairing: Pairing, op
     word_pairs = word_pairs_of(pairing, word_rows, a.array.shape[0])
     chosen = neighbor_queries(pairing, np.ones(pairing.count, dtype=bool), word_pairs, options.sample, options.seed)
     rows = pairing.rows_a()[chosen]  # the same rows of B: every row is paired with its own index
-    threads = cpu_threads()
-    search_a, search_b = (StreamedTopK(compute.unit_rows(table.array, rows=rows)[0],
-                                       min(options.k, table.array.shape[0]), (np.arange(len(rows)), rows), threads)
+    search_a, search_b = (compute.topk_stream(compute.unit_rows(table.array, rows=rows)[0],
+                                              min(options.k, table.array.shape[0]), (np.arange(len(rows)), rows))
                           for table in (a, b))
     return NeighborSearch(chosen, search_a, search_b, len(word_pairs))
 

@@ -1,6 +1,6 @@
 """Row norms of an embedding table: summary, anomalies (with the rule that flagged each) and near-duplicate
 rows; under-trained tokens are analysis.undertrained's job. Norms are read block by block, so a memory-mapped table may
-exceed memory; the duplicate search holds unit rows and is skipped above DUPLICATE_MAX_BYTES."""
+exceed memory; the duplicate search (analysis.duplicates) holds unit rows and is skipped above DUPLICATE_MAX_BYTES."""
 
 from __future__ import annotations
 
@@ -13,15 +13,16 @@ from typing import TYPE_CHECKING, Generic, TypeVar, overload
 
 import numpy as np
 
-from ..compute import row_norms, unit_rows
+from ..compute import row_norms
 from ..naming import row_name
 from ..roles import Role
+from .duplicates import DUPLICATE_COSINE, Duplicate, DuplicateSearch, find_duplicates
 
 if TYPE_CHECKING:
     from ..embeddings import Embeddings
     from ..tokenizers.base import Tokenizer
 
-__all__ = ["Anomaly", "Duplicate", "DuplicateSearch", "NormSummary", "NormsReport", "RowListing", "find_duplicates",
+__all__ = ["DUPLICATE_COSINE", "Anomaly", "Duplicate", "DuplicateSearch", "NormSummary", "NormsReport", "RowListing", "find_duplicates",
            "median_and_mad", "norms_report", "robust_z", "row_norms", "summarize"]
 
 MAD_SCALE = 1.4826  # makes the MAD estimate the standard deviation for normally distributed norms
@@ -29,15 +30,6 @@ MAD_SCALE = 1.4826  # makes the MAD estimate the standard deviation for normally
 # none of them, while a row of 2.46 in a table whose norms are 0.43 +- 0.03 scores about 68.
 DEFAULT_THRESHOLD = 6.0
 EQUAL_NORMS_TOLERANCE = 1e-6  # relative difference from the median flagged when MAD is 0
-DUPLICATE_COSINE = 0.9999
-DUPLICATE_BLOCK_ROWS = 1024
-DUPLICATE_SUBSPACE = 16  # directions rows are first compared in, before the full check
-DUPLICATE_MAX_WINDOW = 32768  # rows compared with each block at most: keeps the search bounded
-DUPLICATE_MAX_CHECKS = 20_000_000  # candidate pairs checked in full at most
-DUPLICATE_MAX_BYTES = 1 << 30  # unit rows held in memory for the search at most
-DUPLICATE_MAX_LISTED = 1000
-DUPLICATE_CHECK_ROWS = 64  # rows of a block whose candidate pairs are listed at a time
-DUPLICATE_CHECK_PAIRS = 16384  # candidate pairs whose rows are gathered and checked at a time
 SUMMARY_BLOCK_ROWS = 1 << 16  # rows whose robust z is worked out at a time: a few MB of temporaries
 
 
@@ -48,22 +40,6 @@ class Anomaly:
     ratio_to_mean: float
     reason: str  # short ("z 16.2", "zero row"): the rule itself is NormSummary's, stated once
     z: float  # robust z, signed; NaN for a row with no finite norm, +-Inf off a median every other row shares
-
-
-@dataclass(frozen=True)
-class Duplicate:
-    a: int
-    b: int
-    cosine: float
-    identical: bool
-
-
-@dataclass(frozen=True)
-class DuplicateSearch:
-    pairs: tuple[Duplicate, ...]  # the first DUPLICATE_MAX_LISTED, by row index
-    total: int  # pairs found, listed or not
-    complete: bool  # False when a limit cut the search short; `note` says which
-    note: str | None = None
 
 
 Item = TypeVar("Item")
@@ -209,91 +185,6 @@ def summarize(norms: np.ndarray, threshold: float = DEFAULT_THRESHOLD) -> NormSu
     if len(severity) > 1 and not (severity == severity[0]).all():  # all alike (every row zero): in row order already
         flagged = flagged[np.argsort(np.negative(severity, out=severity), kind="stable")]
     return NormSummary(norms, count, mean, median, low, high, mad, threshold, flagged)
-
-
-def spread_subspace(unit: np.ndarray, width: int = DUPLICATE_SUBSPACE, iterations: int = 4,
-                    seed: int = 0) -> np.ndarray:
-    """Orthonormal (d, width) directions along which the rows spread most (block power iteration on their
-    covariance), the widest first: rows far apart in the table are far apart here too."""
-    rng = np.random.default_rng(seed)
-    width = min(width, unit.shape[1])
-    mean = unit.mean(axis=0, dtype=np.float64)
-    basis, _ = np.linalg.qr(rng.standard_normal((unit.shape[1], width)))
-    for _ in range(iterations):
-        spread = (unit.T @ (unit @ basis.astype(np.float32))).astype(np.float64) / len(unit)
-        basis, _ = np.linalg.qr(spread - np.outer(mean, mean @ basis))
-    projected = unit @ basis.astype(np.float32)
-    return basis[:, np.argsort(-projected.var(axis=0), kind="stable")]
-
-
-def find_duplicates(array: np.ndarray, norms: np.ndarray, cosine: float = DUPLICATE_COSINE,
-                    max_window: int = DUPLICATE_MAX_WINDOW, max_checks: int = DUPLICATE_MAX_CHECKS,
-                    max_bytes: int = DUPLICATE_MAX_BYTES) -> DuplicateSearch:
-    """Pairs of distinct rows with cosine above `cosine`, without comparing every row with every other.
-
-    Two unit rows with that cosine lie within r = sqrt(2 (1 - cosine)) of each other, and so do their
-    projections on any orthonormal directions. Rows are projected on a few directions of wide spread and
-    sorted along the widest; each block of rows is matched only against the rows that follow it within r
-    along it, first in the projection, and the pairs that stay within r there are checked in full.
-    Zero and non-finite rows are anomalies already and are left out."""
-    if array.ndim == 2 and array.shape[1] < 2:
-        return DuplicateSearch((), 0, False, "no duplicate search in a table of one column: any two of its rows of "
-                                             "one sign have cosine 1")
-    rows = np.flatnonzero(np.isfinite(norms) & (norms > 0))
-    if len(rows) < 2:
-        return DuplicateSearch((), 0, True)
-    if len(rows) * array.shape[1] * 4 > max_bytes:
-        return DuplicateSearch((), 0, False, f"duplicate search skipped: the unit rows would take more than "
-                                             f"{max_bytes >> 20} MiB")
-    unit = unit_rows(array, rows=rows)[0]
-    projected = unit @ spread_subspace(unit).astype(np.float32)
-    order = np.argsort(projected[:, 0], kind="stable")  # unit rows stay unsorted: sorting would copy them all
-    projected, rows = projected[order], rows[order]
-    reach = math.sqrt(2 * (1 - cosine)) + 1e-5  # slack for float32 rounding
-    lengths = np.einsum("ij,ij->i", projected, projected)
-    found: list[tuple[int, int]] = []
-    total, checks, cut = 0, 0, None
-    later = ~np.tri(DUPLICATE_BLOCK_ROWS, dtype=bool)  # column after row
-    for start in range(0, len(rows), DUPLICATE_BLOCK_ROWS):
-        stop = min(start + DUPLICATE_BLOCK_ROWS, len(rows))
-        end = int(np.searchsorted(projected[:, 0], projected[stop - 1, 0] + reach, side="right"))
-        if end > stop + max_window:
-            end = stop + max_window
-            cut = f"each block of {DUPLICATE_BLOCK_ROWS} rows was compared with at most {max_window} following rows"
-        # squared distance in the projection, in place: |x|^2 + |y|^2 - 2 x.y
-        near = projected[start:stop] @ projected[start:end].T
-        near *= -2
-        near += lengths[start:stop, None]
-        near += lengths[None, start:end]
-        near = near <= reach * reach + 1e-6
-        near[:, :stop - start] &= later[:stop - start, :stop - start]  # within the block: each pair once
-        for first in range(0, stop - start, DUPLICATE_CHECK_ROWS):  # a few rows at a time: the pairs stay bounded
-            a, b = np.nonzero(near[first:first + DUPLICATE_CHECK_ROWS])
-            if checks + len(a) > max_checks:
-                keep = max(max_checks - checks, 0)
-                a, b, cut = a[:keep], b[:keep], f"at most {max_checks:,} candidate pairs were checked"
-            checks += len(a)
-            a, b = a + start + first, b + start
-            for at in range(0, len(a), DUPLICATE_CHECK_PAIRS):
-                i, j = a[at:at + DUPLICATE_CHECK_PAIRS], b[at:at + DUPLICATE_CHECK_PAIRS]
-                similar = np.einsum("ij,ij->i", unit[order[i]], unit[order[j]]) > cosine
-                total += int(similar.sum())
-                room = DUPLICATE_MAX_LISTED - len(found)  # objects only for the pairs listed
-                found += zip(rows[i[similar][:room]].tolist(), rows[j[similar][:room]].tolist())
-            if checks >= max_checks:
-                break
-        if checks >= max_checks:
-            break
-    pairs = tuple(sorted((checked(array, norms, a, b) for a, b in found), key=lambda d: (d.a, d.b)))
-    note = None if cut is None else f"duplicate search cut short among very crowded rows ({cut}): pairs may be missing"
-    return DuplicateSearch(pairs, total, cut is None, note)
-
-
-def checked(array: np.ndarray, norms: np.ndarray, a: int, b: int) -> Duplicate:
-    a, b = min(a, b), max(a, b)
-    row_a, row_b = np.asarray(array[a], dtype=np.float64), np.asarray(array[b], dtype=np.float64)
-    cos = float(np.clip(row_a @ row_b / (norms[a] * norms[b]), -1.0, 1.0))
-    return Duplicate(a, b, cos, bool(np.array_equal(row_a, row_b)))
 
 
 @dataclass(frozen=True, eq=False)

@@ -17,8 +17,8 @@ from typing import Protocol
 
 import numpy as np
 
+from ..compute import StreamedTopK
 from ..compute.devices import cpu_threads
-from ..compute.streamed import StreamedTopK
 from ..memory import release
 
 BLOCK_BYTES = 1 << 20  # float64 work space per block of rows and table: three per thread stay near the cache

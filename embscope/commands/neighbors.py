@@ -12,7 +12,7 @@ from ..naming import tokenizer_failure
 from ..options import DeviceOptions, LookupOptions
 from .options import (
     AUTO_DEVICE,
-    FP32,
+    AUTO_PRECISION,
     TOKEN_TABLE,
     AllowUnkFlag,
     DeviceOption,
@@ -73,7 +73,7 @@ def neighbors_command(
     strict: StrictFlag = False,
     remove_top: RemoveTopOption = None,
     device: DeviceOption = AUTO_DEVICE,
-    precision: PrecisionOption = FP32,
+    precision: PrecisionOption = AUTO_PRECISION,
     json: JsonFlag = False,
 ) -> None:
     """The K rows most similar to a word, or with --all --out FILE the top K of every row."""
@@ -87,7 +87,7 @@ def neighbors_command(
         return
     if out is not None or queries is not None:
         raise refuse("--out and --queries go with --all")
-    if device is not AUTO_DEVICE or precision is not FP32:
+    if device is not AUTO_DEVICE or precision is not AUTO_PRECISION:
         raise refuse("--device and --precision go with --all, the batched run")
     if word is None:
         raise refuse("expected a word (or an id with --ids), or --all")

@@ -30,6 +30,7 @@ Device = Enum("Device", {value: value for value in DEVICES}, type=str)  # type: 
 Precision = Enum("Precision", {value: value for value in PRECISIONS}, type=str)  # type: ignore[misc]
 AUTO_DEVICE = Device("auto")
 FP32 = Precision("fp32")
+AUTO_PRECISION = Precision("auto")  # bf16 made exact where bf16 is native (a GPU, AMX / avx512_bf16), else fp32
 
 
 def tensor_name(value: str | None) -> str | None:
@@ -262,7 +263,8 @@ TableOption = Annotated[RowTable, typer.Option(
 DeviceOption = Annotated[Device, typer.Option(
     "--device", help="Where the batched work runs; auto = a GPU when torch sees one.")]
 PrecisionOption = Annotated[Precision, typer.Option(
-    "--precision", help="Arithmetic for the batched products; auto: a half-precision pass re-ranked in fp32 on a GPU, fp32 on a CPU.")]
+    "--precision", help="Arithmetic for the batched products; auto: a bf16 pass made exact by an fp32 re-rank where bf16 is native "
+            "(a GPU, a CPU with AMX or avx512_bf16), else fp32.")]
 RemoveTopOption = Annotated[int | None, typer.Option(
     "--remove-top", metavar="D", min=1, show_default=False,
     help="How many principal directions to remove: ask in the all-but-the-top space, the mean row and the top D "

@@ -25,8 +25,10 @@ _API = {
     "RandomPairs": "cosines", "cosine_blocks": "cosines", "cosines_to": "cosines", "pair_cosines": "cosines",
     "random_pairs": "cosines",
     "DEVICES": "devices", "PRECISIONS": "devices", "resolve_device": "devices", "resolve_precision": "devices", "precision_run": "devices",
+    "precision_label": "devices",
     "TableChecksum": "rows", "mean_row": "rows", "row_blocks": "rows", "row_norms": "rows", "unit_rows": "rows",
-    "TopK": "topk", "topk_rows": "topk", "topk_vectors": "topk",
+    "TopK": "topk", "topk_rows": "topk", "topk_vectors": "topk", "topk_stream": "topk", "topk_scores": "topk",
+    "StreamedTopK": "streamed",
 }
 __all__ = sorted(_API)  # noqa: PLE0605  the names of the table above, kept in one place
 
