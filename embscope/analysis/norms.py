@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 import operator
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Generic, TypeVar, overload
 
@@ -16,13 +16,14 @@ import numpy as np
 from ..compute import row_norms, unit_rows
 from ..naming import row_name
 from ..roles import Role
+from .untrained import Untrained, find_untrained
 
 if TYPE_CHECKING:
     from ..embeddings import Embeddings
     from ..tokenizers.base import Tokenizer
 
 __all__ = ["Anomaly", "Duplicate", "DuplicateSearch", "NormSummary", "NormsReport", "RowListing", "find_duplicates",
-           "median_and_mad", "norms_report", "robust_z", "row_norms", "summarize"]
+           "median_and_mad", "norms_report", "robust_z", "row_norms", "running_median", "summarize", "summarize_trained"]
 
 MAD_SCALE = 1.4826  # makes the MAD estimate the standard deviation for normally distributed norms
 # Gaussian-noise tables of 64..50,000 rows (d 4..768) reach a largest robust z of about 5.0, so 6 flags
@@ -39,6 +40,11 @@ DUPLICATE_MAX_LISTED = 1000
 DUPLICATE_CHECK_ROWS = 64  # rows of a block whose candidate pairs are listed at a time
 DUPLICATE_CHECK_PAIRS = 16384  # candidate pairs whose rows are gathered and checked at a time
 SUMMARY_BLOCK_ROWS = 1 << 16  # rows whose robust z is worked out at a time: a few MB of temporaries
+# a position's norm is judged against the running median of the trained positions around it: TREND_SHARE of the
+# table on each side, from TREND_MIN to TREND_MAX rows (a smooth rise and fall of norms is no anomaly)
+TREND_SHARE = 0.02
+TREND_MIN = 2
+TREND_MAX = 10
 
 
 @dataclass(frozen=True)
@@ -119,12 +125,21 @@ class NormSummary:
     mad: float  # median absolute deviation from the median
     threshold: float
     flagged: np.ndarray  # int64 row ids of the anomalies: rows without a finite norm first, then largest |z| first
+    # what z measures: the norms (trend None), or their residuals from `trend`, the running median along the table;
+    # rows left out (never trained) are NaN in it. center and spread: the median and MAD the z is taken from.
+    trend: np.ndarray | None = None
+    judged: np.ndarray | None = None  # the values z is taken of (None: the norms themselves)
+    center: float = math.nan
+    spread: float = math.nan
+    half_window: int = 0  # rows on each side in the running median
 
     @cached_property
     def robust_z(self) -> np.ndarray:
-        """float64 (rows,) signed robust z of every row (see robust_z); NaN where a norm is not finite. Made when
-        asked for (the plot): the summary itself needs it only block by block."""
-        return robust_z(self.norms, self.median, self.mad)
+        """float64 (rows,) signed robust z of every row (see robust_z); NaN where a norm is not finite or the row
+        was left out. Made when asked for (the plot): the summary itself needs it only block by block."""
+        if self.judged is None:
+            return robust_z(self.norms, self.median, self.mad)
+        return robust_z(self.judged, self.center, self.spread)
 
     @property
     def rows(self) -> int:
@@ -138,7 +153,8 @@ class NormSummary:
     def anomaly(self, index: int) -> Anomaly:
         """Row `index` as an Anomaly: its norm, its ratio to the mean, its robust z and a short reason."""
         norm = float(self.norms[index])
-        z = float(robust_z(self.norms[index:index + 1], self.median, self.mad)[0])
+        z = float(self.robust_z[index]) if self.judged is not None else \
+            float(robust_z(self.norms[index:index + 1], self.median, self.mad)[0])
         if math.isnan(norm):
             reason = "NaN values"
         elif math.isinf(norm):
@@ -209,6 +225,53 @@ def summarize(norms: np.ndarray, threshold: float = DEFAULT_THRESHOLD) -> NormSu
     if len(severity) > 1 and not (severity == severity[0]).all():  # all alike (every row zero): in row order already
         flagged = flagged[np.argsort(np.negative(severity, out=severity), kind="stable")]
     return NormSummary(norms, count, mean, median, low, high, mad, threshold, flagged)
+
+
+def running_median(values: np.ndarray, half: int) -> np.ndarray:
+    """The median of each finite value's neighbours along the array (itself and up to `half` finite values on
+    each side, fewer at the ends); NaN where the value is not finite. Non-finite values are skipped, not counted."""
+    trend = np.full(len(values), np.nan)
+    kept = np.flatnonzero(np.isfinite(values))
+    if not len(kept):
+        return trend
+    padded = np.concatenate([np.full(half, np.nan), values[kept], np.full(half, np.nan)])
+    windows = np.lib.stride_tricks.sliding_window_view(padded, 2 * half + 1)
+    trend[kept] = np.nanmedian(windows, axis=1)  # every window holds its own finite centre
+    return trend
+
+
+def trend_half_window(rows: int) -> int:
+    return int(min(TREND_MAX, max(TREND_MIN, round(TREND_SHARE * rows))))
+
+
+def summarize_trained(norms: np.ndarray, threshold: float = DEFAULT_THRESHOLD, *, left_out: np.ndarray | None = None,
+                      along: bool = False) -> NormSummary:
+    """summarize, with the rows of `left_out` (never trained) kept out of the rule and never flagged for their
+    norm, and, when `along` (a position table), each norm judged against the running median of its trained
+    neighbours: z of the residual, so a smooth trend along the table is no anomaly. The table's statistics
+    (count, mean, median, min, max) stay those of every finite row."""
+    plain = summarize(norms, threshold)
+    if left_out is None and not along:
+        return plain
+    judged = norms.copy()
+    judged[norms == 0] = np.nan  # zero rows are flagged anyway, and are no trend
+    if left_out is not None:
+        judged[left_out] = np.nan
+    half = trend_half_window(int(np.isfinite(judged).sum())) if along else 0
+    trend = running_median(judged, half) if along else None
+    if trend is not None:
+        judged -= trend
+    center, spread = median_and_mad(judged)
+    z = robust_z(judged, center, spread)
+    with np.errstate(invalid="ignore"):
+        is_flagged = ~np.isfinite(norms) | (norms == 0) | (np.abs(z) > threshold)
+    flagged = np.flatnonzero(is_flagged)
+    # rows with no finite norm first, then zero rows (no residual of their own), then the largest |z|
+    severity = np.where(np.isfinite(norms[flagged]), np.nan_to_num(np.abs(z[flagged]), nan=np.finfo(np.float64).max),
+                        np.inf)
+    flagged = flagged[np.argsort(-severity, kind="stable")]
+    return replace(plain, flagged=flagged, trend=trend, judged=judged, center=center, spread=spread,
+                   threshold=threshold, half_window=half)
 
 
 def spread_subspace(unit: np.ndarray, width: int = DUPLICATE_SUBSPACE, iterations: int = 4,
@@ -309,6 +372,7 @@ class NormsReport:
     duplicates: DuplicateSearch
     notes: tuple[str, ...]
     tokenizer: Tokenizer | None = field(default=None, repr=False)  # names token rows; None for positions, or when there is none
+    untrained: Untrained | None = None  # the rows that never trained (analysis.untrained), kept out of the anomalies
 
     def label(self, index: int) -> str:
         """How a row is called: `position 5`, a reserved row before position 0, or its token (`#id` when unnamed)."""
@@ -321,7 +385,9 @@ def norms_report(emb: Embeddings, table: str | None = None, threshold: float = D
     chosen = emb.table(role)
     norms = row_norms(chosen.array)
     notes = list(chosen.notes)  # after the read: it may add one
-    summary = summarize(norms, threshold)
+    untrained = find_untrained(chosen.array, norms, chosen.role, emb.checkpoint.config, chosen.first_row)
+    left_out = untrained.mask(len(norms)) if untrained.count and not untrained.whole else None
+    summary = summarize_trained(norms, threshold, left_out=left_out, along=chosen.role is Role.position)
     duplicates = find_duplicates(chosen.array, norms)
     if duplicates.note:
         notes.append(duplicates.note)
@@ -330,4 +396,5 @@ def norms_report(emb: Embeddings, table: str | None = None, threshold: float = D
         tokenizer, why_none = emb.tokenizer_for_names()
         if tokenizer is None:
             notes.append(f"{why_none}; padding rows past the vocabulary cannot be told apart")
-    return NormsReport(chosen.role, chosen.name, chosen.dim, chosen.first_row, summary, duplicates, tuple(notes), tokenizer)
+    return NormsReport(chosen.role, chosen.name, chosen.dim, chosen.first_row, summary, duplicates, tuple(notes), tokenizer,
+                       untrained)

@@ -7,7 +7,8 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..analysis.norms import DUPLICATE_COSINE, MAD_SCALE, NormsReport
+from ..analysis.norms import DUPLICATE_COSINE, MAD_SCALE, NormsReport, NormSummary
+from ..analysis.untrained import Untrained
 from ..errors import Option
 from ..text import PLOT_TOKEN_SHOWN, TOKEN_SHOWN, visible
 from . import console, header, jsonout
@@ -26,14 +27,45 @@ UNDERTRAINED_POINTER = ("under-trained tokens: `embscope undertrained` finds the
                         "checked against the tokenizer)")
 
 
-def rule_text(threshold: float, mad: float) -> str:
+def rule_text(threshold: float, mad: float, summary: NormSummary | None = None) -> str:
+    """The anomaly rule in one line; with a summary that judged trained rows only, or residuals along the table,
+    that too."""
+    trend = summary is not None and summary.trend is not None
+    among = " among trained rows" if summary is not None and summary.judged is not None else ""
+    if summary is not None and summary.judged is not None:
+        mad = summary.spread
     if math.isnan(mad):
         return "no row has a finite norm: zero, NaN and Inf rows are flagged"
+    if trend and summary is not None:
+        measured = (f"a position is flagged when the robust z of its residual from the running median of its "
+                    f"trained neighbours ({summary.half_window} on each side), (residual - median residual) / "
+                    f"({MAD_SCALE} x MAD)")
+        if mad > 0:
+            return (f"{measured}, is beyond +-{threshold:g} (MAD {mad:.4g}); zero, NaN and Inf rows are always "
+                    "flagged; never-trained rows are judged apart")
+        return ("every finite norm equals its neighbours' running median (MAD is 0): a position is flagged when it "
+                "differs from it by more than a relative 1e-6; zero, NaN and Inf rows are always flagged")
     if mad > 0:
         return (f"a row is flagged when its robust z = (norm - median) / ({MAD_SCALE} x MAD) is beyond +-{threshold:g} "
-                f"(MAD {mad:.4g}); zero, NaN and Inf rows are always flagged")
+                f"(MAD {mad:.4g}{among}); zero, NaN and Inf rows are always flagged")
     return ("every finite norm equals the median (MAD is 0): a row is flagged when it differs from the median by "
             "more than a relative 1e-6; zero, NaN and Inf rows are always flagged")
+
+
+def untrained_document(untrained: Untrained | None) -> dict[str, object]:
+    """The verdict on never-trained rows as --json gives it: rows, ranges of row ids, the rule and the evidence."""
+    if untrained is None:
+        return {"rows": 0, "ranges": [], "rule": "", "evidence": "", "kind": "none", "whole_table": False}
+    return {"rows": untrained.count, "ranges": [{"first": a, "last": b} for a, b in untrained.ranges()],
+            "rule": untrained.rule, "evidence": untrained.evidence, "kind": untrained.kind,
+            "whole_table": untrained.whole}
+
+
+def untrained_line(untrained: Untrained | None) -> str:
+    """The console's one sentence on never-trained rows."""
+    if untrained is None or not untrained.count:
+        return "never-trained rows: none found"
+    return untrained.evidence
 
 
 def shown(report: NormsReport, index: int, limit: int = TOKEN_SHOWN) -> str:
@@ -46,7 +78,9 @@ def document(report: NormsReport, plot: Output | None) -> Document:
     doc = {
         "table": report.role, "name": report.name, "rows": summary.rows, "count": summary.count,
         "mean": summary.mean, "median": summary.median, "min": summary.min, "max": summary.max,
-        "mad": summary.mad, "threshold": summary.threshold, "rule": rule_text(summary.threshold, summary.mad),
+        "mad": summary.spread if summary.judged is not None else summary.mad, "threshold": summary.threshold,
+        "rule": rule_text(summary.threshold, summary.mad, summary),
+        "untrained": untrained_document(report.untrained),
         "anomalies": [{"index": a.index, "label": name(a.index), "norm": a.norm, "ratio_to_mean": a.ratio_to_mean,
                        "reason": a.reason, "z": a.z} for a in summary.anomalies[:JSON_LISTED]],
         "anomalies_found": len(summary.anomalies),
@@ -80,7 +114,8 @@ def show(emb: Embeddings, report: NormsReport, *, json: bool, plot: Output | Non
     out.print(f"{report.role} table {console.safe(report.name)}: {summary.rows:,} rows x {report.dim}")
     out.print(f"count {summary.count:,}  mean {number(summary.mean)}  median {number(summary.median)}  "
               f"min {number(summary.min)}  max {number(summary.max)}")
-    out.print(f"rule: {rule_text(summary.threshold, summary.mad)}")
+    out.print(console.safe(untrained_line(report.untrained)))
+    out.print(f"rule: {rule_text(summary.threshold, summary.mad, summary)}")
     if summary.anomalies:
         grid = console.table("row", "name", "norm", "x mean", "reason", title=f"anomalies ({len(summary.anomalies)})")
         for a in summary.anomalies[:LISTED_ROWS]:
@@ -116,9 +151,13 @@ def figure(emb: Embeddings, report: NormsReport, size: tuple[float, float] | Non
     checkpoint = emb_title(emb)
     sized = {"size": size} if size else {}
     if report.role == "position":
-        flagged = [(a.index, a.norm, a.ratio_to_mean) for a in summary.anomalies[:JSON_LISTED]]
-        return plots.position_norms_figure(summary.norms, summary.mean, summary.median, flagged, checkpoint, title,
-                                           report.first_row, **sized)
+        from .norms_plot import position_norms_figure
+        flagged = [(a.index, a.norm, a.z) for a in summary.anomalies[:JSON_LISTED]]
+        untrained = report.untrained
+        ranges = untrained.ranges() if untrained is not None else []
+        return position_norms_figure(summary.norms, summary.median, flagged, ranges,
+                                     untrained.evidence if untrained is not None else "", summary.trend, checkpoint,
+                                     title, report.first_row, **sized)
     from .norms_plot import LABELLED_ROWS, ranked_rows, token_norms_figure
     tokenizer = report.tokenizer
     padding_from = tokenizer.vocab_size if tokenizer is not None and tokenizer.vocab_size < summary.rows else None

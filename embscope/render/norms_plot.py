@@ -125,3 +125,93 @@ def draw_ranked(ax: Axes, norms: np.ndarray, flagged: np.ndarray, padding: np.nd
         handles.append(Patch(color=BAND, alpha=0.15, label="band of unflagged norms"))
     ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=len(handles), fontsize=8,
               frameon=False)
+
+
+# ---------------------------------------------------------------- the position-norms figure
+
+UNTRAINED = "tab:orange"
+JOIN_GAP = 1  # flagged rows this close are one run, drawn as one shaded range
+SHADED_RUN = 3  # flagged rows in a run drawn as a shaded range rather than dots
+TITLE_CHARACTERS_PER_INCH = 11  # a title is wrapped at this many characters for each inch of figure width
+
+
+def flagged_runs(rows: list[int]) -> list[tuple[int, int]]:
+    """Sorted row ids as (first, last) runs, rows at most JOIN_GAP + 1 apart joined."""
+    runs: list[tuple[int, int]] = []
+    for row in sorted(rows):
+        if runs and row - runs[-1][1] <= JOIN_GAP + 1:
+            runs[-1] = (runs[-1][0], row)
+        else:
+            runs.append((row, row))
+    return runs
+
+
+def wrapped_title(text: str, width_inches: float) -> str:
+    """The whole title, control characters escaped, wrapped to the figure's width: never cut."""
+    import textwrap
+    from ..text import printable
+    return "\n".join(textwrap.wrap(printable(text), max(20, int(width_inches * TITLE_CHARACTERS_PER_INCH)),
+                                   break_long_words=True, break_on_hyphens=False))
+
+
+def position_norms_figure(norms: np.ndarray, median: float, flagged: list[tuple[int, float, float]],
+                          untrained: list[tuple[int, int]], untrained_text: str, trend: np.ndarray | None,
+                          checkpoint: str, table: str, first_row: int = 0,
+                          size: tuple[float, float] = (11, 5)) -> Figure:
+    """Norm by position: never-trained ranges shaded with one label each, runs of flagged rows shaded with one
+    label each, single flagged rows as dots; at most LABELLED_ROWS labels in all, the most extreme first.
+    `flagged`: (row, norm, robust z), most extreme first; `untrained`: (first row, last row) ranges."""
+    figure = new_figure(*size)
+    ax = figure.subplots()
+    x = np.arange(len(norms)) - first_row
+    ax.plot(x, np.where(np.isfinite(norms), norms, np.nan), color=ROWS, linewidth=1, label="L2 norm")
+    if trend is not None:
+        ax.plot(x, trend, color=BAND, linewidth=0.8, linestyle="--", label="running median of trained neighbours")
+    ax.axhline(median, color=BAND, linestyle=":", linewidth=0.8, label=f"median {median:.3g}")
+    labels: list[tuple[float, float, str, str]] = []  # (x, y, text, colour) in the order they are wanted
+    for index, (a, b) in enumerate(untrained):
+        ax.axvspan(a - first_row - 0.5, b - first_row + 0.5, color=UNTRAINED, alpha=0.18,
+                   label=f"never trained ({sum(q - p + 1 for p, q in untrained):,} rows)" if not index else None)
+        labels.append(((a + b) / 2 - first_row, float(np.nanmax(norms[a:b + 1])), span_text(a, b, first_row,
+                                                                                         "never trained"), UNTRAINED))
+    finite = [(row, norm, z) for row, norm, z in flagged if math.isfinite(norm)]
+    severity = {row: index for index, (row, _, _) in enumerate(finite)}
+    for a, b in sorted(flagged_runs([row for row, _, _ in finite]), key=lambda run: severity[run[0]]):
+        members = [row for row in severity if a <= row <= b]
+        if b - a + 1 >= SHADED_RUN:
+            ax.axvspan(a - first_row - 0.5, b - first_row + 0.5, color=FLAGGED, alpha=0.15)
+            labels.append(((a + b) / 2 - first_row, float(np.nanmax(norms[a:b + 1])),
+                           span_text(a, b, first_row, f"{len(members)} flagged"), FLAGGED))
+        else:
+            for row in members:
+                labels.append((row - first_row, float(norms[row]), f"position {row - first_row}: {norms[row]:.3g}, "
+                               f"z {dict((r, z) for r, _, z in finite)[row]:+.3g}", FLAGGED))
+    dots = [row for row, _, _ in finite]
+    if dots:
+        ax.plot(np.array(dots) - first_row, norms[dots], "o", color=FLAGGED, markersize=4,
+                label=f"flagged ({len(flagged):,})")
+    for place, (lx, ly, text, colour) in enumerate(labels[:LABELLED_ROWS]):
+        ax.annotate(drawable(text), xy=(lx, ly), xytext=(0, 8 + 11 * (place % 3)), textcoords="offset points",
+                    ha="center", fontsize=8, color=colour, parse_math=False,
+                    arrowprops={"arrowstyle": "-", "color": colour, "alpha": 0.4, "lw": 0.6})
+    if len(labels) > LABELLED_ROWS:
+        ax.text(0.99, 0.01, f"{len(labels) - LABELLED_ROWS} more flagged places not labelled (see the listing)",
+                transform=ax.transAxes, ha="right", va="bottom", fontsize=7, color=FLAGGED)
+    lost = [f"position {row - first_row} ({'NaN' if math.isnan(norm) else 'Inf'})"
+            for row, norm, _ in flagged if not math.isfinite(norm)][:LABELLED_ROWS]
+    if lost:
+        ax.text(0.01, 0.99, "not drawn: " + ", ".join(lost), transform=ax.transAxes, va="top", fontsize=8,
+                color=FLAGGED, parse_math=False)
+    title = f"{checkpoint} - {table}: L2 norm by position"
+    if untrained_text:
+        ax.set_title(wrapped_title(untrained_text, size[0]), fontsize=8, color=UNTRAINED, parse_math=False)
+    figure.suptitle(wrapped_title(title, size[0]), parse_math=False)
+    ax.set_xlabel("position" if not first_row else f"position (row - {first_row})")
+    ax.set_ylabel("L2 norm")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=4, fontsize=8, frameon=False)
+    return figure
+
+
+def span_text(first: int, last: int, first_row: int, what: str) -> str:
+    a, b = first - first_row, last - first_row
+    return f"{a}-{b}: {what}" if b > a else f"{a}: {what}"
