@@ -25,7 +25,8 @@ def trend_z(norms: np.ndarray) -> np.ndarray:
     residual = np.full(len(norms), np.nan)
     residual[kept] = values - trend
     center = np.nanmedian(residual)
-    return (residual - center) / (1.4826 * np.nanmedian(np.abs(residual - center)))
+    spread = max(np.nanmedian(np.abs(residual - center)), 0.01 * np.median(values) / 1.4826)
+    return (residual - center) / (1.4826 * spread)
 
 
 def save(tmp_path, name="model.npz", **arrays):

@@ -45,6 +45,9 @@ SUMMARY_BLOCK_ROWS = 1 << 16  # rows whose robust z is worked out at a time: a f
 TREND_SHARE = 0.02
 TREND_MIN = 2
 TREND_MAX = 10
+# the spread a position's residual is measured against is at least this share of the median norm: a noiseless smooth
+# curve has residuals of almost nothing, and its bends would otherwise stand out (a table of one norm keeps MAD 0)
+TREND_FLOOR = 0.01
 
 
 @dataclass(frozen=True)
@@ -262,6 +265,8 @@ def summarize_trained(norms: np.ndarray, threshold: float = DEFAULT_THRESHOLD, *
     if trend is not None:
         judged -= trend
     center, spread = median_and_mad(judged)
+    if trend is not None and plain.mad > 0:
+        spread = max(spread, TREND_FLOOR * float(np.nanmedian(np.abs(judged + trend))) / MAD_SCALE)
     z = robust_z(judged, center, spread)
     with np.errstate(invalid="ignore"):
         is_flagged = ~np.isfinite(norms) | (norms == 0) | (np.abs(z) > threshold)

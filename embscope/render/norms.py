@@ -7,7 +7,7 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..analysis.norms import DUPLICATE_COSINE, MAD_SCALE, NormsReport, NormSummary
+from ..analysis.norms import DUPLICATE_COSINE, MAD_SCALE, TREND_FLOOR, NormsReport, NormSummary
 from ..analysis.untrained import Untrained
 from ..errors import Option
 from ..text import PLOT_TOKEN_SHOWN, TOKEN_SHOWN, visible
@@ -39,7 +39,7 @@ def rule_text(threshold: float, mad: float, summary: NormSummary | None = None) 
     if trend and summary is not None:
         measured = (f"a position is flagged when the robust z of its residual from the running median of its "
                     f"trained neighbours ({summary.half_window} on each side), (residual - median residual) / "
-                    f"({MAD_SCALE} x MAD)")
+                    f"({MAD_SCALE} x MAD), the MAD at least {TREND_FLOOR:.0%} of the median norm / {MAD_SCALE}")
         if mad > 0:
             return (f"{measured}, is beyond +-{threshold:g} (MAD {mad:.4g}); zero, NaN and Inf rows are always "
                     "flagged; never-trained rows are judged apart")
