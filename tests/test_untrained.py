@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import drifting, run, run_json
+from conftest import run, run_json
 from safetensors.numpy import load_file, save_file
 
 from embscope.sample import sample_directory
@@ -127,3 +127,15 @@ def test_bad_tables_get_a_verdict_and_no_numpy_warning(case, tmp_path):
         assert result.stderr == ""
         doc = json.loads(result.stdout)
         assert doc["untrained"]["rows"] == 0 or doc["untrained"]["evidence"]
+
+
+def test_report_map_and_export_carry_the_same_verdict(tmp_path):
+    sentence = run_json("norms", "-c", str(SHORT_BERT))["untrained"]["evidence"]
+    mapped = run_json("map", "-c", str(SHORT_BERT), "--table", "position")
+    assert mapped["untrained"]["ranges"] == [{"first": 40, "last": 127}] and mapped["untrained"]["evidence"] == sentence
+    assert sentence in " ".join(run("map", "-c", str(SHORT_BERT), "--table", "position").stdout.split())
+    exported = run_json("export", "-c", str(SHORT_BERT), "--table", "position", "--out", str(tmp_path / "e"))
+    assert exported["untrained"]["rows"] == 88 and exported["untrained"]["evidence"] == sentence
+    run("report", "-c", str(SHORT_BERT), "--format", "md", "--out", str(tmp_path / "md"))
+    page = " ".join((tmp_path / "md" / "report.md").read_text(encoding="utf-8").split())
+    assert "positions 40-127 (88 rows) never trained" in page

@@ -22,8 +22,24 @@ if TYPE_CHECKING:
     from ..embeddings import Embeddings
     from ..tokenizers.base import Tokenizer
 
-__all__ = ["Anomaly", "Duplicate", "DuplicateSearch", "NormSummary", "NormsReport", "RowListing", "find_duplicates",
-           "median_and_mad", "norms_report", "robust_z", "row_norms", "running_median", "summarize", "summarize_trained"]
+__all__ = [
+    "Anomaly",
+    "Duplicate",
+    "DuplicateSearch",
+    "NormSummary",
+    "NormsReport",
+    "RowListing",
+    "find_duplicates",
+    "judged",
+    "median_and_mad",
+    "norms_report",
+    "robust_z",
+    "row_norms",
+    "rule_text",
+    "running_median",
+    "summarize",
+    "summarize_trained",
+]
 
 MAD_SCALE = 1.4826  # makes the MAD estimate the standard deviation for normally distributed norms
 # Gaussian-noise tables of 64..50,000 rows (d 4..768) reach a largest robust z of about 5.0, so 6 flags
@@ -279,6 +295,31 @@ def summarize_trained(norms: np.ndarray, threshold: float = DEFAULT_THRESHOLD, *
                    threshold=threshold, half_window=half)
 
 
+def rule_text(threshold: float, mad: float, summary: NormSummary | None = None) -> str:
+    """The anomaly rule in one line; with a summary that judged trained rows only, or residuals along the table,
+    that too."""
+    trend = summary is not None and summary.trend is not None
+    among = " among trained rows" if summary is not None and summary.judged is not None else ""
+    if summary is not None and summary.judged is not None:
+        mad = summary.spread
+    if math.isnan(mad):
+        return "no row has a finite norm: zero, NaN and Inf rows are flagged"
+    if trend and summary is not None:
+        measured = (f"a position is flagged when the robust z of its residual from the running median of its "
+                    f"trained neighbours ({summary.half_window} on each side), (residual - median residual) / "
+                    f"({MAD_SCALE} x MAD), the MAD at least {TREND_FLOOR:.0%} of the median norm / {MAD_SCALE}")
+        if mad > 0:
+            return (f"{measured}, is beyond +-{threshold:g} (MAD {mad:.4g}); zero, NaN and Inf rows are always "
+                    "flagged; never-trained rows are judged apart")
+        return ("every finite norm equals its neighbours' running median (MAD is 0): a position is flagged when it "
+                "differs from it by more than a relative 1e-6; zero, NaN and Inf rows are always flagged")
+    if mad > 0:
+        return (f"a row is flagged when its robust z = (norm - median) / ({MAD_SCALE} x MAD) is beyond +-{threshold:g} "
+                f"(MAD {mad:.4g}{among}); zero, NaN and Inf rows are always flagged")
+    return ("every finite norm equals the median (MAD is 0): a row is flagged when it differs from the median by "
+            "more than a relative 1e-6; zero, NaN and Inf rows are always flagged")
+
+
 def spread_subspace(unit: np.ndarray, width: int = DUPLICATE_SUBSPACE, iterations: int = 4,
                     seed: int = 0) -> np.ndarray:
     """Orthonormal (d, width) directions along which the rows spread most (block power iteration on their
@@ -384,15 +425,22 @@ class NormsReport:
         return row_name(self.tokenizer, self.role, index, self.first_row)
 
 
+def judged(array: np.ndarray, norms: np.ndarray, role: Role | str, config: dict[str, object] | None = None,
+           first_row: int = 0, threshold: float = DEFAULT_THRESHOLD) -> tuple[NormSummary, Untrained]:
+    """The verdicts `norms` gives a table, for every command that carries them (norms, report, map, export): the
+    rows that never trained (analysis.untrained), and the anomalies among the others (summarize_trained)."""
+    untrained = find_untrained(array, norms, str(role), config, first_row)
+    left_out = untrained.mask(len(norms)) if untrained.count and not untrained.whole else None
+    return summarize_trained(norms, threshold, left_out=left_out, along=str(role) == Role.position), untrained
+
+
 def norms_report(emb: Embeddings, table: str | None = None, threshold: float = DEFAULT_THRESHOLD) -> NormsReport:
     """Norms of one table of `emb`: `table` position, token or output; None is the position table when there is one."""
     role = table if table is not None else ("position" if emb.position is not None else "token")
     chosen = emb.table(role)
     norms = row_norms(chosen.array)
     notes = list(chosen.notes)  # after the read: it may add one
-    untrained = find_untrained(chosen.array, norms, chosen.role, emb.checkpoint.config, chosen.first_row)
-    left_out = untrained.mask(len(norms)) if untrained.count and not untrained.whole else None
-    summary = summarize_trained(norms, threshold, left_out=left_out, along=chosen.role is Role.position)
+    summary, untrained = judged(chosen.array, norms, chosen.role, emb.checkpoint.config, chosen.first_row, threshold)
     duplicates = find_duplicates(chosen.array, norms)
     if duplicates.note:
         notes.append(duplicates.note)

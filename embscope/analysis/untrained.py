@@ -137,7 +137,8 @@ def neighbour_cosines(array: np.ndarray) -> np.ndarray:
     count = array.shape[0] - 1
     if count < 1:
         return np.zeros(0)
-    return compute.pair_cosines(array, np.stack([np.arange(count), np.arange(1, count + 1)], axis=1))
+    found: np.ndarray = compute.pair_cosines(array, np.stack([np.arange(count), np.arange(1, count + 1)], axis=1))
+    return found
 
 
 def positions_at_init(array: np.ndarray, norms: np.ndarray, valid: np.ndarray, sigma: float | None, sigma_why: str,

@@ -3,11 +3,10 @@ for people and for programs, and the plot."""
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..analysis.norms import DUPLICATE_COSINE, MAD_SCALE, TREND_FLOOR, NormsReport, NormSummary
+from ..analysis.norms import DUPLICATE_COSINE, NormsReport, rule_text
 from ..analysis.untrained import Untrained
 from ..errors import Option
 from ..text import PLOT_TOKEN_SHOWN, TOKEN_SHOWN, visible
@@ -25,31 +24,6 @@ LISTED_ROWS = 20  # anomalies printed in the console, the most extreme first
 JSON_LISTED = 1000  # anomalies listed in --json (with the total): rows are arrays, not objects
 UNDERTRAINED_POINTER = ("under-trained tokens: `embscope undertrained` finds them (magikarp's indicator, "
                         "checked against the tokenizer)")
-
-
-def rule_text(threshold: float, mad: float, summary: NormSummary | None = None) -> str:
-    """The anomaly rule in one line; with a summary that judged trained rows only, or residuals along the table,
-    that too."""
-    trend = summary is not None and summary.trend is not None
-    among = " among trained rows" if summary is not None and summary.judged is not None else ""
-    if summary is not None and summary.judged is not None:
-        mad = summary.spread
-    if math.isnan(mad):
-        return "no row has a finite norm: zero, NaN and Inf rows are flagged"
-    if trend and summary is not None:
-        measured = (f"a position is flagged when the robust z of its residual from the running median of its "
-                    f"trained neighbours ({summary.half_window} on each side), (residual - median residual) / "
-                    f"({MAD_SCALE} x MAD), the MAD at least {TREND_FLOOR:.0%} of the median norm / {MAD_SCALE}")
-        if mad > 0:
-            return (f"{measured}, is beyond +-{threshold:g} (MAD {mad:.4g}); zero, NaN and Inf rows are always "
-                    "flagged; never-trained rows are judged apart")
-        return ("every finite norm equals its neighbours' running median (MAD is 0): a position is flagged when it "
-                "differs from it by more than a relative 1e-6; zero, NaN and Inf rows are always flagged")
-    if mad > 0:
-        return (f"a row is flagged when its robust z = (norm - median) / ({MAD_SCALE} x MAD) is beyond +-{threshold:g} "
-                f"(MAD {mad:.4g}{among}); zero, NaN and Inf rows are always flagged")
-    return ("every finite norm equals the median (MAD is 0): a row is flagged when it differs from the median by "
-            "more than a relative 1e-6; zero, NaN and Inf rows are always flagged")
 
 
 def untrained_document(untrained: Untrained | None) -> dict[str, object]:
@@ -145,7 +119,6 @@ def show(emb: Embeddings, report: NormsReport, *, json: bool, plot: Output | Non
 def figure(emb: Embeddings, report: NormsReport, size: tuple[float, float] | None = None) -> Figure:
     """The norms with the flagged rows marked: by position for a position table, a histogram and the
     lowest and highest rows by name for a token table."""
-    from . import plots
     summary = report.summary
     title = f"{report.role} table {report.name}"
     checkpoint = emb_title(emb)

@@ -149,6 +149,7 @@ def flagged_runs(rows: list[int]) -> list[tuple[int, int]]:
 def wrapped_title(text: str, width_inches: float) -> str:
     """The whole title, control characters escaped, wrapped to the figure's width: never cut."""
     import textwrap
+
     from ..text import printable
     return "\n".join(textwrap.wrap(printable(text), max(20, int(width_inches * TITLE_CHARACTERS_PER_INCH)),
                                    break_long_words=True, break_on_hyphens=False))
@@ -175,17 +176,7 @@ def position_norms_figure(norms: np.ndarray, median: float, flagged: list[tuple[
         labels.append(((a + b) / 2 - first_row, float(np.nanmax(norms[a:b + 1])), span_text(a, b, first_row,
                                                                                          "never trained"), UNTRAINED))
     finite = [(row, norm, z) for row, norm, z in flagged if math.isfinite(norm)]
-    severity = {row: index for index, (row, _, _) in enumerate(finite)}
-    for a, b in sorted(flagged_runs([row for row, _, _ in finite]), key=lambda run: severity[run[0]]):
-        members = [row for row in severity if a <= row <= b]
-        if b - a + 1 >= SHADED_RUN:
-            ax.axvspan(a - first_row - 0.5, b - first_row + 0.5, color=FLAGGED, alpha=0.15)
-            labels.append(((a + b) / 2 - first_row, float(np.nanmax(norms[a:b + 1])),
-                           span_text(a, b, first_row, f"{len(members)} flagged"), FLAGGED))
-        else:
-            for row in members:
-                labels.append((row - first_row, float(norms[row]), f"position {row - first_row}: {norms[row]:.3g}, "
-                               f"z {dict((r, z) for r, _, z in finite)[row]:+.3g}", FLAGGED))
+    labels += flagged_labels(ax, norms, finite, first_row)
     dots = [row for row, _, _ in finite]
     if dots:
         ax.plot(np.array(dots) - first_row, norms[dots], "o", color=FLAGGED, markersize=4,
@@ -210,6 +201,26 @@ def position_norms_figure(norms: np.ndarray, median: float, flagged: list[tuple[
     ax.set_ylabel("L2 norm")
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=4, fontsize=8, frameon=False)
     return figure
+
+
+def flagged_labels(ax: Axes, norms: np.ndarray, finite: list[tuple[int, float, float]],
+                   first_row: int) -> list[tuple[float, float, str, str]]:
+    """Runs of SHADED_RUN or more flagged rows shaded, one label each; single rows labelled by themselves; the
+    labels in order of the most extreme row they hold."""
+    severity = {row: index for index, (row, _, _) in enumerate(finite)}
+    z_of = {row: z for row, _, z in finite}
+    labels: list[tuple[float, float, str, str]] = []
+    for a, b in sorted(flagged_runs(list(severity)), key=lambda run: min(severity[r] for r in severity
+                                                                        if run[0] <= r <= run[1])):
+        members = [row for row in severity if a <= row <= b]
+        if b - a + 1 >= SHADED_RUN:
+            ax.axvspan(a - first_row - 0.5, b - first_row + 0.5, color=FLAGGED, alpha=0.15)
+            labels.append(((a + b) / 2 - first_row, float(np.nanmax(norms[a:b + 1])),
+                           span_text(a, b, first_row, f"{len(members)} flagged"), FLAGGED))
+            continue
+        labels += [(row - first_row, float(norms[row]),
+                    f"position {row - first_row}: {norms[row]:.3g}, z {z_of[row]:+.3g}", FLAGGED) for row in members]
+    return labels
 
 
 def span_text(first: int, last: int, first_row: int, what: str) -> str:
