@@ -84,8 +84,8 @@ def show(emb: Embeddings, found: Geometry, *, top: int, json: bool, plot: Output
         found.mean_cosine, found, "mean_cosine", f"{cosine(found.mean_cosine)} (exact, over all {pairs:,} pairs)"),
         soft_wrap=True)
     if found.mean_cosine is not None:
-        out.print(f"dimensions by their part of the mean cosine (Timkey & van Schijndel 2021), the largest share "
-                  f"{min(top, found.dim)} of {found.dim}:", soft_wrap=True)
+        out.print(f"dimensions by their part of the mean cosine (Timkey & van Schijndel 2021), the "
+                  f"{min(top, found.dim)} of {found.dim} with the largest share:", soft_wrap=True)
         grid = console.table("dim", "contribution", "share")
         for d in found.dimensions[:top]:
             grid.add_row(str(d.dim), f"{d.contribution:+.4g}", percent(d.share) if d.share is not None else "null")
