@@ -139,3 +139,54 @@ def test_report_map_and_export_carry_the_same_verdict(tmp_path):
     run("report", "-c", str(SHORT_BERT), "--format", "md", "--out", str(tmp_path / "md"))
     page = " ".join((tmp_path / "md" / "report.md").read_text(encoding="utf-8").split())
     assert "positions 40-127 (88 rows) never trained" in page
+
+
+def test_the_position_plot_shades_ranges_with_one_label_each_and_keeps_its_title_whole():
+    pytest.importorskip("matplotlib")
+    import embscope
+    from embscope.render import norms as render
+    from embscope.render.plots import style
+
+    rng = np.random.default_rng(6)
+    table = bert_like(rng, 215)
+    for row in range(20, 200, 6):  # 30 positions that stand out from their neighbours
+        table[row] *= 2.5
+    folder = Path("x" * 150)  # a long name: the title wraps, never cut
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        from embscope.analysis.norms import norms_report
+        import tempfile
+        with tempfile.TemporaryDirectory() as tmp:
+            where = Path(tmp) / folder
+            where.mkdir()
+            save_file({"bert.embeddings.position_embeddings.weight": table,
+                       "bert.embeddings.word_embeddings.weight": np.ones((30, 512), np.float32)},
+                      where / "model.safetensors")
+            (where / "config.json").write_text(json.dumps({"model_type": "bert", "initializer_range": 0.02}))
+            emb = embscope.open(where)
+            report = norms_report(emb)
+            assert len(report.summary.anomalies) == 30
+            with style():
+                figure = render.figure(emb, report)
+    ax = figure.axes[0]
+    labels = [t.get_text() for t in ax.texts]
+    assert len([t for t in labels if "more flagged" not in t]) <= 10
+    assert "215-511: never trained" in labels and "21 more flagged places not labelled (see the listing)" in labels  # 31 places, 10 labelled
+    assert "".join(figure._suptitle.get_text().split()).count("x" * 150) == 1
+    shaded = [p for p in ax.patches if p.get_label() == "never trained (297 rows)"]
+    assert len(shaded) == 1
+
+
+def test_reserved_rows_before_position_0_are_not_judged(tmp_path):
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    config = transformers.RobertaConfig(vocab_size=40, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                                        intermediate_size=16, max_position_embeddings=66, pad_token_id=1)
+    transformers.RobertaModel(config).save_pretrained(tmp_path)
+    doc = run_json("norms", "-c", str(tmp_path))
+    assert doc["first_row"] == 2
+    # row 1 is the zero padding row, row 0 is never used: neither is an anomaly nor a verdict; positions 0-63 are all
+    # as save_pretrained's initialisation left them
+    assert all(a["index"] >= 2 for a in doc["anomalies"])
+    assert doc["untrained"]["ranges"] == [{"first": 2, "last": 65}] and doc["untrained"]["whole_table"] is True

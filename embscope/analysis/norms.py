@@ -264,16 +264,18 @@ def trend_half_window(rows: int) -> int:
 
 
 def summarize_trained(norms: np.ndarray, threshold: float = DEFAULT_THRESHOLD, *, left_out: np.ndarray | None = None,
-                      along: bool = False) -> NormSummary:
+                      along: bool = False, first_row: int = 0) -> NormSummary:
     """summarize, with the rows of `left_out` (never trained) kept out of the rule and never flagged for their
     norm, and, when `along` (a position table), each norm judged against the running median of its trained
     neighbours: z of the residual, so a smooth trend along the table is no anomaly. The table's statistics
-    (count, mean, median, min, max) stay those of every finite row."""
+    (count, mean, median, min, max) stay those of every finite row. Rows before `first_row` (a position table's
+    reserved rows, never used by design) are neither judged nor flagged."""
     plain = summarize(norms, threshold)
     if left_out is None and not along:
         return plain
     judged = norms.copy()
     judged[norms == 0] = np.nan  # zero rows are flagged anyway, and are no trend
+    judged[:first_row] = np.nan
     if left_out is not None:
         judged[left_out] = np.nan
     half = trend_half_window(int(np.isfinite(judged).sum())) if along else 0
@@ -286,6 +288,7 @@ def summarize_trained(norms: np.ndarray, threshold: float = DEFAULT_THRESHOLD, *
     z = robust_z(judged, center, spread)
     with np.errstate(invalid="ignore"):
         is_flagged = ~np.isfinite(norms) | (norms == 0) | (np.abs(z) > threshold)
+    is_flagged[:first_row] = False
     flagged = np.flatnonzero(is_flagged)
     # rows with no finite norm first, then zero rows (no residual of their own), then the largest |z|
     severity = np.where(np.isfinite(norms[flagged]), np.nan_to_num(np.abs(z[flagged]), nan=np.finfo(np.float64).max),
@@ -431,7 +434,9 @@ def judged(array: np.ndarray, norms: np.ndarray, role: Role | str, config: dict[
     rows that never trained (analysis.untrained), and the anomalies among the others (summarize_trained)."""
     untrained = find_untrained(array, norms, str(role), config, first_row)
     left_out = untrained.mask(len(norms)) if untrained.count and not untrained.whole else None
-    return summarize_trained(norms, threshold, left_out=left_out, along=str(role) == Role.position), untrained
+    along = str(role) == Role.position
+    return summarize_trained(norms, threshold, left_out=left_out, along=along,
+                             first_row=first_row if along else 0), untrained
 
 
 def norms_report(emb: Embeddings, table: str | None = None, threshold: float = DEFAULT_THRESHOLD) -> NormsReport:

@@ -145,13 +145,22 @@ def positions_at_init(array: np.ndarray, norms: np.ndarray, valid: np.ndarray, s
                       first_row: int) -> Untrained:
     """Runs of MIN_RUN or more position rows at the norm of the init scale and unlike both neighbours."""
     rows, dim = array.shape
+    valid = valid.copy()
+    valid[:first_row] = False  # rows before position 0 are never used by design (padding_idx + 1): no verdict
     following = neighbour_cosines(array)
+    if first_row:
+        following[first_row - 1] = np.nan  # a reserved row is no neighbour
     bound = NEIGHBOUR_SPREADS / math.sqrt(dim)
     with np.errstate(invalid="ignore"):
-        apart = np.abs(following) <= bound  # NaN (an invalid neighbour) is not evidence either way
+        alike = np.abs(following) > bound  # NaN (an invalid neighbour) is not evidence either way
+    seen = np.isfinite(following)
     lone = valid.copy()
-    lone[:-1] &= apart
-    lone[1:] &= apart
+    lone[:-1] &= ~alike
+    lone[1:] &= ~alike
+    some = np.zeros(rows, dtype=bool)  # a row needs one neighbour to be unlike
+    some[:-1] |= seen
+    some[1:] |= seen
+    lone &= some
     if int(lone.sum()) < MIN_RUN:
         return nothing()
     scale, said = (sigma * math.sqrt(dim), f"the {sigma:g} x sqrt({dim}) of the initialisation ({sigma_why})") \
