@@ -11,6 +11,10 @@ import pytest
 from conftest import run, run_json
 from safetensors.numpy import load_file, save_file
 
+import embscope
+from embscope.analysis.norms import norms_report
+from embscope.render import norms as render
+from embscope.render.plots import style
 from embscope.sample import sample_directory
 
 SHORT_BERT = Path(__file__).parent / "data" / "short_bert"  # tests/data/make_short_bert.py wrote it
@@ -85,7 +89,6 @@ def test_the_sample_s_never_seen_tokens_are_one_group_not_anomalies():
     doc = run_json("norms", "--table", "token")
     found = [row for r in doc["untrained"]["ranges"] for row in range(r["first"], r["last"] + 1)]
     assert found == never and doc["untrained"]["kind"] == "moved together"
-    import embscope
     table = embscope.open(None).token.array.astype(np.float64)
     unit = table[never] / norms_of(table[never])[:, None]
     together = (unit @ unit.T)[~np.eye(len(never), dtype=bool)].mean()
@@ -141,33 +144,24 @@ def test_report_map_and_export_carry_the_same_verdict(tmp_path):
     assert "positions 40-127 (88 rows) never trained" in page
 
 
-def test_the_position_plot_shades_ranges_with_one_label_each_and_keeps_its_title_whole():
+def test_the_position_plot_shades_ranges_with_one_label_each_and_keeps_its_title_whole(tmp_path):
     pytest.importorskip("matplotlib")
-    import embscope
-    from embscope.render import norms as render
-    from embscope.render.plots import style
-
     rng = np.random.default_rng(6)
     table = bert_like(rng, 215)
     for row in range(20, 200, 6):  # 30 positions that stand out from their neighbours
         table[row] *= 2.5
-    folder = Path("x" * 150)  # a long name: the title wraps, never cut
+    where = tmp_path / ("x" * 150)  # a long name: the title wraps, never cut
+    where.mkdir()
+    save_file({"bert.embeddings.position_embeddings.weight": table,
+               "bert.embeddings.word_embeddings.weight": np.ones((30, 512), np.float32)}, where / "model.safetensors")
+    (where / "config.json").write_text(json.dumps({"model_type": "bert", "initializer_range": 0.02}))
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        from embscope.analysis.norms import norms_report
-        import tempfile
-        with tempfile.TemporaryDirectory() as tmp:
-            where = Path(tmp) / folder
-            where.mkdir()
-            save_file({"bert.embeddings.position_embeddings.weight": table,
-                       "bert.embeddings.word_embeddings.weight": np.ones((30, 512), np.float32)},
-                      where / "model.safetensors")
-            (where / "config.json").write_text(json.dumps({"model_type": "bert", "initializer_range": 0.02}))
-            emb = embscope.open(where)
-            report = norms_report(emb)
-            assert len(report.summary.anomalies) == 30
-            with style():
-                figure = render.figure(emb, report)
+        emb = embscope.open(where)
+        report = norms_report(emb)
+        assert len(report.summary.anomalies) == 30
+        with style():
+            figure = render.figure(emb, report)
     ax = figure.axes[0]
     labels = [t.get_text() for t in ax.texts]
     assert len([t for t in labels if "more flagged" not in t]) <= 10
