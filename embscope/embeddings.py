@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .checkpoint import Checkpoint, EmbeddingTables, Table
-from .errors import CheckpointError, EmbscopeError, PositionError, TableError
+from .errors import CheckpointError, EmbscopeError, Option, PositionError, TableError
 from .formats import OpenOptions, open_checkpoint
 from .roles import KEY_OPTIONS, Role, find_tables
 from .sample import default_checkpoint
@@ -137,10 +137,10 @@ def open(path: str | os.PathLike[str] | None = None, *, tokenizer: str | os.Path
 
 
 def set_first_position(table: Table, first_position: int) -> None:
-    """Position p is row p + first_position, as the user said (--first-position), in place of the family's rule."""
+    """Position p is row p + first_position, as the user said, in place of the family's rule."""
     if not 0 <= first_position < table.rows:
-        raise PositionError(f"expected --first-position from 0 to {table.rows - 1} (the position table "
+        raise PositionError(f"expected {Option('first_position')} from 0 to {table.rows - 1} (the position table "
                             f"{table.name!r} has {table.rows} rows), found {first_position}", option="first_position")
     table.first_row = first_position
     kept = tuple(note for note in table.notes if "position p is row p+" not in note)
-    table.notes = (*kept, f"position p is row p+{first_position}: --first-position {first_position}")
+    table.notes = (*kept, f"position p is row p+{first_position}: {Option('first_position', first_position)}")

@@ -184,3 +184,15 @@ def test_reserved_rows_before_position_0_are_not_judged(tmp_path):
     # as save_pretrained's initialisation left them
     assert all(a["index"] >= 2 for a in doc["anomalies"])
     assert doc["untrained"]["ranges"] == [{"first": 2, "last": 65}] and doc["untrained"]["whole_table"] is True
+
+
+def test_the_token_plot_draws_never_trained_rows_apart():
+    pytest.importorskip("matplotlib")
+    emb = embscope.open(None)
+    report = norms_report(emb, "token")
+    with style():
+        figure = render.figure(emb, report)
+    hist, ranked = figure.axes
+    assert "never trained (175)" in hist.get_legend_handles_labels()[1]
+    assert f"rows ({1024 - 175 - len(report.summary.anomalies)})" in hist.get_legend_handles_labels()[1]
+    assert "never trained" in [p.get_label() for p in ranked.get_legend().get_patches()]

@@ -136,8 +136,11 @@ def figure(emb: Embeddings, report: NormsReport, size: tuple[float, float] | Non
     padding_from = tokenizer.vocab_size if tokenizer is not None and tokenizer.vocab_size < summary.rows else None
     named = ranked_rows(summary.norms) + [int(row) for row in summary.flagged[:LABELLED_ROWS]]
     names = {i: shown(report, i, PLOT_TOKEN_SHOWN) for i in named}
-    return token_norms_figure(summary.norms, summary.median, summary.mad, summary.threshold, summary.flagged,
-                              summary.robust_z, names, checkpoint, title, padding_from, **sized)
+    judged = summary.judged is not None  # the band is that of the trained rows when some never trained
+    never = report.untrained.rows if report.untrained is not None and report.untrained.count else None
+    return token_norms_figure(summary.norms, summary.center if judged else summary.median,
+                              summary.spread if judged else summary.mad, summary.threshold, summary.flagged,
+                              summary.robust_z, names, checkpoint, title, padding_from, untrained=never, **sized)
 
 
 def draw(emb: Embeddings, report: NormsReport, target: Output, inputs: list[Path], size: tuple[float, float] | None,

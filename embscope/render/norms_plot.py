@@ -23,6 +23,7 @@ FLAGGED = "tab:red"
 ROWS = "tab:blue"
 BAND = "grey"
 PADDING_HATCH = "///"
+UNTRAINED = "tab:orange"
 
 
 def ranked_rows(norms: np.ndarray, count: int = LABELLED_ROWS) -> list[int]:
@@ -41,10 +42,11 @@ def band(median: float, mad: float, threshold: float) -> tuple[float, float] | N
 
 def token_norms_figure(norms: np.ndarray, median: float, mad: float, threshold: float, flagged: np.ndarray,
                        z: np.ndarray, names: dict[int, str], checkpoint: str, table: str,
-                       padding_from: int | None = None, size: tuple[float, float] = (13, 5.5)) -> Figure:
+                       padding_from: int | None = None, size: tuple[float, float] = (13, 5.5),
+                       untrained: np.ndarray | None = None) -> Figure:
     """`flagged`: row ids of the flagged rows, most extreme first (an array: there may be millions); `z`: every
     row's robust z; `names`: row -> token string for the rows drawn by name; `padding_from`: the first row
-    past the tokenizer (None: unknown or none)."""
+    past the tokenizer (None: unknown or none); `untrained`: row ids of the rows that never trained."""
     figure = new_figure(*size)
     figure.suptitle(f"{drawable(checkpoint)} - {drawable(table)}: L2 norms of token rows", parse_math=False)
     hist_ax, rank_ax = figure.subplots(1, 2)
@@ -60,7 +62,10 @@ def token_norms_figure(norms: np.ndarray, median: float, mad: float, threshold: 
     def name(row: int) -> str:
         return f"{names.get(row, f'#{row}')} (row {row})"
 
-    draw_distribution(hist_ax, norms, finite, is_flagged, padding, unflagged_band, threshold)
+    never = np.zeros(rows, dtype=bool)
+    if untrained is not None:
+        never[untrained] = True
+    draw_distribution(hist_ax, norms, finite, is_flagged, padding, unflagged_band, threshold, never)
     labelled = [(int(row), float(z[row])) for row in flagged[finite[flagged]][:LABELLED_ROWS]]
     # the labels stand in a column on the side away from the rows they name
     left = bool(labelled) and float(np.median([norms[row] for row, _ in labelled])) > median
@@ -73,16 +78,22 @@ def token_norms_figure(norms: np.ndarray, median: float, mad: float, threshold: 
     if lost:
         hist_ax.text(0.98, 0.98, "no finite norm: " + ", ".join(lost), transform=hist_ax.transAxes,
                      ha="right", va="top", fontsize=7, color=FLAGGED, parse_math=False)
-    draw_ranked(rank_ax, norms, is_flagged, padding, unflagged_band, name)
+    draw_ranked(rank_ax, norms, is_flagged, padding, unflagged_band, name, never)
     return figure
 
 
 def draw_distribution(ax: Axes, norms: np.ndarray, finite: np.ndarray, flagged: np.ndarray,
-                      padding: np.ndarray, unflagged: tuple[float, float] | None, threshold: float) -> None:
+                      padding: np.ndarray, unflagged: tuple[float, float] | None, threshold: float,
+                      never: np.ndarray | None = None) -> None:
+    """The histogram of norms; `never`: the rows that never trained, drawn in a colour of their own."""
     values = norms[finite]
     low, high = (float(values.min()), float(values.max())) if len(values) else (0.0, 1.0)
     bins = np.linspace(low, high if high > low else low + 1, min(100, max(10, len(values) // 20)) + 1).tolist()
-    ax.hist(norms[finite & ~flagged], bins=bins, color=ROWS, label=f"rows ({int((finite & ~flagged).sum()):,})")
+    never = never if never is not None else np.zeros(len(norms), dtype=bool)
+    plain = finite & ~flagged & ~never
+    ax.hist(norms[plain], bins=bins, color=ROWS, label=f"rows ({int(plain.sum()):,})")
+    if never.any():
+        ax.hist(norms[finite & never], bins=bins, color=UNTRAINED, label=f"never trained ({int(never.sum()):,})")
     if flagged.any():
         ax.hist(norms[finite & flagged], bins=bins, color=FLAGGED,
                 label=f"flagged: |robust z| > {threshold:g} ({int(flagged.sum()):,})")
@@ -99,12 +110,14 @@ def draw_distribution(ax: Axes, norms: np.ndarray, finite: np.ndarray, flagged: 
 
 
 def draw_ranked(ax: Axes, norms: np.ndarray, flagged: np.ndarray, padding: np.ndarray,
-                unflagged: tuple[float, float] | None, name: Callable[[int], str]) -> None:
+                unflagged: tuple[float, float] | None, name: Callable[[int], str],
+                never: np.ndarray | None = None) -> None:
     from matplotlib.patches import Patch
     shown = ranked_rows(norms)
     values = norms[shown]
     y = np.arange(len(shown))
-    ax.barh(y, values, color=[FLAGGED if flagged[row] else ROWS for row in shown],
+    never = never if never is not None else np.zeros(len(norms), dtype=bool)
+    ax.barh(y, values, color=[FLAGGED if flagged[row] else UNTRAINED if never[row] else ROWS for row in shown],
             hatch=[PADDING_HATCH if padding[row] else "" for row in shown], edgecolor="black", linewidth=0.3)
     ax.set_yticks(y, [drawable(name(row)) for row in shown])
     for tick in ax.get_yticklabels():
@@ -119,6 +132,8 @@ def draw_ranked(ax: Axes, norms: np.ndarray, flagged: np.ndarray, padding: np.nd
     ax.set_title(f"lowest and highest {LABELLED_ROWS} rows")
     ax.set_xlabel("L2 norm (axis starts near the lowest shown)")
     handles = [Patch(color=ROWS, label="not flagged"), Patch(color=FLAGGED, label="flagged")]
+    if never[shown].any():
+        handles.append(Patch(color=UNTRAINED, label="never trained"))
     if padding[shown].any():
         handles.append(Patch(facecolor="white", edgecolor="black", hatch=PADDING_HATCH, label="padding row"))
     if unflagged is not None:
@@ -129,7 +144,6 @@ def draw_ranked(ax: Axes, norms: np.ndarray, flagged: np.ndarray, padding: np.nd
 
 # ---------------------------------------------------------------- the position-norms figure
 
-UNTRAINED = "tab:orange"
 JOIN_GAP = 1  # flagged rows this close are one run, drawn as one shaded range
 SHADED_RUN = 3  # flagged rows in a run drawn as a shaded range rather than dots
 TITLE_CHARACTERS_PER_INCH = 11  # a title is wrapped at this many characters for each inch of figure width
