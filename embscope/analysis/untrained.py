@@ -272,11 +272,13 @@ def unit_blocks(array: np.ndarray, norms: np.ndarray) -> Any:
     """(start, float64 unit rows) blocks; invalid rows come as zeros."""
     step = max(1, BLOCK_BYTES // (8 * max(1, array.shape[1])))
     for start in range(0, array.shape[0], step):
-        block = np.asarray(array[start:start + step], dtype=np.float64)
+        block = np.array(array[start:start + step], dtype=np.float64)
         scale = norms[start:start + len(block)]
         ok = np.isfinite(scale) & (scale > 0)
-        block = np.where(ok[:, None], block, 0.0)
-        block[ok] /= scale[ok, None]
+        block[~ok] = 0.0  # NaN and Inf values too
+        inverse = np.zeros(len(block))
+        np.divide(1.0, scale, out=inverse, where=ok)
+        block *= inverse[:, None]
         yield start, block
 
 
@@ -294,14 +296,8 @@ def moved_together(array: np.ndarray, norms: np.ndarray, valid: np.ndarray) -> U
     bins = len(ids) // size
     bin_of = np.full(len(norms), -1)
     bin_of[ids[np.argsort(norms[ids], kind="stable")]] = np.minimum(np.arange(len(ids)) // size, bins - 1)
-    sums = np.zeros((bins, array.shape[1]))
-    for start, block in unit_blocks(array, norms):
-        where = bin_of[start:start + len(block)]
-        order = np.argsort(where, kind="stable")
-        order = order[where[order] >= 0]
-        if len(order):  # one sum per bin present in the block
-            present, starts = np.unique(where[order], return_index=True)
-            sums[present] += np.add.reduceat(block[order], starts, axis=0)
+    # each bin's unit rows summed, gathered in row order: one read of the valid rows in all
+    sums = np.stack([total_of(array, norms, np.sort(ids[bin_of[ids] == b])) for b in range(bins)])
     counts = np.bincount(bin_of[ids], minlength=bins)
     tight = np.array([mutual(sums[b], int(counts[b])) >= TOGETHER_COSINE for b in range(bins)])
     runs = runs_of(tight)
