@@ -208,9 +208,9 @@ def position_norms_figure(norms: np.ndarray, median: float, flagged: list[tuple[
         ax.text(0.01, 0.99, "not drawn: " + ", ".join(lost), transform=ax.transAxes, va="top", fontsize=8,
                 color=FLAGGED, parse_math=False)
     title = f"{checkpoint} - {table}: L2 norm by position"
-    if untrained_text:
-        ax.set_title(wrapped_title(untrained_text, size[0]), fontsize=8, color=UNTRAINED, parse_math=False)
-    figure.suptitle(wrapped_title(title, size[0]), parse_math=False)
+    ax.set_title(wrapped_title(title, size[0]), parse_math=False)
+    if untrained_text:  # the verdict in its own words, above the title
+        figure.suptitle(wrapped_title(untrained_text, size[0]), fontsize=8, color=UNTRAINED, parse_math=False)
     ax.set_xlabel("position" if not first_row else f"position (row - {first_row})")
     ax.set_ylabel("L2 norm")
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=4, fontsize=8, frameon=False)
