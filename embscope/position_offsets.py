@@ -27,10 +27,10 @@ class OffsetRule:
         """The rows before position 0 and the rule, in words, that gave them."""
         if self.fixed is not None:
             return self.fixed, f"{self.family} {self.why or f'adds a fixed {self.fixed} to every position id'}"
-        padding, said = config.get(self.key), f"{self.key} {config.get(self.key)}"
+        padding, said = config.get(self.key), f"{self.key} is {config.get(self.key)}"
         if isinstance(padding, bool) or not isinstance(padding, int) or padding < 0:
-            padding, said = DEFAULT_PADDING_IDX, f"padding_idx {DEFAULT_PADDING_IDX}, the default ({self.key} not given)"
-        return padding + 1, f"{self.family} counts positions from padding_idx + 1 ({said})"
+            padding, said = DEFAULT_PADDING_IDX, f"padding_idx is {DEFAULT_PADDING_IDX}, the default, with no {self.key} given"
+        return padding + 1, f"{self.family} counts positions from padding_idx + 1, and {said}"
 
 
 PAD_PLUS_ONE = "padding_idx + 1"
@@ -56,4 +56,4 @@ def position_offset(config: Mapping[str, Any]) -> tuple[int, str] | None:
     if rule is None:
         return None
     first_row, why = rule.offset(config)
-    return first_row, f"position p is row p+{first_row}: {why} (model_type {model_type!r} in the config)"
+    return first_row, f"position p is row p+{first_row}: {why}; model_type {model_type!r} in the config"
