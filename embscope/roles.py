@@ -15,6 +15,7 @@ from .checkpoint import Checkpoint, EmbeddingTables, Table, TensorInfo
 from .errors import Option, TableError
 from .formats.constants import TIED_KEYS
 from .listing import clipped_list
+from .position_offsets import position_offset as offset_by_family
 from .text import quote, shape_text
 
 if TYPE_CHECKING:
@@ -156,7 +157,6 @@ KNOWN: dict[Role, tuple[Known, ...]] = {
 }
 
 # Hugging Face configs whose learned positions start after two reserved rows
-POSITION_OFFSET_MODEL_TYPES = {"roberta": 2, "xlm-roberta": 2, "camembert": 2, "opt": 2}
 
 # config.json "architectures" (transformers' class names): parts of a name that mean a language-model head ...
 LM_HEAD_ARCHITECTURES = ("LMHead", "ForCausalLM", "ForMaskedLM", "ForConditionalGeneration", "DoubleHeadsModel")
@@ -274,16 +274,14 @@ def by_key(checkpoint: Checkpoint, role: Role, key: str) -> Table:
 
 
 def position_offset(checkpoint: Checkpoint, known: Known | None) -> tuple[int, tuple[str, ...]]:
-    """Rows before position 0, and the note that says why: the name's quirk, else the config's model type."""
+    """Rows before position 0, and the note that says why: the config's family (position_offsets.OFFSET_RULES),
+    else the name's quirk."""
+    found = offset_by_family(checkpoint.config)
+    if found is not None:
+        return found[0], (found[1],)
     if known is not None and known.first_row:
         return known.first_row, (known.note,) if known.note else ()
-    model_type = checkpoint.config.get("model_type")
-    first_row = POSITION_OFFSET_MODEL_TYPES.get(model_type, 0) if isinstance(model_type, str) else 0
-    if not first_row:
-        return 0, ()
-    note = f"position rows carry an offset of {first_row} (model_type {model_type!r} in the config): " \
-           f"position p is row p+{first_row}"
-    return first_row, (note,)
+    return 0, ()
 
 
 def by_name(checkpoint: Checkpoint, role: Role, taken: set[str]) -> Table | None:

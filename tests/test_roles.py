@@ -52,8 +52,17 @@ def test_roberta_padding_rows_come_from_the_config(tmp_path):
     emb = open_tables(tmp_path, {"embeddings.word_embeddings.weight": table(10),
                                  "embeddings.position_embeddings.weight": table(8)}, {"model_type": "roberta"})
     assert emb.position.first_row == 2
-    assert emb.position.notes == (
-        "position rows carry an offset of 2 (model_type 'roberta' in the config): position p is row p+2",)
+    rule = "RoBERTa counts positions from padding_idx + 1, and padding_idx is 1, the default, with no pad_token_id given"
+    assert emb.position.notes == (f"position p is row p+2: {rule}; model_type 'roberta' in the config",)
+
+
+def test_the_offset_follows_the_config_s_pad_token_id(tmp_path):
+    emb = open_tables(tmp_path, {"embeddings.word_embeddings.weight": table(10),
+                                 "embeddings.position_embeddings.weight": table(8)},
+                      {"model_type": "xlm-roberta", "pad_token_id": 3})
+    assert emb.position.first_row == 4
+    note = "position p is row p+4: XLM-RoBERTa counts positions from padding_idx + 1, and pad_token_id is 3"
+    assert emb.position.notes == (f"{note}; model_type 'xlm-roberta' in the config",)
 
 
 def test_position_offset_applies_to_the_shape_rule_too(tmp_path):

@@ -40,7 +40,9 @@ class Dimension:
 
     dim: int
     contribution: float  # CC_k: the CC_k of all dimensions sum to the mean cosine
-    share: float | None  # CC_k / the mean cosine; None when the mean cosine is 0
+    # |CC_k| / the sum of every |CC_j|: never negative, and CC_k / the mean cosine when all share one sign; None when
+    # every contribution is 0
+    share: float | None
 
 
 @dataclass(frozen=True, eq=False)
@@ -88,11 +90,21 @@ class Geometry:
 
     @property
     def dimensions(self) -> list[Dimension]:
-        """Every dimension, the largest contribution first (ties: the lower dimension)."""
-        order = np.lexsort((np.arange(self.dim), -self.contributions))
-        mean = self.mean_cosine
+        """Every dimension, the largest share first, so a large negative part is listed too (ties: the lower
+        dimension)."""
+        order = np.lexsort((np.arange(self.dim), -np.abs(self.contributions)))
+        size = float(np.abs(self.contributions).sum())
         return [Dimension(int(k), float(self.contributions[k]),
-                          float(self.contributions[k] / mean) if mean else None) for k in order]
+                          float(abs(self.contributions[k]) / size) if size > 0 else None) for k in order]
+
+    @property
+    def share_rule(self) -> str:
+        """How a dimension's share is taken, in words: the answer says it."""
+        mixed = bool((self.contributions > 0).any() and (self.contributions < 0).any())
+        if mixed:
+            return ("the contributions have mixed signs: each share is |contribution| / the sum of every "
+                    "|contribution|, never negative")
+        return "each share is the dimension's part of the mean cosine (the contributions share one sign)"
 
     @property
     def periods(self) -> list[Period] | None:
@@ -185,8 +197,8 @@ def table_geometry(rows: StoredRows, role: str, name: str, *, device: str = "aut
     mean = pair_mean(moments.unit_sum, used)
     if mean is None:
         reasons["mean_cosine"] = f"{used} row{'s' * (used != 1)} with a direction: a mean over pairs needs 2"
-    elif mean == 0:
-        reasons["share"] = "the mean cosine is 0: a dimension's share of it is undefined"
+    elif not contributions(moments.unit_sum, moments.unit_squares, used).any():
+        reasons["share"] = "every dimension contributes 0: a share of nothing is undefined"
     squares = found_spectra.squares
     spectrum = spectrum_of(squares) if used >= 2 else None
     if spectrum is None:

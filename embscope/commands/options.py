@@ -81,6 +81,10 @@ class Source:
     d_model: Annotated[int | None, typer.Option(min=1, help="Table width, for formats that do not record it.")] = None
     context: Annotated[int | None, typer.Option(
         min=1, help="Position table rows, for formats that do not record it.")] = None
+    first_position: Annotated[int | None, typer.Option(
+        "--first-position", min=0, metavar="N",
+        help="The position table row that holds position 0 (default: the model family's rule, e.g. RoBERTa's "
+             "padding_idx + 1, OPT's 2; else 0).")] = None
 
     def open(self) -> Embeddings:
         from ..embeddings import open as open_embeddings
@@ -89,7 +93,8 @@ class Source:
             console.err.print("warning: --trust-pickle lets the checkpoint run code while it loads")
         return open_embeddings(self.checkpoint, tokenizer=self.tokenizer, token_key=self.token_key,
                                pos_key=self.pos_key, output_key=self.output_key, trust_pickle=self.trust_pickle,
-                               vocab_size=self.vocab_size, d_model=self.d_model, context=self.context)
+                               vocab_size=self.vocab_size, d_model=self.d_model, context=self.context,
+                               first_position=self.first_position)
 
 
 def with_source(command: Callable[..., Any], without: tuple[str, ...] = ()) -> Callable[..., Any]:
