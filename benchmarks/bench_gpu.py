@@ -5,8 +5,9 @@
 
 Without a GPU (and without --cpu) it says so and exits 0. Sections: (1) correctness of
 every precision against the numpy CPU result on a smaller table with bad and duplicate
-rows; (2) throughput of topk_rows in bf16 and fp32 vs a blocked torch.matmul of the same
-FLOPs on the same device (target >= 70%), end to end and in the steady state.
+rows (fp32 and bf16, exact by re-rank, must equal it but for ties within 1e-6); (2) throughput of
+topk_rows in bf16 and fp32 vs a blocked torch.matmul of the whole problem's FLOPs on the same device
+(target >= 70%), end to end and in the steady state (bf16 works out half the matrix: its tiles are symmetric).
 """
 
 from __future__ import annotations
@@ -56,9 +57,13 @@ def section_correctness(device, precisions, rows, dim, k):
         diff = float(np.max(np.abs(got.scores[both] - reference.scores[both])))
         nan_ok = np.array_equal(np.isnan(got.scores), np.isnan(reference.scores))
         ties_ok = np.array_equal(got.ids[10], reference.ids[10])
+        # an id that differs from numpy's must be a tie: the same fp32 score within 1e-6 (bf16 is exact by re-rank)
+        differ = (got.ids != reference.ids) & both
+        untied = int(np.sum(np.abs(got.scores[differ] - reference.scores[differ]) > 1e-6))
         print(f"    {precision:5s}: ids identical {100 * same:7.3f}%, sets {100 * sets:7.3f}%, "
-              f"max |score diff| {diff:.2e}, NaN rows match: {nan_ok}, duplicate ties by id: {ties_ok}")
-        if precision == "fp32" and (same < 0.999 or diff > 1e-5 or not nan_ok or not ties_ok):
+              f"max |score diff| {diff:.2e}, NaN rows match: {nan_ok}, duplicate ties by id: {ties_ok}, "
+              f"ids off by more than a tie: {untied}")
+        if precision in ("fp32", "bf16") and (untied or diff > 1e-5 or not nan_ok or not ties_ok):
             failed = True
     return failed
 
@@ -153,7 +158,7 @@ def main():
     failed = section_correctness(device, checked, check_rows, check_dim, args.k)
     section_throughput(torch, device, precisions, rows, dim, args.k)
     if failed:
-        print("\nFAILED: fp32 results on the device differ from the CPU result")
+        print("\nFAILED: fp32 or bf16 results on the device differ from the CPU result by more than ties")
     return 1 if failed else 0
 
 

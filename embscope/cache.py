@@ -48,9 +48,18 @@ ENTRY_NAME = re.compile(r"(?:[0-9a-f]{16}|\.entry-[a-z0-9_]+)\.entry")  # entry_
 ENTRY_HEAD = re.compile(rb'\[\d+, "[a-z0-9-]+", ')  # how every entry's description has begun (json.dumps of key)
 
 
-def directory() -> Path:
+def directory() -> Path | None:
+    """The cache folder, or None when the environment names no home for it: HOME unset for a uid with no
+    passwd entry (a container's --user, env -i), or a relative HOME (which would put the cache in the working
+    directory, beside a checkpoint). No cache is then used; the numbers are computed each run."""
     base = os.environ.get("XDG_CACHE_HOME", "")
-    return (Path(base) if os.path.isabs(base) else Path.home() / ".cache") / "embscope"
+    if os.path.isabs(base):
+        return Path(base) / "embscope"
+    try:
+        home = os.path.expanduser("~")
+    except (KeyError, RuntimeError, OSError):
+        return None
+    return Path(home) / ".cache" / "embscope" if os.path.isabs(home) else None
 
 
 def file_identity(path: Path) -> list[list[str | int]] | None:
@@ -86,16 +95,22 @@ def key(kind: str, sources: Sequence[Path], **parameters: object) -> str | None:
     return text if len(text.encode()) <= MAX_KEY_BYTES else None
 
 
-def entry_path(description: str) -> Path:
+def entry_path(description: str) -> Path | None:
+    folder = directory()
+    if folder is None:
+        return None
     data = description.encode()
-    return directory() / f"{zlib.crc32(data):08x}{zlib.adler32(data):08x}{SUFFIX}"
+    return folder / f"{zlib.crc32(data):08x}{zlib.adler32(data):08x}{SUFFIX}"
 
 
 def load(description: str, table_checksum: int | None = None) -> array[float] | None:
     """The float64 values stored under `description` (what `key` gives), or None. `table_checksum`: the
     table's CRC-32 when this run has read the whole table anyway; an entry computed from other bytes is None."""
+    path = entry_path(description)
+    if path is None:
+        return None
     try:  # a FIFO or device planted there is refused, not waited on or read; embscope's own file, not an input
-        data = files.read_bytes(entry_path(description), MAX_ENTRY_BYTES, "a cache entry", record=False)
+        data = files.read_bytes(path, MAX_ENTRY_BYTES, "a cache entry", record=False)
     except CheckpointError:
         return None
     described, newline, rest = data.partition(b"\n")
@@ -120,6 +135,8 @@ def store(description: str, values: Iterable[float], table_checksum: int) -> Non
     if sys.byteorder != "little":
         packed.byteswap()
     folder, target = directory(), entry_path(description)
+    if folder is None or target is None:
+        return  # no home for a cache: the next run computes again
     try:
         folder.mkdir(parents=True, exist_ok=True, mode=0o700)
         if os.path.lexists(target) and not is_entry(target):

@@ -14,12 +14,14 @@ from typing import Any
 import typer
 from typer.core import TyperCommand, TyperGroup
 
-from . import sigbus
+from . import sigbus, stopping
 from .commands import REGISTER
 from .commands.command import EmbscopeCommand
+from .commands.examples import ROOT_EXAMPLES, ROOT_HELP, describe, epilog
 from .core import files
-from .core.errors import EmbscopeError, Option, options_spelled
+from .core.errors import EmbscopeError, Option, OptionError, options_spelled
 from .core.text import printable, shortened
+from .extras import missing_package
 
 COMMANDS = tuple(REGISTER)  # the order is the order --help lists them
 
@@ -51,6 +53,14 @@ def os_error_text(err: OSError) -> str:
     return f"expected a file that can be read, found {reason}: {shortened(str(err.filename))!r}"
 
 
+def memory_text(err: MemoryError) -> str:
+    """numpy's _ArrayMemoryError says what it could not allocate ("Unable to allocate 446. MiB for an array with
+    shape (57050, 1024) and data type float64"); a bare MemoryError says nothing."""
+    said = str(err).splitlines()[0][:200] if str(err) else ""
+    return (f"expected enough memory for this answer, found too little{f' ({said})' if said else ''}: a smaller "
+            "table, fewer rows or a machine with more memory may do")
+
+
 def stdout_failed(err: OSError) -> int:
     """Output could not be written (a full disk, a closed pipe): say so once, and stop Python trying again at exit."""
     try:  # later flushes go nowhere instead of raising during shutdown
@@ -69,6 +79,11 @@ def show_usage_error(err: typer.TyperException) -> None:
     if ctx is not None:
         usage = " ".join(ctx.get_usage().split())
         sys.stderr.write(f"{usage}  (see '{ctx.command_path} --help')\n")
+
+
+def click_usage(message: str, hint: str | None, ctx: typer.Context) -> typer.TyperException:
+    """The usage error (exit 2) for a message of the library's about an option the user typed."""
+    return typer.BadParameter(message, ctx=ctx, param_hint=hint)
 
 
 HELP_OPTIONS = ("-h", "--help")
@@ -92,7 +107,7 @@ class EmbscopeGroup(TyperGroup):
             code = 130
         except OSError as err:
             code = stdout_failed(err)
-        code = code if isinstance(code, int) else 0
+        code = stopping.exit_code(code if isinstance(code, int) else 0)  # SIGTERM, SIGHUP: cleaned up as Ctrl-C
         if not standalone_mode:
             return code
         sys.exit(code)
@@ -112,8 +127,19 @@ class EmbscopeGroup(TyperGroup):
             if getattr(err, "ctx", False) is None and command is not None:
                 err.ctx = typer.Context(command, info_name=name, parent=ctx)  # type: ignore[attr-defined]
             raise
+        except OptionError as err:  # an option's value, or a combination, the library cannot use: a usage error
+            name, command = ctx.meta.get(RESOLVED, (None, None))
+            hint = f"'{flag(Option(err.option))}'" if err.option else None
+            raise click_usage(str(err), hint, typer.Context(command, info_name=name, parent=ctx)) from None
         except EmbscopeError as err:
             error_line(str(err))
+        except ModuleNotFoundError as err:  # an optional package, however deep its import: one line naming it
+            missing = missing_package(err, f"embscope {ctx.meta.get(RESOLVED, ('',))[0]}".strip())
+            if missing is None:
+                raise
+            error_line(str(missing))
+        except MemoryError as err:  # an allocation past what the machine (or a ulimit) allows, wherever it was
+            error_line(memory_text(err))
         except OSError as err:  # a file the formats did not expect to fail (a name too long, a vanished file)
             if err.filename is None and err.errno in (errno.EPIPE, errno.ENOSPC, errno.EIO, errno.EDQUOT):
                 raise  # writing stdout failed: main says so
@@ -148,7 +174,8 @@ def build(names: Sequence[str] = COMMANDS) -> typer.Typer:
     built = EmbscopeTyper(
         cls=EmbscopeGroup,
         name="embscope",
-        help="Look inside the token and position embedding tables of a language-model checkpoint.",
+        help=ROOT_HELP,
+        epilog=epilog(ROOT_EXAMPLES),
         add_completion=False,
         pretty_exceptions_enable=False,
         rich_markup_mode=None,  # plain click help: no rich import to print --help
@@ -157,6 +184,7 @@ def build(names: Sequence[str] = COMMANDS) -> typer.Typer:
     built.callback(invoke_without_command=True)(root)
     for name in names:
         REGISTER[name](built)
+        describe(built.registered_commands[-1], name)  # its line in --help, and the examples ending its -h
     return built
 
 
@@ -176,6 +204,7 @@ def __getattr__(name: str) -> Any:
 
 def main() -> None:
     sigbus.install()  # a checkpoint cut short under its memory map: one line and exit 1, not a silent death
+    stopping.install()  # SIGTERM and SIGHUP clean up as Ctrl-C does
     if sys.stderr is None:  # `2>&-`: messages go nowhere, but the exit code still tells usage from input errors
         sys.stderr = io.StringIO()
     if sys.stdout is None:  # `>&-`: there is nowhere to put an answer

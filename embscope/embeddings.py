@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from . import cache
 from .core.checkpoint import Checkpoint, EmbeddingTables, Table
-from .core.errors import CheckpointError, EmbscopeError, PositionError, TableError
+from .core.errors import CheckpointError, EmbscopeError, Option, PositionError, TableError
 from .core.role import Role
 from .formats import OpenOptions, open_checkpoint
 from .hub import resolve
@@ -125,9 +125,23 @@ def resolve_path(path: str | os.PathLike[str] | None) -> tuple[Path, bool, HubSn
 def open(path: str | os.PathLike[str] | None = None, *, tokenizer: str | os.PathLike[str] | None = None,
          token_key: str | None = None, pos_key: str | None = None, output_key: str | None = None,
          trust_pickle: bool = False, vocab_size: int | None = None, d_model: int | None = None,
-         context: int | None = None) -> Embeddings:
+         context: int | None = None, first_position: int | None = None) -> Embeddings:
+    """The checkpoint at `path` (see resolve_path) and its tables; `first_position` overrides the row that holds
+    position 0 (the offset rule of position_offsets otherwise)."""
     options = OpenOptions(trust_pickle=trust_pickle, vocab_size=vocab_size, d_model=d_model, context=context)
     resolved, is_sample, snapshot = resolve_path(path)
     checkpoint = open_checkpoint(resolved, options)
     tables = find_tables(checkpoint, token_key=token_key, pos_key=pos_key, output_key=output_key)
+    if first_position is not None and tables.position is not None:
+        set_first_position(tables.position, first_position)
     return Embeddings(checkpoint, tables, Path(tokenizer) if tokenizer is not None else None, is_sample, snapshot)
+
+
+def set_first_position(table: Table, first_position: int) -> None:
+    """Position p is row p + first_position, as the user said, in place of the family's rule."""
+    if not 0 <= first_position < table.rows:
+        raise PositionError(f"expected {Option('first_position')} from 0 to {table.rows - 1} (the position table "
+                            f"{table.name!r} has {table.rows} rows), found {first_position}", option="first_position")
+    table.first_row = first_position
+    kept = tuple(note for note in table.notes if "position p is row p+" not in note)
+    table.notes = (*kept, f"position p is row p+{first_position}: {Option('first_position', first_position)}")

@@ -22,6 +22,7 @@ from pathlib import Path
 from .core import files
 from .core.errors import CheckpointError
 from .core.text import quote
+from .real_paths import RealPaths
 
 REPO_PREFIX = "models--"  # repo_folder_name: "models" + "--" + the id with "/" as "--"
 SEPARATOR = "--"
@@ -39,6 +40,7 @@ FILE_SUFFIXES = (".pt", ".pth", ".bin", ".safetensors", ".gguf", ".onnx", ".npz"
 MAX_REF_BYTES = 256  # a ref holds a 40-character hash; anything longer is not a ref
 MAX_SNAPSHOT_ENTRIES = 10_000  # files and folders checked in a snapshot; no model repository has more
 MAX_SNAPSHOT_DEPTH = 8
+MAX_LINK_PARTS = 64  # names in a link's text (and in a path it leads through): huggingface_hub writes ../../blobs/<etag>
 FETCH_HINT = "hf download {id}{rev} (or huggingface-cli download {id}{rev})"
 
 
@@ -108,7 +110,9 @@ def resolve(text: str) -> HubSnapshot | None:
                               f"found {'a link' if folder.is_symlink() else 'none'}; to fetch it: "
                               f"{fetch_hint(model_id, revision)}")
     snapshot = HubSnapshot(model_id, revision, commit, folder, cache)
-    check_links(snapshot)
+    paths = RealPaths(strict=True, max_parts=MAX_LINK_PARTS)
+    inside = check_inside(snapshot, paths)
+    check_links(snapshot, inside, paths)
     return snapshot
 
 
@@ -137,14 +141,24 @@ def cached_commits(repo: Path, listed: int = 3) -> list[str]:
     return names[:listed] + ([f"and {len(names) - listed} more"] if len(names) > listed else [])
 
 
-def check_links(snapshot: HubSnapshot) -> None:
-    """Every link under the snapshot ends inside the cache (the model's blobs, or the shared store), at something
-    that exists; a loop, a dangling link or one that leads out of the cache is refused before anything is read."""
-    folder = snapshot.folder
+def check_inside(snapshot: HubSnapshot, paths: RealPaths) -> Path:
+    """The real cache folder, once every folder from it down to the snapshot (models--*, snapshots, the commit)
+    is found to stay inside it: a `snapshots` that is a link out of the cache is refused like any other link."""
     try:
-        inside = snapshot.cache.resolve(strict=True)
-    except (OSError, RuntimeError) as err:
-        raise CheckpointError(f"cannot read {quote(snapshot.cache)}: {getattr(err, 'strerror', None) or err}") from None
+        inside = RealPaths(strict=True).resolve(snapshot.cache.absolute())  # the cache itself may be a link
+    except OSError as err:
+        raise CheckpointError(f"cannot read {quote(snapshot.cache)}: {err.strerror or err}") from None
+    repo = snapshot.folder.parent.parent
+    for folder in (repo, repo / SNAPSHOTS, snapshot.folder):
+        check_link(folder.absolute(), inside, f"{quote(folder)} for {snapshot.describe()}", paths)
+    return inside
+
+
+def check_links(snapshot: HubSnapshot, inside: Path, paths: RealPaths) -> None:
+    """Every link under the snapshot ends inside the cache (the model's blobs, or the shared store), at something
+    that exists; a loop, a dangling link or one that leads out of the cache is refused before anything is read.
+    `paths` resolves each folder the links pass through once."""
+    folder = snapshot.folder
     pending, seen = [(folder, 0)], 0
     while pending:
         current, depth = pending.pop()
@@ -159,7 +173,7 @@ def check_links(snapshot: HubSnapshot) -> None:
                                       f"{quote(folder)}, found more")
             path = Path(entry.path)
             if entry.is_symlink():
-                check_link(path, inside, f"{quote(path.relative_to(folder))} in {snapshot.describe()}")
+                check_link(path, inside, f"{quote(path.relative_to(folder))} in {snapshot.describe()}", paths)
             try:
                 is_folder = stat.S_ISDIR(path.stat().st_mode)
             except OSError:
@@ -168,27 +182,34 @@ def check_links(snapshot: HubSnapshot) -> None:
                 pending.append((path, depth + 1))
 
 
-def check_link(path: Path, inside: Path, what: str) -> None:
+def check_link(path: Path, inside: Path, what: str, paths: RealPaths) -> None:
     """`what` names the link for people: its name in the snapshot, and the snapshot."""
     try:
-        target = path.resolve(strict=True)
-    except RuntimeError:  # Python before 3.13 reports a loop so
-        raise CheckpointError(f"{what} is a link that loops back on itself; refused") from None
+        target = paths.resolve(path)
     except OSError as err:
         if err.errno == errno.ELOOP:
             raise CheckpointError(f"{what} is a link that loops back on itself; refused") from None
-        raise CheckpointError(f"{what} is a link to {quote(os.readlink(path))}, which is not there (an interrupted "
+        if err.errno == errno.ENAMETOOLONG:
+            raise CheckpointError(f"{what} is a link through more than {MAX_LINK_PARTS} folders; refused") from None
+        raise CheckpointError(f"{what} is a link to {quote(link_text(path))}, which is not there (an interrupted "
                               "download?); fetch the model again") from None
     if not target.is_relative_to(inside):
         raise CheckpointError(f"{what} is a link to {quote(target)}, outside the Hugging Face cache "
                               f"{quote(inside)}; refused")
 
 
-def snapshot_cache(folder: Path) -> Path | None:
+def link_text(path: Path) -> str:
+    try:
+        return os.readlink(path)
+    except OSError:  # not itself a link: a folder on its way is missing
+        return str(path)
+
+
+def snapshot_cache(folder: Path, paths: RealPaths | None = None) -> Path | None:
     """The cache whose snapshot holds `folder` (where the snapshot's links legitimately end), or None when
     `folder` is not inside a hub snapshot."""
     parts = folder.parts
     for at in range(len(parts) - 2, 1, -1):
         if parts[at] == SNAPSHOTS and parts[at - 1].startswith(REPO_PREFIX) and COMMIT.fullmatch(parts[at + 1]):
-            return Path(*parts[:at - 1]).resolve()
+            return (paths or RealPaths()).resolve(Path(*parts[:at - 1]))
     return None

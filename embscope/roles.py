@@ -7,12 +7,19 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
+from .core.arrays import to_float32
 from .core.checkpoint import Checkpoint, EmbeddingTables, Table, TensorInfo
 from .core.errors import Option, TableError
 from .core.role import Head, Role
 from .core.text import quote, shape_text
-from .storage.constants import CONTEXT_KEYS, VOCAB_KEYS
+from .listing import clipped_list
+from .position_offsets import position_offset as offset_by_family
+from .storage.constants import CONTEXT_KEYS, TIED_KEYS, VOCAB_KEYS
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 @dataclass(frozen=True)
@@ -45,7 +52,10 @@ KNOWN: dict[Role, tuple[Known, ...]] = {
         Known("wte.weight", "GPT-2 saved without the transformer. prefix"),
         Known("embeddings.word_embeddings.weight", "BERT, RoBERTa, ELECTRA"),
         Known("model.embed_tokens.weight", "Llama, Mistral, Qwen, Gemma"),
-        Known("decoder.embed_tokens.weight", "OPT"),
+        # fairseq RoBERTa, XLM-R (fairseq/models/roberta/model.py): encoder.sentence_encoder.* since fairseq 0.10,
+        # decoder.sentence_encoder.* in the original releases (upgrade_state_dict_named renames them)
+        Known("sentence_encoder.embed_tokens.weight", "fairseq RoBERTa, XLM-R"),
+        Known("decoder.embed_tokens.weight", "OPT; fairseq transformer decoders and language models"),
         Known("embed_tokens.weight", "Llama-family and OPT models saved without a prefix"),
         Known("embed_in.weight", "GPT-NeoX, Pythia"),
         Known("tok_embeddings.weight", "Meta's original Llama release"),
@@ -85,7 +95,11 @@ KNOWN: dict[Role, tuple[Known, ...]] = {
         Known("roberta.embeddings.position_embeddings.weight", "RoBERTa", first_row=2,
               note="RoBERTa position rows 0-1 are padding: position p is row p+2"),
         Known("embeddings.position_embeddings.weight", "BERT, ELECTRA"),
-        Known("embed_positions.weight", "OPT", first_row=2,
+        # fairseq's LearnedPositionalEmbedding numbers positions from padding_idx + 1 (fairseq/utils.py
+        # make_positions); the checkpoint's pad_token_id (formats/_fairseq.py) is that padding index, 1 by default
+        Known("sentence_encoder.embed_positions.weight", "fairseq RoBERTa, XLM-R", first_row=2,
+              note="fairseq position rows start after the padding index (1): position p is row p+2"),
+        Known("embed_positions.weight", "OPT; fairseq transformers with learned positions", first_row=2,
               note="OPT position rows carry an offset of 2: position p is row p+2"),
         Known("pos_emb.weight", "from-scratch torch models"),
         Known("position_embedding.weight", "from-scratch torch models"),
@@ -107,7 +121,9 @@ KNOWN: dict[Role, tuple[Known, ...]] = {
               "TokenAndPositionEmbedding: its second keras.layers.Embedding (pos_emb)"),
     ),
     Role.output: (
-        Known("lm_head.weight", "nanoGPT, GPT-2, Llama, Mistral, Qwen, OPT"),
+        Known("lm_head.weight", "nanoGPT, GPT-2, Llama, Mistral, Qwen, OPT; fairseq RoBERTa's encoder.lm_head"),
+        Known("decoder.output_projection.weight", "fairseq transformer decoders (0.10 and later)"),
+        Known("decoder.embed_out", "fairseq transformer decoders before 0.10 (a Parameter, not a Linear)"),
         Known("embed_out.weight", "GPT-NeoX, Pythia"),
         Known("cls.predictions.decoder.weight", "BERT masked-LM head"),
         Known("output.weight", "Meta's original Llama release, llama.cpp GGUF", whole_name_only=True),
@@ -118,7 +134,6 @@ KNOWN: dict[Role, tuple[Known, ...]] = {
 }
 
 # Hugging Face configs whose learned positions start after two reserved rows
-POSITION_OFFSET_MODEL_TYPES = {"roberta": 2, "xlm-roberta": 2, "camembert": 2, "opt": 2}
 
 # config.json "architectures" (transformers' class names): parts of a name that mean a language-model head ...
 LM_HEAD_ARCHITECTURES = ("LMHead", "ForCausalLM", "ForMaskedLM", "ForConditionalGeneration", "DoubleHeadsModel")
@@ -138,13 +153,11 @@ NON_PARAMETER_SUFFIXES = (
 # what discovery tried, for the roles it must fill: in the error a command raises, and in info's note
 NOT_FOUND = {
     Role.token: "by name, by config size, or as the file's only 2-D float tensor",
-    Role.position: "by name or config size: a model with rotary or other computed positions has no learned "
-                   "position table",
+    Role.position: "by name or config size (rotary and other computed positions have none)",
 }
 KEY_OPTIONS = {Role.token: "token_key", Role.position: "pos_key", Role.output: "output_key"}  # open()'s keywords
 ROLE_WORDS = {Role.token: "token-embedding table", Role.position: "learned position table",
               Role.output: "output projection"}
-LISTED_CANDIDATES = 20  # tensors a "found none" message names
 
 # An output head saved as a copy of the token table is tied. Rows spread over the table are compared first
 # (an untied head differs on the first one, so that costs a few pages); only when they all match are the
@@ -194,9 +207,9 @@ def candidates_text(checkpoint: Checkpoint, taken: set[str]) -> str:
     if not others:
         return "the file holds no other tensor" if taken else "the file holds no tensors"
     listed = tables or others
-    text = ", ".join(f"{quote(t.name)} ({shape_text(t.shape)} {t.dtype})" for t in listed[:LISTED_CANDIDATES])
-    if len(listed) > LISTED_CANDIDATES:
-        text += f" and {len(listed) - LISTED_CANDIDATES} more"
+    text = clipped_list([f"{quote(t.name)} ({shape_text(t.shape)} {t.dtype})" for t in listed],
+                        "2-D float tensors" if tables else "tensors",
+                        names=[quote(t.name) for t in listed])
     text = f"candidates: {text}" if tables else f"no 2-D float tensor among them: {text}"
     if list(checkpoint.tensors) == [checkpoint.path.stem] and checkpoint.path.suffix.lower() == ".npy":
         text += f"; a .npy holds one array, named after its file ({quote(checkpoint.path.stem)})"
@@ -238,16 +251,14 @@ def by_key(checkpoint: Checkpoint, role: Role, key: str) -> Table:
 
 
 def position_offset(checkpoint: Checkpoint, known: Known | None) -> tuple[int, tuple[str, ...]]:
-    """Rows before position 0, and the note that says why: the name's quirk, else the config's model type."""
+    """Rows before position 0, and the note that says why: the config's family (position_offsets.OFFSET_RULES),
+    else the name's quirk."""
+    found = offset_by_family(checkpoint.config)
+    if found is not None:
+        return found[0], (found[1],)
     if known is not None and known.first_row:
         return known.first_row, (known.note,) if known.note else ()
-    model_type = checkpoint.config.get("model_type")
-    first_row = POSITION_OFFSET_MODEL_TYPES.get(model_type, 0) if isinstance(model_type, str) else 0
-    if not first_row:
-        return 0, ()
-    note = f"position rows carry an offset of {first_row} (model_type {model_type!r} in the config): " \
-           f"position p is row p+{first_row}"
-    return first_row, (note,)
+    return 0, ()
 
 
 def by_name(checkpoint: Checkpoint, role: Role, taken: set[str]) -> Table | None:
@@ -255,7 +266,7 @@ def by_name(checkpoint: Checkpoint, role: Role, taken: set[str]) -> Table | None
     for known in KNOWN[role]:
         found = distinct([t for t in tables if known.matches(t.name)])
         if len(found) > 1:
-            names = ", ".join(quote(t.name) for t in found)
+            names = clipped_list([quote(t.name) for t in found], "tables")
             raise TableError(f"expected one {role} table, found several equally good ones ({names}); "
                              f"choose with {Option(KEY_OPTIONS[role])}", role=role, option=KEY_OPTIONS[role])
         if found:
@@ -277,7 +288,7 @@ def by_shape(checkpoint: Checkpoint, role: Role, taken: set[str], width: int | N
     if len(candidates) > 1 and role is Role.position:
         return None  # a rotary model whose width equals its context has many d x d matrices of that shape
     if len(candidates) > 1:
-        names = ", ".join(quote(t.name) for t in candidates)
+        names = clipped_list([quote(t.name) for t in candidates], f"tables of {rows} rows")
         raise TableError(f"expected one {role} table with {rows} rows ({key} in the config), found several "
                          f"({names}); choose with {Option(KEY_OPTIONS[role])}", role=role, option=KEY_OPTIONS[role])
     if candidates:
@@ -344,39 +355,82 @@ def missing_head(checkpoint: Checkpoint) -> tuple[Head, str]:
     return Head.unknown, "no output projection in the file (tied, or a model without a language-model head)"
 
 
+# significand bits (with the implicit one) of each float type: a copy requantised to the coarser of two types
+# differs from the original by at most half its last place, |x| * 2**-bits
+SIGNIFICAND_BITS = {"float64": 53, "float32": 24, "float16": 11, "bfloat16": 8}
+SUBNORMAL_HALF_STEP = {"float16": 2.0**-25}  # where half a last place no longer scales with |x|
+
+
+def same_values(a: np.ndarray, b: np.ndarray, token: TensorInfo, output: TensorInfo) -> bool:
+    """Rows of the two tables hold the same values: bit for bit in one dtype, else within the coarser dtype's
+    rounding (a head saved as a float16 or bfloat16 copy of a float32 token table)."""
+    if token.dtype == output.dtype:
+        return a.tobytes() == b.tobytes()
+    import numpy as np
+    coarse = min((token.dtype, output.dtype), key=lambda name: SIGNIFICAND_BITS[name])
+    with np.errstate(over="ignore", invalid="ignore"):
+        x, y = to_float32(np.asarray(a), token.dtype), to_float32(np.asarray(b), output.dtype)
+        bound = np.maximum(np.abs(x), np.abs(y)) * 2.0**-SIGNIFICAND_BITS[coarse] + SUBNORMAL_HALF_STEP.get(coarse, 0.0)
+        return bool(np.all(np.abs(x - y) <= bound))
+
+
 def compare_copy(token: TensorInfo, output: TensorInfo) -> tuple[bool, str | None]:
-    """Whether the head holds exactly the token table's values, bit for bit, and a note when only
-    part of it was compared."""
-    if output.shape != token.shape or output.dtype != token.dtype:
+    """Whether the head holds exactly the token table's values (bit for bit, or within the rounding of a
+    requantised copy), and a note when only part of it was compared."""
+    if output.shape != token.shape or not {token.dtype, output.dtype} <= SIGNIFICAND_BITS.keys():
         return False, None
     a, b = token.read(), output.read()
     rows = sorted({round(i * (a.shape[0] - 1) / (PROBE_ROWS - 1)) for i in range(PROBE_ROWS)})
-    if a[rows].tobytes() != b[rows].tobytes():
+    if not same_values(a[rows], b[rows], token, output):
         return False, None
     if a.nbytes > FULL_COMPARE_BYTES:
         return False, (f"{quote(output.name)} equals the token table on the {len(rows)} rows compared; at "
                        f"{a.nbytes:,} bytes each the tables were not compared whole, so it counts as a head of its own")
     block = max(1, COMPARE_BLOCK_BYTES // (a.nbytes // a.shape[0]))
-    return all(a[i:i + block].tobytes() == b[i:i + block].tobytes() for i in range(0, a.shape[0], block)), None
+    return all(same_values(a[i:i + block], b[i:i + block], token, output) for i in range(0, a.shape[0], block)), None
 
 
-def head_of(checkpoint: Checkpoint, token: Table | None, output: Table) -> tuple[Head, str | None, str | None]:
-    """(head, note, tied_copy) for an output tensor in the file; tied_copy names a second stored copy of
-    the token table, counted once."""
+def config_tie(config: dict[str, object]) -> bool | None:
+    """What the config says of the tie (tie_word_embeddings, or a from-scratch config's tied flag); None: nothing."""
+    for key in TIED_KEYS:
+        if isinstance(config.get(key), bool):
+            return bool(config[key])
+    return None
+
+
+def copy_words(token: TensorInfo, output: TensorInfo) -> str:
+    if token.dtype == output.dtype:
+        return f"{output.name} holds exactly the values of {token.name}"
+    return f"{output.name} ({output.dtype}) holds the values of {token.name} ({token.dtype}) within {output.dtype if SIGNIFICAND_BITS[output.dtype] < SIGNIFICAND_BITS[token.dtype] else token.dtype}'s rounding"
+
+
+def head_of(checkpoint: Checkpoint, token: Table | None, output: Table) -> tuple[Head, str | None, str | None, str | None]:
+    """(head, note, tied_copy, tensors) for an output tensor in the file; tied_copy names a second stored copy of
+    the token table, counted once; tensors is what comparing the two says ("equal", "different", or None where
+    they were not compared whole). The tensors decide over config.json, and the note says when they disagree."""
     if token is None:
-        return Head.untied, None, None
+        return Head.untied, None, None, None
     if output.name == token.name:
-        return Head.tied, f"the output projection named is the token table {quote(token.name)}: the head is tied", None
+        return (Head.tied, f"the output projection named is the token table {quote(token.name)}: the head is tied",
+                None, "equal")
     if output.tensor.storage is not None and output.tensor.storage == token.tensor.storage:
-        return Head.tied, f"{output.name} shares storage with {token.name}: the head is tied, counted once", None
-    if checkpoint.config.get("tie_word_embeddings") is True and output.tensor.shape == token.tensor.shape:
-        return Head.tied, (f"{output.name} is declared tied (tie_word_embeddings) to {token.name}: the head is "
-                           "tied, counted once"), output.name
-    same, note = compare_copy(token.tensor, output.tensor)
+        return Head.tied, f"{output.name} shares storage with {token.name}: the head is tied, counted once", None, "equal"
+    declared = config_tie(checkpoint.config)
+    same, partial = compare_copy(token.tensor, output.tensor)
+    if partial is not None:  # the tensors could not say: config.json does, as before
+        if declared:
+            return Head.tied, (f"{partial}; config.json declares the head tied, so it is counted once"), output.name, None
+        return Head.untied, partial, None, None
     if same:
-        return Head.tied, (f"{output.name} holds exactly the values of {token.name}: a saved copy of a tied "
-                           "head, counted once"), output.name
-    return Head.untied, note, None
+        note = f"{copy_words(token.tensor, output.tensor)}: a saved copy of a tied head, counted once"
+        if declared is False:
+            note = (f"config.json says the head is not tied, but {copy_words(token.tensor, output.tensor)}: the "
+                    "tensors decide, so the head is tied, counted once")
+        return Head.tied, note, output.name, "equal"
+    if declared:
+        return Head.untied, (f"config.json says the head is tied, but {output.name} differs from {token.name}: the "
+                             "tensors decide, so the head is a table of its own, counted and compared"), None, "different"
+    return Head.untied, None, None, "different"
 
 
 def find_tables(checkpoint: Checkpoint, token_key: str | None = None, pos_key: str | None = None,
@@ -401,9 +455,9 @@ def find_tables(checkpoint: Checkpoint, token_key: str | None = None, pos_key: s
     position = fill(Role.position, pos_key, taken, token.dim if token else None)
     taken |= {position.name} if position else set()
     output = fill(Role.output, output_key, taken)
-    tied_copy = None
+    tied_copy, tensors = None, None
     if output is not None:
-        head, note, tied_copy = head_of(checkpoint, token, output)
+        head, note, tied_copy, tensors = head_of(checkpoint, token, output)
     elif Role.output in missing:
         head, note = Head.ambiguous, missing[Role.output]
     else:
@@ -414,4 +468,4 @@ def find_tables(checkpoint: Checkpoint, token_key: str | None = None, pos_key: s
         choices = ("" if head is Head.tied
                    else f"; {candidates_text(checkpoint, taken)}; name one with {key_option(Role.output)}")
         missing[Role.output] = f"expected an untied output projection, found none: {note}{choices}"
-    return EmbeddingTables(token, position, output, head, note, tuple(notes), tied_copy, missing)
+    return EmbeddingTables(token, position, output, head, note, tuple(notes), tied_copy, missing, tensors)

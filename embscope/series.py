@@ -16,6 +16,7 @@ from .core.checkpoint import Checkpoint
 from .core.errors import CheckpointError
 from .core.text import quote
 from .formats import sniff_readable
+from .listing import clipped_list
 from .storage.constants import NOT_WEIGHTS, PREFERRED_IN_DIRECTORY
 
 TRAINER_FOLDER = re.compile(r"checkpoint-\d+")  # what transformers' Trainer names each save
@@ -77,7 +78,7 @@ def in_step_order(found: list[tuple[Path, Step]]) -> tuple[list[tuple[Path, Step
     unknown = [entry for entry in found if entry[1].value is None]
     notes = []
     if unknown:
-        names = ", ".join(quote(path.name) for path, _ in unknown)
+        names = clipped_list([quote(path.name) for path, _ in unknown], "checkpoints", where=None)
         notes.append(f"{names}: no step in the file or its name, so placed last, in name order")
     counted = Counter(step.value for _, step in known)
     repeated = sorted(s for s, n in counted.items() if n > 1 and s is not None)

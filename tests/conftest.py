@@ -31,6 +31,12 @@ if sys.dont_write_bytecode:
     os.environ.setdefault("PYTHONPYCACHEPREFIX", sys.pycache_prefix)
 
 
+# The tests write nothing outside the repository and the temporary folder: embscope's cache (the fixture below
+# gives each run its own) and matplotlib's font cache and config go there, never to the tester's ~/.cache. The
+# font cache is kept between runs (building it takes a second a worker).
+os.environ["MPLCONFIGDIR"] = os.path.join(tempfile.gettempdir(), "embscope-tests-matplotlib")
+
+
 # A worker's heap holds torch, matplotlib and every format's library, and each full collection walks all of it
 # (0.2 s). With Python's default 700 allocations between young collections, objects a command holds for a moment
 # survive into the old generations and set off full ones: the collector took 10 s of the suite's CPU. Collecting the

@@ -13,7 +13,7 @@ from conftest import run, run_json
 import embscope
 from embscope.analysis import analogy as analogy_module
 from embscope.analysis.analogy import analogy, evaluate, read_questions
-from embscope.compute.select import best_columns
+from embscope.compute import topk_scores
 
 PAIRS = [("king", "queen"), ("man", "woman"), ("lord", "lady"), ("prince", "princess"), ("father", "mother"),
          ("son", "daughter"), ("boy", "girl"), ("uncle", "aunt"), ("paris", "france"), ("rome", "italy"),
@@ -154,12 +154,18 @@ def test_the_file_is_answered_in_blocks_alike(emb, monkeypatch):
     assert evaluate(emb, questions, method="3cosmul") == evaluate(emb, questions, method="3cosmul")
 
 
-def test_best_columns_break_ties_by_id_and_pad():
+def test_the_one_topk_over_ratios_breaks_ties_by_id_pads_and_does_not_clip():
     scores = np.array([[0.5, 0.9, 0.9, -np.inf, 0.9]], dtype=np.float32)
-    ids, values = best_columns(scores, 2)
+    ids, values = topk_scores(scores, 2)
     assert ids.tolist() == [[1, 2]]
-    ids, values = best_columns(scores, 5)
+    ids, values = topk_scores(scores, 5)
     assert ids.tolist() == [[1, 2, 4, 0, -1]] and np.isnan(values[0, 4])
+    ratios = np.random.default_rng(0).random((40, 3000)).astype(np.float32) * 50  # 3CosMul ratios pass 1
+    ratios[:, 7] = ratios[:, 8] = 60.0  # a tie at the top: the lower column first
+    ids, values = topk_scores(ratios, 6)
+    expected = np.argsort(-ratios, axis=1, kind="stable")[:, :6]
+    assert np.array_equal(ids, expected)
+    assert np.array_equal(values, np.take_along_axis(ratios, expected, axis=1).astype(np.float64))
 
 
 def test_cli_json_names_the_method_and_results(ckpt, kv):

@@ -22,7 +22,6 @@ ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 DOCS = README + "".join(page.read_text(encoding="utf-8") for page in sorted((ROOT / "docs").glob("*.md")))
 COMMANDS = typer.main.get_command(app).commands
-TAKES_CHECKPOINTS_AS_ARGUMENTS = {"compare"}  # several checkpoints, so no -c
 SAMPLE = Path(__file__).resolve().parent.parent / "sample_checkpoints" / "nlm" / "model.pkl"
 SAMPLE_LINE = "checkpoint: bundled sample (Shakespeare GPT, step 3000); pass -c PATH for your own"
 # the smallest arguments each command answers with
@@ -39,16 +38,14 @@ def test_every_command_has_help_a_line_in_the_readme_and_an_example_in_the_docs(
         assert command.help and command.help.strip(), name
         assert f"| `embscope {name}" in README, f"the README's table of commands has no `embscope {name}`"
         assert f"$ embscope {name}" in DOCS, f"no page shows an example of `embscope {name}`"
-        expected = 0 if name in TAKES_CHECKPOINTS_AS_ARGUMENTS else 1
-        assert run(name, "--help").stdout.count("--checkpoint") == expected, name
+        assert run(name, "--help").stdout.count("--checkpoint") == 1, name  # compare too (issue 32)
 
 
 def test_every_command_takes_the_shared_options():
     shared = {"--checkpoint", "--tokenizer", "--token-key", "--pos-key", "--json"}
     for name, command in COMMANDS.items():
         options = {opt for param in command.params for opt in param.opts}
-        wanted = shared - {"--checkpoint"} if name in TAKES_CHECKPOINTS_AS_ARGUMENTS else shared
-        assert wanted <= options, (name, wanted - options)
+        assert shared <= options, (name, shared - options)
 
 
 @pytest.mark.parametrize("name", ["info", "params", "similarity", "positions", "norms"])
@@ -222,7 +219,7 @@ def test_h_is_help_for_the_app_and_every_command():
 
 def count_options(command) -> list:
     """The options of a command that take a whole number, but the table shapes every command shares."""
-    shapes = {"--vocab-size", "--d-model", "--context"}
+    shapes = {"--vocab-size", "--d-model", "--context", "--first-position"}  # what the table is, not how many
     return [p for p in command.params if p.param_type_name == "option" and p.type.name in ("integer", "int range")
             and not shapes & set(p.opts)]
 
@@ -268,3 +265,50 @@ def test_the_command_line_lets_blas_workers_sleep_unless_told_otherwise(given, e
         env["OPENBLAS_THREAD_TIMEOUT"] = given
     found = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, check=True)
     assert found.stdout.split()[-2:] == [expected, "False"]
+
+
+def runnable(example: str) -> bool:
+    """An example names no file missing from the repository (`run-a/ckpt.pt` is the user's, `gpt2` a hub id that
+    this machine's cache need not hold)."""
+    words = example.split()[1:]
+    named = [w for i, w in enumerate(words) if "/" in w or (i and words[i - 1] == "-c")]
+    return all((ROOT / w).exists() for w in named)
+
+
+def test_every_help_page_ends_with_examples_that_run(tmp_path, monkeypatch):
+    """Issue 32: -h on every command ends with one to three examples as typed, each starting `embscope <command>`;
+    each that needs no file the repository lacks runs on the sample (in a temporary folder, where its outputs go)."""
+    import shlex
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "sample_checkpoints").symlink_to(ROOT / "sample_checkpoints")
+    ran = set()
+    for name in COMMANDS:
+        page = run(name, "-h").stdout.rstrip("\n").split("\n")
+        at = page.index("  Examples:")
+        examples = [line.strip() for line in page[at + 1:]]
+        assert 1 <= len(examples) <= 3 and all(e.startswith(f"embscope {name}") for e in examples), (name, examples)
+        for example in filter(runnable, examples):
+            run(*shlex.split(example)[1:])  # exit 0
+            ran.add(name)
+    assert ran == set(COMMANDS)
+
+
+def test_the_command_list_shows_each_line_whole_and_says_what_c_takes():
+    """`embscope --help` cut the commands' lines with "..." (issue 32); it says what -c takes and the default."""
+    from embscope.commands.examples import SHORT_HELP
+    page = subprocess.run([sys.executable, "-m", "embscope", "--help"], capture_output=True, text=True, check=True,
+                          env={**os.environ, "COLUMNS": "80"}).stdout
+    for name, line in SHORT_HELP.items():
+        assert f"  {name.ljust(12)}  {line}\n" in page
+    assert "\u2026" not in page and "..." not in page.split("Commands:")[1]
+    flat = " ".join(page.split())
+    assert "-c names: a file, a folder, or a model id in the local Hugging Face cache" in flat
+    assert "Without -c: $EMBSCOPE_CHECKPOINT, else the bundled sample model." in flat
+
+
+@pytest.mark.parametrize("name", ["neighbors", "similarity"])
+def test_help_lists_only_the_tables_a_command_takes(name):
+    """`neighbors --table` listed `position`, then refused it (issue 32): the choices are the accepted values."""
+    assert "--table <token|output>" in run(name, "-h").stdout
+    result = run(name, "dog", "--table", "position", code=2)
+    assert result.stderr.startswith("Error: Invalid value for '--table': 'position' is not one of 'token', 'output'.")

@@ -125,3 +125,22 @@ def test_no_cka_skips_it_and_says_so(tmp_path):
     doc = run_json("compare", path, "--output", "--sample", 0, "--no-cka")
     assert doc["cka"] is None and "linear CKA was not computed (--no-cka)" in doc["notes"]
     assert doc["aligned_mean_row_cosine"] > 0.99
+
+
+def test_compare_takes_c_and_the_variable_as_every_command_does(tmp_path, monkeypatch):
+    """Issue 32: `compare --output -c X` was "No such option: -c", and with $EMBSCOPE_CHECKPOINT set `compare
+    --output` was "Missing argument". -c and the variable give the same answer as the argument; -c repeats."""
+    path, token, head = untied(tmp_path / "with space.safetensors")
+    by_argument = run_json("compare", path, "--output", "--sample", 0)
+    assert run_json("compare", "--output", "-c", path, "--sample", 0) == by_argument
+    assert by_argument["mean_row_cosine"] == pytest.approx(row_cosines(token, head).mean(), rel=1e-9)
+    monkeypatch.setenv("EMBSCOPE_CHECKPOINT", str(path))  # one path, though it holds a space
+    assert run_json("compare", "--output", "--sample", 0) == by_argument
+    other, _, _ = untied(tmp_path / "other.safetensors", seed=3)
+    two = run_json("compare", "-c", path, "-c", other, "--sample", 0, "--no-cka")
+    assert [c["path"] for c in two["checkpoints"]] == [str(path), str(other)]
+    mixed = run_json("compare", path, "-c", other, "--sample", 0, "--no-cka")  # the arguments first, then each -c
+    assert [c["path"] for c in mixed["checkpoints"]] == [str(path), str(other)]
+    monkeypatch.delenv("EMBSCOPE_CHECKPOINT")
+    result = run("compare", "--output", code=2)
+    assert result.stderr.startswith("Error: Invalid value for 'CHECKPOINT...': expected checkpoints to compare")

@@ -394,3 +394,141 @@ def test_the_norm_summary_holds_a_few_arrays_of_the_norms(kind, bound):
     assert len(summary.flagged) == rows or kind == "normal"
     assert peak < bound * norms.nbytes, peak / norms.nbytes  # the code before: 5.2 and 3.1 times
 
+
+
+# ----------------------------------------------------------------------------- round four (issue 33)
+
+def test_paths_are_resolved_as_realpath_resolves_them_each_folder_once(tmp_path, monkeypatch):
+    """real_paths.RealPaths against os.path.realpath on links (relative, absolute, chained, with ".."), and the
+    lstat calls counted: 300 paths through one 200-folder chain cost the chain once, not 300 times (r03, r04)."""
+    from embscope import real_paths
+    deep = tmp_path.joinpath(*["d"] * 200)
+    deep.mkdir(parents=True)
+    (deep / "data").write_bytes(b"x")
+    (tmp_path / "up").symlink_to("d/d/../d")  # ".." after a link: the link's target, then its parent
+    (tmp_path / "abs").symlink_to(deep / "data")
+    (tmp_path / "chain").symlink_to("abs")
+    resolver = real_paths.RealPaths()
+    for path in (tmp_path / "up" / "d", tmp_path / "chain", tmp_path / "up" / ".." / "d", tmp_path / "missing" / "x",
+                 deep / "data"):
+        assert resolver.resolve(path) == Path(os.path.realpath(path)), path
+    calls = []
+    real_lstat = os.lstat
+    monkeypatch.setattr(real_paths.os, "lstat", lambda p: calls.append(p) or real_lstat(p))
+    fresh = real_paths.RealPaths()
+    for _ in range(300):
+        fresh.resolve(deep / "data")
+    assert len(calls) == len((deep / "data").parts) - 1  # once for each name below the root
+    (tmp_path / "loop").symlink_to("loop")
+    with pytest.raises(OSError) as caught:
+        real_paths.RealPaths().resolve(tmp_path / "loop")
+    assert caught.value.errno == 40  # ELOOP
+    with pytest.raises(OSError):
+        real_paths.RealPaths(max_parts=64).resolve(deep / "data")
+
+
+def test_an_onnx_location_past_its_stated_depth_is_refused_in_one_line(tmp_path):
+    from onnx import TensorProto, helper
+
+    from embscope.formats.onnx_file import MAX_LOCATION_PARTS
+    folder = tmp_path.joinpath(*["d"] * 300)
+    folder.mkdir(parents=True)
+    data = np.random.default_rng(0).standard_normal((8, 4)).astype("<f4")
+    (folder / "data").write_bytes(data.tobytes())
+    tensor = TensorProto(name="embeddings.word_embeddings.weight", data_type=TensorProto.FLOAT, dims=[8, 4],
+                         data_location=TensorProto.EXTERNAL)
+    for key, value in (("location", "d/" * 300 + "data"), ("offset", "0"), ("length", str(data.nbytes))):
+        tensor.external_data.add(key=key, value=value)
+    path = tmp_path / "model.onnx"
+    path.write_bytes(helper.make_model(helper.make_graph([], "g", [], [], initializer=[tensor])).SerializeToString())
+    result = run("info", "-c", path, code=1)
+    assert f"is not a file name of at most {MAX_LOCATION_PARTS} folders" in result.stderr
+    assert result.stderr.count("\n") == 1
+
+
+def test_user_defined_tokens_are_found_by_one_automaton(tmp_path):
+    """substrings.Substrings against `in` on random strings; and the GGUF partition, cut by llama.cpp's rule
+    (longest first, each across what the longer left), asks the automaton once per text, not once per token."""
+    import random
+
+    from embscope.tokenizers.gguf_vocab import UserDefined
+    from embscope.tokenizers.substrings import Substrings
+    rng = random.Random(1)
+    for _ in range(500):
+        strings = ["".join(rng.choice("abc") for _ in range(rng.randint(1, 5))) for _ in range(rng.randint(1, 12))]
+        text = "".join(rng.choice("abcd") for _ in range(rng.randint(0, 20)))
+        assert Substrings(strings).found(text) == {i for i, s in enumerate(strings) if s in text}
+    tokens = ["ab", "abc", "b", "x"] + [f"a{i}" for i in range(5000)]
+    cut = UserDefined(tokens, list(range(len(tokens))))
+    # abc (3 bytes, id 1) first, then a12 (3 bytes, id 16), then ab (0) in what is left, then b (2)
+    assert cut.partition("zabcab a12b") == ["z", 1, 0, " ", 16, 2]
+    assert cut.partition("a4999") == [5003]
+
+
+def test_a_megabyte_name_is_printed_cut_with_its_length(tmp_path):
+    """r06: a tensor name of 1,000,000 characters: info and the report show its start, its end and its length."""
+    from embscope.core.text import TEXT_SHOWN
+    name = "x" * 1_000_000 + ".wte.weight"
+    path = safetensors_table(tmp_path / "model.safetensors", np.eye(8, dtype=np.float32), name)
+    out = run("info", "-c", path).stdout
+    assert "(1,000,011characters)" in re.sub(r"[\s\u2502]", "", out) and len(out) < 20 * TEXT_SHOWN  # in a folded cell
+    run("report", "-c", path, "--out", tmp_path / "r.html")
+    page = (tmp_path / "r.html").read_text(encoding="utf-8")
+    assert "1,000,011 characters" in page and "x" * 10_000 not in page
+    assert run_json("info", "-c", path)["tables"]["token"]["name"] == name  # JSON keeps it whole
+
+
+def test_a_table_of_few_rows_gets_its_geometry_from_the_gram_matrix(monkeypatch):
+    """r07: 5 rows x 64 columns, against plain numpy statements of the figures over the d x d matrices; and no
+    d x d matrix is made (np.linalg.eigh sees only 5 x 5 ones)."""
+    from embscope.analysis.geometry import table_geometry
+    from embscope.compute.moments import StoredRows
+    rng = np.random.default_rng(3)
+    table = rng.standard_normal((5, 64)) * np.linspace(0.2, 3.0, 64) + 0.4
+    seen = []
+    real_eigh = np.linalg.eigh
+    monkeypatch.setattr(np.linalg, "eigh", lambda m: seen.append(m.shape) or real_eigh(m))
+    found = table_geometry(StoredRows(table.astype(np.float32)), "token", "t", device="cpu")
+    assert seen and all(shape == (5, 5) for shape in seen)
+    w = table.astype(np.float32).astype(np.float64)
+    centred = w - w.mean(0)
+    singular = np.linalg.svd(centred, compute_uv=False)  # 5 values, the 5th zero: the centred rows have rank 4
+    np.testing.assert_allclose(found.spectrum.singular_values[:4], singular[:4], rtol=1e-9)
+    assert not found.spectrum.singular_values[4:].any() and len(found.spectrum.singular_values) == 64
+    _, vectors = real_eigh(w.T @ w)  # the d x d statement of the partition function (Mu & Viswanath 2018)
+    z = np.concatenate([np.exp(w @ vectors).sum(0), np.exp(-w @ vectors).sum(0)])
+    assert found.partition_isotropy == pytest.approx(z.min() / z.max(), rel=1e-6)
+    top = np.linalg.svd(centred, full_matrices=False)[2][:1].T  # all-but-the-top removes max(1, 64 // 100) = 1
+    residual = centred - centred @ top @ top.T
+    unit = residual / np.linalg.norm(residual, axis=1, keepdims=True)
+    pairs = unit @ unit.T
+    assert found.abtt_mean_cosine == pytest.approx((pairs.sum() - 5) / 20, abs=1e-9)
+
+
+def test_cka_of_few_pairs_is_the_d_x_d_value_from_n_x_n_matrices():
+    """r07's compare: 4 pairs of 300-wide rows; the value against the d x d statement of Kornblith et al."""
+    from embscope.analysis.cka import linear_cka
+    from embscope.analysis.compare import Pairing
+    rng = np.random.default_rng(5)
+    a, b = rng.standard_normal((4, 300)), rng.standard_normal((4, 200))
+    b[:, :3] += a[:, :3] * 4
+    found = linear_cka(a.astype(np.float32), b.astype(np.float32), Pairing(4), device="cpu")
+    x, y = a.astype(np.float32).astype(np.float64), b.astype(np.float32).astype(np.float64)
+    x, y = x - x.mean(0), y - y.mean(0)
+    expected = np.linalg.norm(y.T @ x) ** 2 / (np.linalg.norm(x.T @ x) * np.linalg.norm(y.T @ y))
+    assert found.rows == 4 and found.value == pytest.approx(expected, rel=1e-9)
+
+
+def test_memory_that_runs_out_anywhere_is_one_line(monkeypatch):
+    """r09's class: numpy's own MemoryError (an allocation of an exabyte, raised where the norms are computed)
+    reaches the CLI as one line saying what could not be allocated, never a traceback."""
+    from embscope.analysis import norms
+
+    def exabyte(array):
+        return np.empty(1 << 60, dtype=np.uint8)
+
+    monkeypatch.setattr(norms, "row_norms", exabyte)
+    result = run("norms", code=1)
+    assert result.stderr.startswith("Error: expected enough memory for this answer, found too little (Unable to "
+                                    "allocate 1.00 EiB")
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr

@@ -191,3 +191,48 @@ def test_every_option_a_message_names_is_a_flag_of_the_command_line():
                 named.append(Option(node.args[0].value, value if isinstance(value, bool) else None))
     assert len(named) > 30
     assert sorted({cli.flag(option) for option in named} - flags) == []
+
+
+def test_an_error_about_forty_candidate_tables_is_one_short_line(tmp_path):
+    """Issue 32: a real quantised ONNX file's candidates made a 1.8 KB error line. Forty 2-D tensors, none of them
+    a token table by name or config: the error is one line of at most 300 characters, counting them all."""
+    from conftest import run
+    path = tmp_path / "forty.safetensors"
+    names = [f"encoder.layers.{i}.self_attention.query_key_value.weight" for i in range(40)]
+    save_file({name: np.zeros((8, 4), np.float32) for name in names}, path)
+    for command in (["similarity", "dog", "cat"], ["positions"], ["report", "--out", tmp_path / "r.html"]):
+        result = run(*command, "-c", path, code=1 if command[0] != "report" else 0)
+        if command[0] == "report":  # the report is written; its sections that need the tables say why, shortly
+            page = (tmp_path / "r.html").read_text(encoding="utf-8")
+            assert "40 2-D float tensors, e.g." in page and names[39] not in page
+            continue
+        lines = result.stderr.splitlines()
+        assert len(lines) == 1 and len(lines[0]) <= 300, lines
+        assert "candidates: 40 2-D float tensors, e.g. 'encoder.layers.0." in lines[0]
+        assert "(and 3" in lines[0] and "more; `embscope info` lists them)" in lines[0]
+
+
+def test_a_list_that_fits_is_given_whole_and_a_long_one_is_counted():
+    from embscope.listing import clipped_list
+    assert clipped_list(["'a'", "'b'"], "tensors") == "'a', 'b'"
+    entries = [f"'t{i}'" for i in range(40)]
+    assert clipped_list(entries, "tensors", budget=20) == ("40 tensors, e.g. 't0', 't1', 't2' (and 37 more; "
+                                                           "`embscope info` lists them)")
+    assert clipped_list(entries, "files", budget=20, where=None) == "40 files, e.g. 't0', 't1', 't2' (and 37 more)"
+    long = ["'" + "x" * 200 + "'", "'y'"]
+    assert len(clipped_list(long, "tensors")) < 120
+
+
+@pytest.mark.parametrize("args, flag", [
+    (["neighbors", "--all", "--out", "-", "--precision", "fp16", "--device", "cpu"], "--precision"),
+    (["export", "--rows", "5000:6000", "--out", "{tmp}/rows.tsv"], "--rows"),  # the sample's table has 1,024 rows
+    (["similarity", "dog", "cat", "--remove-top", "500"], "--remove-top"),  # wider than the sample's 128 columns
+])
+def test_a_bad_option_value_the_library_finds_is_a_usage_error(tmp_path, args, flag):
+    """DESIGN's contract: a bad option value or combination exits 2, though the library finds it (against the
+    table or the machine); issue 32 found `neighbors --precision fp16 --device cpu` exiting 1."""
+    from conftest import run
+    result = run(*[a.replace("{tmp}", str(tmp_path)) for a in args], code=2)
+    lines = result.stderr.splitlines()
+    assert lines[0].startswith(f"Error: Invalid value for '{flag}': ") and lines[1].startswith("Usage: ")
+    assert result.stdout == "" and not (tmp_path / "rows.tsv").exists()

@@ -318,6 +318,7 @@ ALLOWED = {
     ("formats/_torch_storage.py", "zipfile.ZipFile"), ("formats/pytorch_file.py", "zipfile.ZipFile"),
     # the h5py child: anonymous shared memory for the table it reads, its stderr onto /dev/null (written)
     ("formats/_isolated.py", "mmap.mmap"), ("formats/_isolated.py", "os.open"),
+    ("quiet.py", "os.open"),  # /dev/null, where native libraries' fd 2 goes when no temporary file can be made
 }
 
 

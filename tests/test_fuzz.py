@@ -27,6 +27,7 @@ FULL = os.environ.get("EMBSCOPE_FUZZ_BUDGET") == "full"
 MUTANTS = 30 if FULL else 5  # hypothesis examples per format
 MUTANT_SEEDS = 3 if FULL else 2  # mutants per format through the CLI: one and two mutations
 PICKLE_PROGRAMS = 1400 if FULL else 140  # inputs of the pickle family: a seventh for each of its seven inputs
+TOKENIZER_KINDS = 700 if FULL else 14  # inputs of the tokenizer-kinds family: a seventh for each of its seven kinds
 
 mutation_ops = st.lists(st.tuples(st.sampled_from(corpus.MUTATIONS), st.integers(0, 2**32 - 1)), min_size=1, max_size=4)
 
@@ -114,24 +115,49 @@ def test_short_fuzz_of_pickle_programs_in_every_container():
                           capture_output=True, text=True, timeout=240, check=False)
     summary = done.stdout.strip().splitlines()[-1]
     assert done.returncode == 0, (summary, done.stderr[-3000:])
-    assert summary == f"ALL: 1 families, tried {PICKLE_PROGRAMS}, crash 0, hang 0, slow 0, over memory cap 0"
+    assert summary == f"ALL: 1 families, tried {PICKLE_PROGRAMS}, crash 0, hang 0, slow 0, over memory cap 0, stderr 0"
     per_container = PICKLE_PROGRAMS // 7  # run_fuzz gives each input a seventh: five containers, two real pickles
     assert all(f"pickle-program-{name}: tried {per_container}," in done.stdout
                for name in ("pkl", "npy-object", "npz-object", "torch-zip", "torch-legacy"))
 
 
 # run_fuzz's child per sample costs 0.7 s of CPU however few its inputs: the README's command fuzzes these formats
-# in-process (above), and the full budget runs them under the caps (CI also runs 10,000 a family, .ci/run)
+# in-process (above), and the full budget runs them under the caps (CI also runs 100,000 a family, .ci/run)
 @pytest.mark.skipif(not FULL, reason="runs with the full fuzz budget (EMBSCOPE_FUZZ_BUDGET=full, CI's step)")
 def test_short_fuzz_of_the_formats_read_through_foreign_libraries():
     """The h5, GGUF and ONNX mutation fuzzers, 100 inputs per family under run_fuzz's caps
     (an address-space cap, a time limit per input, a hang limit): no crash, hang, slow input or input over the cap.
-    CI runs 10,000 per family with the same seed (.ci/run)."""
+    CI runs 100,000 per family with the same seed (.ci/run)."""
     import subprocess
     script = Path(__file__).resolve().parent / "fuzz" / "run_fuzz.py"
     done = subprocess.run([sys.executable, str(script), "-f", "h5", "-f", "gguf", "-f", "onnx",
                            "-n", "100", "--seed", "1"], capture_output=True, text=True, timeout=240, check=False)
     summary = done.stdout.strip().splitlines()[-1]
     assert done.returncode == 0, (summary, done.stderr[-3000:])
-    assert summary == "ALL: 3 families, tried 302, crash 0, hang 0, slow 0, over memory cap 0"  # 100 per family,
+    assert summary == "ALL: 3 families, tried 302, crash 0, hang 0, slow 0, over memory cap 0, stderr 0"  # 100 per family,
     # spread over its samples (34 for each of the three ONNX ones)
+
+
+def test_short_fuzz_of_the_tokenizer_kinds_with_stderr_read():
+    """SentencePiece models, a Unigram tokenizer.json with a Precompiled charsmap, .tiktoken, vocab.txt and
+    meta.pkl (tests/fuzz/tokenizer_samples.py), each input with fd 2 read: a library that prints there (round
+    four's r01, 187 of 1,500 Precompiled mutants printed a Rust panic) is a fault, as is a refusal of more than one
+    line. CI runs 100,000 of each family (.ci/run)."""
+    import subprocess
+    script = Path(__file__).resolve().parent / "fuzz" / "run_fuzz.py"
+    done = subprocess.run([sys.executable, str(script), "-f", "tokenizer-kinds", "-n", str(TOKENIZER_KINDS),
+                           "--seed", "3"], capture_output=True, text=True, timeout=600, check=False)
+    summary = done.stdout.strip().splitlines()[-1]
+    assert done.returncode == 0, (summary, done.stderr[-3000:])
+    assert summary == f"ALL: 1 families, tried {TOKENIZER_KINDS}, crash 0, hang 0, slow 0, over memory cap 0, stderr 0"
+
+
+def test_the_harness_counts_what_a_library_prints_on_fd_2():
+    """The check can fail: output on fd 2 during an input, or a refusal of two lines, is a fault."""
+    import run_fuzz
+    with run_fuzz.fd2.capture() as printed:
+        os.write(2, b"thread '<unnamed>' panicked at normalizers/mod.rs:143\n")
+    assert printed.text.startswith("thread '<unnamed>' panicked")
+    assert run_fuzz.stderr_fault(printed.text, None).startswith("thread")
+    assert run_fuzz.stderr_fault("", EmbscopeError("one line")) == ""
+    assert run_fuzz.stderr_fault("", EmbscopeError("two\nlines")).startswith("a refusal of 2 lines")

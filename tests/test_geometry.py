@@ -117,6 +117,30 @@ def test_a_shared_offset_on_one_dimension_dominates_the_mean_cosine():
     assert abs(found.abtt_mean_cosine) < 0.01
 
 
+def test_shares_are_never_negative_when_contributions_have_mixed_signs(tmp_path):
+    """Half the rows lean +3 along dimension 5 and half -3 along it; all lean +1 along dimension 9: dimension 5 pulls
+    the mean cosine down (a negative part), dimension 9 up. Each share is |CC_k| / sum |CC_j|, in plain numpy here."""
+    rng = np.random.default_rng(8)
+    table = 0.3 * rng.standard_normal((400, 16))
+    table[:200, 5] += 3
+    table[200:, 5] -= 3
+    table[:, 9] += 1
+    unit = table / np.linalg.norm(table, axis=1, keepdims=True)
+    n = len(unit)
+    cc = (unit.sum(axis=0) ** 2 - (unit ** 2).sum(axis=0)) / (n * (n - 1))
+    assert cc[5] < 0 < cc[9]
+    path = tmp_path / "model.npz"
+    np.savez(path, token_emb=table.astype(np.float32))
+    doc = run_json("geometry", "-c", str(path), "--table", "token")
+    shares = {d["dim"]: d["share"] for d in doc["dimensions"]}
+    expected = np.abs(cc) / np.abs(cc).sum()
+    assert min(shares.values()) >= 0
+    np.testing.assert_allclose([shares[k] for k in range(16)], expected, rtol=1e-4, atol=1e-9)
+    assert "mixed signs" in doc["share_rule"] and "|contribution| / the sum of every |contribution|" in doc["share_rule"]
+    assert "share: the contributions have mixed signs" in " ".join(
+        run("geometry", "-c", str(path), "--table", "token").stdout.split())
+
+
 def test_planted_periods_in_a_position_table_are_found():
     rng = np.random.default_rng(1)
     positions, dim = 512, 32

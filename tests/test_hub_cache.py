@@ -9,6 +9,7 @@ import hashlib
 import importlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -255,6 +256,16 @@ def hostile(cache: Path, files: dict[str, Path], case: str, tmp_path: Path) -> N
         (storage / "refs" / "main").write_bytes(b"a" * 10**6)
     elif case == "refs/main not a hash":
         (storage / "refs" / "main").write_text("../../../etc")
+    elif case == "snapshots a link out of the cache":  # round four's r11: the folder above the snapshot
+        outside = tmp_path / "elsewhere"
+        shutil.copytree(storage / "snapshots", outside, symlinks=False)
+        shutil.rmtree(storage / "snapshots")
+        (storage / "snapshots").symlink_to(outside)
+    elif case == "a link through 200 folders":  # round four's r04: one lstat a folder, and a stated depth
+        deep = storage.joinpath("blobs", *["d"] * 200)
+        deep.mkdir(parents=True)
+        (deep / "f").write_text("x")
+        (snapshot / "extra.txt").symlink_to(os.path.join("..", "..", "blobs", *["d"] * 200, "f"))
 
 
 HOSTILE = {
@@ -268,6 +279,9 @@ HOSTILE = {
     "refs/main huge": r"expected a file holding a commit hash of at most 256 bytes, found 1,000,000 bytes at "
                       r"'.*refs/main'",
     "refs/main not a hash": r"expected a 40-character commit hash in '.*refs/main', found '\.\./\.\./\.\./etc'",
+    "snapshots a link out of the cache": r"^'.*models--org--bad/snapshots' for org/bad .* is a link to "
+                                         r"'.*elsewhere', outside the Hugging Face cache '.*cache'; refused$",
+    "a link through 200 folders": r"^'extra.txt' in org/bad .* is a link through more than 64 folders; refused$",
 }
 
 
@@ -340,3 +354,23 @@ def test_no_huggingface_hub_and_no_network_at_run_time(tmp_path, minilm):
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120,
                           check=False)
     assert done.stdout.split() == [str(V), "False"], done.stderr
+
+
+def test_one_label_for_a_model_id_in_every_output_name(minilm, tmp_path, monkeypatch):
+    """Issue 32: for a model id the report was `all-MiniLM-L6-v2-report.html` while its plots were
+    `sentence-transformers--all-MiniLM-L6-v2-*.png`: the report, the plots and compare's plot share one label."""
+    table, files = minilm
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    lay_out(cache, MINILM, files)
+    lay_out(cache, MINILM, bert_files(tmp_path / "v2", (table * 2).astype(np.float32)), revision="v2",
+            commit=OTHER_COMMIT)
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    run("report", "-c", MINILM)
+    run("norms", "-c", MINILM, "--table", "token", "--plot")
+    run("compare", MINILM, f"{MINILM}@v2", "--sample", "0", "--plot")
+    label = MINILM.replace("/", "--")
+    assert sorted(p.name for p in work.iterdir()) == [f"{label}-compare.png", f"{label}-report.html",
+                                                      f"{label}-token-norms.png"]

@@ -15,6 +15,20 @@ def numpy_norms(table) -> np.ndarray:
     return np.linalg.norm(np.asarray(table, dtype=np.float64), axis=1)
 
 
+def trend_z(norms: np.ndarray) -> np.ndarray:
+    """The position rule in plain numpy: each norm's residual from the median of itself and its `half` neighbours on
+    each side (fewer at the ends; zero rows left out), as a robust z over all residuals."""
+    half = int(min(10, max(2, round(0.02 * len(norms)))))
+    kept = np.flatnonzero(norms > 0)
+    values = norms[kept]
+    trend = np.array([np.median(values[max(0, k - half):k + half + 1]) for k in range(len(values))])
+    residual = np.full(len(norms), np.nan)
+    residual[kept] = values - trend
+    center = np.nanmedian(residual)
+    spread = max(np.nanmedian(np.abs(residual - center)), 0.01 * np.median(values) / 1.4826)
+    return (residual - center) / (1.4826 * spread)
+
+
 def save(tmp_path, name="model.npz", **arrays):
     path = tmp_path / name
     np.savez(path, **arrays)
@@ -38,13 +52,14 @@ def test_planted_row_is_the_only_anomaly(tmp_path):
     anomaly = doc["anomalies"][0]
     assert anomaly["norm"] == pytest.approx(norms[planted], rel=1e-12)
     assert anomaly["ratio_to_mean"] == pytest.approx(norms[planted] / norms.mean(), rel=1e-12)
-    z = (norms[planted] - np.median(norms)) / (1.4826 * np.median(np.abs(norms - np.median(norms))))
+    z = trend_z(norms)[planted]  # against its neighbours' running median
     assert anomaly["z"] == pytest.approx(z, rel=1e-12) and anomaly["reason"] == f"z {z:.3g}"
     assert anomaly["label"] == "position 37"
     assert doc["duplicates"] == [] and "undertrained" not in doc
     console = " ".join(run("norms", "-c", str(path)).stdout.split())
     assert f"{anomaly['ratio_to_mean']:.2f}x" in console and "position 37" in console
-    assert "a row is flagged when its robust z = (norm - median) / (1.4826 x MAD) is beyond +-6" in console
+    assert ("a position is flagged when the robust z of its residual from the running median of its trained neighbours "
+            "(10 on each side)") in console and "never-trained rows: none found" in console
 
 
 def test_threshold_moves_the_line(tmp_path):
@@ -52,8 +67,7 @@ def test_threshold_moves_the_line(tmp_path):
     pos[100] *= 1.5
     path = save(tmp_path, token_emb=np.ones((8, 16), dtype=np.float32), pos_emb=pos)
     norms = numpy_norms(pos)
-    median = np.median(norms)
-    z = abs(norms[100] - median) / (1.4826 * np.median(np.abs(norms - median)))
+    z = abs(trend_z(norms)[100])
     assert z > 6
     above = run_json("norms", "-c", str(path), "--threshold", f"{z + 0.5}")
     below = run_json("norms", "-c", str(path), "--threshold", f"{z - 0.5}")
@@ -71,8 +85,8 @@ def test_anomalies_come_most_extreme_first_with_the_rule_once(tmp_path):
     path = save(tmp_path, token_emb=np.ones((8, 16), dtype=np.float32), pos_emb=pos)
     doc = run_json("norms", "-c", str(path))
     norms = numpy_norms(pos)
-    median = np.median(norms)
-    z = (norms - median) / (1.4826 * np.median(np.abs(norms - median)))
+    z = trend_z(norms)
+    z[90] = np.inf  # the zero row: flagged whatever its z
     expected = sorted(np.flatnonzero(np.abs(z) > 6), key=lambda row: -abs(z[row]))
     assert [a["index"] for a in doc["anomalies"]] == expected and {40, 60, 80, 90} <= set(expected)
     console = run("norms", "-c", str(path)).stdout
@@ -181,11 +195,34 @@ def test_duplicate_search_equals_brute_force_on_crowded_rows(seed):
     assert {(d.a, d.b) for d in found.pairs} == expected
 
 
-def test_duplicate_search_stays_bounded_when_every_row_is_the_same():
+def test_identical_rows_are_counted_by_hashing_without_checking_their_pairs():
     table = np.ones((1500, 4), dtype=np.float32)
-    found = find_duplicates(table, row_norms(table), max_window=300)
-    assert not found.complete and "cut short" in found.note
+    table[700] = [1, 2, 3, 4]  # the one row unlike the others
+    found = find_duplicates(table, row_norms(table), max_checks=0)  # no pair may be checked on the grid
+    assert found.complete and found.total == 1499 * 1498 // 2
     assert len(found.pairs) == 1000 and all(d.identical for d in found.pairs)
+    assert [(d.a, d.b) for d in found.pairs[:3]] == [(0, 1), (0, 2), (0, 3)]  # the lowest rows first
+
+
+def test_duplicate_search_stays_bounded_when_every_row_is_nearly_the_same():
+    rng = np.random.default_rng(2)
+    table = (1 + 1e-4 * rng.standard_normal((1500, 4))).astype(np.float32)  # one crowded cell, no two rows equal
+    found = find_duplicates(table, row_norms(table), max_checks=300)
+    assert not found.complete and "cut short" in found.note and "300 candidate pairs" in found.note
+    assert found.total == 300 and not any(d.identical for d in found.pairs)
+
+
+def test_near_duplicates_of_identical_groups_count_every_pair():
+    rng = np.random.default_rng(4)
+    table = rng.standard_normal((500, 12)).astype(np.float32)
+    table[[10, 20, 30]] = table[5]  # a group of four identical rows
+    table[[40, 50]] = table[5] * 1.5  # near (cosine 1), not identical: a group of two
+    unit = table.astype(np.float64) / numpy_norms(table)[:, None]
+    expected = {(int(a), int(b)) for a, b in zip(*np.nonzero(np.triu(unit @ unit.T > 0.9999, 1)))}
+    assert len(expected) == 15  # 6 inside the four, 1 inside the two, 8 across
+    found = find_duplicates(table, row_norms(table))
+    assert found.complete and found.total == 15 and {(d.a, d.b) for d in found.pairs} == expected
+    assert sum(d.identical for d in found.pairs) == 7
 
 
 def test_untied_output_head_is_a_table_of_its_own(tmp_path):
@@ -206,7 +243,7 @@ def test_output_table_of_a_tied_model_is_an_error(tmp_path):
     result = run("norms", "-c", str(path), "--table", "output", code=1)
     assert "tied" in result.stderr
     result = run("norms", "-c", str(path), "--table", "position", code=1)
-    assert "no learned position table" in result.stderr
+    assert "expected a learned position table, found none" in result.stderr
 
 
 def test_the_command_shows_the_library_default_threshold():
@@ -229,5 +266,32 @@ def test_duplicate_search_holds_the_unit_rows_once(monkeypatch):
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
-    assert [(d.a, d.b) for d in found.pairs] == [(7, 19000)]
+    assert [(d.a, d.b) for d in found.pairs] == [(7, 19000)]  # the scaled copy: near in the projection
     assert peak < 1.5 * table.nbytes  # the search's bound (DUPLICATE_MAX_BYTES) counts one copy, not a sorted second
+
+
+@pytest.mark.parametrize("dim", [6, 64])
+@pytest.mark.parametrize("path", ["grid", "windows"])
+def test_duplicate_search_equals_brute_force_on_either_path(monkeypatch, dim, path):
+    # The grid serves rows spread over many cells; windows along one direction serve crowded cells. Which one
+    # runs is forced here (GRID_MOST_CROWDED), so that both are held to brute force on the same tables.
+    from embscope.analysis import duplicates
+    monkeypatch.setattr(duplicates, "GRID_MOST_CROWDED", 10**9 if path == "grid" else -1)
+    rng = np.random.default_rng(dim)
+    table = rng.standard_normal((3000, dim)).astype(np.float32)
+    table[2000:2040] = table[:40] * rng.uniform(0.5, 2, (40, 1)).astype(np.float32)  # same direction
+    table[2040:2080] = table[40:80] + 3e-3 * rng.standard_normal((40, dim)).astype(np.float32)  # near it, or not
+    table[2080:2090] = table[90]  # ten identical copies
+    taken = []
+    monkeypatch.setattr(duplicates, "window_candidates",
+                        lambda *a, real=duplicates.window_candidates: taken.append("windows") or real(*a))
+    monkeypatch.setattr(duplicates.Grid, "candidates",
+                        lambda self, real=duplicates.Grid.candidates: taken.append("grid") or real(self))
+    norms = numpy_norms(table)
+    unit = table.astype(np.float64) / norms[:, None]
+    expected = {(int(a), int(b)) for a, b in zip(*np.nonzero(np.triu(unit @ unit.T > 0.9999, 1)))}
+    found = find_duplicates(table, norms)
+    assert taken == [path]
+    assert 40 + 55 <= len(expected) < 200
+    assert found.complete and found.total == len(expected)
+    assert {(d.a, d.b) for d in found.pairs} == expected

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import run
+from safetensors.numpy import save_file
 
 from embscope.render.names import checkpoint_label, checkpoint_title, record, written_for
 
@@ -152,3 +153,18 @@ def test_figure_titles_name_the_checkpoint(tmp_path):
     emb = embscope.open(path)
     figure = norms.figure(emb, norms_report(emb, "position", 6.0))
     assert figure.axes[0].get_title().startswith("shakespeare/out/ckpt.pt, step 750 - position table")
+
+
+def test_a_report_of_two_checkpoints_is_named_and_titled_after_the_same_one(tmp_path, monkeypatch):
+    """Issue 32: `report -c vh.pt -c vl.pt` wrote `v1-checkpoint_vh-report.html` titled "v1/checkpoint_vl.pt, and
+    1 earlier checkpoint". The sections describe the last checkpoint: it names the file and the title."""
+    folder = tmp_path / "v1"
+    folder.mkdir()
+    rng = np.random.default_rng(5)
+    for name in ("checkpoint_vh", "checkpoint_vl"):
+        save_file({"wte.weight": rng.standard_normal((40, 8)).astype(np.float32)}, folder / f"{name}.safetensors")
+    monkeypatch.chdir(tmp_path)
+    shown = run("report", "-c", folder / "checkpoint_vh.safetensors", "-c", folder / "checkpoint_vl.safetensors").stdout
+    assert "wrote the report to v1-checkpoint_vl-report.html" in shown
+    page = (tmp_path / "v1-checkpoint_vl-report.html").read_text(encoding="utf-8")
+    assert "<title>embscope report: v1/checkpoint_vl.safetensors, and 1 earlier checkpoint</title>" in page

@@ -130,7 +130,7 @@ def test_model_without_position_table(tmp_path):
     path = tmp_path / "rotary.npz"
     np.savez(path, token_emb=np.ones((10, 4), dtype=np.float32))
     result = run("positions", "-c", str(path), code=1)
-    assert "no learned position table" in result.stderr
+    assert "expected a learned position table, found none" in result.stderr
 
 
 def test_opt_offset_reads_rows_from_two_on(tmp_path):

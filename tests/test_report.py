@@ -295,8 +295,8 @@ def test_markdown_writes_a_folder_and_says_why_sections_are_missing(tmp_path):
     np.savez(path, **{"<b>x</b>": table, "lm_head.weight": table.copy()})  # a saved copy of a tied head
     out = tmp_path / "md"
     lines = run("report", "-c", path, "--token-key", "<b>x</b>", "--format", "md", "--out", out).stdout.splitlines()
-    no_position = ("expected a learned position table, found none among 2 tensors by name or config size: a model "
-                   "with rotary or other computed positions has no learned position table; candidates: "
+    no_position = ("expected a learned position table, found none among 2 tensors by name or config size "
+                   "(rotary and other computed positions have none); candidates: "
                    "'lm_head.weight' (50 x 8 float32); name one with --pos-key NAME")
     no_tokenizer = ("no probe words to look up: no tokenizer found beside the checkpoint: tokens print as #id, words "
                     "cannot be looked up")

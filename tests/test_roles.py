@@ -52,8 +52,17 @@ def test_roberta_padding_rows_come_from_the_config(tmp_path):
     emb = open_tables(tmp_path, {"embeddings.word_embeddings.weight": table(10),
                                  "embeddings.position_embeddings.weight": table(8)}, {"model_type": "roberta"})
     assert emb.position.first_row == 2
-    assert emb.position.notes == (
-        "position rows carry an offset of 2 (model_type 'roberta' in the config): position p is row p+2",)
+    rule = "RoBERTa counts positions from padding_idx + 1, and padding_idx is 1, the default, with no pad_token_id given"
+    assert emb.position.notes == (f"position p is row p+2: {rule}; model_type 'roberta' in the config",)
+
+
+def test_the_offset_follows_the_config_s_pad_token_id(tmp_path):
+    emb = open_tables(tmp_path, {"embeddings.word_embeddings.weight": table(10),
+                                 "embeddings.position_embeddings.weight": table(8)},
+                      {"model_type": "xlm-roberta", "pad_token_id": 3})
+    assert emb.position.first_row == 4
+    note = "position p is row p+4: XLM-RoBERTa counts positions from padding_idx + 1, and pad_token_id is 3"
+    assert emb.position.notes == (f"{note}; model_type 'xlm-roberta' in the config",)
 
 
 def test_position_offset_applies_to_the_shape_rule_too(tmp_path):
@@ -99,7 +108,12 @@ def test_untied_head_and_config_declared_tie(tmp_path):
     tensors = {"model.embed_tokens.weight": table(10), "lm_head.weight": table(10)}
     untied = open_tables(tmp_path / "untied", tensors)
     assert untied.tables.head is Head.untied and untied.tables.tied is False
+    # a head that differs from the token table is its own, whatever config.json declares (the tensors decide)
     emb = open_tables(tmp_path / "declared", tensors, {"tie_word_embeddings": True})
+    assert emb.tables.tied is False and emb.output.name == "lm_head.weight" and emb.tables.tie_tensors == "different"
+    copied = {"model.embed_tokens.weight": tensors["model.embed_tokens.weight"],
+              "lm_head.weight": tensors["model.embed_tokens.weight"].copy()}
+    emb = open_tables(tmp_path / "copied", copied, {"tie_word_embeddings": True})
     assert emb.tables.tied and emb.output is None and emb.tables.tied_copy == "lm_head.weight"
 
 

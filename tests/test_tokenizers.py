@@ -332,8 +332,8 @@ def test_vocab_without_merges_is_not_a_tokenizer(tmp_path):
     assert str(err.value) == (
         f"{tmp_path / 'vocab.json'} is not a tokenizer file embscope knows; expected "
         "huggingface (tokenizer.json); gpt2-bpe (vocab.json with merges.txt beside it); "
-        "wordpiece (a BERT vocab.txt, one token per line); sentencepiece (a SentencePiece *.model protobuf); "
-        "tiktoken (a .tiktoken file, or an encoding name such as gpt2 or cl100k_base); "
+        "wordpiece (a BERT vocab.txt, one token per line); fairseq-dict (a fairseq dict.txt of 'symbol count' lines); "
+        "sentencepiece (a SentencePiece *.model protobuf); tiktoken (a .tiktoken file, or an encoding name such as gpt2 or cl100k_base); "
         "byte-bpe (a minbpe *.model file or a merges.json list of id pairs); harris (harris_segments.json); "
         "nanogpt-chars (nanoGPT's character-level meta.pkl); "
         "char-map (a JSON object mapping each character or token to its id)"
@@ -628,7 +628,7 @@ def test_harris_other_shapes(tmp_path):
 
 def test_every_kind_registered():
     assert [kind.name for kind in registered_kinds()] == [
-        "huggingface", "gpt2-bpe", "wordpiece", "sentencepiece", "tiktoken", "byte-bpe", "harris", "nanogpt-chars",
+        "huggingface", "gpt2-bpe", "wordpiece", "fairseq-dict", "sentencepiece", "tiktoken", "byte-bpe", "harris", "nanogpt-chars",
         "char-map"]
 
 

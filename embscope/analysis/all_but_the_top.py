@@ -10,7 +10,7 @@ import numpy as np
 
 from ..compute.moments import StoredRows, project_out, table_moments, work_for
 from ..core.errors import OptionError, TableError
-from .geometry import variances
+from .geometry_spectra import variances
 
 
 @dataclass(frozen=True, eq=False)

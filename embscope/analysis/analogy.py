@@ -29,7 +29,6 @@ import numpy as np
 from .. import compute, inputs
 from ..compute.devices import SCORE_BLOCK_BYTES
 from ..compute.rows import normalise
-from ..compute.select import best_columns
 from ..core.errors import EmbscopeError, InputError, Option, OptionError, TokenError
 from ..core.role import Role
 from ..core.text import quote
@@ -185,7 +184,7 @@ def _cosmul_topk(table: np.ndarray, inputs: np.ndarray, k: int, exclude: np.ndar
         ratio = shifted[:, 0] * shifted[:, 2] / (shifted[:, 1] + np.float32(epsilon))
         ratio[:, ~valid] = -np.inf
         ratio[np.arange(stop - start)[:, None], exclude[start:stop]] = -np.inf
-        found, values = best_columns(ratio, k)
+        found, values = compute.topk_scores(ratio, k)
         ids[start:stop, :found.shape[1]], scores[start:stop, :found.shape[1]] = found, values
     return ids, scores
 

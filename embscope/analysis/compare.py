@@ -13,6 +13,7 @@ current). Undefined values (the cosine of a zero, NaN or Inf row) are NaN here; 
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -21,7 +22,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .. import compute
-from ..compute.devices import cpu_threads
 from ..compute.streamed import StreamedTopK
 from ..core.errors import Option, TableError
 from ..core.memory import release, size_text
@@ -31,7 +31,7 @@ from .norms import row_norms, summarize
 from .pairing import Pairing
 from .positions import PositionProfile, position_profile
 from .stages import Progress, Stages, quiet
-from .sweep import RowChanges, sweep
+from .sweep import RowChanges, row_hashes, sweep
 
 if TYPE_CHECKING:
     from ..compute.topk import TopK
@@ -336,6 +336,9 @@ class Comparison:
     trajectory: dict[str, list[TrajectoryPoint]]  # per role, one entry per checkpoint
     tables: dict[str, TableComparison]  # per role present in the first and the last checkpoint
     notes: list[str] = field(default_factory=list)
+    # per role, checkpoint index -> a digest of the table's stored bytes, found in the read that compared it (the
+    # run audit's duplicates); a table read only in part (cut to a shorter one, rows matched by string) has none
+    digests: dict[str, dict[int, bytes]] = field(default_factory=dict)
 
 
 def index_pairing(role: str, a: TableInput, b: TableInput) -> Pairing:
@@ -413,9 +416,8 @@ def planned_search(role: str, a: TableInput, b: TableInput, pairing: Pairing, op
     word_pairs = word_pairs_of(pairing, word_rows, a.array.shape[0])
     chosen = neighbor_queries(pairing, np.ones(pairing.count, dtype=bool), word_pairs, options.sample, options.seed)
     rows = pairing.rows_a()[chosen]  # the same rows of B: every row is paired with its own index
-    threads = cpu_threads()
-    search_a, search_b = (StreamedTopK(compute.unit_rows(table.array, rows=rows)[0],
-                                       min(options.k, table.array.shape[0]), (np.arange(len(rows)), rows), threads)
+    search_a, search_b = (compute.topk_stream(compute.unit_rows(table.array, rows=rows)[0],
+                                              min(options.k, table.array.shape[0]), (np.arange(len(rows)), rows))
                           for table in (a, b))
     return NeighborSearch(chosen, search_a, search_b, len(word_pairs))
 
@@ -424,21 +426,37 @@ def read_against(origin: TableInput, before: TableInput, table: TableInput, to_p
                  to_first: Pairing | None, search: NeighborSearch | None,
                  progress: Progress) -> tuple[RowChanges | None, RowChanges | None]:
     """The row changes from the previous checkpoint and from the first to `table` (None: widths differ), in one
-    read of it when both pair its rows alike; `search` is fed the first's and this table's unit rows."""
+    read of it when both pair its rows alike; `search` is fed the first's and this table's unit rows. The read
+    hashes this table's rows (and the first's, in the read where the first is also the previous)."""
     if origin is before:
         if to_previous is None:
             return None, None
         found = sweep(table.array, [origin.array], to_previous, searches=search.feeds(0, 1) if search else None,
-                      progress=progress)[0]
+                      progress=progress, hashed=(0, 1))[0]
         return found, found
     if to_previous is not None and to_first is not None and to_previous.same_as(to_first):
         from_previous, from_first = sweep(table.array, [before.array, origin.array], to_previous,
-                                          searches=search.feeds(1, 2) if search else None, progress=progress)
+                                          searches=search.feeds(1, 2) if search else None, progress=progress,
+                                          hashed=(2,))
         return from_previous, from_first
-    previous_changes = sweep(table.array, [before.array], to_previous, progress=progress)[0] if to_previous else None
+    previous_changes = (sweep(table.array, [before.array], to_previous, progress=progress, hashed=(1,))[0]
+                        if to_previous else None)
     first_changes = (sweep(table.array, [origin.array], to_first, searches=search.feeds(0, 1) if search else None,
-                           progress=progress)[0] if to_first else None)
+                           progress=progress, hashed=() if to_previous else (1,))[0] if to_first else None)
     return previous_changes, first_changes
+
+
+def table_digest(table: TableInput, pairing: Pairing, side: str, hashes: np.ndarray | None) -> bytes | None:
+    """The table's stored bytes as one digest, from the row hashes its read found: None where that read did not
+    cover every row from its first paired one (a table cut to a shorter one's rows, rows matched by string). Rows
+    before the first paired one (OPT's two before position 0) are a few, hashed here."""
+    start = pairing.start_a if side == "a" else pairing.start_b
+    if hashes is None or pairing.ids_a is not None or start + pairing.count != table.array.shape[0]:
+        return None
+    digest = hashlib.blake2b(repr((table.array.shape, table.array.dtype.str, start)).encode(), digest_size=16)
+    digest.update(row_hashes(np.asarray(table.array[:start])).tobytes())
+    digest.update(hashes.tobytes())
+    return digest.digest()
 
 
 def trajectory_point(state: TableState, from_previous: RowChanges | None, from_first: RowChanges | None,
@@ -468,6 +486,23 @@ class SeriesWalk:
     previous: dict[str, TableInput] = field(default_factory=dict)
     to_first: dict[str, RowChanges] = field(default_factory=dict)
     found_neighbors: dict[str, NeighborOverlap] = field(default_factory=dict)
+    digests: dict[str, dict[int, bytes]] = field(default_factory=dict)  # see Comparison.digests
+
+    def keep_digests(self, role: str, index: int, start: int, tables: tuple[TableInput, TableInput],
+                     pairs: tuple[Pairing | None, Pairing | None], found: tuple[RowChanges | None, RowChanges | None]
+                     ) -> None:
+        """This table's digest from the read that hashed it, and the first's from the read that hashed it too."""
+        (origin, table), kept = tables, self.digests.setdefault(role, {})
+        for pairing, changes in zip(pairs, found):
+            if pairing is not None and changes is not None and changes.hash_b is not None:
+                digest = table_digest(table, pairing, "b", changes.hash_b)
+                if digest is not None:
+                    kept[index] = digest
+                if changes.hash_a is not None and start not in kept:
+                    first = table_digest(origin, pairing, "a", changes.hash_a)
+                    if first is not None:
+                        kept[start] = first
+                return
 
     def pairing(self, role: str, a: TableInput, b: TableInput) -> Pairing:
         return self.token_pairing if self.token_pairing is not None and role != "position" else index_pairing(role, a, b)
@@ -510,6 +545,7 @@ class SeriesWalk:
         from_previous, from_first = read_against(origin, before, table, pairs, pairs_first, search,
                                                  self.stages(f"{role} table: checkpoint {index + 1}"))
         self.keep_overlap(role, search, pairs_first, from_first, origin, table)
+        self.keep_digests(role, index, start, (origin, table), (pairs, pairs_first), (from_previous, from_first))
         whole = from_previous if pairs is not None and pairs.covers(before.array, table.array) else None
         state = self.state_of(role, start, index, origin, table, whole)
         self.to_first.pop(role, None)
@@ -552,7 +588,7 @@ class SeriesWalk:
         trajectory = {role: [self.moves.get(role, {}).get(i) or TrajectoryPoint(found.get(i), math.nan, math.nan, None)
                              for i in range(count)] for role, found in self.states.items()}
         return Comparison(count, {role: [found.get(i) for i in range(count)] for role, found in self.states.items()},
-                          trajectory, compared, notes)
+                          trajectory, compared, notes, self.digests)
 
 
 def compare(series: Iterable[Mapping[str, TableInput]], options: CompareOptions = CompareOptions(), *,

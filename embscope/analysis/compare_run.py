@@ -17,6 +17,7 @@ from ..naming import token_string_or_none
 from .compare import CompareOptions, by_token
 from .compare_output import OutputComparison, compare_output
 from .compare_series import Opener, SeriesComparison, compare_series, run_checkpoints
+from .distributed import compare_on_scheduler
 from .pairing import Pairing
 from .stages import Stages, quiet
 
@@ -133,10 +134,11 @@ class ComparedRun:
 
 def compare_run(run: Checkpoints, open_path: Opener, options: CompareOptions, *, words: list[str] | None = None,
                 match_tokens: bool = False, files_of: Callable[[Embeddings], list[Path]] = lambda emb: [],
-                stages: Stages = quiet) -> ComparedRun:
+                scheduler: str | None = None, stages: Stages = quiet) -> ComparedRun:
     """Compare the checkpoints of `run`, in order. `words`: rows whose neighbour sets are compared first;
     `match_tokens`: pair the token rows of A and B by token string; `files_of`: the files an opened checkpoint
-    may have been read from, noted in `read`."""
+    may have been read from, noted in `read`; `scheduler`: a dask.distributed scheduler's address, a scheduler
+    file, or "local", to run each checkpoint's step as a task there (the answer is the same to the last digit)."""
     paths = run.paths
     read = ReadFiles(files_of)
     ready = {0: open_path(paths[0])}  # opened before the series: words, token strings
@@ -145,9 +147,13 @@ def compare_run(run: Checkpoints, open_path: Opener, options: CompareOptions, *,
     if match_tokens:
         ready[1] = open_path(paths[1])
         pairing = by_token(token_strings(ready[0], "A"), token_strings(ready[1], "B"))
-    found = compare_series(paths, open_path, options, ready=ready, token_pairing=pairing,
-                           word_rows=[row for _, row, _ in found_words if row is not None], stages=stages,
-                           on_open=read.note)
+    rows = [row for _, row, _ in found_words if row is not None]
+    if scheduler is not None:
+        found = compare_on_scheduler(paths, open_path, options, scheduler, word_rows=rows, stages=stages,
+                                     on_open=read.note)
+    else:
+        found = compare_series(paths, open_path, options, ready=ready, token_pairing=pairing, word_rows=rows,
+                               stages=stages, on_open=read.note)
     read.note_last()
     notes = [*one_file_notes(paths, [path for path, _ in found.checkpoints]), *run.notes]
     return ComparedRun(found, found_words, notes, read.paths())

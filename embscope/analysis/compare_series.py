@@ -14,6 +14,7 @@ from ..core.errors import CheckpointError
 from ..core.text import quote
 from ..naming import row_name
 from ..series import Step, checkpoint_step, folder_checkpoints, in_step_order
+from .audit import Audit, audit
 from .compare import CompareOptions, Comparison, TableInput, compare
 from .pairing import Pairing
 from .stages import Stages, quiet
@@ -34,6 +35,7 @@ class SeriesComparison:
     table_names: dict[str, tuple[str, str]]  # role -> the table's name in the first and the last checkpoint
     names: dict[str, Namer]  # role -> how to name a row of the first checkpoint's table
     names_b: dict[str, Namer]  # role -> how to name a row of the last checkpoint's table
+    audit: Audit  # duplicate and out-of-order checkpoints
 
 
 def namer(emb: Embeddings, role: str, first_row: int) -> Namer:
@@ -100,4 +102,12 @@ def compare_series(paths: Sequence[Path], open_path: Opener, options: CompareOpt
     (last, last_tables), = latest
     names_b.update((role, namer(last, role, table.first_row)) for role, table in last_tables.items())
     table_names = {role: (first_names[role], last_names[role]) for role in comparison.tables}
-    return SeriesComparison(comparison, opened, table_names, names, names_b)
+    return finished(comparison, opened, table_names, names, names_b)
+
+
+def finished(comparison: Comparison, opened: list[tuple[Path, Step]], table_names: dict[str, tuple[str, str]],
+             names: dict[str, Namer], names_b: dict[str, Namer]) -> SeriesComparison:
+    """The comparison with what it is about, and the run's audit."""
+    labels = [f"step {step.value:,}" if step.value is not None else f"checkpoint {i + 1}"
+              for i, (_, step) in enumerate(opened)]
+    return SeriesComparison(comparison, opened, table_names, names, names_b, audit(comparison, labels))

@@ -16,7 +16,8 @@ from ..core.role import Role
 from ..core.text import shortened
 from ..digits import MAX_DIGITS, whole_number
 from ..naming import token_name
-from .norms import DEFAULT_THRESHOLD, MAD_SCALE, row_norms, summarize
+from .norms import DEFAULT_THRESHOLD, judged, row_norms, rule_text
+from .untrained import Untrained
 
 if TYPE_CHECKING:
     from ..embeddings import Embeddings
@@ -101,6 +102,7 @@ class ExportRows:
     left_out: np.ndarray  # rows selected but not exported: they hold NaN or Inf
     selection: str  # how the rows were chosen
     notes: tuple[str, ...]
+    untrained: Untrained | None = None  # the table's never-trained rows, as `norms` finds them (row ids)
 
 
 def undertrained_flags(ids: np.ndarray, flagged: Collection[int] | None) -> np.ndarray | None:
@@ -119,7 +121,7 @@ def export_rows(emb: Embeddings, role: Role, spec: RowSpec, undertrained: Collec
     role = Role(role)
     table = emb.table(role)
     norms = row_norms(table.array)
-    summary = summarize(norms, threshold)
+    summary, untrained = judged(table.array, norms, role, emb.checkpoint.config, table.first_row, threshold)
     flagged = np.zeros(len(norms), dtype=bool)
     flagged[summary.flagged] = True
     ids, selection = select_rows(spec, norms)
@@ -143,9 +145,8 @@ def export_rows(emb: Embeddings, role: Role, spec: RowSpec, undertrained: Collec
             raise TableError(f"expected rows to export, found none: every row selected holds NaN or Inf ({shown})")
         notes.append(f"left out {len(left_out):,} row{'s' * (len(left_out) != 1)} holding NaN or Inf (no tool can "
                      f"place them): {shown}")
-    rule = (f"robust z of the norm > {threshold:g} (|norm - median| / ({MAD_SCALE} x MAD)), or a zero, NaN or Inf row, "
-            "as `embscope norms` flags them")
+    rule = f"{rule_text(threshold, summary.mad, summary)}, as `embscope norms` flags them"
     return ExportRows(role=role, name=table.name, dim=table.dim, ids=ids, labels=labels, positions=positions,
                       norms=norms[ids], anomalous=flagged[ids], anomaly_rule=rule,
                       undertrained=undertrained_flags(ids, undertrained) if role is not Role.position else None,
-                      left_out=left_out, selection=selection, notes=tuple(notes))
+                      left_out=left_out, selection=selection, notes=tuple(notes), untrained=untrained)

@@ -18,9 +18,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..compute.moments import StoredRows, TableMoments, Work, projections, table_moments, work_for
+from ..compute.moments import Progress, StoredRows, TableMoments, Work, projections, work_for
 from ..core.arrays import to_float32
 from ..core.role import Role
+from .geometry_spectra import Spectra, spectra
 from .stages import Stages, quiet
 
 if TYPE_CHECKING:
@@ -31,7 +32,6 @@ TOP_SHARES = (1, 3, 10)  # directions whose share of the variance is reported (3
 ABTT_DIVISOR = 100  # all-but-the-top removes d / 100 directions (Mu & Viswanath 2018), at least one
 PERIOD_BLOCK_BYTES = 16 << 20  # columns of a position table transformed at a time
 # eigenvalues below d * eps * the largest are rounding, not directions the table uses
-ROUNDING = np.finfo(np.float64).eps
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,9 @@ class Dimension:
 
     dim: int
     contribution: float  # CC_k: the CC_k of all dimensions sum to the mean cosine
-    share: float | None  # CC_k / the mean cosine; None when the mean cosine is 0
+    # |CC_k| / the sum of every |CC_j|: never negative, and CC_k / the mean cosine when all share one sign; None when
+    # every contribution is 0
+    share: float | None
 
 
 @dataclass(frozen=True, eq=False)
@@ -88,11 +90,21 @@ class Geometry:
 
     @property
     def dimensions(self) -> list[Dimension]:
-        """Every dimension, the largest contribution first (ties: the lower dimension)."""
-        order = np.lexsort((np.arange(self.dim), -self.contributions))
-        mean = self.mean_cosine
+        """Every dimension, the largest share first, so a large negative part is listed too (ties: the lower
+        dimension)."""
+        order = np.lexsort((np.arange(self.dim), -np.abs(self.contributions)))
+        size = float(np.abs(self.contributions).sum())
         return [Dimension(int(k), float(self.contributions[k]),
-                          float(self.contributions[k] / mean) if mean else None) for k in order]
+                          float(abs(self.contributions[k]) / size) if size > 0 else None) for k in order]
+
+    @property
+    def share_rule(self) -> str:
+        """How a dimension's share is taken, in words: the answer says it."""
+        mixed = bool((self.contributions > 0).any() and (self.contributions < 0).any())
+        if mixed:
+            return ("the contributions have mixed signs: each share is |contribution| / the sum of every "
+                    "|contribution|, never negative")
+        return "each share is the dimension's part of the mean cosine (the contributions share one sign)"
 
     @property
     def periods(self) -> list[Period] | None:
@@ -118,16 +130,6 @@ def contributions(unit_sum: np.ndarray, unit_squares: np.ndarray, count: int) ->
         return np.full(len(unit_sum), np.nan)
     shares: np.ndarray = (unit_sum * unit_sum - unit_squares) / (count * (count - 1))
     return shares
-
-
-def variances(scatter: np.ndarray, work: Work) -> tuple[np.ndarray, np.ndarray]:
-    """The eigenvalues of the scatter matrix (the squared singular values of the centred table), largest first,
-    rounding below zero and below d * eps * the largest set to 0, with their eigenvectors (columns)."""
-    values, vectors = work.eigh(scatter)
-    values, vectors = values[::-1].copy(), vectors[:, ::-1]
-    floor = len(values) * ROUNDING * max(float(values[0]), 0.0) if len(values) else 0.0
-    values[values <= floor] = 0.0
-    return values, vectors
 
 
 def spectrum_of(squares: np.ndarray) -> Spectrum | None:
@@ -185,16 +187,19 @@ def table_geometry(rows: StoredRows, role: str, name: str, *, device: str = "aut
     """Every figure for one table (`role` position: the periods too). _work: tests only, to run the torch path on
     the CPU."""
     work, device_note = (_work, None) if _work is not None else work_for(device)
-    moments = table_moments(rows, work, stages(f"{role} table: sums and scatter"))
+    removed = removed_directions(rows.dim)
+    # V < d: from the rows' V x V Gram matrices, never a d x d one (geometry_spectra)
+    found_spectra = spectra(rows, work, removed, stages(f"{role} table: sums and scatter"))
+    moments = found_spectra.moments
     used, dim = moments.used, rows.dim
     reasons: dict[str, str] = {}
     notes = [note for note in (device_note, left_out_note(moments, rows.first, role == Role.position)) if note]
     mean = pair_mean(moments.unit_sum, used)
     if mean is None:
         reasons["mean_cosine"] = f"{used} row{'s' * (used != 1)} with a direction: a mean over pairs needs 2"
-    elif mean == 0:
-        reasons["share"] = "the mean cosine is 0: a dimension's share of it is undefined"
-    squares, directions = variances(moments.scatter, work)
+    elif not contributions(moments.unit_sum, moments.unit_squares, used).any():
+        reasons["share"] = "every dimension contributes 0: a share of nothing is undefined"
+    squares = found_spectra.squares
     spectrum = spectrum_of(squares) if used >= 2 else None
     if spectrum is None:
         reasons["spectrum"] = same_rows(used)
@@ -202,21 +207,8 @@ def table_geometry(rows: StoredRows, role: str, name: str, *, device: str = "aut
     if score is None:
         reasons["isoscore"] = (f"the table is {dim} wide: IsoScore needs 2 or more dimensions" if dim < 2
                                else same_rows(used))
-    removed = removed_directions(dim)
-    top = directions[:, :removed].copy()
-    del directions  # d x d: only the top few are needed from here on
-    isotropy = abtt = None
-    abtt_rows = 0
-    if used:
-        _, uncentred = work.eigh(moments.uncentred())
-        found = projections(rows, moments, uncentred, top, work,
-                            stages(f"{role} table: partition function"))
-        isotropy = partition_isotropy(found.log_z_plus, found.log_z_minus)
-        if not math.isfinite(isotropy):
-            isotropy = None
-            reasons["partition_isotropy"] = "log Z is not finite in float64: rows too large even in log space"
-        abtt_rows = found.residual_rows
-        abtt = pair_mean(found.residual_unit_sum, abtt_rows) if removed < dim else None
+    isotropy, abtt, abtt_rows = second_pass(rows, found_spectra, removed, work, stages(f"{role} table: partition "
+                                                                                       "function"), reasons)
     if isotropy is None and "partition_isotropy" not in reasons:
         reasons["partition_isotropy"] = "no row with a direction: the partition function is a sum over rows"
     if abtt is None:
@@ -232,6 +224,22 @@ def table_geometry(rows: StoredRows, role: str, name: str, *, device: str = "aut
     return Geometry(role, name, rows.rows + rows.first, rows.first, dim, used, moments.zero, moments.not_finite,
                     moments.left_out, mean, contributions(moments.unit_sum, moments.unit_squares, used), spectrum,
                     isotropy, score, removed, abtt, abtt_rows, power, reasons, tuple(notes), work.device)
+
+
+def second_pass(rows: StoredRows, found: Spectra, removed: int, work: Work, progress: Progress | None,
+                reasons: dict[str, str]) -> tuple[float | None, float | None, int]:
+    """The partition isotropy and all-but-the-top's mean cosine, and the rows that mean is over."""
+    if not found.moments.used or found.uncentred is None:
+        return None, None, 0
+    passed = projections(rows, found.moments, found.uncentred, found.top, work, progress)
+    # a direction orthogonal to every row (left out of the Gram path's) has Z = the number of rows
+    null = [] if found.null_log_z is None else [found.null_log_z]
+    isotropy: float | None = partition_isotropy(np.concatenate([passed.log_z_plus, null]), passed.log_z_minus)
+    if not math.isfinite(isotropy or 0.0):
+        isotropy = None
+        reasons["partition_isotropy"] = "log Z is not finite in float64: rows too large even in log space"
+    abtt = pair_mean(passed.residual_unit_sum, passed.residual_rows) if removed < rows.dim else None
+    return isotropy, abtt, passed.residual_rows
 
 
 def position_power(rows: StoredRows, moments: TableMoments) -> tuple[np.ndarray | None, str | None]:

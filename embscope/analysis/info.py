@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from ..core.checkpoint import Table, TensorInfo
 from ..core.role import Head, Role
+from .tie import Tie, tie_of
 
 if TYPE_CHECKING:
     from ..embeddings import Embeddings
@@ -33,6 +34,7 @@ class InfoReport:
     tensors: tuple[TensorInfo, ...]  # every tensor in the file, in its order
     tokenizer: TokenizerSummary | None
     notes: tuple[str, ...]
+    tie: Tie  # what config.json and the tensors say of the head
 
     @property
     def empty_roles(self) -> list[Role]:
@@ -68,4 +70,4 @@ def info_report(emb: Embeddings) -> InfoReport:
         notes.append(tables.head_note)
     tokenizer = tokenizer_summary(emb, notes)
     return InfoReport(ckpt.path, ckpt.format, ckpt.step, found, dict(tables.missing), tables.head,
-                      tuple(ckpt.tensors.values()), tokenizer, tuple(notes))
+                      tuple(ckpt.tensors.values()), tokenizer, tuple(notes), tie_of(ckpt, tables))

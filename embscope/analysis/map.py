@@ -29,8 +29,9 @@ from ..core.text import quote
 from ..lookup import check_id, lookup_word
 from ..naming import row_name
 from ..options import LookupOptions
-from .norms import RowListing, row_norms, summarize
+from .norms import RowListing, judged, row_norms
 from .probes import given_rule, probe_words
+from .untrained import Untrained
 
 if TYPE_CHECKING:
     from ..embeddings import Embeddings
@@ -89,6 +90,7 @@ class TableMap:
     probe_rule: str  # how the points were chosen
     flagged: RowListing[FlaggedPoint]  # a row's object is made when it is read
     notes: tuple[str, ...]
+    untrained: Untrained | None = None  # the rows that never trained, as `norms` finds them
 
 
 def finite_rows(array: np.ndarray) -> np.ndarray:
@@ -279,7 +281,7 @@ def table_map(emb: Embeddings, role: Role, *, method: str = "pca", words: list[s
         if why_none:
             notes.append(why_none)
 
-    summary = summarize(row_norms(array))
+    summary, untrained = judged(array, row_norms(array), role, emb.checkpoint.config, table.first_row)
 
     def flagged_point(position: int) -> FlaggedPoint:
         anomaly = summary.anomalies[position]
@@ -302,4 +304,4 @@ def table_map(emb: Embeddings, role: Role, *, method: str = "pca", words: list[s
                      f"{UMAP_NEIGHBORS} neighbours, seed {UMAP_SEED}): near points are near rows; distances "
                      "between clusters and the axes mean little")
     return TableMap(role, table.name, table.rows, table.dim, table.first_row, projection, tuple(points), rule,
-                    flagged, tuple(notes))
+                    flagged, tuple(notes), untrained)

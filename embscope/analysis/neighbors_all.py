@@ -26,7 +26,7 @@ class AllNeighbors:
     topk: compute.TopK
     table: str
     device: str  # the device that ran the products ("auto" resolved)
-    precision: str  # the arithmetic that ran
+    precision: str  # the arithmetic that ran, as the answer names it ("bf16, exact by re-rank")
     seconds: float  # the batched search alone
     notes: list[str]
 
@@ -58,4 +58,4 @@ def neighbors_all(emb: Embeddings, k: int, *, queries_file: Path | None = None, 
         notes.append(f"{Option('k', k, text=f'{k:,}')} is more than the table's {topk.ids.shape[1]:,} rows: each "
                      f"list holds at most that many")
     notes += skipped.notes(queries_file) if skipped and queries_file else []
-    return AllNeighbors(topk, table, device, precision, seconds, notes)
+    return AllNeighbors(topk, table, device, compute.precision_label(precision), seconds, notes)

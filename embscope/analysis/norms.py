@@ -1,44 +1,62 @@
 """Row norms of an embedding table: summary, anomalies (with the rule that flagged each) and near-duplicate
 rows; under-trained tokens are analysis.undertrained's job. Norms are read block by block, so a memory-mapped table may
-exceed memory; the duplicate search holds unit rows and is skipped above DUPLICATE_MAX_BYTES."""
+exceed memory; the duplicate search (analysis.duplicates) holds unit rows and is skipped above DUPLICATE_MAX_BYTES."""
 
 from __future__ import annotations
 
 import math
 import operator
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Generic, TypeVar, overload
 
 import numpy as np
 
-from ..compute import row_norms, unit_rows
+from ..compute import row_norms
 from ..core.role import Role
 from ..naming import row_name
+from .duplicates import DUPLICATE_COSINE, Duplicate, DuplicateSearch, find_duplicates
+from .untrained import Untrained, find_untrained
 
 if TYPE_CHECKING:
     from ..core.tokenizer import Tokenizer
     from ..embeddings import Embeddings
 
-__all__ = ["Anomaly", "Duplicate", "DuplicateSearch", "NormSummary", "NormsReport", "RowListing", "find_duplicates",
-           "median_and_mad", "norms_report", "robust_z", "row_norms", "summarize"]
+__all__ = [
+    "DUPLICATE_COSINE",
+    "Anomaly",
+    "Duplicate",
+    "DuplicateSearch",
+    "NormSummary",
+    "NormsReport",
+    "RowListing",
+    "find_duplicates",
+    "judged",
+    "median_and_mad",
+    "norms_report",
+    "robust_z",
+    "row_norms",
+    "rule_text",
+    "running_median",
+    "summarize",
+    "summarize_trained",
+]
 
 MAD_SCALE = 1.4826  # makes the MAD estimate the standard deviation for normally distributed norms
 # Gaussian-noise tables of 64..50,000 rows (d 4..768) reach a largest robust z of about 5.0, so 6 flags
 # none of them, while a row of 2.46 in a table whose norms are 0.43 +- 0.03 scores about 68.
 DEFAULT_THRESHOLD = 6.0
 EQUAL_NORMS_TOLERANCE = 1e-6  # relative difference from the median flagged when MAD is 0
-DUPLICATE_COSINE = 0.9999
-DUPLICATE_BLOCK_ROWS = 1024
-DUPLICATE_SUBSPACE = 16  # directions rows are first compared in, before the full check
-DUPLICATE_MAX_WINDOW = 32768  # rows compared with each block at most: keeps the search bounded
-DUPLICATE_MAX_CHECKS = 20_000_000  # candidate pairs checked in full at most
-DUPLICATE_MAX_BYTES = 1 << 30  # unit rows held in memory for the search at most
-DUPLICATE_MAX_LISTED = 1000
-DUPLICATE_CHECK_ROWS = 64  # rows of a block whose candidate pairs are listed at a time
-DUPLICATE_CHECK_PAIRS = 16384  # candidate pairs whose rows are gathered and checked at a time
 SUMMARY_BLOCK_ROWS = 1 << 16  # rows whose robust z is worked out at a time: a few MB of temporaries
+# a position's norm is judged against the running median of the trained positions around it: TREND_SHARE of the
+# table on each side, from TREND_MIN to TREND_MAX rows (a smooth rise and fall of norms is no anomaly)
+TREND_SHARE = 0.02
+TREND_MIN = 2
+TREND_MAX = 10
+# the spread a position's residual is measured against is at least this share of the median norm: a noiseless smooth
+# curve has residuals of almost nothing, and its bends would otherwise stand out (a table of one norm keeps MAD 0)
+TREND_FLOOR = 0.01
 
 
 @dataclass(frozen=True)
@@ -48,22 +66,6 @@ class Anomaly:
     ratio_to_mean: float
     reason: str  # short ("z 16.2", "zero row"): the rule itself is NormSummary's, stated once
     z: float  # robust z, signed; NaN for a row with no finite norm, +-Inf off a median every other row shares
-
-
-@dataclass(frozen=True)
-class Duplicate:
-    a: int
-    b: int
-    cosine: float
-    identical: bool
-
-
-@dataclass(frozen=True)
-class DuplicateSearch:
-    pairs: tuple[Duplicate, ...]  # the first DUPLICATE_MAX_LISTED, by row index
-    total: int  # pairs found, listed or not
-    complete: bool  # False when a limit cut the search short; `note` says which
-    note: str | None = None
 
 
 Item = TypeVar("Item")
@@ -119,12 +121,21 @@ class NormSummary:
     mad: float  # median absolute deviation from the median
     threshold: float
     flagged: np.ndarray  # int64 row ids of the anomalies: rows without a finite norm first, then largest |z| first
+    # what z measures: the norms (trend None), or their residuals from `trend`, the running median along the table;
+    # rows left out (never trained) are NaN in it. center and spread: the median and MAD the z is taken from.
+    trend: np.ndarray | None = None
+    judged: np.ndarray | None = None  # the values z is taken of (None: the norms themselves)
+    center: float = math.nan
+    spread: float = math.nan
+    half_window: int = 0  # rows on each side in the running median
 
     @cached_property
     def robust_z(self) -> np.ndarray:
-        """float64 (rows,) signed robust z of every row (see robust_z); NaN where a norm is not finite. Made when
-        asked for (the plot): the summary itself needs it only block by block."""
-        return robust_z(self.norms, self.median, self.mad)
+        """float64 (rows,) signed robust z of every row (see robust_z); NaN where a norm is not finite or the row
+        was left out. Made when asked for (the plot): the summary itself needs it only block by block."""
+        if self.judged is None:
+            return robust_z(self.norms, self.median, self.mad)
+        return robust_z(self.judged, self.center, self.spread)
 
     @property
     def rows(self) -> int:
@@ -138,7 +149,8 @@ class NormSummary:
     def anomaly(self, index: int) -> Anomaly:
         """Row `index` as an Anomaly: its norm, its ratio to the mean, its robust z and a short reason."""
         norm = float(self.norms[index])
-        z = float(robust_z(self.norms[index:index + 1], self.median, self.mad)[0])
+        z = float(self.robust_z[index]) if self.judged is not None else \
+            float(robust_z(self.norms[index:index + 1], self.median, self.mad)[0])
         if math.isnan(norm):
             reason = "NaN values"
         elif math.isinf(norm):
@@ -211,89 +223,81 @@ def summarize(norms: np.ndarray, threshold: float = DEFAULT_THRESHOLD) -> NormSu
     return NormSummary(norms, count, mean, median, low, high, mad, threshold, flagged)
 
 
-def spread_subspace(unit: np.ndarray, width: int = DUPLICATE_SUBSPACE, iterations: int = 4,
-                    seed: int = 0) -> np.ndarray:
-    """Orthonormal (d, width) directions along which the rows spread most (block power iteration on their
-    covariance), the widest first: rows far apart in the table are far apart here too."""
-    rng = np.random.default_rng(seed)
-    width = min(width, unit.shape[1])
-    mean = unit.mean(axis=0, dtype=np.float64)
-    basis, _ = np.linalg.qr(rng.standard_normal((unit.shape[1], width)))
-    for _ in range(iterations):
-        spread = (unit.T @ (unit @ basis.astype(np.float32))).astype(np.float64) / len(unit)
-        basis, _ = np.linalg.qr(spread - np.outer(mean, mean @ basis))
-    projected = unit @ basis.astype(np.float32)
-    return basis[:, np.argsort(-projected.var(axis=0), kind="stable")]
+def running_median(values: np.ndarray, half: int) -> np.ndarray:
+    """The median of each finite value's neighbours along the array (itself and up to `half` finite values on
+    each side, fewer at the ends); NaN where the value is not finite. Non-finite values are skipped, not counted."""
+    trend = np.full(len(values), np.nan)
+    kept = np.flatnonzero(np.isfinite(values))
+    if not len(kept):
+        return trend
+    padded = np.concatenate([np.full(half, np.nan), values[kept], np.full(half, np.nan)])
+    windows = np.lib.stride_tricks.sliding_window_view(padded, 2 * half + 1)
+    trend[kept] = np.nanmedian(windows, axis=1)  # every window holds its own finite centre
+    return trend
 
 
-def find_duplicates(array: np.ndarray, norms: np.ndarray, cosine: float = DUPLICATE_COSINE,
-                    max_window: int = DUPLICATE_MAX_WINDOW, max_checks: int = DUPLICATE_MAX_CHECKS,
-                    max_bytes: int = DUPLICATE_MAX_BYTES) -> DuplicateSearch:
-    """Pairs of distinct rows with cosine above `cosine`, without comparing every row with every other.
-
-    Two unit rows with that cosine lie within r = sqrt(2 (1 - cosine)) of each other, and so do their
-    projections on any orthonormal directions. Rows are projected on a few directions of wide spread and
-    sorted along the widest; each block of rows is matched only against the rows that follow it within r
-    along it, first in the projection, and the pairs that stay within r there are checked in full.
-    Zero and non-finite rows are anomalies already and are left out."""
-    if array.ndim == 2 and array.shape[1] < 2:
-        return DuplicateSearch((), 0, False, "no duplicate search in a table of one column: any two of its rows of "
-                                             "one sign have cosine 1")
-    rows = np.flatnonzero(np.isfinite(norms) & (norms > 0))
-    if len(rows) < 2:
-        return DuplicateSearch((), 0, True)
-    if len(rows) * array.shape[1] * 4 > max_bytes:
-        return DuplicateSearch((), 0, False, f"duplicate search skipped: the unit rows would take more than "
-                                             f"{max_bytes >> 20} MiB")
-    unit = unit_rows(array, rows=rows)[0]
-    projected = unit @ spread_subspace(unit).astype(np.float32)
-    order = np.argsort(projected[:, 0], kind="stable")  # unit rows stay unsorted: sorting would copy them all
-    projected, rows = projected[order], rows[order]
-    reach = math.sqrt(2 * (1 - cosine)) + 1e-5  # slack for float32 rounding
-    lengths = np.einsum("ij,ij->i", projected, projected)
-    found: list[tuple[int, int]] = []
-    total, checks, cut = 0, 0, None
-    later = ~np.tri(DUPLICATE_BLOCK_ROWS, dtype=bool)  # column after row
-    for start in range(0, len(rows), DUPLICATE_BLOCK_ROWS):
-        stop = min(start + DUPLICATE_BLOCK_ROWS, len(rows))
-        end = int(np.searchsorted(projected[:, 0], projected[stop - 1, 0] + reach, side="right"))
-        if end > stop + max_window:
-            end = stop + max_window
-            cut = f"each block of {DUPLICATE_BLOCK_ROWS} rows was compared with at most {max_window} following rows"
-        # squared distance in the projection, in place: |x|^2 + |y|^2 - 2 x.y
-        near = projected[start:stop] @ projected[start:end].T
-        near *= -2
-        near += lengths[start:stop, None]
-        near += lengths[None, start:end]
-        near = near <= reach * reach + 1e-6
-        near[:, :stop - start] &= later[:stop - start, :stop - start]  # within the block: each pair once
-        for first in range(0, stop - start, DUPLICATE_CHECK_ROWS):  # a few rows at a time: the pairs stay bounded
-            a, b = np.nonzero(near[first:first + DUPLICATE_CHECK_ROWS])
-            if checks + len(a) > max_checks:
-                keep = max(max_checks - checks, 0)
-                a, b, cut = a[:keep], b[:keep], f"at most {max_checks:,} candidate pairs were checked"
-            checks += len(a)
-            a, b = a + start + first, b + start
-            for at in range(0, len(a), DUPLICATE_CHECK_PAIRS):
-                i, j = a[at:at + DUPLICATE_CHECK_PAIRS], b[at:at + DUPLICATE_CHECK_PAIRS]
-                similar = np.einsum("ij,ij->i", unit[order[i]], unit[order[j]]) > cosine
-                total += int(similar.sum())
-                room = DUPLICATE_MAX_LISTED - len(found)  # objects only for the pairs listed
-                found += zip(rows[i[similar][:room]].tolist(), rows[j[similar][:room]].tolist())
-            if checks >= max_checks:
-                break
-        if checks >= max_checks:
-            break
-    pairs = tuple(sorted((checked(array, norms, a, b) for a, b in found), key=lambda d: (d.a, d.b)))
-    note = None if cut is None else f"duplicate search cut short among very crowded rows ({cut}): pairs may be missing"
-    return DuplicateSearch(pairs, total, cut is None, note)
+def trend_half_window(rows: int) -> int:
+    return int(min(TREND_MAX, max(TREND_MIN, round(TREND_SHARE * rows))))
 
 
-def checked(array: np.ndarray, norms: np.ndarray, a: int, b: int) -> Duplicate:
-    a, b = min(a, b), max(a, b)
-    row_a, row_b = np.asarray(array[a], dtype=np.float64), np.asarray(array[b], dtype=np.float64)
-    cos = float(np.clip(row_a @ row_b / (norms[a] * norms[b]), -1.0, 1.0))
-    return Duplicate(a, b, cos, bool(np.array_equal(row_a, row_b)))
+def summarize_trained(norms: np.ndarray, threshold: float = DEFAULT_THRESHOLD, *, left_out: np.ndarray | None = None,
+                      along: bool = False, first_row: int = 0) -> NormSummary:
+    """summarize, with the rows of `left_out` (never trained) kept out of the rule and never flagged for their
+    norm, and, when `along` (a position table), each norm judged against the running median of its trained
+    neighbours: z of the residual, so a smooth trend along the table is no anomaly. The table's statistics
+    (count, mean, median, min, max) stay those of every finite row. Rows before `first_row` (a position table's
+    reserved rows, never used by design) are neither judged nor flagged."""
+    plain = summarize(norms, threshold)
+    if left_out is None and not along:
+        return plain
+    judged = norms.copy()
+    judged[norms == 0] = np.nan  # zero rows are flagged anyway, and are no trend
+    judged[:first_row] = np.nan
+    if left_out is not None:
+        judged[left_out] = np.nan
+    half = trend_half_window(int(np.isfinite(judged).sum())) if along else 0
+    trend = running_median(judged, half) if along else None
+    if trend is not None:
+        judged -= trend
+    center, spread = median_and_mad(judged)
+    if trend is not None and plain.mad > 0:
+        spread = max(spread, TREND_FLOOR * float(np.nanmedian(np.abs(judged + trend))) / MAD_SCALE)
+    z = robust_z(judged, center, spread)
+    with np.errstate(invalid="ignore"):
+        is_flagged = ~np.isfinite(norms) | (norms == 0) | (np.abs(z) > threshold)
+    is_flagged[:first_row] = False
+    flagged = np.flatnonzero(is_flagged)
+    # rows with no finite norm first, then zero rows (no residual of their own), then the largest |z|
+    severity = np.where(np.isfinite(norms[flagged]), np.nan_to_num(np.abs(z[flagged]), nan=np.finfo(np.float64).max),
+                        np.inf)
+    flagged = flagged[np.argsort(-severity, kind="stable")]
+    return replace(plain, flagged=flagged, trend=trend, judged=judged, center=center, spread=spread,
+                   threshold=threshold, half_window=half)
+
+
+def rule_text(threshold: float, mad: float, summary: NormSummary | None = None) -> str:
+    """The anomaly rule in one line; with a summary that judged trained rows only, or residuals along the table,
+    that too."""
+    trend = summary is not None and summary.trend is not None
+    among = " among trained rows" if summary is not None and summary.judged is not None else ""
+    if summary is not None and summary.judged is not None:
+        mad = summary.spread
+    if math.isnan(mad):
+        return "no row has a finite norm: zero, NaN and Inf rows are flagged"
+    if trend and summary is not None:
+        measured = (f"a position is flagged when the robust z of its residual from the running median of its "
+                    f"trained neighbours ({summary.half_window} on each side), (residual - median residual) / "
+                    f"({MAD_SCALE} x MAD), the MAD at least {TREND_FLOOR:.0%} of the median norm / {MAD_SCALE}")
+        if mad > 0:
+            return (f"{measured}, is beyond +-{threshold:g} (MAD {mad:.4g}); zero, NaN and Inf rows are always "
+                    "flagged; never-trained rows are judged apart")
+        return ("every finite norm equals its neighbours' running median (MAD is 0): a position is flagged when it "
+                "differs from it by more than a relative 1e-6; zero, NaN and Inf rows are always flagged")
+    if mad > 0:
+        return (f"a row is flagged when its robust z = (norm - median) / ({MAD_SCALE} x MAD) is beyond +-{threshold:g} "
+                f"(MAD {mad:.4g}{among}); zero, NaN and Inf rows are always flagged")
+    return ("every finite norm equals the median (MAD is 0): a row is flagged when it differs from the median by "
+            "more than a relative 1e-6; zero, NaN and Inf rows are always flagged")
 
 
 @dataclass(frozen=True, eq=False)
@@ -309,10 +313,22 @@ class NormsReport:
     duplicates: DuplicateSearch
     notes: tuple[str, ...]
     tokenizer: Tokenizer | None = field(default=None, repr=False)  # names token rows; None for positions, or when there is none
+    untrained: Untrained | None = None  # the rows that never trained (analysis.untrained), kept out of the anomalies
 
     def label(self, index: int) -> str:
         """How a row is called: `position 5`, a reserved row before position 0, or its token (`#id` when unnamed)."""
         return row_name(self.tokenizer, self.role, index, self.first_row)
+
+
+def judged(array: np.ndarray, norms: np.ndarray, role: Role | str, config: dict[str, object] | None = None,
+           first_row: int = 0, threshold: float = DEFAULT_THRESHOLD) -> tuple[NormSummary, Untrained]:
+    """The verdicts `norms` gives a table, for every command that carries them (norms, report, map, export): the
+    rows that never trained (analysis.untrained), and the anomalies among the others (summarize_trained)."""
+    untrained = find_untrained(array, norms, str(role), config, first_row)
+    left_out = untrained.mask(len(norms)) if untrained.count and not untrained.whole else None
+    along = str(role) == Role.position
+    return summarize_trained(norms, threshold, left_out=left_out, along=along,
+                             first_row=first_row if along else 0), untrained
 
 
 def norms_report(emb: Embeddings, table: str | None = None, threshold: float = DEFAULT_THRESHOLD) -> NormsReport:
@@ -321,7 +337,7 @@ def norms_report(emb: Embeddings, table: str | None = None, threshold: float = D
     chosen = emb.table(role)
     norms = row_norms(chosen.array)
     notes = list(chosen.notes)  # after the read: it may add one
-    summary = summarize(norms, threshold)
+    summary, untrained = judged(chosen.array, norms, chosen.role, emb.checkpoint.config, chosen.first_row, threshold)
     duplicates = find_duplicates(chosen.array, norms)
     if duplicates.note:
         notes.append(duplicates.note)
@@ -330,4 +346,5 @@ def norms_report(emb: Embeddings, table: str | None = None, threshold: float = D
         tokenizer, why_none = emb.tokenizer_for_names()
         if tokenizer is None:
             notes.append(f"{why_none}; padding rows past the vocabulary cannot be told apart")
-    return NormsReport(chosen.role, chosen.name, chosen.dim, chosen.first_row, summary, duplicates, tuple(notes), tokenizer)
+    return NormsReport(chosen.role, chosen.name, chosen.dim, chosen.first_row, summary, duplicates, tuple(notes), tokenizer,
+                       untrained)

@@ -1,6 +1,6 @@
 """How similar learned position rows are: chosen pairs, and how similarity falls with distance.
 
-Positions are table rows offset by `first_row` (OPT and RoBERTa keep 2 rows before position 0).
+Positions are table rows offset by `first_row` (position_offsets: RoBERTa-family padding_idx + 1, MPNet and OPT 2).
 Undefined cosines (a zero, NaN or Inf row) are NaN here; rendering turns them into null.
 """
 

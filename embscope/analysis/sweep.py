@@ -9,6 +9,8 @@ is never a whole float64 copy of a table; the pages of a memory-mapped block are
 
 from __future__ import annotations
 
+import functools
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -43,6 +45,10 @@ class RowChanges:
     norm_b: np.ndarray  # float64 (after the rotation, when aligned: a rotation keeps norms)
     relative: np.ndarray  # float64 ||b - a|| / ||a||; Inf when a is zero and b is not, NaN when undefined
     unchanged: np.ndarray  # bool: the stored bits of the two rows are equal
+    # uint64 (count, 2): a hash of each paired row's stored bits, of A and of B, where the sweep was asked for them
+    # (the run audit tells byte-identical tables apart by them, found in this read rather than a second one)
+    hash_a: np.ndarray | None = None
+    hash_b: np.ndarray | None = None
 
     @property
     def count(self) -> int:
@@ -52,6 +58,23 @@ class RowChanges:
 def block_rows(table: np.ndarray) -> int:
     """Rows of about BLOCK_BYTES in float64."""
     return max(1, BLOCK_BYTES // (8 * max(1, int(table.shape[1]))))
+
+
+@functools.cache
+def hash_keys(width: int, itemsize: int) -> np.ndarray:
+    """Odd 64-bit multipliers, two per stored word of a row: a row's hash is its words times these, summed mod 2**64
+    (two independent sums: a chance of about 2**-64 that two different rows agree in both)."""
+    keys: np.ndarray = np.random.default_rng(0x5EED).integers(0, 2**63, size=(width, 2), dtype=np.uint64) * 2 + 1
+    return keys
+
+
+def row_hashes(block: np.ndarray) -> np.ndarray:
+    """uint64 (rows, 2): a hash of each row's stored bits (any dtype of 1, 2, 4 or 8 bytes)."""
+    rows = np.ascontiguousarray(block).reshape(len(block), math.prod(block.shape[1:]))
+    words = rows.view(np.dtype(f"u{rows.dtype.itemsize}")).astype(np.uint64)
+    with np.errstate(over="ignore"):
+        hashed: np.ndarray = words @ hash_keys(words.shape[1], rows.dtype.itemsize)
+    return hashed
 
 
 def same_bits(block_a: np.ndarray, block_b: np.ndarray) -> np.ndarray:
@@ -67,28 +90,33 @@ def same_bits(block_a: np.ndarray, block_b: np.ndarray) -> np.ndarray:
 class Outputs:
     """The arrays one sweep fills for each earlier table, and the unit rows it gathers for the searches."""
 
-    def __init__(self, n: int, olds: int, dim: int, searched: Sequence[int], chunk: int):
+    def __init__(self, n: int, olds: int, dim: int, searched: Sequence[int], chunk: int, hashed: Sequence[int] = ()):
         self.cosine, self.norm_a, self.relative = (np.empty((olds, n)) for _ in range(3))
         self.norm_b = np.empty(n)
         self.unchanged = np.empty((olds, n), dtype=bool)
         self.units = {table: np.empty((chunk, dim), dtype=np.float32) for table in searched}
         self.valid = {table: np.empty(chunk, dtype=bool) for table in searched}
+        self.hashes = {table: np.empty((n, 2), dtype=np.uint64) for table in hashed}  # 0.. the olds, len(olds) b
+        self.olds = olds
 
     def changes(self, old: int) -> RowChanges:
-        return RowChanges(self.cosine[old], self.norm_a[old], self.norm_b, self.relative[old], self.unchanged[old])
+        return RowChanges(self.cosine[old], self.norm_a[old], self.norm_b, self.relative[old], self.unchanged[old],
+                          self.hashes.get(old), self.hashes.get(self.olds))
 
 
 def sweep(b: np.ndarray, olds: Sequence[np.ndarray], pairing: Paired, *, rotation: np.ndarray | None = None,
-          searches: Mapping[int, StreamedTopK] | None = None, progress: Progress | None = None) -> list[RowChanges]:
+          searches: Mapping[int, StreamedTopK] | None = None, progress: Progress | None = None,
+          hashed: Sequence[int] = ()) -> list[RowChanges]:
     """The row changes from each table in `olds` to `b` (each paired with b by `pairing`), reading b once.
     With `rotation` (d, d), b's rows are compared as b @ rotation; bitwise equality is of the stored rows.
     searches: neighbour searches by table (0.. the olds, len(olds) b), fed each table's unit rows as they pass,
-    normalised exactly as compute.unit_rows does; the pairing must then pair every row of each with its own index."""
+    normalised exactly as compute.unit_rows does; the pairing must then pair every row of each with its own index.
+    hashed: the tables (numbered as for searches) whose paired rows' stored bits are hashed as they pass."""
     searches = dict(searches or {})
     n, dim = pairing.count, b.shape[1]
     threads = cpu_threads()
     chunk = max(1, min(n, SEARCH_ROWS_BYTES // (4 * max(1, dim)))) if searches else max(1, n)
-    out = Outputs(n, len(olds), dim, list(searches), chunk)
+    out = Outputs(n, len(olds), dim, list(searches), chunk, hashed)
     spaces = [[np.empty((block_rows(b), dim)) for _ in range(3)] for _ in range(threads)]
 
     def rows_of(part: tuple[int, int, int, list[np.ndarray]]) -> None:
@@ -140,6 +168,10 @@ def changes_of_block(olds: Sequence[np.ndarray], b: np.ndarray, pairing: Paired,
                 norm_b = np.sqrt(squares_b)
                 out.norm_b[start:stop] = norm_b
                 unit_rows_into(out, len(olds), xb, norm_b, start - offset)
+                if len(olds) in out.hashes:
+                    out.hashes[len(olds)][start:stop] = row_hashes(raw_b)
+            if old in out.hashes:
+                out.hashes[old][start:stop] = row_hashes(raw_a)
             np.copyto(xa, raw_a)
             squares_a = np.einsum("ij,ij->i", xa, xa)
             norm_a = np.sqrt(squares_a)

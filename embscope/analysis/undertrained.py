@@ -24,9 +24,9 @@ Tables are read block by block; nothing here is V x V (the cluster search uses t
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -35,6 +35,7 @@ from ..core.errors import EmbscopeError, TableError
 from .norms import DEFAULT_THRESHOLD, RowListing, median_and_mad, robust_z, row_norms
 from .stages import Progress, Stages, quiet
 from .token_kinds import KINDS, ROUND_TRIP_MAX_CHARS, TokenKinds, token_kinds
+from .untrained import find_untrained
 
 if TYPE_CHECKING:
     from ..embeddings import Embeddings
@@ -53,7 +54,9 @@ MIN_CLUSTER_ROWS = 3
 # a seed from the table needs as many rows as each row has neighbours in the search, plus itself: a smaller group
 # cannot fill its members' neighbour lists, and near-duplicate trained tokens come in twos and threes
 MIN_SEED_ROWS = CLUSTER_NEIGHBOURS + 1
-MIN_TRUSTED_REFERENCE = 8  # rows the tokenizer must mark unused for its reference to be used as it is
+# rows the tokenizer must mark unused for its reference to be used as it is: a BERT vocabulary renamed, or one
+# unreachable id, is too few, and the table's own never-trained rows seed it instead
+MIN_TRUSTED_REFERENCE = 20
 # a cluster seeds the reference only when its rows' norms stand apart from the rest too (their median robust z beyond
 # this, either way): never-trained rows' norms are set by the decay or the softmax's push alone (measured: -3.2 in
 # the real BERT case, -2.4 and -6.5 in the tied runs of the tests), while a class of trained tokens used alike
@@ -85,7 +88,8 @@ OtherTables = Callable[[str, tuple[int, ...]], Sequence[np.ndarray]]
 @dataclass(frozen=True, eq=False)
 class Reference:
     rows: np.ndarray  # int64 ids whose mean row the indicator measures against
-    source: str  # "tokenizer", "unchanged", "cluster" (from the table), "low-norm" (from the table) or "none"
+    # "tokenizer", "unchanged", "untrained", "cluster" or "low-norm" (the last three from the table), or "none"
+    source: str
     description: str  # what the rows are, for people
     dropped: int = 0  # rows of the first set that scored like trained rows and were left out of the mean
 
@@ -181,7 +185,8 @@ def undertrained_tables(emb: Embeddings, roles: Sequence[str] | None = None, *, 
                              "encoded back (the round trip costs their length), so none of them is marked unreachable")
         other = others(role, chosen.tensor.shape) if others is not None else ()
         reports.append(find_undertrained(chosen.array, kinds, table=chosen.role, name=chosen.name, others=other,
-                                         topk=nearest_rows(device, stages(f"nearest rows of the {role} table"))))
+                                         topk=nearest_rows(device, stages(f"nearest rows of the {role} table")),
+                                         config=emb.checkpoint.config))
     notes += [note for report in reports for note in emb.table(report.table).notes]
     return UndertrainedTables(tuple(reports), kinds, tuple(notes))
 
@@ -191,7 +196,8 @@ Measure = Callable[["Reference", Refine], Measured]
 
 
 def indicator(array: np.ndarray, valid: np.ndarray, norms: np.ndarray, kinds: TokenKinds | None,
-              reference: Reference, topk: NearestRows | None) -> tuple[Reference, np.ndarray, Threshold, np.ndarray]:
+              reference: Reference, topk: NearestRows | None, config: Mapping[str, Any] | None = None,
+              table: str = "token") -> tuple[Reference, np.ndarray, Threshold, np.ndarray]:
     """The indicator of each row against the reference (refined), or against the table's own seed when the
     tokenizer's rows are too few or show no gap; and the seed's rows when they are the candidates themselves."""
     components: list[np.ndarray] = []  # the first principal component, found once if an indicator is measured
@@ -211,18 +217,19 @@ def indicator(array: np.ndarray, valid: np.ndarray, norms: np.ndarray, kinds: To
     # or too scattered for their mean to point anywhere)
     if topk is not None and reference.source in ("tokenizer", "none") and (too_few or threshold.value is None):
         reference, scores, threshold, seed_rows = seeded(array, valid, norms, kinds, topk,
-                                                         (reference, scores, threshold), measured)
+                                                         (reference, scores, threshold), measured, config, table)
     if too_few and len(reference.rows) and reference.source == "tokenizer" and np.isnan(scores).all():
         reference, scores, threshold = measured(reference, refined)  # the few rows there are: the table seeded none
     return reference, scores, threshold, seed_rows
 
 
 def seeded(array: np.ndarray, valid: np.ndarray, norms: np.ndarray, kinds: TokenKinds | None, topk: NearestRows,
-           found: Measured, measured: Measure) -> tuple[Reference, np.ndarray, Threshold, np.ndarray]:
+           found: Measured, measured: Measure, config: Mapping[str, Any] | None = None,
+           table: str = "token") -> tuple[Reference, np.ndarray, Threshold, np.ndarray]:
     """The indicator against the table's own seed (a cluster of rows near each other), when it finds one."""
     reference, scores, threshold = found
     seed_rows = np.zeros(0, dtype=np.int64)
-    seed = table_seed(array, valid, norms, topk)
+    seed = table_seed(array, valid, norms, topk, config, table)
     if len(seed.rows):
         why = seeded_because(reference, kinds)
         reference, scores, threshold = measured(Reference(seed.rows, seed.source, f"{seed.description}; {why}"),
@@ -237,10 +244,11 @@ def seeded(array: np.ndarray, valid: np.ndarray, norms: np.ndarray, kinds: Token
 
 
 def find_undertrained(array: np.ndarray, kinds: TokenKinds | None, *, table: str = "token", name: str = "",
-                      others: Sequence[np.ndarray] = (), topk: NearestRows | None = None) -> UndertrainedReport:
+                      others: Sequence[np.ndarray] = (), topk: NearestRows | None = None,
+                      config: Mapping[str, Any] | None = None) -> UndertrainedReport:
     """Candidates for under-trained rows of one table. `kinds`: the tokenizer's view (None without one);
     `others`: the same table from other checkpoints of the run; `topk`: the batched nearest-row search for
-    the cluster fallback (None skips it)."""
+    the cluster fallback (None skips it); `config`: the checkpoint's config.json (its init scale)."""
     norms = row_norms(array)
     valid = np.isfinite(norms) & (norms > 0)
     notes = []
@@ -249,7 +257,7 @@ def find_undertrained(array: np.ndarray, kinds: TokenKinds | None, *, table: str
         raise TableError(f"expected checkpoints of different steps, found every row of the {table} table bitwise the "
                          "same in all of them (the same weights given twice?)")
     reference, scores, threshold, seed_rows = indicator(array, valid, norms, kinds,
-                                                        tokenizer_reference(kinds, unchanged), topk)
+                                                        tokenizer_reference(kinds, unchanged), topk, config, table)
     if kinds is None:
         notes.append("without a tokenizer nothing is verified, and padding rows cannot be told apart")
     median, mad = median_and_mad(norms)
@@ -300,9 +308,14 @@ def seeded_because(tokenizer: Reference, kinds: TokenKinds | None) -> str:
             "trust it)")
 
 
-def table_seed(array: np.ndarray, valid: np.ndarray, norms: np.ndarray, topk: NearestRows) -> Reference:
-    """Rows the table itself shows as unused: the densest tight cluster whose norms stand apart from the rest
-    (SEED_NORM_Z), else the low-norm tail."""
+def table_seed(array: np.ndarray, valid: np.ndarray, norms: np.ndarray, topk: NearestRows,
+               config: Mapping[str, Any] | None = None, table: str = "token") -> Reference:
+    """Rows the table itself shows as unused: its never-trained rows (analysis.untrained: still as initialised, or
+    moved only together), else the densest tight cluster whose norms stand apart from the rest (SEED_NORM_Z),
+    else the low-norm tail."""
+    never = find_untrained(array, norms, table, config)
+    if never.count >= MIN_SEED_ROWS and not never.whole:
+        return Reference(never.rows, "untrained", f"the table's never-trained rows: {never.evidence}")
     cluster = cluster_reference(array, valid, topk, norms)
     if len(cluster.rows):
         return cluster
@@ -480,23 +493,36 @@ def reference_cosines(array: np.ndarray, valid: np.ndarray, reference: np.ndarra
     above the rest even in a random table. Removing p from x leaves x - (x.p) p, so x'.m' = x.m' and
     |x'|^2 = |x|^2 - (x.p)^2: one pass over the table."""
     reference = reference[valid[reference]]
-    rows = np.asarray(array[reference], dtype=np.float64)  # sorted ids, as fancy indexing of a map wants
-    rows -= np.outer(rows @ component, component)
-    total = rows.sum(axis=0)
     scores = np.full(len(array), np.nan)
     if not len(reference):
         return scores
+    total = np.zeros(array.shape[1])
+    for rows in reference_blocks(array, reference, component):
+        total += rows.sum(axis=0)
     for start, block in blocks(array, valid):
         scores[start:start + len(block)] = _cosines(block, total / len(reference), component)
     # a reference row r (component removed) against the others' sum t - r: cos = (r.t - |r|^2) / (|r| |t - r|)
-    squares = np.einsum("ij,ij->i", rows, rows)
-    others = np.linalg.norm(total - rows, axis=1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        own = (rows @ total - squares) / (np.sqrt(squares) * others)
-    # a lone reference row has no others to be measured against
-    scores[reference] = np.where((squares > 0) & (others > 0), np.clip(own, -1, 1), np.nan)
+    at = 0
+    for rows in reference_blocks(array, reference, component):
+        squares = np.einsum("ij,ij->i", rows, rows)
+        others = np.linalg.norm(total - rows, axis=1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            own = (rows @ total - squares) / (np.sqrt(squares) * others)
+        # a lone reference row has no others to be measured against
+        scores[reference[at:at + len(rows)]] = np.where((squares > 0) & (others > 0), np.clip(own, -1, 1), np.nan)
+        at += len(rows)
     scores[~valid] = np.nan
     return scores
+
+
+def reference_blocks(array: np.ndarray, reference: np.ndarray, component: np.ndarray) -> Iterator[np.ndarray]:
+    """The reference rows as float64 with `component` removed, BLOCK_BYTES of them at a time: a reference of
+    100,000 rows of 1,024 is never copied to float64 at once."""
+    step = max(1, BLOCK_BYTES // (8 * max(1, array.shape[1])))
+    for start in range(0, len(reference), step):
+        rows = np.asarray(array[reference[start:start + step]], dtype=np.float64)  # sorted ids, as a map wants
+        rows -= np.outer(rows @ component, component)
+        yield rows
 
 
 def _cosines(block: np.ndarray, target: np.ndarray, component: np.ndarray) -> np.ndarray:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 from enum import Enum
 from pathlib import Path
@@ -19,6 +20,7 @@ from ..render.compare_plot import draw
 from ..render.files import input_files
 from .options import (
     AUTO_DEVICE,
+    CHECKPOINT_VARIABLE,
     DeviceOption,
     JsonFlag,
     PlotOption,
@@ -45,13 +47,29 @@ class Match(str, Enum):
     tokens = "tokens"
 
 
+def given_checkpoints(arguments: list[Path] | None, named: list[Path] | None) -> list[Path]:
+    """The checkpoints as given: the arguments, then each -c; with neither, $EMBSCOPE_CHECKPOINT (one path, read
+    whole: click would split a list option's variable at spaces)."""
+    found = [*(arguments or []), *(named or [])]
+    if not found and os.environ.get(CHECKPOINT_VARIABLE):
+        found = [checkpoint_path(os.environ[CHECKPOINT_VARIABLE])]
+    if not found:
+        raise typer.BadParameter("expected checkpoints to compare (arguments, -c or $EMBSCOPE_CHECKPOINT)",
+                                 param_hint="'CHECKPOINT...'")
+    return found
+
+
 def compare_command(
     source: Source,
-    checkpoints: Annotated[list[Path], typer.Argument(
+    checkpoints: Annotated[list[Path] | None, typer.Argument(
         parser=checkpoint_path,
         help="Two or more checkpoints (files or folders), compared in the order given; or one folder holding a "
              "run's checkpoints (ckpt*.pt, ANDREA dumps, nlm pickles, checkpoint-N/ folders), ordered by step.",
-        metavar="CHECKPOINT...", show_default=False)],
+        metavar="CHECKPOINT...", show_default=False)] = None,
+    named: Annotated[list[Path] | None, typer.Option(
+        "--checkpoint", "-c", parser=checkpoint_path, metavar="PATH",
+        help="A checkpoint, as every command takes it; repeatable, after the CHECKPOINT arguments. Default: "
+             "$EMBSCOPE_CHECKPOINT (one checkpoint: --output, or a run's folder).", show_default=False)] = None,
     words: Annotated[list[str] | None, typer.Option(
         "--words", help="Words whose top-k neighbour sets are compared first, beside the sample (comma-separated or "
                         "repeated).")] = None,
@@ -73,11 +91,17 @@ def compare_command(
                          "stored and after Procrustes, linear CKA, neighbour overlap).")] = False,
     plot: PlotOption = None,
     device: DeviceOption = AUTO_DEVICE,
+    scheduler: Annotated[str | None, typer.Option(
+        "--scheduler", help="Run each checkpoint's comparison as a task on the dask.distributed scheduler at this "
+                            "address (tcp://host:port, or its scheduler file), or 'local' for worker processes here. "
+                            "Every worker must read the checkpoints at the same paths.", metavar="ADDRESS",
+        show_default=False)] = None,
     json: JsonFlag = False,
 ) -> None:
     """What changed between checkpoints: per-row cosine, norm and relative change, rows bitwise unchanged,
     neighbour-set overlap, linear CKA, position profiles; a trajectory over three or more steps. With --output,
     one checkpoint's token table against its output projection."""
+    checkpoints = given_checkpoints(checkpoints, named)
     if output:
         if len(checkpoints) != 1 or align is not None or match is not None or plot is not None:
             raise typer.BadParameter("--output compares the two tables of one checkpoint: give one checkpoint, "
@@ -86,6 +110,8 @@ def compare_command(
                                       sample=sample, k=k, device=device.value, json=json, cka=cka)
     if (align is not None or match is not None) and len(checkpoints) != 2:
         raise typer.BadParameter("--align and --match compare two runs: give exactly two checkpoints")
+    if scheduler is not None and (align is not None or match is not None):
+        raise typer.BadParameter("--scheduler runs a series of checkpoints: it takes neither --align nor --match")
     check_plot(plot)
     probe_words = parse_words(words)
     if len(checkpoints) == 1 and not checkpoints[0].is_dir():
@@ -100,10 +126,11 @@ def compare_command(
     options = CompareOptions(align=align is not None, k=k, sample=sample, listed=top, device=device.value, cka=cka)
     with progress.stages() as stages:
         found = compare_run(run, open_path, options, words=probe_words, match_tokens=match is not None,
-                            files_of=input_files, stages=stages)
+                            files_of=input_files, scheduler=scheduler, stages=stages)
     series = found.found
     labels = render.Labels(series.checkpoints, run.origin, series.table_names, series.names, series.names_b,
-                           found.words, found.notes, plot_file, run=len(checkpoints) == 1)
+                           found.words, found.notes, plot_file, run=len(checkpoints) == 1,
+                           audit=series.audit)
     if plot_file is not None:
         draw(series.comparison, labels, plot_file, inputs=found.read)
     if json:

@@ -10,7 +10,6 @@ import typer
 
 from ..analysis.neighbors import neighbors
 from ..analysis.neighbors_all import neighbors_all
-from ..core.role import Role
 from ..naming import token_name, tokenizer_failure
 from ..options import DeviceOptions, LookupOptions
 from ..render import neighbors as render
@@ -19,7 +18,8 @@ from ..render.neighbors_out import STDOUT, out_format, write_neighbors
 from ..render.progress import bar
 from .options import (
     AUTO_DEVICE,
-    FP32,
+    AUTO_PRECISION,
+    TOKEN_TABLE,
     AllowUnkFlag,
     DeviceOption,
     ExactFlag,
@@ -63,7 +63,7 @@ def neighbors_command(
     ids: IdsFlag = False,
     exact: ExactFlag = False,
     allow_unk: AllowUnkFlag = False,
-    table: TableOption = Role.token,
+    table: TableOption = TOKEN_TABLE,
     all_rows: Annotated[bool, typer.Option("--all", help="Every row of the table (or --queries), in batches.")] = False,
     out: Annotated[Path | None, typer.Option(
         help="With --all: the file to write, .tsv, .jsonl or .npz; - writes TSV to standard output.")] = None,
@@ -73,12 +73,10 @@ def neighbors_command(
     strict: StrictFlag = False,
     remove_top: RemoveTopOption = None,
     device: DeviceOption = AUTO_DEVICE,
-    precision: PrecisionOption = FP32,
+    precision: PrecisionOption = AUTO_PRECISION,
     json: JsonFlag = False,
 ) -> None:
     """The K rows most similar to a word, or with --all --out FILE the top K of every row."""
-    if table is Role.position:
-        raise refuse("expected token or output (neighbours among positions: embscope positions --profile)", "--table")
     if all_rows:
         if word is not None:
             raise refuse("--all takes its queries from --queries FILE, not a word")
@@ -89,7 +87,7 @@ def neighbors_command(
         return
     if out is not None or queries is not None:
         raise refuse("--out and --queries go with --all")
-    if device is not AUTO_DEVICE or precision is not FP32:
+    if device is not AUTO_DEVICE or precision is not AUTO_PRECISION:
         raise refuse("--device and --precision go with --all, the batched run")
     if word is None:
         raise refuse("expected a word (or an id with --ids), or --all")

@@ -36,6 +36,7 @@ Device = Enum("Device", {value: value for value in DEVICES}, type=str)  # type: 
 Precision = Enum("Precision", {value: value for value in PRECISIONS}, type=str)  # type: ignore[misc]
 AUTO_DEVICE = Device("auto")
 FP32 = Precision("fp32")
+AUTO_PRECISION = Precision("auto")  # bf16 made exact where bf16 is native (a GPU, AMX / avx512_bf16), else fp32
 
 
 def tensor_name(value: str | None) -> str | None:
@@ -59,12 +60,15 @@ def tokenizer_path(value: str | Path) -> Path:
     return Path(value)
 
 
+CHECKPOINT_VARIABLE = "EMBSCOPE_CHECKPOINT"  # -c's default, in every command
+
+
 @dataclass(frozen=True)
 class Source:
     """Where the tables come from, as the user gave it."""
 
     checkpoint: Annotated[Path | None, typer.Option(
-        "--checkpoint", "-c", envvar="EMBSCOPE_CHECKPOINT", show_envvar=True, parser=checkpoint_path, metavar="PATH",
+        "--checkpoint", "-c", envvar=CHECKPOINT_VARIABLE, show_envvar=True, parser=checkpoint_path, metavar="PATH",
         help="Checkpoint file or directory, or a model id in the local Hugging Face cache (default: the bundled "
              "sample model).")] = None
     tokenizer: Annotated[Path | None, typer.Option(
@@ -83,13 +87,18 @@ class Source:
     d_model: Annotated[int | None, typer.Option(min=1, help="Table width, for formats that do not record it.")] = None
     context: Annotated[int | None, typer.Option(
         min=1, help="Position table rows, for formats that do not record it.")] = None
+    first_position: Annotated[int | None, typer.Option(
+        "--first-position", min=0, metavar="N",
+        help="The position table row that holds position 0 (default: the model family's rule, e.g. RoBERTa's "
+             "padding_idx + 1, OPT's 2; else 0).")] = None
 
     def open(self) -> Embeddings:
         if self.trust_pickle:
             console.err.print("warning: --trust-pickle lets the checkpoint run code while it loads")
         return open_embeddings(self.checkpoint, tokenizer=self.tokenizer, token_key=self.token_key,
                                pos_key=self.pos_key, output_key=self.output_key, trust_pickle=self.trust_pickle,
-                               vocab_size=self.vocab_size, d_model=self.d_model, context=self.context)
+                               vocab_size=self.vocab_size, d_model=self.d_model, context=self.context,
+                               first_position=self.first_position)
 
 
 def with_source(command: Callable[..., Any], without: tuple[str, ...] = ()) -> Callable[..., Any]:
@@ -205,8 +214,12 @@ class OptionWords:
 
 
 def check_plot(plot: str | None) -> None:
-    """A --plot FILE names a format and an existing folder: checked before any work."""
-    if plot is None or plot == PLOT_AUTO:
+    """A --plot FILE names a format and an existing folder, and matplotlib is there: checked before any work."""
+    if plot is None:
+        return
+    from ..render.plots import require_matplotlib
+    require_matplotlib("--plot")  # before any work
+    if plot == PLOT_AUTO:
         return
     as_usage_error(lambda: plot_format(Path(plot)), "--plot")
     check_directory(Path(plot), "the plot file")
@@ -246,12 +259,17 @@ AllowUnkFlag = Annotated[bool, typer.Option(
     "--allow-unk", help="Let a word the tokenizer maps to its unknown token through (with a note) instead of refusing it.")]
 StrictFlag = Annotated[bool, typer.Option(
     "--strict", help="Stop at the first line of the input file that cannot be used, instead of skipping it with a note.")]
-TableOption = Annotated[Role, typer.Option(
-    "--table", help="The token table, or the untied output projection.", show_default=True)]
+# the tables whose rows are tokens: --help offers only the values the command takes (positions: `embscope positions`)
+RowTable = Enum("RowTable", {role.value: role.value for role in (Role.token, Role.output)}, type=str)  # type: ignore[misc]
+TOKEN_TABLE = RowTable("token")
+TableOption = Annotated[RowTable, typer.Option(
+    "--table", help="The token table, or the untied output projection (cosines between positions: embscope "
+                    "positions).", show_default=True)]
 DeviceOption = Annotated[Device, typer.Option(
     "--device", help="Where the batched work runs; auto = a GPU when torch sees one.")]
 PrecisionOption = Annotated[Precision, typer.Option(
-    "--precision", help="Arithmetic for the batched products; auto: a half-precision pass re-ranked in fp32 on a GPU, fp32 on a CPU.")]
+    "--precision", help="Arithmetic for the batched products; auto: a bf16 pass made exact by an fp32 re-rank where bf16 is native "
+            "(a GPU, a CPU with AMX or avx512_bf16), else fp32.")]
 RemoveTopOption = Annotated[int | None, typer.Option(
     "--remove-top", metavar="D", min=1, show_default=False,
     help="How many principal directions to remove: ask in the all-but-the-top space, the mean row and the top D "

@@ -54,7 +54,8 @@ def positions(
     """Cosine between learned position rows: chosen pairs, a near-to-far default set, or a profile by distance.
     --plot draws the cosine heatmap and the similarity-by-distance curve.
 
-    Position p is table row p + first_row (OPT and RoBERTa keep 2 rows before position 0)."""
+    Position p is table row p + first_row: the model family's rule (RoBERTa-family padding_idx + 1, MPNet and OPT
+    2), or --first-position N."""
     default, chosen = parse_pairs(pairs or [])
     default = default or not (chosen or profile)
     check_plot(plot)

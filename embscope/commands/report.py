@@ -61,7 +61,8 @@ def report(
         return replace(source, checkpoint=path).open()
 
     paths, origin, notes = report_checkpoints(checkpoints or [], open_path)
-    named_by = origin if origin is not None else resolve_path(None)[0]  # the checkpoint the name is about
+    # the checkpoint the sections describe (the last) names the report, as it titles it
+    named_by = paths[-1] if paths else resolve_path(None)[0]
     covers = paths or [named_by]
     target = named_output(out, covers) if out is not None else render.default_target(format.value, named_by, covers)
     with stages() as stage:

@@ -8,11 +8,11 @@ from typing import Annotated, Any
 import typer
 
 from ..analysis.similarity import similarity, similarity_pairs
-from ..core.role import Role
 from ..inputs import Skipped, read_pairs
 from ..naming import tokenizer_failure
 from ..render import similarity as render
 from .options import (
+    TOKEN_TABLE,
     AllowUnkFlag,
     ExactFlag,
     IdsFlag,
@@ -40,7 +40,7 @@ def similarity_command(
     baseline: Annotated[bool, typer.Option(
         "--baseline/--no-baseline", help="Where each cosine stands among random pairs of the same table (one pass "
                                          "over the table, cached per file), or skip it.")] = True,
-    table: TableOption = Role.token,
+    table: TableOption = TOKEN_TABLE,
     pairs_file: Annotated[Path | None, typer.Option(
         "--pairs-file", help="Two words or ids per line; all pairs computed in one batch. A line that cannot be "
                              "used is skipped with a note.")] = None,
@@ -53,9 +53,6 @@ def similarity_command(
         raise refuse("give words or --pairs-file, not both")
     if pairs_file is None and len(words) < 2:
         raise refuse(f"expected at least two words (or --pairs-file), found {len(words)}")
-    if table is Role.position:
-        raise refuse("expected token or output (cosines between positions: embscope positions)", "--table")
-
     emb = source.open()
     options: dict[str, Any] = {"ids": ids, "exact": exact, "merge": merge, "center": center, "table": table.value,
                                "allow_unk": allow_unk, "baseline": baseline, "remove_top": remove_top}

@@ -18,20 +18,23 @@ table), and one module per engine: numpy_engine, bf16_engine (bf16 on the CPU), 
 from __future__ import annotations
 
 from .cosines import RandomPairs, cosine_blocks, cosines_to, pair_cosines, random_pairs
-from .devices import DEVICES, PRECISIONS, precision_run, resolve_device, resolve_precision
+from .devices import DEVICES, PRECISIONS, precision_label, precision_run, resolve_device, resolve_precision
 from .rows import TableChecksum, mean_row, row_blocks, row_norms, unit_rows
-from .topk import TopK, topk_rows, topk_vectors
+from .streamed import StreamedTopK
+from .topk import TopK, topk_rows, topk_scores, topk_stream, topk_vectors
 
 __all__ = [
     "DEVICES",
     "PRECISIONS",
     "RandomPairs",
+    "StreamedTopK",
     "TableChecksum",
     "TopK",
     "cosine_blocks",
     "cosines_to",
     "mean_row",
     "pair_cosines",
+    "precision_label",
     "precision_run",
     "random_pairs",
     "resolve_device",
@@ -39,6 +42,8 @@ __all__ = [
     "row_blocks",
     "row_norms",
     "topk_rows",
+    "topk_scores",
+    "topk_stream",
     "topk_vectors",
     "unit_rows",
 ]

@@ -1,20 +1,20 @@
-"""bf16 on the CPU: torch for the bf16 matmul only (about 3x numpy's fp32 on CPUs with avx512_bf16 or AMX),
-numpy for selection and the exact fp32 re-rank (faster than torch's small sorts on the CPU)."""
+"""bf16 on the CPU, made exact (bf16_exact): torch multiplies in bf16 (about 3.5x fp32 on CPUs with
+avx512_bf16 or AMX) and selects on blocks with topk; the candidates are re-ranked in fp32. The unit rows stay
+numpy's, shared with torch without a copy."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from .devices import torch_module
-from .engine import RERANK_EXTRA_MIN, Emit, HostEngine, Prepared, Queries
-from .select import candidates, every_column, exact_row, finalise, group_buffer, mark_left_out, select_rows
-
-GATHER_ROWS = 256  # queries re-ranked at a time: a bounded gather of their candidates' rows
+from . import bf16_exact
+from .devices import cpu_block_bytes, torch_module
+from .engine import Emit, HostEngine, Prepared, Queries
 
 
 class CpuBf16Engine(HostEngine):
     name = "cpu-bf16"
     streams = False
+    halves = ("bf16",)  # precisions search_every_row runs
 
     def supports(self, device: str, precision: str) -> bool:
         return device == "cpu" and precision == "bf16"
@@ -22,37 +22,27 @@ class CpuBf16Engine(HostEngine):
     def search(self, prepared: Prepared, queries: Queries, count: int, block: int, precision: str,
                emit: Emit) -> None:
         torch = torch_module()
-        base = prepared.base
-        n_valid = base.shape[0]
-        keep = min(n_valid, count + max(count, RERANK_EXTRA_MIN))
-        low = torch.from_numpy(base).to(torch.bfloat16)
-        for start in range(0, queries.size, block):
-            stop = min(start + block, queries.size)
-            vectors = queries.host_block(base, start, stop)
-            with torch.inference_mode():
-                scores = (torch.from_numpy(vectors).to(torch.bfloat16) @ low.T).float().numpy()
-            lines, columns = queries.left_out(start, stop)
-            scores[lines, columns] = -np.inf
-            if keep == n_valid:
-                cand = every_column(scores)
-            else:
-                maxima, chunk = group_buffer(n_valid, keep), select_rows(n_valid)
-                cand = np.concatenate([candidates(scores[i:i + chunk], keep, maxima)[0]
-                                       for i in range(0, stop - start, chunk)])
-            first = np.take_along_axis(scores, cand, axis=1)
-            exact = np.concatenate([np.einsum("bd,bkd->bk", vectors[i:i + GATHER_ROWS], base[cand[i:i + GATHER_ROWS]])
-                                    for i in range(0, stop - start, GATHER_ROWS)])
-            mark_left_out(exact, cand, lines, columns)
-            ids, vals, _, order = finalise(cand, exact, count, True)
-            first_kept = np.take_along_axis(first, order[:, :count], axis=1)
-            # As on torch devices: a kept row level with the first-pass cut may have twins outside.
-            unsure = ((first_kept <= first.min(axis=1, keepdims=True)).any(axis=1)
-                      if keep < n_valid else np.zeros(stop - start, dtype=bool))
-            for row in np.flatnonzero(unsure):
-                row_scores = base @ vectors[row]
-                row_scores[columns[lines == row]] = -np.inf
-                ids[row], vals[row] = exact_row(row_scores, count)
-            emit(start, ids, vals)
+        exact = torch.from_numpy(prepared.base)
+        low = exact.to(torch.bfloat16)
+        with torch.inference_mode():
+            for start in range(0, queries.size, block):
+                stop = min(start + block, queries.size)
+                vectors = torch.from_numpy(np.ascontiguousarray(queries.host_block(prepared.base, start, stop)))
+                lines, columns = queries.left_out(start, stop)
+                emit(start, *bf16_exact.search_queries(torch, exact, low, vectors, count,
+                                                        torch.from_numpy(lines), torch.from_numpy(columns)))
+
+    def search_every_row(self, prepared: Prepared, count: int, emit: Emit, side: int | None = None) -> None:
+        """Every row's top count from the upper triangle of the bf16 cosine matrix (bf16_exact), in square
+        tiles within 7/8 of a score block, as the numpy engine tiles fp32."""
+        torch = torch_module()
+        exact = torch.from_numpy(prepared.base)
+        n = exact.shape[0]
+        if side is None:
+            largest = max(1, int(np.sqrt(cpu_block_bytes(n, exact.shape[1]) * 7 / 8 / 4)))
+            side = -(-n // -(-n // largest))
+        with torch.inference_mode():
+            bf16_exact.search_every_row(torch, exact, exact.to(torch.bfloat16), count, max(1, min(n, side)), emit)
 
     def stream(self, table: np.ndarray, queries: np.ndarray, k: int,
                left_out: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:

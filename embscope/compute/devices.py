@@ -11,6 +11,7 @@ from typing import Any
 
 from ..core.errors import MissingPackageError, OptionError
 from ..core.memory import available_memory
+from ..hardware import native_bf16
 
 DEVICES = ("auto", "cpu", "cuda", "mps")
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "auto")
@@ -77,20 +78,28 @@ def resolve_device(device: str = "auto") -> str:
 def resolve_precision(precision: str, device: str) -> str:
     """Turn "auto" into a precision for the device; any other value passes through.
 
-    On a GPU, "auto" is low-precision candidates with an exact fp32 re-rank: bf16 where the GPU supports
-    it, else fp16. On the CPU it is fp32: on a 2-core AVX512-BF16 CPU without AMX, bf16 candidates +
-    re-rank measured level with fp32 end to end (the bf16 matmul is 2-3x faster, but converting and
-    selecting among more candidates eats the gain).
+    "auto" is bf16 candidates made exact by an fp32 re-rank (bf16_exact) where bf16 is multiplied natively:
+    a GPU that supports bf16 (else fp16 candidates), or a CPU with AMX or avx512_bf16 and torch installed.
+    On other CPUs it is fp32: torch emulates bf16 there, several times slower than fp32.
     """
     if precision not in PRECISIONS:
         raise OptionError(f"precision must be one of {', '.join(PRECISIONS)}; got {precision!r}", option="precision")
     if precision != "auto":
         return precision
     if device == "cpu":
-        return "fp32"
+        native = native_bf16() and importlib.util.find_spec("torch") is not None
+        return "bf16" if native else "fp32"
     if device == "cuda":
         return "bf16" if torch_module().cuda.is_bf16_supported() else "fp16"
     return "fp16"
+
+
+def precision_label(precision: str) -> str:
+    """How a result names the arithmetic that ran: bf16 is exact (bf16_exact), fp16 and tf32 pick candidates
+    that fp32 re-ranks, exact but for near-ties at the cut."""
+    if precision == "bf16":
+        return "bf16, exact by re-rank"
+    return precision if precision == "fp32" else f"{precision} candidates, re-ranked in fp32"
 
 
 def precision_run(precision: str, device: str) -> str:

@@ -16,6 +16,7 @@ STREAM_BLOCK_BYTES = 32 << 20
 class NumpyEngine(HostEngine):
     name = "numpy"
     streams = True
+    halves = ("fp32",)  # precisions search_every_row runs
 
     def supports(self, device: str, precision: str) -> bool:
         return device == "cpu" and precision == "fp32"

@@ -9,7 +9,6 @@ import numpy as np
 # enough that the rows' group maxima and index temporaries stay in the core's cache.
 SELECT_SCORES = 1 << 20
 MIN_SELECT_ROWS = 16
-SELECT_BYTES = 16 << 20  # the int64 index arrays of one best_columns step
 
 
 def clip_cosines(scores: np.ndarray) -> np.ndarray:
@@ -20,15 +19,16 @@ def clip_cosines(scores: np.ndarray) -> np.ndarray:
 
 
 def finalise(cand_ids: np.ndarray, cand_scores: np.ndarray, count: int,
-             complete: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+             complete: bool, clip: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Order candidates by (score desc, id asc) and keep count of them.
 
     Candidates must hold the top-m columns by score (ties cut arbitrarily). Returns
     (ids, scores, unsure, order): unsure rows may have lost a tied neighbour to the cut and must be
     redone on the full row (never when the candidates are complete); order[:, :count] says which
-    candidate each kept column came from.
+    candidate each kept column came from. clip: cosines, clipped to [-1, 1] first.
     """
-    clip_cosines(cand_scores)
+    if clip:
+        clip_cosines(cand_scores)
     order = np.lexsort((cand_ids, -cand_scores), axis=-1)
     ids = np.take_along_axis(cand_ids, order, axis=1)
     scores = np.take_along_axis(cand_scores, order, axis=1)
@@ -39,9 +39,11 @@ def finalise(cand_ids: np.ndarray, cand_scores: np.ndarray, count: int,
     return ids[:, :count], scores[:, :count], unsure, order
 
 
-def exact_row(row_scores: np.ndarray, count: int) -> tuple[np.ndarray, np.ndarray]:
+def exact_row(row_scores: np.ndarray, count: int, clip: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """Top count of one full row with ties by id; the slow path for tie-heavy rows."""
-    row = clip_cosines(np.array(row_scores, dtype=np.float32))
+    row = np.array(row_scores, dtype=np.float32)
+    if clip:
+        clip_cosines(row)
     threshold = np.partition(row, row.size - count)[row.size - count]
     cand = np.flatnonzero(row >= threshold)
     order = np.lexsort((cand, -row[cand]))[:count]
@@ -52,14 +54,15 @@ def every_column(scores: np.ndarray) -> np.ndarray:
     return np.broadcast_to(np.arange(scores.shape[1], dtype=np.int64), scores.shape).copy()
 
 
-def select_top(scores: np.ndarray, count: int, threads: int = 1) -> tuple[np.ndarray, np.ndarray]:
+def select_top(scores: np.ndarray, count: int, threads: int = 1, clip: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """Top count columns of each row of a float32 block, ties to the lower column: (ids, scores).
 
     Rows whose cut falls among tied scores are redone on the full row; when count reaches the width
     (less one) every column is ranked. threads: how many share the rows out, each a contiguous part.
+    clip: the scores are cosines, clipped to [-1, 1] (else any scores, 3CosMul's ratios).
     """
     if count + 1 >= scores.shape[1]:
-        ids, vals, _, _ = finalise(every_column(scores), scores.copy(), count, True)
+        ids, vals, _, _ = finalise(every_column(scores), scores.copy(), count, True, clip)
         return ids, vals
     n_rows = scores.shape[0]
     ids = np.empty((n_rows, count), dtype=np.int64)
@@ -72,7 +75,7 @@ def select_top(scores: np.ndarray, count: int, threads: int = 1) -> tuple[np.nda
         maxima = group_buffer(scores.shape[1], count)  # one per thread, reused by its chunks
         for start in range(part[0], part[1], chunk):
             stop = min(start + chunk, part[1])
-            ids[start:stop], vals[start:stop], unsure[start:stop] = candidates(scores[start:stop], count, maxima)
+            ids[start:stop], vals[start:stop], unsure[start:stop] = candidates(scores[start:stop], count, maxima, clip)
 
     chunks = -(-n_rows // chunk)
     per_thread = -(-chunks // max(1, threads)) * chunk  # contiguous parts in whole chunks, one per thread
@@ -85,7 +88,7 @@ def select_top(scores: np.ndarray, count: int, threads: int = 1) -> tuple[np.nda
     elif parts:
         select_part(parts[0])
     for row in np.flatnonzero(unsure):
-        ids[row], vals[row] = exact_row(scores[row], count)
+        ids[row], vals[row] = exact_row(scores[row], count, clip)
     return ids, vals
 
 
@@ -110,8 +113,8 @@ def group_buffer(width: int, count: int) -> np.ndarray | None:
     return np.empty((select_rows(width), groups), dtype=np.float32) if groups else None
 
 
-def candidates(scores: np.ndarray, count: int,
-               maxima: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def candidates(scores: np.ndarray, count: int, maxima: np.ndarray | None = None,
+               clip: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Top count columns per row of a float32 block (count < columns), ties by id: (ids, scores, unsure).
 
     Wide rows use group maxima: column c < R G belongs to group c % G (R columns each); the count best
@@ -123,7 +126,7 @@ def candidates(scores: np.ndarray, count: int,
     groups = group_count(width, count)
     if not groups:
         part = top_columns(scores, count + 1)
-        ids, vals, unsure, _ = finalise(part, np.take_along_axis(scores, part, axis=1), count, False)
+        ids, vals, unsure, _ = finalise(part, np.take_along_axis(scores, part, axis=1), count, False, clip)
         return ids, vals, unsure
     per_group = width // groups
     if maxima is None or maxima.shape[0] < n_rows or maxima.shape[1] != groups:
@@ -138,7 +141,7 @@ def candidates(scores: np.ndarray, count: int,
     # More groups reaching the threshold than were kept: a tie may sit outside, so the row is redone (as is
     # one with a NaN score, which leaves fewer). A threshold at or past +-1 is redone too: clipped, columns
     # that round past 1 (twins of the query) tie with it, and the lower column must win.
-    tied = (found != count) | (threshold >= 1.0) | (threshold <= -1.0)
+    tied = (found != count) | (threshold >= 1.0) | (threshold <= -1.0) if clip else found != count
     group_ids = np.nonzero(reached)[1]
     if tied.any():  # count groups of each row, whichever: the row is redone anyway
         first = np.cumsum(found) - found
@@ -154,7 +157,7 @@ def candidates(scores: np.ndarray, count: int,
     cand_scores = np.take_along_axis(scores, cand, axis=1)
     part = top_columns(cand_scores, count + 1)
     ids, vals, unsure, _ = finalise(np.take_along_axis(cand, part, axis=1),
-                                    np.take_along_axis(cand_scores, part, axis=1), count, False)
+                                    np.take_along_axis(cand_scores, part, axis=1), count, False, clip)
     return ids, vals, unsure | tied
 
 
@@ -238,39 +241,3 @@ def mark_left_out(values: np.ndarray, cand: np.ndarray, lines: np.ndarray, colum
     """Set values to -inf where a line's candidate is a column that line must leave out."""
     hit_line, hit_at = np.nonzero(cand[lines] == columns[:, None])
     values[lines[hit_line], hit_at] = -np.inf
-
-
-def best_columns(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """The k best columns of each row of any score block (not clipped: 3CosMul ratios exceed 1) (-inf marks a column that is no candidate), best first,
-    ties to the lower column; id -1 and score NaN past the last candidate. Rows go a few at a time, so the
-    selection's int64 index arrays stay small beside the block."""
-    step = max(1, SELECT_BYTES // (8 * max(1, scores.shape[1])))
-    parts = [_best_columns(scores[start:start + step], k) for start in range(0, len(scores), step)]
-    if not parts:
-        return np.empty((0, min(k, scores.shape[1])), np.int64), np.empty((0, min(k, scores.shape[1])))
-    return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
-
-
-def _best_columns(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    k = min(k, scores.shape[1])
-    if k == 1:  # a file of questions asks for the best answer only: argmax takes the first (lowest) of tied columns
-        part = np.argmax(scores, axis=1)[:, None]
-        values = np.take_along_axis(scores, part, axis=1).astype(np.float64)
-        part[~np.isfinite(values)] = -1
-        values[~np.isfinite(values)] = np.nan
-        return part.astype(np.int64), values
-    part = np.argpartition(-scores, k - 1, axis=1)[:, :k]
-    values = np.take_along_axis(scores, part, axis=1)
-    order = np.lexsort((part, -values), axis=-1)
-    ids = np.take_along_axis(part, order, axis=1)
-    values = np.take_along_axis(values, order, axis=1)
-    tied = (scores >= values[:, -1:]).sum(axis=1) > k  # a column level with the last kept may have lost the cut
-    for row in np.flatnonzero(tied):
-        candidates = np.flatnonzero(scores[row] >= values[row, -1])
-        picked = candidates[np.lexsort((candidates, -scores[row, candidates]))][:k]
-        ids[row], values[row] = picked, scores[row, picked]
-    values = values.astype(np.float64)
-    missing = ~np.isfinite(values)
-    ids[missing] = -1
-    values[missing] = np.nan
-    return ids.astype(np.int64), values

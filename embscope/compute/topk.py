@@ -8,6 +8,10 @@ table instead (numpy engine) and never holds a normalised copy of it.
 
 Results: row ids best first, ties broken by the lower row id on every engine; id -1 and score NaN where
 there is no neighbour (an invalid query, or fewer rows to choose from than k).
+
+Its other two forms share the same selection: topk_stream, fed the table's unit rows block by block by a
+caller that reads the table for its own sake (compare's sweep), and topk_scores, the k best columns of a block
+of any scores (3CosMul's ratios, which are not cosines).
 """
 
 from __future__ import annotations
@@ -19,10 +23,12 @@ import numpy as np
 
 from ..core.errors import OptionError
 from .bf16_engine import CpuBf16Engine
-from .devices import precision_run, resolve_device, resolve_precision
+from .devices import cpu_threads, precision_run, resolve_device, resolve_precision
 from .engine import Engine, Queries
 from .numpy_engine import NumpyEngine
 from .rows import as_table, check_ids, normalise, unit_rows
+from .select import select_top
+from .streamed import StreamedTopK
 from .torch_engine import TorchEngine
 
 Progress = Callable[[int, int], None]
@@ -92,6 +98,26 @@ def topk_vectors(table: object, vectors: object, k: int, *,
                    None, progress, _engine)
 
 
+def topk_stream(queries: np.ndarray, k: int, left_out: tuple[np.ndarray, np.ndarray] | None = None) -> StreamedTopK:
+    """The top k of float32 unit query vectors (Q, d) among table rows added block by block (StreamedTopK.add):
+    the numpy engine's streamed search, for a caller that reads the table anyway. left_out: (query line, row id)
+    pairs never returned. Its result() equals topk_rows' / topk_vectors' ids and scores for those queries."""
+    return StreamedTopK(queries, check_k(k), left_out, cpu_threads())
+
+
+def topk_scores(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The k best columns of each row of a float32 block of any scores (not clipped: 3CosMul's ratios exceed
+    1), best first, ties to the lower column, -inf marking a column that is no candidate: (int64 ids, float64
+    scores), id -1 and score NaN past the last candidate."""
+    width = min(check_k(k), scores.shape[1])
+    ids, found = select_top(np.ascontiguousarray(scores, dtype=np.float32), width, clip=False)
+    values = found.astype(np.float64)
+    missing = ~np.isfinite(values)
+    ids[missing] = -1
+    values[missing] = np.nan
+    return ids, values
+
+
 def pick_engine(device: str, precision: str, forced: Engine | None) -> tuple[Engine, str]:
     """The engine for a device and precision, and the precision it will run."""
     if forced is not None:
@@ -153,7 +179,7 @@ class SearchPlan:
         """Every valid row, each leaving itself out: the cosine matrix is symmetric, and an engine that can works
         out half of it."""
         return bool(self.block_rows is None and self.asked is None and self.exclude_self
-                    and hasattr(self.engine, "search_every_row") and lines.size == valid_ids.size
+                    and self.precision in getattr(self.engine, "halves", ()) and lines.size == valid_ids.size
                     and np.array_equal(self.query_ids[lines], valid_ids))
 
 

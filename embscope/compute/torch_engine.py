@@ -1,13 +1,18 @@
 """Any torch device (cuda, mps; the cpu for checking this path): the normalised table sits on the device
 once; top-k and ordering stay there too, and only (block, k) results come back, one block behind the
-device. fp32 is exact; tf32, bf16 and fp16 pick candidates in low precision and re-rank them in fp32."""
+device. fp32 is exact; bf16 is made exact by a proven error bound and an fp32 re-rank (bf16_exact), with the
+symmetric half-matrix tiling for every row; tf32 and fp16 pick candidates in low precision and re-rank them in
+fp32 (exact but for near-ties at the cut)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 
+from . import bf16_exact
 from .devices import torch_block_bytes, torch_module
 from .engine import RERANK_EXTRA_MIN, Emit, Prepared, Queries
 from .rows import valid_unit_rows
@@ -20,6 +25,7 @@ GATHER_ROWS = 256  # queries re-ranked at a time: a bounded gather of their cand
 class TorchEngine:
     name = "torch"
     streams = False
+    halves = ("bf16",)  # precisions search_every_row runs
 
     def supports(self, device: str, precision: str) -> bool:
         return True
@@ -54,8 +60,23 @@ class TorchEngine:
             valid[start:start + block.shape[0]] = ok.cpu().numpy()
         return Prepared(unit[:filled], valid)
 
+    def search_every_row(self, prepared: Prepared, count: int, emit: Emit, side: int | None = None) -> None:
+        """Every row's exact top count from the upper triangle of the bf16 cosine matrix (bf16_exact), in
+        square tiles of one score block."""
+        torch = torch_module()
+        exact = prepared.base
+        n = exact.shape[0]
+        if side is None:
+            largest = max(1, int(np.sqrt(torch_block_bytes(exact.device.type) / 4)))
+            side = -(-n // -(-n // largest))
+        with torch.inference_mode(), fp32_sums(torch, exact.device):
+            bf16_exact.search_every_row(torch, exact, exact.to(torch.bfloat16), count, max(1, min(n, side)), emit)
+
     def search(self, prepared: Prepared, queries: Queries, count: int, block: int, precision: str,
                emit: Emit) -> None:
+        if precision == "bf16":
+            self.search_bf16(prepared, queries, count, block, emit)
+            return
         torch = torch_module()
         exact = prepared.base
         dev = exact.device
@@ -122,6 +143,20 @@ class TorchEngine:
         finally:
             torch.backends.cuda.matmul.allow_tf32 = tf32_before
 
+    def search_bf16(self, prepared: Prepared, queries: Queries, count: int, block: int, emit: Emit) -> None:
+        """Blocks of queries through the exact bf16 path (bf16_exact)."""
+        torch = torch_module()
+        exact = prepared.base
+        dev = exact.device
+        low = exact.to(torch.bfloat16)
+        with torch.inference_mode(), fp32_sums(torch, dev):
+            for start in range(0, queries.size, block):
+                stop = min(start + block, queries.size)
+                lines, columns = queries.left_out(start, stop)
+                emit(start, *bf16_exact.search_queries(
+                    torch, exact, low, self.query_block(torch, exact, queries, start, stop), count,
+                    torch.from_numpy(lines).to(dev), torch.from_numpy(columns).to(dev)))
+
     @staticmethod
     def query_block(torch: Any, exact: Any, queries: Queries, start: int, stop: int) -> Any:
         """The fp32 unit vectors of queries start..stop, on the device."""
@@ -165,3 +200,19 @@ def to_host(torch: Any, tensors: list[Any]) -> tuple[list[Any], Any]:
     event = torch.cuda.Event()
     event.record()
     return host, event
+
+
+@contextmanager
+def fp32_sums(torch: Any, dev: Any) -> Iterator[None]:
+    """bf16 products summed in fp32, as bf16_exact's bound assumes: cuBLAS may otherwise reduce split sums in
+    bf16 (allow_bf16_reduced_precision_reduction, on by default)."""
+    if dev.type != "cuda":
+        yield
+        return
+    matmul = torch.backends.cuda.matmul
+    before = matmul.allow_bf16_reduced_precision_reduction
+    matmul.allow_bf16_reduced_precision_reduction = False
+    try:
+        yield
+    finally:
+        matmul.allow_bf16_reduced_precision_reduction = before

@@ -143,6 +143,9 @@ class EmbeddingTables:
     notes: tuple[str, ...] = ()  # about the roles left empty
     tied_copy: str | None = None  # an output tensor that repeats the token table (declared tied, or equal): counted once
     missing: dict[Role, str] = field(default_factory=dict)
+    # what comparing the head in the file with the token table says: "equal" (bit for bit, or within a
+    # requantised copy's rounding), "different", or None (no head in the file, or not compared whole)
+    tie_tensors: str | None = None
 
     @property
     def tied(self) -> bool | None:

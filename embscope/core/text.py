@@ -40,6 +40,20 @@ def visible(token: str, limit: int = TOKEN_SHOWN) -> str:
     return printable(shown.replace(" ", "\u2420")) + rest
 
 
+# characters of any one string a console line, a report cell or a report paragraph shows: a name or metadata
+# string from a file can be megabytes (round four's r06: a 6 MB tensor name took rich 31 s to wrap, and made a
+# 48 MB report); a longer one shows its start and end and says how long it is. JSON keeps strings whole.
+TEXT_SHOWN = 2_000
+
+
+def bounded(text: str, limit: int = TEXT_SHOWN) -> str:
+    """`text` when it is at most `limit` characters, else its start and its end with the length said between."""
+    if len(text) <= limit:
+        return text
+    tail = min(60, limit // 4)
+    return f"{text[:limit - tail]}\u2026({len(text):,} characters)\u2026{text[-tail:]}"
+
+
 def shape_text(shape: Sequence[int]) -> str:
     """A tensor's shape as people write it: `1024 x 128`, or `scalar`."""
     return " x ".join(str(d) for d in shape) or "scalar"

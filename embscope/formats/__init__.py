@@ -16,6 +16,7 @@ from typing import Any
 from ..core.checkpoint import Checkpoint, TensorInfo
 from ..core.errors import CheckpointError, EmbscopeError, Option
 from ..core.text import quote
+from ..listing import clipped_list
 from ..registry import Kind, Probe
 from ..storage.base import DAMAGE, OpenOptions, damaged
 from ..storage.checks import is_regular_file
@@ -114,7 +115,7 @@ def find_in_directory(directory: Path) -> Path:
     if not found:
         raise CheckpointError(f"expected a checkpoint in directory {quote(directory)}, found no weights file")
     if len(found) > 1:
-        names = ", ".join(quote(p.name) for p in found[:5]) + (f" and {len(found) - 5} more" if len(found) > 5 else "")
+        names = clipped_list([quote(p.name) for p in found], "files", where=None)
         raise CheckpointError(f"directory {quote(directory)} holds several checkpoints ({names}); pass one with "
                               f"{Option('path', noun='its path')}", path=directory)
     return found[0]
@@ -130,6 +131,6 @@ def onnx_export(folder: Path) -> Path:
     if not chosen:
         raise CheckpointError(f"expected a checkpoint in directory {quote(folder.parent)} or in its {EXPORT_FOLDER}/ "
                               "folder, found no weights file")
-    names = ", ".join(quote(p.name) for p in chosen[:5]) + (f" and {len(chosen) - 5} more" if len(chosen) > 5 else "")
+    names = clipped_list([quote(p.name) for p in chosen], "files", where=None)
     raise CheckpointError(f"directory {quote(folder.parent)} holds several ONNX exports in {EXPORT_FOLDER}/ ({names}); "
                           f"pass one with {Option('path', noun='its path')}", path=folder)

@@ -90,7 +90,8 @@ def _child(call: Callable[[], Any], writer: int, limit: int) -> None:
     try:
         import faulthandler
         import resource  # POSIX only, as fork is
-        signal.signal(signal.SIGINT, signal.SIG_DFL)  # Ctrl-C ends the child at once; the parent reports it
+        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # end the child at once; the parent reports it
+            signal.signal(signum, signal.SIG_DFL)
         faulthandler.disable()  # a crash is the parent's one line, not a dump on stderr
         null = os.open(os.devnull, os.O_WRONLY)
         os.dup2(null, 2)  # nothing the library prints reaches the user

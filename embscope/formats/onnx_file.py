@@ -28,6 +28,8 @@ from ..core.errors import CheckpointError
 from ..core.memory import require_memory
 from ..core.text import detail, printable, quote
 from ..hub import snapshot_cache
+from ..quiet import native_stderr
+from ..real_paths import RealPaths
 from ..storage.base import OpenOptions, require_package
 from ..storage.checks import check_extent, check_shape, check_tensor_count, is_regular_file, map_array
 from ..storage.constants import EXPORT_FOLDER, ONNX_DTYPES
@@ -47,6 +49,7 @@ if TYPE_CHECKING:
     from ..core.tokenizer import Tokenizer
 
 MAX_PROTOBUF_BYTES = 2 << 30  # protobuf's own limit on a message: larger models keep their weights outside
+MAX_LOCATION_PARTS = 256  # names in an external data path, with the model's own folder: exports write one or two
 
 # sub-byte types -> (bits a value, signed), stored low bits first (onnx's IR), read as one int8 / uint8 a value
 PACKED = {"int4": (4, True), "uint4": (4, False), "int2": (2, True), "uint2": (2, False)}
@@ -69,24 +72,29 @@ def load_model(path: Path, onnx: Any) -> Any:
         check_tensor_count(counts[0], quote(path), "initializers")
         check_tensor_count(counts[1], quote(path), "graph nodes")
     try:
-        return onnx.load_model_from_string(data)
+        with native_stderr():  # protobuf's C++ parser logs to fd 2
+            return onnx.load_model_from_string(data)
     except (DecodeError, ValueError, RuntimeError) as err:
         raise CheckpointError(f"{quote(path)}: expected an ONNX protobuf, found bytes onnx cannot parse "
                               f"({detail(err)})") from None
 
 
-def external_file(model_path: Path, tensor: Any, where: str) -> tuple[Path, int, int | None]:
+def external_file(model_path: Path, tensor: Any, where: str,
+                  paths: RealPaths | None = None) -> tuple[Path, int, int | None]:
     """The file, offset and length of a tensor's external data; the file must be inside the model's folder
-    (in a Hugging Face cache snapshot, a link from it into the cache's blobs is inside too)."""
+    (in a Hugging Face cache snapshot, a link from it into the cache's blobs is inside too). `paths`, shared by
+    a model's tensors, resolves each folder once."""
+    paths = paths if paths is not None else RealPaths(max_parts=MAX_LOCATION_PARTS)
     entries = {text(entry.key): text(entry.value) for entry in tensor.external_data}
     location = entries.get("location", "")
-    folder = model_path.parent.resolve()
     try:
+        folder = paths.resolve(model_path.parent.absolute())
         named = Path(os.path.normpath(model_path.parent.absolute() / location))
-        target = named.resolve()
-    except (ValueError, OSError):  # a NUL byte, a name too long
-        raise CheckpointError(f"{where}: external data location {quote(location)} is not a file name") from None
-    cache = snapshot_cache(model_path.parent.absolute())
+        target = paths.resolve(named)
+    except (ValueError, OSError):  # a NUL byte, a name too long, a loop, more than MAX_LOCATION_PARTS folders
+        raise CheckpointError(f"{where}: external data location {quote(location)} is not a file name of at "
+                              f"most {MAX_LOCATION_PARTS} folders") from None
+    cache = snapshot_cache(model_path.parent.absolute(), paths)
     inside = target.is_relative_to(folder) or (cache is not None and target.is_relative_to(cache)
                                                and named.is_relative_to(model_path.parent.absolute()))
     if not location or Path(location).is_absolute() or not inside or target == folder:
@@ -132,7 +140,8 @@ def typed_count(tensor: Any, onnx: Any) -> int:
     return len(field)
 
 
-def initializer_info(path: Path, tensor: Any, onnx: Any, name: str | None = None) -> TensorInfo | None:
+def initializer_info(path: Path, tensor: Any, onnx: Any, name: str | None = None,
+                     paths: RealPaths | None = None) -> TensorInfo | None:
     """A stored tensor (an initializer, or a Constant's, which takes the node's output `name`) as a lazy tensor;
     None for data types embscope does not read (strings, float8)."""
     name = text(tensor.name) if name is None else name
@@ -149,7 +158,7 @@ def initializer_info(path: Path, tensor: Any, onnx: Any, name: str | None = None
     stored = -(-count // (8 // PACKED[dtype][0])) if dtype in PACKED else count
     needed = stored * np.dtype(np_dtype).itemsize
     if tensor.data_location == onnx.TensorProto.EXTERNAL:
-        file, offset, length = external_file(path, tensor, where)
+        file, offset, length = external_file(path, tensor, where, paths)
         if length is not None and length != needed:
             raise CheckpointError(f"{where}: shape {list(shape)} of {dtype} needs {needed} bytes, "
                                   f"the external data holds {length}")
@@ -193,8 +202,9 @@ def stored_tensors(path: Path, graph: Any, onnx: Any) -> tuple[dict[str, TensorI
     held += [(tensor, text(node.output[0])) for node in graph.node
              if text(node.op_type) == "Constant" and text(node.domain) in ("", "ai.onnx") and node.output
              and (tensor := constant_tensor(node, onnx)) is not None]
+    paths = RealPaths(max_parts=MAX_LOCATION_PARTS)  # one resolver: the tensors' locations share their folders
     for tensor, name in held:
-        info = initializer_info(path, tensor, onnx, name)
+        info = initializer_info(path, tensor, onnx, name, paths)
         if info is None:
             skipped += 1
         elif info.name in tensors:

@@ -20,6 +20,7 @@ from ..storage.base import DAMAGE, OpenOptions
 from ..storage.constants import TORCH_LEGACY_HEAD, TORCH_SUFFIXES, ZIP_MAGIC
 from ..storage.descriptors import OtherTensor, TensorRecord, check_record
 from ..storage.unpickle import PickledArray
+from ._fairseq import fairseq_config, fairseq_step
 from ._shards import missing, shards_of
 from ._state_dict import (
     array_tensor,
@@ -91,8 +92,9 @@ class TorchFile:
         if not tensors:
             raise CheckpointError(f"{quote(self.path)}: expected tensors numpy can read in the state dict, found none")
         top = obj if isinstance(obj, dict) else {}
-        return Checkpoint(self.path, tensors, step=find_step(top, self.value),
-                          config=find_config(top, self.value), notes=notes)
+        step = find_step(top, self.value)
+        return Checkpoint(self.path, tensors, step=fairseq_step(top) if step is None else step,
+                          config={**find_config(top, self.value), **fairseq_config(top)}, notes=notes)
 
 
 def open_zip(path: Path, options: OpenOptions) -> Checkpoint:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..analysis.audit import Audit
 from ..analysis.compare import (
     PERCENTILES,
     Comparison,
@@ -43,6 +44,7 @@ class Labels:
     notes: list[str] = field(default_factory=list)  # about the checkpoints themselves: how to read everything after
     plot: Output | None = None
     run: bool = False  # one folder of a run's checkpoints was given (origin), rather than the checkpoints themselves
+    audit: Audit | None = None  # duplicate and out-of-order checkpoints, shown before anything else
 
     @property
     def step(self) -> int | None:
@@ -135,6 +137,7 @@ def document(comparison: Comparison, labels: Labels) -> Document:
         "checkpoint": str(labels.origin),
         "step": labels.step,
         "checkpoints": [{"path": str(path), "step": step.value, "step_from": step.source} for path, step in checkpoints],
+        **({"audit": audit_document(labels.audit, checkpoints)} if labels.audit is not None else {}),
         "tables": {role: table_document(found, labels) for role, found in comparison.tables.items()},
         "states": {role: [state_document(s) for s in states] for role, states in comparison.states.items()},
     }
@@ -148,6 +151,26 @@ def document(comparison: Comparison, labels: Labels) -> Document:
         doc |= labels.plot.fields()
     doc["notes"] = all_notes(comparison, labels)
     return doc
+
+
+def audit_document(audit: Audit, checkpoints: list[tuple[Path, CheckpointStep]]) -> Document:
+    def step(index: int) -> int | None:
+        return checkpoints[index][1].value
+    return {"duplicates": [{"steps": [step(d.first), step(d.second)], "tables": list(d.tables),
+                            "paths": [str(checkpoints[d.first][0]), str(checkpoints[d.second][0])]}
+                           for d in audit.duplicates],
+            "out_of_order": [{"step": step(o.index), "path": str(checkpoints[o.index][0]), "evidence": o.evidence}
+                             for o in audit.out_of_order]}
+
+
+def audit_lines(audit: Audit, labels: Labels) -> list[str]:
+    def name(index: int) -> str:
+        path, step = labels.checkpoints[index]
+        return f"{console.safe(listed_name(path, labels) if labels.run else path)} ({step.text()})"
+    lines = [f"audit: duplicate: {name(d.second)} holds byte for byte the {' and '.join(d.tables)} "
+             f"table{'s' * (len(d.tables) > 1)} of {name(d.first)}" for d in audit.duplicates]
+    lines += [f"audit: out of order: {name(o.index)}: {console.safe(o.evidence)}" for o in audit.out_of_order]
+    return lines or ["audit: no duplicate or out-of-order checkpoint found"]
 
 
 def leading_notes(comparison: Comparison, labels: Labels) -> list[str]:
@@ -345,6 +368,9 @@ def print_positions(states: list[TableState | None], labels: Labels) -> None:
 def show(comparison: Comparison, labels: Labels) -> None:
     out = console.out
     out.print(header(labels), soft_wrap=True)
+    if labels.audit is not None:
+        for line in audit_lines(labels.audit, labels):
+            out.print(line, soft_wrap=True)
     console.notes(leading_notes(comparison, labels))
     if comparison.checkpoints >= 3:
         print_trajectory(comparison, labels)

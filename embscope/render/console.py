@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from ..core.text import clipped, printable
+from ..core.text import bounded, clipped, printable
 from . import jsonout
 
 # emoji off: a tensor named ":thumbs_up:" must print as its name, not as a picture
@@ -18,8 +18,9 @@ err = Console(stderr=True, highlight=False, emoji=False)
 
 
 def safe(text: object) -> str:
-    """No control characters and no rich markup survive from a name or token string."""
-    return escape(printable(str(text)))
+    """No control characters and no rich markup survive from a name or token string, and a very long one is
+    cut (text.bounded): rich's wrapping of megabytes takes minutes."""
+    return escape(printable(bounded(str(text))))
 
 
 def count_text(n: int | None) -> str:

@@ -10,6 +10,7 @@ from ..core.errors import Option
 from ..core.role import Role
 from . import console, header
 from .jsonout import Document
+from .norms import untrained_document, untrained_line
 
 if TYPE_CHECKING:
     from ..embeddings import Embeddings
@@ -43,6 +44,7 @@ def document(rows: ExportRows, fmt: str, files: list[Path]) -> Document:
         "columns": columns(rows) if fmt == "projector" else None,
         "anomalies": int(rows.anomalous.sum()), "anomaly_rule": rows.anomaly_rule,
         "undertrained": None if rows.undertrained is None else int(rows.undertrained.sum()),
+        "untrained": untrained_document(rows.untrained),
         "left_out": rows.left_out.tolist(), "notes": notes(rows, fmt),
     }
 
@@ -62,5 +64,6 @@ def show(emb: Embeddings, rows: ExportRows, fmt: str, files: list[Path], json: b
             detail = (f"  (columns {', '.join(columns(rows))}; {int(rows.anomalous.sum()):,} rows flagged as norm "
                       f"anomalies{under})")
         out.print(f"  {console.safe(path)}{detail}", soft_wrap=True)
+    out.print(console.safe(untrained_line(rows.untrained)), soft_wrap=True)
     out.print(console.safe(how_to_open(fmt, files)), soft_wrap=True)
     console.notes(notes(rows, fmt))

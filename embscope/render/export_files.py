@@ -33,7 +33,7 @@ import numpy as np
 from ..analysis.export import ExportRows
 from ..core.role import Role
 from .cells import FORMULA_STARTS, quoted
-from .files import OUT, Named, make_folder, written_whole
+from .files import OUT, Named, folder_built_whole, written_whole
 from .progress import bar
 
 FLOAT_FORMAT = "%.9g"  # 9 significant digits round-trip a float32
@@ -144,12 +144,14 @@ def projector_config(rows: ExportRows) -> str:
 def write_projector(out: Path, array: np.ndarray, rows: ExportRows, inputs: Iterable[Path]) -> list[Path]:
     """vectors.tsv, metadata.tsv and projector_config.pbtxt in the folder `out`; returns their paths."""
     inputs = list(inputs)
-    make_folder(out, OUT)
-    vectors, metadata, config = out / VECTORS_FILE, out / METADATA_FILE, out / CONFIG_FILE
-    write_lines(vectors, "the vectors file", float_lines(array, rows.ids, "\t"), inputs)
-    write_lines(metadata, "the metadata file", metadata_lines(rows), inputs)
-    write_lines(config, "the Projector config", [projector_config(rows)], inputs)
-    return [vectors, metadata, config]
+    names: dict[str, Named] = {VECTORS_FILE: "the vectors file", METADATA_FILE: "the metadata file",
+                               CONFIG_FILE: "the Projector config"}
+    # all or nothing: built in a temporary folder beside `out`, moved into place once the three are written
+    with folder_built_whole(out, OUT, names, inputs) as building:
+        write_lines(building / VECTORS_FILE, names[VECTORS_FILE], float_lines(array, rows.ids, "\t"), inputs)
+        write_lines(building / METADATA_FILE, names[METADATA_FILE], metadata_lines(rows), inputs)
+        write_lines(building / CONFIG_FILE, names[CONFIG_FILE], [projector_config(rows)], inputs)
+    return [out / name for name in names]
 
 
 def write_word2vec(out: Path, array: np.ndarray, rows: ExportRows, inputs: Iterable[Path]) -> list[Path]:

@@ -5,6 +5,7 @@ nothing behind. No output ever replaces a file embscope read: the checkpoint, it
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 import tempfile
 from collections.abc import Iterable, Iterator
@@ -89,6 +90,53 @@ def make_folder(path: Path, what: Named) -> None:
     except OSError as err:
         raise OutputError(f"expected to make the folder {quote(path)}, found {err.strerror or err}", path=path,
                           option=option_of(what)) from None
+
+
+@contextmanager
+def folder_built_whole(folder: Path, what: Named, names: dict[str, Named],
+                       inputs: Iterable[Path] = ()) -> Iterator[Path]:
+    """A folder of several outputs, all or nothing: the files (`names`, each with how errors name it) are written
+    into a temporary folder made
+    beside `folder`, which yields it, and moved into place only when every one is complete; a failure part way
+    (a full disk, an error, a signal) removes the temporary folder and leaves `folder` as it was. A new `folder`
+    is the temporary one renamed; an existing one gets each file renamed into it."""
+    folder = Path(folder)
+    inputs = list(inputs)
+    for name, named in names.items():  # before any work: a name that would replace a file this run read
+        refuse_inputs(folder / name, named, inputs)
+    if folder.exists() and not folder.is_dir():
+        raise OutputError(f"expected {what} to name a folder, found a file: {quote(folder)}", path=folder,
+                          option=option_of(what))
+    check_directory(folder, what)
+    try:
+        building = Path(tempfile.mkdtemp(prefix=".embscope-", suffix=".partial", dir=folder.parent))
+    except OSError as err:
+        raise OutputError(f"expected to make the folder {quote(folder)}, found {err.strerror or err}", path=folder,
+                          option=option_of(what)) from None
+    try:
+        try:
+            yield building
+        except OutputError as err:  # named by its place in the folder asked for, not the temporary one
+            raise err.reworded(str(err).replace(str(building), str(folder))) from None
+        move_into(building, folder, what, names)
+    finally:
+        shutil.rmtree(building, ignore_errors=True)
+
+
+def move_into(building: Path, folder: Path, what: Named, names: dict[str, Named]) -> None:
+    """The finished files into place: the whole folder renamed when `folder` is new, else file by file."""
+    try:
+        if not folder.exists():
+            os.chmod(building, 0o777 & ~umask())  # a folder made by mkdir(), not mkdtemp's 0700
+            os.rename(building, folder)
+            return
+        for name, named in names.items():
+            if (building / name).exists():
+                files.refuse_input(folder / name, named)
+                os.replace(building / name, folder / name)
+    except OSError as err:
+        raise OutputError(f"expected to move the finished files into {quote(folder)}, found {err.strerror or err}",
+                          path=folder, option=option_of(what)) from None
 
 
 def umask() -> int:

@@ -37,6 +37,7 @@ def document(found: Geometry, plot: Output | None = None) -> Document:
                      "ids": [row + found.first_row for row in found.left_out]},
         "mean_cosine": found.mean_cosine,
         "dimensions": [{"dim": d.dim, "contribution": d.contribution, "share": d.share} for d in found.dimensions],
+        "share_rule": found.share_rule,
         "spectrum": {
             **{f"top{k}_share": spectrum.shares[k] if spectrum else None for k in TOP_SHARES},
             "effective_rank": spectrum.effective_rank if spectrum else None,
@@ -83,12 +84,13 @@ def show(emb: Embeddings, found: Geometry, *, top: int, json: bool, plot: Output
         found.mean_cosine, found, "mean_cosine", f"{cosine(found.mean_cosine)} (exact, over all {pairs:,} pairs)"),
         soft_wrap=True)
     if found.mean_cosine is not None:
-        out.print(f"dimensions by their part of the mean cosine (Timkey & van Schijndel 2021), the largest "
-                  f"{min(top, found.dim)} of {found.dim}:", soft_wrap=True)
+        out.print(f"dimensions by their part of the mean cosine (Timkey & van Schijndel 2021), the "
+                  f"{min(top, found.dim)} of {found.dim} with the largest share:", soft_wrap=True)
         grid = console.table("dim", "contribution", "share")
         for d in found.dimensions[:top]:
             grid.add_row(str(d.dim), f"{d.contribution:+.4g}", percent(d.share) if d.share is not None else "null")
         out.print(grid)
+        out.print(f"share: {found.share_rule}", soft_wrap=True)
     out.print(spectrum_line(found), soft_wrap=True)
     out.print("partition-function isotropy (Mu & Viswanath 2018; 1 = isotropic): " + undefined(
         found.partition_isotropy, found, "partition_isotropy", number(found.partition_isotropy)), soft_wrap=True)

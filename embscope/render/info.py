@@ -36,6 +36,7 @@ def info_doc(report: InfoReport) -> Document:
         "tables": {role.value: table_doc(table) for role, table in report.tables.items()},
         "tied": report.head.is_tied,
         "head": report.head.value,
+        "tie": {"config": report.tie.config, "tensors": report.tie.tensors},
         "empty_roles": [role.value for role in report.empty_roles],
         "missing": {role.value: message for role, message in report.missing.items()},
         "tokenizer": {"kind": tokenizer.kind, "path": str(tokenizer.path), "vocab_size": tokenizer.vocab_size}

@@ -16,6 +16,7 @@ from .jsonout import Document
 from .label_placement import place_labels
 from .lookup_notes import grouped_notes
 from .names import Output, emb_title
+from .norms import untrained_document, untrained_line
 from .plot_style import drawable, wrapped
 
 if TYPE_CHECKING:
@@ -70,7 +71,7 @@ def document(result: TableMap, plot: Output | None) -> Document:
         "probes": [point_doc(p) for p in result.points], "probe_rule": result.probe_rule,
         "flagged": [{"id": f.id, "label": f.label, "x": f.x, "y": f.y, "reason": f.reason}
                     for f in result.flagged[:JSON_LISTED]],
-        "flagged_found": len(result.flagged),
+        "flagged_found": len(result.flagged), "untrained": untrained_document(result.untrained),
         "plot": None, "notes": list(result.notes),
     }
     if plot is not None:
@@ -115,6 +116,7 @@ def show(emb: Embeddings, result: TableMap, plot: Output | None, json: bool) -> 
     else:
         out.print(console.safe(result.probe_rule))
     flagged = len(result.flagged)
+    out.print(console.safe(untrained_line(result.untrained)), soft_wrap=True)
     out.print(f"{flagged:,} row{'s' * (flagged != 1)} flagged as norm anomalies (the rule of `embscope norms`)"
               + (", drawn in red" if plot is not None else f"; {Option('plot')} draws them in red"))
     if plot is not None:

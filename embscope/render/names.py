@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import sample
 from ..core import files
-from ..core.errors import Option, OutputError
+from ..core.errors import EmbscopeError, Option, OutputError
 from ..core.text import quote
 
 if TYPE_CHECKING:
@@ -91,7 +91,17 @@ def context(path: Path) -> list[str]:
 
 
 def absolute(path: Path) -> Path:
-    """`-c .` names the folder it means; links are kept, as the user named them (a hub snapshot links to blobs)."""
+    """The checkpoint a name or title is about, however it was given: `-c .` names the folder it means, a hub model
+    id the snapshot it names (so `-c org/name` and the file opened from it get one label); links are kept, as the
+    user named them (a hub snapshot links to blobs)."""
+    if not os.path.lexists(path):
+        from ..hub import resolve
+        try:
+            snapshot = resolve(os.fspath(path))
+        except EmbscopeError:  # no such model cached either: the name as given
+            snapshot = None
+        if snapshot is not None:
+            path = snapshot.folder
     return Path(os.path.abspath(path))
 
 

@@ -3,18 +3,18 @@ for people and for programs, and the plot."""
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..analysis.norms import DUPLICATE_COSINE, MAD_SCALE, NormsReport
+from ..analysis.norms import DUPLICATE_COSINE, NormsReport, rule_text
+from ..analysis.untrained import Untrained
 from ..core.errors import Option
 from ..core.text import PLOT_TOKEN_SHOWN, TOKEN_SHOWN, visible
 from . import console, header, jsonout, plots
 from .console import number_text as number
 from .jsonout import Document
 from .names import Output, emb_title
-from .norms_plot import LABELLED_ROWS, ranked_rows, token_norms_figure
+from .norms_plot import LABELLED_ROWS, position_norms_figure, ranked_rows, token_norms_figure
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -27,14 +27,20 @@ UNDERTRAINED_POINTER = ("under-trained tokens: `embscope undertrained` finds the
                         "checked against the tokenizer)")
 
 
-def rule_text(threshold: float, mad: float) -> str:
-    if math.isnan(mad):
-        return "no row has a finite norm: zero, NaN and Inf rows are flagged"
-    if mad > 0:
-        return (f"a row is flagged when its robust z = (norm - median) / ({MAD_SCALE} x MAD) is beyond +-{threshold:g} "
-                f"(MAD {mad:.4g}); zero, NaN and Inf rows are always flagged")
-    return ("every finite norm equals the median (MAD is 0): a row is flagged when it differs from the median by "
-            "more than a relative 1e-6; zero, NaN and Inf rows are always flagged")
+def untrained_document(untrained: Untrained | None) -> dict[str, object]:
+    """The verdict on never-trained rows as --json gives it: rows, ranges of row ids, the rule and the evidence."""
+    if untrained is None:
+        return {"rows": 0, "ranges": [], "rule": "", "evidence": "", "kind": "none", "whole_table": False}
+    return {"rows": untrained.count, "ranges": [{"first": a, "last": b} for a, b in untrained.ranges()],
+            "rule": untrained.rule, "evidence": untrained.evidence, "kind": untrained.kind,
+            "whole_table": untrained.whole}
+
+
+def untrained_line(untrained: Untrained | None) -> str:
+    """The console's one sentence on never-trained rows."""
+    if untrained is None or not untrained.count:
+        return "never-trained rows: none found"
+    return untrained.evidence
 
 
 def shown(report: NormsReport, index: int, limit: int = TOKEN_SHOWN) -> str:
@@ -47,7 +53,9 @@ def document(report: NormsReport, plot: Output | None) -> Document:
     doc = {
         "table": report.role, "name": report.name, "rows": summary.rows, "count": summary.count,
         "mean": summary.mean, "median": summary.median, "min": summary.min, "max": summary.max,
-        "mad": summary.mad, "threshold": summary.threshold, "rule": rule_text(summary.threshold, summary.mad),
+        "mad": summary.spread if summary.judged is not None else summary.mad, "threshold": summary.threshold,
+        "rule": rule_text(summary.threshold, summary.mad, summary),
+        "untrained": untrained_document(report.untrained),
         "anomalies": [{"index": a.index, "label": name(a.index), "norm": a.norm, "ratio_to_mean": a.ratio_to_mean,
                        "reason": a.reason, "z": a.z} for a in summary.anomalies[:JSON_LISTED]],
         "anomalies_found": len(summary.anomalies),
@@ -81,7 +89,8 @@ def show(emb: Embeddings, report: NormsReport, *, json: bool, plot: Output | Non
     out.print(f"{report.role} table {console.safe(report.name)}: {summary.rows:,} rows x {report.dim}")
     out.print(f"count {summary.count:,}  mean {number(summary.mean)}  median {number(summary.median)}  "
               f"min {number(summary.min)}  max {number(summary.max)}")
-    out.print(f"rule: {rule_text(summary.threshold, summary.mad)}")
+    out.print(console.safe(untrained_line(report.untrained)))
+    out.print(f"rule: {rule_text(summary.threshold, summary.mad, summary)}")
     if summary.anomalies:
         grid = console.table("row", "name", "norm", "x mean", "reason", title=f"anomalies ({len(summary.anomalies)})")
         for a in summary.anomalies[:LISTED_ROWS]:
@@ -116,15 +125,21 @@ def figure(emb: Embeddings, report: NormsReport, size: tuple[float, float] | Non
     checkpoint = emb_title(emb)
     sized = {"size": size} if size else {}
     if report.role == "position":
-        flagged = [(a.index, a.norm, a.ratio_to_mean) for a in summary.anomalies[:JSON_LISTED]]
-        return plots.position_norms_figure(summary.norms, summary.mean, summary.median, flagged, checkpoint, title,
-                                           report.first_row, **sized)
+        flagged = [(a.index, a.norm, a.z) for a in summary.anomalies[:JSON_LISTED]]
+        untrained = report.untrained
+        ranges = untrained.ranges() if untrained is not None else []
+        return position_norms_figure(summary.norms, summary.median, flagged, ranges,
+                                     untrained.evidence if untrained is not None else "", summary.trend, checkpoint,
+                                     title, report.first_row, **sized)
     tokenizer = report.tokenizer
     padding_from = tokenizer.vocab_size if tokenizer is not None and tokenizer.vocab_size < summary.rows else None
     named = ranked_rows(summary.norms) + [int(row) for row in summary.flagged[:LABELLED_ROWS]]
     names = {i: shown(report, i, PLOT_TOKEN_SHOWN) for i in named}
-    return token_norms_figure(summary.norms, summary.median, summary.mad, summary.threshold, summary.flagged,
-                              summary.robust_z, names, checkpoint, title, padding_from, **sized)
+    judged = summary.judged is not None  # the band is that of the trained rows when some never trained
+    never = report.untrained.rows if report.untrained is not None and report.untrained.count else None
+    return token_norms_figure(summary.norms, summary.center if judged else summary.median,
+                              summary.spread if judged else summary.mad, summary.threshold, summary.flagged,
+                              summary.robust_z, names, checkpoint, title, padding_from, untrained=never, **sized)
 
 
 def draw(emb: Embeddings, report: NormsReport, target: Output, inputs: list[Path], size: tuple[float, float] | None,

@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..analysis.norms import MAD_SCALE
-from .plot_style import drawable
+from ..core.text import printable
+from .plot_style import drawable, wrapped
 from .plots import new_figure
 
 if TYPE_CHECKING:
@@ -23,6 +24,7 @@ FLAGGED = "tab:red"
 ROWS = "tab:blue"
 BAND = "grey"
 PADDING_HATCH = "///"
+UNTRAINED = "tab:orange"
 
 
 def ranked_rows(norms: np.ndarray, count: int = LABELLED_ROWS) -> list[int]:
@@ -41,10 +43,11 @@ def band(median: float, mad: float, threshold: float) -> tuple[float, float] | N
 
 def token_norms_figure(norms: np.ndarray, median: float, mad: float, threshold: float, flagged: np.ndarray,
                        z: np.ndarray, names: dict[int, str], checkpoint: str, table: str,
-                       padding_from: int | None = None, size: tuple[float, float] = (13, 5.5)) -> Figure:
+                       padding_from: int | None = None, size: tuple[float, float] = (13, 5.5),
+                       untrained: np.ndarray | None = None) -> Figure:
     """`flagged`: row ids of the flagged rows, most extreme first (an array: there may be millions); `z`: every
     row's robust z; `names`: row -> token string for the rows drawn by name; `padding_from`: the first row
-    past the tokenizer (None: unknown or none)."""
+    past the tokenizer (None: unknown or none); `untrained`: row ids of the rows that never trained."""
     figure = new_figure(*size)
     figure.suptitle(f"{drawable(checkpoint)} - {drawable(table)}: L2 norms of token rows", parse_math=False)
     hist_ax, rank_ax = figure.subplots(1, 2)
@@ -60,7 +63,10 @@ def token_norms_figure(norms: np.ndarray, median: float, mad: float, threshold: 
     def name(row: int) -> str:
         return f"{names.get(row, f'#{row}')} (row {row})"
 
-    draw_distribution(hist_ax, norms, finite, is_flagged, padding, unflagged_band, threshold)
+    never = np.zeros(rows, dtype=bool)
+    if untrained is not None:
+        never[untrained] = True
+    draw_distribution(hist_ax, norms, finite, is_flagged, padding, unflagged_band, threshold, never)
     labelled = [(int(row), float(z[row])) for row in flagged[finite[flagged]][:LABELLED_ROWS]]
     # the labels stand in a column on the side away from the rows they name
     left = bool(labelled) and float(np.median([norms[row] for row, _ in labelled])) > median
@@ -73,16 +79,22 @@ def token_norms_figure(norms: np.ndarray, median: float, mad: float, threshold: 
     if lost:
         hist_ax.text(0.98, 0.98, "no finite norm: " + ", ".join(lost), transform=hist_ax.transAxes,
                      ha="right", va="top", fontsize=7, color=FLAGGED, parse_math=False)
-    draw_ranked(rank_ax, norms, is_flagged, padding, unflagged_band, name)
+    draw_ranked(rank_ax, norms, is_flagged, padding, unflagged_band, name, never)
     return figure
 
 
 def draw_distribution(ax: Axes, norms: np.ndarray, finite: np.ndarray, flagged: np.ndarray,
-                      padding: np.ndarray, unflagged: tuple[float, float] | None, threshold: float) -> None:
+                      padding: np.ndarray, unflagged: tuple[float, float] | None, threshold: float,
+                      never: np.ndarray | None = None) -> None:
+    """The histogram of norms; `never`: the rows that never trained, drawn in a colour of their own."""
     values = norms[finite]
     low, high = (float(values.min()), float(values.max())) if len(values) else (0.0, 1.0)
     bins = np.linspace(low, high if high > low else low + 1, min(100, max(10, len(values) // 20)) + 1).tolist()
-    ax.hist(norms[finite & ~flagged], bins=bins, color=ROWS, label=f"rows ({int((finite & ~flagged).sum()):,})")
+    never = never if never is not None else np.zeros(len(norms), dtype=bool)
+    plain = finite & ~flagged & ~never
+    ax.hist(norms[plain], bins=bins, color=ROWS, label=f"rows ({int(plain.sum()):,})")
+    if never.any():
+        ax.hist(norms[finite & never], bins=bins, color=UNTRAINED, label=f"never trained ({int(never.sum()):,})")
     if flagged.any():
         ax.hist(norms[finite & flagged], bins=bins, color=FLAGGED,
                 label=f"flagged: |robust z| > {threshold:g} ({int(flagged.sum()):,})")
@@ -99,12 +111,14 @@ def draw_distribution(ax: Axes, norms: np.ndarray, finite: np.ndarray, flagged: 
 
 
 def draw_ranked(ax: Axes, norms: np.ndarray, flagged: np.ndarray, padding: np.ndarray,
-                unflagged: tuple[float, float] | None, name: Callable[[int], str]) -> None:
+                unflagged: tuple[float, float] | None, name: Callable[[int], str],
+                never: np.ndarray | None = None) -> None:
     from matplotlib.patches import Patch
     shown = ranked_rows(norms)
     values = norms[shown]
     y = np.arange(len(shown))
-    ax.barh(y, values, color=[FLAGGED if flagged[row] else ROWS for row in shown],
+    never = never if never is not None else np.zeros(len(norms), dtype=bool)
+    ax.barh(y, values, color=[FLAGGED if flagged[row] else UNTRAINED if never[row] else ROWS for row in shown],
             hatch=[PADDING_HATCH if padding[row] else "" for row in shown], edgecolor="black", linewidth=0.3)
     ax.set_yticks(y, [drawable(name(row)) for row in shown])
     for tick in ax.get_yticklabels():
@@ -119,9 +133,106 @@ def draw_ranked(ax: Axes, norms: np.ndarray, flagged: np.ndarray, padding: np.nd
     ax.set_title(f"lowest and highest {LABELLED_ROWS} rows")
     ax.set_xlabel("L2 norm (axis starts near the lowest shown)")
     handles = [Patch(color=ROWS, label="not flagged"), Patch(color=FLAGGED, label="flagged")]
+    if never[shown].any():
+        handles.append(Patch(color=UNTRAINED, label="never trained"))
     if padding[shown].any():
         handles.append(Patch(facecolor="white", edgecolor="black", hatch=PADDING_HATCH, label="padding row"))
     if unflagged is not None:
         handles.append(Patch(color=BAND, alpha=0.15, label="band of unflagged norms"))
     ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=len(handles), fontsize=8,
               frameon=False)
+
+
+# ---------------------------------------------------------------- the position-norms figure
+
+JOIN_GAP = 1  # flagged rows this close are one run, drawn as one shaded range
+SHADED_RUN = 3  # flagged rows in a run drawn as a shaded range rather than dots
+
+
+def flagged_runs(rows: list[int]) -> list[tuple[int, int]]:
+    """Sorted row ids as (first, last) runs, rows at most JOIN_GAP + 1 apart joined."""
+    runs: list[tuple[int, int]] = []
+    for row in sorted(rows):
+        if runs and row - runs[-1][1] <= JOIN_GAP + 1:
+            runs[-1] = (runs[-1][0], row)
+        else:
+            runs.append((row, row))
+    return runs
+
+
+def wrapped_title(text: str, width_inches: float) -> str:
+    """The whole title, control characters escaped, wrapped to the figure's width: never cut."""
+    return wrapped(printable(text), width_inches)
+
+
+def position_norms_figure(norms: np.ndarray, median: float, flagged: list[tuple[int, float, float]],
+                          untrained: list[tuple[int, int]], untrained_text: str, trend: np.ndarray | None,
+                          checkpoint: str, table: str, first_row: int = 0,
+                          size: tuple[float, float] = (11, 5)) -> Figure:
+    """Norm by position: never-trained ranges shaded with one label each, runs of flagged rows shaded with one
+    label each, single flagged rows as dots; at most LABELLED_ROWS labels in all, the most extreme first.
+    `flagged`: (row, norm, robust z), most extreme first; `untrained`: (first row, last row) ranges."""
+    figure = new_figure(*size)
+    ax = figure.subplots()
+    x = np.arange(len(norms)) - first_row
+    ax.plot(x, np.where(np.isfinite(norms), norms, np.nan), color=ROWS, linewidth=1, label="L2 norm")
+    if trend is not None:
+        ax.plot(x, trend, color=BAND, linewidth=0.8, linestyle="--", label="running median of trained neighbours")
+    ax.axhline(median, color=BAND, linestyle=":", linewidth=0.8, label=f"median {median:.3g}")
+    labels: list[tuple[float, float, str, str]] = []  # (x, y, text, colour) in the order they are wanted
+    for index, (a, b) in enumerate(untrained):
+        ax.axvspan(a - first_row - 0.5, b - first_row + 0.5, color=UNTRAINED, alpha=0.18,
+                   label=f"never trained ({sum(q - p + 1 for p, q in untrained):,} rows)" if not index else None)
+        labels.append(((a + b) / 2 - first_row, float(np.nanmax(norms[a:b + 1])), span_text(a, b, first_row,
+                                                                                         "never trained"), UNTRAINED))
+    finite = [(row, norm, z) for row, norm, z in flagged if math.isfinite(norm)]
+    labels += flagged_labels(ax, norms, finite, first_row)
+    dots = [row for row, _, _ in finite]
+    if dots:
+        ax.plot(np.array(dots) - first_row, norms[dots], "o", color=FLAGGED, markersize=4,
+                label=f"flagged ({len(flagged):,})")
+    for place, (lx, ly, text, colour) in enumerate(labels[:LABELLED_ROWS]):
+        ax.annotate(drawable(text), xy=(lx, ly), xytext=(0, 8 + 11 * (place % 3)), textcoords="offset points",
+                    ha="center", fontsize=8, color=colour, parse_math=False,
+                    arrowprops={"arrowstyle": "-", "color": colour, "alpha": 0.4, "lw": 0.6})
+    if len(labels) > LABELLED_ROWS:
+        ax.text(0.99, 0.01, f"{len(labels) - LABELLED_ROWS} more flagged places not labelled (see the listing)",
+                transform=ax.transAxes, ha="right", va="bottom", fontsize=7, color=FLAGGED)
+    lost = [f"position {row - first_row} ({'NaN' if math.isnan(norm) else 'Inf'})"
+            for row, norm, _ in flagged if not math.isfinite(norm)][:LABELLED_ROWS]
+    if lost:
+        ax.text(0.01, 0.99, "not drawn: " + ", ".join(lost), transform=ax.transAxes, va="top", fontsize=8,
+                color=FLAGGED, parse_math=False)
+    title = f"{checkpoint} - {table}: L2 norm by position"
+    ax.set_title(wrapped_title(title, size[0]), parse_math=False)
+    if untrained_text:  # the verdict in its own words, above the title
+        figure.suptitle(wrapped_title(untrained_text, size[0]), fontsize=8, color=UNTRAINED, parse_math=False)
+    ax.set_xlabel("position" if not first_row else f"position (row - {first_row})")
+    ax.set_ylabel("L2 norm")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=4, fontsize=8, frameon=False)
+    return figure
+
+
+def flagged_labels(ax: Axes, norms: np.ndarray, finite: list[tuple[int, float, float]],
+                   first_row: int) -> list[tuple[float, float, str, str]]:
+    """Runs of SHADED_RUN or more flagged rows shaded, one label each; single rows labelled by themselves; the
+    labels in order of the most extreme row they hold."""
+    severity = {row: index for index, (row, _, _) in enumerate(finite)}
+    z_of = {row: z for row, _, z in finite}
+    labels: list[tuple[float, float, str, str]] = []
+    for a, b in sorted(flagged_runs(list(severity)), key=lambda run: min(severity[r] for r in severity
+                                                                        if run[0] <= r <= run[1])):
+        members = [row for row in severity if a <= row <= b]
+        if b - a + 1 >= SHADED_RUN:
+            ax.axvspan(a - first_row - 0.5, b - first_row + 0.5, color=FLAGGED, alpha=0.15)
+            labels.append(((a + b) / 2 - first_row, float(np.nanmax(norms[a:b + 1])),
+                           span_text(a, b, first_row, f"{len(members)} flagged"), FLAGGED))
+            continue
+        labels += [(row - first_row, float(norms[row]),
+                    f"position {row - first_row}: {norms[row]:.3g}, z {z_of[row]:+.3g}", FLAGGED) for row in members]
+    return labels
+
+
+def span_text(first: int, last: int, first_row: int, what: str) -> str:
+    a, b = first - first_row, last - first_row
+    return f"{a}-{b}: {what}" if b > a else f"{a}: {what}"

@@ -13,9 +13,14 @@ lacks) becomes U+2423 OPEN BOX in a figure when no font has it.
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import functools
 import logging
+import os
+import shutil
 import sys
+import tempfile
 import textwrap
 import warnings
 from collections.abc import Iterable, Iterator, Sequence
@@ -25,6 +30,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..core.text import printable
+from ..quiet import native_stderr
 
 if TYPE_CHECKING:
     from types import ModuleType
@@ -57,19 +63,45 @@ def matplotlib_quietly() -> ModuleType:
     being built on a first run) kept off stderr."""
     if "matplotlib" in sys.modules:
         return sys.modules["matplotlib"]
-    with quiet():
-        import matplotlib
+    # matplotlib validates $MPLBACKEND while it is imported and raises on a name it does not know; embscope draws
+    # on its own Agg canvases whatever the backend, so the import sees Agg. A relative $HOME or $XDG_* would put
+    # its config and font cache in the working directory (beside a checkpoint): a temporary folder instead. The
+    # variables are put back after; matplotlib keeps the folders it found.
+    settings = {"MPLBACKEND": "agg"}
+    if "MPLCONFIGDIR" not in os.environ and not all(map(os.path.isabs, config_homes())):
+        with contextlib.suppress(OSError):  # no temporary folder either: matplotlib makes do, quietly
+            settings["MPLCONFIGDIR"] = tempfile.mkdtemp(prefix="embscope-matplotlib-")
+            atexit.register(shutil.rmtree, settings["MPLCONFIGDIR"], ignore_errors=True)
+    saved = {name: os.environ.get(name) for name in settings}
+    os.environ.update(settings)
+    try:
+        with quiet():
+            import matplotlib
+            matplotlib.get_configdir(), matplotlib.get_cachedir()  # found now, with these settings, and kept
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
     return matplotlib
+
+
+def config_homes() -> list[str]:
+    """Where matplotlib looks for its config and cache folders when $MPLCONFIGDIR is unset."""
+    home = os.path.expanduser("~")
+    return [os.environ.get("XDG_CONFIG_HOME") or home, os.environ.get("XDG_CACHE_HOME") or home]
 
 
 @contextmanager
 def quiet() -> Iterator[None]:
-    """No warning and no log line below ERROR from matplotlib inside; the caller's settings come back after."""
+    """No warning, no log line below ERROR and nothing on fd 2 from matplotlib inside; the caller's settings
+    come back after."""
     logger = logging.getLogger("matplotlib")
     level = logger.level
     logger.setLevel(logging.ERROR)
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), native_stderr():  # and nothing its C++ (FreeType, Agg) prints to fd 2
             warnings.simplefilter("ignore")
             yield
     finally:

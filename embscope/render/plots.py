@@ -17,7 +17,7 @@ from ..core.text import quote, shortened
 from ..naming import position_name
 from .files import written_whole
 from .names import RECORD_KEY, Output, checkpoint_label
-from .plot_style import drawable, style, wrapped
+from .plot_style import drawable, matplotlib_quietly, style, wrapped
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -55,6 +55,7 @@ def default_plot_path(checkpoint: Path, table: str | None, plot: str) -> Path:
 
 
 def new_figure(width: float, height: float) -> Figure:
+    matplotlib_quietly()  # first: a bad $MPLBACKEND is set aside while matplotlib is imported
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     figure = Figure(figsize=(width, height), layout="constrained")

@@ -16,7 +16,7 @@ from typing import Any
 
 from ..analysis.geometry import TOP_SHARES, Geometry
 from ..analysis.map import TableMap
-from ..analysis.norms import DUPLICATE_COSINE, NormsReport
+from ..analysis.norms import DUPLICATE_COSINE, NormsReport, rule_text
 from ..analysis.report import SECTIONS, Absent, CompareSection, Missing, NeighborsSection, Report
 from ..analysis.undertrained import THRESHOLD_RULE, UndertrainedReport
 from ..core.role import Role
@@ -208,7 +208,8 @@ def norms_table_blocks(report: Report, found: NormsReport) -> list[Block]:
         Grid(("rows with a finite norm", "mean", "median", "min", "max", "MAD"),
              ((count(summary.count), four(summary.mean), four(summary.median), four(summary.min), four(summary.max),
                four(summary.mad)),)),
-        Line(f"rule: {norms_text.rule_text(summary.threshold, summary.mad)}")]
+        Line(norms_text.untrained_line(found.untrained)),
+        Line(f"rule: {rule_text(summary.threshold, summary.mad, summary)}")]
     anomalies = summary.anomalies
     if anomalies:
         blocks.append(Grid(("row", "name", "norm", "x mean", "reason"), tuple(

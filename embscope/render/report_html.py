@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..core.errors import needs_package
-from ..core.text import printable
+from ..core.text import bounded, printable
 from .files import refuse_inputs, written_whole
 from .names import RECORD_KEY, Output
 from .plot_style import style
@@ -64,8 +64,9 @@ footer { margin-top: 3em; color: #777; font-size: 0.85em; }
 
 
 def escaped(value: object) -> str:
-    """Any string as HTML text: control characters shown as escapes, then &, <, > and quotes escaped."""
-    return html.escape(printable(str(value)))
+    """Any string as HTML text: control characters shown as escapes, then &, <, > and quotes escaped; a very long
+    one cut (text.bounded)."""
+    return html.escape(printable(bounded(str(value))))
 
 
 def prefixed(svg: str, prefix: str) -> str:

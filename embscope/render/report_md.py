@@ -11,8 +11,8 @@ import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from ..core.text import printable
-from .files import OUT, make_folder, refuse_inputs, written_whole
+from ..core.text import bounded, printable
+from .files import OUT, Named, folder_built_whole, written_whole
 from .names import RECORD_KEY, Output
 from .plots import save
 from .report_content import Block, Cell, Figure, Grid, Line, Section
@@ -23,7 +23,7 @@ BLOCK_START = re.compile(r"^([-+=]|\d+(?=[.)]))")  # what opens a list or underl
 
 
 def escaped(value: object) -> str:
-    return ACTIVE.sub(r"\\\1", printable(str(value)))
+    return ACTIVE.sub(r"\\\1", printable(bounded(str(value))))  # a very long string cut (text.bounded)
 
 
 def paragraph(value: object) -> str:
@@ -72,20 +72,22 @@ def write_markdown(out: Output, title: str, opening: Sequence[str], sections: Se
     report = folder / REPORT_FILE
     figures = [folder / f"{block.name}.svg" for section in sections for block in section.blocks
                if isinstance(block, Figure)]
-    for path in (report, *figures):  # before a figure is drawn
-        refuse_inputs(path, "the report file" if path == report else "the plot file", inputs)
-    make_folder(folder, OUT)
+    names: dict[str, Named] = {path.name: "the report file" if path == report else "the plot file"
+                               for path in (report, *figures)}
     written: list[Path] = []
     lines = [f"<!-- {RECORD_KEY}: {out.record} -->"] if out.record else []
     lines += [f"# {escaped(title)}", "", *(f"{paragraph(line)}  " for line in opening), ""]
     lines += [f"{n}. [{escaped(s.title)}](#{anchor(s.title)})" + s.mark
               for n, s in enumerate(sections, start=1)]
     lines.append("")
-    for section in sections:
-        lines += [f"## {escaped(section.title)}", ""]
-        for block in section.blocks:
-            lines += block_md(block, folder, out.record, inputs, written)
-    lines.append(f"*made by embscope {escaped(version)}*")
-    with written_whole(report, "the report file", binary=False, inputs=inputs) as f:
-        f.write("\n".join(lines) + "\n")
-    return [report, *written]
+    # all or nothing: built in a temporary folder beside `folder`, moved into place once every file is written
+    # (every name is refused first, before a figure is drawn, when it would replace a file this run read)
+    with folder_built_whole(folder, OUT, names, inputs) as building:
+        for section in sections:
+            lines += [f"## {escaped(section.title)}", ""]
+            for block in section.blocks:
+                lines += block_md(block, building, out.record, inputs, written)
+        lines.append(f"*made by embscope {escaped(version)}*")
+        with written_whole(building / REPORT_FILE, "the report file", binary=False, inputs=inputs) as f:
+            f.write("\n".join(lines) + "\n")
+    return [report, *(folder / path.name for path in written)]

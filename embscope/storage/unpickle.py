@@ -45,7 +45,7 @@ def trust_hint() -> str:
 # what the user reads for the objects this module hands out, by class name
 FRIENDLY = {"PickledDType": "a numpy dtype", "DType": "a numpy dtype", "PickledArray": "a numpy array",
             "ArrayData": "a numpy array", "TensorRecord": "a tensor", "Storage": "a storage",
-            "OtherTensor": "a tensor of another layout"}
+            "OtherTensor": "a tensor of another layout", "Record": "a record", "RecordType": "a record class"}
 
 
 def shown(value: Any, depth: int = 0) -> str:
@@ -223,6 +223,54 @@ def number_pair(real: Any = 0, imag: Any = 0) -> complex:
     return complex(real, imag)
 
 
+# --- records: plain objects of a few classes (fairseq's argparse.Namespace), kept as their state -----
+
+class RecordType:
+    """An allowed class whose objects are only attributes: NEWOBJ with no arguments (protocol 2 and later, which
+    torch.save writes) makes an empty Record, and BUILD fills it once from a dict of attributes. The class itself
+    is never imported, and nothing of it is called. (Protocols 0 and 1 spell the same through
+    copyreg._reconstructor, which stays refused: it would build any class named.)"""
+
+    __slots__ = ("name",)
+    name: str
+
+    def __init__(self, name: str):
+        object.__setattr__(self, "name", name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("an allowed class is read-only")
+
+    def __repr__(self) -> str:
+        return f"RecordType({self.name})"
+
+
+class Record(dict[str, Any]):
+    """An object of an allowed record class, as the dict of its attributes (`kind` names the class)."""
+
+    __slots__ = ("built", "kind")
+
+    def __init__(self, kind: str):
+        super().__init__()
+        self.kind, self.built = kind, False
+
+    def build(self, state: Any) -> None:
+        if self.built or not isinstance(state, dict) or not all(isinstance(key, str) for key in state):
+            raise UnsafePickleError(f"refused a state for {self.kind} that is not one dict of named attributes: "
+                                    f"{shown(state)}")
+        self.update(state)
+        self.built = True
+
+
+RECORD_CLASSES = ("argparse.Namespace",)  # fairseq's training arguments
+
+
+def new_record(cls: Any, args: Any, kwargs: Any) -> Record:
+    if not isinstance(cls, RecordType) or args != () or kwargs:
+        raise UnsafePickleError(f"refused to create {shown(cls)} from {shown(args)}: a record is built from its "
+                                "attributes alone")
+    return Record(cls.name)
+
+
 # --- torch: tensors as records of where their bytes lie ---------------------------------------------
 
 STORAGE_TYPES: dict[str, StorageType] = {name: StorageType(name, ELEMENT_TYPES[name]) for name in TORCH_DTYPES}
@@ -313,7 +361,8 @@ def _numpy_names() -> dict[str, Any]:
         functions[f"{package}.multiarray._reconstruct"] = reconstruct
         functions[f"{package}.multiarray.scalar"] = scalar
         functions[f"{package}.numeric._frombuffer"] = frombuffer  # protocol 5 arrays
-    return allowed(functions, {"numpy.ndarray": NDARRAY})
+    records = {name: RecordType(name) for name in RECORD_CLASSES}
+    return allowed(functions, {"numpy.ndarray": NDARRAY, **records})
 
 
 def _torch_names() -> dict[str, Any]:
@@ -391,7 +440,7 @@ def key_height(value: Any, heights: dict[int, tuple[Any, int]], budget: int = MA
 
 NUMPY_GLOBALS: dict[str, Any] = _numpy_names()  # plain values, numpy arrays and scalars
 TORCH_GLOBALS: dict[str, Any] = {**NUMPY_GLOBALS, **_torch_names()}  # and what torch.save writes
-OWN_TYPES = (Factory, Marker, StorageType, Storage, TensorRecord, OtherTensor, PickledArray, PickledDType, ArrayData, DType)
+OWN_TYPES = (Factory, Marker, RecordType, StorageType, Storage, TensorRecord, OtherTensor, PickledArray, PickledDType, ArrayData, DType)
 
 
 def _py3_name(module: str, name: str) -> tuple[str, str]:
@@ -496,6 +545,8 @@ class RestrictedUnpickler(pickle._Unpickler):
         self.append(self.new_object(cls, args, kwargs))
 
     def new_object(self, cls: Any, args: Any, kwargs: Any) -> Any:
+        if isinstance(cls, RecordType):
+            return new_record(cls, args, kwargs)
         if self.trust and isinstance(cls, type):
             return cls.__new__(cls, *args, **kwargs)
         raise UnsafePickleError(f"refused to create an instance of {shown(cls)}: the file may only hold arrays, "
@@ -507,7 +558,7 @@ class RestrictedUnpickler(pickle._Unpickler):
         a dict's attributes (torch's state_dict._metadata) are dropped."""
         state = self.stack.pop()
         target = self.stack[-1]
-        if isinstance(target, (PickledDType, PickledArray)):
+        if isinstance(target, (PickledDType, PickledArray, Record)):
             target.build(state)
         elif isinstance(target, OWN_TYPES):
             raise UnsafePickleError(f"a pickle tried to change {shown(target)}, which is read-only")

@@ -12,6 +12,7 @@ from typing import Any
 from embscope.core.errors import CheckpointError, Option, TokenizerError, UnsafePickleError
 from embscope.core.text import detail
 from embscope.core.tokenizer import Tokenizer
+from embscope.listing import clipped_list
 from embscope.registry import Kind, Probe
 from embscope.tokenizers.base import check_id, shown
 from embscope.tokenizers.kinds import KINDS, PREFERRED_FILE, Loader
@@ -145,7 +146,8 @@ def find_tokenizer(directory: Path, config: dict[str, Any] | None = None) -> Tok
     preferred = directory / PREFERRED_FILE
     if preferred in found:
         return _load(found[preferred], preferred)
-    listed = ", ".join(f"{path.name} ({kind.name})" for path, kind in found.items())
+    listed = clipped_list([f"{path.name} ({kind.name})" for path, kind in found.items()], "tokenizer files",
+                          names=[path.name for path in found], where=None)
     raise TokenizerError(
         f"expected one tokenizer in {directory}, found {len(found)}: {listed}; choose one with {Option('tokenizer')}",
         path=directory, option="tokenizer")

@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from embscope.core.errors import TokenError
+from embscope.quiet import native_stderr
 from embscope.tokenizers.base import is_library_failure, shown
 from embscope.tokenizers.byte_alphabet import byte_level_bytes, bytes_to_unicode
 from embscope.tokenizers.gguf_pre import MISSING, NAMES, NOT_RUN, SOURCE, LlamaSplit, lookup
@@ -100,11 +101,13 @@ def _library_words(token_id: dict[str, int], merges: list[tuple[str, str]],
         return None
     # the library keeps the last rank of a repeated merge, llama.cpp the first
     unique = merges if len(set(merges)) == len(merges) else list(dict.fromkeys(merges))
-    model = models.BPE(vocab=token_id, merges=unique, ignore_merges=ignore_merges)
+    with native_stderr():
+        model = models.BPE(vocab=token_id, merges=unique, ignore_merges=ignore_merges)
 
     def words(word: str) -> list[int] | None:
         try:
-            tokens = model.tokenize(word)
+            with native_stderr():  # a panic prints to fd 2 before it is raised
+                tokens = model.tokenize(word)
         except BaseException as err:  # the library panics on some inputs instead of raising
             if not is_library_failure(err):
                 raise

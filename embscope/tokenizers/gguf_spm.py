@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from embscope.core.errors import TokenError
+from embscope.quiet import native_stderr
 from embscope.tokenizers.base import SPACE_MARK, shown
 from embscope.tokenizers.gguf_vocab import BYTE, USER_DEFINED, GGUFVocabulary, UserDefined, byte_token, join_pairs
 
@@ -146,10 +147,17 @@ def _library_encoder(tokens: list[str], raw: list[bytes], scores: np.ndarray, by
     proto = model_proto(raw + [unknown_piece.encode()], scores, byte_pieces, len(tokens), bool(byte_pieces))
     processor = sentencepiece.SentencePieceProcessor()
     try:
-        processor.LoadFromSerializedProto(proto)
+        with native_stderr():  # absl's log lines go to fd 2
+            processor.LoadFromSerializedProto(proto)
     except (RuntimeError, OSError, ValueError):
         return None
-    return (lambda stretch: processor.encode(stretch, out_type=int)), len(tokens)
+
+    def encode(stretch: str) -> list[int]:
+        with native_stderr():
+            ids: list[int] = processor.encode(stretch, out_type=int)
+        return ids
+
+    return encode, len(tokens)
 
 
 def _varint_size(values: np.ndarray) -> np.ndarray:

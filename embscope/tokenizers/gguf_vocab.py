@@ -25,6 +25,7 @@ from pathlib import Path
 
 from embscope.core.errors import Option, TokenError
 from embscope.tokenizers.base import SPACE_MARK, ByteVocabulary, check_id
+from embscope.tokenizers.substrings import Substrings
 
 # tokenizer.ggml.token_type values (llama.cpp's LLAMA_TOKEN_TYPE_*, gguf.TokenType); any other value is UNDEFINED
 UNDEFINED, NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 0, 1, 2, 3, 4, 5, 6
@@ -80,11 +81,9 @@ class UserDefined:
     def __init__(self, tokens: list[str], ids: list[int]):
         order = sorted(ids, key=lambda id: (-len(tokens[id].encode("utf-8")), id))
         self._tokens = [(id, tokens[id]) for id in order if tokens[id]]
-        # each token's place in that order, filed under its first character: a text is only searched for the
-        # tokens that start with one of its characters (Gemma has thousands)
-        self._by_first: dict[str, list[int]] = {}
-        for place, (_, token) in enumerate(self._tokens):
-            self._by_first.setdefault(token[0], []).append(place)
+        # one automaton of them all: a text is only cut by the tokens it holds, found in one pass over it
+        # (checking each token against each text was quadratic: 24,000 tokens, each encoded once, took 21 s)
+        self._automaton = Substrings([token for _, token in self._tokens]) if self._tokens else None
 
     def __bool__(self) -> bool:
         return bool(self._tokens)
@@ -92,13 +91,11 @@ class UserDefined:
     def partition(self, text: str) -> list[str | int]:
         """The text as stretches of text and ids of the user-defined tokens found in it, in order."""
         fragments: list[str | int] = [text] if text else []
-        by_first = self._by_first
-        places = [place for char in set(text) if char in by_first for place in by_first[char]]
-        places.sort()
-        for place in places:
+        if self._automaton is None or not text:
+            return fragments
+        # the text only shrinks, so a token absent from it is absent from every stretch; in their order
+        for place in sorted(self._automaton.found(text)):
             id, token = self._tokens[place]
-            if token not in text:  # the text only shrinks, so a token absent from it is absent from every stretch
-                continue
             cut: list[str | int] = []
             for fragment in fragments:
                 if isinstance(fragment, int):
@@ -113,6 +110,8 @@ class UserDefined:
                 if start < len(fragment):
                     cut.append(fragment[start:])
             fragments = cut
+            if all(isinstance(fragment, int) for fragment in fragments):
+                break  # no text left to cut
         return fragments
 
 

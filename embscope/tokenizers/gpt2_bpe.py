@@ -27,6 +27,7 @@ from typing import Any
 
 from embscope.core import files
 from embscope.core.errors import MissingPackageError, TokenError, TokenizerError
+from embscope.quiet import native_stderr
 from embscope.registry import Probe
 from embscope.tokenizers.base import (
     MAX_TOKENIZER_BYTES,
@@ -101,13 +102,15 @@ def _library_encoder(vocab: dict[str, int], merges: list[tuple[str, str]], added
         from tokenizers import AddedToken, Tokenizer, models, pre_tokenizers
     except ImportError:
         return None
-    library = Tokenizer(models.BPE(vocab=vocab, merges=merges))
-    library.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
-    library.add_special_tokens([AddedToken(token, special=True, normalized=False) for token in added])
+    with native_stderr():
+        library = Tokenizer(models.BPE(vocab=vocab, merges=merges))
+        library.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+        library.add_special_tokens([AddedToken(token, special=True, normalized=False) for token in added])
 
     def encode(text: str) -> list[int]:
         try:
-            encoding = library.encode(text, add_special_tokens=False)
+            with native_stderr():  # a panic prints to fd 2 before it is raised
+                encoding = library.encode(text, add_special_tokens=False)
         except BaseException as err:  # the library panics on some inputs instead of raising
             if not is_library_failure(err):
                 raise
@@ -183,6 +186,11 @@ def load(path: Path) -> GPT2BPETokenizer:
     vocab_path, merges_path = paths
     if not merges_path.is_file():
         raise TokenizerError(f"expected {merges_path.name} beside {vocab_path}, found none")
+    return load_files(vocab_path, merges_path)
+
+
+def load_files(vocab_path: Path, merges_path: Path) -> GPT2BPETokenizer:
+    """GPT-2's encoder from its two files, whatever their names (fairseq keeps them as encoder.json and vocab.bpe)."""
     vocab: Any = read_json(vocab_path)
     if not _is_vocab(vocab):
         raise TokenizerError(

@@ -24,6 +24,7 @@ from typing import Any
 
 from embscope.core import files
 from embscope.core.errors import EmbscopeError, MissingPackageError, TokenError, TokenizerError
+from embscope.quiet import native_stderr
 from embscope.registry import Probe
 from embscope.tokenizers.base import (
     MAX_TOKENIZER_BYTES,
@@ -121,7 +122,8 @@ class HuggingFaceTokenizer:
 
     def encode(self, text: str) -> list[int]:
         try:
-            encoding = self._tok.encode(text, add_special_tokens=False)
+            with native_stderr():  # its panic hook prints to fd 2 before the PanicException is raised
+                encoding = self._tok.encode(text, add_special_tokens=False)
         except BaseException as err:  # noqa: BLE001  the library panics (PanicException) on some inputs
             raise self._failed(err, "encode") from None
         return library_ids(encoding, text, self._tok, f"the {self.kind} tokenizer {self.path.name}", self._byte_level,
@@ -130,7 +132,8 @@ class HuggingFaceTokenizer:
     def decode(self, ids: list[int]) -> str:
         ids = [self._checked(id) for id in ids]
         try:
-            text: str = self._tok.decode(ids, skip_special_tokens=False)
+            with native_stderr():
+                text: str = self._tok.decode(ids, skip_special_tokens=False)
             return text
         except BaseException as err:  # noqa: BLE001  as in encode
             raise self._failed(err, "decode") from None
@@ -263,7 +266,8 @@ def built(path: Path, build: Callable[[Any], Any], kind: str = "huggingface",
     except ImportError:
         raise MissingPackageError(f"reading {path.name}", "tokenizers", "hf", path=path) from None
     try:
-        library_tokenizer = build(tokenizers)
+        with native_stderr():  # a panic while the library reads the file prints before it raises
+            library_tokenizer = build(tokenizers)
     except EmbscopeError:
         raise
     except BaseException as err:  # the library raises a bare Exception for bad files, or panics

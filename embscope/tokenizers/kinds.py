@@ -13,6 +13,7 @@ from ..registry import Kind, listed
 from . import (
     byte_bpe,
     char_map,
+    fairseq_dict,
     gpt2_bpe,
     harris,
     huggingface,
@@ -37,6 +38,9 @@ KINDS: tuple[Kind[Loader], ...] = listed(
     Kind("wordpiece", wordpiece.sniff, wordpiece.load,
          "*vocab.txt holding its unknown token: the only kind that reads a .txt",
          file_names=("*vocab.txt",), expects="a BERT vocab.txt, one token per line"),
+    Kind("fairseq-dict", fairseq_dict.sniff, fairseq_dict.load,
+         "dict.txt or dict.<lang>.txt of 'symbol count' lines: fairseq's Dictionary, the only kind by those names",
+         file_names=("dict.txt", "dict.*.txt"), expects="a fairseq dict.txt of 'symbol count' lines"),
     Kind("sentencepiece", sentencepiece_model.sniff, sentencepiece_model.load,
          "a *.model protobuf (its first byte 0x0A): the tiktoken and minbpe files that share the name are text "
          "that never starts so", file_names=("*.model",), expects="a SentencePiece *.model protobuf"),

@@ -16,6 +16,7 @@ from typing import Any
 
 from embscope.core import files
 from embscope.core.errors import MissingPackageError, TokenError, TokenizerError
+from embscope.quiet import native_stderr
 from embscope.registry import Probe
 from embscope.tokenizers.base import MAX_TOKENIZER_BYTES, SPACE_MARK, check_id
 
@@ -40,7 +41,8 @@ class SentencePieceTokenizer:
         return frozenset(id for id in range(self.vocab_size) if sp.is_control(id) or sp.is_unknown(id))
 
     def encode(self, text: str) -> list[int]:
-        return list(self._sp.encode(text, out_type=int))
+        with native_stderr():  # sentencepiece logs through absl straight to fd 2
+            return list(self._sp.encode(text, out_type=int))
 
     def decode(self, ids: list[int]) -> str:
         """Runs of ordinary pieces decode as SentencePiece decodes them; control pieces, which it
@@ -99,7 +101,8 @@ def load(path: Path) -> SentencePieceTokenizer:
     data = files.read_bytes(path, MAX_TOKENIZER_BYTES, "a SentencePiece model")  # the library is handed the bytes
     processor = sentencepiece.SentencePieceProcessor()
     try:
-        processor.LoadFromSerializedProto(data)
+        with native_stderr():  # absl's log lines ("Piece at index ... is a null character") go to fd 2
+            processor.LoadFromSerializedProto(data)
     except (RuntimeError, OSError, ValueError) as err:
         reason = (str(err).strip().splitlines() or [type(err).__name__])[0][:200]
         raise TokenizerError(f"expected a SentencePiece model in {path}, found an unreadable file: {reason}") from None

@@ -217,6 +217,11 @@ from reader_samples import available_fuzz_samples
 for _name, _build in available_fuzz_samples().items():
     register(Sample(_name, _build))
 
+from tokenizer_samples import available as available_tokenizer_samples
+
+for _name, _build in available_tokenizer_samples().items():
+    register(Sample(_name, _build))
+
 
 # -- mutations -------------------------------------------------------------------------------
 

@@ -4,22 +4,27 @@
     python3 tests/fuzz/run_fuzz.py -n 100000 -f pickle     # one family (repeatable)
     python3 tests/fuzz/run_fuzz.py --seconds 60            # as many as fit in a time budget per family
     python3 tests/fuzz/run_fuzz.py --list                  # the families and the inputs in each
+    python3 tests/fuzz/run_fuzz.py -n 100000 -j 2          # every family, two at a time (CI's step, .ci/run)
 
 Inputs: mutants of small valid files written by the real writers (corpus.py), and, for the pickle
 family, random pickle programs over the allow-list in all five pickle containers (pickles.py).
 Outcomes: ok, an EmbscopeError (counted by message class), or a crash: any other exception (its
-traceback is printed once per kind), or the process dying (a segfault, an out-of-memory kill).
+traceback is printed once per kind), or the process dying (a segfault, an out-of-memory kill). Each input runs
+with fd 2 pointed at a file: anything printed there (a Rust panic, absl's log, a warning), or a refusal whose
+message is more than one line, is a fault ("stderr"), as the CLI must answer with an empty stderr or one line.
 Caps per input: the inputs run in child processes whose address space is limited to what the child
 had after its setup plus 1 GiB (an input that asks for more fails, and is counted as over the memory
 cap); each input is timed (over 10 s is counted as slow), and a child that makes no progress for 60 s
 is killed and its input counted as a hang. A dead or killed child's input is kept under fuzz-crashes/
 for replay, and the run goes on from the next seed. Exit status 1 on any crash, hang, slow input or
-input over the memory cap."""
+input over the memory cap, or any output on stderr."""
 
 from __future__ import annotations
 
 import argparse
 import collections
+import concurrent.futures
+import contextlib
 import json
 import os
 import random
@@ -31,6 +36,7 @@ import tempfile
 import time
 import traceback
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -60,6 +66,11 @@ FAMILIES.update({
     "h5": ["keras-h5", "keras-h5-compressed"],
     "gguf": ["gguf", "gguf-llama"],
     "onnx": ["onnx-int8", "onnx-external-data", "onnx-external-model"],
+    # the tokenizer kinds read through native libraries (sentencepiece, tokenizers' Unigram with a Precompiled
+    # charsmap, tiktoken) and the plain ones beside them (tests/fuzz/tokenizer_samples.py)
+    "tokenizer-kinds": ["tokenizer-sentencepiece-unigram", "tokenizer-sentencepiece-bpe", "tokenizer-sentencepiece-char",
+                        "tokenizer-unigram-precompiled", "tokenizer-tiktoken", "tokenizer-vocab.txt",
+                        "tokenizer-meta.pkl"],
 })
 FAMILIES = {family: kept for family, names in FAMILIES.items()  # a sample whose library is missing is left out
             if (kept := [name for name in names if name in corpus.SAMPLES or name in GENERATED])}
@@ -134,10 +145,16 @@ def run_inputs(name: str, count: int | None, seconds: float | None, seed0: int, 
             progress.write_text(f"{seed} {directory}")  # read by the parent if this process dies or hangs
             path = inputs.build(directory, seed)
             began = time.monotonic()
-            with warnings.catch_warnings():
+            with warnings.catch_warnings(), fd2.capture() as printed:
                 warnings.simplefilter("ignore")
                 kind, err = target.outcome(path)
             took = time.monotonic() - began
+            fault = stderr_fault(printed.text, err if kind == "error" else None)
+            if fault:  # a library spoke on fd 2, or a refusal would take more than one line
+                counts["STDERR"] += 1
+                counts[f"  STDERR {fault[:80]}"] += 1
+                if counts["STDERR"] <= show:
+                    print(f"--- stderr in {name}, seed {seed}: {fault[:300]!r}", file=sys.stderr)
             counts["tried"] += 1
             counts["max_ms"] = max(counts["max_ms"], round(took * 1000))
             counts["slow"] += took > SLOW
@@ -161,6 +178,50 @@ def run_inputs(name: str, count: int | None, seconds: float | None, seed0: int, 
         shutil.rmtree(base, ignore_errors=True)
     counts["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
     return counts
+
+
+class FD2:
+    """fd 2 pointed at one temporary file for each input (as embscope.quiet does for a library call), so what
+    anything prints past sys.stderr (a Rust panic, absl's log) is seen, counted and never lost."""
+
+    def __init__(self) -> None:
+        self.sink = tempfile.TemporaryFile()  # noqa: SIM115  kept for the whole run
+
+    @contextlib.contextmanager
+    def capture(self) -> Iterator[Printed]:
+        printed = Printed()
+        sys.stderr.flush()
+        saved = os.dup(2)
+        os.dup2(self.sink.fileno(), 2)
+        try:
+            yield printed
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            size = os.fstat(self.sink.fileno()).st_size
+            if size:
+                os.lseek(self.sink.fileno(), 0, os.SEEK_SET)
+                printed.text = os.read(self.sink.fileno(), min(size, 4096)).decode("utf-8", "replace")
+                os.ftruncate(self.sink.fileno(), 0)
+                os.lseek(self.sink.fileno(), 0, os.SEEK_SET)
+
+
+class Printed:
+    text = ""
+
+
+def stderr_fault(printed: str, refusal: BaseException | None) -> str:
+    """What the CLI would have shown beyond its one line: anything on fd 2 (an answer's stderr must be empty), or
+    a refusal's message of more than one line. "" when there is nothing wrong."""
+    if printed.strip():
+        return printed.strip()
+    if refusal is not None and (not str(refusal) or "\n" in str(refusal)):
+        return f"a refusal of {len(str(refusal).splitlines())} lines: {str(refusal)[:200]}"
+    return ""
+
+
+fd2 = FD2()
 
 
 def run_name(name: str, count: int | None, seconds: float | None, seed0: int, show: int) -> collections.Counter:
@@ -227,6 +288,33 @@ def watch(child: subprocess.Popen, progress: Path) -> bool:
             return True
 
 
+def run_family(family: str, args: argparse.Namespace) -> tuple[list[str], collections.Counter]:
+    """Every input name of one family, one after another: the lines to print, and the family's counts."""
+    names = FAMILIES[family]
+    share = None if args.n is None else -(-args.n // len(names))  # the family's count, spread over its inputs
+    seconds = None if args.seconds is None else args.seconds / len(names)
+    family_total: collections.Counter = collections.Counter()
+    lines = []
+    for name in names:
+        counts = run_name(name, share, seconds, args.seed, args.show)
+        lines.append(f"  {name}: tried {counts['tried']}, ok {counts['ok']}, EmbscopeError {counts['EmbscopeError']}, "
+                     f"crash {counts['CRASH']}, hang {counts['HANG']}, slowest {counts['max_ms']} ms, "
+                     f"peak RSS {counts['peak_rss_mb']} MB ({counts['seconds']} s)")
+        for key, value in sorted(counts.items(), key=lambda kv: -kv[1]):
+            if key.startswith(("  CRASH", "  STDERR")):
+                lines.append(f"    {value:6d} {key.strip()}")
+        for key in ("max_ms", "peak_rss_mb"):
+            family_total[key] = max(family_total[key], counts[key])
+        family_total.update({k: counts[k] for k in ("tried", "ok", "EmbscopeError", "CRASH", "HANG", "slow",
+                                                    "over memory cap", "STDERR", "seconds")})
+    lines.append(f"{family}: tried {family_total['tried']}, ok {family_total['ok']}, EmbscopeError "
+                 f"{family_total['EmbscopeError']}, crash {family_total['CRASH']}, hang {family_total['HANG']}, "
+                 f"over {SLOW:.0f} s {family_total['slow']}, over the 1 GiB memory cap {family_total['over memory cap']}, "
+                 f"output on stderr {family_total['STDERR']}, slowest input {family_total['max_ms']} ms, "
+                 f"largest child {family_total['peak_rss_mb']} MB ({family_total['seconds']} s)")
+    return lines, family_total
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-n", type=int, default=None, help="inputs per family (default 300 without --seconds)")
@@ -235,6 +323,7 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=1, help="first seed")
     parser.add_argument("--show", type=int, default=3, help="tracebacks shown per input name")
     parser.add_argument("--list", action="store_true", help="list the families and their inputs")
+    parser.add_argument("-j", "--jobs", type=int, default=1, help="families run at once (one core each)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--progress", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -252,32 +341,17 @@ def main() -> int:
     if unknown:
         parser.error(f"unknown family {unknown[0]!r}; --list shows them")
     grand: collections.Counter = collections.Counter()
-    for family in families:
-        names = FAMILIES[family]
-        share = None if args.n is None else -(-args.n // len(names))  # the family's count, spread over its inputs
-        seconds = None if args.seconds is None else args.seconds / len(names)
-        family_total: collections.Counter = collections.Counter()
-        for name in names:
-            counts = run_name(name, share, seconds, args.seed, args.show)
-            print(f"  {name}: tried {counts['tried']}, ok {counts['ok']}, EmbscopeError {counts['EmbscopeError']}, "
-                  f"crash {counts['CRASH']}, hang {counts['HANG']}, slowest {counts['max_ms']} ms, "
-                  f"peak RSS {counts['peak_rss_mb']} MB ({counts['seconds']} s)", flush=True)
-            for key, value in sorted(counts.items(), key=lambda kv: -kv[1]):
-                if key.startswith("  CRASH"):
-                    print(f"    {value:6d} {key.strip()}", flush=True)
-            for key in ("max_ms", "peak_rss_mb"):
-                family_total[key] = max(family_total[key], counts[key])
-            family_total.update({k: counts[k] for k in ("tried", "ok", "EmbscopeError", "CRASH", "HANG", "slow",
-                                                        "over memory cap", "seconds")})
-        print(f"{family}: tried {family_total['tried']}, ok {family_total['ok']}, EmbscopeError "
-              f"{family_total['EmbscopeError']}, crash {family_total['CRASH']}, hang {family_total['HANG']}, "
-              f"over {SLOW:.0f} s {family_total['slow']}, over the 1 GiB memory cap {family_total['over memory cap']}, "
-              f"slowest input {family_total['max_ms']} ms, largest child {family_total['peak_rss_mb']} MB "
-              f"({family_total['seconds']} s)", flush=True)
-        grand.update({k: family_total[k] for k in ("tried", "CRASH", "HANG", "slow", "over memory cap")})
+    # families run side by side on `--jobs` cores (each in child processes of its own); each one's lines are
+    # printed together when it ends
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        runs = [pool.submit(run_family, family, args) for family in families]
+        for done in concurrent.futures.as_completed(runs):
+            lines, family_total = done.result()
+            print("\n".join(lines), flush=True)
+            grand.update({k: family_total[k] for k in ("tried", "CRASH", "HANG", "slow", "over memory cap", "STDERR")})
     print(f"ALL: {len(families)} families, tried {grand['tried']}, crash {grand['CRASH']}, hang {grand['HANG']}, "
-          f"slow {grand['slow']}, over memory cap {grand['over memory cap']}")
-    return 1 if grand["CRASH"] or grand["HANG"] or grand["slow"] or grand["over memory cap"] else 0
+          f"slow {grand['slow']}, over memory cap {grand['over memory cap']}, stderr {grand['STDERR']}")
+    return 1 if grand["CRASH"] or grand["HANG"] or grand["slow"] or grand["over memory cap"] or grand["STDERR"] else 0
 
 
 if __name__ == "__main__":

@@ -1,0 +1,354 @@
+"""Rows that never trained, by evidence: one finder of both kinds, shared by `norms`, `report`, `map`, `export`
+and `undertrained` (which seeds its reference from them).
+
+1. Still as initialised. A row drawn from N(0, sigma^2) in d dimensions has norm sigma x sqrt(d) with a relative
+   spread of about 1/sqrt(2d), and is uncorrelated with every other row (|cos| about 1/sqrt(d)). sigma is the
+   config's initializer_range (init_std), the family's documented default, or else estimated from the rows
+   that look so. Position rows must also be unlike both neighbours (a trained position resembles the next one);
+   token rows unlike their nearest row (checked on a sample). For positions the verdict is a range of rows.
+2. Moved only together (token and output tables). A token that never occurs as input only receives the updates
+   every row shares (the softmax's push on the output side, weight decay): such rows end up pointing one way
+   (mutual cosine 0.996 for the sample's unseen bytes, 0.74 for MiniLM's [unused] rows, against about 0.08 for
+   trained rows) with norms in a narrow band. Rows sorted by norm are cut into bins; a bin whose unit rows share
+   a direction (mutual cosine >= TOGETHER_COSINE) seeds the direction, and the group is every row close to it
+   (cosine and norm both within the seed's own spread). Two reads of the table, nothing V x V.
+
+Zero, NaN and Inf rows are anomalies (analysis.norms) and never part of a verdict here.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .. import compute
+
+# documented defaults of the init scale (transformers' configs: initializer_range 0.02; OPT's init_std 0.02;
+# nanoGPT and GPT-2 draw embeddings from N(0, 0.02))
+INIT_STD = {"bert": 0.02, "roberta": 0.02, "xlm-roberta": 0.02, "camembert": 0.02, "longformer": 0.02,
+            "mpnet": 0.02, "electra": 0.02, "gpt2": 0.02, "opt": 0.02, "gpt_neo": 0.02, "gptj": 0.02}
+SIGMA_KEYS = ("initializer_range", "init_std")
+MIN_DIM = 16  # below this a Gaussian draw's norm and cosines are too loose to tell from a trained row's
+BAND_SPREADS = 4.0  # a row at init has its norm within this many relative spreads (1/sqrt(2d)) of sigma sqrt(d)
+NEIGHBOUR_SPREADS = 4.0  # ... and |cos| to its neighbours within this many 1/sqrt(d)
+MIN_RUN = 3  # positions in a range at least
+MIN_ESTIMATED_RUN = 8  # ... when sigma is estimated from the rows themselves
+GAP_FILLED = 2  # rows between two ranges that join them (a draw at init can fail a test by chance)
+# the mean |cos| of neighbours within a range at most, times 1/sqrt(d): a Gaussian draw's is sqrt(2/pi) = 0.8
+MEAN_NEIGHBOUR_SPREADS = 2.0
+NEAREST_SAMPLE = 64  # token rows whose nearest row is searched, to tell a draw at init from a trained row
+NEAREST_SLACK = 1.5  # times sqrt(2 ln V / d), the largest |cos| a Gaussian draw has to any of V rows
+AT_INIT_SHARE = 0.9  # of the sampled rows that must look drawn at init
+TOGETHER_COSINE = 0.5  # mutual cosine of a group moved only together (trained rows: about 0.1)
+MIN_GROUP = 8  # rows of such a group at least
+GROUP_SPREADS = 6.0  # a member's cosine to the group and its norm lie within this many robust spreads of the seed's
+MAX_GROUP_SHARE = 0.5  # a group is a minority: most of a table pointing one way is the table's own shape
+BLOCK_BYTES = 16 << 20  # float64 work space per block of rows
+MAD_SCALE = 1.4826
+
+
+@dataclass(frozen=True, eq=False)
+class Untrained:
+    """The verdict on one table: which rows never trained, the rule, and one sentence of evidence."""
+
+    rows: np.ndarray  # int64 row ids, ascending
+    rule: str
+    evidence: str  # "" when no row is found
+    kind: str = "none"  # "at init", "moved together", "at init and moved together", "none"
+    whole: bool = False  # every valid row of the table
+
+    @property
+    def count(self) -> int:
+        return len(self.rows)
+
+    def ranges(self) -> list[tuple[int, int]]:
+        """(first, last) of each run of consecutive rows."""
+        if not len(self.rows):
+            return []
+        breaks = np.flatnonzero(np.diff(self.rows) != 1)
+        starts = np.concatenate([[0], breaks + 1])
+        ends = np.concatenate([breaks, [len(self.rows) - 1]])
+        return [(int(self.rows[a]), int(self.rows[b])) for a, b in zip(starts, ends)]
+
+    def mask(self, rows: int) -> np.ndarray:
+        found = np.zeros(rows, dtype=bool)
+        found[self.rows] = True
+        return found
+
+
+RULE = (f"never trained: still as initialised (norm within {BAND_SPREADS:g} relative spreads 1/sqrt(2d) of "
+        f"sigma x sqrt(d), and unlike its neighbours or nearest row, |cos| below {NEIGHBOUR_SPREADS:g}/sqrt(d)), or "
+        f"moved only together (a group of {MIN_GROUP} or more rows of mutual cosine >= {TOGETHER_COSINE:g} with "
+        "norms in a narrow band)")
+
+
+def nothing(why: str = "") -> Untrained:
+    return Untrained(np.zeros(0, dtype=np.int64), RULE if not why else f"{RULE}; {why}", "")
+
+
+def init_scale(config: Mapping[str, Any]) -> tuple[float | None, str]:
+    """sigma of the initialisation and where it comes from: the config, the family's default, or None."""
+    for key in SIGMA_KEYS:
+        value = config.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0:
+            return float(value), f"{key} {value:g} in config.json"
+    model_type = config.get("model_type")
+    if isinstance(model_type, str) and model_type in INIT_STD:
+        return INIT_STD[model_type], f"{model_type}'s default initializer_range {INIT_STD[model_type]:g}"
+    return None, ""
+
+
+def find_untrained(array: np.ndarray, norms: np.ndarray, role: str, config: Mapping[str, Any] | None = None,
+                   first_row: int = 0) -> Untrained:
+    """The rows of one table that never trained (see the module's rule); `first_row`: rows before position 0."""
+    rows, dim = (array.shape[0], array.shape[1]) if array.ndim == 2 else (0, 0)
+    valid = np.isfinite(norms) & (norms > 0)
+    if dim < MIN_DIM or int(valid.sum()) < MIN_RUN:
+        return nothing(f"not judged: {dim} columns and {int(valid.sum())} rows with a finite, non-zero norm "
+                       f"({MIN_DIM} and {MIN_RUN} needed)")
+    sigma, sigma_why = init_scale(config or {})
+    if role == "position":
+        return positions_at_init(array, norms, valid, sigma, sigma_why, first_row)
+    at_init = tokens_at_init(array, norms, valid, sigma, sigma_why)
+    together = moved_together(array, norms, valid & ~at_init.mask(rows))
+    if not together.count:
+        return at_init
+    if not at_init.count:
+        return together
+    both = np.union1d(at_init.rows, together.rows)
+    return Untrained(both, RULE, f"{at_init.evidence}; {together.evidence}", "at init and moved together")
+
+
+# ---------------------------------------------------------------- still as initialised
+
+
+def band(norms: np.ndarray, scale: float, dim: int) -> np.ndarray:
+    """Rows whose norm lies where a Gaussian draw of norm `scale` puts it."""
+    with np.errstate(invalid="ignore"):
+        return np.abs(norms / scale - 1) <= BAND_SPREADS / math.sqrt(2 * dim)
+
+
+def neighbour_cosines(array: np.ndarray) -> np.ndarray:
+    """cos(row i, row i+1) for i = 0..rows-2; NaN where either row is invalid."""
+    count = array.shape[0] - 1
+    if count < 1:
+        return np.zeros(0)
+    found: np.ndarray = compute.pair_cosines(array, np.stack([np.arange(count), np.arange(1, count + 1)], axis=1))
+    return found
+
+
+def positions_at_init(array: np.ndarray, norms: np.ndarray, valid: np.ndarray, sigma: float | None, sigma_why: str,
+                      first_row: int) -> Untrained:
+    """Runs of MIN_RUN or more position rows at the norm of the init scale and unlike both neighbours."""
+    rows, dim = array.shape
+    valid = valid.copy()
+    valid[:first_row] = False  # rows before position 0 are never used by design (padding_idx + 1): no verdict
+    following = neighbour_cosines(array)
+    if first_row:
+        following[first_row - 1] = np.nan  # a reserved row is no neighbour
+    bound = NEIGHBOUR_SPREADS / math.sqrt(dim)
+    with np.errstate(invalid="ignore"):
+        alike = np.abs(following) > bound  # NaN (an invalid neighbour) is not evidence either way
+    seen = np.isfinite(following)
+    lone = valid.copy()
+    lone[:-1] &= ~alike
+    lone[1:] &= ~alike
+    some = np.zeros(rows, dtype=bool)  # a row needs one neighbour to be unlike
+    some[:-1] |= seen
+    some[1:] |= seen
+    lone &= some
+    if int(lone.sum()) < MIN_RUN:
+        return nothing()
+    scale, said = (sigma * math.sqrt(dim), f"the {sigma:g} x sqrt({dim}) of the initialisation ({sigma_why})") \
+        if sigma is not None else (math.nan, "")
+    found = lone & band(norms, scale, dim) if sigma is not None else np.zeros(rows, dtype=bool)
+    if int(found.sum()) < MIN_RUN:  # no known scale, or the rows sit at another one: estimate it from them
+        scale = float(np.median(norms[lone]))
+        spread = MAD_SCALE * float(np.median(np.abs(norms[lone] / scale - 1)))
+        if spread > 2 / math.sqrt(2 * dim):  # not the spread of a Gaussian draw
+            return nothing()
+        found = lone & band(norms, scale, dim)
+        said = (f"a Gaussian draw of sigma {scale / math.sqrt(dim):.3g} (estimated from these rows) x sqrt({dim}), "
+                f"spread {spread:.2g} against the 1/sqrt(2d) = {1 / math.sqrt(2 * dim):.2g} of such a draw")
+    shortest = MIN_RUN if sigma is not None and "estimated" not in said else MIN_ESTIMATED_RUN
+    runs = [(a, b) for a, b in joined(runs_of(found)) if b - a + 1 >= shortest
+            and mean_abs(following[a:b]) <= MEAN_NEIGHBOUR_SPREADS / math.sqrt(dim)]
+    if not runs:
+        return nothing()
+    chosen = np.concatenate([np.arange(a, b + 1) for a, b in runs])
+    chosen = chosen[valid[chosen]]
+    whole = len(chosen) == int(valid.sum())
+    return Untrained(chosen, RULE, position_evidence(norms, following, chosen, runs, said, whole, first_row, rows),
+                     "at init", whole)
+
+
+def joined(runs: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Runs less than GAP_FILLED + 1 rows apart made one."""
+    merged: list[tuple[int, int]] = []
+    for a, b in runs:
+        if merged and a - merged[-1][1] - 1 <= GAP_FILLED:
+            merged[-1] = (merged[-1][0], b)
+        else:
+            merged.append((a, b))
+    return merged
+
+
+def mean_abs(values: np.ndarray) -> float:
+    finite = values[np.isfinite(values)]
+    return float(np.mean(np.abs(finite))) if len(finite) else math.inf
+
+
+def runs_of(flags: np.ndarray) -> list[tuple[int, int]]:
+    """(first, last) of each run of True."""
+    edges = np.diff(np.concatenate([[0], flags.astype(np.int8), [0]]))
+    return list(zip(np.flatnonzero(edges == 1).tolist(), (np.flatnonzero(edges == -1) - 1).tolist()))
+
+
+def spread_text(values: np.ndarray) -> str:
+    return f"{float(np.mean(values)):.4g} +- {float(np.std(values)):.2g}"
+
+
+def position_evidence(norms: np.ndarray, following: np.ndarray, chosen: np.ndarray, runs: list[tuple[int, int]],
+                      said: str, whole: bool, first_row: int, rows: int) -> str:
+    """One sentence: which positions, their norms and the scale they match, their neighbours, what it means."""
+    named = ", ".join(f"{a - first_row}-{b - first_row}" if b > a else f"{a - first_row}" for a, b in runs[:4])
+    named += f" and {len(runs) - 4} more ranges" if len(runs) > 4 else ""
+    inside = np.zeros(rows, dtype=bool)
+    inside[chosen] = True
+    pairs_in = inside[:-1] & inside[1:]
+    pairs_out = ~inside[:-1] & ~inside[1:] & np.isfinite(following)
+    alike = f"neighbour cosine {float(np.nanmean(np.abs(following[pairs_in]))):.2g}" if pairs_in.any() else ""
+    if alike and pairs_out.any():
+        alike += f" against {float(np.nanmean(following[pairs_out])):.2g} between trained positions"
+    head = "the whole table" if whole else f"positions {named}"
+    sentence = (f"{head} ({len(chosen):,} rows) never trained: norm {spread_text(norms[chosen])}, {said}, "
+                f"no two neighbours alike ({alike})" if alike else
+                f"{head} ({len(chosen):,} rows) never trained: norm {spread_text(norms[chosen])}, {said}")
+    if whole:
+        return sentence + "; the table is as initialised"
+    last_run = runs[-1]
+    if last_run[1] == rows - 1 and len(runs) == 1 and last_run[0] > first_row:
+        sentence += f"; the model saw sequences of at most about {last_run[0] - first_row} tokens"
+    return sentence
+
+
+def tokens_at_init(array: np.ndarray, norms: np.ndarray, valid: np.ndarray, sigma: float | None,
+                   sigma_why: str) -> Untrained:
+    """Token rows at the norm of the init scale whose nearest row is no closer than a Gaussian draw's: with the
+    scale known, the rows in its band; without it, the whole table when every row is so."""
+    rows, dim = array.shape
+    if sigma is not None:
+        scale, said = sigma * math.sqrt(dim), f"the {sigma:g} x sqrt({dim}) of the initialisation ({sigma_why})"
+    else:
+        scale = float(np.median(norms[valid]))
+        said = f"a Gaussian draw of sigma {scale / math.sqrt(dim):.3g} (estimated) x sqrt({dim})"
+    candidates = np.flatnonzero(valid & band(norms, scale, dim))
+    if len(candidates) < MIN_GROUP or (sigma is None and len(candidates) < AT_INIT_SHARE * int(valid.sum())):
+        return nothing()
+    sample = np.sort(np.random.default_rng(0).choice(candidates, size=min(NEAREST_SAMPLE, len(candidates)),
+                                                     replace=False))
+    nearest = compute.topk_rows(array, 1, rows=sample, device="cpu").scores[:, 0]
+    bound = NEAREST_SLACK * math.sqrt(2 * math.log(rows) / dim)
+    if float(np.mean(np.abs(np.nan_to_num(nearest, nan=1.0)) <= bound)) < AT_INIT_SHARE:
+        return nothing()
+    whole = sigma is None or len(candidates) == int(valid.sum())  # without a scale, only a whole table is judged
+    if whole:
+        candidates = np.flatnonzero(valid)
+    head = "the whole table" if whole else f"{len(candidates):,} rows"
+    evidence = (f"{head} never trained: norm {spread_text(norms[candidates])}, {said}; no row alike (nearest-row "
+                f"cosine {float(np.nanmean(nearest)):.2g} on a sample of {len(sample)}, at most {bound:.2g} for a "
+                "Gaussian draw)")
+    return Untrained(candidates, RULE, evidence + ("; the table is as initialised" if whole else ""), "at init", whole)
+
+
+# ---------------------------------------------------------------- moved only together
+
+
+def unit_blocks(array: np.ndarray, norms: np.ndarray) -> Any:
+    """(start, float64 unit rows) blocks; invalid rows come as zeros."""
+    step = max(1, BLOCK_BYTES // (8 * max(1, array.shape[1])))
+    for start in range(0, array.shape[0], step):
+        block = np.array(array[start:start + step], dtype=np.float64)
+        scale = norms[start:start + len(block)]
+        ok = np.isfinite(scale) & (scale > 0)
+        block[~ok] = 0.0  # NaN and Inf values too
+        inverse = np.zeros(len(block))
+        np.divide(1.0, scale, out=inverse, where=ok)
+        block *= inverse[:, None]
+        yield start, block
+
+
+def mutual(total: np.ndarray, count: int) -> float:
+    """The mean cosine between distinct unit rows whose sum is `total`."""
+    return float((total @ total - count) / (count * (count - 1))) if count > 1 else math.nan
+
+
+def moved_together(array: np.ndarray, norms: np.ndarray, valid: np.ndarray) -> Untrained:
+    """The group of rows that point one way with norms in a narrow band (see the module's rule)."""
+    ids = np.flatnonzero(valid)
+    if len(ids) < 4 * MIN_GROUP:
+        return nothing()
+    size = max(2 * MIN_GROUP, len(ids) // 100)
+    bins = len(ids) // size
+    bin_of = np.full(len(norms), -1)
+    bin_of[ids[np.argsort(norms[ids], kind="stable")]] = np.minimum(np.arange(len(ids)) // size, bins - 1)
+    # each bin's unit rows summed, gathered in row order: one read of the valid rows in all
+    sums = np.stack([total_of(array, norms, np.sort(ids[bin_of[ids] == b])) for b in range(bins)])
+    counts = np.bincount(bin_of[ids], minlength=bins)
+    tight = np.array([mutual(sums[b], int(counts[b])) >= TOGETHER_COSINE for b in range(bins)])
+    runs = runs_of(tight)
+    if not runs:
+        return nothing()
+    first, last = max(runs, key=lambda run: int(counts[run[0]:run[1] + 1].sum()))
+    direction = sums[first:last + 1].sum(axis=0)
+    direction /= np.linalg.norm(direction)
+    cosine = np.full(len(norms), np.nan)
+    for start, block in unit_blocks(array, norms):
+        cosine[start:start + len(block)] = block @ direction
+    cosine[~valid] = np.nan
+    seed = ids[(bin_of[ids] >= first) & (bin_of[ids] <= last)]
+    return group_from_seed(array, norms, valid, cosine, seed)
+
+
+def within(values: np.ndarray, seed: np.ndarray, low_only: bool = False) -> np.ndarray:
+    center = float(np.median(seed))
+    reach = GROUP_SPREADS * MAD_SCALE * float(np.median(np.abs(seed - center)))
+    with np.errstate(invalid="ignore"):
+        return values >= center - reach if low_only else np.abs(values - center) <= reach
+
+
+def group_from_seed(array: np.ndarray, norms: np.ndarray, valid: np.ndarray, cosine: np.ndarray,
+                    seed: np.ndarray) -> Untrained:
+    """The rows as close to the seed's direction, and at as narrow a band of norms, as the seed's own rows."""
+    close = seed[cosine[seed] >= TOGETHER_COSINE]
+    if len(close) < MIN_GROUP:
+        return nothing()
+    member = valid & (cosine >= TOGETHER_COSINE) & within(cosine, cosine[close], low_only=True)
+    member &= within(norms, norms[close])
+    rows = np.flatnonzero(member)
+    if len(rows) < MIN_GROUP or len(rows) > MAX_GROUP_SHARE * int(valid.sum()):
+        return nothing()
+    spread = MAD_SCALE * float(np.median(np.abs(norms[rows] / np.median(norms[rows]) - 1)))
+    inside, outside = total_of(array, norms, rows), total_of(array, norms, np.flatnonzero(valid & ~member))
+    together, rest = mutual(inside, len(rows)), mutual(outside, int((valid & ~member).sum()))
+    if not together >= TOGETHER_COSINE or spread > 0.1 or (math.isfinite(rest) and together < rest + 0.3):
+        return nothing()
+    rest_text = f" against {rest:.2g} among the other rows" if math.isfinite(rest) else ""
+    evidence = (f"{len(rows):,} rows never trained: they moved only together, mutual cosine {together:.3g}{rest_text}, "
+                f"norms in a narrow band ({spread_text(norms[rows])}, median of all rows "
+                f"{float(np.median(norms[valid])):.4g}): the updates every row shares, never their own")
+    return Untrained(rows, RULE, evidence, "moved together")
+
+
+def total_of(array: np.ndarray, norms: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """The sum of the unit rows `rows` (sorted ids), read a block at a time."""
+    total = np.zeros(array.shape[1])
+    step = max(1, BLOCK_BYTES // (8 * max(1, array.shape[1])))
+    for start in range(0, len(rows), step):
+        part = rows[start:start + step]
+        total += (np.asarray(array[part], dtype=np.float64) / norms[part, None]).sum(axis=0)
+    return total

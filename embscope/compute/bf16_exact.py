@@ -1,0 +1,263 @@
+"""Exact top-k from a bf16 pass, on any torch device (the CPU's AMX / avx512_bf16, a GPU): every score is
+multiplied in bf16, every column that could still be in the fp32 top-k is kept by a proven error bound, and
+the kept columns are re-ranked in fp32. The answer equals the fp32 answer id for id (ties within the fp32
+rounding of two summation orders aside).
+
+The bound (docs/speed.md derives it at length). x, y: float32 unit rows, |x|, |y| <= 1 + v, v = 2^-24 (each
+entry rounded once from float64). Rounding to bf16 (u = 2^-8) gives x~_i = x_i (1 + a_i), |a_i| <= u:
+  input:        |x.y - x~.y~| <= (2u + u^2) sum |x_i y_i| <= (2u + u^2)(1 + v)^2        (Cauchy-Schwarz)
+  accumulation: each product of two bf16 numbers is exact in fp32 (8 + 8 bits of significand <= 24), and
+                summing d of them in fp32 in any order errs by at most g_d sum |x~_i y~_i|, g_d = d v / (1 - d v),
+                with sum |x~_i y~_i| <= (1 + u)^2 (1 + v)^2
+  output:       torch hands back the sum rounded to bf16: at most u times its size, which is at most
+                (1 + u)^2 (1 + v)^2 (1 + g_d)
+  reference:    the fp32 answer's own scores are sums in fp32 too, off the exact x.y by at most g_d (1 + v)^2
+eps is the sum of the four; write e for the first three (the bf16 score's own error) and g for the fourth.
+If s_k is the k-th best exact score and t_k the k-th best bf16 score, t_k <= s_k + e (k columns have t <= s + e).
+The fp32 answer ranks by r, |r - s| <= g, so its k-th best r is >= s_k - g and a column j it keeps has
+s_j >= r_j - g >= s_k - 2g; then t_j >= s_j - e >= t_k - 2e - 2g = t_k - 2 eps. No column of the fp32 top-k,
+ties at the k-th included, falls below t_k - 2 eps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from .select import exact_row
+
+BF16_UNIT = 2.0 ** -8  # unit roundoff of bf16 (8 significant bits), round to nearest
+FP32_UNIT = 2.0 ** -24
+CANDIDATES_EXTRA = 32  # columns kept per row beyond 2k by the first topk of a block
+WIDER = 8  # rows whose cut falls past the first topk's columns are selected again this many times wider
+GATHER_ROWS = 256  # queries re-ranked at a time: a bounded gather of their candidates' rows
+# emit(start, ids, scores): the top count columns of rows start.. best first, as numpy arrays.
+Emit = Callable[[int, np.ndarray, np.ndarray], None]
+
+
+def score_error_bound(dim: int) -> float:
+    """eps: the most a bf16 score of two float32 unit rows of `dim` entries (summed in fp32, the sum rounded to
+    bf16) can differ from their exact cosine, plus the fp32 reference's own rounding (see the module's text)."""
+    u, v = BF16_UNIT, FP32_UNIT
+    gamma = dim * v / (1 - dim * v)
+    norms = (1 + v) ** 2
+    inputs = (2 * u + u * u) * norms
+    accumulation = gamma * (1 + u) ** 2 * norms
+    output = u * (1 + u) ** 2 * norms * (1 + gamma)
+    reference = gamma * norms
+    return inputs + accumulation + output + reference
+
+
+def first_width(count: int, n_columns: int) -> int:
+    return min(n_columns, 2 * count + CANDIDATES_EXTRA)
+
+
+def cut_complete(torch: Any, top_low: Any, count: int, n_columns: int, margin: float) -> Any:
+    """Rows whose candidates hold every column at or above the cut (the k-th best bf16 score - 2 eps): their
+    last candidate is below it, or every column is a candidate. top_low: (rows, width) bf16 scores, best first."""
+    if top_low.shape[1] >= n_columns:
+        return torch.ones(top_low.shape[0], dtype=torch.bool, device=top_low.device)
+    return top_low[:, -1] < top_low[:, count - 1] - margin
+
+
+def rerank(torch: Any, exact: Any, vectors: Any, cand_ids: Any, cand_low: Any) -> Any:
+    """fp32 cosines of each query with its candidates, -inf where the bf16 pass had a left-out column (-inf).
+    Multiply-and-sum, not a matmul, so no tensor-core mode can touch it."""
+    scores = torch.cat([(exact[cand_ids[i:i + GATHER_ROWS]] * vectors[i:i + GATHER_ROWS, None, :]).sum(dim=2)
+                        for i in range(0, cand_ids.shape[0], GATHER_ROWS)])
+    return scores.masked_fill_(cand_low == -torch.inf, -torch.inf)
+
+
+def ranked(torch: Any, cand_ids: Any, cand_scores: Any, count: int) -> tuple[Any, Any]:
+    """The best count of candidates by (score desc, id asc), cosines clipped to [-1, 1]: two stable sorts."""
+    cand_scores = torch.where(cand_scores > -torch.inf, cand_scores.clamp(-1.0, 1.0), cand_scores)
+    by_id = torch.argsort(cand_ids, dim=1)
+    cand_ids, cand_scores = cand_ids.gather(1, by_id), cand_scores.gather(1, by_id)
+    by_score = torch.sort(cand_scores, dim=1, descending=True, stable=True).indices[:, :count]
+    return cand_ids.gather(1, by_score), cand_scores.gather(1, by_score)
+
+
+def exact_rows(torch: Any, exact: Any, vectors: Any, count: int, left: Any) -> tuple[np.ndarray, np.ndarray]:
+    """The fp32 top count of a few queries against every column: the fallback for rows whose bf16 cut keeps
+    too many candidates (near-ties by the hundred). left: bool (rows, columns) of left-out columns, or None."""
+    scores = vectors @ exact.T
+    if left is not None:
+        scores.masked_fill_(left, -torch.inf)
+    host = scores.float().cpu().numpy()
+    ids = np.empty((host.shape[0], count), dtype=np.int64)
+    vals = np.empty((host.shape[0], count), dtype=np.float32)
+    for row in range(host.shape[0]):  # only the degenerate rows come here
+        ids[row], vals[row] = exact_row(host[row], count)
+    return ids, vals
+
+
+def block_answer(torch: Any, exact: Any, vectors: Any, cand_ids: Any, cand_low: Any, count: int,
+                 n_columns: int, margin: float, full_low: Any | None,
+                 left: Callable[[Any], Any]) -> tuple[np.ndarray, np.ndarray]:
+    """The exact top count of a block of queries from their bf16 candidates (best first): rows whose cut is
+    complete are re-ranked; the others are selected again wider from full_low (their whole bf16 rows) when it
+    is given, and what is still incomplete is worked out in fp32. left(rows) gives the left-out mask of rows."""
+    complete = cut_complete(torch, cand_low, count, n_columns, margin)
+    ids, vals = ranked(torch, cand_ids, rerank(torch, exact, vectors, cand_ids, cand_low), count)
+    ids, vals = ids.cpu().numpy().astype(np.int64), vals.float().cpu().numpy()
+    missing = torch.nonzero(~complete).flatten()
+    if missing.numel() == 0:
+        return ids, vals
+    rows = missing
+    if full_low is not None and cand_low.shape[1] < n_columns:
+        wide_low, wide_ids = torch.topk(full_low[rows], min(n_columns, WIDER * cand_low.shape[1]), dim=1)
+        wide_ok = cut_complete(torch, wide_low, count, n_columns, margin)
+        done = rows[wide_ok]
+        if done.numel():
+            got_ids, got_vals = ranked(torch, wide_ids[wide_ok],
+                                       rerank(torch, exact, vectors[done], wide_ids[wide_ok], wide_low[wide_ok]), count)
+            at = done.cpu().numpy()
+            ids[at], vals[at] = got_ids.cpu().numpy(), got_vals.float().cpu().numpy()
+        rows = rows[~wide_ok]
+    if rows.numel():
+        at = rows.cpu().numpy()
+        ids[at], vals[at] = exact_rows(torch, exact, vectors[rows], count, left(rows))
+    return ids, vals
+
+
+def search_queries(torch: Any, exact: Any, low: Any, vectors: Any, count: int,
+                   left_lines: Any, left_columns: Any) -> tuple[np.ndarray, np.ndarray]:
+    """One block of query vectors (fp32 unit rows on the device) against every column: exact top count."""
+    n_columns = exact.shape[0]
+    margin = 2 * score_error_bound(exact.shape[1])
+    scores = (vectors.to(low.dtype) @ low.T).float()
+    scores[left_lines, left_columns] = -torch.inf
+    cand_low, cand_ids = torch.topk(scores, first_width(count, n_columns), dim=1)
+
+    def left(rows: Any) -> Any:
+        return scores[rows] == -torch.inf
+
+    return block_answer(torch, exact, vectors, cand_ids, cand_low, count, n_columns, margin, scores, left)
+
+
+def search_every_row(torch: Any, exact: Any, low: Any, count: int, side: int, emit: Emit) -> None:
+    """Every row's exact top count, itself left out, from the upper triangle of the bf16 cosine matrix: each
+    square tile is multiplied once and read once more, for its rows and (turned over) for its columns, against
+    each row's running cut (Candidates): no sort of the tile. Once a block of rows has met every tile of its
+    row and column, its candidates are re-ranked in fp32; a row holding more than MOST_CANDIDATES (near-ties by
+    the hundred) is worked out in fp32 against every column."""
+    n = exact.shape[0]
+    dev = exact.device
+    margin = 2 * score_error_bound(exact.shape[1])
+    found = Candidates(torch, first_cuts(torch, low, count, margin), count, margin)
+    for first in range(0, n, side):
+        rows = slice(first, min(first + side, n))
+        for column in range(first, n, side):
+            columns = slice(column, min(column + side, n))
+            scores = low[rows] @ low[columns].T
+            if column == first:
+                scores.fill_diagonal_(-torch.inf)  # the row itself
+            found.add(scores, rows, columns, both=column != first)
+        line = torch.arange(rows.start, rows.stop, device=dev)
+
+        def left(at: Any, line: Any = line) -> Any:  # the row itself
+            mask = torch.zeros((at.numel(), n), dtype=torch.bool, device=dev)
+            mask[torch.arange(at.numel(), device=dev), line[at]] = True
+            return mask
+
+        cand_ids, cand_low = found.take(rows)
+        emit(first, *block_answer(torch, exact, exact[rows], cand_ids, cand_low, count, n - 1, margin, None, left))
+
+
+SAMPLE_COLUMNS = 1024  # columns every row is first scored against, for a first cut
+MOST_CANDIDATES = 1024  # candidates a row may hold before it is worked out in fp32 instead
+COMPACT_AT = 1 << 22  # candidates gathered before they are cut down to each row's cut again
+
+
+def first_cuts(torch: Any, low: Any, count: int, margin: float) -> Any:
+    """Each row's first cut: the count-th best bf16 score among SAMPLE_COLUMNS columns (itself left out), less
+    the margin. It lies below the row's final cut, so nothing the final cut keeps is missed; it keeps about
+    count / SAMPLE_COLUMNS of each tile, and the running cut soon rises."""
+    n = low.shape[0]
+    sample = min(n, SAMPLE_COLUMNS)
+    if sample - 1 < count:
+        return torch.full((n,), -torch.inf, device=low.device)
+    cuts = torch.empty(n, device=low.device)
+    for start in range(0, n, SAMPLE_COLUMNS):
+        scores = (low[start:start + SAMPLE_COLUMNS] @ low[:sample].T).float()
+        if start < sample:
+            scores[:, start:].fill_diagonal_(-torch.inf)  # a row among the sample leaves itself out
+        cuts[start:start + scores.shape[0]] = torch.topk(scores, count, dim=1).values[:, -1] - margin
+    return cuts
+
+
+class Candidates:
+    """Per row, every column whose bf16 score reached the row's cut when it went past: the count-th best score
+    seen so far less the margin, which only rises. Held as flat (row, column, score) triples, cut down again
+    (compact) whenever many have gathered. A row's final cut is at most its true count-th best less the margin,
+    so every column the bound needs is among its candidates."""
+
+    def __init__(self, torch: Any, cuts: Any, count: int, margin: float):
+        self.torch, self.count, self.margin, self.cut = torch, count, margin, cuts
+        empty = torch.empty(0, dtype=torch.int64, device=cuts.device)
+        self.rows, self.columns, self.scores = [empty], [empty], [torch.empty(0, device=cuts.device)]
+        self.gathered = 0
+
+    def add(self, scores: Any, rows: slice, columns: slice, both: bool) -> None:
+        """A tile of bf16 scores of rows against columns; both: its columns take its rows as candidates too."""
+        torch = self.torch
+        at_row, at_column = torch.nonzero(scores >= self.below(self.cut[rows, None], scores.dtype), as_tuple=True)
+        self.keep(at_row + rows.start, at_column + columns.start, scores[at_row, at_column])
+        if both:
+            at_row, at_column = torch.nonzero(scores >= self.below(self.cut[None, columns], scores.dtype),
+                                              as_tuple=True)
+            self.keep(at_column + columns.start, at_row + rows.start, scores[at_row, at_column])
+        if self.gathered > COMPACT_AT:
+            self.compact()
+
+    @staticmethod
+    def below(cuts: Any, dtype: Any) -> Any:
+        """The cuts in the tile's dtype, never above them: lowered by 2^-7 of their size first, more than bf16's
+        rounding (2^-8) can raise them, so a column at its cut is never lost to the rounding."""
+        return (cuts - cuts.abs() * 2.0 ** -7).to(dtype)
+
+    def keep(self, rows: Any, columns: Any, scores: Any) -> None:
+        self.rows.append(rows)
+        self.columns.append(columns)
+        self.scores.append(scores.float())
+        self.gathered += rows.numel()
+
+    def compact(self) -> None:
+        """Sort the triples by (row, score desc), raise each row's cut to its count-th best less the margin,
+        and drop what falls below it."""
+        torch = self.torch
+        rows, columns, scores = (torch.cat(part) for part in (self.rows, self.columns, self.scores))
+        order = torch.argsort(scores, descending=True, stable=True)
+        order = order[torch.argsort(rows[order], stable=True)]
+        rows, columns, scores = rows[order], columns[order], scores[order]
+        held = torch.bincount(rows, minlength=self.cut.numel())
+        starts = torch.cumsum(held, 0) - held
+        full = torch.nonzero(held >= self.count).flatten()
+        self.cut[full] = torch.maximum(self.cut[full], scores[starts[full] + self.count - 1] - self.margin)
+        kept = scores >= self.cut[rows]
+        self.rows, self.columns, self.scores = [rows[kept]], [columns[kept]], [scores[kept]]
+        self.gathered = int(kept.sum())
+
+    def take(self, rows: slice) -> tuple[Any, Any]:
+        """(ids, bf16 scores) of the candidates of rows, best first, padded with -inf; a row holding more than
+        MOST_CANDIDATES gets that many, its last one level with its first, so that block_answer finds its cut
+        incomplete and works it out in fp32."""
+        torch = self.torch
+        self.compact()
+        mine = (self.rows[0] >= rows.start) & (self.rows[0] < rows.stop)
+        line, columns, scores = self.rows[0][mine] - rows.start, self.columns[0][mine], self.scores[0][mine]
+        self.rows, self.columns, self.scores = ([part[0][~mine]] for part in (self.rows, self.columns, self.scores))
+        held = torch.bincount(line, minlength=rows.stop - rows.start)
+        # one column more than any row holds: a row's last is -inf, below its cut, so block_answer finds it complete
+        width = int(min(max(int(held.max()) if held.numel() else 0, self.count), MOST_CANDIDATES)) + 1
+        rank = torch.arange(line.numel(), device=line.device) - (torch.cumsum(held, 0) - held)[line]
+        placed = rank < width
+        ids = torch.zeros((rows.stop - rows.start, width), dtype=torch.int64, device=line.device)
+        low = torch.full((rows.stop - rows.start, width), -torch.inf, device=line.device)
+        ids[line[placed], rank[placed]] = columns[placed]
+        low[line[placed], rank[placed]] = scores[placed]
+        crowded = held >= width
+        low[crowded, -1] = low[crowded, 0]  # block_answer: incomplete, so redone in fp32
+        return ids, low

@@ -1,0 +1,59 @@
+"""Which row of a learned position table holds position 0, for the families whose position ids are offset.
+
+RoBERTa and its kin count positions from padding_idx + 1 (transformers' create_position_ids_from_input_ids:
+position p is row p + padding_idx + 1, the padding row and those below it never used); OPT's learned positional
+embedding adds a fixed 2. The rule is one table, family -> how to get the offset, so a family is added in one line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+DEFAULT_PADDING_IDX = 1  # fairseq's Dictionary puts <pad> at 1, and RoBERTa-family configs say pad_token_id 1
+
+
+@dataclass(frozen=True)
+class OffsetRule:
+    """How a family numbers its positions: a fixed offset, or padding_idx + 1 with padding_idx from `key`."""
+
+    family: str  # the architectures, for people
+    fixed: int | None = None  # the offset itself, when it does not depend on the padding id
+    key: str = "pad_token_id"  # where padding_idx comes from: a config.json key, or checkpoint metadata
+    why: str = ""  # what the fixed offset is, for people
+
+    def offset(self, config: Mapping[str, Any]) -> tuple[int, str]:
+        """The rows before position 0 and the rule, in words, that gave them."""
+        if self.fixed is not None:
+            return self.fixed, f"{self.family} {self.why or f'adds a fixed {self.fixed} to every position id'}"
+        padding, said = config.get(self.key), f"{self.key} is {config.get(self.key)}"
+        if isinstance(padding, bool) or not isinstance(padding, int) or padding < 0:
+            padding, said = DEFAULT_PADDING_IDX, f"padding_idx is {DEFAULT_PADDING_IDX}, the default, with no {self.key} given"
+        return padding + 1, f"{self.family} counts positions from padding_idx + 1, and {said}"
+
+
+PAD_PLUS_ONE = "padding_idx + 1"
+# model_type (config.json) -> the rule; "fairseq" is a checkpoint whose reader gives fairseq's padding_idx in its
+# metadata under "padding_idx" (fairseq checkpoints keep it in args/cfg), 1 when it does not say
+OFFSET_RULES: dict[str, OffsetRule] = {
+    "roberta": OffsetRule("RoBERTa"),
+    "xlm-roberta": OffsetRule("XLM-RoBERTa"),
+    "camembert": OffsetRule("CamemBERT"),
+    "longformer": OffsetRule("Longformer"),
+    # transformers' MPNetEmbeddings sets padding_idx = 1 whatever the config's pad_token_id
+    "mpnet": OffsetRule("MPNet", fixed=2, why="counts positions from padding_idx + 1, its padding_idx fixed at 1"),
+    "fairseq": OffsetRule("fairseq", key="padding_idx"),
+    "opt": OffsetRule("OPT", fixed=2),
+}
+
+
+def position_offset(config: Mapping[str, Any]) -> tuple[int, str] | None:
+    """The rows before position 0 by the config's model_type, with the rule that says so; None for a family whose
+    position p is row p (or a config that names no family)."""
+    model_type = config.get("model_type")
+    rule = OFFSET_RULES.get(model_type) if isinstance(model_type, str) else None
+    if rule is None:
+        return None
+    first_row, why = rule.offset(config)
+    return first_row, f"position p is row p+{first_row}: {why}; model_type {model_type!r} in the config"

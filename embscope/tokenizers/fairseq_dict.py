@@ -1,0 +1,156 @@
+"""fairseq's `dict.txt`: the ids of a fairseq model's Dictionary (fairseq/data/dictionary.py). The Dictionary puts
+`<s> <pad> </s> <unk>` at ids 0-3, then adds one symbol per line in file order (`symbol count`, optionally followed
+by the `#fairseq:overwrite` flag, which gives a symbol already there a new id); a symbol repeated without the flag
+is an error there, and here.
+
+RoBERTa's dictionaries (and others built on GPT-2's BPE) hold GPT-2 token ids as their symbols ("464 1016"): with
+GPT-2's encoder files beside the dictionary (encoder.json and vocab.bpe, as fairseq names them), a word is encoded by
+GPT-2's BPE and each GPT-2 id is mapped to its line, as fairseq's GPT2BPE + Dictionary.encode_line do. A symbol the
+dictionary lacks is an error, never fairseq's silent <unk>. Other dictionaries name ids only: a word is found when
+it is one whole symbol (with SentencePiece's "▁" where the symbols carry it)."""
+
+from __future__ import annotations
+
+import fnmatch
+import functools
+from pathlib import Path
+
+from embscope.core import files
+from embscope.core.errors import Option, TokenError, TokenizerError
+from embscope.registry import Probe
+from embscope.tokenizers.base import (
+    MAX_TOKENIZER_BYTES,
+    SPACE_MARK,
+    ByteVocabulary,
+    check_largest_id,
+    check_text,
+    shown,
+)
+from embscope.tokenizers.gpt2_bpe import GPT2BPETokenizer, load_files
+
+SPECIALS = ("<s>", "<pad>", "</s>", "<unk>")  # fairseq's Dictionary: bos, pad, eos, unk at 0-3
+UNK_ID = 3
+OVERWRITE = "#fairseq:overwrite"
+FILLER = "madeupword"  # symbols fairseq adds to pad the dictionary to a multiple of 8 (padding_factor)
+GPT2_FILES = ("encoder.json", "vocab.bpe")  # fairseq's names for GPT-2's vocab.json and merges.txt
+
+
+def parse_line(line: str, number: int, path: Path) -> tuple[str, bool]:
+    """(symbol, overwrite) of one `symbol count [#fairseq:overwrite]` line, as Dictionary.add_from_file splits it."""
+    try:
+        symbol, field = line.rstrip().rsplit(" ", 1)
+        overwrite = field == OVERWRITE
+        if overwrite:
+            symbol, field = symbol.rsplit(" ", 1)
+        int(field)
+    except ValueError:
+        raise TokenizerError(f"expected '<symbol> <count> [flags]' on line {number} of {path.name}, found "
+                             f"{shown(line)}") from None
+    return symbol, overwrite
+
+
+def read_symbols(path: Path) -> tuple[list[str], dict[str, int]]:
+    """The Dictionary's symbols by id, and the id each symbol encodes to (the last one an overwrite gave it)."""
+    try:
+        text = files.read_text(path, MAX_TOKENIZER_BYTES, "a fairseq dict.txt")
+    except UnicodeDecodeError as err:
+        raise TokenizerError(f"cannot read {path}: {err}") from None
+    symbols, index = list(SPECIALS), {symbol: id for id, symbol in enumerate(SPECIALS)}
+    lines = text.split("\n")  # as readlines() splits: a symbol may hold any other line break
+    for number, line in enumerate(lines[:-1] if lines[-1] == "" else lines, start=1):
+        symbol, overwrite = parse_line(line, number, path)
+        if symbol in index and not overwrite:
+            raise TokenizerError(f"expected each symbol once in {path.name} (or flagged {OVERWRITE}), found "
+                                 f"{shown(symbol)} again on line {number}")
+        index[check_text(symbol, f"the symbol on line {number} of {path.name}")] = len(symbols)
+        symbols.append(symbol)
+    check_largest_id(len(symbols) - 1, path)
+    return symbols, index
+
+
+def is_gpt2_symbol(symbol: str) -> bool:
+    return symbol.isascii() and symbol.isdigit() or symbol.startswith(FILLER)
+
+
+class FairseqDictionary(ByteVocabulary):
+    kind = "fairseq-dict"
+    unk_id = UNK_ID
+
+    def __init__(self, path: Path, symbols: list[str], index: dict[str, int]):
+        self.path = path
+        self.vocab_size = len(symbols)
+        self._symbols, self._index = symbols, index
+        self._special = {id: symbol for id, symbol in enumerate(symbols) if id < len(SPECIALS) or
+                         symbol.startswith(FILLER)}
+        self.special_ids = frozenset(self._special)
+        ordinary = symbols[len(SPECIALS):]
+        self.gpt2_ids = bool(ordinary) and all(is_gpt2_symbol(symbol) for symbol in ordinary)
+        self._gpt2 = gpt2_beside(path) if self.gpt2_ids else None
+        notes = []
+        if self.gpt2_ids and self._gpt2 is None:
+            notes.append(f"{path.name} lists GPT-2 token ids, and GPT-2's encoder.json and vocab.bpe are not beside "
+                         "it: tokens show as GPT-2 ids, and words cannot be looked up")
+        elif self._gpt2 is None:
+            notes.append(f"{path.name} lists symbols without merges: a word is found only when it is one whole symbol")
+        self.notes = tuple(notes)
+
+    @functools.cached_property
+    def _pieces(self) -> list[bytes | None]:  # type: ignore[override]  # built on first use
+        return [self.symbol_bytes(symbol) for symbol in self._symbols]
+
+    def symbol_bytes(self, symbol: str) -> bytes:
+        if self._gpt2 is not None and symbol.isascii() and symbol.isdigit() and int(symbol) < self._gpt2.vocab_size:
+            return self._gpt2._piece(int(symbol))
+        if not self.gpt2_ids and symbol.startswith(SPACE_MARK):
+            return symbol.replace(SPACE_MARK, " ").encode("utf-8")
+        return symbol.encode("utf-8")
+
+    def encode(self, text: str) -> list[int]:
+        if self._gpt2 is not None:
+            return [self.id_of(str(gpt2_id), text) for gpt2_id in self._gpt2.encode(text)]
+        if self.gpt2_ids:
+            raise TokenError(f"{self.path.name} lists GPT-2 ids, and GPT-2's {' and '.join(GPT2_FILES)} are not "
+                             f"beside it to encode {shown(text)}: put them there, or pass ids with "
+                             f"{Option('ids', True)}", option="tokenizer")
+        marked = SPACE_MARK + text.strip(" ")
+        if any(symbol.startswith(SPACE_MARK) for symbol in self._symbols) and marked in self._index:
+            return [self._index[marked]]
+        return [self.id_of(text, text)]
+
+    def id_of(self, symbol: str, text: str) -> int:
+        id = self._index.get(symbol)
+        if id is None or id < len(SPECIALS) and symbol not in SPECIALS:
+            raise TokenError(f"{shown(text)} needs the symbol {shown(symbol)}, which {self.path.name} does not hold "
+                             f"(fairseq would read it as <unk>)", option="tokenizer")
+        return id
+
+
+def gpt2_beside(path: Path) -> GPT2BPETokenizer | None:
+    encoder, merges = (path.with_name(name) for name in GPT2_FILES)
+    if not (files.is_regular(encoder) and files.is_regular(merges)):
+        return None
+    return load_files(encoder, merges)
+
+
+FILE_NAMES = ("dict.txt", "dict.*.txt")  # fairseq-preprocess writes dict.<lang>.txt; released models ship dict.txt
+SNIFF_BYTES = 4096
+
+
+def sniff(probe: Probe) -> bool:
+    """A text file named as fairseq names its dictionaries, whose first lines are all `symbol count`."""
+    if not any(fnmatch.fnmatch(probe.path.name, pattern) for pattern in FILE_NAMES):
+        return False
+    found = files.peek(probe.path, SNIFF_BYTES)
+    if not found:
+        return False
+    lines = found.decode("utf-8", errors="replace").split("\n")
+    lines = lines[:-1] if len(found) == SNIFF_BYTES or not lines[-1] else lines  # a cut or empty last line
+    try:
+        return bool(lines) and all(parse_line(line, n, probe.path) for n, line in enumerate(lines, 1))
+    except TokenizerError:
+        return False
+
+
+def load(path: Path) -> FairseqDictionary:
+    symbols, index = read_symbols(path)
+    return FairseqDictionary(path, symbols, index)

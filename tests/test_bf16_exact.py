@@ -1,0 +1,192 @@
+"""The bf16 pass made exact (compute.bf16_exact): its error bound, and top-k equal to numpy's fp32 top-k id for
+id (a swap of two scores within 1e-6 aside) on random and on clustered tables, through the CPU bf16 engine and
+the torch (GPU) engine run on the CPU, and on CUDA where there is one."""
+
+import importlib.util
+import json
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from embscope import compute
+from embscope.cli import app
+from embscope.compute import bf16_exact, devices, topk_rows, topk_vectors
+from embscope.compute.bf16_engine import CpuBf16Engine
+from embscope.compute.torch_engine import TorchEngine
+
+HAS_TORCH = importlib.util.find_spec("torch") is not None
+needs_torch = pytest.mark.skipif(not HAS_TORCH, reason="torch not installed")
+TIE = 1e-6
+
+
+def has_cuda():
+    if not HAS_TORCH:
+        return False
+    import torch
+    return torch.cuda.is_available()
+
+
+def fp32_scores(table, queries=None):
+    """numpy's fp32 cosines: float32 unit rows (normalised in float64), one float32 matmul."""
+    unit = (table / np.linalg.norm(table.astype(np.float64), axis=1, keepdims=True)).astype(np.float32)
+    if queries is None:
+        scores = unit @ unit.T
+        np.fill_diagonal(scores, -np.inf)
+        return scores
+    q = (queries / np.linalg.norm(queries.astype(np.float64), axis=1, keepdims=True)).astype(np.float32)
+    return q @ unit.T
+
+
+def assert_same_as_fp32(got, scores, k):
+    """ids as numpy's fp32 top-k (stable: ties to the lower id); where an id differs, the two rows' fp32 scores
+    lie within TIE of each other (a near-tie that two summation orders may turn)."""
+    ref = np.argsort(-scores, axis=1, kind="stable")[:, :k]
+    ref_scores = np.take_along_axis(scores, ref, axis=1)
+    differ = got.ids != ref
+    got_scores = np.take_along_axis(scores, got.ids, axis=1)
+    assert np.all(np.abs(got_scores[differ] - ref_scores[differ]) <= TIE), np.argwhere(differ)[:5]
+    assert np.allclose(got.scores, ref_scores, atol=TIE)
+    assert differ.mean() < 0.5  # the comparison means something: most ids agree in place
+
+
+def random_table(rows, dim, seed):
+    return np.random.default_rng(seed).standard_normal((rows, dim)).astype(np.float32)
+
+
+def clustered_table(rows, dim, seed, clusters=40, spread=0.02):
+    """Tight clusters: many near-ties inside the bf16 error, the cut's hard case."""
+    rng = np.random.default_rng(seed)
+    centres = rng.standard_normal((clusters, dim))
+    return (centres[rng.integers(0, clusters, rows)] + spread * rng.standard_normal((rows, dim))).astype(np.float32)
+
+
+def test_error_bound_is_the_derivation():
+    u, v, d = 2.0 ** -8, 2.0 ** -24, 512
+    gamma = d * v / (1 - d * v)
+    by_hand = ((2 * u + u * u) * (1 + v) ** 2 + gamma * (1 + u) ** 2 * (1 + v) ** 2
+               + u * (1 + u) ** 2 * (1 + v) ** 2 * (1 + gamma) + gamma * (1 + v) ** 2)
+    assert bf16_exact.score_error_bound(d) == pytest.approx(by_hand, rel=1e-12)
+    assert 3 * u < bf16_exact.score_error_bound(d) < 3 * u + 1e-3
+
+
+@needs_torch
+@pytest.mark.parametrize("dim", [8, 300])
+def test_no_bf16_score_strays_past_the_bound(dim):
+    import torch
+    # Rows built to make rounding errors add up: every entry positive, so the products never cancel.
+    rng = np.random.default_rng(dim)
+    table = np.abs(rng.standard_normal((400, dim))).astype(np.float32) + 0.01
+    unit = (table / np.linalg.norm(table.astype(np.float64), axis=1, keepdims=True)).astype(np.float32)
+    exact = unit.astype(np.float64) @ unit.astype(np.float64).T
+    low = torch.from_numpy(unit).bfloat16()
+    approx = (low @ low.T).float().numpy().astype(np.float64)
+    worst = np.abs(approx - exact).max()
+    assert worst <= bf16_exact.score_error_bound(dim)
+    assert worst > bf16_exact.BF16_UNIT / 16  # bf16 does err here: the bound is tested, not idle
+
+
+@needs_torch
+@pytest.mark.parametrize("engine", [CpuBf16Engine(), TorchEngine()], ids=["cpu-bf16", "torch-on-cpu"])
+@pytest.mark.parametrize("make", [random_table, clustered_table], ids=["random", "clustered"])
+@pytest.mark.parametrize("block_rows", [None, 300], ids=["half-matrix", "query-blocks"])
+def test_bf16_topk_equals_numpy_fp32(engine, make, block_rows):
+    table = make(1200, 48, seed=3)
+    got = topk_rows(table, 10, device="cpu", precision="bf16", block_rows=block_rows, _engine=engine)
+    assert_same_as_fp32(got, fp32_scores(table), 10)
+
+
+@needs_torch
+def test_bf16_half_matrix_with_small_tiles_equals_numpy_fp32():
+    table = clustered_table(900, 32, seed=4)
+    scores = fp32_scores(table)
+    unit = (table / np.linalg.norm(table.astype(np.float64), axis=1, keepdims=True)).astype(np.float32)
+    found_ids, found_scores = np.empty((900, 7), np.int64), np.empty((900, 7), np.float32)
+
+    def emit(start, ids, vals):
+        found_ids[start:start + len(ids)], found_scores[start:start + len(ids)] = ids, vals
+
+    prepared = CpuBf16Engine().prepare(unit, "cpu")
+    CpuBf16Engine().search_every_row(prepared, 7, emit, side=128)  # 8 tiles a side, the last one short
+    assert_same_as_fp32(compute.TopK(found_ids, found_scores, np.arange(900)), scores, 7)
+
+
+@needs_torch
+@pytest.mark.parametrize("engine", [CpuBf16Engine(), TorchEngine()], ids=["cpu-bf16", "torch-on-cpu"])
+def test_bf16_query_vectors_equal_numpy_fp32(engine):
+    table = clustered_table(1000, 40, seed=5)
+    queries = table[:60] + 0.001
+    got = topk_vectors(table, queries, 8, device="cpu", precision="bf16", _engine=engine)
+    assert_same_as_fp32(got, fp32_scores(table, queries), 8)
+
+
+@needs_torch
+@pytest.mark.parametrize("engine", [CpuBf16Engine(), TorchEngine()], ids=["cpu-bf16", "torch-on-cpu"])
+@pytest.mark.parametrize("block_rows", [None, 128], ids=["half-matrix", "query-blocks"])
+def test_rows_with_too_many_candidates_fall_back_to_fp32(monkeypatch, engine, block_rows):
+    # 600 near-copies of one row: each one's cut keeps hundreds of candidates, past even the wider second pick
+    # of a block of queries, and past what a row may hold in the half-matrix search (made 64 here).
+    monkeypatch.setattr(bf16_exact, "MOST_CANDIDATES", 64)
+    rng = np.random.default_rng(6)
+    table = np.vstack([rng.standard_normal(32) + 1e-3 * rng.standard_normal((600, 32)),
+                       rng.standard_normal((300, 32))]).astype(np.float32)
+    fallbacks = []
+    real = bf16_exact.exact_rows
+    monkeypatch.setattr(bf16_exact, "exact_rows", lambda *a: fallbacks.append(a[2].shape[0]) or real(*a))
+    got = topk_rows(table, 5, device="cpu", precision="bf16", block_rows=block_rows, _engine=engine)
+    assert sum(fallbacks) >= 600  # every near-copy went through fp32
+    assert_same_as_fp32_ties(got, fp32_scores(table), 5)
+
+
+def assert_same_as_fp32_ties(got, scores, k):
+    """As assert_same_as_fp32, for a table of near-copies whose ids may all be tied within TIE."""
+    ref = np.argsort(-scores, axis=1, kind="stable")[:, :k]
+    ref_scores = np.take_along_axis(scores, ref, axis=1)
+    assert np.all(np.abs(np.take_along_axis(scores, got.ids, axis=1) - ref_scores) <= TIE)
+
+
+@needs_torch
+def test_auto_precision_is_the_exact_bf16_pass_where_bf16_is_native(monkeypatch):
+    monkeypatch.setattr(devices, "native_bf16", lambda: True)
+    assert compute.resolve_precision("auto", "cpu") == "bf16"
+    monkeypatch.setattr(devices, "native_bf16", lambda: False)
+    assert compute.resolve_precision("auto", "cpu") == "fp32"
+    monkeypatch.setattr(devices, "native_bf16", lambda: None)  # no /proc/cpuinfo to read
+    assert compute.resolve_precision("auto", "cpu") == "fp32"
+    assert compute.precision_label("bf16") == "bf16, exact by re-rank"
+    assert compute.precision_label("fp32") == "fp32"
+
+
+@needs_torch
+def test_neighbors_all_json_names_the_exact_bf16_pass(tmp_path):
+    table = clustered_table(400, 16, seed=8)
+    path = tmp_path / "t.npz"
+    np.savez(path, embeddings=table)
+    out = tmp_path / "top.npz"
+    result = CliRunner().invoke(app, ["neighbors", "-c", str(path), "--all", "-k", "4", "--out", str(out),
+                                      "--device", "cpu", "--precision", "bf16", "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["precision"] == "bf16, exact by re-rank"
+    with np.load(out) as written:
+        ids = written["ids"]
+    ref = np.argsort(-fp32_scores(table), axis=1, kind="stable")[:, :4]
+    assert (ids == ref).mean() > 0.9
+
+
+@pytest.mark.skipif(not has_cuda(), reason="no CUDA GPU")
+@pytest.mark.parametrize("make", [random_table, clustered_table], ids=["random", "clustered"])
+@pytest.mark.parametrize("block_rows", [None, 512], ids=["half-matrix", "query-blocks"])
+def test_cuda_bf16_topk_equals_numpy_fp32(make, block_rows):
+    table = make(4000, 96, seed=9)
+    got = topk_rows(table, 10, device="cuda", precision="bf16", block_rows=block_rows)
+    assert_same_as_fp32(got, fp32_scores(table), 10)
+
+
+@pytest.mark.skipif(not has_cuda(), reason="no CUDA GPU")
+def test_cuda_auto_precision_is_the_exact_bf16_pass():
+    import torch
+    if not torch.cuda.is_bf16_supported():
+        pytest.skip("this GPU has no bf16")
+    table = clustered_table(3000, 64, seed=10)
+    got = topk_rows(table, 6, device="cuda", precision="auto")
+    assert_same_as_fp32(got, fp32_scores(table), 6)

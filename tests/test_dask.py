@@ -1,0 +1,169 @@
+"""compare on a real dask.distributed cluster: a scheduler and two worker processes started here as the dask command
+line starts them (127.0.0.1 only, one thread each), never a mock. The answer on the cluster is the one-machine answer
+to the last digit; an unreachable scheduler, a checkpoint a worker cannot read and a worker that dies mid-run are
+one line each."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from conftest import invoke, run
+from pickle_gadgets import assert_error_line
+
+pytest.importorskip("distributed")
+
+V, D, T = 400, 16, 32
+STEPS = [100, 200, 300, 400, 500]
+
+
+def write_run(folder: Path, steps=STEPS, rows: int = V) -> Path:
+    """nanoGPT's ckpt_<step>.pt, tables drifting from step to step."""
+    folder.mkdir(parents=True)
+    rng = np.random.default_rng(1)
+    token, position = rng.standard_normal((rows, D)), rng.standard_normal((T, D))
+    for step in steps:
+        token = token * 1.02 + 0.2 * rng.standard_normal(token.shape)
+        position = position + 0.1 * rng.standard_normal(position.shape)
+        torch.save({"model": {"transformer.wte.weight": torch.from_numpy(token.astype(np.float32)),
+                              "transformer.wpe.weight": torch.from_numpy(position.astype(np.float32))},
+                    "model_args": {"vocab_size": rows, "block_size": T, "n_embd": D}, "iter_num": step},
+                   folder / f"ckpt_{step}.pt")
+    return folder
+
+
+class Cluster:
+    """`dask scheduler --scheduler-file F` and `dask worker --scheduler-file F` as subprocesses."""
+
+    def __init__(self, folder: Path, workers: int = 2, nanny: bool = True, env: dict[str, str] | None = None):
+        self.file = folder / "scheduler.json"
+        self.env = {**os.environ, **(env or {})}
+        logs = open(folder / "cluster.log", "wb")  # noqa: SIM115  closed with the processes
+        self.logs = logs
+        self.scheduler = subprocess.Popen(
+            [sys.executable, "-m", "dask", "scheduler", "--scheduler-file", str(self.file), "--host", "127.0.0.1",
+             "--port", "0", "--no-dashboard"], stdout=logs, stderr=logs, env=self.env)
+        self.wait_for(lambda: self.file.exists() and self.file.stat().st_size > 0)
+        self.workers = [subprocess.Popen(
+            [sys.executable, "-m", "dask", "worker", "--scheduler-file", str(self.file), "--nthreads", "1",
+             "--host", "127.0.0.1", "--no-dashboard", *([] if nanny else ["--no-nanny"])],
+            stdout=logs, stderr=logs, env=self.env, cwd=folder) for _ in range(workers)]
+        self.wait_for(lambda: self.connected() == workers)
+
+    @property
+    def address(self) -> str:
+        return json.loads(self.file.read_text())["address"]
+
+    def connected(self) -> int:
+        from distributed import Client
+        with Client(scheduler_file=str(self.file), timeout="5s") as client:
+            return len(client.scheduler_info()["workers"])
+
+    @staticmethod
+    def wait_for(ready, seconds: float = 60.0) -> None:
+        deadline = time.monotonic() + seconds
+        while not ready():
+            assert time.monotonic() < deadline, "the dask cluster did not start"
+            time.sleep(0.2)
+
+    def close(self) -> None:
+        for process in [*self.workers, self.scheduler]:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        for process in [*self.workers, self.scheduler]:
+            try:
+                process.wait(10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+        self.logs.close()
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    started = Cluster(tmp_path_factory.mktemp("dask"))
+    yield started
+    started.close()
+
+
+def test_the_cluster_gives_the_one_machine_answer_to_the_last_digit(tmp_path, cluster):
+    folder = write_run(tmp_path / "run")
+    args = ("compare", folder, "--sample", 60, "-k", 5, "--json")
+    alone = run(*args).stdout
+    on_cluster = run(*args, "--scheduler", cluster.file).stdout
+    assert on_cluster == alone
+    doc = json.loads(on_cluster)
+    assert [c["step"] for c in doc["checkpoints"]] == STEPS and len(doc["trajectory"]) == len(STEPS)
+    by_address = run(*args, "--scheduler", cluster.address).stdout  # the tcp:// address works as the file does
+    assert by_address == alone
+
+
+def test_each_finished_task_moves_the_progress(tmp_path, cluster):
+    import embscope
+    from embscope.analysis.compare import CompareOptions
+    from embscope.analysis.distributed import compare_on_scheduler
+    folder = write_run(tmp_path / "run")
+    calls = []
+    paths = sorted(folder.glob("ckpt_*.pt"), key=lambda p: int(p.stem.split("_")[1]))
+    found = compare_on_scheduler(paths, embscope.open, CompareOptions(sample=20, k=3), str(cluster.file),
+                                 stages=lambda name: lambda done, total: calls.append((name, done, total)))
+    on_cluster = [call for call in calls if call[0] == "checkpoints on the Dask scheduler"]
+    assert on_cluster == [("checkpoints on the Dask scheduler", n, len(STEPS) - 1) for n in range(1, len(STEPS))]
+    assert [step.value for _, step in found.checkpoints] == STEPS
+
+
+def test_a_checkpoint_a_worker_cannot_read_is_one_line_naming_it_and_the_worker(tmp_path, cluster):
+    folder = write_run(tmp_path / "run")
+    broken = folder / "ckpt_300.pt"
+    broken.write_bytes(broken.read_bytes()[:200])  # cut short
+    result = invoke("compare", folder / "ckpt_100.pt", folder / "ckpt_200.pt", broken, folder / "ckpt_400.pt",
+                    "--scheduler", cluster.file, "--sample", 10)
+    line = assert_error_line(result, "could not read", "ckpt_300.pt", "worker tcp://127.0.0.1:")
+    assert "every checkpoint must be readable at the same path from every worker" in line
+
+
+def test_an_unreachable_scheduler_is_one_line(tmp_path):
+    folder = write_run(tmp_path / "run", steps=[100, 200])
+    started = time.monotonic()
+    result = invoke("compare", folder, "--scheduler", "tcp://127.0.0.1:9", "--sample", 10)
+    # a --scheduler value that names no scheduler is a bad option value: a usage error, exit 2
+    assert result.exit_code == 2, result.output
+    errors = [line for line in result.stderr.splitlines() if line.startswith("Error: ")]
+    assert len(errors) == 1 and "Traceback" not in result.output
+    assert "expected a Dask scheduler at 'tcp://127.0.0.1:9', found none that answers within 5s" in errors[0]
+    assert time.monotonic() - started < 30
+
+
+@pytest.mark.slow  # a cluster of its own and a run long enough to kill a worker in: about 40 s here
+def test_a_worker_that_dies_mid_run_is_one_line(tmp_path):
+    """Workers without a nanny (nothing restarts them) and a scheduler that retries no task: a worker killed while
+    it compares a checkpoint ends the run with one line."""
+    folder = write_run(tmp_path / "run", steps=list(range(100, 1300, 100)), rows=40_000)
+    dying = Cluster(tmp_path, workers=2, nanny=False, env={"DASK_DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES": "0"})
+    try:
+        def kill_a_busy_worker():
+            from distributed import Client
+            with Client(scheduler_file=str(dying.file), timeout="5s") as client:
+                deadline = time.monotonic() + 60
+                while time.monotonic() < deadline:
+                    busy = [worker for worker, tasks in client.processing().items() if tasks]
+                    if busy:
+                        pid = client.run(os.getpid, workers=busy[:1])[busy[0]]
+                        os.kill(pid, signal.SIGKILL)
+                        return
+                    time.sleep(0.05)
+        killer = threading.Thread(target=kill_a_busy_worker)
+        killer.start()
+        result = invoke("compare", folder, "--scheduler", dying.file, "--sample", 10, "--no-cka")
+        killer.join()
+        assert_error_line(result, "died mid-run")
+    finally:
+        dying.close()

@@ -1,0 +1,104 @@
+"""Outputs all or nothing (issue 33, round four's r10): SIGTERM and SIGHUP clean up as Ctrl-C does, and a folder
+of outputs (export's Projector files, report --format md) is built beside its target and moved into place only
+when every file is complete, so a failure part way (a full disk) leaves the target as it was."""
+
+from __future__ import annotations
+
+import errno
+import os
+import resource
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import run
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def command(*args: object) -> list[str]:
+    return [sys.executable, "-m", "embscope", *map(str, args)]
+
+
+def environment() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(ROOT)}
+
+
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGHUP])
+def test_a_signal_part_way_through_export_leaves_nothing(tmp_path, stop):
+    np.save(tmp_path / "table.npy", np.random.default_rng(0).standard_normal((20_000, 256)).astype(np.float32))
+    out = tmp_path / "out"
+    process = subprocess.Popen(command("export", "-c", tmp_path / "table.npy", "--out", out), cwd=tmp_path,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=environment())
+    deadline = time.monotonic() + 120
+    while process.poll() is None and time.monotonic() < deadline:
+        if any(path.name.endswith(".partial") for path in tmp_path.iterdir()):
+            break  # the output is being written: stop it now
+        time.sleep(0.005)
+    assert process.poll() is None, "export ended before its output was begun"
+    process.send_signal(stop)
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == 128 + stop, (process.returncode, err)
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["table.npy"]
+    assert b"Traceback" not in err
+
+
+def full_disk_after(limit: int) -> None:
+    """In the child: a file written past `limit` bytes fails with EFBIG, as a full disk fails with ENOSPC."""
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+
+def test_export_that_fails_part_way_leaves_the_folder_as_it_was(tmp_path):
+    np.save(tmp_path / "table.npy", np.random.default_rng(0).standard_normal((2_000, 64)).astype(np.float32))
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "metadata.tsv").write_text("an earlier export\n")
+    done = subprocess.run(command("export", "-c", tmp_path / "table.npy", "--out", out), cwd=tmp_path,
+                          capture_output=True, text=True, env=environment(), timeout=300, check=False,
+                          preexec_fn=lambda: full_disk_after(200_000))  # the vectors file is ~2.5 MB
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.startswith("Error: ") and len(done.stderr.splitlines()) == 1, done.stderr
+    assert f"'{out / 'vectors.tsv'}'" in done.stderr  # named where it was asked for, not the temporary folder
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["out", "table.npy"]
+    assert [path.name for path in out.iterdir()] == ["metadata.tsv"]
+    assert (out / "metadata.tsv").read_text() == "an earlier export\n"
+
+
+def test_export_into_an_existing_folder_replaces_its_files_whole(tmp_path):
+    table = np.random.default_rng(0).standard_normal((30, 4)).astype(np.float32)
+    np.save(tmp_path / "table.npy", table)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "keep.txt").write_text("not ours\n")
+    run("export", "-c", tmp_path / "table.npy", "--out", out)
+    assert sorted(path.name for path in out.iterdir()) == ["keep.txt", "metadata.tsv", "projector_config.pbtxt",
+                                                           "vectors.tsv"]
+    vectors = np.loadtxt(out / "vectors.tsv", delimiter="\t", dtype=np.float32)
+    np.testing.assert_allclose(vectors, table, rtol=1e-6)
+    assert not [path for path in tmp_path.iterdir() if path.name.endswith(".partial")]
+
+
+def test_a_markdown_report_that_fails_part_way_leaves_no_folder(tmp_path, monkeypatch):
+    from matplotlib.figure import Figure
+    saved = Figure.savefig
+    calls = []
+
+    def full_on_the_third(self, target, *args, **kwargs):  # two figures written, then the disk is full
+        calls.append(1)
+        if len(calls) == 3:
+            target.write(b"\x89PNG partial")
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return saved(self, target, *args, **kwargs)
+
+    monkeypatch.setattr(Figure, "savefig", full_on_the_third)
+    out = tmp_path / "md"
+    result = run("report", "--format", "md", "--out", out, code=1)
+    assert result.stderr.startswith("Error: expected to write the plot file ")
+    assert "No space left on device" in result.stderr and len(result.stderr.splitlines()) == 1
+    assert f"'{out}{os.sep}" in result.stderr
+    assert list(tmp_path.iterdir()) == []  # no md/, no temporary folder

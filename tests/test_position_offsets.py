@@ -1,0 +1,84 @@
+"""Positions in the model's own numbering: for each family whose position ids are offset, the row embscope calls
+position p is the row transformers' own model reads for the p-th token, on folders written by save_pretrained."""
+
+import numpy as np
+import pytest
+import torch
+from conftest import run_json
+from safetensors.numpy import load_file
+
+transformers = pytest.importorskip("transformers")
+
+SMALL = {"vocab_size": 40, "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2,
+         "intermediate_size": 16, "max_position_embeddings": 24}
+
+
+def bert_like(config_class, model_class, pad: int):
+    return model_class(config_class(**SMALL, pad_token_id=pad, bos_token_id=0, eos_token_id=2))
+
+
+def opt():
+    config = transformers.OPTConfig(vocab_size=40, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
+                                    ffn_dim=16, max_position_embeddings=24, word_embed_proj_dim=8, pad_token_id=1)
+    return transformers.OPTModel(config)
+
+
+FAMILIES = {
+    "roberta": lambda: bert_like(transformers.RobertaConfig, transformers.RobertaModel, pad=1),
+    "roberta-pad-5": lambda: bert_like(transformers.RobertaConfig, transformers.RobertaModel, pad=5),
+    "xlm-roberta": lambda: bert_like(transformers.XLMRobertaConfig, transformers.XLMRobertaModel, pad=3),
+    "camembert": lambda: bert_like(transformers.CamembertConfig, transformers.CamembertModel, pad=1),
+    "longformer": lambda: transformers.LongformerModel(transformers.LongformerConfig(
+        **SMALL, pad_token_id=4, attention_window=4)),
+    "mpnet": lambda: bert_like(transformers.MPNetConfig, transformers.MPNetModel, pad=6),  # MPNet ignores it: 1
+    "opt": opt,
+    "bert": lambda: bert_like(transformers.BertConfig, transformers.BertModel, pad=0),
+}
+
+
+def rows_read(model) -> tuple[str, list[int]]:
+    """The position table's name and the rows the model reads for tokens 0.. of an unpadded input (found by
+    matching the position module's output against the table's rows)."""
+    module_name, module = next((n, m) for n, m in model.named_modules()
+                               if n.endswith(("position_embeddings", "embed_positions")))
+    seen = []
+    module.register_forward_hook(lambda _m, _args, out: seen.append(out.detach()))
+    ids = torch.tensor([[0, 10, 11, 12, 13, 14, 15, 2]])  # no padding id among them
+    with torch.no_grad():
+        model(input_ids=ids, attention_mask=torch.ones_like(ids))
+    weight = module.weight.detach().numpy()
+    out = seen[0].numpy().reshape(-1, ids.shape[1], weight.shape[1])[0]
+    rows = [int(np.flatnonzero((weight == vector).all(axis=1))[0]) for vector in out]
+    return f"{module_name}.weight", rows
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_position_p_is_the_row_transformers_reads(family, tmp_path):
+    torch.manual_seed(0)
+    model = FAMILIES[family]()
+    model.save_pretrained(tmp_path)
+    name, rows = rows_read(model)
+    assert rows == list(range(rows[0], rows[0] + len(rows)))  # consecutive rows from the first
+    doc = run_json("positions", "-c", str(tmp_path), "--pairs", "0:1,2:5")
+    assert doc["first_row"] == rows[0], family
+    table = load_file(tmp_path / "model.safetensors")
+    stored = next(v for k, v in table.items() if k.endswith(name.split(".", 1)[-1]) or k == name).astype(np.float64)
+    for pair, (i, j) in zip(doc["pairs"], [(0, 1), (2, 5)]):
+        a, b = stored[rows[i]], stored[rows[j]]
+        assert pair["cosine"] == pytest.approx(a @ b / np.linalg.norm(a) / np.linalg.norm(b), abs=1e-6)
+
+
+def test_first_position_overrides_the_rule(tmp_path):
+    torch.manual_seed(0)
+    FAMILIES["roberta"]().save_pretrained(tmp_path)
+    assert run_json("positions", "-c", str(tmp_path), "--pairs", "0:1")["first_row"] == 2
+    doc = run_json("positions", "-c", str(tmp_path), "--pairs", "0:1", "--first-position", "0")
+    assert doc["first_row"] == 0 and any("--first-position 0" in note for note in doc["notes"])
+    assert run_json("norms", "-c", str(tmp_path), "--first-position", "3")["first_row"] == 3
+
+
+def test_fairseq_takes_padding_idx_from_the_metadata():
+    from embscope.position_offsets import position_offset
+    assert position_offset({"model_type": "fairseq", "padding_idx": 4})[0] == 5
+    assert position_offset({"model_type": "fairseq"})[0] == 2  # fairseq's Dictionary puts <pad> at 1
+    assert position_offset({"model_type": "gpt2"}) is None

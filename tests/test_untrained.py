@@ -1,0 +1,199 @@
+"""Rows that never trained (analysis/untrained.py), as `norms` reports them: on a tiny BERT that transformers trained
+on short sequences, on planted position tables, on the bundled sample's never-seen tokens, on noise, and on bad
+tables. Every figure is worked out again here in plain numpy."""
+
+import json
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import run, run_json
+from safetensors.numpy import load_file, save_file
+
+import embscope
+from embscope.analysis.norms import norms_report
+from embscope.render import norms as render
+from embscope.render.plots import style
+from embscope.sample import sample_directory
+
+SHORT_BERT = Path(__file__).parent / "data" / "short_bert"  # tests/data/make_short_bert.py wrote it
+
+
+def norms_of(table: np.ndarray) -> np.ndarray:
+    return np.linalg.norm(table.astype(np.float64), axis=1)
+
+
+def neighbour_cos(table: np.ndarray) -> np.ndarray:
+    unit = table.astype(np.float64) / norms_of(table)[:, None]
+    return (unit[1:] * unit[:-1]).sum(axis=1)
+
+
+def test_a_bert_trained_on_short_sequences_never_trained_its_later_positions():
+    doc = run_json("norms", "-c", str(SHORT_BERT))
+    table = load_file(SHORT_BERT / "model.safetensors")["bert.embeddings.position_embeddings.weight"]
+    norms, following = norms_of(table), neighbour_cos(table)
+    # what the training script did, seen in the weights: positions 40-127 still at 0.02 x sqrt(64), unlike neighbours
+    assert abs(norms[40:].mean() / (0.02 * 8) - 1) < 0.05 and np.abs(following[40:]).max() < 0.5
+    assert norms[:40].min() > 2 * norms[40:].max()
+    assert doc["untrained"]["ranges"] == [{"first": 40, "last": 127}] and doc["untrained"]["rows"] == 88
+    evidence = doc["untrained"]["evidence"]
+    assert evidence.startswith(f"positions 40-127 (88 rows) never trained: norm {norms[40:].mean():.4g} +- "
+                               f"{norms[40:].std():.2g}, the 0.02 x sqrt(64) of the initialisation")
+    assert evidence.endswith("the model saw sequences of at most about 40 tokens")
+    assert all(a["index"] < 40 for a in doc["anomalies"])
+    console = " ".join(run("norms", "-c", str(SHORT_BERT)).stdout.split())
+    assert "positions 40-127 (88 rows) never trained" in console
+
+
+def bert_like(rng: np.random.Generator, trained: int, rows: int = 512, dim: int = 512) -> np.ndarray:
+    """Trained positions that drift smoothly, with norms that rise and fall along them, then rows at N(0, 0.02)."""
+    walk = np.cumsum(rng.standard_normal((rows, dim)), axis=0)
+    table = walk / np.linalg.norm(walk, axis=1, keepdims=True) * (1 + 0.3 * np.sin(np.arange(rows) / 25))[:, None]
+    table[trained:] = rng.normal(0, 0.02, (rows - trained, dim))
+    return table.astype(np.float32)
+
+
+def test_a_planted_bert_tail_is_one_range_and_the_smooth_trend_flags_nothing(tmp_path):
+    table = bert_like(np.random.default_rng(1), 215)
+    save_file({"bert.embeddings.position_embeddings.weight": table,
+               "bert.embeddings.word_embeddings.weight": np.ones((30, 512), np.float32)}, tmp_path / "model.safetensors")
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "bert", "initializer_range": 0.02,
+                                                      "max_position_embeddings": 512}))
+    doc = run_json("norms", "-c", str(tmp_path))
+    assert doc["untrained"]["ranges"] == [{"first": 215, "last": 511}]
+    assert "0.02 x sqrt(512)" in doc["untrained"]["evidence"]
+    assert doc["anomalies"] == []  # the rise and fall of the trained norms is a trend, not an anomaly
+    table[100] *= 3  # a position that stands out from its neighbours does
+    save_file({"bert.embeddings.position_embeddings.weight": table,
+               "bert.embeddings.word_embeddings.weight": np.ones((30, 512), np.float32)}, tmp_path / "model.safetensors")
+    assert [a["index"] for a in run_json("norms", "-c", str(tmp_path))["anomalies"]] == [100]
+
+
+def test_a_gpt2_like_table_trained_up_to_row_599(tmp_path):
+    rng = np.random.default_rng(2)
+    table = rng.normal(0, 0.02, (1024, 768)).astype(np.float32)
+    table[:600] = (np.cumsum(rng.standard_normal((600, 768)), axis=0) * 0.01).astype(np.float32)
+    path = tmp_path / "model.npz"
+    np.savez(path, wte=np.ones((50, 768), np.float32), wpe=table)
+    doc = run_json("norms", "-c", str(path))
+    assert doc["untrained"]["ranges"] == [{"first": 600, "last": 1023}]
+    sigma = norms_of(table[600:]).mean() / np.sqrt(768)  # no config: sigma estimated from the rows themselves
+    assert f"sigma {sigma:.3g} (estimated from these rows)" in doc["untrained"]["evidence"]
+    assert "at most about 600 tokens" in doc["untrained"]["evidence"]
+
+
+def test_the_sample_s_never_seen_tokens_are_one_group_not_anomalies():
+    counts = json.loads((sample_directory() / "token_counts.json").read_text())["counts"]
+    never = [i for i, count in enumerate(counts) if count == 0]
+    doc = run_json("norms", "--table", "token")
+    found = [row for r in doc["untrained"]["ranges"] for row in range(r["first"], r["last"] + 1)]
+    assert found == never and doc["untrained"]["kind"] == "moved together"
+    table = embscope.open(None).token.array.astype(np.float64)
+    unit = table[never] / norms_of(table[never])[:, None]
+    together = (unit @ unit.T)[~np.eye(len(never), dtype=bool)].mean()
+    assert together > 0.99 and f"mutual cosine {together:.3g}" in doc["untrained"]["evidence"]
+    assert not {a["index"] for a in doc["anomalies"]} & set(never)
+    trained = np.setdiff1d(np.arange(len(table)), never)
+    norms = norms_of(table)[trained]
+    z = (norms - np.median(norms)) / (1.4826 * np.median(np.abs(norms - np.median(norms))))
+    assert sorted(a["index"] for a in doc["anomalies"]) == sorted(trained[np.abs(z) > 6].tolist())
+
+
+def test_position_0_of_the_sample_stays_flagged():
+    doc = run_json("norms")
+    assert doc["anomalies"][0]["index"] == 0 and doc["untrained"]["rows"] == 0
+
+
+def test_a_table_at_initialisation_is_said_to_be(tmp_path):
+    path = tmp_path / "model.npz"
+    np.savez(path, token_emb=np.random.default_rng(3).normal(0, 0.02, (3000, 64)).astype(np.float32))
+    doc = run_json("norms", "-c", str(path))
+    assert doc["untrained"]["whole_table"] is True and doc["untrained"]["rows"] == 3000
+    assert doc["untrained"]["evidence"].endswith("the table is as initialised") and doc["anomalies"] == []
+
+
+@pytest.mark.parametrize("case", ["one row", "nan rows", "zero rows", "identical rows", "narrow"])
+def test_bad_tables_get_a_verdict_and_no_numpy_warning(case, tmp_path):
+    rng = np.random.default_rng(4)
+    table = {"one row": rng.standard_normal((1, 32)), "nan rows": np.full((40, 32), np.nan),
+             "zero rows": np.zeros((40, 32)), "identical rows": np.tile(rng.standard_normal(32), (40, 1)),
+             "narrow": rng.standard_normal((40, 2))}[case].astype(np.float32)
+    for role in ("pos_emb", "token_emb"):
+        path = tmp_path / f"{role}.npz"
+        arrays = {"token_emb": np.ones((4, table.shape[1]), np.float32), "pos_emb": table} if role == "pos_emb" \
+            else {"token_emb": table}
+        np.savez(path, **arrays)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            result = run("norms", "-c", str(path), "--json")
+        assert result.stderr == ""
+        doc = json.loads(result.stdout)
+        assert doc["untrained"]["rows"] == 0 or doc["untrained"]["evidence"]
+
+
+def test_report_map_and_export_carry_the_same_verdict(tmp_path):
+    sentence = run_json("norms", "-c", str(SHORT_BERT))["untrained"]["evidence"]
+    mapped = run_json("map", "-c", str(SHORT_BERT), "--table", "position")
+    assert mapped["untrained"]["ranges"] == [{"first": 40, "last": 127}] and mapped["untrained"]["evidence"] == sentence
+    assert sentence in " ".join(run("map", "-c", str(SHORT_BERT), "--table", "position").stdout.split())
+    exported = run_json("export", "-c", str(SHORT_BERT), "--table", "position", "--out", str(tmp_path / "e"))
+    assert exported["untrained"]["rows"] == 88 and exported["untrained"]["evidence"] == sentence
+    run("report", "-c", str(SHORT_BERT), "--format", "md", "--out", str(tmp_path / "md"))
+    page = " ".join((tmp_path / "md" / "report.md").read_text(encoding="utf-8").split())
+    assert "positions 40-127 (88 rows) never trained" in page
+
+
+def test_the_position_plot_shades_ranges_with_one_label_each_and_keeps_its_title_whole(tmp_path):
+    pytest.importorskip("matplotlib")
+    rng = np.random.default_rng(6)
+    table = bert_like(rng, 215)
+    for row in range(20, 200, 6):  # 30 positions that stand out from their neighbours
+        table[row] *= 2.5
+    where = tmp_path / ("x" * 150)  # a long name: the title wraps, never cut
+    where.mkdir()
+    save_file({"bert.embeddings.position_embeddings.weight": table,
+               "bert.embeddings.word_embeddings.weight": np.ones((30, 512), np.float32)}, where / "model.safetensors")
+    (where / "config.json").write_text(json.dumps({"model_type": "bert", "initializer_range": 0.02}))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        emb = embscope.open(where)
+        report = norms_report(emb)
+        assert len(report.summary.anomalies) == 30
+        with style():
+            figure = render.figure(emb, report)
+    ax = figure.axes[0]
+    labels = [t.get_text() for t in ax.texts]
+    assert len([t for t in labels if "more flagged" not in t]) <= 10
+    assert "215-511: never trained" in labels and "21 more flagged places not labelled (see the listing)" in labels  # 31 places, 10 labelled
+    assert "".join(ax.get_title().split()).count("x" * 150) == 1
+    assert figure._suptitle.get_text().startswith("positions 215-511 (297 rows) never trained")
+    shaded = [p for p in ax.patches if p.get_label() == "never trained (297 rows)"]
+    assert len(shaded) == 1
+
+
+def test_reserved_rows_before_position_0_are_not_judged(tmp_path):
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    config = transformers.RobertaConfig(vocab_size=40, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                                        intermediate_size=16, max_position_embeddings=66, pad_token_id=1)
+    transformers.RobertaModel(config).save_pretrained(tmp_path)
+    doc = run_json("norms", "-c", str(tmp_path))
+    assert doc["first_row"] == 2
+    # row 1 is the zero padding row, row 0 is never used: neither is an anomaly nor a verdict; positions 0-63 are all
+    # as save_pretrained's initialisation left them
+    assert all(a["index"] >= 2 for a in doc["anomalies"])
+    assert doc["untrained"]["ranges"] == [{"first": 2, "last": 65}] and doc["untrained"]["whole_table"] is True
+
+
+def test_the_token_plot_draws_never_trained_rows_apart():
+    pytest.importorskip("matplotlib")
+    emb = embscope.open(None)
+    report = norms_report(emb, "token")
+    with style():
+        figure = render.figure(emb, report)
+    hist, ranked = figure.axes
+    assert "never trained (175)" in hist.get_legend_handles_labels()[1]
+    assert f"rows ({1024 - 175 - len(report.summary.anomalies)})" in hist.get_legend_handles_labels()[1]
+    assert "never trained" in [p.get_label() for p in ranked.get_legend().get_patches()]
