@@ -281,3 +281,24 @@ def test_duplicate_search_equals_brute_force_on_either_path(monkeypatch, dim, pa
     assert 40 + 55 <= len(expected) < 200
     assert found.complete and found.total == len(expected)
     assert {(d.a, d.b) for d in found.pairs} == expected
+
+
+@pytest.mark.parametrize("dim", [12, 300])  # 300: directions by power iteration (past SPREAD_EIGH_MOST)
+def test_duplicate_search_equals_brute_force_on_rows_of_extreme_norms(dim):
+    # Rows far from norm 1 are projected in float64 (float32 would lose or overflow them); near copies of them,
+    # and pairs near a cell's edge in many dimensions, are held to brute force.
+    rng = np.random.default_rng(dim)
+    table = rng.standard_normal((2000, dim)).astype(np.float32)
+    table[1000:1060] = table[:60] + 4e-3 * rng.standard_normal((60, dim)).astype(np.float32) / np.sqrt(dim / 12)
+    table[1060:1070] = table[60:70] * np.float32(3e-25)  # same direction, tiny rows
+    table[1070:1080] = table[70:80] * np.float32(2e25)  # same direction, huge rows
+    table[80:90] *= np.float32(1e-30)
+    table[1080:1090] = table[80:90] * np.float32(1 + 1e-6)
+    table[1090:1100] = table[90:100] * np.float32(1e-40)  # subnormal values
+    norms = numpy_norms(table)
+    unit = table.astype(np.float64) / norms[:, None]
+    expected = {(int(a), int(b)) for a, b in zip(*np.nonzero(np.triu(unit @ unit.T > 0.9999, 1)))}
+    found = find_duplicates(table, norms)
+    assert len(expected) >= 90  # the near copies, the scaled and the subnormal ones
+    assert found.complete and found.total == len(expected)
+    assert {(d.a, d.b) for d in found.pairs} == expected
