@@ -88,6 +88,7 @@ def timed_process(args: list[str], repeat: int) -> tuple[float, float]:
     """(wall, CPU) seconds of a fresh process, the median of `repeat` runs each: CPU time (user + system,
     children included) moves less than wall time on a shared machine."""
     env = dict(os.environ, PYTHONPATH=str(REPO))
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # as installed: embscope's modules byte-compiled once, not at each start
     walls, cpus = [], []
     for _ in range(repeat):
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -103,6 +104,7 @@ def section_commands(path: Path, only: list[str], repeat: int) -> None:
     print("\n(2) fresh processes on a .npy file: each command against its bare numpy floor")
     for name in only:
         argv, floor = COMMANDS[name]
+        timed_process(["-m", "embscope", argv[0], "-c", str(path), *argv[1:]], 1)  # a first run compiles the modules
         floors, ours = [], []
         for _ in range(repeat):  # the floor and the command in turn: both meet the same load
             floors.append(timed_process(["-c", floor, str(path)], 1))

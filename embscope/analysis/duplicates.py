@@ -38,6 +38,8 @@ GRID_MOST_CROWDED = 64  # rows sharing a cell, per row, past which windows along
 WINDOW_BLOCK = 512  # rows matched at a time with the rows that follow them along the widest direction
 DUPLICATE_MAX_WINDOW = 32768  # rows compared with each block at most: keeps the windowed search bounded
 SPREAD_SAMPLE = 1 << 12  # rows the directions of widest spread are estimated from
+SINGLE_THREAD_PRODUCT = 1 << 18  # multiply-adds below which OpenBLAS's gemm runs on one thread
+SPREAD_RUN = 64  # rows of the sample that lie side by side
 SPREAD_EIGH_MOST = 256  # up to this width the sample's covariance is decomposed whole; wider, power iteration
 FLOAT32_UNIT = 2.0 ** -24
 ORDINARY_NORMS = (2.0 ** -60, 2.0 ** 60)  # rows projected in float32 as stored; others are projected in float64
@@ -110,7 +112,9 @@ def projections(array: np.ndarray, rows: np.ndarray, norms: np.ndarray,
             keys[start:start + len(block)] = raw[:, 0].astype(np.float32).view(np.uint32)
             out[:] = raw / chosen
             continue
-        np.matmul(block, basis32, out=out)
+        piece = max(256, SINGLE_THREAD_PRODUCT // (block.shape[1] * basis32.shape[1]))
+        for at in range(0, len(block), piece):  # pieces OpenBLAS runs on one thread: waking the others costs more
+            np.matmul(block[at:at + piece], basis32, out=out[at:at + piece])
         keys[start:start + len(block)] = out[:, 0].view(np.uint32)
         out /= chosen.astype(np.float32)
     return projected, keys
@@ -189,11 +193,19 @@ def spread_subspace(array: np.ndarray, rows: np.ndarray, norms: np.ndarray, widt
     rng = np.random.default_rng(seed)
     width = min(width, array.shape[1])
     sample = min(SPREAD_SAMPLE, max(width, WORK_BYTES // 2 // (4 * array.shape[1])))  # within a few MB
-    chosen = rows if len(rows) <= sample else rows[np.sort(rng.choice(len(rows), sample, replace=False))]
+    chosen = rows
+    if len(rows) > sample:  # runs of SPREAD_RUN rows at random places: few pages of a memory map are touched
+        runs = -(-sample // SPREAD_RUN)
+        starts = np.sort(rng.choice(len(rows) // SPREAD_RUN, runs, replace=False)) * SPREAD_RUN
+        chosen = rows[(starts[:, None] + np.arange(SPREAD_RUN)).reshape(-1)]
     unit = np.asarray(array[chosen], dtype=np.float64) / norms[chosen, None]
     unit -= unit.mean(axis=0)
     if array.shape[1] <= SPREAD_EIGH_MOST:
-        vectors: np.ndarray = np.linalg.eigh(unit.T @ unit)[1][:, ::-1][:, :width]
+        covariance = np.zeros((unit.shape[1], unit.shape[1]))
+        for start in range(0, len(unit), SPREAD_RUN):  # pieces too small for OpenBLAS to wake its threads
+            piece = unit[start:start + SPREAD_RUN]
+            covariance += piece.T @ piece
+        vectors: np.ndarray = np.linalg.eigh(covariance)[1][:, ::-1][:, :width]
         return vectors
     basis, _ = np.linalg.qr(rng.standard_normal((unit.shape[1], width)))
     for _ in range(iterations):
@@ -304,15 +316,13 @@ class Grid:
         return int(self.table.counts[self.table.bucket(self.keys)].sum()) - len(self.keys)
 
     def candidates(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-        """Every pair of rows that share a cell (a < b), and every pair across edges, found once, from the row
-        whose first crossed edge is an upper one: (a, b) rows of a pair, in either order."""
+        """Every pair of rows that share a cell, read off the cell table, and every pair across edges, looked up
+        once, from the row whose first crossed edge is an upper one: (a, b) rows of a pair, in either order."""
+        yield from self.table.shared()
         for start in range(0, len(self.projected), GRID_ROWS):
             keys, side = self.keys[start:start + GRID_ROWS], self.sides[start:start + GRID_ROWS]
-            asking, asked, own = neighbour_cells(keys, side, self.strides[:self.m])
-            asking += start
-            for a, b, same in self.table.pairs(asking, asked, own):
-                keep = ~same | (b > a)
-                yield a[keep], b[keep]
+            asking, asked = neighbour_cells(keys, side, self.strides[:self.m])
+            yield self.table.pairs(asking + start, asked)
 
 
 def window_candidates(projected: np.ndarray, reach: float, max_window: int,
@@ -341,19 +351,20 @@ def window_candidates(projected: np.ndarray, reach: float, max_window: int,
         yield order[a + start], order[b + start]
 
 
-def neighbour_cells(keys: np.ndarray, side: np.ndarray,
-                    strides: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(row, cell key, own cell?) for each cell a row looks into: its own, and, across the edges it lies near
-    (side: (rows, m), +1 near the upper edge, -1 near the lower, 0 in the middle), each set of them whose first
-    edge is an upper one. A pair across edges is then looked for by one of its rows only (the other sees the
+def neighbour_cells(keys: np.ndarray, side: np.ndarray, strides: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(row, cell key) for each cell beside its own that a row looks into: across the edges it lies near (side:
+    (rows, m), +1 near the upper edge, -1 near the lower, 0 in the middle), each set of them whose first edge is
+    an upper one. A pair across edges is then looked for by one of its rows only (the other sees the
     first edge as a lower one), and rows near q edges look into about 2^(q-1) cells."""
-    at_row, at_dim = np.nonzero(side)  # each row's near edges, in order of dimension
+    flat = side.reshape(-1)
+    at = np.flatnonzero(flat)  # each row's near edges, in order of dimension
+    at_row, at_dim = np.divmod(at, side.shape[1])
     count = np.bincount(at_row, minlength=len(keys))
     first = np.cumsum(count) - count  # where each row's edges start in at_row
-    signs = side[at_row, at_dim]
+    signs = flat[at]
     steps = signs * strides.astype(np.int64)[at_dim]
     up = signs > 0
-    asking, asked = [np.arange(len(keys))], [keys]  # every row looks into its own cell
+    asking, asked = [np.empty(0, np.int64)], [np.empty(0, np.int64)]
     for q in range(1, int(count.max(initial=0)) + 1):
         rows = np.flatnonzero(count == q)
         for k in range(q):  # first crossed edge k, an upper one; then any set of the edges after it
@@ -365,9 +376,7 @@ def neighbour_cells(keys: np.ndarray, side: np.ndarray,
                 cells[:, (subsets >> edge) & 1 == 1] += steps[first[chosen] + k + 1 + edge, None]
             asking.append(np.repeat(chosen, 1 << later))
             asked.append(cells.reshape(-1))
-    own = np.zeros(sum(len(a) for a in asking), dtype=bool)
-    own[:len(keys)] = True
-    return np.concatenate(asking), np.concatenate(asked), own
+    return np.concatenate(asking), np.concatenate(asked)
 
 
 class CellTable:
@@ -378,8 +387,9 @@ class CellTable:
         self.shift = np.uint64(64 - max(4, int(len(keys) - 1).bit_length() + 2))
         buckets = 1 << (64 - int(self.shift))
         bucket = self.bucket(keys)
-        self.order = (np.sort(bucket.view(np.uint64) << np.uint64(32) | np.arange(len(keys), dtype=np.uint64))
-                      & np.uint64(0xFFFFFFFF)).astype(np.int64)  # by bucket, then row: a stable sort, packed
+        packed = np.sort(bucket.view(np.uint64) << np.uint64(32) | np.arange(len(keys), dtype=np.uint64))
+        self.order = (packed & np.uint64(0xFFFFFFFF)).astype(np.int64)  # by bucket, then row: a stable sort, packed
+        self.sorted_buckets = (packed >> np.uint64(32)).astype(np.int64)
         self.keys = keys[self.order]  # in bucket order: a bucket's rows and their keys side by side
         counts = np.bincount(bucket, minlength=buckets)
         self.starts = (np.cumsum(counts) - counts).astype(np.int32 if len(keys) < 1 << 31 else np.int64)
@@ -390,18 +400,30 @@ class CellTable:
         mixed >>= self.shift
         return mixed.view(np.int64)
 
-    def pairs(self, asking: np.ndarray, asked: np.ndarray,
-              own: np.ndarray) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-        """(asking row, row in the asked cell, was it the asking row's own cell) for every lookup, the lookups of
-        GRID_ROWS rows at a time."""
+    def shared(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """Every pair of rows of one cell (a < b): rows of one bucket lie side by side, so the pairs are the
+        positions p, p + offset of one bucket and one key, offset 1, 2, ... while any bucket holds more."""
+        buckets = self.sorted_buckets
+        at = np.flatnonzero(buckets[1:] == buckets[:-1])
+        offset = 1
+        while at.size:
+            same = at[self.keys[at] == self.keys[at + offset]]
+            first, second = self.order[same], self.order[same + offset]
+            yield np.minimum(first, second), np.maximum(first, second)
+            offset += 1
+            at = at[at + offset < len(buckets)]
+            at = at[buckets[at + offset] == buckets[at]]
+
+    def pairs(self, asking: np.ndarray, asked: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(asking row, row in the asked cell) for every lookup."""
         bucket = self.bucket(asked)
         counts = self.counts[bucket]
         hit = np.flatnonzero(counts)  # most neighbouring cells are empty: drop them first
-        rows, keys, own, bucket, counts = asking[hit], asked[hit], own[hit], bucket[hit], counts[hit]
+        rows, keys, bucket, counts = asking[hit], asked[hit], bucket[hit], counts[hit]
         ends = np.cumsum(counts)
         at = np.repeat(self.starts[bucket] - (ends - counts), counts) + np.arange(ends[-1] if ends.size else 0)
         same = self.keys[at] == np.repeat(keys, counts)  # the bucket may hold other cells
-        yield np.repeat(rows, counts)[same], self.order[at[same]], np.repeat(own, counts)[same]
+        return np.repeat(rows, counts)[same], self.order[at[same]]
 
 
 def listed_pairs(groups: Groups, near_a: np.ndarray, near_b: np.ndarray) -> list[tuple[int, int]]:
