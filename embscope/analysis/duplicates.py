@@ -79,7 +79,7 @@ def find_duplicates(array: np.ndarray, norms: np.ndarray, cosine: float = DUPLIC
     projected, keys = projections(array, rows, norms, basis)
     groups = identical_groups(array, rows, keys)
     if len(groups.starts) < len(rows):  # some rows stand for others: search the representatives only
-        projected = projected[np.searchsorted(rows, groups.representatives)]
+        projected = compacted(projected, np.searchsorted(rows, groups.representatives))
     full = FullCheck(array, norms, groups.representatives, cosine)
     near_a, near_b, cut = near_pairs(projected, reach_of(cosine, array.shape[1], projected.shape[1]), full,
                                      max_checks, max_window)
@@ -89,6 +89,17 @@ def find_duplicates(array: np.ndarray, norms: np.ndarray, cosine: float = DUPLIC
     pairs = tuple(checked(array, norms, a, b) for a, b in listed)
     note = None if cut is None else f"duplicate search cut short among very crowded rows ({cut}): pairs may be missing"
     return DuplicateSearch(pairs, total, cut is None, note)
+
+
+def compacted(projected: np.ndarray, positions: np.ndarray) -> np.ndarray:
+    """projected[positions] (ascending) in place, a few MB at a time: each row moves down, never up, so no copy
+    of the whole array is made."""
+    step = max(1, WORK_BYTES // (4 * projected.shape[1]))
+    for start in range(0, len(positions), step):
+        chunk = positions[start:start + step]
+        projected[start:start + len(chunk)] = projected[chunk]
+    kept: np.ndarray = projected[:len(positions)]
+    return kept
 
 
 def reach_of(cosine: float, dim: int, width: int) -> float:
@@ -313,7 +324,7 @@ class Grid:
 
     def crowding(self) -> int:
         """Pairs of rows that share a cell (each counted from both ends): what the lookups cost beyond the rows."""
-        return int(self.table.counts[self.table.bucket(self.keys)].sum()) - len(self.keys)
+        return int(self.table.counts(self.table.bucket(self.keys)).sum()) - len(self.keys)
 
     def candidates(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """Every pair of rows that share a cell, read off the cell table, and every pair across edges, looked up
@@ -381,19 +392,25 @@ def neighbour_cells(keys: np.ndarray, side: np.ndarray, strides: np.ndarray) -> 
 
 class CellTable:
     """The rows of each occupied cell, found by a hash of the cell's key: a counting sort of the rows into
-    buckets (at least four for each row, so most buckets hold one cell at most), so a lookup is two gathers."""
+    buckets (at least two for each row, so most buckets hold one cell at most), so a lookup is two gathers.
+    Bucket b's rows are order[ends[b] - count:ends[b]], its count ends[b] - ends[b - 1]."""
 
     def __init__(self, keys: np.ndarray):
-        self.shift = np.uint64(64 - max(4, int(len(keys) - 1).bit_length() + 2))
+        self.shift = np.uint64(64 - max(4, int(len(keys) - 1).bit_length() + 1))
         buckets = 1 << (64 - int(self.shift))
         bucket = self.bucket(keys)
         packed = np.sort(bucket.view(np.uint64) << np.uint64(32) | np.arange(len(keys), dtype=np.uint64))
         self.order = (packed & np.uint64(0xFFFFFFFF)).astype(np.int64)  # by bucket, then row: a stable sort, packed
         self.sorted_buckets = (packed >> np.uint64(32)).astype(np.int64)
+        del packed
         self.keys = keys[self.order]  # in bucket order: a bucket's rows and their keys side by side
-        counts = np.bincount(bucket, minlength=buckets)
-        self.starts = (np.cumsum(counts) - counts).astype(np.int32 if len(keys) < 1 << 31 else np.int64)
-        self.counts = counts.astype(np.int32)
+        self.ends = np.zeros(buckets + 1, dtype=np.int64)  # ends[b + 1]: one array, not counts and starts
+        np.cumsum(np.bincount(bucket, minlength=buckets), out=self.ends[1:])
+
+    def counts(self, bucket: np.ndarray) -> np.ndarray:
+        """How many rows each of `bucket` holds."""
+        counts: np.ndarray = self.ends[bucket + 1] - self.ends[bucket]
+        return counts
 
     def bucket(self, keys: np.ndarray) -> np.ndarray:
         mixed = keys.view(np.uint64) * np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing: the high bits mix well
@@ -417,11 +434,11 @@ class CellTable:
     def pairs(self, asking: np.ndarray, asked: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(asking row, row in the asked cell) for every lookup."""
         bucket = self.bucket(asked)
-        counts = self.counts[bucket]
+        counts = self.counts(bucket)
         hit = np.flatnonzero(counts)  # most neighbouring cells are empty: drop them first
         rows, keys, bucket, counts = asking[hit], asked[hit], bucket[hit], counts[hit]
         ends = np.cumsum(counts)
-        at = np.repeat(self.starts[bucket] - (ends - counts), counts) + np.arange(ends[-1] if ends.size else 0)
+        at = np.repeat(self.ends[bucket] - (ends - counts), counts) + np.arange(ends[-1] if ends.size else 0)
         same = self.keys[at] == np.repeat(keys, counts)  # the bucket may hold other cells
         return np.repeat(rows, counts)[same], self.order[at[same]]
 
