@@ -381,10 +381,9 @@ def neighbour_cells(keys: np.ndarray, side: np.ndarray, strides: np.ndarray) -> 
         for k in range(q):  # first crossed edge k, an upper one; then any set of the edges after it
             chosen = rows[up[first[rows] + k]]
             later = q - 1 - k
-            cells = np.broadcast_to((keys[chosen] + steps[first[chosen] + k])[:, None], (chosen.size, 1 << later)).copy()
-            subsets = np.arange(1 << later)
-            for edge in range(later):
-                cells[:, (subsets >> edge) & 1 == 1] += steps[first[chosen] + k + 1 + edge, None]
+            cells = (keys[chosen] + steps[first[chosen] + k])[:, None]
+            for edge in range(later):  # each later edge doubles the cells: without it, and across it
+                cells = np.concatenate([cells, cells + steps[first[chosen] + k + 1 + edge, None]], axis=1)
             asking.append(np.repeat(chosen, 1 << later))
             asked.append(cells.reshape(-1))
     return np.concatenate(asking), np.concatenate(asked)
