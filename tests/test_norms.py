@@ -302,3 +302,31 @@ def test_duplicate_search_equals_brute_force_on_rows_of_extreme_norms(dim):
     assert len(expected) >= 90  # the near copies, the scaled and the subnormal ones
     assert found.complete and found.total == len(expected)
     assert {(d.a, d.b) for d in found.pairs} == expected
+
+
+def test_rows_of_one_key_are_told_apart_by_their_values(monkeypatch):
+    # Every row gets the same key here, so the groups rest on the check of values against the key's first row
+    # (row 0): its copies form its group, members ascending; every other row keeps a group of its own, and
+    # the grid pairs the copies of another row (100) instead. The answer is the same either way.
+    from embscope.analysis import duplicates
+    real = duplicates.projections
+
+    def one_key(*args):
+        projected, keys = real(*args)
+        return projected, np.zeros_like(keys)
+
+    monkeypatch.setattr(duplicates, "projections", one_key)
+    rng = np.random.default_rng(5)
+    table = rng.standard_normal((400, 10)).astype(np.float32)
+    table[[50, 7, 300]] = table[0]  # a group of four: 0, 7, 50, 300
+    table[[399, 200]] = table[100]
+    table[250] = table[0] * 2  # near the first group, not identical
+    unit = table.astype(np.float64) / numpy_norms(table)[:, None]
+    expected = {(int(a), int(b)) for a, b in zip(*np.nonzero(np.triu(unit @ unit.T > 0.9999, 1)))}
+    assert len(expected) == 6 + 3 + 4
+    found = find_duplicates(table, numpy_norms(table))
+    assert found.complete and found.total == 13 and {(d.a, d.b) for d in found.pairs} == expected
+    assert {(d.a, d.b) for d in found.pairs if d.identical} == {(0, 7), (0, 50), (0, 300), (7, 50), (7, 300),
+                                                                (50, 300), (100, 200), (100, 399), (200, 399)}
+    groups = duplicates.identical_groups(table, np.arange(400), np.zeros(400, dtype=np.uint32))
+    assert groups.rows(0).tolist() == [0, 7, 50, 300] and len(groups.sizes) == 400 - 3
