@@ -1,7 +1,7 @@
 """`embscope norms` (and undertrained, geometry, map, report) on a GloVe-shaped table, 400,000 x 50 float32, each
 against its floor measured in the same run: a bare numpy script that does the least work the answer needs.
 
-    python3 benchmarks/bench_norms.py [--rows 400000] [--dim 50] [--repeat 2] [--only norms,undertrained]
+    python3 benchmarks/bench_norms.py [--rows 400000] [--dim 50] [--repeat 5] [--only norms,undertrained]
 
 Sections: (1) in process: the near-duplicate search (analysis/duplicates.py: identical rows by hashing, near ones on
 a grid of projections) and the whole norms report against numpy's norms of the same array; (2) fresh processes on
@@ -14,7 +14,8 @@ The floors, all bare numpy on the same file in a fresh process:
 - geometry: one float64 W^T W pass (as bench_geometry.py), and its eigendecomposition.
 - map: one float64 W^T W pass, its eigendecomposition, every row projected on the top two directions.
 - report: the floors of its table sections one after another (norms, undertrained, geometry, map) in one process.
-Every ratio compares figures measured in this same run: shared machines are noisy.
+Every ratio compares figures measured in this same run (the floor and the command run in turn, `--repeat` times,
+and the medians are compared): shared machines are noisy.
 """
 
 from __future__ import annotations
@@ -22,14 +23,16 @@ from __future__ import annotations
 import argparse
 import os
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
+os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")  # as the command line sets it (compute/blas.py), before numpy
 import numpy as np
-from timing import median_time
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -69,13 +72,24 @@ def glove_like(rows: int, dim: int) -> np.ndarray:
     return table
 
 
+def median_cpu(fn: Callable[[], object], repeat: int) -> float:
+    """The median CPU time of `fn` (this process's, every thread's): on a shared machine wall time mostly
+    measures the neighbours."""
+    times = []
+    for _ in range(repeat):
+        start = time.process_time()
+        fn()
+        times.append(time.process_time() - start)
+    return statistics.median(times)
+
+
 def section_in_process(table: np.ndarray, repeat: int) -> None:
-    print("\n(1) in process, the array in memory")
-    t_numpy = median_time(lambda: np.linalg.norm(table, axis=1), repeat + 1)
+    print("\n(1) in process, the array in memory (CPU time)")
+    t_numpy = median_cpu(lambda: np.linalg.norm(table, axis=1), repeat + 1)
     norms = row_norms(table)
     found = find_duplicates(table, norms)
-    t_dups = median_time(lambda: find_duplicates(table, norms), repeat)
-    t_report = median_time(lambda: (summarize(row_norms(table)), find_duplicates(table, row_norms(table))), repeat)
+    t_dups = median_cpu(lambda: find_duplicates(table, norms), repeat)
+    t_report = median_cpu(lambda: (summarize(row_norms(table)), find_duplicates(table, row_norms(table))), repeat)
     print(f"    numpy norms: {t_numpy:.3f} s")
     print(f"    near-duplicate search: {t_dups:.3f} s = {t_dups / t_numpy:.1f}x numpy's norms "
           f"({found.total} pairs, complete: {found.complete})")
@@ -83,38 +97,45 @@ def section_in_process(table: np.ndarray, repeat: int) -> None:
 
 
 def timed_process(args: list[str], repeat: int) -> tuple[float, float]:
-    """(wall, CPU) seconds of a fresh process, the least of `repeat` runs: CPU time (user + system, children
-    included) moves less than wall time on a shared machine."""
+    """(wall, CPU) seconds of a fresh process, the median of `repeat` runs each: CPU time (user + system,
+    children included) moves less than wall time on a shared machine."""
     env = dict(os.environ, PYTHONPATH=str(REPO))
-    best = (float("inf"), float("inf"))
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # as installed: embscope's modules byte-compiled once, not at each start
+    walls, cpus = [], []
     for _ in range(repeat):
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         started = time.perf_counter()
         subprocess.run([sys.executable, *args], check=True, capture_output=True, env=env)
-        wall = time.perf_counter() - started
+        walls.append(time.perf_counter() - started)
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
-        best = (min(best[0], wall), min(best[1], cpu))
-    return best
+        cpus.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+    return statistics.median(walls), statistics.median(cpus)
 
 
 def section_commands(path: Path, only: list[str], repeat: int) -> None:
     print("\n(2) fresh processes on a .npy file: each command against its bare numpy floor")
     for name in only:
         argv, floor = COMMANDS[name]
-        (w_floor, c_floor), (w_ours, c_ours) = (timed_process(["-c", floor, str(path)], repeat),
-                                                timed_process(["-m", "embscope", argv[0], "-c", str(path), *argv[1:]],
-                                                              repeat))
+        timed_process(["-m", "embscope", argv[0], "-c", str(path), *argv[1:]], 1)  # a first run compiles the modules
+        floors, ours = [], []
+        for _ in range(repeat):  # the floor and the command in turn: both meet the same load
+            floors.append(timed_process(["-c", floor, str(path)], 1))
+            ours.append(timed_process(["-m", "embscope", argv[0], "-c", str(path), *argv[1:]], 1))
+        (w_floor, c_floor), (w_ours, c_ours) = medians(floors), medians(ours)
         target = " (target <= 3x)" if name == "norms" else ""
         print(f"    {name:12s}: wall {w_ours:6.2f} s / floor {w_floor:5.2f} s = {w_ours / w_floor:4.1f}x; "
               f"CPU {c_ours:6.2f} s / {c_floor:5.2f} s = {c_ours / c_floor:4.1f}x{target}")
+
+
+def medians(runs: list[tuple[float, float]]) -> tuple[float, float]:
+    return statistics.median(wall for wall, _ in runs), statistics.median(cpu for _, cpu in runs)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=400_000)
     parser.add_argument("--dim", type=int, default=50)
-    parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--only", default=",".join(COMMANDS), help="commands of section (2), comma-separated")
     parser.add_argument("--skip-in-process", action="store_true")
     args = parser.parse_args()

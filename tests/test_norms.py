@@ -295,3 +295,52 @@ def test_duplicate_search_equals_brute_force_on_either_path(monkeypatch, dim, pa
     assert 40 + 55 <= len(expected) < 200
     assert found.complete and found.total == len(expected)
     assert {(d.a, d.b) for d in found.pairs} == expected
+
+
+@pytest.mark.parametrize("dim", [12, 300])  # 300: directions by power iteration (past SPREAD_EIGH_MOST)
+def test_duplicate_search_equals_brute_force_on_rows_of_extreme_norms(dim):
+    # Rows far from norm 1 are projected in float64 (float32 would lose or overflow them); near copies of them,
+    # and pairs near a cell's edge in many dimensions, are held to brute force.
+    rng = np.random.default_rng(dim)
+    table = rng.standard_normal((2000, dim)).astype(np.float32)
+    table[1000:1060] = table[:60] + 4e-3 * rng.standard_normal((60, dim)).astype(np.float32) / np.sqrt(dim / 12)
+    table[1060:1070] = table[60:70] * np.float32(3e-25)  # same direction, tiny rows
+    table[1070:1080] = table[70:80] * np.float32(2e25)  # same direction, huge rows
+    table[80:90] *= np.float32(1e-30)
+    table[1080:1090] = table[80:90] * np.float32(1 + 1e-6)
+    table[1090:1100] = table[90:100] * np.float32(1e-40)  # subnormal values
+    norms = numpy_norms(table)
+    unit = table.astype(np.float64) / norms[:, None]
+    expected = {(int(a), int(b)) for a, b in zip(*np.nonzero(np.triu(unit @ unit.T > 0.9999, 1)))}
+    found = find_duplicates(table, norms)
+    assert len(expected) >= 90  # the near copies, the scaled and the subnormal ones
+    assert found.complete and found.total == len(expected)
+    assert {(d.a, d.b) for d in found.pairs} == expected
+
+
+def test_rows_of_one_key_are_told_apart_by_their_values(monkeypatch):
+    # Every row gets the same key here, so the groups rest on the check of values against the key's first row
+    # (row 0): its copies form its group, members ascending; every other row keeps a group of its own, and
+    # the grid pairs the copies of another row (100) instead. The answer is the same either way.
+    from embscope.analysis import duplicates
+    real = duplicates.projections
+
+    def one_key(*args):
+        projected, keys = real(*args)
+        return projected, np.zeros_like(keys)
+
+    monkeypatch.setattr(duplicates, "projections", one_key)
+    rng = np.random.default_rng(5)
+    table = rng.standard_normal((400, 10)).astype(np.float32)
+    table[[50, 7, 300]] = table[0]  # a group of four: 0, 7, 50, 300
+    table[[399, 200]] = table[100]
+    table[250] = table[0] * 2  # near the first group, not identical
+    unit = table.astype(np.float64) / numpy_norms(table)[:, None]
+    expected = {(int(a), int(b)) for a, b in zip(*np.nonzero(np.triu(unit @ unit.T > 0.9999, 1)))}
+    assert len(expected) == 6 + 3 + 4
+    found = find_duplicates(table, numpy_norms(table))
+    assert found.complete and found.total == 13 and {(d.a, d.b) for d in found.pairs} == expected
+    assert {(d.a, d.b) for d in found.pairs if d.identical} == {(0, 7), (0, 50), (0, 300), (7, 50), (7, 300),
+                                                                (50, 300), (100, 200), (100, 399), (200, 399)}
+    groups = duplicates.identical_groups(table, np.arange(400), np.zeros(400, dtype=np.uint32))
+    assert groups.rows(0).tolist() == [0, 7, 50, 300] and len(groups.sizes) == 400 - 3

@@ -1,17 +1,20 @@
 """Duplicate and near-duplicate rows of a table (cosine above DUPLICATE_COSINE), in time linear in the table
 for tables whose rows do not crowd together, and never all pairs.
 
-1. Exact duplicates by hashing: each row's bits go through a 64-bit multiply-add hash, equal hashes are
-   checked to be equal rows, and each group of identical rows is searched once, by one representative.
+The table is read once: every row is multiplied, as stored, by 16 directions of widest spread (one matmul a
+block) and divided by its norm, which gives its unit row's projection; no unit rows are held.
+1. Exact duplicates by hashing: a row's key is the bits of its first raw projection; rows of equal keys (one
+   sort of key and row number packed in 64 bits) are checked to be equal rows, and each group of identical
+   rows is searched once, by one representative.
 2. Near-duplicates on a grid: two unit rows of cosine c lie within r = sqrt(2 (1 - c)) of each other, and so do
-   their projections on any orthonormal directions. The representatives are projected on the directions of
-   widest spread, and each of the widest m is cut into cells of side GRID_SIDE * r. A row near a cell's edge
-   (within r of it) also looks into the neighbouring cell on that side, so every row within r of it lies in
-   a cell it looks into; a row in a cell's middle looks into its own only. Cells are found by a hash of their
+   their projections on any orthonormal directions. The widest m directions are cut into cells of side
+   GRID_SIDE * r. A row near a cell's edge (within r of it) could have a partner across it; of the two rows
+   of such a pair only the one whose first crossed edge is an upper edge looks across (each pair is looked
+   for once), and a row in a cell's middle looks into its own cell only. Cells are found by a hash of their
    coordinates (a counting sort into buckets), the pairs they give are checked in the projection, and those
-   within r there are checked in full.
-The work is about N (1 + 2 / GRID_SIDE)^m lookups plus the rows that share a cell; rows crowded into a few
-cells (near-copies by the thousand) are bounded by max_checks, and the result then says it was cut short.
+   within r there are checked in full, in float64 from the rows as stored.
+The work is about N (1 + (1 + 2 / GRID_SIDE)^m) / 2 lookups plus the rows that share a cell; rows crowded into
+a few cells (near-copies by the thousand) are bounded by max_checks, and the result then says it was cut short.
 """
 
 from __future__ import annotations
@@ -24,19 +27,22 @@ import numpy as np
 
 DUPLICATE_COSINE = 0.9999
 DUPLICATE_SUBSPACE = 16  # directions rows are projected on (the widest first), before the full check
-DUPLICATE_MAX_CHECKS = 20_000_000  # candidate pairs checked in full at most
-DUPLICATE_MAX_BYTES = 1 << 30  # unit rows held in memory for the search at most
+DUPLICATE_MAX_CHECKS = 20_000_000  # candidate pairs checked in the projection at most
+DUPLICATE_MAX_BYTES = 1 << 30  # a table whose float32 rows exceed this is not searched
 DUPLICATE_MAX_LISTED = 1000
 GRID_SIDE = 12  # cells are this many times r wide: a row looks past its cell in a dimension 2 / GRID_SIDE of the time
 GRID_MOST_DIMENSIONS = 12  # directions cut into cells at most (each adds up to a doubling of the lookups)
-WORK_BYTES = 4 << 20  # rows hashed, or candidate pairs' rows gathered, at a time: a few MB of temporaries
-LOOKUPS = 1 << 15  # cells looked up at a time
-GRID_ROWS = 1 << 12  # rows whose cells are worked out, and looked into, at a time
+WORK_BYTES = 4 << 20  # rows projected, or candidate pairs' rows gathered, at a time: a few MB of temporaries
+GRID_ROWS = 1 << 16  # rows whose cells are worked out, and looked into, at a time
 GRID_MOST_CROWDED = 64  # rows sharing a cell, per row, past which windows along one direction are cheaper
 WINDOW_BLOCK = 512  # rows matched at a time with the rows that follow them along the widest direction
 DUPLICATE_MAX_WINDOW = 32768  # rows compared with each block at most: keeps the windowed search bounded
 SPREAD_SAMPLE = 1 << 12  # rows the directions of widest spread are estimated from
-REACH_SLACK = 1e-5  # float32 rounding of unit rows and their projections
+SINGLE_THREAD_PRODUCT = 1 << 18  # multiply-adds below which OpenBLAS's gemm runs on one thread
+SPREAD_RUN = 64  # rows of the sample that lie side by side
+SPREAD_EIGH_MOST = 256  # up to this width the sample's covariance is decomposed whole; wider, power iteration
+FLOAT32_UNIT = 2.0 ** -24
+ORDINARY_NORMS = (2.0 ** -60, 2.0 ** 60)  # rows projected in float32 as stored; others are projected in float64
 
 
 @dataclass(frozen=True)
@@ -67,11 +73,16 @@ def find_duplicates(array: np.ndarray, norms: np.ndarray, cosine: float = DUPLIC
     if len(rows) < 2:
         return DuplicateSearch((), 0, True)
     if len(rows) * array.shape[1] * 4 > max_bytes:
-        return DuplicateSearch((), 0, False, f"duplicate search skipped: the unit rows would take more than "
+        return DuplicateSearch((), 0, False, f"duplicate search skipped: the rows would take more than "
                                              f"{max_bytes >> 20} MiB")
-    groups = identical_groups(array, rows)
-    unit = scaled_rows(array, groups.representatives, norms)
-    near_a, near_b, cut = near_pairs(unit, cosine, max_checks, max_window)
+    basis = spread_subspace(array, rows, norms)
+    projected, keys = projections(array, rows, norms, basis)
+    groups = identical_groups(array, rows, keys)
+    if len(groups.starts) < len(rows):  # some rows stand for others: search the representatives only
+        projected = compacted(projected, np.searchsorted(rows, groups.representatives))
+    full = FullCheck(array, norms, groups.representatives, cosine)
+    near_a, near_b, cut = near_pairs(projected, reach_of(cosine, array.shape[1], projected.shape[1]), full,
+                                     max_checks, max_window)
     sizes = groups.sizes
     total = int((sizes * (sizes - 1) // 2).sum() + (sizes[near_a] * sizes[near_b]).sum())
     listed = sorted(listed_pairs(groups, near_a, near_b))[:DUPLICATE_MAX_LISTED]
@@ -80,19 +91,50 @@ def find_duplicates(array: np.ndarray, norms: np.ndarray, cosine: float = DUPLIC
     return DuplicateSearch(pairs, total, cut is None, note)
 
 
-def scaled_rows(array: np.ndarray, rows: np.ndarray, norms: np.ndarray) -> np.ndarray:
-    """float32 unit rows of `rows`, divided by the norms already worked out (float64, so no overflow)."""
-    unit = np.empty((len(rows), array.shape[1]), dtype=np.float32)
+def compacted(projected: np.ndarray, positions: np.ndarray) -> np.ndarray:
+    """projected[positions] (ascending) in place, a few MB at a time: each row moves down, never up, so no copy
+    of the whole array is made."""
+    step = max(1, WORK_BYTES // (4 * projected.shape[1]))
+    for start in range(0, len(positions), step):
+        chunk = positions[start:start + step]
+        projected[start:start + len(chunk)] = projected[chunk]
+    kept: np.ndarray = projected[:len(positions)]
+    return kept
+
+
+def reach_of(cosine: float, dim: int, width: int) -> float:
+    """r = sqrt(2 (1 - cosine)), plus the float32 rounding of the projections: each coordinate of a unit row's
+    projection is off by at most about (dim + 4) u (the dot product, the basis and the division rounded), so a
+    distance over `width` coordinates between two rows by at most 2 (dim + 4) u sqrt(width); twice that is kept."""
+    return math.sqrt(2 * (1 - cosine)) + 4 * (dim + 4) * FLOAT32_UNIT * math.sqrt(width) + 1e-7
+
+
+def projections(array: np.ndarray, rows: np.ndarray, norms: np.ndarray,
+                basis: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(float32 (len(rows), width) projections of the unit rows on `basis`, uint32 key of each row): one matmul
+    of the rows as stored a block, then a division by the norms; the key is the raw first projection's bits."""
+    basis32 = np.ascontiguousarray(basis, dtype=np.float32)
+    projected = np.empty((len(rows), basis32.shape[1]), dtype=np.float32)
+    keys = np.empty(len(rows), dtype=np.uint32)
     for start, block in row_blocks(array, rows):
-        chosen = norms[rows[start:start + len(block)], None]
-        np.divide(block, chosen, out=unit[start:start + len(block)], casting="same_kind")
-    return unit
+        out, chosen = projected[start:start + len(block)], norms[rows[start:start + len(block)], None]
+        if chosen.min() < ORDINARY_NORMS[0] or chosen.max() > ORDINARY_NORMS[1]:  # float32 would lose or overflow them
+            raw = block.astype(np.float64) @ basis
+            keys[start:start + len(block)] = raw[:, 0].astype(np.float32).view(np.uint32)
+            out[:] = raw / chosen
+            continue
+        piece = max(256, SINGLE_THREAD_PRODUCT // (block.shape[1] * basis32.shape[1]))
+        for at in range(0, len(block), piece):  # pieces OpenBLAS runs on one thread: waking the others costs more
+            np.matmul(block[at:at + piece], basis32, out=out[at:at + piece])
+        keys[start:start + len(block)] = out[:, 0].view(np.uint32)
+        out /= chosen.astype(np.float32)
+    return projected, keys
 
 
 @dataclass(frozen=True, eq=False)
 class Groups:
     """Rows grouped by equal values: group g holds members[starts[g]:starts[g] + sizes[g]], ascending, the first
-    of them its representative."""
+    of them its representative; groups in ascending order of their representatives."""
 
     members: np.ndarray
     starts: np.ndarray
@@ -105,18 +147,6 @@ class Groups:
 
     def rows(self, group: int) -> np.ndarray:
         return self.members[self.starts[group]:self.starts[group] + self.sizes[group]]
-
-
-def row_hashes(array: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """A float key for each row: its values' product with a random vector (one BLAS pass). Equal rows get equal
-    keys (-0.0 and 0.0 alike) wherever the BLAS rounds them alike; unequal rows rarely collide, and
-    identical_groups checks every group anyway. Equal rows that the BLAS rounded apart stay apart here and are
-    paired by the grid instead: the answer is the same."""
-    direction = np.random.default_rng(0).standard_normal(array.shape[1], dtype=np.float32)
-    hashes = np.empty(len(rows), dtype=np.float32)
-    for start, block in row_blocks(array, rows):
-        np.matmul(block, direction, out=hashes[start:start + len(block)])
-    return hashes
 
 
 def row_blocks(array: np.ndarray, rows: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:
@@ -133,58 +163,92 @@ def row_blocks(array: np.ndarray, rows: np.ndarray) -> Iterator[tuple[int, np.nd
         yield start, np.asarray(block, dtype=np.float32)
 
 
-def identical_groups(array: np.ndarray, rows: np.ndarray) -> Groups:
-    """The rows grouped by equal values: by hash, and each row of a shared hash checked against its group's
-    first (a row that differs, a collision, keeps a group of its own: the grid still pairs it if it is near).
-    Members of a group stay in ascending row order (a stable sort of rows given ascending)."""
-    hashes = row_hashes(array, rows)
-    order = np.argsort(hashes, kind="stable")
-    members, sorted_hashes = rows[order], hashes[order]
-    new_key = np.r_[True, sorted_hashes[1:] != sorted_hashes[:-1]]
-    starts = np.flatnonzero(new_key)
-    sizes = np.diff(np.r_[starts, len(members)])
-    shared = np.flatnonzero(sizes > 1)
-    if shared.size:
-        others = np.flatnonzero(np.repeat(sizes > 1, sizes) & ~new_key)
-        firsts = members[np.repeat(starts, sizes)[others]]
-        step = max(1, WORK_BYTES // (8 * array.shape[1]))
-        equal = np.concatenate([np.all(array[firsts[i:i + step]] == array[members[others[i:i + step]]], axis=1)
-                                for i in range(0, len(others), step)])
-        if not equal.all():  # a collision: split every differing row off into a group of its own
-            new_key[others[~equal]] = True
-            starts = np.flatnonzero(new_key)
-            sizes = np.diff(np.r_[starts, len(members)])
+def identical_groups(array: np.ndarray, rows: np.ndarray, keys: np.ndarray) -> Groups:
+    """The rows grouped by equal values: by key (equal rows have equal keys wherever the BLAS rounds them
+    alike; equal rows it rounded apart stay apart and the grid pairs them instead: the answer is the same), and
+    each row of a shared key checked against its group's first (a row that differs keeps a group of its own).
+    Rows that share no key (nearly all) are groups of one, kept in row order."""
+    packed = np.sort((keys.astype(np.uint64) << np.uint64(32)) | np.arange(len(rows), dtype=np.uint64))
+    order = (packed & np.uint64(0xFFFFFFFF)).astype(np.int64)  # positions: ascending within each key
+    sorted_keys = packed >> np.uint64(32)
+    del packed
+    new_key = np.r_[True, sorted_keys[1:] != sorted_keys[:-1]]
+    if new_key.all():  # no key shared: every row a group of its own
+        return Groups(rows, np.arange(len(rows)), np.ones(len(rows), dtype=np.int64))
+    others = np.flatnonzero(~new_key)  # rows after the first of their key
+    firsts = order[np.maximum.accumulate(np.where(new_key, np.arange(len(order)), 0))[others]]
+    step = max(1, WORK_BYTES // (8 * array.shape[1]))
+    equal = np.concatenate([np.all(array[rows[firsts[i:i + step]]] == array[rows[order[others[i:i + step]]]],
+                                   axis=1) for i in range(0, len(others), step)])
+    followers = order[others[equal]]  # rows that belong to an earlier row's group
+    head = np.ones(len(rows), dtype=bool)
+    head[followers] = False
+    group_of = np.cumsum(head) - 1  # a representative's group number: groups in the order of their first rows
+    follower_group = group_of[firsts[equal]]
+    sizes = 1 + np.bincount(follower_group, minlength=int(group_of[-1]) + 1)
+    starts = np.cumsum(sizes) - sizes
+    members = np.empty(len(rows), dtype=rows.dtype)
+    members[starts] = rows[head]
+    ranked = np.lexsort((followers, follower_group))  # followers by group, then row: members stay ascending
+    followers, follower_group = followers[ranked], follower_group[ranked]
+    rank = np.arange(len(followers)) - np.searchsorted(follower_group, follower_group)
+    members[starts[follower_group] + 1 + rank] = rows[followers]
     return Groups(members, starts, sizes)
 
 
-def spread_subspace(unit: np.ndarray, width: int = DUPLICATE_SUBSPACE, iterations: int = 4,
-                    seed: int = 0) -> np.ndarray:
-    """Orthonormal (d, width) directions along which the rows spread most (block power iteration on the
-    covariance of a sample of at most SPREAD_SAMPLE rows: the directions need only be about right, as any
-    orthonormal ones keep the search exact)."""
+def spread_subspace(array: np.ndarray, rows: np.ndarray, norms: np.ndarray, width: int = DUPLICATE_SUBSPACE,
+                    iterations: int = 4, seed: int = 0) -> np.ndarray:
+    """Orthonormal (d, width) directions along which the unit rows spread most, from a sample of at most
+    SPREAD_SAMPLE rows: the top eigenvectors of its covariance (by block power iteration past SPREAD_EIGH_MOST
+    columns). They need only be about right: any orthonormal directions keep the search exact."""
     rng = np.random.default_rng(seed)
-    width = min(width, unit.shape[1])
-    sample = min(SPREAD_SAMPLE, max(width, WORK_BYTES // 2 // (4 * unit.shape[1])))  # within a few MB
-    if len(unit) > sample:
-        unit = unit[np.sort(rng.choice(len(unit), sample, replace=False))]
-    mean = unit.mean(axis=0, dtype=np.float64)
+    width = min(width, array.shape[1])
+    sample = min(SPREAD_SAMPLE, max(width, WORK_BYTES // 2 // (4 * array.shape[1])))  # within a few MB
+    chosen = rows
+    if len(rows) > sample:  # runs of SPREAD_RUN rows at random places: few pages of a memory map are touched
+        runs = -(-sample // SPREAD_RUN)
+        starts = np.sort(rng.choice(len(rows) // SPREAD_RUN, runs, replace=False)) * SPREAD_RUN
+        chosen = rows[(starts[:, None] + np.arange(SPREAD_RUN)).reshape(-1)]
+    unit = np.asarray(array[chosen], dtype=np.float64) / norms[chosen, None]
+    unit -= unit.mean(axis=0)
+    if array.shape[1] <= SPREAD_EIGH_MOST:
+        covariance = np.zeros((unit.shape[1], unit.shape[1]))
+        for start in range(0, len(unit), SPREAD_RUN):  # pieces too small for OpenBLAS to wake its threads
+            piece = unit[start:start + SPREAD_RUN]
+            covariance += piece.T @ piece
+        vectors: np.ndarray = np.linalg.eigh(covariance)[1][:, ::-1][:, :width]
+        return vectors
     basis, _ = np.linalg.qr(rng.standard_normal((unit.shape[1], width)))
     for _ in range(iterations):
-        spread = (unit.T @ (unit @ basis.astype(np.float32))).astype(np.float64) / len(unit)
-        basis, _ = np.linalg.qr(spread - np.outer(mean, mean @ basis))
-    return basis
+        basis, _ = np.linalg.qr(unit.T @ (unit @ basis))
+    spread = unit @ basis
+    rotation: np.ndarray = np.linalg.eigh(spread.T @ spread)[1][:, ::-1]  # the widest of them first
+    widest: np.ndarray = basis @ rotation
+    return widest
 
 
-def near_pairs(unit: np.ndarray, cosine: float, max_checks: int,
+class FullCheck:
+    """The last word on a candidate pair of representatives: their cosine in float64, from the rows as stored."""
+
+    def __init__(self, array: np.ndarray, norms: np.ndarray, representatives: np.ndarray, cosine: float):
+        self.array, self.norms, self.rows, self.cosine = array, norms, representatives, cosine
+
+    def __call__(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """Which of the pairs (a[i], b[i]) of representatives have cosine above the line."""
+        rows_a, rows_b = self.rows[a], self.rows[b]
+        dots = np.einsum("ij,ij->i", np.asarray(self.array[rows_a], dtype=np.float64),
+                         np.asarray(self.array[rows_b], dtype=np.float64))
+        similar: np.ndarray = dots / (self.norms[rows_a] * self.norms[rows_b]) > self.cosine
+        return similar
+
+
+def near_pairs(projected: np.ndarray, reach: float, full: FullCheck, max_checks: int,
                max_window: int = DUPLICATE_MAX_WINDOW) -> tuple[np.ndarray, np.ndarray, str | None]:
-    """(a, b, cut): the pairs of rows of `unit` (a < b) with cosine above `cosine`, found on the grid;
-    cut says which limit stopped the search, or None."""
-    reach = math.sqrt(2 * (1 - cosine)) + REACH_SLACK
-    projected = unit @ spread_subspace(unit).astype(np.float32)
-    projected = projected[:, np.argsort(-projected.var(axis=0), kind="stable")]  # the widest first
+    """(a, b, cut): the pairs of rows (a < b) of `projected` within `reach` there and similar in full, found on
+    the grid (or in windows); cut says which limit stopped the search, or None."""
     found_a, found_b = [np.empty(0, np.int64)], [np.empty(0, np.int64)]
     reach2 = np.float32(reach * reach)
-    step = max(1, WORK_BYTES // (8 * unit.shape[1]))
+    step = max(1, WORK_BYTES // (8 * projected.shape[1]))
     checks, cut = 0, None
     cuts: list[str] = []
     for a, b in candidates(projected, reach, max_window, cuts):
@@ -197,9 +261,9 @@ def near_pairs(unit: np.ndarray, cosine: float, max_checks: int,
             gap = projected[i] - projected[j]
             close = np.einsum("ij,ij->i", gap, gap) <= reach2
             i, j = i[close], j[close]
-            similar = np.einsum("ij,ij->i", unit[i], unit[j]) > cosine
-            found_a.append(i[similar])
-            found_b.append(j[similar])
+            similar = full(i, j)
+            found_a.append(np.minimum(i[similar], j[similar]))
+            found_b.append(np.maximum(i[similar], j[similar]))
         if cut:
             break
     return np.concatenate(found_a), np.concatenate(found_b), cut or (cuts[0] if cuts else None)
@@ -216,13 +280,14 @@ def candidates(projected: np.ndarray, reach: float, max_window: int,
     return window_candidates(projected, reach, max_window, cuts)
 
 
-def grid_dimensions(projected: np.ndarray, side: float) -> int:
-    """How many of the widest directions to cut into cells: those at least two cells across, at most
-    GRID_MOST_DIMENSIONS, and no more than the cell coordinates' hash can mix without overflow."""
-    extents = np.floor((projected.max(axis=0) - projected.min(axis=0)) / side) + 1
+def grid_dimensions(low: np.ndarray, high: np.ndarray, side: float) -> int:
+    """How many of the widest directions (lowest and highest values given) to cut into cells: those at least two
+    cells across, at most GRID_MOST_DIMENSIONS, and no more than a float64 can number exactly (the cells' keys
+    are one product)."""
+    extents = np.floor((high - low) / side) + 3
     count, product = 0, 1.0
     for extent in extents[:GRID_MOST_DIMENSIONS]:
-        if extent < 2 or product * extent > 2.0 ** 62:
+        if extent < 4 or product * extent > 2.0 ** 50:
             break
         count, product = count + 1, product * extent
     return max(1, count)
@@ -235,34 +300,40 @@ class Grid:
     def __init__(self, projected: np.ndarray, reach: float):
         self.projected = projected
         self.side = GRID_SIDE * reach
-        self.m = m = grid_dimensions(projected, self.side)
-        self.origin = projected[:, :m].min(axis=0)
-        extents = np.floor((projected[:, :m].max(axis=0) - self.origin) / self.side).astype(np.int64) + 1
-        self.strides = np.cumprod(np.r_[1, extents[:-1] + 2]).astype(np.int64)  # +2: a neighbour past either edge
-        self.keys = np.concatenate([self.cells(start)[0] for start in range(0, len(projected), GRID_ROWS)])
+        low, high = projected.min(axis=0), projected.max(axis=0)
+        self.m = m = grid_dimensions(low, high, self.side)
+        self.origin = low[:m] - np.float32(self.side)  # a neighbour past either edge
+        extents = np.floor((high[:m] - self.origin) / self.side) + 2
+        self.strides = np.cumprod(np.r_[1.0, extents[:-1]])  # float64: the keys stay below 2^50, exact
+        blocks = [self.cells(start) for start in range(0, len(projected), GRID_ROWS)]
+        self.keys = np.concatenate([keys for keys, _ in blocks])
+        self.sides = np.concatenate([side for _, side in blocks])
         self.table = CellTable(self.keys)
 
     def cells(self, start: int) -> tuple[np.ndarray, np.ndarray]:
-        """(key, step) of rows start.. (GRID_ROWS of them): step is the key's change across each edge the row
-        lies within reach of (0 in the cell's middle)."""
-        scaled = (self.projected[start:start + GRID_ROWS, :self.m] - self.origin) / self.side
-        cells = np.floor(scaled).astype(np.int64)
-        keys = ((cells + 1) * self.strides).sum(axis=1)  # numpy's integer matmul has no fast kernel
-        edge = scaled - cells  # where in its cell each row lies, 0..1
-        return keys, np.where(edge < 1 / GRID_SIDE, -self.strides, np.where(edge > 1 - 1 / GRID_SIDE, self.strides, 0))
+        """(key, side) of rows start.. (GRID_ROWS of them): side is +1 or -1 in the dimensions where the row
+        lies within reach of its cell's upper or lower edge, 0 in the cell's middle."""
+        scaled = self.projected[start:start + GRID_ROWS, :self.m] - self.origin
+        scaled *= np.float32(1 / self.side)
+        cells = np.floor(scaled)
+        keys = (cells.astype(np.float64) @ self.strides).astype(np.int64)  # exact: every key is below 2^50
+        scaled -= cells  # where in its cell each row lies, 0..1
+        side = (scaled >= 1 - 1 / GRID_SIDE).astype(np.int8)
+        side -= scaled <= 1 / GRID_SIDE
+        return keys, side
 
     def crowding(self) -> int:
         """Pairs of rows that share a cell (each counted from both ends): what the lookups cost beyond the rows."""
-        return int(self.table.counts[self.table.bucket(self.keys)].sum()) - len(self.keys)
+        return int(self.table.counts(self.table.bucket(self.keys)).sum()) - len(self.keys)
 
     def candidates(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-        """Every pair of rows (a < b) that share a cell one of them looks into, a bounded number at a time."""
+        """Every pair of rows that share a cell, read off the cell table, and every pair across edges, looked up
+        once, from the row whose first crossed edge is an upper one: (a, b) rows of a pair, in either order."""
+        yield from self.table.shared()
         for start in range(0, len(self.projected), GRID_ROWS):
-            keys, step = self.cells(start)
-            asking, asked = neighbour_cells(keys, step)
-            for a, b in self.table.pairs(asking + start, asked):
-                later = b > a
-                yield a[later], b[later]
+            keys, side = self.keys[start:start + GRID_ROWS], self.sides[start:start + GRID_ROWS]
+            asking, asked = neighbour_cells(keys, side, self.strides[:self.m])
+            yield self.table.pairs(asking + start, asked)
 
 
 def window_candidates(projected: np.ndarray, reach: float, max_window: int,
@@ -291,57 +362,84 @@ def window_candidates(projected: np.ndarray, reach: float, max_window: int,
         yield order[a + start], order[b + start]
 
 
-def neighbour_cells(keys: np.ndarray, step: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(row, cell key) for each cell a row looks into: its own, and for each set of the dimensions in which it
-    lies near an edge, the cell across those edges (step: (rows, m) the key's change across the near edge, 0
-    where it lies in the middle). Rows near q edges look into 2^q cells: they go q by q, one product each."""
-    near = step != 0
-    count = near.sum(axis=1)
-    packed = np.zeros_like(step)  # each row's steps, its near dimensions first
-    packed[np.nonzero(near)[0], (np.cumsum(near, axis=1) - 1)[near]] = step[near]
-    step = packed
-    asking, asked = [], []
-    for q in np.unique(count).tolist():
+def neighbour_cells(keys: np.ndarray, side: np.ndarray, strides: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(row, cell key) for each cell beside its own that a row looks into: across the edges it lies near (side:
+    (rows, m), +1 near the upper edge, -1 near the lower, 0 in the middle), each set of them whose first edge is
+    an upper one. A pair across edges is then looked for by one of its rows only (the other sees the
+    first edge as a lower one), and rows near q edges look into about 2^(q-1) cells."""
+    flat = side.reshape(-1)
+    at = np.flatnonzero(flat)  # each row's near edges, in order of dimension
+    at_row, at_dim = np.divmod(at, side.shape[1])
+    count = np.bincount(at_row, minlength=len(keys))
+    first = np.cumsum(count) - count  # where each row's edges start in at_row
+    signs = flat[at]
+    steps = signs * strides.astype(np.int64)[at_dim]
+    up = signs > 0
+    asking, asked = [np.empty(0, np.int64)], [np.empty(0, np.int64)]
+    for q in range(1, int(count.max(initial=0)) + 1):
         rows = np.flatnonzero(count == q)
-        cells = np.broadcast_to(keys[rows, None], (rows.size, 1 << q)).copy()
-        for edge in range(q):  # cell s crosses the edges of the bits of s
-            crosses = (np.arange(1 << q) >> edge) & 1 == 1
-            cells[:, crosses] += step[rows, edge, None]
-        asking.append(np.repeat(rows, 1 << q))
-        asked.append(cells.reshape(-1))
+        for k in range(q):  # first crossed edge k, an upper one; then any set of the edges after it
+            chosen = rows[up[first[rows] + k]]
+            later = q - 1 - k
+            cells = (keys[chosen] + steps[first[chosen] + k])[:, None]
+            for edge in range(later):  # each later edge doubles the cells: without it, and across it
+                cells = np.concatenate([cells, cells + steps[first[chosen] + k + 1 + edge, None]], axis=1)
+            asking.append(np.repeat(chosen, 1 << later))
+            asked.append(cells.reshape(-1))
     return np.concatenate(asking), np.concatenate(asked)
 
 
 class CellTable:
     """The rows of each occupied cell, found by a hash of the cell's key: a counting sort of the rows into
-    buckets (at least four for each row, so most buckets hold one cell at most), so a lookup is two gathers."""
+    buckets (at least two for each row, so most buckets hold one cell at most), so a lookup is two gathers.
+    Bucket b's rows are order[ends[b] - count:ends[b]], its count ends[b] - ends[b - 1]."""
 
     def __init__(self, keys: np.ndarray):
-        self.shift = np.uint64(64 - max(4, int(len(keys) - 1).bit_length() + 2))
+        self.shift = np.uint64(64 - max(4, int(len(keys) - 1).bit_length() + 1))
         buckets = 1 << (64 - int(self.shift))
         bucket = self.bucket(keys)
-        self.order = np.argsort(bucket, kind="stable")
+        packed = np.sort(bucket.view(np.uint64) << np.uint64(32) | np.arange(len(keys), dtype=np.uint64))
+        self.order = (packed & np.uint64(0xFFFFFFFF)).astype(np.int64)  # by bucket, then row: a stable sort, packed
+        self.sorted_buckets = (packed >> np.uint64(32)).astype(np.int64)
+        del packed
         self.keys = keys[self.order]  # in bucket order: a bucket's rows and their keys side by side
-        counts = np.bincount(bucket, minlength=buckets)
-        self.starts = (np.cumsum(counts) - counts).astype(np.int32 if len(keys) < 1 << 31 else np.int64)
-        self.counts = counts.astype(np.int32)
+        self.ends = np.zeros(buckets + 1, dtype=np.int64)  # ends[b + 1]: one array, not counts and starts
+        np.cumsum(np.bincount(bucket, minlength=buckets), out=self.ends[1:])
+
+    def counts(self, bucket: np.ndarray) -> np.ndarray:
+        """How many rows each of `bucket` holds."""
+        counts: np.ndarray = self.ends[bucket + 1] - self.ends[bucket]
+        return counts
 
     def bucket(self, keys: np.ndarray) -> np.ndarray:
         mixed = keys.view(np.uint64) * np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing: the high bits mix well
         mixed >>= self.shift
         return mixed.view(np.int64)
 
-    def pairs(self, asking: np.ndarray, asked: np.ndarray, step: int = LOOKUPS) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-        """(asking row, row in the asked cell) pairs, a few lookups at a time."""
-        for start in range(0, len(asking), step):
-            bucket = self.bucket(asked[start:start + step])
-            counts = self.counts[bucket]
-            hit = np.flatnonzero(counts)  # most neighbouring cells are empty: drop them first
-            rows, keys, bucket, counts = asking[start + hit], asked[start + hit], bucket[hit], counts[hit]
-            ends = np.cumsum(counts)
-            at = np.repeat(self.starts[bucket] - (ends - counts), counts) + np.arange(ends[-1] if ends.size else 0)
-            same = self.keys[at] == np.repeat(keys, counts)  # the bucket may hold other cells
-            yield np.repeat(rows, counts)[same], self.order[at[same]]
+    def shared(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """Every pair of rows of one cell (a < b): rows of one bucket lie side by side, so the pairs are the
+        positions p, p + offset of one bucket and one key, offset 1, 2, ... while any bucket holds more."""
+        buckets = self.sorted_buckets
+        at = np.flatnonzero(buckets[1:] == buckets[:-1])
+        offset = 1
+        while at.size:
+            same = at[self.keys[at] == self.keys[at + offset]]
+            first, second = self.order[same], self.order[same + offset]
+            yield np.minimum(first, second), np.maximum(first, second)
+            offset += 1
+            at = at[at + offset < len(buckets)]
+            at = at[buckets[at + offset] == buckets[at]]
+
+    def pairs(self, asking: np.ndarray, asked: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(asking row, row in the asked cell) for every lookup."""
+        bucket = self.bucket(asked)
+        counts = self.counts(bucket)
+        hit = np.flatnonzero(counts)  # most neighbouring cells are empty: drop them first
+        rows, keys, bucket, counts = asking[hit], asked[hit], bucket[hit], counts[hit]
+        ends = np.cumsum(counts)
+        at = np.repeat(self.ends[bucket] - (ends - counts), counts) + np.arange(ends[-1] if ends.size else 0)
+        same = self.keys[at] == np.repeat(keys, counts)  # the bucket may hold other cells
+        return np.repeat(rows, counts)[same], self.order[at[same]]
 
 
 def listed_pairs(groups: Groups, near_a: np.ndarray, near_b: np.ndarray) -> list[tuple[int, int]]:
