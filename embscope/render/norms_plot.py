@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..analysis.norms import MAD_SCALE
-from .plot_style import drawable
+from .plot_style import drawable, histogram, log_scale
 from .plots import new_figure
 
 if TYPE_CHECKING:
@@ -82,16 +82,16 @@ def draw_distribution(ax: Axes, norms: np.ndarray, finite: np.ndarray, flagged: 
     values = norms[finite]
     low, high = (float(values.min()), float(values.max())) if len(values) else (0.0, 1.0)
     bins = np.linspace(low, high if high > low else low + 1, min(100, max(10, len(values) // 20)) + 1).tolist()
-    ax.hist(norms[finite & ~flagged], bins=bins, color=ROWS, label=f"rows ({int((finite & ~flagged).sum()):,})")
+    histogram(ax, norms[finite & ~flagged], bins, color=ROWS, label=f"rows ({int((finite & ~flagged).sum()):,})")
     if flagged.any():
-        ax.hist(norms[finite & flagged], bins=bins, color=FLAGGED,
-                label=f"flagged: |robust z| > {threshold:g} ({int(flagged.sum()):,})")
+        histogram(ax, norms[finite & flagged], bins, color=FLAGGED,
+                  label=f"flagged: |robust z| > {threshold:g} ({int(flagged.sum()):,})")
     if padding.any():
-        ax.hist(norms[finite & padding], bins=bins, histtype="step", hatch=PADDING_HATCH, color="black",
-                label=f"padding rows past the tokenizer ({int(padding.sum()):,})")
+        histogram(ax, norms[finite & padding], bins, fill=False, hatch=PADDING_HATCH, color="black",
+                  label=f"padding rows past the tokenizer ({int(padding.sum()):,})")
     if unflagged is not None:
         ax.axvspan(*unflagged, color=BAND, alpha=0.15, label=f"|robust z| <= {threshold:g}: not flagged")
-    ax.set_yscale("log")
+    log_scale(ax, "y")
     ax.set_title("distribution of row norms")
     ax.set_xlabel("L2 norm")
     ax.set_ylabel("rows (log scale)")
