@@ -153,6 +153,9 @@ def fix_layout(figure: Figure) -> None:
     whole figure twice and solves the layout at each draw (the most of a figure's cost)."""
     engine = figure.get_layout_engine()
     if engine is not None:
+        for ax in figure.axes:  # a spine's box is its axis's ticks, measured again: within the axis's own box
+            for spine in ax.spines.values():
+                spine.set_in_layout(False)
         engine.execute(figure)
     figure.set_layout_engine(None)  # None, not "none": a placeholder engine still makes savefig draw twice
 
