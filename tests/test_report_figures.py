@@ -108,3 +108,18 @@ def test_a_dense_plot_file_in_svg_is_rasterized(tmp_path):
     run("report", "-c", tmp_path / "big.npz", "--out", tmp_path / "r.html")
     in_page = page_figures((tmp_path / "r.html").read_text(encoding="utf-8"))["map-token"]
     assert "<image" in in_page and len(re.findall(r'<use xlink:href="#f\d+-m', in_page)) < 50
+
+
+def test_the_figures_text_is_svg_text_escaped_as_xml(tmp_path):
+    # text as <text> elements (svg.fonttype none), in DejaVu Sans or a viewer's sans-serif; a table named like
+    # markup is text in the figure, never an element
+    path = tmp_path / "m.npz"
+    np.savez(path, **{"<b>x</b>": np.random.default_rng(8).standard_normal((300, 8)).astype(np.float32)})
+    run("report", "-c", path, "--token-key", "<b>x</b>", "--out", tmp_path / "r.html")
+    page = (tmp_path / "r.html").read_text(encoding="utf-8")
+    assert "<b>" not in page
+    norms = page_figures(page)["norms-token"]
+    drawn = re.findall(r"<text\b[^>]*>([^<]*)</text>", norms)
+    assert "token table &lt;b&gt;x&lt;/b&gt;: L2 norms of token rows" in " ".join(drawn)
+    assert {"L2 norm", "rows (log scale)", "distribution of row norms"} <= set(drawn)
+    assert "font-family: 'DejaVu Sans', sans-serif" in norms and "DejaVuSans-" not in norms  # no glyph as a path

@@ -15,7 +15,7 @@ from ..analysis.compare import Comparison
 from ..series import Step as CheckpointStep
 from .compare import Labels
 from .names import Output, checkpoint_title
-from .plot_style import drawable, wrapped
+from .plot_style import drawable, log_scale, wrapped
 from .plots import new_figure, save
 
 if TYPE_CHECKING:
@@ -157,7 +157,7 @@ def draw_profiles(ax: Axes, comparison: Comparison, labels: Labels, title: str) 
     ax.set_title(title)
     ax.axhline(0, color="grey", linewidth=0.8)
     if defined:  # a log axis needs a point to set its limits: matplotlib raises on a curve of NaN alone
-        ax.set_xscale("log")
+        log_scale(ax, "x")
         ax.legend(loc="best", fontsize=8)
     else:
         ax.text(0.5, 0.5, "no cosine at any distance: every position row is zero or NaN" if drawn else

@@ -12,7 +12,7 @@ import numpy as np
 from ..analysis.geometry import Geometry
 from ..core.text import printable
 from .names import Output, emb_title
-from .plot_style import drawable, wrapped
+from .plot_style import drawable, log_scale, wrapped
 from .plots import label, new_figure, save
 
 if TYPE_CHECKING:
@@ -57,7 +57,7 @@ def draw_spectrum(ax: Axes, found: Geometry) -> None:
     index = np.arange(1, len(shares) + 1)
     shown = shares > 0
     ax.plot(index[shown], shares[shown], color="tab:blue", label="share of the variance")
-    ax.set_yscale("log")
+    log_scale(ax, "y")
     ax.axvline(spectrum.effective_rank, color=MARK, linestyle="--", linewidth=0.8,
                label=f"effective rank {spectrum.effective_rank:.1f}")
     twin = ax.twinx()
@@ -85,7 +85,7 @@ def draw_periods(ax: Axes, found: Geometry) -> None:
         right = p.period > longest / 4  # near the right edge: the label goes to the left of its point
         label(ax, f"T/{p.frequency} = {p.period:.4g}: {p.share:.1%}", (p.period, p.share), color=MARK,
               offset=(-6, 6) if right else (6, 6), ha="right" if right else "left")
-    ax.set_xscale("log")
+    log_scale(ax, "x")
     ax.set_title(wrapped("power along positions by period (rfft of the centred table)", PANEL_WIDTH))
     ax.set_xlabel("period (positions, log scale)")
     ax.set_ylabel("share of the power")

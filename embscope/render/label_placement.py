@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from .plot_style import drawable
+from .plots import fix_layout
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -25,8 +26,7 @@ MAX_LABELS = 10  # labels drawn at most: more are read in the answer's table, no
 
 def fixed_layout(figure: Figure) -> None:
     """Lay the figure out now and keep it so: boxes measured after this are where the labels are drawn."""
-    figure.draw_without_rendering()
-    figure.set_layout_engine("none")
+    fix_layout(figure)
 
 
 def place_labels(figure: Figure, ax: Axes, labels: Sequence[tuple[str, float, float]], limit: int = MAX_LABELS,

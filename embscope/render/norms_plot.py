@@ -12,7 +12,7 @@ import numpy as np
 
 from ..analysis.norms import MAD_SCALE
 from ..core.text import printable
-from .plot_style import drawable, wrapped
+from .plot_style import drawable, histogram, log_scale, wrapped
 from .plots import new_figure
 
 if TYPE_CHECKING:
@@ -92,18 +92,18 @@ def draw_distribution(ax: Axes, norms: np.ndarray, finite: np.ndarray, flagged: 
     bins = np.linspace(low, high if high > low else low + 1, min(100, max(10, len(values) // 20)) + 1).tolist()
     never = never if never is not None else np.zeros(len(norms), dtype=bool)
     plain = finite & ~flagged & ~never
-    ax.hist(norms[plain], bins=bins, color=ROWS, label=f"rows ({int(plain.sum()):,})")
+    histogram(ax, norms[plain], bins, color=ROWS, label=f"rows ({int(plain.sum()):,})")
     if never.any():
-        ax.hist(norms[finite & never], bins=bins, color=UNTRAINED, label=f"never trained ({int(never.sum()):,})")
+        histogram(ax, norms[finite & never], bins, color=UNTRAINED, label=f"never trained ({int(never.sum()):,})")
     if flagged.any():
-        ax.hist(norms[finite & flagged], bins=bins, color=FLAGGED,
-                label=f"flagged: |robust z| > {threshold:g} ({int(flagged.sum()):,})")
+        histogram(ax, norms[finite & flagged], bins, color=FLAGGED,
+                  label=f"flagged: |robust z| > {threshold:g} ({int(flagged.sum()):,})")
     if padding.any():
-        ax.hist(norms[finite & padding], bins=bins, histtype="step", hatch=PADDING_HATCH, color="black",
-                label=f"padding rows past the tokenizer ({int(padding.sum()):,})")
+        histogram(ax, norms[finite & padding], bins, fill=False, hatch=PADDING_HATCH, color="black",
+                  label=f"padding rows past the tokenizer ({int(padding.sum()):,})")
     if unflagged is not None:
         ax.axvspan(*unflagged, color=BAND, alpha=0.15, label=f"|robust z| <= {threshold:g}: not flagged")
-    ax.set_yscale("log")
+    log_scale(ax, "y")
     ax.set_title("distribution of row norms")
     ax.set_xlabel("L2 norm")
     ax.set_ylabel("rows (log scale)")

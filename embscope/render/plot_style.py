@@ -25,7 +25,7 @@ import textwrap
 import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -54,8 +54,9 @@ CHAR_WIDTH = 0.6  # a DejaVu Sans character's mean width, in ems: how many fit o
 MAX_BANDS = 10  # range bands labelled on one axis; more are shaded without a label
 SPACE_SYMBOL, OPEN_BOX = "\u2420", "\u2423"
 # settings of embscope's figures on top of matplotlib's defaults: ids in SVGs from a fixed salt (the same report
-# is the same file twice)
-OWN = {"svg.hashsalt": "embscope", "text.usetex": False, "axes.formatter.use_mathtext": False}
+# is the same file twice); titles just above their axes (no axis has ticks on top), where matplotlib would otherwise
+# measure every tick label of the axes, at each draw, to place them
+OWN = {"svg.hashsalt": "embscope", "text.usetex": False, "axes.formatter.use_mathtext": False, "axes.titley": 1.0}
 
 
 def matplotlib_quietly() -> ModuleType:
@@ -184,6 +185,23 @@ def range_bands(ax: Axes, bands: Sequence[tuple[int, int, str]], color: str = "t
     return labels
 
 
+def histogram(ax: Axes, values: np.ndarray, bins: Sequence[float], fill: bool = True, **style: Any) -> None:
+    """A histogram drawn as one step outline (filled unless `fill` is False), not one rectangle per bin: the same
+    picture as `ax.hist`, a single artist to lay out and draw."""
+    counts, edges = np.histogram(values, bins=bins)
+    ax.stairs(counts, edges, fill=fill, **style)
+
+
+def log_scale(ax: Axes, which: str) -> None:
+    """The x or y axis of `ax` on a log scale, its tick labels plain text ("1000", "1e-05"): matplotlib's own are
+    mathtext superscripts, each parsed by a grammar, which costs more than the rest of the axis to draw."""
+    from matplotlib.ticker import LogFormatter
+    axis = ax.xaxis if which == "x" else ax.yaxis
+    (ax.set_xscale if which == "x" else ax.set_yscale)("log")
+    axis.set_major_formatter(LogFormatter())  # the labels matplotlib would pick, as plain text
+    axis.set_minor_formatter(LogFormatter())
+
+
 @contextmanager
 def style() -> Iterator[None]:
     """Figures made and saved inside look as embscope draws them: matplotlib's defaults, not a matplotlibrc
@@ -191,5 +209,6 @@ def style() -> Iterator[None]:
     matplotlib = matplotlib_quietly()
     with quiet(), matplotlib.rc_context():
         matplotlib.rcdefaults()  # inside the context: the caller's settings are put back when it ends
-        matplotlib.rcParams.update({**OWN, "font.family": list(families())})
+        # the generic family last, itself DejaVu Sans here: an SVG's <text> names it, for a viewer without DejaVu
+        matplotlib.rcParams.update({**OWN, "font.family": [*families(), "sans-serif"], "font.sans-serif": [MAIN_FAMILY]})
         yield

@@ -17,7 +17,7 @@ from ..core.text import quote, shortened
 from ..naming import position_name
 from .files import written_whole
 from .names import RECORD_KEY, Output, checkpoint_label
-from .plot_style import drawable, matplotlib_quietly, style, wrapped
+from .plot_style import drawable, log_scale, matplotlib_quietly, style, wrapped
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -90,7 +90,7 @@ def positions_figure(heatmap: Heatmap, mean: np.ndarray, std: np.ndarray, neares
     curve_ax.axhline(0, color="grey", linewidth=0.8)
     if not np.isfinite(mean).any():  # one position, or every row zero or NaN: no point gives a log axis its limits
         curve_ax.set_xlim(1, max(2, len(mean)))
-    curve_ax.set_xscale("log")
+    log_scale(curve_ax, "x")
     curve_ax.set_title("similarity by distance")
     curve_ax.set_xlabel("distance k (positions, log scale)")
     curve_ax.set_ylabel("cos(p_i, p_i+k)")
@@ -148,6 +148,18 @@ def position_norms_figure(norms: np.ndarray, mean: float, median: float, flagged
     return figure
 
 
+def fix_layout(figure: Figure) -> None:
+    """Solve the figure's constrained layout now, once, and keep it: with a layout engine set, savefig draws the
+    whole figure twice and solves the layout at each draw (the most of a figure's cost)."""
+    engine = figure.get_layout_engine()
+    if engine is not None:
+        for ax in figure.axes:  # a spine's box is its axis's ticks, measured again: within the axis's own box
+            for spine in ax.spines.values():
+                spine.set_in_layout(False)
+        engine.execute(figure)
+    figure.set_layout_engine(None)  # None, not "none": a placeholder engine still makes savefig draw twice
+
+
 def rasterize_dense(figure: Figure) -> None:
     """Lines and scatters of many points become one image inside a vector file, instead of a path per point."""
     for ax in figure.axes:  # every Axes, those of subfigures too
@@ -168,6 +180,7 @@ def save(make: Callable[[], Figure], target: Output, dpi: float | None = None, i
     metadata = {RECORD_KEY: target.record} if fmt == "png" and target.record else None
     with style(), written_whole(path, "the plot file", inputs=inputs) as f:  # refused before anything is drawn
         figure = make()
+        fix_layout(figure)
         if fmt != "png":
             rasterize_dense(figure)
         figure.savefig(f, format=fmt, dpi="figure" if dpi is None else dpi, metadata=metadata)

@@ -1,10 +1,12 @@
 """The report as one self-contained HTML file: CSS inline, figures inline as SVG, no script, and nothing the
 page would fetch (no CDN, font or image from elsewhere; a heatmap is a data: PNG inside its SVG).
 
-Figures are the ones `--plot` draws, by the same functions (matplotlib), as SVG with text drawn as paths
-(svg.fonttype "path"), so no string from the checkpoint becomes markup inside a figure (the text comments
-matplotlib writes are removed), and dense artists (heatmaps, scatters of many points) rasterized into a PNG
-inside the SVG; its XML prologue and metadata block, which name W3C and matplotlib URLs, are dropped.
+Figures are the ones `--plot` draws, by the same functions (matplotlib), as SVG with text as <text> elements in
+the figure's font family (svg.fonttype "none": a path per glyph costs more to write and to read), which matplotlib
+escapes as XML, so no string from the checkpoint becomes markup inside a figure (the text comments matplotlib
+writes are removed), and dense artists (heatmaps, scatters of many points) rasterized into a PNG inside the SVG;
+its XML prologue and metadata block, which name W3C and matplotlib URLs, are dropped. Each figure's layout is
+solved once before it is saved (plots.fix_layout).
 Without matplotlib the page is still written, a line in place of each figure saying what it needs. Each
 figure's ids get a prefix of their own, so figures in one page never share an id. Every string, from a file or
 not, is escaped with html.escape.
@@ -26,7 +28,7 @@ from ..core.text import bounded, printable
 from .files import refuse_inputs, written_whole
 from .names import RECORD_KEY, Output
 from .plot_style import style
-from .plots import rasterize_dense
+from .plots import fix_layout, rasterize_dense
 from .report_content import Block, Cell, Figure, Grid, Line, Section
 
 if TYPE_CHECKING:
@@ -87,10 +89,12 @@ def matplotlib_svg(draw: Callable[[], Drawing], prefix: str) -> str:
 def svg(figure: Drawing, prefix: str) -> str:
     """The figure as an inline <svg> element, its ids prefixed with `prefix`."""
     import matplotlib
+    fix_layout(figure)
     rasterize_dense(figure)
     buffer = io.BytesIO()
-    # text as paths; ids from a fixed salt, so the same report is the same file twice
-    with matplotlib.rc_context({"svg.fonttype": "path", "svg.hashsalt": "embscope-report", "svg.image_inline": True}):
+    # text as <text> elements in the figure's font family (escaped as XML by matplotlib); ids from a fixed salt, so
+    # the same report is the same file twice
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "embscope-report", "svg.image_inline": True}):
         figure.savefig(buffer, format="svg", dpi=RASTER_DPI, metadata={"Date": None})
     text = buffer.getvalue().decode("utf-8")
     text = COMMENT.sub("", METADATA.sub("", PROLOGUE.sub("", text, count=1), count=1))

@@ -11,7 +11,7 @@ import numpy as np
 
 from ..analysis.norms import MAD_SCALE
 from ..analysis.undertrained import NORM_Z, UndertrainedReport
-from .plot_style import drawable, wrapped
+from .plot_style import drawable, log_scale, wrapped
 from .plots import new_figure
 
 if TYPE_CHECKING:
@@ -66,7 +66,7 @@ def draw_indicator(ax: Axes, report: UndertrainedReport) -> None:
         ax.text(0.02, 0.97, "no threshold: no gap stands out", transform=ax.transAxes, va="top", fontsize=9)
     ax.hist(scores[finite & in_reference], bins=bins, histtype="step", color=REFERENCE, linewidth=1.5,
             label=f"of which reference rows ({int((finite & in_reference).sum()):,}, {report.reference.source})")
-    ax.set_yscale("log")
+    log_scale(ax, "y")
     ax.set_xlabel("cosine")
     ax.set_ylabel("rows (log scale)")
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, fontsize=8, frameon=False)
@@ -85,7 +85,7 @@ def draw_norms(ax: Axes, report: UndertrainedReport) -> None:
         median, spread = report.norm_median, MAD_SCALE * report.norm_mad  # as analysis measured norm_z
         ax.axvspan(median - NORM_Z * spread, median + NORM_Z * spread, color="grey", alpha=0.15,
                    label=f"median {median:.3g} +- {NORM_Z:g} x {spread:.3g}")
-    ax.set_yscale("log")
+    log_scale(ax, "y")
     ax.set_xlabel("L2 norm")
     ax.set_ylabel("rows (log scale)")
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, fontsize=8, frameon=False)
