@@ -82,14 +82,16 @@ def test_compare_output_says_the_rows_were_cut_before_its_figures(tmp_path):
 
 def test_a_table_wider_than_the_d_x_d_limit_is_refused_before_anything_is_allocated(tmp_path, monkeypatch):
     # geometry, --remove-top and compare's linear CKA built d x d (CKA: (d1 + d2)^2) float64 matrices unchecked: a
-    # 4 x 30,000 table, a 1.4 MB file, asked for 6.7 GiB (26.8 GiB in compare), a traceback where memory was short
+    # 4 x 30,000 table, a 1.4 MB file, asked for 6.7 GiB (26.8 GiB in compare), a traceback where memory was short.
+    # A table of fewer rows than columns is answered from its rows' Gram matrix instead (below); this one is taller
+    # than wide, and than the two tables side by side, so only the d x d forms can answer it
     from embscope.analysis import cka
     from embscope.compute import moments
     monkeypatch.setattr(moments, "MAX_SIDE", 16, raising=False)
     monkeypatch.setattr(cka, "MAX_SIDE", 16, raising=False)
     rng = np.random.default_rng(0)
-    folder = gpt2_folder(tmp_path / "wide", rng.standard_normal((6, 17)).astype(np.float32),
-                         rng.standard_normal((6, 17)).astype(np.float32))
+    folder = gpt2_folder(tmp_path / "wide", rng.standard_normal((40, 17)).astype(np.float32),
+                         rng.standard_normal((40, 17)).astype(np.float32))
     for args in (("geometry",), ("geometry", "--table", "position"), ("similarity", "0", "1", "--ids", "--remove-top", "1"),
                  ("neighbors", "0", "--ids", "--remove-top", "1")):
         err = run(*args, "-c", folder, code=1).stderr
@@ -101,6 +103,9 @@ def test_a_table_wider_than_the_d_x_d_limit_is_refused_before_anything_is_alloca
                          rng.standard_normal((6, 16)).astype(np.float32))
     assert run_json("geometry", "-c", narrow)["mean_cosine"] is not None
     assert run_json("compare", narrow, narrow)["tables"]["token"]["cka"] == pytest.approx(1.0)
+    short = gpt2_folder(tmp_path / "short", rng.standard_normal((6, 17)).astype(np.float32),
+                        rng.standard_normal((6, 17)).astype(np.float32))
+    assert run_json("geometry", "-c", short)["mean_cosine"] is not None  # 6 x 6 Gram matrices, no 17 x 17 one
 
 
 def test_similarity_of_ids_says_why_its_tokens_are_ids(tmp_path):
