@@ -131,3 +131,40 @@ def test_two_checkpoints_that_are_one_table_apart_in_bytes(tmp_path):
                tmp_path / "flipped.pt")
     doc = run_json("compare", folder / "ckpt_100.pt", tmp_path / "flipped.pt", "--sample", 10, "--no-cka")
     assert [(d["steps"], d["tables"]) for d in doc["audit"]["duplicates"]] == [([100, 150], ["position"])]
+
+
+def slowing_run(folder, served: dict[int, int]):
+    """A run that slows down as training does: each step a random walk with a steady drift and a falling learning
+    rate, so its early steps change the table far more than its late ones (the run's global median change would
+    hide a late swap)."""
+    rng = np.random.default_rng(3)
+    steps = list(range(0, 10_000, 1000))
+    tables = {"token": rng.normal(0, 0.02, (300, 32)), "position": rng.normal(0, 0.02, (64, 32))}
+    drift = {role: rng.standard_normal(table.shape) for role, table in tables.items()}
+    states = {}
+    for step in steps:
+        states[step] = {role: table.astype(np.float32) for role, table in tables.items()}
+        rate = 0.004 * (1 - step / 12_000)
+        for _ in range(10):
+            tables = {role: table + rate * (0.5 * drift[role] + rng.standard_normal(table.shape))
+                      for role, table in tables.items()}
+    folder.mkdir()
+    for step in steps:
+        held = states[served.get(step, step)]
+        torch.save({"model": {"transformer.wte.weight": torch.from_numpy(held["token"]),
+                              "transformer.wpe.weight": torch.from_numpy(held["position"])},
+                    "model_args": {"vocab_size": 300, "block_size": 64, "n_embd": 32}, "iter_num": step},
+                   folder / f"ckpt_{step}.pt")
+    return folder
+
+
+def test_a_slowing_run_with_a_copied_step_and_a_late_swapped_pair(tmp_path):
+    found = run_json("compare", slowing_run(tmp_path / "run", {4000: 3000, 6000: 7000, 7000: 6000}), "--no-cka")["audit"]
+    assert [(d["steps"], d["tables"]) for d in found["duplicates"]] == [([3000, 4000], ["token", "position"])]
+    assert [entry["step"] for entry in found["out_of_order"]] == [6000, 7000]
+    assert "fits between step 7,000 and step 8,000" in found["out_of_order"][0]["evidence"]
+
+
+def test_a_slowing_run_in_order_has_nothing_to_report(tmp_path):
+    found = run_json("compare", slowing_run(tmp_path / "run", {}), "--no-cka")["audit"]
+    assert found == {"duplicates": [], "out_of_order": []}

@@ -197,3 +197,33 @@ def test_the_token_plot_draws_never_trained_rows_apart():
     assert "never trained (175)" in hist.get_legend_handles_labels()[1]
     assert f"rows ({1024 - 175 - len(report.summary.anomalies)})" in hist.get_legend_handles_labels()[1]
     assert "never trained" in [p.get_label() for p in ranked.get_legend().get_patches()]
+
+
+def test_a_noisy_bert_with_a_partly_moved_border_starts_its_tail_at_the_border(tmp_path):
+    """Trained rows as a real short-sequence BERT has them: a smooth sinusoid-like part under noise of their own
+    (neighbour cosine about 0.23, not the near-1 of a random walk), rows 206-214 moved part of the way from their
+    initial draw, rows 215-511 exactly as drawn from N(0, 0.02). The tail starts at the border, at most a few partly
+    moved rows early, and at most a handful of rows among 0-214 are anomalies."""
+    rng = np.random.default_rng(0)
+    rows, dim = 512, 512
+    p, i = np.arange(rows)[:, None], np.arange(dim)[None, :]
+    wave = np.where(i % 2 == 0, np.sin(p / 10000 ** (i / dim)), np.cos(p / 10000 ** ((i - 1) / dim)))
+    trained = 0.04 * wave + rng.normal(0, 0.05, (rows, dim))
+    table = rng.normal(0, 0.02, (rows, dim))
+    init = table.copy()
+    table[:206] = trained[:206]
+    for k, row in enumerate(range(206, 215)):  # 45% of the way at 206, 5% at 214
+        table[row] = init[row] + (1 - (k + 1) / 10) * 0.5 * (trained[row] - init[row])
+    assert 0.2 < neighbour_cos(table[:206]).mean() < 0.3
+    save_file({"bert.embeddings.position_embeddings.weight": table.astype(np.float32),
+               "bert.embeddings.word_embeddings.weight": rng.normal(0, 0.05, (30, dim)).astype(np.float32)},
+              tmp_path / "model.safetensors")
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "bert", "initializer_range": 0.02,
+                                                      "max_position_embeddings": rows}))
+    doc = run_json("norms", "--table", "position", "-c", str(tmp_path))
+    (tail,) = doc["untrained"]["ranges"]
+    assert 209 <= tail["first"] <= 215 and tail["last"] == 511, tail
+    assert len([a for a in doc["anomalies"] if a["index"] < 215]) <= 5
+    start = tail["first"]
+    assert doc["untrained"]["evidence"].endswith(f"the model saw sequences of at most about {start} tokens")
+    assert f"norm {norms_of(table[start:]).mean():.4g} +- " in doc["untrained"]["evidence"]

@@ -4,7 +4,8 @@
   read that compared them, analysis.compare). Each is paired with the first checkpoint that holds the same bytes.
 - Out of order: a checkpoint whose table breaks the run's trend on both of its measures at once: its cosine to the
   first checkpoint and its mean row norm each lie outside the values of the steps beside it, by at least
-  REVERSAL_SHARE of the run's typical change between steps (a step repeated in a row counts as one point). A
+  REVERSAL_SHARE of the run's typical change between steps there (the smaller of the whole run's median change
+  and the median within PACE_WINDOW steps: a run slows down) (a step repeated in a row counts as one point). A
   checkpoint beside a much larger break only echoes it and is not named. A swapped pair of steps (3, 5, 4, 6) and a later or
   earlier model served at a step (EleutherAI/pythia #206: the final model at step 50000) do; a smooth run, a plateau
   that wiggles in one measure, and a repeated step do not. The evidence names the values and where the table fits.
@@ -21,7 +22,8 @@ import numpy as np
 
 from .compare import Comparison
 
-REVERSAL_SHARE = 0.5  # of the median non-zero change between steps: smaller reversals are the run's own noise
+REVERSAL_SHARE = 0.4  # of the median non-zero change between steps (its local pace): smaller reversals are the run's own noise
+PACE_WINDOW = 3  # changes on each side that set a point's local pace
 ECHO_RATIO = 2.0  # a reversal beside one this many times larger is that one's echo
 
 
@@ -79,8 +81,21 @@ def severity(values: np.ndarray) -> np.ndarray:
         return out
     before, after = change[:-1], change[1:]
     with np.errstate(invalid="ignore"):
-        out[1:-1] = np.where(before * after < 0, np.minimum(np.abs(before), np.abs(after)), 0.0) / np.median(moved)
+        out[1:-1] = np.where(before * after < 0, np.minimum(np.abs(before), np.abs(after)), 0.0) / pace(change, moved)
     return out
+
+
+def pace(change: np.ndarray, moved: np.ndarray) -> np.ndarray:
+    """Per inner point: the run's typical change between steps there, the smaller of the whole run's median and the
+    median within PACE_WINDOW steps each side, since a run slows down (its early steps would hide a late swap)."""
+    whole = float(np.median(moved))
+    local = np.full(len(change) - 1, whole)
+    for point in range(1, len(change)):
+        near = change[max(0, point - PACE_WINDOW):point + PACE_WINDOW]
+        near = np.abs(near[np.isfinite(near) & (near != 0)])
+        if len(near) >= PACE_WINDOW:
+            local[point - 1] = min(whole, float(np.median(near)))
+    return local
 
 
 def runs_of_equal(cosines: np.ndarray, norms: np.ndarray) -> list[list[int]]:

@@ -221,6 +221,7 @@ def position_evidence(norms: np.ndarray, following: np.ndarray, chosen: np.ndarr
     inside[chosen] = True
     pairs_in = inside[:-1] & inside[1:]
     pairs_out = ~inside[:-1] & ~inside[1:] & np.isfinite(following)
+    pairs_out[:first_row] = False  # rows before position 0 (padding_idx + 1) are reserved, not trained positions
     alike = f"neighbour cosine {float(np.nanmean(np.abs(following[pairs_in]))):.2g}" if pairs_in.any() else ""
     if alike and pairs_out.any():
         alike += f" against {float(np.nanmean(following[pairs_out])):.2g} between trained positions"
