@@ -8,137 +8,112 @@
     embscope.compare_series(["ckpt_1000.pt", "ckpt_2000.pt"], embscope.open).comparison
     embscope.geometry(emb, "token").isoscore
 
-The names below are plain, typed re-exports (the package ships py.typed): mypy and editors see the real
-functions and results. The commands answer through these same functions.
+The names below are typed re-exports: __init__.pyi states them for mypy and editors (the package ships py.typed),
+and each is imported from the module in EXPORTS on first use, so that `import embscope` and every command line run
+(whose modules sit under this package) import only what they use. The commands answer through these same functions.
 """
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 from . import blas  # noqa: F401  first: the BLAS settings numpy reads when it loads (blas.py)
-from .analysis.analogy import AnalogyResult, Evaluation, analogy, read_question_file
-from .analysis.analogy import evaluate as evaluate_analogies
-from .analysis.compare import CompareOptions, Comparison
-from .analysis.compare_output import OutputComparison, compare_output
-from .analysis.compare_series import SeriesComparison, compare_series
-from .analysis.export import ExportRows, RowSpec, export_rows
-from .analysis.geometry import Geometry, geometry
-from .analysis.info import InfoReport, info_report
-from .analysis.map import TableMap, table_map
-from .analysis.neighbors import NeighborsResult, neighbors, topk_all
-from .analysis.norms import NormsReport, NormSummary, norms_report, row_norms, summarize
-from .analysis.params import ParamsReport, params_report
-from .analysis.positions import PositionsResult, default_pairs, position_pairs, position_profile, positions
-from .analysis.report import Report
-from .analysis.report import gather as report
-from .analysis.similarity import SimilarityResult, similarity, similarity_pairs
-from .analysis.token_kinds import TokenKinds, token_kinds
-from .analysis.undertrained import UndertrainedReport, UndertrainedTables, find_undertrained, undertrained_tables
-from .core.checkpoint import Checkpoint, EmbeddingTables, Table, TensorInfo
-from .core.errors import (
-    CheckpointError,
-    EmbscopeError,
-    InputError,
-    MissingPackageError,
-    OptionError,
-    OutputError,
-    PositionError,
-    TableError,
-    TokenError,
-    TokenizerError,
-    UnsafePickleError,
-)
-from .core.role import Head, Role
-from .embeddings import Embeddings, open
-from .formats import OpenOptions, open_checkpoint
-from .lookup import WordLookup, lookup_word
-from .naming import token_name
-from .render.export_files import write_projector, write_word2vec
-from .render.report import write as write_report
-from .tokenizers import find_tokenizer, load_tokenizer
 
-__all__ = [
-    "AnalogyResult",
-    "Checkpoint",
-    "CheckpointError",
-    "CompareOptions",
-    "Comparison",
-    "EmbeddingTables",
-    "Embeddings",
-    "EmbscopeError",
-    "Evaluation",
-    "ExportRows",
-    "Geometry",
-    "Head",
-    "InfoReport",
-    "InputError",
-    "MissingPackageError",
-    "NeighborsResult",
-    "NormSummary",
-    "NormsReport",
-    "OpenOptions",
-    "OptionError",
-    "OutputComparison",
-    "OutputError",
-    "ParamsReport",
-    "PositionError",
-    "PositionsResult",
-    "Report",
-    "Role",
-    "RowSpec",
-    "SeriesComparison",
-    "SimilarityResult",
-    "Table",
-    "TableError",
-    "TableMap",
-    "TensorInfo",
-    "TokenError",
-    "TokenKinds",
-    "TokenizerError",
-    "UndertrainedReport",
-    "UndertrainedTables",
-    "UnsafePickleError",
-    "WordLookup",
-    "analogy",
-    "compare_output",
-    "compare_series",
-    "default_pairs",
-    "evaluate_analogies",
-    "export_rows",
-    "find_tokenizer",
-    "find_undertrained",
-    "geometry",
-    "info_report",
-    "load_tokenizer",
-    "lookup_word",
-    "neighbors",
-    "norms_report",
-    "open",
-    "open_checkpoint",
-    "params_report",
-    "position_pairs",
-    "position_profile",
-    "positions",
-    "read_question_file",
-    "report",
-    "row_norms",
-    "similarity",
-    "similarity_pairs",
-    "summarize",
-    "table_map",
-    "token_kinds",
-    "token_name",
-    "topk_all",
-    "undertrained_tables",
-    "write_projector",
-    "write_report",
-    "write_word2vec",
-]
+# each public name: the module that defines it and its name there (the types are in __init__.pyi)
+EXPORTS: dict[str, tuple[str, str]] = {
+    "AnalogyResult": ("embscope.analysis.analogy", "AnalogyResult"),
+    "Checkpoint": ("embscope.core.checkpoint", "Checkpoint"),
+    "CheckpointError": ("embscope.core.errors", "CheckpointError"),
+    "CompareOptions": ("embscope.analysis.compare", "CompareOptions"),
+    "Comparison": ("embscope.analysis.compare", "Comparison"),
+    "EmbeddingTables": ("embscope.core.checkpoint", "EmbeddingTables"),
+    "Embeddings": ("embscope.embeddings", "Embeddings"),
+    "EmbscopeError": ("embscope.core.errors", "EmbscopeError"),
+    "Evaluation": ("embscope.analysis.analogy", "Evaluation"),
+    "ExportRows": ("embscope.analysis.export", "ExportRows"),
+    "Geometry": ("embscope.analysis.geometry", "Geometry"),
+    "Head": ("embscope.core.role", "Head"),
+    "InfoReport": ("embscope.analysis.info", "InfoReport"),
+    "InputError": ("embscope.core.errors", "InputError"),
+    "MissingPackageError": ("embscope.core.errors", "MissingPackageError"),
+    "NeighborsResult": ("embscope.analysis.neighbors", "NeighborsResult"),
+    "NormSummary": ("embscope.analysis.norms", "NormSummary"),
+    "NormsReport": ("embscope.analysis.norms", "NormsReport"),
+    "OpenOptions": ("embscope.formats", "OpenOptions"),
+    "OptionError": ("embscope.core.errors", "OptionError"),
+    "OutputComparison": ("embscope.analysis.compare_output", "OutputComparison"),
+    "OutputError": ("embscope.core.errors", "OutputError"),
+    "ParamsReport": ("embscope.analysis.params", "ParamsReport"),
+    "PositionError": ("embscope.core.errors", "PositionError"),
+    "PositionsResult": ("embscope.analysis.positions", "PositionsResult"),
+    "Report": ("embscope.analysis.report", "Report"),
+    "Role": ("embscope.core.role", "Role"),
+    "RowSpec": ("embscope.analysis.export", "RowSpec"),
+    "SeriesComparison": ("embscope.analysis.compare_series", "SeriesComparison"),
+    "SimilarityResult": ("embscope.analysis.similarity", "SimilarityResult"),
+    "Table": ("embscope.core.checkpoint", "Table"),
+    "TableError": ("embscope.core.errors", "TableError"),
+    "TableMap": ("embscope.analysis.map", "TableMap"),
+    "TensorInfo": ("embscope.core.checkpoint", "TensorInfo"),
+    "TokenError": ("embscope.core.errors", "TokenError"),
+    "TokenKinds": ("embscope.analysis.token_kinds", "TokenKinds"),
+    "TokenizerError": ("embscope.core.errors", "TokenizerError"),
+    "UndertrainedReport": ("embscope.analysis.undertrained", "UndertrainedReport"),
+    "UndertrainedTables": ("embscope.analysis.undertrained", "UndertrainedTables"),
+    "UnsafePickleError": ("embscope.core.errors", "UnsafePickleError"),
+    "WordLookup": ("embscope.lookup", "WordLookup"),
+    "analogy": ("embscope.analysis.analogy", "analogy"),
+    "compare_output": ("embscope.analysis.compare_output", "compare_output"),
+    "compare_series": ("embscope.analysis.compare_series", "compare_series"),
+    "default_pairs": ("embscope.analysis.positions", "default_pairs"),
+    "evaluate_analogies": ("embscope.analysis.analogy", "evaluate"),
+    "export_rows": ("embscope.analysis.export", "export_rows"),
+    "find_tokenizer": ("embscope.tokenizers", "find_tokenizer"),
+    "find_undertrained": ("embscope.analysis.undertrained", "find_undertrained"),
+    "geometry": ("embscope.analysis.geometry", "geometry"),
+    "info_report": ("embscope.analysis.info", "info_report"),
+    "load_tokenizer": ("embscope.tokenizers", "load_tokenizer"),
+    "lookup_word": ("embscope.lookup", "lookup_word"),
+    "neighbors": ("embscope.analysis.neighbors", "neighbors"),
+    "norms_report": ("embscope.analysis.norms", "norms_report"),
+    "open": ("embscope.embeddings", "open"),
+    "open_checkpoint": ("embscope.formats", "open_checkpoint"),
+    "params_report": ("embscope.analysis.params", "params_report"),
+    "position_pairs": ("embscope.analysis.positions", "position_pairs"),
+    "position_profile": ("embscope.analysis.positions", "position_profile"),
+    "positions": ("embscope.analysis.positions", "positions"),
+    "read_question_file": ("embscope.analysis.analogy", "read_question_file"),
+    "report": ("embscope.analysis.report", "gather"),
+    "row_norms": ("embscope.analysis.norms", "row_norms"),
+    "similarity": ("embscope.analysis.similarity", "similarity"),
+    "similarity_pairs": ("embscope.analysis.similarity", "similarity_pairs"),
+    "summarize": ("embscope.analysis.norms", "summarize"),
+    "table_map": ("embscope.analysis.map", "table_map"),
+    "token_kinds": ("embscope.analysis.token_kinds", "token_kinds"),
+    "token_name": ("embscope.naming", "token_name"),
+    "topk_all": ("embscope.analysis.neighbors", "topk_all"),
+    "undertrained_tables": ("embscope.analysis.undertrained", "undertrained_tables"),
+    "write_projector": ("embscope.render.export_files", "write_projector"),
+    "write_report": ("embscope.render.report", "write"),
+    "write_word2vec": ("embscope.render.export_files", "write_word2vec"),
+}
+
+__all__ = list(EXPORTS)
 
 
 def __getattr__(name: str) -> Any:
-    if name == "__version__":  # importlib.metadata costs a start-up what few runs use
+    """A public name, imported from its module on first use and kept (PEP 562)."""
+    if name == "__version__":
         from importlib.metadata import version
         return version("embscope")
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if name not in EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module, attribute = EXPORTS[name]
+    value = getattr(importlib.import_module(module), attribute)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *EXPORTS])

@@ -15,7 +15,7 @@ import typer
 from typer.core import TyperCommand, TyperGroup
 
 from . import sigbus, stopping
-from .commands import REGISTER
+from .commands import REGISTER, register
 from .commands.command import EmbscopeCommand
 from .commands.examples import ROOT_EXAMPLES, ROOT_HELP, describe, epilog
 from .core import files
@@ -183,7 +183,7 @@ def build(names: Sequence[str] = COMMANDS) -> typer.Typer:
     )
     built.callback(invoke_without_command=True)(root)
     for name in names:
-        REGISTER[name](built)
+        register(built, name)  # imports that command's module, and only it
         describe(built.registered_commands[-1], name)  # its line in --help, and the examples ending its -h
     return built
 

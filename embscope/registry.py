@@ -1,6 +1,8 @@
 """The one shape of every table of kinds in embscope, and the record of every kind of file it recognises.
 
-- A table names the real functions (`gguf_file.open_gguf`), so mypy checks each against the table's type.
+- A table holds what sniffing needs (the sniff: a magic number, a name, or a light function) and the path of the
+  function that opens a file of the kind (`embscope.formats.gguf_file:open_gguf`), imported only when a file is of
+  that kind: a run imports the one reader it uses. tests/test_layers.py checks every path names a real function.
 - `Kind` is one kind of file: a checkpoint format (formats.FORMATS) or a tokenizer kind (tokenizers.KINDS), asked
   in the order of its list, each with the reason for its place; `listed` refuses two kinds of one name.
 - Every sniff has one signature: it is handed a `Probe` (the path, the first bytes, the size)."""
@@ -8,6 +10,7 @@
 from __future__ import annotations
 
 import fnmatch
+import importlib
 import os
 import stat
 from collections.abc import Callable
@@ -68,8 +71,9 @@ class Kind(Generic[Open]):
     """One kind of file embscope recognises.
 
     name: what messages and `info` call it (a format's name is stamped on the checkpoint its reader opens);
-    sniff: whether a file is of this kind; open: read it (a format: (path, options) -> Checkpoint; a tokenizer
-    kind: (path) -> Tokenizer); why: the reason for its place in its list.
+    sniff: whether a file is of this kind; opener: "module:function", the function that reads it (a format's
+    Reader: (path, options) -> Checkpoint; a tokenizer kind's Loader: (path) -> Tokenizer), imported by `open`;
+    why: the reason for its place in its list.
     Tokenizer kinds, which a folder is searched for by name, also set file_names (glob patterns) and expects (the
     files, for messages); one that also knows tokenizers by name (tiktoken's gpt2) sets names and load_name; one
     whose files may sit away from the checkpoint sets related (where else to look, given the checkpoint's folder
@@ -77,13 +81,20 @@ class Kind(Generic[Open]):
 
     name: str
     sniff: Sniff
-    open: Open
+    opener: str
     why: str
     file_names: tuple[str, ...] = ()
     expects: str = ""
     names: Callable[[], tuple[str, ...]] | None = None
     load_name: Callable[[str], Any] | None = None
     related: Callable[[Path, dict[str, Any]], list[Path]] | None = None
+
+    @property
+    def open(self) -> Open:
+        """The function that reads a file of this kind, its module imported now (the first time a run needs it)."""
+        module, function = self.opener.split(":")
+        found: Open = getattr(importlib.import_module(module), function)
+        return found
 
     def matches_name(self, path: Path) -> bool:
         return any(fnmatch.fnmatch(path.name, pattern) for pattern in self.file_names)

@@ -83,8 +83,8 @@ def test_the_report_carries_the_median_and_mad_its_robust_z_used():
 
 def test_every_command_named_registers_one_command():
     from embscope.cli import COMMANDS, build
-    from embscope.commands import REGISTER
-    assert all(callable(register) for register in REGISTER.values())
+    from embscope.commands import REGISTER, command_module
+    assert all(callable(command_module(name).register) for name in REGISTER)
     assert list(typer.main.get_command(build()).commands) == list(COMMANDS)
 
 

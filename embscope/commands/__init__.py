@@ -1,33 +1,39 @@
-"""One module per command, each with `register(app)`. REGISTER names them, in the order --help lists them, and
-cli.py registers those a run builds."""
+"""One module per command, each with `register(app)`. REGISTER names them, in the order --help lists them, with
+the module each lives in: cli.py imports the modules of the commands a run builds, and no other."""
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
+from typing import Protocol
 
 import typer
 
-from . import (
-    analogy,
-    compare,
-    export,
-    geometry,
-    info,
-    neighbors,
-    norms,
-    params,
-    positions,
-    report,
-    similarity,
-    undertrained,
-)
-from . import map as map_
-
 Register = Callable[[typer.Typer], None]
 
-REGISTER: dict[str, Register] = {
-    "info": info.register, "similarity": similarity.register, "neighbors": neighbors.register,
-    "positions": positions.register, "norms": norms.register, "params": params.register,
-    "undertrained": undertrained.register, "compare": compare.register, "geometry": geometry.register,
-    "analogy": analogy.register, "map": map_.register, "export": export.register, "report": report.register,
+
+class CommandModule(Protocol):
+    """What every module in REGISTER defines."""
+
+    register: Register
+
+
+REGISTER: dict[str, str] = {
+    "info": "embscope.commands.info", "similarity": "embscope.commands.similarity",
+    "neighbors": "embscope.commands.neighbors", "positions": "embscope.commands.positions",
+    "norms": "embscope.commands.norms", "params": "embscope.commands.params",
+    "undertrained": "embscope.commands.undertrained", "compare": "embscope.commands.compare",
+    "geometry": "embscope.commands.geometry", "analogy": "embscope.commands.analogy",
+    "map": "embscope.commands.map", "export": "embscope.commands.export", "report": "embscope.commands.report",
 }
+
+
+def command_module(name: str) -> CommandModule:
+    """The module of the command `name`, imported now (the first time a run needs it)."""
+    module: CommandModule = importlib.import_module(REGISTER[name])
+    return module
+
+
+def register(app: typer.Typer, name: str) -> None:
+    """Add the command `name` to the app."""
+    command_module(name).register(app)

@@ -20,12 +20,7 @@ from ._torch_storage import Stored
 from ._zip import MemberReader, data_offset, is_stored, read_member
 
 MAX_BYTEORDER = 16  # "little" or "big", and a newline
-
-
-def data_pickle_name(names: list[str]) -> str | None:
-    """`<prefix>/data.pkl`, the one member every torch.save zip holds; None when there is none."""
-    found = [n for n in names if n.endswith("/data.pkl") and n.count("/") == 1]
-    return found[0] if len(found) == 1 else None
+from .sniffs import data_pickle_name
 
 
 class StorageLoader:

@@ -28,7 +28,6 @@ from ..core.checkpoint import Checkpoint, TensorInfo
 from ..core.errors import CheckpointError
 from ..core.memory import require_memory
 from ..core.text import printable, quote
-from ..registry import Probe
 from ..storage.base import OpenOptions
 from ..storage.checks import check_shape, check_tensor_count, map_array
 from ..storage.constants import CTRANSLATE2_DTYPES
@@ -46,9 +45,6 @@ SCALE_SUFFIX = "_scale"
 # names the converter writes beside model.bin, in the order CTranslate2 itself looks for them
 VOCABULARY_FILES = ("vocabulary.json", "vocabulary.txt", "shared_vocabulary.json", "shared_vocabulary.txt",
                     "target_vocabulary.json", "target_vocabulary.txt")
-NAME_CHARS = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_/.-")
-
-
 def read_string(cur: Cursor, what: str) -> str:
     length = cur.unpack("<H", f"the length of {what}")
     return cur.text(cur.read(length, what).split(b"\0", 1)[0], what)  # the C++ reader stops at the NUL
@@ -170,18 +166,3 @@ def open_ctranslate2(path: Path, options: OpenOptions) -> Checkpoint:
         notes.append(f"weights stored as {', '.join(quantized)} are dequantized to float32 when read")
     return Checkpoint(path, tensors, notes=notes, quantization_values=scale_values,
                       tokenizer=partial(tokenizer_beside, path.parent))
-
-
-def looks_like_ctranslate2(probe: Probe) -> bool:
-    """A small version, then a NUL-terminated name of identifier characters: the spec name, or in
-    version 1 the first variable's name after the variable count."""
-    head = probe.head
-    if len(head) < 8:
-        return False
-    version = int.from_bytes(head[:4], "little")
-    at = 8 if version == 1 else 4
-    if not 1 <= version <= 99 or len(head) < at + 2:  # a newer version should hear it is newer
-        return False
-    length = int.from_bytes(head[at:at + 2], "little")
-    name = head[at + 2:at + 2 + length]
-    return length >= 2 and len(name) == length and name[-1] == 0 and set(name[:-1]) <= NAME_CHARS

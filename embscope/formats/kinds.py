@@ -1,11 +1,13 @@
 """FORMATS: every checkpoint format, in the order a file is put to them; the first whose sniff says yes opens
 it, and its name is the checkpoint's format. The order matters only where a sniff is weak; each entry says why
-it stands where it does. A new reader is a module here with a sniff and an open function, and one entry below."""
+it stands where it does. The table holds only what sniffing needs (a magic number, a name, or a light function
+in sniffs.py) and where each reader is: a run imports the one reader whose sniff said yes. A new reader is a
+module here with an open function, its sniff, and one entry below."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
+from typing import Protocol
 
 from ..core.checkpoint import Checkpoint
 from ..registry import Kind, Probe, Sniff, listed
@@ -23,20 +25,26 @@ from ..storage.constants import (
     TORCH_LEGACY_HEAD,
     ZIP_MAGIC,
 )
-from . import (
-    andrea,
-    ctranslate2_file,
-    gguf_file,
-    keras_h5,
-    numpy_file,
-    onnx_file,
-    pickled,
-    pytorch_file,
-    safetensors_file,
-    unreadable,
+from .sniffs import (
+    holds_objects,
+    looks_like_andrea,
+    looks_like_ctranslate2,
+    looks_like_npz,
+    looks_like_pickle,
+    looks_like_safetensors,
+    looks_like_torch_zip,
 )
 
-Reader = Callable[[Path, OpenOptions], Checkpoint]
+
+class Reader(Protocol):
+    """A format's open function: the checkpoint in a file of that format, catalogued from its headers."""
+
+    def __call__(self, path: Path, options: OpenOptions, /) -> Checkpoint: ...
+
+
+def reader(module: str, function: str) -> str:
+    """Where a reader is: `function` in embscope.formats.`module`."""
+    return f"embscope.formats.{module}:{function}"
 
 
 def starts_with(magic: bytes) -> Sniff:
@@ -67,34 +75,34 @@ def tflite(probe: Probe) -> bool:
 STRONG = "a magic number no other format's header starts with"
 
 FORMATS: tuple[Kind[Reader], ...] = listed(
-    Kind("GGUF", starts_with(GGUF_MAGIC), gguf_file.open_gguf, f"first: {STRONG} ('GGUF')"),
-    Kind("Keras HDF5", starts_with(HDF5_MAGIC), keras_h5.open_h5, f"first: {STRONG} (the HDF5 signature)"),
-    Kind("CTranslate2", ctranslate2_file.looks_like_ctranslate2, ctranslate2_file.open_ctranslate2,
+    Kind("GGUF", starts_with(GGUF_MAGIC), reader("gguf_file", "open_gguf"), f"first: {STRONG} ('GGUF')"),
+    Kind("Keras HDF5", starts_with(HDF5_MAGIC), reader("keras_h5", "open_h5"), f"first: {STRONG} (the HDF5 signature)"),
+    Kind("CTranslate2", looks_like_ctranslate2, reader("ctranslate2_file", "open_ctranslate2"),
          "a small version, then a NUL-terminated spec name; before ANDREA, since both are called model.bin"),
-    Kind("legacy GGML", legacy_ggml, unreadable.refuse_legacy_ggml,
+    Kind("legacy GGML", legacy_ggml, reader("unreadable", "refuse_legacy_ggml"),
          f"{STRONG} (llama.cpp's before GGUF); named, not read: the message says what it is"),
-    Kind("TensorFlow Lite", tflite, unreadable.refuse_tflite,
+    Kind("TensorFlow Lite", tflite, reader("unreadable", "refuse_tflite"),
          f"{STRONG} (the flatbuffer identifier, bytes 4-8); named, not read"),
-    Kind("ANDREA flat float32", andrea.looks_like_andrea, andrea.open_andrea,
+    Kind("ANDREA flat float32", looks_like_andrea, reader("andrea", "open_andrea"),
          "no magic, but its 8-byte header promises the exact file size; before safetensors and the pickles: a step "
          "of 640 starts a dump with 80 02 (a pickle's PROTO), and a first weight can look like a safetensors header"),
-    Kind("safetensors (sharded)", name_ends(SAFETENSORS_INDEX_SUFFIX), safetensors_file.open_sharded,
+    Kind("safetensors (sharded)", name_ends(SAFETENSORS_INDEX_SUFFIX), reader("safetensors_file", "open_sharded"),
          "by name (*.safetensors.index.json): the index is JSON, which no magic claims"),
-    Kind("pytorch (sharded)", name_ends(TORCH_INDEX_SUFFIX), pytorch_file.open_sharded,
+    Kind("pytorch (sharded)", name_ends(TORCH_INDEX_SUFFIX), reader("pytorch_file", "open_sharded"),
          "by name (*.bin.index.json), as the safetensors index"),
-    Kind("safetensors", safetensors_file.looks_like_safetensors, safetensors_file.open_single,
+    Kind("safetensors", looks_like_safetensors, reader("safetensors_file", "open_single"),
          "an 8-byte length, then '{': after ANDREA, whose first weight can look so"),
-    Kind("numpy .npy (pickled dict)", numpy_file.holds_objects, numpy_file.open_pickled_npy,
+    Kind("numpy .npy (pickled dict)", holds_objects, reader("numpy_file", "open_pickled_npy"),
          "the .npy magic and a header of dtype object (np.save of a dict): before the plain .npy, which takes any"),
-    Kind("numpy .npy", starts_with(NPY_MAGIC), numpy_file.open_npy, STRONG + " ('\\x93NUMPY')"),
-    Kind("pytorch", zipped(pytorch_file.looks_like_torch_zip), pytorch_file.open_zip,
+    Kind("numpy .npy", starts_with(NPY_MAGIC), reader("numpy_file", "open_npy"), STRONG + " ('\\x93NUMPY')"),
+    Kind("pytorch", zipped(looks_like_torch_zip), reader("pytorch_file", "open_zip"),
          "a zip holding <archive>/data.pkl: before .npz, the other zip"),
-    Kind("numpy .npz", zipped(numpy_file.looks_like_npz), numpy_file.open_npz, "a zip of .npy members only"),
-    Kind("pytorch (legacy)", starts_with(TORCH_LEGACY_HEAD), pytorch_file.open_legacy,
+    Kind("numpy .npz", zipped(looks_like_npz), reader("numpy_file", "open_npz"), "a zip of .npy members only"),
+    Kind("pytorch (legacy)", starts_with(TORCH_LEGACY_HEAD), reader("pytorch_file", "open_legacy"),
          "torch's pickled magic number: before plain pickles, since the file is also one"),
-    Kind("nlm params pickle", pickled.looks_like_pickle, pickled.open_pickle,
+    Kind("nlm params pickle", looks_like_pickle, reader("pickled", "open_pickle"),
          "it claims any pickle, and any file named .pkl, .pickle or .p: after every pickle with a magic of its own"),
-    Kind("ONNX", suffix(ONNX_SUFFIX), onnx_file.open_onnx,
+    Kind("ONNX", suffix(ONNX_SUFFIX), reader("onnx_file", "open_onnx"),
          "by suffix alone (a protobuf has no magic): after every sniff that reads bytes"),
-    Kind("Core ML", suffix(COREML_SUFFIX), unreadable.refuse_coreml, "by suffix alone, as ONNX; named, not read"),
+    Kind("Core ML", suffix(COREML_SUFFIX), reader("unreadable", "refuse_coreml"), "by suffix alone, as ONNX; named, not read"),
 )

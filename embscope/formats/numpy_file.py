@@ -10,7 +10,6 @@ import os
 import zipfile
 from functools import partial
 from pathlib import Path
-from typing import BinaryIO
 
 import numpy as np
 
@@ -19,28 +18,12 @@ from ..core.checkpoint import Checkpoint, TensorInfo
 from ..core.errors import CheckpointError, UnsafePickleError
 from ..core.memory import require_memory
 from ..core.text import detail, printable, quote
-from ..registry import Probe
 from ..storage.base import DAMAGE, OpenOptions
-from ..storage.checks import check_extent, check_shape, map_array
-from ..storage.constants import NPY_MAGIC, NUMPY_NUMERIC_KINDS, STEP_KEYS, ZIP_MAGIC
+from ..storage.checks import check_extent, map_array
+from ..storage.constants import NUMPY_NUMERIC_KINDS, STEP_KEYS
 from ..storage.unpickle import NUMPY_GLOBALS, restricted_load
 from ._zip import data_offset, is_stored, read_member
 from .pickled import open_object_npy
-
-MAX_HEADER = 1 << 20  # numpy's own limit on a header it parses, which we pass on
-
-
-def read_npy_header(fp: BinaryIO, where: str) -> tuple[tuple[int, ...], bool, np.dtype]:
-    try:
-        version = np.lib.format.read_magic(fp)
-        if version == (1, 0):
-            shape, fortran, dtype = np.lib.format.read_array_header_1_0(fp)
-        else:
-            shape, fortran, dtype = np.lib.format.read_array_header_2_0(fp, max_header_size=MAX_HEADER)
-    except (*DAMAGE, TypeError) as err:  # numpy evaluates the header as a Python literal: any type may come back
-        raise CheckpointError(f"{where}: expected a .npy header, found one numpy cannot parse "
-                              f"({printable(str(err))[:120]})") from None
-    return check_shape(shape, where), fortran, dtype
 
 
 def dtype_name(dtype: np.dtype, where: str) -> str:
@@ -49,6 +32,7 @@ def dtype_name(dtype: np.dtype, where: str) -> str:
     if dtype.kind not in NUMPY_NUMERIC_KINDS or dtype.fields is not None or dtype.subdtype is not None:
         raise CheckpointError(f"{where}: expected numeric arrays, found dtype {printable(str(dtype))[:60]}")
     return dtype.newbyteorder("=").name
+from .sniffs import MAX_HEADER, read_npy_header
 
 
 def data_bytes(shape: tuple[int, ...], dtype: np.dtype) -> int:
@@ -70,19 +54,6 @@ def open_npy(path: Path, options: OpenOptions) -> Checkpoint:
     check_size(where, shape, dtype, size - offset)
     info = TensorInfo(path.stem, shape, name, partial(map_array, path, dtype, offset, shape, where, fortran))
     return Checkpoint(path, {path.stem: info})
-
-
-def holds_objects(probe: Probe) -> bool:
-    """A .npy of pickled Python objects (np.save of a dict, allow_pickle=True), as its header says; a header numpy
-    cannot parse is left to the plain .npy reader, which says why."""
-    if not probe.head.startswith(NPY_MAGIC):
-        return False
-    try:
-        with files.open_file(probe.path, record=False) as fp:
-            _, _, dtype = read_npy_header(fp, quote(probe.path))
-    except CheckpointError:
-        return False
-    return bool(dtype.hasobject)
 
 
 def open_pickled_npy(path: Path, options: OpenOptions) -> Checkpoint:
@@ -165,15 +136,3 @@ def read_compressed(path: Path, info: zipfile.ZipInfo, header_len: int, dtype: n
     data = read_member(path, info, where)
     array = np.frombuffer(data, dtype=dtype, count=math.prod(shape), offset=header_len)
     return array.reshape(shape, order="F" if fortran else "C")
-
-
-def looks_like_npz(probe: Probe) -> bool:
-    path = probe.path
-    if not probe.head.startswith(ZIP_MAGIC):
-        return False
-    try:
-        with files.open_file(path, record=False) as archive, zipfile.ZipFile(archive) as zf:
-            names = zf.namelist()
-    except (*DAMAGE, CheckpointError):
-        return path.suffix.lower() == ".npz"  # a broken .npz should hear why it is broken
-    return bool(names) and all(n.endswith(".npy") for n in names)

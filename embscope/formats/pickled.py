@@ -5,7 +5,6 @@ the arrays come out as descriptions, checked against their bytes and made only w
 from __future__ import annotations
 
 import os
-import pickle
 from pathlib import Path
 from typing import Any
 
@@ -14,27 +13,13 @@ from ..core.checkpoint import Checkpoint
 from ..core.errors import CheckpointError
 from ..core.memory import require_memory
 from ..core.text import quote
-from ..registry import Probe
 from ..storage.base import OpenOptions
-from ..storage.constants import PICKLE_PROTO, PICKLE_SUFFIXES, TORCH_LEGACY_HEAD
 from ..storage.descriptors import check_array
 from ..storage.unpickle import NUMPY_GLOBALS, PickledArray, restricted_load
 from ._state_dict import array_tensor, find_config, find_step, flatten, not_weights
 
+
 # every opcode: pickle's one-byte constants (the same set as pickletools.opcodes, which costs 2 ms to import)
-OPCODES = frozenset(chr(code[0]) for name, code in vars(pickle).items()
-                    if name.isupper() and isinstance(code, bytes) and len(code) == 1)
-
-
-def looks_like_pickle(probe: Probe) -> bool:
-    path, head = probe.path, probe.head
-    if head.startswith(TORCH_LEGACY_HEAD):
-        return False
-    # PROTO, a protocol number, then an opcode: an int32 such as an ANDREA step of 640 fails the third test
-    has_magic = len(head) >= 3 and head[0] == PICKLE_PROTO and 2 <= head[1] <= 5 and chr(head[2]) in OPCODES
-    return has_magic or path.suffix.lower() in PICKLE_SUFFIXES
-
-
 def checkpoint_from(path: Path, obj: Any) -> Checkpoint:
     where = quote(path)
     if not isinstance(obj, dict):

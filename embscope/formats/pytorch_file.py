@@ -5,7 +5,6 @@ storages memory-mapped where they lie. --trust-pickle lets a file name classes o
 from __future__ import annotations
 
 import dataclasses
-import zipfile
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -15,9 +14,8 @@ from ..core.arrays import to_float32
 from ..core.checkpoint import Checkpoint, TensorInfo
 from ..core.errors import CheckpointError
 from ..core.text import quote
-from ..registry import Probe
-from ..storage.base import DAMAGE, OpenOptions
-from ..storage.constants import TORCH_LEGACY_HEAD, TORCH_SUFFIXES, ZIP_MAGIC
+from ..storage.base import OpenOptions
+from ..storage.constants import TORCH_LEGACY_HEAD, ZIP_MAGIC
 from ..storage.descriptors import OtherTensor, TensorRecord, check_record
 from ..storage.unpickle import PickledArray
 from ._fairseq import fairseq_config, fairseq_step
@@ -33,7 +31,7 @@ from ._state_dict import (
 )
 from ._torch_legacy import load_legacy
 from ._torch_storage import Stored, read_record
-from ._torch_zip import data_pickle_name, load_zip
+from ._torch_zip import load_zip
 
 
 def is_tensor(value: Any) -> bool:
@@ -124,14 +122,3 @@ def open_sharded(path: Path, options: OpenOptions) -> Checkpoint:
                 raise missing(path, name, shard)
             tensors[name] = dataclasses.replace(shard_tensors[name], sources=(shard,))
     return Checkpoint(path, tensors)
-
-
-def looks_like_torch_zip(probe: Probe) -> bool:
-    path = probe.path
-    if not probe.head.startswith(ZIP_MAGIC):
-        return False
-    try:
-        with files.open_file(path, record=False) as archive, zipfile.ZipFile(archive) as zf:
-            return data_pickle_name(zf.namelist()) is not None
-    except (*DAMAGE, CheckpointError):
-        return path.suffix.lower() in TORCH_SUFFIXES  # a broken .pt should hear why it is broken, not "unknown"

@@ -15,7 +15,6 @@ from ..core import files
 from ..core.checkpoint import Checkpoint, TensorInfo
 from ..core.errors import CheckpointError
 from ..core.text import quote
-from ..registry import Probe
 from ..storage.base import OpenOptions
 from ..storage.checks import check_shape, map_array
 from ..storage.constants import ELEMENT_TYPES, MAX_TENSORS, SAFETENSORS_DTYPES, SAFETENSORS_MAX_HEADER, STEP_KEYS
@@ -116,9 +115,3 @@ def open_sharded(path: Path, options: OpenOptions) -> Checkpoint:
                 raise missing(path, name, shard)
             tensors[name] = shard_tensors[name]
     return Checkpoint(path, tensors)
-
-
-def looks_like_safetensors(probe: Probe) -> bool:
-    head = probe.head
-    # the length is not checked here, so that a header that lies about it gets its own error
-    return len(head) >= 10 and head[8:9] == b"{" and head[9:10] in (b'"', b"}", b" ", b"\n")

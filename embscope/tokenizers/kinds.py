@@ -1,12 +1,12 @@
 """KINDS: every tokenizer kind, in the order they are listed in messages and tried on a file, each with the reason
 for its place. A file is put to every kind (two that say yes are an error naming both), so the order decides only
 the listing, which kind a folder's search credits with a file first, and where the search beside a checkpoint
-looks first. A new kind is a module here with a sniff and a load function, and one entry below."""
+looks first. Each loader is named by where it is and imported when a file is of its kind. A new kind is a module here with a sniff and a load function, and one entry below."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
+from typing import Protocol
 
 from ..core.tokenizer import Tokenizer
 from ..registry import Kind, listed
@@ -23,42 +23,51 @@ from . import (
     wordpiece,
 )
 
-Loader = Callable[[Path], Tokenizer]
+
+class Loader(Protocol):
+    """A tokenizer kind's load function: the tokenizer a file of that kind holds."""
+
+    def __call__(self, path: Path, /) -> Tokenizer: ...
+
+
+def loader(module: str) -> str:
+    """Where a kind's loader is: `load` in embscope.tokenizers.`module`, imported when a file is of that kind."""
+    return f"embscope.tokenizers.{module}:load"
 
 # when one directory holds tokenizers of several kinds, this file is the one models load
 PREFERRED_FILE = "tokenizer.json"
 
 KINDS: tuple[Kind[Loader], ...] = listed(
-    Kind("huggingface", huggingface.sniff, huggingface.load,
+    Kind("huggingface", huggingface.sniff, loader("huggingface"),
          "first: the commonest, and tokenizer.json is the file models load when a folder holds several",
          file_names=(PREFERRED_FILE,)),
-    Kind("gpt2-bpe", gpt2_bpe.sniff, gpt2_bpe.load,
+    Kind("gpt2-bpe", gpt2_bpe.sniff, loader("gpt2_bpe"),
          "a vocab.json with merges.txt beside it: the only kind that reads a pair of files",
          file_names=("*vocab.json",), expects="vocab.json with merges.txt beside it"),
-    Kind("wordpiece", wordpiece.sniff, wordpiece.load,
+    Kind("wordpiece", wordpiece.sniff, loader("wordpiece"),
          "*vocab.txt holding its unknown token: the only kind that reads a .txt",
          file_names=("*vocab.txt",), expects="a BERT vocab.txt, one token per line"),
-    Kind("fairseq-dict", fairseq_dict.sniff, fairseq_dict.load,
+    Kind("fairseq-dict", fairseq_dict.sniff, loader("fairseq_dict"),
          "dict.txt or dict.<lang>.txt of 'symbol count' lines: fairseq's Dictionary, the only kind by those names",
          file_names=("dict.txt", "dict.*.txt"), expects="a fairseq dict.txt of 'symbol count' lines"),
-    Kind("sentencepiece", sentencepiece_model.sniff, sentencepiece_model.load,
+    Kind("sentencepiece", sentencepiece_model.sniff, loader("sentencepiece_model"),
          "a *.model protobuf (its first byte 0x0A): the tiktoken and minbpe files that share the name are text "
          "that never starts so", file_names=("*.model",), expects="a SentencePiece *.model protobuf"),
-    Kind("tiktoken", tiktoken_bpe.sniff, tiktoken_bpe.load,
+    Kind("tiktoken", tiktoken_bpe.sniff, loader("tiktoken_bpe"),
          "*.tiktoken, or a *.model of 'base64 rank' lines, which minbpe's 'minbpe v1' is not; also known by name",
          file_names=("*.tiktoken", "*.model"),
          expects="a .tiktoken file, or an encoding name such as gpt2 or cl100k_base",
          names=tiktoken_bpe.names, load_name=tiktoken_bpe.load_name),
-    Kind("byte-bpe", byte_bpe.sniff, byte_bpe.load,
+    Kind("byte-bpe", byte_bpe.sniff, loader("byte_bpe"),
          "a *.model starting 'minbpe v1', or JSON merges (a list, or under 'merges') that are all id pairs",
          file_names=("*.model", "merges.json"), expects="a minbpe *.model file or a merges.json list of id pairs"),
-    Kind("harris", harris.sniff, harris.load,
+    Kind("harris", harris.sniff, loader("harris"),
          "harris_segments.json, or JSON segments (a list, or under 'segments') that are all strings, never pairs",
          file_names=("harris_segments.json",)),
-    Kind("nanogpt-chars", nanogpt_meta.sniff, nanogpt_meta.load,
+    Kind("nanogpt-chars", nanogpt_meta.sniff, loader("nanogpt_meta"),
          "the only pickle (meta.pkl), and the only kind also looked for away from the checkpoint (data/<dataset>/)",
          file_names=("meta.pkl",), expects="nanoGPT's character-level meta.pkl", related=nanogpt_meta.related_paths),
-    Kind("char-map", char_map.sniff, char_map.load,
+    Kind("char-map", char_map.sniff, loader("char_map"),
          "last: it takes a JSON object of ids whatever its name, refusing only the keys of the kinds above",
          file_names=("characters.json", "char_to_id.json", "char2idx.json", "word_index.json"),
          expects="a JSON object mapping each character or token to its id"),
