@@ -1,8 +1,7 @@
 """The types of the package face (embscope/__init__.py re-exports these names on first use): mypy and editors
 read this file, so a user's script sees the real functions and results."""
 
-from .analysis.analogy import AnalogyResult, Evaluation, analogy, read_question_file
-from .analysis.analogy import evaluate as evaluate_analogies
+from .analysis.analogy import AnalogyResult, Evaluation, analogy, evaluate_analogies, read_question_file
 from .analysis.compare import CompareOptions, Comparison
 from .analysis.compare_output import OutputComparison, compare_output
 from .analysis.compare_series import SeriesComparison, compare_series
@@ -14,8 +13,7 @@ from .analysis.neighbors import NeighborsResult, neighbors, topk_all
 from .analysis.norms import NormsReport, NormSummary, norms_report, row_norms, summarize
 from .analysis.params import ParamsReport, params_report
 from .analysis.positions import PositionsResult, default_pairs, position_pairs, position_profile, positions
-from .analysis.report import Report
-from .analysis.report import gather as report
+from .analysis.report import Report, report
 from .analysis.similarity import SimilarityResult, similarity, similarity_pairs
 from .analysis.token_kinds import TokenKinds, token_kinds
 from .analysis.undertrained import UndertrainedReport, UndertrainedTables, find_undertrained, undertrained_tables
@@ -39,7 +37,7 @@ from .formats import OpenOptions, open_checkpoint
 from .lookup import WordLookup, lookup_word
 from .naming import token_name
 from .render.export_files import write_projector, write_word2vec
-from .render.report import write as write_report
+from .render.report import write_report
 from .tokenizers import find_tokenizer, load_tokenizer
 
 __all__ = [

@@ -60,6 +60,10 @@ def test_only_the_default_sample_ships(installed):
     assert sum(p.stat().st_size for p in shipped.rglob("*") if p.is_file()) < 5_000_000
 
 
+def test_the_types_and_the_stub_ship(installed):
+    assert (installed / "embscope" / "py.typed").is_file() and (installed / "embscope" / "__init__.pyi").is_file()
+
+
 def test_default_checkpoint_is_found_outside_the_checkout(installed, tmp_path):
     doc = json.loads(run_installed(installed, tmp_path, "-m", "embscope", "info", "--json").stdout)
     assert Path(doc["checkpoint"]).is_relative_to(installed)

@@ -313,6 +313,9 @@ def evaluate(emb: Embeddings, asked: QuestionFile, *, method: str = "3cosadd", e
                       epsilon if method == "3cosmul" else None, table.name, tuple(notes))
 
 
+evaluate_analogies = evaluate  # the name the package face exports (embscope.evaluate_analogies)
+
+
 def _terms(lookup: Lookup, asked: QuestionFile) -> Terms:
     """Each word of the questions looked up once, in the order they first appear."""
     terms: Terms = {}

@@ -210,3 +210,6 @@ def gather(checkpoints: Sequence[Path], open_path: Opener, *, words: Sequence[st
         undertrained=attempt(lambda: undertrained_tables(emb, stages=stages)),
         neighbors=neighbors_of(emb, words, NEIGHBOR_K), maps=maps_of(emb, words), compare=compare,
         notes=tuple(notes), geometry=geometry_of(emb, stages))
+
+
+report = gather  # the name the package face exports (embscope.report)

@@ -66,6 +66,9 @@ def write(report: Report, out: Output, fmt: str, inputs: Iterable[Path]) -> tupl
     return found, WRITERS[fmt](out, title(report), heading(report), found, version("embscope"), inputs)
 
 
+write_report = write  # the name the package face exports (embscope.write_report)
+
+
 def document(report: Report, out: Output, fmt: str, found: Sequence[Section], files: Sequence[Path]) -> Document:
     return {**out.fields("out"), "format": fmt, "files": [str(f) for f in files],
             "sections": [s.key for s in found if s.made],
