@@ -20,7 +20,7 @@ from .commands.command import EmbscopeCommand
 from .commands.examples import ROOT_EXAMPLES, ROOT_HELP, describe, epilog
 from .core import files
 from .core.errors import EmbscopeError, Option, OptionError, options_spelled
-from .core.text import printable, shortened
+from .core.text import bounded, printable, shortened
 from .extras import missing_package
 
 COMMANDS = tuple(REGISTER)  # the order is the order --help lists them
@@ -41,8 +41,9 @@ def flag(option: Option) -> str:
 
 
 def error_line(message: str) -> None:
-    """One line on stderr, whatever stderr's encoding."""
-    sys.stderr.write(f"Error: {printable(message)}\n")  # stderr escapes what its encoding cannot show
+    """One line on stderr, whatever stderr's encoding, and of bounded length: a message may quote what the user
+    typed (20,000 extra arguments) or what a file holds, and a refusal stays one readable line."""
+    sys.stderr.write(f"Error: {printable(bounded(message))}\n")  # stderr escapes what its encoding cannot show
 
 
 def os_error_text(err: OSError) -> str:

@@ -25,6 +25,7 @@ it (then the note says so). A word the tokenizer itself refuses (a library's Val
 from __future__ import annotations
 
 import numbers
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -233,6 +234,7 @@ def lookup_words(tokenizer: Tokenizer, words: Sequence[str], *, exact: bool = Fa
     given; ``allow_unk`` lets a word that becomes the unknown token through, with a note, instead of raising
     TokenError. ``encoder`` remembers words between calls (it must be for the same tokenizer)."""
     encoder = encoder or WordEncoder(tokenizer)
+    words = [typed_word(word) for word in words]
     if exact:
         return tuple(_checked(tokenizer, word, word, encoder.encode(word, word) if word else _empty(), EXACT, None,
                               allow_unk) for word in words)
@@ -249,6 +251,21 @@ def lookup_words(tokenizer: Tokenizer, words: Sequence[str], *, exact: bool = Fa
         assert ids is not None  # choose_form picked a form every word could be encoded in
         found.append(_checked(tokenizer, word_forms.word, form, ids, choice, space_id, allow_unk))
     return tuple(found)
+
+
+def typed_word(word: str) -> str:
+    """A word as the user typed it: under a locale that is not UTF-8 (LC_ALL=POSIX), Python hands the command
+    line's UTF-8 bytes over as lone surrogates ('caf\\udcc3\\udca9'), which no tokenizer can encode; their bytes are
+    the word's. Bytes that are not UTF-8 are refused as such."""
+    try:
+        word.encode("utf-8")
+        return word
+    except UnicodeEncodeError:
+        pass
+    try:
+        return os.fsencode(word).decode("utf-8")
+    except (UnicodeError, ValueError):
+        raise TokenError(f"expected a word in UTF-8, found {quote(word)}, whose bytes are not UTF-8") from None
 
 
 def lookup_word(tokenizer: Tokenizer, word: str, *, exact: bool = False, allow_unk: bool = False) -> WordLookup:

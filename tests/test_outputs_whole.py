@@ -102,3 +102,26 @@ def test_a_markdown_report_that_fails_part_way_leaves_no_folder(tmp_path, monkey
     assert "No space left on device" in result.stderr and len(result.stderr.splitlines()) == 1
     assert f"'{out}{os.sep}" in result.stderr
     assert list(tmp_path.iterdir()) == []  # no md/, no temporary folder
+
+
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGHUP])
+def test_a_signal_part_way_through_neighbors_all_leaves_nothing(tmp_path, stop):
+    """Round five's D attack: `neighbors --all --out` writes its one file beside its target, so a signal while it
+    is written leaves neither the file nor its temporary."""
+    np.save(tmp_path / "table.npy", np.random.default_rng(0).standard_normal((20_000, 64)).astype(np.float32))
+    out = tmp_path / "out"
+    out.mkdir()
+    process = subprocess.Popen(command("neighbors", "--all", "-k", "5", "-c", tmp_path / "table.npy",
+                                       "--out", out / "n.tsv"), cwd=tmp_path, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, env=environment())
+    deadline = time.monotonic() + 120
+    while process.poll() is None and time.monotonic() < deadline:
+        if any(out.iterdir()):
+            break  # the output is being written: stop it now
+        time.sleep(0.002)
+    assert process.poll() is None, "neighbors ended before its output was begun"
+    process.send_signal(stop)
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == 128 + stop, (process.returncode, err)
+    assert list(out.iterdir()) == [] and sorted(path.name for path in tmp_path.iterdir()) == ["out", "table.npy"]
+    assert err == b""
