@@ -1,6 +1,7 @@
 """One options object per concern, built once by whoever asks (a command, from its flags) and passed down whole,
 instead of the same keywords threaded through every signature (black's Mode is the model):
-LookupOptions, how words become token rows; DeviceOptions, where and in what arithmetic batched work runs."""
+LookupOptions, how words become token rows; DeviceOptions, where and in what arithmetic batched work runs;
+SimilarityOptions, what a similarity measures."""
 
 from __future__ import annotations
 
@@ -26,5 +27,19 @@ class DeviceOptions:
     precision: str = "fp32"
 
 
+@dataclass(frozen=True)
+class SimilarityOptions:
+    """What a cosine is taken between: `table` ("token" or "output"); `merge`, a word of several tokens as the
+    mean of their rows (else refused); `center`, the table's mean row subtracted first; `remove_top` D, in the
+    all-but-the-top space; `baseline`, where each cosine stands among random pairs."""
+
+    merge: bool = True
+    center: bool = False
+    table: str = "token"
+    baseline: bool = True
+    remove_top: int | None = None
+
+
 AS_TYPED = LookupOptions()  # the defaults: words, with a leading space where the tokenizer adds one; no unknown token
 ANYWHERE = DeviceOptions()  # the defaults: a GPU when torch sees one, in fp32
+PLAIN_COSINES = SimilarityOptions()  # the defaults: the token table, raw rows, words merged, with the baseline

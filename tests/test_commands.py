@@ -48,6 +48,41 @@ def test_every_command_takes_the_shared_options():
         assert shared <= options, (name, shared - options)
 
 
+def test_the_shared_options_come_from_the_command_class_not_a_rewritten_signature():
+    """Issue 31: each command function keeps the signature it is written with (typer reads it as it is); its
+    command class adds Source's options after the command's own and hands them over as one Source."""
+    import dataclasses
+    import inspect
+
+    from embscope.commands.options import Source
+    source_fields = [field.name for field in dataclasses.fields(Source)]
+    for name, command in COMMANDS.items():
+        function = command.callback.__wrapped__  # typer's wrapper around the function the module defines
+        assert not hasattr(function, "__signature__"), name
+        written = list(inspect.signature(function).parameters)
+        assert written[0] == "ctx" and not set(written) & set(source_fields), (name, written)
+        given = [param.name for param in command.params][-len(command.shared):]
+        expected = [f for f in source_fields if f != "checkpoint" or name not in ("compare", "report")]
+        assert given == expected, (name, given)
+
+
+def test_the_source_options_reach_the_library(tmp_path, monkeypatch):
+    """-c, $EMBSCOPE_CHECKPOINT, --token-key and --first-position each arrive in the Source the command opens."""
+    from safetensors.numpy import save_file
+    path = tmp_path / "model.safetensors"
+    table = np.arange(12, dtype=np.float32).reshape(4, 3)
+    save_file({"a.weight": table, "b.weight": table[:, ::-1].copy(), "pos.weight": np.eye(5, 3, dtype=np.float32)}, path)
+    chosen = run_json("info", "-c", path, "--token-key", "b.weight", "--pos-key", "pos.weight", "--first-position", "2")
+    monkeypatch.setenv("EMBSCOPE_CHECKPOINT", str(path))
+    from_variable = run_json("info", "--token-key", "a.weight", "--pos-key", "pos.weight")
+    assert chosen["checkpoint"] == from_variable["checkpoint"]
+    tables = chosen["tables"]
+    assert (tables["token"]["name"], tables["token"]["rule"]) == ("b.weight", "--token-key b.weight")
+    assert (tables["position"]["name"], tables["position"]["first_row"]) == ("pos.weight", 2)
+    assert from_variable["tables"]["token"]["name"] == "a.weight"
+    assert "position p is row p+2: --first-position 2" in chosen["notes"]
+
+
 @pytest.mark.parametrize("name", ["info", "params", "similarity", "positions", "norms"])
 def test_device_is_offered_only_where_batched_work_runs(name):
     result = run(name, *ARGUMENTS[name], "--device", "cpu", code=2)

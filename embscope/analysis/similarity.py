@@ -18,7 +18,7 @@ from ..core.role import Role
 from ..core.text import quote
 from ..lookup import FormChoice, WordEncoder, check_id, form_sentence, lookup_words, parse_id, space_sentence
 from ..naming import token_name
-from ..options import LookupOptions
+from ..options import AS_TYPED, PLAIN_COSINES, LookupOptions, SimilarityOptions
 from .all_but_the_top import remove_top as all_but_the_top
 
 if TYPE_CHECKING:
@@ -326,8 +326,16 @@ def similarity_pairs(emb: Embeddings, pairs: Iterable[Sequence[object]], *, ids:
     `pairs` is read once, as it comes (a file streams through). A pair that cannot be used raises TokenError,
     or, when `on_skip` is given, is handed to it as one line saying why and left out. `remove_top` D: the cosines
     (and the baseline) are of the rows in the all-but-the-top space (analysis.all_but_the_top)."""
-    chosen = pick_table(emb, table)
-    resolve = Resolver(emb, chosen.rows, LookupOptions(ids, exact, allow_unk), merge=merge)
+    return pairs_similarity(emb, pairs, LookupOptions(ids, exact, allow_unk),
+                            SimilarityOptions(merge, center, table, baseline, remove_top), on_skip=on_skip)
+
+
+def pairs_similarity(emb: Embeddings, pairs: Iterable[Sequence[object]], asked_as: LookupOptions = AS_TYPED,
+                     how: SimilarityOptions = PLAIN_COSINES, *,
+                     on_skip: Callable[[str], None] | None = None) -> SimilarityResult:
+    """similarity_pairs, with its options as the two objects a command builds from its flags."""
+    chosen = pick_table(emb, how.table)
+    resolve = Resolver(emb, chosen.rows, asked_as, merge=how.merge)
     asked = packed("q")  # query positions, two per pair: 16 bytes a pair however many there are
     for n, pair in enumerate(pairs):
         pair = tuple(pair)
@@ -341,8 +349,8 @@ def similarity_pairs(emb: Embeddings, pairs: Iterable[Sequence[object]], *, ids:
             on_skip(f"pair {n + 1} ({' '.join(quote(item) for item in pair)}): {err}")
             continue
         asked.extend(resolve.positions[key] for key in keys)
-    return measured(emb, chosen, resolve, asked, center=center, baseline=baseline, table=table,
-                    remove_top=remove_top)
+    return measured(emb, chosen, resolve, asked, center=how.center, baseline=how.baseline, table=how.table,
+                    remove_top=how.remove_top)
 
 
 def measured(emb: Embeddings, chosen: Table, resolve: Resolver, asked: packed[int], *, center: bool, baseline: bool,
@@ -402,13 +410,20 @@ def similarity(emb: Embeddings, words_or_ids: Sequence[object], *, ids: bool = F
                allow_unk: bool = False, remove_top: int | None = None) -> SimilarityResult:
     """Two words give one pair; more give every pair, in the order given. All the words are looked up in one
     form (lookup.py's rule), chosen for them together."""
+    return words_similarity(emb, words_or_ids, LookupOptions(ids, exact, allow_unk),
+                            SimilarityOptions(merge, center, table, baseline, remove_top))
+
+
+def words_similarity(emb: Embeddings, words_or_ids: Sequence[object], asked_as: LookupOptions = AS_TYPED,
+                     how: SimilarityOptions = PLAIN_COSINES) -> SimilarityResult:
+    """similarity, with its options as the two objects a command builds from its flags."""
     items = list(dict.fromkeys(words_or_ids))  # a word given twice is compared once
     if len(items) < 2:
         raise TokenError(f"expected at least two different words or ids to compare, found {len(items)}")
-    chosen = pick_table(emb, table)
-    resolve = Resolver(emb, chosen.rows, LookupOptions(ids, exact, allow_unk), merge=merge)
+    chosen = pick_table(emb, how.table)
+    resolve = Resolver(emb, chosen.rows, asked_as, merge=how.merge)
     # every word in one form: each pair then does, and the matrix compares one vector per word
     keys = resolve.keys(items)
     asked = packed("q", (resolve.positions[key] for pair in combinations(keys, 2) for key in pair))
-    return measured(emb, chosen, resolve, asked, center=center, baseline=baseline, table=table,
-                    remove_top=remove_top)
+    return measured(emb, chosen, resolve, asked, center=how.center, baseline=how.baseline, table=how.table,
+                    remove_top=how.remove_top)

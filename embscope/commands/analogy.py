@@ -12,7 +12,8 @@ import typer
 from ..analysis.analogy import analogy, evaluate, read_question_file
 from ..naming import tokenizer_failure
 from ..render import analogy as render
-from .options import ExactFlag, IdsFlag, JsonFlag, ListedAnswers, Source, refuse, with_source
+from .command import SourceCommand
+from .options import ExactFlag, IdsFlag, JsonFlag, ListedAnswers, refuse, source_of
 
 
 class Method(str, Enum):
@@ -21,7 +22,7 @@ class Method(str, Enum):
 
 
 def analogy_command(
-    source: Source,
+    ctx: typer.Context,
     words: Annotated[list[str] | None, typer.Argument(
         metavar="A B C", help="A B C: the rows nearest A - B + C (king man woman: king - man + woman).", show_default=False)] = None,
     k: ListedAnswers = 10,
@@ -37,6 +38,7 @@ def analogy_command(
 ) -> None:
     """Word analogies in the token table: the rows nearest A - B + C, the three inputs left out,
     or with --file the accuracy on a file of analogy questions."""
+    source = source_of(ctx)
     given = words or []
     if file is not None:
         if given:
@@ -58,4 +60,4 @@ def analogy_command(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("analogy")(with_source(analogy_command))
+    app.command("analogy", cls=SourceCommand)(analogy_command)

@@ -18,6 +18,7 @@ from ..render import compare_output as render_output
 from ..render import progress
 from ..render.compare_plot import draw
 from ..render.files import input_files
+from .command import CheckpointsCommand
 from .options import (
     AUTO_DEVICE,
     CHECKPOINT_VARIABLE,
@@ -29,7 +30,7 @@ from .options import (
     checkpoint_path,
     parse_words,
     plot_path,
-    with_source,
+    source_of,
 )
 
 if TYPE_CHECKING:  # the library and rich are imported when the command answers, not for --help
@@ -60,7 +61,7 @@ def given_checkpoints(arguments: list[Path] | None, named: list[Path] | None) ->
 
 
 def compare_command(
-    source: Source,
+    ctx: typer.Context,
     checkpoints: Annotated[list[Path] | None, typer.Argument(
         parser=checkpoint_path,
         help="Two or more checkpoints (files or folders), compared in the order given; or one folder holding a "
@@ -101,6 +102,7 @@ def compare_command(
     """What changed between checkpoints: per-row cosine, norm and relative change, rows bitwise unchanged,
     neighbour-set overlap, linear CKA, position profiles; a trajectory over three or more steps. With --output,
     one checkpoint's token table against its output projection."""
+    source = source_of(ctx)
     checkpoints = given_checkpoints(checkpoints, named)
     if output:
         if len(checkpoints) != 1 or align is not None or match is not None or plot is not None:
@@ -153,4 +155,4 @@ def compare_output_command(source: Source, *, probe_words: list[str] | None, sam
 
 
 def register(app: typer.Typer) -> None:
-    app.command("compare")(with_source(compare_command, without=("checkpoint",)))
+    app.command("compare", cls=CheckpointsCommand)(compare_command)

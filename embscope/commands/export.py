@@ -15,7 +15,8 @@ from ..render import export as render
 from ..render.export_files import WRITERS
 from ..render.files import input_files
 from ..render.progress import stages
-from .options import JsonFlag, Source, as_usage_error, refuse, with_source
+from .command import SourceCommand
+from .options import JsonFlag, as_usage_error, refuse, source_of
 
 
 class ExportFormat(str, Enum):
@@ -35,7 +36,7 @@ def row_spec(rows: str | None, top_norms: int | None) -> RowSpec:
 
 
 def export(
-    source: Source,
+    ctx: typer.Context,
     out: Annotated[Path, typer.Option(
         "--out", help="projector: a folder (made if missing) for vectors.tsv, metadata.tsv and "
                       "projector_config.pbtxt; word2vec: the file to write.", show_default=False)],
@@ -57,6 +58,7 @@ def export(
 ) -> None:
     """Write a table's rows for other tools: a folder the TensorFlow Embedding Projector loads as is
     (vectors, metadata with token, id, norm and flags, config), or the word2vec text format gensim reads."""
+    source = source_of(ctx)
     if str(out) == "-":  # neighbors' `--out -` is standard output: here it would make a folder named "-"
         raise refuse("expected a folder (projector) or a file (word2vec), found '-': export writes files, not "
                      "standard output", "--out")
@@ -73,4 +75,4 @@ def export(
 
 
 def register(app: typer.Typer) -> None:
-    app.command()(with_source(export))
+    app.command(cls=SourceCommand)(export)

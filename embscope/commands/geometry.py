@@ -13,22 +13,22 @@ from ..render import geometry as render
 from ..render.files import input_files
 from ..render.geometry_plot import draw
 from ..render.progress import stages
+from .command import SourceCommand
 from .options import (
     AUTO_DEVICE,
     DeviceOption,
     JsonFlag,
     PlotOption,
-    Source,
     check_plot,
     plot_path,
-    with_source,
+    source_of,
 )
 
 LISTED = 10  # shown in --help: dimensions and periods listed in the console
 
 
 def geometry_command(
-    source: Source,
+    ctx: typer.Context,
     table: Annotated[Role, typer.Option(
         "--table", help="Which table: token, position, or output (an untied head).")] = Role.token,
     top: Annotated[int, typer.Option("--top", min=1, help="How many dimensions and periods to list (--json lists all).")] = LISTED,
@@ -38,6 +38,7 @@ def geometry_command(
 ) -> None:
     """The shape of a table: mean cosine and each dimension's part of it, the spectrum of the centred table,
     partition-function isotropy, IsoScore, all-but-the-top, and a position table's periods (docs/geometry.md)."""
+    source = source_of(ctx)
     check_plot(plot)
     emb = source.open()
     with stages() as stage:
@@ -49,4 +50,4 @@ def geometry_command(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("geometry")(with_source(geometry_command))
+    app.command("geometry", cls=SourceCommand)(geometry_command)

@@ -6,14 +6,16 @@ import typer
 
 from ..analysis.info import info_report
 from ..render import info as render
-from .options import JsonFlag, Source, with_source
+from .command import SourceCommand
+from .options import JsonFlag, source_of
 
 
-def info(source: Source, json: JsonFlag = False) -> None:
+def info(ctx: typer.Context, json: JsonFlag = False) -> None:
     """Format, the tables found (name, shape, dtype, rule), tokenizer, training step."""
+    source = source_of(ctx)
     emb = source.open()
     render.show(emb, info_report(emb), json=json)
 
 
 def register(app: typer.Typer) -> None:
-    app.command()(with_source(info))
+    app.command(cls=SourceCommand)(info)

@@ -10,7 +10,8 @@ import typer
 from ..analysis.map import table_map
 from ..core.role import Role
 from ..render import map as render
-from .options import ExactFlag, JsonFlag, PlotOption, Source, check_plot, parse_words, plot_path, with_source
+from .command import SourceCommand
+from .options import ExactFlag, JsonFlag, PlotOption, check_plot, parse_words, plot_path, source_of
 
 
 class Method(str, Enum):
@@ -19,7 +20,7 @@ class Method(str, Enum):
 
 
 def map_command(
-    source: Source,
+    ctx: typer.Context,
     table: Annotated[Role, typer.Option(
         "--table", help="The table to map; position: its path through the first two components, coloured by "
                         "position.")] = Role.token,
@@ -35,6 +36,7 @@ def map_command(
 ) -> None:
     """A 2-D map of a table: the explained variance of two principal components and where the probe words
     (or positions) lie; --plot draws every row, flagged rows in red, probe words labelled."""
+    source = source_of(ctx)
     check_plot(plot)
     probe_words = parse_words(words)
     emb = source.open()
@@ -46,4 +48,4 @@ def map_command(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("map")(with_source(map_command))
+    app.command("map", cls=SourceCommand)(map_command)

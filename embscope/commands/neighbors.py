@@ -16,6 +16,7 @@ from ..render import neighbors as render
 from ..render.files import check_directory, input_files
 from ..render.neighbors_out import STDOUT, out_format, write_neighbors
 from ..render.progress import bar
+from .command import SourceCommand
 from .options import (
     AUTO_DEVICE,
     AUTO_PRECISION,
@@ -33,7 +34,7 @@ from .options import (
     TableOption,
     as_usage_error,
     refuse,
-    with_source,
+    source_of,
 )
 
 
@@ -57,7 +58,7 @@ def run_all(source: Source, k: int, out: Path, queries_file: Path | None, table:
 
 
 def neighbors_command(
-    source: Source,
+    ctx: typer.Context,
     word: Annotated[str | None, typer.Argument(help="A word (or an id with --ids).", show_default=False)] = None,
     k: ListedNeighbours = 10,
     ids: IdsFlag = False,
@@ -77,6 +78,7 @@ def neighbors_command(
     json: JsonFlag = False,
 ) -> None:
     """The K rows most similar to a word, or with --all --out FILE the top K of every row."""
+    source = source_of(ctx)
     if all_rows:
         if word is not None:
             raise refuse("--all takes its queries from --queries FILE, not a word")
@@ -101,4 +103,4 @@ def neighbors_command(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("neighbors")(with_source(neighbors_command))
+    app.command("neighbors", cls=SourceCommand)(neighbors_command)

@@ -13,7 +13,8 @@ from ..core.text import shortened
 from ..digits import decimal_number
 from ..render import norms as render
 from ..render.files import input_files
-from .options import JsonFlag, PlotOption, Source, check_plot, finite, plot_path, refuse, with_source
+from .command import SourceCommand
+from .options import JsonFlag, PlotOption, check_plot, finite, plot_path, refuse, source_of
 
 DEFAULT_THRESHOLD = 6.0  # shown in --help; the library's own default (analysis.norms) is checked equal by a test
 DEFAULT_DPI = 100
@@ -41,7 +42,7 @@ def check_pixels(size: tuple[float, float] | None, dpi: float) -> None:
 
 
 def norms(
-    source: Source,
+    ctx: typer.Context,
     table: Annotated[Role | None, typer.Option(
         "--table", help="Which table: position (the default when there is one), token, or output (an untied "
                         "head).", show_default=False)] = None,
@@ -58,6 +59,7 @@ def norms(
 ) -> None:
     """Per-row L2 norms: count, mean, median, min, max, the rows flagged as anomalies (the rule stated once,
     the most extreme first) and near-duplicate rows. Under-trained tokens: see `embscope undertrained`."""
+    source = source_of(ctx)
     check_plot(plot)
     figure_size = size_option(size)
     if plot is None and (size or dpi is not None):
@@ -73,4 +75,4 @@ def norms(
 
 
 def register(app: typer.Typer) -> None:
-    app.command()(with_source(norms))
+    app.command(cls=SourceCommand)(norms)

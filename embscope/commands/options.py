@@ -3,12 +3,9 @@ command line is read beyond typer: options whose value may be left out, and numb
 
 from __future__ import annotations
 
-import functools
-import inspect
 import math
-import typing
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
@@ -101,25 +98,13 @@ class Source:
                                first_position=self.first_position)
 
 
-def with_source(command: Callable[..., Any], without: tuple[str, ...] = ()) -> Callable[..., Any]:
-    """Give a command every Source option but those `without` (compare takes its checkpoints as arguments);
-    it receives them as one `source` argument."""
-    signature = inspect.signature(command)
-    hints = typing.get_type_hints(command, include_extras=True)  # real types, not the strings of __future__
-    source_hints = typing.get_type_hints(Source, include_extras=True)
-    own = [p.replace(annotation=hints[p.name]) for p in signature.parameters.values() if p.name != "source"]
-    given = [f for f in fields(Source) if f.name not in without]
-    shared = [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default, annotation=source_hints[f.name])
-              for f in given]
+SOURCE = "embscope.source"  # where a command's Source waits in its context (commands.command.SourceCommand)
 
-    @functools.wraps(command)
-    def wrapper(**kwargs: Any) -> Any:
-        source = Source(**{f.name: kwargs.pop(f.name) for f in given})
-        return command(source=source, **kwargs)
 
-    wrapper.__signature__ = signature.replace(parameters=own + shared)  # type: ignore[attr-defined]
-    wrapper.__annotations__ = {p.name: p.annotation for p in own + shared}
-    return wrapper
+def source_of(ctx: typer.Context) -> Source:
+    """The Source this run's options gave the command: its command class took them off the command's own."""
+    source: Source = ctx.meta[SOURCE]
+    return source
 
 
 def finite(value: float | None) -> float | None:

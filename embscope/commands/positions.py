@@ -11,7 +11,8 @@ from ..analysis.positions import positions as position_report
 from ..core.text import shortened
 from ..render import positions as render
 from ..render.files import input_files
-from .options import PAIRS_DEFAULT, JsonFlag, PlotOption, Source, check_plot, plot_path, refuse, with_source
+from .command import SourceCommand
+from .options import PAIRS_DEFAULT, JsonFlag, PlotOption, check_plot, plot_path, refuse, source_of
 
 PAIR = re.compile(r"\s*(-?[0-9]+)\s*:\s*(-?[0-9]+)\s*")  # ASCII digits: re's \d takes any script's
 MAX_DIGITS = 9  # no learned table has a billion positions; a longer number is a typo, not a position
@@ -42,7 +43,7 @@ def parse_pairs(texts: list[str]) -> tuple[bool, list[tuple[int, int]]]:
 
 
 def positions(
-    source: Source,
+    ctx: typer.Context,
     pairs: Annotated[list[str] | None, typer.Option("--pairs", metavar="[I:J,...]", help=PAIRS_HELP)] = None,
     profile: Annotated[bool, typer.Option(
         "--profile", help="Print the mean and spread of cos(p_i, p_i+k) by distance k, and how often a position's "
@@ -56,6 +57,7 @@ def positions(
 
     Position p is table row p + first_row: the model family's rule (RoBERTa-family padding_idx + 1, MPNet and OPT
     2), or --first-position N."""
+    source = source_of(ctx)
     default, chosen = parse_pairs(pairs or [])
     default = default or not (chosen or profile)
     check_plot(plot)
@@ -68,4 +70,4 @@ def positions(
 
 
 def register(app: typer.Typer) -> None:
-    app.command()(with_source(positions))
+    app.command(cls=SourceCommand)(positions)

@@ -17,7 +17,8 @@ from ..render.files import input_files
 from ..render.names import named_output
 from ..render.plots import require_matplotlib
 from ..render.progress import stages
-from .options import JsonFlag, Source, as_usage_error, checkpoint_path, parse_words, with_source
+from .command import CheckpointsCommand
+from .options import JsonFlag, as_usage_error, checkpoint_path, parse_words, source_of
 
 if TYPE_CHECKING:
     from ..embeddings import Embeddings
@@ -29,7 +30,7 @@ class ReportFormat(str, Enum):
 
 
 def report(
-    source: Source,
+    ctx: typer.Context,
     checkpoints: Annotated[list[Path] | None, typer.Option(
         "--checkpoint", "-c", parser=checkpoint_path,
         help="Checkpoint file or directory, or a model id in the local Hugging Face cache; repeat it (or give one "
@@ -50,6 +51,7 @@ def report(
     """Every answer about a checkpoint in one file: tables and rules, parameters, norms, positions, under-trained
     tokens, neighbours of probe words and a 2-D map; with several checkpoints, what changed across them (the
     other sections then describe the last)."""
+    source = source_of(ctx)
     if out is not None:
         as_usage_error(lambda: render.check_name(out, format.value), "--out")
         render.check_place(out, format.value)
@@ -73,4 +75,4 @@ def report(
 
 
 def register(app: typer.Typer) -> None:
-    app.command()(with_source(report, without=("checkpoint",)))
+    app.command(cls=CheckpointsCommand)(report)

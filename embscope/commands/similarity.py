@@ -7,10 +7,12 @@ from typing import Annotated, Any
 
 import typer
 
-from ..analysis.similarity import similarity, similarity_pairs
+from ..analysis.similarity import pairs_similarity, words_similarity
 from ..inputs import Skipped, read_pairs
 from ..naming import tokenizer_failure
+from ..options import LookupOptions, SimilarityOptions
 from ..render import similarity as render
+from .command import SourceCommand
 from .options import (
     TOKEN_TABLE,
     AllowUnkFlag,
@@ -18,16 +20,15 @@ from .options import (
     IdsFlag,
     JsonFlag,
     RemoveTopOption,
-    Source,
     StrictFlag,
     TableOption,
     refuse,
-    with_source,
+    source_of,
 )
 
 
 def similarity_command(
-    source: Source,
+    ctx: typer.Context,
     words: Annotated[list[str] | None, typer.Argument(
         help="Two or more words (or ids with --ids); every pair is compared.", show_default=False)] = None,
     ids: IdsFlag = False,
@@ -48,20 +49,21 @@ def similarity_command(
     json: JsonFlag = False,
 ) -> None:
     """Cosine similarity between token rows: two words give one pair, more give every pair."""
+    source = source_of(ctx)
     words = words or []
     if pairs_file is not None and words:
         raise refuse("give words or --pairs-file, not both")
     if pairs_file is None and len(words) < 2:
         raise refuse(f"expected at least two words (or --pairs-file), found {len(words)}")
     emb = source.open()
-    options: dict[str, Any] = {"ids": ids, "exact": exact, "merge": merge, "center": center, "table": table.value,
-                               "allow_unk": allow_unk, "baseline": baseline, "remove_top": remove_top}
+    asked_as = LookupOptions(ids, exact, allow_unk)
+    how = SimilarityOptions(merge, center, table.value, baseline, remove_top)
     if pairs_file is None:
-        result = similarity(emb, words, **options)
+        result = words_similarity(emb, words, asked_as, how)
         render.show(emb, result, json=json, matrix=len(set(words)) > 2, notes=unnamed(emb, ids))
         return
     skipped = None if strict else Skipped()
-    result = similarity_pairs(emb, read_pairs(pairs_file, skipped), on_skip=skipped, **options)
+    result = pairs_similarity(emb, read_pairs(pairs_file, skipped), asked_as, how, on_skip=skipped)
     render.show(emb, result, json=json, matrix=False,
                 notes=unnamed(emb, ids) + (skipped.notes(pairs_file) if skipped else []))
 
@@ -73,4 +75,4 @@ def unnamed(emb: Any, ids: bool) -> list[str]:
 
 
 def register(app: typer.Typer) -> None:
-    app.command("similarity")(with_source(similarity_command))
+    app.command("similarity", cls=SourceCommand)(similarity_command)

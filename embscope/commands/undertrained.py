@@ -16,7 +16,8 @@ from ..core.text import quote
 from ..render import undertrained as render
 from ..render.files import input_files
 from ..render.progress import stages
-from .options import AUTO_DEVICE, DeviceOption, JsonFlag, PlotOption, Source, check_plot, plot_path, with_source
+from .command import SourceCommand
+from .options import AUTO_DEVICE, DeviceOption, JsonFlag, PlotOption, check_plot, plot_path, source_of
 
 if TYPE_CHECKING:  # the library and rich are imported when the command answers, not for --help
     import numpy as np
@@ -55,7 +56,7 @@ def other_tables(others: list[Embeddings], role: str, shape: tuple[int, ...]) ->
 
 
 def undertrained(
-    source: Source,
+    ctx: typer.Context,
     table: Annotated[TableChoice | None, typer.Option(
         "--table", help="token, output (an untied head) or both; default: output when the head is untied, else "
                         "token.", show_default=False)] = None,
@@ -68,6 +69,7 @@ def undertrained(
 ) -> None:
     """Under-trained token candidates: magikarp's indicator, a data-driven threshold, norms far from the rest,
     rows unchanged across checkpoints, each verified against the tokenizer."""
+    source = source_of(ctx)
     check_plot(plot)
     emb = source.open()
     others = [dataclasses.replace(source, checkpoint=path).open() for path in against or []]  # same options
@@ -84,4 +86,4 @@ def undertrained(
 
 
 def register(app: typer.Typer) -> None:
-    app.command()(with_source(undertrained))
+    app.command(cls=SourceCommand)(undertrained)
