@@ -33,7 +33,6 @@ class OffsetRule:
         return padding + 1, f"{self.family} counts positions from padding_idx + 1, and {said}"
 
 
-PAD_PLUS_ONE = "padding_idx + 1"
 # model_type (config.json) -> the rule; "fairseq" is a checkpoint whose reader gives fairseq's padding_idx in its
 # metadata under "padding_idx" (fairseq checkpoints keep it in args/cfg), 1 when it does not say
 OFFSET_RULES: dict[str, OffsetRule] = {

@@ -5,6 +5,8 @@
   that kind: a run imports the one reader it uses. tests/test_layers.py checks every path names a real function.
 - `Kind` is one kind of file: a checkpoint format (formats.FORMATS) or a tokenizer kind (tokenizers.KINDS), asked
   in the order of its list, each with the reason for its place; `listed` refuses two kinds of one name.
+- `Entry` is one row of any other table (the top-k engines, the writers of an output format): a name, the function
+  or object it names and the reason for its place, in a tuple made by `entries`, which likewise refuses two of a name.
 - Every sniff has one signature: it is handed a `Probe` (the path, the first bytes, the size)."""
 
 from __future__ import annotations
@@ -13,10 +15,10 @@ import fnmatch
 import importlib
 import os
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from .core import files
 from .core.errors import CheckpointError
@@ -103,15 +105,58 @@ class Kind(Generic[Open]):
         return f"{self.name} ({self.expects or ', '.join(self.file_names)})"
 
 
-K = TypeVar("K", bound=Kind[Any])
+class Named(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+K = TypeVar("K", bound=Named)
 
 
 def listed(*kinds: K) -> tuple[K, ...]:
     """The kinds, in this order; two of one name are an error when the list is made (at import), never a silent
     replacement of the first."""
+    return unique(kinds, "kinds of file")
+
+
+def unique(rows: tuple[K, ...], what: str) -> tuple[K, ...]:
+    """`rows` as given, once no two have one name (`what` they are, for the error)."""
     seen: set[str] = set()
-    for kind in kinds:
-        if kind.name in seen:
-            raise ValueError(f"two kinds of file are named {kind.name!r}: each name must be listed once")
-        seen.add(kind.name)
-    return kinds
+    for row in rows:
+        if row.name in seen:
+            raise ValueError(f"two {what} are named {row.name!r}: each name must be listed once")
+        seen.add(row.name)
+    return rows
+
+
+# --- tables of named functions --------------------------------------------------------------------
+
+Item = TypeVar("Item")
+
+
+@dataclass(frozen=True)
+class Entry(Generic[Item]):
+    """One row of a table that is not of kinds of file (the top-k engines, the writers of a format): the name it is
+    chosen by, what it names (typed, so mypy checks each row), and the reason for its place or its being."""
+
+    name: str
+    item: Item
+    why: str
+
+
+def entries(*rows: Entry[Item]) -> tuple[Entry[Item], ...]:
+    """A table, in this order; two rows of one name are an error when it is made (at import)."""
+    return unique(rows, "entries of one table")
+
+
+def find(table: Sequence[Entry[Item]], name: str) -> Item | None:
+    """What the row called `name` names, None where `table` has no such row."""
+    return next((entry.item for entry in table if entry.name == name), None)
+
+
+def named(table: Sequence[Entry[Item]], name: str) -> Item:
+    """What the row called `name` names, for a name already checked (a KeyError otherwise, as a dict's)."""
+    found = find(table, name)
+    if found is None:
+        raise KeyError(name)
+    return found

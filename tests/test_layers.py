@@ -12,8 +12,12 @@ import pytest
 import typer
 
 import embscope.tokenizers
+from embscope.compute.topk import ENGINES
 from embscope.formats import FORMATS
-from embscope.registry import Kind, Probe, listed
+from embscope.registry import Entry, Kind, Probe, entries, find, listed, named
+from embscope.render.export_files import WRITERS as EXPORT_WRITERS
+from embscope.render.neighbors_out import WRITERS as NEIGHBOR_WRITERS
+from embscope.render.report import WRITERS as REPORT_WRITERS
 from embscope.tokenizers import KINDS
 
 
@@ -31,6 +35,23 @@ def test_two_kinds_of_one_name_are_refused():
     never = Kind("twice", lambda probe: False, None, "first")
     with pytest.raises(ValueError, match="two kinds of file are named 'twice'"):
         listed(never, Kind("other", lambda probe: False, None, "second"), never)
+
+
+def test_a_table_of_entries_refuses_two_of_one_name_and_finds_by_name():
+    table = entries(Entry("tsv", "write_tsv", "first"), Entry("npz", "write_npz", "second"))
+    assert [entry.name for entry in table] == ["tsv", "npz"]  # in the order given
+    assert (named(table, "npz"), find(table, "jsonl")) == ("write_npz", None)
+    with pytest.raises(KeyError):
+        named(table, "jsonl")
+    with pytest.raises(ValueError, match="two entries of one table are named 'tsv'"):
+        entries(*table, Entry("tsv", "again", "third"))
+
+
+@pytest.mark.parametrize("table", [ENGINES, REPORT_WRITERS, EXPORT_WRITERS, NEIGHBOR_WRITERS],
+                         ids=["engines", "report", "export", "neighbors"])
+def test_every_table_is_entries_with_a_reason(table):
+    assert table and all(isinstance(entry, Entry) and entry.why for entry in table)
+    assert entries(*table) == table  # no name twice
 
 
 def test_a_sniff_is_handed_a_probe(tmp_path):

@@ -50,6 +50,7 @@ def test_wrapped_titles_fit_their_width_and_lose_nothing():
 def test_runs_collapse_rows_into_ranges():
     assert runs([5, 3, 4, 9, 215, 216, 217, 3]) == [(3, 5), (9, 9), (215, 217)]
     assert runs([]) == []
+    assert runs([1, 3, 6, 7, 10], gap=1) == [(1, 3), (6, 7), (10, 10)]  # one missing row between joins them
 
 
 def test_range_bands_shade_each_run_with_one_label():

@@ -156,15 +156,20 @@ def test_position_norms_figure_labels_the_flagged_row():
     table = drifting(120, 8, seed=4)
     table[7] *= 5.7
     summary = summarize(row_norms(table))
-    flagged = [(a.index, a.norm, a.ratio_to_mean) for a in summary.anomalies]
+    flagged = [(a.index, a.norm, a.z) for a in summary.anomalies]
     assert [f[0] for f in flagged] == [7]
-    figure = plots.position_norms_figure(summary.norms, summary.mean, summary.median, flagged, "m.safetensors",
-                                         "position table wpe", first_row=2)
+    figure = position_figure(summary, flagged, "m.safetensors", "position table wpe", first_row=2)
     ax = figure.axes[0]
     assert ax.get_title() == "m.safetensors - position table wpe: L2 norm by position"
     assert (ax.get_xlabel(), ax.get_ylabel()) == ("position (row - 2)", "L2 norm")
     norm = float(np.linalg.norm(table[7].astype(np.float64)))
-    assert texts(figure) == [f"position 5: {norm:.3g}, {norm / summary.mean:.1f}x mean"]
+    assert texts(figure) == [f"position 5: {norm:.3g}, z {summary.anomalies[0].z:+.3g}"]
+
+
+def position_figure(summary, flagged, checkpoint, table, first_row=0):
+    """The position-norms figure `norms --plot` draws, with no never-trained range and no trend line."""
+    return norms_plot.position_norms_figure(summary.norms, summary.median, flagged, [], "", None, checkpoint, table,
+                                            first_row)
 
 
 def token_figure(summary, names, padding_from=None, **kwargs):
@@ -221,8 +226,8 @@ def test_rows_without_a_finite_norm_are_listed_not_drawn():
     table[3, 0] = np.nan
     table[9, 1] = np.inf
     summary = summarize(row_norms(table))
-    flagged = [(a.index, a.norm, a.ratio_to_mean) for a in summary.anomalies]
-    figure = plots.position_norms_figure(summary.norms, summary.mean, summary.median, flagged, "c", "t")
+    flagged = [(a.index, a.norm, a.z) for a in summary.anomalies]
+    figure = position_figure(summary, flagged, "c", "t")
     assert texts(figure) == ["not drawn: position 3 (NaN), position 9 (Inf)"]
     figure = token_figure(summary, {3: "dog"})
     assert texts(figure) == ["no finite norm: dog (row 3), #9 (row 9)"]

@@ -11,6 +11,7 @@ import typer
 from ..analysis.export import RowSpec, export_rows, parse_rows
 from ..analysis.undertrained import undertrained_tables
 from ..core.role import Role
+from ..registry import named
 from ..render import export as render
 from ..render.export_files import WRITERS
 from ..render.files import input_files
@@ -70,7 +71,7 @@ def export(
             found = undertrained_tables(emb, [table.value], stages=stage)
         flagged = {int(row) for report in found.reports for row in report.candidates.indices}
     chosen = export_rows(emb, table, spec, undertrained=flagged)
-    files = WRITERS[format.value](out, emb.table(table).array, chosen, input_files(emb))
+    files = named(WRITERS, format.value)(out, emb.table(table).array, chosen, input_files(emb))
     render.show(emb, chosen, format.value, files, json)
 
 

@@ -32,7 +32,6 @@ T = TypeVar("T")
 Device = Enum("Device", {value: value for value in DEVICES}, type=str)  # type: ignore[misc]
 Precision = Enum("Precision", {value: value for value in PRECISIONS}, type=str)  # type: ignore[misc]
 AUTO_DEVICE = Device("auto")
-FP32 = Precision("fp32")
 AUTO_PRECISION = Precision("auto")  # bf16 made exact where bf16 is native (a GPU, AMX / avx512_bf16), else fp32
 
 

@@ -236,8 +236,3 @@ def top_columns(scores: np.ndarray, count: int) -> np.ndarray:
     width = scores.shape[1]
     return np.argpartition(scores, width - count, axis=1)[:, width - count:]
 
-
-def mark_left_out(values: np.ndarray, cand: np.ndarray, lines: np.ndarray, columns: np.ndarray) -> None:
-    """Set values to -inf where a line's candidate is a column that line must leave out."""
-    hit_line, hit_at = np.nonzero(cand[lines] == columns[:, None])
-    values[lines[hit_line], hit_at] = -np.inf

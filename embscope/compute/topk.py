@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..core.errors import OptionError
+from ..registry import Entry, entries
 from .bf16_engine import CpuBf16Engine
 from .devices import cpu_threads, precision_run, resolve_device, resolve_precision
 from .engine import Engine, Queries
@@ -34,10 +35,11 @@ from .torch_engine import TorchEngine
 Progress = Callable[[int, int], None]
 
 # Which engine runs where: the first of these that supports the device and the precision run.
-ENGINES: tuple[Engine, ...] = (
-    NumpyEngine(),  # fp32 on the CPU, before torch: numpy's BLAS beat torch-cpu (181 vs 138 GFLOP/s on 2 cores)
-    CpuBf16Engine(),  # bf16 on the CPU: numpy's rows, borrowing only torch's bf16 matmul
-    TorchEngine(),  # last, as it supports everything: a GPU runs every precision in torch
+ENGINES: tuple[Entry[Engine], ...] = entries(
+    Entry(NumpyEngine.name, NumpyEngine(),
+          "fp32 on the CPU, before torch: numpy's BLAS beat torch-cpu (181 vs 138 GFLOP/s on 2 cores)"),
+    Entry(CpuBf16Engine.name, CpuBf16Engine(), "bf16 on the CPU: numpy's rows, borrowing only torch's bf16 matmul"),
+    Entry(TorchEngine.name, TorchEngine(), "last, as it supports everything: a GPU runs every precision in torch"),
 )
 
 Excluded = Sequence[Sequence[int]] | np.ndarray  # per query, the row ids it must not return
@@ -127,7 +129,7 @@ def pick_engine(device: str, precision: str, forced: Engine | None) -> tuple[Eng
     if device == "cpu" and precision == "fp16":
         raise OptionError("precision fp16 needs a GPU (cuda or mps); use fp32 or bf16 on cpu", option="precision")
     run = precision_run(precision, device) if device == "cpu" else precision
-    return next(engine for engine in ENGINES if engine.supports(device, run)), run
+    return next(entry.item for entry in ENGINES if entry.item.supports(device, run)), run
 
 
 def check_k(k: object) -> int:

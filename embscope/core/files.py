@@ -284,8 +284,3 @@ def refuse_input(path: PathLike, what: str | Option) -> None:
                           f"this answer was read from: it is never written over", path=path,
                           option=what if isinstance(what, Option) else None)
 
-
-def read_files() -> list[str]:
-    """The paths of the files the run open now read, in the order first read (none outside a run)."""
-    runs = _runs.get()
-    return runs[-1].paths() if runs else []

@@ -24,7 +24,7 @@ with 9 significant digits, which give every float32 back exactly.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from itertools import chain
 from pathlib import Path
 
@@ -32,6 +32,7 @@ import numpy as np
 
 from ..analysis.export import ExportRows
 from ..core.role import Role
+from ..registry import Entry, entries
 from .cells import FORMULA_STARTS, quoted
 from .files import OUT, Named, folder_built_whole, written_whole
 from .progress import bar
@@ -162,4 +163,7 @@ def write_word2vec(out: Path, array: np.ndarray, rows: ExportRows, inputs: Itera
     return [out]
 
 
-WRITERS = {"projector": write_projector, "word2vec": write_word2vec}
+Writer = Callable[[Path, np.ndarray, ExportRows, Iterable[Path]], list[Path]]  # (out, table, rows, inputs) -> files
+WRITERS: tuple[Entry[Writer], ...] = entries(
+    Entry("projector", write_projector, "a folder the TensorFlow Embedding Projector loads as is"),
+    Entry("word2vec", write_word2vec, "one text file gensim's load_word2vec_format reads"))

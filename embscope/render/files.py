@@ -78,20 +78,6 @@ def check_directory(path: Path, what: Named) -> None:
                           path=path, option=option_of(what))
 
 
-def make_folder(path: Path, what: Named) -> None:
-    """A folder for several output files: made when missing; its parent must exist."""
-    path = Path(path)
-    if path.exists() and not path.is_dir():
-        raise OutputError(f"expected {what} to name a folder, found a file: {quote(path)}", path=path,
-                          option=option_of(what))
-    check_directory(path, what)
-    try:
-        path.mkdir(exist_ok=True)
-    except OSError as err:
-        raise OutputError(f"expected to make the folder {quote(path)}, found {err.strerror or err}", path=path,
-                          option=option_of(what)) from None
-
-
 @contextmanager
 def folder_built_whole(folder: Path, what: Named, names: dict[str, Named],
                        inputs: Iterable[Path] = ()) -> Iterator[Path]:

@@ -20,6 +20,7 @@ import numpy as np
 
 from ..core.errors import OutputError
 from ..core.text import quote, shortened
+from ..registry import Entry, entries, find, named
 from . import jsonout
 from .cells import tsv_cell
 from .files import OUT, written_whole
@@ -36,7 +37,7 @@ def out_format(path: Path) -> str:
     if str(path) == STDOUT:
         return "tsv"
     suffix = Path(path).suffix.lower()
-    if suffix not in WRITERS:
+    if find(WRITERS, suffix) is None:
         raise OutputError(f"expected a file ending in .tsv, .jsonl or .npz, or - for TSV on standard output, "
                           f"found {quote(shortened(str(path)))}", path=path, option=OUT)
     return suffix[1:]
@@ -77,8 +78,11 @@ def write_npz(fp: IO[bytes], topk: TopK, token_of: Callable[[int], str]) -> None
 
 
 Writer = Callable[[IO[Any], "TopK", Callable[[int], str]], None]  # (file, result, the name of a row)
-WRITERS: dict[str, tuple[Writer, str]] = {".tsv": (write_tsv, "w"), ".jsonl": (write_jsonl, "w"),
-                                         ".npz": (write_npz, "wb")}
+# each by the suffix that asks for it; the item is the writer and the mode its file is opened in
+WRITERS: tuple[Entry[tuple[Writer, str]], ...] = entries(
+    Entry(".tsv", (write_tsv, "w"), "a row a neighbour, for a spreadsheet or awk; also what `-` writes"),
+    Entry(".jsonl", (write_jsonl, "w"), "a JSON object a query, for a program"),
+    Entry(".npz", (write_npz, "wb"), "ids, scores and query ids as arrays, for numpy"))
 
 
 def write_neighbors(path: Path, topk: TopK, token_of: Callable[[int], str], inputs: Iterable[Path] = ()) -> str:
@@ -95,7 +99,7 @@ def write_neighbors(path: Path, topk: TopK, token_of: Callable[[int], str], inpu
         finally:
             stream.detach()  # sys.stdout keeps its buffer
         return kind
-    writer, mode = WRITERS[Path(path).suffix.lower()]
+    writer, mode = named(WRITERS, Path(path).suffix.lower())
     with written_whole(Path(path), OUT, binary=mode == "wb", inputs=inputs) as fp:
         writer(fp, topk, token_of)
     return kind

@@ -12,7 +12,7 @@ import numpy as np
 
 from ..analysis.norms import MAD_SCALE
 from ..core.text import printable
-from .plot_style import drawable, histogram, log_scale, wrapped
+from .plot_style import band_text, drawable, histogram, log_scale, range_bands, runs, wrapped
 from .plots import new_figure
 
 if TYPE_CHECKING:
@@ -145,24 +145,8 @@ def draw_ranked(ax: Axes, norms: np.ndarray, flagged: np.ndarray, padding: np.nd
 
 # ---------------------------------------------------------------- the position-norms figure
 
-JOIN_GAP = 1  # flagged rows this close are one run, drawn as one shaded range
+JOIN_GAP = 1  # flagged rows with this many rows between them are one run, drawn as one shaded range
 SHADED_RUN = 3  # flagged rows in a run drawn as a shaded range rather than dots
-
-
-def flagged_runs(rows: list[int]) -> list[tuple[int, int]]:
-    """Sorted row ids as (first, last) runs, rows at most JOIN_GAP + 1 apart joined."""
-    runs: list[tuple[int, int]] = []
-    for row in sorted(rows):
-        if runs and row - runs[-1][1] <= JOIN_GAP + 1:
-            runs[-1] = (runs[-1][0], row)
-        else:
-            runs.append((row, row))
-    return runs
-
-
-def wrapped_title(text: str, width_inches: float) -> str:
-    """The whole title, control characters escaped, wrapped to the figure's width: never cut."""
-    return wrapped(printable(text), width_inches)
 
 
 def position_norms_figure(norms: np.ndarray, median: float, flagged: list[tuple[int, float, float]],
@@ -180,11 +164,10 @@ def position_norms_figure(norms: np.ndarray, median: float, flagged: list[tuple[
         ax.plot(x, trend, color=BAND, linewidth=0.8, linestyle="--", label="running median of trained neighbours")
     ax.axhline(median, color=BAND, linestyle=":", linewidth=0.8, label=f"median {median:.3g}")
     labels: list[tuple[float, float, str, str]] = []  # (x, y, text, colour) in the order they are wanted
-    for index, (a, b) in enumerate(untrained):
-        ax.axvspan(a - first_row - 0.5, b - first_row + 0.5, color=UNTRAINED, alpha=0.18,
-                   label=f"never trained ({sum(q - p + 1 for p, q in untrained):,} rows)" if not index else None)
-        labels.append(((a + b) / 2 - first_row, float(np.nanmax(norms[a:b + 1])), span_text(a, b, first_row,
-                                                                                         "never trained"), UNTRAINED))
+    range_bands(ax, [(a - first_row, b - first_row, "") for a, b in untrained], color=UNTRAINED, alpha=0.18,
+                limit=0, legend=f"never trained ({sum(b - a + 1 for a, b in untrained):,} rows)")  # labelled below
+    labels += [((a + b) / 2 - first_row, float(np.nanmax(norms[a:b + 1])),
+                band_text(a - first_row, b - first_row, "never trained"), UNTRAINED) for a, b in untrained]
     finite = [(row, norm, z) for row, norm, z in flagged if math.isfinite(norm)]
     labels += flagged_labels(ax, norms, finite, first_row)
     dots = [row for row, _, _ in finite]
@@ -203,10 +186,10 @@ def position_norms_figure(norms: np.ndarray, median: float, flagged: list[tuple[
     if lost:
         ax.text(0.01, 0.99, "not drawn: " + ", ".join(lost), transform=ax.transAxes, va="top", fontsize=8,
                 color=FLAGGED, parse_math=False)
-    title = f"{checkpoint} - {table}: L2 norm by position"
-    ax.set_title(wrapped_title(title, size[0]), parse_math=False)
+    # titles whole (never cut to MAX_LABEL as `drawable` would), control characters escaped, wrapped to the width
+    ax.set_title(wrapped(printable(f"{checkpoint} - {table}: L2 norm by position"), size[0]), parse_math=False)
     if untrained_text:  # the verdict in its own words, above the title
-        figure.suptitle(wrapped_title(untrained_text, size[0]), fontsize=8, color=UNTRAINED, parse_math=False)
+        figure.suptitle(wrapped(printable(untrained_text), size[0]), fontsize=8, color=UNTRAINED, parse_math=False)
     ax.set_xlabel("position" if not first_row else f"position (row - {first_row})")
     ax.set_ylabel("L2 norm")
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=4, fontsize=8, frameon=False)
@@ -220,19 +203,15 @@ def flagged_labels(ax: Axes, norms: np.ndarray, finite: list[tuple[int, float, f
     severity = {row: index for index, (row, _, _) in enumerate(finite)}
     z_of = {row: z for row, _, z in finite}
     labels: list[tuple[float, float, str, str]] = []
-    for a, b in sorted(flagged_runs(list(severity)), key=lambda run: min(severity[r] for r in severity
-                                                                        if run[0] <= r <= run[1])):
+    for a, b in sorted(runs(severity, JOIN_GAP), key=lambda run: min(severity[r] for r in severity
+                                                                    if run[0] <= r <= run[1])):
         members = [row for row in severity if a <= row <= b]
         if b - a + 1 >= SHADED_RUN:
-            ax.axvspan(a - first_row - 0.5, b - first_row + 0.5, color=FLAGGED, alpha=0.15)
+            range_bands(ax, [(a - first_row, b - first_row, "")], color=FLAGGED, limit=0)  # labelled by the caller
             labels.append(((a + b) / 2 - first_row, float(np.nanmax(norms[a:b + 1])),
-                           span_text(a, b, first_row, f"{len(members)} flagged"), FLAGGED))
+                           band_text(a - first_row, b - first_row, f"{len(members)} flagged"), FLAGGED))
             continue
         labels += [(row - first_row, float(norms[row]),
                     f"position {row - first_row}: {norms[row]:.3g}, z {z_of[row]:+.3g}", FLAGGED) for row in members]
     return labels
 
-
-def span_text(first: int, last: int, first_row: int, what: str) -> str:
-    a, b = first - first_row, last - first_row
-    return f"{a}-{b}: {what}" if b > a else f"{a}: {what}"

@@ -159,29 +159,35 @@ def wrapped(text: str, inches: float, points: float = 12.0) -> str:
     return "\n".join(textwrap.wrap(text, width, break_long_words=True, break_on_hyphens=False)) or text
 
 
-def runs(rows: Iterable[int]) -> list[tuple[int, int]]:
-    """Sorted rows as runs of consecutive rows, each (first, last)."""
+def runs(rows: Iterable[int], gap: int = 0) -> list[tuple[int, int]]:
+    """Sorted rows as runs, each (first, last): rows at most `gap` missing rows apart are one run (0: consecutive
+    rows only)."""
     ordered = np.unique(np.fromiter(rows, dtype=np.int64))
     if not len(ordered):
         return []
-    breaks = np.flatnonzero(np.diff(ordered) != 1)
+    breaks = np.flatnonzero(np.diff(ordered) > gap + 1)
     firsts = np.concatenate(([ordered[0]], ordered[breaks + 1]))
     lasts = np.concatenate((ordered[breaks], [ordered[-1]]))
     return [(int(a), int(b)) for a, b in zip(firsts, lasts)]
 
 
+def band_text(first: int, last: int, what: str) -> str:
+    """A range band's label: "215-511: never trained", or "3: flagged" for a single row."""
+    return f"{first}: {what}" if first == last else f"{first}-{last}: {what}"
+
+
 def range_bands(ax: Axes, bands: Sequence[tuple[int, int, str]], color: str = "tab:red", alpha: float = 0.15,
-                limit: int = MAX_BANDS) -> list[Annotation]:
+                limit: int = MAX_BANDS, legend: str | None = None) -> list[Annotation]:
     """Each (first, last, what) shaded over rows first..last of the x axis, with one label ("215-511: never
-    trained") at its top; the first `limit` bands are labelled, the rest only shaded. Returns the labels."""
+    trained") at its top; the first `limit` bands are labelled, the rest only shaded (limit 0: a caller that
+    places its own labels). `legend`: the legend entry of the first band. Returns the labels."""
     labels = []
     for n, (first, last, what) in enumerate(bands):
-        ax.axvspan(first - 0.5, last + 0.5, color=color, alpha=alpha, linewidth=0)
+        ax.axvspan(first - 0.5, last + 0.5, color=color, alpha=alpha, linewidth=0, label=legend if n == 0 else None)
         if n < limit:
-            rows = f"{first}" if first == last else f"{first}-{last}"
-            labels.append(ax.annotate(drawable(f"{rows}: {what}"), xy=((first + last) / 2, 1), xycoords=("data", "axes fraction"),
-                                      xytext=(0, -4), textcoords="offset points", ha="center", va="top", fontsize=8,
-                                      color=color, parse_math=False))
+            labels.append(ax.annotate(drawable(band_text(first, last, what)), xy=((first + last) / 2, 1),
+                                      xycoords=("data", "axes fraction"), xytext=(0, -4), textcoords="offset points",
+                                      ha="center", va="top", fontsize=8, color=color, parse_math=False))
     return labels
 
 

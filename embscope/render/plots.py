@@ -14,7 +14,6 @@ import numpy as np
 
 from ..core.errors import MissingPackageError, OutputError
 from ..core.text import quote, shortened
-from ..naming import position_name
 from .files import written_whole
 from .names import RECORD_KEY, Output, checkpoint_label
 from .plot_style import drawable, log_scale, matplotlib_quietly, style, wrapped
@@ -106,45 +105,6 @@ def positions_figure(heatmap: Heatmap, mean: np.ndarray, std: np.ndarray, neares
     if math.isfinite(nearest_is_adjacent):
         curve_ax.text(0.02, 0.03, f"nearest neighbour is adjacent (i+-1) for {nearest_is_adjacent:.1%} of positions",
                       transform=curve_ax.transAxes, fontsize=9)
-    return figure
-
-
-def flagged_text(name: str, norm: float, ratio: float) -> str:
-    return f"{name}: {norm:.3g}, {ratio:.1f}x mean"
-
-
-Flagged = list[tuple[int, float, float]]  # (row, norm, ratio to the mean)
-
-
-def unplottable_note(ax: Axes, flagged: Flagged, name: Callable[[int], str]) -> Flagged:
-    """Flagged rows with a NaN or Inf norm have no place on a norm axis: they are listed in a corner."""
-    lost = [f"{drawable(name(row))} ({'NaN' if math.isnan(norm) else 'Inf'})" for row, norm, _ in flagged if not math.isfinite(norm)]
-    if lost:
-        ax.text(0.01, 0.99, "not drawn: " + ", ".join(lost), transform=ax.transAxes, va="top", fontsize=8,
-                color="tab:red", parse_math=False)
-    return [entry for entry in flagged if math.isfinite(entry[1])]
-
-
-def position_norms_figure(norms: np.ndarray, mean: float, median: float, flagged: Flagged, checkpoint: str, table: str,
-                          first_row: int = 0, size: tuple[float, float] = (11, 5)) -> Figure:
-    """Norm by position, with the flagged rows marked and labelled. `flagged`: (row, norm, ratio to mean)."""
-    figure = new_figure(*size)
-    ax = figure.subplots()
-    ax.plot(np.arange(len(norms)) - first_row, np.where(np.isfinite(norms), norms, np.nan), color="tab:blue",
-            linewidth=1)
-    ax.axhline(mean, color="grey", linestyle="--", linewidth=0.8, label=f"mean {mean:.3g}")
-    ax.axhline(median, color="grey", linestyle=":", linewidth=0.8, label=f"median {median:.3g}")
-
-    def name(row: int) -> str:
-        return position_name(row, first_row)
-
-    for row, norm, ratio in unplottable_note(ax, flagged, name):
-        ax.plot([row - first_row], [norm], "o", color="tab:red", markersize=6)
-        label(ax, flagged_text(name(row), norm, ratio), (row - first_row, norm), color="tab:red")
-    ax.set_title(f"{drawable(checkpoint)} - {drawable(table)}: L2 norm by position", parse_math=False)
-    ax.set_xlabel("position" if not first_row else f"position (row - {first_row})")
-    ax.set_ylabel("L2 norm")
-    ax.legend(loc="upper right")
     return figure
 
 

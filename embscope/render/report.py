@@ -9,6 +9,7 @@ from pathlib import Path
 from ..analysis.report import Report
 from ..core.errors import Option, OutputError
 from ..core.text import quote, shortened
+from ..registry import Entry, entries, named
 from . import console, header
 from .files import OUT, check_directory
 from .jsonout import Document
@@ -18,7 +19,9 @@ from .report_html import write_html
 from .report_md import REPORT_FILE, write_markdown
 
 Writer = Callable[[Output, str, Sequence[str], Sequence[Section], str, Iterable[Path]], list[Path]]
-WRITERS: dict[str, Writer] = {"html": write_html, "md": write_markdown}
+WRITERS: tuple[Entry[Writer], ...] = entries(
+    Entry("html", write_html, "the default: one self-contained page, figures inline as SVG"),
+    Entry("md", write_markdown, "a folder: REPORT_FILE and its figures as SVG files beside it, for GitHub and blogs"))
 DEFAULT_SUFFIX = {"html": "-report.html", "md": "-report"}  # after the checkpoint's label (names.checkpoint_label)
 HTML_SUFFIXES = (".html", ".htm")
 MARKDOWN = Option("fmt", "md")  # the format `write` takes as fmt
@@ -63,7 +66,7 @@ def title(report: Report) -> str:
 def write(report: Report, out: Output, fmt: str, inputs: Iterable[Path]) -> tuple[list[Section], list[Path]]:
     """The report's sections, and the files written (the report first, then any figure files)."""
     found = sections(report)
-    return found, WRITERS[fmt](out, title(report), heading(report), found, version("embscope"), inputs)
+    return found, named(WRITERS, fmt)(out, title(report), heading(report), found, version("embscope"), inputs)
 
 
 write_report = write  # the name the package face exports (embscope.write_report)

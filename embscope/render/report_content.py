@@ -9,10 +9,10 @@ blocks). A Figure block's `draw` makes the matplotlib figure."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
 from ..analysis.geometry import TOP_SHARES, Geometry
 from ..analysis.map import TableMap
@@ -77,6 +77,7 @@ class Figure:
 
 
 Block = Line | Grid | Figure
+Found = TypeVar("Found")  # what a per-table section measured of one table
 
 
 @dataclass(frozen=True)
@@ -235,13 +236,19 @@ def norms_table_blocks(report: Report, found: NormsReport) -> list[Block]:
 
 
 def norms_blocks(report: Report) -> list[Block]:
+    return each_table(report, report.norms, norms_table_blocks)
+
+
+def each_table(report: Report, by_role: Mapping[str, Found | Missing],
+               blocks_of: Callable[[Report, Found], list[Block]]) -> list[Block]:
+    """A per-table section: each table's blocks, in role order, or one line saying why a table has none."""
     blocks: list[Block] = []
-    for role, found in report.norms.items():
+    for role, found in by_role.items():
         if isinstance(found, Missing):
             blocks.append(Line(f"{'output projection' if role == 'output' else role + ' table'}: {found.why}",
                                kind(found)))
         else:
-            blocks += norms_table_blocks(report, found)
+            blocks += blocks_of(report, found)
     return blocks
 
 
@@ -411,14 +418,8 @@ def geometry_table_blocks(report: Report, found: Geometry) -> list[Block]:
 
 
 def geometry_blocks(report: Report) -> list[Block]:
-    blocks: list[Block] = [Line("what embscope geometry reports for each table; docs/geometry.md defines every figure")]
-    for role, found in report.geometry.items():
-        if isinstance(found, Missing):
-            blocks.append(Line(f"{'output projection' if role == 'output' else role + ' table'}: {found.why}",
-                               kind(found)))
-        else:
-            blocks += geometry_table_blocks(report, found)
-    return blocks
+    return [Line("what embscope geometry reports for each table; docs/geometry.md defines every figure"),
+            *each_table(report, report.geometry, geometry_table_blocks)]
 
 
 def compare_blocks(report: Report) -> list[Block]:

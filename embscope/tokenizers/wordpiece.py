@@ -23,7 +23,6 @@ from embscope.registry import Probe
 from embscope.tokenizers.base import MAX_TOKENIZER_BYTES, read_json, shown
 from embscope.tokenizers.huggingface import HuggingFaceTokenizer, built
 
-FILE_PATTERN = "*vocab.txt"
 DEFAULT_UNK = "[UNK]"
 # BERT's special tokens: matched whole in text, as BertTokenizer does, and never split into pieces
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
