@@ -135,6 +135,7 @@ def test_a_run_of_save_pretrained_steps_lists_each_step_by_its_folder(tmp_path):
         assert f"checkpoint-{step}/model.safetensors (step {step}" in line, line
 
 
+@pytest.mark.slow  # seconds of subprocesses: CI's slow step runs it; a cheaper test of the same feature stays in the suite
 def test_json_says_what_the_console_says_of_a_default_name(tmp_path, monkeypatch):
     # a default name is replaced only for the same checkpoint "and the answer says replaced"; the console
     # said it, a --json answer only gave the path

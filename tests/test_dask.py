@@ -94,6 +94,7 @@ def cluster(tmp_path_factory):
     started.close()
 
 
+@pytest.mark.slow  # the module's real scheduler and two workers take about 12 s to start and stop: CI's slow step
 def test_the_cluster_gives_the_one_machine_answer_to_the_last_digit(tmp_path, cluster):
     folder = write_run(tmp_path / "run")
     args = ("compare", folder, "--sample", 60, "-k", 5, "--json")
@@ -106,6 +107,7 @@ def test_the_cluster_gives_the_one_machine_answer_to_the_last_digit(tmp_path, cl
     assert by_address == alone
 
 
+@pytest.mark.slow  # the module's real scheduler and two workers take about 12 s to start and stop: CI's slow step
 def test_each_finished_task_moves_the_progress(tmp_path, cluster):
     import embscope
     from embscope.analysis.compare import CompareOptions
@@ -120,6 +122,7 @@ def test_each_finished_task_moves_the_progress(tmp_path, cluster):
     assert [step.value for _, step in found.checkpoints] == STEPS
 
 
+@pytest.mark.slow  # the module's real scheduler and two workers take about 12 s to start and stop: CI's slow step
 def test_a_checkpoint_a_worker_cannot_read_is_one_line_naming_it_and_the_worker(tmp_path, cluster):
     folder = write_run(tmp_path / "run")
     broken = folder / "ckpt_300.pt"

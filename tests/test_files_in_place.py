@@ -235,6 +235,7 @@ def replaced(layout: Path, name: str, case: Path, kind: str) -> None:
         (case / name).mkdir()
 
 
+@pytest.mark.slow  # seconds of subprocesses: CI's slow step runs it; a cheaper test of the same feature stays in the suite
 def test_a_fifo_or_a_directory_in_place_of_any_file_read_beside_a_checkpoint_ends_in_one_line(tmp_path):
     cases, layouts = [], {}
     for number, (label, (build, words)) in enumerate(LAYOUTS.items()):
@@ -316,6 +317,7 @@ ALLOWED = {
     ("storage/checks.py", "np.memmap"), ("formats/keras_h5.py", "h5py.File"),
     ("formats/numpy_file.py", "zipfile.ZipFile"), ("formats/_torch_zip.py", "zipfile.ZipFile"),
     ("formats/_torch_storage.py", "zipfile.ZipFile"), ("formats/pytorch_file.py", "zipfile.ZipFile"),
+    ("formats/sniffs.py", "zipfile.ZipFile"),  # the npz and torch-zip sniffs list a zip's members
     # the h5py child: anonymous shared memory for the table it reads, its stderr onto /dev/null (written)
     ("formats/_isolated.py", "mmap.mmap"), ("formats/_isolated.py", "os.open"),
     ("quiet.py", "os.open"),  # /dev/null, where native libraries' fd 2 goes when no temporary file can be made
@@ -352,6 +354,6 @@ def test_every_file_in_the_package_is_opened_through_embscope_files():
                 misplaced.append(f"{module}:{line} {call}")
     assert not misplaced, f"read through embscope.core.files instead: {misplaced}"
     # and the libraries handed an archive get the one embscope.core.files opened
-    for module in ("formats/numpy_file.py", "formats/_torch_zip.py", "formats/_torch_storage.py",
+    for module in ("formats/numpy_file.py", "formats/sniffs.py", "formats/_torch_zip.py", "formats/_torch_storage.py",
                    "formats/pytorch_file.py"):
         assert "zipfile.ZipFile(path" not in (PACKAGE / module).read_text(encoding="utf-8")

@@ -356,6 +356,7 @@ def test_no_huggingface_hub_and_no_network_at_run_time(tmp_path, minilm):
     assert done.stdout.split() == [str(V), "False"], done.stderr
 
 
+@pytest.mark.slow  # seconds of subprocesses: CI's slow step runs it; a cheaper test of the same feature stays in the suite
 def test_one_label_for_a_model_id_in_every_output_name(minilm, tmp_path, monkeypatch):
     """Issue 32: for a model id the report was `all-MiniLM-L6-v2-report.html` while its plots were
     `sentence-transformers--all-MiniLM-L6-v2-*.png`: the report, the plots and compare's plot share one label."""

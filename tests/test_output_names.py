@@ -123,6 +123,7 @@ def test_a_name_held_by_another_checkpoint_or_a_foreign_file_is_left_alone(tmp_p
     assert foreign.read_bytes() == PNG + b"\0\0\0\0IEND" and target.read_bytes() == b"keep"
 
 
+@pytest.mark.slow  # seconds of subprocesses: CI's slow step runs it; a cheaper test of the same feature stays in the suite
 def test_reports_by_default_and_their_names(tmp_path, monkeypatch):
     a, b = hf_folder(tmp_path / "run-a", 1), hf_folder(tmp_path / "run-b", 2)
     monkeypatch.chdir(tmp_path)

@@ -104,6 +104,7 @@ def test_a_markdown_report_that_fails_part_way_leaves_no_folder(tmp_path, monkey
     assert list(tmp_path.iterdir()) == []  # no md/, no temporary folder
 
 
+@pytest.mark.slow  # seconds of subprocesses: CI's slow step runs it; a cheaper test of the same feature stays in the suite
 @pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGHUP])
 def test_a_signal_part_way_through_neighbors_all_leaves_nothing(tmp_path, stop):
     """Round five's D attack: `neighbors --all --out` writes its one file beside its target, so a signal while it

@@ -109,6 +109,7 @@ def hostile_matplotlib(tmp_path):
     return folder, env
 
 
+@pytest.mark.slow  # seconds of subprocesses: CI's slow step runs it; a cheaper test of the same feature stays in the suite
 def test_plots_and_reports_ignore_a_matplotlibrc_and_say_nothing_on_stderr(hostile_matplotlib):
     folder, env = hostile_matplotlib
     page = folder.parent / "r.html"

@@ -47,6 +47,7 @@ def page_figures(page: str) -> dict[str, str]:
     return dict(re.findall(r'<figure id="figure-([\w-]+)"[^>]*>(.*?)</figure>', page, flags=re.DOTALL))
 
 
+@pytest.mark.slow  # seconds of subprocesses: CI's slow step runs it; a cheaper test of the same feature stays in the suite
 def test_the_page_holds_one_matplotlib_svg_per_figure(tmp_path):
     run("report", "--out", tmp_path / "r.html")
     page = (tmp_path / "r.html").read_text(encoding="utf-8")

@@ -132,6 +132,7 @@ def test_bad_tables_get_a_verdict_and_no_numpy_warning(case, tmp_path):
         assert doc["untrained"]["rows"] == 0 or doc["untrained"]["evidence"]
 
 
+@pytest.mark.slow  # seconds of subprocesses: CI's slow step runs it; a cheaper test of the same feature stays in the suite
 def test_report_map_and_export_carry_the_same_verdict(tmp_path):
     sentence = run_json("norms", "-c", str(SHORT_BERT))["untrained"]["evidence"]
     mapped = run_json("map", "-c", str(SHORT_BERT), "--table", "position")
