@@ -126,3 +126,26 @@ def test_a_signal_part_way_through_neighbors_all_leaves_nothing(tmp_path, stop):
     assert process.returncode == 128 + stop, (process.returncode, err)
     assert list(out.iterdir()) == [] and sorted(path.name for path in tmp_path.iterdir()) == ["out", "table.npy"]
     assert err == b""
+
+
+@pytest.mark.parametrize("make", ["file", "folder"])
+def test_a_stop_the_moment_the_temporary_exists_leaves_nothing(tmp_path, monkeypatch, make):
+    """A signal can land between the temporary being made and the code that would remove it: the name is chosen
+    before it is made, so the cleanup knows it whenever the stop comes (here, right as os.open or os.mkdir
+    returns)."""
+    from embscope.render import files as outputs
+    real = {"file": os.open, "folder": os.mkdir}[make]
+
+    def made_then_stopped(*args, **kwargs):
+        real(*args, **kwargs)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(outputs.os, "open" if make == "file" else "mkdir", made_then_stopped)
+    with pytest.raises(KeyboardInterrupt):
+        if make == "file":
+            with outputs.written_whole(tmp_path / "out.tsv", "the output file") as f:
+                f.write(b"never")
+        else:
+            with outputs.folder_built_whole(tmp_path / "out", "the output folder", {"a.txt": "a file"}):
+                pass
+    assert list(tmp_path.iterdir()) == []

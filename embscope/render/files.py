@@ -5,9 +5,9 @@ nothing behind. No output ever replaces a file embscope read: the checkpoint, it
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import stat
-import tempfile
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -94,19 +94,31 @@ def folder_built_whole(folder: Path, what: Named, names: dict[str, Named],
         raise OutputError(f"expected {what} to name a folder, found a file: {quote(folder)}", path=folder,
                           option=option_of(what))
     check_directory(folder, what)
+    building: Path | None = None
     try:
-        building = Path(tempfile.mkdtemp(prefix=".embscope-", suffix=".partial", dir=folder.parent))
-    except OSError as err:
-        raise OutputError(f"expected to make the folder {quote(folder)}, found {err.strerror or err}", path=folder,
-                          option=option_of(what)) from None
-    try:
+        try:
+            building = temporary_name(folder.parent)  # named before it is made: a signal from here on leaves nothing
+            try:
+                os.mkdir(building, 0o700)
+            except FileExistsError:
+                building = None  # not ours: never removed
+                raise
+        except OSError as err:
+            raise OutputError(f"expected to make the folder {quote(folder)}, found {err.strerror or err}",
+                              path=folder, option=option_of(what)) from None
         try:
             yield building
         except OutputError as err:  # named by its place in the folder asked for, not the temporary one
             raise err.reworded(str(err).replace(str(building), str(folder))) from None
         move_into(building, folder, what, names)
     finally:
-        shutil.rmtree(building, ignore_errors=True)
+        if building is not None:
+            shutil.rmtree(building, ignore_errors=True)
+
+
+def temporary_name(parent: Path) -> Path:
+    """A fresh name for an output being built beside its target (48 random bits, as mkstemp's are)."""
+    return parent / f".embscope-{secrets.token_hex(6)}.partial"
 
 
 def move_into(building: Path, folder: Path, what: Named, names: dict[str, Named]) -> None:
@@ -137,26 +149,30 @@ def written_whole(path: Path, what: Named, binary: bool = True, inputs: Iterable
     `inputs` are the files that were read (input_files), which the output may not replace."""
     path = Path(path)
     shown = quote(shortened(str(path)))
+    temporary: Path | None = None
     try:
-        check_directory(path, what)
-        refuse_inputs(path, what, inputs)
-        handle, temporary = tempfile.mkstemp(prefix=".embscope-", suffix=".partial", dir=path.parent)
-    except OSError as err:
-        raise OutputError(f"expected to write {what} {shown}, found {err.strerror or err}", path=path,
-                          option=option_of(what)) from None
-    try:
-        os.fchmod(handle, 0o666 & ~umask())  # the permissions of a file made by open(), not mkstemp's 0600
-        # text: written as given ("\n" stays "\n"); a lone surrogate (a name that was not UTF-8) as an escape
-        with (open(handle, "wb") if binary else
-              open(handle, "w", encoding="utf-8", newline="", errors="backslashreplace")) as f:
-            yield f
-        files.refuse_input(path, what)  # again: the answer may have read more files while it was written
-        os.replace(temporary, path)
-    except OSError as err:
-        raise OutputError(f"expected to write {what} {shown}, found {err.strerror or err}", path=path,
-                          option=option_of(what)) from None
-    finally:
         try:
-            os.unlink(temporary)
-        except OSError:
-            pass  # renamed into place, or never made: nothing to remove
+            check_directory(path, what)
+            refuse_inputs(path, what, inputs)
+            temporary = temporary_name(path.parent)  # named before it is made: a signal from here on leaves nothing
+            try:
+                handle = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+            except FileExistsError:
+                temporary = None  # not ours: never removed
+                raise
+            os.fchmod(handle, 0o666 & ~umask())  # the permissions of a file made by open(), not 0600
+            # text: written as given ("\n" stays "\n"); a lone surrogate (a name that was not UTF-8) as an escape
+            with (open(handle, "wb") if binary else
+                  open(handle, "w", encoding="utf-8", newline="", errors="backslashreplace")) as f:
+                yield f
+            files.refuse_input(path, what)  # again: the answer may have read more files while it was written
+            os.replace(temporary, path)
+        except OSError as err:
+            raise OutputError(f"expected to write {what} {shown}, found {err.strerror or err}", path=path,
+                              option=option_of(what)) from None
+    finally:
+        if temporary is not None:
+            try:
+                os.unlink(temporary)
+            except OSError:
+                pass  # renamed into place: nothing to remove
