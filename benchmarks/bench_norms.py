@@ -37,6 +37,8 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from timing import median_time  # benchmarks/timing.py: scripts run from this folder
+
 from embscope.analysis.duplicates import find_duplicates
 from embscope.analysis.norms import row_norms, summarize
 
@@ -72,24 +74,17 @@ def glove_like(rows: int, dim: int) -> np.ndarray:
     return table
 
 
-def median_cpu(fn: Callable[[], object], repeat: int) -> float:
-    """The median CPU time of `fn` (this process's, every thread's): on a shared machine wall time mostly
-    measures the neighbours."""
-    times = []
-    for _ in range(repeat):
-        start = time.process_time()
-        fn()
-        times.append(time.process_time() - start)
-    return statistics.median(times)
+def median_cpu_time(fn: Callable[[], object], repeat: int) -> float:
+    return median_time(fn, repeat, clock=time.process_time)  # CPU time: a shared machine's neighbours move wall time
 
 
 def section_in_process(table: np.ndarray, repeat: int) -> None:
     print("\n(1) in process, the array in memory (CPU time)")
-    t_numpy = median_cpu(lambda: np.linalg.norm(table, axis=1), repeat + 1)
+    t_numpy = median_cpu_time(lambda: np.linalg.norm(table, axis=1), repeat + 1)
     norms = row_norms(table)
     found = find_duplicates(table, norms)
-    t_dups = median_cpu(lambda: find_duplicates(table, norms), repeat)
-    t_report = median_cpu(lambda: (summarize(row_norms(table)), find_duplicates(table, row_norms(table))), repeat)
+    t_dups = median_cpu_time(lambda: find_duplicates(table, norms), repeat)
+    t_report = median_cpu_time(lambda: (summarize(row_norms(table)), find_duplicates(table, row_norms(table))), repeat)
     print(f"    numpy norms: {t_numpy:.3f} s")
     print(f"    near-duplicate search: {t_dups:.3f} s = {t_dups / t_numpy:.1f}x numpy's norms "
           f"({found.total} pairs, complete: {found.complete})")

@@ -195,13 +195,18 @@ def test_sharded_bin_files_as_transformers_saves_them(tmp_path, monkeypatch):
     assert "names shard '../x.bin', which is not in" in result.stderr
 
 
-def test_compare_and_report_take_ids(minilm, tmp_path, monkeypatch):
-    table, files = minilm
+def cached_with_a_second_revision(tmp_path, monkeypatch, table, files) -> None:
+    """MiniLM in a hub cache of its own ($HF_HUB_CACHE), with a revision v2 whose token table is doubled."""
     cache = tmp_path / "cache"
     monkeypatch.setenv("HF_HUB_CACHE", str(cache))
     lay_out(cache, MINILM, files)
     lay_out(cache, MINILM, bert_files(tmp_path / "v2", (table * 2).astype(np.float32)), revision="v2",
             commit=OTHER_COMMIT)
+
+
+def test_compare_and_report_take_ids(minilm, tmp_path, monkeypatch):
+    table, files = minilm
+    cached_with_a_second_revision(tmp_path, monkeypatch, table, files)
     doc = run_json("compare", MINILM, f"{MINILM}@v2")
     assert doc["checkpoint"] == MINILM
     assert [Path(c["path"]).parent.name for c in doc["checkpoints"]] == [COMMIT, OTHER_COMMIT]
@@ -361,11 +366,7 @@ def test_one_label_for_a_model_id_in_every_output_name(minilm, tmp_path, monkeyp
     """Issue 32: for a model id the report was `all-MiniLM-L6-v2-report.html` while its plots were
     `sentence-transformers--all-MiniLM-L6-v2-*.png`: the report, the plots and compare's plot share one label."""
     table, files = minilm
-    cache = tmp_path / "cache"
-    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
-    lay_out(cache, MINILM, files)
-    lay_out(cache, MINILM, bert_files(tmp_path / "v2", (table * 2).astype(np.float32)), revision="v2",
-            commit=OTHER_COMMIT)
+    cached_with_a_second_revision(tmp_path, monkeypatch, table, files)
     work = tmp_path / "work"
     work.mkdir()
     monkeypatch.chdir(work)

@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -28,20 +29,23 @@ def environment() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(ROOT)}
 
 
+def stopped_once_begun(process: subprocess.Popen, stop: int, begun: Callable[[], bool]) -> bytes:
+    """Send `stop` as soon as `begun()` says the run's output is being written; the run's stderr."""
+    deadline = time.monotonic() + 120
+    while process.poll() is None and time.monotonic() < deadline and not begun():
+        time.sleep(0.002)
+    assert process.poll() is None, "the run ended before its output was begun"
+    process.send_signal(stop)
+    return process.communicate(timeout=120)[1]
+
+
 @pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGHUP])
 def test_a_signal_part_way_through_export_leaves_nothing(tmp_path, stop):
     np.save(tmp_path / "table.npy", np.random.default_rng(0).standard_normal((20_000, 256)).astype(np.float32))
     out = tmp_path / "out"
     process = subprocess.Popen(command("export", "-c", tmp_path / "table.npy", "--out", out), cwd=tmp_path,
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=environment())
-    deadline = time.monotonic() + 120
-    while process.poll() is None and time.monotonic() < deadline:
-        if any(path.name.endswith(".partial") for path in tmp_path.iterdir()):
-            break  # the output is being written: stop it now
-        time.sleep(0.005)
-    assert process.poll() is None, "export ended before its output was begun"
-    process.send_signal(stop)
-    _, err = process.communicate(timeout=120)
+    err = stopped_once_begun(process, stop, lambda: any(p.name.endswith(".partial") for p in tmp_path.iterdir()))
     assert process.returncode == 128 + stop, (process.returncode, err)
     assert sorted(path.name for path in tmp_path.iterdir()) == ["table.npy"]
     assert b"Traceback" not in err
@@ -115,14 +119,7 @@ def test_a_signal_part_way_through_neighbors_all_leaves_nothing(tmp_path, stop):
     process = subprocess.Popen(command("neighbors", "--all", "-k", "5", "-c", tmp_path / "table.npy",
                                        "--out", out / "n.tsv"), cwd=tmp_path, stdout=subprocess.DEVNULL,
                                stderr=subprocess.PIPE, env=environment())
-    deadline = time.monotonic() + 120
-    while process.poll() is None and time.monotonic() < deadline:
-        if any(out.iterdir()):
-            break  # the output is being written: stop it now
-        time.sleep(0.002)
-    assert process.poll() is None, "neighbors ended before its output was begun"
-    process.send_signal(stop)
-    _, err = process.communicate(timeout=120)
+    err = stopped_once_begun(process, stop, lambda: any(out.iterdir()))
     assert process.returncode == 128 + stop, (process.returncode, err)
     assert list(out.iterdir()) == [] and sorted(path.name for path in tmp_path.iterdir()) == ["out", "table.npy"]
     assert err == b""

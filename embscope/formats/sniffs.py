@@ -93,15 +93,21 @@ def holds_objects(probe: Probe) -> bool:
     return bool(dtype.hasobject)
 
 
-def looks_like_npz(probe: Probe) -> bool:
-    path = probe.path
+def zip_members(probe: Probe) -> list[str] | None:
+    """The member names of a zip file; None when it is not one, or cannot be read as one."""
     if not probe.head.startswith(ZIP_MAGIC):
-        return False
+        return None
     try:
-        with files.open_file(path, record=False) as archive, zipfile.ZipFile(archive) as zf:
-            names = zf.namelist()
+        with files.open_file(probe.path, record=False) as archive, zipfile.ZipFile(archive) as zf:
+            return zf.namelist()
     except (*DAMAGE, CheckpointError):
-        return path.suffix.lower() == ".npz"  # a broken .npz should hear why it is broken
+        return None
+
+
+def looks_like_npz(probe: Probe) -> bool:
+    names = zip_members(probe)
+    if names is None:  # a broken .npz should hear why it is broken
+        return probe.head.startswith(ZIP_MAGIC) and probe.path.suffix.lower() == ".npz"
     return bool(names) and all(n.endswith(".npy") for n in names)
 
 
@@ -112,14 +118,10 @@ def data_pickle_name(names: list[str]) -> str | None:
 
 
 def looks_like_torch_zip(probe: Probe) -> bool:
-    path = probe.path
-    if not probe.head.startswith(ZIP_MAGIC):
-        return False
-    try:
-        with files.open_file(path, record=False) as archive, zipfile.ZipFile(archive) as zf:
-            return data_pickle_name(zf.namelist()) is not None
-    except (*DAMAGE, CheckpointError):
-        return path.suffix.lower() in TORCH_SUFFIXES  # a broken .pt should hear why it is broken, not "unknown"
+    names = zip_members(probe)
+    if names is None:  # a broken .pt should hear why it is broken, not "unknown"
+        return probe.head.startswith(ZIP_MAGIC) and probe.path.suffix.lower() in TORCH_SUFFIXES
+    return data_pickle_name(names) is not None
 
 
 def looks_like_pickle(probe: Probe) -> bool:
