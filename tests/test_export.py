@@ -119,6 +119,8 @@ def test_projector_folder_holds_every_row_with_its_metadata(ckpt, tmp_path):
     config = (out / "projector_config.pbtxt").read_text()
     assert 'tensor_path: "vectors.tsv"' in config and 'metadata_path: "metadata.tsv"' in config
     assert "tensor_shape: 264\n  tensor_shape: 6" in config
+    # which checkpoint, in the Projector's list of tensors: "model" says nothing, so its folder says it, as in plots
+    assert f'tensor_name: "{ckpt.parent.name}/model.npz: token table token_emb"' in config
 
 
 def test_metadata_cells_that_would_break_the_projector_are_escaped(ckpt, tmp_path):
@@ -157,7 +159,7 @@ def test_projector_config_parses_as_the_projector_proto(ckpt, tmp_path):
     run("export", "-c", weird, "--out", tmp_path / "w")
     text_format.Parse((tmp_path / "w" / "projector_config.pbtxt").read_text(encoding="utf-8"), message)
     (embedding,) = message.embeddings
-    assert embedding.tensor_name == 'token table tok "é"\\\n'
+    assert embedding.tensor_name == 'w.npz: token table tok "é"\\\n'  # the checkpoint, as plots title it
     assert list(embedding.tensor_shape) == [ROWS, DIM]
     assert (embedding.tensor_path, embedding.metadata_path) == ("vectors.tsv", "metadata.tsv")
 

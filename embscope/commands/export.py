@@ -15,6 +15,7 @@ from ..registry import named
 from ..render import export as render
 from ..render.export_files import WRITERS
 from ..render.files import input_files
+from ..render.names import emb_title
 from ..render.progress import stages
 from .command import SourceCommand
 from .options import JsonFlag, as_usage_error, refuse, source_of
@@ -71,7 +72,8 @@ def export(
             found = undertrained_tables(emb, [table.value], stages=stage)
         flagged = {int(row) for report in found.reports for row in report.candidates.indices}
     chosen = export_rows(emb, table, spec, undertrained=flagged)
-    files = named(WRITERS, format.value)(out, emb.table(table).array, chosen, input_files(emb))
+    files = named(WRITERS, format.value)(out, emb.table(table).array, chosen, input_files(emb),
+                                                emb_title(emb))
     render.show(emb, chosen, format.value, files, json)
 
 

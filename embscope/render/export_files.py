@@ -130,11 +130,13 @@ def pbtxt_string(text: str) -> str:
     return '"' + "".join(out) + '"'
 
 
-def projector_config(rows: ExportRows) -> str:
+def projector_config(rows: ExportRows, title: str | None = None) -> str:
     """projector_config.pbtxt: one embedding whose tensor and metadata are the two files beside it
-    (TensorBoard resolves relative paths against the config's folder)."""
+    (TensorBoard resolves relative paths against the config's folder); `title` names the checkpoint in the
+    tensor's name, which is what the Projector's list of tensors shows."""
+    name = f"{rows.role} table {rows.name}"
     return ("embeddings {\n"
-            f"  tensor_name: {pbtxt_string(f'{rows.role} table {rows.name}')}\n"
+            f"  tensor_name: {pbtxt_string(name if title is None else f'{title}: {name}')}\n"
             f"  tensor_shape: {len(rows.ids)}\n"
             f"  tensor_shape: {rows.dim}\n"
             f"  tensor_path: {pbtxt_string(VECTORS_FILE)}\n"
@@ -142,8 +144,10 @@ def projector_config(rows: ExportRows) -> str:
             "}\n")
 
 
-def write_projector(out: Path, array: np.ndarray, rows: ExportRows, inputs: Iterable[Path]) -> list[Path]:
-    """vectors.tsv, metadata.tsv and projector_config.pbtxt in the folder `out`; returns their paths."""
+def write_projector(out: Path, array: np.ndarray, rows: ExportRows, inputs: Iterable[Path],
+                    title: str | None = None) -> list[Path]:
+    """vectors.tsv, metadata.tsv and projector_config.pbtxt in the folder `out`; returns their paths. `title`:
+    the checkpoint, as the config's tensor name says it."""
     inputs = list(inputs)
     names: dict[str, Named] = {VECTORS_FILE: "the vectors file", METADATA_FILE: "the metadata file",
                                CONFIG_FILE: "the Projector config"}
@@ -151,19 +155,22 @@ def write_projector(out: Path, array: np.ndarray, rows: ExportRows, inputs: Iter
     with folder_built_whole(out, OUT, names, inputs) as building:
         write_lines(building / VECTORS_FILE, names[VECTORS_FILE], float_lines(array, rows.ids, "\t"), inputs)
         write_lines(building / METADATA_FILE, names[METADATA_FILE], metadata_lines(rows), inputs)
-        write_lines(building / CONFIG_FILE, names[CONFIG_FILE], [projector_config(rows)], inputs)
+        write_lines(building / CONFIG_FILE, names[CONFIG_FILE], [projector_config(rows, title)], inputs)
     return [out / name for name in names]
 
 
-def write_word2vec(out: Path, array: np.ndarray, rows: ExportRows, inputs: Iterable[Path]) -> list[Path]:
-    """The word2vec text format: a `V d` header, then each key and its floats, space-separated."""
+def write_word2vec(out: Path, array: np.ndarray, rows: ExportRows, inputs: Iterable[Path],
+                   title: str | None = None) -> list[Path]:
+    """The word2vec text format: a `V d` header, then each key and its floats, space-separated (the format has
+    no place for `title`)."""
     keys = word2vec_keys(rows.labels, rows.ids.tolist())
     header = [f"{len(rows.ids)} {rows.dim}\n"]
     write_lines(out, OUT, chain(header, float_lines(array, rows.ids, " ", keys)), inputs)
     return [out]
 
 
-Writer = Callable[[Path, np.ndarray, ExportRows, Iterable[Path]], list[Path]]  # (out, table, rows, inputs) -> files
+# (out, table, rows, inputs, checkpoint title) -> files
+Writer = Callable[[Path, np.ndarray, ExportRows, Iterable[Path], str | None], list[Path]]
 WRITERS: tuple[Entry[Writer], ...] = entries(
     Entry("projector", write_projector, "a folder the TensorFlow Embedding Projector loads as is"),
     Entry("word2vec", write_word2vec, "one text file gensim's load_word2vec_format reads"))
