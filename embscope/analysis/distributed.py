@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..core.errors import CheckpointError, EmbscopeError, MissingPackageError, Option, OptionError
+from ..core.errors import CheckpointError, EmbscopeError, Message, MissingPackageError, Option, OptionError
 from ..core.text import quote
 from ..series import Step, checkpoint_step
 from .compare import CompareOptions, NeighborOverlap, SeriesWalk, TableState, TrajectoryPoint
@@ -134,7 +134,7 @@ def library() -> Any:
     try:
         import distributed
     except ImportError:
-        raise MissingPackageError(f"running compare on a scheduler ({SCHEDULER})", "distributed", "dask",
+        raise MissingPackageError(Message("running compare on a scheduler (", SCHEDULER, ")"), "distributed", "dask",
                                   option="scheduler") from None
     return distributed
 
@@ -256,9 +256,9 @@ def same_tables(results: dict[int, StepResult], paths: Sequence[Path]) -> None:
     for found in results.values():
         for index, roles in found.roles.items():
             if roles != first:
-                raise CheckpointError(f"compare on a scheduler ({SCHEDULER}) needs every checkpoint to hold the tables of the first "
-                                      f"({', '.join(first)}); {quote(paths[index])} holds {', '.join(roles) or 'none'}:"
-                                      " compare them on one machine", path=paths[index])
+                raise CheckpointError(Message("compare on a scheduler (", SCHEDULER, f") needs every checkpoint to hold the tables of the first "
+                                            f"({', '.join(first)}); {quote(paths[index])} holds {', '.join(roles) or 'none'}:"
+                                            " compare them on one machine"), path=paths[index])
 
 
 def compare_on_scheduler(paths: Sequence[Path], opener: Opener, options: CompareOptions, address: str, *,

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, overload
 import numpy as np
 
 from .. import compute
-from ..core.errors import Option, TableError, TokenError
+from ..core.errors import Message, Option, TableError, TokenError
 from ..core.role import Role
 from ..core.text import quote
 from ..lookup import FormChoice, WordEncoder, check_id, form_sentence, lookup_words, parse_id, space_sentence
@@ -213,8 +213,8 @@ class Resolver:
     def lookup(self, words: Sequence[str]) -> tuple[WordLookup, ...]:
         tokenizer = self.tokenizer
         if tokenizer is None:
-            raise TokenError(f"expected a tokenizer to look up {quote(words[0])}, found none beside the checkpoint: "
-                             f"pass {Option('tokenizer', metavar='FILE')}, or use {Option('ids', True)}",
+            raise TokenError(Message(f"expected a tokenizer to look up {quote(words[0])}, found none beside the checkpoint: "
+                                   f"pass ", Option('tokenizer', metavar='FILE'), ", or use ", Option('ids', True)),
                              option="tokenizer")
         if self._encoder is None:
             self._encoder = WordEncoder(tokenizer)
@@ -227,8 +227,8 @@ class Resolver:
             check_id(int(token_id), self.rows, word)
         if len(found.ids) > 1 and not self.merge:
             pieces = " ".join(quote(t) for t in found.tokens)
-            raise TokenError(f"expected {quote(word)} to be one token, found {len(found.ids)} ({pieces}); "
-                             f"merging them is turned off ({Option('merge', False)})", option="merge")
+            raise TokenError(Message(f"expected {quote(word)} to be one token, found {len(found.ids)} ({pieces}); "
+                                   f"merging them is turned off (", Option('merge', False), ")"), option="merge")
         return Query(word, tuple(int(i) for i in found.ids), tuple(found.tokens), found.unknown, found.form,
                      choice=found.choice, space_id=found.space_id)
 

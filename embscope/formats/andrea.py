@@ -20,7 +20,7 @@ import numpy as np
 
 from ..core import files
 from ..core.checkpoint import Checkpoint, TensorInfo
-from ..core.errors import CheckpointError, Option, OptionError
+from ..core.errors import CheckpointError, Message, Option, OptionError
 from ..core.text import printable
 from ..storage.base import OpenOptions
 from ..storage.checks import MAX_ELEMENTS, map_array
@@ -111,7 +111,7 @@ def from_flag(value: int | None, flag: str) -> Found | None:
     if value is None:
         return None
     if value <= 0:
-        raise OptionError(f"{Option(flag, value)}: expected a positive integer", option=flag)
+        raise OptionError(Message(Option(flag, value), ": expected a positive integer"), option=flag)
     return Found(value, str(shape_option(flag)))
 
 
@@ -132,7 +132,7 @@ def read_shapes(directory: Path, options: OpenOptions) -> Shapes:
                 raise
             in_files = None  # the flag settles it; the files' quarrel does not matter
         if given is not None and in_files is not None and in_files.value != given.value:
-            notes.append(f"{Option(flag, given.value)} overrides {in_files.where} ({in_files.value})")
+            notes.append(Message(Option(flag, given.value), f" overrides {in_files.where} ({in_files.value})"))
         setattr(shapes, attr, given or in_files)
     shapes.layers = find(configs, LAYER_KEYS)
     shapes.heads = find(configs, HEAD_KEYS)

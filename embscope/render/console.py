@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from ..commands.flags import as_flags
 from ..core.text import bounded, clipped, printable
 from . import jsonout
 
@@ -51,8 +52,9 @@ def table(*columns: str, title: str | None = None, **kwargs: Any) -> Table:
 
 
 def notes(lines: Iterable[str]) -> None:
+    """Each note on its own line, naming options as the command line's flags."""
     for line in lines:
-        out.print(f"note: {safe(line)}")
+        out.print(f"note: {safe(as_flags(line))}")
 
 
 def token_text(token_id: int, token: str) -> str:

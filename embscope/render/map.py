@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..analysis.map import Point, TableMap
-from ..core.errors import Option
+from ..core.errors import Message, Option
 from ..core.role import Role
 from . import console, header, plots
 from .files import input_files
@@ -118,7 +118,7 @@ def show(emb: Embeddings, result: TableMap, plot: Output | None, json: bool) -> 
     flagged = len(result.flagged)
     out.print(console.safe(untrained_line(result.untrained)), soft_wrap=True)
     out.print(f"{flagged:,} row{'s' * (flagged != 1)} flagged as norm anomalies (the rule of `embscope norms`)"
-              + (", drawn in red" if plot is not None else f"; {Option('plot')} draws them in red"))
+              + (", drawn in red" if plot is not None else Message("; ", Option('plot'), " draws them in red")))
     if plot is not None:
         out.print(console.safe(plot.written()), soft_wrap=True)
     console.notes([*grouped_notes((p.label, p.note) for p in result.points), *result.notes])

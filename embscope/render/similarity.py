@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ..analysis.similarity import Pair, Query, SimilarityResult, merge_note
-from ..core.errors import Option
+from ..core.errors import Message, Option
 from ..core.text import quote
 from ..lookup import PLAIN, WORD_START, FormChoice
 from . import console, header
@@ -75,7 +75,7 @@ def show(emb: Embeddings, result: SimilarityResult, *, json: bool, matrix: bool,
     listed = result.pairs[:LISTED_PAIRS]
     out.print(pairs_table(listed, with_shares=result.baseline is not None))
     if len(result.pairs) > LISTED_PAIRS:
-        out.print(f"... and {len(result.pairs) - LISTED_PAIRS:,} more pairs ({Option('json', True)} lists all)")
+        out.print(Message(f"... and {len(result.pairs) - LISTED_PAIRS:,} more pairs (", Option('json', True), " lists all)"))
     if matrix:
         out.print(matrix_table(result))
     show_space(result)

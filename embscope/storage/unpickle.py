@@ -18,7 +18,7 @@ import struct
 from collections.abc import Callable, Mapping
 from typing import IO, Any, ClassVar
 
-from ..core.errors import CheckpointError, EmbscopeError, Option, UnsafePickleError
+from ..core.errors import CheckpointError, EmbscopeError, Message, Option, UnsafePickleError
 from ..core.text import detail
 from .base import DAMAGE
 from .constants import (
@@ -39,7 +39,7 @@ TRUST = Option("trust_pickle", True)
 
 
 def trust_hint() -> str:
-    return f"(use {TRUST} only for files you made)"
+    return Message("(use ", TRUST, " only for files you made)")
 
 
 # what the user reads for the objects this module hands out, by class name

@@ -9,7 +9,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from embscope.core.errors import CheckpointError, Option, TokenizerError, UnsafePickleError
+from embscope.core.errors import CheckpointError, Message, Option, TokenizerError, UnsafePickleError
 from embscope.core.text import detail
 from embscope.core.tokenizer import Tokenizer
 from embscope.listing import clipped_list
@@ -149,7 +149,7 @@ def find_tokenizer(directory: Path, config: dict[str, Any] | None = None) -> Tok
     listed = clipped_list([f"{path.name} ({kind.name})" for path, kind in found.items()], "tokenizer files",
                           names=[path.name for path in found], where=None)
     raise TokenizerError(
-        f"expected one tokenizer in {directory}, found {len(found)}: {listed}; choose one with {Option('tokenizer')}",
+        Message(f"expected one tokenizer in {directory}, found {len(found)}: {listed}; choose one with ", Option('tokenizer')),
         path=directory, option="tokenizer")
 
 
