@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from . import cache
 from .core.checkpoint import Checkpoint, EmbeddingTables, Table
-from .core.errors import CheckpointError, EmbscopeError, Message, Option, PositionError, TableError
+from .core.errors import CheckpointError, EmbscopeError, Message, Option, PositionError, TableError, message_of
 from .core.role import Role
 from .formats import OpenOptions, open_checkpoint
 from .hub import resolve
@@ -83,7 +83,7 @@ class Embeddings:
         try:
             tokenizer = self.tokenizer
         except EmbscopeError as err:
-            return None, f"tokenizer not loaded: {err}"
+            return None, Message("tokenizer not loaded: ", message_of(err))
         if tokenizer is None:
             return None, "no tokenizer found beside the checkpoint: tokens print as #id, words cannot be looked up"
         return tokenizer, None

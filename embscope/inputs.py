@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from .core import files
-from .core.errors import CheckpointError, InputError, Message, Option
+from .core.errors import CheckpointError, InputError, Message, Option, message_of
 from .core.text import quote
 
 MAX_LINE_BYTES = 4096  # far past any word or pair; a longer line is damage, not input
@@ -66,7 +66,7 @@ def lines(path: Path, what: Option, skip: Skipped | None) -> Iterator[tuple[int,
                 else:
                     skip(f"line {number}: {problem}")
     except CheckpointError as err:  # embscope.core.files refused it: missing, not a regular file, unreadable
-        raise InputError(str(err), path=path, option=what) from None
+        raise InputError(message_of(err), path=path, option=what) from None
     except OSError as err:
         raise InputError(Message("expected a readable file for ", what, f", found {err.strerror or err}: {quote(path)}"), path=path,
                          option=what) from None

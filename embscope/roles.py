@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from .core.arrays import to_float32
 from .core.checkpoint import Checkpoint, EmbeddingTables, Table, TensorInfo
-from .core.errors import Message, Option, TableError
+from .core.errors import Message, Option, TableError, message_of
 from .core.role import Head, Role
 from .core.text import quote, shape_text
 from .listing import clipped_list
@@ -247,7 +247,7 @@ def by_key(checkpoint: Checkpoint, role: Role, key: str) -> Table:
     if not is_table(tensor):
         raise TableError(f"expected a 2-D float table for the {role} table, found {quote(key)} of shape "
                          f"{list(tensor.shape)} and dtype {tensor.dtype}", role=role, option=KEY_OPTIONS[role])
-    return Table(role, tensor, str(key_option(role, key)))
+    return Table(role, tensor, Message(key_option(role, key)))
 
 
 def position_offset(checkpoint: Checkpoint, known: Known | None) -> tuple[int, tuple[str, ...]]:
@@ -320,7 +320,7 @@ def discover(checkpoint: Checkpoint, role: Role, taken: set[str], width: int | N
         if found is None and role is not Role.output:
             found = by_shape(checkpoint, role, taken, width)
     except TableError as err:
-        return Empty(str(err), str(err))
+        return Empty(message_of(err), message_of(err))
     if found is None and role is Role.token:
         found = only_table(checkpoint)
     if found is None and role in NOT_FOUND:
@@ -467,5 +467,5 @@ def find_tables(checkpoint: Checkpoint, token_key: str | None = None, pos_key: s
     if head in (Head.tied, Head.absent, Head.unknown):
         choices = ("" if head is Head.tied
                    else Message(f"; {candidates_text(checkpoint, taken)}; name one with ", key_option(Role.output)))
-        missing[Role.output] = f"expected an untied output projection, found none: {note}{choices}"
+        missing[Role.output] = Message("expected an untied output projection, found none: ", note or "", choices)
     return EmbeddingTables(token, position, output, head, note, tuple(notes), tied_copy, missing, tensors)

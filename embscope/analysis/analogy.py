@@ -356,4 +356,5 @@ def _lookup_notes(terms: Terms) -> Sequence[str]:
     noted = [term for term, _ in terms.values() if term is not None and term.note]
     if not noted:
         return []
-    return [f"{len(noted):,} of the {len(terms):,} words needed a lookup rule, e.g. {noted[0].text}: {noted[0].note}"]
+    return [Message(f"{len(noted):,} of the {len(terms):,} words needed a lookup rule, e.g. {noted[0].text}: ",
+                    noted[0].note or "")]

@@ -34,7 +34,7 @@ def token_strings(emb: Embeddings, which: str) -> list[str | None]:
     tokenizer, why_none = emb.tokenizer_for_names()
     if tokenizer is None:
         raise TokenError(Message(MATCH_TOKENS, f" pairs rows by token string and needs a tokenizer for {which} "
-                               f"({quote(emb.checkpoint.path)}): {why_none}"))
+                                 f"({quote(emb.checkpoint.path)}): ", why_none or ""))
     rows = emb.token.rows
     return [token_string_or_none(tokenizer, i) for i in range(rows)]
 
@@ -43,7 +43,7 @@ def word_rows(emb: Embeddings, words: list[str]) -> list[WordRow]:
     """Each word with its token row in A, or why it has none (neighbour sets are per row)."""
     tokenizer, why_none = emb.tokenizer_for_names()
     if tokenizer is None:
-        raise TokenError(Message(WORDS, f" needs a tokenizer to find the words' rows: {why_none}"))
+        raise TokenError(Message(WORDS, " needs a tokenizer to find the words' rows: ", why_none or ""))
     found: list[WordRow] = []
     for word in words:
         lookup = lookup_word(tokenizer, word)

@@ -197,7 +197,7 @@ def umap_2d(array: np.ndarray) -> Projection:
         import umap
     except ImportError:
         umap_method = Option("method", "umap")
-        raise MissingPackageError(str(umap_method), "umap-learn", "umap", option=umap_method) from None
+        raise MissingPackageError(Message(umap_method), "umap-learn", "umap", option=umap_method) from None
     ok = finite_rows(array)
     ids = np.flatnonzero(ok)
     if len(ids) <= UMAP_NEIGHBORS:
@@ -217,7 +217,7 @@ def point(coords: np.ndarray, label: str, ids: tuple[int, ...], tokens: tuple[st
     where = coords[list(ids)].mean(axis=0)
     if not np.isfinite(where).all():
         missing = "a row holds NaN or Inf: not on the map"
-        return Point(label, ids, tokens, None, None, f"{note}; {missing}" if note else missing)
+        return Point(label, ids, tokens, None, None, Message(note, "; ", missing) if note else missing)
     return Point(label, ids, tokens, float(where[0]), float(where[1]), note)
 
 
@@ -246,7 +246,7 @@ def probe_points(emb: Embeddings, coords: np.ndarray, words: list[str] | None,
         if len(found.ids) > 1:
             pieces = ", ".join(f"{i} {quote(t)}" for i, t in zip(found.ids, found.tokens))
             merged = f"{len(found.ids)} tokens ({pieces}): placed at the mean of their points"
-            note = f"{note}; {merged}" if note else merged
+            note = Message(note, "; ", merged) if note else merged
         points.append(point(coords, word, tuple(int(i) for i in found.ids), tuple(found.tokens), note))
     return points, rule
 

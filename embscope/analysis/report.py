@@ -14,7 +14,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
-from ..core.errors import EmbscopeError, Message, Option
+from ..core.errors import EmbscopeError, Message, Option, message_of
 from ..core.role import Role
 from ..series import is_run_folder
 from .compare_series import SeriesComparison, compare_series, run_checkpoints
@@ -117,7 +117,7 @@ def attempt(make: Callable[[], T]) -> T | Missing:
     try:
         return make()
     except EmbscopeError as err:
-        return Missing(str(err))
+        return Missing(message_of(err))
 
 
 def report_checkpoints(given: Sequence[Path], open_path: Opener) -> tuple[list[Path], Path | None, list[str]]:
@@ -166,7 +166,7 @@ def neighbors_of(emb: Embeddings, words: Sequence[str] | None, k: int) -> Neighb
     if tokenizer is None:
         failed = attempt(lambda: emb.tokenizer)  # one that fails to load is a failure; none at all is a fact
         kind = Missing if isinstance(failed, Missing) else Absent
-        return kind(f"no probe words to look up: {why_none}")
+        return kind(Message("no probe words to look up: ", why_none or ""))
     rule = given_rule()
     if not words:
         words, rule = probe_words(tokenizer, emb.token.rows)

@@ -108,6 +108,14 @@ def spelled(text: str, spell: Spelling) -> str:
     return text.spelled(spell) if isinstance(text, Message) else str(text)
 
 
+def replaced(text: str, old: str, new: str) -> str:
+    """`text.replace(old, new)` in its text, its options kept (Message); `old` is looked for within each stretch
+    of text between options."""
+    if not isinstance(text, Message):
+        return text.replace(old, new)
+    return Message(*(part.replace(old, new) if isinstance(part, str) else part for part in text.parts))
+
+
 def message_of(err: BaseException) -> str:
     """An error's message with its parts (Message) where it has them; str(err) keeps only the library's words."""
     said = err.args[0] if len(err.args) == 1 else None
@@ -160,14 +168,14 @@ class MissingPackageError(EmbscopeError):
 
     def __init__(self, what: str, package: str, extra: str, *, detail: str | None = None,
                  path: str | os.PathLike[str] | None = None, option: Option | str | None = None) -> None:
-        tail = f"; {detail}" if detail else ""
+        tail = "; " + detail if detail else ""
         super().__init__(needs_package(what, package, extra) + tail, path=path, option=option)
         self.what, self.package, self.extra = what, package, extra
 
 
 def needs_package(what: str, package: str, extra: str) -> str:
     """The one wording of a missing package, for MissingPackageError and for a word that cannot be told without one."""
-    return f"{what} needs the {package!r} package (pip install 'embscope[{extra}]')"
+    return Message(what, f" needs the {package!r} package (pip install 'embscope[{extra}]')")
 
 
 class TableError(EmbscopeError):
@@ -196,3 +204,4 @@ class InputError(EmbscopeError):
 class OutputError(EmbscopeError):
     """Where an output would go cannot take it: a name with the wrong ending, a folder that is a file, a file
     that exists or that this run read, a write that failed (`path`, and `option`, the output it names)."""
+

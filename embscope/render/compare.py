@@ -18,6 +18,7 @@ from ..analysis.compare import (
     TrajectoryPoint,
 )
 from ..analysis.compare_series import Namer
+from ..commands.flags import as_flags
 from ..core.errors import Message, Option
 from ..core.text import quote
 from ..series import Step as CheckpointStep
@@ -179,7 +180,7 @@ def leading_notes(comparison: Comparison, labels: Labels) -> list[str]:
     notes = list(labels.notes) + list(comparison.notes)
     for role, found in comparison.tables.items():
         if found.pairing.note:
-            notes.append(f"{role} table: {found.pairing.note}")
+            notes.append(Message(f"{role} table: ", found.pairing.note))
         if found.different_runs:
             notes.append(Message(f"{role} table: the mean row cosine is {found.summary.mean_cosine:+.3f} while the mean norms "
                                f"agree ({found.summary.mean_norm_a:.3g} and {found.summary.mean_norm_b:.3g}): these look "
@@ -199,8 +200,8 @@ def trailing_notes(comparison: Comparison, labels: Labels) -> list[str]:
             queried = {word for word, _ in word_queries(labels, found.neighbors)}
             notes += [Message(f"{role} table: ", Option('words'), f" {word!r} has no row in B to compare with")
                       for word, row, _ in labels.words if row is not None and word not in queried]
-        notes += [f"{role} table: {why}" for why in cka_notes(found)]
-    notes += [Message(Option('words'), f" {word!r}: {why}") for word, row, why in labels.words if why]
+        notes += [Message(f"{role} table: ", why) for why in cka_notes(found)]
+    notes += [Message(Option('words'), f" {word!r}: ", why) for word, row, why in labels.words if why]
     return notes
 
 
@@ -326,9 +327,9 @@ def print_table(found: TableComparison, labels: Labels, states: list[TableState 
     if found.neighbors is not None:
         overlap = found.neighbors
         sampled = len(overlap.jaccard) - overlap.words
-        out.print(Message(f"  neighbour overlap (Jaccard of top-{overlap.k} sets): mean {number(overlap.mean)} over "
+        out.print(as_flags(Message(f"  neighbour overlap (Jaccard of top-{overlap.k} sets): mean {number(overlap.mean)} over "
                         f"{len(overlap.jaccard):,} rows ({overlap.words} from ", Option('words'), f", {sampled:,} drawn with "
-                        f"seed {overlap.seed})"), soft_wrap=True)
+                        f"seed {overlap.seed})")), soft_wrap=True)
         name, name_b = labels.names[role], labels.names_b[role]
         for word, i in word_queries(labels, overlap):
             out.print(f"    {console.safe(quote(word))}: Jaccard {number(overlap.jaccard[i], 3)}; A: "

@@ -10,6 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..commands.flags import as_flags
+from ..core.errors import Message
 from ..core.text import bounded, clipped, printable
 from . import jsonout
 
@@ -20,8 +21,9 @@ err = Console(stderr=True, highlight=False, emoji=False)
 
 def safe(text: object) -> str:
     """No control characters and no rich markup survive from a name or token string, and a very long one is
-    cut (text.bounded): rich's wrapping of megabytes takes minutes."""
-    return escape(printable(bounded(str(text))))
+    cut (text.bounded): rich's wrapping of megabytes takes minutes. A message names options as the command
+    line's flags."""
+    return escape(printable(bounded(as_flags(text) if isinstance(text, Message) else str(text))))
 
 
 def count_text(n: int | None) -> str:
@@ -54,7 +56,7 @@ def table(*columns: str, title: str | None = None, **kwargs: Any) -> Table:
 def notes(lines: Iterable[str]) -> None:
     """Each note on its own line, naming options as the command line's flags."""
     for line in lines:
-        out.print(f"note: {safe(as_flags(line))}")
+        out.print(f"note: {safe(line)}")
 
 
 def token_text(token_id: int, token: str) -> str:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from ..core import files
-from ..core.errors import Message, Option, OutputError
+from ..core.errors import Message, Option, OutputError, message_of, replaced
 from ..core.text import quote, shortened
 
 if TYPE_CHECKING:
@@ -109,7 +109,7 @@ def folder_built_whole(folder: Path, what: Named, names: dict[str, Named],
         try:
             yield building
         except OutputError as err:  # named by its place in the folder asked for, not the temporary one
-            raise err.reworded(str(err).replace(str(building), str(folder))) from None
+            raise err.reworded(replaced(message_of(err), str(building), str(folder))) from None
         move_into(building, folder, what, names)
     finally:
         if building is not None:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from ..analysis.norms import DUPLICATE_COSINE, NormsReport, rule_text
 from ..analysis.untrained import Untrained
+from ..commands.flags import as_flags
 from ..core.errors import Message, Option
 from ..core.text import PLOT_TOKEN_SHOWN, TOKEN_SHOWN, visible
 from . import console, header, jsonout, plots
@@ -76,8 +77,8 @@ def ratio(value: float) -> str:
 
 def more(listed: int) -> None:
     if listed > LISTED_ROWS:
-        console.out.print(Message(f"... and {listed - LISTED_ROWS} more (", Option('json', True), f" lists the first "
-                                f"{JSON_LISTED:,})"))
+        console.out.print(as_flags(Message(f"... and {listed - LISTED_ROWS} more (", Option('json', True), f" lists the first "
+                                f"{JSON_LISTED:,})")))
 
 
 def show(emb: Embeddings, report: NormsReport, *, json: bool, plot: Output | None) -> None:

@@ -9,7 +9,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from embscope.core.errors import CheckpointError, Message, Option, TokenizerError, UnsafePickleError
+from embscope.core.errors import CheckpointError, Message, Option, TokenizerError, UnsafePickleError, message_of
 from embscope.core.text import detail
 from embscope.core.tokenizer import Tokenizer
 from embscope.listing import clipped_list
@@ -50,7 +50,7 @@ def _load(kind: TokenizerKind, path: Path) -> Tokenizer:
     except UnsafePickleError:  # a pickled vocabulary refused as unsafe keeps its class
         raise
     except CheckpointError as err:  # embscope.core.files refused the file (too large, not regular, unreadable)
-        raise TokenizerError(str(err), path=path) from None
+        raise TokenizerError(message_of(err), path=path) from None
     except (ValueError, KeyError, IndexError, TypeError, RecursionError, MemoryError, OSError) as err:
         raise TokenizerError(f"expected a readable {kind.name} tokenizer in {path}, found damage "
                              f"({detail(err)})", path=path) from None
