@@ -118,7 +118,8 @@ class EmbscopeGroup(TyperGroup):
         except OptionError as err:  # an option's value, or a combination, the library cannot use: a usage error
             name, command = ctx.meta.get(RESOLVED, (None, None))
             hint = f"'{flag(Option(err.option))}'" if err.option else None
-            raise click_usage(as_flags(message_of(err)), hint, typer.Context(command, info_name=name, parent=ctx)) from None
+            usage = typer.Context(command, info_name=name, parent=ctx)
+            raise click_usage(as_flags(message_of(err)), hint, usage) from None
         except EmbscopeError as err:
             error_line(as_flags(message_of(err)))
         except ModuleNotFoundError as err:  # an optional package, however deep its import: one line naming it

@@ -140,8 +140,10 @@ def open(path: str | os.PathLike[str] | None = None, *, tokenizer: str | os.Path
 def set_first_position(table: Table, first_position: int) -> None:
     """Position p is row p + first_position, as the user said, in place of the family's rule."""
     if not 0 <= first_position < table.rows:
-        raise PositionError(Message("expected ", Option('first_position'), f" from 0 to {table.rows - 1} (the position table "
-                                  f"{table.name!r} has {table.rows} rows), found {first_position}"), option="first_position")
+        raise PositionError(Message("expected ", Option("first_position"), f" from 0 to {table.rows - 1} (the "
+                                    f"position table {table.name!r} has {table.rows} rows), found {first_position}"),
+                            option="first_position")
     table.first_row = first_position
     kept = tuple(note for note in table.notes if "position p is row p+" not in note)
-    table.notes = (*kept, Message(f"position p is row p+{first_position}: ", Option('first_position', first_position)))
+    table.notes = (*kept, Message(f"position p is row p+{first_position}: ",
+                                  Option("first_position", first_position)))

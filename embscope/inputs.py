@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from .core import files
-from .core.errors import CheckpointError, InputError, Message, Option, message_of
+from .core.errors import CheckpointError, InputError, Message, Option, joined, message_of
 from .core.text import quote
 
 MAX_LINE_BYTES = 4096  # far past any word or pair; a longer line is damage, not input
@@ -35,8 +35,8 @@ class Skipped:
             return []
         more = f"; and {self.count - len(self.examples):,} more" if self.count > len(self.examples) else ""
         lines = f"line{'s' * (self.count != 1)}"
-        note = (Message(f"skipped {self.count:,} {lines} of {quote(source)} that could not be used "
-                      f"({'; '.join(self.examples)}{more}); ", Option('strict', True), " stops at the first instead"))
+        note = Message(f"skipped {self.count:,} {lines} of {quote(source)} that could not be used (",
+                       joined("; ", self.examples), f"{more}); ", Option("strict", True), " stops at the first instead")
         return [note]
 
 
@@ -68,8 +68,8 @@ def lines(path: Path, what: Option, skip: Skipped | None) -> Iterator[tuple[int,
     except CheckpointError as err:  # embscope.core.files refused it: missing, not a regular file, unreadable
         raise InputError(message_of(err), path=path, option=what) from None
     except OSError as err:
-        raise InputError(Message("expected a readable file for ", what, f", found {err.strerror or err}: {quote(path)}"), path=path,
-                         option=what) from None
+        raise InputError(Message("expected a readable file for ", what, f", found {err.strerror or err}: "
+                                 f"{quote(path)}"), path=path, option=what) from None
 
 
 def read_pairs(path: Path, skip: Skipped | None) -> Iterator[tuple[str, str]]:

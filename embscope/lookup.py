@@ -298,8 +298,9 @@ def _checked(tokenizer: Tokenizer, word: str, form: str, ids: tuple[int, ...], c
         unk = quote(token_name(tokenizer, unk_id))
         if not allow_unk:
             raise TokenError(Message(f"expected a word the tokenizer can represent, found {quote(word)}, which the "
-                                   f"{tokenizer.kind} tokenizer maps to its unknown token {unk} (id {unk_id}): "
-                                   f"pass ", Option('allow_unk', True), " to use that row anyway"), option="allow_unk")
+                                     f"{tokenizer.kind} tokenizer maps to its unknown token {unk} (id {unk_id}): "
+                                     "pass ", Option("allow_unk", True), " to use that row anyway"),
+                             option="allow_unk")
         unknown = f"{quote(word)} became the unknown token {unk} (id {unk_id}), the row shared by every unknown word"
     said = (space_sentence(word, space_id) if space_id is not None else None, form_sentence(form, choice), unknown)
     tokens = tuple(token_name(tokenizer, id) for id in ids)

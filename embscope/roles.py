@@ -224,17 +224,18 @@ def key_option(role: Role, key: str | None = None) -> Option:
 def empty_note(role: Role) -> str:
     """info's note for a role discovery left empty."""
     if role is Role.token:
-        return (Message("no token-embedding table found by name, by config size, or as the file's only 2-D float tensor; "
-                      "name one with ", key_option(role)))
-    return (Message("no learned position table found by name or config size: a model with rotary or other computed "
-                  "positions has none; name one with ", key_option(role), " if it exists"))
+        return Message("no token-embedding table found by name, by config size, or as the file's only 2-D float "
+                       "tensor; name one with ", key_option(role))
+    return Message("no learned position table found by name or config size: a model with rotary or other computed "
+                   "positions has none; name one with ", key_option(role), " if it exists")
 
 
 def none_found(checkpoint: Checkpoint, role: Role, taken: set[str]) -> Empty:
     """A role with no table: what was looked for, what is there, and the option that names one."""
     n = len(checkpoint.tensors)
-    return Empty(Message(f"expected a {ROLE_WORDS[role]}, found none among {n} tensor{'s' * (n != 1)} {NOT_FOUND[role]}; "
-                       f"{candidates_text(checkpoint, taken)}; name one with ", key_option(role)), empty_note(role))
+    return Empty(Message(f"expected a {ROLE_WORDS[role]}, found none among {n} tensor{'s' * (n != 1)} "
+                         f"{NOT_FOUND[role]}; {candidates_text(checkpoint, taken)}; name one with ", key_option(role)),
+                 empty_note(role))
 
 
 def by_key(checkpoint: Checkpoint, role: Role, key: str) -> Table:
@@ -268,7 +269,7 @@ def by_name(checkpoint: Checkpoint, role: Role, taken: set[str]) -> Table | None
         if len(found) > 1:
             names = clipped_list([quote(t.name) for t in found], "tables")
             raise TableError(Message(f"expected one {role} table, found several equally good ones ({names}); "
-                                   f"choose with ", Option(KEY_OPTIONS[role])), role=role, option=KEY_OPTIONS[role])
+                                     f"choose with ", Option(KEY_OPTIONS[role])), role=role, option=KEY_OPTIONS[role])
         if found:
             first_row, notes = position_offset(checkpoint, known) if role is Role.position else (0, ())
             return Table(role, found[0], f"name {known.name!r} ({known.source})", first_row, notes)
@@ -290,7 +291,8 @@ def by_shape(checkpoint: Checkpoint, role: Role, taken: set[str], width: int | N
     if len(candidates) > 1:
         names = clipped_list([quote(t.name) for t in candidates], f"tables of {rows} rows")
         raise TableError(Message(f"expected one {role} table with {rows} rows ({key} in the config), found several "
-                               f"({names}); choose with ", Option(KEY_OPTIONS[role])), role=role, option=KEY_OPTIONS[role])
+                                 f"({names}); choose with ", Option(KEY_OPTIONS[role])), role=role,
+                         option=KEY_OPTIONS[role])
     if candidates:
         first_row, notes = position_offset(checkpoint, None) if role is Role.position else (0, ())
         return Table(role, candidates[0], f"shape: {rows} rows = {key} in the config", first_row, notes)

@@ -16,8 +16,8 @@ def sample_directory() -> Path:
     for candidate in (here / "sample_checkpoints", here.parent / "sample_checkpoints"):
         if (candidate / DEFAULT).is_file():
             return candidate
-    raise CheckpointError(Message("expected the sample model shipped with embscope, found none; pass a checkpoint with ",
-                                Option('path', noun='its path')))
+    raise CheckpointError(Message("expected the sample model shipped with embscope, found none; pass a checkpoint "
+                                  "with ", Option("path", noun="its path")))
 
 
 def default_checkpoint() -> Path:

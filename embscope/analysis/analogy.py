@@ -127,7 +127,7 @@ class Lookup:
         self.tokenizer: Tokenizer | None = emb.tokenizer_for_names()[0] if self.ids else emb.tokenizer
         if not self.ids and self.tokenizer is None:
             raise TokenError(Message("expected a tokenizer to look words up, found none beside the checkpoint: "
-                                   "pass ", Option('tokenizer', metavar='FILE'), ", or use ", Option('ids', True)),
+                                     "pass ", Option("tokenizer", metavar="FILE"), ", or use ", Option("ids", True)),
                              option="tokenizer")
 
     def term(self, text: str) -> Term:
@@ -240,8 +240,8 @@ def analogy(emb: Embeddings, a: str, b: str, c: str, *, k: int = 10, method: str
     if not answers:
         return replace(result, reason=f"no row is left to answer: the table has {array.shape[0]} rows, the inputs "
                                       "are left out, and zero rows or rows holding NaN or Inf never answer")
-    short = None if len(answers) == k else (Message(Option('k', k, text=f'{k:,}'), f" asks for more rows than there are: "
-                                             f"all {len(answers):,} rows that can answer are listed"))
+    short = None if len(answers) == k else Message(Option("k", k, text=f"{k:,}"), " asks for more rows than there "
+                                                   f"are: all {len(answers):,} rows that can answer are listed")
     return replace(result, answers=answers, note=short)
 
 

@@ -256,9 +256,10 @@ def same_tables(results: dict[int, StepResult], paths: Sequence[Path]) -> None:
     for found in results.values():
         for index, roles in found.roles.items():
             if roles != first:
-                raise CheckpointError(Message("compare on a scheduler (", SCHEDULER, f") needs every checkpoint to hold the tables of the first "
-                                            f"({', '.join(first)}); {quote(paths[index])} holds {', '.join(roles) or 'none'}:"
-                                            " compare them on one machine"), path=paths[index])
+                raise CheckpointError(Message("compare on a scheduler (", SCHEDULER, ") needs every checkpoint to hold "
+                                              f"the tables of the first ({', '.join(first)}); {quote(paths[index])} "
+                                              f"holds {', '.join(roles) or 'none'}: compare them on one machine"),
+                                      path=paths[index])
 
 
 def compare_on_scheduler(paths: Sequence[Path], opener: Opener, options: CompareOptions, address: str, *,

@@ -227,8 +227,8 @@ def probe_points(emb: Embeddings, coords: np.ndarray, words: list[str] | None,
     if words:
         tokenizer = emb.tokenizer  # a broken tokenizer file is an error when words were asked for
         if tokenizer is None:
-            raise TokenError(Message("expected a tokenizer to look up ", Option('words'), ", found none beside the checkpoint: "
-                                   "pass ", Option('tokenizer', metavar='FILE')), option="tokenizer")
+            raise TokenError(Message("expected a tokenizer to look up ", Option("words"), ", found none beside the "
+                                     "checkpoint: pass ", Option("tokenizer", metavar="FILE")), option="tokenizer")
     else:
         tokenizer = emb.tokenizer_for_names()[0]
         if tokenizer is None:
@@ -265,7 +265,7 @@ def table_map(emb: Embeddings, role: Role, *, method: str = "pca", words: list[s
         raise OptionError(f"expected a method {' or '.join(METHODS)}, found {quote(method)}", option="method")
     role = Role(role)
     if role is Role.position and words:  # refused before any work
-        raise OptionError(Message("expected no ", Option('words'), " for the position table: its points are positions"),
+        raise OptionError(Message("expected no ", Option("words"), " for the position table: its points are positions"),
                           option="words", role=role)
     table = emb.table(role)
     array = table.array

@@ -77,8 +77,8 @@ def neighbors(emb: Embeddings, query: str | int, k: int = 10, *, ids: bool = Fal
     chosen = tuple(Neighbor(int(i), token_name(tokenizer, int(i)), float(c), is_padding(tokenizer, int(i)))
                    for i, c in zip(picked, cosines))
     if len(chosen) < k:  # the list is shorter than asked: say so rather than let it look complete by choice
-        short = (Message(Option('k', k, text=f'{k:,}'), f" asks for more rows than there are: all {len(chosen):,} rows with "
-                       "a cosine are listed"))
+        short = Message(Option("k", k, text=f"{k:,}"), f" asks for more rows than there are: all {len(chosen):,} "
+                        "rows with a cosine are listed")
         note = joined("; ", filter(None, (note, short)))
     return NeighborsResult(found, chosen, note, None, Role(table), name, removed)
 

@@ -44,7 +44,7 @@ FALLBACK_RULE = ("the lowest-id tokens that are whole lower-case words of 3+ let
 
 
 def given_rule() -> str:
-    return Message("given with ", Option('words'))
+    return Message("given with ", Option("words"))
 
 
 def one_token(tokenizer: Tokenizer, word: str) -> int | None:

@@ -172,7 +172,7 @@ def neighbors_of(emb: Embeddings, words: Sequence[str] | None, k: int) -> Neighb
         words, rule = probe_words(tokenizer, emb.token.rows)
         if not words:
             return Missing(Message("no probe words: the tokenizer has no one-token word of 3+ lower-case letters; "
-                                 "name some with ", Option('words')))
+                                   "name some with ", Option("words")))
     found = tuple(WordNeighbors(word, attempt(partial(neighbors, emb, word, k))) for word in words)
     return NeighborsSection(rule, k, found)
 

@@ -213,9 +213,9 @@ class Resolver:
     def lookup(self, words: Sequence[str]) -> tuple[WordLookup, ...]:
         tokenizer = self.tokenizer
         if tokenizer is None:
-            raise TokenError(Message(f"expected a tokenizer to look up {quote(words[0])}, found none beside the checkpoint: "
-                                   f"pass ", Option('tokenizer', metavar='FILE'), ", or use ", Option('ids', True)),
-                             option="tokenizer")
+            raise TokenError(Message(f"expected a tokenizer to look up {quote(words[0])}, found none beside the "
+                                     "checkpoint: pass ", Option("tokenizer", metavar="FILE"), ", or use ",
+                                     Option("ids", True)), option="tokenizer")
         if self._encoder is None:
             self._encoder = WordEncoder(tokenizer)
         return lookup_words(tokenizer, words, exact=self.asked.exact, allow_unk=self.asked.allow_unk,
@@ -228,7 +228,7 @@ class Resolver:
         if len(found.ids) > 1 and not self.merge:
             pieces = " ".join(quote(t) for t in found.tokens)
             raise TokenError(Message(f"expected {quote(word)} to be one token, found {len(found.ids)} ({pieces}); "
-                                   f"merging them is turned off (", Option('merge', False), ")"), option="merge")
+                                     f"merging them is turned off (", Option("merge", False), ")"), option="merge")
         return Query(word, tuple(int(i) for i in found.ids), tuple(found.tokens), found.unknown, found.form,
                      choice=found.choice, space_id=found.space_id)
 

@@ -73,7 +73,8 @@ def open_fd(path: PathLike, what: str = "a regular file", *, record: bool = True
     descriptor. `what` names the file expected in the error ("a checkpoint file")."""
     before = status(path)
     if before is not None and not stat.S_ISREG(before.st_mode):
-        raise CheckpointError(Message("expected ", what, f", found {not_regular(before.st_mode)} at {quote(path)}{link_note(path)}"))
+        raise CheckpointError(Message("expected ", what, f", found {not_regular(before.st_mode)} at {quote(path)}"
+                                                         f"{link_note(path)}"))
     try:
         fd = os.open(path, OPEN_FLAGS)
     except OSError as err:
@@ -280,7 +281,7 @@ def was_read(path: PathLike) -> bool:
 def refuse_input(path: PathLike, what: str | Option) -> None:
     """An output that would land on a file this run read is refused: `what` names the output (the option `out`)."""
     if was_read(path):
-        raise OutputError(Message("expected ", what, f" to name a new file, found {quote(shortened(str(path)))}, a file "
-                                f"this answer was read from: it is never written over"), path=path,
+        raise OutputError(Message("expected ", what, f" to name a new file, found {quote(shortened(str(path)))}, "
+                                  "a file this answer was read from: it is never written over"), path=path,
                           option=what if isinstance(what, Option) else None)
 

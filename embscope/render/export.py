@@ -33,7 +33,7 @@ def how_to_open(fmt: str, files: list[Path]) -> str:
 
 def notes(rows: ExportRows, fmt: str) -> list[str]:
     empty = fmt == "projector" and rows.role is not Role.position and rows.undertrained is None
-    skipped = Message("the undertrained column is empty: ", Option('undertrained', False), " skipped the analysis")
+    skipped = Message("the undertrained column is empty: ", Option("undertrained", False), " skipped the analysis")
     return [*rows.notes, *([skipped] if empty else [])]
 
 

@@ -58,8 +58,8 @@ def refuse_inputs(path: Path, what: Named, inputs: Iterable[Path]) -> None:
     except FileNotFoundError:
         return
     if not stat.S_ISREG(target.st_mode):
-        raise OutputError(Message("expected ", what, f" to name a regular file or a new one, found something else at {quote(path)}"),
-                          path=path, option=option_of(what))
+        raise OutputError(Message("expected ", what, " to name a regular file or a new one, found something else at "
+                                  f"{quote(path)}"), path=path, option=option_of(what))
     files.refuse_input(path, what)
     for source in inputs:
         try:
@@ -67,15 +67,16 @@ def refuse_inputs(path: Path, what: Named, inputs: Iterable[Path]) -> None:
         except OSError:
             continue
         if (read.st_dev, read.st_ino) == (target.st_dev, target.st_ino):
-            raise OutputError(Message("expected ", what, f" to name a new file, found {quote(shortened(str(path)))}, a file "
-                                    f"this answer was read from: it is never written over"), path=path, option=option_of(what))
+            raise OutputError(Message("expected ", what, f" to name a new file, found {quote(shortened(str(path)))}, "
+                                      "a file this answer was read from: it is never written over"), path=path,
+                              option=option_of(what))
 
 
 def check_directory(path: Path, what: Named) -> None:
     """The folder an output goes to exists: checked before any work, and again when writing."""
     if not Path(path).parent.is_dir():
-        raise OutputError(Message("expected an existing directory for ", what, f", found none: {quote(Path(path).parent)}"),
-                          path=path, option=option_of(what))
+        raise OutputError(Message("expected an existing directory for ", what,
+                                  f", found none: {quote(Path(path).parent)}"), path=path, option=option_of(what))
 
 
 @contextmanager

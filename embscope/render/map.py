@@ -120,7 +120,7 @@ def show(emb: Embeddings, result: TableMap, plot: Output | None, json: bool) -> 
     out.print(console.safe(untrained_line(result.untrained)), soft_wrap=True)
     out.print(as_flags(Message(f"{flagged:,} row{'s' * (flagged != 1)} flagged as norm anomalies (the rule of "
                                "`embscope norms`)", ", drawn in red" if plot is not None
-                               else Message("; ", Option('plot'), " draws them in red"))))
+                               else Message("; ", Option("plot"), " draws them in red"))))
     if plot is not None:
         out.print(console.safe(plot.written()), soft_wrap=True)
     console.notes([*grouped_notes((p.label, p.note) for p in result.points), *result.notes])

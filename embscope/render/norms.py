@@ -77,8 +77,8 @@ def ratio(value: float) -> str:
 
 def more(listed: int) -> None:
     if listed > LISTED_ROWS:
-        console.out.print(as_flags(Message(f"... and {listed - LISTED_ROWS} more (", Option('json', True), f" lists the first "
-                                f"{JSON_LISTED:,})")))
+        console.out.print(as_flags(Message(f"... and {listed - LISTED_ROWS} more (", Option("json", True),
+                                           f" lists the first {JSON_LISTED:,})")))
 
 
 def show(emb: Embeddings, report: NormsReport, *, json: bool, plot: Output | None) -> None:

@@ -35,16 +35,16 @@ def check_name(out: Path, fmt: str) -> None:
         raise OutputError(f"expected a report file ending in .html or .htm, found {quote(shortened(str(out)))}",
                           path=out, option=OUT)
     if fmt == "md" and suffix in FILE_SUFFIXES:
-        raise OutputError(Message("expected a folder for ", MARKDOWN, f" ({REPORT_FILE} and the figures go in it), found the "
-                                f"file name {quote(shortened(str(out)))}"), path=out, option=OUT)
+        raise OutputError(Message("expected a folder for ", MARKDOWN, f" ({REPORT_FILE} and the figures go in it), "
+                                  f"found the file name {quote(shortened(str(out)))}"), path=out, option=OUT)
 
 
 def check_place(out: Path, fmt: str) -> None:
     """The folder the report goes to exists (and a Markdown folder is not a file). Checked before any work."""
     check_directory(out, OUT)
     if fmt == "md" and out.exists() and not out.is_dir():
-        raise OutputError(Message("expected ", OUT, " to name a folder for ", MARKDOWN, f", found a file: {quote(out)}"), path=out,
-                          option=OUT)
+        raise OutputError(Message("expected ", OUT, " to name a folder for ", MARKDOWN,
+                                  f", found a file: {quote(out)}"), path=out, option=OUT)
 
 
 def default_target(fmt: str, named_by: Path, covers: Sequence[Path]) -> Output:

@@ -76,13 +76,14 @@ def show(emb: Embeddings, result: SimilarityResult, *, json: bool, matrix: bool,
     listed = result.pairs[:LISTED_PAIRS]
     out.print(pairs_table(listed, with_shares=result.baseline is not None))
     if len(result.pairs) > LISTED_PAIRS:
-        out.print(as_flags(Message(f"... and {len(result.pairs) - LISTED_PAIRS:,} more pairs (", Option('json', True), " lists all)")))
+        out.print(as_flags(Message(f"... and {len(result.pairs) - LISTED_PAIRS:,} more pairs (", Option("json", True),
+                                   " lists all)")))
     if matrix:
         out.print(matrix_table(result))
     show_space(result)
     lines = [*notes, *form_notes(listed)]
     for query in result.queries:
-        lines += [n for n in (query.note and f"{query.text}: {query.note}", merge_note(query)) if n]
+        lines += [n for n in (query.note and Message(f"{query.text}: ", query.note), merge_note(query)) if n]
     console.notes(lines)
 
 

@@ -121,8 +121,8 @@ def render_table(report: UndertrainedReport, name: Namer) -> None:
                      number(c.norm_z, "+.1f"), signals_text(c), kinds_text(c))
     out.print(grid)
     if len(candidates) > LISTED_ROWS:
-        out.print(as_flags(Message(f"... and {len(candidates) - LISTED_ROWS:,} more (", Option('json', True), f" lists the first "
-                        f"{JSON_LISTED:,})")))
+        out.print(as_flags(Message(f"... and {len(candidates) - LISTED_ROWS:,} more (", Option("json", True),
+                                   f" lists the first {JSON_LISTED:,})")))
 
 
 def signals_text(candidate: Candidate) -> str:

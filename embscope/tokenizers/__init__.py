@@ -149,8 +149,8 @@ def find_tokenizer(directory: Path, config: dict[str, Any] | None = None) -> Tok
     listed = clipped_list([f"{path.name} ({kind.name})" for path, kind in found.items()], "tokenizer files",
                           names=[path.name for path in found], where=None)
     raise TokenizerError(
-        Message(f"expected one tokenizer in {directory}, found {len(found)}: {listed}; choose one with ", Option('tokenizer')),
-        path=directory, option="tokenizer")
+        Message(f"expected one tokenizer in {directory}, found {len(found)}: {listed}; choose one with ",
+                Option("tokenizer")), path=directory, option="tokenizer")
 
 
 def _find_related(directory: Path, config: dict[str, Any]) -> Tokenizer | None:

@@ -69,8 +69,8 @@ class GGUFVocabulary(ByteVocabulary):
         return token.encode("utf-8")
 
     def encode(self, text: str) -> list[int]:
-        raise TokenError(Message(f"{self._reason}: give token ids with ", Option('ids', True), ", or the model's tokenizer file "
-                               "with ", Option('tokenizer')), option="tokenizer")
+        raise TokenError(Message(f"{self._reason}: give token ids with ", Option("ids", True), ", or the model's "
+                                 "tokenizer file with ", Option("tokenizer")), option="tokenizer")
 
 
 class UserDefined:

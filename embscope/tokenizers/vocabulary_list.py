@@ -44,9 +44,9 @@ class VocabularyList(ByteVocabulary):
             text = " " + text.strip(" ") if text.strip(" ") else ""
         id = self._id_of_text.get(text) if text else None
         if id is None:
-            raise TokenError(Message(f"{text!r} is not one token of {self.path.name}, a vocabulary list that cannot split "
-                                   f"text into pieces: pass the model's tokenizer with ", Option('tokenizer'), ", or ids with ",
-                                   Option('ids', True)), option="tokenizer")
+            raise TokenError(Message(f"{text!r} is not one token of {self.path.name}, a vocabulary list that cannot "
+                                     "split text into pieces: pass the model's tokenizer with ", Option("tokenizer"),
+                                     ", or ids with ", Option("ids", True)), option="tokenizer")
         return [id]
 
 
