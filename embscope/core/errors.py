@@ -80,7 +80,7 @@ class Message(str):
 
 
 def _flattened(parts: Iterable[Part]) -> Iterable[Part]:
-    """The parts with other Message opened up and neighbouring text run together."""
+    """The parts with other messages opened up and neighbouring text run together."""
     text = ""
     for part in parts:
         for piece in part.parts if isinstance(part, Message) else (part,):
@@ -96,7 +96,7 @@ def _flattened(parts: Iterable[Part]) -> Iterable[Part]:
 
 
 def joined(separator: str, items: Iterable[str]) -> Message:
-    """`separator.join(items)`, keeping the parts of each item that is Message."""
+    """`separator.join(items)`, keeping the parts of each item that is a Message."""
     parts: list[Part] = []
     for n, item in enumerate(items):
         parts += [separator, item] if n else [item]
