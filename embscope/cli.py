@@ -1,6 +1,6 @@
 """The command line: parse, call the library, render. Every way a run can end is decided here, in one place:
 0 an answer; 1 an error about the input (one line on stderr); 2 a usage error (`Error: ...` and a usage line).
-While a command runs, the options the library's messages name are spelled as this command line's flags."""
+The options the library's messages name are spelled here as this command line's flags (commands/flags.py)."""
 
 from __future__ import annotations
 
@@ -18,26 +18,13 @@ from . import sigbus, stopping
 from .commands import REGISTER, register
 from .commands.command import EmbscopeCommand
 from .commands.examples import ROOT_EXAMPLES, ROOT_HELP, describe, epilog
+from .commands.flags import as_flags, flag
 from .core import files
-from .core.errors import EmbscopeError, Option, OptionError, options_spelled
+from .core.errors import EmbscopeError, Option, OptionError, message_of
 from .core.text import bounded, printable, shortened
 from .extras import missing_package
 
 COMMANDS = tuple(REGISTER)  # the order is the order --help lists them
-
-
-# the library's names whose flag is not `--` and the name with "-" for "_"
-FLAG_NAMES = {"path": "-c", "checkpoints": "-c", "k": "-k", "fmt": "--format"}
-
-
-def flag(option: Option) -> str:
-    """An option as this command line writes it: `--no-merge` for merge=False, `--token-key NAME`, `-k 50`."""
-    name = FLAG_NAMES.get(option.name, "--" + option.name.replace("_", "-"))
-    if option.value is False:
-        name = "--no-" + name.removeprefix("--")
-    value = option.metavar or option.text or ("" if option.value is None or isinstance(option.value, bool)
-                                              else str(option.value))
-    return f"{option.lead}{name} {value}" if value else f"{option.lead}{name}"
 
 
 def error_line(message: str) -> None:
@@ -120,7 +107,7 @@ class EmbscopeGroup(TyperGroup):
 
     def invoke(self, ctx: Any) -> Any:
         try:  # the files this run reads are its own record (outputs may not land on them), ended with it
-            with files.reading(files.ReadLog()), options_spelled(flag):
+            with files.reading(files.ReadLog()):
                 return super().invoke(ctx)
         except typer.TyperException as err:
             name, command = ctx.meta.get(RESOLVED, (None, None))
@@ -131,14 +118,15 @@ class EmbscopeGroup(TyperGroup):
         except OptionError as err:  # an option's value, or a combination, the library cannot use: a usage error
             name, command = ctx.meta.get(RESOLVED, (None, None))
             hint = f"'{flag(Option(err.option))}'" if err.option else None
-            raise click_usage(str(err), hint, typer.Context(command, info_name=name, parent=ctx)) from None
+            usage = typer.Context(command, info_name=name, parent=ctx)
+            raise click_usage(as_flags(message_of(err)), hint, usage) from None
         except EmbscopeError as err:
-            error_line(str(err))
+            error_line(as_flags(message_of(err)))
         except ModuleNotFoundError as err:  # an optional package, however deep its import: one line naming it
             missing = missing_package(err, f"embscope {ctx.meta.get(RESOLVED, ('',))[0]}".strip())
             if missing is None:
                 raise
-            error_line(str(missing))
+            error_line(as_flags(message_of(missing)))
         except MemoryError as err:  # an allocation past what the machine (or a ulimit) allows, wherever it was
             error_line(memory_text(err))
         except OSError as err:  # a file the formats did not expect to fail (a name too long, a vanished file)

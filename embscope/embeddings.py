@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from . import cache
 from .core.checkpoint import Checkpoint, EmbeddingTables, Table
-from .core.errors import CheckpointError, EmbscopeError, Option, PositionError, TableError
+from .core.errors import CheckpointError, EmbscopeError, Message, Option, PositionError, TableError, message_of
 from .core.role import Role
 from .formats import OpenOptions, open_checkpoint
 from .hub import resolve
@@ -83,7 +83,7 @@ class Embeddings:
         try:
             tokenizer = self.tokenizer
         except EmbscopeError as err:
-            return None, f"tokenizer not loaded: {err}"
+            return None, Message("tokenizer not loaded: ", message_of(err))
         if tokenizer is None:
             return None, "no tokenizer found beside the checkpoint: tokens print as #id, words cannot be looked up"
         return tokenizer, None
@@ -140,8 +140,10 @@ def open(path: str | os.PathLike[str] | None = None, *, tokenizer: str | os.Path
 def set_first_position(table: Table, first_position: int) -> None:
     """Position p is row p + first_position, as the user said, in place of the family's rule."""
     if not 0 <= first_position < table.rows:
-        raise PositionError(f"expected {Option('first_position')} from 0 to {table.rows - 1} (the position table "
-                            f"{table.name!r} has {table.rows} rows), found {first_position}", option="first_position")
+        raise PositionError(Message("expected ", Option("first_position"), f" from 0 to {table.rows - 1} (the "
+                                    f"position table {table.name!r} has {table.rows} rows), found {first_position}"),
+                            option="first_position")
     table.first_row = first_position
     kept = tuple(note for note in table.notes if "position p is row p+" not in note)
-    table.notes = (*kept, f"position p is row p+{first_position}: {Option('first_position', first_position)}")
+    table.notes = (*kept, Message(f"position p is row p+{first_position}: ",
+                                  Option("first_position", first_position)))

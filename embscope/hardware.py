@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .core import files
-from .core.errors import CheckpointError, Option
+from .core.errors import CheckpointError, Message, Option
 
 CPU_INFO = Path("/proc/cpuinfo")
 MAX_CPU_INFO = 16 << 20  # a few KB per core: far past a machine of a thousand cores
@@ -28,5 +28,5 @@ def bf16_note(device: str, precision: str) -> str | None:
     """The one note for bf16 arithmetic on a CPU that only emulates it."""
     if device != "cpu" or precision != "bf16" or native_bf16() is not False:
         return None
-    return (f"{Option('precision', 'bf16')} on this CPU: it has no native bf16 matmul "
-            f"({' or '.join(BF16_FLAGS)} not in {CPU_INFO}), so torch emulates it and fp32 is likely as fast")
+    return Message(Option("precision", "bf16"), " on this CPU: it has no native bf16 matmul "
+                   f"({' or '.join(BF16_FLAGS)} not in {CPU_INFO}), so torch emulates it and fp32 is likely as fast")

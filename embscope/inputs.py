@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from .core import files
-from .core.errors import CheckpointError, InputError, Option
+from .core.errors import CheckpointError, InputError, Message, Option, joined, message_of
 from .core.text import quote
 
 MAX_LINE_BYTES = 4096  # far past any word or pair; a longer line is damage, not input
@@ -35,8 +35,8 @@ class Skipped:
             return []
         more = f"; and {self.count - len(self.examples):,} more" if self.count > len(self.examples) else ""
         lines = f"line{'s' * (self.count != 1)}"
-        note = (f"skipped {self.count:,} {lines} of {quote(source)} that could not be used "
-                f"({'; '.join(self.examples)}{more}); {Option('strict', True)} stops at the first instead")
+        note = Message(f"skipped {self.count:,} {lines} of {quote(source)} that could not be used (",
+                       joined("; ", self.examples), f"{more}); ", Option("strict", True), " stops at the first instead")
         return [note]
 
 
@@ -45,7 +45,7 @@ def lines(path: Path, what: Option, skip: Skipped | None) -> Iterator[tuple[int,
     the file was given as, in messages."""
     try:
         # /dev/zero or a FIFO would never end: refused as not a regular file
-        with files.open_file(path, f"a regular file for {what}") as file:
+        with files.open_file(path, Message("a regular file for ", what)) as file:
             for number, raw in enumerate(iter(lambda: file.readline(MAX_LINE_BYTES + 1), b""), start=1):
                 problem = None
                 if len(raw) > MAX_LINE_BYTES:
@@ -66,10 +66,10 @@ def lines(path: Path, what: Option, skip: Skipped | None) -> Iterator[tuple[int,
                 else:
                     skip(f"line {number}: {problem}")
     except CheckpointError as err:  # embscope.core.files refused it: missing, not a regular file, unreadable
-        raise InputError(str(err), path=path, option=what) from None
+        raise InputError(message_of(err), path=path, option=what) from None
     except OSError as err:
-        raise InputError(f"expected a readable file for {what}, found {err.strerror or err}: {quote(path)}", path=path,
-                         option=what) from None
+        raise InputError(Message("expected a readable file for ", what, f", found {err.strerror or err}: "
+                                 f"{quote(path)}"), path=path, option=what) from None
 
 
 def read_pairs(path: Path, skip: Skipped | None) -> Iterator[tuple[str, str]]:

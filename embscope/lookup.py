@@ -29,7 +29,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from embscope.core.errors import Option, TokenError
+from embscope.core.errors import Message, Option, TokenError, joined, message_of
 from embscope.core.text import quote
 from embscope.core.tokenizer import Tokenizer
 from embscope.digits import whole_number
@@ -177,8 +177,9 @@ def _encodable_rule(forms: Sequence[WordForms],
     for name, lacking in failed.items():  # 1. a form some word cannot be encoded in is out
         if lacking:
             error = lacking[0].word_start_error if name == WORD_START else lacking[0].plain_error
-            return FormChoice(OTHER_FORM[name], f"the tokenizer cannot encode the {name} form of {lacking[0].word!r} "
-                                                f"({error})")
+            said = message_of(error) if error is not None else "None"
+            return FormChoice(OTHER_FORM[name], Message(f"the tokenizer cannot encode the {name} form of "
+                                                        f"{lacking[0].word!r} (", said, ")"))
     return None
 
 
@@ -286,7 +287,7 @@ def form_sentence(form: str, choice: FormChoice) -> str | None:
     """What a word's lookup says about the form it was encoded in, when a form was chosen."""
     if choice.name not in (WORD_START, PLAIN):
         return None
-    return f"used the {choice.name} form {form!r} ({choice.reason})"
+    return Message(f"used the {choice.name} form {form!r} (", choice.reason, ")")
 
 
 def _checked(tokenizer: Tokenizer, word: str, form: str, ids: tuple[int, ...], choice: FormChoice,
@@ -296,13 +297,14 @@ def _checked(tokenizer: Tokenizer, word: str, form: str, ids: tuple[int, ...], c
     if unk_id is not None and unk_id in ids:
         unk = quote(token_name(tokenizer, unk_id))
         if not allow_unk:
-            raise TokenError(f"expected a word the tokenizer can represent, found {quote(word)}, which the "
-                             f"{tokenizer.kind} tokenizer maps to its unknown token {unk} (id {unk_id}): "
-                             f"pass {Option('allow_unk', True)} to use that row anyway", option="allow_unk")
+            raise TokenError(Message(f"expected a word the tokenizer can represent, found {quote(word)}, which the "
+                                     f"{tokenizer.kind} tokenizer maps to its unknown token {unk} (id {unk_id}): "
+                                     "pass ", Option("allow_unk", True), " to use that row anyway"),
+                             option="allow_unk")
         unknown = f"{quote(word)} became the unknown token {unk} (id {unk_id}), the row shared by every unknown word"
     said = (space_sentence(word, space_id) if space_id is not None else None, form_sentence(form, choice), unknown)
     tokens = tuple(token_name(tokenizer, id) for id in ids)
-    return WordLookup(word, ids, tokens, form, "; ".join(filter(None, said)) or None, choice, space_id, unknown)
+    return WordLookup(word, ids, tokens, form, joined("; ", filter(None, said)) or None, choice, space_id, unknown)
 
 
 def parse_id(text: object) -> int:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from .core.arrays import to_float32
 from .core.checkpoint import Checkpoint, EmbeddingTables, Table, TensorInfo
-from .core.errors import Option, TableError
+from .core.errors import Message, Option, TableError, message_of
 from .core.role import Head, Role
 from .core.text import quote, shape_text
 from .listing import clipped_list
@@ -224,17 +224,18 @@ def key_option(role: Role, key: str | None = None) -> Option:
 def empty_note(role: Role) -> str:
     """info's note for a role discovery left empty."""
     if role is Role.token:
-        return ("no token-embedding table found by name, by config size, or as the file's only 2-D float tensor; "
-                f"name one with {key_option(role)}")
-    return ("no learned position table found by name or config size: a model with rotary or other computed "
-            f"positions has none; name one with {key_option(role)} if it exists")
+        return Message("no token-embedding table found by name, by config size, or as the file's only 2-D float "
+                       "tensor; name one with ", key_option(role))
+    return Message("no learned position table found by name or config size: a model with rotary or other computed "
+                   "positions has none; name one with ", key_option(role), " if it exists")
 
 
 def none_found(checkpoint: Checkpoint, role: Role, taken: set[str]) -> Empty:
     """A role with no table: what was looked for, what is there, and the option that names one."""
     n = len(checkpoint.tensors)
-    return Empty(f"expected a {ROLE_WORDS[role]}, found none among {n} tensor{'s' * (n != 1)} {NOT_FOUND[role]}; "
-                 f"{candidates_text(checkpoint, taken)}; name one with {key_option(role)}", empty_note(role))
+    return Empty(Message(f"expected a {ROLE_WORDS[role]}, found none among {n} tensor{'s' * (n != 1)} "
+                         f"{NOT_FOUND[role]}; {candidates_text(checkpoint, taken)}; name one with ", key_option(role)),
+                 empty_note(role))
 
 
 def by_key(checkpoint: Checkpoint, role: Role, key: str) -> Table:
@@ -247,7 +248,7 @@ def by_key(checkpoint: Checkpoint, role: Role, key: str) -> Table:
     if not is_table(tensor):
         raise TableError(f"expected a 2-D float table for the {role} table, found {quote(key)} of shape "
                          f"{list(tensor.shape)} and dtype {tensor.dtype}", role=role, option=KEY_OPTIONS[role])
-    return Table(role, tensor, str(key_option(role, key)))
+    return Table(role, tensor, Message(key_option(role, key)))
 
 
 def position_offset(checkpoint: Checkpoint, known: Known | None) -> tuple[int, tuple[str, ...]]:
@@ -267,8 +268,8 @@ def by_name(checkpoint: Checkpoint, role: Role, taken: set[str]) -> Table | None
         found = distinct([t for t in tables if known.matches(t.name)])
         if len(found) > 1:
             names = clipped_list([quote(t.name) for t in found], "tables")
-            raise TableError(f"expected one {role} table, found several equally good ones ({names}); "
-                             f"choose with {Option(KEY_OPTIONS[role])}", role=role, option=KEY_OPTIONS[role])
+            raise TableError(Message(f"expected one {role} table, found several equally good ones ({names}); "
+                                     f"choose with ", Option(KEY_OPTIONS[role])), role=role, option=KEY_OPTIONS[role])
         if found:
             first_row, notes = position_offset(checkpoint, known) if role is Role.position else (0, ())
             return Table(role, found[0], f"name {known.name!r} ({known.source})", first_row, notes)
@@ -289,8 +290,9 @@ def by_shape(checkpoint: Checkpoint, role: Role, taken: set[str], width: int | N
         return None  # a rotary model whose width equals its context has many d x d matrices of that shape
     if len(candidates) > 1:
         names = clipped_list([quote(t.name) for t in candidates], f"tables of {rows} rows")
-        raise TableError(f"expected one {role} table with {rows} rows ({key} in the config), found several "
-                         f"({names}); choose with {Option(KEY_OPTIONS[role])}", role=role, option=KEY_OPTIONS[role])
+        raise TableError(Message(f"expected one {role} table with {rows} rows ({key} in the config), found several "
+                                 f"({names}); choose with ", Option(KEY_OPTIONS[role])), role=role,
+                         option=KEY_OPTIONS[role])
     if candidates:
         first_row, notes = position_offset(checkpoint, None) if role is Role.position else (0, ())
         return Table(role, candidates[0], f"shape: {rows} rows = {key} in the config", first_row, notes)
@@ -320,7 +322,7 @@ def discover(checkpoint: Checkpoint, role: Role, taken: set[str], width: int | N
         if found is None and role is not Role.output:
             found = by_shape(checkpoint, role, taken, width)
     except TableError as err:
-        return Empty(str(err), str(err))
+        return Empty(message_of(err), message_of(err))
     if found is None and role is Role.token:
         found = only_table(checkpoint)
     if found is None and role in NOT_FOUND:
@@ -466,6 +468,6 @@ def find_tables(checkpoint: Checkpoint, token_key: str | None = None, pos_key: s
         output = None
     if head in (Head.tied, Head.absent, Head.unknown):
         choices = ("" if head is Head.tied
-                   else f"; {candidates_text(checkpoint, taken)}; name one with {key_option(Role.output)}")
-        missing[Role.output] = f"expected an untied output projection, found none: {note}{choices}"
+                   else Message(f"; {candidates_text(checkpoint, taken)}; name one with ", key_option(Role.output)))
+        missing[Role.output] = Message("expected an untied output projection, found none: ", note or "", choices)
     return EmbeddingTables(token, position, output, head, note, tuple(notes), tied_copy, missing, tensors)

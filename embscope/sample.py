@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .core.errors import CheckpointError, Option
+from .core.errors import CheckpointError, Message, Option
 
 DEFAULT = Path("nlm") / "model.pkl"  # the pickled params dict: opens without importing torch
 DESCRIPTION = "Shakespeare GPT"  # what the sample is, in the line that opens every answer about it
@@ -16,8 +16,8 @@ def sample_directory() -> Path:
     for candidate in (here / "sample_checkpoints", here.parent / "sample_checkpoints"):
         if (candidate / DEFAULT).is_file():
             return candidate
-    raise CheckpointError("expected the sample model shipped with embscope, found none; pass a checkpoint with "
-                          f"{Option('path', noun='its path')}")
+    raise CheckpointError(Message("expected the sample model shipped with embscope, found none; pass a checkpoint "
+                                  "with ", Option("path", noun="its path")))
 
 
 def default_checkpoint() -> Path:

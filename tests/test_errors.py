@@ -18,12 +18,18 @@ from embscope import cli
 from embscope.core.errors import (
     CheckpointError,
     EmbscopeError,
+    Message,
     MissingPackageError,
     Option,
     OptionError,
     TableError,
+    TokenError,
     TokenizerError,
-    options_spelled,
+    joined,
+    library_words,
+    message_of,
+    replaced,
+    spelled,
 )
 from embscope.core.role import Role
 
@@ -85,10 +91,9 @@ def test_an_option_is_named_by_its_keyword_and_spelled_as_a_flag_by_the_command_
              (Option("tokenizer"), "the tokenizer argument", "--tokenizer"),
              (Option("path", noun="its path"), "its path", "-c"),
              (Option("method", "umap"), "method='umap'", "--method umap")]
+    assert [library_words(option) for option, _, _ in cases] == [words for _, words, _ in cases]
     assert [str(option) for option, _, _ in cases] == [words for _, words, _ in cases]
-    with options_spelled(cli.flag):
-        assert [f"{option}" for option, _, _ in cases] == [flag for _, _, flag in cases]
-    assert str(cases[0][0]) == "merge=False"  # the spelling ends with the block
+    assert [cli.flag(option) for option, _, _ in cases] == [flag for _, _, flag in cases]
 
 
 def test_the_same_refusal_from_python_and_from_the_command_line(tmp_path):
@@ -98,8 +103,7 @@ def test_the_same_refusal_from_python_and_from_the_command_line(tmp_path):
     with pytest.raises(OptionError) as err:
         from_flag(0, "d_model")
     assert (str(err.value), err.value.option) == ("d_model=0: expected a positive integer", "d_model")
-    with options_spelled(cli.flag), pytest.raises(OptionError, match=r"^--d-model 0: expected a positive integer$"):
-        from_flag(0, "d_model")
+    assert spelled(message_of(err.value), cli.flag) == "--d-model 0: expected a positive integer"
     missing = run("info", "-c", tmp_path / "missing.pt", code=1)  # and the command line's boundary prints one line
     assert missing.stderr.startswith("Error: ") and missing.stderr.count("\n") == 1
 
@@ -236,3 +240,78 @@ def test_a_bad_option_value_the_library_finds_is_a_usage_error(tmp_path, args, f
     lines = result.stderr.splitlines()
     assert lines[0].startswith(f"Error: Invalid value for '{flag}': ") and lines[1].startswith("Usage: ")
     assert result.stdout == "" and not (tmp_path / "rows.tsv").exists()
+
+
+def test_a_message_keeps_its_options_for_whoever_shows_it():
+    """A message is a str in the library's words; its options stay parts, so the command line spells the same
+    message with its flags. Adding, joining, pickling and rewording keep them; an f-string keeps only the words."""
+    message = Message("pass ", Option("tokenizer", metavar="FILE"), ", or use ", Option("ids", True))
+    assert isinstance(message, str) and message == "pass tokenizer=FILE, or use ids=True"
+    assert spelled(message, cli.flag) == "pass --tokenizer FILE, or use --ids"
+    assert spelled(message, library_words) == str(message) and spelled("plain text", cli.flag) == "plain text"
+    made = ["model.bin: " + message + ".", joined("; ", ["first", message]), pickle.loads(pickle.dumps(message)),
+            replaced(message, "pass", "give")]
+    assert [spelled(m, cli.flag) for m in made] == ["model.bin: pass --tokenizer FILE, or use --ids.",
+                                                    "first; pass --tokenizer FILE, or use --ids",
+                                                    "pass --tokenizer FILE, or use --ids",
+                                                    "give --tokenizer FILE, or use --ids"]
+    assert spelled(f"{message}", cli.flag) == "pass tokenizer=FILE, or use ids=True"
+    err = TokenError(message, option="ids")
+    moved = pickle.loads(pickle.dumps(err.reworded(Message("model.bin: ", message_of(err)))))
+    assert type(moved) is TokenError and moved.option == "ids"
+    assert (str(moved), spelled(message_of(moved), cli.flag)) == ("model.bin: pass tokenizer=FILE, or use ids=True",
+                                                                 "model.bin: pass --tokenizer FILE, or use --ids")
+
+
+def test_no_state_says_who_is_asking(monkeypatch):
+    """The spelling is the command line's when it shows text, not a state of the library while a command runs
+    (a module global did that): a library call made inside a running command reads the library's words, and the
+    command's own error line the flags."""
+    from conftest import run
+
+    from embscope.commands import similarity as command
+    from embscope.core import errors
+    from embscope.formats.andrea import from_flag
+    inside = []
+
+    def refused(*args, **kwargs):
+        try:
+            from_flag(0, "d_model")
+        except OptionError as err:
+            inside.append(str(err))
+            raise
+
+    monkeypatch.setattr(command, "words_similarity", refused)
+    result = run("similarity", "dog", "cat", code=2)
+    assert inside == ["d_model=0: expected a positive integer"]
+    assert result.stderr.splitlines()[0] == ("Error: Invalid value for '--d-model': --d-model 0: expected a positive "
+                                             "integer")
+    tree = ast.parse(Path(errors.__file__).read_text(encoding="utf-8"))
+    assert not [node for node in ast.walk(tree) if isinstance(node, (ast.Global, ast.Nonlocal))]
+    assert not hasattr(errors, "options_spelled")
+
+
+def option_made(node: ast.AST) -> bool:
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+            and node.func.id in ("Option", "key_option", "shape_option"))
+
+
+def options_in_f_strings(package: Path) -> list[str]:
+    """Where an f-string, or str(), takes an option made in place or a module's Option constant."""
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        constants = {target.id for node in tree.body if isinstance(node, ast.Assign) and option_made(node.value)
+                     for target in node.targets if isinstance(target, ast.Name)}
+        for node in ast.walk(tree):
+            value = (node.value if isinstance(node, ast.FormattedValue) else
+                     node.args[0] if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                     and node.func.id == "str" and len(node.args) == 1 else None)
+            if value is not None and (option_made(value) or isinstance(value, ast.Name) and value.id in constants):
+                found.append(f"{path.relative_to(package).as_posix()}:{node.lineno}")
+    return found
+
+
+def test_an_option_goes_into_a_message_as_a_part_never_through_an_f_string():
+    """An f-string or str() keeps only the library's words, which the command line could not spell as its flag."""
+    assert options_in_f_strings(PACKAGE) == []

@@ -29,7 +29,7 @@ import numpy as np
 from .. import compute, inputs
 from ..compute.devices import SCORE_BLOCK_BYTES
 from ..compute.rows import normalise
-from ..core.errors import EmbscopeError, InputError, Option, OptionError, TokenError
+from ..core.errors import EmbscopeError, InputError, Message, Option, OptionError, TokenError
 from ..core.role import Role
 from ..core.text import quote
 from ..lookup import check_id, lookup_word, parse_id
@@ -126,8 +126,8 @@ class Lookup:
         self.array, self.ids, self.exact = array, asked.ids, asked.exact
         self.tokenizer: Tokenizer | None = emb.tokenizer_for_names()[0] if self.ids else emb.tokenizer
         if not self.ids and self.tokenizer is None:
-            raise TokenError("expected a tokenizer to look words up, found none beside the checkpoint: "
-                             f"pass {Option('tokenizer', metavar='FILE')}, or use {Option('ids', True)}",
+            raise TokenError(Message("expected a tokenizer to look words up, found none beside the checkpoint: "
+                                     "pass ", Option("tokenizer", metavar="FILE"), ", or use ", Option("ids", True)),
                              option="tokenizer")
 
     def term(self, text: str) -> Term:
@@ -240,8 +240,8 @@ def analogy(emb: Embeddings, a: str, b: str, c: str, *, k: int = 10, method: str
     if not answers:
         return replace(result, reason=f"no row is left to answer: the table has {array.shape[0]} rows, the inputs "
                                       "are left out, and zero rows or rows holding NaN or Inf never answer")
-    short = None if len(answers) == k else (f"{Option('k', k, text=f'{k:,}')} asks for more rows than there are: "
-                                             f"all {len(answers):,} rows that can answer are listed")
+    short = None if len(answers) == k else Message(Option("k", k, text=f"{k:,}"), " asks for more rows than there "
+                                                   f"are: all {len(answers):,} rows that can answer are listed")
     return replace(result, answers=answers, note=short)
 
 
@@ -356,4 +356,5 @@ def _lookup_notes(terms: Terms) -> Sequence[str]:
     noted = [term for term, _ in terms.values() if term is not None and term.note]
     if not noted:
         return []
-    return [f"{len(noted):,} of the {len(terms):,} words needed a lookup rule, e.g. {noted[0].text}: {noted[0].note}"]
+    return [Message(f"{len(noted):,} of the {len(terms):,} words needed a lookup rule, e.g. {noted[0].text}: ",
+                    noted[0].note or "")]

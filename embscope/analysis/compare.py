@@ -23,7 +23,7 @@ import numpy as np
 
 from .. import compute
 from ..compute.streamed import StreamedTopK
-from ..core.errors import Option, TableError
+from ..core.errors import Message, Option, TableError
 from ..core.memory import release, size_text
 from ..core.role import Role
 from .cka import Cka, linear_cka
@@ -86,8 +86,8 @@ def by_token(strings_a: Sequence[str | None], strings_b: Sequence[str | None]) -
     shared = sorted((row, rows_b[text]) for text, row in rows_a.items() if text in rows_b)
     ids = np.array(shared, dtype=np.int64).reshape(-1, 2)
     matched = Option("match", "tokens", noun="by_token()")  # the command line's pairing: this function
-    note = (f"{matched} paired {len(shared):,} rows by token string, of {len(strings_a):,} tokens in A and "
-            f"{len(strings_b):,} in B")
+    note = Message(matched, f" paired {len(shared):,} rows by token string, of {len(strings_a):,} tokens in A and "
+                   f"{len(strings_b):,} in B")
     if repeated_a or repeated_b:
         note += f" ({repeated_a + repeated_b:,} strings held by several ids of one side left out)"
     return Pairing(len(shared), ids_a=ids[:, 0].copy(), ids_b=ids[:, 1].copy(), note=note)

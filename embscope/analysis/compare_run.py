@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..core.errors import Option, TokenError
+from ..core.errors import Message, Option, TokenError
 from ..core.text import quote
 from ..lookup import lookup_word
 from ..naming import token_string_or_none
@@ -33,8 +33,8 @@ def token_strings(emb: Embeddings, which: str) -> list[str | None]:
     """Every token row's string, None past the tokenizer's vocabulary, for pairing rows by token string."""
     tokenizer, why_none = emb.tokenizer_for_names()
     if tokenizer is None:
-        raise TokenError(f"{MATCH_TOKENS} pairs rows by token string and needs a tokenizer for {which} "
-                         f"({quote(emb.checkpoint.path)}): {why_none}")
+        raise TokenError(Message(MATCH_TOKENS, f" pairs rows by token string and needs a tokenizer for {which} "
+                                 f"({quote(emb.checkpoint.path)}): ", why_none or ""))
     rows = emb.token.rows
     return [token_string_or_none(tokenizer, i) for i in range(rows)]
 
@@ -43,7 +43,7 @@ def word_rows(emb: Embeddings, words: list[str]) -> list[WordRow]:
     """Each word with its token row in A, or why it has none (neighbour sets are per row)."""
     tokenizer, why_none = emb.tokenizer_for_names()
     if tokenizer is None:
-        raise TokenError(f"{WORDS} needs a tokenizer to find the words' rows: {why_none}")
+        raise TokenError(Message(WORDS, " needs a tokenizer to find the words' rows: ", why_none or ""))
     found: list[WordRow] = []
     for word in words:
         lookup = lookup_word(tokenizer, word)

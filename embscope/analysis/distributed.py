@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..core.errors import CheckpointError, EmbscopeError, MissingPackageError, Option, OptionError
+from ..core.errors import CheckpointError, EmbscopeError, Message, MissingPackageError, Option, OptionError, message_of
 from ..core.text import quote
 from ..series import Step, checkpoint_step
 from .compare import CompareOptions, NeighborOverlap, SeriesWalk, TableState, TrajectoryPoint
@@ -85,7 +85,7 @@ def step_task(paths: Sequence[str], index: int, options: CompareOptions, word_ro
         try:
             opened[i] = opener(Path(paths[i]))
         except EmbscopeError as err:
-            return StepFailure(paths[i], worker_address(), str(err))
+            return StepFailure(paths[i], worker_address(), message_of(err))
     tables = {i: tables_of(emb) for i, emb in opened.items()}
     result = StepResult(index, {i: (opened_name(Path(paths[i]), emb), checkpoint_step(emb.checkpoint))
                                 for i, emb in opened.items()},
@@ -134,7 +134,7 @@ def library() -> Any:
     try:
         import distributed
     except ImportError:
-        raise MissingPackageError(f"running compare on a scheduler ({SCHEDULER})", "distributed", "dask",
+        raise MissingPackageError(Message("running compare on a scheduler (", SCHEDULER, ")"), "distributed", "dask",
                                   option="scheduler") from None
     return distributed
 
@@ -195,9 +195,9 @@ def gather(client: Any, futures: dict[Any, int], address: str, paths: Sequence[s
             except OSError as err:
                 raise lost(address, err) from None
             if isinstance(found, StepFailure):
-                raise CheckpointError(f"worker {found.worker} could not read {quote(found.path)}: every checkpoint "
-                                      f"must be readable at the same path from every worker ({found.message})",
-                                      path=found.path)
+                raise CheckpointError(Message(f"worker {found.worker} could not read {quote(found.path)}: every "
+                                              "checkpoint must be readable at the same path from every worker (",
+                                              found.message, ")"), path=found.path)
             results[index] = found
             progress(len(results), len(futures))
         no_worker_since = waited_without_workers(client, address, no_worker_since, bool(pending))
@@ -256,9 +256,10 @@ def same_tables(results: dict[int, StepResult], paths: Sequence[Path]) -> None:
     for found in results.values():
         for index, roles in found.roles.items():
             if roles != first:
-                raise CheckpointError(f"compare on a scheduler ({SCHEDULER}) needs every checkpoint to hold the tables of the first "
-                                      f"({', '.join(first)}); {quote(paths[index])} holds {', '.join(roles) or 'none'}:"
-                                      " compare them on one machine", path=paths[index])
+                raise CheckpointError(Message("compare on a scheduler (", SCHEDULER, ") needs every checkpoint to hold "
+                                              f"the tables of the first ({', '.join(first)}); {quote(paths[index])} "
+                                              f"holds {', '.join(roles) or 'none'}: compare them on one machine"),
+                                      path=paths[index])
 
 
 def compare_on_scheduler(paths: Sequence[Path], opener: Opener, options: CompareOptions, address: str, *,

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .. import compute
-from ..core.errors import MissingPackageError, Option, OptionError, TableError, TokenError
+from ..core.errors import Message, MissingPackageError, Option, OptionError, TableError, TokenError
 from ..core.role import Role
 from ..core.text import quote
 from ..lookup import check_id, lookup_word
@@ -197,7 +197,7 @@ def umap_2d(array: np.ndarray) -> Projection:
         import umap
     except ImportError:
         umap_method = Option("method", "umap")
-        raise MissingPackageError(str(umap_method), "umap-learn", "umap", option=umap_method) from None
+        raise MissingPackageError(Message(umap_method), "umap-learn", "umap", option=umap_method) from None
     ok = finite_rows(array)
     ids = np.flatnonzero(ok)
     if len(ids) <= UMAP_NEIGHBORS:
@@ -217,7 +217,7 @@ def point(coords: np.ndarray, label: str, ids: tuple[int, ...], tokens: tuple[st
     where = coords[list(ids)].mean(axis=0)
     if not np.isfinite(where).all():
         missing = "a row holds NaN or Inf: not on the map"
-        return Point(label, ids, tokens, None, None, f"{note}; {missing}" if note else missing)
+        return Point(label, ids, tokens, None, None, Message(note, "; ", missing) if note else missing)
     return Point(label, ids, tokens, float(where[0]), float(where[1]), note)
 
 
@@ -227,8 +227,8 @@ def probe_points(emb: Embeddings, coords: np.ndarray, words: list[str] | None,
     if words:
         tokenizer = emb.tokenizer  # a broken tokenizer file is an error when words were asked for
         if tokenizer is None:
-            raise TokenError(f"expected a tokenizer to look up {Option('words')}, found none beside the checkpoint: "
-                             f"pass {Option('tokenizer', metavar='FILE')}", option="tokenizer")
+            raise TokenError(Message("expected a tokenizer to look up ", Option("words"), ", found none beside the "
+                                     "checkpoint: pass ", Option("tokenizer", metavar="FILE")), option="tokenizer")
     else:
         tokenizer = emb.tokenizer_for_names()[0]
         if tokenizer is None:
@@ -246,7 +246,7 @@ def probe_points(emb: Embeddings, coords: np.ndarray, words: list[str] | None,
         if len(found.ids) > 1:
             pieces = ", ".join(f"{i} {quote(t)}" for i, t in zip(found.ids, found.tokens))
             merged = f"{len(found.ids)} tokens ({pieces}): placed at the mean of their points"
-            note = f"{note}; {merged}" if note else merged
+            note = Message(note, "; ", merged) if note else merged
         points.append(point(coords, word, tuple(int(i) for i in found.ids), tuple(found.tokens), note))
     return points, rule
 
@@ -265,7 +265,7 @@ def table_map(emb: Embeddings, role: Role, *, method: str = "pca", words: list[s
         raise OptionError(f"expected a method {' or '.join(METHODS)}, found {quote(method)}", option="method")
     role = Role(role)
     if role is Role.position and words:  # refused before any work
-        raise OptionError(f"expected no {Option('words')} for the position table: its points are positions",
+        raise OptionError(Message("expected no ", Option("words"), " for the position table: its points are positions"),
                           option="words", role=role)
     table = emb.table(role)
     array = table.array

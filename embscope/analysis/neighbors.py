@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .. import compute
-from ..core.errors import Option, OptionError, TokenError
+from ..core.errors import Message, Option, OptionError, TokenError, joined, message_of
 from ..core.role import Role
 from ..core.text import quote
 from ..naming import token_name
@@ -77,9 +77,9 @@ def neighbors(emb: Embeddings, query: str | int, k: int = 10, *, ids: bool = Fal
     chosen = tuple(Neighbor(int(i), token_name(tokenizer, int(i)), float(c), is_padding(tokenizer, int(i)))
                    for i, c in zip(picked, cosines))
     if len(chosen) < k:  # the list is shorter than asked: say so rather than let it look complete by choice
-        short = (f"{Option('k', k, text=f'{k:,}')} asks for more rows than there are: all {len(chosen):,} rows with "
-                 "a cosine are listed")
-        note = "; ".join(filter(None, (note, short)))
+        short = Message(Option("k", k, text=f"{k:,}"), f" asks for more rows than there are: all {len(chosen):,} "
+                        "rows with a cosine are listed")
+        note = joined("; ", filter(None, (note, short)))
     return NeighborsResult(found, chosen, note, None, Role(table), name, removed)
 
 
@@ -108,7 +108,7 @@ def topk_all(emb: Embeddings, k: int, *, queries: Iterable[object] | None = None
             except TokenError as err:
                 if on_skip is None:
                     raise
-                on_skip(f"query {n + 1}: {err}")
+                on_skip(Message(f"query {n + 1}: ", message_of(err)))
                 continue
             chosen.append(found.ids[0])
         query_ids = np.frombuffer(chosen, dtype=np.int64) if chosen else np.empty(0, dtype=np.int64)

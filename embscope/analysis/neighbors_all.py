@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .. import compute
-from ..core.errors import Option
+from ..core.errors import Message, Option
 from ..hardware import bf16_note
 from ..inputs import Skipped, read_queries
 from ..naming import tokenizer_failure
@@ -52,10 +52,10 @@ def neighbors_all(emb: Embeddings, k: int, *, queries_file: Path | None = None, 
         notes.append(f"cosines in the all-but-the-top space of the {table} table: the mean row and the top "
                      f"{remove_top} principal direction{'s' * (remove_top != 1)} removed from every row")
     if asked != precision:
-        notes.append(f"{Option('precision', asked)} is a GPU tensor-core mode: on the {device} the products ran in "
-                     f"{precision}")
+        notes.append(Message(Option("precision", asked), f" is a GPU tensor-core mode: on the {device} the products "
+                             f"ran in {precision}"))
     if topk.ids.shape[1] < k:
-        notes.append(f"{Option('k', k, text=f'{k:,}')} is more than the table's {topk.ids.shape[1]:,} rows: each "
-                     f"list holds at most that many")
+        notes.append(Message(Option("k", k, text=f"{k:,}"), f" is more than the table's {topk.ids.shape[1]:,} rows: "
+                             "each list holds at most that many"))
     notes += skipped.notes(queries_file) if skipped and queries_file else []
     return AllNeighbors(topk, table, device, compute.precision_label(precision), seconds, notes)

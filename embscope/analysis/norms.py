@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Generic, TypeVar, overload
 import numpy as np
 
 from ..compute import row_norms
+from ..core.errors import Message
 from ..core.role import Role
 from ..naming import row_name
 from .duplicates import DUPLICATE_COSINE, Duplicate, DuplicateSearch, find_duplicates
@@ -345,6 +346,6 @@ def norms_report(emb: Embeddings, table: str | None = None, threshold: float = D
     if chosen.role is not Role.position:
         tokenizer, why_none = emb.tokenizer_for_names()
         if tokenizer is None:
-            notes.append(f"{why_none}; padding rows past the vocabulary cannot be told apart")
+            notes.append(Message(why_none or "", "; padding rows past the vocabulary cannot be told apart"))
     return NormsReport(chosen.role, chosen.name, chosen.dim, chosen.first_row, summary, duplicates, tuple(notes), tokenizer,
                        untrained)

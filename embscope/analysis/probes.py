@@ -18,7 +18,7 @@ largest id is 2**32 - 1 (one token there) would otherwise be walked id by id.
 
 from __future__ import annotations
 
-from ..core.errors import EmbscopeError, Option
+from ..core.errors import EmbscopeError, Message, Option
 from ..core.tokenizer import Tokenizer
 from ..lookup import lookup_word
 from ..naming import token_name
@@ -44,7 +44,7 @@ FALLBACK_RULE = ("the lowest-id tokens that are whole lower-case words of 3+ let
 
 
 def given_rule() -> str:
-    return f"given with {Option('words')}"
+    return Message("given with ", Option("words"))
 
 
 def one_token(tokenizer: Tokenizer, word: str) -> int | None:

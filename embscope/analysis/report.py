@@ -14,7 +14,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
-from ..core.errors import EmbscopeError, Option
+from ..core.errors import EmbscopeError, Message, Option, message_of
 from ..core.role import Role
 from ..series import is_run_folder
 from .compare_series import SeriesComparison, compare_series, run_checkpoints
@@ -42,7 +42,7 @@ T = TypeVar("T")
 
 def one_checkpoint() -> str:
     more = Option("checkpoints", noun="give two or more", lead="repeat ")
-    return f"one checkpoint given: {more}, or give a folder of a run's checkpoints, to compare"
+    return Message("one checkpoint given: ", more, ", or give a folder of a run's checkpoints, to compare")
 
 
 # a checkpoint path -> its tables, opened with the options the user gave; None: the default checkpoint
@@ -117,7 +117,7 @@ def attempt(make: Callable[[], T]) -> T | Missing:
     try:
         return make()
     except EmbscopeError as err:
-        return Missing(str(err))
+        return Missing(message_of(err))
 
 
 def report_checkpoints(given: Sequence[Path], open_path: Opener) -> tuple[list[Path], Path | None, list[str]]:
@@ -166,13 +166,13 @@ def neighbors_of(emb: Embeddings, words: Sequence[str] | None, k: int) -> Neighb
     if tokenizer is None:
         failed = attempt(lambda: emb.tokenizer)  # one that fails to load is a failure; none at all is a fact
         kind = Missing if isinstance(failed, Missing) else Absent
-        return kind(f"no probe words to look up: {why_none}")
+        return kind(Message("no probe words to look up: ", why_none or ""))
     rule = given_rule()
     if not words:
         words, rule = probe_words(tokenizer, emb.token.rows)
         if not words:
-            return Missing("no probe words: the tokenizer has no one-token word of 3+ lower-case letters; "
-                           f"name some with {Option('words')}")
+            return Missing(Message("no probe words: the tokenizer has no one-token word of 3+ lower-case letters; "
+                                   "name some with ", Option("words")))
     found = tuple(WordNeighbors(word, attempt(partial(neighbors, emb, word, k))) for word in words)
     return NeighborsSection(rule, k, found)
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, overload
 import numpy as np
 
 from .. import compute
-from ..core.errors import Option, TableError, TokenError
+from ..core.errors import Message, Option, TableError, TokenError, joined, message_of
 from ..core.role import Role
 from ..core.text import quote
 from ..lookup import FormChoice, WordEncoder, check_id, form_sentence, lookup_words, parse_id, space_sentence
@@ -106,7 +106,7 @@ class Pairs(Sequence[Pair]):
         a, b = (self.queries[int(i)] for i in self.positions[at])
         why = [r for r in dict.fromkeys((a.reason, b.reason)) if r]
         cosine = None if why else finite_or_none(self.cosines[at])
-        reason = "; ".join(why) if why else (None if cosine is not None else "the cosine is undefined")
+        reason = joined("; ", why) if why else (None if cosine is not None else "the cosine is undefined")
         return Pair(a, b, cosine, reason, None if cosine is None else finite_or_none(self.shares[at]))
 
 
@@ -213,9 +213,9 @@ class Resolver:
     def lookup(self, words: Sequence[str]) -> tuple[WordLookup, ...]:
         tokenizer = self.tokenizer
         if tokenizer is None:
-            raise TokenError(f"expected a tokenizer to look up {quote(words[0])}, found none beside the checkpoint: "
-                             f"pass {Option('tokenizer', metavar='FILE')}, or use {Option('ids', True)}",
-                             option="tokenizer")
+            raise TokenError(Message(f"expected a tokenizer to look up {quote(words[0])}, found none beside the "
+                                     "checkpoint: pass ", Option("tokenizer", metavar="FILE"), ", or use ",
+                                     Option("ids", True)), option="tokenizer")
         if self._encoder is None:
             self._encoder = WordEncoder(tokenizer)
         return lookup_words(tokenizer, words, exact=self.asked.exact, allow_unk=self.asked.allow_unk,
@@ -227,8 +227,8 @@ class Resolver:
             check_id(int(token_id), self.rows, word)
         if len(found.ids) > 1 and not self.merge:
             pieces = " ".join(quote(t) for t in found.tokens)
-            raise TokenError(f"expected {quote(word)} to be one token, found {len(found.ids)} ({pieces}); "
-                             f"merging them is turned off ({Option('merge', False)})", option="merge")
+            raise TokenError(Message(f"expected {quote(word)} to be one token, found {len(found.ids)} ({pieces}); "
+                                     f"merging them is turned off (", Option("merge", False), ")"), option="merge")
         return Query(word, tuple(int(i) for i in found.ids), tuple(found.tokens), found.unknown, found.form,
                      choice=found.choice, space_id=found.space_id)
 
@@ -239,7 +239,7 @@ def lookup_note(query: Query) -> str | None:
     said = (space_sentence(query.text, query.space_id) if query.space_id is not None else None,
             form_sentence(query.form, query.choice) if query.form is not None and query.choice is not None else None,
             query.note)
-    return "; ".join(filter(None, said)) or None
+    return joined("; ", filter(None, said)) or None
 
 
 def space_note(queries: Sequence[Query]) -> str | None:
@@ -346,7 +346,7 @@ def pairs_similarity(emb: Embeddings, pairs: Iterable[Sequence[object]], asked_a
         except TokenError as err:
             if on_skip is None:
                 raise
-            on_skip(f"pair {n + 1} ({' '.join(quote(item) for item in pair)}): {err}")
+            on_skip(Message(f"pair {n + 1} ({' '.join(quote(item) for item in pair)}): ", message_of(err)))
             continue
         asked.extend(resolve.positions[key] for key in keys)
     return measured(emb, chosen, resolve, asked, center=how.center, baseline=how.baseline, table=how.table,

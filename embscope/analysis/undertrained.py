@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .. import compute
-from ..core.errors import EmbscopeError, TableError
+from ..core.errors import EmbscopeError, Message, TableError, message_of
 from .norms import DEFAULT_THRESHOLD, RowListing, median_and_mad, robust_z, row_norms
 from .stages import Progress, Stages, quiet
 from .token_kinds import KINDS, ROUND_TRIP_MAX_CHARS, TokenKinds, token_kinds
@@ -179,7 +179,7 @@ def undertrained_tables(emb: Embeddings, roles: Sequence[str] | None = None, *, 
                 kinds = token_kinds(tokenizer, chosen.rows, stages("tokenizer round trip"))
             except EmbscopeError as err:  # it cannot encode at all: the answer goes on as without one, and says so
                 tokenizer, kinds = None, None
-                notes.append(f"tokenizer refused: {err}")
+                notes.append(Message("tokenizer refused: ", message_of(err)))
             if kinds is not None and kinds.too_long:
                 notes.append(f"{kinds.too_long:,} tokens longer than {ROUND_TRIP_MAX_CHARS:,} characters were not "
                              "encoded back (the round trip costs their length), so none of them is marked unreachable")

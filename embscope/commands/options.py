@@ -13,13 +13,14 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 import typer
 
 from ..compute.devices import DEVICES, PRECISIONS
-from ..core.errors import EmbscopeError
+from ..core.errors import EmbscopeError, message_of
 from ..core.role import Role  # the table a command reads: one list of roles
 from ..embeddings import open as open_embeddings
 from ..render import console
 from ..render.files import check_directory
 from ..render.names import default_output, named_output
 from ..render.plots import default_plot_path, plot_format
+from .flags import as_flags
 
 if TYPE_CHECKING:
     from ..embeddings import Embeddings
@@ -138,7 +139,7 @@ def as_usage_error(check: Callable[[], T], option: str) -> T:
     try:
         return check()
     except EmbscopeError as err:
-        raise refuse(str(err), option) from None
+        raise refuse(as_flags(message_of(err)), option) from None
 
 
 # Options whose value may be left out: `positions --pairs` means the default pairs, `norms --plot` a PNG named

@@ -18,6 +18,7 @@ from ..render.names import named_output
 from ..render.plots import require_matplotlib
 from ..render.progress import stages
 from .command import CheckpointsCommand
+from .flags import flag
 from .options import JsonFlag, as_usage_error, checkpoint_path, parse_words, source_of
 
 if TYPE_CHECKING:
@@ -70,7 +71,7 @@ def report(
     with stages() as stage:
         found = gather(paths, open_path, words=probe_words, origin=origin, notes=notes, stages=stage)
     inputs = [*input_files(found.emb), *paths]
-    sections, files = render.write(found, target, format.value, inputs)
+    sections, files = render.write(found, target, format.value, inputs, spell=flag)
     render.show(found, target, format.value, sections, files, json)
 
 

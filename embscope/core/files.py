@@ -21,7 +21,7 @@ import stat
 from collections.abc import Iterator
 from typing import Any
 
-from .errors import CheckpointError, Option, OutputError
+from .errors import CheckpointError, Message, Option, OutputError
 from .text import quote, shortened
 
 PathLike = str | os.PathLike[str]
@@ -73,7 +73,8 @@ def open_fd(path: PathLike, what: str = "a regular file", *, record: bool = True
     descriptor. `what` names the file expected in the error ("a checkpoint file")."""
     before = status(path)
     if before is not None and not stat.S_ISREG(before.st_mode):
-        raise CheckpointError(f"expected {what}, found {not_regular(before.st_mode)} at {quote(path)}{link_note(path)}")
+        raise CheckpointError(Message("expected ", what, f", found {not_regular(before.st_mode)} at {quote(path)}"
+                                                         f"{link_note(path)}"))
     try:
         fd = os.open(path, OPEN_FLAGS)
     except OSError as err:
@@ -84,7 +85,7 @@ def open_fd(path: PathLike, what: str = "a regular file", *, record: bool = True
         info = os.fstat(fd)
         found = not_regular(info.st_mode)
         if found is not None:  # put in place between the stat and the open
-            raise CheckpointError(f"expected {what}, found {found} at {quote(path)}{link_note(path)}")
+            raise CheckpointError(Message("expected ", what, f", found {found} at {quote(path)}{link_note(path)}"))
     except BaseException:
         os.close(fd)
         raise
@@ -127,7 +128,7 @@ def read_at_most(file: Any, count: int, first: int = FIRST_READ) -> bytes:
 
 
 def too_large(path: PathLike, what: str, size: int, limit: int) -> str:
-    return f"expected {what} of at most {limit:,} bytes, found {size:,} bytes at {quote(path)}"
+    return Message("expected ", what, f" of at most {limit:,} bytes, found {size:,} bytes at {quote(path)}")
 
 
 def read_text(path: PathLike, limit: int, what: str = "a text file", *, record: bool = True) -> str:
@@ -280,7 +281,7 @@ def was_read(path: PathLike) -> bool:
 def refuse_input(path: PathLike, what: str | Option) -> None:
     """An output that would land on a file this run read is refused: `what` names the output (the option `out`)."""
     if was_read(path):
-        raise OutputError(f"expected {what} to name a new file, found {quote(shortened(str(path)))}, a file "
-                          f"this answer was read from: it is never written over", path=path,
+        raise OutputError(Message("expected ", what, f" to name a new file, found {quote(shortened(str(path)))}, "
+                                  "a file this answer was read from: it is never written over"), path=path,
                           option=what if isinstance(what, Option) else None)
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.checkpoint import Checkpoint, TensorInfo
-from ..core.errors import CheckpointError, EmbscopeError, Option
+from ..core.errors import CheckpointError, EmbscopeError, Message, Option
 from ..core.text import quote
 from ..listing import clipped_list
 from ..registry import Kind, Probe
@@ -116,8 +116,8 @@ def find_in_directory(directory: Path) -> Path:
         raise CheckpointError(f"expected a checkpoint in directory {quote(directory)}, found no weights file")
     if len(found) > 1:
         names = clipped_list([quote(p.name) for p in found], "files", where=None)
-        raise CheckpointError(f"directory {quote(directory)} holds several checkpoints ({names}); pass one with "
-                              f"{Option('path', noun='its path')}", path=directory)
+        raise CheckpointError(Message(f"directory {quote(directory)} holds several checkpoints ({names}); pass one "
+                                      "with ", Option("path", noun="its path")), path=directory)
     return found[0]
 
 
@@ -132,5 +132,5 @@ def onnx_export(folder: Path) -> Path:
         raise CheckpointError(f"expected a checkpoint in directory {quote(folder.parent)} or in its {EXPORT_FOLDER}/ "
                               "folder, found no weights file")
     names = clipped_list([quote(p.name) for p in chosen], "files", where=None)
-    raise CheckpointError(f"directory {quote(folder.parent)} holds several ONNX exports in {EXPORT_FOLDER}/ ({names}); "
-                          f"pass one with {Option('path', noun='its path')}", path=folder)
+    raise CheckpointError(Message(f"directory {quote(folder.parent)} holds several ONNX exports in {EXPORT_FOLDER}/ "
+                                  f"({names}); pass one with ", Option("path", noun="its path")), path=folder)

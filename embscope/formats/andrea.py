@@ -20,7 +20,7 @@ import numpy as np
 
 from ..core import files
 from ..core.checkpoint import Checkpoint, TensorInfo
-from ..core.errors import CheckpointError, Option, OptionError
+from ..core.errors import CheckpointError, Message, Option, OptionError, joined
 from ..core.text import printable
 from ..storage.base import OpenOptions
 from ..storage.checks import MAX_ELEMENTS, map_array
@@ -111,8 +111,8 @@ def from_flag(value: int | None, flag: str) -> Found | None:
     if value is None:
         return None
     if value <= 0:
-        raise OptionError(f"{Option(flag, value)}: expected a positive integer", option=flag)
-    return Found(value, str(shape_option(flag)))
+        raise OptionError(Message(Option(flag, value), ": expected a positive integer"), option=flag)
+    return Found(value, Message(shape_option(flag)))
 
 
 def read_shapes(directory: Path, options: OpenOptions) -> Shapes:
@@ -132,7 +132,7 @@ def read_shapes(directory: Path, options: OpenOptions) -> Shapes:
                 raise
             in_files = None  # the flag settles it; the files' quarrel does not matter
         if given is not None and in_files is not None and in_files.value != given.value:
-            notes.append(f"{Option(flag, given.value)} overrides {in_files.where} ({in_files.value})")
+            notes.append(Message(Option(flag, given.value), f" overrides {in_files.where} ({in_files.value})"))
         setattr(shapes, attr, given or in_files)
     shapes.layers = find(configs, LAYER_KEYS)
     shapes.heads = find(configs, HEAD_KEYS)
@@ -144,11 +144,12 @@ def missing_shapes_error(name: str, shapes: Shapes) -> CheckpointError:
     wanted = (("vocab", shape_option("vocab_size"), VOCAB_KEYS), ("width", shape_option("d_model"), WIDTH_KEYS),
               ("context", shape_option("context"), CONTEXT_KEYS))
     missing = [(flag, keys) for attr, flag, keys in wanted if getattr(shapes, attr) is None]
-    flags = " and ".join(str(flag) for flag, _ in missing)
-    keys = "; ".join(f"{flag}: {', '.join(k)}" for flag, k in missing)
+    flags = joined(" and ", [Message(flag) for flag, _ in missing])
+    keys = joined("; ", [Message(flag, f": {', '.join(k)}") for flag, k in missing])
     read = f"read {', '.join(shapes.files)}" if shapes.files else "found no JSON config beside it"
-    return CheckpointError(f"{name}: an ANDREA dump does not record its table shapes; pass {flags}, or put them "
-                           f"in a JSON file beside it (keys looked for, {keys}; {read})", option=missing[0][0])
+    return CheckpointError(Message(f"{name}: an ANDREA dump does not record its table shapes; pass ", flags,
+                                   ", or put them in a JSON file beside it (keys looked for, ", keys, f"; {read})"),
+                           option=missing[0][0])
 
 
 def read_header(path: Path) -> tuple[int, int, int]:
@@ -236,8 +237,8 @@ def open_andrea(path: Path, options: OpenOptions) -> Checkpoint:
         tensors["lm_head"] = table(path, "lm_head", (vocab + context) * width, vocab, width)
     catalogued = sum(t.numel for t in tensors.values())
 
-    notes = [f"shapes: V={vocab} ({shapes.vocab.where}), d={width} ({shapes.width.where}), T={context} "
-             + f"({shapes.context.where})"]
+    notes: list[str] = [Message(f"shapes: V={vocab} (", shapes.vocab.where, f"), d={width} (", shapes.width.where,
+                                f"), T={context} (", shapes.context.where, ")")]
     if shapes.layers is not None or shapes.heads is not None:
         parts = [f"{label}={found.value} ({found.where})"
                  for label, found in (("layers", shapes.layers), ("heads", shapes.heads)) if found is not None]

@@ -22,7 +22,7 @@ import numpy as np
 
 from ..core.arrays import stored_dtype
 from ..core.checkpoint import Checkpoint, TensorInfo
-from ..core.errors import CheckpointError, TokenizerError
+from ..core.errors import CheckpointError, TokenizerError, message_of
 from ..core.memory import require_memory
 from ..core.text import printable, quote, shown
 from ..storage.base import OpenOptions, require_package
@@ -186,7 +186,7 @@ def as_tokenizer_error() -> Iterator[None]:
     except TokenizerError:
         raise
     except CheckpointError as err:
-        raise TokenizerError(str(err), path=err.path) from None
+        raise TokenizerError(message_of(err), path=err.path) from None
 
 
 class TokenizerArrays:

@@ -18,7 +18,8 @@ from ..analysis.compare import (
     TrajectoryPoint,
 )
 from ..analysis.compare_series import Namer
-from ..core.errors import Option
+from ..commands.flags import as_flags
+from ..core.errors import Message, Option
 from ..core.text import quote
 from ..series import Step as CheckpointStep
 from . import console, jsonout
@@ -179,11 +180,12 @@ def leading_notes(comparison: Comparison, labels: Labels) -> list[str]:
     notes = list(labels.notes) + list(comparison.notes)
     for role, found in comparison.tables.items():
         if found.pairing.note:
-            notes.append(f"{role} table: {found.pairing.note}")
+            notes.append(Message(f"{role} table: ", found.pairing.note))
         if found.different_runs:
-            notes.append(f"{role} table: the mean row cosine is {found.summary.mean_cosine:+.3f} while the mean norms "
-                         f"agree ({found.summary.mean_norm_a:.3g} and {found.summary.mean_norm_b:.3g}): these look "
-                         f"like two different runs, whose rows live in different bases; try {ALIGN}")
+            notes.append(Message(f"{role} table: the mean row cosine is {found.summary.mean_cosine:+.3f} while the "
+                                 f"mean norms agree ({found.summary.mean_norm_a:.3g} and "
+                                 f"{found.summary.mean_norm_b:.3g}): these look like two different runs, whose rows "
+                                 "live in different bases; try ", ALIGN))
     return notes
 
 
@@ -197,17 +199,17 @@ def trailing_notes(comparison: Comparison, labels: Labels) -> list[str]:
                          "undefined and left out of the statistics")
         if found.neighbors is not None:
             queried = {word for word, _ in word_queries(labels, found.neighbors)}
-            notes += [f"{role} table: {Option('words')} {word!r} has no row in B to compare with"
+            notes += [Message(f"{role} table: ", Option("words"), f" {word!r} has no row in B to compare with")
                       for word, row, _ in labels.words if row is not None and word not in queried]
-        notes += [f"{role} table: {why}" for why in cka_notes(found)]
-    notes += [f"{Option('words')} {word!r}: {why}" for word, row, why in labels.words if why]
+        notes += [Message(f"{role} table: ", why) for why in cka_notes(found)]
+    notes += [Message(Option("words"), f" {word!r}: ", why) for word, row, why in labels.words if why]
     return notes
 
 
 def cka_notes(found: TableComparison) -> list[str]:
     """Why linear CKA is null, when it is."""
     if found.cka is None:
-        return [f"linear CKA was not computed ({Option('cka', False)})"] if found.pairing.count else []
+        return [Message("linear CKA was not computed (", Option("cka", False), ")")] if found.pairing.count else []
     if found.cka.skipped:
         return [f"linear CKA {found.cka.skipped}"]
     if math.isnan(found.cka.value):
@@ -326,9 +328,9 @@ def print_table(found: TableComparison, labels: Labels, states: list[TableState 
     if found.neighbors is not None:
         overlap = found.neighbors
         sampled = len(overlap.jaccard) - overlap.words
-        out.print(f"  neighbour overlap (Jaccard of top-{overlap.k} sets): mean {number(overlap.mean)} over "
-                  f"{len(overlap.jaccard):,} rows ({overlap.words} from {Option('words')}, {sampled:,} drawn with "
-                  f"seed {overlap.seed})", soft_wrap=True)
+        out.print(as_flags(Message(f"  neighbour overlap (Jaccard of top-{overlap.k} sets): mean "
+                                   f"{number(overlap.mean)} over {len(overlap.jaccard):,} rows ({overlap.words} from ",
+                                   Option("words"), f", {sampled:,} drawn with seed {overlap.seed})")), soft_wrap=True)
         name, name_b = labels.names[role], labels.names_b[role]
         for word, i in word_queries(labels, overlap):
             out.print(f"    {console.safe(quote(word))}: Jaccard {number(overlap.jaccard[i], 3)}; A: "

@@ -6,7 +6,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..analysis.compare_output import OutputComparison
-from ..core.errors import Option
+from ..commands.flags import as_flags
+from ..core.errors import Message, Option
 from ..core.text import quote
 from . import console, header
 from .compare import cka_notes
@@ -44,7 +45,7 @@ def trailing_notes(found: OutputComparison, words: Words) -> list[str]:
             listed.append(f"{undefined:,} rows are zero or hold NaN/Inf in one of the tables: their cosine is "
                           "undefined and left out of the means")
         listed += cka_notes(table)
-    return listed + [f"{Option('words')} {word!r}: {why}" for word, _, why in words if why]
+    return listed + [Message(Option("words"), f" {word!r}: ", why) for word, _, why in words if why]
 
 
 def document(found: OutputComparison, words: Words, name: Callable[[int], str]) -> Document:
@@ -98,9 +99,9 @@ def show(emb: Embeddings, found: OutputComparison, words: Words, name: Callable[
     overlap = table.neighbors
     if overlap is not None:
         sampled = len(overlap.jaccard) - overlap.words
-        out.print(f"  neighbour overlap (Jaccard of top-{overlap.k} sets within each table): mean {number(overlap.mean)} "
-                  f"over {len(overlap.jaccard):,} rows ({overlap.words} from {Option('words')}, {sampled:,} drawn "
-                  f"with seed {overlap.seed})", soft_wrap=True)
+        out.print(as_flags(Message(f"  neighbour overlap (Jaccard of top-{overlap.k} sets within each table): mean "
+                                   f"{number(overlap.mean)} over {len(overlap.jaccard):,} rows ({overlap.words} from ",
+                                   Option("words"), f", {sampled:,} drawn with seed {overlap.seed})")), soft_wrap=True)
         document_words = document(found, words, name).get("words", [])
         for entry in document_words:
             out.print(f"    {console.safe(quote(entry['word']))}: Jaccard {number(entry['jaccard'], 3)}; token: "

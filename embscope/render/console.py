@@ -9,6 +9,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from ..commands.flags import as_flags
+from ..core.errors import Message
 from ..core.text import bounded, clipped, printable
 from . import jsonout
 
@@ -19,8 +21,9 @@ err = Console(stderr=True, highlight=False, emoji=False)
 
 def safe(text: object) -> str:
     """No control characters and no rich markup survive from a name or token string, and a very long one is
-    cut (text.bounded): rich's wrapping of megabytes takes minutes."""
-    return escape(printable(bounded(str(text))))
+    cut (text.bounded): rich's wrapping of megabytes takes minutes. A message names options as the command
+    line's flags."""
+    return escape(printable(bounded(as_flags(text) if isinstance(text, Message) else str(text))))
 
 
 def count_text(n: int | None) -> str:
@@ -51,6 +54,7 @@ def table(*columns: str, title: str | None = None, **kwargs: Any) -> Table:
 
 
 def notes(lines: Iterable[str]) -> None:
+    """Each note on its own line, naming options as the command line's flags."""
     for line in lines:
         out.print(f"note: {safe(line)}")
 

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..analysis.export import ExportRows
-from ..core.errors import Option
+from ..core.errors import Message, Option
 from ..core.role import Role
 from . import console, header
 from .jsonout import Document
@@ -33,7 +33,7 @@ def how_to_open(fmt: str, files: list[Path]) -> str:
 
 def notes(rows: ExportRows, fmt: str) -> list[str]:
     empty = fmt == "projector" and rows.role is not Role.position and rows.undertrained is None
-    skipped = f"the undertrained column is empty: {Option('undertrained', False)} skipped the analysis"
+    skipped = Message("the undertrained column is empty: ", Option("undertrained", False), " skipped the analysis")
     return [*rows.notes, *([skipped] if empty else [])]
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from ..core import files
-from ..core.errors import Option, OutputError
+from ..core.errors import Message, Option, OutputError, message_of, replaced
 from ..core.text import quote, shortened
 
 if TYPE_CHECKING:
@@ -58,8 +58,8 @@ def refuse_inputs(path: Path, what: Named, inputs: Iterable[Path]) -> None:
     except FileNotFoundError:
         return
     if not stat.S_ISREG(target.st_mode):
-        raise OutputError(f"expected {what} to name a regular file or a new one, found something else at {quote(path)}",
-                          path=path, option=option_of(what))
+        raise OutputError(Message("expected ", what, " to name a regular file or a new one, found something else at "
+                                  f"{quote(path)}"), path=path, option=option_of(what))
     files.refuse_input(path, what)
     for source in inputs:
         try:
@@ -67,15 +67,16 @@ def refuse_inputs(path: Path, what: Named, inputs: Iterable[Path]) -> None:
         except OSError:
             continue
         if (read.st_dev, read.st_ino) == (target.st_dev, target.st_ino):
-            raise OutputError(f"expected {what} to name a new file, found {quote(shortened(str(path)))}, a file "
-                              f"this answer was read from: it is never written over", path=path, option=option_of(what))
+            raise OutputError(Message("expected ", what, f" to name a new file, found {quote(shortened(str(path)))}, "
+                                      "a file this answer was read from: it is never written over"), path=path,
+                              option=option_of(what))
 
 
 def check_directory(path: Path, what: Named) -> None:
     """The folder an output goes to exists: checked before any work, and again when writing."""
     if not Path(path).parent.is_dir():
-        raise OutputError(f"expected an existing directory for {what}, found none: {quote(Path(path).parent)}",
-                          path=path, option=option_of(what))
+        raise OutputError(Message("expected an existing directory for ", what,
+                                  f", found none: {quote(Path(path).parent)}"), path=path, option=option_of(what))
 
 
 @contextmanager
@@ -91,7 +92,7 @@ def folder_built_whole(folder: Path, what: Named, names: dict[str, Named],
     for name, named in names.items():  # before any work: a name that would replace a file this run read
         refuse_inputs(folder / name, named, inputs)
     if folder.exists() and not folder.is_dir():
-        raise OutputError(f"expected {what} to name a folder, found a file: {quote(folder)}", path=folder,
+        raise OutputError(Message("expected ", what, f" to name a folder, found a file: {quote(folder)}"), path=folder,
                           option=option_of(what))
     check_directory(folder, what)
     building: Path | None = None
@@ -109,7 +110,7 @@ def folder_built_whole(folder: Path, what: Named, names: dict[str, Named],
         try:
             yield building
         except OutputError as err:  # named by its place in the folder asked for, not the temporary one
-            raise err.reworded(str(err).replace(str(building), str(folder))) from None
+            raise err.reworded(replaced(message_of(err), str(building), str(folder))) from None
         move_into(building, folder, what, names)
     finally:
         if building is not None:
@@ -168,7 +169,7 @@ def written_whole(path: Path, what: Named, binary: bool = True, inputs: Iterable
             files.refuse_input(path, what)  # again: the answer may have read more files while it was written
             os.replace(temporary, path)
         except OSError as err:
-            raise OutputError(f"expected to write {what} {shown}, found {err.strerror or err}", path=path,
+            raise OutputError(Message("expected to write ", what, f" {shown}, found {err.strerror or err}"), path=path,
                               option=option_of(what)) from None
     finally:
         if temporary is not None:

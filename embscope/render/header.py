@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import sample
-from ..core.errors import EmbscopeError, Option
+from ..core.errors import EmbscopeError, Message, Option
 from . import console, jsonout
 from .jsonout import Document
 
@@ -21,7 +21,7 @@ def checkpoint_line(emb: Embeddings) -> str:
     if emb.is_sample:
         at = f", step {step}" if step is not None else ""
         own = Option("path", metavar="PATH")
-        return f"checkpoint: bundled sample ({sample.DESCRIPTION}{at}); pass {own} for your own"
+        return Message(f"checkpoint: bundled sample ({sample.DESCRIPTION}{at}); pass ", own, " for your own")
     at = f"step {step}" if step is not None else "step unknown"
     snapshot = getattr(emb, "snapshot", None)
     if snapshot is not None:  # a model id: what was asked for, and which files answered

@@ -11,6 +11,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from ..commands.flags import document_as_flags
+
 Document = dict[str, Any]  # a JSON object as a command builds it, before `clean` makes its values plain
 
 
@@ -70,7 +72,9 @@ def for_stdout(value: Any) -> str:
 
 def emit(document: Document, stream: tuple[str, Iterable[Any]] | None = None) -> None:
     """Print one JSON document. `stream` (key, items) is a last key whose list is written an item at a time,
-    so that a list of millions (the pairs of a pairs file) never exists whole."""
+    so that a list of millions (the pairs of a pairs file) never exists whole. The messages in it name options
+    as the command line's flags; a streamed item holds numbers and words only, and is written as it is."""
+    document = document_as_flags(document)
     if stream is None:
         sys.stdout.write(for_stdout(document) + "\n")
         return

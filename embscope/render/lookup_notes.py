@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from ..core.errors import Message, replaced
+
 
 def grouped_notes(noted: Iterable[tuple[str, str | None]]) -> list[str]:
     """`noted`: (word, its note or None) pairs, in order; each group of words with the same note becomes one line."""
     groups: dict[str, list[tuple[str, str]]] = {}
     for word, note in noted:
         if note:
-            groups.setdefault(note.replace(repr(word), "the word"), []).append((word, note))
-    return [f"{', '.join(w for w, _ in members)}: {template}" if len(members) > 1 else f"{members[0][0]}: "
-            f"{members[0][1]}" for template, members in groups.items()]
+            groups.setdefault(replaced(note, repr(word), "the word"), []).append((word, note))
+    return [Message(f"{', '.join(w for w, _ in members)}: ", template) if len(members) > 1
+            else Message(f"{members[0][0]}: ", members[0][1]) for template, members in groups.items()]

@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..analysis.map import Point, TableMap
-from ..core.errors import Option
+from ..commands.flags import as_flags
+from ..core.errors import Message, Option
 from ..core.role import Role
 from . import console, header, plots
 from .files import input_files
@@ -117,8 +118,9 @@ def show(emb: Embeddings, result: TableMap, plot: Output | None, json: bool) -> 
         out.print(console.safe(result.probe_rule))
     flagged = len(result.flagged)
     out.print(console.safe(untrained_line(result.untrained)), soft_wrap=True)
-    out.print(f"{flagged:,} row{'s' * (flagged != 1)} flagged as norm anomalies (the rule of `embscope norms`)"
-              + (", drawn in red" if plot is not None else f"; {Option('plot')} draws them in red"))
+    out.print(as_flags(Message(f"{flagged:,} row{'s' * (flagged != 1)} flagged as norm anomalies (the rule of "
+                               "`embscope norms`)", ", drawn in red" if plot is not None
+                               else Message("; ", Option("plot"), " draws them in red"))))
     if plot is not None:
         out.print(console.safe(plot.written()), soft_wrap=True)
     console.notes([*grouped_notes((p.label, p.note) for p in result.points), *result.notes])

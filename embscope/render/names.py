@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import sample
 from ..core import files
-from ..core.errors import EmbscopeError, Option, OutputError
+from ..core.errors import EmbscopeError, Message, Option, OutputError
 from ..core.text import quote
 
 if TYPE_CHECKING:
@@ -232,6 +232,6 @@ def default_output(base: Path, paths: Iterable[Path], marker: Callable[[Path], P
             return Output(candidate, mine, instead_of=instead_of)
         if written_for(marker(candidate)) == mine:
             return Output(candidate, mine, replaced=True, instead_of=instead_of)
-    raise OutputError(f"expected a free default name for the output, found {quote(base)} and the {MAX_TRIES - 1} "
-                      "names after it taken by other checkpoints' outputs; name the file with "
-                      f"{Option('plot', metavar='FILE')} or {Option('out')}", path=base)
+    raise OutputError(Message(f"expected a free default name for the output, found {quote(base)} and the "
+                              f"{MAX_TRIES - 1} names after it taken by other checkpoints' outputs; name the file "
+                              "with ", Option("plot", metavar="FILE"), " or ", Option("out")), path=base)

@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING
 
 from ..analysis.norms import DUPLICATE_COSINE, NormsReport, rule_text
 from ..analysis.untrained import Untrained
-from ..core.errors import Option
+from ..commands.flags import as_flags
+from ..core.errors import Message, Option
 from ..core.text import PLOT_TOKEN_SHOWN, TOKEN_SHOWN, visible
 from . import console, header, jsonout, plots
 from .console import number_text as number
@@ -76,8 +77,8 @@ def ratio(value: float) -> str:
 
 def more(listed: int) -> None:
     if listed > LISTED_ROWS:
-        console.out.print(f"... and {listed - LISTED_ROWS} more ({Option('json', True)} lists the first "
-                          f"{JSON_LISTED:,})")
+        console.out.print(as_flags(Message(f"... and {listed - LISTED_ROWS} more (", Option("json", True),
+                                           f" lists the first {JSON_LISTED:,})")))
 
 
 def show(emb: Embeddings, report: NormsReport, *, json: bool, plot: Output | None) -> None:

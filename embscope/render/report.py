@@ -7,14 +7,14 @@ from importlib.metadata import version
 from pathlib import Path
 
 from ..analysis.report import Report
-from ..core.errors import Option, OutputError
+from ..core.errors import Message, Option, OutputError, Spelling, library_words, spelled
 from ..core.text import quote, shortened
 from ..registry import Entry, entries, named
 from . import console, header
 from .files import OUT, check_directory
 from .jsonout import Document
 from .names import Output, checkpoint_label, default_output, emb_title
-from .report_content import Section, heading, sections
+from .report_content import Section, heading, sections, spelled_section
 from .report_html import write_html
 from .report_md import REPORT_FILE, write_markdown
 
@@ -35,16 +35,16 @@ def check_name(out: Path, fmt: str) -> None:
         raise OutputError(f"expected a report file ending in .html or .htm, found {quote(shortened(str(out)))}",
                           path=out, option=OUT)
     if fmt == "md" and suffix in FILE_SUFFIXES:
-        raise OutputError(f"expected a folder for {MARKDOWN} ({REPORT_FILE} and the figures go in it), found the "
-                          f"file name {quote(shortened(str(out)))}", path=out, option=OUT)
+        raise OutputError(Message("expected a folder for ", MARKDOWN, f" ({REPORT_FILE} and the figures go in it), "
+                                  f"found the file name {quote(shortened(str(out)))}"), path=out, option=OUT)
 
 
 def check_place(out: Path, fmt: str) -> None:
     """The folder the report goes to exists (and a Markdown folder is not a file). Checked before any work."""
     check_directory(out, OUT)
     if fmt == "md" and out.exists() and not out.is_dir():
-        raise OutputError(f"expected {OUT} to name a folder for {MARKDOWN}, found a file: {quote(out)}", path=out,
-                          option=OUT)
+        raise OutputError(Message("expected ", OUT, " to name a folder for ", MARKDOWN,
+                                  f", found a file: {quote(out)}"), path=out, option=OUT)
 
 
 def default_target(fmt: str, named_by: Path, covers: Sequence[Path]) -> Output:
@@ -63,10 +63,13 @@ def title(report: Report) -> str:
                                                           if more > 0 else "")
 
 
-def write(report: Report, out: Output, fmt: str, inputs: Iterable[Path]) -> tuple[list[Section], list[Path]]:
-    """The report's sections, and the files written (the report first, then any figure files)."""
-    found = sections(report)
-    return found, named(WRITERS, fmt)(out, title(report), heading(report), found, version("embscope"), inputs)
+def write(report: Report, out: Output, fmt: str, inputs: Iterable[Path], *,
+          spell: Spelling = library_words) -> tuple[list[Section], list[Path]]:
+    """The report's sections, and the files written (the report first, then any figure files). Its text names
+    options as `spell` does: the library's keywords, or the command line's flags."""
+    found = [spelled_section(section, spell) for section in sections(report)]
+    opening = [spelled(line, spell) for line in heading(report)]
+    return found, named(WRITERS, fmt)(out, title(report), opening, found, version("embscope"), inputs)
 
 
 write_report = write  # the name the package face exports (embscope.write_report)

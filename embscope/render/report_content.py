@@ -10,7 +10,7 @@ blocks). A Figure block's `draw` makes the matplotlib figure."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any, TypeVar
 
@@ -19,6 +19,7 @@ from ..analysis.map import TableMap
 from ..analysis.norms import DUPLICATE_COSINE, NormsReport, rule_text
 from ..analysis.report import SECTIONS, Absent, CompareSection, Missing, NeighborsSection, Report
 from ..analysis.undertrained import THRESHOLD_RULE, UndertrainedReport
+from ..core.errors import Message, Spelling, spelled
 from ..core.role import Role
 from ..core.text import shape_text, visible
 from ..naming import token_name
@@ -110,6 +111,20 @@ class Section:
         return first.text if isinstance(first, Line) and first.kind == kind else None
 
 
+def spelled_section(section: Section, spell: Spelling) -> Section:
+    """The section with the options its lines and titles name spelled by `spell`."""
+    return Section(section.key, section.title, tuple(spelled_block(block, spell) for block in section.blocks))
+
+
+def spelled_block(block: Block, spell: Spelling) -> Block:
+    if isinstance(block, Line):
+        return replace(block, text=spelled(block.text, spell))
+    if isinstance(block, Grid):
+        rows = tuple(tuple(replace(cell, text=spelled(cell.text, spell)) for cell in row) for row in block.rows)
+        return replace(block, rows=rows, title=None if block.title is None else spelled(block.title, spell))
+    return block
+
+
 def number(value: float | None, text: str) -> Cell:
     return Cell(text, clean(value), number=True)
 
@@ -128,7 +143,7 @@ def four(value: float | None) -> Cell:
 
 
 def text(value: object) -> Cell:
-    return Cell(str(value))
+    return Cell(value if isinstance(value, str) else str(value))  # a message keeps its options
 
 
 def token(value: str) -> Cell:
@@ -245,7 +260,7 @@ def each_table(report: Report, by_role: Mapping[str, Found | Missing],
     blocks: list[Block] = []
     for role, found in by_role.items():
         if isinstance(found, Missing):
-            blocks.append(Line(f"{'output projection' if role == 'output' else role + ' table'}: {found.why}",
+            blocks.append(Line(Message(f"{'output projection' if role == 'output' else role + ' table'}: ", found.why),
                                kind(found)))
         else:
             blocks += blocks_of(report, found)
@@ -327,18 +342,18 @@ def neighbors_blocks(report: Report) -> list[Block]:
     section: NeighborsSection | Missing = report.neighbors
     if isinstance(section, Missing):
         return missing(section)
-    blocks: list[Block] = [Line(f"words: {section.rule}; for each, the {section.k} nearest rows of the token table "
-                                "by cosine (`embscope neighbors WORD`)")]
+    blocks: list[Block] = [Line(Message("words: ", section.rule, f"; for each, the {section.k} nearest rows of the "
+                                        "token table by cosine (`embscope neighbors WORD`)"))]
     noted = []
     for entry in section.words:
         found = entry.result
         if isinstance(found, Missing):
-            blocks.append(Line(f"{entry.word}: {found.why}", kind(found)))
+            blocks.append(Line(Message(f"{entry.word}: ", found.why), kind(found)))
             continue
         query = found.query
         used = " ".join(t if t == f"#{i}" else f"{i} '{visible(t)}'" for i, t in zip(query.ids, query.tokens))
         if found.reason is not None:
-            blocks.append(Line(f"{query.text} -> {used}: no neighbours: {found.reason}", "missing"))
+            blocks.append(Line(Message(f"{query.text} -> {used}: no neighbours: ", found.reason), "missing"))
         else:
             blocks.append(Grid(("rank", "id", "token", "cosine"), tuple(
                 (count(rank), count(n.id), token(n.token + (" (padding)" if n.padding else "")), cosine(n.cosine))
@@ -363,7 +378,7 @@ def map_table_blocks(report: Report, found: TableMap) -> list[Block]:
             (text(p.label), *(() if position else (text(" ".join(f"{i} '{visible(t)}'"
                                                                   for i, t in zip(p.ids, p.tokens))),)),
              number(p.x, map_text.coordinate(p.x)), number(p.y, map_text.coordinate(p.y))) for p in found.points),
-            title=f"{what}s on the map: {found.probe_rule}"))
+            title=Message(f"{what}s on the map: ", found.probe_rule)))
     else:
         blocks.append(Line(found.probe_rule))
     flagged = len(found.flagged)
@@ -379,7 +394,7 @@ def map_blocks(report: Report) -> list[Block]:
     blocks: list[Block] = []
     for role, found in report.maps.items():
         if isinstance(found, Missing):
-            blocks.append(Line(f"{role} table: {found.why}", kind(found)))
+            blocks.append(Line(Message(f"{role} table: ", found.why), kind(found)))
         else:
             blocks += map_table_blocks(report, found)
     return blocks

@@ -6,7 +6,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ..analysis.similarity import Pair, Query, SimilarityResult, merge_note
-from ..core.errors import Option
+from ..commands.flags import as_flags
+from ..core.errors import Message, Option
 from ..core.text import quote
 from ..lookup import PLAIN, WORD_START, FormChoice
 from . import console, header
@@ -40,8 +41,8 @@ def form_notes(pairs: Sequence[Pair]) -> list[str]:
         if pair.choice is not None and pair.choice.name in (WORD_START, PLAIN):
             counts[pair.choice] = counts.get(pair.choice, 0) + 1
     if len(counts) == 1 and sum(counts.values()) == len(pairs):
-        return [f"words looked up in the {choice.name} form: {choice.reason}" for choice in counts]
-    return [f"{count:,} pair{'s' * (count != 1)} looked up in the {choice.name} form: {choice.reason}"
+        return [Message(f"words looked up in the {choice.name} form: ", choice.reason) for choice in counts]
+    return [Message(f"{count:,} pair{'s' * (count != 1)} looked up in the {choice.name} form: ", choice.reason)
             for choice, count in counts.items()]
 
 
@@ -75,13 +76,14 @@ def show(emb: Embeddings, result: SimilarityResult, *, json: bool, matrix: bool,
     listed = result.pairs[:LISTED_PAIRS]
     out.print(pairs_table(listed, with_shares=result.baseline is not None))
     if len(result.pairs) > LISTED_PAIRS:
-        out.print(f"... and {len(result.pairs) - LISTED_PAIRS:,} more pairs ({Option('json', True)} lists all)")
+        out.print(as_flags(Message(f"... and {len(result.pairs) - LISTED_PAIRS:,} more pairs (", Option("json", True),
+                                   " lists all)")))
     if matrix:
         out.print(matrix_table(result))
     show_space(result)
     lines = [*notes, *form_notes(listed)]
     for query in result.queries:
-        lines += [n for n in (query.note and f"{query.text}: {query.note}", merge_note(query)) if n]
+        lines += [n for n in (query.note and Message(f"{query.text}: ", query.note), merge_note(query)) if n]
     console.notes(lines)
 
 

@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING
 from ..analysis.norms import MAD_SCALE
 from ..analysis.token_kinds import KIND_MEANINGS, KINDS, TokenKinds
 from ..analysis.undertrained import NORM_Z, THRESHOLD_RULE, Candidate, UndertrainedReport, UndertrainedTables
-from ..core.errors import Option
+from ..commands.flags import as_flags
+from ..core.errors import Message, Option
 from ..core.text import visible
 from ..naming import token_name
 from . import console, header
@@ -120,8 +121,8 @@ def render_table(report: UndertrainedReport, name: Namer) -> None:
                      number(c.norm_z, "+.1f"), signals_text(c), kinds_text(c))
     out.print(grid)
     if len(candidates) > LISTED_ROWS:
-        out.print(f"... and {len(candidates) - LISTED_ROWS:,} more ({Option('json', True)} lists the first "
-                  f"{JSON_LISTED:,})")
+        out.print(as_flags(Message(f"... and {len(candidates) - LISTED_ROWS:,} more (", Option("json", True),
+                                   f" lists the first {JSON_LISTED:,})")))
 
 
 def signals_text(candidate: Candidate) -> str:

@@ -18,7 +18,7 @@ import struct
 from collections.abc import Callable, Mapping
 from typing import IO, Any, ClassVar
 
-from ..core.errors import CheckpointError, EmbscopeError, Option, UnsafePickleError
+from ..core.errors import CheckpointError, EmbscopeError, Message, Option, UnsafePickleError, message_of
 from ..core.text import detail
 from .base import DAMAGE
 from .constants import (
@@ -39,7 +39,7 @@ TRUST = Option("trust_pickle", True)
 
 
 def trust_hint() -> str:
-    return f"(use {TRUST} only for files you made)"
+    return Message("(use ", TRUST, " only for files you made)")
 
 
 # what the user reads for the objects this module hands out, by class name
@@ -504,8 +504,8 @@ class RestrictedUnpickler(pickle._Unpickler):
         if self.trust:
             return super().find_class(module, name)
         raise UnsafePickleError(
-            f"{self.where}: refused to unpickle global {qualified!r}: the file may only hold arrays, "
-            f"tensors and plain containers, and nothing in it was run {trust_hint()}", option=TRUST)
+            Message(f"{self.where}: refused to unpickle global {qualified!r}: the file may only hold arrays, "
+                    "tensors and plain containers, and nothing in it was run ", trust_hint()), option=TRUST)
 
     def call(self, func: Any, args: Any) -> Any:
         """What REDUCE, INST and OBJ do: only our factories run, or, trusted, classes from outside the list."""
@@ -549,9 +549,9 @@ class RestrictedUnpickler(pickle._Unpickler):
             return new_record(cls, args, kwargs)
         if self.trust and isinstance(cls, type):
             return cls.__new__(cls, *args, **kwargs)
-        raise UnsafePickleError(f"refused to create an instance of {shown(cls)}: the file may only hold arrays, "
-                                f"tensors and plain containers, and nothing in it was run {trust_hint()}",
-                                option=TRUST)
+        raise UnsafePickleError(Message(f"refused to create an instance of {shown(cls)}: the file may only hold "
+                                        "arrays, tensors and plain containers, and nothing in it was run ",
+                                        trust_hint()), option=TRUST)
 
     def load_build(self) -> None:
         """BUILD completes our descriptions (a dtype's byte order, an array's state) and nothing else;
@@ -629,7 +629,7 @@ def restricted_load(data: bytes | bytearray | memoryview | io.BufferedIOBase, al
     except EmbscopeError as err:  # raised by an allowed function, which does not know the file
         if str(err).startswith(where):
             raise
-        raise err.reworded(f"{where}: {err}") from None
+        raise err.reworded(Message(f"{where}: ", message_of(err))) from None
     except MemoryError:
         raise CheckpointError(f"{where}: needs more memory than is available") from None
     except MACHINE_ERRORS as err:

@@ -9,7 +9,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from embscope.core.errors import CheckpointError, Option, TokenizerError, UnsafePickleError
+from embscope.core.errors import CheckpointError, Message, Option, TokenizerError, UnsafePickleError, message_of
 from embscope.core.text import detail
 from embscope.core.tokenizer import Tokenizer
 from embscope.listing import clipped_list
@@ -50,7 +50,7 @@ def _load(kind: TokenizerKind, path: Path) -> Tokenizer:
     except UnsafePickleError:  # a pickled vocabulary refused as unsafe keeps its class
         raise
     except CheckpointError as err:  # embscope.core.files refused the file (too large, not regular, unreadable)
-        raise TokenizerError(str(err), path=path) from None
+        raise TokenizerError(message_of(err), path=path) from None
     except (ValueError, KeyError, IndexError, TypeError, RecursionError, MemoryError, OSError) as err:
         raise TokenizerError(f"expected a readable {kind.name} tokenizer in {path}, found damage "
                              f"({detail(err)})", path=path) from None
@@ -149,8 +149,8 @@ def find_tokenizer(directory: Path, config: dict[str, Any] | None = None) -> Tok
     listed = clipped_list([f"{path.name} ({kind.name})" for path, kind in found.items()], "tokenizer files",
                           names=[path.name for path in found], where=None)
     raise TokenizerError(
-        f"expected one tokenizer in {directory}, found {len(found)}: {listed}; choose one with {Option('tokenizer')}",
-        path=directory, option="tokenizer")
+        Message(f"expected one tokenizer in {directory}, found {len(found)}: {listed}; choose one with ",
+                Option("tokenizer")), path=directory, option="tokenizer")
 
 
 def _find_related(directory: Path, config: dict[str, Any]) -> Tokenizer | None:

@@ -16,7 +16,7 @@ import functools
 from pathlib import Path
 
 from embscope.core import files
-from embscope.core.errors import Option, TokenError, TokenizerError
+from embscope.core.errors import Message, Option, TokenError, TokenizerError
 from embscope.registry import Probe
 from embscope.tokenizers.base import (
     MAX_TOKENIZER_BYTES,
@@ -109,9 +109,9 @@ class FairseqDictionary(ByteVocabulary):
         if self._gpt2 is not None:
             return [self.id_of(str(gpt2_id), text) for gpt2_id in self._gpt2.encode(text)]
         if self.gpt2_ids:
-            raise TokenError(f"{self.path.name} lists GPT-2 ids, and GPT-2's {' and '.join(GPT2_FILES)} are not "
-                             f"beside it to encode {shown(text)}: put them there, or pass ids with "
-                             f"{Option('ids', True)}", option="tokenizer")
+            raise TokenError(Message(f"{self.path.name} lists GPT-2 ids, and GPT-2's {' and '.join(GPT2_FILES)} are "
+                                     f"not beside it to encode {shown(text)}: put them there, or pass ids with ",
+                                     Option("ids", True)), option="tokenizer")
         marked = SPACE_MARK + text.strip(" ")
         if any(symbol.startswith(SPACE_MARK) for symbol in self._symbols) and marked in self._index:
             return [self._index[marked]]

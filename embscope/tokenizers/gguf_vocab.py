@@ -23,7 +23,7 @@ import unicodedata
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from embscope.core.errors import Option, TokenError
+from embscope.core.errors import Message, Option, TokenError
 from embscope.tokenizers.base import SPACE_MARK, ByteVocabulary, check_id
 from embscope.tokenizers.substrings import Substrings
 
@@ -69,8 +69,8 @@ class GGUFVocabulary(ByteVocabulary):
         return token.encode("utf-8")
 
     def encode(self, text: str) -> list[int]:
-        raise TokenError(f"{self._reason}: give token ids with {Option('ids', True)}, or the model's tokenizer file "
-                         f"with {Option('tokenizer')}", option="tokenizer")
+        raise TokenError(Message(f"{self._reason}: give token ids with ", Option("ids", True), ", or the model's "
+                                 "tokenizer file with ", Option("tokenizer")), option="tokenizer")
 
 
 class UserDefined:

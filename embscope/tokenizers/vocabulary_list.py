@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from embscope.core import files
-from embscope.core.errors import CheckpointError, Option, TokenError, TokenizerError
+from embscope.core.errors import CheckpointError, Message, Option, TokenError, TokenizerError
 from embscope.tokenizers.base import MAX_TOKENIZER_BYTES, SPACE_MARK, ByteVocabulary, check_largest_id, check_text
 from embscope.tokenizers.byte_alphabet import unicode_to_byte
 
@@ -44,9 +44,9 @@ class VocabularyList(ByteVocabulary):
             text = " " + text.strip(" ") if text.strip(" ") else ""
         id = self._id_of_text.get(text) if text else None
         if id is None:
-            raise TokenError(f"{text!r} is not one token of {self.path.name}, a vocabulary list that cannot split "
-                             f"text into pieces: pass the model's tokenizer with {Option('tokenizer')}, or ids with "
-                             f"{Option('ids', True)}", option="tokenizer")
+            raise TokenError(Message(f"{text!r} is not one token of {self.path.name}, a vocabulary list that cannot "
+                                     "split text into pieces: pass the model's tokenizer with ", Option("tokenizer"),
+                                     ", or ids with ", Option("ids", True)), option="tokenizer")
         return [id]
 
 
