@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from .. import compute
+from .duplicates import SINGLE_THREAD_PRODUCT
 
 # documented defaults of the init scale (transformers' configs: initializer_range 0.02; OPT's init_std 0.02;
 # nanoGPT and GPT-2 draw embeddings from N(0, 0.02))
@@ -283,10 +284,14 @@ def nearest_cosines(array: np.ndarray, norms: np.ndarray, valid: np.ndarray, sam
     best = np.full(len(sample), -np.inf, dtype=np.float32)
     lines = np.arange(len(sample))
     step = max(1, NEAREST_BLOCK_BYTES // (4 * max(len(sample), array.shape[1])))
+    buffer = np.empty((len(sample), step), dtype=np.float32)
+    piece = max(64, SINGLE_THREAD_PRODUCT // (len(sample) * array.shape[1]))
     for start, raw in compute.raw_blocks(array, block_rows=step):
         stop = start + raw.shape[0]
+        rows32, scores = np.asarray(raw, dtype=np.float32), buffer[:, :raw.shape[0]]
         with np.errstate(invalid="ignore", over="ignore"):  # NaN and Inf rows are set aside just after
-            scores = queries @ np.asarray(raw, dtype=np.float32).T
+            for at in range(0, len(rows32), piece):  # pieces OpenBLAS runs on one thread, as duplicates.projections
+                np.matmul(queries, rows32[at:at + piece].T, out=scores[:, at:at + piece])
             scores *= inverse[None, start:stop]
         scores[:, ~valid[start:stop]] = -np.inf
         own = (sample >= start) & (sample < stop)
