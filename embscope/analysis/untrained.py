@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from .. import compute
-from .duplicates import SINGLE_THREAD_PRODUCT
+from .duplicates import ORDINARY_NORMS, SINGLE_THREAD_PRODUCT  # float32 products in range; one-thread pieces
 
 # documented defaults of the init scale (transformers' configs: initializer_range 0.02; OPT's init_std 0.02;
 # nanoGPT and GPT-2 draw embeddings from N(0, 0.02))
@@ -50,7 +50,6 @@ GROUP_SPREADS = 6.0  # a member's cosine to the group and its norm lie within th
 MAX_GROUP_SHARE = 0.5  # a group is a minority: most of a table pointing one way is the table's own shape
 BLOCK_BYTES = 16 << 20  # float64 work space per block of rows
 NEAREST_BLOCK_BYTES = 8 << 20  # the sample's scores against a block of rows
-ORDINARY_NORMS = (2.0 ** -60, 2.0 ** 60)  # rows whose float32 products with unit rows neither underflow nor overflow
 MAD_SCALE = 1.4826
 
 
@@ -275,7 +274,7 @@ def nearest_cosines(array: np.ndarray, norms: np.ndarray, valid: np.ndarray, sam
     and the scores divided by the rows' norms (known already), so no unit copy of the table is made. Rows of
     extreme norms, which float32 products could lose or overflow, go through topk_rows instead."""
     ordinary = norms[valid]
-    if ordinary.min() < ORDINARY_NORMS[0] or ordinary.max() > ORDINARY_NORMS[1]:
+    if ordinary.size and (ordinary.min() < ORDINARY_NORMS[0] or ordinary.max() > ORDINARY_NORMS[1]):
         found: np.ndarray = compute.topk_rows(array, 1, rows=sample, device="cpu").scores[:, 0]
         return found
     queries = compute.unit_rows(array, rows=sample)[0]  # float32, normalised in float64 as topk_rows does
