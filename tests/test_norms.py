@@ -344,3 +344,11 @@ def test_rows_of_one_key_are_told_apart_by_their_values(monkeypatch):
                                                                 (50, 300), (100, 200), (100, 399), (200, 399)}
     groups = duplicates.identical_groups(table, np.arange(400), np.zeros(400, dtype=np.uint32))
     assert groups.rows(0).tolist() == [0, 7, 50, 300] and len(groups.sizes) == 400 - 3
+
+
+@pytest.mark.parametrize("rows", [1, 15, 16, 17, 1000])
+def test_the_grid_s_column_extremes_are_numpy_s(rows):
+    from embscope.analysis.duplicates import column_extremes
+    projected = np.random.default_rng(rows).standard_normal((rows, 5)).astype(np.float32)
+    low, high = column_extremes(projected)
+    assert np.array_equal(low, projected.min(axis=0)) and np.array_equal(high, projected.max(axis=0))

@@ -13,6 +13,7 @@ from safetensors.numpy import load_file, save_file
 
 import embscope
 from embscope.analysis.norms import norms_report
+from embscope.analysis.untrained import nearest_cosines
 from embscope.render import norms as render
 from embscope.render.plots import style
 from embscope.sample import sample_directory
@@ -111,6 +112,27 @@ def test_a_table_at_initialisation_is_said_to_be(tmp_path):
     doc = run_json("norms", "-c", str(path))
     assert doc["untrained"]["whole_table"] is True and doc["untrained"]["rows"] == 3000
     assert doc["untrained"]["evidence"].endswith("the table is as initialised") and doc["anomalies"] == []
+
+
+@pytest.mark.parametrize("scale", [1.0, 1e30])  # 1e30: past float32's products, the top-k path instead
+def test_the_sampled_rows_nearest_cosine_is_brute_force_s(scale):
+    table = np.random.default_rng(5).standard_normal((3000, 40)) * scale
+    table[7] = 0.0
+    table[11, 3] = np.nan
+    table[12] = table[10] * 3 + 1e-3  # a near copy: the nearest of rows 10 and 12 is each other
+    table = table.astype(np.float32)
+    norms = np.linalg.norm(table.astype(np.float64), axis=1)
+    valid = np.isfinite(norms) & (norms > 0)
+    sample = np.array([0, 10, 12, 1499, 2999])
+    found = nearest_cosines(table, norms, valid, sample)
+    unit = np.where(valid[:, None], table.astype(np.float64) / np.where(valid, norms, 1)[:, None], 0.0)
+    cosines = unit[sample] @ unit.T
+    cosines[:, ~valid] = -np.inf
+    cosines[np.arange(len(sample)), sample] = -np.inf
+    assert found.dtype == np.float32 and np.allclose(found, cosines.max(axis=1), atol=1e-6)
+    assert found[1] > 0.999 and found[2] > 0.999
+    alone = table[[0, 7]]  # row 7 is zero: row 0 has no other valid row
+    assert np.isnan(nearest_cosines(alone, norms[[0, 7]], valid[[0, 7]], np.array([0]))).all()
 
 
 @pytest.mark.parametrize("case", ["one row", "nan rows", "zero rows", "identical rows", "narrow"])

@@ -43,6 +43,8 @@ SPREAD_RUN = 64  # rows of the sample that lie side by side
 SPREAD_EIGH_MOST = 256  # up to this width the sample's covariance is decomposed whole; wider, power iteration
 FLOAT32_UNIT = 2.0 ** -24
 ORDINARY_NORMS = (2.0 ** -60, 2.0 ** 60)  # rows projected in float32 as stored; others are projected in float64
+LOWEST_EDGE = np.r_[0, [(s & -s).bit_length() - 1 for s in range(1, 1 << GRID_MOST_DIMENSIONS)]]  # of each set
+PREFILTER_MARGIN = 1.001  # one coordinate's gap against reach, before the squared gap over all of them is summed
 
 
 @dataclass(frozen=True)
@@ -251,11 +253,16 @@ def near_pairs(projected: np.ndarray, reach: float, full: FullCheck, max_checks:
     step = max(1, WORK_BYTES // (8 * projected.shape[1]))
     checks, cut = 0, None
     cuts: list[str] = []
+    last = np.ascontiguousarray(projected[:, -1])  # a direction few grids cut: most candidates differ along it
     for a, b in candidates(projected, reach, max_window, cuts):
         if checks + len(a) > max_checks:
             a, b = a[:max_checks - checks], b[:max_checks - checks]
             cut = f"at most {max_checks:,} candidate pairs were checked"
         checks += len(a)
+        # a pair within reach is within it along every direction: one coordinate first (a margin above the
+        # float32 rounding of the sum below), then the whole projection for the few left
+        along = np.abs(last[a] - last[b]) <= np.float32(reach * PREFILTER_MARGIN)
+        a, b = a[along], b[along]
         for at in range(0, len(a), step):  # the gathered rows stay within WORK_BYTES
             i, j = a[at:at + step], b[at:at + step]
             gap = projected[i] - projected[j]
@@ -293,6 +300,19 @@ def grid_dimensions(low: np.ndarray, high: np.ndarray, side: float) -> int:
     return max(1, count)
 
 
+def column_extremes(projected: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(lowest, highest) value of each column. numpy reduces a narrow C-ordered array along its rows a few
+    values at a time; rows taken 16 at a time as one wide row reduce several times faster."""
+    width = projected.shape[1]
+    whole = len(projected) - len(projected) % 16
+    wide = projected[:whole].reshape(-1, 16 * width)
+    found = []
+    for reduce in (np.minimum.reduce, np.maximum.reduce):
+        parts = [reduce(wide, axis=0).reshape(16, width), projected[whole:]] if whole else [projected]
+        found.append(reduce(np.concatenate(parts), axis=0))
+    return found[0], found[1]
+
+
 class Grid:
     """The rows' cells: the widest m directions cut into cells of side GRID_SIDE * reach, each cell keyed by
     one integer, and the cell table that finds a key's rows."""
@@ -300,7 +320,7 @@ class Grid:
     def __init__(self, projected: np.ndarray, reach: float):
         self.projected = projected
         self.side = GRID_SIDE * reach
-        low, high = projected.min(axis=0), projected.max(axis=0)
+        low, high = column_extremes(projected)
         self.m = m = grid_dimensions(low, high, self.side)
         self.origin = low[:m] - np.float32(self.side)  # a neighbour past either edge
         extents = np.floor((high[:m] - self.origin) / self.side) + 2
@@ -315,16 +335,18 @@ class Grid:
         lies within reach of its cell's upper or lower edge, 0 in the cell's middle."""
         scaled = self.projected[start:start + GRID_ROWS, :self.m] - self.origin
         scaled *= np.float32(1 / self.side)
-        cells = np.floor(scaled)
-        keys = (cells.astype(np.float64) @ self.strides).astype(np.int64)  # exact: every key is below 2^50
+        # scaled lies in 1 .. 2 / side + 2 (unit rows' projections lie within 1, reach is at least 1e-7): its
+        # floor is its int32 truncation
+        cells = scaled.astype(np.int32)
+        keys = cells @ self.strides.astype(np.int64)  # every key is below 2^50
         scaled -= cells  # where in its cell each row lies, 0..1
-        side = (scaled >= 1 - 1 / GRID_SIDE).astype(np.int8)
-        side -= scaled <= 1 / GRID_SIDE
+        side = (scaled >= 1 - 1 / GRID_SIDE).view(np.int8) - (scaled <= 1 / GRID_SIDE).view(np.int8)
         return keys, side
 
     def crowding(self) -> int:
         """Pairs of rows that share a cell (each counted from both ends): what the lookups cost beyond the rows."""
-        return int(self.table.counts(self.table.bucket(self.keys)).sum()) - len(self.keys)
+        per_bucket = np.diff(self.table.ends)  # each row counts the rows of its bucket: sum of squares
+        return int(per_bucket @ per_bucket) - len(self.keys)
 
     def candidates(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """Every pair of rows that share a cell, read off the cell table, and every pair across edges, looked up
@@ -366,26 +388,31 @@ def neighbour_cells(keys: np.ndarray, side: np.ndarray, strides: np.ndarray) -> 
     """(row, cell key) for each cell beside its own that a row looks into: across the edges it lies near (side:
     (rows, m), +1 near the upper edge, -1 near the lower, 0 in the middle), each set of them whose first edge is
     an upper one. A pair across edges is then looked for by one of its rows only (the other sees the
-    first edge as a lower one), and rows near q edges look into about 2^(q-1) cells."""
-    flat = side.reshape(-1)
-    at = np.flatnonzero(flat)  # each row's near edges, in order of dimension
+    first edge as a lower one), and rows near q edges look into about 2^(q-1) cells. The rows near q edges are
+    taken together, all 2^q sets of their edges at once."""
+    at = np.flatnonzero(side.reshape(-1) != 0)  # each row's near edges, in order of dimension
     at_row, at_dim = np.divmod(at, side.shape[1])
-    count = np.bincount(at_row, minlength=len(keys))
-    first = np.cumsum(count) - count  # where each row's edges start in at_row
-    signs = flat[at]
+    count = np.bincount(at_row, minlength=len(keys)).astype(np.int8)  # at most m (GRID_MOST_DIMENSIONS)
+    first = np.cumsum(count, dtype=np.int64) - count  # where each row's edges start in at_row
+    signs = side.reshape(-1)[at]
     steps = signs * strides.astype(np.int64)[at_dim]
     up = signs > 0
+    by_count = np.argsort(count, kind="stable")  # rows by their number of near edges (a radix sort of bytes)
+    ends = np.cumsum(np.bincount(count))
     asking, asked = [np.empty(0, np.int64)], [np.empty(0, np.int64)]
-    for q in range(1, int(count.max(initial=0)) + 1):
-        rows = np.flatnonzero(count == q)
-        for k in range(q):  # first crossed edge k, an upper one; then any set of the edges after it
-            chosen = rows[up[first[rows] + k]]
-            later = q - 1 - k
-            cells = (keys[chosen] + steps[first[chosen] + k])[:, None]
-            for edge in range(later):  # each later edge doubles the cells: without it, and across it
-                cells = np.concatenate([cells, cells + steps[first[chosen] + k + 1 + edge, None]], axis=1)
-            asking.append(np.repeat(chosen, 1 << later))
-            asked.append(cells.reshape(-1))
+    for q in range(1, len(ends)):
+        rows = by_count[ends[q - 1]:ends[q]]
+        if not rows.size:
+            continue
+        edges = first[rows] + np.arange(q)[:, None]  # (q, rows): each row's q edges
+        offsets = np.zeros((1 << q, len(rows)), dtype=np.int64)  # set s holds edge e when bit e of s is 1
+        for e in range(q):
+            np.add(offsets[:1 << e], steps[edges[e]], out=offsets[1 << e:2 << e])
+        allowed = up[edges][LOWEST_EDGE[:1 << q]]  # a set is looked into when its first edge is an upper one
+        allowed[0] = False  # the empty set: the row's own cell
+        sets, column = np.nonzero(allowed)
+        asking.append(rows[column])
+        asked.append(keys[rows[column]] + offsets[sets, column])
     return np.concatenate(asking), np.concatenate(asked)
 
 
@@ -405,6 +432,7 @@ class CellTable:
         self.keys = keys[self.order]  # in bucket order: a bucket's rows and their keys side by side
         self.ends = np.zeros(buckets + 1, dtype=np.int64)  # ends[b + 1]: one array, not counts and starts
         np.cumsum(np.bincount(bucket, minlength=buckets), out=self.ends[1:])
+        self.occupied = self.ends[1:] != self.ends[:-1]  # a byte a bucket: nearer the cache than `ends`
 
     def counts(self, bucket: np.ndarray) -> np.ndarray:
         """How many rows each of `bucket` holds."""
@@ -433,9 +461,9 @@ class CellTable:
     def pairs(self, asking: np.ndarray, asked: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(asking row, row in the asked cell) for every lookup."""
         bucket = self.bucket(asked)
+        hit = np.flatnonzero(self.occupied[bucket])  # most neighbouring cells are empty: drop them first
+        rows, keys, bucket = asking[hit], asked[hit], bucket[hit]
         counts = self.counts(bucket)
-        hit = np.flatnonzero(counts)  # most neighbouring cells are empty: drop them first
-        rows, keys, bucket, counts = asking[hit], asked[hit], bucket[hit], counts[hit]
         ends = np.cumsum(counts)
         at = np.repeat(self.ends[bucket] - (ends - counts), counts) + np.arange(ends[-1] if ends.size else 0)
         same = self.keys[at] == np.repeat(keys, counts)  # the bucket may hold other cells

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from .. import compute
+from .duplicates import ORDINARY_NORMS, SINGLE_THREAD_PRODUCT  # float32 products in range; one-thread pieces
 
 # documented defaults of the init scale (transformers' configs: initializer_range 0.02; OPT's init_std 0.02;
 # nanoGPT and GPT-2 draw embeddings from N(0, 0.02))
@@ -48,6 +49,7 @@ MIN_GROUP = 8  # rows of such a group at least
 GROUP_SPREADS = 6.0  # a member's cosine to the group and its norm lie within this many robust spreads of the seed's
 MAX_GROUP_SHARE = 0.5  # a group is a minority: most of a table pointing one way is the table's own shape
 BLOCK_BYTES = 16 << 20  # float64 work space per block of rows
+NEAREST_BLOCK_BYTES = 8 << 20  # the sample's scores against a block of rows
 MAD_SCALE = 1.4826
 
 
@@ -252,7 +254,7 @@ def tokens_at_init(array: np.ndarray, norms: np.ndarray, valid: np.ndarray, sigm
         return nothing()
     sample = np.sort(np.random.default_rng(0).choice(candidates, size=min(NEAREST_SAMPLE, len(candidates)),
                                                      replace=False))
-    nearest = compute.topk_rows(array, 1, rows=sample, device="cpu").scores[:, 0]
+    nearest = nearest_cosines(array, norms, valid, sample)
     bound = NEAREST_SLACK * math.sqrt(2 * math.log(rows) / dim)
     if float(np.mean(np.abs(np.nan_to_num(nearest, nan=1.0)) <= bound)) < AT_INIT_SHARE:
         return nothing()
@@ -264,6 +266,37 @@ def tokens_at_init(array: np.ndarray, norms: np.ndarray, valid: np.ndarray, sigm
                 f"cosine {float(np.nanmean(nearest)):.2g} on a sample of {len(sample)}, at most {bound:.2g} for a "
                 "Gaussian draw)")
     return Untrained(candidates, RULE, evidence + ("; the table is as initialised" if whole else ""), "at init", whole)
+
+
+def nearest_cosines(array: np.ndarray, norms: np.ndarray, valid: np.ndarray, sample: np.ndarray) -> np.ndarray:
+    """float32 cosine of each `sample` row (valid, ascending) to its nearest other valid row, NaN when there is
+    none: as `topk_rows(k=1)` gives it, but each block of rows as stored is multiplied by the sample's unit rows
+    and the scores divided by the rows' norms (known already), so no unit copy of the table is made. Rows of
+    extreme norms, which float32 products could lose or overflow, go through topk_rows instead."""
+    ordinary = norms[valid]
+    if ordinary.size and (ordinary.min() < ORDINARY_NORMS[0] or ordinary.max() > ORDINARY_NORMS[1]):
+        found: np.ndarray = compute.topk_rows(array, 1, rows=sample, device="cpu").scores[:, 0]
+        return found
+    queries = compute.unit_rows(array, rows=sample)[0]  # float32, normalised in float64 as topk_rows does
+    inverse = np.zeros(len(norms), dtype=np.float32)
+    np.divide(1.0, norms, out=inverse, where=valid)  # 0 for invalid rows: their scores are set apart below
+    best = np.full(len(sample), -np.inf, dtype=np.float32)
+    lines = np.arange(len(sample))
+    step = max(1, NEAREST_BLOCK_BYTES // (4 * max(len(sample), array.shape[1])))
+    buffer = np.empty((len(sample), step), dtype=np.float32)
+    piece = max(64, SINGLE_THREAD_PRODUCT // (len(sample) * array.shape[1]))
+    for start, raw in compute.raw_blocks(array, block_rows=step):
+        stop = start + raw.shape[0]
+        rows32, scores = np.asarray(raw, dtype=np.float32), buffer[:, :raw.shape[0]]
+        with np.errstate(invalid="ignore", over="ignore"):  # NaN and Inf rows are set aside just after
+            for at in range(0, len(rows32), piece):  # pieces OpenBLAS runs on one thread, as duplicates.projections
+                np.matmul(queries, rows32[at:at + piece].T, out=scores[:, at:at + piece])
+            scores *= inverse[None, start:stop]
+        scores[:, ~valid[start:stop]] = -np.inf
+        own = (sample >= start) & (sample < stop)
+        scores[lines[own], sample[own] - start] = -np.inf  # a row is not its own nearest
+        np.maximum(best, scores.max(axis=1), out=best)
+    return np.where(best == -np.inf, np.float32(np.nan), best)
 
 
 # ---------------------------------------------------------------- moved only together

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from .cosines import RandomPairs, cosine_blocks, cosines_to, pair_cosines, random_pairs
 from .devices import DEVICES, PRECISIONS, precision_label, precision_run, resolve_device, resolve_precision
-from .rows import TableChecksum, mean_row, row_blocks, row_norms, unit_rows
+from .rows import TableChecksum, mean_row, raw_blocks, row_blocks, row_norms, unit_rows
 from .streamed import StreamedTopK
 from .topk import TopK, topk_rows, topk_scores, topk_stream, topk_vectors
 
@@ -37,6 +37,7 @@ __all__ = [
     "precision_label",
     "precision_run",
     "random_pairs",
+    "raw_blocks",
     "resolve_device",
     "resolve_precision",
     "row_blocks",
