@@ -15,7 +15,7 @@ from ..embeddings import resolve_path
 from ..render import report as render
 from ..render.files import input_files
 from ..render.names import named_output
-from ..render.plots import require_matplotlib
+from ..render.plot_files import require_matplotlib
 from ..render.progress import stages
 from .command import CheckpointsCommand
 from .options import JsonFlag, as_usage_error, checkpoint_path, parse_words, source_of
