@@ -24,14 +24,12 @@ from .options import (
     CHECKPOINT_VARIABLE,
     DeviceOption,
     JsonFlag,
-    PlotOption,
     Source,
-    check_plot,
     checkpoint_path,
     parse_words,
-    plot_path,
     source_of,
 )
+from .plot_option import PlotOption, check_plot, plot_path
 
 if TYPE_CHECKING:  # the library and rich are imported when the command answers, not for --help
     from ..embeddings import Embeddings

@@ -5,7 +5,7 @@ commands.base."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
@@ -18,14 +18,9 @@ from ..core.errors import EmbscopeError
 from ..core.role import Role  # the table a command reads: one list of roles
 from ..embeddings import open as open_embeddings
 from ..render import console
-from ..render.files import check_directory
-from ..render.names import default_output, named_output
-from ..render.plot_files import default_plot_path, plot_format, require_matplotlib
-from .base import PLOT_AUTO
 
 if TYPE_CHECKING:
     from ..embeddings import Embeddings
-    from ..render.names import Output
 
 T = TypeVar("T")
 
@@ -143,30 +138,6 @@ def as_usage_error(check: Callable[[], T], option: str) -> T:
         raise refuse(str(err), option) from None
 
 
-def check_plot(plot: str | None) -> None:
-    """A --plot FILE names a format and an existing folder, and matplotlib is there: checked before any work."""
-    if plot is None:
-        return
-    require_matplotlib("--plot")  # before any work
-    if plot == PLOT_AUTO:
-        return
-    as_usage_error(lambda: plot_format(Path(plot)), "--plot")
-    check_directory(Path(plot), "the plot file")
-
-
-def plot_path(plot: str | None, checkpoint: Path, table: str | None, kind: str,
-              covers: Sequence[Path] | None = None) -> Output | None:
-    """The file a plot goes to: the one named, or for `--plot` alone the one rule every plot follows (a name
-    that another checkpoint's plot holds is left alone: render.names). `checkpoint` names the plot; `covers`:
-    the checkpoints it is about (default: that one)."""
-    if plot is None:
-        return None
-    paths = list(covers) if covers is not None else [checkpoint]
-    if plot == PLOT_AUTO:
-        return default_output(default_plot_path(checkpoint, table, kind), paths)
-    return named_output(Path(plot), paths)
-
-
 # "How many", one name per idea in every command (tests/test_commands.py walks them against this table):
 HOW_MANY = {
     "-k": "neighbours",  # the nearest rows of each query: neighbors, analogy's answers, compare's neighbour sets
@@ -203,6 +174,3 @@ RemoveTopOption = Annotated[int | None, typer.Option(
     "--remove-top", metavar="D", min=1, show_default=False,
     help="How many principal directions to remove: ask in the all-but-the-top space, the mean row and the top D "
          "principal directions removed from every row first (Mu & Viswanath 2018; one pass over the table).")]
-PlotOption = Annotated[str | None, typer.Option(
-    "--plot", metavar="[FILE]", show_default=False,
-    help="Draw a plot to FILE (.png, .svg or .pdf); alone, to <checkpoint>-<table>-<plot>.png in the working directory.")]

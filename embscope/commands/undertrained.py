@@ -17,7 +17,8 @@ from ..render import undertrained as render
 from ..render.files import input_files
 from ..render.progress import stages
 from .command import SourceCommand
-from .options import AUTO_DEVICE, DeviceOption, JsonFlag, PlotOption, check_plot, plot_path, source_of
+from .options import AUTO_DEVICE, DeviceOption, JsonFlag, source_of
+from .plot_option import PlotOption, check_plot, plot_path
 
 if TYPE_CHECKING:  # the library and rich are imported when the command answers, not for --help
     import numpy as np
