@@ -1,17 +1,16 @@
 """`embscope compare A B [C ...]`: what training changed between checkpoints, row by row and over steps."""
 
-from __future__ import annotations
-
 import os
 from dataclasses import replace
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
 from ..analysis.compare import CompareOptions
 from ..analysis.compare_run import checkpoints_of, compare_own_output, compare_run
+from ..embeddings import Embeddings
 from ..naming import token_name
 from ..render import compare as render
 from ..render import compare_output as render_output
@@ -30,9 +29,6 @@ from .options import (
     source_of,
 )
 from .plot_option import PlotOption, check_plot, plot_path
-
-if TYPE_CHECKING:  # the library and rich are imported when the command answers, not for --help
-    from ..embeddings import Embeddings
 
 # shown in --help; the library's own defaults (analysis.compare) are checked equal by a test
 LISTED, NEIGHBOR_K, NEIGHBOR_SAMPLE = 20, 10, 1000

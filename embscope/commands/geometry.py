@@ -1,8 +1,6 @@
 """`embscope geometry`: the shape of a whole table (mean cosine and each dimension's part of it, the spectrum,
 partition-function isotropy, IsoScore, all-but-the-top, a position table's periods)."""
 
-from __future__ import annotations
-
 from typing import Annotated
 
 import typer

@@ -1,7 +1,5 @@
 """`embscope map`: a 2-D map of a table (PCA, or UMAP), probe words placed on it, flagged rows marked."""
 
-from __future__ import annotations
-
 from enum import Enum
 from typing import Annotated
 

@@ -1,8 +1,6 @@
 """`embscope norms`: per-row L2 norms, the rows flagged as anomalies (and why) and near-duplicate rows;
 for token tables it points to `embscope undertrained`."""
 
-from __future__ import annotations
-
 from typing import Annotated
 
 import typer

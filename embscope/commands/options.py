@@ -2,25 +2,24 @@
 values (numbers that must be finite, plot files); options whose value may be left out are read by
 commands.base."""
 
-from __future__ import annotations
+# No `from __future__ import annotations` here or in a command module: typer reads the annotations of Source and
+# of the command at every run, and evaluated once at import they need no eval() of their text then (5-8 ms a run).
 
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, TypeVar
+from typing import Annotated, TypeVar
 
 import typer
 
 from ..compute.devices import DEVICES, PRECISIONS
 from ..core.errors import EmbscopeError
 from ..core.role import Role  # the table a command reads: one list of roles
+from ..embeddings import Embeddings
 from ..embeddings import open as open_embeddings
 from ..render import console
-
-if TYPE_CHECKING:
-    from ..embeddings import Embeddings
 
 T = TypeVar("T")
 

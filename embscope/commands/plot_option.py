@@ -2,8 +2,6 @@
 the plot goes to. Apart from commands.options, so that a command that never draws starts without the output
 files' modules."""
 
-from __future__ import annotations
-
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated

@@ -1,7 +1,5 @@
 """`embscope positions`: cosine between position rows, and how similarity falls with distance."""
 
-from __future__ import annotations
-
 import re
 from typing import Annotated
 
