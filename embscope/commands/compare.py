@@ -138,8 +138,6 @@ def compare_command(
 def compare_output_command(source: Source, *, probe_words: list[str] | None, sample: int, k: int, device: str,
                            json: bool, cka: bool) -> None:
     """`compare CKPT --output`: the token table (A) against the untied output projection (B) of one file."""
-    from ..analysis.compare import CompareOptions
-    from ..render import progress
     emb = source.open()
     with progress.stages() as stages:
         found, found_words = compare_own_output(emb, CompareOptions(k=k, sample=sample, device=device, cka=cka),
