@@ -359,7 +359,7 @@ def measured(emb: Embeddings, chosen: Table, resolve: Resolver, asked: packed[in
     array, name = chosen.array, chosen.name
     removed = None
     if remove_top:  # the rows of the all-but-the-top space stand for the table from here on
-        # imported only when asked: it brings compute.moments and the spectra, a tenth of similarity's own imports
+        # imported only when asked: with it come compute.moments and the spectra (six dataclasses made at import)
         from .all_but_the_top import remove_top as all_but_the_top
         removed = all_but_the_top(array, remove_top)
         array, center = removed.table, False

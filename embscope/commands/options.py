@@ -1,6 +1,6 @@
 """The options commands share (DESIGN.md, command-line contract), each declared once, and the checks of their
-values (numbers that must be finite, plot files); options whose value may be left out are read by
-commands.base."""
+values (numbers that must be finite, words, a library check made a usage error). --plot is declared in
+commands.plot_option; options whose value may be left out are read by commands.base."""
 
 # No `from __future__ import annotations` here or in a command module: typer reads the annotations of Source and
 # of the command at every run, and evaluated once at import they need no eval() of their text then (5-8 ms a run).
