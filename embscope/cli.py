@@ -16,13 +16,13 @@ from typer.core import TyperCommand, TyperGroup
 
 from . import sigbus, stopping
 from .commands import REGISTER, register
-from .commands.command import EmbscopeCommand
-from .commands.examples import ROOT_EXAMPLES, ROOT_HELP, describe, epilog
-from .commands.flags import as_flags, flag
+from .commands.base import EmbscopeCommand
+from .commands.examples import ROOT_EXAMPLES, ROOT_HELP, SHORT_HELP, describe, epilog
 from .core import files
 from .core.errors import EmbscopeError, Option, OptionError, message_of
 from .core.text import bounded, printable, shortened
 from .extras import missing_package
+from .render.flags import as_flags, flag
 
 COMMANDS = tuple(REGISTER)  # the order is the order --help lists them
 
@@ -99,6 +99,12 @@ class EmbscopeGroup(TyperGroup):
         if not standalone_mode:
             return code
         sys.exit(code)
+
+    def format_commands(self, ctx: Any, formatter: Any) -> None:
+        """Every command's line, from SHORT_HELP as describe gives it to the command: the root's help lists them all
+        whichever were built, and a run that prints it builds none."""
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, SHORT_HELP[name]) for name in COMMANDS])
 
     def resolve_command(self, ctx: Any, args: list[str]) -> Any:
         name, command, rest = super().resolve_command(ctx, args)
@@ -177,11 +183,17 @@ def build(names: Sequence[str] = COMMANDS) -> typer.Typer:
     return built
 
 
+ROOT_ONLY = (*HELP_OPTIONS, "--version")  # a run that begins so prints the root's help or the version, and runs nothing
+
+
 def commands_for(args: Sequence[str]) -> Sequence[str]:
-    """The command a run names, or every command when it names none (the help lists them all): each one's
-    parser takes a few milliseconds to build, and a run uses one. A command runs only when it comes first: after
-    --help or --version the run prints the root's help (every command) or the version."""
-    return (args[0],) if args and args[0] in COMMANDS else COMMANDS
+    """The command a run names; none for a run that only prints the root's help (its list comes from SHORT_HELP)
+    or the version; every command for a name that is none of them (the error suggests the nearest). Each one's
+    parser and modules take milliseconds, and a run uses one. A command runs only when it comes first: after
+    --help or --version the run prints the root's help or the version."""
+    if not args or args[0] in ROOT_ONLY:
+        return ()
+    return (args[0],) if args[0] in COMMANDS else COMMANDS
 
 
 def __getattr__(name: str) -> Any:

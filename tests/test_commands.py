@@ -218,6 +218,30 @@ def test_the_command_path_imports_no_optional_heavy_library():
     assert loaded("similarity", "dog", "cat") == ["embscope.analysis.similarity"]
 
 
+def test_a_run_imports_only_its_command_and_the_loader_it_uses():
+    """The command line as it runs: the root's --help lists every command without importing one (nor the library),
+    and `similarity` on the sample imports its own command, the one tokenizer loader its file needs and no top-k."""
+    script = ("import sys\nfrom embscope.cli import main\nsys.argv = ['embscope', *sys.argv[1:]]\n"
+              "try:\n    main()\nexcept SystemExit:\n    pass\n"
+              "print(' '.join(sorted(m for m in sys.modules if m.startswith('embscope.'))), file=sys.stderr)")
+    def loaded(*args):
+        done = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, check=True,
+                              env={k: v for k, v in os.environ.items() if k != "EMBSCOPE_CHECKPOINT"})
+        return set(done.stderr.split())
+    helped = loaded("--help")
+    assert not {m for m in helped if m.startswith(("embscope.commands.", "embscope.embeddings", "embscope.analysis"))
+                } - {"embscope.commands.base", "embscope.commands.examples", "embscope.commands.numbers"}
+    answered = loaded("similarity", "dog", "cat")
+    commands = {m for m in answered if m.startswith("embscope.commands.")}
+    assert commands == {"embscope.commands." + name for name in ("base", "command", "examples", "numbers",
+                                                                 "options", "similarity")}
+    loaders = {m for m in answered if m.startswith("embscope.tokenizers.")} - {
+        "embscope.tokenizers.base", "embscope.tokenizers.byte_alphabet", "embscope.tokenizers.kinds",
+        "embscope.tokenizers.sniffs", "embscope.tokenizers.bpe_merge", "embscope.tokenizers.split"}
+    assert loaders == {"embscope.tokenizers.byte_bpe", "embscope.tokenizers.tiktoken_bpe"}  # tiktoken knows names
+    assert "embscope.compute.topk" not in answered
+
+
 def closed(fd: int) -> Callable[[], None]:
     return lambda: os.close(fd)
 

@@ -62,6 +62,7 @@ def test_only_the_default_sample_ships(installed):
 
 def test_the_types_and_the_stub_ship(installed):
     assert (installed / "embscope" / "py.typed").is_file() and (installed / "embscope" / "__init__.pyi").is_file()
+    assert (installed / "embscope" / "compute" / "__init__.pyi").is_file()  # what compute's names are imported from
 
 
 def test_default_checkpoint_is_found_outside_the_checkout(installed, tmp_path):

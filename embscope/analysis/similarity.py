@@ -19,7 +19,6 @@ from ..core.text import quote
 from ..lookup import FormChoice, WordEncoder, check_id, form_sentence, lookup_words, parse_id, space_sentence
 from ..naming import token_name
 from ..options import AS_TYPED, PLAIN_COSINES, LookupOptions, SimilarityOptions
-from .all_but_the_top import remove_top as all_but_the_top
 
 if TYPE_CHECKING:
 
@@ -360,6 +359,8 @@ def measured(emb: Embeddings, chosen: Table, resolve: Resolver, asked: packed[in
     array, name = chosen.array, chosen.name
     removed = None
     if remove_top:  # the rows of the all-but-the-top space stand for the table from here on
+        # imported only when asked: with it come compute.moments and the spectra (six dataclasses made at import)
+        from .all_but_the_top import remove_top as all_but_the_top
         removed = all_but_the_top(array, remove_top)
         array, center = removed.table, False
     summed = compute.TableChecksum() if center else None  # the mean row's pass reads the whole table anyway

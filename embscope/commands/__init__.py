@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
-if TYPE_CHECKING:  # commands.flags is imported by the console and the JSON writer, which the library uses too
-    import typer
+import typer
 
-Register = Callable[["typer.Typer"], None]
+Register = Callable[[typer.Typer], None]
 
 
 class CommandModule(Protocol):

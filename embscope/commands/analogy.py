@@ -1,7 +1,5 @@
 """`embscope analogy`: king - man + woman = ?, by 3CosAdd or 3CosMul, for one question or a file of them."""
 
-from __future__ import annotations
-
 from dataclasses import replace
 from enum import Enum
 from pathlib import Path

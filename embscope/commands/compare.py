@@ -1,17 +1,16 @@
 """`embscope compare A B [C ...]`: what training changed between checkpoints, row by row and over steps."""
 
-from __future__ import annotations
-
 import os
 from dataclasses import replace
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
 from ..analysis.compare import CompareOptions
 from ..analysis.compare_run import checkpoints_of, compare_own_output, compare_run
+from ..embeddings import Embeddings
 from ..naming import token_name
 from ..render import compare as render
 from ..render import compare_output as render_output
@@ -24,17 +23,12 @@ from .options import (
     CHECKPOINT_VARIABLE,
     DeviceOption,
     JsonFlag,
-    PlotOption,
     Source,
-    check_plot,
     checkpoint_path,
     parse_words,
-    plot_path,
     source_of,
 )
-
-if TYPE_CHECKING:  # the library and rich are imported when the command answers, not for --help
-    from ..embeddings import Embeddings
+from .plot_option import PlotOption, check_plot, plot_path
 
 # shown in --help; the library's own defaults (analysis.compare) are checked equal by a test
 LISTED, NEIGHBOR_K, NEIGHBOR_SAMPLE = 20, 10, 1000
@@ -144,8 +138,6 @@ def compare_command(
 def compare_output_command(source: Source, *, probe_words: list[str] | None, sample: int, k: int, device: str,
                            json: bool, cka: bool) -> None:
     """`compare CKPT --output`: the token table (A) against the untied output projection (B) of one file."""
-    from ..analysis.compare import CompareOptions
-    from ..render import progress
     emb = source.open()
     with progress.stages() as stages:
         found, found_words = compare_own_output(emb, CompareOptions(k=k, sample=sample, device=device, cka=cka),

@@ -1,7 +1,5 @@
 """`embscope export`: a table's rows as files other tools open: the TensorFlow Embedding Projector, word2vec text."""
 
-from __future__ import annotations
-
 from enum import Enum
 from pathlib import Path
 from typing import Annotated

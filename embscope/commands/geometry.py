@@ -1,8 +1,6 @@
 """`embscope geometry`: the shape of a whole table (mean cosine and each dimension's part of it, the spectrum,
 partition-function isotropy, IsoScore, all-but-the-top, a position table's periods)."""
 
-from __future__ import annotations
-
 from typing import Annotated
 
 import typer
@@ -14,15 +12,8 @@ from ..render.files import input_files
 from ..render.geometry_plot import draw
 from ..render.progress import stages
 from .command import SourceCommand
-from .options import (
-    AUTO_DEVICE,
-    DeviceOption,
-    JsonFlag,
-    PlotOption,
-    check_plot,
-    plot_path,
-    source_of,
-)
+from .options import AUTO_DEVICE, DeviceOption, JsonFlag, source_of
+from .plot_option import PlotOption, check_plot, plot_path
 
 LISTED = 10  # shown in --help: dimensions and periods listed in the console
 

@@ -1,7 +1,5 @@
 """`embscope info`: what the checkpoint is and which tables were found, by which rule."""
 
-from __future__ import annotations
-
 import typer
 
 from ..analysis.info import info_report

@@ -1,7 +1,5 @@
 """`embscope map`: a 2-D map of a table (PCA, or UMAP), probe words placed on it, flagged rows marked."""
 
-from __future__ import annotations
-
 from enum import Enum
 from typing import Annotated
 
@@ -11,7 +9,8 @@ from ..analysis.map import table_map
 from ..core.role import Role
 from ..render import map as render
 from .command import SourceCommand
-from .options import ExactFlag, JsonFlag, PlotOption, check_plot, parse_words, plot_path, source_of
+from .options import ExactFlag, JsonFlag, parse_words, source_of
+from .plot_option import PlotOption, check_plot, plot_path
 
 
 class Method(str, Enum):

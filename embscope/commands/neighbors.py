@@ -1,7 +1,5 @@
 """`embscope neighbors`: the rows most similar to one word or id, or to every row at once (--all --out FILE)."""
 
-from __future__ import annotations
-
 from dataclasses import replace
 from pathlib import Path
 from typing import Annotated

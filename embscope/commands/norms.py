@@ -1,8 +1,6 @@
 """`embscope norms`: per-row L2 norms, the rows flagged as anomalies (and why) and near-duplicate rows;
 for token tables it points to `embscope undertrained`."""
 
-from __future__ import annotations
-
 from typing import Annotated
 
 import typer
@@ -14,7 +12,8 @@ from ..digits import decimal_number
 from ..render import norms as render
 from ..render.files import input_files
 from .command import SourceCommand
-from .options import JsonFlag, PlotOption, check_plot, finite, plot_path, refuse, source_of
+from .options import JsonFlag, finite, refuse, source_of
+from .plot_option import PlotOption, check_plot, plot_path
 
 DEFAULT_THRESHOLD = 6.0  # shown in --help; the library's own default (analysis.norms) is checked equal by a test
 DEFAULT_DPI = 100

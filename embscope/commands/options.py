@@ -1,30 +1,26 @@
-"""The options commands share (DESIGN.md, command-line contract), each declared once, and the two ways the
-command line is read beyond typer: options whose value may be left out, and numbers that must be finite."""
+"""The options commands share (DESIGN.md, command-line contract), each declared once, and the checks of their
+values (numbers that must be finite, words, a library check made a usage error). --plot is declared in
+commands.plot_option; options whose value may be left out are read by commands.base."""
 
-from __future__ import annotations
+# No `from __future__ import annotations` here or in a command module: typer reads the annotations of Source and
+# of the command at every run, and evaluated once at import they need no eval() of their text then (5-8 ms a run).
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import Annotated, TypeVar
 
 import typer
 
 from ..compute.devices import DEVICES, PRECISIONS
 from ..core.errors import EmbscopeError, message_of
 from ..core.role import Role  # the table a command reads: one list of roles
+from ..embeddings import Embeddings
 from ..embeddings import open as open_embeddings
 from ..render import console
-from ..render.files import check_directory
-from ..render.names import default_output, named_output
-from ..render.plots import default_plot_path, plot_format
-from .flags import as_flags
-
-if TYPE_CHECKING:
-    from ..embeddings import Embeddings
-    from ..render.names import Output
+from ..render.flags import as_flags
 
 T = TypeVar("T")
 
@@ -142,87 +138,6 @@ def as_usage_error(check: Callable[[], T], option: str) -> T:
         raise refuse(as_flags(message_of(err)), option) from None
 
 
-# Options whose value may be left out: `positions --pairs` means the default pairs, `norms --plot` a PNG named
-# after the checkpoint in the working directory. typer cannot declare them, so each command's parse_args
-# (commands.command) reads the words: the option followed by nothing, or by another option, gets the value below.
-PAIRS_DEFAULT = "default"
-PLOT_AUTO = ""  # `--plot` alone; no file can be named ""
-PLOT_SUFFIXES = (".png", ".svg", ".pdf")
-OPTIONAL_VALUES = {"--pairs": PAIRS_DEFAULT, "--plot": PLOT_AUTO}
-
-
-@dataclass(frozen=True)
-class OptionWords:
-    """A command's option names as with_optional_values reads them: every name, those that take a value, the
-    optional-value ones with the value each gets, and whether the command takes arguments too."""
-
-    names: frozenset[str]
-    takes_value: frozenset[str]
-    optional: dict[str, str]
-    has_arguments: bool
-
-    @classmethod
-    def of(cls, command: Any) -> OptionWords:  # a click Command
-        options = [param for param in command.params if param.param_type_name == "option"]
-        takes_value = {opt for param in options if not (param.is_flag or param.count) for opt in param.opts}
-        optional = {opt: value for opt, value in OPTIONAL_VALUES.items() if opt in takes_value}
-        names = {opt for param in options for opt in (*param.opts, *param.secondary_opts)} | {"-h", "--help", "--"}
-        # with arguments after it (compare's checkpoints), the word after `--plot` is its file only when it names one
-        has_arguments = any(param.param_type_name == "argument" for param in command.params)
-        return cls(frozenset(names), frozenset(takes_value), optional, has_arguments)
-
-    def is_value(self, option: str, word: str) -> bool:
-        if self.is_option(word):
-            return False
-        return not (option == "--plot" and self.has_arguments and not word.lower().endswith(PLOT_SUFFIXES))
-
-    def is_option(self, word: str) -> bool:  # `-3:4` is a (bad) value, `--json` or `-cFILE` an option
-        return word.split("=", 1)[0] in self.names or (len(word) > 2 and word[:2] in self.names)
-
-    def filled(self, args: list[str]) -> list[str]:
-        """`args` with the value filled in after each optional-value option that was given none."""
-        filled: list[str] = []
-        at = 0
-        while at < len(args):
-            word = args[at]
-            filled.append(word)
-            at += 1
-            if word == "--":  # everything after it is an argument
-                filled.extend(args[at:])
-                break
-            if word in self.optional and (at == len(args) or not self.is_value(word, args[at])):
-                filled.append(self.optional[word])
-            elif word in self.takes_value and at < len(args):  # a value is never read as an option name
-                filled.append(args[at])
-                at += 1
-        return filled
-
-
-def check_plot(plot: str | None) -> None:
-    """A --plot FILE names a format and an existing folder, and matplotlib is there: checked before any work."""
-    if plot is None:
-        return
-    from ..render.plots import require_matplotlib
-    require_matplotlib("--plot")  # before any work
-    if plot == PLOT_AUTO:
-        return
-    as_usage_error(lambda: plot_format(Path(plot)), "--plot")
-    check_directory(Path(plot), "the plot file")
-
-
-def plot_path(plot: str | None, checkpoint: Path, table: str | None, kind: str,
-              covers: Sequence[Path] | None = None) -> Output | None:
-    """The file a plot goes to: the one named, or for `--plot` alone the one rule every plot follows (a name
-    that another checkpoint's plot holds is left alone: render.names). `checkpoint` names the plot; `covers`:
-    the checkpoints it is about (default: that one)."""
-    if plot is None:
-        return None
-    paths = list(covers) if covers is not None else [checkpoint]
-    if plot == PLOT_AUTO:
-        return default_output(default_plot_path(checkpoint, table, kind), paths)
-    return named_output(Path(plot), paths)
-
-
 # "How many", one name per idea in every command (tests/test_commands.py walks them against this table):
 HOW_MANY = {
     "-k": "neighbours",  # the nearest rows of each query: neighbors, analogy's answers, compare's neighbour sets
@@ -259,6 +174,3 @@ RemoveTopOption = Annotated[int | None, typer.Option(
     "--remove-top", metavar="D", min=1, show_default=False,
     help="How many principal directions to remove: ask in the all-but-the-top space, the mean row and the top D "
          "principal directions removed from every row first (Mu & Viswanath 2018; one pass over the table).")]
-PlotOption = Annotated[str | None, typer.Option(
-    "--plot", metavar="[FILE]", show_default=False,
-    help="Draw a plot to FILE (.png, .svg or .pdf); alone, to <checkpoint>-<table>-<plot>.png in the working directory.")]

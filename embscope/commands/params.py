@@ -1,7 +1,5 @@
 """`embscope params`: parameters in the lookup tables and their share of the model."""
 
-from __future__ import annotations
-
 import typer
 
 from ..analysis.params import params_report

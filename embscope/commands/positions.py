@@ -1,7 +1,5 @@
 """`embscope positions`: cosine between position rows, and how similarity falls with distance."""
 
-from __future__ import annotations
-
 import re
 from typing import Annotated
 
@@ -11,8 +9,10 @@ from ..analysis.positions import positions as position_report
 from ..core.text import shortened
 from ..render import positions as render
 from ..render.files import input_files
+from .base import PAIRS_DEFAULT
 from .command import SourceCommand
-from .options import PAIRS_DEFAULT, JsonFlag, PlotOption, check_plot, plot_path, refuse, source_of
+from .options import JsonFlag, refuse, source_of
+from .plot_option import PlotOption, check_plot, plot_path
 
 PAIR = re.compile(r"\s*(-?[0-9]+)\s*:\s*(-?[0-9]+)\s*")  # ASCII digits: re's \d takes any script's
 MAX_DIGITS = 9  # no learned table has a billion positions; a longer number is a typo, not a position

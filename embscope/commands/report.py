@@ -1,28 +1,23 @@
 """`embscope report`: one self-contained HTML page (or a Markdown folder) with every answer about a checkpoint,
 and what changed across checkpoints when several are given."""
 
-from __future__ import annotations
-
 from dataclasses import replace
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
 from ..analysis.report import gather, report_checkpoints
-from ..embeddings import resolve_path
+from ..embeddings import Embeddings, resolve_path
 from ..render import report as render
 from ..render.files import input_files
+from ..render.flags import flag
 from ..render.names import named_output
-from ..render.plots import require_matplotlib
+from ..render.plot_files import require_matplotlib
 from ..render.progress import stages
 from .command import CheckpointsCommand
-from .flags import flag
 from .options import JsonFlag, as_usage_error, checkpoint_path, parse_words, source_of
-
-if TYPE_CHECKING:
-    from ..embeddings import Embeddings
 
 
 class ReportFormat(str, Enum):

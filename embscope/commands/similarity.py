@@ -1,7 +1,5 @@
 """`embscope similarity`: cosine between token rows, with the ids and tokens used and where it stands among random pairs."""
 
-from __future__ import annotations
-
 from pathlib import Path
 from typing import Annotated, Any
 

@@ -1,28 +1,24 @@
 """`embscope undertrained`: tokens the model never learned, from the weights (Land & Bartolo 2024's
 indicator), checked against the tokenizer, and across checkpoints of the same run when given."""
 
-from __future__ import annotations
-
 import dataclasses
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
+import numpy as np
 import typer
 
 from ..analysis.undertrained import default_roles, undertrained_tables
 from ..core.errors import TableError
 from ..core.text import quote
+from ..embeddings import Embeddings
 from ..render import undertrained as render
 from ..render.files import input_files
 from ..render.progress import stages
 from .command import SourceCommand
-from .options import AUTO_DEVICE, DeviceOption, JsonFlag, PlotOption, check_plot, plot_path, source_of
-
-if TYPE_CHECKING:  # the library and rich are imported when the command answers, not for --help
-    import numpy as np
-
-    from ..embeddings import Embeddings
+from .options import AUTO_DEVICE, DeviceOption, JsonFlag, source_of
+from .plot_option import PlotOption, check_plot, plot_path
 
 
 class TableChoice(str, Enum):

@@ -13,38 +13,14 @@ Conventions shared by every function:
 Modules: devices (where work runs), rows (norms, unit rows, the mean row, the blocked row reader),
 cosines (pairs, the random-pair baseline, cosine blocks), topk (the one top-k entry point and the engine
 table), and one module per engine: numpy_engine, bf16_engine (bf16 on the CPU), torch_engine.
+
+Its names are typed re-exports stated in __init__.pyi, which lazy_loader reads to import each name's module on
+first use (as the package face does): importing one module of compute (devices, to list the choices) does not import
+the others and their engines.
 """
 
 from __future__ import annotations
 
-from .cosines import RandomPairs, cosine_blocks, cosines_to, pair_cosines, random_pairs
-from .devices import DEVICES, PRECISIONS, precision_label, precision_run, resolve_device, resolve_precision
-from .rows import TableChecksum, mean_row, raw_blocks, row_blocks, row_norms, unit_rows
-from .streamed import StreamedTopK
-from .topk import TopK, topk_rows, topk_scores, topk_stream, topk_vectors
+import lazy_loader
 
-__all__ = [
-    "DEVICES",
-    "PRECISIONS",
-    "RandomPairs",
-    "StreamedTopK",
-    "TableChecksum",
-    "TopK",
-    "cosine_blocks",
-    "cosines_to",
-    "mean_row",
-    "pair_cosines",
-    "precision_label",
-    "precision_run",
-    "random_pairs",
-    "raw_blocks",
-    "resolve_device",
-    "resolve_precision",
-    "row_blocks",
-    "row_norms",
-    "topk_rows",
-    "topk_scores",
-    "topk_stream",
-    "topk_vectors",
-    "unit_rows",
-]
+__getattr__, __dir__, __all__ = lazy_loader.attach_stub(__name__, __file__)

@@ -4,7 +4,7 @@ A message is the one line the user reads: what was expected, and what was found.
 is about as fields (`option`, `path`, `role`; a missing package's `package` and `extra`) for code that handles
 it. A message that names an option is `Message`: a str in the library's words (`merge=False`, `token_key=NAME`)
 that keeps its parts, so that whoever shows it spells each option its own way: the command line as its flags
-(`--no-merge`, `--token-key NAME`), with `spelled`. commands/flags.py owns that spelling, the library never
+(`--no-merge`, `--token-key NAME`), with `spelled`. render/flags.py owns that spelling, the library never
 names a flag, and nothing here changes with who asks. docs/python.md (Errors) is the table of which error means what."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ class Option:
     about (False, "umap") or a placeholder for one ("NAME"). It goes into a message as a part of `Message`; str()
     is the library's words."""
 
-    name: str  # the library's keyword; the command line's flag is commands/flags.py's to spell
+    name: str  # the library's keyword; the command line's flag is render/flags.py's to spell
     value: object = None  # None: the option itself; True and False: a switch turned on or off
     metavar: str | None = None  # a placeholder for a value, written as it is ("NAME", "FILE")
     text: str | None = None  # the value as the command line writes it, where that is not str(value) ("1,000")

@@ -21,7 +21,7 @@ from ..registry import Kind, Probe
 from ..storage.base import DAMAGE, OpenOptions, damaged
 from ..storage.checks import is_regular_file
 from ..storage.constants import EXPORT_FOLDER, EXPORT_MODEL, NOT_WEIGHTS, ONNX_SUFFIX, PREFERRED_IN_DIRECTORY
-from ._state_dict import read_hf_config
+from .hf_config import read_hf_config
 from .kinds import FORMATS, Reader
 
 __all__ = ["FORMATS", "OpenOptions", "Reader", "find_in_directory", "open_checkpoint", "sniff"]

@@ -9,17 +9,15 @@ from functools import partial
 from pathlib import Path
 from typing import Any, cast
 
-from ..core import files
 from ..core.checkpoint import TensorInfo
 from ..core.errors import CheckpointError
 from ..core.text import quote
-from ..storage.constants import CONFIG_KEYS, HF_CONFIG, IGNORED_KEYS, STATE_DICT_KEYS, STEP_KEYS, WRAPPER_PREFIXES
+from ..storage.constants import CONFIG_KEYS, IGNORED_KEYS, STATE_DICT_KEYS, STEP_KEYS, WRAPPER_PREFIXES
 from ..storage.descriptors import check_array, make_array, scalar_value
 from ..storage.unpickle import PickledArray
 
 PLAIN_TYPES = (str, int, float, bool, type(None))  # config values kept; tensors and objects are not settings
 MAX_DEPTH = 32  # a pickle can nest without end, or hold itself
-MAX_CONFIG_BYTES = 16 * 1024 * 1024  # a config.json larger than this is not a config
 
 ValueOf = Callable[[Any], Any]  # a value as a plain Python value (a one-element array as its number)
 
@@ -127,16 +125,3 @@ def array_tensor(path: Path, name: str, pickled: PickledArray) -> TensorInfo | N
         return None
     return TensorInfo(name, array.shape, array.dtype.name, partial(make_array, array, where),
                       storage=(str(path), "pickle", id(pickled)))
-
-
-def read_hf_config(directory: Path) -> dict[str, Any]:
-    """Hugging Face's config.json beside the weights, when there is a readable one: a regular file of a
-    sane size holding a JSON object (a FIFO or a link to /dev/zero there must not hang the open)."""
-    path = directory / HF_CONFIG
-    if not files.is_regular(path):
-        return {}
-    try:
-        config = files.read_json(path, MAX_CONFIG_BYTES, "a config.json")
-    except (CheckpointError, ValueError, RecursionError):  # unreadable, too large, not UTF-8, not JSON: no config
-        return {}
-    return config if isinstance(config, dict) else {}

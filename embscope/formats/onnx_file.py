@@ -35,7 +35,7 @@ from ..storage.checks import check_extent, check_shape, check_tensor_count, is_r
 from ..storage.constants import EXPORT_FOLDER, ONNX_DTYPES
 from ..tokenizers import find_tokenizer
 from ._protobuf_count import graph_counts
-from ._state_dict import read_hf_config
+from .hf_config import read_hf_config
 from .onnx_quantized import (
     from_dequantize_nodes,
     from_gather_blocks,

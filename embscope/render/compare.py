@@ -18,13 +18,13 @@ from ..analysis.compare import (
     TrajectoryPoint,
 )
 from ..analysis.compare_series import Namer
-from ..commands.flags import as_flags
 from ..core.errors import Message, Option
 from ..core.text import quote
 from ..series import Step as CheckpointStep
 from . import console, jsonout
 from .console import cosine_text as cosine
 from .console import number_text as number
+from .flags import as_flags
 from .jsonout import Document
 from .names import Output
 

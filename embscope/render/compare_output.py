@@ -6,13 +6,13 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..analysis.compare_output import OutputComparison
-from ..commands.flags import as_flags
 from ..core.errors import Message, Option
 from ..core.text import quote
 from . import console, header
 from .compare import cka_notes
 from .console import cosine_text as cosine
 from .console import number_text as number
+from .flags import as_flags
 from .jsonout import Document
 
 if TYPE_CHECKING:

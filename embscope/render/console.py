@@ -9,10 +9,10 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from ..commands.flags import as_flags
 from ..core.errors import Message
 from ..core.text import bounded, clipped, printable
 from . import jsonout
+from .flags import as_flags
 
 # emoji off: a tensor named ":thumbs_up:" must print as its name, not as a picture
 out = Console(highlight=False, soft_wrap=False, emoji=False)

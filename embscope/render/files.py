@@ -5,7 +5,6 @@ nothing behind. No output ever replaces a file embscope read: the checkpoint, it
 from __future__ import annotations
 
 import os
-import secrets
 import shutil
 import stat
 from collections.abc import Iterable, Iterator
@@ -119,7 +118,7 @@ def folder_built_whole(folder: Path, what: Named, names: dict[str, Named],
 
 def temporary_name(parent: Path) -> Path:
     """A fresh name for an output being built beside its target (48 random bits, as mkstemp's are)."""
-    return parent / f".embscope-{secrets.token_hex(6)}.partial"
+    return parent / f".embscope-{os.urandom(6).hex()}.partial"  # secrets.token_hex(6), without importing hmac
 
 
 def move_into(building: Path, folder: Path, what: Named, names: dict[str, Named]) -> None:

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from ..commands.flags import document_as_flags
+from .flags import document_as_flags
 
 Document = dict[str, Any]  # a JSON object as a command builds it, before `clean` makes its values plain
 

@@ -8,11 +8,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..analysis.map import Point, TableMap
-from ..commands.flags import as_flags
 from ..core.errors import Message, Option
 from ..core.role import Role
 from . import console, header, plots
 from .files import input_files
+from .flags import as_flags
 from .jsonout import Document
 from .label_placement import place_labels
 from .lookup_notes import grouped_notes

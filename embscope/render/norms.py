@@ -8,11 +8,11 @@ from typing import TYPE_CHECKING
 
 from ..analysis.norms import DUPLICATE_COSINE, NormsReport, rule_text
 from ..analysis.untrained import Untrained
-from ..commands.flags import as_flags
 from ..core.errors import Message, Option
 from ..core.text import PLOT_TOKEN_SHOWN, TOKEN_SHOWN, visible
 from . import console, header, jsonout, plots
 from .console import number_text as number
+from .flags import as_flags
 from .jsonout import Document
 from .names import Output, emb_title
 from .norms_plot import LABELLED_ROWS, position_norms_figure, ranked_rows, token_norms_figure

@@ -12,10 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..core.errors import MissingPackageError, OutputError
-from ..core.text import quote, shortened
 from .files import written_whole
-from .names import RECORD_KEY, Output, checkpoint_label
+from .names import RECORD_KEY, Output
+from .plot_files import plot_format
 from .plot_style import drawable, log_scale, matplotlib_quietly, style, wrapped
 
 if TYPE_CHECKING:
@@ -25,32 +24,7 @@ if TYPE_CHECKING:
 
     from ..analysis.positions import Heatmap
 
-FORMATS = {".png": "png", ".svg": "svg", ".pdf": "pdf"}
 DENSE_POINTS = 5000  # in an SVG or PDF, a line or scatter with more points than this is one image, not a path each
-
-
-def plot_format(path: Path) -> str:
-    """The file format named by the extension; checked before any work is done."""
-    found = FORMATS.get(Path(path).suffix.lower())
-    if found is None:
-        raise OutputError(f"expected a plot file ending in .png, .svg or .pdf, found {quote(shortened(str(path)))}",
-                          path=path, option="plot")
-    return found
-
-
-def require_matplotlib(what: str) -> None:
-    """Figures need matplotlib (the [plot] extra): one line saying so before any work, not an ImportError after it."""
-    import importlib.util
-    if importlib.util.find_spec("matplotlib") is None:
-        raise MissingPackageError(what, "matplotlib", "plot")
-
-
-def default_plot_path(checkpoint: Path, table: str | None, plot: str) -> Path:
-    """Where `--plot` with no file writes, for every plot: `<checkpoint>-<table>-<plot>.png` in the working
-    directory (never beside the checkpoint), the checkpoint named as names.checkpoint_label names it; without
-    the table part for a plot of every table. names.default_output decides whether that name may be taken."""
-    label = checkpoint_label(Path(checkpoint))
-    return Path(f"{label}-{table}-{plot}.png" if table else f"{label}-{plot}.png")
 
 
 def new_figure(width: float, height: float) -> Figure:

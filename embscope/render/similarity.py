@@ -6,11 +6,11 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ..analysis.similarity import Pair, Query, SimilarityResult, merge_note
-from ..commands.flags import as_flags
 from ..core.errors import Message, Option
 from ..core.text import quote
 from ..lookup import PLAIN, WORD_START, FormChoice
 from . import console, header
+from .flags import as_flags
 from .jsonout import Document
 
 if TYPE_CHECKING:

@@ -11,11 +11,11 @@ from typing import TYPE_CHECKING
 from ..analysis.norms import MAD_SCALE
 from ..analysis.token_kinds import KIND_MEANINGS, KINDS, TokenKinds
 from ..analysis.undertrained import NORM_Z, THRESHOLD_RULE, Candidate, UndertrainedReport, UndertrainedTables
-from ..commands.flags import as_flags
 from ..core.errors import Message, Option
 from ..core.text import visible
 from ..naming import token_name
 from . import console, header
+from .flags import as_flags
 from .jsonout import Document
 from .names import Output, emb_title
 from .plots import save

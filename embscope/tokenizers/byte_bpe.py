@@ -15,11 +15,9 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
 
 from embscope.core import files
 from embscope.core.errors import TokenizerError
-from embscope.registry import Probe
 from embscope.tokenizers.base import (
     MAX_TOKENIZER_BYTES,
     ByteVocabulary,
@@ -28,12 +26,11 @@ from embscope.tokenizers.base import (
     is_id,
     read_json,
     shown,
-    sniff_json,
 )
 from embscope.tokenizers.bpe_merge import MergeTable, PieceBudget
+from embscope.tokenizers.sniffs import MINBPE_MAGIC, is_merge_pair, line_of, merges_in
 from embscope.tokenizers.split import compile_split_pattern
 
-MINBPE_MAGIC = "minbpe v1"
 _BYTES = range(256)
 
 
@@ -106,30 +103,7 @@ class ByteBPETokenizer(ByteVocabulary):
 
 def _first_line(path: Path) -> str | None:
     head = files.peek(path, len(MINBPE_MAGIC) + 2)
-    return None if head is None else _line_of(head)
-
-
-def _line_of(head: bytes) -> str:
-    return head[:len(MINBPE_MAGIC) + 2].split(b"\n", 1)[0].rstrip(b"\r").decode("latin-1")
-
-
-def _is_merge_pair(item: Any) -> bool:
-    return isinstance(item, list) and len(item) == 2 and all(is_id(part) for part in item)
-
-
-def _merges_in(doc: Any) -> list[Any] | None:
-    if isinstance(doc, dict) and isinstance(merges := doc.get("merges"), list):
-        return merges
-    if isinstance(doc, list) and doc:
-        return doc
-    return None
-
-
-def sniff(probe: Probe) -> bool:
-    if _line_of(probe.head) == MINBPE_MAGIC:
-        return True
-    merges = _merges_in(sniff_json(probe.path))
-    return merges is not None and all(_is_merge_pair(item) for item in merges)
+    return None if head is None else line_of(head)
 
 
 def load(path: Path) -> ByteBPETokenizer:
@@ -177,13 +151,13 @@ def _load_minbpe(path: Path) -> ByteBPETokenizer:
 
 def _load_json_merges(path: Path) -> ByteBPETokenizer:
     doc = read_json(path)
-    merges = _merges_in(doc)
+    merges = merges_in(doc)
     if merges is None:
         raise TokenizerError(
             f"expected a list of merges [[id1, id2], ...] in {path.name}, found {type(doc).__name__}"
         )
     for rank, item in enumerate(merges):
-        if not _is_merge_pair(item):
+        if not is_merge_pair(item):
             raise TokenizerError(f"expected merge {rank} in {path.name} to be [id1, id2], found {shown(item)}")
     pattern = (doc.get("pattern") or "") if isinstance(doc, dict) else ""
     special = (doc.get("special_tokens") or {}) if isinstance(doc, dict) else {}

@@ -23,15 +23,11 @@ from pathlib import Path
 from typing import Any
 
 from embscope.core.errors import TokenError, TokenizerError
-from embscope.registry import Probe
-from embscope.tokenizers.base import check_id, check_largest_id, check_text, is_id, read_json, shown, sniff_json
+from embscope.tokenizers.base import check_id, check_largest_id, check_text, is_id, read_json, shown
 
-FILE_NAMES = ("characters.json", "char_to_id.json", "char2idx.json", "word_index.json")
 EXPECTED = "a JSON object mapping each character or token to its id"
 UNKNOWN_NAMES = ("[UNK]", "<unk>", "<UNK>", "<OOV>", "<oov>", "[OOV]", "UNK", "OOV")
 _MARKER = re.compile(r"<[^<>]+>|\[[^\[\]]+\]")
-# other kinds' documents are JSON objects too: a tokenizer.json, a merges.json, harris segments
-_OTHER_KINDS_KEYS = ("model", "merges", "segments")
 # a key of two characters or more that starts so is a subword piece of another tokenizer's vocabulary
 _SUBWORD_MARKS = {"\u0120": "a byte-level BPE vocabulary ('\u0120' marks a word start) without its merges.txt",
                   "\u2581": "a SentencePiece vocabulary ('\u2581' marks a word start) without its model",
@@ -95,14 +91,6 @@ class CharMapTokenizer:
 
     def __repr__(self) -> str:
         return f"<CharMapTokenizer {self.path} vocab_size={self.vocab_size}>"
-
-
-def sniff(probe: Probe) -> bool:
-    """A JSON object, not another kind's, whose values are mostly ids (load names the first that is not)."""
-    doc = sniff_json(probe.path)
-    if not isinstance(doc, dict) or not doc or any(key in doc for key in _OTHER_KINDS_KEYS):
-        return False
-    return 2 * sum(map(is_id, doc.values())) >= len(doc)
 
 
 def load(path: Path) -> CharMapTokenizer:

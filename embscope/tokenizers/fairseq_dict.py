@@ -11,13 +11,11 @@ it is one whole symbol (with SentencePiece's "▁" where the symbols carry it)."
 
 from __future__ import annotations
 
-import fnmatch
 import functools
 from pathlib import Path
 
 from embscope.core import files
 from embscope.core.errors import Message, Option, TokenError, TokenizerError
-from embscope.registry import Probe
 from embscope.tokenizers.base import (
     MAX_TOKENIZER_BYTES,
     SPACE_MARK,
@@ -27,26 +25,12 @@ from embscope.tokenizers.base import (
     shown,
 )
 from embscope.tokenizers.gpt2_bpe import GPT2BPETokenizer, load_files
+from embscope.tokenizers.sniffs import OVERWRITE, parse_line
 
 SPECIALS = ("<s>", "<pad>", "</s>", "<unk>")  # fairseq's Dictionary: bos, pad, eos, unk at 0-3
 UNK_ID = 3
-OVERWRITE = "#fairseq:overwrite"
 FILLER = "madeupword"  # symbols fairseq adds to pad the dictionary to a multiple of 8 (padding_factor)
 GPT2_FILES = ("encoder.json", "vocab.bpe")  # fairseq's names for GPT-2's vocab.json and merges.txt
-
-
-def parse_line(line: str, number: int, path: Path) -> tuple[str, bool]:
-    """(symbol, overwrite) of one `symbol count [#fairseq:overwrite]` line, as Dictionary.add_from_file splits it."""
-    try:
-        symbol, field = line.rstrip().rsplit(" ", 1)
-        overwrite = field == OVERWRITE
-        if overwrite:
-            symbol, field = symbol.rsplit(" ", 1)
-        int(field)
-    except ValueError:
-        raise TokenizerError(f"expected '<symbol> <count> [flags]' on line {number} of {path.name}, found "
-                             f"{shown(line)}") from None
-    return symbol, overwrite
 
 
 def read_symbols(path: Path) -> tuple[list[str], dict[str, int]]:
@@ -132,23 +116,6 @@ def gpt2_beside(path: Path) -> GPT2BPETokenizer | None:
     return load_files(encoder, merges)
 
 
-FILE_NAMES = ("dict.txt", "dict.*.txt")  # fairseq-preprocess writes dict.<lang>.txt; released models ship dict.txt
-SNIFF_BYTES = 4096
-
-
-def sniff(probe: Probe) -> bool:
-    """A text file named as fairseq names its dictionaries, whose first lines are all `symbol count`."""
-    if not any(fnmatch.fnmatch(probe.path.name, pattern) for pattern in FILE_NAMES):
-        return False
-    found = files.peek(probe.path, SNIFF_BYTES)
-    if not found:
-        return False
-    lines = found.decode("utf-8", errors="replace").split("\n")
-    lines = lines[:-1] if len(found) == SNIFF_BYTES or not lines[-1] else lines  # a cut or empty last line
-    try:
-        return bool(lines) and all(parse_line(line, n, probe.path) for n, line in enumerate(lines, 1))
-    except TokenizerError:
-        return False
 
 
 def load(path: Path) -> FairseqDictionary:

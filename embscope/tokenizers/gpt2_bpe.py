@@ -19,7 +19,6 @@ tokenizers library match added tokens before the split.
 from __future__ import annotations
 
 import functools
-import itertools
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -28,7 +27,6 @@ from typing import Any
 from embscope.core import files
 from embscope.core.errors import MissingPackageError, TokenError, TokenizerError
 from embscope.quiet import native_stderr
-from embscope.registry import Probe
 from embscope.tokenizers.base import (
     MAX_TOKENIZER_BYTES,
     ByteVocabulary,
@@ -38,10 +36,10 @@ from embscope.tokenizers.base import (
     library_ids,
     read_json,
     shown,
-    sniff_json,
 )
 from embscope.tokenizers.bpe_merge import MergeTable
 from embscope.tokenizers.byte_alphabet import byte_level_bytes, bytes_to_unicode
+from embscope.tokenizers.sniffs import is_vocab, vocab_and_merges_paths
 from embscope.tokenizers.split import compile_split_pattern
 
 # OpenAI's pattern (encoder.py in the GPT-2 release); \p{L} and \p{N} need the regex package
@@ -154,33 +152,8 @@ def _merge_loop_encoder(vocab: dict[str, int], merges: list[tuple[str, str]], re
     return encode
 
 
-def _vocab_and_merges_paths(path: Path) -> tuple[Path, Path] | None:
-    """The (vocab.json, merges.txt) pair that ``path`` is one half of, if any."""
-    name = path.name
-    if name.endswith("merges.txt"):
-        return path.with_name(name[: -len("merges.txt")] + "vocab.json"), path
-    if name.endswith("vocab.json"):
-        return path, path.with_name(name[: -len("vocab.json")] + "merges.txt")
-    return None
-
-
-def _is_vocab(doc: object, entries: int | None = None) -> bool:
-    """A non-empty JSON object of token ids; ``entries`` checks only the first few (enough to sniff)."""
-    if not (isinstance(doc, dict) and doc):
-        return False
-    ids = list(itertools.islice(doc.values(), entries))
-    return all(type(id) is int for id in ids) and min(ids) >= 0  # type(): JSON's true is not an id
-
-
-def sniff(probe: Probe) -> bool:
-    paths = _vocab_and_merges_paths(probe.path)
-    if paths is None or not (paths[0].is_file() and paths[1].is_file()):
-        return False
-    return _is_vocab(sniff_json(paths[0]), entries=100)
-
-
 def load(path: Path) -> GPT2BPETokenizer:
-    paths = _vocab_and_merges_paths(path)
+    paths = vocab_and_merges_paths(path)
     if paths is None:
         raise TokenizerError(f"expected a file named vocab.json or merges.txt, found {path.name}")
     vocab_path, merges_path = paths
@@ -192,7 +165,7 @@ def load(path: Path) -> GPT2BPETokenizer:
 def load_files(vocab_path: Path, merges_path: Path) -> GPT2BPETokenizer:
     """GPT-2's encoder from its two files, whatever their names (fairseq keeps them as encoder.json and vocab.bpe)."""
     vocab: Any = read_json(vocab_path)
-    if not _is_vocab(vocab):
+    if not is_vocab(vocab):
         raise TokenizerError(
             f"expected {vocab_path.name} to map token strings to ids, found another JSON document"
         )

@@ -9,10 +9,8 @@ each position, the longest segment that matches there, else the single byte.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from embscope.core.errors import TokenizerError
-from embscope.registry import Probe
 from embscope.tokenizers.base import (
     ByteVocabulary,
     check_largest_id,
@@ -20,10 +18,9 @@ from embscope.tokenizers.base import (
     is_id,
     read_json,
     shown,
-    sniff_json,
 )
+from embscope.tokenizers.sniffs import segments_in
 
-FILE_NAME = "harris_segments.json"
 BOS_ID = 256
 BOS_TEXT = "<BOS>"
 FIRST_SEGMENT_ID = 257
@@ -68,24 +65,9 @@ class HarrisTokenizer(ByteVocabulary):
         return ids
 
 
-def _segments_in(doc: Any) -> list[Any] | None:
-    if isinstance(doc, dict) and isinstance(segments := doc.get("segments"), list):
-        return segments
-    if isinstance(doc, list):
-        return doc
-    return None
-
-
-def sniff(probe: Probe) -> bool:
-    if probe.path.name == FILE_NAME:
-        return True
-    segments = _segments_in(sniff_json(probe.path))
-    return segments is not None and bool(segments) and all(isinstance(segment, str) for segment in segments)
-
-
 def load(path: Path) -> HarrisTokenizer:
     doc = read_json(path)
-    segments = _segments_in(doc)
+    segments = segments_in(doc)
     if segments is not None:
         for index, segment in enumerate(segments):
             if not isinstance(segment, str):

@@ -25,7 +25,6 @@ from typing import Any
 from embscope.core import files
 from embscope.core.errors import EmbscopeError, MissingPackageError, TokenError, TokenizerError
 from embscope.quiet import native_stderr
-from embscope.registry import Probe
 from embscope.tokenizers.base import (
     MAX_TOKENIZER_BYTES,
     SPACE_MARK,
@@ -33,11 +32,9 @@ from embscope.tokenizers.base import (
     is_id,
     is_library_failure,
     library_ids,
-    sniff_json,
 )
 from embscope.tokenizers.byte_alphabet import byte_level_bytes, bytes_to_unicode
 
-FILE_NAME = "tokenizer.json"
 _BYTE_FALLBACK_PIECE = re.compile(r"<0x([0-9A-Fa-f]{2})>")
 # "merges" however JSON spells it (a letter may be a \u escape): a document without it holds no BPE merge
 # (the library builds a BPE from a model with merges even when its "type" is left out)
@@ -234,13 +231,6 @@ def _space_markers(steps: list[dict[str, Any]]) -> list[tuple[str, str]]:
             if isinstance(old, str) and old and isinstance(step.get("content"), str):
                 markers.append((old, step["content"]))
     return markers
-
-
-def sniff(probe: Probe) -> bool:
-    if probe.path.name == FILE_NAME:
-        return True
-    doc = sniff_json(probe.path)
-    return isinstance(doc, dict) and isinstance(doc.get("model"), dict) and "vocab" in doc["model"]
 
 
 def load(path: Path) -> HuggingFaceTokenizer:

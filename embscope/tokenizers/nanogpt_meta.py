@@ -10,13 +10,11 @@ the checkpoint (nanoGPT writes checkpoints to ``out-shakespeare-char/`` beside `
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
 from embscope.core import files
 from embscope.core.errors import TokenError, TokenizerError
-from embscope.registry import Probe
 from embscope.storage.unpickle import unpickle_plain
 from embscope.tokenizers.base import (
     MAX_TOKEN_ID,
@@ -26,12 +24,8 @@ from embscope.tokenizers.base import (
     shown,
 )
 
-FILE_NAME = "meta.pkl"
 # Shakespeare's meta.pkl is 1 KB; anything this large is not a character vocabulary
 MAX_FILE_BYTES = 16 * 2**20
-# a dataset name from a checkpoint's config is a folder name, never a path that climbs out of data/
-_DATASET_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
-_PICKLE_PROTOCOL_2_UP = b"\x80"
 
 
 class CharTokenizer:
@@ -100,15 +94,6 @@ def _vocabulary(meta: Any, path: Path) -> tuple[dict[int, str], int]:
     return itos, vocab_size
 
 
-def sniff(probe: Probe) -> bool:
-    if probe.path.suffix != ".pkl":
-        return False
-    head = probe.head
-    if probe.path.name == FILE_NAME:
-        return head.startswith(_PICKLE_PROTOCOL_2_UP)
-    return head.startswith(_PICKLE_PROTOCOL_2_UP) and (b"stoi" in head or b"itos" in head)
-
-
 def load(path: Path) -> CharTokenizer:
 
     found = files.status(path)
@@ -121,14 +106,3 @@ def load(path: Path) -> CharTokenizer:
     meta = unpickle_plain(data, str(path))  # plain dicts, strings and ints: no global is allowed
     itos, vocab_size = _vocabulary(meta, path)
     return CharTokenizer(path, itos, vocab_size)
-
-
-def related_paths(directory: Path, config: dict[str, Any]) -> list[Path]:
-    """Where nanoGPT's sample.py would find the vocabulary: data/<dataset>/meta.pkl under the working
-    directory, then under the checkpoint's folder and each folder above it."""
-    dataset = config.get("dataset")
-    if not isinstance(dataset, str) or not _DATASET_NAME.fullmatch(dataset):
-        return []
-    relative = Path("data") / dataset / FILE_NAME
-    directory = directory.resolve()
-    return list(dict.fromkeys(base / relative for base in (Path.cwd(), directory, *directory.parents)))

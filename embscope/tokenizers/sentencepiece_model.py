@@ -17,7 +17,6 @@ from typing import Any
 from embscope.core import files
 from embscope.core.errors import MissingPackageError, TokenError, TokenizerError
 from embscope.quiet import native_stderr
-from embscope.registry import Probe
 from embscope.tokenizers.base import MAX_TOKENIZER_BYTES, SPACE_MARK, check_id
 
 _BYTE_PIECE = re.compile(r"<0x([0-9A-Fa-f]{2})>")
@@ -80,17 +79,6 @@ class SentencePieceTokenizer:
 
     def __repr__(self) -> str:
         return f"<SentencePieceTokenizer {self.path} vocab_size={self.vocab_size}>"
-
-
-def sniff(probe: Probe) -> bool:
-    """A protobuf ModelProto: field 1 (pieces, length-delimited) whose own field 1 is the piece text."""
-    head = probe.head[:16]
-    if len(head) < 4 or head[0] != 0x0A:
-        return False
-    position = 1
-    while position < len(head) and head[position] & 0x80:  # the varint length of the first piece
-        position += 1
-    return position + 1 < len(head) and head[position + 1] == 0x0A
 
 
 def load(path: Path) -> SentencePieceTokenizer:

@@ -19,15 +19,14 @@ import base64
 import binascii
 import contextlib
 import os
-import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from embscope.core import files
 from embscope.core.errors import MissingPackageError, TokenError, TokenizerError
-from embscope.registry import Probe
 from embscope.tokenizers.base import MAX_TOKEN_ID, MAX_TOKENIZER_BYTES, check_id, shown
+from embscope.tokenizers.sniffs import RANK_LINE
 
 EXTRA = "tiktoken"
 # the encodings tiktoken ships (tiktoken_ext/openai_public.py), named in messages when tiktoken is missing
@@ -52,8 +51,6 @@ PATTERN_BY_ENCODING = {
 # most .tiktoken files outside OpenAI's (Llama 3, Qwen, Kimi) cut text as cl100k_base does
 DEFAULT_ENCODING = "cl100k_base"
 
-# a non-empty base64 token (groups of four characters), a space, a rank
-_RANK_LINE = re.compile(rb"(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{4}|[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=) [0-9]{1,9}")
 
 
 class TiktokenTokenizer:
@@ -184,7 +181,7 @@ def read_ranks(path: Path) -> dict[bytes, int]:
     for number, line in enumerate(lines, start=1):
         if not line:
             continue
-        if not _RANK_LINE.fullmatch(line):
+        if not RANK_LINE.fullmatch(line):
             raise TokenizerError(f"expected 'base64-token rank' on line {number} of {path.name}, found {shown(line)}")
         encoded, rank_text = line.split(b" ")
         try:
@@ -206,13 +203,6 @@ def read_ranks(path: Path) -> dict[bytes, int]:
             f"(the first is 0x{missing[0]:02x})"
         )
     return ranks
-
-
-def sniff(probe: Probe) -> bool:
-    if probe.path.suffix == ".tiktoken":
-        return True
-    first = probe.head[:256].split(b"\n", 1)[0].rstrip(b"\r\n")
-    return bool(_RANK_LINE.fullmatch(first))
 
 
 def load(path: Path) -> TiktokenTokenizer:

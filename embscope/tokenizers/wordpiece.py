@@ -18,49 +18,20 @@ from pathlib import Path
 from typing import Any
 
 from embscope.core import files
-from embscope.core.errors import CheckpointError, TokenizerError
-from embscope.registry import Probe
-from embscope.tokenizers.base import MAX_TOKENIZER_BYTES, read_json, shown
+from embscope.core.errors import TokenizerError
+from embscope.tokenizers.base import MAX_TOKENIZER_BYTES, shown
 from embscope.tokenizers.huggingface import HuggingFaceTokenizer, built
+from embscope.tokenizers.sniffs import setting, unk_token
 
-DEFAULT_UNK = "[UNK]"
 # BERT's special tokens: matched whole in text, as BertTokenizer does, and never split into pieces
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
-# how much sniffing reads to find the unknown token (BERT's is on line 101, after [unused0..98])
-_SNIFF_BYTES = 64 * 1024
 # [CLS], [unused0], <s>: bracketed names that are not text, one to a line
 _MARKER_LINE = re.compile(r"^(?:\[.+\]|<.+>)$", re.MULTILINE)
 
 
-def _settings_files(path: Path) -> list[Path]:
-    return [path.with_name("tokenizer_config.json"), path.with_name("config.json")]
-
-
-def _setting(path: Path, key: str) -> tuple[Any, str] | None:
-    """A setting from tokenizer_config.json, else config.json, beside the vocabulary: (value, file name)."""
-    for settings in _settings_files(path):
-        if settings.is_file():
-            doc = read_json(settings)
-            if isinstance(doc, dict) and key in doc:
-                return doc[key], settings.name
-    return None
-
-
-def _unk_token(path: Path) -> str:
-    found = _setting(path, "unk_token")
-    if found is None:
-        return DEFAULT_UNK
-    value, source = found
-    if isinstance(value, dict):  # {"content": "[UNK]", ...}, as transformers writes an AddedToken
-        value = value.get("content")
-    if not isinstance(value, str) or not value:
-        raise TokenizerError(f"expected unk_token in {source} to be a token, found {shown(value)}")
-    return value
-
-
 def _lower_case(path: Path, vocab: dict[str, int]) -> tuple[bool, str | None]:
     """Whether to lower-case, and a note when the files did not say."""
-    found = _setting(path, "do_lower_case")
+    found = setting(path, "do_lower_case")
     if found is not None:
         value, source = found
         if not isinstance(value, bool):
@@ -81,7 +52,7 @@ def _has_upper_case(vocab: dict[str, int]) -> bool:
 
 def _flag(path: Path, key: str, unset: bool | None) -> bool | None:
     """A true/false setting beside the vocabulary; `unset` where none says (or it is null)."""
-    found = _setting(path, key)
+    found = setting(path, key)
     if found is None or found[0] is None:
         return unset
     value, source = found
@@ -121,25 +92,9 @@ def bert_tokenizer(library: Any, vocab: dict[str, int], unk: str, lower_case: bo
     return tokenizer
 
 
-def sniff(probe: Probe) -> bool:
-    """A text file named *vocab.txt with a line that is the unknown token: a WordPiece model needs one."""
-    path = probe.path
-    if not path.name.endswith("vocab.txt"):
-        return False
-    found = files.peek(path, _SNIFF_BYTES)
-    if found is None:
-        return False
-    head = found.decode("utf-8", errors="replace").splitlines()
-    try:
-        unk = _unk_token(path)
-    except CheckpointError:
-        return False
-    return unk in head
-
-
 def load(path: Path) -> HuggingFaceTokenizer:
     vocab = read_vocab(path)
-    unk = _unk_token(path)
+    unk = unk_token(path)
     if unk not in vocab:
         raise TokenizerError(f"expected the unknown token {shown(unk)} in {path.name}, found no such line")
     lower_case, note = _lower_case(path, vocab)
