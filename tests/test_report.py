@@ -247,6 +247,10 @@ def test_a_run_folder_gives_every_section_and_the_compare_section(run_report):
     assert document["sections"] == SECTIONS and document["missing"] == {}
     assert document["checkpoints"] == [str(folder / "ckpt_100.npz"), str(folder / "ckpt_200.npz")]
     assert list(page.sections) == SECTIONS
+    # the compare figure is on the page (what it draws: tests/test_report_figures.py)
+    assert re.findall(r'<figure id="figure-([\w-]+)"', out.read_text(encoding="utf-8")) == [
+        "norms-token", "norms-position", "positions", "undertrained", "map-token", "map-position", "geometry-token",
+        "geometry-position", "compare"]
 
     token_a, token_b = made["first"][0], made["last"][0]
     cosines = np.sum(token_a * token_b.astype(np.float64), axis=1) / (
