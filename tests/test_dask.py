@@ -21,7 +21,6 @@ from conftest import invoke, run
 from pickle_gadgets import assert_error_line
 
 
-
 @pytest.fixture(scope="module", autouse=True)
 def _distributed():
     # imported by the first test that runs (pandas and the rest, a second of CPU): only that worker pays

@@ -8,7 +8,6 @@ from conftest import run_json
 from safetensors.numpy import load_file
 
 
-
 @pytest.fixture(scope="module")
 def transformers():
     """Imported by the first test that needs it (seconds of CPU): only the worker that runs these pays."""
