@@ -106,7 +106,7 @@ def test_cli_on_mutated_files_exits_0_or_1_with_one_line(name, tmp_path):
 
 
 # run_fuzz's child per input name costs 0.7 s of CPU however few its inputs (seven names: five seconds): the README's
-# command runs the pickle programs' gadgets in-process (tests/test_hostile_pickles.py) and the harness's own checks
+# command runs hostile pickles in every container in-process (tests/test_hostile_pickles.py) and the harness's checks
 # below (fd 2, one-line refusals); the full budget runs the generator under the caps (and CI 50,000 a family)
 @pytest.mark.skipif(not FULL, reason="runs with the full fuzz budget (EMBSCOPE_FUZZ_BUDGET=full, CI's step)")
 def test_short_fuzz_of_pickle_programs_in_every_container():
@@ -142,7 +142,7 @@ def test_short_fuzz_of_the_formats_read_through_foreign_libraries():
     # spread over its samples (34 for each of the three ONNX ones)
 
 
-# seven tokenizer kinds, a child each (five seconds of CPU): the README's command reads fd 2 of the same libraries in
+# seven tokenizer kinds, a child each (five seconds of CPU): the README's command reads fd 2 of the native ones in
 # tests/test_native_stderr.py and checks the harness's fd-2 count below; the full budget runs these under the caps
 @pytest.mark.skipif(not FULL, reason="runs with the full fuzz budget (EMBSCOPE_FUZZ_BUDGET=full, CI's step)")
 def test_short_fuzz_of_the_tokenizer_kinds_with_stderr_read():

@@ -39,7 +39,7 @@ def stopped_once_begun(process: subprocess.Popen, stop: int, begun: Callable[[],
     return process.communicate(timeout=120)[1]
 
 
-# SIGHUP takes the handler SIGTERM takes: its run (five seconds of CPU, a 60 MB export) is CI's slow step
+# SIGHUP takes the handler SIGTERM takes (both checked in-process below): its child process is CI's slow step
 @pytest.mark.parametrize("stop", [signal.SIGTERM, pytest.param(signal.SIGHUP, marks=pytest.mark.slow)])
 def test_a_signal_part_way_through_export_leaves_nothing(tmp_path, stop):
     # 5,000 rows: the output is begun about a second before the run would end (timed here), ample for a
