@@ -13,6 +13,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import typer.main
+import typer.testing
 from typer.testing import CliRunner
 
 from embscope.cli import build, commands_for
@@ -79,6 +81,10 @@ def _cache_in_a_temporary_folder(monkeypatch, _cache_home):
 # command's parser (12 ms, 1,400 times a run of the suite). A process of the real command line builds only the
 # command it runs (cli.commands_for), and so does the runner here: the app of that command is made once.
 app_for = functools.cache(build)
+# CliRunner.invoke then builds the click group from that app again on every call (typer.main.get_command: 3-5 ms,
+# 1,400 times a run). A group holds nothing of a run (each run has a context of its own), so each app's is built once,
+# as a real process builds it once.
+typer.testing._get_command = functools.cache(typer.main.get_command)
 
 
 def invoke(*args: object, catch_exceptions: bool = True):

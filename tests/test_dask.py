@@ -20,7 +20,11 @@ import torch
 from conftest import invoke, run
 from pickle_gadgets import assert_error_line
 
-pytest.importorskip("distributed")
+
+@pytest.fixture(scope="module", autouse=True)
+def _distributed():
+    # imported by the first test that runs (pandas and the rest, a second of CPU): only that worker pays
+    pytest.importorskip("distributed")
 
 V, D, T = 400, 16, 32
 STEPS = [100, 200, 300, 400, 500]

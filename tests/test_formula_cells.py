@@ -8,7 +8,6 @@ from __future__ import annotations
 import csv
 
 import numpy as np
-import pandas
 import pytest
 from conftest import harris_tokenizer, run
 
@@ -40,6 +39,7 @@ def test_neighbors_tsv_quotes_formula_tokens_and_pandas_reads_them_back(formula_
     out = tmp_path / "top.tsv"
     run("neighbors", "-c", path, "--all", "-k", 2, "--out", out)
     raw = out.read_bytes().decode("utf-8")  # not read_text: it would turn the token's \r into \n
+    import pandas  # a second of CPU: imported where it reads back
     frame = pandas.read_csv(out, sep="\t", keep_default_na=False, dtype=str)
     queries = dict(zip(frame["query_id"].astype(int), frame["query_token"]))
     for token, token_id in ids.items():
@@ -53,6 +53,7 @@ def test_export_metadata_quotes_formula_tokens_and_pandas_reads_them_back(formul
     path, ids = formula_model
     out = tmp_path / "projector"
     run("export", "-c", path, "--out", out, "--no-undertrained")
+    import pandas
     frame = pandas.read_csv(out / "metadata.tsv", sep="\t", keep_default_na=False, dtype=str)
     tokens = dict(zip(frame["id"].astype(int), frame["token"]))
     raw = (out / "metadata.tsv").read_bytes().decode("utf-8")

@@ -11,7 +11,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import run, run_json
-from IsoScore.IsoScore import IsoScore as package_isoscore
 
 from embscope.analysis.geometry import table_geometry
 from embscope.compute.moments import StoredRows, Work
@@ -45,6 +44,7 @@ def pair_mean(unit: np.ndarray, full: bool) -> float:
 
 def reference(table: np.ndarray, position: bool = False) -> dict:
     """Every figure, the plain way: whole arrays, np.linalg.svd and eigh, np.fft.rfft, no blocks."""
+    from IsoScore.IsoScore import IsoScore as package_isoscore  # it imports torch: seconds, paid where it is used
     x = kept_rows(table)
     n, d = x.shape
     full = n <= 2000

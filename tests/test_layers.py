@@ -139,18 +139,22 @@ def imports_of(path: Path) -> set[str]:
     return found
 
 
-GRAPH = {module_name(path): imports_of(path) for path in PACKAGE.rglob("*.py")}
+@pytest.fixture(scope="module")
+def graph() -> dict[str, set[str]]:
+    """Every embscope module's imports: parsed by the worker that runs these tests, not at every worker's
+    collection (a second or two of CPU)."""
+    return {module_name(path): imports_of(path) for path in PACKAGE.rglob("*.py")}
 
 
-def test_the_core_imports_nothing_of_embscope_above_it():
-    above = {(module, imported) for module, found in GRAPH.items() if module.startswith("embscope.core")
+def test_the_core_imports_nothing_of_embscope_above_it(graph):
+    above = {(module, imported) for module, found in graph.items() if module.startswith("embscope.core")
              for imported in found if imported.startswith("embscope") and not imported.startswith("embscope.core")}
     assert above == set()
-    assert "embscope.core.errors" in GRAPH and "embscope.core.role" in GRAPH["embscope.core.checkpoint"]
+    assert "embscope.core.errors" in graph and "embscope.core.role" in graph["embscope.core.checkpoint"]
 
 
-def test_analysis_imports_no_rich_typer_or_matplotlib():
-    drawing = {(module, imported) for module, found in GRAPH.items() if module.startswith("embscope.analysis")
+def test_analysis_imports_no_rich_typer_or_matplotlib(graph):
+    drawing = {(module, imported) for module, found in graph.items() if module.startswith("embscope.analysis")
                for imported in found if imported.split(".")[0] in ("rich", "typer", "click", "matplotlib")}
     assert drawing == set()
 
@@ -198,5 +202,5 @@ def test_circles_are_found():
     assert circles({"a": {"b"}, "b": set()}) == []
 
 
-def test_no_embscope_modules_import_each_other_in_a_circle():
-    assert circles(GRAPH) == []
+def test_no_embscope_modules_import_each_other_in_a_circle(graph):
+    assert circles(graph) == []

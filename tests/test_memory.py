@@ -218,9 +218,11 @@ def test_a_file_cut_short_while_mapped_ends_in_one_line_not_a_silent_sigbus(tmp_
 def test_the_command_line_installs_the_sigbus_handler_before_it_reads(monkeypatch):
     import sys
 
-    from embscope import cli, sigbus
+    from embscope import cli, sigbus, stopping
     installed = []
     monkeypatch.setattr(sigbus, "install", lambda: installed.append(True))
+    # main's SIGTERM and SIGHUP handlers would stay in this worker and turn its end into a KeyboardInterrupt
+    monkeypatch.setattr(stopping, "install", lambda: None)
     monkeypatch.setattr(sys, "argv", ["embscope", "--version"])
     with pytest.raises(SystemExit):
         cli.main()

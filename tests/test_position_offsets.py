@@ -7,7 +7,11 @@ import torch
 from conftest import run_json
 from safetensors.numpy import load_file
 
-transformers = pytest.importorskip("transformers")
+
+@pytest.fixture(scope="module")
+def transformers():
+    """Imported by the first test that needs it (seconds of CPU): only the worker that runs these pays."""
+    return pytest.importorskip("transformers")
 
 SMALL = {"vocab_size": 40, "hidden_size": 8, "num_hidden_layers": 1, "num_attention_heads": 2,
          "intermediate_size": 16, "max_position_embeddings": 24}
@@ -17,22 +21,22 @@ def bert_like(config_class, model_class, pad: int):
     return model_class(config_class(**SMALL, pad_token_id=pad, bos_token_id=0, eos_token_id=2))
 
 
-def opt():
+def opt(transformers):
     config = transformers.OPTConfig(vocab_size=40, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
                                     ffn_dim=16, max_position_embeddings=24, word_embed_proj_dim=8, pad_token_id=1)
     return transformers.OPTModel(config)
 
 
 FAMILIES = {
-    "roberta": lambda: bert_like(transformers.RobertaConfig, transformers.RobertaModel, pad=1),
-    "roberta-pad-5": lambda: bert_like(transformers.RobertaConfig, transformers.RobertaModel, pad=5),
-    "xlm-roberta": lambda: bert_like(transformers.XLMRobertaConfig, transformers.XLMRobertaModel, pad=3),
-    "camembert": lambda: bert_like(transformers.CamembertConfig, transformers.CamembertModel, pad=1),
-    "longformer": lambda: transformers.LongformerModel(transformers.LongformerConfig(
+    "roberta": lambda transformers: bert_like(transformers.RobertaConfig, transformers.RobertaModel, pad=1),
+    "roberta-pad-5": lambda transformers: bert_like(transformers.RobertaConfig, transformers.RobertaModel, pad=5),
+    "xlm-roberta": lambda transformers: bert_like(transformers.XLMRobertaConfig, transformers.XLMRobertaModel, pad=3),
+    "camembert": lambda transformers: bert_like(transformers.CamembertConfig, transformers.CamembertModel, pad=1),
+    "longformer": lambda transformers: transformers.LongformerModel(transformers.LongformerConfig(
         **SMALL, pad_token_id=4, attention_window=4)),
-    "mpnet": lambda: bert_like(transformers.MPNetConfig, transformers.MPNetModel, pad=6),  # MPNet ignores it: 1
+    "mpnet": lambda transformers: bert_like(transformers.MPNetConfig, transformers.MPNetModel, pad=6),  # MPNet ignores it: 1
     "opt": opt,
-    "bert": lambda: bert_like(transformers.BertConfig, transformers.BertModel, pad=0),
+    "bert": lambda transformers: bert_like(transformers.BertConfig, transformers.BertModel, pad=0),
 }
 
 
@@ -53,9 +57,9 @@ def rows_read(model) -> tuple[str, list[int]]:
 
 
 @pytest.mark.parametrize("family", sorted(FAMILIES))
-def test_position_p_is_the_row_transformers_reads(family, tmp_path):
+def test_position_p_is_the_row_transformers_reads(family, tmp_path, transformers):
     torch.manual_seed(0)
-    model = FAMILIES[family]()
+    model = FAMILIES[family](transformers)
     model.save_pretrained(tmp_path)
     name, rows = rows_read(model)
     assert rows == list(range(rows[0], rows[0] + len(rows)))  # consecutive rows from the first
@@ -68,9 +72,9 @@ def test_position_p_is_the_row_transformers_reads(family, tmp_path):
         assert pair["cosine"] == pytest.approx(a @ b / np.linalg.norm(a) / np.linalg.norm(b), abs=1e-6)
 
 
-def test_first_position_overrides_the_rule(tmp_path):
+def test_first_position_overrides_the_rule(tmp_path, transformers):
     torch.manual_seed(0)
-    FAMILIES["roberta"]().save_pretrained(tmp_path)
+    FAMILIES["roberta"](transformers).save_pretrained(tmp_path)
     assert run_json("positions", "-c", str(tmp_path), "--pairs", "0:1")["first_row"] == 2
     doc = run_json("positions", "-c", str(tmp_path), "--pairs", "0:1", "--first-position", "0")
     assert doc["first_row"] == 0 and any("--first-position 0" in note for note in doc["notes"])

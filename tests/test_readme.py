@@ -30,11 +30,15 @@ def console_examples() -> list[tuple[str, str, str]]:
 
 
 EXAMPLES = console_examples()
+# the report draws every figure (six seconds of CPU): tests/test_report.py checks its lines against this page on the
+# same run, and CI's slow step runs the example itself
+SLOW_EXAMPLES = {("docs/commands.md", "embscope report --out /tmp/embscope-report.html")}
 
 
 def test_the_pages_have_examples():
     assert len([e for e in EXAMPLES if e[0] == "README.md"]) >= 2 and len(EXAMPLES) >= 15
     assert {page for page, _, _ in EXAMPLES} >= {"README.md", "docs/commands.md"}
+    assert SLOW_EXAMPLES <= {example[:2] for example in EXAMPLES}  # each still on its page
 
 
 def test_the_readme_links_every_page_of_docs():
@@ -43,7 +47,9 @@ def test_the_readme_links_every_page_of_docs():
             assert f"]({page})" in README, page
 
 
-@pytest.mark.parametrize("page, command, expected", EXAMPLES, ids=[f"{p}: {c}" for p, c, _ in EXAMPLES])
+@pytest.mark.parametrize("page, command, expected", [
+    pytest.param(*example, marks=[pytest.mark.slow] if example[:2] in SLOW_EXAMPLES else [],
+                 id=f"{example[0]}: {example[1]}") for example in EXAMPLES])
 def test_console_example_prints_what_the_page_shows(page, command, expected, monkeypatch, tmp_path):
     # a working directory of its own (`--plot` alone writes there), in which the paths the pages use mean what
     # they mean in the checkout; examples run at once in other workers never meet

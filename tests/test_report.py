@@ -17,6 +17,8 @@ import pytest
 from chromium import distinct_colours, find_chromium, inked_share, load
 from conftest import harris_tokenizer, run, run_json
 
+ROOT = Path(__file__).resolve().parent.parent
+DOCS_EXAMPLE = re.compile(r"^\$ embscope report --out /tmp/embscope-report\.html\n(.*?)```", flags=re.MULTILINE | re.DOTALL)
 SAMPLE_LINE = "checkpoint: bundled sample (Shakespeare GPT, step 3000); pass -c PATH for your own"
 SECTIONS = ["info", "params", "norms", "positions", "undertrained", "neighbors", "map", "geometry", "compare"]
 ONE_CHECKPOINT = "one checkpoint given: repeat -c, or give a folder of a run's checkpoints, to compare"
@@ -151,6 +153,9 @@ def test_the_sample_report_names_its_checkpoint_and_says_why_a_section_is_missin
         f"wrote the report to {out}: info, params, norms, positions, undertrained, neighbors, map, geometry",
         f"left out: compare ({ONE_CHECKPOINT})"]
     assert list(page.sections) == SECTIONS
+    # docs/commands.md shows this run (its console example runs in CI's slow step: tests/test_readme.py)
+    example = DOCS_EXAMPLE.search((ROOT / "docs" / "commands.md").read_text(encoding="utf-8"))
+    assert example and example[1].replace("/tmp/embscope-report.html", str(out)).splitlines() == stdout.splitlines()
     assert page.missing("compare", "absent") == [f"left out: {ONE_CHECKPOINT}"]
     assert page.sections["compare"]["class"] == "absent"
     assert all(page.sections[s]["tables"] for s in SECTIONS[:-1])
@@ -242,6 +247,10 @@ def test_a_run_folder_gives_every_section_and_the_compare_section(run_report):
     assert document["sections"] == SECTIONS and document["missing"] == {}
     assert document["checkpoints"] == [str(folder / "ckpt_100.npz"), str(folder / "ckpt_200.npz")]
     assert list(page.sections) == SECTIONS
+    # the compare figure is on the page (what it draws: tests/test_report_figures.py)
+    assert re.findall(r'<figure id="figure-([\w-]+)"', out.read_text(encoding="utf-8")) == [
+        "norms-token", "norms-position", "positions", "undertrained", "map-token", "map-position", "geometry-token",
+        "geometry-position", "compare"]
 
     token_a, token_b = made["first"][0], made["last"][0]
     cosines = np.sum(token_a * token_b.astype(np.float64), axis=1) / (

@@ -95,8 +95,7 @@ def test_two_checkpoints_compare_figure_names_both_and_draws_every_row(tmp_path)
     assert scatters == [300, 300]  # every row in the norm scatter and in the change by row
     cosines = np.sum(a * b, axis=1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
     assert f"token: mean {cosines.mean():+.3f} over 300 rows" in drawn
-    run("report", "-c", tmp_path / "a.npz", "-c", tmp_path / "b.npz", "--out", tmp_path / "r.html")
-    assert "compare" in page_figures((tmp_path / "r.html").read_text(encoding="utf-8"))
+    # that the page holds it: tests/test_report.py, on the report of a run's folder it makes anyway
 
 
 def test_a_dense_plot_file_in_svg_is_rasterized(tmp_path):
@@ -106,6 +105,12 @@ def test_a_dense_plot_file_in_svg_is_rasterized(tmp_path):
     svg = (tmp_path / "map.svg").read_text()
     markers = len(re.findall(r'<use xlink:href="#m', svg))  # a marker drawn per point (glyphs are #DejaVu...)
     assert "<image" in svg and markers < 50  # one picture of the dots, not a marker per row
+
+
+@pytest.mark.slow  # a report of 6,000 rows (three seconds of CPU): the plot file above is rasterized by the same code
+def test_a_dense_figure_in_the_page_is_rasterized(tmp_path):
+    rows = 6000  # past plots.DENSE_POINTS
+    np.savez(tmp_path / "big.npz", token_emb=np.random.default_rng(4).standard_normal((rows, 8)).astype(np.float32))
     run("report", "-c", tmp_path / "big.npz", "--out", tmp_path / "r.html")
     in_page = page_figures((tmp_path / "r.html").read_text(encoding="utf-8"))["map-token"]
     assert "<image" in in_page and len(re.findall(r'<use xlink:href="#f\d+-m', in_page)) < 50
