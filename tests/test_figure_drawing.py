@@ -1,6 +1,6 @@
-"""How figures are drawn cheaply without drawing anything else: only the ticks in view are made (ticks_in_view), and
-a report figure is laid out with the SVG renderer that draws it (svg_canvas), its margins still holding every tick
-label and axis label, a long token name's included."""
+"""Figures drawn for less and drawn the same: only the ticks in view are made (ticks_in_view), and a report figure
+is laid out with the SVG renderer that draws it (svg_canvas), its margins still holding every tick label and axis
+label, a long token name's included."""
 
 from __future__ import annotations
 
