@@ -16,6 +16,7 @@ from .files import written_whole
 from .names import RECORD_KEY, Output
 from .plot_files import plot_format
 from .plot_style import drawable, log_scale, matplotlib_quietly, style, wrapped
+from .ticks_in_view import in_view
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -84,7 +85,9 @@ def positions_figure(heatmap: Heatmap, mean: np.ndarray, std: np.ndarray, neares
 
 def fix_layout(figure: Figure) -> None:
     """Solve the figure's constrained layout now, once, and keep it: with a layout engine set, savefig draws the
-    whole figure twice and solves the layout at each draw (the most of a figure's cost)."""
+    whole figure twice and solves the layout at each draw (the most of a figure's cost). Its axes make only the
+    ticks in view from here on (ticks_in_view)."""
+    in_view(figure)
     engine = figure.get_layout_engine()
     if engine is not None:
         for ax in figure.axes:  # a spine's box is its axis's ticks, measured again: within the axis's own box

@@ -6,7 +6,7 @@ the figure's font family (svg.fonttype "none": a path per glyph costs more to wr
 escapes as XML, so no string from the checkpoint becomes markup inside a figure (the text comments matplotlib
 writes are removed), and dense artists (heatmaps, scatters of many points) rasterized into a PNG inside the SVG;
 its XML prologue and metadata block, which name W3C and matplotlib URLs, are dropped. Each figure's layout is
-solved once before it is saved (plots.fix_layout).
+solved once, with the renderer that draws it (svg_canvas).
 Without matplotlib the page is still written, a line in place of each figure saying what it needs. Each
 figure's ids get a prefix of their own, so figures in one page never share an id. Every string, from a file or
 not, is escaped with html.escape.
@@ -28,8 +28,8 @@ from ..core.text import bounded, printable
 from .files import refuse_inputs, written_whole
 from .names import RECORD_KEY, Output
 from .plot_style import style
-from .plots import fix_layout, rasterize_dense
 from .report_content import Block, Cell, Figure, Grid, Line, Section
+from .svg_canvas import write_svg
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure as Drawing  # report_content.Figure is the page's figure block
@@ -89,14 +89,12 @@ def matplotlib_svg(draw: Callable[[], Drawing], prefix: str) -> str:
 def svg(figure: Drawing, prefix: str) -> str:
     """The figure as an inline <svg> element, its ids prefixed with `prefix`."""
     import matplotlib
-    fix_layout(figure)
-    rasterize_dense(figure)
-    buffer = io.BytesIO()
+    buffer = io.StringIO()
     # text as <text> elements in the figure's font family (escaped as XML by matplotlib); ids from a fixed salt, so
     # the same report is the same file twice
     with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "embscope-report", "svg.image_inline": True}):
-        figure.savefig(buffer, format="svg", dpi=RASTER_DPI, metadata={"Date": None})
-    text = buffer.getvalue().decode("utf-8")
+        write_svg(figure, buffer, RASTER_DPI, metadata={"Date": None})
+    text = buffer.getvalue()
     text = COMMENT.sub("", METADATA.sub("", PROLOGUE.sub("", text, count=1), count=1))
     return prefixed(text, prefix)
 
