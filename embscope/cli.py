@@ -1,6 +1,6 @@
 """The command line: parse, call the library, render. Every way a run can end is decided here, in one place:
 0 an answer; 1 an error about the input (one line on stderr); 2 a usage error (`Error: ...` and a usage line).
-The options the library's messages name are spelled here as this command line's flags (commands/flags.py)."""
+The options the library's messages name are spelled here as this command line's flags (render/flags.py)."""
 
 from __future__ import annotations
 
