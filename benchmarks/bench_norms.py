@@ -91,16 +91,16 @@ def section_in_process(table: np.ndarray, repeat: int) -> None:
     print(f"    norms + summary + duplicates: {t_report:.3f} s = {t_report / t_numpy:.1f}x numpy's norms")
 
 
-def timed_process(args: list[str], repeat: int) -> tuple[float, float]:
-    """(wall, CPU) seconds of a fresh process, the median of `repeat` runs each: CPU time (user + system,
-    children included) moves less than wall time on a shared machine."""
+def timed_process(args: list[str], repeat: int, cwd: Path) -> tuple[float, float]:
+    """(wall, CPU) seconds of a fresh process run in `cwd`, the median of `repeat` runs each: CPU time (user +
+    system, children included) moves less than wall time on a shared machine."""
     env = dict(os.environ, PYTHONPATH=str(REPO))
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # as installed: embscope's modules byte-compiled once, not at each start
     walls, cpus = [], []
     for _ in range(repeat):
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         started = time.perf_counter()
-        subprocess.run([sys.executable, *args], check=True, capture_output=True, env=env)
+        subprocess.run([sys.executable, *args], check=True, capture_output=True, env=env, cwd=cwd)
         walls.append(time.perf_counter() - started)
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpus.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
@@ -111,11 +111,13 @@ def section_commands(path: Path, only: list[str], repeat: int) -> None:
     print("\n(2) fresh processes on a .npy file: each command against its bare numpy floor")
     for name in only:
         argv, floor = COMMANDS[name]
-        timed_process(["-m", "embscope", argv[0], "-c", str(path), *argv[1:]], 1)  # a first run compiles the modules
+        # in the table's temporary folder: report writes its page into the working directory
+        ours_argv, here = ["-m", "embscope", argv[0], "-c", str(path), *argv[1:]], path.parent
+        timed_process(ours_argv, 1, here)  # a first run compiles the modules
         floors, ours = [], []
         for _ in range(repeat):  # the floor and the command in turn: both meet the same load
-            floors.append(timed_process(["-c", floor, str(path)], 1))
-            ours.append(timed_process(["-m", "embscope", argv[0], "-c", str(path), *argv[1:]], 1))
+            floors.append(timed_process(["-c", floor, str(path)], 1, here))
+            ours.append(timed_process(ours_argv, 1, here))
         (w_floor, c_floor), (w_ours, c_ours) = medians(floors), medians(ours)
         target = " (target <= 3x)" if name == "norms" else ""
         print(f"    {name:12s}: wall {w_ours:6.2f} s / floor {w_floor:5.2f} s = {w_ours / w_floor:4.1f}x; "
