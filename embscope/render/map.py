@@ -150,7 +150,7 @@ def map_figure(result: TableMap, checkpoint: str) -> Any:  # a matplotlib Figure
         ax.plot(coords[path_rows, 0], coords[path_rows, 1], color="grey", linewidth=0.6, zorder=1)
         dots = ax.scatter(coords[path_rows, 0], coords[path_rows, 1], c=path_rows - result.first_row, cmap="viridis",
                           s=14, zorder=2, rasterized=True)  # a dense panel: one image inside a vector file
-        figure.colorbar(dots, ax=ax, label="position")
+        plots.colour_bar(figure, dots, ax, "position")
         if step > 1:
             ax.text(0.01, 0.01, f"1 position in {step:,} drawn", transform=ax.transAxes, fontsize=8)
     else:

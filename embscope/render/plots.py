@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .files import written_whole
+from .margins import engine as margin_engine
 from .names import RECORD_KEY, Output
 from .plot_files import plot_format
 from .plot_style import drawable, log_scale, matplotlib_quietly, style, wrapped
@@ -32,7 +33,7 @@ def new_figure(width: float, height: float) -> Figure:
     matplotlib_quietly()  # first: a bad $MPLBACKEND is set aside while matplotlib is imported
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
-    figure = Figure(figsize=(width, height), layout="constrained")
+    figure = Figure(figsize=(width, height), layout=margin_engine()())  # margins from the texts' extents (render.margins)
     FigureCanvasAgg(figure)
     return figure
 
@@ -42,6 +43,20 @@ def label(ax: Axes, text: str, xy: tuple[float, float], offset: tuple[float, flo
     """An annotation whose text (possibly a token string from the file) is drawn literally, never as math."""
     return ax.annotate(drawable(text), xy=xy, xytext=offset, textcoords="offset points", fontsize=8,
                        parse_math=False, **kwargs)
+
+
+def colour_bar(figure: Figure, mappable: Any, ax: Axes, label: str) -> None:
+    """A colour bar right of `ax`: its own axes in `ax`'s cell of the grid, so the margins (render.margins) count its
+    labels with that cell, drawn just beside `ax`'s drawn box and as tall (an image keeps its aspect, so that box
+    may be smaller than the cell)."""
+    from matplotlib.transforms import Bbox, TransformedBbox
+    bar = figure.colorbar(mappable, ax=ax, label=label, fraction=0.05, pad=0.02)  # matplotlib's own: aspect 20
+
+    def beside(bar_ax: Axes, renderer: Any) -> Bbox:  # wide enough for the bar's aspect, which narrows it to the left
+        return TransformedBbox(Bbox.from_bounds(1.03, 0, 0.2, 1), ax.transAxes - figure.transSubfigure)
+
+    bar.ax.set_anchor("W")
+    bar.ax.set_axes_locator(beside)
 
 
 def positions_figure(heatmap: Heatmap, mean: np.ndarray, std: np.ndarray, nearest_is_adjacent: float,
@@ -54,7 +69,7 @@ def positions_figure(heatmap: Heatmap, mean: np.ndarray, std: np.ndarray, neares
     heat_ax, curve_ax = figure.subplots(1, 2, width_ratios=[1, 1.2])
     image = heat_ax.imshow(heatmap.cells, cmap="RdBu_r", vmin=-1, vmax=1, interpolation="nearest", rasterized=True,
                            extent=(-0.5, positions - 0.5, positions - 0.5, -0.5))
-    figure.colorbar(image, ax=heat_ax, label="cosine")
+    colour_bar(figure, image, heat_ax, "cosine")
     heat_ax.set_title(f"cosine between positions ({positions} x {positions})")
     heat_ax.set_xlabel("position j")
     heat_ax.set_ylabel("position i")
@@ -84,9 +99,9 @@ def positions_figure(heatmap: Heatmap, mean: np.ndarray, std: np.ndarray, neares
 
 
 def fix_layout(figure: Figure) -> None:
-    """Solve the figure's constrained layout now, once, and keep it: with a layout engine set, savefig draws the
-    whole figure twice and solves the layout at each draw (the most of a figure's cost). Its axes make only the
-    ticks in view from here on (ticks_in_view)."""
+    """Make the figure's margins now (render.margins), once, and keep them: with a layout engine set, savefig draws
+    the whole figure twice and lays it out at each draw. Its axes make only the ticks in view from here on
+    (ticks_in_view)."""
     in_view(figure)
     engine = figure.get_layout_engine()
     if engine is not None:

@@ -1,0 +1,141 @@
+"""A figure's margins made from the measured extents of its texts, once, in place of matplotlib's constrained layout.
+
+embscope's figures put their axes in one grid (`subplots`), of the figure or of each subfigure of a column of them
+(undertrained: a row of two panels a table, each row with its own title). What may stand outside an axes is its
+tick labels, axis labels and title, a legend below it, a twin's labels (geometry's spectrum), a colour bar beside
+it (an inset axes, `plots.colour_bar`) and annotations near its edges. `fit` measures each axes once, with the
+renderer that draws it (`Axes.get_tightbbox`: all of the above), against its cell of the grid, and makes every
+margin and gap of the grid as wide as the largest overhang on that side plus PAD; a figure's or subfigure's title
+sits PAD below its top edge, above the grid. The constrained layout measured every text twice (two solver passes)
+before the draw measured it again; here the draw reuses the measurements (matplotlib caches a text's extent per
+renderer), and what is left is the draw itself.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure, FigureBase, SubFigure
+    from matplotlib.gridspec import GridSpec
+    from matplotlib.layout_engine import LayoutEngine
+
+PAD = 5.0  # points between a text and the figure's edge, and between a title and the grid
+GAP = 16.0  # points between the texts of neighbouring cells (the tick labels of one, the axis label of the next)
+MIN_SHARE = 0.1  # of a figure's width or height its axes keep together, however long a label (a label that long spills)
+
+
+@functools.cache
+def engine() -> type[LayoutEngine]:
+    """The layout engine that runs `fit` (a class made once matplotlib is imported: embscope starts without it).
+    plots.fix_layout runs it once and takes it off the figure, so a later draw keeps the margins."""
+    from matplotlib.layout_engine import LayoutEngine
+
+    class Margins(LayoutEngine):
+        _adjust_compatible = True  # subplots_adjust may move the grid after
+        _colorbar_gridspec = True  # a colour bar made with ax= takes part of its axes' cell
+
+        def execute(self, fig: Figure) -> None:
+            fit(fig, fig._get_renderer())
+
+    return Margins
+
+
+def fit(figure: Figure, renderer: Any) -> None:
+    """Lay out `figure` (the grid of its own axes, or its column of subfigures and each one's grid) for `renderer`."""
+    subfigures = list(figure.subfigs)
+    if subfigures:
+        stack(figure, subfigures, title_room(figure, renderer))
+    for container in [figure, *subfigures]:
+        fit_grid(container, renderer)
+
+
+def pixels(container: FigureBase, points: float) -> float:
+    return points * container.dpi / 72
+
+
+def title_room(container: FigureBase, renderer: Any) -> float:
+    """Pixels the container's title takes at its top (with PAD above and below it), and the title put there."""
+    title = getattr(container, "_suptitle", None)  # matplotlib keeps it there; None until `suptitle` is called
+    if title is None or not title.get_visible() or not title.get_text():
+        return 0.0
+    pad = pixels(container, PAD)
+    title.set_y(1 - pad / container.bbox.height)
+    title.set_verticalalignment("top")
+    return float(title.get_window_extent(renderer).height) + 2 * pad
+
+
+def stack(figure: Figure, subfigures: list[SubFigure], top: float) -> None:
+    """The subfigures' grid placed below the figure's title (`top` pixels)."""
+    from matplotlib.transforms import Bbox
+    grid = subfigures[0]._subplotspec.get_gridspec()  # matplotlib keeps no public getter
+    grid.update(top=1 - min(top / figure.bbox.height, 1 - MIN_SHARE))
+    bottoms, tops, lefts, rights = grid.get_grid_positions(figure)
+    for sub in subfigures:
+        spec = sub._subplotspec
+        rows, columns = spec.rowspan, spec.colspan
+        sub._redo_transform_rel_fig(bbox=Bbox.from_extents(lefts[columns.start], bottoms[rows.stop - 1],
+                                                           rights[columns.stop - 1], tops[rows.start]))
+
+
+def own_axes(container: FigureBase) -> list[Axes]:
+    """The container's axes placed by a grid (twins and colour bars of gridspec included; insets are their parent's)."""
+    return [ax for ax in container.axes
+            if ax.get_figure(root=False) is container and ax.get_subplotspec() is not None]
+
+
+def fit_grid(container: FigureBase, renderer: Any) -> None:
+    """The margins and gaps of the container's grid, each as wide as the widest text over that side plus PAD."""
+    axes = own_axes(container)
+    if not axes:
+        return
+    grid = axes[0].get_subplotspec().get_topmost_subplotspec().get_gridspec()
+    rows, columns = grid.get_geometry()
+    # how far the texts reach past the cells on each side, in pixels: per column (left, right), per row (top, bottom)
+    left, right, top, bottom = np.zeros(columns), np.zeros(columns), np.zeros(rows), np.zeros(rows)
+    for ax in axes:
+        spec = ax.get_subplotspec().get_topmost_subplotspec()
+        if spec.get_gridspec() is not grid:
+            continue
+        cell = spec.get_position(container).transformed(container.transSubfigure)
+        drawn = ax.get_tightbbox(renderer)
+        if drawn is None:
+            continue
+        first_column, last_column = spec.colspan.start, spec.colspan.stop - 1
+        first_row, last_row = spec.rowspan.start, spec.rowspan.stop - 1
+        left[first_column] = max(left[first_column], cell.x0 - drawn.x0)
+        right[last_column] = max(right[last_column], drawn.x1 - cell.x1)
+        top[first_row] = max(top[first_row], drawn.y1 - cell.y1)
+        bottom[last_row] = max(bottom[last_row], cell.y0 - drawn.y0)
+    pad, gap = pixels(container, PAD), pixels(container, GAP)
+    width, height = container.bbox.width, container.bbox.height
+    across = spacing(left[0] + pad, right[-1] + pad, left[1:] + right[:-1] + gap, width)
+    down = spacing(top[0] + pad + title_room(container, renderer), bottom[-1] + pad, top[1:] + bottom[:-1] + gap,
+                   height)
+    place(container, axes, grid, across, down)
+
+
+def spacing(start: float, end: float, gaps: np.ndarray, length: float) -> tuple[float, float, float]:
+    """(start, end, gap between cells as a share of a cell) along one side of length `length`, all shrunk together
+    when the cells would keep less than MIN_SHARE of it."""
+    cells = len(gaps) + 1
+    gap = float(gaps.max()) if len(gaps) else 0.0
+    taken = start + end + gap * (cells - 1)
+    if taken > length * (1 - MIN_SHARE):
+        shrink = length * (1 - MIN_SHARE) / taken
+        start, end, gap = start * shrink, end * shrink, gap * shrink
+    cell = (length - start - end - gap * (cells - 1)) / cells
+    return start / length, end / length, gap / cell
+
+
+def place(container: FigureBase, axes: list[Axes], grid: GridSpec, across: tuple[float, float, float],
+          down: tuple[float, float, float]) -> None:
+    """The grid's new margins and gaps, and every axes moved to its cell (GridSpec.update moves only pyplot's)."""
+    (left, right, wspace), (top, bottom, hspace) = across, down
+    grid.update(left=left, right=1 - right, top=1 - top, bottom=bottom, wspace=wspace, hspace=hspace)
+    for ax in axes:
+        ax._set_position(ax.get_subplotspec().get_position(container))  # a twin moves with it
