@@ -19,14 +19,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 if TYPE_CHECKING:
-    from matplotlib.axes import Axes
-    from matplotlib.figure import Figure, FigureBase, SubFigure
-    from matplotlib.gridspec import GridSpec
     from matplotlib.layout_engine import LayoutEngine
 
-PAD = 5.0  # points between a text and the figure's edge, and between a title and the grid
+# matplotlib's figures, subfigures and axes are typed Any here: what this module reads of them (a subfigure's grid
+# cell, a figure's renderer, an axes' position setter) is matplotlib's own layout API, which its stubs leave out
+
+PAD = 5.0  # points between a text and the figure's edge, and between a title and what is below it
 GAP = 16.0  # points between the texts of neighbouring cells (the tick labels of one, the axis label of the next)
-MIN_SHARE = 0.1  # of a figure's width or height its axes keep together, however long a label (a label that long spills)
+MIN_SHARE = 0.1  # of a figure's width or height its axes keep together, however long a label (one that long spills)
 
 
 @functools.cache
@@ -37,16 +37,16 @@ def engine() -> type[LayoutEngine]:
 
     class Margins(LayoutEngine):
         _adjust_compatible = True  # subplots_adjust may move the grid after
-        _colorbar_gridspec = True  # a colour bar made with ax= takes part of its axes' cell
+        _colorbar_gridspec = True  # a colour bar made with ax= takes part of its axes' cell, so it is measured there
 
-        def execute(self, fig: Figure) -> None:
+        def execute(self, fig: Any) -> None:
             fit(fig, fig._get_renderer())
 
     return Margins
 
 
-def fit(figure: Figure, renderer: Any) -> None:
-    """Lay out `figure` (the grid of its own axes, or its column of subfigures and each one's grid) for `renderer`."""
+def fit(figure: Any, renderer: Any) -> None:
+    """Lay out `figure` (the grid of its own axes, or its subfigures and each one's grid) for `renderer`."""
     subfigures = list(figure.subfigs)
     if subfigures:
         stack(figure, subfigures, title_room(figure, renderer))
@@ -54,13 +54,13 @@ def fit(figure: Figure, renderer: Any) -> None:
         fit_grid(container, renderer)
 
 
-def pixels(container: FigureBase, points: float) -> float:
-    return points * container.dpi / 72
+def pixels(container: Any, points: float) -> float:
+    return float(points * container.dpi / 72)
 
 
-def title_room(container: FigureBase, renderer: Any) -> float:
+def title_room(container: Any, renderer: Any) -> float:
     """Pixels the container's title takes at its top (with PAD above and below it), and the title put there."""
-    title = getattr(container, "_suptitle", None)  # matplotlib keeps it there; None until `suptitle` is called
+    title = container._suptitle  # None until `suptitle` is called
     if title is None or not title.get_visible() or not title.get_text():
         return 0.0
     pad = pixels(container, PAD)
@@ -69,28 +69,29 @@ def title_room(container: FigureBase, renderer: Any) -> float:
     return float(title.get_window_extent(renderer).height) + 2 * pad
 
 
-def stack(figure: Figure, subfigures: list[SubFigure], top: float) -> None:
-    """The subfigures' grid placed below the figure's title (`top` pixels)."""
+def stack(figure: Any, subfigures: list[Any], top: float) -> None:
+    """The subfigures' grid placed below the figure's title (`top` pixels), with no gaps: each has its own margins."""
     from matplotlib.transforms import Bbox
-    grid = subfigures[0]._subplotspec.get_gridspec()  # matplotlib keeps no public getter
-    grid.update(top=1 - min(top / figure.bbox.height, 1 - MIN_SHARE))
+    grid = subfigures[0]._subplotspec.get_gridspec()  # a subfigure's cell has no public getter
+    grid.update(top=1 - min(top / figure.bbox.height, 1 - MIN_SHARE), wspace=0, hspace=0)
     bottoms, tops, lefts, rights = grid.get_grid_positions(figure)
     for sub in subfigures:
-        spec = sub._subplotspec
-        rows, columns = spec.rowspan, spec.colspan
+        rows, columns = sub._subplotspec.rowspan, sub._subplotspec.colspan
         sub._redo_transform_rel_fig(bbox=Bbox.from_extents(lefts[columns.start], bottoms[rows.stop - 1],
                                                            rights[columns.stop - 1], tops[rows.start]))
 
 
-def own_axes(container: FigureBase) -> list[Axes]:
-    """The container's axes placed by a grid (twins and colour bars of gridspec included; insets are their parent's)."""
-    return [ax for ax in container.axes
-            if ax.get_figure(root=False) is container and ax.get_subplotspec() is not None]
+def gridded(container: Any) -> list[Any]:
+    """The axes of the container's grid: those of the grid of its first axes, twins and colour bars included."""
+    axes = [ax for ax in container.axes if ax.get_figure(root=False) is container and ax.get_subplotspec() is not None]
+    grid = axes[0].get_subplotspec().get_topmost_subplotspec().get_gridspec() if axes else None
+    return [ax for ax in axes if ax.get_subplotspec().get_topmost_subplotspec().get_gridspec() is grid]
 
 
-def fit_grid(container: FigureBase, renderer: Any) -> None:
-    """The margins and gaps of the container's grid, each as wide as the widest text over that side plus PAD."""
-    axes = own_axes(container)
+def fit_grid(container: Any, renderer: Any) -> None:
+    """The margins and gaps of the container's grid, each as wide as the farthest text past that side plus PAD (or
+    GAP between cells)."""
+    axes = gridded(container)
     if not axes:
         return
     grid = axes[0].get_subplotspec().get_topmost_subplotspec().get_gridspec()
@@ -99,10 +100,8 @@ def fit_grid(container: FigureBase, renderer: Any) -> None:
     left, right, top, bottom = np.zeros(columns), np.zeros(columns), np.zeros(rows), np.zeros(rows)
     for ax in axes:
         spec = ax.get_subplotspec().get_topmost_subplotspec()
-        if spec.get_gridspec() is not grid:
-            continue
         cell = spec.get_position(container).transformed(container.transSubfigure)
-        drawn = ax.get_tightbbox(renderer)
+        drawn = ax.get_tightbbox(renderer)  # the axes and every text around it, as the renderer measures them
         if drawn is None:
             continue
         first_column, last_column = spec.colspan.start, spec.colspan.stop - 1
@@ -112,16 +111,19 @@ def fit_grid(container: FigureBase, renderer: Any) -> None:
         top[first_row] = max(top[first_row], drawn.y1 - cell.y1)
         bottom[last_row] = max(bottom[last_row], cell.y0 - drawn.y0)
     pad, gap = pixels(container, PAD), pixels(container, GAP)
-    width, height = container.bbox.width, container.bbox.height
-    across = spacing(left[0] + pad, right[-1] + pad, left[1:] + right[:-1] + gap, width)
+    across = spacing(left[0] + pad, right[-1] + pad, left[1:] + right[:-1] + gap, container.bbox.width)
     down = spacing(top[0] + pad + title_room(container, renderer), bottom[-1] + pad, top[1:] + bottom[:-1] + gap,
-                   height)
-    place(container, axes, grid, across, down)
+                   container.bbox.height)
+    (left_share, right_share, wspace), (top_share, bottom_share, hspace) = across, down
+    grid.update(left=left_share, right=1 - right_share, top=1 - top_share, bottom=bottom_share, wspace=wspace,
+                hspace=hspace)
+    for ax in axes:  # GridSpec.update moves only the axes of pyplot's figures
+        ax._set_position(ax.get_subplotspec().get_position(container))  # a twin moves with it
 
 
 def spacing(start: float, end: float, gaps: np.ndarray, length: float) -> tuple[float, float, float]:
-    """(start, end, gap between cells as a share of a cell) along one side of length `length`, all shrunk together
-    when the cells would keep less than MIN_SHARE of it."""
+    """(start, end, as shares of `length`; the gap between cells, as a share of a cell), the gap the widest of
+    `gaps`; all shrunk together where the cells would keep less than MIN_SHARE of `length`."""
     cells = len(gaps) + 1
     gap = float(gaps.max()) if len(gaps) else 0.0
     taken = start + end + gap * (cells - 1)
@@ -130,12 +132,3 @@ def spacing(start: float, end: float, gaps: np.ndarray, length: float) -> tuple[
         start, end, gap = start * shrink, end * shrink, gap * shrink
     cell = (length - start - end - gap * (cells - 1)) / cells
     return start / length, end / length, gap / cell
-
-
-def place(container: FigureBase, axes: list[Axes], grid: GridSpec, across: tuple[float, float, float],
-          down: tuple[float, float, float]) -> None:
-    """The grid's new margins and gaps, and every axes moved to its cell (GridSpec.update moves only pyplot's)."""
-    (left, right, wspace), (top, bottom, hspace) = across, down
-    grid.update(left=left, right=1 - right, top=1 - top, bottom=bottom, wspace=wspace, hspace=hspace)
-    for ax in axes:
-        ax._set_position(ax.get_subplotspec().get_position(container))  # a twin moves with it

@@ -49,11 +49,11 @@ def colour_bar(figure: Figure, mappable: Any, ax: Axes, label: str) -> None:
     """A colour bar right of `ax`: its own axes in `ax`'s cell of the grid, so the margins (render.margins) count its
     labels with that cell, drawn just beside `ax`'s drawn box and as tall (an image keeps its aspect, so that box
     may be smaller than the cell)."""
-    from matplotlib.transforms import Bbox, TransformedBbox
+    from matplotlib.transforms import Bbox
     bar = figure.colorbar(mappable, ax=ax, label=label, fraction=0.05, pad=0.02)  # matplotlib's own: aspect 20
 
-    def beside(bar_ax: Axes, renderer: Any) -> Bbox:  # wide enough for the bar's aspect, which narrows it to the left
-        return TransformedBbox(Bbox.from_bounds(1.03, 0, 0.2, 1), ax.transAxes - figure.transSubfigure)
+    def beside(bar_ax: Any, renderer: Any) -> Bbox:  # at each draw; wide enough for the bar's aspect, which narrows it
+        return Bbox.from_bounds(1.03, 0, 0.2, 1).transformed(ax.transAxes - figure.transSubfigure)
 
     bar.ax.set_anchor("W")
     bar.ax.set_axes_locator(beside)
