@@ -1,9 +1,9 @@
 """A figure laid out and written as SVG with one renderer, so each text is measured once.
 
-savefig makes a new SVG renderer for the draw, and the constrained layout (plots.fix_layout) measures with the
-canvas's own (Agg, at the figure's dpi); matplotlib caches a text's size per renderer, so every tick label, axis
-label and title would be measured twice. Here the layout is solved with the SVG renderer that then draws the
-figure, as matplotlib's own SVG canvas draws it (backend_svg.FigureCanvasSVG.print_svg): at 72 dpi, rasterized
+savefig makes a new SVG renderer for the draw, and the margins (plots.fix_layout, render.margins) would be measured
+with the canvas's own (Agg, at the figure's dpi); matplotlib caches a text's size per renderer, so every tick label,
+axis label and title would be measured twice. Here the margins are measured with the SVG renderer that then draws
+the figure, as matplotlib's own SVG canvas draws it (backend_svg.FigureCanvasSVG.print_svg): at 72 dpi, rasterized
 artists at `image_dpi`.
 """
 
@@ -20,7 +20,7 @@ POINTS = 72  # an SVG's unit is the point: matplotlib draws it at 72 dpi, whatev
 
 
 def write_svg(figure: Figure, out: IO[str], image_dpi: float, metadata: dict[str, Any] | None = None) -> None:
-    """The figure, its layout solved once (plots.fix_layout) with the renderer that draws it, written to `out` as
+    """The figure, its margins made once (plots.fix_layout) with the renderer that draws it, written to `out` as
     SVG text; dense artists rasterized (plots.rasterize_dense) at `image_dpi`."""
     from matplotlib.backends.backend_mixed import MixedModeRenderer
     from matplotlib.backends.backend_svg import FigureCanvasSVG, RendererSVG
