@@ -2,13 +2,14 @@
 
 embscope's figures put their axes in one grid (`subplots`), of the figure or of each subfigure of a column of them
 (undertrained: a row of two panels a table, each row with its own title). What may stand outside an axes is its
-tick labels, axis labels and title, a legend below it, a twin's labels (geometry's spectrum), a colour bar beside
-it (an inset axes, `plots.colour_bar`) and annotations near its edges. `fit` measures each axes once, with the
-renderer that draws it (`Axes.get_tightbbox`: all of the above), against its cell of the grid, and makes every
-margin and gap of the grid as wide as the largest overhang on that side plus PAD; a figure's or subfigure's title
-sits PAD below its top edge, above the grid. The constrained layout measured every text twice (two solver passes)
-before the draw measured it again; here the draw reuses the measurements (matplotlib caches a text's extent per
-renderer), and what is left is the draw itself.
+tick labels, axis labels and title, a legend below it, annotations near its edges, and, in its cell of the grid, a
+twin's labels (geometry's spectrum) and a colour bar with its labels (`plots.colour_bar`). `fit` measures each axes
+once, with the renderer that draws it (`Axes.get_tightbbox`: all of the above), against its cell, and makes every
+margin and gap of the grid as wide as the farthest text past that side plus PAD (GAP between cells); a figure's or
+subfigure's title sits PAD below its top edge, above the grid. The constrained layout measured every axes twice
+(two solver passes) before the draw; here the draw reuses the one measurement (matplotlib caches a text's extent
+per renderer). The ticks measured are those the axes make at matplotlib's default margins; the drawn result is
+what tests/test_figure_margins.py checks, on matplotlib's own extents.
 """
 
 from __future__ import annotations
