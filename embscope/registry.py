@@ -68,7 +68,7 @@ Open = TypeVar("Open")
 # --- kinds of file --------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # compared nowhere: no __eq__ and __hash__ to build at import
 class Kind(Generic[Open]):
     """One kind of file embscope recognises.
 
@@ -134,7 +134,7 @@ def unique(rows: tuple[K, ...], what: str) -> tuple[K, ...]:
 Item = TypeVar("Item")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # compared nowhere: no __eq__ and __hash__ to build at import
 class Entry(Generic[Item]):
     """One row of a table that is not of kinds of file (the top-k engines, the writers of a format): the name it is
     chosen by, what it names (typed, so mypy checks each row), and the reason for its place or its being."""

@@ -50,7 +50,7 @@ def tokenizer_path(value: str | Path) -> Path:
 CHECKPOINT_VARIABLE = "EMBSCOPE_CHECKPOINT"  # -c's default, in every command
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # compared nowhere: no __eq__ and __hash__ to build at import
 class Source:
     """Where the tables come from, as the user gave it."""
 
