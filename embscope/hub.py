@@ -44,7 +44,7 @@ MAX_LINK_PARTS = 64  # names in a link's text (and in a path it leads through): 
 FETCH_HINT = "hf download {id}{rev} (or huggingface-cli download {id}{rev})"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # compared nowhere: no __eq__ and __hash__ to build at import
 class HubSnapshot:
     """A model id resolved in the cache: the folder of the commit its revision names."""
 

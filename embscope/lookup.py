@@ -65,7 +65,7 @@ class WordLookup:
     unknown: str | None = None  # the sentence saying the word became the unknown token (allow_unk), if it did
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # compared nowhere: no __eq__ and __hash__ to build at import
 class WordForms:
     """A word encoded in both forms, before one is chosen: the ids of each, or why the tokenizer could not."""
 

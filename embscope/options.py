@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # compared nowhere: no __eq__ and __hash__ to build at import
 class LookupOptions:
     """How a query names its rows: `ids`, raw token ids instead of words; `exact`, each word encoded as typed
     (no leading space); `allow_unk`, a word the tokenizer maps to its unknown token let through with a note."""
@@ -18,7 +18,7 @@ class LookupOptions:
     allow_unk: bool = False
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # compared nowhere: no __eq__ and __hash__ to build at import
 class DeviceOptions:
     """Where the batched products run ("auto", "cpu", "cuda", "mps") and in what arithmetic ("fp32", "auto",
     "bf16", "tf32", ...; compute.devices lists them)."""
@@ -27,7 +27,7 @@ class DeviceOptions:
     precision: str = "fp32"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # compared nowhere: no __eq__ and __hash__ to build at import
 class SimilarityOptions:
     """What a cosine is taken between: `table` ("token" or "output"); `merge`, a word of several tokens as the
     mean of their rows (else refused); `center`, the table's mean row subtracted first; `remove_top` D, in the

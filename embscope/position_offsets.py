@@ -14,7 +14,7 @@ from typing import Any
 DEFAULT_PADDING_IDX = 1  # fairseq's Dictionary puts <pad> at 1, and RoBERTa-family configs say pad_token_id 1
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # compared nowhere: no __eq__ and __hash__ to build at import
 class OffsetRule:
     """How a family numbers its positions: a fixed offset, or padding_idx + 1 with padding_idx from `key`."""
 

@@ -68,7 +68,7 @@ Open = TypeVar("Open")
 # --- kinds of file --------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # compared nowhere: no __eq__ and __hash__ to build at import
 class Kind(Generic[Open]):
     """One kind of file embscope recognises.
 
@@ -77,9 +77,10 @@ class Kind(Generic[Open]):
     Reader: (path, options) -> Checkpoint; a tokenizer kind's Loader: (path) -> Tokenizer), imported by `open`;
     why: the reason for its place in its list.
     Tokenizer kinds, which a folder is searched for by name, also set file_names (glob patterns) and expects (the
-    files, for messages); one that also knows tokenizers by name (tiktoken's gpt2) sets names and load_name; one
-    whose files may sit away from the checkpoint sets related (where else to look, given the checkpoint's folder
-    and config, nearest first)."""
+    files, for messages); one that also knows tokenizers by name (tiktoken's gpt2) sets lister and name_opener,
+    "module:function" like opener (`names` and `load_name`, imported only when a tokenizer is named); one whose
+    files may sit away from the checkpoint sets related (where else to look, given the checkpoint's folder and
+    config, nearest first)."""
 
     name: str
     sniff: Sniff
@@ -87,22 +88,37 @@ class Kind(Generic[Open]):
     why: str
     file_names: tuple[str, ...] = ()
     expects: str = ""
-    names: Callable[[], tuple[str, ...]] | None = None
-    load_name: Callable[[str], Any] | None = None
+    lister: str | None = None
+    name_opener: str | None = None
     related: Callable[[Path, dict[str, Any]], list[Path]] | None = None
 
     @property
     def open(self) -> Open:
         """The function that reads a file of this kind, its module imported now (the first time a run needs it)."""
-        module, function = self.opener.split(":")
-        found: Open = getattr(importlib.import_module(module), function)
+        found: Open = imported(self.opener)
         return found
+
+    @property
+    def names(self) -> Callable[[], tuple[str, ...]] | None:
+        """The function that lists the tokenizers this kind knows by name, or None; imported as `open` is."""
+        return imported(self.lister) if self.lister else None
+
+    @property
+    def load_name(self) -> Callable[[str], Any] | None:
+        """The function that loads a tokenizer by its name, or None; imported as `open` is."""
+        return imported(self.name_opener) if self.name_opener else None
 
     def matches_name(self, path: Path) -> bool:
         return any(fnmatch.fnmatch(path.name, pattern) for pattern in self.file_names)
 
     def description(self) -> str:
         return f"{self.name} ({self.expects or ', '.join(self.file_names)})"
+
+
+def imported(where: str) -> Any:
+    """The function "module:function" names, its module imported now."""
+    module, function = where.split(":")
+    return getattr(importlib.import_module(module), function)
 
 
 class Named(Protocol):
@@ -134,7 +150,7 @@ def unique(rows: tuple[K, ...], what: str) -> tuple[K, ...]:
 Item = TypeVar("Item")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # compared nowhere: no __eq__ and __hash__ to build at import
 class Entry(Generic[Item]):
     """One row of a table that is not of kinds of file (the top-k engines, the writers of a format): the name it is
     chosen by, what it names (typed, so mypy checks each row), and the reason for its place or its being."""

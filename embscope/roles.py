@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     import numpy as np
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # compared nowhere: no __eq__ and __hash__ to build at import
 class Empty:
     """A role discovery left empty: the error a command that needs it raises, and the note info prints."""
 
@@ -30,7 +30,7 @@ class Empty:
     note: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # compared nowhere: no __eq__ and __hash__ to build at import
 class Known:
     """A tensor name that some architectures give a table, and what to know when it is found."""
 

@@ -27,8 +27,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .. import compute, inputs
-from ..compute.devices import SCORE_BLOCK_BYTES
-from ..compute.rows import normalise
+from ..compute.rows import SCORE_BLOCK_BYTES, normalise
 from ..core.errors import EmbscopeError, InputError, Message, Option, OptionError, TokenError
 from ..core.role import Role
 from ..core.text import quote

@@ -28,7 +28,7 @@ PLOT_SUFFIXES = (".png", ".svg", ".pdf")
 OPTIONAL_VALUES = {"--pairs": PAIRS_DEFAULT, "--plot": PLOT_AUTO}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # compared nowhere: no __eq__ and __hash__ to build at import
 class OptionWords:
     """A command's option names as `filled` reads them: every name, those that take a value, the
     optional-value ones with the value each gets, and whether the command takes arguments too."""

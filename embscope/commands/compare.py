@@ -18,10 +18,9 @@ from ..render import progress
 from ..render.compare_plot import draw
 from ..render.files import input_files
 from .command import CheckpointsCommand
+from .device_options import AUTO_DEVICE, DeviceOption
 from .options import (
-    AUTO_DEVICE,
     CHECKPOINT_VARIABLE,
-    DeviceOption,
     JsonFlag,
     Source,
     checkpoint_path,

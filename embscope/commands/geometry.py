@@ -12,7 +12,8 @@ from ..render.files import input_files
 from ..render.geometry_plot import draw
 from ..render.progress import stages
 from .command import SourceCommand
-from .options import AUTO_DEVICE, DeviceOption, JsonFlag, source_of
+from .device_options import AUTO_DEVICE, DeviceOption
+from .options import JsonFlag, source_of
 from .plot_option import PlotOption, check_plot, plot_path
 
 LISTED = 10  # shown in --help: dimensions and periods listed in the console

@@ -15,17 +15,14 @@ from ..render.files import check_directory, input_files
 from ..render.neighbors_out import STDOUT, out_format, write_neighbors
 from ..render.progress import bar
 from .command import SourceCommand
+from .device_options import AUTO_DEVICE, AUTO_PRECISION, DeviceOption, PrecisionOption
 from .options import (
-    AUTO_DEVICE,
-    AUTO_PRECISION,
     TOKEN_TABLE,
     AllowUnkFlag,
-    DeviceOption,
     ExactFlag,
     IdsFlag,
     JsonFlag,
     ListedNeighbours,
-    PrecisionOption,
     RemoveTopOption,
     Source,
     StrictFlag,

@@ -1,6 +1,7 @@
 """The options commands share (DESIGN.md, command-line contract), each declared once, and the checks of their
 values (numbers that must be finite, words, a library check made a usage error). --plot is declared in
-commands.plot_option; options whose value may be left out are read by commands.base."""
+commands.plot_option, --device and --precision in commands.device_options; options whose value may be left out are
+read by commands.base."""
 
 # No `from __future__ import annotations` here or in a command module: typer reads the annotations of Source and
 # of the command at every run, and evaluated once at import they need no eval() of their text then (5-8 ms a run).
@@ -14,7 +15,6 @@ from typing import Annotated, TypeVar
 
 import typer
 
-from ..compute.devices import DEVICES, PRECISIONS
 from ..core.errors import EmbscopeError, message_of
 from ..core.role import Role  # the table a command reads: one list of roles
 from ..embeddings import Embeddings
@@ -24,12 +24,6 @@ from ..render.flags import as_flags
 
 T = TypeVar("T")
 
-
-# the values come from compute, the one place that knows the devices and arithmetic it supports
-Device = Enum("Device", {value: value for value in DEVICES}, type=str)  # type: ignore[misc]
-Precision = Enum("Precision", {value: value for value in PRECISIONS}, type=str)  # type: ignore[misc]
-AUTO_DEVICE = Device("auto")
-AUTO_PRECISION = Precision("auto")  # bf16 made exact where bf16 is native (a GPU, AMX / avx512_bf16), else fp32
 
 
 def tensor_name(value: str | None) -> str | None:
@@ -56,7 +50,7 @@ def tokenizer_path(value: str | Path) -> Path:
 CHECKPOINT_VARIABLE = "EMBSCOPE_CHECKPOINT"  # -c's default, in every command
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # compared nowhere: no __eq__ and __hash__ to build at import
 class Source:
     """Where the tables come from, as the user gave it."""
 
@@ -165,11 +159,6 @@ TOKEN_TABLE = RowTable("token")
 TableOption = Annotated[RowTable, typer.Option(
     "--table", help="The token table, or the untied output projection (cosines between positions: embscope "
                     "positions).", show_default=True)]
-DeviceOption = Annotated[Device, typer.Option(
-    "--device", help="Where the batched work runs; auto = a GPU when torch sees one.")]
-PrecisionOption = Annotated[Precision, typer.Option(
-    "--precision", help="Arithmetic for the batched products; auto: a bf16 pass made exact by an fp32 re-rank where bf16 is native "
-            "(a GPU, a CPU with AMX or avx512_bf16), else fp32.")]
 RemoveTopOption = Annotated[int | None, typer.Option(
     "--remove-top", metavar="D", min=1, show_default=False,
     help="How many principal directions to remove: ask in the all-but-the-top space, the mean row and the top D "

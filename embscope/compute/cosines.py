@@ -10,8 +10,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..core.errors import OptionError
-from .devices import SCORE_BLOCK_BYTES
 from .rows import (
+    SCORE_BLOCK_BYTES,
     TableChecksum,
     as_table,
     block_rows_for,

@@ -12,12 +12,11 @@ from typing import Any
 from ..core.errors import MissingPackageError, OptionError
 from ..core.memory import available_memory
 from ..hardware import native_bf16
+from .rows import SCORE_BLOCK_BYTES
 
 DEVICES = ("auto", "cpu", "cuda", "mps")
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16", "auto")
 
-# One block of scores on the CPU aims at this size: big enough for BLAS, small enough for caches.
-SCORE_BLOCK_BYTES = 128 << 20
 # On CUDA a block takes at most this much, and at most an eighth of the free device memory.
 CUDA_BLOCK_BYTES = 1 << 30
 

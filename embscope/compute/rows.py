@@ -18,6 +18,9 @@ from ..core.memory import release
 
 # Rows per block: about 16 MB of float64 work space.
 READ_BLOCK_BYTES = 16 << 20
+# One block of scores on the CPU aims at this size: big enough for BLAS, small enough for caches (devices.py
+# bounds it by free memory; here, so that cosines.py needs no device code).
+SCORE_BLOCK_BYTES = 128 << 20
 
 
 def as_table(table: object) -> np.ndarray:

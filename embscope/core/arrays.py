@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # compared nowhere: no __eq__ and __hash__ to build at import
 class ElementType:
     """An element type a tensor may have: its size, how numpy holds its bytes, and whether it is read at all."""
 

@@ -18,7 +18,7 @@ from typing import Any, Self
 from .role import Role
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # compared nowhere: no __eq__ and __hash__ to build at import
 class Option:
     """An option as a message names it: a keyword of the library's (`merge`), with the value the message is
     about (False, "umap") or a placeholder for one ("NAME"). It goes into a message as a part of `Message`; str()

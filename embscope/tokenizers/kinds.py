@@ -1,9 +1,10 @@
 """KINDS: every tokenizer kind, in the order they are listed in messages and tried on a file, each with the reason
 for its place. A file is put to every kind (two that say yes are an error naming both), so the order decides only
 the listing, which kind a folder's search credits with a file first, and where the search beside a checkpoint
-looks first. Each loader is named by where it is and imported when a file is of its kind; the sniffs live together in
-sniffs.py, so that finding a tokenizer imports no loader but the one it uses (and tiktoken_bpe, which also knows
-tokenizers by name). A new kind is a module here with a load function, a sniff in sniffs.py, and one entry below."""
+looks first. Each loader is named by where it is and imported when a file is of its kind (tiktoken_bpe, which also
+knows tokenizers by name, when one is named); the sniffs live together in sniffs.py, so that finding a tokenizer
+imports no loader but the one it uses. A new kind is a module here with a load function, a sniff in sniffs.py, and
+one entry below."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from typing import Protocol
 
 from ..core.tokenizer import Tokenizer
 from ..registry import Kind, listed
-from . import sniffs, tiktoken_bpe
+from . import sniffs
 
 
 class Loader(Protocol):
@@ -48,7 +49,7 @@ KINDS: tuple[Kind[Loader], ...] = listed(
          "*.tiktoken, or a *.model of 'base64 rank' lines, which minbpe's 'minbpe v1' is not; also known by name",
          file_names=("*.tiktoken", "*.model"),
          expects="a .tiktoken file, or an encoding name such as gpt2 or cl100k_base",
-         names=tiktoken_bpe.names, load_name=tiktoken_bpe.load_name),
+         lister="embscope.tokenizers.tiktoken_bpe:names", name_opener="embscope.tokenizers.tiktoken_bpe:load_name"),
     Kind("byte-bpe", sniffs.byte_bpe, loader("byte_bpe"),
          "a *.model starting 'minbpe v1', or JSON merges (a list, or under 'merges') that are all id pairs",
          file_names=("*.model", "merges.json"), expects="a minbpe *.model file or a merges.json list of id pairs"),
