@@ -33,6 +33,7 @@ FP32_UNIT = 2.0 ** -24
 CANDIDATES_EXTRA = 32  # columns kept per row beyond 2k by the first topk of a block
 WIDER = 8  # rows whose cut falls past the first topk's columns are selected again this many times wider
 GATHER_ROWS = 256  # queries re-ranked at a time: a bounded gather of their candidates' rows
+CPU_GATHER_ROWS = 64  # the same on the CPU, where a smaller gather stays in cache
 # emit(start, ids, scores): the top count columns of rows start.. best first, as numpy arrays.
 Emit = Callable[[int, np.ndarray, np.ndarray], None]
 
@@ -64,10 +65,24 @@ def cut_complete(torch: Any, top_low: Any, count: int, n_columns: int, margin: f
 
 def rerank(torch: Any, exact: Any, vectors: Any, cand_ids: Any, cand_low: Any) -> Any:
     """fp32 cosines of each query with its candidates, -inf where the bf16 pass had a left-out column (-inf).
-    Multiply-and-sum, not a matmul, so no tensor-core mode can touch it."""
-    scores = torch.cat([(exact[cand_ids[i:i + GATHER_ROWS]] * vectors[i:i + GATHER_ROWS, None, :]).sum(dim=2)
-                        for i in range(0, cand_ids.shape[0], GATHER_ROWS)])
+    Never a torch matmul, which a tensor-core or oneDNN mode may run below fp32: on the CPU numpy's product
+    (OpenBLAS, several times torch's broadcast multiply-and-sum here), elsewhere a multiply-and-sum."""
+    if exact.device.type == "cpu":
+        scores = torch.from_numpy(candidate_products(exact.numpy(), vectors.numpy(), cand_ids.numpy()))
+    else:
+        scores = torch.cat([(exact[cand_ids[i:i + GATHER_ROWS]] * vectors[i:i + GATHER_ROWS, None, :]).sum(dim=2)
+                            for i in range(0, cand_ids.shape[0], GATHER_ROWS)])
     return scores.masked_fill_(cand_low == -torch.inf, -torch.inf)
+
+
+def candidate_products(exact: np.ndarray, vectors: np.ndarray, cand_ids: np.ndarray) -> np.ndarray:
+    """Dot products of each vector with the rows of its candidates, summed in float64 and rounded to fp32 (as the
+    fp32 engines' scores are), CPU_GATHER_ROWS vectors at a time (their gathered rows stay in cache)."""
+    scores = np.empty(cand_ids.shape, dtype=np.float32)
+    for i in range(0, cand_ids.shape[0], CPU_GATHER_ROWS):
+        part = slice(i, i + CPU_GATHER_ROWS)
+        scores[part] = np.matmul(exact[cand_ids[part]], vectors[part, :, None].astype(np.float64))[..., 0]
+    return scores
 
 
 def ranked(torch: Any, cand_ids: Any, cand_scores: Any, count: int) -> tuple[Any, Any]:

@@ -11,7 +11,6 @@ from typing import Any
 
 from ..core.errors import MissingPackageError, OptionError
 from ..core.memory import available_memory
-from ..hardware import native_bf16
 from .rows import SCORE_BLOCK_BYTES
 
 DEVICES = ("auto", "cpu", "cuda", "mps")
@@ -77,17 +76,17 @@ def resolve_device(device: str = "auto") -> str:
 def resolve_precision(precision: str, device: str) -> str:
     """Turn "auto" into a precision for the device; any other value passes through.
 
-    "auto" is bf16 candidates made exact by an fp32 re-rank (bf16_exact) where bf16 is multiplied natively:
-    a GPU that supports bf16 (else fp16 candidates), or a CPU with AMX or avx512_bf16 and torch installed.
-    On other CPUs it is fp32: torch emulates bf16 there, several times slower than fp32.
+    "auto" is bf16 candidates made exact by an fp32 re-rank (bf16_exact) on a GPU that supports bf16 (else fp16
+    candidates), and fp32 on the CPU: on a CPU with AMX and avx512_bf16 (a 2-core Xeon, docs/speed.md) the exact
+    bf16 search ran at a third of numpy's fp32 speed, its selection costing many times the bf16 multiply itself,
+    and without native bf16 torch emulates it, slower still. `--precision bf16` still runs it on the CPU.
     """
     if precision not in PRECISIONS:
         raise OptionError(f"precision must be one of {', '.join(PRECISIONS)}; got {precision!r}", option="precision")
     if precision != "auto":
         return precision
     if device == "cpu":
-        native = native_bf16() and importlib.util.find_spec("torch") is not None
-        return "bf16" if native else "fp32"
+        return "fp32"
     if device == "cuda":
         return "bf16" if torch_module().cuda.is_bf16_supported() else "fp16"
     return "fp16"
