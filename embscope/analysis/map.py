@@ -29,7 +29,7 @@ from ..core.text import quote
 from ..lookup import check_id, lookup_word
 from ..naming import row_name
 from ..options import LookupOptions
-from .norms import RowListing, judged, row_norms
+from .norms import NormSummary, RowListing, judged, row_norms
 from .probes import given_rule, probe_words
 from .untrained import Untrained
 
@@ -276,8 +276,9 @@ def position_points(coords: np.ndarray, first_row: int) -> list[Point]:
 
 
 def table_map(emb: Embeddings, role: Role, *, method: str = "pca", words: list[str] | None = None,
-              exact: bool = False) -> TableMap:
-    """The 2-D map of the `role` table, its labelled points and its flagged rows."""
+              exact: bool = False, verdicts: tuple[NormSummary, Untrained] | None = None) -> TableMap:
+    """The 2-D map of the `role` table, its labelled points and its flagged rows; `verdicts`: what norms.judged
+    gives the table (its default threshold), when the caller has it (the report's norms section)."""
     if method not in METHODS:
         raise OptionError(f"expected a method {' or '.join(METHODS)}, found {quote(method)}", option="method")
     role = Role(role)
@@ -299,7 +300,7 @@ def table_map(emb: Embeddings, role: Role, *, method: str = "pca", words: list[s
         if why_none:
             notes.append(why_none)
 
-    summary, untrained = judged(array, norms, role, emb.checkpoint.config, table.first_row)
+    summary, untrained = verdicts or judged(array, norms, role, emb.checkpoint.config, table.first_row)
 
     def flagged_point(position: int) -> FlaggedPoint:
         anomaly = summary.anomalies[position]
