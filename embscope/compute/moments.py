@@ -293,15 +293,24 @@ def exponential_sums(work: Work, projected: Any, along: Any, sign: int, peak: An
 
 
 def residual_units(work: Work, x: Any, drop: Any) -> tuple[int, Any]:
-    """Each row of `x` (float64, changed in place) with its part in the span of `drop` taken out: how many keep a
-    part (RESIDUAL_TOLERANCE), and the sum of those parts at unit length, as one product with weights 1 / |part|."""
+    """Each row of `x` (float64) with its part in the span of `drop` (orthonormal columns) taken out: how many keep
+    a part (RESIDUAL_TOLERANCE), and the sum of those parts at unit length, as products with weights 1 / |part|.
+    |part|^2 = |x|^2 - |x . drop|^2, exact to a few roundings where the part keeps half the row or more; a row
+    closer to the span has its part made and measured (the difference would cancel)."""
     xp = work.xp
-    lengths = xp.sqrt(xp.einsum("ij,ij->i", x, x))
-    # one direction (d < 200): each entry is one product, as the matrix product's, with no product of depth 1
-    x -= (x @ drop) * drop.T if drop.shape[1] == 1 else (x @ drop) @ drop.T
-    residual = xp.sqrt(xp.einsum("ij,ij->i", x, x))
-    keep = residual > RESIDUAL_TOLERANCE * lengths
-    return int(keep.sum()), xp.where(keep, 1 / xp.where(keep, residual, 1.0), 0.0) @ x
+    squares = xp.einsum("ij,ij->i", x, x)
+    inside = x @ drop
+    left = squares - xp.einsum("ij,ij->i", inside, inside)
+    near = left < squares / 2
+    part = x[near] - inside[near] @ drop.T
+    left[near] = xp.einsum("ij,ij->i", part, part)
+    residual = xp.sqrt(left)
+    keep = residual > RESIDUAL_TOLERANCE * xp.sqrt(squares)
+    weights = xp.where(keep, 1 / xp.where(keep, residual, 1.0), 0.0)
+    # the near rows' parts summed as made (x less its span would cancel), the rest as x less its span of the sum
+    near_sum = weights[near] @ part
+    weights[near] = 0.0
+    return int(keep.sum()), near_sum + (weights @ x - (weights @ inside) @ drop.T)
 
 
 def project_out(rows: StoredRows, mean: np.ndarray, removed: np.ndarray) -> np.ndarray:
