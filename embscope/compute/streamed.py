@@ -77,15 +77,20 @@ class StreamedTopK:
         return lines, columns + start, clip_cosines(scores.reshape(-1)[where])
 
     def merge_found(self, found: Found) -> None:
-        """Each query's k best of what it holds and what was found, by (score desc, row id asc)."""
-        queries, k = self.ids.shape
-        lines = np.concatenate([np.repeat(np.arange(queries), k), found[0]])
-        ids = np.concatenate([self.ids.reshape(-1), found[1]])
-        scores = np.concatenate([self.scores.reshape(-1), found[2]])
-        order = np.lexsort((ids, -scores, lines))
-        counts = np.bincount(lines, minlength=queries)
+        """Each query's k best of what it holds and what was found, by (score desc, row id asc): only the queries
+        something was found for are sorted again."""
+        lines, found_ids, found_scores = found
+        if not lines.size:
+            return
+        touched = np.unique(lines)
+        k = self.ids.shape[1]
+        every = np.concatenate([np.repeat(np.arange(len(touched)), k), np.searchsorted(touched, lines)])
+        ids = np.concatenate([self.ids[touched].reshape(-1), found_ids])
+        scores = np.concatenate([self.scores[touched].reshape(-1), found_scores])
+        order = np.lexsort((ids, -scores, every))
+        counts = np.bincount(every, minlength=len(touched))
         kept = order[(np.cumsum(counts) - counts)[:, None] + np.arange(k)]  # each query holds k or more
-        self.ids, self.scores = ids[kept], scores[kept]
+        self.ids[touched], self.scores[touched] = ids[kept], scores[kept]
 
     def merge(self, ids: np.ndarray, scores: np.ndarray) -> None:
         self.ids, self.scores = merge_top(self.ids, self.scores, ids, scores)
