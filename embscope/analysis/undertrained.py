@@ -44,6 +44,10 @@ BLOCK_BYTES = 32 * 1024 * 1024  # float64 work space per block of rows
 COMPONENT_WIDTH = 8  # directions iterated together to find the first principal component
 COMPONENT_ITERATIONS = 40  # reads of the table at most; a table with no leading direction uses them all
 COMPONENT_TOLERANCE = 1e-10  # distance between successive unit estimates of the component
+# up to this width the first component's iteration multiplies the d x d covariance, summed in one read of the table,
+# instead of reading the table at each iteration: the covariance's d x d products cost about what two iterations'
+# d x COMPONENT_WIDTH ones do at this width, and a table with no leading direction iterates COMPONENT_ITERATIONS times
+COVARIANCE_MAX_DIM = 256
 NEAR_IDENTICAL = 0.99  # cosine at which two rows count as one point of a cluster
 CLUSTER_NEIGHBOURS = 8  # top-k of every row, for the cluster search
 # rows scored against the table at most (queries x rows): past it the search starts from a seeded sample of
@@ -473,16 +477,20 @@ def blocks(array: np.ndarray, valid: np.ndarray, center: np.ndarray | None = Non
 def first_component(array: np.ndarray, valid: np.ndarray, seed: int = 0) -> np.ndarray:
     """The unit direction of largest variance of the valid rows about their mean (PCA's first component), by
     block subspace iteration with Rayleigh-Ritz on the covariance: one read of the table per iteration and
-    d x COMPONENT_WIDTH memory. A table with no leading direction (noise) stops at COMPONENT_ITERATIONS."""
+    d x COMPONENT_WIDTH memory, or, for a table up to COVARIANCE_MAX_DIM wide, one read that sums the d x d
+    covariance, which each iteration then multiplies (the same products, summed in another order). A table with
+    no leading direction (noise) stops at COMPONENT_ITERATIONS."""
+    dim = array.shape[1]
     count = max(int(valid.sum()), 1)
-    mean = sum((block.sum(axis=0) for _, block in blocks(array, valid)), np.zeros(array.shape[1])) / count
-    width = min(COMPONENT_WIDTH, array.shape[1])
-    basis, _ = np.linalg.qr(np.random.default_rng(seed).standard_normal((array.shape[1], width)))
-    top = np.zeros(array.shape[1])
+    mean = sum((block.sum(axis=0) for _, block in blocks(array, valid)), np.zeros(dim)) / count
+    width = min(COMPONENT_WIDTH, dim)
+    basis, _ = np.linalg.qr(np.random.default_rng(seed).standard_normal((dim, width)))
+    covariance = None
+    if dim <= COVARIANCE_MAX_DIM:
+        covariance = sum((block.T @ block for _, block in blocks(array, valid, mean)), np.zeros((dim, dim)))
+    top = np.zeros(dim)
     for _ in range(COMPONENT_ITERATIONS):
-        spread = np.zeros_like(basis)
-        for _, block in blocks(array, valid, mean):
-            spread += block.T @ (block @ basis)
+        spread = covariance @ basis if covariance is not None else spread_of(array, valid, mean, basis)
         vectors = np.linalg.eigh(basis.T @ spread)[1]  # Rayleigh-Ritz within the current directions
         order = vectors[:, ::-1]
         previous, top = top, basis @ order[:, 0]
@@ -491,6 +499,14 @@ def first_component(array: np.ndarray, valid: np.ndarray, seed: int = 0) -> np.n
             break
         basis, _ = np.linalg.qr(spread @ order)
     return top / np.linalg.norm(top)
+
+
+def spread_of(array: np.ndarray, valid: np.ndarray, mean: np.ndarray, basis: np.ndarray) -> np.ndarray:
+    """The covariance of the valid rows times `basis`, in one read of the table: sum of B^T (B basis)."""
+    spread = np.zeros_like(basis)
+    for _, block in blocks(array, valid, mean):
+        spread += block.T @ (block @ basis)
+    return spread
 
 
 def reference_cosines(array: np.ndarray, valid: np.ndarray, reference: np.ndarray, component: np.ndarray) -> np.ndarray:
