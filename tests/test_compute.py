@@ -590,3 +590,29 @@ def test_the_baseline_pass_feeds_every_byte_of_the_table_once(tmp_path):
         assert crc.value == zlib.crc32(table.tobytes())  # in row order, as a cache would hash the file's table
         plain = random_pairs(table, n_pairs=300, seed=1)
         assert found.mean == plain.mean and np.array_equal(found.sample, plain.sample)
+
+
+def test_streamed_search_takes_only_the_scores_above_each_kth_best(monkeypatch):
+    # Past the first block a query's candidates are its scores at or above its k-th best so far; a block with many
+    # of them (most rows one point: all ties at 1) is selected whole instead. Both paths against the brute force.
+    from embscope.compute import streamed
+    paths = {"above": 0, "whole": 0}
+    original = streamed.StreamedTopK.above_kth
+
+    def counted(self, start, scores, kth):
+        found = original(self, start, scores, kth)
+        paths["whole" if len(found[0]) == scores.shape[0] * min(self.k, scores.shape[1]) else "above"] += 1
+        return found
+
+    monkeypatch.setattr(streamed.StreamedTopK, "above_kth", counted)
+    rng = np.random.default_rng(7)
+    rows = dyadic_table(6000, seed=7)  # exact in float32: the brute force's scores are the search's to the bit
+    one_point = rows.copy()
+    one_point[1000:] = one_point[3]
+    one_point[1000:1010] *= -1
+    queries = np.concatenate([[3, 1005, 5999, 10], rng.choice(6000, 1496, replace=False)])
+    for table in (rows, one_point):
+        for k in (1, 9):
+            got = topk_rows(table, k, rows=queries)  # 1,500 queries: blocks of 5,592 rows, the table read in two
+            assert_topk_exact(got, *brute_topk(table, k, queries))
+    assert paths["above"] and paths["whole"]

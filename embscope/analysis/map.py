@@ -29,7 +29,7 @@ from ..core.text import quote
 from ..lookup import check_id, lookup_word
 from ..naming import row_name
 from ..options import LookupOptions
-from .norms import RowListing, judged, row_norms
+from .norms import NormSummary, RowListing, judged, row_norms
 from .probes import given_rule, probe_words
 from .untrained import Untrained
 
@@ -135,12 +135,14 @@ def gram_components(array: np.ndarray, ids: np.ndarray, mean: np.ndarray) -> tup
     return signed(components), top, float(np.trace(gram))
 
 
-def pca_2d(array: np.ndarray, max_svd_bytes: int | None = None, max_side: int | None = None) -> Projection:
+def pca_2d(array: np.ndarray, max_svd_bytes: int | None = None, max_side: int | None = None,
+           norms: np.ndarray | None = None) -> Projection:
     """The rows' coordinates along the two principal components of the centred finite rows; `max_svd_bytes`: the
-    largest copy decomposed by SVD, `max_side`: the largest square matrix decomposed (None: the module's limits)."""
+    largest copy decomposed by SVD, `max_side`: the largest square matrix decomposed (None: the module's limits);
+    `norms`: the rows' norms when the caller has them (row_norms)."""
     max_svd_bytes = SVD_MAX_BYTES if max_svd_bytes is None else max_svd_bytes
     max_side = SQUARE_MAX_SIDE if max_side is None else max_side
-    ok = finite_rows(array)
+    ok = finite_rows(array) if norms is None else np.isfinite(norms)
     ids = np.flatnonzero(ok)
     n, dim = len(ids), array.shape[1]
     if n < 2 or dim < 2:
@@ -168,19 +170,34 @@ def pca_2d(array: np.ndarray, max_svd_bytes: int | None = None, max_side: int | 
         if sampled is not None:  # the variances are the sample's
             n = sampled
     else:
-        mean = column_mean(array, ids)
-        scatter = np.zeros((dim, dim))
-        for _, block in row_blocks(array, ids, mean):
-            scatter += block.T @ block
+        mean, scatter = mean_and_scatter(array, ids)
         values, vectors = np.linalg.eigh(scatter)  # ascending
         spread = values
         components, top, route = signed(vectors[:, ::-1][:, :2].T), values[::-1][:2], "covariance"
+        every_row = len(ids) == len(coords)  # then a block's rows are a slice, with no gather or scatter
         for start, block in row_blocks(array, ids, mean):
-            coords[ids[start:start + len(block)]] = block @ components.T
+            placed = slice(start, start + len(block)) if every_row else ids[start:start + len(block)]
+            coords[placed] = block @ components.T
     total_spread = float(np.sum(np.clip(spread, 0, None)))
     variance = (float(top[0]) / (n - 1), float(max(top[1], 0.0)) / (n - 1))
     ratio = (variance[0] * (n - 1) / total_spread, variance[1] * (n - 1) / total_spread) if total_spread > 0 else None
     return Projection(coords, "pca", route, variance, ratio, len(ids), np.flatnonzero(~ok), sampled)
+
+
+def mean_and_scatter(array: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The mean of rows `ids` and their scatter about it, in one pass: summed about the first block's mean, so a
+    large common offset costs no precision, and corrected once at the end (as compute.moments does)."""
+    dim = array.shape[1]
+    total, scatter, shift = np.zeros(dim), np.zeros((dim, dim)), np.zeros(dim)
+    for start, block in row_blocks(array, ids):
+        if start == 0:
+            shift = block.mean(axis=0)
+        block -= shift
+        total += block.sum(axis=0)
+        scatter += block.T @ block
+    offset = total / max(len(ids), 1)  # the mean less the shift
+    scatter -= len(ids) * np.outer(offset, offset)
+    return offset + shift, scatter
 
 
 def column_mean(array: np.ndarray, ids: np.ndarray) -> np.ndarray:
@@ -259,8 +276,9 @@ def position_points(coords: np.ndarray, first_row: int) -> list[Point]:
 
 
 def table_map(emb: Embeddings, role: Role, *, method: str = "pca", words: list[str] | None = None,
-              exact: bool = False) -> TableMap:
-    """The 2-D map of the `role` table, its labelled points and its flagged rows."""
+              exact: bool = False, verdicts: tuple[NormSummary, Untrained] | None = None) -> TableMap:
+    """The 2-D map of the `role` table, its labelled points and its flagged rows; `verdicts`: what norms.judged
+    gives the table (its default threshold), when the caller has it (the report's norms section)."""
     if method not in METHODS:
         raise OptionError(f"expected a method {' or '.join(METHODS)}, found {quote(method)}", option="method")
     role = Role(role)
@@ -269,7 +287,8 @@ def table_map(emb: Embeddings, role: Role, *, method: str = "pca", words: list[s
                           option="words", role=role)
     table = emb.table(role)
     array = table.array
-    projection = pca_2d(array) if method == "pca" else umap_2d(array)
+    norms = row_norms(array)  # for the map's finite rows and the flagged ones
+    projection = pca_2d(array, norms=norms) if method == "pca" else umap_2d(array)
     coords = projection.coords
     notes = list(table.notes)
     tokenizer = None
@@ -281,7 +300,7 @@ def table_map(emb: Embeddings, role: Role, *, method: str = "pca", words: list[s
         if why_none:
             notes.append(why_none)
 
-    summary, untrained = judged(array, row_norms(array), role, emb.checkpoint.config, table.first_row)
+    summary, untrained = verdicts or judged(array, norms, role, emb.checkpoint.config, table.first_row)
 
     def flagged_point(position: int) -> FlaggedPoint:
         anomaly = summary.anomalies[position]

@@ -28,6 +28,7 @@ from .positions import PositionsResult, positions
 from .probes import given_rule, probe_words
 from .stages import Stages, quiet
 from .undertrained import UndertrainedTables, undertrained_tables
+from .untrained import Untrained
 
 if TYPE_CHECKING:
     from ..embeddings import Embeddings
@@ -182,15 +183,28 @@ def geometry_of(emb: Embeddings, stages: Stages = quiet) -> dict[str, Geometry |
     return each_table(emb, lambda role: geometry(emb, role, stages=stages))
 
 
-def maps_of(emb: Embeddings, words: Sequence[str] | None) -> dict[str, TableMap | Missing]:
+def maps_of(emb: Embeddings, words: Sequence[str] | None,
+            norms: dict[str, NormsReport | Missing] | None = None) -> dict[str, TableMap | Missing]:
+    """`embscope map` of the token and position tables, with the verdicts of the norms section where it has them
+    (the same call of norms.judged: found once)."""
     found: dict[str, TableMap | Missing] = {}
     for role in MAP_ROLES:
         if role is Role.position and emb.position is None:
             found[role.value] = Absent("no learned position table (see the positions section)")
         else:
             chosen = list(words) if words and role is Role.token else None
-            found[role.value] = attempt(partial(table_map, emb, role, words=chosen))
+            known = (norms or {}).get(role.value)
+            verdicts = (known.summary, known.untrained) \
+                if isinstance(known, NormsReport) and known.untrained is not None else None
+            found[role.value] = attempt(partial(table_map, emb, role, words=chosen, verdicts=verdicts))
     return found
+
+
+def never_trained(norms: dict[str, NormsReport | Missing]) -> dict[str, Untrained]:
+    """The never-trained rows the norms section found, by role, for the undertrained section's seed: a table
+    counted from row 0 (the position table's reserved rows shift its verdict)."""
+    return {role: found.untrained for role, found in norms.items()
+            if isinstance(found, NormsReport) and found.untrained is not None and found.first_row == 0}
 
 
 def gather(checkpoints: Sequence[Path], open_path: Opener, *, words: Sequence[str] | None = None,
@@ -207,8 +221,8 @@ def gather(checkpoints: Sequence[Path], open_path: Opener, *, words: Sequence[st
     return Report(
         emb=emb, checkpoints=tuple(checkpoints), info=info_report(emb), params=attempt(partial(params_report, emb)),
         norms=norms, positions=positions_of(emb, norms["position"]),
-        undertrained=attempt(lambda: undertrained_tables(emb, stages=stages)),
-        neighbors=neighbors_of(emb, words, NEIGHBOR_K), maps=maps_of(emb, words), compare=compare,
+        undertrained=attempt(lambda: undertrained_tables(emb, stages=stages, untrained=never_trained(norms))),
+        neighbors=neighbors_of(emb, words, NEIGHBOR_K), maps=maps_of(emb, words, norms), compare=compare,
         notes=tuple(notes), geometry=geometry_of(emb, stages))
 
 

@@ -35,7 +35,7 @@ from ..core.errors import EmbscopeError, Message, TableError, message_of
 from .norms import DEFAULT_THRESHOLD, RowListing, median_and_mad, robust_z, row_norms
 from .stages import Progress, Stages, quiet
 from .token_kinds import KINDS, ROUND_TRIP_MAX_CHARS, TokenKinds, token_kinds
-from .untrained import find_untrained
+from .untrained import Untrained, find_untrained
 
 if TYPE_CHECKING:
     from ..embeddings import Embeddings
@@ -44,6 +44,10 @@ BLOCK_BYTES = 32 * 1024 * 1024  # float64 work space per block of rows
 COMPONENT_WIDTH = 8  # directions iterated together to find the first principal component
 COMPONENT_ITERATIONS = 40  # reads of the table at most; a table with no leading direction uses them all
 COMPONENT_TOLERANCE = 1e-10  # distance between successive unit estimates of the component
+# up to this width the first component's iteration multiplies the d x d covariance, summed in one read of the table,
+# instead of reading the table at each iteration: the covariance's d x d products cost about what two iterations'
+# d x COMPONENT_WIDTH ones do at this width, and a table with no leading direction iterates COMPONENT_ITERATIONS times
+COVARIANCE_MAX_DIM = 256
 NEAR_IDENTICAL = 0.99  # cosine at which two rows count as one point of a cluster
 CLUSTER_NEIGHBOURS = 8  # top-k of every row, for the cluster search
 # rows scored against the table at most (queries x rows): past it the search starts from a seeded sample of
@@ -164,9 +168,11 @@ def nearest_rows(device: str, progress: Progress) -> NearestRows:
 
 
 def undertrained_tables(emb: Embeddings, roles: Sequence[str] | None = None, *, others: OtherTables | None = None,
-                        device: str = "auto", stages: Stages = quiet) -> UndertrainedTables:
+                        device: str = "auto", stages: Stages = quiet,
+                        untrained: Mapping[str, Untrained] | None = None) -> UndertrainedTables:
     """Candidates in each table of `roles` (default_roles when None), the tokenizer's kinds worked out once for
-    tables of the same height; `others` gives the same table from other checkpoints of the run."""
+    tables of the same height; `others` gives the same table from other checkpoints of the run; `untrained`: the
+    never-trained rows of a table by role, where the caller found them already (the report's norms section)."""
     device = compute.resolve_device(device)
     tokenizer, why_none = emb.tokenizer_for_names()
     notes = [why_none] if why_none else []
@@ -186,7 +192,8 @@ def undertrained_tables(emb: Embeddings, roles: Sequence[str] | None = None, *, 
         other = others(role, chosen.tensor.shape) if others is not None else ()
         reports.append(find_undertrained(chosen.array, kinds, table=chosen.role, name=chosen.name, others=other,
                                          topk=nearest_rows(device, stages(f"nearest rows of the {role} table")),
-                                         config=emb.checkpoint.config))
+                                         config=emb.checkpoint.config,
+                                         never=(untrained or {}).get(str(chosen.role))))
     notes += [note for report in reports for note in emb.table(report.table).notes]
     return UndertrainedTables(tuple(reports), kinds, tuple(notes))
 
@@ -197,7 +204,7 @@ Measure = Callable[["Reference", Refine], Measured]
 
 def indicator(array: np.ndarray, valid: np.ndarray, norms: np.ndarray, kinds: TokenKinds | None,
               reference: Reference, topk: NearestRows | None, config: Mapping[str, Any] | None = None,
-              table: str = "token") -> tuple[Reference, np.ndarray, Threshold, np.ndarray]:
+              table: str = "token", never: Untrained | None = None) -> tuple[Reference, np.ndarray, Threshold, np.ndarray]:
     """The indicator of each row against the reference (refined), or against the table's own seed when the
     tokenizer's rows are too few or show no gap; and the seed's rows when they are the candidates themselves."""
     components: list[np.ndarray] = []  # the first principal component, found once if an indicator is measured
@@ -217,7 +224,8 @@ def indicator(array: np.ndarray, valid: np.ndarray, norms: np.ndarray, kinds: To
     # or too scattered for their mean to point anywhere)
     if topk is not None and reference.source in ("tokenizer", "none") and (too_few or threshold.value is None):
         reference, scores, threshold, seed_rows = seeded(array, valid, norms, kinds, topk,
-                                                         (reference, scores, threshold), measured, config, table)
+                                                         (reference, scores, threshold), measured, config, table,
+                                                         never)
     if too_few and len(reference.rows) and reference.source == "tokenizer" and np.isnan(scores).all():
         reference, scores, threshold = measured(reference, refined)  # the few rows there are: the table seeded none
     return reference, scores, threshold, seed_rows
@@ -225,11 +233,11 @@ def indicator(array: np.ndarray, valid: np.ndarray, norms: np.ndarray, kinds: To
 
 def seeded(array: np.ndarray, valid: np.ndarray, norms: np.ndarray, kinds: TokenKinds | None, topk: NearestRows,
            found: Measured, measured: Measure, config: Mapping[str, Any] | None = None,
-           table: str = "token") -> tuple[Reference, np.ndarray, Threshold, np.ndarray]:
+           table: str = "token", never: Untrained | None = None) -> tuple[Reference, np.ndarray, Threshold, np.ndarray]:
     """The indicator against the table's own seed (a cluster of rows near each other), when it finds one."""
     reference, scores, threshold = found
     seed_rows = np.zeros(0, dtype=np.int64)
-    seed = table_seed(array, valid, norms, topk, config, table)
+    seed = table_seed(array, valid, norms, topk, config, table, never)
     if len(seed.rows):
         why = seeded_because(reference, kinds)
         reference, scores, threshold = measured(Reference(seed.rows, seed.source, f"{seed.description}; {why}"),
@@ -245,10 +253,11 @@ def seeded(array: np.ndarray, valid: np.ndarray, norms: np.ndarray, kinds: Token
 
 def find_undertrained(array: np.ndarray, kinds: TokenKinds | None, *, table: str = "token", name: str = "",
                       others: Sequence[np.ndarray] = (), topk: NearestRows | None = None,
-                      config: Mapping[str, Any] | None = None) -> UndertrainedReport:
+                      config: Mapping[str, Any] | None = None, never: Untrained | None = None) -> UndertrainedReport:
     """Candidates for under-trained rows of one table. `kinds`: the tokenizer's view (None without one);
     `others`: the same table from other checkpoints of the run; `topk`: the batched nearest-row search for
-    the cluster fallback (None skips it); `config`: the checkpoint's config.json (its init scale)."""
+    the cluster fallback (None skips it); `config`: the checkpoint's config.json (its init scale); `never`: the
+    table's never-trained rows (analysis.untrained) when the caller has them."""
     norms = row_norms(array)
     valid = np.isfinite(norms) & (norms > 0)
     notes = []
@@ -257,7 +266,8 @@ def find_undertrained(array: np.ndarray, kinds: TokenKinds | None, *, table: str
         raise TableError(f"expected checkpoints of different steps, found every row of the {table} table bitwise the "
                          "same in all of them (the same weights given twice?)")
     reference, scores, threshold, seed_rows = indicator(array, valid, norms, kinds,
-                                                        tokenizer_reference(kinds, unchanged), topk, config, table)
+                                                        tokenizer_reference(kinds, unchanged), topk, config, table,
+                                                        never)
     if kinds is None:
         notes.append("without a tokenizer nothing is verified, and padding rows cannot be told apart")
     median, mad = median_and_mad(norms)
@@ -309,11 +319,11 @@ def seeded_because(tokenizer: Reference, kinds: TokenKinds | None) -> str:
 
 
 def table_seed(array: np.ndarray, valid: np.ndarray, norms: np.ndarray, topk: NearestRows,
-               config: Mapping[str, Any] | None = None, table: str = "token") -> Reference:
+               config: Mapping[str, Any] | None = None, table: str = "token", never: Untrained | None = None) -> Reference:
     """Rows the table itself shows as unused: its never-trained rows (analysis.untrained: still as initialised, or
-    moved only together), else the densest tight cluster whose norms stand apart from the rest (SEED_NORM_Z),
-    else the low-norm tail."""
-    never = find_untrained(array, norms, table, config)
+    moved only together; `never` when the caller found them), else the densest tight cluster whose norms stand
+    apart from the rest (SEED_NORM_Z), else the low-norm tail."""
+    never = never if never is not None else find_untrained(array, norms, table, config)
     if never.count >= MIN_SEED_ROWS and not never.whole:
         return Reference(never.rows, "untrained", f"the table's never-trained rows: {never.evidence}")
     cluster = cluster_reference(array, valid, topk, norms)
@@ -467,16 +477,20 @@ def blocks(array: np.ndarray, valid: np.ndarray, center: np.ndarray | None = Non
 def first_component(array: np.ndarray, valid: np.ndarray, seed: int = 0) -> np.ndarray:
     """The unit direction of largest variance of the valid rows about their mean (PCA's first component), by
     block subspace iteration with Rayleigh-Ritz on the covariance: one read of the table per iteration and
-    d x COMPONENT_WIDTH memory. A table with no leading direction (noise) stops at COMPONENT_ITERATIONS."""
+    d x COMPONENT_WIDTH memory, or, for a table up to COVARIANCE_MAX_DIM wide, one read that sums the d x d
+    covariance, which each iteration then multiplies (the same products, summed in another order). A table with
+    no leading direction (noise) stops at COMPONENT_ITERATIONS."""
+    dim = array.shape[1]
     count = max(int(valid.sum()), 1)
-    mean = sum((block.sum(axis=0) for _, block in blocks(array, valid)), np.zeros(array.shape[1])) / count
-    width = min(COMPONENT_WIDTH, array.shape[1])
-    basis, _ = np.linalg.qr(np.random.default_rng(seed).standard_normal((array.shape[1], width)))
-    top = np.zeros(array.shape[1])
+    mean = sum((block.sum(axis=0) for _, block in blocks(array, valid)), np.zeros(dim)) / count
+    width = min(COMPONENT_WIDTH, dim)
+    basis, _ = np.linalg.qr(np.random.default_rng(seed).standard_normal((dim, width)))
+    covariance = None
+    if dim <= COVARIANCE_MAX_DIM:
+        covariance = sum((block.T @ block for _, block in blocks(array, valid, mean)), np.zeros((dim, dim)))
+    top = np.zeros(dim)
     for _ in range(COMPONENT_ITERATIONS):
-        spread = np.zeros_like(basis)
-        for _, block in blocks(array, valid, mean):
-            spread += block.T @ (block @ basis)
+        spread = covariance @ basis if covariance is not None else spread_of(array, valid, mean, basis)
         vectors = np.linalg.eigh(basis.T @ spread)[1]  # Rayleigh-Ritz within the current directions
         order = vectors[:, ::-1]
         previous, top = top, basis @ order[:, 0]
@@ -485,6 +499,14 @@ def first_component(array: np.ndarray, valid: np.ndarray, seed: int = 0) -> np.n
             break
         basis, _ = np.linalg.qr(spread @ order)
     return top / np.linalg.norm(top)
+
+
+def spread_of(array: np.ndarray, valid: np.ndarray, mean: np.ndarray, basis: np.ndarray) -> np.ndarray:
+    """The covariance of the valid rows times `basis`, in one read of the table: sum of B^T (B basis)."""
+    spread = np.zeros_like(basis)
+    for _, block in blocks(array, valid, mean):
+        spread += block.T @ (block @ basis)
+    return spread
 
 
 def reference_cosines(array: np.ndarray, valid: np.ndarray, reference: np.ndarray, component: np.ndarray) -> np.ndarray:

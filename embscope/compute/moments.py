@@ -82,11 +82,38 @@ class Work:
         self.torch = device != "cpu" if use_torch is None else use_torch  # torch on the cpu: tests of the GPU path
         self.xp: Any = torch_module() if self.torch else np
 
-    def put(self, block: np.ndarray) -> Any:
-        """A host block as float64 where the work runs."""
+    def put(self, block: np.ndarray, space: np.ndarray | None = None) -> Any:
+        """A host block as float64 where the work runs; on the host into `space` when given (a buffer from
+        `space`, reused block after block: fresh pages cost more than the copy)."""
         if not self.torch:
+            if space is not None:
+                np.copyto(space[:len(block)], block)
+                return space[:len(block)]
             return np.array(block, dtype=np.float64)  # a copy always: a float64 table's map is read-only
         return self.xp.from_numpy(np.array(block)).to(self.device).double()  # torch wants a writable array
+
+    def space(self, rows: int, dim: int) -> np.ndarray | None:
+        """A float64 buffer for blocks of up to `rows` rows on the host (None where torch works)."""
+        return None if self.torch else np.empty((rows, dim))
+
+    def less(self, block: np.ndarray, mean: Any, space: np.ndarray | None = None) -> Any:
+        """A host block less `mean` (float64 where the work runs): numpy widens and subtracts in one pass, into
+        `space` when given."""
+        if not self.torch:
+            return np.subtract(block, mean, out=space[:len(block)] if space is not None else None, dtype=np.float64)
+        widened = self.put(block)
+        widened -= mean
+        return widened
+
+    def squares(self, x: Any, space: np.ndarray | None = None) -> Any:
+        """x * x, into `space` when given."""
+        return x * x if space is None else np.multiply(x, x, out=space[:len(x)])
+
+    def single(self, value: Any) -> Any:
+        return value.float() if self.torch else value.astype(np.float32)
+
+    def double(self, value: Any) -> Any:
+        return value.double() if self.torch else value.astype(np.float64)
 
     def zeros(self, *shape: int) -> Any:
         if not self.torch:
@@ -157,8 +184,9 @@ def _table_moments(rows: StoredRows, work: Work, progress: Progress | None) -> T
     shift = None
     zero = not_finite = 0
     left_out: list[int] = []
+    space, squares = work.space(block_rows(dim), dim), work.space(block_rows(dim), dim)
     for start, raw in rows.blocks(block_rows(dim)):
-        x = work.put(raw)
+        x = work.put(raw, space)
         norms = xp.sqrt(xp.einsum("ij,ij->i", x, x))
         finite = xp.isfinite(norms)
         ok = finite & (norms > 0)
@@ -175,9 +203,9 @@ def _table_moments(rows: StoredRows, work: Work, progress: Progress | None) -> T
             x, norms = x[ok], norms[ok]
         if len(norms) == 0:
             continue
-        unit = x / norms[:, None]
-        unit_sum += unit.sum(0)
-        unit_squares += (unit * unit).sum(0)
+        inverse = 1 / norms  # the unit rows' sums as products with weights 1 / |w|: no unit copy of the block
+        unit_sum += inverse @ x
+        unit_squares += (inverse * inverse) @ work.squares(x, squares)
         if shift is None:
             shift = x.mean(0)
         x -= shift
@@ -216,40 +244,73 @@ def _projections(rows: StoredRows, moments: TableMoments, directions: np.ndarray
     xp = work.xp
     count = directions.shape[1]
     basis, drop, mean = work.put(directions), work.put(removed), work.put(moments.mean)
-    basis32 = basis.float() if work.torch else basis.astype(np.float32)
+    basis32 = work.single(basis)
     along = mean @ basis  # c . mean, in float64: the part of every projection the float32 product leaves out
     peak = {sign: work.full(-np.inf, count) for sign in (1, -1)}
     scaled = {sign: work.zeros(count) for sign in (1, -1)}
     residual_sum = work.zeros(rows.dim)
     residual_rows = 0
+    space, exponents = work.space(block_rows(rows.dim), rows.dim), work.space(count, block_rows(rows.dim))
     for start, raw in rows.blocks(block_rows(rows.dim)):
         ok = moments.valid[start:start + raw.shape[0]]
         if progress is not None:
             progress(start + raw.shape[0], rows.rows)
         if not ok.any():
             continue
-        x = work.put(raw if ok.all() else raw[ok])
-        x -= mean
+        x = work.less(raw if ok.all() else raw[ok], mean, space)
         # the d x d product, the pass's whole cost, in float32 (twice the speed) on the rows less their mean, so
-        # an offset costs no precision; the sums stay float64
-        projected = (x.float() if work.torch else x.astype(np.float32)) @ basis32
-        projected = (projected.double() if work.torch else projected.astype(np.float64))
+        # an offset costs no precision; the sums stay float64. Directions by rows (d, rows): each direction's sums
+        # and maxima run along contiguous memory
+        projected = basis32.T @ work.single(x).T
         if not bool(xp.isfinite(projected).all()):  # rows near float32's largest value: this block in float64
-            projected = x @ basis
-        projected += along
+            projected = basis.T @ x.T
         for sign in (1, -1):
-            values = projected if sign == 1 else -projected
-            new_peak = xp.maximum(peak[sign], xp.amax(values, 0))
-            scaled[sign] = scaled[sign] * xp.exp(peak[sign] - new_peak) + xp.exp(values - new_peak).sum(0)
-            peak[sign] = new_peak
-        lengths = xp.sqrt(xp.einsum("ij,ij->i", x, x))
-        x -= (x @ drop) @ drop.T
-        residual = xp.sqrt(xp.einsum("ij,ij->i", x, x))
-        keep = residual > RESIDUAL_TOLERANCE * lengths
-        residual_sum += (x[keep] / residual[keep][:, None]).sum(0)
-        residual_rows += int(keep.sum())
+            peak[sign], scaled[sign] = exponential_sums(work, projected, along, sign, peak[sign], scaled[sign],
+                                                        exponents)
+        kept, unit_sum = residual_units(work, x, drop)
+        residual_sum += unit_sum
+        residual_rows += kept
     log_z = {sign: work.host(peak[sign] + xp.log(scaled[sign])) for sign in (1, -1)}
     return Projections(log_z[1], log_z[-1], work.host(residual_sum), residual_rows)
+
+
+def exponential_sums(work: Work, projected: Any, along: Any, sign: int, peak: Any, scaled: Any,
+                     space: np.ndarray | None = None) -> tuple[Any, Any]:
+    """The running (peak, sum of exp(value - peak)) of each direction, values = sign (projected + along), this
+    block of (d, rows) projections (float32, or float64) added: the peak of the block is taken on `projected` (the
+    rounded sum keeps its order), and each exponent is made in one float64 operation, with no negated copy, into
+    `space` when given."""
+    xp = work.xp
+    top = work.double(xp.amax(projected, 1) if sign == 1 else xp.amin(projected, 1)) + along
+    new_peak = xp.maximum(peak, top if sign == 1 else -top)
+    out = space[:, :projected.shape[1]] if space is not None else None
+    if sign == 1:
+        exponent = xp.add(projected, (along - new_peak)[:, None], out=out)
+    else:
+        exponent = xp.subtract(-(along + new_peak)[:, None], projected, out=out)
+    exponentials = xp.exp(exponent, out=exponent)
+    return new_peak, scaled * xp.exp(peak - new_peak) + exponentials.sum(1)
+
+
+def residual_units(work: Work, x: Any, drop: Any) -> tuple[int, Any]:
+    """Each row of `x` (float64) with its part in the span of `drop` (orthonormal columns) taken out: how many keep
+    a part (RESIDUAL_TOLERANCE), and the sum of those parts at unit length, as products with weights 1 / |part|.
+    |part|^2 = |x|^2 - |x . drop|^2, exact to a few roundings where the part keeps half the row or more; a row
+    closer to the span has its part made and measured (the difference would cancel)."""
+    xp = work.xp
+    squares = xp.einsum("ij,ij->i", x, x)
+    inside = x @ drop
+    left = squares - xp.einsum("ij,ij->i", inside, inside)
+    near = left < squares / 2
+    part = x[near] - inside[near] @ drop.T
+    left[near] = xp.einsum("ij,ij->i", part, part)
+    residual = xp.sqrt(left)
+    keep = residual > RESIDUAL_TOLERANCE * xp.sqrt(squares)
+    weights = xp.where(keep, 1 / xp.where(keep, residual, 1.0), 0.0)
+    # the near rows' parts summed as made (x less its span would cancel), the rest as x less its span of the sum
+    near_sum = weights[near] @ part
+    weights[near] = 0.0
+    return int(keep.sum()), near_sum + (weights @ x - (weights @ inside) @ drop.T)
 
 
 def project_out(rows: StoredRows, mean: np.ndarray, removed: np.ndarray) -> np.ndarray:
