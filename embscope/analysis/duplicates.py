@@ -97,7 +97,8 @@ def compacted(projected: np.ndarray, positions: np.ndarray) -> np.ndarray:
     """projected[positions] (ascending) in place, a few MB at a time: each row moves down, never up, so no copy
     of the whole array is made."""
     step = max(1, WORK_BYTES // (4 * projected.shape[1]))
-    for start in range(0, len(positions), step):
+    unmoved = int(np.searchsorted(positions - np.arange(len(positions)), 0, side="right"))  # rows before the first gap
+    for start in range(unmoved, len(positions), step):
         chunk = positions[start:start + step]
         projected[start:start + len(chunk)] = projected[chunk]
     kept: np.ndarray = projected[:len(positions)]
@@ -335,11 +336,9 @@ class Grid:
         lies within reach of its cell's upper or lower edge, 0 in the cell's middle."""
         scaled = self.projected[start:start + GRID_ROWS, :self.m] - self.origin
         scaled *= np.float32(1 / self.side)
-        # scaled lies in 1 .. 2 / side + 2 (unit rows' projections lie within 1, reach is at least 1e-7): its
-        # floor is its int32 truncation
-        cells = scaled.astype(np.int32)
-        keys = cells @ self.strides.astype(np.int64)  # every key is below 2^50
-        scaled -= cells  # where in its cell each row lies, 0..1
+        whole = np.floor(scaled)  # small whole numbers: scaled lies in 1 .. 2 / side + 2
+        keys = whole.astype(np.int32) @ self.strides.astype(np.int64)  # every key is below 2^50
+        scaled -= whole  # where in its cell each row lies, 0..1 (float from float: no cast of int32 cells)
         side = (scaled >= 1 - 1 / GRID_SIDE).view(np.int8) - (scaled <= 1 / GRID_SIDE).view(np.int8)
         return keys, side
 
