@@ -25,6 +25,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .products import thin_product
+
 DUPLICATE_COSINE = 0.9999
 DUPLICATE_SUBSPACE = 16  # directions rows are projected on (the widest first), before the full check
 DUPLICATE_MAX_CHECKS = 20_000_000  # candidate pairs checked in the projection at most
@@ -38,7 +40,6 @@ GRID_MOST_CROWDED = 64  # rows sharing a cell, per row, past which windows along
 WINDOW_BLOCK = 512  # rows matched at a time with the rows that follow them along the widest direction
 DUPLICATE_MAX_WINDOW = 32768  # rows compared with each block at most: keeps the windowed search bounded
 SPREAD_SAMPLE = 1 << 12  # rows the directions of widest spread are estimated from
-SINGLE_THREAD_PRODUCT = 1 << 18  # multiply-adds below which OpenBLAS's gemm runs on one thread
 SPREAD_RUN = 64  # rows of the sample that lie side by side
 SPREAD_EIGH_MOST = 256  # up to this width the sample's covariance is decomposed whole; wider, power iteration
 FLOAT32_UNIT = 2.0 ** -24
@@ -126,9 +127,7 @@ def projections(array: np.ndarray, rows: np.ndarray, norms: np.ndarray,
             keys[start:start + len(block)] = raw[:, 0].astype(np.float32).view(np.uint32)
             out[:] = raw / chosen
             continue
-        piece = max(256, SINGLE_THREAD_PRODUCT // (block.shape[1] * basis32.shape[1]))
-        for at in range(0, len(block), piece):  # pieces OpenBLAS runs on one thread: waking the others costs more
-            np.matmul(block[at:at + piece], basis32, out=out[at:at + piece])
+        thin_product(block, basis32, out)
         keys[start:start + len(block)] = out[:, 0].view(np.uint32)
         out /= chosen.astype(np.float32)
     return projected, keys

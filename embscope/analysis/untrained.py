@@ -26,8 +26,9 @@ from typing import Any
 import numpy as np
 
 from .. import compute
-from .duplicates import ORDINARY_NORMS, SINGLE_THREAD_PRODUCT  # float32 products in range; one-thread pieces
+from .duplicates import ORDINARY_NORMS  # float32 products in range
 from .median import median_of
+from .products import thin_product
 
 # documented defaults of the init scale (transformers' configs: initializer_range 0.02; OPT's init_std 0.02;
 # nanoGPT and GPT-2 draw embeddings from N(0, 0.02))
@@ -278,25 +279,23 @@ def nearest_cosines(array: np.ndarray, norms: np.ndarray, valid: np.ndarray, sam
     if ordinary.size and (ordinary.min() < ORDINARY_NORMS[0] or ordinary.max() > ORDINARY_NORMS[1]):
         found: np.ndarray = compute.topk_rows(array, 1, rows=sample, device="cpu").scores[:, 0]
         return found
-    queries = compute.unit_rows(array, rows=sample)[0]  # float32, normalised in float64 as topk_rows does
-    inverse = np.zeros(len(norms), dtype=np.float32)
+    queries = np.ascontiguousarray(compute.unit_rows(array, rows=sample)[0].T)  # float32, normalised in float64
+    inverse = np.zeros(len(norms), dtype=np.float32)  # as topk_rows does
     np.divide(1.0, norms, out=inverse, where=valid)  # 0 for invalid rows: their scores are set apart below
     best = np.full(len(sample), -np.inf, dtype=np.float32)
     lines = np.arange(len(sample))
     step = max(1, NEAREST_BLOCK_BYTES // (4 * max(len(sample), array.shape[1])))
-    buffer = np.empty((len(sample), step), dtype=np.float32)
-    piece = max(64, SINGLE_THREAD_PRODUCT // (len(sample) * array.shape[1]))
+    buffer = np.empty((step, len(sample)), dtype=np.float32)  # a row's scores side by side
     for start, raw in compute.raw_blocks(array, block_rows=step):
         stop = start + raw.shape[0]
-        rows32, scores = np.asarray(raw, dtype=np.float32), buffer[:, :raw.shape[0]]
+        scores = buffer[:raw.shape[0]]
         with np.errstate(invalid="ignore", over="ignore"):  # NaN and Inf rows are set aside just after
-            for at in range(0, len(rows32), piece):  # pieces OpenBLAS runs on one thread, as duplicates.projections
-                np.matmul(queries, rows32[at:at + piece].T, out=scores[:, at:at + piece])
-            scores *= inverse[None, start:stop]
-        scores[:, ~valid[start:stop]] = -np.inf
+            thin_product(np.asarray(raw, dtype=np.float32), queries, scores)
+            scores *= inverse[start:stop, None]
+        scores[~valid[start:stop]] = -np.inf
         own = (sample >= start) & (sample < stop)
-        scores[lines[own], sample[own] - start] = -np.inf  # a row is not its own nearest
-        np.maximum(best, scores.max(axis=1), out=best)
+        scores[sample[own] - start, lines[own]] = -np.inf  # a row is not its own nearest
+        np.maximum(best, scores.max(axis=0), out=best)
     return np.where(best == -np.inf, np.float32(np.nan), best)
 
 
