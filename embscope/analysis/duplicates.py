@@ -177,17 +177,18 @@ def identical_groups(array: np.ndarray, rows: np.ndarray, keys: np.ndarray) -> G
     new_key = np.r_[True, sorted_keys[1:] != sorted_keys[:-1]]
     if new_key.all():  # no key shared: every row a group of its own
         return Groups(rows, np.arange(len(rows)), np.ones(len(rows), dtype=np.int64))
-    others = np.flatnonzero(~new_key)  # rows after the first of their key
-    firsts = order[np.maximum.accumulate(np.where(new_key, np.arange(len(order)), 0))[others]]
+    others = np.flatnonzero(~new_key)  # rows after the first of their key (few: no pass over every row for them)
+    firsts = order[np.searchsorted(sorted_keys, sorted_keys[others])]
     step = max(1, WORK_BYTES // (8 * array.shape[1]))
     equal = np.concatenate([np.all(array[rows[firsts[i:i + step]]] == array[rows[order[others[i:i + step]]]],
                                    axis=1) for i in range(0, len(others), step)])
     followers = order[others[equal]]  # rows that belong to an earlier row's group
     head = np.ones(len(rows), dtype=bool)
     head[followers] = False
-    group_of = np.cumsum(head) - 1  # a representative's group number: groups in the order of their first rows
-    follower_group = group_of[firsts[equal]]
-    sizes = 1 + np.bincount(follower_group, minlength=int(group_of[-1]) + 1)
+    # a representative's group number, groups in the order of their first rows: the rows before it less the
+    # followers before it
+    follower_group = firsts[equal] - np.searchsorted(np.sort(followers), firsts[equal])
+    sizes = 1 + np.bincount(follower_group, minlength=len(rows) - len(followers))
     starts = np.cumsum(sizes) - sizes
     members = np.empty(len(rows), dtype=rows.dtype)
     members[starts] = rows[head]
