@@ -360,7 +360,7 @@ def test_rows_of_one_key_are_told_apart_by_their_values(monkeypatch):
     assert groups.rows(0).tolist() == [0, 7, 50, 300] and len(groups.sizes) == 400 - 3
 
 
-@pytest.mark.parametrize("rows", [1, 15, 16, 17, 1000])
+@pytest.mark.parametrize("rows", [1, 15, 16, 17, 255, 256, 257, 1000, 5000])
 def test_the_grid_s_column_extremes_are_numpy_s(rows):
     from embscope.analysis.duplicates import column_extremes
     projected = np.random.default_rng(rows).standard_normal((rows, 5)).astype(np.float32)

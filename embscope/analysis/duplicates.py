@@ -45,6 +45,7 @@ SPREAD_EIGH_MOST = 256  # up to this width the sample's covariance is decomposed
 FLOAT32_UNIT = 2.0 ** -24
 ORDINARY_NORMS = (2.0 ** -60, 2.0 ** 60)  # rows projected in float32 as stored; others are projected in float64
 LOWEST_EDGE = np.r_[0, [(s & -s).bit_length() - 1 for s in range(1, 1 << GRID_MOST_DIMENSIONS)]]  # of each set
+EXTREMES_ROWS = 256  # rows reduced as one wide row when the columns' extremes are read
 PREFILTER_MARGIN = 1.001  # one coordinate's gap against reach, before the squared gap over all of them is summed
 
 
@@ -303,13 +304,14 @@ def grid_dimensions(low: np.ndarray, high: np.ndarray, side: float) -> int:
 
 def column_extremes(projected: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(lowest, highest) value of each column. numpy reduces a narrow C-ordered array along its rows a few
-    values at a time; rows taken 16 at a time as one wide row reduce several times faster."""
+    values at a time; rows taken EXTREMES_ROWS at a time as one wide row reduce several times faster (256 rows of
+    16 columns: 4x faster than 16 rows)."""
     width = projected.shape[1]
-    whole = len(projected) - len(projected) % 16
-    wide = projected[:whole].reshape(-1, 16 * width)
+    whole = len(projected) - len(projected) % EXTREMES_ROWS
+    wide = projected[:whole].reshape(-1, EXTREMES_ROWS * width)
     found = []
     for reduce in (np.minimum.reduce, np.maximum.reduce):
-        parts = [reduce(wide, axis=0).reshape(16, width), projected[whole:]] if whole else [projected]
+        parts = [reduce(wide, axis=0).reshape(EXTREMES_ROWS, width), projected[whole:]] if whole else [projected]
         found.append(reduce(np.concatenate(parts), axis=0))
     return found[0], found[1]
 
