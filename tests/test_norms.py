@@ -175,6 +175,19 @@ def test_the_median_is_numpy_s_to_the_bit(size):
     assert math.isnan(median_of(with_nan)) and math.isnan(median_of(np.zeros(0)))
 
 
+@pytest.mark.parametrize("rows", [0, 1, 80, 81, 82, 1000])
+def test_the_stacked_one_thread_product_is_the_product(rows):
+    from embscope.analysis.products import thin_product
+    rng = np.random.default_rng(rows)
+    left, right = rng.standard_normal((rows, 50)).astype(np.float32), rng.standard_normal((50, 64)).astype(np.float32)
+    out = np.full((rows, 64), np.nan, dtype=np.float32)
+    thin_product(left, right, out)  # pieces of 81 rows (2^18 / (50 x 64)) and the rest
+    np.testing.assert_allclose(out, left.astype(np.float64) @ right.astype(np.float64), rtol=1e-4, atol=1e-4)
+    if rows:  # pieces of a strided array would be copies, their products lost: refused
+        with pytest.raises(ValueError, match="C-ordered"):
+            thin_product(left, right, np.empty((rows, 128), dtype=np.float32)[:, ::2])
+
+
 def test_near_duplicates_are_found(tmp_path):
     rng = np.random.default_rng(7)
     tok = rng.standard_normal((400, 16)).astype(np.float32)
