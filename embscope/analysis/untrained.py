@@ -279,8 +279,9 @@ def nearest_cosines(array: np.ndarray, norms: np.ndarray, valid: np.ndarray, sam
     if ordinary.size and (ordinary.min() < ORDINARY_NORMS[0] or ordinary.max() > ORDINARY_NORMS[1]):
         found: np.ndarray = compute.topk_rows(array, 1, rows=sample, device="cpu").scores[:, 0]
         return found
-    queries = np.ascontiguousarray(compute.unit_rows(array, rows=sample)[0].T)  # float32, normalised in float64
-    inverse = np.zeros(len(norms), dtype=np.float32)  # as topk_rows does
+    # the sample's unit rows as columns: float32, normalised in float64 as topk_rows does
+    queries = np.ascontiguousarray(compute.unit_rows(array, rows=sample)[0].T)
+    inverse = np.zeros(len(norms), dtype=np.float32)
     np.divide(1.0, norms, out=inverse, where=valid)  # 0 for invalid rows: their scores are set apart below
     best = np.full(len(sample), -np.inf, dtype=np.float32)
     lines = np.arange(len(sample))
