@@ -437,11 +437,6 @@ class CellTable:
         np.cumsum(np.bincount(bucket, minlength=buckets), out=self.ends[1:])
         self.occupied = self.ends[1:] != self.ends[:-1]  # a byte a bucket: nearer the cache than `ends`
 
-    def counts(self, bucket: np.ndarray) -> np.ndarray:
-        """How many rows each of `bucket` holds."""
-        counts: np.ndarray = self.ends[bucket + 1] - self.ends[bucket]
-        return counts
-
     def bucket(self, keys: np.ndarray) -> np.ndarray:
         mixed = keys.view(np.uint64) * np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing: the high bits mix well
         mixed >>= self.shift
@@ -466,9 +461,10 @@ class CellTable:
         bucket = self.bucket(asked)
         hit = np.flatnonzero(self.occupied[bucket])  # most neighbouring cells are empty: drop them first
         rows, keys, bucket = asking[hit], asked[hit], bucket[hit]
-        counts = self.counts(bucket)
+        first = self.ends[bucket]  # where each bucket's rows start: gathered once
+        counts = self.ends[1:][bucket] - first
         ends = np.cumsum(counts)
-        at = np.repeat(self.ends[bucket] - (ends - counts), counts) + np.arange(ends[-1] if ends.size else 0)
+        at = np.repeat(first - (ends - counts), counts) + np.arange(ends[-1] if ends.size else 0)
         same = self.keys[at] == np.repeat(keys, counts)  # the bucket may hold other cells
         return np.repeat(rows, counts)[same], self.order[at[same]]
 
