@@ -172,7 +172,7 @@ def identical_groups(array: np.ndarray, rows: np.ndarray, keys: np.ndarray) -> G
     each row of a shared key checked against its group's first (a row that differs keeps a group of its own).
     Rows that share no key (nearly all) are groups of one, kept in row order."""
     packed = np.sort((keys.astype(np.uint64) << np.uint64(32)) | np.arange(len(rows), dtype=np.uint64))
-    order = (packed & np.uint64(0xFFFFFFFF)).astype(np.int64)  # positions: ascending within each key
+    order = (packed & np.uint64(0xFFFFFFFF)).view(np.int64)  # positions: ascending within each key
     sorted_keys = packed >> np.uint64(32)
     del packed
     new_key = np.r_[True, sorted_keys[1:] != sorted_keys[:-1]]
@@ -328,21 +328,24 @@ class Grid:
         self.origin = low[:m] - np.float32(self.side)  # a neighbour past either edge
         extents = np.floor((high[:m] - self.origin) / self.side) + 2
         self.strides = np.cumprod(np.r_[1.0, extents[:-1]])  # float64: the keys stay below 2^50, exact
-        blocks = [self.cells(start) for start in range(0, len(projected), GRID_ROWS)]
-        self.keys = np.concatenate([keys for keys, _ in blocks])
-        self.sides = np.concatenate([side for _, side in blocks])
+        self.keys = np.empty(len(projected), dtype=np.int64)
+        self.sides = np.empty((len(projected), m), dtype=np.int8)
+        for start in range(0, len(projected), GRID_ROWS):
+            self.cells(start)
         self.table = CellTable(self.keys)
 
-    def cells(self, start: int) -> tuple[np.ndarray, np.ndarray]:
-        """(key, side) of rows start.. (GRID_ROWS of them): side is +1 or -1 in the dimensions where the row
+    def cells(self, start: int) -> None:
+        """keys and sides of rows start.. (GRID_ROWS of them): side is +1 or -1 in the dimensions where the row
         lies within reach of its cell's upper or lower edge, 0 in the cell's middle."""
         scaled = self.projected[start:start + GRID_ROWS, :self.m] - self.origin
         scaled *= np.float32(1 / self.side)
-        whole = np.floor(scaled)  # small whole numbers: scaled lies in 1 .. 2 / side + 2
-        keys = whole.astype(np.int32) @ self.strides.astype(np.int64)  # every key is below 2^50
-        scaled -= whole  # where in its cell each row lies, 0..1 (float from float: no cast of int32 cells)
-        side = (scaled >= 1 - 1 / GRID_SIDE).view(np.int8) - (scaled <= 1 / GRID_SIDE).view(np.int8)
-        return keys, side
+        # where in its cell each row lies, 0..1, and the cell's whole number (scaled lies in 1 .. 2 / side + 2):
+        # both exact, in one pass
+        place, whole = np.modf(scaled, out=(scaled, np.empty_like(scaled)))
+        keys = self.keys[start:start + len(place)]
+        np.matmul(whole.astype(np.int32), self.strides.astype(np.int64), out=keys)  # every key is below 2^50
+        np.subtract((place >= 1 - 1 / GRID_SIDE).view(np.int8), (place <= 1 / GRID_SIDE).view(np.int8),
+                    out=self.sides[start:start + len(place)])
 
     def crowding(self) -> int:
         """Pairs of rows that share a cell (each counted from both ends): what the lookups cost beyond the rows."""
@@ -429,8 +432,8 @@ class CellTable:
         buckets = 1 << (64 - int(self.shift))
         bucket = self.bucket(keys)
         packed = np.sort(bucket.view(np.uint64) << np.uint64(32) | np.arange(len(keys), dtype=np.uint64))
-        self.order = (packed & np.uint64(0xFFFFFFFF)).astype(np.int64)  # by bucket, then row: a stable sort, packed
-        self.sorted_buckets = (packed >> np.uint64(32)).astype(np.int64)
+        self.order = (packed & np.uint64(0xFFFFFFFF)).view(np.int64)  # by bucket, then row: a stable sort, packed
+        self.sorted_buckets = (packed >> np.uint64(32)).view(np.int64)  # below 2^32: the same bits
         del packed
         self.keys = keys[self.order]  # in bucket order: a bucket's rows and their keys side by side
         self.ends = np.zeros(buckets + 1, dtype=np.int64)  # ends[b + 1]: one array, not counts and starts
