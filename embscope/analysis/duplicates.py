@@ -45,6 +45,7 @@ SPREAD_EIGH_MOST = 256  # up to this width the sample's covariance is decomposed
 FLOAT32_UNIT = 2.0 ** -24
 ORDINARY_NORMS = (2.0 ** -60, 2.0 ** 60)  # rows projected in float32 as stored; others are projected in float64
 LOWEST_EDGE = np.r_[0, [(s & -s).bit_length() - 1 for s in range(1, 1 << GRID_MOST_DIMENSIONS)]]  # of each set
+PROJECTION_LEAST_PIECE = 256  # rows a piece of the projection at least (wide rows: threaded pieces, fewer calls)
 EXTREMES_ROWS = 256  # rows reduced as one wide row when the columns' extremes are read
 PREFILTER_MARGIN = 1.001  # one coordinate's gap against reach, before the squared gap over all of them is summed
 
@@ -128,7 +129,7 @@ def projections(array: np.ndarray, rows: np.ndarray, norms: np.ndarray,
             keys[start:start + len(block)] = raw[:, 0].astype(np.float32).view(np.uint32)
             out[:] = raw / chosen
             continue
-        thin_product(block, basis32, out)
+        thin_product(block, basis32, out, least=PROJECTION_LEAST_PIECE)
         keys[start:start + len(block)] = out[:, 0].view(np.uint32)
         out /= chosen.astype(np.float32)
     return projected, keys

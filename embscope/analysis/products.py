@@ -11,11 +11,12 @@ SINGLE_THREAD_PRODUCT = 1 << 18  # multiply-adds below which OpenBLAS's gemm run
 LEAST_PIECE = 64  # rows a piece at least: of wide rows, pieces on one thread would be too thin to run well
 
 
-def thin_product(rows: np.ndarray, columns: np.ndarray, out: np.ndarray) -> None:
-    """out = rows @ columns, float32: rows (n, d), columns (d, k), out (n, k) C-ordered (its pieces are views)."""
+def thin_product(rows: np.ndarray, columns: np.ndarray, out: np.ndarray, least: int = LEAST_PIECE) -> None:
+    """out = rows @ columns, float32: rows (n, d), columns (d, k), out (n, k) C-ordered (its pieces are views);
+    pieces of `least` rows at least."""
     if not out.flags.c_contiguous:
         raise ValueError("thin_product writes into a C-ordered array only")
-    piece = max(LEAST_PIECE, SINGLE_THREAD_PRODUCT // (rows.shape[1] * columns.shape[1]))
+    piece = max(least, SINGLE_THREAD_PRODUCT // (rows.shape[1] * columns.shape[1]))
     whole = len(rows) - len(rows) % piece
     if whole:
         np.matmul(rows[:whole].reshape(-1, piece, rows.shape[1]), columns[None],
