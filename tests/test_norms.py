@@ -161,6 +161,33 @@ def test_norms_are_blockwise_and_upcast_before_squaring():
     assert math.isfinite(row_norms(table)[3])
 
 
+@pytest.mark.parametrize("size", [1, 2, 3, 10, 11, 1001])
+def test_the_median_is_numpy_s_to_the_bit(size):
+    from embscope.analysis.median import median_of
+    rng = np.random.default_rng(size)
+    for values in (rng.standard_normal(size) * 1e3, rng.integers(0, 3, size).astype(np.float64),
+                   rng.standard_normal(size).astype(np.float32), np.full(size, 1e308)):
+        with np.errstate(over="ignore"):  # ties, float32, a sum of the middle two that overflows
+            assert median_of(values) == np.median(values)
+            assert median_of(values.copy(), overwrite=True) == np.median(values)
+    with_nan = rng.standard_normal(size)
+    with_nan[size // 2] = np.nan
+    assert math.isnan(median_of(with_nan)) and math.isnan(median_of(np.zeros(0)))
+
+
+@pytest.mark.parametrize("rows", [0, 1, 80, 81, 82, 1000])
+def test_the_stacked_one_thread_product_is_the_product(rows):
+    from embscope.analysis.products import thin_product
+    rng = np.random.default_rng(rows)
+    left, right = rng.standard_normal((rows, 50)).astype(np.float32), rng.standard_normal((50, 64)).astype(np.float32)
+    out = np.full((rows, 64), np.nan, dtype=np.float32)
+    thin_product(left, right, out)  # pieces of 81 rows (2^18 / (50 x 64)) and the rest
+    np.testing.assert_allclose(out, left.astype(np.float64) @ right.astype(np.float64), rtol=1e-4, atol=1e-4)
+    if rows:  # pieces of a strided array would be copies, their products lost: refused
+        with pytest.raises(ValueError, match="C-ordered"):
+            thin_product(left, right, np.empty((rows, 128), dtype=np.float32)[:, ::2])
+
+
 def test_near_duplicates_are_found(tmp_path):
     rng = np.random.default_rng(7)
     tok = rng.standard_normal((400, 16)).astype(np.float32)
@@ -346,7 +373,7 @@ def test_rows_of_one_key_are_told_apart_by_their_values(monkeypatch):
     assert groups.rows(0).tolist() == [0, 7, 50, 300] and len(groups.sizes) == 400 - 3
 
 
-@pytest.mark.parametrize("rows", [1, 15, 16, 17, 1000])
+@pytest.mark.parametrize("rows", [1, 15, 16, 17, 255, 256, 257, 1000, 5000])
 def test_the_grid_s_column_extremes_are_numpy_s(rows):
     from embscope.analysis.duplicates import column_extremes
     projected = np.random.default_rng(rows).standard_normal((rows, 5)).astype(np.float32)

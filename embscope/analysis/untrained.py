@@ -26,7 +26,9 @@ from typing import Any
 import numpy as np
 
 from .. import compute
-from .duplicates import ORDINARY_NORMS, SINGLE_THREAD_PRODUCT  # float32 products in range; one-thread pieces
+from .duplicates import ORDINARY_NORMS  # float32 products in range
+from .median import median_of
+from .products import thin_product
 
 # documented defaults of the init scale (transformers' configs: initializer_range 0.02; OPT's init_std 0.02;
 # nanoGPT and GPT-2 draw embeddings from N(0, 0.02))
@@ -169,8 +171,8 @@ def positions_at_init(array: np.ndarray, norms: np.ndarray, valid: np.ndarray, s
         if sigma is not None else (math.nan, "")
     found = lone & band(norms, scale, dim) if sigma is not None else np.zeros(rows, dtype=bool)
     if int(found.sum()) < MIN_RUN:  # no known scale, or the rows sit at another one: estimate it from them
-        scale = float(np.median(norms[lone]))
-        spread = MAD_SCALE * float(np.median(np.abs(norms[lone] / scale - 1)))
+        scale = median_of(norms[lone])
+        spread = MAD_SCALE * median_of(np.abs(norms[lone] / scale - 1))
         if spread > 2 / math.sqrt(2 * dim):  # not the spread of a Gaussian draw
             return nothing()
         found = lone & band(norms, scale, dim)
@@ -247,7 +249,7 @@ def tokens_at_init(array: np.ndarray, norms: np.ndarray, valid: np.ndarray, sigm
     if sigma is not None:
         scale, said = sigma * math.sqrt(dim), f"the {sigma:g} x sqrt({dim}) of the initialisation ({sigma_why})"
     else:
-        scale = float(np.median(norms[valid]))
+        scale = median_of(norms[valid])
         said = f"a Gaussian draw of sigma {scale / math.sqrt(dim):.3g} (estimated) x sqrt({dim})"
     candidates = np.flatnonzero(valid & band(norms, scale, dim))
     if len(candidates) < MIN_GROUP or (sigma is None and len(candidates) < AT_INIT_SHARE * int(valid.sum())):
@@ -277,25 +279,24 @@ def nearest_cosines(array: np.ndarray, norms: np.ndarray, valid: np.ndarray, sam
     if ordinary.size and (ordinary.min() < ORDINARY_NORMS[0] or ordinary.max() > ORDINARY_NORMS[1]):
         found: np.ndarray = compute.topk_rows(array, 1, rows=sample, device="cpu").scores[:, 0]
         return found
-    queries = compute.unit_rows(array, rows=sample)[0]  # float32, normalised in float64 as topk_rows does
+    # the sample's unit rows as columns: float32, normalised in float64 as topk_rows does
+    queries = np.ascontiguousarray(compute.unit_rows(array, rows=sample)[0].T)
     inverse = np.zeros(len(norms), dtype=np.float32)
     np.divide(1.0, norms, out=inverse, where=valid)  # 0 for invalid rows: their scores are set apart below
     best = np.full(len(sample), -np.inf, dtype=np.float32)
     lines = np.arange(len(sample))
     step = max(1, NEAREST_BLOCK_BYTES // (4 * max(len(sample), array.shape[1])))
-    buffer = np.empty((len(sample), step), dtype=np.float32)
-    piece = max(64, SINGLE_THREAD_PRODUCT // (len(sample) * array.shape[1]))
+    buffer = np.empty((step, len(sample)), dtype=np.float32)  # a row's scores side by side
     for start, raw in compute.raw_blocks(array, block_rows=step):
         stop = start + raw.shape[0]
-        rows32, scores = np.asarray(raw, dtype=np.float32), buffer[:, :raw.shape[0]]
+        scores = buffer[:raw.shape[0]]
         with np.errstate(invalid="ignore", over="ignore"):  # NaN and Inf rows are set aside just after
-            for at in range(0, len(rows32), piece):  # pieces OpenBLAS runs on one thread, as duplicates.projections
-                np.matmul(queries, rows32[at:at + piece].T, out=scores[:, at:at + piece])
-            scores *= inverse[None, start:stop]
-        scores[:, ~valid[start:stop]] = -np.inf
+            thin_product(np.asarray(raw, dtype=np.float32), queries, scores)
+            scores *= inverse[start:stop, None]
+        scores[~valid[start:stop]] = -np.inf
         own = (sample >= start) & (sample < stop)
-        scores[lines[own], sample[own] - start] = -np.inf  # a row is not its own nearest
-        np.maximum(best, scores.max(axis=1), out=best)
+        scores[sample[own] - start, lines[own]] = -np.inf  # a row is not its own nearest
+        np.maximum(best, scores.max(axis=0), out=best)
     return np.where(best == -np.inf, np.float32(np.nan), best)
 
 
@@ -349,8 +350,8 @@ def moved_together(array: np.ndarray, norms: np.ndarray, valid: np.ndarray) -> U
 
 
 def within(values: np.ndarray, seed: np.ndarray, low_only: bool = False) -> np.ndarray:
-    center = float(np.median(seed))
-    reach = GROUP_SPREADS * MAD_SCALE * float(np.median(np.abs(seed - center)))
+    center = median_of(seed)
+    reach = GROUP_SPREADS * MAD_SCALE * median_of(np.abs(seed - center))
     with np.errstate(invalid="ignore"):
         return values >= center - reach if low_only else np.abs(values - center) <= reach
 
@@ -366,7 +367,7 @@ def group_from_seed(array: np.ndarray, norms: np.ndarray, valid: np.ndarray, cos
     rows = np.flatnonzero(member)
     if len(rows) < MIN_GROUP or len(rows) > MAX_GROUP_SHARE * int(valid.sum()):
         return nothing()
-    spread = MAD_SCALE * float(np.median(np.abs(norms[rows] / np.median(norms[rows]) - 1)))
+    spread = MAD_SCALE * median_of(np.abs(norms[rows] / median_of(norms[rows]) - 1))
     inside, outside = total_of(array, norms, rows), total_of(array, norms, np.flatnonzero(valid & ~member))
     together, rest = mutual(inside, len(rows)), mutual(outside, int((valid & ~member).sum()))
     if not together >= TOGETHER_COSINE or spread > 0.1 or (math.isfinite(rest) and together < rest + 0.3):
@@ -374,7 +375,7 @@ def group_from_seed(array: np.ndarray, norms: np.ndarray, valid: np.ndarray, cos
     rest_text = f" against {rest:.2g} among the other rows" if math.isfinite(rest) else ""
     evidence = (f"{len(rows):,} rows never trained: they moved only together, mutual cosine {together:.3g}{rest_text}, "
                 f"norms in a narrow band ({spread_text(norms[rows])}, median of all rows "
-                f"{float(np.median(norms[valid])):.4g}): the updates every row shares, never their own")
+                f"{median_of(norms[valid]):.4g}): the updates every row shares, never their own")
     return Untrained(rows, RULE, evidence, "moved together")
 
 
