@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import worker_threads  # noqa: F401  first: the thread settings numpy and torch read when they load
+
+# isort: split
 import functools
 import gc
 import json
