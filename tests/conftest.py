@@ -50,6 +50,17 @@ os.environ["MPLCONFIGDIR"] = os.path.join(tempfile.gettempdir(), "embscope-tests
 gc.set_threshold(20_000, 10, 10)
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config):
+    # An xdist worker has sent the controller its last report (workerfinished, in its sessionfinish) and run every
+    # other plugin's unconfigure by now. Python's finalization of its heap (torch, transformers and every format's
+    # library) then took 3-4 s of CPU a worker, for nothing any report holds: the worker ends here instead.
+    if hasattr(config, "workerinput"):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
+
+
 # Tests marked `slow` (a real model's reference figures, Keras itself writing files, UMAP's numba compile) run in a
 # CI step of their own (.ci/run: EMBSCOPE_SLOW_TESTS=1 python -m pytest -q -m slow); the README's command runs a
 # cheaper test of the same feature and skips these, saying where they run.
