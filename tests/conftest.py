@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import worker_threads  # noqa: F401  first: the thread settings numpy and torch read when they load
+
+# isort: split
+import ast
 import functools
 import gc
 import json
@@ -44,6 +48,17 @@ os.environ["MPLCONFIGDIR"] = os.path.join(tempfile.gettempdir(), "embscope-tests
 # survive into the old generations and set off full ones: the collector took 10 s of the suite's CPU. Collecting the
 # young generation every 20,000 allocations lets them die young first (6 s); cycles are still collected, later.
 gc.set_threshold(20_000, 10, 10)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config):
+    # An xdist worker has sent the controller its last report (workerfinished, in its sessionfinish) and run every
+    # other plugin's unconfigure by now. Python's finalization of its heap (torch, transformers and every format's
+    # library) then took 3-4 s of CPU a worker, for nothing any report holds: the worker ends here instead.
+    if hasattr(config, "workerinput"):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
 
 
 # Tests marked `slow` (a real model's reference figures, Keras itself writing files, UMAP's numba compile) run in a
@@ -107,6 +122,14 @@ def run_json(*args: object) -> dict:
     def refuse(constant):
         raise AssertionError(f"{constant} in JSON output")
     return json.loads(run(*args, "--json").stdout, parse_constant=refuse)
+
+
+@functools.cache
+def source_nodes(path: Path) -> tuple[ast.AST, ...]:
+    """Every node of a Python file's syntax tree in ast.walk's order (the module first). The tests that read
+    embscope's own source walk each of its 190 files four to six times a run: each file is parsed once a worker.
+    The nodes are shared: a caller reads them and never changes them."""
+    return tuple(ast.walk(ast.parse(path.read_text(encoding="utf-8"))))
 
 
 def cosine(a: np.ndarray, b: np.ndarray) -> float:

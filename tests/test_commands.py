@@ -190,7 +190,9 @@ def test_a_full_disk_on_stdout_is_one_line_and_exit_1():
 
 def test_a_reader_that_stops_early_ends_the_run_quietly():
     reader = subprocess.Popen(["head", "-1"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-    done = embscope_process("neighbors", "--all", "-k", "20", "--out", "-", stdout=reader.stdin)  # 600 KB of rows
+    # 600 KB of rows; fp32 is numpy's product: auto (bf16 on this CPU) would import torch, two seconds of the child
+    done = embscope_process("neighbors", "--all", "-k", "20", "--precision", "fp32", "--out", "-",
+                            stdout=reader.stdin)
     reader.stdin.close()
     assert reader.stdout.read() == b"query_id\tquery_token\trank\tid\ttoken\tcosine\n"
     reader.wait()

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import typer
+from conftest import source_nodes
 from safetensors.numpy import save_file
 
 from embscope import cli
@@ -53,12 +54,12 @@ def command_line_flags() -> set[str]:
 def message_strings(path: Path) -> list[tuple[int, str]]:
     """The strings of a module that can reach a user, docstrings left out, with their lines: an f-string whole,
     each value in it as {}."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    skipped = {id(node.body[0].value) for node in ast.walk(tree)
+    nodes = source_nodes(path)
+    skipped = {id(node.body[0].value) for node in nodes
                if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
                and node.body and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
     found = []
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, ast.JoinedStr):
             skipped |= {id(part) for part in node.values}
             found.append((node.lineno, "".join(part.value if isinstance(part, ast.Constant) else "{}"
@@ -188,7 +189,7 @@ def test_every_option_a_message_names_is_a_flag_of_the_command_line():
     flags = command_line_flags()
     named = [Option(name) for name in KEY_OPTIONS.values()]
     for path in sorted(PACKAGE.rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in source_nodes(path):
             if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "Option"
                     and node.args and isinstance(node.args[0], ast.Constant)):
                 value = node.args[1].value if len(node.args) > 1 and isinstance(node.args[1], ast.Constant) else None
@@ -300,10 +301,10 @@ def options_in_f_strings(package: Path) -> list[str]:
     """Where an f-string, or str(), takes an option made in place or a module's Option constant."""
     found = []
     for path in sorted(package.rglob("*.py")):
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        constants = {target.id for node in tree.body if isinstance(node, ast.Assign) and option_made(node.value)
+        nodes = source_nodes(path)
+        constants = {target.id for node in nodes[0].body if isinstance(node, ast.Assign) and option_made(node.value)
                      for target in node.targets if isinstance(target, ast.Name)}
-        for node in ast.walk(tree):
+        for node in nodes:
             value = (node.value if isinstance(node, ast.FormattedValue) else
                      node.args[0] if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
                      and node.func.id == "str" and len(node.args) == 1 else None)

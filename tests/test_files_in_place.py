@@ -25,6 +25,7 @@ import corpus
 import numpy as np
 import pytest
 import reader_samples
+from conftest import source_nodes
 
 SAMPLES = Path(__file__).resolve().parent.parent / "sample_checkpoints"
 CASE_SECONDS = 30  # a shared, busy machine's worst; a blocked open never ends
@@ -325,10 +326,10 @@ ALLOWED = {
 }
 
 
-def reading_calls(source: str) -> list[tuple[str, int]]:
+def reading_calls(path: Path) -> list[tuple[str, int]]:
     import ast
     found = []
-    for node in ast.walk(ast.parse(source)):
+    for node in source_nodes(path):
         if not isinstance(node, ast.Call):
             continue
         func = node.func
@@ -350,7 +351,7 @@ def test_every_file_in_the_package_is_opened_through_embscope_files():
     misplaced = []
     for path in sorted(PACKAGE.rglob("*.py")):
         module = str(path.relative_to(PACKAGE))
-        for call, line in reading_calls(path.read_text(encoding="utf-8")):
+        for call, line in reading_calls(path):
             if (module, "*") not in ALLOWED and (module, call) not in ALLOWED:
                 misplaced.append(f"{module}:{line} {call}")
     assert not misplaced, f"read through embscope.core.files instead: {misplaced}"

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import typer
+from conftest import source_nodes
 
 import embscope.tokenizers
 from embscope.compute.topk import ENGINES
@@ -67,7 +68,7 @@ def imported_modules(folder: Path, package: str) -> set[tuple[str, str]]:
     """(file, module) for every import in the package's folder, relative imports made absolute."""
     found = set()
     for path in folder.glob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in source_nodes(path):
             if isinstance(node, ast.ImportFrom):
                 base = package.rsplit(".", node.level - 1)[0] if node.level else ""
                 module = ".".join(part for part in (base, node.module or "") if part)
@@ -125,7 +126,7 @@ def imports_of(path: Path) -> set[str]:
     name = module_name(path)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in source_nodes(path):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):

@@ -435,7 +435,8 @@ def test_a_k_past_the_table_says_how_many_rows_it_found(npz_path):
 
 
 def test_the_tsv_on_stdout_is_utf8_whatever_the_terminal_says(tmp_path):
-    """The rows are data: PYTHONIOENCODING=ascii once turned every non-ASCII token into an escape."""
+    """The rows are data: PYTHONIOENCODING=ascii once turned every non-ASCII token into an escape. (fp32: numpy's
+    product; auto is bf16 on a CPU with it, and imports torch, two seconds of the child, for 257 rows.)"""
     import subprocess
     import sys
     vocab = tmp_path / "ckpt"
@@ -443,7 +444,7 @@ def test_the_tsv_on_stdout_is_utf8_whatever_the_terminal_says(tmp_path):
     np.savez(vocab / "m.npz", token_emb=np.random.default_rng(4).standard_normal((257, 4)).astype(np.float32))
     (vocab / "merges.json").write_text(json.dumps({"merges": [[195, 169]]}))  # id 256 = "é" (bytes c3 a9)
     done = subprocess.run([sys.executable, "-m", "embscope", "neighbors", "-c", str(vocab / "m.npz"), "--all", "-k", "1",
-                           "--out", "-", "--ids"], capture_output=True, env={**os.environ, "PYTHONIOENCODING": "ascii"},
+                           "--out", "-", "--ids", "--precision", "fp32"], capture_output=True, env={**os.environ, "PYTHONIOENCODING": "ascii"},
                           timeout=60, check=False)
     assert done.returncode == 0, done.stderr
     import csv
