@@ -216,6 +216,8 @@ def main() -> None:
         sys.stdout.reconfigure(errors="backslashreplace")
     app = build(commands_for(sys.argv[1:]))
     # what is imported by now lives as long as the process: the collector need not walk it again, least of all in
-    # the full collection at exit (about a seventh of the instructions embscope adds to a bare script's start-up)
+    # the full collection at exit (about a seventh of the instructions embscope adds to a bare script's start-up);
+    # __main__ turned the collector off for the imports, and the command's own work needs it on
     gc.freeze()
+    gc.enable()
     app()

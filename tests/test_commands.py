@@ -390,3 +390,16 @@ def test_help_lists_only_the_tables_a_command_takes(name):
     assert "--table <token|output>" in run(name, "-h").stdout
     result = run(name, "dog", "--table", "position", code=2)
     assert result.stderr.startswith("Error: Invalid value for '--table': 'position' is not one of 'token', 'output'.")
+
+
+def test_the_entry_point_collects_no_garbage_while_it_imports_and_the_command_runs_with_the_collector_on():
+    """embscope.__main__ (the console script's and `python -m`'s entry) turns the collector off for the imports;
+    cli.main turns it on again before the command's own work (a report makes cyclic garbage)."""
+    script = ("import gc, sys\nfrom embscope.__main__ import main\noff = not gc.isenabled()\n"
+              "sys.argv = ['embscope', 'similarity', 'dog', 'cat', '--json']\n"
+              "try:\n    main()\nexcept SystemExit:\n    pass\n"
+              "print(off, gc.isenabled(), file=sys.stderr)")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
+                          env={k: v for k, v in os.environ.items() if k != "EMBSCOPE_CHECKPOINT"})
+    assert done.stderr.split() == ["True", "True"]
+    assert json.loads(done.stdout)["pairs"][0]["a"] == "dog"
