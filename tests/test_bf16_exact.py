@@ -112,6 +112,35 @@ def test_bf16_half_matrix_with_small_tiles_equals_numpy_fp32():
 
 
 @needs_torch
+@pytest.mark.parametrize("turned", [False, True], ids=["rows", "columns"])
+def test_scores_at_or_above_the_cut_are_those_a_plain_compare_finds(turned):
+    import torch
+    # 70 places a line: two groups of 32 read by their max, 6 compared one by one; cuts low, high and -inf.
+    rng = np.random.default_rng(11)
+    tile = torch.from_numpy(rng.standard_normal((70, 70)).astype(np.float32)).bfloat16()
+    scores = tile.T if turned else tile
+    cuts = torch.from_numpy(rng.uniform(0.5, 2.5, (70, 1)).astype(np.float32)).bfloat16()
+    cuts[3] = -torch.inf
+    line, place, value = bf16_exact.at_or_above(torch, scores, cuts)
+    plain = scores.float().numpy() >= cuts.float().numpy()
+    want = sorted(zip(*np.nonzero(plain)))
+    assert sorted(zip(line.tolist(), place.tolist())) == [(int(a), int(b)) for a, b in want]
+    assert np.array_equal(value.float().numpy(), scores.float().numpy()[line.numpy(), place.numpy()])
+    assert 70 < len(want) < 70 * 70 / 2  # some lines keep much, some little
+
+
+@needs_torch
+def test_triples_are_ordered_by_row_then_score_best_first():
+    import torch
+    scores = np.array([0.5, -0.25, 1.0, -0.0, 0.0, -np.inf, 0.75, -0.5, 0.5, 3e-39], dtype=np.float32)
+    rows = np.array([2, 0, 2, 1, 1, 0, 1, 0, 0, 1])
+    order = bf16_exact.row_then_score_order(torch, torch.from_numpy(rows), torch.from_numpy(scores)).numpy()
+    assert rows[order].tolist() == [0, 0, 0, 0, 1, 1, 1, 1, 2, 2]
+    assert scores[order].tolist() == [0.5, -0.25, -0.5, -np.inf, 0.75, scores[9], 0.0, 0.0, 1.0, 0.5]
+    assert np.signbit(scores[order][7])  # +0 before -0
+
+
+@needs_torch
 @pytest.mark.parametrize("engine", [CpuBf16Engine(), TorchEngine()], ids=["cpu-bf16", "torch-on-cpu"])
 def test_bf16_query_vectors_equal_numpy_fp32(engine):
     table = clustered_table(1000, 40, seed=5)
