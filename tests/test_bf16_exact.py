@@ -121,12 +121,31 @@ def test_scores_at_or_above_the_cut_are_those_a_plain_compare_finds(turned):
     scores = tile.T if turned else tile
     cuts = torch.from_numpy(rng.uniform(0.5, 2.5, (70, 1)).astype(np.float32)).bfloat16()
     cuts[3] = -torch.inf
-    line, place, value = bf16_exact.at_or_above(torch, scores, cuts)
+    peaks = bf16_exact.group_peaks(torch, scores, 64)
+    line, place, value = bf16_exact.at_or_above(torch, scores, cuts, peaks)
     plain = scores.float().numpy() >= cuts.float().numpy()
     want = sorted(zip(*np.nonzero(plain)))
     assert sorted(zip(line.tolist(), place.tolist())) == [(int(a), int(b)) for a, b in want]
     assert np.array_equal(value.float().numpy(), scores.float().numpy()[line.numpy(), place.numpy()])
     assert 70 < len(want) < 70 * 70 / 2  # some lines keep much, some little
+
+
+def test_candidate_products_give_the_best_count_their_float64_cosine_rounded_to_fp32():
+    # fp32 products first, float64 again for those near each row's count-th best: the best count must carry
+    # exactly the float64 products rounded to fp32, and every other candidate must rank below them.
+    rng = np.random.default_rng(12)
+    unit = rng.standard_normal((3000, 300))
+    unit = (unit / np.linalg.norm(unit, axis=1, keepdims=True)).astype(np.float32)
+    cand = rng.integers(0, 3000, (200, 90))
+    real = np.arange(90) < rng.integers(3, 91, 200)[:, None]  # padding past each row's last real candidate
+    got = bf16_exact.candidate_products(unit, unit[:200], cand, real, 5)
+    exact = np.einsum("rwd,rd->rw", unit[cand].astype(np.float64), unit[:200].astype(np.float64)).astype(np.float32)
+    for row in range(200):
+        best = np.argsort(-exact[row][real[row]], kind="stable")[:5]
+        assert np.array_equal(got[row][real[row]][best], exact[row][real[row]][best])
+        rest = np.delete(got[row][real[row]], best)
+        assert rest.size == 0 or rest.max() < exact[row][real[row]][best].min()
+    assert not np.array_equal(got[real], exact[real])  # the rest stayed fp32: the float64 pass was not idle
 
 
 @needs_torch

@@ -34,6 +34,7 @@ CANDIDATES_EXTRA = 32  # columns kept per row beyond 2k by the first topk of a b
 WIDER = 8  # rows whose cut falls past the first topk's columns are selected again this many times wider
 GATHER_ROWS = 256  # queries re-ranked at a time: a bounded gather of their candidates' rows
 CPU_GATHER_ROWS = 64  # the same on the CPU, where a smaller gather stays in cache
+CPU_GATHER_PAIRS = 256  # (query, candidate) pairs whose rows are gathered at a time for a float64 product
 # emit(start, ids, scores): the top count columns of rows start.. best first, as numpy arrays.
 Emit = Callable[[int, np.ndarray, np.ndarray], None]
 
@@ -63,33 +64,49 @@ def cut_complete(torch: Any, top_low: Any, count: int, n_columns: int, margin: f
     return top_low[:, -1] < top_low[:, count - 1] - margin
 
 
-def rerank(torch: Any, exact: Any, vectors: Any, cand_ids: Any, cand_low: Any) -> Any:
+def rerank(torch: Any, exact: Any, vectors: Any, cand_ids: Any, cand_low: Any, count: int) -> Any:
     """fp32 cosines of each query with its candidates, -inf where the bf16 pass had a left-out column (-inf).
-    Never a torch matmul, which a tensor-core or oneDNN mode may run below fp32: on the CPU numpy's product
-    (OpenBLAS, several times torch's broadcast multiply-and-sum here), elsewhere a multiply-and-sum."""
+    Never a torch matmul, which a tensor-core or oneDNN mode may run below fp32: on the CPU numpy's products
+    (candidate_products: every score at least as high as the count-th best is the correctly rounded fp32 cosine,
+    the rest fall below it), elsewhere a multiply-and-sum."""
     if exact.device.type == "cpu":
         scores = torch.from_numpy(candidate_products(exact.numpy(), vectors.numpy(), cand_ids.numpy(),
-                                                     cand_low.float().numpy() > -np.inf))
+                                                     cand_low.float().numpy() > -np.inf, count))
     else:
         scores = torch.cat([(exact[cand_ids[i:i + GATHER_ROWS]] * vectors[i:i + GATHER_ROWS, None, :]).sum(dim=2)
                             for i in range(0, cand_ids.shape[0], GATHER_ROWS)])
     return scores.masked_fill_(cand_low == -torch.inf, -torch.inf)
 
 
-def candidate_products(exact: np.ndarray, vectors: np.ndarray, cand_ids: np.ndarray, real: np.ndarray) -> np.ndarray:
-    """Dot products of each vector with the rows of its candidates, summed in float64 and rounded to fp32 (as the
-    fp32 engines' scores are), CPU_GATHER_ROWS vectors at a time (their gathered rows stay in cache). real: the
-    candidates that are not padding; vectors go in order of their last real one, so that each group gathers
-    about as many rows as its vectors hold, not as many as the most crowded one (-inf past a vector's last)."""
+def candidate_products(exact: np.ndarray, vectors: np.ndarray, cand_ids: np.ndarray, real: np.ndarray,
+                       count: int) -> np.ndarray:
+    """Dot products of each vector with the rows of its candidates (real: not padding; what lies past a vector's
+    last real one is left unspecified, rerank masks it). First in fp32 (numpy's batched product), CPU_GATHER_ROWS vectors at a time, in order of their
+    last real candidate, so that a group gathers about as many rows as its vectors hold; then those within
+    fp32_slack of a vector's count-th best again in float64, rounded to fp32 as the fp32 engines' scores are.
+    The others are off their exact cosine by at most half the slack, so they rank below that count, strictly."""
     scores = np.full(cand_ids.shape, -np.inf, dtype=np.float32)
     reach = np.where(real.any(axis=1), real.shape[1] - np.argmax(real[:, ::-1], axis=1), 0)
     order = np.argsort(reach, kind="stable")
     for i in range(0, order.size, CPU_GATHER_ROWS):
         part = order[i:i + CPU_GATHER_ROWS]
         width = int(reach[part[-1]])
-        scores[part, :width] = np.matmul(exact[cand_ids[part, :width]],
-                                         vectors[part, :, None].astype(np.float64))[..., 0]
+        scores[part, :width] = np.matmul(exact[cand_ids[part, :width]], vectors[part, :, None])[..., 0]
+    kth = -np.inf if count > scores.shape[1] else -np.partition(-scores, count - 1, axis=1)[:, count - 1:count]
+    line, place = np.nonzero(real & (scores >= kth - fp32_slack(exact.shape[1])))
+    for i in range(0, line.size, CPU_GATHER_PAIRS):
+        near = slice(i, i + CPU_GATHER_PAIRS)
+        scores[line[near], place[near]] = np.einsum("pd,pd->p", exact[cand_ids[line[near], place[near]]],
+                                                    vectors[line[near]], dtype=np.float64)
     return scores
+
+
+def fp32_slack(dim: int) -> float:
+    """Twice the most an fp32 dot product of two float32 unit rows (|x|, |y| <= 1 + v), products and sums
+    rounded in any order, or the fp32 rounding of the exact one, can differ from the exact one."""
+    v = FP32_UNIT
+    gamma = dim * v / (1 - dim * v)
+    return 2 * (gamma + v) * (1 + v) ** 2
 
 
 def ranked(torch: Any, cand_ids: Any, cand_scores: Any, count: int) -> tuple[Any, Any]:
@@ -122,7 +139,7 @@ def block_answer(torch: Any, exact: Any, vectors: Any, cand_ids: Any, cand_low: 
     complete are re-ranked; the others are selected again wider from full_low (their whole bf16 rows) when it
     is given, and what is still incomplete is worked out in fp32. left(rows) gives the left-out mask of rows."""
     complete = cut_complete(torch, cand_low, count, n_columns, margin)
-    ids, vals = ranked(torch, cand_ids, rerank(torch, exact, vectors, cand_ids, cand_low), count)
+    ids, vals = ranked(torch, cand_ids, rerank(torch, exact, vectors, cand_ids, cand_low, count), count)
     ids, vals = ids.cpu().numpy().astype(np.int64), vals.float().cpu().numpy()
     missing = torch.nonzero(~complete).flatten()
     if missing.numel() == 0:
@@ -134,7 +151,8 @@ def block_answer(torch: Any, exact: Any, vectors: Any, cand_ids: Any, cand_low: 
         done = rows[wide_ok]
         if done.numel():
             got_ids, got_vals = ranked(torch, wide_ids[wide_ok],
-                                       rerank(torch, exact, vectors[done], wide_ids[wide_ok], wide_low[wide_ok]), count)
+                                       rerank(torch, exact, vectors[done], wide_ids[wide_ok], wide_low[wide_ok], count),
+                                       count)
             at = done.cpu().numpy()
             ids[at], vals[at] = got_ids.cpu().numpy(), got_vals.float().cpu().numpy()
         rows = rows[~wide_ok]
@@ -222,16 +240,39 @@ class Candidates:
         empty = torch.empty(0, dtype=torch.int64, device=cuts.device)
         self.rows, self.columns, self.scores = [empty], [empty], [torch.empty(0, device=cuts.device)]
         self.gathered = 0
+        # per row, the count highest group peaks met so far (16-bit integers, bits of bf16 scores)
+        self.peaks = torch.full((cuts.numel(), count), torch.iinfo(torch.int16).min, dtype=torch.int16,
+                                device=cuts.device)
 
     def add(self, scores: Any, rows: slice, columns: slice, both: bool) -> None:
         """A tile of bf16 scores of rows against columns; both: its columns take its rows as candidates too."""
-        line, place, value = at_or_above(self.torch, scores, self.below(self.cut[rows, None], scores.dtype))
-        self.keep(line + rows.start, place + columns.start, value)
+        self.side(scores, rows, columns)
         if both:
-            line, place, value = at_or_above(self.torch, scores.T, self.below(self.cut[columns, None], scores.dtype))
-            self.keep(line + columns.start, place + rows.start, value)
+            self.side(scores.T, columns, rows)
         if self.gathered > COMPACT_AT:
             self.compact()
+
+    def side(self, scores: Any, lines: slice, places: slice) -> None:
+        """One reading of a tile: (lines, places) scores, the tile or the tile turned over. Its group peaks
+        first raise the lines' cuts (count groups whose peak reaches p hold count columns that reach it, so
+        the count-th best peak is at most the count-th best score), then pick the groups to compare."""
+        whole = scores.shape[1] - scores.shape[1] % GROUP
+        peaks = group_peaks(self.torch, scores, whole)
+        self.raise_cuts(peaks, lines)
+        line, place, value = at_or_above(self.torch, scores, self.below(self.cut[lines, None], scores.dtype), peaks)
+        self.keep(line + lines.start, place + places.start, value)
+
+    def raise_cuts(self, peaks: Any, lines: slice) -> None:
+        """Merge a tile's group peaks into each line's count best, and raise the line's cut to the count-th
+        best less the margin where that is a positive bf16 number (its bits order as the numbers do)."""
+        torch = self.torch
+        if peaks.shape[1] == 0:
+            return
+        best = torch.topk(torch.cat([self.peaks[lines], peaks], dim=1), self.count, dim=1).values
+        self.peaks[lines] = best
+        kth = best[:, -1]
+        rise = torch.where(kth > 0, kth.view(torch.bfloat16).float() - self.margin, -torch.inf)
+        self.cut[lines] = torch.maximum(self.cut[lines], rise)
 
     @staticmethod
     def below(cuts: Any, dtype: Any) -> Any:
@@ -283,13 +324,12 @@ class Candidates:
         return ids, low
 
 
-def at_or_above(torch: Any, scores: Any, cuts: Any) -> tuple[Any, Any, Any]:
+def at_or_above(torch: Any, scores: Any, cuts: Any, peaks: Any) -> tuple[Any, Any, Any]:
     """(line, place, score) of each bf16 score at or above its line's cut (cuts: (lines, 1) bf16); scores are
-    (lines, places), a tile or a tile turned over. The max of each GROUP places is found first, on the scores'
-    bits as 16-bit integers (several times faster than a bf16 max; turned over, a max down the stored rows), and
-    only the groups that reach the cut are compared score by score."""
-    whole = scores.shape[1] - scores.shape[1] % GROUP
-    line, group = torch.nonzero(group_peaks(torch, scores, whole) >= cut_bits(torch, cuts), as_tuple=True)
+    (lines, places), a tile or a tile turned over; peaks: its group_peaks. Only the groups whose peak reaches
+    the cut are compared score by score."""
+    whole = peaks.shape[1] * GROUP
+    line, group = torch.nonzero(peaks >= cut_bits(torch, cuts), as_tuple=True)
     values = scores[:, :whole].unflatten(1, (whole // GROUP, GROUP))[line, group]
     at, offset = torch.nonzero(values >= cuts[line], as_tuple=True)
     rest_line, rest_place = torch.nonzero(scores[:, whole:] >= cuts, as_tuple=True)
@@ -298,7 +338,8 @@ def at_or_above(torch: Any, scores: Any, cuts: Any) -> tuple[Any, Any, Any]:
 
 
 def group_peaks(torch: Any, scores: Any, whole: int) -> Any:
-    """(lines, whole / GROUP): the largest bit pattern, as a 16-bit integer, of each GROUP places of a line."""
+    """(lines, whole / GROUP): the largest bit pattern, as a 16-bit integer, of each GROUP places of a line:
+    found on the bits, several times faster than a bf16 max; turned over, a max down the stored rows."""
     bits = scores.view(torch.int16)
     if scores.stride(1) == 1:
         return bits[:, :whole].unflatten(1, (whole // GROUP, GROUP)).amax(2)
