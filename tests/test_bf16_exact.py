@@ -136,10 +136,11 @@ def test_candidate_products_give_the_best_count_their_float64_cosine_rounded_to_
     rng = np.random.default_rng(12)
     unit = rng.standard_normal((3000, 300))
     unit = (unit / np.linalg.norm(unit, axis=1, keepdims=True)).astype(np.float32)
-    cand = rng.integers(0, 3000, (200, 90))
+    cand = np.argsort(rng.random((200, 3000)), axis=1)[:, :90]  # distinct columns, as a row's candidates are
     real = np.arange(90) < rng.integers(3, 91, 200)[:, None]  # padding past each row's last real candidate
     got = bf16_exact.candidate_products(unit, unit[:200], cand, real, 5)
     exact = np.einsum("rwd,rd->rw", unit[cand].astype(np.float64), unit[:200].astype(np.float64)).astype(np.float32)
+    assert np.all(got[~real] == -np.inf)
     for row in range(200):
         best = np.argsort(-exact[row][real[row]], kind="stable")[:5]
         assert np.array_equal(got[row][real[row]][best], exact[row][real[row]][best])

@@ -80,8 +80,7 @@ def rerank(torch: Any, exact: Any, vectors: Any, cand_ids: Any, cand_low: Any, c
 
 def candidate_products(exact: np.ndarray, vectors: np.ndarray, cand_ids: np.ndarray, real: np.ndarray,
                        count: int) -> np.ndarray:
-    """Dot products of each vector with the rows of its candidates (real: not padding; what lies past a vector's
-    last real one is left unspecified, rerank masks it). First in fp32 (numpy's batched product), CPU_GATHER_ROWS vectors at a time, in order of their
+    """Dot products of each vector with the rows of its candidates (real: not padding, -inf). First in fp32 (numpy's batched product), CPU_GATHER_ROWS vectors at a time, in order of their
     last real candidate, so that a group gathers about as many rows as its vectors hold; then those within
     fp32_slack of a vector's count-th best again in float64, rounded to fp32 as the fp32 engines' scores are.
     The others are off their exact cosine by at most half the slack, so they rank below that count, strictly."""
@@ -92,6 +91,7 @@ def candidate_products(exact: np.ndarray, vectors: np.ndarray, cand_ids: np.ndar
         part = order[i:i + CPU_GATHER_ROWS]
         width = int(reach[part[-1]])
         scores[part, :width] = np.matmul(exact[cand_ids[part, :width]], vectors[part, :, None])[..., 0]
+    scores[~real] = -np.inf  # padding gathered within a group's width: not a candidate, not in the count-th best
     kth = -np.inf if count > scores.shape[1] else -np.partition(-scores, count - 1, axis=1)[:, count - 1:count]
     line, place = np.nonzero(real & (scores >= kth - fp32_slack(exact.shape[1])))
     for i in range(0, line.size, CPU_GATHER_PAIRS):
