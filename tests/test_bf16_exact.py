@@ -130,15 +130,22 @@ def test_scores_at_or_above_the_cut_are_those_a_plain_compare_finds(turned):
     assert 70 < len(want) < 70 * 70 / 2  # some lines keep much, some little
 
 
+@needs_torch
 def test_candidate_products_give_the_best_count_their_float64_cosine_rounded_to_fp32():
-    # fp32 products first, float64 again for those near each row's count-th best: the best count must carry
-    # exactly the float64 products rounded to fp32, and every other candidate must rank below them.
+    # fp32 products for the head of each row's candidates (best bf16 score first), for the rest only above the
+    # line the bound draws, float64 again near the count-th best: the best count must carry exactly the float64
+    # products rounded to fp32, every other real candidate must rank below them, padding stays -inf.
+    import torch
     rng = np.random.default_rng(12)
-    unit = rng.standard_normal((3000, 300))
+    unit = rng.standard_normal((3000, 24))
     unit = (unit / np.linalg.norm(unit, axis=1, keepdims=True)).astype(np.float32)
     cand = np.argsort(rng.random((200, 3000)), axis=1)[:, :90]  # distinct columns, as a row's candidates are
+    low = torch.from_numpy(np.einsum("rwd,rd->rw", unit[cand], unit[:200])).bfloat16().float().numpy()
+    by_low = np.argsort(-low, axis=1, kind="stable")
+    cand, low = np.take_along_axis(cand, by_low, 1), np.take_along_axis(low, by_low, 1)
     real = np.arange(90) < rng.integers(3, 91, 200)[:, None]  # padding past each row's last real candidate
-    got = bf16_exact.candidate_products(unit, unit[:200], cand, real, 5)
+    low[~real] = -np.inf
+    got = bf16_exact.candidate_products(unit, unit[:200], cand, low, 5)
     exact = np.einsum("rwd,rd->rw", unit[cand].astype(np.float64), unit[:200].astype(np.float64)).astype(np.float32)
     assert np.all(got[~real] == -np.inf)
     for row in range(200):
@@ -147,6 +154,7 @@ def test_candidate_products_give_the_best_count_their_float64_cosine_rounded_to_
         rest = np.delete(got[row][real[row]], best)
         assert rest.size == 0 or rest.max() < exact[row][real[row]][best].min()
     assert not np.array_equal(got[real], exact[real])  # the rest stayed fp32: the float64 pass was not idle
+    assert np.any(got[real] == -np.inf)  # and some candidates were never multiplied: the bound's line was used
 
 
 @needs_torch

@@ -34,6 +34,7 @@ CANDIDATES_EXTRA = 32  # columns kept per row beyond 2k by the first topk of a b
 WIDER = 8  # rows whose cut falls past the first topk's columns are selected again this many times wider
 GATHER_ROWS = 256  # queries re-ranked at a time: a bounded gather of their candidates' rows
 CPU_GATHER_ROWS = 64  # the same on the CPU, where a smaller gather stays in cache
+HEAD_CANDIDATES = 10  # a CPU re-rank's first fp32 products: count + this many of a query's best candidates
 CPU_GATHER_PAIRS = 256  # (query, candidate) pairs whose rows are gathered at a time for a float64 product
 # emit(start, ids, scores): the top count columns of rows start.. best first, as numpy arrays.
 Emit = Callable[[int, np.ndarray, np.ndarray], None]
@@ -71,34 +72,63 @@ def rerank(torch: Any, exact: Any, vectors: Any, cand_ids: Any, cand_low: Any, c
     the rest fall below it), elsewhere a multiply-and-sum."""
     if exact.device.type == "cpu":
         scores = torch.from_numpy(candidate_products(exact.numpy(), vectors.numpy(), cand_ids.numpy(),
-                                                     cand_low.float().numpy() > -np.inf, count))
+                                                     cand_low.float().numpy(), count))
     else:
         scores = torch.cat([(exact[cand_ids[i:i + GATHER_ROWS]] * vectors[i:i + GATHER_ROWS, None, :]).sum(dim=2)
                             for i in range(0, cand_ids.shape[0], GATHER_ROWS)])
     return scores.masked_fill_(cand_low == -torch.inf, -torch.inf)
 
 
-def candidate_products(exact: np.ndarray, vectors: np.ndarray, cand_ids: np.ndarray, real: np.ndarray,
+def candidate_products(exact: np.ndarray, vectors: np.ndarray, cand_ids: np.ndarray, low: np.ndarray,
                        count: int) -> np.ndarray:
-    """Dot products of each vector with the rows of its candidates (real: not padding, -inf). First in fp32 (numpy's batched product), CPU_GATHER_ROWS vectors at a time, in order of their
-    last real candidate, so that a group gathers about as many rows as its vectors hold; then those within
-    fp32_slack of a vector's count-th best again in float64, rounded to fp32 as the fp32 engines' scores are.
-    The others are off their exact cosine by at most half the slack, so they rank below that count, strictly."""
+    """Dot products of each vector with the rows of its candidates (low: their bf16 scores, best first, -inf
+    for padding), good for ranking the best count; -inf for padding and for a candidate that cannot reach them.
+    First in fp32 (fp32_products) for the first HEAD_CANDIDATES: their count-th best K is at most the final one,
+    and a candidate whose bf16 score t has t + eps < K - fp32_slack is below every exact cosine of the count
+    best, so only the candidates above that line (a prefix, being best first) are multiplied next. Then those
+    within fp32_slack of a vector's count-th best again in float64, rounded to fp32 as the fp32 engines'
+    scores are; the others are off their exact cosine by at most half the slack: they rank below, strictly."""
+    real = low > -np.inf
+    slack = fp32_slack(exact.shape[1])
     scores = np.full(cand_ids.shape, -np.inf, dtype=np.float32)
-    reach = np.where(real.any(axis=1), real.shape[1] - np.argmax(real[:, ::-1], axis=1), 0)
-    order = np.argsort(reach, kind="stable")
-    for i in range(0, order.size, CPU_GATHER_ROWS):
-        part = order[i:i + CPU_GATHER_ROWS]
-        width = int(reach[part[-1]])
-        scores[part, :width] = np.matmul(exact[cand_ids[part, :width]], vectors[part, :, None])[..., 0]
-    scores[~real] = -np.inf  # padding gathered within a group's width: not a candidate, not in the count-th best
-    kth = -np.inf if count > scores.shape[1] else -np.partition(-scores, count - 1, axis=1)[:, count - 1:count]
-    line, place = np.nonzero(real & (scores >= kth - fp32_slack(exact.shape[1])))
+    head = min(low.shape[1], count + HEAD_CANDIDATES)
+    fp32_products(exact, vectors, cand_ids, scores, 0, np.minimum(last_true(real), head))
+    fp32_products(exact, vectors, cand_ids, scores, head,
+                  last_true(real & (low >= count_th(scores, count) - score_error_bound(exact.shape[1]) - slack)))
+    line, place = np.nonzero(real & (scores >= count_th(scores, count) - slack))
     for i in range(0, line.size, CPU_GATHER_PAIRS):
         near = slice(i, i + CPU_GATHER_PAIRS)
         scores[line[near], place[near]] = np.einsum("pd,pd->p", exact[cand_ids[line[near], place[near]]],
                                                     vectors[line[near]], dtype=np.float64)
     return scores
+
+
+def fp32_products(exact: np.ndarray, vectors: np.ndarray, cand_ids: np.ndarray, scores: np.ndarray, begin: int,
+                  ends: np.ndarray) -> None:
+    """scores[r, begin:ends[r]] = fp32 products of vector r with those candidates' rows (numpy's batched
+    product), CPU_GATHER_ROWS vectors at a time in order of their end, so that a group gathers about as many rows
+    as its vectors need, not as many as the most crowded one's; what a group gathers past a vector's end is
+    put back to -inf."""
+    order = np.argsort(ends, kind="stable")
+    for i in range(0, order.size, CPU_GATHER_ROWS):
+        part = order[i:i + CPU_GATHER_ROWS]
+        width = int(ends[part[-1]])
+        if width > begin:
+            got = np.matmul(exact[cand_ids[part, begin:width]], vectors[part, :, None])[..., 0]
+            got[np.arange(begin, width) >= ends[part, None]] = -np.inf
+            scores[part, begin:width] = got
+
+
+def last_true(mask: np.ndarray) -> np.ndarray:
+    """Per row, one past the last True (0 where none)."""
+    return np.where(mask.any(axis=1), mask.shape[1] - np.argmax(mask[:, ::-1], axis=1), 0)
+
+
+def count_th(scores: np.ndarray, count: int) -> np.ndarray:
+    """(rows, 1): each row's count-th best score, -inf where it has fewer than count."""
+    if count > scores.shape[1]:
+        return np.full((scores.shape[0], 1), -np.inf, dtype=scores.dtype)
+    return -np.partition(-scores, count - 1, axis=1)[:, count - 1:count]
 
 
 def fp32_slack(dim: int) -> float:
