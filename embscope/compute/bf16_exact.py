@@ -216,7 +216,7 @@ def search_every_row(torch: Any, exact: Any, low: Any, count: int, side: int, em
     n = exact.shape[0]
     dev = exact.device
     margin = 2 * score_error_bound(exact.shape[1])
-    found = Candidates(torch, first_cuts(torch, low, count, margin), count, margin)
+    found = Candidates(torch, torch.full((n,), -torch.inf, device=dev), count, margin)
     for first in range(0, n, side):
         rows = slice(first, min(first + side, n))
         for column in range(first, n, side):
@@ -236,27 +236,9 @@ def search_every_row(torch: Any, exact: Any, low: Any, count: int, side: int, em
         emit(first, *block_answer(torch, exact, exact[rows], cand_ids, cand_low, count, n - 1, margin, None, left))
 
 
-SAMPLE_COLUMNS = 1024  # columns every row is first scored against, for a first cut
 MOST_CANDIDATES = 1024  # candidates a row may hold before it is worked out in fp32 instead
 COMPACT_AT = 1 << 22  # candidates gathered before they are cut down to each row's cut again
 GROUP = 16  # scores of a tile line whose max is compared with its cut before any one of them (8-64 tried: 16 fastest)
-
-
-def first_cuts(torch: Any, low: Any, count: int, margin: float) -> Any:
-    """Each row's first cut: the count-th best bf16 score among SAMPLE_COLUMNS columns (itself left out), less
-    the margin. It lies below the row's final cut, so nothing the final cut keeps is missed; it keeps about
-    count / SAMPLE_COLUMNS of each tile, and the running cut soon rises."""
-    n = low.shape[0]
-    sample = min(n, SAMPLE_COLUMNS)
-    if sample - 1 < count:
-        return torch.full((n,), -torch.inf, device=low.device)
-    cuts = torch.empty(n, device=low.device)
-    for start in range(0, n, SAMPLE_COLUMNS):
-        scores = (low[start:start + SAMPLE_COLUMNS] @ low[:sample].T).float()
-        if start < sample:
-            scores[:, start:].fill_diagonal_(-torch.inf)  # a row among the sample leaves itself out
-        cuts[start:start + scores.shape[0]] = torch.topk(scores, count, dim=1).values[:, -1] - margin
-    return cuts
 
 
 class Candidates:
