@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from embscope import compute, hardware
+from embscope import compute
 from embscope.cli import app
-from embscope.compute import bf16_exact, topk_rows, topk_vectors
+from embscope.compute import bf16_exact, devices, topk_rows, topk_vectors
 from embscope.compute.bf16_engine import CpuBf16Engine
 from embscope.compute.torch_engine import TorchEngine
 
@@ -203,9 +203,12 @@ def assert_same_as_fp32_ties(got, scores, k):
 
 
 @needs_torch
-def test_auto_precision_on_the_cpu_is_fp32_even_where_bf16_is_native(monkeypatch):
-    """The exact bf16 search ran at a third of fp32's speed on an AMX Xeon (docs/speed.md): auto keeps fp32."""
-    monkeypatch.setattr(hardware, "native_bf16", lambda *a: True)
+def test_auto_precision_is_the_exact_bf16_pass_where_bf16_is_native(monkeypatch):
+    monkeypatch.setattr(devices, "native_bf16", lambda: True)
+    assert compute.resolve_precision("auto", "cpu") == "bf16"
+    monkeypatch.setattr(devices, "native_bf16", lambda: False)
+    assert compute.resolve_precision("auto", "cpu") == "fp32"
+    monkeypatch.setattr(devices, "native_bf16", lambda: None)  # no /proc/cpuinfo to read
     assert compute.resolve_precision("auto", "cpu") == "fp32"
     assert compute.resolve_precision("bf16", "cpu") == "bf16"
     assert compute.precision_label("bf16") == "bf16, exact by re-rank"
