@@ -169,6 +169,25 @@ def test_triples_are_ordered_by_row_then_score_best_first():
 
 
 @needs_torch
+def test_bf16_half_matrix_cut_down_as_it_goes_equals_numpy_fp32(monkeypatch):
+    # Triples cut down to the rows' cuts after nearly every tile (compact), block by block, small tiles.
+    monkeypatch.setattr(bf16_exact, "COMPACT_AT", 200)
+    compactions = []
+    real = bf16_exact.Candidates.compact
+    monkeypatch.setattr(bf16_exact.Candidates, "compact", lambda self: compactions.append(1) or real(self))
+    table = clustered_table(700, 24, seed=13)
+    unit = (table / np.linalg.norm(table.astype(np.float64), axis=1, keepdims=True)).astype(np.float32)
+    found_ids, found_scores = np.empty((700, 6), np.int64), np.empty((700, 6), np.float32)
+
+    def emit(start, ids, vals):
+        found_ids[start:start + len(ids)], found_scores[start:start + len(ids)] = ids, vals
+
+    CpuBf16Engine().search_every_row(CpuBf16Engine().prepare(unit, "cpu"), 6, emit, side=96)
+    assert len(compactions) > 10
+    assert_same_as_fp32(compute.TopK(found_ids, found_scores, np.arange(700)), fp32_scores(table), 6)
+
+
+@needs_torch
 @pytest.mark.parametrize("engine", [CpuBf16Engine(), TorchEngine()], ids=["cpu-bf16", "torch-on-cpu"])
 def test_bf16_query_vectors_equal_numpy_fp32(engine):
     table = clustered_table(1000, 40, seed=5)

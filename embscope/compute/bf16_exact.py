@@ -243,14 +243,14 @@ GROUP = 16  # scores of a tile line whose max is compared with its cut before an
 
 class Candidates:
     """Per row, every column whose bf16 score reached the row's cut when it went past: the count-th best score
-    seen so far less the margin, which only rises. Held as flat (row, column, score) triples, cut down again
-    (compact) whenever many have gathered. A row's final cut is at most its true count-th best less the margin,
+    seen so far less the margin, which only rises. Held as flat (row, column, score) triples, by the block of
+    rows they belong to (a tile side's lines all lie in one), cut down again (compact) whenever many have
+    gathered. A row's final cut is at most its true count-th best less the margin,
     so every column the bound needs is among its candidates."""
 
     def __init__(self, torch: Any, cuts: Any, count: int, margin: float):
         self.torch, self.count, self.margin, self.cut = torch, count, margin, cuts
-        empty = torch.empty(0, dtype=torch.int64, device=cuts.device)
-        self.rows, self.columns, self.scores = [empty], [empty], [torch.empty(0, device=cuts.device)]
+        self.held: dict[int, list[tuple[Any, Any, Any]]] = {}  # first row of a block: its triples, in parts
         self.gathered = 0
         # per row, the count highest group peaks met so far (16-bit integers, bits of bf16 scores)
         self.peaks = torch.full((cuts.numel(), count), torch.iinfo(torch.int16).min, dtype=torch.int16,
@@ -272,7 +272,7 @@ class Candidates:
         peaks = group_peaks(self.torch, scores, whole)
         self.raise_cuts(peaks, lines)
         line, place, value = at_or_above(self.torch, scores, self.below(self.cut[lines, None], scores.dtype), peaks)
-        self.keep(line + lines.start, place + places.start, value)
+        self.keep(lines.start, (line + lines.start, place + places.start, value.float()))
 
     def raise_cuts(self, peaks: Any, lines: slice) -> None:
         """Merge a tile's group peaks into each line's count best, and raise the line's cut to the count-th
@@ -292,18 +292,24 @@ class Candidates:
         rounding (2^-8) can raise them, so a column at its cut is never lost to the rounding."""
         return (cuts - cuts.abs() * 2.0 ** -7).to(dtype)
 
-    def keep(self, rows: Any, columns: Any, scores: Any) -> None:
-        self.rows.append(rows)
-        self.columns.append(columns)
-        self.scores.append(scores.float())
-        self.gathered += rows.numel()
+    def keep(self, block: int, triples: tuple[Any, Any, Any]) -> None:
+        self.held.setdefault(block, []).append(triples)
+        self.gathered += triples[0].numel()
+
+    def joined(self, block: int) -> tuple[Any, Any, Any]:
+        """A block's triples in one (rows, columns, scores), taken out of held."""
+        parts = self.held.pop(block, [])
+        self.gathered -= sum(part[0].numel() for part in parts)
+        if not parts:
+            empty = self.torch.empty(0, dtype=self.torch.int64, device=self.cut.device)
+            return empty, empty, self.torch.empty(0, device=self.cut.device)
+        rows, columns, scores = (self.torch.cat(part) for part in zip(*parts))
+        return rows, columns, scores
 
     def compact(self) -> None:
         """Cut every row's triples down to its cut (cut_down)."""
-        torch = self.torch
-        rows, columns, scores = self.cut_down(*(torch.cat(part) for part in (self.rows, self.columns, self.scores)))
-        self.rows, self.columns, self.scores = [rows], [columns], [scores]
-        self.gathered = rows.numel()
+        for block in list(self.held):
+            self.keep(block, self.cut_down(*self.joined(block)))
 
     def cut_down(self, rows: Any, columns: Any, scores: Any) -> tuple[Any, Any, Any]:
         """The triples sorted by (row, score desc), each row's cut raised to its count-th best less the margin,
@@ -324,12 +330,8 @@ class Candidates:
         incomplete and works it out in fp32. Only these rows' triples are sorted (the running cuts are the
         group peaks' and compact's)."""
         torch = self.torch
-        every = [torch.cat(part) for part in (self.rows, self.columns, self.scores)]
-        mine = (every[0] >= rows.start) & (every[0] < rows.stop)
-        line, columns, scores = self.cut_down(*(part[mine] for part in every))
+        line, columns, scores = self.cut_down(*self.joined(rows.start))
         line = line - rows.start
-        self.rows, self.columns, self.scores = ([part[~mine]] for part in every)
-        self.gathered = self.rows[0].numel()
         held = torch.bincount(line, minlength=rows.stop - rows.start)
         # one column more than any row holds: a row's last is -inf, below its cut, so block_answer finds it complete
         width = int(min(max(int(held.max()) if held.numel() else 0, self.count), MOST_CANDIDATES)) + 1
