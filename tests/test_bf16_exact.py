@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from embscope import compute, hardware
+from embscope import compute
 from embscope.cli import app
-from embscope.compute import bf16_exact, topk_rows, topk_vectors
+from embscope.compute import bf16_exact, devices, topk_rows, topk_vectors
 from embscope.compute.bf16_engine import CpuBf16Engine
 from embscope.compute.torch_engine import TorchEngine
 
@@ -112,6 +112,82 @@ def test_bf16_half_matrix_with_small_tiles_equals_numpy_fp32():
 
 
 @needs_torch
+@pytest.mark.parametrize("turned", [False, True], ids=["rows", "columns"])
+def test_scores_at_or_above_the_cut_are_those_a_plain_compare_finds(turned):
+    import torch
+    # 70 places a line: two groups of 32 read by their max, 6 compared one by one; cuts low, high and -inf.
+    rng = np.random.default_rng(11)
+    tile = torch.from_numpy(rng.standard_normal((70, 70)).astype(np.float32)).bfloat16()
+    scores = tile.T if turned else tile
+    cuts = torch.from_numpy(rng.uniform(0.5, 2.5, (70, 1)).astype(np.float32)).bfloat16()
+    cuts[3] = -torch.inf
+    peaks = bf16_exact.group_peaks(torch, scores, 64)
+    line, place, value = bf16_exact.at_or_above(torch, scores, cuts, peaks)
+    plain = scores.float().numpy() >= cuts.float().numpy()
+    want = sorted(zip(*np.nonzero(plain)))
+    assert sorted(zip(line.tolist(), place.tolist())) == [(int(a), int(b)) for a, b in want]
+    assert np.array_equal(value.float().numpy(), scores.float().numpy()[line.numpy(), place.numpy()])
+    assert 70 < len(want) < 70 * 70 / 2  # some lines keep much, some little
+
+
+@needs_torch
+def test_candidate_products_give_the_best_count_their_float64_cosine_rounded_to_fp32():
+    # fp32 products for the head of each row's candidates (best bf16 score first), for the rest only above the
+    # line the bound draws, float64 again near the count-th best: the best count must carry exactly the float64
+    # products rounded to fp32, every other real candidate must rank below them, padding stays -inf.
+    import torch
+    rng = np.random.default_rng(12)
+    unit = rng.standard_normal((3000, 24))
+    unit = (unit / np.linalg.norm(unit, axis=1, keepdims=True)).astype(np.float32)
+    cand = np.argsort(rng.random((200, 3000)), axis=1)[:, :90]  # distinct columns, as a row's candidates are
+    low = torch.from_numpy(np.einsum("rwd,rd->rw", unit[cand], unit[:200])).bfloat16().float().numpy()
+    by_low = np.argsort(-low, axis=1, kind="stable")
+    cand, low = np.take_along_axis(cand, by_low, 1), np.take_along_axis(low, by_low, 1)
+    real = np.arange(90) < rng.integers(3, 91, 200)[:, None]  # padding past each row's last real candidate
+    low[~real] = -np.inf
+    got = bf16_exact.candidate_products(unit, unit[:200], cand, low, 5)
+    exact = np.einsum("rwd,rd->rw", unit[cand].astype(np.float64), unit[:200].astype(np.float64)).astype(np.float32)
+    assert np.all(got[~real] == -np.inf)
+    for row in range(200):
+        best = np.argsort(-exact[row][real[row]], kind="stable")[:5]
+        assert np.array_equal(got[row][real[row]][best], exact[row][real[row]][best])
+        rest = np.delete(got[row][real[row]], best)
+        assert rest.size == 0 or rest.max() < exact[row][real[row]][best].min()
+    assert not np.array_equal(got[real], exact[real])  # the rest stayed fp32: the float64 pass was not idle
+    assert np.any(got[real] == -np.inf)  # and some candidates were never multiplied: the bound's line was used
+
+
+@needs_torch
+def test_triples_are_ordered_by_row_then_score_best_first():
+    import torch
+    scores = np.array([0.5, -0.25, 1.0, -0.0, 0.0, -np.inf, 0.75, -0.5, 0.5, 3e-39], dtype=np.float32)
+    rows = np.array([2, 0, 2, 1, 1, 0, 1, 0, 0, 1])
+    order = bf16_exact.row_then_score_order(torch, torch.from_numpy(rows), torch.from_numpy(scores)).numpy()
+    assert rows[order].tolist() == [0, 0, 0, 0, 1, 1, 1, 1, 2, 2]
+    assert scores[order].tolist() == [0.5, -0.25, -0.5, -np.inf, 0.75, scores[9], 0.0, 0.0, 1.0, 0.5]
+    assert np.signbit(scores[order][7])  # +0 before -0
+
+
+@needs_torch
+def test_bf16_half_matrix_cut_down_as_it_goes_equals_numpy_fp32(monkeypatch):
+    # Triples cut down to the rows' cuts after nearly every tile (compact), block by block, small tiles.
+    monkeypatch.setattr(bf16_exact, "COMPACT_AT", 200)
+    compactions = []
+    real = bf16_exact.Candidates.compact
+    monkeypatch.setattr(bf16_exact.Candidates, "compact", lambda self: compactions.append(1) or real(self))
+    table = clustered_table(700, 24, seed=13)
+    unit = (table / np.linalg.norm(table.astype(np.float64), axis=1, keepdims=True)).astype(np.float32)
+    found_ids, found_scores = np.empty((700, 6), np.int64), np.empty((700, 6), np.float32)
+
+    def emit(start, ids, vals):
+        found_ids[start:start + len(ids)], found_scores[start:start + len(ids)] = ids, vals
+
+    CpuBf16Engine().search_every_row(CpuBf16Engine().prepare(unit, "cpu"), 6, emit, side=96)
+    assert len(compactions) > 10
+    assert_same_as_fp32(compute.TopK(found_ids, found_scores, np.arange(700)), fp32_scores(table), 6)
+
+
+@needs_torch
 @pytest.mark.parametrize("engine", [CpuBf16Engine(), TorchEngine()], ids=["cpu-bf16", "torch-on-cpu"])
 def test_bf16_query_vectors_equal_numpy_fp32(engine):
     table = clustered_table(1000, 40, seed=5)
@@ -146,9 +222,12 @@ def assert_same_as_fp32_ties(got, scores, k):
 
 
 @needs_torch
-def test_auto_precision_on_the_cpu_is_fp32_even_where_bf16_is_native(monkeypatch):
-    """The exact bf16 search ran at a third of fp32's speed on an AMX Xeon (docs/speed.md): auto keeps fp32."""
-    monkeypatch.setattr(hardware, "native_bf16", lambda *a: True)
+def test_auto_precision_is_the_exact_bf16_pass_where_bf16_is_native(monkeypatch):
+    monkeypatch.setattr(devices, "native_bf16", lambda: True)
+    assert compute.resolve_precision("auto", "cpu") == "bf16"
+    monkeypatch.setattr(devices, "native_bf16", lambda: False)
+    assert compute.resolve_precision("auto", "cpu") == "fp32"
+    monkeypatch.setattr(devices, "native_bf16", lambda: None)  # no /proc/cpuinfo to read
     assert compute.resolve_precision("auto", "cpu") == "fp32"
     assert compute.resolve_precision("bf16", "cpu") == "bf16"
     assert compute.precision_label("bf16") == "bf16, exact by re-rank"

@@ -320,7 +320,8 @@ def test_topk_on_cuda_matches_brute_force(precision):
 # ---------------------------------------------------------------- devices
 
 
-def test_auto_precision_is_fp32_on_the_cpu_and_passes_others_through():
+def test_auto_precision_is_fp32_on_the_cpu_and_passes_others_through(monkeypatch):
+    monkeypatch.setattr(compute.devices, "native_bf16", lambda: False)  # bf16 emulated: fp32 (native: test_bf16_exact)
     assert compute.resolve_precision("auto", "cpu") == "fp32"
     assert compute.resolve_precision("fp16", "cuda") == "fp16"
     assert compute.resolve_precision("auto", "mps") == "fp16"

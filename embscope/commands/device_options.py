@@ -14,10 +14,10 @@ from ..compute.devices import DEVICES, PRECISIONS
 Device = Enum("Device", {value: value for value in DEVICES}, type=str)  # type: ignore[misc]
 Precision = Enum("Precision", {value: value for value in PRECISIONS}, type=str)  # type: ignore[misc]
 AUTO_DEVICE = Device("auto")
-AUTO_PRECISION = Precision("auto")  # bf16 made exact on a GPU, fp32 on the CPU (compute.resolve_precision)
+AUTO_PRECISION = Precision("auto")  # bf16 made exact where bf16 is native, else fp32 (compute.resolve_precision)
 
 DeviceOption = Annotated[Device, typer.Option(
     "--device", help="Where the batched work runs; auto = a GPU when torch sees one.")]
 PrecisionOption = Annotated[Precision, typer.Option(
-    "--precision", help="Arithmetic for the batched products; auto: a bf16 pass made exact by an fp32 re-rank on a GPU, "
-            "fp32 on the CPU.")]
+    "--precision", help="Arithmetic for the batched products; auto: a bf16 pass made exact by an fp32 re-rank where "
+            "bf16 is native (a GPU; a CPU with AMX or avx512_bf16), else fp32.")]

@@ -11,6 +11,7 @@ from typing import Any
 
 from ..core.errors import MissingPackageError, OptionError
 from ..core.memory import available_memory
+from ..hardware import native_bf16
 from .rows import SCORE_BLOCK_BYTES
 
 DEVICES = ("auto", "cpu", "cuda", "mps")
@@ -76,17 +77,18 @@ def resolve_device(device: str = "auto") -> str:
 def resolve_precision(precision: str, device: str) -> str:
     """Turn "auto" into a precision for the device; any other value passes through.
 
-    "auto" is bf16 candidates made exact by an fp32 re-rank (bf16_exact) on a GPU that supports bf16 (else fp16
-    candidates), and fp32 on the CPU: on a CPU with AMX and avx512_bf16 (a 2-core Xeon, docs/speed.md) the exact
-    bf16 search ran at a third of numpy's fp32 speed, its selection costing many times the bf16 multiply itself,
-    and without native bf16 torch emulates it, slower still. `--precision bf16` still runs it on the CPU.
+    "auto" is bf16 candidates made exact by an fp32 re-rank (bf16_exact) where bf16 is multiplied natively:
+    a GPU that supports bf16 (else fp16 candidates), or a CPU with AMX or avx512_bf16 and torch installed (on a
+    2-core AMX Xeon the exact bf16 search beat numpy's fp32, docs/speed.md). On other CPUs it is fp32: torch
+    emulates bf16 there, several times slower than fp32.
     """
     if precision not in PRECISIONS:
         raise OptionError(f"precision must be one of {', '.join(PRECISIONS)}; got {precision!r}", option="precision")
     if precision != "auto":
         return precision
     if device == "cpu":
-        return "fp32"
+        native = native_bf16() and importlib.util.find_spec("torch") is not None
+        return "bf16" if native else "fp32"
     if device == "cuda":
         return "bf16" if torch_module().cuda.is_bf16_supported() else "fp16"
     return "fp16"
