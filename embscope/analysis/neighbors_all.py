@@ -38,10 +38,12 @@ def neighbors_all(emb: Embeddings, k: int, *, queries_file: Path | None = None, 
     """Top-k neighbours of every row, or of each one-token query in `queries_file` (one a line; a line that cannot
     be used is skipped with a note, or with `strict` stops the run)."""
     device = compute.resolve_device(run_on.device)
-    asked = compute.resolve_precision(run_on.precision, device)
-    precision = compute.precision_run(run_on.precision, device)
     skipped = None if strict else Skipped()
     queries = read_queries(queries_file, skipped) if queries_file is not None else None
+    searched = emb.table(table)
+    work = searched.rows * searched.rows * searched.dim  # multiply-adds of every row's search (at most, with queries)
+    asked = compute.resolve_precision(run_on.precision, device, work)
+    precision = compute.precision_run(run_on.precision, device, work)
     started = time.perf_counter()
     topk = topk_all(emb, k, queries=queries, ids=lookup.ids, exact=lookup.exact, table=table, device=device,
                     precision=precision, allow_unk=lookup.allow_unk, progress=progress, on_skip=skipped,

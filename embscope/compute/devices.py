@@ -74,20 +74,28 @@ def resolve_device(device: str = "auto") -> str:
     return device
 
 
-def resolve_precision(precision: str, device: str) -> str:
+# multiply-adds of a search below which "auto" stays fp32 on a CPU with native bf16: a fresh process pays about 1.1 s
+# to import torch, and bf16 saved 15-20% of fp32's time (2-core AMX Xeon: 32,768 x 512, 5.5e11, ran 3.1 s + the
+# import against fp32's 3.8 s; 50,257 x 768, 1.9e12, 10.8 s against 12.7 s in fresh processes)
+BF16_LEAST_WORK = 1e12
+
+
+def resolve_precision(precision: str, device: str, work: float | None = None) -> str:
     """Turn "auto" into a precision for the device; any other value passes through.
 
     "auto" is bf16 candidates made exact by an fp32 re-rank (bf16_exact) where bf16 is multiplied natively:
     a GPU that supports bf16 (else fp16 candidates), or a CPU with AMX or avx512_bf16 and torch installed (on a
-    2-core AMX Xeon the exact bf16 search beat numpy's fp32, docs/speed.md). On other CPUs it is fp32: torch
-    emulates bf16 there, several times slower than fp32.
+    2-core AMX Xeon the exact bf16 search beat numpy's fp32, docs/speed.md) for a search of at least
+    BF16_LEAST_WORK multiply-adds (`work`: queries x rows x dim; None: as large as that). On other CPUs, and for
+    smaller searches, it is fp32: torch emulates bf16 there, several times slower than fp32.
     """
     if precision not in PRECISIONS:
         raise OptionError(f"precision must be one of {', '.join(PRECISIONS)}; got {precision!r}", option="precision")
     if precision != "auto":
         return precision
     if device == "cpu":
-        native = native_bf16() and importlib.util.find_spec("torch") is not None
+        large = work is None or work >= BF16_LEAST_WORK
+        native = large and native_bf16() and importlib.util.find_spec("torch") is not None
         return "bf16" if native else "fp32"
     if device == "cuda":
         return "bf16" if torch_module().cuda.is_bf16_supported() else "fp16"
@@ -102,10 +110,10 @@ def precision_label(precision: str) -> str:
     return precision if precision == "fp32" else f"{precision} candidates, re-ranked in fp32"
 
 
-def precision_run(precision: str, device: str) -> str:
+def precision_run(precision: str, device: str, work: float | None = None) -> str:
     """The arithmetic that runs for a precision asked for on a device: resolve_precision's choice, and on the
     CPU fp32 for tf32 (a tensor-core mode that a CPU does not have)."""
-    resolved = resolve_precision(precision, device)
+    resolved = resolve_precision(precision, device, work)
     return "fp32" if device == "cpu" and resolved == "tf32" else resolved
 
 

@@ -192,7 +192,8 @@ def _search(array: np.ndarray, k: object, query_ids: np.ndarray, vectors: np.nda
     k = check_k(k)
     n_rows, _ = array.shape  # a 2-D table
     device = resolve_device(device)
-    engine, precision = pick_engine(device, resolve_precision(precision, device), forced)
+    work = query_ids.size * n_rows * array.shape[1]  # multiply-adds of the whole search
+    engine, precision = pick_engine(device, resolve_precision(precision, device, work), forced)
     if block_rows is not None and int(block_rows) < 1:
         raise OptionError(f"block_rows must be at least 1; got {block_rows}", option="block_rows")
     n_queries = query_ids.size
