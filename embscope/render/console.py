@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from ..core.errors import Message
+from ..core.errors import Message, Option
 from ..core.text import bounded, clipped, printable
 from . import jsonout
 from .flags import as_flags
@@ -57,6 +57,15 @@ def notes(lines: Iterable[str]) -> None:
     """Each note on its own line, naming options as the command line's flags."""
     for line in lines:
         out.print(f"note: {safe(line)}")
+
+
+def more(left_out: int, what: str = "", json_lists: int | None = None) -> None:
+    """The line under a list cut short: how many more there are, and that --json lists all of them (or the first
+    json_lists)."""
+    if left_out > 0:
+        listed = "all" if json_lists is None else f"the first {json_lists:,}"
+        out.print(as_flags(Message(f"... and {left_out:,} more{' ' + what if what else ''} (", Option("json", True),
+                                   f" lists {listed})")))
 
 
 def token_text(token_id: int, token: str) -> str:

@@ -8,11 +8,9 @@ from typing import TYPE_CHECKING
 
 from ..analysis.norms import DUPLICATE_COSINE, NormsReport, rule_text
 from ..analysis.untrained import Untrained
-from ..core.errors import Message, Option
 from ..core.text import PLOT_TOKEN_SHOWN, TOKEN_SHOWN, visible
 from . import console, header, jsonout, plots
 from .console import number_text as number
-from .flags import as_flags
 from .jsonout import Document
 from .names import Output, emb_title
 from .norms_plot import LABELLED_ROWS, position_norms_figure, ranked_rows, token_norms_figure
@@ -76,9 +74,7 @@ def ratio(value: float) -> str:
 
 
 def more(listed: int) -> None:
-    if listed > LISTED_ROWS:
-        console.out.print(as_flags(Message(f"... and {listed - LISTED_ROWS} more (", Option("json", True),
-                                           f" lists the first {JSON_LISTED:,})")))
+    console.more(listed - LISTED_ROWS, json_lists=JSON_LISTED)
 
 
 def show(emb: Embeddings, report: NormsReport, *, json: bool, plot: Output | None) -> None:

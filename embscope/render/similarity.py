@@ -6,11 +6,10 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ..analysis.similarity import Pair, Query, SimilarityResult, merge_note
-from ..core.errors import Message, Option
+from ..core.errors import Message
 from ..core.text import quote
 from ..lookup import PLAIN, WORD_START, FormChoice
 from . import console, header
-from .flags import as_flags
 from .jsonout import Document
 
 if TYPE_CHECKING:
@@ -75,9 +74,7 @@ def show(emb: Embeddings, result: SimilarityResult, *, json: bool, matrix: bool,
         out.print(f"tokenizer: {console.safe(result.space_note)}", soft_wrap=True)
     listed = result.pairs[:LISTED_PAIRS]
     out.print(pairs_table(listed, with_shares=result.baseline is not None))
-    if len(result.pairs) > LISTED_PAIRS:
-        out.print(as_flags(Message(f"... and {len(result.pairs) - LISTED_PAIRS:,} more pairs (", Option("json", True),
-                                   " lists all)")))
+    console.more(len(result.pairs) - LISTED_PAIRS, "pairs")
     if matrix:
         out.print(matrix_table(result))
     show_space(result)

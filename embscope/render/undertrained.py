@@ -11,11 +11,9 @@ from typing import TYPE_CHECKING
 from ..analysis.norms import MAD_SCALE
 from ..analysis.token_kinds import KIND_MEANINGS, KINDS, TokenKinds
 from ..analysis.undertrained import NORM_Z, THRESHOLD_RULE, Candidate, UndertrainedReport, UndertrainedTables
-from ..core.errors import Message, Option
 from ..core.text import visible
 from ..naming import token_name
 from . import console, header
-from .flags import as_flags
 from .jsonout import Document
 from .names import Output, emb_title
 from .plots import save
@@ -120,9 +118,7 @@ def render_table(report: UndertrainedReport, name: Namer) -> None:
         grid.add_row(str(c.id), console.safe(visible(name(c.id))), number(c.score, "+.4f"), number(c.norm, ".4g"),
                      number(c.norm_z, "+.1f"), signals_text(c), kinds_text(c))
     out.print(grid)
-    if len(candidates) > LISTED_ROWS:
-        out.print(as_flags(Message(f"... and {len(candidates) - LISTED_ROWS:,} more (", Option("json", True),
-                                   f" lists the first {JSON_LISTED:,})")))
+    console.more(len(candidates) - LISTED_ROWS, json_lists=JSON_LISTED)
 
 
 def signals_text(candidate: Candidate) -> str:
