@@ -161,20 +161,6 @@ def test_norms_are_blockwise_and_upcast_before_squaring():
     assert math.isfinite(row_norms(table)[3])
 
 
-@pytest.mark.parametrize("size", [1, 2, 3, 10, 11, 1001])
-def test_the_median_is_numpy_s_to_the_bit(size):
-    from embscope.analysis.median import median_of
-    rng = np.random.default_rng(size)
-    for values in (rng.standard_normal(size) * 1e3, rng.integers(0, 3, size).astype(np.float64),
-                   rng.standard_normal(size).astype(np.float32), np.full(size, 1e308)):
-        with np.errstate(over="ignore"):  # ties, float32, a sum of the middle two that overflows
-            assert median_of(values) == np.median(values)
-            assert median_of(values.copy(), overwrite=True) == np.median(values)
-    with_nan = rng.standard_normal(size)
-    with_nan[size // 2] = np.nan
-    assert math.isnan(median_of(with_nan)) and math.isnan(median_of(np.zeros(0)))
-
-
 @pytest.mark.parametrize("rows", [0, 1, 80, 81, 82, 1000])
 def test_the_stacked_one_thread_product_is_the_product(rows):
     from embscope.analysis.products import thin_product
