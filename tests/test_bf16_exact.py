@@ -229,7 +229,7 @@ def test_auto_precision_is_the_exact_bf16_pass_where_bf16_is_native(monkeypatch)
     assert large >= devices.BF16_LEAST_WORK > small
     assert compute.resolve_precision("auto", "cpu", large) == "bf16"
     assert compute.resolve_precision("auto", "cpu", small) == "fp32"
-    assert compute.precision_run("auto", "cpu", small) == "fp32"
+    assert compute.precision_run(compute.resolve_precision("auto", "cpu", small), "cpu") == "fp32"
     monkeypatch.setattr(devices, "native_bf16", lambda: False)
     assert compute.resolve_precision("auto", "cpu") == "fp32"
     monkeypatch.setattr(devices, "native_bf16", lambda: None)  # no /proc/cpuinfo to read

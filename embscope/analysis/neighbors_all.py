@@ -43,7 +43,7 @@ def neighbors_all(emb: Embeddings, k: int, *, queries_file: Path | None = None, 
     searched = emb.table(table)
     work = searched.rows * searched.rows * searched.dim  # multiply-adds of every row's search (at most, with queries)
     asked = compute.resolve_precision(run_on.precision, device, work)
-    precision = compute.precision_run(run_on.precision, device, work)
+    precision = compute.precision_run(asked, device)  # asked is resolved: auto is not weighed again
     started = time.perf_counter()
     topk = topk_all(emb, k, queries=queries, ids=lookup.ids, exact=lookup.exact, table=table, device=device,
                     precision=precision, allow_unk=lookup.allow_unk, progress=progress, on_skip=skipped,

@@ -110,10 +110,10 @@ def precision_label(precision: str) -> str:
     return precision if precision == "fp32" else f"{precision} candidates, re-ranked in fp32"
 
 
-def precision_run(precision: str, device: str, work: float | None = None) -> str:
+def precision_run(precision: str, device: str) -> str:
     """The arithmetic that runs for a precision asked for on a device: resolve_precision's choice, and on the
     CPU fp32 for tf32 (a tensor-core mode that a CPU does not have)."""
-    resolved = resolve_precision(precision, device, work)
+    resolved = resolve_precision(precision, device)
     return "fp32" if device == "cpu" and resolved == "tf32" else resolved
 
 
