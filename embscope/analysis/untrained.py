@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from .. import compute
+from .columns import column_reduced
 from .duplicates import ORDINARY_NORMS  # float32 products in range
 from .products import thin_product
 
@@ -295,7 +296,7 @@ def nearest_cosines(array: np.ndarray, norms: np.ndarray, valid: np.ndarray, sam
         scores[~valid[start:stop]] = -np.inf
         own = (sample >= start) & (sample < stop)
         scores[sample[own] - start, lines[own]] = -np.inf  # a row is not its own nearest
-        np.maximum(best, scores.max(axis=0), out=best)
+        np.maximum(best, column_reduced(np.maximum, scores), out=best)
     return np.where(best == -np.inf, np.float32(np.nan), best)
 
 
