@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -84,7 +85,7 @@ def find_duplicates(array: np.ndarray, norms: np.ndarray, cosine: float = DUPLIC
     projected, keys = projections(array, rows, norms, basis)
     groups = identical_groups(array, rows, keys)
     if len(groups.starts) < len(rows):  # some rows stand for others: search the representatives only
-        projected = compacted(projected, np.searchsorted(rows, groups.representatives))
+        projected = compacted(projected, positions_in(rows, groups.representatives))
     full = FullCheck(array, norms, groups.representatives, cosine)
     near_a, near_b, cut = near_pairs(projected, reach_of(cosine, array.shape[1], projected.shape[1]), full,
                                      max_checks, max_window)
@@ -94,6 +95,16 @@ def find_duplicates(array: np.ndarray, norms: np.ndarray, cosine: float = DUPLIC
     pairs = tuple(checked(array, norms, a, b) for a, b in listed)
     note = None if cut is None else f"duplicate search cut short among very crowded rows ({cut}): pairs may be missing"
     return DuplicateSearch(pairs, total, cut is None, note)
+
+
+def positions_in(rows: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """Where each of `ids` (some of `rows`, both ascending) lies in `rows`: an offset where the rows run on without
+    a gap (every row valid, the usual case), else a binary search."""
+    if len(rows) and int(rows[-1]) - int(rows[0]) + 1 == len(rows):
+        offsets: np.ndarray = ids - rows[0]
+        return offsets
+    found: np.ndarray = np.searchsorted(rows, ids)
+    return found
 
 
 def compacted(projected: np.ndarray, positions: np.ndarray) -> np.ndarray:
@@ -144,8 +155,8 @@ class Groups:
     starts: np.ndarray
     sizes: np.ndarray
 
-    @property
-    def representatives(self) -> np.ndarray:
+    @cached_property
+    def representatives(self) -> np.ndarray:  # read a few times by the search: gathered once
         firsts: np.ndarray = self.members[self.starts]
         return firsts
 
