@@ -46,7 +46,9 @@ SPREAD_RUN = 64  # rows of the sample that lie side by side
 SPREAD_EIGH_MOST = 256  # up to this width the sample's covariance is decomposed whole; wider, power iteration
 FLOAT32_UNIT = 2.0 ** -24
 ORDINARY_NORMS = (2.0 ** -60, 2.0 ** 60)  # rows projected in float32 as stored; others are projected in float64
-LOWEST_EDGE = np.r_[0, [(s & -s).bit_length() - 1 for s in range(1, 1 << GRID_MOST_DIMENSIONS)]]  # of each set
+_SETS = np.arange(1 << GRID_MOST_DIMENSIONS)  # each set of edges, bit e for edge e
+# each set's first edge: the place of its lowest bit, log2 of a power of two (exact; no Python loop at import)
+LOWEST_EDGE = np.log2(_SETS & -_SETS, where=_SETS > 0, out=np.zeros(len(_SETS))).astype(np.intp)
 PROJECTION_LEAST_PIECE = 256  # rows a piece of the projection at least (wide rows: threaded pieces, fewer calls)
 PREFILTER_MARGIN = 1.001  # one coordinate's gap against reach, before the squared gap over all of them is summed
 
@@ -275,7 +277,7 @@ def near_pairs(projected: np.ndarray, reach: float, full: FullCheck, max_checks:
         checks += len(a)
         # a pair within reach is within it along every direction: one coordinate first (a margin above the
         # float32 rounding of the sum below), then the whole projection for the few left
-        along = np.abs(last[a] - last[b]) <= np.float32(reach * PREFILTER_MARGIN)
+        along = np.flatnonzero(np.abs(last[a] - last[b]) <= np.float32(reach * PREFILTER_MARGIN))
         a, b = a[along], b[along]
         for at in range(0, len(a), step):  # the gathered rows stay within WORK_BYTES
             i, j = a[at:at + step], b[at:at + step]
@@ -413,16 +415,16 @@ def neighbour_cells(keys: np.ndarray, side: np.ndarray, strides: np.ndarray) -> 
         if not rows.size:
             continue
         edges = first[rows] + np.arange(q)[:, None]  # (q, rows): each row's q edges
-        offsets = np.empty((1 << q, len(rows)), dtype=np.int64)  # set s holds edge e when bit e of s is 1
-        offsets[0] = 0  # the empty set; the doubling below writes every other set
+        cells = np.empty((1 << q, len(rows)), dtype=np.int64)  # set s holds edge e when bit e of s is 1
+        cells[0] = keys[rows]  # the empty set: the row's own cell; the doubling below writes every other set
         for e in range(q):
-            np.add(offsets[:1 << e], steps[edges[e]], out=offsets[1 << e:2 << e])
+            np.add(cells[:1 << e], steps[edges[e]], out=cells[1 << e:2 << e])
         allowed = up[edges][LOWEST_EDGE[:1 << q]]  # a set is looked into when its first edge is an upper one
         allowed[0] = False  # the empty set: the row's own cell
         chosen = np.flatnonzero(allowed)  # flat, then a division by a constant: 4x faster than a 2-D nonzero
         looking = rows[chosen % len(rows)]
         asking.append(looking)
-        asked.append(keys[looking] + offsets.reshape(-1)[chosen])
+        asked.append(cells.reshape(-1)[chosen])
     return np.concatenate(asking), np.concatenate(asked)
 
 
@@ -472,8 +474,8 @@ class CellTable:
         counts = self.ends[1:][bucket] - first
         ends = np.cumsum(counts)
         at = np.repeat(first - (ends - counts), counts) + np.arange(ends[-1] if ends.size else 0)
-        same = self.keys[at] == np.repeat(keys, counts)  # the bucket may hold other cells
-        return np.repeat(rows, counts)[same], self.order[at[same]]
+        same = np.flatnonzero(self.keys[at] == np.repeat(keys, counts))  # the bucket may hold other cells
+        return np.repeat(rows, counts)[same], self.order[at[same]]  # positions: one nonzero for both gathers
 
 
 def listed_pairs(groups: Groups, near_a: np.ndarray, near_b: np.ndarray) -> list[tuple[int, int]]:
