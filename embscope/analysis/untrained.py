@@ -118,6 +118,8 @@ def find_untrained(array: np.ndarray, norms: np.ndarray, role: str, config: Mapp
     if role == "position":
         return positions_at_init(array, norms, valid, sigma, sigma_why, first_row)
     at_init = tokens_at_init(array, norms, valid, sigma, sigma_why)
+    if at_init.whole:  # every valid row is at init: none is left to have moved together
+        return at_init
     together = moved_together(array, norms, valid & ~at_init.mask(rows))
     if not together.count:
         return at_init
