@@ -365,3 +365,16 @@ def test_the_grid_s_column_extremes_are_numpy_s(rows):
     projected = np.random.default_rng(rows).standard_normal((rows, 5)).astype(np.float32)
     low, high = column_extremes(projected)
     assert np.array_equal(low, projected.min(axis=0)) and np.array_equal(high, projected.max(axis=0))
+
+
+@pytest.mark.parametrize("rows", [1, 255, 256, 257, 3000])
+@pytest.mark.parametrize("width", [16, 64])  # the grid's projections; the untrained verdict's sample scores
+def test_columns_reduced_as_wide_rows_are_numpy_s(rows, width):
+    from embscope.analysis.columns import column_reduced
+    values = np.random.default_rng(rows + width).standard_normal((rows, width)).astype(np.float32)
+    values[rows // 2, 3] = -np.inf
+    values[rows - 1, 5] = np.nan  # numpy's max and min carry a NaN through: so do the wide rows
+    for reduce, plain in ((np.maximum, values.max(axis=0)), (np.minimum, values.min(axis=0))):
+        found = column_reduced(reduce, values)
+        assert found.shape == (width,) and np.array_equal(found, plain, equal_nan=True)
+        assert np.isnan(found[5]) and np.isnan(plain[5])
