@@ -13,8 +13,9 @@ WIDE_ROWS = 256  # rows reduced as one wide row
 def column_reduced(reduce: np.ufunc, values: np.ndarray) -> np.ndarray:
     """reduce.reduce(values, axis=0) (np.minimum or np.maximum: the same values, in any order), read as wide rows."""
     whole = len(values) - len(values) % WIDE_ROWS
-    if not whole:
-        return reduce.reduce(values, axis=0)
-    width = values.shape[1]
-    wide = reduce.reduce(values[:whole].reshape(-1, WIDE_ROWS * width), axis=0).reshape(WIDE_ROWS, width)
-    return reduce.reduce(np.concatenate([wide, values[whole:]]), axis=0)
+    if whole:  # the rows past the last whole wide row are reduced with the wide rows' result
+        width = values.shape[1]
+        wide = reduce.reduce(values[:whole].reshape(-1, WIDE_ROWS * width), axis=0).reshape(WIDE_ROWS, width)
+        values = np.concatenate([wide, values[whole:]])
+    found: np.ndarray = reduce.reduce(values, axis=0)
+    return found
