@@ -251,7 +251,7 @@ def tokens_at_init(array: np.ndarray, norms: np.ndarray, valid: np.ndarray, sigm
     if sigma is not None:
         scale, said = sigma * math.sqrt(dim), f"the {sigma:g} x sqrt({dim}) of the initialisation ({sigma_why})"
     else:
-        scale = float(np.median(norms[valid]))
+        scale = float(np.median(norms[valid], overwrite_input=True))  # a copy already: partitioned in place
         said = f"a Gaussian draw of sigma {scale / math.sqrt(dim):.3g} (estimated) x sqrt({dim})"
     candidates = np.flatnonzero(valid & band(norms, scale, dim))
     if len(candidates) < MIN_GROUP or (sigma is None and len(candidates) < AT_INIT_SHARE * int(valid.sum())):
