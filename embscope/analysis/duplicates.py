@@ -19,6 +19,8 @@ a few cells (near-copies by the thousand) are bounded by max_checks, and the res
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -33,7 +35,8 @@ DUPLICATE_COSINE = 0.9999
 DUPLICATE_SUBSPACE = 16  # directions rows are projected on (the widest first), before the full check
 DUPLICATE_MAX_CHECKS = 20_000_000  # candidate pairs checked in the projection at most
 DUPLICATE_MAX_BYTES = 1 << 30  # a table whose float32 rows exceed this is not searched
-DUPLICATE_MAX_LISTED = 1000
+DUPLICATE_MAX_LISTED = 1000  # pairs listed, the lowest by row index
+LISTED_CHUNK = 256  # row ids converted to Python at a time while the listed pairs are read
 GRID_SIDE = 12  # cells are this many times r wide: a row looks past its cell in a dimension 2 / GRID_SIDE of the time
 GRID_MOST_DIMENSIONS = 12  # directions cut into cells at most (each adds up to a doubling of the lookups)
 WORK_BYTES = 4 << 20  # rows projected, or candidate pairs' rows gathered, at a time: a few MB of temporaries
@@ -93,8 +96,7 @@ def find_duplicates(array: np.ndarray, norms: np.ndarray, cosine: float = DUPLIC
                                      max_checks, max_window)
     sizes = groups.sizes
     total = int((sizes * (sizes - 1) // 2).sum() + (sizes[near_a] * sizes[near_b]).sum())
-    listed = sorted(listed_pairs(groups, near_a, near_b))[:DUPLICATE_MAX_LISTED]
-    pairs = tuple(checked(array, norms, a, b) for a, b in listed)
+    pairs = tuple(checked(array, norms, a, b) for a, b in listed_pairs(groups, near_a, near_b))
     note = None if cut is None else f"duplicate search cut short among very crowded rows ({cut}): pairs may be missing"
     return DuplicateSearch(pairs, total, cut is None, note)
 
@@ -479,24 +481,43 @@ class CellTable:
 
 
 def listed_pairs(groups: Groups, near_a: np.ndarray, near_b: np.ndarray) -> list[tuple[int, int]]:
-    """Up to DUPLICATE_MAX_LISTED pairs of row ids (a < b) from each kind, to be sorted and cut: the pairs inside
-    each group of identical rows, and every pair of rows of two near groups."""
-    found: list[tuple[int, int]] = []
+    """The DUPLICATE_MAX_LISTED lowest pairs of row ids (a < b), by row index, of every pair found: those inside
+    each group of identical rows and those across two near groups. Each source of pairs is read lazily in
+    ascending order and the sources merged; only the sources whose own lowest pair is among the lowest that
+    many are read (every source gives one pair at least, so no other can reach the list)."""
     shared = np.flatnonzero(groups.sizes > 1)
-    for group in shared[np.argsort(groups.representatives[shared], kind="stable")]:
-        members = groups.rows(int(group)).tolist()
-        for i, a in enumerate(members[:-1]):  # the pairs of the group's lowest rows first, no more than are listed
-            found += [(a, b) for b in members[i + 1:i + 1 + DUPLICATE_MAX_LISTED]]
-            if len(found) >= 4 * DUPLICATE_MAX_LISTED:
-                break
-        if len(found) >= 4 * DUPLICATE_MAX_LISTED:
-            break
-    near: list[tuple[int, int]] = []
-    for a, b in zip(near_a.tolist(), near_b.tolist()):
-        near += [(min(x, y), max(x, y)) for x in groups.rows(a).tolist() for y in groups.rows(b).tolist()]
-        if len(near) >= 4 * DUPLICATE_MAX_LISTED:
-            break
-    return found + near
+    firsts = groups.representatives
+    seconds = groups.members[groups.starts[shared] + 1]
+    low, high = np.minimum(firsts[near_a], firsts[near_b]), np.maximum(firsts[near_a], firsts[near_b])
+    lows, highs = np.concatenate([firsts[shared], low]), np.concatenate([seconds, high])
+    chosen = np.lexsort((highs, lows))[:DUPLICATE_MAX_LISTED].tolist()
+    sources = [inner_pairs(groups.rows(int(shared[s]))) if s < len(shared) else
+               cross_pairs(groups.rows(int(near_a[s - len(shared)])), groups.rows(int(near_b[s - len(shared)])))
+               for s in chosen]
+    return list(itertools.islice(heapq.merge(*sources), DUPLICATE_MAX_LISTED))
+
+
+def ascending(rows: np.ndarray) -> Iterator[int]:
+    """The row ids of an ascending array, converted a few at a time: a group may hold most of the table."""
+    for start in range(0, len(rows), LISTED_CHUNK):
+        yield from rows[start:start + LISTED_CHUNK].tolist()
+
+
+def inner_pairs(members: np.ndarray) -> Iterator[tuple[int, int]]:
+    """Every pair of one group's rows (a < b), in ascending order."""
+    for i, a in enumerate(ascending(members)):
+        for b in ascending(members[i + 1:]):
+            yield a, b
+
+
+def cross_pairs(one: np.ndarray, other: np.ndarray) -> Iterator[tuple[int, int]]:
+    """Every pair of a row of `one` and a row of `other` (two groups, no row in both), as (lower, higher), in
+    ascending order: each row in turn, from the lowest, with the rows of the other group above it."""
+    merged = heapq.merge(((row, other) for row in ascending(one)), ((row, one) for row in ascending(other)),
+                         key=lambda pair: pair[0])
+    for row, partners in merged:
+        for partner in ascending(partners[np.searchsorted(partners, row, side="right"):]):
+            yield row, partner
 
 
 def checked(array: np.ndarray, norms: np.ndarray, a: int, b: int) -> Duplicate:
