@@ -217,6 +217,22 @@ def test_identical_rows_are_counted_by_hashing_without_checking_their_pairs():
     assert [(d.a, d.b) for d in found.pairs[:3]] == [(0, 1), (0, 2), (0, 3)]  # the lowest rows first
 
 
+def test_the_listed_pairs_are_the_lowest_by_row_index_among_many():
+    rng = np.random.default_rng(9)
+    table = rng.standard_normal((3000, 8)).astype(np.float32)
+    table[2000:2200] = table[0]  # a group of 201 identical rows: 20,100 pairs, most of them of high rows
+    table[[5, 7]] = table[1]  # a small group whose pairs (1, 5), (1, 7), (5, 7) come before most of those
+    table[2500:2600] = table[10]
+    table[2700:2800] = 2 * table[10]  # near (cosine 1), not identical: 101 x 101 pairs across the two groups
+    table[11] = 2 * table[10]
+    unit = table.astype(np.float64) / numpy_norms(table)[:, None]
+    expected = sorted((int(a), int(b)) for a, b in zip(*np.nonzero(np.triu(unit @ unit.T > 0.9999, 1))))
+    assert len(expected) > 4 * 1000 and (1, 5) in expected[:1000]
+    found = find_duplicates(table, row_norms(table))
+    assert found.complete and found.total == len(expected)
+    assert [(d.a, d.b) for d in found.pairs] == expected[:1000]
+
+
 def test_duplicate_search_stays_bounded_when_every_row_is_nearly_the_same():
     rng = np.random.default_rng(2)
     table = (1 + 1e-4 * rng.standard_normal((1500, 4))).astype(np.float32)  # one crowded cell, no two rows equal
@@ -365,3 +381,16 @@ def test_the_grid_s_column_extremes_are_numpy_s(rows):
     projected = np.random.default_rng(rows).standard_normal((rows, 5)).astype(np.float32)
     low, high = column_extremes(projected)
     assert np.array_equal(low, projected.min(axis=0)) and np.array_equal(high, projected.max(axis=0))
+
+
+@pytest.mark.parametrize("rows", [1, 255, 256, 257, 3000])
+@pytest.mark.parametrize("width", [16, 64])  # the grid's projections; the untrained verdict's sample scores
+def test_columns_reduced_as_wide_rows_are_numpy_s(rows, width):
+    from embscope.analysis.columns import column_reduced
+    values = np.random.default_rng(rows + width).standard_normal((rows, width)).astype(np.float32)
+    values[rows // 2, 3] = -np.inf
+    values[rows - 1, 5] = np.nan  # numpy's max and min carry a NaN through: so do the wide rows
+    for reduce, plain in ((np.maximum, values.max(axis=0)), (np.minimum, values.min(axis=0))):
+        found = column_reduced(reduce, values)
+        assert found.shape == (width,) and np.array_equal(found, plain, equal_nan=True)
+        assert np.isnan(found[5]) and np.isnan(plain[5])

@@ -19,19 +19,24 @@ a few cells (near-copies by the thousand) are bounded by max_checks, and the res
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
+from .columns import column_reduced
 from .products import thin_product
 
 DUPLICATE_COSINE = 0.9999
 DUPLICATE_SUBSPACE = 16  # directions rows are projected on (the widest first), before the full check
 DUPLICATE_MAX_CHECKS = 20_000_000  # candidate pairs checked in the projection at most
 DUPLICATE_MAX_BYTES = 1 << 30  # a table whose float32 rows exceed this is not searched
-DUPLICATE_MAX_LISTED = 1000
+DUPLICATE_MAX_LISTED = 1000  # pairs listed, the lowest by row index
+LISTED_CHUNK = 256  # row ids converted to Python at a time while the listed pairs are read
 GRID_SIDE = 12  # cells are this many times r wide: a row looks past its cell in a dimension 2 / GRID_SIDE of the time
 GRID_MOST_DIMENSIONS = 12  # directions cut into cells at most (each adds up to a doubling of the lookups)
 WORK_BYTES = 4 << 20  # rows projected, or candidate pairs' rows gathered, at a time: a few MB of temporaries
@@ -44,9 +49,10 @@ SPREAD_RUN = 64  # rows of the sample that lie side by side
 SPREAD_EIGH_MOST = 256  # up to this width the sample's covariance is decomposed whole; wider, power iteration
 FLOAT32_UNIT = 2.0 ** -24
 ORDINARY_NORMS = (2.0 ** -60, 2.0 ** 60)  # rows projected in float32 as stored; others are projected in float64
-LOWEST_EDGE = np.r_[0, [(s & -s).bit_length() - 1 for s in range(1, 1 << GRID_MOST_DIMENSIONS)]]  # of each set
+_SETS = np.arange(1 << GRID_MOST_DIMENSIONS)  # each set of edges, bit e for edge e
+# each set's first edge: the place of its lowest bit, log2 of a power of two (exact; no Python loop at import)
+LOWEST_EDGE = np.log2(_SETS & -_SETS, where=_SETS > 0, out=np.zeros(len(_SETS))).astype(np.intp)
 PROJECTION_LEAST_PIECE = 256  # rows a piece of the projection at least (wide rows: threaded pieces, fewer calls)
-EXTREMES_ROWS = 256  # rows reduced as one wide row when the columns' extremes are read
 PREFILTER_MARGIN = 1.001  # one coordinate's gap against reach, before the squared gap over all of them is summed
 
 
@@ -84,16 +90,25 @@ def find_duplicates(array: np.ndarray, norms: np.ndarray, cosine: float = DUPLIC
     projected, keys = projections(array, rows, norms, basis)
     groups = identical_groups(array, rows, keys)
     if len(groups.starts) < len(rows):  # some rows stand for others: search the representatives only
-        projected = compacted(projected, np.searchsorted(rows, groups.representatives))
+        projected = compacted(projected, positions_in(rows, groups.representatives))
     full = FullCheck(array, norms, groups.representatives, cosine)
     near_a, near_b, cut = near_pairs(projected, reach_of(cosine, array.shape[1], projected.shape[1]), full,
                                      max_checks, max_window)
     sizes = groups.sizes
     total = int((sizes * (sizes - 1) // 2).sum() + (sizes[near_a] * sizes[near_b]).sum())
-    listed = sorted(listed_pairs(groups, near_a, near_b))[:DUPLICATE_MAX_LISTED]
-    pairs = tuple(checked(array, norms, a, b) for a, b in listed)
+    pairs = tuple(checked(array, norms, a, b) for a, b in listed_pairs(groups, near_a, near_b))
     note = None if cut is None else f"duplicate search cut short among very crowded rows ({cut}): pairs may be missing"
     return DuplicateSearch(pairs, total, cut is None, note)
+
+
+def positions_in(rows: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """Where each of `ids` (some of `rows`, both ascending) lies in `rows`: an offset where the rows run on without
+    a gap (every row valid, the usual case), else a binary search."""
+    if len(rows) and int(rows[-1]) - int(rows[0]) + 1 == len(rows):
+        offsets: np.ndarray = ids - rows[0]
+        return offsets
+    found: np.ndarray = np.searchsorted(rows, ids)
+    return found
 
 
 def compacted(projected: np.ndarray, positions: np.ndarray) -> np.ndarray:
@@ -144,8 +159,8 @@ class Groups:
     starts: np.ndarray
     sizes: np.ndarray
 
-    @property
-    def representatives(self) -> np.ndarray:
+    @cached_property
+    def representatives(self) -> np.ndarray:  # read a few times by the search: gathered once
         firsts: np.ndarray = self.members[self.starts]
         return firsts
 
@@ -264,7 +279,7 @@ def near_pairs(projected: np.ndarray, reach: float, full: FullCheck, max_checks:
         checks += len(a)
         # a pair within reach is within it along every direction: one coordinate first (a margin above the
         # float32 rounding of the sum below), then the whole projection for the few left
-        along = np.abs(last[a] - last[b]) <= np.float32(reach * PREFILTER_MARGIN)
+        along = np.flatnonzero(np.abs(last[a] - last[b]) <= np.float32(reach * PREFILTER_MARGIN))
         a, b = a[along], b[along]
         for at in range(0, len(a), step):  # the gathered rows stay within WORK_BYTES
             i, j = a[at:at + step], b[at:at + step]
@@ -304,17 +319,8 @@ def grid_dimensions(low: np.ndarray, high: np.ndarray, side: float) -> int:
 
 
 def column_extremes(projected: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(lowest, highest) value of each column. numpy reduces a narrow C-ordered array along its rows a few
-    values at a time; rows taken EXTREMES_ROWS at a time as one wide row reduce several times faster (256 rows of
-    16 columns: 4x faster than 16 rows)."""
-    width = projected.shape[1]
-    whole = len(projected) - len(projected) % EXTREMES_ROWS
-    wide = projected[:whole].reshape(-1, EXTREMES_ROWS * width)
-    found = []
-    for reduce in (np.minimum.reduce, np.maximum.reduce):
-        parts = [reduce(wide, axis=0).reshape(EXTREMES_ROWS, width), projected[whole:]] if whole else [projected]
-        found.append(reduce(np.concatenate(parts), axis=0))
-    return found[0], found[1]
+    """(lowest, highest) value of each column, read as wide rows (analysis/columns.py)."""
+    return column_reduced(np.minimum, projected), column_reduced(np.maximum, projected)
 
 
 class Grid:
@@ -340,9 +346,10 @@ class Grid:
         lies within reach of its cell's upper or lower edge, 0 in the cell's middle."""
         scaled = self.projected[start:start + GRID_ROWS, :self.m] - self.origin
         scaled *= np.float32(1 / self.side)
-        # where in its cell each row lies, 0..1, and the cell's whole number (scaled lies in 1 .. 2 / side + 2):
-        # both exact, in one pass
-        place, whole = np.modf(scaled, out=(scaled, np.empty_like(scaled)))
+        # the cell's whole number, and where in its cell each row lies, 0..1: both exact (scaled lies in
+        # 1 .. 2 / side + 2, far below 2^24), and floor and a subtraction take half the time of np.modf
+        whole = np.floor(scaled)
+        place = np.subtract(scaled, whole, out=scaled)
         keys = self.keys[start:start + len(place)]
         np.matmul(whole.astype(np.int32), self.strides.astype(np.int64), out=keys)  # every key is below 2^50
         np.subtract((place >= 1 - 1 / GRID_SIDE).view(np.int8), (place <= 1 / GRID_SIDE).view(np.int8),
@@ -410,16 +417,16 @@ def neighbour_cells(keys: np.ndarray, side: np.ndarray, strides: np.ndarray) -> 
         if not rows.size:
             continue
         edges = first[rows] + np.arange(q)[:, None]  # (q, rows): each row's q edges
-        offsets = np.empty((1 << q, len(rows)), dtype=np.int64)  # set s holds edge e when bit e of s is 1
-        offsets[0] = 0  # the empty set; the doubling below writes every other set
+        cells = np.empty((1 << q, len(rows)), dtype=np.int64)  # set s holds edge e when bit e of s is 1
+        cells[0] = keys[rows]  # the empty set: the row's own cell; the doubling below writes every other set
         for e in range(q):
-            np.add(offsets[:1 << e], steps[edges[e]], out=offsets[1 << e:2 << e])
+            np.add(cells[:1 << e], steps[edges[e]], out=cells[1 << e:2 << e])
         allowed = up[edges][LOWEST_EDGE[:1 << q]]  # a set is looked into when its first edge is an upper one
         allowed[0] = False  # the empty set: the row's own cell
         chosen = np.flatnonzero(allowed)  # flat, then a division by a constant: 4x faster than a 2-D nonzero
         looking = rows[chosen % len(rows)]
         asking.append(looking)
-        asked.append(keys[looking] + offsets.reshape(-1)[chosen])
+        asked.append(cells.reshape(-1)[chosen])
     return np.concatenate(asking), np.concatenate(asked)
 
 
@@ -469,29 +476,48 @@ class CellTable:
         counts = self.ends[1:][bucket] - first
         ends = np.cumsum(counts)
         at = np.repeat(first - (ends - counts), counts) + np.arange(ends[-1] if ends.size else 0)
-        same = self.keys[at] == np.repeat(keys, counts)  # the bucket may hold other cells
-        return np.repeat(rows, counts)[same], self.order[at[same]]
+        same = np.flatnonzero(self.keys[at] == np.repeat(keys, counts))  # the bucket may hold other cells
+        return np.repeat(rows, counts)[same], self.order[at[same]]  # positions: one nonzero for both gathers
 
 
 def listed_pairs(groups: Groups, near_a: np.ndarray, near_b: np.ndarray) -> list[tuple[int, int]]:
-    """Up to DUPLICATE_MAX_LISTED pairs of row ids (a < b) from each kind, to be sorted and cut: the pairs inside
-    each group of identical rows, and every pair of rows of two near groups."""
-    found: list[tuple[int, int]] = []
+    """The DUPLICATE_MAX_LISTED lowest pairs of row ids (a < b), by row index, of every pair found: those inside
+    each group of identical rows and those across two near groups. Each source of pairs is read lazily in
+    ascending order and the sources merged; only the sources whose own lowest pair is among the lowest that
+    many are read (every source gives one pair at least, so no other can reach the list)."""
     shared = np.flatnonzero(groups.sizes > 1)
-    for group in shared[np.argsort(groups.representatives[shared], kind="stable")]:
-        members = groups.rows(int(group)).tolist()
-        for i, a in enumerate(members[:-1]):  # the pairs of the group's lowest rows first, no more than are listed
-            found += [(a, b) for b in members[i + 1:i + 1 + DUPLICATE_MAX_LISTED]]
-            if len(found) >= 4 * DUPLICATE_MAX_LISTED:
-                break
-        if len(found) >= 4 * DUPLICATE_MAX_LISTED:
-            break
-    near: list[tuple[int, int]] = []
-    for a, b in zip(near_a.tolist(), near_b.tolist()):
-        near += [(min(x, y), max(x, y)) for x in groups.rows(a).tolist() for y in groups.rows(b).tolist()]
-        if len(near) >= 4 * DUPLICATE_MAX_LISTED:
-            break
-    return found + near
+    firsts = groups.representatives
+    seconds = groups.members[groups.starts[shared] + 1]
+    low, high = np.minimum(firsts[near_a], firsts[near_b]), np.maximum(firsts[near_a], firsts[near_b])
+    lows, highs = np.concatenate([firsts[shared], low]), np.concatenate([seconds, high])
+    chosen = np.lexsort((highs, lows))[:DUPLICATE_MAX_LISTED].tolist()
+    sources = [inner_pairs(groups.rows(int(shared[s]))) if s < len(shared) else
+               cross_pairs(groups.rows(int(near_a[s - len(shared)])), groups.rows(int(near_b[s - len(shared)])))
+               for s in chosen]
+    return list(itertools.islice(heapq.merge(*sources), DUPLICATE_MAX_LISTED))
+
+
+def ascending(rows: np.ndarray) -> Iterator[int]:
+    """The row ids of an ascending array, converted a few at a time: a group may hold most of the table."""
+    for start in range(0, len(rows), LISTED_CHUNK):
+        yield from rows[start:start + LISTED_CHUNK].tolist()
+
+
+def inner_pairs(members: np.ndarray) -> Iterator[tuple[int, int]]:
+    """Every pair of one group's rows (a < b), in ascending order."""
+    for i, a in enumerate(ascending(members)):
+        for b in ascending(members[i + 1:]):
+            yield a, b
+
+
+def cross_pairs(one: np.ndarray, other: np.ndarray) -> Iterator[tuple[int, int]]:
+    """Every pair of a row of `one` and a row of `other` (two groups, no row in both), as (lower, higher), in
+    ascending order: each row in turn, from the lowest, with the rows of the other group above it."""
+    merged = heapq.merge(((row, other) for row in ascending(one)), ((row, one) for row in ascending(other)),
+                         key=lambda pair: pair[0])
+    for row, partners in merged:
+        for partner in ascending(partners[np.searchsorted(partners, row, side="right"):]):
+            yield row, partner
 
 
 def checked(array: np.ndarray, norms: np.ndarray, a: int, b: int) -> Duplicate:

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from .. import compute
+from .columns import column_reduced
 from .duplicates import ORDINARY_NORMS  # float32 products in range
 from .products import thin_product
 
@@ -117,6 +118,8 @@ def find_untrained(array: np.ndarray, norms: np.ndarray, role: str, config: Mapp
     if role == "position":
         return positions_at_init(array, norms, valid, sigma, sigma_why, first_row)
     at_init = tokens_at_init(array, norms, valid, sigma, sigma_why)
+    if at_init.whole:  # every valid row is at init: none is left to have moved together
+        return at_init
     together = moved_together(array, norms, valid & ~at_init.mask(rows))
     if not together.count:
         return at_init
@@ -248,7 +251,7 @@ def tokens_at_init(array: np.ndarray, norms: np.ndarray, valid: np.ndarray, sigm
     if sigma is not None:
         scale, said = sigma * math.sqrt(dim), f"the {sigma:g} x sqrt({dim}) of the initialisation ({sigma_why})"
     else:
-        scale = float(np.median(norms[valid]))
+        scale = float(np.median(norms[valid], overwrite_input=True))  # a copy already: partitioned in place
         said = f"a Gaussian draw of sigma {scale / math.sqrt(dim):.3g} (estimated) x sqrt({dim})"
     candidates = np.flatnonzero(valid & band(norms, scale, dim))
     if len(candidates) < MIN_GROUP or (sigma is None and len(candidates) < AT_INIT_SHARE * int(valid.sum())):
@@ -295,7 +298,7 @@ def nearest_cosines(array: np.ndarray, norms: np.ndarray, valid: np.ndarray, sam
         scores[~valid[start:stop]] = -np.inf
         own = (sample >= start) & (sample < stop)
         scores[sample[own] - start, lines[own]] = -np.inf  # a row is not its own nearest
-        np.maximum(best, scores.max(axis=0), out=best)
+        np.maximum(best, column_reduced(np.maximum, scores), out=best)
     return np.where(best == -np.inf, np.float32(np.nan), best)
 
 
