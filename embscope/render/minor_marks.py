@@ -51,7 +51,7 @@ def minor_places(axis: Any, locs: np.ndarray) -> np.ndarray:
     minor, major = scale.transform(locs), scale.transform(np.asarray(axis.get_majorticklocs()))
     low, high = sorted(scale.transform(axis.get_view_interval()))
     taken = np.isclose(minor[:, None], major[None, :], atol=(high - low) * 1e-5, rtol=0).any(axis=1)
-    return locs[~taken]
+    return np.asarray(locs[~taken])
 
 
 def in_view(axis: Any, locs: np.ndarray) -> np.ndarray:
@@ -60,14 +60,13 @@ def in_view(axis: Any, locs: np.ndarray) -> np.ndarray:
     low, high = sorted(scale.transform(axis.get_view_interval()))
     places = scale.transform(locs)
     edge = (high - low) * VIEW_TOLERANCE
-    return locs[(places >= low - edge) & (places <= high + edge)]
+    return np.asarray(locs[(places >= low - edge) & (places <= high + edge)])
 
 
 @functools.cache
 def classes() -> tuple[type, type]:
     """The locator that gives an axis its minor ticks only when one of them has a label, and the artist that draws
     them otherwise (made once, once matplotlib is imported: embscope starts without it)."""
-    from matplotlib.artist import allow_rasterization
     from matplotlib.lines import Line2D
     from matplotlib.ticker import Locator
 
@@ -81,8 +80,9 @@ def classes() -> tuple[type, type]:
 
         def unlabelled(self) -> np.ndarray | None:
             """The minor ticks' places (those no major tick takes) while none has a label; None when one has."""
-            places = minor_places(self.axis, np.asarray(self.locator()))
-            return None if any(self.axis.minor.formatter.format_ticks(places)) else places
+            axis: Any = self.axis  # a matplotlib Axis: set_axis gave it
+            places = minor_places(axis, np.asarray(self.locator()))
+            return None if any(axis.minor.formatter.format_ticks(places)) else places
 
         def __call__(self) -> Any:
             return np.asarray(self.locator()) if self.unlabelled() is None else np.array([])
@@ -104,9 +104,8 @@ def classes() -> tuple[type, type]:
             self.set_in_layout(False)  # as a tick line: the margins hold the tick labels, not the ticks
             self.set_clip_on(False)  # as a tick line, outside the axes: not clipped to them as an axes' artist is
             self.axis, self.places = axis, places
-            self.across = (line.get_ydata() if axis.axis_name == "x" else line.get_xdata())[0]  # 0 or 1: which side
+            self.across = np.asarray(line.get_ydata() if axis.axis_name == "x" else line.get_xdata())[0]  # 0 or 1: side
 
-        @allow_rasterization
         def draw(self, renderer: Any) -> None:
             places = self.places.unlabelled()
             if places is None or not len(places := in_view(self.axis, places)):
