@@ -132,3 +132,31 @@ def test_a_report_figure_keeps_a_long_token_name_and_every_label_inside_it():
         if text.get_text() and text.get_visible():
             box = text.get_window_extent(renderer)
             assert page.x0 <= box.x0 and box.x1 <= page.x1 and page.y0 <= box.y0 and box.y1 <= page.y1, text
+
+
+def test_a_tick_label_is_laid_out_once_per_renderer_and_state(monkeypatch):
+    from matplotlib.text import Text
+
+    from embscope.render.text_layout import remember_layouts
+    laid_out: list[Text] = []
+    own = Text._get_layout
+
+    def counted(self, renderer):
+        laid_out.append(self)
+        return own(self, renderer)
+
+    monkeypatch.setattr(Text, "_get_layout", counted)  # every layout matplotlib makes, counted by its text
+    with style():
+        plain, remembered = lines_and_log(), lines_and_log()
+        remember_layouts(remembered)
+        plain_pixels, plain_ticks = drawn(plain)
+        laid_out.clear()
+        pixels, ticks = drawn(remembered)
+        assert np.array_equal(pixels, plain_pixels) and ticks == plain_ticks
+        label = next(t.label1 for t in remembered.axes[1].xaxis.get_major_ticks() if t.label1.get_text() == "10")
+        assert laid_out.count(label) == 1  # measured by its axis, again to place the axis label, drawn: laid out once
+        renderer = remembered.canvas.get_renderer()
+        first = label.get_window_extent(renderer)
+        assert laid_out.count(label) == 1 and label.get_window_extent(renderer).bounds == first.bounds
+        label.set_fontsize(20)  # an input of the layout changed: laid out again, wider
+        assert label.get_window_extent(renderer).width > first.width and laid_out.count(label) == 2
