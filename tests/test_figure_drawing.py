@@ -61,6 +61,28 @@ def test_only_the_ticks_in_view_are_made_and_the_figure_is_the_same():
     assert len(log.xaxis.get_minor_ticks()) == 7 + 8 + 8 < len(plain.axes[1].xaxis.get_minor_ticks())
 
 
+def test_ticks_in_view_follow_a_new_view_and_a_new_size():
+    # the locations are kept between calls while the view, the scale and the axis's length stay: each change
+    # asks the wrapped locator again, as matplotlib's own would
+    with style():
+        plain, wrapped = lines_and_log(), lines_and_log()
+        in_view(wrapped)
+        for figure in (plain, wrapped):
+            drawn(figure)
+            figure.axes[0].set_xlim(0, 50)
+            figure.axes[1].set_xlim(5, 5000)
+        plain_pixels, plain_ticks = drawn(plain)
+        pixels, ticks = drawn(wrapped)
+        assert np.array_equal(pixels, plain_pixels) and ticks == plain_ticks
+        assert [label for _, label in ticks[0]] == ["0", "10", "20", "30", "40", "50"]
+        for figure in (plain, wrapped):
+            figure.set_size_inches(2, 3)  # a narrow figure: fewer ticks fit
+        plain_pixels, plain_ticks = drawn(plain)
+        pixels, ticks = drawn(wrapped)
+    assert np.array_equal(pixels, plain_pixels) and ticks == plain_ticks
+    assert [label for _, label in ticks[0]] == ["0", "50"]
+
+
 def marked_and_plain(log_x: tuple[float, float]) -> tuple[Figure, bool, list, list]:
     """A figure with its minor ticks handed to marks, whether it draws the same pixels as the figure without, and
     each one's drawn ticks."""
