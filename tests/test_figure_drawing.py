@@ -118,6 +118,22 @@ def test_minor_ticks_with_labels_stay_ticks():
     assert not len(mark.get_xdata())  # it drew nothing
 
 
+def test_minor_marks_follow_a_new_view():
+    # drawn once over 3 decades (marks), then over a fifth of a decade (labelled minor ticks: Ticks again)
+    with style():
+        plain, marked = lines_and_log(), lines_and_log()
+        for figure in (plain, marked):
+            in_view(figure)
+        minor_marks.marks(marked)
+        for figure in (plain, marked):
+            drawn(figure)
+            figure.axes[1].set_xlim(3, 5)
+        plain_pixels, plain_ticks = drawn(plain)
+        pixels, ticks = drawn(marked)
+    assert np.array_equal(pixels, plain_pixels) and ticks == plain_ticks
+    assert [label for _, label in ticks[2]] == ["3", "4", "5"]
+
+
 def test_ticks_placed_by_hand_are_left_alone():
     with style():
         figure = lines_and_log()

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .ticks_in_view import placing
+
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
@@ -73,16 +75,22 @@ def classes() -> tuple[type, type]:
     class Split(Locator):
         def __init__(self, locator: Locator) -> None:
             self.locator = locator
+            self.last: tuple[tuple[Any, ...], np.ndarray | None] | None = None  # (inputs, places) of the last call
 
         def set_axis(self, axis: Any) -> None:
             super().set_axis(axis)
             self.locator.set_axis(axis)
+            self.last = None
 
         def unlabelled(self) -> np.ndarray | None:
-            """The minor ticks' places (those no major tick takes) while none has a label; None when one has."""
+            """The minor ticks' places (those no major tick takes) while none has a label; None when one has. Kept
+            while the axis's view and size stay (ticks_in_view.placing): asked at each measurement and draw."""
             axis: Any = self.axis  # a matplotlib Axis: set_axis gave it
-            places = minor_places(axis, np.asarray(self.locator()))
-            return None if any(axis.minor.formatter.format_ticks(places)) else places
+            inputs = placing(axis)
+            if self.last is None or self.last[0] != inputs:
+                places = minor_places(axis, np.asarray(self.locator()))
+                self.last = inputs, None if any(axis.minor.formatter.format_ticks(places)) else places
+            return self.last[1]
 
         def __call__(self) -> Any:
             return np.asarray(self.locator()) if self.unlabelled() is None else np.array([])

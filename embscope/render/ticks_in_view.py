@@ -52,9 +52,11 @@ def within(axis: Any, locs: np.ndarray) -> np.ndarray:
 
 def placing(axis: Any) -> tuple[Any, ...]:
     """All that matplotlib's automatic locators (MaxNLocator, LogLocator) and `within` read of `axis`, their own
-    settings aside: its view, its scale, how many ticks fit along it, and its smallest positive value (where a log
-    axis's view starts at or below zero)."""
-    return tuple(axis.get_view_interval()), axis.get_scale(), axis.get_tick_space(), axis.get_minpos()
+    settings aside: its view, its scale, its smallest positive value (where a log axis's view starts at or below
+    zero), and the axes' size in pixels, which with the tick labels' size (set before the layout) says how many
+    ticks fit along it (Axis.get_tick_space, which costs as much to ask as the locator)."""
+    size = axis.axes.bbox.size
+    return tuple(axis.get_view_interval()), axis.get_scale(), axis.get_minpos(), float(size[0]), float(size[1])
 
 
 @functools.cache
