@@ -198,3 +198,38 @@ def test_a_tick_label_is_laid_out_once_per_renderer_and_state(monkeypatch):
         assert laid_out.count(label) == 1 and label.get_window_extent(renderer).bounds == first.bounds
         label.set_fontsize(20)  # an input of the layout changed: laid out again, wider
         assert label.get_window_extent(renderer).width > first.width and laid_out.count(label) == 2
+
+
+def test_legend_texts_and_annotations_are_laid_out_once(monkeypatch):
+    from matplotlib.text import Text
+
+    from embscope.render.text_layout import remember_layouts
+    laid_out: list[Text] = []
+    own = Text._get_layout
+
+    def counted(self, renderer):
+        laid_out.append(self)
+        return own(self, renderer)
+
+    monkeypatch.setattr(Text, "_get_layout", counted)
+    with style():
+        figures = []
+        for _ in range(2):
+            figure = lines_and_log()
+            linear = figure.axes[0]
+            linear.lines[0].set_label("a line")
+            linear.legend(loc="best")  # its best place is searched at each draw, its texts measured each time
+            linear.annotate("a point", xy=(5, 0.5), xytext=(6, 6), textcoords="offset points",
+                            arrowprops={"arrowstyle": "-"})
+            figures.append(figure)
+        plain, remembered = figures
+        remember_layouts(remembered)
+        plain_pixels, _ = drawn(plain)
+        plain_count = len(laid_out)
+        laid_out.clear()
+        pixels, _ = drawn(remembered)
+    assert np.array_equal(pixels, plain_pixels)
+    legend_text = remembered.axes[0].get_legend().get_texts()[0]
+    note = remembered.axes[0].texts[0]
+    assert laid_out.count(legend_text) == 1 and laid_out.count(note) == 1
+    assert len(laid_out) < plain_count
