@@ -18,7 +18,6 @@ from .minor_marks import marks as minor_marks
 from .names import RECORD_KEY, Output
 from .plot_files import plot_format
 from .plot_style import drawable, log_scale, matplotlib_quietly, style, wrapped
-from .text_layout import remember_layouts
 from .ticks_in_view import in_view
 
 if TYPE_CHECKING:
@@ -103,11 +102,9 @@ def positions_figure(heatmap: Heatmap, mean: np.ndarray, std: np.ndarray, neares
 def fix_layout(figure: Figure) -> None:
     """Make the figure's margins now (render.margins), once, and keep them: with a layout engine set, savefig draws
     the whole figure twice and lays it out at each draw. Its axes make only the ticks in view from here on
-    (ticks_in_view), draw minor ticks without labels as one mark each (minor_marks), and lay each tick label out
-    once for the renderer (text_layout)."""
+    (ticks_in_view), and draw minor ticks without labels as one mark each (minor_marks)."""
     in_view(figure)
     minor_marks(figure)
-    remember_layouts(figure)
     engine = figure.get_layout_engine()
     if engine is not None:
         for ax in figure.axes:  # a spine's box is its axis's ticks, measured again: within the axis's own box
