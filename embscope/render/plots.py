@@ -14,6 +14,7 @@ import numpy as np
 
 from .files import written_whole
 from .margins import engine as margin_engine
+from .minor_marks import marks as minor_marks
 from .names import RECORD_KEY, Output
 from .plot_files import plot_format
 from .plot_style import drawable, log_scale, matplotlib_quietly, style, wrapped
@@ -101,8 +102,9 @@ def positions_figure(heatmap: Heatmap, mean: np.ndarray, std: np.ndarray, neares
 def fix_layout(figure: Figure) -> None:
     """Make the figure's margins now (render.margins), once, and keep them: with a layout engine set, savefig draws
     the whole figure twice and lays it out at each draw. Its axes make only the ticks in view from here on
-    (ticks_in_view)."""
+    (ticks_in_view), and draw minor ticks without labels as one mark each (minor_marks)."""
     in_view(figure)
+    minor_marks(figure)
     engine = figure.get_layout_engine()
     if engine is not None:
         for ax in figure.axes:  # a spine's box is its axis's ticks, measured again: within the axis's own box

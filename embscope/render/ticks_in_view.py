@@ -4,7 +4,10 @@ matplotlib's locators place ticks past both ends of the view (a linear axis's on
 minor ticks up to a decade each side); the axis makes each a Tick (three lines and two texts), labels and moves
 it at every update, and draws only those in view. In the report's figures that is about a quarter of the ticks,
 and making and updating ticks is the largest part of drawing them. `in_view` wraps the figure's automatic
-locators so that only the ticks in view are made: the figure drawn is the same.
+locators so that only the ticks in view are made: the figure drawn is the same. An axis asks its locators again at
+each measurement and draw (the margins, the axis label's placement, the spines): the wrapper keeps the locations
+while all the locator reads of the axis is unchanged (`placing`; a locator's own settings are not changed once the
+figure is laid out).
 """
 
 from __future__ import annotations
@@ -47,6 +50,15 @@ def within(axis: Any, locs: np.ndarray) -> np.ndarray:
     return locs[inside] if inside.sum() >= 2 else locs
 
 
+def placing(axis: Any) -> tuple[Any, ...]:
+    """All that matplotlib's automatic locators (MaxNLocator, LogLocator) and `within` read of `axis`, their own
+    settings aside: its view, its scale, its smallest positive value (where a log axis's view starts at or below
+    zero), and the axes' size in pixels, which with the tick labels' size (set before the layout) says how many
+    ticks fit along it (Axis.get_tick_space, which costs as much to ask as the locator)."""
+    size = axis.axes.bbox.size
+    return tuple(axis.get_view_interval()), axis.get_scale(), axis.get_minpos(), float(size[0]), float(size[1])
+
+
 @functools.cache
 def in_view_locator() -> Callable[[Locator], Locator]:
     """The Locator class that wraps another and gives only its locations in view (made once, once matplotlib is
@@ -56,13 +68,19 @@ def in_view_locator() -> Callable[[Locator], Locator]:
     class InView(Locator):
         def __init__(self, locator: Locator) -> None:
             self.locator = locator
+            self.last: tuple[tuple[Any, ...], np.ndarray] | None = None  # (inputs, locations) of the last call
 
         def set_axis(self, axis: Any) -> None:
             super().set_axis(axis)
             self.locator.set_axis(axis)
+            self.last = None
 
         def __call__(self) -> Any:
-            return within(self.axis, np.asarray(self.locator()))
+            # an axis asks its locator again at each measure and draw: the same inputs, the same locations
+            inputs = placing(self.axis)
+            if self.last is None or self.last[0] != inputs:
+                self.last = inputs, within(self.axis, np.asarray(self.locator()))
+            return self.last[1].copy()
 
         def tick_values(self, vmin: float, vmax: float) -> Any:
             return self.locator.tick_values(vmin, vmax)
