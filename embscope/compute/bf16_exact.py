@@ -225,6 +225,7 @@ def search_every_row(torch: Any, exact: Any, low: Any, count: int, side: int, em
 
 MOST_CANDIDATES = 1024  # candidates a row may hold before it is worked out in fp32 instead
 COMPACT_AT = 1 << 22  # candidates gathered before they are cut down to each row's cut again
+COARSE = 4  # group peaks merged into a line's running count best as the max of this many: a quarter the topk's input
 GROUP = 16  # scores of a tile line whose max is compared with its cut before any one of them (8-64 tried: 16 fastest)
 
 
@@ -262,11 +263,15 @@ class Candidates:
         self.keep(lines.start, (line + lines.start, place + places.start, value.float()))
 
     def raise_cuts(self, peaks: Any, lines: slice) -> None:
-        """Merge a tile's group peaks into each line's count best, and raise the line's cut to lowest() of the
-        count-th best where that is a positive bf16 number (its bits order as the numbers do)."""
+        """Merge a tile's group peaks, COARSE at a time (the max of COARSE disjoint groups is a group's peak
+        too), into each line's count best, and raise the line's cut to lowest() of the count-th best where that
+        is a positive bf16 number (its bits order as the numbers do)."""
         torch = self.torch
         if peaks.shape[1] == 0:
             return
+        coarse = peaks[:, :peaks.shape[1] - peaks.shape[1] % COARSE].unflatten(1, (-1, COARSE)).amax(2)
+        if coarse.shape[1] >= self.count:
+            peaks = coarse
         best = torch.topk(torch.cat([self.peaks[lines], peaks], dim=1), self.count, dim=1).values
         self.peaks[lines] = best
         kth = best[:, -1]
