@@ -27,7 +27,7 @@ CANDIDATES_EXTRA = 32  # columns kept per row beyond 2k by the first topk of a b
 WIDER = 8  # rows whose cut falls past the first topk's columns are selected again this many times wider
 GATHER_ROWS = 256  # queries re-ranked at a time: a bounded gather of their candidates' rows
 CPU_GATHER_ROWS = 64  # the same on the CPU, where a smaller gather stays in cache
-HEAD_CANDIDATES = 2  # a CPU re-rank's first fp32 products: count + this many of a query's best candidates (10 ran 5% slower)
+HEAD_CANDIDATES = 2  # a CPU re-rank's first fp32 products: count + this many of a row's best candidates (10: 5% slower)
 CPU_GATHER_PAIRS = 256  # (query, candidate) pairs whose rows are gathered at a time for a float64 product
 # emit(start, ids, scores): the top count columns of rows start.. best first, as numpy arrays.
 Emit = Callable[[int, np.ndarray, np.ndarray], None]
@@ -181,7 +181,8 @@ def search_queries(torch: Any, exact: Any, low: Any, columns: RoundingTerms, vec
     rounding_terms): exact top count."""
     n_columns = exact.shape[0]
     vectors_low = vectors.to(low.dtype)
-    margin = on_device(torch, margins(rounding_terms(torch, vectors, vectors_low), columns, exact.shape[1]), exact.device)
+    query_terms = rounding_terms(torch, vectors, vectors_low)
+    margin = on_device(torch, margins(query_terms, columns, exact.shape[1]), exact.device)
     scores = (vectors_low @ low.T).float()
     scores[left_lines, left_columns] = -torch.inf
     cand_low, cand_ids = torch.topk(scores, first_width(count, n_columns), dim=1)
