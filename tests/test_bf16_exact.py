@@ -120,7 +120,8 @@ def test_measured_bound_holds_and_is_nearly_tight_on_coherent_rows(dim):
     table = coherent_rows(dim, seed=dim, bases=30, loose=60)
     exact = table.astype(np.float64) @ table.astype(np.float64).T
     low = torch.from_numpy(table).bfloat16()
-    bf16 = (low @ low.T).float().numpy().astype(np.float64)
+    bf16 = bf16_exact.tile_product(torch, low, low, torch.empty(low.shape[0] ** 2, dtype=torch.bfloat16))
+    bf16 = bf16.float().numpy().astype(np.float64)  # as the search multiplies its tiles
     inputs = low.double().numpy() @ low.double().numpy().T
     fp32 = (table @ table.T).astype(np.float64)
     terms = bf16_bound.rounding_terms(torch, torch.from_numpy(table), low)
