@@ -352,22 +352,25 @@ def at_or_above(torch: Any, scores: Any, cuts: Any, peaks: Any) -> tuple[Any, An
     """(line, place, score) of each bf16 score at or above its line's cut (cuts: (lines, 1) bf16); scores are
     (lines, places), a tile or a tile turned over; peaks: its group_peaks. Only the groups whose peak reaches
     the cut are compared score by score."""
-    whole = peaks.shape[1] * GROUP
+    width = peaks.shape[1]
+    whole = width * GROUP
     line, group = torch.nonzero(peaks >= cut_bits(torch, cuts), as_tuple=True)
-    values = scores[:, :whole].unflatten(1, (whole // GROUP, GROUP))[line, group]
+    values = scores[:, :whole].unflatten(1, (GROUP, width))[line, :, group]
     at, offset = torch.nonzero(values >= cuts[line], as_tuple=True)
     rest_line, rest_place = torch.nonzero(scores[:, whole:] >= cuts, as_tuple=True)
-    return (torch.cat([line[at], rest_line]), torch.cat([group[at] * GROUP + offset, rest_place + whole]),
+    return (torch.cat([line[at], rest_line]), torch.cat([offset * width + group[at], rest_place + whole]),
             torch.cat([values[at, offset], scores[rest_line, rest_place + whole]]))
 
 
 def group_peaks(torch: Any, scores: Any, whole: int) -> Any:
-    """(lines, whole / GROUP): the largest bit pattern, as a 16-bit integer, of each GROUP places of a line:
-    found on the bits, several times faster than a bf16 max; turned over, a max down the stored rows."""
+    """(lines, whole / GROUP): the largest bit pattern, as a 16-bit integer, of each group of GROUP places of a
+    line, group g being places g, g + w, g + 2 w, ... (w = whole / GROUP): a max across GROUP stretches of w
+    places, which runs along memory either way the tile is read (8x faster than a max of 16 neighbours); on the
+    bits, several times faster than a bf16 max."""
     bits = scores.view(torch.int16)
     if scores.stride(1) == 1:
-        return bits[:, :whole].unflatten(1, (whole // GROUP, GROUP)).amax(2)
-    return bits.T[:whole].unflatten(0, (whole // GROUP, GROUP)).amax(1).T
+        return bits[:, :whole].unflatten(1, (GROUP, whole // GROUP)).amax(1)
+    return bits.T[:whole].unflatten(0, (GROUP, whole // GROUP)).amax(0).T
 
 
 def cut_bits(torch: Any, cuts: Any) -> Any:
