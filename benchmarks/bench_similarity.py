@@ -389,7 +389,7 @@ def main():
     # After each call OpenBLAS's idle worker spins for 2**OPENBLAS_THREAD_TIMEOUT cycles (default 2**28, ~0.1 s),
     # holding a core the top-k selection then lacks: section (1) moves with this setting, so name it.
     print(f"OPENBLAS_THREAD_TIMEOUT={os.environ.get('OPENBLAS_THREAD_TIMEOUT', 'unset (28)')} "
-          f"(read when numpy loads), OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', 'unset')} (when torch loads)")
+          "(read when numpy loads)")
     table = np.random.default_rng(0).standard_normal((args.rows, args.dim), dtype=np.float32)
     unit = table / np.linalg.norm(table, axis=1, keepdims=True)
     reference = None

@@ -336,18 +336,6 @@ def test_the_command_line_lets_blas_workers_sleep_unless_told_otherwise(given, e
     assert found.stdout.split()[-1] == expected
 
 
-@pytest.mark.parametrize("given, expected", [(None, "PASSIVE"), ("ACTIVE", "ACTIVE")])
-def test_importing_embscope_lets_openmp_workers_sleep_unless_told_otherwise(given, expected):
-    """OMP_WAIT_POLICY is read when torch's OpenMP loads, which embscope does only inside its functions: importing
-    embscope sets it first, keeping a user's value."""
-    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
-    if given is not None:
-        env["OMP_WAIT_POLICY"] = given
-    script = "import os, sys, embscope\nprint(os.environ.get('OMP_WAIT_POLICY'), 'torch' in sys.modules)"
-    found = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, check=True)
-    assert found.stdout.split() == [expected, "False"]
-
-
 def runnable(example: str) -> bool:
     """An example names no file missing from the repository (`run-a/ckpt.pt` is the user's, `gpt2` a hub id that
     this machine's cache need not hold)."""
