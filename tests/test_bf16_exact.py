@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from embscope import compute
 from embscope.cli import app
-from embscope.compute import bf16_exact, devices, topk_rows, topk_vectors
+from embscope.compute import bf16_bound, bf16_exact, devices, topk_rows, topk_vectors
 from embscope.compute.bf16_engine import CpuBf16Engine
 from embscope.compute.torch_engine import TorchEngine
 
@@ -66,8 +66,8 @@ def test_error_bound_is_the_derivation():
     gamma = d * v / (1 - d * v)
     by_hand = ((2 * u + u * u) * (1 + v) ** 2 + gamma * (1 + u) ** 2 * (1 + v) ** 2
                + u * (1 + u) ** 2 * (1 + v) ** 2 * (1 + gamma) + gamma * (1 + v) ** 2)
-    assert bf16_exact.score_error_bound(d) == pytest.approx(by_hand, rel=1e-12)
-    assert 3 * u < bf16_exact.score_error_bound(d) < 3 * u + 1e-3
+    assert bf16_bound.score_error_bound(d) == pytest.approx(by_hand, rel=1e-12)
+    assert 3 * u < bf16_bound.score_error_bound(d) < 3 * u + 1e-3
 
 
 @needs_torch
@@ -82,8 +82,105 @@ def test_no_bf16_score_strays_past_the_bound(dim):
     low = torch.from_numpy(unit).bfloat16()
     approx = (low @ low.T).float().numpy().astype(np.float64)
     worst = np.abs(approx - exact).max()
-    assert worst <= bf16_exact.score_error_bound(dim)
+    assert worst <= bf16_bound.score_error_bound(dim)
     assert worst > bf16_exact.BF16_UNIT / 16  # bf16 does err here: the bound is tested, not idle
+
+
+def coherent_rows(dim, seed, bases=50, copies=7, loose=150):
+    """Rows built so that the bf16 bound is nearly tight: every entry lies a hair under the midpoint between
+    two bf16 numbers (2^e (1 + 2^-8 - 2^-16), e random in -3..-5, random sign), so it rounds down by 2^-8 of its
+    size less a hair and x - x~ points along x: Cauchy-Schwarz is then met with equality for a row against a
+    copy of itself. Each base row has copies: one exact, the others with a few entries' signs or sizes changed
+    (near-ties, many more than k), beside loose rows; not normalised."""
+    rng = np.random.default_rng(seed)
+    rows = bases * copies + loose
+
+    def entries(shape):
+        return rng.choice([-1.0, 1.0], shape) * 2.0 ** rng.integers(-5, -2, shape) * (1 + 2.0 ** -8 - 2.0 ** -16)
+
+    table = entries((rows, dim))
+    table[:bases * copies] = np.repeat(table[:bases], copies, axis=0)
+    for row in range(bases * copies):
+        if row % copies > 1:
+            changed = rng.choice(dim, row % copies - 1, replace=False)
+            table[row, changed] = entries(changed.size)
+    # by a power of two, which keeps every entry where it lies between bf16 numbers: norms in (1/2, 1], so that
+    # scores stay within [-1, 1] where cosines are clipped
+    table /= 2.0 ** np.ceil(np.log2(np.linalg.norm(table, axis=1, keepdims=True)))
+    return table.astype(np.float32)
+
+
+@needs_torch
+@pytest.mark.parametrize("dim", [64, 256, 4096])
+def test_measured_bound_holds_and_is_nearly_tight_on_coherent_rows(dim):
+    # Every pair: the bf16 score t (fp32 sums, rounded to bf16) lies within M_i / 2 + u |t| of the exact
+    # x.y, and the fp32 reference within M_i / 2. The input term alone (x~.y~ in float64, exact) reaches 90% of
+    # M_i / 2 on a row and its copy: the bound measured on the rows is tight, no slack to spare.
+    import torch
+    table = coherent_rows(dim, seed=dim, bases=30, loose=60)
+    exact = table.astype(np.float64) @ table.astype(np.float64).T
+    low = torch.from_numpy(table).bfloat16()
+    bf16 = bf16_exact.tile_product(torch, low, low, torch.empty(low.shape[0] ** 2, dtype=torch.bfloat16))
+    bf16 = bf16.float().numpy().astype(np.float64)  # as the search multiplies its tiles
+    inputs = low.double().numpy() @ low.double().numpy().T
+    fp32 = (table @ table.T).astype(np.float64)
+    terms = bf16_bound.rounding_terms(torch, torch.from_numpy(table), low)
+    half = bf16_bound.margins(terms, terms, dim)[:, None] / 2
+    assert np.all(np.abs(bf16 - exact) <= half + bf16_bound.BF16_UNIT * np.abs(bf16))
+    assert np.all(np.abs(fp32 - exact) <= half)
+    assert np.max(np.abs(inputs - exact) / half) > 0.9
+    by_hand = np.linalg.norm(table.astype(np.float64) - low.double().numpy(), axis=1)
+    assert np.all(terms.error >= by_hand) and np.allclose(terms.error, by_hand, rtol=1e-3)
+    assert np.all(terms.error > 2.0 ** -8 * 0.99 * np.linalg.norm(table.astype(np.float64), axis=1) / (1 + 2.0 ** -8))
+
+
+def test_measured_margins_are_about_half_the_worst_case_on_random_unit_rows():
+    torch = pytest.importorskip("torch")
+    table = random_table(2000, 512, seed=14)
+    unit = (table / np.linalg.norm(table.astype(np.float64), axis=1, keepdims=True)).astype(np.float32)
+    terms = bf16_bound.rounding_terms(torch, torch.from_numpy(unit), torch.from_numpy(unit).bfloat16())
+    measured = bf16_bound.margins(terms, terms, 512)
+    worst = 2 * bf16_bound.score_error_bound(512)
+    assert np.all(measured < worst - 2 * bf16_bound.BF16_UNIT)  # the worst case's output term is not in M_i
+    assert measured.max() < 0.4 * worst
+
+
+def fp32_top(table, count):
+    """numpy's fp32 dot products of the rows as given (no normalising), each row itself left out."""
+    scores = table @ table.T
+    np.fill_diagonal(scores, -np.inf)
+    return scores
+
+
+@needs_torch
+@pytest.mark.parametrize("dim", [32, 256])
+def test_bf16_half_matrix_on_coherent_rows_equals_numpy_fp32(dim):
+    # Rows given as they are (search_every_row does not normalise): exact copies, near-ties past k within
+    # the bf16 error, and the largest rounding errors bf16 can make.
+    import torch
+    table = coherent_rows(dim, seed=15 + dim)
+    found_ids, found_scores = np.empty((table.shape[0], 5), np.int64), np.empty((table.shape[0], 5), np.float32)
+
+    def emit(start, ids, vals):
+        found_ids[start:start + len(ids)], found_scores[start:start + len(ids)] = ids, vals
+
+    exact = torch.from_numpy(table)
+    bf16_exact.search_every_row(torch, exact, exact.bfloat16(), 5, 96, emit)
+    assert_same_as_fp32(compute.TopK(found_ids, found_scores, np.arange(table.shape[0])), fp32_top(table, 5), 5)
+
+
+@needs_torch
+@pytest.mark.parametrize("engine", [CpuBf16Engine(), TorchEngine()], ids=["cpu-bf16", "torch-on-cpu"])
+@pytest.mark.parametrize("block_rows", [None, 200], ids=["half-matrix", "query-blocks"])
+def test_bf16_on_rows_of_very_different_norms_with_copies_equals_numpy_fp32(engine, block_rows):
+    # Norms from 1e-3 to 1e3 before normalising, exact duplicates (ties broken by id) and tight clusters.
+    rng = np.random.default_rng(16)
+    table = clustered_table(900, 40, seed=16, clusters=60, spread=0.01)
+    table[800:] = table[rng.integers(0, 800, 100)]
+    table *= 10.0 ** rng.uniform(-3, 3, (900, 1))
+    got = topk_rows(table.astype(np.float32), 8, device="cpu", precision="bf16", block_rows=block_rows,
+                    _engine=engine)
+    assert_same_as_fp32(got, fp32_scores(table.astype(np.float32)), 8)
 
 
 @needs_torch
@@ -145,7 +242,9 @@ def test_candidate_products_give_the_best_count_their_float64_cosine_rounded_to_
     cand, low = np.take_along_axis(cand, by_low, 1), np.take_along_axis(low, by_low, 1)
     real = np.arange(90) < rng.integers(3, 91, 200)[:, None]  # padding past each row's last real candidate
     low[~real] = -np.inf
-    got = bf16_exact.candidate_products(unit, unit[:200], cand, low, 5)
+    terms = bf16_bound.rounding_terms(torch, torch.from_numpy(unit), torch.from_numpy(unit).bfloat16())
+    margin = bf16_bound.margins(terms, terms, 24)[:200]
+    got = bf16_exact.candidate_products(unit, unit[:200], cand, low, 5, margin)
     exact = np.einsum("rwd,rd->rw", unit[cand].astype(np.float64), unit[:200].astype(np.float64)).astype(np.float32)
     assert np.all(got[~real] == -np.inf)
     for row in range(200):
@@ -225,7 +324,7 @@ def assert_same_as_fp32_ties(got, scores, k):
 def test_auto_precision_is_the_exact_bf16_pass_where_bf16_is_native(monkeypatch):
     monkeypatch.setattr(devices, "native_bf16", lambda: True)
     assert compute.resolve_precision("auto", "cpu") == "bf16"
-    large, small = 50257 * 50257 * 768, 32768 * 32768 * 512  # GPT-2's table; one where torch's import outweighs bf16
+    large, small = 24576 * 24576 * 512, 16384 * 16384 * 512  # bf16 repays torch's import; it does not
     assert large >= devices.BF16_LEAST_WORK > small
     assert compute.resolve_precision("auto", "cpu", large) == "bf16"
     assert compute.resolve_precision("auto", "cpu", small) == "fp32"

@@ -20,4 +20,4 @@ DeviceOption = Annotated[Device, typer.Option(
     "--device", help="Where the batched work runs; auto = a GPU when torch sees one.")]
 PrecisionOption = Annotated[Precision, typer.Option(
     "--precision", help="Arithmetic for the batched products; auto: a bf16 pass made exact by an fp32 re-rank where "
-            "bf16 is native (a GPU; a CPU with AMX or avx512_bf16, for a search of 1e12 multiply-adds or more), else fp32.")]
+            "bf16 is native (a GPU; a CPU with AMX or avx512_bf16, for a search of 3e11 multiply-adds or more), else fp32.")]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import bf16_exact
+from . import bf16_bound, bf16_exact
 from .devices import cpu_block_bytes, torch_module
 from .engine import Emit, HostEngine, Prepared, Queries
 
@@ -24,12 +24,13 @@ class CpuBf16Engine(HostEngine):
         torch = torch_module()
         exact = torch.from_numpy(prepared.base)
         low = exact.to(torch.bfloat16)
+        table_terms = bf16_bound.rounding_terms(torch, exact, low)
         with torch.inference_mode():
             for start in range(0, queries.size, block):
                 stop = min(start + block, queries.size)
                 vectors = torch.from_numpy(np.ascontiguousarray(queries.host_block(prepared.base, start, stop)))
                 lines, columns = queries.left_out(start, stop)
-                emit(start, *bf16_exact.search_queries(torch, exact, low, vectors, count,
+                emit(start, *bf16_exact.search_queries(torch, exact, low, table_terms, vectors, count,
                                                         torch.from_numpy(lines), torch.from_numpy(columns)))
 
     def search_every_row(self, prepared: Prepared, count: int, emit: Emit, side: int | None = None) -> None:

@@ -75,9 +75,9 @@ def resolve_device(device: str = "auto") -> str:
 
 
 # multiply-adds of a search below which "auto" stays fp32 on a CPU with native bf16: a fresh process pays about 1.1 s
-# to import torch, and bf16 saved 15-20% of fp32's time (2-core AMX Xeon: 32,768 x 512, 5.5e11, ran 3.1 s + the
-# import against fp32's 3.8 s; 50,257 x 768, 1.9e12, 10.8 s against 12.7 s in fresh processes)
-BF16_LEAST_WORK = 1e12
+# to import torch (2-core AMX Xeon, neighbors --all in fresh processes, alternated, load 1.8-2.5: 16,384 x 512,
+# 1.4e11, bf16 2.75-2.90 s against fp32's 2.53-2.59 s; 24,576 x 512, 3.1e11, 3.66-3.70 s against 5.23-5.49 s)
+BF16_LEAST_WORK = 3e11
 
 
 def resolve_precision(precision: str, device: str, work: float | None = None) -> str:

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from . import bf16_exact
+from . import bf16_bound, bf16_exact
 from .devices import torch_block_bytes, torch_module
 from .engine import RERANK_EXTRA_MIN, Emit, Prepared, Queries
 from .rows import valid_unit_rows
@@ -149,12 +149,13 @@ class TorchEngine:
         exact = prepared.base
         dev = exact.device
         low = exact.to(torch.bfloat16)
+        table_terms = bf16_bound.rounding_terms(torch, exact, low)
         with torch.inference_mode(), fp32_sums(torch, dev):
             for start in range(0, queries.size, block):
                 stop = min(start + block, queries.size)
                 lines, columns = queries.left_out(start, stop)
                 emit(start, *bf16_exact.search_queries(
-                    torch, exact, low, self.query_block(torch, exact, queries, start, stop), count,
+                    torch, exact, low, table_terms, self.query_block(torch, exact, queries, start, stop), count,
                     torch.from_numpy(lines).to(dev), torch.from_numpy(columns).to(dev)))
 
     @staticmethod
