@@ -187,10 +187,13 @@ def identical_groups(array: np.ndarray, rows: np.ndarray, keys: np.ndarray) -> G
     alike; equal rows it rounded apart stay apart and the grid pairs them instead: the answer is the same), and
     each row of a shared key checked against its group's first (a row that differs keeps a group of its own).
     Rows that share no key (nearly all) are groups of one, kept in row order."""
-    packed = np.sort((keys.astype(np.uint64) << np.uint64(32)) | np.arange(len(rows), dtype=np.uint64))
-    order = (packed & np.uint64(0xFFFFFFFF)).view(np.int64)  # positions: ascending within each key
+    packed = keys.astype(np.uint64)  # key and position packed in 64 bits, worked in place: fewer fresh pages
+    packed <<= np.uint64(32)
+    packed |= np.arange(len(rows), dtype=np.uint64)
+    packed.sort()
     sorted_keys = packed >> np.uint64(32)
-    del packed
+    packed &= np.uint64(0xFFFFFFFF)
+    order = packed.view(np.int64)  # positions: ascending within each key
     new_key = np.r_[True, sorted_keys[1:] != sorted_keys[:-1]]
     if new_key.all():  # no key shared: every row a group of its own
         return Groups(rows, np.arange(len(rows)), np.ones(len(rows), dtype=np.int64))
@@ -439,13 +442,16 @@ class CellTable:
         self.shift = np.uint64(64 - max(4, int(len(keys) - 1).bit_length() + 1))
         buckets = 1 << (64 - int(self.shift))
         bucket = self.bucket(keys)
-        packed = np.sort(bucket.view(np.uint64) << np.uint64(32) | np.arange(len(keys), dtype=np.uint64))
-        self.order = (packed & np.uint64(0xFFFFFFFF)).view(np.int64)  # by bucket, then row: a stable sort, packed
-        self.sorted_buckets = (packed >> np.uint64(32)).view(np.int64)  # below 2^32: the same bits
-        del packed
-        self.keys = keys[self.order]  # in bucket order: a bucket's rows and their keys side by side
         self.ends = np.zeros(buckets + 1, dtype=np.int64)  # ends[b + 1]: one array, not counts and starts
         np.cumsum(np.bincount(bucket, minlength=buckets), out=self.ends[1:])
+        packed = bucket.view(np.uint64)  # bucket and row packed in 64 bits, worked in place: fewer fresh pages
+        packed <<= np.uint64(32)
+        packed |= np.arange(len(keys), dtype=np.uint64)
+        packed.sort()
+        self.sorted_buckets = (packed >> np.uint64(32)).view(np.int64)  # below 2^32: the same bits
+        packed &= np.uint64(0xFFFFFFFF)
+        self.order = packed.view(np.int64)  # by bucket, then row: a stable sort, packed
+        self.keys = keys[self.order]  # in bucket order: a bucket's rows and their keys side by side
         self.occupied = self.ends[1:] != self.ends[:-1]  # a byte a bucket: nearer the cache than `ends`
 
     def bucket(self, keys: np.ndarray) -> np.ndarray:
