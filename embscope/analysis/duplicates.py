@@ -118,7 +118,11 @@ def compacted(projected: np.ndarray, positions: np.ndarray) -> np.ndarray:
     unmoved = int(np.searchsorted(positions - np.arange(len(positions)), 0, side="right"))  # rows before the first gap
     for start in range(unmoved, len(positions), step):
         chunk = positions[start:start + step]
-        projected[start:start + len(chunk)] = projected[chunk]
+        first = int(chunk[0])
+        if int(chunk[-1]) - first == len(chunk) - 1:  # rows that run on without a gap: a slice, not a gather
+            projected[start:start + len(chunk)] = projected[first:first + len(chunk)]
+        else:
+            projected[start:start + len(chunk)] = projected[chunk]
     kept: np.ndarray = projected[:len(positions)]
     return kept
 

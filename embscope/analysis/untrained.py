@@ -136,7 +136,9 @@ def find_untrained(array: np.ndarray, norms: np.ndarray, role: str, config: Mapp
 def band(norms: np.ndarray, scale: float, dim: int) -> np.ndarray:
     """Rows whose norm lies where a Gaussian draw of norm `scale` puts it."""
     with np.errstate(invalid="ignore"):
-        return np.abs(norms / scale - 1) <= BAND_SPREADS / math.sqrt(2 * dim)
+        off = norms / scale  # |norm / scale - 1| worked in one array: the table's every row, 8 bytes each
+        off -= 1
+        return np.abs(off, out=off) <= BAND_SPREADS / math.sqrt(2 * dim)
 
 
 def neighbour_cosines(array: np.ndarray) -> np.ndarray:
@@ -267,7 +269,8 @@ def tokens_at_init(array: np.ndarray, norms: np.ndarray, valid: np.ndarray, sigm
     if whole:
         candidates = np.flatnonzero(valid)
     head = "the whole table" if whole else f"{len(candidates):,} rows"
-    evidence = (f"{head} never trained: norm {spread_text(norms[candidates])}, {said}; no row alike (nearest-row "
+    chosen = norms if len(candidates) == len(norms) else norms[candidates]  # every row: no copy of them
+    evidence = (f"{head} never trained: norm {spread_text(chosen)}, {said}; no row alike (nearest-row "
                 f"cosine {float(np.nanmean(nearest)):.2g} on a sample of {len(sample)}, at most {bound:.2g} for a "
                 "Gaussian draw)")
     return Untrained(candidates, RULE, evidence + ("; the table is as initialised" if whole else ""), "at init", whole)
