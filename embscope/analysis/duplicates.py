@@ -355,10 +355,10 @@ class Grid:
         scaled *= np.float32(1 / self.side)
         # the cell's whole number, and where in its cell each row lies, 0..1: both exact (scaled lies in
         # 1 .. 2 / side + 2, far below 2^24), and floor and a subtraction take half the time of np.modf
-        whole = np.floor(scaled)
-        place = np.subtract(scaled, whole, out=scaled)
+        whole = np.floor(scaled, out=np.empty(scaled.shape, dtype=np.int32), casting="unsafe")  # floored, then cast
+        place = np.subtract(scaled, whole, out=scaled, dtype=np.float32)  # whole numbers below 2^24: exact in float32
         keys = self.keys[start:start + len(place)]
-        np.matmul(whole.astype(np.int32), self.strides.astype(np.int64), out=keys)  # every key is below 2^50
+        np.matmul(whole, self.strides.astype(np.int64), out=keys)  # every key is below 2^50
         np.subtract((place >= 1 - 1 / GRID_SIDE).view(np.int8), (place <= 1 / GRID_SIDE).view(np.int8),
                     out=self.sides[start:start + len(place)])
 
