@@ -265,8 +265,9 @@ def tokens_at_init(array: np.ndarray, norms: np.ndarray, valid: np.ndarray, sigm
     bound = NEAREST_SLACK * math.sqrt(2 * math.log(rows) / dim)
     if float(np.mean(np.abs(np.nan_to_num(nearest, nan=1.0)) <= bound)) < AT_INIT_SHARE:
         return nothing()
-    whole = sigma is None or len(candidates) == int(valid.sum())  # without a scale, only a whole table is judged
-    if whole:
+    valid_rows = int(valid.sum())
+    whole = sigma is None or len(candidates) == valid_rows  # without a scale, only a whole table is judged
+    if whole and len(candidates) < valid_rows:  # (as many are every valid row already)
         candidates = np.flatnonzero(valid)
     head = "the whole table" if whole else f"{len(candidates):,} rows"
     chosen = norms if len(candidates) == len(norms) else norms[candidates]  # every row: no copy of them
