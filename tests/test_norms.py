@@ -174,6 +174,22 @@ def test_the_stacked_one_thread_product_is_the_product(rows):
             thin_product(left, right, np.empty((rows, 128), dtype=np.float32)[:, ::2])
 
 
+@pytest.mark.parametrize("size", [1, 2, 3, 10, 11, 1001, 40_000])
+def test_the_median_is_numpy_s_to_the_bit(size):
+    from embscope.analysis.median import median_of
+    rng = np.random.default_rng(size)
+    for values in (np.abs(rng.standard_normal(size)) * 1e3, rng.integers(0, 3, size).astype(np.float64),
+                   np.abs(rng.standard_normal(size)).astype(np.float32), np.full(size, 1e308),
+                   np.abs(rng.standard_normal(size)) * 1e-310):
+        with np.errstate(over="ignore"):  # ties, float32, a sum of the middle two that overflows, subnormals
+            expected = np.float64(np.median(values)).tobytes()
+            assert np.float64(median_of(values)).tobytes() == expected
+            assert np.float64(median_of(values.copy(), overwrite=True)).tobytes() == expected
+    with_nan = rng.standard_normal(size)
+    with_nan[size // 2] = np.nan
+    assert math.isnan(median_of(with_nan)) and math.isnan(median_of(np.zeros(0)))
+
+
 def test_near_duplicates_are_found(tmp_path):
     rng = np.random.default_rng(7)
     tok = rng.standard_normal((400, 16)).astype(np.float32)

@@ -118,7 +118,11 @@ def compacted(projected: np.ndarray, positions: np.ndarray) -> np.ndarray:
     unmoved = int(np.searchsorted(positions - np.arange(len(positions)), 0, side="right"))  # rows before the first gap
     for start in range(unmoved, len(positions), step):
         chunk = positions[start:start + step]
-        projected[start:start + len(chunk)] = projected[chunk]
+        first = int(chunk[0])
+        if int(chunk[-1]) - first == len(chunk) - 1:  # rows that run on without a gap: a slice, not a gather
+            projected[start:start + len(chunk)] = projected[first:first + len(chunk)]
+        else:
+            projected[start:start + len(chunk)] = projected[chunk]
     kept: np.ndarray = projected[:len(positions)]
     return kept
 
@@ -187,10 +191,13 @@ def identical_groups(array: np.ndarray, rows: np.ndarray, keys: np.ndarray) -> G
     alike; equal rows it rounded apart stay apart and the grid pairs them instead: the answer is the same), and
     each row of a shared key checked against its group's first (a row that differs keeps a group of its own).
     Rows that share no key (nearly all) are groups of one, kept in row order."""
-    packed = np.sort((keys.astype(np.uint64) << np.uint64(32)) | np.arange(len(rows), dtype=np.uint64))
-    order = (packed & np.uint64(0xFFFFFFFF)).view(np.int64)  # positions: ascending within each key
+    packed = keys.astype(np.uint64)  # key and position packed in 64 bits, worked in place: fewer fresh pages
+    packed <<= np.uint64(32)
+    packed |= np.arange(len(rows), dtype=np.uint64)
+    packed.sort()
     sorted_keys = packed >> np.uint64(32)
-    del packed
+    packed &= np.uint64(0xFFFFFFFF)
+    order = packed.view(np.int64)  # positions: ascending within each key
     new_key = np.r_[True, sorted_keys[1:] != sorted_keys[:-1]]
     if new_key.all():  # no key shared: every row a group of its own
         return Groups(rows, np.arange(len(rows)), np.ones(len(rows), dtype=np.int64))
@@ -348,10 +355,10 @@ class Grid:
         scaled *= np.float32(1 / self.side)
         # the cell's whole number, and where in its cell each row lies, 0..1: both exact (scaled lies in
         # 1 .. 2 / side + 2, far below 2^24), and floor and a subtraction take half the time of np.modf
-        whole = np.floor(scaled)
-        place = np.subtract(scaled, whole, out=scaled)
+        whole = np.floor(scaled, out=np.empty(scaled.shape, dtype=np.int32), casting="unsafe")  # floored, then cast
+        place = np.subtract(scaled, whole, out=scaled, dtype=np.float32)  # whole numbers below 2^24: exact in float32
         keys = self.keys[start:start + len(place)]
-        np.matmul(whole.astype(np.int32), self.strides.astype(np.int64), out=keys)  # every key is below 2^50
+        np.matmul(whole, self.strides.astype(np.int64), out=keys)  # every key is below 2^50
         np.subtract((place >= 1 - 1 / GRID_SIDE).view(np.int8), (place <= 1 / GRID_SIDE).view(np.int8),
                     out=self.sides[start:start + len(place)])
 
@@ -439,13 +446,16 @@ class CellTable:
         self.shift = np.uint64(64 - max(4, int(len(keys) - 1).bit_length() + 1))
         buckets = 1 << (64 - int(self.shift))
         bucket = self.bucket(keys)
-        packed = np.sort(bucket.view(np.uint64) << np.uint64(32) | np.arange(len(keys), dtype=np.uint64))
-        self.order = (packed & np.uint64(0xFFFFFFFF)).view(np.int64)  # by bucket, then row: a stable sort, packed
-        self.sorted_buckets = (packed >> np.uint64(32)).view(np.int64)  # below 2^32: the same bits
-        del packed
-        self.keys = keys[self.order]  # in bucket order: a bucket's rows and their keys side by side
         self.ends = np.zeros(buckets + 1, dtype=np.int64)  # ends[b + 1]: one array, not counts and starts
         np.cumsum(np.bincount(bucket, minlength=buckets), out=self.ends[1:])
+        packed = bucket.view(np.uint64)  # bucket and row packed in 64 bits, worked in place: fewer fresh pages
+        packed <<= np.uint64(32)
+        packed |= np.arange(len(keys), dtype=np.uint64)
+        packed.sort()
+        self.sorted_buckets = (packed >> np.uint64(32)).view(np.int64)  # below 2^32: the same bits
+        packed &= np.uint64(0xFFFFFFFF)
+        self.order = packed.view(np.int64)  # by bucket, then row: a stable sort, packed
+        self.keys = keys[self.order]  # in bucket order: a bucket's rows and their keys side by side
         self.occupied = self.ends[1:] != self.ends[:-1]  # a byte a bucket: nearer the cache than `ends`
 
     def bucket(self, keys: np.ndarray) -> np.ndarray:

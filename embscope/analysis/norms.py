@@ -18,6 +18,7 @@ from ..core.errors import Message
 from ..core.role import Role
 from ..naming import row_name
 from .duplicates import DUPLICATE_COSINE, Duplicate, DuplicateSearch, find_duplicates
+from .median import median_of
 from .untrained import Untrained, find_untrained
 
 if TYPE_CHECKING:
@@ -173,9 +174,9 @@ def median_and_mad(norms: np.ndarray) -> tuple[float, float]:
     finite = norms[np.isfinite(norms)]
     if not len(finite):
         return math.nan, math.nan
-    median = float(np.median(finite, overwrite_input=True))
+    median = median_of(finite, overwrite=True)
     np.subtract(finite, median, out=finite)
-    return median, float(np.median(np.abs(finite, out=finite), overwrite_input=True))
+    return median, median_of(np.abs(finite, out=finite), overwrite=True)
 
 
 def robust_z(norms: np.ndarray, median: float, mad: float) -> np.ndarray:

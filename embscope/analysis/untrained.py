@@ -28,6 +28,7 @@ import numpy as np
 from .. import compute
 from .columns import column_reduced
 from .duplicates import ORDINARY_NORMS  # float32 products in range
+from .median import median_of
 from .products import thin_product
 
 # documented defaults of the init scale (transformers' configs: initializer_range 0.02; OPT's init_std 0.02;
@@ -135,7 +136,9 @@ def find_untrained(array: np.ndarray, norms: np.ndarray, role: str, config: Mapp
 def band(norms: np.ndarray, scale: float, dim: int) -> np.ndarray:
     """Rows whose norm lies where a Gaussian draw of norm `scale` puts it."""
     with np.errstate(invalid="ignore"):
-        return np.abs(norms / scale - 1) <= BAND_SPREADS / math.sqrt(2 * dim)
+        off = norms / scale  # |norm / scale - 1| worked in one array: the table's every row, 8 bytes each
+        off -= 1
+        return np.abs(off, out=off) <= BAND_SPREADS / math.sqrt(2 * dim)
 
 
 def neighbour_cosines(array: np.ndarray) -> np.ndarray:
@@ -173,8 +176,8 @@ def positions_at_init(array: np.ndarray, norms: np.ndarray, valid: np.ndarray, s
         if sigma is not None else (math.nan, "")
     found = lone & band(norms, scale, dim) if sigma is not None else np.zeros(rows, dtype=bool)
     if int(found.sum()) < MIN_RUN:  # no known scale, or the rows sit at another one: estimate it from them
-        scale = float(np.median(norms[lone]))
-        spread = MAD_SCALE * float(np.median(np.abs(norms[lone] / scale - 1)))
+        scale = median_of(norms[lone])
+        spread = MAD_SCALE * median_of(np.abs(norms[lone] / scale - 1))
         if spread > 2 / math.sqrt(2 * dim):  # not the spread of a Gaussian draw
             return nothing()
         found = lone & band(norms, scale, dim)
@@ -251,7 +254,7 @@ def tokens_at_init(array: np.ndarray, norms: np.ndarray, valid: np.ndarray, sigm
     if sigma is not None:
         scale, said = sigma * math.sqrt(dim), f"the {sigma:g} x sqrt({dim}) of the initialisation ({sigma_why})"
     else:
-        scale = float(np.median(norms[valid], overwrite_input=True))  # a copy already: partitioned in place
+        scale = median_of(norms[valid], overwrite=True)  # a copy already: partitioned in place
         said = f"a Gaussian draw of sigma {scale / math.sqrt(dim):.3g} (estimated) x sqrt({dim})"
     candidates = np.flatnonzero(valid & band(norms, scale, dim))
     if len(candidates) < MIN_GROUP or (sigma is None and len(candidates) < AT_INIT_SHARE * int(valid.sum())):
@@ -262,11 +265,13 @@ def tokens_at_init(array: np.ndarray, norms: np.ndarray, valid: np.ndarray, sigm
     bound = NEAREST_SLACK * math.sqrt(2 * math.log(rows) / dim)
     if float(np.mean(np.abs(np.nan_to_num(nearest, nan=1.0)) <= bound)) < AT_INIT_SHARE:
         return nothing()
-    whole = sigma is None or len(candidates) == int(valid.sum())  # without a scale, only a whole table is judged
-    if whole:
+    valid_rows = int(valid.sum())
+    whole = sigma is None or len(candidates) == valid_rows  # without a scale, only a whole table is judged
+    if whole and len(candidates) < valid_rows:  # (as many are every valid row already)
         candidates = np.flatnonzero(valid)
     head = "the whole table" if whole else f"{len(candidates):,} rows"
-    evidence = (f"{head} never trained: norm {spread_text(norms[candidates])}, {said}; no row alike (nearest-row "
+    chosen = norms if len(candidates) == len(norms) else norms[candidates]  # every row: no copy of them
+    evidence = (f"{head} never trained: norm {spread_text(chosen)}, {said}; no row alike (nearest-row "
                 f"cosine {float(np.nanmean(nearest)):.2g} on a sample of {len(sample)}, at most {bound:.2g} for a "
                 "Gaussian draw)")
     return Untrained(candidates, RULE, evidence + ("; the table is as initialised" if whole else ""), "at init", whole)
@@ -352,8 +357,8 @@ def moved_together(array: np.ndarray, norms: np.ndarray, valid: np.ndarray) -> U
 
 
 def within(values: np.ndarray, seed: np.ndarray, low_only: bool = False) -> np.ndarray:
-    center = float(np.median(seed))
-    reach = GROUP_SPREADS * MAD_SCALE * float(np.median(np.abs(seed - center)))
+    center = median_of(seed)
+    reach = GROUP_SPREADS * MAD_SCALE * median_of(np.abs(seed - center))
     with np.errstate(invalid="ignore"):
         return values >= center - reach if low_only else np.abs(values - center) <= reach
 
@@ -369,7 +374,7 @@ def group_from_seed(array: np.ndarray, norms: np.ndarray, valid: np.ndarray, cos
     rows = np.flatnonzero(member)
     if len(rows) < MIN_GROUP or len(rows) > MAX_GROUP_SHARE * int(valid.sum()):
         return nothing()
-    spread = MAD_SCALE * float(np.median(np.abs(norms[rows] / np.median(norms[rows]) - 1)))
+    spread = MAD_SCALE * median_of(np.abs(norms[rows] / median_of(norms[rows]) - 1))
     inside, outside = total_of(array, norms, rows), total_of(array, norms, np.flatnonzero(valid & ~member))
     together, rest = mutual(inside, len(rows)), mutual(outside, int((valid & ~member).sum()))
     if not together >= TOGETHER_COSINE or spread > 0.1 or (math.isfinite(rest) and together < rest + 0.3):
@@ -377,7 +382,7 @@ def group_from_seed(array: np.ndarray, norms: np.ndarray, valid: np.ndarray, cos
     rest_text = f" against {rest:.2g} among the other rows" if math.isfinite(rest) else ""
     evidence = (f"{len(rows):,} rows never trained: they moved only together, mutual cosine {together:.3g}{rest_text}, "
                 f"norms in a narrow band ({spread_text(norms[rows])}, median of all rows "
-                f"{float(np.median(norms[valid])):.4g}): the updates every row shares, never their own")
+                f"{median_of(norms[valid]):.4g}): the updates every row shares, never their own")
     return Untrained(rows, RULE, evidence, "moved together")
 
 
