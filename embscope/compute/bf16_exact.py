@@ -68,8 +68,10 @@ def candidate_products(exact: np.ndarray, vectors: np.ndarray, cand_ids: np.ndar
     and a candidate whose bf16 score t has t + u |t| + margin / 2 < K - fp32_slack (margin: the row's M_i,
     bf16_bound; its half is at least |s' - s|) is below every exact cosine of the count best, so only the
     candidates above that line (a prefix, being best first) are multiplied next. Then those
-    within fp32_slack of a vector's count-th best again in float64, rounded to fp32 as the fp32 engines'
-    scores are; the others are off their exact cosine by at most half the slack: they rank below, strictly."""
+    within fp32_slack of a vector's count-th best K (either side) again in float64, rounded to fp32; the others
+    are off their exact cosine by at most half the slack: those above K + slack are in the best count for sure
+    (fewer than count products exceed K), those below K - slack out of it (count have an exact cosine of at
+    least K - slack / 2), so only the order among the best count is fp32's own, as numpy's is."""
     real = low > -np.inf
     slack = fp32_slack(exact.shape[1])
     scores = np.full(cand_ids.shape, -np.inf, dtype=np.float32)
@@ -77,7 +79,7 @@ def candidate_products(exact: np.ndarray, vectors: np.ndarray, cand_ids: np.ndar
     fp32_products(exact, vectors, cand_ids, scores, 0, np.minimum(last_true(real), head))
     reach = np.where(low > 0, low * (1 + BF16_UNIT), low * (1 - BF16_UNIT)) + margin[:, None] / 2  # t + u |t|
     fp32_products(exact, vectors, cand_ids, scores, head, last_true(real & (reach >= count_th(scores, count) - slack)))
-    line, place = np.nonzero(real & (scores >= count_th(scores, count) - slack))
+    line, place = np.nonzero(real & (np.abs(scores - count_th(scores, count)) <= slack))
     for i in range(0, line.size, CPU_GATHER_PAIRS):
         near = slice(i, i + CPU_GATHER_PAIRS)
         scores[line[near], place[near]] = np.einsum("pd,pd->p", exact[cand_ids[line[near], place[near]]],
