@@ -49,8 +49,8 @@ def cut_complete(torch: Any, top_low: Any, count: int, n_columns: int, margin: A
 def rerank(torch: Any, exact: Any, vectors: Any, cand_ids: Any, cand_low: Any, count: int, margin: Any) -> Any:
     """fp32 cosines of each query with its candidates, -inf where the bf16 pass had a left-out column (-inf).
     Never a torch matmul, which a tensor-core or oneDNN mode may run below fp32: on the CPU numpy's products
-    (candidate_products: every score at least as high as the count-th best is the correctly rounded fp32 cosine,
-    the rest fall below it), elsewhere a multiply-and-sum."""
+    (candidate_products: fp32, and the correctly rounded fp32 cosine near the count-th best, so that the best
+    count are the exact cosines' best count), elsewhere a multiply-and-sum."""
     if exact.device.type == "cpu":
         scores = torch.from_numpy(candidate_products(exact.numpy(), vectors.numpy(), cand_ids.numpy(),
                                                      cand_low.float().numpy(), count, margin.numpy()))
