@@ -318,6 +318,8 @@ class Candidates:
         """The triples sorted by (row, score desc), each row's cut raised to lowest() of its count-th best,
         and what falls below it dropped."""
         torch = self.torch
+        risen = scores >= self.cut[rows]  # most cuts rose after their triples were kept: fewer to sort
+        rows, columns, scores = rows[risen], columns[risen], scores[risen]
         order = row_then_score_order(torch, rows, scores)
         rows, columns, scores = rows[order], columns[order], scores[order]
         held = torch.bincount(rows, minlength=self.cut.numel())
