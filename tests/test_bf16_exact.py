@@ -270,6 +270,33 @@ def test_candidate_products_rank_the_best_count_as_float64_does():
 
 
 @needs_torch
+def test_candidate_products_shared_over_threads_are_the_same_scores():
+    import torch
+    rng = np.random.default_rng(13)
+    unit = rng.standard_normal((2000, 32))
+    unit = (unit / np.linalg.norm(unit, axis=1, keepdims=True)).astype(np.float32)
+    rows = 3 * bf16_exact.SHARED_ROWS // 2  # parts of unequal use: the rows differ in how many they multiply
+    cand = np.argsort(rng.random((rows, 2000)), axis=1)[:, :40]
+    low = torch.from_numpy(np.einsum("rwd,rd->rw", unit[cand], unit[:rows])).bfloat16().float().numpy()
+    by_low = np.argsort(-low, axis=1, kind="stable")
+    cand, low = np.take_along_axis(cand, by_low, 1), np.take_along_axis(low, by_low, 1)
+    low[np.arange(40) >= rng.integers(3, 41, rows)[:, None]] = -np.inf
+    terms = bf16_bound.rounding_terms(torch, torch.from_numpy(unit), torch.from_numpy(unit).bfloat16())
+    margin = bf16_bound.margins(terms, terms, 32)[:rows]
+    alone = bf16_exact.candidate_products(unit, unit[:rows], cand, low, 6, margin)
+    precise = np.einsum("rwd,rd->rw", unit[cand].astype(np.float64), unit[:rows].astype(np.float64))
+    best = np.sort(np.argsort(-np.where(low > -np.inf, precise, -np.inf), axis=1, kind="stable")[:, :6], axis=1)
+    for threads in (2, 3):
+        shared = bf16_exact.shared_products(unit, unit[:rows], cand, low, 6, margin, threads)
+        # the same best six of each row; a product may differ in its last bits (numpy groups rows otherwise)
+        assert np.array_equal(np.sort(np.argsort(-shared, axis=1, kind="stable")[:, :6], axis=1), best)
+        multiplied = shared > -np.inf
+        assert np.all(np.abs(shared[multiplied] - precise[multiplied]) <= bf16_exact.fp32_slack(32) / 2)
+        assert np.mean(shared == alone) > 0.9
+    assert np.any(alone == -np.inf) and np.any(alone > -np.inf)
+
+
+@needs_torch
 def test_triples_are_ordered_by_row_then_score_best_first():
     import torch
     scores = np.array([0.5, -0.25, 1.0, -0.0, 0.0, -np.inf, 0.75, -0.5, 0.5, 3e-39], dtype=np.float32)

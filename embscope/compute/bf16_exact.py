@@ -28,6 +28,7 @@ WIDER = 8  # rows whose cut falls past the first topk's columns are selected aga
 GATHER_ROWS = 256  # queries re-ranked at a time: a bounded gather of their candidates' rows
 CPU_GATHER_ROWS = 64  # the same on the CPU, where a smaller gather stays in cache
 HEAD_CANDIDATES = 2  # a CPU re-rank's first fp32 products: count + this many of a row's best candidates (10: 5% slower)
+SHARED_ROWS = 512  # fewer rows than this are re-ranked on one thread
 CPU_GATHER_PAIRS = 256  # (query, candidate) pairs whose rows are gathered at a time for a float64 product
 # emit(start, ids, scores): the top count columns of rows start.. best first, as numpy arrays.
 Emit = Callable[[int, np.ndarray, np.ndarray], None]
@@ -52,12 +53,34 @@ def rerank(torch: Any, exact: Any, vectors: Any, cand_ids: Any, cand_low: Any, c
     (candidate_products: fp32, and the correctly rounded fp32 cosine near the count-th best, so that the best
     count are the exact cosines' best count), elsewhere a multiply-and-sum."""
     if exact.device.type == "cpu":
-        scores = torch.from_numpy(candidate_products(exact.numpy(), vectors.numpy(), cand_ids.numpy(),
-                                                     cand_low.float().numpy(), count, margin.numpy()))
+        scores = torch.from_numpy(shared_products(exact.numpy(), vectors.numpy(), cand_ids.numpy(),
+                                                  cand_low.float().numpy(), count, margin.numpy(),
+                                                  torch.get_num_threads()))
     else:
         scores = torch.cat([(exact[cand_ids[i:i + GATHER_ROWS]] * vectors[i:i + GATHER_ROWS, None, :]).sum(dim=2)
                             for i in range(0, cand_ids.shape[0], GATHER_ROWS)])
     return scores.masked_fill_(cand_low == -torch.inf, -torch.inf)
+
+
+def shared_products(exact: np.ndarray, vectors: np.ndarray, cand_ids: np.ndarray, low: np.ndarray, count: int,
+                    margin: np.ndarray, threads: int) -> np.ndarray:
+    """candidate_products, the rows shared out in contiguous parts over threads (numpy lets go of the GIL in
+    its gathers and products; torch's own threads are idle while the re-rank runs): the same scores."""
+    n_rows = vectors.shape[0]
+    share = max(1, -(-n_rows // max(1, threads)))
+    parts = [(start, min(start + share, n_rows)) for start in range(0, n_rows, share)]
+    if len(parts) < 2 or n_rows < SHARED_ROWS:
+        return candidate_products(exact, vectors, cand_ids, low, count, margin)
+    scores = np.empty(cand_ids.shape, dtype=np.float32)
+
+    def part_products(part: tuple[int, int]) -> None:
+        rows = slice(*part)
+        scores[rows] = candidate_products(exact, vectors[rows], cand_ids[rows], low[rows], count, margin[rows])
+
+    from concurrent.futures import ThreadPoolExecutor  # 5 ms to import: only where there is work to share
+    with ThreadPoolExecutor(len(parts)) as pool:
+        list(pool.map(part_products, parts))
+    return scores
 
 
 def candidate_products(exact: np.ndarray, vectors: np.ndarray, cand_ids: np.ndarray, low: np.ndarray,
@@ -79,7 +102,8 @@ def candidate_products(exact: np.ndarray, vectors: np.ndarray, cand_ids: np.ndar
     fp32_products(exact, vectors, cand_ids, scores, 0, np.minimum(last_true(real), head))
     reach = np.where(low > 0, low * (1 + BF16_UNIT), low * (1 - BF16_UNIT)) + margin[:, None] / 2  # t + u |t|
     fp32_products(exact, vectors, cand_ids, scores, head, last_true(real & (reach >= count_th(scores, count) - slack)))
-    line, place = np.nonzero(real & (np.abs(scores - count_th(scores, count)) <= slack))
+    kth = count_th(scores, count)
+    line, place = np.nonzero(real & (scores >= kth - slack) & (scores <= kth + slack))
     for i in range(0, line.size, CPU_GATHER_PAIRS):
         near = slice(i, i + CPU_GATHER_PAIRS)
         scores[line[near], place[near]] = np.einsum("pd,pd->p", exact[cand_ids[line[near], place[near]]],
