@@ -297,6 +297,22 @@ def test_candidate_products_shared_over_threads_are_the_same_scores():
 
 
 @needs_torch
+def test_ranked_orders_by_score_then_lower_id():
+    import torch
+    rng = np.random.default_rng(14)
+    scores = rng.choice(np.float32([0.5, -0.25, 0.0, -0.0, 1.0000001, -1.5, 3e-39, -3e-39, -np.inf, 0.125]),
+                        (300, 12))
+    ids = np.argsort(rng.random((300, 5000)), axis=1)[:, :12]
+    got_ids, got_scores = bf16_exact.ranked(torch, torch.from_numpy(ids), torch.from_numpy(scores), 5)
+    clipped = np.where(scores > -np.inf, np.clip(scores, -1, 1), scores)
+    for row in range(300):
+        order = np.lexsort((ids[row], -clipped[row]))[:5]  # score desc (-0 ties +0), then id asc
+        assert got_ids[row].tolist() == ids[row][order].tolist()
+        assert got_scores[row].tolist() == clipped[row][order].tolist()
+    assert bf16_exact.ranked(torch, torch.from_numpy(ids[:, :3]), torch.from_numpy(scores[:, :3]), 5)[0].shape == (300, 3)
+
+
+@needs_torch
 def test_triples_are_ordered_by_row_then_score_best_first():
     import torch
     scores = np.array([0.5, -0.25, 1.0, -0.0, 0.0, -np.inf, 0.75, -0.5, 0.5, 3e-39], dtype=np.float32)

@@ -148,12 +148,14 @@ def fp32_slack(dim: int) -> float:
 
 
 def ranked(torch: Any, cand_ids: Any, cand_scores: Any, count: int) -> tuple[Any, Any]:
-    """The best count of candidates by (score desc, id asc), cosines clipped to [-1, 1]: two stable sorts."""
-    cand_scores = torch.where(cand_scores > -torch.inf, cand_scores.clamp(-1.0, 1.0), cand_scores)
-    by_id = torch.argsort(cand_ids, dim=1)
-    cand_ids, cand_scores = cand_ids.gather(1, by_id), cand_scores.gather(1, by_id)
-    by_score = torch.sort(cand_scores, dim=1, descending=True, stable=True).indices[:, :count]
-    return cand_ids.gather(1, by_score), cand_scores.gather(1, by_score)
+    """The best count of candidates by (score desc, id asc), cosines clipped to [-1, 1] (-0 made +0, so that
+    the two tie): one topk of 64-bit keys, the score's bits made to order as the scores do above the id's
+    complement (ids are below 2^32)."""
+    cand_scores = torch.where(cand_scores > -torch.inf, cand_scores.clamp(-1.0, 1.0) + 0.0, cand_scores)
+    bits = cand_scores.view(torch.int32)
+    rising = torch.where(bits < 0, bits ^ 0x7FFFFFFF, bits).to(torch.int64)  # a negative float's other bits fall
+    best = torch.topk((rising << 32) | ((1 << 32) - 1 - cand_ids), min(count, cand_ids.shape[1]), dim=1).indices
+    return cand_ids.gather(1, best), cand_scores.gather(1, best)
 
 
 def exact_rows(torch: Any, exact: Any, vectors: Any, count: int, left: Any) -> tuple[np.ndarray, np.ndarray]:
