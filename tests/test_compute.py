@@ -23,7 +23,7 @@ from embscope.compute import (
 )
 from embscope.compute.devices import gpu_evidence
 from embscope.compute.numpy_engine import NumpyEngine
-from embscope.compute.rows import TableChecksum
+from embscope.compute.rows import TableChecksum, valid_unit_rows
 from embscope.compute.torch_engine import TorchEngine
 from embscope.core.errors import EmbscopeError
 
@@ -124,6 +124,19 @@ def test_unit_rows_marks_bad_rows_and_reads_a_memmap(tmp_path):
     some, _, some_valid = unit_rows(table, rows=[9, 2, 9])
     np.testing.assert_array_equal(some, unit[[9, 2, 9]])
     assert some_valid.tolist() == [True, False, True]
+
+
+@pytest.mark.parametrize("bad", [[], [0], [70_000, 70_001, 131_000], [139_999]])
+def test_valid_unit_rows_packs_the_valid_rows_to_the_front(bad):
+    # past 2^16 rows, so that the packing runs in more than one piece, from wherever the first bad row is
+    table = np.random.default_rng(1).standard_normal((140_000, 3)).astype(np.float32)
+    table[bad] = np.nan
+    unit, valid = valid_unit_rows(table)
+    keep = np.ones(table.shape[0], dtype=bool)
+    keep[bad] = False
+    assert valid.tolist() == keep.tolist()
+    by_hand = table[keep] / np.linalg.norm(table[keep].astype(np.float64), axis=1, keepdims=True)
+    np.testing.assert_array_equal(unit, by_hand.astype(np.float32))
 
 
 def test_unit_rows_rejects_a_vector():

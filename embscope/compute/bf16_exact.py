@@ -28,6 +28,7 @@ WIDER = 8  # rows whose cut falls past the first topk's columns are selected aga
 GATHER_ROWS = 256  # queries re-ranked at a time: a bounded gather of their candidates' rows
 CPU_GATHER_ROWS = 64  # the same on the CPU, where a smaller gather stays in cache
 HEAD_CANDIDATES = 2  # a CPU re-rank's first fp32 products: count + this many of a row's best candidates (10: 5% slower)
+SHARED_ROWS = 512  # fewer rows than this are re-ranked on one thread
 CPU_GATHER_PAIRS = 256  # (query, candidate) pairs whose rows are gathered at a time for a float64 product
 # emit(start, ids, scores): the top count columns of rows start.. best first, as numpy arrays.
 Emit = Callable[[int, np.ndarray, np.ndarray], None]
@@ -49,15 +50,37 @@ def cut_complete(torch: Any, top_low: Any, count: int, n_columns: int, margin: A
 def rerank(torch: Any, exact: Any, vectors: Any, cand_ids: Any, cand_low: Any, count: int, margin: Any) -> Any:
     """fp32 cosines of each query with its candidates, -inf where the bf16 pass had a left-out column (-inf).
     Never a torch matmul, which a tensor-core or oneDNN mode may run below fp32: on the CPU numpy's products
-    (candidate_products: every score at least as high as the count-th best is the correctly rounded fp32 cosine,
-    the rest fall below it), elsewhere a multiply-and-sum."""
+    (candidate_products: fp32, and the correctly rounded fp32 cosine near the count-th best, so that the best
+    count are the exact cosines' best count), elsewhere a multiply-and-sum."""
     if exact.device.type == "cpu":
-        scores = torch.from_numpy(candidate_products(exact.numpy(), vectors.numpy(), cand_ids.numpy(),
-                                                     cand_low.float().numpy(), count, margin.numpy()))
+        scores = torch.from_numpy(shared_products(exact.numpy(), vectors.numpy(), cand_ids.numpy(),
+                                                  cand_low.float().numpy(), count, margin.numpy(),
+                                                  torch.get_num_threads()))
     else:
         scores = torch.cat([(exact[cand_ids[i:i + GATHER_ROWS]] * vectors[i:i + GATHER_ROWS, None, :]).sum(dim=2)
                             for i in range(0, cand_ids.shape[0], GATHER_ROWS)])
     return scores.masked_fill_(cand_low == -torch.inf, -torch.inf)
+
+
+def shared_products(exact: np.ndarray, vectors: np.ndarray, cand_ids: np.ndarray, low: np.ndarray, count: int,
+                    margin: np.ndarray, threads: int) -> np.ndarray:
+    """candidate_products, the rows shared out in contiguous parts over threads (numpy lets go of the GIL in
+    its gathers and products; torch's own threads are idle while the re-rank runs): the same scores."""
+    n_rows = vectors.shape[0]
+    share = max(1, -(-n_rows // max(1, threads)))
+    parts = [(start, min(start + share, n_rows)) for start in range(0, n_rows, share)]
+    if len(parts) < 2 or n_rows < SHARED_ROWS:
+        return candidate_products(exact, vectors, cand_ids, low, count, margin)
+    scores = np.empty(cand_ids.shape, dtype=np.float32)
+
+    def part_products(part: tuple[int, int]) -> None:
+        rows = slice(*part)
+        scores[rows] = candidate_products(exact, vectors[rows], cand_ids[rows], low[rows], count, margin[rows])
+
+    from concurrent.futures import ThreadPoolExecutor  # 5 ms to import: only where there is work to share
+    with ThreadPoolExecutor(len(parts)) as pool:
+        list(pool.map(part_products, parts))
+    return scores
 
 
 def candidate_products(exact: np.ndarray, vectors: np.ndarray, cand_ids: np.ndarray, low: np.ndarray,
@@ -68,8 +91,10 @@ def candidate_products(exact: np.ndarray, vectors: np.ndarray, cand_ids: np.ndar
     and a candidate whose bf16 score t has t + u |t| + margin / 2 < K - fp32_slack (margin: the row's M_i,
     bf16_bound; its half is at least |s' - s|) is below every exact cosine of the count best, so only the
     candidates above that line (a prefix, being best first) are multiplied next. Then those
-    within fp32_slack of a vector's count-th best again in float64, rounded to fp32 as the fp32 engines'
-    scores are; the others are off their exact cosine by at most half the slack: they rank below, strictly."""
+    within fp32_slack of a vector's count-th best K (either side) again in float64, rounded to fp32; the others
+    are off their exact cosine by at most half the slack: those above K + slack are in the best count for sure
+    (fewer than count products exceed K), those below K - slack out of it (count have an exact cosine of at
+    least K - slack / 2), so only the order among the best count is fp32's own, as numpy's is."""
     real = low > -np.inf
     slack = fp32_slack(exact.shape[1])
     scores = np.full(cand_ids.shape, -np.inf, dtype=np.float32)
@@ -77,7 +102,8 @@ def candidate_products(exact: np.ndarray, vectors: np.ndarray, cand_ids: np.ndar
     fp32_products(exact, vectors, cand_ids, scores, 0, np.minimum(last_true(real), head))
     reach = np.where(low > 0, low * (1 + BF16_UNIT), low * (1 - BF16_UNIT)) + margin[:, None] / 2  # t + u |t|
     fp32_products(exact, vectors, cand_ids, scores, head, last_true(real & (reach >= count_th(scores, count) - slack)))
-    line, place = np.nonzero(real & (scores >= count_th(scores, count) - slack))
+    kth = count_th(scores, count)
+    line, place = np.nonzero(real & (scores >= kth - slack) & (scores <= kth + slack))
     for i in range(0, line.size, CPU_GATHER_PAIRS):
         near = slice(i, i + CPU_GATHER_PAIRS)
         scores[line[near], place[near]] = np.einsum("pd,pd->p", exact[cand_ids[line[near], place[near]]],
@@ -122,12 +148,14 @@ def fp32_slack(dim: int) -> float:
 
 
 def ranked(torch: Any, cand_ids: Any, cand_scores: Any, count: int) -> tuple[Any, Any]:
-    """The best count of candidates by (score desc, id asc), cosines clipped to [-1, 1]: two stable sorts."""
-    cand_scores = torch.where(cand_scores > -torch.inf, cand_scores.clamp(-1.0, 1.0), cand_scores)
-    by_id = torch.argsort(cand_ids, dim=1)
-    cand_ids, cand_scores = cand_ids.gather(1, by_id), cand_scores.gather(1, by_id)
-    by_score = torch.sort(cand_scores, dim=1, descending=True, stable=True).indices[:, :count]
-    return cand_ids.gather(1, by_score), cand_scores.gather(1, by_score)
+    """The best count of candidates by (score desc, id asc), cosines clipped to [-1, 1] (-0 made +0, so that
+    the two tie): one topk of 64-bit keys, the score's bits made to order as the scores do above the id's
+    complement (ids are below 2^32)."""
+    cand_scores = torch.where(cand_scores > -torch.inf, cand_scores.clamp(-1.0, 1.0) + 0.0, cand_scores)
+    bits = cand_scores.view(torch.int32)
+    rising = torch.where(bits < 0, bits ^ 0x7FFFFFFF, bits).to(torch.int64)  # a negative float's other bits fall
+    best = torch.topk((rising << 32) | ((1 << 32) - 1 - cand_ids), min(count, cand_ids.shape[1]), dim=1).indices
+    return cand_ids.gather(1, best), cand_scores.gather(1, best)
 
 
 def exact_rows(torch: Any, exact: Any, vectors: Any, count: int, left: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -316,6 +344,8 @@ class Candidates:
         """The triples sorted by (row, score desc), each row's cut raised to lowest() of its count-th best,
         and what falls below it dropped."""
         torch = self.torch
+        risen = scores >= self.cut[rows]  # most cuts rose after their triples were kept: fewer to sort
+        rows, columns, scores = rows[risen], columns[risen], scores[risen]
         order = row_then_score_order(torch, rows, scores)
         rows, columns, scores = rows[order], columns[order], scores[order]
         held = torch.bincount(rows, minlength=self.cut.numel())

@@ -223,8 +223,10 @@ def valid_unit_rows(table: object) -> tuple[np.ndarray, np.ndarray]:
     """Unit rows of the valid rows only, packed to the front: (float32 (n_valid, d), valid bool (V,))."""
     unit, _, valid = unit_rows(table)
     valid_ids = np.flatnonzero(valid)
+    # rows before the first invalid one are in place already (all of them, mostly: a table-wide copy saved)
+    first = int(np.argmin(valid)) if valid_ids.size < valid.size else valid_ids.size
     # In place (a source never lies behind its target), so no second table-sized copy is made.
-    for start in range(0, valid_ids.size, 1 << 16):
+    for start in range(first, valid_ids.size, 1 << 16):
         chunk = valid_ids[start:start + (1 << 16)]
         unit[start:start + chunk.size] = unit[chunk]
     return unit[:valid_ids.size], valid
