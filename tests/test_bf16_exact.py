@@ -369,6 +369,20 @@ def test_rows_with_too_many_candidates_fall_back_to_fp32(monkeypatch, engine, bl
     assert_same_as_fp32_ties(got, fp32_scores(table), 5)
 
 
+@needs_torch
+@pytest.mark.parametrize("engine", [CpuBf16Engine(), TorchEngine()], ids=["cpu-bf16", "torch-on-cpu"])
+@pytest.mark.parametrize("make", [random_table, clustered_table], ids=["random", "clustered"])
+def test_half_matrix_k_above_most_candidates_equals_numpy_fp32(monkeypatch, engine, make):
+    # k past what a row may hold (MOST_CANDIDATES, made 16 here): every row keeps k + 1 candidates at least, so
+    # its k-th best is among them (the candidates were cut to MOST_CANDIDATES + 1, and the k-th was asked of them:
+    # an IndexError, `neighbors --all -k 1100 --precision bf16` with the real 1,024).
+    monkeypatch.setattr(bf16_exact, "MOST_CANDIDATES", 16)
+    table = make(400, 24, seed=8)
+    got = topk_rows(table, 40, device="cpu", precision="bf16", _engine=engine)
+    assert got.ids.shape == (400, 40)
+    assert_same_as_fp32(got, fp32_scores(table), 40)
+
+
 def assert_same_as_fp32_ties(got, scores, k):
     """As assert_same_as_fp32, for a table of near-copies whose ids may all be tied within TIE."""
     ref = np.argsort(-scores, axis=1, kind="stable")[:, :k]

@@ -363,6 +363,25 @@ def test_duplicate_search_equals_brute_force_on_rows_of_extreme_norms(dim):
     assert {(d.a, d.b) for d in found.pairs} == expected
 
 
+def test_duplicate_search_equals_brute_force_on_float64_rows_beyond_float32s_range():
+    # A float64 table (a .npy file) may hold rows float32 cannot: below its smallest subnormal or past its
+    # largest number. They are projected in float64 from the rows as stored, not from a float32 copy of zeros
+    # and infinities (which lost every near pair among them, and made them all one key).
+    rng = np.random.default_rng(11)
+    table = rng.standard_normal((600, 16))
+    table[300:350] = table[:50] * 10.0 ** rng.uniform(40, 140, (50, 1))  # same direction: 50 near pairs
+    table[:50] *= 10.0 ** rng.uniform(-140, -60, (50, 1))  # tiny rows, whose copies are huge
+    table[350:353] = table[300]  # identical to a huge row: 6 pairs among the four, 3 more with row 0
+    norms = numpy_norms(table)
+    unit = table / norms[:, None]
+    expected = sorted((int(a), int(b)) for a, b in zip(*np.nonzero(np.triu(unit @ unit.T > 0.9999, 1))))
+    assert len(expected) == 59
+    found = find_duplicates(table, norms)
+    assert found.complete and found.total == len(expected)
+    assert [(d.a, d.b) for d in found.pairs] == expected
+    assert sum(d.identical for d in found.pairs) == 6
+
+
 def test_rows_of_one_key_are_told_apart_by_their_values(monkeypatch):
     # Every row gets the same key here, so the groups rest on the check of values against the key's first row
     # (row 0): its copies form its group, members ascending; every other row keeps a group of its own, and

@@ -144,10 +144,12 @@ def projections(array: np.ndarray, rows: np.ndarray, norms: np.ndarray,
     for start, block in row_blocks(array, rows):
         out, chosen = projected[start:start + len(block)], norms[rows[start:start + len(block)], None]
         if chosen.min() < ORDINARY_NORMS[0] or chosen.max() > ORDINARY_NORMS[1]:  # float32 would lose or overflow them
-            raw = block.astype(np.float64) @ basis
-            keys[start:start + len(block)] = raw[:, 0].astype(np.float32).view(np.uint32)
-            out[:] = raw / chosen
+            # from the rows as stored (a float64 table's may lie beyond float32's range); the key from the unit
+            # rows' projection, which equal rows share and which stays in float32's range
+            out[:] = (np.asarray(block, dtype=np.float64) @ basis) / chosen
+            keys[start:start + len(block)] = out[:, 0].view(np.uint32)
             continue
+        block = np.asarray(block, dtype=np.float32)
         thin_product(block, basis32, out, least=PROJECTION_LEAST_PIECE)
         keys[start:start + len(block)] = out[:, 0].view(np.uint32)
         out /= chosen.astype(np.float32)
@@ -173,7 +175,7 @@ class Groups:
 
 
 def row_blocks(array: np.ndarray, rows: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:
-    """(position in rows, float32 block of those rows), a few MB at a time: slices where the rows run on without
+    """(position in rows, block of those rows as stored), a few MB at a time: slices where the rows run on without
     a gap (every row valid, the usual case), else gathered."""
     step = max(1, WORK_BYTES // (4 * array.shape[1]))
     running = len(rows) > 0 and int(rows[-1]) - int(rows[0]) + 1 == len(rows)
@@ -183,7 +185,7 @@ def row_blocks(array: np.ndarray, rows: np.ndarray) -> Iterator[tuple[int, np.nd
             block = array[first:first + min(step, len(rows) - start)]
         else:
             block = array[rows[start:start + step]]
-        yield start, np.asarray(block, dtype=np.float32)
+        yield start, np.asarray(block)
 
 
 def identical_groups(array: np.ndarray, rows: np.ndarray, keys: np.ndarray) -> Groups:

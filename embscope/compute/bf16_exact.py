@@ -358,15 +358,16 @@ class Candidates:
 
     def take(self, rows: slice) -> tuple[Any, Any]:
         """(ids, bf16 scores) of the candidates of rows, best first, padded with -inf; a row holding more than
-        MOST_CANDIDATES gets that many, its last one level with its first, so that block_answer finds its cut
-        incomplete and works it out in fp32. Only these rows' triples are sorted (the running cuts are the
+        MOST_CANDIDATES (or count, if more) gets that many, its last one level with its first, so that block_answer
+        finds its cut incomplete and works it out in fp32. Only these rows' triples are sorted (the running cuts are the
         group peaks' and compact's)."""
         torch = self.torch
         line, columns, scores = self.cut_down(*self.joined(rows.start))
         line = line - rows.start
         held = torch.bincount(line, minlength=rows.stop - rows.start)
-        # one column more than any row holds: a row's last is -inf, below its cut, so block_answer finds it complete
-        width = int(min(max(int(held.max()) if held.numel() else 0, self.count), MOST_CANDIDATES)) + 1
+        # one column more than any row holds: a row's last is -inf, below its cut, so block_answer finds it complete;
+        # never fewer than count + 1, whose count-th best block_answer reads (count may exceed MOST_CANDIDATES)
+        width = max(self.count, min(int(held.max()) if held.numel() else 0, MOST_CANDIDATES)) + 1
         rank = torch.arange(line.numel(), device=line.device) - (torch.cumsum(held, 0) - held)[line]
         placed = rank < width
         ids = torch.zeros((rows.stop - rows.start, width), dtype=torch.int64, device=line.device)
