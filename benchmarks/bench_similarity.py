@@ -371,7 +371,8 @@ def section_bf16(table, unit, k, reference, repeat):
               f"(target >= 2.5)")
     else:
         print("    faiss not importable: no faiss ratio (pip install faiss-cpu, or put its wheel on PYTHONPATH)")
-    print(f"    precision='auto' here runs {resolve_precision('auto', 'cpu')}")
+    work = float(table.shape[0]) ** 2 * table.shape[1]  # what neighbors --all weighs: rows x rows x dim
+    print(f"    precision='auto' here runs {resolve_precision('auto', 'cpu', work)} ({work:.1e} multiply-adds)")
 
 
 def main():
