@@ -69,10 +69,11 @@ def topk_rows(table: object, k: int, *, rows: Sequence[int] | np.ndarray | None 
     """The k most cosine-similar valid rows of each of the table's rows (rows=None: every row, else the
     row ids given, in that order), leaving the row itself out when exclude_self.
 
-    precision: "fp32" exact; "tf32" (cuda), "bf16" (cuda, mps, or cpu via torch) and "fp16" (cuda, mps)
-    pick k + max(k, 32) candidates in low precision and re-rank them with exact fp32 cosines (exact but
-    for near-ties at the cut; rows tied exactly at the cut are redone in fp32); "auto" is
-    resolve_precision's choice for the device. block_rows: queries per block (default: a byte budget per
+    precision: "fp32" exact; "bf16" (cuda, mps, or cpu via torch) keeps every column a proven error bound
+    cannot rule out and re-ranks them in fp32: the fp32 answer id for id, ties aside (compute.bf16_exact);
+    "tf32" (cuda) and "fp16" (cuda, mps) pick k + max(k, 32) candidates in low precision and re-rank them
+    with exact fp32 cosines (exact but for near-ties at the cut; rows tied exactly at the cut are redone in
+    fp32); "auto" is resolve_precision's choice for the device. block_rows: queries per block (default: a byte budget per
     engine; a search given block_rows is never streamed). progress(done, total) is called after each block.
     _engine: tests only, to run one engine where another would be picked (the GPU path on a CPU).
     """
