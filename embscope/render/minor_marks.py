@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .ticks_in_view import placing
+from .ticks_in_view import Wrapping, placing
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -72,16 +72,7 @@ def classes() -> tuple[type, type]:
     from matplotlib.lines import Line2D
     from matplotlib.ticker import Locator
 
-    class Split(Locator):
-        def __init__(self, locator: Locator) -> None:
-            self.locator = locator
-            self.last: tuple[tuple[Any, ...], np.ndarray | None] | None = None  # (inputs, places) of the last call
-
-        def set_axis(self, axis: Any) -> None:
-            super().set_axis(axis)
-            self.locator.set_axis(axis)
-            self.last = None
-
+    class Split(Wrapping, Locator):
         def unlabelled(self) -> np.ndarray | None:
             """The minor ticks' places (those no major tick takes) while none has a label; None when one has. Kept
             while the axis's view and size stay (ticks_in_view.placing): asked at each measurement and draw."""
@@ -94,15 +85,6 @@ def classes() -> tuple[type, type]:
 
         def __call__(self) -> Any:
             return np.asarray(self.locator()) if self.unlabelled() is None else np.array([])
-
-        def tick_values(self, vmin: float, vmax: float) -> Any:
-            return self.locator.tick_values(vmin, vmax)
-
-        def nonsingular(self, v0: float, v1: float) -> tuple[float, float]:
-            return self.locator.nonsingular(v0, v1)
-
-        def view_limits(self, vmin: float, vmax: float) -> tuple[float, float]:
-            return self.locator.view_limits(vmin, vmax)
 
     class Marks(Line2D):
         def __init__(self, axis: Any, places: Split, line: Line2D) -> None:

@@ -59,36 +59,42 @@ def placing(axis: Any) -> tuple[Any, ...]:
     return tuple(axis.get_view_interval()), axis.get_scale(), axis.get_minpos(), float(size[0]), float(size[1])
 
 
+class Wrapping:
+    """What a locator that wraps another (`locator`, a matplotlib Locator) hands on to it: the axis, and the
+    questions about a view's ends. Mixed in before matplotlib's Locator, which this module does not import at
+    its top; `last` keeps a wrapper's (inputs, answer) of its last call, forgotten with a new axis."""
+
+    def __init__(self, locator: Any) -> None:
+        self.locator = locator
+        self.last: tuple[tuple[Any, ...], Any] | None = None
+
+    def set_axis(self, axis: Any) -> None:
+        super().set_axis(axis)  # type: ignore[misc]  # Locator's, next in the wrapper's order
+        self.locator.set_axis(axis)
+        self.last = None
+
+    def tick_values(self, vmin: float, vmax: float) -> Any:
+        return self.locator.tick_values(vmin, vmax)
+
+    def nonsingular(self, v0: float, v1: float) -> tuple[float, float]:
+        return self.locator.nonsingular(v0, v1)  # type: ignore[no-any-return]
+
+    def view_limits(self, vmin: float, vmax: float) -> tuple[float, float]:
+        return self.locator.view_limits(vmin, vmax)  # type: ignore[no-any-return]
+
+
 @functools.cache
 def in_view_locator() -> Callable[[Locator], Locator]:
     """The Locator class that wraps another and gives only its locations in view (made once, once matplotlib is
     imported: embscope starts without it)."""
     from matplotlib.ticker import Locator
 
-    class InView(Locator):
-        def __init__(self, locator: Locator) -> None:
-            self.locator = locator
-            self.last: tuple[tuple[Any, ...], np.ndarray] | None = None  # (inputs, locations) of the last call
-
-        def set_axis(self, axis: Any) -> None:
-            super().set_axis(axis)
-            self.locator.set_axis(axis)
-            self.last = None
-
+    class InView(Wrapping, Locator):
         def __call__(self) -> Any:
             # an axis asks its locator again at each measure and draw: the same inputs, the same locations
             inputs = placing(self.axis)
             if self.last is None or self.last[0] != inputs:
                 self.last = inputs, within(self.axis, np.asarray(self.locator()))
             return self.last[1].copy()
-
-        def tick_values(self, vmin: float, vmax: float) -> Any:
-            return self.locator.tick_values(vmin, vmax)
-
-        def nonsingular(self, v0: float, v1: float) -> tuple[float, float]:
-            return self.locator.nonsingular(v0, v1)
-
-        def view_limits(self, vmin: float, vmax: float) -> tuple[float, float]:
-            return self.locator.view_limits(vmin, vmax)
 
     return InView
