@@ -252,7 +252,7 @@ def tokens_at_init(array: np.ndarray, norms: np.ndarray, valid: np.ndarray, sigm
                    sigma_why: str) -> Untrained:
     """Token rows at the norm of the init scale whose nearest row is no closer than a Gaussian draw's: with the
     scale known, the rows in its band; without it, the whole table when every row is so."""
-    rows, dim = array.shape
+    dim = array.shape[1]
     if sigma is not None:
         scale, said = sigma * math.sqrt(dim), f"the {sigma:g} x sqrt({dim}) of the initialisation ({sigma_why})"
     else:
