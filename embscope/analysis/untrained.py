@@ -276,8 +276,8 @@ def tokens_at_init(array: np.ndarray, norms: np.ndarray, valid: np.ndarray, sigm
     head = "the whole table" if whole else f"{len(candidates):,} rows"
     chosen = norms if len(candidates) == len(norms) else norms[candidates]  # every row: no copy of them
     evidence = (f"{head} never trained: norm {spread_text(chosen)}, {said}; no row alike (nearest-row "
-                f"cosine {float(np.nanmean(nearest)):.2g} on a sample of {len(sample)}, at most {bound:.2g} for a "
-                f"random draw but for a chance of {NEAREST_CHANCE:g})")
+                f"cosine {float(np.nanmean(nearest)):.2g} on a sample of {len(sample)}, where a random draw's "
+                f"passes {bound:.2g} with a chance of {NEAREST_CHANCE:g})")
     return Untrained(candidates, RULE, evidence + ("; the table is as initialised" if whole else ""), "at init", whole)
 
 
