@@ -176,6 +176,21 @@ def test_cli_all_to_tsv(npz_path, table, tmp_path):
     assert sorted(p.name for p in out.parent.iterdir()) == ["top.tsv"]  # no temporary left behind
 
 
+def test_auto_weighs_a_queries_file_by_the_lines_it_can_hold(npz_path, table, tmp_path, monkeypatch):
+    from embscope import compute
+    from embscope.analysis.neighbors_all import neighbors_all
+
+    weighed = []
+    resolve = compute.resolve_precision
+    monkeypatch.setattr(compute, "resolve_precision", lambda *a: weighed.append(a[2]) or resolve(*a))
+    queries = tmp_path / "queries.txt"
+    queries.write_text("3\n65\n")  # 5 bytes: at most 3 lines of a byte and a newline
+    rows, dim = table.shape
+    neighbors_all(embscope.open(npz_path), 2, queries_file=queries)
+    neighbors_all(embscope.open(npz_path), 2)
+    assert weighed == [3 * rows * dim, rows * rows * dim]
+
+
 def test_cli_all_to_jsonl_with_queries_file(npz_path, table, tmp_path):
     queries = tmp_path / "queries.txt"
     queries.write_text("# ids\n3\n\n65\n263\n")

@@ -13,7 +13,7 @@ from safetensors.numpy import load_file, save_file
 
 import embscope
 from embscope.analysis.norms import norms_report
-from embscope.analysis.untrained import nearest_cosines
+from embscope.analysis.untrained import NEAREST_CHANCE, nearest_bound, nearest_cosines
 from embscope.render import norms as render
 from embscope.render.plots import style
 from embscope.sample import sample_directory
@@ -112,6 +112,52 @@ def test_a_table_at_initialisation_is_said_to_be(tmp_path):
     doc = run_json("norms", "-c", str(path))
     assert doc["untrained"]["whole_table"] is True and doc["untrained"]["rows"] == 3000
     assert doc["untrained"]["evidence"].endswith("the table is as initialised") and doc["anomalies"] == []
+
+
+@pytest.mark.parametrize(("dim", "rows"), [(16, 300), (64, 30_000), (768, 30_522), (4096, 128_256)])
+def test_the_nearest_row_line_is_the_regularised_incomplete_beta_s(dim, rows):
+    from scipy.special import betainc  # the reference: P(cos > t) = I_{1-t^2}((d-1)/2, 1/2) / 2 on the sphere
+
+    line = nearest_bound(dim, rows)
+    assert (rows - 1) * betainc((dim - 1) / 2, 0.5, 1 - line * line) / 2 == pytest.approx(NEAREST_CHANCE, rel=0.02)
+
+
+def test_the_nearest_row_line_in_three_dimensions_is_archimedes_uniform_cosine():
+    # on the 2-sphere cos is uniform on [-1, 1]: (rows - 1) (1 - t) / 2 = chance
+    assert nearest_bound(3, 1001, chance=0.1) == pytest.approx(1 - 2 * 0.1 / 1000, abs=1e-4)
+
+
+def test_the_nearest_row_line_holds_for_drawn_rows():
+    # of 2,000 Gaussian rows in 16 dimensions about chance x 2,000 have a nearest row above the line
+    table = np.random.default_rng(6).standard_normal((2000, 16))
+    unit = table / np.linalg.norm(table, axis=1)[:, None]
+    cosines = unit @ unit.T
+    np.fill_diagonal(cosines, -np.inf)
+    assert (cosines.max(axis=1) > nearest_bound(16, 2000, chance=0.05)).mean() == pytest.approx(0.05, abs=0.02)
+
+
+@pytest.mark.parametrize("normalised", [False, True])
+def test_a_trained_table_in_16_dimensions_is_not_said_to_be_at_initialisation(normalised, tmp_path):
+    # ten directions with rows close about them: the nearest row's cosine is about 0.96, which a Gaussian draw
+    # of 300 rows in 16 dimensions passes with a chance of 1e-4 only at 0.90 (the old line, 1.5 sqrt(2 ln V / d),
+    # was 1.27: no cosine fails it); normalised rows' norms are no Gaussian draw's either
+    rng = np.random.default_rng(7)
+    centres = rng.standard_normal((10, 16))
+    table = centres[np.arange(300) % 10] + 0.3 * rng.standard_normal((300, 16))
+    if normalised:
+        table /= np.linalg.norm(table, axis=1)[:, None]
+    path = tmp_path / "model.npz"
+    np.savez(path, token_emb=table.astype(np.float32))
+    doc = run_json("norms", "-c", str(path))
+    assert doc["untrained"]["kind"] != "at init" and not doc["untrained"]["whole_table"]
+
+
+def test_a_random_table_scaled_to_one_norm_is_not_said_to_be_at_initialisation(tmp_path):
+    table = np.random.default_rng(8).standard_normal((3000, 64))
+    table /= np.linalg.norm(table, axis=1)[:, None]
+    path = tmp_path / "model.npz"
+    np.savez(path, token_emb=table.astype(np.float32))
+    assert run_json("norms", "-c", str(path))["untrained"]["rows"] == 0
 
 
 @pytest.mark.parametrize("scale", [1.0, 1e30])  # 1e30: past float32's products, the top-k path instead

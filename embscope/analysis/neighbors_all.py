@@ -31,6 +31,17 @@ class AllNeighbors:
     notes: list[str]
 
 
+def most_queries(queries_file: Path | None, rows: int) -> int:
+    """The searches a run makes at most: every row, or one a line of the queries file (a line holds a byte and its
+    newline at least), read from its size alone, since the file streams."""
+    if queries_file is None:
+        return rows
+    try:
+        return min(rows, queries_file.stat().st_size // 2 + 1)
+    except OSError:  # reading it says why, in its own words
+        return rows
+
+
 def neighbors_all(emb: Embeddings, k: int, *, queries_file: Path | None = None, table: str = "token",
                   lookup: LookupOptions = AS_TYPED, run_on: DeviceOptions = ANYWHERE,
                   strict: bool = False, remove_top: int | None = None,
@@ -41,7 +52,7 @@ def neighbors_all(emb: Embeddings, k: int, *, queries_file: Path | None = None, 
     skipped = None if strict else Skipped()
     queries = read_queries(queries_file, skipped) if queries_file is not None else None
     searched = emb.table(table)
-    work = searched.rows * searched.rows * searched.dim  # multiply-adds of every row's search (at most, with queries)
+    work = most_queries(queries_file, searched.rows) * searched.rows * searched.dim  # multiply-adds, at most
     asked = compute.resolve_precision(run_on.precision, device, work)
     precision = compute.precision_run(asked, device)  # asked is resolved: auto is not weighed again
     started = time.perf_counter()

@@ -45,7 +45,9 @@ GAP_FILLED = 2  # rows between two ranges that join them (a draw at init can fai
 # the mean |cos| of neighbours within a range at most, times 1/sqrt(d): a Gaussian draw's is sqrt(2/pi) = 0.8
 MEAN_NEIGHBOUR_SPREADS = 2.0
 NEAREST_SAMPLE = 64  # token rows whose nearest row is searched, to tell a draw at init from a trained row
-NEAREST_SLACK = 1.5  # times sqrt(2 ln V / d), the largest |cos| a Gaussian draw has to any of V rows
+# the chance that a row drawn at init has a nearest row above the line (7 of the 64 sampled must, to fail the table)
+NEAREST_CHANCE = 1e-4
+NARROWEST_SPREAD = 0.25  # times 1/sqrt(2d): norms more alike than this (rows normalised) are no Gaussian draw
 AT_INIT_SHARE = 0.9  # of the sampled rows that must look drawn at init
 TOGETHER_COSINE = 0.5  # mutual cosine of a group moved only together (trained rows: about 0.1)
 MIN_GROUP = 8  # rows of such a group at least
@@ -250,7 +252,7 @@ def tokens_at_init(array: np.ndarray, norms: np.ndarray, valid: np.ndarray, sigm
                    sigma_why: str) -> Untrained:
     """Token rows at the norm of the init scale whose nearest row is no closer than a Gaussian draw's: with the
     scale known, the rows in its band; without it, the whole table when every row is so."""
-    rows, dim = array.shape
+    dim = array.shape[1]
     if sigma is not None:
         scale, said = sigma * math.sqrt(dim), f"the {sigma:g} x sqrt({dim}) of the initialisation ({sigma_why})"
     else:
@@ -259,10 +261,12 @@ def tokens_at_init(array: np.ndarray, norms: np.ndarray, valid: np.ndarray, sigm
     candidates = np.flatnonzero(valid & band(norms, scale, dim))
     if len(candidates) < MIN_GROUP or (sigma is None and len(candidates) < AT_INIT_SHARE * int(valid.sum())):
         return nothing()
+    if sigma is None and too_alike(norms[candidates], scale, dim):
+        return nothing()
     sample = np.sort(np.random.default_rng(0).choice(candidates, size=min(NEAREST_SAMPLE, len(candidates)),
                                                      replace=False))
     nearest = nearest_cosines(array, norms, valid, sample)
-    bound = NEAREST_SLACK * math.sqrt(2 * math.log(rows) / dim)
+    bound = nearest_bound(dim, int(valid.sum()))
     if float(np.mean(np.abs(np.nan_to_num(nearest, nan=1.0)) <= bound)) < AT_INIT_SHARE:
         return nothing()
     valid_rows = int(valid.sum())
@@ -272,9 +276,29 @@ def tokens_at_init(array: np.ndarray, norms: np.ndarray, valid: np.ndarray, sigm
     head = "the whole table" if whole else f"{len(candidates):,} rows"
     chosen = norms if len(candidates) == len(norms) else norms[candidates]  # every row: no copy of them
     evidence = (f"{head} never trained: norm {spread_text(chosen)}, {said}; no row alike (nearest-row "
-                f"cosine {float(np.nanmean(nearest)):.2g} on a sample of {len(sample)}, at most {bound:.2g} for a "
-                "Gaussian draw)")
+                f"cosine {float(np.nanmean(nearest)):.2g} on a sample of {len(sample)}, where a random draw's "
+                f"passes {bound:.2g} with a chance of {NEAREST_CHANCE:g})")
     return Untrained(candidates, RULE, evidence + ("; the table is as initialised" if whole else ""), "at init", whole)
+
+
+def too_alike(norms: np.ndarray, scale: float, dim: int) -> bool:
+    """Whether the norms' robust relative spread is far below a Gaussian draw's 1/sqrt(2d) (a uniform draw's is
+    0.63 of it): rows scaled to one norm, as a normalised export is, whatever their directions."""
+    spread = MAD_SCALE * median_of(np.abs(norms / scale - 1), overwrite=True)
+    return bool(spread < NARROWEST_SPREAD / math.sqrt(2 * dim))
+
+
+def nearest_bound(dim: int, rows: int, chance: float = NEAREST_CHANCE) -> float:
+    """The cosine t that a row drawn at random (any isotropic draw: its direction is uniform on the sphere) has a
+    nearest row above, among `rows - 1` others, with probability `chance`: (rows - 1) P(cos > t) = chance, where
+    cos has the density (1 - t^2)^((d - 3) / 2) on [-1, 1] (d = 3: uniform, Archimedes), integrated here on a
+    grid in place of the regularised incomplete beta function."""
+    grid = np.linspace(0.0, 1.0, 20_001)
+    density = (1.0 - grid * grid) ** ((max(dim, 3) - 3) / 2)  # underflows to 0 in the far tail of a wide table
+    steps = (density[1:] + density[:-1]) / 2  # the trapezoids, each of width 1/20,000
+    above = np.concatenate([np.cumsum(steps[::-1])[::-1], [0.0]])  # the integral from each grid point to 1
+    tail = above / (2 * above[0])  # P(cos > t): the density is even, so the whole is twice [0, 1]'s
+    return float(grid[np.argmax(tail * max(rows - 1, 1) <= chance)])
 
 
 def nearest_cosines(array: np.ndarray, norms: np.ndarray, valid: np.ndarray, sample: np.ndarray) -> np.ndarray:
