@@ -129,3 +129,25 @@ def test_the_figures_text_is_svg_text_escaped_as_xml(tmp_path):
     assert "token table &lt;b&gt;x&lt;/b&gt;: L2 norms of token rows" in " ".join(drawn)
     assert {"L2 norm", "rows (log scale)", "distribution of row norms"} <= set(drawn)
     assert "font-family: 'DejaVu Sans', sans-serif" in norms and "DejaVuSans-" not in norms  # no glyph as a path
+
+
+def test_the_heatmap_goes_into_the_page_as_its_cells_a_pixel_each(sample_figures):
+    # 256 x 256 cosines: a PNG of that many pixels, each its cell's colour, that the viewer scales without smoothing
+    # (not a raster of the axes at the page's image dpi, 2.6 pixels a cell)
+    import base64
+    import io
+
+    import matplotlib
+    from PIL import Image
+
+    from embscope.render.report_html import svg
+    drawn = svg(sample_figures["positions"], "f1-")
+    heatmap = re.search(r'<image [^>]*xlink:href="data:image/png;base64,\n([^"]+)"[^>]*>', drawn)
+    assert heatmap is not None and "image-rendering:pixelated" in heatmap.group()
+    pixels = np.asarray(Image.open(io.BytesIO(base64.b64decode(heatmap.group(1)))).convert("RGBA"))
+    positions = embscope.open(default_checkpoint()).require_position().array.astype(np.float64)
+    unit = positions / np.linalg.norm(positions, axis=1, keepdims=True)
+    expected = matplotlib.colormaps["RdBu_r"]((unit @ unit.T + 1) / 2, bytes=True)
+    assert pixels.shape == (256, 256, 4)
+    assert np.abs(pixels.astype(int) - expected).max() <= 1  # a cosine on a colour's edge may round to its neighbour
+
