@@ -151,3 +151,11 @@ def test_the_heatmap_goes_into_the_page_as_its_cells_a_pixel_each(sample_figures
     assert pixels.shape == (256, 256, 4)
     assert np.abs(pixels.astype(int) - expected).max() <= 1  # a cosine on a colour's edge may round to its neighbour
 
+
+def test_ids_are_prefixed_where_they_name_or_point_to_an_element_only():
+    from embscope.render.report_html import prefixed
+    given = ('<g id="a"><path gid="b" _id="c" id="d"/><use xlink:href="#e"/><a href="#f" ahref="#g"/>'
+             '<path clip-path="url(#h)"/><text>id=&quot;x&quot;</text></g>')
+    assert prefixed(given, "p-") == ('<g id="p-a"><path gid="b" _id="c" id="p-d"/><use xlink:href="#p-e"/>'
+                                     '<a href="#p-f" ahref="#g"/><path clip-path="url(#p-h)"/>'
+                                     '<text>id=&quot;x&quot;</text></g>')
