@@ -159,3 +159,36 @@ def test_ids_are_prefixed_where_they_name_or_point_to_an_element_only():
     assert prefixed(given, "p-") == ('<g id="p-a"><path gid="b" _id="c" id="p-d"/><use xlink:href="#p-e"/>'
                                      '<a href="#p-f" ahref="#g"/><path clip-path="url(#p-h)"/>'
                                      '<text>id=&quot;x&quot;</text></g>')
+
+
+@pytest.mark.parametrize("dpi", [72, 150])
+def test_a_label_line_starts_where_matplotlib_clipping_it_to_the_label_would_start_it(dpi):
+    # the reference: matplotlib's own placement, the line from the text's centre clipped to its padded box, then
+    # shrunk by 2 points; connector() starts it at the text's lower edge, 4 points down, with no clipping
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from embscope.render.norms_plot import connector
+    figure = Drawing(figsize=(6, 4), dpi=dpi)
+    FigureCanvasAgg(figure)
+    ax = figure.subplots()
+    ax.plot(np.arange(10.0))
+    common = {"xy": (3, 3), "textcoords": "offset points", "ha": "center", "fontsize": 8}
+    starts = []
+    for rise in (8, 19, 30):  # the ranked norms' three label heights
+        ours = ax.annotate("position 3: z +9.1", xytext=(0, rise), arrowprops=connector("tab:red"), **common)
+        theirs = ax.annotate("position 3: z +9.1", xytext=(0, rise), **common,
+                             arrowprops={"arrowstyle": "-", "color": "tab:red", "alpha": 0.4, "lw": 0.6})
+        starts.append((ours, theirs))
+    figure.canvas.draw()
+    for ours, theirs in starts:
+        drawn, reference = ours.arrow_patch.get_path().vertices, theirs.arrow_patch.get_path().vertices
+        assert np.abs(drawn[0] - reference[0]).max() < 0.05 * dpi / 72  # where the line leaves the label
+        assert np.abs(drawn[-1] - reference[-1]).max() < 0.05 * dpi / 72  # and where it ends, at the point
+
+
+def test_a_map_of_few_rows_draws_its_dots_in_the_page_as_vector_marks(sample_figures):
+    # 1,024 rows, below plots.DENSE_POINTS: a mark each, no picture (a dense one is: the tests above)
+    from embscope.render.report_html import svg
+    drawn = svg(sample_figures["map-token"], "f1-")
+    assert "<image" not in drawn
+    assert len(re.findall(r'<use xlink:href="#f1-m', drawn)) >= 1024
