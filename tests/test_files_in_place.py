@@ -323,6 +323,7 @@ ALLOWED = {
     # the h5py child: anonymous shared memory for the table it reads, its stderr onto /dev/null (written)
     ("formats/_isolated.py", "mmap.mmap"), ("formats/_isolated.py", "os.open"),
     ("quiet.py", "os.open"),  # /dev/null, where native libraries' fd 2 goes when no temporary file can be made
+    ("blas.py", "open"),  # /proc/self/maps: the libraries this process has mapped, to find numpy's OpenBLAS
 }
 
 

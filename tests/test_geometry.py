@@ -168,6 +168,17 @@ def test_random_tables_against_numpy_and_the_isoscore_package(seed, rows, dim):
     assert_matches(geometry_of(table), reference(table))
 
 
+def test_a_table_over_many_blocks_against_numpy_and_the_isoscore_package(monkeypatch):
+    # a pass's blocks (and buffers) hold moments.block_size rows: the whole table where it is smaller, as above;
+    # here 64 rows a block, the last one part full
+    from embscope.compute import moments
+    monkeypatch.setattr(moments, "BLOCK_BYTES", 8 * 16 * 64)
+    rng = np.random.default_rng(6)
+    table = (rng.standard_normal((1000, 16)) * rng.uniform(0.1, 3.0, 16) + 1).astype(np.float32)
+    assert moments.block_size(StoredRows(table)) == 64
+    assert_matches(geometry_of(table), reference(table))
+
+
 def test_zero_and_nan_rows_are_left_out_and_counted():
     rng = np.random.default_rng(5)
     table = rng.standard_normal((200, 12)).astype(np.float32)

@@ -129,3 +129,66 @@ def test_the_figures_text_is_svg_text_escaped_as_xml(tmp_path):
     assert "token table &lt;b&gt;x&lt;/b&gt;: L2 norms of token rows" in " ".join(drawn)
     assert {"L2 norm", "rows (log scale)", "distribution of row norms"} <= set(drawn)
     assert "font-family: 'DejaVu Sans', sans-serif" in norms and "DejaVuSans-" not in norms  # no glyph as a path
+
+
+def test_the_heatmap_goes_into_the_page_as_its_cells_a_pixel_each(sample_figures):
+    # 256 x 256 cosines: a PNG of that many pixels, each its cell's colour, that the viewer scales without smoothing
+    # (not a raster of the axes at the page's image dpi, 2.6 pixels a cell)
+    import base64
+    import io
+
+    import matplotlib
+    from PIL import Image
+
+    from embscope.render.report_html import svg
+    drawn = svg(sample_figures["positions"], "f1-")
+    heatmap = re.search(r'<image [^>]*xlink:href="data:image/png;base64,\n([^"]+)"[^>]*>', drawn)
+    assert heatmap is not None and "image-rendering:pixelated" in heatmap.group()
+    pixels = np.asarray(Image.open(io.BytesIO(base64.b64decode(heatmap.group(1)))).convert("RGBA"))
+    positions = embscope.open(default_checkpoint()).require_position().array.astype(np.float64)
+    unit = positions / np.linalg.norm(positions, axis=1, keepdims=True)
+    expected = matplotlib.colormaps["RdBu_r"]((unit @ unit.T + 1) / 2, bytes=True)
+    assert pixels.shape == (256, 256, 4)
+    assert np.abs(pixels.astype(int) - expected).max() <= 1  # a cosine on a colour's edge may round to its neighbour
+
+
+def test_ids_are_prefixed_where_they_name_or_point_to_an_element_only():
+    from embscope.render.report_html import prefixed
+    given = ('<g id="a"><path gid="b" _id="c" id="d"/><use xlink:href="#e"/><a href="#f" ahref="#g"/>'
+             '<path clip-path="url(#h)"/><text>id=&quot;x&quot;</text></g>')
+    assert prefixed(given, "p-") == ('<g id="p-a"><path gid="b" _id="c" id="p-d"/><use xlink:href="#p-e"/>'
+                                     '<a href="#p-f" ahref="#g"/><path clip-path="url(#p-h)"/>'
+                                     '<text>id=&quot;x&quot;</text></g>')
+
+
+@pytest.mark.parametrize("dpi", [72, 150])
+def test_a_label_line_starts_where_matplotlib_clipping_it_to_the_label_would_start_it(dpi):
+    # the reference: matplotlib's own placement, the line from the text's centre clipped to its padded box, then
+    # shrunk by 2 points; connector() starts it at the text's lower edge, 4 points down, with no clipping
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from embscope.render.norms_plot import connector
+    figure = Drawing(figsize=(6, 4), dpi=dpi)
+    FigureCanvasAgg(figure)
+    ax = figure.subplots()
+    ax.plot(np.arange(10.0))
+    common = {"xy": (3, 3), "textcoords": "offset points", "ha": "center", "fontsize": 8}
+    starts = []
+    for rise in (8, 19, 30):  # the ranked norms' three label heights
+        ours = ax.annotate("position 3: z +9.1", xytext=(0, rise), arrowprops=connector("tab:red"), **common)
+        theirs = ax.annotate("position 3: z +9.1", xytext=(0, rise), **common,
+                             arrowprops={"arrowstyle": "-", "color": "tab:red", "alpha": 0.4, "lw": 0.6})
+        starts.append((ours, theirs))
+    figure.canvas.draw()
+    for ours, theirs in starts:
+        drawn, reference = ours.arrow_patch.get_path().vertices, theirs.arrow_patch.get_path().vertices
+        assert np.abs(drawn[0] - reference[0]).max() < 0.05 * dpi / 72  # where the line leaves the label
+        assert np.abs(drawn[-1] - reference[-1]).max() < 0.05 * dpi / 72  # and where it ends, at the point
+
+
+def test_a_map_of_few_rows_draws_its_dots_in_the_page_as_vector_marks(sample_figures):
+    # 1,024 rows, below plots.DENSE_POINTS: a mark each, no picture (a dense one is: the tests above)
+    from embscope.render.report_html import svg
+    drawn = svg(sample_figures["map-token"], "f1-")
+    assert "<image" not in drawn
+    assert len(re.findall(r'<use xlink:href="#f1-m', drawn)) >= 1024

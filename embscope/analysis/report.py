@@ -9,11 +9,13 @@ training reached last; the compare section covers them all.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
+from ..blas import one_thread
 from ..core.errors import EmbscopeError, Message, Option, message_of
 from ..core.role import Role
 from ..series import is_run_folder
@@ -37,6 +39,10 @@ SECTIONS = ("info", "params", "norms", "positions", "undertrained", "neighbors",
 NEIGHBOR_K = 10  # the `neighbors` command's default -k
 NORM_ROLES = tuple(Role)  # token, position, output
 MAP_ROLES = (Role.token, Role.position)
+# values (rows x columns) of a checkpoint's largest table up to which its report runs BLAS on one thread: every
+# product and decomposition of such a table is short, and waking OpenBLAS's second thread for each costs more CPU
+# than it saves (the sample's token table: 2^17 values)
+ONE_THREAD_VALUES = 1 << 20
 
 T = TypeVar("T")
 
@@ -213,6 +219,19 @@ def gather(checkpoints: Sequence[Path], open_path: Opener, *, words: Sequence[st
     words for the neighbours and the map (None: the probe-word rule); `origin`: what names the checkpoints
     together (default: the first)."""
     emb = open_path(checkpoints[-1] if checkpoints else None)
+    with one_thread() if largest_table(emb) <= ONE_THREAD_VALUES else nullcontext():
+        return sections_of(emb, checkpoints, open_path, words=words, origin=origin, notes=notes, stages=stages)
+
+
+def largest_table(emb: Embeddings) -> int:
+    """The values (rows x columns) of the checkpoint's largest table."""
+    tables = (emb.tables.token, emb.tables.position, emb.tables.output)
+    return max((table.rows * table.dim for table in tables if table is not None), default=0)
+
+
+def sections_of(emb: Embeddings, checkpoints: Sequence[Path], open_path: Opener, *, words: Sequence[str] | None,
+                origin: Path | None, notes: Sequence[str], stages: Stages) -> Report:
+    """Every section of the report, about `emb` (the last of `checkpoints`)."""
     norms = norms_of(emb)
     compare: CompareSection | Missing = Absent(one_checkpoint())
     if len(checkpoints) >= 2:  # a checkpoint named that cannot be read is an error, as in `compare`

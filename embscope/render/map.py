@@ -149,14 +149,14 @@ def map_figure(result: TableMap, checkpoint: str) -> Any:  # a matplotlib Figure
         path_rows, step = thinned(np.arange(result.first_row, result.rows))
         ax.plot(coords[path_rows, 0], coords[path_rows, 1], color="grey", linewidth=0.6, zorder=1)
         dots = ax.scatter(coords[path_rows, 0], coords[path_rows, 1], c=path_rows - result.first_row, cmap="viridis",
-                          s=14, zorder=2, rasterized=True)  # a dense panel: one image inside a vector file
+                          s=14, zorder=2)
         plots.colour_bar(figure, dots, ax, "position")
         if step > 1:
             ax.text(0.01, 0.01, f"1 position in {step:,} drawn", transform=ax.transAxes, fontsize=8)
     else:
         rows, step = thinned(np.arange(len(coords)))
         drawn = f"; 1 in {step:,} drawn" if step > 1 else ""
-        ax.scatter(coords[rows, 0], coords[rows, 1], s=4, color="tab:blue", alpha=0.5, linewidths=0, rasterized=True,
+        ax.scatter(coords[rows, 0], coords[rows, 1], s=4, color="tab:blue", alpha=0.5, linewidths=0,
                    label=f"rows ({result.projection.used:,}{drawn})")
     if len(flagged):
         drawn = f"; the {MAX_DRAWN:,} most extreme drawn" if len(flagged) > MAX_DRAWN else ""

@@ -34,6 +34,15 @@ def ranked_rows(norms: np.ndarray, count: int = LABELLED_ROWS) -> list[int]:
     return lowest + [int(row) for row in order[-count:] if row not in lowest]
 
 
+def connector(colour: str) -> dict[str, object]:
+    """A label's thin line to the point it names, from the middle of the text's lower edge (every label stands
+    above its point), 4 points off: the text's padding of 2 and matplotlib's shrink of 2, as matplotlib would
+    place it by clipping the line to the padded box, a bisection in Python that took a third of the figure's
+    drawing time."""
+    return {"arrowstyle": "-", "color": colour, "alpha": 0.4, "lw": 0.6, "patchA": None, "relpos": (0.5, 0.0),
+            "shrinkA": 4}
+
+
 def band(median: float, mad: float, threshold: float) -> tuple[float, float] | None:
     """The norms no row is flagged for: median +- threshold x 1.4826 MAD (None when MAD is 0 or undefined)."""
     if not (math.isfinite(mad) and mad > 0):
@@ -74,7 +83,7 @@ def token_norms_figure(norms: np.ndarray, median: float, mad: float, threshold: 
         hist_ax.annotate(drawable(f"{name(row)}: z {row_z:+.3g}"), xy=(norms[row], 0), xycoords=("data", "axes fraction"),
                          xytext=(0.02 if left else 0.98, 0.95 - 0.06 * place), textcoords="axes fraction",
                          ha="left" if left else "right", fontsize=7, color=FLAGGED, parse_math=False,
-                         arrowprops={"arrowstyle": "-", "color": FLAGGED, "alpha": 0.4, "lw": 0.6})
+                         arrowprops=connector(FLAGGED))
     lost = [drawable(name(int(row))) for row in flagged[~finite[flagged]][:LABELLED_ROWS]]
     if lost:
         hist_ax.text(0.98, 0.98, "no finite norm: " + ", ".join(lost), transform=hist_ax.transAxes,
@@ -177,7 +186,7 @@ def position_norms_figure(norms: np.ndarray, median: float, flagged: list[tuple[
     for place, (lx, ly, text, colour) in enumerate(labels[:LABELLED_ROWS]):
         ax.annotate(drawable(text), xy=(lx, ly), xytext=(0, 8 + 11 * (place % 3)), textcoords="offset points",
                     ha="center", fontsize=8, color=colour, parse_math=False,
-                    arrowprops={"arrowstyle": "-", "color": colour, "alpha": 0.4, "lw": 0.6})
+                    arrowprops=connector(colour))
     if len(labels) > LABELLED_ROWS:
         ax.text(0.99, 0.01, f"{len(labels) - LABELLED_ROWS} more flagged places not labelled (see the listing)",
                 transform=ax.transAxes, ha="right", va="bottom", fontsize=7, color=FLAGGED)

@@ -28,6 +28,10 @@ if TYPE_CHECKING:
     from ..analysis.positions import Heatmap
 
 DENSE_POINTS = 5000  # in an SVG or PDF, a line or scatter with more points than this is one image, not a path each
+# a heatmap of at most this many cells a side goes into an SVG or PDF as its cells, a pixel each, which the viewer
+# scales without smoothing (matplotlib's interpolation "none"); a larger one is rasterized at the file's image dpi,
+# in fewer pixels than it has cells (the report's: about 660 a side)
+CELL_IMAGE_MOST = 512
 
 
 def new_figure(width: float, height: float) -> Figure:
@@ -68,7 +72,8 @@ def positions_figure(heatmap: Heatmap, mean: np.ndarray, std: np.ndarray, neares
     figure = new_figure(13, 5.5)
     figure.suptitle(wrapped(f"{drawable(checkpoint)} - position table {drawable(table)}", 13), parse_math=False)
     heat_ax, curve_ax = figure.subplots(1, 2, width_ratios=[1, 1.2])
-    image = heat_ax.imshow(heatmap.cells, cmap="RdBu_r", vmin=-1, vmax=1, interpolation="nearest", rasterized=True,
+    image = heat_ax.imshow(heatmap.cells, cmap="RdBu_r", vmin=-1, vmax=1, interpolation="none",
+                           rasterized=max(heatmap.cells.shape) > CELL_IMAGE_MOST,
                            extent=(-0.5, positions - 0.5, positions - 0.5, -0.5))
     colour_bar(figure, image, heat_ax, "cosine")
     heat_ax.set_title(f"cosine between positions ({positions} x {positions})")

@@ -39,7 +39,9 @@ RASTER_DPI = 150
 PROLOGUE = re.compile(r"\A.*?(?=<svg\b)", re.DOTALL)
 METADATA = re.compile(r"<metadata>.*?</metadata>\s*", re.DOTALL)
 COMMENT = re.compile(r"<!--.*?-->\s*", re.DOTALL)
-IDS = re.compile(r'(\bid="|xlink:href="#|\bhref="#|url\(#)')
+# an id, or a reference to one; "id" and "href" not inside a longer name (\b, written as a look back past the first
+# letter, so that every branch opens with a letter: the regex engine then skips ahead to those letters, 7x faster)
+IDS = re.compile(r'i(?<!\wi)d="|xlink:href="#|h(?<!\wh)ref="#|url\(#')
 
 STYLE = """
 body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2em auto; max-width: 78em;
