@@ -141,8 +141,9 @@ def projections(array: np.ndarray, rows: np.ndarray, norms: np.ndarray,
     basis32 = np.ascontiguousarray(basis, dtype=np.float32)
     projected = np.empty((len(rows), basis32.shape[1]), dtype=np.float32)
     keys = np.empty(len(rows), dtype=np.uint32)
+    own_norms = of_rows(norms, rows)
     for start, block in row_blocks(array, rows):
-        out, chosen = projected[start:start + len(block)], norms[rows[start:start + len(block)], None]
+        out, chosen = projected[start:start + len(block)], own_norms[start:start + len(block), None]
         if chosen.min() < ORDINARY_NORMS[0] or chosen.max() > ORDINARY_NORMS[1]:  # float32 would lose or overflow them
             # from the rows as stored (a float64 table's may lie beyond float32's range); the key from the unit
             # rows' projection, which equal rows share and which stays in float32's range
@@ -154,6 +155,14 @@ def projections(array: np.ndarray, rows: np.ndarray, norms: np.ndarray,
         keys[start:start + len(block)] = out[:, 0].view(np.uint32)
         out /= chosen.astype(np.float32)
     return projected, keys
+
+
+def of_rows(values: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """values[rows] (rows ascending): a slice, not a gather, where the rows run on without a gap (the usual case)."""
+    if len(rows) and int(rows[-1]) - int(rows[0]) + 1 == len(rows):
+        return values[int(rows[0]):int(rows[0]) + len(rows)]
+    chosen: np.ndarray = values[rows]
+    return chosen
 
 
 @dataclass(frozen=True, eq=False)
@@ -412,7 +421,8 @@ def neighbour_cells(keys: np.ndarray, side: np.ndarray, strides: np.ndarray) -> 
     first edge as a lower one), and rows near q edges look into about 2^(q-1) cells. The rows near q edges are
     taken together, all 2^q sets of their edges at once."""
     at = np.flatnonzero(side.reshape(-1) != 0)  # each row's near edges, in order of dimension
-    at_row, at_dim = np.divmod(at, side.shape[1])
+    at_row = at // side.shape[1]  # a floor division by one number runs vectorised (divmod and % do not)
+    at_dim = at - at_row * side.shape[1]
     count = np.bincount(at_row, minlength=len(keys)).astype(np.int8)  # at most m (GRID_MOST_DIMENSIONS)
     first = np.cumsum(count, dtype=np.int64) - count  # where each row's edges start in at_row
     signs = side.reshape(-1)[at]
@@ -433,7 +443,7 @@ def neighbour_cells(keys: np.ndarray, side: np.ndarray, strides: np.ndarray) -> 
         allowed = up[edges][LOWEST_EDGE[:1 << q]]  # a set is looked into when its first edge is an upper one
         allowed[0] = False  # the empty set: the row's own cell
         chosen = np.flatnonzero(allowed)  # flat, then a division by a constant: 4x faster than a 2-D nonzero
-        looking = rows[chosen % len(rows)]
+        looking = rows[chosen - chosen // len(rows) * len(rows)]  # chosen % len(rows), vectorised
         asking.append(looking)
         asked.append(cells.reshape(-1)[chosen])
     return np.concatenate(asking), np.concatenate(asked)
@@ -487,9 +497,20 @@ class CellTable:
         first = self.ends[bucket]  # where each bucket's rows start: gathered once
         counts = self.ends[1:][bucket] - first
         ends = np.cumsum(counts)
-        at = np.repeat(first - (ends - counts), counts) + np.arange(ends[-1] if ends.size else 0)
-        same = np.flatnonzero(self.keys[at] == np.repeat(keys, counts))  # the bucket may hold other cells
-        return np.repeat(rows, counts)[same], self.order[at[same]]  # positions: one nonzero for both gathers
+        lookup = lookups_of(ends)  # the lookup each row found belongs to: one pass, then gathers in order
+        at = (first - (ends - counts))[lookup]
+        at += np.arange(len(lookup))
+        same = np.flatnonzero(self.keys[at] == keys[lookup])  # the bucket may hold other cells
+        return rows[lookup[same]], self.order[at[same]]  # positions: one nonzero for both gathers
+
+
+def lookups_of(ends: np.ndarray) -> np.ndarray:
+    """np.repeat(np.arange(len(ends)), counts) for the counts whose running sums are `ends`, every count at least 1
+    (occupied buckets): a mark where each lookup's rows start, summed; numpy's repeat copies one item at a time."""
+    lookup = np.zeros(int(ends[-1]) if ends.size else 0, dtype=np.intp)
+    lookup[ends[:-1]] = 1
+    found: np.ndarray = np.cumsum(lookup, out=lookup)
+    return found
 
 
 def listed_pairs(groups: Groups, near_a: np.ndarray, near_b: np.ndarray) -> list[tuple[int, int]]:
