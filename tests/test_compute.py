@@ -186,6 +186,24 @@ def test_topk_streamed_and_blocked_searches_agree():
     assert calls == [(3, 3)]
 
 
+@pytest.mark.parametrize("rows, pools", [(1024, False), (9000, True)])
+def test_a_streamed_search_shares_its_work_only_past_the_shared_minimum(monkeypatch, rows, pools):
+    # 1,024 x 128 (the sample's token table's size): one thread, no pool started; 9,000 x 128 is past
+    # SHARED_MIN_VALUES. Dyadic rows: every score exact, so any order of the work gives the same bits
+    import concurrent.futures
+
+    from embscope.compute import devices
+    started = []
+    real = concurrent.futures.ThreadPoolExecutor
+    monkeypatch.setattr(concurrent.futures, "ThreadPoolExecutor", lambda *a, **k: started.append(a) or real(*a, **k))
+    monkeypatch.setattr(devices, "cpu_threads", lambda: 2)
+    table = dyadic_table(rows, seed=9, dim=128)
+    assert (rows * (128 + 3) >= devices.SHARED_MIN_VALUES) == pools
+    got = topk_rows(table, 5, rows=[7, 0, rows - 1])
+    assert bool(started) == pools
+    assert_topk_exact(got, *brute_topk(table, 5, np.array([7, 0, rows - 1])))
+
+
 def test_topk_query_subset_keeps_order_and_marks_invalid_queries():
     table = with_bad_rows(dyadic_table(400, seed=3))
     queries = np.array([17, 5, 399, 0, 17, 2])

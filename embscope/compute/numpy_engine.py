@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .devices import cpu_block_bytes, cpu_threads
+from .devices import cpu_block_bytes, cpu_threads, threads_for
 from .engine import Emit, HostEngine, Prepared, Queries
 from .rows import unit_blocks
 from .select import column_top, select_top
@@ -72,7 +72,7 @@ class NumpyEngine(HostEngine):
 
     def stream(self, table: np.ndarray, queries: np.ndarray, k: int,
                left_out: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-        threads = cpu_threads()
+        threads = threads_for(table.shape[0] * (table.shape[1] + len(queries)))  # the rows read, their scores
         found = StreamedTopK(queries, k, left_out, threads)
         for start, unit, valid in unit_blocks(table, stream_rows(len(queries), table.shape[1]), threads):
             found.add(start, unit, valid)
