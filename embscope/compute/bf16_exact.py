@@ -232,7 +232,7 @@ def search_every_row(torch: Any, exact: Any, low: Any, count: int, side: int, em
     terms = rounding_terms(torch, exact, low)
     margin = on_device(torch, margins(terms, terms, exact.shape[1]), dev)
     found = Candidates(torch, torch.full((n,), -torch.inf, device=dev), count, margin)
-    buffer = torch.empty(side * side, dtype=low.dtype, device=dev)
+    buffer = tile_buffer(torch, side * side, low.dtype, dev)
     for first in range(0, n, side):
         rows = slice(first, min(first + side, n))
         for column in range(first, n, side):
@@ -251,6 +251,16 @@ def search_every_row(torch: Any, exact: Any, low: Any, count: int, side: int, em
         cand_ids, cand_low = found.take(rows)
         emit(first, *block_answer(torch, exact, exact[rows], cand_ids, cand_low, count, n - 1, margin[rows], None,
                                   left))
+
+
+def tile_buffer(torch: Any, size: int, dtype: Any, device: Any) -> Any:
+    """A flat buffer for size scores. On the CPU numpy's memory: numpy asks the kernel for huge pages for a large
+    array (madvise), torch's allocator does not, and the readings' gathers, 16 places of a tile apart, then miss
+    the TLB far less (the turned reading's gather 6 ms instead of 12 on a 4,682-wide tile)."""
+    if device.type != "cpu":
+        return torch.empty(size, dtype=dtype, device=device)
+    item = torch.empty(0, dtype=dtype).element_size()
+    return torch.from_numpy(np.empty(size * item, dtype=np.uint8)).view(dtype)
 
 
 def tile_product(torch: Any, rows: Any, columns: Any, buffer: Any) -> Any:
@@ -306,7 +316,7 @@ class Candidates:
         torch = self.torch
         if peaks.shape[1] == 0:
             return
-        coarse = peaks[:, :peaks.shape[1] - peaks.shape[1] % COARSE].unflatten(1, (-1, COARSE)).amax(2)
+        coarse = coarse_peaks(torch, peaks)
         if coarse.shape[1] >= self.count:
             peaks = coarse
         best = torch.topk(torch.cat([self.peaks[lines], peaks], dim=1), self.count, dim=1).values
@@ -385,7 +395,11 @@ def at_or_above(torch: Any, scores: Any, cuts: Any, peaks: Any) -> tuple[Any, An
     the cut are compared score by score."""
     width = peaks.shape[1]
     whole = width * GROUP
-    line, group = torch.nonzero(peaks >= cut_bits(torch, cuts), as_tuple=True)
+    reach = peaks >= cut_bits(torch, cuts)
+    if scores.stride(1) == 1:
+        line, group = torch.nonzero(reach, as_tuple=True)
+    else:  # turned: by group, then line, so that neighbouring lines of a group share the tile's cache lines (3x faster)
+        group, line = torch.nonzero(reach.T, as_tuple=True)
     values = scores[:, :whole].unflatten(1, (GROUP, width))[line, :, group]
     at, offset = torch.nonzero(values >= cuts[line], as_tuple=True)
     rest_line, rest_place = torch.nonzero(scores[:, whole:] >= cuts, as_tuple=True)
@@ -402,6 +416,16 @@ def group_peaks(torch: Any, scores: Any, whole: int) -> Any:
     if scores.stride(1) == 1:
         return bits[:, :whole].unflatten(1, (GROUP, whole // GROUP)).amax(1)
     return bits.T[:whole].unflatten(0, (GROUP, whole // GROUP)).amax(0).T
+
+
+def coarse_peaks(torch: Any, peaks: Any) -> Any:
+    """(lines, groups // COARSE): the max of each COARSE neighbouring group peaks, as elementwise maxima of strided
+    slices (faster than an amax over a last dim of COARSE, most of all on a turned reading's peaks)."""
+    whole = peaks.shape[1] - peaks.shape[1] % COARSE
+    coarse = peaks[:, 0:whole:COARSE]
+    for first in range(1, COARSE):
+        coarse = torch.maximum(coarse, peaks[:, first:whole:COARSE])
+    return coarse
 
 
 def cut_bits(torch: Any, cuts: Any) -> Any:
