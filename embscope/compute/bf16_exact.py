@@ -303,22 +303,21 @@ class Candidates:
         """One reading of a tile: (lines, places) scores, the tile or the tile turned over. Its group peaks
         first raise the lines' cuts (count groups whose peak reaches p hold count columns that reach it, so
         the count-th best peak is at most the count-th best score), then pick the groups to compare."""
-        whole = scores.shape[1] - scores.shape[1] % GROUP
+        whole = scores.shape[1] - scores.shape[1] % (GROUP * COARSE)
         peaks = group_peaks(self.torch, scores, whole)
-        self.raise_cuts(peaks, lines)
-        line, place, value = at_or_above(self.torch, scores, self.below(self.cut[lines, None], scores.dtype), peaks)
+        coarse = coarse_peaks(self.torch, peaks)
+        self.raise_cuts(coarse if coarse.shape[1] >= self.count else peaks, lines)
+        line, place, value = at_or_above(self.torch, scores, self.below(self.cut[lines, None], scores.dtype), peaks,
+                                         coarse)
         self.keep(lines.start, (line + lines.start, place + places.start, value.float()))
 
     def raise_cuts(self, peaks: Any, lines: slice) -> None:
-        """Merge a tile's group peaks, COARSE at a time (the max of COARSE disjoint groups is a group's peak
-        too), into each line's count best, and raise the line's cut to lowest() of the count-th best where that
+        """Merge a tile's group peaks (or its coarse peaks: the max of COARSE disjoint groups is a group's peak
+        too) into each line's count best, and raise the line's cut to lowest() of the count-th best where that
         is a positive bf16 number (its bits order as the numbers do)."""
         torch = self.torch
         if peaks.shape[1] == 0:
             return
-        coarse = coarse_peaks(torch, peaks)
-        if coarse.shape[1] >= self.count:
-            peaks = coarse
         best = torch.topk(torch.cat([self.peaks[lines], peaks], dim=1), self.count, dim=1).values
         self.peaks[lines] = best
         kth = best[:, -1]
@@ -389,22 +388,42 @@ class Candidates:
         return ids, low
 
 
-def at_or_above(torch: Any, scores: Any, cuts: Any, peaks: Any) -> tuple[Any, Any, Any]:
+def at_or_above(torch: Any, scores: Any, cuts: Any, peaks: Any, coarse: Any) -> tuple[Any, Any, Any]:
     """(line, place, score) of each bf16 score at or above its line's cut (cuts: (lines, 1) bf16); scores are
-    (lines, places), a tile or a tile turned over; peaks: its group_peaks. Only the groups whose peak reaches
-    the cut are compared score by score."""
+    (lines, places), a tile or a tile turned over; peaks: its group_peaks over the first whole places (a multiple
+    of GROUP * COARSE), coarse: their coarse_peaks. Only the coarse groups whose peak reaches the cut have their
+    groups' peaks compared, and only the groups whose peak reaches it are compared score by score; the places
+    past whole (fewer than GROUP * COARSE) are compared directly."""
     width = peaks.shape[1]
     whole = width * GROUP
-    reach = peaks >= cut_bits(torch, cuts)
+    bits = cut_bits(torch, cuts)
     if scores.stride(1) == 1:
-        line, group = torch.nonzero(reach, as_tuple=True)
+        line, group = reaching_groups(torch, peaks, coarse, bits)
     else:  # turned: by group, then line, so that neighbouring lines of a group share the tile's cache lines (3x faster)
-        group, line = torch.nonzero(reach.T, as_tuple=True)
+        group, line = reaching_groups(torch, peaks.T, coarse.T, bits.T)
     values = scores[:, :whole].unflatten(1, (GROUP, width))[line, :, group]
     at, offset = torch.nonzero(values >= cuts[line], as_tuple=True)
+    line, place, value = line[at], offset * width + group[at], values[at, offset]
+    if whole == scores.shape[1]:
+        return line, place, value
     rest_line, rest_place = torch.nonzero(scores[:, whole:] >= cuts, as_tuple=True)
-    return (torch.cat([line[at], rest_line]), torch.cat([offset * width + group[at], rest_place + whole]),
-            torch.cat([values[at, offset], scores[rest_line, rest_place + whole]]))
+    return (torch.cat([line, rest_line]), torch.cat([place, rest_place + whole]),
+            torch.cat([value, scores[rest_line, rest_place + whole]]))
+
+
+def reaching_groups(torch: Any, peaks: Any, coarse: Any, bits: Any) -> tuple[Any, Any]:
+    """(i, j) of each peaks[i, j] >= bits (broadcast), found from the coarse peaks: along dim 1 each coarse
+    peak is the max of COARSE neighbouring peaks, along dim 0 each holds COARSE neighbouring rows of peaks.
+    Turned readings pass (groups, lines) views: the answer then runs by group, then line."""
+    if peaks.shape[1] == coarse.shape[1] * COARSE:  # coarse along dim 1
+        first, part = torch.nonzero(coarse >= bits, as_tuple=True)
+        under = peaks.unflatten(1, (-1, COARSE))[first, part] >= bits[first]  # (found, COARSE)
+        at, shift = torch.nonzero(under, as_tuple=True)
+        return first[at], part[at] * COARSE + shift
+    part, second = torch.nonzero(coarse >= bits, as_tuple=True)  # coarse along dim 0
+    under = peaks.unflatten(0, (-1, COARSE))[part, :, second] >= bits[0, second, None]  # (found, COARSE)
+    shift, at = torch.nonzero(under.T, as_tuple=True)  # by shift first: runs of one group over neighbouring lines
+    return part[at] * COARSE + shift, second[at]
 
 
 def group_peaks(torch: Any, scores: Any, whole: int) -> Any:
