@@ -26,7 +26,7 @@ from .select import exact_row
 CANDIDATES_EXTRA = 32  # columns kept per row beyond 2k by the first topk of a block
 WIDER = 8  # rows whose cut falls past the first topk's columns are selected again this many times wider
 GATHER_ROWS = 256  # queries re-ranked at a time: a bounded gather of their candidates' rows
-CPU_GATHER_ROWS = 64  # the same on the CPU, where a smaller gather stays in cache
+CPU_GATHER_ROWS = 16  # the same on the CPU, where a smaller gather stays in cache (64: 12% slower re-rank)
 HEAD_CANDIDATES = 2  # a CPU re-rank's first fp32 products: count + this many of a row's best candidates (10: 5% slower)
 SHARED_ROWS = 512  # fewer rows than this are re-ranked on one thread
 CPU_GATHER_PAIRS = 256  # (query, candidate) pairs whose rows are gathered at a time for a float64 product
