@@ -306,7 +306,7 @@ class Candidates:
         whole = scores.shape[1] - scores.shape[1] % (GROUP * COARSE)
         peaks = group_peaks(self.torch, scores, whole)
         coarse = coarse_peaks(self.torch, peaks)
-        self.raise_cuts(coarse if coarse.shape[1] >= self.count else peaks, lines)
+        self.raise_cuts(raising_peaks(self.torch, peaks, coarse, self.count), lines)
         line, place, value = at_or_above(self.torch, scores, self.below(self.cut[lines, None], scores.dtype), peaks,
                                          coarse)
         self.keep(lines.start, (line + lines.start, place + places.start, value.float()))
@@ -445,6 +445,13 @@ def coarse_peaks(torch: Any, peaks: Any) -> Any:
     for first in range(1, COARSE):
         coarse = torch.maximum(coarse, peaks[:, first:whole:COARSE])
     return coarse
+
+
+def raising_peaks(torch: Any, peaks: Any, coarse: Any, count: int) -> Any:
+    """The coarsest peaks that still give each line count of them: the max of COARSE coarse peaks (RAISE_GROUPS
+    groups: the raise's topk then sorts a quarter as many), else the coarse peaks, else the group peaks."""
+    coarser = coarse_peaks(torch, coarse)
+    return next(found for found in (coarser, coarse) if found.shape[1] >= count) if coarse.shape[1] >= count else peaks
 
 
 def cut_bits(torch: Any, cuts: Any) -> Any:
