@@ -312,7 +312,7 @@ class Candidates:
         self.keep(lines.start, (line + lines.start, place + places.start, value.float()))
 
     def raise_cuts(self, peaks: Any, lines: slice) -> None:
-        """Merge a tile's group peaks (or its coarse peaks: the max of COARSE disjoint groups is a group's peak
+        """Merge a tile's group peaks (or maxima of disjoint groups, raising_peaks: such a max is a group's peak
         too) into each line's count best, and raise the line's cut to lowest() of the count-th best where that
         is a positive bf16 number (its bits order as the numbers do)."""
         torch = self.torch
@@ -448,10 +448,12 @@ def coarse_peaks(torch: Any, peaks: Any) -> Any:
 
 
 def raising_peaks(torch: Any, peaks: Any, coarse: Any, count: int) -> Any:
-    """The coarsest peaks that still give each line count of them: the max of COARSE coarse peaks (RAISE_GROUPS
+    """The coarsest peaks that still give each line count of them: the max of COARSE coarse peaks (COARSE ** 2
     groups: the raise's topk then sorts a quarter as many), else the coarse peaks, else the group peaks."""
+    if coarse.shape[1] < count:
+        return peaks
     coarser = coarse_peaks(torch, coarse)
-    return next(found for found in (coarser, coarse) if found.shape[1] >= count) if coarse.shape[1] >= count else peaks
+    return coarser if coarser.shape[1] >= count else coarse
 
 
 def cut_bits(torch: Any, cuts: Any) -> Any:
