@@ -126,14 +126,12 @@ def test_unit_rows_marks_bad_rows_and_reads_a_memmap(tmp_path):
     assert some_valid.tolist() == [True, False, True]
 
 
-@pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("bad", [[], [0], [70_000, 70_001, 131_000], [139_999]])
-def test_valid_unit_rows_packs_the_valid_rows_to_the_front(bad, threads):
-    # past 2^16 rows, so that the packing runs in more than one piece, from wherever the first bad row is;
-    # two threads normalise a half each (the second's first row is bad in [70_000, ...])
+def test_valid_unit_rows_packs_the_valid_rows_to_the_front(bad):
+    # past 2^16 rows, so that the packing runs in more than one piece, from wherever the first bad row is
     table = np.random.default_rng(1).standard_normal((140_000, 3)).astype(np.float32)
     table[bad] = np.nan
-    unit, valid = valid_unit_rows(table, threads)
+    unit, valid = valid_unit_rows(table)
     keep = np.ones(table.shape[0], dtype=bool)
     keep[bad] = False
     assert valid.tolist() == keep.tolist()

@@ -219,14 +219,9 @@ def mean_row(table: object, checksum: TableChecksum | None = None) -> np.ndarray
     return total / count if count else total
 
 
-def valid_unit_rows(table: object, threads: int = 1) -> tuple[np.ndarray, np.ndarray]:
-    """Unit rows of the valid rows only, packed to the front: (float32 (n_valid, d), valid bool (V,)), normalised
-    by `threads` (unit_blocks, the same rows) where there are more than one."""
-    array = as_table(table)
-    if threads > 1 and array.shape[0] > 0:
-        [(_, unit, valid)] = list(unit_blocks(array, array.shape[0], threads))  # one block: every row
-    else:
-        unit, _, valid = unit_rows(array)
+def valid_unit_rows(table: object) -> tuple[np.ndarray, np.ndarray]:
+    """Unit rows of the valid rows only, packed to the front: (float32 (n_valid, d), valid bool (V,))."""
+    unit, _, valid = unit_rows(table)
     valid_ids = np.flatnonzero(valid)
     # rows before the first invalid one are in place already (all of them, mostly: a table-wide copy saved)
     first = int(np.argmin(valid)) if valid_ids.size < valid.size else valid_ids.size
