@@ -210,21 +210,24 @@ def test_bf16_half_matrix_with_small_tiles_equals_numpy_fp32():
 
 @needs_torch
 @pytest.mark.parametrize("turned", [False, True], ids=["rows", "columns"])
-def test_scores_at_or_above_the_cut_are_those_a_plain_compare_finds(turned):
+@pytest.mark.parametrize("size", [70, 200])
+def test_scores_at_or_above_the_cut_are_those_a_plain_compare_finds(turned, size):
     import torch
-    # 70 places a line: two groups of 32 read by their max, 6 compared one by one; cuts low, high and -inf.
+    # 70 places a line: four groups of 16 read by their max (one coarse group of four), 6 compared one by one;
+    # 200: twelve groups in three coarse groups, 8 one by one; cuts low, high and -inf.
     rng = np.random.default_rng(11)
-    tile = torch.from_numpy(rng.standard_normal((70, 70)).astype(np.float32)).bfloat16()
+    tile = torch.from_numpy(rng.standard_normal((size, size)).astype(np.float32)).bfloat16()
     scores = tile.T if turned else tile
-    cuts = torch.from_numpy(rng.uniform(0.5, 2.5, (70, 1)).astype(np.float32)).bfloat16()
+    cuts = torch.from_numpy(rng.uniform(0.5, 2.5, (size, 1)).astype(np.float32)).bfloat16()
     cuts[3] = -torch.inf
-    peaks = bf16_exact.group_peaks(torch, scores, 64)
-    line, place, value = bf16_exact.at_or_above(torch, scores, cuts, peaks)
+    whole = size - size % (bf16_exact.GROUP * bf16_exact.COARSE)
+    peaks = bf16_exact.group_peaks(torch, scores, whole)
+    line, place, value = bf16_exact.at_or_above(torch, scores, cuts, peaks, bf16_exact.coarse_peaks(torch, peaks))
     plain = scores.float().numpy() >= cuts.float().numpy()
     want = sorted(zip(*np.nonzero(plain)))
     assert sorted(zip(line.tolist(), place.tolist())) == [(int(a), int(b)) for a, b in want]
     assert np.array_equal(value.float().numpy(), scores.float().numpy()[line.numpy(), place.numpy()])
-    assert 70 < len(want) < 70 * 70 / 2  # some lines keep much, some little
+    assert size < len(want) < size * size / 2  # some lines keep much, some little
 
 
 @needs_torch
