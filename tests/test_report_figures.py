@@ -192,3 +192,26 @@ def test_a_map_of_few_rows_draws_its_dots_in_the_page_as_vector_marks(sample_fig
     drawn = svg(sample_figures["map-token"], "f1-")
     assert "<image" not in drawn
     assert len(re.findall(r'<use xlink:href="#f1-m', drawn)) >= 1024
+
+
+def test_a_column_label_line_starts_at_the_text_end_nearer_its_point():
+    # the token histogram's labels stand in a column far from their rows: a line leaves the lower corner of the
+    # text's end that faces the point, 4 points along, toward it
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.text import Text
+
+    from embscope.render.norms_plot import connector
+    figure = Drawing(figsize=(6, 4), dpi=100)
+    FigureCanvasAgg(figure)
+    ax = figure.subplots()
+    ax.set_xlim(0, 10)
+    for start, (x, ha) in ((1.0, (0.02, "left")), (0.0, (0.98, "right"))):
+        note = ax.annotate("* (row 42): z +10.4", xy=(5, 0), xycoords=("data", "axes fraction"), xytext=(x, 0.9),
+                           textcoords="axes fraction", ha=ha, fontsize=7, arrowprops=connector("tab:red", start))
+        figure.canvas.draw()
+        box = Text.get_window_extent(note)  # the text alone (an annotation's own extent holds its line too)
+        corner = np.array([box.x1 if start else box.x0, box.y0])
+        point = ax.transData.transform((5, 0))[0], ax.transAxes.transform((0, 0))[1]
+        begin = note.arrow_patch.get_path().vertices[0]
+        along = (np.asarray(point) - corner) / np.linalg.norm(np.asarray(point) - corner)
+        np.testing.assert_allclose(begin, corner + along * 4 * 100 / 72, atol=0.05)
