@@ -38,8 +38,8 @@ def connector(colour: str, start: float = 0.5) -> dict[str, object]:
     """A label's thin line to the point it names, from its text's lower edge (every label stands above its point),
     `start` of the way along it, 4 points off (the text's padding of 2 and matplotlib's shrink of 2). A line
     straight down from the middle is where matplotlib would start it by clipping it to the padded box, a bisection
-    in Python that took a fifth of the token figure's drawing; a column of labels far from their points starts
-    each line at the text's end nearer them, so the lines pass below the labels under it."""
+    in Python that took a fifth of the token figure's drawing. In a column of labels, the line to a row beyond the
+    column leaves the text's end that faces the row, so it passes below the labels under it."""
     return {"arrowstyle": "-", "color": colour, "alpha": 0.4, "lw": 0.6, "patchA": None, "relpos": (start, 0.0),
             "shrinkA": 4}
 
@@ -81,10 +81,12 @@ def token_norms_figure(norms: np.ndarray, median: float, mad: float, threshold: 
     # the labels stand in a column on the side away from the rows they name
     left = bool(labelled) and float(np.median([norms[row] for row, _ in labelled])) > median
     for place, (row, row_z) in enumerate(labelled):
+        # a row beyond the column (on the median's other side): its line leaves the text's end that faces it
+        beyond = (float(norms[row]) > median) == left
         hist_ax.annotate(drawable(f"{name(row)}: z {row_z:+.3g}"), xy=(norms[row], 0), xycoords=("data", "axes fraction"),
                          xytext=(0.02 if left else 0.98, 0.95 - 0.06 * place), textcoords="axes fraction",
                          ha="left" if left else "right", fontsize=7, color=FLAGGED, parse_math=False,
-                         arrowprops=connector(FLAGGED, 1.0 if left else 0.0))
+                         arrowprops=connector(FLAGGED, (1.0 if left else 0.0) if beyond else 0.5))
     lost = [drawable(name(int(row))) for row in flagged[~finite[flagged]][:LABELLED_ROWS]]
     if lost:
         hist_ax.text(0.98, 0.98, "no finite norm: " + ", ".join(lost), transform=hist_ax.transAxes,
