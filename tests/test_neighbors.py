@@ -16,6 +16,9 @@ from embscope.analysis.neighbors import neighbors, topk_all
 from embscope.core.errors import TokenError
 
 ROWS, DIM = 264, 8  # the test tokenizer has 260 ids: rows 260..263 are padding
+# the fixture table's zero row (65) and NaN row (66) have no neighbours, and --all says so
+NO_COSINE = (f"2 of the {ROWS} rows searched have no neighbours (65, 66): a row of zeros or of NaN or Inf has no "
+             "cosine with any row")
 ZERO, NAN = 65, 66
 DOG, CAT, PUPPY = 256, 257, 258
 TWIN_A, TWIN_B = 40, 41  # identical rows: every query sees them tied
@@ -159,9 +162,10 @@ def test_cli_all_to_tsv(npz_path, table, tmp_path):
     out = tmp_path / "out" / "top.tsv"
     out.parent.mkdir()
     result = run("neighbors", "-c", npz_path, "--all", "-k", 4, "--out", out)
-    head, summary = result.stdout.rstrip("\n").split("\n")
+    head, summary, *note = result.stdout.rstrip("\n").split("\n")
     assert head == f"checkpoint: {npz_path} (step unknown)"
     assert summary.startswith(f"wrote the top-4 neighbours of {ROWS} token rows to ")
+    assert " ".join(part.strip() for part in note) == f"note: {NO_COSINE}"  # the table's zero and NaN rows (65, 66): no line of theirs
     rows = read_tsv(out)
     assert len(rows) == (ROWS - 2) * 4  # the zero and NaN rows have no neighbours
     by_query = {}
@@ -380,7 +384,7 @@ def test_k_larger_than_the_table_is_cut_to_its_rows(npz_path):
     doc = run_json("neighbors", "-c", npz_path, "--all", "-k", 10**12, "--out", npz_path.parent / "top.npz")
     assert doc["k"] == ROWS
     assert doc["notes"] == [(f"-k 1,000,000,000,000 is more than the table's {ROWS} rows: each list holds at most "
-                            "that many")]
+                            "that many"), NO_COSINE]
 
 
 def test_queries_of_several_tokens_are_skipped_with_a_note_or_stop_when_strict(tmp_path, table):
@@ -398,6 +402,29 @@ def test_queries_of_several_tokens_are_skipped_with_a_note_or_stop_when_strict(t
                             "it on its own); --strict stops at the first instead")]
     result = run("neighbors", "-c", path, "--all", "--queries", queries, "--out", out, "--strict", code=1)
     assert result.stderr.startswith("Error: expected each query to be one token, found 'dogcat'")
+
+
+def test_rows_searched_with_no_cosine_are_named_in_a_note_not_left_out_silently(tmp_path):
+    # a zero row and a NaN row have no cosine: an empty list (no line in a TSV), and a note that names them (a
+    # helper's attack found them left out of a TSV with nothing said)
+    table = np.random.default_rng(3).standard_normal((50, 8)).astype(np.float32)
+    table[3], table[5] = 0.0, np.nan
+    path = tmp_path / "model.npy"
+    np.save(path, table)
+    queries = tmp_path / "queries.txt"
+    queries.write_text("1\n3\n5\n7\n")
+    out = tmp_path / "top.jsonl"
+    doc = run_json("neighbors", "-c", path, "--all", "--ids", "--queries", queries, "-k", 2, "--out", out)
+    found = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [(line["query_id"], len(line["neighbors"])) for line in found] == [(1, 2), (3, 0), (5, 0), (7, 2)]
+    assert doc["notes"] == [("2 of the 4 rows searched have no neighbours (3, 5): a row of zeros or of NaN or Inf has "
+                            "no cosine with any row")]
+    every = run_json("neighbors", "-c", path, "--all", "-k", 2, "--out", tmp_path / "all.tsv")
+    assert every["notes"] == [("2 of the 50 rows searched have no neighbours (3, 5): a row of zeros or of NaN or Inf "
+                              "has no cosine with any row")]
+    table[3], table[5] = 1.0, 2.0  # every row has a cosine: no note
+    np.save(path, table)
+    assert run_json("neighbors", "-c", path, "--all", "-k", 2, "--out", tmp_path / "all.tsv")["notes"] == []
 
 
 def test_ids_the_tokenizer_does_not_use_are_named_by_number(tmp_path):
@@ -426,7 +453,7 @@ def test_bf16_on_a_cpu_without_native_bf16_says_so_once(npz_path, tmp_path, monk
     result = run(*args)
     assert result.stdout.count("note: --precision bf16 on this CPU: it has no native bf16 matmul") == 1
     cpuinfo.write_text("flags\t\t: fpu avx512_bf16\n")
-    assert "note:" not in run(*args).stdout
+    assert "no native bf16" not in run(*args).stdout
 
 
 def test_tf32_on_the_cpu_says_it_ran_fp32(tmp_path):

@@ -12,6 +12,7 @@ from .. import compute
 from ..core.errors import Message, Option
 from ..hardware import bf16_note
 from ..inputs import Skipped, read_queries
+from ..listing import clipped_list
 from ..naming import tokenizer_failure
 from ..options import ANYWHERE, AS_TYPED, DeviceOptions, LookupOptions
 from .neighbors import topk_all
@@ -40,6 +41,19 @@ def most_queries(queries_file: Path | None, rows: int) -> int:
         return min(rows, queries_file.stat().st_size // 2 + 1)
     except OSError:  # reading it says why, in its own words
         return rows
+
+
+def unanswered(topk: compute.TopK) -> list[str]:
+    """The note naming the rows searched that got no neighbour (a TSV file has no line for them, a JSONL file an
+    empty list), or none."""
+    if not topk.ids.shape[1]:
+        return []
+    empty = topk.query_ids[(topk.ids < 0).all(axis=1)]
+    if not len(empty):
+        return []
+    rows = clipped_list([f"{int(row):,}" for row in empty], "rows", where=None)
+    return [(f"{len(empty):,} of the {len(topk.ids):,} rows searched have no neighbours ({rows}): a row of zeros or "
+            "of NaN or Inf has no cosine with any row")]
 
 
 def neighbors_all(emb: Embeddings, k: int, *, queries_file: Path | None = None, table: str = "token",
@@ -71,4 +85,5 @@ def neighbors_all(emb: Embeddings, k: int, *, queries_file: Path | None = None, 
         notes.append(Message(Option("k", k, text=f"{k:,}"), f" is more than the table's {topk.ids.shape[1]:,} rows: "
                              "each list holds at most that many"))
     notes += skipped.notes(queries_file) if skipped and queries_file else []
+    notes += unanswered(topk)
     return AllNeighbors(topk, table, device, compute.precision_label(precision), seconds, notes)
