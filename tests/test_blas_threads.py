@@ -4,6 +4,7 @@ of a small checkpoint gathers its sections inside it, and its answers are those 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import pytest
@@ -18,29 +19,33 @@ calls = blas.openblas_threads()
 needs_openblas = pytest.mark.skipif(calls is None, reason="numpy's BLAS here is not an OpenBLAS this finds")
 
 
-@needs_openblas
-def test_one_thread_inside_and_the_count_put_back_after_nested_blocks():
+@pytest.fixture
+def two_threads() -> Iterator[Callable[[], int]]:
+    """OpenBLAS set to two threads for the test, its count put back after; the getter."""
     assert calls is not None
     get, put = calls
     before = get()
     put(2)
     try:
-        with blas.one_thread():
-            assert get() == 1
-            with blas.one_thread():
-                assert get() == 1
-            assert get() == 1  # the inner block's end leaves the outer one's setting
-        assert get() == 2
+        yield get
     finally:
         put(before)
 
 
 @needs_openblas
-def test_blocks_in_two_threads_leave_the_count_as_it_was():
-    assert calls is not None
-    get, put = calls
-    before = get()
-    put(2)
+def test_one_thread_inside_and_the_count_put_back_after_nested_blocks(two_threads):
+    get = two_threads
+    with blas.one_thread():
+        assert get() == 1
+        with blas.one_thread():
+            assert get() == 1
+        assert get() == 1  # the inner block's end leaves the outer one's setting
+    assert get() == 2
+
+
+@needs_openblas
+def test_blocks_in_two_threads_leave_the_count_as_it_was(two_threads):
+    get = two_threads
     entered, leave = threading.Barrier(2), threading.Event()
     seen: list[int] = []
 
@@ -50,17 +55,14 @@ def test_blocks_in_two_threads_leave_the_count_as_it_was():
             leave.wait()
             seen.append(get())
 
-    try:
-        worker = threading.Thread(target=inside)
-        with blas.one_thread():
-            worker.start()
-            entered.wait()
-        assert get() == 1  # the worker's block is still open
-        leave.set()
-        worker.join()
-        assert seen == [1] and get() == 2
-    finally:
-        put(before)
+    worker = threading.Thread(target=inside, daemon=True)  # a failed assertion below leaves it waiting, not the run
+    with blas.one_thread():
+        worker.start()
+        entered.wait()
+    assert get() == 1  # the worker's block is still open
+    leave.set()
+    worker.join()
+    assert seen == [1] and get() == 2
 
 
 @needs_openblas
