@@ -21,13 +21,13 @@ from typing import Any
 import lazy_loader
 
 from . import blas  # noqa: F401  first: the BLAS settings numpy reads when it loads (blas.py)
+from .version import VERSION
 
 _exported, __dir__, __all__ = lazy_loader.attach_stub(__name__, __file__)
 
 
 def __getattr__(name: str) -> Any:
-    """A public name of __init__.pyi, imported on first use; and the installed version."""
+    """A public name of __init__.pyi, imported on first use; and the version (embscope/version.py)."""
     if name == "__version__":
-        from importlib.metadata import version
-        return version("embscope")
+        return VERSION
     return _exported(name)

@@ -24,6 +24,7 @@ from .core.errors import EmbscopeError, Option, OptionError, message_of
 from .core.text import bounded, printable, shortened
 from .extras import missing_package
 from .render.flags import as_flags, flag
+from .version import VERSION
 
 COMMANDS = tuple(REGISTER)  # the order is the order --help lists them
 
@@ -145,8 +146,7 @@ class EmbscopeGroup(TyperGroup):
 
 def show_version(value: bool) -> None:
     if value:
-        from importlib.metadata import version
-        typer.echo(f"embscope {version('embscope')}")
+        typer.echo(f"embscope {VERSION}")
         raise typer.Exit(0)
 
 

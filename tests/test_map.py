@@ -3,6 +3,7 @@ d x d covariance) alike, probe words and positions where numpy puts them, flagge
 
 from __future__ import annotations
 
+import importlib.metadata
 import sys
 
 import numpy as np
@@ -177,7 +178,8 @@ def test_umap_places_every_finite_row(ckpt):
     doc = run_json("map", "-c", ckpt, "--method", "umap", "--words", "dog,cat")
     assert doc["method"] == "umap" and doc["explained_variance"] is None and doc["used"] == ROWS
     assert all(p["x"] is not None for p in doc["probes"])
-    assert any(n.startswith("UMAP (umap-learn ") for n in doc["notes"])
+    installed = importlib.metadata.version("umap-learn")  # the version the note names, from pip's own record
+    assert any(n.startswith(f"UMAP (umap-learn {installed}, cosine metric") for n in doc["notes"])
 
 
 def test_flagged_rows_cost_no_object_each_until_read(tmp_path):

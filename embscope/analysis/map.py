@@ -14,7 +14,6 @@ is positive, so a map does not flip between runs.
 
 from __future__ import annotations
 
-import importlib.metadata
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -55,6 +54,7 @@ class Projection:
     used: int  # rows on the map
     left_out: np.ndarray  # rows holding NaN or Inf
     sampled: int | None = None  # rows the components were found from, when not every row (route "sampled gram")
+    library: str | None = None  # what laid the map out, when not embscope: "umap-learn 0.5.7"
 
 
 @dataclass(frozen=True)
@@ -225,7 +225,8 @@ def umap_2d(array: np.ndarray) -> Projection:
         layout = reducer.fit_transform(np.asarray(array[ids], dtype=np.float32))
     coords = np.full((array.shape[0], 2), np.nan)
     coords[ids] = layout
-    return Projection(coords, "umap", "umap", None, None, len(ids), np.flatnonzero(~ok))
+    return Projection(coords, "umap", "umap", None, None, len(ids), np.flatnonzero(~ok),
+                      library=f"umap-learn {umap.__version__}")
 
 
 def point(coords: np.ndarray, label: str, ids: tuple[int, ...], tokens: tuple[str, ...],
@@ -319,7 +320,7 @@ def table_map(emb: Embeddings, role: Role, *, method: str = "pca", words: list[s
     if projection.method == "pca" and projection.ratio is None:
         notes.append("every row is the same after centring: the components explain nothing")
     if projection.method == "umap":
-        notes.append(f"UMAP (umap-learn {importlib.metadata.version('umap-learn')}, cosine metric, "
+        notes.append(f"UMAP ({projection.library}, cosine metric, "
                      f"{UMAP_NEIGHBORS} neighbours, seed {UMAP_SEED}): near points are near rows; distances "
                      "between clusters and the axes mean little")
     return TableMap(role, table.name, table.rows, table.dim, table.first_row, projection, tuple(points), rule,

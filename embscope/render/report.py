@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from importlib.metadata import version
 from pathlib import Path
 
 from ..analysis.report import Report
 from ..core.errors import Message, Option, OutputError, Spelling, library_words, spelled
 from ..core.text import quote, shortened
 from ..registry import Entry, entries, named
+from ..version import VERSION
 from . import console, header
 from .files import OUT, check_directory
 from .jsonout import Document
@@ -69,7 +69,7 @@ def write(report: Report, out: Output, fmt: str, inputs: Iterable[Path], *,
     options as `spell` does: the library's keywords, or the command line's flags."""
     found = [spelled_section(section, spell) for section in sections(report)]
     opening = [spelled(line, spell) for line in heading(report)]
-    return found, named(WRITERS, fmt)(out, title(report), opening, found, version("embscope"), inputs)
+    return found, named(WRITERS, fmt)(out, title(report), opening, found, VERSION, inputs)
 
 
 write_report = write  # the name the package face exports (embscope.write_report)
