@@ -5,6 +5,7 @@ matplotlib's own: drawing text with a glyph the font lacks is what makes it warn
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
@@ -15,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from embscope.render import plot_style
 from embscope.render.plot_style import drawable, style
 
 DOG = "\u72ac"  # CJK UNIFIED IDEOGRAPH-72AC: DejaVu Sans has no glyph for it
@@ -122,3 +124,29 @@ def test_plots_and_reports_ignore_a_matplotlibrc_and_say_nothing_on_stderr(hosti
     assert "<svg" in page.read_text() and "usetex" not in page.read_text()
     (markdown,) = folder.glob("*-report")
     assert b"<svg" in (markdown / "norms-token.svg").read_bytes()[:1000]  # the Markdown's figures, drawn by matplotlib
+
+
+def test_a_figure_tries_dejavu_then_each_fallback_in_order(monkeypatch):
+    """The fonts a text is drawn with are DejaVu Sans, then each installed fallback in FALLBACK_FAMILIES' order,
+    each once (the last reached through the generic family), as matplotlib's own findfont finds each by name;
+    an SVG's <text> names them all, then the generic family. Two of matplotlib's own fonts stand in for
+    fallbacks here, since the machine may have none."""
+    import matplotlib
+    from matplotlib import font_manager
+    from matplotlib.backends.backend_svg import FigureCanvasSVG
+    from matplotlib.figure import Figure
+
+    chain = ("DejaVu Sans", "DejaVu Serif", "DejaVu Sans Mono")
+    monkeypatch.setattr(plot_style, "families", lambda: chain)
+    with style():
+        found = font_manager.fontManager._find_fonts_by_props(font_manager.FontProperties())
+        figure = Figure()
+        FigureCanvasSVG(figure)
+        figure.text(0.5, 0.5, "dog")
+        out = io.StringIO()
+        with matplotlib.rc_context({"svg.fonttype": "none"}):
+            figure.savefig(out, format="svg")
+    expected = [font_manager.findfont(font_manager.FontProperties(family=name), fallback_to_default=False)
+                for name in chain]
+    assert [str(path) for path in found] == expected
+    assert "font-family: 'DejaVu Sans', 'DejaVu Serif', 'DejaVu Sans Mono', sans-serif" in out.getvalue()

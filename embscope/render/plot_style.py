@@ -215,6 +215,8 @@ def style() -> Iterator[None]:
     matplotlib = matplotlib_quietly()
     with quiet(), matplotlib.rc_context():
         matplotlib.rcdefaults()  # inside the context: the caller's settings are put back when it ends
-        # the generic family last, itself DejaVu Sans here: an SVG's <text> names it, for a viewer without DejaVu
-        matplotlib.rcParams.update({**OWN, "font.family": [*families(), "sans-serif"], "font.sans-serif": [MAIN_FAMILY]})
+        # the last family reached through the generic one, which an SVG's <text> then names for a viewer without
+        # them: matplotlib looks up each family of the list for every text it lays out, and the last two were one
+        *named, last = families()
+        matplotlib.rcParams.update({**OWN, "font.family": [*named, "sans-serif"], "font.sans-serif": [last]})
         yield
