@@ -1,0 +1,80 @@
+"""The `embscope` process ends without the interpreter's teardown (embscope/__main__.py), and loses nothing by it:
+its exit status, every byte it printed (more than a pipe holds), and every atexit handler the command registered,
+as the interpreter's own ending would give them; an ending by an exception keeps the interpreter's own."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+from conftest import run_json
+
+ROOT = Path(__file__).resolve().parents[1]
+ENV = {**{k: v for k, v in os.environ.items() if k != "EMBSCOPE_CHECKPOINT"}, "PYTHONPATH": str(ROOT)}
+# a command run by the entry point, with a witness of the teardown (its __del__ runs when the interpreter frees
+# __main__'s globals) and an atexit handler registered while the command runs, as plot_style's cleanup is
+WITNESSED = """import atexit, sys
+import embscope.__main__ as entry
+
+class Witness:
+    def __del__(self):
+        sys.stderr.write("torn down\\n")
+
+witness = Witness()
+command, mode = entry.run_command, sys.argv[1]
+
+def registering():
+    atexit.register(sys.stderr.write, "handler ran\\n")
+    if mode == "raise":
+        raise RuntimeError("a bug")
+    command()
+
+entry.run_command = registering
+sys.argv = ["embscope", *sys.argv[2:]]
+entry.main()
+"""
+
+
+def entry_point(*args: str) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run([sys.executable, "-m", "embscope", *args], capture_output=True, env=ENV, timeout=120,
+                          check=False)
+
+
+def test_every_byte_printed_arrives_and_the_status_is_the_commands(tmp_path):
+    table = np.random.default_rng(0).standard_normal((3000, 8)).astype(np.float32)
+    table[1500:] = table[:1500]  # 1,500 identical pairs: a JSON document far larger than a pipe's 64 KB
+    np.save(tmp_path / "twins.npy", table)
+    done = entry_point("norms", "-c", str(tmp_path / "twins.npy"), "--json")
+    assert (done.returncode, done.stderr) == (0, b"")
+    assert len(done.stdout) > 1 << 16  # more than a pipe holds: the reader takes it while the command writes
+    assert json.loads(done.stdout) == run_json("norms", "-c", tmp_path / "twins.npy")
+    failed = entry_point("info", "-c", str(tmp_path / "missing.pt"))
+    assert failed.returncode == 1 and failed.stdout == b"" and failed.stderr.count(b"\n") == 1
+    usage = entry_point("similarity", "dog")
+    assert usage.returncode == 2 and usage.stdout == b"" and usage.stderr.startswith(b"Error: ")
+
+
+def test_the_teardown_is_skipped_after_the_handlers_of_the_command():
+    done = subprocess.run([sys.executable, "-c", WITNESSED, "run", "info"], capture_output=True, text=True,
+                          env=ENV, timeout=120, check=False)
+    assert (done.returncode, done.stderr) == (0, "handler ran\n")
+    assert "token table" in done.stdout
+    # the witness does report a teardown: an ending by an exception keeps the interpreter's own
+    crashed = subprocess.run([sys.executable, "-c", WITNESSED, "raise", "info"], capture_output=True, text=True,
+                             env=ENV, timeout=120, check=False)
+    assert crashed.returncode == 1 and "RuntimeError: a bug" in crashed.stderr
+    assert crashed.stderr.endswith("handler ran\ntorn down\n")
+
+
+def test_the_imports_before_the_command_register_no_exit_handler():
+    """A handler registered before the entry point registers its own would run after it, that is never: none is."""
+    script = ("import atexit\nregistered = []\nreal = atexit.register\n"
+              "atexit.register = lambda *args, **kw: (registered.append(args[0]), real(*args, **kw))[1]\n"
+              "import embscope.__main__\nprint(len(registered))")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=ENV, timeout=120,
+                          check=True)
+    assert done.stdout == "0\n"
