@@ -6,7 +6,14 @@ The process also ends without tearing the interpreter down. Once the command has
 every atexit handler has run (temporary folders removed, log handlers flushed), what the teardown still does is
 free each object and module one by one, which nothing outside the process sees: 0.1 s after a report, about 15 ms
 after most commands (benchmarks/bench_report.py). The standard streams are flushed first; where that fails, or the
-command ended any other way (an exception, Ctrl-C), the interpreter ends as usual."""
+command ended any other way (an exception, Ctrl-C), the interpreter ends as usual.
+
+Only `program` (the console script's and `python -m`'s entry) does so, where the command is the whole process;
+`main` raises the command's SystemExit and leaves the process's ending to its caller, who may catch it and go on
+(a test, a script running several commands): a quick exit there would end the caller's process with the command's
+status, skipping the caller's own exit handlers and status. Nor does `program` where a handler was registered
+before its own (sitecustomize, a .pth line: coverage's process_startup saves a subprocess's data so), which would
+run after it, that is never, or where `python -i` goes on to a prompt after the command."""
 
 import atexit
 import gc
@@ -19,11 +26,19 @@ from .cli import main as run_command  # after the collector is off
 
 
 def main() -> None:
-    """cli.main, and the quick exit once it has ended with an exit status."""
+    """cli.main: the command, ended by a SystemExit with its status."""
+    run_command()
+
+
+def program() -> None:
+    """main as the whole process: the quick exit once it has ended with an exit status, where nothing may follow."""
+    if atexit._ncallbacks() or sys.flags.inspect:  # a handler that would run after ours; a prompt after the command
+        main()
+        return
     ended: list[object] = []  # the status cli.main exits with, read by quick_exit
     atexit.register(quick_exit, ended)  # registered first, so it runs last: atexit runs the newest handler first
     try:
-        run_command()
+        main()
     except SystemExit as stop:
         ended.append(stop.code)
         raise
@@ -46,4 +61,4 @@ def quick_exit(ended: list[object]) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    program()

@@ -1,6 +1,8 @@
 """The `embscope` process ends without the interpreter's teardown (embscope/__main__.py), and loses nothing by it:
 its exit status, every byte it printed (more than a pipe holds), and every atexit handler the command registered,
-as the interpreter's own ending would give them; an ending by an exception keeps the interpreter's own."""
+as the interpreter's own ending would give them; an ending by an exception keeps the interpreter's own, and so
+does a process the command is not the whole of (a caller of main that goes on, a handler registered before the
+entry point, `python -i`)."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import numpy as np
@@ -35,7 +38,19 @@ def registering():
 
 entry.run_command = registering
 sys.argv = ["embscope", *sys.argv[2:]]
-entry.main()
+entry.program()
+"""
+# a caller of main that goes on after the command, with an exit handler of its own registered before it, and ends
+# by its own failure: the status and the handler are the caller's
+CALLER = """import atexit, sys
+atexit.register(sys.stderr.write, "caller's handler ran\\n")
+from embscope.__main__ import main
+sys.argv = ["embscope", *sys.argv[1:]]
+try:
+    main()
+except SystemExit as stop:
+    print("command ended", stop.code)
+raise RuntimeError("the caller's own failure")
 """
 
 
@@ -78,3 +93,38 @@ def test_the_imports_before_the_command_register_no_exit_handler():
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=ENV, timeout=120,
                           check=True)
     assert done.stdout == "0\n"
+
+
+def test_a_caller_of_main_that_goes_on_keeps_its_own_status_and_exit_handlers():
+    """A test or a script that catches the command's SystemExit and fails later ends with its own status (1, not
+    the command's 0) and runs its own exit handlers, as before the quick exit."""
+    done = subprocess.run([sys.executable, "-c", CALLER, "--version"], capture_output=True, text=True, env=ENV,
+                          timeout=120, check=False)
+    assert done.stdout.splitlines()[-1] == "command ended 0"
+    assert done.returncode == 1
+    assert done.stderr.endswith("RuntimeError: the caller's own failure\ncaller's handler ran\n")
+
+
+def test_a_handler_registered_at_start_up_runs(tmp_path):
+    """A handler registered before the entry point's own (here by sitecustomize, as coverage's process_startup
+    registers the one that saves a subprocess's data) runs after it in atexit's order: the process ends as usual."""
+    (tmp_path / "sitecustomize.py").write_text("import atexit, sys\n"
+                                               "atexit.register(sys.stderr.write, 'start-up handler ran\\n')\n")
+    env = {**ENV, "PYTHONPATH": os.pathsep.join([str(ROOT), str(tmp_path)])}
+    done = subprocess.run([sys.executable, "-m", "embscope", "info", "-c", str(tmp_path / "missing.pt")],
+                          capture_output=True, text=True, env=env, timeout=120, check=False)
+    assert done.returncode == 1 and done.stdout == ""
+    lines = done.stderr.splitlines()
+    assert len(lines) == 2 and lines[0].startswith("Error: ") and lines[1] == "start-up handler ran"
+
+
+def test_python_i_goes_on_to_its_prompt_and_ends_with_its_status():
+    """`python -i -m embscope`: the prompt after the command decides the status (here 7), not the command (0)."""
+    done = subprocess.run([sys.executable, "-i", "-m", "embscope", "--version"], input="raise SystemExit(7)\n",
+                          capture_output=True, text=True, env=ENV, timeout=120, check=False)
+    assert done.returncode == 7 and done.stdout.startswith("embscope ")
+
+
+def test_the_console_script_is_the_entry_point_with_the_quick_exit():
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts == {"embscope": "embscope.__main__:program"}
