@@ -5,6 +5,7 @@ one line each."""
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import signal
@@ -19,6 +20,10 @@ import pytest
 import torch
 from conftest import invoke, run
 from pickle_gadgets import assert_error_line
+
+import embscope
+from embscope.analysis.compare import CompareOptions
+from embscope.analysis.distributed import step_task
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -96,6 +101,20 @@ def cluster(tmp_path_factory):
     started = Cluster(tmp_path_factory.mktemp("dask"))
     yield started
     started.close()
+
+
+def test_a_task_runs_with_the_collector_on_in_a_worker_that_imported_the_entry_point(tmp_path):
+    """A LocalCluster's worker started from the console script re-imports it, and so embscope.__main__, which turns
+    the collector off for a command's imports; the worker runs no command, so its task turns the collector on."""
+    run_folder = write_run(tmp_path / "run", steps=STEPS[:2])
+    paths = [str(run_folder / f"ckpt_{step}.pt") for step in STEPS[:2]]
+    gc.disable()  # as importing embscope.__main__ leaves it
+    try:
+        result = step_task(paths, 1, CompareOptions(), (), embscope.open)
+        assert gc.isenabled()
+    finally:
+        gc.enable()
+    assert result.index == 1 and set(result.checkpoints) == {0, 1}
 
 
 @pytest.mark.slow  # the module's real scheduler and two workers take about 12 s to start and stop: CI's slow step

@@ -12,6 +12,7 @@ each, never a hang."""
 from __future__ import annotations
 
 import contextlib
+import gc
 import logging
 import os
 import time
@@ -79,6 +80,9 @@ def opened_name(given: Path, emb: Embeddings) -> str:
 def step_task(paths: Sequence[str], index: int, options: CompareOptions, word_rows: Sequence[int],
               opener: Opener) -> StepResult | StepFailure:
     """Checkpoint `index` against the previous and the first, as SeriesWalk.step does it in the one-machine series."""
+    # a local worker started from the console script re-imports its main script, so embscope.__main__, which turns
+    # the collector off until a command starts: none starts in a worker
+    gc.enable()
     wanted = sorted({0, index - 1, index})
     opened: dict[int, Embeddings] = {}
     for i in wanted:
