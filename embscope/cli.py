@@ -214,7 +214,11 @@ def main() -> None:
         sys.exit(1)
     if hasattr(sys.stdout, "reconfigure"):  # a terminal that cannot show a character gets an escape, not a crash
         sys.stdout.reconfigure(errors="backslashreplace")
-    app = build(commands_for(sys.argv[1:]))
+    try:
+        app = build(commands_for(sys.argv[1:]))  # imports the command's modules: a signal may come meanwhile
+    except KeyboardInterrupt:
+        error_line("interrupted")
+        sys.exit(stopping.exit_code(130))
     # what is imported by now lives as long as the process: the collector need not walk it again, least of all in
     # the full collection at exit (about a seventh of the instructions embscope adds to a bare script's start-up);
     # __main__ turned the collector off for the imports, and the command's own work needs it on

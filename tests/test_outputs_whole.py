@@ -167,3 +167,14 @@ def test_a_stop_the_moment_the_temporary_exists_leaves_nothing(tmp_path, monkeyp
             with outputs.folder_built_whole(tmp_path / "out", "the output folder", {"a.txt": "a file"}):
                 pass
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_signal_while_the_command_imports_is_one_line_and_its_status():
+    """SIGTERM while cli.main builds the command (its modules import, a quarter of a second of a report's start):
+    one line and 128 + 15, as later in the run, not a traceback."""
+    script = ("import signal, sys\nimport embscope.cli as cli\n"
+              "def build(names):\n    signal.raise_signal(signal.SIGTERM)  # as a kill arriving during the imports\n"
+              "cli.build = build\nsys.argv = ['embscope', 'report']\ncli.main()\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=environment(),
+                          timeout=120, check=False)
+    assert (done.returncode, done.stderr) == (128 + signal.SIGTERM, "Error: interrupted\n")
