@@ -5,8 +5,8 @@ command: its passes over them during the imports are wasted work (about 4% of a 
 The process also ends without tearing the interpreter down. Once the command has ended with its exit status and
 every atexit handler has run (temporary folders removed, log handlers flushed), what the teardown still does is
 free each object and module one by one, which nothing outside the process sees: 0.1 s after a report, about 15 ms
-after most commands (benchmarks/bench_report.py). The standard streams are flushed first; where that fails, or the
-command ended any other way (an exception, Ctrl-C), the interpreter ends as usual.
+after most commands (benchmarks/bench_report.py). The standard streams are flushed first; where that fails, or an
+exception escaped the command (Ctrl-C and the stopping signals end it with a status), the interpreter ends as usual.
 
 Only `program` (the console script's and `python -m`'s entry) does so, where the command is the whole process;
 `main` raises the command's SystemExit and leaves the process's ending to its caller, who may catch it and go on
@@ -22,17 +22,14 @@ import sys
 
 gc.disable()  # cli.main turns it back on
 
-from .cli import main as run_command  # after the collector is off
-
-
-def main() -> None:
-    """cli.main: the command, ended by a SystemExit with its status."""
-    run_command()
+from .cli import main  # after the collector is off; the command, ended by a SystemExit with its status
 
 
 def program() -> None:
     """main as the whole process: the quick exit once it has ended with an exit status, where nothing may follow."""
-    if atexit._ncallbacks() or sys.flags.inspect:  # a handler that would run after ours; a prompt after the command
+    # a handler registered already would run after ours (CPython counts them; nothing public lists them); `python -i`
+    # goes on to a prompt after the command
+    if atexit._ncallbacks() or sys.flags.inspect:
         main()
         return
     ended: list[object] = []  # the status cli.main exits with, read by quick_exit

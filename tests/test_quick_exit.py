@@ -28,7 +28,7 @@ class Witness:
         sys.stderr.write("torn down\\n")
 
 witness = Witness()
-command, mode = entry.run_command, sys.argv[1]
+command, mode = entry.main, sys.argv[1]
 
 def registering():
     atexit.register(sys.stderr.write, "handler ran\\n")
@@ -36,7 +36,7 @@ def registering():
         raise RuntimeError("a bug")
     command()
 
-entry.run_command = registering
+entry.main = registering
 sys.argv = ["embscope", *sys.argv[2:]]
 entry.program()
 """
