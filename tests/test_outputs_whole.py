@@ -203,3 +203,15 @@ def test_a_signal_between_building_the_command_and_running_it_is_one_line():
     inside build's handler nor typer's, so it was a traceback."""
     setup = "import gc\ngc.freeze = stopped  # the first call after build"
     assert stopped_in_child(setup, ["info"]) == (128 + signal.SIGTERM, "Error: interrupted\n")
+
+
+def test_ctrl_c_while_the_command_line_imports_is_one_line():
+    """Ctrl-C while __main__ imports cli (a tenth of a second of every start, before main has a handler): one line
+    and 130, not a traceback. The stopping signals' handler is not in place yet: their default ends the process."""
+    script = ("import runpy, sys\nclass Stop:\n    def find_spec(self, name, path=None, target=None):\n"
+              "        if name == 'embscope.cli':\n            raise KeyboardInterrupt  # as Ctrl-C during the import\n"
+              "sys.meta_path.insert(0, Stop())\nsys.argv = ['embscope', 'info']\n"
+              "runpy.run_module('embscope', run_name='__main__', alter_sys=True)\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=environment(),
+                          timeout=120, check=False)
+    assert (done.returncode, done.stderr) == (130, "Error: interrupted\n")
