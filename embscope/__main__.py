@@ -22,7 +22,11 @@ import sys
 
 gc.disable()  # cli.main turns it back on
 
-from .cli import main  # after the collector is off; the command, ended by a SystemExit with its status
+try:
+    from .cli import main  # after the collector is off; the command, ended by a SystemExit with its status
+except KeyboardInterrupt:  # Ctrl-C in the tenth of a second before main has a handler: the line main gives it
+    sys.stderr.write("Error: interrupted\n")
+    sys.exit(130)
 
 
 def program() -> None:

@@ -141,6 +141,9 @@ class EmbscopeGroup(TyperGroup):
             if err.filename is None and err.errno in (errno.EPIPE, errno.ENOSPC, errno.EIO, errno.EDQUOT):
                 raise  # writing stdout failed: main says so
             error_line(os_error_text(err))
+        except KeyboardInterrupt:  # typer makes it exit 130 without a word: said here, as main says it around typer
+            error_line("interrupted")
+            raise
         raise typer.Exit(1)
 
 
@@ -214,14 +217,14 @@ def main() -> None:
         sys.exit(1)
     if hasattr(sys.stdout, "reconfigure"):  # a terminal that cannot show a character gets an escape, not a crash
         sys.stdout.reconfigure(errors="backslashreplace")
-    try:
-        app = build(commands_for(sys.argv[1:]))  # imports the command's modules: a signal may come meanwhile
+    try:  # a signal may come while the command's modules import, or before typer's own handler is in place
+        app = build(commands_for(sys.argv[1:]))
+        # what is imported by now lives as long as the process: the collector need not walk it again, least of all
+        # in the full collection at exit (about a seventh of the instructions embscope adds to a bare script's
+        # start-up); __main__ turned the collector off for the imports, and the command's own work needs it on
+        gc.freeze()
+        gc.enable()
+        app()
     except KeyboardInterrupt:
         error_line("interrupted")
         sys.exit(stopping.exit_code(130))
-    # what is imported by now lives as long as the process: the collector need not walk it again, least of all in
-    # the full collection at exit (about a seventh of the instructions embscope adds to a bare script's start-up);
-    # __main__ turned the collector off for the imports, and the command's own work needs it on
-    gc.freeze()
-    gc.enable()
-    app()
