@@ -221,6 +221,23 @@ def test_token_norms_figure_stays_readable_with_many_flagged_rows():
     assert 0 < ranked.get_xlim()[0] < summary.norms[shown].min()  # the bars start where differences show, not at 0
 
 
+def test_a_legend_names_only_what_its_panel_draws():
+    """A table every row of which never trained (a Gaussian draw): no "rows (0)" histogram in the legend, no
+    "not flagged" bar among the ranked rows; a row with no token string is named by its number once."""
+    table = np.random.default_rng(5).standard_normal((300, 8)).astype(np.float32)
+    table[42] *= 40
+    summary = summarize(row_norms(table))
+    figure = token_figure(summary, {}, untrained=np.arange(300))
+    hist, ranked = figure.axes
+    labels = hist.get_legend_handles_labels()[1]
+    assert labels == ["never trained (300)", f"flagged: |robust z| > 6 ({len(summary.anomalies)})",
+                      "|robust z| <= 6: not flagged"]
+    assert [p.get_label() for p in ranked.get_legend().get_patches()] == ["flagged", "never trained",
+                                                                          "band of unflagged norms"]
+    assert texts(figure)[0] == f"row 42: z {summary.anomalies[0].z:+.3g}"
+    assert [t.get_text() for t in ranked.get_yticklabels()][-1] == "row 42"
+
+
 def test_rows_without_a_finite_norm_are_listed_not_drawn():
     table = drifting(60, 4, seed=6)
     table[3, 0] = np.nan
@@ -230,7 +247,7 @@ def test_rows_without_a_finite_norm_are_listed_not_drawn():
     figure = position_figure(summary, flagged, "c", "t")
     assert texts(figure) == ["not drawn: position 3 (NaN), position 9 (Inf)"]
     figure = token_figure(summary, {3: "dog"})
-    assert texts(figure) == ["no finite norm: dog (row 3), #9 (row 9)"]
+    assert texts(figure) == ["no finite norm: dog (row 3), row 9"]
 
 
 def test_norms_plot_size_and_dpi(model, tmp_path):

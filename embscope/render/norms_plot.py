@@ -70,8 +70,8 @@ def token_norms_figure(norms: np.ndarray, median: float, mad: float, threshold: 
         padding[padding_from:] = True
     unflagged_band = band(median, mad, threshold)
 
-    def name(row: int) -> str:
-        return f"{names.get(row, f'#{row}')} (row {row})"
+    def name(row: int) -> str:  # a row without a token string is its number once, not "#9 (row 9)"
+        return f"{names[row]} (row {row})" if row in names else f"row {row}"
 
     never = np.zeros(rows, dtype=bool)
     if untrained is not None:
@@ -104,7 +104,8 @@ def draw_distribution(ax: Axes, norms: np.ndarray, finite: np.ndarray, flagged: 
     bins = np.linspace(low, high if high > low else low + 1, min(100, max(10, len(values) // 20)) + 1).tolist()
     never = never if never is not None else np.zeros(len(norms), dtype=bool)
     plain = finite & ~flagged & ~never
-    histogram(ax, norms[plain], bins, color=ROWS, label=f"rows ({int(plain.sum()):,})")
+    if plain.any():  # a legend names only what is drawn: no "rows (0)" when every row is flagged or untrained
+        histogram(ax, norms[plain], bins, color=ROWS, label=f"rows ({int(plain.sum()):,})")
     if never.any():
         histogram(ax, norms[finite & never], bins, color=UNTRAINED, label=f"never trained ({int(never.sum()):,})")
     if flagged.any():
@@ -144,15 +145,19 @@ def draw_ranked(ax: Axes, norms: np.ndarray, flagged: np.ndarray, padding: np.nd
         ax.set_xlim(low - margin, high + margin)
     ax.set_title(f"lowest and highest {LABELLED_ROWS} rows")
     ax.set_xlabel("L2 norm (axis starts near the lowest shown)")
-    handles = [Patch(color=ROWS, label="not flagged"), Patch(color=FLAGGED, label="flagged")]
+    handles = []  # only the kinds of bar drawn
+    if (~flagged[shown] & ~never[shown]).any():
+        handles.append(Patch(color=ROWS, label="not flagged"))
+    if flagged[shown].any():
+        handles.append(Patch(color=FLAGGED, label="flagged"))
     if never[shown].any():
         handles.append(Patch(color=UNTRAINED, label="never trained"))
     if padding[shown].any():
         handles.append(Patch(facecolor="white", edgecolor="black", hatch=PADDING_HATCH, label="padding row"))
     if unflagged is not None:
         handles.append(Patch(color=BAND, alpha=0.15, label="band of unflagged norms"))
-    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=len(handles), fontsize=8,
-              frameon=False)
+    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=min(len(handles), 3),
+              fontsize=8, frameon=False)  # 4 or 5 on one line run past a half-width panel
 
 
 # ---------------------------------------------------------------- the position-norms figure
