@@ -101,10 +101,15 @@ def find_duplicates(array: np.ndarray, norms: np.ndarray, cosine: float = DUPLIC
     return DuplicateSearch(pairs, total, cut is None, note)
 
 
+def without_gap(rows: np.ndarray) -> bool:
+    """Ascending distinct rows that run on without a gap (every row valid, the usual case): a slice holds them."""
+    return len(rows) > 0 and int(rows[-1]) - int(rows[0]) + 1 == len(rows)
+
+
 def positions_in(rows: np.ndarray, ids: np.ndarray) -> np.ndarray:
     """Where each of `ids` (some of `rows`, both ascending) lies in `rows`: an offset where the rows run on without
-    a gap (every row valid, the usual case), else a binary search."""
-    if len(rows) and int(rows[-1]) - int(rows[0]) + 1 == len(rows):
+    a gap, else a binary search."""
+    if without_gap(rows):
         offsets: np.ndarray = ids - rows[0]
         return offsets
     found: np.ndarray = np.searchsorted(rows, ids)
@@ -119,7 +124,7 @@ def compacted(projected: np.ndarray, positions: np.ndarray) -> np.ndarray:
     for start in range(unmoved, len(positions), step):
         chunk = positions[start:start + step]
         first = int(chunk[0])
-        if int(chunk[-1]) - first == len(chunk) - 1:  # rows that run on without a gap: a slice, not a gather
+        if without_gap(chunk):  # a slice, not a gather
             projected[start:start + len(chunk)] = projected[first:first + len(chunk)]
         else:
             projected[start:start + len(chunk)] = projected[chunk]
@@ -158,8 +163,8 @@ def projections(array: np.ndarray, rows: np.ndarray, norms: np.ndarray,
 
 
 def of_rows(values: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """values[rows] (rows ascending): a slice, not a gather, where the rows run on without a gap (the usual case)."""
-    if len(rows) and int(rows[-1]) - int(rows[0]) + 1 == len(rows):
+    """values[rows] (rows ascending): a slice, not a gather, where the rows run on without a gap."""
+    if without_gap(rows):
         return values[int(rows[0]):int(rows[0]) + len(rows)]
     chosen: np.ndarray = values[rows]
     return chosen
@@ -185,9 +190,9 @@ class Groups:
 
 def row_blocks(array: np.ndarray, rows: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:
     """(position in rows, block of those rows as stored), a few MB at a time: slices where the rows run on without
-    a gap (every row valid, the usual case), else gathered."""
+    a gap, else gathered."""
     step = max(1, WORK_BYTES // (4 * array.shape[1]))
-    running = len(rows) > 0 and int(rows[-1]) - int(rows[0]) + 1 == len(rows)
+    running = without_gap(rows)
     for start in range(0, len(rows), step):
         if running:
             first = int(rows[0]) + start
