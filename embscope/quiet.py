@@ -48,25 +48,47 @@ def native_stderr() -> Iterator[Captured]:
             finally:
                 _depth.pop()
             return
-        try:
-            sys.stderr.flush()  # Python's own buffered text goes out before fd 2 moves
-        except (OSError, ValueError, AttributeError):
-            pass
-        try:
-            saved = os.dup(2)
-        except OSError:  # no fd 2 at all (a daemon): nothing can reach a terminal
-            yield captured
-            return
         sink = sink_file()
-        os.dup2(sink.fileno(), 2)
-        _depth.append(1)
-        try:
-            yield captured
-        finally:
-            _depth.pop()
-            os.dup2(saved, 2)
-            os.close(saved)
-            captured.text = drained(sink)
+        with fd2_moved(sink.fileno()):
+            _depth.append(1)
+            try:
+                yield captured
+            finally:
+                _depth.pop()
+        captured.text = drained(sink)
+
+
+@contextmanager
+def children_quiet() -> Iterator[None]:
+    """fd 2 on the null device inside, for the processes started there: a child keeps the fd 2 it was started with
+    for its life, so what it prints after this run's last line (a dask worker spawned as the run is interrupted)
+    never reaches the terminal."""
+    null = os.open(os.devnull, os.O_WRONLY)
+    try:
+        with _lock, fd2_moved(null):
+            yield
+    finally:
+        os.close(null)
+
+
+@contextmanager
+def fd2_moved(target: int) -> Iterator[None]:
+    """fd 2 pointed at target inside, and put back after; nothing moves where the process has no fd 2."""
+    try:
+        sys.stderr.flush()  # Python's own buffered text goes out before fd 2 moves
+    except (OSError, ValueError, AttributeError):
+        pass
+    try:
+        saved = os.dup(2)
+    except OSError:  # no fd 2 at all (a daemon): nothing can reach a terminal
+        yield
+        return
+    os.dup2(target, 2)
+    try:
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 def sink_file() -> IO[bytes]:

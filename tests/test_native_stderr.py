@@ -130,3 +130,20 @@ def test_a_capture_hands_back_what_fd_2_got_and_restores_it(tmp_path):
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert done.stderr == "after\n"
     assert done.stdout.strip() == "'native one\\nnative two\\n' '' native one"
+
+
+def test_a_child_started_inside_children_quiet_never_reaches_fd_2_and_fd_2_comes_back(tmp_path):
+    code = ("import os, subprocess, sys\nfrom embscope.quiet import children_quiet, native_stderr\n"
+            "writer = [sys.executable, '-c', 'import os, time; time.sleep(0.3); os.write(2, b\"child\\\\n\")']\n"
+            "with children_quiet():\n"
+            "    os.write(2, b'inside\\n')\n"
+            "    child = subprocess.Popen(writer)\n"  # prints after the block has ended
+            "os.write(2, b'after\\n')\n"
+            "child.wait()\n"
+            "with native_stderr() as captured:\n"  # a later capture does not get the child's text either
+            "    os.write(2, b'native\\n')\n"
+            "print(repr(captured.text), child.returncode)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.stderr == "after\n"
+    assert done.stdout.strip() == "'native\\n' 0"
