@@ -1,13 +1,19 @@
 """SIGTERM and SIGHUP (what `timeout`, `kill`, a closed terminal and a cancelled CI job send) end a run as Ctrl-C
 does: as a KeyboardInterrupt, so every `finally` runs and no temporary output is left behind. Installed by the
-command line's main only; the library installs no handler of its own."""
+command line's main only; the library installs no handler of its own, but holds these signals and Ctrl-C (`held`)
+for the step that an interrupt would leave half done, and hands the first one on to the caller's handler after it."""
 
 from __future__ import annotations
 
 import signal
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from types import FrameType
+from typing import Any
 
 STOPPING = (signal.SIGTERM, signal.SIGHUP)
+HELD = (signal.SIGINT, *STOPPING)
 
 
 class Stopped(KeyboardInterrupt):
@@ -36,3 +42,37 @@ def exit_code(code: int) -> int:
     """The run's exit status: 128 + the number of the signal that stopped it (typer turns every interrupt into
     exit 130, Ctrl-C's), else `code` as it is."""
     return 128 + received[-1] if received and code == 130 else code
+
+
+@contextmanager
+def held() -> Iterator[list[int]]:
+    """Ctrl-C, SIGTERM and SIGHUP held inside (a local Dask cluster starting its workers: stopped part way, it can
+    neither be closed nor used, and dask prints its failure at exit). The block gets the list of the signals that
+    came, to wind its step back; the first one then goes to the handler that was there before, when the block
+    ends, and a second one at once. Only in the main thread, where Python runs handlers; an ignored signal stays
+    ignored."""
+    if threading.current_thread() is not threading.main_thread():
+        yield []
+        return
+    kept = {signum: handler for signum in HELD if (handler := signal.getsignal(signum)) not in (signal.SIG_IGN, None)}
+    came: list[int] = []
+
+    def hold(signum: int, frame: FrameType | None) -> None:
+        came.append(signum)
+        if len(came) > 1:  # asked again: not held
+            put_back(kept)
+            signal.raise_signal(signum)
+
+    for signum in kept:
+        signal.signal(signum, hold)
+    try:
+        yield came
+    finally:
+        put_back(kept)
+        if len(came) == 1:  # its handler runs before raise_signal returns
+            signal.raise_signal(came[0])
+
+
+def put_back(handlers: Mapping[signal.Signals, Any]) -> None:
+    for signum, handler in handlers.items():
+        signal.signal(signum, handler)

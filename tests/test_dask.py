@@ -195,3 +195,55 @@ def test_a_worker_that_dies_mid_run_is_one_line(tmp_path):
         assert_error_line(result, "died mid-run")
     finally:
         dying.close()
+
+
+def descendants(pid: int) -> set[int]:
+    """The processes below pid now, from /proc (each one's parent in its stat line)."""
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        try:
+            stat = (entry / "stat").read_text()
+        except (OSError, ValueError):
+            continue
+        if entry.name.isdigit():
+            parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+    found, frontier = set(), {pid}
+    while frontier:
+        frontier = {child for child, parent in parents.items() if parent in frontier} - found
+        found |= frontier
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+# the cluster's start is the window: the interrupt lands as its first process (a worker, the resource tracker)
+# appears, and a moment later, while the workers start; SIGTERM's handler is Ctrl-C's (test_outputs_whole.py)
+@pytest.mark.parametrize("stop, later", [(signal.SIGINT, 0.0), pytest.param(signal.SIGTERM, 0.2, marks=pytest.mark.slow)])
+def test_an_interrupt_while_the_local_cluster_starts_is_one_line_and_leaves_no_process(tmp_path, stop, later):
+    """Dask's exit handler closed the half-started cluster and printed its AssertionError (a worker still in
+    Status.init), a worker spawned as the run ended printed its traceback, and multiprocessing's resource tracker
+    warned of a leaked semaphore: each after the run's one line."""
+    folder = write_run(tmp_path / "run", steps=[100, 200])
+    process = subprocess.Popen([sys.executable, "-m", "embscope", "compare", "-c", str(folder), "--scheduler", "local",
+                                "--sample", "10"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path,
+                               env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+    seen: set[int] = set()
+    deadline = time.monotonic() + 120
+    while process.poll() is None and time.monotonic() < deadline and not seen:
+        seen = descendants(process.pid)
+        time.sleep(0.005)
+    time.sleep(later)
+    seen |= descendants(process.pid)
+    assert process.poll() is None, "the run ended before its cluster started"
+    process.send_signal(stop)
+    out, err = process.communicate(timeout=120)
+    assert (process.returncode, out, err) == (128 + stop, b"", b"Error: interrupted\n")
+    deadline = time.monotonic() + 30
+    while any(alive(pid) for pid in seen) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not [pid for pid in seen if alive(pid)]

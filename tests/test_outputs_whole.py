@@ -10,6 +10,7 @@ import resource
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -215,3 +216,51 @@ def test_ctrl_c_while_the_command_line_imports_is_one_line():
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=environment(),
                           timeout=120, check=False)
     assert (done.returncode, done.stderr) == (130, "Error: interrupted\n")
+
+
+def test_held_signals_reach_the_handler_before_when_the_step_ends_and_a_second_at_once(monkeypatch):
+    """stopping.held, which a local Dask cluster's start runs under: Ctrl-C inside waits for the block's end, and the
+    block sees it; a second one is not held; SIGTERM goes to the handler there was (here main's, stopping.stop)."""
+    from embscope import stopping
+    monkeypatch.setattr(stopping, "received", [])
+    kept = {signum: signal.getsignal(signum) for signum in stopping.HELD}
+    ended = []
+    try:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        with pytest.raises(KeyboardInterrupt), stopping.held() as came:
+            signal.raise_signal(signal.SIGINT)
+            ended.append(list(came))  # still running: held
+        assert ended == [[signal.SIGINT]]
+        with pytest.raises(KeyboardInterrupt), stopping.held():
+            signal.raise_signal(signal.SIGINT)
+            signal.raise_signal(signal.SIGINT)
+            ended.append("not reached")
+        assert ended == [[signal.SIGINT]]
+        stopping.install()
+        with pytest.raises(stopping.Stopped), stopping.held():
+            signal.raise_signal(signal.SIGTERM)
+        assert stopping.received == [signal.SIGTERM]
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)  # an ignored signal stays ignored
+        with stopping.held():
+            assert signal.getsignal(signal.SIGHUP) == signal.SIG_IGN
+        assert {signum: signal.getsignal(signum) for signum in stopping.HELD} == {
+            signal.SIGINT: signal.default_int_handler, signal.SIGTERM: stopping.stop, signal.SIGHUP: signal.SIG_IGN}
+    finally:
+        for signum, handler in kept.items():
+            signal.signal(signum, handler)
+
+
+def test_nothing_is_held_outside_the_main_thread():
+    """Python runs signal handlers in the main thread only: another thread's step holds nothing."""
+    from embscope import stopping
+    before = {signum: signal.getsignal(signum) for signum in stopping.HELD}
+    seen = []
+
+    def step():
+        with stopping.held() as came:
+            seen.append((came, {signum: signal.getsignal(signum) for signum in stopping.HELD}))
+
+    worker = threading.Thread(target=step)
+    worker.start()
+    worker.join()
+    assert seen == [([], before)]

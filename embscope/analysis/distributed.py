@@ -11,6 +11,7 @@ each, never a hang."""
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import gc
 import logging
@@ -22,8 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .. import stopping
 from ..core.errors import CheckpointError, EmbscopeError, Message, MissingPackageError, Option, OptionError, message_of
 from ..core.text import quote
+from ..quiet import children_quiet
 from ..series import Step, checkpoint_step
 from .compare import CompareOptions, NeighborOverlap, SeriesWalk, TableState, TrajectoryPoint
 from .compare_series import SeriesComparison, finished, namer, tables_of
@@ -119,7 +122,8 @@ def worker_address() -> str:
 
 @contextlib.contextmanager
 def quiet_library() -> Iterator[None]:
-    """dask's and tornado's log records and warnings kept off stderr while the cluster is in use."""
+    """dask's and tornado's log records and warnings kept off stderr while the cluster is in use, and after an
+    interrupt: the run ends, and a cluster left starting (local_cluster) logs from its threads as it goes."""
     loggers = [logging.getLogger(name) for name in LIBRARY_LOGGERS]
     levels = [logger.level for logger in loggers]
     for logger in loggers:
@@ -128,9 +132,17 @@ def quiet_library() -> Iterator[None]:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             yield
-    finally:
-        for logger, level in zip(loggers, levels):
-            logger.setLevel(level)
+    except KeyboardInterrupt:
+        raise
+    except BaseException:
+        restore_levels(loggers, levels)
+        raise
+    restore_levels(loggers, levels)
+
+
+def restore_levels(loggers: list[logging.Logger], levels: list[int]) -> None:
+    for logger, level in zip(loggers, levels):
+        logger.setLevel(level)
 
 
 def library() -> Any:
@@ -143,6 +155,24 @@ def library() -> Any:
     return distributed
 
 
+def local_cluster(lib: Any) -> Any:
+    """A LocalCluster of worker processes on this machine. An interrupt while its workers start waits for them and
+    the cluster is closed before it goes on (stopping.held): stopped part way, dask's exit handler fails to close
+    it and prints that failure after the interrupt's one line. A second interrupt goes on at once: then the
+    half-started cluster is left to end with the process, its processes quiet (children_quiet: a worker spawned
+    then prints a traceback)."""
+    try:
+        with stopping.held() as came, children_quiet():
+            cluster = lib.LocalCluster(n_workers=min(4, os.cpu_count() or 1), threads_per_worker=1, processes=True,
+                                       host="127.0.0.1", dashboard_address=None, silence_logs=logging.CRITICAL)
+            if came:
+                cluster.close()
+    except KeyboardInterrupt:  # Ctrl-C, or a stopping signal (stopping.py)
+        atexit.unregister(lib.deploy.spec.close_clusters)
+        raise
+    return cluster
+
+
 @contextlib.contextmanager
 def connected(address: str) -> Iterator[Any]:
     """A Client of the scheduler at `address` (a tcp:// address, or a scheduler file), or of a LocalCluster of
@@ -152,8 +182,7 @@ def connected(address: str) -> Iterator[Any]:
         cluster = None
         try:
             if address == LOCAL:
-                cluster = lib.LocalCluster(n_workers=min(4, os.cpu_count() or 1), threads_per_worker=1, processes=True,
-                                       host="127.0.0.1", dashboard_address=None, silence_logs=logging.CRITICAL)
+                cluster = local_cluster(lib)
                 client = lib.Client(cluster, timeout=CONNECT_TIMEOUT)
             elif os.path.isfile(address):
                 client = lib.Client(scheduler_file=address, timeout=CONNECT_TIMEOUT)
