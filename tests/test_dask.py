@@ -130,6 +130,19 @@ def test_the_cluster_gives_the_one_machine_answer_to_the_last_digit(tmp_path, cl
     assert by_address == alone
 
 
+def test_a_local_cluster_gives_the_one_machine_answer_and_says_nothing_on_stderr(tmp_path):
+    """`--scheduler local`: worker processes started here, fd 2 of theirs on the null device (quiet.children_quiet);
+    a real process, so that anything a worker or the resource tracker prints would be read."""
+    folder = write_run(tmp_path / "run", steps=[100, 200, 300])
+    args = ("compare", folder, "--sample", 30, "-k", 5, "--json")
+    alone = run(*args).stdout
+    done = subprocess.run([sys.executable, "-m", "embscope", *map(str, args), "--scheduler", "local"],
+                          capture_output=True, text=True, timeout=300, check=False, cwd=tmp_path,
+                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout == alone
+
+
 @pytest.mark.slow  # the module's real scheduler and two workers take about 12 s to start and stop: CI's slow step
 def test_each_finished_task_moves_the_progress(tmp_path, cluster):
     import embscope
