@@ -123,7 +123,7 @@ def worker_address() -> str:
 @contextlib.contextmanager
 def quiet_library() -> Iterator[None]:
     """dask's and tornado's log records and warnings kept off stderr while the cluster is in use, and after an
-    interrupt: the run ends, and a cluster left starting (local_cluster) logs from its threads as it goes."""
+    interrupt, which ends the run: a cluster that a second one left starting (local_cluster) logs as it goes."""
     loggers = [logging.getLogger(name) for name in LIBRARY_LOGGERS]
     levels = [logger.level for logger in loggers]
     for logger in loggers:
