@@ -45,7 +45,7 @@ def test_texts_measure_the_same_as_with_matplotlibs_own_svg_renderer():
     with style():
         figure = figure_with_texts()
         figure.dpi = svg_canvas.POINTS
-        ours = svg_canvas.renderer_class()(figure, 6 * 72, 4 * 72, io.StringIO())
+        ours = svg_canvas.renderer_class()(figure, {}, 6 * 72, 4 * 72, io.StringIO())
         theirs = RendererSVG(6 * 72, 4 * 72, io.StringIO())
         ticks = [label for ax in figure.axes for label in (*ax.get_xticklabels(), *ax.get_yticklabels())]
         texts = [t for t in (*figure.findobj(Text), *ticks) if t.get_text()]
@@ -70,5 +70,46 @@ def test_a_figure_is_written_the_same_byte_for_byte(monkeypatch):
 
 
 class PlainRenderer(RendererSVG):
-    def __init__(self, figure: Figure, *args, **kwargs) -> None:
+    def __init__(self, figure: Figure, sizes: dict, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
+
+
+def written_with(sizes: svg_canvas.TextSizes | None, make=figure_with_texts) -> str:
+    out = io.StringIO()
+    with style(), matplotlib.rc_context({"svg.hashsalt": "test"}):
+        svg_canvas.write_svg(make(), out, 150, metadata={"Date": None}, sizes=sizes)
+    return out.getvalue()
+
+
+def other_figure() -> Figure:
+    figure = Figure(figsize=(5, 3))
+    ax = figure.subplots()
+    ax.plot([1, 2, 3], [3, 1, 2])  # the same tick labels as figure_with_texts' left panel
+    ax.set_xlabel("position")
+    ax.set_title("another title")
+    return figure
+
+
+def test_the_figures_of_a_page_share_the_sizes_they_measure_and_are_written_the_same():
+    alone = svg_canvas.TextSizes()
+    second_alone = written_with(alone)
+    page = svg_canvas.TextSizes()
+    written_with(page, other_figure)
+    before = dict(page.sizes)
+    second = written_with(page)
+    assert second == second_alone  # the same bytes with sizes measured for the figure before
+    assert before.items() <= page.sizes.items()  # kept
+    assert ("position", False) in {key[:2] for key in before}
+    # the second figure measured only what the first had not: fewer strings than it measures alone
+    assert 0 < len(page.sizes) - len(before) < len(alone.sizes)
+    assert all(page.sizes[key] == size for key, size in alone.sizes.items())
+
+
+def test_sizes_measured_under_other_settings_are_measured_again():
+    sizes = svg_canvas.TextSizes()
+    written_with(sizes)
+    kept = sizes.sizes
+    assert kept and sizes.under(dict(sizes.settings)) is kept  # the same settings: the same sizes
+    with style(), matplotlib.rc_context({"font.size": 14}):  # every default-sized text measures larger
+        assert sizes.under(matplotlib.rcParams.copy()) == {}
+    assert sizes.sizes is not kept
