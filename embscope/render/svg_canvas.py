@@ -88,7 +88,7 @@ def renderer_class() -> type:
         def __init__(self, figure: Figure, sizes: dict[tuple[Any, ...], tuple[float, float, float]], *args: Any,
                      **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)  # type: ignore[no-untyped-call]  # matplotlib's backends are untyped
-            self.figure = figure  # its dpi scales the metrics, as matplotlib scales them for each text
+            self.drawing = figure  # its dpi scales the metrics, as matplotlib scales them for each text
             self.line_metrics: dict[tuple[Any, ...], tuple[float | None, float | None, float | None]] = {}
             self.sizes = sizes
 
@@ -103,10 +103,10 @@ def renderer_class() -> type:
 
         def _get_font_height_metrics(self, prop: Any) -> tuple[float | None, float | None, float | None]:
             """(ascent, descent, line gap) of the font `prop` names, in pixels, as matplotlib's Text computes them."""
-            key = (*font_key(prop), self.figure.dpi)
+            key = (*font_key(prop), self.drawing.dpi)
             found = self.line_metrics.get(key)
             if found is None:
-                found = self.line_metrics[key] = line_metrics(prop, self.figure.dpi)
+                found = self.line_metrics[key] = line_metrics(prop, self.drawing.dpi)
             return found
 
     return Renderer
