@@ -18,6 +18,7 @@ from .minor_marks import marks as minor_marks
 from .names import RECORD_KEY, Output
 from .plot_files import plot_format
 from .plot_style import drawable, log_scale, matplotlib_quietly, style, wrapped
+from .tick_labels import labelled_once
 from .ticks_in_view import in_view
 
 if TYPE_CHECKING:
@@ -107,8 +108,10 @@ def positions_figure(heatmap: Heatmap, mean: np.ndarray, std: np.ndarray, neares
 def fix_layout(figure: Figure) -> None:
     """Make the figure's margins now (render.margins), once, and keep them: with a layout engine set, savefig draws
     the whole figure twice and lays it out at each draw. Its axes make only the ticks in view from here on
-    (ticks_in_view), and draw minor ticks without labels as one mark each (minor_marks)."""
+    (ticks_in_view), work out their tick labels once per view (tick_labels), and draw minor ticks without labels as
+    one mark each (minor_marks)."""
     in_view(figure)
+    labelled_once(figure)
     minor_marks(figure)
     engine = figure.get_layout_engine()
     if engine is not None:

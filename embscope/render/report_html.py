@@ -6,7 +6,8 @@ the figure's font family (svg.fonttype "none": a path per glyph costs more to wr
 escapes as XML, so no string from the checkpoint becomes markup inside a figure (the text comments matplotlib
 writes are removed), and dense artists (heatmaps, scatters of many points) rasterized into a PNG inside the SVG;
 its XML prologue and metadata block, which name W3C and matplotlib URLs, are dropped. Each figure's layout is
-solved once, with the renderer that draws it (svg_canvas).
+solved once, with the renderer that draws it, and a string measured for one figure of the page is not measured
+again for another (svg_canvas).
 Without matplotlib the page is still written, a line in place of each figure saying what it needs. Each
 figure's ids get a prefix of their own, so figures in one page never share an id. Every string, from a file or
 not, is escaped with html.escape.
@@ -29,7 +30,7 @@ from .files import refuse_inputs, written_whole
 from .names import RECORD_KEY, Output
 from .plot_style import style
 from .report_content import Block, Cell, Figure, Grid, Line, Section
-from .svg_canvas import write_svg
+from .svg_canvas import TextSizes, write_svg
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure as Drawing  # report_content.Figure is the page's figure block
@@ -78,24 +79,24 @@ def prefixed(svg: str, prefix: str) -> str:
     return IDS.sub(lambda m: m.group() + prefix, svg)
 
 
-def matplotlib_svg(draw: Callable[[], Drawing], prefix: str) -> str:
+def matplotlib_svg(draw: Callable[[], Drawing], prefix: str, sizes: TextSizes | None = None) -> str:
     """A figure in embscope's style (plot_style), as an inline <svg> element; without matplotlib, a line that says
-    so."""
+    so. `sizes`: the text sizes the page's figures measured (svg_canvas.TextSizes)."""
     import importlib.util
     if importlib.util.find_spec("matplotlib") is None:
         return line_html(Line(needs_package("this figure", "matplotlib", "plot"), "missing"))
     with style():
-        return svg(draw(), prefix)
+        return svg(draw(), prefix, sizes)
 
 
-def svg(figure: Drawing, prefix: str) -> str:
-    """The figure as an inline <svg> element, its ids prefixed with `prefix`."""
+def svg(figure: Drawing, prefix: str, sizes: TextSizes | None = None) -> str:
+    """The figure as an inline <svg> element, its ids prefixed with `prefix`; `sizes` as write_svg takes them."""
     import matplotlib
     buffer = io.StringIO()
     # text as <text> elements in the figure's font family (escaped as XML by matplotlib); ids from a fixed salt, so
     # the same report is the same file twice
     with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "embscope-report", "svg.image_inline": True}):
-        write_svg(figure, buffer, RASTER_DPI, metadata={"Date": None})
+        write_svg(figure, buffer, RASTER_DPI, metadata={"Date": None}, sizes=sizes)
     text = buffer.getvalue()
     text = COMMENT.sub("", METADATA.sub("", PROLOGUE.sub("", text, count=1), count=1))
     return prefixed(text, prefix)
@@ -128,33 +129,34 @@ def line_html(line: Line) -> str:
     return f"<p>{escaped(line.text)}</p>"
 
 
-def block_html(block: Block, numbers: Iterator[int]) -> str:
+def block_html(block: Block, numbers: Iterator[int], sizes: TextSizes) -> str:
     if isinstance(block, Figure):
-        drawn = matplotlib_svg(block.draw, f"f{next(numbers)}-")
+        drawn = matplotlib_svg(block.draw, f"f{next(numbers)}-", sizes)
         return (f'<figure id="figure-{escaped(block.name)}" role="img" aria-label="{escaped(block.alt)}">\n'
                 f"{drawn}\n</figure>")
     return grid_html(block) if isinstance(block, Grid) else line_html(block)
 
 
-def blocks_html(blocks: Sequence[Block], numbers: Iterator[int]) -> Iterator[str]:
-    """Each block as HTML, runs of compact tables side by side; `numbers` numbers the figures of the page."""
+def blocks_html(blocks: Sequence[Block], numbers: Iterator[int], sizes: TextSizes) -> Iterator[str]:
+    """Each block as HTML, runs of compact tables side by side; `numbers` numbers the figures of the page, which
+    share the text sizes they measure (`sizes`)."""
     for compact, run in groupby(blocks, key=lambda block: isinstance(block, Grid) and block.compact):
         if compact:
             yield '<div class="tables">\n' + "\n".join(grid_html(g) for g in run if isinstance(g, Grid)) + "\n</div>"
         else:
-            yield from (block_html(block, numbers) for block in run)
+            yield from (block_html(block, numbers, sizes) for block in run)
 
 
 def document(title: str, opening: Sequence[str], sections: Sequence[Section], version: str,
              record: str | None = None) -> str:
     """The whole page; `record`: what it records about its checkpoints (names.record), in a meta element."""
-    numbers = count(1)
+    numbers, sizes = count(1), TextSizes()
     toc = "\n".join(f'<li><a href="#{s.key}">{escaped(s.title)}</a>' + s.mark + "</li>"
                     for s in sections)
     body = []
     for section in sections:
         kind = ' class="missing"' if section.missing else ' class="absent"' if section.absent else ""
-        inner = "\n".join(blocks_html(section.blocks, numbers))
+        inner = "\n".join(blocks_html(section.blocks, numbers, sizes))
         body.append(f'<section id="{section.key}"{kind}>\n<h2>{escaped(section.title)}</h2>\n{inner}\n</section>')
     lines = "\n".join(f"<p>{escaped(line)}</p>" for line in opening)
     nl = "\n"
