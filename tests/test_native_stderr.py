@@ -118,6 +118,12 @@ def test_the_sentencepiece_log_stays_off_stderr(tmp_path):
         assert done.returncode == 0 and done.stderr == "", (args, done.stderr)
 
 
+def python(code: str) -> subprocess.CompletedProcess:
+    """`code` run by Python in a process of its own, embscope importable: its fd 2 is what the test reads."""
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+
+
 def test_a_capture_hands_back_what_fd_2_got_and_restores_it(tmp_path):
     code = ("import os, sys\nfrom embscope.quiet import native_stderr\n"
             "with native_stderr() as outer:\n"
@@ -126,8 +132,7 @@ def test_a_capture_hands_back_what_fd_2_got_and_restores_it(tmp_path):
             "        os.write(2, b'native two\\n')\n"
             "os.write(2, b'after\\n')\n"
             "print(repr(outer.text), repr(inner.text), outer.first_line())\n")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    done = python(code)
     assert done.stderr == "after\n"
     assert done.stdout.strip() == "'native one\\nnative two\\n' '' native one"
 
@@ -143,7 +148,6 @@ def test_a_child_started_inside_children_quiet_never_reaches_fd_2_and_fd_2_comes
             "with native_stderr() as captured:\n"  # a later capture does not get the child's text either
             "    os.write(2, b'native\\n')\n"
             "print(repr(captured.text), child.returncode)\n")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    done = python(code)
     assert done.stderr == "after\n"
     assert done.stdout.strip() == "'native\\n' 0"
