@@ -24,7 +24,6 @@ import itertools
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
-from functools import cached_property
 
 import numpy as np
 
@@ -89,7 +88,7 @@ def find_duplicates(array: np.ndarray, norms: np.ndarray, cosine: float = DUPLIC
     basis = spread_subspace(array, rows, norms)
     projected, keys = projections(array, rows, norms, basis)
     groups = identical_groups(array, rows, keys)
-    if len(groups.starts) < len(rows):  # some rows stand for others: search the representatives only
+    if len(groups.representatives) < len(rows):  # some rows stand for others: search the representatives only
         projected = compacted(projected, positions_in(rows, groups.representatives))
     full = FullCheck(array, norms, groups.representatives, cosine)
     near_a, near_b, cut = near_pairs(projected, reach_of(cosine, array.shape[1], projected.shape[1]), full,
@@ -172,20 +171,24 @@ def of_rows(values: np.ndarray, rows: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True, eq=False)
 class Groups:
-    """Rows grouped by equal values: group g holds members[starts[g]:starts[g] + sizes[g]], ascending, the first
-    of them its representative; groups in ascending order of their representatives."""
+    """Rows grouped by equal values: group g is its representative, representatives[g] (its lowest row), and
+    the rows that follow it (few, in most tables), followers[first:last] where follower_groups is g; groups in
+    ascending order of their representatives, followers by group, then row."""
 
-    members: np.ndarray
-    starts: np.ndarray
-    sizes: np.ndarray
-
-    @cached_property
-    def representatives(self) -> np.ndarray:  # read a few times by the search: gathered once
-        firsts: np.ndarray = self.members[self.starts]
-        return firsts
+    representatives: np.ndarray
+    sizes: np.ndarray  # rows of each group, its representative included
+    follower_groups: np.ndarray  # ascending
+    followers: np.ndarray
 
     def rows(self, group: int) -> np.ndarray:
-        return self.members[self.starts[group]:self.starts[group] + self.sizes[group]]
+        """The group's rows, ascending."""
+        first, last = np.searchsorted(self.follower_groups, [group, group + 1])
+        return np.concatenate([self.representatives[group:group + 1], self.followers[first:last]])
+
+    def seconds(self, groups: np.ndarray) -> np.ndarray:
+        """The second row of each of `groups` (ascending, each of two rows or more): its first follower."""
+        firsts: np.ndarray = self.followers[np.searchsorted(self.follower_groups, groups)]
+        return firsts
 
 
 def row_blocks(array: np.ndarray, rows: np.ndarray) -> Iterator[tuple[int, np.ndarray]]:
@@ -206,37 +209,32 @@ def identical_groups(array: np.ndarray, rows: np.ndarray, keys: np.ndarray) -> G
     """The rows grouped by equal values: by key (equal rows have equal keys wherever the BLAS rounds them
     alike; equal rows it rounded apart stay apart and the grid pairs them instead: the answer is the same), and
     each row of a shared key checked against its group's first (a row that differs keeps a group of its own).
-    Rows that share no key (nearly all) are groups of one, kept in row order."""
+    Rows that share no key (nearly all) are groups of one, kept in row order; only the few others are listed."""
     packed = keys.astype(np.uint64)  # key and position packed in 64 bits, worked in place: fewer fresh pages
     packed <<= np.uint64(32)
     packed |= np.arange(len(rows), dtype=np.uint64)
     packed.sort()
-    sorted_keys = packed >> np.uint64(32)
-    packed &= np.uint64(0xFFFFFFFF)
-    order = packed.view(np.int64)  # positions: ascending within each key
-    new_key = np.r_[True, sorted_keys[1:] != sorted_keys[:-1]]
-    if new_key.all():  # no key shared: every row a group of its own
-        return Groups(rows, np.arange(len(rows)), np.ones(len(rows), dtype=np.int64))
-    others = np.flatnonzero(~new_key)  # rows after the first of their key (few: no pass over every row for them)
-    firsts = order[np.searchsorted(sorted_keys, sorted_keys[others])]
+    step_on = packed[1:] ^ packed[:-1]  # the keys of neighbours differ where this reaches the high half
+    step_on >>= np.uint64(32)
+    others = np.flatnonzero(step_on == 0) + 1  # rows after the first of their key (few: no pass over every row)
+    if not others.size:  # no key shared: every row a group of its own
+        return Groups(rows, np.ones(len(rows), dtype=np.int64), np.empty(0, np.int64), np.empty(0, rows.dtype))
+    high = packed[others] & np.uint64(0xFFFFFFFF00000000)  # each one's key, with position 0: its key's first
+    firsts = (packed[np.searchsorted(packed, high)] & np.uint64(0xFFFFFFFF)).view(np.int64)
+    order = (packed[others] & np.uint64(0xFFFFFFFF)).view(np.int64)
     step = max(1, WORK_BYTES // (8 * array.shape[1]))
-    equal = np.concatenate([np.all(array[rows[firsts[i:i + step]]] == array[rows[order[others[i:i + step]]]],
-                                   axis=1) for i in range(0, len(others), step)])
-    followers = order[others[equal]]  # rows that belong to an earlier row's group
+    equal = np.concatenate([np.all(array[rows[firsts[i:i + step]]] == array[rows[order[i:i + step]]], axis=1)
+                            for i in range(0, len(others), step)])
+    followers = order[equal]  # positions of rows that belong to an earlier row's group
     head = np.ones(len(rows), dtype=bool)
     head[followers] = False
     # a representative's group number, groups in the order of their first rows: the rows before it less the
     # followers before it
     follower_group = firsts[equal] - np.searchsorted(np.sort(followers), firsts[equal])
-    sizes = 1 + np.bincount(follower_group, minlength=len(rows) - len(followers))
-    starts = np.cumsum(sizes) - sizes
-    members = np.empty(len(rows), dtype=rows.dtype)
-    members[starts] = rows[head]
-    ranked = np.lexsort((followers, follower_group))  # followers by group, then row: members stay ascending
-    followers, follower_group = followers[ranked], follower_group[ranked]
-    rank = np.arange(len(followers)) - np.searchsorted(follower_group, follower_group)
-    members[starts[follower_group] + 1 + rank] = rows[followers]
-    return Groups(members, starts, sizes)
+    sizes = np.bincount(follower_group, minlength=len(rows) - len(followers))
+    sizes += 1
+    ranked = np.lexsort((followers, follower_group))  # followers by group, then row
+    return Groups(rows[head], sizes, follower_group[ranked], rows[followers[ranked]])
 
 
 def spread_subspace(array: np.ndarray, rows: np.ndarray, norms: np.ndarray, width: int = DUPLICATE_SUBSPACE,
@@ -525,7 +523,7 @@ def listed_pairs(groups: Groups, near_a: np.ndarray, near_b: np.ndarray) -> list
     many are read (every source gives one pair at least, so no other can reach the list)."""
     shared = np.flatnonzero(groups.sizes > 1)
     firsts = groups.representatives
-    seconds = groups.members[groups.starts[shared] + 1]
+    seconds = groups.seconds(shared)
     low, high = np.minimum(firsts[near_a], firsts[near_b]), np.maximum(firsts[near_a], firsts[near_b])
     lows, highs = np.concatenate([firsts[shared], low]), np.concatenate([seconds, high])
     chosen = np.lexsort((highs, lows))[:DUPLICATE_MAX_LISTED].tolist()
