@@ -261,7 +261,7 @@ def tokens_at_init(array: np.ndarray, norms: np.ndarray, valid: np.ndarray, sigm
     candidates = np.flatnonzero(valid & band(norms, scale, dim))
     if len(candidates) < MIN_GROUP or (sigma is None and len(candidates) < AT_INIT_SHARE * int(valid.sum())):
         return nothing()
-    if sigma is None and too_alike(norms[candidates], scale, dim):
+    if sigma is None and too_alike(norms if len(candidates) == len(norms) else norms[candidates], scale, dim):
         return nothing()
     sample = np.sort(np.random.default_rng(0).choice(candidates, size=min(NEAREST_SAMPLE, len(candidates)),
                                                      replace=False))
@@ -284,7 +284,9 @@ def tokens_at_init(array: np.ndarray, norms: np.ndarray, valid: np.ndarray, sigm
 def too_alike(norms: np.ndarray, scale: float, dim: int) -> bool:
     """Whether the norms' robust relative spread is far below a Gaussian draw's 1/sqrt(2d) (a uniform draw's is
     0.63 of it): rows scaled to one norm, as a normalised export is, whatever their directions."""
-    spread = MAD_SCALE * median_of(np.abs(norms / scale - 1), overwrite=True)
+    off = norms / scale  # |norm / scale - 1| worked in one array
+    off -= 1
+    spread = MAD_SCALE * median_of(np.abs(off, out=off), overwrite=True)
     return bool(spread < NARROWEST_SPREAD / math.sqrt(2 * dim))
 
 
