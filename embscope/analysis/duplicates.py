@@ -372,7 +372,8 @@ class Grid:
         whole = np.floor(scaled, out=np.empty(scaled.shape, dtype=np.int32), casting="unsafe")  # floored, then cast
         place = np.subtract(scaled, whole, out=scaled, dtype=np.float32)  # whole numbers below 2^24: exact in float32
         keys = self.keys[start:start + len(place)]
-        np.matmul(whole, self.strides.astype(np.int64), out=keys)  # every key is below 2^50
+        # every key is below 2^50; einsum sums in int64 at twice the speed of matmul's integer loop
+        np.einsum("ij,j->i", whole, self.strides.astype(np.int64), out=keys)
         np.subtract((place >= 1 - 1 / GRID_SIDE).view(np.int8), (place <= 1 / GRID_SIDE).view(np.int8),
                     out=self.sides[start:start + len(place)])
 
