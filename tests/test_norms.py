@@ -410,6 +410,30 @@ def test_rows_of_one_key_are_told_apart_by_their_values(monkeypatch):
     assert groups.rows(0).tolist() == [0, 7, 50, 300] and len(groups.sizes) == 400 - 3
 
 
+@pytest.mark.parametrize("valid_rows", ["all", "some"])
+def test_identical_groups_are_numpy_s_groups_of_equal_rows(valid_rows):
+    # groups of 2-6 copies scattered over the table (and rows left out, when some are not searched): each group's
+    # rows, its representative (its lowest row), its size and its second row, against np.unique over the rows
+    from embscope.analysis import duplicates
+    rng = np.random.default_rng(11)
+    table = rng.standard_normal((3000, 12)).astype(np.float32)
+    for size in [2, 3, 4, 5, 6] * 8:
+        chosen = rng.choice(3000, size, replace=False)
+        table[chosen] = table[chosen[0]]
+    rows = np.arange(3000) if valid_rows == "all" else np.sort(rng.choice(3000, 2500, replace=False))
+    norms = numpy_norms(table)
+    basis = duplicates.spread_subspace(table, rows, norms)
+    _, keys = duplicates.projections(table, rows, norms, basis)
+    groups = duplicates.identical_groups(table, rows, keys)
+    _, inverse = np.unique(table[rows], axis=0, return_inverse=True)
+    expected = sorted(rows[inverse == g].tolist() for g in range(inverse.max() + 1))  # by lowest row
+    assert groups.representatives.tolist() == [members[0] for members in expected]
+    assert groups.sizes.tolist() == [len(members) for members in expected]
+    assert [groups.rows(g).tolist() for g in range(len(expected))] == expected
+    shared = np.flatnonzero(groups.sizes > 1)
+    assert len(shared) > 30 and groups.seconds(shared).tolist() == [expected[g][1] for g in shared]
+
+
 @pytest.mark.parametrize("rows", [1, 15, 16, 17, 255, 256, 257, 1000, 5000])
 def test_the_grid_s_column_extremes_are_numpy_s(rows):
     from embscope.analysis.duplicates import column_extremes
