@@ -379,7 +379,7 @@ class Grid:
 
     def crowding(self) -> int:
         """Pairs of rows that share a cell (each counted from both ends): what the lookups cost beyond the rows."""
-        per_bucket = np.diff(self.table.ends)  # each row counts the rows of its bucket: sum of squares
+        per_bucket = self.table.bucket_sizes()  # each row counts the rows of its bucket: sum of squares
         return int(per_bucket @ per_bucket) - len(self.keys)
 
     def candidates(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
@@ -472,6 +472,7 @@ class CellTable:
         packed &= np.uint64(0xFFFFFFFF)
         self.order = packed.view(np.int64)  # by bucket, then row: a stable sort, packed
         self.keys = keys[self.order]  # in bucket order: a bucket's rows and their keys side by side
+        self.runs_on = self.sorted_buckets[1:] == self.sorted_buckets[:-1]  # a row's bucket holds the next row too
         self.occupied = self.ends[1:] != self.ends[:-1]  # a byte a bucket: nearer the cache than `ends`
 
     def bucket(self, keys: np.ndarray) -> np.ndarray:
@@ -479,11 +480,18 @@ class CellTable:
         mixed >>= self.shift
         return mixed.view(np.int64)
 
+    def bucket_sizes(self) -> np.ndarray:
+        """The rows of each occupied bucket: the runs of one bucket in sorted order (not a count for each of the
+        buckets, most of them empty)."""
+        starts = np.flatnonzero(~self.runs_on) + 1  # where each run but the first begins
+        sizes: np.ndarray = np.diff(starts, prepend=0, append=len(self.sorted_buckets))
+        return sizes
+
     def shared(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """Every pair of rows of one cell (a < b): rows of one bucket lie side by side, so the pairs are the
         positions p, p + offset of one bucket and one key, offset 1, 2, ... while any bucket holds more."""
         buckets = self.sorted_buckets
-        at = np.flatnonzero(buckets[1:] == buckets[:-1])
+        at = np.flatnonzero(self.runs_on)
         offset = 1
         while at.size:
             same = at[self.keys[at] == self.keys[at + offset]]
