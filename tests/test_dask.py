@@ -260,3 +260,61 @@ def test_an_interrupt_while_the_local_cluster_starts_is_one_line_and_leaves_no_p
     while any(alive(pid) for pid in seen) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not [pid for pid in seen if alive(pid)]
+
+
+def test_the_libraries_log_levels_come_back_after_an_interrupt_unless_it_left_a_cluster_starting():
+    """A library caller's process goes on after a Ctrl-C: dask's, tornado's and asyncio's loggers were left at
+    CRITICAL + 1 for its life. Only an interrupt that left a LocalCluster starting (LeftStarting) keeps them quiet."""
+    import logging
+
+    from embscope.analysis.distributed import LIBRARY_LOGGERS, LeftStarting, quiet_library
+    loggers = [logging.getLogger(name) for name in LIBRARY_LOGGERS]
+    before = [logger.level for logger in loggers]
+    try:
+        for n, logger in enumerate(loggers):
+            logger.setLevel(10 + n)
+        with pytest.raises(KeyboardInterrupt), quiet_library():
+            assert [logger.level for logger in loggers] == [logging.CRITICAL + 1] * len(loggers)
+            raise KeyboardInterrupt
+        assert [logger.level for logger in loggers] == [10, 11, 12, 13]
+        with pytest.raises(LeftStarting), quiet_library():
+            raise LeftStarting
+        assert [logger.level for logger in loggers] == [logging.CRITICAL + 1] * len(loggers)
+    finally:
+        for logger, level in zip(loggers, before):
+            logger.setLevel(level)
+
+
+def test_an_interrupt_held_until_the_local_cluster_closed_leaves_dask_its_exit_handler(monkeypatch):
+    """Held (stopping.held), the interrupt finds the cluster started and closed: nothing is left starting, so dask's
+    exit handler, which closes a library caller's own clusters, stays registered; a second interrupt, which leaves
+    the cluster starting, takes it away and says so (LeftStarting)."""
+    import atexit
+
+    from embscope.analysis import distributed
+    lib = distributed.library()
+    real, started = lib.LocalCluster, []
+
+    def interrupted(times: int):
+        def start(**kwargs):
+            for _ in range(times):
+                signal.raise_signal(signal.SIGINT)  # as Ctrl-C while the workers start
+            started.append(real(**kwargs))
+            return started[-1]
+        return start
+
+    unregistered = []
+    monkeypatch.setattr(atexit, "unregister", unregistered.append)
+    monkeypatch.setattr(lib, "LocalCluster", interrupted(1))
+    kept = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt) as raised:
+            distributed.local_cluster(lib)
+        assert not isinstance(raised.value, distributed.LeftStarting)
+        assert (len(started), started[0].status.name, unregistered) == (1, "closed", [])
+        monkeypatch.setattr(lib, "LocalCluster", interrupted(2))
+        with pytest.raises(distributed.LeftStarting):
+            distributed.local_cluster(lib)
+        assert (len(started), unregistered) == (1, [lib.deploy.spec.close_clusters])
+    finally:
+        signal.signal(signal.SIGINT, kept)
