@@ -318,3 +318,34 @@ def test_an_interrupt_held_until_the_local_cluster_closed_leaves_dask_its_exit_h
         assert (len(started), unregistered) == (1, [lib.deploy.spec.close_clusters])
     finally:
         signal.signal(signal.SIGINT, kept)
+
+
+def test_a_local_cluster_started_outside_the_main_thread_leaves_the_other_threads_stderr_alone(capfd):
+    """No interrupt is held outside the main thread (stopping.held), so nothing there needs the workers quiet; fd 2
+    moved to the null device for the start (quiet.children_quiet) dropped what the process's other threads printed
+    meanwhile (a library caller's logging, its own progress)."""
+    from embscope.analysis import distributed
+    lib = distributed.library()
+    starting, printed, found = threading.Event(), threading.Event(), []
+
+    class Cluster(lib.LocalCluster):
+        def __init__(self, **kwargs):
+            starting.set()
+            printed.wait(30)  # the main thread prints while the workers start
+            super().__init__(**kwargs)
+
+    class Lib:
+        LocalCluster = Cluster
+        deploy = lib.deploy
+
+    def start():
+        found.append(distributed.local_cluster(Lib))
+
+    worker = threading.Thread(target=start)
+    worker.start()
+    starting.wait(30)
+    os.write(2, b"the main thread, meanwhile\n")
+    printed.set()
+    worker.join(120)
+    found[0].close()
+    assert "the main thread, meanwhile\n" in capfd.readouterr().err

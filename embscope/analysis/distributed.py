@@ -16,6 +16,7 @@ import contextlib
 import gc
 import logging
 import os
+import threading
 import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
@@ -164,11 +165,14 @@ def local_cluster(lib: Any) -> Any:
     """A LocalCluster of worker processes on this machine. An interrupt while its workers start waits for them and
     the cluster is closed before it goes on (stopping.held): stopped part way, dask's exit handler fails to close
     it and prints that failure after the interrupt's one line. A second interrupt goes on at once: then the
-    half-started cluster is left to end with the process, its processes quiet (children_quiet: a worker spawned
-    then prints a traceback)."""
+    half-started cluster is left to end with the process, its processes quiet (children_quiet, in the main thread,
+    where interrupts come: a worker spawned then prints a traceback)."""
     came: list[int] = []
+    # no interrupt is held outside the main thread: nothing there needs the workers quiet, and moving fd 2 would
+    # drop what the process's other threads print meanwhile
+    quiet = children_quiet() if threading.current_thread() is threading.main_thread() else contextlib.nullcontext()
     try:
-        with stopping.held() as came, children_quiet():
+        with stopping.held() as came, quiet:
             cluster = lib.LocalCluster(n_workers=min(4, os.cpu_count() or 1), threads_per_worker=1, processes=True,
                                        host="127.0.0.1", dashboard_address=None, silence_logs=logging.CRITICAL)
             if came:
