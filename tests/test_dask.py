@@ -349,3 +349,28 @@ def test_a_local_cluster_started_outside_the_main_thread_leaves_the_other_thread
     worker.join(120)
     found[0].close()
     assert "the main thread, meanwhile\n" in capfd.readouterr().err
+
+
+def test_a_held_signal_whose_handler_lets_the_run_go_on_gets_a_running_cluster(monkeypatch):
+    """A library caller's own handler that notes a signal and goes on (a graceful stop at its next step): the
+    cluster closed for the held signal was handed back closed, and the run failed with 'expected a Dask scheduler
+    at 'local', found none that answers'."""
+    from embscope.analysis import distributed
+    lib = distributed.library()
+    real, noted = lib.LocalCluster, []
+
+    def start(**kwargs):
+        if not noted:
+            signal.raise_signal(signal.SIGINT)  # as the caller's signal while the workers start
+        return real(**kwargs)
+
+    monkeypatch.setattr(lib, "LocalCluster", start)
+    kept = signal.signal(signal.SIGINT, lambda signum, frame: noted.append(signum))
+    try:
+        cluster = distributed.local_cluster(lib)
+        try:
+            assert (noted, cluster.status.name) == ([signal.SIGINT], "running")
+        finally:
+            cluster.close()
+    finally:
+        signal.signal(signal.SIGINT, kept)

@@ -166,7 +166,8 @@ def local_cluster(lib: Any) -> Any:
     the cluster is closed before it goes on (stopping.held): stopped part way, dask's exit handler fails to close
     it and prints that failure after the interrupt's one line. A second interrupt goes on at once: then the
     half-started cluster is left to end with the process, its processes quiet (children_quiet, in the main thread,
-    where interrupts come: a worker spawned then prints a traceback)."""
+    where interrupts come: a worker spawned then prints a traceback). A held signal whose handler lets the run go
+    on (a library caller's own) gets a cluster started again."""
     came: list[int] = []
     # no interrupt is held outside the main thread: nothing there needs the workers quiet, and moving fd 2 would
     # drop what the process's other threads print meanwhile
@@ -182,6 +183,8 @@ def local_cluster(lib: Any) -> Any:
             raise
         atexit.unregister(lib.deploy.spec.close_clusters)
         raise LeftStarting(*interrupt.args) from interrupt
+    if came:  # the handler it went to let the run go on (a library caller's own): the closed cluster starts again
+        return local_cluster(lib)
     return cluster
 
 
