@@ -260,3 +260,117 @@ def test_an_interrupt_while_the_local_cluster_starts_is_one_line_and_leaves_no_p
     while any(alive(pid) for pid in seen) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not [pid for pid in seen if alive(pid)]
+
+
+def test_the_libraries_log_levels_come_back_after_an_interrupt_unless_it_left_a_cluster_starting():
+    """A library caller's process goes on after a Ctrl-C: dask's, tornado's and asyncio's loggers were left at
+    CRITICAL + 1 for its life. Only an interrupt that left a LocalCluster starting (LeftStarting) keeps them quiet."""
+    import logging
+
+    from embscope.analysis.distributed import LIBRARY_LOGGERS, LeftStarting, quiet_library
+    loggers = [logging.getLogger(name) for name in LIBRARY_LOGGERS]
+    before = [logger.level for logger in loggers]
+    try:
+        for n, logger in enumerate(loggers):
+            logger.setLevel(10 + n)
+        with pytest.raises(KeyboardInterrupt), quiet_library():
+            assert [logger.level for logger in loggers] == [logging.CRITICAL + 1] * len(loggers)
+            raise KeyboardInterrupt
+        assert [logger.level for logger in loggers] == [10, 11, 12, 13]
+        with pytest.raises(LeftStarting), quiet_library():
+            raise LeftStarting
+        assert [logger.level for logger in loggers] == [logging.CRITICAL + 1] * len(loggers)
+    finally:
+        for logger, level in zip(loggers, before):
+            logger.setLevel(level)
+
+
+def test_an_interrupt_held_until_the_local_cluster_closed_leaves_dask_its_exit_handler(monkeypatch):
+    """Held (stopping.held), the interrupt finds the cluster started and closed: nothing is left starting, so dask's
+    exit handler, which closes a library caller's own clusters, stays registered; a second interrupt, which leaves
+    the cluster starting, takes it away and says so (LeftStarting)."""
+    import atexit
+
+    from embscope.analysis import distributed
+    lib = distributed.library()
+    real, started = lib.LocalCluster, []
+
+    def interrupted(times: int):
+        def start(**kwargs):
+            for _ in range(times):
+                signal.raise_signal(signal.SIGINT)  # as Ctrl-C while the workers start
+            started.append(real(**kwargs))
+            return started[-1]
+        return start
+
+    unregistered = []
+    monkeypatch.setattr(atexit, "unregister", unregistered.append)
+    monkeypatch.setattr(lib, "LocalCluster", interrupted(1))
+    kept = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt) as raised:
+            distributed.local_cluster(lib)
+        assert not isinstance(raised.value, distributed.LeftStarting)
+        assert (len(started), started[0].status.name, unregistered) == (1, "closed", [])
+        monkeypatch.setattr(lib, "LocalCluster", interrupted(2))
+        with pytest.raises(distributed.LeftStarting):
+            distributed.local_cluster(lib)
+        assert (len(started), unregistered) == (1, [lib.deploy.spec.close_clusters])
+    finally:
+        signal.signal(signal.SIGINT, kept)
+
+
+def test_a_local_cluster_started_outside_the_main_thread_leaves_the_other_threads_stderr_alone(capfd):
+    """No interrupt is held outside the main thread (stopping.held), so nothing there needs the workers quiet; fd 2
+    moved to the null device for the start (quiet.children_quiet) dropped what the process's other threads printed
+    meanwhile (a library caller's logging, its own progress)."""
+    from embscope.analysis import distributed
+    lib = distributed.library()
+    starting, printed, found = threading.Event(), threading.Event(), []
+
+    class Cluster(lib.LocalCluster):
+        def __init__(self, **kwargs):
+            starting.set()
+            printed.wait(30)  # the main thread prints while the workers start
+            super().__init__(**kwargs)
+
+    class Lib:
+        LocalCluster = Cluster
+        deploy = lib.deploy
+
+    def start():
+        found.append(distributed.local_cluster(Lib))
+
+    worker = threading.Thread(target=start)
+    worker.start()
+    starting.wait(30)
+    os.write(2, b"the main thread, meanwhile\n")
+    printed.set()
+    worker.join(120)
+    found[0].close()
+    assert "the main thread, meanwhile\n" in capfd.readouterr().err
+
+
+def test_a_held_signal_whose_handler_lets_the_run_go_on_gets_a_running_cluster(monkeypatch):
+    """A library caller's own handler that notes a signal and goes on (a graceful stop at its next step): the
+    cluster closed for the held signal was handed back closed, and the run failed with 'expected a Dask scheduler
+    at 'local', found none that answers'."""
+    from embscope.analysis import distributed
+    lib = distributed.library()
+    real, noted = lib.LocalCluster, []
+
+    def start(**kwargs):
+        if not noted:
+            signal.raise_signal(signal.SIGINT)  # as the caller's signal while the workers start
+        return real(**kwargs)
+
+    monkeypatch.setattr(lib, "LocalCluster", start)
+    kept = signal.signal(signal.SIGINT, lambda signum, frame: noted.append(signum))
+    try:
+        cluster = distributed.local_cluster(lib)
+        try:
+            assert (noted, cluster.status.name) == ([signal.SIGINT], "running")
+        finally:
+            cluster.close()
+    finally:
+        signal.signal(signal.SIGINT, kept)

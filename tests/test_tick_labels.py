@@ -70,3 +70,24 @@ def test_labels_are_worked_out_once_per_view_and_again_when_it_changes():
         assert labels[0][0] == "0.200" and ax.xaxis.offsetText.get_text() == offsets[0] == "+1e6"
         # every other question goes to the formatter
         assert ax.xaxis.get_major_formatter()(1_000_000.25) == plain.axes[0].xaxis.get_major_formatter()(1_000_000.25)
+
+
+def test_a_figure_drawn_again_under_other_settings_gets_the_labels_those_settings_give():
+    """matplotlib's formatters read some settings as they write each label (axes.unicode_minus: "−2" or "-2";
+    text.usetex and axes.formatter.min_exponent, for LogFormatterMathtext): the labels of the last call, kept
+    across them, were those of the settings before."""
+    import matplotlib
+    from matplotlib.ticker import LogFormatterSciNotation
+    with style():
+        plain, once = offset_and_log(), offset_and_log()
+        for figure in (plain, once):
+            figure.axes[0].plot([1_000_000.1], [-2.5])  # negative y labels
+            figure.axes[1].xaxis.set_major_formatter(LogFormatterSciNotation())  # "$\mathdefault{10^{2}}$"
+        labelled_once(once)
+        first = shown(once)
+        for changed in ({"axes.unicode_minus": False}, {"axes.formatter.min_exponent": 3}):
+            with matplotlib.rc_context(changed):
+                _, labels, offsets = shown(plain)
+                _, once_labels, once_offsets = shown(once)
+            assert labels != first[1]  # the setting shows in matplotlib's own labels
+            assert (once_labels, once_offsets) == (labels, offsets)

@@ -16,6 +16,7 @@ import contextlib
 import gc
 import logging
 import os
+import threading
 import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
@@ -123,7 +124,8 @@ def worker_address() -> str:
 @contextlib.contextmanager
 def quiet_library() -> Iterator[None]:
     """dask's and tornado's log records and warnings kept off stderr while the cluster is in use, and after an
-    interrupt, which ends the run: a cluster that a second one left starting (local_cluster) logs as it goes."""
+    interrupt that left a cluster starting (LeftStarting), which ends the run: that cluster logs as it goes. Any
+    other ending puts the levels back (a library caller's process goes on after a Ctrl-C)."""
     loggers = [logging.getLogger(name) for name in LIBRARY_LOGGERS]
     levels = [logger.level for logger in loggers]
     for logger in loggers:
@@ -132,12 +134,16 @@ def quiet_library() -> Iterator[None]:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             yield
-    except KeyboardInterrupt:
+    except LeftStarting:
         raise
     except BaseException:
         restore_levels(loggers, levels)
         raise
     restore_levels(loggers, levels)
+
+
+class LeftStarting(KeyboardInterrupt):
+    """An interrupt that left a LocalCluster starting (a second one, not held): it goes on with the process."""
 
 
 def restore_levels(loggers: list[logging.Logger], levels: list[int]) -> None:
@@ -159,17 +165,26 @@ def local_cluster(lib: Any) -> Any:
     """A LocalCluster of worker processes on this machine. An interrupt while its workers start waits for them and
     the cluster is closed before it goes on (stopping.held): stopped part way, dask's exit handler fails to close
     it and prints that failure after the interrupt's one line. A second interrupt goes on at once: then the
-    half-started cluster is left to end with the process, its processes quiet (children_quiet: a worker spawned
-    then prints a traceback)."""
+    half-started cluster is left to end with the process, its processes quiet (children_quiet, in the main thread,
+    where interrupts come: a worker spawned then prints a traceback). A held signal whose handler lets the run go
+    on (a library caller's own) gets a cluster started again."""
+    came: list[int] = []
+    # no interrupt is held outside the main thread: nothing there needs the workers quiet, and moving fd 2 would
+    # drop what the process's other threads print meanwhile
+    quiet = children_quiet() if threading.current_thread() is threading.main_thread() else contextlib.nullcontext()
     try:
-        with stopping.held() as came, children_quiet():
+        with stopping.held() as came, quiet:
             cluster = lib.LocalCluster(n_workers=min(4, os.cpu_count() or 1), threads_per_worker=1, processes=True,
                                        host="127.0.0.1", dashboard_address=None, silence_logs=logging.CRITICAL)
             if came:
                 cluster.close()
-    except KeyboardInterrupt:  # Ctrl-C, or a stopping signal (stopping.py)
+    except KeyboardInterrupt as interrupt:  # Ctrl-C, or a stopping signal (stopping.py)
+        if len(came) == 1:  # held until the cluster closed: nothing is left starting, dask's exit handler stays
+            raise
         atexit.unregister(lib.deploy.spec.close_clusters)
-        raise
+        raise LeftStarting(*interrupt.args) from interrupt
+    if came:  # the handler it went to let the run go on (a library caller's own): the closed cluster starts again
+        return local_cluster(lib)
     return cluster
 
 

@@ -2,9 +2,9 @@
 draw (the margins, the axis label's placement, the spines' extent: six times an axis in a report figure), and
 matplotlib's ScalarFormatter and LogFormatter work out an offset, an order of magnitude and a number format from
 the locations and the view each time. `labelled_once` wraps them so that the labels of the last call are given
-again while the locations and all the formatter reads of the axis (ticks_in_view.placing) are unchanged; the
-wrapped formatter then holds the state that call left (its offset, read for the offset text), as it would have
-after working it out again. The figure drawn is the same."""
+again while the locations, all the formatter reads of the axis (ticks_in_view.placing) and the settings it reads
+for each label (READ_PER_LABEL) are unchanged; the wrapped formatter then holds the state that call left (its
+offset, read for the offset text), as it would have after working it out again. The figure drawn is the same."""
 
 from __future__ import annotations
 
@@ -15,6 +15,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .ticks_in_view import placing
+
+# the settings matplotlib's ScalarFormatter and LogFormatters read as they write each label (the rest they read
+# when made): a figure drawn again under others gets other labels
+READ_PER_LABEL = ("axes.unicode_minus", "text.usetex", "axes.formatter.min_exponent")
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -38,7 +42,9 @@ def labelled_once(figure: Figure) -> None:
 def once_formatter() -> Callable[[Formatter], Formatter]:
     """The Formatter class that wraps another and keeps the labels of its last call (made once, once matplotlib is
     imported: embscope starts without it)."""
+    import matplotlib
     from matplotlib.ticker import Formatter
+    settings: Any = matplotlib.rcParams  # one object, changed in place (rc_context): read at each call
 
     class Once(Formatter):
         def __init__(self, formatter: Any) -> None:
@@ -51,7 +57,8 @@ def once_formatter() -> Callable[[Formatter], Formatter]:
             self.last = None
 
         def format_ticks(self, values: Any) -> list[str]:
-            inputs = (tuple(np.asarray(values, dtype=float).tolist()), placing(self.axis))
+            inputs = (tuple(np.asarray(values, dtype=float).tolist()), placing(self.axis),
+                      tuple(settings[name] for name in READ_PER_LABEL))
             if self.last is None or self.last[0] != inputs:
                 self.last = inputs, list(self.formatter.format_ticks(values))
             return list(self.last[1])
