@@ -162,29 +162,26 @@ def library() -> Any:
 
 
 def local_cluster(lib: Any) -> Any:
-    """A LocalCluster of worker processes on this machine. An interrupt while its workers start waits for them and
-    the cluster is closed before it goes on (stopping.held): stopped part way, dask's exit handler fails to close
-    it and prints that failure after the interrupt's one line. A second interrupt goes on at once: then the
-    half-started cluster is left to end with the process, its processes quiet (children_quiet, in the main thread,
-    where interrupts come: a worker spawned then prints a traceback). A held signal whose handler lets the run go
-    on (a library caller's own) gets a cluster started again."""
-    came: list[int] = []
+    """A LocalCluster of worker processes on this machine. An interrupt while its workers start waits for them
+    (stopping.held), and the started cluster is closed before it goes on: stopped part way, dask's exit handler
+    fails to close it and prints that failure after the interrupt's one line. A held signal whose handler lets the
+    run go on (a library caller's own) leaves the cluster running. A second interrupt goes on at once: then the
+    half-started cluster is left to end with the process (LeftStarting), its processes quiet (children_quiet, in
+    the main thread, where interrupts come: a worker spawned then prints a traceback)."""
+    cluster = None
     # no interrupt is held outside the main thread: nothing there needs the workers quiet, and moving fd 2 would
     # drop what the process's other threads print meanwhile
     quiet = children_quiet() if threading.current_thread() is threading.main_thread() else contextlib.nullcontext()
     try:
-        with stopping.held() as came, quiet:
+        with stopping.held(), quiet:
             cluster = lib.LocalCluster(n_workers=min(4, os.cpu_count() or 1), threads_per_worker=1, processes=True,
                                        host="127.0.0.1", dashboard_address=None, silence_logs=logging.CRITICAL)
-            if came:
-                cluster.close()
     except KeyboardInterrupt as interrupt:  # Ctrl-C, or a stopping signal (stopping.py)
-        if len(came) == 1:  # held until the cluster closed: nothing is left starting, dask's exit handler stays
+        if cluster is not None:  # held until the cluster had started: nothing is left starting
+            cluster.close()
             raise
         atexit.unregister(lib.deploy.spec.close_clusters)
         raise LeftStarting(*interrupt.args) from interrupt
-    if came:  # the handler it went to let the run go on (a library caller's own): the closed cluster starts again
-        return local_cluster(lib)
     return cluster
 
 
