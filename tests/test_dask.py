@@ -374,3 +374,30 @@ def test_a_held_signal_whose_handler_lets_the_run_go_on_gets_a_running_cluster(m
             cluster.close()
     finally:
         signal.signal(signal.SIGINT, kept)
+
+
+def test_an_interrupt_while_the_cluster_closes_waits_for_the_close(monkeypatch):
+    """Ctrl-C while the run's client and cluster close (the run's end, or the interrupt's own clean-up): stopped part
+    way, the cluster was left closing, and dask's exit handler waited its 10 s timeout on it before the process
+    could end. Held (distributed.closed), the close finishes and the interrupt goes on after it."""
+    from embscope.analysis import distributed
+    lib = distributed.library()
+    with distributed.quiet_library():
+        cluster = lib.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, host="127.0.0.1",
+                                   dashboard_address=None)
+    real = cluster.close
+
+    def interrupted_close(*args, **kwargs):
+        signal.raise_signal(signal.SIGINT)  # as Ctrl-C as the close begins
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(cluster, "close", interrupted_close)
+    kept = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            distributed.closed(None, cluster)
+    finally:
+        signal.signal(signal.SIGINT, kept)
+        if cluster.status.name != "closed":
+            real()
+    assert cluster.status.name == "closed"

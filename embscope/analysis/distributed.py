@@ -201,17 +201,26 @@ def connected(address: str) -> Iterator[Any]:
             else:
                 client = lib.Client(address, timeout=CONNECT_TIMEOUT)
         except (OSError, TimeoutError, ValueError, TypeError, RuntimeError) as err:  # RuntimeError: workers not started
-            if cluster is not None:
-                cluster.close()
+            closed(cluster)
             raise OptionError(f"expected a Dask scheduler at {quote(address)}, found none that answers within "
                               f"{CONNECT_TIMEOUT}: {' '.join(str(err).split()) or type(err).__name__}",
                               option="scheduler") from None
+        except KeyboardInterrupt:  # while the client connects
+            closed(cluster)
+            raise
         try:
             yield client
         finally:
-            client.close()
-            if cluster is not None:
-                cluster.close()
+            closed(client, cluster)
+
+
+def closed(*parts: Any) -> None:
+    """Each of parts (a client, a cluster; None: none) closed with interrupts held (stopping.held): one part way
+    leaves a cluster closing, and dask's exit handler waits its 10 s timeout on it before the process can end."""
+    with stopping.held():
+        for part in parts:
+            if part is not None:
+                part.close()
 
 
 def gather(client: Any, futures: dict[Any, int], address: str, paths: Sequence[str], stages: Stages
