@@ -48,9 +48,9 @@ def exit_code(code: int) -> int:
 def held() -> Iterator[list[int]]:
     """Ctrl-C, SIGTERM and SIGHUP held inside (a local Dask cluster starting its workers: stopped part way, it can
     neither be closed nor used, and dask prints its failure at exit). The block gets the list of the signals that
-    came, to wind its step back; the first one then goes to the handler that was there before, when the block
-    ends, and a second one at once. Only in the main thread, where Python runs handlers; an ignored signal stays
-    ignored."""
+    came; the first one then goes to the handler that was there before, when the block ends, and at a second one
+    both go at once, in the order they came. Only in the main thread, where Python runs handlers; an ignored signal
+    stays ignored."""
     if threading.current_thread() is not threading.main_thread():
         yield []
         return
@@ -59,9 +59,10 @@ def held() -> Iterator[list[int]]:
 
     def hold(signum: int, frame: FrameType | None) -> None:
         came.append(signum)
-        if len(came) > 1:  # asked again: not held
+        if len(came) > 1:  # asked again: not held; the first goes first (SIGTERM, then Ctrl-C: the exit status is 143)
             put_back(kept)
-            signal.raise_signal(signum)
+            for each in came:
+                signal.raise_signal(each)
 
     for signum in kept:
         signal.signal(signum, hold)

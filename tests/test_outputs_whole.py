@@ -240,6 +240,10 @@ def test_held_signals_reach_the_handler_before_when_the_step_ends_and_a_second_a
         with pytest.raises(stopping.Stopped), stopping.held():
             signal.raise_signal(signal.SIGTERM)
         assert stopping.received == [signal.SIGTERM]
+        with pytest.raises(stopping.Stopped), stopping.held():  # SIGTERM, then Ctrl-C: the first goes first
+            signal.raise_signal(signal.SIGTERM)
+            signal.raise_signal(signal.SIGINT)
+        assert stopping.received == [signal.SIGTERM, signal.SIGTERM]
         signal.signal(signal.SIGHUP, signal.SIG_IGN)  # an ignored signal stays ignored
         with stopping.held():
             assert signal.getsignal(signal.SIGHUP) == signal.SIG_IGN
