@@ -178,7 +178,7 @@ def local_cluster(lib: Any) -> Any:
                                        host="127.0.0.1", dashboard_address=None, silence_logs=logging.CRITICAL)
     except KeyboardInterrupt as interrupt:  # Ctrl-C, or a stopping signal (stopping.py)
         if cluster is not None:  # held until the cluster had started: nothing is left starting
-            cluster.close()
+            closed(cluster)
             raise
         atexit.unregister(lib.deploy.spec.close_clusters)
         raise LeftStarting(*interrupt.args) from interrupt
