@@ -5,8 +5,10 @@ one line each."""
 
 from __future__ import annotations
 
+import atexit
 import gc
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -265,8 +267,6 @@ def test_an_interrupt_while_the_local_cluster_starts_is_one_line_and_leaves_no_p
 def test_the_libraries_log_levels_come_back_after_an_interrupt_unless_it_left_a_cluster_starting():
     """A library caller's process goes on after a Ctrl-C: dask's, tornado's and asyncio's loggers were left at
     CRITICAL + 1 for its life. Only an interrupt that left a LocalCluster starting (LeftStarting) keeps them quiet."""
-    import logging
-
     from embscope.analysis.distributed import LIBRARY_LOGGERS, LeftStarting, quiet_library
     loggers = [logging.getLogger(name) for name in LIBRARY_LOGGERS]
     before = [logger.level for logger in loggers]
@@ -289,8 +289,6 @@ def test_an_interrupt_held_until_the_local_cluster_closed_leaves_dask_its_exit_h
     """Held (stopping.held), the interrupt finds the cluster started and closed: nothing is left starting, so dask's
     exit handler, which closes a library caller's own clusters, stays registered; a second interrupt, which leaves
     the cluster starting, takes it away and says so (LeftStarting)."""
-    import atexit
-
     from embscope.analysis import distributed
     lib = distributed.library()
     real, started = lib.LocalCluster, []
