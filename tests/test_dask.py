@@ -24,8 +24,9 @@ from conftest import invoke, run
 from pickle_gadgets import assert_error_line
 
 import embscope
+from embscope.analysis import distributed
 from embscope.analysis.compare import CompareOptions
-from embscope.analysis.distributed import step_task
+from embscope.analysis.distributed import LIBRARY_LOGGERS, LeftStarting, quiet_library, step_task
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -172,7 +173,6 @@ def test_a_checkpoint_a_worker_cannot_read_is_one_line_naming_it_and_the_worker(
 
 
 def test_an_unreachable_scheduler_is_one_line(tmp_path, monkeypatch):
-    from embscope.analysis import distributed
     monkeypatch.setattr(distributed, "CONNECT_TIMEOUT", "1s")  # the wait the message names, shortened: 5 s in a run
     folder = write_run(tmp_path / "run", steps=[100, 200])
     started = time.monotonic()
@@ -267,7 +267,6 @@ def test_an_interrupt_while_the_local_cluster_starts_is_one_line_and_leaves_no_p
 def test_the_libraries_log_levels_come_back_after_an_interrupt_unless_it_left_a_cluster_starting():
     """A library caller's process goes on after a Ctrl-C: dask's, tornado's and asyncio's loggers were left at
     CRITICAL + 1 for its life. Only an interrupt that left a LocalCluster starting (LeftStarting) keeps them quiet."""
-    from embscope.analysis.distributed import LIBRARY_LOGGERS, LeftStarting, quiet_library
     loggers = [logging.getLogger(name) for name in LIBRARY_LOGGERS]
     before = [logger.level for logger in loggers]
     try:
@@ -289,7 +288,6 @@ def test_an_interrupt_held_until_the_local_cluster_closed_leaves_dask_its_exit_h
     """Held (stopping.held), the interrupt finds the cluster started and closed: nothing is left starting, so dask's
     exit handler, which closes a library caller's own clusters, stays registered; a second interrupt, which leaves
     the cluster starting, takes it away and says so (LeftStarting)."""
-    from embscope.analysis import distributed
     lib = distributed.library()
     real, started = lib.LocalCluster, []
 
@@ -322,7 +320,6 @@ def test_a_local_cluster_started_outside_the_main_thread_leaves_the_other_thread
     """No interrupt is held outside the main thread (stopping.held), so nothing there needs the workers quiet; fd 2
     moved to the null device for the start (quiet.children_quiet) dropped what the process's other threads printed
     meanwhile (a library caller's logging, its own progress)."""
-    from embscope.analysis import distributed
     lib = distributed.library()
     starting, printed, found = threading.Event(), threading.Event(), []
 
@@ -353,7 +350,6 @@ def test_a_held_signal_whose_handler_lets_the_run_go_on_gets_a_running_cluster(m
     """A library caller's own handler that notes a signal and goes on (a graceful stop at its next step): the
     cluster closed for the held signal was handed back closed, and the run failed with 'expected a Dask scheduler
     at 'local', found none that answers'."""
-    from embscope.analysis import distributed
     lib = distributed.library()
     real, noted = lib.LocalCluster, []
 
@@ -378,7 +374,6 @@ def test_an_interrupt_while_the_cluster_closes_waits_for_the_close(monkeypatch):
     """Ctrl-C while the run's client and cluster close (the run's end, or the interrupt's own clean-up): stopped part
     way, the cluster was left closing, and dask's exit handler waited its 10 s timeout on it before the process
     could end. Held (distributed.closed), the close finishes and the interrupt goes on after it."""
-    from embscope.analysis import distributed
     lib = distributed.library()
     with distributed.quiet_library():
         cluster = lib.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, host="127.0.0.1",

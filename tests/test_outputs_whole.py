@@ -19,6 +19,8 @@ import numpy as np
 import pytest
 from conftest import run
 
+from embscope import stopping
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -59,7 +61,6 @@ def test_a_signal_part_way_through_export_leaves_nothing(tmp_path, stop):
 def test_both_signals_stop_a_run_as_ctrl_c_does_in_process(monkeypatch, stop):
     """The cheap check of the real-process test above for both signals: the handler main installs turns each
     into Stopped (a KeyboardInterrupt, so every `finally` runs) and the exit status into 128 + its number."""
-    from embscope import stopping
     monkeypatch.setattr(stopping, "received", [])
     kept = {signum: signal.getsignal(signum) for signum in stopping.STOPPING}
     try:
@@ -221,7 +222,6 @@ def test_ctrl_c_while_the_command_line_imports_is_one_line():
 def test_held_signals_reach_the_handler_before_when_the_step_ends_and_a_second_at_once(monkeypatch):
     """stopping.held, which a local Dask cluster's start runs under: Ctrl-C inside waits for the block's end, and the
     block sees it; a second one is not held; SIGTERM goes to the handler there was (here main's, stopping.stop)."""
-    from embscope import stopping
     monkeypatch.setattr(stopping, "received", [])
     kept = {signum: signal.getsignal(signum) for signum in stopping.HELD}
     ended = []
@@ -256,7 +256,6 @@ def test_held_signals_reach_the_handler_before_when_the_step_ends_and_a_second_a
 
 def test_nothing_is_held_outside_the_main_thread():
     """Python runs signal handlers in the main thread only: another thread's step holds nothing."""
-    from embscope import stopping
     before = {signum: signal.getsignal(signum) for signum in stopping.HELD}
     seen = []
 

@@ -3,10 +3,11 @@ formatters give, fewer times, and worked out again when the view changes."""
 
 from __future__ import annotations
 
+import matplotlib
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
-from matplotlib.ticker import LogFormatter, ScalarFormatter
+from matplotlib.ticker import LogFormatter, LogFormatterSciNotation, ScalarFormatter
 
 from embscope.render.plot_style import log_scale, style
 from embscope.render.tick_labels import labelled_once
@@ -76,8 +77,6 @@ def test_a_figure_drawn_again_under_other_settings_gets_the_labels_those_setting
     """matplotlib's formatters read some settings as they write each label (axes.unicode_minus: "−2" or "-2";
     text.usetex and axes.formatter.min_exponent, for LogFormatterMathtext): the labels of the last call, kept
     across them, were those of the settings before."""
-    import matplotlib
-    from matplotlib.ticker import LogFormatterSciNotation
     with style():
         plain, once = offset_and_log(), offset_and_log()
         for figure in (plain, once):
