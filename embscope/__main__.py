@@ -7,6 +7,8 @@ every atexit handler has run (temporary folders removed, log handlers flushed), 
 free each object and module one by one, which nothing outside the process sees: 0.1 s after a report, about 15 ms
 after most commands (benchmarks/bench_report.py). The standard streams are flushed first; where that fails, or an
 exception escaped the command (Ctrl-C and the stopping signals end it with a status), the interpreter ends as usual.
+A Ctrl-C or stopping signal while the exit handlers run is noted, not raised into one of them
+(stopping.noted_to_the_end): they finish, and the status is 128 + its number; a second one ends the process at once.
 
 Only `program` (the console script's and `python -m`'s entry) does so, where the command is the whole process;
 `main` raises the command's SystemExit and leaves the process's ending to its caller, who may catch it and go on
@@ -23,6 +25,7 @@ import sys
 gc.disable()  # cli.main turns it back on
 
 try:
+    from . import stopping
     from .cli import main  # after the collector is off; the command, ended by a SystemExit with its status
 except KeyboardInterrupt:  # Ctrl-C in the tenth of a second before main has a handler: the line main gives it
     sys.stderr.write("Error: interrupted\n")
@@ -37,21 +40,24 @@ def program() -> None:
         main()
         return
     ended: list[object] = []  # the status cli.main exits with, read by quick_exit
-    atexit.register(quick_exit, ended)  # registered first, so it runs last: atexit runs the newest handler first
+    came: list[int] = []  # a signal that came while the exit handlers ran
+    atexit.register(quick_exit, ended, came)  # registered first, so it runs last: atexit runs the newest handler first
     try:
         main()
     except SystemExit as stop:
         ended.append(stop.code)
+        stopping.noted_to_the_end(came)
         raise
 
 
-def quick_exit(ended: list[object]) -> None:
+def quick_exit(ended: list[object], came: list[int]) -> None:
     """End the process now with the status cli.main exited with, as the interpreter would end it (None: 0, a
-    number: itself, a message: 1, printed already), the standard streams flushed."""
+    number: itself, a message: 1, printed already), or 128 + the number of a signal that came while the exit
+    handlers ran, as a process that signal ended has; the standard streams flushed."""
     if not ended:
         return
     code = ended[0]
-    status = 0 if code is None else code if isinstance(code, int) else 1
+    status = 128 + came[0] if came else 0 if code is None else code if isinstance(code, int) else 1
     try:
         for stream in (sys.stdout, sys.stderr):
             if stream is not None:

@@ -1,10 +1,12 @@
 """SIGTERM and SIGHUP (what `timeout`, `kill`, a closed terminal and a cancelled CI job send) end a run as Ctrl-C
 does: as a KeyboardInterrupt, so every `finally` runs and no temporary output is left behind. Installed by the
-command line's main only; the library installs no handler of its own, but holds these signals and Ctrl-C (`held`)
-for the step that an interrupt would leave half done, and hands the first one on to the caller's handler after it."""
+command line's main only (and, once the command has ended, `noted_to_the_end` by its entry point); the library
+installs no handler of its own, but holds these signals and Ctrl-C (`held`) for the step that an interrupt would
+leave half done, and hands the first one on to the caller's handler after it."""
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 from collections.abc import Iterator, Mapping
@@ -77,3 +79,20 @@ def held() -> Iterator[list[int]]:
 def put_back(handlers: Mapping[signal.Signals, Any]) -> None:
     for signum, handler in handlers.items():
         signal.signal(signum, handler)
+
+
+def noted_to_the_end(came: list[int]) -> None:
+    """Once the command has ended and the process's exit handlers run (temporary folders removed, log handlers
+    flushed): Ctrl-C, SIGTERM and SIGHUP are noted in `came`, where raised into a handler Python would print them
+    as an exception it ignored and end with the command's status; the handlers finish, and the process's ending
+    reads `came`. A second one ends the process at once, with 128 + the first. Main thread only; an ignored
+    signal stays ignored."""
+
+    def note(signum: int, frame: FrameType | None) -> None:
+        came.append(signum)
+        if len(came) > 1:  # asked again: a slow exit handler is cut short, nothing flushed (a stopped reader blocks it)
+            os._exit(128 + came[0])
+
+    for signum in HELD:
+        if signal.getsignal(signum) not in (signal.SIG_IGN, None):
+            signal.signal(signum, note)

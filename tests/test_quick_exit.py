@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 import tomllib
 from pathlib import Path
 
 import numpy as np
+import pytest
 from conftest import run_json
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -51,6 +54,25 @@ try:
 except SystemExit as stop:
     print("command ended", stop.code)
 raise RuntimeError("the caller's own failure")
+"""
+
+# a command whose exit handler is slow (a cluster's close, a large temporary folder's removal), saying on stdout when
+# it starts and when it has finished
+SLOW_END = """import atexit, sys, time
+import embscope.__main__ as entry
+
+def slow_end():
+    print("handler started", flush=True)
+    time.sleep(float(sys.argv[1]))
+    print("handler ran", flush=True)
+
+def command():
+    atexit.register(slow_end)
+    print("answer", flush=True)
+    raise SystemExit(0)
+
+entry.main = command
+entry.program()
 """
 
 
@@ -128,3 +150,37 @@ def test_python_i_goes_on_to_its_prompt_and_ends_with_its_status():
 def test_the_console_script_is_the_entry_point_with_the_quick_exit():
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
     assert scripts == {"embscope": "embscope.__main__:program"}
+
+
+def signalled_in_slow_end(sleep: float, *signals: signal.Signals) -> tuple[subprocess.CompletedProcess[str], float]:
+    """SLOW_END run with its exit handler sleeping `sleep` s, the signals sent once the handler has started; the
+    process and the seconds from the first signal to its end."""
+    process = subprocess.Popen([sys.executable, "-c", SLOW_END, str(sleep)], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, env=ENV)
+    assert process.stdout is not None
+    lines = [process.stdout.readline(), process.stdout.readline()]
+    assert lines == ["answer\n", "handler started\n"]
+    sent = time.monotonic()
+    for each in signals:
+        process.send_signal(each)
+        time.sleep(0.05)
+    out, err = process.communicate(timeout=60)
+    ended = time.monotonic() - sent
+    return subprocess.CompletedProcess(process.args, process.returncode, "".join(lines) + out, err), ended
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_while_the_exit_handlers_run_lets_them_finish_and_gives_its_status(signum):
+    """Ctrl-C while the exit handlers run raised into the handler, which Python printed as an exception it
+    ignored, and the process ended 0; now the handlers finish, nothing is printed, and the status is 128 + the
+    signal's number, as for a process the signal ended."""
+    done, _ = signalled_in_slow_end(0.5, signum)
+    assert (done.returncode, done.stderr) == (128 + signum, "")
+    assert done.stdout == "answer\nhandler started\nhandler ran\n"
+
+
+def test_a_second_signal_while_the_exit_handlers_run_ends_the_process_at_once():
+    done, seconds = signalled_in_slow_end(30, signal.SIGTERM, signal.SIGINT)
+    assert (done.returncode, done.stderr) == (128 + signal.SIGTERM, "")
+    assert done.stdout == "answer\nhandler started\n"
+    assert seconds < 20  # not the handler's 30 s
