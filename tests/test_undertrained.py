@@ -394,6 +394,10 @@ def test_a_class_of_trained_tokens_used_alike_is_no_seed(tmp_path):
     assert doc["reference"]["source"] == "low-norm"
     assert "the densest cluster of 30 rows is passed over: their norms are those of the rest" in \
         doc["reference"]["description"]
+    # the table's never-trained rows (moved only together) are a part of the tail: the tail, holding them, seeds
+    moved = run_json("norms", "-c", tmp_path / "model.npz")["untrained"]
+    assert moved["kind"] == "moved together" and f"it holds the table's {moved['rows']} never-trained rows" in \
+        doc["reference"]["description"] and moved["rows"] < len(doc["reference"]["ids"])
     recall, precision = recall_precision(ids(doc), never)
     assert recall >= 0.8 and precision >= 0.5, (recall, precision, doc["reference"])
 

@@ -321,11 +321,33 @@ def seeded_because(tokenizer: Reference, kinds: TokenKinds | None) -> str:
 def table_seed(array: np.ndarray, valid: np.ndarray, norms: np.ndarray, topk: NearestRows,
                config: Mapping[str, Any] | None = None, table: str = "token", never: Untrained | None = None) -> Reference:
     """Rows the table itself shows as unused: its never-trained rows (analysis.untrained: still as initialised, or
-    moved only together; `never` when the caller found them), else the densest tight cluster whose norms stand
-    apart from the rest (SEED_NORM_Z), else the low-norm tail."""
+    moved only together; `never` when the caller found them; rows that moved together give way to a seed of the
+    table's shape that holds them all and more), else the densest tight cluster whose norms stand apart from the
+    rest (SEED_NORM_Z), else the low-norm tail."""
     never = never if never is not None else find_untrained(array, norms, table, config)
-    if never.count >= MIN_SEED_ROWS and not never.whole:
-        return Reference(never.rows, "untrained", f"the table's never-trained rows: {never.evidence}")
+    verdict = Reference(never.rows, "untrained", f"the table's never-trained rows: {never.evidence}")
+    judged = never.count >= MIN_SEED_ROWS and not never.whole
+    # rows that moved only together are the tightest of those decay shrank: a low-norm tail below a gap that holds
+    # them all and more is the fuller seed (the rest kept part of their own start)
+    if judged and (never.kind != "moved together" or not holds_more(low_norm_tail(norms, valid).rows, never.rows)):
+        return verdict
+    seed = seed_of_shape(array, valid, norms, topk)
+    if not judged:
+        return seed
+    if not holds_more(seed.rows, never.rows):
+        return verdict
+    return replace(seed, description=f"{seed.description}; it holds the table's {never.count} never-trained rows "
+                                     f"({never.evidence})")
+
+
+def holds_more(rows: np.ndarray, inner: np.ndarray) -> bool:
+    """Whether `rows` holds every row of `inner` and others too."""
+    return len(rows) > len(inner) and bool(np.isin(inner, rows).all())
+
+
+def seed_of_shape(array: np.ndarray, valid: np.ndarray, norms: np.ndarray, topk: NearestRows) -> Reference:
+    """The seed the table's shape gives: the densest tight cluster whose norms stand apart from the rest
+    (SEED_NORM_Z), else the low-norm tail."""
     cluster = cluster_reference(array, valid, topk, norms)
     if len(cluster.rows):
         return cluster
