@@ -64,6 +64,9 @@ KNOWN: dict[Role, tuple[Known, ...]] = {
         Known("token_embedding.weight", "from-scratch torch models"),
         Known("token_emb.weight", "from-scratch torch models"),
         Known("token_emb", "nlm and other from-scratch numpy models", whole_name_only=True),
+        # a top-level nn.Embedding attribute named `embeddings` (attacut's character model, attacut-c/model.pth)
+        Known("embeddings.weight", "from-scratch torch models whose embedding is named 'embeddings' (attacut)",
+              whole_name_only=True),
         Known("wte", "microgpt and other from-scratch numpy models", whole_name_only=True),
         Known("token_embd.weight", "llama.cpp GGUF, every architecture", whole_name_only=True),
         Known("decoder/embeddings/weight", "CTranslate2 decoders (Whisper, GPT-2, Llama)", whole_name_only=True),
