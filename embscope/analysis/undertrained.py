@@ -32,6 +32,7 @@ import numpy as np
 
 from .. import compute
 from ..core.errors import EmbscopeError, Message, TableError, message_of
+from ..core.tokenizer import Tokenizer
 from .norms import DEFAULT_THRESHOLD, RowListing, median_and_mad, robust_z, row_norms
 from .stages import Progress, Stages, quiet
 from .token_kinds import KINDS, ROUND_TRIP_MAX_CHARS, TokenKinds, token_kinds
@@ -180,7 +181,10 @@ def undertrained_tables(emb: Embeddings, roles: Sequence[str] | None = None, *, 
     kinds: TokenKinds | None = None
     for role in roles if roles is not None else default_roles(emb):
         chosen = emb.table(role)
-        if tokenizer is not None and (kinds is None or kinds.rows != chosen.rows):
+        misfit = misfit_note(tokenizer, chosen.rows, role)
+        if misfit:
+            notes.append(misfit)
+        if tokenizer is not None and not misfit and (kinds is None or kinds.rows != chosen.rows):
             try:
                 kinds = token_kinds(tokenizer, chosen.rows, stages("tokenizer round trip"))
             except EmbscopeError as err:  # it cannot encode at all: the answer goes on as without one, and says so
@@ -190,12 +194,23 @@ def undertrained_tables(emb: Embeddings, roles: Sequence[str] | None = None, *, 
                 notes.append(f"{kinds.too_long:,} tokens longer than {ROUND_TRIP_MAX_CHARS:,} characters were not "
                              "encoded back (the round trip costs their length), so none of them is marked unreachable")
         other = others(role, chosen.tensor.shape) if others is not None else ()
-        reports.append(find_undertrained(chosen.array, kinds, table=chosen.role, name=chosen.name, others=other,
+        reports.append(find_undertrained(chosen.array, None if misfit else kinds, table=chosen.role, name=chosen.name, others=other,
                                          topk=nearest_rows(device, stages(f"nearest rows of the {role} table")),
                                          config=emb.checkpoint.config,
                                          never=(untrained or {}).get(str(chosen.role))))
     notes += [note for report in reports for note in emb.table(report.table).notes]
     return UndertrainedTables(tuple(reports), kinds, tuple(notes))
+
+
+def misfit_note(tokenizer: Tokenizer | None, rows: int, role: str) -> str:
+    """Why the tokenizer is not this table's, or "": one that names under half of its rows (padding rounds a
+    vocabulary up by a few percent at most: GPT-2's 50,257 to 50,304, Phi-2's 50,295 to 51,200) would mark the
+    rest 'padding', the reference of known-unused rows (attacut-sc's 139 characters beside its 6,227 syllables)."""
+    if tokenizer is None or 2 * int(tokenizer.vocab_size) >= rows:
+        return ""
+    return (f"the tokenizer names {int(tokenizer.vocab_size):,} ids, under half of the {role} table's {rows:,} rows: "
+            "it is not that table's, so nothing there is verified and no row is taken for padding (name the "
+            "table's own with --tokenizer)")
 
 
 Measured = tuple["Reference", np.ndarray, "Threshold"]  # the reference used, the indicator, its threshold
