@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .. import compute
-from ..core.errors import EmbscopeError, Message, TableError, message_of
+from ..core.errors import EmbscopeError, Message, Option, TableError, message_of
 from ..core.tokenizer import Tokenizer
 from .norms import DEFAULT_THRESHOLD, RowListing, median_and_mad, robust_z, row_norms
 from .stages import Progress, Stages, quiet
@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from ..embeddings import Embeddings
 
 BLOCK_BYTES = 32 * 1024 * 1024  # float64 work space per block of rows
+MISFIT_SHARE = 0.25  # a tokenizer naming fewer of a table's rows than this share is not that table's
 COMPONENT_WIDTH = 8  # directions iterated together to find the first principal component
 COMPONENT_ITERATIONS = 40  # reads of the table at most; a table with no leading direction uses them all
 COMPONENT_TOLERANCE = 1e-10  # distance between successive unit estimates of the component
@@ -203,14 +204,14 @@ def undertrained_tables(emb: Embeddings, roles: Sequence[str] | None = None, *, 
 
 
 def misfit_note(tokenizer: Tokenizer | None, rows: int, role: str) -> str:
-    """Why the tokenizer is not this table's, or "": one that names under half of its rows (padding rounds a
+    """Why the tokenizer is not this table's, or "": one that names under a quarter of its rows (padding rounds a
     vocabulary up by a few percent at most: GPT-2's 50,257 to 50,304, Phi-2's 50,295 to 51,200) would mark the
     rest 'padding', the reference of known-unused rows (attacut-sc's 139 characters beside its 6,227 syllables)."""
-    if tokenizer is None or 2 * int(tokenizer.vocab_size) >= rows:
+    if tokenizer is None or MISFIT_SHARE * rows <= int(tokenizer.vocab_size):
         return ""
-    return (f"the tokenizer names {int(tokenizer.vocab_size):,} ids, under half of the {role} table's {rows:,} rows: "
-            "it is not that table's, so nothing there is verified and no row is taken for padding (name the "
-            "table's own with --tokenizer)")
+    return Message(f"the tokenizer names {int(tokenizer.vocab_size):,} ids, under a quarter of the {role} table's "
+                   f"{rows:,} rows: it is not that table's, so nothing there is verified and no row is taken for "
+                   "padding (name the table's own with ", Option("tokenizer"), ")")
 
 
 Measured = tuple["Reference", np.ndarray, "Threshold"]  # the reference used, the indicator, its threshold
