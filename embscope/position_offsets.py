@@ -44,6 +44,21 @@ OFFSET_RULES: dict[str, OffsetRule] = {
     "mpnet": OffsetRule("MPNet", fixed=2, why="counts positions from padding_idx + 1, its padding_idx fixed at 1"),
     "fairseq": OffsetRule("fairseq", key="padding_idx"),
     "opt": OffsetRule("OPT", fixed=2),
+    # transformers' RoBERTa kin: their embeddings call create_position_ids_from_input_ids(ids, config.pad_token_id)
+    "data2vec-text": OffsetRule("Data2VecText"),
+    "ibert": OffsetRule("I-BERT"),
+    "xmod": OffsetRule("X-MOD"),
+    "roberta-prelayernorm": OffsetRule("RoBERTa-PreLayerNorm"),
+    "xlm-roberta-xl": OffsetRule("XLM-RoBERTa-XL"),
+    "esm": OffsetRule("ESM (absolute positions)"),
+    "markuplm": OffsetRule("MarkupLM"),
+    "luke": OffsetRule("LUKE"),
+    # BART's learned positions (and its kin's) add a fixed offset of 2 to every position id
+    "bart": OffsetRule("BART", fixed=2),
+    "mbart": OffsetRule("mBART", fixed=2),
+    "plbart": OffsetRule("PLBart", fixed=2),
+    "mvp": OffsetRule("MVP", fixed=2),
+    "biogpt": OffsetRule("BioGPT", fixed=2),
 }
 
 

@@ -64,6 +64,9 @@ KNOWN: dict[Role, tuple[Known, ...]] = {
         Known("token_embedding.weight", "from-scratch torch models"),
         Known("token_emb.weight", "from-scratch torch models"),
         Known("token_emb", "nlm and other from-scratch numpy models", whole_name_only=True),
+        # a top-level nn.Embedding attribute named `embeddings` (attacut's character model, attacut-c/model.pth)
+        Known("embeddings.weight", "from-scratch torch models whose embedding is named 'embeddings' (attacut)",
+              whole_name_only=True),
         Known("wte", "microgpt and other from-scratch numpy models", whole_name_only=True),
         Known("token_embd.weight", "llama.cpp GGUF, every architecture", whole_name_only=True),
         Known("decoder/embeddings/weight", "CTranslate2 decoders (Whisper, GPT-2, Llama)", whole_name_only=True),
@@ -248,7 +251,9 @@ def by_key(checkpoint: Checkpoint, role: Role, key: str) -> Table:
     if not is_table(tensor):
         raise TableError(f"expected a 2-D float table for the {role} table, found {quote(key)} of shape "
                          f"{list(tensor.shape)} and dtype {tensor.dtype}", role=role, option=KEY_OPTIONS[role])
-    return Table(role, tensor, Message(key_option(role, key)))
+    # a table named by key keeps the family's own numbering (the config's model_type); a name's quirk is no rule
+    first_row, notes = position_offset(checkpoint, None) if role is Role.position else (0, ())
+    return Table(role, tensor, Message(key_option(role, key)), first_row, notes)
 
 
 def position_offset(checkpoint: Checkpoint, known: Known | None) -> tuple[int, tuple[str, ...]]:

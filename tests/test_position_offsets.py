@@ -37,7 +37,26 @@ FAMILIES = {
     "mpnet": lambda transformers: bert_like(transformers.MPNetConfig, transformers.MPNetModel, pad=6),  # MPNet ignores it: 1
     "opt": opt,
     "bert": lambda transformers: bert_like(transformers.BertConfig, transformers.BertModel, pad=0),
+    # RoBERTa's kin, padding_idx + 1 from the config's pad_token_id (5 here: a fixed 2 would be wrong); embscope
+    # read them from row 0 until these were added
+    "data2vec-text": lambda transformers: bert_like(transformers.Data2VecTextConfig, transformers.Data2VecTextModel,
+                                                    pad=5),
+    "ibert": lambda transformers: bert_like(transformers.IBertConfig, transformers.IBertModel, pad=5),
+    "xmod": lambda transformers: transformers.XmodModel(transformers.XmodConfig(
+        **SMALL, pad_token_id=5, languages=["en_XX"], default_language="en_XX")),
+    "roberta-prelayernorm": lambda transformers: bert_like(transformers.RobertaPreLayerNormConfig,
+                                                           transformers.RobertaPreLayerNormModel, pad=5),
+    "xlm-roberta-xl": lambda transformers: bert_like(transformers.XLMRobertaXLConfig, transformers.XLMRobertaXLModel,
+                                                     pad=5),
+    "esm": lambda transformers: transformers.EsmModel(transformers.EsmConfig(
+        **SMALL, pad_token_id=5, mask_token_id=3, position_embedding_type="absolute")),
+    "markuplm": lambda transformers: bert_like(transformers.MarkupLMConfig, transformers.MarkupLMModel, pad=5),
+    "luke": lambda transformers: transformers.LukeModel(transformers.LukeConfig(
+        **SMALL, entity_vocab_size=10, entity_emb_size=8, pad_token_id=5)),
+    "biogpt": lambda transformers: transformers.BioGptModel(transformers.BioGptConfig(**SMALL, pad_token_id=5)),
 }
+SEQ2SEQ = {"bart": "BartModel", "mbart": "MBartModel", "plbart": "PLBartModel", "mvp": "MvpModel",
+           "led": "LEDModel", "blenderbot": "BlenderbotModel", "blenderbot-small": "BlenderbotSmallModel"}
 
 
 def rows_read(model) -> tuple[str, list[int]]:
@@ -46,10 +65,12 @@ def rows_read(model) -> tuple[str, list[int]]:
     module_name, module = next((n, m) for n, m in model.named_modules()
                                if n.endswith(("position_embeddings", "embed_positions")))
     seen = []
-    module.register_forward_hook(lambda _m, _args, out: seen.append(out.detach()))
+    # I-BERT's quantized module gives (output, scale)
+    module.register_forward_hook(lambda _m, _args, out: seen.append((out[0] if isinstance(out, tuple) else out).detach()))
     ids = torch.tensor([[0, 10, 11, 12, 13, 14, 15, 2]])  # no padding id among them
     with torch.no_grad():
-        model(input_ids=ids, attention_mask=torch.ones_like(ids))
+        decoder = {"decoder_input_ids": ids} if model.config.is_encoder_decoder else {}  # Blenderbot makes none
+        model(input_ids=ids, attention_mask=torch.ones_like(ids), **decoder)
     weight = module.weight.detach().numpy()
     out = seen[0].numpy().reshape(-1, ids.shape[1], weight.shape[1])[0]
     rows = [int(np.flatnonzero((weight == vector).all(axis=1))[0]) for vector in out]
@@ -70,6 +91,40 @@ def test_position_p_is_the_row_transformers_reads(family, tmp_path, transformers
     for pair, (i, j) in zip(doc["pairs"], [(0, 1), (2, 5)]):
         a, b = stored[rows[i]], stored[rows[j]]
         assert pair["cosine"] == pytest.approx(a @ b / np.linalg.norm(a) / np.linalg.norm(b), abs=1e-6)
+
+
+def seq2seq(transformers, family: str):
+    """An encoder-decoder of the family: two position tables (encoder, decoder), so one is named with --pos-key."""
+    config_class = getattr(transformers, SEQ2SEQ[family].replace("Model", "Config"))
+    sizes = {"vocab_size": 40, "d_model": 8, "encoder_layers": 1, "decoder_layers": 1, "encoder_attention_heads": 2,
+             "decoder_attention_heads": 2, "encoder_ffn_dim": 16, "decoder_ffn_dim": 16, "pad_token_id": 1,
+             "decoder_start_token_id": 2}
+    sizes |= ({"max_encoder_position_embeddings": 24, "max_decoder_position_embeddings": 24, "attention_window": 4}
+              if family == "led" else {"max_position_embeddings": 24})
+    return getattr(transformers, SEQ2SEQ[family])(config_class(**sizes))
+
+
+@pytest.mark.parametrize("family", sorted(SEQ2SEQ))
+def test_a_table_named_by_key_keeps_its_family_s_numbering(family, tmp_path, transformers):
+    # BART and its kin add 2 to every position id; LED and Blenderbot none, though their tables share the
+    # 'embed_positions' name with OPT's and fairseq's. --pos-key gave row 0 whatever the family
+    torch.manual_seed(0)
+    model = seq2seq(transformers, family)
+    model.save_pretrained(tmp_path)
+    name, rows = rows_read(model)
+    assert name == "encoder.embed_positions.weight" and rows == list(range(rows[0], rows[0] + len(rows)))
+    doc = run_json("positions", "-c", str(tmp_path), "--pos-key", name, "--pairs", "0:1")
+    assert doc["first_row"] == rows[0] == (0 if family in ("led", "blenderbot", "blenderbot-small") else 2), family
+    stored = load_file(tmp_path / "model.safetensors")[name].astype(np.float64)
+    a, b = stored[rows[0]], stored[rows[1]]
+    assert doc["pairs"][0]["cosine"] == pytest.approx(a @ b / np.linalg.norm(a) / np.linalg.norm(b), abs=1e-6)
+
+
+def test_a_roberta_kin_table_named_by_key_keeps_padding_idx_plus_one(tmp_path, transformers):
+    torch.manual_seed(0)
+    FAMILIES["camembert"](transformers).save_pretrained(tmp_path)
+    doc = run_json("positions", "-c", str(tmp_path), "--pos-key", "embeddings.position_embeddings.weight")
+    assert doc["first_row"] == 2
 
 
 def test_first_position_overrides_the_rule(tmp_path, transformers):

@@ -41,6 +41,16 @@ def test_known_names_with_any_model_prefix(tmp_path, token, position, source):
     assert (emb.position.name if emb.position else None) == position
 
 
+def test_a_top_level_embeddings_attribute_is_the_token_table_by_its_whole_name(tmp_path):
+    # attacut 1.0.6's attacut-c/model.pth (PyPI): embeddings.weight (139 x 48) beside conv and linear weights; info
+    # said no token table. Only the whole name counts: 'x.embeddings.weight' may be anything
+    emb = open_tables(tmp_path / "a", {"embeddings.weight": table(139), "linear1.weight": table(32)})
+    assert emb.token.name == "embeddings.weight" and "attacut" in emb.token.rule
+    emb = open_tables(tmp_path / "b", {"encoder.embeddings.weight": table(139), "linear1.weight": table(32)})
+    with pytest.raises(TableError):
+        _ = emb.token
+
+
 def test_opt_positions_are_offset_by_two(tmp_path):
     emb = open_tables(tmp_path, {"model.decoder.embed_tokens.weight": table(10),
                                  "model.decoder.embed_positions.weight": table(8)})

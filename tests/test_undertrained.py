@@ -142,6 +142,25 @@ def test_token_kinds_of_a_byte_level_bpe(tmp_path):
     assert token_kinds(Listed(), 265).of(97) == ("special",)
 
 
+def test_a_tokenizer_that_names_under_a_quarter_of_the_table_is_not_its_own(tmp_path):
+    # attacut 1.0.6's attacut-sc/model.pth (PyPI) holds a 139-row character table and a 6,227-row syllable table;
+    # the characters.json beside it has 139 ids. On the syllable table, rows 139-6,226 were marked 'padding' and
+    # taken as the reference of known-unused rows: 6,088 trained syllables
+    import torch
+    rng = np.random.default_rng(3)
+    characters = {"<PAD>": 0, "<UNK>": 1, "<PUNC>": 2, **{chr(0x0E01 + i): i + 3 for i in range(136)}}
+    (tmp_path / "characters.json").write_text(json.dumps(characters, ensure_ascii=False), encoding="utf-8")
+    tables = {"ch_embeddings.weight": rng.standard_normal((139, 32)), "sy_embeddings.weight": rng.standard_normal((1000, 16))}
+    torch.save({name: torch.from_numpy(table.astype(np.float32)) for name, table in tables.items()}, tmp_path / "model.pth")
+    doc = run_json("undertrained", "-c", tmp_path / "model.pth", "--token-key", "sy_embeddings.weight")
+    assert 4 * len(characters) < 1000 and doc["reference"]["source"] != "tokenizer"
+    assert not any(candidate["kinds"] or candidate["verified"] for candidate in doc["candidates"]), doc["candidates"]
+    assert any("the tokenizer names 139 ids, under a quarter of the token table's 1,000 rows" in note for note in doc["notes"])
+    # the character table is the tokenizer's own: its kinds are worked out (<PAD>, <UNK>, <PUNC> are special)
+    doc = run_json("undertrained", "-c", tmp_path / "model.pth", "--token-key", "ch_embeddings.weight")
+    assert not any("under a quarter" in note for note in doc["notes"]) and doc["tokenizer"]["kinds"]["special"] == 3
+
+
 def bert_vocab(renamed: bool) -> dict[str, int]:
     rng = np.random.default_rng(4)
     words: set[str] = set()
@@ -394,6 +413,10 @@ def test_a_class_of_trained_tokens_used_alike_is_no_seed(tmp_path):
     assert doc["reference"]["source"] == "low-norm"
     assert "the densest cluster of 30 rows is passed over: their norms are those of the rest" in \
         doc["reference"]["description"]
+    # the table's never-trained rows (moved only together) are a part of the tail: the tail, holding them, seeds
+    moved = run_json("norms", "-c", tmp_path / "model.npz")["untrained"]
+    assert moved["kind"] == "moved together" and f"it holds the table's {moved['rows']} never-trained rows" in \
+        doc["reference"]["description"] and moved["rows"] < len(doc["reference"]["ids"])
     recall, precision = recall_precision(ids(doc), never)
     assert recall >= 0.8 and precision >= 0.5, (recall, precision, doc["reference"])
 

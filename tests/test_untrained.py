@@ -114,6 +114,77 @@ def test_a_table_at_initialisation_is_said_to_be(tmp_path):
     assert doc["untrained"]["evidence"].endswith("the table is as initialised") and doc["anomalies"] == []
 
 
+def shared_statistic(table: np.ndarray) -> float:
+    """d |sum of the unit rows|^2 / rows over the non-zero rows: chi-square with d degrees for rows drawn at random."""
+    table = table.astype(np.float64)
+    norms = norms_of(table)
+    unit = table[norms > 0] / norms[norms > 0, None]
+    total = unit.sum(axis=0)
+    return table.shape[1] * float(total @ total) / len(unit)
+
+
+def char_cnn_embedding(steps: int = 300, seed: int = 0) -> np.ndarray:
+    """attacut's layout (torch nn.Embedding(139, 48, padding_idx=0), N(0, 1) at init, into a convolution), trained
+    with Adam on Zipf-distributed characters to mark the middle one of a class of ten (digits, as it were)."""
+    import torch
+    rng = np.random.default_rng(seed)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        torch.manual_seed(seed)
+        embedding, conv, head = torch.nn.Embedding(139, 48, padding_idx=0), torch.nn.Conv1d(48, 32, 3), torch.nn.Linear(32, 1)
+        optimizer = torch.optim.Adam([*embedding.parameters(), *conv.parameters(), *head.parameters()], lr=3e-2)
+        share = 1 / np.arange(1, 139)
+        for _ in range(steps):
+            chars = rng.choice(np.arange(1, 139), (32, 21), p=share / share.sum())
+            marked = torch.from_numpy(((chars[:, 10] >= 4) & (chars[:, 10] < 14)).astype(np.float32))
+            found = torch.relu(conv(embedding(torch.from_numpy(chars)).transpose(1, 2))).amax(2)
+            loss = torch.nn.functional.binary_cross_entropy_with_logits(head(found)[:, 0], marked)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+    finally:
+        torch.set_num_threads(threads)
+    return embedding.weight.detach().numpy()
+
+
+def test_a_trained_table_near_its_init_scale_is_not_said_to_be_at_initialisation(tmp_path):
+    # attacut 1.0.6's attacut-c/model.pth (PyPI): its 139 x 48 character table was said to be wholly as initialised
+    # (norms 7.24 +- 0.77, a draw of sigma 1.03 x sqrt(48); a sampled row's nearest row at cosine 0.39), yet its
+    # ten digits have mutual cosine 0.50 and its unit rows a common mean, d |S|^2 / n = 327 where a draw passes 93
+    # with a chance of 1e-4. The same model trained here shares the mean too, at the same init scale.
+    import torch
+    from scipy.stats import chi2
+
+    table = char_cnn_embedding()
+    torch.save({"embeddings.weight": torch.from_numpy(table)}, tmp_path / "model.pth")
+    rows = norms_of(table)[1:]
+    assert abs(np.median(rows) / np.sqrt(48) - 1) < 0.1  # still at N(0, 1)'s scale: the norm test alone passes it
+    assert shared_statistic(table) > 2 * chi2.ppf(1 - 1e-4, 48)
+    doc = run_json("norms", "-c", tmp_path / "model.pth", "--token-key", "embeddings.weight")
+    assert doc["untrained"]["rows"] == 0 and not doc["untrained"]["whole_table"]
+    assert [a["index"] for a in doc["anomalies"]] == [0]  # the padding row, zero
+
+
+@pytest.mark.parametrize("draw", ["torch", "keras uniform"])
+def test_a_table_at_initialisation_shares_no_direction_and_says_the_line(draw, tmp_path):
+    from scipy.stats import chi2
+    if draw == "torch":  # nn.Embedding's own init, N(0, 1), its padding row zero
+        import torch
+        torch.manual_seed(4)
+        table = torch.nn.Embedding(139, 48, padding_idx=0).weight.detach().numpy()
+    else:  # Keras' Embedding default, uniform(-0.05, 0.05): symmetric under sign flips and swaps of columns
+        table = np.random.default_rng(4).uniform(-0.05, 0.05, (178, 32)).astype(np.float32)
+    np.savez(tmp_path / "model.npz", token_emb=table)
+    doc = run_json("norms", "-c", tmp_path / "model.npz")
+    dim = table.shape[1]
+    assert doc["untrained"]["whole_table"] is True
+    line = chi2.ppf(1 - 1e-4, dim)  # the reference: scipy's chi-square quantile, where the code uses Wilson-Hilferty
+    said = doc["untrained"]["evidence"]
+    assert f"|^2 / rows {shared_statistic(table):.3g}, chi-square with {dim} degrees" in said
+    assert abs(float(said.split("where a draw passes ")[1].split()[0]) / line - 1) < 0.01
+
+
 @pytest.mark.parametrize(("dim", "rows"), [(16, 300), (64, 30_000), (768, 30_522), (4096, 128_256)])
 def test_the_nearest_row_line_is_the_regularised_incomplete_beta_s(dim, rows):
     from scipy.special import betainc  # the reference: P(cos > t) = I_{1-t^2}((d-1)/2, 1/2) / 2 on the sphere

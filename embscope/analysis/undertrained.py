@@ -31,7 +31,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .. import compute
-from ..core.errors import EmbscopeError, Message, TableError, message_of
+from ..core.errors import EmbscopeError, Message, Option, TableError, message_of
+from ..core.tokenizer import Tokenizer
 from .norms import DEFAULT_THRESHOLD, RowListing, median_and_mad, robust_z, row_norms
 from .stages import Progress, Stages, quiet
 from .token_kinds import KINDS, ROUND_TRIP_MAX_CHARS, TokenKinds, token_kinds
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
     from ..embeddings import Embeddings
 
 BLOCK_BYTES = 32 * 1024 * 1024  # float64 work space per block of rows
+MISFIT_SHARE = 0.25  # a tokenizer naming fewer of a table's rows than this share is not that table's
 COMPONENT_WIDTH = 8  # directions iterated together to find the first principal component
 COMPONENT_ITERATIONS = 40  # reads of the table at most; a table with no leading direction uses them all
 COMPONENT_TOLERANCE = 1e-10  # distance between successive unit estimates of the component
@@ -180,7 +182,10 @@ def undertrained_tables(emb: Embeddings, roles: Sequence[str] | None = None, *, 
     kinds: TokenKinds | None = None
     for role in roles if roles is not None else default_roles(emb):
         chosen = emb.table(role)
-        if tokenizer is not None and (kinds is None or kinds.rows != chosen.rows):
+        misfit = misfit_note(tokenizer, chosen.rows, role)
+        if misfit:
+            notes.append(misfit)
+        if tokenizer is not None and not misfit and (kinds is None or kinds.rows != chosen.rows):
             try:
                 kinds = token_kinds(tokenizer, chosen.rows, stages("tokenizer round trip"))
             except EmbscopeError as err:  # it cannot encode at all: the answer goes on as without one, and says so
@@ -190,12 +195,23 @@ def undertrained_tables(emb: Embeddings, roles: Sequence[str] | None = None, *, 
                 notes.append(f"{kinds.too_long:,} tokens longer than {ROUND_TRIP_MAX_CHARS:,} characters were not "
                              "encoded back (the round trip costs their length), so none of them is marked unreachable")
         other = others(role, chosen.tensor.shape) if others is not None else ()
-        reports.append(find_undertrained(chosen.array, kinds, table=chosen.role, name=chosen.name, others=other,
+        reports.append(find_undertrained(chosen.array, None if misfit else kinds, table=chosen.role, name=chosen.name, others=other,
                                          topk=nearest_rows(device, stages(f"nearest rows of the {role} table")),
                                          config=emb.checkpoint.config,
                                          never=(untrained or {}).get(str(chosen.role))))
     notes += [note for report in reports for note in emb.table(report.table).notes]
     return UndertrainedTables(tuple(reports), kinds, tuple(notes))
+
+
+def misfit_note(tokenizer: Tokenizer | None, rows: int, role: str) -> str:
+    """Why the tokenizer is not this table's, or "": one that names under a quarter of its rows (padding rounds a
+    vocabulary up by a few percent at most: GPT-2's 50,257 to 50,304, Phi-2's 50,295 to 51,200) would mark the
+    rest 'padding', the reference of known-unused rows (attacut-sc's 139 characters beside its 6,227 syllables)."""
+    if tokenizer is None or MISFIT_SHARE * rows <= int(tokenizer.vocab_size):
+        return ""
+    return Message(f"the tokenizer names {int(tokenizer.vocab_size):,} ids, under a quarter of the {role} table's "
+                   f"{rows:,} rows: it is not that table's, so nothing there is verified and no row is taken for "
+                   "padding (name the table's own with ", Option("tokenizer"), ")")
 
 
 Measured = tuple["Reference", np.ndarray, "Threshold"]  # the reference used, the indicator, its threshold
@@ -321,11 +337,33 @@ def seeded_because(tokenizer: Reference, kinds: TokenKinds | None) -> str:
 def table_seed(array: np.ndarray, valid: np.ndarray, norms: np.ndarray, topk: NearestRows,
                config: Mapping[str, Any] | None = None, table: str = "token", never: Untrained | None = None) -> Reference:
     """Rows the table itself shows as unused: its never-trained rows (analysis.untrained: still as initialised, or
-    moved only together; `never` when the caller found them), else the densest tight cluster whose norms stand
-    apart from the rest (SEED_NORM_Z), else the low-norm tail."""
+    moved only together; `never` when the caller found them; rows that moved together give way to a seed of the
+    table's shape that holds them all and more), else the densest tight cluster whose norms stand apart from the
+    rest (SEED_NORM_Z), else the low-norm tail."""
     never = never if never is not None else find_untrained(array, norms, table, config)
-    if never.count >= MIN_SEED_ROWS and not never.whole:
-        return Reference(never.rows, "untrained", f"the table's never-trained rows: {never.evidence}")
+    verdict = Reference(never.rows, "untrained", f"the table's never-trained rows: {never.evidence}")
+    judged = never.count >= MIN_SEED_ROWS and not never.whole
+    # rows that moved only together are the tightest of those decay shrank: a low-norm tail below a gap that holds
+    # them all and more is the fuller seed (the rest kept part of their own start)
+    if judged and (never.kind != "moved together" or not holds_more(low_norm_tail(norms, valid).rows, never.rows)):
+        return verdict
+    seed = seed_of_shape(array, valid, norms, topk)
+    if not judged:
+        return seed
+    if not holds_more(seed.rows, never.rows):
+        return verdict
+    return replace(seed, description=f"{seed.description}; it holds the table's {never.count} never-trained rows "
+                                     f"({never.evidence})")
+
+
+def holds_more(rows: np.ndarray, inner: np.ndarray) -> bool:
+    """Whether `rows` holds every row of `inner` and others too."""
+    return len(rows) > len(inner) and bool(np.isin(inner, rows).all())
+
+
+def seed_of_shape(array: np.ndarray, valid: np.ndarray, norms: np.ndarray, topk: NearestRows) -> Reference:
+    """The seed the table's shape gives: the densest tight cluster whose norms stand apart from the rest
+    (SEED_NORM_Z), else the low-norm tail."""
     cluster = cluster_reference(array, valid, topk, norms)
     if len(cluster.rows):
         return cluster

@@ -49,6 +49,8 @@ NEAREST_SAMPLE = 64  # token rows whose nearest row is searched, to tell a draw 
 NEAREST_CHANCE = 1e-4
 NARROWEST_SPREAD = 0.25  # times 1/sqrt(2d): norms more alike than this (rows normalised) are no Gaussian draw
 AT_INIT_SHARE = 0.9  # of the sampled rows that must look drawn at init
+SHARED_CHANCE = 1e-4  # the chance that rows drawn at init share a direction as much as the line allows
+SHARED_NORMAL = 3.7190164854557084  # the standard normal's upper 1e-4 quantile (statistics.NormalDist().inv_cdf)
 TOGETHER_COSINE = 0.5  # mutual cosine of a group moved only together (trained rows: about 0.1)
 MIN_GROUP = 8  # rows of such a group at least
 GROUP_SPREADS = 6.0  # a member's cosine to the group and its norm lie within this many robust spreads of the seed's
@@ -269,6 +271,9 @@ def tokens_at_init(array: np.ndarray, norms: np.ndarray, valid: np.ndarray, sigm
     bound = nearest_bound(dim, int(valid.sum()))
     if float(np.mean(np.abs(np.nan_to_num(nearest, nan=1.0)) <= bound)) < AT_INIT_SHARE:
         return nothing()
+    shared, shared_line = shared_direction(array, norms, candidates)
+    if shared > shared_line:  # a draw's directions have no common mean: training gave these one
+        return nothing()
     valid_rows = int(valid.sum())
     whole = sigma is None or len(candidates) == valid_rows  # without a scale, only a whole table is judged
     if whole and len(candidates) < valid_rows:  # (as many are every valid row already)
@@ -277,8 +282,22 @@ def tokens_at_init(array: np.ndarray, norms: np.ndarray, valid: np.ndarray, sigm
     chosen = norms if len(candidates) == len(norms) else norms[candidates]  # every row: no copy of them
     evidence = (f"{head} never trained: norm {spread_text(chosen)}, {said}; no row alike (nearest-row "
                 f"cosine {float(np.nanmean(nearest)):.2g} on a sample of {len(sample)}, where a random draw's "
-                f"passes {bound:.2g} with a chance of {NEAREST_CHANCE:g})")
+                f"passes {bound:.2g} with a chance of {NEAREST_CHANCE:g}); no shared direction (d |sum of unit "
+                f"rows|^2 / rows {shared:.3g}, chi-square with {dim} degrees, where a draw passes {shared_line:.3g} "
+                f"with a chance of {SHARED_CHANCE:g})")
     return Untrained(candidates, RULE, evidence + ("; the table is as initialised" if whole else ""), "at init", whole)
+
+
+def shared_direction(array: np.ndarray, norms: np.ndarray, rows: np.ndarray) -> tuple[float, float]:
+    """How far the unit rows `rows` share a direction, and the line a draw at init passes with SHARED_CHANCE.
+    n directions drawn at random (any isotropic draw, or one symmetric under sign flips and swaps of columns, as
+    Keras' uniform is) sum to S with d |S|^2 / n distributed as chi-square with d degrees; a trained table's rows
+    keep a common mean direction (attacut's Thai characters: 327 in 48 dimensions). The line is chi-square's
+    upper SHARED_CHANCE quantile by Wilson and Hilferty's cube-root normal form."""
+    dim = array.shape[1]
+    total = total_of(array, norms, rows)
+    line = dim * (1 - 2 / (9 * dim) + SHARED_NORMAL * math.sqrt(2 / (9 * dim))) ** 3
+    return float(dim * (total @ total) / max(len(rows), 1)), line
 
 
 def too_alike(norms: np.ndarray, scale: float, dim: int) -> bool:

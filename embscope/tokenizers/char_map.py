@@ -7,7 +7,7 @@ Encoding, as the map's own code does it:
 - when some keys are longer, text is cut by greedy longest match: at each position, the longest key that
   matches there, so ``{"a": 1, "b": 2, "ab": 3}`` encodes "abab" as [3, 3] and "aab" as [1, 3];
 - markers longer than one character (``<pad>``, ``[UNK]``, ``<OOV>``, Keras' ``UNK``) are special tokens:
-  never matched in text;
+  never matched in text; nor is an empty key (attacut's ``syllables.json`` maps "" to 2), which names its id only;
 - a character no key covers becomes the unknown token when the map has one (``[UNK]``, ``<unk>``, ``<OOV>``,
   ``UNK``: Keras' ``oov_token``), else it is an error that names it (Keras would drop it without a word).
 Nothing is lower-cased: a map of lower-case letters does not cover "D".
@@ -46,7 +46,8 @@ class CharMapTokenizer:
         unknown = [key for key in UNKNOWN_NAMES if key in index]
         self.unk_id: int | None = index[unknown[0]] if unknown else None
         self.special_ids = frozenset(index[key] for key in special)
-        self._index = {key: id for key, id in index.items() if key not in special}
+        # an empty key names its id but is never matched: it would match at every position
+        self._index = {key: id for key, id in index.items() if key not in special and key}
         self._token: dict[int, str] = {}
         for key, id in index.items():
             self._token.setdefault(id, key)  # two keys of one id: the id is named by the first
@@ -99,7 +100,7 @@ def load(path: Path) -> CharMapTokenizer:
         found = "an empty object" if doc == {} else f"a JSON {type(doc).__name__}"
         raise TokenizerError(f"expected {path.name} to be {EXPECTED}, found {found}")
     for key, id in doc.items():
-        if not key or len(key) > MAX_KEY_CHARS or not is_id(id):
+        if len(key) > MAX_KEY_CHARS or not is_id(id):
             raise TokenizerError(f"expected {path.name} to be {EXPECTED} (a character or token, then a whole "
                                  f"number 0 or more), found {shown(key)}: {shown(id)}")
         check_text(key, f"the token with id {id} in {path.name}")
@@ -107,5 +108,7 @@ def load(path: Path) -> CharMapTokenizer:
             if len(key) > len(mark) and key.startswith(mark):
                 raise TokenizerError(f"expected {path.name} to be {EXPECTED}, found {what} (the token "
                                      f"{shown(key)}): its ids cannot be worked out from the map alone")
+    if not any(doc):  # an empty key is allowed (attacut's syllables.json names id 2 so), but not only that
+        raise TokenizerError(f"expected {path.name} to be {EXPECTED}, found only the empty key")
     check_largest_id(max(doc.values()), path)
     return CharMapTokenizer(path, doc)
