@@ -432,10 +432,18 @@ def group_from_seed(array: np.ndarray, norms: np.ndarray, valid: np.ndarray, cos
 
 
 def total_of(array: np.ndarray, norms: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """The sum of the unit rows `rows` (sorted ids), read a block at a time."""
+    """The sum of the unit rows `rows` (sorted ids), read a block at a time: each block's rows weighted by their
+    inverse norms in one float32 product, the blocks summed in float64 (a float64 copy of each block cost nine
+    times as much: 0.10 s against 0.011 on 400,000 x 50); a block holding extreme norms, whose float32 weights
+    could overflow, in float64."""
     total = np.zeros(array.shape[1])
+    every = len(rows) == len(array)  # sorted ids of every row: the blocks are slices, not gathers
     step = max(1, BLOCK_BYTES // (8 * max(1, array.shape[1])))
     for start in range(0, len(rows), step):
         part = rows[start:start + step]
-        total += (np.asarray(array[part], dtype=np.float64) / norms[part, None]).sum(axis=0)
+        block, scale = array[start:start + len(part)] if every else array[part], norms[part]
+        if scale.min() >= ORDINARY_NORMS[0] and scale.max() <= ORDINARY_NORMS[1]:
+            total += np.asarray(block, dtype=np.float32).T @ (1.0 / scale).astype(np.float32)
+        else:
+            total += (np.asarray(block, dtype=np.float64) / scale[:, None]).sum(axis=0)
     return total
