@@ -3,6 +3,9 @@
 RoBERTa and its kin count positions from padding_idx + 1 (transformers' create_position_ids_from_input_ids:
 position p is row p + padding_idx + 1, the padding row and those below it never used); OPT's learned positional
 embedding adds a fixed 2. The rule is one table, family -> how to get the offset, so a family is added in one line.
+It was drawn up from transformers' own modelling code: every family that calls create_position_ids_from_input_ids,
+adds an offset to its learned positions, or counts them from arange + 2, and the families whose tables carry OPT's
+name but start at row 0 (the name alone says 2).
 """
 
 from __future__ import annotations
@@ -53,6 +56,18 @@ OFFSET_RULES: dict[str, OffsetRule] = {
     "esm": OffsetRule("ESM (absolute positions)"),
     "markuplm": OffsetRule("MarkupLM"),
     "luke": OffsetRule("LUKE"),
+    "lilt": OffsetRule("LiLT"),
+    "layoutlmv3": OffsetRule("LayoutLMv3"),
+    # position ids arange(max_position_embeddings) + 2, the table 2 rows longer, whatever the padding id
+    "trocr": OffsetRule("TrOCR", fixed=2),
+    "mra": OffsetRule("MRA", fixed=2),
+    "nystromformer": OffsetRule("Nystromformer", fixed=2),
+    "yoso": OffsetRule("YOSO", fixed=2),
+    # position p is row p, though the table is named 'embed_positions' as OPT's and fairseq's are (offset by 2)
+    **{family: OffsetRule(name, fixed=0, why="numbers positions from row 0, whatever its table's name")
+       for family, name in (("blenderbot", "Blenderbot"), ("blenderbot-small", "BlenderbotSmall"), ("led", "LED"),
+                            ("bigbird_pegasus", "BigBirdPegasus"), ("marian", "Marian"), ("pegasus", "Pegasus"),
+                            ("pegasus_x", "PEGASUS-X"))},
     # BART's learned positions (and its kin's) add a fixed offset of 2 to every position id
     "bart": OffsetRule("BART", fixed=2),
     "mbart": OffsetRule("mBART", fixed=2),
@@ -70,4 +85,5 @@ def position_offset(config: Mapping[str, Any]) -> tuple[int, str] | None:
     if rule is None:
         return None
     first_row, why = rule.offset(config)
-    return first_row, f"position p is row p+{first_row}: {why}; model_type {model_type!r} in the config"
+    row = f"row p+{first_row}" if first_row else "row p"
+    return first_row, f"position p is {row}: {why}; model_type {model_type!r} in the config"

@@ -54,7 +54,21 @@ FAMILIES = {
     "luke": lambda transformers: transformers.LukeModel(transformers.LukeConfig(
         **SMALL, entity_vocab_size=10, entity_emb_size=8, pad_token_id=5)),
     "biogpt": lambda transformers: transformers.BioGptModel(transformers.BioGptConfig(**SMALL, pad_token_id=5)),
+    # the layout models' 2-D tables fit the hidden size: LiLT's are a sixth of it, LayoutLMv3's 4 x 1 + 2 x 2
+    "lilt": lambda transformers: transformers.LiltModel(transformers.LiltConfig(
+        **(SMALL | {"hidden_size": 24}), pad_token_id=5)),
+    "layoutlmv3": lambda transformers: transformers.LayoutLMv3Model(transformers.LayoutLMv3Config(
+        **SMALL, pad_token_id=5, coordinate_size=1, shape_size=2, visual_embed=False)),
+    # position ids arange + 2 whatever the padding id
+    "mra": lambda transformers: bert_like(transformers.MraConfig, transformers.MraModel, pad=5),
+    "nystromformer": lambda transformers: transformers.NystromformerModel(transformers.NystromformerConfig(
+        **SMALL, pad_token_id=5, segment_means_seq_len=8, num_landmarks=8)),
+    "yoso": lambda transformers: bert_like(transformers.YosoConfig, transformers.YosoModel, pad=5),
 }
+# decoders alone: a single 'model.decoder.embed_positions' table, named as OPT's (offset 2), found by its name
+DECODERS = {"blenderbot": "BlenderbotForCausalLM", "blenderbot-small": "BlenderbotSmallForCausalLM",
+            "bigbird_pegasus": "BigBirdPegasusForCausalLM", "marian": "MarianForCausalLM",
+            "pegasus": "PegasusForCausalLM", "trocr": "TrOCRForCausalLM"}
 SEQ2SEQ = {"bart": "BartModel", "mbart": "MBartModel", "plbart": "PLBartModel", "mvp": "MvpModel",
            "led": "LEDModel", "blenderbot": "BlenderbotModel", "blenderbot-small": "BlenderbotSmallModel"}
 
@@ -87,7 +101,8 @@ def test_position_p_is_the_row_transformers_reads(family, tmp_path, transformers
     doc = run_json("positions", "-c", str(tmp_path), "--pairs", "0:1,2:5")
     assert doc["first_row"] == rows[0], family
     table = load_file(tmp_path / "model.safetensors")
-    stored = next(v for k, v in table.items() if k.endswith(name.split(".", 1)[-1]) or k == name).astype(np.float64)
+    short = name.split(".", 1)[-1]  # the name under a prefix the saved keys may lack, whole: not LayoutLMv3's x_...
+    stored = next(v for k, v in table.items() if k in (name, short) or k.endswith(f".{short}")).astype(np.float64)
     for pair, (i, j) in zip(doc["pairs"], [(0, 1), (2, 5)]):
         a, b = stored[rows[i]], stored[rows[j]]
         assert pair["cosine"] == pytest.approx(a @ b / np.linalg.norm(a) / np.linalg.norm(b), abs=1e-6)
@@ -115,6 +130,25 @@ def test_a_table_named_by_key_keeps_its_family_s_numbering(family, tmp_path, tra
     assert name == "encoder.embed_positions.weight" and rows == list(range(rows[0], rows[0] + len(rows)))
     doc = run_json("positions", "-c", str(tmp_path), "--pos-key", name, "--pairs", "0:1")
     assert doc["first_row"] == rows[0] == (0 if family in ("led", "blenderbot", "blenderbot-small") else 2), family
+    stored = load_file(tmp_path / "model.safetensors")[name].astype(np.float64)
+    a, b = stored[rows[0]], stored[rows[1]]
+    assert doc["pairs"][0]["cosine"] == pytest.approx(a @ b / np.linalg.norm(a) / np.linalg.norm(b), abs=1e-6)
+
+
+@pytest.mark.parametrize("family", sorted(DECODERS))
+def test_a_decoder_s_table_named_as_opt_s_keeps_its_family_s_numbering(family, tmp_path, transformers):
+    # Blenderbot, BigBirdPegasus, Marian and Pegasus number from row 0, TrOCR from 2: OPT's 2 was taken for all
+    torch.manual_seed(0)
+    config_class = getattr(transformers, DECODERS[family].replace("ForCausalLM", "Config"))
+    sizes = {"vocab_size": 40, "d_model": 8, "decoder_layers": 1, "decoder_attention_heads": 2, "decoder_ffn_dim": 16,
+             "max_position_embeddings": 24, "pad_token_id": 1}
+    sizes |= {"attention_type": "original_full"} if family == "bigbird_pegasus" else {}
+    model = getattr(transformers, DECODERS[family])(config_class(**sizes))
+    model.save_pretrained(tmp_path)
+    name, rows = rows_read(model)
+    assert name == "model.decoder.embed_positions.weight" and rows == list(range(rows[0], rows[0] + len(rows)))
+    doc = run_json("positions", "-c", str(tmp_path), "--pairs", "0:1")
+    assert doc["first_row"] == rows[0] == (2 if family == "trocr" else 0), family
     stored = load_file(tmp_path / "model.safetensors")[name].astype(np.float64)
     a, b = stored[rows[0]], stored[rows[1]]
     assert doc["pairs"][0]["cosine"] == pytest.approx(a @ b / np.linalg.norm(a) / np.linalg.norm(b), abs=1e-6)
