@@ -14,7 +14,7 @@ from itertools import combinations
 import numpy as np
 import pytest
 from byte_tokenizer import ByteWordTokenizer
-from conftest import cosine, harris_tokenizer, run, run_json
+from conftest import cosine, harris_tokenizer, invoke, run, run_json
 from safetensors.numpy import save_file
 
 import embscope
@@ -604,3 +604,26 @@ def test_a_merged_word_of_plus_and_minus_inf_rows_is_a_reason_not_a_crash(tmp_pa
         (pair,) = embscope.similarity(emb, ["ox", "dog"], center=center).pairs
     assert (pair.cosine, pair.percentile) == (None, None)
     assert pair.reason == "row 111 ('o') holds NaN or Inf"
+
+
+@pytest.mark.parametrize("args, flags", [
+    (["similarity", "--ids", "5", "6", "--exact"], "--exact says"),
+    (["similarity", "--ids", "5", "6", "--allow-unk", "--no-merge"], "--allow-unk and --no-merge say"),
+    (["neighbors", "--ids", "5", "--exact"], "--exact says"),
+    (["neighbors", "--ids", "--all", "--out", "-", "--allow-unk"], "--allow-unk says"),
+    (["analogy", "--ids", "1", "2", "3", "--exact"], "--exact says"),
+])
+def test_word_lookup_flags_with_ids_are_a_usage_error(args, flags):
+    """--exact, --allow-unk and --no-merge say how words are looked up: with --ids there is no word, and they were
+    accepted and dropped without a word."""
+    result = invoke(*args)
+    assert result.exit_code == 2, result.output
+    assert result.stderr.splitlines()[0] == (f"Error: {flags} how words are looked up: "
+                                             f"{'they do' if ' and ' in flags else 'it does'} not go with --ids")
+
+
+def test_exact_on_the_position_map_is_a_usage_error():
+    result = invoke("map", "--table", "position", "--exact")
+    assert result.exit_code == 2, result.output
+    assert result.stderr.splitlines()[0] == ("Error: --exact says how words are looked up: the position table's "
+                                             "points are positions")

@@ -20,6 +20,7 @@ from .options import (
     RemoveTopOption,
     StrictFlag,
     TableOption,
+    check_lookup_flags,
     refuse,
     source_of,
 )
@@ -48,6 +49,7 @@ def similarity_command(
 ) -> None:
     """Cosine similarity between token rows: two words give one pair, more give every pair."""
     source = source_of(ctx)
+    check_lookup_flags("{} not go with --ids" if ids else None, exact=exact, allow_unk=allow_unk, merge=merge)
     words = words or []
     if pairs_file is not None and words:
         raise refuse("give words or --pairs-file, not both")
