@@ -627,3 +627,16 @@ def test_exact_on_the_position_map_is_a_usage_error():
     assert result.exit_code == 2, result.output
     assert result.stderr.splitlines()[0] == ("Error: --exact says how words are looked up: the position table's "
                                              "points are positions")
+
+
+@pytest.mark.parametrize("args, file_option", [
+    (["similarity", "father", "mother", "--strict"], "--pairs-file"),
+    (["neighbors", "--all", "--out", "-", "--strict"], "--queries"),
+    (["neighbors", "father", "--strict"], "--queries"),
+])
+def test_strict_without_an_input_file_is_a_usage_error(args, file_option):
+    """--strict says what to do with a line of the input file that cannot be used: without the file it did nothing."""
+    result = invoke(*args)
+    assert result.exit_code == 2, result.output
+    assert result.stderr.splitlines()[0] == f"Error: --strict goes with {file_option}: it says what to do with a " \
+                                            "line of the file that cannot be used"

@@ -76,6 +76,9 @@ def neighbors_command(
     """The K rows most similar to a word, or with --all --out FILE the top K of every row."""
     source = source_of(ctx)
     check_lookup_flags("{} not go with --ids" if ids else None, exact=exact, allow_unk=allow_unk)
+    if queries is None and strict:
+        raise refuse("--strict goes with --queries: it says what to do with a line of the file that "
+                     "cannot be used")
     if all_rows:
         if word is not None:
             raise refuse("--all takes its queries from --queries FILE, not a word")

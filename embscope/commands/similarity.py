@@ -53,6 +53,9 @@ def similarity_command(
     words = words or []
     if pairs_file is not None and words:
         raise refuse("give words or --pairs-file, not both")
+    if pairs_file is None and strict:
+        raise refuse("--strict goes with --pairs-file: it says what to do with a line of the file that "
+                     "cannot be used")
     if pairs_file is None and len(words) < 2:
         raise refuse(f"expected at least two words (or --pairs-file), found {len(words)}")
     emb = source.open()
