@@ -182,3 +182,15 @@ def test_the_same_values_stored_in_another_type_are_no_byte_copy(tmp_path):
     doc = run_json("compare", tmp_path / "a.pt", tmp_path / "b.pt", "--sample", 10, "--no-cka")
     assert doc["tables"]["token"]["unchanged_rows"] == V  # the same values, row for row
     assert [(d["steps"], d["tables"]) for d in doc["audit"]["duplicates"]] == [([100, 200], ["position"])]
+
+
+def test_the_report_over_a_run_carries_its_audit(tmp_path):
+    """report -c RUN compares the run as `compare` does; its compare section left the audit out, so a page over a
+    run whose step 400 is step 300 again said nothing of it."""
+    folder = write_torch(tmp_path / "run", drifting_run(), {400: 300, 600: 700, 700: 600})
+    run("report", "-c", folder, "--format", "md", "--out", tmp_path / "md")
+    text = (tmp_path / "md" / "report.md").read_text()
+    duplicate = (f"audit: duplicate: {folder / 'ckpt_400.pt'} (step 400) holds byte for byte the token and position "
+                 f"tables of {folder / 'ckpt_300.pt'} (step 300)").replace("_", "\\_")
+    assert duplicate in text, text
+    assert text.count(f"audit: out of order: {folder / 'ckpt_600.pt'} (step 600): ".replace("_", "\\_")) == 1
