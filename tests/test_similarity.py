@@ -640,3 +640,13 @@ def test_strict_without_an_input_file_is_a_usage_error(args, file_option):
     assert result.exit_code == 2, result.output
     assert result.stderr.splitlines()[0] == f"Error: --strict goes with {file_option}: it says what to do with a " \
                                             "line of the file that cannot be used"
+
+
+def test_a_pairs_line_of_one_word_is_said_in_the_singular(tmp_path):
+    (tmp_path / "pairs.txt").write_text("father mother\nfather\nfather mother the\n")
+    result = invoke("similarity", "--pairs-file", tmp_path / "pairs.txt", "--strict")
+    assert result.exit_code == 1
+    assert result.stderr == f"Error: '{tmp_path / 'pairs.txt'}' line 2: expected two words or ids, found 1 field\n"
+    doc = run_json("similarity", "--pairs-file", tmp_path / "pairs.txt")
+    assert any("(line 2: expected two words or ids, found 1 field; line 3: expected two words or ids, found 3 fields)"
+               in note for note in doc["notes"]), doc["notes"]
