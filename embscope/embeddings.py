@@ -39,6 +39,11 @@ class Embeddings:
         self._tokenizer_path = tokenizer_path
 
     @property
+    def tokenizer_given(self) -> Path | None:
+        """The tokenizer file --tokenizer named, whether or not it loads: an input all the same."""
+        return self._tokenizer_path
+
+    @property
     def token(self) -> Table:
         return self.table(Role.token)
 

@@ -72,6 +72,10 @@ def lines(path: Path, what: Option, skip: Skipped | None) -> Iterator[tuple[int,
                                  f"{quote(path)}"), path=path, option=what) from None
 
 
+def fields_text(fields: list[str]) -> str:
+    return f"{len(fields)} field{'s' * (len(fields) != 1)}"
+
+
 def read_pairs(path: Path, skip: Skipped | None) -> Iterator[tuple[str, str]]:
     """Two words or ids a line, tab or space separated."""
     found = False
@@ -81,10 +85,10 @@ def read_pairs(path: Path, skip: Skipped | None) -> Iterator[tuple[str, str]]:
             found = True
             yield fields[0], fields[1]
         elif skip is None:
-            raise InputError(f"{quote(path)} line {number}: expected two words or ids, found {len(fields)} fields",
+            raise InputError(f"{quote(path)} line {number}: expected two words or ids, found {fields_text(fields)}",
                              path=path, option=PAIRS_FILE)
         else:
-            skip(f"line {number}: expected two words or ids, found {len(fields)} fields")
+            skip(f"line {number}: expected two words or ids, found {fields_text(fields)}")
     if not found:
         raise InputError(f"expected pairs in {quote(path)}, two words or ids a line, found none", path=path,
                          option=PAIRS_FILE)

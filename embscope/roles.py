@@ -6,8 +6,9 @@ roles as choices without loading numpy."""
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, replace
+
+import numpy as np
 
 from .core.arrays import to_float32
 from .core.checkpoint import Checkpoint, EmbeddingTables, Table, TensorInfo
@@ -17,9 +18,6 @@ from .core.text import quote, shape_text
 from .listing import clipped_list
 from .position_offsets import position_offset as offset_by_family
 from .storage.constants import CONTEXT_KEYS, TIED_KEYS, VOCAB_KEYS
-
-if TYPE_CHECKING:
-    import numpy as np
 
 
 @dataclass(frozen=True, eq=False)  # compared nowhere: no __eq__ and __hash__ to build at import
@@ -440,6 +438,19 @@ def head_of(checkpoint: Checkpoint, token: Table | None, output: Table) -> tuple
     return Head.untied, None, None, "different"
 
 
+def upright(output: Table, token: Table, notes: list[str]) -> Table:
+    """A head stored d x V, as `x @ W` keeps it (a from-scratch model's 'lm_head'), read transposed: a row per
+    token, as every answer about the output table takes its rows. A square one, or one shaped as the token table, is
+    as stored."""
+    shape, stored = output.tensor.shape, output.tensor
+    if len(shape) != 2 or shape[0] == shape[1] or shape != token.tensor.shape[::-1]:
+        return output
+    notes.append(f"{output.name} is stored {shape[0]} x {shape[1]}, the token table's shape transposed (d x V): read "
+                 "transposed, a row per token")
+    return replace(output, tensor=replace(stored, shape=(shape[1], shape[0]),
+                                          read=lambda: np.ascontiguousarray(stored.read().T)))
+
+
 def find_tables(checkpoint: Checkpoint, token_key: str | None = None, pos_key: str | None = None,
                 output_key: str | None = None) -> EmbeddingTables:
     """Every role's table. A key names a table outright, and a bad key is an error now; a role that
@@ -462,6 +473,8 @@ def find_tables(checkpoint: Checkpoint, token_key: str | None = None, pos_key: s
     position = fill(Role.position, pos_key, taken, token.dim if token else None)
     taken |= {position.name} if position else set()
     output = fill(Role.output, output_key, taken)
+    if output is not None and token is not None:
+        output = upright(output, token, notes)
     tied_copy, tensors = None, None
     if output is not None:
         head, note, tied_copy, tensors = head_of(checkpoint, token, output)

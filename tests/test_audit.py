@@ -168,3 +168,29 @@ def test_a_slowing_run_with_a_copied_step_and_a_late_swapped_pair(tmp_path):
 def test_a_slowing_run_in_order_has_nothing_to_report(tmp_path):
     found = run_json("compare", slowing_run(tmp_path / "run", {}), "--no-cka")["audit"]
     assert found == {"duplicates": [], "out_of_order": []}
+
+
+def test_the_same_values_stored_in_another_type_are_no_byte_copy(tmp_path):
+    """A token table saved again as bfloat16, whose float32 values bfloat16 holds exactly: the same values, other
+    bytes. The audit said it held the earlier table 'byte for byte' (its digest was of the rows as read, in float32)."""
+    one = drifting_run()[100]
+    token = torch.from_numpy(one["token"]).to(torch.bfloat16)  # values bfloat16 holds: float32 keeps them exactly
+    torch.save({"model": {"transformer.wte.weight": token.float(), "transformer.wpe.weight": torch.from_numpy(
+        one["position"])}, "iter_num": 100}, tmp_path / "a.pt")
+    torch.save({"model": {"transformer.wte.weight": token, "transformer.wpe.weight": torch.from_numpy(
+        one["position"])}, "iter_num": 200}, tmp_path / "b.pt")
+    doc = run_json("compare", tmp_path / "a.pt", tmp_path / "b.pt", "--sample", 10, "--no-cka")
+    assert doc["tables"]["token"]["unchanged_rows"] == V  # the same values, row for row
+    assert [(d["steps"], d["tables"]) for d in doc["audit"]["duplicates"]] == [([100, 200], ["position"])]
+
+
+def test_the_report_over_a_run_carries_its_audit(tmp_path):
+    """report -c RUN compares the run as `compare` does; its compare section left the audit out, so a page over a
+    run whose step 400 is step 300 again said nothing of it."""
+    folder = write_torch(tmp_path / "run", drifting_run(), {400: 300, 600: 700, 700: 600})
+    run("report", "-c", folder, "--format", "md", "--out", tmp_path / "md")
+    text = (tmp_path / "md" / "report.md").read_text()
+    duplicate = (f"audit: duplicate: {folder / 'ckpt_400.pt'} (step 400) holds byte for byte the token and position "
+                 f"tables of {folder / 'ckpt_300.pt'} (step 300)").replace("_", "\\_")
+    assert duplicate in text, text
+    assert text.count(f"audit: out of order: {folder / 'ckpt_600.pt'} (step 600): ".replace("_", "\\_")) == 1

@@ -480,3 +480,20 @@ def test_fifos_beside_a_checkpoint_are_passed_over(tmp_path):
     os.mkfifo(tmp_path / "weights.bin")
     checkpoint = open_checkpoint(tmp_path)
     assert checkpoint.path == path and checkpoint.config == {}
+
+
+@pytest.mark.parametrize("make, found", [
+    (lambda p: p.write_text('{"vocab_size": 64, "tie_word_'), "a file that is not JSON"),
+    (lambda p: p.write_text('[1, 2]'), "JSON that is not an object"),
+    (lambda p: __import__("os").mkfifo(p), "a named pipe (FIFO)"),
+])
+def test_a_config_json_that_cannot_be_used_is_said(tmp_path, make, found):
+    """A config.json beside the weights that is damaged was passed over without a word: the settings it holds (the
+    tie, the sizes, where positions start) were silently not used. The open goes on, and says so."""
+    (tmp_path / "model.safetensors").write_bytes(MINIMAL_SAFETENSORS)
+    make(tmp_path / "config.json")
+    checkpoint = open_checkpoint(tmp_path)
+    assert checkpoint.config == {}
+    assert checkpoint.notes == [f"config.json beside the weights is not used: expected a JSON object, found {found}"]
+    result = invoke("info", "-c", tmp_path, "--json")
+    assert result.exit_code == 0 and json.loads(result.stdout)["notes"][0] == checkpoint.notes[0]

@@ -499,3 +499,14 @@ def test_neighbours_found_in_the_last_read_are_those_of_their_own_read(bad):
                 np.testing.assert_array_equal(getattr(fused, name), getattr(alone, name))
             assert fused.words == 2
             np.testing.assert_array_equal(results[0].changes.cosine, results[1].changes.cosine)
+
+
+def test_a_tokenizer_that_does_not_load_is_said_not_dropped(tmp_path):
+    """--tokenizer naming nothing loadable: the rows print as #id, and the answer says why (it was silent)."""
+    root = Path(__file__).resolve().parents[1] / "sample_checkpoints"
+    missing = tmp_path / "nothing.json"
+    doc = run_json("compare", root / "nlm", root / "andrea", "--sample", "0", "--tokenizer", missing)
+    assert doc["notes"] == [(f"tokenizer not loaded: expected a tokenizer file at {missing}, found nothing there; "
+                             "token rows print as #id")]
+    text = run("compare", root / "nlm", root / "andrea", "--sample", "0", "--tokenizer", missing).stdout
+    assert "rows bitwise unchanged: 1,024 (all): #0, #1," in text and "note: tokenizer not loaded" in text

@@ -185,6 +185,22 @@ def test_an_unreachable_scheduler_is_one_line(tmp_path, monkeypatch):
     assert time.monotonic() - started < 30
 
 
+@pytest.mark.parametrize("content, found", [
+    ("garbage\n", "found a file that is not JSON"),  # dask retried, then failed its own assert: a traceback
+    ('{"address": null}', "found no \"address\" string in it"),
+    ('[1, 2]', "found no \"address\" string in it"),
+])
+def test_a_scheduler_file_that_names_no_address_is_one_line(tmp_path, content, found):
+    folder = write_run(tmp_path / "run", steps=[100, 200])
+    (tmp_path / "scheduler.json").write_text(content)
+    result = invoke("compare", folder, "--scheduler", tmp_path / "scheduler.json", "--sample", 10)
+    assert result.exit_code == 2, result.output
+    errors = [line for line in result.stderr.splitlines() if line.startswith("Error: ")]
+    assert len(errors) == 1 and "Traceback" not in result.output, result.output
+    assert errors[0].startswith(f"Error: Invalid value for '--scheduler': expected a Dask scheduler file at "
+                                f"'{tmp_path / 'scheduler.json'}' (JSON with an \"address\"), {found}"), errors[0]
+
+
 @pytest.mark.slow  # a cluster of its own and a run long enough to kill a worker in: about 40 s here
 def test_a_worker_that_dies_mid_run_is_one_line(tmp_path):
     """Workers without a nanny (nothing restarts them) and a scheduler that retries no task: a worker killed while

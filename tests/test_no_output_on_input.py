@@ -95,6 +95,19 @@ def test_a_tokenizer_file_is_never_written_over(tmp_path):
              "-c", tmp_path / "ckpt" / "model.safetensors"], tokenizer, "--out")
 
 
+def test_a_tokenizer_named_but_not_loaded_is_never_written_over(tmp_path):
+    """--tokenizer names a file that does not load (a tokenizer.json called tok.png): the answer goes on without
+    token names, and the file the user named as an input is still never the plot."""
+    from safetensors.numpy import save_file
+    (tmp_path / "ckpt").mkdir()
+    save_file({"wte.weight": np.random.default_rng(2).standard_normal((300, D)).astype(np.float32)},
+              str(tmp_path / "ckpt" / "model.safetensors"))
+    tokenizer = tmp_path / "tok.png"
+    tokenizer.write_text(json.dumps({"model": {"type": "WordLevel", "vocab": {"a": 0}, "unk_token": "a"}}))
+    refused(["norms", "--table", "token", "--plot", tokenizer, "--tokenizer", tokenizer,
+             "-c", tmp_path / "ckpt" / "model.safetensors"], tokenizer, "the plot file")
+
+
 @pytest.mark.parametrize("link", ["symbolic", "hard"])
 @pytest.mark.parametrize("input_kind", ["config", "shard", "external data"])
 def test_a_link_to_an_input_is_never_written_through(tmp_path, link, input_kind):

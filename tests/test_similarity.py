@@ -14,7 +14,7 @@ from itertools import combinations
 import numpy as np
 import pytest
 from byte_tokenizer import ByteWordTokenizer
-from conftest import cosine, harris_tokenizer, run, run_json
+from conftest import cosine, harris_tokenizer, invoke, run, run_json
 from safetensors.numpy import save_file
 
 import embscope
@@ -604,3 +604,49 @@ def test_a_merged_word_of_plus_and_minus_inf_rows_is_a_reason_not_a_crash(tmp_pa
         (pair,) = embscope.similarity(emb, ["ox", "dog"], center=center).pairs
     assert (pair.cosine, pair.percentile) == (None, None)
     assert pair.reason == "row 111 ('o') holds NaN or Inf"
+
+
+@pytest.mark.parametrize("args, flags", [
+    (["similarity", "--ids", "5", "6", "--exact"], "--exact says"),
+    (["similarity", "--ids", "5", "6", "--allow-unk", "--no-merge"], "--allow-unk and --no-merge say"),
+    (["neighbors", "--ids", "5", "--exact"], "--exact says"),
+    (["neighbors", "--ids", "--all", "--out", "-", "--allow-unk"], "--allow-unk says"),
+    (["analogy", "--ids", "1", "2", "3", "--exact"], "--exact says"),
+])
+def test_word_lookup_flags_with_ids_are_a_usage_error(args, flags):
+    """--exact, --allow-unk and --no-merge say how words are looked up: with --ids there is no word, and they were
+    accepted and dropped without a word."""
+    result = invoke(*args)
+    assert result.exit_code == 2, result.output
+    assert result.stderr.splitlines()[0] == (f"Error: {flags} how words are looked up: "
+                                             f"{'they do' if ' and ' in flags else 'it does'} not go with --ids")
+
+
+def test_exact_on_the_position_map_is_a_usage_error():
+    result = invoke("map", "--table", "position", "--exact")
+    assert result.exit_code == 2, result.output
+    assert result.stderr.splitlines()[0] == ("Error: --exact says how words are looked up: the position table's "
+                                             "points are positions")
+
+
+@pytest.mark.parametrize("args, file_option", [
+    (["similarity", "father", "mother", "--strict"], "--pairs-file"),
+    (["neighbors", "--all", "--out", "-", "--strict"], "--queries"),
+    (["neighbors", "father", "--strict"], "--queries"),
+])
+def test_strict_without_an_input_file_is_a_usage_error(args, file_option):
+    """--strict says what to do with a line of the input file that cannot be used: without the file it did nothing."""
+    result = invoke(*args)
+    assert result.exit_code == 2, result.output
+    assert result.stderr.splitlines()[0] == f"Error: --strict goes with {file_option}: it says what to do with a " \
+                                            "line of the file that cannot be used"
+
+
+def test_a_pairs_line_of_one_word_is_said_in_the_singular(tmp_path):
+    (tmp_path / "pairs.txt").write_text("father mother\nfather\nfather mother the\n")
+    result = invoke("similarity", "--pairs-file", tmp_path / "pairs.txt", "--strict")
+    assert result.exit_code == 1
+    assert result.stderr == f"Error: '{tmp_path / 'pairs.txt'}' line 2: expected two words or ids, found 1 field\n"
+    doc = run_json("similarity", "--pairs-file", tmp_path / "pairs.txt")
+    assert any("(line 2: expected two words or ids, found 1 field; line 3: expected two words or ids, found 3 fields)"
+               in note for note in doc["notes"]), doc["notes"]

@@ -127,3 +127,24 @@ def test_a_bitwise_copy_of_another_dtype_must_still_be_within_rounding():
     off = half.copy()
     off[0, 0] = np.float16(-off[0, 0])
     assert compare_copy(token, TensorInfo("h", TOKEN.shape, "float16", lambda: off)) == (False, None)
+
+
+def test_a_head_stored_d_by_v_is_read_a_row_per_token(tmp_path):
+    """A head kept as `x @ W` keeps it, d x V (a from-scratch model's 'lm_head'): its rows were taken as d rows of V
+    values, so `norms --table output` reported 16 rows of 96 and `similarity --table output --ids` compared columns.
+    It is read transposed, a row per token, and a transposed copy of the token table is a tied head."""
+    rng = np.random.default_rng(3)
+    token, head = rng.standard_normal((96, 16)).astype(np.float32), rng.standard_normal((16, 96)).astype(np.float32)
+    save_file({"wte": token, "lm_head": head}, str(tmp_path / "untied.safetensors"))
+    doc = run_json("norms", "--table", "output", "-c", tmp_path / "untied.safetensors")
+    assert doc["rows"] == 96
+    assert np.isclose(doc["mean"], np.linalg.norm(head.T.astype(np.float64), axis=1).mean(), rtol=1e-6)
+    pair = run_json("similarity", "--ids", "3", "7", "--table", "output", "-c", tmp_path / "untied.safetensors")
+    a, b = head[:, 3].astype(np.float64), head[:, 7].astype(np.float64)
+    assert np.isclose(pair["pairs"][0]["cosine"], a @ b / np.linalg.norm(a) / np.linalg.norm(b), atol=1e-6)
+    info = run_json("info", "-c", tmp_path / "untied.safetensors")
+    assert info["tie"]["tensors"] == "different"
+    assert "lm_head is stored 16 x 96, the token table's shape transposed (d x V): read transposed, a row per token" \
+        in info["notes"]
+    save_file({"wte": token, "lm_head": np.ascontiguousarray(token.T)}, str(tmp_path / "tied.safetensors"))
+    assert run_json("info", "-c", tmp_path / "tied.safetensors")["tie"]["tensors"] == "equal"

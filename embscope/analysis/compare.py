@@ -54,6 +54,7 @@ class TableInput:
 
     array: np.ndarray
     first_row: int = 0
+    stored: str = ""  # the type the file stores the table in (read as float32 or float64): bytes differ by it
 
 
 def by_index(rows_a: int, rows_b: int, first_a: int = 0, first_b: int = 0, what: str = "rows") -> Pairing:
@@ -453,7 +454,7 @@ def table_digest(table: TableInput, pairing: Pairing, side: str, hashes: np.ndar
     start = pairing.start_a if side == "a" else pairing.start_b
     if hashes is None or pairing.ids_a is not None or start + pairing.count != table.array.shape[0]:
         return None
-    digest = hashlib.blake2b(repr((table.array.shape, table.array.dtype.str, start)).encode(), digest_size=16)
+    digest = hashlib.blake2b(repr((table.array.shape, table.array.dtype.str, table.stored, start)).encode(), digest_size=16)
     digest.update(row_hashes(np.asarray(table.array[:start])).tobytes())
     digest.update(hashes.tobytes())
     return digest.digest()

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..core.errors import Message, Option, TokenError
+from ..core.errors import EmbscopeError, Message, Option, TokenError, message_of
 from ..core.text import quote
 from ..lookup import lookup_word
 from ..naming import token_string_or_none
@@ -155,8 +155,17 @@ def compare_run(run: Checkpoints, open_path: Opener, options: CompareOptions, *,
         found = compare_series(paths, open_path, options, ready=ready, token_pairing=pairing, word_rows=rows,
                                stages=stages, on_open=read.note)
     read.note_last()
-    notes = [*one_file_notes(paths, [path for path, _ in found.checkpoints]), *run.notes]
+    notes = [*one_file_notes(paths, [path for path, _ in found.checkpoints]), *run.notes, *tokenizer_notes(ready[0])]
     return ComparedRun(found, found_words, notes, read.paths())
+
+
+def tokenizer_notes(emb: Embeddings) -> list[str]:
+    """A tokenizer named or found that did not load costs only the names, and the answer says so."""
+    try:
+        _ = emb.tokenizer  # loaded once, for the names
+    except EmbscopeError as err:
+        return [Message("tokenizer not loaded: ", message_of(err), "; token rows print as #id")]
+    return []
 
 
 def compare_own_output(emb: Embeddings, options: CompareOptions, *, words: list[str] | None = None,

@@ -20,6 +20,7 @@ from .pairing import Pairing
 from .stages import Stages, quiet
 
 if TYPE_CHECKING:
+    from ..core.checkpoint import Table
     from ..embeddings import Embeddings
 
 Namer = Callable[[int], str]  # a row id -> what the reader calls it: a token string, "#id", "position p"
@@ -43,12 +44,17 @@ def namer(emb: Embeddings, role: str, first_row: int) -> Namer:
     return functools.partial(row_name, tokenizer, role, first_row=first_row)
 
 
+def stored_type(table: Table) -> str:
+    """How the file stores a table ("bfloat16", "float32 Q8_0"): the same values in other bytes are no copy."""
+    return " ".join(filter(None, (table.tensor.dtype, table.tensor.quantization)))
+
+
 def tables_of(emb: Embeddings) -> dict[str, TableInput]:
-    found = {"token": TableInput(emb.token.array)}
+    found = {"token": TableInput(emb.token.array, stored=stored_type(emb.token))}
     if emb.position is not None:
-        found["position"] = TableInput(emb.position.array, emb.position.first_row)
+        found["position"] = TableInput(emb.position.array, emb.position.first_row, stored_type(emb.position))
     if emb.output is not None:
-        found["output"] = TableInput(emb.output.array)
+        found["output"] = TableInput(emb.output.array, stored=stored_type(emb.output))
     return found
 
 

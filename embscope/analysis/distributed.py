@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import stopping
+from ..core import files
 from ..core.errors import CheckpointError, EmbscopeError, Message, MissingPackageError, Option, OptionError, message_of
 from ..core.text import quote
 from ..quiet import children_quiet
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
 
 LOCAL = "local"  # a LocalCluster of worker processes on this machine
 SCHEDULER = Option("scheduler", metavar="ADDRESS")  # spelled as whoever answers writes it
+SCHEDULER_FILE_BYTES = 1 << 20  # dask writes a few hundred bytes
 CONNECT_TIMEOUT = "5s"  # an address that answers nothing is one line after this, not a hang
 NO_WORKER_WAIT = 30.0  # seconds a cluster may stay without a worker while tasks wait, before it is one line
 POLL = 0.5  # seconds between looks at the tasks and the workers
@@ -197,7 +199,7 @@ def connected(address: str) -> Iterator[Any]:
                 cluster = local_cluster(lib)
                 client = lib.Client(cluster, timeout=CONNECT_TIMEOUT)
             elif os.path.isfile(address):
-                client = lib.Client(scheduler_file=address, timeout=CONNECT_TIMEOUT)
+                client = lib.Client(address_in(address), timeout=CONNECT_TIMEOUT)
             else:
                 client = lib.Client(address, timeout=CONNECT_TIMEOUT)
         except (OSError, TimeoutError, ValueError, TypeError, RuntimeError) as err:  # RuntimeError: workers not started
@@ -212,6 +214,22 @@ def connected(address: str) -> Iterator[Any]:
             yield client
         finally:
             closed(client, cluster)
+
+
+def address_in(scheduler_file: str) -> str:
+    """The address a scheduler file (`dask scheduler --scheduler-file`) holds, read here: dask's own reading of a
+    file that is not JSON, or holds no address, ends in an AssertionError of its own."""
+    expected = f"expected a Dask scheduler file at {quote(scheduler_file)} (JSON with an \"address\"), "
+    try:
+        document = files.read_json(scheduler_file, SCHEDULER_FILE_BYTES, "a Dask scheduler file")
+    except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
+        raise OptionError(expected + "found a file that is not JSON", option="scheduler") from None
+    except EmbscopeError as err:
+        raise OptionError(Message(expected + "found: ", message_of(err)), option="scheduler") from None
+    address = document.get("address") if isinstance(document, dict) else None
+    if not isinstance(address, str) or not address:
+        raise OptionError(expected + "found no \"address\" string in it", option="scheduler")
+    return address
 
 
 def closed(*parts: Any) -> None:

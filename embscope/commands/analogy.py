@@ -11,7 +11,7 @@ from ..analysis.analogy import analogy, evaluate, read_question_file
 from ..naming import tokenizer_failure
 from ..render import analogy as render
 from .command import SourceCommand
-from .options import ExactFlag, IdsFlag, JsonFlag, ListedAnswers, refuse, source_of
+from .options import ExactFlag, IdsFlag, JsonFlag, ListedAnswers, check_lookup_flags, refuse, source_of
 
 
 class Method(str, Enum):
@@ -37,6 +37,7 @@ def analogy_command(
     """Word analogies in the token table: the rows nearest A - B + C, the three inputs left out,
     or with --file the accuracy on a file of analogy questions."""
     source = source_of(ctx)
+    check_lookup_flags("{} not go with --ids" if ids else None, exact=exact)
     given = words or []
     if file is not None:
         if given:

@@ -9,7 +9,7 @@ from ..analysis.map import table_map
 from ..core.role import Role
 from ..render import map as render
 from .command import SourceCommand
-from .options import ExactFlag, JsonFlag, parse_words, source_of
+from .options import ExactFlag, JsonFlag, check_lookup_flags, parse_words, source_of
 from .plot_option import PlotOption, check_plot, plot_path
 
 
@@ -36,6 +36,7 @@ def map_command(
     """A 2-D map of a table: the explained variance of two principal components and where the probe words
     (or positions) lie; --plot draws every row, flagged rows in red, probe words labelled."""
     source = source_of(ctx)
+    check_lookup_flags("the position table's points are positions" if table is Role.position else None, exact=exact)
     check_plot(plot)
     probe_words = parse_words(words)
     emb = source.open()

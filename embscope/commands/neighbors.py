@@ -28,6 +28,7 @@ from .options import (
     StrictFlag,
     TableOption,
     as_usage_error,
+    check_lookup_flags,
     refuse,
     source_of,
 )
@@ -74,6 +75,10 @@ def neighbors_command(
 ) -> None:
     """The K rows most similar to a word, or with --all --out FILE the top K of every row."""
     source = source_of(ctx)
+    check_lookup_flags("{} not go with --ids" if ids else None, exact=exact, allow_unk=allow_unk)
+    if queries is None and strict:
+        raise refuse("--strict goes with --queries: it says what to do with a line of the file that "
+                     "cannot be used")
     if all_rows:
         if word is not None:
             raise refuse("--all takes its queries from --queries FILE, not a word")

@@ -112,6 +112,15 @@ def refuse(message: str, option: str | None = None) -> Exception:
     return typer.BadParameter(message, param_hint=f"'{option}'") if option else UsageError(message)
 
 
+def check_lookup_flags(why_not: str | None, *, exact: bool, allow_unk: bool = False, merge: bool = True) -> None:
+    """--exact, --allow-unk and --no-merge say how words are looked up: where there is no word to look up
+    (`why_not`, such as "not go with --ids"), giving one is a usage error, not a flag silently dropped."""
+    given = [name for name, on in (("--exact", exact), ("--allow-unk", allow_unk), ("--no-merge", not merge)) if on]
+    if why_not is not None and given:
+        raise refuse(f"{' and '.join(given)} {'say' if len(given) > 1 else 'says'} how words are looked up: "
+                     f"{why_not.format('they do' if len(given) > 1 else 'it does')}")
+
+
 def parse_words(words: str | list[str] | None) -> list[str] | None:
     """--words king,queen (comma-separated, or the option repeated): each word once, in order; None when the
     option was not given. Given with no word in it, it is a usage error."""

@@ -20,6 +20,7 @@ from .options import (
     RemoveTopOption,
     StrictFlag,
     TableOption,
+    check_lookup_flags,
     refuse,
     source_of,
 )
@@ -48,9 +49,13 @@ def similarity_command(
 ) -> None:
     """Cosine similarity between token rows: two words give one pair, more give every pair."""
     source = source_of(ctx)
+    check_lookup_flags("{} not go with --ids" if ids else None, exact=exact, allow_unk=allow_unk, merge=merge)
     words = words or []
     if pairs_file is not None and words:
         raise refuse("give words or --pairs-file, not both")
+    if pairs_file is None and strict:
+        raise refuse("--strict goes with --pairs-file: it says what to do with a line of the file that "
+                     "cannot be used")
     if pairs_file is None and len(words) < 2:
         raise refuse(f"expected at least two words (or --pairs-file), found {len(words)}")
     emb = source.open()

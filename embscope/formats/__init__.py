@@ -88,7 +88,7 @@ def open_checkpoint(path: str | Path, options: OpenOptions = DEFAULT_OPTIONS) ->
         raise
     except DAMAGE as err:
         raise damaged(quote(path), err, path) from None
-    checkpoint.config = {**read_hf_config(checkpoint.directory), **checkpoint.config}
+    checkpoint.config = {**read_hf_config(checkpoint.directory, checkpoint.notes), **checkpoint.config}
     checkpoint.tensors = {name: guarded_tensor(t, f"{quote(path)}: tensor {quote(name)}")
                           for name, t in checkpoint.tensors.items()}
     return checkpoint

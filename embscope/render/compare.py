@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -164,13 +165,14 @@ def audit_document(audit: Audit, checkpoints: list[tuple[Path, CheckpointStep]])
                              for o in audit.out_of_order]}
 
 
-def audit_lines(audit: Audit, labels: Labels) -> list[str]:
+def audit_lines(audit: Audit, labels: Labels, safe: Callable[[object], str] = console.safe) -> list[str]:
+    """The audit's lines; `safe` makes a name printable where they go (the console escapes rich markup too)."""
     def name(index: int) -> str:
         path, step = labels.checkpoints[index]
-        return f"{console.safe(listed_name(path, labels) if labels.run else path)} ({step.text()})"
+        return f"{safe(listed_name(path, labels) if labels.run else path)} ({step.text()})"
     lines = [f"audit: duplicate: {name(d.second)} holds byte for byte the {' and '.join(d.tables)} "
              f"table{'s' * (len(d.tables) > 1)} of {name(d.first)}" for d in audit.duplicates]
-    lines += [f"audit: out of order: {name(o.index)}: {console.safe(o.evidence)}" for o in audit.out_of_order]
+    lines += [f"audit: out of order: {name(o.index)}: {safe(o.evidence)}" for o in audit.out_of_order]
     return lines or ["audit: no duplicate or out-of-order checkpoint found"]
 
 

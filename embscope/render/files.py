@@ -38,7 +38,8 @@ def input_files(emb: Embeddings, *given: Path | None) -> list[Path]:
     tokenizer, _ = emb.tokenizer_for_names()
     if tokenizer is not None:
         folders.append(Path(tokenizer.path).parent)
-    found = [checkpoint, *(Path(p) for p in given if p is not None)]
+    # a tokenizer the user named is an input even when it did not load: named, it may have been opened
+    found = [checkpoint, *(Path(p) for p in (*given, emb.tokenizer_given) if p is not None)]
     for folder in dict.fromkeys(folders):
         try:
             found += [entry for entry in Path(folder).iterdir() if entry.suffix.lower() in INPUT_SUFFIXES]

@@ -21,7 +21,7 @@ from ..analysis.report import SECTIONS, Absent, CompareSection, Missing, Neighbo
 from ..analysis.undertrained import THRESHOLD_RULE, UndertrainedReport
 from ..core.errors import Message, Spelling, spelled
 from ..core.role import Role
-from ..core.text import shape_text, visible
+from ..core.text import printable, shape_text, visible
 from ..naming import token_name
 from . import compare as compare_text
 from . import geometry as geometry_text
@@ -437,16 +437,22 @@ def geometry_blocks(report: Report) -> list[Block]:
             *each_table(report, report.geometry, geometry_table_blocks)]
 
 
+def printable_name(name: object) -> str:
+    return printable(str(name))
+
+
 def compare_blocks(report: Report) -> list[Block]:
     section: CompareSection | Missing = report.compare
     if isinstance(section, Missing):
         return missing(section)
     series, comparison = section.series, section.series.comparison
     labels = compare_text.Labels(series.checkpoints, section.origin, series.table_names, series.names,
-                                 series.names_b, notes=list(report.notes))
+                                 series.names_b, notes=list(report.notes), audit=series.audit)
     listed = ", ".join(f"{path} ({step.text()})" for path, step in series.checkpoints)
     blocks: list[Block] = [Line(f"{len(series.checkpoints)} checkpoints, in order: {listed}; the tables compared "
                                 "in detail are the first (A) and the last (B)")]
+    # first, as `compare` says it; the page escapes what it shows itself
+    blocks += [Line(line) for line in compare_text.audit_lines(series.audit, labels, printable_name)]
     if comparison.checkpoints >= 3:
         blocks += trajectory_blocks(section)
     for role, found in comparison.tables.items():
