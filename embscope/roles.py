@@ -1,14 +1,12 @@
 """Which tensor plays which role (Role and Head are core.role's): the knowledge of
 real checkpoints in the tables below, one line per name, with the architectures it comes from; supporting a
-model is a line of data. Imports nothing heavier than the standard library, so the command line offers the
-roles as choices without loading numpy."""
+model is a line of data."""
 
 from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass, replace
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from .core.arrays import to_float32
 from .core.checkpoint import Checkpoint, EmbeddingTables, Table, TensorInfo
@@ -18,6 +16,9 @@ from .core.text import quote, shape_text
 from .listing import clipped_list
 from .position_offsets import position_offset as offset_by_family
 from .storage.constants import CONTEXT_KEYS, TIED_KEYS, VOCAB_KEYS
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 @dataclass(frozen=True, eq=False)  # compared nowhere: no __eq__ and __hash__ to build at import
@@ -448,7 +449,7 @@ def upright(output: Table, token: Table, notes: list[str]) -> Table:
     notes.append(f"{output.name} is stored {shape[0]} x {shape[1]}, the token table's shape transposed (d x V): read "
                  "transposed, a row per token")
     return replace(output, tensor=replace(stored, shape=(shape[1], shape[0]),
-                                          read=lambda: np.ascontiguousarray(stored.read().T)))
+                                          read=lambda: stored.read().T.copy()))  # rows in order
 
 
 def find_tables(checkpoint: Checkpoint, token_key: str | None = None, pos_key: str | None = None,
