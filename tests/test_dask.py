@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from conftest import invoke, run
+from conftest import interruptible, invoke, run
 from pickle_gadgets import assert_error_line
 
 import embscope
@@ -262,7 +262,8 @@ def test_an_interrupt_while_the_local_cluster_starts_is_one_line_and_leaves_no_p
     folder = write_run(tmp_path / "run", steps=[100, 200])
     process = subprocess.Popen([sys.executable, "-m", "embscope", "compare", "-c", str(folder), "--scheduler", "local",
                                 "--sample", "10"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path,
-                               env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+                               env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
+                               preexec_fn=interruptible)  # noqa: PLW1509  the tests start no threads
     seen: set[int] = set()
     deadline = time.monotonic() + 120
     while process.poll() is None and time.monotonic() < deadline and not seen:

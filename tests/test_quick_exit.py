@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import run_json
+from conftest import interruptible, run_json
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**{k: v for k, v in os.environ.items() if k != "EMBSCOPE_CHECKPOINT"}, "PYTHONPATH": str(ROOT)}
@@ -156,7 +156,8 @@ def signalled_in_slow_end(sleep: float, *signals: signal.Signals) -> tuple[subpr
     """SLOW_END run with its exit handler sleeping `sleep` s, the signals sent once the handler has started; the
     process and the seconds from the first signal to its end."""
     process = subprocess.Popen([sys.executable, "-c", SLOW_END, str(sleep)], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True, env=ENV)
+                               stderr=subprocess.PIPE, text=True, env=ENV,
+                               preexec_fn=interruptible)  # noqa: PLW1509  the tests start no threads
     assert process.stdout is not None
     lines = [process.stdout.readline(), process.stdout.readline()]
     assert lines == ["answer\n", "handler started\n"]
