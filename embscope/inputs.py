@@ -40,6 +40,14 @@ class Skipped:
         return [note]
 
 
+def none_used(path: Path, what: Option, skip: Skipped) -> InputError:
+    """The error for a file whose every line was skipped: an empty answer, and a note beside it, would be read as
+    an answer."""
+    more = f"; and {skip.count - len(skip.examples):,} more" if skip.count > len(skip.examples) else ""
+    return InputError(Message(f"expected at least one line of {quote(path)} that could be used, found none (",
+                              joined("; ", skip.examples), f"{more})"), path=path, option=what)
+
+
 def lines(path: Path, what: Option, skip: Skipped | None) -> Iterator[tuple[int, str]]:
     """(line number, text) of each line that is not blank or a # comment. `skip` None: strict. `what`: the input
     the file was given as, in messages."""

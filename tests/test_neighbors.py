@@ -183,6 +183,7 @@ def test_cli_all_to_tsv(npz_path, table, tmp_path):
 def test_auto_weighs_a_queries_file_by_the_lines_it_can_hold(npz_path, table, tmp_path, monkeypatch):
     from embscope import compute
     from embscope.analysis.neighbors_all import neighbors_all
+    from embscope.options import LookupOptions
 
     weighed = []
     resolve = compute.resolve_precision
@@ -190,7 +191,7 @@ def test_auto_weighs_a_queries_file_by_the_lines_it_can_hold(npz_path, table, tm
     queries = tmp_path / "queries.txt"
     queries.write_text("3\n65\n")  # 5 bytes: at most 3 lines of a byte and a newline
     rows, dim = table.shape
-    neighbors_all(embscope.open(npz_path), 2, queries_file=queries)
+    neighbors_all(embscope.open(npz_path), 2, queries_file=queries, lookup=LookupOptions(ids=True))
     neighbors_all(embscope.open(npz_path), 2)
     assert weighed == [3 * rows * dim, rows * rows * dim]
 
@@ -242,6 +243,17 @@ def test_cli_all_refuses_other_extensions_before_work(npz_path, tmp_path):
     result = run("neighbors", "-c", npz_path, "--all", "--out", out, code=2)
     assert result.stderr.splitlines()[0] == (f"Error: Invalid value for '--out': expected a file ending in .tsv, "
                                              f".jsonl or .npz, or - for TSV on standard output, found {str(out)!r}")
+    assert not out.exists()
+
+
+def test_cli_all_with_a_queries_file_of_which_no_line_could_be_used_is_an_error(npz_path, tmp_path):
+    queries = tmp_path / "queries.txt"
+    queries.write_text("5000\nseven\n")
+    out = tmp_path / "top.jsonl"
+    result = run("neighbors", "-c", npz_path, "--all", "--ids", "--queries", queries, "--out", out, code=1)
+    assert result.stderr == (f"Error: expected at least one line of {str(queries)!r} that could be used, found none "
+                             "(query 1: expected token ids 0..263 (the table has 264 rows), found 5000; query 2: "
+                             "expected a token id (a whole number), found 'seven')\n")
     assert not out.exists()
 
 

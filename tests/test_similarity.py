@@ -434,6 +434,17 @@ def test_cli_empty_pairs_file(npz_path, tmp_path):
     assert result.stderr == f"Error: expected pairs in {str(pairs_file)!r}, two words or ids a line, found none\n"
 
 
+def test_cli_a_pairs_file_of_which_no_line_could_be_used_is_an_error(npz_path, tmp_path):
+    # every line parsed, none in the table: an empty table and exit 0, the reasons only in a note
+    pairs_file = tmp_path / "pairs.txt"
+    pairs_file.write_text("999 1\n2 1000\n")
+    result = run("similarity", "-c", npz_path, "--ids", "--pairs-file", pairs_file, code=1)
+    assert result.stdout == "" and result.stderr == (
+        f"Error: expected at least one line of {str(pairs_file)!r} that could be used, found none (pair 1 ('999' "
+        "'1'): expected token ids 0..263 (the table has 264 rows), found 999; pair 2 ('2' '1000'): expected token "
+        "ids 0..263 (the table has 264 rows), found 1000)\n")
+
+
 def test_cli_words_show_ids_tokens_and_how_a_merged_word_was_formed(npz_path, table):
     ids = harris_tokenizer(npz_path.parent, ["dog", "cat", "puppy"])
     result = run("similarity", "-c", npz_path, "dogcat", "puppy")

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from .. import compute
 from ..core.errors import Message, Option
 from ..hardware import bf16_note
-from ..inputs import Skipped, read_queries
+from ..inputs import QUERIES, Skipped, none_used, read_queries
 from ..listing import clipped_list
 from ..naming import tokenizer_failure
 from ..options import ANYWHERE, AS_TYPED, DeviceOptions, LookupOptions
@@ -74,6 +74,8 @@ def neighbors_all(emb: Embeddings, k: int, *, queries_file: Path | None = None, 
                     precision=precision, allow_unk=lookup.allow_unk, progress=progress, on_skip=skipped,
                     remove_top=remove_top)
     seconds = time.perf_counter() - started
+    if skipped is not None and queries_file is not None and skipped.count and not len(topk.ids):
+        raise none_used(queries_file, QUERIES, skipped)
     notes = [n for n in (bf16_note(device, precision), tokenizer_failure(emb)) if n]
     if remove_top:
         notes.append(f"cosines in the all-but-the-top space of the {table} table: the mean row and the top "

@@ -6,7 +6,7 @@ from typing import Annotated, Any
 import typer
 
 from ..analysis.similarity import pairs_similarity, words_similarity
-from ..inputs import Skipped, read_pairs
+from ..inputs import PAIRS_FILE, Skipped, none_used, read_pairs
 from ..naming import tokenizer_failure
 from ..options import LookupOptions, SimilarityOptions
 from ..render import similarity as render
@@ -67,6 +67,8 @@ def similarity_command(
         return
     skipped = None if strict else Skipped()
     result = pairs_similarity(emb, read_pairs(pairs_file, skipped), asked_as, how, on_skip=skipped)
+    if skipped is not None and skipped.count and not len(result.pairs):
+        raise none_used(pairs_file, PAIRS_FILE, skipped)
     render.show(emb, result, json=json, matrix=False,
                 notes=unnamed(emb, ids) + (skipped.notes(pairs_file) if skipped else []))
 
