@@ -125,7 +125,6 @@ def run_json(*args: object) -> dict:
     return json.loads(run(*args, "--json").stdout, parse_constant=refuse)
 
 
-@functools.cache
 def interruptible() -> None:
     """A child process's Ctrl-C at its default before the child starts (Popen's preexec_fn): a suite run as a
     background job (`pytest &` in bash) ignores SIGINT, a child inherits an ignored signal, and a run that ignores
@@ -133,6 +132,7 @@ def interruptible() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+@functools.cache
 def source_nodes(path: Path) -> tuple[ast.AST, ...]:
     """Every node of a Python file's syntax tree in ast.walk's order (the module first). The tests that read
     embscope's own source walk each of its 190 files four to six times a run: each file is parsed once a worker.
