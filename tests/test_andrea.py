@@ -151,6 +151,17 @@ def test_flags_alone_need_no_json(tmp_path):
     path = write_dump(tmp_path / "model.bin", weights)
     doc = run_json("info", "-c", path, "--vocab-size", V, "--d-model", D, "--context", T)
     assert doc["tables"]["position"]["shape"] == [T, D]
+    assert run("info", "-c", path, "--vocab-size", V, "--d-model", D, "--context", T).stderr == ""
+
+
+def test_the_size_flags_on_a_file_that_records_its_shapes_are_said_not_used(tmp_path):
+    # accepted and dropped without a word before; a warning, not an error: compare may mix in a dump they fit
+    path = tmp_path / "model.npz"
+    np.savez(path, token_emb=np.ones((6, 4), dtype=np.float32))
+    done = run("info", "-c", path, "--vocab-size", 9, "--context", 3, "--json")
+    assert json.loads(done.stdout)["tables"]["token"]["shape"] == [6, 4]  # the file's own
+    assert done.stderr == (f"warning: --vocab-size and --context not used: {str(path)!r} records its shapes (they "
+                           "are for ANDREA flat float32 dumps)\n")
 
 
 def test_top_level_key_speaks_before_a_nested_one(tmp_path):

@@ -17,10 +17,12 @@ import typer
 
 from ..core.errors import EmbscopeError, message_of
 from ..core.role import Role  # the table a command reads: one list of roles
+from ..core.text import quote
 from ..embeddings import Embeddings
 from ..embeddings import open as open_embeddings
 from ..render import console
 from ..render.flags import as_flags
+from ..storage.base import SHAPES_GIVEN
 
 T = TypeVar("T")
 
@@ -82,10 +84,16 @@ class Source:
     def open(self) -> Embeddings:
         if self.trust_pickle:
             console.err.print("warning: --trust-pickle lets the checkpoint run code while it loads")
-        return open_embeddings(self.checkpoint, tokenizer=self.tokenizer, token_key=self.token_key,
-                               pos_key=self.pos_key, output_key=self.output_key, trust_pickle=self.trust_pickle,
-                               vocab_size=self.vocab_size, d_model=self.d_model, context=self.context,
-                               first_position=self.first_position)
+        emb = open_embeddings(self.checkpoint, tokenizer=self.tokenizer, token_key=self.token_key,
+                              pos_key=self.pos_key, output_key=self.output_key, trust_pickle=self.trust_pickle,
+                              vocab_size=self.vocab_size, d_model=self.d_model, context=self.context,
+                              first_position=self.first_position)
+        sizes = [f"--{name}" for name, value in (("vocab-size", self.vocab_size), ("d-model", self.d_model),
+                                                  ("context", self.context)) if value is not None]
+        if sizes and emb.checkpoint.format != SHAPES_GIVEN:  # said, not dropped: compare may mix in a dump they fit
+            console.err.print(f"warning: {' and '.join(sizes)} not used: {console.safe(quote(emb.checkpoint.path))} records "
+                              f"its shapes (they are for {SHAPES_GIVEN} dumps)", soft_wrap=True)
+        return emb
 
 
 SOURCE = "embscope.source"  # where a command's Source waits in its context (commands.command.SourceCommand)

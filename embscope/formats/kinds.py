@@ -11,7 +11,7 @@ from typing import Protocol
 
 from ..core.checkpoint import Checkpoint
 from ..registry import Kind, Probe, Sniff, listed
-from ..storage.base import OpenOptions
+from ..storage.base import SHAPES_GIVEN, OpenOptions
 from ..storage.constants import (
     COREML_SUFFIX,
     GGUF_MAGIC,
@@ -83,7 +83,7 @@ FORMATS: tuple[Kind[Reader], ...] = listed(
          f"{STRONG} (llama.cpp's before GGUF); named, not read: the message says what it is"),
     Kind("TensorFlow Lite", tflite, reader("unreadable", "refuse_tflite"),
          f"{STRONG} (the flatbuffer identifier, bytes 4-8); named, not read"),
-    Kind("ANDREA flat float32", looks_like_andrea, reader("andrea", "open_andrea"),
+    Kind(SHAPES_GIVEN, looks_like_andrea, reader("andrea", "open_andrea"),
          "no magic, but its 8-byte header promises the exact file size; before safetensors and the pickles: a step "
          "of 640 starts a dump with 80 02 (a pickle's PROTO), and a first weight can look like a safetensors header"),
     Kind("safetensors (sharded)", name_ends(SAFETENSORS_INDEX_SUFFIX), reader("safetensors_file", "open_sharded"),

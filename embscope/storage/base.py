@@ -17,6 +17,8 @@ from typing import Any
 from ..core.errors import CheckpointError, MissingPackageError
 from ..core.text import detail, printable, quote
 
+SHAPES_GIVEN = "ANDREA flat float32"  # the format (formats.kinds) whose shapes OpenOptions' sizes may give
+
 
 @dataclass(frozen=True)
 class OpenOptions:
