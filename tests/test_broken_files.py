@@ -482,6 +482,19 @@ def test_fifos_beside_a_checkpoint_are_passed_over(tmp_path):
     assert checkpoint.path == path and checkpoint.config == {}
 
 
+@pytest.mark.parametrize("make", [lambda p: p.symlink_to("/dev/zero"), lambda p: __import__("os").mkfifo(p)])
+def test_a_tokenizer_name_on_what_is_no_regular_file_is_said_not_taken_for_no_tokenizer(tmp_path, make):
+    """tokenizer.json a link to /dev/zero or a FIFO beside the weights: 'no tokenizer found beside the checkpoint'
+    before; the names print as #ids, and why, and a word is refused with that reason."""
+    (tmp_path / "model.safetensors").write_bytes(MINIMAL_SAFETENSORS)
+    make(tmp_path / "tokenizer.json")
+    why = (f"expected a tokenizer file at {tmp_path / 'tokenizer.json'}, found something that is not a regular "
+           "file")
+    assert f"tokenizer not loaded: {why}" in json.loads(invoke("info", "-c", tmp_path, "--json").stdout)["notes"]
+    refused = invoke("similarity", "-c", tmp_path, "dog", "cat")
+    assert refused.exit_code == 1 and refused.stderr == f"Error: {why}\n"
+
+
 @pytest.mark.parametrize("make, found", [
     (lambda p: p.write_text('{"vocab_size": 64, "tie_word_'), "a file that is not JSON"),
     (lambda p: p.write_text('[1, 2]'), "JSON that is not an object"),
