@@ -228,7 +228,9 @@ def test_paths_that_are_not_files(tmp_path):
     with pytest.raises(CheckpointError) as err:
         load_tokenizer(fifo)  # opening a FIFO would block for ever
     assert str(err.value) == f"expected a tokenizer file at {fifo}, found something that is not a regular file"
-    assert find_tokenizer(tmp_path) is None
+    with pytest.raises(CheckpointError) as err:  # found by its name, and said, not taken for no tokenizer
+        find_tokenizer(tmp_path)
+    assert str(err.value) == f"expected a tokenizer file at {fifo}, found something that is not a regular file"
     with pytest.raises(CheckpointError) as err:
         load_tokenizer(tmp_path / ("a" * 5000))
     assert str(err.value).endswith(": File name too long")
