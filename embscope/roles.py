@@ -449,7 +449,7 @@ def upright(output: Table, token: Table, notes: list[str]) -> Table:
     notes.append(f"{output.name} is stored {shape[0]} x {shape[1]}, the token table's shape transposed (d x V): read "
                  "transposed, a row per token")
     return replace(output, tensor=replace(stored, shape=(shape[1], shape[0]),
-                                          read=lambda: stored.read().T.copy()))  # rows in order
+                                          read=lambda: stored.read().T))  # a view: a mapped head stays mapped
 
 
 def find_tables(checkpoint: Checkpoint, token_key: str | None = None, pos_key: str | None = None,
