@@ -250,15 +250,17 @@ def by_key(checkpoint: Checkpoint, role: Role, key: str) -> Table:
     if not is_table(tensor):
         raise TableError(f"expected a 2-D float table for the {role} table, found {quote(key)} of shape "
                          f"{list(tensor.shape)} and dtype {tensor.dtype}", role=role, option=KEY_OPTIONS[role])
-    # a table named by key keeps the family's own numbering (the config's model_type); a name's quirk is no rule
-    first_row, notes = position_offset(checkpoint, None) if role is Role.position else (0, ())
+    # a table named by key keeps the family's numbering where it is the family's table of word positions (a name
+    # discovery knows); others count from row 0 (LUKE's entity positions, LayoutLMv3's x and y coordinates)
+    known = next((k for k in KNOWN[Role.position] if k.matches(tensor.name)), None) if role is Role.position else None
+    first_row, notes = position_offset(checkpoint, known, tensor.name) if known is not None else (0, ())
     return Table(role, tensor, Message(key_option(role, key)), first_row, notes)
 
 
-def position_offset(checkpoint: Checkpoint, known: Known | None) -> tuple[int, tuple[str, ...]]:
-    """Rows before position 0, and the note that says why: the config's family (position_offsets.OFFSET_RULES),
-    else the name's quirk."""
-    found = offset_by_family(checkpoint.config)
+def position_offset(checkpoint: Checkpoint, known: Known | None, name: str) -> tuple[int, tuple[str, ...]]:
+    """Rows before position 0 of the table `name`, and the note that says why: the config's family
+    (position_offsets.OFFSET_RULES), else the name's quirk."""
+    found = offset_by_family(checkpoint.config, name)
     if found is not None:
         return found[0], (found[1],)
     if known is not None and known.first_row:
@@ -275,7 +277,7 @@ def by_name(checkpoint: Checkpoint, role: Role, taken: set[str]) -> Table | None
             raise TableError(Message(f"expected one {role} table, found several equally good ones ({names}); "
                                      f"choose with ", Option(KEY_OPTIONS[role])), role=role, option=KEY_OPTIONS[role])
         if found:
-            first_row, notes = position_offset(checkpoint, known) if role is Role.position else (0, ())
+            first_row, notes = position_offset(checkpoint, known, found[0].name) if role is Role.position else (0, ())
             return Table(role, found[0], f"name {known.name!r} ({known.source})", first_row, notes)
     return None
 
@@ -298,7 +300,8 @@ def by_shape(checkpoint: Checkpoint, role: Role, taken: set[str], width: int | N
                                  f"({names}); choose with ", Option(KEY_OPTIONS[role])), role=role,
                          option=KEY_OPTIONS[role])
     if candidates:
-        first_row, notes = position_offset(checkpoint, None) if role is Role.position else (0, ())
+        first_row, notes = (position_offset(checkpoint, None, candidates[0].name) if role is Role.position
+                            else (0, ()))
         return Table(role, candidates[0], f"shape: {rows} rows = {key} in the config", first_row, notes)
     return None
 
