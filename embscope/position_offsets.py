@@ -81,6 +81,9 @@ OFFSET_RULES: dict[str, OffsetRule] = {
 }
 
 
+# a family's tables other than the word positions' that its position ids index (LiLT adds the box positions'
+# row for the same id); a family's other tables count from row 0 (LUKE's entity positions, LayoutLMv3's x)
+SAME_POSITION_IDS = {"lilt": ("box_position_embeddings.weight",)}
 TEXT_TOWER = "text_model"  # where a composite model (CLAP, AltCLIP, BridgeTower) keeps its text tower's tensors
 
 
@@ -93,6 +96,13 @@ def position_offset(config: Mapping[str, Any], tensor_name: str = "") -> tuple[i
     if found is None and isinstance(text, Mapping) and TEXT_TOWER in tensor_name.split("."):
         found = family_offset(text, "the config's text_config")
     return found
+
+
+def indexed_by_position_ids(config: Mapping[str, Any], tensor_name: str) -> bool:
+    """Whether the family's position ids index this table too, as they index its word positions'."""
+    model_type = config.get("model_type")
+    names = SAME_POSITION_IDS.get(model_type, ()) if isinstance(model_type, str) else ()
+    return any(tensor_name == name or tensor_name.endswith("." + name) for name in names)
 
 
 def family_offset(config: Mapping[str, Any], where: str) -> tuple[int, str] | None:

@@ -14,6 +14,7 @@ from .core.errors import Message, Option, TableError, message_of
 from .core.role import Head, Role
 from .core.text import quote, shape_text
 from .listing import clipped_list
+from .position_offsets import indexed_by_position_ids
 from .position_offsets import position_offset as offset_by_family
 from .storage.constants import CONTEXT_KEYS, TIED_KEYS, VOCAB_KEYS
 
@@ -251,9 +252,10 @@ def by_key(checkpoint: Checkpoint, role: Role, key: str) -> Table:
         raise TableError(f"expected a 2-D float table for the {role} table, found {quote(key)} of shape "
                          f"{list(tensor.shape)} and dtype {tensor.dtype}", role=role, option=KEY_OPTIONS[role])
     # a table named by key keeps the family's numbering where it is the family's table of word positions (a name
-    # discovery knows); others count from row 0 (LUKE's entity positions, LayoutLMv3's x and y coordinates)
+    # discovery knows, or one its position ids index too); others count from row 0 (LUKE's entity positions)
     known = next((k for k in KNOWN[Role.position] if k.matches(tensor.name)), None) if role is Role.position else None
-    first_row, notes = position_offset(checkpoint, known, tensor.name) if known is not None else (0, ())
+    numbered = known is not None or (role is Role.position and indexed_by_position_ids(checkpoint.config, tensor.name))
+    first_row, notes = position_offset(checkpoint, known, tensor.name) if numbered else (0, ())
     return Table(role, tensor, Message(key_option(role, key)), first_row, notes)
 
 

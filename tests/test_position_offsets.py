@@ -228,3 +228,17 @@ def test_a_family_s_other_tables_named_by_key_count_from_row_0(tmp_path, transfo
     FAMILIES["layoutlmv3"](transformers).save_pretrained(tmp_path / "layoutlmv3")
     assert run_json("positions", "-c", str(tmp_path / "layoutlmv3"), "--pos-key",
                     "embeddings.x_position_embeddings.weight")["first_row"] == 0
+
+
+def test_lilt_s_box_positions_named_by_key_keep_padding_idx_plus_one(tmp_path, transformers):
+    # LiLT indexes its box position table with the word positions' ids (padding_idx + 1 on): rows read checked
+    torch.manual_seed(0)
+    model = FAMILIES["lilt"](transformers)
+    model.save_pretrained(tmp_path)
+    seen = []
+    model.layout_embeddings.box_position_embeddings.register_forward_hook(lambda _m, args, _out: seen.append(args[0]))
+    with torch.no_grad():
+        model(input_ids=torch.tensor([[0, 10, 11, 2]]), bbox=torch.zeros(1, 4, 4, dtype=torch.long))
+    assert seen[0].tolist() == [[6, 7, 8, 9]]  # pad_token_id 5
+    doc = run_json("positions", "-c", str(tmp_path), "--pos-key", "layout_embeddings.box_position_embeddings.weight")
+    assert doc["first_row"] == 6
