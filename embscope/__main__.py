@@ -56,14 +56,14 @@ def quick_exit(ended: list[object], came: list[int]) -> None:
     handlers ran, as a process that signal ended has; the standard streams flushed."""
     if not ended:
         return
-    code = ended[0]
-    status = 128 + came[0] if came else 0 if code is None else code if isinstance(code, int) else 1
     try:
         for stream in (sys.stdout, sys.stderr):
             if stream is not None:
                 stream.flush()
     except (OSError, ValueError):  # a stream that cannot be flushed: the interpreter's own ending says so
         return
+    code = ended[0]  # read after the flush, which a stopped reader can hold while a signal comes
+    status = 128 + came[0] if came else 0 if code is None else code if isinstance(code, int) else 1
     os._exit(status & 0xFF)
 
 

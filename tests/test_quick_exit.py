@@ -185,3 +185,23 @@ def test_a_second_signal_while_the_exit_handlers_run_ends_the_process_at_once():
     assert (done.returncode, done.stderr) == (128 + signal.SIGTERM, "")
     assert done.stdout == "answer\nhandler started\n"
     assert seconds < 20  # not the handler's 30 s
+
+
+def test_a_signal_while_the_streams_are_flushed_gives_its_status():
+    """The last exit handler flushes the standard streams, which a stopped reader can hold: a SIGTERM that came
+    then was noted, but the status had been read before the flush, so the process ended 0."""
+    script = """import os, signal, sys
+from embscope import __main__ as entry, stopping
+
+class Held:  # a stream whose flush is where the signal comes
+    def write(self, text): return len(text)
+    def flush(self): os.kill(os.getpid(), signal.SIGTERM)
+
+came = []
+sys.stdout = Held()
+stopping.noted_to_the_end(came)
+entry.quick_exit([0], came)
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=ENV, timeout=60,
+                          preexec_fn=interruptible)  # noqa: PLW1509  the tests start no threads
+    assert (done.returncode, done.stderr) == (128 + signal.SIGTERM, "")
