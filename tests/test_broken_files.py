@@ -510,3 +510,16 @@ def test_a_config_json_that_cannot_be_used_is_said(tmp_path, make, found):
     assert checkpoint.notes == [f"config.json beside the weights is not used: expected a JSON object, found {found}"]
     result = invoke("info", "-c", tmp_path, "--json")
     assert result.exit_code == 0 and json.loads(result.stdout)["notes"][0] == checkpoint.notes[0]
+
+
+def test_a_loop_of_links_beside_a_tokenizer_found_costs_nothing(tmp_path):
+    """spiece.model a link to itself beside a good tokenizer.json: the look at what was no regular file ran
+    whether or not a tokenizer was found, and its 'Too many levels of symbolic links' lost the tokenizer found."""
+    import shutil
+    from embscope.sample import sample_directory
+    for name in ("config.json", "model.safetensors", "tokenizer.json"):
+        shutil.copy(sample_directory() / "hf" / name, tmp_path / name)
+    (tmp_path / "spiece.model").symlink_to("spiece.model")
+    doc = json.loads(invoke("info", "-c", tmp_path, "--json").stdout)
+    assert doc["tokenizer"]["path"] == str(tmp_path / "tokenizer.json")
+    assert not [note for note in doc["notes"] if "tokenizer" in note]

@@ -138,12 +138,13 @@ def find_tokenizer(directory: Path, config: dict[str, Any] | None = None) -> Tok
                 probe = probes[path]
                 if probe is not None and kind.sniff(probe):
                     found[path] = kind
-    # a tokenizer's name on what is no regular file (a FIFO, a link to a device): said, not taken for no tokenizer
-    odd = [path for path, probe in probes.items() if probe is None and _file_type(path) not in (None, stat.S_IFDIR)]
-    if not found and odd:
-        raise TokenizerError(f"expected a tokenizer file at {odd[0]}, found something that is not a regular file",
-                             path=odd[0])
     if not found:
+        # a tokenizer's name on what is no regular file (a FIFO, a link to a device): said, not taken for no
+        # tokenizer; looked at only here, so that a loop of links beside a tokenizer found costs nothing
+        odd = [path for path, probe in probes.items() if probe is None and _file_type(path) not in (None, stat.S_IFDIR)]
+        if odd:
+            raise TokenizerError(f"expected a tokenizer file at {odd[0]}, found something that is not a regular file",
+                                 path=odd[0])
         return _find_related(directory, config or {})
     if len(found) == 1:
         [(path, kind)] = found.items()
