@@ -499,6 +499,9 @@ def test_a_tokenizer_name_on_what_is_no_regular_file_is_said_not_taken_for_no_to
     (lambda p: p.write_text('{"vocab_size": 64, "tie_word_'), "a file that is not JSON"),
     (lambda p: p.write_text('[1, 2]'), "JSON that is not an object"),
     (lambda p: __import__("os").mkfifo(p), "a named pipe (FIFO)"),
+    # a link to a blob that is gone (a pruned cache), a link to itself: passed over without a word, as no config
+    (lambda p: p.symlink_to("blob-gone"), "a link that leads to no file"),
+    (lambda p: p.symlink_to("config.json"), "a link that leads to no file"),
 ])
 def test_a_config_json_that_cannot_be_used_is_said(tmp_path, make, found):
     """A config.json beside the weights that is damaged was passed over without a word: the settings it holds (the
