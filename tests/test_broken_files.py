@@ -519,6 +519,7 @@ def test_a_loop_of_links_beside_a_tokenizer_found_costs_nothing(tmp_path):
     """spiece.model a link to itself beside a good tokenizer.json: the look at what was no regular file ran
     whether or not a tokenizer was found, and its 'Too many levels of symbolic links' lost the tokenizer found."""
     import shutil
+
     from embscope.sample import sample_directory
     for name in ("config.json", "model.safetensors", "tokenizer.json"):
         shutil.copy(sample_directory() / "hf" / name, tmp_path / name)
