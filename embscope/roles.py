@@ -453,7 +453,7 @@ def upright(output: Table, token: Table, notes: list[str]) -> Table:
         return output
     notes.append(f"{output.name} is stored {shape[0]} x {shape[1]}, the token table's shape transposed (d x V): read "
                  "transposed, a row per token")
-    return replace(output, tensor=replace(stored, shape=(shape[1], shape[0]),
+    return replace(output, tensor=replace(stored, shape=(shape[1], shape[0]), transposed=True,
                                           read=lambda: stored.read().T))  # a view: a mapped head stays mapped
 
 
