@@ -527,3 +527,15 @@ def test_a_loop_of_links_beside_a_tokenizer_found_costs_nothing(tmp_path):
     doc = json.loads(invoke("info", "-c", tmp_path, "--json").stdout)
     assert doc["tokenizer"]["path"] == str(tmp_path / "tokenizer.json")
     assert not [note for note in doc["notes"] if "tokenizer" in note]
+
+
+@pytest.mark.parametrize("name", ["tokenizer.json", "gpt2-vocab.json"])
+def test_a_tokenizer_name_on_a_link_to_nothing_is_said_not_taken_for_no_tokenizer(tmp_path, name):
+    """tokenizer.json a link to a blob that is gone (a pruned Hugging Face cache): 'no tokenizer found beside the
+    checkpoint' before, as if there were none; a word is refused with the reason."""
+    (tmp_path / "model.safetensors").write_bytes(MINIMAL_SAFETENSORS)
+    (tmp_path / name).symlink_to("../blobs/gone")
+    why = f"expected a tokenizer file at {tmp_path / name}, found a link that leads to no file"
+    assert f"tokenizer not loaded: {why}" in json.loads(invoke("info", "-c", tmp_path, "--json").stdout)["notes"]
+    refused = invoke("similarity", "-c", tmp_path, "dog", "cat")
+    assert refused.exit_code == 1 and refused.stderr == f"Error: {why}\n"

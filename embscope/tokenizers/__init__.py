@@ -145,6 +145,10 @@ def find_tokenizer(directory: Path, config: dict[str, Any] | None = None) -> Tok
         if odd:
             raise TokenizerError(f"expected a tokenizer file at {odd[0]}, found something that is not a regular file",
                                  path=odd[0])
+        broken = _links_to_nothing(directory, probes)
+        if broken:  # a pruned cache's tokenizer.json, whose blob is gone: not 'no tokenizer found'
+            raise TokenizerError(f"expected a tokenizer file at {broken[0]}, found a link that leads to no file",
+                                 path=broken[0])
         return _find_related(directory, config or {})
     if len(found) == 1:
         [(path, kind)] = found.items()
@@ -157,6 +161,12 @@ def find_tokenizer(directory: Path, config: dict[str, Any] | None = None) -> Tok
     raise TokenizerError(
         Message(f"expected one tokenizer in {directory}, found {len(found)}: {listed}; choose one with ",
                 Option("tokenizer")), path=directory, option="tokenizer")
+
+
+def _links_to_nothing(directory: Path, probes: dict[Path, Probe | None]) -> list[Path]:
+    """Links under a tokenizer's name that lead to no file (glob leaves out those its pattern names outright)."""
+    named = {directory / name for kind in KINDS for name in kind.file_names if not any(c in name for c in "*?[")}
+    return [path for path in sorted(named | set(probes)) if os.path.islink(path) and not os.path.exists(path)]
 
 
 def _find_related(directory: Path, config: dict[str, Any]) -> Tokenizer | None:
