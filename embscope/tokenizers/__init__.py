@@ -139,16 +139,7 @@ def find_tokenizer(directory: Path, config: dict[str, Any] | None = None) -> Tok
                 if probe is not None and kind.sniff(probe):
                     found[path] = kind
     if not found:
-        # a tokenizer's name on what is no regular file (a FIFO, a link to a device): said, not taken for no
-        # tokenizer; looked at only here, so that a loop of links beside a tokenizer found costs nothing
-        odd = [path for path, probe in probes.items() if probe is None and _file_type(path) not in (None, stat.S_IFDIR)]
-        if odd:
-            raise TokenizerError(f"expected a tokenizer file at {odd[0]}, found something that is not a regular file",
-                                 path=odd[0])
-        broken = _links_to_nothing(directory, probes)
-        if broken:  # a pruned cache's tokenizer.json, whose blob is gone: not 'no tokenizer found'
-            raise TokenizerError(f"expected a tokenizer file at {broken[0]}, found a link that leads to no file",
-                                 path=broken[0])
+        _check_unusable(directory, probes)
         return _find_related(directory, config or {})
     if len(found) == 1:
         [(path, kind)] = found.items()
@@ -161,6 +152,20 @@ def find_tokenizer(directory: Path, config: dict[str, Any] | None = None) -> Tok
     raise TokenizerError(
         Message(f"expected one tokenizer in {directory}, found {len(found)}: {listed}; choose one with ",
                 Option("tokenizer")), path=directory, option="tokenizer")
+
+
+def _check_unusable(directory: Path, probes: dict[Path, Probe | None]) -> None:
+    """Where no tokenizer was found: a tokenizer's name on what is no regular file (a FIFO, a link to a device, a
+    link to nothing: a pruned cache's tokenizer.json) is said, not taken for no tokenizer. Looked at only then, so
+    that a loop of links beside a tokenizer found costs nothing."""
+    odd = [path for path, probe in probes.items() if probe is None and _file_type(path) not in (None, stat.S_IFDIR)]
+    if odd:
+        raise TokenizerError(f"expected a tokenizer file at {odd[0]}, found something that is not a regular file",
+                             path=odd[0])
+    broken = _links_to_nothing(directory, probes)
+    if broken:
+        raise TokenizerError(f"expected a tokenizer file at {broken[0]}, found a link that leads to no file",
+                             path=broken[0])
 
 
 def _links_to_nothing(directory: Path, probes: dict[Path, Probe | None]) -> list[Path]:
