@@ -205,3 +205,30 @@ entry.quick_exit([0], came)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=ENV, timeout=60,
                           check=False, preexec_fn=interruptible)
     assert (done.returncode, done.stderr) == (128 + signal.SIGTERM, "")
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_while_the_command_s_ending_is_on_its_way_gives_its_status(signum):
+    """A signal after the command has ended but before the entry point has put its own handlers in (the
+    SystemExit on its way out of cli.main): raised into the ending, it printed a traceback and the process ended 0
+    (a SIGTERM sent as the answer appeared hit it one time in two). Now it is noted: 128 + its number, nothing
+    printed."""
+    script = f"""import os, sys
+import embscope.__main__ as entry
+from embscope import cli
+
+def main():
+    try:
+        cli.main()
+    except SystemExit:  # the command has ended: the signal comes while its SystemExit is on its way
+        os.kill(os.getpid(), {int(signum)})
+        raise
+
+entry.main = main
+sys.argv = ["embscope", "--version"]
+entry.program()
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=ENV, timeout=60,
+                          check=False, preexec_fn=interruptible)
+    assert (done.returncode, done.stderr) == (128 + signum, "")
+    assert done.stdout.startswith("embscope ")
