@@ -7,7 +7,8 @@ every atexit handler has run (temporary folders removed, log handlers flushed), 
 free each object and module one by one, which nothing outside the process sees: 0.1 s after a report, about 15 ms
 after most commands (benchmarks/bench_report.py). The standard streams are flushed first; where that fails, or an
 exception escaped the command (Ctrl-C and the stopping signals end it with a status), the interpreter ends as usual.
-A Ctrl-C or stopping signal while the exit handlers run is noted, not raised into one of them
+A Ctrl-C or stopping signal while the exit handlers run, or once the command has ended and its SystemExit is on
+its way here (stopping.install with the entry point's list), is noted, not raised into one of them
 (stopping.noted_to_the_end): they finish, and the status is 128 + its number; a second one ends the process at once.
 
 Only `program` (the console script's and `python -m`'s entry) does so, where the command is the whole process;
@@ -42,6 +43,7 @@ def program() -> None:
     ended: list[object] = []  # the status cli.main exits with, read by quick_exit
     came: list[int] = []  # a signal that came while the exit handlers ran
     atexit.register(quick_exit, ended, came)  # registered first, so it runs last: atexit runs the newest handler first
+    stopping.install(came)  # a signal once the command has ended, while its SystemExit is on its way here: noted
     try:
         main()
     except SystemExit as stop:
@@ -56,14 +58,14 @@ def quick_exit(ended: list[object], came: list[int]) -> None:
     handlers ran, as a process that signal ended has; the standard streams flushed."""
     if not ended:
         return
-    code = ended[0]
-    status = 128 + came[0] if came else 0 if code is None else code if isinstance(code, int) else 1
     try:
         for stream in (sys.stdout, sys.stderr):
             if stream is not None:
                 stream.flush()
     except (OSError, ValueError):  # a stream that cannot be flushed: the interpreter's own ending says so
         return
+    code = ended[0]  # read after the flush, which a stopped reader can hold while a signal comes
+    status = 128 + came[0] if came else 0 if code is None else code if isinstance(code, int) else 1
     os._exit(status & 0xFF)
 
 

@@ -58,6 +58,10 @@ OFFSET_RULES: dict[str, OffsetRule] = {
     "luke": OffsetRule("LUKE"),
     "lilt": OffsetRule("LiLT"),
     "layoutlmv3": OffsetRule("LayoutLMv3"),
+    # the text towers of composite models (config.json's text_config, tensors under 'text_model.')
+    "clap_text_model": OffsetRule("CLAP's text model"),
+    "altclip_text_model": OffsetRule("AltCLIP's text model"),
+    "bridgetower_text_model": OffsetRule("BridgeTower's text model"),
     # position ids arange(max_position_embeddings) + 2, the table 2 rows longer, whatever the padding id
     "trocr": OffsetRule("TrOCR", fixed=2),
     "mra": OffsetRule("MRA", fixed=2),
@@ -77,13 +81,35 @@ OFFSET_RULES: dict[str, OffsetRule] = {
 }
 
 
-def position_offset(config: Mapping[str, Any]) -> tuple[int, str] | None:
+# a family's tables other than the word positions' that its position ids index (LiLT adds the box positions'
+# row for the same id); a family's other tables count from row 0 (LUKE's entity positions, LayoutLMv3's x)
+SAME_POSITION_IDS = {"lilt": ("box_position_embeddings.weight",)}
+TEXT_TOWER = "text_model"  # where a composite model (CLAP, AltCLIP, BridgeTower) keeps its text tower's tensors
+
+
+def position_offset(config: Mapping[str, Any], tensor_name: str = "") -> tuple[int, str] | None:
     """The rows before position 0 by the config's model_type, with the rule that says so; None for a family whose
-    position p is row p (or a config that names no family)."""
+    position p is row p (or a config that names no family). A composite model's config names its text tower's
+    family in text_config, which numbers the tables under 'text_model.' only (a vision tower's count from row 0)."""
+    found = family_offset(config, "the config")
+    text = config.get("text_config")
+    if found is None and isinstance(text, Mapping) and TEXT_TOWER in tensor_name.split("."):
+        found = family_offset(text, "the config's text_config")
+    return found
+
+
+def indexed_by_position_ids(config: Mapping[str, Any], tensor_name: str) -> bool:
+    """Whether the family's position ids index this table too, as they index its word positions'."""
+    model_type = config.get("model_type")
+    names = SAME_POSITION_IDS.get(model_type, ()) if isinstance(model_type, str) else ()
+    return any(tensor_name == name or tensor_name.endswith("." + name) for name in names)
+
+
+def family_offset(config: Mapping[str, Any], where: str) -> tuple[int, str] | None:
     model_type = config.get("model_type")
     rule = OFFSET_RULES.get(model_type) if isinstance(model_type, str) else None
     if rule is None:
         return None
     first_row, why = rule.offset(config)
     row = f"row p+{first_row}" if first_row else "row p"
-    return first_row, f"position p is {row}: {why}; model_type {model_type!r} in the config"
+    return first_row, f"position p is {row}: {why}; model_type {model_type!r} in {where}"

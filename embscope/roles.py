@@ -14,6 +14,7 @@ from .core.errors import Message, Option, TableError, message_of
 from .core.role import Head, Role
 from .core.text import quote, shape_text
 from .listing import clipped_list
+from .position_offsets import indexed_by_position_ids
 from .position_offsets import position_offset as offset_by_family
 from .storage.constants import CONTEXT_KEYS, TIED_KEYS, VOCAB_KEYS
 
@@ -250,15 +251,18 @@ def by_key(checkpoint: Checkpoint, role: Role, key: str) -> Table:
     if not is_table(tensor):
         raise TableError(f"expected a 2-D float table for the {role} table, found {quote(key)} of shape "
                          f"{list(tensor.shape)} and dtype {tensor.dtype}", role=role, option=KEY_OPTIONS[role])
-    # a table named by key keeps the family's own numbering (the config's model_type); a name's quirk is no rule
-    first_row, notes = position_offset(checkpoint, None) if role is Role.position else (0, ())
+    # a table named by key keeps the family's numbering where it is the family's table of word positions (a name
+    # discovery knows, or one its position ids index too); others count from row 0 (LUKE's entity positions)
+    known = next((k for k in KNOWN[Role.position] if k.matches(tensor.name)), None) if role is Role.position else None
+    numbered = known is not None or (role is Role.position and indexed_by_position_ids(checkpoint.config, tensor.name))
+    first_row, notes = position_offset(checkpoint, known, tensor.name) if numbered else (0, ())
     return Table(role, tensor, Message(key_option(role, key)), first_row, notes)
 
 
-def position_offset(checkpoint: Checkpoint, known: Known | None) -> tuple[int, tuple[str, ...]]:
-    """Rows before position 0, and the note that says why: the config's family (position_offsets.OFFSET_RULES),
-    else the name's quirk."""
-    found = offset_by_family(checkpoint.config)
+def position_offset(checkpoint: Checkpoint, known: Known | None, name: str) -> tuple[int, tuple[str, ...]]:
+    """Rows before position 0 of the table `name`, and the note that says why: the config's family
+    (position_offsets.OFFSET_RULES), else the name's quirk."""
+    found = offset_by_family(checkpoint.config, name)
     if found is not None:
         return found[0], (found[1],)
     if known is not None and known.first_row:
@@ -275,7 +279,7 @@ def by_name(checkpoint: Checkpoint, role: Role, taken: set[str]) -> Table | None
             raise TableError(Message(f"expected one {role} table, found several equally good ones ({names}); "
                                      f"choose with ", Option(KEY_OPTIONS[role])), role=role, option=KEY_OPTIONS[role])
         if found:
-            first_row, notes = position_offset(checkpoint, known) if role is Role.position else (0, ())
+            first_row, notes = position_offset(checkpoint, known, found[0].name) if role is Role.position else (0, ())
             return Table(role, found[0], f"name {known.name!r} ({known.source})", first_row, notes)
     return None
 
@@ -298,7 +302,8 @@ def by_shape(checkpoint: Checkpoint, role: Role, taken: set[str], width: int | N
                                  f"({names}); choose with ", Option(KEY_OPTIONS[role])), role=role,
                          option=KEY_OPTIONS[role])
     if candidates:
-        first_row, notes = position_offset(checkpoint, None) if role is Role.position else (0, ())
+        first_row, notes = (position_offset(checkpoint, None, candidates[0].name) if role is Role.position
+                            else (0, ()))
         return Table(role, candidates[0], f"shape: {rows} rows = {key} in the config", first_row, notes)
     return None
 
@@ -448,8 +453,8 @@ def upright(output: Table, token: Table, notes: list[str]) -> Table:
         return output
     notes.append(f"{output.name} is stored {shape[0]} x {shape[1]}, the token table's shape transposed (d x V): read "
                  "transposed, a row per token")
-    return replace(output, tensor=replace(stored, shape=(shape[1], shape[0]),
-                                          read=lambda: stored.read().T.copy()))  # rows in order
+    return replace(output, tensor=replace(stored, shape=(shape[1], shape[0]), transposed=True,
+                                          read=lambda: stored.read().T))  # a view: a mapped head stays mapped
 
 
 def find_tables(checkpoint: Checkpoint, token_key: str | None = None, pos_key: str | None = None,

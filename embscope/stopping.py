@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from functools import partial
 from types import FrameType
 from typing import Any
 
@@ -33,11 +35,37 @@ def stop(signum: int, frame: FrameType | None) -> None:
     raise Stopped(signum)
 
 
-def install() -> None:
-    """SIGTERM and SIGHUP raise Stopped; a signal the caller set to be ignored (nohup) stays ignored."""
+def install(came: list[int] | None = None) -> None:
+    """SIGTERM and SIGHUP raise Stopped; a signal the caller set to be ignored (nohup) stays ignored. `came`: the
+    entry point's list (noted_to_the_end's), given before cli.main runs, whose own install then keeps these: a
+    signal, Ctrl-C too, that comes once the command has ended, its SystemExit under way to the entry point, is
+    noted there, not raised into the ending (where it printed a traceback and the process ended 0)."""
     for signum in STOPPING:
-        if signal.getsignal(signum) != signal.SIG_IGN:
-            signal.signal(signum, stop)
+        handler = signal.getsignal(signum)
+        if handler != signal.SIG_IGN and not (came is None and noting(handler)):  # the entry point's stays
+            signal.signal(signum, stop if came is None else partial(stop_or_note, came, stop))
+    if came is not None and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, partial(stop_or_note, came, signal.default_int_handler))
+
+
+def noting(handler: object) -> bool:
+    """Whether `handler` is one the entry point put in (install with its list)."""
+    return isinstance(handler, partial) and handler.func is stop_or_note
+
+
+def stop_or_note(came: list[int], handler: Callable[[int, FrameType | None], Any], signum: int,
+                 frame: FrameType | None) -> None:
+    """`handler`, unless the command has ended (the main thread is handling its SystemExit): then noted."""
+    if isinstance(sys.exc_info()[1], SystemExit):
+        noted(came, signum, frame)
+        return
+    handler(signum, frame)
+
+
+def noted(came: list[int], signum: int, frame: FrameType | None) -> None:
+    came.append(signum)
+    if len(came) > 1:  # asked again: a slow exit handler is cut short, nothing flushed (a stopped reader blocks it)
+        os._exit(128 + came[0])
 
 
 def exit_code(code: int) -> int:
@@ -87,12 +115,6 @@ def noted_to_the_end(came: list[int]) -> None:
     as an exception it ignored and end with the command's status; the handlers finish, and the process's ending
     reads `came`. A second one ends the process at once, with 128 + the first. Main thread only; an ignored
     signal stays ignored."""
-
-    def note(signum: int, frame: FrameType | None) -> None:
-        came.append(signum)
-        if len(came) > 1:  # asked again: a slow exit handler is cut short, nothing flushed (a stopped reader blocks it)
-            os._exit(128 + came[0])
-
     for signum in HELD:
         if signal.getsignal(signum) not in (signal.SIG_IGN, None):
-            signal.signal(signum, note)
+            signal.signal(signum, partial(noted, came))

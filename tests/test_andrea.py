@@ -479,3 +479,16 @@ def test_a_first_weight_that_looks_like_a_safetensors_header_still_opens(tmp_pat
     body[0:2] = b'{"'  # byte 8 and 9 of the file: what the safetensors sniffer looks at
     (tmp_path / "model.bin").write_bytes(struct.pack("<ii", 7, 100) + bytes(body))
     assert embscope.open(tmp_path / "model.bin").checkpoint.format == "ANDREA flat float32"
+
+
+def test_the_size_flags_are_said_once_a_file_over_a_run(tmp_path):
+    # compare opens a run's files to order them, then again to compare them (and report likewise): the warning was
+    # said twice for every file
+    rng = np.random.default_rng(0)
+    for step in (100, 200, 300):
+        np.savez(tmp_path / f"ckpt_{step}.npz", token_emb=rng.standard_normal((6, 4)).astype(np.float32))
+    done = run("compare", tmp_path, "--vocab-size", 9, "--json")
+    assert sorted(done.stderr.splitlines()) == [
+        f"warning: --vocab-size not used: {str(tmp_path / f'ckpt_{step}.npz')!r} records its shapes (they are for "
+        "ANDREA flat float32 dumps)" for step in (100, 200, 300)]
+    json.loads(done.stdout)

@@ -194,3 +194,17 @@ def test_the_report_over_a_run_carries_its_audit(tmp_path):
                  f"tables of {folder / 'ckpt_300.pt'} (step 300)").replace("_", "\\_")
     assert duplicate in text, text
     assert text.count(f"audit: out of order: {folder / 'ckpt_600.pt'} (step 600): ".replace("_", "\\_")) == 1
+
+
+def test_a_head_stored_transposed_is_no_byte_copy(tmp_path):
+    """A head saved d x V (x @ W), read a row per token, beside the same head saved V x d: the same values in
+    another order of bytes. The audit said it held the earlier head 'byte for byte' (its digest was of the rows as
+    read); the token table, saved alike, is still a byte copy."""
+    rng = np.random.default_rng(4)
+    token, head = rng.standard_normal((96, 16)).astype(np.float32), rng.standard_normal((96, 16)).astype(np.float32)
+    save_file({"wte": token, "lm_head": head}, str(tmp_path / "ckpt_100.safetensors"))
+    save_file({"wte": token, "lm_head": np.ascontiguousarray(head.T)}, str(tmp_path / "ckpt_200.safetensors"))
+    doc = run_json("compare", tmp_path / "ckpt_100.safetensors", tmp_path / "ckpt_200.safetensors", "--sample", 10,
+                   "--no-cka")
+    assert doc["tables"]["output"]["unchanged_rows"] == 96  # the same values, row for row
+    assert [(d["steps"], d["tables"]) for d in doc["audit"]["duplicates"]] == [([100, 200], ["token"])]

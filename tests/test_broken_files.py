@@ -499,6 +499,9 @@ def test_a_tokenizer_name_on_what_is_no_regular_file_is_said_not_taken_for_no_to
     (lambda p: p.write_text('{"vocab_size": 64, "tie_word_'), "a file that is not JSON"),
     (lambda p: p.write_text('[1, 2]'), "JSON that is not an object"),
     (lambda p: __import__("os").mkfifo(p), "a named pipe (FIFO)"),
+    # a link to a blob that is gone (a pruned cache), a link to itself: passed over without a word, as no config
+    (lambda p: p.symlink_to("blob-gone"), "a link that leads to no file"),
+    (lambda p: p.symlink_to("config.json"), "a link that leads to no file"),
 ])
 def test_a_config_json_that_cannot_be_used_is_said(tmp_path, make, found):
     """A config.json beside the weights that is damaged was passed over without a word: the settings it holds (the
@@ -510,3 +513,29 @@ def test_a_config_json_that_cannot_be_used_is_said(tmp_path, make, found):
     assert checkpoint.notes == [f"config.json beside the weights is not used: expected a JSON object, found {found}"]
     result = invoke("info", "-c", tmp_path, "--json")
     assert result.exit_code == 0 and json.loads(result.stdout)["notes"][0] == checkpoint.notes[0]
+
+
+def test_a_loop_of_links_beside_a_tokenizer_found_costs_nothing(tmp_path):
+    """spiece.model a link to itself beside a good tokenizer.json: the look at what was no regular file ran
+    whether or not a tokenizer was found, and its 'Too many levels of symbolic links' lost the tokenizer found."""
+    import shutil
+
+    from embscope.sample import sample_directory
+    for name in ("config.json", "model.safetensors", "tokenizer.json"):
+        shutil.copy(sample_directory() / "hf" / name, tmp_path / name)
+    (tmp_path / "spiece.model").symlink_to("spiece.model")
+    doc = json.loads(invoke("info", "-c", tmp_path, "--json").stdout)
+    assert doc["tokenizer"]["path"] == str(tmp_path / "tokenizer.json")
+    assert not [note for note in doc["notes"] if "tokenizer" in note]
+
+
+@pytest.mark.parametrize("name", ["tokenizer.json", "gpt2-vocab.json"])
+def test_a_tokenizer_name_on_a_link_to_nothing_is_said_not_taken_for_no_tokenizer(tmp_path, name):
+    """tokenizer.json a link to a blob that is gone (a pruned Hugging Face cache): 'no tokenizer found beside the
+    checkpoint' before, as if there were none; a word is refused with the reason."""
+    (tmp_path / "model.safetensors").write_bytes(MINIMAL_SAFETENSORS)
+    (tmp_path / name).symlink_to("../blobs/gone")
+    why = f"expected a tokenizer file at {tmp_path / name}, found a link that leads to no file"
+    assert f"tokenizer not loaded: {why}" in json.loads(invoke("info", "-c", tmp_path, "--json").stdout)["notes"]
+    refused = invoke("similarity", "-c", tmp_path, "dog", "cat")
+    assert refused.exit_code == 1 and refused.stderr == f"Error: {why}\n"

@@ -175,3 +175,70 @@ def test_fairseq_takes_padding_idx_from_the_metadata():
     assert position_offset({"model_type": "fairseq", "padding_idx": 4})[0] == 5
     assert position_offset({"model_type": "fairseq"})[0] == 2  # fairseq's Dictionary puts <pad> at 1
     assert position_offset({"model_type": "gpt2"}) is None
+
+
+TEXT = SMALL | {"pad_token_id": 5}
+VISION = {"hidden_size": 64, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 16,
+          "image_size": 16, "patch_size": 8}
+# composite models: the text tower's family in config.json's text_config, its tensors under 'text_model.'
+COMPOSITES = {
+    "clap": lambda transformers: transformers.ClapModel(transformers.ClapConfig(
+        text_config=TEXT, projection_dim=8, audio_config={
+            "hidden_size": 16, "depths": [1, 1], "num_attention_heads": [2, 2], "window_size": 4, "spec_size": 64,
+            "patch_embeds_hidden_size": 8, "num_mel_bins": 16})),
+    "altclip": lambda transformers: transformers.AltCLIPModel(transformers.AltCLIPConfig(
+        text_config=TEXT | {"project_dim": 8}, vision_config=VISION, projection_dim=8)),
+    "bridgetower": lambda transformers: transformers.BridgeTowerModel(transformers.BridgeTowerConfig(
+        text_config=TEXT, vision_config={"hidden_size": 64, "num_hidden_layers": 1, "image_size": 16,
+                                         "patch_size": 8}, hidden_size=8, num_hidden_layers=1,
+        num_attention_heads=2)),
+}
+
+
+@pytest.mark.parametrize("family", sorted(COMPOSITES))
+def test_a_composite_model_s_text_tower_keeps_its_numbering(family, tmp_path, transformers):
+    # CLAP's and BridgeTower's text towers count positions from padding_idx + 1 (text_config's pad_token_id): the
+    # top-level model_type names no family, so they were read from row 0 (AltCLIP's took RoBERTa's name quirk, 2,
+    # whatever the padding id); a vision tower's table, named by key, counts from row 0
+    torch.manual_seed(0)
+    model = COMPOSITES[family](transformers)
+    model.save_pretrained(tmp_path)
+    name, rows = rows_read(model.text_model)
+    assert rows == list(range(6, 6 + len(rows)))  # pad_token_id 5
+    doc = run_json("positions", "-c", str(tmp_path), "--pairs", "0:1")
+    assert doc["first_row"] == 6 and doc["table"] == f"text_model.{name}", family
+    stored = load_file(tmp_path / "model.safetensors")[f"text_model.{name}"].astype(np.float64)
+    a, b = stored[rows[0]], stored[rows[1]]
+    assert doc["pairs"][0]["cosine"] == pytest.approx(a @ b / np.linalg.norm(a) / np.linalg.norm(b), abs=1e-6)
+    vision = [k for k in load_file(tmp_path / "model.safetensors") if "vision_model" in k and "position" in k
+              and k.endswith("weight")]
+    for key in vision:
+        assert run_json("positions", "-c", str(tmp_path), "--pos-key", key)["first_row"] == 0
+
+
+def test_a_family_s_other_tables_named_by_key_count_from_row_0(tmp_path, transformers):
+    # LUKE's entity positions (entity_position_ids, -1 masked, clamped at 0) and LayoutLMv3's x coordinates (bbox
+    # values) index their tables from row 0; naming them with --pos-key gave the family's padding_idx + 1
+    torch.manual_seed(0)
+    FAMILIES["luke"](transformers).save_pretrained(tmp_path / "luke")
+    doc = run_json("positions", "-c", str(tmp_path / "luke"), "--pos-key", "entity_embeddings.position_embeddings.weight")
+    assert doc["first_row"] == 0
+    assert run_json("positions", "-c", str(tmp_path / "luke"), "--pos-key",
+                    "embeddings.position_embeddings.weight")["first_row"] == 6
+    FAMILIES["layoutlmv3"](transformers).save_pretrained(tmp_path / "layoutlmv3")
+    assert run_json("positions", "-c", str(tmp_path / "layoutlmv3"), "--pos-key",
+                    "embeddings.x_position_embeddings.weight")["first_row"] == 0
+
+
+def test_lilt_s_box_positions_named_by_key_keep_padding_idx_plus_one(tmp_path, transformers):
+    # LiLT indexes its box position table with the word positions' ids (padding_idx + 1 on): rows read checked
+    torch.manual_seed(0)
+    model = FAMILIES["lilt"](transformers)
+    model.save_pretrained(tmp_path)
+    seen = []
+    model.layout_embeddings.box_position_embeddings.register_forward_hook(lambda _m, args, _out: seen.append(args[0]))
+    with torch.no_grad():
+        model(input_ids=torch.tensor([[0, 10, 11, 2]]), bbox=torch.zeros(1, 4, 4, dtype=torch.long))
+    assert seen[0].tolist() == [[6, 7, 8, 9]]  # pad_token_id 5
+    doc = run_json("positions", "-c", str(tmp_path), "--pos-key", "layout_embeddings.box_position_embeddings.weight")
+    assert doc["first_row"] == 6

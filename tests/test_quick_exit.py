@@ -185,3 +185,50 @@ def test_a_second_signal_while_the_exit_handlers_run_ends_the_process_at_once():
     assert (done.returncode, done.stderr) == (128 + signal.SIGTERM, "")
     assert done.stdout == "answer\nhandler started\n"
     assert seconds < 20  # not the handler's 30 s
+
+
+def test_a_signal_while_the_streams_are_flushed_gives_its_status():
+    """The last exit handler flushes the standard streams, which a stopped reader can hold: a SIGTERM that came
+    then was noted, but the status had been read before the flush, so the process ended 0."""
+    script = """import os, signal, sys
+from embscope import __main__ as entry, stopping
+
+class Held:  # a stream whose flush is where the signal comes
+    def write(self, text): return len(text)
+    def flush(self): os.kill(os.getpid(), signal.SIGTERM)
+
+came = []
+sys.stdout = Held()
+stopping.noted_to_the_end(came)
+entry.quick_exit([0], came)
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=ENV, timeout=60,
+                          check=False, preexec_fn=interruptible)
+    assert (done.returncode, done.stderr) == (128 + signal.SIGTERM, "")
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_while_the_command_s_ending_is_on_its_way_gives_its_status(signum):
+    """A signal after the command has ended but before the entry point has put its own handlers in (the
+    SystemExit on its way out of cli.main): raised into the ending, it printed a traceback and the process ended 0
+    (a SIGTERM sent as the answer appeared hit it one time in two). Now it is noted: 128 + its number, nothing
+    printed."""
+    script = f"""import os, sys
+import embscope.__main__ as entry
+from embscope import cli
+
+def main():
+    try:
+        cli.main()
+    except SystemExit:  # the command has ended: the signal comes while its SystemExit is on its way
+        os.kill(os.getpid(), {int(signum)})
+        raise
+
+entry.main = main
+sys.argv = ["embscope", "--version"]
+entry.program()
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=ENV, timeout=60,
+                          check=False, preexec_fn=interruptible)
+    assert (done.returncode, done.stderr) == (128 + signum, "")
+    assert done.stdout.startswith("embscope ")

@@ -148,3 +148,30 @@ def test_a_head_stored_d_by_v_is_read_a_row_per_token(tmp_path):
         in info["notes"]
     save_file({"wte": token, "lm_head": np.ascontiguousarray(token.T)}, str(tmp_path / "tied.safetensors"))
     assert run_json("info", "-c", tmp_path / "tied.safetensors")["tie"]["tensors"] == "equal"
+
+
+def test_a_head_stored_d_by_v_stays_mapped(tmp_path):
+    """The transposed head is read as a view of the mapped file, as the token table is: a copy of the whole head
+    (205 MB of a 100,000 x 512 float32 head, even for `norms --table token`, which compares the head for the tie)
+    was made before any row was read. Its rows are the stored columns."""
+    import embscope
+    rng = np.random.default_rng(5)
+    token, head = rng.standard_normal((300, 16)).astype(np.float32), rng.standard_normal((16, 300)).astype(np.float32)
+    save_file({"wte": token, "lm_head": head}, str(tmp_path / "untied.safetensors"))
+    rows = embscope.open(tmp_path / "untied.safetensors").table("output").array
+    assert rows.shape == (300, 16) and not rows.flags.owndata
+    assert np.array_equal(rows, head.T)
+
+
+def test_a_head_saved_as_the_token_table_s_transpose_is_counted_once(tmp_path):
+    """torch.save of a head that is the token table's transposed view (e.weight.t()): one storage, so the head is
+    tied and 'counted once', as info said; but params counted each storage once per shape, 16 x 300 and 300 x 16,
+    so the whole checkpoint was twice the table."""
+    torch.manual_seed(0)
+    token, norm = torch.randn(300, 16), torch.ones(16)
+    torch.save({"tok_embeddings.weight": token, "lm_head.weight": token.t(), "norm.weight": norm},
+               tmp_path / "model.pt")
+    doc = run_json("params", "-c", tmp_path / "model.pt")
+    assert doc["total"] == 300 * 16 + 16
+    info = run_json("info", "-c", tmp_path / "model.pt")
+    assert info["tie"]["tensors"] == "equal"

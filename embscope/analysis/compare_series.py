@@ -45,8 +45,10 @@ def namer(emb: Embeddings, role: str, first_row: int) -> Namer:
 
 
 def stored_type(table: Table) -> str:
-    """How the file stores a table ("bfloat16", "float32 Q8_0"): the same values in other bytes are no copy."""
-    return " ".join(filter(None, (table.tensor.dtype, table.tensor.quantization)))
+    """How the file stores a table ("bfloat16", "float32 Q8_0", "float32 transposed"): the same values in other
+    bytes, or in another order, are no copy."""
+    return " ".join(filter(None, (table.tensor.dtype, table.tensor.quantization,
+                                  "transposed" if table.tensor.transposed else None)))
 
 
 def tables_of(emb: Embeddings) -> dict[str, TableInput]:

@@ -64,7 +64,8 @@ def count_parameters(checkpoint: Checkpoint, skip: frozenset[str] = frozenset())
     for tensor in checkpoint.tensors.values():
         if tensor.name in skip or not is_parameter(tensor):
             continue
-        key = (tensor.storage, tensor.shape) if tensor.storage is not None else tensor.name
+        # the elements from one start, whatever the shape: a head saved as the token table's transpose (e.weight.t())
+        key = (tensor.storage, tensor.numel) if tensor.storage is not None else tensor.name
         if key not in seen:
             seen.add(key)
             total += tensor.numel

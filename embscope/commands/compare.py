@@ -10,7 +10,6 @@ import typer
 
 from ..analysis.compare import CompareOptions
 from ..analysis.compare_run import checkpoints_of, compare_own_output, compare_run
-from ..embeddings import Embeddings
 from ..naming import token_name
 from ..render import compare as render
 from ..render import compare_output as render_output
@@ -24,6 +23,7 @@ from .options import (
     JsonFlag,
     Source,
     checkpoint_path,
+    opener,
     parse_words,
     source_of,
 )
@@ -113,8 +113,7 @@ def compare_command(
         raise typer.BadParameter("expected two or more checkpoints, or one folder of checkpoints",
                                  param_hint="'CHECKPOINTS...'")
 
-    def open_path(path: Path) -> Embeddings:
-        return replace(source, checkpoint=path).open()
+    open_path = opener(source)
 
     run = checkpoints_of(checkpoints, open_path)
     plot_file = plot_path(plot, run.origin, None, "compare", covers=run.paths)

@@ -8,7 +8,7 @@ read by commands.base."""
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, TypeVar
@@ -81,8 +81,9 @@ class Source:
         help="The position table row that holds position 0 (default: the model family's rule, e.g. RoBERTa's "
              "padding_idx + 1, OPT's 2; else 0).")] = None
 
-    def open(self) -> Embeddings:
-        if self.trust_pickle:
+    def open(self, warn: bool = True) -> Embeddings:
+        """The checkpoint opened with these options; `warn` False: what they mean for it was said already."""
+        if self.trust_pickle and warn:
             console.err.print("warning: --trust-pickle lets the checkpoint run code while it loads")
         emb = open_embeddings(self.checkpoint, tokenizer=self.tokenizer, token_key=self.token_key,
                               pos_key=self.pos_key, output_key=self.output_key, trust_pickle=self.trust_pickle,
@@ -90,10 +91,23 @@ class Source:
                               first_position=self.first_position)
         sizes = [f"--{name}" for name, value in (("vocab-size", self.vocab_size), ("d-model", self.d_model),
                                                   ("context", self.context)) if value is not None]
-        if sizes and emb.checkpoint.format != SHAPES_GIVEN:  # said, not dropped: compare may mix in a dump they fit
+        if warn and sizes and emb.checkpoint.format != SHAPES_GIVEN:  # said, not dropped: compare may mix in a dump
             console.err.print(f"warning: {' and '.join(sizes)} not used: {console.safe(quote(emb.checkpoint.path))} records "
                               f"its shapes (they are for {SHAPES_GIVEN} dumps)", soft_wrap=True)
         return emb
+
+
+def opener(source: Source) -> Callable[[Path | None], Embeddings]:
+    """Opens each of several checkpoints with `source`'s options (compare's and report's), warning of them once a
+    file: a run's files are opened again (ordered, then compared), and by the workers of a scheduler, which get
+    the opener once this process has opened each."""
+    said: set[Path | None] = set()
+
+    def open_path(path: Path | None) -> Embeddings:
+        emb = replace(source, checkpoint=path).open(warn=path not in said)
+        said.add(path)
+        return emb
+    return open_path
 
 
 SOURCE = "embscope.source"  # where a command's Source waits in its context (commands.command.SourceCommand)

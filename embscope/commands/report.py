@@ -1,7 +1,6 @@
 """`embscope report`: one self-contained HTML page (or a Markdown folder) with every answer about a checkpoint,
 and what changed across checkpoints when several are given."""
 
-from dataclasses import replace
 from enum import Enum
 from pathlib import Path
 from typing import Annotated
@@ -9,7 +8,7 @@ from typing import Annotated
 import typer
 
 from ..analysis.report import gather, report_checkpoints
-from ..embeddings import Embeddings, resolve_path
+from ..embeddings import resolve_path
 from ..render import report as render
 from ..render.files import input_files
 from ..render.flags import flag
@@ -17,7 +16,7 @@ from ..render.names import named_output
 from ..render.plot_files import require_matplotlib
 from ..render.progress import stages
 from .command import CheckpointsCommand
-from .options import JsonFlag, as_usage_error, checkpoint_path, parse_words, source_of
+from .options import JsonFlag, as_usage_error, checkpoint_path, opener, parse_words, source_of
 
 
 class ReportFormat(str, Enum):
@@ -55,8 +54,7 @@ def report(
         require_matplotlib("embscope report --format md")
     probe_words = parse_words(words)
 
-    def open_path(path: Path | None) -> Embeddings:
-        return replace(source, checkpoint=path).open()
+    open_path = opener(source)
 
     paths, origin, notes = report_checkpoints(checkpoints or [], open_path)
     # the checkpoint the sections describe (the last) names the report, as it titles it

@@ -33,6 +33,7 @@ class TensorInfo:
     # the files its bytes are read from, where they are not the checkpoint's own file (a shard, ONNX external
     # data): what a cached answer about the tensor must check is unchanged
     sources: tuple[Path, ...] = field(default=(), compare=False)
+    transposed: bool = False  # stored d x V and read a row per token (roles.upright): its bytes lie in another order
 
     @property
     def numel(self) -> int:

@@ -3,6 +3,7 @@ state-dict readers, so that a format that needs none (safetensors, GGUF) is open
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -19,10 +20,11 @@ def read_hf_config(directory: Path, notes: list[str] | None = None) -> dict[str,
     there but cannot be used is passed over, with a note in `notes` (its settings would have changed the answer)."""
     path = directory / HF_CONFIG
     found = files.status(path)
-    if found is None:
+    if found is None and not os.path.lexists(path):
         return {}
     config: Any = None
-    problem = files.not_regular(found.st_mode)
+    # a link that leads to no file (dangling: a cache whose blob is gone; a loop of links) is there but unusable
+    problem = files.not_regular(found.st_mode) if found is not None else "a link that leads to no file"
     if problem is None:
         try:
             config = files.read_json(path, MAX_CONFIG_BYTES, "a config.json")

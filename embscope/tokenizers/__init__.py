@@ -138,12 +138,8 @@ def find_tokenizer(directory: Path, config: dict[str, Any] | None = None) -> Tok
                 probe = probes[path]
                 if probe is not None and kind.sniff(probe):
                     found[path] = kind
-    # a tokenizer's name on what is no regular file (a FIFO, a link to a device): said, not taken for no tokenizer
-    odd = [path for path, probe in probes.items() if probe is None and _file_type(path) not in (None, stat.S_IFDIR)]
-    if not found and odd:
-        raise TokenizerError(f"expected a tokenizer file at {odd[0]}, found something that is not a regular file",
-                             path=odd[0])
     if not found:
+        _check_unusable(directory, probes)
         return _find_related(directory, config or {})
     if len(found) == 1:
         [(path, kind)] = found.items()
@@ -156,6 +152,26 @@ def find_tokenizer(directory: Path, config: dict[str, Any] | None = None) -> Tok
     raise TokenizerError(
         Message(f"expected one tokenizer in {directory}, found {len(found)}: {listed}; choose one with ",
                 Option("tokenizer")), path=directory, option="tokenizer")
+
+
+def _check_unusable(directory: Path, probes: dict[Path, Probe | None]) -> None:
+    """Where no tokenizer was found: a tokenizer's name on what is no regular file (a FIFO, a link to a device, a
+    link to nothing: a pruned cache's tokenizer.json) is said, not taken for no tokenizer. Looked at only then, so
+    that a loop of links beside a tokenizer found costs nothing."""
+    odd = [path for path, probe in probes.items() if probe is None and _file_type(path) not in (None, stat.S_IFDIR)]
+    if odd:
+        raise TokenizerError(f"expected a tokenizer file at {odd[0]}, found something that is not a regular file",
+                             path=odd[0])
+    broken = _links_to_nothing(directory, probes)
+    if broken:
+        raise TokenizerError(f"expected a tokenizer file at {broken[0]}, found a link that leads to no file",
+                             path=broken[0])
+
+
+def _links_to_nothing(directory: Path, probes: dict[Path, Probe | None]) -> list[Path]:
+    """Links under a tokenizer's name that lead to no file (glob leaves out those its pattern names outright)."""
+    named = {directory / name for kind in KINDS for name in kind.file_names if not any(c in name for c in "*?[")}
+    return [path for path in sorted(named | set(probes)) if os.path.islink(path) and not os.path.exists(path)]
 
 
 def _find_related(directory: Path, config: dict[str, Any]) -> Tokenizer | None:
