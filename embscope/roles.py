@@ -361,6 +361,24 @@ def missing_head(checkpoint: Checkpoint) -> tuple[Head, str]:
     return Head.unknown, "no output projection in the file (tied, or a model without a language-model head)"
 
 
+def unnamed_head(checkpoint: Checkpoint, token: Table, taken: set[str]) -> tuple[Head, str] | None:
+    """A head no name found, where the file holds tensors of the token table's shape (V x d, or d x V as `x @ W`
+    keeps it): not taken as the head (a seq2seq model's second vocabulary has that shape too), but named, so the
+    answer never says the file holds none (g2p_en's fc_w beside its dec_emb)."""
+    rows, dim = token.tensor.shape
+    shapes = {(rows, dim), (dim, rows)} if rows != dim else {(rows, dim)}
+    found = distinct([t for t in checkpoint.tensors.values()
+                      if is_table(t) and t.name not in taken and tuple(t.shape) in shapes])
+    if not found:
+        return None
+    names = clipped_list([f"{quote(t.name)} ({shape_text(t.shape)})" for t in found], "tensors",
+                         names=[quote(t.name) for t in found])
+    many = len(found) > 1
+    return Head.unnamed, Message(f"no output projection found by name, but {names} {'have' if many else 'has'} the "
+                                 f"token table's shape ({shape_text(token.tensor.shape)}) or its transpose: if "
+                                 f"{'one is' if many else 'it is'} the head, name it with ", key_option(Role.output))
+
+
 # significand bits (with the implicit one) of each float type: a copy requantised to the coarser of two types
 # differs from the original by at most half its last place, |x| * 2**-bits
 SIGNIFICAND_BITS = {"float64": 53, "float32": 24, "float16": 11, "bfloat16": 8}
@@ -483,10 +501,12 @@ def find_tables(checkpoint: Checkpoint, token_key: str | None = None, pos_key: s
         head, note = Head.ambiguous, missing[Role.output]
     else:
         head, note = missing_head(checkpoint)
+        if head is Head.unknown and token is not None:
+            head, note = unnamed_head(checkpoint, token, taken) or (head, note)
     if head is not Head.untied:
         output = None
-    if head in (Head.tied, Head.absent, Head.unknown):
-        choices = ("" if head is Head.tied
+    if head in (Head.tied, Head.absent, Head.unknown, Head.unnamed):
+        choices = ("" if head in (Head.tied, Head.unnamed)  # an unnamed head's note names the candidates already
                    else Message(f"; {candidates_text(checkpoint, taken)}; name one with ", key_option(Role.output)))
         missing[Role.output] = Message("expected an untied output projection, found none: ", note or "", choices)
     return EmbeddingTables(token, position, output, head, note, tuple(notes), tied_copy, missing, tensors)
