@@ -5,6 +5,8 @@ model is a line of data."""
 from __future__ import annotations
 
 import difflib
+import functools
+import re
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -40,9 +42,17 @@ class Known:
     whole_name_only: bool = False  # too generic to match as a suffix
 
     def matches(self, tensor_name: str) -> bool:
+        if "*" in self.name:  # '*': one dotted part of any name
+            return name_pattern(self.name, self.whole_name_only).fullmatch(tensor_name) is not None
         if self.whole_name_only:
             return tensor_name == self.name
         return tensor_name == self.name or tensor_name.endswith("." + self.name)
+
+
+@functools.cache
+def name_pattern(name: str, whole_name_only: bool) -> re.Pattern[str]:
+    body = r"[^.]+".join(re.escape(part) for part in name.split("*"))
+    return re.compile(body if whole_name_only else rf"(?:.*\.)?{body}")
 
 
 KNOWN: dict[Role, tuple[Known, ...]] = {
@@ -90,6 +100,11 @@ KNOWN: dict[Role, tuple[Known, ...]] = {
               "'embedding_1' by the session"),
         Known("layers.embedding.vars.0", "Keras 3 .weights.h5: the model's first keras.layers.Embedding, "
               "'layers/embedding/vars/0'"),
+        # tf-keras names the dataset by the variable, whose scope is the name the layer had when it was built: a model
+        # built after others in one session files its first Embedding as 'embedding/embedding_3/embeddings:0'
+        # (OSKut 1.3's LSTM-attention weights, model/ds_weights/*.h5)
+        Known("embedding.*.embeddings", "Keras 2 .h5: the first keras.layers.Embedding, its variable named in "
+              "another scope, 'embedding/embedding_3/embeddings:0'"),
     ),
     Role.position: (
         Known("transformer.wpe.weight", "nanoGPT, GPT-2, GPT-Neo"),
