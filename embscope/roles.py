@@ -40,6 +40,7 @@ class Known:
     first_row: int = 0  # rows that come before position 0
     note: str | None = None
     whole_name_only: bool = False  # too generic to match as a suffix
+    folded: bool = False  # an exporter's folded lookup of positions 0..T-1: row p is position p, whatever the family
 
     def matches(self, tensor_name: str) -> bool:
         if "*" in self.name:  # '*': one dotted part of any name
@@ -136,6 +137,11 @@ KNOWN: dict[Role, tuple[Known, ...]] = {
               "TokenAndPositionEmbedding: its pos_emb"),
         Known("token_and_position_embedding.embedding_1.embeddings", "Keras 2 .h5 of keras.io's "
               "TokenAndPositionEmbedding: its second keras.layers.Embedding (pos_emb)"),
+        # formats/onnx_file.py reads these (1, T, d) constants as (T, d) tables
+        Known("*/position_embeddings/Gather_output_0", "ONNX of BERT-family models exported by torch.onnx with fixed "
+              "shapes: the position rows the exporter folded", whole_name_only=True, folded=True),
+        Known("*/wpe/Gather_output_0", "ONNX of GPT-2 exported by torch.onnx with fixed shapes: the position rows "
+              "the exporter folded", whole_name_only=True, folded=True),
     ),
     Role.output: (
         Known("lm_head.weight", "nanoGPT, GPT-2, Llama, Mistral, Qwen, OPT; fairseq RoBERTa's encoder.lm_head"),
@@ -273,6 +279,8 @@ def by_key(checkpoint: Checkpoint, role: Role, key: str) -> Table:
 def position_offset(checkpoint: Checkpoint, known: Known | None) -> tuple[int, tuple[str, ...]]:
     """Rows before position 0, and the note that says why: the config's family (position_offsets.OFFSET_RULES),
     else the name's quirk."""
+    if known is not None and known.folded:  # the lookup of positions 0..T-1, already made (the reader's note says so)
+        return 0, ()
     found = offset_by_family(checkpoint.config)
     if found is not None:
         return found[0], (found[1],)

