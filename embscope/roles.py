@@ -524,7 +524,10 @@ def find_tables(checkpoint: Checkpoint, token_key: str | None = None, pos_key: s
         head, note = Head.ambiguous, missing[Role.output]
     else:
         head, note = missing_head(checkpoint)
-        if head is Head.unknown and token is not None:
+        if head is Head.unknown and token is None:  # nothing to look for a head's shape by: absence unproven
+            head, note = Head.unnamed, ("no output projection found by name; with no token table, a head cannot be "
+                                        "looked for by its shape")
+        elif head is Head.unknown and token is not None:
             head, note = unnamed_head(checkpoint, token, taken) or (head, note)
     if head is not Head.untied:
         output = None

@@ -96,6 +96,10 @@ def test_a_head_no_name_finds_is_named_by_its_shape_never_said_absent(tmp_path):
     path = tmp_path / "checkpoint20.npz"
     note = ("no output projection found by name, but 'fc_w' (20 x 8) has the token table's shape (20 x 8) or its "
             "transpose: if it is the head, name it with --output-key NAME")
+    alone = run_json("info", "-c", path)  # no token table found: the head's absence is not claimed either
+    assert (alone["head"], alone["tables"]["token"]) == ("unnamed", None)
+    assert ("no output projection found by name; with no token table, a head cannot be looked for by its shape"
+            in alone["notes"]) and "no output projection in the file" not in json.dumps(alone)
     info = run_json("info", "-c", path, "--token-key", "dec_emb")
     assert (info["head"], info["tied"], info["tables"]["output"]) == ("unnamed", None, None)
     assert note in info["notes"] and "no output projection in the file" not in json.dumps(info)
