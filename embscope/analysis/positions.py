@@ -76,8 +76,9 @@ def empty_offsets_note(profile: PositionProfile) -> list[str]:
     if not empty or profile.sampled_every > 1:  # a sparse profile leaves pairs out by design: said apart
         return []
     listed = ", ".join(map(str, empty))
-    return [f"distance{'s' * (len(empty) > 1)} {listed}: no pair has a cosine (every pair there holds a zero, NaN "
-            "or Inf row), so mean and std are null"]
+    note = (f"distance{'s' * (len(empty) > 1)} {listed}: no pair has a cosine (every pair there holds a zero, NaN "
+            "or Inf row), so mean and std are null")
+    return [note]
 
 
 @dataclass(frozen=True, eq=False)
