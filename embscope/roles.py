@@ -384,6 +384,9 @@ def missing_head(checkpoint: Checkpoint) -> tuple[Head, str]:
     return Head.unknown, "no output projection in the file (tied, or a model without a language-model head)"
 
 
+HEAD_CANDIDATES_BUDGET = 400  # characters: the few tensors of the head's shape named whole (an exporter's names are long)
+
+
 def unnamed_head(checkpoint: Checkpoint, token: Table, taken: set[str]) -> tuple[Head, str] | None:
     """A head no name found, where the file holds tensors of the token table's shape (V x d, or d x V as `x @ W`
     keeps it): not taken as the head (a seq2seq model's second vocabulary has that shape too), but named, so the
@@ -395,7 +398,7 @@ def unnamed_head(checkpoint: Checkpoint, token: Table, taken: set[str]) -> tuple
     if not found:
         return None
     names = clipped_list([f"{quote(t.name)} ({shape_text(t.shape)})" for t in found], "tensors",
-                         names=[quote(t.name) for t in found])
+                         names=[quote(t.name) for t in found], budget=HEAD_CANDIDATES_BUDGET)
     many = len(found) > 1
     return Head.unnamed, Message(f"no output projection found by name, but {names} {'have' if many else 'has'} the "
                                  f"token table's shape ({shape_text(token.tensor.shape)}) or its transpose: if "

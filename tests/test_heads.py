@@ -114,6 +114,15 @@ def test_a_head_no_name_finds_is_named_by_its_shape_never_said_absent(tmp_path):
                                           "have the token table's shape (20 x 8) or its transpose: if one is the "
                                           "head, name it with --output-key NAME") in info["notes"]
     assert run("compare", "-c", path, "--token-key", "enc", "--output", code=1).stderr.count("--output-key NAME") == 1
+    # an exporter's long names (tf2onnx's, g2p_id's bert_pron.onnx) are named whole, not cut to an "e.g."
+    long = {"Func/StatefulPartitionedCall/input/_1:0": tensors["dec_emb"],
+            "StatefulPartitionedCall/masked_bert_model/tf.__operators__.add/y:0": tensors["fc_w"],
+            "StatefulPartitionedCall/masked_bert_model/mlm_cls/Tensordot/ReadVariableOp:0": tensors["fc_w"].T.copy()}
+    notes = run_json("info", "-c", write(tmp_path / "long", long), "--token-key", "Func/StatefulPartitionedCall/input/_1:0")
+    assert ("no output projection found by name, but 'StatefulPartitionedCall/masked_bert_model/mlm_cls/Tensordot/"
+            "ReadVariableOp:0' (8 x 20), 'StatefulPartitionedCall/masked_bert_model/tf.__operators__.add/y:0' (20 x 8) "
+            "have the token table's shape (20 x 8) or its transpose: if one is the head, name it with --output-key "
+            "NAME") in notes["notes"]  # in the file's order: safetensors sorts its names
 
 
 def test_a_head_saved_as_an_exact_copy_is_tied_and_counted_once(tmp_path):
