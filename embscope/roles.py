@@ -303,6 +303,15 @@ def by_name(checkpoint: Checkpoint, role: Role, taken: set[str]) -> Table | None
     return None
 
 
+def by_graph(checkpoint: Checkpoint, taken: set[str]) -> Table | None:
+    """The token table as the file's own graph says: the one table it looks up by the model's input ids."""
+    found = distinct([checkpoint.tensors[name] for name in checkpoint.gathered
+                      if name in checkpoint.tensors and is_table(checkpoint.tensors[name]) and name not in taken])
+    if len(found) != 1:  # none, or several (a seq2seq model's two inputs): the names or the shapes decide
+        return None
+    return Table(Role.token, found[0], "the graph: the one table a Gather looks up by the model's input ids")
+
+
 def by_shape(checkpoint: Checkpoint, role: Role, taken: set[str], width: int | None = None) -> Table | None:
     """Fallback: the one 2-D float table whose row count is the config's vocabulary or context size
     (and, for positions, whose width is the token table's)."""
@@ -346,6 +355,8 @@ def discover(checkpoint: Checkpoint, role: Role, taken: set[str], width: int | N
     projection that is not there is None: whether that means tied is decided apart (missing_head)."""
     try:
         found = by_name(checkpoint, role, taken)
+        if found is None and role is Role.token:
+            found = by_graph(checkpoint, taken)
         if found is None and role is not Role.output:
             found = by_shape(checkpoint, role, taken, width)
     except TableError as err:

@@ -213,3 +213,41 @@ def test_a_position_lookup_the_exporter_folded_is_the_position_table(tmp_path):
     emb = embscope.open(tmp_path / "maskseq.onnx")
     np.testing.assert_array_equal(emb.position.array, position[0])
     assert emb.checkpoint.tensors[names["kinds"]].shape == (1, t, d)  # the token types' rows are no position table
+
+
+def test_the_table_the_graph_gathers_by_the_input_ids_is_the_token_table(tmp_path):
+    # g2p_id 0.0.4's bert_pron.onnx (tf2onnx 1.10): the character table is 'Func/StatefulPartitionedCall/input/_1:0',
+    # a name no rule knows, gathered by the graph input 'input_1'; its tiny-pron.onnx (torch) gathers 'encoder.weight'
+    # by its input 'text' through a Transpose, and its 'decoder.weight' by ids the graph makes itself
+    rng = np.random.default_rng(9)
+    vocab, t, d = 32, 6, 8
+    token, position = rng.standard_normal((vocab, d)).astype(np.float32), rng.standard_normal((t, d)).astype(np.float32)
+    other = rng.standard_normal((vocab, d)).astype(np.float32)
+
+    def save(nodes, inputs, initializers, name):
+        graph = helper.make_graph(nodes, "main", inputs, [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)],
+                                  [numpy_helper.from_array(a, n) for n, a in initializers.items()])
+        onnx.save(helper.make_model(graph, producer_name="tf2onnx"), tmp_path / name)
+        return tmp_path / name
+
+    ids = helper.make_tensor_value_info("input_1", TensorProto.INT64, [None, t])
+    tf2onnx = save([helper.make_node("Gather", ["Func/StatefulPartitionedCall/input/_1:0", "input_1"], ["looked"]),
+                    helper.make_node("Add", ["looked", "add/y:0"], ["out"])], [ids],
+                   {"Func/StatefulPartitionedCall/input/_1:0": token, "add/y:0": position}, "bert_pron.onnx")
+    emb = embscope.open(tf2onnx)
+    assert emb.token.name == "Func/StatefulPartitionedCall/input/_1:0"
+    assert emb.token.rule == "the graph: the one table a Gather looks up by the model's input ids"
+    np.testing.assert_array_equal(emb.token.array, token)
+    text = helper.make_tensor_value_info("text", TensorProto.INT64, [t, 1])
+    torch_like = save([helper.make_node("Transpose", ["text"], ["input"]),
+                       helper.make_node("Gather", ["encoder.weight", "input"], ["source"]),
+                       helper.make_node("ArgMax", ["source"], ["made"], axis=2),
+                       helper.make_node("Gather", ["decoder.weight", "made"], ["out"])], [text],
+                      {"encoder.weight": token, "decoder.weight": other}, "tiny-pron.onnx")
+    assert run_json("info", "-c", torch_like)["tables"]["token"]["name"] == "encoder.weight"
+    # two tables gathered by the inputs (a seq2seq model fed both sequences): the graph does not choose
+    both = save([helper.make_node("Gather", ["encoder.weight", "text"], ["source"]),
+                 helper.make_node("Gather", ["decoder.weight", "input_1"], ["target"]),
+                 helper.make_node("Add", ["source", "target"], ["out"])], [text, ids],
+                {"encoder.weight": token, "decoder.weight": other}, "two.onnx")
+    assert run_json("info", "-c", both)["tables"]["token"] is None

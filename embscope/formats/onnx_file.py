@@ -281,6 +281,27 @@ def folded_positions(tensors: dict[str, TensorInfo]) -> tuple[dict[str, TensorIn
     return out, notes
 
 
+# ops that hand ids on with their values unchanged: the ids a Gather reads may reach it through them
+ID_PASSING = frozenset({"Cast", "Reshape", "Unsqueeze", "Squeeze", "Transpose", "Identity", "Flatten"})
+INTEGER_TYPES = frozenset({6, 7})  # TensorProto.INT32, INT64
+
+
+def gathered_by_inputs(graph: Any, tensors: dict[str, TensorInfo]) -> tuple[str, ...]:
+    """The stored tables a Gather (on axis 0) looks up by one of the graph's integer inputs, taken as they are or
+    through ID_PASSING ops: tf2onnx's 'Func/StatefulPartitionedCall/input/_1:0' in g2p_id's bert_pron.onnx,
+    gathered by 'input_1'. Nodes come in topological order (the ONNX spec), so one pass follows the ids."""
+    ids = {text(i.name) for i in graph.input if i.type.tensor_type.elem_type in INTEGER_TYPES}
+    found: list[str] = []
+    for node in graph.node:
+        op, inputs = text(node.op_type), [text(name) for name in node.input]
+        if op in ID_PASSING and inputs and inputs[0] in ids:
+            ids.update(text(name) for name in node.output)
+        elif (op == "Gather" and len(inputs) == 2 and inputs[1] in ids and inputs[0] in tensors
+              and all(a.i == 0 for a in node.attribute if text(a.name) == "axis")):
+            found.append(inputs[0])
+    return tuple(dict.fromkeys(found))
+
+
 def tokenizer_above(folder: Path) -> Tokenizer | None:
     """The tokenizer beside the model, else in the folder above an `onnx/` export folder."""
     return find_tokenizer(folder) or find_tokenizer(folder.parent)
@@ -312,4 +333,5 @@ def open_onnx(path: Path, options: OpenOptions) -> Checkpoint:
     in_export = folder.name == EXPORT_FOLDER and not (folder / "config.json").is_file()
     config = read_hf_config(folder.parent) if in_export else {}  # beside the weights: open_checkpoint reads it
     return Checkpoint(path, tensors, config=config, notes=notes, quantization_values=found.quantization_values,
+                      gathered=gathered_by_inputs(model.graph, tensors),
                       tokenizer=partial(tokenizer_above, folder) if folder.name == EXPORT_FOLDER else None)
