@@ -401,5 +401,9 @@ def test_a_keras_files_unseen_characters_are_at_keras_default_init(tmp_path):
     assert (f"the {0.05 / np.sqrt(3):g} x sqrt(32) of the initialisation (keras.layers.Embedding's default "
             "uniform(-0.05, 0.05), assumed: the file, saved by Keras 2.2.4-tf, does not store its initializer)"
             in found["evidence"])
+    # only token rows: a Keras head is a Dense kernel (glorot_uniform), keras-hub's positions are drawn otherwise
+    from embscope.analysis.untrained import init_scale
+    assert init_scale({"keras_version": "2.2.4-tf"}, "output") == init_scale({"keras_version": "2.2.4-tf"},
+                                                                             "position") == (None, "")
     # the same table in a file that does not say Keras saved it: no scale to assume, no verdict on 9 rows
     assert run_json("norms", "-c", write(tmp_path / "other.h5", None))["untrained"]["rows"] == 0

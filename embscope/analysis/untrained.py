@@ -38,8 +38,8 @@ INIT_STD = {"bert": 0.02, "roberta": 0.02, "xlm-roberta": 0.02, "camembert": 0.0
 SIGMA_KEYS = ("initializer_range", "init_std")
 # keras.layers.Embedding draws from uniform(-0.05, 0.05) unless told otherwise (embeddings_initializer="uniform", Keras 2
 # and 3), a per-coordinate sigma of 0.05 / sqrt(3); a weights file does not store the initializer, so for the token
-# rows of a file Keras saved (the reader's keras_version) it is assumed, and the evidence says so. Not for positions:
-# keras-hub's PositionEmbedding draws otherwise, and their scale is estimated from the rows
+# rows of a file Keras saved (the reader's keras_version) it is assumed, and the evidence says so. Not for positions
+# (keras-hub's PositionEmbedding draws otherwise: their scale is estimated from the rows), nor for an output head
 KERAS_EMBEDDING_LIMIT = 0.05
 MIN_DIM = 16  # below this a Gaussian draw's norm and cosines are too loose to tell from a trained row's
 BAND_SPREADS = 4.0  # a row at init has its norm within this many relative spreads (1/sqrt(2d)) of sigma sqrt(d)
@@ -115,7 +115,7 @@ def init_scale(config: Mapping[str, Any], role: str = "token") -> tuple[float | 
     if isinstance(model_type, str) and model_type in INIT_STD:
         return INIT_STD[model_type], f"{model_type}'s default initializer_range {INIT_STD[model_type]:g}"
     version = config.get("keras_version")
-    if role != "position" and isinstance(version, str):
+    if role == "token" and isinstance(version, str):  # a head is a Dense kernel, drawn by glorot_uniform
         return KERAS_EMBEDDING_LIMIT / math.sqrt(3), (
             f"keras.layers.Embedding's default uniform(-{KERAS_EMBEDDING_LIMIT:g}, {KERAS_EMBEDDING_LIMIT:g}), "
             f"assumed: the file, saved by Keras {version}, does not store its initializer")
