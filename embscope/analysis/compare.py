@@ -176,12 +176,13 @@ class Alignment:
 # unrelated tables too (29 x 128 Gaussian pairs reach a mean row cosine of 0.94), so the aligned cosine is said beside
 # what chance gives, drawn where the draw is cheap
 CHANCE_MAX_ELEMENTS = 1 << 22
+CHANCE_MAX_DIM = 1024  # its own d x d SVD: about 0.1 s at 1,024, where the fit's own at 4,096 takes tens of seconds
 
 
 def procrustes_chance(rows: int, dim: int, seed: int) -> float | None:
     """The mean row cosine of B R against A, for A and B drawn N(0, 1) of `rows` x `dim` (seeded) and R their own
-    orthogonal Procrustes fit; None past CHANCE_MAX_ELEMENTS or with no rows."""
-    if not rows or rows * dim > CHANCE_MAX_ELEMENTS:
+    orthogonal Procrustes fit; None past CHANCE_MAX_ELEMENTS or CHANCE_MAX_DIM, or with no rows."""
+    if not rows or rows * dim > CHANCE_MAX_ELEMENTS or dim > CHANCE_MAX_DIM:
         return None
     rng = np.random.default_rng(seed)
     a, b = rng.standard_normal((rows, dim)), rng.standard_normal((rows, dim))
