@@ -107,6 +107,8 @@ class WordEncoder:
                 self._space = tuple(self.tokenizer.encode(" "))
             except (TokenError, ValueError, KeyError, UnicodeError):  # a vocabulary without the space
                 self._space = ()
+            if self._space == (getattr(self.tokenizer, "unk_id", None),):  # no token for it: the unknown one
+                self._space = ()
         return self._space
 
     def forms(self, word: str) -> WordForms:

@@ -5,6 +5,8 @@ model is a line of data."""
 from __future__ import annotations
 
 import difflib
+import functools
+import re
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -39,11 +41,20 @@ class Known:
     first_row: int = 0  # rows that come before position 0
     note: str | None = None
     whole_name_only: bool = False  # too generic to match as a suffix
+    folded: bool = False  # an exporter's folded lookup of positions 0..T-1: row p is position p, whatever the family
 
     def matches(self, tensor_name: str) -> bool:
+        if "*" in self.name:  # '*': one dotted part of any name
+            return name_pattern(self.name, self.whole_name_only).fullmatch(tensor_name) is not None
         if self.whole_name_only:
             return tensor_name == self.name
         return tensor_name == self.name or tensor_name.endswith("." + self.name)
+
+
+@functools.cache
+def name_pattern(name: str, whole_name_only: bool) -> re.Pattern[str]:
+    body = r"[^.]+".join(re.escape(part) for part in name.split("*"))
+    return re.compile(body if whole_name_only else rf"(?:.*\.)?{body}")
 
 
 KNOWN: dict[Role, tuple[Known, ...]] = {
@@ -91,6 +102,11 @@ KNOWN: dict[Role, tuple[Known, ...]] = {
               "'embedding_1' by the session"),
         Known("layers.embedding.vars.0", "Keras 3 .weights.h5: the model's first keras.layers.Embedding, "
               "'layers/embedding/vars/0'"),
+        # tf-keras names the dataset by the variable, whose scope is the name the layer had when it was built: a model
+        # built after others in one session files its first Embedding as 'embedding/embedding_3/embeddings:0'
+        # (OSKut 1.3's LSTM-attention weights, model/ds_weights/*.h5)
+        Known("embedding.*.embeddings", "Keras 2 .h5: the first keras.layers.Embedding, its variable named in "
+              "another scope, 'embedding/embedding_3/embeddings:0'"),
     ),
     Role.position: (
         Known("transformer.wpe.weight", "nanoGPT, GPT-2, GPT-Neo"),
@@ -122,6 +138,11 @@ KNOWN: dict[Role, tuple[Known, ...]] = {
               "TokenAndPositionEmbedding: its pos_emb"),
         Known("token_and_position_embedding.embedding_1.embeddings", "Keras 2 .h5 of keras.io's "
               "TokenAndPositionEmbedding: its second keras.layers.Embedding (pos_emb)"),
+        # formats/onnx_file.py reads these (1, T, d) constants as (T, d) tables
+        Known("*/position_embeddings/Gather_output_0", "ONNX of BERT-family models exported by torch.onnx with fixed "
+              "shapes: the position rows the exporter folded", whole_name_only=True, folded=True),
+        Known("*/wpe/Gather_output_0", "ONNX of GPT-2 exported by torch.onnx with fixed shapes: the position rows "
+              "the exporter folded", whole_name_only=True, folded=True),
     ),
     Role.output: (
         Known("lm_head.weight", "nanoGPT, GPT-2, Llama, Mistral, Qwen, OPT; fairseq RoBERTa's encoder.lm_head"),
@@ -262,6 +283,8 @@ def by_key(checkpoint: Checkpoint, role: Role, key: str) -> Table:
 def position_offset(checkpoint: Checkpoint, known: Known | None, name: str) -> tuple[int, tuple[str, ...]]:
     """Rows before position 0 of the table `name`, and the note that says why: the config's family
     (position_offsets.OFFSET_RULES), else the name's quirk."""
+    if known is not None and known.folded:  # the lookup of positions 0..T-1, already made (the reader's note says so)
+        return 0, ()
     found = offset_by_family(checkpoint.config, name)
     if found is not None:
         return found[0], (found[1],)
@@ -282,6 +305,15 @@ def by_name(checkpoint: Checkpoint, role: Role, taken: set[str]) -> Table | None
             first_row, notes = position_offset(checkpoint, known, found[0].name) if role is Role.position else (0, ())
             return Table(role, found[0], f"name {known.name!r} ({known.source})", first_row, notes)
     return None
+
+
+def by_graph(checkpoint: Checkpoint, taken: set[str]) -> Table | None:
+    """The token table as the file's own graph says: the one table it looks up by the model's input ids."""
+    found = distinct([checkpoint.tensors[name] for name in checkpoint.gathered
+                      if name in checkpoint.tensors and is_table(checkpoint.tensors[name]) and name not in taken])
+    if len(found) != 1:  # none, or several (a seq2seq model's two inputs): the names or the shapes decide
+        return None
+    return Table(Role.token, found[0], "the graph: the one table a Gather looks up by the model's input ids")
 
 
 def by_shape(checkpoint: Checkpoint, role: Role, taken: set[str], width: int | None = None) -> Table | None:
@@ -328,6 +360,8 @@ def discover(checkpoint: Checkpoint, role: Role, taken: set[str], width: int | N
     projection that is not there is None: whether that means tied is decided apart (missing_head)."""
     try:
         found = by_name(checkpoint, role, taken)
+        if found is None and role is Role.token:
+            found = by_graph(checkpoint, taken)
         if found is None and role is not Role.output:
             found = by_shape(checkpoint, role, taken, width)
     except TableError as err:
@@ -364,6 +398,27 @@ def missing_head(checkpoint: Checkpoint) -> tuple[Head, str]:
         return Head.unknown, ("no output projection in the file, though config.json sets tie_word_embeddings to "
                               "false: the file may lack the head")
     return Head.unknown, "no output projection in the file (tied, or a model without a language-model head)"
+
+
+HEAD_CANDIDATES_BUDGET = 400  # characters: the few tensors of the head's shape named whole (an exporter's names are long)
+
+
+def unnamed_head(checkpoint: Checkpoint, token: Table, taken: set[str]) -> tuple[Head, str] | None:
+    """A head no name found, where the file holds tensors of the token table's shape (V x d, or d x V as `x @ W`
+    keeps it): not taken as the head (a seq2seq model's second vocabulary has that shape too), but named, so the
+    answer never says the file holds none (g2p_en's fc_w beside its dec_emb)."""
+    rows, dim = token.tensor.shape
+    shapes = {(rows, dim), (dim, rows)} if rows != dim else {(rows, dim)}
+    found = distinct([t for t in checkpoint.tensors.values()
+                      if is_table(t) and t.name not in taken and tuple(t.shape) in shapes])
+    if not found:
+        return None
+    names = clipped_list([f"{quote(t.name)} ({shape_text(t.shape)})" for t in found], "tensors",
+                         names=[quote(t.name) for t in found], budget=HEAD_CANDIDATES_BUDGET)
+    many = len(found) > 1
+    return Head.unnamed, Message(f"no output projection found by name, but {names} {'have' if many else 'has'} the "
+                                 f"token table's shape ({shape_text(token.tensor.shape)}) or its transpose: if "
+                                 f"{'one is' if many else 'it is'} the head, name it with ", key_option(Role.output))
 
 
 # significand bits (with the implicit one) of each float type: a copy requantised to the coarser of two types
@@ -488,10 +543,15 @@ def find_tables(checkpoint: Checkpoint, token_key: str | None = None, pos_key: s
         head, note = Head.ambiguous, missing[Role.output]
     else:
         head, note = missing_head(checkpoint)
+        if head is Head.unknown and token is None:  # nothing to look for a head's shape by: absence unproven
+            head, note = Head.unnamed, ("no output projection found by name; with no token table, a head cannot be "
+                                        "looked for by its shape")
+        elif head is Head.unknown and token is not None:
+            head, note = unnamed_head(checkpoint, token, taken) or (head, note)
     if head is not Head.untied:
         output = None
-    if head in (Head.tied, Head.absent, Head.unknown):
-        choices = ("" if head is Head.tied
+    if head in (Head.tied, Head.absent, Head.unknown, Head.unnamed):
+        choices = ("" if head in (Head.tied, Head.unnamed)  # an unnamed head's note names the candidates already
                    else Message(f"; {candidates_text(checkpoint, taken)}; name one with ", key_option(Role.output)))
         missing[Role.output] = Message("expected an untied output projection, found none: ", note or "", choices)
     return EmbeddingTables(token, position, output, head, note, tuple(notes), tied_copy, missing, tensors)

@@ -144,3 +144,30 @@ def test_compare_takes_c_and_the_variable_as_every_command_does(tmp_path, monkey
     monkeypatch.delenv("EMBSCOPE_CHECKPOINT")
     result = run("compare", "--output", code=2)
     assert result.stderr.startswith("Error: Invalid value for 'CHECKPOINT...': expected checkpoints to compare")
+
+
+def test_the_aligned_cosine_is_said_beside_what_unrelated_tables_reach(tmp_path):
+    # g2p_id 0.0.4's tiny-pron.onnx: 29 source characters against its 29-phoneme head, 128 wide: its aligned mean
+    # row cosine, +0.90, is below the +0.94 two unrelated Gaussian tables of that shape reach after their own fit
+    rng = np.random.default_rng(4)
+    rows, dim = 29, 128
+    token, head = rng.standard_normal((rows, dim)), rng.standard_normal((rows, dim))  # unrelated
+    save_file({"transformer.wte.weight": token.astype(np.float32), "lm_head.weight": head.astype(np.float32)},
+              str(tmp_path / "model.safetensors"))
+    doc = run_json("compare", tmp_path / "model.safetensors", "--output")
+    def orthogonal_procrustes(b, a):  # Schoenemann 1966: R = U V^T for B^T A = U S V^T, as scipy.linalg states it
+        u, _, vt = np.linalg.svd(b.T @ a)
+        return u @ vt, None
+
+    drawn = np.random.default_rng(0)  # the chance's draw: --seed's default
+    a, b = drawn.standard_normal((rows, dim)), drawn.standard_normal((rows, dim))
+    assert doc["aligned_chance"] == pytest.approx(row_cosines(a, b @ orthogonal_procrustes(b, a)[0]).mean(), rel=1e-9)
+    own = row_cosines(token, head @ orthogonal_procrustes(head.astype(np.float32), token.astype(np.float32))[0])
+    assert doc["aligned_mean_row_cosine"] == pytest.approx(own.mean(), abs=1e-5)
+    assert doc["aligned_chance"] > 0.9 and abs(doc["aligned_mean_row_cosine"] - doc["aligned_chance"]) < 0.03
+    console = run("compare", tmp_path / "model.safetensors", "--output").stdout
+    assert (f"(unrelated Gaussian tables of these 29 rows reach {doc['aligned_chance']:+.4f} after their own fit)"
+            in " ".join(console.split()))
+    across = run_json("compare", tmp_path / "model.safetensors", tmp_path / "model.safetensors", "--align",
+                      "procrustes")
+    assert across["tables"]["token"]["alignment"]["chance_mean_row_cosine"] == doc["aligned_chance"]

@@ -86,6 +86,45 @@ def test_unknown_head_in_the_console(tmp_path):
             in " ".join(params.split()))
 
 
+def test_a_head_no_name_finds_is_named_by_its_shape_never_said_absent(tmp_path):
+    # g2p_en 2.1.0's checkpoint20.npz: a GRU seq2seq whose decoder table 'dec_emb' (74 x 256) has its head 'fc_w'
+    # (74 x 256) beside it, and a grapheme table 'enc_emb' (29 x 256) of another shape; np.savez writes it so
+    tensors = {"enc_emb": rng.standard_normal((29, D), dtype=np.float32),
+               "dec_emb": rng.standard_normal((V, D), dtype=np.float32),
+               "fc_w": rng.standard_normal((V, D), dtype=np.float32), "fc_b": np.zeros(V, dtype=np.float32)}
+    np.savez(tmp_path / "checkpoint20.npz", **tensors)
+    path = tmp_path / "checkpoint20.npz"
+    note = ("no output projection found by name, but 'fc_w' (20 x 8) has the token table's shape (20 x 8) or its "
+            "transpose: if it is the head, name it with --output-key NAME")
+    alone = run_json("info", "-c", path)  # no token table found: the head's absence is not claimed either
+    assert (alone["head"], alone["tables"]["token"]) == ("unnamed", None)
+    assert ("no output projection found by name; with no token table, a head cannot be looked for by its shape"
+            in alone["notes"]) and "no output projection in the file" not in json.dumps(alone)
+    info = run_json("info", "-c", path, "--token-key", "dec_emb")
+    assert (info["head"], info["tied"], info["tables"]["output"]) == ("unnamed", None, None)
+    assert note in info["notes"] and "no output projection in the file" not in json.dumps(info)
+    assert "│ output   │ none by name: see the note" in run("info", "-c", path, "--token-key", "dec_emb").stdout
+    assert run_json("params", "-c", path, "--token-key", "dec_emb")["output"] is None
+    named = run_json("params", "-c", path, "--token-key", "dec_emb", "--output-key", "fc_w")
+    assert (named["output"], named["tied"]) == (V * D, False)
+    # stored d x V, as onnx exports a Linear (g2p_id's tiny-pron.onnx), and beside a second table of the same shape
+    np.savez(path, enc=tensors["dec_emb"], dec=tensors["fc_w"], head=tensors["fc_w"].T.copy())
+    info = run_json("info", "-c", path, "--token-key", "enc")
+    assert info["head"] == "unnamed" and ("no output projection found by name, but 'dec' (20 x 8), 'head' (8 x 20) "
+                                          "have the token table's shape (20 x 8) or its transpose: if one is the "
+                                          "head, name it with --output-key NAME") in info["notes"]
+    assert run("compare", "-c", path, "--token-key", "enc", "--output", code=1).stderr.count("--output-key NAME") == 1
+    # an exporter's long names (tf2onnx's, g2p_id's bert_pron.onnx) are named whole, not cut to an "e.g."
+    long = {"Func/StatefulPartitionedCall/input/_1:0": tensors["dec_emb"],
+            "StatefulPartitionedCall/masked_bert_model/tf.__operators__.add/y:0": tensors["fc_w"],
+            "StatefulPartitionedCall/masked_bert_model/mlm_cls/Tensordot/ReadVariableOp:0": tensors["fc_w"].T.copy()}
+    notes = run_json("info", "-c", write(tmp_path / "long", long), "--token-key", "Func/StatefulPartitionedCall/input/_1:0")
+    assert ("no output projection found by name, but 'StatefulPartitionedCall/masked_bert_model/mlm_cls/Tensordot/"
+            "ReadVariableOp:0' (8 x 20), 'StatefulPartitionedCall/masked_bert_model/tf.__operators__.add/y:0' (20 x 8) "
+            "have the token table's shape (20 x 8) or its transpose: if one is the head, name it with --output-key "
+            "NAME") in notes["notes"]  # in the file's order: safetensors sorts its names
+
+
 def test_a_head_saved_as_an_exact_copy_is_tied_and_counted_once(tmp_path):
     token = rng.standard_normal((V, D), dtype=np.float32)
     layer = rng.standard_normal((D, D), dtype=np.float32)

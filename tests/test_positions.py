@@ -252,3 +252,25 @@ def test_a_long_table_is_profiled_from_spread_blocks(monkeypatch):
     assert profile.count[0] == 150
     assert profile.mean[0] == pytest.approx(float(np.mean((unit[anchors] * unit[anchors + 1]).sum(axis=1))), abs=1e-6)
     assert profile.positions_counted == 150  # every 4th position asked for its nearest
+
+
+def test_a_distance_whose_only_pair_holds_a_zero_row_is_null_and_said(tmp_path):
+    # g2p_id 0.0.4's BERT (keras.io's masked-LM example): positions are the sinusoid get_pos_encoding_matrix
+    # builds, position 0 all zeros, 32 x 128; distance 31's one pair, (0, 31), has no cosine
+    t, d = 32, 128
+    angles = np.array([[p / 10000 ** (2 * (j // 2) / d) for j in range(d)] for p in range(t)])
+    table = np.where(np.arange(d) % 2 == 0, np.sin(angles), np.cos(angles))
+    table[0] = 0
+    save_file({"wte.weight": np.ones((8, d), np.float32), "wpe.weight": table.astype(np.float32)},
+              tmp_path / "model.safetensors")
+    doc = run_json("positions", "--profile", "-c", tmp_path / "model.safetensors")
+    unit = table[1:] / np.linalg.norm(table[1:], axis=1, keepdims=True)
+    by_distance = {o["offset"]: o for o in doc["profile"]["offsets"]}
+    assert by_distance[1]["pairs"] == 30 and by_distance[1]["mean"] == pytest.approx(
+        np.mean(np.sum(unit[:-1] * unit[1:], axis=1)), abs=1e-6)
+    assert (by_distance[31]["mean"], by_distance[31]["std"], by_distance[31]["pairs"]) == (None, None, 0)
+    note = ("distance 31: no pair has a cosine (every pair there holds a zero, NaN or Inf row), so mean and std "
+            "are null")
+    assert doc["notes"] == [note]
+    console = run("positions", "--profile", "-c", tmp_path / "model.safetensors").stdout
+    assert "│ 31         │ null                 │ null   │ 0     │" in console and "nan" not in console

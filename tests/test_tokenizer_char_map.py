@@ -120,3 +120,18 @@ def test_what_is_not_such_a_map_is_one_line(tmp_path):
                                     "expected huggingface")
     assert "char-map (a JSON object mapping each character or token to its id)" in result.stderr
     assert len(result.stderr.splitlines()) == 1
+
+
+def test_deepcuts_other_is_its_unknown_token_never_text(tmp_path):
+    # deepcut 0.7's CHARS (OSKut 1.3's and SEFR_CUT 1.1's too): characters, and 'other' at id 80, the id its code
+    # gives every character not in the list: [CHARS_MAP.get(c, 80) for c in text]; a part of that list, 'other' kept
+    chars = ["\n", " ", "!", "b", "e", "h", "m", "o", "other", "r", "t", "ก", "า"]
+    chars_map = {c: i for i, c in enumerate(chars)}
+    tokenizer = load_tokenizer(write_map(tmp_path / "characters.json", chars_map))
+    for text in ("mother", "brother other", "กา", "mother\u00e9"):
+        assert tokenizer.encode(text) == [chars_map.get(c, 8) for c in text], text
+    assert (tokenizer.unk_id, tokenizer.special_ids) == (8, frozenset({8}))
+    assert tokenizer.token_string(8) == "other"
+    # where longer keys are text, 'other' is text as well: greedy longest match, as before
+    greedy = load_tokenizer(write_map(tmp_path / "words.json", {"m": 0, "other": 1, "th": 2, "o": 3, "e": 4, "r": 5}))
+    assert greedy.encode("mother") == [0, 1] and greedy.unk_id is None

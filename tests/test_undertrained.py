@@ -494,7 +494,7 @@ def test_noise_with_too_few_tokenizer_rows_seeds_nothing(tmp_path):
     vocab[first.capitalize()] = vocab.pop(first)
     wordpiece(tmp_path, vocab)
     doc = run_json("undertrained", "-c", tmp_path / "model.npz")
-    assert doc["reference"]["description"] == "1 rows known unused (1 unreachable)" and doc["candidates"] == []
+    assert doc["reference"]["description"] == "1 row known unused (1 unreachable)" and doc["candidates"] == []
     assert doc["threshold"]["value"] is None
 
 

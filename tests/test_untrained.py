@@ -367,3 +367,43 @@ def test_a_noisy_bert_with_a_partly_moved_border_starts_its_tail_at_the_border(t
     start = tail["first"]
     assert doc["untrained"]["evidence"].endswith(f"the model saw sequences of at most about {start} tokens")
     assert f"norm {norms_of(table[start:]).mean():.4g} +- " in doc["untrained"]["evidence"]
+
+
+def test_a_keras_files_unseen_characters_are_at_keras_default_init(tmp_path):
+    # OSKut 1.3's LSTM-attention weights (Keras 2.2.4-tf, 178 characters x 32): 9 characters its data never held
+    # ('\n', '<', '^', the obsolete 'ฃ', ...) keep keras.layers.Embedding's default uniform(-0.05, 0.05) draw, norm
+    # 0.05 x sqrt(32 / 3) = 0.163, while the trained rows' norms are 0.6 to 13; a weights file does not store the
+    # initializer, but it records that Keras saved it
+    h5py = pytest.importorskip("h5py")
+    rng = np.random.default_rng(5)
+    rows, dim = 178, 32
+    table = (rng.standard_normal((rows, 4)) @ rng.standard_normal((4, dim)) + rng.standard_normal((rows, dim)))
+    table *= rng.uniform(0.2, 2.0, (rows, 1))  # trained rows: a shared structure and a wide spread of norms
+    unseen = np.array([0, 29, 31, 61, 63, 92, 93, 96, 177])
+    table[unseen] = rng.uniform(-0.05, 0.05, (len(unseen), dim))
+    table = table.astype(np.float32)
+
+    def write(path, version):
+        with h5py.File(path, "w") as f:  # tf-keras's save_weights_to_hdf5_group layout
+            if version:
+                f.attrs["keras_version"] = version
+            f.attrs["layer_names"] = [b"embedding"]
+            g = f.create_group("embedding")
+            g.attrs["weight_names"] = [b"embedding_3/embeddings:0"]
+            g.create_dataset("embedding_3/embeddings:0", data=table)
+        return path
+
+    found = run_json("norms", "-c", write(tmp_path / "keras.h5", b"2.2.4-tf"))["untrained"]
+    norms = np.linalg.norm(table[unseen].astype(np.float64), axis=1)
+    assert found["rows"] == len(unseen) and found["kind"] == "at init"
+    assert [r["first"] for r in found["ranges"]] == [0, 29, 31, 61, 63, 92, 96, 177]
+    assert found["evidence"].startswith(f"9 rows never trained: norm {norms.mean():.4g} +- ")
+    assert (f"the {0.05 / np.sqrt(3):g} x sqrt(32) of the initialisation (keras.layers.Embedding's default "
+            "uniform(-0.05, 0.05), assumed: the file, saved by Keras 2.2.4-tf, does not store its initializer)"
+            in found["evidence"])
+    # only token rows: a Keras head is a Dense kernel (glorot_uniform), keras-hub's positions are drawn otherwise
+    from embscope.analysis.untrained import init_scale
+    assert init_scale({"keras_version": "2.2.4-tf"}, "output") == init_scale({"keras_version": "2.2.4-tf"},
+                                                                             "position") == (None, "")
+    # the same table in a file that does not say Keras saved it: no scale to assume, no verdict on 9 rows
+    assert run_json("norms", "-c", write(tmp_path / "other.h5", None))["untrained"]["rows"] == 0

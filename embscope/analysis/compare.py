@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -167,6 +167,30 @@ class Alignment:
     rotation: np.ndarray  # float64 (d, d), orthogonal: B @ rotation is B in A's basis
     residual: float  # ||B R - A||_F / ||A||_F over the rows used
     rows: int  # pairs used: those finite in both
+    # the mean row cosine two unrelated Gaussian tables of this shape reach after their own fit (procrustes_chance);
+    # None where the shape is too large to draw it cheaply
+    chance: float | None = None
+
+
+# a rotation fitted on n rows in d dimensions has d(d-1)/2 degrees of freedom: with n not far above d it aligns
+# unrelated tables too (29 x 128 Gaussian pairs reach a mean row cosine of 0.94), so the aligned cosine is said beside
+# what chance gives, drawn where the draw is cheap
+CHANCE_MAX_ELEMENTS = 1 << 22
+# its own draw, product and d x d SVD: 1.3 s of CPU at 4,096 x 1,024 and 0.2 s at 30,000 x 128 (measured, load 1.9),
+# where the fit's own SVD at 4,096 columns takes tens of seconds
+CHANCE_MAX_DIM = 1024
+
+
+def procrustes_chance(rows: int, dim: int, seed: int) -> float | None:
+    """The mean row cosine of B R against A, for A and B drawn N(0, 1) of `rows` x `dim` (seeded) and R their own
+    orthogonal Procrustes fit; None past CHANCE_MAX_ELEMENTS or CHANCE_MAX_DIM, or with no rows."""
+    if not rows or rows * dim > CHANCE_MAX_ELEMENTS or dim > CHANCE_MAX_DIM:
+        return None
+    rng = np.random.default_rng(seed)
+    a, b = rng.standard_normal((rows, dim)), rng.standard_normal((rows, dim))
+    u, _, vt = np.linalg.svd(b.T @ a)
+    turned = b @ (u @ vt)
+    return float(np.mean(np.einsum("ij,ij->i", turned, a) / (np.linalg.norm(turned, axis=1) * np.linalg.norm(a, axis=1))))
 
 
 def procrustes(a: np.ndarray, b: np.ndarray, pairing: Pairing, progress: Progress | None = None) -> Alignment:
@@ -365,6 +389,7 @@ def compare_tables(role: str, a: TableInput, b: TableInput, pairing: Pairing, op
     alignment, changes = None, unaligned
     if options.align:
         alignment = procrustes(a.array, b.array, pairing, stages(f"{role} table: alignment"))
+        alignment = replace(alignment, chance=procrustes_chance(alignment.rows, a.array.shape[1], options.seed))
         changes = row_changes(a.array, b.array, pairing, alignment.rotation, stages(f"{role} table: aligned rows"))
     summary = summarize_changes(changes)
     movers, stable = movers_and_stable(changes, options.listed)

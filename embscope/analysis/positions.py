@@ -69,6 +69,18 @@ class PositionProfile:
                 for k in picks]
 
 
+def empty_offsets_note(profile: PositionProfile) -> list[str]:
+    """Why a distance the profile lists has no mean: every pair at it holds a row with no cosine (zero, NaN, Inf);
+    g2p_id's sinusoid keeps position 0 at zero, so distance T-1's one pair has none."""
+    empty = [s.offset for s in profile.summary() if s.pairs == 0]
+    if not empty or profile.sampled_every > 1:  # a sparse profile leaves pairs out by design: said apart
+        return []
+    listed = ", ".join(map(str, empty))
+    note = (f"distance{'s' * (len(empty) > 1)} {listed}: no pair has a cosine (every pair there holds a zero, NaN "
+            "or Inf row), so mean and std are null")
+    return [note]
+
+
 @dataclass(frozen=True, eq=False)
 class Heatmap:
     """Cosines between positions, averaged over square cells of `cell` positions a side (NaN left out)."""
@@ -281,4 +293,6 @@ def positions(emb: Embeddings, pairs: Sequence[tuple[int, int]] = (), *, default
         notes.append(f"the table has {count} position(s): no pair to compare")
     shape, cells = (position_profile(table.array, table.first_row, heatmap=heatmap) if profile or heatmap
                     else (None, None))
+    if shape is not None:
+        notes += empty_offsets_note(shape)
     return PositionsResult(table.name, table.rows, table.first_row, table.dim, found, shape, cells, tuple(notes))

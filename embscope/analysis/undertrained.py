@@ -318,7 +318,7 @@ def tokenizer_reference(kinds: TokenKinds | None, unchanged: np.ndarray | None) 
         return Reference(rows, "none", f"no reference rows ({why})")
     counted = ", ".join(f"{int(mask.sum())} {label}" for mask, label in parts if mask.any())
     source = "tokenizer" if by_tokenizer is not None and by_tokenizer.any() else "unchanged"
-    return Reference(rows, source, f"{len(rows)} rows known unused ({counted})")
+    return Reference(rows, source, f"{len(rows)} row{'s' * (len(rows) != 1)} known unused ({counted})")
 
 
 def seeded_because(tokenizer: Reference, kinds: TokenKinds | None) -> str:

@@ -36,6 +36,11 @@ from .products import thin_product
 INIT_STD = {"bert": 0.02, "roberta": 0.02, "xlm-roberta": 0.02, "camembert": 0.02, "longformer": 0.02,
             "mpnet": 0.02, "electra": 0.02, "gpt2": 0.02, "opt": 0.02, "gpt_neo": 0.02, "gptj": 0.02}
 SIGMA_KEYS = ("initializer_range", "init_std")
+# keras.layers.Embedding draws from uniform(-0.05, 0.05) unless told otherwise (embeddings_initializer="uniform", Keras 2
+# and 3), a per-coordinate sigma of 0.05 / sqrt(3); a weights file does not store the initializer, so for the token
+# rows of a file Keras saved (the reader's keras_version) it is assumed, and the evidence says so. Not for positions
+# (keras-hub's PositionEmbedding draws otherwise: their scale is estimated from the rows), nor for an output head
+KERAS_EMBEDDING_LIMIT = 0.05
 MIN_DIM = 16  # below this a Gaussian draw's norm and cosines are too loose to tell from a trained row's
 BAND_SPREADS = 4.0  # a row at init has its norm within this many relative spreads (1/sqrt(2d)) of sigma sqrt(d)
 NEIGHBOUR_SPREADS = 4.0  # ... and |cos| to its neighbours within this many 1/sqrt(d)
@@ -99,8 +104,9 @@ def nothing(why: str = "") -> Untrained:
     return Untrained(np.zeros(0, dtype=np.int64), RULE if not why else f"{RULE}; {why}", "")
 
 
-def init_scale(config: Mapping[str, Any]) -> tuple[float | None, str]:
-    """sigma of the initialisation and where it comes from: the config, the family's default, or None."""
+def init_scale(config: Mapping[str, Any], role: str = "token") -> tuple[float | None, str]:
+    """sigma of the initialisation and where it comes from: the config, the family's default, Keras' default for
+    a token table of a file Keras saved, or None."""
     for key in SIGMA_KEYS:
         value = config.get(key)
         if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0:
@@ -108,6 +114,11 @@ def init_scale(config: Mapping[str, Any]) -> tuple[float | None, str]:
     model_type = config.get("model_type")
     if isinstance(model_type, str) and model_type in INIT_STD:
         return INIT_STD[model_type], f"{model_type}'s default initializer_range {INIT_STD[model_type]:g}"
+    version = config.get("keras_version")
+    if role == "token" and isinstance(version, str):  # a head is a Dense kernel, drawn by glorot_uniform
+        return KERAS_EMBEDDING_LIMIT / math.sqrt(3), (
+            f"keras.layers.Embedding's default uniform(-{KERAS_EMBEDDING_LIMIT:g}, {KERAS_EMBEDDING_LIMIT:g}), "
+            f"assumed: the file, saved by Keras {version}, does not store its initializer")
     return None, ""
 
 
@@ -119,7 +130,7 @@ def find_untrained(array: np.ndarray, norms: np.ndarray, role: str, config: Mapp
     if dim < MIN_DIM or int(valid.sum()) < MIN_RUN:
         return nothing(f"not judged: {dim} columns and {int(valid.sum())} rows with a finite, non-zero norm "
                        f"({MIN_DIM} and {MIN_RUN} needed)")
-    sigma, sigma_why = init_scale(config or {})
+    sigma, sigma_why = init_scale(config or {}, role)
     if role == "position":
         return positions_at_init(array, norms, valid, sigma, sigma_why, first_row)
     at_init = tokens_at_init(array, norms, valid, sigma, sigma_why)

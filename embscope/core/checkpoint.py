@@ -58,6 +58,9 @@ class Checkpoint:
     # scale and zero-point values the reader took out of the catalogue as quantization data: not parameters
     quantization_values: int = 0
     notes: list[str] = field(default_factory=list)
+    # tables the file's own graph looks up by the model's integer inputs (an ONNX Gather of input_ids): the token
+    # table by the graph's word, where no name says it
+    gathered: tuple[str, ...] = ()
     # the tokenizer the checkpoint carries or names itself (GGUF metadata, a CTranslate2 vocabulary),
     # built when first asked for; None: look for a tokenizer file beside the checkpoint
     tokenizer: Callable[[], Tokenizer | None] | None = field(default=None, repr=False)

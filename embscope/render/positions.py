@@ -75,7 +75,8 @@ def show(emb: Embeddings, result: PositionsResult, *, json: bool, profile: bool,
 def show_profile(profile: PositionProfile) -> None:
     grid = console.table("distance k", "mean cos(p_i, p_i+k)", "std", "pairs", title="similarity by distance")
     for s in profile.summary():
-        grid.add_row(str(s.offset), console.cosine_text(s.mean), f"{s.std:.4f}", str(s.pairs))
+        std = jsonout.clean(s.std)
+        grid.add_row(str(s.offset), console.cosine_text(s.mean), "null" if std is None else f"{std:.4f}", str(s.pairs))
     console.out.print(grid)
     share = jsonout.clean(profile.nearest_is_adjacent)
     console.out.print(f"nearest neighbour is i-1 or i+1 for {console.percent(share)} of "

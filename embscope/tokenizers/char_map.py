@@ -9,7 +9,10 @@ Encoding, as the map's own code does it:
 - markers longer than one character (``<pad>``, ``[UNK]``, ``<OOV>``, Keras' ``UNK``) are special tokens:
   never matched in text; nor is an empty key (attacut's ``syllables.json`` maps "" to 2), which names its id only;
 - a character no key covers becomes the unknown token when the map has one (``[UNK]``, ``<unk>``, ``<OOV>``,
-  ``UNK``: Keras' ``oov_token``), else it is an error that names it (Keras would drop it without a word).
+  ``UNK``: Keras' ``oov_token``), else it is an error that names it (Keras would drop it without a word);
+- in a map of single characters, the key ``other`` is deepcut's unknown token, never text: deepcut's ``CHARS``
+  (and OSKut's and SEFR_CUT's) are 177 characters and 'other' at id 80, and its code looks text up character by
+  character as ``CHARS_MAP.get(c, 80)``, so "mother" is six ids, not 'm' and 'other'.
 Nothing is lower-cased: a map of lower-case letters does not cover "D".
 
 A map that is the vocabulary of a subword tokenizer without its merges (GPT-2's "Ġdog", SentencePiece's
@@ -32,6 +35,7 @@ _MARKER = re.compile(r"<[^<>]+>|\[[^\[\]]+\]")
 _SUBWORD_MARKS = {"\u0120": "a byte-level BPE vocabulary ('\u0120' marks a word start) without its merges.txt",
                   "\u2581": "a SentencePiece vocabulary ('\u2581' marks a word start) without its model",
                   "##": "a WordPiece vocabulary ('##' marks a piece inside a word): name it vocab.txt"}
+CHARACTER_UNKNOWN_NAMES = ("other",)  # deepcut's name for every character not in its list, in a map of characters
 MAX_KEY_CHARS = 1024  # real tokens are far shorter; longer keys are a hostile file
 
 
@@ -43,7 +47,8 @@ class CharMapTokenizer:
         self.path = path
         self.vocab_size = max(index.values()) + 1
         special = {key for key in index if len(key) > 1 and (key in UNKNOWN_NAMES or _MARKER.fullmatch(key))}
-        unknown = [key for key in UNKNOWN_NAMES if key in index]
+        unknown = [key for key in UNKNOWN_NAMES if key in index] + character_unknown(index, special)
+        special |= set(unknown)
         self.unk_id: int | None = index[unknown[0]] if unknown else None
         self.special_ids = frozenset(index[key] for key in special)
         # an empty key names its id but is never matched: it would match at every position
@@ -92,6 +97,13 @@ class CharMapTokenizer:
 
     def __repr__(self) -> str:
         return f"<CharMapTokenizer {self.path} vocab_size={self.vocab_size}>"
+
+
+def character_unknown(index: dict[str, int], special: set[str]) -> list[str]:
+    """deepcut's 'other' where every other key that text can match is one character; else nothing."""
+    names = [key for key in CHARACTER_UNKNOWN_NAMES if key in index]
+    text_keys = [key for key in index if key and key not in special and key not in names]
+    return names if text_keys and all(len(key) == 1 for key in text_keys) else []
 
 
 def load(path: Path) -> CharMapTokenizer:
