@@ -29,7 +29,7 @@ from .. import compute
 from .columns import column_reduced
 from .duplicates import ORDINARY_NORMS  # float32 products in range
 from .median import median_of
-from .products import thin_product
+from .products import SINGLE_THREAD_PRODUCT, thin_product
 
 # documented defaults of the init scale (transformers' configs: initializer_range 0.02; OPT's init_std 0.02;
 # nanoGPT and GPT-2 draw embeddings from N(0, 0.02))
@@ -56,6 +56,9 @@ NARROWEST_SPREAD = 0.25  # times 1/sqrt(2d): norms more alike than this (rows no
 AT_INIT_SHARE = 0.9  # of the sampled rows that must look drawn at init
 SHARED_CHANCE = 1e-4  # the chance that rows drawn at init share a direction as much as the line allows
 SHARED_NORMAL = 3.7190164854557084  # the standard normal's upper 1e-4 quantile (statistics.NormalDist().inv_cdf)
+# rows whose directions are summed at most, drawn with a fixed seed past it: a mean direction of |m| 0.004 already
+# passes the line at 65,536 rows of width 50 (trained tables keep 0.05 and more), for a sixth of a 400,000-row read
+SHARED_SAMPLE = 1 << 16
 TOGETHER_COSINE = 0.5  # mutual cosine of a group moved only together (trained rows: about 0.1)
 MIN_GROUP = 8  # rows of such a group at least
 GROUP_SPREADS = 6.0  # a member's cosine to the group and its norm lie within this many robust spreads of the seed's
@@ -282,7 +285,8 @@ def tokens_at_init(array: np.ndarray, norms: np.ndarray, valid: np.ndarray, sigm
     bound = nearest_bound(dim, int(valid.sum()))
     if float(np.mean(np.abs(np.nan_to_num(nearest, nan=1.0)) <= bound)) < AT_INIT_SHARE:
         return nothing()
-    shared, shared_line = shared_direction(array, norms, candidates)
+    shared, shared_line, summed = shared_direction(array, norms, candidates)
+    summed_text = sampled(summed, len(candidates))
     if shared > shared_line:  # a draw's directions have no common mean: training gave these one
         return nothing()
     valid_rows = int(valid.sum())
@@ -294,21 +298,29 @@ def tokens_at_init(array: np.ndarray, norms: np.ndarray, valid: np.ndarray, sigm
     evidence = (f"{head} never trained: norm {spread_text(chosen)}, {said}; no row alike (nearest-row "
                 f"cosine {float(np.nanmean(nearest)):.2g} on a sample of {len(sample)}, where a random draw's "
                 f"passes {bound:.2g} with a chance of {NEAREST_CHANCE:g}); no shared direction (d |sum of unit "
-                f"rows|^2 / rows {shared:.3g}, chi-square with {dim} degrees, where a draw passes {shared_line:.3g} "
-                f"with a chance of {SHARED_CHANCE:g})")
+                f"rows|^2 / rows {shared:.3g}{summed_text}, chi-square with {dim} degrees, where a draw passes "
+                f"{shared_line:.3g} with a chance of {SHARED_CHANCE:g})")
     return Untrained(candidates, RULE, evidence + ("; the table is as initialised" if whole else ""), "at init", whole)
 
 
-def shared_direction(array: np.ndarray, norms: np.ndarray, rows: np.ndarray) -> tuple[float, float]:
-    """How far the unit rows `rows` share a direction, and the line a draw at init passes with SHARED_CHANCE.
+def shared_direction(array: np.ndarray, norms: np.ndarray, rows: np.ndarray) -> tuple[float, float, int]:
+    """How far the unit rows `rows` share a direction, the line a draw at init passes with SHARED_CHANCE, and the
+    rows summed (at most SHARED_SAMPLE, drawn with a fixed seed).
     n directions drawn at random (any isotropic draw, or one symmetric under sign flips and swaps of columns, as
     Keras' uniform is) sum to S with d |S|^2 / n distributed as chi-square with d degrees; a trained table's rows
     keep a common mean direction (attacut's Thai characters: 327 in 48 dimensions). The line is chi-square's
     upper SHARED_CHANCE quantile by Wilson and Hilferty's cube-root normal form."""
     dim = array.shape[1]
+    if len(rows) > SHARED_SAMPLE:  # the statistic is chi-square at any number of rows: a sample keeps its power
+        rows = np.sort(np.random.default_rng(0).choice(rows, size=SHARED_SAMPLE, replace=False))
     total = total_of(array, norms, rows)
     line = dim * (1 - 2 / (9 * dim) + SHARED_NORMAL * math.sqrt(2 / (9 * dim))) ** 3
-    return float(dim * (total @ total) / max(len(rows), 1)), line
+    return float(dim * (total @ total) / max(len(rows), 1)), line, len(rows)
+
+
+def sampled(used: int, rows: int) -> str:
+    """Where the shared-direction statistic was worked out on a sample of the rows, how many."""
+    return f" on a sample of {used:,}" if used < rows else ""
 
 
 def too_alike(norms: np.ndarray, scale: float, dim: int) -> bool:
@@ -445,16 +457,28 @@ def group_from_seed(array: np.ndarray, norms: np.ndarray, valid: np.ndarray, cos
 def total_of(array: np.ndarray, norms: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """The sum of the unit rows `rows` (sorted ids), read a block at a time: each block's rows weighted by their
     inverse norms in one float32 product, the blocks summed in float64 (a float64 copy of each block cost nine
-    times as much: 0.10 s against 0.011 on 400,000 x 50); a block holding extreme norms, whose float32 weights
-    could overflow, in float64."""
+    times as much: 0.10 s against 0.011 on 400,000 x 50). Rows that fill most of their span are read as the
+    span's slices, the others weighted 0 (gathering 399,950 rows of 400,000 cost 20 ms more); a table holding
+    extreme norms, whose float32 weights could overflow, in float64."""
     total = np.zeros(array.shape[1])
-    every = len(rows) == len(array)  # sorted ids of every row: the blocks are slices, not gathers
     step = max(1, BLOCK_BYTES // (8 * max(1, array.shape[1])))
+    scale = norms[rows]
+    if not len(rows) or scale.min() < ORDINARY_NORMS[0] or scale.max() > ORDINARY_NORMS[1]:
+        for start in range(0, len(rows), step):
+            part = rows[start:start + step]
+            total += (np.asarray(array[part], dtype=np.float64) / norms[part, None]).sum(axis=0)
+        return total
+    # float32 blocks small enough that OpenBLAS runs each product on one thread: waking the others cost more CPU
+    step = max(1, SINGLE_THREAD_PRODUCT // max(1, array.shape[1]))
+    first, end = int(rows[0]), int(rows[-1]) + 1
+    if 2 * len(rows) >= end - first:  # most of the span: slices, no gather
+        weights = np.zeros(end - first, dtype=np.float32)
+        weights[rows - first] = 1.0 / scale
+        for start in range(first, end, step):
+            stop = min(start + step, end)
+            total += np.asarray(array[start:stop], dtype=np.float32).T @ weights[start - first:stop - first]
+        return total
     for start in range(0, len(rows), step):
         part = rows[start:start + step]
-        block, scale = array[start:start + len(part)] if every else array[part], norms[part]
-        if scale.min() >= ORDINARY_NORMS[0] and scale.max() <= ORDINARY_NORMS[1]:
-            total += np.asarray(block, dtype=np.float32).T @ (1.0 / scale).astype(np.float32)
-        else:
-            total += (np.asarray(block, dtype=np.float64) / scale[:, None]).sum(axis=0)
+        total += np.asarray(array[part], dtype=np.float32).T @ (1.0 / scale[start:start + step]).astype(np.float32)
     return total
