@@ -175,7 +175,7 @@ def test_a_signal_while_the_exit_handlers_run_lets_them_finish_and_gives_its_sta
     """Ctrl-C while the exit handlers run raised into the handler, which Python printed as an exception it
     ignored, and the process ended 0; now the handlers finish, nothing is printed, and the status is 128 + the
     signal's number, as for a process the signal ended."""
-    done, _ = signalled_in_slow_end(0.5, signum)
+    done, _ = signalled_in_slow_end(0.25, signum)
     assert (done.returncode, done.stderr) == (128 + signum, "")
     assert done.stdout == "answer\nhandler started\nhandler ran\n"
 
