@@ -400,7 +400,7 @@ def missing_head(checkpoint: Checkpoint) -> tuple[Head, str]:
     return Head.unknown, "no output projection in the file (tied, or a model without a language-model head)"
 
 
-HEAD_CANDIDATES_BUDGET = 400  # characters: the few tensors of the head's shape named whole (an exporter's names are long)
+HEAD_CANDIDATES_BUDGET = 400  # characters: the tensors of the head's shape named whole (an exporter's names are long)
 
 
 def unnamed_head(checkpoint: Checkpoint, token: Table, taken: set[str]) -> tuple[Head, str] | None:

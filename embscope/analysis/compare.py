@@ -190,7 +190,8 @@ def procrustes_chance(rows: int, dim: int, seed: int) -> float | None:
     a, b = rng.standard_normal((rows, dim)), rng.standard_normal((rows, dim))
     u, _, vt = np.linalg.svd(b.T @ a)
     turned = b @ (u @ vt)
-    return float(np.mean(np.einsum("ij,ij->i", turned, a) / (np.linalg.norm(turned, axis=1) * np.linalg.norm(a, axis=1))))
+    lengths = np.linalg.norm(turned, axis=1) * np.linalg.norm(a, axis=1)
+    return float(np.mean(np.einsum("ij,ij->i", turned, a) / lengths))
 
 
 def procrustes(a: np.ndarray, b: np.ndarray, pairing: Pairing, progress: Progress | None = None) -> Alignment:
@@ -479,7 +480,8 @@ def table_digest(table: TableInput, pairing: Pairing, side: str, hashes: np.ndar
     start = pairing.start_a if side == "a" else pairing.start_b
     if hashes is None or pairing.ids_a is not None or start + pairing.count != table.array.shape[0]:
         return None
-    digest = hashlib.blake2b(repr((table.array.shape, table.array.dtype.str, table.stored, start)).encode(), digest_size=16)
+    described = repr((table.array.shape, table.array.dtype.str, table.stored, start))
+    digest = hashlib.blake2b(described.encode(), digest_size=16)
     digest.update(row_hashes(np.asarray(table.array[:start])).tobytes())
     digest.update(hashes.tobytes())
     return digest.digest()

@@ -195,7 +195,8 @@ def undertrained_tables(emb: Embeddings, roles: Sequence[str] | None = None, *, 
                 notes.append(f"{kinds.too_long:,} tokens longer than {ROUND_TRIP_MAX_CHARS:,} characters were not "
                              "encoded back (the round trip costs their length), so none of them is marked unreachable")
         other = others(role, chosen.tensor.shape) if others is not None else ()
-        reports.append(find_undertrained(chosen.array, None if misfit else kinds, table=chosen.role, name=chosen.name, others=other,
+        reports.append(find_undertrained(chosen.array, None if misfit else kinds, table=chosen.role, name=chosen.name,
+                                         others=other,
                                          topk=nearest_rows(device, stages(f"nearest rows of the {role} table")),
                                          config=emb.checkpoint.config,
                                          never=(untrained or {}).get(str(chosen.role))))

@@ -36,10 +36,10 @@ from .products import SINGLE_THREAD_PRODUCT, thin_product
 INIT_STD = {"bert": 0.02, "roberta": 0.02, "xlm-roberta": 0.02, "camembert": 0.02, "longformer": 0.02,
             "mpnet": 0.02, "electra": 0.02, "gpt2": 0.02, "opt": 0.02, "gpt_neo": 0.02, "gptj": 0.02}
 SIGMA_KEYS = ("initializer_range", "init_std")
-# keras.layers.Embedding draws from uniform(-0.05, 0.05) unless told otherwise (embeddings_initializer="uniform", Keras 2
-# and 3), a per-coordinate sigma of 0.05 / sqrt(3); a weights file does not store the initializer, so for the token
-# rows of a file Keras saved (the reader's keras_version) it is assumed, and the evidence says so. Not for positions
-# (keras-hub's PositionEmbedding draws otherwise: their scale is estimated from the rows), nor for an output head
+# keras.layers.Embedding draws from uniform(-0.05, 0.05) unless told otherwise (embeddings_initializer="uniform",
+# Keras 2 and 3), a per-coordinate sigma of 0.05 / sqrt(3); a weights file does not store the initializer, so for the
+# token rows of a file Keras saved (the reader's keras_version) it is assumed, and the evidence says so. Not for
+# positions (keras-hub's PositionEmbedding draws otherwise: their scale is estimated from the rows), nor for a head
 KERAS_EMBEDDING_LIMIT = 0.05
 MIN_DIM = 16  # below this a Gaussian draw's norm and cosines are too loose to tell from a trained row's
 BAND_SPREADS = 4.0  # a row at init has its norm within this many relative spreads (1/sqrt(2d)) of sigma sqrt(d)

@@ -92,8 +92,9 @@ class Source:
         sizes = [f"--{name}" for name, value in (("vocab-size", self.vocab_size), ("d-model", self.d_model),
                                                   ("context", self.context)) if value is not None]
         if warn and sizes and emb.checkpoint.format != SHAPES_GIVEN:  # said, not dropped: compare may mix in a dump
-            console.err.print(f"warning: {' and '.join(sizes)} not used: {console.safe(quote(emb.checkpoint.path))} records "
-                              f"its shapes (they are for {SHAPES_GIVEN} dumps)", soft_wrap=True)
+            where = console.safe(quote(emb.checkpoint.path))
+            console.err.print(f"warning: {' and '.join(sizes)} not used: {where} records its shapes (they are for "
+                              f"{SHAPES_GIVEN} dumps)", soft_wrap=True)
         return emb
 
 
