@@ -13,7 +13,7 @@ from safetensors.numpy import load_file, save_file
 
 import embscope
 from embscope.analysis.norms import norms_report
-from embscope.analysis.untrained import NEAREST_CHANCE, nearest_bound, nearest_cosines
+from embscope.analysis.untrained import NEAREST_CHANCE, nearest_bound, nearest_cosines, total_of
 from embscope.render import norms as render
 from embscope.render.plots import style
 from embscope.sample import sample_directory
@@ -407,3 +407,15 @@ def test_a_keras_files_unseen_characters_are_at_keras_default_init(tmp_path):
                                                                              "position") == (None, "")
     # the same table in a file that does not say Keras saved it: no scale to assume, no verdict on 9 rows
     assert run_json("norms", "-c", write(tmp_path / "other.h5", None))["untrained"]["rows"] == 0
+
+
+def test_the_sum_of_unit_rows_is_numpy_s_whatever_lies_between_them():
+    """total_of against a plain numpy sum of the unit rows: a run, rows with a NaN and an Inf row between them (which
+    a product weighting them 0 would turn to NaN), and rows of extreme norms (summed in float64)."""
+    table = np.random.default_rng(3).standard_normal((300, 24)).astype(np.float32)
+    table[100], table[101] = np.nan, np.inf
+    table[200] *= 2.0 ** 70
+    norms = np.linalg.norm(table.astype(np.float64), axis=1)
+    for rows in (np.arange(10, 90), np.setdiff1d(np.arange(0, 190), [100, 101]), np.array([5, 150, 200, 299])):
+        expected = (table[rows].astype(np.float64) / norms[rows, None]).sum(axis=0)
+        np.testing.assert_allclose(total_of(table, norms, rows), expected, rtol=1e-5, atol=1e-5)
