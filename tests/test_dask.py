@@ -201,6 +201,19 @@ def test_a_scheduler_file_that_names_no_address_is_one_line(tmp_path, content, f
                                 f"'{tmp_path / 'scheduler.json'}' (JSON with an \"address\"), {found}"), errors[0]
 
 
+@pytest.mark.parametrize("make, found", [(lambda p: p.mkdir(), "a directory"),
+                                         (lambda p: os.mkfifo(p), "a named pipe (FIFO)")])
+def test_a_scheduler_path_that_is_no_file_says_what_it_is(tmp_path, make, found):
+    # a folder or a FIFO named as the scheduler was taken for an address: 'found none that answers within 5s:
+    # missing port number in address'
+    folder = write_run(tmp_path / "run", steps=[100, 200])
+    make(tmp_path / "scheduler")
+    result = invoke("compare", folder, "--scheduler", tmp_path / "scheduler", "--sample", 10)
+    assert result.exit_code == 2, result.output
+    assert result.stderr.splitlines()[0] == (f"Error: Invalid value for '--scheduler': expected a Dask scheduler file "
+                                             f"at '{tmp_path / 'scheduler'}' (JSON with an \"address\"), found {found}")
+
+
 @pytest.mark.slow  # a cluster of its own and a run long enough to kill a worker in: about 40 s here
 def test_a_worker_that_dies_mid_run_is_one_line(tmp_path):
     """Workers without a nanny (nothing restarts them) and a scheduler that retries no task: a worker killed while

@@ -198,7 +198,7 @@ def connected(address: str) -> Iterator[Any]:
             if address == LOCAL:
                 cluster = local_cluster(lib)
                 client = lib.Client(cluster, timeout=CONNECT_TIMEOUT)
-            elif os.path.isfile(address):
+            elif files.status(address) is not None:  # a scheduler file, or what a path names instead (a folder)
                 client = lib.Client(address_in(address), timeout=CONNECT_TIMEOUT)
             else:
                 client = lib.Client(address, timeout=CONNECT_TIMEOUT)
@@ -220,6 +220,10 @@ def address_in(scheduler_file: str) -> str:
     """The address a scheduler file (`dask scheduler --scheduler-file`) holds, read here: dask's own reading of a
     file that is not JSON, or holds no address, ends in an AssertionError of its own."""
     expected = f"expected a Dask scheduler file at {quote(scheduler_file)} (JSON with an \"address\"), "
+    found = files.status(scheduler_file)
+    other = files.not_regular(found.st_mode) if found is not None else None
+    if other is not None:  # a folder or a FIFO there: said, where dask took it for an address ('missing port')
+        raise OptionError(expected + f"found {other}", option="scheduler")
     try:
         document = files.read_json(scheduler_file, SCHEDULER_FILE_BYTES, "a Dask scheduler file")
     except (ValueError, RecursionError):  # UnicodeDecodeError is a ValueError
