@@ -251,3 +251,23 @@ def test_the_table_the_graph_gathers_by_the_input_ids_is_the_token_table(tmp_pat
                  helper.make_node("Add", ["source", "target"], ["out"])], [text, ids],
                 {"encoder.weight": token, "decoder.weight": other}, "two.onnx")
     assert run_json("info", "-c", both)["tables"]["token"] is None
+
+
+def test_an_initializer_listed_among_the_inputs_is_no_input_ids(tmp_path):
+    # torch.onnx.export(keep_initializers_as_inputs=True), and every model of IR < 4, lists the initializers among the
+    # graph's inputs: BERT's int64 position_ids buffer is one; a Gather by it looks up positions, not tokens
+    rng = np.random.default_rng(10)
+    vocab, t, d = 32, 6, 8
+    token, position = rng.standard_normal((vocab, d)).astype(np.float32), rng.standard_normal((t, d)).astype(np.float32)
+    nodes = [helper.make_node("Cast", ["features"], ["ids"], to=TensorProto.INT64),
+             helper.make_node("Gather", ["A", "ids"], ["a"]),
+             helper.make_node("Gather", ["B", "position_ids"], ["b"]),
+             helper.make_node("Add", ["a", "b"], ["out"])]
+    inputs = [helper.make_tensor_value_info("features", TensorProto.FLOAT, [1, t]),
+              helper.make_tensor_value_info("position_ids", TensorProto.INT64, [1, t])]
+    graph = helper.make_graph(nodes, "main", inputs, [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)],
+                              [numpy_helper.from_array(a, n) for n, a in
+                               {"A": token, "B": position, "position_ids": np.arange(t, dtype=np.int64)[None]}.items()])
+    onnx.save(helper.make_model(graph), tmp_path / "model.onnx")
+    assert open_checkpoint(tmp_path / "model.onnx").gathered == ()
+    assert run_json("info", "-c", tmp_path / "model.onnx")["tables"]["token"] is None

@@ -290,7 +290,11 @@ def gathered_by_inputs(graph: Any, tensors: dict[str, TensorInfo]) -> tuple[str,
     """The stored tables a Gather (on axis 0) looks up by one of the graph's integer inputs, taken as they are or
     through ID_PASSING ops: tf2onnx's 'Func/StatefulPartitionedCall/input/_1:0' in g2p_id's bert_pron.onnx,
     gathered by 'input_1'. Nodes come in topological order (the ONNX spec), so one pass follows the ids."""
-    ids = {text(i.name) for i in graph.input if i.type.tensor_type.elem_type in INTEGER_TYPES}
+    # an initializer listed among the inputs (IR < 4, keep_initializers_as_inputs) is a constant, not the model's ids:
+    # torch's position_ids buffer is one
+    constants = {text(t.name) for t in graph.initializer}
+    ids = {text(i.name) for i in graph.input
+           if i.type.tensor_type.elem_type in INTEGER_TYPES and text(i.name) not in constants}
     found: list[str] = []
     for node in graph.node:
         op, inputs = text(node.op_type), [text(name) for name in node.input]
