@@ -271,3 +271,29 @@ def test_an_initializer_listed_among_the_inputs_is_no_input_ids(tmp_path):
     onnx.save(helper.make_model(graph), tmp_path / "model.onnx")
     assert open_checkpoint(tmp_path / "model.onnx").gathered == ()
     assert run_json("info", "-c", tmp_path / "model.onnx")["tables"]["token"] is None
+
+
+@pytest.mark.parametrize(("name", "folded"), [("/wpe/Gather_output_0", True),  # GPT2Model exported itself
+                                              ("/position_embeddings/Gather_output_0", True),
+                                              ("/h/wpe/Gather_output_0_scaled", False),  # merely contains the pattern
+                                              ("position_embeddings/Gather_output_0", False)])
+def test_a_folded_position_lookup_is_read_and_found_by_one_rule(name, folded, tmp_path):
+    # the reader's note and the roles agree: a (1, T, d) constant it reads as the position table is that table
+    rng = np.random.default_rng(11)
+    vocab, t, d = 30, 6, 8
+    token, position = rng.standard_normal((vocab, d)).astype(np.float32), rng.standard_normal((1, t, d)).astype(np.float32)
+    graph = helper.make_graph([helper.make_node("Gather", ["wte.weight", "input_ids"], ["words"]),
+                               helper.make_node("Add", ["words", name], ["out"])], "main",
+                              [helper.make_tensor_value_info("input_ids", TensorProto.INT64, [1, t])],
+                              [helper.make_tensor_value_info("out", TensorProto.FLOAT, [1, t, d])],
+                              [numpy_helper.from_array(token, "wte.weight"), numpy_helper.from_array(position, name)])
+    onnx.save(helper.make_model(graph, producer_name="pytorch"), tmp_path / "model.onnx")
+    info = run_json("info", "-c", tmp_path / "model.onnx")
+    said = any(note.startswith(f"'{name}' (1 x {t} x {d}) is the position table's first") for note in info["notes"])
+    assert said is folded
+    if folded:
+        assert (info["tables"]["position"]["name"], info["tables"]["position"]["shape"]) == (name, [t, d])
+        np.testing.assert_array_equal(embscope.open(tmp_path / "model.onnx").position.array, position[0])
+    else:
+        assert info["tables"]["position"] is None
+        assert open_checkpoint(tmp_path / "model.onnx").tensors[name].shape == (1, t, d)

