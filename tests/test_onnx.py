@@ -297,3 +297,29 @@ def test_a_folded_position_lookup_is_read_and_found_by_one_rule(name, folded, tm
     else:
         assert info["tables"]["position"] is None
         assert open_checkpoint(tmp_path / "model.onnx").tensors[name].shape == (1, t, d)
+
+
+@pytest.mark.parametrize("layout", ["QDQ", "QOperator"])
+def test_a_quantized_table_the_graph_gathers_by_the_input_ids_is_the_token_table(layout, tmp_path):
+    # onnxruntime's quantizers: QDQ gathers the DequantizeLinear's output 'W_DequantizeLinear_Output', QOperator
+    # gathers the int8 'W_quantized' and dequantizes the rows; either way the graph looks the table 'W' up by the ids
+    rng = np.random.default_rng(12)
+    vocab, t, d = 32, 6, 8
+    q = rng.integers(-127, 128, (vocab, d)).astype(np.int8)
+    other = rng.standard_normal((vocab, d)).astype(np.float32)  # a second table of the same shape, not gathered
+    dequantize = ["W_quantized", "W_scale", "W_zero_point"]
+    nodes = ([helper.make_node("DequantizeLinear", dequantize, ["W_DequantizeLinear_Output"]),
+              helper.make_node("Gather", ["W_DequantizeLinear_Output", "input_ids"], ["rows"])] if layout == "QDQ" else
+             [helper.make_node("Gather", ["W_quantized", "input_ids"], ["gathered"]),
+              helper.make_node("DequantizeLinear", ["gathered", "W_scale", "W_zero_point"], ["rows"])])
+    nodes += [helper.make_node("ArgMax", ["rows"], ["made"], axis=2),  # ids the graph makes itself
+              helper.make_node("Gather", ["other", "made"], ["out"])]
+    graph = helper.make_graph(nodes, "main", [helper.make_tensor_value_info("input_ids", TensorProto.INT64, [1, t])],
+                              [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)],
+                              [numpy_helper.from_array(a, n) for n, a in
+                               {"W_quantized": q, "W_scale": np.array(0.02, np.float32),
+                                "W_zero_point": np.array(0, np.int8), "other": other}.items()])
+    onnx.save(helper.make_model(graph), tmp_path / "model.onnx")
+    emb = embscope.open(tmp_path / "model.onnx")
+    assert (emb.token.name, emb.token.rule) == ("W", "the graph: the one table a Gather looks up by the model's input ids")
+    np.testing.assert_array_equal(emb.token.array, q.astype(np.float32) * np.float32(0.02))
