@@ -289,34 +289,43 @@ ID_PASSING = frozenset({"Cast", "Reshape", "Unsqueeze", "Squeeze", "Transpose", 
 INTEGER_TYPES = frozenset({6, 7})  # TensorProto.INT32, INT64
 
 
-def input_ids(graph: Any) -> set[str]:
-    """The graph's integer inputs. An initializer listed among the inputs (IR < 4, keep_initializers_as_inputs) is
-    a constant, not the model's ids: torch's position_ids buffer is one."""
+def input_ids(graph: Any) -> tuple[set[str], set[str]]:
+    """The graph's integer inputs, and all its inputs. An initializer listed among the inputs (IR < 4,
+    keep_initializers_as_inputs) is a constant, not the model's ids: torch's position_ids buffer is one."""
     constants = {text(t.name) for t in graph.initializer}
-    return {text(i.name) for i in graph.input
-            if i.type.tensor_type.elem_type in INTEGER_TYPES and text(i.name) not in constants}
+    inputs = [i for i in graph.input if text(i.name) not in constants]
+    return {text(i.name) for i in inputs if i.type.tensor_type.elem_type in INTEGER_TYPES}, {text(i.name) for i in inputs}
 
 
-def on_axis_0(node: Any) -> bool:
-    return all(a.i == 0 for a in node.attribute if text(a.name) == "axis")
+def cast_to_ids(node: Any, inputs: list[str], given: set[str]) -> bool:
+    """A Cast of a graph input to an integer type: Keras' Input is float32 unless told, and its Embedding casts the
+    values to int32 (tf2onnx keeps the Cast), so the ids come in as floats."""
+    return (text(node.op_type) == "Cast" and bool(inputs) and inputs[0] in given
+            and any(text(a.name) == "to" and a.i in INTEGER_TYPES for a in node.attribute))
+
+
+def looks_up(node: Any, inputs: list[str], ids: set[str], tables: dict[str, str]) -> bool:
+    """Whether a Gather looks rows of a table up (axis 0) by ids."""
+    return (len(inputs) == 2 and inputs[1] in ids and inputs[0] in tables
+            and all(a.i == 0 for a in node.attribute if text(a.name) == "axis"))
 
 
 def gathered_by_inputs(graph: Any, tensors: dict[str, TensorInfo], stored_as: dict[str, str]) -> tuple[str, ...]:
     """The stored tables a Gather (on axis 0) looks up by one of the graph's integer inputs, taken as they are or
     through ID_PASSING ops: tf2onnx's 'Func/StatefulPartitionedCall/input/_1:0' in g2p_id's bert_pron.onnx,
     gathered by 'input_1'. Nodes come in topological order (the ONNX spec), so one pass follows the ids."""
-    ids = input_ids(graph)
+    ids, given = input_ids(graph)
     # a quantized table is gathered by its stored name (onnxruntime's QOperator Gather of 'W_quantized') or by its
     # DequantizeLinear's output (QDQ: 'W_DequantizeLinear_Output'): either is the dequantized table
     tables = {name: name for name in tensors} | {q: name for q, name in stored_as.items() if name in tensors}
     found: list[str] = []
     for node in graph.node:
         op, inputs = text(node.op_type), [text(name) for name in node.input]
-        if op in ID_PASSING and inputs and inputs[0] in ids:
+        if (op in ID_PASSING and inputs and inputs[0] in ids) or cast_to_ids(node, inputs, given):
             ids.update(text(name) for name in node.output)
         elif op == "DequantizeLinear" and inputs and inputs[0] in stored_as and inputs[0] in tables and node.output:
             tables.setdefault(text(node.output[0]), tables[inputs[0]])
-        elif op == "Gather" and len(inputs) == 2 and inputs[1] in ids and inputs[0] in tables and on_axis_0(node):
+        elif op == "Gather" and looks_up(node, inputs, ids, tables):
             found.append(tables[inputs[0]])
     return tuple(dict.fromkeys(found))
 
