@@ -143,6 +143,11 @@ KNOWN: dict[Role, tuple[Known, ...]] = {
               "shapes: the position rows the exporter folded", whole_name_only=True, folded=True),
         Known("*/wpe/Gather_output_0", "ONNX of GPT-2 exported by torch.onnx with fixed shapes: the position rows "
               "the exporter folded", whole_name_only=True, folded=True),
+        # the module exported itself (GPT2Model, not GPT2LMHeadModel's transformer): no part before the slash
+        Known("/wpe/Gather_output_0", "ONNX of GPT2Model exported by torch.onnx with fixed shapes: the position rows "
+              "the exporter folded", whole_name_only=True, folded=True),
+        Known("/position_embeddings/Gather_output_0", "ONNX of a module whose own position_embeddings the "
+              "exporter folded", whole_name_only=True, folded=True),
     ),
     Role.output: (
         Known("lm_head.weight", "nanoGPT, GPT-2, Llama, Mistral, Qwen, OPT; fairseq RoBERTa's encoder.lm_head"),

@@ -171,3 +171,14 @@ def test_the_aligned_cosine_is_said_beside_what_unrelated_tables_reach(tmp_path)
     across = run_json("compare", tmp_path / "model.safetensors", tmp_path / "model.safetensors", "--align",
                       "procrustes")
     assert across["tables"]["token"]["alignment"]["chance_mean_row_cosine"] == doc["aligned_chance"]
+
+
+def test_the_chance_of_one_row_is_a_cosine_of_one_at_most(tmp_path):
+    # one row is turned onto its pair exactly: the chance is 1, and rounding must not say 1.0000000000000002
+    rng = np.random.default_rng(5)
+    a, b = rng.standard_normal((1, 8)).astype(np.float32), rng.standard_normal((1, 8)).astype(np.float32)
+    np.save(tmp_path / "a.npy", a)
+    np.save(tmp_path / "b.npy", b)
+    doc = run_json("compare", "-c", tmp_path / "a.npy", "-c", tmp_path / "b.npy", "--align", "procrustes")
+    chance = doc["tables"]["token"]["alignment"]["chance_mean_row_cosine"]
+    assert chance == pytest.approx(1.0, abs=1e-12) and chance <= 1.0

@@ -3,8 +3,11 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -506,3 +509,28 @@ def test_the_tsv_on_stdout_is_utf8_whatever_the_terminal_says(tmp_path):
     rows = list(csv.reader(io.StringIO(done.stdout.decode("utf-8"), newline=""), delimiter="\t"))
     assert rows[0] == ["query_id", "query_token", "rank", "id", "token", "cosine"] and len(rows) == 1 + 257
     assert rows[-1][:3] == ["256", "é", "1"]
+
+
+def test_an_interrupt_during_the_last_flush_to_stdout_leaves_stdout_open(monkeypatch):
+    # `--out -` behind a stopped reader: a first Ctrl-C or SIGTERM in the writing, a second in the flush that hands
+    # stdout's buffer back; the text layer stayed attached and, collected, closed sys.stdout, so the exit's flush
+    # printed "ValueError: I/O operation on closed file" as a traceback
+    import gc
+
+    from embscope.compute.topk import TopK
+    from embscope.render.neighbors_out import write_neighbors
+
+    class Stopped(io.RawIOBase):  # every write interrupted, as a signal would interrupt the blocked write
+        def writable(self):
+            return True
+
+        def write(self, data):
+            raise KeyboardInterrupt
+
+    stdout = io.TextIOWrapper(io.BufferedWriter(Stopped()), encoding="utf-8")
+    monkeypatch.setattr(sys, "stdout", stdout)
+    topk = TopK(np.array([[1]]), np.array([[0.5]], dtype=np.float32), np.array([0]))
+    with pytest.raises(KeyboardInterrupt):
+        write_neighbors(Path("-"), topk, str)
+    gc.collect()
+    assert not stdout.buffer.closed

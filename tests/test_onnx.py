@@ -251,3 +251,102 @@ def test_the_table_the_graph_gathers_by_the_input_ids_is_the_token_table(tmp_pat
                  helper.make_node("Add", ["source", "target"], ["out"])], [text, ids],
                 {"encoder.weight": token, "decoder.weight": other}, "two.onnx")
     assert run_json("info", "-c", both)["tables"]["token"] is None
+
+
+def test_an_initializer_listed_among_the_inputs_is_no_input_ids(tmp_path):
+    # torch.onnx.export(keep_initializers_as_inputs=True), and every model of IR < 4, lists the initializers among the
+    # graph's inputs: BERT's int64 position_ids buffer is one; a Gather by it looks up positions, not tokens (the
+    # tokens' ids come in as floats, cast, as Keras' default float32 Input gives them)
+    rng = np.random.default_rng(10)
+    vocab, t, d = 32, 6, 8
+    token, position = rng.standard_normal((vocab, d)).astype(np.float32), rng.standard_normal((t, d)).astype(np.float32)
+    nodes = [helper.make_node("Cast", ["features"], ["ids"], to=TensorProto.INT64),
+             helper.make_node("Gather", ["A", "ids"], ["a"]),
+             helper.make_node("Gather", ["B", "position_ids"], ["b"]),
+             helper.make_node("Add", ["a", "b"], ["out"])]
+    inputs = [helper.make_tensor_value_info("features", TensorProto.FLOAT, [1, t]),
+              helper.make_tensor_value_info("position_ids", TensorProto.INT64, [1, t])]
+    graph = helper.make_graph(nodes, "main", inputs, [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)],
+                              [numpy_helper.from_array(a, n) for n, a in
+                               {"A": token, "B": position, "position_ids": np.arange(t, dtype=np.int64)[None]}.items()])
+    onnx.save(helper.make_model(graph), tmp_path / "model.onnx")
+    assert open_checkpoint(tmp_path / "model.onnx").gathered == ("A",)  # by the float input, cast: not B
+    assert run_json("info", "-c", tmp_path / "model.onnx")["tables"]["token"]["name"] == "A"
+
+
+@pytest.mark.parametrize(("name", "folded"), [("/wpe/Gather_output_0", True),  # GPT2Model exported itself
+                                              ("/position_embeddings/Gather_output_0", True),
+                                              ("/h/wpe/Gather_output_0_scaled", False),  # merely contains the pattern
+                                              ("position_embeddings/Gather_output_0", False)])
+def test_a_folded_position_lookup_is_read_and_found_by_one_rule(name, folded, tmp_path):
+    # the reader's note and the roles agree: a (1, T, d) constant it reads as the position table is that table
+    rng = np.random.default_rng(11)
+    vocab, t, d = 30, 6, 8
+    token, position = rng.standard_normal((vocab, d)).astype(np.float32), rng.standard_normal((1, t, d)).astype(np.float32)
+    graph = helper.make_graph([helper.make_node("Gather", ["wte.weight", "input_ids"], ["words"]),
+                               helper.make_node("Add", ["words", name], ["out"])], "main",
+                              [helper.make_tensor_value_info("input_ids", TensorProto.INT64, [1, t])],
+                              [helper.make_tensor_value_info("out", TensorProto.FLOAT, [1, t, d])],
+                              [numpy_helper.from_array(token, "wte.weight"), numpy_helper.from_array(position, name)])
+    onnx.save(helper.make_model(graph, producer_name="pytorch"), tmp_path / "model.onnx")
+    info = run_json("info", "-c", tmp_path / "model.onnx")
+    said = any(note.startswith(f"'{name}' (1 x {t} x {d}) is the position table's first") for note in info["notes"])
+    assert said is folded
+    if folded:
+        assert (info["tables"]["position"]["name"], info["tables"]["position"]["shape"]) == (name, [t, d])
+        np.testing.assert_array_equal(embscope.open(tmp_path / "model.onnx").position.array, position[0])
+    else:
+        assert info["tables"]["position"] is None
+        assert open_checkpoint(tmp_path / "model.onnx").tensors[name].shape == (1, t, d)
+
+
+@pytest.mark.parametrize("layout", ["QDQ", "QOperator"])
+def test_a_quantized_table_the_graph_gathers_by_the_input_ids_is_the_token_table(layout, tmp_path):
+    # onnxruntime's quantizers: QDQ gathers the DequantizeLinear's output 'W_DequantizeLinear_Output', QOperator
+    # gathers the int8 'W_quantized' and dequantizes the rows; either way the graph looks the table 'W' up by the ids
+    rng = np.random.default_rng(12)
+    vocab, t, d = 32, 6, 8
+    q = rng.integers(-127, 128, (vocab, d)).astype(np.int8)
+    other = rng.standard_normal((vocab, d)).astype(np.float32)  # a second table of the same shape, not gathered
+    dequantize = ["W_quantized", "W_scale", "W_zero_point"]
+    nodes = ([helper.make_node("DequantizeLinear", dequantize, ["W_DequantizeLinear_Output"]),
+              helper.make_node("Gather", ["W_DequantizeLinear_Output", "input_ids"], ["rows"])] if layout == "QDQ" else
+             [helper.make_node("Gather", ["W_quantized", "input_ids"], ["gathered"]),
+              helper.make_node("DequantizeLinear", ["gathered", "W_scale", "W_zero_point"], ["rows"])])
+    nodes += [helper.make_node("ArgMax", ["rows"], ["made"], axis=2),  # ids the graph makes itself
+              helper.make_node("Gather", ["other", "made"], ["out"])]
+    graph = helper.make_graph(nodes, "main", [helper.make_tensor_value_info("input_ids", TensorProto.INT64, [1, t])],
+                              [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)],
+                              [numpy_helper.from_array(a, n) for n, a in
+                               {"W_quantized": q, "W_scale": np.array(0.02, np.float32),
+                                "W_zero_point": np.array(0, np.int8), "other": other}.items()])
+    onnx.save(helper.make_model(graph), tmp_path / "model.onnx")
+    emb = embscope.open(tmp_path / "model.onnx")
+    assert (emb.token.name, emb.token.rule) == ("W", "the graph: the one table a Gather looks up by the model's input ids")
+    np.testing.assert_array_equal(emb.token.array, q.astype(np.float32) * np.float32(0.02))
+
+
+def test_ids_that_come_in_as_floats_and_are_cast_are_the_input_ids(tmp_path):
+    # keras.Input is float32 unless told, and keras.layers.Embedding casts its inputs to int32: tf2onnx keeps the
+    # Cast, so the graph looks the token table up by its float input cast to int32; a second table of that shape
+    # is looked up by ids the graph makes itself
+    from onnx.reference import ReferenceEvaluator
+    rng = np.random.default_rng(13)
+    vocab, t, d = 32, 6, 8
+    token, other = rng.standard_normal((vocab, d)).astype(np.float32), rng.standard_normal((vocab, d)).astype(np.float32)
+    nodes = [helper.make_node("Cast", ["input_1"], ["ids"], to=TensorProto.INT32),
+             helper.make_node("Gather", ["embedding/embeddings:0", "ids"], ["rows"]),
+             helper.make_node("ArgMax", ["rows"], ["made"], axis=2),
+             helper.make_node("Gather", ["dense/kernel:0", "made"], ["out"])]
+    graph = helper.make_graph(nodes, "main", [helper.make_tensor_value_info("input_1", TensorProto.FLOAT, [1, t])],
+                              [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)],
+                              [numpy_helper.from_array(token, "embedding/embeddings:0"),
+                               numpy_helper.from_array(other, "dense/kernel:0")])
+    model = helper.make_model(graph, producer_name="tf2onnx")
+    onnx.save(model, tmp_path / "model.onnx")
+    ids = np.array([[3, 1, 4, 1, 5, 9]], dtype=np.float32)
+    rows = ReferenceEvaluator(model).run(["rows"], {"input_1": ids})[0]
+    emb = embscope.open(tmp_path / "model.onnx")
+    assert (emb.token.name, emb.token.rule) == ("embedding/embeddings:0",
+                                                "the graph: the one table a Gather looks up by the model's input ids")
+    np.testing.assert_array_equal(rows[0], emb.token.array[ids[0].astype(int)])  # what the graph computes

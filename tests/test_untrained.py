@@ -420,3 +420,39 @@ def test_the_sum_of_unit_rows_is_numpy_s_whatever_lies_between_them():
     for rows in (np.arange(10, 90), np.setdiff1d(np.arange(0, 190), [100, 101]), np.array([5, 150, 200, 299])):
         expected = (table[rows].astype(np.float64) / norms[rows, None]).sum(axis=0)
         np.testing.assert_allclose(total_of(table, norms, rows), expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("initializer", [
+    {"class_name": "RandomNormal", "config": {"mean": 0.0, "stddev": 0.02, "seed": None}},
+    {"class_name": "RandomUniform", "config": {"minval": -0.05, "maxval": 0.05, "seed": None}}])
+def test_a_keras_model_file_names_its_embedding_initializer(initializer, tmp_path):
+    # model.save('m.h5') (Keras 2 and 3) stores the model's config beside the weights: an Embedding drawn by
+    # RandomNormal(0.02) is not judged at the default uniform(-0.05, 0.05), and the default, where named, is said as
+    # the file's word, not as assumed
+    h5py = pytest.importorskip("h5py")
+    rng = np.random.default_rng(5)
+    rows, dim = 178, 32
+    table = (rng.standard_normal((rows, 4)) @ rng.standard_normal((4, dim)) + rng.standard_normal((rows, dim)))
+    table *= rng.uniform(0.2, 2.0, (rows, 1))
+    unseen = np.array([0, 29, 31, 61, 63, 92, 93, 96, 177])
+    table[unseen] = rng.uniform(-0.05, 0.05, (len(unseen), dim))
+    config = {"class_name": "Functional", "config": {"name": "m", "layers": [
+        {"class_name": "InputLayer", "config": {"name": "input_layer"}},
+        {"class_name": "Embedding", "config": {"name": "embedding", "input_dim": rows, "output_dim": dim,
+                                               "embeddings_initializer": initializer}}]}}
+    with h5py.File(tmp_path / "m.h5", "w") as f:  # Keras 3's legacy_h5_format.save_model_to_hdf5 layout
+        f.attrs["keras_version"] = "3.15.1"
+        f.attrs["backend"] = "torch"
+        f.attrs["model_config"] = json.dumps(config)
+        weights = f.create_group("model_weights")
+        weights.attrs["layer_names"] = [b"embedding"]
+        g = weights.create_group("embedding")
+        g.attrs["weight_names"] = [b"embedding/embeddings"]
+        g.create_dataset("embedding/embeddings", data=table.astype(np.float32))
+    found = run_json("norms", "-c", tmp_path / "m.h5")["untrained"]
+    if initializer["class_name"] == "RandomNormal":  # rows at uniform(-0.05, 0.05) are no draw of this model's
+        assert found["rows"] == 0 and "keras.layers.Embedding" not in found["evidence"]
+    else:
+        assert found["rows"] == len(unseen)
+        assert ("(keras.layers.Embedding's default uniform(-0.05, 0.05), as the file's model_config names it)"
+                in found["evidence"])

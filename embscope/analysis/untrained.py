@@ -121,7 +121,8 @@ def init_scale(config: Mapping[str, Any], role: str = "token") -> tuple[float | 
     if role == "token" and isinstance(version, str):  # a head is a Dense kernel, drawn by glorot_uniform
         return KERAS_EMBEDDING_LIMIT / math.sqrt(3), (
             f"keras.layers.Embedding's default uniform(-{KERAS_EMBEDDING_LIMIT:g}, {KERAS_EMBEDDING_LIMIT:g}), "
-            f"assumed: the file, saved by Keras {version}, does not store its initializer")
+            + ("as the file's model_config names it" if config.get("keras_initializer_stored") else
+               f"assumed: the file, saved by Keras {version}, does not store its initializer"))
     return None, ""
 
 

@@ -13,6 +13,7 @@ far bigger than the table (libhdf5 inflates a whole chunk to read a row of it), 
 
 from __future__ import annotations
 
+import json
 import math
 from functools import partial
 from pathlib import Path
@@ -69,6 +70,47 @@ def dataset_record(hdf5_path: str, dataset: Any) -> dict[str, Any] | None:
             "stored_chunks": int(num_chunks()) if dataset.chunks and num_chunks is not None else None}
 
 
+def embedding_initializers(model_config: Any) -> list[Any] | None:
+    """The embeddings_initializer of every Embedding layer a full-model save's model_config names (nested models
+    too); None where the file holds no readable model_config (a weights-only save)."""
+    if isinstance(model_config, bytes):
+        model_config = model_config.decode("utf-8", "replace")
+    try:
+        tree = json.loads(model_config) if isinstance(model_config, str) else None
+    except ValueError:
+        return None
+    found: list[Any] = []
+    stack = [tree] if tree is not None else []
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if node.get("class_name") == "Embedding" and isinstance(node.get("config"), dict):
+                found.append(node["config"].get("embeddings_initializer"))
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return found if tree is not None else None
+
+
+def is_keras_default(initializer: Any) -> bool:
+    """keras.layers.Embedding's default: 'uniform', serialized by name (Keras 2) or as RandomUniform(-0.05, 0.05)."""
+    if isinstance(initializer, str):
+        return initializer in ("uniform", "random_uniform", "RandomUniform")
+    if not isinstance(initializer, dict) or initializer.get("class_name") not in ("RandomUniform", "uniform"):
+        return False
+    config = initializer.get("config")
+    config = config if isinstance(config, dict) else {}
+    return bool(config.get("minval", -0.05) == -0.05 and config.get("maxval", 0.05) == 0.05)
+
+
+def init_config(version: Any, initializers: list[Any] | None) -> dict[str, Any]:
+    """What analysis.untrained reads of the token rows' initialisation: the Keras version whose Embedding default
+    they were drawn from, and whether the file's model_config says so; none where it names another initializer."""
+    if not isinstance(version, str) or (initializers and not all(map(is_keras_default, initializers))):
+        return {}
+    return {"keras_version": version, "keras_initializer_stored": bool(initializers)}
+
+
 def catalogue(path: Path, name: str) -> dict[str, Any]:
     """Every dataset's record, how many hold no numbers, and the Keras version the file names; `name` is the
     file libhdf5 opens (the descriptor files.opened_path checked in the parent, which the child inherits)."""
@@ -93,11 +135,13 @@ def catalogue(path: Path, name: str) -> dict[str, Any]:
             if f.visititems(visit):
                 check_tensor_count(MAX_TENSORS + 1, quote(path), "datasets (or more)")
             version = f.attrs.get("keras_version")
+            initializers = embedding_initializers(f.attrs.get("model_config"))
     except H5_DAMAGE as err:
         raise damage(quote(path), err) from None
     if isinstance(version, bytes):
         version = version.decode("utf-8", "replace")
-    return {"datasets": records, "skipped": skipped, "version": version if isinstance(version, str) else None}
+    return {"datasets": records, "skipped": skipped, "version": version if isinstance(version, str) else None,
+            "initializers": initializers}
 
 
 def read_into(path: Path, name: str, hdf5_path: str, target: np.ndarray) -> None:
@@ -192,6 +236,7 @@ def open_h5(path: Path, options: OpenOptions) -> Checkpoint:
     notes = [f"HDF5 weights{saved}; tensor names are the dataset paths with '/' as '.' and ':0' dropped"]
     if skipped:
         notes.append(f"{skipped} datasets that hold no numbers (strings, records) are left out")
-    # the Keras version: whose defaults the weights were drawn from (analysis.untrained's init scale)
-    config = {"keras_version": version} if isinstance(version, str) else {}
+    # the Keras version: whose defaults the weights were drawn from (analysis.untrained's init scale), unless the
+    # file's model_config names another initializer for its Embedding layers (RandomNormal(0.02): not uniform 0.05)
+    config = init_config(version, found.get("initializers"))
     return Checkpoint(path, tensors, config=config, notes=notes)  # config.json beside it: open_checkpoint

