@@ -184,6 +184,7 @@ def test_the_same_values_stored_in_another_type_are_no_byte_copy(tmp_path):
     assert [(d["steps"], d["tables"]) for d in doc["audit"]["duplicates"]] == [([100, 200], ["position"])]
 
 
+@pytest.mark.slow  # a whole report: CI's slow step; the suite keeps test_the_audit_comes_first_in_the_console_answer
 def test_the_report_over_a_run_carries_its_audit(tmp_path):
     """report -c RUN compares the run as `compare` does; its compare section left the audit out, so a page over a
     run whose step 400 is step 300 again said nothing of it."""

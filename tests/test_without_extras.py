@@ -89,7 +89,14 @@ def run_without(package: str, runs: list[list[str]], cwd: Path) -> list[tuple[in
     return [tuple(entry) for entry in json.loads(done.stdout)]
 
 
-@pytest.mark.parametrize("package", sorted(EXTRAS))
+# a child process of its own each (about a second): three stay in the suite, one of each kind of use (a format's
+# library, the compute engine, the plots); CI's slow step runs the others, which go through the same check
+IN_THE_SUITE = ("matplotlib", "onnx", "torch")
+
+
+@pytest.mark.parametrize("package", [package if package in IN_THE_SUITE else pytest.param(package,
+                                                                                                 marks=pytest.mark.slow)
+                                     for package in sorted(EXTRAS)])
 def test_a_missing_package_is_one_line_naming_its_extra(tmp_path, package):
     needing = files_needing(package, tmp_path)
     # the commands that do not need it answer; matplotlib's are its own runs, the others a few of the sample's
