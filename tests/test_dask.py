@@ -314,7 +314,6 @@ def test_the_libraries_log_levels_come_back_after_an_interrupt_unless_it_left_a_
             logger.setLevel(level)
 
 
-@pytest.mark.slow  # a real cluster: CI's slow step; the suite keeps test_outputs_whole's test_held_signals_reach_...
 def test_an_interrupt_held_until_the_local_cluster_closed_leaves_dask_its_exit_handler(monkeypatch):
     """Held (stopping.held), the interrupt finds the cluster started and closed: nothing is left starting, so dask's
     exit handler, which closes a library caller's own clusters, stays registered; a second interrupt, which leaves
@@ -347,7 +346,6 @@ def test_an_interrupt_held_until_the_local_cluster_closed_leaves_dask_its_exit_h
         signal.signal(signal.SIGINT, kept)
 
 
-@pytest.mark.slow  # a real cluster: CI's slow step; the suite keeps test_outputs_whole's test_nothing_is_held_...
 def test_a_local_cluster_started_outside_the_main_thread_leaves_the_other_threads_stderr_alone(capfd):
     """No interrupt is held outside the main thread (stopping.held), so nothing there needs the workers quiet; fd 2
     moved to the null device for the start (quiet.children_quiet) dropped what the process's other threads printed
@@ -378,7 +376,6 @@ def test_a_local_cluster_started_outside_the_main_thread_leaves_the_other_thread
     assert "the main thread, meanwhile\n" in capfd.readouterr().err
 
 
-@pytest.mark.slow  # a real cluster: CI's slow step; the suite keeps test_outputs_whole's test_held_signals_reach_...
 def test_a_held_signal_whose_handler_lets_the_run_go_on_gets_a_running_cluster(monkeypatch):
     """A library caller's own handler that notes a signal and goes on (a graceful stop at its next step): the
     cluster closed for the held signal was handed back closed, and the run failed with 'expected a Dask scheduler
