@@ -72,3 +72,16 @@ def test_missing_h5py_names_the_extra(tmp_path, monkeypatch):
                                                   r"\(pip install 'embscope\[h5\]'\)$") as err:
         open_checkpoint(path)
     assert (err.value.package, err.value.extra) == ('h5py', 'h5')
+
+
+@pytest.mark.parametrize("config", ["[" * 200_000, "not json", '{"class_name": "Embedding"'])
+def test_a_model_config_that_cannot_be_read_leaves_the_tables_readable(tmp_path, config):
+    # the Embedding initializer is read from a full save's model_config: one nested past the JSON parser's depth
+    # refused the whole file as damaged (RecursionError); now the initializer is only not known
+    table = np.random.default_rng(0).standard_normal((50, 16)).astype(np.float32)
+    with h5py.File(tmp_path / "model.h5", "w") as f:
+        f.attrs["keras_version"] = "2.2.4"
+        f.attrs["model_config"] = config
+        f.create_group("embedding/embedding").create_dataset("embeddings:0", data=table)
+    doc = run_json("norms", "-c", tmp_path / "model.h5", "--table", "token")
+    assert doc["rows"] == 50 and doc["mean"] == pytest.approx(float(np.linalg.norm(table, axis=1).mean()), rel=1e-5)

@@ -77,7 +77,7 @@ def embedding_initializers(model_config: Any) -> list[Any] | None:
         model_config = model_config.decode("utf-8", "replace")
     try:
         tree = json.loads(model_config) if isinstance(model_config, str) else None
-    except ValueError:
+    except (ValueError, RecursionError):  # not JSON, or nested past the parser's depth: no initializer known
         return None
     found: list[Any] = []
     stack = [tree] if tree is not None else []
