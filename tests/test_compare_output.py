@@ -182,3 +182,9 @@ def test_the_chance_of_one_row_is_a_cosine_of_one_at_most(tmp_path):
     doc = run_json("compare", "-c", tmp_path / "a.npy", "-c", tmp_path / "b.npy", "--align", "procrustes")
     chance = doc["tables"]["token"]["alignment"]["chance_mean_row_cosine"]
     assert chance == pytest.approx(1.0, abs=1e-12) and chance <= 1.0
+
+
+def test_a_count_of_rows_is_worded_for_one_and_for_many():
+    # compare printed 'over 1 rows' for an alignment, a CKA or a neighbour overlap over one row
+    from embscope.render.console import rows_text
+    assert (rows_text(1), rows_text(0), rows_text(2048)) == ("1 row", "0 rows", "2,048 rows")

@@ -26,6 +26,7 @@ from ..series import Step as CheckpointStep
 from . import console, jsonout
 from .console import cosine_text as cosine
 from .console import number_text as number
+from .console import rows_text
 from .flags import as_flags
 from .jsonout import Document
 from .names import Output
@@ -319,8 +320,8 @@ def print_table(found: TableComparison, labels: Labels, states: list[TableState 
     what = "positions" if role == "position" else "rows"
     out.print(f"{role} table {names}: {summary.rows:,} {what} compared", soft_wrap=True)
     if found.alignment is not None:
-        out.print(f"  aligned: B rotated onto A by orthogonal Procrustes over {found.alignment.rows:,} rows, residual "
-                  f"||B R - A|| / ||A|| = {number(found.alignment.residual)} (mean row cosine before: "
+        out.print(f"  aligned: B rotated onto A by orthogonal Procrustes over {rows_text(found.alignment.rows)}, "
+                  f"residual ||B R - A|| / ||A|| = {number(found.alignment.residual)} (mean row cosine before: "
                   f"{cosine(found.unaligned_mean_cosine)}){chance_text(found.alignment)}", soft_wrap=True)
     percentiles = "  ".join(f"{p}%: {cosine(summary.percentiles[p])}" for p in PERCENTILES)
     out.print(f"  row cosine A vs B: mean {cosine(summary.mean_cosine)}  median {cosine(summary.median_cosine)}  "
@@ -340,8 +341,9 @@ def print_table(found: TableComparison, labels: Labels, states: list[TableState 
     if found.neighbors is not None:
         overlap = found.neighbors
         sampled = len(overlap.jaccard) - overlap.words
+        over = rows_text(len(overlap.jaccard))
         out.print(as_flags(Message(f"  neighbour overlap (Jaccard of top-{overlap.k} sets): mean "
-                                   f"{number(overlap.mean)} over {len(overlap.jaccard):,} rows ({overlap.words} from ",
+                                   f"{number(overlap.mean)} over {over} ({overlap.words} from ",
                                    Option("words"), f", {sampled:,} drawn with seed {overlap.seed})")), soft_wrap=True)
         name, name_b = labels.names[role], labels.names_b[role]
         for word, i in word_queries(labels, overlap):

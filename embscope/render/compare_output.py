@@ -12,6 +12,7 @@ from . import console, header
 from .compare import chance_text, cka_notes
 from .console import cosine_text as cosine
 from .console import number_text as number
+from .console import rows_text
 from .flags import as_flags
 from .jsonout import Document
 
@@ -97,12 +98,13 @@ def show(emb: Embeddings, found: OutputComparison, words: Words, name: Callable[
               f"||B R - A|| / ||A|| = {residual}): mean {cosine(table.summary.mean_cosine)}"
               f"{chance_text(table.alignment)}", soft_wrap=True)
     if table.cka is not None:
-        out.print(f"  linear CKA (Kornblith et al. 2019): {number(table.cka.value)} over {table.cka.rows:,} rows")
+        out.print(f"  linear CKA (Kornblith et al. 2019): {number(table.cka.value)} over {rows_text(table.cka.rows)}")
     overlap = table.neighbors
     if overlap is not None:
         sampled = len(overlap.jaccard) - overlap.words
+        over = rows_text(len(overlap.jaccard))
         out.print(as_flags(Message(f"  neighbour overlap (Jaccard of top-{overlap.k} sets within each table): mean "
-                                   f"{number(overlap.mean)} over {len(overlap.jaccard):,} rows ({overlap.words} from ",
+                                   f"{number(overlap.mean)} over {over} ({overlap.words} from ",
                                    Option("words"), f", {sampled:,} drawn with seed {overlap.seed})")), soft_wrap=True)
         document_words = document(found, words, name).get("words", [])
         for entry in document_words:

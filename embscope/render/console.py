@@ -30,6 +30,11 @@ def count_text(n: int | None) -> str:
     return "-" if n is None else f"{n:,}"
 
 
+def rows_text(n: int) -> str:
+    """'1 row', '2,048 rows'."""
+    return f"{n:,} row{'s' * (n != 1)}"
+
+
 def percent(share: float | None) -> str:
     return "-" if share is None else f"{share * 100:.2f}%"
 

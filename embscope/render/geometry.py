@@ -9,7 +9,7 @@ from ..core.role import Role
 from . import console, header
 from .console import cosine_text as cosine
 from .console import number_text as number
-from .console import percent
+from .console import percent, rows_text
 from .jsonout import Document
 from .names import Output
 
@@ -99,7 +99,7 @@ def show(emb: Embeddings, found: Geometry, *, top: int, json: bool, plot: Output
     directions = f"{found.removed} direction{'s' * (found.removed != 1)}"
     out.print(f"all-but-the-top (the mean row and the top {directions} removed): mean cosine " + undefined(
         found.abtt_mean_cosine, found, "all_but_the_top",
-        f"{cosine(found.abtt_mean_cosine)} over {found.abtt_rows:,} rows"), soft_wrap=True)
+        f"{cosine(found.abtt_mean_cosine)} over {rows_text(found.abtt_rows)}"), soft_wrap=True)
     periods = found.periods
     if periods is not None:
         out.print(f"periods along the {found.rows - found.first_row:,} positions (rfft of the centred table), the "
