@@ -29,23 +29,26 @@ class Skipped:
         if len(self.examples) < EXAMPLES:
             self.examples.append(reason)
 
+    def reasons(self) -> Message:
+        """The reasons kept, and how many more were only counted."""
+        more = f"; and {self.count - len(self.examples):,} more" if self.count > len(self.examples) else ""
+        return Message(joined("; ", self.examples), more)
+
     def notes(self, source: Path) -> list[str]:
         """The note for the user, or none when every line was used."""
         if not self.count:
             return []
-        more = f"; and {self.count - len(self.examples):,} more" if self.count > len(self.examples) else ""
         lines = f"line{'s' * (self.count != 1)}"
-        note = Message(f"skipped {self.count:,} {lines} of {quote(source)} that could not be used (",
-                       joined("; ", self.examples), f"{more}); ", Option("strict", True), " stops at the first instead")
+        note = Message(f"skipped {self.count:,} {lines} of {quote(source)} that could not be used (", self.reasons(),
+                       "); ", Option("strict", True), " stops at the first instead")
         return [note]
 
 
 def none_used(path: Path, what: Option, skip: Skipped) -> InputError:
     """The error for a file whose every line was skipped: an empty answer, and a note beside it, would be read as
     an answer."""
-    more = f"; and {skip.count - len(skip.examples):,} more" if skip.count > len(skip.examples) else ""
     return InputError(Message(f"expected at least one line of {quote(path)} that could be used, found none (",
-                              joined("; ", skip.examples), f"{more})"), path=path, option=what)
+                              skip.reasons(), ")"), path=path, option=what)
 
 
 def lines(path: Path, what: Option, skip: Skipped | None) -> Iterator[tuple[int, str]]:
