@@ -215,6 +215,16 @@ def test_a_position_lookup_the_exporter_folded_is_the_position_table(tmp_path):
     assert emb.checkpoint.tensors[names["kinds"]].shape == (1, t, d)  # the token types' rows are no position table
 
 
+def graph_file(path, nodes, inputs, initializers, producer=""):
+    """An ONNX model of `nodes` over `inputs` (value infos) and `initializers` (name -> array), its output 'out',
+    saved at `path`; the model, for a reference run."""
+    graph = helper.make_graph(nodes, "main", inputs, [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)],
+                              [numpy_helper.from_array(a, n) for n, a in initializers.items()])
+    model = helper.make_model(graph, producer_name=producer)
+    onnx.save(model, path)
+    return model
+
+
 def test_the_table_the_graph_gathers_by_the_input_ids_is_the_token_table(tmp_path):
     # g2p_id 0.0.4's bert_pron.onnx (tf2onnx 1.10): the character table is 'Func/StatefulPartitionedCall/input/_1:0',
     # a name no rule knows, gathered by the graph input 'input_1'; its tiny-pron.onnx (torch) gathers 'encoder.weight'
@@ -225,9 +235,7 @@ def test_the_table_the_graph_gathers_by_the_input_ids_is_the_token_table(tmp_pat
     other = rng.standard_normal((vocab, d)).astype(np.float32)
 
     def save(nodes, inputs, initializers, name):
-        graph = helper.make_graph(nodes, "main", inputs, [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)],
-                                  [numpy_helper.from_array(a, n) for n, a in initializers.items()])
-        onnx.save(helper.make_model(graph, producer_name="tf2onnx"), tmp_path / name)
+        graph_file(tmp_path / name, nodes, inputs, initializers, producer="tf2onnx")
         return tmp_path / name
 
     ids = helper.make_tensor_value_info("input_1", TensorProto.INT64, [None, t])
@@ -266,10 +274,8 @@ def test_an_initializer_listed_among_the_inputs_is_no_input_ids(tmp_path):
              helper.make_node("Add", ["a", "b"], ["out"])]
     inputs = [helper.make_tensor_value_info("features", TensorProto.FLOAT, [1, t]),
               helper.make_tensor_value_info("position_ids", TensorProto.INT64, [1, t])]
-    graph = helper.make_graph(nodes, "main", inputs, [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)],
-                              [numpy_helper.from_array(a, n) for n, a in
-                               {"A": token, "B": position, "position_ids": np.arange(t, dtype=np.int64)[None]}.items()])
-    onnx.save(helper.make_model(graph), tmp_path / "model.onnx")
+    graph_file(tmp_path / "model.onnx", nodes, inputs,
+               {"A": token, "B": position, "position_ids": np.arange(t, dtype=np.int64)[None]})
     assert open_checkpoint(tmp_path / "model.onnx").gathered == ("A",)  # by the float input, cast: not B
     assert run_json("info", "-c", tmp_path / "model.onnx")["tables"]["token"]["name"] == "A"
 
@@ -315,12 +321,9 @@ def test_a_quantized_table_the_graph_gathers_by_the_input_ids_is_the_token_table
               helper.make_node("DequantizeLinear", ["gathered", "W_scale", "W_zero_point"], ["rows"])])
     nodes += [helper.make_node("ArgMax", ["rows"], ["made"], axis=2),  # ids the graph makes itself
               helper.make_node("Gather", ["other", "made"], ["out"])]
-    graph = helper.make_graph(nodes, "main", [helper.make_tensor_value_info("input_ids", TensorProto.INT64, [1, t])],
-                              [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)],
-                              [numpy_helper.from_array(a, n) for n, a in
-                               {"W_quantized": q, "W_scale": np.array(0.02, np.float32),
-                                "W_zero_point": np.array(0, np.int8), "other": other}.items()])
-    onnx.save(helper.make_model(graph), tmp_path / "model.onnx")
+    graph_file(tmp_path / "model.onnx", nodes, [helper.make_tensor_value_info("input_ids", TensorProto.INT64, [1, t])],
+               {"W_quantized": q, "W_scale": np.array(0.02, np.float32), "W_zero_point": np.array(0, np.int8),
+                "other": other})
     emb = embscope.open(tmp_path / "model.onnx")
     assert (emb.token.name, emb.token.rule) == ("W", "the graph: the one table a Gather looks up by the model's input ids")
     np.testing.assert_array_equal(emb.token.array, q.astype(np.float32) * np.float32(0.02))
@@ -338,12 +341,9 @@ def test_ids_that_come_in_as_floats_and_are_cast_are_the_input_ids(tmp_path):
              helper.make_node("Gather", ["embedding/embeddings:0", "ids"], ["rows"]),
              helper.make_node("ArgMax", ["rows"], ["made"], axis=2),
              helper.make_node("Gather", ["dense/kernel:0", "made"], ["out"])]
-    graph = helper.make_graph(nodes, "main", [helper.make_tensor_value_info("input_1", TensorProto.FLOAT, [1, t])],
-                              [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)],
-                              [numpy_helper.from_array(token, "embedding/embeddings:0"),
-                               numpy_helper.from_array(other, "dense/kernel:0")])
-    model = helper.make_model(graph, producer_name="tf2onnx")
-    onnx.save(model, tmp_path / "model.onnx")
+    model = graph_file(tmp_path / "model.onnx", nodes,
+                       [helper.make_tensor_value_info("input_1", TensorProto.FLOAT, [1, t])],
+                       {"embedding/embeddings:0": token, "dense/kernel:0": other}, producer="tf2onnx")
     ids = np.array([[3, 1, 4, 1, 5, 9]], dtype=np.float32)
     rows = ReferenceEvaluator(model).run(["rows"], {"input_1": ids})[0]
     emb = embscope.open(tmp_path / "model.onnx")
