@@ -188,3 +188,26 @@ def test_a_count_of_rows_is_worded_for_one_and_for_many():
     # compare printed 'over 1 rows' for an alignment, a CKA or a neighbour overlap over one row
     from embscope.render.console import rows_text
     assert (rows_text(1), rows_text(0), rows_text(2048)) == ("1 row", "0 rows", "2,048 rows")
+
+
+def test_a_zero_row_is_no_stable_row_and_the_chance_leaves_it_out(tmp_path):
+    # attack11: a row zero in A and non-zero in B (relative change Inf) closed the "most stable rows" list, and the
+    # chance was drawn over one row more than the aligned mean row cosine covers (a zero row has no cosine)
+    rng = np.random.default_rng(6)
+    a = rng.standard_normal((6, 8)).astype(np.float32)
+    b = (a + 0.01 * rng.standard_normal((6, 8))).astype(np.float32)
+    a[2] = 0.0
+    np.save(tmp_path / "a.npy", a)
+    np.save(tmp_path / "b.npy", b)
+    token = run_json("compare", "-c", tmp_path / "a.npy", "-c", tmp_path / "b.npy")["tables"]["token"]
+    kept = np.array([0, 1, 3, 4, 5])
+    relative = np.linalg.norm(b[kept].astype(np.float64) - a[kept], axis=1) / np.linalg.norm(a[kept], axis=1)
+    assert [s["id"] for s in token["stable"]] == kept[np.argsort(relative, kind="stable")].tolist()
+    assert token["movers"][0]["id"] == 2
+    alignment = run_json("compare", "-c", tmp_path / "a.npy", "-c", tmp_path / "b.npy", "--align",
+                         "procrustes")["tables"]["token"]["alignment"]
+    assert alignment["rows"] == 5
+    drawn = np.random.default_rng(0)  # the chance's draw: --seed's default, over the five rows with a cosine
+    x, y = drawn.standard_normal((5, 8)), drawn.standard_normal((5, 8))
+    u, _, vt = np.linalg.svd(y.T @ x)
+    assert alignment["chance_mean_row_cosine"] == pytest.approx(row_cosines(x, y @ (u @ vt)).mean(), rel=1e-9)

@@ -151,12 +151,14 @@ def summarize_changes(changes: RowChanges) -> ChangeSummary:
 
 def movers_and_stable(changes: RowChanges, count: int = LISTED) -> tuple[np.ndarray, np.ndarray]:
     """Pair indices of the rows that moved most (largest relative change first; Inf, a zero row that became
-    non-zero, leads) and least (smallest change first), among the rows that changed at all: bitwise unchanged
-    rows are counted on their own. Rows with an undefined change are in neither; ties go to the lower index."""
+    non-zero, leads) and least (smallest change first, a finite one: a zero row that became non-zero is no stable
+    row), among the rows that changed at all: bitwise unchanged rows are counted on their own. Rows with an
+    undefined change are in neither; ties go to the lower index."""
     relative = changes.relative
     moved = np.flatnonzero(~np.isnan(relative) & ~changes.unchanged)
     most = moved[np.lexsort((moved, -relative[moved]))][:count]
-    least = moved[np.lexsort((moved, relative[moved]))][:count]
+    finite = moved[np.isfinite(relative[moved])]
+    least = finite[np.lexsort((finite, relative[finite]))][:count]
     return most, least
 
 
@@ -165,8 +167,10 @@ class Alignment:
     """The orthogonal rotation that best maps B's rows onto A's (orthogonal Procrustes)."""
 
     rotation: np.ndarray  # float64 (d, d), orthogonal: B @ rotation is B in A's basis
-    residual: float  # ||B R - A||_F / ||A||_F over the rows used
-    rows: int  # pairs used: those finite in both
+    residual: float  # ||B R - A||_F / ||A||_F over the pairs finite in both
+    # pairs that shape the fit and have an aligned cosine: finite in both and zero in neither (procrustes_chance
+    # draws as many)
+    rows: int
     # the mean row cosine two unrelated Gaussian tables of this shape reach after their own fit (procrustes_chance);
     # None where the shape is too large to draw it cheaply
     chance: float | None = None
@@ -217,7 +221,7 @@ def procrustes(a: np.ndarray, b: np.ndarray, pairing: Pairing, progress: Progres
         cross += xb.T @ xa
         squares_a += float(np.einsum("ij,ij->", xa, xa))
         squares_b += float(np.einsum("ij,ij->", xb, xb))
-        used += len(xa)
+        used += int(np.count_nonzero(xa.any(axis=1) & xb.any(axis=1)))
         release(block_a)
         release(block_b)
         if progress is not None:
