@@ -209,7 +209,11 @@ def __getattr__(name: str) -> Any:
 
 def main() -> None:
     sigbus.install()  # a checkpoint cut short under its memory map: one line and exit 1, not a silent death
-    stopping.install()  # SIGTERM and SIGHUP clean up as Ctrl-C does
+    with stopping.installed():  # SIGTERM and SIGHUP clean up as Ctrl-C does; a script's own handlers come back after
+        run_command()
+
+
+def run_command() -> None:
     if sys.stderr is None:  # `2>&-`: messages go nowhere, but the exit code still tells usage from input errors
         sys.stderr = io.StringIO()
     if sys.stdout is None:  # `>&-`: there is nowhere to put an answer

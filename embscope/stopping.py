@@ -1,8 +1,8 @@
 """SIGTERM and SIGHUP (what `timeout`, `kill`, a closed terminal and a cancelled CI job send) end a run as Ctrl-C
 does: as a KeyboardInterrupt, so every `finally` runs and no temporary output is left behind. Installed by the
-command line's main only (and, once the command has ended, `noted_to_the_end` by its entry point); the library
-installs no handler of its own, but holds these signals and Ctrl-C (`held`) for the step that an interrupt would
-leave half done, and hands the first one on to the caller's handler after it."""
+command line's main only, for the command's length (and, once the command has ended, `noted_to_the_end` by its
+entry point); the library installs no handler of its own, but holds these signals and Ctrl-C (`held`) for the step
+that an interrupt would leave half done, and hands the first one on to the caller's handler after it."""
 
 from __future__ import annotations
 
@@ -46,6 +46,19 @@ def install(came: list[int] | None = None) -> None:
             signal.signal(signum, stop if came is None else partial(stop_or_note, came, stop))
     if came is not None and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
         signal.signal(signal.SIGINT, partial(stop_or_note, came, signal.default_int_handler))
+
+
+@contextmanager
+def installed() -> Iterator[None]:
+    """install for one command: no signal has stopped it yet (received is cleared), and the handlers that were
+    there before (a script calling cli.main, the entry point's own) are put back when it ends."""
+    kept = {signum: signal.getsignal(signum) for signum in STOPPING}
+    received.clear()
+    install()
+    try:
+        yield
+    finally:
+        put_back({signum: handler for signum, handler in kept.items() if handler is not None})
 
 
 def noting(handler: object) -> bool:

@@ -232,3 +232,24 @@ entry.program()
                           check=False, preexec_fn=interruptible)
     assert (done.returncode, done.stderr) == (128 + signum, "")
     assert done.stdout.startswith("embscope ")
+
+
+def test_cli_main_from_a_script_puts_its_handlers_back_and_starts_each_run_afresh(monkeypatch):
+    """A script that calls cli.main (several commands in one process) kept embscope's SIGTERM handler after it,
+    and a run that SIGTERM had stopped made the next run's Ctrl-C exit 143 instead of 130."""
+    from embscope import cli, stopping
+
+    def interrupted(names):  # Ctrl-C while the command builds
+        raise KeyboardInterrupt
+
+    own = signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    try:
+        monkeypatch.setattr(sys, "argv", ["embscope", "--version"])
+        monkeypatch.setattr(stopping, "received", [signal.SIGTERM])  # as a run SIGTERM stopped leaves it
+        monkeypatch.setattr(cli, "build", interrupted)
+        with pytest.raises(SystemExit) as ended:
+            cli.main()
+        assert ended.value.code == 130
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    finally:
+        signal.signal(signal.SIGTERM, own)
