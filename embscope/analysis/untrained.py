@@ -54,6 +54,9 @@ NEAREST_SAMPLE = 64  # token rows whose nearest row is searched, to tell a draw 
 NEAREST_CHANCE = 1e-4
 NARROWEST_SPREAD = 0.25  # times 1/sqrt(2d): norms more alike than this (rows normalised) are no Gaussian draw
 AT_INIT_SHARE = 0.9  # of the sampled rows that must look drawn at init
+# a whole table at init has no trained row to stand against: never trained, or trained too little for these tests
+# (g2p_en's character tables, which a working model uses, sit there), so that is all it is said to be
+WHOLE_TABLE = "the whole table cannot be told from its initialisation (never trained, or trained too little to tell)"
 SHARED_CHANCE = 1e-4  # the chance that rows drawn at init share a direction as much as the line allows
 SHARED_NORMAL = 3.7190164854557084  # the standard normal's upper 1e-4 quantile (statistics.NormalDist().inv_cdf)
 # rows whose directions are summed at most, drawn with a fixed seed past it: a mean direction of |m| 0.004 already
@@ -253,12 +256,11 @@ def position_evidence(norms: np.ndarray, following: np.ndarray, chosen: np.ndarr
     alike = f"neighbour cosine {float(np.nanmean(np.abs(following[pairs_in]))):.2g}" if pairs_in.any() else ""
     if alike and pairs_out.any():
         alike += f" against {float(np.nanmean(following[pairs_out])):.2g} between trained positions"
-    head = "the whole table" if whole else f"positions {named}"
-    sentence = (f"{head} ({len(chosen):,} rows) never trained: norm {spread_text(norms[chosen])}, {said}, "
-                f"no two neighbours alike ({alike})" if alike else
-                f"{head} ({len(chosen):,} rows) never trained: norm {spread_text(norms[chosen])}, {said}")
+    head = f"{WHOLE_TABLE} ({len(chosen):,} rows)" if whole else f"positions {named} ({len(chosen):,} rows) never trained"
+    sentence = (f"{head}: norm {spread_text(norms[chosen])}, {said}, no two neighbours alike ({alike})" if alike else
+                f"{head}: norm {spread_text(norms[chosen])}, {said}")
     if whole:
-        return sentence + "; the table is as initialised"
+        return sentence
     last_run = runs[-1]
     if last_run[1] == rows - 1 and len(runs) == 1 and last_run[0] > first_row:
         sentence += f"; the model saw sequences of at most about {last_run[0] - first_row} tokens"
@@ -294,14 +296,14 @@ def tokens_at_init(array: np.ndarray, norms: np.ndarray, valid: np.ndarray, sigm
     whole = sigma is None or len(candidates) == valid_rows  # without a scale, only a whole table is judged
     if whole and len(candidates) < valid_rows:  # (as many are every valid row already)
         candidates = np.flatnonzero(valid)
-    head = "the whole table" if whole else f"{len(candidates):,} rows"
+    head = WHOLE_TABLE if whole else f"{len(candidates):,} rows never trained"
     chosen = norms if len(candidates) == len(norms) else norms[candidates]  # every row: no copy of them
-    evidence = (f"{head} never trained: norm {spread_text(chosen)}, {said}; no row alike (nearest-row "
+    evidence = (f"{head}: norm {spread_text(chosen)}, {said}; no row alike (nearest-row "
                 f"cosine {float(np.nanmean(nearest)):.2g} on a sample of {len(sample)}, where a random draw's "
                 f"passes {bound:.2g} with a chance of {NEAREST_CHANCE:g}); no shared direction (d |sum of unit "
                 f"rows|^2 / rows {shared:.3g}{summed_text}, chi-square with {dim} degrees, where a draw passes "
                 f"{shared_line:.3g} with a chance of {SHARED_CHANCE:g})")
-    return Untrained(candidates, RULE, evidence + ("; the table is as initialised" if whole else ""), "at init", whole)
+    return Untrained(candidates, RULE, evidence, "at init", whole)
 
 
 def shared_direction(array: np.ndarray, norms: np.ndarray, rows: np.ndarray) -> tuple[float, float, int]:
