@@ -169,7 +169,7 @@ def positions_of(emb: Embeddings, norms: NormsReport | Missing) -> PositionsSect
 
 def neighbors_of(emb: Embeddings, words: Sequence[str] | None, k: int) -> NeighborsSection | Missing:
     """Each probe word's k nearest token rows; the words given, else the probe-word rule (analysis.probes)."""
-    tokenizer, why_none = emb.tokenizer_for_names()
+    tokenizer, why_none = emb.tokenizer_for_names(emb.token)
     if tokenizer is None:
         failed = attempt(lambda: emb.tokenizer)  # one that fails to load is a failure; none at all is a fact
         kind = Missing if isinstance(failed, Missing) else Absent
