@@ -10,10 +10,20 @@ from typing import TYPE_CHECKING
 
 from . import cache
 from .core.checkpoint import Checkpoint, EmbeddingTables, Table
-from .core.errors import CheckpointError, EmbscopeError, Message, Option, PositionError, TableError, message_of
+from .core.errors import (
+    CheckpointError,
+    EmbscopeError,
+    Message,
+    Option,
+    PositionError,
+    TableError,
+    TokenError,
+    message_of,
+)
 from .core.role import Role
 from .formats import OpenOptions, open_checkpoint
 from .hub import resolve
+from .naming import misfit_note
 from .roles import KEY_OPTIONS, find_tables
 from .sample import default_checkpoint
 from .tokenizers import find_tokenizer, load_tokenizer
@@ -83,15 +93,27 @@ class Embeddings:
             return self.checkpoint.tokenizer()
         return find_tokenizer(self.checkpoint.directory, self.checkpoint.config)
 
-    def tokenizer_for_names(self) -> tuple[Tokenizer | None, str | None]:
-        """The tokenizer for naming ids, or None and why: a broken tokenizer file costs only the names."""
+    def tokenizer_for_names(self, table: Table | None = None) -> tuple[Tokenizer | None, str | None]:
+        """The tokenizer for naming ids (`table`'s rows, where given), or None and why: a broken tokenizer file costs
+        only the names, and so does one that is not the table's (naming.misfit_note: it would name rows it does not
+        know). A position table's rows are positions: the rule is for token ids."""
         try:
             tokenizer = self.tokenizer
         except EmbscopeError as err:
             return None, Message("tokenizer not loaded: ", message_of(err))
         if tokenizer is None:
             return None, "no tokenizer found beside the checkpoint: tokens print as #id, words cannot be looked up"
-        return tokenizer, None
+        misfit = misfit_note(tokenizer, table.rows, str(table.role)) if table and table.role is not Role.position else ""
+        return (None, misfit) if misfit else (tokenizer, None)
+
+    def tokenizer_for_words(self, table: Table) -> Tokenizer | None:
+        """The tokenizer that looks words up as rows of `table` (None: there is none); a broken tokenizer file raises,
+        and so does one that is not the table's (tokenizer_for_names): its ids would be some other table's rows."""
+        tokenizer, why = self.tokenizer_for_names(table)
+        if tokenizer is None and self.tokenizer is not None:
+            raise TokenError(Message("expected the table's own tokenizer to look words up: ", why or ""),
+                             option="tokenizer")
+        return tokenizer
 
     def remembered(self, kind: str, table: Table, compute: Callable[[], tuple[Sequence[float], int]],
                    table_checksum: int | None = None, **parameters: object) -> Sequence[float]:

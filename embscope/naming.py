@@ -1,12 +1,27 @@
 """One way to name a row, everywhere: a token id by the tokenizer's string for it, or `#id` when there is none;
-a position-table row by its position."""
+a position-table row by its position. And the one rule that says whether a tokenizer may name a table's rows."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .core.errors import Message, Option
+
 if TYPE_CHECKING:
     from .core.tokenizer import Tokenizer
+
+MISFIT_SHARE = 0.25  # a tokenizer naming fewer of a table's rows than this share is not that table's
+
+
+def misfit_note(tokenizer: Tokenizer | None, rows: int, role: str) -> str:
+    """Why the tokenizer is not this table's, or "": one that names under a quarter of its rows (padding rounds a
+    vocabulary up by a few percent at most: GPT-2's 50,257 to 50,304, Phi-2's 50,295 to 51,200) would name rows it
+    does not know, and mark the rest 'padding' (attacut-sc's 139 characters beside its 6,227 syllables)."""
+    if tokenizer is None or MISFIT_SHARE * rows <= int(tokenizer.vocab_size):
+        return ""
+    return Message(f"the tokenizer names {int(tokenizer.vocab_size):,} ids, under a quarter of the {role} table's "
+                   f"{rows:,} rows: it is not that table's, so no row there is named, looked up by word, verified or "
+                   "taken for padding (name the table's own with ", Option("tokenizer"), ")")
 
 
 def token_string_or_none(tokenizer: Tokenizer | None, token_id: int) -> str | None:
@@ -37,9 +52,9 @@ def row_name(tokenizer: Tokenizer | None, role: str, row: int, first_row: int = 
     return position_name(row, first_row) if role == "position" else token_name(tokenizer, row)
 
 
-def tokenizer_failure(emb: Any) -> str | None:
-    """Why a tokenizer that exists did not load, once an answer named its ids without it (None: it loaded, or there
-    is none, which the #ids say themselves): that costs only the names, and is said, not dropped. emb.tokenizer is
-    cached only when it loaded or there is none."""
-    tokenizer, why = emb.tokenizer_for_names()
-    return why if tokenizer is None and "tokenizer" not in vars(emb) else None
+def tokenizer_failure(emb: Any, table: Any) -> str | None:
+    """Why the tokenizer did not name `table`'s ids, once an answer named them without it (None: it did, or there is
+    none, which the #ids say themselves): one that did not load, or is not the table's, costs only the names, and is
+    said, not dropped. emb.tokenizer is cached only when it loaded or there is none."""
+    tokenizer, why = emb.tokenizer_for_names(table)
+    return why if tokenizer is None and not ("tokenizer" in vars(emb) and emb.tokenizer is None) else None

@@ -36,6 +36,7 @@ from ..naming import token_name
 from ..options import LookupOptions
 
 if TYPE_CHECKING:
+    from ..core.checkpoint import Table
     from ..core.tokenizer import Tokenizer
     from ..embeddings import Embeddings
 
@@ -121,9 +122,9 @@ class SeveralTokens(TokenError):
 class Lookup:
     """Turns each distinct word (or id) into a Term once; `skip_reason` says why a word cannot be used."""
 
-    def __init__(self, emb: Embeddings, array: np.ndarray, asked: LookupOptions):
-        self.array, self.ids, self.exact = array, asked.ids, asked.exact
-        self.tokenizer: Tokenizer | None = emb.tokenizer_for_names()[0] if self.ids else emb.tokenizer
+    def __init__(self, emb: Embeddings, table: Table, asked: LookupOptions):
+        self.array, self.ids, self.exact = table.array, asked.ids, asked.exact
+        self.tokenizer: Tokenizer | None = emb.tokenizer_for_names(table)[0] if self.ids else emb.tokenizer_for_words(table)
         if not self.ids and self.tokenizer is None:
             raise TokenError(Message("expected a tokenizer to look words up, found none beside the checkpoint: "
                                      "pass ", Option("tokenizer", metavar="FILE"), ", or use ", Option("ids", True)),
@@ -217,7 +218,7 @@ def analogy(emb: Embeddings, a: str, b: str, c: str, *, k: int = 10, method: str
         raise OptionError(f"expected k of at least 1, found {k}", option="k")
     table = emb.table(Role.token)
     array = table.array
-    lookup = Lookup(emb, array, LookupOptions(ids, exact))
+    lookup = Lookup(emb, table, LookupOptions(ids, exact))
     first, second, third = terms = (lookup.term(a), lookup.term(b), lookup.term(c))
     unit, valid = unit_inputs(array, np.array([t.id for t in terms], dtype=np.int64))
     result = AnalogyResult(first, second, third, method, epsilon if method == "3cosmul" else None, (), table.name)
@@ -290,7 +291,7 @@ def evaluate(emb: Embeddings, asked: QuestionFile, *, method: str = "3cosadd", e
     check_method(method)
     table = emb.table(Role.token)
     array = table.array
-    terms = _terms(Lookup(emb, array, LookupOptions(exact=exact)), asked)
+    terms = _terms(Lookup(emb, table, LookupOptions(exact=exact)), asked)
     found = {w: term for w, (term, _) in terms.items() if term is not None}
     index = {w: n for n, w in enumerate(found)}
     row_ids = np.array([term.id for term in found.values()], dtype=np.int64)

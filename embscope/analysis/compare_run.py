@@ -10,10 +10,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..core.errors import EmbscopeError, Message, Option, TokenError, message_of
+from ..core.errors import Message, Option, TokenError
 from ..core.text import quote
 from ..lookup import lookup_word
-from ..naming import token_string_or_none
+from ..naming import token_string_or_none, tokenizer_failure
 from .compare import CompareOptions, by_token
 from .compare_output import OutputComparison, compare_output
 from .compare_series import Opener, SeriesComparison, compare_series, run_checkpoints
@@ -31,7 +31,7 @@ MATCH_TOKENS = Option("match", "tokens", noun="by_token()")  # pairing rows by t
 
 def token_strings(emb: Embeddings, which: str) -> list[str | None]:
     """Every token row's string, None past the tokenizer's vocabulary, for pairing rows by token string."""
-    tokenizer, why_none = emb.tokenizer_for_names()
+    tokenizer, why_none = emb.tokenizer_for_names(emb.token)
     if tokenizer is None:
         raise TokenError(Message(MATCH_TOKENS, f" pairs rows by token string and needs a tokenizer for {which} "
                                  f"({quote(emb.checkpoint.path)}): ", why_none or ""))
@@ -41,7 +41,7 @@ def token_strings(emb: Embeddings, which: str) -> list[str | None]:
 
 def word_rows(emb: Embeddings, words: list[str]) -> list[WordRow]:
     """Each word with its token row in A, or why it has none (neighbour sets are per row)."""
-    tokenizer, why_none = emb.tokenizer_for_names()
+    tokenizer, why_none = emb.tokenizer_for_names(emb.token)
     if tokenizer is None:
         raise TokenError(Message(WORDS, " needs a tokenizer to find the words' rows: ", why_none or ""))
     found: list[WordRow] = []
@@ -160,12 +160,10 @@ def compare_run(run: Checkpoints, open_path: Opener, options: CompareOptions, *,
 
 
 def tokenizer_notes(emb: Embeddings) -> list[str]:
-    """A tokenizer named or found that did not load costs only the names, and the answer says so."""
-    try:
-        _ = emb.tokenizer  # loaded once, for the names
-    except EmbscopeError as err:
-        return [Message("tokenizer not loaded: ", message_of(err), "; token rows print as #id")]
-    return []
+    """A tokenizer named or found that did not load, or is not the token table's, costs only the names, and the
+    answer says so."""
+    why = tokenizer_failure(emb, emb.token)
+    return [Message(why, "; token rows print as #id")] if why else []
 
 
 def compare_own_output(emb: Embeddings, options: CompareOptions, *, words: list[str] | None = None,

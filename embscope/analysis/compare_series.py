@@ -40,7 +40,7 @@ class SeriesComparison:
 
 
 def namer(emb: Embeddings, role: str, first_row: int) -> Namer:
-    tokenizer = emb.tokenizer_for_names()[0] if role != "position" else None
+    tokenizer = emb.tokenizer_for_names(emb.table(role))[0] if role != "position" else None
     return functools.partial(row_name, tokenizer, role, first_row=first_row)
 
 

@@ -135,7 +135,7 @@ def export_rows(emb: Embeddings, role: Role, spec: RowSpec, undertrained: Collec
         positions[positions < 0] = -1
         labels = tuple(str(p) if p >= 0 else f"reserved row {i}" for p, i in zip(positions, ids))
     else:
-        tokenizer, why_none = emb.tokenizer_for_names()
+        tokenizer, why_none = emb.tokenizer_for_names(table)
         if why_none:
             notes.append(why_none)
         labels = tuple(token_name(tokenizer, int(i)) for i in ids)

@@ -53,7 +53,10 @@ def tokenizer_summary(emb: Embeddings, notes: list[str]) -> TokenizerSummary | N
     size = tokenizer.vocab_size
     token = emb.tables.token
     rows = token.rows if token is not None else size
-    if rows > size:
+    misfit = emb.tokenizer_for_names(token)[1] if token is not None else None  # its rows are not padding, nor named
+    if misfit:
+        notes.append(misfit)
+    elif rows > size:
         notes.append(f"the token table has {rows} rows, the tokenizer {size} ids: "
                      f"{rows - size} rows ({size}..{rows - 1}) are padding")
     elif rows < size:

@@ -33,6 +33,7 @@ from .probes import given_rule, probe_words
 from .untrained import Untrained
 
 if TYPE_CHECKING:
+    from ..core.checkpoint import Table
     from ..embeddings import Embeddings
 
 METHODS = ("pca", "umap")
@@ -239,18 +240,18 @@ def point(coords: np.ndarray, label: str, ids: tuple[int, ...], tokens: tuple[st
     return Point(label, ids, tokens, float(where[0]), float(where[1]), note)
 
 
-def probe_points(emb: Embeddings, coords: np.ndarray, words: list[str] | None,
+def probe_points(emb: Embeddings, table: Table, coords: np.ndarray, words: list[str] | None,
                  asked: LookupOptions) -> tuple[list[Point], str]:
     """The probe words on the map, and how they were chosen."""
     if words:
-        tokenizer = emb.tokenizer  # a broken tokenizer file is an error when words were asked for
+        tokenizer = emb.tokenizer_for_words(table)  # a broken or misfit tokenizer is an error when words were asked for
         if tokenizer is None:
             raise TokenError(Message("expected a tokenizer to look up ", Option("words"), ", found none beside the "
                                      "checkpoint: pass ", Option("tokenizer", metavar="FILE")), option="tokenizer")
     else:
-        tokenizer = emb.tokenizer_for_names()[0]
+        tokenizer = emb.tokenizer_for_names(table)[0]
         if tokenizer is None:
-            return [], "no probe words: the tokenizer is missing (see the note)"
+            return [], "no probe words: the tokenizer is missing or not the table's (see the note)"
     rule = given_rule()
     if not words:
         words, rule = probe_words(tokenizer, coords.shape[0])
@@ -296,8 +297,8 @@ def table_map(emb: Embeddings, role: Role, *, method: str = "pca", words: list[s
     if role is Role.position:
         points, rule = position_points(coords, table.first_row), "positions 0, 1, 2, the quarters and the last"
     else:
-        points, rule = probe_points(emb, coords, words, LookupOptions(exact=exact))
-        tokenizer, why_none = emb.tokenizer_for_names()
+        points, rule = probe_points(emb, table, coords, words, LookupOptions(exact=exact))
+        tokenizer, why_none = emb.tokenizer_for_names(table)
         if why_none:
             notes.append(why_none)
 

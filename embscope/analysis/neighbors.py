@@ -17,7 +17,17 @@ from ..core.text import quote
 from ..naming import token_name
 from ..options import LookupOptions
 from .all_but_the_top import remove_top as all_but_the_top
-from .similarity import Query, Resolver, is_padding, lookup_note, merge_note, query_vectors, table_rows, with_reasons
+from .similarity import (
+    Query,
+    Resolver,
+    is_padding,
+    lookup_note,
+    merge_note,
+    pick_table,
+    query_vectors,
+    table_rows,
+    with_reasons,
+)
 
 if TYPE_CHECKING:
 
@@ -61,7 +71,7 @@ def neighbors(emb: Embeddings, query: str | int, k: int = 10, *, ids: bool = Fal
     if k < 1:
         raise OptionError(f"expected k of at least 1, found {k}", option="k")
     array, name, removed = rows_asked(emb, table, remove_top)
-    resolve = Resolver(emb, array.shape[0], LookupOptions(ids, exact, allow_unk), merge=True)
+    resolve = Resolver(emb, pick_table(emb, table), LookupOptions(ids, exact, allow_unk), merge=True)
     found = resolve(query)
     note = "; ".join(n for n in (lookup_note(found), merge_note(found)) if n) or None
     vectors = query_vectors(array, [found], None)
@@ -96,7 +106,7 @@ def topk_all(emb: Embeddings, k: int, *, queries: Iterable[object] | None = None
     k = min(k, array.shape[0])  # a list longer than the table holds nothing more
     query_ids = None
     if queries is not None:
-        resolve = Resolver(emb, array.shape[0], LookupOptions(ids, exact, allow_unk), merge=True)
+        resolve = Resolver(emb, pick_table(emb, table), LookupOptions(ids, exact, allow_unk), merge=True)
         chosen = packed("q")
         for n, text in enumerate(queries):
             try:

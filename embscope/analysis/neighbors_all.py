@@ -76,7 +76,7 @@ def neighbors_all(emb: Embeddings, k: int, *, queries_file: Path | None = None, 
     seconds = time.perf_counter() - started
     if skipped is not None and queries_file is not None and skipped.count and not len(topk.ids):
         raise none_used(queries_file, QUERIES, skipped)
-    notes = [n for n in (bf16_note(device, precision), tokenizer_failure(emb)) if n]
+    notes = [n for n in (bf16_note(device, precision), tokenizer_failure(emb, searched)) if n]
     if remove_top:
         notes.append(f"cosines in the all-but-the-top space of the {table} table: the mean row and the top "
                      f"{remove_top} principal direction{'s' * (remove_top != 1)} removed from every row")

@@ -345,7 +345,7 @@ def norms_report(emb: Embeddings, table: str | None = None, threshold: float = D
         notes.append(duplicates.note)
     tokenizer: Tokenizer | None = None
     if chosen.role is not Role.position:
-        tokenizer, why_none = emb.tokenizer_for_names()
+        tokenizer, why_none = emb.tokenizer_for_names(chosen)
         if tokenizer is None:
             notes.append(Message(why_none or "", "; padding rows past the vocabulary cannot be told apart"))
     return NormsReport(chosen.role, chosen.name, chosen.dim, chosen.first_row, summary, duplicates, tuple(notes), tokenizer,

@@ -169,14 +169,17 @@ def positions_of(emb: Embeddings, norms: NormsReport | Missing) -> PositionsSect
 
 def neighbors_of(emb: Embeddings, words: Sequence[str] | None, k: int) -> NeighborsSection | Missing:
     """Each probe word's k nearest token rows; the words given, else the probe-word rule (analysis.probes)."""
-    tokenizer, why_none = emb.tokenizer_for_names()
+    table = attempt(lambda: emb.token)  # no token table: the section says why, as neighbors would
+    if isinstance(table, Missing):
+        return table
+    tokenizer, why_none = emb.tokenizer_for_names(table)
     if tokenizer is None:
         failed = attempt(lambda: emb.tokenizer)  # one that fails to load is a failure; none at all is a fact
         kind = Missing if isinstance(failed, Missing) else Absent
         return kind(Message("no probe words to look up: ", why_none or ""))
     rule = given_rule()
     if not words:
-        words, rule = probe_words(tokenizer, emb.token.rows)
+        words, rule = probe_words(tokenizer, table.rows)
         if not words:
             return Missing(Message("no probe words: the tokenizer has no one-token word of 3+ lower-case letters; "
                                    "name some with ", Option("words")))

@@ -160,8 +160,8 @@ class Resolver:
     """Turns each distinct word or id into a Query once, checking it against the table. Words asked about together
     (`keys`) are looked up in one form (lookup.py's rule); a word's Query is kept per form chosen for it."""
 
-    def __init__(self, emb: Embeddings, rows: int, asked: LookupOptions, *, merge: bool):
-        self.emb, self.rows, self.asked, self.merge = emb, rows, asked, merge
+    def __init__(self, emb: Embeddings, table: Table, asked: LookupOptions, *, merge: bool):
+        self.emb, self.table, self.rows, self.asked, self.merge = emb, table, table.rows, asked, merge
         self.ids = asked.ids
         self.cache: dict[Hashable, Query] = {}
         self.positions: dict[Hashable, int] = {}  # where each query stands in `cache`
@@ -172,8 +172,9 @@ class Resolver:
     @property
     def tokenizer(self) -> Tokenizer | None:
         if not self._tokenizer_loaded:
-            # ids need a tokenizer only for their names; words need it to exist at all
-            self._tokenizer = self.emb.tokenizer_for_names()[0] if self.ids else self.emb.tokenizer
+            # ids need a tokenizer only for their names; words need the table's own to exist at all
+            self._tokenizer = (self.emb.tokenizer_for_names(self.table)[0] if self.ids
+                               else self.emb.tokenizer_for_words(self.table))
             self._tokenizer_loaded = True
         return self._tokenizer
 
@@ -334,7 +335,7 @@ def pairs_similarity(emb: Embeddings, pairs: Iterable[Sequence[object]], asked_a
                      on_skip: Callable[[str], None] | None = None) -> SimilarityResult:
     """similarity_pairs, with its options as the two objects a command builds from its flags."""
     chosen = pick_table(emb, how.table)
-    resolve = Resolver(emb, chosen.rows, asked_as, merge=how.merge)
+    resolve = Resolver(emb, chosen, asked_as, merge=how.merge)
     asked = packed("q")  # query positions, two per pair: 16 bytes a pair however many there are
     for n, pair in enumerate(pairs):
         pair = tuple(pair)
@@ -422,7 +423,7 @@ def words_similarity(emb: Embeddings, words_or_ids: Sequence[object], asked_as: 
     if len(items) < 2:
         raise TokenError(f"expected at least two different words or ids to compare, found {len(items)}")
     chosen = pick_table(emb, how.table)
-    resolve = Resolver(emb, chosen.rows, asked_as, merge=how.merge)
+    resolve = Resolver(emb, chosen, asked_as, merge=how.merge)
     # every word in one form: each pair then does, and the matrix compares one vector per word
     keys = resolve.keys(items)
     asked = packed("q", (resolve.positions[key] for pair in combinations(keys, 2) for key in pair))

@@ -31,8 +31,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .. import compute
-from ..core.errors import EmbscopeError, Message, Option, TableError, message_of
-from ..core.tokenizer import Tokenizer
+from ..core.errors import EmbscopeError, Message, TableError, message_of
 from .norms import DEFAULT_THRESHOLD, RowListing, median_and_mad, robust_z, row_norms
 from .stages import Progress, Stages, quiet
 from .token_kinds import KINDS, ROUND_TRIP_MAX_CHARS, TokenKinds, token_kinds
@@ -42,7 +41,6 @@ if TYPE_CHECKING:
     from ..embeddings import Embeddings
 
 BLOCK_BYTES = 32 * 1024 * 1024  # float64 work space per block of rows
-MISFIT_SHARE = 0.25  # a tokenizer naming fewer of a table's rows than this share is not that table's
 COMPONENT_WIDTH = 8  # directions iterated together to find the first principal component
 COMPONENT_ITERATIONS = 40  # reads of the table at most; a table with no leading direction uses them all
 COMPONENT_TOLERANCE = 1e-10  # distance between successive unit estimates of the component
@@ -176,43 +174,34 @@ def undertrained_tables(emb: Embeddings, roles: Sequence[str] | None = None, *, 
     tables of the same height; `others` gives the same table from other checkpoints of the run; `untrained`: the
     never-trained rows of a table by role, where the caller found them already (the report's norms section)."""
     device = compute.resolve_device(device)
-    tokenizer, why_none = emb.tokenizer_for_names()
-    notes = [why_none] if why_none else []
+    notes: list[str] = []
     reports: list[UndertrainedReport] = []
     kinds: TokenKinds | None = None
+    refused = False  # the tokenizer could not encode at all: every table goes on as without one
     for role in roles if roles is not None else default_roles(emb):
         chosen = emb.table(role)
-        misfit = misfit_note(tokenizer, chosen.rows, role)
-        if misfit:
-            notes.append(misfit)
-        if tokenizer is not None and not misfit and (kinds is None or kinds.rows != chosen.rows):
+        tokenizer, why_none = emb.tokenizer_for_names(chosen)  # one that is not the table's verifies nothing there
+        if why_none and why_none not in notes:
+            notes.append(why_none)
+        if refused:
+            tokenizer = None
+        if tokenizer is not None and (kinds is None or kinds.rows != chosen.rows):
             try:
                 kinds = token_kinds(tokenizer, chosen.rows, stages("tokenizer round trip"))
             except EmbscopeError as err:  # it cannot encode at all: the answer goes on as without one, and says so
-                tokenizer, kinds = None, None
+                tokenizer, kinds, refused = None, None, True
                 notes.append(Message("tokenizer refused: ", message_of(err)))
             if kinds is not None and kinds.too_long:
                 notes.append(f"{kinds.too_long:,} tokens longer than {ROUND_TRIP_MAX_CHARS:,} characters were not "
                              "encoded back (the round trip costs their length), so none of them is marked unreachable")
         other = others(role, chosen.tensor.shape) if others is not None else ()
-        reports.append(find_undertrained(chosen.array, None if misfit else kinds, table=chosen.role, name=chosen.name,
-                                         others=other,
+        reports.append(find_undertrained(chosen.array, kinds if tokenizer is not None else None, table=chosen.role,
+                                         name=chosen.name, others=other,
                                          topk=nearest_rows(device, stages(f"nearest rows of the {role} table")),
                                          config=emb.checkpoint.config,
                                          never=(untrained or {}).get(str(chosen.role))))
     notes += [note for report in reports for note in emb.table(report.table).notes]
     return UndertrainedTables(tuple(reports), kinds, tuple(notes))
-
-
-def misfit_note(tokenizer: Tokenizer | None, rows: int, role: str) -> str:
-    """Why the tokenizer is not this table's, or "": one that names under a quarter of its rows (padding rounds a
-    vocabulary up by a few percent at most: GPT-2's 50,257 to 50,304, Phi-2's 50,295 to 51,200) would mark the
-    rest 'padding', the reference of known-unused rows (attacut-sc's 139 characters beside its 6,227 syllables)."""
-    if tokenizer is None or MISFIT_SHARE * rows <= int(tokenizer.vocab_size):
-        return ""
-    return Message(f"the tokenizer names {int(tokenizer.vocab_size):,} ids, under a quarter of the {role} table's "
-                   f"{rows:,} rows: it is not that table's, so nothing there is verified and no row is taken for "
-                   "padding (name the table's own with ", Option("tokenizer"), ")")
 
 
 Measured = tuple["Reference", np.ndarray, "Threshold"]  # the reference used, the indicator, its threshold

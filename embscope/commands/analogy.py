@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from ..analysis.analogy import analogy, evaluate, read_question_file
+from ..core.errors import joined
 from ..naming import tokenizer_failure
 from ..render import analogy as render
 from .command import SourceCommand
@@ -52,9 +53,9 @@ def analogy_command(
         raise refuse(f"expected three words A B C (A - B + C), found {len(given)}", "WORDS")
     emb = source.open()
     result = analogy(emb, *given, k=k, method=method.value, ids=ids, exact=exact)
-    failure = tokenizer_failure(emb) if ids else None  # the tokens print as #ids: say why
+    failure = tokenizer_failure(emb, emb.token) if ids else None  # the tokens print as #ids: say why
     if failure:
-        result = replace(result, note="; ".join(filter(None, (result.note, failure))))
+        result = replace(result, note=joined("; ", filter(None, (result.note, failure))))
     render.show_result(emb, result, json)
 
 

@@ -140,7 +140,7 @@ def compare_output_command(source: Source, *, probe_words: list[str] | None, sam
     with progress.stages() as stages:
         found, found_words = compare_own_output(emb, CompareOptions(k=k, sample=sample, device=device, cka=cka),
                                                 words=probe_words, stages=stages)
-    tokenizer = emb.tokenizer_for_names()[0]
+    tokenizer = emb.tokenizer_for_names(emb.token)[0]
     render_output.show(emb, found, found_words, lambda row: token_name(tokenizer, row), json=json)
 
 

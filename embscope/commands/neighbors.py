@@ -8,6 +8,7 @@ import typer
 
 from ..analysis.neighbors import neighbors
 from ..analysis.neighbors_all import neighbors_all
+from ..core.errors import joined
 from ..naming import token_name, tokenizer_failure
 from ..options import DeviceOptions, LookupOptions
 from ..render import neighbors as render
@@ -46,7 +47,7 @@ def run_all(source: Source, k: int, out: Path, queries_file: Path | None, table:
     with bar(f"top-{k}") as progress:
         found = neighbors_all(emb, k, queries_file=queries_file, table=table, lookup=lookup, run_on=run_on,
                               strict=strict, remove_top=remove_top, progress=progress)
-    tokenizer = emb.tokenizer_for_names()[0]
+    tokenizer = emb.tokenizer_for_names(emb.table(table))[0]
     write_neighbors(out, found.topk, lambda token_id: token_name(tokenizer, token_id), input_files(emb, queries_file))
     render.show_all(emb, out=out, kind=kind, queries=len(found.topk.query_ids), k=found.topk.ids.shape[1],
                     table=table, device=found.device, precision=found.precision, seconds=found.seconds, json=json,
@@ -96,9 +97,9 @@ def neighbors_command(
     emb = source.open()
     result = neighbors(emb, word, k, ids=ids, exact=exact, table=table.value, allow_unk=allow_unk,
                        remove_top=remove_top)
-    failure = tokenizer_failure(emb) if ids else None  # the tokens print as #ids: say why
+    failure = tokenizer_failure(emb, emb.table(table.value)) if ids else None  # the tokens print as #ids: say why
     if failure:
-        result = replace(result, note="; ".join(filter(None, (result.note, failure))))
+        result = replace(result, note=joined("; ", filter(None, (result.note, failure))))
     render.show(emb, result, json=json)
 
 

@@ -63,19 +63,20 @@ def similarity_command(
     how = SimilarityOptions(merge, center, table.value, baseline, remove_top)
     if pairs_file is None:
         result = words_similarity(emb, words, asked_as, how)
-        render.show(emb, result, json=json, matrix=len(set(words)) > 2, notes=unnamed(emb, ids))
+        render.show(emb, result, json=json, matrix=len(set(words)) > 2, notes=unnamed(emb, ids, how.table))
         return
     skipped = None if strict else Skipped()
     result = pairs_similarity(emb, read_pairs(pairs_file, skipped), asked_as, how, on_skip=skipped)
     if skipped is not None and skipped.count and not len(result.pairs):
         raise none_used(pairs_file, PAIRS_FILE, skipped)
     render.show(emb, result, json=json, matrix=False,
-                notes=unnamed(emb, ids) + (skipped.notes(pairs_file) if skipped else []))
+                notes=unnamed(emb, ids, how.table) + (skipped.notes(pairs_file) if skipped else []))
 
 
-def unnamed(emb: Any, ids: bool) -> list[str]:
-    """With --ids, why the tokens print as #ids when a tokenizer failed to load (words need one that loads)."""
-    failure = tokenizer_failure(emb) if ids else None
+def unnamed(emb: Any, ids: bool, table: str) -> list[str]:
+    """With --ids, why the tokens print as #ids when a tokenizer failed to load or is not the table's (words need
+    one that loads and is)."""
+    failure = tokenizer_failure(emb, emb.table(table)) if ids else None
     return [failure] if failure else []
 
 

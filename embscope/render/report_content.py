@@ -22,7 +22,6 @@ from ..analysis.undertrained import THRESHOLD_RULE, UndertrainedReport
 from ..core.errors import Message, Spelling, spelled
 from ..core.role import Role
 from ..core.text import printable, shape_text, visible
-from ..naming import token_name
 from . import compare as compare_text
 from . import geometry as geometry_text
 from . import header
@@ -323,7 +322,6 @@ def undertrained_blocks(report: Report) -> list[Block]:
     found = report.undertrained
     if isinstance(found, Missing):
         return missing(found)
-    tokenizer = report.emb.tokenizer_for_names()[0]
     blocks: list[Block] = []
     if found.kinds is not None:
         kinds = ", ".join(f"{kind} {n:,}" for kind, n in found.kinds.counts().items() if n)
@@ -331,7 +329,7 @@ def undertrained_blocks(report: Report) -> list[Block]:
     blocks += [Line(f"indicator: {undertrained_text.INDICATOR}"), Line(f"threshold rule: {THRESHOLD_RULE}"),
                Line(undertrained_text.NORM_RULE)]
     for table in found.reports:
-        blocks += undertrained_table_blocks(table, partial(token_name, tokenizer))
+        blocks += undertrained_table_blocks(table, undertrained_text.namers(report.emb)(table))
     title = emb_title(report.emb)
     blocks.append(Figure("undertrained", "the indicator and the row norms, with the threshold and the candidates",
                          partial(undertrained_figure, found.reports, title)))

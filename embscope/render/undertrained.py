@@ -29,13 +29,19 @@ NORM_RULE = f"norm-high / norm-low: robust z of the row norm beyond +-{NORM_Z:g}
             f"({MAD_SCALE} x MAD); zero rows are norm-low"
 
 Namer = Callable[[int], str]
+Namers = Callable[[UndertrainedReport], Namer]  # how the rows of each report's table are named
 
 
-def document(reports: Sequence[UndertrainedReport], kinds: TokenKinds | None, name: Namer, notes: Sequence[str],
+def namers(emb: Embeddings) -> Namers:
+    """Each table's rows named by the checkpoint's tokenizer where it is the table's (`#id` otherwise)."""
+    return lambda report: functools.partial(token_name, emb.tokenizer_for_names(emb.table(report.table))[0])
+
+
+def document(reports: Sequence[UndertrainedReport], kinds: TokenKinds | None, names: Namers, notes: Sequence[str],
              plot: Output | None) -> Document:
     """The JSON document: the first table's reference, threshold and candidates at the top level (the output
     table when the head is untied, else the token table), and every table analysed under "tables"."""
-    tables = [table_document(report, name) for report in reports]
+    tables = [table_document(report, names(report)) for report in reports]
     doc = {**tables[0], "tables": tables,
            "tokenizer": None if kinds is None else {"ids": kinds.vocab_size, "kinds": kinds.counts(),
                                                     "meanings": KIND_MEANINGS},
@@ -66,12 +72,11 @@ def table_document(report: UndertrainedReport, name: Namer) -> Document:
 
 
 def show(emb: Embeddings, found: UndertrainedTables, plot: Output | None, json: bool) -> None:
-    """The answer, its rows named by the checkpoint's tokenizer (`#id` without one)."""
-    name = functools.partial(token_name, emb.tokenizer_for_names()[0])
+    """The answer, its rows named by the checkpoint's tokenizer (`#id` without one, or where it is not the table's)."""
     if json:
-        header.emit(document(found.reports, found.kinds, name, found.notes, plot), emb)
+        header.emit(document(found.reports, found.kinds, namers(emb), found.notes, plot), emb)
     else:
-        render(emb, found.reports, found.kinds, name, found.notes, plot)
+        render(emb, found.reports, found.kinds, namers(emb), found.notes, plot)
 
 
 def draw(emb: Embeddings, found: UndertrainedTables, target: Output, inputs: list[Path]) -> None:
@@ -79,7 +84,7 @@ def draw(emb: Embeddings, found: UndertrainedTables, target: Output, inputs: lis
     save(lambda: undertrained_figure(found.reports, emb_title(emb)), target, inputs=inputs)
 
 
-def render(emb: Embeddings, reports: Sequence[UndertrainedReport], kinds: TokenKinds | None, name: Namer,
+def render(emb: Embeddings, reports: Sequence[UndertrainedReport], kinds: TokenKinds | None, names: Namers,
            notes: Sequence[str], plot: Output | None) -> None:
     header.show(emb)
     out = console.out
@@ -90,7 +95,7 @@ def render(emb: Embeddings, reports: Sequence[UndertrainedReport], kinds: TokenK
     out.print(f"threshold rule: {THRESHOLD_RULE}", soft_wrap=True)
     out.print(NORM_RULE, soft_wrap=True)
     for report in reports:
-        render_table(report, name)
+        render_table(report, names(report))
     if plot is not None:
         out.print(console.safe(plot.written()), soft_wrap=True)
     console.notes([*notes, *(note for report in reports for note in report.notes)])
