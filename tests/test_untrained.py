@@ -123,6 +123,7 @@ def test_a_table_at_initialisation_is_said_to_be(tmp_path):
     with style():
         hist, ranked = render.figure(emb, report).axes
     assert hist.get_legend_handles_labels()[1] == ["rows (3,000)", "|robust z| <= 6: not flagged"]
+    assert "never trained" not in [p.get_label() for p in ranked.get_legend().get_patches()]
 
 
 def shared_statistic(table: np.ndarray) -> float:
