@@ -261,8 +261,9 @@ def seeded(array: np.ndarray, valid: np.ndarray, norms: np.ndarray, kinds: Token
                                                 reseeded)
         if threshold.value is None:
             seed_rows = reference.rows
-            threshold = replace(threshold, why=f"{threshold.why}; the candidates are the {len(seed_rows)} rows of "
-                                               "the seed, which stand apart by a gap of their own")
+            own = "found never trained" if seed.source == "untrained" else "which stand apart by a gap of their own"
+            count = f"{len(seed_rows):,} row{'s' * (len(seed_rows) != 1)}"
+            threshold = replace(threshold, why=f"{threshold.why}; the candidates are the {count} of the seed, {own}")
     elif not len(reference.rows):
         reference = seed
     return reference, scores, threshold, seed_rows
@@ -350,11 +351,28 @@ def table_seed(array: np.ndarray, valid: np.ndarray, norms: np.ndarray, topk: Ne
         return verdict
     seed = seed_of_shape(array, valid, norms, topk)
     if not judged:
-        return seed
+        return few_never_trained(norms, valid, seed, never) or seed
     if not holds_more(seed.rows, never.rows):
         return verdict
     return replace(seed, description=f"{seed.description}; it holds the table's {never.count} never-trained rows "
                                      f"({never.evidence})")
+
+
+def few_never_trained(norms: np.ndarray, valid: np.ndarray, seed: Reference, never: Untrained) -> Reference | None:
+    """The table's never-trained rows, too few to seed by their number, in place of a cluster that holds none of
+    them and whose norms stand apart on the other side of the rest: rows that never trained keep their init or
+    decay's norm while the others grew or kept theirs, and a cluster above the rest is a class of trained tokens used
+    alike and often (rnnmorph's ten digits, median norm z +2.1, against its unknown-character row at -1.8)."""
+    if not never.count or never.whole or seed.source != "cluster" or np.isin(never.rows, seed.rows).any():
+        return None
+    cluster, untrained = norm_apart(norms, valid, seed.rows), norm_apart(norms, valid, never.rows)
+    if cluster * untrained >= 0:
+        return None
+    return Reference(never.rows, "untrained", (
+        f"the table's never-trained rows: {never.evidence}; the densest cluster of {len(seed.rows)} rows is passed "
+        f"over: none of them never trained, and their norms stand {'above' if cluster > 0 else 'below'} the rest "
+        f"(median robust z {cluster:+.2f}) where the never-trained rows' stand {'below' if cluster > 0 else 'above'} "
+        f"({untrained:+.2f})"))
 
 
 def holds_more(rows: np.ndarray, inner: np.ndarray) -> bool:
