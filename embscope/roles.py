@@ -78,6 +78,10 @@ KNOWN: dict[Role, tuple[Known, ...]] = {
         # a top-level nn.Embedding attribute named `embeddings` (attacut's character model, attacut-c/model.pth)
         Known("embeddings.weight", "from-scratch torch models whose embedding is named 'embeddings' (attacut)",
               whole_name_only=True),
+        # a top-level nn.Embedding attribute named `embedding` (g2pM 0.1.2.5's np_ckpt.pkl, its state dict as numpy
+        # arrays: 5398 characters x 64, which its own predict looks up with np.take)
+        Known("embedding.weight", "from-scratch torch models whose embedding is named 'embedding' (g2pM)",
+              whole_name_only=True),
         Known("wte", "microgpt and other from-scratch numpy models", whole_name_only=True),
         Known("token_embd.weight", "llama.cpp GGUF, every architecture", whole_name_only=True),
         Known("decoder/embeddings/weight", "CTranslate2 decoders (Whisper, GPT-2, Llama)", whole_name_only=True),
