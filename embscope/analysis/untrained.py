@@ -54,6 +54,11 @@ NEAREST_SAMPLE = 64  # token rows whose nearest row is searched, to tell a draw 
 NEAREST_CHANCE = 1e-4
 NARROWEST_SPREAD = 0.25  # times 1/sqrt(2d): norms more alike than this (rows normalised) are no Gaussian draw
 AT_INIT_SHARE = 0.9  # of the sampled rows that must look drawn at init
+# with no known scale, the rows in the band of the median norm are judged when they are more than this share of the
+# table (the median they are measured from lies among them): LAC's 50,001 word rows its character model never looks
+# up, of 58,224
+ESTIMATED_SHARE = 0.5
+APART_SHARE = 0.01  # ... of whose other rows at most this share may have norms within twice the band's reach
 SHARED_CHANCE = 1e-4  # the chance that rows drawn at init share a direction as much as the line allows
 SHARED_NORMAL = 3.7190164854557084  # the standard normal's upper 1e-4 quantile (statistics.NormalDist().inv_cdf)
 # rows whose directions are summed at most, drawn with a fixed seed past it: a mean direction of |m| 0.004 already
@@ -304,8 +309,14 @@ def drawn_group(array: np.ndarray, norms: np.ndarray, valid: np.ndarray, sigma: 
                 candidates: np.ndarray) -> Untrained:
     """The rows in the band (`candidates`) judged as a group: MIN_GROUP or more, most of a sample of them unlike
     their nearest row, and no shared direction among them."""
-    dim = array.shape[1]
-    if len(candidates) < MIN_GROUP or (sigma is None and len(candidates) < AT_INIT_SHARE * int(valid.sum())):
+    dim, valid_rows = array.shape[1], int(valid.sum())
+    if len(candidates) < MIN_GROUP or (sigma is None and len(candidates) <= ESTIMATED_SHARE * valid_rows):
+        return nothing()
+    # without a scale, a table nine tenths of whose rows are in the band is judged whole; a smaller majority alone,
+    # when the other rows' norms stand apart from the band
+    whole = len(candidates) == valid_rows or (sigma is None and len(candidates) >= AT_INIT_SHARE * valid_rows)
+    apart = standing_apart(norms, valid, candidates, scale, dim) if sigma is None and not whole else ""
+    if apart is None:
         return nothing()
     if sigma is None and too_alike(norms if len(candidates) == len(norms) else norms[candidates], scale, dim):
         return nothing()
@@ -319,8 +330,6 @@ def drawn_group(array: np.ndarray, norms: np.ndarray, valid: np.ndarray, sigma: 
     summed_text = sampled(summed, len(candidates))
     if shared > shared_line:  # a draw's directions have no common mean: training gave these one
         return nothing()
-    valid_rows = int(valid.sum())
-    whole = sigma is None or len(candidates) == valid_rows  # without a scale, only a whole table is judged
     if whole and len(candidates) < valid_rows:  # (as many are every valid row already)
         candidates = np.flatnonzero(valid)
     head = "the whole table" if whole else f"{len(candidates):,} rows"
@@ -329,17 +338,33 @@ def drawn_group(array: np.ndarray, norms: np.ndarray, valid: np.ndarray, sigma: 
                 f"cosine {float(np.nanmean(nearest)):.2g} on a sample of {len(sample)}, where a random draw's "
                 f"passes {bound:.2g} with a chance of {NEAREST_CHANCE:g}); no shared direction (d |sum of unit "
                 f"rows|^2 / rows {shared:.3g}{summed_text}, chi-square with {dim} degrees, where a draw passes "
-                f"{shared_line:.3g} with a chance of {SHARED_CHANCE:g})")
+                f"{shared_line:.3g} with a chance of {SHARED_CHANCE:g}){apart}")
     return Untrained(candidates, RULE, evidence + ("; the table is as initialised" if whole else ""), "at init", whole)
+
+
+def standing_apart(norms: np.ndarray, valid: np.ndarray, candidates: np.ndarray, scale: float, dim: int) -> str | None:
+    """With the scale estimated from a majority of the rows, whether the others' norms stand apart from their band
+    (at most APART_SHARE of them within twice its reach): a draw's rows left alone by training leave a gap to the
+    trained ones (LAC: none of 8,060 within it), where in a table trained throughout the band's edges are crowded
+    (a tied model trained with decay: all of its 64 other rows). '; the other ...' for the evidence, or None."""
+    others = valid.copy()
+    others[candidates] = False
+    reach = BAND_SPREADS / math.sqrt(2 * dim)
+    outside = norms[others]
+    near = int(np.count_nonzero(np.abs(outside / scale - 1) <= 2 * reach))
+    if not len(outside) or near > APART_SHARE * len(outside):
+        return None
+    return (f"; the other {len(outside):,} rows stand apart (norms {float(outside.min()):.4g} to "
+            f"{float(outside.max()):.4g}, {near:,} within twice the band's reach, {2 * reach:.2g} of the scale)")
 
 
 def lone_draws(array: np.ndarray, norms: np.ndarray, valid: np.ndarray, candidates: np.ndarray, limit: float,
                said: str) -> Untrained:
     """Rows in the band of a uniform(-limit, limit) draw that are no group (too few: rnnmorph's one row for an
-    unknown character; or among trained rows of the same norms), each judged alone: a uniform draw never leaves the box |x| <= limit, so the row must lie
-    in it; its nearest row must be no closer than a random draw's; and few of the table's other rows, scaled to the
-    row's norm, may lie in the box too (the share of them that would is the chance a trained row of that norm is
-    taken for a draw)."""
+    unknown character; or among trained rows of the same norms), each judged alone: a uniform draw never leaves the
+    box |x| <= limit, so the row must lie in it; its nearest row must be no closer than a random draw's; and few of
+    the table's other rows, scaled to the row's norm, may lie in the box too (the share of them that would is the
+    chance a trained row of that norm is taken for a draw)."""
     peaks = np.max(np.abs(np.asarray(array[candidates], dtype=np.float64)), axis=1)
     boxed = candidates[peaks <= limit]
     if not len(boxed):
