@@ -548,8 +548,9 @@ def test_a_majority_of_rows_never_trained_at_a_scale_no_file_states(tmp_path):
     assert evidence.startswith(f"{words:,} rows never trained: norm {norms[drawn].mean():.4g} +- "
                                f"{norms[drawn].std():.2g}, a Gaussian draw of sigma {np.median(norms) / 8:.3g} "
                                "(estimated) x sqrt(64)")
+    twice = 2 * 4 / np.sqrt(2 * dim)  # twice the band's reach: 4 relative spreads 1/sqrt(2d)
     assert evidence.endswith(f"; the other {rows - words} rows stand apart (norms {trained.min():.4g} to "
-                             f"{trained.max():.4g}, 0 within twice the band's reach, {8 / np.sqrt(2 * dim):.2g} of the scale)")
+                             f"{trained.max():.4g}, 0 within twice the band's reach, {twice:.2g} of the scale)")
     assert doc["anomalies_found"] == 0 and "among trained rows" in doc["rule"]
     # trained rows at norms beside the band's edges (a table trained throughout): no verdict on the majority
     crowded = table.copy()

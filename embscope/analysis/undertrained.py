@@ -306,9 +306,9 @@ def find_undertrained(array: np.ndarray, kinds: TokenKinds | None, *, table: str
 
 def norm_basis(norms: np.ndarray, never: Untrained | None) -> tuple[float, float, str]:
     """The median and MAD the norm signals measure z from: of every row while the rows found never trained are a
-    minority (the median and MAD withstand up to half the rows off) or are not known (a tokenizer gave the reference),
-    else of the others, as `norms` measures its anomalies (LAC's 50,164 word rows at their draw, of 58,224, made the 8,060 trained rows 'norm-high', z up to
-    914); and the note saying so, or ""."""
+    minority (the median and MAD withstand up to half the rows off) or are not known (a tokenizer gave the
+    reference), else of the others, as `norms` measures its anomalies (LAC's 50,164 word rows at their draw, of
+    58,224, made the 8,060 trained rows 'norm-high', z up to 914); and the note saying so, or ""."""
     if never is None or not never.count or never.whole or 2 * never.count <= int(np.isfinite(norms).sum()):
         median, mad = median_and_mad(norms)
         return median, mad, ""
