@@ -78,6 +78,10 @@ KNOWN: dict[Role, tuple[Known, ...]] = {
         # a top-level nn.Embedding attribute named `embeddings` (attacut's character model, attacut-c/model.pth)
         Known("embeddings.weight", "from-scratch torch models whose embedding is named 'embeddings' (attacut)",
               whole_name_only=True),
+        # a top-level nn.Embedding attribute named `embedding` (g2pM 0.1.2.5's np_ckpt.pkl, its state dict as numpy
+        # arrays: 5398 characters x 64, which its own predict looks up with np.take)
+        Known("embedding.weight", "from-scratch torch models whose embedding is named 'embedding' (g2pM)",
+              whole_name_only=True),
         Known("wte", "microgpt and other from-scratch numpy models", whole_name_only=True),
         Known("token_embd.weight", "llama.cpp GGUF, every architecture", whole_name_only=True),
         Known("decoder/embeddings/weight", "CTranslate2 decoders (Whisper, GPT-2, Llama)", whole_name_only=True),
@@ -178,6 +182,10 @@ NON_PARAMETER_SUFFIXES = (
     "rotary_emb.inv_freq",  # Llama saved by older transformers
     "position_ids",  # BERT, RoBERTa (int64, excluded anyway)
 )
+
+# the reader of Keras .h5 files (formats.kinds), and the name Keras gives keras.layers.Embedding's one weight
+KERAS_FORMAT = "Keras HDF5"
+KERAS_EMBEDDING_WEIGHT = "embeddings"
 
 # what discovery tried, for the roles it must fill: in the error a command raises, and in info's note
 NOT_FOUND = {
@@ -349,6 +357,22 @@ def known_elsewhere(tensor: TensorInfo, role: Role) -> bool:
     return any(known.matches(tensor.name) for other in Role if other is not role for known in KNOWN[other])
 
 
+def keras_embedding(checkpoint: Checkpoint, taken: set[str]) -> Table | None:
+    """A Keras file's one keras.layers.Embedding weight where the layer has a name of its own: Keras names that
+    layer's only weight 'embeddings' whatever the layer is called (rnnmorph's 'chars_embeddings', inside a
+    TimeDistributed: 'time_distributed_1/chars_embeddings/embeddings:0'). Several such weights: the names decide."""
+    if checkpoint.format != KERAS_FORMAT:
+        return None
+    found = distinct([t for t in checkpoint.tensors.values() if is_table(t) and t.name not in taken
+                      and t.name.rsplit(".", 1)[-1] == KERAS_EMBEDDING_WEIGHT and not known_elsewhere(t, Role.token)])
+    if len(found) != 1:
+        return None
+    note = (f"{quote(found[0].name)} is the file's only keras.layers.Embedding weight ('{KERAS_EMBEDDING_WEIGHT}'), "
+            "so it is taken as the token table")
+    return Table(Role.token, found[0], f"the only Keras Embedding weight ('{KERAS_EMBEDDING_WEIGHT}') in the file",
+                 notes=(note,))
+
+
 def only_table(checkpoint: Checkpoint) -> Table | None:
     """Last resort for the token role: a file whose one 2-D float tensor (a bare .npy, say) can only be it,
     unless its name says it plays another role."""
@@ -372,7 +396,7 @@ def discover(checkpoint: Checkpoint, role: Role, taken: set[str], width: int | N
     except TableError as err:
         return Empty(message_of(err), message_of(err))
     if found is None and role is Role.token:
-        found = only_table(checkpoint)
+        found = keras_embedding(checkpoint, taken) or only_table(checkpoint)
     if found is None and role in NOT_FOUND:
         return none_found(checkpoint, role, taken)
     return found

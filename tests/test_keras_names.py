@@ -248,3 +248,34 @@ def test_keras_2_first_embedding_whose_variable_has_another_scope(tmp_path):
         assert emb.token.name == "model_weights." * model_weights + "embedding.embedding_3.embeddings"
         assert emb.token.rule.startswith("name 'embedding.*.embeddings' (Keras 2 .h5")
         np.testing.assert_array_equal(emb.token.array, token)
+
+
+def test_an_embedding_layer_with_a_name_of_its_own_is_the_token_table(tmp_path):
+    """rnnmorph 0.4.1's Russian tagger (rnnmorph/models/ru/eval_model.h5, Keras 2.1.4 save_weights) keeps its
+    characters in a keras.layers.Embedding named 'chars_embeddings' inside a TimeDistributed: the weight is
+    'time_distributed_1/chars_embeddings/embeddings:0' beside Dense and LSTM kernels, and no name in the role table
+    found it (token: none). Keras names an Embedding's one weight 'embeddings' whatever the layer is called, so the
+    file's only such weight is the token table; two of them (rnnmorph with use_word_embeddings) are left to the
+    names, and a weight another role's name claims (keras-nlp's position_embedding) is not counted."""
+    rng = np.random.default_rng(4)
+    chars = rng.standard_normal((101, 24)).astype(np.float32)
+    dense = {f"{name}/{part}:0": rng.standard_normal(shape).astype(np.float32)
+             for name, shape in (("dense_2", (768, 500)), ("dense_3", (500, 200))) for part in ("kernel",)}
+    layers = {"time_distributed_1": {"chars_embeddings/embeddings:0": chars} | dense,
+              "main_pred": {"main_pred/kernel:0": rng.standard_normal((128, 253)).astype(np.float32),
+                            "main_pred/bias:0": np.zeros(253, np.float32)}}
+    emb = embscope.open(write_keras2(tmp_path / "eval_model.h5", layers))
+    assert emb.token.name == "time_distributed_1.chars_embeddings.embeddings"
+    assert emb.token.rule == "the only Keras Embedding weight ('embeddings') in the file"
+    np.testing.assert_array_equal(emb.token.array, chars)
+    doc = run_json("info", "-c", tmp_path / "eval_model.h5")
+    assert ("'time_distributed_1.chars_embeddings.embeddings' is the file's only keras.layers.Embedding weight "
+            "('embeddings'), so it is taken as the token table") in doc["notes"]
+    position = rng.standard_normal((8, 24)).astype(np.float32)
+    layers["position_embedding"] = {"position_embedding/embeddings:0": position}
+    emb = embscope.open(write_keras2(tmp_path / "with_positions.h5", layers))
+    assert emb.token.name == "time_distributed_1.chars_embeddings.embeddings"
+    assert emb.position.name == "position_embedding.position_embedding.embeddings"
+    layers["word_embeddings"] = {"word_embeddings/embeddings:0": rng.standard_normal((50, 24)).astype(np.float32)}
+    with pytest.raises(embscope.TableError, match="found none among"):
+        _ = embscope.open(write_keras2(tmp_path / "two.h5", layers)).token

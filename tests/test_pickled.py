@@ -379,3 +379,25 @@ def test_numpy_scalars_of_every_kind_become_python_values(tmp_path):
         ckpt = open_checkpoint(dump(tmp_path / f"m{protocol}.pkl", doc, protocol))
         assert ckpt.step == 7
         assert ckpt.config == {"lr": 0.5, "big": -2**40, "flag": True, "name": "gpt", "zero_d": 3.25}
+
+
+def test_a_dtype_pickled_by_numpy_before_1_20_opens(tmp_path):
+    """g2pM 0.1.2.5's np_ckpt.pkl (a dict of float32 arrays, pickle protocol 3) was refused: 'refused a numpy dtype
+    of 'f4''. numpy before 1.20 reduced a dtype to numpy.dtype('f4', 0, 1), align and copy as ints
+    (descriptor.c's arraydescr_reduce: Py_BuildValue("(Nii)", obj, 0, 1)), where numpy now writes False, True. The
+    pickle numpy writes today, its dtype arguments turned into those ints, opens to what pickle itself loads."""
+    rng = np.random.default_rng(0)
+    params = {"embedding.weight": rng.standard_normal((54, 16)).astype(np.float32),
+              "logit_layer.2.bias": rng.standard_normal(8).astype(np.float32)}
+    data = pickle.dumps(params, protocol=3)
+    assert data.count(b"\x89\x88\x87") == 1  # NEWFALSE NEWTRUE TUPLE3: 'f4', False, True, memoized once
+    old = data.replace(b"\x89\x88\x87", b"K\x00K\x01\x87")  # BININT1 0, BININT1 1: numpy 1.19's ints
+    reference = pickle.loads(old)  # numpy itself: dtype('f4', 0, 1)
+    (tmp_path / "np_ckpt.pkl").write_bytes(old)
+    checkpoint = open_checkpoint(tmp_path / "np_ckpt.pkl")
+    for name, value in reference.items():
+        np.testing.assert_array_equal(checkpoint.tensors[name].read(), value)
+    # other ints are no flag numpy writes
+    (tmp_path / "two.pkl").write_bytes(data.replace(b"\x89\x88\x87", b"K\x02K\x01\x87"))
+    with pytest.raises(UnsafePickleError, match="refused a numpy dtype of 'f4'"):
+        open_checkpoint(tmp_path / "two.pkl")

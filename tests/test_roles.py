@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import pickle
 
 import numpy as np
 import pytest
@@ -47,6 +48,23 @@ def test_a_top_level_embeddings_attribute_is_the_token_table_by_its_whole_name(t
     emb = open_tables(tmp_path / "a", {"embeddings.weight": table(139), "linear1.weight": table(32)})
     assert emb.token.name == "embeddings.weight" and "attacut" in emb.token.rule
     emb = open_tables(tmp_path / "b", {"encoder.embeddings.weight": table(139), "linear1.weight": table(32)})
+    with pytest.raises(TableError):
+        _ = emb.token
+
+
+def test_a_top_level_embedding_attribute_is_the_token_table_by_its_whole_name(tmp_path):
+    """g2pM 0.1.2.5's np_ckpt.pkl (its torch state dict as numpy arrays, pickled): 'embedding.weight' (5398 x 64),
+    the rows its predict looks up with np.take, beside 'lstm.*' and 'logit_layer.*'; info said no token table.
+    Only the whole name counts: g2p-fa's seq2seq holds 'encoder.embedding.weight' and 'decoder.embedding.weight'."""
+    rng = np.random.default_rng(1)
+    params = {"embedding.weight": table(54), "lstm.weight_ih_l0": table(128), "logit_layer.2.weight": table(87)}
+    with open(tmp_path / "np_ckpt.pkl", "wb") as f:
+        pickle.dump({name: value + rng.standard_normal(value.shape).astype(np.float32)
+                     for name, value in params.items()}, f, protocol=3)
+    emb = embscope.open(tmp_path / "np_ckpt.pkl")
+    assert emb.token.name == "embedding.weight" and "g2pM" in emb.token.rule
+    emb = open_tables(tmp_path / "b", {"encoder.embedding.weight": table(41), "decoder.embedding.weight": table(33),
+                                       "decoder.fc_out.weight": table(33)})
     with pytest.raises(TableError):
         _ = emb.token
 

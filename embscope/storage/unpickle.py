@@ -96,6 +96,12 @@ DTYPE_SPEC = re.compile(r"([biufcOSU])(\d{1,9})")
 NUMERIC_SIZES = {"b": (1,), "i": (1, 2, 4, 8), "u": (1, 2, 4, 8), "f": (2, 4, 8), "c": (8, 16), "O": (4, 8)}
 
 
+def dtype_flag(value: Any) -> bool:
+    """A dtype argument numpy writes: False/True, or the ints 0 and 1 of numpy before 1.20 (arraydescr_reduce's
+    Py_BuildValue("(Nii)", obj, 0, 1); g2pM 0.1.2.5's np_ckpt.pkl)."""
+    return type(value) in (bool, int) and value in (0, 1)
+
+
 class PickledDType:
     """numpy.dtype(spec, align, copy) as a pickle calls it, then BUILD with the state numpy writes;
     only the element types in DTYPE_SPEC, and only the states numpy itself writes for them."""
@@ -104,7 +110,7 @@ class PickledDType:
 
     def __init__(self, spec: Any, align: Any = False, copy: Any = True):
         found = DTYPE_SPEC.fullmatch(spec) if isinstance(spec, str) else None
-        if found is None or not isinstance(align, bool) or not isinstance(copy, bool):
+        if found is None or not dtype_flag(align) or not dtype_flag(copy):
             raise UnsafePickleError(f"refused a numpy dtype of {shown(spec)}: expected a plain element type "
                                     "(bool, int, uint, float, complex, bytes, str or object)")
         kind, size = found.group(1), int(found.group(2))
