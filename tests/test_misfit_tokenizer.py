@@ -235,3 +235,28 @@ def test_info_calls_rows_past_the_tokenizer_padding_only_in_its_own_table(tmp_pa
     else:
         assert padding == [(f"the token table has {rows} rows, the tokenizer 139 ids: {rows - 139} rows "
                             f"(139..{rows - 1}) are padding")]
+
+
+def untied(folder: Path, token_rows: int, output_rows: int, name: str = "model.safetensors") -> dict[str, np.ndarray]:
+    """A safetensors checkpoint (GPT-2's names) of a token table and an untied head of another height, attacut's
+    character map beside them."""
+    from safetensors.numpy import save_file
+    folder.mkdir(exist_ok=True)
+    (folder / "characters.json").write_text(json.dumps(CHARACTERS, ensure_ascii=False), encoding="utf-8")
+    tables = {"transformer.wte.weight": table(token_rows, 3), "lm_head.weight": table(output_rows, 4)}
+    save_file(tables, folder / name)
+    return tables
+
+
+def test_compare_says_why_the_output_rows_are_unnamed_when_the_tokenizer_is_only_the_token_tables(tmp_path):
+    untied(tmp_path, FIT_ROWS, MISFIT_ROWS, "a.safetensors")
+    from safetensors.numpy import load_file, save_file
+    tables = load_file(tmp_path / "a.safetensors")
+    for array in tables.values():
+        array[7] = -array[7]
+    save_file(tables, tmp_path / "b.safetensors")
+    doc = run_json("compare", tmp_path / "a.safetensors", tmp_path / "b.safetensors", "--sample", "20")
+    movers = {role: doc["tables"][role]["movers"][0] for role in ("token", "output")}
+    assert [(m["id"], m["token"]) for m in movers.values()] == [(7, NAMES[7]), (7, "#7")]
+    (note,) = doc["notes"]  # the token rows are named: only the output table's misfit is said
+    assert note.startswith(NOTE.replace("token table", "output table")) and note.endswith("; output rows print as #id")

@@ -5,7 +5,7 @@ and one checkpoint's token table against its own output projection. The command 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -155,15 +155,20 @@ def compare_run(run: Checkpoints, open_path: Opener, options: CompareOptions, *,
         found = compare_series(paths, open_path, options, ready=ready, token_pairing=pairing, word_rows=rows,
                                stages=stages, on_open=read.note)
     read.note_last()
-    notes = [*one_file_notes(paths, [path for path, _ in found.checkpoints]), *run.notes, *tokenizer_notes(ready[0])]
+    notes = [*one_file_notes(paths, [path for path, _ in found.checkpoints]), *run.notes,
+             *tokenizer_notes(ready[0], found.names)]
     return ComparedRun(found, found_words, notes, read.paths())
 
 
-def tokenizer_notes(emb: Embeddings) -> list[str]:
-    """A tokenizer named or found that did not load, or is not the token table's, costs only the names, and the
-    answer says so."""
-    why = tokenizer_failure(emb, emb.token)
-    return [Message(why, "; token rows print as #id")] if why else []
+def tokenizer_notes(emb: Embeddings, roles: Iterable[str]) -> list[str]:
+    """A tokenizer named or found that did not load, or is not a compared table's (the output table's too: it may be
+    of another height), costs only those rows' names, and the answer says so, once for each reason."""
+    unnamed: dict[str, list[str]] = {}  # why -> the roles whose rows print as #id for it
+    for role in roles:
+        why = tokenizer_failure(emb, emb.table(role)) if role != "position" else None
+        if why:
+            unnamed.setdefault(why, []).append(role)
+    return [Message(why, f"; {' and '.join(named)} rows print as #id") for why, named in unnamed.items()]
 
 
 def compare_own_output(emb: Embeddings, options: CompareOptions, *, words: list[str] | None = None,
