@@ -260,3 +260,17 @@ def test_compare_says_why_the_output_rows_are_unnamed_when_the_tokenizer_is_only
     assert [(m["id"], m["token"]) for m in movers.values()] == [(7, NAMES[7]), (7, "#7")]
     (note,) = doc["notes"]  # the token rows are named: only the output table's misfit is said
     assert note.startswith(NOTE.replace("token table", "output table")) and note.endswith("; output rows print as #id")
+
+
+def test_undertrained_calls_a_misfit_tokenizer_no_missing_one(tmp_path):
+    # the output table's answer said both the misfit note and 'without a tokenizer nothing is verified', though the
+    # tokenizer was there and verified the token table's candidates
+    untied(tmp_path, FIT_ROWS, MISFIT_ROWS)
+    doc = run_json("undertrained", "-c", tmp_path, "--table", "both")
+    tables = {t["table"]: t for t in doc["tables"]}
+    assert tables["token"]["candidates"][0]["token"] == "<PAD>" and tables["output"]["candidates"][0]["token"] == "#0"
+    (said,) = [n for n in doc["notes"] if "under a quarter" in n]  # the token table's tokenizer: no note of its own
+    assert said.startswith(NOTE.replace("token table", "output table"))
+    assert tables["output"]["notes"] == [] and tables["token"]["notes"] == []
+    console = " ".join(run("undertrained", "-c", tmp_path, "--table", "both").stdout.split())
+    assert "without a tokenizer" not in console and console.count("under a quarter") == 1
