@@ -669,3 +669,15 @@ def test_real_minilm_with_its_unused_rows_renamed(tmp_path):
     assert "seeded from the table because the tokenizer marks only 1 row unused" in doc["reference"]["description"]
     recall, precision = recall_precision(ids(doc), unused)
     assert recall >= 0.8 and precision >= 0.5, (recall, precision)
+
+
+def test_a_note_two_tables_share_is_said_once(tmp_path):
+    # --table both without a tokenizer printed 'without a tokenizer nothing is verified' once for each table
+    rng = np.random.default_rng(8)
+    save_file({"transformer.wte.weight": rng.standard_normal((300, 16)).astype(np.float32),
+               "lm_head.weight": rng.standard_normal((300, 16)).astype(np.float32)}, tmp_path / "model.safetensors")
+    said = "without a tokenizer nothing is verified, and padding rows cannot be told apart"
+    doc = run_json("undertrained", "-c", tmp_path, "--table", "both")
+    assert [t["notes"] for t in doc["tables"]] == [[said], [said]]  # each table's own, in JSON
+    console = " ".join(run("undertrained", "-c", tmp_path, "--table", "both").stdout.split())
+    assert console.count(said) == 1 and console.count("no tokenizer found beside the checkpoint") == 1
