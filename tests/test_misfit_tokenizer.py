@@ -274,3 +274,17 @@ def test_undertrained_calls_a_misfit_tokenizer_no_missing_one(tmp_path):
     assert tables["output"]["notes"] == [] and tables["token"]["notes"] == []
     console = " ".join(run("undertrained", "-c", tmp_path, "--table", "both").stdout.split())
     assert "without a tokenizer" not in console and console.count("under a quarter") == 1
+
+
+def test_compare_output_names_the_output_tables_neighbours_only_by_its_own_tokenizer(tmp_path):
+    # compare --output --words named the 1,000-row head's neighbours by the token table's 139-id map ('โ' for #68)
+    tables = untied(tmp_path, FIT_ROWS, MISFIT_ROWS)
+    doc = run_json("compare", tmp_path, "--output", "--words", "ก", "-k", "30")
+    (word,) = doc["words"]
+    token, output = (tables[name].astype(np.float64) for name in ("transformer.wte.weight", "lm_head.weight"))
+    nearest = top_cosines(output, 3, 30)
+    assert word["id"] == 3 and min(nearest) < 139  # some of them are ids the map names
+    assert word["token_neighbours"] == [NAMES.get(i, f"#{i}") for i in top_cosines(token, 3, 30)]
+    assert word["output_neighbours"] == [f"#{i}" for i in nearest]
+    (note,) = [n for n in doc["notes"] if "under a quarter" in n]
+    assert note.startswith(NOTE.replace("token table", "output table")) and note.endswith("output rows print as #id")
