@@ -288,3 +288,16 @@ def test_compare_output_names_the_output_tables_neighbours_only_by_its_own_token
     assert word["output_neighbours"] == [f"#{i}" for i in nearest]
     (note,) = [n for n in doc["notes"] if "under a quarter" in n]
     assert note.startswith(NOTE.replace("token table", "output table")) and note.endswith("output rows print as #id")
+
+
+def test_compare_says_why_bs_neighbours_are_unnamed_when_bs_table_outgrew_the_tokenizer(tmp_path):
+    # B's table (1,000 rows) is not the 139-id map's, A's (150) is: B's neighbours of --words printed #id unexplained
+    a, _ = beside_characters(tmp_path / "a", FIT_ROWS)
+    b, after = beside_characters(tmp_path / "b", MISFIT_ROWS)
+    doc = run_json("compare", a, b, "--words", "ก", "-k", "10")
+    (word,) = doc["tables"]["token"]["neighbor_overlap"]["by_word"]
+    nearest = top_cosines(after, 3, 10)
+    assert min(nearest) < 139 and word["neighbors_b"] == [f"#{i}" for i in nearest]  # the map's ids unnamed too
+    (note,) = [n for n in doc["notes"] if "under a quarter" in n]
+    assert note == f"B: {NOTE}: it is not that table's, so no row there is named, looked up by word, verified or " \
+                   "taken for padding (name the table's own with --tokenizer); B's token rows print as #id"
