@@ -235,3 +235,69 @@ def test_info_calls_rows_past_the_tokenizer_padding_only_in_its_own_table(tmp_pa
     else:
         assert padding == [(f"the token table has {rows} rows, the tokenizer 139 ids: {rows - 139} rows "
                             f"(139..{rows - 1}) are padding")]
+
+
+def untied(folder: Path, token_rows: int, output_rows: int, name: str = "model.safetensors") -> dict[str, np.ndarray]:
+    """A safetensors checkpoint (GPT-2's names) of a token table and an untied head of another height, attacut's
+    character map beside them."""
+    from safetensors.numpy import save_file
+    folder.mkdir(exist_ok=True)
+    (folder / "characters.json").write_text(json.dumps(CHARACTERS, ensure_ascii=False), encoding="utf-8")
+    tables = {"transformer.wte.weight": table(token_rows, 3), "lm_head.weight": table(output_rows, 4)}
+    save_file(tables, folder / name)
+    return tables
+
+
+def test_compare_says_why_the_output_rows_are_unnamed_when_the_tokenizer_is_only_the_token_tables(tmp_path):
+    untied(tmp_path, FIT_ROWS, MISFIT_ROWS, "a.safetensors")
+    from safetensors.numpy import load_file, save_file
+    tables = load_file(tmp_path / "a.safetensors")
+    for array in tables.values():
+        array[7] = -array[7]
+    save_file(tables, tmp_path / "b.safetensors")
+    doc = run_json("compare", tmp_path / "a.safetensors", tmp_path / "b.safetensors", "--sample", "20")
+    movers = {role: doc["tables"][role]["movers"][0] for role in ("token", "output")}
+    assert [(m["id"], m["token"]) for m in movers.values()] == [(7, NAMES[7]), (7, "#7")]
+    (note,) = doc["notes"]  # the token rows are named: only the output table's misfit is said
+    assert note.startswith(NOTE.replace("token table", "output table")) and note.endswith("; output rows print as #id")
+
+
+def test_undertrained_calls_a_misfit_tokenizer_no_missing_one(tmp_path):
+    # the output table's answer said both the misfit note and 'without a tokenizer nothing is verified', though the
+    # tokenizer was there and verified the token table's candidates
+    untied(tmp_path, FIT_ROWS, MISFIT_ROWS)
+    doc = run_json("undertrained", "-c", tmp_path, "--table", "both")
+    tables = {t["table"]: t for t in doc["tables"]}
+    assert tables["token"]["candidates"][0]["token"] == "<PAD>" and tables["output"]["candidates"][0]["token"] == "#0"
+    (said,) = [n for n in doc["notes"] if "under a quarter" in n]  # the token table's tokenizer: no note of its own
+    assert said.startswith(NOTE.replace("token table", "output table"))
+    assert tables["output"]["notes"] == [] and tables["token"]["notes"] == []
+    console = " ".join(run("undertrained", "-c", tmp_path, "--table", "both").stdout.split())
+    assert "without a tokenizer" not in console and console.count("under a quarter") == 1
+
+
+def test_compare_output_names_the_output_tables_neighbours_only_by_its_own_tokenizer(tmp_path):
+    # compare --output --words named the 1,000-row head's neighbours by the token table's 139-id map ('โ' for #68)
+    tables = untied(tmp_path, FIT_ROWS, MISFIT_ROWS)
+    doc = run_json("compare", tmp_path, "--output", "--words", "ก", "-k", "30")
+    (word,) = doc["words"]
+    token, output = (tables[name].astype(np.float64) for name in ("transformer.wte.weight", "lm_head.weight"))
+    nearest = top_cosines(output, 3, 30)
+    assert word["id"] == 3 and min(nearest) < 139  # some of them are ids the map names
+    assert word["token_neighbours"] == [NAMES.get(i, f"#{i}") for i in top_cosines(token, 3, 30)]
+    assert word["output_neighbours"] == [f"#{i}" for i in nearest]
+    (note,) = [n for n in doc["notes"] if "under a quarter" in n]
+    assert note.startswith(NOTE.replace("token table", "output table")) and note.endswith("output rows print as #id")
+
+
+def test_compare_says_why_bs_neighbours_are_unnamed_when_bs_table_outgrew_the_tokenizer(tmp_path):
+    # B's table (1,000 rows) is not the 139-id map's, A's (150) is: B's neighbours of --words printed #id unexplained
+    a, _ = beside_characters(tmp_path / "a", FIT_ROWS)
+    b, after = beside_characters(tmp_path / "b", MISFIT_ROWS)
+    doc = run_json("compare", a, b, "--words", "ก", "-k", "10")
+    (word,) = doc["tables"]["token"]["neighbor_overlap"]["by_word"]
+    nearest = top_cosines(after, 3, 10)
+    assert min(nearest) < 139 and word["neighbors_b"] == [f"#{i}" for i in nearest]  # the map's ids unnamed too
+    (note,) = [n for n in doc["notes"] if "under a quarter" in n]
+    assert note == f"B: {NOTE}: it is not that table's, so no row there is named, looked up by word, verified or " \
+                   "taken for padding (name the table's own with --tokenizer); B's token rows print as #id"

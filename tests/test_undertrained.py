@@ -734,3 +734,15 @@ def test_norm_signals_are_measured_among_the_trained_rows_when_most_never_traine
     assert (f"norm z is measured among the {rows - words} rows not found never trained (median {median:.4g}, MAD "
             f"{mad:.4g}), as norms measures its anomalies") in doc["tables"][0]["notes"]
     assert not any("norm z is measured" in note for note in run_json("undertrained")["tables"][0]["notes"])
+
+
+def test_a_note_two_tables_share_is_said_once(tmp_path):
+    # --table both without a tokenizer printed 'without a tokenizer nothing is verified' once for each table
+    rng = np.random.default_rng(8)
+    save_file({"transformer.wte.weight": rng.standard_normal((300, 16)).astype(np.float32),
+               "lm_head.weight": rng.standard_normal((300, 16)).astype(np.float32)}, tmp_path / "model.safetensors")
+    said = "without a tokenizer nothing is verified, and padding rows cannot be told apart"
+    doc = run_json("undertrained", "-c", tmp_path, "--table", "both")
+    assert [t["notes"] for t in doc["tables"]] == [[said], [said]]  # each table's own, in JSON
+    console = " ".join(run("undertrained", "-c", tmp_path, "--table", "both").stdout.split())
+    assert console.count(said) == 1 and console.count("no tokenizer found beside the checkpoint") == 1

@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING
 from ..core.errors import Message, Option, TokenError
 from ..core.text import quote
 from ..lookup import lookup_word
-from ..naming import token_string_or_none, tokenizer_failure
+from ..naming import token_string_or_none
 from .compare import CompareOptions, by_token
 from .compare_output import OutputComparison, compare_output
-from .compare_series import Opener, SeriesComparison, compare_series, run_checkpoints
+from .compare_series import Opener, SeriesComparison, compare_series, run_checkpoints, unnamed
 from .distributed import compare_on_scheduler
 from .pairing import Pairing
 from .stages import Stages, quiet
@@ -155,15 +155,23 @@ def compare_run(run: Checkpoints, open_path: Opener, options: CompareOptions, *,
         found = compare_series(paths, open_path, options, ready=ready, token_pairing=pairing, word_rows=rows,
                                stages=stages, on_open=read.note)
     read.note_last()
-    notes = [*one_file_notes(paths, [path for path, _ in found.checkpoints]), *run.notes, *tokenizer_notes(ready[0])]
+    unnamed_a = unnamed(ready[0], found.names)
+    # B's rows are named only in the neighbours of --words: said where B's tokenizer costs names A's did not
+    unnamed_b = {role: why for role, why in found.unnamed_b.items() if rows and why != unnamed_a.get(role)}
+    notes = [*one_file_notes(paths, [path for path, _ in found.checkpoints]), *run.notes,
+             *tokenizer_notes(unnamed_a), *tokenizer_notes(unnamed_b, "B")]
     return ComparedRun(found, found_words, notes, read.paths())
 
 
-def tokenizer_notes(emb: Embeddings) -> list[str]:
-    """A tokenizer named or found that did not load, or is not the token table's, costs only the names, and the
-    answer says so."""
-    why = tokenizer_failure(emb, emb.token)
-    return [Message(why, "; token rows print as #id")] if why else []
+def tokenizer_notes(unnamed_roles: dict[str, str], whose: str = "") -> list[str]:
+    """A tokenizer named or found that did not load, or is not a compared table's (the output table's too: it may be
+    of another height; B's table: a run's table may grow), costs only those rows' names, and the answer says so,
+    once for each reason. `unnamed_roles`: role -> why (compare_series.unnamed)."""
+    by_reason: dict[str, list[str]] = {}  # why -> the roles whose rows print as #id for it
+    for role, why in unnamed_roles.items():
+        by_reason.setdefault(why, []).append(role)
+    said, rows = (f"{whose}: ", f"{whose}'s ") if whose else ("", "")
+    return [Message(said, why, f"; {rows}{' and '.join(named)} rows print as #id") for why, named in by_reason.items()]
 
 
 def compare_own_output(emb: Embeddings, options: CompareOptions, *, words: list[str] | None = None,

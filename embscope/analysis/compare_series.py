@@ -5,14 +5,14 @@ beside the numbers."""
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..core.errors import CheckpointError
 from ..core.text import quote
-from ..naming import row_name
+from ..naming import row_name, tokenizer_failure
 from ..series import Step, checkpoint_step, folder_checkpoints, in_step_order
 from .audit import Audit, audit
 from .compare import CompareOptions, Comparison, TableInput, compare
@@ -37,11 +37,23 @@ class SeriesComparison:
     names: dict[str, Namer]  # role -> how to name a row of the first checkpoint's table
     names_b: dict[str, Namer]  # role -> how to name a row of the last checkpoint's table
     audit: Audit  # duplicate and out-of-order checkpoints
+    unnamed_b: dict[str, str] = field(default_factory=dict)  # role -> why the last checkpoint's rows print as #id
 
 
 def namer(emb: Embeddings, role: str, first_row: int) -> Namer:
     tokenizer = emb.tokenizer_for_names(emb.table(role))[0] if role != "position" else None
     return functools.partial(row_name, tokenizer, role, first_row=first_row)
+
+
+def unnamed(emb: Embeddings, roles: Iterable[str]) -> dict[str, str]:
+    """role -> why namer names that table's rows `#id` (a tokenizer that did not load, or is not that table's);
+    a position table's rows are named by position."""
+    found = {}
+    for role in roles:
+        why = tokenizer_failure(emb, emb.table(role)) if role != "position" else None
+        if why:
+            found[role] = why
+    return found
 
 
 def stored_type(table: Table) -> str:
@@ -110,12 +122,12 @@ def compare_series(paths: Sequence[Path], open_path: Opener, options: CompareOpt
     (last, last_tables), = latest
     names_b.update((role, namer(last, role, table.first_row)) for role, table in last_tables.items())
     table_names = {role: (first_names[role], last_names[role]) for role in comparison.tables}
-    return finished(comparison, opened, table_names, names, names_b)
+    return finished(comparison, opened, table_names, names, names_b, unnamed(last, last_tables))
 
 
 def finished(comparison: Comparison, opened: list[tuple[Path, Step]], table_names: dict[str, tuple[str, str]],
-             names: dict[str, Namer], names_b: dict[str, Namer]) -> SeriesComparison:
+             names: dict[str, Namer], names_b: dict[str, Namer], unnamed_b: dict[str, str]) -> SeriesComparison:
     """The comparison with what it is about, and the run's audit."""
     labels = [f"step {step.value:,}" if step.value is not None else f"checkpoint {i + 1}"
               for i, (_, step) in enumerate(opened)]
-    return SeriesComparison(comparison, opened, table_names, names, names_b, audit(comparison, labels))
+    return SeriesComparison(comparison, opened, table_names, names, names_b, audit(comparison, labels), unnamed_b)

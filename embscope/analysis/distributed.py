@@ -31,7 +31,7 @@ from ..core.text import quote
 from ..quiet import children_quiet
 from ..series import Step, checkpoint_step
 from .compare import CompareOptions, NeighborOverlap, SeriesWalk, TableState, TrajectoryPoint
-from .compare_series import SeriesComparison, finished, namer, tables_of
+from .compare_series import SeriesComparison, finished, namer, tables_of, unnamed
 from .stages import Stages, quiet
 from .sweep import RowChanges
 
@@ -360,4 +360,4 @@ def compare_on_scheduler(paths: Sequence[Path], opener: Opener, options: Compare
     names = {role: namer(first, role, table.first_row) for role, table in first_tables.items()}
     names_b = {role: namer(last, role, table.first_row) for role, table in last_tables.items()}
     table_names = {role: (first.table(role).name, last.table(role).name) for role in comparison.tables}
-    return finished(comparison, opened, table_names, names, names_b)
+    return finished(comparison, opened, table_names, names, names_b, unnamed(last, last_tables))

@@ -38,9 +38,11 @@ from .token_kinds import KINDS, ROUND_TRIP_MAX_CHARS, TokenKinds, token_kinds
 from .untrained import Untrained, find_untrained
 
 if TYPE_CHECKING:
+    from ..core.tokenizer import Tokenizer
     from ..embeddings import Embeddings
 
 BLOCK_BYTES = 32 * 1024 * 1024  # float64 work space per block of rows
+NO_TOKENIZER = "without a tokenizer nothing is verified, and padding rows cannot be told apart"
 COMPONENT_WIDTH = 8  # directions iterated together to find the first principal component
 COMPONENT_ITERATIONS = 40  # reads of the table at most; a table with no leading direction uses them all
 COMPONENT_TOLERANCE = 1e-10  # distance between successive unit estimates of the component
@@ -181,27 +183,37 @@ def undertrained_tables(emb: Embeddings, roles: Sequence[str] | None = None, *, 
     for role in roles if roles is not None else default_roles(emb):
         chosen = emb.table(role)
         tokenizer, why_none = emb.tokenizer_for_names(chosen)  # one that is not the table's verifies nothing there
+        # there is one, but not this table's: its note says so, and NO_TOKENIZER would call it none
+        misfit = tokenizer is None and emb.tokenizer_for_names()[0] is not None
         if why_none and why_none not in notes:
             notes.append(why_none)
         if refused:
             tokenizer = None
         if tokenizer is not None and (kinds is None or kinds.rows != chosen.rows):
-            try:
-                kinds = token_kinds(tokenizer, chosen.rows, stages("tokenizer round trip"))
-            except EmbscopeError as err:  # it cannot encode at all: the answer goes on as without one, and says so
-                tokenizer, kinds, refused = None, None, True
-                notes.append(Message("tokenizer refused: ", message_of(err)))
-            if kinds is not None and kinds.too_long:
-                notes.append(f"{kinds.too_long:,} tokens longer than {ROUND_TRIP_MAX_CHARS:,} characters were not "
-                             "encoded back (the round trip costs their length), so none of them is marked unreachable")
+            kinds = round_trip(tokenizer, chosen.rows, notes, stages)
+            tokenizer, refused = (tokenizer, False) if kinds is not None else (None, True)
         other = others(role, chosen.tensor.shape) if others is not None else ()
-        reports.append(find_undertrained(chosen.array, kinds if tokenizer is not None else None, table=chosen.role,
-                                         name=chosen.name, others=other,
-                                         topk=nearest_rows(device, stages(f"nearest rows of the {role} table")),
-                                         config=emb.checkpoint.config,
-                                         never=(untrained or {}).get(str(chosen.role))))
+        found = find_undertrained(chosen.array, kinds if tokenizer is not None else None, table=chosen.role,
+                                  name=chosen.name, others=other,
+                                  topk=nearest_rows(device, stages(f"nearest rows of the {role} table")),
+                                  config=emb.checkpoint.config, never=(untrained or {}).get(str(chosen.role)))
+        reports.append(replace(found, notes=tuple(n for n in found.notes if n != NO_TOKENIZER)) if misfit else found)
     notes += [note for report in reports for note in emb.table(report.table).notes]
     return UndertrainedTables(tuple(reports), kinds, tuple(notes))
+
+
+def round_trip(tokenizer: Tokenizer, rows: int, notes: list[str], stages: Stages) -> TokenKinds | None:
+    """The tokenizer's kinds of `rows` ids, None where it cannot encode at all (the answer goes on as without one);
+    `notes` gets what the answer says of it."""
+    try:
+        kinds = token_kinds(tokenizer, rows, stages("tokenizer round trip"))
+    except EmbscopeError as err:
+        notes.append(Message("tokenizer refused: ", message_of(err)))
+        return None
+    if kinds.too_long:
+        notes.append(f"{kinds.too_long:,} tokens longer than {ROUND_TRIP_MAX_CHARS:,} characters were not "
+                     "encoded back (the round trip costs their length), so none of them is marked unreachable")
+    return kinds
 
 
 Measured = tuple["Reference", np.ndarray, "Threshold"]  # the reference used, the indicator, its threshold
@@ -278,7 +290,7 @@ def find_undertrained(array: np.ndarray, kinds: TokenKinds | None, *, table: str
                                                         tokenizer_reference(kinds, unchanged), topk, config, table,
                                                         never)
     if kinds is None:
-        notes.append("without a tokenizer nothing is verified, and padding rows cannot be told apart")
+        notes.append(NO_TOKENIZER)
     median, mad, basis_note = norm_basis(norms, never)
     notes += [basis_note] if basis_note else []
     z = robust_z(norms, median, mad)

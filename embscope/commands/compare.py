@@ -3,6 +3,7 @@
 import os
 from dataclasses import replace
 from enum import Enum
+from functools import partial
 from pathlib import Path
 from typing import Annotated
 
@@ -10,6 +11,7 @@ import typer
 
 from ..analysis.compare import CompareOptions
 from ..analysis.compare_run import checkpoints_of, compare_own_output, compare_run
+from ..core.errors import Message
 from ..naming import token_name
 from ..render import compare as render
 from ..render import compare_output as render_output
@@ -141,7 +143,12 @@ def compare_output_command(source: Source, *, probe_words: list[str] | None, sam
         found, found_words = compare_own_output(emb, CompareOptions(k=k, sample=sample, device=device, cka=cka),
                                                 words=probe_words, stages=stages)
     tokenizer = emb.tokenizer_for_names(emb.token)[0]
-    render_output.show(emb, found, found_words, lambda row: token_name(tokenizer, row), json=json)
+    # the output table's rows are named only by a tokenizer that is its own too (it may be of another height)
+    output_tokenizer, why = emb.tokenizer_for_names(emb.output) if emb.output is not None else (tokenizer, None)
+    named = any(row is not None for _, row, _ in found_words)  # words' neighbours are listed: rows are named
+    said = [Message(why, "; output rows print as #id")] if named and why else []
+    render_output.show(emb, found, found_words, (partial(token_name, tokenizer), partial(token_name, output_tokenizer)),
+                       json=json, said=said)
 
 
 def register(app: typer.Typer) -> None:

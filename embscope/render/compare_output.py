@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..analysis.compare_output import OutputComparison
@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from ..embeddings import Embeddings
 
 Words = list[tuple[str, int | None, str | None]]  # (word, token row, why it has none)
+Namer = Callable[[int], str]
 TIED = "the output projection is the token table (a tied head): they are one table, so there is nothing to compare"
 
 
@@ -49,13 +50,16 @@ def trailing_notes(found: OutputComparison, words: Words) -> list[str]:
     return listed + [Message(Option("words"), f" {word!r}: ", why) for word, _, why in words if why]
 
 
-def document(found: OutputComparison, words: Words, name: Callable[[int], str]) -> Document:
+def document(found: OutputComparison, words: Words, names: tuple[Namer, Namer], said: Sequence[str] = ()) -> Document:
+    """`names`: how the token table's rows are named, and how the output table's (its tokenizer may not be the
+    token table's: another height); `said`: notes on those names."""
+    name, name_b = names
     doc: dict[str, Any] = {"token": found.token_name, "output": found.output_name, "tied": found.tied}
     table = found.found
     if table is None:
         doc |= {"rows_compared": 0, "mean_row_cosine": None, "aligned_mean_row_cosine": None, "cka": None,
                 "neighbour_overlap": None, "reason": TIED}
-        return doc | {"notes": notes(found, words)}
+        return doc | {"notes": notes(found, words) + list(said)}
     overlap, alignment = table.neighbors, table.alignment
     doc |= {
         "rows_compared": table.summary.rows, "rows_with_cosine": table.summary.defined,
@@ -73,21 +77,22 @@ def document(found: OutputComparison, words: Words, name: Callable[[int], str]) 
         queried = {int(row): i for i, row in enumerate(overlap.rows_a[:overlap.words])}
         doc["words"] = [{"word": word, "id": row, "jaccard": overlap.jaccard[queried[row]],
                          "token_neighbours": [name(int(j)) for j in overlap.neighbors_a[queried[row]] if j >= 0],
-                         "output_neighbours": [name(int(j)) for j in overlap.neighbors_b[queried[row]] if j >= 0]}
+                         "output_neighbours": [name_b(int(j)) for j in overlap.neighbors_b[queried[row]] if j >= 0]}
                         for word, row, _ in words if row is not None and row in queried]
-    return doc | {"notes": notes(found, words)}
+    return doc | {"notes": notes(found, words) + list(said)}
 
 
-def show(emb: Embeddings, found: OutputComparison, words: Words, name: Callable[[int], str], *, json: bool) -> None:
+def show(emb: Embeddings, found: OutputComparison, words: Words, names: tuple[Namer, Namer], *, json: bool,
+         said: Sequence[str] = ()) -> None:
     if json:
-        header.emit(document(found, words, name), emb)
+        header.emit(document(found, words, names, said), emb)
         return
     header.show(emb)
     out = console.out
     table = found.found
     if table is None:
         out.print(f"token table {console.safe(quote(found.token_name))}: {TIED}", soft_wrap=True)
-        console.notes(notes(found, words))
+        console.notes(notes(found, words) + list(said))
         return
     console.notes(leading_notes(found))
     out.print(f"token table {console.safe(quote(found.token_name))} against the output projection "
@@ -106,9 +111,9 @@ def show(emb: Embeddings, found: OutputComparison, words: Words, name: Callable[
         out.print(as_flags(Message(f"  neighbour overlap (Jaccard of top-{overlap.k} sets within each table): mean "
                                    f"{number(overlap.mean)} over {over} ({overlap.words} from ",
                                    Option("words"), f", {sampled:,} drawn with seed {overlap.seed})")), soft_wrap=True)
-        document_words = document(found, words, name).get("words", [])
+        document_words = document(found, words, names).get("words", [])
         for entry in document_words:
             out.print(f"    {console.safe(quote(entry['word']))}: Jaccard {number(entry['jaccard'], 3)}; token: "
                       f"{console.safe(', '.join(map(quote, entry['token_neighbours'])))}; output: "
                       f"{console.safe(', '.join(map(quote, entry['output_neighbours'])))}", soft_wrap=True)
-    console.notes(trailing_notes(found, words))
+    console.notes(trailing_notes(found, words) + list(said))

@@ -333,7 +333,7 @@ def undertrained_blocks(report: Report) -> list[Block]:
     title = emb_title(report.emb)
     blocks.append(Figure("undertrained", "the indicator and the row norms, with the threshold and the candidates",
                          partial(undertrained_figure, found.reports, title)))
-    return blocks + notes([*found.notes, *(note for table in found.reports for note in table.notes)])
+    return blocks + notes(undertrained_text.said_once(found.notes, found.reports))
 
 
 def neighbors_blocks(report: Report) -> list[Block]:

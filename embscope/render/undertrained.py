@@ -37,6 +37,11 @@ def namers(emb: Embeddings) -> Namers:
     return lambda report: functools.partial(token_name, emb.tokenizer_for_names(emb.table(report.table))[0])
 
 
+def said_once(notes: Sequence[str], reports: Sequence[UndertrainedReport]) -> list[str]:
+    """The answer's notes, then each table's, each said once: two tables without a tokenizer share theirs."""
+    return list(dict.fromkeys([*notes, *(note for report in reports for note in report.notes)]))
+
+
 def document(reports: Sequence[UndertrainedReport], kinds: TokenKinds | None, names: Namers, notes: Sequence[str],
              plot: Output | None) -> Document:
     """The JSON document: the first table's reference, threshold and candidates at the top level (the output
@@ -98,7 +103,7 @@ def render(emb: Embeddings, reports: Sequence[UndertrainedReport], kinds: TokenK
         render_table(report, names(report))
     if plot is not None:
         out.print(console.safe(plot.written()), soft_wrap=True)
-    console.notes([*notes, *(note for report in reports for note in report.notes)])
+    console.notes(said_once(notes, reports))
 
 
 def render_table(report: UndertrainedReport, name: Namer) -> None:
