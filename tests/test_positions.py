@@ -274,3 +274,27 @@ def test_a_distance_whose_only_pair_holds_a_zero_row_is_null_and_said(tmp_path):
     assert doc["notes"] == [note]
     console = run("positions", "--profile", "-c", tmp_path / "model.safetensors").stdout
     assert "│ 31         │ null                 │ null   │ 0     │" in console and "nan" not in console
+
+
+def test_pairs_that_hold_a_never_trained_position_are_marked_and_the_evidence_named():
+    """AntiBERTy (antiberty 0.1.3, trained_models/AntiBERTy_md_smooth/pytorch_model.bin, BERT, 512 positions) and
+    IgLM (iglm 0.1.0, trained_models/IgLM*/pytorch_model.bin, GPT-2): positions 214-511 and 166-511 never trained,
+    as norms says, yet positions showed the default pairs 250:251, 250:500, 0:511 ... as if they told how the model
+    sees those positions: cosines between rows as initialised. Here transformers' BERT trained on sequences of at
+    most 40 tokens (tests/data/make_short_bert.py): positions 40-127 keep N(0, 0.02)."""
+    from pathlib import Path
+
+    from safetensors.numpy import load_file
+    folder = Path(__file__).parent / "data" / "short_bert"
+    table = load_file(folder / "model.safetensors")["bert.embeddings.position_embeddings.weight"].astype(np.float64)
+    norms = np.linalg.norm(table, axis=1)
+    assert abs(norms[40:].mean() / (0.02 * np.sqrt(64)) - 1) < 0.05 < norms[:40].min() / norms[40:].max() - 1
+    doc = run_json("positions", "-c", str(folder))
+    marked = [p["never_trained"] for p in doc["pairs"]]
+    assert marked == [max(p["i"], p["j"]) >= 40 for p in doc["pairs"]] and any(marked) and not all(marked)
+    held = ", ".join(f"{p['i']}:{p['j']}" for p in doc["pairs"] if p["never_trained"])
+    (note,) = [n for n in doc["notes"] if "never trained" in n]
+    assert note.startswith("positions 40-127 (88 rows) never trained: ")
+    assert f"the pairs {held} hold such a position" in note
+    text = " ".join(run("positions", "-c", str(folder)).stdout.split())
+    assert "never trained" in text and f"the pairs {held} hold such a position" in text

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..compute import cosine_blocks, pair_cosines, topk_rows, unit_rows
+from ..compute import cosine_blocks, pair_cosines, row_norms, topk_rows, unit_rows
 from ..core.errors import PositionError
+from .untrained import Untrained, find_untrained
 
 if TYPE_CHECKING:
     from ..embeddings import Embeddings
@@ -35,6 +36,7 @@ class PositionPair:
     distance: int  # |j - i|, in positions
     cosine: float  # NaN when undefined; `reason` says why
     reason: str | None = None
+    never_trained: bool = False  # i or j is a position that never trained (analysis.untrained): rows as initialised
 
 
 @dataclass(frozen=True)
@@ -295,4 +297,25 @@ def positions(emb: Embeddings, pairs: Sequence[tuple[int, int]] = (), *, default
                     else (None, None))
     if shape is not None:
         notes += empty_offsets_note(shape)
-    return PositionsResult(table.name, table.rows, table.first_row, table.dim, found, shape, cells, tuple(notes))
+    never = find_untrained(table.array, row_norms(table.array), "position", emb.checkpoint.config, table.first_row)
+    found, said = marked_untrained(found, never, table.first_row, shape is not None)
+    return PositionsResult(table.name, table.rows, table.first_row, table.dim, found, shape, cells,
+                           (*said, *notes))
+
+
+def marked_untrained(pairs: Sequence[PositionPair], never: Untrained, first_row: int,
+                     profiled: bool) -> tuple[tuple[PositionPair, ...], list[str]]:
+    """The pairs with those that hold a never-trained position marked, and the note that names the evidence: a
+    cosine between rows still as initialised says nothing the model learnt about those positions."""
+    if not never.count:
+        return tuple(pairs), []
+    untrained = set((never.rows - first_row).tolist())
+    marked = tuple(replace(p, never_trained=p.i in untrained or p.j in untrained) for p in pairs)
+    held = [f"{p.i}:{p.j}" for p in marked if p.never_trained]
+    parts = [never.evidence]
+    if held:
+        parts.append(f"the pair{'s' * (len(held) > 1)} {', '.join(held)} hold{'s' * (len(held) == 1)} such a "
+                     "position: a cosine between rows as initialised, not between positions the model learnt")
+    if profiled:
+        parts.append("the profile by distance counts them too")
+    return marked, ["; ".join(parts)]
