@@ -276,6 +276,7 @@ class PositionsResult:
     profile: PositionProfile | None
     heatmap: Heatmap | None  # what the plot draws; None unless asked for
     notes: tuple[str, ...]
+    trained: PositionProfile | None = None  # the profile of the positions before a never-trained tail
 
     @property
     def positions(self) -> int:
@@ -299,8 +300,28 @@ def positions(emb: Embeddings, pairs: Sequence[tuple[int, int]] = (), *, default
         notes += empty_offsets_note(shape)
     never = find_untrained(table.array, row_norms(table.array), "position", emb.checkpoint.config, table.first_row)
     found, said = marked_untrained(found, never, table.first_row, shape is not None)
+    trained = trained_profile(table.array, table.first_row, never) if shape is not None else None
+    if trained is not None:
+        said.append(trained_note(trained))
     return PositionsResult(table.name, table.rows, table.first_row, table.dim, found, shape, cells,
-                           (*said, *notes))
+                           (*said, *notes), trained)
+
+
+def trained_profile(table: np.ndarray, first_row: int, never: Untrained) -> PositionProfile | None:
+    """The profile of the positions before a never-trained tail (the model's longest sequence), where the tail is
+    all the table's never-trained rows and at least two positions come before it: the figures of the positions the
+    model learnt, which a long tail of rows as initialised would drown."""
+    runs = never.ranges()
+    if len(runs) != 1 or never.whole or runs[0][1] != table.shape[0] - 1 or runs[0][0] - first_row < 2:
+        return None
+    return position_profile(table[:runs[0][0]], first_row, heatmap=False)[0]
+
+
+def trained_note(profile: PositionProfile) -> str:
+    last = len(profile.mean)
+    return (f"among positions 0-{last} alone (those before the never-trained ones): mean cos(p_i, p_i+1) "
+            f"{profile.mean[0]:+.4f}, nearest neighbour is i-1 or i+1 for {100 * profile.nearest_is_adjacent:.2f}% "
+            f"of {profile.positions_counted} positions")
 
 
 def marked_untrained(pairs: Sequence[PositionPair], never: Untrained, first_row: int,

@@ -33,6 +33,7 @@ def document(result: PositionsResult, *, profile: bool, plot: Output | None) -> 
                   for p in result.pairs]}
     if profile and result.profile is not None:
         doc["profile"] = profile_doc(result.profile)
+        doc["trained_profile"] = None if result.trained is None else profile_doc(result.trained)
     if plot is not None:
         doc |= plot.fields()
     doc["notes"] = list(result.notes)
