@@ -87,11 +87,12 @@ class Embeddings:
     def tokenizer(self) -> Tokenizer | None:
         """The tokenizer given, else the one the checkpoint carries (GGUF metadata, a CTranslate2
         vocabulary), else one found beside the checkpoint; None when there is none."""
-        if self._tokenizer_path is not None:
-            return load_tokenizer(self._tokenizer_path)
-        if self.checkpoint.tokenizer is not None:
+        if self.checkpoint.tokenizer is not None and self._tokenizer_path is None:
             return self.checkpoint.tokenizer()
-        return find_tokenizer(self.checkpoint.directory, self.checkpoint.config)
+        found = (load_tokenizer(self._tokenizer_path) if self._tokenizer_path is not None else
+                 find_tokenizer(self.checkpoint.directory, self.checkpoint.config))
+        with_task = getattr(found, "with_task", None)  # fairseq's dict.txt: its task may add a symbol the file lacks
+        return with_task(self.checkpoint.config) if with_task is not None else found
 
     def tokenizer_for_names(self, table: Table | None = None) -> tuple[Tokenizer | None, str | None]:
         """The tokenizer for naming ids (`table`'s rows, where given), or None and why: a broken tokenizer file costs

@@ -113,6 +113,7 @@ def test_the_padding_index_comes_from_the_arguments_or_the_cfg(tmp_path):
     path = fairseq_checkpoint(tmp_path / "cfg.pt", None, cfg)  # fairseq >= 0.10: args None, cfg a plain dict
     config = embscope.open(path).checkpoint.config
     assert (config["pad_token_id"], config["fairseq_arch"], config["max_positions"]) == (2, "roberta_large", T)
+    assert config["fairseq_task"] == "masked_lm"  # cfg.task._name
     assert run_json("info", "-c", path)["step"] == 12345
 
 
@@ -236,3 +237,52 @@ def test_a_repeated_symbol_without_the_flag_is_refused_as_fairseq_refuses_it(tmp
         FairseqDictionary().add_from_file(path)
     result = invoke("similarity", "--tokenizer", path, "a", "b")
     assert_error_line(result, "expected each symbol once in dict.txt", "line 3")
+
+
+def masked_inputs(tokens: np.ndarray, mask_idx: int, leave_unmasked_prob: float, random_token_prob: float,
+                  mask_prob: float = 0.15) -> np.ndarray:
+    """fairseq/data/mask_tokens_dataset.py's choice, restated: pick mask_prob of the tokens; of those, a
+    rand_or_unmask_prob share is left or swapped for a random token, and the rest are made <mask>."""
+    draw = np.random.default_rng(0)
+    mask = draw.random(tokens.shape) < mask_prob
+    rand_or_unmask = mask & (draw.random(tokens.shape) < leave_unmasked_prob + random_token_prob)
+    return np.where(mask & ~rand_or_unmask, mask_idx, tokens)
+
+
+@pytest.mark.parametrize("task, probs, masked", [("masked_lm", (0.5, 0.5), True), ("masked_lm", (0.1, 0.1), True),
+                                                 ("translation", None, False)])
+def test_a_masking_task_adds_mask_after_the_dictionary_and_its_row_is_no_padding(tmp_path, task, probs, masked):
+    """Sapiens (sapiens 1.0.0, sapiens/models/v1/checkpoint_vh.pt, args.task 'masked_lm'): dict.txt lists 20 amino
+    acids, fairseq's Dictionary gives 24 ids, and embed_tokens has 25 rows: MaskedLMTask's
+    dictionary.add_symbol("<mask>") made row 24. It was said to be padding, and undertrained took it for the one row
+    known unused, its reference. Its args' leave_unmasked_prob 0.5 + random_token_prob 0.5 leave no picked token
+    to <mask>, which the note says (fairseq's defaults, 0.1 and 0.1, make 80% of them <mask>). A task that adds no
+    <mask> (translation) leaves the extra row padding."""
+    symbols = list("ACDEFGHIKLMNPQRSTVWY")
+    (tmp_path / "dict.txt").write_text("".join(f"{s} 1\n" for s in symbols))
+    fairseq = FairseqDictionary()  # fairseq's task: Dictionary.load, then add_symbol("<mask>") where it masks
+    fairseq.add_from_file(tmp_path / "dict.txt")
+    rows = len(fairseq.symbols) + 1
+    if masked:
+        assert fairseq.add_symbol("<mask>") == rows - 1
+    state = {"decoder.sentence_encoder.embed_tokens.weight": torch.from_numpy(rng.standard_normal((rows, D)).astype(
+                 np.float32)),
+             "decoder.sentence_encoder.embed_positions.weight": torch.randn(T + 2, D)}
+    args = argparse.Namespace(arch="roberta_small", task=task)
+    if probs:
+        args.leave_unmasked_prob, args.random_token_prob = probs
+    path = fairseq_checkpoint(tmp_path / "checkpoint_vh.pt", args, state=state)
+    info = run_json("info", "-c", path)
+    assert info["tokenizer"]["vocab_size"] == len(fairseq.symbols)
+    padding = f"the token table has {rows} rows, the tokenizer {rows - 1} ids: 1 rows ({rows - 1}..{rows - 1}) are padding"
+    assert (padding in info["notes"]) is not masked
+    reference = run_json("undertrained", "-c", path)["reference"]
+    assert reference["ids"] == ([] if masked else [rows - 1])
+    if masked:
+        tokenizer = embscope.open(path).tokenizer
+        assert tokenizer.token_string(rows - 1) == "<mask>" == fairseq.symbols[rows - 1]
+        assert tokenizer.encode("W") == [fairseq.index("W")] and rows - 1 in tokenizer.special_ids
+        inputs = masked_inputs(np.arange(4, rows - 1).repeat(500), rows - 1, *probs)
+        never = "no input held it" in " ".join(info["notes"])
+        assert never is (not (inputs == rows - 1).any())
+        assert never is (probs == (0.5, 0.5))

@@ -274,3 +274,51 @@ def test_a_distance_whose_only_pair_holds_a_zero_row_is_null_and_said(tmp_path):
     assert doc["notes"] == [note]
     console = run("positions", "--profile", "-c", tmp_path / "model.safetensors").stdout
     assert "│ 31         │ null                 │ null   │ 0     │" in console and "nan" not in console
+
+
+def test_pairs_that_hold_a_never_trained_position_are_marked_and_the_evidence_named():
+    """AntiBERTy (antiberty 0.1.3, trained_models/AntiBERTy_md_smooth/pytorch_model.bin, BERT, 512 positions) and
+    IgLM (iglm 0.1.0, trained_models/IgLM*/pytorch_model.bin, GPT-2): positions 214-511 and 166-511 never trained,
+    as norms says, yet positions showed the default pairs 250:251, 250:500, 0:511 ... as if they told how the model
+    sees those positions: cosines between rows as initialised. Here transformers' BERT trained on sequences of at
+    most 40 tokens (tests/data/make_short_bert.py): positions 40-127 keep N(0, 0.02)."""
+    from pathlib import Path
+
+    from safetensors.numpy import load_file
+    folder = Path(__file__).parent / "data" / "short_bert"
+    table = load_file(folder / "model.safetensors")["bert.embeddings.position_embeddings.weight"].astype(np.float64)
+    norms = np.linalg.norm(table, axis=1)
+    assert abs(norms[40:].mean() / (0.02 * np.sqrt(64)) - 1) < 0.05 < norms[:40].min() / norms[40:].max() - 1
+    doc = run_json("positions", "-c", str(folder))
+    marked = [p["never_trained"] for p in doc["pairs"]]
+    assert marked == [max(p["i"], p["j"]) >= 40 for p in doc["pairs"]] and any(marked) and not all(marked)
+    held = ", ".join(f"{p['i']}:{p['j']}" for p in doc["pairs"] if p["never_trained"])
+    (note,) = [n for n in doc["notes"] if "never trained" in n]
+    assert note.startswith("positions 40-127 (88 rows) never trained: ")
+    assert f"the pairs {held} hold such a position" in note
+    text = " ".join(run("positions", "-c", str(folder)).stdout.split())
+    assert "never trained" in text and f"the pairs {held} hold such a position" in text
+
+
+def test_the_profile_of_the_trained_positions_alone_is_given_beside_the_whole_tables():
+    """AntiBERTy (antiberty 0.1.3, AntiBERTy_md_smooth/pytorch_model.bin): with positions 214-511 as initialised, the
+    profile said the nearest neighbour is adjacent for 29.30% of 512 positions and mean cos at distance 1 +0.1941;
+    among the 214 trained positions it is 67.76% and +0.4606 (plain numpy). Here transformers' BERT trained on
+    sequences of at most 40 tokens (tests/data/make_short_bert.py)."""
+    from pathlib import Path
+
+    from safetensors.numpy import load_file
+    folder = Path(__file__).parent / "data" / "short_bert"
+    table = load_file(folder / "model.safetensors")["bert.embeddings.position_embeddings.weight"].astype(np.float64)
+    unit = table[:40] / np.linalg.norm(table[:40], axis=1, keepdims=True)
+    cos = unit @ unit.T
+    np.fill_diagonal(cos, -np.inf)
+    adjacent = (np.abs(cos.argmax(axis=1) - np.arange(40)) == 1).mean()
+    following = (unit[1:] * unit[:-1]).sum(axis=1).mean()  # the profile sums float32 cosines
+    doc = run_json("positions", "-c", str(folder), "--profile")
+    trained = doc["trained_profile"]
+    assert trained["positions_counted"] == 40 and trained["nearest_is_adjacent"] == pytest.approx(adjacent, abs=1e-12)
+    assert trained["offsets"][0]["mean"] == pytest.approx(following, abs=1e-6) and len(trained["by_offset"]["mean"]) == 39
+    assert doc["profile"]["positions_counted"] == 128
+    assert (f"among positions 0-39 alone (those before the never-trained ones): mean cos(p_i, p_i+1) {following:+.4f}, "
+            f"nearest neighbour is i-1 or i+1 for {100 * adjacent:.2f}% of 40 positions") in doc["notes"]

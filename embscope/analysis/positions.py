@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..compute import cosine_blocks, pair_cosines, topk_rows, unit_rows
+from ..compute import cosine_blocks, pair_cosines, row_norms, topk_rows, unit_rows
 from ..core.errors import PositionError
+from .untrained import Untrained, find_untrained
 
 if TYPE_CHECKING:
     from ..embeddings import Embeddings
@@ -35,6 +36,7 @@ class PositionPair:
     distance: int  # |j - i|, in positions
     cosine: float  # NaN when undefined; `reason` says why
     reason: str | None = None
+    never_trained: bool = False  # i or j is a position that never trained (analysis.untrained): rows as initialised
 
 
 @dataclass(frozen=True)
@@ -274,6 +276,7 @@ class PositionsResult:
     profile: PositionProfile | None
     heatmap: Heatmap | None  # what the plot draws; None unless asked for
     notes: tuple[str, ...]
+    trained: PositionProfile | None = None  # the profile of the positions before a never-trained tail
 
     @property
     def positions(self) -> int:
@@ -295,4 +298,45 @@ def positions(emb: Embeddings, pairs: Sequence[tuple[int, int]] = (), *, default
                     else (None, None))
     if shape is not None:
         notes += empty_offsets_note(shape)
-    return PositionsResult(table.name, table.rows, table.first_row, table.dim, found, shape, cells, tuple(notes))
+    never = find_untrained(table.array, row_norms(table.array), "position", emb.checkpoint.config, table.first_row)
+    found, said = marked_untrained(found, never, table.first_row, shape is not None)
+    trained = trained_profile(table.array, table.first_row, never) if shape is not None else None
+    if trained is not None:
+        said.append(trained_note(trained))
+    return PositionsResult(table.name, table.rows, table.first_row, table.dim, found, shape, cells,
+                           (*said, *notes), trained)
+
+
+def trained_profile(table: np.ndarray, first_row: int, never: Untrained) -> PositionProfile | None:
+    """The profile of the positions before a never-trained tail (the model's longest sequence), where the tail is
+    all the table's never-trained rows and at least two positions come before it: the figures of the positions the
+    model learnt, which a long tail of rows as initialised would drown."""
+    runs = never.ranges()
+    if len(runs) != 1 or never.whole or runs[0][1] != table.shape[0] - 1 or runs[0][0] - first_row < 2:
+        return None
+    return position_profile(table[:runs[0][0]], first_row, heatmap=False)[0]
+
+
+def trained_note(profile: PositionProfile) -> str:
+    last = len(profile.mean)
+    return (f"among positions 0-{last} alone (those before the never-trained ones): mean cos(p_i, p_i+1) "
+            f"{profile.mean[0]:+.4f}, nearest neighbour is i-1 or i+1 for {100 * profile.nearest_is_adjacent:.2f}% "
+            f"of {profile.positions_counted} positions")
+
+
+def marked_untrained(pairs: Sequence[PositionPair], never: Untrained, first_row: int,
+                     profiled: bool) -> tuple[tuple[PositionPair, ...], list[str]]:
+    """The pairs with those that hold a never-trained position marked, and the note that names the evidence: a
+    cosine between rows still as initialised says nothing the model learnt about those positions."""
+    if not never.count:
+        return tuple(pairs), []
+    untrained = set((never.rows - first_row).tolist())
+    marked = tuple(replace(p, never_trained=p.i in untrained or p.j in untrained) for p in pairs)
+    held = [f"{p.i}:{p.j}" for p in marked if p.never_trained]
+    parts = [never.evidence]
+    if held:
+        parts.append(f"the pair{'s' * (len(held) > 1)} {', '.join(held)} hold{'s' * (len(held) == 1)} such a "
+                     "position: a cosine between rows as initialised, not between positions the model learnt")
+    if profiled:
+        parts.append("the profile by distance counts them too")
+    return marked, ["; ".join(parts)]

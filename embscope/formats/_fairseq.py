@@ -47,10 +47,25 @@ def fairseq_config(top: dict[Any, Any]) -> dict[str, Any]:
     arch = setting(top, "arch") or setting(top, "_name")
     if isinstance(arch, str):
         config["fairseq_arch"] = arch
+    task = fairseq_task(top)
+    if task:
+        config["fairseq_task"] = task
+    kept, swapped = setting(top, "leave_unmasked_prob"), setting(top, "random_token_prob")
+    if all(isinstance(p, (int, float)) and not isinstance(p, bool) for p in (kept, swapped)):
+        config["fairseq_unmasked_probs"] = (float(kept), float(swapped))  # a picked token left, or swapped
     positions = whole(setting(top, "max_positions")) or whole(setting(top, "max_source_positions"))
     if positions:
         config["max_positions"] = positions
     return config
+
+
+def fairseq_task(top: dict[Any, Any]) -> str | None:
+    """The task it was trained for: args.task (older fairseq), else cfg.task._name (fairseq >= 0.10)."""
+    args, cfg = top.get("args"), top.get("cfg")
+    task = args.get("task") if isinstance(args, dict) else None
+    if task is None and isinstance(cfg, dict) and isinstance(cfg.get("task"), dict):
+        task = cfg["task"].get("_name")
+    return task if isinstance(task, str) else None
 
 
 def fairseq_step(top: dict[Any, Any]) -> int | None:

@@ -28,10 +28,12 @@ def profile_doc(profile: PositionProfile) -> Document:
 def document(result: PositionsResult, *, profile: bool, plot: Output | None) -> Document:
     doc: dict[str, Any] = {
         "table": result.table, "rows": result.rows, "first_row": result.first_row, "positions": result.positions,
-        "pairs": [{"i": p.i, "j": p.j, "distance": p.distance, "cosine": p.cosine, "reason": p.reason}
+        "pairs": [{"i": p.i, "j": p.j, "distance": p.distance, "cosine": p.cosine, "reason": p.reason,
+                   "never_trained": p.never_trained}
                   for p in result.pairs]}
     if profile and result.profile is not None:
         doc["profile"] = profile_doc(result.profile)
+        doc["trained_profile"] = None if result.trained is None else profile_doc(result.trained)
     if plot is not None:
         doc |= plot.fields()
     doc["notes"] = list(result.notes)
@@ -60,9 +62,11 @@ def show(emb: Embeddings, result: PositionsResult, *, json: bool, profile: bool,
     out.print(f"position table {console.safe(result.table)}: {result.positions} positions x {result.dim}")
     notes = list(result.notes)
     if result.pairs:
-        grid = console.table("i", "j", "distance", "cosine")
+        marked = any(p.never_trained for p in result.pairs)
+        grid = console.table("i", "j", "distance", "cosine", *(("never trained",) if marked else ()))
         for p in result.pairs:
-            grid.add_row(str(p.i), str(p.j), str(p.distance), console.cosine_text(p.cosine))
+            grid.add_row(str(p.i), str(p.j), str(p.distance), console.cosine_text(p.cosine),
+                         *(("yes" if p.never_trained else "",) if marked else ()))
         out.print(grid)
         notes += [p.reason for p in result.pairs if p.reason]
     if profile and result.profile is not None:

@@ -7,12 +7,20 @@ RoBERTa's dictionaries (and others built on GPT-2's BPE) hold GPT-2 token ids as
 GPT-2's encoder files beside the dictionary (encoder.json and vocab.bpe, as fairseq names them), a word is encoded by
 GPT-2's BPE and each GPT-2 id is mapped to its line, as fairseq's GPT2BPE + Dictionary.encode_line do. A symbol the
 dictionary lacks is an error, never fairseq's silent <unk>. Other dictionaries name ids only: a word is found when
-it is one whole symbol (with SentencePiece's "▁" where the symbols carry it)."""
+it is one whole symbol (with SentencePiece's "▁" where the symbols carry it).
+
+The tasks that mask tokens add `<mask>` after the file's symbols (fairseq/tasks/masked_lm.py, denoising.py,
+sentence_prediction.py: `dictionary.add_symbol("<mask>")`), so a model trained for one has a row past dict.txt that
+is a token, not padding: with_task adds it where the checkpoint names such a task. It is an input only where the
+task's leave_unmasked_prob + random_token_prob leave some picked tokens to it (fairseq/data/mask_tokens_dataset.py:
+a picked token is left as it is, swapped for a random one, or else made <mask>), and a note says when none is."""
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from embscope.core import files
 from embscope.core.errors import Message, Option, TokenError, TokenizerError
@@ -31,6 +39,8 @@ SPECIALS = ("<s>", "<pad>", "</s>", "<unk>")  # fairseq's Dictionary: bos, pad, 
 UNK_ID = 3
 FILLER = "madeupword"  # symbols fairseq adds to pad the dictionary to a multiple of 8 (padding_factor)
 GPT2_FILES = ("encoder.json", "vocab.bpe")  # fairseq's names for GPT-2's vocab.json and merges.txt
+MASK = "<mask>"
+MASK_TASKS = frozenset({"masked_lm", "denoising", "sentence_prediction", "sentence_ranking"})  # add MASK on load
 
 
 def read_symbols(path: Path) -> tuple[list[str], dict[str, int]]:
@@ -60,12 +70,13 @@ class FairseqDictionary(ByteVocabulary):
     kind = "fairseq-dict"
     unk_id = UNK_ID
 
-    def __init__(self, path: Path, symbols: list[str], index: dict[str, int]):
+    def __init__(self, path: Path, symbols: list[str], index: dict[str, int], task: str | None = None,
+                 unmasked: tuple[float, float] | None = None):
         self.path = path
         self.vocab_size = len(symbols)
         self._symbols, self._index = symbols, index
         self._special = {id: symbol for id, symbol in enumerate(symbols) if id < len(SPECIALS) or
-                         symbol.startswith(FILLER)}
+                         symbol.startswith(FILLER) or task is not None and id == len(symbols) - 1}
         self.special_ids = frozenset(self._special)
         ordinary = symbols[len(SPECIALS):]
         self.gpt2_ids = bool(ordinary) and all(is_gpt2_symbol(symbol) for symbol in ordinary)
@@ -76,7 +87,19 @@ class FairseqDictionary(ByteVocabulary):
                          "it: tokens show as GPT-2 ids, and words cannot be looked up")
         elif self._gpt2 is None:
             notes.append(f"{path.name} lists symbols without merges: a word is found only when it is one whole symbol")
+        if task is not None:
+            notes.append(f"id {len(symbols) - 1} is {MASK}: fairseq's {task} task adds it after {path.name}'s symbols"
+                         + never_input(unmasked))
         self.notes = tuple(notes)
+
+    def with_task(self, config: Mapping[str, Any]) -> FairseqDictionary:
+        """The Dictionary as the checkpoint's task built it (config: fairseq_task, fairseq_unmasked_probs, as
+        formats/_fairseq.py gives them): with MASK after the symbols where the task adds it."""
+        task = config.get("fairseq_task")
+        if task not in MASK_TASKS or MASK in self._index:
+            return self
+        return FairseqDictionary(self.path, [*self._symbols, MASK], {**self._index, MASK: len(self._symbols)},
+                                 str(task), config.get("fairseq_unmasked_probs"))
 
     @functools.cached_property
     def _pieces(self) -> list[bytes | None]:  # type: ignore[override]  # built on first use
@@ -107,6 +130,15 @@ class FairseqDictionary(ByteVocabulary):
             raise TokenError(f"{shown(text)} needs the symbol {shown(symbol)}, which {self.path.name} does not hold "
                              f"(fairseq would read it as <unk>)", option="tokenizer")
         return id
+
+
+def never_input(unmasked: tuple[float, float] | None) -> str:
+    """Where the training left no picked token to MASK, what says so."""
+    if unmasked is None or sum(unmasked) < 1:
+        return ""
+    kept, swapped = unmasked
+    return (f", and no input held it: leave_unmasked_prob {kept:g} + random_token_prob {swapped:g} leave none of "
+            "the picked tokens to it")
 
 
 def gpt2_beside(path: Path) -> GPT2BPETokenizer | None:
