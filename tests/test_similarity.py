@@ -661,3 +661,22 @@ def test_a_pairs_line_of_one_word_is_said_in_the_singular(tmp_path):
     doc = run_json("similarity", "--pairs-file", tmp_path / "pairs.txt")
     assert any("(line 2: expected two words or ids, found 1 field; line 3: expected two words or ids, found 3 fields)"
                in note for note in doc["notes"]), doc["notes"]
+
+
+def test_a_table_of_fewer_pairs_than_the_sample_takes_every_pair_once(tmp_path):
+    """verdicts13: IgLM 0.1.0's 33-row amino-acid table (528 pairs) was given percentiles against 10,000 pairs drawn
+    with repeats (31.11 where every pair gives 31.67). A table with no more pairs than the sample takes each once."""
+    rows = 25  # 300 pairs
+    table = np.random.default_rng(12).standard_normal((rows, 16)).astype(np.float32)
+    np.save(tmp_path / "small.npy", table)
+    doc = run_json("similarity", "-c", tmp_path / "small.npy", "--ids", "3", "7")
+    unit = table.astype(np.float64) / np.linalg.norm(table.astype(np.float64), axis=1, keepdims=True)
+    i, j = np.triu_indices(rows, 1)
+    every = np.einsum("pd,pd->p", unit[i], unit[j])
+    asked = float(unit[3] @ unit[7])
+    assert doc["baseline"]["sample_size"] == 300 and doc["baseline"]["every_pair"] is True
+    assert doc["pairs"][0]["percentile"] == pytest.approx(100 * np.mean(every < asked - 1e-9))
+    assert doc["baseline"]["mean_random_cosine"] == pytest.approx(every.mean(), abs=1e-12)
+    console = " ".join(run("similarity", "-c", tmp_path / "small.npy", "--ids", "3", "7").stdout.split())
+    assert "percentiles against every one of its 300 pairs" in console
+    assert run_json("similarity", "--ids", "1", "2")["baseline"]["every_pair"] is False  # the sample's 1,024 rows

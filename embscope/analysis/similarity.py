@@ -79,6 +79,12 @@ class Baseline:
     sample_size: int  # random pairs behind the percentile
     seed: int
 
+    @property
+    def every_pair(self) -> bool:
+        """Whether the percentile stands among every distinct pair of valid rows, not a sample: a table with fewer
+        pairs than BASELINE_PAIRS gives each once (compute.draw_pairs), and valid rows give finite cosines."""
+        return self.sample_size < BASELINE_PAIRS
+
 
 class Pairs(Sequence[Pair]):
     """The pairs asked for, as arrays (a pairs file of millions of lines stays a few bytes a pair);
@@ -402,7 +408,8 @@ def random_pair_baseline(emb: Embeddings, chosen: Table, center_row: np.ndarray 
         return values, summed.value  # type: ignore[return-value]  # an ndarray is a sequence of floats
 
     values = emb.remembered("random-pairs", chosen, measured, table_checksum, shape=list(chosen.tensor.shape),
-                            center=center_row is not None, pairs=BASELINE_PAIRS, seed=BASELINE_SEED, **extra)
+                            center=center_row is not None, pairs=BASELINE_PAIRS, seed=BASELINE_SEED,
+                            small_tables="every pair", **extra)
     mean, sample = values[0], values[1:]
     return Baseline(finite_or_none(mean), len(sample), BASELINE_SEED), sample
 

@@ -70,7 +70,10 @@ class RandomPairs:
 
 
 def draw_pairs(n: int, n_pairs: int, seed: int) -> np.ndarray:
-    """n_pairs (first, second) indices of distinct items among n, uniform, reproducible from the seed."""
+    """n_pairs (first, second) indices of distinct items among n, uniform, reproducible from the seed; where n items
+    have no more than n_pairs pairs, every pair once instead (the whole population, not a sample of it)."""
+    if n * (n - 1) // 2 <= n_pairs:
+        return np.stack(np.triu_indices(n, 1), axis=1).astype(np.int64)
     rng = np.random.default_rng(seed)
     first = rng.integers(0, n, size=n_pairs)
     # Draw the second from the n-1 others and skip over the first: distinct, still uniform.
@@ -81,8 +84,8 @@ def draw_pairs(n: int, n_pairs: int, seed: int) -> np.ndarray:
 
 def random_pairs(table: object, n_pairs: int = 10000, seed: int = 0, center: np.ndarray | None = None,
                  checksum: TableChecksum | None = None) -> RandomPairs:
-    """The exact mean cosine between distinct valid rows and the cosines of n_pairs random such pairs
-    (rows less `center` when given), in one pass over the table.
+    """The exact mean cosine between distinct valid rows and the cosines of n_pairs random such pairs, or of every
+    such pair where there are no more (rows less `center` when given), in one pass over the table.
 
     The mean comes from the sum s of unit rows: (||s||^2 - n) / (n (n - 1)) over the n valid rows.
     The pairs are drawn among the valid rows. They are drawn before the pass as if every row were valid,

@@ -53,7 +53,8 @@ def document(result: SimilarityResult, notes: Sequence[str] = ()) -> Document:
     base = result.baseline
     return {"queries": [query_doc(q) for q in result.queries],
             "baseline": None if base is None else {"mean_random_cosine": base.mean_random_cosine,
-                                                   "sample_size": base.sample_size, "seed": base.seed},
+                                                   "sample_size": base.sample_size, "seed": base.seed,
+                                                   "every_pair": base.every_pair},
             "centered": result.centered, "table": result.table, "table_name": result.table_name,
             "remove_top": result.removed.removed if result.removed is not None else None,
             "notes": [*filter(None, [result.space_note]), *notes]}
@@ -115,4 +116,5 @@ def show_space(result: SimilarityResult) -> None:
     if base is not None:
         out.print(f"random pairs of {result.table} table {console.safe(quote(result.table_name))}{centered}: "
                   f"mean cosine {console.cosine_text(base.mean_random_cosine)} (exact); percentiles against "
-                  f"{base.sample_size:,} pairs sampled with seed {base.seed}", soft_wrap=True)
+                  + (f"every one of its {base.sample_size:,} pairs" if base.every_pair else
+                     f"{base.sample_size:,} pairs sampled with seed {base.seed}"), soft_wrap=True)
