@@ -101,6 +101,27 @@ def test_two_words_give_one_pair_with_the_ids_and_tokens_used(emb, table):
     assert result.table is Role.token and result.table_name == "token_emb" and not result.centered
 
 
+@pytest.mark.parametrize("call, option", [
+    (lambda emb: similarity(emb, "dog cat"), "words_or_ids"),
+    (lambda emb: embscope.topk_all(emb, 3, queries="dog"), "queries"),
+    (lambda emb: embscope.table_map(emb, Role.token, words="dog"), "words"),
+], ids=["similarity", "topk_all", "table_map"])
+def test_one_string_where_a_list_of_words_goes_is_refused(emb, call, option):
+    # "dog cat" was gone through one character at a time: similarity answered about 'd', 'o', 'g', ' ', 'c', ...
+    with pytest.raises(embscope.OptionError, match="found the string .*one character at a time") as err:
+        call(emb)
+    assert err.value.option == option
+
+
+@pytest.mark.parametrize("word", [["dog"], None, 2.5, True])
+def test_a_word_that_is_no_str_is_refused(emb, word):
+    # neighbors(emb, ["dog"]) looked up the text "['dog']", bytes of brackets and quotes, and answered about it
+    with pytest.raises(TokenError, match=r"expected a word \(a str\), found"):
+        embscope.neighbors(emb, word)
+    with pytest.raises(TokenError, match=r"expected a word \(a str\)( or an id)?, found"):
+        similarity(emb, ["dog", word])
+
+
 def test_a_word_of_several_tokens_is_the_mean_of_its_rows(emb, table):
     (pair,) = similarity(emb, ["dogcat", "puppy"]).pairs
     assert pair.a.ids == (DOG, CAT) and pair.a.tokens == ("dog", "cat") and pair.a.merged

@@ -25,7 +25,7 @@ from .. import compute
 from ..core.errors import Message, MissingPackageError, Option, OptionError, TableError, TokenError
 from ..core.role import Role
 from ..core.text import quote
-from ..lookup import check_id, lookup_word
+from ..lookup import check_id, lookup_word, word_list
 from ..naming import row_name
 from ..options import LookupOptions
 from .norms import NormSummary, RowListing, judged, row_norms
@@ -283,6 +283,7 @@ def table_map(emb: Embeddings, role: Role, *, method: str = "pca", words: list[s
     if method not in METHODS:
         raise OptionError(f"expected a method {' or '.join(METHODS)}, found {quote(method)}", option="method")
     role = Role(role)
+    words = word_list(words, "words") if words is not None else None
     if role is Role.position and words:  # refused before any work
         raise OptionError(Message("expected no ", Option("words"), " for the position table: its points are positions"),
                           option="words", role=role)
