@@ -297,6 +297,25 @@ def test_folder_of_mixed_formats_is_a_trajectory_in_step_order(tmp_path):
     assert "trajectory of the token table" in text
 
 
+def test_a_run_s_steps_come_from_the_step_its_names_say(tmp_path):
+    # step500_fp16 ... step2000_fp16 were all "step 16 (from the name)" (their dtype), ordered by name, 1000 before
+    # 500, and the audit called the last of them out of order
+    folder = tmp_path / "run"
+    folder.mkdir()
+    rng = np.random.default_rng(0)
+    table = rng.standard_normal((40, 8)).astype(np.float32)
+    for step in (500, 1000, 1500, 2000):
+        table = table + np.float32(0.3) * rng.standard_normal(table.shape).astype(np.float32)
+        np.savez(folder / f"step{step}_fp16.npz", token_emb=table)
+    np.savez(tmp_path / "gpt2.npz", token_emb=table)
+    doc = run_json("compare", folder, "--sample", "0")
+    assert [c["step"] for c in doc["checkpoints"]] == [500, 1000, 1500, 2000]
+    assert [Path(c["path"]).name for c in doc["checkpoints"]] == [f"step{s}_fp16.npz" for s in (500, 1000, 1500, 2000)]
+    assert doc["audit"]["out_of_order"] == []
+    assert run_json("compare", folder / "step500_fp16.npz", tmp_path / "gpt2.npz",
+                    "--sample", "0")["checkpoints"][1]["step"] is None  # gpt2's 2 is the model's, no step
+
+
 def test_plot_bare_and_named(tmp_path, monkeypatch):
     pytest.importorskip("matplotlib")
     rng = np.random.default_rng(9)
