@@ -43,3 +43,25 @@ def test_compare_and_report_refuse_an_empty_checkpoint(tmp_path, monkeypatch):
 def test_the_library_refuses_an_empty_path_too():
     with pytest.raises(EmbscopeError, match=r"^expected a checkpoint path or model id, found an empty string$"):
         embscope.open("")
+
+
+FILES = [
+    (("export", "--out", ""), "'--out': expected a file or folder to write"),
+    (("export", "--format", "word2vec", "--out", ""), "'--out': expected a file or folder to write"),
+    (("report", "--format", "md", "--out", ""), "'--out': expected a file or folder to write"),
+    (("neighbors", "--all", "--out", ""), "'--out': expected a file or folder to write"),
+    (("neighbors", "--all", "--out", "n.tsv", "--queries", ""), "'--queries': expected a file to read"),
+    (("similarity", "--pairs-file", ""), "'--pairs-file': expected a file to read"),
+    (("analogy", "--file", ""), "'--file': expected a file to read"),
+    (("undertrained", "--against", ""), "'--against': expected a checkpoint path or model id"),
+]
+
+
+@pytest.mark.parametrize("args, said", FILES, ids=[" ".join(a[:-1]) for a, _ in FILES])
+def test_an_empty_file_or_folder_is_a_usage_error(args, said, tmp_path, monkeypatch):
+    # '' was the current directory: export and report --format md filled it with their files, --against read it as
+    # the checkpoint, and the inputs were refused as "a directory at '.'", which no one typed
+    monkeypatch.chdir(tmp_path)
+    lines = run(*args, code=2).stderr.splitlines()
+    assert lines[0] == f"Error: Invalid value for {said}, found an empty string" and lines[1].startswith("Usage: ")
+    assert len(lines) == 2 and list(tmp_path.iterdir()) == []

@@ -16,7 +16,7 @@ from ..render.files import input_files
 from ..render.names import emb_title
 from ..render.progress import stages
 from .command import SourceCommand
-from .options import JsonFlag, as_usage_error, refuse, source_of
+from .options import JsonFlag, as_usage_error, output_path, refuse, source_of
 
 
 class ExportFormat(str, Enum):
@@ -38,7 +38,7 @@ def row_spec(rows: str | None, top_norms: int | None) -> RowSpec:
 def export(
     ctx: typer.Context,
     out: Annotated[Path, typer.Option(
-        "--out", help="projector: a folder (made if missing) for vectors.tsv, metadata.tsv and "
+        "--out", parser=output_path, metavar="<path>", help="projector: a folder (made if missing) for vectors.tsv, metadata.tsv and "
                       "projector_config.pbtxt; word2vec: the file to write.", show_default=False)],
     format: Annotated[ExportFormat, typer.Option("--format", help="projector: the TensorFlow Embedding Projector; "
                                                                   "word2vec: the word2vec text format.")]
