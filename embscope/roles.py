@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from .core.arrays import to_float32
+from .core.arrays import FP8_WEIGHT_DTYPES, to_float32
 from .core.checkpoint import Checkpoint, EmbeddingTables, Table, TensorInfo
 from .core.errors import Message, Option, TableError, message_of
 from .core.role import Head, Role
@@ -198,8 +198,8 @@ COMPARE_BLOCK_BYTES = 16 * 2**20
 
 
 def is_parameter(tensor: TensorInfo) -> bool:
-    if not tensor.is_float:
-        return False
+    if not (tensor.is_float or tensor.dtype in FP8_WEIGHT_DTYPES):  # an FP8 model's weights left out made its
+        return False                                                # token table 99.9% of it
     if tensor.name.endswith("attn.bias") and len(tensor.shape) != 4:
         return True  # a real attention bias vector, not GPT-2's 4-D mask
     return not tensor.name.endswith(NON_PARAMETER_SUFFIXES)
