@@ -293,3 +293,16 @@ def test_out_dash_is_not_a_folder_named_dash(ckpt, tmp_path, monkeypatch):
                                                  "a file (word2vec), found '-': export writes files, not standard "
                                                  "output")
     assert not (tmp_path / "-").exists()
+
+
+@pytest.mark.parametrize("args", [("--format", "word2vec", "--out", "w.txt"), ("--table", "position", "--out", "p")],
+                         ids=["word2vec", "position"])
+def test_undertrained_typed_where_no_column_holds_it_is_a_usage_error(tmp_path, monkeypatch, args):
+    # word2vec has no metadata and positions no under-trained column: --undertrained was taken and left out
+    monkeypatch.chdir(tmp_path)
+    result = run("export", *args, "--undertrained", code=2)
+    assert result.stderr.splitlines()[0] == ("Error: Invalid value for '--undertrained': --undertrained fills the "
+                                             "Projector metadata's column of a token or output table: neither word2vec "
+                                             "nor the position table has it")
+    assert list(tmp_path.iterdir()) == []
+    run("export", *args)  # the default, not typed, is no error

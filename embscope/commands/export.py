@@ -62,6 +62,10 @@ def export(
     if str(out) == "-":  # neighbors' `--out -` is standard output: here it would make a folder named "-"
         raise refuse("expected a folder (projector) or a file (word2vec), found '-': export writes files, not "
                      "standard output", "--out")
+    if undertrained and getattr(ctx.get_parameter_source("undertrained"), "name", "DEFAULT") != "DEFAULT" and (
+            format is ExportFormat.word2vec or table is Role.position):  # typed, and then left out without a word
+        raise refuse("--undertrained fills the Projector metadata's column of a token or output table: neither "
+                     "word2vec nor the position table has it", "--undertrained")
     spec = row_spec(rows, top_norms)
     emb = source.open()
     flagged = None
