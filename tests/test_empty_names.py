@@ -1,8 +1,10 @@
 """An empty name on the command line names nothing: `-c ''` is not the current directory and `--token-key ''`
-is not "discover it"; each is a usage error (exit 2, one line and the usage hint), before anything is opened."""
+is not "discover it"; each is a usage error (exit 2, one line and the usage hint), before anything is opened. So is
+a second -c for a command that answers about one checkpoint."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from conftest import run
 
@@ -65,3 +67,18 @@ def test_an_empty_file_or_folder_is_a_usage_error(args, said, tmp_path, monkeypa
     lines = run(*args, code=2).stderr.splitlines()
     assert lines[0] == f"Error: Invalid value for {said}, found an empty string" and lines[1].startswith("Usage: ")
     assert len(lines) == 2 and list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("given", [("-c", "a.npy", "-c", "b.npy"), ("-ca.npy", "--checkpoint=b.npy")])
+@pytest.mark.parametrize("command", ["info", "norms", "geometry"])
+def test_a_second_checkpoint_for_a_one_checkpoint_command_is_a_usage_error(given, command):
+    # click kept the last of a repeated -c: `info -c a.npy -c b.npy` answered about b.npy alone, without a word
+    lines = run(command, *given, code=2).stderr.splitlines()
+    assert lines[0] == (f"Error: -c given 2 times: {command} answers about one checkpoint (compare and report take "
+                        "several)") and lines[1].startswith("Usage: ") and len(lines) == 2
+
+
+def test_a_value_that_looks_like_c_is_no_second_checkpoint(tmp_path):
+    np.save(tmp_path / "t.npy", np.ones((4, 3), np.float32))
+    result = run("info", "--token-key", "-c", "-c", tmp_path / "t.npy", code=1)  # a tensor named '-c'
+    assert result.stderr == "Error: expected a tensor named '-c' for the token table, found none\n"
