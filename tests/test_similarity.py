@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import re
 import subprocess
 import sys
 import warnings
@@ -168,6 +169,21 @@ def test_more_words_give_every_pair_and_a_symmetric_matrix(emb, table):
         assert pair.cosine == pytest.approx(cosine(table[rows[i]], table[rows[j]]), abs=1e-6)
         assert result.matrix[i][j] == result.matrix[j][i] == pair.cosine
     assert [result.matrix[i][i] for i in range(4)] == [1.0] * 4
+
+
+def test_a_matrix_wider_than_the_console_is_left_out_whole(npz_path, table):
+    # past the width rich folded each cosine over lines: +0.0588 printed as '+0.058' above '8' at 8 words, and 300
+    # words gave an empty grid of borders
+    ids = [str(i) for i in range(100, 108)]
+    printed = run("similarity", "-c", npz_path, "--ids", *ids).stdout
+    found = re.search(r"cosine matrix left out: 8 words need (\d+) columns, the console has (\d+) \(--json lists "
+                      r"every pair\)", " ".join(printed.split()))
+    assert found and int(found[1]) > int(found[2]) and "┃ 100" not in printed
+    three = run("similarity", "-c", npz_path, "--ids", "100", "101", "102").stdout
+    matrix = three[three.index("cosine matrix"):]
+    unit = table[100:103] / np.linalg.norm(table[100:103], axis=1, keepdims=True)
+    for i, row in enumerate(unit @ unit.T):
+        assert f"│ {100 + i} │ " + " │ ".join(f"{v:+.4f}" for v in row) + " │" in matrix
 
 
 def test_ids_take_raw_rows_and_name_them_through_the_tokenizer(emb, table):

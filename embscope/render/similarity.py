@@ -46,6 +46,7 @@ def form_notes(pairs: Sequence[Pair]) -> list[str]:
 
 
 LISTED_PAIRS = 50  # pairs printed in the console; --json lists all
+UNBOUNDED = 1 << 20  # a width to measure the matrix in: rich clamps a table's measure to the one it is given
 
 
 def document(result: SimilarityResult, notes: Sequence[str] = ()) -> Document:
@@ -76,7 +77,7 @@ def show(emb: Embeddings, result: SimilarityResult, *, json: bool, matrix: bool,
     out.print(pairs_table(listed, with_shares=result.baseline is not None))
     console.more(len(result.pairs) - LISTED_PAIRS, "pairs")
     if matrix:
-        out.print(matrix_table(result))
+        show_matrix(result)
     show_space(result)
     lines = [*notes, *form_notes(listed)]
     for query in result.queries:
@@ -97,8 +98,22 @@ def pairs_table(listed: Sequence[Pair], with_shares: bool) -> Table:
     return grid
 
 
-def matrix_table(result: SimilarityResult) -> Table:
+def show_matrix(result: SimilarityResult) -> None:
+    """The cosine matrix where its cosines fit the width (long words fold): past it rich folded each cosine over
+    lines ('+0.058' above '8' for +0.0588 at 8 words, an empty grid of borders at 300), so it is left out with a
+    line that says why."""
     names = [console.safe(q.text) for q in result.queries]
+    folded = [name[:len("+0.0000")] for name in names]  # a word folds over lines; a cosine must not
+    needed = console.out.measure(matrix_table(result, folded),
+                                 options=console.out.options.update(max_width=UNBOUNDED)).maximum
+    if needed <= console.out.width:
+        console.out.print(matrix_table(result, names))
+    else:
+        console.out.print(f"cosine matrix left out: {len(names):,} words need {needed:,} columns, the console has "
+                          f"{console.out.width:,} (--json lists every pair)")
+
+
+def matrix_table(result: SimilarityResult, names: Sequence[str]) -> Table:
     grid = console.table("", *names, title="cosine matrix")
     for name, row in zip(names, result.matrix):
         grid.add_row(name, *(console.cosine_text(v) for v in row))
