@@ -306,3 +306,16 @@ def test_undertrained_typed_where_no_column_holds_it_is_a_usage_error(tmp_path, 
                                              "nor the position table has it")
     assert list(tmp_path.iterdir()) == []
     run("export", *args)  # the default, not typed, is no error
+
+
+@pytest.mark.parametrize("spec", [{"items": ((5, 2),)}, {"items": ((-5, None),)}, {"items": ((1.5, 3),)},
+                                  {"top_norms": 0}, {"top_norms": -1}, {"top_norms": 1.5},
+                                  {"items": ((1, 3),), "top_norms": 3}],
+                         ids=["stop below start", "negative", "float", "top 0", "top -1", "top 1.5", "both"])
+def test_library_row_specs_the_command_line_refuses_are_refused(spec):
+    # (-5, None) exported rows -5..-1 (numpy's negative indices) and then every row, (5, 2) and top_norms=0 none,
+    # top_norms=-1 all rows but one, and items beside top_norms were dropped, each without a word
+    with pytest.raises(embscope.OptionError, match="^expected ") as err:
+        RowSpec(**spec)
+    assert err.value.option in ("rows", "top_norms")
+    assert RowSpec(items=((1, 3), (7, None))).items == ((1, 3), (7, None)) and RowSpec(top_norms=np.int64(2))
