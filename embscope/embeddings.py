@@ -14,7 +14,7 @@ from .core.errors import CheckpointError, EmbscopeError, Message, Option, Positi
 from .core.role import Role
 from .formats import OpenOptions, open_checkpoint
 from .hub import resolve
-from .roles import KEY_OPTIONS, find_tables
+from .roles import KEY_OPTIONS, find_tables, role_of
 from .sample import default_checkpoint
 from .tokenizers import find_tokenizer, load_tokenizer
 
@@ -61,11 +61,7 @@ class Embeddings:
 
     def table(self, role: Role | str) -> Table:
         """The table for a role; a role with none raises the reason discovery recorded."""
-        try:
-            role = Role(role)
-        except ValueError:
-            raise TableError(f"expected a table role token, position or output, found {role!r}",
-                             option="table") from None
+        role = role_of(role)
         found = {Role.token: self.tables.token, Role.position: self.tables.position,
                  Role.output: self.tables.output}[role]
         if found is None:

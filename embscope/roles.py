@@ -197,6 +197,14 @@ FULL_COMPARE_BYTES = 512 * 2**20
 COMPARE_BLOCK_BYTES = 16 * 2**20
 
 
+def role_of(role: Role | str) -> Role:
+    """A role as a function was given it, or a TableError naming the three there are."""
+    try:
+        return Role(role)
+    except ValueError:
+        raise TableError(f"expected a table role token, position or output, found {role!r}", option="table") from None
+
+
 def is_parameter(tensor: TensorInfo) -> bool:
     if not (tensor.is_float or tensor.dtype in FP8_WEIGHT_DTYPES):  # an FP8 model's weights left out made its
         return False                                                # token table 99.9% of it

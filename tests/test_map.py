@@ -239,3 +239,14 @@ def test_umap_is_a_stage_the_command_shows(ckpt, monkeypatch):
     assert heard == [("token table: UMAP", 1, 1)]
     tok, _ = tables()
     assert np.allclose([p.x for p in result.points if p.x is not None][:1], tok[[result.points[0].ids[0]], 0])
+
+
+def test_library_roles_that_are_none_are_refused_in_one_line(ckpt):
+    # table_map(emb, "bogus") raised ValueError from Role(); undertrained_tables(emb, roles="token") went through
+    # the string and said "found 't'"
+    emb = embscope.open(ckpt)
+    with pytest.raises(embscope.TableError, match="^expected a table role token, position or output, found 'bogus'$"):
+        embscope.table_map(emb, "bogus")
+    with pytest.raises(embscope.OptionError, match=r"found the string 'token': pass \['token'\]$") as err:
+        embscope.undertrained_tables(emb, roles="token")
+    assert err.value.option == "roles"

@@ -28,6 +28,7 @@ from ..core.text import quote
 from ..lookup import check_id, lookup_word, word_list
 from ..naming import row_name
 from ..options import LookupOptions
+from ..roles import role_of
 from .norms import NormSummary, RowListing, judged, row_norms
 from .probes import given_rule, probe_words
 from .stages import Progress, Stages, quiet
@@ -287,7 +288,7 @@ def table_map(emb: Embeddings, role: Role, *, method: str = "pca", words: list[s
     stage for UMAP's layout, the long part (umap-learn's import and fit took 20-25 s on the sample)."""
     if method not in METHODS:
         raise OptionError(f"expected a method {' or '.join(METHODS)}, found {quote(method)}", option="method")
-    role = Role(role)
+    role = role_of(role)  # Role('bogus') raised ValueError
     words = word_list(words, "words") if words is not None else None
     if role is Role.position and words:  # refused before any work
         raise OptionError(Message("expected no ", Option("words"), " for the position table: its points are positions"),
