@@ -6,10 +6,11 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ..analysis.similarity import Pair, Query, SimilarityResult, merge_note
-from ..core.errors import Message
+from ..core.errors import Message, Option
 from ..core.text import quote
 from ..lookup import PLAIN, WORD_START, FormChoice
 from . import console, header
+from .flags import as_flags
 from .jsonout import Document
 
 if TYPE_CHECKING:
@@ -109,8 +110,9 @@ def show_matrix(result: SimilarityResult) -> None:
     if needed <= console.out.width:
         console.out.print(matrix_table(result, names))
     else:
-        console.out.print(f"cosine matrix left out: {len(names):,} words need {needed:,} columns, the console has "
-                          f"{console.out.width:,} (--json lists every pair)")
+        console.out.print(as_flags(Message(f"cosine matrix left out: {len(names):,} words need {needed:,} columns, "
+                                           f"the console has {console.out.width:,} (", Option("json", True),
+                                           " lists every pair)")))
 
 
 def matrix_table(result: SimilarityResult, names: Sequence[str]) -> Table:
