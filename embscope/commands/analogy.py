@@ -37,8 +37,9 @@ def analogy_command(
         "--method", help="3cosadd: cos(x, a - b + c) on unit rows; 3cosmul: Levy & Goldberg's multiplicative "
                          "objective (epsilon 0.001).")] = Method.add,
     file: Annotated[Path | None, typer.Option(
-        "--file", parser=input_file, metavar="<path>", help="Questions in the Google analogy test format (`: section`, then `a b c d` lines, asking "
-                       "b - a + c = d): accuracy per section and overall.", show_default=False)] = None,
+        "--file", parser=input_file, metavar="<path>",
+        help="Questions in the Google analogy test format (`: section`, then `a b c d` lines, asking "
+             "b - a + c = d): accuracy per section and overall.", show_default=False)] = None,
     ids: IdsFlag = False,
     exact: ExactFlag = False,
     json: JsonFlag = False,

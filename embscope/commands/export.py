@@ -38,8 +38,9 @@ def row_spec(rows: str | None, top_norms: int | None) -> RowSpec:
 def export(
     ctx: typer.Context,
     out: Annotated[Path, typer.Option(
-        "--out", parser=output_path, metavar="<path>", help="projector: a folder (made if missing) for vectors.tsv, metadata.tsv and "
-                      "projector_config.pbtxt; word2vec: the file to write.", show_default=False)],
+        "--out", parser=output_path, metavar="<path>",
+        help="projector: a folder (made if missing) for vectors.tsv, metadata.tsv and "
+             "projector_config.pbtxt; word2vec: the file to write.", show_default=False)],
     format: Annotated[ExportFormat, typer.Option("--format", help="projector: the TensorFlow Embedding Projector; "
                                                                   "word2vec: the word2vec text format.")]
     = ExportFormat.projector,

@@ -65,9 +65,11 @@ def neighbors_command(
     table: TableOption = TOKEN_TABLE,
     all_rows: Annotated[bool, typer.Option("--all", help="Every row of the table (or --queries), in batches.")] = False,
     out: Annotated[Path | None, typer.Option(
-        parser=output_path, metavar="<path>", help="With --all: the file to write, .tsv, .jsonl or .npz; - writes TSV to standard output.")] = None,
+        parser=output_path, metavar="<path>",
+        help="With --all: the file to write, .tsv, .jsonl or .npz; - writes TSV to standard output.")] = None,
     queries: Annotated[Path | None, typer.Option(
-        parser=input_file, metavar="<path>", help="With --all: a file of words (or ids with --ids), one a line, instead of every row. A word of several "
+        parser=input_file, metavar="<path>",
+        help="With --all: a file of words (or ids with --ids), one a line, instead of every row. A word of several "
              "tokens is skipped with a note.")] = None,
     strict: StrictFlag = False,
     remove_top: RemoveTopOption = None,

@@ -43,8 +43,9 @@ def similarity_command(
                                          "over the table, cached per file), or skip it.")] = True,
     table: TableOption = TOKEN_TABLE,
     pairs_file: Annotated[Path | None, typer.Option(
-        "--pairs-file", parser=input_file, metavar="<path>", help="Two words or ids per line; all pairs computed in one batch. A line that cannot be "
-                             "used is skipped with a note.")] = None,
+        "--pairs-file", parser=input_file, metavar="<path>",
+        help="Two words or ids per line; all pairs computed in one batch. A line that cannot be "
+             "used is skipped with a note.")] = None,
     strict: StrictFlag = False,
     json: JsonFlag = False,
 ) -> None:

@@ -58,8 +58,9 @@ def undertrained(
         "--table", help="token, output (an untied head) or both; default: output when the head is untied, else "
                         "token.", show_default=False)] = None,
     against: Annotated[list[Path] | None, typer.Option(
-        "--against", parser=checkpoint_path, metavar="PATH", help="Another checkpoint of the same run (repeatable): rows bitwise unchanged "
-                                          "in all of them are under-trained for certain.", show_default=False)] = None,
+        "--against", parser=checkpoint_path, metavar="PATH",
+        help="Another checkpoint of the same run (repeatable): rows bitwise unchanged "
+             "in all of them are under-trained for certain.", show_default=False)] = None,
     plot: PlotOption = None,
     device: DeviceOption = AUTO_DEVICE,
     json: JsonFlag = False,
