@@ -298,12 +298,19 @@ def position_offset(checkpoint: Checkpoint, known: Known | None, name: str) -> t
     (position_offsets.OFFSET_RULES), else the name's quirk."""
     if known is not None and known.folded:  # the lookup of positions 0..T-1, already made (the reader's note says so)
         return 0, ()
-    found = offset_by_family(checkpoint.config, name)
-    if found is not None:
-        return found[0], (found[1],)
-    if known is not None and known.first_row:
-        return known.first_row, (known.note,) if known.note else ()
-    return 0, ()
+    found: tuple[int, str | None] | None = offset_by_family(checkpoint.config, name)
+    if found is None and known is not None and known.first_row:
+        found = known.first_row, known.note
+    if found is None:
+        return 0, ()
+    tensor = checkpoint.tensors[name]
+    rows = tensor.shape[1] if tensor.transposed else tensor.shape[0]
+    if found[0] >= rows:  # a config's pad_token_id of 10**9 left no position: norms, positions --plot, report raised
+        why = f" ({found[1]})" if found[1] else ""
+        return 0, (Message(f"the rule puts position 0 at row {found[0]:,}, past the table's {rows:,} rows{why}: it "
+                           "is not this table's, so position p is row p (say otherwise with ",
+                           Option("first_position", metavar="N"), ")"),)
+    return found[0], (found[1],) if found[1] else ()
 
 
 def by_name(checkpoint: Checkpoint, role: Role, taken: set[str]) -> Table | None:
