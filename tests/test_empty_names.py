@@ -82,3 +82,19 @@ def test_a_value_that_looks_like_c_is_no_second_checkpoint(tmp_path):
     np.save(tmp_path / "t.npy", np.ones((4, 3), np.float32))
     result = run("info", "--token-key", "-c", "-c", tmp_path / "t.npy", code=1)  # a tensor named '-c'
     assert result.stderr == "Error: expected a tensor named '-c' for the token table, found none\n"
+
+
+@pytest.mark.parametrize("argument, value, said", [
+    ("vocab_size", 1.5, "vocab_size=1.5: expected a positive integer"),
+    ("vocab_size", True, "vocab_size=True: expected a positive integer"),
+    ("first_position", 1.5, "first_position=1.5: expected a row number (an integer)"),
+    ("token_key", "", "token_key='': expected a name or path, found an empty string"),
+    ("token_key", 5, "token_key=5: expected a name or path, found int"),
+    ("tokenizer", "", "tokenizer='': expected a name or path, found an empty string"),
+])
+def test_the_library_refuses_open_arguments_the_command_line_refuses(argument, value, said):
+    # vocab_size=1.5 opened the ANDREA sample as a table of 1.5 rows, first_position=1.5 put position p at row
+    # p + 1.5, token_key=5 raised TypeError, and '' named nothing, where the command line refuses each
+    with pytest.raises(embscope.OptionError) as err:
+        embscope.open("sample_checkpoints/andrea", **{argument: value})
+    assert str(err.value) == said and err.value.option == argument
