@@ -529,3 +529,13 @@ def test_a_tokenizer_that_does_not_load_is_said_not_dropped(tmp_path):
                              "token rows print as #id")]
     text = run("compare", root / "nlm", root / "andrea", "--sample", "0", "--tokenizer", missing).stdout
     assert "rows bitwise unchanged: 1,024 (all): #0, #1," in text and "note: tokenizer not loaded" in text
+
+
+@pytest.mark.parametrize("field, value", [("sample", -1), ("sample", 1.5), ("seed", -1), ("listed", -1), ("listed", 0)])
+def test_library_compare_options_outside_the_flags_bounds_are_refused(field, value):
+    # sample=-1 and seed=-1 raised ValueError from numpy, 1.5 TypeError, and listed=-1 listed every row but one
+    from embscope import CompareOptions, OptionError
+
+    with pytest.raises(OptionError, match=f"^expected {field} of at least ") as err:
+        CompareOptions(**{field: value})
+    assert err.value.option == field
