@@ -8,13 +8,15 @@ never gpt2's 2), else the step in its folder's name (`checkpoint-500/model.safet
 
 from __future__ import annotations
 
+import os
 import re
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from .core.checkpoint import Checkpoint
-from .core.errors import CheckpointError
+from .core.errors import CheckpointError, Message, Option, OptionError
 from .core.text import quote
 from .formats import sniff_readable
 from .listing import clipped_list
@@ -38,6 +40,15 @@ class Step:
         if self.value is None:
             return "step unknown"
         return f"step {self.value:,}" + (" (from the name)" if self.source == "name" else "")
+
+
+def path_list(paths: Sequence[Path], option: str) -> Sequence[Path]:
+    """`paths`, the checkpoints of an argument that takes several; one path given whole is refused, since going
+    through a str opened each of its characters ('m' for '.../nlm') and a Path has no length (TypeError)."""
+    if isinstance(paths, (str, bytes, os.PathLike)):
+        raise OptionError(Message("expected a list of checkpoints for ", Option(option), ", found the one path "
+                                  f"{quote(os.fsdecode(paths))}: pass [path]"), option=option)
+    return paths
 
 
 def step_from_name(path: Path) -> int | None:

@@ -539,3 +539,18 @@ def test_library_compare_options_outside_the_flags_bounds_are_refused(field, val
     with pytest.raises(OptionError, match=f"^expected {field} of at least ") as err:
         CompareOptions(**{field: value})
     assert err.value.option == field
+
+
+def test_library_one_path_where_a_list_of_checkpoints_goes_is_refused(tmp_path):
+    # compare_series('run/a.npy', ...) opened 'r', 'u', 'n', ...; report('.../nlm', ...) the checkpoint 'm'; a Path
+    # raised TypeError (no len)
+    import embscope
+
+    path = tmp_path / "a.npy"
+    np.save(path, np.ones((4, 3), np.float32))
+    for call, option in ((lambda given: embscope.compare_series(given, embscope.open), "paths"),
+                         (lambda given: embscope.report(given, embscope.open), "checkpoints")):
+        for given in (str(path), path):
+            with pytest.raises(embscope.OptionError, match="^expected a list of checkpoints for ") as err:
+                call(given)
+            assert err.value.option == option
