@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numbers
 import os
 from collections.abc import Callable, Sequence
 from functools import cached_property
@@ -15,6 +16,7 @@ from .core.errors import (
     EmbscopeError,
     Message,
     Option,
+    OptionError,
     PositionError,
     TableError,
     TokenError,
@@ -24,7 +26,7 @@ from .core.role import Role
 from .formats import OpenOptions, open_checkpoint
 from .hub import resolve
 from .naming import misfit_note
-from .roles import KEY_OPTIONS, find_tables
+from .roles import KEY_OPTIONS, find_tables, role_of
 from .sample import default_checkpoint
 from .tokenizers import find_tokenizer, load_tokenizer
 
@@ -71,11 +73,7 @@ class Embeddings:
 
     def table(self, role: Role | str) -> Table:
         """The table for a role; a role with none raises the reason discovery recorded."""
-        try:
-            role = Role(role)
-        except ValueError:
-            raise TableError(f"expected a table role token, position or output, found {role!r}",
-                             option="table") from None
+        role = role_of(role)
         found = {Role.token: self.tables.token, Role.position: self.tables.position,
                  Role.output: self.tables.output}[role]
         if found is None:
@@ -156,6 +154,9 @@ def open(path: str | os.PathLike[str] | None = None, *, tokenizer: str | os.Path
          context: int | None = None, first_position: int | None = None) -> Embeddings:
     """The checkpoint at `path` (see resolve_path) and its tables; `first_position` overrides the row that holds
     position 0 (the offset rule of position_offsets otherwise)."""
+    check_arguments({"vocab_size": vocab_size, "d_model": d_model, "context": context},
+                    {"first_position": first_position},
+                    {"token_key": token_key, "pos_key": pos_key, "output_key": output_key, "tokenizer": tokenizer})
     options = OpenOptions(trust_pickle=trust_pickle, vocab_size=vocab_size, d_model=d_model, context=context)
     resolved, is_sample, snapshot = resolve_path(path)
     checkpoint = open_checkpoint(resolved, options)
@@ -163,6 +164,24 @@ def open(path: str | os.PathLike[str] | None = None, *, tokenizer: str | os.Path
     if first_position is not None and tables.position is not None:
         set_first_position(tables.position, first_position)
     return Embeddings(checkpoint, tables, Path(tokenizer) if tokenizer is not None else None, is_sample, snapshot)
+
+
+def check_arguments(sizes: dict[str, object], rows: dict[str, object], names: dict[str, object]) -> None:
+    """open's arguments as the command line checks its flags: vocab_size=1.5 made a table of 1.5 rows and
+    first_position=1.5 a position p at row p + 1.5, a token_key of 5 raised TypeError, and '' named nothing."""
+    def whole(value: object) -> bool:
+        return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+    for name, value in sizes.items():
+        if value is not None and not (whole(value) and value > 0):  # type: ignore[operator]  # whole: Integral
+            raise OptionError(Message(Option(name, value), ": expected a positive integer"), option=name)
+    for name, value in rows.items():
+        if value is not None and not whole(value):
+            raise OptionError(Message(Option(name, value), ": expected a row number (an integer)"), option=name)
+    for name, value in names.items():
+        if value is not None and (not isinstance(value, (str, os.PathLike)) or os.fspath(value) == ""):
+            raise OptionError(Message(Option(name, value), ": expected a name or path, found "
+                                      f"{'an empty string' if value == '' else type(value).__name__}"), option=name)
 
 
 def set_first_position(table: Table, first_position: int) -> None:

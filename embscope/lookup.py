@@ -26,16 +26,18 @@ from __future__ import annotations
 
 import numbers
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
-from embscope.core.errors import Message, Option, TokenError, joined, message_of
+from embscope.core.errors import Message, Option, OptionError, TokenError, joined, message_of
 from embscope.core.text import quote
 from embscope.core.tokenizer import Tokenizer
 from embscope.digits import whole_number
 from embscope.naming import token_name
 
 WORD_START, PLAIN, EITHER, AS_GIVEN = "word-start", "plain", "either", "as given"
+I = TypeVar("I", bound=Iterable[object])
 SENTENCE_START = "a"  # the word a word-start form is taken after, where a leading space alone is stripped
 
 
@@ -256,10 +258,20 @@ def lookup_words(tokenizer: Tokenizer, words: Sequence[str], *, exact: bool = Fa
     return tuple(found)
 
 
+def word_text(item: object) -> str:
+    """A word given to a function that also takes ids: an integer is the word its digits spell; anything else
+    that is no str is refused, as typed_word refuses it."""
+    if isinstance(item, numbers.Integral) and not isinstance(item, bool):
+        return str(item)
+    return typed_word(item)  # type: ignore[arg-type]  # checked there
+
+
 def typed_word(word: str) -> str:
     """A word as the user typed it: under a locale that is not UTF-8 (LC_ALL=POSIX), Python hands the command
     line's UTF-8 bytes over as lone surrogates ('caf\\udcc3\\udca9'), which no tokenizer can encode; their bytes are
-    the word's. Bytes that are not UTF-8 are refused as such."""
+    the word's. Bytes that are not UTF-8 are refused as such, and so is a word that is no str."""
+    if not isinstance(word, str):  # a list or None would be looked up as its repr
+        raise TokenError(f"expected a word (a str), found {quote(word)}, a {type(word).__name__}")
     try:
         word.encode("utf-8")
         return word
@@ -307,6 +319,15 @@ def _checked(tokenizer: Tokenizer, word: str, form: str, ids: tuple[int, ...], c
     said = (space_sentence(word, space_id) if space_id is not None else None, form_sentence(form, choice), unknown)
     tokens = tuple(token_name(tokenizer, id) for id in ids)
     return WordLookup(word, ids, tokens, form, joined("; ", filter(None, said)) or None, choice, space_id, unknown)
+
+
+def word_list(items: I, option: str) -> I:
+    """`items`, the words (or ids) of an argument that takes several, as given (a stream stays one); one string
+    given whole is refused, since going through it would ask about each of its characters."""
+    if isinstance(items, (str, bytes)):
+        raise OptionError(Message("expected a list of words or ids for ", Option(option), f", found the string "
+                                  f"{quote(items)}: it would be read one character at a time"), option=option)
+    return items
 
 
 def parse_id(text: object) -> int:

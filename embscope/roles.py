@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from .core.arrays import to_float32
+from .core.arrays import FP8_WEIGHT_DTYPES, to_float32
 from .core.checkpoint import Checkpoint, EmbeddingTables, Table, TensorInfo
 from .core.errors import Message, Option, TableError, message_of
 from .core.role import Head, Role
@@ -205,9 +205,17 @@ FULL_COMPARE_BYTES = 512 * 2**20
 COMPARE_BLOCK_BYTES = 16 * 2**20
 
 
+def role_of(role: Role | str) -> Role:
+    """A role as a function was given it, or a TableError naming the three there are."""
+    try:
+        return Role(role)
+    except ValueError:
+        raise TableError(f"expected a table role token, position or output, found {role!r}", option="table") from None
+
+
 def is_parameter(tensor: TensorInfo) -> bool:
-    if not tensor.is_float:
-        return False
+    if not (tensor.is_float or tensor.dtype in FP8_WEIGHT_DTYPES):  # an FP8 model's weights left out made its
+        return False                                                # token table 99.9% of it
     if tensor.name.endswith("attn.bias") and len(tensor.shape) != 4:
         return True  # a real attention bias vector, not GPT-2's 4-D mask
     return not tensor.name.endswith(NON_PARAMETER_SUFFIXES)
@@ -298,12 +306,19 @@ def position_offset(checkpoint: Checkpoint, known: Known | None, name: str) -> t
     (position_offsets.OFFSET_RULES), else the name's quirk."""
     if known is not None and known.folded:  # the lookup of positions 0..T-1, already made (the reader's note says so)
         return 0, ()
-    found = offset_by_family(checkpoint.config, name)
-    if found is not None:
-        return found[0], (found[1],)
-    if known is not None and known.first_row:
-        return known.first_row, (known.note,) if known.note else ()
-    return 0, ()
+    found: tuple[int, str | None] | None = offset_by_family(checkpoint.config, name)
+    if found is None and known is not None and known.first_row:
+        found = known.first_row, known.note
+    if found is None:
+        return 0, ()
+    tensor = checkpoint.tensors[name]
+    rows = tensor.shape[1] if tensor.transposed else tensor.shape[0]
+    if found[0] >= rows:  # a config's pad_token_id of 10**9 left no position: norms, positions --plot, report raised
+        why = f" ({found[1]})" if found[1] else ""
+        return 0, (Message(f"the rule puts position 0 at row {found[0]:,}, past the table's {rows:,} rows{why}: it "
+                           "is not this table's, so position p is row p (say otherwise with ",
+                           Option("first_position", metavar="N"), ")"),)
+    return found[0], (found[1],) if found[1] else ()
 
 
 def by_name(checkpoint: Checkpoint, role: Role, taken: set[str]) -> Table | None:

@@ -2,27 +2,33 @@
 
 A folder's checkpoints are its files that a format reader recognises (nanoGPT `ckpt*.pt`, ANDREA dumps, nlm
 pickles, ...) and its Hugging Face Trainer `checkpoint-N/` folders. The step is the one the file records; else
-the last number in the file's name, else in its folder's name (`checkpoint-500/model.safetensors`).
+the one its name says (`step500_fp16`, `ckpt1000`), else the last number standing alone in its name (`model_300`,
+never gpt2's 2), else the step in its folder's name (`checkpoint-500/model.safetensors`).
 """
 
 from __future__ import annotations
 
+import os
 import re
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from .core.checkpoint import Checkpoint
-from .core.errors import CheckpointError
+from .core.errors import CheckpointError, Message, Option, OptionError
 from .core.text import quote
 from .formats import sniff_readable
 from .listing import clipped_list
 from .storage.constants import NOT_WEIGHTS, PREFERRED_IN_DIRECTORY
 
 TRAINER_FOLDER = re.compile(r"checkpoint-\d+")  # what transformers' Trainer names each save
-NUMBER = re.compile(r"\d+")
-# a folder named for its step (checkpoint-500, step_1000, iter3000); not any number, or runs/exp3 would be step 3
-STEP_FOLDER = re.compile(r"(?:checkpoint|step|iter)[-_]?(\d+)", re.IGNORECASE)
+# a number standing alone in a file's name (ckpt_300, 1000.pt); one glued to letters names no step: step500_fp16's 16
+# is a dtype and gpt2's 2 a model, and taken as steps they ordered a run's files by name and misled its audit
+NUMBER = re.compile(r"(?<![^\W_])\d+(?![^\W_])")
+# a name that says its step (checkpoint-500, ckpt1000, step_1000, iter3000); for a folder the only rule, or
+# runs/exp3 would be step 3
+STEP_FOLDER = re.compile(r"(?:checkpoint|ckpt|step|iter)[-_]?(\d+)", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -36,9 +42,20 @@ class Step:
         return f"step {self.value:,}" + (" (from the name)" if self.source == "name" else "")
 
 
+def path_list(paths: Sequence[Path], option: str) -> Sequence[Path]:
+    """`paths`, the checkpoints of an argument that takes several; one path given whole is refused, since going
+    through a str opened each of its characters ('m' for '.../nlm') and a Path has no length (TypeError)."""
+    if isinstance(paths, (str, bytes, os.PathLike)):
+        raise OptionError(Message("expected a list of checkpoints for ", Option(option), ", found the one path "
+                                  f"{quote(os.fsdecode(paths))}: pass [path]"), option=option)
+    return paths
+
+
 def step_from_name(path: Path) -> int | None:
-    """The last number in the name (without suffix), else the step in the name of the folder holding it."""
-    numbers = NUMBER.findall(path.stem if path.is_file() else path.name)
+    """The step the name (without suffix) says, else its last number standing alone, else the step in the name of
+    the folder holding it."""
+    name = path.stem if path.is_file() else path.name
+    numbers = [found[1] for found in STEP_FOLDER.finditer(name)] or NUMBER.findall(name)
     if numbers:
         return int(numbers[-1])
     folder = STEP_FOLDER.search(path.parent.name) if path.is_file() else None

@@ -118,6 +118,16 @@ def test_3cosmul_default_epsilon_is_the_papers(emb):
     assert [a.score for a in result.answers] == pytest.approx(scores[best], rel=1e-12)
 
 
+@pytest.mark.parametrize("epsilon", [0, -1.0, float("nan"), float("inf"), "0.001"])
+def test_an_epsilon_that_keeps_no_ratio_finite_is_refused(emb, epsilon, capfd):
+    # NaN raised ValueError from the top-k; -1 divided by zero (numpy's RuntimeWarning on stderr) and answered ' '
+    with pytest.raises(embscope.OptionError, match="expected an epsilon above 0 and finite") as err:
+        analogy(emb, "king", "man", "woman", method="3cosmul", epsilon=epsilon)
+    assert err.value.option == "epsilon" and capfd.readouterr().err == ""
+    with pytest.raises(embscope.OptionError, match="epsilon"):
+        evaluate(emb, read_questions(["king man woman queen"]), method="3cosmul", epsilon=epsilon)
+
+
 def test_file_accuracy_matches_gensim_evaluate_word_analogies(emb, kv, tmp_path):
     path = tmp_path / "questions.txt"
     path.write_text(QUESTIONS)

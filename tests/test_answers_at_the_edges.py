@@ -30,6 +30,17 @@ def test_positions_plot_with_no_cosine_at_any_distance(tmp_path, monkeypatch, po
     assert (tmp_path / "run-position-heatmap.png").stat().st_size > 0
 
 
+@pytest.mark.parametrize("value", [np.nan, np.inf], ids=["all NaN", "all Inf"])
+def test_token_norms_plot_with_no_finite_row(tmp_path, monkeypatch, value):
+    # no bar was drawn, so the legend had no entry, and matplotlib's legend of 0 columns raised ValueError (a
+    # traceback, from norms --plot and from report)
+    folder = gpt2_folder(tmp_path / "run", np.full((10, 4), value, np.float32), np.ones((8, 4), np.float32))
+    monkeypatch.chdir(tmp_path)
+    out = run("norms", "--table", "token", "--plot", "-c", folder).stdout
+    assert "plot written to run-token-norms.png" in out
+    assert (tmp_path / "run-token-norms.png").stat().st_size > 0
+
+
 def with_broken_tokenizer(tmp_path, seed: int):
     """A GPT-2 folder (12 token rows, 8 positions) and a --tokenizer file that fails to load."""
     rng = np.random.default_rng(seed)

@@ -297,6 +297,25 @@ def test_folder_of_mixed_formats_is_a_trajectory_in_step_order(tmp_path):
     assert "trajectory of the token table" in text
 
 
+def test_a_run_s_steps_come_from_the_step_its_names_say(tmp_path):
+    # step500_fp16 ... step2000_fp16 were all "step 16 (from the name)" (their dtype), ordered by name, 1000 before
+    # 500, and the audit called the last of them out of order
+    folder = tmp_path / "run"
+    folder.mkdir()
+    rng = np.random.default_rng(0)
+    table = rng.standard_normal((40, 8)).astype(np.float32)
+    for step in (500, 1000, 1500, 2000):
+        table = table + np.float32(0.3) * rng.standard_normal(table.shape).astype(np.float32)
+        np.savez(folder / f"step{step}_fp16.npz", token_emb=table)
+    np.savez(tmp_path / "gpt2.npz", token_emb=table)
+    doc = run_json("compare", folder, "--sample", "0")
+    assert [c["step"] for c in doc["checkpoints"]] == [500, 1000, 1500, 2000]
+    assert [Path(c["path"]).name for c in doc["checkpoints"]] == [f"step{s}_fp16.npz" for s in (500, 1000, 1500, 2000)]
+    assert doc["audit"]["out_of_order"] == []
+    assert run_json("compare", folder / "step500_fp16.npz", tmp_path / "gpt2.npz",
+                    "--sample", "0")["checkpoints"][1]["step"] is None  # gpt2's 2 is the model's, no step
+
+
 def test_plot_bare_and_named(tmp_path, monkeypatch):
     pytest.importorskip("matplotlib")
     rng = np.random.default_rng(9)
@@ -510,3 +529,28 @@ def test_a_tokenizer_that_does_not_load_is_said_not_dropped(tmp_path):
                              "token rows print as #id")]
     text = run("compare", root / "nlm", root / "andrea", "--sample", "0", "--tokenizer", missing).stdout
     assert "rows bitwise unchanged: 1,024 (all): #0, #1," in text and "note: tokenizer not loaded" in text
+
+
+@pytest.mark.parametrize("field, value", [("sample", -1), ("sample", 1.5), ("seed", -1), ("listed", -1), ("listed", 0)])
+def test_library_compare_options_outside_the_flags_bounds_are_refused(field, value):
+    # sample=-1 and seed=-1 raised ValueError from numpy, 1.5 TypeError, and listed=-1 listed every row but one
+    from embscope import CompareOptions, OptionError
+
+    with pytest.raises(OptionError, match=f"^expected {field} of at least ") as err:
+        CompareOptions(**{field: value})
+    assert err.value.option == field
+
+
+def test_library_one_path_where_a_list_of_checkpoints_goes_is_refused(tmp_path):
+    # compare_series('run/a.npy', ...) opened 'r', 'u', 'n', ...; report('.../nlm', ...) the checkpoint 'm'; a Path
+    # raised TypeError (no len)
+    import embscope
+
+    path = tmp_path / "a.npy"
+    np.save(path, np.ones((4, 3), np.float32))
+    for call, option in ((lambda given: embscope.compare_series(given, embscope.open), "paths"),
+                         (lambda given: embscope.report(given, embscope.open), "checkpoints")):
+        for given in (str(path), path):
+            with pytest.raises(embscope.OptionError, match="^expected a list of checkpoints for ") as err:
+                call(given)
+            assert err.value.option == option

@@ -94,6 +94,16 @@ def test_no_head_is_an_error_and_misuse_a_usage_error(tmp_path):
     assert "--output compares the two tables of one checkpoint" in result.stderr
 
 
+@pytest.mark.parametrize("option", [("--top", "3"), ("--top", "20"), ("--scheduler", "local")])
+def test_output_refuses_the_options_it_has_no_use_for(option):
+    # --output lists no movers and runs no series: --top 3 and --scheduler local were taken and the answer was the
+    # same to the bit
+    result = run("compare", "sample_checkpoints/nanogpt/ckpt.pt", "--output", *option, code=2)
+    assert result.stderr.splitlines()[0] == ("Error: Invalid value: --output compares the two tables of one checkpoint: "
+                                             "give one checkpoint, without --align, --match, --plot, --top or "
+                                             "--scheduler")
+
+
 def test_compare_two_checkpoints_reports_cka(tmp_path):
     rng = np.random.default_rng(3)
     a = rng.standard_normal((V, D)).astype(np.float32)

@@ -293,3 +293,29 @@ def test_out_dash_is_not_a_folder_named_dash(ckpt, tmp_path, monkeypatch):
                                                  "a file (word2vec), found '-': export writes files, not standard "
                                                  "output")
     assert not (tmp_path / "-").exists()
+
+
+@pytest.mark.parametrize("args", [("--format", "word2vec", "--out", "w.txt"), ("--table", "position", "--out", "p")],
+                         ids=["word2vec", "position"])
+def test_undertrained_typed_where_no_column_holds_it_is_a_usage_error(tmp_path, monkeypatch, args):
+    # word2vec has no metadata and positions no under-trained column: --undertrained was taken and left out
+    monkeypatch.chdir(tmp_path)
+    result = run("export", *args, "--undertrained", code=2)
+    assert result.stderr.splitlines()[0] == ("Error: Invalid value for '--undertrained': --undertrained fills the "
+                                             "Projector metadata's column of a token or output table: neither word2vec "
+                                             "nor the position table has it")
+    assert list(tmp_path.iterdir()) == []
+    run("export", *args)  # the default, not typed, is no error
+
+
+@pytest.mark.parametrize("spec", [{"items": ((5, 2),)}, {"items": ((-5, None),)}, {"items": ((1.5, 3),)},
+                                  {"top_norms": 0}, {"top_norms": -1}, {"top_norms": 1.5},
+                                  {"items": ((1, 3),), "top_norms": 3}],
+                         ids=["stop below start", "negative", "float", "top 0", "top -1", "top 1.5", "both"])
+def test_library_row_specs_the_command_line_refuses_are_refused(spec):
+    # (-5, None) exported rows -5..-1 (numpy's negative indices) and then every row, (5, 2) and top_norms=0 none,
+    # top_norms=-1 all rows but one, and items beside top_norms were dropped, each without a word
+    with pytest.raises(embscope.OptionError, match="^expected ") as err:
+        RowSpec(**spec)
+    assert err.value.option in ("rows", "top_norms")
+    assert RowSpec(items=((1, 3), (7, None))).items == ((1, 3), (7, None)) and RowSpec(top_norms=np.int64(2))

@@ -215,3 +215,38 @@ def test_the_plot_draws_a_bounded_number_of_rows(ckpt, monkeypatch):
     ax = map_figure(table_map(emb, "position"), "model.npz").axes[0]
     assert len(ax.lines[0].get_xdata()) == len(ax.collections[0].get_offsets()) == 10
     assert "1 position in 4 drawn" in [t.get_text() for t in ax.texts]
+
+
+class FakeUmap:
+    """umap-learn's face as map uses it: a layout that is each row's first two values."""
+
+    __version__ = "0.0-test"
+
+    class UMAP:
+        def __init__(self, **options):
+            self.options = options
+
+        def fit_transform(self, rows):
+            return np.asarray(rows)[:, :2]
+
+
+def test_umap_is_a_stage_the_command_shows(ckpt, monkeypatch):
+    # umap-learn's import and fit took 20-25 s on the sample with nothing on the terminal: no stage reached it
+    monkeypatch.setitem(sys.modules, "umap", FakeUmap)
+    heard = []
+    result = embscope.table_map(embscope.open(ckpt), embscope.Role.token, method="umap",
+                                stages=lambda name: lambda done, total: heard.append((name, done, total)))
+    assert heard == [("token table: UMAP", 1, 1)]
+    tok, _ = tables()
+    assert np.allclose([p.x for p in result.points if p.x is not None][:1], tok[[result.points[0].ids[0]], 0])
+
+
+def test_library_roles_that_are_none_are_refused_in_one_line(ckpt):
+    # table_map(emb, "bogus") raised ValueError from Role(); undertrained_tables(emb, roles="token") went through
+    # the string and said "found 't'"
+    emb = embscope.open(ckpt)
+    with pytest.raises(embscope.TableError, match="^expected a table role token, position or output, found 'bogus'$"):
+        embscope.table_map(emb, "bogus")
+    with pytest.raises(embscope.OptionError, match=r"found the string 'token': pass \['token'\]$") as err:
+        embscope.undertrained_tables(emb, roles="token")
+    assert err.value.option == "roles"

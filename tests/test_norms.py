@@ -9,6 +9,7 @@ from conftest import drifting, run, run_json
 from safetensors.numpy import save_file
 
 from embscope.analysis.norms import find_duplicates, row_norms, summarize
+from embscope.core.errors import OptionError
 
 
 def numpy_norms(table) -> np.ndarray:
@@ -75,6 +76,16 @@ def test_threshold_moves_the_line(tmp_path):
     assert 100 in [a["index"] for a in below["anomalies"]]
     [found] = [a for a in below["anomalies"] if a["index"] == 100]
     assert found["reason"] == f"z {z:.3g}" and found["z"] == pytest.approx(z, rel=1e-12)
+
+
+@pytest.mark.parametrize("threshold", [math.nan, -1.0, math.inf, "6"])
+def test_library_refuses_a_threshold_the_command_line_refuses(threshold):
+    # summarize(norms, nan) flagged no row and -1 every row, where --threshold nan and -1 are usage errors
+    norms = np.array([1.0, 1.1, 0.9, 50.0])
+    assert summarize(norms, 6.0).anomalies[0].index == 3
+    with pytest.raises(OptionError, match="expected a threshold of 0 or more and finite") as err:
+        summarize(norms, threshold)
+    assert err.value.option == "threshold"
 
 
 def test_anomalies_come_most_extreme_first_with_the_rule_once(tmp_path):

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 from conftest import run_json
-from safetensors.numpy import load_file
+from safetensors.numpy import load_file, save_file
 
 
 @pytest.fixture(scope="module")
@@ -242,3 +242,19 @@ def test_lilt_s_box_positions_named_by_key_keep_padding_idx_plus_one(tmp_path, t
     assert seen[0].tolist() == [[6, 7, 8, 9]]  # pad_token_id 5
     doc = run_json("positions", "-c", str(tmp_path), "--pos-key", "layout_embeddings.box_position_embeddings.weight")
     assert doc["first_row"] == 6
+
+
+@pytest.mark.parametrize("pad", [39, 10**9])
+def test_a_rule_that_puts_position_0_past_the_table_is_not_its_rule(tmp_path, pad):
+    # RoBERTa's padding_idx + 1 from a config's pad_token_id of 39 (a 40-row table) or 10**9 left no position:
+    # norms raised IndexError, positions --plot and report ValueError from the heatmap (tracebacks)
+    rng = np.random.default_rng(0)
+    save_file({"roberta.embeddings.word_embeddings.weight": rng.standard_normal((50, 16)).astype(np.float32),
+               "roberta.embeddings.position_embeddings.weight": rng.standard_normal((40, 16)).astype(np.float32)},
+              str(tmp_path / "model.safetensors"))
+    (tmp_path / "config.json").write_text(f'{{"model_type": "roberta", "pad_token_id": {pad}, "vocab_size": 50}}')
+    assert run_json("norms", "-c", tmp_path)["count"] == 40
+    notes = run_json("positions", "-c", tmp_path)["notes"]
+    assert any(note.startswith(f"the rule puts position 0 at row {pad + 1:,}, past the table's 40 rows (") and
+               note.endswith("so position p is row p (say otherwise with --first-position N)") for note in notes)
+    assert run_json("positions", "--profile", "-c", tmp_path)["profile"]["offsets"][0]["pairs"] == 39

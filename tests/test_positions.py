@@ -9,6 +9,7 @@ import pytest
 from conftest import cosine, drifting, run, run_json
 from safetensors.numpy import save_file
 
+import embscope
 from embscope.analysis.positions import default_pairs, position_profile
 
 
@@ -124,6 +125,24 @@ def test_malformed_pairs_are_usage_errors(gpt_file, text):
     path, _ = gpt_file
     result = run("positions", "-c", str(path), "--pairs", text, code=2)
     assert "expected position pairs written I:J,I:J" in result.stderr
+
+
+@pytest.mark.parametrize("pair, found", [((1.5, 3), "integers"), ((float("nan"), 3), "integers"),
+                                         (("3", 4), "integers"), ((True, 4), "integers"), ((1, 2, 3), "two positions"),
+                                         (5, "two positions")])
+def test_library_positions_that_are_no_integers_are_refused(gpt_file, pair, found):
+    # (1.5, 3) answered the cosine of rows 1 and 3 as the pair 1.5:3 at distance 1.5; NaN and "3" raised from numpy
+    emb = embscope.open(gpt_file[0])
+    with pytest.raises(embscope.OptionError, match=found) as err:
+        embscope.positions(emb, [pair])
+    assert err.value.option == "pairs"
+
+
+def test_library_positions_take_numpy_integers_as_ints(gpt_file):
+    path, pos = gpt_file
+    (pair,) = embscope.positions(embscope.open(path), np.array([[3, 40]])).pairs
+    assert (type(pair.i), type(pair.j), type(pair.distance)) == (int, int, int) and (pair.i, pair.j) == (3, 40)
+    assert pair.cosine == pytest.approx(cosine(pos[3], pos[40]), abs=1e-12)
 
 
 def test_model_without_position_table(tmp_path):

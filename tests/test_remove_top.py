@@ -7,6 +7,8 @@ import numpy as np
 import pytest
 from conftest import cosine, run, run_json
 
+import embscope
+
 V, D = 120, 10
 
 
@@ -76,3 +78,15 @@ def test_a_zero_row_keeps_no_direction(tmp_path):
     assert doc["neighbors"][0]["cosine"] == pytest.approx(np.delete(unit @ unit[0], 0).max(), rel=1e-6)
     doc = run_json("similarity", "-c", tmp_path / "z.npz", "--ids", "0", "4", "--remove-top", "1")
     assert doc["pairs"][0]["cosine"] is None and "zero norm" in doc["pairs"][0]["reason"]
+
+
+@pytest.mark.parametrize("removed", [1.5, True, "3"])
+def test_library_directions_that_are_no_integer_are_refused(tmp_path, removed):
+    # 1.5 and "3" raised TypeError from numpy's slicing; True removed one direction as if 1 were asked
+    path, _ = planted(tmp_path)
+    emb = embscope.open(path)
+    with pytest.raises(embscope.OptionError, match="expected a number of directions to remove") as err:
+        embscope.similarity(emb, ["1", "2"], ids=True, remove_top=removed)
+    assert err.value.option == "remove_top"
+    with pytest.raises(embscope.OptionError, match="expected a number of directions to remove"):
+        embscope.neighbors(emb, 1, ids=True, remove_top=removed)

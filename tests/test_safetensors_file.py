@@ -87,3 +87,23 @@ def test_training_step_from_the_header_metadata(tmp_path):
     assert embscope.open(tmp_path / "m.safetensors").checkpoint.step == 1500
     save_file({"wte.weight": np.zeros((4, 2), np.float32)}, tmp_path / "n.safetensors", metadata={"step": "later"})
     assert embscope.open(tmp_path / "n.safetensors").checkpoint.step is None
+
+
+@pytest.mark.parametrize("dtype, name", [("float8_e4m3fn", "F8_E4M3"), ("float8_e5m2", "F8_E5M2"),
+                                         ("complex64", "C64")])
+def test_a_tensor_safetensors_writes_but_numpy_cannot_hold_is_listed_not_fatal(tmp_path, dtype, name):
+    # an FP8 model (BF16 embeddings, F8_E4M3 linear layers, as safetensors.torch writes them) was refused whole:
+    # "expected a dtype among F64, ..., found '"F8_E4M3"'"
+    torch = pytest.importorskip("torch")
+    from safetensors.torch import save_file as save_torch
+
+    table = torch.randn(12, 4, dtype=torch.bfloat16)
+    save_torch({"model.embed_tokens.weight": table, "model.layers.0.mlp.up_proj.weight":
+                torch.randn(8, 4).to(getattr(torch, dtype))}, str(tmp_path / "model.safetensors"))
+    data = (tmp_path / "model.safetensors").read_bytes()
+    header = json.loads(data[8:8 + int.from_bytes(data[:8], "little")])
+    assert header["model.layers.0.mlp.up_proj.weight"]["dtype"] == name
+    emb = embscope.open(tmp_path / "model.safetensors")
+    found = emb.checkpoint.tensors["model.layers.0.mlp.up_proj.weight"]
+    assert (found.shape, found.dtype) == ((8, 4), dtype)
+    assert np.array_equal(emb.token.array, table.float().numpy())

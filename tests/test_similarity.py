@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import re
 import subprocess
 import sys
 import warnings
@@ -101,6 +102,27 @@ def test_two_words_give_one_pair_with_the_ids_and_tokens_used(emb, table):
     assert result.table is Role.token and result.table_name == "token_emb" and not result.centered
 
 
+@pytest.mark.parametrize("call, option", [
+    (lambda emb: similarity(emb, "dog cat"), "words_or_ids"),
+    (lambda emb: embscope.topk_all(emb, 3, queries="dog"), "queries"),
+    (lambda emb: embscope.table_map(emb, Role.token, words="dog"), "words"),
+], ids=["similarity", "topk_all", "table_map"])
+def test_one_string_where_a_list_of_words_goes_is_refused(emb, call, option):
+    # "dog cat" was gone through one character at a time: similarity answered about 'd', 'o', 'g', ' ', 'c', ...
+    with pytest.raises(embscope.OptionError, match="found the string .*one character at a time") as err:
+        call(emb)
+    assert err.value.option == option
+
+
+@pytest.mark.parametrize("word", [["dog"], None, 2.5, True])
+def test_a_word_that_is_no_str_is_refused(emb, word):
+    # neighbors(emb, ["dog"]) looked up the text "['dog']", bytes of brackets and quotes, and answered about it
+    with pytest.raises(TokenError, match=r"expected a word \(a str\), found"):
+        embscope.neighbors(emb, word)
+    with pytest.raises(TokenError, match=r"expected a word \(a str\)( or an id)?, found"):
+        similarity(emb, ["dog", word])
+
+
 def test_a_word_of_several_tokens_is_the_mean_of_its_rows(emb, table):
     (pair,) = similarity(emb, ["dogcat", "puppy"]).pairs
     assert pair.a.ids == (DOG, CAT) and pair.a.tokens == ("dog", "cat") and pair.a.merged
@@ -147,6 +169,21 @@ def test_more_words_give_every_pair_and_a_symmetric_matrix(emb, table):
         assert pair.cosine == pytest.approx(cosine(table[rows[i]], table[rows[j]]), abs=1e-6)
         assert result.matrix[i][j] == result.matrix[j][i] == pair.cosine
     assert [result.matrix[i][i] for i in range(4)] == [1.0] * 4
+
+
+def test_a_matrix_wider_than_the_console_is_left_out_whole(npz_path, table):
+    # past the width rich folded each cosine over lines: +0.0588 printed as '+0.058' above '8' at 8 words, and 300
+    # words gave an empty grid of borders
+    ids = [str(i) for i in range(100, 108)]
+    printed = run("similarity", "-c", npz_path, "--ids", *ids).stdout
+    found = re.search(r"cosine matrix left out: 8 words need (\d+) columns, the console has (\d+) \(--json lists "
+                      r"every pair\)", " ".join(printed.split()))
+    assert found and int(found[1]) > int(found[2]) and "┃ 100" not in printed
+    three = run("similarity", "-c", npz_path, "--ids", "100", "101", "102").stdout
+    matrix = three[three.index("cosine matrix"):]
+    unit = table[100:103] / np.linalg.norm(table[100:103], axis=1, keepdims=True)
+    for i, row in enumerate(unit @ unit.T):
+        assert f"│ {100 + i} │ " + " │ ".join(f"{v:+.4f}" for v in row) + " │" in matrix
 
 
 def test_ids_take_raw_rows_and_name_them_through_the_tokenizer(emb, table):

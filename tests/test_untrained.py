@@ -126,6 +126,20 @@ def test_a_table_at_initialisation_is_said_to_be(tmp_path):
     assert "never trained" not in [p.get_label() for p in ranked.get_legend().get_patches()]
 
 
+def test_a_subnormal_initializer_range_is_no_warning_on_stderr(tmp_path, capfd):
+    # initializer_range 1e-320 overflowed norm / scale, and numpy's RuntimeWarning reached stderr; no row is at it
+    folder = tmp_path / "m"
+    folder.mkdir()
+    table = np.random.default_rng(4).normal(0, 0.02, (300, 64)).astype(np.float32)
+    save_file({"wte.weight": table}, str(folder / "model.safetensors"))
+    (folder / "config.json").write_text(json.dumps({"model_type": "gpt2", "initializer_range": 1e-320}))
+    capfd.readouterr()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a warning raised, where the command line prints it
+        doc = run_json("norms", "--table", "token", "-c", str(folder))
+    assert doc["untrained"]["rows"] == 0 and capfd.readouterr().err == ""
+
+
 def shared_statistic(table: np.ndarray) -> float:
     """d |sum of the unit rows|^2 / rows over the non-zero rows: chi-square with d degrees for rows drawn at random."""
     table = table.astype(np.float64)

@@ -4,6 +4,7 @@ top D principal directions of the centred table taken out. `similarity` and `nei
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,9 +32,10 @@ def remove_top(table: np.ndarray, removed: int, *, device: str = "auto") -> Remo
     directions are those of the rows with a direction (zero, NaN and Inf rows are left out of them); a zero row stays
     zero and a row holding NaN or Inf stays so: neither has a cosine there."""
     dim = table.shape[1]
-    if not 1 <= removed < dim:
+    # 1.5 and "3" raised TypeError from numpy, True removed one direction
+    if isinstance(removed, bool) or not isinstance(removed, numbers.Integral) or not 1 <= removed < dim:
         raise OptionError(f"expected a number of directions to remove from 1 to {dim - 1} (the table is {dim} wide), "
-                          f"found {removed}", option="remove_top")
+                          f"found {removed!r}", option="remove_top")
     work, _ = work_for(device)
     rows = StoredRows(table)
     moments = table_moments(rows, work)

@@ -18,6 +18,8 @@ queries: never a V x V matrix.
 
 from __future__ import annotations
 
+import math
+import numbers
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
@@ -203,9 +205,12 @@ def exact_scores(array: np.ndarray, ids: np.ndarray, a: np.ndarray, b: np.ndarra
     return scores
 
 
-def check_method(method: str) -> None:
+def check_method(method: str, epsilon: float) -> None:
     if method not in METHODS:
         raise OptionError(f"expected a method {' or '.join(METHODS)}, found {quote(method)}", option="method")
+    # 3CosMul divides by cos'(x, b) + epsilon, cos' in [0, 1]: NaN raised from the top-k, a negative one divided by 0
+    if isinstance(epsilon, bool) or not isinstance(epsilon, numbers.Real) or not 0 < epsilon < math.inf:
+        raise OptionError(f"expected an epsilon above 0 and finite, found {quote(epsilon)}", option="epsilon")
 
 
 # --- one question ---
@@ -213,7 +218,7 @@ def check_method(method: str) -> None:
 def analogy(emb: Embeddings, a: str, b: str, c: str, *, k: int = 10, method: str = "3cosadd", ids: bool = False,
             exact: bool = False, epsilon: float = COSMUL_EPSILON) -> AnalogyResult:
     """The k rows that best answer a - b + c (king - man + woman) in the token table, the inputs left out."""
-    check_method(method)
+    check_method(method, epsilon)
     if k < 1:
         raise OptionError(f"expected k of at least 1, found {k}", option="k")
     table = emb.table(Role.token)
@@ -288,7 +293,7 @@ Terms = dict[str, tuple[Term | None, str | None]]  # word -> (its term, or why i
 def evaluate(emb: Embeddings, asked: QuestionFile, *, method: str = "3cosadd", exact: bool = False,
              epsilon: float = COSMUL_EPSILON) -> Evaluation:
     """Accuracy per section and overall: a question `a b c d` is right when b - a + c answers d first."""
-    check_method(method)
+    check_method(method, epsilon)
     table = emb.table(Role.token)
     array = table.array
     terms = _terms(Lookup(emb, table, LookupOptions(exact=exact)), asked)

@@ -23,7 +23,7 @@ import numpy as np
 
 from .. import compute
 from ..compute.streamed import StreamedTopK
-from ..core.errors import Message, Option, TableError
+from ..core.errors import Message, Option, OptionError, TableError
 from ..core.memory import release, size_text
 from ..core.role import Role
 from .cka import Cka, linear_cka
@@ -358,6 +358,14 @@ class CompareOptions:
     listed: int = LISTED
     device: str = "auto"
     cka: bool = True  # linear CKA: the d x d products of each table pair (about 2 n d^2 multiply-adds, a top-k's order)
+
+    def __post_init__(self) -> None:
+        """The bounds the command line's flags have (--sample 0 or more, --top 1 or more, a seed numpy takes):
+        sample=-1 and seed=-1 raised ValueError from numpy, 1.5 TypeError, and listed=-1 listed every row but one."""
+        for name, least in (("sample", 0), ("seed", 0), ("listed", 1)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < least:
+                raise OptionError(f"expected {name} of at least {least}, found {value!r}", option=name)
 
 
 @dataclass(frozen=True, eq=False)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from ..core.errors import CheckpointError
 from ..core.text import quote
 from ..naming import row_name, tokenizer_failure
-from ..series import Step, checkpoint_step, folder_checkpoints, in_step_order
+from ..series import Step, checkpoint_step, folder_checkpoints, in_step_order, path_list
 from .audit import Audit, audit
 from .compare import CompareOptions, Comparison, TableInput, compare
 from .pairing import Pairing
@@ -92,6 +92,7 @@ def compare_series(paths: Sequence[Path], open_path: Opener, options: CompareOpt
     """Compare the checkpoints at `paths`, in order. `ready`: checkpoints already opened, by their index in
     `paths` (opened before the series for words or token strings); the rest are opened as the series reaches them.
     `on_open` sees each checkpoint as it is opened (the command notes the files read, which a plot may not replace)."""
+    paths = path_list(paths, "paths")
     opened: list[tuple[Path, Step]] = []
     names: dict[str, Namer] = {}
     names_b: dict[str, Namer] = {}

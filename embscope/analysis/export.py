@@ -33,9 +33,26 @@ class RowSpec:
     top_norms: int | None = None
     text: str | None = None  # as typed, for messages
 
+    def __post_init__(self) -> None:
+        """What parse_rows and the command line let through, and nothing else: (-5, None) exported rows -5..-1
+        and then every row, (5, 2) none, top_norms=-1 all but one, and items beside top_norms were dropped."""
+        if self.items and self.top_norms is not None:
+            raise OptionError("expected rows or top_norms, not both", option="top_norms")
+        if self.top_norms is not None and not (whole(self.top_norms) and self.top_norms >= 1):
+            raise OptionError(f"expected top_norms of at least 1, found {self.top_norms!r}", option="top_norms")
+        for item in self.items:
+            start, stop = item if isinstance(item, tuple) and len(item) == 2 else (None, None)
+            if not (whole(start) and start >= 0 and (stop is None or (whole(stop) and stop > start))):
+                raise OptionError(f"expected rows as (start, stop) with 0 <= start < stop, or stop None for the "
+                                  f"end, found {item!r}", option="rows")
+
     @property
     def everything(self) -> bool:
         return not self.items and self.top_norms is None
+
+
+def whole(value: object) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
 
 
 def parse_rows(text: str) -> RowSpec:

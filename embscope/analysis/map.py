@@ -25,11 +25,13 @@ from .. import compute
 from ..core.errors import Message, MissingPackageError, Option, OptionError, TableError, TokenError
 from ..core.role import Role
 from ..core.text import quote
-from ..lookup import check_id, lookup_word
+from ..lookup import check_id, lookup_word, word_list
 from ..naming import row_name
 from ..options import LookupOptions
+from ..roles import role_of
 from .norms import NormSummary, RowListing, judged, row_norms
 from .probes import given_rule, probe_words
+from .stages import Progress, Stages, quiet
 from .untrained import Untrained
 
 if TYPE_CHECKING:
@@ -209,8 +211,8 @@ def column_mean(array: np.ndarray, ids: np.ndarray) -> np.ndarray:
     return total / max(len(ids), 1)
 
 
-def umap_2d(array: np.ndarray) -> Projection:
-    """UMAP's 2-D layout of the finite rows (cosine metric, fixed seed)."""
+def umap_2d(array: np.ndarray, progress: Progress | None = None) -> Projection:
+    """UMAP's 2-D layout of the finite rows (cosine metric, fixed seed); `progress` hears when it is done."""
     try:
         import umap
     except ImportError:
@@ -226,6 +228,8 @@ def umap_2d(array: np.ndarray) -> Projection:
         layout = reducer.fit_transform(np.asarray(array[ids], dtype=np.float32))
     coords = np.full((array.shape[0], 2), np.nan)
     coords[ids] = layout
+    if progress is not None:
+        progress(1, 1)
     return Projection(coords, "umap", "umap", None, None, len(ids), np.flatnonzero(~ok),
                       library=f"umap-learn {umap.__version__}")
 
@@ -278,19 +282,22 @@ def position_points(coords: np.ndarray, first_row: int) -> list[Point]:
 
 
 def table_map(emb: Embeddings, role: Role, *, method: str = "pca", words: list[str] | None = None,
-              exact: bool = False, verdicts: tuple[NormSummary, Untrained] | None = None) -> TableMap:
+              exact: bool = False, verdicts: tuple[NormSummary, Untrained] | None = None,
+              stages: Stages = quiet) -> TableMap:
     """The 2-D map of the `role` table, its labelled points and its flagged rows; `verdicts`: what norms.judged
-    gives the table (its default threshold), when the caller has it (the report's norms section)."""
+    gives the table (its default threshold), when the caller has it (the report's norms section); `stages`: a
+    stage for UMAP's layout, the long part (umap-learn's import and fit took 20-25 s on the sample)."""
     if method not in METHODS:
         raise OptionError(f"expected a method {' or '.join(METHODS)}, found {quote(method)}", option="method")
-    role = Role(role)
+    role = role_of(role)  # Role('bogus') raised ValueError
+    words = word_list(words, "words") if words is not None else None
     if role is Role.position and words:  # refused before any work
         raise OptionError(Message("expected no ", Option("words"), " for the position table: its points are positions"),
                           option="words", role=role)
     table = emb.table(role)
     array = table.array
     norms = row_norms(array)  # for the map's finite rows and the flagged ones
-    projection = pca_2d(array, norms=norms) if method == "pca" else umap_2d(array)
+    projection = pca_2d(array, norms=norms) if method == "pca" else umap_2d(array, stages(f"{role.value} table: UMAP"))
     coords = projection.coords
     notes = list(table.notes)
     tokenizer = None

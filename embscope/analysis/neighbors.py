@@ -14,6 +14,7 @@ from .. import compute
 from ..core.errors import Message, Option, OptionError, TokenError, joined, message_of
 from ..core.role import Role
 from ..core.text import quote
+from ..lookup import word_list
 from ..naming import token_name
 from ..options import LookupOptions
 from .all_but_the_top import remove_top as all_but_the_top
@@ -108,7 +109,7 @@ def topk_all(emb: Embeddings, k: int, *, queries: Iterable[object] | None = None
     if queries is not None:
         resolve = Resolver(emb, pick_table(emb, table), LookupOptions(ids, exact, allow_unk), merge=True)
         chosen = packed("q")
-        for n, text in enumerate(queries):
+        for n, text in enumerate(word_list(queries, "queries")):
             try:
                 found = resolve(text)
                 if found.merged:

@@ -5,6 +5,7 @@ exceed memory; the duplicate search (analysis.duplicates) holds unit rows and is
 from __future__ import annotations
 
 import math
+import numbers
 import operator
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
@@ -14,8 +15,9 @@ from typing import TYPE_CHECKING, Generic, TypeVar, overload
 import numpy as np
 
 from ..compute import row_norms
-from ..core.errors import Message
+from ..core.errors import Message, OptionError
 from ..core.role import Role
+from ..core.text import quote
 from ..naming import row_name
 from .duplicates import DUPLICATE_COSINE, Duplicate, DuplicateSearch, find_duplicates
 from .median import median_of
@@ -195,10 +197,17 @@ def robust_z(norms: np.ndarray, median: float, mad: float) -> np.ndarray:
     return z
 
 
+def check_threshold(threshold: float) -> None:
+    """A threshold NaN flagged no row, and one below 0 every row, as the command line refuses them."""
+    if isinstance(threshold, bool) or not isinstance(threshold, numbers.Real) or not 0 <= threshold < math.inf:
+        raise OptionError(f"expected a threshold of 0 or more and finite, found {quote(threshold)}", option="threshold")
+
+
 def summarize(norms: np.ndarray, threshold: float = DEFAULT_THRESHOLD) -> NormSummary:
     """Statistics over the finite norms, and the rows flagged as anomalies: zero, NaN and Inf rows always;
     otherwise |robust z| > threshold (when MAD is 0: any norm off the shared median by a relative 1e-6).
     Rows without a finite norm are listed first, then the largest |z| first."""
+    check_threshold(threshold)
     finite_rows = np.isfinite(norms)
     count = int(finite_rows.sum())
     mean, low, high = (math.nan, math.nan, math.nan)

@@ -59,8 +59,9 @@ class ParamsReport:
 
 
 def count_parameters(checkpoint: Checkpoint, skip: frozenset[str] = frozenset()) -> int:
-    """Float tensors, each storage counted once (a tied head is stored once); buffers left out."""
-    seen, total = set(), 0
+    """Float tensors, each storage counted once (a tied head is stored once), and the FP8 weights a reader
+    skipped; buffers left out."""
+    seen, total = set(), checkpoint.skipped_parameters
     for tensor in checkpoint.tensors.values():
         if tensor.name in skip or not is_parameter(tensor):
             continue

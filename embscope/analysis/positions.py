@@ -7,14 +7,16 @@ Undefined cosines (a zero, NaN or Inf row) are NaN here; rendering turns them in
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import numbers
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..compute import cosine_blocks, pair_cosines, row_norms, topk_rows, unit_rows
-from ..core.errors import PositionError
+from ..core.errors import OptionError, PositionError
+from ..core.text import quote
 from .untrained import Untrained, find_untrained
 
 if TYPE_CHECKING:
@@ -126,6 +128,20 @@ def default_pairs(positions: int) -> list[tuple[int, int]]:
     return sorted(unique, key=lambda pair: (pair[1] - pair[0], pair[0]))
 
 
+def integer_pairs(pairs: Iterable[Sequence[object]]) -> list[tuple[int, int]]:
+    """Each pair as two ints; a pair of another length, or a position that is no whole number (1.5 named row 1,
+    NaN and "3" raised from numpy), is refused."""
+    found = []
+    for pair in pairs:
+        items = tuple(pair) if isinstance(pair, Iterable) and not isinstance(pair, (str, bytes)) else ()
+        if len(items) != 2:
+            raise OptionError(f"expected pairs of two positions, found {quote(pair)}", option="pairs")
+        if not all(isinstance(p, numbers.Integral) and not isinstance(p, bool) for p in items):
+            raise OptionError(f"expected positions that are integers, found the pair {quote(pair)}", option="pairs")
+        found.append((int(items[0]), int(items[1])))  # type: ignore[call-overload]  # Integral, checked above
+    return found
+
+
 def check_positions(pairs: list[tuple[int, int]], rows: int, first_row: int, name: str) -> None:
     positions = max(rows - first_row, 0)
     for position in (p for pair in pairs for p in pair):
@@ -153,6 +169,7 @@ def undefined_reason(table: np.ndarray, row: int, position: int) -> str | None:
 def position_pairs(table: np.ndarray, pairs: list[tuple[int, int]], first_row: int = 0,
                    name: str = "position table") -> PositionReport:
     """Cosines of the given position pairs; positions past the table's end are a PositionError."""
+    pairs = integer_pairs(pairs)
     check_positions(pairs, table.shape[0], first_row, name)
     rows = np.array(pairs, dtype=np.int64).reshape(-1, 2) + first_row
     cosines = pair_cosines(table, rows)

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, TypeVar
 from ..blas import one_thread
 from ..core.errors import EmbscopeError, Message, Option, message_of
 from ..core.role import Role
-from ..series import is_run_folder
+from ..lookup import word_list
+from ..series import is_run_folder, path_list
 from .compare_series import SeriesComparison, compare_series, run_checkpoints
 from .geometry import Geometry, geometry
 from .info import InfoReport, info_report
@@ -221,6 +222,8 @@ def gather(checkpoints: Sequence[Path], open_path: Opener, *, words: Sequence[st
     """Every section of the report on `checkpoints` (in order; empty: the default checkpoint). `words`: the probe
     words for the neighbours and the map (None: the probe-word rule); `origin`: what names the checkpoints
     together (default: the first)."""
+    words = word_list(words, "words") if words is not None else None  # refused before any checkpoint is opened
+    checkpoints = path_list(checkpoints, "checkpoints")
     emb = open_path(checkpoints[-1] if checkpoints else None)
     with one_thread() if largest_table(emb) <= ONE_THREAD_VALUES else nullcontext():
         return sections_of(emb, checkpoints, open_path, words=words, origin=origin, notes=notes, stages=stages)

@@ -16,7 +16,17 @@ from .. import compute
 from ..core.errors import Message, Option, TableError, TokenError, joined, message_of
 from ..core.role import Role
 from ..core.text import quote
-from ..lookup import FormChoice, WordEncoder, check_id, form_sentence, lookup_words, parse_id, space_sentence
+from ..lookup import (
+    FormChoice,
+    WordEncoder,
+    check_id,
+    form_sentence,
+    lookup_words,
+    parse_id,
+    space_sentence,
+    word_list,
+    word_text,
+)
 from ..naming import token_name
 from ..options import AS_TYPED, PLAIN_COSINES, LookupOptions, SimilarityOptions
 
@@ -200,7 +210,7 @@ class Resolver:
                     self._add(text, self.resolve_id(item))
             return texts
         found: list[Hashable] = []
-        for lookup in self.lookup([str(item) for item in items]):
+        for lookup in self.lookup([word_text(item) for item in items]):
             key = (lookup.word, lookup.choice)  # a word has one Query per form it was looked up in
             if key not in self.cache:
                 self._add(key, self.query(lookup))
@@ -423,10 +433,18 @@ def similarity(emb: Embeddings, words_or_ids: Sequence[object], *, ids: bool = F
                             SimilarityOptions(merge, center, table, baseline, remove_top))
 
 
+def hashable_item(item: object) -> Hashable:
+    """A word or id as the list gave it; a list in the list is neither (the lookup says so of other types)."""
+    if not isinstance(item, Hashable):
+        raise TokenError(f"expected a word (a str) or an id, found {quote(item)}, a {type(item).__name__}")
+    return item
+
+
 def words_similarity(emb: Embeddings, words_or_ids: Sequence[object], asked_as: LookupOptions = AS_TYPED,
                      how: SimilarityOptions = PLAIN_COSINES) -> SimilarityResult:
     """similarity, with its options as the two objects a command builds from its flags."""
-    items = list(dict.fromkeys(words_or_ids))  # a word given twice is compared once
+    given = word_list(words_or_ids, "words_or_ids")
+    items = list(dict.fromkeys(map(hashable_item, given)))  # a word given twice is compared once
     if len(items) < 2:
         raise TokenError(f"expected at least two different words or ids to compare, found {len(items)}")
     chosen = pick_table(emb, how.table)

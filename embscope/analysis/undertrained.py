@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .. import compute
-from ..core.errors import EmbscopeError, Message, TableError, message_of
+from ..core.errors import EmbscopeError, Message, OptionError, TableError, message_of
 from .norms import DEFAULT_THRESHOLD, RowListing, median_and_mad, robust_z, row_norms
 from .stages import Progress, Stages, quiet
 from .token_kinds import KINDS, ROUND_TRIP_MAX_CHARS, TokenKinds, token_kinds
@@ -175,6 +175,9 @@ def undertrained_tables(emb: Embeddings, roles: Sequence[str] | None = None, *, 
     """Candidates in each table of `roles` (default_roles when None), the tokenizer's kinds worked out once for
     tables of the same height; `others` gives the same table from other checkpoints of the run; `untrained`: the
     never-trained rows of a table by role, where the caller found them already (the report's norms section)."""
+    if isinstance(roles, str):  # 'token' was gone through as 't', 'o', ...: "found 't'"
+        raise OptionError(f"expected a list of roles for the roles argument, found the string {roles!r}: pass "
+                          f"[{roles!r}]", option="roles")
     device = compute.resolve_device(device)
     notes: list[str] = []
     reports: list[UndertrainedReport] = []

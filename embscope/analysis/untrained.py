@@ -179,8 +179,8 @@ def find_untrained(array: np.ndarray, norms: np.ndarray, role: str, config: Mapp
 
 def band(norms: np.ndarray, scale: float, dim: int) -> np.ndarray:
     """Rows whose norm lies where a Gaussian draw of norm `scale` puts it."""
-    with np.errstate(invalid="ignore"):
-        off = norms / scale  # |norm / scale - 1| worked in one array: the table's every row, 8 bytes each
+    with np.errstate(invalid="ignore", over="ignore"):  # a config's initializer_range of 1e-320 overflowed the
+        off = norms / scale                               # quotient (numpy's warning on stderr): inf is off the band  # |norm / scale - 1| worked in one array: the table's every row, 8 bytes each
         off -= 1
         return np.abs(off, out=off) <= BAND_SPREADS / math.sqrt(2 * dim)
 

@@ -12,7 +12,16 @@ from ..core.errors import joined
 from ..naming import tokenizer_failure
 from ..render import analogy as render
 from .command import SourceCommand
-from .options import ExactFlag, IdsFlag, JsonFlag, ListedAnswers, check_lookup_flags, refuse, source_of
+from .options import (
+    ExactFlag,
+    IdsFlag,
+    JsonFlag,
+    ListedAnswers,
+    check_lookup_flags,
+    input_file,
+    refuse,
+    source_of,
+)
 
 
 class Method(str, Enum):
@@ -29,8 +38,9 @@ def analogy_command(
         "--method", help="3cosadd: cos(x, a - b + c) on unit rows; 3cosmul: Levy & Goldberg's multiplicative "
                          "objective (epsilon 0.001).")] = Method.add,
     file: Annotated[Path | None, typer.Option(
-        "--file", help="Questions in the Google analogy test format (`: section`, then `a b c d` lines, asking "
-                       "b - a + c = d): accuracy per section and overall.", show_default=False)] = None,
+        "--file", parser=input_file, metavar="<path>",
+        help="Questions in the Google analogy test format (`: section`, then `a b c d` lines, asking "
+             "b - a + c = d): accuracy per section and overall.", show_default=False)] = None,
     ids: IdsFlag = False,
     exact: ExactFlag = False,
     json: JsonFlag = False,

@@ -56,6 +56,20 @@ class OptionWords:
     def is_option(self, word: str) -> bool:  # `-3:4` is a (bad) value, `--json` or `-cFILE` an option
         return word.split("=", 1)[0] in self.names or (len(word) > 2 and word[:2] in self.names)
 
+    def times_given(self, args: list[str], names: tuple[str, ...]) -> int:
+        """How often an option of `names` is given in `args` (-c FILE, -cFILE, --checkpoint=FILE), values of other
+        options and arguments after `--` left out."""
+        times, at = 0, 0
+        while at < len(args) and args[at] != "--":
+            word = args[at]
+            at += 1
+            name = word.split("=", 1)[0] if word.startswith("--") else word[:2]
+            if name in names:
+                times += 1
+            if word in self.takes_value and at < len(args):  # its value, whatever it looks like
+                at += 1
+        return times
+
     def filled(self, args: list[str]) -> list[str]:
         """`args` with the value filled in after each optional-value option that was given none."""
         filled: list[str] = []

@@ -10,7 +10,9 @@ from typing import Any
 import typer
 
 from .base import EmbscopeCommand
-from .options import SOURCE, Source
+from .options import SOURCE, Source, refuse
+
+CHECKPOINT_OPTIONS = ("-c", "--checkpoint")
 
 
 class SourceCommand(EmbscopeCommand):
@@ -23,6 +25,13 @@ class SourceCommand(EmbscopeCommand):
         params, self.convertors, _ = typer.main.get_params_convertors_ctx_param_name_from_function(Source)
         self.shared = [param for param in params if param.name not in self.without]
         self.params += self.shared
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        # click keeps the last of a repeated option: `info -c a -c b` answered about b alone, without a word
+        if "checkpoint" not in self.without and (times := self.words.times_given(args, CHECKPOINT_OPTIONS)) > 1:
+            raise refuse(f"-c given {times} times: {ctx.info_name} answers about one checkpoint (compare and report "
+                         f"take several)")
+        return super().parse_args(ctx, args)
 
     def invoke(self, ctx: Any) -> Any:
         given = {param.name: ctx.params.pop(param.name) for param in self.shared if param.name}

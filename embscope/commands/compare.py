@@ -100,9 +100,7 @@ def compare_command(
     source = source_of(ctx)
     checkpoints = given_checkpoints(checkpoints, named)
     if output:
-        if len(checkpoints) != 1 or align is not None or match is not None or plot is not None:
-            raise typer.BadParameter("--output compares the two tables of one checkpoint: give one checkpoint, "
-                                     "without --align, --match or --plot")
+        check_output_alone(ctx, len(checkpoints), align, match, plot, scheduler)
         return compare_output_command(replace(source, checkpoint=checkpoints[0]), probe_words=parse_words(words),
                                       sample=sample, k=k, device=device.value, json=json, cka=cka)
     if (align is not None or match is not None) and len(checkpoints) != 2:
@@ -133,6 +131,16 @@ def compare_command(
         render.emit(series.comparison, labels)
     else:
         render.show(series.comparison, labels)
+
+
+def check_output_alone(ctx: typer.Context, checkpoints: int, *options: object) -> None:
+    """--output takes one checkpoint and none of the options of two (`options`: --align, --match, --plot and
+    --scheduler as given, None when not): --top lists movers and --scheduler spreads a series, which --output has
+    neither of, and it took both without a word."""
+    top_given = getattr(ctx.get_parameter_source("top"), "name", "DEFAULT") != "DEFAULT"
+    if checkpoints != 1 or top_given or any(option is not None for option in options):
+        raise typer.BadParameter("--output compares the two tables of one checkpoint: give one checkpoint, "
+                                 "without --align, --match, --plot, --top or --scheduler")
 
 
 def compare_output_command(source: Source, *, probe_words: list[str] | None, sample: int, k: int, device: str,

@@ -16,7 +16,7 @@ from ..render.files import input_files
 from ..render.names import emb_title
 from ..render.progress import stages
 from .command import SourceCommand
-from .options import JsonFlag, as_usage_error, refuse, source_of
+from .options import JsonFlag, as_usage_error, output_path, refuse, source_of
 
 
 class ExportFormat(str, Enum):
@@ -38,8 +38,9 @@ def row_spec(rows: str | None, top_norms: int | None) -> RowSpec:
 def export(
     ctx: typer.Context,
     out: Annotated[Path, typer.Option(
-        "--out", help="projector: a folder (made if missing) for vectors.tsv, metadata.tsv and "
-                      "projector_config.pbtxt; word2vec: the file to write.", show_default=False)],
+        "--out", parser=output_path, metavar="<path>",
+        help="projector: a folder (made if missing) for vectors.tsv, metadata.tsv and "
+             "projector_config.pbtxt; word2vec: the file to write.", show_default=False)],
     format: Annotated[ExportFormat, typer.Option("--format", help="projector: the TensorFlow Embedding Projector; "
                                                                   "word2vec: the word2vec text format.")]
     = ExportFormat.projector,
@@ -62,6 +63,10 @@ def export(
     if str(out) == "-":  # neighbors' `--out -` is standard output: here it would make a folder named "-"
         raise refuse("expected a folder (projector) or a file (word2vec), found '-': export writes files, not "
                      "standard output", "--out")
+    if undertrained and getattr(ctx.get_parameter_source("undertrained"), "name", "DEFAULT") != "DEFAULT" and (
+            format is ExportFormat.word2vec or table is Role.position):  # typed, and then left out without a word
+        raise refuse("--undertrained fills the Projector metadata's column of a token or output table: neither "
+                     "word2vec nor the position table has it", "--undertrained")
     spec = row_spec(rows, top_norms)
     emb = source.open()
     flagged = None

@@ -8,6 +8,7 @@ import typer
 from ..analysis.map import table_map
 from ..core.role import Role
 from ..render import map as render
+from ..render.progress import stages
 from .command import SourceCommand
 from .options import ExactFlag, JsonFlag, check_lookup_flags, parse_words, source_of
 from .plot_option import PlotOption, check_plot, plot_path
@@ -40,7 +41,8 @@ def map_command(
     check_plot(plot)
     probe_words = parse_words(words)
     emb = source.open()
-    result = table_map(emb, table, method=method.value, words=probe_words, exact=exact)
+    with stages() as stage:  # UMAP's import and fit take tens of seconds
+        result = table_map(emb, table, method=method.value, words=probe_words, exact=exact, stages=stage)
     target = plot_path(plot, emb.checkpoint.path, table.value, "map")
     if target is not None:
         render.draw(emb, result, target)

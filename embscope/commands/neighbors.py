@@ -30,6 +30,8 @@ from .options import (
     TableOption,
     as_usage_error,
     check_lookup_flags,
+    input_file,
+    output_path,
     refuse,
     source_of,
 )
@@ -64,8 +66,10 @@ def neighbors_command(
     table: TableOption = TOKEN_TABLE,
     all_rows: Annotated[bool, typer.Option("--all", help="Every row of the table (or --queries), in batches.")] = False,
     out: Annotated[Path | None, typer.Option(
+        parser=output_path, metavar="<path>",
         help="With --all: the file to write, .tsv, .jsonl or .npz; - writes TSV to standard output.")] = None,
     queries: Annotated[Path | None, typer.Option(
+        parser=input_file, metavar="<path>",
         help="With --all: a file of words (or ids with --ids), one a line, instead of every row. A word of several "
              "tokens is skipped with a note.")] = None,
     strict: StrictFlag = False,

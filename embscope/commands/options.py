@@ -49,6 +49,22 @@ def tokenizer_path(value: str | Path) -> Path:
     return Path(value)
 
 
+def input_file(value: str | Path) -> Path:
+    """--file, --queries, --pairs-file: a file to read. Checked as text, as -c is: '' was read as the current
+    directory, and refused as the directory '.', which no one typed."""
+    if value == "":
+        raise typer.BadParameter("expected a file to read, found an empty string")
+    return Path(value)
+
+
+def output_path(value: str | Path) -> Path:
+    """--out: where to write. Checked as text, as -c is: '' was the current directory, which export and
+    report --format md filled with their files."""
+    if value == "":
+        raise typer.BadParameter("expected a file or folder to write, found an empty string")
+    return Path(value)
+
+
 CHECKPOINT_VARIABLE = "EMBSCOPE_CHECKPOINT"  # -c's default, in every command
 
 

@@ -16,7 +16,7 @@ from ..render.names import named_output
 from ..render.plot_files import require_matplotlib
 from ..render.progress import stages
 from .command import CheckpointsCommand
-from .options import JsonFlag, as_usage_error, checkpoint_path, opener, parse_words, source_of
+from .options import JsonFlag, as_usage_error, checkpoint_path, opener, output_path, parse_words, source_of
 
 
 class ReportFormat(str, Enum):
@@ -32,9 +32,10 @@ def report(
              "folder of a run's checkpoints) to add a section comparing them. Default: $EMBSCOPE_CHECKPOINT, else the "
              "bundled sample model.", show_default=False)] = None,
     out: Annotated[Path | None, typer.Option(
-        "--out", help="html: the file to write (.html); md: a folder (made if missing) for report.md and its "
-                      "SVG figures. Default: <checkpoint>-report.html, or the folder <checkpoint>-report, in the "
-                      "working directory.", show_default=False)] = None,
+        "--out", parser=output_path, metavar="<path>",
+        help="html: the file to write (.html); md: a folder (made if missing) for report.md and its "
+             "SVG figures. Default: <checkpoint>-report.html, or the folder <checkpoint>-report, in the "
+             "working directory.", show_default=False)] = None,
     format: Annotated[ReportFormat, typer.Option(
         "--format", help="html: one self-contained page (figures inline as SVG, no script, nothing fetched); "
                          "md: Markdown and SVG files, for GitHub and blogs.")] = ReportFormat.html,

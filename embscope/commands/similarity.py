@@ -21,6 +21,7 @@ from .options import (
     StrictFlag,
     TableOption,
     check_lookup_flags,
+    input_file,
     refuse,
     source_of,
 )
@@ -42,8 +43,9 @@ def similarity_command(
                                          "over the table, cached per file), or skip it.")] = True,
     table: TableOption = TOKEN_TABLE,
     pairs_file: Annotated[Path | None, typer.Option(
-        "--pairs-file", help="Two words or ids per line; all pairs computed in one batch. A line that cannot be "
-                             "used is skipped with a note.")] = None,
+        "--pairs-file", parser=input_file, metavar="<path>",
+        help="Two words or ids per line; all pairs computed in one batch. A line that cannot be "
+             "used is skipped with a note.")] = None,
     strict: StrictFlag = False,
     json: JsonFlag = False,
 ) -> None:

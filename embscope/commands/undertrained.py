@@ -18,7 +18,7 @@ from ..render.files import input_files
 from ..render.progress import stages
 from .command import SourceCommand
 from .device_options import AUTO_DEVICE, DeviceOption
-from .options import JsonFlag, source_of
+from .options import JsonFlag, checkpoint_path, source_of
 from .plot_option import PlotOption, check_plot, plot_path
 
 
@@ -58,8 +58,9 @@ def undertrained(
         "--table", help="token, output (an untied head) or both; default: output when the head is untied, else "
                         "token.", show_default=False)] = None,
     against: Annotated[list[Path] | None, typer.Option(
-        "--against", metavar="PATH", help="Another checkpoint of the same run (repeatable): rows bitwise unchanged "
-                                          "in all of them are under-trained for certain.", show_default=False)] = None,
+        "--against", parser=checkpoint_path, metavar="PATH",
+        help="Another checkpoint of the same run (repeatable): rows bitwise unchanged "
+             "in all of them are under-trained for certain.", show_default=False)] = None,
     plot: PlotOption = None,
     device: DeviceOption = AUTO_DEVICE,
     json: JsonFlag = False,

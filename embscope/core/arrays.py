@@ -46,6 +46,9 @@ def stored_dtype(name: str, byteorder: str = "<") -> str:
 # bytes per element of every dtype a reader may report
 ITEMSIZE = {t.name: t.itemsize for t in ELEMENT_TYPES.values() if t.readable}
 FLOAT_DTYPES = frozenset(t.name for t in ELEMENT_TYPES.values() if t.is_float)
+# the float types a model's weights are stored in that no numpy number holds: an FP8 model's linear layers are its
+# parameters, though never read (E8M0 holds block scales, no weights)
+FP8_WEIGHT_DTYPES = frozenset({"float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz"})
 
 
 def to_float32(raw: np.ndarray, dtype: str) -> np.ndarray:

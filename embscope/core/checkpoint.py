@@ -57,6 +57,8 @@ class Checkpoint:
     tied: bool | None = None  # the reader's word on a head the file does not hold (ANDREA decides from its layout)
     # scale and zero-point values the reader took out of the catalogue as quantization data: not parameters
     quantization_values: int = 0
+    # elements of FP8 weights a reader left out of the catalogue (numpy holds no FP8): parameters all the same
+    skipped_parameters: int = 0
     notes: list[str] = field(default_factory=list)
     # tables the file's own graph looks up by the model's integer inputs (an ONNX Gather of input_ids): the token
     # table by the graph's word, where no name says it

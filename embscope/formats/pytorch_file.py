@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core import files
-from ..core.arrays import to_float32
+from ..core.arrays import FP8_WEIGHT_DTYPES, to_float32
 from ..core.checkpoint import Checkpoint, TensorInfo
 from ..core.errors import CheckpointError
 from ..core.text import quote
@@ -75,11 +75,14 @@ class TorchFile:
         renamed, notes = strip_wrapper_prefixes([name for name, _ in found])
         tensors: dict[str, TensorInfo] = {}
         unreadable: list[str] = []  # element types numpy cannot hold
+        skipped_parameters = 0  # FP8 weights among them
         layouts: list[str] = []  # quantized, sparse, nested, meta
         for name, value in found:
             info = self.tensor(renamed[name], value)
             if info is None:
                 (layouts if isinstance(value, OtherTensor) else unreadable).append(name)
+                if isinstance(value, TensorRecord) and value.kind.element.name in FP8_WEIGHT_DTYPES:
+                    skipped_parameters += value.numel
                 continue
             tensors[info.name] = info
         if unreadable:
@@ -92,7 +95,8 @@ class TorchFile:
         top = obj if isinstance(obj, dict) else {}
         step = find_step(top, self.value)
         return Checkpoint(self.path, tensors, step=fairseq_step(top) if step is None else step,
-                          config={**find_config(top, self.value), **fairseq_config(top)}, notes=notes)
+                          config={**find_config(top, self.value), **fairseq_config(top)}, notes=notes,
+                          skipped_parameters=skipped_parameters)
 
 
 def open_zip(path: Path, options: OpenOptions) -> Checkpoint:

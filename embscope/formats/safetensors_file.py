@@ -17,7 +17,14 @@ from ..core.errors import CheckpointError
 from ..core.text import quote
 from ..storage.base import OpenOptions
 from ..storage.checks import check_shape, map_array
-from ..storage.constants import ELEMENT_TYPES, MAX_TENSORS, SAFETENSORS_DTYPES, SAFETENSORS_MAX_HEADER, STEP_KEYS
+from ..storage.constants import (
+    ELEMENT_TYPES,
+    MAX_TENSORS,
+    SAFETENSORS_CATALOGUED,
+    SAFETENSORS_DTYPES,
+    SAFETENSORS_MAX_HEADER,
+    STEP_KEYS,
+)
 from ._shards import missing, shards_of
 
 
@@ -76,7 +83,8 @@ def tensor_info(path: Path, name: str, entry: object, data_start: int, data_len:
     if not isinstance(entry, dict):
         raise CheckpointError(f"{where}: expected an object with dtype, shape and data_offsets")
     dtype = entry.get("dtype")
-    if not isinstance(dtype, str) or dtype not in SAFETENSORS_DTYPES:  # a list or object is unhashable
+    known = SAFETENSORS_DTYPES.get(dtype) or SAFETENSORS_CATALOGUED.get(dtype) if isinstance(dtype, str) else None
+    if known is None:  # a list or object is unhashable
         raise CheckpointError(f"{where}: expected a dtype among {', '.join(SAFETENSORS_DTYPES)}, "
                               f"found {printable_value(dtype)}")
     shape, offsets = entry.get("shape"), entry.get("data_offsets")
@@ -86,7 +94,7 @@ def tensor_info(path: Path, name: str, entry: object, data_start: int, data_len:
     if not (isinstance(offsets, list) and len(offsets) == 2 and all(type(o) is int for o in offsets)
             and 0 <= offsets[0] <= offsets[1] <= data_len):
         raise CheckpointError(f"{where}: data_offsets {printable_value(offsets)} lie outside the {data_len} data bytes")
-    element = ELEMENT_TYPES[SAFETENSORS_DTYPES[dtype]]
+    element = ELEMENT_TYPES[known]
     nbytes = math.prod(shape) * element.itemsize  # Python ints: no overflow
     if nbytes != offsets[1] - offsets[0]:
         raise CheckpointError(f"{where}: shape {shape} of {dtype} needs {nbytes} bytes, data_offsets span {offsets[1] - offsets[0]}")

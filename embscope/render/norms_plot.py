@@ -156,8 +156,9 @@ def draw_ranked(ax: Axes, norms: np.ndarray, flagged: np.ndarray, padding: np.nd
         handles.append(Patch(facecolor="white", edgecolor="black", hatch=PADDING_HATCH, label="padding row"))
     if unflagged is not None:
         handles.append(Patch(color=BAND, alpha=0.15, label="band of unflagged norms"))
-    ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=min(len(handles), 3),
-              fontsize=8, frameon=False)  # 4 or 5 on one line run past a half-width panel
+    if handles:  # a table of NaN or Inf rows draws no bar, and a legend of no columns raised ValueError
+        ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=min(len(handles), 3),
+                  fontsize=8, frameon=False)  # 4 or 5 on one line run past a half-width panel
 
 
 # ---------------------------------------------------------------- the position-norms figure

@@ -6,10 +6,11 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ..analysis.similarity import Pair, Query, SimilarityResult, merge_note
-from ..core.errors import Message
+from ..core.errors import Message, Option
 from ..core.text import quote
 from ..lookup import PLAIN, WORD_START, FormChoice
 from . import console, header
+from .flags import as_flags
 from .jsonout import Document
 
 if TYPE_CHECKING:
@@ -46,6 +47,7 @@ def form_notes(pairs: Sequence[Pair]) -> list[str]:
 
 
 LISTED_PAIRS = 50  # pairs printed in the console; --json lists all
+UNBOUNDED = 1 << 20  # a width to measure the matrix in: rich clamps a table's measure to the one it is given
 
 
 def document(result: SimilarityResult, notes: Sequence[str] = ()) -> Document:
@@ -77,7 +79,7 @@ def show(emb: Embeddings, result: SimilarityResult, *, json: bool, matrix: bool,
     out.print(pairs_table(listed, with_shares=result.baseline is not None))
     console.more(len(result.pairs) - LISTED_PAIRS, "pairs")
     if matrix:
-        out.print(matrix_table(result))
+        show_matrix(result)
     show_space(result)
     lines = [*notes, *form_notes(listed)]
     for query in result.queries:
@@ -98,8 +100,23 @@ def pairs_table(listed: Sequence[Pair], with_shares: bool) -> Table:
     return grid
 
 
-def matrix_table(result: SimilarityResult) -> Table:
+def show_matrix(result: SimilarityResult) -> None:
+    """The cosine matrix where its cosines fit the width (long words fold): past it rich folded each cosine over
+    lines ('+0.058' above '8' for +0.0588 at 8 words, an empty grid of borders at 300), so it is left out with a
+    line that says why."""
     names = [console.safe(q.text) for q in result.queries]
+    folded = [name[:len("+0.0000")] for name in names]  # a word folds over lines; a cosine must not
+    needed = console.out.measure(matrix_table(result, folded),
+                                 options=console.out.options.update(max_width=UNBOUNDED)).maximum
+    if needed <= console.out.width:
+        console.out.print(matrix_table(result, names))
+    else:
+        console.out.print(as_flags(Message(f"cosine matrix left out: {len(names):,} words need {needed:,} columns, "
+                                           f"the console has {console.out.width:,} (", Option("json", True),
+                                           " lists every pair)")))
+
+
+def matrix_table(result: SimilarityResult, names: Sequence[str]) -> Table:
     grid = console.table("", *names, title="cosine matrix")
     for name, row in zip(names, result.matrix):
         grid.add_row(name, *(console.cosine_text(v) for v in row))

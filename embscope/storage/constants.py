@@ -74,6 +74,10 @@ SAFETENSORS_DTYPES = {
     "F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16", "I64": "int64", "I32": "int32",
     "I16": "int16", "I8": "int8", "U8": "uint8", "U16": "uint16", "U32": "uint32", "U64": "uint64", "BOOL": "bool",
 }
+# catalogued, never read as numbers (no numpy number holds them): an FP8 model's linear layers, beside its BF16
+# embeddings, refused the whole file
+SAFETENSORS_CATALOGUED = {"F8_E4M3": "float8_e4m3fn", "F8_E4M3FNUZ": "float8_e4m3fnuz", "F8_E5M2": "float8_e5m2",
+                          "F8_E5M2FNUZ": "float8_e5m2fnuz", "F8_E8M0": "float8_e8m0fnu", "C64": "complex64"}
 # ggml types whose data is already numbers numpy holds: mapped as they are, not dequantized
 GGUF_PLAIN_DTYPES = {"F32": "float32", "F16": "float16", "BF16": "bfloat16", "F64": "float64", "I8": "int8",
                      "I16": "int16", "I32": "int32", "I64": "int64"}
