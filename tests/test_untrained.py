@@ -569,3 +569,34 @@ def test_a_majority_of_rows_never_trained_at_a_scale_no_file_states(tmp_path):
     edge = np.median(norms) * rng.choice([0.45, 1.55], rows - words)
     crowded[:rows - words] *= (edge / norms[:rows - words])[:, None]
     assert find_untrained(crowded, np.linalg.norm(crowded.astype(np.float64), axis=1), "token").count == 0
+
+
+def test_rows_a_keras_model_trained_a_little_are_not_lone_draws():
+    """A Keras model trained briefly (keras 3.15, Adam 1e-3, 200 steps of 32 Zipfian sequences over 3,000 tokens)
+    keeps 278 rows in uniform(-0.05, 0.05)'s box |x| <= 0.05, 245 of them rare tokens it saw a few times (moved up
+    to 0.008 a coordinate): one by one each passes the box, its nearest row and the share of the others scaled to
+    its norm, and lone_draws called such a seen row never trained. As many boxed rows as make a group (8) are no
+    lone rows: none is judged alone, while one boxed row among trained ones still is."""
+    rng = np.random.default_rng(11)
+    rows, dim = 300, 32
+    table = rng.standard_normal((rows, 4)) @ rng.standard_normal((4, dim)) + rng.standard_normal((rows, dim))
+    table *= (rng.uniform(0.3, 1.5, rows) / np.linalg.norm(table, axis=1))[:, None]  # trained: out of the band
+    scale = 0.05 / np.sqrt(3) * np.sqrt(dim)
+    table[20:40] *= (scale / np.linalg.norm(table[20:40], axis=1))[:, None]  # trained rows at the draw's norm
+    rare = np.arange(280, 300)
+    table[rare] = rng.uniform(-0.05, 0.05, (len(rare), dim)) * 0.97  # seen a few times: a few thousandths moved
+    table[rare] += rng.choice([-0.003, 0.003], (len(rare), dim)) * (rng.random((len(rare), dim)) < 0.3)
+    table = table.astype(np.float32)
+    as64 = table.astype(np.float64)
+    norms = np.linalg.norm(as64, axis=1)
+    in_band = np.abs(norms / scale - 1) <= 4 / np.sqrt(2 * dim)
+    boxed = np.flatnonzero(in_band & (np.abs(as64).max(axis=1) <= 0.05))
+    assert len(boxed) >= 8 and set(boxed) <= set(rare)  # a group's worth, every one of them trained a little
+    found = find_untrained(table, norms, "token", {"keras_version": "3.15.1"})
+    assert found.count == 0, found.evidence
+    # one boxed row alone among the trained ones is still judged (rnnmorph's row 100)
+    lone = table.copy()
+    lone[rare[1:]] = table[:19]
+    found = find_untrained(lone, np.linalg.norm(lone.astype(np.float64), axis=1), "token",
+                           {"keras_version": "3.15.1"})
+    assert found.rows.tolist() == [rare[0]]

@@ -369,7 +369,9 @@ def lone_draws(array: np.ndarray, norms: np.ndarray, valid: np.ndarray, candidat
     chance a trained row of that norm is taken for a draw)."""
     peaks = np.max(np.abs(np.asarray(array[candidates], dtype=np.float64)), axis=1)
     boxed = candidates[peaks <= limit]
-    if not len(boxed):
+    # as many in the box as make a group are no lone rows: a Keras model trained briefly keeps hundreds of rare
+    # tokens' rows in it (one seen a few times moves a few thousandths), which one by one no test tells from a draw
+    if not len(boxed) or len(boxed) >= MIN_GROUP:
         return nothing()
     nearest = nearest_cosines(array, norms, valid, boxed)
     bound = nearest_bound(array.shape[1], int(valid.sum()))
