@@ -600,3 +600,39 @@ def test_rows_a_keras_model_trained_a_little_are_not_lone_draws():
     found = find_untrained(lone, np.linalg.norm(lone.astype(np.float64), axis=1), "token",
                            {"keras_version": "3.15.1"})
     assert found.rows.tolist() == [rare[0]]
+
+
+def test_a_row_in_the_box_beside_rows_the_box_cannot_call_draws_is_not_judged_alone():
+    """rnnmorph 0.4.1's English tagger (models/en/eval_model.h5, 153 x 20 characters): five rows of its band are in
+    uniform(-0.05, 0.05)'s box, all of them characters its char_set took from the training text ('̃', 'ɛ', 'É',
+    'Ō', 'Ã', rare ones), which its trainable character Embedding looked up. The four of lower norm (0.108 to 0.124)
+    fail the share of other rows scaled into the box, and lone_draws called the one of largest norm (row 23, 'É',
+    0.143) never trained. A band row in the box the tests cannot call a draw is one training left there: rows are
+    judged alone only where every one of the band's rows in the box is."""
+    rng = np.random.default_rng(5)
+    rows, dim = 153, 20
+    table = rng.standard_normal((rows, 4)) @ rng.standard_normal((4, dim)) + rng.standard_normal((rows, dim))
+    table *= (rng.uniform(0.45, 2.0, rows) / np.linalg.norm(table, axis=1))[:, None]
+    rare = np.array([11, 18, 23, 86, 92])
+    for row, norm in zip(rare, [0.124, 0.114, 0.143, 0.1236, 0.108], strict=True):  # their norms in the file
+        table[row] = 1.0
+        while np.abs(table[row]).max() > 0.05:  # each a draw in the box at its norm
+            drawn = rng.uniform(-0.05, 0.05, dim)
+            table[row] = drawn * norm / np.linalg.norm(drawn)
+    table = table.astype(np.float32)
+    as64 = table.astype(np.float64)
+    norms = np.linalg.norm(as64, axis=1)
+    scale = 0.05 / np.sqrt(3) * np.sqrt(dim)
+    in_band = np.abs(norms / scale - 1) <= 4 / np.sqrt(2 * dim)
+    assert np.flatnonzero(in_band).tolist() == rare.tolist() and np.abs(as64[rare]).max() <= 0.05
+    unit = as64 / norms[:, None]
+    others = np.flatnonzero(~in_band)
+    shares = [np.mean(np.abs(unit[others]).max(axis=1) * norms[row] <= 0.05) for row in rare]
+    assert shares[2] <= 0.05 < min(shares[:2] + shares[3:])  # only row 23 passes the share by itself
+    found = find_untrained(table, norms, "token", {"keras_version": "2.1.4"})
+    assert found.count == 0, found.evidence
+    # row 23 the band's only row in the box: judged alone, as before
+    alone = table.copy()
+    alone[rare[rare != 23]] = table[others[:4]]
+    assert find_untrained(alone, np.linalg.norm(alone.astype(np.float64), axis=1), "token",
+                          {"keras_version": "2.1.4"}).rows.tolist() == [23]
