@@ -636,3 +636,33 @@ def test_a_row_in_the_box_beside_rows_the_box_cannot_call_draws_is_not_judged_al
     alone[rare[rare != 23]] = table[others[:4]]
     assert find_untrained(alone, np.linalg.norm(alone.astype(np.float64), axis=1), "token",
                           {"keras_version": "2.1.4"}).rows.tolist() == [23]
+
+
+def test_rows_outside_a_keras_draws_box_are_no_group_at_init():
+    """OSKut 1.3's wisesight segmenter (oskut/weight/model_weight_ws-augment-60p.h5, Keras 2.3.0-tf, 178 x 32
+    characters) was said to keep 145 rows never trained, among them its commonest Thai letters ('ก', 'น', 'า', '่'):
+    their norms (0.19 +- 0.025) are in the wide band of keras.layers.Embedding's draw, unlike each other and sharing
+    no direction, but 127 of them have coordinates beyond 0.05 (up to 0.113), which a uniform(-0.05, 0.05) draw never
+    reaches: they moved. With the draw's box known, only rows inside it are judged as a group (there the 18 left are
+    the obsolete 'ฃ', 'ฅ', the Thai digits, the BOM, '$', '\\', '}')."""
+    rng = np.random.default_rng(3)
+    rows, dim = 178, 32
+    table = rng.uniform(-0.05, 0.05, (rows, dim))
+    moved = np.arange(18, 145)
+    table[moved] += rng.normal(0, 0.012, (len(moved), dim))  # trained a little each its own way
+    trained = np.arange(145, rows)  # and the rest much more, along a few shared directions
+    table[trained] = (rng.standard_normal((len(trained), 4)) @ rng.standard_normal((4, dim)) * 0.05
+                      + rng.normal(0, 0.03, (len(trained), dim)))
+    table = table.astype(np.float32)
+    as64 = table.astype(np.float64)
+    norms = np.linalg.norm(as64, axis=1)
+    scale = 0.05 / np.sqrt(3) * np.sqrt(dim)
+    in_band = np.abs(norms / scale - 1) <= 4 / np.sqrt(2 * dim)
+    boxed = np.abs(as64).max(axis=1) <= 0.05
+    assert in_band[:145].all() and not boxed[moved].all() and boxed[:18].all()
+    found = find_untrained(table, norms, "token", {"keras_version": "2.3.0-tf"})
+    assert set(found.rows.tolist()) == set(np.flatnonzero(in_band & boxed).tolist()), found.evidence
+    assert set(range(18)) <= set(found.rows.tolist()) and found.count < 145
+    assert f"{found.count} rows never trained: " in found.evidence
+    assert "; every coordinate within the uniform(-0.05, 0.05) draw's bound; no row alike" in found.evidence
+

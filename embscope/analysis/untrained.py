@@ -302,6 +302,10 @@ def tokens_at_init(array: np.ndarray, norms: np.ndarray, valid: np.ndarray, sigm
         said = f"a Gaussian draw of sigma {scale / math.sqrt(dim):.3g} (estimated) x sqrt({dim})"
     candidates = np.flatnonzero(valid & band(norms, scale, dim))
     found = drawn_group(array, norms, valid, sigma, scale, said, candidates)
+    if found.count and limit is not None:  # a uniform(-a, a) draw never leaves its box: a row outside it moved
+        drawn = found.rows[peaks_of(array)[found.rows] <= limit]
+        said_drawn = f"{said}; every coordinate within the uniform(-{limit:g}, {limit:g}) draw's bound"
+        return drawn_group(array, norms, valid, sigma, scale, said_drawn, drawn)
     if found.count or limit is None or not len(candidates):
         return found
     return lone_draws(array, norms, valid, candidates, limit, said)
