@@ -583,3 +583,130 @@ def test_a_majority_of_rows_never_trained_at_a_scale_no_file_states(tmp_path):
     edge = np.median(norms) * rng.choice([0.45, 1.55], rows - words)
     crowded[:rows - words] *= (edge / norms[:rows - words])[:, None]
     assert find_untrained(crowded, np.linalg.norm(crowded.astype(np.float64), axis=1), "token").count == 0
+
+
+def test_rows_a_keras_model_trained_a_little_are_not_lone_draws():
+    """A Keras model trained briefly (keras 3.15, Adam 1e-3, 200 steps of 32 Zipfian sequences over 3,000 tokens)
+    keeps 278 rows in uniform(-0.05, 0.05)'s box |x| <= 0.05, 245 of them rare tokens it saw a few times (moved up
+    to 0.008 a coordinate): one by one each passes the box, its nearest row and the share of the others scaled to
+    its norm, and lone_draws called such a seen row never trained. As many boxed rows as make a group (8) are no
+    lone rows: none is judged alone, while one boxed row among trained ones still is."""
+    rng = np.random.default_rng(11)
+    rows, dim = 300, 32
+    table = rng.standard_normal((rows, 4)) @ rng.standard_normal((4, dim)) + rng.standard_normal((rows, dim))
+    table *= (rng.uniform(0.3, 1.5, rows) / np.linalg.norm(table, axis=1))[:, None]  # trained: out of the band
+    scale = 0.05 / np.sqrt(3) * np.sqrt(dim)
+    table[20:40] *= (scale / np.linalg.norm(table[20:40], axis=1))[:, None]  # trained rows at the draw's norm
+    rare = np.arange(280, 300)
+    table[rare] = rng.uniform(-0.05, 0.05, (len(rare), dim)) * 0.97  # seen a few times: a few thousandths moved
+    table[rare] += rng.choice([-0.003, 0.003], (len(rare), dim)) * (rng.random((len(rare), dim)) < 0.3)
+    table = table.astype(np.float32)
+    as64 = table.astype(np.float64)
+    norms = np.linalg.norm(as64, axis=1)
+    in_band = np.abs(norms / scale - 1) <= 4 / np.sqrt(2 * dim)
+    boxed = np.flatnonzero(in_band & (np.abs(as64).max(axis=1) <= 0.05))
+    assert len(boxed) >= 8 and set(boxed) <= set(rare)  # a group's worth, every one of them trained a little
+    found = find_untrained(table, norms, "token", {"keras_version": "3.15.1"})
+    assert found.count == 0, found.evidence
+    # one boxed row alone among the trained ones is still judged (rnnmorph's row 100)
+    lone = table.copy()
+    lone[rare[1:]] = table[:19]
+    found = find_untrained(lone, np.linalg.norm(lone.astype(np.float64), axis=1), "token",
+                           {"keras_version": "3.15.1"})
+    assert found.rows.tolist() == [rare[0]]
+
+
+def test_a_row_in_the_box_beside_rows_the_box_cannot_call_draws_is_not_judged_alone():
+    """rnnmorph 0.4.1's English tagger (models/en/eval_model.h5, 153 x 20 characters): five rows of its band are in
+    uniform(-0.05, 0.05)'s box, all of them characters its char_set took from the training text ('̃', 'ɛ', 'É',
+    'Ō', 'Ã', rare ones), which its trainable character Embedding looked up. The four of lower norm (0.108 to 0.124)
+    fail the share of other rows scaled into the box, and lone_draws called the one of largest norm (row 23, 'É',
+    0.143) never trained. A band row in the box the tests cannot call a draw is one training left there: rows are
+    judged alone only where every one of the band's rows in the box is."""
+    rng = np.random.default_rng(5)
+    rows, dim = 153, 20
+    table = rng.standard_normal((rows, 4)) @ rng.standard_normal((4, dim)) + rng.standard_normal((rows, dim))
+    table *= (rng.uniform(0.45, 2.0, rows) / np.linalg.norm(table, axis=1))[:, None]
+    rare = np.array([11, 18, 23, 86, 92])
+    for row, norm in zip(rare, [0.124, 0.114, 0.143, 0.1236, 0.108], strict=True):  # their norms in the file
+        table[row] = 1.0
+        while np.abs(table[row]).max() > 0.05:  # each a draw in the box at its norm
+            drawn = rng.uniform(-0.05, 0.05, dim)
+            table[row] = drawn * norm / np.linalg.norm(drawn)
+    table = table.astype(np.float32)
+    as64 = table.astype(np.float64)
+    norms = np.linalg.norm(as64, axis=1)
+    scale = 0.05 / np.sqrt(3) * np.sqrt(dim)
+    in_band = np.abs(norms / scale - 1) <= 4 / np.sqrt(2 * dim)
+    assert np.flatnonzero(in_band).tolist() == rare.tolist() and np.abs(as64[rare]).max() <= 0.05
+    unit = as64 / norms[:, None]
+    others = np.flatnonzero(~in_band)
+    shares = [np.mean(np.abs(unit[others]).max(axis=1) * norms[row] <= 0.05) for row in rare]
+    assert shares[2] <= 0.05 < min(shares[:2] + shares[3:])  # only row 23 passes the share by itself
+    found = find_untrained(table, norms, "token", {"keras_version": "2.1.4"})
+    assert found.count == 0, found.evidence
+    # row 23 the band's only row in the box: judged alone, as before
+    alone = table.copy()
+    alone[rare[rare != 23]] = table[others[:4]]
+    assert find_untrained(alone, np.linalg.norm(alone.astype(np.float64), axis=1), "token",
+                          {"keras_version": "2.1.4"}).rows.tolist() == [23]
+
+
+def test_rows_outside_a_keras_draws_box_are_no_group_at_init():
+    """OSKut 1.3's wisesight segmenter (oskut/weight/model_weight_ws-augment-60p.h5, Keras 2.3.0-tf, 178 x 32
+    characters) was said to keep 145 rows never trained, among them its commonest Thai letters ('ก', 'น', 'า', '่'):
+    their norms (0.19 +- 0.025) are in the wide band of keras.layers.Embedding's draw, unlike each other and sharing
+    no direction, but 127 of them have coordinates beyond 0.05 (up to 0.113), which a uniform(-0.05, 0.05) draw never
+    reaches: they moved. With the draw's box known, only rows inside it are judged as a group (there the 18 left are
+    the obsolete 'ฃ', 'ฅ', the Thai digits, the BOM, '$', '\\', '}')."""
+    rng = np.random.default_rng(3)
+    rows, dim = 178, 32
+    table = rng.uniform(-0.05, 0.05, (rows, dim))
+    moved = np.arange(18, 145)
+    table[moved] += rng.normal(0, 0.012, (len(moved), dim))  # trained a little each its own way
+    trained = np.arange(145, rows)  # and the rest much more, along a few shared directions
+    table[trained] = (rng.standard_normal((len(trained), 4)) @ rng.standard_normal((4, dim)) * 0.05
+                      + rng.normal(0, 0.03, (len(trained), dim)))
+    table = table.astype(np.float32)
+    as64 = table.astype(np.float64)
+    norms = np.linalg.norm(as64, axis=1)
+    scale = 0.05 / np.sqrt(3) * np.sqrt(dim)
+    in_band = np.abs(norms / scale - 1) <= 4 / np.sqrt(2 * dim)
+    boxed = np.abs(as64).max(axis=1) <= 0.05
+    assert in_band[:145].all() and not boxed[moved].all() and boxed[:18].all()
+    found = find_untrained(table, norms, "token", {"keras_version": "2.3.0-tf"})
+    assert set(found.rows.tolist()) == set(np.flatnonzero(in_band & boxed).tolist()), found.evidence
+    assert set(range(18)) <= set(found.rows.tolist()) and found.count < 145
+    assert f"{found.count} rows never trained: " in found.evidence
+    assert "; every coordinate within the uniform(-0.05, 0.05) draw's bound and spread evenly in it" in found.evidence
+
+
+def test_rows_trained_a_little_inside_a_keras_draws_box_are_no_group_at_init():
+    """Rows a brief training moved a little each its own way (Adam's few thousandths a step on rare tokens) can stay
+    inside uniform(-0.05, 0.05)'s box, at the draw's norms, unlike each other and sharing no direction: all the group
+    tests pass and 300 such rows were said never trained. A draw's |x| / 0.05 are uniform on [0, 1]; these rows
+    have lost coordinates near the box's edges (Kolmogorov-Smirnov sqrt(n) D about 4.9 over 9,600 coordinates, where
+    a draw passes 2.23 with a chance of 1e-4). Rows drawn so and left alone are still found, as before."""
+    rng = np.random.default_rng(2)
+    dim = 32
+    moved = rng.uniform(-0.05, 0.05, (6000, dim)) + rng.normal(0, 0.01, (6000, dim))
+    moved = moved[np.abs(moved).max(axis=1) <= 0.05][:300]
+    assert len(moved) == 300
+    trained = rng.standard_normal((100, 4)) @ rng.standard_normal((4, dim)) * 0.2  # the rest far out of the band
+    table = np.concatenate([moved, trained]).astype(np.float32)
+    spread = np.sort(np.abs(table[:300].astype(np.float64)).ravel() / 0.05)
+    count = len(spread)
+    distance = max(np.max(np.arange(1, count + 1) / count - spread), np.max(spread - np.arange(count) / count))
+    line = np.sqrt(np.log(2 / 1e-4) / 2)
+    assert np.sqrt(count) * distance > line
+    norms = np.linalg.norm(table.astype(np.float64), axis=1)
+    assert find_untrained(table, norms, "token", {"keras_version": "3.15.1"}).count == 0
+    drawn = table.copy()
+    drawn[:300] = rng.uniform(-0.05, 0.05, (300, dim))
+    found = find_untrained(drawn, np.linalg.norm(drawn.astype(np.float64), axis=1), "token",
+                           {"keras_version": "3.15.1"})
+    assert found.rows.tolist() == list(range(300))
+    spread = np.sort(np.abs(drawn[:300].astype(np.float64)).ravel() / 0.05)
+    distance = max(np.max(np.arange(1, count + 1) / count - spread), np.max(spread - np.arange(count) / count))
+    assert (f"spread evenly in it (Kolmogorov-Smirnov sqrt(n) D {np.sqrt(count) * distance:.2f} over 9,600 "
+            f"coordinates, where a draw passes {line:.3g} with a chance of 0.0001)") in found.evidence
