@@ -710,3 +710,31 @@ def test_rows_trained_a_little_inside_a_keras_draws_box_are_no_group_at_init():
     distance = max(np.max(np.arange(1, count + 1) / count - spread), np.max(spread - np.arange(count) / count))
     assert (f"spread evenly in it (Kolmogorov-Smirnov sqrt(n) D {np.sqrt(count) * distance:.2f} over 9,600 "
             f"coordinates, where a draw passes {line:.3g} with a chance of 0.0001)") in found.evidence
+
+
+def test_a_majority_at_the_draw_beside_rows_that_do_not_stand_apart_is_undecided():
+    """attack14: a Keras model trained briefly with SGD (keras 3.15, 3,000 tokens) kept 2,402 rows in
+    uniform(-0.05, 0.05)'s box, evenly, and they were said never trained, though 2,397 of them had been seen: they
+    moved too little to tell. Where a majority sits at the draw and the other rows' norms do not stand apart from
+    theirs (within twice the band's reach), nothing trained stands against it: the rows are said to be what the
+    tests show, and no figure draws them apart; where the others stand apart (LAC's, above), they never trained."""
+    rng = np.random.default_rng(21)
+    dim, limit = 32, 0.05
+    drawn = rng.uniform(-limit, limit, (400, dim))
+    moved = rng.uniform(-limit, limit, (100, dim)) + rng.normal(0, 0.0413, (100, dim))  # norms about 1.75x the draw's
+    table = np.concatenate([drawn, moved]).astype(np.float32)
+    norms = np.linalg.norm(table.astype(np.float64), axis=1)
+    scale = limit / np.sqrt(3) * np.sqrt(dim)
+    reach = 4 / np.sqrt(2 * dim)
+    assert np.mean(np.abs(norms[400:] / scale - 1) <= 2 * reach) > 0.01  # the others crowd the band's edge
+    found = find_untrained(table, norms, "token", {"keras_version": "3.15.1"})
+    assert found.rows.tolist() == list(range(400)) and found.undecided and not found.contrasted
+    assert found.evidence.startswith("400 rows, most of the table, cannot be told from their initialisation (never "
+                                     "trained, or trained too little to tell): norm ")
+    assert found.evidence.endswith("; the other rows' norms do not stand apart from theirs")
+    apart = table.copy()
+    apart[400:] *= 4  # trained rows far out of the band: the majority never trained
+    found = find_untrained(apart, np.linalg.norm(apart.astype(np.float64), axis=1), "token",
+                           {"keras_version": "3.15.1"})
+    assert found.rows.tolist() == list(range(400)) and not found.undecided and found.contrasted
+    assert found.evidence.startswith("400 rows never trained: ")

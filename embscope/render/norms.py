@@ -124,7 +124,7 @@ def figure(emb: Embeddings, report: NormsReport, size: tuple[float, float] | Non
     if report.role == "position":
         flagged = [(a.index, a.norm, a.z) for a in summary.anomalies[:JSON_LISTED]]
         untrained = report.untrained
-        ranges = untrained.ranges() if untrained is not None and not untrained.whole else []  # no contrast to draw
+        ranges = untrained.ranges() if untrained is not None and untrained.contrasted else []  # else no contrast
         return position_norms_figure(summary.norms, summary.median, flagged, ranges,
                                      untrained.evidence if untrained is not None else "", summary.trend, checkpoint,
                                      title, report.first_row, **sized)
@@ -134,7 +134,7 @@ def figure(emb: Embeddings, report: NormsReport, size: tuple[float, float] | Non
     names = {i: shown(report, i, PLOT_TOKEN_SHOWN) for i in named}
     judged = summary.judged is not None  # the band is that of the trained rows when some never trained
     untrained = report.untrained  # a whole table at init: no trained rows to colour them against
-    never = untrained.rows if untrained is not None and untrained.count and not untrained.whole else None
+    never = untrained.rows if untrained is not None and untrained.contrasted else None
     return token_norms_figure(summary.norms, summary.center if judged else summary.median,
                               summary.spread if judged else summary.mad, summary.threshold, summary.flagged,
                               summary.robust_z, names, checkpoint, title, padding_from, untrained=never, **sized)
