@@ -294,6 +294,13 @@ def test_an_interrupt_while_the_local_cluster_starts_is_one_line_and_leaves_no_p
     assert not [pid for pid in seen if alive(pid)]
 
 
+def one_worker(kwargs: dict) -> dict:
+    """local_cluster's arguments with one worker process, not one a core: what these tests hold or interrupt is the
+    cluster's start and close, the same with one worker, and each worker process is half a second of CPU."""
+    assert kwargs["n_workers"] >= 1 and kwargs["processes"]  # the product's cluster is of worker processes
+    return {**kwargs, "n_workers": 1}
+
+
 def test_the_libraries_log_levels_come_back_after_an_interrupt_unless_it_left_a_cluster_starting():
     """A library caller's process goes on after a Ctrl-C: dask's, tornado's and asyncio's loggers were left at
     CRITICAL + 1 for its life. Only an interrupt that left a LocalCluster starting (LeftStarting) keeps them quiet."""
@@ -325,7 +332,7 @@ def test_an_interrupt_held_until_the_local_cluster_closed_leaves_dask_its_exit_h
         def start(**kwargs):
             for _ in range(times):
                 signal.raise_signal(signal.SIGINT)  # as Ctrl-C while the workers start
-            started.append(real(**kwargs))
+            started.append(real(**one_worker(kwargs)))
             return started[-1]
         return start
 
@@ -357,7 +364,7 @@ def test_a_local_cluster_started_outside_the_main_thread_leaves_the_other_thread
         def __init__(self, **kwargs):
             starting.set()
             printed.wait(30)  # the main thread prints while the workers start
-            super().__init__(**kwargs)
+            super().__init__(**one_worker(kwargs))
 
     class Lib:
         LocalCluster = Cluster
@@ -386,7 +393,7 @@ def test_a_held_signal_whose_handler_lets_the_run_go_on_gets_a_running_cluster(m
     def start(**kwargs):
         if not noted:
             signal.raise_signal(signal.SIGINT)  # as the caller's signal while the workers start
-        return real(**kwargs)
+        return real(**one_worker(kwargs))
 
     monkeypatch.setattr(lib, "LocalCluster", start)
     kept = signal.signal(signal.SIGINT, lambda signum, frame: noted.append(signum))
