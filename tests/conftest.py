@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import worker_threads  # noqa: F401  first: the thread settings numpy and torch read when they load
+import write_bytecode  # noqa: F401  before the imports below, so their bytecode is kept too
 
 # isort: split
 import ast
@@ -27,16 +28,6 @@ from embscope.cli import build, commands_for
 # the fuzz harness's sample writers (tests/fuzz: reader_samples, corpus, pickles) are helpers of many test files;
 # the harness also runs alone as a script, so its folder is put on the path here, once, for every test file
 sys.path.insert(0, str(Path(__file__).resolve().parent / "fuzz"))
-
-# With PYTHONDONTWRITEBYTECODE set (this project's machines set it) pytest rewrites and compiles every test module
-# again on each run, and each child process a test starts compiles embscope again: seconds of the suite's CPU.
-# The suite keeps that bytecode in the temporary folder (never beside the sources), for itself and its children.
-if sys.dont_write_bytecode:
-    sys.dont_write_bytecode = False
-    sys.pycache_prefix = sys.pycache_prefix or os.path.join(tempfile.gettempdir(), "embscope-tests-pycache")
-    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
-    os.environ.setdefault("PYTHONPYCACHEPREFIX", sys.pycache_prefix)
-
 
 # The tests write nothing outside the repository and the temporary folder: embscope's cache (the fixture below
 # gives each run its own) and matplotlib's font cache and config go there, never to the tester's ~/.cache. The

@@ -42,8 +42,8 @@ def installed(tmp_path_factory):
         else:
             shutil.copy2(ROOT / name, source / name)
     isolation = ["--no-build-isolation"] if setuptools_is_new_enough() else []
-    # --no-compile: the children below read bytecode from the suite's PYTHONPYCACHEPREFIX, never the __pycache__
-    # pip would write (0.5 s of CPU); no version check: pip asks nothing of the network
+    # --no-compile: pip would compile every module (0.5 s of CPU); the first child below compiles what it imports,
+    # into the installed copy's __pycache__, for the others. No version check: pip asks nothing of the network
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-compile",
                     "--disable-pip-version-check", *isolation, "--target", str(target), str(source)],
                    check=True, capture_output=True)
