@@ -64,6 +64,8 @@ def test_both_signals_stop_a_run_as_ctrl_c_does_in_process(monkeypatch, stop):
     monkeypatch.setattr(stopping, "received", [])
     kept = {signum: signal.getsignal(signum) for signum in stopping.STOPPING}
     try:
+        for signum in stopping.STOPPING:  # as a process starts; a suite run under nohup ignores SIGHUP, which install keeps
+            signal.signal(signum, signal.SIG_DFL)
         stopping.install()
         assert {signal.getsignal(signum) for signum in stopping.STOPPING} == {stopping.stop}
         with pytest.raises(stopping.Stopped):
