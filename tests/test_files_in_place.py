@@ -32,6 +32,7 @@ CASE_SECONDS = 30  # a shared, busy machine's worst; a blocked open never ends
 SENTENCES = ["The dog bites the man.", "A cat and a dog; dogs and cats bite.", "the doghouse of the cat"] * 20
 WORDS = ["dog", "cat"]
 V, D, T = 300, 8, 16
+SENTENCEPIECE_IDS = 60
 
 CHILD = r"""
 import faulthandler, json, sys
@@ -158,9 +159,9 @@ def keras(directory: Path) -> Path:
     return entry
 
 
-def safetensors_table(directory: Path) -> Path:
+def safetensors_table(directory: Path, rows: int = V) -> Path:
     from safetensors.numpy import save_file
-    save_file({"transformer.wte.weight": table(), "transformer.wpe.weight": table(T, seed=1)},
+    save_file({"transformer.wte.weight": table(rows), "transformer.wpe.weight": table(T, seed=1)},
               str(directory / "model.safetensors"))
     gpt2_config(directory)
     return directory / "model.safetensors"
@@ -185,9 +186,9 @@ def tiktoken_file(directory: Path) -> Path:
 
 def sentencepiece(directory: Path) -> Path:
     import sentencepiece as spm
-    entry = safetensors_table(directory)
+    entry = safetensors_table(directory, rows=SENTENCEPIECE_IDS)  # its own table: 60 ids name under a quarter of V
     buf = io.BytesIO()
-    spm.SentencePieceTrainer.train(sentence_iterator=iter(SENTENCES), model_writer=buf, vocab_size=60,
+    spm.SentencePieceTrainer.train(sentence_iterator=iter(SENTENCES), model_writer=buf, vocab_size=SENTENCEPIECE_IDS,
                                    model_type="bpe", byte_fallback=False, character_coverage=1.0, minloglevel=2)
     (directory / "tokenizer.model").write_bytes(buf.getvalue())
     return entry
