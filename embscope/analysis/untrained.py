@@ -355,12 +355,10 @@ def drawn_group(array: np.ndarray, norms: np.ndarray, valid: np.ndarray, sigma: 
     # without a scale, a table nine tenths of whose rows are in the band is judged whole; a smaller majority alone,
     # when the other rows' norms stand apart from the band
     whole = len(candidates) == valid_rows or (sigma is None and len(candidates) >= AT_INIT_SHARE * valid_rows)
-    # a majority at a known scale too: where the rest do not stand apart, nothing trained stands against it
-    majority = len(candidates) > ESTIMATED_SHARE * valid_rows
-    apart = standing_apart(norms, valid, candidates, scale, dim) if not whole and (sigma is None or majority) else ""
-    undecided = apart is None and sigma is not None
-    if apart is None and not undecided:
+    contrast = the_rest(norms, valid, candidates, sigma, (scale, dim), whole)
+    if contrast is None:
         return nothing()
+    apart, undecided = contrast
     if sigma is None and too_alike(norms if len(candidates) == len(norms) else norms[candidates], scale, dim):
         return nothing()
     sample = np.sort(np.random.default_rng(0).choice(candidates, size=min(NEAREST_SAMPLE, len(candidates)),
@@ -382,13 +380,26 @@ def drawn_group(array: np.ndarray, norms: np.ndarray, valid: np.ndarray, sigma: 
                 f"cosine {float(np.nanmean(nearest)):.2g} on a sample of {len(sample)}, where a random draw's "
                 f"passes {bound:.2g} with a chance of {NEAREST_CHANCE:g}); no shared direction (d |sum of unit "
                 f"rows|^2 / rows {shared:.3g}{summed_text}, chi-square with {dim} degrees, where a draw passes "
-                f"{shared_line:.3g} with a chance of {SHARED_CHANCE:g}){apart or ''}"
-                + ("; the other rows' norms do not stand apart from theirs" if undecided else ""))
+                f"{shared_line:.3g} with a chance of {SHARED_CHANCE:g}){apart}")
     return Untrained(candidates, RULE, evidence, "at init", whole, undecided)
 
 
+def the_rest(norms: np.ndarray, valid: np.ndarray, candidates: np.ndarray, sigma: float | None,
+             band_of: tuple[float, int], whole: bool) -> tuple[str, bool] | None:
+    """How the rows outside the band stand against a majority in it: (what the evidence says of them, whether the
+    majority is undecided), or None for no verdict. Without a scale a majority is judged only where the others'
+    norms stand apart; at a known scale, where they do not, nothing trained stands against it: undecided.
+    `band_of`: the scale and the table's width."""
+    if whole or (sigma is not None and len(candidates) <= ESTIMATED_SHARE * int(valid.sum())):
+        return "", False
+    apart = standing_apart(norms, valid, candidates, *band_of)
+    if apart is not None:
+        return apart, False
+    return ("; the other rows' norms do not stand apart from theirs", True) if sigma is not None else None
+
+
 def standing_apart(norms: np.ndarray, valid: np.ndarray, candidates: np.ndarray, scale: float, dim: int) -> str | None:
-    """With the scale estimated from a majority of the rows, whether the others' norms stand apart from their band
+    """With a majority of the rows in the band, whether the others' norms stand apart from it
     (at most APART_SHARE of them within twice its reach): a draw's rows left alone by training leave a gap to the
     trained ones (LAC: none of 8,060 within it), where in a table trained throughout the band's edges are crowded
     (a tied model trained with decay: all of its 64 other rows). '; the other ...' for the evidence, or None."""
