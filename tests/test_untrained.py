@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import run, run_json
+from conftest import lac_encoder_like, run, run_json
 from safetensors.numpy import load_file, save_file
 
 import embscope
@@ -557,13 +557,8 @@ def test_a_majority_of_rows_never_trained_at_a_scale_no_file_states(tmp_path):
     none found' and flagged the 8,060 trained rows as anomalies (z up to 914). A majority in the band of the median
     norm, with the draw's tests passed and the other rows' norms standing apart, is judged; a table trained
     throughout, whose rows crowd the band's edges, is not."""
-    rng = np.random.default_rng(12)
     rows, dim, words = 1000, 64, 800
-    table = rng.standard_normal((rows, 6)) @ rng.standard_normal((6, dim)) + rng.standard_normal((rows, dim))
-    table *= (np.exp(rng.uniform(0.0, 2.3, rows)) / np.linalg.norm(table, axis=1))[:, None]  # trained: 1 to 10
-    drawn = np.arange(rows - words, rows)
-    table[drawn] = rng.uniform(-0.0372, 0.0372, (words, dim))
-    table = table.astype(np.float32)
+    table, drawn = lac_encoder_like(rows, dim, words)
 
     save_file({"embedding_0.w_0": table}, tmp_path / "lac_encoder.safetensors")  # the table alone: no onnx import
     doc = run_json("norms", "-c", tmp_path / "lac_encoder.safetensors")
@@ -580,7 +575,7 @@ def test_a_majority_of_rows_never_trained_at_a_scale_no_file_states(tmp_path):
     assert doc["anomalies_found"] == 0 and "among trained rows" in doc["rule"]
     # trained rows at norms beside the band's edges (a table trained throughout): no verdict on the majority
     crowded = table.copy()
-    edge = np.median(norms) * rng.choice([0.45, 1.55], rows - words)
+    edge = np.median(norms) * np.random.default_rng(13).choice([0.45, 1.55], rows - words)
     crowded[:rows - words] *= (edge / norms[:rows - words])[:, None]
     assert find_untrained(crowded, np.linalg.norm(crowded.astype(np.float64), axis=1), "token").count == 0
 
