@@ -347,6 +347,8 @@ def marked_untrained(pairs: Sequence[PositionPair], never: Untrained, first_row:
     cosine between rows still as initialised says nothing the model learnt about those positions."""
     if not never.count:
         return tuple(pairs), []
+    if not never.contrasted:  # the whole table at init: never trained, or trained too little to tell; no pair apart
+        return tuple(pairs), [never.evidence]
     untrained = set((never.rows - first_row).tolist())
     marked = tuple(replace(p, never_trained=p.i in untrained or p.j in untrained) for p in pairs)
     held = [f"{p.i}:{p.j}" for p in marked if p.never_trained]
