@@ -733,3 +733,21 @@ def test_a_majority_at_the_draw_beside_rows_that_do_not_stand_apart_is_undecided
                            {"keras_version": "3.15.1"})
     assert found.rows.tolist() == list(range(400)) and not found.undecided and found.contrasted
     assert found.evidence.startswith("400 rows never trained: ")
+
+
+def test_an_undecided_majority_stays_undecided_beside_rows_that_moved_together():
+    """The undecided majority above, with 20 more rows that point one way (norm 0.5, spread 0.002): the verdict
+    joined both and dropped `undecided`, so norms --plot drew all 420 rows apart as 'never trained (420)' while the
+    evidence said the 400 cannot be told from their initialisation."""
+    rng = np.random.default_rng(21)
+    dim, limit = 32, 0.05
+    drawn = rng.uniform(-limit, limit, (400, dim))
+    moved = rng.uniform(-limit, limit, (100, dim)) + rng.normal(0, 0.0413, (100, dim))
+    way = rng.normal(size=dim)
+    together = way / np.linalg.norm(way) * 0.5 + rng.normal(0, 0.002, (20, dim))
+    table = np.concatenate([drawn, moved, together]).astype(np.float32)
+    found = find_untrained(table, np.linalg.norm(table.astype(np.float64), axis=1), "token",
+                           {"keras_version": "3.15.1"})
+    assert found.rows.tolist() == [*range(400), *range(500, 520)] and found.kind == "at init and moved together"
+    assert found.evidence.startswith("400 rows, most of the table, cannot be told from their initialisation")
+    assert found.undecided and not found.contrasted
