@@ -357,3 +357,20 @@ def test_a_position_table_wholly_at_its_init_marks_no_pair_never_trained(tmp_pat
     assert note.startswith("the whole table cannot be told from its initialisation (never trained, or trained too "
                            "little to tell) (128 rows): ") and "hold such a position" not in note
     assert "never trained │" not in run("positions", "-c", tmp_path).stdout
+
+
+@pytest.mark.parametrize("broken", [60, 127])
+def test_a_nan_row_in_the_never_trained_tail_keeps_the_trained_profile(tmp_path, broken):
+    """short_bert (positions 40-127 at their init) with one NaN row in the tail, inside it or its last: the never-trained
+    rows were no longer one run reaching the table's end (40-59 and 61-127, or 40-126), and the trained positions'
+    profile was dropped, though positions 0-39 are the same rows as in the intact table."""
+    from pathlib import Path
+
+    from safetensors.numpy import load_file
+    folder = Path(__file__).parent / "data" / "short_bert"
+    weights = load_file(folder / "model.safetensors")
+    weights["bert.embeddings.position_embeddings.weight"][broken] = np.nan
+    save_file(weights, tmp_path / "model.safetensors")
+    (tmp_path / "config.json").write_text((folder / "config.json").read_text())
+    intact = run_json("positions", "-c", str(folder), "--profile")["trained_profile"]
+    assert intact is not None and run_json("positions", "-c", tmp_path, "--profile")["trained_profile"] == intact
