@@ -144,5 +144,5 @@ def test_an_fp8_token_table_is_refused_with_why(tmp_path):
     assert len(found) == 1 and f"(100 x 16 float8_e4m3fn); {why}; name one with --token-key NAME" in found[0]
     found = run("norms", "-c", tmp_path / "model.safetensors", "--token-key", "model.embed_tokens.weight",
                 code=1).stderr.strip().splitlines()
-    assert found == ["Error: expected a 2-D float table for the token table, found 'model.embed_tokens.weight' of "
-                     f"shape [100, 16] and dtype float8_e4m3fn: {why}"]
+    assert found == [("Error: expected a 2-D float table for the token table, found 'model.embed_tokens.weight' "
+                      f"of shape [100, 16] and dtype float8_e4m3fn: {why}")]
