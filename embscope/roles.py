@@ -245,6 +245,10 @@ def distinct(tensors: list[TensorInfo]) -> list[TensorInfo]:
     return out
 
 
+# FP8 tensors are catalogued (an FP8 model's parameters) but not read as tables: the refusal says why
+FP8_UNREAD = "FP8 tables are not read (numpy holds no FP8 number): save the table as bf16, fp16 or fp32"
+
+
 def candidates_text(checkpoint: Checkpoint, taken: set[str]) -> str:
     """The tensors a user could name instead, with shapes: the 2-D float ones, else all."""
     others = [t for t in checkpoint.tensors.values() if t.name not in taken]
@@ -256,6 +260,8 @@ def candidates_text(checkpoint: Checkpoint, taken: set[str]) -> str:
                         "2-D float tensors" if tables else "tensors",
                         names=[quote(t.name) for t in listed])
     text = f"candidates: {text}" if tables else f"no 2-D float tensor among them: {text}"
+    if not tables and any(t.dtype in FP8_WEIGHT_DTYPES and len(t.shape) == 2 for t in listed):
+        text += f"; {FP8_UNREAD}"
     if list(checkpoint.tensors) == [checkpoint.path.stem] and checkpoint.path.suffix.lower() == ".npy":
         text += f"; a .npy holds one array, named after its file ({quote(checkpoint.path.stem)})"
     return text
@@ -291,8 +297,9 @@ def by_key(checkpoint: Checkpoint, role: Role, key: str) -> Table:
         raise TableError(f"expected a tensor named {quote(key)} for the {role} table, found none{hint}", role=role,
                          option=KEY_OPTIONS[role])
     if not is_table(tensor):
+        fp8 = f": {FP8_UNREAD}" if tensor.dtype in FP8_WEIGHT_DTYPES else ""
         raise TableError(f"expected a 2-D float table for the {role} table, found {quote(key)} of shape "
-                         f"{list(tensor.shape)} and dtype {tensor.dtype}", role=role, option=KEY_OPTIONS[role])
+                         f"{list(tensor.shape)} and dtype {tensor.dtype}{fp8}", role=role, option=KEY_OPTIONS[role])
     # a table named by key keeps the family's numbering where it is the family's table of word positions (a name
     # discovery knows, or one its position ids index too); others count from row 0 (LUKE's entity positions)
     known = next((k for k in KNOWN[Role.position] if k.matches(tensor.name)), None) if role is Role.position else None

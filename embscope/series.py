@@ -2,8 +2,8 @@
 
 A folder's checkpoints are its files that a format reader recognises (nanoGPT `ckpt*.pt`, ANDREA dumps, nlm
 pickles, ...) and its Hugging Face Trainer `checkpoint-N/` folders. The step is the one the file records; else
-the one its name says (`step500_fp16`, `ckpt1000`), else the last number standing alone in its name (`model_300`,
-never gpt2's 2), else the step in its folder's name (`checkpoint-500/model.safetensors`).
+the one its name says (`step500_fp16`, `ckpt1000`; else its epoch, `epoch10`), else the last number standing alone
+in its name (`model_300`, never gpt2's 2), else the step in its folder's name (`checkpoint-500/model.safetensors`).
 """
 
 from __future__ import annotations
@@ -29,6 +29,8 @@ NUMBER = re.compile(r"(?<![^\W_])\d+(?![^\W_])")
 # a name that says its step (checkpoint-500, ckpt1000, step_1000, iter3000); for a folder the only rule, or
 # runs/exp3 would be step 3
 STEP_FOLDER = re.compile(r"(?:checkpoint|ckpt|step|iter)[-_]?(\d+)", re.IGNORECASE)
+# a file's name that says its epoch (epoch10.pt): no step, but where no step is said it orders the run as one does
+EPOCH = re.compile(r"epoch[-_]?(\d+)", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -52,10 +54,11 @@ def path_list(paths: Sequence[Path], option: str) -> Sequence[Path]:
 
 
 def step_from_name(path: Path) -> int | None:
-    """The step the name (without suffix) says, else its last number standing alone, else the step in the name of
-    the folder holding it."""
+    """The step the name (without suffix) says, else the epoch it says, else its last number standing alone, else the
+    step in the name of the folder holding it."""
     name = path.stem if path.is_file() else path.name
-    numbers = [found[1] for found in STEP_FOLDER.finditer(name)] or NUMBER.findall(name)
+    numbers = ([found[1] for found in STEP_FOLDER.finditer(name)] or [found[1] for found in EPOCH.finditer(name)]
+               or NUMBER.findall(name))
     if numbers:
         return int(numbers[-1])
     folder = STEP_FOLDER.search(path.parent.name) if path.is_file() else None

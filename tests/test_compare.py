@@ -554,3 +554,22 @@ def test_library_one_path_where_a_list_of_checkpoints_goes_is_refused(tmp_path):
             with pytest.raises(embscope.OptionError, match="^expected a list of checkpoints for ") as err:
                 call(given)
             assert err.value.option == option
+
+
+def test_a_run_named_by_epoch_is_ordered_by_its_epochs(tmp_path):
+    # epoch1, epoch2, epoch10: the rule that a number glued to letters names no step (step500_fp16's 16, gpt2's 2)
+    # left them 'step unknown', placed in name order, epoch10 before epoch2, and the audit called it out of order;
+    # a name that says its epoch orders the run by it, a step said beside it first (step500_epoch3 is step 500)
+    folder = tmp_path / "run"
+    folder.mkdir()
+    rng = np.random.default_rng(0)
+    table = rng.standard_normal((40, 8)).astype(np.float32)
+    for epoch in (1, 2, 10):
+        table = table + np.float32(0.3) * rng.standard_normal(table.shape).astype(np.float32)
+        np.savez(folder / f"epoch{epoch}.npz", token_emb=table)
+    doc = run_json("compare", folder, "--sample", "0")
+    assert [Path(c["path"]).name for c in doc["checkpoints"]] == ["epoch1.npz", "epoch2.npz", "epoch10.npz"]
+    assert [c["step"] for c in doc["checkpoints"]] == [1, 2, 10] and doc["audit"]["out_of_order"] == []
+    np.savez(tmp_path / "step500_epoch3.npz", token_emb=table)
+    assert run_json("compare", folder / "epoch1.npz", tmp_path / "step500_epoch3.npz",
+                    "--sample", "0")["checkpoints"][1]["step"] == 500

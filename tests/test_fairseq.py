@@ -250,6 +250,8 @@ def masked_inputs(tokens: np.ndarray, mask_idx: int, leave_unmasked_prob: float,
 
 
 @pytest.mark.parametrize("task, probs, masked", [("masked_lm", (0.5, 0.5), True), ("masked_lm", (0.1, 0.1), True),
+                                                 ("multilingual_masked_lm", (0.1, 0.1), True),
+                                                 ("sentence_prediction_adapters", (0.5, 0.5), True),
                                                  ("translation", None, False)])
 def test_a_masking_task_adds_mask_after_the_dictionary_and_its_row_is_no_padding(tmp_path, task, probs, masked):
     """Sapiens (sapiens 1.0.0, sapiens/models/v1/checkpoint_vh.pt, args.task 'masked_lm'): dict.txt lists 20 amino
@@ -257,7 +259,8 @@ def test_a_masking_task_adds_mask_after_the_dictionary_and_its_row_is_no_padding
     dictionary.add_symbol("<mask>") made row 24. It was said to be padding, and undertrained took it for the one row
     known unused, its reference. Its args' leave_unmasked_prob 0.5 + random_token_prob 0.5 leave no picked token
     to <mask>, which the note says (fairseq's defaults, 0.1 and 0.1, make 80% of them <mask>). A task that adds no
-    <mask> (translation) leaves the extra row padding."""
+    <mask> (translation) leaves the extra row padding. multilingual_masked_lm (XLM-R's task) adds it in its
+    __init__, sentence_prediction_adapters through SentencePredictionTask.load_dictionary: both were left padding."""
     symbols = list("ACDEFGHIKLMNPQRSTVWY")
     (tmp_path / "dict.txt").write_text("".join(f"{s} 1\n" for s in symbols))
     fairseq = FairseqDictionary()  # fairseq's task: Dictionary.load, then add_symbol("<mask>") where it masks

@@ -341,3 +341,36 @@ def test_the_profile_of_the_trained_positions_alone_is_given_beside_the_whole_ta
     assert doc["profile"]["positions_counted"] == 128
     assert (f"among positions 0-39 alone (those before the never-trained ones): mean cos(p_i, p_i+1) {following:+.4f}, "
             f"nearest neighbour is i-1 or i+1 for {100 * adjacent:.2f}% of 40 positions") in doc["notes"]
+
+
+def test_a_position_table_wholly_at_its_init_marks_no_pair_never_trained(tmp_path):
+    """A BERT position table that is N(0, 0.02) throughout (initializer_range 0.02) is 'the whole table cannot be told
+    from its initialisation (never trained, or trained too little to tell)': positions marked every pair 'never
+    trained' and said each was 'not between positions the model learnt', which the verdict does not say."""
+    rng = np.random.default_rng(0)
+    save_file({"bert.embeddings.position_embeddings.weight": rng.normal(0, 0.02, (128, 64)).astype(np.float32)},
+              tmp_path / "model.safetensors")
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "bert", "initializer_range": 0.02}))
+    doc = run_json("positions", "-c", tmp_path)
+    assert doc["pairs"] and not any(p["never_trained"] for p in doc["pairs"])
+    (note,) = [n for n in doc["notes"] if "initialisation" in n]
+    assert note.startswith("the whole table cannot be told from its initialisation (never trained, or trained too "
+                           "little to tell) (128 rows): ") and "hold such a position" not in note
+    assert "never trained │" not in run("positions", "-c", tmp_path).stdout
+
+
+@pytest.mark.parametrize("broken", [60, 127])
+def test_a_nan_row_in_the_never_trained_tail_keeps_the_trained_profile(tmp_path, broken):
+    """short_bert (positions 40-127 at their init) with one NaN row in the tail, inside it or its last: the never-trained
+    rows were no longer one run reaching the table's end (40-59 and 61-127, or 40-126), and the trained positions'
+    profile was dropped, though positions 0-39 are the same rows as in the intact table."""
+    from pathlib import Path
+
+    from safetensors.numpy import load_file
+    folder = Path(__file__).parent / "data" / "short_bert"
+    weights = load_file(folder / "model.safetensors")
+    weights["bert.embeddings.position_embeddings.weight"][broken] = np.nan
+    save_file(weights, tmp_path / "model.safetensors")
+    (tmp_path / "config.json").write_text((folder / "config.json").read_text())
+    intact = run_json("positions", "-c", str(folder), "--profile")["trained_profile"]
+    assert intact is not None and run_json("positions", "-c", tmp_path, "--profile")["trained_profile"] == intact

@@ -128,3 +128,21 @@ def test_an_fp8_model_s_weights_are_parameters(tmp_path):
         doc = run_json("params", "-c", tmp_path / name)
         assert (doc["token"], doc["total"]) == (64 * 16, 64 * 16 + 320 * 16 + 1)
         assert doc["shares"]["token"] == 1024 / 6145
+
+
+def test_an_fp8_token_table_is_refused_with_why(tmp_path):
+    # a token table stored as F8_E4M3: norms said 'no 2-D float tensor among them' and told to name one with
+    # --token-key, and named so it was refused as 'expected a 2-D float table ... dtype float8_e4m3fn', neither saying
+    # that FP8 is the reason (numpy holds no FP8 number) nor what would be read
+    torch = pytest.importorskip("torch")
+    from safetensors.torch import save_file
+
+    save_file({"model.embed_tokens.weight": torch.randn(100, 16).to(torch.float8_e4m3fn)},
+              str(tmp_path / "model.safetensors"))
+    why = "FP8 tables are not read (numpy holds no FP8 number): save the table as bf16, fp16 or fp32"
+    found = run("norms", "-c", tmp_path / "model.safetensors", code=1).stderr.strip().splitlines()
+    assert len(found) == 1 and f"(100 x 16 float8_e4m3fn); {why}; name one with --token-key NAME" in found[0]
+    found = run("norms", "-c", tmp_path / "model.safetensors", "--token-key", "model.embed_tokens.weight",
+                code=1).stderr.strip().splitlines()
+    assert found == [("Error: expected a 2-D float table for the token table, found 'model.embed_tokens.weight' "
+                      f"of shape [100, 16] and dtype float8_e4m3fn: {why}")]

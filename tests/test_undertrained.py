@@ -741,3 +741,29 @@ def test_a_note_two_tables_share_is_said_once(tmp_path):
     assert [t["notes"] for t in doc["tables"]] == [[said], [said]]  # each table's own, in JSON
     console = " ".join(run("undertrained", "-c", tmp_path, "--table", "both").stdout.split())
     assert console.count(said) == 1 and console.count("no tokenizer found beside the checkpoint") == 1
+
+
+def test_an_undecided_majority_at_the_draw_is_not_called_never_trained(tmp_path):
+    """attack14's briefly trained Keras table (test_untrained's undecided case): 400 of 500 rows in
+    uniform(-0.05, 0.05)'s box, evenly, whose other rows' norms do not stand apart. untrained says they cannot be told
+    from their initialisation (never trained, or trained too little to tell); undertrained's reference still said
+    'the table's never-trained rows', its threshold 'found never trained' and its note 'rows not found never trained'."""
+    h5py = pytest.importorskip("h5py")
+    rng = np.random.default_rng(21)
+    dim, limit = 32, 0.05
+    drawn = rng.uniform(-limit, limit, (400, dim))
+    moved = rng.uniform(-limit, limit, (100, dim)) + rng.normal(0, 0.0413, (100, dim))
+    with h5py.File(tmp_path / "model.h5", "w") as f:  # tf-keras's save_weights_to_hdf5_group layout
+        f.attrs["keras_version"] = b"2.1.4"
+        f.attrs["layer_names"] = [b"emb"]
+        g = f.create_group("emb")
+        g.attrs["weight_names"] = [b"emb/embeddings:0"]
+        g.create_dataset("emb/embeddings:0", data=np.concatenate([drawn, moved]).astype(np.float32))
+    doc = run_json("undertrained", "-c", tmp_path / "model.h5")
+    assert doc["reference"]["source"] == "untrained" and doc["reference"]["ids"] == list(range(400))
+    assert doc["reference"]["description"].startswith("the table's rows at their initialisation: 400 rows, most of "
+                                                      "the table, cannot be told from their initialisation")
+    text = " ".join(run("undertrained", "-c", tmp_path / "model.h5").stdout.split())
+    assert "the candidates are the 400 rows of the seed, found at their initialisation" in text
+    assert "norm z is measured among the 100 rows not found at their initialisation" in text
+    assert "never-trained" not in text and "found never trained" not in text

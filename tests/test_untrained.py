@@ -733,3 +733,42 @@ def test_a_majority_at_the_draw_beside_rows_that_do_not_stand_apart_is_undecided
                            {"keras_version": "3.15.1"})
     assert found.rows.tolist() == list(range(400)) and not found.undecided and found.contrasted
     assert found.evidence.startswith("400 rows never trained: ")
+
+
+def test_an_undecided_majority_stays_undecided_beside_rows_that_moved_together():
+    """The undecided majority above, with 20 more rows that point one way (norm 0.5, spread 0.002): the verdict
+    joined both and dropped `undecided`, so norms --plot drew all 420 rows apart as 'never trained (420)' while the
+    evidence said the 400 cannot be told from their initialisation."""
+    rng = np.random.default_rng(21)
+    dim, limit = 32, 0.05
+    drawn = rng.uniform(-limit, limit, (400, dim))
+    moved = rng.uniform(-limit, limit, (100, dim)) + rng.normal(0, 0.0413, (100, dim))
+    way = rng.normal(size=dim)
+    together = way / np.linalg.norm(way) * 0.5 + rng.normal(0, 0.002, (20, dim))
+    table = np.concatenate([drawn, moved, together]).astype(np.float32)
+    found = find_untrained(table, np.linalg.norm(table.astype(np.float64), axis=1), "token",
+                           {"keras_version": "3.15.1"})
+    assert found.rows.tolist() == [*range(400), *range(500, 520)] and found.kind == "at init and moved together"
+    assert found.evidence.startswith("400 rows, most of the table, cannot be told from their initialisation")
+    assert found.undecided and not found.contrasted
+
+
+def test_norms_json_says_a_majority_is_undecided(tmp_path):
+    """The undecided majority above, saved as tf-keras saves weights: norms --json said whole_table false and
+    nothing else, so a reader of the document could tell the 400 rows from never-trained ones only by parsing the
+    evidence's words; `undecided` says it (false for a verdict trained rows stand against)."""
+    h5py = pytest.importorskip("h5py")
+    rng = np.random.default_rng(21)
+    dim, limit = 32, 0.05
+    table = np.concatenate([rng.uniform(-limit, limit, (400, dim)),
+                            rng.uniform(-limit, limit, (100, dim)) + rng.normal(0, 0.0413, (100, dim))])
+    for name, rows in (("undecided", table), ("apart", np.concatenate([table[:400], 4 * table[400:]]))):
+        with h5py.File(tmp_path / f"{name}.h5", "w") as f:  # tf-keras's save_weights_to_hdf5_group layout
+            f.attrs["keras_version"] = b"2.1.4"
+            f.attrs["layer_names"] = [b"emb"]
+            f.create_group("emb").attrs["weight_names"] = [b"emb/embeddings:0"]
+            f["emb"].create_dataset("emb/embeddings:0", data=rows.astype(np.float32))
+    found = run_json("norms", "-c", tmp_path / "undecided.h5")["untrained"]
+    assert found["rows"] == 400 and found["undecided"] is True and found["whole_table"] is False
+    found = run_json("norms", "-c", tmp_path / "apart.h5")["untrained"]
+    assert found["rows"] == 400 and found["undecided"] is False

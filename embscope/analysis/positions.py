@@ -326,12 +326,17 @@ def positions(emb: Embeddings, pairs: Sequence[tuple[int, int]] = (), *, default
 
 def trained_profile(table: np.ndarray, first_row: int, never: Untrained) -> PositionProfile | None:
     """The profile of the positions before a never-trained tail (the model's longest sequence), where the tail is
-    all the table's never-trained rows and at least two positions come before it: the figures of the positions the
-    model learnt, which a long tail of rows as initialised would drown."""
-    runs = never.ranges()
-    if len(runs) != 1 or never.whole or runs[0][1] != table.shape[0] - 1 or runs[0][0] - first_row < 2:
+    all the table's never-trained rows (and any zero or NaN rows among or after them) and at least two positions come
+    before it: the figures of the positions the model learnt, which a long tail of rows as initialised would drown."""
+    if not never.contrasted:
         return None
-    return position_profile(table[:runs[0][0]], first_row, heatmap=False)[0]
+    start = int(never.rows[0])
+    norms = row_norms(table[start:])
+    tail = ~(np.isfinite(norms) & (norms > 0))  # a zero or NaN row in the tail is no trained position to stop it
+    tail[never.rows - start] = True
+    if not tail.all() or start - first_row < 2:
+        return None
+    return position_profile(table[:start], first_row, heatmap=False)[0]
 
 
 def trained_note(profile: PositionProfile) -> str:
@@ -347,6 +352,8 @@ def marked_untrained(pairs: Sequence[PositionPair], never: Untrained, first_row:
     cosine between rows still as initialised says nothing the model learnt about those positions."""
     if not never.count:
         return tuple(pairs), []
+    if not never.contrasted:  # the whole table at init: never trained, or trained too little to tell; no pair apart
+        return tuple(pairs), [never.evidence]
     untrained = set((never.rows - first_row).tolist())
     marked = tuple(replace(p, never_trained=p.i in untrained or p.j in untrained) for p in pairs)
     held = [f"{p.i}:{p.j}" for p in marked if p.never_trained]

@@ -258,6 +258,7 @@ def seeded(array: np.ndarray, valid: np.ndarray, norms: np.ndarray, kinds: Token
     """The indicator against the table's own seed (a cluster of rows near each other), when it finds one."""
     reference, scores, threshold = found
     seed_rows = np.zeros(0, dtype=np.int64)
+    never = never if never is not None else find_untrained(array, norms, table, config)
     seed = table_seed(array, valid, norms, topk, config, table, never)
     if len(seed.rows):
         why = seeded_because(reference, kinds)
@@ -265,7 +266,7 @@ def seeded(array: np.ndarray, valid: np.ndarray, norms: np.ndarray, kinds: Token
                                                 reseeded)
         if threshold.value is None:
             seed_rows = reference.rows
-            own = "found never trained" if seed.source == "untrained" else "which stand apart by a gap of their own"
+            own = f"found {found_as(never)}" if seed.source == "untrained" else "which stand apart by a gap of their own"
             count = f"{len(seed_rows):,} row{'s' * (len(seed_rows) != 1)}"
             threshold = replace(threshold, why=f"{threshold.why}; the candidates are the {count} of the seed, {own}")
     elif not len(reference.rows):
@@ -319,7 +320,7 @@ def norm_basis(norms: np.ndarray, never: Untrained | None) -> tuple[float, float
     kept = np.ones(len(norms), dtype=bool)
     kept[never.rows] = False
     median, mad = median_and_mad(norms[kept])
-    return median, mad, (f"norm z is measured among the {int(kept.sum()):,} rows not found never trained (median "
+    return median, mad, (f"norm z is measured among the {int(kept.sum()):,} rows not found {found_as(never)} (median "
                          f"{median:.4g}, MAD {mad:.4g}), as norms measures its anomalies")
 
 
@@ -365,7 +366,7 @@ def table_seed(array: np.ndarray, valid: np.ndarray, norms: np.ndarray, topk: Ne
     table's shape that holds them all and more), else the densest tight cluster whose norms stand apart from the
     rest (SEED_NORM_Z), else the low-norm tail."""
     never = never if never is not None else find_untrained(array, norms, table, config)
-    verdict = Reference(never.rows, "untrained", f"the table's never-trained rows: {never.evidence}")
+    verdict = Reference(never.rows, "untrained", f"the table's {found_as(never, rows=True)}: {never.evidence}")
     judged = never.count >= MIN_SEED_ROWS and not never.whole
     # rows that moved only together are the tightest of those decay shrank: a low-norm tail below a gap that holds
     # them all and more is the fuller seed (the rest kept part of their own start)
@@ -380,12 +381,20 @@ def table_seed(array: np.ndarray, valid: np.ndarray, norms: np.ndarray, topk: Ne
                                      f"({never.evidence})")
 
 
+def found_as(never: Untrained, rows: bool = False) -> str:
+    """How the rows `never` holds are named: never trained, or, for a majority no trained row stands apart from
+    (analysis.untrained's undecided), at their initialisation, which may be trained too little to tell."""
+    if never.undecided:
+        return "rows at their initialisation" if rows else "at their initialisation"
+    return "never-trained rows" if rows else "never trained"
+
+
 def few_never_trained(norms: np.ndarray, valid: np.ndarray, seed: Reference, never: Untrained) -> Reference | None:
     """The table's never-trained rows, too few to seed by their number, in place of a cluster that holds none of
     them and whose norms stand apart on the other side of the rest: rows that never trained keep their init or
     decay's norm while the others grew or kept theirs, and a cluster above the rest is a class of trained tokens used
     alike and often (rnnmorph's ten digits, median norm z +2.1, against its unknown-character row at -1.8)."""
-    if not never.count or never.whole or seed.source != "cluster" or np.isin(never.rows, seed.rows).any():
+    if not never.contrasted or seed.source != "cluster" or np.isin(never.rows, seed.rows).any():
         return None
     cluster, untrained = norm_apart(norms, valid, seed.rows), norm_apart(norms, valid, never.rows)
     if cluster * untrained >= 0:

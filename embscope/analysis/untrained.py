@@ -184,7 +184,9 @@ def find_untrained(array: np.ndarray, norms: np.ndarray, role: str, config: Mapp
     if not at_init.count:
         return together
     both = np.union1d(at_init.rows, together.rows)
-    return Untrained(both, RULE, f"{at_init.evidence}; {together.evidence}", "at init and moved together")
+    # an undecided majority stays undecided beside a group that moved together: no figure draws the union apart
+    return Untrained(both, RULE, f"{at_init.evidence}; {together.evidence}", "at init and moved together",
+                     undecided=at_init.undecided)
 
 
 # ---------------------------------------------------------------- still as initialised

@@ -29,10 +29,11 @@ UNDERTRAINED_POINTER = ("under-trained tokens: `embscope undertrained` finds the
 def untrained_document(untrained: Untrained | None) -> dict[str, object]:
     """The verdict on never-trained rows as --json gives it: rows, ranges of row ids, the rule and the evidence."""
     if untrained is None:
-        return {"rows": 0, "ranges": [], "rule": "", "evidence": "", "kind": "none", "whole_table": False}
+        return {"rows": 0, "ranges": [], "rule": "", "evidence": "", "kind": "none", "whole_table": False,
+                "undecided": False}
     return {"rows": untrained.count, "ranges": [{"first": a, "last": b} for a, b in untrained.ranges()],
             "rule": untrained.rule, "evidence": untrained.evidence, "kind": untrained.kind,
-            "whole_table": untrained.whole}
+            "whole_table": untrained.whole, "undecided": untrained.undecided}
 
 
 def untrained_line(untrained: Untrained | None) -> str:

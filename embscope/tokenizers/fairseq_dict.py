@@ -9,8 +9,9 @@ GPT-2's BPE and each GPT-2 id is mapped to its line, as fairseq's GPT2BPE + Dict
 dictionary lacks is an error, never fairseq's silent <unk>. Other dictionaries name ids only: a word is found when
 it is one whole symbol (with SentencePiece's "▁" where the symbols carry it).
 
-The tasks that mask tokens add `<mask>` after the file's symbols (fairseq/tasks/masked_lm.py, denoising.py,
-sentence_prediction.py: `dictionary.add_symbol("<mask>")`), so a model trained for one has a row past dict.txt that
+The tasks that mask tokens add `<mask>` after the file's symbols (fairseq/tasks/masked_lm.py,
+multilingual_masked_lm.py, denoising.py, sentence_prediction.py and the tasks built on it:
+`dictionary.add_symbol("<mask>")`), so a model trained for one has a row past dict.txt that
 is a token, not padding: with_task adds it where the checkpoint names such a task. It is an input only where the
 task's leave_unmasked_prob + random_token_prob leave some picked tokens to it (fairseq/data/mask_tokens_dataset.py:
 a picked token is left as it is, swapped for a random one, or else made <mask>), and a note says when none is."""
@@ -40,7 +41,8 @@ UNK_ID = 3
 FILLER = "madeupword"  # symbols fairseq adds to pad the dictionary to a multiple of 8 (padding_factor)
 GPT2_FILES = ("encoder.json", "vocab.bpe")  # fairseq's names for GPT-2's vocab.json and merges.txt
 MASK = "<mask>"
-MASK_TASKS = frozenset({"masked_lm", "denoising", "sentence_prediction", "sentence_ranking"})  # add MASK on load
+MASK_TASKS = frozenset({"masked_lm", "multilingual_masked_lm", "denoising", "sentence_prediction",
+                        "sentence_prediction_adapters", "sentence_ranking"})  # add MASK on load
 
 
 def read_symbols(path: Path) -> tuple[list[str], dict[str, int]]:
