@@ -145,7 +145,7 @@ def stated_scale(config: Mapping[str, Any]) -> tuple[float | None, str]:
 
 def uniform_limit(config: Mapping[str, Any], role: str = "token") -> float | None:
     """a of the uniform(-a, a) the rows were drawn from, where init_scale takes keras.layers.Embedding's default."""
-    keras = role == "token" and isinstance(config.get("keras_version"), str)
+    keras = role == "token" and any(isinstance(config.get(key), str) for key in ("keras_version", "keras_lookup"))
     return KERAS_EMBEDDING_LIMIT if keras and stated_scale(config)[0] is None else None
 
 
@@ -155,13 +155,21 @@ def init_scale(config: Mapping[str, Any], role: str = "token") -> tuple[float | 
     stated = stated_scale(config)
     if stated[0] is not None:
         return stated
-    version = config.get("keras_version")
     if uniform_limit(config, role) is not None:  # a head is a Dense kernel, drawn by glorot_uniform
         return KERAS_EMBEDDING_LIMIT / math.sqrt(3), (
             f"keras.layers.Embedding's default uniform(-{KERAS_EMBEDDING_LIMIT:g}, {KERAS_EMBEDDING_LIMIT:g}), "
-            + ("as the file's model_config names it" if config.get("keras_initializer_stored") else
-               f"assumed: the file, saved by Keras {version}, does not store its initializer"))
+            + keras_source(config))
     return None, ""
+
+
+def keras_source(config: Mapping[str, Any]) -> str:
+    """Why Keras' default is taken: the file names it, or it is assumed of a Keras file or a Keras graph."""
+    if config.get("keras_initializer_stored"):
+        return "as the file's model_config names it"
+    lookup = config.get("keras_lookup")
+    if isinstance(lookup, str):
+        return f"assumed: tf2onnx's graph looks the table up by Keras' {lookup!r}, and does not store its initializer"
+    return f"assumed: the file, saved by Keras {config.get('keras_version')}, does not store its initializer"
 
 
 def find_untrained(array: np.ndarray, norms: np.ndarray, role: str, config: Mapping[str, Any] | None = None,

@@ -330,6 +330,25 @@ def gathered_by_inputs(graph: Any, tensors: dict[str, TensorInfo], stored_as: di
     return tuple(dict.fromkeys(found))
 
 
+# tf2onnx names a node by the TensorFlow op it came from: a keras.layers.Embedding looks its rows up by
+# '<model>/<layer>/embedding_lookup' inside the saved function, 'StatefulPartitionedCall/...' (g2p_id 0.4.2's
+# bert_mlm.onnx, trained by keras.io's masked-language-model example)
+KERAS_LOOKUP = re.compile(r"StatefulPartitionedCall/(?:[^/]+/)+embedding_lookup(?::0)?")
+
+
+def keras_lookup(graph: Any, producer: str, gathered: tuple[str, ...]) -> dict[str, str]:
+    """{"keras_lookup": the Gather's output} where tf2onnx's graph looks the one gathered table up by a Keras
+    Embedding's op: its rows were drawn as keras.layers.Embedding draws them (untrained.init_scale says so, assumed)."""
+    if producer != "tf2onnx" or len(gathered) != 1:
+        return {}
+    for node in graph.node:
+        inputs, outputs = [text(name) for name in node.input], [text(name) for name in node.output]
+        if (text(node.op_type) == "Gather" and inputs[:1] == [gathered[0]] and outputs
+                and KERAS_LOOKUP.fullmatch(outputs[0])):
+            return {"keras_lookup": outputs[0]}
+    return {}
+
+
 def tokenizer_above(folder: Path) -> Tokenizer | None:
     """The tokenizer beside the model, else in the folder above an `onnx/` export folder."""
     return find_tokenizer(folder) or find_tokenizer(folder.parent)
@@ -360,6 +379,8 @@ def open_onnx(path: Path, options: OpenOptions) -> Checkpoint:
     folder = path.parent
     in_export = folder.name == EXPORT_FOLDER and not (folder / "config.json").is_file()
     config = read_hf_config(folder.parent) if in_export else {}  # beside the weights: open_checkpoint reads it
+    gathered = gathered_by_inputs(model.graph, tensors, found.stored_as)
+    config |= keras_lookup(model.graph, text(model.producer_name), gathered)
     return Checkpoint(path, tensors, config=config, notes=notes, quantization_values=found.quantization_values,
-                      gathered=gathered_by_inputs(model.graph, tensors, found.stored_as),
+                      gathered=gathered,
                       tokenizer=partial(tokenizer_above, folder) if folder.name == EXPORT_FOLDER else None)
