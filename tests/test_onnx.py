@@ -350,3 +350,28 @@ def test_ids_that_come_in_as_floats_and_are_cast_are_the_input_ids(tmp_path):
     assert (emb.token.name, emb.token.rule) == ("embedding/embeddings:0",
                                                 "the graph: the one table a Gather looks up by the model's input ids")
     np.testing.assert_array_equal(rows[0], emb.token.array[ids[0].astype(int)])  # what the graph computes
+
+
+def test_a_one_row_lstm_bias_is_not_the_token_table(tmp_path):
+    """g2p_id 0.4.2's encoder_model.onnx (tf2onnx, keras.io's one-hot character seq2seq): its only 2-D float tensor
+    is the LSTM's bias 'B0__32' (1 x 2048, the ONNX LSTM's B, [directions, 8 x hidden]); the characters enter one-hot
+    through W (1 x 1024 x 28, 3-D). One row embeds no vocabulary: info took the bias as a 1-row token table, and
+    norms judged it. Built with onnx.helper in tf2onnx's layout (tf2onnx needs TensorFlow), hidden 4, 28 characters."""
+    hidden, chars = 4, 28
+    weights = {"W0__32": rng_tables(1, 4 * hidden, chars), "R0__32": rng_tables(1, 4 * hidden, hidden),
+               "B0__32": rng_tables(1, 8 * hidden)}
+    x = helper.make_tensor_value_info("input_1", TensorProto.FLOAT, [None, 1, chars])
+    path = tmp_path / "encoder_model.onnx"
+    graph_file(path, [helper.make_node("LSTM", ["input_1", "W0__32", "R0__32", "B0__32"], ["out"],
+                                       hidden_size=hidden)], [x], weights, producer="tf2onnx")
+    info = run_json("info", "-c", path)
+    assert info["tables"]["token"] is None
+    assert ("no token-embedding table found by name, by config size, or as the file's only 2-D float tensor; name "
+            "one with --token-key NAME") in info["notes"]
+    assert "candidates: 'B0__32' (1 x 32 float32)" in run("norms", "-c", path, code=1).stderr
+    # named, it is read as asked
+    assert run_json("info", "-c", path, "--token-key", "B0__32")["tables"]["token"]["shape"] == [1, 8 * hidden]
+
+
+def rng_tables(*shape):
+    return np.random.default_rng(14).standard_normal(shape).astype(np.float32)
