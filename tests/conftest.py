@@ -156,6 +156,37 @@ def lac_encoder_like(rows: int = 1000, dim: int = 64, words: int = 800) -> tuple
     return table.astype(np.float32), drawn
 
 
+# g2p_id 0.4.2's bert_mlm.onnx (tf2onnx, keras.io's masked-language-model example): its 32 x 128 character table,
+# trained rows of norms 1.3 to 5.0 and rows 1, 4, 18, 29, 31 still at keras.layers.Embedding's uniform(-0.05, 0.05)
+G2P_ID_UNSEEN = np.array([1, 4, 18, 29, 31])
+KERAS_LOOKUP = "StatefulPartitionedCall/masked_bert_model/word_embedding/embedding_lookup:0"
+
+
+def g2p_id_bert_like() -> np.ndarray:
+    """A table laid out as g2p_id 0.4.2's bert_mlm.onnx character table is (G2P_ID_UNSEEN at Keras' draw)."""
+    rng = np.random.default_rng(14)
+    table = rng.standard_normal((32, 128)) * rng.uniform(0.1, 0.45, (32, 1))
+    table[G2P_ID_UNSEEN] = rng.uniform(-0.05, 0.05, (len(G2P_ID_UNSEEN), 128))
+    return table.astype(np.float32)
+
+
+def tf2onnx_keras_graph(path: Path, table: np.ndarray, producer: str = "tf2onnx", lookup: str = KERAS_LOOKUP) -> Path:
+    """An ONNX file in the layout tf2onnx wrote bert_mlm.onnx in (tf2onnx needs TensorFlow): the table gathered by
+    the input 'input_1' as `lookup`, and a position table of zeros added to it, both under tf2onnx's input names."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    token, position = "Func/StatefulPartitionedCall/input/_1:0", "Func/StatefulPartitionedCall/input/_2:0"
+    nodes = [helper.make_node("Gather", [token, "input_1"], [lookup]),
+             helper.make_node("Add", [lookup, position], ["out"])]
+    graph = helper.make_graph(nodes, "main",
+                              [helper.make_tensor_value_info("input_1", TensorProto.INT64, [None, len(table)])],
+                              [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)],
+                              [numpy_helper.from_array(table, token),
+                               numpy_helper.from_array(np.zeros_like(table), position)])
+    onnx.save(helper.make_model(graph, producer_name=producer), path)
+    return path
+
+
 def drifting(rows: int, dim: int, seed: int) -> np.ndarray:
     """Position rows that drift smoothly: a normalised random walk, norms around 0.43."""
     rng = np.random.default_rng(seed)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import lac_encoder_like, run, run_json
+from conftest import G2P_ID_UNSEEN, KERAS_LOOKUP, g2p_id_bert_like, lac_encoder_like, run, run_json, tf2onnx_keras_graph
 from safetensors.numpy import load_file, save_file
 
 import embscope
@@ -738,34 +738,13 @@ def test_a_majority_at_the_draw_beside_rows_that_do_not_stand_apart_is_undecided
 def test_a_keras_graph_that_tf2onnx_wrote_has_its_unseen_characters_at_keras_default_init(tmp_path):
     """g2p_id 0.4.2's bert_mlm.onnx (tf2onnx, trained by keras.io's masked-language-model example): the graph looks
     its 32 x 128 character table up by 'StatefulPartitionedCall/masked_bert_model/word_embedding/embedding_lookup:0',
-    a keras.layers.Embedding's op; rows 1 ('[UNK]'), 4 ('ə' and 18 ('e', both masked out of every input), 29 ('q')
+    a keras.layers.Embedding's op; rows 1 ('[UNK]'), 4 ('ə') and 18 ('e', both masked out of every input), 29 ('q')
     and 31 (past its 31-key token2id.json) keep the default uniform(-0.05, 0.05) draw, norm 0.31 to 0.33, every
-    coordinate within 0.05, where the other rows' norms run 1.3 to 5.0. The file was built with onnx.helper in the
-    layout tf2onnx wrote (tf2onnx itself needs TensorFlow); the rows drawn are the reference."""
-    onnx = pytest.importorskip("onnx")
-    from onnx import TensorProto, helper, numpy_helper
-    rng = np.random.default_rng(14)
-    rows, dim = 32, 128
-    table = rng.standard_normal((rows, dim)) * rng.uniform(0.1, 0.45, (rows, 1))
-    unseen = np.array([1, 4, 18, 29, 31])
-    table[unseen] = rng.uniform(-0.05, 0.05, (len(unseen), dim))
-    table = table.astype(np.float32)
-    sinusoid = np.zeros((rows, dim), np.float32)
-
-    def write(name, producer, lookup):
-        token = "Func/StatefulPartitionedCall/input/_1:0"
-        nodes = [helper.make_node("Gather", [token, "input_1"], [lookup]),
-                 helper.make_node("Add", [lookup, "Func/StatefulPartitionedCall/input/_2:0"], ["out"])]
-        graph = helper.make_graph(nodes, "main", [helper.make_tensor_value_info("input_1", TensorProto.INT64,
-                                                                                [None, rows])],
-                                  [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)],
-                                  [numpy_helper.from_array(table, token),
-                                   numpy_helper.from_array(sinusoid, "Func/StatefulPartitionedCall/input/_2:0")])
-        onnx.save(helper.make_model(graph, producer_name=producer), tmp_path / name)
-        return tmp_path / name
-
-    keras_op = "StatefulPartitionedCall/masked_bert_model/word_embedding/embedding_lookup:0"
-    found = run_json("norms", "-c", write("bert_mlm.onnx", "tf2onnx", keras_op))["untrained"]
+    coordinate within 0.05, where the other rows' norms run 1.3 to 5.0. The file is built with onnx.helper in the
+    layout tf2onnx wrote (conftest.tf2onnx_keras_graph); the rows drawn are the reference."""
+    pytest.importorskip("onnx")
+    table, unseen = g2p_id_bert_like(), G2P_ID_UNSEEN
+    found = run_json("norms", "-c", tf2onnx_keras_graph(tmp_path / "bert_mlm.onnx", table))["untrained"]
     norms = np.linalg.norm(table[unseen].astype(np.float64), axis=1)
     assert found["rows"] == len(unseen) and found["kind"] == "at init"
     assert [(r["first"], r["last"]) for r in found["ranges"]] == [(1, 1), (4, 4), (18, 18), (29, 29), (31, 31)]
@@ -773,10 +752,11 @@ def test_a_keras_graph_that_tf2onnx_wrote_has_its_unseen_characters_at_keras_def
                                         f"uniform(-0.05, 0.05) draw's bound (largest |x| "
                                         f"{np.abs(table[unseen]).max():.4g}), norm {norms.mean():.4g} +- ")
     assert (f"keras.layers.Embedding's default uniform(-0.05, 0.05), assumed: tf2onnx's graph looks the table up by "
-            f"Keras' '{keras_op}', and does not store its initializer" in found["evidence"])
+            f"Keras' '{KERAS_LOOKUP}', and does not store its initializer" in found["evidence"])
     # no Keras op (TensorFlow 1's BERT looks its table up by 'bert/embeddings/GatherV2'), or no tf2onnx: no scale
     # to assume, and five rows are too few to judge without one
     all_norms = np.linalg.norm(table, axis=1)
-    for name, producer, op in (("tf1.onnx", "tf2onnx", "bert/embeddings/GatherV2:0"), ("torch.onnx", "pytorch", keras_op)):
-        config = embscope.open(write(name, producer, op)).checkpoint.config
+    for name, producer, op in (("tf1.onnx", "tf2onnx", "bert/embeddings/GatherV2:0"),
+                               ("torch.onnx", "pytorch", KERAS_LOOKUP)):
+        config = embscope.open(tf2onnx_keras_graph(tmp_path / name, table, producer, op)).checkpoint.config
         assert "keras_lookup" not in config and find_untrained(table, all_norms, "token", config).count == 0
