@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import lac_encoder_like, run, run_json, write_minbpe
+from conftest import G2P_ID_UNSEEN, g2p_id_bert_like, lac_encoder_like, run, run_json, tf2onnx_keras_graph, write_minbpe
 from safetensors.numpy import save_file
 
 from embscope.analysis.token_kinds import TokenKinds, token_kinds
@@ -741,3 +741,22 @@ def test_a_note_two_tables_share_is_said_once(tmp_path):
     assert [t["notes"] for t in doc["tables"]] == [[said], [said]]  # each table's own, in JSON
     console = " ".join(run("undertrained", "-c", tmp_path, "--table", "both").stdout.split())
     assert console.count(said) == 1 and console.count("no tokenizer found beside the checkpoint") == 1
+
+
+def test_a_few_never_trained_rows_seed_the_reference_where_the_table_s_shape_seeds_nothing(tmp_path):
+    """g2p_id 0.4.2's bert_mlm.onnx: norms finds 5 of its 32 character rows never trained (Keras' uniform draw,
+    rows 1, 4, 18, 29, 31), too few to seed a reference by their number (9), and no cluster or low-norm tail
+    seeds one: undertrained said 'reference: none' and 'candidates: none' beside norms' verdict. They are the
+    evidence there is: they seed it, and with no gap in the indicator the candidates are those rows. Built in the
+    layout tf2onnx wrote (conftest.tf2onnx_keras_graph); the rows drawn are the reference."""
+    pytest.importorskip("onnx")
+    path = tf2onnx_keras_graph(tmp_path / "bert_mlm.onnx", g2p_id_bert_like())
+    never = run_json("norms", "-c", path)["untrained"]
+    assert never["rows"] == len(G2P_ID_UNSEEN)
+    (doc,) = run_json("undertrained", "-c", path)["tables"]
+    assert doc["reference"]["source"] == "untrained"
+    assert doc["reference"]["description"].startswith(f"the table's never-trained rows: {never['evidence']}; too few "
+                                                      "to seed by their number, but the table's shape seeds nothing: "
+                                                      "no cluster")
+    assert sorted(c["id"] for c in doc["candidates"]) == G2P_ID_UNSEEN.tolist()
+    assert doc["threshold"]["why"].endswith("the candidates are the 5 rows of the seed, found never trained")
