@@ -760,3 +760,28 @@ def test_a_keras_graph_that_tf2onnx_wrote_has_its_unseen_characters_at_keras_def
                                ("torch.onnx", "pytorch", KERAS_LOOKUP)):
         config = embscope.open(tf2onnx_keras_graph(tmp_path / name, table, producer, op)).checkpoint.config
         assert "keras_lookup" not in config and find_untrained(table, all_norms, "token", config).count == 0
+
+
+def test_an_undecided_majority_says_how_many_other_rows_crowd_the_band():
+    """shakkala 1.7's simple_model.h5 (Keras 2.0.8, 149 characters x 256): 97 rows in uniform(-0.05, 0.05)'s box
+    (Greek letters, presentation forms, 29 rows past its 120-id vocabulary), 48 trained rows of norms 0.81 to 4.19,
+    and 4 rare characters (ZWJ, 'ے', '’', '‰') moved just out of the box, norms 0.46 to 0.50, in the band: the
+    verdict said only 'the other rows' norms do not stand apart from theirs', naming no figure. It says how many of
+    the others lie within twice the band's reach, counted here with numpy."""
+    rng = np.random.default_rng(17)
+    dim, limit = 256, 0.05
+    table = rng.uniform(-limit, limit, (149, dim))
+    trained = rng.choice(149, 52, replace=False)
+    table[trained[:48]] = rng.standard_normal((48, dim)) * rng.uniform(0.05, 0.26, (48, 1))  # norms 0.8 to 4.2
+    table[trained[48:]] = rng.uniform(-limit, limit, (4, dim)) * 1.25  # just out of the box, in the band
+    table = table.astype(np.float32)
+    norms = np.linalg.norm(table.astype(np.float64), axis=1)
+    found = find_untrained(table, norms, "token", {"keras_version": "2.0.8"})
+    drawn = np.setdiff1d(np.arange(149), trained)
+    assert found.rows.tolist() == drawn.tolist() and found.undecided
+    scale, reach = limit / np.sqrt(3) * np.sqrt(dim), 4 / np.sqrt(2 * dim)
+    near = int(np.sum(np.abs(norms[trained] / scale - 1) <= 2 * reach))
+    assert near == 4
+    assert found.evidence.endswith(f"; {near} of the other 52 rows have norms within twice the band's reach "
+                                   f"({2 * reach:.2g} of the scale; 1% may); the other rows' norms do not stand "
+                                   "apart from theirs")

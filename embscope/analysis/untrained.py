@@ -400,26 +400,30 @@ def the_rest(norms: np.ndarray, valid: np.ndarray, candidates: np.ndarray, sigma
     `band_of`: the scale and the table's width."""
     if whole or (sigma is not None and len(candidates) <= ESTIMATED_SHARE * int(valid.sum())):
         return "", False
-    apart = standing_apart(norms, valid, candidates, *band_of)
-    if apart is not None:
-        return apart, False
-    return ("; the other rows' norms do not stand apart from theirs", True) if sigma is not None else None
+    stand_apart, said = standing_apart(norms, valid, candidates, *band_of)
+    if stand_apart:
+        return said, False
+    return (said, True) if sigma is not None else None
 
 
-def standing_apart(norms: np.ndarray, valid: np.ndarray, candidates: np.ndarray, scale: float, dim: int) -> str | None:
+def standing_apart(norms: np.ndarray, valid: np.ndarray, candidates: np.ndarray, scale: float,
+                   dim: int) -> tuple[bool, str]:
     """With a majority of the rows in the band, whether the others' norms stand apart from it
     (at most APART_SHARE of them within twice its reach): a draw's rows left alone by training leave a gap to the
     trained ones (LAC: none of 8,060 within it), where in a table trained throughout the band's edges are crowded
-    (a tied model trained with decay: all of its 64 other rows). '; the other ...' for the evidence, or None."""
+    (a tied model trained with decay: all of its 64 other rows). The evidence ('; ...') says how many are near,
+    either way: shakkala 1.7's simple_model.h5 said only that 'the other rows' norms do not stand apart'."""
     others = valid.copy()
     others[candidates] = False
     reach = BAND_SPREADS / math.sqrt(2 * dim)
     outside = norms[others]
     near = int(np.count_nonzero(np.abs(outside / scale - 1) <= 2 * reach))
     if not len(outside) or near > APART_SHARE * len(outside):
-        return None
-    return (f"; the other {len(outside):,} rows stand apart (norms {float(outside.min()):.4g} to "
-            f"{float(outside.max()):.4g}, {near:,} within twice the band's reach, {2 * reach:.2g} of the scale)")
+        return False, (f"; {near:,} of the other {len(outside):,} rows have norms within twice the band's reach "
+                       f"({2 * reach:.2g} of the scale; {APART_SHARE:.0%} may); the other rows' norms do not stand "
+                       "apart from theirs")
+    return True, (f"; the other {len(outside):,} rows stand apart (norms {float(outside.min()):.4g} to "
+                  f"{float(outside.max()):.4g}, {near:,} within twice the band's reach, {2 * reach:.2g} of the scale)")
 
 
 def lone_draws(array: np.ndarray, norms: np.ndarray, valid: np.ndarray, candidates: np.ndarray, limit: float,
