@@ -187,6 +187,18 @@ def tf2onnx_keras_graph(path: Path, table: np.ndarray, producer: str = "tf2onnx"
     return path
 
 
+def shakkala_like() -> tuple[np.ndarray, np.ndarray]:
+    """A table laid out as shakkala 1.7's simple_model.h5 character table is (Keras 2.0.8, 149 x 256): 97 rows in
+    uniform(-0.05, 0.05)'s box, 48 trained rows of norms 0.8 to 4.2, and 4 rare characters moved just out of the
+    box, their norms still in its band; float32, and the ids of the 52 rows out of the box (the 4 last)."""
+    rng = np.random.default_rng(17)
+    table = rng.uniform(-0.05, 0.05, (149, 256))
+    trained = rng.choice(149, 52, replace=False)
+    table[trained[:48]] = rng.standard_normal((48, 256)) * rng.uniform(0.05, 0.26, (48, 1))
+    table[trained[48:]] = rng.uniform(-0.05, 0.05, (4, 256)) * 1.25
+    return table.astype(np.float32), trained
+
+
 def drifting(rows: int, dim: int, seed: int) -> np.ndarray:
     """Position rows that drift smoothly: a normalised random walk, norms around 0.43."""
     rng = np.random.default_rng(seed)

@@ -10,7 +10,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import G2P_ID_UNSEEN, g2p_id_bert_like, lac_encoder_like, run, run_json, tf2onnx_keras_graph, write_minbpe
+from conftest import (
+    G2P_ID_UNSEEN,
+    g2p_id_bert_like,
+    lac_encoder_like,
+    run,
+    run_json,
+    shakkala_like,
+    tf2onnx_keras_graph,
+    write_minbpe,
+)
 from safetensors.numpy import save_file
 
 from embscope.analysis.token_kinds import TokenKinds, token_kinds
@@ -23,6 +32,7 @@ from embscope.analysis.undertrained import (
     gap_threshold,
     reference_cosines,
 )
+from embscope.analysis.untrained import find_untrained
 from embscope.sample import sample_directory
 from embscope.tokenizers import load_tokenizer
 
@@ -760,3 +770,26 @@ def test_a_few_never_trained_rows_seed_the_reference_where_the_table_s_shape_see
                                                       "no cluster")
     assert sorted(c["id"] for c in doc["candidates"]) == G2P_ID_UNSEEN.tolist()
     assert doc["threshold"]["why"].endswith("the candidates are the 5 rows of the seed, found never trained")
+
+
+def test_an_undecided_majority_that_seeds_the_reference_is_not_said_never_trained(tmp_path):
+    """shakkala 1.7's simple_model.h5: norms says 97 of its 149 character rows 'cannot be told from their
+    initialisation (never trained, or trained too little to tell)', 4 other rows crowding their band; undertrained
+    seeded its reference with them and said the candidates were the 97 rows of the seed, 'found never trained'.
+    Written with h5py in tf-keras' save_weights layout; the rows in the box (numpy) are the reference."""
+    h5py = pytest.importorskip("h5py")
+    table, trained = shakkala_like()
+    path = tmp_path / "simple_model.h5"
+    with h5py.File(path, "w") as f:
+        f.attrs["keras_version"], f.attrs["layer_names"] = b"2.0.8", [b"embedding_2"]
+        f.create_group("embedding_2").attrs["weight_names"] = [b"embedding_2/embeddings:0"]
+        f.create_dataset("embedding_2/embedding_2/embeddings:0", data=table)
+    at_init = np.setdiff1d(np.arange(149), trained)
+    assert (np.abs(table[at_init]).max(axis=1) <= 0.05).all() and (np.abs(table[trained]).max(axis=1) > 0.05).all()
+    never = find_untrained(table, np.linalg.norm(table.astype(np.float64), axis=1), "token", {"keras_version": "2.0.8"})
+    assert never.rows.tolist() == at_init.tolist() and never.undecided
+    (doc,) = run_json("undertrained", "-c", path)["tables"]
+    assert doc["reference"]["description"].startswith(f"the table's rows at init: {never.evidence}")
+    assert sorted(c["id"] for c in doc["candidates"]) == at_init.tolist()
+    assert doc["threshold"]["why"].endswith("the candidates are the 97 rows of the seed, found at init (never "
+                                            "trained, or trained too little to tell)")

@@ -8,7 +8,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import G2P_ID_UNSEEN, KERAS_LOOKUP, g2p_id_bert_like, lac_encoder_like, run, run_json, tf2onnx_keras_graph
+from conftest import (
+    G2P_ID_UNSEEN,
+    KERAS_LOOKUP,
+    g2p_id_bert_like,
+    lac_encoder_like,
+    run,
+    run_json,
+    shakkala_like,
+    tf2onnx_keras_graph,
+)
 from safetensors.numpy import load_file, save_file
 
 import embscope
@@ -768,13 +777,8 @@ def test_an_undecided_majority_says_how_many_other_rows_crowd_the_band():
     and 4 rare characters (ZWJ, 'ے', '’', '‰') moved just out of the box, norms 0.46 to 0.50, in the band: the
     verdict said only 'the other rows' norms do not stand apart from theirs', naming no figure. It says how many of
     the others lie within twice the band's reach, counted here with numpy."""
-    rng = np.random.default_rng(17)
     dim, limit = 256, 0.05
-    table = rng.uniform(-limit, limit, (149, dim))
-    trained = rng.choice(149, 52, replace=False)
-    table[trained[:48]] = rng.standard_normal((48, dim)) * rng.uniform(0.05, 0.26, (48, 1))  # norms 0.8 to 4.2
-    table[trained[48:]] = rng.uniform(-limit, limit, (4, dim)) * 1.25  # just out of the box, in the band
-    table = table.astype(np.float32)
+    table, trained = shakkala_like()
     norms = np.linalg.norm(table.astype(np.float64), axis=1)
     found = find_untrained(table, norms, "token", {"keras_version": "2.0.8"})
     drawn = np.setdiff1d(np.arange(149), trained)

@@ -98,6 +98,8 @@ class Reference:
     source: str
     description: str  # what the rows are, for people
     dropped: int = 0  # rows of the first set that scored like trained rows and were left out of the mean
+    # the table's rows at init that no trained rows stand apart from: never trained, or trained too little to tell
+    undecided: bool = False
 
 
 @dataclass(frozen=True)
@@ -265,7 +267,9 @@ def seeded(array: np.ndarray, valid: np.ndarray, norms: np.ndarray, kinds: Token
                                                 reseeded)
         if threshold.value is None:
             seed_rows = reference.rows
-            own = "found never trained" if seed.source == "untrained" else "which stand apart by a gap of their own"
+            own = ("which stand apart by a gap of their own" if seed.source != "untrained" else
+                   "found at init (never trained, or trained too little to tell)" if seed.undecided else
+                   "found never trained")
             count = f"{len(seed_rows):,} row{'s' * (len(seed_rows) != 1)}"
             threshold = replace(threshold, why=f"{threshold.why}; the candidates are the {count} of the seed, {own}")
     elif not len(reference.rows):
@@ -365,7 +369,8 @@ def table_seed(array: np.ndarray, valid: np.ndarray, norms: np.ndarray, topk: Ne
     table's shape that holds them all and more), else the densest tight cluster whose norms stand apart from the
     rest (SEED_NORM_Z), else the low-norm tail."""
     never = never if never is not None else find_untrained(array, norms, table, config)
-    verdict = Reference(never.rows, "untrained", f"the table's never-trained rows: {never.evidence}")
+    verdict = Reference(never.rows, "untrained", f"the table's {'rows at init' if never.undecided else 'never-trained rows'}: "
+                                                 f"{never.evidence}", undecided=never.undecided)
     judged = never.count >= MIN_SEED_ROWS and not never.whole
     # rows that moved only together are the tightest of those decay shrank: a low-norm tail below a gap that holds
     # them all and more is the fuller seed (the rest kept part of their own start)
