@@ -392,9 +392,11 @@ def only_table(checkpoint: Checkpoint) -> Table | None:
     """Last resort for the token role: a file whose one 2-D float tensor (a bare .npy, say) can only be it,
     unless its name says it plays another role."""
     tables = [t for t in checkpoint.tensors.values() if is_table(t)]
-    # one row embeds no vocabulary: a 1 x N tensor is a vector kept in 2-D (the ONNX LSTM's bias B, 1 x 8 hidden:
-    # 'B0__32', 1 x 2048, the only 2-D float tensor of g2p_id 0.4.2's one-hot encoder_model.onnx)
-    if len(tables) != 1 or tables[0].shape[0] < 2 or known_elsewhere(tables[0], Role.token):
+    # among other tensors, a 1 x N one is a vector kept in 2-D, no vocabulary (the ONNX LSTM's bias B, 1 x 8 hidden:
+    # 'B0__32', 1 x 2048, the only 2-D float tensor of g2p_id 0.4.2's one-hot encoder_model.onnx); a file of that
+    # one array alone (a bare .npy) is taken as given
+    vector = len(tables) == 1 and tables[0].shape[0] < 2 and len(checkpoint.tensors) > 1
+    if len(tables) != 1 or vector or known_elsewhere(tables[0], Role.token):
         return None
     note = f"{quote(tables[0].name)} is the file's only 2-D float tensor, so it is taken as the token table"
     return Table(Role.token, tables[0], "the only 2-D float tensor in the file", notes=(note,))

@@ -369,8 +369,10 @@ def test_a_one_row_lstm_bias_is_not_the_token_table(tmp_path):
     assert ("no token-embedding table found by name, by config size, or as the file's only 2-D float tensor; name "
             "one with --token-key NAME") in info["notes"]
     assert "candidates: 'B0__32' (1 x 32 float32)" in run("norms", "-c", path, code=1).stderr
-    # named, it is read as asked
+    # named, it is read as asked; and a file of that one array alone (a bare .npy) is taken as given
     assert run_json("info", "-c", path, "--token-key", "B0__32")["tables"]["token"]["shape"] == [1, 8 * hidden]
+    np.save(tmp_path / "bias.npy", weights["B0__32"])
+    assert run_json("info", "-c", tmp_path / "bias.npy")["tables"]["token"]["shape"] == [1, 8 * hidden]
 
 
 def rng_tables(*shape):
