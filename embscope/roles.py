@@ -335,6 +335,19 @@ def by_name(checkpoint: Checkpoint, role: Role, taken: set[str]) -> Table | None
     return None
 
 
+def added_by_graph(checkpoint: Checkpoint, taken: set[str], width: int | None) -> Table | None:
+    """The position table as the file's own graph says: the one table it adds whole to the token table's lookup,
+    as wide as the token table."""
+    found = distinct([checkpoint.tensors[name] for name in checkpoint.added
+                      if name in checkpoint.tensors and is_table(checkpoint.tensors[name]) and name not in taken
+                      and (width is None or checkpoint.tensors[name].shape[1] == width)])
+    if len(found) != 1:
+        return None
+    first_row, notes = position_offset(checkpoint, None, found[0].name)
+    return Table(Role.position, found[0], "the graph: the one table an Add puts on the token table's lookup",
+                 first_row, notes)
+
+
 def by_graph(checkpoint: Checkpoint, taken: set[str]) -> Table | None:
     """The token table as the file's own graph says: the one table it looks up by the model's input ids."""
     found = distinct([checkpoint.tensors[name] for name in checkpoint.gathered
@@ -410,6 +423,8 @@ def discover(checkpoint: Checkpoint, role: Role, taken: set[str], width: int | N
         found = by_name(checkpoint, role, taken)
         if found is None and role is Role.token:
             found = by_graph(checkpoint, taken)
+        elif found is None and role is Role.position:
+            found = added_by_graph(checkpoint, taken, width)
         if found is None and role is not Role.output:
             found = by_shape(checkpoint, role, taken, width)
     except TableError as err:

@@ -13,7 +13,7 @@ onnx = pytest.importorskip("onnx", reason="the onnx extra is not installed (pip 
 
 
 import reader_samples as samples
-from conftest import run, run_json
+from conftest import g2p_id_bert_like, run, run_json, tf2onnx_keras_graph
 from onnx import TensorProto, helper, numpy_helper
 
 import embscope
@@ -377,3 +377,15 @@ def test_a_one_row_lstm_bias_is_not_the_token_table(tmp_path):
 
 def rng_tables(*shape):
     return np.random.default_rng(14).standard_normal(shape).astype(np.float32)
+
+
+def test_the_table_the_graph_adds_to_the_token_lookup_is_the_position_table(tmp_path):
+    """g2p_id 0.4.2's bert_mlm.onnx (tf2onnx): keras.io's sinusoid for 32 positions is the constant
+    'Func/StatefulPartitionedCall/input/_2:0' (32 x 128) that an Add puts on the character table's Gather. info
+    said 'position: none', and named it among the tensors that might be the head. Built with onnx.helper in
+    tf2onnx's layout (conftest.tf2onnx_keras_graph)."""
+    path = tf2onnx_keras_graph(tmp_path / "bert_mlm.onnx", g2p_id_bert_like())
+    info = run_json("info", "-c", path)
+    assert info["tables"]["position"]["name"] == "Func/StatefulPartitionedCall/input/_2:0"
+    assert info["tables"]["position"]["rule"] == "the graph: the one table an Add puts on the token table's lookup"
+    assert not any("_2:0" in note for note in info["notes"])

@@ -349,6 +349,26 @@ def keras_lookup(graph: Any, producer: str, gathered: tuple[str, ...]) -> dict[s
     return {}
 
 
+def added_to_lookup(graph: Any, tensors: dict[str, TensorInfo], gathered: tuple[str, ...]) -> tuple[str, ...]:
+    """The stored 2-D tables an Add puts on the rows the one gathered table's lookup gives: g2p_id 0.4.2's
+    bert_mlm.onnx (tf2onnx) adds 'Func/StatefulPartitionedCall/input/_2:0', keras.io's sinusoid for its 32
+    positions, to the output of its character table's Gather."""
+    if len(gathered) != 1:
+        return ()
+    looked: set[str] = set()
+    found: list[str] = []
+    for node in graph.node:
+        op, inputs = text(node.op_type), [text(name) for name in node.input]
+        if op == "Gather" and inputs[:1] == [gathered[0]]:
+            looked.update(text(name) for name in node.output)
+        elif op == "Add" and len(inputs) == 2 and looked.intersection(inputs):
+            other = inputs[1] if inputs[0] in looked else inputs[0]
+            info = tensors.get(other)
+            if info is not None and len(info.shape) == 2 and info.is_float and other != gathered[0]:
+                found.append(other)
+    return tuple(dict.fromkeys(found))
+
+
 def tokenizer_above(folder: Path) -> Tokenizer | None:
     """The tokenizer beside the model, else in the folder above an `onnx/` export folder."""
     return find_tokenizer(folder) or find_tokenizer(folder.parent)
@@ -382,5 +402,5 @@ def open_onnx(path: Path, options: OpenOptions) -> Checkpoint:
     gathered = gathered_by_inputs(model.graph, tensors, found.stored_as)
     config |= keras_lookup(model.graph, text(model.producer_name), gathered)
     return Checkpoint(path, tensors, config=config, notes=notes, quantization_values=found.quantization_values,
-                      gathered=gathered,
+                      gathered=gathered, added=added_to_lookup(model.graph, tensors, gathered),
                       tokenizer=partial(tokenizer_above, folder) if folder.name == EXPORT_FOLDER else None)
