@@ -170,9 +170,19 @@ def g2p_id_bert_like() -> np.ndarray:
     return table.astype(np.float32)
 
 
+def keras_io_sinusoid(rows: int, dim: int) -> np.ndarray:
+    """keras.io's masked-language-model example's get_pos_encoding_matrix: sin and cos of pos / 10000^(2 (j // 2) /
+    dim) on even and odd columns, and position 0 a zero row."""
+    angles = np.arange(rows)[:, None] / np.power(10000, 2 * (np.arange(dim) // 2) / dim)
+    table = np.where(np.arange(dim) % 2 == 0, np.sin(angles), np.cos(angles))
+    table[0] = 0
+    return table.astype(np.float32)
+
+
 def tf2onnx_keras_graph(path: Path, table: np.ndarray, producer: str = "tf2onnx", lookup: str = KERAS_LOOKUP) -> Path:
     """An ONNX file in the layout tf2onnx wrote bert_mlm.onnx in (tf2onnx needs TensorFlow): the table gathered by
-    the input 'input_1' as `lookup`, and a position table of zeros added to it, both under tf2onnx's input names."""
+    the input 'input_1' as `lookup`, and keras.io's sinusoid (position 0 a zero row) added to it, both under tf2onnx's
+    input names."""
     import onnx
     from onnx import TensorProto, helper, numpy_helper
     token, position = "Func/StatefulPartitionedCall/input/_1:0", "Func/StatefulPartitionedCall/input/_2:0"
@@ -182,7 +192,7 @@ def tf2onnx_keras_graph(path: Path, table: np.ndarray, producer: str = "tf2onnx"
                               [helper.make_tensor_value_info("input_1", TensorProto.INT64, [None, len(table)])],
                               [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)],
                               [numpy_helper.from_array(table, token),
-                               numpy_helper.from_array(np.zeros_like(table), position)])
+                               numpy_helper.from_array(keras_io_sinusoid(*table.shape), position)])
     onnx.save(helper.make_model(graph, producer_name=producer), path)
     return path
 

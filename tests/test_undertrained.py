@@ -761,7 +761,7 @@ def test_a_few_never_trained_rows_seed_the_reference_where_the_table_s_shape_see
     layout tf2onnx wrote (conftest.tf2onnx_keras_graph); the rows drawn are the reference."""
     pytest.importorskip("onnx")
     path = tf2onnx_keras_graph(tmp_path / "bert_mlm.onnx", g2p_id_bert_like())
-    never = run_json("norms", "-c", path)["untrained"]
+    never = run_json("norms", "--table", "token", "-c", path)["untrained"]
     assert never["rows"] == len(G2P_ID_UNSEEN)
     (doc,) = run_json("undertrained", "-c", path)["tables"]
     assert doc["reference"]["source"] == "untrained"

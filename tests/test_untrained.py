@@ -753,7 +753,7 @@ def test_a_keras_graph_that_tf2onnx_wrote_has_its_unseen_characters_at_keras_def
     layout tf2onnx wrote (conftest.tf2onnx_keras_graph); the rows drawn are the reference."""
     pytest.importorskip("onnx")
     table, unseen = g2p_id_bert_like(), G2P_ID_UNSEEN
-    found = run_json("norms", "-c", tf2onnx_keras_graph(tmp_path / "bert_mlm.onnx", table))["untrained"]
+    found = run_json("norms", "--table", "token", "-c", tf2onnx_keras_graph(tmp_path / "bert_mlm.onnx", table))["untrained"]
     norms = np.linalg.norm(table[unseen].astype(np.float64), axis=1)
     assert found["rows"] == len(unseen) and found["kind"] == "at init"
     assert [(r["first"], r["last"]) for r in found["ranges"]] == [(1, 1), (4, 4), (18, 18), (29, 29), (31, 31)]
