@@ -342,6 +342,19 @@ def by_name(checkpoint: Checkpoint, role: Role, taken: set[str]) -> Table | None
     return None
 
 
+def added_by_graph(checkpoint: Checkpoint, taken: set[str], width: int | None) -> Table | None:
+    """The position table as the file's own graph says: the one table it adds whole to the token table's lookup,
+    as wide as the token table."""
+    found = distinct([checkpoint.tensors[name] for name in checkpoint.added
+                      if name in checkpoint.tensors and is_table(checkpoint.tensors[name]) and name not in taken
+                      and (width is None or checkpoint.tensors[name].shape[1] == width)])
+    if len(found) != 1:
+        return None
+    first_row, notes = position_offset(checkpoint, None, found[0].name)
+    return Table(Role.position, found[0], "the graph: the one table an Add puts on the token table's lookup",
+                 first_row, notes)
+
+
 def by_graph(checkpoint: Checkpoint, taken: set[str]) -> Table | None:
     """The token table as the file's own graph says: the one table it looks up by the model's input ids."""
     found = distinct([checkpoint.tensors[name] for name in checkpoint.gathered
@@ -399,7 +412,11 @@ def only_table(checkpoint: Checkpoint) -> Table | None:
     """Last resort for the token role: a file whose one 2-D float tensor (a bare .npy, say) can only be it,
     unless its name says it plays another role."""
     tables = [t for t in checkpoint.tensors.values() if is_table(t)]
-    if len(tables) != 1 or known_elsewhere(tables[0], Role.token):
+    # among other tensors, a 1 x N one is a vector kept in 2-D, no vocabulary (the ONNX LSTM's bias B, 1 x 8 hidden:
+    # 'B0__32', 1 x 2048, the only 2-D float tensor of g2p_id 0.4.2's one-hot encoder_model.onnx); a file of that
+    # one array alone (a bare .npy) is taken as given
+    vector = len(tables) == 1 and tables[0].shape[0] < 2 and len(checkpoint.tensors) > 1
+    if len(tables) != 1 or vector or known_elsewhere(tables[0], Role.token):
         return None
     note = f"{quote(tables[0].name)} is the file's only 2-D float tensor, so it is taken as the token table"
     return Table(Role.token, tables[0], "the only 2-D float tensor in the file", notes=(note,))
@@ -413,6 +430,8 @@ def discover(checkpoint: Checkpoint, role: Role, taken: set[str], width: int | N
         found = by_name(checkpoint, role, taken)
         if found is None and role is Role.token:
             found = by_graph(checkpoint, taken)
+        elif found is None and role is Role.position:
+            found = added_by_graph(checkpoint, taken, width)
         if found is None and role is not Role.output:
             found = by_shape(checkpoint, role, taken, width)
     except TableError as err:

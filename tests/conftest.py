@@ -156,6 +156,59 @@ def lac_encoder_like(rows: int = 1000, dim: int = 64, words: int = 800) -> tuple
     return table.astype(np.float32), drawn
 
 
+# g2p_id 0.4.2's bert_mlm.onnx (tf2onnx, keras.io's masked-language-model example): its 32 x 128 character table,
+# trained rows of norms 1.3 to 5.0 and rows 1, 4, 18, 29, 31 still at keras.layers.Embedding's uniform(-0.05, 0.05)
+G2P_ID_UNSEEN = np.array([1, 4, 18, 29, 31])
+KERAS_LOOKUP = "StatefulPartitionedCall/masked_bert_model/word_embedding/embedding_lookup:0"
+
+
+def g2p_id_bert_like() -> np.ndarray:
+    """A table laid out as g2p_id 0.4.2's bert_mlm.onnx character table is (G2P_ID_UNSEEN at Keras' draw)."""
+    rng = np.random.default_rng(14)
+    table = rng.standard_normal((32, 128)) * rng.uniform(0.1, 0.45, (32, 1))
+    table[G2P_ID_UNSEEN] = rng.uniform(-0.05, 0.05, (len(G2P_ID_UNSEEN), 128))
+    return table.astype(np.float32)
+
+
+def keras_io_sinusoid(rows: int, dim: int) -> np.ndarray:
+    """keras.io's masked-language-model example's get_pos_encoding_matrix: sin and cos of pos / 10000^(2 (j // 2) /
+    dim) on even and odd columns, and position 0 a zero row."""
+    angles = np.arange(rows)[:, None] / np.power(10000, 2 * (np.arange(dim) // 2) / dim)
+    table = np.where(np.arange(dim) % 2 == 0, np.sin(angles), np.cos(angles))
+    table[0] = 0
+    return table.astype(np.float32)
+
+
+def tf2onnx_keras_graph(path: Path, table: np.ndarray, producer: str = "tf2onnx", lookup: str = KERAS_LOOKUP) -> Path:
+    """An ONNX file in the layout tf2onnx wrote bert_mlm.onnx in (tf2onnx needs TensorFlow): the table gathered by
+    the input 'input_1' as `lookup`, and keras.io's sinusoid (position 0 a zero row) added to it, both under tf2onnx's
+    input names."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    token, position = "Func/StatefulPartitionedCall/input/_1:0", "Func/StatefulPartitionedCall/input/_2:0"
+    nodes = [helper.make_node("Gather", [token, "input_1"], [lookup]),
+             helper.make_node("Add", [lookup, position], ["out"])]
+    graph = helper.make_graph(nodes, "main",
+                              [helper.make_tensor_value_info("input_1", TensorProto.INT64, [None, len(table)])],
+                              [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)],
+                              [numpy_helper.from_array(table, token),
+                               numpy_helper.from_array(keras_io_sinusoid(*table.shape), position)])
+    onnx.save(helper.make_model(graph, producer_name=producer), path)
+    return path
+
+
+def shakkala_like() -> tuple[np.ndarray, np.ndarray]:
+    """A table laid out as shakkala 1.7's simple_model.h5 character table is (Keras 2.0.8, 149 x 256): 97 rows in
+    uniform(-0.05, 0.05)'s box, 48 trained rows of norms 0.8 to 4.2, and 4 rare characters moved just out of the
+    box, their norms still in its band; float32, and the ids of the 52 rows out of the box (the 4 last)."""
+    rng = np.random.default_rng(17)
+    table = rng.uniform(-0.05, 0.05, (149, 256))
+    trained = rng.choice(149, 52, replace=False)
+    table[trained[:48]] = rng.standard_normal((48, 256)) * rng.uniform(0.05, 0.26, (48, 1))
+    table[trained[48:]] = rng.uniform(-0.05, 0.05, (4, 256)) * 1.25
+    return table.astype(np.float32), trained
+
+
 def drifting(rows: int, dim: int, seed: int) -> np.ndarray:
     """Position rows that drift smoothly: a normalised random walk, norms around 0.43."""
     rng = np.random.default_rng(seed)

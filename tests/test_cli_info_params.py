@@ -153,3 +153,12 @@ def test_info_and_params_read_no_tensor_data(tmp_path, monkeypatch):
         assert run_json("params", "-c", path)["total"] == 40
         with pytest.raises(AssertionError, match="tensor data was read"):  # a command that reads: refused here
             invoke("norms", "--table", "token", "-c", path, catch_exceptions=False)
+
+
+def test_info_names_one_padded_row_as_one(tmp_path):
+    # g2p_id 0.4.2's bert_mlm.onnx: 32 character rows beside token2id.json's 31 ids; info said '1 rows (31..31) are
+    # padding'
+    np.savez(tmp_path / "m.npz", token_emb=np.ones((267, 4), np.float32))
+    write_byte_bpe(tmp_path / "tokenizer.model", 10)  # 266 ids
+    assert "the token table has 267 rows, the tokenizer 266 ids: row 266 is padding" in run_json(
+        "info", "-c", tmp_path / "m.npz")["notes"]

@@ -85,3 +85,33 @@ def test_a_model_config_that_cannot_be_read_leaves_the_tables_readable(tmp_path,
         f.create_group("embedding/embedding").create_dataset("embeddings:0", data=table)
     doc = run_json("norms", "-c", tmp_path / "model.h5", "--table", "token")
     assert doc["rows"] == 50 and doc["mean"] == pytest.approx(float(np.linalg.norm(table, axis=1).mean()), rel=1e-5)
+
+
+def test_the_optimizer_state_keras_save_model_keeps_is_not_counted_as_parameters(tmp_path):
+    """shakkala 1.7's simple_model.h5 (Keras 2.0.8's model.save, include_optimizer on): 505,116 model values under
+    'model_weights' and 1,010,232 of Adam's state under 'optimizer_weights' (a moment of each weight, the
+    149 x 256 character table's among them as 'training/Adam/Variable:0'). params said 1,515,348 parameters, the
+    token table 2.5% of them, and took Adam's copy of the table's shape for an unnamed head. Written with h5py in
+    tf-keras' save_model_to_hdf5 layout; the totals are numpy's sums of the model's datasets."""
+    rng = np.random.default_rng(3)
+    model = {"embedding_2/embedding_2/embeddings:0": rng.standard_normal((149, 256)),
+             "dense_1/dense_1/kernel:0": rng.standard_normal((256, 16)), "dense_1/dense_1/bias:0": np.zeros(16)}
+    optimizer = {"training/Adam/iterations:0": np.zeros((), np.int64)}
+    optimizer |= {f"training/Adam/Variable{'' if i == 0 else f'_{i}'}:0": np.zeros_like(v)
+                  for i, v in enumerate(list(model.values()) * 2)}
+    path = tmp_path / "simple_model.h5"
+    with h5py.File(path, "w") as f:
+        f.attrs["keras_version"], f.attrs["backend"] = b"2.0.8", b"tensorflow"
+        weights = f.create_group("model_weights")
+        weights.attrs["layer_names"] = [b"embedding_2", b"dense_1"]
+        for name, value in model.items():
+            f.create_dataset(f"model_weights/{name}", data=value.astype(np.float32))
+        for name, value in optimizer.items():
+            f.create_dataset(f"optimizer_weights/{name}", data=value.astype(np.float32 if value.ndim else np.int64))
+    doc = run_json("params", "-c", path)
+    assert doc["total"] == sum(v.size for v in model.values()) == 149 * 256 + 256 * 16 + 16
+    assert doc["token"] == 149 * 256 and doc["head"] != "unnamed"
+    values = sum(v.size for v in optimizer.values())  # Adam's two moments of each weight, and its step count
+    assert values == 2 * sum(v.size for v in model.values()) + 1
+    assert (f"7 datasets under 'optimizer_weights' ({values:,} values: the optimizer's state that Keras' save_model "
+            "keeps beside the model's weights, not parameters) are left out") in run_json("info", "-c", path)["notes"]

@@ -13,7 +13,7 @@ onnx = pytest.importorskip("onnx", reason="the onnx extra is not installed (pip 
 
 
 import reader_samples as samples
-from conftest import run, run_json
+from conftest import g2p_id_bert_like, run, run_json, tf2onnx_keras_graph
 from onnx import TensorProto, helper, numpy_helper
 
 import embscope
@@ -350,3 +350,42 @@ def test_ids_that_come_in_as_floats_and_are_cast_are_the_input_ids(tmp_path):
     assert (emb.token.name, emb.token.rule) == ("embedding/embeddings:0",
                                                 "the graph: the one table a Gather looks up by the model's input ids")
     np.testing.assert_array_equal(rows[0], emb.token.array[ids[0].astype(int)])  # what the graph computes
+
+
+def test_a_one_row_lstm_bias_is_not_the_token_table(tmp_path):
+    """g2p_id 0.4.2's encoder_model.onnx (tf2onnx, keras.io's one-hot character seq2seq): its only 2-D float tensor
+    is the LSTM's bias 'B0__32' (1 x 2048, the ONNX LSTM's B, [directions, 8 x hidden]); the characters enter one-hot
+    through W (1 x 1024 x 28, 3-D). One row embeds no vocabulary: info took the bias as a 1-row token table, and
+    norms judged it. Built with onnx.helper in tf2onnx's layout (tf2onnx needs TensorFlow), hidden 4, 28 characters."""
+    hidden, chars = 4, 28
+    weights = {"W0__32": rng_tables(1, 4 * hidden, chars), "R0__32": rng_tables(1, 4 * hidden, hidden),
+               "B0__32": rng_tables(1, 8 * hidden)}
+    x = helper.make_tensor_value_info("input_1", TensorProto.FLOAT, [None, 1, chars])
+    path = tmp_path / "encoder_model.onnx"
+    graph_file(path, [helper.make_node("LSTM", ["input_1", "W0__32", "R0__32", "B0__32"], ["out"],
+                                       hidden_size=hidden)], [x], weights, producer="tf2onnx")
+    info = run_json("info", "-c", path)
+    assert info["tables"]["token"] is None
+    assert ("no token-embedding table found by name, by config size, or as the file's only 2-D float tensor; name "
+            "one with --token-key NAME") in info["notes"]
+    assert "candidates: 'B0__32' (1 x 32 float32)" in run("norms", "-c", path, code=1).stderr
+    # named, it is read as asked; and a file of that one array alone (a bare .npy) is taken as given
+    assert run_json("info", "-c", path, "--token-key", "B0__32")["tables"]["token"]["shape"] == [1, 8 * hidden]
+    np.save(tmp_path / "bias.npy", weights["B0__32"])
+    assert run_json("info", "-c", tmp_path / "bias.npy")["tables"]["token"]["shape"] == [1, 8 * hidden]
+
+
+def rng_tables(*shape):
+    return np.random.default_rng(14).standard_normal(shape).astype(np.float32)
+
+
+def test_the_table_the_graph_adds_to_the_token_lookup_is_the_position_table(tmp_path):
+    """g2p_id 0.4.2's bert_mlm.onnx (tf2onnx): keras.io's sinusoid for 32 positions is the constant
+    'Func/StatefulPartitionedCall/input/_2:0' (32 x 128) that an Add puts on the character table's Gather. info
+    said 'position: none', and named it among the tensors that might be the head. Built with onnx.helper in
+    tf2onnx's layout (conftest.tf2onnx_keras_graph)."""
+    path = tf2onnx_keras_graph(tmp_path / "bert_mlm.onnx", g2p_id_bert_like())
+    info = run_json("info", "-c", path)
+    assert info["tables"]["position"]["name"] == "Func/StatefulPartitionedCall/input/_2:0"
+    assert info["tables"]["position"]["rule"] == "the graph: the one table an Add puts on the token table's lookup"
+    assert not any("_2:0" in note for note in info["notes"])

@@ -135,3 +135,17 @@ def test_deepcuts_other_is_its_unknown_token_never_text(tmp_path):
     # where longer keys are text, 'other' is text as well: greedy longest match, as before
     greedy = load_tokenizer(write_map(tmp_path / "words.json", {"m": 0, "other": 1, "th": 2, "o": 3, "e": 4, "r": 5}))
     assert greedy.encode("mother") == [0, 1] and greedy.unk_id is None
+
+
+def test_g2p_ids_token2id_json_is_found_beside_its_model(tmp_path):
+    """g2p_id 0.4.2 keeps its BERT's character map as token2id.json beside bert_mlm.onnx ({"": 0, "[UNK]": 1,
+    "a": 2, ..., "[mask]": 30}, 31 keys for 32 rows): it was not looked for, so norms and undertrained printed #id
+    and verified nothing; with --tokenizer it marked [UNK] special and row 31 padding. Ids from the map itself."""
+    index = {"": 0, "[UNK]": 1, "a": 2, "n": 3, "ə": 4, **{c: 5 + i for i, c in enumerate("irktmugsbpldoehcyjwfvz-'q")},
+             "[mask]": 30}
+    write_map(tmp_path / "token2id.json", index)
+    table = np.random.default_rng(0).standard_normal((32, 16)).astype(np.float32)
+    np.savez(tmp_path / "model.npz", token_emb=table)
+    assert find_tokenizer(tmp_path / "model.npz").kind == "char-map"
+    (pair,) = run_json("similarity", "kata", "kita", "-c", tmp_path / "model.npz")["pairs"]
+    assert (pair["a_ids"], pair["b_ids"]) == ([index[c] for c in "kata"], [index[c] for c in "kita"])

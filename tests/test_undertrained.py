@@ -10,7 +10,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import lac_encoder_like, run, run_json, write_minbpe
+from conftest import (
+    G2P_ID_UNSEEN,
+    g2p_id_bert_like,
+    lac_encoder_like,
+    run,
+    run_json,
+    shakkala_like,
+    tf2onnx_keras_graph,
+    write_minbpe,
+)
 from safetensors.numpy import save_file
 
 from embscope.analysis.token_kinds import TokenKinds, token_kinds
@@ -23,6 +32,7 @@ from embscope.analysis.undertrained import (
     gap_threshold,
     reference_cosines,
 )
+from embscope.analysis.untrained import find_untrained
 from embscope.sample import sample_directory
 from embscope.tokenizers import load_tokenizer
 
@@ -767,3 +777,45 @@ def test_an_undecided_majority_at_the_draw_is_not_called_never_trained(tmp_path)
     assert "the candidates are the 400 rows of the seed, found at their initialisation" in text
     assert "norm z is measured among the 100 rows not found at their initialisation" in text
     assert "never-trained" not in text and "found never trained" not in text
+
+
+def test_a_few_never_trained_rows_seed_the_reference_where_the_table_s_shape_seeds_nothing(tmp_path):
+    """g2p_id 0.4.2's bert_mlm.onnx: norms finds 5 of its 32 character rows never trained (Keras' uniform draw,
+    rows 1, 4, 18, 29, 31), too few to seed a reference by their number (9), and no cluster or low-norm tail
+    seeds one: undertrained said 'reference: none' and 'candidates: none' beside norms' verdict. They are the
+    evidence there is: they seed it, and with no gap in the indicator the candidates are those rows. Built in the
+    layout tf2onnx wrote (conftest.tf2onnx_keras_graph); the rows drawn are the reference."""
+    pytest.importorskip("onnx")
+    path = tf2onnx_keras_graph(tmp_path / "bert_mlm.onnx", g2p_id_bert_like())
+    never = run_json("norms", "--table", "token", "-c", path)["untrained"]
+    assert never["rows"] == len(G2P_ID_UNSEEN)
+    (doc,) = run_json("undertrained", "-c", path)["tables"]
+    assert doc["reference"]["source"] == "untrained"
+    assert doc["reference"]["description"].startswith(f"the table's never-trained rows: {never['evidence']}; too few "
+                                                      "to seed by their number, but the table's shape seeds nothing: "
+                                                      "no cluster")
+    assert sorted(c["id"] for c in doc["candidates"]) == G2P_ID_UNSEEN.tolist()
+    assert doc["threshold"]["why"].endswith("the candidates are the 5 rows of the seed, found never trained")
+
+
+def test_an_undecided_majority_that_seeds_the_reference_is_not_said_never_trained(tmp_path):
+    """shakkala 1.7's simple_model.h5: norms says 97 of its 149 character rows 'cannot be told from their
+    initialisation (never trained, or trained too little to tell)', 4 other rows crowding their band; undertrained
+    seeded its reference with them and said the candidates were the 97 rows of the seed, 'found never trained'.
+    Written with h5py in tf-keras' save_weights layout; the rows in the box (numpy) are the reference."""
+    h5py = pytest.importorskip("h5py")
+    table, trained = shakkala_like()
+    path = tmp_path / "simple_model.h5"
+    with h5py.File(path, "w") as f:
+        f.attrs["keras_version"], f.attrs["layer_names"] = b"2.0.8", [b"embedding_2"]
+        f.create_group("embedding_2").attrs["weight_names"] = [b"embedding_2/embeddings:0"]
+        f.create_dataset("embedding_2/embedding_2/embeddings:0", data=table)
+    at_init = np.setdiff1d(np.arange(149), trained)
+    assert (np.abs(table[at_init]).max(axis=1) <= 0.05).all() and (np.abs(table[trained]).max(axis=1) > 0.05).all()
+    never = find_untrained(table, np.linalg.norm(table.astype(np.float64), axis=1), "token", {"keras_version": "2.0.8"})
+    assert never.rows.tolist() == at_init.tolist() and never.undecided
+    (doc,) = run_json("undertrained", "-c", path)["tables"]
+    assert doc["reference"]["description"].startswith(f"the table's rows at their initialisation: {never.evidence}")
+    assert sorted(c["id"] for c in doc["candidates"]) == at_init.tolist()
+    assert doc["threshold"]["why"].endswith("the candidates are the 97 rows of the seed, found at their "
+                                            "initialisation")

@@ -8,7 +8,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import lac_encoder_like, run, run_json
+from conftest import (
+    G2P_ID_UNSEEN,
+    KERAS_LOOKUP,
+    g2p_id_bert_like,
+    lac_encoder_like,
+    run,
+    run_json,
+    shakkala_like,
+    tf2onnx_keras_graph,
+)
 from safetensors.numpy import load_file, save_file
 
 import embscope
@@ -772,3 +781,50 @@ def test_norms_json_says_a_majority_is_undecided(tmp_path):
     assert found["rows"] == 400 and found["undecided"] is True and found["whole_table"] is False
     found = run_json("norms", "-c", tmp_path / "apart.h5")["untrained"]
     assert found["rows"] == 400 and found["undecided"] is False
+
+
+def test_a_keras_graph_that_tf2onnx_wrote_has_its_unseen_characters_at_keras_default_init(tmp_path):
+    """g2p_id 0.4.2's bert_mlm.onnx (tf2onnx, trained by keras.io's masked-language-model example): the graph looks
+    its 32 x 128 character table up by 'StatefulPartitionedCall/masked_bert_model/word_embedding/embedding_lookup:0',
+    a keras.layers.Embedding's op; rows 1 ('[UNK]'), 4 ('ə') and 18 ('e', both masked out of every input), 29 ('q')
+    and 31 (past its 31-key token2id.json) keep the default uniform(-0.05, 0.05) draw, norm 0.31 to 0.33, every
+    coordinate within 0.05, where the other rows' norms run 1.3 to 5.0. The file is built with onnx.helper in the
+    layout tf2onnx wrote (conftest.tf2onnx_keras_graph); the rows drawn are the reference."""
+    pytest.importorskip("onnx")
+    table, unseen = g2p_id_bert_like(), G2P_ID_UNSEEN
+    found = run_json("norms", "--table", "token", "-c", tf2onnx_keras_graph(tmp_path / "bert_mlm.onnx", table))["untrained"]
+    norms = np.linalg.norm(table[unseen].astype(np.float64), axis=1)
+    assert found["rows"] == len(unseen) and found["kind"] == "at init"
+    assert [(r["first"], r["last"]) for r in found["ranges"]] == [(1, 1), (4, 4), (18, 18), (29, 29), (31, 31)]
+    assert found["evidence"].startswith(f"rows 1, 4, 18, 29, 31 never trained: every coordinate within the "
+                                        f"uniform(-0.05, 0.05) draw's bound (largest |x| "
+                                        f"{np.abs(table[unseen]).max():.4g}), norm {norms.mean():.4g} +- ")
+    assert (f"keras.layers.Embedding's default uniform(-0.05, 0.05), assumed: tf2onnx's graph looks the table up by "
+            f"Keras' '{KERAS_LOOKUP}', and does not store its initializer" in found["evidence"])
+    # no Keras op (TensorFlow 1's BERT looks its table up by 'bert/embeddings/GatherV2'), or no tf2onnx: no scale
+    # to assume, and five rows are too few to judge without one
+    all_norms = np.linalg.norm(table, axis=1)
+    for name, producer, op in (("tf1.onnx", "tf2onnx", "bert/embeddings/GatherV2:0"),
+                               ("torch.onnx", "pytorch", KERAS_LOOKUP)):
+        config = embscope.open(tf2onnx_keras_graph(tmp_path / name, table, producer, op)).checkpoint.config
+        assert "keras_lookup" not in config and find_untrained(table, all_norms, "token", config).count == 0
+
+
+def test_an_undecided_majority_says_how_many_other_rows_crowd_the_band():
+    """shakkala 1.7's simple_model.h5 (Keras 2.0.8, 149 characters x 256): 97 rows in uniform(-0.05, 0.05)'s box
+    (Greek letters, presentation forms, 29 rows past its 120-id vocabulary), 48 trained rows of norms 0.81 to 4.19,
+    and 4 rare characters (ZWJ, 'ے', '’', '‰') moved just out of the box, norms 0.46 to 0.50, in the band: the
+    verdict said only 'the other rows' norms do not stand apart from theirs', naming no figure. It says how many of
+    the others lie within twice the band's reach, counted here with numpy."""
+    dim, limit = 256, 0.05
+    table, trained = shakkala_like()
+    norms = np.linalg.norm(table.astype(np.float64), axis=1)
+    found = find_untrained(table, norms, "token", {"keras_version": "2.0.8"})
+    drawn = np.setdiff1d(np.arange(149), trained)
+    assert found.rows.tolist() == drawn.tolist() and found.undecided
+    scale, reach = limit / np.sqrt(3) * np.sqrt(dim), 4 / np.sqrt(2 * dim)
+    near = int(np.sum(np.abs(norms[trained] / scale - 1) <= 2 * reach))
+    assert near == 4
+    assert found.evidence.endswith(f"; {near} of the other 52 rows have norms within twice the band's reach "
+                                   f"({2 * reach:.2g} of the scale; 1% may); the other rows' norms do not stand "
+                                   "apart from theirs")

@@ -57,8 +57,8 @@ def tokenizer_summary(emb: Embeddings, notes: list[str]) -> TokenizerSummary | N
     if misfit:
         notes.append(misfit)
     elif rows > size:
-        notes.append(f"the token table has {rows} rows, the tokenizer {size} ids: "
-                     f"{rows - size} rows ({size}..{rows - 1}) are padding")
+        notes.append(f"the token table has {rows} rows, the tokenizer {size} ids: " + (
+            f"{rows - size} rows ({size}..{rows - 1}) are padding" if rows - size > 1 else f"row {size} is padding"))
     elif rows < size:
         notes.append(f"warning: the tokenizer has {size} ids but the token table only {rows} rows: "
                      "is this the model's tokenizer?")

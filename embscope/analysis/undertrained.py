@@ -374,7 +374,7 @@ def table_seed(array: np.ndarray, valid: np.ndarray, norms: np.ndarray, topk: Ne
         return verdict
     seed = seed_of_shape(array, valid, norms, topk)
     if not judged:
-        return few_never_trained(norms, valid, seed, never) or seed
+        return few_never_trained(norms, valid, seed, never) or never_trained_alone(seed, never) or seed
     if not holds_more(seed.rows, never.rows):
         return verdict
     return replace(seed, description=f"{seed.description}; it holds the table's {never.count} never-trained rows "
@@ -404,6 +404,16 @@ def few_never_trained(norms: np.ndarray, valid: np.ndarray, seed: Reference, nev
         f"over: none of them never trained, and their norms stand {'above' if cluster > 0 else 'below'} the rest "
         f"(median robust z {cluster:+.2f}) where the never-trained rows' stand {'below' if cluster > 0 else 'above'} "
         f"({untrained:+.2f})"))
+
+
+def never_trained_alone(seed: Reference, never: Untrained) -> Reference | None:
+    """The table's never-trained rows, too few to seed by their number, where the table's shape seeds nothing: they
+    are the only evidence there is (g2p_id 0.4.2's bert_mlm.onnx: 5 of 32 character rows in Keras' uniform draw,
+    which norms names, while undertrained said 'candidates: none')."""
+    if not never.count or never.whole or seed.source != "none":
+        return None
+    return Reference(never.rows, "untrained", f"the table's never-trained rows: {never.evidence}; too few to seed by "
+                                              f"their number, but the table's shape seeds nothing: {seed.description}")
 
 
 def holds_more(rows: np.ndarray, inner: np.ndarray) -> bool:

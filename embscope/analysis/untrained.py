@@ -145,7 +145,7 @@ def stated_scale(config: Mapping[str, Any]) -> tuple[float | None, str]:
 
 def uniform_limit(config: Mapping[str, Any], role: str = "token") -> float | None:
     """a of the uniform(-a, a) the rows were drawn from, where init_scale takes keras.layers.Embedding's default."""
-    keras = role == "token" and isinstance(config.get("keras_version"), str)
+    keras = role == "token" and any(isinstance(config.get(key), str) for key in ("keras_version", "keras_lookup"))
     return KERAS_EMBEDDING_LIMIT if keras and stated_scale(config)[0] is None else None
 
 
@@ -155,13 +155,21 @@ def init_scale(config: Mapping[str, Any], role: str = "token") -> tuple[float | 
     stated = stated_scale(config)
     if stated[0] is not None:
         return stated
-    version = config.get("keras_version")
     if uniform_limit(config, role) is not None:  # a head is a Dense kernel, drawn by glorot_uniform
         return KERAS_EMBEDDING_LIMIT / math.sqrt(3), (
             f"keras.layers.Embedding's default uniform(-{KERAS_EMBEDDING_LIMIT:g}, {KERAS_EMBEDDING_LIMIT:g}), "
-            + ("as the file's model_config names it" if config.get("keras_initializer_stored") else
-               f"assumed: the file, saved by Keras {version}, does not store its initializer"))
+            + keras_source(config))
     return None, ""
+
+
+def keras_source(config: Mapping[str, Any]) -> str:
+    """Why Keras' default is taken: the file names it, or it is assumed of a Keras file or a Keras graph."""
+    if config.get("keras_initializer_stored"):
+        return "as the file's model_config names it"
+    lookup = config.get("keras_lookup")
+    if isinstance(lookup, str):
+        return f"assumed: tf2onnx's graph looks the table up by Keras' {lookup!r}, and does not store its initializer"
+    return f"assumed: the file, saved by Keras {config.get('keras_version')}, does not store its initializer"
 
 
 def find_untrained(array: np.ndarray, norms: np.ndarray, role: str, config: Mapping[str, Any] | None = None,
@@ -394,26 +402,30 @@ def the_rest(norms: np.ndarray, valid: np.ndarray, candidates: np.ndarray, sigma
     `band_of`: the scale and the table's width."""
     if whole or (sigma is not None and len(candidates) <= ESTIMATED_SHARE * int(valid.sum())):
         return "", False
-    apart = standing_apart(norms, valid, candidates, *band_of)
-    if apart is not None:
-        return apart, False
-    return ("; the other rows' norms do not stand apart from theirs", True) if sigma is not None else None
+    stand_apart, said = standing_apart(norms, valid, candidates, *band_of)
+    if stand_apart:
+        return said, False
+    return (said, True) if sigma is not None else None
 
 
-def standing_apart(norms: np.ndarray, valid: np.ndarray, candidates: np.ndarray, scale: float, dim: int) -> str | None:
+def standing_apart(norms: np.ndarray, valid: np.ndarray, candidates: np.ndarray, scale: float,
+                   dim: int) -> tuple[bool, str]:
     """With a majority of the rows in the band, whether the others' norms stand apart from it
     (at most APART_SHARE of them within twice its reach): a draw's rows left alone by training leave a gap to the
     trained ones (LAC: none of 8,060 within it), where in a table trained throughout the band's edges are crowded
-    (a tied model trained with decay: all of its 64 other rows). '; the other ...' for the evidence, or None."""
+    (a tied model trained with decay: all of its 64 other rows). The evidence ('; ...') says how many are near,
+    either way: shakkala 1.7's simple_model.h5 said only that 'the other rows' norms do not stand apart'."""
     others = valid.copy()
     others[candidates] = False
     reach = BAND_SPREADS / math.sqrt(2 * dim)
     outside = norms[others]
     near = int(np.count_nonzero(np.abs(outside / scale - 1) <= 2 * reach))
     if not len(outside) or near > APART_SHARE * len(outside):
-        return None
-    return (f"; the other {len(outside):,} rows stand apart (norms {float(outside.min()):.4g} to "
-            f"{float(outside.max()):.4g}, {near:,} within twice the band's reach, {2 * reach:.2g} of the scale)")
+        return False, (f"; {near:,} of the other {len(outside):,} rows have norms within twice the band's reach "
+                       f"({2 * reach:.2g} of the scale; {APART_SHARE:.0%} may); the other rows' norms do not stand "
+                       "apart from theirs")
+    return True, (f"; the other {len(outside):,} rows stand apart (norms {float(outside.min()):.4g} to "
+                  f"{float(outside.max()):.4g}, {near:,} within twice the band's reach, {2 * reach:.2g} of the scale)")
 
 
 def lone_draws(array: np.ndarray, norms: np.ndarray, valid: np.ndarray, candidates: np.ndarray, limit: float,

@@ -63,6 +63,9 @@ class Checkpoint:
     # tables the file's own graph looks up by the model's integer inputs (an ONNX Gather of input_ids): the token
     # table by the graph's word, where no name says it
     gathered: tuple[str, ...] = ()
+    # tables the graph adds whole to that lookup's rows (tf2onnx's position rows for a fixed length, folded to a
+    # constant): the position table by the graph's word
+    added: tuple[str, ...] = ()
     # the tokenizer the checkpoint carries or names itself (GGUF metadata, a CTranslate2 vocabulary),
     # built when first asked for; None: look for a tokenizer file beside the checkpoint
     tokenizer: Callable[[], Tokenizer | None] | None = field(default=None, repr=False)

@@ -219,13 +219,30 @@ def dataset_info(path: Path, record: dict[str, Any]) -> TensorInfo:
     return TensorInfo(tensor_name(record["path"]), shape, dtype.newbyteorder("=").name, read, storage)
 
 
+# Keras' save_model writes the model's weights under 'model_weights' and, unless include_optimizer=False, the
+# optimizer's state under 'optimizer_weights' (tf-keras hdf5_format.save_model_to_hdf5): Adam's two moments per
+# weight, which shakkala 1.7's simple_model.h5 counted in its total, 1,515,348 values for a model of 505,116
+MODEL_GROUP, OPTIMIZER_GROUP = "model_weights", "optimizer_weights"
+
+
+def model_records(records: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The datasets of the model, and those of its optimizer's state where the file keeps both."""
+    def under(group: str, record: dict[str, Any]) -> bool:
+        return str(record["path"]).startswith(f"{group}/")
+
+    if not any(under(MODEL_GROUP, record) for record in records):
+        return records, []
+    return ([r for r in records if not under(OPTIMIZER_GROUP, r)], [r for r in records if under(OPTIMIZER_GROUP, r)])
+
+
 def open_h5(path: Path, options: OpenOptions) -> Checkpoint:
     require_h5py(path)  # the missing extra is said here, not from the child
     with files.opened_path(path, "an HDF5 file") as name:  # libhdf5 opens the descriptor checked here
         found = run_isolated(partial(catalogue, path, name), what=quote(path), library=LIBRARY,
                              seconds=CATALOGUE_SECONDS, memory=CATALOGUE_MEMORY)
+    records, optimizer = model_records(found["datasets"])
     tensors: dict[str, TensorInfo] = {}
-    for record in found["datasets"]:
+    for record in records:
         info = dataset_info(path, record)
         if info.name in tensors:
             raise CheckpointError(f"{quote(path)}: datasets {quote(record['path'])} and another both read as "
@@ -236,6 +253,10 @@ def open_h5(path: Path, options: OpenOptions) -> Checkpoint:
     notes = [f"HDF5 weights{saved}; tensor names are the dataset paths with '/' as '.' and ':0' dropped"]
     if skipped:
         notes.append(f"{skipped} datasets that hold no numbers (strings, records) are left out")
+    if optimizer:
+        values = sum(math.prod(record["shape"]) for record in optimizer)
+        notes.append(f"{len(optimizer)} datasets under '{OPTIMIZER_GROUP}' ({values:,} values: the optimizer's state "
+                     "that Keras' save_model keeps beside the model's weights, not parameters) are left out")
     # the Keras version: whose defaults the weights were drawn from (analysis.untrained's init scale), unless the
     # file's model_config names another initializer for its Embedding layers (RandomNormal(0.02): not uniform 0.05)
     config = init_config(version, found.get("initializers"))

@@ -330,6 +330,45 @@ def gathered_by_inputs(graph: Any, tensors: dict[str, TensorInfo], stored_as: di
     return tuple(dict.fromkeys(found))
 
 
+# tf2onnx names a node by the TensorFlow op it came from: a keras.layers.Embedding looks its rows up by
+# '<model>/<layer>/embedding_lookup' inside the saved function, 'StatefulPartitionedCall/...' (g2p_id 0.4.2's
+# bert_mlm.onnx, trained by keras.io's masked-language-model example)
+KERAS_LOOKUP = re.compile(r"StatefulPartitionedCall/(?:[^/]+/)+embedding_lookup(?::0)?")
+
+
+def keras_lookup(graph: Any, producer: str, gathered: tuple[str, ...]) -> dict[str, str]:
+    """{"keras_lookup": the Gather's output} where tf2onnx's graph looks the one gathered table up by a Keras
+    Embedding's op: its rows were drawn as keras.layers.Embedding draws them (untrained.init_scale says so, assumed)."""
+    if producer != "tf2onnx" or len(gathered) != 1:
+        return {}
+    for node in graph.node:
+        inputs, outputs = [text(name) for name in node.input], [text(name) for name in node.output]
+        if (text(node.op_type) == "Gather" and inputs[:1] == [gathered[0]] and outputs
+                and KERAS_LOOKUP.fullmatch(outputs[0])):
+            return {"keras_lookup": outputs[0]}
+    return {}
+
+
+def added_to_lookup(graph: Any, tensors: dict[str, TensorInfo], gathered: tuple[str, ...]) -> tuple[str, ...]:
+    """The stored 2-D tables an Add puts on the rows the one gathered table's lookup gives: g2p_id 0.4.2's
+    bert_mlm.onnx (tf2onnx) adds 'Func/StatefulPartitionedCall/input/_2:0', keras.io's sinusoid for its 32
+    positions, to the output of its character table's Gather."""
+    if len(gathered) != 1:
+        return ()
+    looked: set[str] = set()
+    found: list[str] = []
+    for node in graph.node:
+        op, inputs = text(node.op_type), [text(name) for name in node.input]
+        if op == "Gather" and inputs[:1] == [gathered[0]]:
+            looked.update(text(name) for name in node.output)
+        elif op == "Add" and len(inputs) == 2 and looked.intersection(inputs):
+            other = inputs[1] if inputs[0] in looked else inputs[0]
+            info = tensors.get(other)
+            if info is not None and len(info.shape) == 2 and info.is_float and other != gathered[0]:
+                found.append(other)
+    return tuple(dict.fromkeys(found))
+
+
 def tokenizer_above(folder: Path) -> Tokenizer | None:
     """The tokenizer beside the model, else in the folder above an `onnx/` export folder."""
     return find_tokenizer(folder) or find_tokenizer(folder.parent)
@@ -360,6 +399,8 @@ def open_onnx(path: Path, options: OpenOptions) -> Checkpoint:
     folder = path.parent
     in_export = folder.name == EXPORT_FOLDER and not (folder / "config.json").is_file()
     config = read_hf_config(folder.parent) if in_export else {}  # beside the weights: open_checkpoint reads it
+    gathered = gathered_by_inputs(model.graph, tensors, found.stored_as)
+    config |= keras_lookup(model.graph, text(model.producer_name), gathered)
     return Checkpoint(path, tensors, config=config, notes=notes, quantization_values=found.quantization_values,
-                      gathered=gathered_by_inputs(model.graph, tensors, found.stored_as),
+                      gathered=gathered, added=added_to_lookup(model.graph, tensors, gathered),
                       tokenizer=partial(tokenizer_above, folder) if folder.name == EXPORT_FOLDER else None)

@@ -61,6 +61,6 @@ KINDS: tuple[Kind[Loader], ...] = listed(
          file_names=("meta.pkl",), expects="nanoGPT's character-level meta.pkl", related=sniffs.related_paths),
     Kind("char-map", sniffs.char_map, loader("char_map"),
          "last: it takes a JSON object of ids whatever its name, refusing only the keys of the kinds above",
-         file_names=("characters.json", "char_to_id.json", "char2idx.json", "word_index.json"),
+         file_names=("characters.json", "char_to_id.json", "char2idx.json", "word_index.json", "token2id.json"),
          expects="a JSON object mapping each character or token to its id"),
 )

@@ -245,7 +245,8 @@ def related_paths(directory: Path, config: dict[str, Any]) -> list[Path]:
 
 # --- char-map: a JSON object of ids -------------------------------------------------------------------------------
 
-CHAR_MAP_FILES = ("characters.json", "char_to_id.json", "char2idx.json", "word_index.json")
+# token2id.json: g2p_id 0.4.2 keeps its BERT's character map so, beside bert_mlm.onnx
+CHAR_MAP_FILES = ("characters.json", "char_to_id.json", "char2idx.json", "word_index.json", "token2id.json")
 # other kinds' documents are JSON objects too: a tokenizer.json, a merges.json, harris segments
 OTHER_KINDS_KEYS = ("model", "merges", "segments")
 
