@@ -259,7 +259,7 @@ def seeded(array: np.ndarray, valid: np.ndarray, norms: np.ndarray, kinds: Token
     reference, scores, threshold = found
     seed_rows = np.zeros(0, dtype=np.int64)
     never = never if never is not None else find_untrained(array, norms, table, config)
-    seed = table_seed(array, valid, norms, topk, config, table, never)
+    seed = table_seed(array, valid, norms, topk, never)
     if len(seed.rows):
         why = seeded_because(reference, kinds)
         reference, scores, threshold = measured(Reference(seed.rows, seed.source, f"{seed.description}; {why}"),
@@ -360,12 +360,11 @@ def seeded_because(tokenizer: Reference, kinds: TokenKinds | None) -> str:
 
 
 def table_seed(array: np.ndarray, valid: np.ndarray, norms: np.ndarray, topk: NearestRows,
-               config: Mapping[str, Any] | None = None, table: str = "token", never: Untrained | None = None) -> Reference:
-    """Rows the table itself shows as unused: its never-trained rows (analysis.untrained: still as initialised, or
-    moved only together; `never` when the caller found them; rows that moved together give way to a seed of the
-    table's shape that holds them all and more), else the densest tight cluster whose norms stand apart from the
-    rest (SEED_NORM_Z), else the low-norm tail."""
-    never = never if never is not None else find_untrained(array, norms, table, config)
+               never: Untrained) -> Reference:
+    """Rows the table itself shows as unused: its never-trained rows (`never`, analysis.untrained: still as
+    initialised, or moved only together; rows that moved together give way to a seed of the table's shape that holds
+    them all and more), else the densest tight cluster whose norms stand apart from the rest (SEED_NORM_Z), else the
+    low-norm tail."""
     verdict = Reference(never.rows, "untrained", f"the table's {found_as(never, rows=True)}: {never.evidence}")
     judged = never.count >= MIN_SEED_ROWS and not never.whole
     # rows that moved only together are the tightest of those decay shrank: a low-norm tail below a gap that holds
