@@ -18,7 +18,7 @@ from .core.text import quote, shape_text
 from .listing import clipped_list
 from .position_offsets import indexed_by_position_ids
 from .position_offsets import position_offset as offset_by_family
-from .storage.constants import CONTEXT_KEYS, TIED_KEYS, VOCAB_KEYS
+from .storage.constants import CONTEXT_KEYS, KERAS_HDF5, TIED_KEYS, VOCAB_KEYS
 
 if TYPE_CHECKING:
     import numpy as np
@@ -183,8 +183,7 @@ NON_PARAMETER_SUFFIXES = (
     "position_ids",  # BERT, RoBERTa (int64, excluded anyway)
 )
 
-# the reader of Keras .h5 files (formats.kinds), and the name Keras gives keras.layers.Embedding's one weight
-KERAS_FORMAT = "Keras HDF5"
+# the name Keras gives keras.layers.Embedding's one weight
 KERAS_EMBEDDING_WEIGHT = "embeddings"
 
 # what discovery tried, for the roles it must fill: in the error a command raises, and in info's note
@@ -396,7 +395,7 @@ def keras_embedding(checkpoint: Checkpoint, taken: set[str]) -> Table | None:
     """A Keras file's one keras.layers.Embedding weight where the layer has a name of its own: Keras names that
     layer's only weight 'embeddings' whatever the layer is called (rnnmorph's 'chars_embeddings', inside a
     TimeDistributed: 'time_distributed_1/chars_embeddings/embeddings:0'). Several such weights: the names decide."""
-    if checkpoint.format != KERAS_FORMAT:
+    if checkpoint.format != KERAS_HDF5:
         return None
     found = distinct([t for t in checkpoint.tensors.values() if is_table(t) and t.name not in taken
                       and t.name.rsplit(".", 1)[-1] == KERAS_EMBEDDING_WEIGHT and not known_elsewhere(t, Role.token)])

@@ -16,6 +16,7 @@ from ..storage.constants import (
     COREML_SUFFIX,
     GGUF_MAGIC,
     HDF5_MAGIC,
+    KERAS_HDF5,
     LEGACY_GGML_MAGICS,
     NPY_MAGIC,
     ONNX_SUFFIX,
@@ -76,7 +77,7 @@ STRONG = "a magic number no other format's header starts with"
 
 FORMATS: tuple[Kind[Reader], ...] = listed(
     Kind("GGUF", starts_with(GGUF_MAGIC), reader("gguf_file", "open_gguf"), f"first: {STRONG} ('GGUF')"),
-    Kind("Keras HDF5", starts_with(HDF5_MAGIC), reader("keras_h5", "open_h5"), f"first: {STRONG} (the HDF5 signature)"),
+    Kind(KERAS_HDF5, starts_with(HDF5_MAGIC), reader("keras_h5", "open_h5"), f"first: {STRONG} (the HDF5 signature)"),
     Kind("CTranslate2", looks_like_ctranslate2, reader("ctranslate2_file", "open_ctranslate2"),
          "a small version, then a NUL-terminated spec name; before ANDREA, since both are called model.bin"),
     Kind("legacy GGML", legacy_ggml, reader("unreadable", "refuse_legacy_ggml"),

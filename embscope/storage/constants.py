@@ -31,6 +31,7 @@ ONNX_SUFFIX = ".onnx"  # a protobuf has no magic
 COREML_SUFFIX = ".mlmodel"  # named, not read
 
 PICKLE_SUFFIXES = (".pkl", ".pickle", ".p")
+KERAS_HDF5 = "Keras HDF5"  # the reader of Keras .h5 files (formats.kinds), by the name roles looks for
 TORCH_SUFFIXES = (".pt", ".pth", ".ckpt")  # .bin is left out: an ANDREA dump may start with PK by chance
 HF_CONFIG = "config.json"  # Hugging Face's model config, read beside the weights of every format
 SAFETENSORS_INDEX_SUFFIX = ".safetensors.index.json"
