@@ -777,10 +777,14 @@ def test_norms_json_says_a_majority_is_undecided(tmp_path):
             f.attrs["layer_names"] = [b"emb"]
             f.create_group("emb").attrs["weight_names"] = [b"emb/embeddings:0"]
             f["emb"].create_dataset("emb/embeddings:0", data=rows.astype(np.float32))
-    found = run_json("norms", "-c", tmp_path / "undecided.h5")["untrained"]
+    doc = run_json("norms", "-c", tmp_path / "undecided.h5")
+    found = doc["untrained"]
     assert found["rows"] == 400 and found["undecided"] is True and found["whole_table"] is False
-    found = run_json("norms", "-c", tmp_path / "apart.h5")["untrained"]
-    assert found["rows"] == 400 and found["undecided"] is False
+    # the rule judged the other 100 "among trained rows", which nothing says they are
+    assert "(MAD " in doc["rule"] and " among the other rows)" in doc["rule"] and "trained rows" not in doc["rule"]
+    doc = run_json("norms", "-c", tmp_path / "apart.h5")
+    assert doc["untrained"]["rows"] == 400 and doc["untrained"]["undecided"] is False
+    assert " among trained rows)" in doc["rule"]
 
 
 def test_a_keras_graph_that_tf2onnx_wrote_has_its_unseen_characters_at_keras_default_init(tmp_path):

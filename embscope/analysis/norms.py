@@ -132,6 +132,7 @@ class NormSummary:
     center: float = math.nan
     spread: float = math.nan
     half_window: int = 0  # rows on each side in the running median
+    left_out_as: str = "never-trained rows"  # the rows left out of the rule (NEVER_TRAINED_ROWS or UNDECIDED_ROWS)
 
     @cached_property
     def robust_z(self) -> np.ndarray:
@@ -247,12 +248,17 @@ def running_median(values: np.ndarray, half: int) -> np.ndarray:
     return trend
 
 
+# what the rows an untrained verdict keeps out of the anomaly rule are, in its words
+NEVER_TRAINED_ROWS = "never-trained rows"
+UNDECIDED_ROWS = "rows that cannot be told from their initialisation"  # an undecided majority (analysis.untrained)
+
+
 def trend_half_window(rows: int) -> int:
     return int(min(TREND_MAX, max(TREND_MIN, round(TREND_SHARE * rows))))
 
 
 def summarize_trained(norms: np.ndarray, threshold: float = DEFAULT_THRESHOLD, *, left_out: np.ndarray | None = None,
-                      along: bool = False, first_row: int = 0) -> NormSummary:
+                      along: bool = False, first_row: int = 0, left_out_as: str = "never-trained rows") -> NormSummary:
     """summarize, with the rows of `left_out` (never trained) kept out of the rule and never flagged for their
     norm, and, when `along` (a position table), each norm judged against the running median of its trained
     neighbours: z of the residual, so a smooth trend along the table is no anomaly. The table's statistics
@@ -283,25 +289,28 @@ def summarize_trained(norms: np.ndarray, threshold: float = DEFAULT_THRESHOLD, *
                         np.inf)
     flagged = flagged[np.argsort(-severity, kind="stable")]
     return replace(plain, flagged=flagged, trend=trend, judged=judged, center=center, spread=spread,
-                   threshold=threshold, half_window=half)
+                   threshold=threshold, half_window=half, left_out_as=left_out_as)
 
 
 def rule_text(threshold: float, mad: float, summary: NormSummary | None = None) -> str:
     """The anomaly rule in one line; with a summary that judged trained rows only, or residuals along the table,
     that too."""
     trend = summary is not None and summary.trend is not None
-    among = " among trained rows" if summary is not None and summary.judged is not None else ""
+    # rows outside an undecided majority (analysis.untrained) cannot be called trained either
+    trained = summary is None or summary.left_out_as == NEVER_TRAINED_ROWS
+    among = f" among {'trained' if trained else 'the other'} rows" if summary is not None and summary.judged is not None \
+        else ""
     if summary is not None and summary.judged is not None:
         mad = summary.spread
     if math.isnan(mad):
         return "no row has a finite norm: zero, NaN and Inf rows are flagged"
     if trend and summary is not None:
         measured = (f"a position is flagged when the robust z of its residual from the running median of its "
-                    f"trained neighbours ({summary.half_window} on each side), (residual - median residual) / "
+                    f"{'trained' if trained else 'other'} neighbours ({summary.half_window} on each side), (residual - median residual) / "
                     f"({MAD_SCALE} x MAD), the MAD at least {TREND_FLOOR:.0%} of the median norm / {MAD_SCALE}")
         if mad > 0:
             return (f"{measured}, is beyond +-{threshold:g} (MAD {mad:.4g}); zero, NaN and Inf rows are always "
-                    "flagged; never-trained rows are judged apart")
+                    f"flagged; {summary.left_out_as} are judged apart")
         return ("every finite norm equals its neighbours' running median (MAD is 0): a position is flagged when it "
                 "differs from it by more than a relative 1e-6; zero, NaN and Inf rows are always flagged")
     if mad > 0:
@@ -338,8 +347,9 @@ def judged(array: np.ndarray, norms: np.ndarray, role: Role | str, config: dict[
     untrained = find_untrained(array, norms, str(role), config, first_row)
     left_out = untrained.mask(len(norms)) if untrained.count and not untrained.whole else None
     along = str(role) == Role.position
-    return summarize_trained(norms, threshold, left_out=left_out, along=along,
-                             first_row=first_row if along else 0), untrained
+    left_out_as = UNDECIDED_ROWS if untrained.undecided else NEVER_TRAINED_ROWS
+    return summarize_trained(norms, threshold, left_out=left_out, along=along, first_row=first_row if along else 0,
+                             left_out_as=left_out_as), untrained
 
 
 def norms_report(emb: Embeddings, table: str | None = None, threshold: float = DEFAULT_THRESHOLD) -> NormsReport:
