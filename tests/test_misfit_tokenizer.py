@@ -138,6 +138,21 @@ def test_analogy_of_ids(tmp_path, rows):
 
 
 @pytest.mark.parametrize("rows", [MISFIT_ROWS, FIT_ROWS])
+def test_the_library_says_why_ids_are_unnamed(tmp_path, rows):
+    """The library's neighbors, similarity and analogy with ids=True named the rows #id by a misfit tokenizer and
+    said nothing of why: only the commands added the note (naming.tokenizer_failure) to what the library gave."""
+    import embscope
+    path, array = beside_characters(tmp_path, rows)
+    emb = embscope.open(path)
+    found = [embscope.neighbors(emb, 0, k=3, ids=True).note,
+             embscope.similarity(emb, [0, 1], ids=True).unnamed,
+             embscope.analogy(emb, "4", "5", "6", k=2, ids=True).note]
+    misfit = rows == MISFIT_ROWS
+    assert [NOTE in (note or "") for note in found] == [misfit] * 3
+    assert embscope.neighbors(emb, 0, k=3, ids=True).neighbors[0].id == top_cosines(array, 0, 1)[0]
+
+
+@pytest.mark.parametrize("rows", [MISFIT_ROWS, FIT_ROWS])
 def test_neighbors_all_writes_names_only_from_the_tables_tokenizer(tmp_path, rows):
     path, array = beside_characters(tmp_path / "in", rows)
     out = tmp_path / "top.tsv"

@@ -30,11 +30,11 @@ import numpy as np
 
 from .. import compute, inputs
 from ..compute.rows import SCORE_BLOCK_BYTES, normalise
-from ..core.errors import EmbscopeError, InputError, Message, Option, OptionError, TokenError
+from ..core.errors import EmbscopeError, InputError, Message, Option, OptionError, TokenError, joined
 from ..core.role import Role
 from ..core.text import quote
 from ..lookup import check_id, lookup_word, parse_id
-from ..naming import token_name
+from ..naming import token_name, tokenizer_failure
 from ..options import LookupOptions
 
 if TYPE_CHECKING:
@@ -247,7 +247,8 @@ def analogy(emb: Embeddings, a: str, b: str, c: str, *, k: int = 10, method: str
                                       "are left out, and zero rows or rows holding NaN or Inf never answer")
     short = None if len(answers) == k else Message(Option("k", k, text=f"{k:,}"), " asks for more rows than there "
                                                    f"are: all {len(answers):,} rows that can answer are listed")
-    return replace(result, answers=answers, note=short)
+    unnamed = tokenizer_failure(emb, table) if ids else None  # the tokens are #ids: say why
+    return replace(result, answers=answers, note=joined("; ", filter(None, (short, unnamed))) or None)
 
 
 # --- a file of questions ---

@@ -15,7 +15,7 @@ from ..core.errors import Message, Option, OptionError, TokenError, joined, mess
 from ..core.role import Role
 from ..core.text import quote
 from ..lookup import word_list
-from ..naming import token_name
+from ..naming import token_name, tokenizer_failure
 from ..options import LookupOptions
 from .all_but_the_top import remove_top as all_but_the_top
 from .similarity import (
@@ -87,10 +87,12 @@ def neighbors(emb: Embeddings, query: str | int, k: int = 10, *, ids: bool = Fal
     tokenizer = resolve.tokenizer
     chosen = tuple(Neighbor(int(i), token_name(tokenizer, int(i)), float(c), is_padding(tokenizer, int(i)))
                    for i, c in zip(picked, cosines))
+    short = None
     if len(chosen) < k:  # the list is shorter than asked: say so rather than let it look complete by choice
         short = Message(Option("k", k, text=f"{k:,}"), f" asks for more rows than there are: all {len(chosen):,} "
                         "rows with a cosine are listed")
-        note = joined("; ", filter(None, (note, short)))
+    unnamed = tokenizer_failure(emb, resolve.table) if ids else None  # the tokens are #ids: say why
+    note = joined("; ", filter(None, (note, short, unnamed))) or None
     return NeighborsResult(found, chosen, note, None, Role(table), name, removed)
 
 

@@ -27,7 +27,7 @@ from ..lookup import (
     word_list,
     word_text,
 )
-from ..naming import token_name
+from ..naming import token_name, tokenizer_failure
 from ..options import AS_TYPED, PLAIN_COSINES, LookupOptions, SimilarityOptions
 
 if TYPE_CHECKING:
@@ -136,6 +136,7 @@ class SimilarityResult:
     table: Role  # token or output
     table_name: str
     removed: RemovedTop | None = None  # --remove-top: the cosines are in the all-but-the-top space
+    unnamed: str | None = None  # why ids asked for print as #ids: the tokenizer did not load, or is not the table's
 
     @property
     def space_note(self) -> str | None:
@@ -395,7 +396,7 @@ def measured(emb: Embeddings, chosen: Table, resolve: Resolver, asked: packed[in
     shares = percentiles(found_baseline[1], cosines) if found_baseline is not None else np.full(len(cosines), np.nan)
     return SimilarityResult(queries, Pairs(queries, index, cosines, shares),
                             found_baseline[0] if found_baseline is not None else None, center, chosen.role, name,
-                            removed)
+                            removed, tokenizer_failure(emb, chosen) if resolve.ids else None)
 
 
 def random_pair_baseline(emb: Embeddings, chosen: Table, center_row: np.ndarray | None,

@@ -1,6 +1,5 @@
 """`embscope analogy`: king - man + woman = ?, by 3CosAdd or 3CosMul, for one question or a file of them."""
 
-from dataclasses import replace
 from enum import Enum
 from pathlib import Path
 from typing import Annotated
@@ -8,8 +7,6 @@ from typing import Annotated
 import typer
 
 from ..analysis.analogy import analogy, evaluate, read_question_file
-from ..core.errors import joined
-from ..naming import tokenizer_failure
 from ..render import analogy as render
 from .command import SourceCommand
 from .options import (
@@ -63,9 +60,6 @@ def analogy_command(
         raise refuse(f"expected three words A B C (A - B + C), found {len(given)}", "WORDS")
     emb = source.open()
     result = analogy(emb, *given, k=k, method=method.value, ids=ids, exact=exact)
-    failure = tokenizer_failure(emb, emb.token) if ids else None  # the tokens print as #ids: say why
-    if failure:
-        result = replace(result, note=joined("; ", filter(None, (result.note, failure))))
     render.show_result(emb, result, json)
 
 

@@ -1,6 +1,5 @@
 """`embscope neighbors`: the rows most similar to one word or id, or to every row at once (--all --out FILE)."""
 
-from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -8,8 +7,7 @@ import typer
 
 from ..analysis.neighbors import neighbors
 from ..analysis.neighbors_all import neighbors_all
-from ..core.errors import joined
-from ..naming import token_name, tokenizer_failure
+from ..naming import token_name
 from ..options import DeviceOptions, LookupOptions
 from ..render import neighbors as render
 from ..render.files import check_directory, input_files
@@ -101,9 +99,6 @@ def neighbors_command(
     emb = source.open()
     result = neighbors(emb, word, k, ids=ids, exact=exact, table=table.value, allow_unk=allow_unk,
                        remove_top=remove_top)
-    failure = tokenizer_failure(emb, emb.table(table.value)) if ids else None  # the tokens print as #ids: say why
-    if failure:
-        result = replace(result, note=joined("; ", filter(None, (result.note, failure))))
     render.show(emb, result, json=json)
 
 

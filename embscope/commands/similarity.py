@@ -1,13 +1,12 @@
 """`embscope similarity`: cosine between token rows, with the ids and tokens used and where it stands among random pairs."""
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
 from ..analysis.similarity import pairs_similarity, words_similarity
 from ..inputs import PAIRS_FILE, Skipped, none_used, read_pairs
-from ..naming import tokenizer_failure
 from ..options import LookupOptions, SimilarityOptions
 from ..render import similarity as render
 from .command import SourceCommand
@@ -65,21 +64,14 @@ def similarity_command(
     how = SimilarityOptions(merge, center, table.value, baseline, remove_top)
     if pairs_file is None:
         result = words_similarity(emb, words, asked_as, how)
-        render.show(emb, result, json=json, matrix=len(set(words)) > 2, notes=unnamed(emb, ids, how.table))
+        render.show(emb, result, json=json, matrix=len(set(words)) > 2)
         return
     skipped = None if strict else Skipped()
     result = pairs_similarity(emb, read_pairs(pairs_file, skipped), asked_as, how, on_skip=skipped)
     if skipped is not None and skipped.count and not len(result.pairs):
         raise none_used(pairs_file, PAIRS_FILE, skipped)
     render.show(emb, result, json=json, matrix=False,
-                notes=unnamed(emb, ids, how.table) + (skipped.notes(pairs_file) if skipped else []))
-
-
-def unnamed(emb: Any, ids: bool, table: str) -> list[str]:
-    """With --ids, why the tokens print as #ids when a tokenizer failed to load or is not the table's (words need
-    one that loads and is)."""
-    failure = tokenizer_failure(emb, emb.table(table)) if ids else None
-    return [failure] if failure else []
+                notes=skipped.notes(pairs_file) if skipped else [])
 
 
 def register(app: typer.Typer) -> None:

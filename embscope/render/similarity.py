@@ -59,7 +59,7 @@ def document(result: SimilarityResult, notes: Sequence[str] = ()) -> Document:
                                                    "every_pair": base.every_pair},
             "centered": result.centered, "table": result.table, "table_name": result.table_name,
             "remove_top": result.removed.removed if result.removed is not None else None,
-            "notes": [*filter(None, [result.space_note]), *notes]}
+            "notes": [*filter(None, [result.space_note, result.unnamed]), *notes]}
 
 
 def percentile_text(value: float | None) -> str:
@@ -81,7 +81,7 @@ def show(emb: Embeddings, result: SimilarityResult, *, json: bool, matrix: bool,
     if matrix:
         show_matrix(result)
     show_space(result)
-    lines = [*notes, *form_notes(listed)]
+    lines = [*filter(None, [result.unnamed]), *notes, *form_notes(listed)]
     for query in result.queries:
         lines += [n for n in (query.note and Message(f"{query.text}: ", query.note), merge_note(query)) if n]
     console.notes(lines)
