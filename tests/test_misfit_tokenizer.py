@@ -218,6 +218,10 @@ def test_report_names_rows_only_by_the_tables_tokenizer(tmp_path, rows):
     if rows == MISFIT_ROWS:
         assert "PAD" not in text and "| \\#0 |" in text and NOTE in text
         assert "no probe words to look up: " + NOTE in text
+        # the note in full once (and in the missing section's reason); each later section points back to it (info,
+        # norms, undertrained and map each gave it in full)
+        whole = NOTE + ": it is not that table's"
+        assert text.count(whole) == 2 and text.count(NOTE + " (the note under Checkpoint and tables above)") == 3
     else:
         assert "| 0 | \\<PAD\\> |" in text and "under a quarter" not in text  # Markdown escapes the brackets
 

@@ -518,8 +518,29 @@ BUILDERS: dict[str, Callable[[Report], list[Block]]] = {
 
 
 def sections(report: Report) -> list[Section]:
-    """Every section of the report, in order."""
-    return [Section(key, TITLES[key], tuple(BUILDERS[key](report))) for key in SECTIONS]
+    """Every section of the report, in order; a note said in full once (said_once)."""
+    return said_once([Section(key, TITLES[key], tuple(BUILDERS[key](report))) for key in SECTIONS])
+
+
+def said_once(made: list[Section]) -> list[Section]:
+    """A note that an earlier section already gave in full (a tokenizer that is not the table's, in every section
+    that names rows) is given again only by its gist (what comes before its first colon), where it is, and what a
+    section adds to it."""
+    first: dict[str, str] = {}  # a note's text -> the title of the section that gave it
+    kept = []
+    for section in made:
+        blocks: list[Block] = []
+        for block in section.blocks:
+            if isinstance(block, Line) and block.kind == "note":
+                given = next((text for text in first if block.text.startswith(text)), None)
+                if given is None:
+                    first[block.text] = section.title
+                else:
+                    block = Line(f"{given.split(': ', 1)[0]} (the note under {first[given]} above)"
+                                 f"{block.text[len(given):]}", "note")
+            blocks.append(block)
+        kept.append(replace(section, blocks=tuple(blocks)))
+    return kept
 
 
 def heading(report: Report) -> list[str]:
