@@ -188,6 +188,7 @@ def undertrained_tables(emb: Embeddings, roles: Sequence[str] | None = None, *, 
         tokenizer, why_none = emb.tokenizer_for_names(chosen)  # one that is not the table's verifies nothing there
         # there is one, but not this table's: its note says so, and NO_TOKENIZER would call it none
         misfit = tokenizer is None and emb.tokenizer_for_names()[0] is not None
+        unverified = None if misfit else NO_TOKENIZER
         if why_none and why_none not in notes:
             notes.append(why_none)
         if refused:
@@ -199,8 +200,9 @@ def undertrained_tables(emb: Embeddings, roles: Sequence[str] | None = None, *, 
         found = find_undertrained(chosen.array, kinds if tokenizer is not None else None, table=chosen.role,
                                   name=chosen.name, others=other,
                                   topk=nearest_rows(device, stages(f"nearest rows of the {role} table")),
-                                  config=emb.checkpoint.config, never=(untrained or {}).get(str(chosen.role)))
-        reports.append(replace(found, notes=tuple(n for n in found.notes if n != NO_TOKENIZER)) if misfit else found)
+                                  config=emb.checkpoint.config, never=(untrained or {}).get(str(chosen.role)),
+                                  unverified=unverified)
+        reports.append(found)
     notes += [note for report in reports for note in emb.table(report.table).notes]
     return UndertrainedTables(tuple(reports), kinds, tuple(notes))
 
@@ -276,11 +278,13 @@ def seeded(array: np.ndarray, valid: np.ndarray, norms: np.ndarray, kinds: Token
 
 def find_undertrained(array: np.ndarray, kinds: TokenKinds | None, *, table: str = "token", name: str = "",
                       others: Sequence[np.ndarray] = (), topk: NearestRows | None = None,
-                      config: Mapping[str, Any] | None = None, never: Untrained | None = None) -> UndertrainedReport:
+                      config: Mapping[str, Any] | None = None, never: Untrained | None = None,
+                      unverified: str | None = NO_TOKENIZER) -> UndertrainedReport:
     """Candidates for under-trained rows of one table. `kinds`: the tokenizer's view (None without one);
     `others`: the same table from other checkpoints of the run; `topk`: the batched nearest-row search for
     the cluster fallback (None skips it); `config`: the checkpoint's config.json (its init scale); `never`: the
-    table's never-trained rows (analysis.untrained) when the caller has them."""
+    table's never-trained rows (analysis.untrained) when the caller has them; `unverified`: the note for a table
+    without the tokenizer's view (None where the caller says why: a tokenizer that is not the table's)."""
     norms = row_norms(array)
     valid = np.isfinite(norms) & (norms > 0)
     notes = []
@@ -293,8 +297,8 @@ def find_undertrained(array: np.ndarray, kinds: TokenKinds | None, *, table: str
     reference, scores, threshold, seed_rows = indicator(array, valid, norms, kinds,
                                                         tokenizer_reference(kinds, unchanged), topk, config, table,
                                                         never)
-    if kinds is None:
-        notes.append(NO_TOKENIZER)
+    if kinds is None and unverified:
+        notes.append(unverified)
     median, mad, basis_note = norm_basis(norms, never)
     notes += [basis_note] if basis_note else []
     z = robust_z(norms, median, mad)
