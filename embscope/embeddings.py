@@ -87,10 +87,9 @@ class Embeddings:
         vocabulary), else one found beside the checkpoint; None when there is none."""
         if self.checkpoint.tokenizer is not None and self._tokenizer_path is None:
             return self.checkpoint.tokenizer()
-        found = (load_tokenizer(self._tokenizer_path) if self._tokenizer_path is not None else
-                 find_tokenizer(self.checkpoint.directory, self.checkpoint.config))
-        with_task = getattr(found, "with_task", None)  # fairseq's dict.txt: its task may add a symbol the file lacks
-        return with_task(self.checkpoint.config) if with_task is not None else found
+        config = self.checkpoint.config  # how the checkpoint used the file (a fairseq task adds a symbol)
+        return (load_tokenizer(self._tokenizer_path, config) if self._tokenizer_path is not None else
+                find_tokenizer(self.checkpoint.directory, config))
 
     def tokenizer_for_names(self, table: Table | None = None) -> tuple[Tokenizer | None, str | None]:
         """The tokenizer for naming ids (`table`'s rows, where given), or None and why: a broken tokenizer file costs

@@ -15,7 +15,7 @@ import fnmatch
 import importlib
 import os
 import stat
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
@@ -80,7 +80,8 @@ class Kind(Generic[Open]):
     files, for messages); one that also knows tokenizers by name (tiktoken's gpt2) sets lister and name_opener,
     "module:function" like opener (`names` and `load_name`, imported only when a tokenizer is named); one whose
     files may sit away from the checkpoint sets related (where else to look, given the checkpoint's folder and
-    config, nearest first)."""
+    config, nearest first); one whose ids depend on how the checkpoint used the file (fairseq's dict.txt, to which a
+    task adds a symbol) sets for_checkpoint, "module:function" (tokenizer, the checkpoint's config) -> tokenizer."""
 
     name: str
     sniff: Sniff
@@ -91,12 +92,17 @@ class Kind(Generic[Open]):
     lister: str | None = None
     name_opener: str | None = None
     related: Callable[[Path, dict[str, Any]], list[Path]] | None = None
+    for_checkpoint: str | None = None
 
     @property
     def open(self) -> Open:
         """The function that reads a file of this kind, its module imported now (the first time a run needs it)."""
         found: Open = imported(self.opener)
         return found
+
+    def as_used(self, opened: Any, config: Mapping[str, Any]) -> Any:
+        """What this kind opened, as the checkpoint whose config is given used it (for_checkpoint, imported now)."""
+        return imported(self.for_checkpoint)(opened, config) if self.for_checkpoint else opened
 
     @property
     def names(self) -> Callable[[], tuple[str, ...]] | None:

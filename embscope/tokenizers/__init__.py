@@ -40,10 +40,13 @@ def _expected_kinds() -> str:
     return "; ".join(kind.description() for kind in KINDS)
 
 
-def _load(kind: TokenizerKind, path: Path) -> Tokenizer:
-    """One kind's loader, with what parsing a damaged file raises turned into a TokenizerError."""
+def _load(kind: TokenizerKind, path: Path, config: dict[str, Any] | None = None) -> Tokenizer:
+    """One kind's loader, with what parsing a damaged file raises turned into a TokenizerError; as the checkpoint
+    whose config is given used the file, where the kind says how (Kind.for_checkpoint)."""
     try:
-        return kind.open(path)
+        opened = kind.open(path)
+        used: Tokenizer = kind.as_used(opened, config) if config is not None else opened
+        return used
     except TokenizerError as err:
         err.path = err.path or path  # the file it is about, for code that handles it
         raise
@@ -67,15 +70,15 @@ def _file_type(path: Path) -> int | None:
                              f"{err.strerror or err}") from None
 
 
-def load_tokenizer(source: str | os.PathLike[str]) -> Tokenizer:
+def load_tokenizer(source: str | os.PathLike[str], config: dict[str, Any] | None = None) -> Tokenizer:
     """Open a tokenizer file (for GPT-2 BPE, vocab.json with merges.txt beside it), a directory
     (searched as ``find_tokenizer`` does), or a tokenizer known by name when no such path exists
-    (tiktoken's ``gpt2``, ``cl100k_base``, ...). Raises TokenizerError, or MissingPackageError when a
-    library the kind needs is missing."""
+    (tiktoken's ``gpt2``, ``cl100k_base``, ...), as the checkpoint whose `config` is given uses it. Raises
+    TokenizerError, or MissingPackageError when a library the kind needs is missing."""
     path = Path(source)
     file_type = _file_type(path)
     if file_type == stat.S_IFDIR:
-        found = find_tokenizer(path)
+        found = find_tokenizer(path, config)
         if found is None:
             raise TokenizerError(f"expected a tokenizer file in {path}, found none of: {_expected_kinds()}")
         return found
@@ -95,7 +98,7 @@ def load_tokenizer(source: str | os.PathLike[str]) -> Tokenizer:
         raise TokenizerError(
             f"expected {path} to be one kind of tokenizer, found it could be any of: {names}"
         )
-    return _load(matches[0], path)
+    return _load(matches[0], path, config)
 
 
 def _load_by_name(name: str, path: Path) -> Tokenizer:
@@ -143,10 +146,10 @@ def find_tokenizer(directory: Path, config: dict[str, Any] | None = None) -> Tok
         return _find_related(directory, config or {})
     if len(found) == 1:
         [(path, kind)] = found.items()
-        return _load(kind, path)
+        return _load(kind, path, config)
     preferred = directory / PREFERRED_FILE
     if preferred in found:
-        return _load(found[preferred], preferred)
+        return _load(found[preferred], preferred, config)
     listed = clipped_list([f"{path.name} ({kind.name})" for path, kind in found.items()], "tokenizer files",
                           names=[path.name for path in found], where=None)
     raise TokenizerError(
@@ -181,5 +184,5 @@ def _find_related(directory: Path, config: dict[str, Any]) -> Tokenizer | None:
         for path in kind.related(directory, config):
             probe = Probe.peek(path)
             if probe is not None and kind.sniff(probe):
-                return _load(kind, path)
+                return _load(kind, path, config)
     return None

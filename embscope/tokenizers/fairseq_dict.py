@@ -155,3 +155,8 @@ def gpt2_beside(path: Path) -> GPT2BPETokenizer | None:
 def load(path: Path) -> FairseqDictionary:
     symbols, index = read_symbols(path)
     return FairseqDictionary(path, symbols, index)
+
+
+def with_task(dictionary: FairseqDictionary, config: Mapping[str, Any]) -> FairseqDictionary:
+    """The kind's for_checkpoint (registry.Kind): the Dictionary as the checkpoint's task built it."""
+    return dictionary.with_task(config)

@@ -41,7 +41,8 @@ KINDS: tuple[Kind[Loader], ...] = listed(
          file_names=("*vocab.txt",), expects="a BERT vocab.txt, one token per line"),
     Kind("fairseq-dict", sniffs.fairseq_dict, loader("fairseq_dict"),
          "dict.txt or dict.<lang>.txt of 'symbol count' lines: fairseq's Dictionary, the only kind by those names",
-         file_names=("dict.txt", "dict.*.txt"), expects="a fairseq dict.txt of 'symbol count' lines"),
+         file_names=("dict.txt", "dict.*.txt"), expects="a fairseq dict.txt of 'symbol count' lines",
+         for_checkpoint="embscope.tokenizers.fairseq_dict:with_task"),
     Kind("sentencepiece", sniffs.sentencepiece, loader("sentencepiece_model"),
          "a *.model protobuf (its first byte 0x0A): the tiktoken and minbpe files that share the name are text "
          "that never starts so", file_names=("*.model",), expects="a SentencePiece *.model protobuf"),
