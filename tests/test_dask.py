@@ -354,6 +354,24 @@ def test_an_interrupt_held_until_the_local_cluster_closed_leaves_dask_its_exit_h
         signal.signal(signal.SIGINT, kept)
 
 
+def test_the_local_clusters_scheduler_serves_http_on_a_free_local_port_not_dasks_8787():
+    """dashboard_address=None still started the scheduler's HTTP server on dask's default 127.0.0.1:8787: a second
+    cluster (another run, another session) found it held and dask warned; the server now takes a free port of this
+    machine's loopback address, and no dashboard."""
+    lib = distributed.library()
+
+    class Lib:
+        LocalCluster = staticmethod(lambda **kwargs: lib.LocalCluster(**one_worker(kwargs)))
+        deploy = lib.deploy
+
+    cluster = distributed.local_cluster(Lib)
+    try:
+        bound = [sock.getsockname() for sock in cluster.scheduler.http_server._sockets.values()]
+    finally:
+        cluster.close()
+    assert bound and all(host == "127.0.0.1" and port != 8787 for host, port in bound)
+
+
 def test_a_local_cluster_started_outside_the_main_thread_leaves_the_other_threads_stderr_alone(capfd):
     """No interrupt is held outside the main thread (stopping.held), so nothing there needs the workers quiet; fd 2
     moved to the null device for the start (quiet.children_quiet) dropped what the process's other threads printed

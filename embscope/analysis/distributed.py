@@ -176,8 +176,11 @@ def local_cluster(lib: Any) -> Any:
     quiet = children_quiet() if threading.current_thread() is threading.main_thread() else contextlib.nullcontext()
     try:
         with stopping.held(), quiet:
+            # no dashboard; the scheduler's own HTTP server (it starts one anyway) on a free port of this machine,
+            # not dask's fixed 8787, which another cluster may hold (dask then warns and takes another)
             cluster = lib.LocalCluster(n_workers=min(4, os.cpu_count() or 1), threads_per_worker=1, processes=True,
-                                       host="127.0.0.1", dashboard_address=None, silence_logs=logging.CRITICAL)
+                                       host="127.0.0.1", dashboard_address=None, silence_logs=logging.CRITICAL,
+                                       scheduler_kwargs={"dashboard_address": "127.0.0.1:0"})
     except KeyboardInterrupt as interrupt:  # Ctrl-C, or a stopping signal (stopping.py)
         if cluster is not None:  # held until the cluster had started: nothing is left starting
             closed(cluster)
