@@ -5,9 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ..core.checkpoint import Checkpoint
+from ..core.checkpoint import Checkpoint, TensorInfo
 from ..core.role import Head
+from ..core.text import quote
 from ..roles import is_parameter
+from .sinusoid import fixed_sinusoids
 
 if TYPE_CHECKING:
     from ..embeddings import Embeddings
@@ -36,6 +38,7 @@ class ParamsReport:
     quantization: dict[str, str] = field(default_factory=dict)
     quantization_rule: str | None = None  # QUANTIZATION_RULE, when the file holds quantized weights
     quantization_values: int = 0  # scale and zero-point values the rule leaves out
+    computed: tuple[str, ...] = ()  # tensors left out of the total as fixed sinusoids, each said in a note
 
     @property
     def tied(self) -> bool | None:
@@ -78,8 +81,11 @@ def params_report(emb: Embeddings) -> ParamsReport:
     checkpoint, tables, token = emb.checkpoint, emb.tables, emb.token
     if checkpoint.declared_params is not None:
         total, source = checkpoint.declared_params, "the parameter count in the file's header"
+        computed: list[tuple[TensorInfo, str]] = []
     else:
-        skip = frozenset({tables.tied_copy}) if tables.tied_copy else frozenset()
+        taken = frozenset(t.name for t in (token, tables.position, tables.output) if t is not None)
+        computed = fixed_sinusoids(checkpoint.tensors.values(), taken | {tables.tied_copy or ""})
+        skip = frozenset({tables.tied_copy} if tables.tied_copy else ()) | {tensor.name for tensor, _ in computed}
         total, source = count_parameters(checkpoint, skip), "float tensors in the file, shared storage counted once"
     position, output = tables.position, tables.output
     quantization = {t.role.value: t.tensor.quantization for t in (token, position, output) if t and t.tensor.quantization}
@@ -87,4 +93,11 @@ def params_report(emb: Embeddings) -> ParamsReport:
     return ParamsReport(total, token.tensor.numel, position.tensor.numel if position else None,
                         output.tensor.numel if output else None, tables.head, tables.head_note, source, token.name,
                         position.name if position else None, output.name if output else None, quantization,
-                        QUANTIZATION_RULE if quantized else None, checkpoint.quantization_values)
+                        QUANTIZATION_RULE if quantized else None, checkpoint.quantization_values,
+                        tuple(sinusoid_note(tensor, said) for tensor, said in computed))
+
+
+def sinusoid_note(tensor: TensorInfo, said: str) -> str:
+    shape = " x ".join(str(size) for size in tensor.shape)
+    return (f"{quote(tensor.name)} ({shape}) is a fixed sinusoid ({said}): computed by the model, not learned, so "
+            f"not a parameter: left out of the total")

@@ -1,0 +1,85 @@
+"""A fixed sinusoid a model keeps in its state_dict is no parameter (analysis.sinusoid): `params` leaves it out of the
+total and says so. The references are the writers' own code: the PyTorch tutorial's PositionalEncoding module
+(torch.save of its state_dict), fairseq's SinusoidalPositionalEmbedding.get_embedding and Whisper's sinusoids, each
+stated in plain numpy as their sources give them."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from conftest import run, run_json
+
+from embscope.analysis.sinusoid import formula_of
+
+torch = pytest.importorskip("torch")
+
+
+class PositionalEncoding(torch.nn.Module):
+    """The PyTorch tutorial's module (Language Modeling with nn.Transformer), as the tutorial writes it."""
+
+    def __init__(self, d_model: int, max_len: int):
+        super().__init__()
+        position = torch.arange(max_len).unsqueeze(1)
+        div_term = torch.exp(torch.arange(0, d_model, 2) * (-math.log(10000.0) / d_model))
+        pe = torch.zeros(max_len, 1, d_model)
+        pe[:, 0, 0::2] = torch.sin(position * div_term)
+        pe[:, 0, 1::2] = torch.cos(position * div_term)
+        self.register_buffer("pe", pe)
+
+
+class TutorialModel(torch.nn.Module):
+    """The tutorial's TransformerModel, small: an embedding, the positional encoding, a decoder."""
+
+    def __init__(self, ntoken: int, d_model: int, max_len: int):
+        super().__init__()
+        self.pos_encoder = PositionalEncoding(d_model, max_len)
+        self.embedding = torch.nn.Embedding(ntoken, d_model)
+        self.linear = torch.nn.Linear(d_model, 7)
+
+
+def fairseq_embedding(positions: int, dim: int, padding_idx: int) -> np.ndarray:
+    """fairseq/modules/sinusoidal_positional_embedding.py get_embedding, in numpy: sin then cos, 10000^(-i/(h-1)),
+    the padding row zeroed."""
+    half = dim // 2
+    emb = np.exp(np.arange(half) * -(math.log(10000) / (half - 1)))
+    emb = np.arange(positions)[:, None] * emb[None, :]
+    table = np.concatenate([np.sin(emb), np.cos(emb)], axis=1)
+    table[padding_idx] = 0
+    return table
+
+
+def test_the_tutorials_positional_encoding_is_left_out_of_the_total(tmp_path):
+    model = TutorialModel(300, 32, 120)
+    path = tmp_path / "model.pt"
+    torch.save(model.state_dict(), path)
+    doc = run_json("params", "-c", path)
+    parameters = sum(p.numel() for p in model.parameters())  # torch's own count: the buffer is none of them
+    assert doc["total"] == parameters == 300 * 32 + 7 * 32 + 7
+    assert doc["token"] == 300 * 32 and doc["position"] is None
+    (note,) = [n for n in doc["notes"] if "sinusoid" in n]
+    assert note.startswith("'pos_encoder.pe' (120 x 1 x 32) is a fixed sinusoid (sin and cos interleaved")
+    assert "left out of the total" in " ".join(run("params", "-c", path).stdout.split())
+
+
+def test_a_learned_table_named_like_positions_is_counted(tmp_path):
+    """A tensor named pe that training moved off the formula is a parameter as any other."""
+    model = TutorialModel(300, 32, 120)
+    state = model.state_dict()
+    state["pos_encoder.pe"] = state["pos_encoder.pe"] + 0.01 * torch.randn(state["pos_encoder.pe"].shape)
+    torch.save(state, tmp_path / "model.pt")
+    doc = run_json("params", "-c", tmp_path / "model.pt")
+    assert doc["total"] == 300 * 32 + 7 * 32 + 7 + 120 * 32
+    assert not any("sinusoid" in note for note in doc["notes"])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_fairseqs_and_whispers_layouts_are_known(dtype):
+    table = fairseq_embedding(66, 16, padding_idx=1)  # row 1 zeroed, row p position p
+    assert formula_of(table.astype(dtype).astype(np.float64)) is not None
+    # Whisper's sinusoids(length, channels): log_timescale_increment = log(10000) / (channels // 2 - 1)
+    scaled = np.arange(50)[:, None] * np.exp(-math.log(10000) / 7 * np.arange(8))[None, :]
+    whisper = np.concatenate([np.sin(scaled), np.cos(scaled)], axis=1)
+    assert formula_of(whisper.astype(dtype).astype(np.float64)) is not None
+    assert formula_of(whisper[::-1].copy()) is None  # the rows of another order are no such table
