@@ -173,6 +173,24 @@ def test_a_stored_member_is_mapped_at_its_offset_in_the_zip(tmp_path):
     assert emb.token.tensor.storage == (str(path), start)
 
 
+def test_a_chunked_compressed_dataset_inside_is_read_through_h5py(tmp_path):
+    """Keras writes contiguous datasets; another writer's gzip-chunked table inside a stored member is read by h5py
+    in its child, through the window on the zip, and equals the table."""
+    import io
+
+    import h5py
+    token = np.random.default_rng(9).standard_normal((V, D)).astype(np.float32)
+    buffer = io.BytesIO()
+    with h5py.File(buffer, "w") as f:
+        group = f.create_group("layers/embedding/vars")
+        group.attrs["name"] = "tok"
+        group.create_dataset("0", data=token, compression="gzip", chunks=(10, D))
+    path = zip_of(tmp_path / "chunked.keras", {"model.weights.h5": buffer.getvalue()})
+    emb = embscope.open(path)
+    assert emb.token.name == "layers.embedding.vars.0"
+    np.testing.assert_array_equal(emb.token.array, token)
+
+
 def test_without_config_json_the_names_decide(tmp_path):
     """Without config.json, Keras' paths are all there is: layers/embedding is taken as the token table."""
     layers, _, position, _ = layout(np.random.default_rng(7))
@@ -232,7 +250,8 @@ def set_declared_size(path: Path, name: str, size: int) -> None:
 def test_a_zip_bomb_is_refused_by_its_declared_size_before_inflating(tmp_path):
     path = zip_of(tmp_path / "bomb.keras", {"model.weights.h5": weights()}, zipfile.ZIP_DEFLATED)
     set_declared_size(path, "model.weights.h5", 0xFFFF0000)  # 4 GiB declared
-    refused(path, "member 'model.weights.h5': the zip member declares 4.0 GiB, more than the 1.0 GiB")
+    refused(path, "member 'model.weights.h5': the zip member declares 4.0 GiB, more than the 1.0 GiB embscope reads of "
+            "it into memory (stored uncompressed, as Keras writes it, it is read in place at any size); refused")
 
 
 def test_a_member_that_inflates_past_its_declared_size_is_refused(tmp_path):
@@ -315,3 +334,14 @@ def test_a_broken_zip_named_keras_is_one_line(tmp_path):
     path = zip_of(tmp_path / "model.keras", {"model.weights.h5": weights()})
     path.write_bytes(path.read_bytes()[:-30])  # the central directory cut short
     refused(path, "expected a readable .keras zip archive")
+
+
+def test_an_output_onto_the_keras_file_is_refused(tmp_path):
+    """The .keras is recorded as read (by device and inode): an output named through a link to it is refused."""
+    layers, _, _, _ = layout(np.random.default_rng(10))
+    path = write_keras_zip(tmp_path / "model.keras", layers)
+    before = path.read_bytes()
+    (tmp_path / "link.npz").symlink_to(path)
+    result = invoke("export", "-c", path, "--format", "word2vec", "--out", tmp_path / "link.npz")
+    assert result.exit_code == 1 and "a file this answer was read from: it is never written over" in result.stderr
+    assert path.read_bytes() == before

@@ -21,7 +21,7 @@ import json
 import math
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -62,7 +62,7 @@ class Source:
     member: str | None = None
     start: int = 0
     length: int | None = None
-    data: bytes | None = None
+    data: bytes | None = field(default=None, repr=False)
 
     @property
     def where(self) -> str:

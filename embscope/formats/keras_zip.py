@@ -70,14 +70,14 @@ def members(path: Path) -> dict[str, zipfile.ZipInfo]:
     return {info.filename: info for info in infos}
 
 
-def checked_member(info: zipfile.ZipInfo, cap: int, where: str) -> None:
+def checked_member(info: zipfile.ZipInfo, cap: int, where: str, hint: str = "") -> None:
     """A member may be read: not encrypted, and declaring no more than `cap` bytes (its entry is what
     formats._zip holds the inflating to, so the declared size bounds the memory)."""
     if info.flag_bits & ENCRYPTED:
         raise CheckpointError(f"{where}: the zip member is encrypted; refused")
     if info.file_size > cap:
         raise CheckpointError(f"{where}: the zip member declares {size_text(info.file_size)}, more than the "
-                              f"{size_text(cap)} embscope reads of it; refused")
+                              f"{size_text(cap)} embscope reads of it{hint}; refused")
 
 
 def json_member(path: Path, found: dict[str, zipfile.ZipInfo], name: str, cap: int) -> Any:
@@ -108,7 +108,8 @@ def weights_source(path: Path, info: zipfile.ZipInfo) -> tuple[Source, str]:
     member in place at its offset in the zip, a compressed one inflated into memory, bounded."""
     where = f"{quote(path)}: member {quote(WEIGHTS)}"
     if not is_stored(info):
-        checked_member(info, MAX_INFLATED, where)
+        checked_member(info, MAX_INFLATED, where, " into memory (stored uncompressed, as Keras writes it, it is read "
+                       "in place at any size)")
         check_signature(read_member(path, info, where, limit=len(HDF5_MAGIC)), where)
         require_memory(info.file_size, where)
         data = read_member(path, info, where)  # stops at the declared size, and checks the CRC
