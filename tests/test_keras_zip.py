@@ -162,6 +162,15 @@ def test_the_layout_keras_writes(compression, tmp_path):
     assert hashlib.sha256(path.read_bytes()).hexdigest() == before
 
 
+def test_a_weights_h5_leaves_its_optimizer_out_of_params_too(tmp_path):
+    """model.save_weights' .weights.h5 is the same HDF5 file: a compiled model's optimizer/ group is no parameter."""
+    layers, _, _, total = layout(np.random.default_rng(11))
+    path = tmp_path / "model.weights.h5"
+    path.write_bytes(keras_weights_h5(layers))
+    assert run_json("params", "-c", path)["total"] == total
+    assert any(note.startswith("3 datasets under 'optimizer' (") for note in run_json("info", "-c", path)["notes"])
+
+
 def test_a_stored_member_is_mapped_at_its_offset_in_the_zip(tmp_path):
     layers, token, _, _ = layout(np.random.default_rng(6))
     path = write_keras_zip(tmp_path / "model.keras", layers)
