@@ -5,6 +5,7 @@ h5py and zipfile as Keras 3.15 writes it (in the README's command), and hostile 
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 import struct
 import warnings
@@ -292,6 +293,20 @@ def test_a_member_name_that_leaves_the_archive_is_refused(name, tmp_path):
     refused(path, "which points outside the archive; refused")
 
 
+def test_a_central_directory_past_its_cap_is_refused(tmp_path, monkeypatch):
+    """Caps made small here (1 MiB and 10,000 entries in earnest): 601 entries, a directory of 601 x (46 + name)."""
+    from embscope.formats import keras_zip
+    entries = [("model.weights.h5", weights())] + [(f"assets/{i:04d}", b"") for i in range(600)]
+    path = zip_of(tmp_path / "many.keras", entries)
+    directory = sum(46 + len(name) for name, _ in entries)  # each entry's fixed 46 bytes and its name
+    monkeypatch.setattr(keras_zip, "MAX_CENTRAL_DIRECTORY", 16 << 10)
+    refused(path, f"the .keras zip's central directory declares {directory / 1024:.1f} KiB, more than the 16.0 KiB")
+    monkeypatch.undo()
+    monkeypatch.setattr(keras_zip, "MAX_MEMBERS", 500)
+    with pytest.raises(CheckpointError, match="the .keras zip lists 601 members, more than the 500"):
+        embscope.open(path)
+
+
 def test_two_members_of_one_name_are_refused(tmp_path):
     path = zip_of(tmp_path / "twice.keras", [("model.weights.h5", weights()), ("model.weights.h5", b"\x89HDF")])
     refused(path, "holds 'model.weights.h5' more than once")
@@ -354,3 +369,18 @@ def test_an_output_onto_the_keras_file_is_refused(tmp_path):
     result = invoke("export", "-c", path, "--format", "word2vec", "--out", tmp_path / "link.npz")
     assert result.exit_code == 1 and "a file this answer was read from: it is never written over" in result.stderr
     assert path.read_bytes() == before
+
+
+def test_the_central_directory_size_is_read_as_zipfile_reads_it():
+    """The plain end record's size, or zip64's where a locator and its record come just before it; and the size
+    this reader reads equals the one zipfile uses (its start and size of the directory)."""
+    from embscope.formats.keras_zip import END_RECORD, END_RECORD_64, central_directory_size
+    plain = END_RECORD.pack(b"PK\x05\x06", 0, 0, 3, 3, 1234, 99, 0)
+    assert central_directory_size(b"junk" + plain) == 1234
+    record = END_RECORD_64.pack(b"PK\x06\x06", 44, 45, 45, 0, 0, 3, 3, 5 << 32, 99)
+    locator = b"PK\x06\x07" + bytes(16)
+    wide = END_RECORD.pack(b"PK\x05\x06", 0, 0, 0xFFFF, 0xFFFF, 0xFFFFFFFF, 0xFFFFFFFF, 0)
+    assert central_directory_size(record + locator + wide) == 5 << 32
+    assert central_directory_size(b"no end record here") is None
+    for data, size in ((b"junk" + plain, 1234), (record + locator + wide, 5 << 32)):
+        assert zipfile._EndRecData(io.BytesIO(data))[zipfile._ECD_SIZE] == size  # zipfile's own reading

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import struct
 import zipfile
 from collections import Counter
 from pathlib import Path
@@ -31,11 +32,18 @@ from .keras_h5 import Source, init_config, initializers_in, read_weights
 
 WEIGHTS, CONFIG, METADATA = "model.weights.h5", "config.json", "metadata.json"
 NPZ_WEIGHTS = "model.weights.npz"  # model.save(..., weights_format="npz"): not read
-MAX_MEMBERS = 100_000  # Keras writes three, and an assets/ folder for layers that keep files (a vocabulary)
+MAX_MEMBERS = 10_000  # Keras writes three, and an assets/ folder for layers that keep files (a vocabulary)
 MAX_CONFIG = 64 << 20  # config.json: the model's layers as JSON; a keras-hub backbone's is a few kB
 MAX_METADATA = 1 << 20  # metadata.json: the Keras version and the date, under 100 bytes
 MAX_INFLATED = 1 << 30  # a compressed model.weights.h5 is inflated into memory up to this; Keras writes it stored
 MAX_NAMES_SHOWN = 8
+# the central directory zipfile reads whole, making an object of each entry (200,000 entries, 11 MB of it, took
+# 5.7 s and 150 MB): bounded before this reader asks zipfile (formats.sniffs' zip sniffs, asked first, list it
+# once already); Keras' own is a few hundred bytes, and 10,000 entries with names of 50 characters fit
+MAX_CENTRAL_DIRECTORY = 1 << 20
+END_RECORD = struct.Struct("<4s4H2IH")  # the end of central directory record: field 5 is the directory's size
+END_RECORD_64 = struct.Struct("<4sQ2H2I4Q")  # zip64's, just before its 20-byte locator: field 8 is the size
+LOCATOR_64 = 20
 
 
 def unsafe_name(name: str) -> bool:
@@ -45,15 +53,45 @@ def unsafe_name(name: str) -> bool:
     return name.startswith(("/", "\\")) or ".." in parts or (len(name) > 1 and name[1] == ":") or "\x00" in name
 
 
+def central_directory_size(tail: bytes) -> int | None:
+    """The size of the central directory as the end records at the end of the file declare it, read as zipfile reads
+    them (the last end record, then a zip64 record just before its locator, which wins); None where there is none."""
+    at = tail.rfind(b"PK\x05\x06")
+    if at < 0 or at + END_RECORD.size > len(tail):
+        return None
+    size: int = END_RECORD.unpack_from(tail, at)[5]
+    record = at - LOCATOR_64 - END_RECORD_64.size
+    if record >= 0 and tail[at - LOCATOR_64:at - LOCATOR_64 + 4] == b"PK\x06\x07" and \
+            tail[record:record + 4] == b"PK\x06\x06":
+        size = END_RECORD_64.unpack_from(tail, record)[8]
+    return size
+
+
+def check_central_directory(path: Path, archive: Any) -> None:
+    """Refuse a central directory past its cap before zipfile reads it."""
+    end = os.fstat(archive.fileno()).st_size
+    want = min(end, END_RECORD.size + 0xFFFF + LOCATOR_64 + END_RECORD_64.size)  # the records, a comment's most
+    archive.seek(end - want)
+    size = central_directory_size(archive.read(want))
+    if size is not None and size > MAX_CENTRAL_DIRECTORY:
+        raise CheckpointError(f"{quote(path)}: the .keras zip's central directory declares {size_text(size)}, more "
+                              f"than the {size_text(MAX_CENTRAL_DIRECTORY)} any Keras save needs; refused")
+    archive.seek(0)
+
+
 def members(path: Path) -> dict[str, zipfile.ZipInfo]:
     """The archive's entries by name, once each name is known to be safe and single."""
     where = quote(path)
     archive = files.open_file(path, "a checkpoint file")
     try:
+        check_central_directory(path, archive)
         zf = zipfile.ZipFile(archive)
     except DAMAGE as err:
         archive.close()
         raise CheckpointError(f"{where}: expected a readable .keras zip archive ({detail(err)})") from None
+    except BaseException:
+        archive.close()
+        raise
     with archive, zf:
         infos = zf.infolist()
     if len(infos) > MAX_MEMBERS:
