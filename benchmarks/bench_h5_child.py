@@ -25,7 +25,7 @@ from timing import median_time
 
 from embscope.formats import OpenOptions
 from embscope.formats._isolated import run_isolated
-from embscope.formats.keras_h5 import catalogue, open_h5
+from embscope.formats.keras_h5 import Source, catalogue, open_h5
 
 PREFIX = "tf_bert_model/bert/embeddings/"
 
@@ -63,14 +63,14 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as directory:
         path = Path(directory) / "tf_model.h5"
         write(path)
-        print(f"file: {path.stat().st_size / 2**20:.1f} MiB, {len(catalogue(path)['datasets'])} datasets")
+        print(f"file: {path.stat().st_size / 2**20:.1f} MiB, {len(catalogue(Source(path), str(path))['datasets'])} datasets")
         word = PREFIX.replace("/", ".") + "word_embeddings.weight"
         ours = open_h5(path, OpenOptions()).tensors[word]
         assert np.array_equal(ours.read(), direct_read(path))  # the child's table is h5py's, byte for byte
         for label, isolated, here in (
             ("fork alone", lambda: run_isolated(lambda: 1, seconds=5, memory=1 << 30, what="", library=""),
              lambda: 1),
-            ("catalogue", lambda: open_h5(path, OpenOptions()), lambda: catalogue(path)),
+            ("catalogue", lambda: open_h5(path, OpenOptions()), lambda: catalogue(Source(path), str(path))),
             ("gzip table read", lambda: ours.read(), lambda: direct_read(path)),
         ):
             child, inline = median_time(isolated, args.repeat), median_time(here, args.repeat)

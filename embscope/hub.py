@@ -35,7 +35,7 @@ REPO_ID = re.compile(r"(?:[A-Za-z0-9_](?:[\w.-]{0,94}[A-Za-z0-9_])?/)?[A-Za-z0-9
 REVISION = re.compile(r"[\w.-]+(?:/[\w.-]+)*", re.ASCII)  # a branch, a tag, "refs/pr/1" or a commit hash
 COMMIT = re.compile(r"[0-9a-f]{40}")
 # a missing "model.pt" is a file name mistyped, not a model id: its error stays the plain one
-FILE_SUFFIXES = (".pt", ".pth", ".bin", ".safetensors", ".gguf", ".onnx", ".npz", ".npy", ".pkl", ".pickle", ".h5",
+FILE_SUFFIXES = (".pt", ".pth", ".bin", ".safetensors", ".gguf", ".onnx", ".npz", ".npy", ".pkl", ".pickle", ".h5", ".keras",
                  ".json", ".txt", ".model")
 MAX_REF_BYTES = 256  # a ref holds a 40-character hash; anything longer is not a ref
 MAX_SNAPSHOT_ENTRIES = 10_000  # files and folders checked in a snapshot; no model repository has more

@@ -18,7 +18,7 @@ from .core.text import quote, shape_text
 from .listing import clipped_list
 from .position_offsets import indexed_by_position_ids
 from .position_offsets import position_offset as offset_by_family
-from .storage.constants import CONTEXT_KEYS, KERAS_HDF5, TIED_KEYS, VOCAB_KEYS
+from .storage.constants import CONTEXT_KEYS, KERAS_HDF5, KERAS_ZIP, TIED_KEYS, VOCAB_KEYS
 
 if TYPE_CHECKING:
     import numpy as np
@@ -185,6 +185,14 @@ NON_PARAMETER_SUFFIXES = (
 
 # the name Keras gives keras.layers.Embedding's one weight
 KERAS_EMBEDDING_WEIGHT = "embeddings"
+# Keras layer classes whose one weight is a lookup table, and the role the class itself says: keras-hub's
+# ReversibleEmbedding is a token table (tied to the head), its PositionEmbedding a position table; a plain
+# keras.layers.Embedding says none, and its own name decides
+KERAS_TABLE_CLASSES: dict[str, Role | None] = {"Embedding": None, "ReversibleEmbedding": Role.token,
+                                               "PositionEmbedding": Role.position}
+# the words of a Keras layer's own name that say its role ('tok', 'token_emb', 'pos', 'position_embedding')
+KERAS_ROLE_WORDS = {Role.token: frozenset({"tok", "token", "tokens", "word", "words", "wte", "vocab"}),
+                    Role.position: frozenset({"pos", "position", "positions", "positional", "wpe"})}
 
 # what discovery tried, for the roles it must fill: in the error a command raises, and in info's note
 NOT_FOUND = {
@@ -391,11 +399,39 @@ def known_elsewhere(tensor: TensorInfo, role: Role) -> bool:
     return any(known.matches(tensor.name) for other in Role if other is not role for known in KNOWN[other])
 
 
+def keras_layer_role(layer: str, layer_class: str) -> Role | None:
+    """The role a Keras layer's class says, or for a plain Embedding the one its own name's words say."""
+    if layer_class not in KERAS_TABLE_CLASSES:
+        return None
+    said = KERAS_TABLE_CLASSES[layer_class]
+    if said is not None:
+        return said
+    words = set(re.split(r"[^a-z]+", layer.lower()))
+    roles = [role for role, known in KERAS_ROLE_WORDS.items() if words & known]
+    return roles[0] if len(roles) == 1 else None
+
+
+def by_keras_layer(checkpoint: Checkpoint, role: Role, taken: set[str], width: int | None) -> Table | None:
+    """The one table whose layer in the file's own model config (a .keras zip's config.json) says the role. Keras 3
+    files weights by layer class and order (layers/embedding, layers/embedding_1), so the path cannot tell which
+    Embedding is the token table; the config names each layer ('tok', 'pos_emb') and gives its class."""
+    found = distinct([checkpoint.tensors[name] for name, (layer, layer_class) in checkpoint.layers.items()
+                      if name in checkpoint.tensors and name not in taken and is_table(checkpoint.tensors[name])
+                      and keras_layer_role(layer, layer_class) is role
+                      and (role is not Role.position or width is None or checkpoint.tensors[name].shape[1] == width)])
+    if len(found) != 1:
+        return None
+    layer, layer_class = checkpoint.layers[found[0].name]
+    said = f", whose name says {role}" if KERAS_TABLE_CLASSES[layer_class] is None else ""
+    first_row, notes = position_offset(checkpoint, None, found[0].name) if role is Role.position else (0, ())
+    return Table(role, found[0], f"config.json: Keras layer {quote(layer)} ({layer_class}){said}", first_row, notes)
+
+
 def keras_embedding(checkpoint: Checkpoint, taken: set[str]) -> Table | None:
     """A Keras file's one keras.layers.Embedding weight where the layer has a name of its own: Keras names that
     layer's only weight 'embeddings' whatever the layer is called (rnnmorph's 'chars_embeddings', inside a
     TimeDistributed: 'time_distributed_1/chars_embeddings/embeddings:0'). Several such weights: the names decide."""
-    if checkpoint.format != KERAS_HDF5:
+    if checkpoint.format not in (KERAS_HDF5, KERAS_ZIP):
         return None
     found = distinct([t for t in checkpoint.tensors.values() if is_table(t) and t.name not in taken
                       and t.name.rsplit(".", 1)[-1] == KERAS_EMBEDDING_WEIGHT and not known_elsewhere(t, Role.token)])
@@ -426,7 +462,9 @@ def discover(checkpoint: Checkpoint, role: Role, taken: set[str], width: int | N
     error a command needing the role will raise (none found, or several equally good ones). An output
     projection that is not there is None: whether that means tied is decided apart (missing_head)."""
     try:
-        found = by_name(checkpoint, role, taken)
+        found = by_keras_layer(checkpoint, role, taken, width) if role is not Role.output else None
+        if found is None:
+            found = by_name(checkpoint, role, taken)
         if found is None and role is Role.token:
             found = by_graph(checkpoint, taken)
         elif found is None and role is Role.position:

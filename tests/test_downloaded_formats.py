@@ -15,6 +15,7 @@ WRITERS = {
     "GGUF": ("gguf", samples.gguf_gpt2),
     "ONNX": ("onnx", samples.onnx_bert_int8),
     "Keras HDF5": ("h5py", samples.keras_bert),
+    "Keras .keras": ("h5py", samples.keras_zip_model),
     "CTranslate2": (None, samples.ctranslate2_whisper),
 }
 

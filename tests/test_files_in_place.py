@@ -320,6 +320,7 @@ ALLOWED = {
     ("storage/checks.py", "np.memmap"), ("formats/keras_h5.py", "h5py.File"),
     ("formats/numpy_file.py", "zipfile.ZipFile"), ("formats/_torch_zip.py", "zipfile.ZipFile"),
     ("formats/_torch_storage.py", "zipfile.ZipFile"), ("formats/pytorch_file.py", "zipfile.ZipFile"),
+    ("formats/keras_zip.py", "zipfile.ZipFile"),  # the .keras zip's member list, from the archive files opened
     ("formats/sniffs.py", "zipfile.ZipFile"),  # the npz and torch-zip sniffs list a zip's members
     # the h5py child: anonymous shared memory for the table it reads, its stderr onto /dev/null (written)
     ("formats/_isolated.py", "mmap.mmap"), ("formats/_isolated.py", "os.open"),

@@ -66,6 +66,9 @@ class Checkpoint:
     # tables the graph adds whole to that lookup's rows (tf2onnx's position rows for a fixed length, folded to a
     # constant): the position table by the graph's word
     added: tuple[str, ...] = ()
+    # tables whose layer the file's own model config names (a .keras zip's config.json): tensor name -> (the
+    # layer's own name, its class), for the roles its class or name says
+    layers: dict[str, tuple[str, str]] = field(default_factory=dict)
     # the tokenizer the checkpoint carries or names itself (GGUF metadata, a CTranslate2 vocabulary),
     # built when first asked for; None: look for a tokenizer file beside the checkpoint
     tokenizer: Callable[[], Tokenizer | None] | None = field(default=None, repr=False)

@@ -3,7 +3,9 @@ read through `h5py`. Every numeric dataset is a tensor, named by its HDF5 path w
 variable names dropped and "/" read as "." (so `bert/embeddings/word_embeddings/weight:0` matches the
 names of roles.KNOWN by suffix). Contiguous, uncompressed datasets are memory-mapped at their file
 offset; chunked or compressed ones are read through h5py when used. Data kept in other files (external
-storage, virtual datasets) is refused.
+storage, virtual datasets) is refused. The same reader takes the `model.weights.h5` inside a `.keras` zip
+(formats.keras_zip): a Source says where the HDF5 bytes lie (the whole file, a stored member at its offset in
+the zip, or a compressed member inflated into memory) and offsets are read relative to it.
 
 libhdf5 can loop for ever on a damaged file (an attribute whose global-heap object size is one byte off),
 beyond the reach of Ctrl-C, so every call into h5py runs in a child process with a time and a memory limit
@@ -13,8 +15,13 @@ far bigger than the table (libhdf5 inflates a whole chunk to read a row of it), 
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import math
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -27,7 +34,7 @@ from ..core.errors import CheckpointError
 from ..core.memory import require_memory, size_text
 from ..core.text import detail, printable, quote, shortened
 from ..storage.base import OpenOptions, require_package
-from ..storage.checks import check_extent, check_shape, check_tensor_count, map_array
+from ..storage.checks import check_extent, check_shape, check_tensor_count, extent_within, map_array
 from ..storage.constants import MAX_TENSORS
 from ._isolated import run_isolated, shared_buffer
 
@@ -41,6 +48,74 @@ READ_SECONDS = 30.0  # reading a table through h5py: this, plus a second for eac
 READ_BYTES_PER_SECOND = 50 << 20  # inflating gzip runs several times faster on any machine
 READ_MEMORY = 512 << 20  # beyond the table itself (in shared memory) and two of its chunks
 CHUNK_SLACK = 16 << 20  # a chunk may be this big even for a smaller table (writers round chunks up)
+
+
+MAX_LAYER_NAME = 1000  # a layer's name, kept from its vars group: Keras names are short
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where an HDF5 file's bytes lie: the whole of `path`; or, in the zip at `path`, the member `member`, stored
+    at `start` for `length` bytes, or inflated into `data` (a compressed member, read bounded)."""
+
+    path: Path
+    member: str | None = None
+    start: int = 0
+    length: int | None = None
+    data: bytes | None = field(default=None, repr=False)
+
+    @property
+    def where(self) -> str:
+        return quote(self.path) if self.member is None else f"{quote(self.path)}: member {quote(self.member)}"
+
+
+class Window(io.RawIOBase):
+    """`length` bytes of an open descriptor from `start`, as a file of their own: how h5py's file-object driver
+    reads a stored zip member in place. Read by pread, so a forked child and its parent share no file position."""
+
+    def __init__(self, fd: int, start: int, length: int):
+        super().__init__()
+        self.fd, self.start, self.length, self.position = fd, start, length, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self.position
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self.position, io.SEEK_END: self.length}[whence]
+        self.position = max(0, base + offset)
+        return self.position
+
+    def readinto(self, buffer: Any) -> int:
+        count = min(len(buffer), self.length - self.position)
+        if count <= 0:
+            return 0
+        data = os.pread(self.fd, count, self.start + self.position)
+        buffer[:len(data)] = data
+        self.position += len(data)
+        return len(data)
+
+
+@contextlib.contextmanager
+def hdf5_target(source: Source) -> Iterator[Any]:
+    """What h5py.File opens for `source`, in this process (a forked child inherits it): the checked descriptor's
+    name for a whole file, a Window on it for a stored member, the inflated bytes for a compressed one."""
+    if source.data is not None:
+        yield io.BytesIO(source.data)
+    elif source.length is None:
+        with files.opened_path(source.path, "an HDF5 file") as name:  # libhdf5 opens the descriptor checked here
+            yield name
+    else:
+        fd, _ = files.open_fd(source.path, "a checkpoint file")
+        try:
+            yield Window(fd, source.start, source.length)
+        finally:
+            os.close(fd)
 
 
 def require_h5py(path: Path) -> Any:
@@ -67,7 +142,20 @@ def dataset_record(hdf5_path: str, dataset: Any) -> dict[str, Any] | None:
             "offset": dataset.id.get_offset(), "chunks": list(dataset.chunks) if dataset.chunks else None,
             "compressed": dataset.compression is not None, "elsewhere": bool(dataset.is_virtual or dataset.external),
             "stored_bytes": int(dataset.id.get_storage_size()),
-            "stored_chunks": int(num_chunks()) if dataset.chunks and num_chunks is not None else None}
+            "stored_chunks": int(num_chunks()) if dataset.chunks and num_chunks is not None else None,
+            "layer": layer_name(dataset)}
+
+
+def layer_name(dataset: Any) -> str | None:
+    """The name of the layer a Keras 3 weight belongs to: its `vars` group's `name` attribute (Keras 3 files a
+    weight as <layer path>/vars/<i>, the path by class, the layer's own name on the group); None elsewhere."""
+    parent = dataset.parent
+    if not parent.name.endswith("/vars"):
+        return None
+    name = parent.attrs.get("name")
+    if isinstance(name, bytes):
+        name = name.decode("utf-8", "replace")
+    return name[:MAX_LAYER_NAME] if isinstance(name, str) else None
 
 
 def embedding_initializers(model_config: Any) -> list[Any] | None:
@@ -79,6 +167,11 @@ def embedding_initializers(model_config: Any) -> list[Any] | None:
         tree = json.loads(model_config) if isinstance(model_config, str) else None
     except (ValueError, RecursionError):  # not JSON, or nested past the parser's depth: no initializer known
         return None
+    return initializers_in(tree)
+
+
+def initializers_in(tree: Any) -> list[Any] | None:
+    """The embeddings_initializer of every Embedding layer in a parsed model config; None for no config."""
     found: list[Any] = []
     stack = [tree] if tree is not None else []
     while stack:
@@ -111,10 +204,10 @@ def init_config(version: Any, initializers: list[Any] | None) -> dict[str, Any]:
     return {"keras_version": version, "keras_initializer_stored": bool(initializers)}
 
 
-def catalogue(path: Path, name: str) -> dict[str, Any]:
-    """Every dataset's record, how many hold no numbers, and the Keras version the file names; `name` is the
-    file libhdf5 opens (the descriptor files.opened_path checked in the parent, which the child inherits)."""
-    h5py = require_h5py(path)
+def catalogue(source: Source, name: Any) -> dict[str, Any]:
+    """Every dataset's record, how many hold no numbers, and the Keras version the file names; `name` is what
+    libhdf5 opens (hdf5_target's, made in the parent, which the child inherits)."""
+    h5py = require_h5py(source.path)
     records: list[dict[str, Any]] = []
     skipped = 0
 
@@ -133,19 +226,19 @@ def catalogue(path: Path, name: str) -> dict[str, Any]:
     try:
         with h5py.File(name, "r", locking=False) as f:
             if f.visititems(visit):
-                check_tensor_count(MAX_TENSORS + 1, quote(path), "datasets (or more)")
+                check_tensor_count(MAX_TENSORS + 1, source.where, "datasets (or more)")
             version = f.attrs.get("keras_version")
             initializers = embedding_initializers(f.attrs.get("model_config"))
     except H5_DAMAGE as err:
-        raise damage(quote(path), err) from None
+        raise damage(source.where, err) from None
     if isinstance(version, bytes):
         version = version.decode("utf-8", "replace")
     return {"datasets": records, "skipped": skipped, "version": version if isinstance(version, str) else None,
             "initializers": initializers}
 
 
-def read_into(path: Path, name: str, hdf5_path: str, target: np.ndarray) -> None:
-    h5py = require_h5py(path)
+def read_into(source: Source, name: Any, hdf5_path: str, target: np.ndarray) -> None:
+    h5py = require_h5py(source.path)
     try:
         with h5py.File(name, "r", locking=False) as f:
             dataset = f[hdf5_path]
@@ -154,7 +247,7 @@ def read_into(path: Path, name: str, hdf5_path: str, target: np.ndarray) -> None
             else:
                 dataset.read_direct(target)
     except H5_DAMAGE as err:
-        raise damage(f"{quote(path)}: dataset {quote(hdf5_path)}", err) from None
+        raise damage(f"{source.where}: dataset {quote(hdf5_path)}", err) from None
 
 
 # -- in this process ---------------------------------------------------------------------------
@@ -183,10 +276,10 @@ def check_chunks(record: dict[str, Any], shape: tuple[int, ...], itemsize: int, 
     return chunk_bytes
 
 
-def read_through_h5py(path: Path, record: dict[str, Any], shape: tuple[int, ...]) -> np.ndarray:
+def read_through_h5py(source: Source, record: dict[str, Any], shape: tuple[int, ...]) -> np.ndarray:
     """The table read by h5py in a child process, into memory shared with it."""
     dtype = np.dtype(record["dtype"])
-    where = f"{quote(path)}: dataset {quote(record['path'])}"
+    where = f"{source.where}: dataset {quote(record['path'])}"
     chunk_bytes = check_chunks(record, shape, dtype.itemsize, where)
     count = math.prod(shape)
     if count == 0:
@@ -195,69 +288,114 @@ def read_through_h5py(path: Path, record: dict[str, Any], shape: tuple[int, ...]
     require_memory(nbytes, where)
     buffer = shared_buffer(nbytes)
     table = np.frombuffer(buffer, dtype=dtype, count=count).reshape(shape)
-    with files.opened_path(path, "an HDF5 file") as name:  # libhdf5 opens the descriptor checked here
-        run_isolated(partial(read_into, path, name, record["path"], table), what=where, library=LIBRARY,
+    with hdf5_target(source) as name:
+        run_isolated(partial(read_into, source, name, record["path"], table), what=where, library=LIBRARY,
                      seconds=READ_SECONDS + nbytes / READ_BYTES_PER_SECOND, memory=READ_MEMORY + 2 * chunk_bytes)
     return table
 
 
-def dataset_info(path: Path, record: dict[str, Any]) -> TensorInfo:
+def inflated_array(data: bytes, dtype: np.dtype, offset: int, shape: tuple[int, ...]) -> np.ndarray:
+    """A contiguous dataset of an inflated member, read in place (read-only, as the bytes are)."""
+    return np.frombuffer(data, dtype=dtype, count=math.prod(shape), offset=offset).reshape(shape)
+
+
+def contiguous_reader(source: Source, dtype: np.dtype, offset: int, shape: tuple[int, ...],
+                      where: str) -> tuple[Any, Any]:
+    """(read, storage key) of a contiguous, uncompressed dataset at `offset` of the HDF5 bytes: memory-mapped
+    from the file (at the member's offset within the zip), or read in place from an inflated member."""
+    nbytes = math.prod(shape) * dtype.itemsize
+    if source.data is not None:
+        extent_within(len(source.data), offset, nbytes, where)
+        return partial(inflated_array, source.data, dtype, offset, shape), None
+    if source.length is not None:
+        extent_within(source.length, offset, nbytes, where)  # inside the member, not only inside the zip
+    at = source.start + offset
+    check_extent(source.path, at, nbytes, where)
+    return partial(map_array, source.path, dtype, at, shape), (str(source.path), at) if nbytes else None
+
+
+def dataset_info(source: Source, record: dict[str, Any]) -> TensorInfo:
     """A numeric dataset as a lazy tensor."""
-    where = f"{quote(path)}: dataset {quote(record['path'])}"
+    where = f"{source.where}: dataset {quote(record['path'])}"
     dtype = np.dtype(record["dtype"])
     shape = check_shape(record["shape"], where)
     if record["elsewhere"]:
         raise CheckpointError(f"{where} keeps its data in other files; refused")
-    nbytes = math.prod(shape) * dtype.itemsize
     offset = record["offset"]
     if offset is not None and record["chunks"] is None and not record["compressed"]:
-        check_extent(path, offset, nbytes, where)
-        read = partial(map_array, path, dtype, offset, shape)
-        storage = (str(path), offset) if nbytes else None
+        read, storage = contiguous_reader(source, dtype, offset, shape, where)
     else:
-        read, storage = partial(read_through_h5py, path, record, shape), None
+        read, storage = partial(read_through_h5py, source, record, shape), None
     return TensorInfo(tensor_name(record["path"]), shape, dtype.newbyteorder("=").name, read, storage)
 
 
 # Keras' save_model writes the model's weights under 'model_weights' and, unless include_optimizer=False, the
 # optimizer's state under 'optimizer_weights' (tf-keras hdf5_format.save_model_to_hdf5): Adam's two moments per
-# weight, which shakkala 1.7's simple_model.h5 counted in its total, 1,515,348 values for a model of 505,116
+# weight, which shakkala 1.7's simple_model.h5 counted in its total, 1,515,348 values for a model of 505,116.
+# Keras 3 (saving_lib, .weights.h5 and the .keras zip's model.weights.h5) files the layers under 'layers' and a
+# compiled model's optimizer variables (its iteration count, learning rate, moments) under 'optimizer'.
 MODEL_GROUP, OPTIMIZER_GROUP = "model_weights", "optimizer_weights"
+LAYOUTS = ((MODEL_GROUP, OPTIMIZER_GROUP, "Keras' save_model"), ("layers", "optimizer", "Keras 3's saving_lib"))
 
 
-def model_records(records: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The datasets of the model, and those of its optimizer's state where the file keeps both."""
+def model_records(records: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]], str, str]:
+    """The datasets of the model, those of its optimizer's state where the file keeps both, that state's group and
+    the writer that keeps it there."""
     def under(group: str, record: dict[str, Any]) -> bool:
         return str(record["path"]).startswith(f"{group}/")
 
-    if not any(under(MODEL_GROUP, record) for record in records):
-        return records, []
-    return ([r for r in records if not under(OPTIMIZER_GROUP, r)], [r for r in records if under(OPTIMIZER_GROUP, r)])
+    for model, optimizer, writer in LAYOUTS:
+        if any(under(model, record) for record in records):
+            return ([r for r in records if not under(optimizer, r)], [r for r in records if under(optimizer, r)],
+                    optimizer, writer)
+    return records, [], "", ""
+
+
+@dataclass
+class Weights:
+    """What an HDF5 file of weights holds: its tensors, the layer each Keras 3 weight belongs to (by tensor name),
+    the notes to show, and what the file says of Keras (the catalogue's version and initializers)."""
+
+    tensors: dict[str, TensorInfo]
+    layers: dict[str, str]
+    notes: list[str]
+    found: dict[str, Any]
+
+
+def read_weights(source: Source) -> Weights:
+    """The datasets of the HDF5 bytes at `source`, catalogued in a child, each a lazy tensor."""
+    require_h5py(source.path)  # the missing extra is said here, not from the child
+    with hdf5_target(source) as name:
+        found = run_isolated(partial(catalogue, source, name), what=source.where, library=LIBRARY,
+                             seconds=CATALOGUE_SECONDS, memory=CATALOGUE_MEMORY)
+    records, optimizer, optimizer_group, writer = model_records(found["datasets"])
+    tensors: dict[str, TensorInfo] = {}
+    layers: dict[str, str] = {}
+    for record in records:
+        info = dataset_info(source, record)
+        if info.name in tensors:
+            raise CheckpointError(f"{source.where}: datasets {quote(record['path'])} and another both read as "
+                                  f"{quote(info.name)}")
+        tensors[info.name] = info
+        if isinstance(record.get("layer"), str):
+            layers[info.name] = record["layer"]
+    notes = []
+    if found["skipped"]:
+        notes.append(f"{found['skipped']} datasets that hold no numbers (strings, records) are left out")
+    if optimizer:
+        values = sum(math.prod(record["shape"]) for record in optimizer)
+        notes.append(f"{len(optimizer)} datasets under '{optimizer_group}' ({values:,} values: the optimizer's state "
+                     f"that {writer} keeps beside the model's weights, not parameters) are left out")
+    return Weights(tensors, layers, notes, found)
 
 
 def open_h5(path: Path, options: OpenOptions) -> Checkpoint:
-    require_h5py(path)  # the missing extra is said here, not from the child
-    with files.opened_path(path, "an HDF5 file") as name:  # libhdf5 opens the descriptor checked here
-        found = run_isolated(partial(catalogue, path, name), what=quote(path), library=LIBRARY,
-                             seconds=CATALOGUE_SECONDS, memory=CATALOGUE_MEMORY)
-    records, optimizer = model_records(found["datasets"])
-    tensors: dict[str, TensorInfo] = {}
-    for record in records:
-        info = dataset_info(path, record)
-        if info.name in tensors:
-            raise CheckpointError(f"{quote(path)}: datasets {quote(record['path'])} and another both read as "
-                                  f"{quote(info.name)}")
-        tensors[info.name] = info
-    version, skipped = found["version"], found["skipped"]
+    weights = read_weights(Source(path))
+    version = weights.found["version"]
     saved = f" saved by Keras {printable(shortened(version))}" if isinstance(version, str) else ""
-    notes = [f"HDF5 weights{saved}; tensor names are the dataset paths with '/' as '.' and ':0' dropped"]
-    if skipped:
-        notes.append(f"{skipped} datasets that hold no numbers (strings, records) are left out")
-    if optimizer:
-        values = sum(math.prod(record["shape"]) for record in optimizer)
-        notes.append(f"{len(optimizer)} datasets under '{OPTIMIZER_GROUP}' ({values:,} values: the optimizer's state "
-                     "that Keras' save_model keeps beside the model's weights, not parameters) are left out")
+    notes = [f"HDF5 weights{saved}; tensor names are the dataset paths with '/' as '.' and ':0' dropped",
+             *weights.notes]
     # the Keras version: whose defaults the weights were drawn from (analysis.untrained's init scale), unless the
     # file's model_config names another initializer for its Embedding layers (RandomNormal(0.02): not uniform 0.05)
-    config = init_config(version, found.get("initializers"))
-    return Checkpoint(path, tensors, config=config, notes=notes)  # config.json beside it: open_checkpoint
+    config = init_config(version, weights.found.get("initializers"))
+    return Checkpoint(path, weights.tensors, config=config, notes=notes)  # config.json beside it: open_checkpoint

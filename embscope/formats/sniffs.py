@@ -18,6 +18,7 @@ from ..registry import Probe
 from ..storage.base import DAMAGE
 from ..storage.checks import check_shape
 from ..storage.constants import (
+    KERAS_SUFFIX,
     NPY_MAGIC,
     PICKLE_PROTO,
     PICKLE_SUFFIXES,
@@ -122,6 +123,15 @@ def looks_like_torch_zip(probe: Probe) -> bool:
     if names is None:  # a broken .pt should hear why it is broken, not "unknown"
         return probe.head.startswith(ZIP_MAGIC) and probe.path.suffix.lower() in TORCH_SUFFIXES
     return data_pickle_name(names) is not None
+
+
+def looks_like_keras_zip(probe: Probe) -> bool:
+    """Keras 3's model.save zip: model.weights.h5 (or the npz weights, to be told they are not read) at its top; a
+    zip named .keras that lacks them, or is broken, should hear why."""
+    if probe.head.startswith(ZIP_MAGIC) and probe.path.suffix.lower() == KERAS_SUFFIX:
+        return True
+    names = zip_members(probe)
+    return names is not None and bool({"model.weights.h5", "model.weights.npz"} & set(names))
 
 
 def looks_like_pickle(probe: Probe) -> bool:

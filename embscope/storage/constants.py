@@ -32,6 +32,8 @@ COREML_SUFFIX = ".mlmodel"  # named, not read
 
 PICKLE_SUFFIXES = (".pkl", ".pickle", ".p")
 KERAS_HDF5 = "Keras HDF5"  # the reader of Keras .h5 files (formats.kinds), by the name roles looks for
+KERAS_ZIP = "Keras .keras"  # the reader of Keras 3's .keras zip (model.weights.h5 inside), likewise
+KERAS_SUFFIX = ".keras"
 TORCH_SUFFIXES = (".pt", ".pth", ".ckpt")  # .bin is left out: an ANDREA dump may start with PK by chance
 HF_CONFIG = "config.json"  # Hugging Face's model config, read beside the weights of every format
 SAFETENSORS_INDEX_SUFFIX = ".safetensors.index.json"

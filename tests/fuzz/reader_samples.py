@@ -1,13 +1,15 @@
-"""Writers for the downloaded-model formats (GGUF, ONNX, Keras .h5, CTranslate2), each through the
-format's own writer (gguf.GGUFWriter, onnx.helper, h5py) or, for CTranslate2, struct.pack over the
+"""Writers for the downloaded-model formats (GGUF, ONNX, Keras .h5 and .keras, CTranslate2), each through the
+format's own writer (gguf.GGUFWriter, onnx.helper, h5py and zipfile as Keras 3 uses them) or, for CTranslate2, struct.pack over the
 layout of ctranslate2/specs/model_spec.py. Shared by the readers' tests and the fuzz corpus."""
 
 from __future__ import annotations
 
 import functools
 import importlib.util
+import io
 import json
 import struct
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -207,6 +209,61 @@ def keras_bert(directory: Path, compressed: bool = False) -> tuple[Path, Path]:
     return path, path
 
 
+# -- Keras 3 .keras (model.save's zip) --------------------------------------------------------------
+
+KERAS_UNIFORM = {"module": "keras.initializers", "class_name": "RandomUniform",
+                 "config": {"seed": None, "minval": -0.05, "maxval": 0.05}, "registered_name": None}
+
+
+def keras_layer_config(name: str, layer_class: str, weights: list[np.ndarray]) -> dict:
+    """A layer's entry in config.json's `layers`, as Keras 3.15 serializes a functional model's layers."""
+    config: dict = {"name": name, "trainable": True}
+    if layer_class in ("Embedding", "ReversibleEmbedding"):
+        config |= {"input_dim": int(weights[0].shape[0]), "output_dim": int(weights[0].shape[1]),
+                   "embeddings_initializer": KERAS_UNIFORM}
+    return {"module": "keras.layers", "class_name": layer_class, "config": config, "registered_name": None,
+            "name": name, "inbound_nodes": []}
+
+
+def keras_weights_h5(layers: list[tuple[str, str, str, list[np.ndarray]]]) -> bytes:
+    """model.weights.h5 as Keras 3's saving_lib writes it (into memory, then into the zip): each layer's weights
+    as <path>/vars/<i>, the layer's own name on its vars group, the model's own (empty) vars group at the top."""
+    import h5py
+    buffer = io.BytesIO()
+    with h5py.File(buffer, "w") as f:
+        for path, name, _, weights in layers:
+            group = f.create_group(f"{path}/vars")
+            group.attrs["name"] = name
+            for i, value in enumerate(weights):
+                group.create_dataset(str(i), data=value)
+        f.create_group("vars").attrs["name"] = "functional"
+    return buffer.getvalue()
+
+
+def write_keras_zip(path: Path, layers: list[tuple[str, str, str, list[np.ndarray]]],
+                    compression: int = zipfile.ZIP_STORED, version: str = "3.15.1") -> Path:
+    """A .keras file laid out as Keras 3.15's model.save writes one (saving_lib._save_model_to_fileobj): metadata.json,
+    config.json, model.weights.h5, in that order, stored unless `compression` says. `layers`: (HDF5 path of the
+    layer, its own name, its class, its weights)."""
+    config = {"module": "keras.src.models.functional", "class_name": "Functional", "registered_name": "Functional",
+              "config": {"name": "functional", "trainable": True,
+                         "layers": [keras_layer_config(name, cls, weights) for _, name, cls, weights in layers]}}
+    with zipfile.ZipFile(path, "w", compression=compression) as zf:
+        zf.writestr("metadata.json", json.dumps({"keras_version": version, "date_saved": "2026-12-07@23:00:00"}))
+        zf.writestr("config.json", json.dumps(config))
+        zf.writestr("model.weights.h5", keras_weights_h5(layers))
+    return path
+
+
+def keras_zip_model(directory: Path) -> tuple[Path, Path]:
+    """Two Embeddings as a functional model orders them, the position one first (layers/embedding), and a Dense."""
+    path = write_keras_zip(directory / "model.keras", [
+        ("layers/embedding", "pos", "Embedding", [rows((T, D), 8)]),
+        ("layers/embedding_1", "tok", "Embedding", [rows((V, D), 7)]),
+        ("layers/dense", "head", "Dense", [rows((D, V), 9), rows((V,), 10)])])
+    return path, path
+
+
 def onnx_external_model(directory: Path) -> tuple[Path, Path]:
     """The external-data export with model.onnx itself (locations, offsets, lengths) as the target."""
     entry, _ = onnx_bert_int8(directory, external=True)
@@ -227,6 +284,7 @@ FUZZ_SAMPLES = {
     "onnx-external-model": ("onnx", onnx_external_model),
     "keras-h5": ("h5py", keras_bert),
     "keras-h5-compressed": ("h5py", lambda d: keras_bert(d, compressed=True)),
+    "keras-zip": ("h5py", keras_zip_model),
     "ctranslate2": (None, ctranslate2_whisper),
     "ctranslate2-vocabulary": (None, ctranslate2_vocabulary),
 }

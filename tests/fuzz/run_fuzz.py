@@ -63,7 +63,7 @@ FAMILIES = {
 }
 # the downloaded formats, each one family (CI runs these three with 10,000 inputs each: .ci/run)
 FAMILIES.update({
-    "h5": ["keras-h5", "keras-h5-compressed"],
+    "h5": ["keras-h5", "keras-h5-compressed", "keras-zip", "keras-zip-weights"],
     "gguf": ["gguf", "gguf-llama"],
     "onnx": ["onnx-int8", "onnx-external-data", "onnx-external-model"],
     # the tokenizer kinds read through native libraries (sentencepiece, tokenizers' Unigram with a Precompiled
