@@ -263,3 +263,24 @@ def harris_tokenizer(directory: Path, words: list[str]) -> dict[str, int]:
     beside the weights): bytes are ids 0-255, 256 is BOS, and the words take 257 on. Returns word -> id."""
     (directory / "harris_segments.json").write_text(json.dumps(words), encoding="utf-8")
     return {word: 257 + n for n, word in enumerate(words)}
+
+
+def keras_position_embedding(keras):
+    """keras-hub's PositionEmbedding (src/layers/modeling/position_embedding.py), rebuilt for the Keras tests: one
+    weight, "embeddings", added to its inputs; get_config keeps its length, so that a saved model loads back."""
+
+    class PositionEmbedding(keras.layers.Layer):
+        def __init__(self, sequence_length, **kwargs):
+            super().__init__(**kwargs)
+            self.sequence_length = sequence_length
+
+        def build(self, input_shape):
+            self.position_embeddings = self.add_weight(name="embeddings", shape=(self.sequence_length, input_shape[-1]))
+
+        def call(self, inputs):
+            return inputs + self.position_embeddings[None, : inputs.shape[1]]
+
+        def get_config(self):
+            return {**super().get_config(), "sequence_length": self.sequence_length}
+
+    return PositionEmbedding

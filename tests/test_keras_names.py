@@ -11,7 +11,7 @@ import os
 import h5py
 import numpy as np
 import pytest
-from conftest import run_json
+from conftest import keras_position_embedding, run_json
 
 import embscope
 
@@ -25,18 +25,7 @@ def keras_files(folder):
     import keras
     from keras import ops
 
-    class PositionEmbedding(keras.layers.Layer):
-        """keras-hub's PositionEmbedding (src/layers/modeling/position_embedding.py): one weight, "embeddings"."""
-
-        def __init__(self, sequence_length, **kwargs):
-            super().__init__(**kwargs)
-            self.sequence_length = sequence_length
-
-        def build(self, input_shape):
-            self.position_embeddings = self.add_weight(name="embeddings", shape=(self.sequence_length, input_shape[-1]))
-
-        def call(self, inputs):
-            return inputs + self.position_embeddings[None, : inputs.shape[1]]
+    PositionEmbedding = keras_position_embedding(keras)
 
     class TokenAndPositionEmbedding(keras.layers.Layer):
         """keras-hub's TokenAndPositionEmbedding: token_embedding (a ReversibleEmbedding), position_embedding."""

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import cosine, invoke, run_json
+from conftest import cosine, invoke, keras_position_embedding, run_json
 from reader_samples import keras_weights_h5, write_keras_zip
 
 import embscope
@@ -58,22 +58,8 @@ def keras_writes(folder: Path) -> dict[str, tuple[Path, np.ndarray, np.ndarray, 
     layers' get_weights(). Keras costs seconds to import, so one test writes them all."""
     import keras
 
-    @keras.saving.register_keras_serializable(package="embscope_tests")
-    class PositionEmbedding(keras.layers.Layer):
-        """keras-hub's PositionEmbedding (src/layers/modeling/position_embedding.py): one weight, "embeddings"."""
-
-        def __init__(self, sequence_length, **kwargs):
-            super().__init__(**kwargs)
-            self.sequence_length = sequence_length
-
-        def build(self, input_shape):
-            self.position_embeddings = self.add_weight(name="embeddings", shape=(self.sequence_length, input_shape[-1]))
-
-        def call(self, inputs):
-            return inputs + self.position_embeddings[None, : inputs.shape[1]]
-
-        def get_config(self):
-            return {**super().get_config(), "sequence_length": self.sequence_length}
+    PositionEmbedding = keras.saving.register_keras_serializable(package="embscope_tests")(
+        keras_position_embedding(keras))
 
     made = {}
     keras.backend.clear_session()
