@@ -383,6 +383,8 @@ def table_seed(array: np.ndarray, valid: np.ndarray, norms: np.ndarray, topk: Ne
 def found_as(never: Untrained, rows: bool = False) -> str:
     """How the rows `never` holds are named: never trained, or, for a majority no trained row stands apart from
     (analysis.untrained's undecided), at their initialisation, which may be trained too little to tell."""
+    if never.near:  # a majority that moved, at the init's norm (analysis.untrained.near_init)
+        return "rows that keep their initialisation's norm" if rows else "keeping their initialisation's norm"
     if never.undecided:
         return "rows at their initialisation" if rows else "at their initialisation"
     return "never-trained rows" if rows else "never trained"
