@@ -419,7 +419,7 @@ def coordinates_within(array: np.ndarray, rows: np.ndarray, limit: float) -> flo
     count = 0
     for start in range(0, len(rows), step):
         count += int(np.count_nonzero(np.abs(np.asarray(array[rows[start:start + step]], dtype=np.float64)) <= limit))
-    return count / (len(rows) * array.shape[1])
+    return float(count / (len(rows) * array.shape[1]))
 
 
 def even_in_box(array: np.ndarray, rows: np.ndarray, limit: float, said: str) -> str:
