@@ -209,6 +209,34 @@ def shakkala_like() -> tuple[np.ndarray, np.ndarray]:
     return table.astype(np.float32), trained
 
 
+def shakkala_middle_like() -> tuple[np.ndarray, np.ndarray]:
+    """A table laid out as shakkala 1.7's middle_model.h5 character table is (Keras 2.0.8, 149 x 256): 103 rows drawn
+    from uniform(-0.05, 0.05) that moved a little and together (a shared step of 0.05, noise of 0.01 a coordinate;
+    13 of them noise of 0.02 to 0.05 more, out of the band), and 46 trained rows of norms 2 to 4.3; float32, and the
+    ids of the 46 trained rows."""
+    rng = np.random.default_rng(7)
+    dim = 256
+    table = rng.uniform(-0.05, 0.05, (149, dim))
+    trained = np.sort(rng.choice(149, 46, replace=False))
+    rare = np.setdiff1d(np.arange(149), trained)
+    way = rng.standard_normal(dim)
+    table[rare] += 0.05 * way / np.linalg.norm(way) + rng.normal(0, 0.01, (103, dim))
+    table[rare[:13]] += rng.normal(0, 1, (13, dim)) * rng.uniform(0.02, 0.05, (13, 1))
+    table[trained] = rng.standard_normal((46, dim)) * rng.uniform(0.13, 0.26, (46, 1))
+    return table.astype(np.float32), trained
+
+
+def write_tf_keras_weights(path: Path, table: np.ndarray, version: bytes = b"2.0.8") -> Path:
+    """`table` as the one Embedding weight of an HDF5 file in tf-keras' save_weights_to_hdf5_group layout."""
+    import h5py
+
+    with h5py.File(path, "w") as f:
+        f.attrs["keras_version"], f.attrs["layer_names"] = version, [b"embedding_5"]
+        f.create_group("embedding_5").attrs["weight_names"] = [b"embedding_5/embeddings:0"]
+        f.create_dataset("embedding_5/embedding_5/embeddings:0", data=table)
+    return path
+
+
 def drifting(rows: int, dim: int, seed: int) -> np.ndarray:
     """Position rows that drift smoothly: a normalised random walk, norms around 0.43."""
     rng = np.random.default_rng(seed)

@@ -17,8 +17,10 @@ from conftest import (
     run,
     run_json,
     shakkala_like,
+    shakkala_middle_like,
     tf2onnx_keras_graph,
     write_minbpe,
+    write_tf_keras_weights,
 )
 from safetensors.numpy import save_file
 
@@ -819,3 +821,29 @@ def test_an_undecided_majority_that_seeds_the_reference_is_not_said_never_traine
     assert sorted(c["id"] for c in doc["candidates"]) == at_init.tolist()
     assert doc["threshold"]["why"].endswith("the candidates are the 97 rows of the seed, found at their "
                                             "initialisation")
+
+
+def test_rows_that_grew_beside_a_majority_at_the_init_s_norm_are_not_under_trained(tmp_path):
+    """shakkala 1.7's middle_model.h5 (conftest.shakkala_middle_like, written in tf-keras' save_weights layout): 90
+    of 149 character rows keep uniform(-0.05, 0.05)'s norm, moved a little and together; 46 trained letters grew far
+    above. undertrained listed the 46 as candidates, 'norm-high', z measured from the 90. The 90 seed the reference
+    and are the candidates; no trained row is one, norm z is measured among the 59 others (numpy), and norm-high does
+    not fire: a row far above the init's norm grew, it kept no initial values."""
+    pytest.importorskip("h5py")
+    table, trained = shakkala_middle_like()
+    norms = np.linalg.norm(table.astype(np.float64), axis=1)
+    kept = np.flatnonzero(np.abs(norms / (0.05 / np.sqrt(3) * 16) - 1) <= 4 / np.sqrt(512))
+    (doc,) = run_json("undertrained", "-c", write_tf_keras_weights(tmp_path / "middle_model.h5", table))["tables"]
+    assert doc["reference"]["source"] == "untrained" and doc["reference"]["ids"] == kept.tolist()
+    assert doc["reference"]["description"].startswith("the table's rows that keep their initialisation's norm: 90 "
+                                                      "rows, most of the table, keep their initialisation's norm")
+    ids = [c["id"] for c in doc["candidates"]]
+    assert not np.isin(ids, trained).any() and sorted(ids) == kept.tolist()
+    assert all("norm-high" not in c["signals"] for c in doc["candidates"])
+    rest = np.delete(norms, kept)
+    median = np.median(rest)
+    assert (f"norm z is measured among the 59 rows not found keeping their initialisation's norm (median "
+            f"{median:.4g}, MAD {np.median(np.abs(rest - median)):.4g}), as norms measures its anomalies; norm-high is "
+            "not signalled") in " ".join(doc["notes"])
+    assert doc["threshold"]["why"].endswith("the candidates are the 90 rows of the seed, found keeping their "
+                                            "initialisation's norm")

@@ -16,12 +16,14 @@ from conftest import (
     run,
     run_json,
     shakkala_like,
+    shakkala_middle_like,
     tf2onnx_keras_graph,
+    write_tf_keras_weights,
 )
 from safetensors.numpy import load_file, save_file
 
 import embscope
-from embscope.analysis.norms import norms_report
+from embscope.analysis.norms import judged, norms_report
 from embscope.analysis.untrained import NEAREST_CHANCE, find_untrained, nearest_bound, nearest_cosines, total_of
 from embscope.render import norms as render
 from embscope.render.plots import style
@@ -832,3 +834,74 @@ def test_an_undecided_majority_says_how_many_other_rows_crowd_the_band():
     assert found.evidence.endswith(f"; {near} of the other 52 rows have norms within twice the band's reach "
                                    f"({2 * reach:.2g} of the scale; 1% may); the other rows' norms do not stand "
                                    "apart from theirs")
+
+
+def test_a_majority_that_moved_at_the_init_s_norm_is_judged_apart_from_rows_far_above_it(tmp_path):
+    """shakkala 1.7's middle_model.h5 (Keras 2.0.8, 149 characters x 256): 90 rows keep uniform(-0.05, 0.05)'s norm
+    but moved a little and together (rare characters), so no test takes them for a draw, and 46 trained letters grew
+    to 2 to 9 times that norm. norms said 'never-trained rows: none found' and flagged the 46 as anomalies (z 40 to
+    62), measured from the 90 rows' median; undertrained listed them as norm-high. The 90 are judged apart, said
+    to keep their initialisation's norm and to have moved; the trained rows are neither anomalies nor candidates.
+    Which rows, and every figure named, worked out here with numpy."""
+    pytest.importorskip("h5py")
+    table, trained = shakkala_middle_like()
+    norms = norms_of(table)
+    dim, scale, reach = 256, 0.05 / np.sqrt(3) * 16, 4 / np.sqrt(512)
+    kept = np.flatnonzero(np.abs(norms / scale - 1) <= reach)
+    assert len(kept) == 90 and not np.isin(trained, kept).any()
+    median, mad = np.median(norms), np.median(np.abs(norms - np.median(norms)))
+    assert ((norms[trained] - median) / (1.4826 * mad) > 6).all()  # what the rule measured from the 90 rows said
+    unit = table[kept].astype(np.float64) / norms[kept, None]
+    shared = dim * float(unit.sum(axis=0) @ unit.sum(axis=0)) / len(kept)
+    assert shared > 349  # (chi-square's 1e-4 line at 256 degrees): they moved together, no draw
+    others = np.setdiff1d(np.arange(149), kept)
+    center = np.median(norms[kept])
+    spread = 1.4826 * np.median(np.abs(norms[kept] - center))
+    far = others[(norms[others] > scale * (1 + 2 * reach)) & (norms[others] > center + 6 * spread)]
+    assert np.isin(trained, far).all()
+    found = find_untrained(table, norms, "token", {"keras_version": "2.0.8"})
+    assert found.rows.tolist() == kept.tolist() and found.kind == "near init" and found.near
+    assert found.undecided and not found.contrasted  # no figure draws them apart as never trained
+    assert found.evidence.startswith(f"90 rows, most of the table, keep their initialisation's norm: norm "
+                                     f"{norms[kept].mean():.4g} +- ")
+    assert (f"but they moved from the draw: they share a direction (d |sum of unit rows|^2 / rows {shared:.3g}, "
+            "where a draw passes 349") in found.evidence
+    assert (f"; {len(far)} of the other 59 rows stand far above them (norms {norms[far].min():.4g} to "
+            f"{norms[far].max():.4g}, median {np.median(norms[far]):.4g}: beyond twice the band's reach, "
+            f"{scale * (1 + 2 * reach):.4g}, and 6 robust spreads of these rows' norms, "
+            f"{center + 6 * spread:.4g})") in found.evidence
+    assert "never trained" not in found.evidence and "at init" not in found.evidence
+    doc = run_json("norms", "-c", write_tf_keras_weights(tmp_path / "middle_model.h5", table))
+    assert doc["untrained"]["rows"] == 90 and doc["untrained"]["kind"] == "near init" and doc["untrained"]["undecided"]
+    assert not np.isin([a["index"] for a in doc["anomalies"]], trained).any()
+    rest = norms[others]
+    assert doc["mad"] == pytest.approx(np.median(np.abs(rest - np.median(rest))))
+    assert ("among the other rows; the rows that keep their initialisation's norm are judged apart)"
+            in doc["rule"])
+
+
+def test_a_table_trained_throughout_at_the_init_s_norm_is_not_judged_apart():
+    """The rule's risk: a table trained throughout whose norms stay near the init scale. 3,000 rows of Keras' draw,
+    each scaled by exp(N(0, 0.15)) and moved one way: three quarters lie in the band and no test takes them for a
+    draw, but the other rows lie on both sides of it, their median within twice the band's reach: no verdict.
+    With six rows far above (too few for a group of trained rows), none either: they stay the rule's anomalies."""
+    rng = np.random.default_rng(3)
+    dim, scale, reach = 256, 0.05 / np.sqrt(3) * 16, 4 / np.sqrt(512)
+    way = rng.standard_normal(dim)
+    table = rng.uniform(-0.05, 0.05, (3000, dim)) * np.exp(rng.normal(0, 0.15, (3000, 1)))
+    table = (table + 0.01 * way / np.linalg.norm(way)).astype(np.float32)
+    norms = norms_of(table)
+    inside = np.abs(norms / scale - 1) <= reach
+    assert 0.5 < inside.mean() < 0.9 and (norms[~inside] < scale).any() and (norms[~inside] > scale).any()
+    assert np.median(norms[~inside]) < scale * (1 + 2 * reach)
+    found = find_untrained(table, norms, "token", {"keras_version": "2.0.8"})
+    assert found.count == 0 and not found.near
+    few = table.copy()
+    few[:6] *= 6  # six rows far above
+    norms = norms_of(few)
+    found = find_untrained(few, norms, "token", {"keras_version": "2.0.8"})
+    assert found.count == 0 and not found.near
+    summary, _ = judged(few, norms, "token", {"keras_version": "2.0.8"})
+    median, mad = np.median(norms), np.median(np.abs(norms - np.median(norms)))
+    assert sorted(summary.flagged.tolist()) == np.flatnonzero(np.abs(norms - median) / (1.4826 * mad) > 6).tolist()
+    assert set(range(6)) <= set(summary.flagged.tolist())

@@ -132,7 +132,7 @@ class NormSummary:
     center: float = math.nan
     spread: float = math.nan
     half_window: int = 0  # rows on each side in the running median
-    left_out_as: str = "never-trained rows"  # the rows left out of the rule (NEVER_TRAINED_ROWS or UNDECIDED_ROWS)
+    left_out_as: str = "never-trained rows"  # the rows left out of the rule (NEVER_TRAINED_ROWS, UNDECIDED_ROWS, KEPT_NORM_ROWS)
 
     @cached_property
     def robust_z(self) -> np.ndarray:
@@ -251,6 +251,7 @@ def running_median(values: np.ndarray, half: int) -> np.ndarray:
 # what the rows an untrained verdict keeps out of the anomaly rule are, in its words
 NEVER_TRAINED_ROWS = "never-trained rows"
 UNDECIDED_ROWS = "rows that cannot be told from their initialisation"  # an undecided majority (analysis.untrained)
+KEPT_NORM_ROWS = "rows that keep their initialisation's norm"  # a majority that moved, at its norm (untrained.near_init)
 
 
 def trend_half_window(rows: int) -> int:
@@ -300,6 +301,8 @@ def rule_text(threshold: float, mad: float, summary: NormSummary | None = None) 
     trained = summary is None or summary.left_out_as == NEVER_TRAINED_ROWS
     among = f" among {'trained' if trained else 'the other'} rows" if summary is not None and summary.judged is not None \
         else ""
+    if summary is not None and summary.left_out_as == KEPT_NORM_ROWS:  # whom the rule left out, by what they showed
+        among += f"; the {KEPT_NORM_ROWS} are judged apart"
     if summary is not None and summary.judged is not None:
         mad = summary.spread
     if math.isnan(mad):
@@ -347,7 +350,7 @@ def judged(array: np.ndarray, norms: np.ndarray, role: Role | str, config: dict[
     untrained = find_untrained(array, norms, str(role), config, first_row)
     left_out = untrained.mask(len(norms)) if untrained.count and not untrained.whole else None
     along = str(role) == Role.position
-    left_out_as = UNDECIDED_ROWS if untrained.undecided else NEVER_TRAINED_ROWS
+    left_out_as = KEPT_NORM_ROWS if untrained.near else UNDECIDED_ROWS if untrained.undecided else NEVER_TRAINED_ROWS
     return summarize_trained(norms, threshold, left_out=left_out, along=along, first_row=first_row if along else 0,
                              left_out_as=left_out_as), untrained
 

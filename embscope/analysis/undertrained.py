@@ -302,7 +302,10 @@ def find_undertrained(array: np.ndarray, kinds: TokenKinds | None, *, table: str
     median, mad, basis_note = norm_basis(norms, never)
     notes += [basis_note] if basis_note else []
     z = robust_z(norms, median, mad)
-    candidates = collect(scores, threshold, norms, z, unchanged, kinds, seed_rows)
+    # norm-high says a row kept its initial values while the rest shrank: where most rows keep the init's norm
+    # (analysis.untrained.near_init), a row far above them grew in training
+    high = never is None or not never.near
+    candidates = collect(scores, threshold, norms, z, unchanged, kinds, seed_rows, high)
     verified = None
     if kinds is not None:  # a candidate is verified when the tokenizer says anything about its row
         said = np.zeros(len(candidates), dtype=bool)
@@ -324,8 +327,10 @@ def norm_basis(norms: np.ndarray, never: Untrained | None) -> tuple[float, float
     kept = np.ones(len(norms), dtype=bool)
     kept[never.rows] = False
     median, mad = median_and_mad(norms[kept])
+    grown = ("; norm-high is not signalled: a row far above the rows that keep their initialisation's norm grew in "
+             "training, and kept no initial values") if never.near else ""
     return median, mad, (f"norm z is measured among the {int(kept.sum()):,} rows not found {found_as(never)} (median "
-                         f"{median:.4g}, MAD {mad:.4g}), as norms measures its anomalies")
+                         f"{median:.4g}, MAD {mad:.4g}), as norms measures its anomalies{grown}")
 
 
 # ---------------------------------------------------------------- the reference set
@@ -387,6 +392,8 @@ def table_seed(array: np.ndarray, valid: np.ndarray, norms: np.ndarray, topk: Ne
 def found_as(never: Untrained, rows: bool = False) -> str:
     """How the rows `never` holds are named: never trained, or, for a majority no trained row stands apart from
     (analysis.untrained's undecided), at their initialisation, which may be trained too little to tell."""
+    if never.near:  # a majority that moved, at the init's norm (analysis.untrained.near_init)
+        return "rows that keep their initialisation's norm" if rows else "keeping their initialisation's norm"
     if never.undecided:
         return "rows at their initialisation" if rows else "at their initialisation"
     return "never-trained rows" if rows else "never trained"
@@ -710,13 +717,13 @@ def unchanged_rows(array: np.ndarray, others: Sequence[np.ndarray]) -> np.ndarra
 
 def collect(scores: np.ndarray, threshold: Threshold, norms: np.ndarray, z: np.ndarray,
             unchanged: np.ndarray | None, kinds: TokenKinds | None,
-            seed: np.ndarray | None = None) -> RowListing[Candidate]:
+            seed: np.ndarray | None = None, high: bool = True) -> RowListing[Candidate]:
     """The candidates, best first, as row ids: a Candidate is made when it is read (a table of millions of zero
-    rows has millions of candidates, and one object each would take gigabytes)."""
+    rows has millions of candidates, and one object each would take gigabytes). `high`: whether norm-high fires."""
     fired = {
         "indicator": scores > threshold.value if threshold.value is not None else np.zeros(len(scores), dtype=bool),
         "seed": np.isin(np.arange(len(scores)), seed if seed is not None else ()),
-        "norm-high": z > NORM_Z,
+        "norm-high": (z > NORM_Z) & high,
         "norm-low": (z < -NORM_Z) | (norms == 0),  # a zero row never received a gradient that stuck
         "unchanged": unchanged if unchanged is not None else np.zeros(len(scores), dtype=bool),
     }

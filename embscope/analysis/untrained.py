@@ -64,6 +64,12 @@ MOST_ROWS = "most of the table, cannot be told from their initialisation (never 
 # table (the median they are measured from lies among them): LAC's 50,001 word rows its character model never looks
 # up, of 58,224
 ESTIMATED_SHARE = 0.5
+# a majority in the band of a known scale that moved from the draw (analysis.untrained.near_init) is judged apart
+# where most of the other rows, MIN_GROUP at least, lie beyond twice the band's reach and this many robust spreads of
+# the majority's norms: as far as the anomaly rule (analysis.norms, z beyond 6) would flag from the majority's median
+FAR_SPREADS = 6.0
+NEAR_INIT = "near init"  # the kind of that verdict
+KEPT_NORM = "most of the table, keep their initialisation's norm"
 APART_SHARE = 0.01  # ... of whose other rows at most this share may have norms within twice the band's reach
 SHARED_CHANCE = 1e-4  # the chance that rows drawn at init share a direction as much as the line allows
 SHARED_NORMAL = 3.7190164854557084  # the standard normal's upper 1e-4 quantile (statistics.NormalDist().inv_cdf)
@@ -91,9 +97,12 @@ class Untrained:
     rows: np.ndarray  # int64 row ids, ascending
     rule: str
     evidence: str  # "" when no row is found
-    kind: str = "none"  # "at init", "moved together", "at init and moved together", "none"
+    # "at init", "near init" (a majority at the init's norm that moved, analysis.untrained.near_init), "moved together",
+    # "at init and moved together", "near init and moved together", "none"
+    kind: str = "none"
     whole: bool = False  # every valid row of the table
-    # most of the table, with no trained rows standing apart from it: never trained, or trained too little to tell
+    # most of the table, with no trained rows standing apart from it: never trained, or trained too little to tell;
+    # or a majority at the init's norm that moved (kind "near init"): neither at init nor never trained
     undecided: bool = False
 
     @property
@@ -101,6 +110,11 @@ class Untrained:
         """Whether trained rows stand against these (a figure draws them apart): not so for a whole table, nor for
         an undecided majority."""
         return bool(self.count) and not self.whole and not self.undecided
+
+    @property
+    def near(self) -> bool:
+        """Whether the rows are a majority at the init's norm that moved (near_init): they keep its norm, no more."""
+        return self.kind.startswith(NEAR_INIT)
 
     @property
     def count(self) -> int:
@@ -193,7 +207,7 @@ def find_untrained(array: np.ndarray, norms: np.ndarray, role: str, config: Mapp
         return together
     both = np.union1d(at_init.rows, together.rows)
     # an undecided majority stays undecided beside a group that moved together: no figure draws the union apart
-    return Untrained(both, RULE, f"{at_init.evidence}; {together.evidence}", "at init and moved together",
+    return Untrained(both, RULE, f"{at_init.evidence}; {together.evidence}", f"{at_init.kind} and moved together",
                      undecided=at_init.undecided)
 
 
@@ -328,10 +342,84 @@ def tokens_at_init(array: np.ndarray, norms: np.ndarray, valid: np.ndarray, sigm
     if found.count and limit is not None:  # a uniform(-a, a) draw never leaves its box, and fills it evenly
         drawn = found.rows[peaks_of(array)[found.rows] <= limit]
         said_drawn = even_in_box(array, drawn, limit, said)
-        return drawn_group(array, norms, valid, sigma, scale, said_drawn, drawn) if said_drawn else nothing()
-    if found.count or limit is None or not len(candidates):
+        found = drawn_group(array, norms, valid, sigma, scale, said_drawn, drawn) if said_drawn else nothing()
+        return found if found.count else near_init(array, norms, valid, (sigma, scale, said), candidates, limit)
+    if found.count:
         return found
+    near = near_init(array, norms, valid, (sigma, scale, said), candidates, limit)
+    if near.count or limit is None or not len(candidates):
+        return near
     return lone_draws(array, norms, valid, candidates, limit, said)
+
+
+def near_init(array: np.ndarray, norms: np.ndarray, valid: np.ndarray, scale_of: tuple[float | None, float, str],
+              candidates: np.ndarray, limit: float | None) -> Untrained:
+    """A majority of the rows in the band of a known init scale that no test takes for a draw (they moved), beside
+    other rows whose norms stand far above theirs (shakkala 1.7's middle_model.h5: 90 of 149 character rows keep
+    uniform(-0.05, 0.05)'s norm, moved a little and together, where 46 trained letters grew to 2 to 9 times it).
+    The anomaly rule's median lies among them: measured from it, every row that grew is an anomaly. They are judged
+    apart, said to keep their initialisation's norm, moved: neither at init nor never trained. `scale_of`: sigma,
+    the scale of the band and what the evidence says of it."""
+    sigma, scale, said = scale_of
+    dim, valid_rows = array.shape[1], int(valid.sum())
+    if sigma is None or len(candidates) < MIN_GROUP or len(candidates) <= ESTIMATED_SHARE * valid_rows:
+        return nothing()
+    others = valid.copy()
+    others[candidates] = False
+    outside = norms[others]
+    inside = norms[candidates]
+    center = median_of(inside)
+    spread = MAD_SCALE * median_of(np.abs(inside - center))
+    edge = scale * (1 + 2 * BAND_SPREADS / math.sqrt(2 * dim))
+    far = outside[(outside > edge) & (outside > center + FAR_SPREADS * spread)]
+    if len(far) < MIN_GROUP or 2 * len(far) <= len(outside):
+        return nothing()
+    moved = moved_from_draw(array, norms, valid, candidates, limit)
+    if not moved:
+        return nothing()
+    evidence = (f"{len(candidates):,} rows, {KEPT_NORM}: norm {spread_text(inside)}, {said}; {moved}; "
+                f"{len(far):,} of the other {len(outside):,} rows stand far above them (norms {float(far.min()):.4g} "
+                f"to {float(far.max()):.4g}, median {median_of(far):.4g}: beyond twice the band's reach, {edge:.4g}, "
+                f"and {FAR_SPREADS:g} robust spreads of these rows' norms, {center + FAR_SPREADS * spread:.4g}): those "
+                "grew in training, these moved far less, trained too little to grow (how little, these tests cannot "
+                "tell), and are judged apart from them")
+    return Untrained(candidates, RULE, evidence, NEAR_INIT, undecided=True)
+
+
+def moved_from_draw(array: np.ndarray, norms: np.ndarray, valid: np.ndarray, rows: np.ndarray,
+                    limit: float | None) -> str:
+    """What shows that `rows` are no draw at init, each test's figure against its line (rows alike their nearest,
+    a direction shared, coordinates out of the uniform draw's box), or "" where none does."""
+    dim = array.shape[1]
+    sample = np.sort(np.random.default_rng(0).choice(rows, size=min(NEAREST_SAMPLE, len(rows)), replace=False))
+    nearest = nearest_cosines(array, norms, valid, sample)
+    bound = nearest_bound(dim, int(valid.sum()))
+    unlike = float(np.mean(np.abs(np.nan_to_num(nearest, nan=1.0)) <= bound))
+    shared, line, summed = shared_direction(array, norms, rows)
+    shown = []
+    if unlike < AT_INIT_SHARE:
+        shown.append(f"only {unlike:.0%} of a sample of {len(sample)} unlike their nearest row (nearest-row cosine "
+                     f"below {bound:.2g}, where {AT_INIT_SHARE:.0%} of a draw's are)")
+    if shared > line:
+        shown.append(f"they share a direction (d |sum of unit rows|^2 / rows {shared:.3g}{sampled(summed, len(rows))}, "
+                     f"where a draw passes {line:.3g} with a chance of {SHARED_CHANCE:g})")
+    if limit is not None:
+        peaks = peaks_of(array)[rows]
+        if float(peaks.max()) > limit:
+            inside = coordinates_within(array, rows, limit)
+            shown.append(f"{inside:.0%} of their coordinates within the uniform(-{limit:g}, {limit:g}) draw's bound, "
+                         f"{int(np.count_nonzero(peaks > limit)):,} rows beyond it (largest |x| "
+                         f"{float(peaks.max()):.3g})")
+    return "but they moved from the draw: " + "; ".join(shown) if shown else ""
+
+
+def coordinates_within(array: np.ndarray, rows: np.ndarray, limit: float) -> float:
+    """The share of the coordinates of `rows` within +-limit, read a block at a time."""
+    step = max(1, BLOCK_BYTES // (8 * max(1, array.shape[1])))
+    count = 0
+    for start in range(0, len(rows), step):
+        count += int(np.count_nonzero(np.abs(np.asarray(array[rows[start:start + step]], dtype=np.float64)) <= limit))
+    return float(count / (len(rows) * array.shape[1]))
 
 
 def even_in_box(array: np.ndarray, rows: np.ndarray, limit: float, said: str) -> str:
