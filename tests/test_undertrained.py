@@ -847,3 +847,37 @@ def test_rows_that_grew_beside_a_majority_at_the_init_s_norm_are_not_under_train
             "not signalled") in " ".join(doc["notes"])
     assert doc["threshold"]["why"].endswith("the candidates are the 90 rows of the seed, found keeping their "
                                             "initialisation's norm")
+
+
+@pytest.mark.parametrize("kept", [False, True])
+def test_norm_high_only_for_rows_at_the_init_s_norm_where_the_scale_is_known(tmp_path, kept):
+    """attack14's Keras models trained with Adam (keras 3, 3,000 tokens): every row moved, the most frequent tokens grew
+    to several times the uniform(-0.05, 0.05) draw's norm, and undertrained listed them as under-trained, 'norm-high'
+    (z 6 to 40), though norm-high says a row kept its initial values while the rest shrank. Where the init scale is
+    known, it fires only for a row at its norm (untrained.band): here 12 grown rows are none, with a note; and 12 rows
+    that kept the draw beside rows that shrank (kept=True) still are."""
+    pytest.importorskip("h5py")
+    rng = np.random.default_rng(31)
+    dim, limit = 64, 0.05
+    scale = limit / np.sqrt(3) * np.sqrt(dim)
+    table = rng.standard_normal((600, dim)) * (0.6 / np.sqrt(dim))  # trained throughout: norms about 0.6
+    odd = np.sort(rng.choice(600, 12, replace=False))
+    if kept:
+        table *= 0.1  # the rest shrank to about 0.06; the 12 keep their draw, norm about 0.23
+        table[odd] = rng.uniform(-limit, limit, (12, dim))
+    else:
+        table[odd] *= 6  # the most frequent tokens grew to about 3.6
+    table = table.astype(np.float32)
+    norms = np.linalg.norm(table.astype(np.float64), axis=1)
+    median = np.median(norms)
+    z = (norms - median) / (1.4826 * np.median(np.abs(norms - median)))
+    assert (z[odd] > 6).all()  # numpy: far above the rest either way
+    (doc,) = run_json("undertrained", "-c", write_tf_keras_weights(tmp_path / "model.h5", table))["tables"]
+    high = sorted(c["id"] for c in doc["candidates"] if "norm-high" in c["signals"])
+    at_init = np.abs(norms / scale - 1) <= 4 / np.sqrt(2 * dim)
+    assert at_init[odd].all() == kept and high == (odd.tolist() if kept else [])
+    note = [n for n in doc["notes"] if n.startswith("norm-high only where a row's norm is its initialisation's")]
+    assert len(note) == (0 if kept else 1)
+    if not kept:
+        assert note[0].startswith(f"norm-high only where a row's norm is its initialisation's ({scale:.4g}: ")
+        assert "12 rows far above the rest at another norm grew in training" in note[0]

@@ -35,7 +35,7 @@ from ..core.errors import EmbscopeError, Message, OptionError, TableError, messa
 from .norms import DEFAULT_THRESHOLD, RowListing, median_and_mad, robust_z, row_norms
 from .stages import Progress, Stages, quiet
 from .token_kinds import KINDS, ROUND_TRIP_MAX_CHARS, TokenKinds, token_kinds
-from .untrained import Untrained, find_untrained
+from .untrained import Untrained, band, find_untrained, init_scale
 
 if TYPE_CHECKING:
     from ..core.tokenizer import Tokenizer
@@ -302,9 +302,8 @@ def find_undertrained(array: np.ndarray, kinds: TokenKinds | None, *, table: str
     median, mad, basis_note = norm_basis(norms, never)
     notes += [basis_note] if basis_note else []
     z = robust_z(norms, median, mad)
-    # norm-high says a row kept its initial values while the rest shrank: where most rows keep the init's norm
-    # (analysis.untrained.near_init), a row far above them grew in training
-    high = never is None or not never.near
+    high, high_note = kept_initial_norm(norms, z, array.shape[1], config, table, never)
+    notes += [high_note] if high_note else []
     candidates = collect(scores, threshold, norms, z, unchanged, kinds, seed_rows, high)
     verified = None
     if kinds is not None:  # a candidate is verified when the tokenizer says anything about its row
@@ -314,6 +313,28 @@ def find_undertrained(array: np.ndarray, kinds: TokenKinds | None, *, table: str
         verified = int(said.sum())
     return UndertrainedReport(table, name, reference, threshold, scores, norms, z, unchanged, candidates, verified,
                               tuple(notes), median, mad)
+
+
+def kept_initial_norm(norms: np.ndarray, z: np.ndarray, dim: int, config: Mapping[str, Any] | None, table: str,
+                      never: Untrained | None) -> tuple[np.ndarray | bool, str]:
+    """Where norm-high may fire, and the note when that leaves a row out. norm-high says a row kept its initial
+    values while the rest shrank: where most rows keep the init's norm (analysis.untrained.near_init), a row far
+    above them grew in training; where the init scale is known, only a row at its norm (untrained.band) can have
+    kept it (Keras models trained with Adam: their most frequent tokens grew to 2-9 times the draw's norm, and were
+    'norm-high')."""
+    if never is not None and never.near:
+        return False, ""
+    sigma, why = init_scale(config or {}, table)
+    if sigma is None:
+        return True, ""
+    scale = sigma * math.sqrt(dim)
+    at_init = band(norms, scale, dim)
+    grown = int(np.count_nonzero((z > NORM_Z) & ~at_init))
+    if not grown:
+        return at_init, ""
+    return at_init, (f"norm-high only where a row's norm is its initialisation's ({scale:.4g}: {sigma:g} x sqrt({dim}), "
+                     f"{why}): {grown:,} row{'s' * (grown != 1)} far above the rest at another norm grew in training, "
+                     "and kept no initial values")
 
 
 def norm_basis(norms: np.ndarray, never: Untrained | None) -> tuple[float, float, str]:
@@ -717,9 +738,9 @@ def unchanged_rows(array: np.ndarray, others: Sequence[np.ndarray]) -> np.ndarra
 
 def collect(scores: np.ndarray, threshold: Threshold, norms: np.ndarray, z: np.ndarray,
             unchanged: np.ndarray | None, kinds: TokenKinds | None,
-            seed: np.ndarray | None = None, high: bool = True) -> RowListing[Candidate]:
+            seed: np.ndarray | None = None, high: np.ndarray | bool = True) -> RowListing[Candidate]:
     """The candidates, best first, as row ids: a Candidate is made when it is read (a table of millions of zero
-    rows has millions of candidates, and one object each would take gigabytes). `high`: whether norm-high fires."""
+    rows has millions of candidates, and one object each would take gigabytes). `high`: where norm-high may fire."""
     fired = {
         "indicator": scores > threshold.value if threshold.value is not None else np.zeros(len(scores), dtype=bool),
         "seed": np.isin(np.arange(len(scores)), seed if seed is not None else ()),
