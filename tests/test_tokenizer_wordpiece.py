@@ -8,7 +8,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import run_json
+from conftest import run, run_json
+from safetensors.numpy import save_file
 
 from embscope.core.errors import CheckpointError
 from embscope.tokenizers import Tokenizer, find_tokenizer, load_tokenizer
@@ -167,3 +168,23 @@ def test_berts_own_stray_piece_that_it_splits_apart_stays_unreachable(tmp_path):
     lines = [*UNCASED, ".", "..."]
     kinds = token_kinds(load_tokenizer(write_vocab(tmp_path, lines)), len(lines))
     assert kinds["unreachable"][lines.index("...")] and not kinds["unreachable"][lines.index(".")]
+
+
+def test_a_piece_the_splitting_never_gives_whole_is_named_by_its_id_when_refused(tmp_path):
+    """rxnfp 0.1.0's bert_pretrained: `similarity '[C@H]' C` said only that the word maps to '[UNK]', though
+    '[C@H]' is a line of vocab.txt (its SMILES splitter's atom) that BERT's splitting cuts apart; the refusal now
+    names its id for --ids. A word that is no piece keeps the plain refusal."""
+    write_vocab(tmp_path, SMILES_VOCAB)
+    token = np.random.default_rng(1).standard_normal((len(SMILES_VOCAB), 8)).astype(np.float32)
+    save_file({"embeddings.word_embeddings.weight": token}, tmp_path / "model.safetensors")
+    atom, unk = SMILES_VOCAB.index("[C@H]"), SMILES_VOCAB.index("[UNK]")
+    said = run("similarity", "[C@H]", "C", "-c", tmp_path, code=1).stderr
+    assert f"maps to its unknown token '[UNK]' (id {unk}): it is token {atom} of the vocabulary itself" in said
+    assert f"--ids and the id {atom}" in said and "--allow-unk" in said
+    said = run("similarity", "Xq", "C", "-c", tmp_path, code=1).stderr
+    assert "of the vocabulary itself" not in said and "--allow-unk" in said
+    carbon = SMILES_VOCAB.index("C")
+    [pair] = run_json("similarity", "--ids", atom, carbon, "--no-baseline", "-c", tmp_path)["pairs"]
+    a, b = token[atom].astype(np.float64), token[carbon].astype(np.float64)
+    assert pair["a_tokens"] == ["[C@H]"]
+    assert pair["cosine"] == pytest.approx(a @ b / np.linalg.norm(a) / np.linalg.norm(b), abs=1e-6)

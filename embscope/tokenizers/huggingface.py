@@ -144,6 +144,11 @@ class HuggingFaceTokenizer:
         reason = (str(err).strip().splitlines() or [type(err).__name__])[0][:200]
         return TokenError(f"the tokenizers library failed to {what} with {self.path.name}: {reason}")
 
+    def piece_id(self, text: str) -> int | None:
+        """The id of the vocabulary's piece spelled `text` exactly, whatever encoding it would give; None: none."""
+        found: int | None = self._tok.token_to_id(text)
+        return found
+
     def token_string(self, id: int) -> str:
         id = self._checked(id)
         if id in self._added:
