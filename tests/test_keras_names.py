@@ -311,3 +311,24 @@ def test_a_head_over_the_vocabulary_of_another_width_is_named_never_called_absen
     assert "tied, or a model without" not in said[0]
     named = embscope.open(path, output_key="output.output.kernel")
     assert np.array_equal(np.asarray(named.output.array), layers["output"]["output/kernel:0"].T)
+
+
+def test_a_json_map_of_ids_beside_the_weights_under_another_name_is_named_for_tokenizer(tmp_path):
+    """textgenrnn 2.0.0 ships textgenrnn_vocab.json (464 characters, ids 1 to 464, json.dump of a Keras Tokenizer's
+    word_index) beside textgenrnn_weights.hdf5 (465 x 100: row 0 the padding id): info said 'no tokenizer found
+    beside the checkpoint' with no word of the map there. A config of a few numbers is not taken for one."""
+    import json
+
+    chars = "abcdefghij \\n.,"
+    table = np.random.default_rng(3).standard_normal((len(chars) + 1, 6)).astype(np.float32)
+    path = write_keras2(tmp_path / "textgenrnn_weights.hdf5", {"embedding": {"embedding/embeddings:0": table}})
+    (tmp_path / "textgenrnn_vocab.json").write_text(json.dumps({c: i + 1 for i, c in enumerate(chars)}))
+    (tmp_path / "textgenrnn_config.json").write_text(json.dumps({"rnn_layers": 2, "rnn_size": 8, "max_length": 4}))
+    said = [note for note in run_json("info", "-c", path)["notes"] if "tokenizer" in note]
+    assert len(said) == 1 and f"'textgenrnn_vocab.json' maps text to ids that fit the {len(chars) + 1}-row table" \
+        in said[0] and "textgenrnn_config.json" not in said[0] and "--tokenizer" in said[0]
+    given = run_json("neighbors", "a", "-k", "1", "-c", path, "--tokenizer", tmp_path / "textgenrnn_vocab.json")
+    unit = table / np.linalg.norm(table, axis=1, keepdims=True)
+    cosines = unit @ unit[1]
+    cosines[1] = -np.inf
+    assert given["neighbors"][0]["id"] == int(np.argmax(cosines))
