@@ -470,6 +470,9 @@ def missing_head(checkpoint: Checkpoint) -> tuple[Head, str]:
     if tie is False:
         return Head.unknown, ("no output projection in the file, though config.json sets tie_word_embeddings to "
                               "false: the file may lack the head")
+    if len(checkpoint.tensors) == 1:  # a bare .npy: pokepy-generator 1.1.0's C.npy, its head layer_12_weight.npy
+        return Head.unknown, ("no output projection in the file, which holds one array: the head may be tied, in "
+                              "another file, or none")
     return Head.unknown, "no output projection in the file (tied, or a model without a language-model head)"
 
 
