@@ -86,8 +86,8 @@ def test_a_file_of_one_array_does_not_say_the_head_is_tied_or_absent(tmp_path):
     info = run_json("info", "-c", tmp_path / "C.npy")
     assert info["head"] == "unknown" and info["tables"]["token"]["shape"] == list(table.shape)
     said = [note for note in info["notes"] if "output projection" in note]
-    assert said == ["no output projection in the file, which holds one array: the head may be tied, in another "
-                    "file, or none"]
+    assert said == [("no output projection in the file, which holds one array: the head may be tied, in another "
+                     "file, or none")]
     info = run_json("info", "-c", write(tmp_path / "two", bert_tensors()))
     assert "no output projection in the file (tied, or a model without a language-model head)" in info["notes"]
 
