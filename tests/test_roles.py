@@ -85,6 +85,18 @@ def test_a_top_level_array_named_embedding_is_the_token_table_by_its_whole_name(
         _ = embscope.open(tmp_path / "other.npz").token
 
 
+def test_flax_s_first_embed_flattened_with_double_underscores_is_the_token_table(tmp_path):
+    """typeseg 0.2.7's data/mamba_al.npz (np.savez of a Flax param tree flattened with '__'): 'Embed_0__embedding'
+    (130 byte ids x 256) beside 31 other 2-D arrays ('CheckpointMambaBlock1D_N__Dense_M__kernel', 'Dense_0__kernel'
+    256 x 36); info said no token table (its unet_al.npz has that table as its only 2-D array, so it was found)."""
+    embedding = table(130, 16)
+    blocks = {f"CheckpointMambaBlock1D_{n}__Dense_{m}__kernel": table(16, 32) for n in range(2) for m in range(4)}
+    np.savez(tmp_path / "mamba_al.npz", Embed_0__embedding=embedding, Dense_0__kernel=table(16, 36), **blocks)
+    emb = embscope.open(tmp_path / "mamba_al.npz")
+    assert emb.token.name == "Embed_0__embedding" and "Flax" in emb.token.rule
+    assert np.array_equal(np.asarray(emb.token.array), embedding)
+
+
 def test_opt_positions_are_offset_by_two(tmp_path):
     emb = open_tables(tmp_path, {"model.decoder.embed_tokens.weight": table(10),
                                  "model.decoder.embed_positions.weight": table(8)})
