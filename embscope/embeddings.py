@@ -23,12 +23,13 @@ from .core.errors import (
     message_of,
 )
 from .core.role import Role
+from .core.text import quote
 from .formats import OpenOptions, open_checkpoint
 from .hub import resolve
 from .naming import misfit_note
 from .roles import KEY_OPTIONS, find_tables, role_of
 from .sample import default_checkpoint
-from .tokenizers import find_tokenizer, load_tokenizer
+from .tokenizers import find_tokenizer, id_maps_beside, load_tokenizer
 
 if TYPE_CHECKING:
     from .core.tokenizer import Tokenizer
@@ -100,9 +101,24 @@ class Embeddings:
         except EmbscopeError as err:
             return None, Message("tokenizer not loaded: ", message_of(err))
         if tokenizer is None:
-            return None, "no tokenizer found beside the checkpoint: tokens print as #id, words cannot be looked up"
+            return None, self._no_tokenizer(table)
         misfit = misfit_note(tokenizer, table.rows, str(table.role)) if table and table.role is not Role.position else ""
         return (None, misfit) if misfit else (tokenizer, None)
+
+    def _no_tokenizer(self, table: Table | None) -> str:
+        """Why no tokenizer names the rows: none found by name, and a JSON map of ids beside the checkpoint that fits
+        `table` named, where there is one, for --tokenizer."""
+        said = "no tokenizer found beside the checkpoint: tokens print as #id, words cannot be looked up"
+        if table is None or table.role is Role.position or self._tokenizer_path is not None:
+            return said
+        maps = id_maps_beside(self.checkpoint.directory, table.rows)
+        if not maps:
+            return said
+        names = ", ".join(quote(name) for name in maps)
+        return Message(f"no tokenizer found beside the checkpoint by the names looked for, but {names} "
+                       f"{'map' if len(maps) > 1 else 'maps'} text to ids that fit the {table.rows:,}-row table "
+                       f"({table.role}): pass it with ", Option("tokenizer"), " to name the rows; tokens print "
+                       "as #id, words cannot be looked up")
 
     def tokenizer_for_words(self, table: Table) -> Tokenizer | None:
         """The tokenizer that looks words up as rows of `table` (None: there is none); a broken tokenizer file raises,

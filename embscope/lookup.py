@@ -312,13 +312,25 @@ def _checked(tokenizer: Tokenizer, word: str, form: str, ids: tuple[int, ...], c
         unk = quote(token_name(tokenizer, unk_id))
         if not allow_unk:
             raise TokenError(Message(f"expected a word the tokenizer can represent, found {quote(word)}, which the "
-                                     f"{tokenizer.kind} tokenizer maps to its unknown token {unk} (id {unk_id}): "
+                                     f"{tokenizer.kind} tokenizer maps to its unknown token {unk} (id {unk_id}): ",
+                                     *_piece_hint(tokenizer, word, unk_id),
                                      "pass ", Option("allow_unk", True), " to use that row anyway"),
                              option="allow_unk")
         unknown = f"{quote(word)} became the unknown token {unk} (id {unk_id}), the row shared by every unknown word"
     said = (space_sentence(word, space_id) if space_id is not None else None, form_sentence(form, choice), unknown)
     tokens = tuple(token_name(tokenizer, id) for id in ids)
     return WordLookup(word, ids, tokens, form, joined("; ", filter(None, said)) or None, choice, space_id, unknown)
+
+
+def _piece_hint(tokenizer: Tokenizer, word: str, unk_id: int) -> tuple[str | Option, ...]:
+    """Where the word is a piece of the vocabulary that the tokenizer's splitting never gives whole (rxnfp's SMILES
+    atom '[C@H]' in a vocab.txt read with BERT's splitting): its id, to ask of that row with --ids."""
+    piece_id = getattr(tokenizer, "piece_id", None)
+    found = piece_id(word) if piece_id is not None else None
+    if found is None or found == unk_id:
+        return ()
+    return (f"it is token {found} of the vocabulary itself, which the tokenizer's splitting never gives whole: pass ",
+            Option("ids", True), f" and the id {found} to ask of that row, or ")
 
 
 def word_list(items: I, option: str) -> I:

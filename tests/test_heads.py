@@ -76,6 +76,22 @@ def test_config_json_says_which_when_the_file_holds_no_head(tmp_path, config, he
     assert info["tied"] is {"tied": True, "absent": False, "unknown": None}[head]
 
 
+def test_a_file_of_one_array_does_not_say_the_head_is_tied_or_absent(tmp_path):
+    """pokepy-generator 1.1.0 (makemore's WaveNet in numpy) saves each array with np.save: C.npy (27 x 10, float64) is
+    its character table, layer_12_weight.npy (32 x 27) its head. Opened alone, C.npy was said to be 'tied, or a model
+    without a language-model head': a file of one array cannot say either. A file with more keeps the old note."""
+    table = rng.standard_normal((27, 10))
+    np.save(tmp_path / "C.npy", table)
+    np.save(tmp_path / "layer_12_weight.npy", rng.standard_normal((32, 27)))
+    info = run_json("info", "-c", tmp_path / "C.npy")
+    assert info["head"] == "unknown" and info["tables"]["token"]["shape"] == list(table.shape)
+    said = [note for note in info["notes"] if "output projection" in note]
+    assert said == [("no output projection in the file, which holds one array: the head may be tied, in another "
+                     "file, or none")]
+    info = run_json("info", "-c", write(tmp_path / "two", bert_tensors()))
+    assert "no output projection in the file (tied, or a model without a language-model head)" in info["notes"]
+
+
 def test_unknown_head_in_the_console(tmp_path):
     path = write(tmp_path, bert_tensors())
     info = run("info", "-c", path).stdout

@@ -268,3 +268,56 @@ def test_an_embedding_layer_with_a_name_of_its_own_is_the_token_table(tmp_path):
     layers["word_embeddings"] = {"word_embeddings/embeddings:0": rng.standard_normal((50, 24)).astype(np.float32)}
     with pytest.raises(embscope.TableError, match="found none among"):
         _ = embscope.open(write_keras2(tmp_path / "two.h5", layers)).token
+
+
+def test_a_head_over_the_vocabulary_of_another_width_is_named_never_called_absent_or_tied(tmp_path):
+    """textgenrnn 2.0.0's textgenrnn_weights.hdf5 (Keras 2.1.5): a 465 x 100 character table, two LSTMs of 128, and
+    its Dense 'output' (356 x 465, softmax over the 465 ids) reading the concatenated embedding and LSTM outputs
+    (100 + 128 + 128) through an attention layer. info said the file held no output projection, 'tied, or a model
+    without a language-model head': it has one, and at another width it cannot be the token table."""
+    rng = np.random.default_rng(5)
+    vocab, width, hidden = 40, 10, 8
+    wide = width + 2 * hidden  # what the attention layer reads, as textgenrnn's rnn_concat joins it
+    f32 = np.float32
+    layers = {
+        "embedding": {"embedding/embeddings:0": rng.standard_normal((vocab, width)).astype(f32)},
+        "rnn_1": {"rnn_1/kernel:0": rng.standard_normal((width, 4 * hidden)).astype(f32),
+                  "rnn_1/recurrent_kernel:0": rng.standard_normal((hidden, 4 * hidden)).astype(f32),
+                  "rnn_1/bias:0": np.zeros(4 * hidden, f32)},
+        "rnn_2": {"rnn_2/kernel:0": rng.standard_normal((hidden, 4 * hidden)).astype(f32),
+                  "rnn_2/recurrent_kernel:0": rng.standard_normal((hidden, 4 * hidden)).astype(f32),
+                  "rnn_2/bias:0": np.zeros(4 * hidden, f32)},
+        "attention": {"attention/attention_W:0": rng.standard_normal((wide, 1)).astype(f32)},
+        "output": {"output/kernel:0": rng.standard_normal((wide, vocab)).astype(f32),
+                   "output/bias:0": np.zeros(vocab, f32)},
+    }
+    path = write_keras2(tmp_path / "textgenrnn_weights.hdf5", layers)
+    doc = run_json("info", "-c", path)
+    assert doc["head"] == "unnamed" and doc["tables"]["output"] is None
+    said = [note for note in doc["notes"] if "output projection" in note]
+    assert len(said) == 1 and f"'output.output.kernel' ({wide} x {vocab})" in said[0]
+    assert f"the vocabulary's {vocab} rows and another width than the token table's {width}" in said[0]
+    assert "tied, or a model without" not in said[0]
+    named = embscope.open(path, output_key="output.output.kernel")
+    assert np.array_equal(np.asarray(named.output.array), layers["output"]["output/kernel:0"].T)
+
+
+def test_a_json_map_of_ids_beside_the_weights_under_another_name_is_named_for_tokenizer(tmp_path):
+    """textgenrnn 2.0.0 ships textgenrnn_vocab.json (464 characters, ids 1 to 464, json.dump of a Keras Tokenizer's
+    word_index) beside textgenrnn_weights.hdf5 (465 x 100: row 0 the padding id): info said 'no tokenizer found
+    beside the checkpoint' with no word of the map there. A config of a few numbers is not taken for one."""
+    import json
+
+    chars = "abcdefghij \\n.,"
+    table = np.random.default_rng(3).standard_normal((len(chars) + 1, 6)).astype(np.float32)
+    path = write_keras2(tmp_path / "textgenrnn_weights.hdf5", {"embedding": {"embedding/embeddings:0": table}})
+    (tmp_path / "textgenrnn_vocab.json").write_text(json.dumps({c: i + 1 for i, c in enumerate(chars)}))
+    (tmp_path / "textgenrnn_config.json").write_text(json.dumps({"rnn_layers": 2, "rnn_size": 8, "max_length": 4}))
+    said = [note for note in run_json("info", "-c", path)["notes"] if "tokenizer" in note]
+    assert len(said) == 1 and f"'textgenrnn_vocab.json' maps text to ids that fit the {len(chars) + 1}-row table" \
+        in said[0] and "textgenrnn_config.json" not in said[0] and "--tokenizer" in said[0]
+    given = run_json("neighbors", "a", "-k", "1", "-c", path, "--tokenizer", tmp_path / "textgenrnn_vocab.json")
+    unit = table / np.linalg.norm(table, axis=1, keepdims=True)
+    cosines = unit @ unit[1]
+    cosines[1] = -np.inf
+    assert given["neighbors"][0]["id"] == int(np.argmax(cosines))

@@ -261,6 +261,32 @@ def test_the_table_the_graph_gathers_by_the_input_ids_is_the_token_table(tmp_pat
     assert run_json("info", "-c", both)["tables"]["token"] is None
 
 
+@pytest.mark.parametrize("select", ["gather", "slice"])
+def test_a_table_looked_up_by_a_selection_of_the_input_ids_is_the_token_table(select, tmp_path):
+    """arabic-name-romanizer 0.2.0's resources/decoder.onnx (torch.onnx, opset 17), a GRU decoder stepped by its
+    caller: it looks 'm.emb.weight' (160 x 256) up by `prefix[:, -1]`, exported as Gather(prefix, -1, axis=1), beside
+    'm.out.weight' of the same shape; info said no token table. `prefix[:, -1:]` exports as a Slice."""
+    rng = np.random.default_rng(4)
+    vocab, d = 20, 8
+    token, out = rng.standard_normal((vocab, d)).astype(np.float32), rng.standard_normal((vocab, d)).astype(np.float32)
+    last = {"gather": [helper.make_node("Gather", ["prefix", "minus_one"], ["last"], axis=1)],
+            "slice": [helper.make_node("Slice", ["prefix", "minus_one_list", "end", "one_list"], ["kept"]),
+                      helper.make_node("Squeeze", ["kept", "one_list"], ["last"])]}[select]
+    nodes = [*last, helper.make_node("Gather", ["m.emb.weight", "last"], ["rows"]),
+             helper.make_node("Gemm", ["rows", "m.out.weight"], ["out"], transB=1)]
+    prefix = helper.make_tensor_value_info("prefix", TensorProto.INT64, ["batch", "tgt_len"])
+    constants = {"minus_one": np.array(-1, np.int64), "minus_one_list": np.array([-1], np.int64),
+                 "end": np.array([2**62], np.int64), "one_list": np.array([1], np.int64)}
+    graph_file(tmp_path / "decoder.onnx", nodes, [prefix], {"m.emb.weight": token, "m.out.weight": out, **constants})
+    emb = embscope.open(tmp_path / "decoder.onnx")
+    assert emb.token.name == "m.emb.weight" and emb.token.rule.startswith("the graph")
+    np.testing.assert_array_equal(emb.token.array, token)
+    ort = pytest.importorskip("onnxruntime")
+    ids = np.array([[3, 7, 5], [1, 2, 19]], np.int64)
+    [logits] = ort.InferenceSession(str(tmp_path / "decoder.onnx")).run(None, {"prefix": ids})
+    np.testing.assert_allclose(logits, token[ids[:, -1]] @ out.T, rtol=1e-5)  # the graph does look up prefix[:, -1]
+
+
 def test_an_initializer_listed_among_the_inputs_is_no_input_ids(tmp_path):
     # torch.onnx.export(keep_initializers_as_inputs=True), and every model of IR < 4, lists the initializers among the
     # graph's inputs: BERT's int64 position_ids buffer is one; a Gather by it looks up positions, not tokens (the

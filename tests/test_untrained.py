@@ -905,3 +905,50 @@ def test_a_table_trained_throughout_at_the_init_s_norm_is_not_judged_apart():
     median, mad = np.median(norms), np.median(np.abs(norms - np.median(norms)))
     assert sorted(summary.flagged.tolist()) == np.flatnonzero(np.abs(norms - median) / (1.4826 * mad) > 6).tolist()
     assert set(range(6)) <= set(summary.flagged.tolist())
+
+
+def typeseg_like(rng):
+    """typeseg 0.2.7's unet_al.npz table (Flax nn.Embed, 130 x 256, np.savez of the flattened params): ids 0 to 127
+    are ASCII bytes, 128 every byte its sanitiser replaces, 129 the padding; the sanitiser keeps only 0x20 to 0x7E,
+    tab, newline and carriage return, so 30 ids (0 to 8, 11, 12, 14 to 31, 127) never occur and stay at their
+    N(0, 0.02) draw (norm 0.28 to 0.35), where the trained rows' norms are 2.1 to 39.7."""
+    rows, dim = 130, 256
+    emitted = set(range(0x20, 0x7F)) | {0x09, 0x0A, 0x0D, 128, 129}
+    unseen = np.array([i for i in range(rows) if i not in emitted])
+    table = rng.normal(0, 0.02, (rows, dim))
+    trained = np.setdiff1d(np.arange(rows), unseen)
+    shared = rng.standard_normal((12, dim))  # trained rows share a few directions, at norms of their own
+    moved = rng.standard_normal((len(trained), 12)) @ shared + rng.standard_normal((len(trained), dim))
+    moved *= (rng.uniform(2.1, 6.0, len(trained)) / np.linalg.norm(moved, axis=1))[:, None]
+    table[trained] += moved
+    return table.astype(np.float32), unseen
+
+
+def test_a_minority_at_its_draw_below_a_step_in_the_norms_is_found_with_no_scale_stated(tmp_path):
+    """typeseg 0.2.7's unet_al.npz (see typeseg_like): norms said 'never-trained rows: none found' (no scale is stated,
+    and the 30 draws are no majority), though undertrained's low-norm tail held exactly those 30 rows. A minority
+    below the widest step in the lower half of the norms, at one Gaussian scale of its own, unlike its nearest rows,
+    sharing no direction, with the other rows standing apart, is judged; low rows at scattered norms are not."""
+    rng = np.random.default_rng(21)
+    table, unseen = typeseg_like(rng)
+    np.savez(tmp_path / "unet_al.npz", Embed_0__embedding=table,
+             Conv_0__kernel=rng.standard_normal((7, 256, 32)).astype(np.float32), Dense_0__bias=np.zeros(36, np.float32))
+    doc = run_json("norms", "-c", tmp_path / "unet_al.npz")
+    found = [row for r in doc["untrained"]["ranges"] for row in range(r["first"], r["last"] + 1)]
+    assert found == unseen.tolist() and doc["untrained"]["kind"] == "at init"
+    norms = np.linalg.norm(table.astype(np.float64), axis=1)
+    evidence = doc["untrained"]["evidence"]
+    assert evidence.startswith(f"{len(unseen)} rows never trained: norm {norms[unseen].mean():.4g} +- "
+                               f"{norms[unseen].std():.2g}, a Gaussian draw of sigma {np.median(norms[unseen]) / 16:.3g} "
+                               f"(estimated from these {len(unseen)} rows")
+    squares = np.square(table[unseen].astype(np.float64)).ravel()
+    kurtosis, allowed = np.mean(squares ** 2) / np.mean(squares) ** 2, 4 * np.sqrt(24 / squares.size)
+    assert f"their coordinates' kurtosis {kurtosis:.3g}, a Gaussian's 3 +- {allowed:.2g})" in evidence
+    others = np.delete(norms, unseen)
+    assert f"the other {len(others)} rows stand apart (norms {others.min():.4g} to {others.max():.4g}" in evidence
+    scattered = table.copy()
+    scattered[unseen] *= np.linspace(0.5, 4.0, len(unseen))[:, None]  # low, but at no one scale
+    assert find_untrained(scattered, np.linalg.norm(scattered.astype(np.float64), axis=1), "token").count == 0
+    boxed = table.copy()  # at a uniform draw, as Keras' default, which this file does not say: no Gaussian's tails
+    boxed[unseen] = rng.uniform(-0.035, 0.035, (len(unseen), table.shape[1]))
+    assert find_untrained(boxed, np.linalg.norm(boxed.astype(np.float64), axis=1), "token").count == 0

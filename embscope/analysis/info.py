@@ -47,7 +47,8 @@ def tokenizer_summary(emb: Embeddings, notes: list[str]) -> TokenizerSummary | N
     """The tokenizer found, with a note when its size and the token table's disagree."""
     tokenizer, why_none = emb.tokenizer_for_names()
     if tokenizer is None:
-        notes.append(why_none or "no tokenizer")
+        token = emb.tables.token  # asked of the token table: a JSON map of ids beside it that fits is named
+        notes.append((emb.tokenizer_for_names(token)[1] if token is not None else None) or why_none or "no tokenizer")
         return None
     notes.extend(tokenizer.notes)  # what the tokenizer assumed where its files did not say
     size = tokenizer.vocab_size

@@ -95,6 +95,8 @@ def token_kinds(tokenizer: Tokenizer, rows: int,
     masks = {kind: np.zeros(rows, dtype=bool) for kind in KINDS}
     masks["padding"][named:] = True
     special_ids: frozenset[int] = getattr(tokenizer, "special_ids", frozenset())  # where the kind lists them
+    # a vocabulary made by another splitter than the tokenizer's: its pieces are text the round trip cannot judge
+    unchecked: frozenset[int] = getattr(tokenizer, "unchecked_ids", frozenset())
     prefix_ids = _encode(tokenizer, ROUND_TRIP_PREFIX)
     too_long = 0
     for row in range(named):
@@ -106,12 +108,13 @@ def token_kinds(tokenizer: Tokenizer, rows: int,
             continue
         if len(text) > ROUND_TRIP_MAX_CHARS:
             too_long += 1
-        elif not (_round_trips(tokenizer, row, text, prefix_ids) or WORDPIECE_CONTINUATION.fullmatch(name)):
+        elif not (row in unchecked or _round_trips(tokenizer, row, text, prefix_ids)
+                  or WORDPIECE_CONTINUATION.fullmatch(name)):
             masks["unreachable"][row] = True
         if REPLACEMENT in text and REPLACEMENT not in name:
             masks["partial-utf8"][row] = True
             masks["never-utf8"][row] = not NEVER_IN_UTF8.isdisjoint(_escaped_bytes(name))
-        masks["special"][row] = row in special_ids or _looks_special(name)
+        masks["special"][row] = row in special_ids or (row not in unchecked and _looks_special(name))
         masks["control"][row] = _is_control(text)
         masks["placeholder"][row] = any(pattern.fullmatch(name) for pattern in PLACEHOLDER_NAMES)
         if progress is not None and (row + 1) % 4096 == 0:

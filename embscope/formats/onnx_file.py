@@ -284,8 +284,11 @@ def folded_positions(tensors: dict[str, TensorInfo]) -> tuple[dict[str, TensorIn
     return out, notes
 
 
-# ops that hand ids on with their values unchanged: the ids a Gather reads may reach it through them
-ID_PASSING = frozenset({"Cast", "Reshape", "Unsqueeze", "Squeeze", "Transpose", "Identity", "Flatten"})
+# ops that hand ids on with their values unchanged: the ids a Gather reads may reach it through them. A Gather or
+# Slice of the ids selects some of them: torch.onnx exports a decoder's `prefix[:, -1]` as Gather(prefix, -1, axis=1)
+# (arabic-name-romanizer 0.2.0's decoder.onnx looks its table up by that), `prefix[:, -1:]` as a Slice
+ID_PASSING = frozenset({"Cast", "Reshape", "Unsqueeze", "Squeeze", "Transpose", "Identity", "Flatten", "Gather",
+                        "Slice"})
 INTEGER_TYPES = frozenset({6, 7})  # TensorProto.INT32, INT64
 
 

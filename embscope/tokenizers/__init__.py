@@ -14,7 +14,7 @@ from embscope.core.text import detail
 from embscope.core.tokenizer import Tokenizer
 from embscope.listing import clipped_list
 from embscope.registry import Kind, Probe
-from embscope.tokenizers.base import check_id, shown
+from embscope.tokenizers.base import check_id, is_id, shown, sniff_json
 from embscope.tokenizers.kinds import KINDS, PREFERRED_FILE, Loader
 
 TokenizerKind = Kind[Loader]
@@ -118,6 +118,30 @@ def _load_by_name(name: str, path: Path) -> Tokenizer:
         f"expected a tokenizer file or a tokenizer name, found neither: {shown(name)} is no file here "
         f"and no name known ({'; '.join(known) or 'none'})"
     )
+
+
+# JSON files looked at for the hint when no tokenizer is found by name: a model's folder holds a few
+MAX_HINT_FILES = 16
+
+
+def id_maps_beside(directory: Path, rows: int) -> list[str]:
+    """The JSON files beside a checkpoint, under names no kind looks for, that map text to distinct ids naming at
+    least half of a `rows`-row table and none past it: a tokenizer to give with --tokenizer (textgenrnn 2.0.0's
+    textgenrnn_vocab.json, 464 characters with ids 1 to 464, beside its 465-row textgenrnn_weights.hdf5). A config
+    of a few numbers names too few rows to be taken for one."""
+    directory = Path(directory)
+    if directory.is_file():
+        directory = directory.parent
+    named = {name for kind in KINDS for name in kind.file_names}
+    found = []
+    for path in sorted(directory.glob("*.json"))[:MAX_HINT_FILES]:
+        doc = None if path.name in named else sniff_json(path)
+        if not isinstance(doc, dict) or not all(is_id(value) for value in doc.values()):
+            continue
+        ids = set(doc.values())
+        if len(ids) == len(doc) and 2 * len(ids) >= rows and max(ids) < rows:
+            found.append(path.name)
+    return found
 
 
 def find_tokenizer(directory: Path, config: dict[str, Any] | None = None) -> Tokenizer | None:

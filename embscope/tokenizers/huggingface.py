@@ -83,9 +83,12 @@ class HuggingFaceTokenizer:
     the document it was built from is not parsed again. ``kind`` names the files it came from:
     "huggingface" for tokenizer.json, "wordpiece" for vocab.txt."""
 
-    def __init__(self, path: Path, library_tokenizer: Any, kind: str = "huggingface", notes: tuple[str, ...] = ()):
+    def __init__(self, path: Path, library_tokenizer: Any, kind: str = "huggingface", notes: tuple[str, ...] = (),
+                 unchecked_ids: frozenset[int] = frozenset()):
         self.path = path
         self.kind = kind
+        # ids of a vocabulary made by another splitter, which the round trip through this one cannot judge
+        self.unchecked_ids = unchecked_ids
         self._tok = library_tokenizer
         self._tok.no_padding()
         self._tok.no_truncation()
@@ -140,6 +143,11 @@ class HuggingFaceTokenizer:
             return err
         reason = (str(err).strip().splitlines() or [type(err).__name__])[0][:200]
         return TokenError(f"the tokenizers library failed to {what} with {self.path.name}: {reason}")
+
+    def piece_id(self, text: str) -> int | None:
+        """The id of the vocabulary's piece spelled `text` exactly, whatever encoding it would give; None: none."""
+        found: int | None = self._tok.token_to_id(text)
+        return found
 
     def token_string(self, id: int) -> str:
         id = self._checked(id)
@@ -248,7 +256,7 @@ def from_document(path: Path, text: str) -> HuggingFaceTokenizer:
 
 
 def built(path: Path, build: Callable[[Any], Any], kind: str = "huggingface",
-          notes: tuple[str, ...] = ()) -> HuggingFaceTokenizer:
+          notes: tuple[str, ...] = (), unchecked_ids: frozenset[int] = frozenset()) -> HuggingFaceTokenizer:
     """A tokenizer of what ``build`` makes with the tokenizers package, which is imported here (another kind
     builds one from its own files). Raises TokenizerError, or MissingPackageError without the library."""
     try:
@@ -267,7 +275,7 @@ def built(path: Path, build: Callable[[Any], Any], kind: str = "huggingface",
         raise TokenizerError(
             f"expected a Hugging Face tokenizer in {path}, found an unreadable file: {reason}"
         ) from None
-    return HuggingFaceTokenizer(path, library_tokenizer, kind, notes)
+    return HuggingFaceTokenizer(path, library_tokenizer, kind, notes, unchecked_ids)
 
 
 def _library_tokenizer(library_class: Any, text: str, path: Path) -> Any:

@@ -14,6 +14,7 @@ BertTokenizer does. The unknown token is ``unk_token`` from tokenizer_config.jso
 from __future__ import annotations
 
 import re
+import unicodedata
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,13 @@ from embscope.tokenizers.sniffs import setting, unk_token
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 # [CLS], [unused0], <s>: bracketed names that are not text, one to a line
 _MARKER_LINE = re.compile(r"^(?:\[.+\]|<.+>)$", re.MULTILINE)
+# BERT's reserved rows, named as placeholders: bracketed like the pieces below, yet BERT's own
+_PLACEHOLDER = re.compile(r"\[unused\d+\]")
+# Pieces that join punctuation to other characters (rxnfp's SMILES '>>', '%10', '[C@H]'), which BERT's
+# pre-tokenizer splits apart, are this share of the vocabulary or more: it was made by another splitter (a
+# SMILES regex), whose pieces a round trip through BERT's cannot judge. BERT's own uncased vocabulary has
+# one such piece in 30,522 ('...'), which BERT's tokenizer indeed never gives.
+OTHER_SPLITTER_SHARE = 0.1
 
 
 def _lower_case(path: Path, vocab: dict[str, int]) -> tuple[bool, str | None]:
@@ -92,6 +100,39 @@ def bert_tokenizer(library: Any, vocab: dict[str, int], unk: str, lower_case: bo
     return tokenizer
 
 
+def _is_punctuation(char: str) -> bool:
+    """What BERT's pre-tokenizer splits off as a word of its own (transformers' _is_punctuation: every ASCII
+    character that is neither a letter, a digit nor a space, and Unicode's punctuation)."""
+    code = ord(char)
+    return 33 <= code <= 47 or 58 <= code <= 64 or 91 <= code <= 96 or 123 <= code <= 126 \
+        or unicodedata.category(char).startswith("P")
+
+
+def split_by_bert(vocab: dict[str, int]) -> dict[str, int]:
+    """The pieces BERT's pre-tokenizer could never give whole: more than one character (after a word's '##')
+    with punctuation among them; BERT's special tokens (matched whole) and placeholders are left out."""
+    found = {}
+    for piece, id in vocab.items():
+        text = piece.removeprefix("##")
+        if len(text) > 1 and piece not in SPECIAL_TOKENS and not _PLACEHOLDER.fullmatch(piece) \
+                and any(map(_is_punctuation, text)):
+            found[piece] = id
+    return found
+
+
+def other_splitter(path: Path, vocab: dict[str, int]) -> tuple[frozenset[int], tuple[str, ...]]:
+    """The ids a vocabulary made by another splitter holds that BERT's splits apart, and the note that says
+    so; none when such pieces are fewer than OTHER_SPLITTER_SHARE of it (a stray one in BERT's own)."""
+    split = split_by_bert(vocab)
+    if not vocab or len(split) < OTHER_SPLITTER_SHARE * len(vocab):
+        return frozenset(), ()
+    shown_pieces = ", ".join(repr(piece) for piece in list(split)[:3])
+    note = (f"{len(split):,} of the {len(vocab):,} pieces of {path.name} join punctuation to other characters "
+            f"({shown_pieces}, ...), which BERT's pre-tokenizer splits apart: the vocabulary was made by another "
+            "splitter, so words are split as BERT would, and the round trip marks none of them unreachable or special")
+    return frozenset(split.values()), (note,)
+
+
 def load(path: Path) -> HuggingFaceTokenizer:
     vocab = read_vocab(path)
     unk = unk_token(path)
@@ -100,6 +141,7 @@ def load(path: Path) -> HuggingFaceTokenizer:
     lower_case, note = _lower_case(path, vocab)
     strip_accents = _flag(path, "strip_accents", None)
     chinese_chars = _flag(path, "tokenize_chinese_chars", True)
+    unchecked, said = other_splitter(path, vocab)
     return built(path, lambda library: bert_tokenizer(library, vocab, unk, lower_case, strip_accents,
                                                       chinese_chars is not False),
-                 kind="wordpiece", notes=(note,) if note else ())
+                 kind="wordpiece", notes=((note,) if note else ()) + said, unchecked_ids=unchecked)
