@@ -83,3 +83,25 @@ def test_fairseqs_and_whispers_layouts_are_known(dtype):
     whisper = np.concatenate([np.sin(scaled), np.cos(scaled)], axis=1)
     assert formula_of(whisper.astype(dtype).astype(np.float64)) is not None
     assert formula_of(whisper[::-1].copy()) is None  # the rows of another order are no such table
+
+
+def test_the_tutorials_default_table_saved_in_bfloat16_is_left_out(tmp_path):
+    """The tutorial's max_len 5000, the model cast to bf16 before its save: bf16's rounding (up to 2^-9) and the
+    float32 angle torch computed (position x div_term, about 5000 x 2^-23 at position 5000) add up past 2e-3."""
+    model = TutorialModel(300, 32, 5000).to(torch.bfloat16)
+    torch.save(model.state_dict(), tmp_path / "model.pt")
+    doc = run_json("params", "-c", tmp_path / "model.pt")
+    assert doc["total"] == sum(p.numel() for p in model.parameters()) == 300 * 32 + 7 * 32 + 7
+    assert any(note.startswith("'pos_encoder.pe' (5000 x 1 x 32) is a fixed sinusoid") for note in doc["notes"])
+
+
+def test_a_long_float32_table_is_left_out_though_its_angles_were_rounded(tmp_path):
+    """70,000 positions: torch's float32 angle at position 70,000 is off by up to a few 2^-8, so sin and cos are."""
+    model = TutorialModel(300, 32, 70000)
+    torch.save(model.state_dict(), tmp_path / "model.pt")
+    expected = np.asarray(model.pos_encoder.pe[:, 0], dtype=np.float64)
+    position = np.arange(70000)[:, None] * np.exp(np.arange(0, 32, 2) * (-math.log(10000.0) / 32))[None, :]
+    assert np.abs(expected[:, 0::2] - np.sin(position)).max() > 2e-3  # the writer's own rounding, past TOLERANCE
+    doc = run_json("params", "-c", tmp_path / "model.pt")
+    assert doc["total"] == 300 * 32 + 7 * 32 + 7
+    assert any(note.startswith("'pos_encoder.pe' (70000 x 1 x 32) is a fixed sinusoid") for note in doc["notes"])
