@@ -105,3 +105,15 @@ def test_a_long_float32_table_is_left_out_though_its_angles_were_rounded(tmp_pat
     doc = run_json("params", "-c", tmp_path / "model.pt")
     assert doc["total"] == 300 * 32 + 7 * 32 + 7
     assert any(note.startswith("'pos_encoder.pe' (70000 x 1 x 32) is a fixed sinusoid") for note in doc["notes"])
+
+
+def test_the_reports_parameters_section_says_what_it_left_out(tmp_path):
+    """The report's total is params' total: its Parameters section gives the same note, or a reader sees a total
+    short of the file's tensors with no word why."""
+    model = TutorialModel(300, 32, 120)
+    torch.save(model.state_dict(), tmp_path / "model.pt")
+    run("report", "-c", tmp_path / "model.pt", "--format", "md", "--out", tmp_path / "report")
+    text = (tmp_path / "report" / "report.md").read_text()
+    section = text.split("\n## Parameters\n", 1)[1].split("\n## ", 1)[0]
+    assert "| whole checkpoint | 9,831 |" in section and 9831 == run_json("params", "-c", tmp_path / "model.pt")["total"]
+    assert r"'pos\_encoder.pe' (120 x 1 x 32) is a fixed sinusoid" in section  # Markdown escapes the _
