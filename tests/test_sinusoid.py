@@ -117,3 +117,15 @@ def test_the_reports_parameters_section_says_what_it_left_out(tmp_path):
     section = text.split("\n## Parameters\n", 1)[1].split("\n## ", 1)[0]
     assert "| whole checkpoint | 9,831 |" in section and 9831 == run_json("params", "-c", tmp_path / "model.pt")["total"]
     assert r"'pos\_encoder.pe' (120 x 1 x 32) is a fixed sinusoid" in section  # Markdown escapes the _
+
+
+def test_a_table_too_large_to_read_is_counted_and_said(tmp_path):
+    """32,769 positions x 512 in float16 (the tutorial's module, model.half()): 16,777,728 values, past the 2^24 that
+    are read to tell a sinusoid; it stays in the total, as torch's count of the file's tensors has it, and is said."""
+    model = TutorialModel(300, 512, 32769).half()
+    torch.save(model.state_dict(), tmp_path / "model.pt")
+    doc = run_json("params", "-c", tmp_path / "model.pt")
+    assert doc["total"] == sum(t.numel() for t in model.state_dict().values()) == 300 * 512 + 7 * 512 + 7 + 32769 * 512
+    (note,) = [n for n in doc["notes"] if "pos_encoder.pe" in n]
+    assert note.startswith("'pos_encoder.pe' (32769 x 1 x 512) is named like a position table and may be a fixed "
+                           "sinusoid") and "16,777,728 values, more than the 16,777,216" in note

@@ -91,16 +91,19 @@ def formula_of(values: np.ndarray) -> str | None:
     return None
 
 
-def fixed_sinusoids(tensors: Iterable[TensorInfo], taken: frozenset[str]) -> list[tuple[TensorInfo, str]]:
-    """The tensors no role took (`taken`: their names) that are fixed sinusoid tables, each with its layout."""
-    found = []
+def fixed_sinusoids(tensors: Iterable[TensorInfo],
+                    taken: frozenset[str]) -> tuple[list[tuple[TensorInfo, str]], list[TensorInfo]]:
+    """The tensors no role took (`taken`: their names) that are fixed sinusoid tables, each with its layout; and
+    those named like positions, of a table's shape, too large to read for it (MOST_VALUES), to be said."""
+    found, unread = [], []
     for tensor in tensors:
         shape = positions_shape(tensor) if tensor.is_float and tensor.name not in taken else None
-        if shape is None or shape[0] * shape[1] > MOST_VALUES:
+        if shape is None or not POSITION_NAME.search(tensor.name.rsplit(".", 1)[-1]):
             continue
-        if not POSITION_NAME.search(tensor.name.rsplit(".", 1)[-1]):
+        if shape[0] * shape[1] > MOST_VALUES:
+            unread.append(tensor)
             continue
         said = formula_of(to_float32(tensor.read(), tensor.dtype).reshape(shape))
         if said is not None:
             found.append((tensor, said))
-    return found
+    return found, unread

@@ -220,7 +220,7 @@ def params_blocks(report: Report) -> list[Block]:
                            f"({params.total_without_position / 1e6:.2f}M)."))
     blocks += [Line(f"the {role} table is stored as {stored}: its stored elements are counted, and it is "
                     "dequantized to float32 to be read.") for role, stored in params.quantization.items()]
-    return blocks + notes([*filter(None, [params.head_note]), *params.computed])
+    return blocks + notes(params.notes)
 
 
 def norms_table_blocks(report: Report, found: NormsReport) -> list[Block]:
