@@ -395,3 +395,17 @@ def test_the_sample_report_prints_no_path_of_the_installed_package(sample_report
     assert str(sample_directory()) not in page and str(sample_directory()) not in stdout
     assert "nlm/tokenizer.model (bundled sample)" in page
     assert "<title>embscope report: bundled sample (Shakespeare GPT), step 3000</title>" in page
+
+
+def test_a_note_that_only_begins_as_an_earlier_one_is_given_whole():
+    """said_once points back to an earlier note a later one repeats, with what the section adds; a note that
+    merely begins with the same characters (another row, a longer number) is another note, given whole."""
+    from embscope.render.report_content import Line, Section, said_once
+
+    earlier = "no tokenizer: rows 1-4 are zero"
+    made = said_once([Section("info", "Checkpoint and tables", (Line(earlier, "note"),)),
+                      Section("norms", "Row norms", (Line(earlier + "0 and more", "note"),
+                                                     Line(earlier + "; padding rows cannot be told apart", "note")))])
+    assert [block.text for block in made[1].blocks] == [
+        earlier + "0 and more",
+        "no tokenizer (the note under Checkpoint and tables above); padding rows cannot be told apart"]

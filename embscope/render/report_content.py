@@ -539,7 +539,7 @@ def said_once(made: list[Section]) -> list[Section]:
         blocks: list[Block] = []
         for block in section.blocks:
             if isinstance(block, Line) and block.kind == "note" and block.gist:
-                given = next((text for text in first if block.text.startswith(text)), None)
+                given = next((text for text in first if said_before(block.text, text)), None)
                 if given is None:
                     first[block.text] = section.title
                 else:
@@ -548,6 +548,14 @@ def said_once(made: list[Section]) -> list[Section]:
             blocks.append(block)
         kept.append(replace(section, blocks=tuple(blocks)))
     return kept
+
+
+def said_before(note: str, earlier: str) -> bool:
+    """`note` is `earlier`, or `earlier` and what a section adds to it ('; ...', ' (...)', ': ...'); not a note that
+    only begins with the same characters ('row 1 has zero norm' is no part of 'row 12 has ...', nor 'rows 1-4' of
+    'rows 1-40')."""
+    rest = note[len(earlier):]
+    return note.startswith(earlier) and (not rest or rest.startswith(("; ", " (", ": ")))
 
 
 def heading(report: Report) -> list[str]:
