@@ -130,6 +130,27 @@ def test_similarity_of_ids_says_why_its_tokens_are_ids(tmp_path):
     assert run_json("similarity", "3", "4", "--ids", "-c", folder)["notes"] == []  # none at all: the #ids say it
 
 
+def test_an_unanswered_question_of_ids_still_says_why_its_tokens_are_ids(tmp_path):
+    """The query row is zero (neighbors), an input row is (analogy), or the three inputs are the whole table: no
+    answer, and the inputs still print as #ids, so the reason the tokenizer gave none stays (the commands added it
+    to every answer before the library did; the library gave it only with answers)."""
+    folder, broken = with_broken_tokenizer(tmp_path, seed=3)
+    table_path = folder / "model.safetensors"
+    from safetensors.numpy import load_file, save_file
+    tensors = load_file(table_path)
+    tensors["wte.weight"][3] = 0
+    save_file(tensors, table_path)
+    doc = run_json("neighbors", "3", "--ids", "-c", folder, "--tokenizer", broken)
+    assert doc["reason"] == "row 3 ('#3') has zero norm" and doc["note"].startswith("tokenizer not loaded:")
+    doc = run_json("analogy", "3", "1", "2", "--ids", "-c", folder, "--tokenizer", broken)
+    assert doc["reason"].startswith("row 3 ('#3') for '3' is zero")
+    assert [note[:21] for note in doc["notes"]] == ["tokenizer not loaded:"]
+    three = gpt2_folder(tmp_path / "three", np.eye(3, 4, dtype=np.float32), np.ones((8, 4), np.float32))
+    doc = run_json("analogy", "0", "1", "2", "--ids", "-c", three, "--tokenizer", broken)
+    assert doc["reason"].startswith("no row is left to answer: the table has 3 rows")
+    assert [note[:21] for note in doc["notes"]] == ["tokenizer not loaded:"]
+
+
 def test_a_run_of_save_pretrained_steps_lists_each_step_by_its_folder(tmp_path):
     # generic stems: "checkpoints in order: model.safetensors (step 100 ...), model.safetensors (...)"
     # named every step of a run of save_pretrained folders the same

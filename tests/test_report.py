@@ -203,6 +203,17 @@ def test_the_sample_report_holds_the_numbers_the_commands_print(sample_report):
         [(c["id"], c["score"], c["norm"]) for c in candidates[:20]]
 
 
+def test_a_note_on_the_probe_words_given_again_still_says_what_it_is(sample_report):
+    """The map's words are the neighbours' probe words, with the same lookup note; a note given again is cut to what
+    precedes its first colon (said_once), which here is the words the note is about, not its gist: the map said only
+    'the, and, king, ...' and where the note was."""
+    page = sample_report[2]
+    space = "the space before the word is a token of its own (id 32), so it was left out"
+    for section in ("neighbors", "map"):
+        said = [text for kind, text in page.sections[section]["paragraphs"] if kind == "note" and "king, man" in text]
+        assert said == [f"note: the, and, king, man, woman, father, mother, good: {space}"], section
+
+
 def test_the_page_is_self_contained(sample_report):
     text = sample_report[0].read_text(encoding="utf-8")
     assert "<script" not in text and "<link" not in text and "@import" not in text and "<iframe" not in text
@@ -384,3 +395,17 @@ def test_the_sample_report_prints_no_path_of_the_installed_package(sample_report
     assert str(sample_directory()) not in page and str(sample_directory()) not in stdout
     assert "nlm/tokenizer.model (bundled sample)" in page
     assert "<title>embscope report: bundled sample (Shakespeare GPT), step 3000</title>" in page
+
+
+def test_a_note_that_only_begins_as_an_earlier_one_is_given_whole():
+    """said_once points back to an earlier note a later one repeats, with what the section adds; a note that
+    merely begins with the same characters (another row, a longer number) is another note, given whole."""
+    from embscope.render.report_content import Line, Section, said_once
+
+    earlier = "no tokenizer: rows 1-4 are zero"
+    made = said_once([Section("info", "Checkpoint and tables", (Line(earlier, "note"),)),
+                      Section("norms", "Row norms", (Line(earlier + "0 and more", "note"),
+                                                     Line(earlier + "; padding rows cannot be told apart", "note")))])
+    assert [block.text for block in made[1].blocks] == [
+        earlier + "0 and more",
+        "no tokenizer (the note under Checkpoint and tables above); padding rows cannot be told apart"]

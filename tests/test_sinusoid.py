@@ -83,3 +83,49 @@ def test_fairseqs_and_whispers_layouts_are_known(dtype):
     whisper = np.concatenate([np.sin(scaled), np.cos(scaled)], axis=1)
     assert formula_of(whisper.astype(dtype).astype(np.float64)) is not None
     assert formula_of(whisper[::-1].copy()) is None  # the rows of another order are no such table
+
+
+def test_the_tutorials_default_table_saved_in_bfloat16_is_left_out(tmp_path):
+    """The tutorial's max_len 5000, the model cast to bf16 before its save: bf16's rounding (up to 2^-9) and the
+    float32 angle torch computed (position x div_term, about 5000 x 2^-23 at position 5000) add up past 2e-3."""
+    model = TutorialModel(300, 32, 5000).to(torch.bfloat16)
+    torch.save(model.state_dict(), tmp_path / "model.pt")
+    doc = run_json("params", "-c", tmp_path / "model.pt")
+    assert doc["total"] == sum(p.numel() for p in model.parameters()) == 300 * 32 + 7 * 32 + 7
+    assert any(note.startswith("'pos_encoder.pe' (5000 x 1 x 32) is a fixed sinusoid") for note in doc["notes"])
+
+
+def test_a_long_float32_table_is_left_out_though_its_angles_were_rounded(tmp_path):
+    """70,000 positions: torch's float32 angle at position 70,000 is off by up to a few 2^-8, so sin and cos are."""
+    model = TutorialModel(300, 32, 70000)
+    torch.save(model.state_dict(), tmp_path / "model.pt")
+    expected = np.asarray(model.pos_encoder.pe[:, 0], dtype=np.float64)
+    position = np.arange(70000)[:, None] * np.exp(np.arange(0, 32, 2) * (-math.log(10000.0) / 32))[None, :]
+    assert np.abs(expected[:, 0::2] - np.sin(position)).max() > 2e-3  # the writer's own rounding, past TOLERANCE
+    doc = run_json("params", "-c", tmp_path / "model.pt")
+    assert doc["total"] == 300 * 32 + 7 * 32 + 7
+    assert any(note.startswith("'pos_encoder.pe' (70000 x 1 x 32) is a fixed sinusoid") for note in doc["notes"])
+
+
+def test_the_reports_parameters_section_says_what_it_left_out(tmp_path):
+    """The report's total is params' total: its Parameters section gives the same note, or a reader sees a total
+    short of the file's tensors with no word why."""
+    model = TutorialModel(300, 32, 120)
+    torch.save(model.state_dict(), tmp_path / "model.pt")
+    run("report", "-c", tmp_path / "model.pt", "--format", "md", "--out", tmp_path / "report")
+    text = (tmp_path / "report" / "report.md").read_text()
+    section = text.split("\n## Parameters\n", 1)[1].split("\n## ", 1)[0]
+    assert "| whole checkpoint | 9,831 |" in section and 9831 == run_json("params", "-c", tmp_path / "model.pt")["total"]
+    assert r"'pos\_encoder.pe' (120 x 1 x 32) is a fixed sinusoid" in section  # Markdown escapes the _
+
+
+def test_a_table_too_large_to_read_is_counted_and_said(tmp_path):
+    """32,769 positions x 512 in float16 (the tutorial's module, model.half()): 16,777,728 values, past the 2^24 that
+    are read to tell a sinusoid; it stays in the total, as torch's count of the file's tensors has it, and is said."""
+    model = TutorialModel(300, 512, 32769).half()
+    torch.save(model.state_dict(), tmp_path / "model.pt")
+    doc = run_json("params", "-c", tmp_path / "model.pt")
+    assert doc["total"] == sum(t.numel() for t in model.state_dict().values()) == 300 * 512 + 7 * 512 + 7 + 32769 * 512
+    (note,) = [n for n in doc["notes"] if "pos_encoder.pe" in n]
+    assert note.startswith("'pos_encoder.pe' (32769 x 1 x 512) is named like a position table and may be a fixed "
+                           "sinusoid") and "16,777,728 values, more than the 16,777,216" in note

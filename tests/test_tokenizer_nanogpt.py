@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from embscope.core.errors import CheckpointError, TokenError, UnsafePickleError
+from embscope.core.errors import CheckpointError, TokenError, TokenizerError, UnsafePickleError
 from embscope.tokenizers import Tokenizer, find_tokenizer, load_tokenizer
 
 CHARS = sorted(set("\n !',.?abcdefghijklmnopqrstuvwxyzABC"))  # as prepare.py: sorted(list(set(data)))
@@ -119,3 +119,24 @@ def test_cli_finds_meta_pkl_from_a_nanogpt_checkpoint_config(tmp_path, monkeypat
     a, b = wte[CHARS.index("a")], wte[CHARS.index("b")]
     assert doc["pairs"][0]["a_ids"] == [CHARS.index("a")]
     assert doc["pairs"][0]["cosine"] == pytest.approx(float(a @ b / np.linalg.norm(a) / np.linalg.norm(b)), abs=1e-6)
+
+
+def test_a_tokenizer_folder_named_is_the_only_place_looked(tmp_path, monkeypatch):
+    """--tokenizer DIR names where the tokenizer is: a folder with none in it is said, not passed over for the
+    meta.pkl the checkpoint's config points to (that search is for a checkpoint given no --tokenizer)."""
+    import numpy as np
+    import torch
+    from conftest import run_json
+
+    write_meta(tmp_path / "data" / "shakespeare_char" / "meta.pkl")
+    state = {"transformer.wte.weight": torch.from_numpy(np.ones((len(CHARS), 8), dtype=np.float32))}
+    (tmp_path / "out").mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    torch.save({"model": state, "iter_num": 250, "config": {"dataset": "shakespeare_char"}}, tmp_path / "out" / "ckpt.pt")
+    monkeypatch.chdir(tmp_path)
+    assert run_json("info", "-c", "out/ckpt.pt")["tokenizer"]["kind"] == "nanogpt-chars"
+    doc = run_json("info", "-c", "out/ckpt.pt", "--tokenizer", "elsewhere")
+    assert doc["tokenizer"] is None
+    assert any(note.startswith("tokenizer not loaded: expected a tokenizer file in elsewhere") for note in doc["notes"])
+    with pytest.raises(TokenizerError, match="expected a tokenizer file in"):
+        load_tokenizer(tmp_path / "elsewhere", {"dataset": "shakespeare_char"})

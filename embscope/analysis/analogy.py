@@ -75,7 +75,7 @@ class AnalogyResult:
     answers: tuple[Answer, ...]
     table_name: str
     reason: str | None = None  # why there are no answers
-    note: str | None = None  # why there are fewer answers than asked for
+    note: str | None = None  # why there are fewer answers than asked for; why ids asked for print as #ids
 
 
 @dataclass(frozen=True)
@@ -226,7 +226,9 @@ def analogy(emb: Embeddings, a: str, b: str, c: str, *, k: int = 10, method: str
     lookup = Lookup(emb, table, LookupOptions(ids, exact))
     first, second, third = terms = (lookup.term(a), lookup.term(b), lookup.term(c))
     unit, valid = unit_inputs(array, np.array([t.id for t in terms], dtype=np.int64))
-    result = AnalogyResult(first, second, third, method, epsilon if method == "3cosmul" else None, (), table.name)
+    unnamed = tokenizer_failure(emb, table) if ids else None  # the tokens are #ids, answered or not: say why
+    result = AnalogyResult(first, second, third, method, epsilon if method == "3cosmul" else None, (), table.name,
+                           note=unnamed)
     for term, ok in zip(terms, valid):
         if not ok:
             return replace(result, reason=f"row {term.id} ({quote(term.token)}) for {quote(term.text)} is zero or "
@@ -247,7 +249,6 @@ def analogy(emb: Embeddings, a: str, b: str, c: str, *, k: int = 10, method: str
                                       "are left out, and zero rows or rows holding NaN or Inf never answer")
     short = None if len(answers) == k else Message(Option("k", k, text=f"{k:,}"), " asks for more rows than there "
                                                    f"are: all {len(answers):,} rows that can answer are listed")
-    unnamed = tokenizer_failure(emb, table) if ids else None  # the tokens are #ids: say why
     return replace(result, answers=answers, note=joined("; ", filter(None, (short, unnamed))) or None)
 
 

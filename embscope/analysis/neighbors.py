@@ -77,8 +77,10 @@ def neighbors(emb: Embeddings, query: str | int, k: int = 10, *, ids: bool = Fal
     note = "; ".join(n for n in (lookup_note(found), merge_note(found)) if n) or None
     vectors = query_vectors(array, [found], None)
     (found,) = with_reasons(array, [found], vectors, removed is not None)
+    unnamed = tokenizer_failure(emb, resolve.table) if ids else None  # the tokens are #ids, answered or not: say why
     if found.reason is not None:
-        return NeighborsResult(found, (), note, found.reason, Role(table), name, removed)
+        return NeighborsResult(found, (), joined("; ", filter(None, (note, unnamed))) or None, found.reason,
+                               Role(table), name, removed)
     # one query streams the table through the top-k once: no normalised copy of it; the k reported cosines
     # are worked out again in float64, as similarity gives them
     top = compute.topk_vectors(array, vectors, k, exclude=[found.ids], device="cpu")
@@ -91,7 +93,6 @@ def neighbors(emb: Embeddings, query: str | int, k: int = 10, *, ids: bool = Fal
     if len(chosen) < k:  # the list is shorter than asked: say so rather than let it look complete by choice
         short = Message(Option("k", k, text=f"{k:,}"), f" asks for more rows than there are: all {len(chosen):,} "
                         "rows with a cosine are listed")
-    unnamed = tokenizer_failure(emb, resolve.table) if ids else None  # the tokens are #ids: say why
     note = joined("; ", filter(None, (note, short, unnamed))) or None
     return NeighborsResult(found, chosen, note, None, Role(table), name, removed)
 

@@ -9,7 +9,7 @@ from ..core.checkpoint import Checkpoint, TensorInfo
 from ..core.role import Head
 from ..core.text import quote
 from ..roles import is_parameter
-from .sinusoid import fixed_sinusoids
+from .sinusoid import MOST_VALUES, fixed_sinusoids
 
 if TYPE_CHECKING:
     from ..embeddings import Embeddings
@@ -39,6 +39,12 @@ class ParamsReport:
     quantization_rule: str | None = None  # QUANTIZATION_RULE, when the file holds quantized weights
     quantization_values: int = 0  # scale and zero-point values the rule leaves out
     computed: tuple[str, ...] = ()  # tensors left out of the total as fixed sinusoids, each said in a note
+    unread: tuple[str, ...] = ()  # tensors named like positions too large to check for a sinusoid: counted, and said
+
+    @property
+    def notes(self) -> list[str]:
+        """What the table and the total need said: the head, the fixed sinusoids left out, those not checked."""
+        return [*filter(None, [self.head_note]), *self.computed, *self.unread]
 
     @property
     def tied(self) -> bool | None:
@@ -82,9 +88,10 @@ def params_report(emb: Embeddings) -> ParamsReport:
     if checkpoint.declared_params is not None:
         total, source = checkpoint.declared_params, "the parameter count in the file's header"
         computed: list[tuple[TensorInfo, str]] = []
+        unread: list[TensorInfo] = []
     else:
         taken = frozenset(t.name for t in (token, tables.position, tables.output) if t is not None)
-        computed = fixed_sinusoids(checkpoint.tensors.values(), taken | {tables.tied_copy or ""})
+        computed, unread = fixed_sinusoids(checkpoint.tensors.values(), taken | {tables.tied_copy or ""})
         skip = frozenset({tables.tied_copy} if tables.tied_copy else ()) | {tensor.name for tensor, _ in computed}
         total, source = count_parameters(checkpoint, skip), "float tensors in the file, shared storage counted once"
     position, output = tables.position, tables.output
@@ -94,10 +101,18 @@ def params_report(emb: Embeddings) -> ParamsReport:
                         output.tensor.numel if output else None, tables.head, tables.head_note, source, token.name,
                         position.name if position else None, output.name if output else None, quantization,
                         QUANTIZATION_RULE if quantized else None, checkpoint.quantization_values,
-                        tuple(sinusoid_note(tensor, said) for tensor, said in computed))
+                        tuple(sinusoid_note(tensor, said) for tensor, said in computed),
+                        tuple(unread_note(tensor) for tensor in unread))
 
 
 def sinusoid_note(tensor: TensorInfo, said: str) -> str:
     shape = " x ".join(str(size) for size in tensor.shape)
     return (f"{quote(tensor.name)} ({shape}) is a fixed sinusoid ({said}): computed by the model, not learned, so "
             f"not a parameter: left out of the total")
+
+
+def unread_note(tensor: TensorInfo) -> str:
+    shape = " x ".join(str(size) for size in tensor.shape)
+    return (f"{quote(tensor.name)} ({shape}) is named like a position table and may be a fixed sinusoid, not a "
+            f"parameter, but holds {tensor.numel:,} values, more than the {MOST_VALUES:,} read to tell: counted in "
+            "the total")

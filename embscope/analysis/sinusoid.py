@@ -20,6 +20,10 @@ from ..core.checkpoint import TensorInfo
 MOST_ZERO_ROWS = 2  # rows of zeros a table may hold besides: padding rows
 MOST_VALUES = 1 << 24  # 64 MB of float32: a position table of 16,384 x 1,024; larger tensors are not read for this
 TOLERANCE = 2e-3  # more than bfloat16's rounding of values in [-1, 1] (at most 2^-9), float16's (2^-11)
+# writers compute the angle position x frequency in float32 (torch.arange times a float32 frequency, itself rounded):
+# a few units in the last place of the angle, which sin and cos pass on: 4 x 2^-23 of position p at frequency 1
+ANGLE_ERROR = 2.0 ** -21
+SAMPLE_VALUES = 1 << 16  # values compared with each formula: evenly spaced rows, whatever the table's size
 # a last name part that names positions: pe, pos_enc, positional_encoding, pos_embedding, sinusoid, ...
 POSITION_NAME = re.compile(r"(^|_)(pe|pos|position|positional|sinusoid|sinusoidal)(_|$)|^pos|^position|^sinus",
                            re.IGNORECASE)
@@ -66,31 +70,40 @@ def positions_shape(tensor: TensorInfo) -> tuple[int, int] | None:
 
 
 def formula_of(values: np.ndarray) -> str | None:
-    """The layout whose table `values` (positions x width, row p for position p) is within TOLERANCE, a few rows of
-    zeros aside (fairseq zeroes its padding_idx's row); None when it is none of them."""
+    """The layout whose table `values` (positions x width, row p for position p) is within TOLERANCE (and the float32
+    angle's error at position p, ANGLE_ERROR x p), a few rows of zeros aside (fairseq zeroes its padding_idx's row);
+    None when it is none of them."""
     rows, dim = values.shape
-    if not np.isfinite(values).all() or np.abs(values).max() > 1 + TOLERANCE:
+    low, high = float(values.min()), float(values.max())  # NaN and inf fail isfinite: no copy of a large table
+    if not (math.isfinite(low) and math.isfinite(high)) or max(-low, high) > 1 + TOLERANCE:
         return None
     kept = np.flatnonzero(np.any(values != 0, axis=1))
     if rows - len(kept) > MOST_ZERO_ROWS or len(kept) < 2:
         return None
+    # a learned table moves every row off the formula: evenly spaced rows, the first and the last among them, tell
+    sample = kept[np.unique(np.linspace(0, len(kept) - 1, max(2, min(len(kept), SAMPLE_VALUES // dim))).astype(int))]
+    positions = sample.astype(np.float64)[:, None]
+    found = values[sample].astype(np.float64)
+    allowed = TOLERANCE + ANGLE_ERROR * positions  # every layout's highest frequency is 1
     for said, frequencies, layout in FORMULAS:
-        expected = layout(kept.astype(np.float64)[:, None] * frequencies(dim)[None, :])
-        if np.abs(values[kept] - expected).max() <= TOLERANCE:
+        if (np.abs(found - layout(positions * frequencies(dim)[None, :])) <= allowed).all():
             return said
     return None
 
 
-def fixed_sinusoids(tensors: Iterable[TensorInfo], taken: frozenset[str]) -> list[tuple[TensorInfo, str]]:
-    """The tensors no role took (`taken`: their names) that are fixed sinusoid tables, each with its layout."""
-    found = []
+def fixed_sinusoids(tensors: Iterable[TensorInfo],
+                    taken: frozenset[str]) -> tuple[list[tuple[TensorInfo, str]], list[TensorInfo]]:
+    """The tensors no role took (`taken`: their names) that are fixed sinusoid tables, each with its layout; and
+    those named like positions, of a table's shape, too large to read for it (MOST_VALUES), to be said."""
+    found, unread = [], []
     for tensor in tensors:
         shape = positions_shape(tensor) if tensor.is_float and tensor.name not in taken else None
-        if shape is None or shape[0] * shape[1] > MOST_VALUES:
+        if shape is None or not POSITION_NAME.search(tensor.name.rsplit(".", 1)[-1]):
             continue
-        if not POSITION_NAME.search(tensor.name.rsplit(".", 1)[-1]):
+        if shape[0] * shape[1] > MOST_VALUES:
+            unread.append(tensor)
             continue
-        said = formula_of(to_float32(tensor.read(), tensor.dtype).astype(np.float64).reshape(shape))
+        said = formula_of(to_float32(tensor.read(), tensor.dtype).reshape(shape))
         if said is not None:
             found.append((tensor, said))
-    return found
+    return found, unread

@@ -19,7 +19,7 @@ def params_doc(report: ParamsReport) -> Document:
         "total_without_position": report.total_without_position, "total_source": report.source,
         "shares": report.shares, "quantization": report.quantization,
         "quantization_rule": report.quantization_rule, "quantization_values": report.quantization_values,
-        "notes": [*filter(None, [report.head_note]), *report.computed],
+        "notes": report.notes,
     }
 
 
@@ -55,4 +55,4 @@ def show(emb: Embeddings, report: ParamsReport, *, json: bool) -> None:
     if report.quantization_rule:
         left_out = f" ({report.quantization_values:,} such values left out)" if report.quantization_values else ""
         out.print(f"counting rule: {report.quantization_rule}{left_out}.")
-    console.notes([*filter(None, [report.head_note]), *report.computed])
+    console.notes(report.notes)

@@ -59,6 +59,8 @@ class Line:
     text: str
     kind: str = "text"  # text, heading (a table's name within a section), note, missing (why not made: a failure),
     # or absent (what the checkpoint has nothing for: a tied head, no position table)
+    gist: bool = True  # a note given again may be cut to what precedes its first colon (said_once); False where
+    # that is no gist but the words the note is about (lookup notes: "the, and, king: the space before ...")
 
 
 @dataclass(frozen=True)
@@ -153,6 +155,11 @@ def notes(lines: Iterable[str]) -> list[Block]:
     return [Line(line, "note") for line in lines]
 
 
+def word_notes(noted: Iterable[tuple[str, str | None]]) -> list[Block]:
+    """The lookup notes of words (grouped_notes): each begins with the words it is about, not with its gist."""
+    return [Line(line, "note", gist=False) for line in grouped_notes(noted)]
+
+
 def kind(found: Missing) -> str:
     """A part that failed is "missing" (shown as an error); one the checkpoint has nothing for is "absent"."""
     return "absent" if isinstance(found, Absent) else "missing"
@@ -213,7 +220,7 @@ def params_blocks(report: Report) -> list[Block]:
                            f"({params.total_without_position / 1e6:.2f}M)."))
     blocks += [Line(f"the {role} table is stored as {stored}: its stored elements are counted, and it is "
                     "dequantized to float32 to be read.") for role, stored in params.quantization.items()]
-    return blocks + notes([params.head_note] if params.head_note else [])
+    return blocks + notes(params.notes)
 
 
 def norms_table_blocks(report: Report, found: NormsReport) -> list[Block]:
@@ -357,7 +364,7 @@ def neighbors_blocks(report: Report) -> list[Block]:
                 (count(rank), count(n.id), token(n.token + (" (padding)" if n.padding else "")), cosine(n.cosine))
                 for rank, n in enumerate(found.neighbors, start=1)), title=f"{query.text} -> {used}", compact=True))
         noted.append((query.text, found.note))
-    return blocks + notes(grouped_notes(noted))
+    return blocks + word_notes(noted)
 
 
 def map_table_blocks(report: Report, found: TableMap) -> list[Block]:
@@ -385,7 +392,7 @@ def map_table_blocks(report: Report, found: TableMap) -> list[Block]:
     title = emb_title(report.emb)
     blocks.append(Figure(f"map-{found.role.value}", f"2-D map of the {found.role} table",
                          partial(map_text.map_figure, found, title)))
-    return blocks + notes([*grouped_notes((p.label, p.note) for p in found.points), *found.notes])
+    return blocks + word_notes((p.label, p.note) for p in found.points) + notes(found.notes)
 
 
 def map_blocks(report: Report) -> list[Block]:
@@ -531,8 +538,8 @@ def said_once(made: list[Section]) -> list[Section]:
     for section in made:
         blocks: list[Block] = []
         for block in section.blocks:
-            if isinstance(block, Line) and block.kind == "note":
-                given = next((text for text in first if block.text.startswith(text)), None)
+            if isinstance(block, Line) and block.kind == "note" and block.gist:
+                given = next((text for text in first if said_before(block.text, text)), None)
                 if given is None:
                     first[block.text] = section.title
                 else:
@@ -541,6 +548,14 @@ def said_once(made: list[Section]) -> list[Section]:
             blocks.append(block)
         kept.append(replace(section, blocks=tuple(blocks)))
     return kept
+
+
+def said_before(note: str, earlier: str) -> bool:
+    """`note` is `earlier`, or `earlier` and what a section adds to it ('; ...', ' (...)', ': ...'); not a note that
+    only begins with the same characters ('row 1 has zero norm' is no part of 'row 12 has ...', nor 'rows 1-4' of
+    'rows 1-40')."""
+    rest = note[len(earlier):]
+    return note.startswith(earlier) and (not rest or rest.startswith(("; ", " (", ": ")))
 
 
 def heading(report: Report) -> list[str]:

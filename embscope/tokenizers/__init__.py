@@ -78,7 +78,8 @@ def load_tokenizer(source: str | os.PathLike[str], config: dict[str, Any] | None
     path = Path(source)
     file_type = _file_type(path)
     if file_type == stat.S_IFDIR:
-        found = find_tokenizer(path, config)
+        # only the folder named: the checkpoint's config says how it uses the file, not where else to look
+        found = _find_in(path, config)
         if found is None:
             raise TokenizerError(f"expected a tokenizer file in {path}, found none of: {_expected_kinds()}")
         return found
@@ -153,6 +154,12 @@ def find_tokenizer(directory: Path, config: dict[str, Any] | None = None) -> Tok
     directory = Path(directory)
     if directory.is_file():
         directory = directory.parent
+    found = _find_in(directory, config)
+    return found if found is not None else _find_related(directory, config or {})
+
+
+def _find_in(directory: Path, config: dict[str, Any] | None) -> Tokenizer | None:
+    """The tokenizer in `directory` itself, as find_tokenizer picks it, or None."""
     found: dict[Path, TokenizerKind] = {}
     probes: dict[Path, Probe | None] = {}  # each file is looked at once, whichever kinds its name fits
     for kind in KINDS:
@@ -167,7 +174,7 @@ def find_tokenizer(directory: Path, config: dict[str, Any] | None = None) -> Tok
                     found[path] = kind
     if not found:
         _check_unusable(directory, probes)
-        return _find_related(directory, config or {})
+        return None
     if len(found) == 1:
         [(path, kind)] = found.items()
         return _load(kind, path, config)
