@@ -952,3 +952,38 @@ def test_a_minority_at_its_draw_below_a_step_in_the_norms_is_found_with_no_scale
     boxed = table.copy()  # at a uniform draw, as Keras' default, which this file does not say: no Gaussian's tails
     boxed[unseen] = rng.uniform(-0.035, 0.035, (len(unseen), table.shape[1]))
     assert find_untrained(boxed, np.linalg.norm(boxed.astype(np.float64), axis=1), "token").count == 0
+
+
+def test_a_few_low_rows_in_few_dimensions_are_not_taken_for_a_draw_of_their_own():
+    """attack14's t5 (a torch model, 4,000 x 32, trained on a Zipf corpus; ground truth: every row seen): its 10 most
+    frequent tokens shrank to norm 1.7 +- 0.35 against 7.5 for the rest, and low_tail_draw called them '10 rows never
+    trained', every draw test passed (in 32 dimensions 10 rows give the tests no power). Here the same shape: a table
+    of a few shared directions, 10 rows at norm 1.66 +- 0.35 in random directions; and the typeseg test's 30 rows in
+    256 dimensions are still found (test_a_minority_at_its_draw_below_a_step_in_the_norms_is_found...)."""
+    rng = np.random.default_rng(5)
+    rows, dim = 4000, 32
+    table = rng.standard_normal((rows, 6)) @ rng.standard_normal((6, dim)) + 0.7 * rng.standard_normal((rows, dim))
+    table *= (rng.normal(7.5, 1.2, rows) / np.linalg.norm(table, axis=1))[:, None]
+    table[:10] = rng.standard_normal((10, dim))
+    table[:10] *= (rng.normal(1.66, 0.35, 10) / np.linalg.norm(table[:10], axis=1))[:, None]
+    norms = norms_of(table.astype(np.float32))
+    low = np.argsort(norms)[:10]
+    assert sorted(low.tolist()) == list(range(10)) and norms[low].max() < 0.7 * np.sort(norms)[10]  # a step below
+    assert find_untrained(table.astype(np.float32), norms, "token").count == 0
+
+
+def test_a_low_tail_whose_norms_spread_wider_than_a_draw_s_is_not_one():
+    """The typeseg table's 30 unseen rows (typeseg_like), scaled to norms spread evenly over 0.87 to 1.13 of their
+    median: still in its band, coordinates still Gaussian, but the norms spread 1.7 times as a draw's do (a chi's
+    relative spread is 1 / sqrt(2 d)): rows at norms of their own, not one draw."""
+    rng = np.random.default_rng(21)
+    table, unseen = typeseg_like(rng)
+    spread = table.copy()
+    before = norms_of(table)[unseen]
+    spread[unseen] *= (np.median(before) * np.linspace(0.87, 1.13, len(unseen)) / before)[:, None]
+    norms = norms_of(spread)
+    ratio = norms[unseen].std() / norms[unseen].mean() * np.sqrt(2 * 256)
+    assert ratio > 1 + 3 / np.sqrt(2 * (len(unseen) - 1))  # beyond 3 standard errors of a sample of 30
+    assert np.all(np.abs(norms[unseen] / np.median(norms[unseen]) - 1) <= 4 / np.sqrt(512))  # in the band
+    assert find_untrained(spread, norms, "token").count == 0
+    assert find_untrained(table, norms_of(table), "token").rows.tolist() == unseen.tolist()
