@@ -20,6 +20,7 @@ from conftest import (
     tf2onnx_keras_graph,
     write_tf_keras_weights,
 )
+from reader_samples import write_keras_zip
 from safetensors.numpy import load_file, save_file
 
 import embscope
@@ -987,3 +988,70 @@ def test_a_low_tail_whose_norms_spread_wider_than_a_draw_s_is_not_one():
     assert np.all(np.abs(norms[unseen] / np.median(norms[unseen]) - 1) <= 4 / np.sqrt(512))  # in the band
     assert find_untrained(spread, norms, "token").count == 0
     assert find_untrained(table, norms_of(table), "token").rows.tolist() == unseen.tolist()
+
+
+
+def keras_adam_like(rng: np.random.Generator, rows: int = 2000, dim: int = 64, unseen: int = 500) -> np.ndarray:
+    """A Keras Embedding (uniform(-0.05, 0.05)) trained with Adam 1e-3 as attack19's k1 was (2,000 x 64, 300 steps of
+    Zipfian sequences, ids 1,500 on never used): each time a row is seen Adam's momentum carries it about 8e-3 a
+    coordinate the way of that batch's gradient signs (300 batches of one loss: they share a direction); a row seen
+    once leaves the box |x| <= 0.05 yet keeps the draw's norm, the most frequent grow far above it; the unseen rows
+    keep their draw."""
+    table = rng.uniform(-0.05, 0.05, (rows, dim))
+    seen = rows - unseen
+    times = np.maximum(1, (300 / np.arange(1, seen + 1) ** 0.9).astype(int))  # Zipf: the first ids most often
+    batches = np.sign(rng.standard_normal(dim) + 0.7 * rng.standard_normal((300, dim)))
+    for i in range(seen):
+        table[i] += 8e-3 * batches[rng.integers(0, 300, times[i])].sum(axis=0)
+    return table.astype(np.float32)
+
+
+def band_and_edge(table: np.ndarray, limit: float = 0.05) -> tuple[np.ndarray, np.ndarray, int, int]:
+    """The rows in the band of uniform(-limit, limit)'s norm, those of them in the box, and how many of the band's rows
+    have their largest |x| within limit / d inside the bound and beyond it, by numpy."""
+    as64 = table.astype(np.float64)
+    dim = table.shape[1]
+    norms = np.linalg.norm(as64, axis=1)
+    in_band = np.abs(norms / (limit / np.sqrt(3) * np.sqrt(dim)) - 1) <= 4 / np.sqrt(2 * dim)
+    peaks = np.abs(as64).max(axis=1)
+    inside = int(np.count_nonzero(in_band & (peaks > limit - limit / dim) & (peaks <= limit)))
+    beyond = int(np.count_nonzero(in_band & (peaks > limit) & (peaks <= limit + limit / dim)))
+    return np.flatnonzero(in_band), np.flatnonzero(in_band & (peaks <= limit)), inside, beyond
+
+
+def test_a_keras_model_trained_with_adam_keeps_its_unseen_rows_in_the_box_apart_from_seen_rows_of_its_norm(tmp_path):
+    """attack19's k1 (Keras 3.15, 2,000 x 64 Embedding, Adam 1e-3, 300 steps; ids 1,500 to 1,999 never used): the 500
+    unseen rows keep their uniform(-0.05, 0.05) draw, 1,246 seen rows still have the draw's norm but left the box.
+    The band as a whole shares a direction (the seen rows' steps), and the 500 in the box were too many for
+    lone_draws: norms said none found. The rows of the band in the box are judged as a group where the box's edge
+    is a gap (almost none of the band's rows just beyond it, where a draw puts 63% of its rows just inside)."""
+    table = keras_adam_like(np.random.default_rng(19))
+    norms = np.linalg.norm(table.astype(np.float64), axis=1)
+    in_band, boxed, inside, beyond = band_and_edge(table)
+    assert set(range(1500, 2000)) <= set(boxed.tolist()) and len(boxed) <= 505  # the unseen, and 4 seen once
+    assert len(in_band) - len(boxed) > 1000 and inside > 300 and beyond <= 5
+    found = find_untrained(table, norms, "token", {"keras_version": "3.15.1"})
+    assert found.rows.tolist() == boxed.tolist() and found.kind == "at init" and not found.undecided
+    assert f"{len(boxed):,} rows never trained" in found.evidence
+    assert f"{inside:,} inside it, {beyond:,} beyond" in found.evidence
+    assert f"{len(in_band) - len(boxed):,} rows of the band beyond it in all" in found.evidence
+    path = write_keras_zip(tmp_path / "k1.keras", [("layers/embedding", "token_embedding", "Embedding", [table])])
+    report = run_json("norms", "-c", path, "--table", "token")
+    assert report["untrained"]["rows"] == len(boxed) and report["untrained"]["ranges"][-1] == {"first": 1500,
+                                                                                              "last": 1999}
+
+
+def test_rows_in_the_box_with_as_many_just_beyond_its_edge_are_no_group():
+    """The same model whose last 500 rows were seen a few times, each moved 0.003 on some coordinates (a Keras model
+    trained with RMSprop): 368 rows of the band in the box, and as many of the band's rows just beyond the bound as
+    just inside it. A box's edge that training crossed by chance: the rows in it are no group at init (the majority
+    keeps its initialisation's norm, as before)."""
+    rng = np.random.default_rng(20)
+    table = keras_adam_like(np.random.default_rng(19)).astype(np.float64)
+    table[1500:] = rng.uniform(-0.05, 0.05, (500, 64)) * 0.97 + rng.choice([-0.003, 0.003], (500, 64)) * (
+        rng.random((500, 64)) < 0.3)
+    in_band, boxed, inside, beyond = band_and_edge(table)
+    assert len(boxed) > 300 and beyond >= inside
+    found = find_untrained(table.astype(np.float32), np.linalg.norm(table, axis=1), "token",
+                           {"keras_version": "3.15.1"})
+    assert found.kind == "near init" and found.rows.tolist() == in_band.tolist()
