@@ -1055,3 +1055,49 @@ def test_rows_in_the_box_with_as_many_just_beyond_its_edge_are_no_group():
     found = find_untrained(table.astype(np.float32), np.linalg.norm(table, axis=1), "token",
                            {"keras_version": "3.15.1"})
     assert found.kind == "near init" and found.rows.tolist() == in_band.tolist()
+
+
+
+def test_an_untied_heads_predicted_rows_at_the_init_s_norm_are_not_judged_apart_from_the_never_predicted(tmp_path):
+    """attack19's b2: a tiny BERT (transformers, 50 ids x 32, untied decoder, initializer_range 0.02) trained with
+    AdamW on masked Zipfian ids 5 to 39; ids 0, 1, 4 and 40 to 49 are never predicted. Every decoder row trains at
+    every step (the softmax pushes the never-predicted ones away): those grew far above the draw's norm, while the
+    ids predicted 99 times and more kept it. near_init judged 28 of those apart as 'trained too little to grow', and
+    undertrained made them candidates: on a head, growth does not say which rows trained less."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    rng = np.random.default_rng(0)
+    config = transformers.BertConfig(vocab_size=50, hidden_size=32, num_hidden_layers=1, num_attention_heads=4,
+                                     intermediate_size=64, max_position_embeddings=64, tie_word_embeddings=False)
+    model = transformers.BertForMaskedLM(config)
+    used = np.arange(5, 40)
+    p = 1 / np.arange(1, len(used) + 1) ** 0.8
+    optimizer = torch.optim.AdamW(model.parameters(), 1e-3, weight_decay=0.01)
+    predicted = np.zeros(50, dtype=int)
+    for _ in range(150):
+        ids = used[rng.choice(len(used), size=(16, 32), p=p / p.sum())]
+        ids[:, 0], ids[:, -1] = 2, 3
+        masked = rng.random(ids.shape) < 0.15
+        predicted += np.bincount(ids[masked], minlength=50)
+        loss = model(input_ids=torch.tensor(np.where(masked, 4, ids)),
+                     labels=torch.tensor(np.where(masked, ids, -100))).loss
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    model.save_pretrained(tmp_path)
+    head = model.cls.predictions.decoder.weight.detach().numpy()
+    norms = np.linalg.norm(head.astype(np.float64), axis=1)
+    scale = 0.02 * np.sqrt(32)
+    in_band = np.flatnonzero(np.abs(norms / scale - 1) <= 4 / np.sqrt(64))
+    never = np.flatnonzero(predicted == 0)
+    assert never.tolist() == [0, 1, 4, *range(40, 50)]
+    assert len(in_band) >= 28 and predicted[in_band].min() >= 99  # the band: rows predicted often
+    assert np.median(norms[never]) > 3 * scale  # the never-predicted rows grew
+    # the same rows as an input table would be judged apart; as a head they are not
+    assert find_untrained(head, norms, "token", {"initializer_range": 0.02}).kind == "near init"
+    assert find_untrained(head, norms, "output", {"initializer_range": 0.02}).count == 0
+    doc = run_json("norms", "-c", str(tmp_path), "--table", "output")
+    assert doc["untrained"]["rows"] == 0
+    report = run_json("undertrained", "-c", str(tmp_path))
+    assert report["table"] == "output" and not set(in_band.tolist()) & {c["id"] for c in report["candidates"]}
