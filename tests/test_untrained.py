@@ -3,6 +3,7 @@ on short sequences, on planted position tables, on the bundled sample's never-se
 tables. Every figure is worked out again here in plain numpy."""
 
 import json
+import math
 import warnings
 from pathlib import Path
 
@@ -1033,7 +1034,9 @@ def test_a_keras_model_trained_with_adam_keeps_its_unseen_rows_in_the_box_apart_
     found = find_untrained(table, norms, "token", {"keras_version": "3.15.1"})
     assert found.rows.tolist() == boxed.tolist() and found.kind == "at init" and not found.undecided
     assert f"{len(boxed):,} rows never trained" in found.evidence
-    assert f"{inside:,} inside it, {beyond:,} beyond" in found.evidence
+    chance = sum(math.comb(inside + beyond, k) for k in range(beyond + 1)) / 2 ** (inside + beyond)  # exact, then float
+    assert f"{inside:,} inside it, {beyond:,} beyond (rows crossing it by chance fall so unevenly with a chance of " \
+        f"{chance:.1g})" in found.evidence
     assert f"{len(in_band) - len(boxed):,} rows of the band beyond it in all" in found.evidence
     path = write_keras_zip(tmp_path / "k1.keras", [("layers/embedding", "token_embedding", "Embedding", [table])])
     report = run_json("norms", "-c", path, "--table", "token")

@@ -509,9 +509,10 @@ def boxed_group(array: np.ndarray, norms: np.ndarray, valid: np.ndarray, scale_o
     chance = fewer_chance(beyond, inside + beyond)
     if chance >= EDGE_CHANCE:
         return nothing()
+    said_chance = f"{chance:.1g}" if chance > 0 else "under 1e-300"
     edge = (f"; the box's edge a gap: of the band's rows with largest |x| within {width:.3g} of the bound, {inside:,} "
             f"inside it, {beyond:,} beyond (rows crossing it by chance fall so unevenly with a chance of "
-            f"{chance:.1g}), {len(candidates) - len(boxed):,} rows of the band beyond it in all")
+            f"{said_chance}), {len(candidates) - len(boxed):,} rows of the band beyond it in all")
     said_drawn = even_in_box(array, boxed, limit, said)
     return drawn_group(array, norms, valid, sigma, scale, said_drawn + edge, boxed) if said_drawn else nothing()
 
