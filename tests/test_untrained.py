@@ -21,7 +21,7 @@ from conftest import (
     tf2onnx_keras_graph,
     write_tf_keras_weights,
 )
-from reader_samples import write_keras_zip
+from reader_samples import keras_weights_h5, write_keras_zip
 from safetensors.numpy import load_file, save_file
 
 import embscope
@@ -1104,3 +1104,30 @@ def test_an_untied_heads_predicted_rows_at_the_init_s_norm_are_not_judged_apart_
     assert doc["untrained"]["rows"] == 0
     report = run_json("undertrained", "-c", str(tmp_path))
     assert report["table"] == "output" and not set(in_band.tolist()) & {c["id"] for c in report["candidates"]}
+
+
+def test_a_keras_3_weights_h5_is_judged_at_keras_default_draw_as_its_keras_file_is(tmp_path):
+    """attack19's k1 saved by save_weights as well as save: the .weights.h5 (saving_lib's layout, 'layers/embedding/
+    vars/0', no Keras version stored) gave no init scale, so norms found none of the 500 rows still at the draw that
+    the .keras found, and undertrained called the most frequent rows, which grew, norm-high. Its layout says Keras 3
+    and its layer a keras.layers.Embedding: their default draw is assumed, and said so. A keras-hub layer filed as
+    'reversible_embedding' (another class, drawn otherwise) assumes nothing."""
+    table = keras_adam_like(np.random.default_rng(19))
+    _, boxed, _, _ = band_and_edge(table)
+    dense = np.random.default_rng(1).standard_normal((64, 8)).astype(np.float32)
+    layers = [("layers/embedding", "token_embedding", "Embedding", [table]),
+              ("layers/dense", "dense", "Dense", [dense, np.zeros(8, np.float32)])]
+    path = tmp_path / "k1.weights.h5"
+    path.write_bytes(keras_weights_h5(layers))
+    doc = run_json("norms", "-c", path, "--table", "token")
+    assert doc["untrained"]["rows"] == len(boxed) and doc["untrained"]["ranges"][-1] == {"first": 1500, "last": 1999}
+    assert "assumed: the file, saved by Keras 3 (a .weights.h5 in saving_lib's layout, which stores no version), does " \
+           "not store its initializer" in doc["untrained"]["evidence"]
+    norms = np.linalg.norm(table.astype(np.float64), axis=1)
+    grown = np.flatnonzero(norms > 0.05 / np.sqrt(3) * 8 * (1 + 4 / np.sqrt(128)))  # above the draw's band
+    report = run_json("undertrained", "-c", path)
+    assert len(grown) >= 12 and not any("norm-high" in c["signals"] for c in report["candidates"])
+    other = tmp_path / "hub.weights.h5"
+    other.write_bytes(keras_weights_h5([("layers/reversible_embedding", "token_embedding", "ReversibleEmbedding",
+                                         [table]), layers[1]]))
+    assert embscope.open(other).checkpoint.config == {}
