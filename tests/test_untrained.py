@@ -1131,3 +1131,40 @@ def test_a_keras_3_weights_h5_is_judged_at_keras_default_draw_as_its_keras_file_
     other.write_bytes(keras_weights_h5([("layers/reversible_embedding", "token_embedding", "ReversibleEmbedding",
                                          [table]), layers[1]]))
     assert embscope.open(other).checkpoint.config == {}
+
+
+def torch_adam_like(rng: np.random.Generator, strays: int) -> tuple[np.ndarray, np.ndarray]:
+    """attack19's w14: torch.nn.Embedding(4,000, 256) drawn at N(0, 0.02), trained with Adam 1e-2 on Zipfian ids below
+    3,600 (untied head, no config saved): 433 ids never seen keep the draw (norm 0.28 to 0.36), the seen rows grew,
+    norms 1.1 and up, but for `strays` rare ones seen once between them (0.42 to 0.72). The table and the unseen ids."""
+    rows, dim = 4000, 256
+    table = rng.standard_normal((rows, 8)) @ rng.standard_normal((8, dim)) + 2 * rng.standard_normal((rows, dim))
+    table *= (rng.uniform(1.1, 2.5, rows) / np.linalg.norm(table, axis=1))[:, None]
+    unseen = np.sort(rng.choice(rows, 433, replace=False))
+    table[unseen] = rng.normal(0, 0.02, (433, dim))
+    rare = np.setdiff1d(np.arange(rows), unseen)[:strays]
+    table[rare] *= (rng.uniform(0.42, 0.72, strays) / np.linalg.norm(table[rare], axis=1))[:, None]
+    return table.astype(np.float32), unseen
+
+
+def test_a_minority_at_its_draw_below_a_few_trained_rows_and_the_step_is_found_without_them(tmp_path):
+    """w14's 433 never-seen rows lie below 2 rows seen once, then the widest step of the lower half of the norms
+    (0.72 to 1.1): the rows below the step were judged only when every one was in the band of their median, and
+    norms found none. The rows below the step in that band are judged, where they are nine tenths of them; with 60
+    such trained rows among them (a tail of trained rows, no draw's), none is."""
+    table, unseen = torch_adam_like(np.random.default_rng(14), strays=2)
+    norms = np.linalg.norm(table.astype(np.float64), axis=1)
+    below = np.argsort(norms)[:435]
+    assert set(unseen.tolist()) < set(below.tolist())  # the step lies above the 2 strays
+    ordered = np.sort(norms)
+    assert np.argmax(ordered[8:2001] / ordered[7:2000]) + 8 == 435
+    found = find_untrained(table, norms, "token", {})
+    assert found.rows.tolist() == unseen.tolist() and found.kind == "at init" and not found.undecided
+    sigma = np.median(norms[unseen]) / np.sqrt(256)
+    assert f"a Gaussian draw of sigma {sigma:.3g} (estimated from these 433 rows" in found.evidence
+    assert "(435 rows, 2 of them above the band of their median)" in found.evidence
+    save_file({"embed.weight": table}, str(tmp_path / "w14.safetensors"))
+    doc = run_json("norms", "-c", tmp_path / "w14.safetensors")
+    assert doc["untrained"]["rows"] == 433
+    many, _ = torch_adam_like(np.random.default_rng(14), strays=60)
+    assert find_untrained(many, np.linalg.norm(many.astype(np.float64), axis=1), "token", {}).count == 0
