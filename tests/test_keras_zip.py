@@ -370,3 +370,41 @@ def test_the_central_directory_size_is_read_as_zipfile_reads_it():
     assert central_directory_size(b"no end record here") is None
     for data, size in ((b"junk" + plain, 1234), (record + locator + wide, 5 << 32)):
         assert zipfile._EndRecData(io.BytesIO(data))[zipfile._ECD_SIZE] == size  # zipfile's own reading
+
+
+@pytest.mark.slow  # importing Keras and training cost seconds; test_untrained's keras_adam_like stand-ins (the .keras and
+# the .weights.h5 layouts, by h5py + zipfile) run in the README's command
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # keras's torch backend, on numpy 2's copy keyword
+@pytest.mark.filterwarnings("ignore::UserWarning")  # keras: a compiled model's build of its metrics
+def test_a_model_keras_trained_with_adam_has_its_unseen_rows_found_in_both_files_it_saves(tmp_path):
+    """attack19's k1: Keras 3 trains a 2,000 x 64 Embedding with Adam on Zipfian ids below 1,500 and saves it with
+    model.save (.keras) and save_weights (.weights.h5). The rows never seen are exactly their initial draw; norms
+    found none of them in either file, and undertrained called the most frequent rows of the .weights.h5 norm-high."""
+    import keras
+
+    keras.utils.set_random_seed(1)
+    rng = np.random.default_rng(1)
+    vocab, dim, length = 2000, 64, 16
+    p = 1 / np.arange(1, 1501) ** 1.1
+    ids = rng.choice(1500, size=(300 * 32, length), p=p / p.sum()).astype("int32")
+    inputs = keras.Input((length,), dtype="int32")
+    table = keras.layers.Embedding(vocab, dim, name="token_embedding")
+    pooled = keras.layers.GlobalAveragePooling1D()(keras.layers.Dense(dim, activation="relu")(table(inputs)))
+    model = keras.Model(inputs, keras.layers.Dense(8, activation="softmax")(pooled))
+    model.compile(keras.optimizers.Adam(1e-3), "sparse_categorical_crossentropy")
+    initial = np.array(table.get_weights()[0])
+    model.fit(ids, ids[:, -1] % 8, batch_size=32, epochs=1, verbose=0, shuffle=False)
+    model.save(tmp_path / "k1.keras")
+    model.save_weights(tmp_path / "k1.weights.h5")
+    trained = table.get_weights()[0]
+    unchanged = np.flatnonzero((trained == initial).all(axis=1))
+    seen = np.unique(ids)
+    assert unchanged.tolist() == sorted(set(range(vocab)) - set(seen.tolist()))  # the unseen rows, and only they
+    norms = np.linalg.norm(trained.astype(np.float64), axis=1)
+    grown = np.flatnonzero(norms > 0.05 / np.sqrt(3) * 8 * (1 + 4 / np.sqrt(128)))
+    for path in (tmp_path / "k1.keras", tmp_path / "k1.weights.h5"):
+        doc = run_json("norms", "-c", path, "--table", "token")
+        found = [i for r in doc["untrained"]["ranges"] for i in range(r["first"], r["last"] + 1)]
+        assert found == unchanged.tolist(), path.name
+        report = run_json("undertrained", "-c", path)
+        assert len(grown) and not any("norm-high" in c["signals"] for c in report["candidates"]), path.name

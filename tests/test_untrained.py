@@ -3,6 +3,7 @@ on short sequences, on planted position tables, on the bundled sample's never-se
 tables. Every figure is worked out again here in plain numpy."""
 
 import json
+import math
 import warnings
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from conftest import (
     tf2onnx_keras_graph,
     write_tf_keras_weights,
 )
+from reader_samples import keras_weights_h5, write_keras_zip
 from safetensors.numpy import load_file, save_file
 
 import embscope
@@ -987,3 +989,182 @@ def test_a_low_tail_whose_norms_spread_wider_than_a_draw_s_is_not_one():
     assert np.all(np.abs(norms[unseen] / np.median(norms[unseen]) - 1) <= 4 / np.sqrt(512))  # in the band
     assert find_untrained(spread, norms, "token").count == 0
     assert find_untrained(table, norms_of(table), "token").rows.tolist() == unseen.tolist()
+
+
+
+def keras_adam_like(rng: np.random.Generator, rows: int = 2000, dim: int = 64, unseen: int = 500) -> np.ndarray:
+    """A Keras Embedding (uniform(-0.05, 0.05)) trained with Adam 1e-3 as attack19's k1 was (2,000 x 64, 300 steps of
+    Zipfian sequences, ids 1,500 on never used): each time a row is seen Adam's momentum carries it about 8e-3 a
+    coordinate the way of that batch's gradient signs (300 batches of one loss: they share a direction); a row seen
+    once leaves the box |x| <= 0.05 yet keeps the draw's norm, the most frequent grow far above it; the unseen rows
+    keep their draw."""
+    table = rng.uniform(-0.05, 0.05, (rows, dim))
+    seen = rows - unseen
+    times = np.maximum(1, (300 / np.arange(1, seen + 1) ** 0.9).astype(int))  # Zipf: the first ids most often
+    batches = np.sign(rng.standard_normal(dim) + 0.7 * rng.standard_normal((300, dim)))
+    for i in range(seen):
+        table[i] += 8e-3 * batches[rng.integers(0, 300, times[i])].sum(axis=0)
+    return table.astype(np.float32)
+
+
+def band_and_edge(table: np.ndarray, limit: float = 0.05) -> tuple[np.ndarray, np.ndarray, int, int]:
+    """The rows in the band of uniform(-limit, limit)'s norm, those of them in the box, and how many of the band's rows
+    have their largest |x| within limit / d inside the bound and beyond it, by numpy."""
+    as64 = table.astype(np.float64)
+    dim = table.shape[1]
+    norms = np.linalg.norm(as64, axis=1)
+    in_band = np.abs(norms / (limit / np.sqrt(3) * np.sqrt(dim)) - 1) <= 4 / np.sqrt(2 * dim)
+    peaks = np.abs(as64).max(axis=1)
+    inside = int(np.count_nonzero(in_band & (peaks > limit - limit / dim) & (peaks <= limit)))
+    beyond = int(np.count_nonzero(in_band & (peaks > limit) & (peaks <= limit + limit / dim)))
+    return np.flatnonzero(in_band), np.flatnonzero(in_band & (peaks <= limit)), inside, beyond
+
+
+def test_a_keras_model_trained_with_adam_keeps_its_unseen_rows_in_the_box_apart_from_seen_rows_of_its_norm(tmp_path):
+    """attack19's k1 (Keras 3.15, 2,000 x 64 Embedding, Adam 1e-3, 300 steps; ids 1,500 to 1,999 never used): the 500
+    unseen rows keep their uniform(-0.05, 0.05) draw, 1,246 seen rows still have the draw's norm but left the box.
+    The band as a whole shares a direction (the seen rows' steps), and the 500 in the box were too many for
+    lone_draws: norms said none found. The rows of the band in the box are judged as a group where the box's edge
+    is a gap (almost none of the band's rows just beyond it, where a draw puts 63% of its rows just inside)."""
+    table = keras_adam_like(np.random.default_rng(19))
+    norms = np.linalg.norm(table.astype(np.float64), axis=1)
+    in_band, boxed, inside, beyond = band_and_edge(table)
+    assert set(range(1500, 2000)) <= set(boxed.tolist()) and len(boxed) <= 505  # the unseen, and 4 seen once
+    assert len(in_band) - len(boxed) > 1000 and inside > 300 and beyond <= 5
+    found = find_untrained(table, norms, "token", {"keras_version": "3.15.1"})
+    assert found.rows.tolist() == boxed.tolist() and found.kind == "at init" and not found.undecided
+    assert f"{len(boxed):,} rows never trained" in found.evidence
+    chance = sum(math.comb(inside + beyond, k) for k in range(beyond + 1)) / 2 ** (inside + beyond)  # exact, then float
+    assert f"{inside:,} inside it, {beyond:,} beyond (rows crossing it by chance fall so unevenly with a chance of " \
+        f"{chance:.1g})" in found.evidence
+    assert f"{len(in_band) - len(boxed):,} rows of the band beyond it in all" in found.evidence
+    path = write_keras_zip(tmp_path / "k1.keras", [("layers/embedding", "token_embedding", "Embedding", [table])])
+    report = run_json("norms", "-c", path, "--table", "token")
+    assert report["untrained"]["rows"] == len(boxed) and report["untrained"]["ranges"][-1] == {"first": 1500,
+                                                                                              "last": 1999}
+
+
+def test_rows_in_the_box_with_as_many_just_beyond_its_edge_are_no_group():
+    """The same model whose last 500 rows were seen a few times, each moved 0.003 on some coordinates (a Keras model
+    trained with RMSprop): 368 rows of the band in the box, and as many of the band's rows just beyond the bound as
+    just inside it. A box's edge that training crossed by chance: the rows in it are no group at init (the majority
+    keeps its initialisation's norm, as before)."""
+    rng = np.random.default_rng(20)
+    table = keras_adam_like(np.random.default_rng(19)).astype(np.float64)
+    table[1500:] = rng.uniform(-0.05, 0.05, (500, 64)) * 0.97 + rng.choice([-0.003, 0.003], (500, 64)) * (
+        rng.random((500, 64)) < 0.3)
+    in_band, boxed, inside, beyond = band_and_edge(table)
+    assert len(boxed) > 300 and beyond >= inside
+    found = find_untrained(table.astype(np.float32), np.linalg.norm(table, axis=1), "token",
+                           {"keras_version": "3.15.1"})
+    assert found.kind == "near init" and found.rows.tolist() == in_band.tolist()
+
+
+
+def test_an_untied_heads_predicted_rows_at_the_init_s_norm_are_not_judged_apart_from_the_never_predicted(tmp_path):
+    """attack19's b2: a tiny BERT (transformers, 50 ids x 32, untied decoder, initializer_range 0.02) trained with
+    AdamW on masked Zipfian ids 5 to 39; ids 0, 1, 4 and 40 to 49 are never predicted. Every decoder row trains at
+    every step (the softmax pushes the never-predicted ones away): those grew far above the draw's norm, while the
+    ids predicted 99 times and more kept it. near_init judged 28 of those apart as 'trained too little to grow', and
+    undertrained made them candidates: on a head, growth does not say which rows trained less."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    rng = np.random.default_rng(0)
+    config = transformers.BertConfig(vocab_size=50, hidden_size=32, num_hidden_layers=1, num_attention_heads=4,
+                                     intermediate_size=64, max_position_embeddings=64, tie_word_embeddings=False)
+    model = transformers.BertForMaskedLM(config)
+    used = np.arange(5, 40)
+    p = 1 / np.arange(1, len(used) + 1) ** 0.8
+    optimizer = torch.optim.AdamW(model.parameters(), 1e-3, weight_decay=0.01)
+    predicted = np.zeros(50, dtype=int)
+    for _ in range(150):
+        ids = used[rng.choice(len(used), size=(16, 32), p=p / p.sum())]
+        ids[:, 0], ids[:, -1] = 2, 3
+        masked = rng.random(ids.shape) < 0.15
+        predicted += np.bincount(ids[masked], minlength=50)
+        loss = model(input_ids=torch.tensor(np.where(masked, 4, ids)),
+                     labels=torch.tensor(np.where(masked, ids, -100))).loss
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    model.save_pretrained(tmp_path)
+    head = model.cls.predictions.decoder.weight.detach().numpy()
+    norms = np.linalg.norm(head.astype(np.float64), axis=1)
+    scale = 0.02 * np.sqrt(32)
+    in_band = np.flatnonzero(np.abs(norms / scale - 1) <= 4 / np.sqrt(64))
+    never = np.flatnonzero(predicted == 0)
+    assert never.tolist() == [0, 1, 4, *range(40, 50)]
+    assert len(in_band) >= 28 and predicted[in_band].min() >= 99  # the band: rows predicted often
+    assert np.median(norms[never]) > 3 * scale  # the never-predicted rows grew
+    # the same rows as an input table would be judged apart; as a head they are not
+    assert find_untrained(head, norms, "token", {"initializer_range": 0.02}).kind == "near init"
+    assert find_untrained(head, norms, "output", {"initializer_range": 0.02}).count == 0
+    doc = run_json("norms", "-c", str(tmp_path), "--table", "output")
+    assert doc["untrained"]["rows"] == 0
+    report = run_json("undertrained", "-c", str(tmp_path))
+    assert report["table"] == "output" and not set(in_band.tolist()) & {c["id"] for c in report["candidates"]}
+
+
+def test_a_keras_3_weights_h5_is_judged_at_keras_default_draw_as_its_keras_file_is(tmp_path):
+    """attack19's k1 saved by save_weights as well as save: the .weights.h5 (saving_lib's layout, 'layers/embedding/
+    vars/0', no Keras version stored) gave no init scale, so norms found none of the 500 rows still at the draw that
+    the .keras found, and undertrained called the most frequent rows, which grew, norm-high. Its layout says Keras 3
+    and its layer a keras.layers.Embedding: their default draw is assumed, and said so. A keras-hub layer filed as
+    'reversible_embedding' (another class, drawn otherwise) assumes nothing."""
+    table = keras_adam_like(np.random.default_rng(19))
+    _, boxed, _, _ = band_and_edge(table)
+    dense = np.random.default_rng(1).standard_normal((64, 8)).astype(np.float32)
+    layers = [("layers/embedding", "token_embedding", "Embedding", [table]),
+              ("layers/dense", "dense", "Dense", [dense, np.zeros(8, np.float32)])]
+    path = tmp_path / "k1.weights.h5"
+    path.write_bytes(keras_weights_h5(layers))
+    doc = run_json("norms", "-c", path, "--table", "token")
+    assert doc["untrained"]["rows"] == len(boxed) and doc["untrained"]["ranges"][-1] == {"first": 1500, "last": 1999}
+    assert "assumed: the file, saved by Keras 3 (a .weights.h5 in saving_lib's layout, which stores no version), does " \
+           "not store its initializer" in doc["untrained"]["evidence"]
+    norms = np.linalg.norm(table.astype(np.float64), axis=1)
+    grown = np.flatnonzero(norms > 0.05 / np.sqrt(3) * 8 * (1 + 4 / np.sqrt(128)))  # above the draw's band
+    report = run_json("undertrained", "-c", path)
+    assert len(grown) >= 12 and not any("norm-high" in c["signals"] for c in report["candidates"])
+    other = tmp_path / "hub.weights.h5"
+    other.write_bytes(keras_weights_h5([("layers/reversible_embedding", "token_embedding", "ReversibleEmbedding",
+                                         [table]), layers[1]]))
+    assert embscope.open(other).checkpoint.config == {}
+
+
+def torch_adam_like(rng: np.random.Generator, strays: int) -> tuple[np.ndarray, np.ndarray]:
+    """attack19's w14: torch.nn.Embedding(4,000, 256) drawn at N(0, 0.02), trained with Adam 1e-2 on Zipfian ids below
+    3,600 (untied head, no config saved): 433 ids never seen keep the draw (norm 0.28 to 0.36), the seen rows grew,
+    norms 1.1 and up, but for `strays` rare ones seen once between them (0.42 to 0.72). The table and the unseen ids."""
+    rows, dim = 4000, 256
+    table = rng.standard_normal((rows, 8)) @ rng.standard_normal((8, dim)) + 2 * rng.standard_normal((rows, dim))
+    table *= (rng.uniform(1.1, 2.5, rows) / np.linalg.norm(table, axis=1))[:, None]
+    unseen = np.sort(rng.choice(rows, 433, replace=False))
+    table[unseen] = rng.normal(0, 0.02, (433, dim))
+    rare = np.setdiff1d(np.arange(rows), unseen)[:strays]
+    table[rare] *= (rng.uniform(0.42, 0.72, strays) / np.linalg.norm(table[rare], axis=1))[:, None]
+    return table.astype(np.float32), unseen
+
+
+def test_a_minority_at_its_draw_below_a_few_trained_rows_and_the_step_is_found_without_them(tmp_path):
+    """w14's 433 never-seen rows lie below 2 rows seen once, then the widest step of the lower half of the norms
+    (0.72 to 1.1): the rows below the step were judged only when every one was in the band of their median, and
+    norms found none. The rows below the step in that band are judged, where they are nine tenths of them; with 60
+    such trained rows among them (a tail of trained rows, no draw's), none is."""
+    table, unseen = torch_adam_like(np.random.default_rng(14), strays=2)
+    norms = np.linalg.norm(table.astype(np.float64), axis=1)
+    below = np.argsort(norms)[:435]
+    assert set(unseen.tolist()) < set(below.tolist())  # the step lies above the 2 strays
+    ordered = np.sort(norms)
+    assert np.argmax(ordered[8:2001] / ordered[7:2000]) + 8 == 435
+    found = find_untrained(table, norms, "token", {})
+    assert found.rows.tolist() == unseen.tolist() and found.kind == "at init" and not found.undecided
+    sigma = np.median(norms[unseen]) / np.sqrt(256)
+    assert f"a Gaussian draw of sigma {sigma:.3g} (estimated from these 433 rows" in found.evidence
+    assert "(435 rows, 2 of them above the band of their median)" in found.evidence
+    save_file({"embed.weight": table}, str(tmp_path / "w14.safetensors"))
+    doc = run_json("norms", "-c", tmp_path / "w14.safetensors")
+    assert doc["untrained"]["rows"] == 433
+    many, _ = torch_adam_like(np.random.default_rng(14), strays=60)
+    assert find_untrained(many, np.linalg.norm(many.astype(np.float64), axis=1), "token", {}).count == 0

@@ -20,6 +20,7 @@ import io
 import json
 import math
 import os
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import partial
@@ -389,6 +390,25 @@ def read_weights(source: Source) -> Weights:
     return Weights(tensors, layers, notes, found)
 
 
+# Keras 3's saving_lib files a layer's weights under its class's snake-case name ('layers/embedding_1/vars/0': a
+# keras.layers.Embedding; keras-hub's 'reversible_embedding' is another class) and a .weights.h5 stores no version
+KERAS3_EMBEDDING = re.compile(r"(.+/)?layers/embedding(_\d+)?/vars/0")
+KERAS3_UNSTATED = "3 (a .weights.h5 in saving_lib's layout, which stores no version)"
+
+
+def unstated_keras3(records: list[dict[str, Any]]) -> str | None:
+    """The Keras a .weights.h5 that names none was saved by, where its layout says Keras 3 and every layer filed as an
+    embedding is a keras.layers.Embedding: whose default draw analysis.untrained then takes, as for a Keras file
+    that does not store its initializer (a 2,000 x 64 Embedding trained with Adam, saved by save_weights: norms
+    found none of its 500 never-seen rows at the draw, and undertrained called its 12 most frequent rows norm-high,
+    where the same model's .keras, whose config.json names the draw, did neither)."""
+    layers = [str(r["path"]) for r in records if str(r["path"]).startswith("layers/")]
+    embeddings = [p for p in layers if "embedding" in p.rsplit("/vars/", 1)[0].rsplit("/", 1)[-1]]
+    if embeddings and all(KERAS3_EMBEDDING.fullmatch(p) for p in embeddings):
+        return KERAS3_UNSTATED
+    return None
+
+
 def open_h5(path: Path, options: OpenOptions) -> Checkpoint:
     weights = read_weights(Source(path))
     version = weights.found["version"]
@@ -397,5 +417,6 @@ def open_h5(path: Path, options: OpenOptions) -> Checkpoint:
              *weights.notes]
     # the Keras version: whose defaults the weights were drawn from (analysis.untrained's init scale), unless the
     # file's model_config names another initializer for its Embedding layers (RandomNormal(0.02): not uniform 0.05)
-    config = init_config(version, weights.found.get("initializers"))
+    stated = version if isinstance(version, str) else unstated_keras3(weights.found["datasets"])
+    config = init_config(stated, weights.found.get("initializers"))
     return Checkpoint(path, weights.tensors, config=config, notes=notes)  # config.json beside it: open_checkpoint
