@@ -46,6 +46,9 @@ BAND_SPREADS = 4.0  # a row at init has its norm within this many relative sprea
 NEIGHBOUR_SPREADS = 4.0  # ... and |cos| to its neighbours within this many 1/sqrt(d)
 MIN_RUN = 3  # positions in a range at least
 MIN_ESTIMATED_RUN = 8  # ... when sigma is estimated from the rows themselves
+# ... when the run ends the table at a stated scale: rxnmapper's ALBERT (512 positions, initializer_range 0.02) left
+# only its last two positions at the draw (coordinate std 0.0199 and 0.0195), trained to sequences of 510
+MIN_TAIL_RUN = 2
 GAP_FILLED = 2  # rows between two ranges that join them (a draw at init can fail a test by chance)
 # the mean |cos| of neighbours within a range at most, times 1/sqrt(d): a Gaussian draw's is sqrt(2/pi) = 0.8
 MEAN_NEIGHBOUR_SPREADS = 2.0
@@ -258,12 +261,13 @@ def positions_at_init(array: np.ndarray, norms: np.ndarray, valid: np.ndarray, s
     some[:-1] |= seen
     some[1:] |= seen
     lone &= some
-    if int(lone.sum()) < MIN_RUN:
+    if int(lone.sum()) < (MIN_RUN if sigma is None else MIN_TAIL_RUN):
         return nothing()
     scale, said = (sigma * math.sqrt(dim), f"the {sigma:g} x sqrt({dim}) of the initialisation ({sigma_why})") \
         if sigma is not None else (math.nan, "")
     found = lone & band(norms, scale, dim) if sigma is not None else np.zeros(rows, dtype=bool)
-    if int(found.sum()) < MIN_RUN:  # no known scale, or the rows sit at another one: estimate it from them
+    tail = bool(found[-MIN_TAIL_RUN:].all())  # the last positions at the stated scale: past the training length
+    if int(found.sum()) < MIN_RUN and not tail:  # no known scale, or the rows sit at another one: estimate it
         scale = median_of(norms[lone])
         spread = MAD_SCALE * median_of(np.abs(norms[lone] / scale - 1))
         if spread > 2 / math.sqrt(2 * dim):  # not the spread of a Gaussian draw
@@ -272,7 +276,8 @@ def positions_at_init(array: np.ndarray, norms: np.ndarray, valid: np.ndarray, s
         said = (f"a Gaussian draw of sigma {scale / math.sqrt(dim):.3g} (estimated from these rows) x sqrt({dim}), "
                 f"spread {spread:.2g} against the 1/sqrt(2d) = {1 / math.sqrt(2 * dim):.2g} of such a draw")
     shortest = MIN_RUN if sigma is not None and "estimated" not in said else MIN_ESTIMATED_RUN
-    runs = [(a, b) for a, b in joined(runs_of(found)) if b - a + 1 >= shortest
+    runs = [(a, b) for a, b in joined(runs_of(found))
+            if b - a + 1 >= (MIN_TAIL_RUN if tail and b == rows - 1 and shortest == MIN_RUN else shortest)
             and mean_abs(following[a:b]) <= MEAN_NEIGHBOUR_SPREADS / math.sqrt(dim)]
     if not runs:
         return nothing()
