@@ -72,6 +72,7 @@ ESTIMATED_SHARE = 0.5
 # the majority's norms: as far as the anomaly rule (analysis.norms, z beyond 6) would flag from the majority's median
 FAR_SPREADS = 6.0
 NEAR_INIT = "near init"  # the kind of that verdict
+SHRUNK = "shrunk alike"  # the kind of a majority at a common norm whose coordinates are no draw's (shrunk_alike)
 KEPT_NORM = "most of the table, keep their initialisation's norm"
 APART_SHARE = 0.01  # ... of whose other rows at most this share may have norms within twice the band's reach
 SHARED_CHANCE = 1e-4  # the chance that rows drawn at init share a direction as much as the line allows
@@ -107,7 +108,8 @@ class Untrained:
     rows: np.ndarray  # int64 row ids, ascending
     rule: str
     evidence: str  # "" when no row is found
-    # "at init", "near init" (a majority at the init's norm that moved, analysis.untrained.near_init), "moved together",
+    # "at init", "near init" (a majority at the init's norm that moved, analysis.untrained.near_init), "shrunk alike"
+    # (a majority at a common norm whose coordinates are no draw's, shrunk_alike), "moved together",
     # "at init and moved together", "near init and moved together", "none"
     kind: str = "none"
     whole: bool = False  # every valid row of the table
@@ -148,7 +150,8 @@ class Untrained:
 RULE = (f"never trained: still as initialised (norm within {BAND_SPREADS:g} relative spreads 1/sqrt(2d) of "
         f"sigma x sqrt(d), and unlike its neighbours or nearest row, |cos| below {NEIGHBOUR_SPREADS:g}/sqrt(d)), or "
         f"moved only together (a group of {MIN_GROUP} or more rows of mutual cosine >= {TOGETHER_COSINE:g} with "
-        "norms in a narrow band)")
+        "norms in a narrow band), or shrunk alike (a majority at a common norm, apart from the other rows, whose "
+        "coordinates are no Gaussian draw's)")
 
 
 def nothing(why: str = "") -> Untrained:
@@ -351,7 +354,9 @@ def tokens_at_init(array: np.ndarray, norms: np.ndarray, valid: np.ndarray, sigm
         said = f"a Gaussian draw of sigma {scale / math.sqrt(dim):.3g} (estimated) x sqrt({dim})"
     candidates = np.flatnonzero(valid & band(norms, scale, dim))
     found = drawn_group(array, norms, valid, sigma, scale, said, candidates)
-    if sigma is None and not found.count:
+    if sigma is None and found.contrasted:
+        found = shrunk_alike(array, norms, valid, scale, found)
+    elif sigma is None and not found.count:
         found = low_tail_draw(array, norms, valid)
     if found.count and limit is not None:  # a uniform(-a, a) draw never leaves its box, and fills it evenly
         drawn = found.rows[peaks_of(array)[found.rows] <= limit]
@@ -459,6 +464,23 @@ def low_tail_draw(array: np.ndarray, norms: np.ndarray, valid: np.ndarray) -> Un
             f"lowest norms, below the widest step in the lower half of the norms; their coordinates' kurtosis "
             f"{kurtosis:.3g}, a Gaussian's 3 +- {allowed:.2g}) x sqrt({dim})")
     return drawn_group(array, norms, valid, None, scale, said, tail, tail_of_table=True)
+
+
+def shrunk_alike(array: np.ndarray, norms: np.ndarray, valid: np.ndarray, scale: float, found: Untrained) -> Untrained:
+    """A majority at an estimated scale, apart from the other rows, whose coordinates are no Gaussian draw's: not as
+    initialised, but shrunk alike to a common norm, as weight decay leaves rows that no lookup moves (tdmelodic's
+    net_it_2500000, Adam and L2 for 2.5M steps: 41 of emb_pos's 50 rows at norm 4e-5, coordinates at a few steps of
+    3e-6, kurtosis 1.98, and not spread evenly in a box as a uniform draw's are). Still never trained; the evidence
+    says what they are."""
+    kurtosis, allowed = coordinate_kurtosis(array, found.rows)
+    if abs(kurtosis - 3) <= allowed:
+        return found
+    if even_in_box(array, found.rows, float(np.max(peaks_of(array)[found.rows])), "a uniform draw"):
+        return found  # a uniform draw's kurtosis is 1.8 (LAC's 50,000 word rows): a draw all the same
+    said = (f"a common norm that no Gaussian draw gives (their coordinates' kurtosis {kurtosis:.3g}, a Gaussian's 3 "
+            f"+- {allowed:.2g}): not as initialised, but shrunk alike, as weight decay leaves rows that no lookup moves")
+    again = drawn_group(array, norms, valid, None, scale, said, found.rows)
+    return Untrained(again.rows, RULE, again.evidence, SHRUNK) if again.count else found
 
 
 def draw_spread(norms: np.ndarray, dim: int) -> bool:
