@@ -560,5 +560,5 @@ def test_a_git_lfs_pointer_is_named_with_the_size_it_stands_for(name, tmp_path):
         result = invoke("info", "-c", str(target))
         assert result.exit_code == 1 and result.stdout == ""
         assert result.stderr.strip().splitlines() == [
-            f"Error: {quote(pointer)} is a Git LFS pointer (134 bytes standing for a file of 117,979,485 bytes), "
-            "not the weights: the file itself was never fetched (git lfs pull, in the repository it came from)"]
+            (f"Error: {quote(pointer)} is a Git LFS pointer (134 bytes standing for a file of 117,979,485 bytes), "
+             "not the weights: the file itself was never fetched (git lfs pull, in the repository it came from)")]
