@@ -54,3 +54,33 @@ def test_a_draw_at_the_same_norms_is_still_said_to_be_one(tmp_path):
     assert abs(kurtosis(emb[USED:]) - 3) < 4 * np.sqrt(24 / emb[USED:].size)
     assert untrained["rows"] == ROWS - USED and untrained["kind"] == "at init"
     assert "a Gaussian draw of sigma" in untrained["evidence"]
+
+
+def test_a_shrunk_minority_near_half_the_table_leaves_the_trained_rows_unflagged(tmp_path):
+    """The same file's enc_surface/emb/emb_v/W: 24 rows shrunk to 4e-5, one at 4e-4 and one at 0.17 (seen a few
+    times), 24 trained rows at 0.87 to 4.7. The median of every row, 0.085, fell in the gap: norms found no row and
+    flagged the 24 trained rows as anomalies (z up to 36), undertrained called them 'norm-high'."""
+    rng = np.random.default_rng(7)
+    emb = table(shrunk=True)
+    trained = rng.standard_t(3, (24, DIM))
+    trained *= rng.uniform(0.9, 4.7, (24, 1)) / np.linalg.norm(trained, axis=1, keepdims=True)
+    seen_a_little = rng.normal(0, 1, (2, DIM))
+    seen_a_little *= (np.array([3.8e-4, 0.17]) / np.linalg.norm(seen_a_little, axis=1))[:, None]
+    emb = np.concatenate([trained, seen_a_little, emb[USED:USED + 24]]).astype(np.float32)
+    norms = np.linalg.norm(emb.astype(np.float64), axis=1)
+    shrunk = np.arange(26, 50)
+    # the truth, and why the median misleads: it lies between the two low rows, under every trained row
+    assert norms[24] < np.median(norms) < norms[25] < norms[:24].min()
+    path = tmp_path / "emb_v.npz"
+    np.savez(path, **{NAME: emb})
+    doc = run_json("norms", "-c", str(path), "--token-key", NAME)
+    assert doc["untrained"]["ranges"] == [{"first": 26, "last": 49}] and doc["untrained"]["kind"] == "shrunk alike"
+    assert f"kurtosis {kurtosis(emb[shrunk]):.3g}" in doc["untrained"]["evidence"]
+    assert doc["anomalies_found"] == 0
+    under = run_json("undertrained", "-c", str(path), "--token-key", NAME)
+    (found,) = under.get("tables", [under])
+    assert sorted(c["id"] for c in found["candidates"]) == shrunk.tolist()
+    assert not any("norm-high" in c["signals"] for c in found["candidates"])
+    kept = np.delete(norms, shrunk)
+    assert any(note.startswith(f"norm z is measured among the 26 rows not found never trained (median "
+                               f"{np.median(kept):.4g}") for note in found["notes"])
