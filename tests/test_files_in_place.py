@@ -318,10 +318,10 @@ ALLOWED = {
     ("render/files.py", "open"), ("render/files.py", "os.open"),  # an output's temporary file, made and written
     ("cli.py", "os.open"),  # stdout onto /dev/null
     ("storage/checks.py", "np.memmap"), ("formats/keras_h5.py", "h5py.File"),
-    ("formats/numpy_file.py", "zipfile.ZipFile"), ("formats/_torch_zip.py", "zipfile.ZipFile"),
     ("formats/_torch_storage.py", "zipfile.ZipFile"), ("formats/pytorch_file.py", "zipfile.ZipFile"),
     ("formats/keras_zip.py", "zipfile.ZipFile"),  # the .keras zip's member list, from the archive files opened
-    ("formats/sniffs.py", "zipfile.ZipFile"),  # the npz and torch-zip sniffs list a zip's members
+    # opened_zip, for the npz and torch-zip readers and sniffs: an archive files opened, its central directory bounded
+    ("formats/_zip.py", "zipfile.ZipFile"),
     # the h5py child: anonymous shared memory for the table it reads, its stderr onto /dev/null (written)
     ("formats/_isolated.py", "mmap.mmap"), ("formats/_isolated.py", "os.open"),
     ("quiet.py", "os.open"),  # /dev/null, where native libraries' fd 2 goes when no temporary file can be made

@@ -360,7 +360,7 @@ def test_an_output_onto_the_keras_file_is_refused(tmp_path):
 def test_the_central_directory_size_is_read_as_zipfile_reads_it():
     """The plain end record's size, or zip64's where a locator and its record come just before it; and the size
     this reader reads equals the one zipfile uses (its start and size of the directory)."""
-    from embscope.formats.keras_zip import END_RECORD, END_RECORD_64, central_directory_size
+    from embscope.formats._zip import END_RECORD, END_RECORD_64, central_directory_size
     plain = END_RECORD.pack(b"PK\x05\x06", 0, 0, 3, 3, 1234, 99, 0)
     assert central_directory_size(b"junk" + plain) == 1234
     record = END_RECORD_64.pack(b"PK\x06\x06", 44, 45, 45, 0, 0, 3, 3, 5 << 32, 99)

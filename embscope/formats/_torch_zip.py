@@ -17,7 +17,7 @@ from ..storage.base import DAMAGE
 from ..storage.descriptors import Storage, StorageType
 from ..storage.unpickle import MAX_INT, TORCH_GLOBALS, restricted_load, shown
 from ._torch_storage import Stored
-from ._zip import MemberReader, data_offset, is_stored, read_member
+from ._zip import MemberReader, data_offset, is_stored, opened_zip, read_member
 
 MAX_BYTEORDER = 16  # "little" or "big", and a newline
 from .sniffs import data_pickle_name
@@ -69,10 +69,13 @@ def load_zip(path: Path, trust: bool) -> tuple[Any, dict[str, Stored], str]:
     where = quote(path)
     archive = files.open_file(path, "a checkpoint file")
     try:
-        zf = zipfile.ZipFile(archive)
+        zf = opened_zip(archive, f"{where}: the torch zip")
     except DAMAGE as err:
         archive.close()
         raise CheckpointError(f"{where}: expected a readable torch.save zip archive ({detail(err)})") from None
+    except BaseException:
+        archive.close()
+        raise
     with archive, zf:
         pkl = data_pickle_name(zf.namelist())
         if pkl is None:

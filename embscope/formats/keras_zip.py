@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import struct
 import zipfile
 from collections import Counter
 from pathlib import Path
@@ -27,7 +26,7 @@ from ..core.text import detail, printable, quote, shortened
 from ..storage.base import DAMAGE, OpenOptions
 from ..storage.checks import extent_within
 from ..storage.constants import HDF5_MAGIC, ZIP_MAGIC
-from ._zip import ENCRYPTED, data_offset, is_stored, read_member
+from ._zip import ENCRYPTED, check_central_directory, data_offset, is_stored, read_member
 from .keras_h5 import Source, init_config, initializers_in, read_weights
 
 WEIGHTS, CONFIG, METADATA = "model.weights.h5", "config.json", "metadata.json"
@@ -41,9 +40,6 @@ MAX_NAMES_SHOWN = 8
 # 5.7 s and 150 MB): bounded before this reader asks zipfile (formats.sniffs' zip sniffs, asked first, list it
 # once already); Keras' own is a few hundred bytes, and 10,000 entries with names of 50 characters fit
 MAX_CENTRAL_DIRECTORY = 1 << 20
-END_RECORD = struct.Struct("<4s4H2IH")  # the end of central directory record: field 5 is the directory's size
-END_RECORD_64 = struct.Struct("<4sQ2H2I4Q")  # zip64's, just before its 20-byte locator: field 8 is the size
-LOCATOR_64 = 20
 
 
 def unsafe_name(name: str) -> bool:
@@ -53,38 +49,12 @@ def unsafe_name(name: str) -> bool:
     return name.startswith(("/", "\\")) or ".." in parts or (len(name) > 1 and name[1] == ":") or "\x00" in name
 
 
-def central_directory_size(tail: bytes) -> int | None:
-    """The size of the central directory as the end records at the end of the file declare it, read as zipfile reads
-    them (the last end record, then a zip64 record just before its locator, which wins); None where there is none."""
-    at = tail.rfind(b"PK\x05\x06")
-    if at < 0 or at + END_RECORD.size > len(tail):
-        return None
-    size: int = END_RECORD.unpack_from(tail, at)[5]
-    record = at - LOCATOR_64 - END_RECORD_64.size
-    if record >= 0 and tail[at - LOCATOR_64:at - LOCATOR_64 + 4] == b"PK\x06\x07" and \
-            tail[record:record + 4] == b"PK\x06\x06":
-        size = END_RECORD_64.unpack_from(tail, record)[8]
-    return size
-
-
-def check_central_directory(path: Path, archive: Any) -> None:
-    """Refuse a central directory past its cap before zipfile reads it."""
-    end = os.fstat(archive.fileno()).st_size
-    want = min(end, END_RECORD.size + 0xFFFF + LOCATOR_64 + END_RECORD_64.size)  # the records, a comment's most
-    archive.seek(end - want)
-    size = central_directory_size(archive.read(want))
-    if size is not None and size > MAX_CENTRAL_DIRECTORY:
-        raise CheckpointError(f"{quote(path)}: the .keras zip's central directory declares {size_text(size)}, more "
-                              f"than the {size_text(MAX_CENTRAL_DIRECTORY)} any Keras save needs; refused")
-    archive.seek(0)
-
-
 def members(path: Path) -> dict[str, zipfile.ZipInfo]:
     """The archive's entries by name, once each name is known to be safe and single."""
     where = quote(path)
     archive = files.open_file(path, "a checkpoint file")
     try:
-        check_central_directory(path, archive)
+        check_central_directory(archive, f"{where}: the .keras zip", MAX_CENTRAL_DIRECTORY, "any Keras save")
         zf = zipfile.ZipFile(archive)
     except DAMAGE as err:
         archive.close()

@@ -6,7 +6,6 @@ from here."""
 from __future__ import annotations
 
 import pickle
-import zipfile
 from typing import BinaryIO
 
 import numpy as np
@@ -26,6 +25,7 @@ from ..storage.constants import (
     TORCH_SUFFIXES,
     ZIP_MAGIC,
 )
+from ._zip import opened_zip
 from .andrea_configs import HEADER, expected_sizes, has_andrea_config
 
 MAX_HEADER = 1 << 20  # numpy's own limit on a header it parses, which we pass on
@@ -98,8 +98,8 @@ def zip_members(probe: Probe) -> list[str] | None:
     """The member names of a zip file; None when it is not one, or cannot be read as one."""
     if not probe.head.startswith(ZIP_MAGIC):
         return None
-    try:
-        with files.open_file(probe.path, record=False) as archive, zipfile.ZipFile(archive) as zf:
+    try:  # a central directory past its cap is no sniff's to read: the reader refuses it, naming it
+        with files.open_file(probe.path, record=False) as archive, opened_zip(archive, quote(probe.path)) as zf:
             return zf.namelist()
     except (*DAMAGE, CheckpointError):
         return None
