@@ -319,8 +319,8 @@ ALLOWED = {
     ("cli.py", "os.open"),  # stdout onto /dev/null
     ("storage/checks.py", "np.memmap"), ("formats/keras_h5.py", "h5py.File"),
     ("formats/_torch_storage.py", "zipfile.ZipFile"), ("formats/pytorch_file.py", "zipfile.ZipFile"),
-    ("formats/keras_zip.py", "zipfile.ZipFile"),  # the .keras zip's member list, from the archive files opened
-    # opened_zip, for the npz and torch-zip readers and sniffs: an archive files opened, its central directory bounded
+    # opened_zip and open_zip, for every zip reader and the sniffs: an archive files opened, its central directory
+    # bounded first
     ("formats/_zip.py", "zipfile.ZipFile"),
     # the h5py child: anonymous shared memory for the table it reads, its stderr onto /dev/null (written)
     ("formats/_isolated.py", "mmap.mmap"), ("formats/_isolated.py", "os.open"),

@@ -9,15 +9,13 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-from ..core import files
 from ..core.errors import CheckpointError
 from ..core.memory import require_memory
-from ..core.text import detail, quote
-from ..storage.base import DAMAGE
+from ..core.text import quote
 from ..storage.descriptors import Storage, StorageType
 from ..storage.unpickle import MAX_INT, TORCH_GLOBALS, restricted_load, shown
 from ._torch_storage import Stored
-from ._zip import MemberReader, data_offset, is_stored, opened_zip, read_member
+from ._zip import MemberReader, data_offset, is_stored, open_zip, read_member
 
 MAX_BYTEORDER = 16  # "little" or "big", and a newline
 from .sniffs import data_pickle_name
@@ -67,15 +65,7 @@ def load_zip(path: Path, trust: bool) -> tuple[Any, dict[str, Stored], str]:
     """The object torch.save pickled, with TensorRecords where the tensors were; where each storage's
     bytes lie; and the byte order."""
     where = quote(path)
-    archive = files.open_file(path, "a checkpoint file")
-    try:
-        zf = opened_zip(archive, f"{where}: the torch zip")
-    except DAMAGE as err:
-        archive.close()
-        raise CheckpointError(f"{where}: expected a readable torch.save zip archive ({detail(err)})") from None
-    except BaseException:
-        archive.close()
-        raise
+    archive, zf = open_zip(path, "torch.save zip")
     with archive, zf:
         pkl = data_pickle_name(zf.namelist())
         if pkl is None:

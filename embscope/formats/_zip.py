@@ -20,6 +20,8 @@ from typing import IO, Any, Protocol
 from ..core import files
 from ..core.errors import CheckpointError
 from ..core.memory import size_text
+from ..core.text import detail, quote
+from ..storage.base import DAMAGE
 from ..storage.constants import ZIP_MAGIC
 
 LOCAL_HEADER = struct.Struct("<4sHHHHHIIIHH")  # the 30-byte local file header
@@ -67,6 +69,23 @@ def opened_zip(archive: IO[bytes], what: str) -> zipfile.ZipFile:
     """zipfile's view of an archive whose central directory is within MAX_CENTRAL_DIRECTORY (check_central_directory)."""
     check_central_directory(archive, what)
     return zipfile.ZipFile(archive)
+
+
+def open_zip(path: Path, what: str, cap: int = MAX_CENTRAL_DIRECTORY,
+             needs: str = "any checkpoint") -> tuple[IO[bytes], zipfile.ZipFile]:
+    """The zip at `path` as core.files opens it, and zipfile's view of it once its central directory is within `cap`;
+    an archive zipfile cannot read is one line naming it (`what`: "torch.save zip", ...). The caller closes both."""
+    where = quote(path)
+    archive = files.open_file(path, "a checkpoint file")
+    try:
+        check_central_directory(archive, f"{where}: the {what}", cap, needs)
+        return archive, zipfile.ZipFile(archive)
+    except DAMAGE as err:
+        archive.close()
+        raise CheckpointError(f"{where}: expected a readable {what} archive ({detail(err)})") from None
+    except BaseException:
+        archive.close()
+        raise
 
 
 def is_stored(info: zipfile.ZipInfo) -> bool:

@@ -23,10 +23,10 @@ from ..core.checkpoint import Checkpoint
 from ..core.errors import CheckpointError
 from ..core.memory import require_memory, size_text
 from ..core.text import detail, printable, quote, shortened
-from ..storage.base import DAMAGE, OpenOptions
+from ..storage.base import OpenOptions
 from ..storage.checks import extent_within
 from ..storage.constants import HDF5_MAGIC, ZIP_MAGIC
-from ._zip import ENCRYPTED, check_central_directory, data_offset, is_stored, read_member
+from ._zip import ENCRYPTED, data_offset, is_stored, open_zip, read_member
 from .keras_h5 import Source, init_config, initializers_in, read_weights
 
 WEIGHTS, CONFIG, METADATA = "model.weights.h5", "config.json", "metadata.json"
@@ -52,16 +52,7 @@ def unsafe_name(name: str) -> bool:
 def members(path: Path) -> dict[str, zipfile.ZipInfo]:
     """The archive's entries by name, once each name is known to be safe and single."""
     where = quote(path)
-    archive = files.open_file(path, "a checkpoint file")
-    try:
-        check_central_directory(archive, f"{where}: the .keras zip", MAX_CENTRAL_DIRECTORY, "any Keras save")
-        zf = zipfile.ZipFile(archive)
-    except DAMAGE as err:
-        archive.close()
-        raise CheckpointError(f"{where}: expected a readable .keras zip archive ({detail(err)})") from None
-    except BaseException:
-        archive.close()
-        raise
+    archive, zf = open_zip(path, ".keras zip", MAX_CENTRAL_DIRECTORY, "any Keras save")
     with archive, zf:
         infos = zf.infolist()
     if len(infos) > MAX_MEMBERS:

@@ -22,7 +22,7 @@ from ..storage.base import DAMAGE, OpenOptions
 from ..storage.checks import check_extent, map_array
 from ..storage.constants import NUMPY_NUMERIC_KINDS, STEP_KEYS
 from ..storage.unpickle import NUMPY_GLOBALS, restricted_load
-from ._zip import data_offset, is_stored, opened_zip, read_member
+from ._zip import data_offset, is_stored, open_zip, read_member
 from .pickled import open_object_npy
 
 
@@ -65,15 +65,7 @@ def open_pickled_npy(path: Path, options: OpenOptions) -> Checkpoint:
 
 
 def open_npz(path: Path, options: OpenOptions) -> Checkpoint:
-    archive = files.open_file(path, "a checkpoint file")
-    try:
-        zf = opened_zip(archive, f"{quote(path)}: the .npz zip")
-    except DAMAGE as err:
-        archive.close()
-        raise CheckpointError(f"{quote(path)}: expected a readable .npz zip archive ({detail(err)})") from None
-    except BaseException:
-        archive.close()
-        raise
+    archive, zf = open_zip(path, ".npz zip")
     tensors: dict[str, TensorInfo] = {}
     step: int | None = None
     notes: list[str] = []
