@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from ..core.checkpoint import Checkpoint, TensorInfo
 from ..core.role import Head
-from ..core.text import quote
+from ..core.text import quote, shape_text
 from ..roles import is_parameter
 from .sinusoid import MOST_VALUES, fixed_sinusoids
 
@@ -106,13 +106,11 @@ def params_report(emb: Embeddings) -> ParamsReport:
 
 
 def sinusoid_note(tensor: TensorInfo, said: str) -> str:
-    shape = " x ".join(str(size) for size in tensor.shape)
-    return (f"{quote(tensor.name)} ({shape}) is a fixed sinusoid ({said}): computed by the model, not learned, so "
+    return (f"{quote(tensor.name)} ({shape_text(tensor.shape)}) is a fixed sinusoid ({said}): computed by the model, not learned, so "
             f"not a parameter: left out of the total")
 
 
 def unread_note(tensor: TensorInfo) -> str:
-    shape = " x ".join(str(size) for size in tensor.shape)
-    return (f"{quote(tensor.name)} ({shape}) is named like a position table and may be a fixed sinusoid, not a "
+    return (f"{quote(tensor.name)} ({shape_text(tensor.shape)}) is named like a position table and may be a fixed sinusoid, not a "
             f"parameter, but holds {tensor.numel:,} values, more than the {MOST_VALUES:,} read to tell: counted in "
             "the total")

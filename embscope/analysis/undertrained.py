@@ -32,7 +32,7 @@ import numpy as np
 
 from .. import compute
 from ..core.errors import EmbscopeError, Message, OptionError, TableError, message_of
-from .norms import DEFAULT_THRESHOLD, RowListing, median_and_mad, robust_z, row_norms
+from .norms import DEFAULT_THRESHOLD, KEPT_NORM_ROWS, RowListing, median_and_mad, robust_z, row_norms
 from .stages import Progress, Stages, quiet
 from .token_kinds import KINDS, ROUND_TRIP_MAX_CHARS, TokenKinds, token_kinds
 from .untrained import Untrained, band, find_untrained, init_scale
@@ -351,8 +351,8 @@ def norm_basis(norms: np.ndarray, never: Untrained | None) -> tuple[float, float
         median, mad = median_and_mad(norms)
         return median, mad, ""
     median, mad = median_and_mad(norms[kept])
-    grown = ("; norm-high is not signalled: a row far above the rows that keep their initialisation's norm grew in "
-             "training, and kept no initial values") if never.near else ""
+    grown = (f"; norm-high is not signalled: a row far above the {KEPT_NORM_ROWS} grew in training, and kept no "
+             "initial values") if never.near else ""
     return median, mad, (f"norm z is measured among the {int(kept.sum()):,} rows not found {found_as(never)} (median "
                          f"{median:.4g}, MAD {mad:.4g}), as norms measures its anomalies{grown}")
 
@@ -429,7 +429,7 @@ def found_as(never: Untrained, rows: bool = False) -> str:
     """How the rows `never` holds are named: never trained, or, for a majority no trained row stands apart from
     (analysis.untrained's undecided), at their initialisation, which may be trained too little to tell."""
     if never.near:  # a majority that moved, at the init's norm (analysis.untrained.near_init)
-        return "rows that keep their initialisation's norm" if rows else "keeping their initialisation's norm"
+        return KEPT_NORM_ROWS if rows else "keeping their initialisation's norm"
     if never.undecided:
         return "rows at their initialisation" if rows else "at their initialisation"
     return "never-trained rows" if rows else "never trained"

@@ -102,7 +102,6 @@ KURTOSIS_SPREADS = 4.0  # standard errors a Gaussian draw's coordinate kurtosis 
 TAIL_MIN_ROWS = 2 * MIN_GROUP
 TAIL_MIN_DIM = 64
 SPREAD_ERRORS = 3.0  # ... and its norms spread as a draw's within this many standard errors (t5's: 1.7 times)
-TAIL_OFF_BAND_SHARE = 0.1  # rows of a tail shrunk alike (shrunk_tail) that may lie off its band, left with the rest
 
 
 @dataclass(frozen=True, eq=False)
@@ -474,11 +473,11 @@ def low_tail_draw(array: np.ndarray, norms: np.ndarray, valid: np.ndarray) -> Un
     tail = below[band(norms[below], scale, dim)]
     if len(tail) < TAIL_MIN_ROWS or len(tail) < AT_INIT_SHARE * len(below):
         return nothing()
-    kurtosis, allowed = coordinate_kurtosis(array, tail)
-    if abs(kurtosis - 3) > allowed:  # no Gaussian draw: rows shrunk alike, or none (verdicts16's tdmelodic)
-        return shrunk_tail(array, norms, valid, below, scale)
     if not draw_spread(norms[tail], dim):
         return nothing()
+    kurtosis, allowed = coordinate_kurtosis(array, tail)
+    if abs(kurtosis - 3) > allowed:  # no Gaussian draw: rows shrunk alike, or none (verdicts16's tdmelodic)
+        return shrunk_tail(array, norms, valid, tail, scale, (kurtosis, allowed))
     strays = (f" ({len(below):,} rows, {len(below) - len(tail):,} of them above the band of their median)"
               if len(tail) < len(below) else "")
     said = (f"a Gaussian draw of sigma {scale / math.sqrt(dim):.3g} (estimated from these {len(tail)} rows, the "
@@ -487,19 +486,14 @@ def low_tail_draw(array: np.ndarray, norms: np.ndarray, valid: np.ndarray) -> Un
     return drawn_group(array, norms, valid, None, scale, said, tail, tail_of_table=True)
 
 
-def shrunk_tail(array: np.ndarray, norms: np.ndarray, valid: np.ndarray, tail: np.ndarray, scale: float) -> Untrained:
-    """The low tail of low_tail_draw when its coordinates are no Gaussian draw's: rows shrunk alike (shrunk_alike),
-    judged as a group where they are TAIL_MIN_ROWS or more, all but TAIL_OFF_BAND_SHARE of them in the band of their
-    median norm (those off it are left with the rest), their norms spread no wider than a draw's, and they do not
-    fill a box evenly (a uniform draw's kurtosis is 1.8): tdmelodic's enc_surface emb_v, 24 unused rows at 4e-5 of
-    its 50, one more at 4e-4."""
-    dim = array.shape[1]
-    drawn = band(norms[tail], scale, dim)
-    tail = tail[drawn]  # below the step but off its band: seen a few times, then shrunk with the rest
-    if len(tail) < max(TAIL_MIN_ROWS, (1 - TAIL_OFF_BAND_SHARE) * len(drawn)) or not draw_spread(norms[tail], dim):
-        return nothing()
-    kurtosis, allowed = coordinate_kurtosis(array, tail)
-    if abs(kurtosis - 3) <= allowed or even_in_box(array, tail, float(np.max(peaks_of(array)[tail])), "a draw"):
+def shrunk_tail(array: np.ndarray, norms: np.ndarray, valid: np.ndarray, tail: np.ndarray, scale: float,
+                kurtosis_of: tuple[float, float]) -> Untrained:
+    """The low tail of low_tail_draw (its rows in their band, enough of them, their norms spread as a draw's) when
+    its coordinates are no Gaussian draw's (`kurtosis_of`: their kurtosis and how far from 3 a draw's may lie): rows
+    shrunk alike (shrunk_alike), judged as a group where they do not fill a box evenly (a uniform draw's kurtosis is
+    1.8): tdmelodic's enc_surface emb_v, 24 unused rows at 4e-5 of its 50, one more at 4e-4 left with the rest."""
+    kurtosis, allowed = kurtosis_of
+    if even_in_box(array, tail, float(np.max(peaks_of(array)[tail])), "a draw"):
         return nothing()
     found = drawn_group(array, norms, valid, None, scale, shrunk_said(kurtosis, allowed), tail, tail_of_table=True)
     return Untrained(found.rows, RULE, found.evidence, SHRUNK) if found.count else found
