@@ -17,21 +17,24 @@ from ..core.errors import CheckpointError
 from ..core.text import quote
 from ..storage.constants import TORCH_LEGACY_MAGIC, TORCH_LEGACY_PROTOCOL
 from ..storage.descriptors import Storage, StorageType
-from ..storage.unpickle import MAX_INT, TORCH_GLOBALS, restricted_load, shown
+from ..storage.unpickle import MAX_INT, TORCH_GLOBALS, ObjectType, restricted_load, shown
 from ._torch_storage import Stored
 
 COUNT = struct.Struct("<q")  # each storage's element count, before its bytes
 
 
 class LegacyStorages:
-    """persistent_load for the object pickle: ('storage', kind, key, location, numel, view) -> a Storage.
+    """persistent_load for the object pickle: ('storage', kind, key, location, numel, view) -> a Storage;
+    ('module', class, source file, source) -> the class, as the legacy format refers to a pickled model's classes.
     `view` is None, or (view key, offset, size) for a slice of the storage under `key` (torch < 1.0)."""
 
     def __init__(self, where: str):
         self.where = where
         self.roots: dict[str, Storage] = {}
 
-    def __call__(self, pid: Any) -> Storage:
+    def __call__(self, pid: Any) -> Storage | ObjectType:
+        if isinstance(pid, tuple) and len(pid) == 4 and pid[0] == "module" and isinstance(pid[1], ObjectType):
+            return pid[1]  # a pickled model's class, beside its source text (which torch.load compares, we ignore)
         if not (isinstance(pid, tuple) and len(pid) == 6 and pid[0] == "storage"):
             raise CheckpointError(f"{self.where}: expected storage references, found {shown(pid)}")
         _, kind, key, _location, numel, view = pid
@@ -67,7 +70,7 @@ def load_legacy(path: Path, trust: bool) -> tuple[Any, dict[str, Stored]]:
         info = restricted_load(f, {}, where)
         if not isinstance(info, dict) or info.get("little_endian") is not True:
             raise CheckpointError(f"{where}: expected system info of a little-endian machine, found {shown(info)}")
-        obj = restricted_load(f, TORCH_GLOBALS, where, trust=trust, persistent_load=loader)
+        obj = restricted_load(f, TORCH_GLOBALS, where, trust=trust, persistent_load=loader, objects=True)
         keys = restricted_load(f, {}, where)
         if not (isinstance(keys, list) and all(isinstance(k, str) for k in keys)) or len(set(keys)) != len(keys):
             raise CheckpointError(f"{where}: expected a list of distinct storage keys, found {shown(keys)}")

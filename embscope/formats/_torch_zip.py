@@ -79,7 +79,7 @@ def load_zip(path: Path, trust: bool) -> tuple[Any, dict[str, Stored], str]:
         # streamed: a compressed data.pkl inflates only as far as its pickle goes
         with MemberReader(path, info, f"{where}: data.pkl") as member:
             obj = restricted_load(io.BufferedReader(member), TORCH_GLOBALS, where, trust=trust,
-                                  persistent_load=loader)
+                                  persistent_load=loader, objects=True)
     return obj, loader.stored, byteorder
 
 

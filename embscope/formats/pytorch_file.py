@@ -1,4 +1,4 @@
-"""PyTorch `.pt/.pth/.bin`: a raw state dict or a nanoGPT-style dict holding one. Both torch.save formats,
+"""PyTorch `.pt/.pth/.bin`: a raw state dict, a nanoGPT-style dict holding one, or a whole pickled model. Both torch.save formats,
 the zip and the legacy one, are read without torch: their pickles by the restricted unpickler, their
 storages memory-mapped where they lie. --trust-pickle lets a file name classes off the allow-list."""
 
@@ -30,6 +30,7 @@ from ._state_dict import (
     strip_wrapper_prefixes,
 )
 from ._torch_legacy import load_legacy
+from ._torch_module import unpickled_model
 from ._torch_storage import Stored, read_record
 from ._torch_zip import load_zip
 
@@ -70,9 +71,11 @@ class TorchFile:
         return plain_value(value)
 
     def checkpoint(self, obj: Any) -> Checkpoint:
+        obj, model_notes = unpickled_model(obj, quote(self.path))
         state = state_dict_of(self.path, obj, is_tensor)
         found = [(name, value) for name, value in flatten(state, where=quote(self.path)) if is_tensor(value)]
         renamed, notes = strip_wrapper_prefixes([name for name, _ in found])
+        notes = model_notes + notes
         tensors: dict[str, TensorInfo] = {}
         unreadable: list[str] = []  # element types numpy cannot hold
         skipped_parameters = 0  # FP8 weights among them

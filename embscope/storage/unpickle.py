@@ -270,6 +270,20 @@ class Record(dict[str, Any]):
 RECORD_CLASSES = ("argparse.Namespace",)  # fairseq's training arguments
 
 
+class ObjectType(RecordType):
+    """A class off the list that a whole pickled model names (`__main__.GPT`, torch.nn's Embedding, a config
+    dataclass), for the torch readers only: never imported. torch.save(model) writes each module as NEWOBJ with no
+    arguments and BUILD with its attributes, which makes a Record as for an allowed class; calling it, or creating it
+    from arguments, is refused as any global off the list is (trusted: imported then, and called)."""
+
+    __slots__ = ("origin",)
+    origin: tuple[str, str]
+
+    def __init__(self, module: str, name: str):
+        super().__init__(f"{module}.{name}")
+        object.__setattr__(self, "origin", (module, name))
+
+
 def new_record(cls: Any, args: Any, kwargs: Any) -> Record:
     if not isinstance(cls, RecordType) or args != () or kwargs:
         raise UnsafePickleError(f"refused to create {shown(cls)} from {shown(args)}: a record is built from its "
@@ -456,6 +470,12 @@ def _py3_name(module: str, name: str) -> tuple[str, str]:
     return _compat_pickle.IMPORT_MAPPING.get(module, module), name
 
 
+def refused_global(qualified: str, where: str) -> UnsafePickleError:
+    return UnsafePickleError(
+        Message(f"{where}{': ' if where else ''}refused to unpickle global {qualified!r}: the file may only hold "
+                "arrays, tensors and plain containers, and nothing in it was run ", trust_hint()), option=TRUST)
+
+
 _Base: Any = pickle._Unpickler  # its opcode methods are not in the type stubs
 PIECE = 1 << 20
 
@@ -496,9 +516,9 @@ class RestrictedUnpickler(pickle._Unpickler):
     read: Callable[[int], bytes]
 
     def __init__(self, file: Source, allowed: Mapping[str, Any], where: str, trust: bool = False,
-                 persistent_load: Callable[[Any], Any] | None = None):
+                 persistent_load: Callable[[Any], Any] | None = None, objects: bool = False):
         super().__init__(file)
-        self.allowed, self.where, self.trust = allowed, where, trust
+        self.allowed, self.where, self.trust, self.objects = allowed, where, trust, objects
         self._persistent = persistent_load
         self.heights: dict[int, tuple[Any, int]] = {}  # for key_height, over the whole load
 
@@ -507,14 +527,22 @@ class RestrictedUnpickler(pickle._Unpickler):
         qualified = f"{module}.{name}"
         if qualified in self.allowed:
             return self.allowed[qualified]
+        if self.objects:  # imported only if the file calls it, trusted (a model's class is in __main__)
+            return ObjectType(module, name)
         if self.trust:
             return super().find_class(module, name)
-        raise UnsafePickleError(
-            Message(f"{self.where}: refused to unpickle global {qualified!r}: the file may only hold arrays, "
-                    "tensors and plain containers, and nothing in it was run ", trust_hint()), option=TRUST)
+        raise refused_global(qualified, self.where)
+
+    def resolved(self, cls: ObjectType) -> Any:
+        """A class off the list that the file calls or creates from arguments: refused, or, trusted, imported."""
+        if not self.trust:
+            raise refused_global(cls.name, self.where)
+        return super().find_class(*cls.origin)
 
     def call(self, func: Any, args: Any) -> Any:
         """What REDUCE, INST and OBJ do: only our factories run, or, trusted, classes from outside the list."""
+        if isinstance(func, ObjectType):
+            func = self.resolved(func)
         if isinstance(func, Factory):
             if not isinstance(args, tuple):
                 raise UnsafePickleError(f"refused to call {func.name} with {shown(args)}, not an argument tuple")
@@ -551,6 +579,8 @@ class RestrictedUnpickler(pickle._Unpickler):
         self.append(self.new_object(cls, args, kwargs))
 
     def new_object(self, cls: Any, args: Any, kwargs: Any) -> Any:
+        if isinstance(cls, ObjectType) and (args != () or kwargs):
+            cls = self.resolved(cls)
         if isinstance(cls, RecordType):
             return new_record(cls, args, kwargs)
         if self.trust and isinstance(cls, type):
@@ -627,11 +657,14 @@ class RestrictedUnpickler(pickle._Unpickler):
 
 
 def restricted_load(data: bytes | bytearray | memoryview | io.BufferedIOBase, allowed: Mapping[str, Any], where: str,
-                    trust: bool = False, persistent_load: Callable[[Any], Any] | None = None) -> Any:
-    """Unpickle one object; refusals raise UnsafePickleError, broken data CheckpointError, never anything else."""
+                    trust: bool = False, persistent_load: Callable[[Any], Any] | None = None,
+                    objects: bool = False) -> Any:
+    """Unpickle one object; refusals raise UnsafePickleError, broken data CheckpointError, never anything else.
+    `objects`: objects of classes off the list become Records of their attributes (a model torch.save pickled
+    whole), their classes never imported."""
     file = Source(io.BytesIO(data) if isinstance(data, (bytes, bytearray, memoryview)) else data)
     try:
-        return RestrictedUnpickler(file, allowed, where, trust, persistent_load).load()
+        return RestrictedUnpickler(file, allowed, where, trust, persistent_load, objects).load()
     except EmbscopeError as err:  # raised by an allowed function, which does not know the file
         if str(err).startswith(where):
             raise

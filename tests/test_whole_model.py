@@ -1,0 +1,141 @@
+"""A model torch.save pickled whole (`torch.save(model)`, the PyTorch tutorial's "save the entire model"): read
+without importing its classes, its tensors named as torch's own `model.state_dict()` names them (the reference)."""
+
+from __future__ import annotations
+
+import copyreg
+import json
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+import pytest
+import torch
+from conftest import invoke
+from pickle_gadgets import assert_error_line
+from torch import nn
+
+from embscope.formats import open_checkpoint
+
+
+@dataclass
+class GPTConfig:
+    vocab_size: int = 50
+    block_size: int = 16
+    n_embd: int = 8
+
+
+class Block(nn.Module):
+    def __init__(self, d: int):
+        super().__init__()
+        self.ln = nn.LayerNorm(d)
+        self.fc = nn.Linear(d, d, bias=False)  # a None bias in _parameters, which state_dict() skips
+
+
+class TinyGPT(nn.Module):
+    """nanoGPT's layout in small; restoring it would run its __setstate__, which records that it ran."""
+
+    restored: ClassVar[list[str]] = []
+
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        self.config = config
+        self.wte = nn.Embedding(config.vocab_size, config.n_embd)
+        self.wpe = nn.Embedding(config.block_size, config.n_embd)
+        self.h = nn.ModuleList([Block(config.n_embd) for _ in range(2)])
+        self.drop = nn.Dropout(0.1)  # a module without parameters
+        self.lm_head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
+        self.lm_head.weight = self.wte.weight  # tied: one storage under two names
+        self.register_buffer("mask", torch.tril(torch.ones(16, 16)), persistent=False)  # left out of state_dict()
+        self.register_buffer("seen", torch.arange(3))  # a persistent buffer: in state_dict()
+
+    def __setstate__(self, state):
+        TinyGPT.restored.append(type(self).__name__)
+        super().__setstate__(state)
+
+
+def tiny_model() -> TinyGPT:
+    torch.manual_seed(0)
+    return TinyGPT(GPTConfig())
+
+
+@pytest.mark.parametrize("legacy", [False, True], ids=["zip", "legacy"])
+def test_tensors_are_named_and_read_as_state_dict_gives_them(tmp_path, legacy):
+    model = tiny_model()
+    path = tmp_path / "model.pt"
+    torch.save(model, path, _use_new_zipfile_serialization=not legacy)
+    TinyGPT.restored.clear()
+    checkpoint = open_checkpoint(path)
+    reference = model.state_dict()
+    assert list(checkpoint.tensors) == list(reference)  # names and order, the tied head and the buffer included
+    for name, tensor in reference.items():
+        assert np.array_equal(checkpoint.tensors[name].read(), tensor.numpy()), name
+    assert checkpoint.tensors["lm_head.weight"].storage == checkpoint.tensors["wte.weight"].storage
+    assert any("whole pickled model of class 'test_whole_model.TinyGPT'" in note and "never imported or run" in note
+               for note in checkpoint.notes), checkpoint.notes
+    assert TinyGPT.restored == []  # its class was never used to build anything
+
+
+def test_params_counts_as_torch_does_with_and_without_trust(tmp_path):
+    model = tiny_model()
+    path = tmp_path / "model.pt"
+    torch.save(model, path)
+    TinyGPT.restored.clear()
+    for extra in ((), ("--trust-pickle",)):
+        result = invoke("params", "-c", path, "--json", *extra)
+        assert result.exit_code == 0, result.output
+        doc = json.loads(result.stdout)
+        assert doc["total"] == sum(p.numel() for p in model.parameters())  # the tied head once
+        assert doc["token"] == 50 * 8 and doc["position"] == 16 * 8 and doc["tied"] is True
+    assert TinyGPT.restored == []
+
+
+def test_a_model_inside_a_training_checkpoint_keeps_its_step_and_config(tmp_path):
+    path = tmp_path / "ckpt.pt"
+    torch.save({"model": tiny_model(), "iter_num": 7}, path)
+    checkpoint = open_checkpoint(path)
+    assert checkpoint.step == 7
+    assert checkpoint.config["block_size"] == 16 and checkpoint.config["vocab_size"] == 50
+    assert "wpe.weight" in checkpoint.tensors
+
+
+class Called:
+    """An object whose pickle calls its class (as an Enum's does): that would run code, so it is refused."""
+
+    def __reduce__(self):
+        return Called, ()
+
+
+class CreatedFromArguments:
+    """An object created by NEWOBJ from arguments (`cls.__new__(cls, 3)` would run): refused."""
+
+    def __reduce__(self):
+        return copyreg.__newobj__, (CreatedFromArguments, 3)
+
+
+class Plain:
+    """An object of attributes only, where a module belongs."""
+
+
+@pytest.mark.parametrize("attach, fragment", [
+    (lambda m: setattr(m.config, "kind", Called()), "refused to unpickle global 'test_whole_model.Called'"),
+    (lambda m: setattr(m.config, "kind", CreatedFromArguments()),
+     "refused to unpickle global 'test_whole_model.CreatedFromArguments'"),
+    (lambda m: m._modules.__setitem__("extra", Plain()),
+     ("expected submodule 'extra' of the pickled model to be a module, found an object of class "
+      "'test_whole_model.Plain'")),
+    (lambda m: m._modules.__setitem__("loop", m), "expected modules nested at most 32 deep"),
+], ids=["called", "from-arguments", "not-a-module", "holds-itself"])
+def test_what_a_whole_model_cannot_hold_is_one_line(tmp_path, attach, fragment):
+    model = tiny_model()
+    attach(model)
+    path = tmp_path / "model.pt"
+    torch.save(model, path)
+    assert_error_line(invoke("info", "-c", path), fragment)
+
+
+def test_an_object_that_is_no_model_is_named(tmp_path):
+    path = tmp_path / "config.pt"
+    torch.save(GPTConfig(), path)
+    assert_error_line(invoke("info", "-c", path), "expected a state dict, a dict holding one or a whole torch.nn "
+                      "model, found an object of class 'test_whole_model.GPTConfig'")
