@@ -139,3 +139,12 @@ def test_an_object_that_is_no_model_is_named(tmp_path):
     torch.save(GPTConfig(), path)
     assert_error_line(invoke("info", "-c", path), "expected a state dict, a dict holding one or a whole torch.nn "
                       "model, found an object of class 'test_whole_model.GPTConfig'")
+
+
+def test_a_config_object_beside_a_state_dict_is_read_as_its_attributes(tmp_path):
+    """A training script's {"model": state_dict, "config": GPTConfig(...)}: the dataclass was refused before."""
+    path = tmp_path / "ckpt.pt"
+    torch.save({"model": tiny_model().state_dict(), "config": GPTConfig(block_size=12), "step": 5}, path)
+    checkpoint = open_checkpoint(path)
+    assert checkpoint.config["block_size"] == 12 and checkpoint.step == 5
+    assert not any("whole pickled model" in note for note in checkpoint.notes)
