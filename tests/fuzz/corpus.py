@@ -121,6 +121,22 @@ def pytorch(directory: Path, legacy: bool) -> tuple[Path, Path]:
     return path, path
 
 
+def pytorch_whole(directory: Path) -> tuple[Path, Path]:
+    """torch.save(model) of a whole model (torch.nn classes only, so the sample needs no class of ours): each module
+    pickled as NEWOBJ and BUILD of its attributes, the head tied."""
+    import torch
+    from torch import nn
+    arrays = tables()
+    model = nn.ModuleDict({"wte": nn.Embedding(V, D), "wpe": nn.Embedding(T, D), "lm_head": nn.Linear(D, V, bias=False)})
+    with torch.no_grad():
+        model["wte"].weight.copy_(torch.from_numpy(arrays["transformer.wte.weight"]))
+        model["wpe"].weight.copy_(torch.from_numpy(arrays["transformer.wpe.weight"]))
+    model["lm_head"].weight = model["wte"].weight
+    path = directory / "model.pt"
+    torch.save(model, path)
+    return path, path
+
+
 def zip_member(build: Callable[[Path], tuple[Path, Path]], member_suffix: str):
     """A zip-based sample whose member (data.pkl, an .npy) is mutated on its own, then written back
     with a correct CRC: the damage reaches the parser behind the zip layer."""
@@ -198,6 +214,7 @@ SAMPLES: dict[str, Sample] = {s.name: s for s in (
     Sample("pytorch", lambda d: pytorch(d, False)),
     Sample("pytorch-legacy", lambda d: pytorch(d, True)),
     Sample("pytorch-data.pkl", *zip_member(lambda d: pytorch(d, False), "/data.pkl")),
+    Sample("pytorch-whole-data.pkl", *zip_member(pytorch_whole, "/data.pkl")),
     Sample("npz-member", *zip_member(lambda d: npz(d, False), "token_emb.npy")),
     Sample("tokenizer-huggingface", tokenizer_beside("huggingface")),
     Sample("tokenizer-gpt2-vocab", tokenizer_beside("gpt2", "vocab.json")),
