@@ -25,6 +25,7 @@ from .core.errors import (
 from .core.role import Role
 from .core.text import quote
 from .formats import OpenOptions, open_checkpoint
+from .formats.sniffs import tf_index_of
 from .hub import resolve
 from .naming import misfit_note
 from .roles import KEY_OPTIONS, find_tables, role_of
@@ -156,7 +157,10 @@ def resolve_path(path: str | os.PathLike[str] | None) -> tuple[Path, bool, HubSn
     if isinstance(path, str) and not path:  # Path("") would be the current directory
         raise CheckpointError("expected a checkpoint path or model id, found an empty string")
     local = Path(path)
-    if not os.path.lexists(local):  # nothing at the path: perhaps a model id
+    if not os.path.lexists(local):  # nothing at the path: a TensorFlow checkpoint's prefix, or a model id
+        index = tf_index_of(local)
+        if index is not None:
+            return index, False, None
         snapshot = resolve(os.fspath(path))
         if snapshot is not None:
             return snapshot.folder, False, snapshot

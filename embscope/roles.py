@@ -94,6 +94,12 @@ KNOWN: dict[Role, tuple[Known, ...]] = {
         Known("token_embd.weight", "llama.cpp GGUF, every architecture", whole_name_only=True),
         Known("decoder/embeddings/weight", "CTranslate2 decoders (Whisper, GPT-2, Llama)", whole_name_only=True),
         Known("wte.embeddings", "Keras/TF GPT-2 .h5 (names from HDF5 paths, '/' as '.')"),
+        # TensorFlow checkpoints keep TensorFlow's names (formats/tf_checkpoint.py): Google's BERT, ALBERT and
+        # ELECTRA releases (modeling.py: embedding_lookup under bert/embeddings), OpenAI's GPT-2 (model.py: model/wte)
+        Known("bert/embeddings/word_embeddings", "TensorFlow checkpoints of Google's BERT and ALBERT",
+              whole_name_only=True),
+        Known("electra/embeddings/word_embeddings", "TensorFlow checkpoints of Google's ELECTRA", whole_name_only=True),
+        Known("model/wte", "TensorFlow checkpoints of OpenAI's GPT-2", whole_name_only=True),
         # Keras (names from HDF5 paths, '/' as '.', ':0' dropped). Keras 2 files a weight under its layer's group
         # by the weight's own name, "<layer>/<layer>/embeddings:0" (tf-keras hdf5_format.save_weights_to_hdf5_group),
         # the first keras.layers.Embedding being named "embedding", or "embedding_1" when a model built earlier in
@@ -140,6 +146,11 @@ KNOWN: dict[Role, tuple[Known, ...]] = {
         Known("decoder/position_encodings/encodings", "CTranslate2 decoders (Whisper, GPT-2); the encoder's "
               "table in Whisper is a fixed sinusoid", whole_name_only=True),
         Known("position_embeddings.embeddings", "Keras/TF BERT-family .h5 (names from HDF5 paths, '/' as '.')"),
+        Known("bert/embeddings/position_embeddings", "TensorFlow checkpoints of Google's BERT and ALBERT",
+              whole_name_only=True),
+        Known("electra/embeddings/position_embeddings", "TensorFlow checkpoints of Google's ELECTRA",
+              whole_name_only=True),
+        Known("model/wpe", "TensorFlow checkpoints of OpenAI's GPT-2", whole_name_only=True),
         Known("wpe.embeddings", "Keras/TF GPT-2 .h5 (names from HDF5 paths, '/' as '.')"),
         # Keras: see the token role. keras-hub's PositionEmbedding holds one weight, "embeddings".
         Known("position_embedding.vars.0", "Keras 3 .weights.h5 of keras-hub backbones and TokenAndPositionEmbedding "

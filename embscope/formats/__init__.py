@@ -23,6 +23,7 @@ from ..storage.checks import is_regular_file
 from ..storage.constants import EXPORT_FOLDER, EXPORT_MODEL, NOT_WEIGHTS, ONNX_SUFFIX, PREFERRED_IN_DIRECTORY
 from .hf_config import read_hf_config
 from .kinds import FORMATS, Reader
+from .sniffs import tf_index_of, tf_latest
 
 __all__ = ["FORMATS", "OpenOptions", "Reader", "find_in_directory", "open_checkpoint", "sniff"]
 
@@ -84,6 +85,7 @@ def open_checkpoint(path: str | Path, options: OpenOptions = DEFAULT_OPTIONS) ->
     """The checkpoint at `path` (a file, or a directory holding one), catalogued from its headers, with the
     config.json beside it merged under what the file itself records."""
     path = Path(path)
+    path = tf_index_of(path) or path  # TensorFlow names a checkpoint by its prefix, or the user gave a data shard
     try:
         exists = path.exists()
     except OSError as err:  # a name too long for the file system, for one
@@ -136,6 +138,8 @@ def find_in_directory(directory: Path) -> Path:
             if probe is not None:
                 refuse_lfs_pointer(probe)
         raise CheckpointError(f"expected a checkpoint in directory {quote(directory)}, found no weights file")
+    if len(found) > 1 and (latest := tf_latest(directory, found)) is not None:
+        return latest
     if len(found) > 1:
         names = clipped_list([quote(p.name) for p in found], "files", where=None)
         raise CheckpointError(Message(f"directory {quote(directory)} holds several checkpoints ({names}); pass one "

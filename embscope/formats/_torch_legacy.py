@@ -35,6 +35,9 @@ class LegacyStorages:
     def __call__(self, pid: Any) -> Storage | ObjectType:
         if isinstance(pid, tuple) and len(pid) == 4 and pid[0] == "module" and isinstance(pid[1], ObjectType):
             return pid[1]  # a pickled model's class, beside its source text (which torch.load compares, we ignore)
+        return self.storage(pid)
+
+    def storage(self, pid: Any) -> Storage:
         if not (isinstance(pid, tuple) and len(pid) == 6 and pid[0] == "storage"):
             raise CheckpointError(f"{self.where}: expected storage references, found {shown(pid)}")
         _, kind, key, _location, numel, view = pid

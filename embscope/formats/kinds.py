@@ -35,6 +35,7 @@ from .sniffs import (
     looks_like_npz,
     looks_like_pickle,
     looks_like_safetensors,
+    looks_like_tf_index,
     looks_like_torch_zip,
 )
 
@@ -103,6 +104,9 @@ FORMATS: tuple[Kind[Reader], ...] = listed(
     Kind("numpy .npz", zipped(looks_like_npz), reader("numpy_file", "open_npz"), "a zip of .npy members only"),
     Kind(KERAS_ZIP, zipped(looks_like_keras_zip), reader("keras_zip", "open_keras"),
          "a zip holding model.weights.h5 (Keras 3's model.save): after the torch zip and .npz, which it cannot be"),
+    Kind("TensorFlow checkpoint", looks_like_tf_index, reader("tf_checkpoint", "open_tf_checkpoint"),
+         "by name (*.index) and the table magic in its last 8 bytes: its first bytes are a table record's, which "
+         "no magic claims; before the pickles, which claim any file named so"),
     Kind("pytorch (legacy)", starts_with(TORCH_LEGACY_HEAD), reader("pytorch_file", "open_legacy"),
          "torch's pickled magic number: before plain pickles, since the file is also one"),
     Kind("nlm params pickle", looks_like_pickle, reader("pickled", "open_pickle"),

@@ -6,6 +6,8 @@ from here."""
 from __future__ import annotations
 
 import pickle
+import re
+from pathlib import Path
 from typing import BinaryIO
 
 import numpy as np
@@ -21,6 +23,11 @@ from ..storage.constants import (
     NPY_MAGIC,
     PICKLE_PROTO,
     PICKLE_SUFFIXES,
+    TF_DATA_SHARD,
+    TF_INDEX_SUFFIX,
+    TF_STATE_FILE,
+    TF_TABLE_FOOTER,
+    TF_TABLE_MAGIC,
     TORCH_LEGACY_HEAD,
     TORCH_SUFFIXES,
     ZIP_MAGIC,
@@ -141,3 +148,40 @@ def looks_like_pickle(probe: Probe) -> bool:
     # PROTO, a protocol number, then an opcode: an int32 such as an ANDREA step of 640 fails the third test
     has_magic = len(head) >= 3 and head[0] == PICKLE_PROTO and 2 <= head[1] <= 5 and chr(head[2]) in OPCODES
     return has_magic or path.suffix.lower() in PICKLE_SUFFIXES
+
+
+def looks_like_tf_index(probe: Probe) -> bool:
+    """A TensorFlow checkpoint's `.index`: the name, then the table magic in its last 8 bytes."""
+    if not probe.path.name.endswith(TF_INDEX_SUFFIX) or probe.size < TF_TABLE_FOOTER:
+        return False
+    try:
+        return files.read_at(probe.path, probe.size - len(TF_TABLE_MAGIC), len(TF_TABLE_MAGIC)) == TF_TABLE_MAGIC
+    except CheckpointError:
+        return False
+
+
+def tf_index_of(path: Path) -> Path | None:
+    """The index a user means by a TensorFlow checkpoint's prefix (`bert_model.ckpt`, which is no file: TensorFlow
+    names a checkpoint so) or by one of its data shards; None where `path` is neither."""
+    shard = re.fullmatch(TF_DATA_SHARD, path.name)
+    if not shard and files.status(path) is not None:
+        return None
+    index = path.with_name((shard.group(1) if shard else path.name) + TF_INDEX_SUFFIX)
+    return index if files.is_regular(index) else None
+
+
+def tf_latest(directory: Path, found: list[Path]) -> Path | None:
+    """Of several TensorFlow checkpoints in a folder (a training run keeps its last five), the one the folder's
+    `checkpoint` file names as the latest, as tf.train.latest_checkpoint takes it; None where that does not decide."""
+    state = directory / TF_STATE_FILE
+    if not all(path.name.endswith(TF_INDEX_SUFFIX) for path in found) or not files.is_regular(state):
+        return None
+    try:
+        text = files.read_text(state, 1 << 20, "a TensorFlow checkpoint state file")
+    except (CheckpointError, ValueError):
+        return None
+    latest = re.search(r'^model_checkpoint_path:\s*"([^"\n]+)"', text, re.MULTILINE)
+    if latest is None:
+        return None
+    index = directory / (Path(latest.group(1)).name + TF_INDEX_SUFFIX)  # the file may name it by an old absolute path
+    return index if index in found else None

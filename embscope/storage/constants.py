@@ -107,3 +107,11 @@ TORCH_STORAGE_CLASSES = {
 TORCH_UNTYPED_STORAGE = "uint8"  # torch.storage.UntypedStorage counts bytes
 # numpy's one-letter kinds of the element types a pickled numpy array may hold and be read as numbers
 NUMPY_NUMERIC_KINDS = "biuf"
+
+# --- TensorFlow checkpoints (formats/tf_checkpoint.py) ------------------------------------------------------------
+
+TF_INDEX_SUFFIX = ".index"  # <prefix>.index beside <prefix>.data-NNNNN-of-NNNNN
+TF_TABLE_MAGIC = bytes.fromhex("57fb808b247547db")  # lib/io/table: kTableMagicNumber, the index's last 8 bytes
+TF_TABLE_FOOTER = 48  # two block handles padded to 40 bytes, then the magic
+TF_STATE_FILE = "checkpoint"  # the text proto a Saver writes beside its checkpoints, naming the latest
+TF_DATA_SHARD = r"(.+)\.data-(\d{5})-of-(\d{5})"

@@ -137,6 +137,15 @@ def pytorch_whole(directory: Path) -> tuple[Path, Path]:
     return path, path
 
 
+def tf_checkpoint(directory: Path) -> tuple[Path, Path]:
+    """A TensorFlow checkpoint TensorFlow wrote (tests/data/tf_checkpoint/bert): its index is what is mutated."""
+    import shutil
+    for path in (Path(__file__).parents[1] / "data" / "tf_checkpoint" / "bert").iterdir():
+        shutil.copy(path, directory / path.name)
+    index = directory / "bert_model.ckpt.index"
+    return index, index
+
+
 def zip_member(build: Callable[[Path], tuple[Path, Path]], member_suffix: str):
     """A zip-based sample whose member (data.pkl, an .npy) is mutated on its own, then written back
     with a correct CRC: the damage reaches the parser behind the zip layer."""
@@ -215,6 +224,7 @@ SAMPLES: dict[str, Sample] = {s.name: s for s in (
     Sample("pytorch-legacy", lambda d: pytorch(d, True)),
     Sample("pytorch-data.pkl", *zip_member(lambda d: pytorch(d, False), "/data.pkl")),
     Sample("pytorch-whole-data.pkl", *zip_member(pytorch_whole, "/data.pkl")),
+    Sample("tf-checkpoint", tf_checkpoint),
     Sample("npz-member", *zip_member(lambda d: npz(d, False), "token_emb.npy")),
     Sample("tokenizer-huggingface", tokenizer_beside("huggingface")),
     Sample("tokenizer-gpt2-vocab", tokenizer_beside("gpt2", "vocab.json")),

@@ -1,0 +1,86 @@
+"""Writes tests/data/tf_checkpoint/ with TensorFlow itself (2.21, tensorflow-cpu from PyPI; not a test dependency):
+- bert/: a tiny BERT in the layout of Google's release (modeling.py's variable names, bert_config.json and vocab.txt
+  beside), trained for 5 steps of tf.compat.v1.train.AdamOptimizer on a masked-LM loss whose head is the token table
+  transposed plus cls/predictions/output_bias, as run_pretraining.py's is; saved by tf.compat.v1.train.Saver with
+  its global_step, so the index also holds Adam's slots (.../Adam, .../Adam_1) and beta1_power, beta2_power;
+- gpt2/: tf.train.Checkpoint of a module holding wte and wpe (object-based names, model/wte/.ATTRIBUTES/...) and a
+  step counter;
+- reference.npz: the values TensorFlow saved, read back from the session, for the tests to compare with.
+Run from the repository root in an environment with tensorflow: python tests/data/make_tf_checkpoint.py
+"""
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import tensorflow as tf
+
+OUT = Path(__file__).parent / "tf_checkpoint"
+VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *"abcdefghijklmnopqrstuvwxyz", "the", "cat", "dog", "sat",
+         "on", "mat", "a", "##s", "##ed", "##ing", "run", "walk", "big", "small", "red", "blue", "and", "or", "not",
+         "is", "was", "he", "she", "it"]
+V, P, H = len(VOCAB), 24, 16
+
+
+def bert(folder: Path) -> dict[str, np.ndarray]:
+    graph = tf.Graph()
+    with graph.as_default():
+        tf.compat.v1.set_random_seed(0)
+        init = tf.compat.v1.truncated_normal_initializer(stddev=0.02)  # modeling.py's create_initializer
+        ids = tf.constant([[2, 31, 32, 34, 35, 3]], dtype=tf.int32)
+        with tf.compat.v1.variable_scope("bert/embeddings"):
+            word = tf.compat.v1.get_variable("word_embeddings", [V, H], initializer=init)
+            segment = tf.compat.v1.get_variable("token_type_embeddings", [2, H], initializer=init)
+            position = tf.compat.v1.get_variable("position_embeddings", [P, H], initializer=init)
+        hidden = tf.nn.embedding_lookup(word, ids) + position[:6] + segment[0]
+        with tf.compat.v1.variable_scope("bert/encoder/layer_0/output/dense"):
+            kernel = tf.compat.v1.get_variable("kernel", [H, H], initializer=init)
+            bias = tf.compat.v1.get_variable("bias", [H], initializer=tf.zeros_initializer())
+        hidden = tf.tanh(tf.einsum("bth,hk->btk", hidden, kernel) + bias)
+        with tf.compat.v1.variable_scope("cls/predictions"):
+            output_bias = tf.compat.v1.get_variable("output_bias", [V], initializer=tf.zeros_initializer())
+        logits = tf.einsum("bth,vh->btv", hidden, word) + output_bias  # the head is the token table, transposed
+        loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=ids, logits=logits))
+        step = tf.compat.v1.train.get_or_create_global_step()
+        train = tf.compat.v1.train.AdamOptimizer(1e-3).minimize(loss, global_step=step)
+        saver = tf.compat.v1.train.Saver()
+        with tf.compat.v1.Session(graph=graph) as session:
+            session.run(tf.compat.v1.global_variables_initializer())
+            for _ in range(5):
+                session.run(train)
+            saver.save(session, str(folder / "bert_model.ckpt"), write_meta_graph=False, write_state=False)
+            values = session.run({"word": word, "position": position, "segment": segment, "kernel": kernel,
+                                  "bias": bias, "output_bias": output_bias, "step": step})
+    (folder / "bert_config.json").write_text(json.dumps({
+        "vocab_size": V, "hidden_size": H, "num_hidden_layers": 1, "num_attention_heads": 2,
+        "intermediate_size": H, "max_position_embeddings": P, "type_vocab_size": 2, "initializer_range": 0.02}))
+    (folder / "vocab.txt").write_text("\n".join(VOCAB) + "\n")
+    return {f"bert_{name}": np.asarray(value) for name, value in values.items()}
+
+
+def gpt2(folder: Path) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(1)
+    wte = (rng.standard_normal((V, H)) * 0.02).astype(np.float32)
+    wpe = (rng.standard_normal((P, H)) * 0.01).astype(np.float32)
+
+    class Model(tf.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.wte = tf.Variable(wte)
+            self.wpe = tf.Variable(wpe)
+
+    checkpoint = tf.train.Checkpoint(model=Model(), step=tf.Variable(77, dtype=tf.int64))
+    checkpoint.write(str(folder / "model.ckpt"))
+    return {"gpt2_wte": wte, "gpt2_wpe": wpe}
+
+
+def main() -> None:
+    shutil.rmtree(OUT, ignore_errors=True)
+    (OUT / "bert").mkdir(parents=True)
+    (OUT / "gpt2").mkdir()
+    np.savez(OUT / "reference.npz", **bert(OUT / "bert"), **gpt2(OUT / "gpt2"))
+
+
+if __name__ == "__main__":
+    main()

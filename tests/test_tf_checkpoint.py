@@ -1,0 +1,128 @@
+"""TensorFlow checkpoints, read without TensorFlow, on files TensorFlow 2.21 itself wrote (tests/data/
+make_tf_checkpoint.py: a tf.compat.v1.train.Saver checkpoint in the layout of Google's BERT release, trained a few
+Adam steps, and a tf.train.Checkpoint), against the values TensorFlow saved (reference.npz)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import invoke, run_json
+from pickle_gadgets import assert_error_line
+
+from embscope.formats import open_checkpoint
+
+DATA = Path(__file__).parent / "data" / "tf_checkpoint"
+REFERENCE = np.load(DATA / "reference.npz")
+BERT_TENSORS = {  # the model's variables, as modeling.py names them; the file also holds Adam's slots
+    "bert/embeddings/word_embeddings": "bert_word", "bert/embeddings/position_embeddings": "bert_position",
+    "bert/embeddings/token_type_embeddings": "bert_segment", "bert/encoder/layer_0/output/dense/kernel": "bert_kernel",
+    "bert/encoder/layer_0/output/dense/bias": "bert_bias", "cls/predictions/output_bias": "bert_output_bias"}
+VOCAB = (DATA / "bert" / "vocab.txt").read_text().split()
+
+
+@pytest.mark.parametrize("given", ["bert_model.ckpt.index", "bert_model.ckpt", "bert_model.ckpt.data-00000-of-00001",
+                                   "."], ids=["index", "prefix", "data-shard", "folder"])
+def test_every_way_of_naming_it_reads_the_values_tensorflow_saved(given):
+    checkpoint = open_checkpoint(DATA / "bert" / given)
+    assert checkpoint.path.name == "bert_model.ckpt.index" and checkpoint.format == "TensorFlow checkpoint"
+    assert set(checkpoint.tensors) == set(BERT_TENSORS)  # Adam's 12 slots, beta1_power, beta2_power left out
+    for name, key in BERT_TENSORS.items():
+        assert np.array_equal(checkpoint.tensors[name].read(), REFERENCE[key]), name
+    assert checkpoint.step == int(REFERENCE["bert_step"]) == 5
+    assert checkpoint.config["max_position_embeddings"] == 24  # from bert_config.json beside it
+    assert any("optimizer state left out (14 of the file's tensors" in note for note in checkpoint.notes)
+
+
+def test_object_based_names_lose_their_attribute_suffix():
+    checkpoint = open_checkpoint(DATA / "gpt2" / "model.ckpt")
+    assert np.array_equal(checkpoint.tensors["model/wte"].read(), REFERENCE["gpt2_wte"])
+    assert np.array_equal(checkpoint.tensors["model/wpe"].read(), REFERENCE["gpt2_wpe"])
+    assert checkpoint.step == 77 and "_CHECKPOINTABLE_OBJECT_GRAPH" not in checkpoint.tensors
+
+
+def test_commands_find_the_tables_and_the_vocabulary():
+    doc = run_json("params", "-c", DATA / "bert" / "bert_model.ckpt", "--json")
+    assert doc["total"] == sum(REFERENCE[key].size for key in BERT_TENSORS.values())  # slots are no parameters
+    assert doc["token"] == REFERENCE["bert_word"].size and doc["position"] == REFERENCE["bert_position"].size
+    similarity = run_json("similarity", "cat", "dog", "-c", DATA / "bert", "--json")
+    cat, dog = (REFERENCE["bert_word"][VOCAB.index(word)] for word in ("cat", "dog"))
+    expected = float(cat @ dog / np.linalg.norm(cat) / np.linalg.norm(dog))
+    assert similarity["pairs"][0]["cosine"] == pytest.approx(expected, abs=1e-6)
+    positions = run_json("info", "-c", DATA / "gpt2", "--json")
+    assert positions["tables"]["token"]["name"] == "model/wte" and positions["tables"]["position"]["name"] == "model/wpe"
+
+
+def test_the_state_file_names_the_latest_of_several(tmp_path):
+    for step in (100, 200):
+        for part in ("index", "data-00000-of-00001"):
+            shutil.copy(DATA / "bert" / f"bert_model.ckpt.{part}", tmp_path / f"model.ckpt-{step}.{part}")
+    assert_error_line(invoke("info", "-c", tmp_path), "holds several checkpoints")
+    (tmp_path / "checkpoint").write_text('model_checkpoint_path: "/old/run/model.ckpt-100"\n'
+                                         'all_model_checkpoint_paths: "/old/run/model.ckpt-100"\n'
+                                         'all_model_checkpoint_paths: "/old/run/model.ckpt-200"\n')
+    assert open_checkpoint(tmp_path).path.name == "model.ckpt-100.index"
+
+
+def copied(tmp_path: Path) -> Path:
+    for path in (DATA / "bert").iterdir():
+        shutil.copy(path, tmp_path / path.name)
+    return tmp_path / "bert_model.ckpt.index"
+
+
+def test_damage_is_one_line(tmp_path):
+    index = copied(tmp_path)
+    data = tmp_path / "bert_model.ckpt.data-00000-of-00001"
+    data.write_bytes(data.read_bytes()[:-100])
+    assert_error_line(invoke("info", "-c", index), "run past 'bert_model.ckpt.data-00000-of-00001'")
+    data.unlink()
+    assert_error_line(invoke("info", "-c", index), "expected its data shard 'bert_model.ckpt.data-00000-of-00001' "
+                      "beside the index, found none")
+
+
+def test_a_compressed_block_is_refused(tmp_path):
+    index = copied(tmp_path)
+    raw = bytearray(index.read_bytes())
+    # the footer's second handle is the index block: its trailer's first byte is the compression type
+    footer = raw[-48:]
+    at = 0
+    for _ in range(2):  # skip the metaindex handle's two varints
+        while footer[at] & 0x80:
+            at += 1
+        at += 1
+    values = []
+    for _ in range(2):
+        value = shift = 0
+        while True:
+            byte = footer[at]
+            at += 1
+            value |= (byte & 0x7F) << shift
+            shift += 7
+            if byte < 0x80:
+                break
+        values.append(value)
+    offset, size = values
+    raw[offset + size] = 1  # snappy
+    index.write_bytes(bytes(raw))
+    assert_error_line(invoke("info", "-c", index), "expected uncompressed table blocks")
+
+
+def test_an_index_too_large_is_refused_before_it_is_read(tmp_path):
+    index = copied(tmp_path)
+    tail = index.read_bytes()[-48:]
+    with open(index, "r+b") as f:
+        f.truncate(65 << 20)
+        f.seek((65 << 20) - 48)
+        f.write(tail)  # the magic stays last, so the sniff takes it
+    assert_error_line(invoke("info", "-c", index), "bert_model.ckpt.index")
+
+
+def test_json_config_beside_that_is_not_json_is_a_note(tmp_path):
+    index = copied(tmp_path)
+    (tmp_path / "bert_config.json").write_text("{not json")
+    result = invoke("info", "-c", index, "--json")
+    assert result.exit_code == 0, result.output
+    assert any("bert_config.json beside the checkpoint is not JSON" in note for note in json.loads(result.stdout)["notes"])
