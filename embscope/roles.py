@@ -655,6 +655,25 @@ def upright(output: Table, token: Table, notes: list[str]) -> Table:
                                           read=lambda: stored.read().T))  # a view: a mapped head stays mapped
 
 
+def other_keras_embeddings(checkpoint: Checkpoint, taken: set[str]) -> list[Message]:
+    """A note naming the keras.layers.Embedding weights of a Keras file that no role took: a second vocabulary (a
+    seq2seq decoder's) no command reads unless named (big_phoney 1.0.1's prediction_model_weights.hdf5: the phone
+    table 'embedding_2', 87 x 256, whose 17 rows no input holds, beside the character table 'embedding_1')."""
+    if checkpoint.format not in (KERAS_HDF5, KERAS_ZIP):
+        return []
+    found = distinct([t for t in checkpoint.tensors.values() if is_table(t) and t.name not in taken
+                      and t.name.rsplit(".", 1)[-1] == KERAS_EMBEDDING_WEIGHT])
+    if not found:
+        return []
+    names = clipped_list([f"{quote(t.name)} ({shape_text(t.shape)})" for t in found], "tensors",
+                         names=[quote(t.name) for t in found], budget=HEAD_CANDIDATES_BUDGET)
+    many = len(found) > 1
+    return [Message(f"the file holds {'other' if many else 'another'} keras.layers.Embedding "
+                    f"weight{'s' * many}, {names}: a vocabulary of {'their' if many else 'its'} own (a decoder's, "
+                    f"say) that no command reads unless named; ask {'one' if many else 'it'} with ",
+                    key_option(Role.token))]
+
+
 def find_tables(checkpoint: Checkpoint, token_key: str | None = None, pos_key: str | None = None,
                 output_key: str | None = None) -> EmbeddingTables:
     """Every role's table. A key names a table outright, and a bad key is an error now; a role that
@@ -693,6 +712,8 @@ def find_tables(checkpoint: Checkpoint, token_key: str | None = None, pos_key: s
             head, note = unnamed_head(checkpoint, token, taken) or (head, note)
     if head is not Head.untied:
         output = None
+    if token is not None and token_key is None:
+        notes.extend(other_keras_embeddings(checkpoint, taken | {output.name} if output else taken))
     if head in (Head.tied, Head.absent, Head.unknown, Head.unnamed):
         choices = ("" if head in (Head.tied, Head.unnamed)  # an unnamed head's note names the candidates already
                    else Message(f"; {candidates_text(checkpoint, taken)}; name one with ", key_option(Role.output)))
