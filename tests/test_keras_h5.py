@@ -120,8 +120,8 @@ def test_the_optimizer_state_keras_save_model_keeps_is_not_counted_as_parameters
 def test_a_second_embedding_weight_is_named_where_no_role_takes_it(tmp_path):
     """big_phoney 1.0.1's prediction_model_weights.hdf5 (Keras 2.1.5's save_weights): the character table
     'embedding_1' (30 x 256) is the token table, and the decoder's phone table 'embedding_2' (87 x 256), 17 of whose
-    rows no input holds (the start symbol's partner, the end symbol, the padding and 14 unstressed vowels CMUdict never
-    writes), was named nowhere. Written with h5py in that layout; the rows left at the draw are the test's own."""
+    rows no input holds (the padding, the end symbol and 15 vowels without the stress digit CMUdict always writes),
+    was named nowhere. Written with h5py in that layout; the rows left at the draw are the test's own."""
     rng = np.random.default_rng(5)
     chars = rng.normal(0, 0.1, (30, 64))
     phones = rng.normal(0, 0.1, (87, 64))
