@@ -298,7 +298,17 @@ def empty_note(role: Role) -> str:
 
 
 def none_found(checkpoint: Checkpoint, role: Role, taken: set[str]) -> Empty:
-    """A role with no table: what was looked for, what is there, and the option that names one."""
+    """A role with no table: what was looked for, what is there, and the option that names one; for tokens, the
+    tables the graph looks up by the input ids where it looks up several (text2tashkeel 0.1.0's
+    rawi_ensemble.int8.onnx, two models merged by onnx.compose: 'g_embedding.weight' and 'v_embedding.weight')."""
+    gathered = gathered_tables(checkpoint, taken) if role is Role.token else []
+    if len(gathered) > 1:
+        names = clipped_list([f"{quote(t.name)} ({shape_text(t.shape)})" for t in gathered], "tables",
+                             names=[quote(t.name) for t in gathered], budget=HEAD_CANDIDATES_BUDGET)
+        said = Message(f"expected one token-embedding table, found {len(gathered)} that the graph looks up by the "
+                       f"model's input ids, {names} (models merged into one, or several inputs): none is taken; name "
+                       "one with ", key_option(role))
+        return Empty(said, said)
     n = len(checkpoint.tensors)
     return Empty(Message(f"expected a {ROLE_WORDS[role]}, found none among {n} tensor{'s' * (n != 1)} "
                          f"{NOT_FOUND[role]}; {candidates_text(checkpoint, taken)}; name one with ", key_option(role)),
@@ -371,10 +381,15 @@ def added_by_graph(checkpoint: Checkpoint, taken: set[str], width: int | None) -
                  first_row, notes)
 
 
+def gathered_tables(checkpoint: Checkpoint, taken: set[str]) -> list[TensorInfo]:
+    """The tables the file's own graph looks up by the model's input ids."""
+    return distinct([checkpoint.tensors[name] for name in checkpoint.gathered
+                     if name in checkpoint.tensors and is_table(checkpoint.tensors[name]) and name not in taken])
+
+
 def by_graph(checkpoint: Checkpoint, taken: set[str]) -> Table | None:
     """The token table as the file's own graph says: the one table it looks up by the model's input ids."""
-    found = distinct([checkpoint.tensors[name] for name in checkpoint.gathered
-                      if name in checkpoint.tensors and is_table(checkpoint.tensors[name]) and name not in taken])
+    found = gathered_tables(checkpoint, taken)
     if len(found) != 1:  # none, or several (a seq2seq model's two inputs): the names or the shapes decide
         return None
     return Table(Role.token, found[0], "the graph: the one table a Gather looks up by the model's input ids")
