@@ -275,9 +275,9 @@ def test_tables_that_merged_models_look_up_by_one_input_are_named_not_taken(tmp_
     doc = run_json("info", "-c", path)
     assert doc["tables"]["token"] is None
     said = [n for n in doc["notes"] if "token-embedding" in n]
-    assert said == ["expected one token-embedding table, found 2 that the graph looks up by the model's input ids, "
-                    "'g_embedding.weight' (20 x 16), 'v_embedding.weight' (20 x 16) (models merged into one, or several "
-                    "inputs): none is taken; name one with --token-key NAME"]
+    assert said == [("expected one token-embedding table, found 2 that the graph looks up by the model's input ids, "
+                     "'g_embedding.weight' (20 x 16), 'v_embedding.weight' (20 x 16) (models merged into one, or "
+                     "several inputs): none is taken; name one with --token-key NAME")]
     result = run("norms", "-c", path, code=1)
     assert "'g_embedding.weight' (20 x 16), 'v_embedding.weight'" in result.stderr
     assert run_json("norms", "-c", path, "--token-key", "v_embedding.weight")["name"] == "v_embedding.weight"
