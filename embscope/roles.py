@@ -309,7 +309,17 @@ def empty_note(role: Role) -> str:
 
 
 def none_found(checkpoint: Checkpoint, role: Role, taken: set[str]) -> Empty:
-    """A role with no table: what was looked for, what is there, and the option that names one."""
+    """A role with no table: what was looked for, what is there, and the option that names one; for tokens, the
+    tables the graph looks up by the input ids where it looks up several (text2tashkeel 0.1.0's
+    rawi_ensemble.int8.onnx, two models merged by onnx.compose: 'g_embedding.weight' and 'v_embedding.weight')."""
+    gathered = gathered_tables(checkpoint, taken) if role is Role.token else []
+    if len(gathered) > 1:
+        names = clipped_list([f"{quote(t.name)} ({shape_text(t.shape)})" for t in gathered], "tables",
+                             names=[quote(t.name) for t in gathered], budget=HEAD_CANDIDATES_BUDGET)
+        said = Message(f"expected one token-embedding table, found {len(gathered)} that the graph looks up by the "
+                       f"model's input ids, {names} (models merged into one, or several inputs): none is taken; name "
+                       "one with ", key_option(role))
+        return Empty(said, said)
     n = len(checkpoint.tensors)
     return Empty(Message(f"expected a {ROLE_WORDS[role]}, found none among {n} tensor{'s' * (n != 1)} "
                          f"{NOT_FOUND[role]}; {candidates_text(checkpoint, taken)}; name one with ", key_option(role)),
@@ -382,10 +392,15 @@ def added_by_graph(checkpoint: Checkpoint, taken: set[str], width: int | None) -
                  first_row, notes)
 
 
+def gathered_tables(checkpoint: Checkpoint, taken: set[str]) -> list[TensorInfo]:
+    """The tables the file's own graph looks up by the model's input ids."""
+    return distinct([checkpoint.tensors[name] for name in checkpoint.gathered
+                     if name in checkpoint.tensors and is_table(checkpoint.tensors[name]) and name not in taken])
+
+
 def by_graph(checkpoint: Checkpoint, taken: set[str]) -> Table | None:
     """The token table as the file's own graph says: the one table it looks up by the model's input ids."""
-    found = distinct([checkpoint.tensors[name] for name in checkpoint.gathered
-                      if name in checkpoint.tensors and is_table(checkpoint.tensors[name]) and name not in taken])
+    found = gathered_tables(checkpoint, taken)
     if len(found) != 1:  # none, or several (a seq2seq model's two inputs): the names or the shapes decide
         return None
     return Table(Role.token, found[0], "the graph: the one table a Gather looks up by the model's input ids")
@@ -666,6 +681,25 @@ def upright(output: Table, token: Table, notes: list[str]) -> Table:
                                           read=lambda: stored.read().T))  # a view: a mapped head stays mapped
 
 
+def other_keras_embeddings(checkpoint: Checkpoint, taken: set[str]) -> list[Message]:
+    """A note naming the keras.layers.Embedding weights of a Keras file that no role took: a second vocabulary (a
+    seq2seq decoder's) no command reads unless named (big_phoney 1.0.1's prediction_model_weights.hdf5: the phone
+    table 'embedding_2', 87 x 256, whose 17 rows no input holds, beside the character table 'embedding_1')."""
+    if checkpoint.format not in (KERAS_HDF5, KERAS_ZIP):
+        return []
+    found = distinct([t for t in checkpoint.tensors.values() if is_table(t) and t.name not in taken
+                      and t.name.rsplit(".", 1)[-1] == KERAS_EMBEDDING_WEIGHT])
+    if not found:
+        return []
+    names = clipped_list([f"{quote(t.name)} ({shape_text(t.shape)})" for t in found], "tensors",
+                         names=[quote(t.name) for t in found], budget=HEAD_CANDIDATES_BUDGET)
+    many = len(found) > 1
+    return [Message(f"the file holds {'other' if many else 'another'} keras.layers.Embedding "
+                    f"weight{'s' * many}, {names}: a vocabulary of {'their' if many else 'its'} own (a decoder's, "
+                    f"say) that no command reads unless named; ask {'one' if many else 'it'} with ",
+                    key_option(Role.token))]
+
+
 def find_tables(checkpoint: Checkpoint, token_key: str | None = None, pos_key: str | None = None,
                 output_key: str | None = None) -> EmbeddingTables:
     """Every role's table. A key names a table outright, and a bad key is an error now; a role that
@@ -704,6 +738,8 @@ def find_tables(checkpoint: Checkpoint, token_key: str | None = None, pos_key: s
             head, note = unnamed_head(checkpoint, token, taken) or (head, note)
     if head is not Head.untied:
         output = None
+    if token is not None and token_key is None:
+        notes.extend(other_keras_embeddings(checkpoint, taken | {output.name} if output else taken))
     if head in (Head.tied, Head.absent, Head.unknown, Head.unnamed):
         choices = ("" if head in (Head.tied, Head.unnamed)  # an unnamed head's note names the candidates already
                    else Message(f"; {candidates_text(checkpoint, taken)}; name one with ", key_option(Role.output)))

@@ -115,3 +115,33 @@ def test_the_optimizer_state_keras_save_model_keeps_is_not_counted_as_parameters
     assert values == 2 * sum(v.size for v in model.values()) + 1
     assert (f"7 datasets under 'optimizer_weights' ({values:,} values: the optimizer's state that Keras' save_model "
             "keeps beside the model's weights, not parameters) are left out") in run_json("info", "-c", path)["notes"]
+
+
+def test_a_second_embedding_weight_is_named_where_no_role_takes_it(tmp_path):
+    """big_phoney 1.0.1's prediction_model_weights.hdf5 (Keras 2.1.5's save_weights): the character table
+    'embedding_1' (30 x 256) is the token table, and the decoder's phone table 'embedding_2' (87 x 256), 17 of whose
+    rows no input holds (the padding, the end symbol and 15 vowels without the stress digit CMUdict always writes),
+    was named nowhere. Written with h5py in that layout; the rows left at the draw are the test's own."""
+    rng = np.random.default_rng(5)
+    chars = rng.normal(0, 0.1, (30, 64))
+    phones = rng.normal(0, 0.1, (87, 64))
+    never = np.sort(rng.choice(87, 17, replace=False))
+    phones[never] = rng.uniform(-0.05, 0.05, (17, 64))  # keras.layers.Embedding's default draw, left alone
+    path = tmp_path / "prediction_model_weights.hdf5"
+    with h5py.File(path, "w") as f:
+        f.attrs["keras_version"], f.attrs["backend"] = b"2.1.5", b"tensorflow"
+        f.attrs["layer_names"] = [b"input_1", b"embedding_1", b"embedding_2", b"dense_4"]
+        for layer, weights in (("embedding_1", {"embeddings:0": chars}), ("embedding_2", {"embeddings:0": phones}),
+                               ("dense_4", {"kernel:0": rng.normal(0, 0.1, (64, 87)), "bias:0": np.zeros(87)})):
+            group = f.create_group(layer)
+            group.attrs["weight_names"] = [f"{layer}/{name}".encode() for name in weights]
+            for name, value in weights.items():
+                group.create_dataset(f"{layer}/{name}", data=value.astype(np.float32))
+    doc = run_json("info", "-c", path)
+    assert doc["tables"]["token"]["name"] == "embedding_1.embedding_1.embeddings"
+    said = [n for n in doc["notes"] if "keras.layers.Embedding weight" in n]
+    assert len(said) == 1 and "'embedding_2.embedding_2.embeddings' (87 x 64)" in said[0] and "--token-key" in said[0]
+    found = run_json("norms", "-c", path, "--token-key", "embedding_2.embedding_2.embeddings")["untrained"]
+    assert [r for g in found["ranges"] for r in range(g["first"], g["last"] + 1)] == never.tolist()
+    named = run_json("info", "-c", path, "--token-key", "embedding_2.embedding_2.embeddings")
+    assert not [n for n in named["notes"] if "keras.layers.Embedding weight" in n]  # the user named the table

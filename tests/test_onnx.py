@@ -261,6 +261,28 @@ def test_the_table_the_graph_gathers_by_the_input_ids_is_the_token_table(tmp_pat
     assert run_json("info", "-c", both)["tables"]["token"] is None
 
 
+def test_tables_that_merged_models_look_up_by_one_input_are_named_not_taken(tmp_path):
+    """text2tashkeel 0.1.0's rawi_ensemble.int8.onnx (onnx.compose.merge_models of two taggers, prefixes g_ and v_):
+    both 'g_embedding.weight' and 'v_embedding.weight' (236 x 128) are looked up by the one input; info said only
+    that no table was found by name, and the error listed LSTM weights as the candidates."""
+    rng = np.random.default_rng(12)
+    tables = {f"{p}_embedding.weight": rng.standard_normal((20, 16)).astype(np.float32) for p in "gv"}
+    ids = helper.make_tensor_value_info("input", TensorProto.INT64, [1, None])
+    path = tmp_path / "rawi_ensemble.onnx"
+    graph_file(path, [helper.make_node("Gather", ["g_embedding.weight", "input"], ["g"]),
+                      helper.make_node("Gather", ["v_embedding.weight", "input"], ["v"]),
+                      helper.make_node("Add", ["g", "v"], ["out"])], [ids], tables, producer="onnx.compose.merge_models")
+    doc = run_json("info", "-c", path)
+    assert doc["tables"]["token"] is None
+    said = [n for n in doc["notes"] if "token-embedding" in n]
+    assert said == [("expected one token-embedding table, found 2 that the graph looks up by the model's input ids, "
+                     "'g_embedding.weight' (20 x 16), 'v_embedding.weight' (20 x 16) (models merged into one, or "
+                     "several inputs): none is taken; name one with --token-key NAME")]
+    result = run("norms", "-c", path, code=1)
+    assert "'g_embedding.weight' (20 x 16), 'v_embedding.weight'" in result.stderr
+    assert run_json("norms", "-c", path, "--token-key", "v_embedding.weight")["name"] == "v_embedding.weight"
+
+
 @pytest.mark.parametrize("select", ["gather", "slice"])
 def test_a_table_looked_up_by_a_selection_of_the_input_ids_is_the_token_table(select, tmp_path):
     """arabic-name-romanizer 0.2.0's resources/decoder.onnx (torch.onnx, opset 17), a GRU decoder stepped by its

@@ -21,7 +21,7 @@ from ..core.text import quote
 from ..naming import row_name
 from .duplicates import DUPLICATE_COSINE, Duplicate, DuplicateSearch, find_duplicates
 from .median import median_of
-from .untrained import Untrained, find_untrained
+from .untrained import AT_ZERO, Untrained, find_untrained
 
 if TYPE_CHECKING:
     from ..core.tokenizer import Tokenizer
@@ -132,7 +132,8 @@ class NormSummary:
     center: float = math.nan
     spread: float = math.nan
     half_window: int = 0  # rows on each side in the running median
-    left_out_as: str = "never-trained rows"  # the rows left out of the rule (NEVER_TRAINED_ROWS, UNDECIDED_ROWS, KEPT_NORM_ROWS)
+    # the rows left out of the rule (NEVER_TRAINED_ROWS, UNDECIDED_ROWS, KEPT_NORM_ROWS, AT_ZERO_ROWS)
+    left_out_as: str = "never-trained rows"
 
     @cached_property
     def robust_z(self) -> np.ndarray:
@@ -252,6 +253,7 @@ def running_median(values: np.ndarray, half: int) -> np.ndarray:
 NEVER_TRAINED_ROWS = "never-trained rows"
 UNDECIDED_ROWS = "rows that cannot be told from their initialisation"  # an undecided majority (analysis.untrained)
 KEPT_NORM_ROWS = "rows that keep their initialisation's norm"  # a majority that moved, at its norm (untrained.near_init)
+AT_ZERO_ROWS = "rows within a quantization step of zero"  # most of a quantized table, at its resolution (analysis.lattice)
 
 
 def trend_half_window(rows: int) -> int:
@@ -350,7 +352,8 @@ def judged(array: np.ndarray, norms: np.ndarray, role: Role | str, config: dict[
     untrained = find_untrained(array, norms, str(role), config, first_row)
     left_out = untrained.mask(len(norms)) if untrained.count and not untrained.whole else None
     along = str(role) == Role.position
-    left_out_as = KEPT_NORM_ROWS if untrained.near else UNDECIDED_ROWS if untrained.undecided else NEVER_TRAINED_ROWS
+    left_out_as = (KEPT_NORM_ROWS if untrained.near else AT_ZERO_ROWS if untrained.kind == AT_ZERO
+                   else UNDECIDED_ROWS if untrained.undecided else NEVER_TRAINED_ROWS)
     return summarize_trained(norms, threshold, left_out=left_out, along=along, first_row=first_row if along else 0,
                              left_out_as=left_out_as), untrained
 

@@ -32,10 +32,10 @@ import numpy as np
 
 from .. import compute
 from ..core.errors import EmbscopeError, Message, OptionError, TableError, message_of
-from .norms import DEFAULT_THRESHOLD, KEPT_NORM_ROWS, RowListing, median_and_mad, robust_z, row_norms
+from .norms import AT_ZERO_ROWS, DEFAULT_THRESHOLD, KEPT_NORM_ROWS, RowListing, median_and_mad, robust_z, row_norms
 from .stages import Progress, Stages, quiet
 from .token_kinds import KINDS, ROUND_TRIP_MAX_CHARS, TokenKinds, token_kinds
-from .untrained import Untrained, band, find_untrained, init_scale
+from .untrained import AT_ZERO, Untrained, band, find_untrained, init_scale
 
 if TYPE_CHECKING:
     from ..core.tokenizer import Tokenizer
@@ -347,7 +347,10 @@ def norm_basis(norms: np.ndarray, never: Untrained | None) -> tuple[float, float
         return median, mad, ""
     kept = np.ones(len(norms), dtype=bool)
     kept[never.rows] = False
-    if 2 * never.count <= int(np.isfinite(norms).sum()) and describes(median_and_mad(norms)[0], norms[kept]):
+    at_zero = never.kind == AT_ZERO
+    if at_zero:  # the zero rows are of that majority at the file's resolution (analysis.lattice)
+        kept &= norms != 0
+    elif 2 * never.count <= int(np.isfinite(norms).sum()) and describes(median_and_mad(norms)[0], norms[kept]):
         median, mad = median_and_mad(norms)
         return median, mad, ""
     median, mad = median_and_mad(norms[kept])
@@ -430,6 +433,8 @@ def found_as(never: Untrained, rows: bool = False) -> str:
     (analysis.untrained's undecided), at their initialisation, which may be trained too little to tell."""
     if never.near:  # a majority that moved, at the init's norm (analysis.untrained.near_init)
         return KEPT_NORM_ROWS if rows else "keeping their initialisation's norm"
+    if never.kind == AT_ZERO:  # most of a quantized table, at its resolution (analysis.lattice)
+        return AT_ZERO_ROWS if rows else "within a quantization step of zero"
     if never.undecided:
         return "rows at their initialisation" if rows else "at their initialisation"
     return "never-trained rows" if rows else "never trained"
@@ -528,6 +533,15 @@ def cluster_reference(array: np.ndarray, valid: np.ndarray, topk: NearestRows,
     members = largest_group(len(array), queries, nearest_ids, nearest_cos >= NEAR_IDENTICAL, valid)
     if len(members) < MIN_CLUSTER_ROWS:
         return empty
+    apart = norm_apart(norms, valid, members) if norms is not None else math.inf
+    if 2 * len(members) < len(rows) and abs(apart) < SEED_NORM_Z:
+        # a minority of near-identical rows at the others' norms is a class of trained words used alike (the years
+        # 1972 to 1978 of a spaCy vectors table, GloVe's, cosine 0.99, median norm z +0.8): no seed
+        return replace(empty, description=(
+            f"no cluster: no {MIN_SEED_ROWS} or more rows stand out by their cosine to their nearest rows, and the "
+            f"{len(members)} near-identical rows found (cosine >= {NEAR_IDENTICAL}) are passed over: their norms are "
+            f"those of the rest (median robust z {apart:+.2f}, beyond {SEED_NORM_Z:g} either way needed), as a class "
+            "of trained tokens used alike has"))
     return Reference(members, "cluster", f"the densest cluster: {len(members)} near-identical rows "
                                          f"(cosine >= {NEAR_IDENTICAL}, found with {searched})")
 

@@ -28,6 +28,7 @@ import numpy as np
 from .. import compute
 from .columns import column_reduced
 from .duplicates import ORDINARY_NORMS  # float32 products in range
+from .lattice import near_zero, near_zero_evidence
 from .median import median_of
 from .products import SINGLE_THREAD_PRODUCT, thin_product
 
@@ -73,6 +74,7 @@ ESTIMATED_SHARE = 0.5
 FAR_SPREADS = 6.0
 NEAR_INIT = "near init"  # the kind of that verdict
 SHRUNK = "shrunk alike"  # the kind of a majority at a common norm whose coordinates are no draw's (shrunk_alike)
+AT_ZERO = "at zero"  # the kind of rows within a quantized table's step of zero (analysis.lattice), beside its zero rows
 KEPT_NORM = "most of the table, keep their initialisation's norm"
 APART_SHARE = 0.01  # ... of whose other rows at most this share may have norms within twice the band's reach
 SHARED_CHANCE = 1e-4  # the chance that rows drawn at init share a direction as much as the line allows
@@ -223,13 +225,24 @@ def find_untrained(array: np.ndarray, norms: np.ndarray, role: str, config: Mapp
         return at_init
     together = moved_together(array, norms, valid & ~at_init.mask(rows))
     if not together.count:
-        return at_init
+        return at_init if at_init.count else at_zero(array, norms)
     if not at_init.count:
         return together
     both = np.union1d(at_init.rows, together.rows)
     # an undecided majority stays undecided beside a group that moved together: no figure draws the union apart
     return Untrained(both, RULE, f"{at_init.evidence}; {together.evidence}", f"{at_init.kind} and moved together",
                      undecided=at_init.undecided)
+
+
+def at_zero(array: np.ndarray, norms: np.ndarray) -> Untrained:
+    """Most of a quantized table at zero or within a step of it (analysis.lattice): undecided, as they cannot be
+    told from zero at the file's resolution; the zero rows stay anomalies (analysis.norms)."""
+    found = near_zero(array, norms)
+    if found is None:
+        return nothing()
+    rows, step = found
+    evidence = near_zero_evidence(len(rows), int((norms == 0).sum()), len(norms), step)
+    return Untrained(rows, RULE, evidence, AT_ZERO, undecided=True)
 
 
 # ---------------------------------------------------------------- still as initialised
