@@ -132,6 +132,10 @@ KNOWN: dict[Role, tuple[Known, ...]] = {
               note="fairseq position rows start after the padding index (1): position p is row p+2"),
         Known("embed_positions.weight", "OPT; fairseq transformers with learned positions", first_row=2,
               note="OPT position rows carry an offset of 2: position p is row p+2"),
+        # openai-whisper's TextDecoder keeps its learned positions as a bare nn.Parameter (n_text_ctx x n_text_state,
+        # no '.weight'); its AudioEncoder's 'encoder.positional_embedding' is a fixed sinusoid buffer (model.py)
+        Known("decoder.positional_embedding", "openai-whisper's TextDecoder: a learned nn.Parameter; its encoder's "
+              "positional_embedding is a fixed sinusoid"),
         Known("pos_emb.weight", "from-scratch torch models"),
         Known("position_embedding.weight", "from-scratch torch models"),
         Known("pos_emb", "nlm and other from-scratch numpy models", whole_name_only=True),
