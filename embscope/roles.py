@@ -351,15 +351,29 @@ def position_offset(checkpoint: Checkpoint, known: Known | None, name: str) -> t
 def by_name(checkpoint: Checkpoint, role: Role, taken: set[str]) -> Table | None:
     tables = [t for t in checkpoint.tensors.values() if is_table(t) and t.name not in taken]
     for known in KNOWN[role]:
-        found = distinct([t for t in tables if known.matches(t.name)])
+        found, computed = distinct([t for t in tables if known.matches(t.name)]), ()
+        if len(found) > 1 and role is Role.position:
+            found, computed = learned_only(found)
         if len(found) > 1:
             names = clipped_list([quote(t.name) for t in found], "tables")
             raise TableError(Message(f"expected one {role} table, found several equally good ones ({names}); "
                                      f"choose with ", Option(KEY_OPTIONS[role])), role=role, option=KEY_OPTIONS[role])
         if found:
             first_row, notes = position_offset(checkpoint, known, found[0].name) if role is Role.position else (0, ())
-            return Table(role, found[0], f"name {known.name!r} ({known.source})", first_row, notes)
+            return Table(role, found[0], f"name {known.name!r} ({known.source})", first_row, (*notes, *computed))
     return None
+
+
+def learned_only(found: list[TensorInfo]) -> tuple[list[TensorInfo], tuple[str, ...]]:
+    """Tables one name matches, less those whose values are a fixed sinusoid (HF Whisper's encoder keeps one under
+    the decoder's learned table's name, 'embed_positions.weight'), and the note saying each was passed over."""
+    from .analysis.sinusoid import sinusoid_of
+    said = {t.name: sinusoid_of(t) for t in found}
+    learned = [t for t in found if said[t.name] is None]
+    if not learned:
+        return found, ()
+    return learned, tuple(f"{quote(t.name)} ({shape_text(t.shape)}) has the same name but is a fixed sinusoid "
+                          f"({said[t.name]}), not a learned table: not taken" for t in found if said[t.name] is not None)
 
 
 def added_by_graph(checkpoint: Checkpoint, taken: set[str], width: int | None) -> Table | None:

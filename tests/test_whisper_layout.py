@@ -109,3 +109,30 @@ def test_params_counts_the_learned_table_and_leaves_the_encoders_sinusoid_out(wh
     assert doc["total"] == sum(p.numel() for p in model.parameters())  # torch's count: the buffer is none of them
     (note,) = [n for n in doc["notes"] if "sinusoid" in n]
     assert note.startswith("'encoder.positional_embedding' (24 x 16) is a fixed sinusoid")
+
+
+def test_hugging_faces_whisper_takes_the_decoders_table_from_row_0(tmp_path):
+    """transformers' Whisper names both tables 'embed_positions' (OPT's name, offset 2): the encoder's holds
+    sinusoids(), the decoder's is learned and read from row 0 (position_ids = arange + cache_length)."""
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    config = transformers.WhisperConfig(
+        vocab_size=300, num_mel_bins=8, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
+        decoder_attention_heads=2, d_model=16, encoder_ffn_dim=32, decoder_ffn_dim=32, max_source_positions=24,
+        max_target_positions=32, pad_token_id=299, bos_token_id=298, eos_token_id=297, decoder_start_token_id=296)
+    model = transformers.WhisperForConditionalGeneration(config)
+    model.save_pretrained(tmp_path)
+    seen = []
+    model.model.decoder.embed_positions.register_forward_hook(lambda _m, _a, out: seen.append(out.detach()))
+    with torch.no_grad():
+        model(input_features=torch.zeros(1, 8, 48), decoder_input_ids=torch.tensor([[296, 5, 6, 7]]))
+    table = model.model.decoder.embed_positions.weight.detach().numpy().astype(np.float64)
+    read = seen[0].numpy().reshape(-1, 16)
+    assert [int(np.flatnonzero((table == row).all(axis=1))[0]) for row in read] == [0, 1, 2, 3]
+    doc = run_json("positions", "-c", tmp_path, "--pairs", "0:1")
+    assert doc["table"] == "model.decoder.embed_positions.weight" and doc["first_row"] == 0
+    a, b = table[0], table[1]
+    assert doc["pairs"][0]["cosine"] == pytest.approx(a @ b / np.linalg.norm(a) / np.linalg.norm(b), abs=1e-6)
+    notes = run_json("info", "-c", tmp_path)["notes"]
+    assert any(note.startswith("'model.encoder.embed_positions.weight' (24 x 16) has the same name but is a fixed "
+                               "sinusoid") for note in notes)

@@ -107,3 +107,12 @@ def fixed_sinusoids(tensors: Iterable[TensorInfo],
         if said is not None:
             found.append((tensor, said))
     return found, unread
+
+
+def sinusoid_of(tensor: TensorInfo) -> str | None:
+    """The layout of a tensor that is a fixed sinusoid table, read only when it holds at most MOST_VALUES; None
+    for any other tensor, or one too large to tell."""
+    shape = positions_shape(tensor) if tensor.is_float else None
+    if shape is None or shape[0] * shape[1] > MOST_VALUES:
+        return None
+    return formula_of(to_float32(tensor.read(), tensor.dtype).reshape(shape))
