@@ -454,6 +454,50 @@ def by_keras_layer(checkpoint: Checkpoint, role: Role, taken: set[str], width: i
     return Table(role, found[0], f"config.json: Keras layer {quote(layer)} ({layer_class}){said}", first_row, notes)
 
 
+# a keras.layers.Embedding's weight in a Keras 3 .weights.h5, named by class and order only (saving_lib)
+KERAS_PLAIN_EMBEDDING = re.compile(r"(?:.*\.)?layers\.embedding(?:_\d+)?\.vars\.0")
+
+
+def keras_plain_token(checkpoint: Checkpoint, taken: set[str]) -> Table | None:
+    """Of several plain Embeddings in a Keras 3 .weights.h5 (layers/embedding, layers/embedding_1: named by class
+    and the order the model tracked them, so a model that made its position Embedding first files it as
+    'embedding'), the one whose row count is a side of another tensor (the head's d x V kernel, its V bias); with
+    no such one, the first, and a note that says the file cannot tell (which was taken, what else may be it)."""
+    if checkpoint.format not in (KERAS_HDF5, KERAS_ZIP):
+        return None
+    found = distinct([t for t in checkpoint.tensors.values() if is_table(t) and t.name not in taken
+                      and KERAS_PLAIN_EMBEDDING.fullmatch(t.name)])
+    if len(found) < 2:
+        return None
+    names = {t.name for t in found}
+    others = [t for t in checkpoint.tensors.values() if t.is_float and t.name not in names]
+    sided = [t for t in found if any(t.shape[0] in o.shape and t.shape[0] != t.shape[1] for o in others)]
+    listed = ", ".join(f"{quote(t.name)} ({shape_text(t.shape)})" for t in found)
+    if len(sided) == 1:
+        head = next(o for o in others if sided[0].shape[0] in o.shape)
+        rest = " or ".join(quote(t.name) for t in found if t is not sided[0])
+        note = Message(f"{len(found)} plain Keras Embeddings, named by class and order only ({listed}): "
+                       f"{quote(sided[0].name)} is taken as the token table, its {sided[0].shape[0]:,} rows a side of "
+                       f"{quote(head.name)} ({shape_text(head.shape)}), a head over the vocabulary; {rest} may be a "
+                       "position table: name it with ", key_option(Role.position))
+        return Table(Role.token, sided[0], f"the Keras Embedding whose rows are a side of {quote(head.name)}",
+                     notes=(note,))
+    first = min(found, key=lambda t: keras_order(t.name))
+    why = "several of them have" if sided else "none of them has"
+    note = Message(f"{len(found)} plain Keras Embeddings, named by class and order only ({listed}), and {why} its "
+                   f"rows on a side of another tensor (a head over the vocabulary), so the file cannot tell which is "
+                   f"the token table: {quote(first.name)}, the first, is taken; if another is, name it with ",
+                   key_option(Role.token))
+    return Table(Role.token, first, "the first of the file's plain Keras Embeddings (the file cannot tell which)",
+                 notes=(note,))
+
+
+def keras_order(name: str) -> tuple[int, str]:
+    """Keras' numbering of a class's layers: 'embedding' 0, 'embedding_1' 1, ..."""
+    number = re.search(r"embedding_(\d+)\.vars\.0$", name)
+    return (int(number.group(1)) if number else 0, name)
+
+
 def keras_embedding(checkpoint: Checkpoint, taken: set[str]) -> Table | None:
     """A Keras file's one keras.layers.Embedding weight where the layer has a name of its own: Keras names that
     layer's only weight 'embeddings' whatever the layer is called (rnnmorph's 'chars_embeddings', inside a
@@ -490,6 +534,8 @@ def discover(checkpoint: Checkpoint, role: Role, taken: set[str], width: int | N
     projection that is not there is None: whether that means tied is decided apart (missing_head)."""
     try:
         found = by_keras_layer(checkpoint, role, taken, width) if role is not Role.output else None
+        if found is None and role is Role.token:
+            found = keras_plain_token(checkpoint, taken)
         if found is None:
             found = by_name(checkpoint, role, taken)
         if found is None and role is Role.token:

@@ -321,3 +321,43 @@ def test_a_json_map_of_ids_beside_the_weights_under_another_name_is_named_for_to
     cosines = unit @ unit[1]
     cosines[1] = -np.inf
     assert given["neighbors"][0]["id"] == int(np.argmax(cosines))
+
+
+def position_first_model(keras, head: bool):
+    """A subclassed model that makes its position Embedding first: Keras 3's .weights.h5 files it as
+    'layers/embedding', the token Embedding as 'layers/embedding_1' (saving_lib numbers a class's layers in the
+    order the model tracked them), and no config.json says which is which."""
+
+    class PositionFirst(keras.Model):
+        def __init__(self):
+            super().__init__()
+            self.pos = keras.layers.Embedding(T, D)
+            self.tok = keras.layers.Embedding(V, D)
+            self.out = keras.layers.Dense(V) if head else None
+
+        def call(self, ids):
+            x = self.tok(ids) + self.pos(keras.ops.arange(T))
+            return self.out(x) if self.out is not None else x
+
+    model = PositionFirst()
+    model(np.zeros((1, T), "int32"))
+    return model
+
+
+@pytest.mark.parametrize("head", [True, False])
+def test_a_weights_file_whose_first_embedding_is_the_positions(tmp_path, head):
+    import keras
+    model = position_first_model(keras, head)
+    path = tmp_path / "model.weights.h5"
+    model.save_weights(path)
+    with h5py.File(path) as f:  # the writer's own layout, as the test's premise says
+        assert f["layers/embedding/vars/0"].shape == (T, D) and f["layers/embedding_1/vars/0"].shape == (V, D)
+    doc = run_json("info", "-c", path)
+    note = " ".join(doc["notes"])
+    if head:  # the Dense kernel (D x V) has the token table's rows on a side: the evidence decides
+        assert doc["tables"]["token"]["name"] == "layers.embedding_1.vars.0"
+        assert doc["tables"]["token"]["shape"] == [V, D]
+        assert "its 50 rows a side of" in note and "--pos-key" in note
+    else:  # nothing tells them apart: the first is taken, and the note says so and names the option
+        assert doc["tables"]["token"]["name"] == "layers.embedding.vars.0"
+        assert "the file cannot tell which is the token table" in note and "--token-key" in note
