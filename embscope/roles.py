@@ -441,7 +441,8 @@ def keras_layer_role(layer: str, layer_class: str) -> Role | None:
 def by_keras_layer(checkpoint: Checkpoint, role: Role, taken: set[str], width: int | None) -> Table | None:
     """The one table whose layer in the file's own model config (a .keras zip's config.json) says the role. Keras 3
     files weights by layer class and order (layers/embedding, layers/embedding_1), so the path cannot tell which
-    Embedding is the token table; the config names each layer ('tok', 'pos_emb') and gives its class."""
+    Embedding is the token table; the config names each layer ('tok', 'pos_emb') and gives its class, and a
+    .weights.h5 keeps the layer's name on its vars group."""
     found = distinct([checkpoint.tensors[name] for name, (layer, layer_class) in checkpoint.layers.items()
                       if name in checkpoint.tensors and name not in taken and is_table(checkpoint.tensors[name])
                       and keras_layer_role(layer, layer_class) is role
@@ -451,7 +452,8 @@ def by_keras_layer(checkpoint: Checkpoint, role: Role, taken: set[str], width: i
     layer, layer_class = checkpoint.layers[found[0].name]
     said = f", whose name says {role}" if KERAS_TABLE_CLASSES[layer_class] is None else ""
     first_row, notes = position_offset(checkpoint, None, found[0].name) if role is Role.position else (0, ())
-    return Table(role, found[0], f"config.json: Keras layer {quote(layer)} ({layer_class}){said}", first_row, notes)
+    source = "config.json" if checkpoint.format == KERAS_ZIP else "the layer's name on its vars group, its class by its path"
+    return Table(role, found[0], f"{source}: Keras layer {quote(layer)} ({layer_class}){said}", first_row, notes)
 
 
 # a keras.layers.Embedding's weight in a Keras 3 .weights.h5, named by class and order only (saving_lib)
