@@ -351,7 +351,8 @@ def position_offset(checkpoint: Checkpoint, known: Known | None, name: str) -> t
 def by_name(checkpoint: Checkpoint, role: Role, taken: set[str]) -> Table | None:
     tables = [t for t in checkpoint.tensors.values() if is_table(t) and t.name not in taken]
     for known in KNOWN[role]:
-        found, computed = distinct([t for t in tables if known.matches(t.name)]), ()
+        found = distinct([t for t in tables if known.matches(t.name)])
+        computed: tuple[str, ...] = ()
         if len(found) > 1 and role is Role.position:
             found, computed = learned_only(found)
         if len(found) > 1:
@@ -473,17 +474,10 @@ def keras_plain_token(checkpoint: Checkpoint, taken: set[str]) -> Table | None:
         return None
     names = {t.name for t in found}
     others = [t for t in checkpoint.tensors.values() if t.is_float and t.name not in names]
-    sided = [t for t in found if any(t.shape[0] in o.shape and t.shape[0] != t.shape[1] for o in others)]
+    sided = [(t, side) for t in found if (side := vocabulary_side(t, others)) is not None]
     listed = ", ".join(f"{quote(t.name)} ({shape_text(t.shape)})" for t in found)
     if len(sided) == 1:
-        head = next(o for o in others if sided[0].shape[0] in o.shape)
-        rest = " or ".join(quote(t.name) for t in found if t is not sided[0])
-        note = Message(f"{len(found)} plain Keras Embeddings, named by class and order only ({listed}): "
-                       f"{quote(sided[0].name)} is taken as the token table, its {sided[0].shape[0]:,} rows a side of "
-                       f"{quote(head.name)} ({shape_text(head.shape)}), a head over the vocabulary; {rest} may be a "
-                       "position table: name it with ", key_option(Role.position))
-        return Table(Role.token, sided[0], f"the Keras Embedding whose rows are a side of {quote(head.name)}",
-                     notes=(note,))
+        return sided_token(*sided[0], found, listed)
     first = min(found, key=lambda t: keras_order(t.name))
     why = "several of them have" if sided else "none of them has"
     note = Message(f"{len(found)} plain Keras Embeddings, named by class and order only ({listed}), and {why} its "
@@ -492,6 +486,22 @@ def keras_plain_token(checkpoint: Checkpoint, taken: set[str]) -> Table | None:
                    key_option(Role.token))
     return Table(Role.token, first, "the first of the file's plain Keras Embeddings (the file cannot tell which)",
                  notes=(note,))
+
+
+def vocabulary_side(table: TensorInfo, others: list[TensorInfo]) -> TensorInfo | None:
+    """Another tensor with the table's row count on a side (a head over the vocabulary), unless the table is square."""
+    rows, width = table.shape
+    return next((o for o in others if rows in o.shape), None) if rows != width else None
+
+
+def sided_token(token: TensorInfo, head: TensorInfo, found: list[TensorInfo], listed: str) -> Table:
+    """The token table the head's side named, with the note that says so and names the others."""
+    rest = " or ".join(quote(t.name) for t in found if t is not token)
+    note = Message(f"{len(found)} plain Keras Embeddings, named by class and order only ({listed}): "
+                   f"{quote(token.name)} is taken as the token table, its {token.shape[0]:,} rows a side of "
+                   f"{quote(head.name)} ({shape_text(head.shape)}), a head over the vocabulary; {rest} may be a "
+                   "position table: name it with ", key_option(Role.position))
+    return Table(Role.token, token, f"the Keras Embedding whose rows are a side of {quote(head.name)}", notes=(note,))
 
 
 def keras_order(name: str) -> tuple[int, str]:

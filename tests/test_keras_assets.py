@@ -109,7 +109,7 @@ def test_assets_without_a_tokenizer_in_config_json_are_not_taken(tmp_path):
 
 
 def test_a_vocabulary_past_its_cap_is_one_line(tmp_path, monkeypatch):
-    import embscope.formats.keras_assets as keras_assets
+    from embscope.formats import keras_assets
     monkeypatch.setattr(keras_assets, "MAX_TOKENIZER_BYTES", 10)
     path = write_keras_hub(tmp_path / "bert.keras", tokenizer_config("BertTokenizer", {"lowercase": True}),
                            {"vocabulary.txt": "\n".join(BERT_VOCAB).encode()})
