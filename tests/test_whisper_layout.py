@@ -136,3 +136,9 @@ def test_hugging_faces_whisper_takes_the_decoders_table_from_row_0(tmp_path):
     notes = run_json("info", "-c", tmp_path)["notes"]
     assert any(note.startswith("'model.encoder.embed_positions.weight' (24 x 16) has the same name but is a fixed "
                                "sinusoid") for note in notes)
+    # transformers counts the encoder's sinusoid among its parameters (an nn.Embedding it never trains); params does
+    # not, as for openai-whisper's buffer, and says so
+    doc = run_json("params", "-c", tmp_path)
+    assert doc["total"] == model.num_parameters() - 24 * 16
+    assert any(note.startswith("'model.encoder.embed_positions.weight' (24 x 16) is a fixed sinusoid")
+               for note in doc["notes"])
