@@ -116,3 +116,22 @@ def test_a_vocabulary_past_its_cap_is_one_line(tmp_path, monkeypatch):
     result = invoke("neighbors", "-c", path, "the")
     assert result.exit_code == 1 and result.stderr.count("\n") == 1, result.stderr
     assert "expected a vocabulary of at most 10 bytes" in result.stderr
+
+
+def test_the_tokenizers_own_folder_is_taken_among_several(tmp_path):
+    """A zip with a second vocabulary elsewhere under assets/ (another layer's): the folder of the tokenizer
+    config.json names is read; with none named, several are one line naming --tokenizer."""
+    path = write_keras_hub(tmp_path / "bert.keras", tokenizer_config("BertTokenizer", {"lowercase": False}),
+                           {"vocabulary.txt": "\n".join(BERT_VOCAB).encode()})
+    with zipfile.ZipFile(path, "a") as zf:
+        zf.writestr("assets/other_layer/vocabulary.txt", b"[UNK]\nHello\n")
+    assert ids_of(path, "Hello") == [11]
+    nested = {"class_name": "XTokenizer", "config": {}}  # its assets would be under preprocessor/tokenizer/t/: none
+    other = write_keras_hub(tmp_path / "other.keras", {"class_name": "Dense", "config": {"t": nested}},
+                            {"vocabulary.txt": "\n".join(BERT_VOCAB).encode()})
+    with zipfile.ZipFile(other, "a") as zf:
+        zf.writestr("assets/other_layer/vocabulary.txt", b"[UNK]\nHello\n")
+    result = invoke("neighbors", "-c", other, "Hello")
+    assert result.exit_code == 1 and result.stderr.count("\n") == 1, result.stderr
+    assert "expected one tokenizer's assets in the .keras zip, found several" in result.stderr
+    assert "--tokenizer" in result.stderr

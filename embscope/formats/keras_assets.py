@@ -12,7 +12,7 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-from ..core.errors import TokenizerError
+from ..core.errors import Message, Option, TokenizerError
 from ..core.text import detail, quote
 from ..core.tokenizer import Tokenizer
 from ..tokenizers.base import MAX_TOKENIZER_BYTES
@@ -80,8 +80,9 @@ def zip_tokenizer(path: Path, found: dict[str, zipfile.ZipInfo], config: Any) ->
     named = [folder for folder in folders if folder[len(ASSETS):] in configs]
     if len(named) != 1 and len(folders) != 1:
         listed = ", ".join(quote(folder) for folder in folders)
-        raise TokenizerError(f"{quote(path)}: expected one tokenizer's assets in the .keras zip, found several "
-                             f"({listed}); name a tokenizer file with --tokenizer")
+        raise TokenizerError(Message(f"{quote(path)}: expected one tokenizer's assets in the .keras zip, found "
+                                     f"several ({listed}); name a tokenizer file with ", Option("tokenizer")),
+                             option="tokenizer")
     folder = named[0] if len(named) == 1 else folders[0]
     settings = configs.get(folder[len(ASSETS):], next(iter(configs.values())))
     return read_assets(path, found, folder, settings)
