@@ -91,6 +91,8 @@ def test_the_decoders_learned_parameter_is_the_position_table(whisper_file):
     doc = run_json("info", "-c", path)
     assert doc["tables"]["token"]["name"] == "decoder.token_embedding.weight"
     assert doc["tables"]["position"]["name"] == "decoder.positional_embedding"  # never the encoder's sinusoid
+    # TextDecoder.forward: logits = x @ token_embedding.weight.T, no head of its own
+    assert doc["head"] == "tied" and any(note.startswith("openai-whisper checkpoint") for note in doc["notes"])
     table = model.decoder.positional_embedding.detach().numpy().astype(np.float64)
     norms = run_json("norms", "-c", path, "--table", "position")
     assert norms["name"] == "decoder.positional_embedding" and norms["rows"] == DIMS["n_text_ctx"]
@@ -105,7 +107,7 @@ def test_params_counts_the_learned_table_and_leaves_the_encoders_sinusoid_out(wh
     path, model = whisper_file
     doc = run_json("params", "-c", path)
     assert doc["position"] == DIMS["n_text_ctx"] * DIMS["n_text_state"]
-    assert doc["token"] == DIMS["n_vocab"] * DIMS["n_text_state"]
+    assert doc["token"] == DIMS["n_vocab"] * DIMS["n_text_state"] and doc["head"] == "tied"
     assert doc["total"] == sum(p.numel() for p in model.parameters())  # torch's count: the buffer is none of them
     (note,) = [n for n in doc["notes"] if "sinusoid" in n]
     assert note.startswith("'encoder.positional_embedding' (24 x 16) is a fixed sinusoid")
