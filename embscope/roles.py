@@ -176,6 +176,10 @@ KNOWN: dict[Role, tuple[Known, ...]] = {
         Known("decoder/projection/weight", "CTranslate2 decoders", whole_name_only=True),
         Known("lm_head", "from-scratch numpy models", whole_name_only=True),
         Known("head.weight", "minGPT-style from-scratch models", whole_name_only=True),
+        # keras.layers.ReversibleEmbedding(tie_weights=False) adds 'reverse_embeddings', d x V, after 'embeddings'
+        # (keras/src/layers/core/reversible_embedding.py build): keras-hub backbones with tie_word_embeddings=False
+        Known("reversible_embedding.vars.1", "Keras 3 .weights.h5 of keras-hub backbones with untied embeddings "
+              "(Llama, Mistral, ...): their ReversibleEmbedding's reverse_embeddings, d x V"),
     ),
 }
 

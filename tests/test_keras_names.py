@@ -404,3 +404,22 @@ def test_a_weights_file_whose_first_embedding_is_the_positions(tmp_path, head, n
         assert "the file cannot tell which is the token table" in note and "--token-key" in note
         return
     np.testing.assert_array_equal(embscope.open(path).token.array, token)
+
+
+def test_an_untied_reversible_embeddings_reverse_table_is_the_head(tmp_path):
+    """keras.layers.ReversibleEmbedding(tie_weights=False) files 'reverse_embeddings' (D x V) as vars/1 after its
+    'embeddings' (keras-hub's LlamaBackbone(tie_word_embeddings=False).save_weights writes
+    layers/reversible_embedding/vars/0 (V x D) and vars/1 (D x V), checked with keras-hub 0.32's own classes)."""
+    rng = np.random.default_rng(4)
+    token, reverse = rng.standard_normal((V, D)).astype(np.float32), rng.standard_normal((D, V)).astype(np.float32)
+    path = tmp_path / "model.weights.h5"
+    with h5py.File(path, "w") as f:
+        f.create_dataset("layers/reversible_embedding/vars/0", data=token)
+        f.create_dataset("layers/reversible_embedding/vars/1", data=reverse)
+        f["layers/reversible_embedding/vars"].attrs["name"] = "token_embedding"
+        f.create_group("vars").attrs["name"] = "llama_backbone"
+    emb = embscope.open(path)
+    assert emb.output.name == "layers.reversible_embedding.vars.1" and not emb.tables.tied
+    np.testing.assert_array_equal(emb.output.array, reverse.T)  # a row per token, as logits = x @ reverse
+    doc = run_json("params", "-c", path)
+    assert doc["output"] == D * V and doc["head"] == "untied" and doc["total"] == 2 * V * D
