@@ -71,7 +71,7 @@ OFFSET_RULES: dict[str, OffsetRule] = {
     **{family: OffsetRule(name, fixed=0, why="numbers positions from row 0, whatever its table's name")
        for family, name in (("blenderbot", "Blenderbot"), ("blenderbot-small", "BlenderbotSmall"), ("led", "LED"),
                             ("bigbird_pegasus", "BigBirdPegasus"), ("marian", "Marian"), ("pegasus", "Pegasus"),
-                            ("pegasus_x", "PEGASUS-X"))},
+                            ("pegasus_x", "PEGASUS-X"), ("whisper", "Whisper"))},
     # BART's learned positions (and its kin's) add a fixed offset of 2 to every position id
     "bart": OffsetRule("BART", fixed=2),
     "mbart": OffsetRule("mBART", fixed=2),

@@ -138,6 +138,10 @@ KNOWN: dict[Role, tuple[Known, ...]] = {
               note="fairseq position rows start after the padding index (1): position p is row p+2"),
         Known("embed_positions.weight", "OPT; fairseq transformers with learned positions", first_row=2,
               note="OPT position rows carry an offset of 2: position p is row p+2"),
+        # openai-whisper's TextDecoder keeps its learned positions as a bare nn.Parameter (n_text_ctx x n_text_state,
+        # no '.weight'); its AudioEncoder's 'encoder.positional_embedding' is a fixed sinusoid buffer (model.py)
+        Known("decoder.positional_embedding", "openai-whisper's TextDecoder: a learned nn.Parameter; its encoder's "
+              "positional_embedding is a fixed sinusoid"),
         Known("pos_emb.weight", "from-scratch torch models"),
         Known("position_embedding.weight", "from-scratch torch models"),
         Known("pos_emb", "nlm and other from-scratch numpy models", whole_name_only=True),
@@ -183,6 +187,10 @@ KNOWN: dict[Role, tuple[Known, ...]] = {
         Known("decoder/projection/weight", "CTranslate2 decoders", whole_name_only=True),
         Known("lm_head", "from-scratch numpy models", whole_name_only=True),
         Known("head.weight", "minGPT-style from-scratch models", whole_name_only=True),
+        # keras.layers.ReversibleEmbedding(tie_weights=False) adds 'reverse_embeddings', d x V, after 'embeddings'
+        # (keras/src/layers/core/reversible_embedding.py build): keras-hub backbones with tie_word_embeddings=False
+        Known("reversible_embedding.vars.1", "Keras 3 .weights.h5 of keras-hub backbones with untied embeddings "
+              "(Llama, Mistral, ...): their ReversibleEmbedding's reverse_embeddings, d x V"),
     ),
 }
 
@@ -369,14 +377,29 @@ def by_name(checkpoint: Checkpoint, role: Role, taken: set[str]) -> Table | None
     tables = [t for t in checkpoint.tensors.values() if is_table(t) and t.name not in taken]
     for known in KNOWN[role]:
         found = distinct([t for t in tables if known.matches(t.name)])
+        computed: tuple[str, ...] = ()
+        if len(found) > 1 and role is Role.position:
+            found, computed = learned_only(found)
         if len(found) > 1:
             names = clipped_list([quote(t.name) for t in found], "tables")
             raise TableError(Message(f"expected one {role} table, found several equally good ones ({names}); "
                                      f"choose with ", Option(KEY_OPTIONS[role])), role=role, option=KEY_OPTIONS[role])
         if found:
             first_row, notes = position_offset(checkpoint, known, found[0].name) if role is Role.position else (0, ())
-            return Table(role, found[0], f"name {known.name!r} ({known.source})", first_row, notes)
+            return Table(role, found[0], f"name {known.name!r} ({known.source})", first_row, (*notes, *computed))
     return None
+
+
+def learned_only(found: list[TensorInfo]) -> tuple[list[TensorInfo], tuple[str, ...]]:
+    """Tables one name matches, less those whose values are a fixed sinusoid (HF Whisper's encoder keeps one under
+    the decoder's learned table's name, 'embed_positions.weight'), and the note saying each was passed over."""
+    from .analysis.sinusoid import sinusoid_of
+    said = {t.name: sinusoid_of(t) for t in found}
+    learned = [t for t in found if said[t.name] is None]
+    if not learned:
+        return found, ()
+    return learned, tuple(f"{quote(t.name)} ({shape_text(t.shape)}) has the same name but is a fixed sinusoid "
+                          f"({said[t.name]}), not a learned table: not taken" for t in found if said[t.name] is not None)
 
 
 def added_by_graph(checkpoint: Checkpoint, taken: set[str], width: int | None) -> Table | None:
@@ -449,7 +472,8 @@ def keras_layer_role(layer: str, layer_class: str) -> Role | None:
 def by_keras_layer(checkpoint: Checkpoint, role: Role, taken: set[str], width: int | None) -> Table | None:
     """The one table whose layer in the file's own model config (a .keras zip's config.json) says the role. Keras 3
     files weights by layer class and order (layers/embedding, layers/embedding_1), so the path cannot tell which
-    Embedding is the token table; the config names each layer ('tok', 'pos_emb') and gives its class."""
+    Embedding is the token table; the config names each layer ('tok', 'pos_emb') and gives its class, and a
+    .weights.h5 keeps the layer's name on its vars group."""
     found = distinct([checkpoint.tensors[name] for name, (layer, layer_class) in checkpoint.layers.items()
                       if name in checkpoint.tensors and name not in taken and is_table(checkpoint.tensors[name])
                       and keras_layer_role(layer, layer_class) is role
@@ -459,7 +483,61 @@ def by_keras_layer(checkpoint: Checkpoint, role: Role, taken: set[str], width: i
     layer, layer_class = checkpoint.layers[found[0].name]
     said = f", whose name says {role}" if KERAS_TABLE_CLASSES[layer_class] is None else ""
     first_row, notes = position_offset(checkpoint, None, found[0].name) if role is Role.position else (0, ())
-    return Table(role, found[0], f"config.json: Keras layer {quote(layer)} ({layer_class}){said}", first_row, notes)
+    source = "config.json" if checkpoint.format == KERAS_ZIP else "the layer's name on its vars group, its class by its path"
+    return Table(role, found[0], f"{source}: Keras layer {quote(layer)} ({layer_class}){said}", first_row, notes)
+
+
+# a keras.layers.Embedding's weight in a Keras 3 .weights.h5, named by class and order only (saving_lib)
+KERAS_PLAIN_EMBEDDING = re.compile(r"(?:.*\.)?layers\.embedding(?:_\d+)?\.vars\.0")
+
+
+def keras_plain_token(checkpoint: Checkpoint, taken: set[str]) -> Table | None:
+    """Of several plain Embeddings in a Keras 3 .weights.h5 (layers/embedding, layers/embedding_1: named by class
+    and the order the model tracked them, so a model that made its position Embedding first files it as
+    'embedding'), the one whose row count is a side of another tensor (the head's d x V kernel, its V bias); with
+    no such one, the first, and a note that says the file cannot tell (which was taken, what else may be it)."""
+    if checkpoint.format not in (KERAS_HDF5, KERAS_ZIP):
+        return None
+    found = distinct([t for t in checkpoint.tensors.values() if is_table(t) and t.name not in taken
+                      and KERAS_PLAIN_EMBEDDING.fullmatch(t.name)])
+    if len(found) < 2:
+        return None
+    names = {t.name for t in found}
+    others = [t for t in checkpoint.tensors.values() if t.is_float and t.name not in names]
+    sided = [(t, side) for t in found if (side := vocabulary_side(t, others)) is not None]
+    listed = ", ".join(f"{quote(t.name)} ({shape_text(t.shape)})" for t in found)
+    if len(sided) == 1:
+        return sided_token(*sided[0], found, listed)
+    first = min(found, key=lambda t: keras_order(t.name))
+    why = "several of them have" if sided else "none of them has"
+    note = Message(f"{len(found)} plain Keras Embeddings, named by class and order only ({listed}), and {why} its "
+                   f"rows on a side of another tensor (a head over the vocabulary), so the file cannot tell which is "
+                   f"the token table: {quote(first.name)}, the first, is taken; if another is, name it with ",
+                   key_option(Role.token))
+    return Table(Role.token, first, "the first of the file's plain Keras Embeddings (the file cannot tell which)",
+                 notes=(note,))
+
+
+def vocabulary_side(table: TensorInfo, others: list[TensorInfo]) -> TensorInfo | None:
+    """Another tensor with the table's row count on a side (a head over the vocabulary), unless the table is square."""
+    rows, width = table.shape
+    return next((o for o in others if rows in o.shape), None) if rows != width else None
+
+
+def sided_token(token: TensorInfo, head: TensorInfo, found: list[TensorInfo], listed: str) -> Table:
+    """The token table the head's side named, with the note that says so and names the others."""
+    rest = " or ".join(quote(t.name) for t in found if t is not token)
+    note = Message(f"{len(found)} plain Keras Embeddings, named by class and order only ({listed}): "
+                   f"{quote(token.name)} is taken as the token table, its {token.shape[0]:,} rows a side of "
+                   f"{quote(head.name)} ({shape_text(head.shape)}), a head over the vocabulary; {rest} may be a "
+                   "position table: name it with ", key_option(Role.position))
+    return Table(Role.token, token, f"the Keras Embedding whose rows are a side of {quote(head.name)}", notes=(note,))
+
+
+def keras_order(name: str) -> tuple[int, str]:
+    """Keras' numbering of a class's layers: 'embedding' 0, 'embedding_1' 1, ..."""
+    number = re.search(r"embedding_(\d+)\.vars\.0$", name)
+    return (int(number.group(1)) if number else 0, name)
 
 
 def keras_embedding(checkpoint: Checkpoint, taken: set[str]) -> Table | None:
@@ -498,6 +576,8 @@ def discover(checkpoint: Checkpoint, role: Role, taken: set[str], width: int | N
     projection that is not there is None: whether that means tied is decided apart (missing_head)."""
     try:
         found = by_keras_layer(checkpoint, role, taken, width) if role is not Role.output else None
+        if found is None and role is Role.token:
+            found = keras_plain_token(checkpoint, taken)
         if found is None:
             found = by_name(checkpoint, role, taken)
         if found is None and role is Role.token:

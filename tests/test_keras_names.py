@@ -321,3 +321,105 @@ def test_a_json_map_of_ids_beside_the_weights_under_another_name_is_named_for_to
     cosines = unit @ unit[1]
     cosines[1] = -np.inf
     assert given["neighbors"][0]["id"] == int(np.argmax(cosines))
+
+
+
+def position_first_model(keras, head: bool, names: bool):
+    """A subclassed model that makes its position Embedding first: Keras 3's .weights.h5 files it as
+    'layers/embedding', the token Embedding as 'layers/embedding_1' (saving_lib numbers a class's layers in the
+    order the model tracked them), and no config.json says which is which; only the layer's own name, on its vars
+    group, may."""
+
+    class PositionFirst(keras.Model):
+        def __init__(self):
+            super().__init__(name="position_first")
+            self.pos = keras.layers.Embedding(T, D, name="pos_emb" if names else None)
+            self.tok = keras.layers.Embedding(V, D, name="tok_emb" if names else None)
+            self.out = keras.layers.Dense(V) if head else None
+
+        def call(self, ids):
+            x = self.tok(ids) + self.pos(keras.ops.arange(T))
+            return self.out(x) if self.out is not None else x
+
+    model = PositionFirst()
+    model(np.zeros((1, T), "int32"))
+    return model
+
+
+def write_position_first(path, head: bool, names: bool, rng=None):
+    """The .weights.h5 Keras 3.15 writes for position_first_model, laid out with h5py (the slow test below checks
+    it against Keras itself): datasets, shapes and each vars group's name attribute."""
+    rng = rng or np.random.default_rng(5)
+    tables = {"layers/embedding": ("pos_emb" if names else "embedding", [rng.standard_normal((T, D))]),
+              "layers/embedding_1": ("tok_emb" if names else "embedding_1", [rng.standard_normal((V, D))])}
+    if head:
+        tables["layers/dense"] = ("dense", [rng.standard_normal((D, V)), rng.standard_normal(V)])
+    with h5py.File(path, "w") as f:
+        for group, (layer, values) in tables.items():
+            for i, value in enumerate(values):
+                f.create_dataset(f"{group}/vars/{i}", data=value.astype(np.float32))
+            f[f"{group}/vars"].attrs["name"] = layer
+        f.create_group("vars").attrs["name"] = "position_first"
+    return path, tables["layers/embedding_1"][1][0].astype(np.float32)
+
+
+def h5_layout(path) -> dict[str, object]:
+    """Every group's and dataset's path, with its shape or its attributes."""
+    found = {}
+    with h5py.File(path) as f:
+        f.visititems(lambda name, obj: found.__setitem__(
+            name, obj.shape if isinstance(obj, h5py.Dataset) else dict(obj.attrs)))
+        found[""] = dict(f.attrs)
+    return found
+
+
+@pytest.mark.slow  # importing Keras costs seconds; the same layout, written with h5py, runs in the README's command
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+@pytest.mark.parametrize(("head", "names"), [(True, False), (False, False), (False, True)])
+def test_keras_writes_the_position_first_layout(tmp_path, head, names):
+    import keras
+    model = position_first_model(keras, head, names)
+    model.save_weights(tmp_path / "keras.weights.h5")
+    written, _ = write_position_first(tmp_path / "h5py.weights.h5", head, names)
+    assert h5_layout(tmp_path / "keras.weights.h5") == h5_layout(written)
+    token = run_json("info", "-c", tmp_path / "keras.weights.h5")["tables"]["token"]
+    assert token["name"] == "layers.embedding_1.vars.0" or (not head and not names)
+
+
+@pytest.mark.parametrize(("head", "names"), [(True, False), (False, False), (False, True)])
+def test_a_weights_file_whose_first_embedding_is_the_positions(tmp_path, head, names):
+    path, token = write_position_first(tmp_path / "model.weights.h5", head, names)
+    doc = run_json("info", "-c", path)
+    note = " ".join(doc["notes"])
+    if names:  # the vars groups name the layers 'pos_emb' and 'tok_emb': the names decide, as config.json's would
+        assert doc["tables"]["token"]["name"] == "layers.embedding_1.vars.0"
+        assert doc["tables"]["position"]["name"] == "layers.embedding.vars.0"
+        assert doc["tables"]["token"]["rule"] == ("the layer's name on its vars group, its class by its path: Keras "
+                                                  "layer 'tok_emb' (Embedding), whose name says token")
+    elif head:  # the Dense kernel (D x V) has the token table's rows on a side: the evidence decides
+        assert doc["tables"]["token"]["name"] == "layers.embedding_1.vars.0"
+        assert "its 50 rows a side of 'layers.dense.vars.0' (16 x 50)" in note and "--pos-key" in note
+    else:  # nothing tells them apart: the first is taken, and the note says so and names the option
+        assert doc["tables"]["token"]["name"] == "layers.embedding.vars.0"
+        assert "the file cannot tell which is the token table" in note and "--token-key" in note
+        return
+    np.testing.assert_array_equal(embscope.open(path).token.array, token)
+
+
+def test_an_untied_reversible_embeddings_reverse_table_is_the_head(tmp_path):
+    """keras.layers.ReversibleEmbedding(tie_weights=False) files 'reverse_embeddings' (D x V) as vars/1 after its
+    'embeddings' (keras-hub's LlamaBackbone(tie_word_embeddings=False).save_weights writes
+    layers/reversible_embedding/vars/0 (V x D) and vars/1 (D x V), checked with keras-hub 0.32's own classes)."""
+    rng = np.random.default_rng(4)
+    token, reverse = rng.standard_normal((V, D)).astype(np.float32), rng.standard_normal((D, V)).astype(np.float32)
+    path = tmp_path / "model.weights.h5"
+    with h5py.File(path, "w") as f:
+        f.create_dataset("layers/reversible_embedding/vars/0", data=token)
+        f.create_dataset("layers/reversible_embedding/vars/1", data=reverse)
+        f["layers/reversible_embedding/vars"].attrs["name"] = "token_embedding"
+        f.create_group("vars").attrs["name"] = "llama_backbone"
+    emb = embscope.open(path)
+    assert emb.output.name == "layers.reversible_embedding.vars.1" and not emb.tables.tied
+    np.testing.assert_array_equal(emb.output.array, reverse.T)  # a row per token, as logits = x @ reverse
+    doc = run_json("params", "-c", path)
+    assert doc["output"] == D * V and doc["head"] == "untied" and doc["total"] == 2 * V * D

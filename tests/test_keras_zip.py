@@ -188,8 +188,9 @@ def test_a_chunked_compressed_dataset_inside_is_read_through_h5py(tmp_path):
 
 
 def test_without_config_json_the_names_decide(tmp_path):
-    """Without config.json, Keras' paths are all there is: layers/embedding is taken as the token table."""
-    layers, _, position, _ = layout(np.random.default_rng(7))
+    """Without config.json, Keras' paths name the two Embeddings by order only (layers/embedding is the position
+    table here): the head's D x V kernel has the token table's rows on a side, and that decides."""
+    layers, token, _, _ = layout(np.random.default_rng(7))
     path = write_keras_zip(tmp_path / "model.keras", layers)
     with zipfile.ZipFile(path) as zf:
         members = {name: zf.read(name) for name in zf.namelist() if name != "config.json"}
@@ -197,8 +198,9 @@ def test_without_config_json_the_names_decide(tmp_path):
         for name, data in members.items():
             zf.writestr(name, data)
     emb = embscope.open(path)
-    assert emb.token.name == "layers.embedding.vars.0" and emb.token.rule.startswith("name 'layers.embedding.vars.0'")
-    np.testing.assert_array_equal(emb.token.array, position)
+    assert emb.token.name == "layers.embedding_1.vars.0"
+    assert emb.token.rule == "the Keras Embedding whose rows are a side of 'layers.dense.vars.0'"
+    np.testing.assert_array_equal(emb.token.array, token)
     assert "the .keras zip holds no config.json: tables are found by their names alone" in run_json(
         "info", "-c", path)["notes"]
 

@@ -129,3 +129,28 @@ def test_a_table_too_large_to_read_is_counted_and_said(tmp_path):
     (note,) = [n for n in doc["notes"] if "pos_encoder.pe" in n]
     assert note.startswith("'pos_encoder.pe' (32769 x 1 x 512) is named like a position table and may be a fixed "
                            "sinusoid") and "16,777,728 values, more than the 16,777,216" in note
+
+
+def test_a_keras_layers_sinusoid_weight_is_left_out(tmp_path):
+    """A Keras 3 layer class PositionalEncoding that keeps the sinusoid as a non-trainable weight: save_weights files
+    it as 'layers/positional_encoding/vars/0' (the class's snake-case name, then vars/<i>; checked against Keras
+    3.15 itself), a name whose last part, 'vars.0', says nothing."""
+    import h5py
+    rows, dim = 12, 8
+    angle = np.arange(rows)[:, None] / np.power(10000, (2 * (np.arange(dim)[None, :] // 2)) / dim)
+    pe = np.zeros((rows, dim), np.float32)
+    pe[:, 0::2], pe[:, 1::2] = np.sin(angle[:, 0::2]), np.cos(angle[:, 1::2])  # the keras.io tutorials' formula
+    path = tmp_path / "model.weights.h5"
+    rng = np.random.default_rng(0)
+    with h5py.File(path, "w") as f:
+        for group, name, values in (("layers/embedding", "tok", [rng.standard_normal((50, dim))]),
+                                    ("layers/positional_encoding", "positional_encoding", [pe]),
+                                    ("layers/dense", "dense", [rng.standard_normal((dim, 50)), np.zeros(50)])):
+            for i, value in enumerate(values):
+                f.create_dataset(f"{group}/vars/{i}", data=np.asarray(value, np.float32))
+            f[f"{group}/vars"].attrs["name"] = name
+        f.create_group("vars").attrs["name"] = "functional"
+    doc = run_json("params", "-c", path)
+    assert doc["total"] == 50 * dim + dim * 50 + 50  # Keras' own count of the trainable weights
+    assert any(note.startswith(f"'layers.positional_encoding.vars.0' ({rows} x {dim}) is a fixed sinusoid (sin and "
+                               "cos interleaved") for note in doc["notes"])

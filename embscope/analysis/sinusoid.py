@@ -3,8 +3,8 @@ a from-scratch PyTorch model saves the PyTorch tutorial's PositionalEncoding buf
 state_dict, and `params` would count it as parameters. A tensor is one when its values are, within half-precision
 rounding, the table one of the common layouts gives (FORMULAS): sin and cos interleaved (the tutorial, the Annotated
 Transformer) or in two halves (tensor2tensor, fairseq's SinusoidalPositionalEmbedding, Whisper), with frequencies
-10000^(-2i/d) or 10000^(-i/(d/2 - 1)). Only tensors no role took, named like positions, and no larger than
-MOST_VALUES are read."""
+10000^(-2i/d) or 10000^(-i/(d/2 - 1)). Only tensors no role took, named like positions (named_like_positions: torch's, Keras', CTranslate2's
+names), and no larger than MOST_VALUES are read."""
 
 from __future__ import annotations
 
@@ -24,9 +24,12 @@ TOLERANCE = 2e-3  # more than bfloat16's rounding of values in [-1, 1] (at most 
 # a few units in the last place of the angle, which sin and cos pass on: 4 x 2^-23 of position p at frequency 1
 ANGLE_ERROR = 2.0 ** -21
 SAMPLE_VALUES = 1 << 16  # values compared with each formula: evenly spaced rows, whatever the table's size
-# a last name part that names positions: pe, pos_enc, positional_encoding, pos_embedding, sinusoid, ...
-POSITION_NAME = re.compile(r"(^|_)(pe|pos|position|positional|sinusoid|sinusoidal)(_|$)|^pos|^position|^sinus",
-                           re.IGNORECASE)
+# a name part that names positions: pe, pos_enc, positional_encoding, pos_embedding, embed_positions, sinusoid, ...
+POSITION_NAME = re.compile(r"(^|_)(pe|pos|position|positions|positional|sinusoid|sinusoidal)(_|$)|^pos|^position|"
+                           r"^sinus", re.IGNORECASE)
+# the parts after a layer's own name that name no layer: torch's '.weight', Keras' 'vars/0' and 'embeddings',
+# CTranslate2's 'encodings' ('encoder/position_encodings/encodings'); '.' and '/' both separate parts
+GENERIC_PARTS = frozenset({"weight", "embeddings", "encodings", "vars"})
 
 
 def frequencies_pairs(dim: int) -> np.ndarray:
@@ -91,6 +94,14 @@ def formula_of(values: np.ndarray) -> str | None:
     return None
 
 
+def named_like_positions(name: str) -> bool:
+    """The last part of a tensor's name that names its layer (the generic parts after it left out) names positions:
+    'pos_encoder.pe', HF Whisper's 'model.encoder.embed_positions.weight', CTranslate2's
+    'encoder/position_encodings/encodings', Keras 3's 'layers/positional_encoding/vars/0'."""
+    parts = [part for part in re.split(r"[./]", name) if part and not part.isdigit() and part not in GENERIC_PARTS]
+    return bool(parts) and POSITION_NAME.search(parts[-1]) is not None
+
+
 def fixed_sinusoids(tensors: Iterable[TensorInfo],
                     taken: frozenset[str]) -> tuple[list[tuple[TensorInfo, str]], list[TensorInfo]]:
     """The tensors no role took (`taken`: their names) that are fixed sinusoid tables, each with its layout; and
@@ -98,7 +109,7 @@ def fixed_sinusoids(tensors: Iterable[TensorInfo],
     found, unread = [], []
     for tensor in tensors:
         shape = positions_shape(tensor) if tensor.is_float and tensor.name not in taken else None
-        if shape is None or not POSITION_NAME.search(tensor.name.rsplit(".", 1)[-1]):
+        if shape is None or not named_like_positions(tensor.name):
             continue
         if shape[0] * shape[1] > MOST_VALUES:
             unread.append(tensor)
@@ -107,3 +118,12 @@ def fixed_sinusoids(tensors: Iterable[TensorInfo],
         if said is not None:
             found.append((tensor, said))
     return found, unread
+
+
+def sinusoid_of(tensor: TensorInfo) -> str | None:
+    """The layout of a tensor that is a fixed sinusoid table, read only when it holds at most MOST_VALUES; None
+    for any other tensor, or one too large to tell."""
+    shape = positions_shape(tensor) if tensor.is_float else None
+    if shape is None or shape[0] * shape[1] > MOST_VALUES:
+        return None
+    return formula_of(to_float32(tensor.read(), tensor.dtype).reshape(shape))

@@ -409,6 +409,23 @@ def unstated_keras3(records: list[dict[str, Any]]) -> str | None:
     return None
 
 
+# the table class saving_lib files by its snake-case name ('layers/embedding_1/vars/0') whose role the path cannot
+# say (keras-hub's reversible_embedding and position_embedding say theirs: roles.KNOWN)
+KERAS3_TABLE_PATHS = {"embedding": "Embedding"}
+
+
+def path_layers(layers: dict[str, str]) -> dict[str, tuple[str, str]]:
+    """Tensor name -> (the layer's own name, its class), for the Keras 3 table weights whose path gives the class
+    ('layers.embedding_1.vars.0': an Embedding) and whose vars group gives the name ('pos_emb'): what a .keras zip's
+    config.json says, read from a .weights.h5 that has none."""
+    found = {}
+    for name, layer in layers.items():
+        filed = re.fullmatch(r"(?:.*\.)?([a-z_]+?)(?:_\d+)?\.vars\.\d+", name)
+        if filed is not None and filed.group(1) in KERAS3_TABLE_PATHS:
+            found[name] = (layer, KERAS3_TABLE_PATHS[filed.group(1)])
+    return found
+
+
 def open_h5(path: Path, options: OpenOptions) -> Checkpoint:
     weights = read_weights(Source(path))
     version = weights.found["version"]
@@ -419,4 +436,5 @@ def open_h5(path: Path, options: OpenOptions) -> Checkpoint:
     # file's model_config names another initializer for its Embedding layers (RandomNormal(0.02): not uniform 0.05)
     stated = version if isinstance(version, str) else unstated_keras3(weights.found["datasets"])
     config = init_config(stated, weights.found.get("initializers"))
-    return Checkpoint(path, weights.tensors, config=config, notes=notes)  # config.json beside it: open_checkpoint
+    return Checkpoint(path, weights.tensors, config=config, notes=notes,  # config.json beside it: open_checkpoint
+                      layers=path_layers(weights.layers))

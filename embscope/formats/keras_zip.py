@@ -15,6 +15,7 @@ import json
 import os
 import zipfile
 from collections import Counter
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from ..storage.base import OpenOptions
 from ..storage.checks import extent_within
 from ..storage.constants import HDF5_MAGIC, ZIP_MAGIC
 from ._zip import ENCRYPTED, data_offset, is_stored, open_zip, read_member
+from .keras_assets import keras_tokenizer
 from .keras_h5 import Source, init_config, initializers_in, read_weights
 
 WEIGHTS, CONFIG, METADATA = "model.weights.h5", "config.json", "metadata.json"
@@ -168,4 +170,5 @@ def open_keras(path: Path, options: OpenOptions) -> Checkpoint:
         notes.append(f"the .keras zip holds no {CONFIG}: tables are found by their names alone")
     # whose defaults the weights were drawn from (analysis.untrained), as for .h5: config.json names the initializers
     init = init_config(version, initializers_in(config) if config is not None else None)
-    return Checkpoint(path, weights.tensors, config=init, notes=notes, layers=layers)
+    return Checkpoint(path, weights.tensors, config=init, notes=notes, layers=layers,
+                      tokenizer=partial(keras_tokenizer, path, found, config))

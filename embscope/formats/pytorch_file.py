@@ -33,6 +33,7 @@ from ._torch_legacy import load_legacy
 from ._torch_module import unpickled_model
 from ._torch_storage import Stored, read_record
 from ._torch_zip import load_zip
+from ._whisper import whisper_head
 
 
 def is_tensor(value: Any) -> bool:
@@ -97,9 +98,10 @@ class TorchFile:
             raise CheckpointError(f"{quote(self.path)}: expected tensors numpy can read in the state dict, found none")
         top = obj if isinstance(obj, dict) else {}
         step = find_step(top, self.value)
+        tied, said = whisper_head(top, set(tensors))
         return Checkpoint(self.path, tensors, step=fairseq_step(top) if step is None else step,
-                          config={**find_config(top, self.value), **fairseq_config(top)}, notes=notes,
-                          skipped_parameters=skipped_parameters)
+                          config={**find_config(top, self.value), **fairseq_config(top)}, notes=notes + said,
+                          skipped_parameters=skipped_parameters, tied=tied)
 
 
 def open_zip(path: Path, options: OpenOptions) -> Checkpoint:

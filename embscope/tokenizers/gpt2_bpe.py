@@ -165,6 +165,20 @@ def load(path: Path) -> GPT2BPETokenizer:
 def load_files(vocab_path: Path, merges_path: Path) -> GPT2BPETokenizer:
     """GPT-2's encoder from its two files, whatever their names (fairseq keeps them as encoder.json and vocab.bpe)."""
     vocab: Any = read_json(vocab_path)
+    if not is_vocab(vocab):  # said before the merges are read
+        raise TokenizerError(
+            f"expected {vocab_path.name} to map token strings to ids, found another JSON document"
+        )
+    try:
+        text = files.read_text(merges_path, MAX_TOKENIZER_BYTES, "a merges.txt")
+    except UnicodeDecodeError as err:
+        raise TokenizerError(f"cannot read {merges_path}: {err}") from None
+    return from_contents(vocab, text, vocab_path, merges_path)
+
+
+def from_contents(vocab: Any, text: str, vocab_path: Path, merges_path: Path) -> GPT2BPETokenizer:
+    """GPT-2's encoder from the parsed vocabulary and the merges' text, however they were read (a .keras zip's
+    assets are members of it); the paths name them in messages."""
     if not is_vocab(vocab):
         raise TokenizerError(
             f"expected {vocab_path.name} to map token strings to ids, found another JSON document"
@@ -175,10 +189,7 @@ def load_files(vocab_path: Path, merges_path: Path) -> GPT2BPETokenizer:
         for token, id in vocab.items():
             check_text(token, f"the token with id {id} in {vocab_path.name}")
     check_largest_id(max(vocab.values()), vocab_path)
-    try:
-        lines = files.read_text(merges_path, MAX_TOKENIZER_BYTES, "a merges.txt").splitlines()
-    except UnicodeDecodeError as err:
-        raise TokenizerError(f"cannot read {merges_path}: {err}") from None
+    lines = text.splitlines()
     merges: list[tuple[str, str]] = []
     for number, line in enumerate(lines, start=1):
         if not line.strip() or (number == 1 and line.startswith("#version")):

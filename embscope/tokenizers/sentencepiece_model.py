@@ -82,11 +82,16 @@ class SentencePieceTokenizer:
 
 
 def load(path: Path) -> SentencePieceTokenizer:
+    return from_bytes(files.read_bytes(path, MAX_TOKENIZER_BYTES, "a SentencePiece model"), path)
+
+
+def from_bytes(data: bytes, path: Path) -> SentencePieceTokenizer:
+    """The model from its serialized proto, however it was read (a .keras zip's vocabulary.spm is a member of
+    it); the library is handed the bytes, and `path` names them in messages."""
     try:
         import sentencepiece
     except ImportError:
         raise MissingPackageError(f"reading {path.name}", "sentencepiece", "sentencepiece", path=path) from None
-    data = files.read_bytes(path, MAX_TOKENIZER_BYTES, "a SentencePiece model")  # the library is handed the bytes
     processor = sentencepiece.SentencePieceProcessor()
     try:
         with native_stderr():  # absl's log lines ("Piece at index ... is a null character") go to fd 2

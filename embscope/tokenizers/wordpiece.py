@@ -71,9 +71,15 @@ def _flag(path: Path, key: str, unset: bool | None) -> bool | None:
 
 def read_vocab(path: Path) -> dict[str, int]:
     try:
-        lines = files.read_text(path, MAX_TOKENIZER_BYTES, "a WordPiece vocabulary").split("\n")
+        text = files.read_text(path, MAX_TOKENIZER_BYTES, "a WordPiece vocabulary")
     except UnicodeDecodeError as err:
         raise TokenizerError(f"cannot read {path} as a WordPiece vocabulary: {err}") from None
+    return vocab_of(text)
+
+
+def vocab_of(text: str) -> dict[str, int]:
+    """A token a line, the line number its id (line endings already "\n")."""
+    lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()  # the newline after the last token
     # as transformers' load_vocab: a repeated token keeps its last id, leaving the first unused (read_text
@@ -131,6 +137,17 @@ def other_splitter(path: Path, vocab: dict[str, int]) -> tuple[frozenset[int], t
             f"({shown_pieces}, ...), which BERT's pre-tokenizer splits apart: the vocabulary was made by another "
             "splitter, so words are split as BERT would, and the round trip marks none of them unreachable or special")
     return frozenset(split.values()), (note,)
+
+
+def from_settings(vocab: dict[str, int], path: Path, unk: str, lower_case: bool,
+                  strip_accents: bool) -> HuggingFaceTokenizer:
+    """BERT's WordPiece over a vocabulary whose settings its writer gave (keras-hub's WordPieceTokenizer config:
+    lowercase, strip_accents, oov_token), not files beside it; `path` names it in messages."""
+    if unk not in vocab:
+        raise TokenizerError(f"expected the unknown token {shown(unk)} in {path.name}, found no such line")
+    unchecked, said = other_splitter(path, vocab)
+    return built(path, lambda library: bert_tokenizer(library, vocab, unk, lower_case, strip_accents),
+                 kind="wordpiece", notes=said, unchecked_ids=unchecked)
 
 
 def load(path: Path) -> HuggingFaceTokenizer:

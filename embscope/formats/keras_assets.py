@@ -1,0 +1,113 @@
+"""The tokenizer a .keras zip carries: keras-hub's tokenizers keep their vocabulary as assets, which Keras'
+saving_lib writes under the zip's assets/ at the tokenizer's attribute path (a CausalLM's
+'assets/preprocessor/tokenizer/'): BytePairTokenizer's vocabulary.json and merges.txt, WordPieceTokenizer's
+vocabulary.txt, SentencePieceTokenizer's vocabulary.spm (keras_hub/src/tokenizers, save_assets). They are read
+from the zip in place, each member bounded as formats._zip reads any, and only where config.json names a
+tokenizer; nothing is extracted."""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from pathlib import Path
+from typing import Any
+
+from ..core.errors import Message, Option, TokenizerError
+from ..core.text import detail, quote
+from ..core.tokenizer import Tokenizer
+from ..tokenizers.base import MAX_TOKENIZER_BYTES
+from ._zip import ENCRYPTED, read_member
+
+ASSETS = "assets/"
+BPE_FILES, WORDPIECE_FILE, SPM_FILE = ("vocabulary.json", "merges.txt"), "vocabulary.txt", "vocabulary.spm"
+VOCABULARY_FILES = (BPE_FILES[0], WORDPIECE_FILE, SPM_FILE)
+
+
+def tokenizer_configs(config: Any) -> dict[str, dict[str, Any]]:
+    """Each tokenizer config.json names (a class whose name ends in 'Tokenizer'), by its attribute path, the folder
+    saving_lib files its assets in: the keys that lead to it, each layer's 'config' left out."""
+    found: dict[str, dict[str, Any]] = {}
+    stack: list[tuple[str, Any]] = [("", config)]
+    while stack:
+        where, node = stack.pop()
+        if isinstance(node, dict):
+            inner = node.get("config")
+            if str(node.get("class_name", "")).endswith("Tokenizer") and isinstance(inner, dict):
+                found[where] = inner
+            stack.extend((where if key == "config" else f"{where}{key}/", value) for key, value in node.items()
+                         if isinstance(key, str))
+    return found
+
+
+def asset_folders(found: dict[str, zipfile.ZipInfo]) -> list[str]:
+    """The folders under assets/ that hold a vocabulary keras-hub writes."""
+    return sorted({name.rsplit("/", 1)[0] + "/" for name in found
+                   if name.startswith(ASSETS) and name.rsplit("/", 1)[-1] in VOCABULARY_FILES})
+
+
+def member_bytes(path: Path, found: dict[str, zipfile.ZipInfo], name: str) -> bytes:
+    info = found[name]
+    where = f"{quote(path)}: member {quote(name)}"
+    if info.flag_bits & ENCRYPTED:
+        raise TokenizerError(f"{where}: the zip member is encrypted; refused")
+    if info.file_size > MAX_TOKENIZER_BYTES:
+        raise TokenizerError(f"{where}: expected a vocabulary of at most {MAX_TOKENIZER_BYTES:,} bytes, found "
+                             f"{info.file_size:,} declared; not read")
+    return read_member(path, info, where)
+
+
+def member_text(path: Path, found: dict[str, zipfile.ZipInfo], name: str) -> str:
+    try:
+        text = member_bytes(path, found, name).decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise TokenizerError(f"{quote(path)}: member {quote(name)}: expected UTF-8 text, found {detail(err)}") from None
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def keras_tokenizer(path: Path, found: dict[str, zipfile.ZipInfo], config: Any) -> Tokenizer | None:
+    """The tokenizer in the zip's assets, else one beside the zip, as for any checkpoint."""
+    from ..tokenizers import find_tokenizer
+    return zip_tokenizer(path, found, config) or find_tokenizer(path.parent)
+
+
+def zip_tokenizer(path: Path, found: dict[str, zipfile.ZipInfo], config: Any) -> Tokenizer | None:
+    """The tokenizer config.json names, from its assets in the zip; None where it names none or the zip holds no
+    vocabulary for it."""
+    configs = tokenizer_configs(config)
+    folders = asset_folders(found)
+    if not configs or not folders:
+        return None
+    named = [folder for folder in folders if folder[len(ASSETS):] in configs]
+    if len(named) != 1 and len(folders) != 1:
+        listed = ", ".join(quote(folder) for folder in folders)
+        raise TokenizerError(Message(f"{quote(path)}: expected one tokenizer's assets in the .keras zip, found "
+                                     f"several ({listed}); name a tokenizer file with ", Option("tokenizer")),
+                             option="tokenizer")
+    folder = named[0] if len(named) == 1 else folders[0]
+    settings = configs.get(folder[len(ASSETS):], next(iter(configs.values())))
+    return read_assets(path, found, folder, settings)
+
+
+def read_assets(path: Path, found: dict[str, zipfile.ZipInfo], folder: str, settings: dict[str, Any]) -> Tokenizer:
+    """The tokenizer of one assets folder, by the files keras-hub's tokenizer class writes there."""
+    shown = path / folder  # names the member in messages and in info: inside the zip, never a file on disk
+    if folder + SPM_FILE in found:
+        from ..tokenizers.sentencepiece_model import from_bytes
+        return from_bytes(member_bytes(path, found, folder + SPM_FILE), shown / SPM_FILE)
+    if folder + WORDPIECE_FILE in found:
+        from ..tokenizers.wordpiece import from_settings, vocab_of
+        vocab = vocab_of(member_text(path, found, folder + WORDPIECE_FILE))
+        unk = settings.get("oov_token", "[UNK]")
+        return from_settings(vocab, shown / WORDPIECE_FILE, unk if isinstance(unk, str) else "[UNK]",
+                             settings.get("lowercase") is True, settings.get("strip_accents") is True)
+    vocab_name, merges_name = (folder + name for name in BPE_FILES)
+    if merges_name not in found:
+        raise TokenizerError(f"{quote(path)}: expected {quote(merges_name)} beside {quote(vocab_name)} in the .keras "
+                             "zip, found none")
+    try:
+        vocab = json.loads(member_text(path, found, vocab_name))
+    except (ValueError, RecursionError) as err:
+        raise TokenizerError(f"{quote(path)}: member {quote(vocab_name)}: expected JSON, found text json cannot "
+                             f"parse ({detail(err)})") from None
+    from ..tokenizers.gpt2_bpe import from_contents
+    return from_contents(vocab, member_text(path, found, merges_name), shown / BPE_FILES[0], shown / BPE_FILES[1])
