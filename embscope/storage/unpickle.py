@@ -5,8 +5,11 @@ numpy, torch or a builtin constructor with values from the file. numpy's dtype a
 torch's rebuild functions and storages become descriptions (_descriptors.py) that phase two checks
 against the bytes they claim before any array exists. The opcodes that call or change an object
 (REDUCE, NEWOBJ, INST, OBJ, BUILD) reach only those functions and descriptions; the raw numpy.ndarray
-class, builtins.set and every other callable are gone. With --trust-pickle, names off the list are
-imported as plain pickle would, and objects of those classes are built as plain pickle builds them."""
+class, builtins.set and every other callable are gone. In torch files, an object of a class off the list that the
+pickle creates with no arguments and fills with a dict (how torch.save(model) writes each module) is a Record of
+those attributes, its class never imported (ObjectType). With --trust-pickle, names off the list are imported as
+plain pickle would (in torch files, when the pickle calls them), and objects of those classes are built as plain
+pickle builds them."""
 
 from __future__ import annotations
 
