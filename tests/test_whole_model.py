@@ -148,3 +148,39 @@ def test_a_config_object_beside_a_state_dict_is_read_as_its_attributes(tmp_path)
     checkpoint = open_checkpoint(path)
     assert checkpoint.config["block_size"] == 12 and checkpoint.step == 5
     assert not any("whole pickled model" in note for note in checkpoint.notes)
+
+
+def shared_twice(leaf, levels: int, wrap):
+    """`levels` levels that each hold the level below under two names: 2**levels paths in a few KB of pickle."""
+    for _ in range(levels):
+        leaf = wrap(leaf)
+    return leaf
+
+
+def module_twice(child: nn.Module) -> nn.Module:
+    parent = nn.Module()
+    parent._modules.update(a=child, b=child)
+    return parent
+
+
+@pytest.mark.parametrize("whole", [True, False], ids=["modules", "dicts"])
+def test_a_module_or_dict_shared_under_two_names_at_every_level_is_refused_quickly(tmp_path, monkeypatch, whole):
+    """2**24 names from a 3 KB file: walked path by path, the module (or dict) tree never ended."""
+    from embscope.formats import _state_dict
+    monkeypatch.setattr(_state_dict, "MAX_VISITS", 1000)  # the walk stops at the limit, whatever it is
+    tree = (shared_twice(nn.Linear(2, 2), 24, module_twice) if whole
+            else shared_twice({"w": torch.zeros(2)}, 24, lambda d: {"a": d, "b": d}))
+    path = tmp_path / "shared.pt"
+    torch.save(tree, path)
+    assert path.stat().st_size < 20_000
+    assert_error_line(invoke("info", "-c", path), "expected at most 1,000 values in the checkpoint, found more")
+
+
+def test_a_module_shared_under_two_names_is_read_under_both(tmp_path):
+    """T5's `shared` embedding is also encoder.embed_tokens and decoder.embed_tokens: state_dict() names all three."""
+    model = module_twice(nn.Embedding(5, 3))
+    path = tmp_path / "model.pt"
+    torch.save(model, path)
+    checkpoint = open_checkpoint(path)
+    assert list(checkpoint.tensors) == list(model.state_dict()) == ["a.weight", "b.weight"]
+    assert checkpoint.tensors["a.weight"].storage == checkpoint.tensors["b.weight"].storage

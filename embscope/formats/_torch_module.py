@@ -11,7 +11,7 @@ from ..core.errors import CheckpointError
 from ..core.text import quote
 from ..storage.constants import CONFIG_KEYS, STATE_DICT_KEYS
 from ..storage.unpickle import Record
-from ._state_dict import MAX_DEPTH, key_text
+from ._state_dict import MAX_DEPTH, Visits, key_text
 
 
 def is_module(value: Any) -> bool:
@@ -19,16 +19,20 @@ def is_module(value: Any) -> bool:
     return isinstance(value, Record) and all(isinstance(value.get(key), dict) for key in ("_parameters", "_modules"))
 
 
-def module_tensors(module: Record, where: str, prefix: str = "", depth: int = 0) -> Iterator[tuple[str, Any]]:
+def module_tensors(module: Record, where: str, prefix: str = "", depth: int = 0,
+                   visits: Visits | None = None) -> Iterator[tuple[str, Any]]:
     if depth >= MAX_DEPTH:  # a pickle can nest modules without end, or hold itself
         raise CheckpointError(f"{where}: expected modules nested at most {MAX_DEPTH} deep, found deeper nesting "
                               f"at {quote(prefix[:80])}")
+    visits = visits or Visits(where)  # a module shared under two names at each level: 2**32 names
+    visits.visit(prefix)
     buffers = module.get("_buffers")
     left_out = module.get("_non_persistent_buffers_set")  # buffers state_dict() leaves out (a causal mask)
     left_out = left_out if isinstance(left_out, (set, frozenset)) else set()
     for group in (module["_parameters"], buffers if isinstance(buffers, dict) else {}):
         for name, tensor in group.items():
             if tensor is not None and name not in left_out:
+                visits.visit(prefix)
                 yield f"{prefix}{key_text(name)}", tensor
     for name, child in module["_modules"].items():
         if child is None:
@@ -36,7 +40,7 @@ def module_tensors(module: Record, where: str, prefix: str = "", depth: int = 0)
         if not is_module(child):
             raise CheckpointError(f"{where}: expected submodule {quote(prefix + key_text(name))} of the pickled model "
                                   f"to be a module, found {kind_of(child)}")
-        yield from module_tensors(child, where, f"{prefix}{key_text(name)}.", depth + 1)
+        yield from module_tensors(child, where, f"{prefix}{key_text(name)}.", depth + 1, visits)
 
 
 def kind_of(value: Any) -> str:
