@@ -126,3 +126,35 @@ def test_json_config_beside_that_is_not_json_is_a_note(tmp_path):
     result = invoke("info", "-c", index, "--json")
     assert result.exit_code == 0, result.output
     assert any("bert_config.json beside the checkpoint is not JSON" in note for note in json.loads(result.stdout)["notes"])
+
+
+PARTITIONED = DATA / "partitioned"
+
+
+def test_a_partitioned_variable_is_read_whole_from_its_slices_across_shards():
+    """fixed_size_partitioner's three slices (4, 3 and 3 rows) under EncodeTensorNameSlice keys, a Saver sharded over
+    two devices: the whole checkpoint was refused for the one partitioned variable."""
+    reference = np.load(DATA / "partitioned.npz")
+    checkpoint = open_checkpoint(PARTITIONED / "model.ckpt")
+    assert set(checkpoint.tensors) == {"bert/embeddings/word_embeddings", "bert/embeddings/position_embeddings"}
+    word = checkpoint.tensors["bert/embeddings/word_embeddings"]
+    assert word.shape == (10, 4) and word.dtype == "float32"
+    assert np.array_equal(word.read(), reference["word"])
+    assert np.array_equal(checkpoint.tensors["bert/embeddings/position_embeddings"].read(), reference["position"])
+    assert checkpoint.step == 3
+    assert run_json("params", "-c", PARTITIONED, "--json")["token"] == 40
+
+
+@pytest.mark.parametrize("old, new, fragment", [
+    (b"word_embeddings\x00\x01", b"word_embeddingz\x00\x01", "expected its slice [(0, 4), (0, 4)] of the same type"),
+    (b"\x12\x02\x08\n\x12\x02\x08\x04", b"\x12\x02\x08\x0b\x12\x02\x08\x04",  # the whole said to be 11 x 4
+     "expected slices that hold its 44 elements, found 40"),
+], ids=["slice-missing", "slices-short"])
+def test_a_partitioned_variable_whose_slices_do_not_add_up_is_one_line(tmp_path, old, new, fragment):
+    folder = tmp_path / "ckpt"
+    shutil.copytree(PARTITIONED, folder)
+    index = folder / "model.ckpt.index"
+    data = index.read_bytes()
+    assert old in data
+    index.write_bytes(data.replace(old, new))
+    assert_error_line(invoke("info", "-c", folder / "model.ckpt"), fragment)

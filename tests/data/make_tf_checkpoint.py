@@ -5,12 +5,17 @@
   its global_step, so the index also holds Adam's slots (.../Adam, .../Adam_1) and beta1_power, beta2_power;
 - gpt2/: tf.train.Checkpoint of a module holding wte and wpe (object-based names, model/wte/.ATTRIBUTES/...) and a
   step counter;
-- reference.npz: the values TensorFlow saved, read back from the session, for the tests to compare with.
+- reference.npz: the values TensorFlow saved, read back from the session, for the tests to compare with;
+- partitioned/: a Saver(sharded=True) checkpoint over two CPU devices (two data shards) whose word_embeddings is
+  partitioned in three by tf.compat.v1.fixed_size_partitioner (slices of 4, 3 and 3 rows, each under its own
+  EncodeTensorNameSlice key), as large TF1 embeddings were saved; its values in partitioned.npz.
 Run from the repository root in an environment with tensorflow: python tests/data/make_tf_checkpoint.py
+(`python tests/data/make_tf_checkpoint.py partitioned` writes partitioned/ alone).
 """
 
 import json
 import shutil
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -75,12 +80,39 @@ def gpt2(folder: Path) -> dict[str, np.ndarray]:
     return {"gpt2_wte": wte, "gpt2_wpe": wpe}
 
 
+def partitioned(folder: Path) -> None:
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    graph = tf.Graph()
+    with graph.as_default():
+        tf.compat.v1.set_random_seed(0)
+        init = tf.compat.v1.truncated_normal_initializer(stddev=0.02)
+        with tf.device("/cpu:0"), tf.compat.v1.variable_scope("bert/embeddings"):
+            word = tf.compat.v1.get_variable("word_embeddings", [10, 4], initializer=init,
+                                             partitioner=tf.compat.v1.fixed_size_partitioner(3))
+        with tf.device("/cpu:1"), tf.compat.v1.variable_scope("bert/embeddings"):
+            position = tf.compat.v1.get_variable("position_embeddings", [6, 4], initializer=init)
+        step = tf.compat.v1.train.get_or_create_global_step()
+        config = tf.compat.v1.ConfigProto(device_count={"CPU": 2})
+        with tf.compat.v1.Session(graph=graph, config=config) as session:
+            session.run(tf.compat.v1.global_variables_initializer())
+            session.run(step.assign(3))
+            tf.compat.v1.train.Saver(sharded=True).save(session, str(folder / "model.ckpt"), write_meta_graph=False,
+                                                        write_state=False)
+            values = session.run({"word": tf.convert_to_tensor(word), "position": position})
+    np.savez(folder.with_suffix(".npz"), **values)  # beside the folder, which holds one checkpoint
+
+
 def main() -> None:
     shutil.rmtree(OUT, ignore_errors=True)
     (OUT / "bert").mkdir(parents=True)
     (OUT / "gpt2").mkdir()
     np.savez(OUT / "reference.npz", **bert(OUT / "bert"), **gpt2(OUT / "gpt2"))
+    partitioned(OUT / "partitioned")
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:] == ["partitioned"]:
+        partitioned(OUT / "partitioned")
+    else:
+        main()
