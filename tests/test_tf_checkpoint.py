@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import struct
 from pathlib import Path
 
 import numpy as np
@@ -158,3 +159,35 @@ def test_a_partitioned_variable_whose_slices_do_not_add_up_is_one_line(tmp_path,
     assert old in data
     index.write_bytes(data.replace(old, new))
     assert_error_line(invoke("info", "-c", folder / "model.ckpt"), fragment)
+
+
+def varint(value: int) -> bytes:
+    out = bytearray()
+    while value >= 0x80:
+        out.append(value & 0x7F | 0x80)
+        value >>= 7
+    return bytes(out + bytes([value]))
+
+
+def leveldb_table(keys: list[tuple[int, bytes]], values: list[bytes]) -> bytes:
+    """A table in lib/io/table's layout, by struct.pack: one data block of (shared, own bytes) keys, no compression,
+    one restart point; an index block that points at it; the footer and the magic."""
+    data = b"".join(varint(shared) + varint(len(own)) + varint(len(value)) + own + value
+                    for (shared, own), value in zip(keys, values)) + struct.pack("<II", 0, 1)
+    handle = varint(0) + varint(len(data))
+    index = varint(0) + varint(1) + varint(len(handle)) + b"\xff" + handle + struct.pack("<II", 0, 1)
+    footer = (varint(0) + varint(0) + varint(len(data) + 5) + varint(len(index))).ljust(40, b"\0")
+    return data + b"\0" * 5 + index + b"\0" * 5 + footer + bytes.fromhex("57fb808b247547db")
+
+
+def test_keys_that_each_extend_the_one_before_are_refused_before_they_fill_memory(tmp_path, monkeypatch):
+    """Every record keeps the previous key and adds a byte: 60,000 records (300 KB) spelled 1.8 GB of names and
+    199,999 records (under the tensor limit) more memory than the machine has; here 3,000 records spell 4.5 MB."""
+    from embscope.formats import tf_checkpoint
+    monkeypatch.setattr(tf_checkpoint, "MAX_KEY_BYTES", 1 << 20, raising=False)
+    header = varint(1 << 3) + varint(1)  # BundleHeaderProto: one shard
+    keys = [(0, b"")] + [(n, b"a") for n in range(3000)]
+    index = tmp_path / "model.ckpt.index"
+    index.write_bytes(leveldb_table(keys, [header] + [b""] * 3000))
+    (tmp_path / "model.ckpt.data-00000-of-00001").write_bytes(b"")
+    assert_error_line(invoke("info", "-c", index), "expected table keys of at most 1,048,576 bytes in all")

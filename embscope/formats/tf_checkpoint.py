@@ -28,6 +28,9 @@ from ._protobuf_wire import FIXED32, LENGTH, VARINT, fields, varint
 TRAILER = 5  # after every block: its compression type (1 byte) and a masked CRC-32C
 MAX_INDEX = 64 << 20  # BERT-large's index is 30 KB; a model of 100,000 tensors, a few MB
 MAX_SHARDS = 100_000
+# the bytes of all the keys the table's records spell out: each key is the previous one's prefix and its own bytes, so
+# a 300 KB index of 60,000 records that each add one byte spells 1.8 GB of keys; BERT-large's come to 30 KB
+MAX_KEY_BYTES = 64 << 20
 # types.proto's DataType numbers of the element types numpy holds; the others (strings, resources) hold no weights
 DATA_TYPES = {1: "float32", 2: "float64", 3: "int32", 4: "uint8", 5: "int16", 6: "int8", 9: "int64", 10: "bool",
               14: "bfloat16", 17: "uint16", 19: "float16", 22: "uint32", 23: "uint64"}
@@ -57,7 +60,20 @@ def block(index: bytes, handle: bytes | memoryview, where: str) -> memoryview:
     return memoryview(index)[offset:offset + size]
 
 
-def records(data: memoryview, where: str) -> Iterator[tuple[bytes, memoryview]]:
+class KeyBytes:
+    """What is left of MAX_KEY_BYTES in one walk of the table."""
+
+    def __init__(self, where: str):
+        self.where, self.left = where, MAX_KEY_BYTES
+
+    def spend(self, size: int) -> None:
+        self.left -= size
+        if self.left < 0:
+            raise CheckpointError(f"{self.where}: expected table keys of at most {MAX_KEY_BYTES:,} bytes in all, found "
+                                  "more (each record's key extends the one before)")
+
+
+def records(data: memoryview, where: str, spent: KeyBytes) -> Iterator[tuple[bytes, memoryview]]:
     """The (key, value) records of one block, each key the previous one's first `shared` bytes and its own."""
     if len(data) < 4:
         raise CheckpointError(f"{where}: a table block of {len(data)} bytes, too short for its restart count")
@@ -72,6 +88,7 @@ def records(data: memoryview, where: str) -> Iterator[tuple[bytes, memoryview]]:
         length, at = varint(data, at)
         if shared > len(key) or at + own + length > end:
             raise CheckpointError(f"{where}: a table record runs past its block")
+        spent.spend(shared + own)  # before the key is made
         key = key[:shared] + bytes(data[at:at + own])
         yield key, data[at + own:at + own + length]
         at += own + length
@@ -83,8 +100,9 @@ def table(index: bytes, where: str) -> Iterator[tuple[bytes, memoryview]]:
     _, at = varint(footer, 0)  # the metaindex block's offset and size: it lists nothing a checkpoint needs
     _, at = varint(footer, at)
     last: bytes | None = None
-    for _, handle in records(block(index, footer[at:], where), where):
-        for key, value in records(block(index, handle, where), where):
+    spent = KeyBytes(where)
+    for _, handle in records(block(index, footer[at:], where), where, spent):
+        for key, value in records(block(index, handle, where), where, spent):
             if last is not None and key <= last:
                 raise CheckpointError(f"{where}: expected table keys in increasing order, found {key[:80]!r} after "
                                       f"{last[:80]!r}")
