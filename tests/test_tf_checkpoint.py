@@ -191,3 +191,19 @@ def test_keys_that_each_extend_the_one_before_are_refused_before_they_fill_memor
     index.write_bytes(leveldb_table(keys, [header] + [b""] * 3000))
     (tmp_path / "model.ckpt.data-00000-of-00001").write_bytes(b"")
     assert_error_line(invoke("info", "-c", index), "expected table keys of at most 1,048,576 bytes in all")
+
+
+def test_slices_that_overlap_are_refused_when_read(tmp_path):
+    """The second slice moved to rows 3-5 (its extent in the whole's entry, and its key, `\\x84` start 4 -> `\\x83`):
+    the slices still hold 40 elements, but row 6 was never written and row 3 twice; it read as zeros."""
+    folder = tmp_path / "ckpt"
+    shutil.copytree(PARTITIONED, folder)
+    index = folder / "model.ckpt.index"
+    data = index.read_bytes()
+    for old, new in ((b"\x84\x83\x80\x84", b"\x83\x83\x80\x84"), (b"\n\x04\x08\x04\x10\x03", b"\n\x04\x08\x03\x10\x03")):
+        assert data.count(old) == 1
+        data = data.replace(old, new)
+    index.write_bytes(data)
+    assert_error_line(invoke("norms", "-c", folder / "model.ckpt", "--table", "token"),
+                      "expected slices that do not overlap, found two that do")
+

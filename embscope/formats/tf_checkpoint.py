@@ -226,12 +226,16 @@ def slice_extents(proto: Any, shape: tuple[int, ...], where: str) -> list[tuple[
     return found
 
 
-def assembled(shape: tuple[int, ...], parts: list[tuple[tuple[slice, ...], TensorInfo]]) -> np.ndarray:
-    """The whole variable, each slice read into its place."""
-    first = parts[0][1].read()
-    whole = np.empty(shape, dtype=first.dtype)
+def assembled(shape: tuple[int, ...], parts: list[tuple[tuple[slice, ...], TensorInfo]], where: str) -> np.ndarray:
+    """The whole variable, each slice read into its place. The slices hold as many elements as the whole (checked
+    when it was catalogued), so slices that do not overlap fill it."""
+    whole = np.zeros(shape, dtype=parts[0][1].read().dtype)
+    filled = np.zeros(shape, dtype=bool)
     for region, part in parts:
+        if filled[region].any():
+            raise CheckpointError(f"{where}: expected slices that do not overlap, found two that do")
         whole[region] = part.read()
+        filled[region] = True
     return whole
 
 
@@ -295,7 +299,7 @@ class Bundle:
         if not parts or sum(part.numel for _, part in parts) != math.prod(shape):
             raise CheckpointError(f"{where}: expected slices that hold its {math.prod(shape):,} elements, found "
                                   f"{sum(part.numel for _, part in parts):,}")
-        return TensorInfo(name, shape, parts[0][1].dtype, partial(assembled, shape, parts),
+        return TensorInfo(name, shape, parts[0][1].dtype, partial(assembled, shape, parts, where),
                           sources=tuple(dict.fromkeys(path for _, part in parts for path in part.sources)))
 
     def stored(self, name: str, entry: dict[int, list[Any]], shape: tuple[int, ...], where: str) -> TensorInfo:
