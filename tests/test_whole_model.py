@@ -184,3 +184,12 @@ def test_a_module_shared_under_two_names_is_read_under_both(tmp_path):
     checkpoint = open_checkpoint(path)
     assert list(checkpoint.tensors) == list(model.state_dict()) == ["a.weight", "b.weight"]
     assert checkpoint.tensors["a.weight"].storage == checkpoint.tensors["b.weight"].storage
+
+
+def test_a_class_where_a_module_belongs_is_named_as_a_class(tmp_path):
+    model = nn.Sequential(nn.Linear(2, 2))
+    model._modules["kind"] = nn.Linear  # the class, not a module
+    path = tmp_path / "model.pt"
+    torch.save(model, path)
+    assert_error_line(invoke("info", "-c", path), "expected submodule 'kind' of the pickled model to be a module, "
+                      "found the class 'torch.nn.modules.linear.Linear'")

@@ -10,7 +10,7 @@ from typing import Any
 from ..core.errors import CheckpointError
 from ..core.text import quote
 from ..storage.constants import CONFIG_KEYS, STATE_DICT_KEYS
-from ..storage.unpickle import Record
+from ..storage.unpickle import ObjectType, Record
 from ._state_dict import MAX_DEPTH, Visits, key_text
 
 
@@ -44,6 +44,8 @@ def module_tensors(module: Record, where: str, prefix: str = "", depth: int = 0,
 
 
 def kind_of(value: Any) -> str:
+    if isinstance(value, ObjectType):  # a class itself, never imported
+        return f"the class {value.name!r}"
     return f"an object of class {value.kind!r}" if isinstance(value, Record) else f"a {type(value).__name__}"
 
 
