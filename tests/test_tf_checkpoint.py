@@ -207,3 +207,16 @@ def test_slices_that_overlap_are_refused_when_read(tmp_path):
     assert_error_line(invoke("norms", "-c", folder / "model.ckpt", "--table", "token"),
                       "expected slices that do not overlap, found two that do")
 
+
+
+def test_a_keras3_optimizers_state_is_left_out_and_its_iterations_are_the_step():
+    """tf.train.Checkpoint(model=..., optimizer=keras.optimizers.Adam()) after two steps: Adam's moments (same shapes
+    as the weights: a second and third 12 x 4 table) and its learning rate were read as the model's tensors."""
+    reference = {name.replace("|", "/"): value for name, value in np.load(DATA / "keras3.npz").items()}
+    checkpoint = open_checkpoint(DATA / "keras3" / "ckpt")
+    model = [f"optimizer/_trainable_variables/{n}" for n in range(3)]  # where Keras 3 files the model's variables
+    assert sorted(checkpoint.tensors) == model
+    for name in model:
+        assert np.array_equal(checkpoint.tensors[name].read(), reference[f"{name}/.ATTRIBUTES/VARIABLE_VALUE"]), name
+    assert checkpoint.step == reference["optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE"] == 2
+    assert any("optimizer state left out (7 of the file's tensors" in note for note in checkpoint.notes)

@@ -41,6 +41,11 @@ TF2_SLOT = "/.OPTIMIZER_SLOT/"
 # AdamOptimizer: Adam, Adam_1) and their scalars: training state, no parameters of the model
 TF1_SLOT = re.compile(r".+/(adam_m|adam_v|Adam|Adam_1|Momentum|RMSProp|RMSProp_1|Adagrad|Adadelta|Adadelta_1|"
                       r"Ftrl|Ftrl_1|ExponentialMovingAverage)|beta1_power|beta2_power")
+# a Keras 3 optimizer in a tf.train.Checkpoint (TensorFlow's guide: Checkpoint(model=..., optimizer=...)) files its
+# step counter under `<path>/_iterations`, its learning rate under `<path>/_learning_rate` and its slots (Adam's
+# moments) under `<path>/_variables/N`; the model's own variables may be filed under its `_trainable_variables/N`
+KERAS3_ITERATIONS = "/_iterations" + TF2_VALUE
+KERAS3_STATE = re.compile(r"(.*)/(_variables/\d+|_learning_rate)" + re.escape(TF2_VALUE))
 # the step: a Saver's global_step, TensorFlow's guide's tf.train.Checkpoint(step=...), a Keras optimizer's counter
 STEP_NAMES = ("global_step", "step", "optimizer/iter", "optimizer/iterations")
 CONFIG_FILES = ("bert_config.json", "albert_config.json", "hparams.json")  # Google's BERT family, OpenAI's GPT-2
@@ -320,21 +325,30 @@ class Bundle:
                           sources=(path,))
 
 
+def is_slot(stored: str, keras3: set[str]) -> bool:
+    """Optimizer state beside the model: TF1 optimizers' slots, TF2's `.OPTIMIZER_SLOT`, a Keras 3 optimizer's."""
+    if TF2_SLOT in stored or TF1_SLOT.fullmatch(stored):
+        return True
+    state = KERAS3_STATE.fullmatch(stored)
+    return state is not None and state.group(1) in keras3
+
+
 def catalogued(path: Path, index: bytes) -> tuple[dict[str, TensorInfo], int, int | None]:
     """The model's tensors by name, how many tensors of optimizer state were left out, and the step."""
     shards, endianness, entries, slices = catalogue(path, index)
     bundle = Bundle(path, shards, ">" if endianness else "<")
     tensors: dict[str, TensorInfo] = {}
     slots, step = 0, None
+    keras3 = {stored[:-len(KERAS3_ITERATIONS)] for stored in entries if stored.endswith(KERAS3_ITERATIONS)}
     for stored, entry in entries.items():
         name = shown_name(stored)
-        if TF2_SLOT in stored or TF1_SLOT.fullmatch(stored):
+        if is_slot(stored, keras3):
             slots += 1
             continue
         info = bundle.tensor(name, entry, slices, stored)
         if info is None:
             continue
-        if name in STEP_NAMES and info.numel == 1 and not info.is_float:
+        if (name in STEP_NAMES or stored.endswith(KERAS3_ITERATIONS)) and info.numel == 1 and not info.is_float:
             step = int(info.read().reshape(()))
             continue
         tensors[name] = info

@@ -8,9 +8,13 @@
 - reference.npz: the values TensorFlow saved, read back from the session, for the tests to compare with;
 - partitioned/: a Saver(sharded=True) checkpoint over two CPU devices (two data shards) whose word_embeddings is
   partitioned in three by tf.compat.v1.fixed_size_partitioner (slices of 4, 3 and 3 rows, each under its own
-  EncodeTensorNameSlice key), as large TF1 embeddings were saved; its values in partitioned.npz.
+  EncodeTensorNameSlice key), as large TF1 embeddings were saved; its values in partitioned.npz;
+- keras3/: tf.train.Checkpoint(model=..., optimizer=...) of a Keras 3 model (Embedding, Dense) after two steps of
+  keras.optimizers.Adam, as TensorFlow's guide saves one: the model's variables are filed under the optimizer's
+  `_trainable_variables`, Adam's moments under its `_variables`, its step counter under `_iterations`; the values
+  tf.train.load_checkpoint reads back, by stored name, in keras3.npz.
 Run from the repository root in an environment with tensorflow: python tests/data/make_tf_checkpoint.py
-(`python tests/data/make_tf_checkpoint.py partitioned` writes partitioned/ alone).
+(`python tests/data/make_tf_checkpoint.py partitioned` writes partitioned/ alone, `... keras3` keras3/).
 """
 
 import json
@@ -103,16 +107,39 @@ def partitioned(folder: Path) -> None:
     np.savez(folder.with_suffix(".npz"), **values)  # beside the folder, which holds one checkpoint
 
 
+def keras3(folder: Path) -> None:
+    import keras
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.layers.Input((3,), dtype="int32"), keras.layers.Embedding(12, 4),
+                              keras.layers.Dense(2)])
+    optimizer = keras.optimizers.Adam(0.01)
+    ids = np.array([[1, 2, 3], [4, 5, 6]])
+    for _ in range(2):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(model(ids) ** 2)
+        optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+    prefix = tf.train.Checkpoint(model=model, optimizer=optimizer).write(str(folder / "ckpt"))
+    reader = tf.train.load_checkpoint(prefix)
+    values = {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()
+              if name != "_CHECKPOINTABLE_OBJECT_GRAPH"}
+    np.savez(folder.with_suffix(".npz"), **{name.replace("/", "|"): value for name, value in values.items()})
+
+
 def main() -> None:
     shutil.rmtree(OUT, ignore_errors=True)
     (OUT / "bert").mkdir(parents=True)
     (OUT / "gpt2").mkdir()
     np.savez(OUT / "reference.npz", **bert(OUT / "bert"), **gpt2(OUT / "gpt2"))
     partitioned(OUT / "partitioned")
+    keras3(OUT / "keras3")
 
 
 if __name__ == "__main__":
     if sys.argv[1:] == ["partitioned"]:
         partitioned(OUT / "partitioned")
+    elif sys.argv[1:] == ["keras3"]:
+        keras3(OUT / "keras3")
     else:
         main()
