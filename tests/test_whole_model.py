@@ -25,6 +25,12 @@ class GPTConfig:
     n_embd: int = 8
 
 
+@dataclass(slots=True)
+class SlotsConfig:
+    """A config whose pickle state is (None, {slot: value}), pickle's form for a class with __slots__."""
+    block_size: int = 16
+
+
 class Block(nn.Module):
     def __init__(self, d: int):
         super().__init__()
@@ -193,3 +199,14 @@ def test_a_class_where_a_module_belongs_is_named_as_a_class(tmp_path):
     torch.save(model, path)
     assert_error_line(invoke("info", "-c", path), "expected submodule 'kind' of the pickled model to be a module, "
                       "found the class 'torch.nn.modules.linear.Linear'")
+
+
+@pytest.mark.parametrize("trust", [False, True], ids=["restricted", "trusted"])
+def test_a_config_with_slots_is_read_as_its_attributes(tmp_path, trust):
+    """dataclass(slots=True) pickles its state as (None, slots): refused, even with --trust-pickle, which before the
+    whole-model reader imported the class and built it."""
+    from embscope.formats import OpenOptions
+    path = tmp_path / "ckpt.pt"
+    torch.save({"model": tiny_model().state_dict(), "config": SlotsConfig(block_size=12)}, path)
+    checkpoint = open_checkpoint(path, OpenOptions(trust_pickle=trust))
+    assert checkpoint.config["block_size"] == 12

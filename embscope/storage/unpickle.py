@@ -260,10 +260,15 @@ class Record(dict[str, Any]):
         self.kind, self.built = kind, False
 
     def build(self, state: Any) -> None:
-        if self.built or not isinstance(state, dict) or not all(isinstance(key, str) for key in state):
+        """The attributes pickle's default __setstate__ sets: a dict, or (dict or None, dict of __slots__ values) for
+        a class with __slots__ (a dataclass(slots=True) config)."""
+        parts = state if isinstance(state, tuple) and len(state) == 2 else (state,)
+        if self.built or not all(part is None and len(parts) == 2 or isinstance(part, dict)
+                                 and all(isinstance(key, str) for key in part) for part in parts):
             raise UnsafePickleError(f"refused a state for {self.kind} that is not one dict of named attributes: "
                                     f"{shown(state)}")
-        self.update(state)
+        for part in parts:
+            self.update(part or {})
         self.built = True
 
 
