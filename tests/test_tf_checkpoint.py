@@ -220,3 +220,21 @@ def test_a_keras3_optimizers_state_is_left_out_and_its_iterations_are_the_step()
         assert np.array_equal(checkpoint.tensors[name].read(), reference[f"{name}/.ATTRIBUTES/VARIABLE_VALUE"]), name
     assert checkpoint.step == reference["optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE"] == 2
     assert any("optimizer state left out (7 of the file's tensors" in note for note in checkpoint.notes)
+
+
+def test_an_empty_data_block_is_refused(tmp_path):
+    """An index block of 12 million handles to one empty block (60 MB, under the index limit) took 36 s to walk;
+    TensorFlow's table builder never writes an empty block. Here: the header's block, then one empty block."""
+    header = varint(1 << 3) + varint(1)
+    data = varint(0) + varint(0) + varint(len(header)) + header + struct.pack("<II", 0, 1)
+    empty = struct.pack("<II", 0, 1)
+    handles = [varint(0) + varint(len(data)), varint(len(data) + 5) + varint(len(empty))]
+    index = b"".join(varint(0) + varint(1) + varint(len(handle)) + key + handle
+                     for key, handle in zip((b"a", b"b"), handles)) + struct.pack("<II", 0, 1)
+    at = len(data) + 5 + len(empty) + 5
+    footer = (varint(0) + varint(0) + varint(at) + varint(len(index))).ljust(40, b"\0")
+    path = tmp_path / "model.ckpt.index"
+    path.write_bytes(data + b"\0" * 5 + empty + b"\0" * 5 + index + b"\0" * 5 + footer
+                     + bytes.fromhex("57fb808b247547db"))
+    (tmp_path / "model.ckpt.data-00000-of-00001").write_bytes(b"")
+    assert_error_line(invoke("info", "-c", path), "expected records in every data block of the table, found an empty one")

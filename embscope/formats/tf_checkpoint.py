@@ -107,12 +107,15 @@ def table(index: bytes, where: str) -> Iterator[tuple[bytes, memoryview]]:
     last: bytes | None = None
     spent = KeyBytes(where)
     for _, handle in records(block(index, footer[at:], where), where, spent):
+        empty = True  # TensorFlow's table builder writes no empty block: millions of them would each cost a walk
         for key, value in records(block(index, handle, where), where, spent):
             if last is not None and key <= last:
                 raise CheckpointError(f"{where}: expected table keys in increasing order, found {key[:80]!r} after "
                                       f"{last[:80]!r}")
-            last = key
+            last, empty = key, False
             yield key, value
+        if empty:
+            raise CheckpointError(f"{where}: expected records in every data block of the table, found an empty one")
 
 
 # --- the records: BundleHeaderProto and BundleEntryProto ------------------------------------------------------
