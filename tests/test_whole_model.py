@@ -210,3 +210,31 @@ def test_a_config_with_slots_is_read_as_its_attributes(tmp_path, trust):
     torch.save({"model": tiny_model().state_dict(), "config": SlotsConfig(block_size=12)}, path)
     checkpoint = open_checkpoint(path, OpenOptions(trust_pickle=trust))
     assert checkpoint.config["block_size"] == 12
+
+
+def test_protocol_1_spells_each_module_through_copyreg_reconstructor(tmp_path):
+    """torch.save(model, pickle_protocol=1), which torch.load reads: each module is copyreg._reconstructor(cls, object,
+    None) and BUILD, not NEWOBJ; it was refused. (Protocol 0 torch.load cannot read: its persistent ids are text.)"""
+    model = tiny_model()
+    path = tmp_path / "model.pt"
+    torch.save(model, path, pickle_protocol=1)
+    assert type(torch.load(path, weights_only=False)) is TinyGPT  # the reference reads it
+    TinyGPT.restored.clear()
+    checkpoint = open_checkpoint(path)
+    assert list(checkpoint.tensors) == list(model.state_dict())
+    assert np.array_equal(checkpoint.tensors["wpe.weight"].read(), model.wpe.weight.detach().numpy())
+    assert TinyGPT.restored == []
+
+
+def test_copyreg_reconstructor_over_another_base_is_still_refused(tmp_path):
+    """_reconstructor(cls, base, state) with a base other than object calls base.__new__(cls, state): code."""
+    body = (b"\x80\x02ccopyreg\n_reconstructor\nctest_whole_model\nTinyGPT\ncbuiltins\nint\nK\x05\x87R.")
+    path = tmp_path / "model.pt"
+    torch.save({}, path)
+    import zipfile
+    with zipfile.ZipFile(path) as source:
+        members = [(info, source.read(info)) for info in source.infolist()]
+    with zipfile.ZipFile(path, "w") as target:
+        for info, data in members:
+            target.writestr(info, body if info.filename.endswith("/data.pkl") else data)
+    assert_error_line(invoke("info", "-c", path), "refused to unpickle global 'copyreg._reconstructor'")
