@@ -11,7 +11,7 @@ from typing import ClassVar
 import numpy as np
 import pytest
 import torch
-from conftest import invoke
+from conftest import invoke, run_json
 from pickle_gadgets import assert_error_line
 from torch import nn
 
@@ -238,3 +238,19 @@ def test_copyreg_reconstructor_over_another_base_is_still_refused(tmp_path):
         for info, data in members:
             target.writestr(info, body if info.filename.endswith("/data.pkl") else data)
     assert_error_line(invoke("info", "-c", path), "refused to unpickle global 'copyreg._reconstructor'")
+
+
+def test_params_leaves_out_the_models_buffers_as_parameters_does(tmp_path):
+    """BatchNorm's running statistics and a pruning mask are float buffers: in state_dict(), not in parameters()
+    (the reference). They were counted: 784 for this model, torch's count 704 (the tied head once)."""
+    from torch.nn.utils import prune
+    model = tiny_model()
+    model.norm = nn.BatchNorm1d(8)  # running_mean, running_var (float), num_batches_tracked (int)
+    prune.l1_unstructured(model.h[0].fc, "weight", 0.5)  # weight_orig a parameter, weight_mask a buffer
+    path = tmp_path / "model.pt"
+    torch.save(model, path)
+    doc = run_json("params", "-c", path, "--json")
+    assert doc["total"] == sum(p.numel() for p in model.parameters()) == 704
+    assert doc["total_source"].endswith("the pickled model's buffers left out")
+    checkpoint = open_checkpoint(path)
+    assert {"norm.running_mean", "h.0.fc.weight_mask"} <= set(checkpoint.tensors)  # still read: they are in the file
