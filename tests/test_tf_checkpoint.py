@@ -238,3 +238,11 @@ def test_an_empty_data_block_is_refused(tmp_path):
                      + bytes.fromhex("57fb808b247547db"))
     (tmp_path / "model.ckpt.data-00000-of-00001").write_bytes(b"")
     assert_error_line(invoke("info", "-c", path), "expected records in every data block of the table, found an empty one")
+
+
+def test_a_data_shard_that_is_not_there_names_nothing(tmp_path):
+    """`-c bert_model.ckpt.data-00000-of-00002` (a shard this checkpoint does not have) opened the checkpoint."""
+    index = copied(tmp_path)
+    for missing in ("bert_model.ckpt.data-00000-of-00002", "bert_model.ckpt.data-99999-of-99999"):
+        assert_error_line(invoke("info", "-c", tmp_path / missing), "found nothing at")
+    assert open_checkpoint(tmp_path / "bert_model.ckpt.data-00000-of-00001").path == index
