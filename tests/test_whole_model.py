@@ -11,7 +11,7 @@ from typing import ClassVar
 import numpy as np
 import pytest
 import torch
-from conftest import invoke
+from conftest import invoke, run_json
 from pickle_gadgets import assert_error_line
 from torch import nn
 
@@ -23,6 +23,12 @@ class GPTConfig:
     vocab_size: int = 50
     block_size: int = 16
     n_embd: int = 8
+
+
+@dataclass(slots=True)
+class SlotsConfig:
+    """A config whose pickle state is (None, {slot: value}), pickle's form for a class with __slots__."""
+    block_size: int = 16
 
 
 class Block(nn.Module):
@@ -148,3 +154,103 @@ def test_a_config_object_beside_a_state_dict_is_read_as_its_attributes(tmp_path)
     checkpoint = open_checkpoint(path)
     assert checkpoint.config["block_size"] == 12 and checkpoint.step == 5
     assert not any("whole pickled model" in note for note in checkpoint.notes)
+
+
+def shared_twice(leaf, levels: int, wrap):
+    """`levels` levels that each hold the level below under two names: 2**levels paths in a few KB of pickle."""
+    for _ in range(levels):
+        leaf = wrap(leaf)
+    return leaf
+
+
+def module_twice(child: nn.Module) -> nn.Module:
+    parent = nn.Module()
+    parent._modules.update(a=child, b=child)
+    return parent
+
+
+@pytest.mark.parametrize("whole", [True, False], ids=["modules", "dicts"])
+def test_a_module_or_dict_shared_under_two_names_at_every_level_is_refused_quickly(tmp_path, monkeypatch, whole):
+    """2**24 names from a 3 KB file: walked path by path, the module (or dict) tree never ended."""
+    from embscope.formats import _state_dict
+    monkeypatch.setattr(_state_dict, "MAX_VISITS", 1000)  # the walk stops at the limit, whatever it is
+    tree = (shared_twice(nn.Linear(2, 2), 24, module_twice) if whole
+            else shared_twice({"w": torch.zeros(2)}, 24, lambda d: {"a": d, "b": d}))
+    path = tmp_path / "shared.pt"
+    torch.save(tree, path)
+    assert path.stat().st_size < 20_000
+    assert_error_line(invoke("info", "-c", path), "expected at most 1,000 values in the checkpoint, found more")
+
+
+def test_a_module_shared_under_two_names_is_read_under_both(tmp_path):
+    """T5's `shared` embedding is also encoder.embed_tokens and decoder.embed_tokens: state_dict() names all three."""
+    model = module_twice(nn.Embedding(5, 3))
+    path = tmp_path / "model.pt"
+    torch.save(model, path)
+    checkpoint = open_checkpoint(path)
+    assert list(checkpoint.tensors) == list(model.state_dict()) == ["a.weight", "b.weight"]
+    assert checkpoint.tensors["a.weight"].storage == checkpoint.tensors["b.weight"].storage
+
+
+def test_a_class_where_a_module_belongs_is_named_as_a_class(tmp_path):
+    model = nn.Sequential(nn.Linear(2, 2))
+    model._modules["kind"] = nn.Linear  # the class, not a module
+    path = tmp_path / "model.pt"
+    torch.save(model, path)
+    assert_error_line(invoke("info", "-c", path), "expected submodule 'kind' of the pickled model to be a module, "
+                      "found the class 'torch.nn.modules.linear.Linear'")
+
+
+@pytest.mark.parametrize("trust", [False, True], ids=["restricted", "trusted"])
+def test_a_config_with_slots_is_read_as_its_attributes(tmp_path, trust):
+    """dataclass(slots=True) pickles its state as (None, slots): refused, even with --trust-pickle, which before the
+    whole-model reader imported the class and built it."""
+    from embscope.formats import OpenOptions
+    path = tmp_path / "ckpt.pt"
+    torch.save({"model": tiny_model().state_dict(), "config": SlotsConfig(block_size=12)}, path)
+    checkpoint = open_checkpoint(path, OpenOptions(trust_pickle=trust))
+    assert checkpoint.config["block_size"] == 12
+
+
+def test_protocol_1_spells_each_module_through_copyreg_reconstructor(tmp_path):
+    """torch.save(model, pickle_protocol=1), which torch.load reads: each module is copyreg._reconstructor(cls, object,
+    None) and BUILD, not NEWOBJ; it was refused. (Protocol 0 torch.load cannot read: its persistent ids are text.)"""
+    model = tiny_model()
+    path = tmp_path / "model.pt"
+    torch.save(model, path, pickle_protocol=1)
+    assert type(torch.load(path, weights_only=False)) is TinyGPT  # the reference reads it
+    TinyGPT.restored.clear()
+    checkpoint = open_checkpoint(path)
+    assert list(checkpoint.tensors) == list(model.state_dict())
+    assert np.array_equal(checkpoint.tensors["wpe.weight"].read(), model.wpe.weight.detach().numpy())
+    assert TinyGPT.restored == []
+
+
+def test_copyreg_reconstructor_over_another_base_is_still_refused(tmp_path):
+    """_reconstructor(cls, base, state) with a base other than object calls base.__new__(cls, state): code."""
+    body = (b"\x80\x02ccopyreg\n_reconstructor\nctest_whole_model\nTinyGPT\ncbuiltins\nint\nK\x05\x87R.")
+    path = tmp_path / "model.pt"
+    torch.save({}, path)
+    import zipfile
+    with zipfile.ZipFile(path) as source:
+        members = [(info, source.read(info)) for info in source.infolist()]
+    with zipfile.ZipFile(path, "w") as target:
+        for info, data in members:
+            target.writestr(info, body if info.filename.endswith("/data.pkl") else data)
+    assert_error_line(invoke("info", "-c", path), "refused to unpickle global 'copyreg._reconstructor'")
+
+
+def test_params_leaves_out_the_models_buffers_as_parameters_does(tmp_path):
+    """BatchNorm's running statistics and a pruning mask are float buffers: in state_dict(), not in parameters()
+    (the reference). They were counted: 784 for this model, torch's count 704 (the tied head once)."""
+    from torch.nn.utils import prune
+    model = tiny_model()
+    model.norm = nn.BatchNorm1d(8)  # running_mean, running_var (float), num_batches_tracked (int)
+    prune.l1_unstructured(model.h[0].fc, "weight", 0.5)  # weight_orig a parameter, weight_mask a buffer
+    path = tmp_path / "model.pt"
+    torch.save(model, path)
+    doc = run_json("params", "-c", path, "--json")
+    assert doc["total"] == sum(p.numel() for p in model.parameters()) == 704
+    assert doc["total_source"].endswith("the pickled model's buffers left out")
+    checkpoint = open_checkpoint(path)
+    assert {"norm.running_mean", "h.0.fc.weight_mask"} <= set(checkpoint.tensors)  # still read: they are in the file

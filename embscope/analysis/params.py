@@ -72,7 +72,7 @@ def count_parameters(checkpoint: Checkpoint, skip: frozenset[str] = frozenset())
     skipped; buffers left out."""
     seen, total = set(), checkpoint.skipped_parameters
     for tensor in checkpoint.tensors.values():
-        if tensor.name in skip or not is_parameter(tensor):
+        if tensor.name in skip or tensor.name in checkpoint.buffers or not is_parameter(tensor):
             continue
         # the elements from one start, whatever the shape: a head saved as the token table's transpose (e.weight.t())
         key = (tensor.storage, tensor.numel) if tensor.storage is not None else tensor.name
@@ -94,6 +94,8 @@ def params_report(emb: Embeddings) -> ParamsReport:
         computed, unread = fixed_sinusoids(checkpoint.tensors.values(), taken | {tables.tied_copy or ""})
         skip = frozenset({tables.tied_copy} if tables.tied_copy else ()) | {tensor.name for tensor, _ in computed}
         total, source = count_parameters(checkpoint, skip), "float tensors in the file, shared storage counted once"
+        if checkpoint.buffers:
+            source += ", the pickled model's buffers left out"
     position, output = tables.position, tables.output
     quantization = {t.role.value: t.tensor.quantization for t in (token, position, output) if t and t.tensor.quantization}
     quantized = checkpoint.quantization_values > 0 or any(t.quantization for t in checkpoint.tensors.values())

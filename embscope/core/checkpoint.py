@@ -59,6 +59,9 @@ class Checkpoint:
     quantization_values: int = 0
     # elements of FP8 weights a reader left out of the catalogue (numpy holds no FP8): parameters all the same
     skipped_parameters: int = 0
+    # tensors the file itself says are buffers, not parameters (a whole pickled model's `_buffers`: BatchNorm's
+    # running statistics, a pruning mask): in the file, left out of the parameter count
+    buffers: frozenset[str] = frozenset()
     notes: list[str] = field(default_factory=list)
     # tables the file's own graph looks up by the model's integer inputs (an ONNX Gather of input_ids): the token
     # table by the graph's word, where no name says it

@@ -18,21 +18,40 @@ from ..storage.unpickle import PickledArray
 
 PLAIN_TYPES = (str, int, float, bool, type(None))  # config values kept; tensors and objects are not settings
 MAX_DEPTH = 32  # a pickle can nest without end, or hold itself
+# values one walk may visit: a pickle that shares one dict under two keys at each of 32 levels names 2**32 paths in a
+# few hundred bytes; a real checkpoint's state dict, its optimizer state beside it, holds far fewer
+MAX_VISITS = 1_000_000
 
 ValueOf = Callable[[Any], Any]  # a value as a plain Python value (a one-element array as its number)
 
 
-def flatten(value: Any, prefix: str = "", depth: int = 0, where: str = "") -> Iterator[tuple[str, Any]]:
+class Visits:
+    """What one walk of a pickled tree may still visit (MAX_VISITS): its paths, not its objects, are counted."""
+
+    def __init__(self, where: str):
+        self.where, self.left = where, MAX_VISITS
+
+    def visit(self, prefix: str) -> None:
+        self.left -= 1
+        if self.left < 0:
+            raise CheckpointError(f"{self.where}: expected at most {MAX_VISITS:,} values in the checkpoint, found more "
+                                  f"(a container shared under many names?) at {quote(prefix[:80])}")
+
+
+def flatten(value: Any, prefix: str = "", depth: int = 0, where: str = "",
+            visits: Visits | None = None) -> Iterator[tuple[str, Any]]:
     """Nested dicts and lists of arrays, as dotted names: params["layer0"]["attn"]["q"] -> layer0.attn.q."""
     if isinstance(value, (dict, list, tuple)) and depth >= MAX_DEPTH:
         raise CheckpointError(f"{where}: expected values nested at most {MAX_DEPTH} deep, found deeper nesting "
                               f"(or a container holding itself) at {quote(prefix[:80])}")
+    visits = visits or Visits(where)
+    visits.visit(prefix)
     if isinstance(value, dict):
         for key, item in value.items():
-            yield from flatten(item, f"{prefix}{key_text(key)}.", depth + 1, where)
+            yield from flatten(item, f"{prefix}{key_text(key)}.", depth + 1, where, visits)
     elif isinstance(value, (list, tuple)):
         for index, item in enumerate(value):
-            yield from flatten(item, f"{prefix}{index}.", depth + 1, where)
+            yield from flatten(item, f"{prefix}{index}.", depth + 1, where, visits)
     else:
         yield prefix[:-1], value
 

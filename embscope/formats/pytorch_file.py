@@ -72,7 +72,7 @@ class TorchFile:
         return plain_value(value)
 
     def checkpoint(self, obj: Any) -> Checkpoint:
-        obj, model_notes = unpickled_model(obj, quote(self.path))
+        obj, model_notes, buffers = unpickled_model(obj, quote(self.path))
         state = state_dict_of(self.path, obj, is_tensor)
         found = [(name, value) for name, value in flatten(state, where=quote(self.path)) if is_tensor(value)]
         renamed, notes = strip_wrapper_prefixes([name for name, _ in found])
@@ -101,7 +101,8 @@ class TorchFile:
         tied, said = whisper_head(top, set(tensors))
         return Checkpoint(self.path, tensors, step=fairseq_step(top) if step is None else step,
                           config={**find_config(top, self.value), **fairseq_config(top)}, notes=notes + said,
-                          skipped_parameters=skipped_parameters, tied=tied)
+                          skipped_parameters=skipped_parameters, tied=tied,
+                          buffers=frozenset(renamed[name] for name, _ in found if name in buffers))
 
 
 def open_zip(path: Path, options: OpenOptions) -> Checkpoint:

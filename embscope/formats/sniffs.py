@@ -164,7 +164,7 @@ def tf_index_of(path: Path) -> Path | None:
     """The index a user means by a TensorFlow checkpoint's prefix (`bert_model.ckpt`, which is no file: TensorFlow
     names a checkpoint so) or by one of its data shards; None where `path` is neither."""
     shard = re.fullmatch(TF_DATA_SHARD, path.name)
-    if not shard and files.status(path) is not None:
+    if (files.status(path) is None) == bool(shard):  # a shard that is there, or a prefix that is no file
         return None
     index = path.with_name((shard.group(1) if shard else path.name) + TF_INDEX_SUFFIX)
     return index if files.is_regular(index) else None

@@ -9,10 +9,12 @@ from __future__ import annotations
 import math
 import re
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from ..core import files
 from ..core.checkpoint import Checkpoint, TensorInfo
@@ -26,6 +28,9 @@ from ._protobuf_wire import FIXED32, LENGTH, VARINT, fields, varint
 TRAILER = 5  # after every block: its compression type (1 byte) and a masked CRC-32C
 MAX_INDEX = 64 << 20  # BERT-large's index is 30 KB; a model of 100,000 tensors, a few MB
 MAX_SHARDS = 100_000
+# the bytes of all the keys the table's records spell out: each key is the previous one's prefix and its own bytes, so
+# a 300 KB index of 60,000 records that each add one byte spells 1.8 GB of keys; BERT-large's come to 30 KB
+MAX_KEY_BYTES = 64 << 20
 # types.proto's DataType numbers of the element types numpy holds; the others (strings, resources) hold no weights
 DATA_TYPES = {1: "float32", 2: "float64", 3: "int32", 4: "uint8", 5: "int16", 6: "int8", 9: "int64", 10: "bool",
               14: "bfloat16", 17: "uint16", 19: "float16", 22: "uint32", 23: "uint64"}
@@ -36,6 +41,11 @@ TF2_SLOT = "/.OPTIMIZER_SLOT/"
 # AdamOptimizer: Adam, Adam_1) and their scalars: training state, no parameters of the model
 TF1_SLOT = re.compile(r".+/(adam_m|adam_v|Adam|Adam_1|Momentum|RMSProp|RMSProp_1|Adagrad|Adadelta|Adadelta_1|"
                       r"Ftrl|Ftrl_1|ExponentialMovingAverage)|beta1_power|beta2_power")
+# a Keras 3 optimizer in a tf.train.Checkpoint (TensorFlow's guide: Checkpoint(model=..., optimizer=...)) files its
+# step counter under `<path>/_iterations`, its learning rate under `<path>/_learning_rate` and its slots (Adam's
+# moments) under `<path>/_variables/N`; the model's own variables may be filed under its `_trainable_variables/N`
+KERAS3_ITERATIONS = "/_iterations" + TF2_VALUE
+KERAS3_STATE = re.compile(r"(.*)/(_variables/\d+|_learning_rate)" + re.escape(TF2_VALUE))
 # the step: a Saver's global_step, TensorFlow's guide's tf.train.Checkpoint(step=...), a Keras optimizer's counter
 STEP_NAMES = ("global_step", "step", "optimizer/iter", "optimizer/iterations")
 CONFIG_FILES = ("bert_config.json", "albert_config.json", "hparams.json")  # Google's BERT family, OpenAI's GPT-2
@@ -55,7 +65,20 @@ def block(index: bytes, handle: bytes | memoryview, where: str) -> memoryview:
     return memoryview(index)[offset:offset + size]
 
 
-def records(data: memoryview, where: str) -> Iterator[tuple[bytes, memoryview]]:
+class KeyBytes:
+    """What is left of MAX_KEY_BYTES in one walk of the table."""
+
+    def __init__(self, where: str):
+        self.where, self.left = where, MAX_KEY_BYTES
+
+    def spend(self, size: int) -> None:
+        self.left -= size
+        if self.left < 0:
+            raise CheckpointError(f"{self.where}: expected table keys of at most {MAX_KEY_BYTES:,} bytes in all, found "
+                                  "more (each record's key extends the one before)")
+
+
+def records(data: memoryview, where: str, spent: KeyBytes) -> Iterator[tuple[bytes, memoryview]]:
     """The (key, value) records of one block, each key the previous one's first `shared` bytes and its own."""
     if len(data) < 4:
         raise CheckpointError(f"{where}: a table block of {len(data)} bytes, too short for its restart count")
@@ -70,6 +93,7 @@ def records(data: memoryview, where: str) -> Iterator[tuple[bytes, memoryview]]:
         length, at = varint(data, at)
         if shared > len(key) or at + own + length > end:
             raise CheckpointError(f"{where}: a table record runs past its block")
+        spent.spend(shared + own)  # before the key is made
         key = key[:shared] + bytes(data[at:at + own])
         yield key, data[at + own:at + own + length]
         at += own + length
@@ -81,13 +105,17 @@ def table(index: bytes, where: str) -> Iterator[tuple[bytes, memoryview]]:
     _, at = varint(footer, 0)  # the metaindex block's offset and size: it lists nothing a checkpoint needs
     _, at = varint(footer, at)
     last: bytes | None = None
-    for _, handle in records(block(index, footer[at:], where), where):
-        for key, value in records(block(index, handle, where), where):
+    spent = KeyBytes(where)
+    for _, handle in records(block(index, footer[at:], where), where, spent):
+        empty = True  # TensorFlow's table builder writes no empty block: millions of them would each cost a walk
+        for key, value in records(block(index, handle, where), where, spent):
             if last is not None and key <= last:
                 raise CheckpointError(f"{where}: expected table keys in increasing order, found {key[:80]!r} after "
                                       f"{last[:80]!r}")
-            last = key
+            last, empty = key, False
             yield key, value
+        if empty:
+            raise CheckpointError(f"{where}: expected records in every data block of the table, found an empty one")
 
 
 # --- the records: BundleHeaderProto and BundleEntryProto ------------------------------------------------------
@@ -136,24 +164,87 @@ def entry_shape(shape: memoryview, where: str) -> tuple[int, ...]:
     return check_shape([d if d < 1 << 63 else -1 for d in dims], where)
 
 
-def catalogue(index_path: Path, index: bytes) -> tuple[int, int, dict[str, dict[int, list[Any]]]]:
-    """The header's shard count and byte order, and each tensor's entry by its stored name."""
+Entries = dict[str, dict[int, list[Any]]]
+
+
+def catalogue(index_path: Path, index: bytes) -> tuple[int, int, Entries, dict[bytes, dict[int, list[Any]]]]:
+    """The header's shard count and byte order, each tensor's entry by its stored name, and the entries of the
+    slices of partitioned variables by their keys (which start with a 0 byte, tensor_slice_util's encoding)."""
     where = quote(index_path)
     header: dict[int, list[Any]] | None = None
-    entries: dict[str, dict[int, list[Any]]] = {}
+    entries: Entries = {}
+    slices: dict[bytes, dict[int, list[Any]]] = {}
     for key, value in table(index, where):
         if key == b"":
             header = message(value)
             continue
-        check_tensor_count(len(entries) + 1, where)
-        entries[key.decode("utf-8", "replace")] = message(value)
+        check_tensor_count(len(entries) + len(slices) + 1, where)
+        if key.startswith(b"\0"):
+            slices[key] = message(value)
+        else:
+            entries[key.decode("utf-8", "replace")] = message(value)
     if header is None:
         raise CheckpointError(f"{where}: expected a BundleHeaderProto under the table's empty key, found none")
     shards, endianness = number(header, 1, 1), number(header, 2)
     if not 1 <= shards <= MAX_SHARDS or endianness not in (0, 1):
         raise CheckpointError(f"{where}: expected a header of 1 to {MAX_SHARDS:,} shards, little- or big-endian, "
                               f"found {shards:,} shards, byte order {endianness}")
-    return shards, endianness, entries
+    return shards, endianness, entries, slices
+
+
+# --- partitioned variables (fixed_size_partitioner): the whole variable's entry lists its slices, each stored
+# under a key of its own that TensorFlow's checkpoint::EncodeTensorNameSlice makes with OrderedCode -------------
+
+SIGNED_HEADERS = {1: 0x80, 2: 0xC000, 3: 0xE000, 4: 0xF000, 5: 0xF800, 6: 0xFC00, 7: 0xFE00, 8: 0xFF00, 9: 0xFF80,
+                  10: 0xFFC0}  # OrderedCode's kLengthToHeaderBits: the first two bytes of an n-byte signed number
+
+
+def ordered_signed(value: int) -> bytes:
+    """OrderedCode::WriteSignedNumIncreasing: big-endian two's complement in as few bytes as hold it, the length
+    marked in the leading bits."""
+    magnitude = ~value if value < 0 else value
+    length = max(1, (magnitude.bit_length() + 7) // 7)
+    raw = bytearray((value & ((1 << 80) - 1)).to_bytes(10, "big")[-length:])
+    header = SIGNED_HEADERS[length]
+    if length == 1:
+        raw[0] ^= header
+    else:
+        raw[0] ^= header >> 8
+        raw[1] ^= header & 0xFF
+    return bytes(raw)
+
+
+def slice_key(name: str, extents: list[tuple[int, int]]) -> bytes:
+    """EncodeTensorNameSlice: 0, the name as an OrderedCode string, the rank, then each extent's start and length
+    (a whole dimension as 0, -1)."""
+    escaped = b"".join(b"\0\xff" if byte == 0 else b"\xff\0" if byte == 0xFF else bytes([byte])
+                       for byte in name.encode("utf-8"))
+    rank = len(extents).to_bytes(8, "big").lstrip(b"\0")
+    return (b"\0" + escaped + b"\0\x01" + bytes([len(rank)]) + rank
+            + b"".join(ordered_signed(start) + ordered_signed(length) for start, length in extents))
+
+
+def slice_extents(proto: Any, shape: tuple[int, ...], where: str) -> list[tuple[int, int]]:
+    """TensorSliceProto: an extent (1) per dimension, of start (1) and length (2); no length is the whole dimension."""
+    extents = [message(as_message(extent, 1)) for extent in message(as_message(proto, 7)).get(1, [])]
+    found = [(number(e, 1), number(e, 2) if 2 in e else -1) for e in extents]
+    if len(found) != len(shape) or any(not (length == -1 and start == 0 or 0 <= start and 0 <= length
+                                            and start + length <= size) for (start, length), size in zip(found, shape)):
+        raise CheckpointError(f"{where}: expected slices within its shape {list(shape)}, found one of {found[:8]}")
+    return found
+
+
+def assembled(shape: tuple[int, ...], parts: list[tuple[tuple[slice, ...], TensorInfo]], where: str) -> np.ndarray:
+    """The whole variable, each slice read into its place. The slices hold as many elements as the whole (checked
+    when it was catalogued), so slices that do not overlap fill it."""
+    whole = np.zeros(shape, dtype=parts[0][1].read().dtype)
+    filled = np.zeros(shape, dtype=bool)
+    for region, part in parts:
+        if filled[region].any():
+            raise CheckpointError(f"{where}: expected slices that do not overlap, found two that do")
+        whole[region] = part.read()
+        filled[region] = True
+    return whole
 
 
 # --- the checkpoint --------------------------------------------------------------------------------------------
@@ -184,15 +275,44 @@ class Bundle:
             self.sizes[shard] = path.stat().st_size
         return path, self.sizes[shard]
 
-    def tensor(self, name: str, entry: dict[int, list[Any]]) -> TensorInfo | None:
+    def tensor(self, name: str, entry: dict[int, list[Any]], slices: dict[bytes, dict[int, list[Any]]],
+               stored: str) -> TensorInfo | None:
         """A tensor's catalogue entry, checked against its shard now; None for types numpy does not hold."""
         where = f"{quote(self.index_path)}: tensor {quote(name)}"
         element = ELEMENT_TYPES.get(DATA_TYPES.get(number(entry, 1), ""))
         if element is None:
             return None
-        if 7 in entry:  # a partitioned variable: its slices are stored under other keys
-            raise CheckpointError(f"{where}: a partitioned variable (stored in slices), which embscope does not read")
         shape = entry_shape(nested(entry, 2), where)
+        if 7 in entry:  # a partitioned variable: its slices are stored under keys of their own
+            return self.partitioned(name, entry, shape, slices.get, stored, where)
+        return self.stored(name, entry, shape, where)
+
+    def partitioned(self, name: str, entry: dict[int, list[Any]], shape: tuple[int, ...],
+                    slice_entry: Callable[[bytes], dict[int, list[Any]] | None], stored: str, where: str) -> TensorInfo:
+        """A variable stored in slices, each checked now and read into the whole when it is read; the slices must
+        hold as many elements as the whole, so that it is no larger than the bytes the shards hold."""
+        parts: list[tuple[tuple[slice, ...], TensorInfo]] = []
+        for proto in entry[7]:
+            extents = slice_extents(proto, shape, where)
+            piece = slice_entry(slice_key(stored, extents))
+            if piece is None or number(piece, 1) != number(entry, 1):
+                raise CheckpointError(f"{where}: expected its slice {extents[:8]} of the same type in the index, "
+                                      "found none")
+            region = tuple(slice(start, size if length == -1 else start + length)
+                           for (start, length), size in zip(extents, shape))
+            part = self.stored(name, piece, entry_shape(nested(piece, 2), where), where)
+            if part.shape != tuple(r.stop - r.start for r in region):
+                raise CheckpointError(f"{where}: its slice {extents[:8]} is stored with shape {list(part.shape)}")
+            parts.append((region, part))
+        if not parts or sum(part.numel for _, part in parts) != math.prod(shape):
+            raise CheckpointError(f"{where}: expected slices that hold its {math.prod(shape):,} elements, found "
+                                  f"{sum(part.numel for _, part in parts):,}")
+        return TensorInfo(name, shape, parts[0][1].dtype, partial(assembled, shape, parts, where),
+                          sources=tuple(dict.fromkeys(path for _, part in parts for path in part.sources)))
+
+    def stored(self, name: str, entry: dict[int, list[Any]], shape: tuple[int, ...], where: str) -> TensorInfo:
+        """A tensor (or a slice of one) whose bytes lie in one shard."""
+        element = ELEMENT_TYPES[DATA_TYPES[number(entry, 1)]]
         shard, offset, size = number(entry, 3), number(entry, 4), number(entry, 5)
         if shard >= self.shards:
             raise CheckpointError(f"{where}: expected a shard below {self.shards}, found {shard}")
@@ -208,21 +328,30 @@ class Bundle:
                           sources=(path,))
 
 
+def is_slot(stored: str, keras3: set[str]) -> bool:
+    """Optimizer state beside the model: TF1 optimizers' slots, TF2's `.OPTIMIZER_SLOT`, a Keras 3 optimizer's."""
+    if TF2_SLOT in stored or TF1_SLOT.fullmatch(stored):
+        return True
+    state = KERAS3_STATE.fullmatch(stored)
+    return state is not None and state.group(1) in keras3
+
+
 def catalogued(path: Path, index: bytes) -> tuple[dict[str, TensorInfo], int, int | None]:
     """The model's tensors by name, how many tensors of optimizer state were left out, and the step."""
-    shards, endianness, entries = catalogue(path, index)
+    shards, endianness, entries, slices = catalogue(path, index)
     bundle = Bundle(path, shards, ">" if endianness else "<")
     tensors: dict[str, TensorInfo] = {}
     slots, step = 0, None
+    keras3 = {stored[:-len(KERAS3_ITERATIONS)] for stored in entries if stored.endswith(KERAS3_ITERATIONS)}
     for stored, entry in entries.items():
         name = shown_name(stored)
-        if TF2_SLOT in stored or TF1_SLOT.fullmatch(stored):
+        if is_slot(stored, keras3):
             slots += 1
             continue
-        info = bundle.tensor(name, entry)
+        info = bundle.tensor(name, entry, slices, stored)
         if info is None:
             continue
-        if name in STEP_NAMES and info.numel == 1 and not info.is_float:
+        if (name in STEP_NAMES or stored.endswith(KERAS3_ITERATIONS)) and info.numel == 1 and not info.is_float:
             step = int(info.read().reshape(()))
             continue
         tensors[name] = info

@@ -238,7 +238,8 @@ class RecordType:
     """An allowed class whose objects are only attributes: NEWOBJ with no arguments (protocol 2 and later, which
     torch.save writes) makes an empty Record, and BUILD fills it once from a dict of attributes. The class itself
     is never imported, and nothing of it is called. (Protocols 0 and 1 spell the same through
-    copyreg._reconstructor, which stays refused: it would build any class named.)"""
+    copyreg._reconstructor, which stays refused, except for an ObjectType over plain object: it would build any
+    class named.)"""
 
     __slots__ = ("name",)
     name: str
@@ -263,10 +264,15 @@ class Record(dict[str, Any]):
         self.kind, self.built = kind, False
 
     def build(self, state: Any) -> None:
-        if self.built or not isinstance(state, dict) or not all(isinstance(key, str) for key in state):
+        """The attributes pickle's default __setstate__ sets: a dict, or (dict or None, dict of __slots__ values) for
+        a class with __slots__ (a dataclass(slots=True) config)."""
+        parts = state if isinstance(state, tuple) and len(state) == 2 else (state,)
+        if self.built or not all(part is None and len(parts) == 2 or isinstance(part, dict)
+                                 and all(isinstance(key, str) for key in part) for part in parts):
             raise UnsafePickleError(f"refused a state for {self.kind} that is not one dict of named attributes: "
                                     f"{shown(state)}")
-        self.update(state)
+        for part in parts:
+            self.update(part or {})
         self.built = True
 
 
@@ -285,6 +291,16 @@ class ObjectType(RecordType):
     def __init__(self, module: str, name: str):
         super().__init__(f"{module}.{name}")
         object.__setattr__(self, "origin", (module, name))
+
+
+RECONSTRUCTOR = ("copyreg", "_reconstructor")
+
+
+def plain_reconstruct(args: Any) -> bool:
+    """copyreg._reconstructor(cls, object, None): object.__new__(cls), how protocols 0 and 1 create an object whose
+    attributes BUILD then sets; for an off-list class that is a record (any other base or state would run code)."""
+    return (isinstance(args, tuple) and len(args) == 3 and isinstance(args[0], ObjectType)
+            and isinstance(args[1], ObjectType) and args[1].origin == ("builtins", "object") and args[2] is None)
 
 
 def new_record(cls: Any, args: Any, kwargs: Any) -> Record:
@@ -544,6 +560,8 @@ class RestrictedUnpickler(pickle._Unpickler):
 
     def call(self, func: Any, args: Any) -> Any:
         """What REDUCE, INST and OBJ do: only our factories run, or, trusted, classes from outside the list."""
+        if isinstance(func, ObjectType) and func.origin == RECONSTRUCTOR and plain_reconstruct(args):
+            return Record(args[0].name)  # protocols 0 and 1 spell NEWOBJ with no arguments so; BUILD follows
         if isinstance(func, ObjectType):
             func = self.resolved(func)
         if isinstance(func, Factory):

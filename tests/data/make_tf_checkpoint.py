@@ -5,12 +5,21 @@
   its global_step, so the index also holds Adam's slots (.../Adam, .../Adam_1) and beta1_power, beta2_power;
 - gpt2/: tf.train.Checkpoint of a module holding wte and wpe (object-based names, model/wte/.ATTRIBUTES/...) and a
   step counter;
-- reference.npz: the values TensorFlow saved, read back from the session, for the tests to compare with.
+- reference.npz: the values TensorFlow saved, read back from the session, for the tests to compare with;
+- partitioned/: a Saver(sharded=True) checkpoint over two CPU devices (two data shards) whose word_embeddings is
+  partitioned in three by tf.compat.v1.fixed_size_partitioner (slices of 4, 3 and 3 rows, each under its own
+  EncodeTensorNameSlice key), as large TF1 embeddings were saved; its values in partitioned.npz;
+- keras3/: tf.train.Checkpoint(model=..., optimizer=...) of a Keras 3 model (Embedding, Dense) after two steps of
+  keras.optimizers.Adam, as TensorFlow's guide saves one: the model's variables are filed under the optimizer's
+  `_trainable_variables`, Adam's moments under its `_variables`, its step counter under `_iterations`; the values
+  tf.train.load_checkpoint reads back, by stored name, in keras3.npz.
 Run from the repository root in an environment with tensorflow: python tests/data/make_tf_checkpoint.py
+(`python tests/data/make_tf_checkpoint.py partitioned` writes partitioned/ alone, `... keras3` keras3/).
 """
 
 import json
 import shutil
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -75,12 +84,62 @@ def gpt2(folder: Path) -> dict[str, np.ndarray]:
     return {"gpt2_wte": wte, "gpt2_wpe": wpe}
 
 
+def partitioned(folder: Path) -> None:
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    graph = tf.Graph()
+    with graph.as_default():
+        tf.compat.v1.set_random_seed(0)
+        init = tf.compat.v1.truncated_normal_initializer(stddev=0.02)
+        with tf.device("/cpu:0"), tf.compat.v1.variable_scope("bert/embeddings"):
+            word = tf.compat.v1.get_variable("word_embeddings", [10, 4], initializer=init,
+                                             partitioner=tf.compat.v1.fixed_size_partitioner(3))
+        with tf.device("/cpu:1"), tf.compat.v1.variable_scope("bert/embeddings"):
+            position = tf.compat.v1.get_variable("position_embeddings", [6, 4], initializer=init)
+        step = tf.compat.v1.train.get_or_create_global_step()
+        config = tf.compat.v1.ConfigProto(device_count={"CPU": 2})
+        with tf.compat.v1.Session(graph=graph, config=config) as session:
+            session.run(tf.compat.v1.global_variables_initializer())
+            session.run(step.assign(3))
+            tf.compat.v1.train.Saver(sharded=True).save(session, str(folder / "model.ckpt"), write_meta_graph=False,
+                                                        write_state=False)
+            values = session.run({"word": tf.convert_to_tensor(word), "position": position})
+    np.savez(folder.with_suffix(".npz"), **values)  # beside the folder, which holds one checkpoint
+
+
+def keras3(folder: Path) -> None:
+    import keras
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.layers.Input((3,), dtype="int32"), keras.layers.Embedding(12, 4),
+                              keras.layers.Dense(2)])
+    optimizer = keras.optimizers.Adam(0.01)
+    ids = np.array([[1, 2, 3], [4, 5, 6]])
+    for _ in range(2):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(model(ids) ** 2)
+        optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+    prefix = tf.train.Checkpoint(model=model, optimizer=optimizer).write(str(folder / "ckpt"))
+    reader = tf.train.load_checkpoint(prefix)
+    values = {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()
+              if name != "_CHECKPOINTABLE_OBJECT_GRAPH"}
+    np.savez(folder.with_suffix(".npz"), **{name.replace("/", "|"): value for name, value in values.items()})
+
+
 def main() -> None:
     shutil.rmtree(OUT, ignore_errors=True)
     (OUT / "bert").mkdir(parents=True)
     (OUT / "gpt2").mkdir()
     np.savez(OUT / "reference.npz", **bert(OUT / "bert"), **gpt2(OUT / "gpt2"))
+    partitioned(OUT / "partitioned")
+    keras3(OUT / "keras3")
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:] == ["partitioned"]:
+        partitioned(OUT / "partitioned")
+    elif sys.argv[1:] == ["keras3"]:
+        keras3(OUT / "keras3")
+    else:
+        main()

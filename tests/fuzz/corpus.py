@@ -137,12 +137,13 @@ def pytorch_whole(directory: Path) -> tuple[Path, Path]:
     return path, path
 
 
-def tf_checkpoint(directory: Path) -> tuple[Path, Path]:
-    """A TensorFlow checkpoint TensorFlow wrote (tests/data/tf_checkpoint/bert): its index is what is mutated."""
+def tf_checkpoint(directory: Path, folder: str = "bert", prefix: str = "bert_model.ckpt") -> tuple[Path, Path]:
+    """A TensorFlow checkpoint TensorFlow wrote (tests/data/tf_checkpoint/bert, or partitioned/: a variable in three
+    slices over three shards): its index is what is mutated."""
     import shutil
-    for path in (Path(__file__).parents[1] / "data" / "tf_checkpoint" / "bert").iterdir():
+    for path in (Path(__file__).parents[1] / "data" / "tf_checkpoint" / folder).iterdir():
         shutil.copy(path, directory / path.name)
-    index = directory / "bert_model.ckpt.index"
+    index = directory / f"{prefix}.index"
     return index, index
 
 
@@ -225,6 +226,7 @@ SAMPLES: dict[str, Sample] = {s.name: s for s in (
     Sample("pytorch-data.pkl", *zip_member(lambda d: pytorch(d, False), "/data.pkl")),
     Sample("pytorch-whole-data.pkl", *zip_member(pytorch_whole, "/data.pkl")),
     Sample("tf-checkpoint", tf_checkpoint),
+    Sample("tf-checkpoint-partitioned", lambda d: tf_checkpoint(d, "partitioned", "model.ckpt")),
     Sample("npz-member", *zip_member(lambda d: npz(d, False), "token_emb.npy")),
     Sample("tokenizer-huggingface", tokenizer_beside("huggingface")),
     Sample("tokenizer-gpt2-vocab", tokenizer_beside("gpt2", "vocab.json")),

@@ -56,7 +56,7 @@ FAMILIES = {
     "safetensors": ["safetensors", "safetensors-f16", "safetensors-index", "safetensors-shard", "safetensors-config"],
     "numpy": ["npy", "npz", "npz-compressed", "npz-member"],
     "andrea": ["andrea", "andrea-config"],
-    "tensorflow": ["tf-checkpoint"],
+    "tensorflow": ["tf-checkpoint", "tf-checkpoint-partitioned"],
     "pytorch": ["pytorch", "pytorch-legacy", "pytorch-data.pkl", "pytorch-whole-data.pkl"],
     "pickle": ["nlm-pickle", "npy-object", *GENERATED],
     "tokenizers": ["tokenizer-huggingface", "tokenizer-gpt2-vocab", "tokenizer-gpt2-merges", "tokenizer-minbpe",
