@@ -103,6 +103,10 @@ KURTOSIS_SPREADS = 4.0  # standard errors a Gaussian draw's coordinate kurtosis 
 # against 7.5 for the rest, passed every test of a draw there (few rows in few dimensions: the tests lack the power)
 TAIL_MIN_ROWS = 2 * MIN_GROUP
 TAIL_MIN_DIM = 64
+# ... each row tested alone against its nearest row, the others standing apart from the band's reach once (tail_alone),
+# from this width: at 64 the line (cosine 0.60) passes the most frequent rows that shrank into the band (attack20's
+# torch models at N(0, 0.02) with Adam and AdamW: their 5 most frequent rows at 0.42 to 0.62), and they are left in
+TAIL_LOOSE_DIM = 128
 SPREAD_ERRORS = 3.0  # ... and its norms spread as a draw's within this many standard errors (t5's: 1.7 times)
 
 
@@ -508,7 +512,29 @@ def low_tail_draw(array: np.ndarray, norms: np.ndarray, valid: np.ndarray) -> Un
     said = (f"a Gaussian draw of sigma {scale / math.sqrt(dim):.3g} (estimated from these {len(tail)} rows, the "
             f"lowest norms, below the widest step in the lower half of the norms{strays}; their coordinates' kurtosis "
             f"{kurtosis:.3g}, a Gaussian's 3 +- {allowed:.2g}) x sqrt({dim})")
-    return drawn_group(array, norms, valid, None, scale, said, tail, tail_of_table=True)
+    if dim < TAIL_LOOSE_DIM or len(tail) > UNIFORM_SAMPLE:
+        return drawn_group(array, norms, valid, None, scale, said, tail, tail_of_table=True)
+    return tail_alone(array, norms, valid, tail, scale, said)
+
+
+def tail_alone(array: np.ndarray, norms: np.ndarray, valid: np.ndarray, tail: np.ndarray, scale: float,
+               said: str) -> Untrained:
+    """The low tail of a table TAIL_LOOSE_DIM wide or more, each row tested alone against its nearest row (a draw's
+    passes the line with a chance of NEAREST_CHANCE), judged as a group where the others stand apart from the
+    band's reach once, not twice: trained rows may crowd the draw's edge where the norms step (attack20's torch
+    model, 2,000 x 256 at N(0, 0.02), AdamW: its 500 unseen rows at norm 0.27 to 0.35, trained rows from 0.36 up,
+    so many within twice the reach that none was found), and the most frequent rows may shrink into the band (its
+    two most frequent, seen 71,278 and 15,286 times, at 0.31 and 0.35: nearest-row cosine 0.48 and 0.52 against the
+    line's 0.32 and the unseen rows' 0.20)."""
+    nearest = nearest_cosines(array, norms, valid, tail)
+    bound = nearest_bound(array.shape[1], int(valid.sum()))
+    alike = np.abs(np.nan_to_num(nearest, nan=1.0)) > bound
+    kept = tail[~alike]
+    if alike.any():
+        said += (f"; {plural(int(alike.sum()), 'row')} of the band left out, each alike its nearest row (cosine "
+                 f"{float(np.min(nearest[alike])):.2g} to {float(np.max(nearest[alike])):.2g}, where a draw's passes "
+                 f"{bound:.2g} with a chance of {NEAREST_CHANCE:g})")
+    return drawn_group(array, norms, valid, None, scale, said, kept, tail_of_table=True, apart_reaches=1.0)
 
 
 def shrunk_tail(array: np.ndarray, norms: np.ndarray, valid: np.ndarray, tail: np.ndarray, scale: float,
@@ -624,8 +650,12 @@ def even_in_box(array: np.ndarray, rows: np.ndarray, limit: float, said: str) ->
             f"draw passes {line:.3g} with a chance of {UNIFORM_CHANCE:g})")
 
 
+def plural(count: int, noun: str) -> str:
+    return f"{count:,} {noun}" if count == 1 else f"{count:,} {noun}s"
+
+
 def drawn_group(array: np.ndarray, norms: np.ndarray, valid: np.ndarray, sigma: float | None, scale: float, said: str,
-                candidates: np.ndarray, tail_of_table: bool = False) -> Untrained:
+                candidates: np.ndarray, tail_of_table: bool = False, apart_reaches: float = 2.0) -> Untrained:
     """The rows in the band (`candidates`) judged as a group: MIN_GROUP or more, most of a sample of them unlike
     their nearest row, and no shared direction among them. `tail_of_table`: a minority whose scale was estimated
     from its own norms (low_tail_draw), judged only where the other rows stand apart."""
@@ -636,7 +666,7 @@ def drawn_group(array: np.ndarray, norms: np.ndarray, valid: np.ndarray, sigma: 
     # without a scale, a table nine tenths of whose rows are in the band is judged whole; a smaller majority alone,
     # when the other rows' norms stand apart from the band
     whole = len(candidates) == valid_rows or (sigma is None and len(candidates) >= AT_INIT_SHARE * valid_rows)
-    contrast = the_rest(norms, valid, candidates, sigma, (scale, dim), whole)
+    contrast = the_rest(norms, valid, candidates, sigma, (scale, dim, apart_reaches), whole)
     if contrast is None:
         return nothing()
     apart, undecided = contrast
@@ -666,11 +696,11 @@ def drawn_group(array: np.ndarray, norms: np.ndarray, valid: np.ndarray, sigma: 
 
 
 def the_rest(norms: np.ndarray, valid: np.ndarray, candidates: np.ndarray, sigma: float | None,
-             band_of: tuple[float, int], whole: bool) -> tuple[str, bool] | None:
+             band_of: tuple[float, int, float], whole: bool) -> tuple[str, bool] | None:
     """How the rows outside the band stand against a majority in it: (what the evidence says of them, whether the
     majority is undecided), or None for no verdict. Without a scale a majority is judged only where the others'
     norms stand apart; at a known scale, where they do not, nothing trained stands against it: undecided.
-    `band_of`: the scale and the table's width."""
+    `band_of`: the scale, the table's width and how many of the band's reaches the others must stand beyond."""
     if whole or (sigma is not None and len(candidates) <= ESTIMATED_SHARE * int(valid.sum())):
         return "", False
     stand_apart, said = standing_apart(norms, valid, candidates, *band_of)
@@ -680,9 +710,9 @@ def the_rest(norms: np.ndarray, valid: np.ndarray, candidates: np.ndarray, sigma
 
 
 def standing_apart(norms: np.ndarray, valid: np.ndarray, candidates: np.ndarray, scale: float,
-                   dim: int) -> tuple[bool, str]:
+                   dim: int, reaches: float = 2.0) -> tuple[bool, str]:
     """With a majority of the rows in the band, whether the others' norms stand apart from it
-    (at most APART_SHARE of them within twice its reach): a draw's rows left alone by training leave a gap to the
+    (at most APART_SHARE of them within twice its reach, or `reaches` times): a draw's rows left alone by training leave a gap to the
     trained ones (LAC: none of 8,060 within it), where in a table trained throughout the band's edges are crowded
     (a tied model trained with decay: all of its 64 other rows). The evidence ('; ...') says how many are near,
     either way: shakkala 1.7's simple_model.h5 said only that 'the other rows' norms do not stand apart'."""
@@ -690,13 +720,15 @@ def standing_apart(norms: np.ndarray, valid: np.ndarray, candidates: np.ndarray,
     others[candidates] = False
     reach = BAND_SPREADS / math.sqrt(2 * dim)
     outside = norms[others]
-    near = int(np.count_nonzero(np.abs(outside / scale - 1) <= 2 * reach))
+    near = int(np.count_nonzero(np.abs(outside / scale - 1) <= reaches * reach))
+    times = "twice the band's reach" if reaches == 2 else "the band's reach" if reaches == 1 else \
+        f"{reaches:g} times the band's reach"
     if not len(outside) or near > APART_SHARE * len(outside):
-        return False, (f"; {near:,} of the other {len(outside):,} rows have norms within twice the band's reach "
-                       f"({2 * reach:.2g} of the scale; {APART_SHARE:.0%} may); the other rows' norms do not stand "
-                       "apart from theirs")
+        return False, (f"; {near:,} of the other {len(outside):,} rows have norms within {times} "
+                       f"({reaches * reach:.2g} of the scale; {APART_SHARE:.0%} may); the other rows' norms do not "
+                       "stand apart from theirs")
     return True, (f"; the other {len(outside):,} rows stand apart (norms {float(outside.min()):.4g} to "
-                  f"{float(outside.max()):.4g}, {near:,} within twice the band's reach, {2 * reach:.2g} of the scale)")
+                  f"{float(outside.max()):.4g}, {near:,} within {times}, {reaches * reach:.2g} of the scale)")
 
 
 def lone_draws(array: np.ndarray, norms: np.ndarray, valid: np.ndarray, candidates: np.ndarray, limit: float,
