@@ -147,3 +147,34 @@ def test_unseen_rows_below_a_small_step_are_found_where_trained_rows_crowd_the_d
     # every row found unseen; the draw's top row (0.346) may lie above the first trained rows' step, as it may there
     assert set(found) <= set(unseen.tolist()) and len(found) >= 499
     assert "2 rows of the band left out, each alike its nearest row" in doc["untrained"]["evidence"]
+
+
+def shrunk_with_four_high_rows(seed: int) -> np.ndarray:
+    """A 2,000 x 64 token table of N(0, 1) (torch's nn.Embedding) trained with AdamW at lr 3e-2, weight decay 0.1, for
+    300 steps: every row shrank to 0.41 of its draw (the decay, (1 - 3e-3)^300) give or take its moves, and 4 rows
+    seen 51 to 118 times, moved 0.84 to 0.93 of their draw's norm, stayed at 0.6 to 0.8 of it, two by two alike
+    (cosine 0.65 to their nearest row)."""
+    rng = np.random.default_rng(seed)
+    table = 0.406 * rng.normal(0, 1, (2000, 64)) + rng.normal(0, 0.05, (2000, 64))
+    for pair in ((417, 615), (520, 549)):
+        shared = rng.normal(0, 1, 64)
+        for row in pair:
+            table[row] = 0.44 * rng.normal(0, 1, 64) + 0.6 * shared
+    return table.astype(np.float32)
+
+
+def test_norm_high_leaves_out_rows_alike_their_nearest_row_where_no_init_scale_is_known(tmp_path):
+    # the run's file: undertrained listed 4 candidates, each 'norm-high' alone (z 6.0 to 10.4), all seen in training
+    # (51 to 118 times) and moved from their draw by 0.84 to 0.93 of its norm: no row that kept its initial values
+    import torch
+
+    table = shrunk_with_four_high_rows(0)
+    unit = table / np.linalg.norm(table, axis=1, keepdims=True)
+    high = [417, 520, 549, 615]
+    scores = unit[high] @ unit.T
+    scores[np.arange(4), high] = -1
+    assert scores.max(axis=1).min() > 0.62  # each alike its nearest row, past a draw's line (0.60 at 64 x 2,000)
+    torch.save({"tok.weight": torch.from_numpy(table)}, tmp_path / "model.pt")
+    doc = run_json("undertrained", "-c", tmp_path / "model.pt", "--token-key", "tok.weight")
+    assert doc["candidates"] == []
+    assert any("4 rows far above the rest alike their nearest row" in note for note in doc["tables"][0]["notes"])
