@@ -178,3 +178,35 @@ def test_norm_high_leaves_out_rows_alike_their_nearest_row_where_no_init_scale_i
     doc = run_json("undertrained", "-c", tmp_path / "model.pt", "--token-key", "tok.weight")
     assert doc["candidates"] == []
     assert any("4 rows far above the rest alike their nearest row" in note for note in doc["tables"][0]["notes"])
+
+
+def wide_init_positions(seed: int) -> np.ndarray:
+    """A 512 x 64 position table of N(0, 1) (torch's nn.Embedding) trained with Adam at lr 3e-2 on sequences of 128:
+    the run moved positions 0-127 by a quarter of their norm, keeping it (norms 8.15 against 7.96), each unlike its
+    neighbours (cosine 0.12), but all along one direction: their unit rows' projections on it, times sqrt(d), 1.3
+    to 2.2 on positions 0-94 and 0.48 on 95-127; positions 128-511 are their draw."""
+    rng = np.random.default_rng(seed)
+    table = rng.normal(0, 1, (512, 64))
+    push = rng.normal(0, 1, 64)
+    push /= np.linalg.norm(push)
+    table[:95] += 8 * 0.22 * push
+    table[95:128] += 8 * 0.06 * push
+    return table.astype(np.float32)
+
+
+def test_positions_that_share_a_direction_are_left_out_of_a_table_otherwise_at_its_draw(tmp_path):
+    # the run's file: norms said the whole table cannot be told from its initialisation (512 rows), though
+    # d |sum of unit rows|^2 / rows is 277 on positions 0-127 and 56 on the rest, where a draw passes 115
+    import torch
+
+    table = wide_init_positions(0)
+    unit = table / np.linalg.norm(table, axis=1, keepdims=True)
+    used, rest = unit[:128].sum(axis=0), unit[128:].sum(axis=0)
+    assert 64 * (used @ used) / 128 > 200 and 64 * (rest @ rest) / 384 < 115
+    torch.save({"wte.weight": torch.from_numpy(np.random.default_rng(1).normal(0, 1, (300, 64)).astype(np.float32)),
+                "wpe.weight": torch.from_numpy(table)}, tmp_path / "model.pt")
+    doc = run_json("norms", "--table", "position", "-c", tmp_path / "model.pt", "--token-key", "wte.weight",
+                   "--pos-key", "wpe.weight")
+    [found] = doc["untrained"]["ranges"]
+    assert 128 <= found["first"] <= 140 and found["last"] == 511 and not doc["untrained"]["whole_table"]
+    assert "share a direction" in doc["untrained"]["evidence"]

@@ -19,6 +19,7 @@ Zero, NaN and Inf rows are anomalies (analysis.norms) and never part of a verdic
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -49,6 +50,7 @@ MIN_ESTIMATED_RUN = 8  # ... when sigma is estimated from the rows themselves
 # ... when the run ends the table at a stated scale: rxnmapper's ALBERT (512 positions, initializer_range 0.02) left
 # only its last two positions at the draw (coordinate std 0.0199 and 0.0195), trained to sequences of 510
 MIN_TAIL_RUN = 2
+LEAN_DRIFT = 0.15  # a row past a trained prefix leans its way when its projection passes this (leaning)
 RUN_NORM_ERRORS = 4.0  # standard errors a run's mean norm may lie from the longest run's (one_scale)
 GAP_FILLED = 2  # rows between two ranges that join them (a draw at init can fail a test by chance)
 # the mean |cos| of neighbours within a range at most, times 1/sqrt(d): a Gaussian draw's is sqrt(2/pi) = 0.8
@@ -297,6 +299,8 @@ def positions_at_init(array: np.ndarray, norms: np.ndarray, valid: np.ndarray, s
             if b - a + 1 >= (MIN_TAIL_RUN if tail and b == rows - 1 and shortest == MIN_RUN else shortest)
             and mean_abs(following[a:b]) <= MEAN_NEIGHBOUR_SPREADS / math.sqrt(dim)]
     runs = one_scale(runs, norms, dim)
+    runs, prefix = trained_prefixes(array, norms, runs)
+    said += prefix
     if not runs:
         return nothing()
     chosen = np.concatenate([np.arange(a, b + 1) for a, b in runs])
@@ -304,6 +308,62 @@ def positions_at_init(array: np.ndarray, norms: np.ndarray, valid: np.ndarray, s
     whole = len(chosen) == int(valid.sum())
     return Untrained(chosen, RULE, position_evidence(norms, following, chosen, runs, said, whole, first_row, rows),
                      "at init", whole)
+
+
+def trained_prefixes(array: np.ndarray, norms: np.ndarray, runs: list[tuple[int, int]]) -> tuple[
+        list[tuple[int, int]], str]:
+    """Each run less the first positions whose unit rows share a direction, where the rest share none: a model
+    trained on short sequences moves its first positions, and at a wide init scale they keep the draw's norm and
+    look unlike their neighbours (attack20's torch models, 512 x 64 at N(0, 1), Adam at lr 3e-2 on sequences of
+    128: the whole table was said to be as initialised, yet d |sum of unit rows|^2 / rows is 277 on positions 0-127,
+    56 on the rest, where a draw passes 115). The split is where that statistic of the prefix peaks; it stands where
+    the prefix passes the line a draw passes with a chance of SHARED_CHANCE over the log2(rows) scales searched,
+    and the rest does not. Also what the evidence says of it ("; ...")."""
+    dim, kept, said = array.shape[1], [], ""
+    for a, b in runs:
+        count = b - a + 1
+        if count < 2 * MIN_ESTIMATED_RUN or count * dim > BLOCK_BYTES // 8:
+            kept.append((a, b))
+            continue
+        with np.errstate(invalid="ignore", divide="ignore"):
+            unit = np.asarray(array[a:b + 1], dtype=np.float64) / norms[a:b + 1, None]
+        unit[~np.isfinite(unit).all(axis=1)] = 0.0  # a NaN, Inf or zero row that joined the run adds nothing
+        sums = np.cumsum(unit, axis=0)
+        sizes = np.arange(1, count + 1)
+        prefix = dim * np.einsum("ij,ij->i", sums, sums) / sizes
+        split = MIN_ESTIMATED_RUN + int(np.argmax(prefix[MIN_ESTIMATED_RUN - 1:count - MIN_ESTIMATED_RUN]))
+        rest = sums[-1] - sums[split - 1]
+        after = dim * float(rest @ rest) / (count - split)
+        line = shared_line(dim, SHARED_CHANCE / max(1.0, math.log2(count)))
+        if prefix[split - 1] <= line or after > shared_line(dim, SHARED_CHANCE):
+            kept.append((a, b))
+            continue
+        lean = leaning(unit[split:], sums[split - 1], dim)
+        kept.append((a + split + lean, b))
+        said += (f"; rows {a}-{a + split + lean - 1} left out, trained: the first {split} share a direction (d |sum "
+                 f"of unit rows|^2 / rows {prefix[split - 1]:.3g}, where a draw passes {line:.3g} with a chance of "
+                 f"{SHARED_CHANCE:g} over the splits searched), the rest none ({after:.3g})")
+        if lean:
+            said += (f", and the next {lean} still lean that way (the running sum of their projections on it, times "
+                     f"sqrt(d), less {LEAN_DRIFT:g} a row, peaks there)")
+    return kept, said
+
+
+def leaning(unit: np.ndarray, direction: np.ndarray, dim: int) -> int:
+    """How many rows past a trained prefix still lean its way: the peak of the running sum of their projections on
+    its direction (times sqrt(d): a draw's are N(0, 1)) less LEAN_DRIFT each. Positions trained less than the first
+    ones share less of their direction (attack20's Adam model: projections 1.3 to 2.2 on positions 0-94, 0.48 on
+    95-127, 0 past 128), and the split of the shared direction falls before them; on draws the running sum drifts
+    down, and its peak lies within a few rows of the start."""
+    steps = math.sqrt(dim) * (unit @ (direction / np.linalg.norm(direction))) - LEAN_DRIFT
+    walk = np.cumsum(steps)
+    return int(np.argmax(walk)) + 1 if len(walk) and float(np.max(walk)) > 0 else 0
+
+
+def shared_line(dim: int, chance: float) -> float:
+    """The upper `chance` quantile of chi-square with `dim` degrees (Wilson and Hilferty's cube-root normal form)."""
+    normal = statistics.NormalDist().inv_cdf(1 - chance)
+    return dim * (1 - 2 / (9 * dim) + normal * math.sqrt(2 / (9 * dim))) ** 3
 
 
 def one_scale(runs: list[tuple[int, int]], norms: np.ndarray, dim: int) -> list[tuple[int, int]]:
