@@ -210,3 +210,36 @@ def test_positions_that_share_a_direction_are_left_out_of_a_table_otherwise_at_i
     [found] = doc["untrained"]["ranges"]
     assert 128 <= found["first"] <= 140 and found["last"] == 511 and not doc["untrained"]["whole_table"]
     assert "share a direction" in doc["untrained"]["evidence"]
+
+
+def keras_adamw_table(seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """A 2,000 x 64 keras.layers.Embedding table (uniform(-0.05, 0.05)) trained with AdamW (lr 3e-3, weight decay
+    0.1, 300 steps), untied: its 500 unseen rows are their draw times the decay, 0.914 (every |x| within 0.0457);
+    its seen rows moved past the draw's box (largest |x| 0.046 to 0.098, median 0.068), along one direction by
+    amounts that grow with how often they were seen, as keras_trend_table's."""
+    rng = np.random.default_rng(seed)
+    table = rng.uniform(-0.05, 0.05, (2000, 64))
+    unseen = np.sort(rng.choice(np.arange(4, 2000), 500, replace=False))
+    seen = np.setdiff1d(np.arange(2000), unseen)
+    push = rng.normal(0, 1, 64)
+    push /= np.linalg.norm(push)
+    table[seen] += rng.normal(0, 1, (len(seen), 64)) * rng.uniform(0.004, 0.015, (len(seen), 1))
+    table[seen] += 0.3 * np.sqrt(rng.uniform(0, 1, (len(seen), 1))) * push
+    table[unseen] *= ADAMW_DECAY
+    return table.astype(np.float32), unseen
+
+
+def test_a_keras_tables_unseen_rows_shrunk_alike_by_weight_decay_are_found_in_their_smaller_box(tmp_path):
+    # the run's file: norms and undertrained found no row never trained: the unseen rows' coordinates fill
+    # uniform(-0.0457, 0.0457) evenly, not Keras' (-0.05, 0.05) box (Kolmogorov-Smirnov sqrt(n) D 15 against it)
+    from reader_samples import write_keras_zip
+
+    table, unseen = keras_adamw_table(0)
+    peaks = np.abs(table).max(axis=1)
+    assert peaks[unseen].max() <= 0.05 * ADAMW_DECAY + 1e-7
+    assert np.median(peaks[np.setdiff1d(np.arange(2000), unseen)]) > 0.055
+    path = write_keras_zip(tmp_path / "k.keras", [("layers/embedding", "token_embedding", "Embedding", [table])])
+    doc = run_json("norms", "-c", path, "--table", "token")
+    found = [i for r in doc["untrained"]["ranges"] for i in range(r["first"], r["last"] + 1)]
+    assert found == unseen.tolist() and doc["untrained"]["kind"] == "shrunk alike"
+    assert f"shrunk alike by {ADAMW_DECAY:.3g}" in doc["untrained"]["evidence"]
