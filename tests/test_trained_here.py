@@ -6,7 +6,7 @@ as measured there, the rest scaled by AdamW's decay alone, (1 - lr wd)^t), and w
 from __future__ import annotations
 
 import numpy as np
-from conftest import run_json
+from conftest import run, run_json
 
 # AdamW's decoupled decay on a row no gradient reaches: lr 3e-3, weight decay 0.1, 300 steps
 ADAMW_DECAY = (1 - 3e-3 * 0.1) ** 300
@@ -243,3 +243,34 @@ def test_a_keras_tables_unseen_rows_shrunk_alike_by_weight_decay_are_found_in_th
     found = [i for r in doc["untrained"]["ranges"] for i in range(r["first"], r["last"] + 1)]
     assert found == unseen.tolist() and doc["untrained"]["kind"] == "shrunk alike"
     assert f"shrunk alike by {ADAMW_DECAY:.3g}" in doc["untrained"]["evidence"]
+
+
+def narrow_low_tail_table(seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """low_tail_table's run at 64 columns (Adam, 300 steps): its 500 unseen rows at their draw (norms 0.12 to 0.21),
+    its seen rows from 0.21 up, and its 5 most frequent rows shrunk into the band (0.135 to 0.18), each at cosine
+    0.42 to 0.61 to a trained row (0.42 to 0.62 there), about the 0.60 line a draw passes at 64 columns."""
+    rng = np.random.default_rng(seed)
+    table = rng.normal(0, 0.02, (2000, 64))
+    unseen = np.sort(rng.choice(np.arange(4, 2000), 500, replace=False))
+    seen = np.setdiff1d(np.arange(2000), unseen)
+    table[seen] += rng.normal(0, 1, (len(seen), 64)) * rng.uniform(0.026, 0.05, (len(seen), 1))
+    for row, partner, norm in zip(seen[:5], seen[-5:], (0.135, 0.17, 0.173, 0.174, 0.18)):
+        blend = table[partner] / np.linalg.norm(table[partner]) + 1.6 * rng.normal(0, 1 / 8, 64)
+        table[row] = norm * blend / np.linalg.norm(blend)
+    return table.astype(np.float32), unseen
+
+
+def test_a_narrow_tables_low_tail_among_crowding_rows_is_said_not_judged(tmp_path):
+    # the run's files (Adam and AdamW, 2,000 x 64 at N(0, 0.02)): norms said 'never-trained rows: none found' with
+    # no word of the 504 rows below the step that look drawn, 499 of them never seen and 5 the most frequent rows
+    import torch
+
+    table, unseen = narrow_low_tail_table(0)
+    lowest = np.argsort(np.linalg.norm(table.astype(np.float64), axis=1))[:505]
+    assert set(unseen.tolist()) < set(lowest.tolist())  # the 505 lowest: every unseen row and 5 trained ones
+    torch.save({"tok.weight": torch.from_numpy(table)}, tmp_path / "model.pt")
+    args = ("norms", "--table", "token", "-c", tmp_path / "model.pt", "--token-key", "tok.weight")
+    doc = run_json(*args)
+    assert doc["untrained"]["rows"] == 0
+    assert "; not judged: the 505 rows of lowest norm look like a Gaussian draw" in doc["untrained"]["rule"]
+    assert "never-trained rows: none found (not judged: the 505 rows" in run(*args).stdout
