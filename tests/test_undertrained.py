@@ -210,7 +210,9 @@ def test_bert_like_placeholders_with_and_without_their_names(tmp_path, renamed):
     block = set(range(1, 101))
     assert ids(doc) == block
     if renamed:  # reachable ordinary words: only the rows themselves can tell
-        assert doc["reference"]["source"] == "cluster" and doc["reference"]["ids"] == sorted(block)
+        # the block is the rows that moved only together (mutual cosine 0.997 against the others' 0.66): the untrained
+        # finder's group seeds the reference, as the cluster did before its seed was cut to the tightest bins
+        assert doc["reference"]["source"] == "untrained" and doc["reference"]["ids"] == sorted(block)
         assert doc["tokenizer"]["kinds"]["placeholder"] == 0
         assert all(c["verified"] is False and c["kinds"] == [] for c in doc["candidates"])
     else:

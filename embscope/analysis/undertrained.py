@@ -35,7 +35,18 @@ from ..core.errors import EmbscopeError, Message, OptionError, TableError, messa
 from .norms import AT_ZERO_ROWS, DEFAULT_THRESHOLD, KEPT_NORM_ROWS, RowListing, median_and_mad, robust_z, row_norms
 from .stages import Progress, Stages, quiet
 from .token_kinds import KINDS, ROUND_TRIP_MAX_CHARS, TokenKinds, token_kinds
-from .untrained import AT_ZERO, Untrained, band, find_untrained, init_scale
+from .untrained import (
+    AT_ZERO,
+    MIN_DIM,
+    NEAREST_CHANCE,
+    UNIFORM_SAMPLE,
+    Untrained,
+    band,
+    find_untrained,
+    init_scale,
+    nearest_bound,
+    nearest_cosines,
+)
 
 if TYPE_CHECKING:
     from ..core.tokenizer import Tokenizer
@@ -302,7 +313,7 @@ def find_undertrained(array: np.ndarray, kinds: TokenKinds | None, *, table: str
     median, mad, basis_note = norm_basis(norms, never)
     notes += [basis_note] if basis_note else []
     z = robust_z(norms, median, mad)
-    high, high_note = kept_initial_norm(norms, z, array.shape[1], config, table, never)
+    high, high_note = kept_initial_norm(array, norms, z, config, table, never, bool(len(reference.rows)))
     notes += [high_note] if high_note else []
     candidates = collect(scores, threshold, norms, z, unchanged, kinds, seed_rows, high)
     verified = None
@@ -315,8 +326,8 @@ def find_undertrained(array: np.ndarray, kinds: TokenKinds | None, *, table: str
                               tuple(notes), median, mad)
 
 
-def kept_initial_norm(norms: np.ndarray, z: np.ndarray, dim: int, config: Mapping[str, Any] | None, table: str,
-                      never: Untrained | None) -> tuple[np.ndarray | bool, str]:
+def kept_initial_norm(array: np.ndarray, norms: np.ndarray, z: np.ndarray, config: Mapping[str, Any] | None,
+                      table: str, never: Untrained | None, referenced: bool = False) -> tuple[np.ndarray | bool, str]:
     """Where norm-high may fire, and the note when that leaves a row out. norm-high says a row kept its initial
     values while the rest shrank: where most rows keep the init's norm (analysis.untrained.near_init), a row far
     above them grew in training; where the init scale is known, only a row at its norm (untrained.band) can have
@@ -324,9 +335,10 @@ def kept_initial_norm(norms: np.ndarray, z: np.ndarray, dim: int, config: Mappin
     'norm-high')."""
     if never is not None and never.near:
         return False, ""
+    dim = array.shape[1]
     sigma, why = init_scale(config or {}, table)
-    if sigma is None:
-        return True, ""
+    if sigma is None:  # rows near a reference group moved with it, seen or not: left to norm-high
+        return unlike_nearest(array, norms, z) if not referenced else (True, "")
     scale = sigma * math.sqrt(dim)
     at_init = band(norms, scale, dim)
     grown = int(np.count_nonzero((z > NORM_Z) & ~at_init))
@@ -335,6 +347,33 @@ def kept_initial_norm(norms: np.ndarray, z: np.ndarray, dim: int, config: Mappin
     return at_init, (f"norm-high only where a row's norm is its initialisation's ({scale:.4g}: {sigma:g} x sqrt({dim}), "
                      f"{why}): {grown:,} row{'s' * (grown != 1)} far above the rest at another norm grew in training, "
                      "and kept no initial values")
+
+
+def unlike_nearest(array: np.ndarray, norms: np.ndarray, z: np.ndarray) -> tuple[np.ndarray | bool, str]:
+    """With no known init scale, norm-high only where a row is unlike its nearest row, as a draw at init is (its
+    nearest-row cosine below the line a draw passes with a chance of NEAREST_CHANCE): a row alike another moved in
+    training, and kept no initial values (attack20's torch model, 2,000 x 64 at N(0, 1), AdamW at lr 3e-2: every row
+    shrank to 0.4 of its draw's norm or so, and 4 rows seen 51 to 118 times, moved 0.84 to 0.93 of their draw's norm,
+    stayed at 0.6 to 0.8 of it, 'norm-high' at z 6 to 10, each at cosine 0.64 to 0.67 to its nearest row where a
+    draw's passes 0.60). Up to UNIFORM_SAMPLE rows are tested; past that, none is left out. Only where the table has
+    no reference rows: the sample's rare bytes (seen 2 to 63 times) sit alike its never-seen group, and stay."""
+    high = np.flatnonzero(z > NORM_Z)
+    valid = np.isfinite(norms) & (norms > 0)
+    if not len(high) or len(high) > UNIFORM_SAMPLE or array.shape[1] < MIN_DIM:
+        return True, ""
+    nearest = nearest_cosines(array, norms, valid, high)
+    line = nearest_bound(array.shape[1], int(valid.sum()))
+    alike = np.abs(np.nan_to_num(nearest, nan=0.0)) > line
+    if not alike.any():
+        return True, ""
+    allowed = np.ones(len(norms), dtype=bool)
+    allowed[high[alike]] = False
+    count = int(alike.sum())
+    return allowed, (f"norm-high only where a row is unlike its nearest row, as a draw at init is: {count:,} "
+                     f"row{'s' * (count != 1)} far above the rest alike {'their' if count != 1 else 'its'} nearest "
+                     f"row (cosine {float(np.min(nearest[alike])):.2g} to {float(np.max(nearest[alike])):.2g}, where a "
+                     f"draw's passes {line:.2g} with a chance of {NEAREST_CHANCE:g}) moved in training, and kept no "
+                     "initial values")
 
 
 def norm_basis(norms: np.ndarray, never: Untrained | None) -> tuple[float, float, str]:

@@ -39,7 +39,8 @@ def untrained_document(untrained: Untrained | None) -> dict[str, object]:
 def untrained_line(untrained: Untrained | None) -> str:
     """The console's one sentence on never-trained rows."""
     if untrained is None or not untrained.count:
-        return "never-trained rows: none found"
+        _, judged, why = (untrained.rule if untrained is not None else "").partition("; not judged: ")
+        return f"never-trained rows: none found (not judged: {why})" if judged else "never-trained rows: none found"
     return untrained.evidence
 
 
