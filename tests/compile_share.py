@@ -28,14 +28,19 @@ def share(config) -> None:
         state = config.stash[assertstate_key]
     except (ImportError, KeyError):
         return
-    modules = sorted(TESTS.glob("test_*.py"))
-    for path in modules[int(worker[2:]) % int(count)::int(count)]:
+    for path in asked(config)[int(worker[2:]) % int(count)::int(count)]:
         pyc = get_cache_dir(path) / (path.name[:-3] + PYC_TAIL)
         if up_to_date(path, pyc):
             continue
         pyc.parent.mkdir(exist_ok=True)
         source_hash, code = _rewrite_test(path, config)
         _write_pyc(state, code, source_hash, pyc)
+
+
+def asked(config) -> list[Path]:
+    """The test modules the run collects: those under the paths it was given (pytest's testpaths: all of them)."""
+    given = [(config.invocation_params.dir / arg.split("::")[0]).resolve() for arg in config.args]
+    return [path for path in sorted(TESTS.glob("test_*.py")) if any(path == g or g in path.parents for g in given)]
 
 
 def up_to_date(source: Path, pyc: Path) -> bool:
