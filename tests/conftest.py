@@ -17,6 +17,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+import compile_share
 import numpy as np
 import pytest
 import typer.main
@@ -40,6 +41,17 @@ os.environ["MPLCONFIGDIR"] = os.path.join(tempfile.gettempdir(), "embscope-tests
 # survive into the old generations and set off full ones: the collector took 10 s of the suite's CPU. Collecting the
 # young generation every 20,000 allocations lets them die young first (6 s); cycles are still collected, later.
 gc.set_threshold(20_000, 10, 10)
+
+
+def pytest_sessionstart(session):
+    compile_share.share(session.config)  # in a fresh clone each worker rewrites its share of the modules, not all
+
+
+def pytest_collection_finish(session):
+    # What collection imported (torch, onnx, matplotlib, hypothesis, the test modules) lives to the end of the run.
+    # Frozen, no full collection walks it again: each took 0.1-0.4 s of a worker's CPU (1 s and more at load 7), and
+    # a worker ran three, one of them hypothesis's at its first test (register_random calls gc.collect).
+    gc.freeze()
 
 
 @pytest.hookimpl(trylast=True)

@@ -627,7 +627,7 @@ def test_the_baseline_pass_feeds_every_byte_of_the_table_once(tmp_path):
 def test_streamed_search_takes_only_the_scores_above_each_kth_best(monkeypatch):
     # Past the first block a query's candidates are its scores at or above its k-th best so far; a block with many
     # of them (most rows one point: all ties at 1) is selected whole instead. Both paths against the brute force.
-    from embscope.compute import streamed
+    from embscope.compute import numpy_engine, streamed
     paths = {"above": 0, "whole": 0}
     original = streamed.StreamedTopK.above_kth
 
@@ -637,15 +637,18 @@ def test_streamed_search_takes_only_the_scores_above_each_kth_best(monkeypatch):
         return found
 
     monkeypatch.setattr(streamed.StreamedTopK, "above_kth", counted)
+    # blocks of 1,000 rows for 300 queries (at the real 32 MiB, 1,500 queries read 5,592 rows a block: a table of
+    # 6,000 rows, its brute force 25 times this one's work for the same two blocks)
+    monkeypatch.setattr(numpy_engine, "STREAM_BLOCK_BYTES", 4 * 300 * 1000)
     rng = np.random.default_rng(7)
-    rows = dyadic_table(6000, seed=7)  # exact in float32: the brute force's scores are the search's to the bit
+    rows = dyadic_table(1200, seed=7)  # exact in float32: the brute force's scores are the search's to the bit
     one_point = rows.copy()
-    one_point[1000:] = one_point[3]
-    one_point[1000:1010] *= -1
-    queries = np.concatenate([[3, 1005, 5999, 10], rng.choice(6000, 1496, replace=False)])
+    one_point[200:] = one_point[3]
+    one_point[200:210] *= -1
+    queries = np.concatenate([[3, 205, 1199, 10], rng.choice(1200, 296, replace=False)])
     for table in (rows, one_point):
         ref_ids, ref_scores = brute_topk(table, 9, queries)  # one stable sort: k = 1's answer is its first column
         for k in (1, 9):
-            got = topk_rows(table, k, rows=queries)  # 1,500 queries: blocks of 5,592 rows, the table read in two
+            got = topk_rows(table, k, rows=queries)  # 300 queries: the table streamed, read in two blocks
             assert_topk_exact(got, ref_ids[:, :k], ref_scores[:, :k])
     assert paths["above"] and paths["whole"]
