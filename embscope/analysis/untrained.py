@@ -233,7 +233,8 @@ def find_untrained(array: np.ndarray, norms: np.ndarray, role: str, config: Mapp
         return at_init
     together = moved_together(array, norms, valid & ~at_init.mask(rows))
     if not together.count:
-        return at_init if at_init.count else at_zero(array, norms)
+        zero = at_zero(array, norms) if not at_init.count else None
+        return zero if zero is not None and zero.count else at_init  # at_init's rule may say what it did not judge
     if not at_init.count:
         return together
     both = np.union1d(at_init.rows, together.rows)
