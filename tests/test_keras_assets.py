@@ -135,3 +135,28 @@ def test_the_tokenizers_own_folder_is_taken_among_several(tmp_path):
     assert result.exit_code == 1 and result.stderr.count("\n") == 1, result.stderr
     assert "expected one tokenizer's assets in the .keras zip, found several" in result.stderr
     assert "--tokenizer" in result.stderr
+
+
+def test_a_config_of_long_keys_over_many_layers_is_walked_in_bounded_memory(tmp_path):
+    """A hostile config.json: one 50,000-character key above 2,000 sibling objects. The tokenizer walk made each
+    sibling's attribute path (the long key plus its own) at once, 100 MB for a 100 kB document; a 64 MiB
+    config.json (a few kB deflated) so reached tens of GB. Only paths toward an assets folder are made now."""
+    import tracemalloc
+    siblings = {f"s{i}": {"class_name": "Dense", "config": {"i": i}} for i in range(2000)}
+    tokenizer = tokenizer_config("BertTokenizer", {"lowercase": False})
+    path = write_keras_hub(tmp_path / "bert.keras", tokenizer, {"vocabulary.txt": "\n".join(BERT_VOCAB).encode()})
+    with zipfile.ZipFile(path) as zf:
+        config = json.loads(zf.read("config.json"))
+    config["config"]["k" * 50_000] = siblings
+    hostile = tmp_path / "hostile.keras"
+    with zipfile.ZipFile(path) as zf, zipfile.ZipFile(hostile, "w") as out:
+        for info in zf.infolist():
+            data = json.dumps(config).encode() if info.filename == "config.json" else zf.read(info)
+            out.writestr(info.filename, data)
+    tracemalloc.start()
+    try:
+        assert ids_of(hostile, "Hello") == [11]  # the tokenizer at preprocessor/tokenizer/ is still found
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 40_000_000, peak
