@@ -160,3 +160,22 @@ def test_a_config_of_long_keys_over_many_layers_is_walked_in_bounded_memory(tmp_
     finally:
         tracemalloc.stop()
     assert peak < 40_000_000, peak
+
+
+def test_a_word_piece_vocabulary_line_is_read_as_keras_hub_reads_it(tmp_path):
+    """keras-hub's WordPieceTokenizer.set_vocabulary reads vocabulary.txt as `[line.rstrip() for line in file]`
+    (open's universal newlines, each line's trailing whitespace dropped): 'quick \\t' is the token 'quick', id 6.
+    embscope kept 'quick \\t', so the word 'quick' was [UNK] (id 1)."""
+    tokenizers = pytest.importorskip("tokenizers")
+    lines = [token + (" \t" if token == "quick" else "\u00a0" if token == "fox" else "") for token in BERT_VOCAB]
+    text = "\r\n".join(lines) + "\r\n"
+    (tmp_path / "vocabulary.txt").write_bytes(text.encode())
+    with open(tmp_path / "vocabulary.txt", encoding="utf-8") as file:  # keras-hub's own statement
+        reference = [line.rstrip() for line in file]
+    assert reference == BERT_VOCAB
+    path = write_keras_hub(tmp_path / "bert.keras", tokenizer_config("BertTokenizer", {"lowercase": False}),
+                           {"vocabulary.txt": text.encode()})
+    bert = tokenizers.BertWordPieceTokenizer({t: i for i, t in enumerate(reference)}, lowercase=False)
+    for word in ("quick", "fox", "foxes"):
+        assert ids_of(path, word) == bert.encode(word, add_special_tokens=False).ids, word
+    assert ids_of(path, "quick") == [6]

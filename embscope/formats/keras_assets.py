@@ -81,6 +81,15 @@ def member_text(path: Path, found: dict[str, zipfile.ZipInfo], name: str) -> str
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
+def keras_hub_vocabulary(text: str) -> dict[str, int]:
+    """vocabulary.txt as keras-hub's WordPieceTokenizer.set_vocabulary reads it, `[line.rstrip() for line in file]`:
+    a token a line (line endings already "\n"), its trailing whitespace dropped; a repeated token keeps its last id."""
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()  # the newline after the last token
+    return dict(zip((line.rstrip() for line in lines), range(len(lines))))
+
+
 def keras_tokenizer(path: Path, found: dict[str, zipfile.ZipInfo], config: Any) -> Tokenizer | None:
     """The tokenizer in the zip's assets, else one beside the zip, as for any checkpoint."""
     from ..tokenizers import find_tokenizer
@@ -112,8 +121,8 @@ def read_assets(path: Path, found: dict[str, zipfile.ZipInfo], folder: str, sett
         from ..tokenizers.sentencepiece_model import from_bytes
         return from_bytes(member_bytes(path, found, folder + SPM_FILE), shown / SPM_FILE)
     if folder + WORDPIECE_FILE in found:
-        from ..tokenizers.wordpiece import from_settings, vocab_of
-        vocab = vocab_of(member_text(path, found, folder + WORDPIECE_FILE))
+        from ..tokenizers.wordpiece import from_settings
+        vocab = keras_hub_vocabulary(member_text(path, found, folder + WORDPIECE_FILE))
         unk = settings.get("oov_token", "[UNK]")
         return from_settings(vocab, shown / WORDPIECE_FILE, unk if isinstance(unk, str) else "[UNK]",
                              settings.get("lowercase") is True, settings.get("strip_accents") is True)
