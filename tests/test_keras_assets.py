@@ -179,3 +179,18 @@ def test_a_word_piece_vocabulary_line_is_read_as_keras_hub_reads_it(tmp_path):
     for word in ("quick", "fox", "foxes"):
         assert ids_of(path, word) == bert.encode(word, add_special_tokens=False).ids, word
     assert ids_of(path, "quick") == [6]
+
+
+def test_a_word_piece_tokenizers_suffix_indicator_is_its_configs(tmp_path):
+    """keras-hub's WordPieceTokenizer(suffix_indicator='@@') marks a word's later pieces with '@@', and config.json
+    says so; '##' was assumed, so 'foxes' ('fox' + '@@es') was [UNK]. The reference: tokenizers' WordPiece model
+    with that prefix."""
+    tokenizers = pytest.importorskip("tokenizers")
+    vocab = [token.replace("##", "@@") for token in BERT_VOCAB]
+    path = write_keras_hub(tmp_path / "bert.keras", tokenizer_config("BertTokenizer", {"suffix_indicator": "@@"}),
+                           {"vocabulary.txt": "\n".join(vocab).encode() + b"\n"})
+    bert = tokenizers.Tokenizer(tokenizers.models.WordPiece({t: i for i, t in enumerate(vocab)}, unk_token="[UNK]",
+                                                            continuing_subword_prefix="@@"))
+    bert.pre_tokenizer = tokenizers.pre_tokenizers.BertPreTokenizer()
+    assert bert.encode("foxes", add_special_tokens=False).ids == [8, 9]  # BERT_VOCAB's lines, by hand
+    assert ids_of(path, "foxes") == [8, 9]

@@ -123,9 +123,10 @@ def read_assets(path: Path, found: dict[str, zipfile.ZipInfo], folder: str, sett
     if folder + WORDPIECE_FILE in found:
         from ..tokenizers.wordpiece import from_settings
         vocab = keras_hub_vocabulary(member_text(path, found, folder + WORDPIECE_FILE))
-        unk = settings.get("oov_token", "[UNK]")
+        unk, suffix = settings.get("oov_token", "[UNK]"), settings.get("suffix_indicator", "##")
         return from_settings(vocab, shown / WORDPIECE_FILE, unk if isinstance(unk, str) else "[UNK]",
-                             settings.get("lowercase") is True, settings.get("strip_accents") is True)
+                             settings.get("lowercase") is True, settings.get("strip_accents") is True,
+                             suffix if isinstance(suffix, str) and suffix else "##")
     vocab_name, merges_name = (folder + name for name in BPE_FILES)
     if merges_name not in found:
         raise TokenizerError(f"{quote(path)}: expected {quote(merges_name)} beside {quote(vocab_name)} in the .keras "
