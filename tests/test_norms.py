@@ -486,3 +486,17 @@ def test_a_table_mostly_of_zero_rows_judges_the_others_among_themselves(tmp_path
     assert doc["anomalies_found"] == 240
     assert doc["anomalies"] and all(a["index"] < 240 and a["reason"] == "zero row" for a in doc["anomalies"])
     assert "MAD is 0" not in doc["rule"]
+
+
+def test_undertrained_measures_norm_z_among_the_rows_not_zero_of_a_mostly_zero_table(tmp_path):
+    """The same pruned table: undertrained's norm signals measured z from a median and MAD of 0, so all 160 trained
+    rows were 'norm-high' candidates; now only the zero rows are (norm-low), as norms flags them."""
+    rng = np.random.default_rng(1)
+    base = rng.normal(0, 1, (8, 32))
+    table = (base[rng.integers(0, 8, 400)] + 0.5 * rng.normal(0, 1, (400, 32))) * rng.uniform(0.5, 1.5, (400, 1))
+    table[:240] = 0
+    path = tmp_path / "model.safetensors"
+    save_file({"model.embed_tokens.weight": table.astype(np.float32)}, str(path))
+    doc = run_json("undertrained", "-c", path)
+    assert all(c["id"] < 240 for c in doc["candidates"]), [c for c in doc["candidates"] if c["id"] >= 240][:3]
+    assert any("measured among the 160 rows not zero" in note for note in doc["tables"][0]["notes"])
