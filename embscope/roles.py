@@ -484,7 +484,30 @@ def by_keras_layer(checkpoint: Checkpoint, role: Role, taken: set[str], width: i
     said = f", whose name says {role}" if KERAS_TABLE_CLASSES[layer_class] is None else ""
     first_row, notes = position_offset(checkpoint, None, found[0].name) if role is Role.position else (0, ())
     source = "config.json" if checkpoint.format == KERAS_ZIP else "the layer's name on its vars group, its class by its path"
+    if role is Role.token and said:
+        notes = sides_against_name(checkpoint, found[0], layer)
     return Table(role, found[0], f"{source}: Keras layer {quote(layer)} ({layer_class}){said}", first_row, notes)
+
+
+def sides_against_name(checkpoint: Checkpoint, token: TensorInfo, layer: str) -> tuple[Message, ...]:
+    """A note where the token table a plain Embedding's name chose has its rows on no side of another tensor while
+    another plain Embedding's rows are a side of one (a head over the vocabulary): names may mislead ('tok' on a
+    position table), and the file's shapes say otherwise. An Embedding whose class says its role is not doubted."""
+    tables = {name for name, (_, layer_class) in checkpoint.layers.items() if name in checkpoint.tensors
+              and layer_class in KERAS_TABLE_CLASSES and KERAS_TABLE_CLASSES[layer_class] is None
+              and is_table(checkpoint.tensors[name])}
+    others = [t for t in checkpoint.tensors.values() if t.is_float and t.name not in tables]
+    if vocabulary_side(token, others) is not None:
+        return ()
+    sided = [(checkpoint.tensors[name], side) for name in sorted(tables - {token.name})
+             if (side := vocabulary_side(checkpoint.tensors[name], others)) is not None]
+    if len(sided) != 1:
+        return ()
+    table, head = sided[0]
+    return (Message(f"the token table was taken by its layer's name ({quote(layer)}), but its {token.shape[0]:,} rows "
+                    f"are a side of no other tensor, while {quote(table.name)} ({shape_text(table.shape)}) has its "
+                    f"{table.shape[0]:,} rows a side of {quote(head.name)} ({shape_text(head.shape)}), a head over "
+                    "a vocabulary: if that is the token table, name it with ", key_option(Role.token)),)
 
 
 # a keras.layers.Embedding's weight in a Keras 3 .weights.h5, named by class and order only (saving_lib)

@@ -135,3 +135,62 @@ def test_the_tokenizers_own_folder_is_taken_among_several(tmp_path):
     assert result.exit_code == 1 and result.stderr.count("\n") == 1, result.stderr
     assert "expected one tokenizer's assets in the .keras zip, found several" in result.stderr
     assert "--tokenizer" in result.stderr
+
+
+def test_a_config_of_long_keys_over_many_layers_is_walked_in_bounded_memory(tmp_path):
+    """A hostile config.json: one 50,000-character key above 2,000 sibling objects. The tokenizer walk made each
+    sibling's attribute path (the long key plus its own) at once, 100 MB for a 100 kB document; a 64 MiB
+    config.json (a few kB deflated) so reached tens of GB. Only paths toward an assets folder are made now."""
+    import tracemalloc
+    siblings = {f"s{i}": {"class_name": "Dense", "config": {"i": i}} for i in range(2000)}
+    tokenizer = tokenizer_config("BertTokenizer", {"lowercase": False})
+    path = write_keras_hub(tmp_path / "bert.keras", tokenizer, {"vocabulary.txt": "\n".join(BERT_VOCAB).encode()})
+    with zipfile.ZipFile(path) as zf:
+        config = json.loads(zf.read("config.json"))
+    config["config"]["k" * 50_000] = siblings
+    hostile = tmp_path / "hostile.keras"
+    with zipfile.ZipFile(path) as zf, zipfile.ZipFile(hostile, "w") as out:
+        for info in zf.infolist():
+            data = json.dumps(config).encode() if info.filename == "config.json" else zf.read(info)
+            out.writestr(info.filename, data)
+    tracemalloc.start()
+    try:
+        assert ids_of(hostile, "Hello") == [11]  # the tokenizer at preprocessor/tokenizer/ is still found
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 40_000_000, peak
+
+
+def test_a_word_piece_vocabulary_line_is_read_as_keras_hub_reads_it(tmp_path):
+    """keras-hub's WordPieceTokenizer.set_vocabulary reads vocabulary.txt as `[line.rstrip() for line in file]`
+    (open's universal newlines, each line's trailing whitespace dropped): 'quick \\t' is the token 'quick', id 6.
+    embscope kept 'quick \\t', so the word 'quick' was [UNK] (id 1)."""
+    tokenizers = pytest.importorskip("tokenizers")
+    lines = [token + (" \t" if token == "quick" else "\u00a0" if token == "fox" else "") for token in BERT_VOCAB]
+    text = "\r\n".join(lines) + "\r\n"
+    (tmp_path / "vocabulary.txt").write_bytes(text.encode())
+    with open(tmp_path / "vocabulary.txt", encoding="utf-8") as file:  # keras-hub's own statement
+        reference = [line.rstrip() for line in file]
+    assert reference == BERT_VOCAB
+    path = write_keras_hub(tmp_path / "bert.keras", tokenizer_config("BertTokenizer", {"lowercase": False}),
+                           {"vocabulary.txt": text.encode()})
+    bert = tokenizers.BertWordPieceTokenizer({t: i for i, t in enumerate(reference)}, lowercase=False)
+    for word in ("quick", "fox", "foxes"):
+        assert ids_of(path, word) == bert.encode(word, add_special_tokens=False).ids, word
+    assert ids_of(path, "quick") == [6]
+
+
+def test_a_word_piece_tokenizers_suffix_indicator_is_its_configs(tmp_path):
+    """keras-hub's WordPieceTokenizer(suffix_indicator='@@') marks a word's later pieces with '@@', and config.json
+    says so; '##' was assumed, so 'foxes' ('fox' + '@@es') was [UNK]. The reference: tokenizers' WordPiece model
+    with that prefix."""
+    tokenizers = pytest.importorskip("tokenizers")
+    vocab = [token.replace("##", "@@") for token in BERT_VOCAB]
+    path = write_keras_hub(tmp_path / "bert.keras", tokenizer_config("BertTokenizer", {"suffix_indicator": "@@"}),
+                           {"vocabulary.txt": "\n".join(vocab).encode() + b"\n"})
+    bert = tokenizers.Tokenizer(tokenizers.models.WordPiece({t: i for i, t in enumerate(vocab)}, unk_token="[UNK]",
+                                                            continuing_subword_prefix="@@"))
+    bert.pre_tokenizer = tokenizers.pre_tokenizers.BertPreTokenizer()
+    assert bert.encode("foxes", add_special_tokens=False).ids == [8, 9]  # BERT_VOCAB's lines, by hand
+    assert ids_of(path, "foxes") == [8, 9]

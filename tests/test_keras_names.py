@@ -423,3 +423,21 @@ def test_an_untied_reversible_embeddings_reverse_table_is_the_head(tmp_path):
     np.testing.assert_array_equal(emb.output.array, reverse.T)  # a row per token, as logits = x @ reverse
     doc = run_json("params", "-c", path)
     assert doc["output"] == D * V and doc["head"] == "untied" and doc["total"] == 2 * V * D
+
+
+@pytest.mark.parametrize("misnamed", [True, False])
+def test_a_name_that_the_heads_side_contradicts_is_hedged(tmp_path, misnamed):
+    """The names decide (the position-first layout, the vars groups naming the layers), but where they mislead
+    ('tok_emb' on the 8-row position table, 'pos_emb' on the 50-row token table) the Dense kernel, 16 x 50, has the
+    other table's rows on a side and none of the named one's: a note says so and names --token-key. Before, the
+    name was taken with nothing said, and only 'no output projection in the file' followed."""
+    path, _ = write_position_first(tmp_path / "model.weights.h5", head=True, names=True)
+    if misnamed:
+        with h5py.File(path, "r+") as f:
+            f["layers/embedding/vars"].attrs["name"], f["layers/embedding_1/vars"].attrs["name"] = "tok_emb", "pos_emb"
+    doc = run_json("info", "-c", path)
+    note = " ".join(doc["notes"])
+    assert doc["tables"]["token"]["name"] == ("layers.embedding.vars.0" if misnamed else "layers.embedding_1.vars.0")
+    said = ("'layers.embedding_1.vars.0' (50 x 16) has its 50 rows a side of 'layers.dense.vars.0' (16 x 50)" in note
+            and "--token-key" in note)
+    assert said is misnamed, note

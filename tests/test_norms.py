@@ -464,3 +464,39 @@ def test_columns_reduced_as_wide_rows_are_numpy_s(rows, width):
         found = column_reduced(reduce, values)
         assert found.shape == (width,) and np.array_equal(found, plain, equal_nan=True)
         assert np.isnan(found[5]) and np.isnan(plain[5])
+
+
+def test_a_table_mostly_of_zero_rows_judges_the_others_among_themselves(tmp_path):
+    """A pruned vocabulary, written by safetensors: 240 of 400 rows zeroed, 160 trained (8 directions, norms spread
+    by half either way). Measured over every row, the median and MAD were 0 ('every finite norm equals the
+    median'), untrue, and all 400 rows were anomalies. The zero rows stay flagged; the rest are judged by the
+    median and MAD of their own norms (numpy here), which flag none of them."""
+    rng = np.random.default_rng(1)
+    base = rng.normal(0, 1, (8, 32))
+    table = (base[rng.integers(0, 8, 400)] + 0.5 * rng.normal(0, 1, (400, 32))) * rng.uniform(0.5, 1.5, (400, 1))
+    table[:240] = 0
+    table = table.astype(np.float32)
+    path = tmp_path / "model.safetensors"
+    save_file({"model.embed_tokens.weight": table}, str(path))
+    norms = np.linalg.norm(table.astype(np.float64), axis=1)[240:]
+    median = np.median(norms)
+    z = (norms - median) / (1.4826 * np.median(np.abs(norms - median)))
+    assert not (np.abs(z) > 6).any()  # the case at hand: no trained row stands out among its own
+    doc = run_json("norms", "-c", path)
+    assert doc["anomalies_found"] == 240
+    assert doc["anomalies"] and all(a["index"] < 240 and a["reason"] == "zero row" for a in doc["anomalies"])
+    assert "MAD is 0" not in doc["rule"]
+
+
+def test_undertrained_measures_norm_z_among_the_rows_not_zero_of_a_mostly_zero_table(tmp_path):
+    """The same pruned table: undertrained's norm signals measured z from a median and MAD of 0, so all 160 trained
+    rows were 'norm-high' candidates; now only the zero rows are (norm-low), as norms flags them."""
+    rng = np.random.default_rng(1)
+    base = rng.normal(0, 1, (8, 32))
+    table = (base[rng.integers(0, 8, 400)] + 0.5 * rng.normal(0, 1, (400, 32))) * rng.uniform(0.5, 1.5, (400, 1))
+    table[:240] = 0
+    path = tmp_path / "model.safetensors"
+    save_file({"model.embed_tokens.weight": table.astype(np.float32)}, str(path))
+    doc = run_json("undertrained", "-c", path)
+    assert all(c["id"] < 240 for c in doc["candidates"]), [c for c in doc["candidates"] if c["id"] >= 240][:3]
+    assert any("measured among the 160 rows not zero" in note for note in doc["tables"][0]["notes"])

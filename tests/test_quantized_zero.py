@@ -96,3 +96,22 @@ def test_a_quantized_table_trained_throughout_gets_no_verdict(tmp_path):
     emb = embscope.open(path)
     _, untrained = judged(emb.token.array, row_norms(emb.token.array), "token")
     assert untrained.kind != "at zero" and not (np.abs(steps).max(axis=1) <= 1).any()
+
+
+@pytest.mark.parametrize("kind", ["one-hot", "multi-hot"])
+def test_a_table_of_zeros_and_ones_is_no_quantized_table(tmp_path, kind):
+    """A fixed one-hot table (a padding row of zeros above the identity) or a multi-hot one (0/1 features, a few
+    rows empty), as safetensors writes it: its values are multiples of 1 and every row is within '1 step' of zero,
+    but 1 is the table's own scale, not a quantization step below its values: its rows are told apart at once (the
+    identity's rows are orthogonal). The rule judged every row 'at zero', leaving none to measure the rest by
+    (norms' median nan). A table quantized with one scale spans many steps (uint8's 255 levels over its range)."""
+    from safetensors.numpy import save_file
+    rng = np.random.default_rng(5)
+    table = np.vstack([np.zeros((1, 99)), np.eye(99)]) if kind == "one-hot" else \
+        (rng.random((300, 64)) < 0.05) * np.float64(1)
+    table[:5] = 0
+    path = tmp_path / "model.safetensors"
+    save_file({"model.embed_tokens.weight": table.astype(np.float32)}, str(path))
+    doc = run_json("norms", "-c", path)
+    assert (doc["untrained"] or {}).get("kind") != "at zero", doc["untrained"]
+    assert doc["median"] == pytest.approx(np.median(np.linalg.norm(table, axis=1)))  # every row, numpy's median

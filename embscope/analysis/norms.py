@@ -260,6 +260,13 @@ def trend_half_window(rows: int) -> int:
     return int(min(TREND_MAX, max(TREND_MIN, round(TREND_SHARE * rows))))
 
 
+def mostly_zero(norms: np.ndarray) -> bool:
+    """Zero rows are half the finite rows or more (a pruned or padded vocabulary): measured with them, the median and
+    MAD are 0 and every other row stands out, so they are left out of the rule (still flagged as zero rows)."""
+    zero = int(np.count_nonzero(norms == 0))
+    return zero > 0 and 2 * zero >= int(np.count_nonzero(np.isfinite(norms))) > zero + 1
+
+
 def summarize_trained(norms: np.ndarray, threshold: float = DEFAULT_THRESHOLD, *, left_out: np.ndarray | None = None,
                       along: bool = False, first_row: int = 0, left_out_as: str = "never-trained rows") -> NormSummary:
     """summarize, with the rows of `left_out` (never trained) kept out of the rule and never flagged for their
@@ -269,7 +276,9 @@ def summarize_trained(norms: np.ndarray, threshold: float = DEFAULT_THRESHOLD, *
     reserved rows, never used by design) are neither judged nor flagged."""
     plain = summarize(norms, threshold)
     if left_out is None and not along:
-        return plain
+        if not mostly_zero(norms):
+            return plain
+        left_out_as = "zero rows"  # the rule measured among the others, which no rule here called trained
     judged = norms.copy()
     judged[norms == 0] = np.nan  # zero rows are flagged anyway, and are no trend
     judged[:first_row] = np.nan

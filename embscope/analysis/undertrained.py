@@ -32,7 +32,16 @@ import numpy as np
 
 from .. import compute
 from ..core.errors import EmbscopeError, Message, OptionError, TableError, message_of
-from .norms import AT_ZERO_ROWS, DEFAULT_THRESHOLD, KEPT_NORM_ROWS, RowListing, median_and_mad, robust_z, row_norms
+from .norms import (
+    AT_ZERO_ROWS,
+    DEFAULT_THRESHOLD,
+    KEPT_NORM_ROWS,
+    RowListing,
+    median_and_mad,
+    mostly_zero,
+    robust_z,
+    row_norms,
+)
 from .stages import Progress, Stages, quiet
 from .token_kinds import KINDS, ROUND_TRIP_MAX_CHARS, TokenKinds, token_kinds
 from .untrained import (
@@ -381,6 +390,11 @@ def norm_basis(norms: np.ndarray, never: Untrained | None) -> tuple[float, float
     minority (the median and MAD withstand up to half the rows off) or are not known (a tokenizer gave the
     reference), else of the others, as `norms` measures its anomalies (LAC's 50,164 word rows at their draw, of
     58,224, made the 8,060 trained rows 'norm-high', z up to 914); and the note saying so, or ""."""
+    if (never is None or not never.count or never.whole) and mostly_zero(norms):  # a pruned or padded vocabulary
+        median, mad = median_and_mad(norms[norms != 0])
+        return median, mad, (f"norm z is measured among the {int(np.count_nonzero(np.isfinite(norms) & (norms != 0))):,}"
+                             f" rows not zero (median {median:.4g}, MAD {mad:.4g}): zero rows are half the table or "
+                             "more, and would make both 0, as norms measures its anomalies")
     if never is None or not never.count or never.whole:
         median, mad = median_and_mad(norms)
         return median, mad, ""

@@ -23,20 +23,37 @@ BPE_FILES, WORDPIECE_FILE, SPM_FILE = ("vocabulary.json", "merges.txt"), "vocabu
 VOCABULARY_FILES = (BPE_FILES[0], WORDPIECE_FILE, SPM_FILE)
 
 
-def tokenizer_configs(config: Any) -> dict[str, dict[str, Any]]:
-    """Each tokenizer config.json names (a class whose name ends in 'Tokenizer'), by its attribute path, the folder
-    saving_lib files its assets in: the keys that lead to it, each layer's 'config' left out."""
+def path_steps(wanted: set[str]) -> dict[str, set[str]]:
+    """For each attribute path that begins one in `wanted` ('' and 'preprocessor/' for 'preprocessor/tokenizer/'),
+    the keys that lead on toward one."""
+    steps: dict[str, set[str]] = {}
+    for path in wanted:
+        parts = path.split("/")[:-1]
+        for i, part in enumerate(parts):
+            steps.setdefault("".join(f"{above}/" for above in parts[:i]), set()).add(part)
+    return steps
+
+
+def tokenizer_configs(config: Any, wanted: set[str]) -> tuple[dict[str, dict[str, Any]], dict[str, Any] | None]:
+    """The tokenizers config.json names (a class whose name ends in 'Tokenizer') at the attribute paths in `wanted`
+    (the folder saving_lib files its assets in: the keys that lead to it, each layer's 'config' left out), and the
+    first tokenizer found anywhere. Only paths that lead toward a wanted one are made: made for every object, a long
+    key above many objects took gigabytes (a 3 MB config.json 2.5 GB; a 64 MiB one, a few kB deflated, far more)."""
+    steps = path_steps(wanted)
     found: dict[str, dict[str, Any]] = {}
-    stack: list[tuple[str, Any]] = [("", config)]
+    first: dict[str, Any] | None = None
+    stack: list[tuple[str | None, Any]] = [("", config)] if isinstance(config, dict) else []
     while stack:
         where, node = stack.pop()
-        if isinstance(node, dict):
-            inner = node.get("config")
-            if str(node.get("class_name", "")).endswith("Tokenizer") and isinstance(inner, dict):
+        inner = node.get("config")
+        if str(node.get("class_name", "")).endswith("Tokenizer") and isinstance(inner, dict):
+            first = inner if first is None else first
+            if where in wanted:
                 found[where] = inner
-            stack.extend((where if key == "config" else f"{where}{key}/", value) for key, value in node.items()
-                         if isinstance(key, str))
-    return found
+        after = steps.get(where, set()) if where is not None else set()
+        stack.extend((where if key == "config" else f"{where}{key}/" if key in after else None, value)
+                     for key, value in node.items() if isinstance(value, dict))
+    return found, first
 
 
 def asset_folders(found: dict[str, zipfile.ZipInfo]) -> list[str]:
@@ -64,6 +81,15 @@ def member_text(path: Path, found: dict[str, zipfile.ZipInfo], name: str) -> str
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
+def keras_hub_vocabulary(text: str) -> dict[str, int]:
+    """vocabulary.txt as keras-hub's WordPieceTokenizer.set_vocabulary reads it, `[line.rstrip() for line in file]`:
+    a token a line (line endings already "\n"), its trailing whitespace dropped; a repeated token keeps its last id."""
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()  # the newline after the last token
+    return dict(zip((line.rstrip() for line in lines), range(len(lines))))
+
+
 def keras_tokenizer(path: Path, found: dict[str, zipfile.ZipInfo], config: Any) -> Tokenizer | None:
     """The tokenizer in the zip's assets, else one beside the zip, as for any checkpoint."""
     from ..tokenizers import find_tokenizer
@@ -73,9 +99,9 @@ def keras_tokenizer(path: Path, found: dict[str, zipfile.ZipInfo], config: Any) 
 def zip_tokenizer(path: Path, found: dict[str, zipfile.ZipInfo], config: Any) -> Tokenizer | None:
     """The tokenizer config.json names, from its assets in the zip; None where it names none or the zip holds no
     vocabulary for it."""
-    configs = tokenizer_configs(config)
     folders = asset_folders(found)
-    if not configs or not folders:
+    configs, first = tokenizer_configs(config, {folder[len(ASSETS):] for folder in folders})
+    if first is None or not folders:
         return None
     named = [folder for folder in folders if folder[len(ASSETS):] in configs]
     if len(named) != 1 and len(folders) != 1:
@@ -84,7 +110,7 @@ def zip_tokenizer(path: Path, found: dict[str, zipfile.ZipInfo], config: Any) ->
                                      f"several ({listed}); name a tokenizer file with ", Option("tokenizer")),
                              option="tokenizer")
     folder = named[0] if len(named) == 1 else folders[0]
-    settings = configs.get(folder[len(ASSETS):], next(iter(configs.values())))
+    settings = configs.get(folder[len(ASSETS):], first)
     return read_assets(path, found, folder, settings)
 
 
@@ -95,11 +121,12 @@ def read_assets(path: Path, found: dict[str, zipfile.ZipInfo], folder: str, sett
         from ..tokenizers.sentencepiece_model import from_bytes
         return from_bytes(member_bytes(path, found, folder + SPM_FILE), shown / SPM_FILE)
     if folder + WORDPIECE_FILE in found:
-        from ..tokenizers.wordpiece import from_settings, vocab_of
-        vocab = vocab_of(member_text(path, found, folder + WORDPIECE_FILE))
-        unk = settings.get("oov_token", "[UNK]")
+        from ..tokenizers.wordpiece import from_settings
+        vocab = keras_hub_vocabulary(member_text(path, found, folder + WORDPIECE_FILE))
+        unk, suffix = settings.get("oov_token", "[UNK]"), settings.get("suffix_indicator", "##")
         return from_settings(vocab, shown / WORDPIECE_FILE, unk if isinstance(unk, str) else "[UNK]",
-                             settings.get("lowercase") is True, settings.get("strip_accents") is True)
+                             settings.get("lowercase") is True, settings.get("strip_accents") is True,
+                             suffix if isinstance(suffix, str) and suffix else "##")
     vocab_name, merges_name = (folder + name for name in BPE_FILES)
     if merges_name not in found:
         raise TokenizerError(f"{quote(path)}: expected {quote(merges_name)} beside {quote(vocab_name)} in the .keras "

@@ -88,17 +88,17 @@ def vocab_of(text: str) -> dict[str, int]:
 
 
 def bert_tokenizer(library: Any, vocab: dict[str, int], unk: str, lower_case: bool, strip_accents: bool | None = None,
-                   chinese_chars: bool = True) -> Any:
+                   chinese_chars: bool = True, prefix: str = "##") -> Any:
     """The tokenizer BertWordPieceTokenizer builds for this vocabulary, with the ``library`` package (no
     post-processor: embscope never adds [CLS] and [SEP] to a word). Built from the library's objects, not
     through a tokenizer.json document, which would cost as much again to write and to parse. `strip_accents`
     None: as lower-casing does."""
-    tokenizer = library.Tokenizer(library.models.WordPiece(vocab, unk_token=unk, continuing_subword_prefix="##",
+    tokenizer = library.Tokenizer(library.models.WordPiece(vocab, unk_token=unk, continuing_subword_prefix=prefix,
                                                            max_input_chars_per_word=100))
     tokenizer.normalizer = library.normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=chinese_chars,
                                                               strip_accents=strip_accents, lowercase=lower_case)
     tokenizer.pre_tokenizer = library.pre_tokenizers.BertPreTokenizer()
-    tokenizer.decoder = library.decoders.WordPiece(prefix="##", cleanup=True)
+    tokenizer.decoder = library.decoders.WordPiece(prefix=prefix, cleanup=True)
     tokenizer.add_special_tokens([
         library.AddedToken(token, single_word=False, lstrip=False, rstrip=False, normalized=False, special=True)
         for token in SPECIAL_TOKENS if token in vocab
@@ -114,22 +114,22 @@ def _is_punctuation(char: str) -> bool:
         or unicodedata.category(char).startswith("P")
 
 
-def split_by_bert(vocab: dict[str, int]) -> dict[str, int]:
-    """The pieces BERT's pre-tokenizer could never give whole: more than one character (after a word's '##')
+def split_by_bert(vocab: dict[str, int], prefix: str = "##") -> dict[str, int]:
+    """The pieces BERT's pre-tokenizer could never give whole: more than one character (after a word's `prefix`)
     with punctuation among them; BERT's special tokens (matched whole) and placeholders are left out."""
     found = {}
     for piece, id in vocab.items():
-        text = piece.removeprefix("##")
+        text = piece.removeprefix(prefix)
         if len(text) > 1 and piece not in SPECIAL_TOKENS and not _PLACEHOLDER.fullmatch(piece) \
                 and any(map(_is_punctuation, text)):
             found[piece] = id
     return found
 
 
-def other_splitter(path: Path, vocab: dict[str, int]) -> tuple[frozenset[int], tuple[str, ...]]:
+def other_splitter(path: Path, vocab: dict[str, int], prefix: str = "##") -> tuple[frozenset[int], tuple[str, ...]]:
     """The ids a vocabulary made by another splitter holds that BERT's splits apart, and the note that says
     so; none when such pieces are fewer than OTHER_SPLITTER_SHARE of it (a stray one in BERT's own)."""
-    split = split_by_bert(vocab)
+    split = split_by_bert(vocab, prefix)
     if not vocab or len(split) < OTHER_SPLITTER_SHARE * len(vocab):
         return frozenset(), ()
     shown_pieces = ", ".join(repr(piece) for piece in list(split)[:3])
@@ -140,13 +140,14 @@ def other_splitter(path: Path, vocab: dict[str, int]) -> tuple[frozenset[int], t
 
 
 def from_settings(vocab: dict[str, int], path: Path, unk: str, lower_case: bool,
-                  strip_accents: bool) -> HuggingFaceTokenizer:
+                  strip_accents: bool, prefix: str = "##") -> HuggingFaceTokenizer:
     """BERT's WordPiece over a vocabulary whose settings its writer gave (keras-hub's WordPieceTokenizer config:
-    lowercase, strip_accents, oov_token), not files beside it; `path` names it in messages."""
+    lowercase, strip_accents, oov_token, suffix_indicator: `prefix`), not files beside it; `path` names it in
+    messages."""
     if unk not in vocab:
         raise TokenizerError(f"expected the unknown token {shown(unk)} in {path.name}, found no such line")
-    unchecked, said = other_splitter(path, vocab)
-    return built(path, lambda library: bert_tokenizer(library, vocab, unk, lower_case, strip_accents),
+    unchecked, said = other_splitter(path, vocab, prefix)
+    return built(path, lambda library: bert_tokenizer(library, vocab, unk, lower_case, strip_accents, prefix=prefix),
                  kind="wordpiece", notes=said, unchecked_ids=unchecked)
 
 

@@ -247,6 +247,10 @@ for _name, _build in available_fuzz_samples().items():
     register(Sample(_name, _build))
 if "keras-zip" in SAMPLES:  # the .keras zip's HDF5 member mutated on its own, behind a zip layer that stays valid
     register(Sample("keras-zip-weights", *zip_member(SAMPLES["keras-zip"].build, "model.weights.h5")))
+if "keras-zip-wordpiece" in SAMPLES:  # the tokenizer's assets in the zip (formats.keras_assets), each mutated alone
+    register(Sample("keras-zip-vocabulary.txt", *zip_member(SAMPLES["keras-zip-wordpiece"].build, "vocabulary.txt")))
+    register(Sample("keras-zip-vocabulary.json", *zip_member(SAMPLES["keras-zip-bpe"].build, "vocabulary.json")))
+    register(Sample("keras-zip-merges.txt", *zip_member(SAMPLES["keras-zip-bpe"].build, "merges.txt")))
 
 from tokenizer_samples import available as available_tokenizer_samples
 

@@ -264,6 +264,35 @@ def keras_zip_model(directory: Path) -> tuple[Path, Path]:
     return path, path
 
 
+KERAS_HUB_VOCABULARY = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "the", "dog", "bites", "##s", "man", "cat", "."]
+KERAS_HUB_BPE = ({"<|endoftext|>": 0, "d": 1, "o": 2, "g": 3, "\u0120": 4, "do": 5, "dog": 6, "\u0120dog": 7, "t": 8,
+                  "h": 9, "e": 10}, "#version: 0.2\nd o\ndo g\n\u0120 dog\n")
+
+
+def keras_zip_assets(directory: Path, kind: str) -> tuple[Path, Path]:
+    """keras_zip_model's file as a keras-hub task saves one: config.json names its tokenizer under the preprocessor,
+    whose assets (formats.keras_assets) follow the weights: WordPiece's vocabulary.txt or BytePair's vocabulary.json
+    and merges.txt, V entries."""
+    entry, _ = keras_zip_model(directory)
+    with zipfile.ZipFile(entry) as zf:
+        members = {name: zf.read(name) for name in zf.namelist()}
+    config = json.loads(members["config.json"])
+    tokenizer = "BertTokenizer" if kind == "wordpiece" else "GPT2Tokenizer"
+    config["config"]["preprocessor"] = {"class_name": "XPreprocessor", "config": {"tokenizer": {
+        "class_name": tokenizer, "config": {"name": "tokenizer", "lowercase": True, "oov_token": "[UNK]"}}}}
+    members["config.json"] = json.dumps(config).encode()
+    folder = "assets/preprocessor/tokenizer/"
+    if kind == "wordpiece":
+        members[folder + "vocabulary.txt"] = "\n".join(KERAS_HUB_VOCABULARY).encode() + b"\n"
+    else:
+        members[folder + "vocabulary.json"] = json.dumps(KERAS_HUB_BPE[0]).encode()
+        members[folder + "merges.txt"] = KERAS_HUB_BPE[1].encode()
+    with zipfile.ZipFile(entry, "w") as zf:
+        for name, data in members.items():
+            zf.writestr(name, data)
+    return entry, entry
+
+
 def onnx_external_model(directory: Path) -> tuple[Path, Path]:
     """The external-data export with model.onnx itself (locations, offsets, lengths) as the target."""
     entry, _ = onnx_bert_int8(directory, external=True)
@@ -285,6 +314,8 @@ FUZZ_SAMPLES = {
     "keras-h5": ("h5py", keras_bert),
     "keras-h5-compressed": ("h5py", lambda d: keras_bert(d, compressed=True)),
     "keras-zip": ("h5py", keras_zip_model),
+    "keras-zip-wordpiece": ("h5py", lambda d: keras_zip_assets(d, "wordpiece")),
+    "keras-zip-bpe": ("h5py", lambda d: keras_zip_assets(d, "bpe")),
     "ctranslate2": (None, ctranslate2_whisper),
     "ctranslate2-vocabulary": (None, ctranslate2_vocabulary),
 }

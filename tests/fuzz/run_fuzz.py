@@ -64,7 +64,8 @@ FAMILIES = {
 }
 # the downloaded formats, each one family (CI runs these three with 10,000 inputs each: .ci/run)
 FAMILIES.update({
-    "h5": ["keras-h5", "keras-h5-compressed", "keras-zip", "keras-zip-weights"],
+    "h5": ["keras-h5", "keras-h5-compressed", "keras-zip", "keras-zip-weights", "keras-zip-wordpiece", "keras-zip-bpe",
+           "keras-zip-vocabulary.txt", "keras-zip-vocabulary.json", "keras-zip-merges.txt"],
     "gguf": ["gguf", "gguf-llama"],
     "onnx": ["onnx-int8", "onnx-external-data", "onnx-external-model"],
     # the tokenizer kinds read through native libraries (sentencepiece, tokenizers' Unigram with a Precompiled
