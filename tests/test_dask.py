@@ -268,7 +268,10 @@ def alive(pid: int) -> bool:
 
 # the cluster's start is the window: the interrupt lands as its first process (a worker, the resource tracker)
 # appears, and a moment later, while the workers start; SIGTERM's handler is Ctrl-C's (test_outputs_whole.py)
-@pytest.mark.parametrize("stop, later", [(signal.SIGINT, 0.0), pytest.param(signal.SIGTERM, 0.2, marks=pytest.mark.slow)])
+# each starts a local cluster in a child process (about 3 s of CPU): CI's slow step; the interrupts held around a
+# cluster's start and close below run in the README's command
+@pytest.mark.slow
+@pytest.mark.parametrize("stop, later", [(signal.SIGINT, 0.0), (signal.SIGTERM, 0.2)])
 def test_an_interrupt_while_the_local_cluster_starts_is_one_line_and_leaves_no_process(tmp_path, stop, later):
     """Dask's exit handler closed the half-started cluster and printed its AssertionError (a worker still in
     Status.init), a worker spawned as the run ended printed its traceback, and multiprocessing's resource tracker

@@ -113,6 +113,29 @@ def test_params_counts_the_learned_table_and_leaves_the_encoders_sinusoid_out(wh
     assert note.startswith("'encoder.positional_embedding' (24 x 16) is a fixed sinusoid")
 
 
+def test_hugging_faces_whisper_layout_takes_the_decoders_table_from_row_0(tmp_path):
+    """The layout transformers' Whisper saves (the slow test below checks it against transformers itself, whose
+    model module costs seconds of CPU to import): both tables named 'embed_positions', the encoder's sinusoids()."""
+    from safetensors.numpy import save_file
+    rng = np.random.default_rng(0)
+    decoder = (rng.standard_normal((32, 16)) * 0.02).astype(np.float32)
+    save_file({"model.encoder.embed_positions.weight": sinusoids(24, 16).numpy(),
+               "model.decoder.embed_positions.weight": decoder,
+               "model.decoder.embed_tokens.weight": (rng.standard_normal((300, 16)) * 0.02).astype(np.float32)},
+              str(tmp_path / "model.safetensors"))
+    (tmp_path / "config.json").write_text('{"model_type": "whisper", "vocab_size": 300, "d_model": 16, '
+                                          '"max_source_positions": 24, "max_target_positions": 32}')
+    doc = run_json("positions", "-c", tmp_path, "--pairs", "0:1")
+    assert doc["table"] == "model.decoder.embed_positions.weight" and doc["first_row"] == 0
+    a, b = decoder[0].astype(np.float64), decoder[1].astype(np.float64)
+    assert doc["pairs"][0]["cosine"] == pytest.approx(a @ b / np.linalg.norm(a) / np.linalg.norm(b), abs=1e-6)
+    doc = run_json("params", "-c", tmp_path)
+    assert doc["total"] == 32 * 16 + 300 * 16
+    assert any(note.startswith("'model.encoder.embed_positions.weight' (24 x 16) is a fixed sinusoid")
+               for note in doc["notes"])
+
+
+@pytest.mark.slow  # importing transformers' Whisper costs about 3 s of CPU; the layout above runs in the README's command
 def test_hugging_faces_whisper_takes_the_decoders_table_from_row_0(tmp_path):
     """transformers' Whisper names both tables 'embed_positions' (OPT's name, offset 2): the encoder's holds
     sinusoids(), the decoder's is learned and read from row 0 (position_ids = arange + cache_length)."""
