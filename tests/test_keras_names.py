@@ -378,6 +378,7 @@ def h5_layout(path) -> dict[str, object]:
 @pytest.mark.parametrize(("head", "names"), [(True, False), (False, False), (False, True)])
 def test_keras_writes_the_position_first_layout(tmp_path, head, names):
     import keras
+    keras.utils.clear_session()  # unnamed layers take the session's next name: 'embedding_2' after another test's model
     model = position_first_model(keras, head, names)
     model.save_weights(tmp_path / "keras.weights.h5")
     written, _ = write_position_first(tmp_path / "h5py.weights.h5", head, names)
