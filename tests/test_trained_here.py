@@ -81,17 +81,23 @@ def test_a_tied_tables_unseen_rows_moved_together_are_found_beside_trained_rows_
     assert doc["untrained"]["kind"] == "moved together"
 
 
-def keras_trend_table(seed: int) -> np.ndarray:
-    """A 2,000 x 64 keras.layers.Embedding table (uniform(-0.05, 0.05)) trained with AdamW, untied: the run (Keras 3,
-    Embedding -> Dense -> Dense, 300 steps) moved its seen rows along one direction by amounts that grow with how
-    often they were seen (its bins of 20 rows sorted by norm: mutual cosine rising smoothly from 0.4 to 0.89), and
-    left its 500 unseen rows at their draw times the decay."""
+def keras_draw(seed: int):
+    """A keras.layers.Embedding's draw (uniform(-0.05, 0.05), 2,000 x 64), 500 ids never seen, and the one direction
+    the run's training pushed its seen rows along."""
     rng = np.random.default_rng(seed)
     table = rng.uniform(-0.05, 0.05, (2000, 64))
     unseen = np.sort(rng.choice(np.arange(4, 2000), 500, replace=False))
     seen = np.setdiff1d(np.arange(2000), unseen)
     push = rng.normal(0, 1, 64)
-    push /= np.linalg.norm(push)
+    return rng, table, unseen, seen, push / np.linalg.norm(push)
+
+
+def keras_trend_table(seed: int) -> np.ndarray:
+    """A 2,000 x 64 keras.layers.Embedding table (uniform(-0.05, 0.05)) trained with AdamW, untied: the run (Keras 3,
+    Embedding -> Dense -> Dense, 300 steps) moved its seen rows along one direction by amounts that grow with how
+    often they were seen (its bins of 20 rows sorted by norm: mutual cosine rising smoothly from 0.4 to 0.89), and
+    left its 500 unseen rows at their draw times the decay."""
+    rng, table, unseen, seen, push = keras_draw(seed)
     table[seen] += 0.6 * np.sqrt(rng.uniform(0, 1, (len(seen), 1))) * push + rng.normal(0, 0.04, (len(seen), 64))
     table[unseen] *= ADAMW_DECAY
     return table.astype(np.float32)
@@ -217,12 +223,7 @@ def keras_adamw_table(seed: int) -> tuple[np.ndarray, np.ndarray]:
     0.1, 300 steps), untied: its 500 unseen rows are their draw times the decay, 0.914 (every |x| within 0.0457);
     its seen rows moved past the draw's box (largest |x| 0.046 to 0.098, median 0.068), along one direction by
     amounts that grow with how often they were seen, as keras_trend_table's."""
-    rng = np.random.default_rng(seed)
-    table = rng.uniform(-0.05, 0.05, (2000, 64))
-    unseen = np.sort(rng.choice(np.arange(4, 2000), 500, replace=False))
-    seen = np.setdiff1d(np.arange(2000), unseen)
-    push = rng.normal(0, 1, 64)
-    push /= np.linalg.norm(push)
+    rng, table, unseen, seen, push = keras_draw(seed)
     table[seen] += rng.normal(0, 1, (len(seen), 64)) * rng.uniform(0.004, 0.015, (len(seen), 1))
     table[seen] += 0.3 * np.sqrt(rng.uniform(0, 1, (len(seen), 1))) * push
     table[unseen] *= ADAMW_DECAY
