@@ -48,6 +48,9 @@ def test_object_based_names_lose_their_attribute_suffix():
 def test_commands_find_the_tables_and_the_vocabulary():
     doc = run_json("params", "-c", DATA / "bert" / "bert_model.ckpt", "--json")
     assert doc["total"] == sum(REFERENCE[key].size for key in BERT_TENSORS.values())  # slots are no parameters
+    # make_tf_checkpoint.py's logits are the token table, transposed, plus cls/predictions/output_bias, as in
+    # run_pretraining.py: the head is tied
+    assert doc["tied"] is True and doc["head"] == "tied"
     assert doc["token"] == REFERENCE["bert_word"].size and doc["position"] == REFERENCE["bert_position"].size
     similarity = run_json("similarity", "cat", "dog", "-c", DATA / "bert", "--json")
     cat, dog = (REFERENCE["bert_word"][VOCAB.index(word)] for word in ("cat", "dog"))

@@ -370,7 +370,23 @@ def open_tf_checkpoint(path: Path, options: OpenOptions) -> Checkpoint:
     notes = [left_out] if slots else []
     if not tensors:
         raise CheckpointError(f"{where}: expected tensors numpy can read in the checkpoint, found none")
-    return Checkpoint(path, tensors, step=step, config=beside_config(path, notes), notes=notes)
+    tied = bert_head_tied(tensors)
+    if tied:
+        notes.append(BERT_HEAD_NOTE)
+    return Checkpoint(path, tensors, step=step, config=beside_config(path, notes), notes=notes, tied=tied or None)
+
+
+# Google's BERT and ALBERT (run_pretraining.py, get_masked_lm_output): the masked-LM logits are the transformed hidden
+# states times the token table, transposed, plus cls/predictions/output_bias; no other output weight is stored
+BERT_TOKEN, BERT_OUTPUT_BIAS = "bert/embeddings/word_embeddings", "cls/predictions/output_bias"
+BERT_HEAD_NOTE = (f"{BERT_OUTPUT_BIAS!r} beside {BERT_TOKEN!r}: Google's BERT computes its masked-LM logits with the "
+                  "token table, transposed, and that bias (run_pretraining.py), so the head is the token table")
+
+
+def bert_head_tied(tensors: dict[str, TensorInfo]) -> bool:
+    """Whether the checkpoint is Google's BERT layout with its masked-LM head: a bias of one value per token row."""
+    token, bias = tensors.get(BERT_TOKEN), tensors.get(BERT_OUTPUT_BIAS)
+    return token is not None and bias is not None and len(token.shape) == 2 and bias.shape == token.shape[:1]
 
 
 def beside_config(path: Path, notes: list[str]) -> dict[str, Any]:
