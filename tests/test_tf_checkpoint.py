@@ -121,7 +121,7 @@ def test_an_index_too_large_is_refused_before_it_is_read(tmp_path):
         f.truncate(65 << 20)
         f.seek((65 << 20) - 48)
         f.write(tail)  # the magic stays last, so the sniff takes it
-    assert_error_line(invoke("info", "-c", index), "bert_model.ckpt.index")
+    assert_error_line(invoke("info", "-c", index), "bert_model.ckpt.index", "of at most 67,108,864 bytes")
 
 
 def test_json_config_beside_that_is_not_json_is_a_note(tmp_path):

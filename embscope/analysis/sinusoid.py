@@ -113,9 +113,7 @@ def fixed_sinusoids(tensors: Iterable[TensorInfo],
             continue
         if shape[0] * shape[1] > MOST_VALUES:
             unread.append(tensor)
-            continue
-        said = formula_of(to_float32(tensor.read(), tensor.dtype).reshape(shape))
-        if said is not None:
+        elif (said := sinusoid_of(tensor)) is not None:
             found.append((tensor, said))
     return found, unread
 

@@ -134,7 +134,11 @@ def too_large(path: PathLike, what: str, size: int, limit: int) -> str:
 def read_text(path: PathLike, limit: int, what: str = "a text file", *, record: bool = True) -> str:
     """The file as UTF-8 text, line endings read as Path.read_text reads them ("\\r\\n" and "\\r" as "\\n").
     A file that is not UTF-8 raises UnicodeDecodeError, which each reader words for its own kind of file."""
-    text = read_bytes(path, limit, what, record=record).decode("utf-8")
+    return universal_newlines(read_bytes(path, limit, what, record=record).decode("utf-8"))
+
+
+def universal_newlines(text: str) -> str:
+    """Line endings as Path.read_text reads them: "\\r\\n" and "\\r" as "\\n" (for text read from a file or a zip)."""
     return text.replace("\r\n", "\n").replace("\r", "\n") if "\r" in text else text
 
 

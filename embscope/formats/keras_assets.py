@@ -12,6 +12,7 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
+from ..core import files
 from ..core.errors import Message, Option, TokenizerError
 from ..core.text import detail, quote
 from ..core.tokenizer import Tokenizer
@@ -78,7 +79,7 @@ def member_text(path: Path, found: dict[str, zipfile.ZipInfo], name: str) -> str
         text = member_bytes(path, found, name).decode("utf-8")
     except UnicodeDecodeError as err:
         raise TokenizerError(f"{quote(path)}: member {quote(name)}: expected UTF-8 text, found {detail(err)}") from None
-    return text.replace("\r\n", "\n").replace("\r", "\n")
+    return files.universal_newlines(text)
 
 
 def keras_hub_vocabulary(text: str) -> dict[str, int]:

@@ -237,12 +237,13 @@ def slice_extents(proto: Any, shape: tuple[int, ...], where: str) -> list[tuple[
 def assembled(shape: tuple[int, ...], parts: list[tuple[tuple[slice, ...], TensorInfo]], where: str) -> np.ndarray:
     """The whole variable, each slice read into its place. The slices hold as many elements as the whole (checked
     when it was catalogued), so slices that do not overlap fill it."""
-    whole = np.zeros(shape, dtype=parts[0][1].read().dtype)
+    first = parts[0][1].read()  # read once: it gives the whole its element type, and its values
+    whole = np.zeros(shape, dtype=first.dtype)
     filled = np.zeros(shape, dtype=bool)
-    for region, part in parts:
+    for index, (region, part) in enumerate(parts):
         if filled[region].any():
             raise CheckpointError(f"{where}: expected slices that do not overlap, found two that do")
-        whole[region] = part.read()
+        whole[region] = first if index == 0 else part.read()
         filled[region] = True
     return whole
 
